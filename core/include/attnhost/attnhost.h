@@ -1,0 +1,273 @@
+/*
+ * libattnhost: the public API an inference engine links.
+ *
+ * The life of an engine:
+ *
+ *   ah_host_create()        scan the plugin directories (crash-isolated, cached)
+ *   ah_model_load()         describe the model's attention layers (INI)
+ *   ah_host_select()        pick a backend per layer and phase, with reasons
+ *   ah_binding_create()     open the winners' devices, size their states
+ *   per step:
+ *     ah_binding_plan()     validate the batch once, plan every bound state
+ *     ah_binding_forward()  per layer: store new K/V, run attention
+ *
+ * Errors: fallible calls return ah_status. Calls on a handle leave the detail
+ * in that handle's errmsg; constructors write it into an ah_error the caller
+ * provides, and leave *out NULL, so a failed create leaves nothing to destroy.
+ *
+ * Thread safety: an ah_host may be used from many threads at once (select,
+ * binding_create, plugin queries). An ah_selection is immutable once made and
+ * may be read from any thread. An ah_binding is used by one thread at a time
+ * (an engine worker's); different bindings on one host run concurrently.
+ * ah_model is immutable after load.
+ */
+#ifndef ATTNHOST_H
+#define ATTNHOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <attnhost/plugin.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AH_VERSION_STRING "0.1.0"
+
+typedef struct ah_host ah_host;
+typedef struct ah_model ah_model;
+typedef struct ah_selection ah_selection;
+typedef struct ah_binding ah_binding;
+typedef struct ah_device ah_device;
+
+/* Detail for a failed constructor. */
+typedef struct ah_error {
+    char msg[1024];
+} ah_error;
+
+/* Static text for a status ("invalid argument", ...). Never NULL. */
+const char *ah_status_str(ah_status s);
+
+/* ---------------------------------------------------------------------------
+ * Host
+ * ------------------------------------------------------------------------ */
+
+typedef enum ah_scan_mode {
+    AH_SCAN_DEFAULT = 0,    /* what the config says; child process if it says nothing */
+    AH_SCAN_CHILD = 1,      /* probe new plugins in a child process with a time limit */
+    AH_SCAN_IN_PROCESS = 2  /* no fork: for environments that cannot */
+} ah_scan_mode;
+
+typedef struct ah_host_options {
+    uint32_t struct_size;
+    const char *config_path;  /* INI file; NULL: config_text, or built-in defaults */
+    const char *config_text;  /* INI text used when config_path is NULL */
+    const char *const *plugin_dirs; /* searched before [search] paths; may be NULL */
+    uint32_t n_plugin_dirs;
+    int no_default_dirs;      /* 1: skip the install dir and $ATTNHOST_PLUGIN_PATH */
+    ah_scan_mode scan_mode;
+    const char *cache_path;   /* NULL: [search] cache or the default; "": no cache */
+} ah_host_options;
+
+/* Create a host: load the configuration, gather hardware facts, scan the
+ * plugin directories. A plugin that fails to scan does not fail the host: it
+ * is listed with its cause. Fails only on a bad configuration or no memory. */
+ah_status ah_host_create(const ah_host_options *opts, ah_host **out, ah_error *err);
+void ah_host_destroy(ah_host *host);
+
+/* The last error on host, never NULL. */
+const char *ah_host_errmsg(const ah_host *host);
+
+const ah_hw_facts *ah_host_hw_facts(const ah_host *host);
+
+typedef enum ah_plugin_state {
+    AH_PLUGIN_AVAILABLE = 0,   /* accepted, probe says usable */
+    AH_PLUGIN_UNAVAILABLE = 1, /* accepted, probe says no device here */
+    AH_PLUGIN_REJECTED = 2,    /* ABI mismatch, NULL required slot, nonsense caps */
+    AH_PLUGIN_QUARANTINED = 3  /* crashed, hung, aborted, failed dlopen, garbage */
+} ah_plugin_state;
+
+const char *ah_plugin_state_str(ah_plugin_state s);
+
+/* What the host knows of one plugin file. All pointers are host-owned and
+ * live as long as the host. caps and probe are NULL for rejected and
+ * quarantined plugins. */
+typedef struct ah_plugin_info {
+    uint32_t struct_size;
+    const char *name;        /* from the descriptor, or the file stem */
+    const char *path;
+    const char *version, *vendor, *license, *description;
+    ah_device_kind device_kind;
+    ah_plugin_state state;
+    const char *reason;      /* why not available; "" when available */
+    const ah_caps *caps;     /* check_combination is NULL in this copy */
+    const ah_probe_info *probe;
+    int has_check_combination;
+    int from_cache;          /* 1: the scan result came from the cache */
+    double scan_ms;          /* cost of the scan that produced this result */
+} ah_plugin_info;
+
+size_t ah_host_plugin_count(const ah_host *host);
+const ah_plugin_info *ah_host_plugin(const ah_host *host, size_t index);
+/* NULL when no plugin has that name. */
+const ah_plugin_info *ah_host_find_plugin(const ah_host *host, const char *name);
+
+/* The config key table rendered as an INI with every key, its default and
+ * its documentation; *text is malloc'ed, the caller frees it. With
+ * effective=1 the values in force replace the defaults. */
+ah_status ah_host_config_dump(const ah_host *host, int effective, char **text);
+
+/* Warnings the configuration produced (unknown plugin keys, ...), one per
+ * line; "" when none. */
+const char *ah_host_config_warnings(const ah_host *host);
+
+/* ---------------------------------------------------------------------------
+ * Model descriptions
+ * ------------------------------------------------------------------------ */
+
+/* Load a model description (INI, see README "Model descriptions"). */
+ah_status ah_model_load(const char *path, ah_model **out, ah_error *err);
+/* The same from text; source names the text in error messages. */
+ah_status ah_model_parse(const char *text, const char *source, ah_model **out, ah_error *err);
+void ah_model_destroy(ah_model *model);
+
+const char *ah_model_name(const ah_model *model);
+uint32_t ah_model_num_layers(const ah_model *model);
+/* The layer's spec as described: kv_dtype and kv_layout may be AUTO here. */
+const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer);
+
+/* The built-in demo model: global, sliding-window and MLA layers. */
+const char *ah_demo_model_text(void);
+
+/* ---------------------------------------------------------------------------
+ * Selection: which plugin serves each layer, and why
+ * ------------------------------------------------------------------------ */
+
+typedef enum ah_phase {
+    AH_PHASE_PREFILL = 0, /* batches with any query_len > 1 */
+    AH_PHASE_DECODE = 1,  /* batches where every query_len is 1 */
+    AH_PHASE_COUNT
+} ah_phase;
+
+typedef struct ah_reason {
+    ah_reason_code code;
+    const char *field;      /* "head_size", "kv_dtype", ... */
+    const char *value;      /* the offending value */
+    const char *supported;  /* what the plugin supports */
+} ah_reason;
+
+typedef struct ah_candidate {
+    const char *plugin;
+    uint32_t n_reasons;     /* 0: valid (chosen, or lost on priority) */
+    const ah_reason *reasons;
+    int chosen;
+} ah_candidate;
+
+typedef struct ah_decision {
+    const char *plugin;       /* the winner; NULL when none could serve */
+    const char *list_source;  /* where the priority list came from */
+    uint32_t n_candidates;
+    const ah_candidate *candidates;
+    ah_layer_spec spec;       /* resolved: kv_dtype, kv_layout, scale filled */
+    int fallback;             /* 1: no listed candidate fit, another was taken */
+} ah_decision;
+
+/* Choose a plugin for every layer and phase. Fails when a layer cannot be
+ * served under [select] fallback = error, or a forced backend does not fit:
+ * the message then lists the reasons. Decisions are cached per distinct
+ * layer spec inside the host. */
+ah_status ah_host_select(ah_host *host, const ah_model *model, ah_selection **out, ah_error *err);
+void ah_selection_destroy(ah_selection *sel);
+
+uint32_t ah_selection_num_layers(const ah_selection *sel);
+const ah_decision *ah_selection_decision(const ah_selection *sel, uint32_t layer, ah_phase phase);
+/* The model's CUDA-graph level: the minimum over its bound layers; *layer
+ * (if not NULL) receives the layer that set it. */
+ah_graph_level ah_selection_graph_level(const ah_selection *sel, uint32_t *layer);
+/* Warnings from fallback = warn, one per line; "" when none. */
+const char *ah_selection_warnings(const ah_selection *sel);
+
+const char *ah_reason_code_str(ah_reason_code c);
+const char *ah_graph_level_str(ah_graph_level g);
+const char *ah_attn_type_str(ah_attn_type t);
+const char *ah_kv_layout_str(ah_kv_layout l);
+const char *ah_device_kind_str(ah_device_kind k);
+
+/* ---------------------------------------------------------------------------
+ * Binding and execution
+ * ------------------------------------------------------------------------ */
+
+typedef struct ah_binding_options {
+    uint32_t struct_size;
+    ah_limits limits;
+    int no_validation; /* 1: skip batch and tensor checks (trusted engines) */
+} ah_binding_options;
+
+/* Open the selected plugins (dlopen, context, one state per distinct layer
+ * spec and phase). sel must outlive the binding. */
+ah_status ah_binding_create(ah_host *host, const ah_selection *sel, const ah_binding_options *opts,
+                            ah_binding **out, ah_error *err);
+void ah_binding_destroy(ah_binding *b);
+const char *ah_binding_errmsg(const ah_binding *b);
+
+/* Validate the batch (unless switched off), decide its phase, and plan every
+ * state of that phase. On error nothing was planned. */
+ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mode, void *stream);
+ah_phase ah_binding_phase(const ah_binding *b);
+
+/* Attention for one layer of the last planned batch. When args->key is not
+ * NULL the new tokens' K/V are stored first (by forward itself, or by the
+ * plugin's write_kv). Tensors are checked against the layer's spec first. */
+ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *args);
+/* Store new K/V only. */
+ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *args);
+/* LSE merge through the layer's plugin (AH_ERR_UNSUPPORTED if it has none). */
+ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_args *args);
+
+/* The KV-cache tensor shape a layer needs: 4 dims in the layer's layout. */
+void ah_binding_kv_cache_shape(const ah_binding *b, uint32_t layer, uint32_t num_blocks,
+                               int64_t shape[4]);
+/* The device of the plugin bound to layer in phase. */
+ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase);
+
+/* ---------------------------------------------------------------------------
+ * Devices: memory, copies, streams, timers and graphs of a plugin's device,
+ * so tools and tests drive any backend through one interface.
+ * ------------------------------------------------------------------------ */
+
+ah_device_kind ah_device_kind_of(const ah_device *d);
+DLDevice ah_device_dl(const ah_device *d);
+const char *ah_device_errmsg(const ah_device *d);
+ah_status ah_device_alloc(ah_device *d, size_t bytes, void **ptr);
+void ah_device_free(ah_device *d, void *ptr);
+ah_status ah_device_copy(ah_device *d, void *dst, const void *src, size_t bytes, ah_copy_kind kind);
+ah_status ah_device_sync(ah_device *d);
+/* Stream for launches (NULL on CPU devices). Owned by the device. */
+void *ah_device_stream(ah_device *d);
+/* Time what runs between start and stop, in milliseconds. */
+ah_status ah_device_timer_start(ah_device *d);
+ah_status ah_device_timer_stop(ah_device *d, float *ms);
+/* CUDA-graph capture on the device stream; AH_ERR_UNSUPPORTED without it. */
+int ah_device_has_graphs(const ah_device *d);
+ah_status ah_device_graph_begin(ah_device *d);
+ah_status ah_device_graph_end(ah_device *d, ah_graph **g);
+ah_status ah_device_graph_launch(ah_device *d, ah_graph *g);
+void ah_device_graph_destroy(ah_device *d, ah_graph *g);
+
+/* ---------------------------------------------------------------------------
+ * Batch validation, on its own (ah_binding_plan calls it)
+ * ------------------------------------------------------------------------ */
+
+/* Check a batch against a layer spec and limits: monotonic query_start_loc,
+ * 0 < query_len <= seq_len, block ids inside the cache, slots inside the
+ * cache, table wide enough, counts and maxima consistent. Uses the host
+ * copies only. */
+ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
+                            const ah_limits *limits, ah_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNHOST_H */

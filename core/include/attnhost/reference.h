@@ -1,0 +1,83 @@
+/*
+ * The reference oracle: attention over the paged KV cache in double
+ * precision, covering every feature of the capability model. It defines
+ * what every plugin must compute; the conformance suite compares against it.
+ *
+ * For query token t of request r, head h (kv head h / (Hq/Hk)), and each key
+ * position j < seq_lens[r] that is visible:
+ *
+ *   k_j, v_j   dequantized cache rows: stored value * k_scale (v_scale) for
+ *              FP8 caches, else the stored value; for MLA v_j = k_j[:v_head]
+ *   s_j        = scale * dot(q, k_j)
+ *   s_j        = softcap * tanh(s_j / softcap)            if softcap > 0
+ *   s_j       += slope[h] * (j - p)                       if ALiBi
+ *   out        = sum_j e^{s_j} v_j / (sum_j e^{s_j} + e^{sink[h]})
+ *   lse        = log(sum_j e^{s_j} + e^{sink[h]})         (natural log)
+ *
+ * where the sink terms appear only when the layer uses sinks, and p is the
+ * query's position, seq_lens[r] - query_len[r] + i. Visibility:
+ *   decoder (causal):        j <= p, and j > p - window if sliding_window
+ *   encoder, encoder-only:   every j < seq_len, and |j - p| < window if set
+ *   encoder-decoder (cross): every j < seq_len
+ * With no visible key and no sink the output is 0 and lse is -inf.
+ */
+#ifndef ATTNHOST_REFERENCE_H
+#define ATTNHOST_REFERENCE_H
+
+#include <attnhost/attnhost.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Host-memory inputs, all densely packed:
+ *   q            [T, Hq, qk_head] in spec->q_dtype
+ *   key_cache    [num_blocks, ...] in spec->kv_dtype and spec->kv_layout
+ *   value_cache  likewise with v_head (ignored for MLA)
+ *   sinks, alibi_slopes [Hq], when the spec uses them
+ * The batch's host copies give the structure. */
+typedef struct ah_ref_inputs {
+    uint32_t struct_size;
+    const ah_layer_spec *spec;
+    const ah_batch *batch;
+    const void *q;
+    const void *key_cache;
+    const void *value_cache;
+    const float *sinks;
+    const float *alibi_slopes;
+    float k_scale, v_scale; /* 0 means 1 */
+} ah_ref_inputs;
+
+/* out [T, Hq, v_head], lse [T, Hq] (may be NULL). */
+ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *lse, ah_error *err);
+
+/* Store new K [T, Hk, qk_head] and V [T, Hk, v_head] (q dtype) into the
+ * caches at the batch's slot_mapping, as write_kv must: converted to the KV
+ * dtype, divided by the scale for FP8 (nearest-even, saturating). Negative
+ * slots are skipped. value/value_cache are ignored for MLA. */
+ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
+                                const void *value, void *key_cache, void *value_cache, float k_scale,
+                                float v_scale, ah_error *err);
+
+/* LSE merge of two partial results: [T, H, D] values, [T, H] lse. */
+void ah_reference_merge_states(uint32_t T, uint32_t H, uint32_t D, const double *v_a,
+                               const double *lse_a, const double *v_b, const double *lse_b,
+                               double *out, double *lse_out);
+
+/* Element offset of (block, slot-in-block, kv head, channel) in a cache of
+ * the given layout. */
+static inline size_t ah_kv_offset(ah_kv_layout layout, uint32_t block_size, uint32_t num_kv_heads,
+                                  uint32_t head_size, uint32_t block, uint32_t slot, uint32_t head,
+                                  uint32_t ch)
+{
+    size_t per_block = (size_t)block_size * num_kv_heads * head_size;
+    if (layout == AH_KV_LAYOUT_HND)
+        return block * per_block + ((size_t)head * block_size + slot) * head_size + ch;
+    return block * per_block + ((size_t)slot * num_kv_heads + head) * head_size + ch;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

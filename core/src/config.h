@@ -1,0 +1,82 @@
+/*
+ * The host configuration: the INI file's contents after parsing (inih) and
+ * validation. Every key is declared once in config_keys.def, which drives
+ * the parser, the defaults, the documentation and `attnhost config --dump`.
+ */
+#ifndef AH_CONFIG_H
+#define AH_CONFIG_H
+
+#include <stdint.h>
+
+#include <attnhost/attnhost.h>
+
+#include "range.h"
+
+typedef struct ah_strlist {
+    char **items;
+    uint32_t n;
+} ah_strlist;
+
+typedef enum ah_fallback {
+    AH_FALLBACK_ERROR = 0, /* a layer no listed backend can serve is an error */
+    AH_FALLBACK_WARN = 1,  /* take any available backend that fits, with a warning */
+    AH_FALLBACK_ALLOW = 2  /* the same, silently */
+} ah_fallback;
+
+/* One [layer.<range>] section. */
+typedef struct ah_layer_rule {
+    char *section;          /* "layer.0-3", for messages */
+    ah_range range;
+    ah_strlist priority;    /* empty: not set */
+    ah_strlist prefill_priority;
+    ah_strlist decode_priority;
+    char *backend;          /* forced backend for these layers, or NULL */
+} ah_layer_rule;
+
+/* One key of a [plugin.<name>] section. */
+typedef struct ah_plugin_kv {
+    char *plugin, *key, *value;
+    int line;
+} ah_plugin_kv;
+
+typedef struct ah_config {
+    char *source;            /* file name, or "<embedded>" / "<text>" */
+    /* [search] */
+    ah_strlist search_paths;
+    char *cache_path;        /* NULL: default location; "" (or "none"): no cache */
+    ah_scan_mode scan_mode;  /* AH_SCAN_DEFAULT when not set */
+    uint32_t scan_timeout_ms;
+    /* [select] */
+    ah_strlist priority, prefill_priority, decode_priority, disable;
+    char *force;
+    ah_fallback fallback;
+    /* [run] */
+    int validate;
+    /* [layer.<range>] in file order; later rules win */
+    ah_layer_rule *layer_rules;
+    uint32_t n_layer_rules;
+    /* [plugin.<name>] */
+    ah_plugin_kv *plugin_keys;
+    uint32_t n_plugin_keys;
+} ah_config;
+
+/* Parse a configuration from path, or from text when path is NULL (source
+ * then names it in messages). Both NULL: the built-in defaults. Errors name
+ * file, line and key: "f.ini:12: [select] fallback: 'maybe' is not one of
+ * error, warn, allow". On error *cfg is left empty (nothing to free). */
+ah_status ah__config_load(ah_config *cfg, const char *path, const char *text, const char *source,
+                          ah_error *err);
+void ah__config_free(ah_config *cfg);
+
+/* The value of [plugin.<name>] key, or NULL. */
+const char *ah__config_plugin_key(const ah_config *cfg, const char *plugin, const char *key);
+
+/* Render every declared key with doc and default (effective=0), or with the
+ * values of cfg (effective=1; cfg may be NULL for 0). *text is malloc'ed. */
+ah_status ah__config_dump(const ah_config *cfg, int effective, char **text);
+
+/* Parsing helpers shared with the model parser. */
+int ah__parse_strlist(const char *value, ah_strlist *out); /* comma-separated; -1 on OOM */
+void ah__strlist_free(ah_strlist *l);
+
+#endif

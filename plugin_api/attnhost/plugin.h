@@ -1,0 +1,613 @@
+/*
+ * attnhost plugin ABI.
+ *
+ * This is the only header a backend author needs. A plugin is a shared object
+ * that exports one function, attnhost_plugin_entry, which returns a static,
+ * const descriptor: who the plugin is, what it can do (ah_caps, answerable
+ * without touching a device) and a table of operations (ah_plugin_ops).
+ *
+ * Rules that keep the ABI stable across releases:
+ *  - Every struct starts with uint32_t struct_size. Fields are only ever
+ *    appended. A reader looks at a field only when struct_size covers it
+ *    (AH_HAS_FIELD); the host treats a field it cannot see as absent.
+ *  - The host refuses a plugin whose ABI major differs from its own; minor
+ *    versions only add fields and optional slots.
+ *  - Fallible calls return ah_status; the detail is a per-handle last-error
+ *    string (context_error / state_error).
+ *  - Whoever allocates frees. Nothing crosses the .so boundary to be freed on
+ *    the other side.
+ *  - Tensors are DLPack DLTensors. FP8 KV caches are described by the layer's
+ *    kv_dtype (DLPack 0.6 has no FP8 codes); their DLTensor dtype is uint8.
+ *
+ * Slots marked "(optional)" may be NULL; the comment says what NULL means.
+ * Required slots are checked for NULL when the host accepts a plugin.
+ */
+#ifndef ATTNHOST_PLUGIN_H
+#define ATTNHOST_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ----------------------------------------------------------------------------
+ * Versions
+ * ------------------------------------------------------------------------- */
+
+#define AH_ABI_VERSION_MAJOR 1
+#define AH_ABI_VERSION_MINOR 0
+#define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
+#define AH_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
+#define AH_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
+
+/* True when a struct of the given struct_size contains FIELD. */
+#define AH_HAS_FIELD(ptr, type, field) \
+    ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
+#if defined(_WIN32)
+#define AH_EXPORT __declspec(dllexport)
+#else
+#define AH_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ----------------------------------------------------------------------------
+ * Status
+ * ------------------------------------------------------------------------- */
+
+typedef enum ah_status {
+    AH_OK = 0,
+    AH_ERR_INVALID_ARGUMENT = 1, /* bad input: shape, range, pointer */
+    AH_ERR_UNSUPPORTED = 2,      /* valid request this backend cannot serve */
+    AH_ERR_OUT_OF_MEMORY = 3,
+    AH_ERR_DEVICE = 4,           /* driver or kernel failure */
+    AH_ERR_UNAVAILABLE = 5,      /* no usable device here */
+    AH_ERR_ABI = 6,              /* version or struct-size mismatch */
+    AH_ERR_CONFIG = 7,           /* bad configuration or model description */
+    AH_ERR_IO = 8,               /* file system */
+    AH_ERR_PLUGIN = 9,           /* a plugin misbehaved (crash, garbage) */
+    AH_ERR_NOT_FOUND = 10,
+    AH_ERR_INTERNAL = 11,
+    AH_STATUS_COUNT
+} ah_status;
+
+/* ----------------------------------------------------------------------------
+ * Enumerations and bit sets used by the capability model
+ * ------------------------------------------------------------------------- */
+
+typedef enum ah_device_kind {
+    AH_DEVICE_CPU = 0,
+    AH_DEVICE_CUDA = 1,
+    AH_DEVICE_HIP = 2,
+    AH_DEVICE_LEVEL_ZERO = 3,
+    AH_DEVICE_KIND_COUNT
+} ah_device_kind;
+
+/* Element types. AUTO is only meaningful as a layer's kv_dtype ("same as the
+ * query"); the host resolves it before any plugin sees a layer spec. */
+typedef enum ah_dtype {
+    AH_DTYPE_AUTO = 0,
+    AH_DTYPE_FP32 = 1,
+    AH_DTYPE_FP16 = 2,
+    AH_DTYPE_BF16 = 3,
+    AH_DTYPE_FP8_E4M3 = 4,
+    AH_DTYPE_FP8_E5M2 = 5,
+    AH_DTYPE_COUNT
+} ah_dtype;
+#define AH_BIT(x) (1u << (x))
+
+typedef enum ah_attn_type {
+    AH_ATTN_DECODER = 0,         /* causal self-attention over the paged cache */
+    AH_ATTN_ENCODER = 1,         /* bidirectional self-attention (enc-dec encoder) */
+    AH_ATTN_ENCODER_ONLY = 2,    /* bidirectional self-attention (BERT-like) */
+    AH_ATTN_ENCODER_DECODER = 3, /* cross-attention: decoder queries, encoder KV */
+    AH_ATTN_TYPE_COUNT
+} ah_attn_type;
+
+/* Layout of one KV-cache tensor (keys or values), outermost first.
+ *   NHD: [num_blocks, block_size, num_kv_heads, head_size]
+ *   HND: [num_blocks, num_kv_heads, block_size, head_size] */
+typedef enum ah_kv_layout {
+    AH_KV_LAYOUT_AUTO = 0, /* layer spec only: take the backend's preferred */
+    AH_KV_LAYOUT_NHD = 1,
+    AH_KV_LAYOUT_HND = 2,
+    AH_KV_LAYOUT_COUNT
+} ah_kv_layout;
+
+/* CUDA-graph support level (vLLM's AttentionCGSupport): each level includes
+ * the ones below it. */
+typedef enum ah_graph_level {
+    AH_GRAPH_NEVER = 0,
+    AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE = 1, /* pure decode, query_len 1 */
+    AH_GRAPH_UNIFORM_BATCH = 2,               /* every request has one query_len */
+    AH_GRAPH_ALWAYS = 3,                      /* mixed prefill/decode batches */
+    AH_GRAPH_LEVEL_COUNT
+} ah_graph_level;
+
+/* Feature flags (ah_caps.features). A layer needing a feature the plugin does
+ * not claim is rejected with a reason naming the feature. */
+typedef enum ah_feature {
+    AH_FEAT_MLA = 1u << 0,            /* absorbed MLA: one KV head, V = K[..., :v_head] */
+    AH_FEAT_SINKS = 1u << 1,          /* per-head attention-sink logits */
+    AH_FEAT_SLIDING_WINDOW = 1u << 2,
+    AH_FEAT_ALIBI = 1u << 3,
+    AH_FEAT_SOFTCAP = 1u << 4,        /* logits soft-cap: c * tanh(s / c) */
+    AH_FEAT_NON_CAUSAL = 1u << 5,     /* bidirectional attention */
+    AH_FEAT_SPARSE = 1u << 6,         /* block-sparse attention */
+    AH_FEAT_LSE = 1u << 7,            /* forward can return log-sum-exp */
+    AH_FEAT_CASCADE = 1u << 8,        /* shared-prefix (cascade) attention */
+    AH_FEAT_DIFF_HEAD_SIZES = 1u << 9 /* qk_head_size != v_head_size */
+} ah_feature;
+
+/* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
+ * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
+ * permission request succeeded. */
+typedef enum ah_cpu_isa {
+    AH_ISA_SSE42 = 1u << 0,
+    AH_ISA_AVX = 1u << 1,
+    AH_ISA_AVX2 = 1u << 2,
+    AH_ISA_FMA = 1u << 3,
+    AH_ISA_F16C = 1u << 4,
+    AH_ISA_AVX512F = 1u << 5,
+    AH_ISA_AVX512BW = 1u << 6,
+    AH_ISA_AVX512VL = 1u << 7,
+    AH_ISA_AVX512DQ = 1u << 8,
+    AH_ISA_AVX512_VNNI = 1u << 9,
+    AH_ISA_AVX512_BF16 = 1u << 10,
+    AH_ISA_AVX512_FP16 = 1u << 11,
+    AH_ISA_AMX_TILE = 1u << 12,
+    AH_ISA_AMX_BF16 = 1u << 13,
+    AH_ISA_AMX_INT8 = 1u << 14,
+    AH_ISA_AMX_FP16 = 1u << 15
+} ah_cpu_isa;
+
+/* ----------------------------------------------------------------------------
+ * Integer sets: head sizes, block sizes.
+ * x is a member when it is one of values[], or when range_step != 0 and
+ * range_min <= x <= range_max and (x - range_min) % range_step == 0.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_int_set {
+    uint32_t struct_size;
+    uint32_t n_values;
+    const uint32_t *values;
+    uint32_t range_min, range_max, range_step;
+} ah_int_set;
+
+#define AH_INT_SET_LIST(arr) \
+    { sizeof(ah_int_set), (uint32_t)(sizeof(arr) / sizeof((arr)[0])), (arr), 0, 0, 0 }
+#define AH_INT_SET_RANGE(lo, hi, step) { sizeof(ah_int_set), 0, NULL, (lo), (hi), (step) }
+#define AH_INT_SET_LIST_AND_RANGE(arr, lo, hi, step) \
+    { sizeof(ah_int_set), (uint32_t)(sizeof(arr) / sizeof((arr)[0])), (arr), (lo), (hi), (step) }
+#define AH_INT_SET_ANY AH_INT_SET_RANGE(1, UINT32_MAX, 1)
+
+static inline int ah_int_set_contains(const ah_int_set *s, uint32_t x)
+{
+    for (uint32_t i = 0; i < s->n_values; i++)
+        if (s->values[i] == x) return 1;
+    return s->range_step != 0 && x >= s->range_min && x <= s->range_max &&
+           (x - s->range_min) % s->range_step == 0;
+}
+
+/* ----------------------------------------------------------------------------
+ * Hardware facts gathered by the host (CPUID, XCR0, AMX permission, memory)
+ * and passed to every plugin. GPU facts come from the plugins' own probes.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_hw_facts {
+    uint32_t struct_size;
+    uint32_t cpu_isa;         /* usable ah_cpu_isa bits */
+    uint32_t cpu_isa_cpuid;   /* what CPUID reports, before OS/permission checks */
+    uint32_t cpu_logical_cores;
+    uint64_t memory_bytes;
+    char cpu_vendor[16];
+    char cpu_model[64];
+    char amx_note[96];        /* why AMX is not usable, or "" */
+} ah_hw_facts;
+
+/* ----------------------------------------------------------------------------
+ * Host services: what a plugin may call back into.
+ * ------------------------------------------------------------------------- */
+
+typedef enum ah_log_level {
+    AH_LOG_ERROR = 0,
+    AH_LOG_WARN = 1,
+    AH_LOG_INFO = 2,
+    AH_LOG_DEBUG = 3
+} ah_log_level;
+
+typedef struct ah_host_services {
+    uint32_t struct_size;
+    uint32_t abi_version; /* AH_ABI_VERSION of the host */
+    /* Log a line, tagged with the plugin's name by the host. Thread-safe. */
+    void (*log)(const struct ah_host_services *host, ah_log_level level, const char *msg);
+    /* Host memory for the plugin's own bookkeeping. Thread-safe. alloc
+     * returns NULL on failure (and under fault injection); free(NULL) is a
+     * no-op. Memory from alloc goes back through free, never libc free. */
+    void *(*alloc)(const struct ah_host_services *host, size_t size);
+    void (*free)(const struct ah_host_services *host, void *ptr);
+    /* The value of key in this plugin's [plugin.<name>] section, or NULL.
+     * The string lives as long as the host. Only keys the plugin declares
+     * in ah_caps.config_keys are passed; others are reported to the user. */
+    const char *(*config_get)(const struct ah_host_services *host, const char *key);
+    const ah_hw_facts *hw;
+    void *host_data; /* the host's; plugins never read it */
+} ah_host_services;
+
+/* ----------------------------------------------------------------------------
+ * Probe: is the plugin's device usable here? Filled by the plugin into a
+ * struct the host zeroes and sizes; the plugin writes only what struct_size
+ * covers. Strings are NUL-terminated and truncated to fit.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_probe_info {
+    uint32_t struct_size;
+    int32_t usable;            /* 1: can run here; 0: reason says why not */
+    char reason[256];          /* "libcuda.so.1 not found", ... */
+    char device_name[128];
+    char arch[32];             /* "sm_90", "gfx942", "avx512bf16", ... */
+    uint32_t compute_capability; /* CUDA major*10+minor, else 0 */
+    uint32_t device_count;
+    uint32_t multiprocessors;  /* SMs, CUs, or CPU cores */
+    uint64_t memory_bytes;
+    char driver_version[64];
+} ah_probe_info;
+
+/* ----------------------------------------------------------------------------
+ * Layer specification: what one attention layer needs. The host fills it
+ * from the model description; kv_dtype and kv_layout are already resolved
+ * (never AUTO) when a plugin sees it.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_layer_spec {
+    uint32_t struct_size;
+    ah_attn_type attn_type;       /* decoder layers are causal, others not */
+    uint32_t num_q_heads;
+    uint32_t num_kv_heads;
+    uint32_t qk_head_size;
+    uint32_t v_head_size;         /* MLA absorbed: qk 576, v 512, kv_heads 1 */
+    ah_dtype q_dtype;             /* also the output dtype */
+    ah_dtype kv_dtype;
+    uint32_t block_size;          /* tokens per KV-cache block */
+    ah_kv_layout kv_layout;
+    uint32_t sliding_window;      /* 0: none; else a query at position p sees
+                                     keys at positions > p - sliding_window */
+    float softcap;                /* 0: none */
+    float scale;                  /* softmax scale; the host fills 1/sqrt(qk) if 0 */
+    uint32_t use_mla;             /* absorbed MLA: V is the first v_head_size
+                                     channels of the key cache */
+    uint32_t use_sinks;           /* forward receives per-head sink logits */
+    uint32_t use_alibi;           /* forward receives per-head ALiBi slopes */
+} ah_layer_spec;
+
+/* ----------------------------------------------------------------------------
+ * Reasons: why a plugin cannot serve a layer. Every failed check produces one.
+ * ------------------------------------------------------------------------- */
+
+typedef enum ah_reason_code {
+    AH_REASON_NONE = 0,
+    AH_REASON_UNAVAILABLE = 1,     /* probe said not usable here */
+    AH_REASON_QUARANTINED = 2,     /* the scan recorded a crash or garbage */
+    AH_REASON_DISABLED = 3,        /* [select] disable */
+    AH_REASON_DEVICE = 4,          /* compute capability, gfx target, CPU ISA */
+    AH_REASON_DTYPE = 5,
+    AH_REASON_KV_DTYPE = 6,
+    AH_REASON_HEAD_SIZE = 7,
+    AH_REASON_BLOCK_SIZE = 8,
+    AH_REASON_ATTN_TYPE = 9,
+    AH_REASON_FEATURE = 10,        /* MLA, sinks, window, ALiBi, soft-cap, ... */
+    AH_REASON_KV_LAYOUT = 11,
+    AH_REASON_COMBINATION = 12,    /* from check_combination */
+    AH_REASON_LOST_ON_PRIORITY = 13, /* valid, but a higher-priority one won */
+    AH_REASON_NOT_FOUND = 14,      /* named in a priority list, not installed */
+    AH_REASON_CODE_COUNT
+} ah_reason_code;
+
+/* A sink the host hands to check_combination. add() copies its strings. */
+typedef struct ah_reason_sink {
+    uint32_t struct_size;
+    void (*add)(struct ah_reason_sink *sink, ah_reason_code code, const char *field,
+                const char *value, const char *supported);
+    void *host_data;
+} ah_reason_sink;
+
+/* ----------------------------------------------------------------------------
+ * Plugin configuration keys ([plugin.<name>] in the INI). Declared by the
+ * plugin so the host can document them and report unknown ones.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_config_key {
+    const char *name;
+    const char *default_value;
+    const char *doc;
+} ah_config_key;
+
+/* ----------------------------------------------------------------------------
+ * Capability descriptor: static, const, answerable without a device.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_caps {
+    uint32_t struct_size;
+    uint32_t q_dtypes;           /* AH_BIT(ah_dtype) mask */
+    uint32_t kv_dtypes;          /* AH_BIT(ah_dtype) mask of concrete KV dtypes */
+    ah_int_set qk_head_sizes;
+    ah_int_set v_head_sizes;
+    ah_int_set block_sizes;      /* a list and/or a multiple-of range */
+    uint32_t preferred_block_size;
+    uint32_t features;           /* ah_feature mask */
+    uint32_t attn_types;         /* AH_BIT(ah_attn_type) mask */
+    uint32_t kv_layouts;         /* AH_BIT(ah_kv_layout) mask */
+    ah_kv_layout preferred_kv_layout;
+    /* Device requirements. */
+    uint32_t min_compute_capability; /* CUDA major*10+minor; 0: no bound */
+    uint32_t max_compute_capability; /* 0: no bound */
+    const char *const *gfx_targets;  /* HIP targets served; NULL: any */
+    uint32_t n_gfx_targets;
+    uint32_t cpu_isa_required;       /* ah_cpu_isa bits that must all be usable */
+    /* CUDA graphs. */
+    ah_graph_level graph_level;
+    int32_t graph_seq_len_fill;  /* seq_len the engine writes into padded slots */
+    /* Execution properties. */
+    uint32_t forward_writes_kv;  /* 1: forward stores k/v itself; write_kv unused */
+    uint32_t caller_output;      /* 1: writes into the caller's out tensor;
+                                    0: see ah_forward_args.out */
+    uint32_t max_head_groups;    /* largest num_q_heads/num_kv_heads; 0: any */
+    /* Plugin config keys. */
+    const ah_config_key *config_keys;
+    uint32_t n_config_keys;
+    /* (optional) Rules that span several fields. Append a reason for each
+     * violated rule via sink->add; adding none means "fine". NULL: no such
+     * rules. probe may be NULL when no probe ran. Must not touch a device. */
+    void (*check_combination)(const ah_layer_spec *spec, const ah_probe_info *probe,
+                              ah_reason_sink *sink);
+} ah_caps;
+
+/* ----------------------------------------------------------------------------
+ * The batch: vLLM's CommonAttentionMetadata, backend-agnostic. Built once per
+ * step by the engine; every bound plugin turns it into its own metadata in
+ * plan(). Device tensors are int32 unless noted and live on the plugin's
+ * device; the *_host arrays are host copies of the same values, for planning
+ * without a device sync (on CPU plugins they may alias the tensors).
+ *
+ * Request r owns query tokens [query_start_loc[r], query_start_loc[r+1]) and
+ * has seq_lens[r] tokens of KV in the cache, the new ones included, so its
+ * query token i sits at position seq_lens[r] - query_len[r] + i. For
+ * cross-attention seq_lens are the encoder lengths and positions don't matter.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_batch {
+    uint32_t struct_size;
+    uint32_t num_reqs;
+    uint32_t num_tokens;        /* query_start_loc[num_reqs] */
+    uint32_t max_query_len;
+    uint32_t max_seq_len;
+    uint32_t num_blocks;        /* blocks in the KV cache, for bounds checks */
+    const DLTensor *query_start_loc; /* [num_reqs + 1] */
+    const DLTensor *seq_lens;        /* [num_reqs] */
+    const DLTensor *block_table;     /* [num_reqs, >= max blocks per request] */
+    const DLTensor *slot_mapping;    /* [num_tokens] int64: block * block_size + offset;
+                                        negative: padding, not written */
+    const int32_t *query_start_loc_host;
+    const int32_t *seq_lens_host;
+    const int32_t *block_table_host; /* row-major, block_table_stride per row */
+    const int64_t *slot_mapping_host;
+    uint32_t block_table_stride;     /* elements per row in block_table_host */
+    uint32_t common_prefix_len;      /* tokens every request shares (cascade), 0: none */
+} ah_batch;
+
+/* Sizes a state must accommodate: the engine's maxima, fixed at state
+ * creation so that CUDA-graph replay never reallocates. */
+typedef struct ah_limits {
+    uint32_t struct_size;
+    uint32_t max_num_reqs;
+    uint32_t max_num_tokens;
+    uint32_t max_blocks_per_req;
+    uint32_t max_seq_len;
+    uint32_t num_blocks;        /* blocks in the KV cache */
+} ah_limits;
+
+/* plan() modes. */
+typedef enum ah_plan_mode {
+    AH_PLAN_EAGER = 0,    /* plan for an immediate forward */
+    AH_PLAN_CAPTURE = 1,  /* plan whose buffers a CUDA graph will capture */
+    AH_PLAN_REPLAY = 2    /* rewrite the captured buffers in place, nothing else:
+                             no allocation, no new launch configuration */
+} ah_plan_mode;
+
+/* Arguments of forward(). Shapes (T = num_tokens, Hq/Hk heads):
+ *   q     [T, Hq, qk_head]      key/value new tokens [T, Hk, qk_head] / [T, Hk, v_head]
+ *   out   [T, Hq, v_head] in q_dtype
+ *   lse   [T, Hq] float32, natural log; NULL: not wanted
+ *   key_cache/value_cache: one tensor each in the layer's kv_layout; for MLA
+ *   value_cache is NULL and V is key_cache[..., :v_head].
+ *   sinks, alibi_slopes: [Hq] float32, when the spec asks for them. */
+typedef struct ah_forward_args {
+    uint32_t struct_size;
+    const DLTensor *q;
+    const DLTensor *key;        /* new keys: used only when forward_writes_kv */
+    const DLTensor *value;
+    const DLTensor *key_cache;
+    const DLTensor *value_cache;
+    DLTensor *out;              /* caller_output=0: the plugin fills this
+                                   descriptor with its own buffer, valid until
+                                   the next forward on the same state */
+    DLTensor *lse;
+    const DLTensor *sinks;
+    const DLTensor *alibi_slopes;
+    float k_scale;              /* FP8 KV: stored = real / scale; 0 means 1 */
+    float v_scale;
+    void *stream;               /* CUstream / hipStream_t / NULL */
+} ah_forward_args;
+
+/* Arguments of write_kv(): store the new tokens' K and V at slot_mapping
+ * of the last planned batch, converting (and scaling) to the KV dtype. */
+typedef struct ah_kv_write_args {
+    uint32_t struct_size;
+    const DLTensor *key;        /* [T, Hk, qk_head] */
+    const DLTensor *value;      /* [T, Hk, v_head]; NULL for MLA */
+    const DLTensor *key_cache;
+    const DLTensor *value_cache;
+    float k_scale, v_scale;
+    void *stream;
+} ah_kv_write_args;
+
+/* merge_states(): combine two partial attention results over disjoint key
+ * sets by their log-sum-exp: out = (e^la * a + e^lb * b) / (e^la + e^lb),
+ * lse_out = log(e^la + e^lb). v_*: [T, H, D] (q dtype), lse_*: [T, H] float32.
+ * lse_out may be NULL. out may alias v_a. */
+typedef struct ah_merge_args {
+    uint32_t struct_size;
+    const DLTensor *v_a, *lse_a;
+    const DLTensor *v_b, *lse_b;
+    DLTensor *out;
+    DLTensor *lse_out;
+    void *stream;
+} ah_merge_args;
+
+/* Opaque handles. The host never looks inside. */
+typedef struct ah_context ah_context; /* one per plugin per host: device, streams */
+typedef struct ah_state ah_state;     /* one per bound layer spec: plans, buffers */
+typedef struct ah_graph ah_graph;     /* a captured, replayable graph */
+
+/* ----------------------------------------------------------------------------
+ * The operations table.
+ * ------------------------------------------------------------------------- */
+
+typedef enum ah_copy_kind {
+    AH_COPY_HOST_TO_DEVICE = 0,
+    AH_COPY_DEVICE_TO_HOST = 1,
+    AH_COPY_DEVICE_TO_DEVICE = 2
+} ah_copy_kind;
+
+typedef struct ah_plugin_ops {
+    uint32_t struct_size;
+
+    /* Is the device usable here? Fill *info (see ah_probe_info). Runs in the
+     * scanner's child process and again before binding. Must not crash when
+     * the device or its driver library is absent: say why in info->reason. */
+    ah_status (*probe)(const ah_host_services *host, ah_probe_info *info);
+
+    /* Open the device. *out is the plugin's; on failure *out is NULL and
+     * *why (static or host-lifetime text) says why. */
+    ah_status (*context_create)(const ah_host_services *host, ah_context **out,
+                                const char **why);
+    void (*context_destroy)(ah_context *ctx);
+    /* The last error on ctx, never NULL (may be ""). Valid until the next
+     * call on ctx. */
+    const char *(*context_error)(const ah_context *ctx);
+
+    /* A state for one layer spec, sized for lim. On failure *out is NULL and
+     * the detail is in context_error(ctx). */
+    ah_status (*state_create)(ah_context *ctx, const ah_layer_spec *spec,
+                              const ah_limits *lim, ah_state **out);
+    void (*state_destroy)(ah_state *st);
+    const char *(*state_error)(const ah_state *st);
+
+    /* Turn the engine's batch into this backend's metadata. The batch has
+     * been validated by the host unless validation is switched off. */
+    ah_status (*plan)(ah_state *st, const ah_batch *batch, ah_plan_mode mode, void *stream);
+
+    /* Attention for every query token of the last planned batch. */
+    ah_status (*forward)(ah_state *st, const ah_forward_args *args);
+
+    /* (optional) Store new K/V into the cache. NULL: forward_writes_kv must
+     * be 1, else the host rejects the plugin. */
+    ah_status (*write_kv)(ah_state *st, const ah_kv_write_args *args);
+
+    /* (optional) LSE merge of partial results. NULL: not offered. */
+    ah_status (*merge_states)(ah_context *ctx, const ah_merge_args *args);
+
+    /* (optional) Device workspace the state will hold, in bytes, for the
+     * given spec and limits. NULL: none, or not reported. */
+    ah_status (*workspace_size)(const ah_layer_spec *spec, const ah_limits *lim,
+                                uint64_t *bytes);
+
+    /* Device memory and streams, so the host's conformance suite, bench and
+     * run drive any device through one interface. (optional) all together:
+     * NULL on a CPU plugin means host memory (the host uses its allocator and
+     * memcpy). */
+    ah_status (*mem_alloc)(ah_context *ctx, size_t bytes, void **ptr);
+    void (*mem_free)(ah_context *ctx, void *ptr);
+    ah_status (*mem_copy)(ah_context *ctx, void *dst, const void *src, size_t bytes,
+                          ah_copy_kind kind, void *stream);
+    ah_status (*synchronize)(ah_context *ctx, void *stream);
+    ah_status (*stream_create)(ah_context *ctx, void **stream);
+    void (*stream_destroy)(ah_context *ctx, void *stream);
+    /* (optional) Device timer: elapsed milliseconds of what runs on stream
+     * between timer_start and timer_stop (events). NULL: host wall clock
+     * after synchronize. */
+    ah_status (*timer_start)(ah_context *ctx, void *stream);
+    ah_status (*timer_stop)(ah_context *ctx, void *stream, float *ms);
+
+    /* (optional, required when graph_level > NEVER) Stream capture into a
+     * replayable graph. */
+    ah_status (*graph_begin)(ah_context *ctx, void *stream);
+    ah_status (*graph_end)(ah_context *ctx, void *stream, ah_graph **out);
+    ah_status (*graph_launch)(ah_context *ctx, ah_graph *g, void *stream);
+    void (*graph_destroy)(ah_context *ctx, ah_graph *g);
+} ah_plugin_ops;
+
+/* ----------------------------------------------------------------------------
+ * The descriptor and the entry point.
+ * ------------------------------------------------------------------------- */
+
+typedef struct ah_plugin_descriptor {
+    uint32_t struct_size;
+    uint32_t abi_version;   /* AH_ABI_VERSION the plugin was built against */
+    const char *name;       /* [a-z0-9_]+, unique; names its [plugin.<name>] */
+    const char *version;
+    const char *vendor;
+    const char *license;
+    const char *description;
+    ah_device_kind device_kind;
+    const ah_caps *caps;
+    const ah_plugin_ops *ops;
+} ah_plugin_descriptor;
+
+#define AH_PLUGIN_ENTRY_SYMBOL "attnhost_plugin_entry"
+
+/* The one exported symbol. host_abi_version is the host's AH_ABI_VERSION.
+ * Returns the plugin's static descriptor, or NULL with *why set to a static
+ * string when it cannot serve this host (a different ABI major, say). */
+typedef const ah_plugin_descriptor *(*ah_plugin_entry_fn)(uint32_t host_abi_version,
+                                                          const ah_host_services *host,
+                                                          const char **why);
+
+/* Define a plugin in a few lines:
+ *
+ *   static const ah_caps my_caps = { sizeof(ah_caps), ... };
+ *   static const ah_plugin_ops my_ops = { sizeof(ah_plugin_ops), ... };
+ *   AH_PLUGIN_DEFINE(my_backend, "1.0", "Acme", "MIT", "Acme attention",
+ *                    AH_DEVICE_CPU, &my_caps, &my_ops)
+ *
+ * The entry refuses a host of another ABI major and remembers the host's
+ * services in ah_plugin_host (static to the plugin). */
+#define AH_PLUGIN_DEFINE(NAME, VERSION, VENDOR, LICENSE, DESCRIPTION, DEVICE, CAPS, OPS) \
+    static const ah_host_services *ah_plugin_host;                                      \
+    static const ah_plugin_descriptor ah_plugin_descriptor_##NAME = {                    \
+        sizeof(ah_plugin_descriptor), AH_ABI_VERSION, #NAME, VERSION, VENDOR, LICENSE,   \
+        DESCRIPTION, DEVICE, CAPS, OPS};                                                 \
+    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
+        uint32_t host_abi_version, const ah_host_services *host, const char **why);      \
+    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
+        uint32_t host_abi_version, const ah_host_services *host, const char **why)       \
+    {                                                                                    \
+        if (AH_ABI_MAJOR(host_abi_version) != AH_ABI_VERSION_MAJOR) {                    \
+            if (why) *why = "plugin " #NAME " needs attnhost ABI major "                 \
+                            AH_PLUGIN_STR(AH_ABI_VERSION_MAJOR);                         \
+            return NULL;                                                                 \
+        }                                                                                \
+        ah_plugin_host = host;                                                           \
+        return &ah_plugin_descriptor_##NAME;                                             \
+    }
+#define AH_PLUGIN_STR_(x) #x
+#define AH_PLUGIN_STR(x) AH_PLUGIN_STR_(x)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNHOST_PLUGIN_H */

@@ -1,0 +1,256 @@
+/*
+ * Small, header-only helpers for plugin authors: a per-handle error buffer,
+ * scalar conversions for the ABI's element types (the host's reference
+ * oracle uses the same ones, so a plugin and the oracle agree bit for bit on
+ * what an FP8 byte means), and DLTensor checks.
+ *
+ * Nothing here is required; everything is static inline.
+ */
+#ifndef ATTNHOST_PLUGIN_UTIL_H
+#define ATTNHOST_PLUGIN_UTIL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- error buffer ------------------------------------------------------- */
+
+typedef struct ah_errbuf {
+    char msg[512];
+} ah_errbuf;
+
+/* Format into e and return status, so a failure is one line:
+ *   return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "q has %d dims", n); */
+static inline ah_status ah_fail(ah_errbuf *e, ah_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static inline ah_status ah_fail(ah_errbuf *e, ah_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Copy a string into a fixed field, truncating and terminating. */
+static inline void ah_strlcpy(char *dst, const char *src, size_t cap)
+{
+    if (!cap) return;
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* ---- element types ------------------------------------------------------ */
+
+static inline const char *ah_dtype_name(ah_dtype t)
+{
+    static const char *const names[AH_DTYPE_COUNT] = {"auto", "fp32", "fp16", "bf16",
+                                                      "fp8_e4m3", "fp8_e5m2"};
+    return (unsigned)t < AH_DTYPE_COUNT ? names[t] : "?";
+}
+
+static inline size_t ah_dtype_size(ah_dtype t)
+{
+    switch (t) {
+    case AH_DTYPE_FP32: return 4;
+    case AH_DTYPE_FP16:
+    case AH_DTYPE_BF16: return 2;
+    case AH_DTYPE_FP8_E4M3:
+    case AH_DTYPE_FP8_E5M2: return 1;
+    default: return 0;
+    }
+}
+
+/* The DLPack dtype a tensor of element type t carries (FP8 travels as uint8). */
+static inline DLDataType ah_dtype_to_dl(ah_dtype t)
+{
+    DLDataType d = {kDLFloat, 32, 1};
+    switch (t) {
+    case AH_DTYPE_FP16: d.bits = 16; break;
+    case AH_DTYPE_BF16: d.code = kDLBfloat; d.bits = 16; break;
+    case AH_DTYPE_FP8_E4M3:
+    case AH_DTYPE_FP8_E5M2: d.code = kDLUInt; d.bits = 8; break;
+    default: break;
+    }
+    return d;
+}
+
+static inline float ah_bits_to_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint32_t ah_f32_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float ah_bf16_to_f32(uint16_t h) { return ah_bits_to_f32((uint32_t)h << 16); }
+
+/* Round to nearest even; NaN stays NaN. */
+static inline uint16_t ah_f32_to_bf16(float f)
+{
+    uint32_t u = ah_f32_to_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float ah_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0) {
+        float v = ldexpf((float)man, -24);
+        return sign ? -v : v;
+    }
+    if (exp == 31) return ah_bits_to_f32(sign | 0x7f800000u | (man << 13));
+    return ah_bits_to_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+/* Round to nearest even, saturating to infinity like IEEE. */
+static inline uint16_t ah_f32_to_f16(float f)
+{
+    uint32_t u = ah_f32_to_bits(f), sign = (u >> 16) & 0x8000u;
+    float a = fabsf(f);
+    if (a != a) return (uint16_t)(sign | 0x7e00u);
+    if (a >= 65520.0f) return (uint16_t)(sign | 0x7c00u);
+    if (a < 6.103515625e-05f) { /* subnormal: quantum 2^-24 */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(a * 16777216.0f));
+    }
+    uint32_t au = u & 0x7fffffffu;
+    uint32_t r = au + 0xfffu + ((au >> 13) & 1u);
+    return (uint16_t)(sign | ((r - (112u << 23)) >> 13));
+}
+
+/* FP8 E4M3 (OCP "fn": no infinities, 0x7f/0xff are NaN, max 448). */
+static inline float ah_fp8e4m3_to_f32(uint8_t b)
+{
+    uint32_t sign = b >> 7, exp = (b >> 3) & 0xfu, man = b & 7u;
+    float v;
+    if (exp == 15 && man == 7) return NAN;
+    if (exp == 0) v = ldexpf((float)man, -9);
+    else v = ldexpf((float)(8 + man), (int)exp - 10);
+    return sign ? -v : v;
+}
+
+/* FP8 E5M2 (IEEE-like: infinities and NaNs, max 57344). */
+static inline float ah_fp8e5m2_to_f32(uint8_t b) { return ah_f16_to_f32((uint16_t)(b << 8)); }
+
+/* Encode a finite float into an FP8 format by nearest-even, saturating to
+ * the largest finite value (what every FP8 KV-cache writer does). */
+static inline uint8_t ah_f32_to_fp8(float f, ah_dtype t)
+{
+    const int e4 = t == AH_DTYPE_FP8_E4M3;
+    const int man_bits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    const float maxv = e4 ? 448.0f : 57344.0f;
+    uint8_t sign = f < 0 ? 0x80 : 0;
+    float a = fabsf(f);
+    if (a != a) return e4 ? 0x7f : 0x7e;
+    if (a > maxv) a = maxv;
+    int e;
+    frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    int exp = e - 1 + bias;
+    if (exp < 1) exp = 1; /* subnormals share the smallest exponent's quantum */
+    float quantum = ldexpf(1.0f, exp - bias - man_bits);
+    float q = nearbyintf(a / quantum) * quantum;
+    if (q > maxv) q = maxv;
+    if (q == 0) return sign;
+    frexpf(q, &e);
+    exp = e - 1 + bias;
+    uint32_t code;
+    if (exp < 1) code = (uint32_t)(q / ldexpf(1.0f, 1 - bias - man_bits)); /* subnormal */
+    else code = ((uint32_t)exp << man_bits) |
+                ((uint32_t)(ldexpf(q, -(e - 1)) * (1 << man_bits)) - (1u << man_bits));
+    return (uint8_t)(sign | code);
+}
+
+/* Load element i of a buffer of type t as float. */
+static inline float ah_load_f32(const void *base, size_t i, ah_dtype t)
+{
+    switch (t) {
+    case AH_DTYPE_FP32: return ((const float *)base)[i];
+    case AH_DTYPE_FP16: return ah_f16_to_f32(((const uint16_t *)base)[i]);
+    case AH_DTYPE_BF16: return ah_bf16_to_f32(((const uint16_t *)base)[i]);
+    case AH_DTYPE_FP8_E4M3: return ah_fp8e4m3_to_f32(((const uint8_t *)base)[i]);
+    case AH_DTYPE_FP8_E5M2: return ah_fp8e5m2_to_f32(((const uint8_t *)base)[i]);
+    default: return NAN;
+    }
+}
+
+/* Store v as element i of a buffer of type t. */
+static inline void ah_store_f32(void *base, size_t i, ah_dtype t, float v)
+{
+    switch (t) {
+    case AH_DTYPE_FP32: ((float *)base)[i] = v; break;
+    case AH_DTYPE_FP16: ((uint16_t *)base)[i] = ah_f32_to_f16(v); break;
+    case AH_DTYPE_BF16: ((uint16_t *)base)[i] = ah_f32_to_bf16(v); break;
+    case AH_DTYPE_FP8_E4M3:
+    case AH_DTYPE_FP8_E5M2: ((uint8_t *)base)[i] = ah_f32_to_fp8(v, t); break;
+    default: break;
+    }
+}
+
+/* ---- DLTensor checks ------------------------------------------------------ */
+
+static inline int ah_dl_dtype_is(const DLTensor *t, ah_dtype d)
+{
+    DLDataType w = ah_dtype_to_dl(d);
+    return t->dtype.code == w.code && t->dtype.bits == w.bits && t->dtype.lanes == 1;
+}
+
+/* Element count. */
+static inline int64_t ah_dl_numel(const DLTensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+/* True when t is densely packed in row-major order (NULL strides included). */
+static inline int ah_dl_is_contiguous(const DLTensor *t)
+{
+    if (!t->strides) return 1;
+    int64_t expect = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != expect) return 0;
+        expect *= t->shape[i];
+    }
+    return 1;
+}
+
+/* Stride of dimension i in elements (row-major when strides is NULL). */
+static inline int64_t ah_dl_stride(const DLTensor *t, int i)
+{
+    if (t->strides) return t->strides[i];
+    int64_t s = 1;
+    for (int j = t->ndim - 1; j > i; j--) s *= t->shape[j];
+    return s;
+}
+
+/* Base address, byte_offset applied. */
+static inline void *ah_dl_data(const DLTensor *t)
+{
+    return (char *)t->data + t->byte_offset;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNHOST_PLUGIN_UTIL_H */
