@@ -178,6 +178,11 @@ typedef struct ah_decision {
  * the message then lists the reasons. Decisions are cached per distinct
  * layer spec inside the host. */
 ah_status ah_host_select(ah_host *host, const ah_model *model, ah_selection **out, ah_error *err);
+/* The same with every layer and phase forced to one plugin (the
+ * conformance suite and bench use it): fails with the plugin's reasons when
+ * it cannot serve a layer. */
+ah_status ah_host_select_forced(ah_host *host, const ah_model *model, const char *plugin,
+                                ah_selection **out, ah_error *err);
 void ah_selection_destroy(ah_selection *sel);
 
 uint32_t ah_selection_num_layers(const ah_selection *sel);
