@@ -159,7 +159,8 @@ typedef struct ah_reason {
 
 typedef struct ah_candidate {
     const char *plugin;
-    uint32_t n_reasons;     /* 0: valid (chosen, or lost on priority) */
+    uint32_t n_reasons;     /* 0: chosen; a valid candidate behind the winner
+                               has one reason, AH_REASON_LOST_ON_PRIORITY */
     const ah_reason *reasons;
     int chosen;
 } ah_candidate;

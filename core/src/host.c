@@ -1,0 +1,336 @@
+/*
+ * ah_host: configuration, hardware facts, the plugin scan, and the plugins
+ * loaded into this process. Everything else (selection, binding) hangs off
+ * a host.
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "host_int.h"
+
+#include <attnhost/plugin_util.h>
+
+/* The install's plugin directory, found beside the library itself so a
+ * relocated install and the build tree (which mirrors it) both work. */
+static char *plugin_dir_beside_library(void)
+{
+    Dl_info info;
+    if (!dladdr((void *)plugin_dir_beside_library, &info) || !info.dli_fname) return NULL;
+    char *copy = ah__strdup(info.dli_fname);
+    if (!copy) return NULL;
+    char *slash = strrchr(copy, '/');
+    char *dir = NULL;
+    if (slash) {
+        *slash = '\0';
+        dir = ah__asprintf("%s/attnhost/plugins", copy);
+    }
+    ah__free(copy);
+    return dir;
+}
+
+/* A unit test links the core statically: the library is the executable,
+ * so also look beside <exe>/../lib. */
+static char *plugin_dir_beside_executable(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = '\0';
+    return ah__asprintf("%s/../lib/attnhost/plugins", exe);
+}
+
+static int dirs_push(char ***dirs, uint32_t *n, char *dir)
+{
+    if (!dir) return -1;
+    for (uint32_t i = 0; i < *n; i++)
+        if (strcmp((*dirs)[i], dir) == 0) {
+            ah__free(dir);
+            return 0;
+        }
+    char **grown = ah__realloc(*dirs, (*n + 1) * sizeof *grown);
+    if (!grown) {
+        ah__free(dir);
+        return -1;
+    }
+    grown[(*n)++] = dir;
+    *dirs = grown;
+    return 0;
+}
+
+static void dirs_free(char **dirs, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) ah__free(dirs[i]);
+    ah__free(dirs);
+}
+
+/* Search order: $ATTNHOST_PLUGIN_PATH (ignored for set-uid processes),
+ * the caller's directories, [search] paths, then the install's directory. */
+static int collect_dirs(const ah_host_options *o, const ah_config *cfg, char ***dirs, uint32_t *n)
+{
+    int use_defaults = !(o && o->no_default_dirs);
+    if (use_defaults) {
+        const char *env = secure_getenv("ATTNHOST_PLUGIN_PATH");
+        if (env && *env) {
+            char *copy = ah__strdup(env), *save = NULL;
+            if (!copy) return -1;
+            for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save))
+                if (dirs_push(dirs, n, ah__strdup(d))) {
+                    ah__free(copy);
+                    return -1;
+                }
+            ah__free(copy);
+        }
+    }
+    for (uint32_t i = 0; o && i < o->n_plugin_dirs; i++)
+        if (dirs_push(dirs, n, ah__strdup(o->plugin_dirs[i]))) return -1;
+    for (uint32_t i = 0; i < cfg->search_paths.n; i++)
+        if (dirs_push(dirs, n, ah__strdup(cfg->search_paths.items[i]))) return -1;
+    if (use_defaults) {
+        struct stat st;
+        char *beside = plugin_dir_beside_library();
+        if (beside && stat(beside, &st) == 0) {
+            if (dirs_push(dirs, n, beside)) return -1;
+        } else {
+            ah__free(beside);
+            char *exe_dir = plugin_dir_beside_executable();
+            if (exe_dir && stat(exe_dir, &st) == 0) {
+                if (dirs_push(dirs, n, exe_dir)) return -1;
+            } else {
+                ah__free(exe_dir);
+            }
+        }
+        if (stat(ATTNHOST_INSTALL_PLUGIN_DIR, &st) == 0 &&
+            dirs_push(dirs, n, ah__strdup(ATTNHOST_INSTALL_PLUGIN_DIR)))
+            return -1;
+    }
+    return 0;
+}
+
+static char *default_cache_path(void)
+{
+    const char *xdg = secure_getenv("XDG_CACHE_HOME");
+    if (xdg && *xdg == '/') return ah__asprintf("%s/attnhost/scan-cache", xdg);
+    const char *home = secure_getenv("HOME");
+    if (home && *home == '/') return ah__asprintf("%s/.cache/attnhost/scan-cache", home);
+    return ah__strdup("");
+}
+
+int ah__append(char **buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int add = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    size_t have = *buf ? strlen(*buf) : 0;
+    char *grown = ah__realloc(*buf, have + (size_t)add + 1);
+    if (!grown) return -1;
+    va_start(ap, fmt);
+    vsnprintf(grown + have, (size_t)add + 1, fmt, ap);
+    va_end(ap);
+    *buf = grown;
+    return 0;
+}
+
+/* [plugin.<name>] keys the plugin does not declare, or for no plugin found. */
+static int check_plugin_keys(ah_host *h)
+{
+    for (uint32_t i = 0; i < h->config.n_plugin_keys; i++) {
+        const ah_plugin_kv *kv = &h->config.plugin_keys[i];
+        int p = ah__host_find(h, kv->plugin);
+        if (p < 0) {
+            if (ah__append(&h->warnings, "%s:%d: [plugin.%s] %s: no plugin named '%s' was found\n",
+                           h->config.source, kv->line, kv->plugin, kv->key, kv->plugin))
+                return -1;
+            continue;
+        }
+        const ah_caps *caps = h->scan.plugins[p]->info.caps;
+        if (!caps) continue; /* rejected or quarantined: already reported */
+        int known = 0;
+        for (uint32_t k = 0; k < caps->n_config_keys; k++)
+            if (strcmp(caps->config_keys[k].name, kv->key) == 0) known = 1;
+        if (!known) {
+            char *names = NULL;
+            for (uint32_t k = 0; k < caps->n_config_keys; k++)
+                if (ah__append(&names, "%s%s", k ? ", " : "", caps->config_keys[k].name)) {
+                    ah__free(names);
+                    return -1;
+                }
+            int rc = ah__append(&h->warnings,
+                                "%s:%d: [plugin.%s] %s: unknown key (the plugin declares: %s)\n",
+                                h->config.source, kv->line, kv->plugin, kv->key,
+                                names ? names : "none");
+            ah__free(names);
+            if (rc) return -1;
+        }
+    }
+    return 0;
+}
+
+static ah_status oom(ah_error *err, const char *what)
+{
+    if (err) snprintf(err->msg, sizeof err->msg, "out of memory while %s", what);
+    return AH_ERR_OUT_OF_MEMORY;
+}
+
+ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
+{
+    *out = NULL;
+    if (err) err->msg[0] = '\0';
+    if (o && o->struct_size < offsetof(ah_host_options, cache_path) + sizeof o->cache_path) {
+        if (err) snprintf(err->msg, sizeof err->msg, "ah_host_options.struct_size %u is too small",
+                          o->struct_size);
+        return AH_ERR_ABI;
+    }
+    ah_host *h = ah__calloc(1, sizeof *h);
+    if (!h) return oom(err, "creating the host");
+    pthread_mutex_init(&h->lock, NULL);
+
+    const char *path = o ? o->config_path : NULL;
+    const char *text = o && !path ? o->config_text : NULL;
+    ah_status s = ah__config_load(&h->config, path, text, text ? "<text>" : NULL, err);
+    if (s != AH_OK) {
+        pthread_mutex_destroy(&h->lock);
+        ah__free(h);
+        return s;
+    }
+    ah__hw_facts_gather(&h->hw);
+
+    char **dirs = NULL;
+    uint32_t n_dirs = 0;
+    char *cache = NULL;
+    if (collect_dirs(o, &h->config, &dirs, &n_dirs)) {
+        s = oom(err, "collecting plugin directories");
+        goto fail;
+    }
+    if (o && o->cache_path) cache = ah__strdup(o->cache_path);
+    else if (h->config.cache_path) cache = ah__strdup(strcmp(h->config.cache_path, "none") ? h->config.cache_path : "");
+    else cache = default_cache_path();
+    if (!cache) {
+        s = oom(err, "naming the scan cache");
+        goto fail;
+    }
+
+    ah_scan_request req = {0};
+    req.dirs = (const char *const *)dirs;
+    req.n_dirs = n_dirs;
+    req.mode = o && o->scan_mode != AH_SCAN_DEFAULT ? o->scan_mode
+               : h->config.scan_mode != AH_SCAN_DEFAULT ? h->config.scan_mode
+                                                        : AH_SCAN_CHILD;
+    req.timeout_ms = h->config.scan_timeout_ms ? h->config.scan_timeout_ms : 10000;
+    req.cache_path = cache;
+    req.config = &h->config;
+    req.hw = &h->hw;
+    s = ah__scan(&req, &h->scan, err);
+    if (s != AH_OK) goto fail;
+    h->slots = ah__calloc(h->scan.n ? h->scan.n : 1, sizeof *h->slots);
+    if (!h->slots || check_plugin_keys(h)) {
+        s = oom(err, "recording the plugin scan");
+        goto fail;
+    }
+    if (!h->warnings && !(h->warnings = ah__strdup(""))) {
+        s = oom(err, "recording warnings");
+        goto fail;
+    }
+    dirs_free(dirs, n_dirs);
+    ah__free(cache);
+    *out = h;
+    return AH_OK;
+
+fail:
+    dirs_free(dirs, n_dirs);
+    ah__free(cache);
+    ah_host_destroy(h);
+    return s;
+}
+
+void ah_host_destroy(ah_host *h)
+{
+    if (!h) return;
+    for (uint32_t i = 0; h->slots && i < h->scan.n; i++) {
+        ah_plugin_slot *sl = &h->slots[i];
+        if (sl->ctx) sl->lp->ops.context_destroy(sl->ctx);
+        if (sl->lp) ah__plugin_unload(sl->lp);
+        ah__free(sl->load_error);
+    }
+    ah__free(h->slots);
+    ah__decision_cache_free(h->decisions);
+    ah__scan_result_free(&h->scan);
+    ah__config_free(&h->config);
+    ah__free(h->warnings);
+    pthread_mutex_destroy(&h->lock);
+    ah__free(h);
+}
+
+const char *ah_host_errmsg(const ah_host *h) { return h ? h->errmsg : "no host"; }
+const ah_hw_facts *ah_host_hw_facts(const ah_host *h) { return &h->hw; }
+size_t ah_host_plugin_count(const ah_host *h) { return h->scan.n; }
+
+const ah_plugin_info *ah_host_plugin(const ah_host *h, size_t i)
+{
+    return i < h->scan.n ? &h->scan.plugins[i]->info : NULL;
+}
+
+int ah__host_find(const ah_host *h, const char *name)
+{
+    for (uint32_t i = 0; i < h->scan.n; i++) {
+        const ah_plugin_info *in = &h->scan.plugins[i]->info;
+        /* a shadowed file keeps its name but is rejected: prefer the live one */
+        if (strcmp(in->name, name) == 0 && in->state != AH_PLUGIN_REJECTED) return (int)i;
+    }
+    for (uint32_t i = 0; i < h->scan.n; i++)
+        if (strcmp(h->scan.plugins[i]->info.name, name) == 0) return (int)i;
+    return -1;
+}
+
+const ah_plugin_info *ah_host_find_plugin(const ah_host *h, const char *name)
+{
+    int i = ah__host_find(h, name);
+    return i < 0 ? NULL : &h->scan.plugins[i]->info;
+}
+
+ah_status ah__host_load(ah_host *h, int i, ah_error *err)
+{
+    ah_plugin_slot *sl = &h->slots[i];
+    if (sl->lp) return AH_OK;
+    if (sl->load_error) {
+        snprintf(err->msg, sizeof err->msg, "%s", sl->load_error);
+        return AH_ERR_PLUGIN;
+    }
+    ah_status s = ah__plugin_load(h->scan.plugins[i], &h->config, &h->hw, &sl->lp, err);
+    if (s != AH_OK && s != AH_ERR_OUT_OF_MEMORY) sl->load_error = ah__strdup(err->msg);
+    return s;
+}
+
+ah_status ah__host_open_context(ah_host *h, int i, ah_error *err)
+{
+    pthread_mutex_lock(&h->lock);
+    ah_status s = ah__host_load(h, i, err);
+    ah_plugin_slot *sl = &h->slots[i];
+    if (s == AH_OK && !sl->ctx) {
+        const char *why = NULL;
+        s = sl->lp->ops.context_create(&sl->lp->services, &sl->ctx, &why);
+        if (s != AH_OK) {
+            sl->ctx = NULL;
+            snprintf(err->msg, sizeof err->msg, "%s: opening the device failed: %s",
+                     h->scan.plugins[i]->info.name, why ? why : ah_status_str(s));
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    return s;
+}
+
+const char *ah_host_config_warnings(const ah_host *h) { return h->warnings; }
+
+ah_status ah_host_config_dump(const ah_host *h, int effective, char **text)
+{
+    return ah__config_dump(h ? &h->config : NULL, effective, text);
+}

@@ -1,0 +1,52 @@
+/*
+ * The host object and what selection, binding and devices share of it.
+ * Private to libattnhost.
+ */
+#ifndef AH_HOST_INT_H
+#define AH_HOST_INT_H
+
+#include <pthread.h>
+
+#include <attnhost/attnhost.h>
+
+#include "config.h"
+#include "scan.h"
+
+/* One plugin loaded into this process: opened on first need (a
+ * check_combination call or a binding), kept until the host goes. */
+typedef struct ah_plugin_slot {
+    ah_loaded_plugin *lp; /* NULL until loaded */
+    ah_context *ctx;      /* NULL until a binding needs the device */
+    char *load_error;     /* why loading failed, remembered */
+} ah_plugin_slot;
+
+typedef struct ah_decision_cache ah_decision_cache;
+
+struct ah_host {
+    ah_config config;
+    ah_hw_facts hw;
+    ah_scan_result scan;
+    ah_plugin_slot *slots;  /* parallel to scan.plugins */
+    char *warnings;         /* configuration warnings, one per line */
+    ah_decision_cache *decisions;
+    pthread_mutex_t lock;   /* slots and the decision cache */
+    char errmsg[1024];
+};
+
+/* Index of the plugin named name in host->scan, or -1. */
+int ah__host_find(const ah_host *host, const char *name);
+
+/* Load plugin i into the process (idempotent). Caller holds host->lock. */
+ah_status ah__host_load(ah_host *host, int i, ah_error *err);
+
+/* Load plugin i and open its device context (idempotent). Takes the lock. */
+ah_status ah__host_open_context(ah_host *host, int i, ah_error *err);
+
+/* Append a formatted line to a malloc'ed, NUL-terminated buffer. Returns -1
+ * on out-of-memory (the buffer is left as it was). */
+int ah__append(char **buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Free the decision cache. */
+void ah__decision_cache_free(ah_decision_cache *c);
+
+#endif
