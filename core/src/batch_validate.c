@@ -1,0 +1,200 @@
+/*
+ * Batch validation: the host's guard between an engine and the plugins.
+ * Every index a plugin will follow (query offsets, block ids, slots) is
+ * checked here, on the host copies only, so a bad batch ends in a message
+ * naming the field, the index and the value instead of a wild device write.
+ *
+ * Decisions:
+ *  - max_query_len and max_seq_len must bound the real maxima, not equal
+ *    them: engines that pad for CUDA graphs pass the capture-time maxima,
+ *    and a larger bound only costs a plugin some planning slack, while a
+ *    smaller one would let it size grids or buffers too small.
+ *  - A request uses ceil(seq_len / block_size) blocks; only those entries of
+ *    its block-table row are checked, the rest of the row may hold anything.
+ *  - Negative slots are padding. Any other slot must be the one the
+ *    request's block table gives for that token's position, so a slot that
+ *    would land in another request's block is caught.
+ *  - Cross-attention (encoder-decoder) batches carry encoder lengths in
+ *    seq_lens: query_len may exceed seq_len there and slots are only
+ *    range-checked.
+ *  - limits may be NULL (the reference oracle checks structure only).
+ * Arithmetic on sizes is int64, so no product of two uint32 fields wraps.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <attnhost/attnhost.h>
+
+static ah_status fail(ah_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ah_status fail(ah_error *err, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return AH_ERR_INVALID_ARGUMENT;
+}
+
+static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
+                              ah_error *err)
+{
+    if (b->struct_size < offsetof(ah_batch, block_table_stride) + sizeof b->block_table_stride)
+        return fail(err, "batch: struct_size %" PRIu32 " is too small (need at least %zu)",
+                    b->struct_size, offsetof(ah_batch, block_table_stride) + sizeof(uint32_t));
+    if (spec->struct_size < offsetof(ah_layer_spec, block_size) + sizeof spec->block_size)
+        return fail(err, "layer spec: struct_size %" PRIu32 " is too small", spec->struct_size);
+    if (spec->block_size == 0) return fail(err, "layer spec: block_size = 0");
+    if (b->num_reqs == 0) return fail(err, "num_reqs = 0: a batch needs at least one request");
+    if (b->num_blocks == 0) return fail(err, "num_blocks = 0: the KV cache has no blocks");
+    if (!b->query_start_loc_host) return fail(err, "query_start_loc_host is NULL");
+    if (!b->seq_lens_host) return fail(err, "seq_lens_host is NULL");
+    if (!b->block_table_host) return fail(err, "block_table_host is NULL");
+    if (!b->slot_mapping_host) return fail(err, "slot_mapping_host is NULL");
+    if (b->block_table_stride == 0) return fail(err, "block_table_stride = 0");
+    if (!lim) return AH_OK;
+    if (lim->struct_size < sizeof(ah_limits))
+        return fail(err, "limits: struct_size %" PRIu32 " is too small (need %zu)", lim->struct_size,
+                    sizeof(ah_limits));
+    if (b->num_reqs > lim->max_num_reqs)
+        return fail(err, "num_reqs = %" PRIu32 " exceeds limits.max_num_reqs = %" PRIu32,
+                    b->num_reqs, lim->max_num_reqs);
+    if (b->num_tokens > lim->max_num_tokens)
+        return fail(err, "num_tokens = %" PRIu32 " exceeds limits.max_num_tokens = %" PRIu32,
+                    b->num_tokens, lim->max_num_tokens);
+    if (b->num_blocks > lim->num_blocks)
+        return fail(err, "num_blocks = %" PRIu32 " exceeds limits.num_blocks = %" PRIu32,
+                    b->num_blocks, lim->num_blocks);
+    if (b->max_seq_len > lim->max_seq_len)
+        return fail(err, "max_seq_len = %" PRIu32 " exceeds limits.max_seq_len = %" PRIu32,
+                    b->max_seq_len, lim->max_seq_len);
+    return AH_OK;
+}
+
+/* query_start_loc and seq_lens, request by request; *max_q and *max_s get
+ * the real maxima. */
+static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
+                               int64_t *max_q, int64_t *max_s, int64_t *min_s, ah_error *err)
+{
+    const int32_t *qsl = b->query_start_loc_host, *sl = b->seq_lens_host;
+    const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
+    if (qsl[0] != 0) return fail(err, "query_start_loc[0] = %" PRId32 ", expected 0", qsl[0]);
+    *max_q = *max_s = 0;
+    *min_s = INT64_MAX;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        int64_t q = (int64_t)qsl[r + 1] - qsl[r];
+        if (q < 1)
+            return fail(err,
+                        "query_start_loc[%" PRIu32 "] = %" PRId32 " after query_start_loc[%" PRIu32
+                        "] = %" PRId32 ": request %" PRIu32 " has query_len %" PRId64
+                        " (must be >= 1)",
+                        r + 1, qsl[r + 1], r, qsl[r], r, q);
+        int64_t s = sl[r];
+        if (s < 1)
+            return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
+        if (!cross && q > s)
+            return fail(err,
+                        "seq_lens[%" PRIu32 "] = %" PRId64 " is less than request %" PRIu32
+                        "'s query_len %" PRId64 " (the cache holds the new tokens too)",
+                        r, s, r, q);
+        if (lim && s > lim->max_seq_len)
+            return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " exceeds limits.max_seq_len = %" PRIu32,
+                        r, s, lim->max_seq_len);
+        if (q > *max_q) *max_q = q;
+        if (s > *max_s) *max_s = s;
+        if (s < *min_s) *min_s = s;
+    }
+    if ((int64_t)qsl[b->num_reqs] != (int64_t)b->num_tokens)
+        return fail(err, "query_start_loc[%" PRIu32 "] = %" PRId32 ", expected num_tokens = %" PRIu32,
+                    b->num_reqs, qsl[b->num_reqs], b->num_tokens);
+    if (b->max_query_len < *max_q)
+        return fail(err, "max_query_len = %" PRIu32 " is below the longest query (%" PRId64 ")",
+                    b->max_query_len, *max_q);
+    if (lim && b->max_query_len > lim->max_num_tokens)
+        return fail(err, "max_query_len = %" PRIu32 " exceeds limits.max_num_tokens = %" PRIu32,
+                    b->max_query_len, lim->max_num_tokens);
+    if (b->max_seq_len < *max_s)
+        return fail(err, "max_seq_len = %" PRIu32 " is below the longest sequence (%" PRId64 ")",
+                    b->max_seq_len, *max_s);
+    if (AH_HAS_FIELD(b, ah_batch, common_prefix_len) && b->common_prefix_len > *min_s)
+        return fail(err,
+                    "common_prefix_len = %" PRIu32 " exceeds the shortest sequence (%" PRId64 ")",
+                    b->common_prefix_len, *min_s);
+    return AH_OK;
+}
+
+/* Block-table rows: wide enough, and every used block inside the cache. */
+static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
+                                   const ah_limits *lim, ah_error *err)
+{
+    const int64_t bs = spec->block_size;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        int64_t need = ((int64_t)b->seq_lens_host[r] + bs - 1) / bs;
+        if (need > (int64_t)b->block_table_stride)
+            return fail(err,
+                        "block_table_stride = %" PRIu32 " is too narrow: request %" PRIu32
+                        " (seq_len %" PRId32 ", block_size %" PRId64 ") needs %" PRId64 " blocks",
+                        b->block_table_stride, r, b->seq_lens_host[r], bs, need);
+        if (lim && need > (int64_t)lim->max_blocks_per_req)
+            return fail(err,
+                        "request %" PRIu32 " needs %" PRId64 " blocks (seq_len %" PRId32
+                        "), above limits.max_blocks_per_req = %" PRIu32,
+                        r, need, b->seq_lens_host[r], lim->max_blocks_per_req);
+        const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        for (int64_t k = 0; k < need; k++)
+            if (row[k] < 0 || (int64_t)row[k] >= (int64_t)b->num_blocks)
+                return fail(err,
+                            "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                            " is outside the cache (%" PRIu32 " blocks)",
+                            r, k, row[k], b->num_blocks);
+    }
+    return AH_OK;
+}
+
+/* Slots: padding, or exactly where the block table puts the token. */
+static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_error *err)
+{
+    const int64_t bs = spec->block_size, cache_slots = (int64_t)b->num_blocks * bs;
+    const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
+        int64_t first_pos = (int64_t)b->seq_lens_host[r] - (t1 - t0);
+        const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        for (int32_t t = t0; t < t1; t++) {
+            int64_t slot = b->slot_mapping_host[t];
+            if (slot < 0) continue;
+            if (slot >= cache_slots)
+                return fail(err,
+                            "slot_mapping[%" PRId32 "] = %" PRId64 " is outside the cache (%" PRIu32
+                            " blocks of %" PRId64 " = %" PRId64 " slots)",
+                            t, slot, b->num_blocks, bs, cache_slots);
+            if (cross) continue;
+            int64_t pos = first_pos + (t - t0);
+            int64_t want = (int64_t)row[pos / bs] * bs + pos % bs;
+            if (slot != want)
+                return fail(err,
+                            "slot_mapping[%" PRId32 "] = %" PRId64 ", but token position %" PRId64
+                            " of request %" PRIu32 " lives at slot %" PRId64 " (block_table[%" PRIu32
+                            "][%" PRId64 "] = %" PRId32 ", block_size %" PRId64 ")",
+                            t, slot, pos, r, want, r, pos / bs, row[pos / bs], bs);
+        }
+    }
+    return AH_OK;
+}
+
+ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
+                            const ah_limits *limits, ah_error *err)
+{
+    if (!batch) return fail(err, "batch is NULL");
+    if (!spec) return fail(err, "layer spec is NULL");
+    ah_status s = check_counts(batch, spec, limits, err);
+    if (s != AH_OK) return s;
+    int64_t max_q, max_s, min_s;
+    s = check_lengths(batch, spec, limits, &max_q, &max_s, &min_s, err);
+    if (s != AH_OK) return s;
+    s = check_block_table(batch, spec, limits, err);
+    if (s != AH_OK) return s;
+    return check_slots(batch, spec, err);
+}

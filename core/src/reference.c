@@ -1,0 +1,260 @@
+/*
+ * The reference oracle (see reference.h for the exact definition): attention
+ * over the paged KV cache in double precision, written for obviousness, not
+ * speed. Every score of a query row is kept, the row's maximum subtracted
+ * before exponentiation (the sink logit included), so nothing overflows and
+ * the result is the textbook softmax to double rounding.
+ *
+ * Inputs are read through plugin_util.h's conversions, the same ones the
+ * plugins use, so an FP8 or bf16 byte means the same value on both sides.
+ * A kv_dtype of AUTO is read as "same as the query" (the host resolves it
+ * before plugins see a spec; the oracle accepts the unresolved form too).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+#include <attnhost/reference.h>
+
+#include "alloc.h"
+
+static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+static ah_dtype kv_dtype_of(const ah_layer_spec *spec)
+{
+    return spec->kv_dtype == AH_DTYPE_AUTO ? spec->q_dtype : spec->kv_dtype;
+}
+
+static int dtype_ok(ah_dtype t) { return t > AH_DTYPE_AUTO && t < AH_DTYPE_COUNT; }
+static int is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+
+/* What the oracle needs of a spec, with a message naming what is wrong. */
+static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
+{
+    if (!spec) return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec is NULL");
+    if (spec->struct_size < sizeof(ah_layer_spec))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: struct_size %" PRIu32 " < %zu",
+                    spec->struct_size, sizeof(ah_layer_spec));
+    if (!spec->num_q_heads || !spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "layer spec: num_q_heads = %" PRIu32 " is not a positive multiple of "
+                    "num_kv_heads = %" PRIu32,
+                    spec->num_q_heads, spec->num_kv_heads);
+    if (!spec->qk_head_size || !spec->v_head_size)
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "layer spec: head sizes qk = %" PRIu32 ", v = %" PRIu32 " must be positive",
+                    spec->qk_head_size, spec->v_head_size);
+    if (spec->use_mla && spec->v_head_size > spec->qk_head_size)
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "layer spec: MLA reads V from the key cache, but v_head_size = %" PRIu32
+                    " > qk_head_size = %" PRIu32,
+                    spec->v_head_size, spec->qk_head_size);
+    if (!dtype_ok(spec->q_dtype) || is_fp8(spec->q_dtype))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: q_dtype %s is not a query type",
+                    ah_dtype_name(spec->q_dtype));
+    if (!dtype_ok(kv_dtype_of(spec)))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: kv_dtype %d is unknown",
+                    (int)spec->kv_dtype);
+    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "layer spec: kv_layout must be NHD or HND (got %d)", (int)spec->kv_layout);
+    if ((unsigned)spec->attn_type >= AH_ATTN_TYPE_COUNT)
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: attn_type %d is unknown",
+                    (int)spec->attn_type);
+    if (!(spec->softcap >= 0) || !isfinite(spec->softcap))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: softcap = %g must be >= 0",
+                    (double)spec->softcap);
+    return AH_OK;
+}
+
+static double scale_or_one(float s) { return s == 0 ? 1.0 : (double)s; }
+
+/* Is key position j visible to a query at position p? */
+static int visible(const ah_layer_spec *spec, int64_t j, int64_t p)
+{
+    const int64_t w = spec->sliding_window;
+    switch (spec->attn_type) {
+    case AH_ATTN_DECODER: return j <= p && (w == 0 || j > p - w);
+    case AH_ATTN_ENCODER:
+    case AH_ATTN_ENCODER_ONLY: return w == 0 || (j - p < w && p - j < w);
+    default: return 1; /* cross-attention sees the whole encoder sequence */
+    }
+}
+
+/* One query row (token t, head h): fills out_row[v_head] and *lse. */
+static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t h, int64_t p,
+                       double *score, double *out_row, double *lse)
+{
+    const ah_layer_spec *sp = in->spec;
+    const ah_batch *b = in->batch;
+    const ah_dtype kvt = kv_dtype_of(sp);
+    const uint32_t qk = sp->qk_head_size, vh = sp->v_head_size, bs = sp->block_size;
+    const uint32_t kh = h / (sp->num_q_heads / sp->num_kv_heads);
+    const double ks = is_fp8(kvt) ? scale_or_one(in->k_scale) : 1.0;
+    const double vs = is_fp8(kvt) ? scale_or_one(in->v_scale) : 1.0;
+    const double scale = sp->scale != 0 ? (double)sp->scale : 1.0 / sqrt((double)qk);
+    const int32_t seq_len = b->seq_lens_host[r];
+    const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+    const size_t q_off = ((size_t)t * sp->num_q_heads + h) * qk;
+    /* MLA: V is the first v_head channels of the key cache row. */
+    const void *vcache = sp->use_mla ? in->key_cache : in->value_cache;
+    const uint32_t v_stride_head = sp->use_mla ? qk : vh;
+    const double vscale = sp->use_mla ? ks : vs;
+
+    double m = -INFINITY;
+    for (int32_t j = 0; j < seq_len; j++) {
+        score[j] = -INFINITY;
+        if (!visible(sp, j, p)) continue;
+        uint32_t blk = (uint32_t)row[j / bs], slot = (uint32_t)(j % bs);
+        size_t k_off = ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, qk, blk, slot, kh, 0);
+        double dot = 0;
+        for (uint32_t c = 0; c < qk; c++)
+            dot += (double)ah_load_f32(in->q, q_off + c, sp->q_dtype) *
+                   ((double)ah_load_f32(in->key_cache, k_off + c, kvt) * ks);
+        double s = scale * dot;
+        if (sp->softcap > 0) s = sp->softcap * tanh(s / sp->softcap);
+        if (sp->use_alibi) s += (double)in->alibi_slopes[h] * (double)(j - p);
+        score[j] = s;
+        if (s > m) m = s;
+    }
+    const double sink = sp->use_sinks ? (double)in->sinks[h] : -INFINITY;
+    if (sink > m) m = sink;
+    for (uint32_t c = 0; c < vh; c++) out_row[c] = 0;
+    if (m == -INFINITY) { /* nothing visible and no sink */
+        *lse = -INFINITY;
+        return;
+    }
+    double den = sp->use_sinks ? exp(sink - m) : 0.0;
+    for (int32_t j = 0; j < seq_len; j++) {
+        if (score[j] == -INFINITY) continue;
+        double e = exp(score[j] - m);
+        den += e;
+        uint32_t blk = (uint32_t)row[j / bs], slot = (uint32_t)(j % bs);
+        size_t v_off =
+            ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, v_stride_head, blk, slot, kh, 0);
+        for (uint32_t c = 0; c < vh; c++)
+            out_row[c] += e * ((double)ah_load_f32(vcache, v_off + c, kvt) * vscale);
+    }
+    for (uint32_t c = 0; c < vh; c++) out_row[c] /= den;
+    *lse = m + log(den);
+}
+
+ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *lse, ah_error *err)
+{
+    if (!in) return fail(err, AH_ERR_INVALID_ARGUMENT, "reference inputs are NULL");
+    ah_status s = check_spec(in->spec, err);
+    if (s != AH_OK) return s;
+    const ah_layer_spec *sp = in->spec;
+    s = ah_batch_validate(in->batch, sp, NULL, err);
+    if (s != AH_OK) return s;
+    if (!in->q || !in->key_cache || (!sp->use_mla && !in->value_cache) || !out)
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: %s is NULL",
+                    !in->q ? "q" : !in->key_cache ? "key_cache" : !out ? "out" : "value_cache");
+    if (sp->use_sinks && !in->sinks)
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: the layer uses sinks but sinks is NULL");
+    if (sp->use_alibi && !in->alibi_slopes)
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "reference: the layer uses ALiBi but alibi_slopes is NULL");
+
+    const ah_batch *b = in->batch;
+    double *score = ah__malloc(sizeof(double) * (b->max_seq_len ? b->max_seq_len : 1));
+    if (!score) return fail(err, AH_ERR_OUT_OF_MEMORY, "reference: out of memory");
+    const uint32_t hq = sp->num_q_heads, vh = sp->v_head_size;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
+        int64_t first_pos = (int64_t)b->seq_lens_host[r] - (t1 - t0);
+        for (int32_t t = t0; t < t1; t++)
+            for (uint32_t h = 0; h < hq; h++) {
+                double l;
+                attend_row(in, r, (uint32_t)t, h, first_pos + (t - t0), score,
+                           out + ((size_t)t * hq + h) * vh, &l);
+                if (lse) lse[(size_t)t * hq + h] = l;
+            }
+    }
+    ah__free(score);
+    return AH_OK;
+}
+
+ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
+                                const void *value, void *key_cache, void *value_cache, float k_scale,
+                                float v_scale, ah_error *err)
+{
+    ah_status s = check_spec(spec, err);
+    if (s != AH_OK) return s;
+    if (!batch) return fail(err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
+    if (!batch->slot_mapping_host)
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "slot_mapping_host is NULL");
+    if (!key || !key_cache || (!spec->use_mla && (!value || !value_cache)))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
+                    !key ? "key" : !key_cache ? "key_cache" : !value ? "value" : "value_cache");
+    const ah_dtype kvt = kv_dtype_of(spec);
+    const int fp8 = is_fp8(kvt);
+    if (fp8 && (!(k_scale >= 0) || !(v_scale >= 0) || !isfinite(k_scale) || !isfinite(v_scale)))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: scales k = %g, v = %g must be >= 0",
+                    (double)k_scale, (double)v_scale);
+    const int64_t cache_slots = (int64_t)batch->num_blocks * spec->block_size;
+    /* Check every slot before writing any: bad input writes nothing. */
+    for (uint32_t t = 0; t < batch->num_tokens; t++) {
+        int64_t slot = batch->slot_mapping_host[t];
+        if (slot >= cache_slots)
+            return fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "slot_mapping[%" PRIu32 "] = %" PRId64 " is outside the cache (%" PRId64
+                        " slots)",
+                        t, slot, cache_slots);
+    }
+    const uint32_t hk = spec->num_kv_heads, qk = spec->qk_head_size, vh = spec->v_head_size;
+    const float ks = k_scale == 0 ? 1.0f : k_scale, vs = v_scale == 0 ? 1.0f : v_scale;
+    for (uint32_t t = 0; t < batch->num_tokens; t++) {
+        int64_t slot = batch->slot_mapping_host[t];
+        if (slot < 0) continue;
+        uint32_t blk = (uint32_t)(slot / spec->block_size), off = (uint32_t)(slot % spec->block_size);
+        for (uint32_t h = 0; h < hk; h++) {
+            size_t kc = ah_kv_offset(spec->kv_layout, spec->block_size, hk, qk, blk, off, h, 0);
+            for (uint32_t c = 0; c < qk; c++) {
+                /* float32 division, as a device writer does it */
+                float x = ah_load_f32(key, ((size_t)t * hk + h) * qk + c, spec->q_dtype);
+                ah_store_f32(key_cache, kc + c, kvt, fp8 ? x / ks : x);
+            }
+            if (spec->use_mla) continue;
+            size_t vc = ah_kv_offset(spec->kv_layout, spec->block_size, hk, vh, blk, off, h, 0);
+            for (uint32_t c = 0; c < vh; c++) {
+                float x = ah_load_f32(value, ((size_t)t * hk + h) * vh + c, spec->q_dtype);
+                ah_store_f32(value_cache, vc + c, kvt, fp8 ? x / vs : x);
+            }
+        }
+    }
+    return AH_OK;
+}
+
+void ah_reference_merge_states(uint32_t T, uint32_t H, uint32_t D, const double *v_a,
+                               const double *lse_a, const double *v_b, const double *lse_b,
+                               double *out, double *lse_out)
+{
+    for (size_t i = 0; i < (size_t)T * H; i++) {
+        double la = lse_a[i], lb = lse_b[i], m = la > lb ? la : lb;
+        const double *a = v_a + i * D, *b = v_b + i * D;
+        double *o = out + i * D;
+        if (m == -INFINITY) { /* both parts empty */
+            for (uint32_t c = 0; c < D; c++) o[c] = 0;
+            if (lse_out) lse_out[i] = -INFINITY;
+            continue;
+        }
+        double wa = exp(la - m), wb = exp(lb - m), den = wa + wb;
+        for (uint32_t c = 0; c < D; c++) o[c] = (wa * a[c] + wb * b[c]) / den;
+        if (lse_out) lse_out[i] = m + log(den);
+    }
+}
