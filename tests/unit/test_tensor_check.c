@@ -1,0 +1,229 @@
+/*
+ * Tests of the binding's tensor checks: a well-formed set of forward and
+ * write_kv arguments passes in both layouts and for MLA; each defect (rank,
+ * shape, dtype, device, alignment, packing, missing sinks/ALiBi, bad lse,
+ * bad scales) fails with a message naming the tensor and the values.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "check.h"
+#include "tensor_check.h"
+
+static _Alignas(64) char arena[1 << 12]; /* never read: only addresses matter */
+
+typedef struct tens {
+    DLTensor t;
+    int64_t shape[4], strides[4];
+} tens;
+
+static void tens_init(tens *x, int ndim, const int64_t *shape, ah_dtype dt, DLDevice dev)
+{
+    memset(x, 0, sizeof *x);
+    memcpy(x->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    x->t.data = arena;
+    x->t.device = dev;
+    x->t.ndim = ndim;
+    x->t.dtype = ah_dtype_to_dl(dt);
+    x->t.shape = x->shape;
+}
+
+typedef struct fixture {
+    ah_layer_spec spec;
+    ah_batch batch;
+    DLDevice dev;
+    tens q, k, v, kc, vc, out, lse, sinks, alibi;
+    ah_forward_args fa;
+    ah_kv_write_args wa;
+} fixture;
+
+/* T = 5 tokens, Hq = 8, Hk = 2, qk 64, v 32, fp16 q, fp8 KV, 10 blocks of 16. */
+static void fixture_init(fixture *f, ah_kv_layout layout)
+{
+    memset(f, 0, sizeof *f);
+    f->dev = (DLDevice){kDLCUDA, 0};
+    ah_layer_spec *s = &f->spec;
+    s->struct_size = sizeof *s;
+    s->num_q_heads = 8;
+    s->num_kv_heads = 2;
+    s->qk_head_size = 64;
+    s->v_head_size = 32;
+    s->q_dtype = AH_DTYPE_FP16;
+    s->kv_dtype = AH_DTYPE_FP8_E4M3;
+    s->block_size = 16;
+    s->kv_layout = layout;
+    s->use_sinks = 1;
+    s->use_alibi = 1;
+    f->batch.struct_size = sizeof f->batch;
+    f->batch.num_tokens = 5;
+    f->batch.num_blocks = 10;
+    const int hnd = layout == AH_KV_LAYOUT_HND;
+    tens_init(&f->q, 3, (int64_t[]){5, 8, 64}, AH_DTYPE_FP16, f->dev);
+    tens_init(&f->k, 3, (int64_t[]){5, 2, 64}, AH_DTYPE_FP16, f->dev);
+    tens_init(&f->v, 3, (int64_t[]){5, 2, 32}, AH_DTYPE_FP16, f->dev);
+    tens_init(&f->kc, 4, hnd ? (int64_t[]){10, 2, 16, 64} : (int64_t[]){10, 16, 2, 64},
+              AH_DTYPE_FP8_E4M3, f->dev);
+    tens_init(&f->vc, 4, hnd ? (int64_t[]){10, 2, 16, 32} : (int64_t[]){10, 16, 2, 32},
+              AH_DTYPE_FP8_E4M3, f->dev);
+    tens_init(&f->out, 3, (int64_t[]){5, 8, 32}, AH_DTYPE_FP16, f->dev);
+    tens_init(&f->lse, 2, (int64_t[]){5, 8}, AH_DTYPE_FP32, f->dev);
+    tens_init(&f->sinks, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
+    tens_init(&f->alibi, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
+    f->fa = (ah_forward_args){sizeof f->fa, &f->q.t, &f->k.t, &f->v.t, &f->kc.t, &f->vc.t,
+                              &f->out.t, &f->lse.t, &f->sinks.t, &f->alibi.t, 0.5f, 0, NULL};
+    f->wa = (ah_kv_write_args){sizeof f->wa, &f->k.t, &f->v.t, &f->kc.t, &f->vc.t, 0, 0, NULL};
+}
+
+static ah_status fwd(fixture *f, char *msg)
+{
+    return ah__check_forward_args(&f->spec, &f->batch, &f->fa, &f->dev, msg, 256);
+}
+
+#define EXPECT_FWD_FAIL(f, text)                                                  \
+    do {                                                                          \
+        char m_[256] = "";                                                        \
+        CHECK(fwd(f, m_) == AH_ERR_INVALID_ARGUMENT);                             \
+        CHECK_CONTAINS(m_, text);                                                 \
+    } while (0)
+
+static void test_good(void)
+{
+    for (int l = AH_KV_LAYOUT_NHD; l <= AH_KV_LAYOUT_HND; l++) {
+        fixture f;
+        char m[256] = "";
+        fixture_init(&f, (ah_kv_layout)l);
+        CHECK_MSG(fwd(&f, m) == AH_OK, "layout %d: %s", l, m);
+        CHECK_MSG(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) == AH_OK,
+                  "%s", m);
+        /* optional pieces: no new K/V, no lse, a plugin-filled out, a bigger cache,
+         * q as a view with a token stride (last dim still contiguous) */
+        f.fa.key = f.fa.value = NULL;
+        f.fa.lse = NULL;
+        f.out.t.data = NULL;
+        f.kc.shape[0] = f.vc.shape[0] = 12;
+        f.q.t.strides = f.q.strides;
+        f.q.strides[0] = 8 * 64 * 3, f.q.strides[1] = 64, f.q.strides[2] = 1;
+        CHECK_MSG(fwd(&f, m) == AH_OK, "optional pieces: %s", m);
+    }
+    /* MLA: value tensors are not read */
+    fixture f;
+    char m[256] = "";
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.spec.num_kv_heads = 1;
+    f.spec.qk_head_size = 576;
+    f.spec.v_head_size = 512;
+    f.spec.use_mla = 1;
+    f.k.shape[1] = 1, f.k.shape[2] = 576;
+    f.kc.shape[2] = 1, f.kc.shape[3] = 576;
+    f.q.shape[2] = 576;
+    f.out.shape[2] = 512;
+    f.fa.value = f.fa.value_cache = NULL;
+    CHECK_MSG(fwd(&f, m) == AH_OK, "MLA: %s", m);
+    f.wa = (ah_kv_write_args){sizeof f.wa, &f.k.t, NULL, &f.kc.t, NULL, 0, 0, NULL};
+    CHECK_MSG(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) == AH_OK, "%s",
+              m);
+}
+
+static void test_defects(void)
+{
+    fixture f;
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.q.shape[2] = 128;
+    EXPECT_FWD_FAIL(&f, "q: shape [5, 8, 128], expected [5, 8, 64]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.q.t.ndim = 2;
+    EXPECT_FWD_FAIL(&f, "q: 2 dims, expected 3 [5, 8, 64]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.fa.q = NULL;
+    EXPECT_FWD_FAIL(&f, "q is NULL");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.q.t.dtype = ah_dtype_to_dl(AH_DTYPE_BF16);
+    EXPECT_FWD_FAIL(&f, "q: dtype bfloat16 (lanes 1), expected float16 for fp16");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.q.t.device = (DLDevice){kDLCPU, 0};
+    EXPECT_FWD_FAIL(&f, "q: on cpu:0, expected cuda:0");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.q.t.byte_offset = 8;
+    EXPECT_FWD_FAIL(&f, "is not 16-byte aligned");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.q.t.strides = f.q.strides;
+    f.q.strides[0] = 8 * 64, f.q.strides[1] = 1, f.q.strides[2] = 8;
+    EXPECT_FWD_FAIL(&f, "q: last dimension has stride 8, expected 1");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.v.shape[2] = 64;
+    EXPECT_FWD_FAIL(&f, "value: shape [5, 2, 64], expected [5, 2, 32]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.fa.value = NULL;
+    EXPECT_FWD_FAIL(&f, "value is NULL");
+    /* the cache must match the layout: an HND tensor under an NHD spec */
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.kc.shape[1] = 2, f.kc.shape[2] = 16;
+    EXPECT_FWD_FAIL(&f, "key_cache: shape [10, 2, 16, 64], expected [>= 10, 16, 2, 64]");
+    fixture_init(&f, AH_KV_LAYOUT_HND);
+    f.vc.shape[0] = 9;
+    EXPECT_FWD_FAIL(&f, "value_cache: shape [9, 2, 16, 32], expected [>= 10, 2, 16, 32]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.kc.t.dtype = ah_dtype_to_dl(AH_DTYPE_FP16);
+    EXPECT_FWD_FAIL(&f, "key_cache: dtype float16 (lanes 1), expected uint8 for fp8_e4m3");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.kc.t.strides = f.kc.strides; /* one half of a [2, blocks, ...] K/V tensor */
+    f.kc.strides[0] = 2 * 16 * 2 * 64, f.kc.strides[1] = 128, f.kc.strides[2] = 64,
+    f.kc.strides[3] = 1;
+    EXPECT_FWD_FAIL(&f, "key_cache: strides [4096, 128, 64, 1], expected a densely packed tensor");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.out.shape[2] = 64;
+    EXPECT_FWD_FAIL(&f, "out: shape [5, 8, 64], expected [5, 8, 32]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.fa.out = NULL;
+    EXPECT_FWD_FAIL(&f, "out is NULL");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.lse.t.dtype = ah_dtype_to_dl(AH_DTYPE_FP16);
+    EXPECT_FWD_FAIL(&f, "lse: dtype float16");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.lse.shape[1] = 2;
+    EXPECT_FWD_FAIL(&f, "lse: shape [5, 2], expected [5, 8]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.fa.sinks = NULL;
+    EXPECT_FWD_FAIL(&f, "sinks is NULL");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.alibi.shape[0] = 2;
+    EXPECT_FWD_FAIL(&f, "alibi_slopes: shape [2], expected [8]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.spec.use_alibi = 0; /* not used: not checked */
+    f.fa.alibi_slopes = NULL;
+    char m[256];
+    CHECK(fwd(&f, m) == AH_OK);
+    f.fa.k_scale = -1;
+    EXPECT_FWD_FAIL(&f, "k_scale = -1 must be finite and >= 0");
+    f.fa.k_scale = 0;
+    f.fa.v_scale = NAN;
+    EXPECT_FWD_FAIL(&f, "v_scale = nan");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.q.t.data = NULL;
+    EXPECT_FWD_FAIL(&f, "q: data is NULL");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.fa.struct_size = 8;
+    EXPECT_FWD_FAIL(&f, "struct_size 8");
+    CHECK(ah__check_forward_args(&f.spec, &f.batch, NULL, &f.dev, m, sizeof m) ==
+          AH_ERR_INVALID_ARGUMENT);
+    /* write_kv */
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.k.shape[0] = 4;
+    CHECK(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) ==
+          AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(m, "key: shape [4, 2, 64], expected [5, 2, 64]");
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.wa.value_cache = NULL;
+    CHECK(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) ==
+          AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(m, "value_cache is NULL");
+}
+
+int main(void)
+{
+    test_good();
+    test_defects();
+    return check_report("test_tensor_check");
+}
