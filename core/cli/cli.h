@@ -1,0 +1,46 @@
+/*
+ * The attnhost command-line tool: shared pieces of its subcommands.
+ */
+#ifndef AH_CLI_H
+#define AH_CLI_H
+
+#include <stdio.h>
+
+#include <attnhost/attnhost.h>
+
+/* Options every subcommand understands. */
+typedef struct cli_common {
+    const char *config;      /* --config F */
+    const char *model;       /* --model M */
+    const char *plugin;      /* --plugin NAME */
+    const char *plugin_dirs[8]; /* --plugin-dir D (repeatable) */
+    unsigned n_plugin_dirs;
+    int json;                /* --json */
+    int no_cache;            /* --no-cache */
+    int in_process;          /* --in-process */
+    int layer;               /* --layer N, -1: all */
+    int argc;                /* what is left for the subcommand */
+    char **argv;
+} cli_common;
+
+/* Create the host for a subcommand, printing the error on failure. With no
+ * --config the installed INI is used when present, else the embedded one. */
+ah_host *cli_host(const cli_common *c);
+/* Load --model, or the built-in demo model when none is given. */
+ah_model *cli_model(const cli_common *c);
+
+/* The per-layer binding table and the model's CUDA-graph level. */
+void cli_print_binding(const ah_model *m, const ah_selection *sel);
+
+/* Print s as a JSON string literal. */
+void cli_json_str(FILE *f, const char *s);
+
+int cmd_list(cli_common *c);
+int cmd_explain(cli_common *c);
+int cmd_bind(cli_common *c);
+int cmd_check(cli_common *c);
+int cmd_bench(cli_common *c);
+int cmd_config(cli_common *c);
+int cmd_run(cli_common *c);
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * attnhost bench: time standard attention shapes through one plugin and
+ * report the median time, TFLOP/s, GB/s, and the fraction of the device's
+ * memory bandwidth measured in the same run (and of a compute peak given
+ * with --peak-tflops, or ATTNHOST_PEAK_TFLOPS).
+ *
+ * Work counted: FLOPs = 2 * Hq * (qk + v) * (visible keys summed over query
+ * tokens); bytes = the KV cache rows each request reads once, plus q and
+ * out. Timing excludes planning and the KV write (the cache is prefilled).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "cli.h"
+#include "workload.h"
+
+typedef struct shape {
+    const char *phase;  /* "decode" or "prefill" */
+    uint32_t batch, context, query;
+    uint32_t hq, hk, head;
+    const char *dtype, *kv_dtype;
+    uint32_t block;
+    int causal;
+} shape;
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* CPU read bandwidth: every core streams its own slice of a large buffer. */
+typedef struct bw_job {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum;
+} bw_job;
+
+static void *bw_read(void *arg)
+{
+    bw_job *j = arg;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= j->n; i += 4) {
+        s0 += j->p[i];
+        s1 += j->p[i + 1];
+        s2 += j->p[i + 2];
+        s3 += j->p[i + 3];
+    }
+    j->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+static double cpu_read_gbs(unsigned threads)
+{
+    size_t bytes = (size_t)1 << 30, n = bytes / 8;
+    uint64_t *buf = malloc(bytes);
+    if (!buf || threads == 0 || threads > 256) {
+        free(buf);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) buf[i] = i;
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        pthread_t t[256];
+        bw_job jobs[256];
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (unsigned k = 0; k < threads; k++) {
+            jobs[k] = (bw_job){buf + k * (n / threads), n / threads, 0};
+            pthread_create(&t[k], NULL, bw_read, &jobs[k]);
+        }
+        for (unsigned k = 0; k < threads; k++) pthread_join(t[k], NULL);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double s = (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+        if (bytes / s / 1e9 > best) best = bytes / s / 1e9;
+    }
+    free(buf);
+    return best;
+}
+
+/* Device bandwidth: a large device-to-device copy, bytes read plus written. */
+static double device_copy_gbs(ah_device *d)
+{
+    size_t bytes = (size_t)1 << 30;
+    void *a = NULL, *b = NULL;
+    double best = 0;
+    if (ah_device_alloc(d, bytes, &a) != AH_OK || ah_device_alloc(d, bytes, &b) != AH_OK) goto out;
+    for (int rep = 0; rep < 6; rep++) {
+        float ms = 0;
+        if (ah_device_timer_start(d) != AH_OK ||
+            ah_device_copy(d, b, a, bytes, AH_COPY_DEVICE_TO_DEVICE) != AH_OK ||
+            ah_device_timer_stop(d, &ms) != AH_OK)
+            break;
+        if (rep && 2.0 * bytes / (ms * 1e-3) / 1e9 > best) best = 2.0 * bytes / (ms * 1e-3) / 1e9;
+    }
+out:
+    ah_device_free(d, a);
+    ah_device_free(d, b);
+    return best;
+}
+
+static char *model_text(const shape *s)
+{
+    static char text[1024];
+    snprintf(text, sizeof text,
+             "[model]\nname = bench\nnum_layers = 1\nattn_type = %s\nnum_q_heads = %u\n"
+             "num_kv_heads = %u\nhead_size = %u\ndtype = %s\nkv_dtype = %s\nblock_size = %u\n",
+             s->causal ? "decoder" : "encoder_only", s->hq, s->hk, s->head, s->dtype, s->kv_dtype,
+             s->block);
+    return text;
+}
+
+/* Bench one shape; prints a line (or a JSON object). Returns -1 on error. */
+static int bench_shape(ah_host *h, const char *plugin, const shape *s, int iters, double peak_tflops,
+                       double *bw_gbs, int json, int *first)
+{
+    ah_model *m = NULL;
+    ah_selection *sel = NULL;
+    ah_error err;
+    workload w = {0};
+    int rc = -1;
+    if (ah_model_parse(model_text(s), "<bench shape>", &m, &err) != AH_OK ||
+        ah_host_select_forced(h, m, plugin, &sel, &err) != AH_OK) {
+        fprintf(stderr, "attnhost bench: %s\n", err.msg);
+        goto out;
+    }
+    uint32_t tokens = s->batch * s->query;
+    if (wl_create(&w, h, m, sel, s->batch, s->context + s->query, tokens, 7)) {
+        fprintf(stderr, "attnhost bench: %s\n", w.err);
+        goto out;
+    }
+    for (uint32_t r = 0; r < s->batch; r++) w.context[r] = s->context;
+    uint32_t *q = malloc(s->batch * sizeof *q);
+    float *ms = malloc((size_t)iters * sizeof *ms);
+    if (!q || !ms) goto out_free;
+    for (uint32_t r = 0; r < s->batch; r++) q[r] = s->query;
+    if (wl_step(&w, q)) {
+        fprintf(stderr, "attnhost bench: %s\n", w.err);
+        goto out_free;
+    }
+    ah_device *dev = w.layers[0].dev;
+    if (*bw_gbs == 0)
+        *bw_gbs = ah_device_kind_of(dev) == AH_DEVICE_CPU
+                      ? cpu_read_gbs(ah_host_hw_facts(h)->cpu_logical_cores)
+                      : device_copy_gbs(dev);
+    for (int i = 0; i < 3; i++)
+        if (wl_forward_all(&w, 0)) goto fail;
+    for (int i = 0; i < iters; i++) {
+        if (ah_device_timer_start(dev) != AH_OK || wl_forward_all(&w, 0) ||
+            ah_device_timer_stop(dev, &ms[i]) != AH_OK)
+            goto fail;
+    }
+    qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
+    double med = ms[iters / 2] * 1e-3;
+    const ah_layer_spec *sp = &w.layers[0].spec;
+    double keys = 0; /* visible keys summed over query tokens */
+    for (uint32_t i = 0; i < s->query; i++)
+        keys += s->causal ? (double)(s->context + i + 1) : (double)(s->context + s->query);
+    keys *= s->batch;
+    double flops = 2.0 * sp->num_q_heads * (sp->qk_head_size + sp->v_head_size) * keys;
+    double kvb = (double)s->batch * (s->context + s->query) * sp->num_kv_heads *
+                 (sp->qk_head_size + sp->v_head_size) * ah_dtype_size(sp->kv_dtype);
+    double iob = (double)tokens * sp->num_q_heads * (sp->qk_head_size + sp->v_head_size) *
+                 ah_dtype_size(sp->q_dtype);
+    double tflops = flops / med / 1e12, gbs = (kvb + iob) / med / 1e9;
+    if (json) {
+        printf("%s\n  {\"plugin\": \"%s\", \"phase\": \"%s\", \"batch\": %u, \"context\": %u, "
+               "\"query\": %u, \"heads\": \"%u/%u\", \"head_size\": %u, \"dtype\": \"%s\", "
+               "\"kv_dtype\": \"%s\", \"block_size\": %u, \"causal\": %s, \"median_ms\": %.4f, "
+               "\"tflops\": %.3f, \"gbs\": %.1f, \"bw_ceiling_gbs\": %.1f, \"bw_fraction\": %.3f",
+               *first ? "" : ",", plugin, s->phase, s->batch, s->context, s->query, s->hq, s->hk,
+               s->head, s->dtype, s->kv_dtype, s->block, s->causal ? "true" : "false", med * 1e3,
+               tflops, gbs, *bw_gbs, *bw_gbs > 0 ? gbs / *bw_gbs : 0);
+        if (peak_tflops > 0) printf(", \"compute_fraction\": %.3f", tflops / peak_tflops);
+        printf("}");
+    } else {
+        printf("%-8s b%-4u ctx%-6u q%-5u %2u/%-2u d%-3u %-5s kv %-8s %-10s %9.3f ms %8.2f TFLOP/s %8.1f GB/s "
+               "%5.1f%% bw",
+               s->phase, s->batch, s->context, s->query, s->hq, s->hk, s->head, s->dtype, s->kv_dtype,
+               s->causal ? "causal" : "non-causal", med * 1e3, tflops, gbs,
+               *bw_gbs > 0 ? 100 * gbs / *bw_gbs : 0);
+        if (peak_tflops > 0) printf(" %5.1f%% peak", 100 * tflops / peak_tflops);
+        printf("\n");
+    }
+    *first = 0;
+    rc = 0;
+    goto out_free;
+fail:
+    fprintf(stderr, "attnhost bench: %s\n", w.err[0] ? w.err : ah_device_errmsg(dev));
+out_free:
+    free(q);
+    free(ms);
+out:
+    wl_destroy(&w);
+    ah_selection_destroy(sel);
+    ah_model_destroy(m);
+    return rc;
+}
+
+static int parse_u32(const char *opt, const char *v, uint32_t *out)
+{
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+    if (*end || !x || x > 1u << 30) {
+        fprintf(stderr, "attnhost bench: %s: '%s' is not a positive integer\n", opt, v);
+        return -1;
+    }
+    *out = (uint32_t)x;
+    return 0;
+}
+
+int cmd_bench(cli_common *c)
+{
+    shape custom = {"decode", 16, 4096, 1, 32, 8, 128, "bf16", "auto", 16, 1};
+    int have_custom = 0, iters = 20, quick = 0;
+    const char *peak_env = secure_getenv("ATTNHOST_PEAK_TFLOPS");
+    double peak = peak_env ? atof(peak_env) : 0;
+    for (int i = 0; i < c->argc; i++) {
+        const char *a = c->argv[i], *v = i + 1 < c->argc ? c->argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--quick")) quick = 1;
+        else if (!strcmp(a, "--non-causal")) custom.causal = 0, have_custom = 1;
+        else if (!v) bad = 1;
+        else if (!strcmp(a, "--phase")) custom.phase = v, have_custom = 1, i++;
+        else if (!strcmp(a, "--batch")) bad = parse_u32(a, v, &custom.batch), have_custom = 1, i++;
+        else if (!strcmp(a, "--context")) bad = parse_u32(a, v, &custom.context), have_custom = 1, i++;
+        else if (!strcmp(a, "--query")) bad = parse_u32(a, v, &custom.query), have_custom = 1, i++;
+        else if (!strcmp(a, "--head-size")) bad = parse_u32(a, v, &custom.head), have_custom = 1, i++;
+        else if (!strcmp(a, "--block-size")) bad = parse_u32(a, v, &custom.block), have_custom = 1, i++;
+        else if (!strcmp(a, "--dtype")) custom.dtype = v, have_custom = 1, i++;
+        else if (!strcmp(a, "--kv-dtype")) custom.kv_dtype = v, have_custom = 1, i++;
+        else if (!strcmp(a, "--iters")) bad = parse_u32(a, v, (uint32_t *)&iters), i++;
+        else if (!strcmp(a, "--peak-tflops")) peak = atof(v), i++;
+        else if (!strcmp(a, "--heads")) {
+            if (sscanf(v, "%u/%u", &custom.hq, &custom.hk) != 2 || !custom.hq || !custom.hk) {
+                fprintf(stderr, "attnhost bench: --heads: '%s' is not Q/KV, e.g. 32/8\n", v);
+                return 2;
+            }
+            have_custom = 1, i++;
+        } else bad = 1;
+        if (bad) {
+            fprintf(stderr, "attnhost bench: bad option '%s'%s\n", a, v ? "" : " (missing value)");
+            return 2;
+        }
+    }
+    if (!strcmp(custom.phase, "prefill") && custom.query == 1) custom.query = custom.context, custom.context = 0;
+    ah_host *h = cli_host(c);
+    if (!h) return 1;
+    const char *plugin = c->plugin;
+    if (!plugin) { /* the first available plugin in the host's default order */
+        ah_model *m = NULL;
+        ah_selection *sel = NULL;
+        ah_error err;
+        if (ah_model_parse(model_text(&custom), "<bench shape>", &m, &err) == AH_OK &&
+            ah_host_select(h, m, &sel, &err) == AH_OK) {
+            const ah_plugin_info *p = ah_host_find_plugin(h, ah_selection_decision(sel, 0, AH_PHASE_DECODE)->plugin);
+            plugin = p->name; /* host-owned: outlives sel */
+        }
+        ah_selection_destroy(sel);
+        ah_model_destroy(m);
+        if (!plugin) {
+            fprintf(stderr, "attnhost bench: no plugin can serve the shape: %s\n", err.msg);
+            ah_host_destroy(h);
+            return 1;
+        }
+    }
+    /* the standard shapes of bench/RESULTS.md */
+    const ah_plugin_info *pi = ah_host_find_plugin(h, plugin);
+    int cpu = pi && pi->device_kind == AH_DEVICE_CPU;
+    shape std[12];
+    int n = 0;
+    uint32_t dec_b[2] = {16, 64}, dec_ctx[2] = {4096, 16384};
+    uint32_t pre_len[2] = {cpu ? 2048u : 4096u, cpu ? 8192u : 16384u};
+    if (have_custom) std[n++] = custom;
+    else {
+        for (int b = 0; b < 2; b++)
+            for (int k = 0; k < 2; k++)
+                if (!quick || (b == 0 && k == 0))
+                    std[n++] = (shape){"decode", dec_b[b], dec_ctx[k], 1, 32, 8, 128, "bf16", "auto", 16, 1};
+        for (int k = 0; k < 2; k++)
+            for (int causal = 1; causal >= (cpu ? 1 : 0); causal--)
+                if (!quick || k == 0)
+                    std[n++] = (shape){"prefill", 1, 0, pre_len[k], 32, 8, 128, "bf16", "auto", 16, causal};
+    }
+    double bw = 0;
+    int first = 1, rc = 0;
+    if (c->json) printf("{\"plugin\": \"%s\", \"results\": [", plugin);
+    else printf("plugin %s, median of %d runs\n", plugin, iters);
+    for (int i = 0; i < n; i++)
+        if (bench_shape(h, plugin, &std[i], iters, peak, &bw, c->json, &first)) rc = 1;
+    if (c->json) printf("\n], \"bw_ceiling_gbs\": %.1f}\n", bw);
+    else printf("bandwidth ceiling measured in this run: %.1f GB/s%s\n", bw,
+                cpu ? " (all cores reading)" : " (device copy, read + write)");
+    ah_host_destroy(h);
+    return rc;
+}

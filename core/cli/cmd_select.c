@@ -1,0 +1,111 @@
+/*
+ * attnhost explain / bind: the selection for a model, with reasons.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "cli.h"
+
+static const char *phase_name(int p) { return p == AH_PHASE_PREFILL ? "prefill" : "decode"; }
+
+static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
+{
+    size_t n = (size_t)snprintf(b, cap, "%s %u/%u heads qk %u v %u %s kv %s block %u %s",
+                                ah_attn_type_str(s->attn_type), s->num_q_heads, s->num_kv_heads,
+                                s->qk_head_size, s->v_head_size, ah_dtype_name(s->q_dtype),
+                                ah_dtype_name(s->kv_dtype), s->block_size,
+                                ah_kv_layout_str(s->kv_layout));
+    if (s->sliding_window && n < cap) n += (size_t)snprintf(b + n, cap - n, " window %u", s->sliding_window);
+    if (s->softcap > 0 && n < cap) n += (size_t)snprintf(b + n, cap - n, " softcap %g", s->softcap);
+    if (s->use_mla && n < cap) n += (size_t)snprintf(b + n, cap - n, " mla");
+    if (s->use_sinks && n < cap) n += (size_t)snprintf(b + n, cap - n, " sinks");
+    if (s->use_alibi && n < cap) snprintf(b + n, cap - n, " alibi");
+}
+
+static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_model *, const ah_selection *))
+{
+    ah_host *h = cli_host(c);
+    if (!h) return 1;
+    ah_model *m = cli_model(c);
+    if (!m) {
+        ah_host_destroy(h);
+        return 1;
+    }
+    ah_selection *sel = NULL;
+    ah_error err;
+    ah_status s = c->plugin ? ah_host_select_forced(h, m, c->plugin, &sel, &err)
+                            : ah_host_select(h, m, &sel, &err);
+    int rc;
+    if (s != AH_OK) {
+        fprintf(stderr, "attnhost: %s\n", err.msg);
+        rc = 1;
+    } else {
+        if (*ah_selection_warnings(sel)) fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
+        rc = fn(c, m, sel);
+    }
+    ah_selection_destroy(sel);
+    ah_model_destroy(m);
+    ah_host_destroy(h);
+    return rc;
+}
+
+static int explain(cli_common *c, const ah_model *m, const ah_selection *sel)
+{
+    uint32_t n = ah_selection_num_layers(sel);
+    if (c->layer >= 0 && (uint32_t)c->layer >= n) {
+        fprintf(stderr, "attnhost explain: --layer %d: the model has %u layers\n", c->layer, n);
+        return 2;
+    }
+    printf("model %s: %u layers\n", ah_model_name(m), n);
+    for (uint32_t l = 0; l < n; l++) {
+        if (c->layer >= 0 && (uint32_t)c->layer != l) continue;
+        for (int p = 0; p < AH_PHASE_COUNT; p++) {
+            const ah_decision *d = ah_selection_decision(sel, l, (ah_phase)p);
+            char spec[256];
+            describe_spec(&d->spec, spec, sizeof spec);
+            printf("\nlayer %u %s: %s%s\n  spec: %s\n  list: %s\n", l, phase_name(p), d->plugin,
+                   d->fallback ? " (fallback)" : "", spec, d->list_source);
+            for (uint32_t k = 0; k < d->n_candidates; k++) {
+                const ah_candidate *cd = &d->candidates[k];
+                printf("  %-2s %-16s", cd->chosen ? "->" : "", cd->plugin);
+                if (!cd->n_reasons) printf(" ok\n");
+                for (uint32_t r = 0; r < cd->n_reasons; r++) {
+                    const ah_reason *x = &cd->reasons[r];
+                    printf("%s%s: %s = %s; supported: %s\n", r ? "                     " : " ",
+                           ah_reason_code_str(x->code), x->field, x->value, x->supported);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+void cli_print_binding(const ah_model *m, const ah_selection *sel)
+{
+    uint32_t n = ah_selection_num_layers(sel), glayer;
+    printf("model %s: %u layers\n", ah_model_name(m), n);
+    printf("%-6s %-18s %-18s %s\n", "layer", "prefill", "decode", "spec");
+    for (uint32_t l = 0; l < n; l++) {
+        const ah_decision *pd = ah_selection_decision(sel, l, AH_PHASE_PREFILL);
+        const ah_decision *dd = ah_selection_decision(sel, l, AH_PHASE_DECODE);
+        char spec[256];
+        describe_spec(&pd->spec, spec, sizeof spec);
+        printf("%-6u %-18s %-18s %s\n", l, pd->plugin, dd->plugin, spec);
+    }
+    ah_graph_level g = ah_selection_graph_level(sel, &glayer);
+    printf("cuda graph level: %s", ah_graph_level_str(g));
+    if (n) printf(" (set by layer %u)", glayer);
+    printf("\n");
+}
+
+static int bind(cli_common *c, const ah_model *m, const ah_selection *sel)
+{
+    (void)c;
+    cli_print_binding(m, sel);
+    return 0;
+}
+
+int cmd_explain(cli_common *c) { return with_selection(c, explain); }
+int cmd_bind(cli_common *c) { return with_selection(c, bind); }
