@@ -22,5 +22,8 @@ char *ah__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * ah__fault_inject_after() call. Thread-safe. */
 void ah__fault_inject_after(long n);
 long ah__alloc_count(void);
+/* Blocks allocated through ah__malloc/calloc/realloc and not yet freed, so a
+ * test can check that a failed operation released everything it took. */
+long ah__alloc_live(void);
 
 #endif

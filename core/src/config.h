@@ -75,7 +75,13 @@ const char *ah__config_plugin_key(const ah_config *cfg, const char *plugin, cons
  * values of cfg (effective=1; cfg may be NULL for 0). *text is malloc'ed. */
 ah_status ah__config_dump(const ah_config *cfg, int effective, char **text);
 
+/* The built-in configuration text, used when ah__config_load gets neither
+ * a path nor text (source "<embedded>"). */
+const char *ah__default_config_text(void);
+
 /* Parsing helpers shared with the model parser. */
+/* Splits value at commas and trims each item; items may be "" (callers
+ * check), an all-blank value gives an empty list. */
 int ah__parse_strlist(const char *value, ah_strlist *out); /* comma-separated; -1 on OOM */
 void ah__strlist_free(ah_strlist *l);
 
