@@ -1,0 +1,15 @@
+#!/bin/sh
+# Install the Debian packages attnhost builds with (run as root). Quiet when
+# everything is already there.
+set -eu
+pkgs="cmake make gcc g++ pkg-config libinih-dev libdlpack-dev libopenblas-dev clang libclang-rt-dev valgrind"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq $missing >/dev/null
+fi

@@ -1,0 +1,14 @@
+#!/bin/sh
+# The test suite on a fresh machine: install what is needed, build, run every
+# CPU test (GPU tests skip without a device), then the same tests built with
+# AddressSanitizer + UndefinedBehaviorSanitizer.
+set -eu
+cd "$(dirname "$0")/.."
+sh scripts/deps.sh
+sh scripts/build.sh build -DATTNHOST_WERROR=ON
+(cd build && ctest --output-on-failure -j "$(nproc)")
+if [ "${ATTNHOST_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # sanitizer build: host and CPU plugins only, to keep CI inside its budget
+  sh scripts/build.sh build-asan -DATTNHOST_SANITIZE=address -DATTNHOST_PLUGINS=cpu_amx
+  (cd build-asan && ctest --output-on-failure -j "$(nproc)" -L unit)
+fi
