@@ -1,0 +1,124 @@
+/*
+ * The host services each plugin receives: logging tagged with the plugin's
+ * name, the core allocator, its own [plugin.<name>] configuration keys and
+ * the hardware facts. Each plugin gets its own table (host_data points at a
+ * small per-plugin block) so config_get needs no name argument and a plugin
+ * can never read another plugin's section.
+ *
+ * Logging: one line per call on stderr, "attnhost[<plugin>] <level>: msg",
+ * filtered by ATTNHOST_LOG = error | warn | info | debug (default warn),
+ * read with secure_getenv when the services are created.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "scan_int.h"
+
+typedef struct services_data {
+    char name[64];
+    const ah_config *config;
+    const ah_config_key *keys; /* declared keys; NULL until bound */
+    uint32_t n_keys;
+    int bound;                 /* keys known: config_get filters by them */
+    ah_log_level level;
+} services_data;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+static ah_log_level level_from_env(void)
+{
+    const char *v = secure_getenv("ATTNHOST_LOG");
+    if (v)
+        for (int i = 0; i < 4; i++)
+            if (strcmp(v, level_names[i]) == 0) return (ah_log_level)i;
+    return AH_LOG_WARN;
+}
+
+static void svc_log(const ah_host_services *host, ah_log_level level, const char *msg)
+{
+    const services_data *d = host ? host->host_data : NULL;
+    ah_log_level max = d ? d->level : AH_LOG_WARN;
+    if ((unsigned)level > AH_LOG_DEBUG) level = AH_LOG_DEBUG;
+    if (level > max) return;
+    /* One fprintf per line: stdio's stream lock keeps lines from
+     * interleaving between threads. */
+    fprintf(stderr, "attnhost[%s] %s: %s\n", d ? d->name : "?", level_names[level],
+            msg ? msg : "(null)");
+}
+
+static void *svc_alloc(const ah_host_services *host, size_t size)
+{
+    (void)host;
+    return ah__malloc(size);
+}
+
+static void svc_free(const ah_host_services *host, void *ptr)
+{
+    (void)host;
+    ah__free(ptr);
+}
+
+static const char *svc_config_get(const ah_host_services *host, const char *key)
+{
+    const services_data *d = host ? host->host_data : NULL;
+    if (!d || !d->config || !key) return NULL;
+    if (d->bound) {
+        uint32_t i = 0;
+        while (i < d->n_keys && strcmp(d->keys[i].name, key) != 0) i++;
+        if (i == d->n_keys) return NULL; /* undeclared: the host reports it, never passes it */
+    }
+    return ah__config_plugin_key(d->config, d->name, key);
+}
+
+void ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
+                       const ah_config *config, const ah_hw_facts *hw)
+{
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->abi_version = AH_ABI_VERSION;
+    s->log = svc_log;
+    s->alloc = svc_alloc;
+    s->free = svc_free;
+    s->config_get = svc_config_get;
+    s->hw = hw;
+    /* Out of memory leaves host_data NULL: every service still works, the
+     * log tag reads "?" and config_get answers NULL. */
+    services_data *d = ah__calloc(1, sizeof *d);
+    if (d) {
+        snprintf(d->name, sizeof d->name, "%s", plugin_name ? plugin_name : "?");
+        d->config = config;
+        d->level = level_from_env();
+    }
+    s->host_data = d;
+    *data = d;
+}
+
+void ah__services_bind(void *data, const char *plugin_name, const ah_caps *caps)
+{
+    services_data *d = data;
+    if (!d) return;
+    if (plugin_name) snprintf(d->name, sizeof d->name, "%s", plugin_name);
+    d->keys = caps ? caps->config_keys : NULL;
+    d->n_keys = caps ? caps->n_config_keys : 0;
+    d->bound = caps != NULL;
+}
+
+void ah__services_free(void *data)
+{
+    ah__free(data);
+}
+
+void ah__log(ah_log_level level, const char *fmt, ...)
+{
+    if (level > level_from_env()) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "attnhost %s: %s\n", level_names[(unsigned)level <= AH_LOG_DEBUG ? level : 3],
+            msg);
+}
