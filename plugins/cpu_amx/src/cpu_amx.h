@@ -1,0 +1,139 @@
+/*
+ * cpu_amx internal contracts: the description of one forward call that the
+ * kernels read (ah__cpu_run), the unit of parallel work (ah__cpu_item: one
+ * request, one KV head, a tile of query tokens and heads, a range of keys),
+ * per-thread scratch, and the per-ISA kernel table.
+ *
+ * Every ISA compiles the same kernel sources in its own translation unit with
+ * its own -m flags (kern_*.c); only the table chosen at run time from the
+ * host's hardware facts is ever called, so the .so loads on any x86-64.
+ */
+#ifndef AH_CPU_AMX_H
+#define AH_CPU_AMX_H
+
+#include <stdint.h>
+
+#include <attnhost/plugin.h>
+
+/* Rows (query tokens x query heads of one KV head) one work item carries.
+ * 32 fills two AMX tile rows and keeps the fp32 accumulators in L1. */
+#define AH__CPU_RMAX 32
+/* Keys the tile path handles per softmax step (4 pieces of 16). */
+#define AH__CPU_KCHUNK 64
+
+typedef enum ah__cpu_path {
+    AH__CPU_SCALAR = 0,
+    AH__CPU_AVX2,
+    AH__CPU_AVX512,
+    AH__CPU_AVX512BF16,
+    AH__CPU_AMX,
+    AH__CPU_PATH_COUNT
+} ah__cpu_path;
+
+/* Everything about the layer the kernels need, resolved once per state. */
+typedef struct ah__cpu_layer {
+    uint32_t hq, hk, group;   /* group = hq / hk */
+    uint32_t d, dv;           /* qk and v head sizes */
+    uint32_t dpad;            /* d rounded up to 32 (AMX K step) */
+    ah_dtype q_dtype, kv_dtype;
+    uint32_t block_size;
+    int causal;               /* decoder */
+    int cross;                /* encoder-decoder: every key visible */
+    uint32_t window;          /* 0: none */
+    float softcap;            /* 0: none */
+    float scale;
+    int mla;                  /* V = K[..., :dv], value cache unused */
+    int sinks, alibi;
+} ah__cpu_layer;
+
+/* One forward's pointers and strides (element strides). */
+typedef struct ah__cpu_run {
+    const ah__cpu_layer *L;
+    const void *q;
+    int64_t q_ts, q_hs;
+    void *out;
+    int64_t o_ts, o_hs;
+    float *lse;               /* NULL: not wanted */
+    int64_t l_ts, l_hs;
+    const void *kc, *vc;      /* vc == kc for MLA */
+    int64_t k_bs, k_ts, k_hs; /* block, token-in-block, head strides of the key cache */
+    int64_t v_bs, v_ts, v_hs;
+    const float *sinks, *alibi;
+    float k_scale, v_scale;   /* 1 when not FP8 or given as 0 */
+    const int32_t *qsl, *seq_lens, *block_table;
+    uint32_t bt_stride;
+} ah__cpu_run;
+
+/* A unit of work: rows = (t1 - t0) * (g1 - g0), row i is token t0 + i / ng
+ * and query head kvh * group + g0 + i % ng. Keys [k0, k1). part < 0: the
+ * item covers all keys and writes the output; else it writes partial
+ * results to slot `part` and a merge finishes the rows. */
+typedef struct ah__cpu_item {
+    uint32_t req, kvh;
+    uint32_t t0, t1, g0, g1;
+    int32_t pos0;             /* position of token t0 */
+    int32_t k0, k1;
+    int32_t part;
+    uint32_t nparts;          /* merge entries: parts [part, part + nparts) */
+    uint32_t rows;
+    uint64_t cost;
+} ah__cpu_item;
+
+/* Per-thread scratch, 64-byte aligned buffers. */
+typedef struct ah__cpu_scratch {
+    float *q;                 /* RMAX x dpad, fp32, scale folded in */
+    float *o;                 /* RMAX x dv accumulators */
+    float *m, *l;             /* RMAX running max and sum */
+    float *s;                 /* RMAX x KCHUNK scores */
+    float *kf, *vf;           /* KCHUNK x dpad, KCHUNK x dv converted keys/values */
+    uint16_t *qb;             /* RMAX x dpad bf16 queries (tile path) */
+    uint16_t *pb;             /* RMAX x KCHUNK bf16 probabilities */
+    uint16_t *kp;             /* KCHUNK/16 x dpad/2 x 16 x 2: K^T pair-interleaved */
+    uint16_t *vp;             /* KCHUNK/2 x dv x 2: V pair-interleaved over tokens */
+} ah__cpu_scratch;
+
+/* Attention of one item: leaves unnormalised O, row max m and row sum l in
+ * ws (m = -inf, l = 0 for a row that saw no visible key). */
+typedef void (*ah__cpu_attend_fn)(const ah__cpu_run *run, const ah__cpu_item *it,
+                                  ah__cpu_scratch *ws);
+
+typedef struct ah__cpu_kernels {
+    const char *name;
+    ah__cpu_attend_fn attend;      /* any dtypes, fp32 arithmetic */
+    ah__cpu_attend_fn attend_bf16; /* bf16 q and KV, bf16 products; NULL: none */
+} ah__cpu_kernels;
+
+extern const ah__cpu_kernels ah__cpu_kernels_scalar;
+extern const ah__cpu_kernels ah__cpu_kernels_avx2;
+extern const ah__cpu_kernels ah__cpu_kernels_avx512;
+extern const ah__cpu_kernels ah__cpu_kernels_avx512bf16;
+extern const ah__cpu_kernels ah__cpu_kernels_amx;
+
+/* isa.c: path names, the ISA bits each needs, and the automatic choice. */
+const char *ah__cpu_path_name(ah__cpu_path p);
+int ah__cpu_path_parse(const char *s, int *is_auto, ah__cpu_path *p);
+uint32_t ah__cpu_path_needs(ah__cpu_path p);
+ah__cpu_path ah__cpu_path_best(uint32_t isa);
+const ah__cpu_kernels *ah__cpu_path_kernels(ah__cpu_path p);
+
+/* Visible key range [lo, hi] (inclusive) for a query at position p. */
+static inline void ah__cpu_visible(const ah__cpu_layer *L, int32_t p, int32_t *lo, int32_t *hi)
+{
+    *lo = INT32_MIN;
+    *hi = INT32_MAX;
+    if (L->cross) return;
+    if (L->window) *lo = p - (int32_t)L->window + 1;
+    if (L->causal) *hi = p;
+    else if (L->window) *hi = p + (int32_t)L->window - 1;
+}
+
+/* Address of the key cache row of (key position j, kv head h) of request r. */
+static inline int64_t ah__cpu_kv_row(const ah__cpu_run *run, uint32_t r, int32_t j, int64_t bs_str,
+                                     int64_t ts_str, int64_t hs_str, uint32_t h)
+{
+    uint32_t bsz = run->L->block_size;
+    int32_t blk = run->block_table[(size_t)r * run->bt_stride + (uint32_t)j / bsz];
+    return (int64_t)blk * bs_str + (int64_t)((uint32_t)j % bsz) * ts_str + (int64_t)h * hs_str;
+}
+
+#endif

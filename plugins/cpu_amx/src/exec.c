@@ -1,0 +1,348 @@
+/*
+ * Planning and running a forward: the batch becomes work items (request x
+ * KV head x query tile x key range), long key ranges are split across
+ * threads when there are too few items to fill the machine (split-KV), the
+ * items run under OpenMP largest-first, and split rows are merged by their
+ * log-sum-exp together with the attention sink. Output conversion and the
+ * merge are scalar: they touch rows x head_size values per item, a vanishing
+ * share of the work.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "state.h"
+
+int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, size_t sz)
+{
+    if (n <= *cap) return 1;
+    size_t want = n < 64 ? 64 : n + n / 2;
+    void *q = h->alloc(h, want * sz);
+    if (!q) return 0;
+    h->free(h, *p);
+    *p = q;
+    *cap = want;
+    return 1;
+}
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+ah_status ah__cpu_scratch_create(ah_state *st)
+{
+    const ah_host_services *h = st->ctx->host;
+    const ah__cpu_layer *L = &st->L;
+    const size_t R = AH__CPU_RMAX, K = AH__CPU_KCHUNK;
+    const size_t sizes[10] = {R * L->dpad * 4, R * L->dv * 4, R * 4, R * 4, R * K * 4,
+                              K * L->dpad * 4, K * L->dv * 4, R * L->dpad * 2, R * K * 2,
+                              K * L->dpad * 2 + K * L->dv * 2};
+    size_t per = 0;
+    for (int i = 0; i < 10; i++) per += align64(sizes[i]);
+    per = align64(per + align64(K * L->dv * 2));
+    const int nt = st->ctx->threads;
+    size_t total = (size_t)nt * per + 64 + (size_t)nt * sizeof(ah__cpu_scratch);
+    char *mem = h->alloc(h, total);
+    if (!mem) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", total);
+    memset(mem, 0, total);
+    st->ws_mem = mem;
+    st->ws = (ah__cpu_scratch *)mem;
+    char *base = (char *)(((uintptr_t)(mem + (size_t)nt * sizeof(ah__cpu_scratch)) + 63) & ~(uintptr_t)63);
+    for (int t = 0; t < nt; t++) {
+        char *c = base + (size_t)t * per;
+        ah__cpu_scratch *w = &st->ws[t];
+#define TAKE(field, type, n) w->field = (type *)c, c += align64(n)
+        TAKE(q, float, sizes[0]);
+        TAKE(o, float, sizes[1]);
+        TAKE(m, float, sizes[2]);
+        TAKE(l, float, sizes[3]);
+        TAKE(s, float, sizes[4]);
+        TAKE(kf, float, sizes[5]);
+        TAKE(vf, float, sizes[6]);
+        TAKE(qb, uint16_t, sizes[7]);
+        TAKE(pb, uint16_t, sizes[8]);
+        TAKE(kp, uint16_t, K * L->dpad * 2);
+        TAKE(vp, uint16_t, K * L->dv * 2);
+#undef TAKE
+    }
+    return AH_OK;
+}
+
+/* ---- planning ------------------------------------------------------------ */
+
+static int cmp_cost_desc(const void *a, const void *b)
+{
+    const ah__cpu_item *x = a, *y = b;
+    return x->cost < y->cost ? 1 : x->cost > y->cost ? -1 : 0;
+}
+
+static int push_item(ah_state *st, const ah__cpu_item *it)
+{
+    if (!ah__cpu_reserve(st->ctx->host, (void **)&st->items, &st->cap_items, st->n_items + 1,
+                         sizeof *st->items))
+        return 0;
+    st->items[st->n_items++] = *it;
+    return 1;
+}
+
+/* Copy the batch's host arrays (the engine may reuse them before forward)
+ * and check what a bad batch could make the kernels read out of bounds. */
+static ah_status copy_batch(ah_state *st, const ah_batch *b)
+{
+    const ah_host_services *h = st->ctx->host;
+    const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->L.block_size;
+    if (R && (!b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks host copies of query_start_loc, seq_lens or block_table");
+    if (T && !b->slot_mapping_host)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks a host copy of slot_mapping");
+    if (!ah__cpu_reserve(h, (void **)&st->qsl, &st->cap_qsl, R + 1, 4) ||
+        !ah__cpu_reserve(h, (void **)&st->seq_lens, &st->cap_seq, R + 1, 4) ||
+        !ah__cpu_reserve(h, (void **)&st->bt, &st->cap_bt, (size_t)R * b->block_table_stride + 1, 4) ||
+        !ah__cpu_reserve(h, (void **)&st->slots, &st->cap_slots, (size_t)T + 1, 8))
+        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the plan's batch copy");
+    if (R && b->query_start_loc_host[0] != 0)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[0] is %d, not 0", b->query_start_loc_host[0]);
+    int32_t max_block = -1;
+    for (uint32_t r = 0; r < R; r++) {
+        int32_t q0 = b->query_start_loc_host[r], q1 = b->query_start_loc_host[r + 1];
+        int32_t sl = b->seq_lens_host[r];
+        if (q1 < q0 || (uint32_t)q1 > T)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[%u..%u] = %d..%d is not monotonic within num_tokens %u", r, r + 1, q0, q1, T);
+        if (sl < 0) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "seq_lens[%u] = %d is negative", r, sl);
+        uint32_t nblk = ((uint32_t)sl + bs - 1) / bs;
+        if (nblk > b->block_table_stride)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "seq_lens[%u] = %d needs %u blocks, block table rows hold %u", r, sl, nblk, b->block_table_stride);
+        const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        for (uint32_t i = 0; i < nblk; i++) {
+            if (row[i] < 0 || (uint32_t)row[i] >= b->num_blocks)
+                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table[%u][%u] = %d is outside the cache's %u blocks", r, i, row[i], b->num_blocks);
+            if (row[i] > max_block) max_block = row[i];
+        }
+    }
+    if (R && (uint32_t)b->query_start_loc_host[R] != T)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[num_reqs] = %d, num_tokens = %u", b->query_start_loc_host[R], T);
+    for (uint32_t t = 0; t < T; t++) {
+        int64_t s = b->slot_mapping_host[t];
+        if (s >= (int64_t)b->num_blocks * bs)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "slot_mapping[%u] = %lld is outside the cache's %u slots", t, (long long)s, b->num_blocks * bs);
+    }
+    if (R) {
+        memcpy(st->qsl, b->query_start_loc_host, (R + 1) * 4);
+        memcpy(st->seq_lens, b->seq_lens_host, R * 4);
+        memcpy(st->bt, b->block_table_host, (size_t)R * b->block_table_stride * 4);
+    }
+    if (T) memcpy(st->slots, b->slot_mapping_host, (size_t)T * 8);
+    st->num_reqs = R;
+    st->num_tokens = T;
+    st->bt_stride = b->block_table_stride;
+    st->max_block = max_block;
+    return AH_OK;
+}
+
+ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
+{
+    const ah__cpu_layer *L = &st->L;
+    st->planned = 0;
+    ah_status rc = copy_batch(st, b);
+    if (rc != AH_OK) return rc;
+    st->n_items = st->n_merges = 0;
+
+    /* Tiles: a KV head's query heads times as many tokens as fit RMAX rows. */
+    const uint32_t G = L->group;
+    const uint32_t ng = G >= AH__CPU_RMAX ? AH__CPU_RMAX : G;
+    const uint32_t tq = G >= AH__CPU_RMAX ? 1 : AH__CPU_RMAX / G;
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < st->num_reqs; r++) {
+        const uint32_t q0 = (uint32_t)st->qsl[r], qlen = (uint32_t)st->qsl[r + 1] - q0;
+        const int32_t sl = st->seq_lens[r], first = sl - (int32_t)qlen;
+        for (uint32_t kvh = 0; kvh < L->hk; kvh++)
+            for (uint32_t g0 = 0; g0 < G; g0 += ng)
+                for (uint32_t t = 0; t < qlen; t += tq) {
+                    ah__cpu_item it;
+                    memset(&it, 0, sizeof it);
+                    it.req = r;
+                    it.kvh = kvh;
+                    it.g0 = g0;
+                    it.g1 = g0 + ng < G ? g0 + ng : G;
+                    it.t0 = q0 + t;
+                    it.t1 = q0 + (t + tq < qlen ? t + tq : qlen);
+                    it.pos0 = first + (int32_t)t;
+                    it.rows = (it.t1 - it.t0) * (it.g1 - it.g0);
+                    int32_t lo, hi, lo2, hi2;
+                    ah__cpu_visible(L, it.pos0, &lo, &hi);
+                    ah__cpu_visible(L, it.pos0 + (int32_t)(it.t1 - it.t0) - 1, &lo2, &hi2);
+                    it.k0 = lo < 0 ? 0 : lo;
+                    it.k1 = hi2 >= sl ? sl : hi2 + 1;
+                    if (it.k1 < it.k0) it.k1 = it.k0;
+                    it.part = -1;
+                    it.cost = (uint64_t)it.rows * (uint64_t)(it.k1 - it.k0 + 16) + 64;
+                    total += it.cost;
+                    if (!push_item(st, &it)) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate work items");
+                }
+    }
+
+    /* Split-KV: with fewer items than a few per thread, cut long key ranges
+     * into 16-aligned chunks of at least split_min keys. */
+    const uint32_t nt = (uint32_t)st->ctx->threads;
+    uint32_t nparts = 0;
+    if (nt > 1 && st->n_items < 4 * nt && total) {
+        const uint64_t target = total / (4 * nt) + 1;
+        const uint32_t n0 = st->n_items;
+        for (uint32_t i = 0; i < n0; i++) {
+            ah__cpu_item it = st->items[i];
+            uint32_t len = (uint32_t)(it.k1 - it.k0);
+            uint32_t ns = (uint32_t)((it.cost + target - 1) / target);
+            uint32_t maxs = len / st->ctx->split_min;
+            if (ns > maxs) ns = maxs;
+            if (ns > 64) ns = 64;
+            if (ns < 2) continue;
+            ah__cpu_item m = it;
+            m.part = (int32_t)nparts;
+            m.nparts = ns;
+            if (!ah__cpu_reserve(st->ctx->host, (void **)&st->merges, &st->cap_merges, st->n_merges + 1, sizeof *st->merges))
+                return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate merge list");
+            st->merges[st->n_merges++] = m;
+            uint32_t chunk = ((len + ns - 1) / ns + 15) & ~15u;
+            int32_t k = it.k0;
+            for (uint32_t s = 0; s < ns; s++) {
+                ah__cpu_item p = it;
+                p.k0 = k;
+                p.k1 = s + 1 == ns ? it.k1 : ((it.k0 + (int32_t)chunk * (int32_t)(s + 1)) & ~15);
+                if (p.k1 > it.k1) p.k1 = it.k1;
+                if (p.k1 < p.k0) p.k1 = p.k0;
+                k = p.k1;
+                p.part = (int32_t)(nparts + s);
+                p.cost = (uint64_t)p.rows * (uint64_t)(p.k1 - p.k0 + 16) + 64;
+                if (s == 0) st->items[i] = p;
+                else if (!push_item(st, &p)) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate work items");
+            }
+            nparts += ns;
+        }
+    }
+    if (nparts) {
+        size_t need = (size_t)nparts * AH__CPU_RMAX;
+        if (!ah__cpu_reserve(st->ctx->host, (void **)&st->part_o, &st->cap_part_o, need * L->dv, 4) ||
+            !ah__cpu_reserve(st->ctx->host, (void **)&st->part_lse, &st->cap_part_lse, need, 4))
+            return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate split-KV partials");
+    }
+    qsort(st->items, st->n_items, sizeof *st->items, cmp_cost_desc);
+    st->planned = 1;
+    return AH_OK;
+}
+
+/* ---- finishing rows ------------------------------------------------------- */
+
+static void row_out(const ah__cpu_run *run, uint32_t tok, uint32_t head, const float *o,
+                    float mult, float lse)
+{
+    const ah__cpu_layer *L = run->L;
+    const size_t qsz = ah_dtype_size(L->q_dtype);
+    char *dst = (char *)run->out + ((int64_t)tok * run->o_ts + (int64_t)head * run->o_hs) * (int64_t)qsz;
+    if (L->q_dtype == AH_DTYPE_FP32) {
+        float *d = (float *)dst;
+        for (uint32_t c = 0; c < L->dv; c++) d[c] = o[c] * mult;
+    } else if (L->q_dtype == AH_DTYPE_BF16) {
+        uint16_t *d = (uint16_t *)dst;
+        for (uint32_t c = 0; c < L->dv; c++) d[c] = ah_f32_to_bf16(o[c] * mult);
+    } else {
+        for (uint32_t c = 0; c < L->dv; c++) ah_store_f32(dst, c, L->q_dtype, o[c] * mult);
+    }
+    if (run->lse) run->lse[(int64_t)tok * run->l_ts + (int64_t)head * run->l_hs] = lse;
+}
+
+/* Rows of an item that saw every key: add the sink, normalise, store. */
+static void finish_item(const ah__cpu_run *run, const ah__cpu_item *it, const ah__cpu_scratch *ws,
+                        float *part_o, float *part_lse)
+{
+    const ah__cpu_layer *L = run->L;
+    const uint32_t ng = it->g1 - it->g0;
+    for (uint32_t i = 0; i < it->rows; i++) {
+        float m = ws->m[i], l = ws->l[i];
+        const float *o = ws->o + (size_t)i * L->dv;
+        if (it->part >= 0) {
+            float *po = part_o + ((size_t)it->part * AH__CPU_RMAX + i) * L->dv;
+            float inv = l > 0 ? 1.0f / l : 0.0f;
+            for (uint32_t c = 0; c < L->dv; c++) po[c] = o[c] * inv;
+            part_lse[(size_t)it->part * AH__CPU_RMAX + i] = l > 0 ? m + logf(l) : -INFINITY;
+            continue;
+        }
+        uint32_t tok = it->t0 + i / ng, head = it->kvh * L->group + it->g0 + i % ng;
+        float mult, lse;
+        if (L->sinks) {
+            float sink = run->sinks[head];
+            float M = m > sink ? m : sink;
+            float em = l > 0 ? expf(m - M) : 0.0f;
+            float tot = l * em + expf(sink - M);
+            mult = em / tot;
+            lse = M + logf(tot);
+        } else {
+            mult = l > 0 ? 1.0f / l : 0.0f;
+            lse = l > 0 ? m + logf(l) : -INFINITY;
+        }
+        row_out(run, tok, head, o, mult, lse);
+    }
+}
+
+/* Rows of a split item: combine the parts' (o, lse) and the sink. */
+static void merge_item(const ah__cpu_run *run, const ah__cpu_item *m, const float *part_o,
+                       const float *part_lse, float *acc)
+{
+    const ah__cpu_layer *L = run->L;
+    const uint32_t ng = m->g1 - m->g0;
+    for (uint32_t i = 0; i < m->rows; i++) {
+        uint32_t tok = m->t0 + i / ng, head = m->kvh * L->group + m->g0 + i % ng;
+        float M = L->sinks ? run->sinks[head] : -INFINITY;
+        for (uint32_t p = 0; p < m->nparts; p++) {
+            float x = part_lse[((size_t)m->part + p) * AH__CPU_RMAX + i];
+            if (x > M) M = x;
+        }
+        memset(acc, 0, L->dv * sizeof(float));
+        if (M == -INFINITY) {
+            row_out(run, tok, head, acc, 0.0f, -INFINITY);
+            continue;
+        }
+        float tot = L->sinks ? expf(run->sinks[head] - M) : 0.0f;
+        for (uint32_t p = 0; p < m->nparts; p++) {
+            float x = part_lse[((size_t)m->part + p) * AH__CPU_RMAX + i];
+            if (x == -INFINITY) continue;
+            float w = expf(x - M);
+            tot += w;
+            const float *po = part_o + (((size_t)m->part + p) * AH__CPU_RMAX + i) * L->dv;
+            for (uint32_t c = 0; c < L->dv; c++) acc[c] += w * po[c];
+        }
+        row_out(run, tok, head, acc, 1.0f / tot, M + logf(tot));
+    }
+}
+
+void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
+{
+    const ah__cpu_kernels *k = st->ctx->k;
+    const int tile_ok = k->attend_bf16 && st->L.q_dtype == AH_DTYPE_BF16 && st->L.kv_dtype == AH_DTYPE_BF16;
+    const uint32_t tile_min = st->ctx->tile_min_rows;
+    const int nt = st->ctx->threads;
+    const long n = (long)st->n_items;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && n > 1)
+    for (long i = 0; i < n; i++) {
+#ifdef _OPENMP
+        ah__cpu_scratch *ws = &st->ws[omp_get_thread_num()];
+#else
+        ah__cpu_scratch *ws = &st->ws[0];
+#endif
+        const ah__cpu_item *it = &st->items[i];
+        if (tile_ok && it->rows >= tile_min) k->attend_bf16(run, it, ws);
+        else k->attend(run, it, ws);
+        finish_item(run, it, ws, st->part_o, st->part_lse);
+    }
+    const long nm = (long)st->n_merges;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && nm > 1)
+    for (long i = 0; i < nm; i++) {
+#ifdef _OPENMP
+        ah__cpu_scratch *ws = &st->ws[omp_get_thread_num()];
+#else
+        ah__cpu_scratch *ws = &st->ws[0];
+#endif
+        merge_item(run, &st->merges[i], st->part_o, st->part_lse, ws->o);
+    }
+}

@@ -1,0 +1,14 @@
+/*
+ * Kernel table of the amx path: AVX-512 fp32 kernel plus the bf16 tile kernel on AMX tiles (tdpbf16ps).
+ * This translation unit alone is compiled with the amx -m flags (see
+ * CMakeLists.txt); nothing in it runs unless the host's CPU facts allow it.
+ */
+#define AH_VEC_AVX512 1
+#define AH_KERN_PREFIX ah__k_amx
+#include "cpu_amx.h"
+#include "kern_vec.h"
+#include "kern_fp32.inc"
+#define AH_TILE_AMX 1
+#include "kern_tile.inc"
+
+const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16};

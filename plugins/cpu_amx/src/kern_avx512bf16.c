@@ -1,0 +1,13 @@
+/*
+ * Kernel table of the avx512bf16 path: AVX-512 fp32 kernel plus the bf16 tile kernel on vdpbf16ps register blocks.
+ * This translation unit alone is compiled with the avx512bf16 -m flags (see
+ * CMakeLists.txt); nothing in it runs unless the host's CPU facts allow it.
+ */
+#define AH_VEC_AVX512 1
+#define AH_KERN_PREFIX ah__k_avx512bf16
+#include "cpu_amx.h"
+#include "kern_vec.h"
+#include "kern_fp32.inc"
+#include "kern_tile.inc"
+
+const ah__cpu_kernels ah__cpu_kernels_avx512bf16 = {"avx512bf16", ah__k_avx512bf16_attend, ah__k_avx512bf16_attend_bf16};

@@ -1,0 +1,537 @@
+/*
+ * cpu_amx: paged attention on x86-64 CPUs. This file is the ABI face of the
+ * plugin: the capability descriptor, the probe, context and state handles,
+ * argument checking for forward / write_kv / merge_states, and the mapping
+ * of DLTensors onto the kernels' run description (exec.c does the work).
+ *
+ * The ISA path is chosen per context from the host's CPU facts, or forced by
+ * [plugin.cpu_amx] isa; a forced path the CPU lacks fails context_create and
+ * makes probe report the plugin unusable, with the missing feature named.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "state.h"
+
+static const uint32_t head_sizes_extra[] = {512, 576};
+static const uint32_t v_sizes_extra[] = {512};
+
+static const ah_config_key cpu_keys[] = {
+    {"isa", "auto", "kernel path: auto, amx, avx512bf16, avx512, avx2 or scalar; a path the CPU lacks is an error"},
+    {"threads", "0", "OpenMP threads; 0: OMP_NUM_THREADS or every logical core"},
+    {"split_min", "256", "fewest keys per split-KV chunk when a batch has too few items to fill the threads"},
+    {"tile_min_rows", "8", "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"},
+};
+
+static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
+                                  ah_reason_sink *sink);
+
+static const ah_caps cpu_caps = {
+    .struct_size = sizeof(ah_caps),
+    .q_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
+    .kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) |
+                 AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2),
+    .qk_head_sizes = AH_INT_SET_LIST_AND_RANGE(head_sizes_extra, 32, 256, 16),
+    .v_head_sizes = AH_INT_SET_LIST_AND_RANGE(v_sizes_extra, 32, 256, 16),
+    .block_sizes = AH_INT_SET_RANGE(16, 4096, 16),
+    .preferred_block_size = 16,
+    .features = AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI |
+                AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES,
+    .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
+                  AH_BIT(AH_ATTN_ENCODER_DECODER),
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
+    .cpu_isa_required = 0,
+    .graph_level = AH_GRAPH_NEVER,
+    .graph_seq_len_fill = 0,
+    .forward_writes_kv = 0,
+    .caller_output = 1,
+    .max_head_groups = 0,
+    .config_keys = cpu_keys,
+    .n_config_keys = sizeof cpu_keys / sizeof cpu_keys[0],
+    .check_combination = cpu_check_combination,
+};
+
+/* Rules across fields that the sets above cannot say. */
+static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
+                                  ah_reason_sink *sink)
+{
+    char v[64];
+    (void)probe;
+    if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
+        snprintf(v, sizeof v, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
+        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v, "a whole number of query heads per KV head");
+    }
+    if (spec->use_mla) {
+        if (spec->num_kv_heads != 1) {
+            snprintf(v, sizeof v, "%u", spec->num_kv_heads);
+            sink->add(sink, AH_REASON_COMBINATION, "num_kv_heads", v, "1 with MLA");
+        }
+        if (spec->v_head_size > spec->qk_head_size) {
+            snprintf(v, sizeof v, "%u > %u", spec->v_head_size, spec->qk_head_size);
+            sink->add(sink, AH_REASON_COMBINATION, "v_head_size", v, "<= qk_head_size with MLA (V is the head of the key)");
+        }
+    } else if (spec->qk_head_size == 576) {
+        sink->add(sink, AH_REASON_COMBINATION, "qk_head_size", "576", "576 only with MLA");
+    }
+}
+
+/* ---- ISA and threads from the host --------------------------------------- */
+
+static _Thread_local char why_buf[256];
+
+/* Resolve the path and thread count; on failure write the reason to why. */
+static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, int *threads,
+                             uint32_t *split_min, uint32_t *tile_min, char *why, size_t cap)
+{
+    const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
+    const char *want = host && host->config_get ? host->config_get(host, "isa") : NULL;
+    int is_auto;
+    if (!ah__cpu_path_parse(want, &is_auto, path)) {
+        snprintf(why, cap, "[plugin.cpu_amx] isa = '%s' is not one of auto, amx, avx512bf16, avx512, avx2, scalar", want);
+        return AH_ERR_CONFIG;
+    }
+    if (is_auto) *path = ah__cpu_path_best(isa);
+    uint32_t need = ah__cpu_path_needs(*path), missing = need & ~isa;
+    if (missing) {
+        static const char *const names[] = {"SSE4.2", "AVX", "AVX2", "FMA", "F16C", "AVX512F",
+                                            "AVX512BW", "AVX512VL", "AVX512DQ", "AVX512-VNNI",
+                                            "AVX512-BF16", "AVX512-FP16", "AMX-TILE", "AMX-BF16",
+                                            "AMX-INT8", "AMX-FP16"};
+        int bit = __builtin_ctz(missing);
+        const char *note = host->hw && host->hw->amx_note[0] && bit >= 12 ? host->hw->amx_note : "";
+        snprintf(why, cap, "[plugin.cpu_amx] isa = %s needs %s, which this CPU lacks or the OS has not enabled%s%s",
+                 ah__cpu_path_name(*path), names[bit], note[0] ? ": " : "", note);
+        return AH_ERR_UNAVAILABLE;
+    }
+    const char *ts = host && host->config_get ? host->config_get(host, "threads") : NULL;
+    long t = 0;
+    if (ts && *ts) {
+        char *end;
+        t = strtol(ts, &end, 10);
+        if (*end || t < 0 || t > 4096) {
+            snprintf(why, cap, "[plugin.cpu_amx] threads = '%s' is not a count between 0 and 4096", ts);
+            return AH_ERR_CONFIG;
+        }
+    }
+#ifdef _OPENMP
+    if (t == 0) t = omp_get_max_threads();
+#endif
+    if (t <= 0) t = 1;
+    *threads = (int)t;
+    const char *keys[2] = {"split_min", "tile_min_rows"};
+    uint32_t *dst[2] = {split_min, tile_min};
+    const uint32_t defs[2] = {256, 8};
+    for (int i = 0; i < 2; i++) {
+        const char *s = host && host->config_get ? host->config_get(host, keys[i]) : NULL;
+        *dst[i] = defs[i];
+        if (s && *s) {
+            char *end;
+            long x = strtol(s, &end, 10);
+            if (*end || x < 1 || x > 1 << 20) {
+                snprintf(why, cap, "[plugin.cpu_amx] %s = '%s' is not a count between 1 and 1048576", keys[i], s);
+                return AH_ERR_CONFIG;
+            }
+            *dst[i] = (uint32_t)x;
+        }
+    }
+    if (*split_min < 16) *split_min = 16;
+    return AH_OK;
+}
+
+static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
+{
+    ah__cpu_path path;
+    int threads;
+    uint32_t sm, tm;
+    char why[256];
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, why, sizeof why);
+    info->usable = rc == AH_OK;
+    if (rc != AH_OK) ah_strlcpy(info->reason, why, sizeof info->reason);
+    const ah_hw_facts *hw = host ? host->hw : NULL;
+    ah_strlcpy(info->device_name, hw && hw->cpu_model[0] ? hw->cpu_model : "x86-64 CPU", sizeof info->device_name);
+    ah_strlcpy(info->arch, rc == AH_OK ? ah__cpu_path_name(path) : "none", sizeof info->arch);
+    info->compute_capability = 0;
+    info->device_count = 1;
+    info->multiprocessors = rc == AH_OK ? (uint32_t)threads : (hw ? hw->cpu_logical_cores : 0);
+    info->memory_bytes = hw ? hw->memory_bytes : 0;
+    ah_strlcpy(info->driver_version, "", sizeof info->driver_version);
+    return AH_OK;
+}
+
+static ah_status cpu_context_create(const ah_host_services *host, ah_context **out, const char **why)
+{
+    *out = NULL;
+    ah__cpu_path path;
+    int threads;
+    uint32_t sm, tm;
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, why_buf, sizeof why_buf);
+    if (rc != AH_OK) {
+        if (why) *why = why_buf;
+        return rc;
+    }
+    ah_context *c = host->alloc(host, sizeof *c);
+    if (!c) {
+        if (why) *why = "out of memory creating the cpu_amx context";
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    memset(c, 0, sizeof *c);
+    c->host = host;
+    c->path = path;
+    c->k = ah__cpu_path_kernels(path);
+    c->threads = threads;
+    c->split_min = sm;
+    c->tile_min_rows = tm;
+    *out = c;
+    return AH_OK;
+}
+
+static void cpu_context_destroy(ah_context *c)
+{
+    if (c) c->host->free(c->host, c);
+}
+
+static const char *cpu_context_error(const ah_context *c) { return c->err.msg; }
+
+/* ---- states --------------------------------------------------------------- */
+
+static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
+                                  ah_state **out)
+{
+    *out = NULL;
+    const ah_caps *c = &cpu_caps;
+    if (!spec || !AH_HAS_FIELD(spec, ah_layer_spec, use_alibi))
+        return ah_fail(&ctx->err, AH_ERR_ABI, "layer spec is missing or too old");
+    if ((unsigned)spec->q_dtype >= AH_DTYPE_COUNT || !(c->q_dtypes & AH_BIT(spec->q_dtype)))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "query dtype %s is not fp32, fp16 or bf16", ah_dtype_name(spec->q_dtype));
+    if ((unsigned)spec->kv_dtype >= AH_DTYPE_COUNT || !(c->kv_dtypes & AH_BIT(spec->kv_dtype)))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "KV dtype %s is not supported", ah_dtype_name(spec->kv_dtype));
+    if (!ah_int_set_contains(&c->qk_head_sizes, spec->qk_head_size) || !ah_int_set_contains(&c->v_head_sizes, spec->v_head_size))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "head sizes qk %u / v %u are not 32..256 step 16, 512 or (qk) 576", spec->qk_head_size, spec->v_head_size);
+    if (!ah_int_set_contains(&c->block_sizes, spec->block_size))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "block size %u is not a multiple of 16 up to 4096", spec->block_size);
+    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "KV layout %d is neither NHD nor HND", (int)spec->kv_layout);
+    if ((unsigned)spec->attn_type >= AH_ATTN_TYPE_COUNT)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "attention type %d is unknown", (int)spec->attn_type);
+    if (spec->num_kv_heads == 0 || spec->num_q_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "%u query heads do not divide into %u KV heads", spec->num_q_heads, spec->num_kv_heads);
+    if (spec->use_mla && (spec->num_kv_heads != 1 || spec->v_head_size > spec->qk_head_size))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "MLA needs one KV head and v_head_size <= qk_head_size");
+    if (!spec->use_mla && spec->qk_head_size == 576)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "qk head size 576 is served only for MLA");
+    if (!(spec->softcap >= 0.0f) || !isfinite(spec->softcap))
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0", (double)spec->softcap);
+
+    ah_state *st = ctx->host->alloc(ctx->host, sizeof *st);
+    if (!st) return ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of memory creating a state");
+    memset(st, 0, sizeof *st);
+    st->ctx = ctx;
+    memcpy(&st->spec, spec, sizeof st->spec);
+    if (lim) memcpy(&st->lim, lim, lim->struct_size < sizeof st->lim ? lim->struct_size : sizeof st->lim);
+    ah__cpu_layer *L = &st->L;
+    L->hq = spec->num_q_heads;
+    L->hk = spec->num_kv_heads;
+    L->group = L->hq / L->hk;
+    L->d = spec->qk_head_size;
+    L->dv = spec->v_head_size;
+    L->dpad = (L->d + 31) & ~31u;
+    L->q_dtype = spec->q_dtype;
+    L->kv_dtype = spec->kv_dtype;
+    L->block_size = spec->block_size;
+    L->causal = spec->attn_type == AH_ATTN_DECODER;
+    L->cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
+    L->window = spec->sliding_window;
+    L->softcap = spec->softcap;
+    L->scale = spec->scale != 0.0f ? spec->scale : 1.0f / sqrtf((float)L->d);
+    L->mla = spec->use_mla != 0;
+    L->sinks = spec->use_sinks != 0;
+    L->alibi = spec->use_alibi != 0;
+    ah_status rc = ah__cpu_scratch_create(st);
+    if (rc != AH_OK) {
+        ah_strlcpy(ctx->err.msg, st->err.msg, sizeof ctx->err.msg);
+        ctx->host->free(ctx->host, st);
+        return rc;
+    }
+    *out = st;
+    return AH_OK;
+}
+
+static void cpu_state_destroy(ah_state *st)
+{
+    if (!st) return;
+    const ah_host_services *h = st->ctx->host;
+    void *bufs[] = {st->ws_mem, st->qsl, st->seq_lens, st->bt, st->slots, st->items, st->merges, st->part_o, st->part_lse};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) h->free(h, bufs[i]);
+    h->free(h, st);
+}
+
+static const char *cpu_state_error(const ah_state *st) { return st->err.msg; }
+
+static ah_status cpu_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode, void *stream)
+{
+    (void)stream;
+    if (!batch) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
+    if (mode != AH_PLAN_EAGER)
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "cpu_amx has no graph capture (graph level NEVER); plan mode %d", (int)mode);
+    return ah__cpu_plan(st, batch);
+}
+
+/* ---- tensor checks --------------------------------------------------------- */
+
+static ah_status check_tensor(ah_state *st, const DLTensor *t, const char *name, ah_dtype dt,
+                              int ndim, const int64_t *shape)
+{
+    if (!t) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (t->device.device_type != kDLCPU)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s is not in host memory (device type %d)", name, (int)t->device.device_type);
+    if (!ah_dl_dtype_is(t, dt))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has DLPack dtype code %u bits %u lanes %u, expected %s", name,
+                       t->dtype.code, t->dtype.bits, t->dtype.lanes, ah_dtype_name(dt));
+    if (t->ndim != ndim) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] >= 0 && t->shape[i] != shape[i])
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld", name, i,
+                           (long long)t->shape[i], (long long)shape[i]);
+    if (ah_dl_stride(t, ndim - 1) != 1)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s: the last dimension must be contiguous", name);
+    if (!t->data && ah_dl_numel(t) > 0) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has no data", name);
+    return AH_OK;
+}
+
+/* A cache tensor: shape per layout, strides into (block, token, head). */
+static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz,
+                             int64_t *bs_str, int64_t *ts_str, int64_t *hs_str)
+{
+    const ah__cpu_layer *L = &st->L;
+    const int hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
+    int64_t shape[4] = {-1, hnd ? L->hk : L->block_size, hnd ? L->block_size : L->hk, hsz};
+    ah_status rc = check_tensor(st, t, name, L->kv_dtype, 4, shape);
+    if (rc != AH_OK) return rc;
+    if (t->shape[0] <= st->max_block)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s holds %lld blocks, the plan references block %d", name,
+                       (long long)t->shape[0], st->max_block);
+    *bs_str = ah_dl_stride(t, 0);
+    *ts_str = ah_dl_stride(t, hnd ? 2 : 1);
+    *hs_str = ah_dl_stride(t, hnd ? 1 : 2);
+    return AH_OK;
+}
+
+static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
+{
+    const ah__cpu_layer *L = &st->L;
+    if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward args are NULL");
+    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
+    const int64_t T = st->num_tokens;
+    ah__cpu_run run;
+    memset(&run, 0, sizeof run);
+    run.L = L;
+    int64_t qs[3] = {T, L->hq, L->d}, os[3] = {T, L->hq, L->dv}, ls[2] = {T, L->hq}, hs[1] = {L->hq};
+    ah_status rc;
+    if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;
+    if ((rc = check_tensor(st, a->out, "out", L->q_dtype, 3, os)) != AH_OK) return rc;
+    if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &run.k_bs, &run.k_ts, &run.k_hs)) != AH_OK) return rc;
+    if (L->mla) {
+        run.vc = ah_dl_data(a->key_cache);
+        run.v_bs = run.k_bs, run.v_ts = run.k_ts, run.v_hs = run.k_hs;
+    } else {
+        if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &run.v_bs, &run.v_ts, &run.v_hs)) != AH_OK) return rc;
+        run.vc = ah_dl_data(a->value_cache);
+    }
+    run.kc = ah_dl_data(a->key_cache);
+    if (a->lse) {
+        if ((rc = check_tensor(st, a->lse, "lse", AH_DTYPE_FP32, 2, ls)) != AH_OK) return rc;
+        run.lse = ah_dl_data(a->lse);
+        run.l_ts = ah_dl_stride(a->lse, 0);
+        run.l_hs = 1;
+    }
+    if (L->sinks) {
+        if ((rc = check_tensor(st, a->sinks, "sinks", AH_DTYPE_FP32, 1, hs)) != AH_OK) return rc;
+        run.sinks = ah_dl_data(a->sinks);
+    }
+    if (L->alibi) {
+        if ((rc = check_tensor(st, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs)) != AH_OK) return rc;
+        run.alibi = ah_dl_data(a->alibi_slopes);
+    }
+    const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
+    run.k_scale = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f;
+    run.v_scale = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+    if (!isfinite(run.k_scale) || !isfinite(run.v_scale))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite", (double)a->k_scale, (double)a->v_scale);
+    run.q = ah_dl_data(a->q);
+    run.q_ts = ah_dl_stride(a->q, 0);
+    run.q_hs = ah_dl_stride(a->q, 1);
+    run.out = ah_dl_data(a->out);
+    run.o_ts = ah_dl_stride(a->out, 0);
+    run.o_hs = ah_dl_stride(a->out, 1);
+    run.qsl = st->qsl;
+    run.seq_lens = st->seq_lens;
+    run.block_table = st->bt;
+    run.bt_stride = st->bt_stride;
+    ah__cpu_execute(st, &run);
+    return AH_OK;
+}
+
+/* ---- KV-cache write -------------------------------------------------------- */
+
+static int float_dtype_of(const DLTensor *t, ah_dtype *out)
+{
+    const ah_dtype c[3] = {AH_DTYPE_FP32, AH_DTYPE_FP16, AH_DTYPE_BF16};
+    for (int i = 0; i < 3; i++)
+        if (ah_dl_dtype_is(t, c[i])) {
+            *out = c[i];
+            return 1;
+        }
+    return 0;
+}
+
+static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_t s_ts, int64_t s_hs,
+                       char *cache, int64_t c_bs, int64_t c_ts, int64_t c_hs, uint32_t hsz, float scale)
+{
+    const ah__cpu_layer *L = &st->L;
+    const size_t ssz = ah_dtype_size(sdt), csz = ah_dtype_size(L->kv_dtype);
+    const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
+    const float inv = 1.0f / scale;
+    const long T = (long)st->num_tokens;
+    const int nt = st->ctx->threads;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 64)
+    for (long t = 0; t < T; t++) {
+        int64_t slot = st->slots[t];
+        if (slot < 0) continue;
+        int64_t blk = slot / L->block_size, off = slot % L->block_size;
+        for (uint32_t h = 0; h < L->hk; h++) {
+            const char *s = src + ((int64_t)t * s_ts + (int64_t)h * s_hs) * (int64_t)ssz;
+            char *d = cache + (blk * c_bs + off * c_ts + (int64_t)h * c_hs) * (int64_t)csz;
+            if (sdt == L->kv_dtype) {
+                memcpy(d, s, hsz * ssz);
+            } else {
+                for (uint32_t c = 0; c < hsz; c++) {
+                    float v = ah_load_f32(s, c, sdt);
+                    ah_store_f32(d, c, L->kv_dtype, fp8 ? v * inv : v);
+                }
+            }
+        }
+    }
+}
+
+static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
+{
+    const ah__cpu_layer *L = &st->L;
+    if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv args are NULL");
+    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
+    ah_dtype kdt, vdt = AH_DTYPE_FP32;
+    if (!a->key || !float_dtype_of(a->key, &kdt))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "key is NULL or not fp32/fp16/bf16");
+    int64_t ks[3] = {st->num_tokens, L->hk, L->d}, vs[3] = {st->num_tokens, L->hk, L->dv};
+    ah_status rc;
+    if ((rc = check_tensor(st, a->key, "key", kdt, 3, ks)) != AH_OK) return rc;
+    int64_t kb, kt, kh, vb = 0, vt = 0, vh = 0;
+    /* Slots must fit the tensors actually passed, not just the plan's cache size. */
+    if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &kb, &kt, &kh)) != AH_OK) return rc;
+    if (!L->mla) {
+        if (!a->value || !float_dtype_of(a->value, &vdt))
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "value is NULL or not fp32/fp16/bf16");
+        if ((rc = check_tensor(st, a->value, "value", vdt, 3, vs)) != AH_OK) return rc;
+        if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &vb, &vt, &vh)) != AH_OK) return rc;
+    }
+    for (uint32_t t = 0; t < st->num_tokens; t++)
+        if (st->slots[t] >= a->key_cache->shape[0] * (int64_t)L->block_size ||
+            (!L->mla && st->slots[t] >= a->value_cache->shape[0] * (int64_t)L->block_size))
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "slot_mapping[%u] = %lld is outside the cache tensors", t,
+                           (long long)st->slots[t]);
+    const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
+    const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f;
+    const float vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+    write_rows(st, ah_dl_data(a->key), kdt, ah_dl_stride(a->key, 0), ah_dl_stride(a->key, 1),
+               ah_dl_data(a->key_cache), kb, kt, kh, L->d, ksc);
+    if (!L->mla)
+        write_rows(st, ah_dl_data(a->value), vdt, ah_dl_stride(a->value, 0), ah_dl_stride(a->value, 1),
+                   ah_dl_data(a->value_cache), vb, vt, vh, L->dv, vsc);
+    return AH_OK;
+}
+
+/* ---- merge_states ---------------------------------------------------------- */
+
+static ah_status merge_check(ah_context *ctx, const DLTensor *t, const char *name, int ndim,
+                             const int64_t *shape, int is_lse, ah_dtype *dt)
+{
+    if (!t) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (t->device.device_type != kDLCPU) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s is not in host memory", name);
+    if (is_lse ? !ah_dl_dtype_is(t, AH_DTYPE_FP32) : !float_dtype_of(t, dt))
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name, is_lse ? "fp32" : "fp32, fp16 or bf16");
+    if (t->ndim != ndim) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i])
+            return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld", name, i, (long long)t->shape[i], (long long)shape[i]);
+    if (!ah_dl_is_contiguous(t)) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s must be contiguous", name);
+    return AH_OK;
+}
+
+static ah_status cpu_merge_states(ah_context *ctx, const ah_merge_args *a)
+{
+    if (!a || !a->v_a) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "merge args or v_a are NULL");
+    if (a->v_a->ndim != 3) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "v_a has %d dims, expected 3 [T, H, D]", a->v_a->ndim);
+    const int64_t *sh = a->v_a->shape, lsh[2] = {sh[0], sh[1]};
+    ah_dtype da, db, dout, dl;
+    ah_status rc;
+    if ((rc = merge_check(ctx, a->v_a, "v_a", 3, sh, 0, &da)) != AH_OK ||
+        (rc = merge_check(ctx, a->v_b, "v_b", 3, sh, 0, &db)) != AH_OK ||
+        (rc = merge_check(ctx, a->out, "out", 3, sh, 0, &dout)) != AH_OK ||
+        (rc = merge_check(ctx, a->lse_a, "lse_a", 2, lsh, 1, &dl)) != AH_OK ||
+        (rc = merge_check(ctx, a->lse_b, "lse_b", 2, lsh, 1, &dl)) != AH_OK ||
+        (a->lse_out && (rc = merge_check(ctx, a->lse_out, "lse_out", 2, lsh, 1, &dl)) != AH_OK))
+        return rc;
+    const long rows = (long)(sh[0] * sh[1]);
+    const int64_t D = sh[2];
+    const char *va = ah_dl_data(a->v_a), *vb = ah_dl_data(a->v_b);
+    char *vo = ah_dl_data(a->out);
+    const float *la = ah_dl_data(a->lse_a), *lb = ah_dl_data(a->lse_b);
+    float *lo = a->lse_out ? (float *)ah_dl_data(a->lse_out) : NULL;
+    const int nt = ctx->threads;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && rows * D > 65536)
+    for (long r = 0; r < rows; r++) {
+        float x = la[r], y = lb[r], M = x > y ? x : y;
+        float wa = 0, wb = 0, lse = -INFINITY;
+        if (M != -INFINITY) {
+            wa = expf(x - M);
+            wb = expf(y - M);
+            lse = M + logf(wa + wb);
+            float inv = 1.0f / (wa + wb);
+            wa *= inv;
+            wb *= inv;
+        }
+        /* Read both inputs of an element before writing: out may alias v_a. */
+        for (int64_t c = 0; c < D; c++) {
+            size_t i = (size_t)(r * D + c);
+            float v = wa * ah_load_f32(va, i, da) + wb * ah_load_f32(vb, i, db);
+            if (M == -INFINITY) v = 0.0f;
+            ah_store_f32(vo, i, dout, v);
+        }
+        if (lo) lo[r] = lse;
+    }
+    return AH_OK;
+}
+
+static const ah_plugin_ops cpu_ops = {
+    .struct_size = sizeof(ah_plugin_ops),
+    .probe = cpu_probe,
+    .context_create = cpu_context_create,
+    .context_destroy = cpu_context_destroy,
+    .context_error = cpu_context_error,
+    .state_create = cpu_state_create,
+    .state_destroy = cpu_state_destroy,
+    .state_error = cpu_state_error,
+    .plan = cpu_plan,
+    .forward = cpu_forward,
+    .write_kv = cpu_write_kv,
+    .merge_states = cpu_merge_states,
+};
+
+AH_PLUGIN_DEFINE(cpu_amx, "1.0.0", "attnhost", "Apache-2.0",
+                 "Paged attention on x86-64 CPUs: AMX, AVX-512-BF16, AVX-512, AVX2 and scalar kernels",
+                 AH_DEVICE_CPU, &cpu_caps, &cpu_ops)

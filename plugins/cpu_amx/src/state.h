@@ -1,0 +1,53 @@
+/*
+ * The plugin's handles. ah_context: the chosen ISA path and thread count,
+ * from the host's CPU facts and the [plugin.cpu_amx] keys. ah_state: one
+ * layer spec, per-thread scratch, and the last planned batch (host copies
+ * of its arrays and the work items derived from them).
+ */
+#ifndef AH_CPU_STATE_H
+#define AH_CPU_STATE_H
+
+#include <attnhost/plugin_util.h>
+
+#include "cpu_amx.h"
+
+struct ah_context {
+    const ah_host_services *host;
+    ah__cpu_path path;
+    const ah__cpu_kernels *k;
+    int threads;
+    uint32_t split_min;       /* fewest keys a split-KV chunk gets */
+    uint32_t tile_min_rows;   /* rows from which the bf16 tile kernel is used */
+    ah_errbuf err;
+};
+
+struct ah_state {
+    ah_context *ctx;
+    ah_layer_spec spec;
+    ah__cpu_layer L;
+    ah_limits lim;
+    ah_errbuf err;
+    void *ws_mem;
+    ah__cpu_scratch *ws;      /* one per thread */
+    /* Last plan. */
+    int planned;
+    uint32_t num_reqs, num_tokens, bt_stride;
+    int32_t max_block;        /* largest block id the plan references, -1: none */
+    int32_t *qsl, *seq_lens, *bt;
+    int64_t *slots;
+    size_t cap_qsl, cap_seq, cap_bt, cap_slots;
+    ah__cpu_item *items, *merges;
+    uint32_t n_items, n_merges;
+    size_t cap_items, cap_merges;
+    float *part_o, *part_lse;
+    size_t cap_part_o, cap_part_lse;
+};
+
+/* exec.c */
+ah_status ah__cpu_plan(ah_state *st, const ah_batch *b);
+void ah__cpu_execute(ah_state *st, const ah__cpu_run *run);
+ah_status ah__cpu_scratch_create(ah_state *st);
+/* Grow *p (elements of size sz) to hold n; keeps nothing. */
+int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, size_t sz);
+
+#endif
