@@ -127,7 +127,7 @@ void ah__conf_tolerance(ah_dtype q, ah_dtype kv, double *rel_l2, double *max_abs
     case AH_DTYPE_BF16: r = 1.6e-2; break;
     default: r = 1e-5; break;
     }
-    if (kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2) r = r < 2e-2 ? 2e-2 : r;
+    if (kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2) r = r < 5e-3 ? 5e-3 : r;
     *rel_l2 = r;
     *max_abs_rel = 8 * r;
 }

@@ -1,0 +1,50 @@
+/*
+ * One-layer model descriptions for the cases: the suite reaches the host
+ * only through its public API, so each case is spelled as the INI text an
+ * engine author would write and parsed by ah_model_parse.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "suite.h"
+
+char *ah__conf_model_text(const ah_layer_spec *s)
+{
+    size_t cap = 1024;
+    char *t = malloc(cap);
+    if (!t) return NULL;
+    int n = snprintf(t, cap,
+                     "[model]\n"
+                     "name = conformance\n"
+                     "num_layers = 1\n"
+                     "\n"
+                     "[layers.0]\n"
+                     "attn_type = %s\n"
+                     "num_q_heads = %u\n"
+                     "num_kv_heads = %u\n"
+                     "qk_head_size = %u\n"
+                     "v_head_size = %u\n"
+                     "dtype = %s\n"
+                     "kv_dtype = %s\n"
+                     "block_size = %u\n"
+                     "kv_layout = %s\n"
+                     "sliding_window = %u\n"
+                     "softcap = %.9g\n"
+                     "scale = %.9g\n"
+                     "mla = %s\n"
+                     "sinks = %s\n"
+                     "alibi = %s\n",
+                     ah_attn_type_str(s->attn_type), s->num_q_heads, s->num_kv_heads,
+                     s->qk_head_size, s->v_head_size, ah_dtype_name(s->q_dtype),
+                     ah_dtype_name(s->kv_dtype), s->block_size, ah_kv_layout_str(s->kv_layout),
+                     s->sliding_window, (double)s->softcap, (double)s->scale,
+                     s->use_mla ? "true" : "false", s->use_sinks ? "true" : "false",
+                     s->use_alibi ? "true" : "false");
+    if (n < 0 || (size_t)n >= cap) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}

@@ -1,0 +1,650 @@
+/*
+ * Running one case through the public host API: model text -> forced
+ * selection -> binding -> device buffers -> plan -> forward (with the
+ * plugin's own KV write) -> copy back -> compare with the oracle.
+ *
+ * The KV cache starts as random finite values everywhere (so a plugin that
+ * wrongly reads a slot gets a wrong answer, not a zero that happens to fit),
+ * with each request's context written through the oracle's write_kv. After
+ * the run the whole cache is compared bit for bit with the oracle's own
+ * write of the new tokens: written slots must match exactly, every other
+ * byte must be untouched. Outputs are poisoned with a NaN pattern first, so
+ * an element the plugin never wrote is told apart from a wrong one.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+#include <attnhost/reference.h>
+
+#include "runner.h"
+
+static int set_verdict(ah__conf_run *r, ah__conf_verdict v, const char *fmt, va_list ap)
+{
+    if (r->res->verdict != AH__CONF_FAIL) { /* the first failure's message stays */
+        r->res->verdict = v;
+        vsnprintf(r->res->detail, sizeof r->res->detail, fmt, ap);
+    }
+    return -1;
+}
+
+int ah__conf_fail(ah__conf_run *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_verdict(r, AH__CONF_FAIL, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int ah__conf_skip(ah__conf_run *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_verdict(r, AH__CONF_SKIP, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- binding -------------------------------------------------------------- */
+
+int ah__conf_bind_prepare(ah__conf_run *r, const char *plugin, ah_phase phase)
+{
+    ah_error err = {{0}};
+    char *text = ah__conf_model_text(&r->c->spec);
+    if (!text) return ah__conf_fail(r, "out of memory building the model text");
+    ah_status s = ah_model_parse(text, "<conformance case>", &r->model, &err);
+    free(text);
+    if (s != AH_OK) return ah__conf_fail(r, "model text rejected: %s", err.msg);
+    s = ah_host_select_forced(r->host, r->model, plugin, &r->sel, &err);
+    if (s != AH_OK) return ah__conf_skip(r, "plugin refuses this layer: %s", err.msg);
+    const ah_decision *d = ah_selection_decision(r->sel, 0, phase);
+    if (!d || !d->plugin) return ah__conf_fail(r, "selection has no decision for layer 0");
+    r->spec = d->spec;
+    const ah_layer_spec *want = &r->c->spec;
+    if (r->spec.kv_dtype != want->kv_dtype || r->spec.kv_layout != want->kv_layout ||
+        r->spec.qk_head_size != want->qk_head_size || r->spec.block_size != want->block_size)
+        return ah__conf_fail(r, "resolved spec differs from the model text (kv %s/%s, hd %u, bs %u)",
+                             ah_dtype_name(r->spec.kv_dtype), ah_kv_layout_str(r->spec.kv_layout),
+                             r->spec.qk_head_size, r->spec.block_size);
+    return 0;
+}
+
+int ah__conf_bind_open(ah__conf_run *r, ah_phase phase)
+{
+    ah_error err = {{0}};
+    ah_binding_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.limits = r->lim;
+    ah_status s = ah_binding_create(r->host, r->sel, &o, &r->bind, &err);
+    if (s != AH_OK) return ah__conf_fail(r, "ah_binding_create: %s: %s", ah_status_str(s), err.msg);
+    r->dev = ah_binding_device(r->bind, 0, phase);
+    if (!r->dev) return ah__conf_fail(r, "ah_binding_device returned NULL");
+    return 0;
+}
+
+/* ---- tensors -------------------------------------------------------------- */
+
+int ah__conf_tensor_alloc(ah__conf_run *r, ah__conf_tensor *t, ah_dtype dt, int ndim,
+                          const int64_t *shape)
+{
+    DLDataType d = ah_dtype_to_dl(dt);
+    return ah__conf_tensor_alloc_dl(r, t, d, ndim, shape);
+}
+
+int ah__conf_tensor_alloc_dl(ah__conf_run *r, ah__conf_tensor *t, DLDataType d, int ndim,
+                             const int64_t *shape)
+{
+    memset(t, 0, sizeof *t);
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        n *= (size_t)shape[i];
+    }
+    t->bytes = n * (d.bits / 8u);
+    t->host = calloc(1, t->bytes ? t->bytes : 1);
+    if (!t->host) return ah__conf_fail(r, "out of host memory (%zu bytes)", t->bytes);
+    void *p = NULL;
+    ah_status s = ah_device_alloc(r->dev, t->bytes ? t->bytes : 16, &p);
+    if (s != AH_OK)
+        return ah__conf_fail(r, "device allocation of %zu bytes: %s", t->bytes,
+                             ah_device_errmsg(r->dev));
+    t->dev = r->dev;
+    t->t.data = p;
+    t->t.device = ah_device_dl(r->dev);
+    t->t.ndim = ndim;
+    t->t.dtype = d;
+    t->t.shape = t->shape;
+    return 0;
+}
+
+static void tensor_free(ah__conf_tensor *t)
+{
+    if (t->dev && t->t.data) ah_device_free(t->dev, t->t.data);
+    free(t->host);
+    memset(t, 0, sizeof *t);
+}
+
+int ah__conf_upload(ah__conf_run *r, ah__conf_tensor *t)
+{
+    if (!t->bytes) return 0;
+    if (ah_device_copy(r->dev, t->t.data, t->host, t->bytes, AH_COPY_HOST_TO_DEVICE) != AH_OK)
+        return ah__conf_fail(r, "copy to device: %s", ah_device_errmsg(r->dev));
+    return 0;
+}
+
+int ah__conf_download(ah__conf_run *r, ah__conf_tensor *t)
+{
+    if (!t->bytes) return 0;
+    if (ah_device_copy(r->dev, t->host, t->t.data, t->bytes, AH_COPY_DEVICE_TO_HOST) != AH_OK)
+        return ah__conf_fail(r, "copy to host: %s", ah_device_errmsg(r->dev));
+    return 0;
+}
+
+/* ---- the batch ------------------------------------------------------------ */
+
+int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen,
+                        const uint32_t *slen, int with_slots)
+{
+    const uint32_t R = r->c->num_reqs, bs = r->spec.block_size;
+    if (!b->qsl) {
+        b->qsl = calloc(R + 1, sizeof(int32_t));
+        b->sl = calloc(R, sizeof(int32_t));
+        b->bt = calloc((size_t)R * r->stride, sizeof(int32_t));
+        b->slots = calloc(r->T ? r->T : 1, sizeof(int64_t));
+        if (!b->qsl || !b->sl || !b->bt || !b->slots) return ah__conf_fail(r, "out of host memory");
+        const int64_t s_qsl = R + 1, s_sl = R, s_bt[2] = {R, r->stride}, s_slots = r->T;
+        const DLDataType i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1};
+        if (ah__conf_tensor_alloc_dl(r, &b->d_qsl, i32, 1, &s_qsl) ||
+            ah__conf_tensor_alloc_dl(r, &b->d_sl, i32, 1, &s_sl) ||
+            ah__conf_tensor_alloc_dl(r, &b->d_bt, i32, 2, s_bt) ||
+            ah__conf_tensor_alloc_dl(r, &b->d_slots, i64, 1, &s_slots))
+            return -1;
+    }
+    /* a shuffled pool: blocks go to requests in a random order */
+    uint32_t *perm = malloc(sizeof(uint32_t) * r->num_blocks);
+    if (!perm) return ah__conf_fail(r, "out of host memory");
+    for (uint32_t i = 0; i < r->num_blocks; i++) perm[i] = i;
+    for (uint32_t i = r->num_blocks - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(ah__conf_next(&r->rng) % (i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    uint32_t next = 0, max_q = 0, max_s = 0;
+    const int32_t spare = (int32_t)perm[r->num_blocks - 1]; /* never a request's */
+    b->qsl[0] = 0;
+    for (uint32_t q = 0; q < R; q++) {
+        uint32_t nb = (slen[q] + bs - 1) / bs;
+        int32_t *row = b->bt + (size_t)q * r->stride;
+        for (uint32_t k = 0; k < r->stride; k++) row[k] = k < nb ? (int32_t)perm[next++] : spare;
+        b->qsl[q + 1] = b->qsl[q] + (int32_t)qlen[q];
+        b->sl[q] = (int32_t)slen[q];
+        for (uint32_t i = 0; i < qlen[q]; i++) {
+            int64_t pos = (int64_t)slen[q] - qlen[q] + i;
+            b->slots[b->qsl[q] + (int32_t)i] =
+                with_slots && pos >= 0 ? (int64_t)row[pos / bs] * bs + pos % bs : -1;
+        }
+        if (qlen[q] > max_q) max_q = qlen[q];
+        if (slen[q] > max_s) max_s = slen[q];
+    }
+    free(perm);
+    if (next >= r->num_blocks) return ah__conf_fail(r, "internal: block pool too small");
+    memcpy(b->d_qsl.host, b->qsl, sizeof(int32_t) * (R + 1));
+    memcpy(b->d_sl.host, b->sl, sizeof(int32_t) * R);
+    memcpy(b->d_bt.host, b->bt, sizeof(int32_t) * R * r->stride);
+    memcpy(b->d_slots.host, b->slots, sizeof(int64_t) * r->T);
+    ah_batch *x = &b->b;
+    memset(x, 0, sizeof *x);
+    x->struct_size = sizeof *x;
+    x->num_reqs = R;
+    x->num_tokens = (uint32_t)b->qsl[R];
+    x->max_query_len = max_q;
+    x->max_seq_len = max_s;
+    x->num_blocks = r->num_blocks;
+    x->query_start_loc = &b->d_qsl.t;
+    x->seq_lens = &b->d_sl.t;
+    x->block_table = &b->d_bt.t;
+    x->slot_mapping = &b->d_slots.t;
+    x->query_start_loc_host = b->qsl;
+    x->seq_lens_host = b->sl;
+    x->block_table_host = b->bt;
+    x->slot_mapping_host = b->slots;
+    x->block_table_stride = r->stride;
+    return 0;
+}
+
+int ah__conf_batch_upload(ah__conf_run *r, ah__conf_batch *b)
+{
+    if (ah__conf_upload(r, &b->d_qsl) || ah__conf_upload(r, &b->d_sl) ||
+        ah__conf_upload(r, &b->d_bt) || ah__conf_upload(r, &b->d_slots))
+        return -1;
+    return 0;
+}
+
+static void batch_free(ah__conf_batch *b)
+{
+    free(b->qsl);
+    free(b->sl);
+    free(b->bt);
+    free(b->slots);
+    tensor_free(&b->d_qsl);
+    tensor_free(&b->d_sl);
+    tensor_free(&b->d_bt);
+    tensor_free(&b->d_slots);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- inputs ------------------------------------------------------------- */
+
+static int is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+
+static void fill_uniform(ah__conf_rng *g, void *buf, size_t n, ah_dtype t, double amp, double div)
+{
+    for (size_t i = 0; i < n; i++)
+        ah_store_f32(buf, i, t, (float)(ah__conf_uniform(g, -amp, amp) / div));
+}
+
+/* Allocate the data tensors once (graph cases refill them in place). */
+static int alloc_data(ah__conf_run *r)
+{
+    if (r->q.t.data) return 0;
+    const ah_layer_spec *s = &r->spec;
+    const int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
+    const int64_t T = r->T, hq = s->num_q_heads, hk = s->num_kv_heads;
+    const int64_t d1 = hnd ? hk : s->block_size, d2 = hnd ? s->block_size : hk;
+    const int64_t sq[3] = {T, hq, s->qk_head_size}, sk[3] = {T, hk, s->qk_head_size},
+                  sv[3] = {T, hk, s->v_head_size};
+    const int64_t skc[4] = {r->num_blocks, d1, d2, s->qk_head_size},
+                  svc[4] = {r->num_blocks, d1, d2, s->v_head_size};
+    const int64_t so[3] = {T, hq, s->v_head_size}, sl[2] = {T, hq}, sh[1] = {hq};
+    if (ah__conf_tensor_alloc(r, &r->q, s->q_dtype, 3, sq) ||
+        ah__conf_tensor_alloc(r, &r->knew, s->q_dtype, 3, sk) ||
+        ah__conf_tensor_alloc(r, &r->kc, s->kv_dtype, 4, skc) ||
+        ah__conf_tensor_alloc(r, &r->out, s->q_dtype, 3, so) ||
+        ah__conf_tensor_alloc(r, &r->lse, AH_DTYPE_FP32, 2, sl) ||
+        ah__conf_tensor_alloc(r, &r->sinks, AH_DTYPE_FP32, 1, sh) ||
+        ah__conf_tensor_alloc(r, &r->alibi, AH_DTYPE_FP32, 1, sh))
+        return -1;
+    if (!s->use_mla && (ah__conf_tensor_alloc(r, &r->vnew, s->q_dtype, 3, sv) ||
+                        ah__conf_tensor_alloc(r, &r->vc, s->kv_dtype, 4, svc)))
+        return -1;
+    r->kc0 = malloc(r->kc.bytes);
+    r->vc0 = malloc(r->vc.bytes ? r->vc.bytes : 1);
+    if (!r->kc0 || !r->vc0) return ah__conf_fail(r, "out of host memory");
+    return 0;
+}
+
+int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
+{
+    if (alloc_data(r)) return -1;
+    const ah_layer_spec *s = &r->spec;
+    ah__conf_rng *g = &r->rng;
+    const ah_batch *b = &r->batch.b;
+    const int fp8 = is_fp8(s->kv_dtype);
+    r->k_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
+    r->v_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
+    const double kdiv = fp8 ? r->k_scale : 1.0, vdiv = fp8 ? r->v_scale : 1.0;
+    size_t esz = ah_dtype_size(s->kv_dtype);
+    /* every slot finite and random, so stray reads show */
+    fill_uniform(g, r->kc.host, r->kc.bytes / esz, s->kv_dtype, 1.0, kdiv);
+    if (r->vc.host) fill_uniform(g, r->vc.host, r->vc.bytes / esz, s->kv_dtype, 1.0, vdiv);
+    /* the context: positions before the new tokens (or all of them) */
+    size_t nctx = 0;
+    for (uint32_t q = 0; q < b->num_reqs; q++)
+        nctx += (size_t)b->seq_lens_host[q] -
+                (context_all ? 0 : (size_t)(b->query_start_loc_host[q + 1] - b->query_start_loc_host[q]));
+    int64_t *pslots = malloc(sizeof(int64_t) * (nctx ? nctx : 1));
+    void *pk = malloc(nctx * s->num_kv_heads * s->qk_head_size * ah_dtype_size(s->q_dtype) + 1);
+    void *pv = malloc(nctx * s->num_kv_heads * s->v_head_size * ah_dtype_size(s->q_dtype) + 1);
+    if (!pslots || !pk || !pv) {
+        free(pslots), free(pk), free(pv);
+        return ah__conf_fail(r, "out of host memory");
+    }
+    size_t n = 0;
+    for (uint32_t q = 0; q < b->num_reqs; q++) {
+        uint32_t ql = (uint32_t)(b->query_start_loc_host[q + 1] - b->query_start_loc_host[q]);
+        uint32_t upto = (uint32_t)b->seq_lens_host[q] - (context_all ? 0 : ql);
+        const int32_t *row = b->block_table_host + (size_t)q * b->block_table_stride;
+        for (uint32_t j = 0; j < upto; j++)
+            pslots[n++] = (int64_t)row[j / s->block_size] * s->block_size + j % s->block_size;
+    }
+    fill_uniform(g, pk, n * s->num_kv_heads * s->qk_head_size, s->q_dtype, 1.0, 1.0);
+    fill_uniform(g, pv, n * s->num_kv_heads * s->v_head_size, s->q_dtype, 1.0, 1.0);
+    ah_batch ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.struct_size = sizeof ctx;
+    ctx.num_tokens = (uint32_t)n;
+    ctx.num_blocks = r->num_blocks;
+    ctx.slot_mapping_host = pslots;
+    ah_error err = {{0}};
+    ah_status st = ah_reference_write_kv(s, &ctx, pk, pv, r->kc.host, r->vc.host, r->k_scale,
+                                         r->v_scale, &err);
+    free(pslots), free(pk), free(pv);
+    if (st != AH_OK) return ah__conf_fail(r, "oracle write_kv of the context: %s", err.msg);
+    memcpy(r->kc0, r->kc.host, r->kc.bytes);
+    if (r->vc.host) memcpy(r->vc0, r->vc.host, r->vc.bytes);
+    /* new tokens, queries, sinks, slopes: q amplitude 4 gives logits of a
+     * few units, so the softmax is neither flat nor one-hot */
+    fill_uniform(g, r->knew.host, r->knew.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 1.0, 1.0);
+    if (r->vnew.host)
+        fill_uniform(g, r->vnew.host, r->vnew.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 1.0, 1.0);
+    fill_uniform(g, r->q.host, r->q.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 4.0, 1.0);
+    float *sk = r->sinks.host, *sa = r->alibi.host;
+    for (uint32_t h = 0; h < s->num_q_heads; h++) {
+        sk[h] = (float)ah__conf_uniform(g, -1.0, 3.0);
+        sa[h] = exp2f(-8.0f * (float)(h + 1) / (float)s->num_q_heads);
+    }
+    if (ah__conf_upload(r, &r->kc) || (r->vc.host && ah__conf_upload(r, &r->vc)) ||
+        ah__conf_upload(r, &r->knew) || (r->vnew.host && ah__conf_upload(r, &r->vnew)) ||
+        ah__conf_upload(r, &r->q) || ah__conf_upload(r, &r->sinks) || ah__conf_upload(r, &r->alibi))
+        return -1;
+    return 0;
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+static void note_diff(ah__conf_run *r, const ah__conf_diff *d)
+{
+    if (d->rel_l2 > r->res->rel_l2 || r->res->rel_l2 != r->res->rel_l2) r->res->rel_l2 = d->rel_l2;
+    if (d->max_abs > r->res->max_abs) r->res->max_abs = d->max_abs;
+}
+
+int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *lse_host,
+                          const char *label)
+{
+    const ah_layer_spec *s = &r->spec;
+    const size_t no = (size_t)r->T * s->num_q_heads * s->v_head_size, nl = (size_t)r->T * s->num_q_heads;
+    double *ref = malloc(sizeof(double) * (no ? no : 1)), *rl = malloc(sizeof(double) * (nl ? nl : 1));
+    if (!ref || !rl) {
+        free(ref), free(rl);
+        return ah__conf_fail(r, "out of host memory");
+    }
+    ah_ref_inputs in = {sizeof in, s, &r->batch.b, r->q.host, r->kc.host, r->vc.host,
+                        r->sinks.host, r->alibi.host, r->k_scale, r->v_scale};
+    ah_error err = {{0}};
+    if (ah_reference_attention(&in, ref, rl, &err) != AH_OK) {
+        free(ref), free(rl);
+        return ah__conf_fail(r, "%s: oracle: %s", label, err.msg);
+    }
+    double tol, tol_abs, refmax = 0;
+    ah__conf_tolerance(s->q_dtype, s->kv_dtype, &tol, &tol_abs);
+    for (size_t i = 0; i < no; i++)
+        if (fabs(ref[i]) > refmax) refmax = fabs(ref[i]);
+    ah__conf_diff d;
+    ah__conf_compare(out_host, s->q_dtype, ref, no, &d);
+    note_diff(r, &d);
+    int rc = 0;
+    if (d.n_unwritten || d.n_nan) {
+        size_t i = d.first_bad, hv = (size_t)s->num_q_heads * s->v_head_size;
+        rc = ah__conf_fail(r, "%s: out has %zu unwritten and %zu NaN/inf elements (first at token %zu, head %zu, channel %zu)",
+                           label, d.n_unwritten, d.n_nan, i / hv, i % hv / s->v_head_size,
+                           i % s->v_head_size);
+    } else if (!(d.rel_l2 <= tol) || !(d.max_abs <= tol_abs * (refmax > 1 ? refmax : 1))) {
+        rc = ah__conf_fail(r, "%s: out error rel_l2 %.3g (tolerance %.3g), max_abs %.3g (tolerance %.3g)",
+                           label, d.rel_l2, tol, d.max_abs, tol_abs * (refmax > 1 ? refmax : 1));
+    }
+    if (lse_host) {
+        ah__conf_compare_lse(lse_host, rl, nl, &d);
+        double lse_tol = s->q_dtype == AH_DTYPE_FP32 && !is_fp8(s->kv_dtype) ? 1e-4 : 5e-3;
+        if (d.n_unwritten || d.n_nan)
+            rc = ah__conf_fail(r, "%s: lse has %zu unwritten and %zu wrong non-finite values (first at %zu)",
+                               label, d.n_unwritten, d.n_nan, d.first_bad);
+        else if (!(d.max_abs <= lse_tol))
+            rc = ah__conf_fail(r, "%s: lse max error %.3g (tolerance %.3g)", label, d.max_abs, lse_tol);
+    }
+    free(ref), free(rl);
+    return rc;
+}
+
+/* Compare the cache the plugin wrote (got) with the oracle's (want). */
+static int check_cache(ah__conf_run *r, const uint8_t *got, const uint8_t *want, size_t bytes,
+                       uint32_t head_size, const char *name)
+{
+    if (!memcmp(got, want, bytes)) return 0;
+    const ah_layer_spec *s = &r->spec;
+    size_t esz = ah_dtype_size(s->kv_dtype), i = 0;
+    while (i < bytes && got[i] == want[i]) i++;
+    size_t e = i / esz, per_block = (size_t)s->block_size * s->num_kv_heads * head_size;
+    size_t blk = e / per_block, in = e % per_block, slot, head, ch = in % head_size;
+    if (s->kv_layout == AH_KV_LAYOUT_HND) {
+        head = in / head_size / s->block_size;
+        slot = in / head_size % s->block_size;
+    } else {
+        slot = in / head_size / s->num_kv_heads;
+        head = in / head_size % s->num_kv_heads;
+    }
+    int64_t cache_slot = (int64_t)(blk * s->block_size + slot);
+    int written = 0;
+    for (uint32_t t = 0; t < r->T; t++) written |= r->batch.slots[t] == cache_slot;
+    return ah__conf_fail(r, "%s: block %zu slot %zu head %zu channel %zu: %s (got %g, expected %g)",
+                         name, blk, slot, head, ch,
+                         written ? "the new token's value differs from the oracle's write"
+                                 : "a slot outside slot_mapping was modified",
+                         (double)ah_load_f32(got, e, s->kv_dtype), (double)ah_load_f32(want, e, s->kv_dtype));
+}
+
+/* ---- the eager attention case --------------------------------------------- */
+
+ah_phase ah__conf_phase_of(const ah__conf_case *c)
+{
+    for (uint32_t q = 0; q < c->num_reqs; q++)
+        if (c->qlen[q] > 1) return AH_PHASE_PREFILL;
+    return AH_PHASE_DECODE;
+}
+
+/* Forward args over r's tensors; out_desc is used when the plugin fills
+ * its own output buffer. */
+void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_desc, int with_kv)
+{
+    memset(a, 0, sizeof *a);
+    a->struct_size = sizeof *a;
+    a->q = &r->q.t;
+    a->key = with_kv ? &r->knew.t : NULL;
+    a->value = with_kv && r->vnew.t.data ? &r->vnew.t : NULL;
+    a->key_cache = &r->kc.t;
+    a->value_cache = r->vc.t.data ? &r->vc.t : NULL;
+    if (r->caps->caller_output) {
+        a->out = &r->out.t;
+    } else {
+        memset(out_desc, 0, sizeof *out_desc);
+        a->out = out_desc;
+    }
+    a->lse = r->c->want_lse ? &r->lse.t : NULL;
+    a->sinks = r->spec.use_sinks ? &r->sinks.t : NULL;
+    a->alibi_slopes = r->spec.use_alibi ? &r->alibi.t : NULL;
+    a->k_scale = r->k_scale;
+    a->v_scale = r->v_scale;
+    a->stream = ah_device_stream(r->dev);
+}
+
+/* Poison out and lse on the device. */
+int ah__conf_poison_outputs(ah__conf_run *r)
+{
+    ah__conf_poison(r->out.host, r->out.bytes / ah_dtype_size(r->spec.q_dtype), r->spec.q_dtype);
+    ah__conf_poison_f32(r->lse.host, r->lse.bytes / 4);
+    return ah__conf_upload(r, &r->out) || ah__conf_upload(r, &r->lse) ? -1 : 0;
+}
+
+/* Copy the output back from wherever the plugin put it. */
+int ah__conf_fetch_outputs(ah__conf_run *r, const ah_forward_args *a)
+{
+    if (ah_device_sync(r->dev) != AH_OK)
+        return ah__conf_fail(r, "synchronize: %s", ah_device_errmsg(r->dev));
+    if (a->out != &r->out.t) {
+        if (!a->out->data) return ah__conf_fail(r, "plugin left the out descriptor empty");
+        if (ah_device_copy(r->dev, r->out.host, ah_dl_data(a->out), r->out.bytes,
+                           AH_COPY_DEVICE_TO_HOST) != AH_OK)
+            return ah__conf_fail(r, "copy out back: %s", ah_device_errmsg(r->dev));
+    } else if (ah__conf_download(r, &r->out)) {
+        return -1;
+    }
+    return a->lse && ah__conf_download(r, &r->lse) ? -1 : 0;
+}
+
+static void run_attention(ah__conf_run *r, const char *plugin)
+{
+    const ah__conf_case *c = r->c;
+    ah_phase ph = ah__conf_phase_of(c);
+    if (ah__conf_bind_prepare(r, plugin, ph)) return;
+    uint32_t maxb = 0, total = 0, max_s = 0;
+    r->T = 0;
+    for (uint32_t q = 0; q < c->num_reqs; q++) {
+        uint32_t nb = (c->slen[q] + r->spec.block_size - 1) / r->spec.block_size;
+        total += nb;
+        if (nb > maxb) maxb = nb;
+        if (c->slen[q] > max_s) max_s = c->slen[q];
+        r->T += c->qlen[q];
+    }
+    r->stride = maxb + 2;
+    r->num_blocks = total + 3;
+    r->lim = (ah_limits){sizeof(ah_limits), c->num_reqs, r->T, r->stride, max_s, r->num_blocks};
+    if (ah__conf_bind_open(r, ph)) return;
+    if (ah__conf_batch_fill(r, &r->batch, c->qlen, c->slen, c->write_kv) ||
+        ah__conf_batch_upload(r, &r->batch) || ah__conf_fill_inputs(r, !c->write_kv) ||
+        ah__conf_poison_outputs(r))
+        return;
+    /* the oracle's write of the new tokens: what the cache must hold after */
+    ah_error err = {{0}};
+    if (c->write_kv &&
+        ah_reference_write_kv(&r->spec, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host,
+                              r->vc.host, r->k_scale, r->v_scale, &err) != AH_OK) {
+        ah__conf_fail(r, "oracle write_kv: %s", err.msg);
+        return;
+    }
+    ah_status s = ah_binding_plan(r->bind, &r->batch.b, AH_PLAN_EAGER, ah_device_stream(r->dev));
+    if (s != AH_OK) {
+        ah__conf_fail(r, "plan: %s", ah_binding_errmsg(r->bind));
+        return;
+    }
+    ah_forward_args a;
+    DLTensor out_desc;
+    ah__conf_forward_args(r, &a, &out_desc, c->write_kv);
+    s = ah_binding_forward(r->bind, 0, &a);
+    if (s != AH_OK) {
+        ah__conf_fail(r, "forward: %s", ah_binding_errmsg(r->bind));
+        return;
+    }
+    if (ah__conf_fetch_outputs(r, &a)) return;
+    /* the cache: new slots bit-exact, the rest untouched (kc0 reused as "got") */
+    if (ah_device_copy(r->dev, r->kc0, r->kc.t.data, r->kc.bytes, AH_COPY_DEVICE_TO_HOST) != AH_OK ||
+        (r->vc.t.data &&
+         ah_device_copy(r->dev, r->vc0, r->vc.t.data, r->vc.bytes, AH_COPY_DEVICE_TO_HOST) != AH_OK)) {
+        ah__conf_fail(r, "copy cache back: %s", ah_device_errmsg(r->dev));
+        return;
+    }
+    check_cache(r, r->kc0, r->kc.host, r->kc.bytes, r->spec.qk_head_size, "key_cache");
+    if (r->vc.t.data) check_cache(r, r->vc0, r->vc.host, r->vc.bytes, r->spec.v_head_size, "value_cache");
+    ah__conf_check_output(r, r->out.host, a.lse ? r->lse.host : NULL, "eager");
+}
+
+/* ---- merge_states ----------------------------------------------------------- */
+
+static void run_merge(ah__conf_run *r, const char *plugin)
+{
+    if (ah__conf_bind_prepare(r, plugin, AH_PHASE_PREFILL)) return;
+    r->lim = (ah_limits){sizeof(ah_limits), 1, 16, 4, 64, 4};
+    if (ah__conf_bind_open(r, AH_PHASE_PREFILL)) return;
+    const ah_layer_spec *s = &r->spec;
+    const uint32_t T = 7, H = s->num_q_heads, D = s->v_head_size;
+    const int64_t sv[3] = {T, H, D}, sl[2] = {T, H};
+    ah__conf_tensor va, vb, la, lb;
+    memset(&va, 0, sizeof va), memset(&vb, 0, sizeof vb), memset(&la, 0, sizeof la), memset(&lb, 0, sizeof lb);
+    double *a = NULL, *b = NULL, *ref = NULL, *rl = NULL, *dla = NULL, *dlb = NULL;
+    if (ah__conf_tensor_alloc(r, &va, s->q_dtype, 3, sv) || ah__conf_tensor_alloc(r, &vb, s->q_dtype, 3, sv) ||
+        ah__conf_tensor_alloc(r, &la, AH_DTYPE_FP32, 2, sl) || ah__conf_tensor_alloc(r, &lb, AH_DTYPE_FP32, 2, sl) ||
+        ah__conf_tensor_alloc(r, &r->out, s->q_dtype, 3, sv) || ah__conf_tensor_alloc(r, &r->lse, AH_DTYPE_FP32, 2, sl))
+        goto done;
+    size_t n = (size_t)T * H * D, nl = (size_t)T * H;
+    a = malloc(sizeof(double) * n), b = malloc(sizeof(double) * n), ref = malloc(sizeof(double) * n);
+    rl = malloc(sizeof(double) * nl), dla = malloc(sizeof(double) * nl), dlb = malloc(sizeof(double) * nl);
+    if (!a || !b || !ref || !rl || !dla || !dlb) {
+        ah__conf_fail(r, "out of host memory");
+        goto done;
+    }
+    fill_uniform(&r->rng, va.host, n, s->q_dtype, 1.0, 1.0);
+    fill_uniform(&r->rng, vb.host, n, s->q_dtype, 1.0, 1.0);
+    for (size_t i = 0; i < nl; i++) {
+        ((float *)la.host)[i] = (float)ah__conf_uniform(&r->rng, -2.0, 6.0);
+        ((float *)lb.host)[i] = (float)ah__conf_uniform(&r->rng, -2.0, 6.0);
+    }
+    ((float *)la.host)[1] = -INFINITY; /* an empty part: the other passes through */
+    ((float *)lb.host)[nl - 1] = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = ah_load_f32(va.host, i, s->q_dtype);
+        b[i] = ah_load_f32(vb.host, i, s->q_dtype);
+    }
+    for (size_t i = 0; i < nl; i++) dla[i] = ((float *)la.host)[i], dlb[i] = ((float *)lb.host)[i];
+    ah_reference_merge_states(T, H, D, a, dla, b, dlb, ref, rl);
+    ah__conf_poison(r->out.host, n, s->q_dtype);
+    ah__conf_poison_f32(r->lse.host, nl);
+    if (ah__conf_upload(r, &va) || ah__conf_upload(r, &vb) || ah__conf_upload(r, &la) ||
+        ah__conf_upload(r, &lb) || ah__conf_upload(r, &r->out) || ah__conf_upload(r, &r->lse))
+        goto done;
+    ah_merge_args m = {sizeof m, &va.t, &la.t, &vb.t, &lb.t, &r->out.t, &r->lse.t, ah_device_stream(r->dev)};
+    ah_status st = ah_binding_merge_states(r->bind, 0, &m);
+    if (st == AH_ERR_UNSUPPORTED) {
+        ah__conf_skip(r, "the plugin offers no merge_states");
+        goto done;
+    }
+    if (st != AH_OK) {
+        ah__conf_fail(r, "merge_states: %s", ah_binding_errmsg(r->bind));
+        goto done;
+    }
+    if (ah_device_sync(r->dev) != AH_OK || ah__conf_download(r, &r->out) || ah__conf_download(r, &r->lse)) {
+        ah__conf_fail(r, "copy back: %s", ah_device_errmsg(r->dev));
+        goto done;
+    }
+    ah__conf_diff d;
+    double tol, tol_abs;
+    ah__conf_tolerance(s->q_dtype, s->q_dtype, &tol, &tol_abs);
+    ah__conf_compare(r->out.host, s->q_dtype, ref, n, &d);
+    note_diff(r, &d);
+    if (d.n_nan || d.n_unwritten)
+        ah__conf_fail(r, "merge: out has %zu unwritten and %zu NaN/inf elements", d.n_unwritten, d.n_nan);
+    else if (!(d.rel_l2 <= tol))
+        ah__conf_fail(r, "merge: out error rel_l2 %.3g (tolerance %.3g)", d.rel_l2, tol);
+    ah__conf_compare_lse(r->lse.host, rl, nl, &d);
+    if (d.n_nan || d.n_unwritten || !(d.max_abs <= 1e-4))
+        ah__conf_fail(r, "merge: lse_out max error %.3g, %zu unwritten, %zu non-finite", d.max_abs,
+                      d.n_unwritten, d.n_nan);
+done:
+    free(a), free(b), free(ref), free(rl), free(dla), free(dlb);
+    tensor_free(&va), tensor_free(&vb), tensor_free(&la), tensor_free(&lb);
+}
+
+/* ---- entry -------------------------------------------------------------- */
+
+void ah__conf_run_free(ah__conf_run *r)
+{
+    batch_free(&r->batch);
+    ah__conf_tensor *ts[] = {&r->q, &r->knew, &r->vnew, &r->kc, &r->vc, &r->out, &r->lse, &r->sinks, &r->alibi};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) tensor_free(ts[i]);
+    free(r->kc0), free(r->vc0);
+    if (r->bind) ah_binding_destroy(r->bind);
+    if (r->sel) ah_selection_destroy(r->sel);
+    if (r->model) ah_model_destroy(r->model);
+    memset(r, 0, sizeof *r);
+}
+
+void ah__conf_run_case(ah_host *host, const char *plugin, const ah_plugin_info *info,
+                       const ah__conf_case *c, ah__conf_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->verdict = AH__CONF_PASS;
+    ah__conf_run r;
+    memset(&r, 0, sizeof r);
+    r.host = host;
+    r.c = c;
+    r.caps = info->caps;
+    r.res = res;
+    ah__conf_rng_seed(&r.rng, c->seed, 1);
+    switch (c->kind) {
+    case AH__CONF_ATTENTION: run_attention(&r, plugin); break;
+    case AH__CONF_MERGE: run_merge(&r, plugin); break;
+    case AH__CONF_GRAPH: ah__conf_run_graph(&r, plugin); break;
+    }
+    ah__conf_run_free(&r);
+}

@@ -1,0 +1,96 @@
+/*
+ * The runner's shared state for one case: the parsed model, forced
+ * selection and binding; device tensors with host mirrors; the batch in
+ * both forms. run_case.c builds and checks eager and merge cases,
+ * run_graph.c the CUDA-graph ones, on the same pieces.
+ */
+#ifndef AH_CONFORMANCE_RUNNER_H
+#define AH_CONFORMANCE_RUNNER_H
+
+#include "compare.h"
+#include "suite.h"
+
+/* A device tensor and its host mirror. */
+typedef struct ah__conf_tensor {
+    DLTensor t;
+    int64_t shape[4];
+    void *host;
+    size_t bytes;
+    ah_device *dev;
+} ah__conf_tensor;
+
+/* A batch: host arrays, their device copies, and the ah_batch over both. */
+typedef struct ah__conf_batch {
+    int32_t *qsl, *sl, *bt;
+    int64_t *slots;
+    ah__conf_tensor d_qsl, d_sl, d_bt, d_slots;
+    ah_batch b;
+} ah__conf_batch;
+
+typedef struct ah__conf_run {
+    ah_host *host;
+    const ah__conf_case *c;
+    const ah_caps *caps;
+    ah__conf_rng rng;
+    ah_model *model;
+    ah_selection *sel;
+    ah_binding *bind;
+    ah_device *dev;
+    ah_layer_spec spec; /* resolved by selection */
+    ah_limits lim;
+    uint32_t T, stride, num_blocks;
+    ah__conf_batch batch;
+    ah__conf_tensor q, knew, vnew, kc, vc, out, lse, sinks, alibi;
+    void *kc0, *vc0;    /* the cache as uploaded, before the plugin's write */
+    float k_scale, v_scale;
+    ah__conf_result *res;
+} ah__conf_run;
+
+/* Set res to FAIL or SKIP with a message; returns -1 for `return` chains. */
+int ah__conf_fail(ah__conf_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ah__conf_skip(ah__conf_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse the case's model, select the plugin, resolve the spec for phase.
+ * A refusal by the plugin (selection reasons) is a SKIP. */
+int ah__conf_bind_prepare(ah__conf_run *r, const char *plugin, ah_phase phase);
+/* Create the binding with r->lim and take the device of phase. */
+int ah__conf_bind_open(ah__conf_run *r, ah_phase phase);
+
+int ah__conf_tensor_alloc(ah__conf_run *r, ah__conf_tensor *t, ah_dtype dt, int ndim,
+                          const int64_t *shape);
+int ah__conf_tensor_alloc_dl(ah__conf_run *r, ah__conf_tensor *t, DLDataType d, int ndim,
+                             const int64_t *shape);
+int ah__conf_upload(ah__conf_run *r, ah__conf_tensor *t);
+int ah__conf_download(ah__conf_run *r, ah__conf_tensor *t);
+
+/* Fill a batch for the lengths: a fresh random block assignment, slots for
+ * the new tokens (or -1 when with_slots is 0). Arrays sized by r->stride
+ * and r->T; device tensors allocated on first use and rewritten in place. */
+int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen,
+                        const uint32_t *slen, int with_slots);
+int ah__conf_batch_upload(ah__conf_run *r, ah__conf_batch *b);
+
+/* Random caches (every slot finite), the context K/V written through the
+ * oracle's write_kv, new K/V, q, sinks and slopes, for the current batch.
+ * context_all: also the new tokens' positions (no plugin write follows). */
+int ah__conf_fill_inputs(ah__conf_run *r, int context_all);
+
+/* Oracle attention over the host mirrors; compares out (and lse) from the
+ * host mirrors; updates res. label prefixes failure messages. */
+int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *lse_host,
+                          const char *label);
+
+/* Forward arguments over r's tensors (out_desc serves plugins that fill
+ * their own output buffer), output poisoning before a run, and fetching the
+ * outputs after one (from wherever the plugin put them). */
+void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_desc, int with_kv);
+int ah__conf_poison_outputs(ah__conf_run *r);
+int ah__conf_fetch_outputs(ah__conf_run *r, const ah_forward_args *a);
+ah_phase ah__conf_phase_of(const ah__conf_case *c);
+
+void ah__conf_run_free(ah__conf_run *r);
+
+/* run_graph.c */
+void ah__conf_run_graph(ah__conf_run *r, const char *plugin);
+
+#endif
