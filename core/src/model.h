@@ -12,4 +12,8 @@ struct ah_model {
     ah_layer_spec *layers;  /* kv_dtype/kv_layout may be AUTO */
 };
 
+/* Every model-description key with its documentation and default, as a
+ * commented INI (for docs/configuration.md); *text is malloc'ed. */
+ah_status ah__model_keys_dump(char **text);
+
 #endif

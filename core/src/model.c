@@ -1,0 +1,557 @@
+/*
+ * Model descriptions: per-layer attention specs from an INI file.
+ *
+ *   [model]            name, num_layers, and any per-layer key as the
+ *                      default for every layer
+ *   [layers.<range>]   per-layer keys for the layers in range; sections
+ *                      apply in file order, later ones win
+ *
+ * The keys come from model_keys.def. Reading happens in two steps: the INI
+ * pass checks each value where it stands and records which section set it;
+ * then every layer is resolved ([model], then each matching [layers.*]) and
+ * validated, so an error names the layer and the line of the key (or
+ * section) that made it wrong.
+ */
+#include "model.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "inifile.h"
+#include "range.h"
+
+static const ah_key_choice attn_choices[] = {{"decoder", AH_ATTN_DECODER},
+                                             {"encoder", AH_ATTN_ENCODER},
+                                             {"encoder_only", AH_ATTN_ENCODER_ONLY},
+                                             {"encoder_decoder", AH_ATTN_ENCODER_DECODER},
+                                             {NULL, 0}};
+static const ah_key_choice dtype_choices[] = {
+    {"fp32", AH_DTYPE_FP32}, {"fp16", AH_DTYPE_FP16}, {"bf16", AH_DTYPE_BF16}, {NULL, 0}};
+static const ah_key_choice kv_dtype_choices[] = {
+    {"auto", AH_DTYPE_AUTO},         {"fp16", AH_DTYPE_FP16},         {"bf16", AH_DTYPE_BF16},
+    {"fp32", AH_DTYPE_FP32},         {"fp8_e4m3", AH_DTYPE_FP8_E4M3}, {"fp8_e5m2", AH_DTYPE_FP8_E5M2},
+    {NULL, 0}};
+static const ah_key_choice layout_choices[] = {
+    {"auto", AH_KV_LAYOUT_AUTO}, {"nhd", AH_KV_LAYOUT_NHD}, {"hnd", AH_KV_LAYOUT_HND}, {NULL, 0}};
+
+static const ah_key_arg arg_attn_type = {attn_choices, 0, 0};
+static const ah_key_arg arg_dtype = {dtype_choices, 0, 0};
+static const ah_key_arg arg_kv_dtype = {kv_dtype_choices, 0, 0};
+static const ah_key_arg arg_kv_layout = {layout_choices, 0, 0};
+static const ah_key_arg arg_num_layers = {NULL, 1, 16384};
+static const ah_key_arg arg_heads = {NULL, 1, 4096};
+static const ah_key_arg arg_head_size = {NULL, 1, 4096};
+static const ah_key_arg arg_block_size = {NULL, 1, 65536};
+static const ah_key_arg arg_window = {NULL, 0, 2147483647};
+static const ah_key_arg arg_softcap = {NULL, 0, 1e6};
+static const ah_key_arg arg_scale = {NULL, 0, 1e6};
+
+#define AH_CTYPE_STRING char *
+#define AH_CTYPE_UINT uint32_t
+#define AH_CTYPE_ENUM int
+#define AH_CTYPE_FLOAT float
+#define AH_CTYPE_BOOL int
+#define AH_ONLY_model_model(x) x
+#define AH_ONLY_model_layer(x)
+#define AH_ONLY_layer_model(x)
+#define AH_ONLY_layer_layer(x) x
+
+/* Values of the [model]-only keys. */
+typedef struct model_vals {
+#define AH_MODEL_KEY(scope, key, type, arg, def, doc) AH_ONLY_model_##scope(AH_CTYPE_##type key;)
+#include "model_keys.def"
+#undef AH_MODEL_KEY
+} model_vals;
+
+/* Values of the per-layer keys, one field per key. */
+typedef struct layer_vals {
+#define AH_MODEL_KEY(scope, key, type, arg, def, doc) AH_ONLY_layer_##scope(AH_CTYPE_##type key;)
+#include "model_keys.def"
+#undef AH_MODEL_KEY
+} layer_vals;
+
+enum {
+#define AH_MODEL_KEY(scope, key, type, arg, def, doc) K_##key,
+#include "model_keys.def"
+#undef AH_MODEL_KEY
+    N_MKEYS
+};
+
+#define AH_OFFSET_model(key) offsetof(model_vals, key)
+#define AH_OFFSET_layer(key) offsetof(layer_vals, key)
+
+static const ah_key_def model_keys[N_MKEYS] = {
+#define AH_MODEL_KEY(scope, key, type, arg, def, doc) \
+    {#scope, #key, AH_KEY_##type, arg, AH_OFFSET_##scope(key), def, doc},
+#include "model_keys.def"
+#undef AH_MODEL_KEY
+};
+
+/* apply_section copies per-layer values as 4-byte words. */
+_Static_assert(sizeof(uint32_t) == sizeof(int) && sizeof(float) == sizeof(int),
+               "per-layer values are 4 bytes");
+
+static int is_layer_key(int k) { return model_keys[k].section[0] == 'l'; }
+
+/* One [model] or [layers.<range>] section as read. */
+typedef struct msection {
+    int line;
+    int is_model;
+    char *title;    /* "layers.1-47/2", for messages */
+    ah_range range; /* [layers.*] only */
+    layer_vals vals;
+    int key_line[N_MKEYS]; /* 0: not set in this section */
+} msection;
+
+typedef struct mparse {
+    const char *source;
+    msection *secs;
+    uint32_t n_secs;
+    msection *cur;
+    int model_sec; /* index of [model] in secs, or -1 */
+    model_vals model;
+} mparse;
+
+/* The resolved values of one layer, with where each came from. */
+typedef struct layer_state {
+    layer_vals vals;
+    int line[N_MKEYS];  /* 0: the table default */
+    int level[N_MKEYS]; /* 0 default, 1 [model], 2 [layers.*] */
+} layer_state;
+
+/* ---------------------------------------------------------------------------
+ * Reading
+ * ------------------------------------------------------------------------ */
+
+static ah_status add_section(mparse *p, const char *title, int line, int is_model, ah_range range,
+                             char *msg, size_t cap)
+{
+    msection *secs = ah__realloc(p->secs, (p->n_secs + 1) * sizeof *secs);
+    char *t = ah__strdup(title);
+    if (!secs || !t) {
+        if (secs) p->secs = secs;
+        ah__free(t);
+        ah__range_free(&range);
+        snprintf(msg, cap, "out of memory");
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    p->secs = secs;
+    msection *s = &secs[p->n_secs++];
+    memset(s, 0, sizeof *s);
+    s->line = line;
+    s->is_model = is_model;
+    s->title = t;
+    s->range = range;
+    p->cur = s;
+    return AH_OK;
+}
+
+static ah_status on_section(void *user, const char *name, int line, char *msg, size_t cap)
+{
+    mparse *p = user;
+    if (!strcmp(name, "model")) {
+        if (p->model_sec >= 0) {
+            snprintf(msg, cap, "appears twice (first at line %d)", p->secs[p->model_sec].line);
+            return AH_ERR_CONFIG;
+        }
+        p->model_sec = (int)p->n_secs;
+        return add_section(p, name, line, 1, (ah_range){NULL, 0}, msg, cap);
+    }
+    if (!strncmp(name, "layers.", 7) || !strcmp(name, "layers")) {
+        const char *text = name[6] ? name + 7 : "";
+        ah_range range;
+        char rmsg[256];
+        if (!*text) {
+            snprintf(msg, cap, "no layer range: write [layers.<range>], e.g. [layers.0-3] or "
+                               "[layers.1-47/2]");
+            return AH_ERR_CONFIG;
+        }
+        if (ah__range_parse(text, &range, rmsg, sizeof rmsg)) {
+            int oom = !strcmp(rmsg, "out of memory");
+            snprintf(msg, cap, oom ? "%s" : "bad layer range: %s", rmsg);
+            return oom ? AH_ERR_OUT_OF_MEMORY : AH_ERR_CONFIG;
+        }
+        return add_section(p, name, line, 0, range, msg, cap);
+    }
+    if (!strncmp(name, "layer.", 6))
+        snprintf(msg, cap, "unknown section (a model description uses [layers.%s]; "
+                           "[layer.<range>] belongs in the host configuration)", name + 6);
+    else
+        snprintf(msg, cap, "unknown section; a model description has [model] and "
+                           "[layers.<range>] sections");
+    return AH_ERR_CONFIG;
+}
+
+static void layer_key_names(char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < N_MKEYS && n < cap; k++)
+        if (is_layer_key(k)) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", model_keys[k].name);
+}
+
+static ah_status on_key(void *user, const char *section, const char *key, const char *value, int line,
+                        char *msg, size_t cap)
+{
+    mparse *p = user;
+    msection *s = p->cur;
+    (void)section;
+    for (int k = 0; k < N_MKEYS; k++) {
+        const ah_key_def *d = &model_keys[k];
+        if (strcmp(d->name, key)) continue;
+        if (!is_layer_key(k) && !s->is_model) {
+            snprintf(msg, cap, "'%s' belongs in [model]; it cannot vary per layer", key);
+            return AH_ERR_CONFIG;
+        }
+        if (s->key_line[k]) {
+            snprintf(msg, cap, "duplicate key (first set at line %d)", s->key_line[k]);
+            return AH_ERR_CONFIG;
+        }
+        ah_status st = ah__key_set(d, is_layer_key(k) ? (void *)&s->vals : (void *)&p->model, value,
+                                   msg, cap);
+        if (st == AH_OK) s->key_line[k] = line;
+        return st;
+    }
+    char names[512];
+    layer_key_names(names, sizeof names);
+    snprintf(msg, cap, "unknown key; %sper-layer keys are %s",
+             s->is_model ? "[model] takes name, num_layers and the " : "", names);
+    return AH_ERR_CONFIG;
+}
+
+static void mparse_free(mparse *p)
+{
+    for (uint32_t i = 0; i < p->n_secs; i++) {
+        ah__free(p->secs[i].title);
+        ah__range_free(&p->secs[i].range);
+    }
+    ah__free(p->secs);
+    ah__free(p->model.name);
+}
+
+/* ---------------------------------------------------------------------------
+ * Resolving and validating each layer
+ * ------------------------------------------------------------------------ */
+
+/* Copies the keys section s sets into layer state l. head_size comes first
+ * in the table and writes both sizes; qk/v_head_size in the same section
+ * then refine them. */
+static void apply_section(layer_state *l, const msection *s, int level)
+{
+    for (int k = 0; k < N_MKEYS; k++) {
+        if (!is_layer_key(k) || !s->key_line[k]) continue;
+        const ah_key_def *d = &model_keys[k];
+        memcpy((char *)&l->vals + d->offset, (const char *)&s->vals + d->offset, sizeof(uint32_t));
+        l->line[k] = s->key_line[k];
+        l->level[k] = level;
+        if (k == K_head_size) {
+            l->vals.qk_head_size = l->vals.v_head_size = s->vals.head_size;
+            l->line[K_qk_head_size] = l->line[K_v_head_size] = s->key_line[k];
+            l->level[K_qk_head_size] = l->level[K_v_head_size] = level;
+        }
+    }
+}
+
+typedef struct resolve_ctx {
+    const char *source;
+    int model_line;
+    ah_error *err;
+} resolve_ctx;
+
+static ah_status layer_fail(const resolve_ctx *c, const layer_state *l, int key, uint32_t layer,
+                            const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static ah_status layer_fail(const resolve_ctx *c, const layer_state *l, int key, uint32_t layer,
+                            const char *fmt, ...)
+{
+    if (!c->err) return AH_ERR_CONFIG;
+    int line = key >= 0 && l->line[key] ? l->line[key] : c->model_line;
+    int n = snprintf(c->err->msg, sizeof c->err->msg, "%s:%d: layer %u: ", c->source, line, layer);
+    if (n < 0 || (size_t)n >= sizeof c->err->msg) return AH_ERR_CONFIG;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err->msg + n, sizeof c->err->msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    return AH_ERR_CONFIG;
+}
+
+/* The key of a and b set later in the file, for messages about both. */
+static int later(const layer_state *l, int a, int b) { return l->line[b] > l->line[a] ? b : a; }
+
+static ah_status resolve_mla(const resolve_ctx *c, layer_state *l, uint32_t i)
+{
+    layer_vals *v = &l->vals;
+    uint32_t derived[3] = {1, v->kv_lora_rank + v->qk_rope_head_dim, v->kv_lora_rank};
+    static const int keys[3] = {K_num_kv_heads, K_qk_head_size, K_v_head_size};
+    uint32_t *fields[3] = {&v->num_kv_heads, &v->qk_head_size, &v->v_head_size};
+    if (v->attn_type != AH_ATTN_DECODER)
+        return layer_fail(c, l, later(l, K_mla, K_attn_type), i,
+                          "mla needs attn_type = decoder, not %s",
+                          ah__key_choice_name(&model_keys[K_attn_type], v->attn_type));
+    for (int j = 0; j < 3; j++) {
+        /* Set as specifically as mla itself: it must agree. Less
+         * specifically (a [model] default under a [layers] mla): replaced. */
+        if (l->level[keys[j]] >= l->level[K_mla] && *fields[j] != derived[j]) {
+            const char *why = j == 0 ? "one KV head"
+                              : j == 1 ? "kv_lora_rank + qk_rope_head_dim"
+                                       : "kv_lora_rank";
+            int key = l->line[keys[j]] == l->line[K_head_size] && l->level[K_head_size] ? K_head_size
+                                                                                        : keys[j];
+            return layer_fail(c, l, key, i, "%s = %u conflicts with mla (line %d), which needs %u (%s)",
+                              model_keys[key].name, *fields[j], l->line[K_mla], derived[j], why);
+        }
+        *fields[j] = derived[j];
+    }
+    return AH_OK;
+}
+
+static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i, ah_layer_spec *spec)
+{
+    layer_vals *v = &l->vals;
+    if (v->mla) {
+        ah_status s = resolve_mla(c, l, i);
+        if (s != AH_OK) return s;
+    } else {
+        static const int mla_only[2] = {K_kv_lora_rank, K_qk_rope_head_dim};
+        for (int j = 0; j < 2; j++)
+            if (l->level[mla_only[j]] && l->level[mla_only[j]] >= l->level[K_mla])
+                return layer_fail(c, l, mla_only[j], i, "%s applies only to mla layers",
+                                  model_keys[mla_only[j]].name);
+        if (!l->level[K_num_kv_heads]) v->num_kv_heads = v->num_q_heads;
+        if (!l->level[K_qk_head_size])
+            return layer_fail(c, l, -1, i, "head_size (or qk_head_size) is not set");
+        if (!l->level[K_v_head_size])
+            return layer_fail(c, l, K_qk_head_size, i,
+                              "v_head_size is not set (head_size sets both sizes)");
+    }
+    if (!l->level[K_num_q_heads]) return layer_fail(c, l, -1, i, "num_q_heads is not set");
+    if (v->num_q_heads % v->num_kv_heads)
+        return layer_fail(c, l, later(l, K_num_q_heads, K_num_kv_heads), i,
+                          "num_q_heads %u is not a multiple of num_kv_heads %u", v->num_q_heads,
+                          v->num_kv_heads);
+    if (v->sliding_window && v->attn_type == AH_ATTN_ENCODER_DECODER)
+        return layer_fail(c, l, later(l, K_sliding_window, K_attn_type), i,
+                          "sliding_window does not apply to encoder_decoder (cross-attention) layers");
+    memset(spec, 0, sizeof *spec);
+    spec->struct_size = sizeof *spec;
+    spec->attn_type = (ah_attn_type)v->attn_type;
+    spec->num_q_heads = v->num_q_heads;
+    spec->num_kv_heads = v->num_kv_heads;
+    spec->qk_head_size = v->qk_head_size;
+    spec->v_head_size = v->v_head_size;
+    spec->q_dtype = (ah_dtype)v->dtype;
+    spec->kv_dtype = (ah_dtype)v->kv_dtype;
+    spec->block_size = v->block_size;
+    spec->kv_layout = (ah_kv_layout)v->kv_layout;
+    spec->sliding_window = v->sliding_window;
+    spec->softcap = v->softcap;
+    spec->scale = v->scale;
+    spec->use_mla = (uint32_t)v->mla;
+    spec->use_sinks = (uint32_t)v->sinks;
+    spec->use_alibi = (uint32_t)v->alibi;
+    return AH_OK;
+}
+
+/* The largest layer a range names explicitly (not counting open ends). */
+static uint32_t range_max(const ah_range *r)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < r->n_parts; i++) {
+        const ah_range_part *p = &r->parts[i];
+        uint32_t top = p->hi == UINT32_MAX ? p->lo : p->lo + (p->hi - p->lo) / p->step * p->step;
+        if (top > m) m = top;
+    }
+    return m;
+}
+
+static ah_status build(mparse *p, ah_model *m, ah_error *err)
+{
+    if (p->model_sec < 0) {
+        if (err) snprintf(err->msg, sizeof err->msg, "%s: no [model] section (it sets name and num_layers)",
+                          p->source);
+        return AH_ERR_CONFIG;
+    }
+    const msection *ms = &p->secs[p->model_sec];
+    for (int k = K_name; k <= K_num_layers; k++)
+        if (!ms->key_line[k]) {
+            if (err) snprintf(err->msg, sizeof err->msg, "%s:%d: [model] %s: not set (required)",
+                              p->source, ms->line, model_keys[k].name);
+            return AH_ERR_CONFIG;
+        }
+    uint32_t n = p->model.num_layers;
+    for (uint32_t s = 0; s < p->n_secs; s++) {
+        const msection *sec = &p->secs[s];
+        if (sec->is_model) continue;
+        uint32_t top = range_max(&sec->range);
+        if (top >= n) {
+            if (err) snprintf(err->msg, sizeof err->msg,
+                              "%s:%d: [%s]: layer %u is beyond the model's %u layers (0-%u)",
+                              p->source, sec->line, sec->title, top, n, n - 1);
+            return AH_ERR_CONFIG;
+        }
+    }
+
+    /* Table defaults, parsed once, are where every layer starts. */
+    layer_state base;
+    memset(&base, 0, sizeof base);
+    char msg[256];
+    for (int k = 0; k < N_MKEYS; k++)
+        if (is_layer_key(k) && model_keys[k].def &&
+            ah__key_set(&model_keys[k], &base.vals, model_keys[k].def, msg, sizeof msg) != AH_OK) {
+            if (err) snprintf(err->msg, sizeof err->msg, "internal: default of %s: %s",
+                              model_keys[k].name, msg);
+            return AH_ERR_INTERNAL;
+        }
+    apply_section(&base, ms, 1);
+
+    m->layers = ah__calloc(n, sizeof *m->layers);
+    m->name = ah__strdup(p->model.name);
+    if (!m->layers || !m->name) {
+        if (err) snprintf(err->msg, sizeof err->msg, "%s: out of memory", p->source);
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    m->num_layers = n;
+    resolve_ctx c = {p->source, ms->line, err};
+    for (uint32_t i = 0; i < n; i++) {
+        layer_state l = base;
+        for (uint32_t s = 0; s < p->n_secs; s++)
+            if (!p->secs[s].is_model && ah__range_contains(&p->secs[s].range, i))
+                apply_section(&l, &p->secs[s], 2);
+        ah_status st = resolve_layer(&c, &l, i, &m->layers[i]);
+        if (st != AH_OK) return st;
+    }
+    return AH_OK;
+}
+
+static ah_status model_read(const char *path, const char *text, const char *source, ah_model **out,
+                            ah_error *err)
+{
+    if (!out) return AH_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (!path && !text) {
+        if (err) snprintf(err->msg, sizeof err->msg, "no model description given");
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    if (!source) source = path ? path : "<text>";
+    mparse p;
+    memset(&p, 0, sizeof p);
+    p.source = source;
+    p.model_sec = -1;
+    ah_ini_callbacks cb = {&p, on_section, on_key};
+    ah_status s = ah__ini_parse(path, text, source, &cb, err);
+    ah_model *m = NULL;
+    if (s == AH_OK) {
+        m = ah__calloc(1, sizeof *m);
+        if (!m) {
+            if (err) snprintf(err->msg, sizeof err->msg, "%s: out of memory", source);
+            s = AH_ERR_OUT_OF_MEMORY;
+        }
+    }
+    if (s == AH_OK) s = build(&p, m, err);
+    mparse_free(&p);
+    if (s != AH_OK) {
+        ah_model_destroy(m);
+        return s;
+    }
+    *out = m;
+    return AH_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * Public API
+ * ------------------------------------------------------------------------ */
+
+ah_status ah_model_load(const char *path, ah_model **out, ah_error *err)
+{
+    if (!path) {
+        if (out) *out = NULL;
+        if (err) snprintf(err->msg, sizeof err->msg, "no model file given");
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    return model_read(path, NULL, NULL, out, err);
+}
+
+ah_status ah_model_parse(const char *text, const char *source, ah_model **out, ah_error *err)
+{
+    return model_read(NULL, text, source, out, err);
+}
+
+void ah_model_destroy(ah_model *model)
+{
+    if (!model) return;
+    ah__free(model->name);
+    ah__free(model->layers);
+    ah__free(model);
+}
+
+const char *ah_model_name(const ah_model *model) { return model ? model->name : NULL; }
+
+uint32_t ah_model_num_layers(const ah_model *model) { return model ? model->num_layers : 0; }
+
+const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer)
+{
+    return model && layer < model->num_layers ? &model->layers[layer] : NULL;
+}
+
+/* Small enough for a 2-core CPU to run in seconds with short sequences, and
+ * varied enough to need more than one kind of kernel: global and windowed
+ * GQA layers and absorbed-MLA layers. */
+static const char demo_model[] =
+    "# attnhost demo model: global, sliding-window and MLA layers\n"
+    "[model]\n"
+    "name = demo-mixed\n"
+    "num_layers = 6\n"
+    "num_q_heads = 32\n"
+    "num_kv_heads = 8\n"
+    "head_size = 128\n"
+    "dtype = bf16\n"
+    "block_size = 16\n"
+    "\n"
+    "# Layers 1 and 3 see the last 1024 tokens; 0 and 2 are global.\n"
+    "[layers.1-3/2]\n"
+    "sliding_window = 1024\n"
+    "\n"
+    "# The last two layers use DeepSeek-style MLA (qk 576, v 512, one KV head).\n"
+    "[layers.4-5]\n"
+    "mla = true\n"
+    "num_q_heads = 16\n";
+
+const char *ah_demo_model_text(void) { return demo_model; }
+
+/* ---------------------------------------------------------------------------
+ * Documentation
+ * ------------------------------------------------------------------------ */
+
+ah_status ah__model_keys_dump(char **text)
+{
+    ah_strbuf b = {0};
+    *text = NULL;
+    ah__strbuf_printf(&b, "# attnhost model description: every key, its documentation and its "
+                          "default.\n# Keys are shown commented out, with their default where they have one.\n\n[model]\n\n");
+    for (int k = 0; k < N_MKEYS; k++) {
+        const ah_key_def *d = &model_keys[k];
+        char type[300];
+        if (k == K_attn_type) {
+            ah__strbuf_comment(&b, "Every key below may also appear in [layers.<range>] "
+                                   "sections; in [model] it is the default for every layer.");
+            ah__strbuf_printf(&b, "\n");
+        }
+        ah__key_describe(d, type, sizeof type);
+        ah__strbuf_comment(&b, d->doc);
+        ah__strbuf_printf(&b, "# Value: %s. Default: %s.\n", type, d->def ? d->def : "not set");
+        /* Commented out even with a default: per-layer keys set in [model]
+         * count as set there (see mla), so a copy of this text must not set
+         * them all. */
+        ah__strbuf_printf(&b, "#%s =%s%s\n\n", d->name, d->def ? " " : "", d->def ? d->def : "");
+    }
+    ah__strbuf_comment(&b, "[layers.<range>] sections set per-layer keys for the layers in "
+                           "<range> (a layer '7', a range '0-31', a stepped range '1-47/2', an "
+                           "open range '8-*', '*', or a comma-separated list of these). They "
+                           "apply after [model], in file order: a later section wins where "
+                           "ranges overlap. For example, every second layer with a window:");
+    ah__strbuf_printf(&b, "#[layers.1-47/2]\n#sliding_window = 4096\n");
+    *text = ah__strbuf_take(&b);
+    return *text ? AH_OK : AH_ERR_OUT_OF_MEMORY;
+}
