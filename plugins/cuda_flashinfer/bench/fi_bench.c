@@ -1,0 +1,226 @@
+/*
+ * Benchmark driver for cuda_flashinfer: times the plugin through its ABI
+ * with device events (median of many repetitions after warm-up, random
+ * data) on the standard shapes, and measures the machine's ceiling in the
+ * same process: HBM bandwidth as a device-to-device copy (bytes read +
+ * written per second). Prints one table row per shape:
+ *   shape | median ms | GB/s of KV read (decode) or TFLOP/s (prefill) | % of copy BW
+ *
+ *   fi_bench [--plugin PATH] [--reps N] [--quick]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "fi_harness.h"
+
+static int g_reps = 50;
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_f);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double copy_bandwidth(fi_plugin *p)
+{
+    const size_t bytes = (size_t)2 << 30;
+    void *a = NULL, *b = NULL;
+    if (p->ops->mem_alloc(p->ctx, bytes, &a) || p->ops->mem_alloc(p->ctx, bytes, &b)) return 0;
+    /* Non-zero source: fill with a host pattern once. */
+    unsigned char *h = malloc(bytes / 64);
+    for (size_t i = 0; i < bytes / 64; i++) h[i] = (unsigned char)(i * 131 + 7);
+    for (int i = 0; i < 64; i++)
+        p->ops->mem_copy(p->ctx, (char *)a + i * (bytes / 64), h, bytes / 64, AH_COPY_HOST_TO_DEVICE, p->stream);
+    free(h);
+    float t[20];
+    for (int i = 0; i < 23; i++) {
+        p->ops->timer_start(p->ctx, p->stream);
+        p->ops->mem_copy(p->ctx, b, a, bytes, AH_COPY_DEVICE_TO_DEVICE, p->stream);
+        float ms = 0;
+        p->ops->timer_stop(p->ctx, p->stream, &ms);
+        if (i >= 3) t[i - 3] = ms;
+    }
+    p->ops->mem_free(p->ctx, a);
+    p->ops->mem_free(p->ctx, b);
+    const double ms = median(t, 20);
+    return 2.0 * (double)bytes / (ms * 1e-3) / 1e9;
+}
+
+/* Median forward time in ms of shape s; with graph=1 the forward is
+ * captured once and replayed (launch overhead excluded as engines do). */
+static double time_forward(fi_plugin *p, fi_shape *s, int cascade_off, double *kv_bytes,
+                           double *flops)
+{
+    fi_work w;
+    ah_state *st = NULL;
+    double res = -1;
+    if (fi_work_build(p, &w, s, 99)) goto out;
+    if (cascade_off) w.batch.common_prefix_len = 0;
+    if (p->ops->state_create(p->ctx, &w.spec, &w.lim, &st) != AH_OK) {
+        fprintf(stderr, "state_create: %s\n", p->ops->context_error(p->ctx));
+        goto out;
+    }
+    if (p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream) != AH_OK) {
+        fprintf(stderr, "plan: %s\n", p->ops->state_error(st));
+        goto out;
+    }
+    ah_forward_args a = fi_work_args(&w, s, p->stream, 0);
+    float *t = malloc(sizeof(float) * (size_t)g_reps);
+    for (int i = 0; i < 5; i++) p->ops->forward(st, &a);
+    for (int i = 0; i < g_reps; i++) {
+        p->ops->timer_start(p->ctx, p->stream);
+        if (p->ops->forward(st, &a) != AH_OK) {
+            fprintf(stderr, "forward: %s\n", p->ops->state_error(st));
+            free(t);
+            goto out;
+        }
+        p->ops->timer_stop(p->ctx, p->stream, &t[i]);
+    }
+    res = median(t, g_reps);
+    free(t);
+    /* Bytes a perfect kernel reads: each request's visible KV once (shared
+     * prefix once when cascading), plus q and out. */
+    const double kv_row = (double)s->hk * (s->d + (s->mla ? 0 : s->dv)) * ah_dtype_size(s->kv_dtype);
+    double rows = 0, fl = 0;
+    for (uint32_t r = 0; r < s->num_reqs; r++) {
+        double ctx = s->seqlens[r] - (cascade_off ? 0 : (double)w.batch.common_prefix_len);
+        rows += ctx;
+        for (int32_t i = 0; i < s->qlens[r]; i++) fl += (double)(s->seqlens[r] - s->qlens[r] + i + 1);
+    }
+    rows += cascade_off ? 0 : w.batch.common_prefix_len;
+    *kv_bytes = rows * kv_row + (double)w.num_tokens * s->hq * (s->d + s->dv) * ah_dtype_size(s->q_dtype);
+    *flops = fl * 2.0 * s->hq * (s->d + s->dv);
+out:
+    if (st) p->ops->state_destroy(st);
+    fi_work_free(p, &w);
+    return res;
+}
+
+static fi_shape shape(uint32_t hq, uint32_t hk, uint32_t d, uint32_t bs, uint32_t R,
+                      int32_t *ql, int32_t *sl)
+{
+    fi_shape s;
+    memset(&s, 0, sizeof s);
+    s.q_dtype = s.kv_dtype = AH_DTYPE_BF16;
+    s.hq = hq, s.hk = hk, s.d = s.dv = d, s.block_size = bs;
+    s.layout = AH_KV_LAYOUT_NHD;
+    s.attn = AH_ATTN_DECODER;
+    s.num_reqs = R;
+    s.qlens = ql;
+    s.seqlens = sl;
+    return s;
+}
+
+static void row(const char *name, double ms, double bytes, double flops, double bw)
+{
+    if (ms < 0) {
+        printf("| %-46s | failed |\n", name);
+        return;
+    }
+    const double gbs = bytes / (ms * 1e-3) / 1e9, tf = flops / (ms * 1e-3) / 1e12;
+    printf("| %-46s | %8.3f | %7.0f | %5.1f%% | %6.1f |\n", name, ms, gbs, 100.0 * gbs / bw, tf);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = FI_PLUGIN_PATH;
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+    }
+    if (g_reps < 3) g_reps = 3;
+    fi_plugin p;
+    int rc = fi_plugin_open(&p, path);
+    if (rc) return rc;
+    const double bw = copy_bandwidth(&p);
+    printf("device: %s (%s), %u SMs; device-to-device copy: %.0f GB/s (read+write)\n",
+           p.probe.device_name, p.probe.arch, p.probe.multiprocessors, bw);
+    printf("| shape (bf16, Hq/Hk, head) | median ms | GB/s | %% copy BW | TFLOP/s |\n");
+    printf("| --- | --- | --- | --- | --- |\n");
+    static int32_t ql[256], sl[256];
+    double bytes, flops;
+    char name[128];
+    const int ctxs[3] = {4096, 8192, 16384};
+    for (int c = 0; c < 3; c++) {
+        if (quick && c) break;
+        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
+        fi_shape s = shape(32, 8, 128, 16, 64, ql, sl);
+        double ms = time_forward(&p, &s, 1, &bytes, &flops);
+        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page16", ctxs[c]);
+        row(name, ms, bytes, flops, bw);
+    }
+    for (int pg = 0; pg < 2; pg++) {
+        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
+        fi_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
+        double ms = time_forward(&p, &s, 1, &bytes, &flops);
+        snprintf(name, sizeof name, "decode B64 ctx4096 32/8 d128 page%d", pg ? 16 : 1);
+        row(name, ms, bytes, flops, bw);
+    }
+    {
+        const int Rs[3] = {1, 4, 16};
+        for (int i = 0; i < 3; i++) {
+            for (int r = 0; r < Rs[i]; r++) ql[r] = 1, sl[r] = 32768;
+            fi_shape s = shape(32, 8, 128, 16, (uint32_t)Rs[i], ql, sl);
+            double ms = time_forward(&p, &s, 1, &bytes, &flops);
+            snprintf(name, sizeof name, "decode B%d ctx32768 32/8 d128 (split-KV)", Rs[i]);
+            row(name, ms, bytes, flops, bw);
+        }
+    }
+    {
+        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
+        fi_shape s = shape(32, 8, 128, 16, 64, ql, sl);
+        s.kv_dtype = AH_DTYPE_FP8_E4M3;
+        s.k_scale = s.v_scale = 0.01f;
+        double ms = time_forward(&p, &s, 1, &bytes, &flops);
+        row("decode B64 ctx4096 32/8 d128 kv fp8_e4m3", ms, bytes, flops, bw);
+    }
+    {
+        for (int r = 0; r < 32; r++) ql[r] = 1, sl[r] = 4096;
+        fi_shape s = shape(16, 1, 576, 64, 32, ql, sl);
+        s.dv = 512;
+        s.mla = 1;
+        double ms = time_forward(&p, &s, 1, &bytes, &flops);
+        row("MLA decode B32 ctx4096 16 heads 576/512 page64", ms, bytes, flops, bw);
+    }
+    /* Cascade: 64 decode requests sharing a 4096-token prefix, 256 own. */
+    for (int on = 1; on >= 0; on--) {
+        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096 + 256;
+        fi_shape s = shape(32, 8, 128, 16, 64, ql, sl);
+        s.prefix_blocks = 4096 / 16;
+        double ms = time_forward(&p, &s, !on, &bytes, &flops);
+        snprintf(name, sizeof name, "cascade B64 prefix4096+256 decode %s", on ? "on" : "off");
+        row(name, ms, bytes, flops, bw);
+    }
+    /* Prefill (causal, no cache) and extend. */
+    {
+        ql[0] = sl[0] = 4096;
+        fi_shape s = shape(32, 8, 128, 16, 1, ql, sl);
+        row("prefill B1 4096 causal 32/8 d128", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        for (int r = 0; r < 4; r++) ql[r] = sl[r] = 1024;
+        s = shape(32, 8, 128, 16, 4, ql, sl);
+        row("prefill B4 1024 causal 32/8 d128", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        for (int r = 0; r < 4; r++) ql[r] = 512, sl[r] = 4096;
+        s = shape(32, 8, 128, 16, 4, ql, sl);
+        row("extend B4 512 new on 3584 cached 32/8 d128", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        ql[0] = sl[0] = 4096;
+        s = shape(32, 32, 64, 16, 1, ql, sl);
+        row("prefill B1 4096 causal 32/32 d64", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        s = shape(16, 16, 256, 16, 1, ql, sl);
+        row("prefill B1 4096 causal 16/16 d256", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+    }
+    fi_plugin_close(&p);
+    return 0;
+}

@@ -1,0 +1,290 @@
+/*
+ * Decode kernel: one CTA per (query token, block of GB query heads sharing a
+ * KV head, KV partition). Written for the memory-bound case of one or a few
+ * query tokens per request, where the whole cost is reading K and V once.
+ *
+ * Shape of the work: a "row group" of TX threads owns one key at a time;
+ * each thread holds 8 channels of the key (16 bytes for 16-bit caches, 8 for
+ * FP8) and of the GB queries, so the GB dot products of one key come from one
+ * read of it (GQA/MQA grouping). The 128/TX row groups walk the partition's
+ * keys with a stride, U keys per step with all their loads issued before any
+ * use (2*U 16-byte loads in flight per thread), and keep independent online-
+ * softmax states that are merged through shared memory at the end. The
+ * partition is a contiguous key range: num_splits > 1 (split-KV) spreads a
+ * long sequence over several CTAs when the batch alone cannot fill the GPU,
+ * and a merge kernel combines the partial states by their LSE.
+ *
+ * Masks are ranges per query (visible_range), so no per-key test is needed
+ * beyond the partition end. MLA (D != DV) reads V from the K registers.
+ */
+#ifndef FI_DECODE_KERNEL_CUH
+#define FI_DECODE_KERNEL_CUH
+
+#include "fi_common.cuh"
+#include "fi_dispatch.cuh"
+
+namespace fi {
+
+template <typename QT, typename KT, int D, int DV, int GB> struct decode_cfg {
+    static constexpr int EPT = 8;                 /* channels per thread per chunk */
+    static constexpr int NCH = D / EPT;           /* chunks per K row */
+    static constexpr int NCHV = DV / EPT;
+    static constexpr int TX = NCH >= 32 ? 32 : NCH;
+    static constexpr int CPT = (NCH + TX - 1) / TX; /* chunks per thread */
+    static constexpr int THREADS = 128;
+    static constexpr int ROWS = THREADS / TX;
+    static constexpr int U = 4;
+    static constexpr bool MLA = D != DV;
+    static_assert((TX & (TX - 1)) == 0, "row group must be a power of two");
+};
+
+/* Eight KV channels at p as floats. */
+template <typename KT> __device__ __forceinline__ void load8(const KT *p, uint4 &raw)
+{
+    if constexpr (elem<KT>::fp8) {
+        uint2 h = __ldg(reinterpret_cast<const uint2 *>(p));
+        raw = make_uint4(h.x, h.y, 0, 0);
+    } else {
+        raw = ldg16(p);
+    }
+}
+template <typename KT> __device__ __forceinline__ void cvt8(const uint4 &raw, float *f)
+{
+    if constexpr (elem<KT>::fp8) {
+        float tmp[16];
+        cvt16<KT>(raw, tmp); /* only the first 8 are meaningful */
+#pragma unroll
+        for (int i = 0; i < 8; i++) f[i] = tmp[i];
+    } else {
+        cvt16<KT>(raw, f);
+    }
+}
+
+/* Combine an accumulated (O, L, M) state with an optional sink (all base 2)
+ * into the normalised output factor and the base-2 LSE. */
+__device__ __forceinline__ void finish_state(float L, float M, float sink2, bool has_sink,
+                                             float *o_factor, float *lse2)
+{
+    float Mx = has_sink ? fmaxf(M, sink2) : M;
+    if (Mx == -INFINITY) { /* nothing visible, no sink */
+        *o_factor = 0.f;
+        *lse2 = -INFINITY;
+        return;
+    }
+    float a = M == -INFINITY ? 0.f : exp2f(M - Mx);
+    float den = L * a + (has_sink ? exp2f(sink2 - Mx) : 0.f);
+    *o_factor = den > 0.f ? a / den : 0.f;
+    *lse2 = Mx + log2f(den);
+}
+
+template <typename QT, typename KT, int D, int DV, int GB>
+__global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
+{
+    using C = decode_cfg<QT, KT, D, DV, GB>;
+    __shared__ float sm_acc[C::ROWS][GB][DV];
+    __shared__ float sm_m[C::ROWS][GB], sm_l[C::ROWS][GB];
+
+    const int t = blockIdx.x, split = blockIdx.z;
+    const int blocks_per_kv = p.group / GB;
+    const int hk = blockIdx.y / blocks_per_kv;
+    const int h0 = hk * p.group + (blockIdx.y % blocks_per_kv) * GB;
+    const int tx = threadIdx.x % C::TX, row = threadIdx.x / C::TX;
+
+    const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
+    const int seq_len = p.plan.seq_lens[r];
+    const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
+    int lo, hi;
+    visible_range(p.var, pos, seq_len, p.kv_begin, &lo, &hi);
+    const int n = max(hi - lo, 0);
+    const int chunk = (n + p.num_splits - 1) / p.num_splits;
+    const int a = lo + split * chunk, b = min(hi, a + chunk);
+
+    const KT *kc = static_cast<const KT *>(p.k_cache);
+    const KT *vc = static_cast<const KT *>(p.v_cache);
+    const QT *qbase = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
+
+    float q[GB][C::CPT * 8];
+    float slope[GB];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        slope[g] = p.var.alibi ? p.var.slopes[h0 + g] : 0.f;
+#pragma unroll
+        for (int c = 0; c < C::CPT; c++) {
+            const int ch = tx + c * C::TX;
+            if (ch < C::NCH) {
+                uint4 raw = ldg16(qbase + (int64_t)(h0 + g) * p.q_stride_h + ch * 8);
+                cvt16<QT>(raw, &q[g][c * 8]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; e++) q[g][c * 8 + e] = 0.f;
+            }
+        }
+    }
+
+    float m[GB], l[GB], acc[GB][C::CPT * 8];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.f;
+#pragma unroll
+        for (int e = 0; e < C::CPT * 8; e++) acc[g][e] = 0.f;
+    }
+
+    for (int j0 = a + row; j0 < b; j0 += C::ROWS * C::U) {
+        uint4 kr[C::U][C::CPT], vr[C::MLA ? 1 : C::U][C::CPT];
+        /* Issue every load of the step before using any. */
+#pragma unroll
+        for (int u = 0; u < C::U; u++) {
+            const int j = j0 + u * C::ROWS;
+            if (j < b) {
+                const int64_t ko = kv_row(p.kg, pages, j, hk);
+                const int64_t vo = C::MLA ? 0 : kv_row(p.vg, pages, j, hk);
+#pragma unroll
+                for (int c = 0; c < C::CPT; c++) {
+                    const int ch = tx + c * C::TX;
+                    if (ch < C::NCH) load8<KT>(kc + ko + ch * 8, kr[u][c]);
+                    if constexpr (!C::MLA)
+                        if (ch < C::NCHV) load8<KT>(vc + vo + ch * 8, vr[u][c]);
+                }
+            }
+        }
+        float s[C::U][GB];
+#pragma unroll
+        for (int u = 0; u < C::U; u++) {
+            const int j = j0 + u * C::ROWS;
+#pragma unroll
+            for (int g = 0; g < GB; g++) s[u][g] = 0.f;
+            if (j < b) {
+#pragma unroll
+                for (int c = 0; c < C::CPT; c++) {
+                    const int ch = tx + c * C::TX;
+                    if (ch < C::NCH) {
+                        float kf[8];
+                        cvt8<KT>(kr[u][c], kf);
+#pragma unroll
+                        for (int g = 0; g < GB; g++)
+#pragma unroll
+                            for (int e = 0; e < 8; e++) s[u][g] += q[g][c * 8 + e] * kf[e];
+                    }
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+#pragma unroll
+                for (int off = C::TX / 2; off > 0; off >>= 1)
+                    s[u][g] += __shfl_xor_sync(0xffffffffu, s[u][g], off);
+                s[u][g] = j < b ? logit2(p.var, s[u][g], slope[g], j, pos) : -INFINITY;
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            float mx = m[g];
+#pragma unroll
+            for (int u = 0; u < C::U; u++) mx = fmaxf(mx, s[u][g]);
+            if (mx == -INFINITY) continue;
+            const float alpha = exp2f(m[g] - mx);
+            m[g] = mx;
+            l[g] *= alpha;
+#pragma unroll
+            for (int e = 0; e < C::CPT * 8; e++) acc[g][e] *= alpha;
+#pragma unroll
+            for (int u = 0; u < C::U; u++) {
+                const float pu = exp2f(s[u][g] - mx);
+                l[g] += pu;
+                if (j0 + u * C::ROWS < b) {
+#pragma unroll
+                    for (int c = 0; c < C::CPT; c++) {
+                        const int ch = tx + c * C::TX;
+                        if (ch < C::NCHV) {
+                            float vf[8];
+                            if constexpr (C::MLA) cvt8<KT>(kr[u][c], vf);
+                            else cvt8<KT>(vr[u][c], vf);
+#pragma unroll
+                            for (int e = 0; e < 8; e++) acc[g][c * 8 + e] += pu * vf[e];
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /* Merge the row groups' states. */
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+#pragma unroll
+        for (int c = 0; c < C::CPT; c++) {
+            const int ch = tx + c * C::TX;
+            if (ch < C::NCHV)
+#pragma unroll
+                for (int e = 0; e < 8; e++) sm_acc[row][g][ch * 8 + e] = acc[g][c * 8 + e];
+        }
+        if (tx == 0) {
+            sm_m[row][g] = m[g];
+            sm_l[row][g] = l[g];
+        }
+    }
+    __syncthreads();
+
+    const bool final_out = p.num_splits == 1 && !p.partial;
+    for (int idx = threadIdx.x; idx < GB * DV; idx += C::THREADS) {
+        const int g = idx / DV, d = idx % DV, h = h0 + g;
+        float M = -INFINITY;
+#pragma unroll
+        for (int rr = 0; rr < C::ROWS; rr++) M = fmaxf(M, sm_m[rr][g]);
+        float L = 0.f, O = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int rr = 0; rr < C::ROWS; rr++) {
+                const float w = exp2f(sm_m[rr][g] - M);
+                L += sm_l[rr][g] * w;
+                O += sm_acc[rr][g][d] * w;
+            }
+        }
+        if (final_out) {
+            const bool has_sink = p.var.sinks != nullptr;
+            const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
+            float f, lse2;
+            finish_state(L, M, sink2, has_sink, &f, &lse2);
+            QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
+                    (int64_t)h * p.o.out_stride_h;
+            o[d] = from_f32<QT>(O * f * p.var.v_scale);
+            if (d == 0 && p.o.lse) p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+        } else {
+            const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
+            const float f = L > 0.f ? 1.f / L : 0.f;
+            p.o.part_o[(slot * p.num_qo_heads + h) * DV + d] = O * f * p.var.v_scale;
+            if (d == 0)
+                p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
+        }
+    }
+}
+
+/* Launch for one head size; instantiated per head size in decode_d*.cu. */
+template <int D, int DV>
+cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_params &p,
+                             cudaStream_t st, int *occupancy)
+{
+    FI_DISPATCH_QTYPE(q_dtype, QT, {
+        FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
+            FI_DISPATCH_GROUP_BLOCK(gb, GB, {
+                if constexpr (D != DV && GB > 2) {
+                    FI_UNSUPPORTED("MLA decode head-group block", GB, "1, 2");
+                } else {
+                    auto kern = decode_kernel<QT, KT, D, DV, GB>;
+                    if (occupancy) {
+                        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, 128,
+                                                                             0);
+                    }
+                    dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
+                    kern<<<grid, 128, 0, st>>>(p);
+                    return cudaPeekAtLastError();
+                }
+            })
+        })
+    })
+    return cudaSuccess;
+}
+
+} // namespace fi
+
+#endif

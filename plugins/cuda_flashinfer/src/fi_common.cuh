@@ -1,0 +1,188 @@
+/*
+ * Device-side building blocks shared by every kernel of the plugin: element
+ * conversions (fp16, bf16, fp8 e4m3/e5m2 to float and back), 16-byte vector
+ * loads, cp.async and the attention variant hooks (visibility mask, logits
+ * soft-cap, ALiBi, sinks) that decode and prefill kernels apply identically.
+ *
+ * Scores are carried in the base-2 domain (multiplied by log2 e) so the
+ * online softmax uses exp2f; LSE leaves the plugin in natural log.
+ */
+#ifndef FI_COMMON_CUH
+#define FI_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+#include "fi_params.h"
+
+#define FI_LOG2E 1.4426950408889634f
+#define FI_LN2 0.6931471805599453f
+
+namespace fi {
+
+/* ---- element types ------------------------------------------------------ */
+
+/* Storage types for FP8 caches: one byte, decoded by a tag type. */
+struct e4m3 { uint8_t x; };
+struct e5m2 { uint8_t x; };
+
+template <typename T> struct elem;
+template <> struct elem<half> { static constexpr bool fp8 = false; };
+template <> struct elem<__nv_bfloat16> { static constexpr bool fp8 = false; };
+template <> struct elem<e4m3> { static constexpr bool fp8 = true; static constexpr __nv_fp8_interpretation_t kind = __NV_E4M3; };
+template <> struct elem<e5m2> { static constexpr bool fp8 = true; static constexpr __nv_fp8_interpretation_t kind = __NV_E5M2; };
+
+__device__ __forceinline__ float to_f32(half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ half from_f32<half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/* Two floats packed as one 32-bit register of T pairs (mma operands, stores). */
+template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t pack2<half>(float a, float b)
+{
+    half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* Unpack 16 bytes of T into floats: 8 for 16-bit types, 16 for FP8. */
+template <typename T> struct vec16 {
+    static constexpr int N = 16 / (int)sizeof(T);
+};
+
+__device__ __forceinline__ float2 unpack2(uint32_t w, half *) {
+    return __half22float2(*reinterpret_cast<half2 *>(&w));
+}
+__device__ __forceinline__ float2 unpack2(uint32_t w, __nv_bfloat16 *) {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&w));
+}
+
+template <typename T>
+__device__ __forceinline__ void cvt16(const uint4 &raw, float *f)
+{
+    if constexpr (elem<T>::fp8) {
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+#pragma unroll
+            for (int k = 0; k < 2; k++) {
+                __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+                    (__nv_fp8x2_storage_t)((w[i] >> (16 * k)) & 0xffffu), elem<T>::kind);
+                float2 v = __half22float2(*reinterpret_cast<half2 *>(&h));
+                f[i * 4 + k * 2] = v.x;
+                f[i * 4 + k * 2 + 1] = v.y;
+            }
+        }
+    } else {
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float2 v = unpack2(w[i], (T *)nullptr);
+            f[2 * i] = v.x;
+            f[2 * i + 1] = v.y;
+        }
+    }
+}
+
+/* 8 FP8 bytes (one uint2) to 8 values of the 16-bit type Q, packed in a uint4:
+ * how the tensor-core kernel stages an FP8 cache tile in shared memory. */
+template <typename KV, typename Q>
+__device__ __forceinline__ uint4 fp8x8_to(uint2 raw)
+{
+    const uint32_t w[2] = {raw.x, raw.y};
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+                (__nv_fp8x2_storage_t)((w[i] >> (16 * k)) & 0xffffu), elem<KV>::kind);
+            float2 v = __half22float2(*reinterpret_cast<half2 *>(&h));
+            o[i * 2 + k] = pack2<Q>(v.x, v.y);
+        }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+/* Encode a float into an FP8 byte, nearest-even, saturating to the largest
+ * finite value (the reference's rule). */
+template <typename T> __device__ __forceinline__ uint8_t to_fp8(float v)
+{
+    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, elem<T>::kind);
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+__device__ __forceinline__ uint4 ldg16(const void *p)
+{
+    return __ldg(reinterpret_cast<const uint4 *>(p));
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16-byte asynchronous copy; src_bytes 0 writes zeros without reading. */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* ---- the paged cache ------------------------------------------------------- */
+
+/* Element offset of key position j's row (kv head hk) of request whose pages
+ * start at pages (a slice of kv_indices). */
+__device__ __forceinline__ int64_t kv_row(const kv_geom &g, const int32_t *pages, int j, int hk)
+{
+    const int64_t page = pages[j >> g.page_shift];
+    const int slot = j & ((1 << g.page_shift) - 1);
+    return page * g.stride_page + (int64_t)slot * g.stride_slot + (int64_t)hk * g.stride_head;
+}
+
+/* ---- variant hooks ------------------------------------------------------- */
+
+/* Key positions a query at position p may see: [lo, hi) intersected with
+ * [kv_begin, seq_len). Masks in this plugin are ranges per query row. */
+__device__ __forceinline__ void visible_range(const variant &v, int p, int seq_len, int kv_begin,
+                                              int *lo, int *hi)
+{
+    int a = kv_begin, b = seq_len;
+    if (v.attn == FI_ATTN_CAUSAL) {
+        b = min(b, p + 1);
+        if (v.window) a = max(a, p - v.window + 1);
+    } else if (v.attn == FI_ATTN_BIDIR && v.window) {
+        a = max(a, p - v.window + 1);
+        b = min(b, p + v.window);
+    }
+    *lo = a;
+    *hi = b;
+}
+
+/* A raw dot product q.k (stored units) to the base-2 logit: scale and the
+ * key dequantisation scale, soft-cap, ALiBi. */
+__device__ __forceinline__ float logit2(const variant &v, float dot, float slope, int j, int p)
+{
+    float s = dot * v.qk_scale;
+    if (v.softcap > 0.f) s = v.softcap * tanhf(s * v.inv_softcap);
+    if (v.alibi) s += slope * (float)(j - p);
+    return s * FI_LOG2E;
+}
+
+} // namespace fi
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * Parameter structs passed by value to the kernels, and the launcher
+ * declarations the host side (plugin.cu) calls. Kernel files include this;
+ * so does the host code. Plain data only: the kernels receive one struct
+ * each so adding a feature never changes a launch site's argument list.
+ */
+#ifndef FI_PARAMS_H
+#define FI_PARAMS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+namespace fi {
+
+/* Element types the kernels are instantiated for. */
+enum dtype_id { FI_F16 = 0, FI_BF16 = 1, FI_E4M3 = 2, FI_E5M2 = 3 };
+
+enum attn_kind {
+    FI_ATTN_CAUSAL = 0, /* decoder self-attention */
+    FI_ATTN_BIDIR = 1,  /* encoder / encoder-only */
+    FI_ATTN_CROSS = 2   /* encoder-decoder: every key visible */
+};
+
+/* Where a key row lives: element strides of one cache tensor. */
+struct kv_geom {
+    int page_shift;      /* log2(block_size) */
+    int64_t stride_page; /* elements per block */
+    int64_t stride_slot; /* between tokens of a block */
+    int64_t stride_head; /* between kv heads */
+};
+
+/* The attention variant: what the hooks in fi_common.cuh apply. */
+struct variant {
+    int attn;          /* attn_kind */
+    int window;        /* 0: none */
+    float qk_scale;    /* softmax scale * k dequant scale */
+    float v_scale;     /* value dequant scale (1 unless FP8) */
+    float softcap;     /* 0: none */
+    float inv_softcap;
+    int alibi;         /* slopes != NULL */
+    const float *slopes; /* [Hq] */
+    const float *sinks;  /* [Hq] or NULL */
+};
+
+/* Planned batch metadata, all device buffers owned by the state. */
+struct plan_bufs {
+    int32_t *qo_indptr;     /* [reqs+1] */
+    int32_t *kv_indptr;     /* [reqs+1] pages */
+    int32_t *kv_indices;    /* [sum pages] */
+    int32_t *kv_last_page_len; /* [reqs] */
+    int32_t *seq_lens;      /* [reqs] */
+    int32_t *token_req;     /* [tokens] request of each query token */
+    int32_t *token_pos;     /* [tokens] position of each query token */
+    int32_t *tile_indptr;   /* [reqs+1] tensor-core q tiles per request */
+    int32_t *tile_req;      /* [tiles] */
+    int32_t *tile_row0;     /* [tiles] first packed row of the tile */
+    int32_t *num_tiles;     /* [1] */
+};
+
+/* Output side shared by decode and prefill: either the final result (out in
+ * the query dtype, optional lse) or a partial state (fp32 values normalised by
+ * their own denominator, base-2 lse) in a workspace slot for a later merge. */
+struct out_desc {
+    void *out;             /* final: [T, Hq, DV] in q dtype */
+    int64_t out_stride_t, out_stride_h;
+    float *lse;            /* final: [T, Hq] natural log, or NULL */
+    int64_t lse_stride_t;
+    float *part_o;         /* partial: [S][T][Hq][DV] */
+    float *part_lse;       /* partial: [S][T][Hq], base 2 */
+    int part_slot;         /* slot of split 0 in this pass */
+};
+
+struct attn_params {
+    const void *q;
+    int64_t q_stride_t, q_stride_h;
+    const void *k_cache;
+    const void *v_cache; /* == k_cache for MLA */
+    kv_geom kg, vg;
+    plan_bufs plan;
+    variant var;
+    out_desc o;
+    int num_tokens, num_qo_heads, num_kv_heads, group; /* group = Hq / Hk */
+    int kv_begin;         /* keys below this are left out (cascade suffix) */
+    int num_splits;       /* decode: KV partitions per query row */
+    int shared_prefix;    /* prefill: rows = every token, keys = request 0's [0, prefix_len) */
+    int prefix_len;
+    int partial;          /* write out_desc partial state instead of the result */
+};
+
+struct merge_params {
+    const float *part_o, *part_lse;
+    int num_parts, num_tokens, num_heads, dv;
+    const float *sinks;
+    float v_scale_unused;
+    void *out;
+    int64_t out_stride_t, out_stride_h;
+    float *lse;
+    int64_t lse_stride_t;
+};
+
+/* Launchers (one per kernel family), returning the launch error. */
+cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
+                        const int32_t *block_table, int64_t bt_stride, int num_reqs,
+                        int num_tokens, int page_shift, int group, const plan_bufs &pb,
+                        cudaStream_t st);
+cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
+                          const attn_params &p, cudaStream_t st);
+/* Largest resident CTAs per SM of the decode kernel for this config (0 on error). */
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb);
+cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &p, int grid_tiles,
+                           cudaStream_t st);
+/* Does the tensor-core kernel exist for this head size? */
+bool prefill_supported(int d, int dv);
+cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st);
+cudaError_t launch_merge_states(int q_dtype, const void *va, const float *la, const void *vb,
+                                const float *lb, void *out, float *lse_out, int T, int H, int D,
+                                cudaStream_t st);
+cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t src_stride_t,
+                            int64_t src_stride_h, void *cache, const kv_geom &g, int d,
+                            const int64_t *slot_mapping, int num_tokens, int num_kv_heads,
+                            float inv_scale, cudaStream_t st);
+
+/* The decode kernel's head-group width for a group size (1, 2, 4 or 8). */
+int decode_group_block(int group, bool mla);
+
+} // namespace fi
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * Head-size dispatch for the decode and tensor-core kernel families: the
+ * per-head-size instantiations live in decode_d*.cu / prefill_d*.cu so a
+ * build compiles them in parallel; this file turns the runtime head size into
+ * the matching instantiation and names an unsupported one.
+ */
+#include "fi_common.cuh"
+#include "fi_dispatch.cuh"
+
+namespace fi {
+
+template <int D, int DV>
+cudaError_t decode_launch_hd(int, int, int, const attn_params &, cudaStream_t, int *);
+template <int D>
+cudaError_t prefill_launch_hd(int, int, const attn_params &, int, cudaStream_t);
+
+extern template cudaError_t decode_launch_hd<64, 64>(int, int, int, const attn_params &,
+                                                     cudaStream_t, int *);
+extern template cudaError_t decode_launch_hd<128, 128>(int, int, int, const attn_params &,
+                                                       cudaStream_t, int *);
+extern template cudaError_t decode_launch_hd<256, 256>(int, int, int, const attn_params &,
+                                                       cudaStream_t, int *);
+extern template cudaError_t decode_launch_hd<576, 512>(int, int, int, const attn_params &,
+                                                       cudaStream_t, int *);
+extern template cudaError_t prefill_launch_hd<64>(int, int, const attn_params &, int, cudaStream_t);
+extern template cudaError_t prefill_launch_hd<128>(int, int, const attn_params &, int, cudaStream_t);
+extern template cudaError_t prefill_launch_hd<256>(int, int, const attn_params &, int, cudaStream_t);
+
+static cudaError_t decode_any(int q_dtype, int kv_dtype, int d, int dv, int gb,
+                              const attn_params *p, cudaStream_t st, int *occ)
+{
+    static const attn_params none = {};
+    const attn_params &pp = p ? *p : none;
+    if (d == 576 && dv == 512) return decode_launch_hd<576, 512>(q_dtype, kv_dtype, gb, pp, st, occ);
+    if (d != dv) FI_UNSUPPORTED("qk/v head size pair with qk", d, "equal sizes, or MLA 576/512");
+    FI_DISPATCH_HEAD_DIM(d, D, { return decode_launch_hd<D, D>(q_dtype, kv_dtype, gb, pp, st, occ); })
+    return cudaSuccess;
+}
+
+cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, const attn_params &p,
+                          cudaStream_t st)
+{
+    return decode_any(q_dtype, kv_dtype, d, dv, gb, &p, st, nullptr);
+}
+
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb)
+{
+    int n = 0;
+    if (decode_any(q_dtype, kv_dtype, d, dv, gb, nullptr, 0, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+bool prefill_supported(int d, int dv) { return d == dv && (d == 64 || d == 128 || d == 256); }
+
+cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &p, int grid_tiles,
+                           cudaStream_t st)
+{
+    FI_DISPATCH_HEAD_DIM(d, D, { return prefill_launch_hd<D>(q_dtype, kv_dtype, p, grid_tiles, st); })
+    return cudaSuccess;
+}
+
+int decode_group_block(int group, bool mla)
+{
+    const int cap = mla ? 2 : 8;
+    for (int gb = cap; gb > 1; gb >>= 1)
+        if (group % gb == 0) return gb;
+    return 1;
+}
+
+} // namespace fi

@@ -1,0 +1,124 @@
+/*
+ * Combining attention states and storing KV:
+ *  - merge_partials: the split-KV / cascade reduction. S partial states
+ *    (fp32 values each normalised by its own denominator, base-2 LSE) of one
+ *    (token, head) become the final output in the query dtype and the
+ *    natural-log LSE; attention sinks enter here, once.
+ *  - merge_states: the ABI's merge operation on two results in the query
+ *    dtype with natural-log LSEs.
+ *  - write_kv: new tokens' K or V into the paged cache at slot_mapping,
+ *    converted (and divided by the scale for FP8).
+ */
+#include "fi_common.cuh"
+#include "fi_dispatch.cuh"
+
+namespace fi {
+
+template <typename QT> __global__ void merge_partials_kernel(const merge_params m)
+{
+    const int t = blockIdx.x, h = blockIdx.y;
+    const int64_t stride_part = (int64_t)m.num_tokens * m.num_heads;
+    const int64_t row = (int64_t)t * m.num_heads + h;
+    const bool has_sink = m.sinks != nullptr;
+    const float sink2 = has_sink ? m.sinks[h] * FI_LOG2E : -INFINITY;
+    float M = sink2;
+    for (int s = 0; s < m.num_parts; s++) M = fmaxf(M, m.part_lse[s * stride_part + row]);
+    float den = 0.f;
+    if (M != -INFINITY) {
+        for (int s = 0; s < m.num_parts; s++) den += exp2f(m.part_lse[s * stride_part + row] - M);
+        if (has_sink) den += exp2f(sink2 - M);
+    }
+    QT *o = static_cast<QT *>(m.out) + (int64_t)t * m.out_stride_t + (int64_t)h * m.out_stride_h;
+    for (int d = threadIdx.x; d < m.dv; d += blockDim.x) {
+        float acc = 0.f;
+        if (den > 0.f)
+            for (int s = 0; s < m.num_parts; s++) {
+                const float w = exp2f(m.part_lse[s * stride_part + row] - M) / den;
+                acc += w * m.part_o[(s * stride_part + row) * m.dv + d];
+            }
+        o[d] = from_f32<QT>(acc);
+    }
+    if (threadIdx.x == 0 && m.lse)
+        m.lse[(int64_t)t * m.lse_stride_t + h] = den > 0.f ? (M + log2f(den)) * FI_LN2 : -INFINITY;
+}
+
+cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st)
+{
+    if (m.num_tokens == 0) return cudaSuccess;
+    FI_DISPATCH_QTYPE(q_dtype, QT, {
+        merge_partials_kernel<QT><<<dim3(m.num_tokens, m.num_heads), 128, 0, st>>>(m);
+    })
+    return cudaPeekAtLastError();
+}
+
+template <typename QT>
+__global__ void merge_states_kernel(const QT *va, const float *la, const QT *vb, const float *lb,
+                                    QT *out, float *lse_out, int D)
+{
+    const int64_t row = blockIdx.x;
+    const float a = la[row], b = lb[row], M = fmaxf(a, b);
+    float wa = 0.f, wb = 0.f, sum = 0.f;
+    if (M != -INFINITY) {
+        wa = expf(a - M);
+        wb = expf(b - M);
+        sum = wa + wb;
+        wa /= sum;
+        wb /= sum;
+    }
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        const float x = to_f32(va[row * D + d]), y = to_f32(vb[row * D + d]);
+        out[row * D + d] = from_f32<QT>(M == -INFINITY ? 0.f : wa * x + wb * y);
+    }
+    /* Every thread has read its elements of va before this point in program
+     * order; lse_out may alias nothing the others still read. */
+    if (threadIdx.x == 0 && lse_out) lse_out[row] = M == -INFINITY ? -INFINITY : M + logf(sum);
+}
+
+cudaError_t launch_merge_states(int q_dtype, const void *va, const float *la, const void *vb,
+                                const float *lb, void *out, float *lse_out, int T, int H, int D,
+                                cudaStream_t st)
+{
+    if ((int64_t)T * H == 0) return cudaSuccess;
+    FI_DISPATCH_QTYPE(q_dtype, QT, {
+        merge_states_kernel<QT><<<T * H, 128, 0, st>>>(
+            static_cast<const QT *>(va), la, static_cast<const QT *>(vb), lb,
+            static_cast<QT *>(out), lse_out, D);
+    })
+    return cudaPeekAtLastError();
+}
+
+template <typename QT, typename KT>
+__global__ void write_kv_kernel(const QT *src, int64_t sst, int64_t ssh, KT *cache, kv_geom g,
+                                int d, const int64_t *slots, float inv_scale)
+{
+    const int t = blockIdx.x, h = blockIdx.y;
+    const int64_t slot = slots[t];
+    if (slot < 0) return;
+    const int64_t blk = slot >> g.page_shift;
+    const int64_t off = blk * g.stride_page + (slot & ((1 << g.page_shift) - 1)) * g.stride_slot +
+                        (int64_t)h * g.stride_head;
+    const QT *s = src + (int64_t)t * sst + (int64_t)h * ssh;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+        const float v = to_f32(s[c]);
+        if constexpr (elem<KT>::fp8) reinterpret_cast<uint8_t *>(cache)[off + c] = to_fp8<KT>(v * inv_scale);
+        else cache[off + c] = from_f32<QT>(v);
+    }
+}
+
+cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t src_stride_t,
+                            int64_t src_stride_h, void *cache, const kv_geom &g, int d,
+                            const int64_t *slot_mapping, int num_tokens, int num_kv_heads,
+                            float inv_scale, cudaStream_t st)
+{
+    if (num_tokens == 0) return cudaSuccess;
+    FI_DISPATCH_QTYPE(q_dtype, QT, {
+        FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
+            write_kv_kernel<QT, KT><<<dim3(num_tokens, num_kv_heads), 128, 0, st>>>(
+                static_cast<const QT *>(src), src_stride_t, src_stride_h, static_cast<KT *>(cache),
+                g, d, slot_mapping, inv_scale);
+        })
+    })
+    return cudaPeekAtLastError();
+}
+
+} // namespace fi

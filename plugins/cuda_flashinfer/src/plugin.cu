@@ -1,0 +1,699 @@
+/*
+ * cuda_flashinfer: the plugin's descriptor, capabilities and operations.
+ *
+ * Host-side only: checks what the host hands in, sizes every device buffer
+ * at state creation from ah_limits, and turns plan/forward into launches of
+ * the kernels (plan_kernels.cu, decode_kernel.cuh, prefill_kernel.cuh,
+ * merge_kernels.cu). The choices made in plan:
+ *   - path: the bandwidth-bound decode kernel when every request has one
+ *     query token (or the head size has no tensor-core kernel, i.e. MLA);
+ *     the tensor-core kernel otherwise (prefill, extend, mixed batches);
+ *   - split-KV: when the decode grid cannot fill the GPU (tokens x head
+ *     blocks < SMs x resident CTAs), each row's keys are cut into S partitions
+ *     and merged by LSE; S comes from the measured occupancy of the kernel;
+ *   - cascade: with batch.common_prefix_len >= one block, the shared prefix
+ *     is attended once for all rows and merged with each request's suffix.
+ * Graph modes fix the launch shapes from the limits (S from max_seq_len, the
+ * tile grid from its upper bound) so replay rewrites buffers only.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attnhost/cuda_services.h>
+#include <attnhost/plugin.h>
+#include <attnhost/plugin_util.h>
+
+#include "fi_params.h"
+
+using namespace fi;
+
+/* ---- capabilities ----------------------------------------------------------- */
+
+static const uint32_t fi_qk_sizes[] = {64, 128, 256, 576};
+static const uint32_t fi_v_sizes[] = {64, 128, 256, 512};
+static const uint32_t fi_block_sizes[] = {1, 2, 4, 8, 16, 32, 64, 128};
+
+static void fi_check_combination(const ah_layer_spec *s, const ah_probe_info *probe,
+                                 ah_reason_sink *sink)
+{
+    (void)probe;
+    char v[64];
+    const int mla_shape = s->qk_head_size == 576 && s->v_head_size == 512;
+    if (s->use_mla && !mla_shape) {
+        snprintf(v, sizeof v, "qk %u, v %u", s->qk_head_size, s->v_head_size);
+        sink->add(sink, AH_REASON_COMBINATION, "mla_head_sizes", v, "qk 576, v 512");
+    }
+    if (!s->use_mla && s->qk_head_size != s->v_head_size) {
+        snprintf(v, sizeof v, "qk %u, v %u", s->qk_head_size, s->v_head_size);
+        sink->add(sink, AH_REASON_COMBINATION, "head_sizes", v, "qk == v (64, 128, 256)");
+    }
+    if (!s->use_mla && s->qk_head_size == 576) {
+        sink->add(sink, AH_REASON_COMBINATION, "qk_head_size", "576 without MLA",
+                  "576 only for absorbed MLA");
+    }
+    const int kv16 = s->kv_dtype == AH_DTYPE_FP16 || s->kv_dtype == AH_DTYPE_BF16;
+    if (kv16 && s->kv_dtype != s->q_dtype) {
+        snprintf(v, sizeof v, "q %s, kv %s", ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype));
+        sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", v,
+                  "a 16-bit KV cache in the query's dtype, or fp8");
+    }
+}
+
+static const ah_caps fi_caps = {
+    sizeof(ah_caps),
+    AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
+    AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP8_E4M3) |
+        AH_BIT(AH_DTYPE_FP8_E5M2),
+    AH_INT_SET_LIST(fi_qk_sizes),
+    AH_INT_SET_LIST(fi_v_sizes),
+    AH_INT_SET_LIST(fi_block_sizes),
+    16,
+    AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
+        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE,
+    AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
+        AH_BIT(AH_ATTN_ENCODER_DECODER),
+    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    AH_KV_LAYOUT_NHD,
+    80,
+    0,
+    NULL,
+    0,
+    0,
+    AH_GRAPH_ALWAYS,
+    1, /* padded slots: seq_len 1 keeps every kernel on a valid block 0 row */
+    0,
+    1,
+    0,
+    NULL,
+    0,
+    fi_check_combination,
+};
+
+/* ---- context -------------------------------------------------------------------- */
+
+struct ah_context {
+    ah_cuda_svc svc;
+    int sms;
+};
+#define FI_SVC(c) (&(c)->svc)
+AH_CUDA_DEFINE_DEVICE_OPS(fi, FI_SVC)
+
+static ah_status fi_probe(const ah_host_services *host, ah_probe_info *info)
+{
+    (void)host;
+    return ah_cuda_probe(info, 80);
+}
+
+static ah_status fi_context_create(const ah_host_services *host, ah_context **out, const char **why)
+{
+    (void)host;
+    *out = NULL;
+    ah_context *c = (ah_context *)calloc(1, sizeof *c);
+    if (!c) {
+        *why = "out of host memory";
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    ah_status s = ah_cuda_svc_init(&c->svc, 0, why);
+    if (s != AH_OK) {
+        free(c);
+        return s;
+    }
+    cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, 0);
+    *out = c;
+    return AH_OK;
+}
+
+static void fi_context_destroy(ah_context *c)
+{
+    if (!c) return;
+    ah_cuda_svc_fini(&c->svc);
+    free(c);
+}
+
+static const char *fi_context_error(const ah_context *c) { return c->svc.err.msg; }
+
+/* ---- state ------------------------------------------------------------------------ */
+
+enum { FI_PATH_DECODE = 0, FI_PATH_PREFILL = 1 };
+
+struct ah_state {
+    ah_context *ctx;
+    ah_layer_spec spec;
+    ah_limits lim;
+    ah_errbuf err;
+    int qt, kvt, group, gb, mla, tc; /* tc: the tensor-core kernel serves this head size */
+    int occupancy;                   /* resident decode CTAs per SM */
+    plan_bufs pb;
+    void *plan_mem;
+    float *ws_o, *ws_lse;
+    int64_t ws_rows; /* (token, partition) rows the workspace holds */
+    int max_tiles;
+    /* The last plan. */
+    int planned;
+    ah_plan_mode mode;
+    int num_reqs, num_tokens, path, splits, grid_tiles, cascade, prefix_len;
+    const int64_t *slot_mapping;
+    /* The captured shape, which replay must keep. */
+    int graph_ready, cap_reqs, cap_tokens, cap_path;
+};
+
+static int fi_dtype_id(ah_dtype t)
+{
+    switch (t) {
+    case AH_DTYPE_FP16: return FI_F16;
+    case AH_DTYPE_BF16: return FI_BF16;
+    case AH_DTYPE_FP8_E4M3: return FI_E4M3;
+    case AH_DTYPE_FP8_E5M2: return FI_E5M2;
+    default: return -1;
+    }
+}
+
+static int fi_ilog2(uint32_t x)
+{
+    int s = 0;
+    while ((1u << s) < x) s++;
+    return s;
+}
+
+/* Workspace rows for partial states: split-KV and cascade both need
+ * (partitions x tokens) rows of Hq x Dv floats; capped at 64 MiB per state. */
+static int64_t fi_ws_rows(const ah_layer_spec *s, const ah_limits *l)
+{
+    const int64_t row_bytes = (int64_t)s->num_q_heads * (s->v_head_size + 1) * 4;
+    int64_t rows = ((int64_t)64 << 20) / row_bytes;
+    const int64_t want = (int64_t)l->max_num_tokens * 16;
+    if (rows > want) rows = want;
+    if (rows < 2) rows = 0;
+    return rows;
+}
+
+static ah_status fi_workspace_size(const ah_layer_spec *s, const ah_limits *l, uint64_t *bytes)
+{
+    const int64_t rows = fi_ws_rows(s, l);
+    const int64_t G = s->num_q_heads / (s->num_kv_heads ? s->num_kv_heads : 1);
+    const int64_t R = l->max_num_reqs, T = l->max_num_tokens;
+    const int64_t tiles = (T * G + 63) / 64 + R;
+    const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + R * l->max_blocks_per_req + 2 * tiles + 1;
+    *bytes = (uint64_t)(ints * 4 + rows * s->num_q_heads * (s->v_head_size + 1) * 4);
+    return AH_OK;
+}
+
+static void fi_state_destroy(ah_state *st)
+{
+    if (!st) return;
+    if (st->plan_mem) cudaFree(st->plan_mem);
+    if (st->ws_o) cudaFree(st->ws_o);
+    free(st);
+}
+
+static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
+                                 ah_state **out)
+{
+    ah_errbuf *e = &ctx->svc.err;
+    *out = NULL;
+    if (spec->struct_size < sizeof(ah_layer_spec) || lim->struct_size < sizeof(ah_limits))
+        return ah_fail(e, AH_ERR_ABI, "state_create: layer spec or limits too small");
+    const int mla = spec->use_mla != 0;
+    if (!spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "num_q_heads %u not a multiple of num_kv_heads %u",
+                       spec->num_q_heads, spec->num_kv_heads);
+    const int qk = (int)spec->qk_head_size, vh = (int)spec->v_head_size;
+    if (mla ? !(qk == 576 && vh == 512) : !(qk == vh && (qk == 64 || qk == 128 || qk == 256)))
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "head sizes qk %d, v %d unsupported (64/128/256 equal, or MLA 576/512)", qk,
+                       vh);
+    const int qt = fi_dtype_id(spec->q_dtype), kvt = fi_dtype_id(spec->kv_dtype);
+    if (qt != FI_F16 && qt != FI_BF16)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "query dtype %s unsupported (fp16, bf16)",
+                       ah_dtype_name(spec->q_dtype));
+    if (kvt < 0 || (kvt < FI_E4M3 && kvt != qt))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv dtype %s with query %s unsupported",
+                       ah_dtype_name(spec->kv_dtype), ah_dtype_name(spec->q_dtype));
+    if (!spec->block_size || spec->block_size > 128 || (spec->block_size & (spec->block_size - 1)))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u unsupported (powers of two to 128)",
+                       spec->block_size);
+    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv layout %d unsupported (NHD, HND)",
+                       (int)spec->kv_layout);
+    if (!lim->max_num_reqs || !lim->max_num_tokens || !lim->max_blocks_per_req)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "limits: max_num_reqs, max_num_tokens and "
+                                                   "max_blocks_per_req must be positive");
+
+    ah_state *st = (ah_state *)calloc(1, sizeof *st);
+    if (!st) return ah_fail(e, AH_ERR_OUT_OF_MEMORY, "state_create: out of host memory");
+    st->ctx = ctx;
+    st->spec = *spec;
+    st->lim = *lim;
+    st->qt = qt;
+    st->kvt = kvt;
+    st->mla = mla;
+    st->group = (int)(spec->num_q_heads / spec->num_kv_heads);
+    st->gb = decode_group_block(st->group, mla);
+    st->tc = prefill_supported(qk, vh);
+
+    const int64_t R = lim->max_num_reqs, T = lim->max_num_tokens;
+    st->max_tiles = (int)((T * st->group + 63) / 64 + R);
+    const int64_t n_idx = R * lim->max_blocks_per_req;
+    const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + n_idx + 2 * (int64_t)st->max_tiles + 1;
+    cudaError_t ce = cudaSetDevice(ctx->svc.device);
+    if (ce == cudaSuccess) ce = cudaMalloc(&st->plan_mem, (size_t)ints * 4);
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError();
+        fi_state_destroy(st);
+        return ah_fail(e, ah_cuda_status(ce), "state_create: plan buffers (%lld bytes): %s",
+                       (long long)ints * 4, cudaGetErrorString(ce));
+    }
+    int32_t *p = (int32_t *)st->plan_mem;
+    st->pb.qo_indptr = p, p += R + 1;
+    st->pb.kv_indptr = p, p += R + 1;
+    st->pb.tile_indptr = p, p += R + 1;
+    st->pb.kv_last_page_len = p, p += R;
+    st->pb.seq_lens = p, p += R;
+    st->pb.token_req = p, p += T;
+    st->pb.token_pos = p, p += T;
+    st->pb.kv_indices = p, p += n_idx;
+    st->pb.tile_req = p, p += st->max_tiles;
+    st->pb.tile_row0 = p, p += st->max_tiles;
+    st->pb.num_tiles = p;
+
+    st->ws_rows = fi_ws_rows(spec, lim);
+    if (st->ws_rows) {
+        const int64_t n = st->ws_rows * spec->num_q_heads * (spec->v_head_size + 1);
+        ce = cudaMalloc((void **)&st->ws_o, (size_t)n * 4);
+        if (ce != cudaSuccess) {
+            (void)cudaGetLastError();
+            fi_state_destroy(st);
+            return ah_fail(e, ah_cuda_status(ce), "state_create: workspace (%lld bytes): %s",
+                           (long long)n * 4, cudaGetErrorString(ce));
+        }
+        st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
+    }
+    st->occupancy = decode_occupancy(qt, kvt, qk, vh, st->gb);
+    if (st->tc) {
+        attn_params none = {};
+        ce = launch_prefill(qt, kvt, qk, none, 0, 0);
+        if (ce != cudaSuccess) {
+            (void)cudaGetLastError();
+            fi_state_destroy(st);
+            return ah_fail(e, AH_ERR_DEVICE, "state_create: prefill kernel setup: %s",
+                           cudaGetErrorString(ce));
+        }
+    }
+    *out = st;
+    return AH_OK;
+}
+
+static const char *fi_state_error(const ah_state *st) { return st->err.msg; }
+
+/* ---- plan ------------------------------------------------------------------------- */
+
+static int fi_dev_i32(const DLTensor *t, int64_t min_elems)
+{
+    return t && t->data && t->dtype.code == kDLInt && t->dtype.bits == 32 && t->dtype.lanes == 1 &&
+           ah_dl_numel(t) >= min_elems;
+}
+
+/* Decode partitions: enough CTAs to fill the GPU, never shorter than 256
+ * keys each, never more than the workspace holds. */
+static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
+{
+    const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * (st->group / st->gb);
+    const int64_t target = (int64_t)st->ctx->sms * (st->occupancy > 0 ? st->occupancy : 1);
+    if (base <= 0 || base >= target || !st->ws_rows) return 1;
+    int64_t s = (target + base - 1) / base;
+    const int64_t by_len = (max_seq + 255) / 256;
+    if (s > by_len) s = by_len;
+    if (s > 32) s = 32;
+    if (s * tokens > st->ws_rows) s = st->ws_rows / tokens;
+    return s < 1 ? 1 : (int)s;
+}
+
+static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
+{
+    ah_errbuf *e = &st->err;
+    if (!b || b->struct_size < offsetof(ah_batch, common_prefix_len))
+        return ah_fail(e, AH_ERR_ABI, "plan: batch struct too small");
+    if ((unsigned)mode > AH_PLAN_REPLAY) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: mode %d", mode);
+    const int R = (int)b->num_reqs, T = (int)b->num_tokens;
+    if (b->num_reqs > st->lim.max_num_reqs || b->num_tokens > st->lim.max_num_tokens)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "plan: %u requests / %u tokens exceed the state's limits %u / %u",
+                       b->num_reqs, b->num_tokens, st->lim.max_num_reqs, st->lim.max_num_tokens);
+    if (!fi_dev_i32(b->query_start_loc, R + 1) || !fi_dev_i32(b->seq_lens, R) ||
+        !fi_dev_i32(b->block_table, R ? 1 : 0) || !b->query_start_loc_host || !b->seq_lens_host)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "plan: query_start_loc, seq_lens and block_table must be int32 device "
+                       "tensors (with host copies) covering the batch");
+    const int64_t bt_stride = b->block_table->ndim == 2 ? ah_dl_stride(b->block_table, 0) : 0;
+    const uint32_t bs = st->spec.block_size;
+    int all_decode = 1;
+    int64_t tiles = 0, max_seq = 0;
+    for (int r = 0; r < R; r++) {
+        const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
+        const int64_t sl = b->seq_lens_host[r];
+        if (ql != 1) all_decode = 0;
+        tiles += ((int64_t)ql * st->group + 63) / 64;
+        if (sl > max_seq) max_seq = sl;
+        if ((sl + bs - 1) / bs > st->lim.max_blocks_per_req)
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "plan: request %d needs %lld blocks > max_blocks_per_req %u", r,
+                           (long long)((sl + bs - 1) / bs), st->lim.max_blocks_per_req);
+    }
+    if (b->block_table->ndim == 2 && R && b->block_table->shape[1] < (int64_t)((max_seq + bs - 1) / bs))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: block_table has %lld columns, needs %lld",
+                       (long long)b->block_table->shape[1], (long long)((max_seq + bs - 1) / bs));
+
+    if (mode == AH_PLAN_REPLAY) {
+        if (!st->graph_ready)
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan(REPLAY) without a plan(CAPTURE)");
+        if (R != st->cap_reqs || T != st->cap_tokens)
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "plan(REPLAY): %d requests / %d tokens, captured %d / %d (pad the batch "
+                           "to the captured shape)",
+                           R, T, st->cap_reqs, st->cap_tokens);
+        if (st->cap_path == FI_PATH_DECODE && !all_decode && st->tc)
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "plan(REPLAY): captured a decode batch, replayed a prefill one");
+    } else {
+        const int graph = mode == AH_PLAN_CAPTURE;
+        st->path = (all_decode || !st->tc) ? FI_PATH_DECODE : FI_PATH_PREFILL;
+        st->splits = st->path == FI_PATH_DECODE
+                         ? fi_choose_splits(st, T, graph ? (int64_t)st->lim.max_seq_len : max_seq)
+                         : 1;
+        st->grid_tiles = graph ? (int)(((int64_t)T * st->group + 63) / 64 + R) : (int)tiles;
+        st->prefix_len = (int)b->common_prefix_len;
+        st->cascade = !graph && st->tc && R > 1 && b->common_prefix_len >= bs &&
+                      2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= max_seq;
+        if (graph) {
+            st->cap_reqs = R;
+            st->cap_tokens = T;
+            st->cap_path = st->path;
+            st->graph_ready = 1;
+        }
+    }
+    st->num_reqs = R;
+    st->num_tokens = T;
+    st->mode = mode;
+    st->slot_mapping = b->slot_mapping && b->slot_mapping->data
+                           ? (const int64_t *)ah_dl_data(b->slot_mapping)
+                           : NULL;
+    cudaError_t ce = launch_plan((const int32_t *)ah_dl_data(b->query_start_loc),
+                                 (const int32_t *)ah_dl_data(b->seq_lens),
+                                 (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T,
+                                 fi_ilog2(bs), st->group, st->pb, (cudaStream_t)stream);
+    if (ce != cudaSuccess) {
+        (void)cudaGetLastError();
+        st->planned = 0;
+        return ah_fail(e, AH_ERR_DEVICE, "plan: kernel launch: %s", cudaGetErrorString(ce));
+    }
+    st->planned = 1;
+    return AH_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------------ */
+
+static ah_status fi_check_tensor(ah_errbuf *e, const char *name, const DLTensor *t, ah_dtype dt,
+                                 int ndim, const int64_t *shape)
+{
+    if (!t || !t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is missing", name);
+    if (!ah_dl_dtype_is(t, dt))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: dtype code %d bits %d, expected %s", name,
+                       t->dtype.code, t->dtype.bits, ah_dtype_name(dt));
+    if (t->ndim != ndim)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim,
+                       ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] >= 0 && t->shape[i] != shape[i])
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: dim %d is %lld, expected %lld", name, i,
+                           (long long)t->shape[i], (long long)shape[i]);
+    if (ndim && ah_dl_stride(t, ndim - 1) != 1)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: last dim must be contiguous", name);
+    return AH_OK;
+}
+
+static int fi_aligned16(const DLTensor *t, size_t elem)
+{
+    if (((uintptr_t)ah_dl_data(t)) % 16) return 0;
+    for (int i = 0; i + 1 < t->ndim; i++)
+        if ((ah_dl_stride(t, i) * (int64_t)elem) % 16) return 0;
+    return 1;
+}
+
+static kv_geom fi_geom(const ah_layer_spec *s, int d)
+{
+    kv_geom g;
+    g.page_shift = fi_ilog2(s->block_size);
+    g.stride_page = (int64_t)s->block_size * s->num_kv_heads * d;
+    if (s->kv_layout == AH_KV_LAYOUT_HND) {
+        g.stride_head = (int64_t)s->block_size * d;
+        g.stride_slot = d;
+    } else {
+        g.stride_slot = (int64_t)s->num_kv_heads * d;
+        g.stride_head = d;
+    }
+    return g;
+}
+
+static ah_status fi_cuda_fail(ah_errbuf *e, const char *what, cudaError_t ce)
+{
+    (void)cudaGetLastError();
+    return ah_fail(e, ce == cudaErrorInvalidValue ? AH_ERR_UNSUPPORTED : AH_ERR_DEVICE, "%s: %s",
+                   what, cudaGetErrorString(ce));
+}
+
+static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
+{
+    ah_errbuf *e = &st->err;
+    const ah_layer_spec *s = &st->spec;
+    if (!a || a->struct_size < offsetof(ah_forward_args, stream) + sizeof(void *))
+        return ah_fail(e, AH_ERR_ABI, "forward: args struct too small");
+    if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
+    const int T = st->num_tokens, Hq = (int)s->num_q_heads, Hk = (int)s->num_kv_heads;
+    const int qk = (int)s->qk_head_size, vh = (int)s->v_head_size;
+    const int64_t qshape[3] = {T, Hq, qk}, oshape[3] = {T, Hq, vh}, lshape[2] = {T, Hq};
+    ah_status rc;
+    if ((rc = fi_check_tensor(e, "q", a->q, s->q_dtype, 3, qshape)) != AH_OK) return rc;
+    if ((rc = fi_check_tensor(e, "out", a->out, s->q_dtype, 3, oshape)) != AH_OK) return rc;
+    if (a->lse && (rc = fi_check_tensor(e, "lse", a->lse, AH_DTYPE_FP32, 2, lshape)) != AH_OK)
+        return rc;
+    const int64_t kshape[4] = {-1, s->kv_layout == AH_KV_LAYOUT_HND ? Hk : (int64_t)s->block_size,
+                               s->kv_layout == AH_KV_LAYOUT_HND ? (int64_t)s->block_size : Hk, qk};
+    const int64_t vshape[4] = {kshape[0], kshape[1], kshape[2], vh};
+    if ((rc = fi_check_tensor(e, "key_cache", a->key_cache, s->kv_dtype, 4, kshape)) != AH_OK)
+        return rc;
+    if (!st->mla &&
+        (rc = fi_check_tensor(e, "value_cache", a->value_cache, s->kv_dtype, 4, vshape)) != AH_OK)
+        return rc;
+    if (!ah_dl_is_contiguous(a->key_cache) || (!st->mla && !ah_dl_is_contiguous(a->value_cache)))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "KV caches must be densely packed");
+    const size_t qe = ah_dtype_size(s->q_dtype), ke = ah_dtype_size(s->kv_dtype);
+    if (!fi_aligned16(a->q, qe) || !fi_aligned16(a->out, qe) || !fi_aligned16(a->key_cache, ke) ||
+        (!st->mla && !fi_aligned16(a->value_cache, ke)))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "q, out and the KV caches need 16-byte aligned data and strides");
+    if (s->use_sinks && (!a->sinks || !a->sinks->data || ah_dl_numel(a->sinks) < Hq))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "the layer uses sinks: sinks [%d] missing", Hq);
+    if (s->use_alibi &&
+        (!a->alibi_slopes || !a->alibi_slopes->data || ah_dl_numel(a->alibi_slopes) < Hq))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "the layer uses ALiBi: alibi_slopes [%d] missing",
+                       Hq);
+    if (T == 0) return AH_OK;
+
+    const int fp8 = st->kvt >= FI_E4M3;
+    const float ks = fp8 && a->k_scale != 0.f ? a->k_scale : 1.f;
+    const float vs = fp8 && a->v_scale != 0.f ? a->v_scale : 1.f;
+    const float scale = s->scale != 0.f ? s->scale : 1.f / sqrtf((float)qk);
+    cudaStream_t stream = (cudaStream_t)a->stream;
+
+    attn_params p;
+    memset(&p, 0, sizeof p);
+    p.q = ah_dl_data(a->q);
+    p.q_stride_t = ah_dl_stride(a->q, 0);
+    p.q_stride_h = ah_dl_stride(a->q, 1);
+    p.k_cache = ah_dl_data(a->key_cache);
+    p.kg = fi_geom(s, qk);
+    if (st->mla) {
+        p.v_cache = p.k_cache;
+        p.vg = p.kg;
+    } else {
+        p.v_cache = ah_dl_data(a->value_cache);
+        p.vg = fi_geom(s, vh);
+    }
+    p.plan = st->pb;
+    p.var.attn = s->attn_type == AH_ATTN_DECODER   ? FI_ATTN_CAUSAL
+                 : s->attn_type == AH_ATTN_ENCODER_DECODER ? FI_ATTN_CROSS
+                                                           : FI_ATTN_BIDIR;
+    p.var.window = (int)s->sliding_window;
+    p.var.qk_scale = scale * ks;
+    p.var.v_scale = st->mla ? ks : vs;
+    p.var.softcap = s->softcap;
+    p.var.inv_softcap = s->softcap > 0 ? 1.f / s->softcap : 0.f;
+    p.var.alibi = s->use_alibi ? 1 : 0;
+    p.var.slopes = s->use_alibi ? (const float *)ah_dl_data(a->alibi_slopes) : NULL;
+    p.var.sinks = s->use_sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
+    p.o.out = ah_dl_data(a->out);
+    p.o.out_stride_t = ah_dl_stride(a->out, 0);
+    p.o.out_stride_h = ah_dl_stride(a->out, 1);
+    p.o.lse = a->lse ? (float *)ah_dl_data(a->lse) : NULL;
+    p.o.lse_stride_t = a->lse ? ah_dl_stride(a->lse, 0) : 0;
+    p.o.part_o = st->ws_o;
+    p.o.part_lse = st->ws_lse;
+    p.num_tokens = T;
+    p.num_qo_heads = Hq;
+    p.num_kv_heads = Hk;
+    p.group = st->group;
+    p.num_splits = 1;
+
+    merge_params m;
+    memset(&m, 0, sizeof m);
+    m.part_o = st->ws_o;
+    m.part_lse = st->ws_lse;
+    m.num_tokens = T;
+    m.num_heads = Hq;
+    m.dv = vh;
+    m.sinks = p.var.sinks;
+    m.out = p.o.out;
+    m.out_stride_t = p.o.out_stride_t;
+    m.out_stride_h = p.o.out_stride_h;
+    m.lse = p.o.lse;
+    m.lse_stride_t = p.o.lse_stride_t;
+
+    cudaError_t ce;
+    if (st->cascade) {
+        /* Shared prefix once for every row, then each request's suffix. */
+        attn_params pre = p;
+        pre.shared_prefix = 1;
+        pre.prefix_len = st->prefix_len;
+        pre.partial = 1;
+        pre.o.part_slot = 0;
+        pre.var.sinks = NULL;
+        ce = launch_prefill(st->qt, st->kvt, qk, pre, (int)(((int64_t)T * st->group + 63) / 64), stream);
+        if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade prefix", ce);
+        attn_params suf = p;
+        suf.kv_begin = st->prefix_len;
+        suf.partial = 1;
+        suf.o.part_slot = 1;
+        suf.var.sinks = NULL;
+        ce = st->path == FI_PATH_DECODE ? launch_decode(st->qt, st->kvt, qk, vh, st->gb, suf, stream)
+                                        : launch_prefill(st->qt, st->kvt, qk, suf, st->grid_tiles, stream);
+        if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade suffix", ce);
+        m.num_parts = 2;
+        ce = launch_merge_partials(st->qt, m, stream);
+        if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade merge", ce);
+        return AH_OK;
+    }
+    if (st->path == FI_PATH_DECODE) {
+        p.num_splits = st->splits;
+        ce = launch_decode(st->qt, st->kvt, qk, vh, st->gb, p, stream);
+        if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: decode", ce);
+        if (st->splits > 1) {
+            m.num_parts = st->splits;
+            ce = launch_merge_partials(st->qt, m, stream);
+            if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: split-KV merge", ce);
+        }
+        return AH_OK;
+    }
+    ce = launch_prefill(st->qt, st->kvt, qk, p, st->grid_tiles, stream);
+    if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: prefill", ce);
+    return AH_OK;
+}
+
+/* ---- write_kv, merge_states -------------------------------------------------------- */
+
+static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
+{
+    ah_errbuf *e = &st->err;
+    const ah_layer_spec *s = &st->spec;
+    if (!a || a->struct_size < sizeof(ah_kv_write_args))
+        return ah_fail(e, AH_ERR_ABI, "write_kv: args struct too small");
+    if (!st->planned || !st->slot_mapping)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: no planned batch with a slot_mapping");
+    const int T = st->num_tokens, Hk = (int)s->num_kv_heads;
+    const int qk = (int)s->qk_head_size, vh = (int)s->v_head_size;
+    const int64_t kshape[3] = {T, Hk, qk}, vshape[3] = {T, Hk, vh};
+    ah_status rc;
+    if ((rc = fi_check_tensor(e, "key", a->key, s->q_dtype, 3, kshape)) != AH_OK) return rc;
+    if (!st->mla && (rc = fi_check_tensor(e, "value", a->value, s->q_dtype, 3, vshape)) != AH_OK)
+        return rc;
+    if (!a->key_cache || !a->key_cache->data || (!st->mla && (!a->value_cache || !a->value_cache->data)))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: cache tensor missing");
+    if (!ah_dl_is_contiguous(a->key_cache) || (!st->mla && !ah_dl_is_contiguous(a->value_cache)))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: KV caches must be densely packed");
+    const int fp8 = st->kvt >= FI_E4M3;
+    const float ks = fp8 && a->k_scale != 0.f ? a->k_scale : 1.f;
+    const float vs = fp8 && a->v_scale != 0.f ? a->v_scale : 1.f;
+    cudaStream_t stream = (cudaStream_t)a->stream;
+    cudaError_t ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->key), ah_dl_stride(a->key, 0),
+                                     ah_dl_stride(a->key, 1), ah_dl_data(a->key_cache),
+                                     fi_geom(s, qk), qk, st->slot_mapping, T, Hk, 1.f / ks, stream);
+    if (ce == cudaSuccess && !st->mla)
+        ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->value), ah_dl_stride(a->value, 0),
+                             ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), fi_geom(s, vh), vh,
+                             st->slot_mapping, T, Hk, 1.f / vs, stream);
+    if (ce != cudaSuccess) return fi_cuda_fail(e, "write_kv", ce);
+    return AH_OK;
+}
+
+static ah_status fi_merge_states(ah_context *ctx, const ah_merge_args *a)
+{
+    ah_errbuf *e = &ctx->svc.err;
+    if (!a || a->struct_size < sizeof(ah_merge_args))
+        return ah_fail(e, AH_ERR_ABI, "merge_states: args struct too small");
+    if (!a->v_a || !a->v_b || !a->lse_a || !a->lse_b || !a->out)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a, v_b, lse_a, lse_b, out required");
+    ah_dtype dt = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16) ? AH_DTYPE_BF16
+                  : ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16) ? AH_DTYPE_FP16
+                                                          : AH_DTYPE_AUTO;
+    if (dt == AH_DTYPE_AUTO)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "merge_states: values must be fp16 or bf16");
+    if (a->v_a->ndim != 3)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a must be [T, H, D]");
+    const int64_t vshape[3] = {a->v_a->shape[0], a->v_a->shape[1], a->v_a->shape[2]};
+    const int64_t lshape[2] = {vshape[0], vshape[1]};
+    ah_status rc;
+    if ((rc = fi_check_tensor(e, "v_b", a->v_b, dt, 3, vshape)) != AH_OK) return rc;
+    if ((rc = fi_check_tensor(e, "out", a->out, dt, 3, vshape)) != AH_OK) return rc;
+    if ((rc = fi_check_tensor(e, "lse_a", a->lse_a, AH_DTYPE_FP32, 2, lshape)) != AH_OK) return rc;
+    if ((rc = fi_check_tensor(e, "lse_b", a->lse_b, AH_DTYPE_FP32, 2, lshape)) != AH_OK) return rc;
+    if (a->lse_out &&
+        (rc = fi_check_tensor(e, "lse_out", a->lse_out, AH_DTYPE_FP32, 2, lshape)) != AH_OK)
+        return rc;
+    if (!ah_dl_is_contiguous(a->v_a) || !ah_dl_is_contiguous(a->v_b) || !ah_dl_is_contiguous(a->out) ||
+        !ah_dl_is_contiguous(a->lse_a) || !ah_dl_is_contiguous(a->lse_b) ||
+        (a->lse_out && !ah_dl_is_contiguous(a->lse_out)))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: tensors must be densely packed");
+    cudaError_t ce = launch_merge_states(
+        fi_dtype_id(dt), ah_dl_data(a->v_a), (const float *)ah_dl_data(a->lse_a), ah_dl_data(a->v_b),
+        (const float *)ah_dl_data(a->lse_b), ah_dl_data(a->out),
+        a->lse_out ? (float *)ah_dl_data(a->lse_out) : NULL, (int)vshape[0], (int)vshape[1],
+        (int)vshape[2], (cudaStream_t)a->stream);
+    if (ce != cudaSuccess) return fi_cuda_fail(e, "merge_states", ce);
+    return AH_OK;
+}
+
+/* ---- descriptor --------------------------------------------------------------------- */
+
+static const ah_plugin_ops fi_ops = {
+    sizeof(ah_plugin_ops),
+    fi_probe,
+    fi_context_create,
+    fi_context_destroy,
+    fi_context_error,
+    fi_state_create,
+    fi_state_destroy,
+    fi_state_error,
+    fi_plan,
+    fi_forward,
+    fi_write_kv,
+    fi_merge_states,
+    fi_workspace_size,
+    AH_CUDA_DEVICE_OPS(fi),
+};
+
+extern "C" {
+AH_PLUGIN_DEFINE(cuda_flashinfer, "0.1.0", "attnhost", "Apache-2.0",
+                 "FlashInfer-style paged attention: GPU planning, GQA decode with split-KV, "
+                 "tensor-core prefill/extend, cascade, FP8 KV, MLA decode",
+                 AH_DEVICE_CUDA, &fi_caps, &fi_ops)
+}

@@ -1,0 +1,480 @@
+/*
+ * Correctness driver for cuda_flashinfer: runs the plugin (loaded through
+ * its entry point) over random workloads covering every capability it
+ * claims, and compares output and LSE with the double-precision reference
+ * oracle (ah_reference_attention). Also checks write_kv against
+ * ah_reference_write_kv, merge_states against ah_reference_merge_states, and
+ * CUDA-graph capture/replay against the oracle on new lengths and tables.
+ *
+ *   fi_check [--quick] [--plugin PATH]     exit 0 all pass, 1 a failure, 77 no GPU
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+#include <attnhost/reference.h>
+
+#include "fi_harness.h"
+
+static int g_fail, g_pass;
+
+typedef struct fi_case {
+    const char *name;
+    fi_shape s;
+    int32_t qlens[16], seqlens[16];
+    int graph; /* 0 eager; 1 capture plan+forward; 2 capture forward only */
+} fi_case;
+
+static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk, uint32_t d,
+                         uint32_t bs);
+
+static double tol_for(ah_dtype q) { return q == AH_DTYPE_BF16 ? 3e-2 : 1.2e-2; }
+
+/* Compare the device output/LSE with the oracle; prints one line. */
+static int compare(fi_plugin *p, fi_work *w, const fi_shape *s, const char *name, int want_lse)
+{
+    const size_t n_out = (size_t)w->num_tokens * s->hq * s->dv, n_lse = (size_t)w->num_tokens * s->hq;
+    double *ref = malloc(8 * (n_out + 1)), *ref_lse = malloc(8 * (n_lse + 1));
+    void *got = malloc(w->d_out.bytes + 1);
+    float *got_lse = malloc(4 * (n_lse + 1));
+    ah_ref_inputs in = {sizeof in, &w->spec, &w->batch, w->q, w->kc, w->vc, w->sinks, w->slopes,
+                        s->k_scale, s->v_scale};
+    ah_error err;
+    int ok = 1;
+    if (ah_reference_attention(&in, ref, ref_lse, &err) != AH_OK) {
+        printf("FAIL %-40s reference: %s\n", name, err.msg);
+        ok = 0;
+        goto done;
+    }
+    if (p->ops->synchronize(p->ctx, p->stream) != AH_OK || fi_download(p, got, &w->d_out) ||
+        (want_lse && fi_download(p, got_lse, &w->d_lse))) {
+        printf("FAIL %-40s device: %s\n", name, p->ops->context_error(p->ctx));
+        ok = 0;
+        goto done;
+    }
+    double worst = 0, worst_lse = 0;
+    size_t at = 0;
+    const double tol = tol_for(s->q_dtype);
+    for (size_t i = 0; i < n_out; i++) {
+        const double g = ah_load_f32(got, i, s->q_dtype), e = fabs(g - ref[i]) / (1.0 + fabs(ref[i]));
+        if (!(e <= worst)) { /* NaN counts as worst */
+            worst = isnan(e) ? INFINITY : e;
+            at = i;
+        }
+    }
+    if (want_lse)
+        for (size_t i = 0; i < n_lse; i++) {
+            double e;
+            if (isinf(ref_lse[i])) e = isinf(got_lse[i]) && got_lse[i] < 0 ? 0 : INFINITY;
+            else e = fabs(got_lse[i] - ref_lse[i]);
+            if (!(e <= worst_lse)) worst_lse = isnan(e) ? INFINITY : e;
+        }
+    ok = worst <= tol && worst_lse <= 2e-2;
+    printf("%s %-44s T=%-4u max_err=%.2e lse_err=%.2e%s\n", ok ? "ok  " : "FAIL", name,
+           w->num_tokens, worst, worst_lse, ok ? "" : " <--");
+    if (!ok)
+        printf("     first worst at %zu: got %g want %g\n", at, ah_load_f32(got, at, s->q_dtype),
+               ref[at]);
+done:
+    free(ref);
+    free(ref_lse);
+    free(got);
+    free(got_lse);
+    ok ? g_pass++ : g_fail++;
+    return ok;
+}
+
+#define TRY(call, what)                                                                        \
+    do {                                                                                       \
+        if ((call) != AH_OK) {                                                                 \
+            printf("FAIL %-44s %s: %s\n", c->name, what,                                       \
+                   st ? p->ops->state_error(st) : p->ops->context_error(p->ctx));             \
+            g_fail++;                                                                          \
+            goto out;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+static void run_case(fi_plugin *p, fi_case *c, uint64_t seed)
+{
+    fi_work w;
+    ah_state *st = NULL;
+    ah_graph *g = NULL;
+    c->s.qlens = c->qlens;
+    c->s.seqlens = c->seqlens;
+    if (fi_work_build(p, &w, &c->s, seed)) {
+        printf("FAIL %-44s workload\n", c->name);
+        g_fail++;
+        fi_work_free(p, &w);
+        return;
+    }
+    TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
+    ah_forward_args a = fi_work_args(&w, &c->s, p->stream, 1);
+    if (!c->graph) {
+        TRY(p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream), "plan");
+        TRY(p->ops->forward(st, &a), "forward");
+        compare(p, &w, &c->s, c->name, 1);
+        goto out;
+    }
+    /* Graph: capture, then replay twice on new lengths/tables/values. */
+    if (c->graph == 2) TRY(p->ops->plan(st, &w.batch, AH_PLAN_CAPTURE, p->stream), "plan(CAPTURE)");
+    TRY(p->ops->graph_begin(p->ctx, p->stream), "graph_begin");
+    if (c->graph == 1) TRY(p->ops->plan(st, &w.batch, AH_PLAN_CAPTURE, p->stream), "plan(CAPTURE)");
+    TRY(p->ops->forward(st, &a), "forward (captured)");
+    TRY(p->ops->graph_end(p->ctx, p->stream, &g), "graph_end");
+    for (int rep = 0; rep < 2; rep++) {
+        /* Same token counts, new lengths: shuffle the context lengths. */
+        for (uint32_t r = 0; r < c->s.num_reqs; r++) {
+            const int32_t base = c->qlens[r];
+            const int32_t cap = (int32_t)(w.max_blocks * c->s.block_size) - base;
+            c->seqlens[r] = base + (int32_t)((seed * 31 + r * 17 + rep * 101) % (uint64_t)(cap > 1 ? cap : 1));
+            if (c->seqlens[r] > (int32_t)(w.max_blocks * c->s.block_size))
+                c->seqlens[r] = (int32_t)(w.max_blocks * c->s.block_size);
+        }
+        /* The cache layout was sized for the old lengths: keep every new
+         * length inside the original total so the block pool suffices. */
+        uint32_t need = 0;
+        for (uint32_t r = 0; r < c->s.num_reqs; r++)
+            need += (c->seqlens[r] + c->s.block_size - 1) / c->s.block_size;
+        if (need + 2 > w.num_blocks)
+            for (uint32_t r = 0; r < c->s.num_reqs; r++) c->seqlens[r] = c->qlens[r] + rep * 3;
+        if (fi_work_refill(p, &w, &c->s, seed + 1000 + rep)) {
+            printf("FAIL %-44s refill\n", c->name);
+            g_fail++;
+            goto out;
+        }
+        TRY(p->ops->plan(st, &w.batch, AH_PLAN_REPLAY, p->stream), "plan(REPLAY)");
+        TRY(p->ops->graph_launch(p->ctx, g, p->stream), "graph_launch");
+        char name[96];
+        snprintf(name, sizeof name, "%s replay %d", c->name, rep);
+        compare(p, &w, &c->s, name, 1);
+    }
+out:
+    if (g) p->ops->graph_destroy(p->ctx, g);
+    if (st) p->ops->state_destroy(st);
+    fi_work_free(p, &w);
+}
+
+/* write_kv: random new K/V into a random cache; compare the whole cache. */
+static void check_write_kv(fi_plugin *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
+                           uint64_t seed)
+{
+    fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 2, mla ? 576 : 128, 16);
+    fi_case *c = &cc;
+    c->s.kv_dtype = kv;
+    c->s.dv = mla ? 512 : 128;
+    c->s.mla = mla;
+    c->s.layout = lay;
+    c->s.k_scale = 0.5f;
+    c->s.v_scale = 2.f;
+    c->s.num_reqs = 3;
+    int32_t ql[3] = {5, 1, 9}, sl[3] = {40, 17, 9};
+    memcpy(c->qlens, ql, sizeof ql);
+    memcpy(c->seqlens, sl, sizeof sl);
+    c->s.qlens = c->qlens;
+    c->s.seqlens = c->seqlens;
+    fi_work w;
+    ah_state *st = NULL;
+    fi_tensor dk = {0}, dv = {0};
+    void *hk = NULL, *hv = NULL, *gk = NULL, *gv = NULL;
+    char name[96];
+    snprintf(name, sizeof name, "write_kv %s/%s %s%s", ah_dtype_name(q), ah_dtype_name(kv),
+             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "");
+    c->name = name;
+    if (fi_work_build(p, &w, &c->s, seed)) {
+        g_fail++;
+        fi_work_free(p, &w);
+        return;
+    }
+    uint64_t rng = seed;
+    const size_t nk = (size_t)w.num_tokens * c->s.hk * c->s.d, nv = (size_t)w.num_tokens * c->s.hk * c->s.dv;
+    const size_t qe = ah_dtype_size(q);
+    hk = malloc(nk * qe);
+    hv = malloc(nv * qe);
+    for (size_t i = 0; i < nk; i++) ah_store_f32(hk, i, q, (float)(fi_rand_unit(&rng) * 4 - 2));
+    for (size_t i = 0; i < nv; i++) ah_store_f32(hv, i, q, (float)(fi_rand_unit(&rng) * 4 - 2));
+    const int64_t shk[3] = {w.num_tokens, c->s.hk, c->s.d}, shv[3] = {w.num_tokens, c->s.hk, c->s.dv};
+    if (fi_tensor_alloc(p, &dk, q, 3, shk) || fi_tensor_alloc(p, &dv, q, 3, shv) ||
+        fi_upload(p, &dk, hk) || fi_upload(p, &dv, hv)) {
+        g_fail++;
+        goto out;
+    }
+    TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
+    TRY(p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream), "plan");
+    ah_kv_write_args a = {sizeof a, &dk.t, mla ? NULL : &dv.t, &w.d_kc.t, mla ? NULL : &w.d_vc.t,
+                          c->s.k_scale, c->s.v_scale, p->stream};
+    TRY(p->ops->write_kv(st, &a), "write_kv");
+    ah_error err;
+    if (ah_reference_write_kv(&w.spec, &w.batch, hk, hv, w.kc, w.vc, c->s.k_scale, c->s.v_scale,
+                              &err) != AH_OK) {
+        printf("FAIL %-44s reference: %s\n", name, err.msg);
+        g_fail++;
+        goto out;
+    }
+    gk = malloc(w.d_kc.bytes);
+    gv = mla ? NULL : malloc(w.d_vc.bytes);
+    p->ops->synchronize(p->ctx, p->stream);
+    fi_download(p, gk, &w.d_kc);
+    if (!mla) fi_download(p, gv, &w.d_vc);
+    size_t diff = 0;
+    const unsigned char *a1 = gk, *b1 = w.kc;
+    for (size_t i = 0; i < w.d_kc.bytes; i++) diff += a1[i] != b1[i];
+    if (!mla) {
+        a1 = gv;
+        b1 = w.vc;
+        for (size_t i = 0; i < w.d_vc.bytes; i++) diff += a1[i] != b1[i];
+    }
+    printf("%s %-44s differing bytes=%zu\n", diff ? "FAIL" : "ok  ", name, diff);
+    diff ? g_fail++ : g_pass++;
+out:
+    free(hk);
+    free(hv);
+    free(gk);
+    free(gv);
+    fi_tensor_free(p, &dk);
+    fi_tensor_free(p, &dv);
+    if (st) p->ops->state_destroy(st);
+    fi_work_free(p, &w);
+}
+
+static void check_merge(fi_plugin *p, ah_dtype dt, uint64_t seed)
+{
+    const uint32_t T = 37, H = 6, D = 128;
+    const size_t n = (size_t)T * H * D, nl = (size_t)T * H;
+    const size_t e = ah_dtype_size(dt);
+    void *va = malloc(n * e), *vb = malloc(n * e), *vo = malloc(n * e);
+    float *la = malloc(4 * nl), *lb = malloc(4 * nl), *lo = malloc(4 * nl);
+    double *da = malloc(8 * n), *db = malloc(8 * n), *dla = malloc(8 * nl), *dlb = malloc(8 * nl),
+           *ro = malloc(8 * n), *rl = malloc(8 * nl);
+    uint64_t rng = seed;
+    for (size_t i = 0; i < n; i++) {
+        ah_store_f32(va, i, dt, (float)(fi_rand_unit(&rng) * 2 - 1));
+        ah_store_f32(vb, i, dt, (float)(fi_rand_unit(&rng) * 2 - 1));
+        da[i] = ah_load_f32(va, i, dt);
+        db[i] = ah_load_f32(vb, i, dt);
+    }
+    for (size_t i = 0; i < nl; i++) {
+        la[i] = (float)(fi_rand_unit(&rng) * 10 - 5);
+        lb[i] = i % 11 == 3 ? -INFINITY : (float)(fi_rand_unit(&rng) * 10 - 5);
+        dla[i] = la[i];
+        dlb[i] = lb[i];
+    }
+    ah_reference_merge_states(T, H, D, da, dla, db, dlb, ro, rl);
+    fi_tensor ta, tb, tla, tlb, tlo;
+    const int64_t sv[3] = {T, H, D}, sl[2] = {T, H};
+    fi_tensor_alloc(p, &ta, dt, 3, sv);
+    fi_tensor_alloc(p, &tb, dt, 3, sv);
+    fi_tensor_alloc(p, &tla, AH_DTYPE_FP32, 2, sl);
+    fi_tensor_alloc(p, &tlb, AH_DTYPE_FP32, 2, sl);
+    fi_tensor_alloc(p, &tlo, AH_DTYPE_FP32, 2, sl);
+    fi_upload(p, &ta, va);
+    fi_upload(p, &tb, vb);
+    fi_upload(p, &tla, la);
+    fi_upload(p, &tlb, lb);
+    /* out aliases v_a, as the ABI allows. */
+    ah_merge_args m = {sizeof m, &ta.t, &tla.t, &tb.t, &tlb.t, &ta.t, &tlo.t, p->stream};
+    double worst = 0, worst_l = 0;
+    int ok = p->ops->merge_states(p->ctx, &m) == AH_OK;
+    if (ok) {
+        p->ops->synchronize(p->ctx, p->stream);
+        fi_download(p, vo, &ta);
+        fi_download(p, lo, &tlo);
+        for (size_t i = 0; i < n; i++) {
+            double d = fabs(ah_load_f32(vo, i, dt) - ro[i]);
+            if (!(d <= worst)) worst = d;
+        }
+        for (size_t i = 0; i < nl; i++) {
+            double d = fabs(lo[i] - rl[i]);
+            if (!(d <= worst_l)) worst_l = d;
+        }
+        ok = worst <= tol_for(dt) && worst_l <= 1e-4;
+    }
+    printf("%s merge_states %-31s max_err=%.2e lse_err=%.2e\n", ok ? "ok  " : "FAIL",
+           ah_dtype_name(dt), worst, worst_l);
+    ok ? g_pass++ : g_fail++;
+    fi_tensor *ts[] = {&ta, &tb, &tla, &tlb, &tlo};
+    for (int i = 0; i < 5; i++) fi_tensor_free(p, ts[i]);
+    free(va), free(vb), free(vo), free(la), free(lb), free(lo);
+    free(da), free(db), free(dla), free(dlb), free(ro), free(rl);
+}
+
+/* ---- the case table --------------------------------------------------------------- */
+
+static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk, uint32_t d,
+                         uint32_t bs)
+{
+    fi_case c;
+    memset(&c, 0, sizeof c);
+    c.name = name;
+    c.s.q_dtype = q;
+    c.s.kv_dtype = q;
+    c.s.hq = hq;
+    c.s.hk = hk;
+    c.s.d = c.s.dv = d;
+    c.s.block_size = bs;
+    c.s.layout = AH_KV_LAYOUT_NHD;
+    c.s.attn = AH_ATTN_DECODER;
+    return c;
+}
+
+/* Lengths: kind 0 decode, 1 prefill (no cache), 2 extend, 3 mixed. */
+static void lengths(fi_case *c, int kind, uint32_t R, int32_t max_ctx, uint64_t *rng)
+{
+    c->s.num_reqs = R;
+    for (uint32_t r = 0; r < R; r++) {
+        int32_t ctx = 1 + (int32_t)(fi_rand_u64(rng) % (uint64_t)max_ctx);
+        int32_t q = 1;
+        if (kind == 1 || kind == 2 || (kind == 3 && r % 2 == 0))
+            q = 1 + (int32_t)(fi_rand_u64(rng) % 90);
+        c->qlens[r] = q;
+        c->seqlens[r] = kind == 1 ? q : ctx + (kind == 0 ? 0 : q);
+        if (kind == 0 && c->seqlens[r] < 1) c->seqlens[r] = 1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = FI_PLUGIN_PATH;
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
+    }
+    fi_plugin p;
+    int rc = fi_plugin_open(&p, path);
+    if (rc) return rc;
+    printf("device: %s (%s), %u SMs\n", p.probe.device_name, p.probe.arch, p.probe.multiprocessors);
+
+    static fi_case cases[400];
+    static char names[400][96];
+    int n = 0;
+    uint64_t rng = 12345;
+    const ah_dtype qts[2] = {AH_DTYPE_BF16, AH_DTYPE_FP16};
+    const char *kinds[4] = {"decode", "prefill", "extend", "mixed"};
+#define ADD(...)                                                                               \
+    do {                                                                                       \
+        snprintf(names[n], sizeof names[n], __VA_ARGS__);                                      \
+        cases[n].name = names[n];                                                              \
+        n++;                                                                                   \
+    } while (0)
+
+    for (int qi = 0; qi < 2; qi++) {
+        const ah_dtype qt = qts[qi];
+        const char *qn = ah_dtype_name(qt);
+        /* head sizes x path kinds x GQA shapes */
+        const uint32_t ds[3] = {64, 128, 256};
+        const uint32_t grp[4][2] = {{8, 8}, {8, 2}, {8, 1}, {6, 2}};
+        for (int di = 0; di < 3; di++)
+            for (int k = 0; k < 4; k++)
+                for (int gi = 0; gi < 4; gi++) {
+                    if (quick && gi != (di + k) % 4) continue;
+                    cases[n] = base_case("", qt, grp[gi][0], grp[gi][1], ds[di], 16);
+                    lengths(&cases[n], k, 4, 300, &rng);
+                    ADD("%s %s d%u h%u/%u", qn, kinds[k], ds[di], grp[gi][0], grp[gi][1]);
+                }
+        /* page sizes and layouts */
+        const uint32_t pages[6] = {1, 2, 16, 32, 64, 128};
+        for (int pi = 0; pi < 6; pi++)
+            for (int lay = 0; lay < 2; lay++)
+                for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
+                    cases[n] = base_case("", qt, 8, 2, 128, pages[pi]);
+                    cases[n].s.layout = lay ? AH_KV_LAYOUT_HND : AH_KV_LAYOUT_NHD;
+                    lengths(&cases[n], k, 3, 260, &rng);
+                    ADD("%s %s page%u %s", qn, kinds[k], pages[pi], lay ? "HND" : "NHD");
+                }
+        /* split-KV: few long decode rows */
+        for (int r = 1; r <= 2; r++) {
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            lengths(&cases[n], 0, (uint32_t)r, 5000, &rng);
+            cases[n].seqlens[0] = 4000 + 97 * r;
+            ADD("%s decode split-kv R%d", qn, r);
+        }
+        /* FP8 caches */
+        const ah_dtype f8[2] = {AH_DTYPE_FP8_E4M3, AH_DTYPE_FP8_E5M2};
+        for (int fi = 0; fi < 2; fi++)
+            for (int k = 0; k < 4; k += (quick ? 2 : 1)) {
+                cases[n] = base_case("", qt, 8, 2, 128, 16);
+                cases[n].s.kv_dtype = f8[fi];
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                cases[n].s.layout = k % 2 ? AH_KV_LAYOUT_HND : AH_KV_LAYOUT_NHD;
+                lengths(&cases[n], k, 3, 200, &rng);
+                ADD("%s %s kv %s", qn, kinds[k], ah_dtype_name(f8[fi]));
+            }
+        /* MLA absorbed decode (and its per-token path for longer queries) */
+        for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
+            cases[n] = base_case("", qt, 16, 1, 576, 64);
+            cases[n].s.dv = 512;
+            cases[n].s.mla = 1;
+            if (k == 1) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+            lengths(&cases[n], k, 3, 300, &rng);
+            ADD("%s mla %s%s", qn, kinds[k], k == 1 ? " fp8" : "");
+        }
+        /* features, on decode and mixed batches */
+        for (int k = 0; k < 4; k += 3) {
+            const char *kn = kinds[k];
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.window = 37;
+            lengths(&cases[n], k, 4, 300, &rng);
+            ADD("%s %s sliding-window 37", qn, kn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.softcap = 5.f;
+            lengths(&cases[n], k, 4, 300, &rng);
+            ADD("%s %s softcap 5", qn, kn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.alibi = 1;
+            lengths(&cases[n], k, 4, 300, &rng);
+            ADD("%s %s alibi", qn, kn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.sinks = 1;
+            lengths(&cases[n], k, 4, 300, &rng);
+            ADD("%s %s sinks", qn, kn);
+            cases[n] = base_case("", qt, 8, 8, 64, 16);
+            cases[n].s.window = 20, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1, cases[n].s.sinks = 1;
+            lengths(&cases[n], k, 3, 200, &rng);
+            ADD("%s %s window+softcap+alibi+sinks", qn, kn);
+        }
+        /* non-causal: encoder (query = sequence), with and without window; cross */
+        for (int wv = 0; wv < 2; wv++) {
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.attn = AH_ATTN_ENCODER_ONLY;
+            cases[n].s.window = wv ? 9 : 0;
+            lengths(&cases[n], 1, 3, 100, &rng);
+            ADD("%s encoder-only%s", qn, wv ? " window 9" : "");
+        }
+        cases[n] = base_case("", qt, 8, 2, 64, 16);
+        cases[n].s.attn = AH_ATTN_ENCODER_DECODER;
+        lengths(&cases[n], 3, 4, 120, &rng);
+        ADD("%s cross-attention", qn);
+        /* cascade: shared prefix of 5 blocks */
+        for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
+            if (k == 1) continue;
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            lengths(&cases[n], k, 5, 150, &rng);
+            cases[n].s.prefix_blocks = 5;
+            for (int r = 0; r < 5; r++) cases[n].seqlens[r] += 80;
+            if (k == 3) cases[n].s.sinks = 1;
+            ADD("%s cascade %s%s", qn, kinds[k], k == 3 ? " +sinks" : "");
+        }
+        /* CUDA graphs: capture plan+forward, and forward only */
+        for (int gm = 1; gm <= 2; gm++)
+            for (int k = 0; k < 4; k += 3) {
+                cases[n] = base_case("", qt, 8, 2, 128, 16);
+                lengths(&cases[n], k, 4, 200, &rng);
+                cases[n].s.spare_blocks = 6;
+                cases[n].graph = gm;
+                ADD("%s graph(%s) %s", qn, gm == 1 ? "plan+fwd" : "fwd", kinds[k]);
+            }
+    }
+    for (int i = 0; i < n; i++) run_case(&p, &cases[i], 1000 + (uint64_t)i);
+    for (int qi = 0; qi < 2; qi++) {
+        check_merge(&p, qts[qi], 77 + qi);
+        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7);
+    }
+    printf("summary: %d passed, %d failed\n", g_pass, g_fail);
+    fi_plugin_close(&p);
+    return g_fail ? 1 : 0;
+}
