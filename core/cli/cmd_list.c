@@ -7,26 +7,26 @@
 #include <attnhost/plugin_util.h>
 
 #include "cli.h"
-#include "names.h"
+
 
 static void caps_text(const ah_caps *c, FILE *f)
 {
     char b[512];
-    ah__format_dtype_mask(c->q_dtypes, b, sizeof b);
+    ah_format_dtype_mask(c->q_dtypes, b, sizeof b);
     fprintf(f, "    dtypes        %s\n", b);
-    ah__format_dtype_mask(c->kv_dtypes, b, sizeof b);
+    ah_format_dtype_mask(c->kv_dtypes, b, sizeof b);
     fprintf(f, "    kv_dtypes     %s\n", b);
-    ah__format_int_set(&c->qk_head_sizes, b, sizeof b);
+    ah_format_int_set(&c->qk_head_sizes, b, sizeof b);
     fprintf(f, "    qk_head_sizes %s\n", b);
-    ah__format_int_set(&c->v_head_sizes, b, sizeof b);
+    ah_format_int_set(&c->v_head_sizes, b, sizeof b);
     fprintf(f, "    v_head_sizes  %s\n", b);
-    ah__format_int_set(&c->block_sizes, b, sizeof b);
+    ah_format_int_set(&c->block_sizes, b, sizeof b);
     fprintf(f, "    block_sizes   %s (preferred %u)\n", b, c->preferred_block_size);
-    ah__format_features(c->features, b, sizeof b);
+    ah_format_features(c->features, b, sizeof b);
     fprintf(f, "    features      %s\n", b);
-    ah__format_attn_types(c->attn_types, b, sizeof b);
+    ah_format_attn_types(c->attn_types, b, sizeof b);
     fprintf(f, "    attn_types    %s\n", b);
-    ah__format_layouts(c->kv_layouts, b, sizeof b);
+    ah_format_layouts(c->kv_layouts, b, sizeof b);
     fprintf(f, "    kv_layouts    %s (preferred %s)\n", b, ah_kv_layout_str(c->preferred_kv_layout));
     fprintf(f, "    cuda_graphs   %s (seq_len fill %d)\n", ah_graph_level_str(c->graph_level),
             c->graph_seq_len_fill);
@@ -37,7 +37,7 @@ static void caps_text(const ah_caps *c, FILE *f)
         fprintf(f, "    compute_cap   %u..%u\n", c->min_compute_capability,
                 c->max_compute_capability ? c->max_compute_capability : 999);
     if (c->cpu_isa_required) {
-        ah__format_isa(c->cpu_isa_required, b, sizeof b);
+        ah_format_isa(c->cpu_isa_required, b, sizeof b);
         fprintf(f, "    cpu_isa       %s\n", b);
     }
     for (uint32_t k = 0; k < c->n_config_keys; k++)
@@ -50,27 +50,27 @@ static void caps_json(const ah_caps *c, FILE *f)
 {
     char b[512];
     fprintf(f, "{\"q_dtypes\": ");
-    ah__format_dtype_mask(c->q_dtypes, b, sizeof b);
+    ah_format_dtype_mask(c->q_dtypes, b, sizeof b);
     cli_json_str(f, b);
-    ah__format_dtype_mask(c->kv_dtypes, b, sizeof b);
+    ah_format_dtype_mask(c->kv_dtypes, b, sizeof b);
     fprintf(f, ", \"kv_dtypes\": ");
     cli_json_str(f, b);
-    ah__format_int_set(&c->qk_head_sizes, b, sizeof b);
+    ah_format_int_set(&c->qk_head_sizes, b, sizeof b);
     fprintf(f, ", \"qk_head_sizes\": ");
     cli_json_str(f, b);
-    ah__format_int_set(&c->v_head_sizes, b, sizeof b);
+    ah_format_int_set(&c->v_head_sizes, b, sizeof b);
     fprintf(f, ", \"v_head_sizes\": ");
     cli_json_str(f, b);
-    ah__format_int_set(&c->block_sizes, b, sizeof b);
+    ah_format_int_set(&c->block_sizes, b, sizeof b);
     fprintf(f, ", \"block_sizes\": ");
     cli_json_str(f, b);
     fprintf(f, ", \"preferred_block_size\": %u, \"features\": ", c->preferred_block_size);
-    ah__format_features(c->features, b, sizeof b);
+    ah_format_features(c->features, b, sizeof b);
     cli_json_str(f, b);
-    ah__format_attn_types(c->attn_types, b, sizeof b);
+    ah_format_attn_types(c->attn_types, b, sizeof b);
     fprintf(f, ", \"attn_types\": ");
     cli_json_str(f, b);
-    ah__format_layouts(c->kv_layouts, b, sizeof b);
+    ah_format_layouts(c->kv_layouts, b, sizeof b);
     fprintf(f, ", \"kv_layouts\": ");
     cli_json_str(f, b);
     fprintf(f, ", \"cuda_graph_level\": \"%s\", \"graph_seq_len_fill\": %d, "
@@ -133,7 +133,7 @@ int cmd_list(cli_common *c)
     }
     const ah_hw_facts *hw = ah_host_hw_facts(h);
     char isa[512];
-    ah__format_isa(hw->cpu_isa, isa, sizeof isa);
+    ah_format_isa(hw->cpu_isa, isa, sizeof isa);
     printf("host: %s, %u logical cores; usable ISA: %s%s%s\n", hw->cpu_model, hw->cpu_logical_cores,
            isa, *hw->amx_note ? "; AMX: " : "", hw->amx_note);
     if (!ah_host_plugin_count(h)) printf("no plugins found\n");

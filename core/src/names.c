@@ -7,8 +7,6 @@
 #include <attnhost/attnhost.h>
 #include <attnhost/plugin_util.h>
 
-#include "names.h"
-
 #define NAME_OF(table, v) ((unsigned)(v) < sizeof(table) / sizeof(table[0]) ? table[v] : "?")
 
 const char *ah_status_str(ah_status s)
@@ -60,7 +58,7 @@ const char *ah_device_kind_str(ah_device_kind k)
     return NAME_OF(t, k);
 }
 
-const char *ah__feature_name(uint32_t bit)
+const char *ah_feature_name(uint32_t bit)
 {
     static const char *const t[] = {"mla", "sinks", "sliding_window", "alibi", "softcap",
                                     "non_causal", "sparse", "lse", "cascade", "diff_head_sizes"};
@@ -91,7 +89,7 @@ static void format_mask(uint32_t mask, unsigned n, const char *(*name)(unsigned)
 static const char *dtype_i(unsigned i) { return ah_dtype_name((ah_dtype)i); }
 static const char *attn_i(unsigned i) { return ah_attn_type_str((ah_attn_type)i); }
 static const char *layout_i(unsigned i) { return ah_kv_layout_str((ah_kv_layout)i); }
-static const char *feature_i(unsigned i) { return ah__feature_name(1u << i); }
+static const char *feature_i(unsigned i) { return ah_feature_name(1u << i); }
 static const char *isa_i(unsigned i)
 {
     static const char *const t[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f",
@@ -101,25 +99,25 @@ static const char *isa_i(unsigned i)
     return i < 16 ? t[i] : "?";
 }
 
-void ah__format_dtype_mask(uint32_t m, char *b, size_t c)
+void ah_format_dtype_mask(uint32_t m, char *b, size_t c)
 {
     format_mask(m, AH_DTYPE_COUNT, dtype_i, "{", "}", "{}", b, c);
 }
-void ah__format_attn_types(uint32_t m, char *b, size_t c)
+void ah_format_attn_types(uint32_t m, char *b, size_t c)
 {
     format_mask(m, AH_ATTN_TYPE_COUNT, attn_i, "{", "}", "{}", b, c);
 }
-void ah__format_layouts(uint32_t m, char *b, size_t c)
+void ah_format_layouts(uint32_t m, char *b, size_t c)
 {
     format_mask(m, AH_KV_LAYOUT_COUNT, layout_i, "{", "}", "{}", b, c);
 }
-void ah__format_features(uint32_t m, char *b, size_t c)
+void ah_format_features(uint32_t m, char *b, size_t c)
 {
     format_mask(m, 10, feature_i, "", "", "none", b, c);
 }
-void ah__format_isa(uint32_t m, char *b, size_t c) { format_mask(m, 16, isa_i, "", "", "none", b, c); }
+void ah_format_isa(uint32_t m, char *b, size_t c) { format_mask(m, 16, isa_i, "", "", "none", b, c); }
 
-void ah__format_int_set(const ah_int_set *s, char *buf, size_t cap)
+void ah_format_int_set(const ah_int_set *s, char *buf, size_t cap)
 {
     size_t len = 0;
     if (s->range_step == 1 && s->range_min <= 1 && s->range_max == UINT32_MAX && !s->n_values) {

@@ -16,7 +16,7 @@
 
 #include "alloc.h"
 #include "host_int.h"
-#include "names.h"
+
 
 #include <attnhost/plugin_util.h>
 
@@ -239,41 +239,41 @@ static void check_caps(reason_list *r, const ah_host *h, const ah_plugin_rec *re
     }
     if ((c->cpu_isa_required & h->hw.cpu_isa) != c->cpu_isa_required) {
         char have[256];
-        ah__format_isa(c->cpu_isa_required, sup, sizeof sup);
-        ah__format_isa(c->cpu_isa_required & ~h->hw.cpu_isa, have, sizeof have);
+        ah_format_isa(c->cpu_isa_required, sup, sizeof sup);
+        ah_format_isa(c->cpu_isa_required & ~h->hw.cpu_isa, have, sizeof have);
         reasonf(r, AH_REASON_DEVICE, "cpu_isa", sup, "missing %s", have);
     }
 
     /* types and sizes */
     if (!(c->q_dtypes & AH_BIT(s->q_dtype))) {
-        ah__format_dtype_mask(c->q_dtypes, sup, sizeof sup);
+        ah_format_dtype_mask(c->q_dtypes, sup, sizeof sup);
         reasonf(r, AH_REASON_DTYPE, "dtype", sup, "%s", ah_dtype_name(s->q_dtype));
     }
     if (!(c->kv_dtypes & AH_BIT(s->kv_dtype))) {
-        ah__format_dtype_mask(c->kv_dtypes, sup, sizeof sup);
+        ah_format_dtype_mask(c->kv_dtypes, sup, sizeof sup);
         reasonf(r, AH_REASON_KV_DTYPE, "kv_dtype", sup, "%s", ah_dtype_name(s->kv_dtype));
     }
     if (!ah_int_set_contains(&c->qk_head_sizes, s->qk_head_size)) {
-        ah__format_int_set(&c->qk_head_sizes, sup, sizeof sup);
+        ah_format_int_set(&c->qk_head_sizes, sup, sizeof sup);
         reasonf(r, AH_REASON_HEAD_SIZE, "qk_head_size", sup, "%u", s->qk_head_size);
     }
     if (!ah_int_set_contains(&c->v_head_sizes, s->v_head_size)) {
-        ah__format_int_set(&c->v_head_sizes, sup, sizeof sup);
+        ah_format_int_set(&c->v_head_sizes, sup, sizeof sup);
         reasonf(r, AH_REASON_HEAD_SIZE, "v_head_size", sup, "%u", s->v_head_size);
     }
     if (s->qk_head_size != s->v_head_size && !s->use_mla && !(c->features & AH_FEAT_DIFF_HEAD_SIZES))
         reasonf(r, AH_REASON_FEATURE, "diff_head_sizes", "qk_head_size == v_head_size",
                 "qk %u, v %u", s->qk_head_size, s->v_head_size);
     if (!ah_int_set_contains(&c->block_sizes, s->block_size)) {
-        ah__format_int_set(&c->block_sizes, sup, sizeof sup);
+        ah_format_int_set(&c->block_sizes, sup, sizeof sup);
         reasonf(r, AH_REASON_BLOCK_SIZE, "block_size", sup, "%u", s->block_size);
     }
     if (!(c->attn_types & AH_BIT(s->attn_type))) {
-        ah__format_attn_types(c->attn_types, sup, sizeof sup);
+        ah_format_attn_types(c->attn_types, sup, sizeof sup);
         reasonf(r, AH_REASON_ATTN_TYPE, "attn_type", sup, "%s", ah_attn_type_str(s->attn_type));
     }
     if (!(c->kv_layouts & AH_BIT(s->kv_layout))) {
-        ah__format_layouts(c->kv_layouts, sup, sizeof sup);
+        ah_format_layouts(c->kv_layouts, sup, sizeof sup);
         reasonf(r, AH_REASON_KV_LAYOUT, "kv_layout", sup, "%s", ah_kv_layout_str(s->kv_layout));
     }
     if (c->max_head_groups && s->num_q_heads / s->num_kv_heads > c->max_head_groups) {
@@ -292,8 +292,8 @@ static void check_caps(reason_list *r, const ah_host *h, const ah_plugin_rec *re
     uint32_t missing = need & ~c->features;
     for (uint32_t bit = 1; missing; bit <<= 1)
         if (missing & bit) {
-            ah__format_features(c->features, sup, sizeof sup);
-            reasonf(r, AH_REASON_FEATURE, ah__feature_name(bit), sup, "needed");
+            ah_format_features(c->features, sup, sizeof sup);
+            reasonf(r, AH_REASON_FEATURE, ah_feature_name(bit), sup, "needed");
             missing &= ~bit;
         }
 }

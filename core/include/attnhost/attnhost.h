@@ -199,6 +199,16 @@ const char *ah_graph_level_str(ah_graph_level g);
 const char *ah_attn_type_str(ah_attn_type t);
 const char *ah_kv_layout_str(ah_kv_layout l);
 const char *ah_device_kind_str(ah_device_kind k);
+const char *ah_feature_name(uint32_t feature_bit);
+
+/* Text for capability sets, as explain and list print them; each writes a
+ * NUL-terminated string of at most cap bytes into buf. */
+void ah_format_int_set(const ah_int_set *s, char *buf, size_t cap); /* "{64, 128}", "16..256 step 16" */
+void ah_format_dtype_mask(uint32_t mask, char *buf, size_t cap);    /* "{bf16, fp16}" */
+void ah_format_attn_types(uint32_t mask, char *buf, size_t cap);    /* "{decoder, encoder}" */
+void ah_format_layouts(uint32_t mask, char *buf, size_t cap);       /* "{nhd, hnd}" */
+void ah_format_features(uint32_t mask, char *buf, size_t cap);      /* "mla, sinks" or "none" */
+void ah_format_isa(uint32_t mask, char *buf, size_t cap);           /* "avx512f, amx_bf16" */
 
 /* ---------------------------------------------------------------------------
  * Binding and execution
