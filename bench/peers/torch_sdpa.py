@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""PyTorch scaled_dot_product_attention as a peer: times each SDPA backend
+(FlashAttention-2, cuDNN, memory-efficient) on the standard attention shapes
+with CUDA events (median of --reps after warm-up, random bf16 data), so a
+plugin's figure in the same run is a ratio, not a guess.
+
+Decode shapes use a dense KV of the context length per request (SDPA has no
+paged KV); GQA goes through enable_gqa where the backend accepts it, else
+K/V are expanded to the query heads beforehand (outside the timing).
+
+Prints a markdown table: shape | backend | median ms | GB/s | TFLOP/s.
+"""
+import argparse
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BACKENDS = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+            ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+
+
+def timed(fn, reps):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def run(name, b, hq, hk, sq, sk, d, causal, reps):
+    dev, dt = "cuda", torch.bfloat16
+    q = torch.randn(b, hq, sq, d, device=dev, dtype=dt)
+    k = torch.randn(b, hk, sk, d, device=dev, dtype=dt)
+    v = torch.randn(b, hk, sk, d, device=dev, dtype=dt)
+    kv_bytes = 2 * b * hk * sk * d * 2 + 2 * b * hq * sq * d * 2
+    # SDPA's is_causal aligns the mask top-left; with sq != sk (extend) that
+    # is not the paged-KV meaning, so those shapes run without a mask and
+    # count the full sq x sk work.
+    causal = causal and sq == sk
+    vis = sq * (sq + 1) // 2 if causal else sq * sk
+    flops = 4.0 * b * hq * d * vis
+    for bname, be in BACKENDS:
+        try:
+            with sdpa_kernel([be]):
+                try:
+                    fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                enable_gqa=hq != hk)
+                    fn()
+                except RuntimeError:
+                    ke = k.repeat_interleave(hq // hk, dim=1)
+                    ve = v.repeat_interleave(hq // hk, dim=1)
+                    fn = lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal)
+                    fn()
+                ms = timed(fn, reps)
+            print(f"| {name} | {bname} | {ms:.3f} | {kv_bytes / ms / 1e6:.0f} | "
+                  f"{flops / ms / 1e9:.1f} |", flush=True)
+        except Exception as e:  # a backend that cannot run this shape
+            msg = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
+            print(f"| {name} | {bname} | unsupported: {msg} | | |", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("skipped: no CUDA device")
+        return 77
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print("| shape (bf16) | backend | median ms | GB/s | TFLOP/s |")
+    print("| --- | --- | --- | --- | --- |")
+    for ctx in (4096, 8192, 16384):
+        run(f"decode B64 ctx{ctx} 32/8 d128", 64, 32, 8, 1, ctx, 128, True, args.reps)
+    run("decode B1 ctx32768 32/8 d128", 1, 32, 8, 1, 32768, 128, True, args.reps)
+    run("prefill B1 4096 causal 32/8 d128", 1, 32, 8, 4096, 4096, 128, True, args.reps)
+    run("prefill B4 1024 causal 32/8 d128", 4, 32, 8, 1024, 1024, 128, True, args.reps)
+    run("extend B4 512 new on 3584 cached 32/8 d128", 4, 32, 8, 512, 4096, 128, True, args.reps)
+    run("prefill B1 4096 causal 32/32 d64", 1, 32, 32, 4096, 4096, 64, True, args.reps)
+    run("prefill B1 4096 causal 16/16 d256", 1, 16, 16, 4096, 4096, 256, True, args.reps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
