@@ -188,10 +188,11 @@ static int ops_validate(const ah_plugin_ops *o, const ah_caps *c, char *why, siz
     if (!o->write_kv && !c->forward_writes_kv)
         return fail(why, cap, "ops.write_kv is NULL while caps.forward_writes_kv is 0: "
                     "nothing would store new K/V");
-    size_t m = group_count(o, mem_ops, N(mem_ops), &missing);
+    const char *mem_missing;
+    size_t m = group_count(o, mem_ops, N(mem_ops), &mem_missing);
     if (m != 0 && m != N(mem_ops))
         return fail(why, cap, "ops.%s is NULL but other device-memory slots are set "
-                    "(they are all set or all NULL)", missing);
+                    "(they are all set or all NULL)", mem_missing);
     size_t t = group_count(o, timer_ops, N(timer_ops), &missing);
     if (t != 0 && t != N(timer_ops))
         return fail(why, cap, "ops.%s is NULL but the other timer slot is set", missing);
@@ -201,7 +202,7 @@ static int ops_validate(const ah_plugin_ops *o, const ah_caps *c, char *why, siz
                         (int)c->graph_level, missing);
         if (m != N(mem_ops))
             return fail(why, cap, "caps.graph_level is %d but ops.%s is NULL (graphs need the "
-                        "device-memory slots)", (int)c->graph_level, missing ? missing : "?");
+                        "device-memory slots)", (int)c->graph_level, mem_missing);
     }
     return 0;
 }
