@@ -3,7 +3,9 @@
  * and can fail a chosen one, so tests can walk every allocation site of an
  * operation and check that each ends in AH_ERR_OUT_OF_MEMORY with nothing
  * leaked (ah__alloc_live). Counters are C11 atomics because plugins allocate
- * through the host services from their own threads.
+ * through the host services from their own threads. Blocks are plain libc
+ * blocks, so text the public API hands out "malloc'ed" may be released with
+ * free() (the live count then stays high, which only tests read).
  */
 #include "alloc.h"
 

@@ -368,7 +368,7 @@ ah_status ah__config_dump(const ah_config *cfg, int effective, char **text)
     if (s == AH_OK && !effective) {
         s = dump_layer_template(&b);
         ah__strbuf_comment(&b, "[plugin.<name>] sections hold keys for one plugin, which "
-                               "declares them (`attnhost plugins` lists them with their "
+                               "declares them (`attnhost list` shows them with their "
                                "defaults). A key no plugin declares is reported as a warning.");
     }
     for (uint32_t r = 0; s == AH_OK && effective && r < cfg->n_layer_rules; r++) {

@@ -146,6 +146,25 @@ static void defaults(void)
     CHECK(c.n_layer_rules == 2 && !strcmp(c.layer_rules[1].backend, "b"));
     ah__config_free(&c);
 
+    /* An indented line after a key is a key of its own, not (as inih would
+     * have it) a continuation of the previous value. */
+    CHECK(load_text(&c, "[select]\nfallback = allow\n    force = a\n\tdisable = b\n", &err) == AH_OK);
+    CHECK(c.fallback == AH_FALLBACK_ALLOW && c.force && !strcmp(c.force, "a") && c.disable.n == 1);
+    ah__config_free(&c);
+
+    /* The longest line inih reads whole is accepted; one more is refused. */
+    char text[512];
+    int n = snprintf(text, sizeof text, "[plugin.p]\n  k = ");
+    int value_len = 197 - 4;
+    memset(text + n, 'v', (size_t)value_len);
+    strcpy(text + n + value_len, "  \n");
+    CHECK_MSG(load_text(&c, text, &err) == AH_OK, "%s", err.msg);
+    CHECK(c.n_plugin_keys == 1 && strlen(c.plugin_keys[0].value) == (size_t)value_len);
+    ah__config_free(&c);
+    text[n + value_len] = 'v';
+    CHECK(load_text(&c, text, &err) == AH_ERR_CONFIG);
+    CHECK_STREQ(err.msg, "t.ini:2: [plugin.p]: line is longer than 197 characters");
+
     /* CRLF line ends, a UTF-8 BOM, no final newline. */
     CHECK_MSG(load_text(&c, "\xEF\xBB\xBF[run]\r\nvalidate = false\r\n[select]\r\nforce = x", &err) ==
                   AH_OK,
