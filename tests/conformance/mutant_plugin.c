@@ -12,6 +12,13 @@
  *   drop_write    write_kv skips the last new token
  *   nan           one output element is NaN
  *   lse           the LSE is off by 0.01
+ *   stale_replay  plan(REPLAY) keeps the captured batch instead of the new one
+ *
+ * It also emulates CUDA graphs on the CPU (graph level ALWAYS): capture
+ * records the forward calls made between graph_begin and graph_end,
+ * launch replays them. That is what a device graph is to a kernel: the
+ * same launches with the same pointers, reading whatever plan(REPLAY)
+ * wrote into the state's buffers.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,14 +26,29 @@
 
 #include <attnhost/plugin_util.h>
 
-enum bug { BUG_NONE, BUG_SKIP_HEAD, BUG_WINDOW, BUG_GQA, BUG_STRAY, BUG_DROP, BUG_NAN, BUG_LSE };
-static const char *const bug_names[] = {"none", "skip_head", "window", "gqa",
-                                        "stray_write", "drop_write", "nan", "lse"};
+enum bug { BUG_NONE, BUG_SKIP_HEAD, BUG_WINDOW, BUG_GQA, BUG_STRAY, BUG_DROP, BUG_NAN, BUG_LSE, BUG_STALE };
+static const char *const bug_names[] = {"none",       "skip_head", "window", "gqa",         "stray_write",
+                                        "drop_write", "nan",       "lse",    "stale_replay"};
+
+#define MAX_RECORDED 8
+
+/* A recorded forward call. */
+typedef struct recorded {
+    ah_state *st;
+    ah_forward_args a;
+} recorded;
+
+struct ah_graph {
+    recorded calls[MAX_RECORDED];
+    int n;
+};
 
 struct ah_context {
     ah_errbuf err;
     const ah_host_services *host;
     enum bug bug;
+    int capturing;
+    struct ah_graph pending;
 };
 
 struct ah_state {
@@ -101,6 +123,7 @@ static const char *st_error(const ah_state *s) { return s->err.msg; }
 
 static ah_status plan(ah_state *s, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
+    if (mode == AH_PLAN_REPLAY && s->ctx->bug == BUG_STALE) return AH_OK;
     if (b->block_table_stride > s->lim.max_blocks_per_req)
         return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "block table wider than the limits");
     s->b = *b;
@@ -144,7 +167,7 @@ static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
     return AH_OK;
 }
 
-static ah_status forward(ah_state *s, const ah_forward_args *a)
+static ah_status forward_now(ah_state *s, const ah_forward_args *a)
 {
     const ah_layer_spec *p = &s->spec;
     const enum bug bug = s->ctx->bug;
@@ -193,6 +216,65 @@ static ah_status forward(ah_state *s, const ah_forward_args *a)
     return AH_OK;
 }
 
+static ah_status forward(ah_state *s, const ah_forward_args *a)
+{
+    struct ah_context *c = s->ctx;
+    if (!c->capturing) return forward_now(s, a);
+    if (c->pending.n == MAX_RECORDED) return ah_fail(&s->err, AH_ERR_UNSUPPORTED, "graph too long");
+    c->pending.calls[c->pending.n++] = (recorded){s, *a};
+    return AH_OK;
+}
+
+/* ---- host memory as "device" memory, and emulated graphs ---------------- */
+
+static ah_status mem_alloc(ah_context *c, size_t bytes, void **p)
+{
+    *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    return *p ? AH_OK : ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+static void mem_free(ah_context *c, void *p) { free(p); }
+static ah_status mem_copy(ah_context *c, void *dst, const void *src, size_t n, ah_copy_kind k,
+                          void *stream)
+{
+    memmove(dst, src, n);
+    return AH_OK;
+}
+static ah_status synchronize(ah_context *c, void *stream) { return AH_OK; }
+static ah_status stream_create(ah_context *c, void **stream)
+{
+    *stream = malloc(1);
+    return *stream ? AH_OK : ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+static void stream_destroy(ah_context *c, void *stream) { free(stream); }
+
+static ah_status graph_begin(ah_context *c, void *stream)
+{
+    if (c->capturing) return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "already capturing");
+    c->capturing = 1;
+    c->pending.n = 0;
+    return AH_OK;
+}
+static ah_status graph_end(ah_context *c, void *stream, ah_graph **out)
+{
+    *out = NULL;
+    if (!c->capturing) return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "not capturing");
+    c->capturing = 0;
+    struct ah_graph *g = malloc(sizeof *g);
+    if (!g) return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+    *g = c->pending;
+    *out = g;
+    return AH_OK;
+}
+static ah_status graph_launch(ah_context *c, ah_graph *g, void *stream)
+{
+    for (int i = 0; i < g->n; i++) {
+        ah_status s = forward_now(g->calls[i].st, &g->calls[i].a);
+        if (s != AH_OK) return ah_fail(&c->err, s, "replayed forward: %s", g->calls[i].st->err.msg);
+    }
+    return AH_OK;
+}
+static void graph_destroy(ah_context *c, ah_graph *g) { free(g); }
+
 static const ah_config_key keys[] = {{"bug", "none", "the defect to plant (see mutant_plugin.c)"}};
 
 static const ah_caps caps = {
@@ -207,7 +289,7 @@ static const ah_caps caps = {
     .attn_types = AH_BIT(AH_ATTN_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
-    .graph_level = AH_GRAPH_NEVER,
+    .graph_level = AH_GRAPH_ALWAYS,
     .caller_output = 1,
     .config_keys = keys,
     .n_config_keys = 1,
@@ -225,6 +307,16 @@ static const ah_plugin_ops ops = {
     .plan = plan,
     .forward = forward,
     .write_kv = write_kv,
+    .mem_alloc = mem_alloc,
+    .mem_free = mem_free,
+    .mem_copy = mem_copy,
+    .synchronize = synchronize,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .graph_begin = graph_begin,
+    .graph_end = graph_end,
+    .graph_launch = graph_launch,
+    .graph_destroy = graph_destroy,
 };
 
 AH_PLUGIN_DEFINE(conf_mutant, "1.0", "attnhost tests", "MIT",

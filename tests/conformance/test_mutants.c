@@ -31,15 +31,17 @@ static int run(const char *dir, const char *bug, ah_conformance_summary *sum, ch
     ah_conformance_options o = {"conf_mutant", 7, 1, 1, log ? log : stdout};
     ah_status s = ah_conformance_run(h, &o, sum);
     if (log) { /* the clean run and surprising runs in full, else the first failure */
-        int all = strcmp(bug, "none") == 0 || sum->failed == 0, shown = 0;
+        int all = strcmp(bug, "none") == 0 || sum->failed == 0, shown = 0, after_fail = 0;
         rewind(log);
         char line[1024];
-        while (fgets(line, sizeof line, log))
+        while (fgets(line, sizeof line, log)) {
             if (all) fputs(line, stdout);
-            else if (!shown && strncmp(line, "      ", 6) == 0) {
+            else if (!shown && after_fail && strncmp(line, "      ", 6) == 0) {
                 snprintf(first, cap, "%s", line);
                 shown = 1;
             }
+            after_fail = strstr(line, "  FAIL ") != NULL;
+        }
     }
     if (log) fclose(log);
     ah_host_destroy(h);
@@ -49,7 +51,8 @@ static int run(const char *dir, const char *bug, ah_conformance_summary *sum, ch
 int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
-    const char *bugs[] = {"none", "skip_head", "window", "gqa", "stray_write", "drop_write", "nan", "lse"};
+    const char *bugs[] = {"none", "skip_head", "window", "gqa", "stray_write", "drop_write", "nan", "lse",
+                          "stale_replay"};
     int bad = 0;
     for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
         ah_conformance_summary s;
