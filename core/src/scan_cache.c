@@ -262,8 +262,9 @@ static int parse(ah_cache *c, const char *path, const uint8_t *p, size_t n)
             return set_note(c, "scan cache %s ignored: %s", path, why) ? -1 : 1;
         }
         if (!rec->info.path || append(c, ch, rec) != 0) {
+            int no_path = !rec->info.path; /* read before the free */
             ah__rec_free(rec);
-            if (rec && !rec->info.path) goto corrupt;
+            if (no_path) goto corrupt;
             return -1;
         }
         off += len;
