@@ -20,6 +20,10 @@
 #define AH__CPU_RMAX 32
 /* Keys the tile path handles per softmax step (4 pieces of 16). */
 #define AH__CPU_KCHUNK 64
+/* KV heads one decode item may carry (so it reads whole NHD block rows
+ * front to back), and the converted rows that takes: 16 keys per head. */
+#define AH__CPU_MAXKV 16
+#define AH__CPU_KVROWS (16 * AH__CPU_MAXKV)
 
 typedef enum ah__cpu_path {
     AH__CPU_SCALAR = 0,
@@ -64,12 +68,14 @@ typedef struct ah__cpu_run {
     uint32_t bt_stride;
 } ah__cpu_run;
 
-/* A unit of work: rows = (t1 - t0) * (g1 - g0), row i is token t0 + i / ng
- * and query head kvh * group + g0 + i % ng. Keys [k0, k1). part < 0: the
- * item covers all keys and writes the output; else it writes partial
- * results to slot `part` and a merge finishes the rows. */
+/* A unit of work: KV heads [kvh, kvh + nkv), and for each of them the
+ * query heads g0..g1 of its group for tokens t0..t1: rows = nkv * (t1 - t0)
+ * * (g1 - g0), ordered head-major, then token, then group member (see
+ * ah__cpu_row). Keys [k0, k1). part < 0: the item covers all keys and writes
+ * the output; else it writes partial results to slot `part` and a merge
+ * finishes the rows. nkv > 1 only for single-token items (decode). */
 typedef struct ah__cpu_item {
-    uint32_t req, kvh;
+    uint32_t req, kvh, nkv;
     uint32_t t0, t1, g0, g1;
     int32_t pos0;             /* position of token t0 */
     int32_t k0, k1;
@@ -85,7 +91,7 @@ typedef struct ah__cpu_scratch {
     float *o;                 /* RMAX x dv accumulators */
     float *m, *l;             /* RMAX running max and sum */
     float *s;                 /* RMAX x KCHUNK scores */
-    float *kf, *vf;           /* KCHUNK x dpad, KCHUNK x dv converted keys/values */
+    float *kf, *vf;           /* KVROWS x dpad, KVROWS x dv converted keys/values */
     uint16_t *qb;             /* RMAX x dpad bf16 queries (tile path) */
     uint16_t *pb;             /* RMAX x KCHUNK bf16 probabilities */
     uint16_t *kp;             /* KCHUNK/16 x dpad/2 x 16 x 2: K^T pair-interleaved */
@@ -125,6 +131,19 @@ static inline void ah__cpu_visible(const ah__cpu_layer *L, int32_t p, int32_t *l
     if (L->window) *lo = p - (int32_t)L->window + 1;
     if (L->causal) *hi = p;
     else if (L->window) *hi = p + (int32_t)L->window - 1;
+}
+
+/* Row i of an item: its token, query head, token offset in the item and
+ * the index of its KV head within the item. */
+static inline void ah__cpu_row(const ah__cpu_layer *L, const ah__cpu_item *it, uint32_t i,
+                               uint32_t *tok, uint32_t *head, uint32_t *toff, uint32_t *kk)
+{
+    const uint32_t ng = it->g1 - it->g0, per_head = (it->t1 - it->t0) * ng;
+    const uint32_t k = i / per_head, rem = i % per_head;
+    *kk = k;
+    *toff = rem / ng;
+    *tok = it->t0 + rem / ng;
+    *head = (it->kvh + k) * L->group + it->g0 + rem % ng;
 }
 
 /* Address of the key cache row of (key position j, kv head h) of request r. */

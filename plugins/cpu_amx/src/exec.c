@@ -37,7 +37,7 @@ ah_status ah__cpu_scratch_create(ah_state *st)
     const ah__cpu_layer *L = &st->L;
     const size_t R = AH__CPU_RMAX, K = AH__CPU_KCHUNK;
     const size_t sizes[10] = {R * L->dpad * 4, R * L->dv * 4, R * 4, R * 4, R * K * 4,
-                              K * L->dpad * 4, K * L->dv * 4, R * L->dpad * 2, R * K * 2,
+                              AH__CPU_KVROWS * L->dpad * 4, AH__CPU_KVROWS * L->dv * 4, R * L->dpad * 2, R * K * 2,
                               K * L->dpad * 2 + K * L->dv * 2};
     size_t per = 0;
     for (int i = 0; i < 10; i++) per += align64(sizes[i]);
@@ -149,27 +149,33 @@ ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
     if (rc != AH_OK) return rc;
     st->n_items = st->n_merges = 0;
 
-    /* Tiles: a KV head's query heads times as many tokens as fit RMAX rows. */
+    /* Tiles: a KV head's query heads times as many tokens as fit RMAX rows;
+     * a single-token request instead takes several KV heads per item, so
+     * that the item reads whole NHD block rows in address order. */
     const uint32_t G = L->group;
     const uint32_t ng = G >= AH__CPU_RMAX ? AH__CPU_RMAX : G;
     const uint32_t tq = G >= AH__CPU_RMAX ? 1 : AH__CPU_RMAX / G;
+    uint32_t kv_per_decode = G >= AH__CPU_RMAX ? 1 : AH__CPU_RMAX / G;
+    if (kv_per_decode > AH__CPU_MAXKV) kv_per_decode = AH__CPU_MAXKV;
     uint64_t total = 0;
     for (uint32_t r = 0; r < st->num_reqs; r++) {
         const uint32_t q0 = (uint32_t)st->qsl[r], qlen = (uint32_t)st->qsl[r + 1] - q0;
         const int32_t sl = st->seq_lens[r], first = sl - (int32_t)qlen;
-        for (uint32_t kvh = 0; kvh < L->hk; kvh++)
+        const uint32_t kvstep = qlen == 1 ? kv_per_decode : 1;
+        for (uint32_t kvh = 0; kvh < L->hk; kvh += kvstep)
             for (uint32_t g0 = 0; g0 < G; g0 += ng)
                 for (uint32_t t = 0; t < qlen; t += tq) {
                     ah__cpu_item it;
                     memset(&it, 0, sizeof it);
                     it.req = r;
                     it.kvh = kvh;
+                    it.nkv = kvh + kvstep <= L->hk ? kvstep : L->hk - kvh;
                     it.g0 = g0;
                     it.g1 = g0 + ng < G ? g0 + ng : G;
                     it.t0 = q0 + t;
                     it.t1 = q0 + (t + tq < qlen ? t + tq : qlen);
                     it.pos0 = first + (int32_t)t;
-                    it.rows = (it.t1 - it.t0) * (it.g1 - it.g0);
+                    it.rows = it.nkv * (it.t1 - it.t0) * (it.g1 - it.g0);
                     int32_t lo, hi, lo2, hi2;
                     ah__cpu_visible(L, it.pos0, &lo, &hi);
                     ah__cpu_visible(L, it.pos0 + (int32_t)(it.t1 - it.t0) - 1, &lo2, &hi2);
@@ -257,7 +263,6 @@ static void finish_item(const ah__cpu_run *run, const ah__cpu_item *it, const ah
                         float *part_o, float *part_lse)
 {
     const ah__cpu_layer *L = run->L;
-    const uint32_t ng = it->g1 - it->g0;
     for (uint32_t i = 0; i < it->rows; i++) {
         float m = ws->m[i], l = ws->l[i];
         const float *o = ws->o + (size_t)i * L->dv;
@@ -268,7 +273,8 @@ static void finish_item(const ah__cpu_run *run, const ah__cpu_item *it, const ah
             part_lse[(size_t)it->part * AH__CPU_RMAX + i] = l > 0 ? m + logf(l) : -INFINITY;
             continue;
         }
-        uint32_t tok = it->t0 + i / ng, head = it->kvh * L->group + it->g0 + i % ng;
+        uint32_t tok, head, toff, kk;
+        ah__cpu_row(L, it, i, &tok, &head, &toff, &kk);
         float mult, lse;
         if (L->sinks) {
             float sink = run->sinks[head];
@@ -290,9 +296,9 @@ static void merge_item(const ah__cpu_run *run, const ah__cpu_item *m, const floa
                        const float *part_lse, float *acc)
 {
     const ah__cpu_layer *L = run->L;
-    const uint32_t ng = m->g1 - m->g0;
     for (uint32_t i = 0; i < m->rows; i++) {
-        uint32_t tok = m->t0 + i / ng, head = m->kvh * L->group + m->g0 + i % ng;
+        uint32_t tok, head, toff, kk;
+        ah__cpu_row(L, m, i, &tok, &head, &toff, &kk);
         float M = L->sinks ? run->sinks[head] : -INFINITY;
         for (uint32_t p = 0; p < m->nparts; p++) {
             float x = part_lse[((size_t)m->part + p) * AH__CPU_RMAX + i];
@@ -331,7 +337,7 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
         ah__cpu_scratch *ws = &st->ws[0];
 #endif
         const ah__cpu_item *it = &st->items[i];
-        if (tile_ok && it->rows >= tile_min) k->attend_bf16(run, it, ws);
+        if (tile_ok && it->nkv == 1 && it->rows >= tile_min) k->attend_bf16(run, it, ws);
         else k->attend(run, it, ws);
         finish_item(run, it, ws, st->part_o, st->part_lse);
     }

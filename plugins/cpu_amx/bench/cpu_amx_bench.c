@@ -1,0 +1,267 @@
+/*
+ * cpu_amx benchmark driver (timing lives here, never in tests).
+ *
+ *   cpu_amx_bench [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G]
+ *                 [--decode B:CTX,...] [--prefill T,...] [--blas]
+ *
+ * Shapes follow the plugin's targets: bf16 queries and cache, 32 query heads
+ * over 8 KV heads, head size 128, block size 16, NHD. Decode: B requests of
+ * one token over CTX cached tokens each; its figure is KV bytes streamed per
+ * second. Prefill: one causal request of T tokens over its own keys; its
+ * figure is 4*Hq*d*T*(T+1)/2 flops per second. Each figure is the median of
+ * --reps timed forwards after one warm-up. --peaks measures the ceilings the
+ * figures are compared with (peaks.h); --blas times OpenBLAS sbgemm on the
+ * prefill's two GEMM shapes, to decide whether a GEMM step should go to BLAS.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "../test/host_stub.h"
+#include "peaks.h"
+
+static uint64_t rng = 88172645463325252ull;
+static uint16_t rand_bf16(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    /* Magnitudes in [1/16, 2), random sign: no zeros, no denormals. */
+    return (uint16_t)(((rng >> 8) & 0x8000) | (0x3d80 + ((rng >> 20) % 0x280)));
+}
+
+/* KV caches are large and read block by block in table order: back them
+ * with transparent huge pages, as engines' cache allocators get, so the
+ * figure is not a TLB-miss benchmark. */
+static void *big_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    bytes = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, bytes);
+    if (p && getenv("CPU_AMX_BENCH_NO_THP") == NULL) madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct shape {
+    uint32_t nreq, qlen, ctx; /* decode: qlen 1; prefill: nreq 1, qlen = ctx */
+} shape;
+
+/* Time one shape; returns the median seconds, or a negative value on error. */
+static double time_shape(stub_host *h, const shape *s, int reps)
+{
+    const uint32_t HQ = 32, HK = 8, D = 128, BS = 16;
+    const ah_plugin_ops *ops = h->desc->ops;
+    ah_context *ctx;
+    const char *why;
+    if (ops->context_create(&h->svc, &ctx, &why) != AH_OK) {
+        fprintf(stderr, "context_create: %s\n", why);
+        return -1;
+    }
+    ah_layer_spec spec = {sizeof spec, AH_ATTN_DECODER, HQ, HK, D, D, AH_DTYPE_BF16, AH_DTYPE_BF16, BS,
+                          AH_KV_LAYOUT_NHD, 0, 0.0f, 0.0f, 0, 0, 0};
+    const uint32_t bpr = (s->ctx + BS - 1) / BS, nblocks = bpr * s->nreq, T = s->nreq * s->qlen;
+    ah_limits lim = {sizeof lim, s->nreq, T, bpr, s->ctx, nblocks};
+    ah_state *st;
+    if (ops->state_create(ctx, &spec, &lim, &st) != AH_OK) {
+        fprintf(stderr, "state_create: %s\n", ops->context_error(ctx));
+        return -1;
+    }
+    size_t cache_n = (size_t)nblocks * BS * HK * D;
+    uint16_t *kc = big_alloc(cache_n * 2), *vc = big_alloc(cache_n * 2), *q = malloc((size_t)T * HQ * D * 2),
+             *out = malloc((size_t)T * HQ * D * 2);
+    float *lse = malloc((size_t)T * HQ * 4);
+    int32_t *qsl = malloc((s->nreq + 1) * 4), *sl = malloc(s->nreq * 4), *bt = malloc((size_t)nblocks * 4);
+    int64_t *slots = malloc((size_t)T * 8);
+    for (size_t i = 0; i < cache_n; i++) kc[i] = rand_bf16(), vc[i] = rand_bf16();
+    for (size_t i = 0; i < (size_t)T * HQ * D; i++) q[i] = rand_bf16();
+    /* Blocks handed out in a shuffled order, as a long-running engine's are. */
+    for (uint32_t i = 0; i < nblocks; i++) bt[i] = (int32_t)i;
+    for (uint32_t i = nblocks - 1; i > 0; i--) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint32_t j = (uint32_t)(rng % (i + 1));
+        int32_t t = bt[i];
+        bt[i] = bt[j], bt[j] = t;
+    }
+    for (uint32_t r = 0; r <= s->nreq; r++) qsl[r] = (int32_t)(r * s->qlen);
+    for (uint32_t r = 0; r < s->nreq; r++) sl[r] = (int32_t)s->ctx;
+    for (uint32_t t = 0; t < T; t++) slots[t] = -1;
+    ah_batch b;
+    memset(&b, 0, sizeof b);
+    b.struct_size = sizeof b;
+    b.num_reqs = s->nreq;
+    b.num_tokens = T;
+    b.max_query_len = s->qlen;
+    b.max_seq_len = s->ctx;
+    b.num_blocks = nblocks;
+    b.query_start_loc_host = qsl;
+    b.seq_lens_host = sl;
+    b.block_table_host = bt;
+    b.slot_mapping_host = slots;
+    b.block_table_stride = bpr;
+    int64_t sh[8][4];
+    DLTensor tq, tkc, tvc, tout, tlse;
+    stub_tensor(&tq, q, AH_DTYPE_BF16, 3, sh[0], (int64_t[]){T, HQ, D});
+    stub_tensor(&tout, out, AH_DTYPE_BF16, 3, sh[1], (int64_t[]){T, HQ, D});
+    stub_tensor(&tkc, kc, AH_DTYPE_BF16, 4, sh[2], (int64_t[]){nblocks, BS, HK, D});
+    stub_tensor(&tvc, vc, AH_DTYPE_BF16, 4, sh[3], (int64_t[]){nblocks, BS, HK, D});
+    stub_tensor(&tlse, lse, AH_DTYPE_FP32, 2, sh[4], (int64_t[]){T, HQ});
+    ah_forward_args fa;
+    memset(&fa, 0, sizeof fa);
+    fa.struct_size = sizeof fa;
+    fa.q = &tq;
+    fa.key_cache = &tkc;
+    fa.value_cache = &tvc;
+    fa.out = &tout;
+    fa.lse = &tlse;
+    double *t = malloc(sizeof(double) * (size_t)(reps + 1)), med = -1;
+    if (ops->plan(st, &b, AH_PLAN_EAGER, NULL) != AH_OK) {
+        fprintf(stderr, "plan: %s\n", ops->state_error(st));
+        goto done;
+    }
+    for (int r = -1; r < reps; r++) {
+        double t0 = bench_now();
+        if (ops->plan(st, &b, AH_PLAN_EAGER, NULL) != AH_OK || ops->forward(st, &fa) != AH_OK) {
+            fprintf(stderr, "forward: %s\n", ops->state_error(st));
+            goto done;
+        }
+        if (r >= 0) t[r] = bench_now() - t0;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    med = t[reps / 2];
+done:
+    free(t);
+    free(kc), free(vc), free(q), free(out), free(lse), free(qsl), free(sl), free(bt), free(slots);
+    ops->state_destroy(st);
+    ops->context_destroy(ctx);
+    return med;
+}
+
+/* OpenBLAS sbgemm (loaded at run time, so the bench needs no link-time BLAS). */
+typedef void (*sbgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
+                          const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta,
+                          float *c, int ldc);
+static void bench_blas(int threads, uint32_t T, int reps)
+{
+    void *dl = dlopen("libopenblas.so.0", RTLD_NOW);
+    sbgemm_fn gemm = dl ? (sbgemm_fn)dlsym(dl, "cblas_sbgemm") : NULL;
+    void (*set_threads)(int) = dl ? (void (*)(int))dlsym(dl, "openblas_set_num_threads") : NULL;
+    if (!gemm) {
+        printf("blas: OpenBLAS sbgemm not found\n");
+        return;
+    }
+    if (set_threads) set_threads(threads);
+    const int D = 128;
+    uint16_t *a = malloc((size_t)T * T * 2), *bm = malloc((size_t)T * D * 2);
+    float *c = malloc((size_t)T * T * 4);
+    for (size_t i = 0; i < (size_t)T * T; i++) a[i] = rand_bf16();
+    for (size_t i = 0; i < (size_t)T * D; i++) bm[i] = rand_bf16();
+    /* S = Q K^T: [T x 128] x [128 x T]; O = P V: [T x T] x [T x 128]. */
+    for (int which = 0; which < 2; which++) {
+        double *ts = malloc(sizeof(double) * (size_t)reps);
+        for (int r = -1; r < reps; r++) {
+            double t0 = bench_now();
+            if (which == 0) gemm(101, 111, 112, (int)T, (int)T, D, 1.0f, bm, D, bm, D, 0.0f, c, (int)T);
+            else gemm(101, 111, 111, (int)T, D, (int)T, 1.0f, a, (int)T, bm, D, 0.0f, c, D);
+            if (r >= 0) ts[r] = bench_now() - t0;
+        }
+        qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+        double fl = 2.0 * T * T * D;
+        printf("blas sbgemm %s T=%u threads=%d median_ms=%.3f GFLOP/s=%.1f\n", which ? "PV" : "QK^T", T, threads,
+               ts[reps / 2] * 1e3, fl / ts[reps / 2] / 1e9);
+        free(ts);
+    }
+    free(a), free(bm), free(c);
+}
+
+int main(int argc, char **argv)
+{
+    const char *isa = "auto", *threads = "0", *decode = NULL, *prefill = NULL;
+    int reps = 7, peaks = 0, blas = 0;
+    double bw_gib = 2.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--isa")) isa = v, i++;
+        else if (!strcmp(a, "--threads")) threads = v, i++;
+        else if (!strcmp(a, "--reps")) reps = atoi(v), i++;
+        else if (!strcmp(a, "--decode")) decode = v, i++;
+        else if (!strcmp(a, "--prefill")) prefill = v, i++;
+        else if (!strcmp(a, "--bw-gib")) bw_gib = atof(v), i++;
+        else if (!strcmp(a, "--peaks")) peaks = 1;
+        else if (!strcmp(a, "--blas")) blas = 1;
+        else {
+            fprintf(stderr, "usage: %s [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G] "
+                            "[--decode B:CTX,...] [--prefill T,...] [--blas]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1) reps = 1;
+    stub_host h;
+    if (stub_host_init(&h, CPU_AMX_SO) != 0) return 1;
+    stub_host_set(&h, "isa", isa);
+    stub_host_set(&h, "threads", threads);
+    ah_probe_info pi;
+    memset(&pi, 0, sizeof pi);
+    pi.struct_size = sizeof pi;
+    h.desc->ops->probe(&h.svc, &pi);
+    if (!pi.usable) {
+        fprintf(stderr, "cpu_amx not usable: %s\n", pi.reason);
+        return 1;
+    }
+    const int nt = (int)pi.multiprocessors;
+    printf("machine: %s, %u logical cores; path %s, %d threads\n", pi.device_name, h.hw.cpu_logical_cores, pi.arch, nt);
+    double dram = 0, bf16peak = 0, amxpeak = 0;
+    if (peaks && (h.hw.cpu_isa & AH_ISA_AVX512F)) {
+        dram = peak_dram_read_gbs((size_t)(bw_gib * 1073741824.0), nt);
+        printf("peak dram_read GB/s=%.1f (%d threads, %.1f GiB buffer)\n", dram, nt, bw_gib);
+        if (h.hw.cpu_isa & AH_ISA_AVX512_BF16) {
+            bf16peak = peak_avx512bf16_gflops(nt);
+            printf("peak avx512bf16 GFLOP/s=%.1f (vdpbf16ps, %d threads)\n", bf16peak, nt);
+        }
+        if (h.hw.cpu_isa & AH_ISA_AMX_BF16) {
+            amxpeak = peak_amx_bf16_gflops(nt);
+            printf("peak amx_bf16 GFLOP/s=%.1f (tdpbf16ps, %d threads)\n", amxpeak, nt);
+        }
+    }
+    char buf[512];
+    if (decode) {
+        snprintf(buf, sizeof buf, "%s", decode);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            shape s = {(uint32_t)atoi(tok), 1, strchr(tok, ':') ? (uint32_t)atoi(strchr(tok, ':') + 1) : 4096};
+            double sec = time_shape(&h, &s, reps);
+            if (sec < 0) return 1;
+            double bytes = (double)s.nreq * s.ctx * 8 * 128 * 2 * 2;
+            printf("decode path=%s threads=%d B=%u ctx=%u median_ms=%.3f GB/s=%.1f", pi.arch, nt, s.nreq, s.ctx,
+                   sec * 1e3, bytes / sec / 1e9);
+            if (dram > 0) printf(" frac_dram=%.2f", bytes / sec / 1e9 / dram);
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    if (prefill) {
+        snprintf(buf, sizeof buf, "%s", prefill);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            uint32_t T = (uint32_t)atoi(tok);
+            shape s = {1, T, T};
+            double sec = time_shape(&h, &s, reps);
+            if (sec < 0) return 1;
+            double fl = 4.0 * 32 * 128 * (double)T * (T + 1) / 2;
+            printf("prefill path=%s threads=%d T=%u median_ms=%.3f GFLOP/s=%.1f", pi.arch, nt, T, sec * 1e3, fl / sec / 1e9);
+            if (bf16peak > 0) printf(" frac_avx512bf16_peak=%.2f", fl / sec / 1e9 / bf16peak);
+            if (amxpeak > 0) printf(" frac_amx_peak=%.2f", fl / sec / 1e9 / amxpeak);
+            printf("\n");
+            fflush(stdout);
+            if (blas) bench_blas(nt, T, reps);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,141 @@
+/*
+ * Ceilings for the bench (see peaks.h). Compiled with AVX-512, AVX-512-BF16
+ * and AMX flags; only called where the CPU has them.
+ */
+#include "peaks.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static volatile uint64_t sink_u64;
+static volatile float sink_f;
+
+double peak_dram_read_gbs(size_t bytes, int threads)
+{
+    bytes &= ~(size_t)4095;
+    char *buf = aligned_alloc(4096, bytes);
+    if (!buf) return 0;
+    /* First touch from the reading threads (NUMA placement), non-zero data. */
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < (long)(bytes / 8); i++) ((uint64_t *)buf)[i] = (uint64_t)i * 0x9e3779b97f4a7c15ull;
+    double best = 0;
+    for (int rep = 0; rep < 6; rep++) {
+        double t0 = bench_now();
+        uint64_t total = 0;
+#pragma omp parallel num_threads(threads) reduction(^ : total)
+        {
+#ifdef _OPENMP
+            int id = omp_get_thread_num(), n = omp_get_num_threads();
+#else
+            int id = 0, n = 1;
+#endif
+            size_t per = bytes / (size_t)n / 256 * 256;
+            const __m512i *p = (const __m512i *)(buf + per * (size_t)id);
+            __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+            for (size_t i = 0; i < per / 64; i += 4) {
+                a0 = _mm512_xor_si512(a0, _mm512_load_si512(p + i));
+                a1 = _mm512_xor_si512(a1, _mm512_load_si512(p + i + 1));
+                a2 = _mm512_xor_si512(a2, _mm512_load_si512(p + i + 2));
+                a3 = _mm512_xor_si512(a3, _mm512_load_si512(p + i + 3));
+            }
+            __m512i x = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
+            total ^= (uint64_t)_mm512_reduce_or_epi64(x);
+        }
+        double dt = bench_now() - t0;
+        sink_u64 = total;
+        if (rep > 0 && bytes / dt / 1e9 > best) best = bytes / dt / 1e9;
+    }
+    free(buf);
+    return best;
+}
+
+double peak_avx512bf16_gflops(int threads)
+{
+    const long iters = 20000000;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = bench_now();
+        float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+        {
+            /* 16 independent chains hide the instruction's latency. */
+            __m512 acc[16];
+            for (int i = 0; i < 16; i++) acc[i] = _mm512_set1_ps((float)i);
+            __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+            for (long it = 0; it < iters / 16; it++) {
+                for (int i = 0; i < 16; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+                __asm__ volatile("" : "+v"(a), "+v"(b));
+            }
+            __m512 s = acc[0];
+            for (int i = 1; i < 16; i++) s = _mm512_add_ps(s, acc[i]);
+            total += _mm512_reduce_add_ps(s);
+        }
+        double dt = bench_now() - t0;
+        sink_f = total;
+        double fl = (double)threads * (double)(iters / 16 * 16) * 64.0;
+        if (fl / dt / 1e9 > best) best = fl / dt / 1e9;
+    }
+    return best;
+}
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg;
+
+double peak_amx_bf16_gflops(int threads)
+{
+    const long iters = 2000000;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = bench_now();
+#pragma omp parallel num_threads(threads)
+        {
+            tilecfg cfg;
+            memset(&cfg, 0, sizeof cfg);
+            cfg.palette = 1;
+            for (int t = 0; t < 8; t++) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+            _tile_loadconfig(&cfg);
+            static __thread uint16_t src[16 * 32] __attribute__((aligned(64)));
+            for (int i = 0; i < 16 * 32; i++) src[i] = 0x3c00;
+            _tile_loadd(4, src, 64);
+            _tile_loadd(5, src, 64);
+            _tile_loadd(6, src, 64);
+            _tile_loadd(7, src, 64);
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (long it = 0; it < iters / 4; it++) {
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            float out[256];
+            _tile_stored(0, out, 64);
+            sink_f = out[0];
+            _tile_release();
+        }
+        double dt = bench_now() - t0;
+        /* One tdpbf16ps: 16 x 16 outputs x 32 products x 2 flops. */
+        double fl = (double)threads * (double)(iters / 4 * 4) * 16 * 16 * 32 * 2;
+        if (fl / dt / 1e9 > best) best = fl / dt / 1e9;
+    }
+    return best;
+}
