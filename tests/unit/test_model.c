@@ -8,6 +8,7 @@
  * docs/configuration.md embeds (this test checks that it does).
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -429,6 +430,57 @@ static void dump(void)
     ah__free(text);
 }
 
+/* Deterministic byte-level mutations of a valid input (a poor man's fuzzer
+ * that runs in CI): whatever the text, a load either succeeds or fails with
+ * a message naming the source, leaves nothing behind, and never crashes. */
+static void mutations(void)
+{
+    static const char alphabet[] = "[]=:;#,.-*/ \n\tazAZ09_\xEF";
+    const char *seed = ah_demo_model_text();
+    size_t len = strlen(seed);
+    uint32_t state = 12345;
+    char buf[4096];
+    int loaded = 0, refused = 0;
+    for (int iter = 0; iter < 3000 && len < sizeof buf - 8; iter++) {
+        memcpy(buf, seed, len + 1);
+        size_t n = len;
+        for (int k = 0; k < 1 + iter % 4; k++) {
+            state = state * 1103515245u + 12345u;
+            size_t at = (state >> 8) % n;
+            char ch = alphabet[(state >> 20) % (sizeof alphabet - 1)];
+            switch ((state >> 28) % 3) {
+            case 0: /* replace a byte */
+                buf[at] = ch;
+                break;
+            case 1: /* delete one */
+                memmove(buf + at, buf + at + 1, n - at);
+                n--;
+                break;
+            default: /* insert one */
+                memmove(buf + at + 1, buf + at, n - at + 1);
+                buf[at] = ch;
+                n++;
+                break;
+            }
+        }
+        long live = ah__alloc_live();
+        ah_model *m = (ah_model *)&m;
+        ah_error err = {""};
+        ah_status s = ah_model_parse(buf, "m.ini", &m, &err);
+        CHECK_MSG(s == AH_OK || s == AH_ERR_CONFIG, "iteration %d: status %d", iter, (int)s);
+        loaded += s == AH_OK;
+        refused += s == AH_ERR_CONFIG;
+        if (s != AH_OK) {
+            CHECK_MSG(!strncmp(err.msg, "m.ini", 5), "iteration %d: '%s'", iter, err.msg);
+            CHECK(m == NULL);
+        }
+        if (s == AH_OK) ah_model_destroy(m);
+        CHECK_MSG(ah__alloc_live() == live, "iteration %d leaked", iter);
+    }
+    /* Both outcomes occur, or the mutations test nothing. */
+    CHECK(loaded > 100 && refused > 100);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--dump-keys")) {
@@ -447,5 +499,6 @@ int main(int argc, char **argv)
                   "[layers.1-63/2]\nsliding_window = 64\n[layers.5-*/6, 7]\nsoftcap = 30\n");
     examples();
     dump();
+    mutations();
     return check_report("test_model");
 }
