@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -199,6 +200,22 @@ static __attribute__((noreturn)) void child_main(const char *path, const char *s
     }
     dup2(err_fd, 2);
     close(err_fd);
+    /* Only stdio and the record pipe (moved to 3) stay open: the host's
+     * sockets and files must not be reachable from plugin code, which could
+     * otherwise write into descriptions the host shares with the child. */
+    if (rec_fd != 3) {
+        if (dup2(rec_fd, 3) < 0) _exit(113);
+        close(rec_fd);
+        rec_fd = 3;
+    }
+    fcntl(rec_fd, F_SETFD, FD_CLOEXEC); /* not for whatever a plugin execs */
+#if defined(SYS_close_range)
+    if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
+#endif
+    {
+        long max = sysconf(_SC_OPEN_MAX);
+        for (long fd = 4; fd < (max > 0 && max < 65536 ? max : 65536); fd++) close((int)fd);
+    }
 
     ah_buf b = {0};
     ah__scan_one(path, stem, req->config, req->hw, 0, &b);

@@ -23,7 +23,7 @@ static char tmp_root[] = "/tmp/ah_test_scan_XXXXXX";
 
 static const char *const cases[] = {"good", "wrong_major", "old_size", "new_size", "null_slot",
                                     "no_entry", "bad_caps", "segv", "hang", "ctor_abort", "noisy",
-                                    "exit", "flip", "refuse", "garbage"};
+                                    "exit", "flip", "refuse", "garbage", "undefined"};
 #define N_CASES (sizeof cases / sizeof cases[0])
 
 static char *case_dir(const char *c)
@@ -107,8 +107,20 @@ static void test_child_mode(void)
 {
     const char *dirs[N_CASES];
     for (size_t i = 0; i < N_CASES; i++) dirs[i] = case_dir(cases[i]);
+    /* A descriptor of the host's, inheritable: the garbage plugin writes to
+     * every descriptor it finds, and must not reach this one. */
+    char host_file[1100];
+    snprintf(host_file, sizeof host_file, "%s/host-file", tmp_root);
+    int host_fd = open(host_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(host_fd >= 0 && dup2(host_fd, 100) == 100); /* above what the child reuses */
+    close(host_fd);
+    host_fd = 100;
     ah_scan_result r;
-    if (scan(dirs, N_CASES, AH_SCAN_CHILD, NULL, NULL, &r) != AH_OK) return;
+    ah_status s = scan(dirs, N_CASES, AH_SCAN_CHILD, NULL, NULL, &r);
+    struct stat hst;
+    CHECK(fstat(host_fd, &hst) == 0 && hst.st_size == 0);
+    close(host_fd);
+    if (s != AH_OK) return;
     CHECK(r.n == N_CASES);
     CHECK(r.n_scanned == N_CASES && r.n_cached == 0);
 
@@ -133,6 +145,9 @@ static void test_child_mode(void)
     expect(&r, "refuse", AH_PLUGIN_REJECTED,
            "the plugin refused this host: needs a frobnicator, none found");
     expect(&r, "garbage", AH_PLUGIN_QUARANTINED, "garbage record from the scan child");
+    expect(&r, "undefined", AH_PLUGIN_QUARANTINED, "dlopen failed: ");
+    expect(&r, "undefined", AH_PLUGIN_QUARANTINED,
+           "undefined symbol: attnhost_test_symbol_nobody_defines");
 
     const ah_plugin_rec *g = find(&r, "/good/");
     if (g && g->info.caps) {
@@ -169,8 +184,9 @@ static void test_child_mode(void)
 
 static void test_in_process(void)
 {
-    static const char *const safe[] = {"good", "wrong_major", "old_size", "new_size",
-                                       "null_slot", "no_entry", "bad_caps", "flip", "refuse"};
+    static const char *const safe[] = {"good",     "wrong_major", "old_size", "new_size",
+                                       "null_slot", "no_entry",   "bad_caps", "flip",
+                                       "refuse",   "undefined"};
     const size_t n = sizeof safe / sizeof safe[0];
     const char *dirs[16];
     for (size_t i = 0; i < n; i++) dirs[i] = case_dir(safe[i]);
@@ -358,6 +374,8 @@ static void test_discovery(void)
     CHECK(mkfifo(mkpath("%s/links/%s", "fifo.so"), 0644) == 0);
     copy_file(case_so("good"), mkpath("%s/links/%s", ".hidden.so"), 0755);
     copy_file(case_so("good"), mkpath("%s/links/%s", "README"), 0644);
+    copy_file(ATTNHOST_SOURCE_DIR "/tests/abi_plugins/common.h", mkpath("%s/links/%s", "text.so"),
+              0644);
 
     char *open_parent = mkpath("%s/%s", "openparent");
     mkdir(open_parent, 0755);
@@ -389,6 +407,8 @@ static void test_discovery(void)
     CHECK((p = find(&r, "links/subdir.so")) && strstr(p->info.reason, "not a regular file"));
     CHECK((p = find(&r, "links/fifo.so")) && strstr(p->info.reason, "not a regular file"));
     CHECK(find(&r, ".hidden.so") == NULL && find(&r, "README") == NULL);
+    CHECK((p = find(&r, "links/text.so")) && p->info.state == AH_PLUGIN_QUARANTINED &&
+          strstr(p->info.reason, "dlopen failed: ") && strstr(p->info.reason, "text.so"));
     CHECK((p = find(&r, "openparent")) && p->info.state == AH_PLUGIN_REJECTED &&
           strstr(p->info.reason, "world-writable without the sticky bit"));
     int relative = 0, empty = 0, dot = 0;
@@ -402,9 +422,10 @@ static void test_discovery(void)
     CHECK(find(&r, "does-not-exist") == NULL);
     /* The same stem in a later directory is shadowed without being loaded. */
     expect(&r, "good", AH_PLUGIN_REJECTED, "shadowed by");
-    /* Loaded: alias, real, roundtrip and good/abi_good.so (whose stem was free,
-     * its earlier namesake being refused, but whose plugin name was not). */
-    CHECK(r.n_scanned == 4);
+    /* Loaded: alias, real, roundtrip, text and good/abi_good.so (whose stem
+     * was free, its earlier namesake being refused, but whose plugin name was
+     * not). */
+    CHECK(r.n_scanned == 5);
     ah__scan_result_free(&r);
 }
 
@@ -592,6 +613,43 @@ static void test_services(void)
     ah__services_free(data);
 }
 
+/* Log lines: tagged with the plugin, filtered by ATTNHOST_LOG. */
+static void test_log(void)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/log.txt", tmp_root);
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    ah_host_services s;
+    void *data;
+    setenv("ATTNHOST_LOG", "info", 1);
+    ah__services_init(&s, &data, "cuda_fa3", NULL, &hw);
+    s.log(&s, AH_LOG_ERROR, "no device");
+    s.log(&s, AH_LOG_INFO, "three GPUs");
+    s.log(&s, AH_LOG_DEBUG, "hidden at info");
+    ah__services_free(data);
+    unsetenv("ATTNHOST_LOG"); /* default: warn */
+    ah__services_init(&s, &data, "cpu_amx", NULL, &hw);
+    s.log(&s, AH_LOG_WARN, "slow path");
+    s.log(&s, AH_LOG_INFO, "hidden at warn");
+    CHECK(s.config_get(&s, "anything") == NULL); /* no config at all */
+    ah__services_free(data);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char buf[512] = "";
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+    CHECK_STREQ(buf, "attnhost[cuda_fa3] error: no device\n"
+                     "attnhost[cuda_fa3] info: three GPUs\n"
+                     "attnhost[cpu_amx] warn: slow path\n");
+}
+
 int main(void)
 {
     ah__hw_facts_gather(&hw);
@@ -606,6 +664,7 @@ int main(void)
     test_discovery();
     test_load();
     test_services();
+    test_log();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "chmod -R u+w %s && rm -rf %s", tmp_root, tmp_root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);
