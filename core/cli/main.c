@@ -12,6 +12,8 @@
  * Every subcommand takes --config F (default: the installed INI when it
  * exists, else the embedded default).
  */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +46,7 @@ static void usage(FILE *f)
 
 ah_host *cli_host(const cli_common *c)
 {
-    ah_host_options o = {sizeof o};
+    ah_host_options o = {.struct_size = sizeof o};
     struct stat st;
     if (c->config) o.config_path = c->config;
     else if (stat(ATTNHOST_INSTALL_CONFIG, &st) == 0) o.config_path = ATTNHOST_INSTALL_CONFIG;
@@ -114,7 +116,16 @@ static int parse_common(int argc, char **argv, cli_common *c)
                     return -1;
                 }
                 c->layer = (int)n;
-            } else if (c->n_plugin_dirs < 8) c->plugin_dirs[c->n_plugin_dirs++] = v;
+            } else if (c->n_plugin_dirs < 8) {
+                /* an explicit directory may be relative to where the user stands;
+                 * the library itself never searches the current directory */
+                char *abs = realpath(v, NULL);
+                if (!abs) {
+                    fprintf(stderr, "attnhost: --plugin-dir %s: %s\n", v, strerror(errno));
+                    return -1;
+                }
+                c->plugin_dirs[c->n_plugin_dirs++] = abs; /* lives as long as the process */
+            }
             else {
                 fprintf(stderr, "attnhost: at most 8 --plugin-dir options\n");
                 return -1;
