@@ -1,0 +1,4 @@
+// One forward-kernel instance: head size 64, fp16. Each instance is its own
+// translation unit so the two-core CI compiles them in parallel.
+#include "fa3_fwd_launch.cuh"
+FA3_FWD_INSTANCE(64, __half, fa3_fwd_d64_fp16)

@@ -1,0 +1,95 @@
+// Host-side launch of one forward-kernel instance: builds the three TMA
+// descriptors (Q, K cache, V cache) and starts the persistent grid. The
+// descriptors travel as __grid_constant__ parameters, so a captured CUDA
+// graph carries them along with the tensor addresses it was captured with.
+#pragma once
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <type_traits>
+
+#include "fa3_fwd_kernel.cuh"
+#include "fa3_launch.h"
+
+namespace fa3 {
+
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                    CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                    CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled lives in libcuda; the runtime hands out its address
+// so the plugin never links the driver library.
+encode_tiled_fn encode_tiled();
+
+template <int D> struct cfg;
+template <> struct cfg<64> { static constexpr int BN = 128, STAGES = 3; };
+template <> struct cfg<128> { static constexpr int BN = 128, STAGES = 2; };
+template <> struct cfg<256> { static constexpr int BN = 64, STAGES = 2; };
+
+template <int D, typename T>
+constexpr size_t smem_bytes()
+{
+    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T>) + 1024;
+}
+
+template <int D, typename T>
+int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
+{
+    constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES;
+    const fa3_params &p = L->p;
+    encode_tiled_fn enc = encode_tiled();
+    if (!enc) {
+        snprintf(err, errlen, "cuTensorMapEncodeTiled is not available from the driver");
+        return (int)cudaErrorNotSupported;
+    }
+    const CUtensorMapDataType dt = sizeof(T) == 2 && std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                                    : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const cuuint32_t es = sizeof(T);
+    CUtensorMap tq, tk, tv;
+    {
+        cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)p.num_q_heads, (cuuint64_t)L->num_tokens};
+        cuuint64_t strides[2] = {(cuuint64_t)L->q_head_stride * es, (cuuint64_t)L->q_tok_stride * es};
+        cuuint32_t box[3] = {64, (cuuint32_t)p.group, (cuuint32_t)p.tpt};
+        cuuint32_t estr[3] = {1, 1, 1};
+        CUresult r = enc(&tq, dt, 3, const_cast<void *>(L->q), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+            snprintf(err, errlen, "TMA descriptor for q failed (CUresult %d)", (int)r);
+            return (int)cudaErrorInvalidValue;
+        }
+    }
+    for (int kv = 0; kv < 2; kv++) {
+        const int64_t *sd = kv ? L->v_strides : L->k_strides; // block, slot, head
+        const void *base = kv ? L->v_cache : L->k_cache;
+        const int64_t a_str = p.kv_hnd ? sd[1] : sd[2], b_str = p.kv_hnd ? sd[2] : sd[1];
+        const cuuint64_t a_dim = p.kv_hnd ? p.block_size : p.num_kv_heads;
+        const cuuint64_t b_dim = p.kv_hnd ? p.num_kv_heads : p.block_size;
+        cuuint64_t dims[4] = {(cuuint64_t)D, a_dim, b_dim, (cuuint64_t)p.num_blocks};
+        cuuint64_t strides[3] = {(cuuint64_t)a_str * es, (cuuint64_t)b_str * es, (cuuint64_t)sd[0] * es};
+        cuuint32_t box[4] = {64, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u, p.kv_hnd ? 1u : (cuuint32_t)p.box_rows, 1};
+        cuuint32_t estr[4] = {1, 1, 1, 1};
+        CUresult r = enc(kv ? &tv : &tk, dt, 4, const_cast<void *>(base), dims, strides, box, estr,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+            snprintf(err, errlen, "TMA descriptor for the %s cache failed (CUresult %d)", kv ? "value" : "key", (int)r);
+            return (int)cudaErrorInvalidValue;
+        }
+    }
+    auto kern = fwd_kernel<D, BN, STAGES, T>;
+    const size_t smem = smem_bytes<D, T>();
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess) {
+        kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);
+        e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) snprintf(err, errlen, "forward kernel launch: %s", cudaGetErrorString(e));
+    return (int)e;
+}
+
+} // namespace fa3
+
+#define FA3_FWD_INSTANCE(D, T, NAME) \
+    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) { return fa3::launch_fwd<D, T>(L, err, errlen); }

@@ -1,0 +1,92 @@
+/*
+ * What the host side of cuda_fa3 hands its kernels, in plain C so that the
+ * C11 plugin code and the CUDA translation units share one definition.
+ *
+ * The plan step turns the engine's batch into FA3-style metadata: a list of
+ * work items (one per query tile, KV head and KV split), each carrying the
+ * key range it covers, plus split-combine jobs. The kernels read the counts
+ * from device memory, so a CUDA graph captured once replays any batch that
+ * fits the limits given at state creation: plan(REPLAY) rewrites these
+ * buffers in place and launches nothing.
+ */
+#ifndef FA3_PARAMS_H
+#define FA3_PARAMS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rows of one query tile: two consumer warpgroups of 64 rows. A row is a
+ * (token, head-in-group) pair: GQA packing puts the G query heads that share
+ * a KV head into one tile, so K/V are read once for all of them. */
+#define FA3_BLOCK_M 128
+#define FA3_MAX_SPLITS 64
+
+/* One unit of work for a persistent CTA. */
+typedef struct fa3_work {
+    int32_t req;       /* request index */
+    int32_t q_tok0;    /* first query token (global row of q) of the tile */
+    int32_t q_ntok;    /* query tokens in the tile */
+    int32_t kvh;       /* KV head */
+    int32_t kv_lo;     /* key positions [kv_lo, kv_hi) this item covers */
+    int32_t kv_hi;
+    int32_t part_row;  /* -1: write out/lse directly; else first partial row */
+    int32_t pos0;      /* position of the tile's first query token */
+} fa3_work;
+
+/* One split-KV combine: nsplit partial blocks of rows rows each. */
+typedef struct fa3_combine_job {
+    int32_t part_row; /* partial rows of split s: part_row + s * rows + r */
+    int32_t rows;     /* valid rows (token-major, then head in group) */
+    int32_t nsplit;
+    int32_t q_tok0;
+    int32_t kvh;
+    int32_t pad[3];
+} fa3_combine_job;
+
+/* Device-side counts written by plan. */
+typedef struct fa3_counts {
+    int32_t n_work;
+    int32_t n_combine;
+    int32_t pad[2];
+} fa3_counts;
+
+typedef struct fa3_params {
+    /* outputs */
+    void *out;            /* [T, Hq, D] q dtype */
+    float *lse;           /* [T, Hq] or NULL */
+    int64_t out_tok_stride, out_head_stride; /* elements */
+    /* split partials: rows of D floats, and their lse */
+    float *part_o;
+    float *part_lse;
+    /* metadata */
+    const fa3_work *work;
+    const fa3_combine_job *combine;
+    const fa3_counts *counts;
+    const int32_t *block_table;
+    int32_t bt_stride;
+    /* shape */
+    int32_t num_q_heads, num_kv_heads, group; /* group = Hq / Hk */
+    int32_t tpt;          /* query tokens per tile: FA3_BLOCK_M / group */
+    int32_t block_size;   /* KV tokens per cache block */
+    int32_t box_rows;     /* KV rows per TMA box: divides block_size and BLOCK_N */
+    int32_t kv_hnd;       /* 1: cache is [blocks, Hk, bs, D]; 0: [blocks, bs, Hk, D] */
+    int32_t num_blocks;   /* TMA coordinate past the cache: zero-filled box */
+    /* semantics */
+    int32_t causal;       /* decoder */
+    int32_t window;       /* 0: none */
+    int32_t cross;        /* encoder-decoder: no position masks */
+    float scale_log2;     /* softmax scale * log2(e), k_scale folded in */
+    float softcap;        /* 0: none; applied to scale * q.k (k_scale folded) */
+    float scale;          /* softmax scale with k_scale folded, for softcap */
+    float v_scale;        /* multiplies the output (FP8 V) */
+    const float *sinks;   /* [Hq] or NULL */
+} fa3_params;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

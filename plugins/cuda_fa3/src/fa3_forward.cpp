@@ -1,0 +1,241 @@
+/*
+ * forward(), write_kv() and merge_states(): check the tensors against the
+ * layer spec and the last plan, fill the kernel parameters and launch.
+ * A bad tensor is refused with a message naming it, and nothing runs.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "fa3_state.h"
+
+static int fa3_dt(ah_dtype t)
+{
+    switch (t) {
+    case AH_DTYPE_BF16: return FA3_T_BF16;
+    case AH_DTYPE_FP16: return FA3_T_FP16;
+    case AH_DTYPE_FP8_E4M3: return FA3_T_FP8_E4M3;
+    case AH_DTYPE_FP8_E5M2: return FA3_T_FP8_E5M2;
+    default: return -1;
+    }
+}
+
+/* A [T, H, D] activation: dtype, shape, unit channel stride, 16-byte rows. */
+static ah_status fa3_check_act(ah_errbuf *e, const char *name, const DLTensor *t, int64_t T, int64_t H,
+                               int64_t D, ah_dtype dt)
+{
+    if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (t->ndim != 3 || t->shape[0] != T || t->shape[1] != H || t->shape[2] != D)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [%lld, %lld, %lld]", name, (long long)T,
+                       (long long)H, (long long)D);
+    if (!ah_dl_dtype_is(t, dt))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name, ah_dtype_name(dt));
+    if (ah_dl_stride(t, 2) != 1 || ah_dl_stride(t, 1) % 8 || ah_dl_stride(t, 0) % 8 ||
+        ((uintptr_t)ah_dl_data(t) & 15))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s needs unit channel stride, row strides of 8 elements and 16-byte alignment", name);
+    if (t->device.device_type != kDLCUDA)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is not CUDA device memory", name);
+    return AH_OK;
+}
+
+/* A cache tensor in the spec's layout; strides out: block, slot, head. */
+static ah_status fa3_check_cache(ah_errbuf *e, const char *name, const DLTensor *t, const ah_layer_spec *sp,
+                                 int64_t strides[3])
+{
+    if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    const int hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
+    const int64_t a = hnd ? sp->num_kv_heads : sp->block_size, b = hnd ? sp->block_size : sp->num_kv_heads;
+    if (t->ndim != 4 || t->shape[1] != a || t->shape[2] != b || t->shape[3] != sp->qk_head_size)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [blocks, %lld, %lld, %u] (%s)", name, (long long)a,
+                       (long long)b, sp->qk_head_size, hnd ? "HND" : "NHD");
+    if (!ah_dl_dtype_is(t, sp->kv_dtype))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name, ah_dtype_name(sp->kv_dtype));
+    if (ah_dl_stride(t, 3) != 1 || ((uintptr_t)ah_dl_data(t) & 15))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s needs unit channel stride and 16-byte alignment", name);
+    strides[0] = ah_dl_stride(t, 0);
+    strides[1] = ah_dl_stride(t, hnd ? 2 : 1);
+    strides[2] = ah_dl_stride(t, hnd ? 1 : 2);
+    for (int i = 0; i < 3; i++)
+        if (strides[i] % 8)
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s strides must be multiples of 8 elements", name);
+    return AH_OK;
+}
+
+ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
+{
+    ah_errbuf *e = &st->err;
+    const ah_layer_spec *sp = &st->spec;
+    if (!a) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward: args is NULL");
+    if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward: plan() has not run");
+    const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
+    ah_status s;
+    if (!a->q || a->q->ndim != 3 || a->q->shape[0] < T)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "q must be [>= %lld, %lld, %lld]", (long long)T, (long long)Hq,
+                       (long long)D);
+    const int64_t Tq = a->q->shape[0];
+    if ((s = fa3_check_act(e, "q", a->q, Tq, Hq, D, sp->q_dtype)) != AH_OK) return s;
+    if (!a->out || a->out->ndim != 3 || a->out->shape[0] < T)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "out must be [>= %lld, %lld, %lld]", (long long)T,
+                       (long long)Hq, (long long)D);
+    if ((s = fa3_check_act(e, "out", a->out, a->out->shape[0], Hq, D, sp->q_dtype)) != AH_OK) return s;
+    fa3_fwd_launch L;
+    memset(&L, 0, sizeof L);
+    if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, L.k_strides)) != AH_OK) return s;
+    if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, L.v_strides)) != AH_OK) return s;
+    if (a->key_cache->shape[0] != a->value_cache->shape[0])
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "key_cache and value_cache hold different block counts");
+    if (a->lse) {
+        if (a->lse->ndim != 2 || a->lse->shape[0] < T || a->lse->shape[1] != Hq || !ah_dl_dtype_is(a->lse, AH_DTYPE_FP32) ||
+            !ah_dl_is_contiguous(a->lse))
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "lse must be a contiguous float32 [>= %lld, %lld]",
+                           (long long)T, (long long)Hq);
+    }
+    if (sp->use_sinks) {
+        if (!a->sinks || a->sinks->ndim != 1 || a->sinks->shape[0] != Hq || !ah_dl_dtype_is(a->sinks, AH_DTYPE_FP32))
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "sinks must be float32 [%lld]", (long long)Hq);
+    }
+    const float k_scale = a->k_scale == 0.f ? 1.f : a->k_scale, v_scale = a->v_scale == 0.f ? 1.f : a->v_scale;
+    const float scale = (sp->scale != 0.f ? sp->scale : 1.f / sqrtf((float)D)) * k_scale;
+
+    L.head_dim = (int)D;
+    L.dtype = fa3_dt(sp->q_dtype);
+    L.q = ah_dl_data(a->q);
+    L.q_tok_stride = ah_dl_stride(a->q, 0);
+    L.q_head_stride = ah_dl_stride(a->q, 1);
+    L.num_tokens = Tq;
+    L.k_cache = ah_dl_data(a->key_cache);
+    L.v_cache = ah_dl_data(a->value_cache);
+    L.grid = st->grid;
+    L.stream = a->stream;
+    fa3_params *p = &L.p;
+    p->out = ah_dl_data(a->out);
+    p->lse = a->lse ? (float *)ah_dl_data(a->lse) : NULL;
+    p->out_tok_stride = ah_dl_stride(a->out, 0);
+    p->out_head_stride = ah_dl_stride(a->out, 1);
+    p->part_o = st->d_part_o;
+    p->part_lse = st->d_part_lse;
+    p->work = st->d_work;
+    p->combine = st->d_combine;
+    p->counts = st->d_counts;
+    p->block_table = st->block_table;
+    p->bt_stride = st->bt_stride;
+    p->num_q_heads = (int)Hq;
+    p->num_kv_heads = (int)sp->num_kv_heads;
+    p->group = st->group;
+    p->tpt = st->tpt;
+    p->block_size = (int)sp->block_size;
+    const int BN = D == 256 ? 64 : 128;
+    int R = 16;
+    for (int c = BN; c >= 16; c /= 2)
+        if ((int)sp->block_size % c == 0 && BN % c == 0) {
+            R = c;
+            break;
+        }
+    p->box_rows = R;
+    p->kv_hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
+    p->num_blocks = (int)a->key_cache->shape[0];
+    p->causal = sp->attn_type == AH_ATTN_DECODER;
+    p->cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
+    p->window = (int)sp->sliding_window;
+    p->scale = scale;
+    p->scale_log2 = scale * 1.4426950408889634f;
+    p->softcap = sp->softcap;
+    p->v_scale = v_scale;
+    p->sinks = sp->use_sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
+
+    char msg[256];
+    int rc = fa3_launch_forward(&L, msg, sizeof msg);
+    if (rc) {
+        (void)cudaGetLastError();
+        return ah_fail(e, AH_ERR_DEVICE, "%s", msg);
+    }
+    rc = fa3_launch_combine(p, (int)D, L.dtype, st->grid * 2, a->stream);
+    if (rc) {
+        (void)cudaGetLastError();
+        return ah_fail(e, AH_ERR_DEVICE, "combine kernel launch: %s", cudaGetErrorString((cudaError_t)rc));
+    }
+    return AH_OK;
+}
+
+ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
+{
+    ah_errbuf *e = &st->err;
+    const ah_layer_spec *sp = &st->spec;
+    if (!a) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: args is NULL");
+    if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: plan() has not run");
+    if (!a->key || !a->value || a->key->ndim != 3 || a->value->ndim != 3)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: key and value must be [T, Hk, D]");
+    const int64_t T = a->key->shape[0], Hk = sp->num_kv_heads, D = sp->qk_head_size;
+    ah_status s;
+    if ((s = fa3_check_act(e, "key", a->key, T, Hk, D, sp->q_dtype)) != AH_OK) return s;
+    if ((s = fa3_check_act(e, "value", a->value, T, Hk, D, sp->q_dtype)) != AH_OK) return s;
+    fa3_kv_write w;
+    memset(&w, 0, sizeof w);
+    if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, w.k_strides)) != AH_OK) return s;
+    if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, w.v_strides)) != AH_OK) return s;
+    if (!st->slot_mapping) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: the planned batch has no slot_mapping");
+    if (T < (int64_t)st->num_tokens)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: key has %lld rows, the batch %u tokens", (long long)T,
+                       st->num_tokens);
+    w.key = ah_dl_data(a->key);
+    w.value = ah_dl_data(a->value);
+    w.k_tok_stride = ah_dl_stride(a->key, 0);
+    w.k_head_stride = ah_dl_stride(a->key, 1);
+    w.v_tok_stride = ah_dl_stride(a->value, 0);
+    w.v_head_stride = ah_dl_stride(a->value, 1);
+    w.k_cache = ah_dl_data(a->key_cache);
+    w.v_cache = ah_dl_data(a->value_cache);
+    w.slot_mapping = st->slot_mapping;
+    w.num_tokens = (int)st->num_tokens;
+    w.num_kv_heads = (int)Hk;
+    w.head_dim = (int)D;
+    w.block_size = (int)sp->block_size;
+    w.src_dtype = fa3_dt(sp->q_dtype);
+    w.cache_dtype = fa3_dt(sp->kv_dtype);
+    w.inv_k_scale = 1.f / (a->k_scale == 0.f ? 1.f : a->k_scale);
+    w.inv_v_scale = 1.f / (a->v_scale == 0.f ? 1.f : a->v_scale);
+    w.stream = a->stream;
+    int rc = fa3_launch_write_kv(&w);
+    if (rc) {
+        (void)cudaGetLastError();
+        return ah_fail(e, AH_ERR_DEVICE, "write_kv kernel launch: %s", cudaGetErrorString((cudaError_t)rc));
+    }
+    return AH_OK;
+}
+
+ah_status fa3_merge_states(ah_context *ctx, const ah_merge_args *a)
+{
+    ah_errbuf *e = &ctx->svc.err;
+    if (!a || !a->v_a || !a->v_b || !a->lse_a || !a->lse_b || !a->out)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: a tensor is NULL");
+    const DLTensor *va = a->v_a;
+    if (va->ndim != 3) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a must be [T, H, D]");
+    const int64_t T = va->shape[0], H = va->shape[1], D = va->shape[2];
+    ah_dtype dt = ah_dl_dtype_is(va, AH_DTYPE_BF16) ? AH_DTYPE_BF16
+                  : ah_dl_dtype_is(va, AH_DTYPE_FP16) ? AH_DTYPE_FP16
+                                                      : AH_DTYPE_AUTO;
+    if (dt == AH_DTYPE_AUTO) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a must be fp16 or bf16");
+    const DLTensor *vs[3] = {a->v_a, a->v_b, a->out};
+    const char *vn[3] = {"v_a", "v_b", "out"};
+    for (int i = 0; i < 3; i++)
+        if (vs[i]->ndim != 3 || vs[i]->shape[0] != T || vs[i]->shape[1] != H || vs[i]->shape[2] != D ||
+            !ah_dl_dtype_is(vs[i], dt) || !ah_dl_is_contiguous(vs[i]))
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s must be a contiguous %s [%lld, %lld, %lld]",
+                           vn[i], ah_dtype_name(dt), (long long)T, (long long)H, (long long)D);
+    const DLTensor *ls[3] = {a->lse_a, a->lse_b, a->lse_out};
+    const char *ln[3] = {"lse_a", "lse_b", "lse_out"};
+    for (int i = 0; i < 3; i++)
+        if (ls[i] && (ls[i]->ndim != 2 || ls[i]->shape[0] != T || ls[i]->shape[1] != H ||
+                      !ah_dl_dtype_is(ls[i], AH_DTYPE_FP32) || !ah_dl_is_contiguous(ls[i])))
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s must be a contiguous float32 [%lld, %lld]",
+                           ln[i], (long long)T, (long long)H);
+    int rc = fa3_launch_merge(ah_dl_data(a->v_a), (const float *)ah_dl_data(a->lse_a), ah_dl_data(a->v_b),
+                              (const float *)ah_dl_data(a->lse_b), ah_dl_data(a->out),
+                              a->lse_out ? (float *)ah_dl_data(a->lse_out) : NULL, T * H, (int)D, fa3_dt(dt),
+                              a->stream);
+    if (rc) {
+        (void)cudaGetLastError();
+        return ah_fail(e, AH_ERR_DEVICE, "merge kernel launch: %s", cudaGetErrorString((cudaError_t)rc));
+    }
+    return AH_OK;
+}

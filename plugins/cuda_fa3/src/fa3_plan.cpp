@@ -1,0 +1,296 @@
+/*
+ * State creation and planning: the engine's batch (vLLM's common metadata)
+ * becomes FA3-style metadata. Per request: cu_seqlens_q (query_start_loc),
+ * seqused_k (seq_lens) and its page-table row; per query tile and KV head a
+ * work item with its exact key range (causal and window limits applied, so
+ * invisible KV tiles are never visited); long items split along KV so every
+ * SM has work, each split writing float partials that a combine kernel
+ * merges by LSE. Items are sorted longest first and handed round-robin to a
+ * persistent grid of one CTA per SM.
+ *
+ * Everything is sized from ah_limits at creation. plan() fills pinned
+ * staging buffers and copies them to the device on the caller's stream; in
+ * AH_PLAN_REPLAY mode that copy is all it does, so a captured graph replays
+ * any batch within the limits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa3_state.h"
+
+static int fa3_ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
+
+/* Parts partials may use: four waves of full tiles. */
+static int64_t fa3_part_rows_cap(int sms) { return (int64_t)4 * sms * FA3_BLOCK_M; }
+
+static void fa3_caps_for(const ah_layer_spec *spec, const ah_limits *lim, int sms, int *cap_work,
+                         int *cap_combine, int64_t *part_rows)
+{
+    const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
+    const int tpt = FA3_BLOCK_M / group;
+    const int64_t base = ((int64_t)lim->max_num_tokens / tpt + lim->max_num_reqs) * spec->num_kv_heads;
+    *cap_combine = (int)base;
+    *cap_work = (int)(2 * base + 2 * sms + 64);
+    *part_rows = fa3_part_rows_cap(sms);
+}
+
+ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
+{
+    if (!spec || !lim || !bytes || !spec->num_kv_heads) return AH_ERR_INVALID_ARGUMENT;
+    int sms = 132, cw, cc;
+    int64_t rows;
+    fa3_caps_for(spec, lim, sms, &cw, &cc, &rows);
+    *bytes = (uint64_t)cw * sizeof(fa3_work) + (uint64_t)cc * sizeof(fa3_combine_job) +
+             (uint64_t)rows * (spec->v_head_size + 1) * sizeof(float) + sizeof(fa3_counts);
+    return AH_OK;
+}
+
+void fa3_state_destroy(ah_state *st)
+{
+    if (!st) return;
+    cudaFree(st->d_work);
+    cudaFree(st->d_combine);
+    cudaFree(st->d_counts);
+    cudaFree(st->d_part_o);
+    cudaFree(st->d_part_lse);
+    cudaFreeHost(st->h_work);
+    cudaFreeHost(st->h_combine);
+    cudaFreeHost(st->h_counts);
+    if (st->staged) cudaEventDestroy(st->staged);
+    const ah_host_services *host = st->ctx->host;
+    host->free(host, st->h_cost);
+    host->free(host, st->h_tmp);
+    host->free(host, st);
+}
+
+ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
+                           ah_state **out)
+{
+    *out = NULL;
+    ah_errbuf *e = &ctx->svc.err;
+    if (!spec || !lim) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "state_create: spec or limits is NULL");
+    const uint32_t d = spec->qk_head_size;
+    if (d != 64 && d != 128 && d != 256)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "head size %u: cuda_fa3 serves 64, 128 and 256", d);
+    if (spec->v_head_size != d)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "v_head_size %u differs from qk_head_size %u", spec->v_head_size, d);
+    if (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "query dtype %s: cuda_fa3 serves fp16 and bf16",
+                       ah_dtype_name(spec->q_dtype));
+    if (spec->kv_dtype != spec->q_dtype)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "KV dtype %s with query dtype %s: cuda_fa3 needs them equal",
+                       ah_dtype_name(spec->kv_dtype), ah_dtype_name(spec->q_dtype));
+    if (!spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads are not a multiple of %u KV heads",
+                       spec->num_q_heads, spec->num_kv_heads);
+    const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
+    if (group > 16)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "%d query heads per KV head: cuda_fa3 packs at most 16", group);
+    if (spec->block_size == 0 || spec->block_size % 16)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: cuda_fa3 needs a multiple of 16", spec->block_size);
+    if (spec->use_mla || spec->use_alibi)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "%s is not served by cuda_fa3", spec->use_mla ? "MLA" : "ALiBi");
+    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "KV layout %d is not resolved", (int)spec->kv_layout);
+    if (!lim->max_num_reqs || !lim->max_num_tokens)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "limits: max_num_reqs and max_num_tokens must be > 0");
+    if (ctx->smem_optin < fa3_fwd_smem_bytes((int)d))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "head size %u needs %zu bytes of shared memory, the device allows %zu",
+                       d, fa3_fwd_smem_bytes((int)d), ctx->smem_optin);
+
+    const ah_host_services *host = ctx->host;
+    ah_state *st = (ah_state *)host->alloc(host, sizeof *st);
+    if (!st) return ah_fail(e, AH_ERR_OUT_OF_MEMORY, "state_create: out of host memory");
+    memset(st, 0, sizeof *st);
+    st->ctx = ctx;
+    st->spec = *spec;
+    st->lim = *lim;
+    st->group = group;
+    st->tpt = FA3_BLOCK_M / group;
+    st->grid = ctx->sms;
+    fa3_caps_for(spec, lim, ctx->sms, &st->cap_work, &st->cap_combine, &st->cap_part_rows);
+    st->max_splits = FA3_MAX_SPLITS;
+    const char *ms = host->config_get ? host->config_get(host, "max_splits") : NULL;
+    if (ms) {
+        int v = atoi(ms);
+        st->max_splits = v < 1 ? 1 : v > FA3_MAX_SPLITS ? FA3_MAX_SPLITS : v;
+    }
+
+    cudaError_t ce = cudaSuccess;
+#define FA3_ALLOC(call)                                         \
+    do {                                                        \
+        if (ce == cudaSuccess) ce = (call);                     \
+    } while (0)
+    FA3_ALLOC(cudaMalloc((void **)&st->d_work, sizeof(fa3_work) * st->cap_work));
+    FA3_ALLOC(cudaMalloc((void **)&st->d_combine, sizeof(fa3_combine_job) * st->cap_combine));
+    FA3_ALLOC(cudaMalloc((void **)&st->d_counts, sizeof(fa3_counts)));
+    FA3_ALLOC(cudaMalloc((void **)&st->d_part_o, sizeof(float) * d * st->cap_part_rows));
+    FA3_ALLOC(cudaMalloc((void **)&st->d_part_lse, sizeof(float) * st->cap_part_rows));
+    FA3_ALLOC(cudaMallocHost((void **)&st->h_work, sizeof(fa3_work) * st->cap_work));
+    FA3_ALLOC(cudaMallocHost((void **)&st->h_combine, sizeof(fa3_combine_job) * st->cap_combine));
+    FA3_ALLOC(cudaMallocHost((void **)&st->h_counts, sizeof(fa3_counts)));
+    FA3_ALLOC(cudaEventCreateWithFlags(&st->staged, cudaEventDisableTiming));
+    FA3_ALLOC(cudaMemset(st->d_counts, 0, sizeof(fa3_counts)));
+#undef FA3_ALLOC
+    st->h_cost = (int32_t *)host->alloc(host, sizeof(int32_t) * st->cap_work);
+    st->h_tmp = (fa3_work *)host->alloc(host, sizeof(fa3_work) * st->cap_work);
+    if (ce != cudaSuccess || !st->h_cost || !st->h_tmp) {
+        ah_status s = ce != cudaSuccess ? ah_cuda_status(ce) : AH_ERR_OUT_OF_MEMORY;
+        ah_fail(e, s, "state_create: %s", ce != cudaSuccess ? cudaGetErrorString(ce) : "out of host memory");
+        (void)cudaGetLastError();
+        fa3_state_destroy(st);
+        return s;
+    }
+    *out = st;
+    return AH_OK;
+}
+
+/* Sort work items by cost, longest first (stable counting sort on cost). */
+static void fa3_sort_work(ah_state *st, int n, int max_cost)
+{
+    /* Costs are KV tiles, bounded by max_seq_len / 64: a counting sort. */
+    int32_t *cost = st->h_cost;
+    fa3_work *w = st->h_work, *tmp = st->h_tmp;
+    const ah_host_services *host = st->ctx->host;
+    int *bucket = (int *)host->alloc(host, sizeof(int) * (size_t)(max_cost + 2));
+    if (!bucket) return; /* unsorted work is still correct, only less balanced */
+    memset(bucket, 0, sizeof(int) * (size_t)(max_cost + 2));
+    for (int i = 0; i < n; i++) bucket[max_cost - cost[i] + 1]++;
+    for (int c = 1; c <= max_cost + 1; c++) bucket[c] += bucket[c - 1];
+    for (int i = 0; i < n; i++) tmp[bucket[max_cost - cost[i]]++] = w[i];
+    memcpy(w, tmp, sizeof(fa3_work) * (size_t)n);
+    host->free(host, bucket);
+}
+
+ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
+{
+    ah_errbuf *e = &st->err;
+    if (!b || !b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host || !b->block_table)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: the batch lacks host copies or a block table");
+    if (b->num_reqs > st->lim.max_num_reqs || b->num_tokens > st->lim.max_num_tokens)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: batch of %u requests / %u tokens exceeds the limits %u / %u",
+                       b->num_reqs, b->num_tokens, st->lim.max_num_reqs, st->lim.max_num_tokens);
+    if (b->block_table->ndim != 2)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: block_table must be 2-D");
+    const int32_t bt_stride = (int32_t)ah_dl_stride(b->block_table, 0);
+    if (mode == AH_PLAN_REPLAY && (!st->planned || (const int32_t *)ah_dl_data(b->block_table) != st->block_table ||
+                                   bt_stride != st->bt_stride))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "plan(REPLAY): the block table must be the captured one, rewritten in place");
+
+    /* The previous plan's copies must have left the staging buffers. */
+    if (st->staged_pending) AH_CUDA_TRY(e, cudaEventSynchronize(st->staged));
+
+    const ah_layer_spec *sp = &st->spec;
+    const int G = st->group, tpt = st->tpt, BN = sp->qk_head_size == 256 ? 64 : 128;
+    const int causal = sp->attn_type == AH_ATTN_DECODER, cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
+    const int W = (int)sp->sliding_window;
+    const int Hk = (int)sp->num_kv_heads;
+
+    /* Pass 1: one item per (request, query tile); its cost in KV tiles. */
+    int n = 0, max_cost = 0;
+    if (b->num_reqs > 0 && (int64_t)b->num_tokens / tpt + b->num_reqs > st->cap_combine)
+        return ah_fail(e, AH_ERR_INTERNAL, "plan: more query tiles than the limits allow");
+    int64_t total_cost = 0;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        const int q0 = b->query_start_loc_host[r], qlen = b->query_start_loc_host[r + 1] - q0;
+        const int seq = b->seq_lens_host[r];
+        for (int t0 = 0; t0 < qlen; t0 += tpt) {
+            fa3_work w;
+            w.req = (int32_t)r;
+            w.q_tok0 = q0 + t0;
+            w.q_ntok = qlen - t0 < tpt ? qlen - t0 : tpt;
+            w.pos0 = seq - qlen + t0;
+            const int pmax = w.pos0 + w.q_ntok - 1;
+            int lo = 0, hi = seq;
+            if (!cross) {
+                if (causal) hi = pmax + 1 < seq ? pmax + 1 : seq;
+                else if (W) hi = pmax + W < seq ? pmax + W : seq;
+                if (W) lo = w.pos0 - W + 1 > 0 ? w.pos0 - W + 1 : 0;
+            }
+            if (lo >= hi) lo = hi = 0;
+            w.kv_lo = lo;
+            w.kv_hi = hi;
+            w.kvh = 0;
+            w.part_row = -1;
+            const int cost = hi > lo ? fa3_ceil_div(hi, BN) - lo / BN : 0;
+            if (n >= st->cap_combine)
+                return ah_fail(e, AH_ERR_INTERNAL, "plan: more query tiles than the limits allow");
+            st->h_tmp[n] = w;
+            total_cost += (int64_t)cost * Hk;
+            n++;
+        }
+    }
+
+    /* Pass 2: split items longer than a fair share of the machine, within
+     * the partial-buffer budget, then replicate over KV heads. */
+    const int64_t fair = total_cost / st->grid > 4 ? total_cost / st->grid : 4;
+    int nw = 0, nc = 0;
+    int64_t part_used = 0;
+    for (int i = 0; i < n; i++) {
+        const fa3_work base = st->h_tmp[i];
+        const int cost = base.kv_hi > base.kv_lo ? fa3_ceil_div(base.kv_hi, BN) - base.kv_lo / BN : 0;
+        int s = 1;
+        if (cost > fair && st->max_splits > 1) {
+            s = fa3_ceil_div(cost, fair);
+            if (s > st->max_splits) s = st->max_splits;
+            if (s > cost) s = cost;
+            const int64_t rows = (int64_t)base.q_ntok * G;
+            while (s > 1 && part_used + rows * s * Hk > st->cap_part_rows) s--;
+        }
+        const int rows = base.q_ntok * G;
+        const int t_lo = base.kv_lo / BN, t_hi = fa3_ceil_div(base.kv_hi, BN);
+        for (int h = 0; h < Hk; h++) {
+            int part = -1;
+            if (s > 1) {
+                part = (int)part_used;
+                part_used += (int64_t)rows * s;
+                fa3_combine_job *j = &st->h_combine[nc++];
+                memset(j, 0, sizeof *j);
+                j->part_row = part;
+                j->rows = rows;
+                j->nsplit = s;
+                j->q_tok0 = base.q_tok0;
+                j->kvh = h;
+            }
+            for (int k = 0; k < s; k++) {
+                if (nw >= st->cap_work) return ah_fail(e, AH_ERR_INTERNAL, "plan: work list overflow");
+                fa3_work w = base;
+                w.kvh = h;
+                if (s > 1) {
+                    const int a = t_lo + (int)((int64_t)(t_hi - t_lo) * k / s);
+                    const int z = t_lo + (int)((int64_t)(t_hi - t_lo) * (k + 1) / s);
+                    w.kv_lo = a * BN > base.kv_lo ? a * BN : base.kv_lo;
+                    w.kv_hi = z * BN < base.kv_hi ? z * BN : base.kv_hi;
+                    w.part_row = part + k * rows;
+                }
+                st->h_work[nw] = w;
+                const int c = w.kv_hi > w.kv_lo ? fa3_ceil_div(w.kv_hi, BN) - w.kv_lo / BN : 0;
+                st->h_cost[nw] = c;
+                if (c > max_cost) max_cost = c;
+                nw++;
+            }
+        }
+    }
+    fa3_sort_work(st, nw, max_cost);
+    st->h_counts->n_work = nw;
+    st->h_counts->n_combine = nc;
+
+    cudaStream_t s = (cudaStream_t)stream;
+    AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_work, st->h_work, sizeof(fa3_work) * (size_t)(nw ? nw : 1),
+                                   cudaMemcpyHostToDevice, s));
+    if (nc)
+        AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_combine, st->h_combine, sizeof(fa3_combine_job) * (size_t)nc,
+                                       cudaMemcpyHostToDevice, s));
+    AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_counts, st->h_counts, sizeof(fa3_counts), cudaMemcpyHostToDevice, s));
+    AH_CUDA_TRY(e, cudaEventRecord(st->staged, s));
+    st->staged_pending = 1;
+    st->n_work = nw;
+    st->n_combine = nc;
+    st->num_tokens = b->num_tokens;
+    st->block_table = (const int32_t *)ah_dl_data(b->block_table);
+    st->bt_stride = bt_stride;
+    st->slot_mapping = b->slot_mapping ? (const int64_t *)ah_dl_data(b->slot_mapping) : NULL;
+    st->planned = 1;
+    return AH_OK;
+}

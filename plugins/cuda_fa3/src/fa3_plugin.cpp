@@ -1,0 +1,143 @@
+/*
+ * cuda_fa3: the plugin's identity, its capability table, the probe and the
+ * device context. The kernels are FlashAttention-3-style Hopper kernels
+ * (TMA, wgmma, warp specialisation) built for sm_90a only, so the probe
+ * accepts compute capability 9.0 and nothing else, and says why otherwise.
+ *
+ * Capabilities claim only what the correctness driver (test/fa3_check.c)
+ * verifies against the reference oracle on an H100.
+ */
+#include <string.h>
+
+#include "fa3_state.h"
+
+static const uint32_t fa3_head_sizes[] = {64, 128, 256};
+
+/* Rules that cross fields: the kernels read K and V with one head size. */
+static void fa3_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
+                                  ah_reason_sink *sink)
+{
+    (void)probe;
+    if (spec->qk_head_size != spec->v_head_size)
+        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
+                  "v_head_size == qk_head_size");
+    if (spec->kv_dtype != spec->q_dtype)
+        sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
+                  "the query dtype (fp16 or bf16)");
+    if (spec->num_kv_heads && spec->num_q_heads % spec->num_kv_heads)
+        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads", "not a multiple of num_kv_heads",
+                  "num_q_heads % num_kv_heads == 0");
+}
+
+static const ah_config_key fa3_config_keys[] = {
+    {"max_splits", "64", "largest number of KV splits per query tile (1 disables split-KV)"},
+};
+
+static const ah_caps fa3_caps = {
+    sizeof(ah_caps),
+    AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
+    AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
+    AH_INT_SET_LIST(fa3_head_sizes),
+    AH_INT_SET_LIST(fa3_head_sizes),
+    AH_INT_SET_RANGE(16, 1024, 16),
+    16,
+    AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE,
+    AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
+        AH_BIT(AH_ATTN_ENCODER_DECODER),
+    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    AH_KV_LAYOUT_NHD,
+    90,
+    90,
+    NULL,
+    0,
+    0,
+    AH_GRAPH_ALWAYS,
+    0,
+    0, /* forward does not write K/V: write_kv does */
+    1, /* caller output */
+    16,
+    fa3_config_keys,
+    sizeof fa3_config_keys / sizeof fa3_config_keys[0],
+    fa3_check_combination,
+};
+
+static ah_status fa3_probe(const ah_host_services *host, ah_probe_info *info)
+{
+    (void)host;
+    ah_status s = ah_cuda_probe(info, 90);
+    if (s != AH_OK || !info->usable) return s;
+    if (info->compute_capability != 90) {
+        info->usable = 0;
+        snprintf(info->reason, sizeof info->reason,
+                 "compute capability %u.%u: cuda_fa3's kernels are built for sm_90a (Hopper, 9.0) only",
+                 info->compute_capability / 10, info->compute_capability % 10);
+    }
+    return AH_OK;
+}
+
+static ah_status fa3_context_create(const ah_host_services *host, ah_context **out, const char **why)
+{
+    *out = NULL;
+    ah_context *c = (ah_context *)host->alloc(host, sizeof *c);
+    if (!c) {
+        if (why) *why = "out of host memory";
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    memset(c, 0, sizeof *c);
+    ah_status s = ah_cuda_svc_init(&c->svc, 0, why);
+    if (s != AH_OK) {
+        host->free(host, c);
+        return s;
+    }
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
+        (void)cudaGetLastError();
+        ah_cuda_svc_fini(&c->svc);
+        host->free(host, c);
+        if (why) *why = "cuda_fa3 needs a compute capability 9.0 (Hopper) device";
+        return AH_ERR_UNAVAILABLE;
+    }
+    c->host = host;
+    c->sms = prop.multiProcessorCount;
+    c->smem_optin = prop.sharedMemPerBlockOptin;
+    *out = c;
+    return AH_OK;
+}
+
+static void fa3_context_destroy(ah_context *c)
+{
+    if (!c) return;
+    const ah_host_services *host = c->host;
+    ah_cuda_svc_fini(&c->svc);
+    host->free(host, c);
+}
+
+static const char *fa3_context_error(const ah_context *c) { return c->svc.err.msg; }
+static const char *fa3_state_error(const ah_state *st) { return st->err.msg; }
+
+#define FA3_SVC(c) (&(c)->svc)
+AH_CUDA_DEFINE_DEVICE_OPS(fa3, FA3_SVC)
+
+static const ah_plugin_ops fa3_ops = {
+    sizeof(ah_plugin_ops),
+    fa3_probe,
+    fa3_context_create,
+    fa3_context_destroy,
+    fa3_context_error,
+    fa3_state_create,
+    fa3_state_destroy,
+    fa3_state_error,
+    fa3_plan,
+    fa3_forward,
+    fa3_write_kv,
+    fa3_merge_states,
+    fa3_workspace_size,
+    AH_CUDA_DEVICE_OPS(fa3),
+};
+
+/* C linkage: the host looks the entry up by its plain name. */
+extern "C" {
+AH_PLUGIN_DEFINE(cuda_fa3, "0.1.0", "attnhost", "Apache-2.0",
+                 "FlashAttention-3-style Hopper kernels: TMA, wgmma, warp specialisation, split-KV",
+                 AH_DEVICE_CUDA, &fa3_caps, &fa3_ops)
+}

@@ -1,0 +1,62 @@
+/*
+ * Internal shapes of the cuda_fa3 plugin's handles, shared by its host-side
+ * translation units (plugin entry, planning, forward). The host never sees
+ * inside them.
+ */
+#ifndef FA3_STATE_H
+#define FA3_STATE_H
+
+#include <attnhost/cuda_services.h>
+#include <cuda_runtime.h>
+
+#include "../kernels/fa3_launch.h"
+
+struct ah_context {
+    ah_cuda_svc svc;
+    const ah_host_services *host;
+    int sms;             /* multiprocessors: the persistent grid */
+    size_t smem_optin;   /* shared memory a block may opt into */
+};
+
+struct ah_state {
+    ah_context *ctx;
+    ah_layer_spec spec;
+    ah_limits lim;
+    ah_errbuf err;
+    int group, tpt;      /* GQA packing: heads per KV head, tokens per tile */
+    int grid;
+    /* capacities fixed at creation (CUDA graphs never see a reallocation) */
+    int cap_work, cap_combine;
+    int64_t cap_part_rows;
+    /* device metadata and its pinned host staging */
+    fa3_work *d_work, *h_work;
+    fa3_combine_job *d_combine, *h_combine;
+    fa3_counts *d_counts, *h_counts;
+    float *d_part_o, *d_part_lse;
+    cudaEvent_t staged;  /* the last plan's copies have left the staging */
+    int staged_pending;
+    /* scratch for sorting work by cost */
+    int32_t *h_cost;
+    fa3_work *h_tmp;
+    /* the last plan */
+    int planned;
+    int n_work, n_combine, max_splits;
+    uint32_t num_tokens;
+    const int32_t *block_table;  /* device */
+    int32_t bt_stride;
+    const int64_t *slot_mapping; /* device, for write_kv */
+};
+
+/* fa3_plan.cpp */
+ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
+                           ah_state **out);
+void fa3_state_destroy(ah_state *st);
+ah_status fa3_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode, void *stream);
+ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes);
+
+/* fa3_forward.cpp */
+ah_status fa3_forward(ah_state *st, const ah_forward_args *args);
+ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *args);
+ah_status fa3_merge_states(ah_context *ctx, const ah_merge_args *args);
+
+#endif

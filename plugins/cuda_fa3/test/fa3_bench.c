@@ -1,0 +1,150 @@
+/*
+ * Benchmark driver for cuda_fa3: times forward() with the plugin's device
+ * timer (CUDA events), three warm-ups then the median of 30 runs, on random
+ * data, for the issue's standard shapes:
+ *   prefill: 16k query tokens split into sequences of 4k/8k/16k, head size
+ *            64/128/256 (model width 2048), causal and not, KV read through
+ *            a page table of consecutive 128-token blocks;
+ *   decode:  batch 64, GQA 32/8, head 128, page 16 (shuffled), context
+ *            4k/8k/16k.
+ * Prints one line per shape: time, TFLOP/s, GB/s of KV read.
+ *
+ *   fa3_bench [plugin.so] [prefill|decode|all]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa3_harness.h"
+
+static fa3h H;
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct shape {
+    const char *kind;
+    int d, hq, hk, bs, n, qlen, seqlen, causal, shuffled;
+} shape;
+
+static int bench(const shape *s)
+{
+    const ah_plugin_ops *ops = H.ops;
+    const ah_dtype dt = AH_DTYPE_BF16;
+    int qlen[64], seqlen[64];
+    for (int r = 0; r < s->n; r++) qlen[r] = s->qlen, seqlen[r] = s->seqlen;
+    const int T = s->n * s->qlen, width = (s->seqlen + s->bs - 1) / s->bs + 1;
+    const int nb = s->n * (width - 1) + 2;
+    ah_layer_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.struct_size = sizeof sp;
+    sp.attn_type = s->causal ? AH_ATTN_DECODER : AH_ATTN_ENCODER_ONLY;
+    sp.num_q_heads = (uint32_t)s->hq;
+    sp.num_kv_heads = (uint32_t)s->hk;
+    sp.qk_head_size = sp.v_head_size = (uint32_t)s->d;
+    sp.q_dtype = sp.kv_dtype = dt;
+    sp.block_size = (uint32_t)s->bs;
+    sp.kv_layout = AH_KV_LAYOUT_NHD;
+    sp.scale = 1.0f / sqrtf((float)s->d);
+    fa3h_tensor q, out, kc, vc;
+    int64_t s_q[3] = {T, s->hq, s->d}, s_c[4] = {nb, s->bs, s->hk, s->d};
+    if (fa3h_tensor_alloc(&H, &q, dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, dt, 3, s_q) ||
+        fa3h_tensor_alloc(&H, &kc, dt, 4, s_c) || fa3h_tensor_alloc(&H, &vc, dt, 4, s_c))
+        return 1;
+    /* Random contents: fill a host chunk once and tile it over each buffer. */
+    const size_t chunk = 1u << 24;
+    void *hbuf = malloc(chunk * 2);
+    unsigned seed = 99;
+    fa3h_fill(hbuf, chunk, dt, 1.0f, &seed);
+    fa3h_tensor *bufs[3] = {&q, &kc, &vc};
+    for (int i = 0; i < 3; i++)
+        for (size_t off = 0; off < bufs[i]->bytes; off += chunk * 2) {
+            size_t n = bufs[i]->bytes - off < chunk * 2 ? bufs[i]->bytes - off : chunk * 2;
+            ops->mem_copy(H.ctx, (char *)bufs[i]->dev + off, hbuf, n, AH_COPY_HOST_TO_DEVICE, H.stream);
+        }
+    free(hbuf);
+    fa3h_batch B;
+    if (fa3h_batch_make(&H, &B, s->n, qlen, seqlen, s->bs, nb, width, s->shuffled, 5)) return 1;
+    ah_limits lim = {sizeof lim, (uint32_t)s->n, (uint32_t)T, (uint32_t)width, (uint32_t)s->seqlen, (uint32_t)nb};
+    ah_state *st = NULL;
+    if (ops->state_create(H.ctx, &sp, &lim, &st) != AH_OK) {
+        fprintf(stderr, "state_create: %s\n", ops->context_error(H.ctx));
+        return 1;
+    }
+    ah_forward_args fa;
+    memset(&fa, 0, sizeof fa);
+    fa.struct_size = sizeof fa;
+    fa.q = &q.t;
+    fa.key_cache = &kc.t;
+    fa.value_cache = &vc.t;
+    fa.out = &out.t;
+    fa.stream = H.stream;
+    float ms[30];
+    int rc = 0;
+    if (ops->plan(st, &B.b, AH_PLAN_EAGER, H.stream) != AH_OK) {
+        fprintf(stderr, "plan: %s\n", ops->state_error(st));
+        rc = 1;
+    }
+    for (int i = 0; i < 33 && !rc; i++) {
+        if (i >= 3) ops->timer_start(H.ctx, H.stream);
+        if (ops->forward(st, &fa) != AH_OK) {
+            fprintf(stderr, "forward: %s\n", ops->state_error(st));
+            rc = 1;
+        }
+        if (i >= 3 && ops->timer_stop(H.ctx, H.stream, &ms[i - 3]) != AH_OK) rc = 1;
+    }
+    if (!rc && ops->synchronize(H.ctx, H.stream) != AH_OK) {
+        fprintf(stderr, "synchronize: %s\n", ops->context_error(H.ctx));
+        rc = 1;
+    }
+    if (!rc) {
+        qsort(ms, 30, sizeof ms[0], cmp_f);
+        const double med = ms[15];
+        /* FLOPs: 2 GEMMs of 2*L*S*D per head; causal counts the visible half. */
+        double flops = 0, kv_bytes = 0;
+        for (int r = 0; r < s->n; r++) {
+            double pairs = (double)s->qlen * s->seqlen;
+            if (s->causal && s->qlen > 1) pairs = (double)s->qlen * (s->qlen + 1) / 2 + (double)s->qlen * (s->seqlen - s->qlen);
+            flops += 4.0 * pairs * s->d * s->hq;
+            kv_bytes += 2.0 * s->seqlen * s->hk * s->d * 2;
+        }
+        printf("RESULT fa3 %-7s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s %7.1f GB/s\n",
+               s->kind, s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
+               flops / med / 1e9, kv_bytes / med / 1e6);
+        fflush(stdout);
+    }
+    ops->state_destroy(st);
+    fa3h_batch_free(&H, &B);
+    fa3h_tensor_free(&H, &q), fa3h_tensor_free(&H, &out), fa3h_tensor_free(&H, &kc), fa3h_tensor_free(&H, &vc);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : FA3_PLUGIN_PATH;
+    const char *which = argc > 2 ? argv[2] : "all";
+    int rc = fa3h_open(&H, path);
+    if (rc) return rc;
+    int failed = 0;
+    if (strcmp(which, "decode")) {
+        const int ds[3] = {128, 64, 256};
+        for (int di = 0; di < 3; di++)
+            for (int causal = 1; causal >= 0; causal--)
+                for (int L = 4096; L <= 16384; L *= 2) {
+                    const int d = ds[di];
+                    shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L, L, L, causal, 0};
+                    failed += bench(&s);
+                }
+    }
+    if (strcmp(which, "prefill"))
+        for (int L = 4096; L <= 16384; L *= 2) {
+            shape s = {"decode", 128, 32, 8, 16, 64, 1, L, 1, 1};
+            failed += bench(&s);
+        }
+    fa3h_close(&H);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Peers for the cuda_fa3 benchmark, run in the same session on the same GPU:
+PyTorch SDPA with its cuDNN and FlashAttention-2 backends on the prefill
+shapes of fa3_bench, and the machine's HBM bandwidth (a read-only reduction
+and a device-to-device copy), each a median of CUDA-event timings on random
+data. Prints RESULT lines like fa3_bench."""
+import statistics
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def time_ms(fn, reps=30, warm=3):
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def bandwidth():
+    x = torch.randn(2 * 1024**3 // 2, dtype=torch.bfloat16, device="cuda")  # 2 GiB
+    ms = time_ms(lambda: x.sum(dtype=torch.float32), reps=20)
+    print(f"RESULT hbm read-only (sum of 2 GiB bf16) {x.numel()*2/ms/1e6:8.1f} GB/s")
+    y = torch.empty_like(x)
+    ms = time_ms(lambda: y.copy_(x), reps=20)
+    print(f"RESULT hbm copy 2 GiB (read+write counted) {2*x.numel()*2/ms/1e6:8.1f} GB/s")
+    del x, y
+
+
+def prefill():
+    for d in (128, 64, 256):
+        h = 2048 // d
+        for causal in (True, False):
+            for L in (4096, 8192, 16384):
+                b = 16384 // L
+                q, k, v = (torch.randn(b, h, L, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+                flops = 4 * b * h * L * L * d * (0.5 if causal else 1.0)
+                for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash2", SDPBackend.FLASH_ATTENTION)):
+                    try:
+                        with sdpa_kernel([be]):
+                            ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                        print(f"RESULT sdpa-{name:6s} prefill d{d:<3d} h{h:<2d} batch {b:<2d} L {L:<5d} "
+                              f"{'causal' if causal else 'noncausal':10s} {ms:8.3f} ms {flops/ms/1e9:7.1f} TFLOP/s",
+                              flush=True)
+                    except Exception as e:  # a backend may refuse a shape
+                        print(f"RESULT sdpa-{name} prefill d{d} L {L} unavailable: {type(e).__name__}: {e}"[:200])
+                del q, k, v
+
+
+def decode():
+    # Contiguous-KV decode peer (no paging): batch 64, GQA 32/8, head 128.
+    for L in (4096, 8192, 16384):
+        q = torch.randn(64, 32, 1, 128, dtype=torch.bfloat16, device="cuda")
+        k, v = (torch.randn(64, 8, L, 128, dtype=torch.bfloat16, device="cuda") for _ in range(2))
+        nbytes = 2 * k.numel() * 2
+        for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash2", SDPBackend.FLASH_ATTENTION),
+                         ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            try:
+                with sdpa_kernel([be]):
+                    ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                print(f"RESULT sdpa-{name:6s} decode d128 32/8 batch 64 kv {L:<5d} {ms:8.3f} ms {nbytes/ms/1e6:7.1f} GB/s",
+                      flush=True)
+            except Exception as e:
+                print(f"RESULT sdpa-{name} decode kv {L} unavailable: {type(e).__name__}: {e}"[:200])
+        del q, k, v
+
+
+if __name__ == "__main__":
+    print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
+    bandwidth()
+    prefill()
+    decode()
