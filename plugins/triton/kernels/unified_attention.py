@@ -1,0 +1,190 @@
+"""Unified paged attention: prefill, extend (chunked prefill) and decode
+tokens of one batch in a single launch, over a paged KV cache.
+
+Grid: (q_blocks, q_head_groups). Each program owns BLOCK_M rows, each row one
+(query token, query head) pair: HEADS (a divisor of the GQA group, runtime)
+consecutive query heads sharing one KV head, times BLOCK_M // HEADS
+consecutive query tokens of one request. Packing the group's heads into the
+rows lets one K/V tile serve every head of the group (GQA/MQA reuse). The
+program finds its request by binary search over query_start_loc, the way a
+batch of varying query lengths is laid out without a host-side schedule, so
+the launch configuration only depends on num_tokens and num_reqs upper
+bounds and the kernel can run inside a CUDA graph sized for the maxima.
+
+Key visibility follows reference.h: causal (j <= p, window j > p - W),
+bidirectional (|j - p| < W when a window is set), or everything. Tiles that
+every row sees in full skip the mask; the rest are masked.
+Head size is a runtime value up to HEAD_PAD (a power of two): channels past
+it are zero-filled on load and never stored.
+FP8 caches: K and V convert exactly to the query dtype; k_scale is folded
+into the score scale and v_scale into the final normalisation by the caller.
+"""
+import triton
+import triton.language as tl
+
+from common import online_softmax_step, score_transform, visible
+
+
+@triton.jit
+def _attend_tiles(acc, l_i, m_i, q, start, end, start2, end2, k_base, v_base, bt_row, offs_d,
+                  d_mask, block_size, stride_ks, stride_vs, stride_kb, stride_vb,
+                  scale, softcap, slope2, q_pos, seq_len, window, causal,
+                  MASKED: tl.constexpr, SOFTCAP: tl.constexpr, TILE_N: tl.constexpr,
+                  QDT: tl.constexpr):
+    # Tiles of [start, end) then [start2, end2) in one loop: the masked loop
+    # serves the window's head and the diagonal tail with one copy of code.
+    n_first = tl.cdiv(tl.maximum(end - start, 0), TILE_N)
+    n_tiles = n_first + tl.cdiv(tl.maximum(end2 - start2, 0), TILE_N)
+    for i in range(0, n_tiles):
+        n0 = tl.where(i < n_first, start + i * TILE_N, start2 + (i - n_first) * TILE_N)
+        offs_n = n0 + tl.arange(0, TILE_N)
+        if MASKED:
+            n_ok = offs_n < seq_len
+            blk = tl.load(bt_row + offs_n // block_size, mask=n_ok, other=0).to(tl.int64)
+        else:
+            blk = tl.load(bt_row + offs_n // block_size).to(tl.int64)
+        slot = (offs_n % block_size).to(tl.int64)
+        k_off = blk * stride_kb + slot * stride_ks
+        v_off = blk * stride_vb + slot * stride_vs
+        if MASKED:
+            k = tl.load(k_base + k_off[None, :] + offs_d[:, None],
+                        mask=d_mask[:, None] & n_ok[None, :], other=0.0)
+            v = tl.load(v_base + v_off[:, None] + offs_d[None, :],
+                        mask=n_ok[:, None] & d_mask[None, :], other=0.0)
+        else:
+            k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=d_mask[:, None], other=0.0)
+            v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=d_mask[None, :], other=0.0)
+        qk = tl.dot(q, k.to(QDT))
+        s = score_transform(qk, scale, softcap, slope2, offs_n, q_pos, SOFTCAP)
+        if MASKED:
+            s = tl.where(visible(offs_n, q_pos, seq_len, window, causal), s, float("-inf"))
+        acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, s, v.to(QDT))
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row, offs_d, d_mask,
+                   block_size, stride_ks, stride_vs, stride_kb, stride_vb, scale, softcap, slope2,
+                   q_pos, seq_len, window, causal, SOFTCAP: tl.constexpr, TILE_N: tl.constexpr,
+                   QDT: tl.constexpr):
+    # Unmasked middle [fa, fb), then the masked window head [t0, fa) and
+    # diagonal tail [fb, hi_k).
+    acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, fa, fb, fb, fb, k_base, v_base,
+                                  bt_row, offs_d, d_mask, block_size, stride_ks, stride_vs,
+                                  stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
+                                  window, causal, False, SOFTCAP, TILE_N, QDT)
+    acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, t0, tl.minimum(fa, hi_k), fb, hi_k, k_base,
+                                  v_base, bt_row, offs_d, d_mask, block_size, stride_ks, stride_vs,
+                                  stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
+                                  window, causal, True, SOFTCAP, TILE_N, QDT)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def unified_attention(
+        q_ptr, k_cache, v_cache, out_ptr, lse_ptr, sinks_ptr, alibi_ptr,
+        block_table, seq_lens, query_start_loc, counts,
+        scale, softcap, out_scale,
+        group_size, heads, head_dim, bt_stride,
+        stride_qt, stride_qh, stride_ot, stride_oh, num_q_heads,
+        stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+        block_size, window, causal, use_softcap, use_alibi, use_sinks, store_lse,
+        HEAD_PAD: tl.constexpr, BLOCK_M: tl.constexpr, TILE_N: tl.constexpr):
+    QDT = q_ptr.dtype.element_ty
+    pid = tl.program_id(0)
+    hg = tl.program_id(1)
+    num_reqs = tl.load(counts)
+    block_q = BLOCK_M // heads
+
+    # Last request r whose first q block index (qsl[r] // block_q + r) <= pid.
+    lo = pid * 0
+    hi = num_reqs - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        first = tl.load(query_start_loc + mid) // block_q + mid
+        if first <= pid:
+            lo = mid
+        else:
+            hi = mid - 1
+    req = lo
+    q_begin = tl.load(query_start_loc + req)
+    q_len = tl.load(query_start_loc + req + 1) - q_begin
+    q_start = (pid - (q_begin // block_q + req)) * block_q
+    if q_start >= q_len:
+        return
+    seq_len = tl.load(seq_lens + req)
+    ctx_len = seq_len - q_len
+
+    offs_m = tl.arange(0, BLOCK_M)
+    tok = q_start + offs_m // heads
+    head = hg * heads + offs_m % heads
+    row_ok = (offs_m // heads < block_q) & (tok < q_len)
+    q_pos = ctx_len + tok
+    kvh = (hg * heads) // group_size
+    offs_d = tl.arange(0, HEAD_PAD)
+    d_mask = offs_d < head_dim
+
+    q_row = (q_begin + tok).to(tl.int64) * stride_qt + head * stride_qh
+    q = tl.load(q_ptr + q_row[:, None] + offs_d[None, :],
+                mask=row_ok[:, None] & d_mask[None, :], other=0.0)
+
+    if use_alibi != 0:
+        slope2 = tl.load(alibi_ptr + head) * 1.4426950408889634
+    else:
+        slope2 = tl.zeros([BLOCK_M], tl.float32)
+    if use_sinks != 0:
+        m_i = tl.load(sinks_ptr + head) * 1.4426950408889634
+        l_i = tl.full([BLOCK_M], 1.0, tl.float32)
+    else:
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_PAD], tl.float32)
+
+    # Key range seen by some row [lo_k, hi_k), and by every row [full_lo, full_hi).
+    last_tok = tl.minimum(q_start + block_q, q_len) - 1
+    min_pos = ctx_len + q_start
+    max_pos = ctx_len + last_tok
+    lo_k = min_pos * 0
+    full_lo = min_pos * 0
+    if window > 0:
+        lo_k = tl.maximum(min_pos - window + 1, 0)
+        full_lo = tl.maximum(max_pos - window + 1, 0)
+    if causal != 0:
+        hi_k = max_pos + 1
+        full_hi = min_pos + 1
+    else:
+        hi_k = seq_len
+        full_hi = seq_len
+        if window > 0:
+            hi_k = tl.minimum(seq_len, max_pos + window)
+            full_hi = tl.minimum(seq_len, min_pos + window)
+    hi_k = tl.minimum(hi_k, seq_len)
+    full_hi = tl.minimum(full_hi, seq_len)
+    t0 = (lo_k // TILE_N) * TILE_N
+    fa = tl.cdiv(full_lo, TILE_N) * TILE_N
+    fb = (full_hi // TILE_N) * TILE_N
+    fa = tl.maximum(fa, t0)
+    fb = tl.maximum(fb, fa)
+
+    bt_row = block_table + req.to(tl.int64) * bt_stride
+    k_base = k_cache + kvh.to(tl.int64) * stride_kh
+    v_base = v_cache + kvh.to(tl.int64) * stride_vh
+    if use_softcap != 0:
+        acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
+                                       offs_d, d_mask, block_size, stride_ks, stride_vs, stride_kb,
+                                       stride_vb, scale, softcap, slope2, q_pos, seq_len, window,
+                                       causal, True, TILE_N, QDT)
+    else:
+        acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
+                                       offs_d, d_mask, block_size, stride_ks, stride_vs, stride_kb,
+                                       stride_vb, scale, softcap, slope2, q_pos, seq_len, window,
+                                       causal, False, TILE_N, QDT)
+
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)
+    o = acc * (out_scale / l_safe)[:, None]
+    o_row = (q_begin + tok).to(tl.int64) * stride_ot + head * stride_oh
+    tl.store(out_ptr + o_row[:, None] + offs_d[None, :], o.to(QDT),
+             mask=row_ok[:, None] & d_mask[None, :])
+    if store_lse != 0:
+        lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+        tl.store(lse_ptr + (q_begin + tok).to(tl.int64) * num_q_heads + head, lse, mask=row_ok)

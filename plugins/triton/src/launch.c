@@ -1,0 +1,343 @@
+/*
+ * Kernel lookup, module loading and launches: forward (unified kernel, or
+ * split-KV stage 1 + reduce for pure decode), write_kv and merge_states.
+ * Each launch packs its arguments in the order generate.py compiled the
+ * kernel with, and checks the packed signature against the table's, so a
+ * kernel changed without its launcher fails loudly instead of reading
+ * garbage. Tensors are checked before anything is launched: bad input
+ * returns an error and writes nothing.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "triton_plugin.h"
+
+const char tk_sig_unified[] = "pppppppppppfffiiiiiiiiiiiiiiiiiiiiii";
+const char tk_sig_stage1[] = "pppppppppffiiiiiiiiiiiiiiiiiii";
+const char tk_sig_reduce[] = "ppppppfiiiiiiii";
+const char tk_sig_merge[] = "ppppppiiiiiiiii";
+const char tk_sig_kv_write[] = "ppppppffiiiiiiiiiiii";
+
+/* ---- table and modules ------------------------------------------------------ */
+
+static uint32_t tk_pad_for(uint32_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+
+const tk_entry *tk_find(const ah_context *ctx, const char *kernel, ah_dtype q, ah_dtype kv,
+                        uint32_t head_size)
+{
+    uint32_t pad = strcmp(kernel, "kv_write") == 0 ? 256 : tk_pad_for(head_size);
+    for (unsigned i = 0; i < ah_tk_table_len; i++) {
+        const tk_entry *e = &ah_tk_table[i];
+        if (e->q_dtype == q && e->kv_dtype == kv && e->head_pad == pad &&
+            strcmp(e->kernel, kernel) == 0 && strcmp(e->arch, ctx->arch) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+ah_status tk_function(ah_context *ctx, const tk_entry *e, const char *want, CUfunction *out,
+                      ah_errbuf *err)
+{
+    const ah_cu_api *cu = ctx->cu;
+    size_t i = (size_t)(e - ah_tk_table);
+    if (strcmp(e->signature, want) != 0)
+        return ah_fail(err, AH_ERR_INTERNAL,
+                       "%s (%s): generated signature %s, launcher packs %s: regenerate or fix launch.c",
+                       e->kernel, e->arch, e->signature, want);
+    if (!ctx->funcs[i]) {
+        if ((size_t)e->shared > (size_t)ctx->smem_optin)
+            return ah_fail(err, AH_ERR_UNSUPPORTED, "%s needs %u bytes of shared memory, device has %d",
+                           e->kernel, e->shared, ctx->smem_optin);
+        ah_status s = tk_ctx_bind(ctx, err);
+        if (s) return s;
+        CUmodule m;
+        TK_CU(ctx, err, cu->module_load(&m, e->image));
+        CUfunction f;
+        CUresult r = cu->module_function(&f, m, e->symbol);
+        if (!r && e->shared > 49152)
+            r = cu->func_set_attr(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->shared);
+        if (r) {
+            cu->module_unload(m);
+            return tk_cu_fail(cu, err, r, "loading a kernel (cuModuleGetFunction/cuFuncSetAttribute)");
+        }
+        ctx->modules[i] = m;
+        ctx->funcs[i] = f;
+    }
+    *out = ctx->funcs[i];
+    return AH_OK;
+}
+
+/* ---- argument packing ------------------------------------------------------- */
+
+#define TK_MAX_ARGS 48
+typedef struct tk_args {
+    uint64_t val[TK_MAX_ARGS];
+    void *ptr[TK_MAX_ARGS];
+    char sig[TK_MAX_ARGS];
+    int n;
+} tk_args;
+
+static void tk_arg(tk_args *a, char kind, const void *src, size_t size)
+{
+    a->val[a->n] = 0;
+    memcpy(&a->val[a->n], src, size);
+    a->ptr[a->n] = &a->val[a->n];
+    a->sig[a->n++] = kind;
+}
+static void arg_p(tk_args *a, CUdeviceptr p) { tk_arg(a, 'p', &p, sizeof p); }
+static void arg_t(tk_args *a, const DLTensor *t)
+{
+    arg_p(a, t ? (CUdeviceptr)(uintptr_t)ah_dl_data(t) : 0);
+}
+static void arg_i(tk_args *a, int64_t v)
+{
+    int32_t x = (int32_t)v;
+    tk_arg(a, 'i', &x, sizeof x);
+}
+static void arg_f(tk_args *a, float v) { tk_arg(a, 'f', &v, sizeof v); }
+
+ah_status tk_launch(ah_context *ctx, const tk_entry *e, CUfunction f, unsigned gx, unsigned gy,
+                    unsigned gz, void **params, CUstream stream, ah_errbuf *err)
+{
+    TK_CU(ctx, err, ctx->cu->launch(f, gx, gy, gz, 32u * e->num_warps, 1, 1, e->shared, stream,
+                                    params, NULL));
+    return AH_OK;
+}
+
+/* Finish the argument list (Triton's two scratch pointers, unused here),
+ * check it against the kernel's signature, launch. */
+static ah_status tk_go(ah_context *ctx, const tk_entry *e, CUfunction f, tk_args *a, unsigned gx,
+                       unsigned gy, unsigned gz, CUstream stream, ah_errbuf *err)
+{
+    a->sig[a->n] = '\0';
+    if (strcmp(a->sig, e->signature) != 0)
+        return ah_fail(err, AH_ERR_INTERNAL, "%s: packed %s, kernel takes %s", e->kernel, a->sig,
+                       e->signature);
+    int n = a->n;
+    arg_p(a, 0);
+    arg_p(a, 0);
+    (void)n;
+    if (!gx || !gy || !gz) return AH_OK;
+    return tk_launch(ctx, e, f, gx, gy, gz, a->ptr, stream, err);
+}
+
+/* ---- tensor checks ---------------------------------------------------------- */
+
+/* A device tensor of the given dtype and rank, innermost dimension dense,
+ * base 16-byte aligned, other strides multiples of 16 elements that fit in
+ * int32 (what the kernels' vectorised loads were compiled for). shape[i]
+ * must equal want[i] where want[i] >= 0, and be >= -want[i]-1 otherwise. */
+static ah_status tk_tensor(ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt, int ndim,
+                           const int64_t *want)
+{
+    if (!t || !t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s missing", name);
+    if (!ah_dl_dtype_is(t, dt))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: dtype code %d bits %d, want %s", name,
+                       t->dtype.code, t->dtype.bits, ah_dtype_name(dt));
+    if (t->ndim != ndim)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, want %d", name, t->ndim, ndim);
+    for (int i = 0; i < ndim; i++) {
+        int64_t w = want[i];
+        if (w >= 0 ? t->shape[i] != w : t->shape[i] < -w - 1)
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, want %s%lld", name, i,
+                           (long long)t->shape[i], w >= 0 ? "" : ">= ", (long long)(w >= 0 ? w : -w - 1));
+    }
+    if (ah_dl_stride(t, ndim - 1) != 1 && t->shape[ndim - 1] != 1)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: innermost dimension not contiguous", name);
+    if (((uintptr_t)ah_dl_data(t)) % 16)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: data not 16-byte aligned", name);
+    for (int i = 0; i < ndim - 1; i++) {
+        int64_t s = ah_dl_stride(t, i);
+        if (ndim >= 3 && (s % 16 || s < 0 || s > INT_MAX))
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "%s: stride %lld of dim %d must be a multiple of 16 in [0, 2^31)", name,
+                           (long long)s, i);
+    }
+    return AH_OK;
+}
+
+static int tk_is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+
+/* Cache strides (block, slot, head) for the layer's layout. */
+static ah_status tk_cache(ah_state *st, const DLTensor *t, const char *name, int64_t s[3])
+{
+    const ah_layer_spec *sp = &st->spec;
+    int64_t want[4] = {-1, sp->block_size, sp->num_kv_heads, sp->qk_head_size};
+    if (sp->kv_layout == AH_KV_LAYOUT_HND) {
+        want[1] = sp->num_kv_heads;
+        want[2] = sp->block_size;
+    }
+    ah_status r = tk_tensor(&st->err, t, name, sp->kv_dtype, 4, want);
+    if (r) return r;
+    s[0] = ah_dl_stride(t, 0);
+    s[1] = ah_dl_stride(t, sp->kv_layout == AH_KV_LAYOUT_HND ? 2 : 1);
+    s[2] = ah_dl_stride(t, sp->kv_layout == AH_KV_LAYOUT_HND ? 1 : 2);
+    return AH_OK;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+ah_status tk_forward(ah_state *st, const ah_forward_args *a)
+{
+    ah_context *ctx = st->ctx;
+    const ah_layer_spec *sp = &st->spec;
+    ah_errbuf *err = &st->err;
+    if (!a || a->struct_size < sizeof(ah_forward_args))
+        return ah_fail(err, AH_ERR_ABI, "forward args missing or from an older ABI");
+    if (!st->planned) return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "forward before plan");
+    const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
+    const int64_t qshape[3] = {-(T + 1), Hq, D};
+    ah_status s;
+    int64_t ks[3], vs[3];
+    if ((s = tk_tensor(err, a->q, "q", sp->q_dtype, 3, qshape)) ||
+        (s = tk_tensor(err, a->out, "out", sp->q_dtype, 3, qshape)) ||
+        (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
+        (s = tk_cache(st, a->value_cache, "value_cache", vs)))
+        return s;
+    const int64_t lshape[2] = {-(T + 1), Hq}, hshape[1] = {Hq};
+    if (a->lse && (s = tk_tensor(err, a->lse, "lse", AH_DTYPE_FP32, 2, lshape))) return s;
+    if (a->lse && (ah_dl_stride(a->lse, 0) != Hq || ah_dl_stride(a->lse, 1) != 1))
+        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "lse must be a dense [tokens, heads] tensor");
+    if (sp->use_sinks && (s = tk_tensor(err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hshape))) return s;
+    if (sp->use_alibi && (s = tk_tensor(err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hshape)))
+        return s;
+    if (ks[0] > INT_MAX || vs[0] > INT_MAX)
+        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "cache block stride exceeds int32");
+    if ((s = tk_ctx_bind(ctx, err))) return s;
+
+    const int fp8 = tk_is_fp8(sp->kv_dtype);
+    const float k_scale = fp8 && a->k_scale ? a->k_scale : 1.0f;
+    const float v_scale = fp8 && a->v_scale ? a->v_scale : 1.0f;
+    const int causal = sp->attn_type == AH_ATTN_DECODER;
+    const int window = sp->attn_type == AH_ATTN_ENCODER_DECODER ? 0 : (int)sp->sliding_window;
+    const int group = (int)(sp->num_q_heads / sp->num_kv_heads);
+    const int softcap = sp->softcap > 0;
+    const int64_t sqt = ah_dl_stride(a->q, 0), sqh = ah_dl_stride(a->q, 1);
+    const int64_t sot = ah_dl_stride(a->out, 0), soh = ah_dl_stride(a->out, 1);
+    CUstream cs = (CUstream)a->stream;
+    tk_args g = {0};
+
+    if (!st->decode) {
+        const tk_entry *e = st->k.unified;
+        arg_t(&g, a->q); arg_t(&g, a->key_cache); arg_t(&g, a->value_cache); arg_t(&g, a->out);
+        arg_t(&g, a->lse); arg_t(&g, sp->use_sinks ? a->sinks : NULL);
+        arg_t(&g, sp->use_alibi ? a->alibi_slopes : NULL);
+        arg_p(&g, st->d_block_table); arg_p(&g, st->d_seq_lens); arg_p(&g, st->d_qsl);
+        arg_p(&g, st->d_counts);
+        arg_f(&g, sp->scale * k_scale); arg_f(&g, softcap ? sp->softcap : 1.0f); arg_f(&g, v_scale);
+        arg_i(&g, group); arg_i(&g, st->heads); arg_i(&g, D); arg_i(&g, st->lim.max_blocks_per_req);
+        arg_i(&g, sqt); arg_i(&g, sqh); arg_i(&g, sot); arg_i(&g, soh); arg_i(&g, Hq);
+        arg_i(&g, ks[0]); arg_i(&g, ks[1]); arg_i(&g, ks[2]);
+        arg_i(&g, vs[0]); arg_i(&g, vs[1]); arg_i(&g, vs[2]);
+        arg_i(&g, sp->block_size); arg_i(&g, window); arg_i(&g, causal); arg_i(&g, softcap);
+        arg_i(&g, sp->use_alibi != 0); arg_i(&g, sp->use_sinks != 0); arg_i(&g, a->lse != NULL);
+        uint32_t block_q = e->block_m / (uint32_t)st->heads;
+        unsigned gx = (st->grid_tokens + block_q - 1) / block_q + st->grid_reqs;
+        return tk_go(ctx, e, st->k.f_unified, &g, gx, (unsigned)(Hq / st->heads), 1, cs, err);
+    }
+
+    const tk_entry *e1 = st->k.stage1, *e2 = st->k.reduce;
+    arg_t(&g, a->q); arg_t(&g, a->key_cache); arg_t(&g, a->value_cache);
+    arg_p(&g, st->d_mid_o); arg_p(&g, st->d_mid_lse);
+    arg_t(&g, sp->use_alibi ? a->alibi_slopes : NULL);
+    arg_p(&g, st->d_block_table); arg_p(&g, st->d_seq_lens); arg_p(&g, st->d_counts);
+    arg_f(&g, sp->scale * k_scale); arg_f(&g, softcap ? sp->softcap : 1.0f);
+    arg_i(&g, group); arg_i(&g, D); arg_i(&g, st->lim.max_blocks_per_req); arg_i(&g, sqt);
+    arg_i(&g, sqh); arg_i(&g, ks[0]); arg_i(&g, ks[1]); arg_i(&g, ks[2]);
+    arg_i(&g, vs[0]); arg_i(&g, vs[1]); arg_i(&g, vs[2]);
+    arg_i(&g, sp->block_size); arg_i(&g, window); arg_i(&g, st->num_splits);
+    arg_i(&g, ctx->cfg.split_tile); arg_i(&g, st->split_cap); arg_i(&g, Hq); arg_i(&g, softcap);
+    arg_i(&g, sp->use_alibi != 0);
+    unsigned hb = (unsigned)(sp->num_kv_heads * ((group + e1->block_m - 1) / e1->block_m));
+    if ((s = tk_go(ctx, e1, st->k.f_stage1, &g, st->grid_reqs, hb, (unsigned)st->num_splits, cs, err)))
+        return s;
+    tk_args r = {0};
+    arg_p(&r, st->d_mid_o); arg_p(&r, st->d_mid_lse); arg_t(&r, a->out); arg_t(&r, a->lse);
+    arg_t(&r, sp->use_sinks ? a->sinks : NULL); arg_p(&r, st->d_counts);
+    arg_f(&r, v_scale); arg_i(&r, D); arg_i(&r, st->num_splits); arg_i(&r, st->split_cap);
+    arg_i(&r, sot); arg_i(&r, soh); arg_i(&r, Hq); arg_i(&r, sp->use_sinks != 0);
+    arg_i(&r, a->lse != NULL);
+    return tk_go(ctx, e2, st->k.f_reduce, &r, st->grid_reqs, (unsigned)Hq, 1, cs, err);
+}
+
+/* ---- write_kv ------------------------------------------------------------ */
+
+ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a)
+{
+    ah_context *ctx = st->ctx;
+    const ah_layer_spec *sp = &st->spec;
+    ah_errbuf *err = &st->err;
+    if (!a || a->struct_size < sizeof(ah_kv_write_args))
+        return ah_fail(err, AH_ERR_ABI, "write_kv args missing or from an older ABI");
+    if (!st->planned) return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv before plan");
+    const int64_t T = st->num_tokens, Hk = sp->num_kv_heads, D = sp->qk_head_size;
+    const int64_t shape[3] = {-(T + 1), Hk, D};
+    ah_status s;
+    int64_t ks[3], vs[3];
+    if ((s = tk_tensor(err, a->key, "key", sp->q_dtype, 3, shape)) ||
+        (s = tk_tensor(err, a->value, "value", sp->q_dtype, 3, shape)) ||
+        (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
+        (s = tk_cache(st, a->value_cache, "value_cache", vs)))
+        return s;
+    if ((s = tk_ctx_bind(ctx, err))) return s;
+    const int fp8 = tk_is_fp8(sp->kv_dtype);
+    const float k_scale = fp8 && a->k_scale ? a->k_scale : 1.0f;
+    const float v_scale = fp8 && a->v_scale ? a->v_scale : 1.0f;
+    const tk_entry *e = st->k.kv_write;
+    tk_args g = {0};
+    arg_t(&g, a->key); arg_t(&g, a->value); arg_t(&g, a->key_cache); arg_t(&g, a->value_cache);
+    arg_p(&g, st->d_slots); arg_p(&g, st->d_counts);
+    arg_f(&g, k_scale); arg_f(&g, v_scale); arg_i(&g, D); arg_i(&g, sp->block_size);
+    arg_i(&g, ah_dl_stride(a->key, 0)); arg_i(&g, ah_dl_stride(a->key, 1));
+    arg_i(&g, ah_dl_stride(a->value, 0)); arg_i(&g, ah_dl_stride(a->value, 1));
+    arg_i(&g, ks[0]); arg_i(&g, ks[1]); arg_i(&g, ks[2]);
+    arg_i(&g, vs[0]); arg_i(&g, vs[1]); arg_i(&g, vs[2]);
+    return tk_go(ctx, e, st->k.f_kv_write, &g, st->grid_tokens, (unsigned)Hk, 1, (CUstream)a->stream,
+                 err);
+}
+
+/* ---- merge_states ---------------------------------------------------------- */
+
+ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
+{
+    ah_errbuf *err = &ctx->err;
+    if (!a || a->struct_size < sizeof(ah_merge_args))
+        return ah_fail(err, AH_ERR_ABI, "merge args missing or from an older ABI");
+    if (!a->v_a || !a->v_a->data || a->v_a->ndim != 3)
+        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "v_a must be a [tokens, heads, dim] tensor");
+    ah_dtype dt = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16) ? AH_DTYPE_BF16
+                  : ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16) ? AH_DTYPE_FP16 : AH_DTYPE_AUTO;
+    if (dt == AH_DTYPE_AUTO) return ah_fail(err, AH_ERR_UNSUPPORTED, "v_a: want fp16 or bf16");
+    const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
+    if (D < 16 || D > 256 || D % 16 || H > 65535 || T > INT_MAX)
+        return ah_fail(err, AH_ERR_UNSUPPORTED, "merge of head dim %lld: want a multiple of 16 up to 256",
+                       (long long)D);
+    const int64_t vshape[3] = {T, H, D}, lshape[2] = {T, H};
+    ah_status s;
+    if ((s = tk_tensor(err, a->v_b, "v_b", dt, 3, vshape)) ||
+        (s = tk_tensor(err, a->out, "out", dt, 3, vshape)) ||
+        (s = tk_tensor(err, a->v_a, "v_a", dt, 3, vshape)) ||
+        (s = tk_tensor(err, a->lse_a, "lse_a", AH_DTYPE_FP32, 2, lshape)) ||
+        (s = tk_tensor(err, a->lse_b, "lse_b", AH_DTYPE_FP32, 2, lshape)))
+        return s;
+    if (a->lse_out && (s = tk_tensor(err, a->lse_out, "lse_out", AH_DTYPE_FP32, 2, lshape))) return s;
+    const DLTensor *l[3] = {a->lse_a, a->lse_b, a->lse_out};
+    for (int i = 0; i < 3; i++)
+        if (l[i] && (ah_dl_stride(l[i], 0) != H || ah_dl_stride(l[i], 1) != 1))
+            return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "LSE tensors must be dense [tokens, heads]");
+    const tk_entry *e = tk_find(ctx, "merge_states", dt, dt, (uint32_t)D);
+    if (!e) return ah_fail(err, AH_ERR_UNSUPPORTED, "no merge_states kernel for %s on %s",
+                           ah_dtype_name(dt), ctx->arch);
+    CUfunction f;
+    if ((s = tk_function(ctx, e, tk_sig_merge, &f, err))) return s;
+    if ((s = tk_ctx_bind(ctx, err))) return s;
+    tk_args g = {0};
+    arg_t(&g, a->v_a); arg_t(&g, a->lse_a); arg_t(&g, a->v_b); arg_t(&g, a->lse_b);
+    arg_t(&g, a->out); arg_t(&g, a->lse_out);
+    arg_i(&g, H); arg_i(&g, D);
+    arg_i(&g, ah_dl_stride(a->v_a, 0)); arg_i(&g, ah_dl_stride(a->v_a, 1));
+    arg_i(&g, ah_dl_stride(a->v_b, 0)); arg_i(&g, ah_dl_stride(a->v_b, 1));
+    arg_i(&g, ah_dl_stride(a->out, 0)); arg_i(&g, ah_dl_stride(a->out, 1));
+    arg_i(&g, a->lse_out != NULL);
+    return tk_go(ctx, e, f, &g, (unsigned)T, (unsigned)H, 1, (CUstream)a->stream, err);
+}

@@ -1,0 +1,441 @@
+/*
+ * The triton plugin's descriptor: Triton-authored attention kernels compiled
+ * ahead of time (generate.py) and run through the CUDA driver API, which the
+ * plugin loads itself. This file holds the capability table, the probe, the
+ * context (device, primary context, kernel modules) and the device-service
+ * slots (memory, copies, streams, event timer, stream-capture graphs).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "triton_plugin.h"
+
+/* ---- capabilities --------------------------------------------------------- */
+
+static const ah_config_key tk_keys[] = {
+    {"num_kv_splits", "auto",
+     "split-KV decode: splits per request (1..64), or auto (from batch size and SM count)"},
+    {"split_tile", "256", "split-KV decode: fewest keys a split covers; short requests use fewer splits"},
+    {"deterministic", "0",
+     "1: fixed splits (num_kv_splits, 16 when auto), independent of the batch, fp32 reduction "
+     "in a fixed order: a decode request's output is bitwise the same in any batch"},
+    {"device", "0", "CUDA device index"},
+};
+
+static void tk_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
+                                 ah_reason_sink *sink)
+{
+    int fp8 = spec->kv_dtype == AH_DTYPE_FP8_E4M3 || spec->kv_dtype == AH_DTYPE_FP8_E5M2;
+    if (!fp8 && spec->kv_dtype != spec->q_dtype)
+        sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
+                  "the query dtype, fp8_e4m3 or fp8_e5m2");
+    if (fp8 && probe && probe->compute_capability && probe->compute_capability < 90)
+        sink->add(sink, AH_REASON_DEVICE, "kv_dtype", ah_dtype_name(spec->kv_dtype),
+                  "fp8 KV caches need the sm_90 kernels (compute capability 9.0)");
+    if (spec->qk_head_size != spec->v_head_size)
+        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
+                  "equal qk and v head sizes");
+}
+
+static const ah_caps tk_caps = {
+    .struct_size = sizeof(ah_caps),
+    .q_dtypes = AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
+    .kv_dtypes = AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP8_E4M3) |
+                 AH_BIT(AH_DTYPE_FP8_E5M2),
+    .qk_head_sizes = AH_INT_SET_RANGE(16, 256, 16),
+    .v_head_sizes = AH_INT_SET_RANGE(16, 256, 16),
+    .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
+    .preferred_block_size = 16,
+    .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
+                AH_FEAT_NON_CAUSAL | AH_FEAT_LSE,
+    .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) |
+                  AH_BIT(AH_ATTN_ENCODER_ONLY) | AH_BIT(AH_ATTN_ENCODER_DECODER),
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
+    .min_compute_capability = 80,
+    .max_compute_capability = 90,
+    .graph_level = AH_GRAPH_ALWAYS,
+    .graph_seq_len_fill = 0,
+    .forward_writes_kv = 0,
+    .caller_output = 1,
+    .max_head_groups = 0,
+    .config_keys = tk_keys,
+    .n_config_keys = sizeof tk_keys / sizeof tk_keys[0],
+    .check_combination = tk_check_combination,
+};
+
+/* ---- helpers shared by the source files ----------------------------------- */
+
+ah_status tk_cu_fail(const ah_cu_api *cu, ah_errbuf *e, CUresult r, const char *what)
+{
+    ah_status s = r == CUDA_ERROR_OUT_OF_MEMORY ? AH_ERR_OUT_OF_MEMORY : AH_ERR_DEVICE;
+    return ah_fail(e, s, "%s: %s (CUDA error %d)", what, ah__cu_errstr(cu, r), r);
+}
+
+ah_status tk_ctx_bind(ah_context *ctx, ah_errbuf *e)
+{
+    TK_CU(ctx, e, ctx->cu->ctx_set_current(ctx->cuctx));
+    return AH_OK;
+}
+
+static const char *tk_arch_for(int cc)
+{
+    if (cc >= 80 && cc < 90) return "sm80"; /* sm_80 cubins run on every 8.x device */
+    if (cc == 90) return "sm90";
+    return NULL;
+}
+
+/* ---- configuration -------------------------------------------------------- */
+
+static int tk_parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+ah_status tk_config_read(const ah_host_services *host, tk_config *cfg, ah_errbuf *e)
+{
+    cfg->num_kv_splits = 0;
+    cfg->split_tile = 256;
+    cfg->deterministic = 0;
+    cfg->device = 0;
+    const char *v;
+    if (!host || !host->config_get) return AH_OK;
+    if ((v = host->config_get(host, "num_kv_splits")) && strcmp(v, "auto") != 0 &&
+        !tk_parse_int(v, 1, TK_MAX_SPLITS, &cfg->num_kv_splits))
+        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] num_kv_splits = '%s': want auto or 1..%d",
+                       v, TK_MAX_SPLITS);
+    if ((v = host->config_get(host, "split_tile")) && !tk_parse_int(v, 1, 1 << 20, &cfg->split_tile))
+        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] split_tile = '%s': want 1..1048576", v);
+    if ((v = host->config_get(host, "deterministic")) && !tk_parse_int(v, 0, 1, &cfg->deterministic))
+        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] deterministic = '%s': want 0 or 1", v);
+    if ((v = host->config_get(host, "device")) && !tk_parse_int(v, 0, 1023, &cfg->device))
+        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] device = '%s': want a device index", v);
+    if (cfg->deterministic && !cfg->num_kv_splits) cfg->num_kv_splits = 16;
+    return AH_OK;
+}
+
+/* ---- probe ---------------------------------------------------------------- */
+
+static ah_status tk_probe(const ah_host_services *host, ah_probe_info *info)
+{
+    (void)host;
+    char reason[256] = "";
+    const char *why = NULL;
+    const ah_cu_api *cu = ah__cu_load(&why);
+    if (!cu) {
+        ah_strlcpy(info->reason, why, sizeof info->reason);
+        info->usable = 0;
+        return AH_OK;
+    }
+    CUresult r = cu->init(0);
+    int count = 0, ver = 0;
+    if (r == CUDA_SUCCESS) r = cu->device_count(&count);
+    if (r != CUDA_SUCCESS || count == 0) {
+        snprintf(reason, sizeof reason, "no CUDA device: %s",
+                 r == CUDA_SUCCESS ? "the driver reports none" : ah__cu_errstr(cu, r));
+        ah_strlcpy(info->reason, reason, sizeof info->reason);
+        info->usable = 0;
+        return AH_OK;
+    }
+    CUdevice dev;
+    int major = 0, minor = 0, sms = 0;
+    size_t mem = 0;
+    cu->device_get(&dev, 0);
+    cu->device_name(info->device_name, (int)sizeof info->device_name, dev);
+    cu->device_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    cu->device_attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    cu->device_attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    cu->device_mem(&mem, dev);
+    cu->driver_version(&ver);
+    info->compute_capability = (uint32_t)(major * 10 + minor);
+    info->device_count = (uint32_t)count;
+    info->multiprocessors = (uint32_t)sms;
+    info->memory_bytes = mem;
+    snprintf(info->arch, sizeof info->arch, "sm_%d%d", major, minor);
+    snprintf(info->driver_version, sizeof info->driver_version, "CUDA driver %d.%d", ver / 1000,
+             ver % 1000 / 10);
+    if (!tk_arch_for(major * 10 + minor)) {
+        snprintf(reason, sizeof reason,
+                 "compute capability %d.%d has no compiled kernels (sm_80..sm_89 via sm80, sm_90)",
+                 major, minor);
+        ah_strlcpy(info->reason, reason, sizeof info->reason);
+        info->usable = 0;
+        return AH_OK;
+    }
+    info->usable = 1;
+    return AH_OK;
+}
+
+/* ---- context -------------------------------------------------------------- */
+
+static void tk_context_destroy(ah_context *ctx)
+{
+    if (!ctx) return;
+    const ah_cu_api *cu = ctx->cu;
+    if (ctx->cuctx) {
+        cu->ctx_set_current(ctx->cuctx);
+        for (unsigned i = 0; ctx->modules && i < ah_tk_table_len; i++)
+            if (ctx->modules[i]) cu->module_unload(ctx->modules[i]);
+        if (ctx->timer_begin) cu->event_destroy(ctx->timer_begin);
+        if (ctx->timer_end) cu->event_destroy(ctx->timer_end);
+        cu->ctx_release(ctx->dev);
+    }
+    const ah_host_services *host = ctx->host;
+    host->free(host, ctx->modules);
+    host->free(host, ctx->funcs);
+    host->free(host, ctx);
+}
+
+static ah_status tk_context_create(const ah_host_services *host, ah_context **out, const char **why)
+{
+    static char why_buf[512];
+    *out = NULL;
+    const ah_cu_api *cu = ah__cu_load(why);
+    if (!cu) return AH_ERR_UNAVAILABLE;
+    ah_context *ctx = host->alloc(host, sizeof *ctx);
+    if (!ctx) {
+        *why = "out of host memory";
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    memset(ctx, 0, sizeof *ctx);
+    ctx->host = host;
+    ctx->cu = cu;
+    ah_status s = tk_config_read(host, &ctx->cfg, &ctx->err);
+    if (s == AH_OK) {
+        ctx->modules = host->alloc(host, ah_tk_table_len * sizeof *ctx->modules);
+        ctx->funcs = host->alloc(host, ah_tk_table_len * sizeof *ctx->funcs);
+        if (!ctx->modules || !ctx->funcs)
+            s = ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of host memory");
+        else {
+            memset(ctx->modules, 0, ah_tk_table_len * sizeof *ctx->modules);
+            memset(ctx->funcs, 0, ah_tk_table_len * sizeof *ctx->funcs);
+        }
+    }
+    CUresult r = CUDA_SUCCESS;
+    const char *step = "";
+    int major = 0, minor = 0;
+    if (s == AH_OK) {
+        if ((r = cu->init(0))) step = "cuInit";
+        else if ((r = cu->device_get(&ctx->dev, ctx->cfg.device))) step = "cuDeviceGet";
+        else if ((r = cu->ctx_retain(&ctx->cuctx, ctx->dev))) step = "cuDevicePrimaryCtxRetain";
+        else if ((r = cu->ctx_set_current(ctx->cuctx))) step = "cuCtxSetCurrent";
+        else {
+            cu->device_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ctx->dev);
+            cu->device_attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ctx->dev);
+            cu->device_attr(&ctx->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev);
+            cu->device_attr(&ctx->smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                            ctx->dev);
+            ctx->cc = major * 10 + minor;
+            if ((r = cu->event_create(&ctx->timer_begin, CU_EVENT_DEFAULT)) ||
+                (r = cu->event_create(&ctx->timer_end, CU_EVENT_DEFAULT)))
+                step = "cuEventCreate";
+        }
+        if (r) s = tk_cu_fail(cu, &ctx->err, r, step);
+    }
+    if (s == AH_OK && !(ctx->arch = tk_arch_for(ctx->cc)))
+        s = ah_fail(&ctx->err, AH_ERR_UNAVAILABLE,
+                    "compute capability %d.%d has no compiled kernels", major, minor);
+    if (s != AH_OK) {
+        snprintf(why_buf, sizeof why_buf, "%s", ctx->err.msg);
+        *why = why_buf;
+        tk_context_destroy(ctx);
+        return s;
+    }
+    *out = ctx;
+    return AH_OK;
+}
+
+static const char *tk_context_error(const ah_context *ctx) { return ctx->err.msg; }
+
+/* ---- device services ------------------------------------------------------ */
+
+static ah_status tk_mem_alloc(ah_context *ctx, size_t bytes, void **ptr)
+{
+    *ptr = NULL;
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    CUdeviceptr p = 0;
+    TK_CU(ctx, &ctx->err, ctx->cu->mem_alloc(&p, bytes ? bytes : 1));
+    *ptr = (void *)(uintptr_t)p;
+    return AH_OK;
+}
+
+static void tk_mem_free(ah_context *ctx, void *ptr)
+{
+    if (!ptr) return;
+    ctx->cu->ctx_set_current(ctx->cuctx);
+    ctx->cu->mem_free((CUdeviceptr)(uintptr_t)ptr);
+}
+
+static ah_status tk_mem_copy(ah_context *ctx, void *dst, const void *src, size_t bytes,
+                             ah_copy_kind kind, void *stream)
+{
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    const ah_cu_api *cu = ctx->cu;
+    CUstream st = (CUstream)stream;
+    if (!bytes) return AH_OK;
+    switch (kind) {
+    case AH_COPY_HOST_TO_DEVICE:
+        TK_CU(ctx, &ctx->err, cu->copy_htod((CUdeviceptr)(uintptr_t)dst, src, bytes, st));
+        break;
+    case AH_COPY_DEVICE_TO_HOST:
+        TK_CU(ctx, &ctx->err, cu->copy_dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes, st));
+        break;
+    case AH_COPY_DEVICE_TO_DEVICE:
+        TK_CU(ctx, &ctx->err,
+              cu->copy_dtod((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, st));
+        return AH_OK;
+    default: return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "unknown copy kind %d", kind);
+    }
+    /* Host memory takes part: return only when it may be reused or read. */
+    TK_CU(ctx, &ctx->err, cu->stream_sync(st));
+    return AH_OK;
+}
+
+static ah_status tk_synchronize(ah_context *ctx, void *stream)
+{
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    TK_CU(ctx, &ctx->err, ctx->cu->stream_sync((CUstream)stream));
+    return AH_OK;
+}
+
+static ah_status tk_stream_create(ah_context *ctx, void **stream)
+{
+    *stream = NULL;
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    CUstream st;
+    TK_CU(ctx, &ctx->err, ctx->cu->stream_create(&st, CU_STREAM_NON_BLOCKING));
+    *stream = st;
+    return AH_OK;
+}
+
+static void tk_stream_destroy(ah_context *ctx, void *stream)
+{
+    if (!stream) return;
+    ctx->cu->ctx_set_current(ctx->cuctx);
+    ctx->cu->stream_destroy((CUstream)stream);
+}
+
+static ah_status tk_timer_start(ah_context *ctx, void *stream)
+{
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    TK_CU(ctx, &ctx->err, ctx->cu->event_record(ctx->timer_begin, (CUstream)stream));
+    ctx->timer_running = 1;
+    return AH_OK;
+}
+
+static ah_status tk_timer_stop(ah_context *ctx, void *stream, float *ms)
+{
+    if (!ctx->timer_running)
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "timer_stop without timer_start");
+    ctx->timer_running = 0;
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    TK_CU(ctx, &ctx->err, ctx->cu->event_record(ctx->timer_end, (CUstream)stream));
+    TK_CU(ctx, &ctx->err, ctx->cu->event_sync(ctx->timer_end));
+    TK_CU(ctx, &ctx->err, ctx->cu->event_elapsed(ms, ctx->timer_begin, ctx->timer_end));
+    return AH_OK;
+}
+
+struct ah_graph {
+    CUgraph graph;
+    CUgraphExec exec;
+};
+
+static ah_status tk_graph_begin(ah_context *ctx, void *stream)
+{
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    if (!stream)
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT,
+                       "graph capture needs a created stream, not the default stream");
+    TK_CU(ctx, &ctx->err,
+          ctx->cu->capture_begin((CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    return AH_OK;
+}
+
+static ah_status tk_graph_end(ah_context *ctx, void *stream, ah_graph **out)
+{
+    *out = NULL;
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    const ah_cu_api *cu = ctx->cu;
+    CUgraph g = NULL;
+    TK_CU(ctx, &ctx->err, cu->capture_end((CUstream)stream, &g));
+    CUgraphExec ex = NULL;
+    CUresult r = cu->graph_instantiate(&ex, g, 0);
+    if (r != CUDA_SUCCESS) {
+        cu->graph_destroy(g);
+        return tk_cu_fail(cu, &ctx->err, r, "cuGraphInstantiateWithFlags");
+    }
+    ah_graph *h = ctx->host->alloc(ctx->host, sizeof *h);
+    if (!h) {
+        cu->graph_exec_destroy(ex);
+        cu->graph_destroy(g);
+        return ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    h->graph = g;
+    h->exec = ex;
+    *out = h;
+    return AH_OK;
+}
+
+static ah_status tk_graph_launch(ah_context *ctx, ah_graph *g, void *stream)
+{
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    TK_CU(ctx, &ctx->err, ctx->cu->graph_launch(g->exec, (CUstream)stream));
+    return AH_OK;
+}
+
+static void tk_graph_destroy(ah_context *ctx, ah_graph *g)
+{
+    if (!g) return;
+    ctx->cu->ctx_set_current(ctx->cuctx);
+    ctx->cu->graph_exec_destroy(g->exec);
+    ctx->cu->graph_destroy(g->graph);
+    ctx->host->free(ctx->host, g);
+}
+
+static const char *tk_state_error(const ah_state *st) { return st->err.msg; }
+
+static const ah_plugin_ops tk_ops = {
+    .struct_size = sizeof(ah_plugin_ops),
+    .probe = tk_probe,
+    .context_create = tk_context_create,
+    .context_destroy = tk_context_destroy,
+    .context_error = tk_context_error,
+    .state_create = tk_state_create,
+    .state_destroy = tk_state_destroy,
+    .state_error = tk_state_error,
+    .plan = tk_plan,
+    .forward = tk_forward,
+    .write_kv = tk_write_kv,
+    .merge_states = tk_merge_states,
+    .workspace_size = tk_workspace_size,
+    .mem_alloc = tk_mem_alloc,
+    .mem_free = tk_mem_free,
+    .mem_copy = tk_mem_copy,
+    .synchronize = tk_synchronize,
+    .stream_create = tk_stream_create,
+    .stream_destroy = tk_stream_destroy,
+    .timer_start = tk_timer_start,
+    .timer_stop = tk_timer_stop,
+    .graph_begin = tk_graph_begin,
+    .graph_end = tk_graph_end,
+    .graph_launch = tk_graph_launch,
+    .graph_destroy = tk_graph_destroy,
+};
+
+AH_PLUGIN_DEFINE(triton, "0.1.0", "attnhost", "Apache-2.0",
+                 "Triton attention kernels (unified paged, split-KV decode), AOT-compiled, "
+                 "run through the CUDA driver API",
+                 AH_DEVICE_CUDA, &tk_caps, &tk_ops)

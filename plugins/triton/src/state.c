@@ -1,0 +1,294 @@
+/*
+ * Per-layer state and planning. A state owns every device buffer its
+ * kernels read (batch metadata copies, split-KV workspace), sized once from
+ * ah_limits, so a captured CUDA graph keeps pointing at valid memory and a
+ * REPLAY plan only rewrites those buffers in place, in stream order. The
+ * kernels read the request and token counts from device memory, which is
+ * what lets one captured launch serve a replayed batch of other lengths.
+ */
+#include <string.h>
+
+#include "triton_plugin.h"
+
+static uint32_t tk_cdiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+/* Workspace bytes for a state: metadata plus split-KV partials. */
+static uint64_t tk_ws_bytes(const ah_layer_spec *spec, const ah_limits *lim, int split_cap,
+                            uint32_t head_pad)
+{
+    uint64_t meta = 8 + 4ull * (lim->max_num_reqs + 1) + 4ull * lim->max_num_reqs +
+                    4ull * lim->max_num_reqs * lim->max_blocks_per_req + 8ull * lim->max_num_tokens;
+    uint64_t rows = (uint64_t)lim->max_num_reqs * spec->num_q_heads * (uint64_t)split_cap;
+    return meta + rows * 4 * (head_pad + 1);
+}
+
+static uint32_t tk_head_pad(uint32_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+
+ah_status tk_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
+{
+    /* Without a context the configuration is unknown: report the largest
+     * split workspace (auto) so the figure is an upper bound. */
+    *bytes = tk_ws_bytes(spec, lim, TK_MAX_SPLITS, tk_head_pad(spec->qk_head_size));
+    return AH_OK;
+}
+
+void tk_state_destroy(ah_state *st)
+{
+    if (!st) return;
+    ah_context *ctx = st->ctx;
+    const ah_cu_api *cu = ctx->cu;
+    cu->ctx_set_current(ctx->cuctx);
+    CUdeviceptr *bufs[] = {&st->d_counts, &st->d_qsl, &st->d_seq_lens, &st->d_block_table,
+                           &st->d_slots, &st->d_mid_o, &st->d_mid_lse};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (*bufs[i]) cu->mem_free(*bufs[i]);
+    if (st->staged) {
+        cu->event_sync(st->staged);
+        cu->event_destroy(st->staged);
+    }
+    if (st->h_counts) cu->host_free(st->h_counts);
+    ctx->host->free(ctx->host, st);
+}
+
+static ah_status tk_state_kernels(ah_state *st)
+{
+    ah_context *ctx = st->ctx;
+    const ah_layer_spec *sp = &st->spec;
+    tk_kernels *k = &st->k;
+    struct {
+        const char *name, *sig;
+        ah_dtype kv;
+        const tk_entry **e;
+        CUfunction *f;
+    } want[] = {
+        {"unified_attention", tk_sig_unified, sp->kv_dtype, &k->unified, &k->f_unified},
+        {"decode_split_stage1", tk_sig_stage1, sp->kv_dtype, &k->stage1, &k->f_stage1},
+        {"decode_split_reduce", tk_sig_reduce, sp->q_dtype, &k->reduce, &k->f_reduce},
+        {"kv_write", tk_sig_kv_write, sp->kv_dtype, &k->kv_write, &k->f_kv_write},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const tk_entry *e = tk_find(ctx, want[i].name, sp->q_dtype, want[i].kv, sp->qk_head_size);
+        if (!e)
+            return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED,
+                           "no %s kernel for q %s, kv %s, head size %u on %s (not generated)",
+                           want[i].name, ah_dtype_name(sp->q_dtype), ah_dtype_name(want[i].kv),
+                           sp->qk_head_size, ctx->arch);
+        ah_status s = tk_function(ctx, e, want[i].sig, want[i].f, &ctx->err);
+        if (s) return s;
+        *want[i].e = e;
+    }
+    return AH_OK;
+}
+
+static ah_status tk_spec_check(ah_context *ctx, const ah_layer_spec *sp, const ah_limits *lim)
+{
+    ah_errbuf *e = &ctx->err;
+    if (!sp || !lim || sp->struct_size < sizeof(ah_layer_spec) || lim->struct_size < sizeof(ah_limits))
+        return ah_fail(e, AH_ERR_ABI, "layer spec or limits missing or from an older ABI");
+    if (sp->q_dtype != AH_DTYPE_FP16 && sp->q_dtype != AH_DTYPE_BF16)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "q dtype %s: want fp16 or bf16", ah_dtype_name(sp->q_dtype));
+    int fp8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3 || sp->kv_dtype == AH_DTYPE_FP8_E5M2;
+    if (!fp8 && sp->kv_dtype != sp->q_dtype)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv dtype %s with q dtype %s: want the same, or fp8",
+                       ah_dtype_name(sp->kv_dtype), ah_dtype_name(sp->q_dtype));
+    if (sp->qk_head_size != sp->v_head_size || sp->qk_head_size % 16 || sp->qk_head_size < 16 ||
+        sp->qk_head_size > 256)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "head sizes qk %u, v %u: want equal multiples of 16 up to 256",
+                       sp->qk_head_size, sp->v_head_size);
+    if (sp->use_mla) return ah_fail(e, AH_ERR_UNSUPPORTED, "MLA is not supported");
+    if (!sp->num_kv_heads || !sp->num_q_heads || sp->num_q_heads % sp->num_kv_heads)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads over %u KV heads", sp->num_q_heads,
+                       sp->num_kv_heads);
+    if (!sp->block_size || sp->block_size % 16)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: want a multiple of 16", sp->block_size);
+    if (sp->kv_layout != AH_KV_LAYOUT_NHD && sp->kv_layout != AH_KV_LAYOUT_HND)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "kv layout %d unresolved", sp->kv_layout);
+    if (sp->softcap < 0 || sp->scale < 0)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "negative softcap or scale");
+    if (!lim->max_num_reqs || !lim->max_num_tokens || !lim->max_blocks_per_req)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "limits with a zero maximum");
+    return AH_OK;
+}
+
+/* Query heads per unified program: the largest divisor of the GQA group
+ * that fits the program's rows. */
+static int tk_heads_per_program(uint32_t group, uint32_t block_m)
+{
+    for (uint32_t h = group < block_m ? group : block_m; h > 1; h--)
+        if (group % h == 0) return (int)h;
+    return 1;
+}
+
+ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
+                          ah_state **out)
+{
+    *out = NULL;
+    ah_status s = tk_spec_check(ctx, spec, lim);
+    if (s) return s;
+    if ((s = tk_ctx_bind(ctx, &ctx->err))) return s;
+    ah_state *st = ctx->host->alloc(ctx->host, sizeof *st);
+    if (!st) return ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of host memory");
+    memset(st, 0, sizeof *st);
+    st->ctx = ctx;
+    st->spec = *spec;
+    st->lim = *lim;
+    st->captured_decode = -1;
+    if (!st->spec.scale) st->spec.scale = 1.0f / sqrtf((float)spec->qk_head_size);
+    st->split_cap = ctx->cfg.num_kv_splits ? ctx->cfg.num_kv_splits : TK_AUTO_SPLIT_CAP;
+    if ((s = tk_state_kernels(st))) goto fail;
+    st->heads = tk_heads_per_program(spec->num_q_heads / spec->num_kv_heads, st->k.unified->block_m);
+
+    const ah_cu_api *cu = ctx->cu;
+    struct {
+        CUdeviceptr *p;
+        uint64_t bytes;
+        const char *what;
+    } bufs[] = {
+        {&st->d_counts, 8, "counts"},
+        {&st->d_qsl, 4ull * (lim->max_num_reqs + 1), "query_start_loc"},
+        {&st->d_seq_lens, 4ull * lim->max_num_reqs, "seq_lens"},
+        {&st->d_block_table, 4ull * lim->max_num_reqs * lim->max_blocks_per_req, "block table"},
+        {&st->d_slots, 8ull * lim->max_num_tokens, "slot mapping"},
+        {&st->d_mid_o, 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap * st->k.stage1->head_pad,
+         "split-KV partial outputs"},
+        {&st->d_mid_lse, 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap, "split-KV LSE"},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        CUresult r = cu->mem_alloc(bufs[i].p, bufs[i].bytes);
+        if (r) {
+            char what[96];
+            snprintf(what, sizeof what, "cuMemAlloc(%s, %llu bytes)", bufs[i].what,
+                     (unsigned long long)bufs[i].bytes);
+            s = tk_cu_fail(cu, &ctx->err, r, what);
+            goto fail;
+        }
+    }
+    CUresult r = cu->host_alloc((void **)&st->h_counts, 8);
+    if (!r) r = cu->event_create(&st->staged, CU_EVENT_DISABLE_TIMING);
+    if (r) {
+        s = tk_cu_fail(cu, &ctx->err, r, "pinned staging buffer");
+        goto fail;
+    }
+    *out = st;
+    return AH_OK;
+fail:
+    tk_state_destroy(st);
+    return s;
+}
+
+/* Checks of an int32 device vector from the batch. */
+static ah_status tk_meta_tensor(ah_state *st, const DLTensor *t, const char *name, int64_t min_len,
+                                int bits)
+{
+    if (!t || !t->data)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s missing", name);
+    if (t->dtype.code != (bits == 64 ? kDLInt : kDLInt) || t->dtype.bits != bits || t->dtype.lanes != 1)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s: want int%d", name, bits);
+    if (t->ndim < 1 || t->shape[0] < min_len)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s: %lld entries, need %lld", name,
+                       t->ndim < 1 ? 0LL : (long long)t->shape[0], (long long)min_len);
+    if (t->ndim == 1 && !ah_dl_is_contiguous(t))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s is not contiguous", name);
+    return AH_OK;
+}
+
+ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
+{
+    ah_context *ctx = st->ctx;
+    const ah_cu_api *cu = ctx->cu;
+    CUstream cs = (CUstream)stream;
+    if (!b || b->struct_size < sizeof(ah_batch))
+        return ah_fail(&st->err, AH_ERR_ABI, "batch missing or from an older ABI");
+    if ((unsigned)mode > AH_PLAN_REPLAY)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
+    const ah_limits *lim = &st->lim;
+    if (!b->num_reqs || b->num_reqs > lim->max_num_reqs || b->num_tokens > lim->max_num_tokens)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "batch of %u requests, %u tokens: limits are 1..%u requests, %u tokens",
+                       b->num_reqs, b->num_tokens, lim->max_num_reqs, lim->max_num_tokens);
+    ah_status s;
+    if ((s = tk_meta_tensor(st, b->query_start_loc, "query_start_loc", b->num_reqs + 1, 32)) ||
+        (s = tk_meta_tensor(st, b->seq_lens, "seq_lens", b->num_reqs, 32)) ||
+        (s = tk_meta_tensor(st, b->block_table, "block_table", b->num_reqs, 32)))
+        return s;
+    if (b->num_tokens && (s = tk_meta_tensor(st, b->slot_mapping, "slot_mapping", b->num_tokens, 64)))
+        return s;
+    const DLTensor *bt = b->block_table;
+    if (bt->ndim != 2)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table has %d dims, want 2", bt->ndim);
+    int64_t bt_cols = bt->shape[1], bt_pitch = bt->strides ? bt->strides[0] : bt->shape[1];
+    if (bt->strides && bt->strides[1] != 1)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table rows are not contiguous");
+    /* Host copies: the path decision and a bound on the blocks a request uses. */
+    int decode = b->num_tokens == b->num_reqs && b->max_query_len <= 1;
+    uint32_t need_cols = tk_cdiv(b->max_seq_len, st->spec.block_size);
+    if (need_cols > lim->max_blocks_per_req || need_cols > bt_cols)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "max_seq_len %u needs %u blocks per request; block_table has %lld columns, "
+                       "limits %u", b->max_seq_len, need_cols, (long long)bt_cols, lim->max_blocks_per_req);
+    if (mode == AH_PLAN_REPLAY) {
+        if (st->captured_decode < 0)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "REPLAY plan without a CAPTURE plan");
+        if (st->captured_decode && !decode)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                           "graph was captured for a pure-decode batch (split-KV path); this batch "
+                           "has query lengths > 1: capture a mixed batch for it");
+        decode = st->captured_decode;
+    }
+    if ((s = tk_ctx_bind(ctx, &st->err))) return s;
+
+    /* Counts through pinned memory: wait until the last upload has left it. */
+    TK_CU(ctx, &st->err, cu->event_sync(st->staged));
+    st->h_counts[0] = (int32_t)b->num_reqs;
+    st->h_counts[1] = (int32_t)b->num_tokens;
+    TK_CU(ctx, &st->err, cu->copy_htod(st->d_counts, st->h_counts, 8, cs));
+    TK_CU(ctx, &st->err, cu->event_record(st->staged, cs));
+    TK_CU(ctx, &st->err, cu->copy_dtod(st->d_qsl, (CUdeviceptr)(uintptr_t)ah_dl_data(b->query_start_loc),
+                                       4ull * (b->num_reqs + 1), cs));
+    TK_CU(ctx, &st->err, cu->copy_dtod(st->d_seq_lens, (CUdeviceptr)(uintptr_t)ah_dl_data(b->seq_lens),
+                                       4ull * b->num_reqs, cs));
+    uint32_t cols = (uint32_t)(bt_cols < lim->max_blocks_per_req ? bt_cols : lim->max_blocks_per_req);
+    CUDA_MEMCPY2D c2 = {0};
+    c2.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c2.srcDevice = (CUdeviceptr)(uintptr_t)ah_dl_data(bt);
+    c2.srcPitch = (size_t)bt_pitch * 4;
+    c2.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c2.dstDevice = st->d_block_table;
+    c2.dstPitch = (size_t)lim->max_blocks_per_req * 4;
+    c2.WidthInBytes = (size_t)cols * 4;
+    c2.Height = b->num_reqs;
+    TK_CU(ctx, &st->err, cu->copy_2d(&c2, cs));
+    if (b->num_tokens)
+        TK_CU(ctx, &st->err, cu->copy_dtod(st->d_slots, (CUdeviceptr)(uintptr_t)ah_dl_data(b->slot_mapping),
+                                           8ull * b->num_tokens, cs));
+
+    st->num_reqs = b->num_reqs;
+    st->num_tokens = b->num_tokens;
+    if (mode != AH_PLAN_REPLAY) {
+        st->decode = decode;
+        st->mode = mode;
+        /* A captured launch must cover any batch within the limits. */
+        st->grid_reqs = mode == AH_PLAN_CAPTURE ? lim->max_num_reqs : b->num_reqs;
+        st->grid_tokens = mode == AH_PLAN_CAPTURE ? lim->max_num_tokens : b->num_tokens;
+        if (ctx->cfg.num_kv_splits) {
+            st->num_splits = ctx->cfg.num_kv_splits;
+        } else {
+            /* Enough programs for about two waves of the GPU, no more splits
+             * than the longest request has 256-key tiles. */
+            uint32_t group = st->spec.num_q_heads / st->spec.num_kv_heads;
+            uint64_t programs = (uint64_t)st->grid_reqs * st->spec.num_kv_heads *
+                                tk_cdiv(group, TK_DECODE_BLOCK_H);
+            uint64_t want = (2ull * (uint64_t)ctx->sms + programs - 1) / programs;
+            uint32_t by_len = tk_cdiv(b->max_seq_len ? b->max_seq_len : 1, (uint32_t)ctx->cfg.split_tile);
+            if (mode == AH_PLAN_CAPTURE) by_len = tk_cdiv(lim->max_seq_len ? lim->max_seq_len : 1,
+                                                          (uint32_t)ctx->cfg.split_tile);
+            if (want > by_len) want = by_len;
+            if (want < 1) want = 1;
+            if (want > (uint64_t)st->split_cap) want = (uint64_t)st->split_cap;
+            st->num_splits = (int)want;
+        }
+        st->captured_decode = mode == AH_PLAN_CAPTURE ? decode : st->captured_decode;
+    }
+    st->planned = 1;
+    return AH_OK;
+}

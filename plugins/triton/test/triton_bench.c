@@ -1,0 +1,194 @@
+/*
+ * Benchmark of the triton plugin through its ABI: paged decode (split-KV
+ * path) and causal prefill (unified kernel) on the issue's shapes, timed
+ * with the plugin's event timer (CUDA events), median of many runs after
+ * warm-up, on random data; plus the device-to-device copy bandwidth as
+ * the HBM ceiling. Prints one line per shape: ms, TFLOP/s, GB/s.
+ *
+ * Usage: triton_bench [--splits LIST] [--quick]
+ *   --splits: comma-separated num_kv_splits values to try for decode
+ *             (default "auto").
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk_test_util.h"
+
+static tk_plugin P;
+static const ah_plugin_ops *O;
+
+static int cmpf(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median ms of reps timed runs of forward (after warm-up). */
+static float time_forward(ah_context *ctx, ah_state *st, const ah_forward_args *a, int reps)
+{
+    float *t = malloc(sizeof(float) * reps);
+    for (int i = 0; i < 3; i++) O->forward(st, a);
+    O->synchronize(ctx, a->stream);
+    for (int i = 0; i < reps; i++) {
+        O->timer_start(ctx, a->stream);
+        if (O->forward(st, a) != AH_OK) {
+            fprintf(stderr, "forward: %s\n", O->state_error(st));
+            free(t);
+            return -1;
+        }
+        O->timer_stop(ctx, a->stream, &t[i]);
+    }
+    qsort(t, reps, sizeof *t, cmpf);
+    float m = t[reps / 2];
+    free(t);
+    return m;
+}
+
+static void fill_random(ah_context *ctx, tk_dev *d, uint64_t *rng)
+{
+    /* Random bf16 in [-1, 1): upload in chunks to bound host memory. */
+    size_t chunk = 64u << 20, done = 0;
+    uint16_t *buf = malloc(chunk);
+    for (size_t i = 0; i < chunk / 2; i++) buf[i] = ah_f32_to_bf16(tk_uniform(rng, -1, 1));
+    while (done < d->bytes) {
+        size_t n = d->bytes - done < chunk ? d->bytes - done : chunk;
+        O->mem_copy(ctx, (char *)d->t.data + done, buf, n, AH_COPY_HOST_TO_DEVICE, NULL);
+        buf[done / 2 % (chunk / 2)] ^= 0x1234; /* vary chunks a little */
+        done += n;
+    }
+    free(buf);
+}
+
+typedef struct shape {
+    const char *kind;
+    uint32_t batch, q_len, seq, hq, hk, d, bs;
+} shape;
+
+static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t *rng, int reps)
+{
+    uint32_t *ql = malloc(4 * s->batch), *sl = malloc(4 * s->batch);
+    for (uint32_t r = 0; r < s->batch; r++) {
+        ql[r] = s->q_len;
+        sl[r] = s->seq;
+    }
+    tk_batch B;
+    if (tk_batch_make(&P, ctx, &B, s->batch, ql, sl, s->bs, 0, 0, rng)) {
+        printf("%s: setup failed\n", s->kind);
+        return;
+    }
+    DLDataType bf = ah_dtype_to_dl(AH_DTYPE_BF16);
+    int64_t sq[3] = {B.num_tokens, s->hq, s->d}, sc[4] = {B.num_blocks, s->bs, s->hk, s->d};
+    tk_dev q, out, kc, vc;
+    if (tk_dev_alloc(&P, ctx, &q, bf, 3, sq) || tk_dev_alloc(&P, ctx, &out, bf, 3, sq) ||
+        tk_dev_alloc(&P, ctx, &kc, bf, 4, sc) || tk_dev_alloc(&P, ctx, &vc, bf, 4, sc)) {
+        printf("%s: out of device memory\n", s->kind);
+        return;
+    }
+    fill_random(ctx, &q, rng);
+    fill_random(ctx, &kc, rng);
+    fill_random(ctx, &vc, rng);
+    ah_layer_spec spec = {sizeof spec, AH_ATTN_DECODER, s->hq, s->hk, s->d, s->d, AH_DTYPE_BF16,
+                          AH_DTYPE_BF16, s->bs, AH_KV_LAYOUT_NHD, 0, 0, 0, 0, 0, 0};
+    spec.scale = 1.0f / sqrtf((float)s->d);
+    ah_limits lim = {sizeof lim, B.num_reqs, B.num_tokens, B.bt_stride, B.max_seq, B.num_blocks};
+    ah_state *st = NULL;
+    void *stream = NULL;
+    O->stream_create(ctx, &stream);
+    if (O->state_create(ctx, &spec, &lim, &st) != AH_OK ||
+        O->plan(st, &B.b, AH_PLAN_EAGER, stream) != AH_OK) {
+        printf("%s: %s %s\n", s->kind, O->context_error(ctx), st ? O->state_error(st) : "");
+        return;
+    }
+    ah_forward_args a = {sizeof a, &q.t, NULL, NULL, &kc.t, &vc.t, &out.t, NULL, NULL, NULL, 0, 0, stream};
+    float ms = time_forward(ctx, st, &a, reps);
+    double kv_bytes = 2.0 * s->batch * (double)s->seq * s->hk * s->d * 2;
+    double io_bytes = 2.0 * B.num_tokens * s->hq * s->d * 2;
+    double flops = 4.0 * s->batch * s->hq * (double)s->d *
+                   (s->q_len == 1 ? (double)s->seq : (double)s->seq * s->seq / 2);
+    printf("%-8s batch %3u q %5u kv %5u hq %u hk %u d %u bs %u splits %-4s: %8.4f ms  %7.1f TFLOP/s  "
+           "%7.1f GB/s\n",
+           s->kind, s->batch, s->q_len, s->seq, s->hq, s->hk, s->d, s->bs, splits, ms,
+           flops / ms / 1e9, (kv_bytes + io_bytes) / ms / 1e6);
+    fflush(stdout);
+    O->state_destroy(st);
+    O->stream_destroy(ctx, stream);
+    tk_dev_free(&P, ctx, &q);
+    tk_dev_free(&P, ctx, &out);
+    tk_dev_free(&P, ctx, &kc);
+    tk_dev_free(&P, ctx, &vc);
+    tk_batch_free(&P, ctx, &B);
+    free(ql);
+    free(sl);
+}
+
+static void copy_bandwidth(ah_context *ctx)
+{
+    size_t bytes = 2ull << 30;
+    void *a = NULL, *b = NULL;
+    if (O->mem_alloc(ctx, bytes, &a) || O->mem_alloc(ctx, bytes, &b)) return;
+    float t[20];
+    for (int i = 0; i < 23; i++) {
+        O->timer_start(ctx, NULL);
+        O->mem_copy(ctx, b, a, bytes, AH_COPY_DEVICE_TO_DEVICE, NULL);
+        O->timer_stop(ctx, NULL, &t[i < 3 ? 0 : i - 3]);
+    }
+    qsort(t, 20, sizeof *t, cmpf);
+    printf("hbm      device-to-device copy of %zu MiB: %.3f ms, %.1f GB/s (read + write)\n",
+           bytes >> 20, t[10], 2.0 * bytes / t[10] / 1e6);
+    O->mem_free(ctx, a);
+    O->mem_free(ctx, b);
+}
+
+int main(int argc, char **argv)
+{
+    const char *splits = "auto";
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--splits") && i + 1 < argc) splits = argv[++i];
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else {
+            fprintf(stderr, "usage: %s [--splits LIST] [--quick]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (tk_plugin_open(&P, TK_PLUGIN_PATH)) return 1;
+    O = P.ops;
+    ah_probe_info pi;
+    memset(&pi, 0, sizeof pi);
+    pi.struct_size = sizeof pi;
+    O->probe(&P.host, &pi);
+    if (!pi.usable) {
+        printf("skipped: %s\n", pi.reason);
+        return 77;
+    }
+    printf("device: %s (%s, %u SMs), %s\n", pi.device_name, pi.arch, pi.multiprocessors,
+           pi.driver_version);
+    uint64_t rng = 0x243f6a8885a308d3ull;
+    int reps = quick ? 10 : 30;
+    const uint32_t seqs[] = {4096, 8192, 16384};
+    char list[256];
+    snprintf(list, sizeof list, "%s", splits);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        tk_plugin_set(&P, "num_kv_splits", tok);
+        ah_context *ctx = NULL;
+        const char *why = NULL;
+        if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
+            printf("context: %s\n", why);
+            return 1;
+        }
+        if (tok == list) copy_bandwidth(ctx);
+        for (int i = 0; i < 3; i++) {
+            shape s = {"decode", 64, 1, seqs[i], 32, 8, 128, 16};
+            bench(ctx, &s, tok, &rng, reps);
+        }
+        if (tok == list)
+            for (int i = 0; i < 3; i++) {
+                shape s = {"prefill", 16384 / seqs[i], seqs[i], seqs[i], 32, 8, 128, 16};
+                bench(ctx, &s, "-", &rng, quick ? 5 : 10);
+            }
+        O->context_destroy(ctx);
+    }
+    return 0;
+}
