@@ -476,11 +476,8 @@ int main(int argc, char **argv)
     if (stub_host_init(&h, argc > 1 ? argv[1] : CPU_AMX_SO) != 0) return 77;
     stub_host_set(&h, "threads", "2");
     const char *paths[] = {"scalar", "avx2", "avx512", "avx512bf16", "amx"};
-    const uint32_t needs_bits[] = {0, AH_ISA_AVX2 | AH_ISA_FMA | AH_ISA_F16C,
-                                   AH_ISA_AVX512F | AH_ISA_AVX512BW | AH_ISA_AVX512VL | AH_ISA_AVX512DQ,
-                                   AH_ISA_AVX512F | AH_ISA_AVX512BW | AH_ISA_AVX512_BF16,
-                                   AH_ISA_AMX_TILE | AH_ISA_AMX_BF16 | AH_ISA_AVX512_BF16};
-    const char *only = getenv("CPU_AMX_TEST_ISA"); /* restrict to one path */
+    /* argv[2] or CPU_AMX_TEST_ISA restricts the run to one path. */
+    const char *only = argc > 2 ? argv[2] : getenv("CPU_AMX_TEST_ISA");
     const ah_dtype BF = AH_DTYPE_BF16, F16 = AH_DTYPE_FP16, F32 = AH_DTYPE_FP32, E4 = AH_DTYPE_FP8_E4M3, E5 = AH_DTYPE_FP8_E5M2;
     const ah_kv_layout NHD = AH_KV_LAYOUT_NHD, HND = AH_KV_LAYOUT_HND;
     const ah_attn_type DEC = AH_ATTN_DECODER;
@@ -514,14 +511,23 @@ int main(int argc, char **argv)
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     int ran_paths = 0;
     for (int p = 0; p < 5; p++) {
-        if ((h.hw.cpu_isa & needs_bits[p]) != needs_bits[p]) {
-            printf("isa %s: not on this CPU, skipped\n", paths[p]);
+        if (only && strcmp(only, paths[p]) != 0) continue;
+        ah_probe_info pi;
+        memset(&pi, 0, sizeof pi);
+        pi.struct_size = sizeof pi;
+        stub_host_set(&h, "isa", paths[p]);
+        h.desc->ops->probe(&h.svc, &pi);
+        if (!pi.usable) {
+            printf("isa %s: skipped: %s\n", paths[p], pi.reason);
             continue;
         }
-        if (only && strcmp(only, paths[p]) != 0) continue;
         ran_paths++;
         printf("isa %s:\n", paths[p]);
         for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p]);
+    }
+    if (ran_paths == 0 && only) {
+        printf("skipped: isa %s is not usable here\n", only);
+        return 77;
     }
     EXPECT(ran_paths > 0, "no ISA path ran");
     test_merge(&h);
