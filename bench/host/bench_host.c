@@ -1,0 +1,186 @@
+/*
+ * The host's own costs, as medians:
+ *   start-up      ah_host_create over the build's plugins plus the no-op
+ *                 plugin, cold (every plugin scanned in a child) and warm
+ *                 (every result from the cache)
+ *   select/bind   an 80-layer model: ah_host_select on a fresh host and on
+ *                 a warm decision cache, and ah_binding_create
+ *   per step      ah_binding_plan (validation + dispatch) and one
+ *                 ah_binding_forward (tensor checks + dispatch) through the
+ *                 no-op plugin, decode at batch 256 with a 4096-token
+ *                 context, validation on and off
+ * Usage: bench_host [--iters N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <attnhost/attnhost.h>
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[n / 2];
+}
+
+static const char *dirs[] = {ATTNHOST_BENCH_NOOP_DIR, ATTNHOST_BUILD_PLUGIN_DIR};
+
+static ah_host *host(const char *cache, const char *ini)
+{
+    ah_host_options o = {.struct_size = sizeof o, .config_text = ini, .plugin_dirs = dirs,
+                         .n_plugin_dirs = 2, .no_default_dirs = 1, .cache_path = cache};
+    ah_host *h = NULL;
+    ah_error err;
+    if (ah_host_create(&o, &h, &err) != AH_OK) {
+        fprintf(stderr, "bench_host: %s\n", err.msg);
+        exit(1);
+    }
+    return h;
+}
+
+#define MODEL80 "[model]\nname = m80\nnum_layers = 80\nnum_q_heads = 64\nnum_kv_heads = 8\n" \
+                "head_size = 128\ndtype = bf16\n[layers.1-79/2]\nsliding_window = 4096\n"
+
+int main(int argc, char **argv)
+{
+    int iters = argc > 2 && !strcmp(argv[1], "--iters") ? atoi(argv[2]) : 200;
+    if (iters < 5) iters = 5;
+    double *t = calloc((size_t)iters, sizeof *t);
+    char cache[] = "/tmp/attnhost-bench-cache-XXXXXX";
+    int fd = mkstemp(cache);
+    if (fd < 0 || !t) return 1;
+    close(fd);
+
+    /* start-up, cold: every plugin scanned in a child */
+    int cold_n = iters < 20 ? iters : 20;
+    for (int i = 0; i < cold_n; i++) {
+        unlink(cache);
+        double a = now_us();
+        ah_host_destroy(host(cache, NULL));
+        t[i] = now_us() - a;
+    }
+    double cold = median(t, cold_n);
+    ah_host *h = host(cache, NULL);
+    size_t n_plugins = ah_host_plugin_count(h);
+    printf("plugins scanned: %zu\n", n_plugins);
+    for (size_t i = 0; i < n_plugins; i++) {
+        const ah_plugin_info *p = ah_host_plugin(h, i);
+        printf("  %-16s %-11s cold scan %.2f ms\n", p->name, ah_plugin_state_str(p->state), p->scan_ms);
+    }
+    ah_host_destroy(h);
+    for (int i = 0; i < iters; i++) {
+        double a = now_us();
+        ah_host_destroy(host(cache, NULL));
+        t[i] = now_us() - a;
+    }
+    printf("start-up, cold scan:  %8.2f ms (median of %d)\n", cold / 1e3, cold_n);
+    printf("start-up, warm cache: %8.3f ms (median of %d)\n", median(t, iters) / 1e3, iters);
+
+    /* selecting and binding 80 layers */
+    const char *ini = "[select]\npriority = bench_noop\nfallback = error\n";
+    ah_model *m = NULL;
+    ah_error err;
+    if (ah_model_parse(MODEL80, "m80", &m, &err) != AH_OK) return 1;
+    double ts[64], tw[64], tb[64];
+    int nb = iters < 64 ? iters : 64;
+    for (int i = 0; i < nb; i++) {
+        h = host(cache, ini);
+        ah_selection *s = NULL, *s2 = NULL;
+        ah_binding *b = NULL;
+        double a = now_us();
+        ah_host_select(h, m, &s, &err);
+        double c = now_us();
+        ah_host_select(h, m, &s2, &err);
+        double d = now_us();
+        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0};
+        if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
+            fprintf(stderr, "bench_host: %s\n", err.msg);
+            return 1;
+        }
+        double e = now_us();
+        ts[i] = c - a, tw[i] = d - c, tb[i] = e - d;
+        ah_binding_destroy(b);
+        ah_selection_destroy(s);
+        ah_selection_destroy(s2);
+        ah_host_destroy(h);
+    }
+    printf("select 80 layers, fresh host:      %8.1f us\n", median(ts, nb));
+    printf("select 80 layers, warm decisions:  %8.1f us\n", median(tw, nb));
+    printf("ah_binding_create, 80 layers:      %8.1f us\n", median(tb, nb));
+
+    /* per-step overhead at batch 256, context 4096, block 16 */
+    enum { B = 256, CTX = 4096, BS = 16, MB = CTX / BS + 1, NBLK = B * MB };
+    int32_t *qsl = malloc((B + 1) * 4), *seq = malloc(B * 4), *tab = malloc((size_t)B * MB * 4);
+    int64_t *slots = malloc(B * 8);
+    for (int r = 0; r < B; r++) {
+        for (int j = 0; j < MB; j++) tab[r * MB + j] = r * MB + j;
+        qsl[r] = r;
+        seq[r] = CTX;
+        slots[r] = (int64_t)tab[r * MB + (CTX - 1) / BS] * BS + (CTX - 1) % BS;
+    }
+    qsl[B] = B;
+    int64_t sq[1] = {B + 1}, ss[1] = {B}, st[2] = {B, MB}, sl[1] = {B};
+    DLTensor tq = {qsl, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, sq, NULL, 0},
+             tsq = {seq, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, ss, NULL, 0},
+             ttb = {tab, {kDLCPU, 0}, 2, {kDLInt, 32, 1}, st, NULL, 0},
+             tsl = {slots, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, sl, NULL, 0};
+    ah_batch batch = {sizeof batch, B, B, 1, CTX, NBLK, &tq, &tsq, &ttb, &tsl, qsl, seq, tab, slots, MB, 0};
+    /* tensors for one layer: q/out [B, 64, 128] bf16, caches [NBLK, 16, 8, 128] */
+    static uint16_t q[B * 64 * 128], o[B * 64 * 128];
+    int64_t shq[3] = {B, 64, 128}, shc[4] = {NBLK, BS, 8, 128};
+    DLTensor Tq = {q, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
+             To = {o, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0};
+    void *cache_mem = aligned_alloc(64, 64); /* never touched: the no-op plugin reads nothing */
+    DLTensor Tk = {cache_mem, {kDLCPU, 0}, 4, {kDLBfloat, 16, 1}, shc, NULL, 0}, Tv = Tk;
+    for (int validate = 1; validate >= 0; validate--) {
+        h = host(cache, ini);
+        ah_selection *s = NULL;
+        ah_binding *b = NULL;
+        ah_host_select(h, m, &s, &err);
+        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), B, 8192, MB, CTX + 16, NBLK}, !validate};
+        if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
+            fprintf(stderr, "bench_host: %s\n", err.msg);
+            return 1;
+        }
+        ah_forward_args fa = {sizeof fa, &Tq, NULL, NULL, &Tk, &Tv, &To, NULL, NULL, NULL, 1, 1, NULL};
+        double tp[4096], tf[4096];
+        int n = iters * 10 < 4096 ? iters * 10 : 4096;
+        for (int i = 0; i < n; i++) {
+            double a = now_us();
+            if (ah_binding_plan(b, &batch, AH_PLAN_EAGER, NULL) != AH_OK) {
+                fprintf(stderr, "bench_host: %s\n", ah_binding_errmsg(b));
+                return 1;
+            }
+            double c = now_us();
+            if (ah_binding_forward(b, 0, &fa) != AH_OK) {
+                fprintf(stderr, "bench_host: %s\n", ah_binding_errmsg(b));
+                return 1;
+            }
+            double d = now_us();
+            tp[i] = c - a, tf[i] = d - c;
+        }
+        printf("decode step, batch %d, ctx %d, validation %-3s: plan %6.2f us, forward/layer %5.2f us\n",
+               B, CTX, validate ? "on" : "off", median(tp, n), median(tf, n));
+        ah_binding_destroy(b);
+        ah_selection_destroy(s);
+        ah_host_destroy(h);
+    }
+    unlink(cache);
+    ah_model_destroy(m);
+    return 0;
+}
