@@ -102,7 +102,9 @@ ah_status ah__plugin_load(const ah_plugin_rec *rec, const ah_config *config, con
     ah_status status;
     char why[512];
     dlerror();
-    p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* NODELETE: a plugin may leave threads behind (an OpenMP pool parked in
+     * its code); unmapping it under them would crash the host later. */
+    p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!p->dl) {
         const char *e = dlerror();
         status = failf(err, AH_ERR_PLUGIN, "%s: dlopen failed: %s", path, e ? e : "unknown error");
