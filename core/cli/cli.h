@@ -13,7 +13,7 @@ typedef struct cli_common {
     const char *config;      /* --config F */
     const char *model;       /* --model M */
     const char *plugin;      /* --plugin NAME */
-    const char *plugin_dirs[8]; /* --plugin-dir D (repeatable) */
+    const char *plugin_dirs[64]; /* --plugin-dir D (repeatable) */
     unsigned n_plugin_dirs;
     int json;                /* --json */
     int no_cache;            /* --no-cache */

@@ -116,7 +116,7 @@ static int parse_common(int argc, char **argv, cli_common *c)
                     return -1;
                 }
                 c->layer = (int)n;
-            } else if (c->n_plugin_dirs < 8) {
+            } else if (c->n_plugin_dirs < 64) {
                 /* an explicit directory may be relative to where the user stands;
                  * the library itself never searches the current directory */
                 char *abs = realpath(v, NULL);
@@ -127,7 +127,7 @@ static int parse_common(int argc, char **argv, cli_common *c)
                 c->plugin_dirs[c->n_plugin_dirs++] = abs; /* lives as long as the process */
             }
             else {
-                fprintf(stderr, "attnhost: at most 8 --plugin-dir options\n");
+                fprintf(stderr, "attnhost: at most 64 --plugin-dir options\n");
                 return -1;
             }
         } else if (!strcmp(a, "--json")) c->json = 1;
