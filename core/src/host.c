@@ -5,7 +5,6 @@
  */
 #include <dlfcn.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 
 #include "alloc.h"
 #include "host_int.h"
+#include "strbuf.h"
 
 #include <attnhost/plugin_util.h>
 
@@ -125,55 +125,34 @@ static char *default_cache_path(void)
     return ah__strdup("");
 }
 
-int ah__append(char **buf, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int add = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    size_t have = *buf ? strlen(*buf) : 0;
-    char *grown = ah__realloc(*buf, have + (size_t)add + 1);
-    if (!grown) return -1;
-    va_start(ap, fmt);
-    vsnprintf(grown + have, (size_t)add + 1, fmt, ap);
-    va_end(ap);
-    *buf = grown;
-    return 0;
-}
 
-/* [plugin.<name>] keys the plugin does not declare, or for no plugin found. */
+/* [plugin.<name>] keys the plugin does not declare, or for no plugin found,
+ * as warning lines in h->warnings. Returns -1 on out-of-memory. */
 static int check_plugin_keys(ah_host *h)
 {
+    ah_strbuf w = {0};
     for (uint32_t i = 0; i < h->config.n_plugin_keys; i++) {
         const ah_plugin_kv *kv = &h->config.plugin_keys[i];
         int p = ah__host_find(h, kv->plugin);
         if (p < 0) {
-            if (ah__append(&h->warnings, "%s:%d: [plugin.%s] %s: no plugin named '%s' was found\n",
-                           h->config.source, kv->line, kv->plugin, kv->key, kv->plugin))
-                return -1;
+            ah__strbuf_printf(&w, "%s:%d: [plugin.%s] %s: no plugin named '%s' was found\n",
+                              h->config.source, kv->line, kv->plugin, kv->key, kv->plugin);
             continue;
         }
         const ah_caps *caps = h->scan.plugins[p]->info.caps;
         if (!caps) continue; /* rejected or quarantined: already reported */
         int known = 0;
         for (uint32_t k = 0; k < caps->n_config_keys; k++)
-            if (strcmp(caps->config_keys[k].name, kv->key) == 0) known = 1;
-        if (!known) {
-            char *names = NULL;
-            for (uint32_t k = 0; k < caps->n_config_keys; k++)
-                if (ah__append(&names, "%s%s", k ? ", " : "", caps->config_keys[k].name)) {
-                    ah__free(names);
-                    return -1;
-                }
-            int rc = ah__append(&h->warnings,
-                                "%s:%d: [plugin.%s] %s: unknown key (the plugin declares: %s)\n",
-                                h->config.source, kv->line, kv->plugin, kv->key,
-                                names ? names : "none");
-            ah__free(names);
-            if (rc) return -1;
-        }
+            known |= strcmp(caps->config_keys[k].name, kv->key) == 0;
+        if (known) continue;
+        ah__strbuf_printf(&w, "%s:%d: [plugin.%s] %s: unknown key (the plugin declares: ",
+                          h->config.source, kv->line, kv->plugin, kv->key);
+        for (uint32_t k = 0; k < caps->n_config_keys; k++)
+            ah__strbuf_printf(&w, "%s%s", k ? ", " : "", caps->config_keys[k].name);
+        ah__strbuf_printf(&w, "%s)\n", caps->n_config_keys ? "" : "none");
     }
-    return 0;
+    h->warnings = ah__strbuf_take(&w);
+    return h->warnings ? 0 : -1;
 }
 
 static ah_status oom(ah_error *err, const char *what)
@@ -235,10 +214,6 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
     h->slots = ah__calloc(h->scan.n ? h->scan.n : 1, sizeof *h->slots);
     if (!h->slots || check_plugin_keys(h)) {
         s = oom(err, "recording the plugin scan");
-        goto fail;
-    }
-    if (!h->warnings && !(h->warnings = ah__strdup(""))) {
-        s = oom(err, "recording warnings");
         goto fail;
     }
     dirs_free(dirs, n_dirs);

@@ -42,10 +42,6 @@ ah_status ah__host_load(ah_host *host, int i, ah_error *err);
 /* Load plugin i and open its device context (idempotent). Takes the lock. */
 ah_status ah__host_open_context(ah_host *host, int i, ah_error *err);
 
-/* Append a formatted line to a malloc'ed, NUL-terminated buffer. Returns -1
- * on out-of-memory (the buffer is left as it was). */
-int ah__append(char **buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* Free the decision cache. */
 void ah__decision_cache_free(ah_decision_cache *c);
 

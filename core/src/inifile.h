@@ -17,6 +17,8 @@
 
 #include <attnhost/attnhost.h>
 
+#include "strbuf.h"
+
 /* Longest line (after indentation) inih reads whole: its buffer of 200 bytes
  * less '\r', '\n' and '\0'. */
 #define AH_INI_MAX_LINE 197
@@ -93,18 +95,5 @@ void ah__key_describe(const ah_key_def *key, char *buf, size_t cap);
 /* The choice of an ENUM key with value v, or NULL. */
 const char *ah__key_choice_name(const ah_key_def *key, int v);
 
-/* A growing string; on out-of-memory failed is set and further appends do
- * nothing, so a writer checks once at the end. */
-typedef struct ah_strbuf {
-    char *data;
-    size_t len, cap;
-    int failed;
-} ah_strbuf;
-
-void ah__strbuf_printf(ah_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Append text as "# "-prefixed comment lines wrapped at 78 columns. */
-void ah__strbuf_comment(ah_strbuf *b, const char *text);
-/* The string (caller frees), or NULL after a failure (the buffer is freed). */
-char *ah__strbuf_take(ah_strbuf *b);
 
 #endif

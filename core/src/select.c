@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "host_int.h"
+#include "strbuf.h"
 
 
 #include <attnhost/plugin_util.h>
@@ -402,22 +403,15 @@ static int plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, laye
 
 static char *decision_key(const ah_layer_spec *s, const ah_layer_spec *pin, const layer_plan *p)
 {
-    char *k = NULL;
-    if (ah__append(&k, "%d/%u/%u/%u/%u/%d/%d/%u/%d/%u/%a/%a/%u/%u/%u|", s->attn_type,
-                   s->num_q_heads, s->num_kv_heads, s->qk_head_size, s->v_head_size, s->q_dtype,
-                   s->kv_dtype, s->block_size, s->kv_layout, s->sliding_window, s->softcap,
-                   s->scale, s->use_mla, s->use_sinks, s->use_alibi) ||
-        (pin && ah__append(&k, "pin %d/%u|", pin->kv_layout, pin->block_size)) ||
-        ah__append(&k, "%s|", p->forced ? p->forced : "")) {
-        ah__free(k);
-        return NULL;
-    }
-    for (uint32_t i = 0; i < p->list.n; i++)
-        if (ah__append(&k, "%s,", p->list.items[i])) {
-            ah__free(k);
-            return NULL;
-        }
-    return k;
+    ah_strbuf k = {0};
+    ah__strbuf_printf(&k, "%d/%u/%u/%u/%u/%d/%d/%u/%d/%u/%a/%a/%u/%u/%u|", s->attn_type,
+                      s->num_q_heads, s->num_kv_heads, s->qk_head_size, s->v_head_size, s->q_dtype,
+                      s->kv_dtype, s->block_size, s->kv_layout, s->sliding_window, s->softcap,
+                      s->scale, s->use_mla, s->use_sinks, s->use_alibi);
+    if (pin) ah__strbuf_printf(&k, "pin %d/%u|", pin->kv_layout, pin->block_size);
+    ah__strbuf_printf(&k, "%s|", p->forced ? p->forced : "");
+    for (uint32_t i = 0; i < p->list.n; i++) ah__strbuf_printf(&k, "%s,", p->list.items[i]);
+    return ah__strbuf_take(&k);
 }
 
 static int add_candidate(decision_entry *e, const char *name, reason_list *r)
@@ -543,7 +537,7 @@ static const ah_decision *decision_for(ah_host *h, const ah_layer_spec *spec,
 struct ah_selection {
     uint32_t num_layers;
     const ah_decision **dec[AH_PHASE_COUNT];
-    char *warnings;
+    char *warnings;     /* fallback = warn lines; "" when none */
     ah_graph_level graph_level;
     uint32_t graph_layer;
 };
@@ -587,13 +581,13 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
     *out = NULL;
     err->msg[0] = '\0';
     uint32_t n = ah_model_num_layers(m);
+    ah_strbuf warn = {0};
     ah_selection *s = ah__calloc(1, sizeof *s);
     if (!s) goto oom;
     s->num_layers = n;
     s->graph_level = AH_GRAPH_ALWAYS;
     for (int p = 0; p < AH_PHASE_COUNT; p++)
         if (!(s->dec[p] = ah__calloc(n ? n : 1, sizeof *s->dec[p]))) goto oom;
-    if (!(s->warnings = ah__strdup(""))) goto oom;
 
     for (uint32_t l = 0; l < n; l++) {
         const ah_layer_spec *spec = ah_model_layer(m, l);
@@ -615,13 +609,14 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
             if (!d) goto oom;
             if (!d->plugin) {
                 explain_failure(d, l, (ah_phase)p, lp.forced, err);
+                ah__free(warn.data);
                 ah_selection_destroy(s);
                 return lp.forced ? AH_ERR_UNSUPPORTED : AH_ERR_NOT_FOUND;
             }
-            if (d->fallback && h->config.fallback == AH_FALLBACK_WARN &&
-                ah__append(&s->warnings, "layer %u (%s): no listed backend fits (%s); fell back to %s\n",
-                           l, p == AH_PHASE_PREFILL ? "prefill" : "decode", d->list_source, d->plugin))
-                goto oom;
+            if (d->fallback && h->config.fallback == AH_FALLBACK_WARN)
+                ah__strbuf_printf(&warn, "layer %u (%s): no listed backend fits (%s); fell back to %s\n",
+                                  l, p == AH_PHASE_PREFILL ? "prefill" : "decode", d->list_source,
+                                  d->plugin);
             s->dec[p][l] = d;
             if (p == AH_PHASE_PREFILL) prefill = d;
             const ah_plugin_info *in = ah_host_find_plugin(h, d->plugin);
@@ -632,9 +627,11 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
         }
     }
     if (!n) s->graph_level = AH_GRAPH_NEVER;
+    if (!(s->warnings = ah__strbuf_take(&warn))) goto oom;
     *out = s;
     return AH_OK;
 oom:
+    ah__free(warn.data);
     ah_selection_destroy(s);
     snprintf(err->msg, sizeof err->msg, "out of memory while selecting backends");
     return AH_ERR_OUT_OF_MEMORY;
