@@ -128,7 +128,21 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
 /* The largest entry of row[0..n) read as unsigned, so a negative id counts
  * as huge. Branch-free, so it vectorizes: at batch 256 with 4k-token
  * contexts this is 65k ids per step, the bulk of the host's per-step cost. */
-__attribute__((optimize("O3"), target_clones("avx512f", "avx2", "default"))) static uint32_t
+/* ThreadSanitizer cannot run target_clones: the ifunc resolver is
+ * instrumented and runs during relocation, before the TSan runtime exists,
+ * and crashes every program linking the core. TSan builds take the plain
+ * loop. */
+#if defined(__SANITIZE_THREAD__)
+#define AH_ROW_MAX_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define AH_ROW_MAX_CLONES
+#endif
+#endif
+#ifndef AH_ROW_MAX_CLONES
+#define AH_ROW_MAX_CLONES target_clones("avx512f", "avx2", "default")
+#endif
+__attribute__((optimize("O3"), AH_ROW_MAX_CLONES)) static uint32_t
 row_max_unsigned(const int32_t *row, int64_t n)
 {
     uint32_t m = 0;
