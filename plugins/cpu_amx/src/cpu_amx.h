@@ -107,6 +107,7 @@ typedef struct ah__cpu_kernels {
     const char *name;
     ah__cpu_attend_fn attend;      /* any dtypes, fp32 arithmetic */
     ah__cpu_attend_fn attend_bf16; /* bf16 q and KV, bf16 products; NULL: none */
+    ah__cpu_attend_fn attend_dec;  /* bf16 q and KV, few rows per KV head; NULL: none */
 } ah__cpu_kernels;
 
 extern const ah__cpu_kernels ah__cpu_kernels_scalar;

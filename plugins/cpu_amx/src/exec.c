@@ -338,6 +338,7 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
 #endif
         const ah__cpu_item *it = &st->items[i];
         if (tile_ok && it->nkv == 1 && it->rows >= tile_min) k->attend_bf16(run, it, ws);
+        else if (tile_ok && k->attend_dec) k->attend_dec(run, it, ws);
         else k->attend(run, it, ws);
         finish_item(run, it, ws, st->part_o, st->part_lse);
     }

@@ -10,5 +10,7 @@
 #include "kern_fp32.inc"
 #define AH_TILE_AMX 1
 #include "kern_tile.inc"
+#include "kern_dec.inc"
 
-const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16};
+const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16,
+                                                   ah__k_amx_attend_dec};

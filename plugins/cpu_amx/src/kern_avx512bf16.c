@@ -9,5 +9,7 @@
 #include "kern_vec.h"
 #include "kern_fp32.inc"
 #include "kern_tile.inc"
+#include "kern_dec.inc"
 
-const ah__cpu_kernels ah__cpu_kernels_avx512bf16 = {"avx512bf16", ah__k_avx512bf16_attend, ah__k_avx512bf16_attend_bf16};
+const ah__cpu_kernels ah__cpu_kernels_avx512bf16 = {"avx512bf16", ah__k_avx512bf16_attend, ah__k_avx512bf16_attend_bf16,
+                                                   ah__k_avx512bf16_attend_dec};

@@ -126,17 +126,10 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
     }
 }
 
-/* s[j] = dot(q, k + j*ld) for j < 16; d % 16 == 0. The sixteen partial-sum
- * vectors are folded by a transpose-and-add tree (15 adds) instead of
- * sixteen horizontal reductions. */
-static inline void dots16(const float *q, const float *k, uint32_t ld, uint32_t d, float *s)
+/* s[j] = sum of the lanes of a[j], j < 16: a transpose-and-add tree (15
+ * adds) instead of sixteen horizontal reductions. */
+static inline void fold16(const __m512 *a, float *s)
 {
-    __m512 a[16];
-    for (int j = 0; j < 16; j++) a[j] = v_zero();
-    for (uint32_t c = 0; c < d; c += 16) {
-        vf qv = v_load(q + c);
-        for (int j = 0; j < 16; j++) a[j] = v_fma(qv, v_load(k + (size_t)j * ld + c), a[j]);
-    }
     __m512 x[8], y[4], z[2];
     for (int i = 0; i < 8; i++)
         x[i] = v_add(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
@@ -148,6 +141,18 @@ static inline void dots16(const float *q, const float *k, uint32_t ld, uint32_t 
         z[i] = v_add(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
                      _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xdd));
     v_store(s, v_add(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xdd)));
+}
+
+/* s[j] = dot(q, k + j*ld) for j < 16; d % 16 == 0. */
+static inline void dots16(const float *q, const float *k, uint32_t ld, uint32_t d, float *s)
+{
+    __m512 a[16];
+    for (int j = 0; j < 16; j++) a[j] = v_zero();
+    for (uint32_t c = 0; c < d; c += 16) {
+        vf qv = v_load(q + c);
+        for (int j = 0; j < 16; j++) a[j] = v_fma(qv, v_load(k + (size_t)j * ld + c), a[j]);
+    }
+    fold16(a, s);
 }
 
 #elif defined(AH_VEC_AVX2)

@@ -495,6 +495,8 @@ int main(int argc, char **argv)
         {"mla 576/512 bf16", DEC, 16, 1, 576, 512, BF, BF, 16, NHD, 0, 0, 1, 0, 0, 1, 1, 3, {1, 1, 9}, {50, 130, 40}, NULL},
         {"mla 576/512 fp8 e4m3", DEC, 8, 1, 576, 512, BF, E4, 64, NHD, 0, 0, 1, 0, 0, 0.04f, 0.04f, 2, {1, 5}, {70, 30}, NULL},
         {"mla fp16 sinks", DEC, 4, 1, 576, 512, F16, F16, 16, NHD, 0, 0, 1, 1, 0, 1, 1, 2, {1, 3}, {33, 20}, NULL},
+        {"mla bf16 group 4 sinks", DEC, 4, 1, 576, 512, BF, BF, 32, NHD, 0, 0, 1, 1, 0, 1, 1, 3, {1, 1, 2}, {45, 97, 20}, NULL},
+        {"bf16 decode window split", DEC, 8, 2, 80, 80, BF, BF, 16, HND, 700, 2.0f, 0, 1, 1, 1, 1, 2, {1, 1}, {1500, 333}, "64"},
         {"encoder-only bf16", AH_ATTN_ENCODER_ONLY, 4, 4, 64, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {50, 17}, {50, 17}, NULL},
         {"encoder window fp32", AH_ATTN_ENCODER, 4, 2, 64, 64, F32, BF, 16, NHD, 9, 0, 0, 0, 0, 1, 1, 2, {50, 17}, {50, 17}, NULL},
         {"cross attention bf16", AH_ATTN_ENCODER_DECODER, 4, 4, 64, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 1, 1, 1, 2, {3, 7}, {40, 13}, NULL},
