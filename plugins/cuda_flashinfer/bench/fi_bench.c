@@ -208,18 +208,25 @@ int main(int argc, char **argv)
     {
         ql[0] = sl[0] = 4096;
         fi_shape s = shape(32, 8, 128, 16, 1, ql, sl);
-        row("prefill B1 4096 causal 32/8 d128", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        /* Time first, then print: bytes/flops are outputs of time_forward
+         * (argument evaluation order is unspecified in C). */
+        double ms = time_forward(&p, &s, 1, &bytes, &flops);
+        row("prefill B1 4096 causal 32/8 d128", ms, bytes, flops, bw);
         for (int r = 0; r < 4; r++) ql[r] = sl[r] = 1024;
         s = shape(32, 8, 128, 16, 4, ql, sl);
-        row("prefill B4 1024 causal 32/8 d128", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        ms = time_forward(&p, &s, 1, &bytes, &flops);
+        row("prefill B4 1024 causal 32/8 d128", ms, bytes, flops, bw);
         for (int r = 0; r < 4; r++) ql[r] = 512, sl[r] = 4096;
         s = shape(32, 8, 128, 16, 4, ql, sl);
-        row("extend B4 512 new on 3584 cached 32/8 d128", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        ms = time_forward(&p, &s, 1, &bytes, &flops);
+        row("extend B4 512 new on 3584 cached 32/8 d128", ms, bytes, flops, bw);
         ql[0] = sl[0] = 4096;
         s = shape(32, 32, 64, 16, 1, ql, sl);
-        row("prefill B1 4096 causal 32/32 d64", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        ms = time_forward(&p, &s, 1, &bytes, &flops);
+        row("prefill B1 4096 causal 32/32 d64", ms, bytes, flops, bw);
         s = shape(16, 16, 256, 16, 1, ql, sl);
-        row("prefill B1 4096 causal 16/16 d256", time_forward(&p, &s, 1, &bytes, &flops), bytes, flops, bw);
+        ms = time_forward(&p, &s, 1, &bytes, &flops);
+        row("prefill B1 4096 causal 16/16 d256", ms, bytes, flops, bw);
     }
     fi_plugin_close(&p);
     return 0;

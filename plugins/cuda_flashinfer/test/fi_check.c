@@ -341,6 +341,9 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
     }
+    /* Line-buffered, and each case named on stderr before it runs: a run
+     * cut off by a time limit still shows how far it got. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     fi_plugin p;
     int rc = fi_plugin_open(&p, path);
     if (rc) return rc;
@@ -467,7 +470,10 @@ int main(int argc, char **argv)
                 ADD("%s graph(%s) %s", qn, gm == 1 ? "plan+fwd" : "fwd", kinds[k]);
             }
     }
-    for (int i = 0; i < n; i++) run_case(&p, &cases[i], 1000 + (uint64_t)i);
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "case %d/%d: %s\n", i + 1, n, cases[i].name);
+        run_case(&p, &cases[i], 1000 + (uint64_t)i);
+    }
     for (int qi = 0; qi < 2; qi++) {
         check_merge(&p, qts[qi], 77 + qi);
         check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5);

@@ -5,10 +5,16 @@
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 B=build-fi-gpu
+# The device image lacks inih and DLPack: unpack the carried .debs (./.deps)
+# under /tmp and point pkg-config and CMake there.
+D=/tmp/fi-deps
+mkdir -p $D && for f in .deps/*.deb; do dpkg -x "$f" $D; done
+export PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$D
+export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 cmake -S . -B $B -DATTNHOST_PLUGINS=cuda_flashinfer -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_BUILD_TYPE=Release > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+  -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 start=$(date +%s)
 cmake --build $B -j16 --target cuda_flashinfer fi_check fi_bench > "$OUT/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
