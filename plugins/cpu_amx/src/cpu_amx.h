@@ -15,9 +15,10 @@
 
 #include <attnhost/plugin.h>
 
-/* Rows (query tokens x query heads of one KV head) one work item carries.
- * 32 fills two AMX tile rows and keeps the fp32 accumulators in L1. */
-#define AH__CPU_RMAX 32
+/* Rows (query tokens x query heads of one KV head) one work item carries:
+ * four AMX tile heights, so each repacked K/V chunk serves 64 query rows,
+ * while the fp32 accumulators (64 x head size) stay in L1/L2. */
+#define AH__CPU_RMAX 64
 /* Keys the tile path handles per softmax step (4 pieces of 16). */
 #define AH__CPU_KCHUNK 64
 /* KV heads one decode item may carry (so it reads whole NHD block rows
