@@ -21,19 +21,19 @@ build() {
 build || { rm -rf $B; mv bench/CMakeLists.txt bench/CMakeLists.txt.off 2>/dev/null; build; } || { tail -40 "$OUT/build.log"; exit 1; }
 cmake --build $B -j16 --target attnhost_cli >> "$OUT/build.log" 2>&1 || echo "attnhost CLI did not build" >> "$OUT/build.log"
 {
-    for isa in amx avx512bf16; do timeout 120 $B/bin/cpu_amx_test $B/lib/attnhost/plugins/cpu_amx.so $isa; echo "exit $?"; done
-    timeout 60 $B/bin/cpu_amx_test $B/lib/cpu_amx_amxemu.so amx | tail -2
+    for isa in amx avx512bf16; do timeout 60 $B/bin/cpu_amx_test $B/lib/attnhost/plugins/cpu_amx.so $isa; echo "exit $?"; done
+    timeout 30 $B/bin/cpu_amx_test $B/lib/cpu_amx_amxemu.so amx | tail -2
 } > "$OUT/test.log" 2>&1
+DEC=16:4096,32:8192,64:4096,64:16384,1:16384
+PRE=2048,4096,8192
+timeout 120 $B/bin/cpu_amx_bench --peaks --bw-gib 4 --isa amx --threads 16 --decode $DEC --prefill $PRE --reps 7 --blas > "$OUT/bench_amx.log" 2>&1
+timeout 110 python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE > "$OUT/torch.log" 2>&1
 if [ -x $B/bin/attnhost ]; then
     for isa in amx avx512bf16; do
         printf '[plugin.cpu_amx]\nisa = %s\nthreads = 16\n' $isa > /tmp/cpu_amx_$isa.ini
-        echo "== isa $isa"; timeout 120 $B/bin/attnhost check --plugin cpu_amx --config /tmp/cpu_amx_$isa.ini 2>&1 | grep -E "FAIL|conformance:|unavailable|error" | head -20
+        echo "== isa $isa"; timeout 50 $B/bin/attnhost check --plugin cpu_amx --config /tmp/cpu_amx_$isa.ini 2>&1 | grep -E "FAIL|conformance:|unavailable|error" | head -20
     done > "$OUT/check.log" 2>&1
 fi
-DEC=16:4096,32:8192,64:4096,64:16384,1:16384
-PRE=2048,4096,8192
-timeout 150 $B/bin/cpu_amx_bench --peaks --bw-gib 4 --isa amx --threads 16 --decode $DEC --prefill $PRE --reps 7 --blas > "$OUT/bench_amx.log" 2>&1
-timeout 90 $B/bin/cpu_amx_bench --isa avx512bf16 --threads 16 --decode 32:8192 --prefill $PRE --reps 5 > "$OUT/bench_avx512bf16.log" 2>&1
-timeout 150 python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE > "$OUT/torch.log" 2>&1
-echo "=== summary"; cat "$OUT/env.log" | head -3; grep -E "checks|exit|skipped" "$OUT/test.log"; cat "$OUT/check.log" 2>/dev/null
-grep -hE "^(peak|decode|prefill|blas|torch)" "$OUT"/bench_*.log "$OUT/torch.log"
+timeout 60 $B/bin/cpu_amx_bench --isa avx512bf16 --threads 16 --decode 32:8192 --prefill 2048,8192 --reps 5 > "$OUT/bench_avx512bf16.log" 2>&1
+echo "=== summary"; head -3 "$OUT/env.log"; grep -E "checks|exit|skipped" "$OUT/test.log"; cat "$OUT/check.log" 2>/dev/null
+grep -hE "^(machine|peak|decode|prefill|blas|torch)" "$OUT"/bench_*.log "$OUT/torch.log"
