@@ -4,18 +4,24 @@
 # (ceilings: DRAM read, vdpbf16ps and AMX peaks; decode and prefill shapes;
 # OpenBLAS sbgemm), and the PyTorch CPU SDPA peer on the same shapes, all
 # with 16 threads. Logs go to $OUT (at most 8 files).
-# Usage: OUT=dir bash plugins/cpu_amx/bench/device_run.sh
+# Usage: OUT=dir bash plugins/cpu_amx/bench/device_run.sh   (run tool: carry .deps)
 set -o pipefail
 OUT=${OUT:-$PWD/cpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 OMP_PROC_BIND=close OMP_PLACES=cores
 B=build-cpu-dev
+# The device image lacks inih and DLPack: unpack the carried .debs (./.deps,
+# pass carry=[".deps"]) under /tmp and point pkg-config and CMake there.
+D=/tmp/cpu-deps
+mkdir -p $D && for f in .deps/*.deb; do dpkg -x "$f" $D; done
+export PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$D
+export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 {
     date -u; git rev-parse HEAD 2>/dev/null; lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket|NUMA|L3|Flags" | cut -c1-400
     grep -E "MemTotal" /proc/meminfo; cat /sys/kernel/mm/transparent_hugepage/enabled
 } > "$OUT/env.log" 2>&1
 build() {
-    cmake -S . -B $B -DATTNHOST_PLUGINS=cpu_amx -DCMAKE_BUILD_TYPE=Release >> "$OUT/build.log" 2>&1 &&
+    cmake -S . -B $B -DATTNHOST_PLUGINS=cpu_amx -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include >> "$OUT/build.log" 2>&1 &&
         cmake --build $B -j16 --target cpu_amx cpu_amx_test cpu_amx_amxemu cpu_amx_bench >> "$OUT/build.log" 2>&1
 }
 build || { rm -rf $B; mv bench/CMakeLists.txt bench/CMakeLists.txt.off 2>/dev/null; build; } || { tail -40 "$OUT/build.log"; exit 1; }
