@@ -143,14 +143,26 @@ static inline void fold16(const __m512 *a, float *s)
     v_store(s, v_add(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xdd)));
 }
 
-/* s[j] = dot(q, k + j*ld) for j < 16; d % 16 == 0. */
+/* s[j] = dot(q, k + j*ld) for j < 16; d % 16 == 0. Four rows at a time
+ * share each query chunk (four independent chains, four pointers). */
 static inline void dots16(const float *q, const float *k, uint32_t ld, uint32_t d, float *s)
 {
     __m512 a[16];
-    for (int j = 0; j < 16; j++) a[j] = v_zero();
-    for (uint32_t c = 0; c < d; c += 16) {
-        vf qv = v_load(q + c);
-        for (int j = 0; j < 16; j++) a[j] = v_fma(qv, v_load(k + (size_t)j * ld + c), a[j]);
+#pragma GCC unroll 4
+    for (int g = 0; g < 16; g += 4) {
+        const float *k0 = k + (size_t)g * ld, *k1 = k0 + ld, *k2 = k1 + ld, *k3 = k2 + ld;
+        vf a0 = v_zero(), a1 = a0, a2 = a0, a3 = a0;
+        for (uint32_t c = 0; c < d; c += 16) {
+            vf qv = v_load(q + c);
+            a0 = v_fma(qv, v_load(k0 + c), a0);
+            a1 = v_fma(qv, v_load(k1 + c), a1);
+            a2 = v_fma(qv, v_load(k2 + c), a2);
+            a3 = v_fma(qv, v_load(k3 + c), a3);
+        }
+        a[g] = a0;
+        a[g + 1] = a1;
+        a[g + 2] = a2;
+        a[g + 3] = a3;
     }
     fold16(a, s);
 }
