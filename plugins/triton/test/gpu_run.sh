@@ -8,12 +8,19 @@ set -o pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# The device image lacks inih and DLPack: unpack the carried .debs (./.deps,
+# carried with the call) under /tmp and point pkg-config and CMake there.
+D=/tmp/tk-deps
+mkdir -p $D && for f in .deps/*.deb; do dpkg -x "$f" $D; done
+export PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_DIR=$D
+export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 {
     date -u; git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
     python3 -c "import triton, torch; print('triton', triton.__version__, 'torch', torch.__version__)"
 } 2>&1 | tee "$OUT/env.log"
 build() {
-    cmake -S . -B build-triton -DATTNHOST_PLUGINS=triton -DCMAKE_BUILD_TYPE=Release >> "$OUT/build.log" 2>&1 &&
+    cmake -S . -B build-triton -DATTNHOST_PLUGINS=triton -DCMAKE_BUILD_TYPE=Release \
+        -DDLPACK_INCLUDE_DIR=$D/usr/include >> "$OUT/build.log" 2>&1 &&
         cmake --build build-triton -j16 --target triton triton_check triton_bench >> "$OUT/build.log" 2>&1
 }
 # Other folders of this (copied) tree may be mid-edit: if the whole-project
@@ -21,6 +28,13 @@ build() {
 build || { tail -5 "$OUT/build.log"; rm -rf build-triton; mv bench/CMakeLists.txt bench/CMakeLists.txt.off 2>/dev/null; build; } ||
     { tail -30 "$OUT/build.log"; exit 1; }
 timeout 240 build-triton/bin/triton_check 2>&1 | tee "$OUT/check.log"
+# The host's conformance suite through the CLI, when the CLI builds.
+if timeout 120 cmake --build build-triton -j16 --target attnhost_cli >> "$OUT/build.log" 2>&1; then
+    timeout 150 build-triton/bin/attnhost check --plugin triton > "$OUT/conformance.log" 2>&1
+    echo "attnhost check rc=$?"; tail -25 "$OUT/conformance.log"
+else
+    echo "attnhost CLI did not build" | tee "$OUT/conformance.log"
+fi
 timeout 200 build-triton/bin/triton_bench --splits auto,1,2,4,8,16 2>&1 | tee "$OUT/bench.log"
 timeout 120 python3 bench/peers/torch_sdpa_triton_shapes.py 2>&1 | tee "$OUT/peers.log"
 if [ "$1" = --tune ]; then

@@ -131,7 +131,7 @@ static void io_free(run_io *io, ah_context *ctx)
 
 /* Inputs for case c on lengths ql/sl; device copies; spec. */
 static int io_make(run_io *io, ah_context *ctx, const tcase *c, const uint32_t *ql, const uint32_t *sl,
-                   uint64_t *rng)
+                   uint32_t min_rows, uint64_t *rng)
 {
     memset(io, 0, sizeof *io);
     if (tk_batch_make(&P, ctx, &io->B, c->reqs, ql, sl, c->bs, 7, c->kind == K_CROSS, rng)) return -1;
@@ -141,11 +141,15 @@ static int io_make(run_io *io, ah_context *ctx, const tcase *c, const uint32_t *
                          (uint32_t)c->alibi};
     s->scale = 1.0f / sqrtf((float)c->d);
     uint32_t T = io->B.num_tokens;
+    /* Tensors hold at least min_rows tokens (a captured graph's buffers
+     * are sized for the largest batch it replays). */
+    uint32_t rows = T > min_rows ? T : min_rows;
     io->q_elems = (size_t)T * c->hq * c->d;
-    io->kv_elems = (size_t)T * c->hk * c->d;
+    io->kv_elems = (size_t)rows * c->hk * c->d;
     io->cache_elems = (size_t)io->B.num_blocks * c->bs * c->hk * c->d;
     size_t qb = ah_dtype_size(c->q), cb = ah_dtype_size(c->kv);
-    io->q = malloc(io->q_elems * qb + 16);
+    size_t q_alloc = (size_t)rows * c->hq * c->d;
+    io->q = malloc(q_alloc * qb + 16);
     io->key = malloc(io->kv_elems * qb + 16);
     io->val = malloc(io->kv_elems * qb + 16);
     io->kc = malloc(io->cache_elems * cb);
@@ -155,7 +159,7 @@ static int io_make(run_io *io, ah_context *ctx, const tcase *c, const uint32_t *
     if (!io->q || !io->key || !io->val || !io->kc || !io->vc || !io->sinks || !io->alibi) return -1;
     float ks = c->k_scale ? c->k_scale : 1, vs = c->v_scale ? c->v_scale : 1;
     int fp8 = c->kv == AH_DTYPE_FP8_E4M3 || c->kv == AH_DTYPE_FP8_E5M2;
-    fill(io->q, io->q_elems, c->q, -2.f, 2.f, rng);
+    fill(io->q, q_alloc, c->q, -2.f, 2.f, rng);
     fill(io->key, io->kv_elems, c->q, -2.f, 2.f, rng);
     fill(io->val, io->kv_elems, c->q, -2.f, 2.f, rng);
     fill(io->kc, io->cache_elems, c->kv, fp8 ? -2.f / ks : -2.f, fp8 ? 2.f / ks : 2.f, rng);
@@ -164,8 +168,8 @@ static int io_make(run_io *io, ah_context *ctx, const tcase *c, const uint32_t *
         io->sinks[h] = tk_uniform(rng, -1.f, 3.f);
         io->alibi[h] = exp2f(-8.0f * (float)(h + 1) / (float)c->hq);
     }
-    int64_t sq[3] = {T ? T : 1, c->hq, c->d}, sk[3] = {T ? T : 1, c->hk, c->d};
-    int64_t sc[4] = {io->B.num_blocks, c->bs, c->hk, c->d}, sl2[2] = {T ? T : 1, c->hq}, sh = c->hq;
+    int64_t sq[3] = {rows ? rows : 1, c->hq, c->d}, sk[3] = {rows ? rows : 1, c->hk, c->d};
+    int64_t sc[4] = {io->B.num_blocks, c->bs, c->hk, c->d}, sl2[2] = {rows ? rows : 1, c->hq}, sh = c->hq;
     if (c->layout == AH_KV_LAYOUT_HND) {
         sc[1] = c->hk;
         sc[2] = c->bs;
@@ -226,8 +230,8 @@ static int verify(run_io *io, ah_context *ctx, const tcase *c, int check_cache, 
         free(rlse);
         return 0;
     }
-    void *out = malloc(io->q_elems * ah_dtype_size(c->q) + 16);
-    float *lse = malloc(4 * ((size_t)T * c->hq + 1));
+    void *out = malloc(io->dout.bytes);
+    float *lse = malloc(io->dlse.bytes);
     tk_download(&P, ctx, out, &io->dout);
     tk_download(&P, ctx, lse, &io->dlse);
     ok &= compare("out", out, c->q, ref, io->q_elems, c->kv, msg, cap);
@@ -283,7 +287,7 @@ static void run_eager(ah_context *ctx, const tcase *c, uint64_t *rng)
     run_io io;
     ah_state *st = NULL;
     int ok = 0;
-    if (io_make(&io, ctx, c, ql, sl, rng)) {
+    if (io_make(&io, ctx, c, ql, sl, 0, rng)) {
         snprintf(msg, sizeof msg, " setup failed");
         goto done;
     }
@@ -321,9 +325,9 @@ static void run_graph(ah_context *ctx, const tcase *c, uint64_t *rng)
     void *stream = NULL;
     int ok = 0;
     tcase c2 = *c;
-    if (io_make(&a_io, ctx, c, ql, sl, rng)) goto done;
+    if (io_make(&a_io, ctx, c, ql, sl, 0, rng)) goto done;
     c2.reqs = c->reqs > 2 ? c->reqs - 1 : c->reqs; /* the replay: fewer requests too */
-    if (io_make(&b_io, ctx, &c2, ql2, sl2, rng)) goto done;
+    if (io_make(&b_io, ctx, &c2, ql2, sl2, a_io.B.num_tokens, rng)) goto done;
     /* Limits cover both; the replay's tensors must be the captured ones, so
      * replay data is copied into the captured buffers. */
     ah_limits lim = limits_for(&a_io.B, 2);
@@ -382,10 +386,10 @@ static void run_deterministic(const char *path, const tcase *c, uint64_t *rng)
         tcase c1 = *c;
         c1.reqs = 1;
         uint64_t seed = *rng;
-        if (io_make(&big, ctx, c, ql, sl, rng)) goto done;
+        if (io_make(&big, ctx, c, ql, sl, 0, rng)) goto done;
         /* Same request 0 data: rebuild with the same seed, one request. */
         uint64_t r2 = seed;
-        if (io_make(&one, ctx, &c1, ql, sl, &r2)) goto done;
+        if (io_make(&one, ctx, &c1, ql, sl, 0, &r2)) goto done;
         /* Make request 0's cache rows and query identical: copy big's. */
         size_t qb = ah_dtype_size(c->q), cb = ah_dtype_size(c->kv);
         memcpy(one.q, big.q, (size_t)c->hq * c->d * qb);
@@ -493,7 +497,7 @@ static void run_bad_input(ah_context *ctx, const tcase *c, uint64_t *rng)
     run_io io;
     ah_state *st = NULL;
     int ok = 0;
-    if (io_make(&io, ctx, c, ql, sl, rng)) goto done;
+    if (io_make(&io, ctx, c, ql, sl, 0, rng)) goto done;
     ah_limits lim = limits_for(&io.B, 0);
     TRY("state_create", O->state_create(ctx, &io.spec, &lim, &st));
     TRY("plan", O->plan(st, &io.B.b, AH_PLAN_EAGER, NULL));
