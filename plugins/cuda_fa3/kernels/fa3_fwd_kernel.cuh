@@ -170,7 +170,7 @@ __device__ __forceinline__ void scale_mask(float (&sacc)[BN / 2], const fa3_para
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) {
         float x = sacc[i];
-        if (p.softcap > 0.f) x = p.softcap * tanh_fast(x * p.scale / p.softcap) * log2e;
+        if (p.softcap > 0.f) x = p.softcap * tanhf(x * p.scale / p.softcap) * log2e;
         else x *= p.scale_log2;
         sacc[i] = x;
     }

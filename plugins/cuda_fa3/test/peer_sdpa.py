@@ -34,8 +34,8 @@ def bandwidth():
     del x, y
 
 
-def prefill():
-    for d in (128, 64, 256):
+def prefill(dims):
+    for d in dims:
         h = 2048 // d
         for causal in (True, False):
             for L in (4096, 8192, 16384):
@@ -74,6 +74,7 @@ def decode():
 
 if __name__ == "__main__":
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
+    import sys
     bandwidth()
-    prefill()
+    prefill([int(x) for x in sys.argv[1:]] or [128, 64, 256])
     decode()
