@@ -175,41 +175,53 @@ done:
     return med;
 }
 
-/* OpenBLAS sbgemm (loaded at run time, so the bench needs no link-time BLAS). */
+/* OpenBLAS (loaded at run time, so the bench needs no link-time BLAS): the
+ * prefill's two GEMM shapes through sbgemm (bf16) where the build has it,
+ * and through sgemm (fp32, what a bf16 cache would be converted to). */
 typedef void (*sbgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
                           const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta,
                           float *c, int ldc);
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                         int lda, const float *b, int ldb, float beta, float *c, int ldc);
 static void bench_blas(int threads, uint32_t T, int reps)
 {
     void *dl = dlopen("libopenblas.so.0", RTLD_NOW);
-    sbgemm_fn gemm = dl ? (sbgemm_fn)dlsym(dl, "cblas_sbgemm") : NULL;
-    void (*set_threads)(int) = dl ? (void (*)(int))dlsym(dl, "openblas_set_num_threads") : NULL;
-    if (!gemm) {
-        printf("blas: OpenBLAS sbgemm not found\n");
+    if (!dl) {
+        printf("blas: libopenblas.so.0 not found\n");
         return;
     }
+    sbgemm_fn sb = (sbgemm_fn)dlsym(dl, "cblas_sbgemm");
+    sgemm_fn sg = (sgemm_fn)dlsym(dl, "cblas_sgemm");
+    void (*set_threads)(int) = (void (*)(int))dlsym(dl, "openblas_set_num_threads");
     if (set_threads) set_threads(threads);
+    if (!sb) printf("blas: this OpenBLAS has no cblas_sbgemm (built without BFLOAT16)\n");
     const int D = 128;
     uint16_t *a = malloc((size_t)T * T * 2), *bm = malloc((size_t)T * D * 2);
-    float *c = malloc((size_t)T * T * 4);
-    for (size_t i = 0; i < (size_t)T * T; i++) a[i] = rand_bf16();
-    for (size_t i = 0; i < (size_t)T * D; i++) bm[i] = rand_bf16();
+    float *af = malloc((size_t)T * T * 4), *bf = malloc((size_t)T * D * 4), *c = malloc((size_t)T * T * 4);
+    for (size_t i = 0; i < (size_t)T * T; i++) a[i] = rand_bf16(), af[i] = ah_bf16_to_f32(a[i]);
+    for (size_t i = 0; i < (size_t)T * D; i++) bm[i] = rand_bf16(), bf[i] = ah_bf16_to_f32(bm[i]);
     /* S = Q K^T: [T x 128] x [128 x T]; O = P V: [T x T] x [T x 128]. */
-    for (int which = 0; which < 2; which++) {
-        double *ts = malloc(sizeof(double) * (size_t)reps);
-        for (int r = -1; r < reps; r++) {
-            double t0 = bench_now();
-            if (which == 0) gemm(101, 111, 112, (int)T, (int)T, D, 1.0f, bm, D, bm, D, 0.0f, c, (int)T);
-            else gemm(101, 111, 111, (int)T, D, (int)T, 1.0f, a, (int)T, bm, D, 0.0f, c, D);
-            if (r >= 0) ts[r] = bench_now() - t0;
+    for (int kind = 0; kind < 2; kind++) {
+        if (kind == 0 && !sb) continue;
+        if (kind == 1 && !sg) continue;
+        for (int which = 0; which < 2; which++) {
+            double *ts = malloc(sizeof(double) * (size_t)reps);
+            for (int r = -1; r < reps; r++) {
+                double t0 = bench_now();
+                if (kind == 0 && which == 0) sb(101, 111, 112, (int)T, (int)T, D, 1.0f, bm, D, bm, D, 0.0f, c, (int)T);
+                if (kind == 0 && which == 1) sb(101, 111, 111, (int)T, D, (int)T, 1.0f, a, (int)T, bm, D, 0.0f, c, D);
+                if (kind == 1 && which == 0) sg(101, 111, 112, (int)T, (int)T, D, 1.0f, bf, D, bf, D, 0.0f, c, (int)T);
+                if (kind == 1 && which == 1) sg(101, 111, 111, (int)T, D, (int)T, 1.0f, af, (int)T, bf, D, 0.0f, c, D);
+                if (r >= 0) ts[r] = bench_now() - t0;
+            }
+            qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+            double fl = 2.0 * T * T * D;
+            printf("blas %s %s T=%u threads=%d median_ms=%.3f GFLOP/s=%.1f\n", kind ? "sgemm" : "sbgemm",
+                   which ? "PV" : "QK^T", T, threads, ts[reps / 2] * 1e3, fl / ts[reps / 2] / 1e9);
+            free(ts);
         }
-        qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
-        double fl = 2.0 * T * T * D;
-        printf("blas sbgemm %s T=%u threads=%d median_ms=%.3f GFLOP/s=%.1f\n", which ? "PV" : "QK^T", T, threads,
-               ts[reps / 2] * 1e3, fl / ts[reps / 2] / 1e9);
-        free(ts);
     }
-    free(a), free(bm), free(c);
+    free(a), free(bm), free(af), free(bf), free(c);
 }
 
 int main(int argc, char **argv)
