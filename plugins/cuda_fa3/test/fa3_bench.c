@@ -68,7 +68,7 @@ static int bench(const shape *s)
         }
     free(hbuf);
     fa3h_batch B;
-    if (fa3h_batch_make(&H, &B, s->n, qlen, seqlen, s->bs, nb, width, s->shuffled, 5)) return 1;
+    if (fa3h_batch_make(&H, &B, s->n, qlen, seqlen, s->bs, nb, width, s->shuffled, 5, 0, 0)) return 1;
     ah_limits lim = {sizeof lim, (uint32_t)s->n, (uint32_t)T, (uint32_t)width, (uint32_t)s->seqlen, (uint32_t)nb};
     ah_state *st = NULL;
     if (ops->state_create(H.ctx, &sp, &lim, &st) != AH_OK) {

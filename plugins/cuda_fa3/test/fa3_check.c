@@ -153,7 +153,7 @@ static int run_case(const tcase *c, unsigned seed)
         goto done;
     if (fa3h_upload(&H, &q, hq) || fa3h_upload(&H, &kc, hk) || fa3h_upload(&H, &vc, hv) || fa3h_upload(&H, &ts, sinks))
         goto done;
-    if (fa3h_batch_make(&H, &B, c->n, c->qlen, c->seqlen, c->bs, nb, width, c->shuffled, seed)) goto done;
+    if (fa3h_batch_make(&H, &B, c->n, c->qlen, c->seqlen, c->bs, nb, width, c->shuffled, seed, maxn, maxT)) goto done;
     ah_limits lim = {sizeof lim, (uint32_t)maxn, (uint32_t)maxT, (uint32_t)width, 0, (uint32_t)nb};
     for (int r = 0; r < c->n; r++)
         if ((uint32_t)c->seqlen[r] > lim.max_seq_len) lim.max_seq_len = (uint32_t)c->seqlen[r];

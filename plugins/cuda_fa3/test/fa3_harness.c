@@ -190,16 +190,18 @@ static int upload_batch(fa3h *h, fa3h_batch *B)
 }
 
 int fa3h_batch_make(fa3h *h, fa3h_batch *B, int n, const int *qlen, const int *seqlen, int bs, int num_blocks,
-                    int table_width, int shuffled, unsigned seed)
+                    int table_width, int shuffled, unsigned seed, int cap_reqs, int cap_tokens)
 {
     memset(B, 0, sizeof *B);
     int64_t T = 0;
     for (int r = 0; r < n; r++) T += qlen[r];
+    const int nr = cap_reqs > n ? cap_reqs : n;
+    if (cap_tokens > T) T = cap_tokens;
     B->max_blocks_per_req = table_width;
-    int64_t s_qsl = n + 1, s_seq = n, s_tab[2] = {n, table_width}, s_sl = T > 0 ? T : 1;
-    B->qsl = calloc((size_t)n + 1, 4);
-    B->seq = calloc((size_t)n, 4);
-    B->table = calloc((size_t)n * (size_t)table_width, 4);
+    int64_t s_qsl = nr + 1, s_seq = nr, s_tab[2] = {nr, table_width}, s_sl = T > 0 ? T : 1;
+    B->qsl = calloc((size_t)nr + 1, 4);
+    B->seq = calloc((size_t)nr, 4);
+    B->table = calloc((size_t)nr * (size_t)table_width, 4);
     B->slots = calloc((size_t)s_sl, 8);
     if (!B->qsl || !B->seq || !B->table || !B->slots) return 1;
     if (fa3h_tensor_alloc(h, &B->d_qsl, AH_DTYPE_FP32, 1, &s_qsl) || fa3h_tensor_alloc(h, &B->d_seq, AH_DTYPE_FP32, 1, &s_seq) ||

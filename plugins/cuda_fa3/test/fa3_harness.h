@@ -46,8 +46,9 @@ typedef struct fa3h_batch {
     fa3h_tensor d_qsl, d_seq, d_table, d_slots;
 } fa3h_batch;
 
+/* cap_reqs / cap_tokens: room for later rewrites (0: this batch's size). */
 int fa3h_batch_make(fa3h *h, fa3h_batch *B, int n, const int *qlen, const int *seqlen, int block_size,
-                    int num_blocks, int table_width, int shuffled, unsigned seed);
+                    int num_blocks, int table_width, int shuffled, unsigned seed, int cap_reqs, int cap_tokens);
 /* Rewrite B's device arrays in place with new lengths (same table buffer). */
 int fa3h_batch_rewrite(fa3h *h, fa3h_batch *B, int n, const int *qlen, const int *seqlen, int block_size,
                        int num_blocks, int shuffled, unsigned seed);
