@@ -84,8 +84,8 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads are not a multiple of %u KV heads",
                        spec->num_q_heads, spec->num_kv_heads);
     const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    if (group > 16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "%d query heads per KV head: cuda_fa3 packs at most 16", group);
+    if (group > 8)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "%d query heads per KV head: cuda_fa3 packs at most 8", group);
     if (spec->block_size == 0 || spec->block_size % 16)
         return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: cuda_fa3 needs a multiple of 16", spec->block_size);
     if (spec->use_mla || spec->use_alibi)
