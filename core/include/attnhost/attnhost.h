@@ -20,6 +20,18 @@
  * may be read from any thread. An ah_binding is used by one thread at a time
  * (an engine worker's); different bindings on one host run concurrently.
  * ah_model is immutable after load.
+ *
+ * Per function, in the notes beside each declaration ("Thread safety: ..."):
+ *  - "any thread": no restriction, including concurrent calls on the same
+ *    object (pure functions, static text, immutable objects, the host's
+ *    internally locked paths).
+ *  - "owner thread": one call at a time on that object; calls on different
+ *    objects of the same host may run concurrently.
+ *  - destroy functions: no other call on the object may be in flight, and
+ *    what depends on it must be gone first: bindings before their selection
+ *    and host, selections before their host.
+ * tests/unit/test_stress_threads.c checks this contract under
+ * ThreadSanitizer (docs/reliability.md).
  */
 #ifndef ATTNHOST_H
 #define ATTNHOST_H
@@ -46,7 +58,8 @@ typedef struct ah_error {
     char msg[1024];
 } ah_error;
 
-/* Static text for a status ("invalid argument", ...). Never NULL. */
+/* Static text for a status ("invalid argument", ...). Never NULL.
+ * Thread safety: any thread (as are all the *_str functions). */
 const char *ah_status_str(ah_status s);
 
 /* ---------------------------------------------------------------------------
@@ -72,13 +85,22 @@ typedef struct ah_host_options {
 
 /* Create a host: load the configuration, gather hardware facts, scan the
  * plugin directories. A plugin that fails to scan does not fail the host: it
- * is listed with its cause. Fails only on a bad configuration or no memory. */
+ * is listed with its cause. Fails only on a bad configuration or no memory.
+ * Thread safety: any thread; hosts are independent of each other. The
+ * child-process scan forks: other threads of the process must not hold
+ * locks a plugin's probe needs (glibc resets its own in the child). */
 ah_status ah_host_create(const ah_host_options *opts, ah_host **out, ah_error *err);
+/* Thread safety: destroy function (see the top): every binding and
+ * selection made from host is destroyed first. */
 void ah_host_destroy(ah_host *host);
 
-/* The last error on host, never NULL. */
+/* The last error on host, never NULL. Calls that fail report through their
+ * ah_error or their binding, so this stays "" today. Thread safety: any
+ * thread. */
 const char *ah_host_errmsg(const ah_host *host);
 
+/* Thread safety: any thread (fixed at creation), as are the plugin queries
+ * below, ah_host_config_dump and ah_host_config_warnings. */
 const ah_hw_facts *ah_host_hw_facts(const ah_host *host);
 
 typedef enum ah_plugin_state {
@@ -126,7 +148,11 @@ const char *ah_host_config_warnings(const ah_host *host);
  * Model descriptions
  * ------------------------------------------------------------------------ */
 
-/* Load a model description (INI, see README "Model descriptions"). */
+/* Load a model description (INI, see README "Model descriptions").
+ * Thread safety: any thread for load and parse; a model is immutable, so the
+ * accessors below are any-thread too. ah_model_destroy is a destroy
+ * function; selections do not keep pointers into the model (they copy the
+ * specs), so a model may go once the selections are made. */
 ah_status ah_model_load(const char *path, ah_model **out, ah_error *err);
 /* The same from text; source names the text in error messages. */
 ah_status ah_model_parse(const char *text, const char *source, ah_model **out, ah_error *err);
@@ -179,12 +205,19 @@ typedef struct ah_decision {
  * the message then lists the reasons. Decisions are cached per distinct
  * layer spec inside the host. */
 ah_status ah_host_select(ah_host *host, const ah_model *model, ah_selection **out, ah_error *err);
+/* Thread safety: ah_host_select and ah_host_select_forced: any thread, many
+ * at once on one host (the decision cache is locked; a check_combination
+ * callback may run concurrently in several threads, so a plugin's callback
+ * must be reentrant). The selection points into the host's decision cache:
+ * it must not outlive the host. */
 /* The same with every layer and phase forced to one plugin (the
  * conformance suite and bench use it): fails with the plugin's reasons when
  * it cannot serve a layer. */
 ah_status ah_host_select_forced(ah_host *host, const ah_model *model, const char *plugin,
                                 ah_selection **out, ah_error *err);
+/* Thread safety: destroy function: no binding made from sel may remain. */
 void ah_selection_destroy(ah_selection *sel);
+/* Thread safety: the accessors below: any thread (a selection is immutable). */
 
 uint32_t ah_selection_num_layers(const ah_selection *sel);
 const ah_decision *ah_selection_decision(const ah_selection *sel, uint32_t layer, ah_phase phase);
@@ -221,10 +254,18 @@ typedef struct ah_binding_options {
 } ah_binding_options;
 
 /* Open the selected plugins (dlopen, context, one state per distinct layer
- * spec and phase). sel must outlive the binding. */
+ * spec and phase). sel must outlive the binding.
+ * Thread safety: any thread, many at once on one host and even on one
+ * selection. Bindings of one plugin share that plugin's context (one per
+ * host): a plugin's state_create and merge_states must accept concurrent
+ * calls on it. */
 ah_status ah_binding_create(ah_host *host, const ah_selection *sel, const ah_binding_options *opts,
                             ah_binding **out, ah_error *err);
+/* Thread safety: destroy function. */
 void ah_binding_destroy(ah_binding *b);
+/* The message of the last failed call on b. Thread safety: owner thread, as
+ * is every ah_binding_* call below: one call at a time per binding, any
+ * number of bindings at once. */
 const char *ah_binding_errmsg(const ah_binding *b);
 
 /* Validate the batch (unless switched off), decide its phase, and plan every
@@ -238,7 +279,9 @@ ah_phase ah_binding_phase(const ah_binding *b);
 ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *args);
 /* Store new K/V only. */
 ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *args);
-/* LSE merge through the layer's plugin (AH_ERR_UNSUPPORTED if it has none). */
+/* LSE merge through the layer's plugin (AH_ERR_UNSUPPORTED if it has none).
+ * Runs on the plugin's shared context; its failure detail comes from that
+ * context and may be overwritten by another binding's concurrent failure. */
 ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_args *args);
 
 /* The KV-cache tensor shape a layer needs: 4 dims in the layer's layout. */
@@ -250,6 +293,9 @@ ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase);
 /* ---------------------------------------------------------------------------
  * Devices: memory, copies, streams, timers and graphs of a plugin's device,
  * so tools and tests drive any backend through one interface.
+ * Thread safety: a device belongs to its binding and follows its rule:
+ * owner thread (its stream, timer and graph capture are per device);
+ * ah_device_kind_of and ah_device_dl: any thread.
  * ------------------------------------------------------------------------ */
 
 ah_device_kind ah_device_kind_of(const ah_device *d);
@@ -278,7 +324,8 @@ void ah_device_graph_destroy(ah_device *d, ah_graph *g);
 /* Check a batch against a layer spec and limits: monotonic query_start_loc,
  * 0 < query_len <= seq_len, block ids inside the cache, slots inside the
  * cache, table wide enough, counts and maxima consistent. Uses the host
- * copies only. */
+ * copies only. Thread safety: any thread (pure: reads its arguments, writes
+ * only *err). */
 ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
                             const ah_limits *limits, ah_error *err);
 
