@@ -195,14 +195,34 @@ int main(int argc, char **argv)
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         row("MLA decode B32 ctx4096 16 heads 576/512 page64", ms, bytes, flops, bw);
     }
-    /* Cascade: 64 decode requests sharing a 4096-token prefix, 256 own. */
-    for (int on = 1; on >= 0; on--) {
-        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096 + 256;
-        fi_shape s = shape(32, 8, 128, 16, 64, ql, sl);
-        s.prefix_blocks = 4096 / 16;
-        double ms = time_forward(&p, &s, !on, &bytes, &flops);
-        snprintf(name, sizeof name, "cascade B64 prefix4096+256 decode %s", on ? "on" : "off");
+    /* Page size 1 at a long context too (one page lookup per key). */
+    for (int pg = 0; pg < 2; pg++) {
+        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 16384;
+        fi_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
+        double ms = time_forward(&p, &s, 1, &bytes, &flops);
+        snprintf(name, sizeof name, "decode B64 ctx16384 32/8 d128 page%d", pg ? 16 : 1);
         row(name, ms, bytes, flops, bw);
+    }
+    /* Cascade: decode requests sharing a prefix, each with a short suffix of
+     * its own; on (common_prefix_len set) and off (the same batch without). */
+    {
+        const int R[2] = {64, 128}, P[2] = {4096, 32768}, S[2] = {256, 128};
+        for (int c = 0; c < 2; c++) {
+            if (quick && c) break;
+            double on_ms = 0;
+            for (int on = 1; on >= 0; on--) {
+                for (int r = 0; r < R[c]; r++) ql[r] = 1, sl[r] = P[c] + S[c];
+                fi_shape s = shape(32, 8, 128, 16, (uint32_t)R[c], ql, sl);
+                s.prefix_blocks = (uint32_t)P[c] / 16;
+                double ms = time_forward(&p, &s, !on, &bytes, &flops);
+                snprintf(name, sizeof name, "cascade B%d prefix%d+%d decode %s", R[c], P[c], S[c],
+                         on ? "on" : "off");
+                row(name, ms, bytes, flops, bw);
+                if (on) on_ms = ms;
+                else if (on_ms > 0 && ms > 0)
+                    printf("|   cascade speed-up B%d prefix%d: %.2fx |\n", R[c], P[c], ms / on_ms);
+            }
+        }
     }
     /* Prefill (causal, no cache) and extend. */
     {

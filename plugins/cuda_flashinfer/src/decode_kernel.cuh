@@ -77,6 +77,12 @@ __device__ __forceinline__ void finish_state(float L, float M, float sink2, bool
     *lse2 = Mx + log2f(den);
 }
 
+} // namespace fi
+
+#include "decode_stream.cuh"
+
+namespace fi {
+
 template <typename QT, typename KT, int D, int DV, int GB>
 __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
 {
@@ -130,7 +136,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
         for (int e = 0; e < C::CPT * 8; e++) acc[g][e] = 0.f;
     }
 
-    for (int j0 = a + row; j0 < b; j0 += C::ROWS * C::U) {
+    /* The trip count is the same for every row group: two row groups share
+     * a warp when TX < 32, and the shuffles below need all 32 lanes. */
+    for (int jb = a; jb < b; jb += C::ROWS * C::U) {
+        const int j0 = jb + row;
         uint4 kr[C::U][C::CPT], vr[C::MLA ? 1 : C::U][C::CPT];
         /* Issue every load of the step before using any. */
 #pragma unroll
@@ -269,6 +278,22 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
             FI_DISPATCH_GROUP_BLOCK(gb, GB, {
                 if constexpr (D != DV && GB > 2) {
                     FI_UNSUPPORTED("MLA decode head-group block", GB, "1, 2");
+                } else if constexpr (D == DV && GB * D > 1024) {
+                    FI_UNSUPPORTED("decode head-group block at this head size", GB, "GB x D <= 1024");
+                } else if constexpr (D == DV) {
+                    using SC = stream_cfg<KT, D, GB>;
+                    auto kern = decode_stream_kernel<QT, KT, D, GB>;
+                    if (occupancy) {
+                        /* Done once at state creation, outside any capture. */
+                        cudaError_t e = cudaFuncSetAttribute(
+                            kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SC::SMEM);
+                        if (e != cudaSuccess) return e;
+                        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern,
+                                                                             SC::THREADS, SC::SMEM);
+                    }
+                    dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
+                    kern<<<grid, SC::THREADS, SC::SMEM, st>>>(p);
+                    return cudaPeekAtLastError();
                 } else {
                     auto kern = decode_kernel<QT, KT, D, DV, GB>;
                     if (occupancy) {

@@ -86,6 +86,8 @@ struct attn_params {
     int shared_prefix;    /* prefill: rows = every token, keys = request 0's [0, prefix_len) */
     int prefix_len;
     int partial;          /* write out_desc partial state instead of the result */
+    int kv_splits;        /* tensor-core kernel, partial only: grid z cuts keys into */
+    int kv_chunk;         /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
 };
 
 struct merge_params {
@@ -121,8 +123,9 @@ cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t 
                             const int64_t *slot_mapping, int num_tokens, int num_kv_heads,
                             float inv_scale, cudaStream_t st);
 
-/* The decode kernel's head-group width for a group size (1, 2, 4 or 8). */
-int decode_group_block(int group, bool mla);
+/* The decode kernel's head-group width for a group size (1, 2, 4 or 8; at
+ * most 1024 / head size, MLA at most 2). */
+int decode_group_block(int group, bool mla, int d);
 
 } // namespace fi
 

@@ -62,9 +62,9 @@ cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &
     return cudaSuccess;
 }
 
-int decode_group_block(int group, bool mla)
+int decode_group_block(int group, bool mla, int d)
 {
-    const int cap = mla ? 2 : 8;
+    const int cap = mla ? 2 : d >= 256 ? 4 : 8;
     for (int gb = cap; gb > 1; gb >>= 1)
         if (group % gb == 0) return gb;
     return 1;

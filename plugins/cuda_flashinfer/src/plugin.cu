@@ -153,6 +153,7 @@ struct ah_state {
     int planned;
     ah_plan_mode mode;
     int num_reqs, num_tokens, path, splits, grid_tiles, cascade, prefix_len;
+    int prefix_splits, prefix_chunk; /* cascade: key ranges of the prefix pass */
     const int64_t *slot_mapping;
     /* The captured shape, which replay must keep. */
     int graph_ready, cap_reqs, cap_tokens, cap_path;
@@ -249,7 +250,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->kvt = kvt;
     st->mla = mla;
     st->group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    st->gb = decode_group_block(st->group, mla);
+    st->gb = decode_group_block(st->group, mla, qk);
     st->tc = prefill_supported(qk, vh);
 
     const int64_t R = lim->max_num_reqs, T = lim->max_num_tokens;
@@ -314,19 +315,46 @@ static int fi_dev_i32(const DLTensor *t, int64_t min_elems)
            ah_dl_numel(t) >= min_elems;
 }
 
-/* Decode partitions: enough CTAs to fill the GPU, never shorter than 256
- * keys each, never more than the workspace holds. */
+/* Decode partitions (split-KV). The streaming kernel keeps 48 KiB in
+ * flight per CTA, so a lone CTA on an SM is latency-bound: the grid should
+ * fill whole waves of (SMs x resident CTAs). Take the smallest split count
+ * whose last wave is at least 85% full (or the fullest one), with partitions
+ * of at least 256 keys, at most 64 of them, within the workspace. */
 static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
 {
     const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * (st->group / st->gb);
-    const int64_t target = (int64_t)st->ctx->sms * (st->occupancy > 0 ? st->occupancy : 1);
-    if (base <= 0 || base >= target || !st->ws_rows) return 1;
-    int64_t s = (target + base - 1) / base;
-    const int64_t by_len = (max_seq + 255) / 256;
-    if (s > by_len) s = by_len;
+    const int64_t slots = (int64_t)st->ctx->sms * (st->occupancy > 0 ? st->occupancy : 1);
+    if (base <= 0 || !st->ws_rows) return 1;
+    int64_t cap = (max_seq + 255) / 256;
+    if (cap > 64) cap = 64;
+    if (cap * tokens > st->ws_rows) cap = st->ws_rows / tokens;
+    int best = 1;
+    double best_eff = 0;
+    for (int64_t s = 1; s <= cap; s++) {
+        const double waves = (double)(base * s) / (double)slots;
+        const double eff = waves / ceil(waves);
+        if (eff >= 0.85) return (int)s;
+        if (eff > best_eff + 1e-9) best_eff = eff, best = (int)s;
+    }
+    return best;
+}
+
+/* Cascade prefix pass: the tensor-core kernel over every row of the batch
+ * has only ceil(T x group / 64) x Hk CTAs; cut the prefix's keys into
+ * ranges so about two CTAs per SM run, each range at least 512 keys, the
+ * partial states (ranges + the suffix) within the workspace. */
+static void fi_prefix_splits(const ah_state *st, int tokens, int prefix_len, int *splits, int *chunk)
+{
+    const int64_t ctas = ((int64_t)tokens * st->group + 63) / 64 * st->spec.num_kv_heads;
+    int64_t s = (2 * (int64_t)st->ctx->sms + ctas - 1) / ctas;
+    if (s > prefix_len / 512) s = prefix_len / 512;
     if (s > 32) s = 32;
-    if (s * tokens > st->ws_rows) s = st->ws_rows / tokens;
-    return s < 1 ? 1 : (int)s;
+    if ((s + 1) * tokens > st->ws_rows) s = st->ws_rows / tokens - 1;
+    if (s < 1) s = 1;
+    int c = (int)((prefix_len + s - 1) / s);
+    c = (c + 63) / 64 * 64;
+    *chunk = c;
+    *splits = (prefix_len + c - 1) / c;
 }
 
 static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
@@ -385,6 +413,8 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         st->prefix_len = (int)b->common_prefix_len;
         st->cascade = !graph && st->tc && R > 1 && b->common_prefix_len >= bs &&
                       2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= max_seq;
+        if (st->cascade)
+            fi_prefix_splits(st, T, st->prefix_len, &st->prefix_splits, &st->prefix_chunk);
         if (graph) {
             st->cap_reqs = R;
             st->cap_tokens = T;
@@ -567,18 +597,20 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         pre.prefix_len = st->prefix_len;
         pre.partial = 1;
         pre.o.part_slot = 0;
+        pre.kv_splits = st->prefix_splits;
+        pre.kv_chunk = st->prefix_splits > 1 ? st->prefix_chunk : 0;
         pre.var.sinks = NULL;
         ce = launch_prefill(st->qt, st->kvt, qk, pre, (int)(((int64_t)T * st->group + 63) / 64), stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade prefix", ce);
         attn_params suf = p;
         suf.kv_begin = st->prefix_len;
         suf.partial = 1;
-        suf.o.part_slot = 1;
+        suf.o.part_slot = st->prefix_splits;
         suf.var.sinks = NULL;
         ce = st->path == FI_PATH_DECODE ? launch_decode(st->qt, st->kvt, qk, vh, st->gb, suf, stream)
                                         : launch_prefill(st->qt, st->kvt, qk, suf, st->grid_tiles, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade suffix", ce);
-        m.num_parts = 2;
+        m.num_parts = st->prefix_splits + 1;
         ce = launch_merge_partials(st->qt, m, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade merge", ce);
         return AH_OK;

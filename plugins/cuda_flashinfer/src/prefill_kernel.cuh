@@ -142,6 +142,11 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
         r_slope[i] = p.var.alibi && r_ok[i] ? p.var.slopes[r_head[i]] : 0.f;
         if (r_ok[i]) {
             visible_range(p.var, r_pos[i], seq_len, kv_begin, &r_lo[i], &r_hi[i]);
+            if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
+                const int zl = (int)blockIdx.z * p.kv_chunk;
+                r_lo[i] = max(r_lo[i], zl);
+                r_hi[i] = min(r_hi[i], zl + p.kv_chunk);
+            }
         } else {
             r_lo[i] = 0;
             r_hi[i] = 0;
@@ -299,7 +304,7 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
                     pack2<QT>(o[d][i * 2] * f, o[d][i * 2 + 1] * f);
             if (t4 == 0 && p.o.lse) p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
         } else {
-            const int64_t slot = (int64_t)p.o.part_slot * p.num_tokens + tok;
+            const int64_t slot = (int64_t)(p.o.part_slot + blockIdx.z) * p.num_tokens + tok;
             const float f = L > 0.f ? p.var.v_scale / L : 0.f;
             float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * D;
 #pragma unroll
@@ -325,7 +330,7 @@ cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, i
             if (grid_tiles <= 0)
                 return cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)C::SMEM);
-            dim3 grid(grid_tiles, p.num_kv_heads);
+            dim3 grid(grid_tiles, p.num_kv_heads, p.kv_splits > 1 ? p.kv_splits : 1);
             kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
             return cudaPeekAtLastError();
         })

@@ -1,10 +1,23 @@
 #!/bin/bash
 # One GPU session for cuda_flashinfer: build (sm_90 only, to save device
-# time), correctness driver, host conformance suite (when the CLI builds),
-# benchmarks, PyTorch SDPA peer. Logs go to $OUT (or ./gpu-out).
+# time), host conformance suite, correctness driver, benchmarks, PyTorch
+# SDPA peer, the host's generic bench. Logs go to $OUT (or ./gpu-out). Each
+# step gets a time limit from what is left of BUDGET seconds, and prints as
+# it goes (line-buffered), so a stall shows which case it was in.
 OUT=${OUT:-gpu-out}
+BUDGET=${BUDGET:-400}
 mkdir -p "$OUT"
 B=build-fi-gpu
+T0=$(date +%s)
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+step() { # step NAME MAXSECONDS CMD...: run with min(MAX, left - 5) seconds
+  local name=$1 max=$2; shift 2
+  local l=$(( $(left) - 5 )); [ $l -lt $max ] && max=$l
+  if [ $max -le 5 ]; then echo "== $name: skipped (no time left)"; return; fi
+  echo "== $name (limit ${max}s)"
+  timeout $max stdbuf -oL -eL "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  echo "== $name rc=$rc after $(( $(date +%s) - T0 )) s"
+}
 # The device image lacks inih and DLPack: unpack the carried .debs (./.deps)
 # under /tmp and point pkg-config and CMake there.
 D=/tmp/fi-deps
@@ -13,20 +26,23 @@ export PKG_CONFIG_PATH=$D/usr/lib/x86_64-linux-gnu/pkgconfig PKG_CONFIG_SYSROOT_
 export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+git log -1 --format='commit %H %cd' >> "$OUT/gpu.txt" 2>&1
 cmake -S . -B $B -DATTNHOST_PLUGINS=cuda_flashinfer -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-start=$(date +%s)
-cmake --build $B -j16 --target cuda_flashinfer fi_check fi_bench > "$OUT/build.log" 2>&1 \
+cmake --build $B -j16 --target cuda_flashinfer fi_check fi_bench attnhost_cli > "$OUT/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
-(cmake --build $B -j16 --target attnhost_cli > "$OUT/cli_build.log" 2>&1 && echo "cli built") || echo "cli did not build"
-timeout 200 $B/bin/fi_check ${CHECK_ARGS:-} > "$OUT/check.log" 2>&1; echo "fi_check rc=$?"
-grep -E "^FAIL|summary|device" -A1 "$OUT/check.log" | head -60
-timeout 150 $B/bin/fi_bench --reps ${REPS:-30} > "$OUT/bench.log" 2>&1; echo "fi_bench rc=$?"
+echo "build: $(( $(date +%s) - T0 )) s"
+step conformance ${CONF_MAX:-150} $B/bin/attnhost check --plugin cuda_flashinfer
+grep -vE "^cuda_flashinfer  PASS" "$OUT/conformance.log" | tail -30
+grep -cE "^cuda_flashinfer  PASS" "$OUT/conformance.log"
+step check ${CHECK_MAX:-90} $B/bin/fi_check ${CHECK_ARGS:---quick}
+grep -E "FAIL|summary|device|passed" "$OUT/check.log" | head -40
+step bench ${BENCH_MAX:-110} $B/bin/fi_bench --reps ${REPS:-20}
 cat "$OUT/bench.log"
-timeout 100 python3 bench/peers/torch_sdpa.py --reps 30 > "$OUT/peer.log" 2>&1; echo "peer rc=$?"
+step peer ${PEER_MAX:-80} python3 bench/peers/torch_sdpa.py --reps 20
 cat "$OUT/peer.log"
-if [ -x $B/bin/attnhost ]; then
-  timeout 120 $B/bin/attnhost check --plugin cuda_flashinfer > "$OUT/conformance.log" 2>&1
-  echo "attnhost check rc=$?"; tail -25 "$OUT/conformance.log"
+if [ -n "$HOST_BENCH" ]; then
+  step hostbench 60 $B/bin/attnhost bench --plugin cuda_flashinfer
+  tail -40 "$OUT/hostbench.log"
 fi
+echo "total $(( $(date +%s) - T0 )) s"

@@ -1,0 +1,326 @@
+/*
+ * Streaming decode kernel for qk == v head sizes (64, 128, 256): one CTA of
+ * four warps per (query token, block of GB query heads sharing a KV head,
+ * KV partition). Decode is a pure read of K and V, so the kernel is built
+ * around keeping HBM busy:
+ *   - K and V tiles of BN keys (16 KiB per stage) stream into shared memory
+ *     through a 4-stage cp.async pipeline, so three stages (48 KiB per CTA)
+ *     are in flight while one is being used; every thread issues 16-byte
+ *     copies, and the page numbers of the next tile are loaded into
+ *     registers one iteration ahead so no copy waits for its page lookup;
+ *   - the compute side is sized to stay below the memory time: each lane
+ *     owns D/32 channels, computes the GB dot products of a key from one
+ *     read of it, and the warp's NKW x GB partial sums are reduced by a
+ *     transposing butterfly (31 shuffles for 32 sums instead of 5 each);
+ *     softmax runs on one value per lane, probabilities go through shared
+ *     memory to every lane for P.V;
+ *   - every loop trip count is uniform over the CTA, so the warp-wide
+ *     shuffles never meet a lane that left the loop.
+ * The four warps' online-softmax states are merged through shared memory at
+ * the end; with num_splits > 1 the CTA writes a partial state (split-KV).
+ */
+#ifndef FI_DECODE_STREAM_CUH
+#define FI_DECODE_STREAM_CUH
+
+#include "fi_common.cuh"
+
+namespace fi {
+
+template <typename KT, int D, int GB> struct stream_cfg {
+    static constexpr int THREADS = 128, NW = 4, NS = 4;
+    static constexpr int ES = (int)sizeof(KT);
+    static constexpr int ROWB = D * ES;          /* bytes of one key row */
+    static constexpr int CR = ROWB / 16;         /* 16-byte chunks per row */
+    static constexpr int BN = 8192 / ROWB;       /* keys per stage: 8 KiB of K + 8 of V */
+    static constexpr int LPT = BN * CR / THREADS; /* row chunks per thread per stage */
+    static constexpr int KW = BN / NW;           /* keys per warp per stage */
+    static constexpr int CPL = D / 32;           /* channels per lane */
+    static constexpr int NKW = KW < 32 / GB ? KW : 32 / GB; /* keys per reduction */
+    static constexpr int N0 = NKW * GB;          /* partial sums per reduction (<= 32) */
+    static constexpr int STAGE = 2 * BN * ROWB;  /* bytes */
+    static constexpr int MERGE = NW * GB * D * 4;
+    static constexpr int SMEM = NS * STAGE > MERGE ? NS * STAGE : MERGE;
+    static_assert(LPT * THREADS == BN * CR, "stage copy must split evenly");
+    static_assert(KW % NKW == 0 && N0 <= 32, "reduction shape");
+    static_assert(GB * CPL <= 32, "registers: q and acc hold GB x CPL floats each");
+};
+
+/* CPL consecutive elements of a row in shared memory as floats. */
+template <typename KT, int CPL> __device__ __forceinline__ void lane_load(const KT *p, float *f)
+{
+    if constexpr (elem<KT>::fp8) {
+        const uint8_t *b = reinterpret_cast<const uint8_t *>(p);
+        uint32_t w[CPL / 2 > 0 ? CPL / 2 : 1];
+        if constexpr (CPL == 8) {
+            uint2 r = *reinterpret_cast<const uint2 *>(b);
+            w[0] = r.x & 0xffffu, w[1] = r.x >> 16, w[2] = r.y & 0xffffu, w[3] = r.y >> 16;
+        } else if constexpr (CPL == 4) {
+            uint32_t r = *reinterpret_cast<const uint32_t *>(b);
+            w[0] = r & 0xffffu, w[1] = r >> 16;
+        } else {
+            w[0] = *reinterpret_cast<const uint16_t *>(b);
+        }
+#pragma unroll
+        for (int i = 0; i < CPL / 2; i++) {
+            __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)w[i], elem<KT>::kind);
+            float2 v = __half22float2(*reinterpret_cast<half2 *>(&h));
+            f[2 * i] = v.x;
+            f[2 * i + 1] = v.y;
+        }
+    } else {
+        uint32_t w[CPL / 2];
+        if constexpr (CPL == 8) {
+            uint4 r = *reinterpret_cast<const uint4 *>(p);
+            w[0] = r.x, w[1] = r.y, w[2] = r.z, w[3] = r.w;
+        } else if constexpr (CPL == 4) {
+            uint2 r = *reinterpret_cast<const uint2 *>(p);
+            w[0] = r.x, w[1] = r.y;
+        } else {
+            w[0] = *reinterpret_cast<const uint32_t *>(p);
+        }
+#pragma unroll
+        for (int i = 0; i < CPL / 2; i++) {
+            float2 v = unpack2(w[i], (KT *)nullptr);
+            f[2 * i] = v.x;
+            f[2 * i + 1] = v.y;
+        }
+    }
+}
+
+/* Transposing butterfly: N partial sums per lane become, in v[0], the full
+ * warp sum of one of them; returns which (lanes may share an index when
+ * N < 32). Each halving step trades half the values with the partner lane.
+ * One template level per step keeps every array index a constant (a loop
+ * the compiler fails to unroll puts v in local memory). */
+template <int N, int K> struct warp_tsum {
+    static __device__ __forceinline__ void step(float (&v)[N], int lane, int &idx)
+    {
+        if constexpr (K < 5) {
+            constexpr int off = 16 >> K, n = N >> K;
+            const bool up = (lane & off) != 0;
+            if constexpr (n >= 2) {
+#pragma unroll
+                for (int i = 0; i < n / 2; i++) {
+                    const float lo_v = v[i], hi_v = v[i + n / 2];
+                    v[i] = (up ? hi_v : lo_v) + __shfl_xor_sync(0xffffffffu, up ? lo_v : hi_v, off);
+                }
+                idx += up ? n / 2 : 0;
+            } else {
+                v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
+            }
+            warp_tsum<N, K + 1>::step(v, lane, idx);
+        }
+    }
+};
+template <int N> __device__ __forceinline__ int warp_transpose_sum(float (&v)[N], int lane)
+{
+    int idx = 0;
+    warp_tsum<N, 0>::step(v, lane, idx);
+    return idx;
+}
+
+template <typename QT, typename KT, int D, int GB>
+__global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
+{
+    using C = stream_cfg<KT, D, GB>;
+    extern __shared__ __align__(16) unsigned char smem[];
+    __shared__ float sc[C::NW][32], pc[C::NW][32];
+    __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
+
+    const int t = blockIdx.x, split = blockIdx.z;
+    const int blocks_per_kv = p.group / GB;
+    const int hk = blockIdx.y / blocks_per_kv;
+    const int h0 = hk * p.group + (blockIdx.y % blocks_per_kv) * GB;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+    const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
+    const int seq_len = p.plan.seq_lens[r];
+    const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
+    int lo, hi;
+    visible_range(p.var, pos, seq_len, p.kv_begin, &lo, &hi);
+    const int n = max(hi - lo, 0);
+    /* Partitions are whole stages long so only the last tile is partial. */
+    const int per = ((n + p.num_splits - 1) / p.num_splits + C::BN - 1) / C::BN * C::BN;
+    const int a = lo + split * per, b = min(hi, a + per);
+    const int ntiles = b > a ? (b - a + C::BN - 1) / C::BN : 0;
+
+    const KT *kc = static_cast<const KT *>(p.k_cache);
+    const KT *vc = static_cast<const KT *>(p.v_cache);
+
+    /* This thread's copy slots: chunk cc of rows rr + i * (THREADS / CR). */
+    const int cc = threadIdx.x % C::CR, rr = threadIdx.x / C::CR;
+    const int shift = p.kg.page_shift, mask = (1 << shift) - 1;
+    const int64_t head_off = (int64_t)hk * p.kg.stride_head + cc * (16 / C::ES);
+    int pg[C::LPT];
+    auto fetch_pages = [&](int it) {
+#pragma unroll
+        for (int i = 0; i < C::LPT; i++) {
+            const int j = a + it * C::BN + rr + i * (C::THREADS / C::CR);
+            pg[i] = j < b ? __ldg(pages + (j >> shift)) : 0;
+        }
+    };
+    auto issue = [&](int it) {
+        unsigned char *st = smem + (it % C::NS) * C::STAGE;
+#pragma unroll
+        for (int i = 0; i < C::LPT; i++) {
+            const int row = rr + i * (C::THREADS / C::CR), j = a + it * C::BN + row;
+            const bool ok = j < b;
+            const int64_t off = (int64_t)pg[i] * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot + head_off;
+            unsigned char *dk = st + row * C::ROWB + cc * 16;
+            cp_async16(dk, ok ? (const void *)(kc + off) : (const void *)kc, ok ? 16 : 0);
+            cp_async16(dk + C::BN * C::ROWB, ok ? (const void *)(vc + off) : (const void *)vc, ok ? 16 : 0);
+        }
+    };
+
+    /* Queries of the head block: lane owns channels [lane*CPL, +CPL). */
+    const QT *qrow = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t + lane * C::CPL;
+    float q[GB][C::CPL], acc[GB][C::CPL], m[GB], l[GB];
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+        const QT *qp = qrow + (int64_t)(h0 + g) * p.q_stride_h;
+#pragma unroll
+        for (int c = 0; c < C::CPL; c++) {
+            q[g][c] = to_f32(qp[c]);
+            acc[g][c] = 0.f;
+        }
+        m[g] = -INFINITY;
+        l[g] = 0.f;
+    }
+
+    if (ntiles > 0) fetch_pages(0);
+#pragma unroll
+    for (int s = 0; s < C::NS - 1; s++) {
+        if (s < ntiles) {
+            issue(s);
+            if (s + 1 < ntiles) fetch_pages(s + 1);
+        }
+        cp_async_commit();
+    }
+
+    for (int it = 0; it < ntiles; it++) {
+        cp_async_wait<C::NS - 2>();
+        __syncthreads(); /* tile it landed; everyone left tile it-1's buffer */
+        if (it + C::NS - 1 < ntiles) {
+            issue(it + C::NS - 1);
+            if (it + C::NS < ntiles) fetch_pages(it + C::NS);
+        }
+        cp_async_commit();
+
+        const unsigned char *st = smem + (it % C::NS) * C::STAGE;
+        const KT *Kt = reinterpret_cast<const KT *>(st);
+        const KT *Vt = reinterpret_cast<const KT *>(st + C::BN * C::ROWB);
+        const int kb = a + it * C::BN;
+#pragma unroll
+        for (int ck = 0; ck < C::KW / C::NKW; ck++) {
+            const int row0 = warp * C::KW + ck * C::NKW;
+            float s[C::N0];
+#pragma unroll
+            for (int kk = 0; kk < C::NKW; kk++) {
+                float kf[C::CPL];
+                lane_load<KT, C::CPL>(Kt + (row0 + kk) * D + lane * C::CPL, kf);
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    float x = 0.f;
+#pragma unroll
+                    for (int c = 0; c < C::CPL; c++) x = fmaf(q[g][c], kf[c], x);
+                    s[kk * GB + g] = x;
+                }
+            }
+            const int idx = warp_transpose_sum<C::N0>(s, lane);
+            const int own_g = idx % GB, own_j = kb + row0 + idx / GB;
+            float lg = -INFINITY;
+            if (own_j < b) {
+                const float slope = p.var.alibi ? p.var.slopes[h0 + own_g] : 0.f;
+                lg = logit2(p.var, s[0], slope, own_j, pos);
+            }
+            sc[warp][idx] = lg;
+            __syncwarp();
+            float mt[GB];
+#pragma unroll
+            for (int g = 0; g < GB; g++) mt[g] = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < C::N0; i++) mt[i % GB] = fmaxf(mt[i % GB], sc[warp][i]);
+            float alpha[GB], mu_own = 0.f;
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                const float mn = fmaxf(m[g], mt[g]);
+                const float mu = mn == -INFINITY ? 0.f : mn;
+                alpha[g] = exp2f(m[g] - mu);
+                m[g] = mn;
+                if (g == own_g) mu_own = mu;
+            }
+            pc[warp][idx] = exp2f(lg - mu_own);
+            __syncwarp();
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                l[g] *= alpha[g];
+#pragma unroll
+                for (int c = 0; c < C::CPL; c++) acc[g][c] *= alpha[g];
+            }
+#pragma unroll
+            for (int kk = 0; kk < C::NKW; kk++) {
+                float vf[C::CPL];
+                lane_load<KT, C::CPL>(Vt + (row0 + kk) * D + lane * C::CPL, vf);
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    const float pr = pc[warp][kk * GB + g];
+                    l[g] += pr;
+#pragma unroll
+                    for (int c = 0; c < C::CPL; c++) acc[g][c] = fmaf(pr, vf[c], acc[g][c]);
+                }
+            }
+            __syncwarp();
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* the stage buffers become the merge buffer */
+
+    float *sm_acc = reinterpret_cast<float *>(smem); /* [NW][GB][D] */
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+#pragma unroll
+        for (int c = 0; c < C::CPL; c++) sm_acc[(warp * GB + g) * D + lane * C::CPL + c] = acc[g][c];
+        if (lane == 0) {
+            sm_m[warp][g] = m[g];
+            sm_l[warp][g] = l[g];
+        }
+    }
+    __syncthreads();
+
+    const bool final_out = p.num_splits == 1 && !p.partial;
+    for (int e = threadIdx.x; e < GB * D; e += C::THREADS) {
+        const int g = e / D, d = e % D, h = h0 + g;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < C::NW; w++) M = fmaxf(M, sm_m[w][g]);
+        float L = 0.f, O = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < C::NW; w++) {
+                const float f = exp2f(sm_m[w][g] - M);
+                L += sm_l[w][g] * f;
+                O += sm_acc[(w * GB + g) * D + d] * f;
+            }
+        }
+        if (final_out) {
+            const bool has_sink = p.var.sinks != nullptr;
+            const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
+            float f, lse2;
+            finish_state(L, M, sink2, has_sink, &f, &lse2);
+            QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
+                    (int64_t)h * p.o.out_stride_h;
+            o[d] = from_f32<QT>(O * f * p.var.v_scale);
+            if (d == 0 && p.o.lse) p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+        } else {
+            const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
+            const float f = L > 0.f ? 1.f / L : 0.f;
+            p.o.part_o[(slot * p.num_qo_heads + h) * D + d] = O * f * p.var.v_scale;
+            if (d == 0)
+                p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
+        }
+    }
+}
+
+} // namespace fi
+
+#endif
