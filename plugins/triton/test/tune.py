@@ -87,7 +87,7 @@ def main():
     torch.manual_seed(0)
     # Numerics: a small mixed batch through both paths.
     lens, qlens = [300, 77, 1000], [300, 1, 45]
-    kc, vc, _ = paged(1, 2048, hk, d)
+    kc, vc, _ = paged(1, 4096, hk, d)
     bt = torch.randperm(kc.shape[0], device=dev, dtype=torch.int32)[:3 * 64].view(3, 64).contiguous()
     q = torch.randn(sum(qlens), hq, d, device=dev, dtype=torch.bfloat16)
     out = torch.empty_like(q)
