@@ -23,6 +23,7 @@ int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, 
     size_t want = n < 64 ? 64 : n + n / 2;
     void *q = h->alloc(h, want * sz);
     if (!q) return 0;
+    if (*p) memcpy(q, *p, *cap * sz); /* growing lists (items, merges) keep their entries */
     h->free(h, *p);
     *p = q;
     *cap = want;

@@ -47,7 +47,7 @@ struct ah_state {
 ah_status ah__cpu_plan(ah_state *st, const ah_batch *b);
 void ah__cpu_execute(ah_state *st, const ah__cpu_run *run);
 ah_status ah__cpu_scratch_create(ah_state *st);
-/* Grow *p (elements of size sz) to hold n; keeps nothing. */
+/* Grow *p (elements of size sz) to hold n, keeping its entries. */
 int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, size_t sz);
 
 #endif
