@@ -16,27 +16,26 @@
 
 #include <attnhost/attnhost.h>
 
-/* Two decoder layers, 4 query heads over 2 KV heads of 8 channels, fp32,
- * 4-token blocks: the ABI test backend serves it, as does any CPU plugin
- * with fp32 queries. */
+/* Two decoder layers, 4 query heads over 2 KV heads of 64 channels, fp32,
+ * 16-token blocks: the ABI test backend serves it, and so does cpu_amx. */
 static const char rel_model_text[] =
     "[model]\n"
     "name = rel-tiny\n"
     "num_layers = 2\n"
     "num_q_heads = 4\n"
     "num_kv_heads = 2\n"
-    "head_size = 8\n"
+    "head_size = 64\n"
     "dtype = fp32\n"
     "kv_dtype = fp32\n"
     "kv_layout = nhd\n"
-    "block_size = 4\n";
+    "block_size = 16\n";
 
 #define REL_HQ 4
 #define REL_HK 2
-#define REL_D 8
-#define REL_BS 4
+#define REL_D 64
+#define REL_BS 16
 #define REL_REQS 2
-#define REL_TOKENS 4       /* request 0: 3 new tokens of 5; request 1: 1 of 6 */
+#define REL_TOKENS 4       /* request 0: 3 new tokens of 20; request 1: 1 of 22 */
 #define REL_BLOCKS 8       /* blocks in the cache */
 #define REL_STRIDE 3       /* block-table row width */
 
@@ -164,29 +163,29 @@ static inline void rel_step_wire(rel_step *s)
     s->args.out = &s->t_out;
 }
 
-/* A valid step: request 0 has 5 tokens (3 new) in blocks 6, 2; request 1
- * has 6 tokens (1 new) in blocks 1, 4. The cache holds the older tokens'
+/* A valid step: request 0 has 20 tokens (3 new) in blocks 6, 2; request 1
+ * has 22 tokens (1 new) in blocks 1, 4. The cache holds the older tokens'
  * K/V already (random), the new ones' slots hold random junk that
  * forward's K/V store overwrites. */
 static inline void rel_step_init(rel_step *s, uint32_t seed)
 {
     memset(s, 0, sizeof *s);
-    static const int32_t qsl[] = {0, 3, 4}, seq[] = {5, 6};
+    static const int32_t qsl[] = {0, 3, 4}, seq[] = {20, 22};
     static const int32_t bt[] = {6, 2, 7, 1, 4, 0};
     memcpy(s->qsl, qsl, sizeof qsl);
     memcpy(s->seq, seq, sizeof seq);
     memcpy(s->bt, bt, sizeof bt);
-    /* r0 positions 2, 3, 4 -> block 6 offsets 2, 3; block 2 offset 0;
-     * r1 position 5 -> block 4 offset 1 */
-    s->slots[0] = 6 * REL_BS + 2;
-    s->slots[1] = 6 * REL_BS + 3;
-    s->slots[2] = 2 * REL_BS + 0;
-    s->slots[3] = 4 * REL_BS + 1;
+    /* each new token's slot: its position's block from the table */
+    for (int r = 0; r < REL_REQS; r++)
+        for (int32_t t = qsl[r]; t < qsl[r + 1]; t++) {
+            int32_t pos = seq[r] - (qsl[r + 1] - qsl[r]) + (t - qsl[r]);
+            s->slots[t] = (int64_t)bt[r * REL_STRIDE + pos / REL_BS] * REL_BS + pos % REL_BS;
+        }
     s->batch.struct_size = sizeof s->batch;
     s->batch.num_reqs = REL_REQS;
     s->batch.num_tokens = REL_TOKENS;
     s->batch.max_query_len = 3;
-    s->batch.max_seq_len = 6;
+    s->batch.max_seq_len = 22;
     s->batch.num_blocks = REL_BLOCKS;
     s->batch.block_table_stride = REL_STRIDE;
     s->q = rel_floats(REL_Q_ELEMS);
