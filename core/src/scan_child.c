@@ -356,8 +356,8 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
         if (err_open) fds[nf++] = (struct pollfd){ep[0], POLLIN, 0};
         if (nf)
             poll(fds, nf, (int)wait + 1);
-        else
-            sleep_ms(wait);
+        else /* both pipes closed: the child is exiting, reap it promptly */
+            sleep_ms(wait < 0.2 ? wait : 0.2);
         if (rec_open) rec_open = drain(rp[0], &out, NULL);
         if (err_open) err_open = drain(ep[0], NULL, &t);
         pid_t w = waitpid(pid, &status, WNOHANG);
