@@ -92,8 +92,6 @@ int ah__default_order(const ah_host *h, ah_name_list *out, char *source, size_t 
     return rc ? -1 : 0;
 }
 
-/* ---- decisions and their cache ------------------------------------------ */
-
 int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_layer_plan *p)
 {
     const ah_config *c = &h->config;
