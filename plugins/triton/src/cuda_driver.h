@@ -4,6 +4,10 @@
  * plugin builds without the CUDA toolkit and loads (and explains itself) on
  * a machine with no NVIDIA driver. Types and enum values are the driver's
  * documented ABI (cuda.h); only what is called is declared.
+ *
+ * The table is also the plugin's device abstraction: hip_driver.c fills the
+ * same fields with adapters over libamdhip64.so for triton_hip.so, so the
+ * launcher is written once against these CUDA-shaped signatures.
  */
 #ifndef AH_TRITON_CUDA_DRIVER_H
 #define AH_TRITON_CUDA_DRIVER_H

@@ -99,7 +99,9 @@ static void arg_f(tk_args *a, float v) { tk_arg(a, 'f', &v, sizeof v); }
 ah_status tk_launch(ah_context *ctx, const tk_entry *e, CUfunction f, unsigned gx, unsigned gy,
                     unsigned gz, void **params, CUstream stream, ah_errbuf *err)
 {
-    TK_CU(ctx, err, ctx->cu->launch(f, gx, gy, gz, 32u * e->num_warps, 1, 1, e->shared, stream,
+    /* AMD's wavefronts are 64 lanes: Triton's num_warps counts wavefronts. */
+    unsigned lanes = e->arch[0] == 'g' ? 64u : 32u;
+    TK_CU(ctx, err, ctx->cu->launch(f, gx, gy, gz, lanes * e->num_warps, 1, 1, e->shared, stream,
                                     params, NULL));
     return AH_OK;
 }

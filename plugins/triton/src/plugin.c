@@ -10,6 +10,12 @@
 
 #include "triton_plugin.h"
 
+#ifdef TK_HIP
+#define TK_HIP_OR_CUDA "HIP"
+#else
+#define TK_HIP_OR_CUDA "CUDA"
+#endif
+
 /* ---- capabilities --------------------------------------------------------- */
 
 static const ah_config_key tk_keys[] = {
@@ -19,8 +25,17 @@ static const ah_config_key tk_keys[] = {
     {"deterministic", "0",
      "1: fixed splits (num_kv_splits, 16 when auto), independent of the batch, fp32 reduction "
      "in a fixed order: a decode request's output is bitwise the same in any batch"},
+#ifdef TK_HIP
+    {"device", "0", "HIP device index"},
+#else
     {"device", "0", "CUDA device index"},
+#endif
 };
+
+#ifdef TK_HIP
+/* The AMD targets generate.py compiles (fp16/bf16 only). */
+static const char *const tk_gfx_targets[] = {"gfx90a", "gfx942"};
+#endif
 
 static void tk_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
                                  ah_reason_sink *sink)
@@ -40,8 +55,12 @@ static void tk_check_combination(const ah_layer_spec *spec, const ah_probe_info 
 static const ah_caps tk_caps = {
     .struct_size = sizeof(ah_caps),
     .q_dtypes = AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
+#ifdef TK_HIP
+    .kv_dtypes = AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
+#else
     .kv_dtypes = AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP8_E4M3) |
                  AH_BIT(AH_DTYPE_FP8_E5M2),
+#endif
     .qk_head_sizes = AH_INT_SET_RANGE(16, 256, 16),
     .v_head_sizes = AH_INT_SET_RANGE(16, 256, 16),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
@@ -52,8 +71,13 @@ static const ah_caps tk_caps = {
                   AH_BIT(AH_ATTN_ENCODER_ONLY) | AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
+#ifdef TK_HIP
+    .gfx_targets = tk_gfx_targets,
+    .n_gfx_targets = sizeof tk_gfx_targets / sizeof tk_gfx_targets[0],
+#else
     .min_compute_capability = 80,
     .max_compute_capability = 90,
+#endif
     .graph_level = AH_GRAPH_ALWAYS,
     .graph_seq_len_fill = 0,
     .forward_writes_kv = 0,
@@ -78,12 +102,26 @@ ah_status tk_ctx_bind(ah_context *ctx, ah_errbuf *e)
     return AH_OK;
 }
 
+#ifdef TK_HIP
+/* HIP reports a gfx9 device's version as its compute capability: gfx90a is
+ * 9.0 (as are gfx900/gfx908, whose module load then fails with a message),
+ * gfx942 is 9.4. */
+static const char *tk_arch_for(int cc)
+{
+    if (cc == 90) return "gfx90a";
+    if (cc == 94) return "gfx942";
+    return NULL;
+}
+#define TK_ARCH_HINT "gfx90a, gfx942"
+#else
 static const char *tk_arch_for(int cc)
 {
     if (cc >= 80 && cc < 90) return "sm80"; /* sm_80 cubins run on every 8.x device */
     if (cc == 90) return "sm90";
     return NULL;
 }
+#define TK_ARCH_HINT "sm_80..sm_89 via sm80, sm_90"
+#endif
 
 /* ---- configuration -------------------------------------------------------- */
 
@@ -135,7 +173,7 @@ static ah_status tk_probe(const ah_host_services *host, ah_probe_info *info)
     int count = 0, ver = 0;
     if (r == CUDA_SUCCESS) r = cu->device_count(&count);
     if (r != CUDA_SUCCESS || count == 0) {
-        snprintf(reason, sizeof reason, "no CUDA device: %s",
+        snprintf(reason, sizeof reason, "no %s device: %s", TK_HIP_OR_CUDA,
                  r == CUDA_SUCCESS ? "the driver reports none" : ah__cu_errstr(cu, r));
         ah_strlcpy(info->reason, reason, sizeof info->reason);
         info->usable = 0;
@@ -155,13 +193,19 @@ static ah_status tk_probe(const ah_host_services *host, ah_probe_info *info)
     info->device_count = (uint32_t)count;
     info->multiprocessors = (uint32_t)sms;
     info->memory_bytes = mem;
+#ifdef TK_HIP
+    const char *a = tk_arch_for(major * 10 + minor);
+    snprintf(info->arch, sizeof info->arch, "%s", a ? a : "gfx?");
+    info->compute_capability = 0; /* CUDA only */
+    snprintf(info->driver_version, sizeof info->driver_version, "HIP runtime %d", ver);
+#else
     snprintf(info->arch, sizeof info->arch, "sm_%d%d", major, minor);
     snprintf(info->driver_version, sizeof info->driver_version, "CUDA driver %d.%d", ver / 1000,
              ver % 1000 / 10);
+#endif
     if (!tk_arch_for(major * 10 + minor)) {
-        snprintf(reason, sizeof reason,
-                 "compute capability %d.%d has no compiled kernels (sm_80..sm_89 via sm80, sm_90)",
-                 major, minor);
+        snprintf(reason, sizeof reason, "device version %d.%d has no compiled kernels (%s)", major,
+                 minor, TK_ARCH_HINT);
         ah_strlcpy(info->reason, reason, sizeof info->reason);
         info->usable = 0;
         return AH_OK;
@@ -435,7 +479,14 @@ static const ah_plugin_ops tk_ops = {
     .graph_destroy = tk_graph_destroy,
 };
 
+#ifdef TK_HIP
+AH_PLUGIN_DEFINE(triton_hip, "0.1.0", "attnhost", "Apache-2.0",
+                 "Triton attention kernels (unified paged, split-KV decode), AOT-compiled for "
+                 "gfx90a/gfx942, run through HIP's module API (untested on AMD hardware)",
+                 AH_DEVICE_HIP, &tk_caps, &tk_ops)
+#else
 AH_PLUGIN_DEFINE(triton, "0.1.0", "attnhost", "Apache-2.0",
                  "Triton attention kernels (unified paged, split-KV decode), AOT-compiled, "
                  "run through the CUDA driver API",
                  AH_DEVICE_CUDA, &tk_caps, &tk_ops)
+#endif
