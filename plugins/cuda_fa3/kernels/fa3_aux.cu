@@ -106,10 +106,13 @@ __global__ void write_kv_kernel(const fa3_kv_write w)
         const float k = load_el(w.key, t * w.k_tok_stride + h * w.k_head_stride + c, w.src_dtype);
         const float v = load_el(w.value, t * w.v_tok_stride + h * w.v_head_stride + c, w.src_dtype);
         const bool q8 = w.cache_dtype >= FA3_T_FP8_E4M3;
+        // IEEE float division (the build uses fast math, so '/' would not be),
+        // as the reference writer divides; the store rounds to nearest even
+        // and saturates at the format's largest finite value.
         store_el(w.k_cache, blk * w.k_strides[0] + off * w.k_strides[1] + h * w.k_strides[2] + c, w.cache_dtype,
-                 q8 ? k * w.inv_k_scale : k);
+                 q8 ? __fdiv_rn(k, w.k_scale) : k);
         store_el(w.v_cache, blk * w.v_strides[0] + off * w.v_strides[1] + h * w.v_strides[2] + c, w.cache_dtype,
-                 q8 ? v * w.inv_v_scale : v);
+                 q8 ? __fdiv_rn(v, w.v_scale) : v);
     }
 }
 
@@ -133,12 +136,18 @@ __global__ void merge_kernel(const void *va, const float *la, const void *vb, co
 
 } // namespace fa3
 
+template <int D> static size_t smem_max()
+{
+    const size_t a = fa3::smem_bytes<D, __nv_bfloat16>(), b = fa3::smem_bytes<D, __nv_bfloat16, __nv_fp8_e4m3>();
+    return a > b ? a : b;
+}
+
 extern "C" size_t fa3_fwd_smem_bytes(int head_dim)
 {
     switch (head_dim) {
-    case 64: return fa3::smem_bytes<64, __nv_bfloat16>();
-    case 128: return fa3::smem_bytes<128, __nv_bfloat16>();
-    default: return fa3::smem_bytes<256, __nv_bfloat16>();
+    case 64: return smem_max<64>();
+    case 128: return smem_max<128>();
+    default: return smem_max<256>();
     }
 }
 

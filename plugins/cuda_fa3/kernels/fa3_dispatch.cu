@@ -11,12 +11,31 @@ FA3_DECL(fa3_fwd_d128_bf16)
 FA3_DECL(fa3_fwd_d128_fp16)
 FA3_DECL(fa3_fwd_d256_bf16)
 FA3_DECL(fa3_fwd_d256_fp16)
+FA3_DECL(fa3_fwd_d64_bf16_kv8)
+FA3_DECL(fa3_fwd_d64_fp16_kv8)
+FA3_DECL(fa3_fwd_d128_bf16_kv8)
+FA3_DECL(fa3_fwd_d128_fp16_kv8)
+FA3_DECL(fa3_fwd_d256_bf16_kv8)
+FA3_DECL(fa3_fwd_d256_fp16_kv8)
 
 extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
     const bool h = L->dtype == FA3_T_FP16;
     if (L->dtype != FA3_T_BF16 && !h) {
         snprintf(err, errlen, "forward: dtype code %d has no kernel instance", L->dtype);
+        return 1;
+    }
+    if (L->kv_dtype == FA3_T_FP8_E4M3) {
+        switch (L->head_dim) {
+        case 64: return h ? fa3_fwd_d64_fp16_kv8(L, err, errlen) : fa3_fwd_d64_bf16_kv8(L, err, errlen);
+        case 128: return h ? fa3_fwd_d128_fp16_kv8(L, err, errlen) : fa3_fwd_d128_bf16_kv8(L, err, errlen);
+        case 256: return h ? fa3_fwd_d256_fp16_kv8(L, err, errlen) : fa3_fwd_d256_bf16_kv8(L, err, errlen);
+        default: snprintf(err, errlen, "forward: head size %d has no FP8-KV instance", L->head_dim); return 1;
+        }
+    }
+    if (L->kv_dtype != L->dtype) {
+        snprintf(err, errlen, "forward: KV dtype code %d with query dtype code %d has no kernel instance",
+                 L->kv_dtype, L->dtype);
         return 1;
     }
     switch (L->head_dim) {

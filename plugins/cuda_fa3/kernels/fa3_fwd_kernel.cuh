@@ -24,7 +24,10 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <math.h>
+
+#include <type_traits>
 
 #include "fa3_params.h"
 #include "fa3_sm90.cuh"
@@ -48,6 +51,22 @@ template <> struct elem<__half> {
     }
 };
 
+// Two e4m3 bytes (low byte first) widened to two 16-bit elements of T. The
+// hardware converts e4m3 pairs to fp16 exactly; every e4m3 value is also
+// exact in bf16, so the bf16 path goes through float without rounding.
+template <typename T> __device__ __forceinline__ uint32_t widen_e4m3x2(uint16_t b);
+template <> __device__ __forceinline__ uint32_t widen_e4m3x2<__half>(uint16_t b)
+{
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)b, __NV_E4M3);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+template <> __device__ __forceinline__ uint32_t widen_e4m3x2<__nv_bfloat16>(uint16_t b)
+{
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)b, __NV_E4M3);
+    __half2 hh = *reinterpret_cast<__half2 *>(&h);
+    return elem<__nv_bfloat16>::pack(__low2float(hh), __high2float(hh));
+}
+
 // wgmma dispatch on element type and N.
 template <typename T, int N> struct mma;
 #define FA3_MMA(TY, NAME, N)                                                                    \
@@ -70,16 +89,28 @@ FA3_MMA(__half, f16, 128)
 FA3_MMA(__half, f16, 256)
 #undef FA3_MMA
 
-template <int D, int BN, int STAGES, typename T> struct fwd_smem {
+// FP8 KV: the copy engine lands e4m3 tiles, unswizzled ([row][D bytes]), in
+// a staging ring of SST stages; three producer warps widen them into the
+// 16-bit swizzled K/V ring the consumers read, so the GEMMs are unchanged.
+template <int D, int BN, int SST> struct fp8_staging {
+    alignas(1024) uint8_t k8[SST][BN][D];
+    alignas(1024) uint8_t v8[SST][BN][D];
+    uint64_t k8_full[SST], k8_empty[SST], v8_full[SST], v8_empty[SST];
+};
+template <int D, int BN> struct fp8_staging<D, BN, 0> {};
+
+template <int D, int BN, int STAGES, typename T, int SST = 0> struct fwd_smem {
     // 128-byte-swizzled tiles: [64-column chunk][row][64 elements].
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64];
     alignas(1024) T k[STAGES][D / 64][BN][64];
     alignas(1024) T v[STAGES][D / 64][BN][64];
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
+    fp8_staging<D, BN, SST> f8;
 };
 
 constexpr int kConsumerWarps = 8; // arrivals that free a stage or Q
+constexpr int kConvertWarps = 3;  // FP8 KV: producer warps 1-3 widen tiles
 constexpr int kBarPingPong = 1;   // named barriers 1 and 2
 
 __device__ __forceinline__ float quad_max(float x)
@@ -101,15 +132,17 @@ __device__ __forceinline__ float tanh_fast(float x)
 
 // ---- producer ------------------------------------------------------------------
 
-template <int D, int BN, int STAGES, typename T>
-__device__ __forceinline__ void load_kv_tile(fwd_smem<D, BN, STAGES, T> &s, const CUtensorMap *map,
-                                             T (*dst)[BN][64], uint64_t *full, const fa3_params &p,
-                                             const fa3_work &it, int n, int lane)
+// One KV tile (BN keys) as TMA boxes of box_rows tokens of one page each.
+// CH boxes per row block cover D (64 columns each, 16-bit swizzled tiles,
+// chunk stride CHB bytes) or one box does (FP8 staging, CH 1); ROWB is the
+// bytes of one row in shared memory.
+template <int BN, int CH, int ROWB, int CHB>
+__device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int tx_bytes,
+                                             const fa3_params &p, const fa3_work &it, int n, int lane)
 {
-    constexpr int CH = D / 64;
     const int R = p.box_rows;
     const int nbox = (BN / R) * CH;
-    if (lane == 0) mbar_arrive_tx(full, BN * D * (int)sizeof(T));
+    if (lane == 0) mbar_arrive_tx(full, tx_bytes);
     __syncwarp();
     const int32_t *table = p.block_table + (size_t)it.req * p.bt_stride;
     for (int i = lane; i < nbox; i += 32) {
@@ -120,16 +153,44 @@ __device__ __forceinline__ void load_kv_tile(fwd_smem<D, BN, STAGES, T> &s, cons
             page = table[pos / p.block_size];
             off = pos % p.block_size;
         }
-        if (p.kv_hnd) tma_load_4d(&dst[c][rb * R][0], map, full, c * 64, off, it.kvh, page);
-        else tma_load_4d(&dst[c][rb * R][0], map, full, c * 64, it.kvh, off, page);
+        uint8_t *d = dst + c * CHB + rb * R * ROWB;
+        if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
+        else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
+    }
+}
+
+// FP8 KV: widen one staged e4m3 tile ([BN][D] bytes) into the 16-bit
+// 128-byte-swizzled layout ([D/64][BN][64]) the wgmma descriptors expect.
+// Each step reads 16 bytes (16 channels of one row) and writes two 16-byte
+// units; the swizzle puts unit u of row r at u ^ (r % 8).
+template <int D, int BN, typename T>
+__device__ __forceinline__ void widen_tile(const uint8_t (*src)[D], T (*dst)[BN][64], int t)
+{
+    constexpr int PER_ROW = D / 16, TOTAL = BN * PER_ROW;
+    for (int i = t; i < TOTAL; i += kConvertWarps * 32) {
+        const int r = i / PER_ROW, col = (i - r * PER_ROW) * 16;
+        const uint4 b = *reinterpret_cast<const uint4 *>(&src[r][col]);
+        uint4 lo, hi;
+        lo.x = widen_e4m3x2<T>((uint16_t)(b.x & 0xffff));
+        lo.y = widen_e4m3x2<T>((uint16_t)(b.x >> 16));
+        lo.z = widen_e4m3x2<T>((uint16_t)(b.y & 0xffff));
+        lo.w = widen_e4m3x2<T>((uint16_t)(b.y >> 16));
+        hi.x = widen_e4m3x2<T>((uint16_t)(b.z & 0xffff));
+        hi.y = widen_e4m3x2<T>((uint16_t)(b.z >> 16));
+        hi.z = widen_e4m3x2<T>((uint16_t)(b.w & 0xffff));
+        hi.w = widen_e4m3x2<T>((uint16_t)(b.w >> 16));
+        const int c = col / 64, u = (col % 64) / 8;
+        uint8_t *row = reinterpret_cast<uint8_t *>(&dst[c][r][0]);
+        *reinterpret_cast<uint4 *>(row + ((u ^ (r & 7)) << 4)) = lo;
+        *reinterpret_cast<uint4 *>(row + (((u + 1) ^ (r & 7)) << 4)) = hi;
     }
 }
 
 // ---- consumer pieces ---------------------------------------------------------------
 
 // S(64 x BN) = Q(rows of this warpgroup) K^T over D.
-template <int D, int BN, int STAGES, typename T>
-__device__ __forceinline__ void gemm_qk(fwd_smem<D, BN, STAGES, T> &s, int cw, int st, float (&sacc)[BN / 2])
+template <int D, int BN, int STAGES, typename T, typename S>
+__device__ __forceinline__ void gemm_qk(S &s, int cw, int st, float (&sacc)[BN / 2])
 {
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
@@ -141,8 +202,8 @@ __device__ __forceinline__ void gemm_qk(fwd_smem<D, BN, STAGES, T> &s, int cw, i
 }
 
 // O(64 x D) += P(64 x BN, registers) V(BN x D).
-template <int D, int BN, int STAGES, typename T>
-__device__ __forceinline__ void gemm_pv(fwd_smem<D, BN, STAGES, T> &s, int st, const uint32_t (&pa)[BN / 16][4],
+template <int D, int BN, int STAGES, typename T, typename S>
+__device__ __forceinline__ void gemm_pv(S &s, int st, const uint32_t (&pa)[BN / 16][4],
                                         float (&o)[D / 2])
 {
 #pragma unroll
@@ -304,13 +365,16 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
     }
 }
 
-template <int D, int BN, int STAGES, typename T>
+// KV is T (16-bit cache) or __nv_fp8_e4m3 (FP8 cache, SST staging stages).
+template <int D, int BN, int STAGES, typename T, typename KV, int SST>
 __global__ void __launch_bounds__(384, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const fa3_params p)
 {
+    constexpr bool F8 = !std::is_same<KV, T>::value;
+    static_assert(!F8 || (std::is_same<KV, __nv_fp8_e4m3>::value && SST > 0), "FP8 KV needs staging");
     extern __shared__ uint8_t smem_raw[];
-    using Smem = fwd_smem<D, BN, STAGES, T>;
+    using Smem = fwd_smem<D, BN, STAGES, T, SST>;
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
 
@@ -318,10 +382,19 @@ __global__ void __launch_bounds__(384, 1)
         mbar_init(&s.q_full, 1);
         mbar_init(&s.q_empty, kConsumerWarps);
         for (int i = 0; i < STAGES; i++) {
-            mbar_init(&s.k_full[i], 1);
-            mbar_init(&s.v_full[i], 1);
+            // FP8: the converter warps fill the 16-bit ring, one arrival each.
+            mbar_init(&s.k_full[i], F8 ? kConvertWarps : 1);
+            mbar_init(&s.v_full[i], F8 ? kConvertWarps : 1);
             mbar_init(&s.k_empty[i], kConsumerWarps);
             mbar_init(&s.v_empty[i], kConsumerWarps);
+        }
+        if constexpr (F8) {
+            for (int i = 0; i < SST; i++) {
+                mbar_init(&s.f8.k8_full[i], 1);
+                mbar_init(&s.f8.v8_full[i], 1);
+                mbar_init(&s.f8.k8_empty[i], kConvertWarps);
+                mbar_init(&s.f8.v8_empty[i], kConvertWarps);
+            }
         }
         mbar_fence_init();
     }
@@ -330,6 +403,40 @@ __global__ void __launch_bounds__(384, 1)
 
     if (wg == 0) {
         regs_dealloc<40>();
+        if constexpr (F8) {
+            if (tid >= 32) {
+                // Converter warps 1-3: staged e4m3 tile -> 16-bit ring stage.
+                const int t = tid - 32;
+                int pi = 0;
+                for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
+                    const fa3_work it = p.work[w];
+                    const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+                    for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
+                        const int st = pi % STAGES, si = pi % SST;
+                        const uint32_t ph = (pi / STAGES) & 1, ph8 = (pi / SST) & 1;
+                        mbar_wait(&s.f8.k8_full[si], ph8);
+                        mbar_wait(&s.k_empty[st], ph ^ 1);
+                        widen_tile<D, BN, T>(s.f8.k8[si], s.k[st], t);
+                        fence_proxy_async(); // generic-proxy stores, then wgmma (async proxy) reads
+                        __syncwarp();
+                        if (lane == 0) {
+                            mbar_arrive(&s.f8.k8_empty[si]);
+                            mbar_arrive(&s.k_full[st]);
+                        }
+                        mbar_wait(&s.f8.v8_full[si], ph8);
+                        mbar_wait(&s.v_empty[st], ph ^ 1);
+                        widen_tile<D, BN, T>(s.f8.v8[si], s.v[st], t);
+                        fence_proxy_async();
+                        __syncwarp();
+                        if (lane == 0) {
+                            mbar_arrive(&s.f8.v8_empty[si]);
+                            mbar_arrive(&s.v_full[st]);
+                        }
+                    }
+                }
+                return;
+            }
+        }
         if (tid >= 32) return;
         if (lane == 0) {
             tma_prefetch_desc(&tq);
@@ -345,12 +452,24 @@ __global__ void __launch_bounds__(384, 1)
             if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], &tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
             const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
             for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
-                const int st = pi % STAGES;
-                const uint32_t ph = (pi / STAGES) & 1;
-                mbar_wait(&s.k_empty[st], ph ^ 1);
-                load_kv_tile<D, BN, STAGES, T>(s, &tk, s.k[st], &s.k_full[st], p, it, n, lane);
-                mbar_wait(&s.v_empty[st], ph ^ 1);
-                load_kv_tile<D, BN, STAGES, T>(s, &tv, s.v[st], &s.v_full[st], p, it, n, lane);
+                if constexpr (F8) {
+                    const int si = pi % SST;
+                    const uint32_t ph8 = (pi / SST) & 1;
+                    mbar_wait(&s.f8.k8_empty[si], ph8 ^ 1);
+                    load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane);
+                    mbar_wait(&s.f8.v8_empty[si], ph8 ^ 1);
+                    load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane);
+                } else {
+                    const int st = pi % STAGES;
+                    const uint32_t ph = (pi / STAGES) & 1;
+                    constexpr int tx = BN * D * (int)sizeof(T);
+                    mbar_wait(&s.k_empty[st], ph ^ 1);
+                    load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk,
+                                                            &s.k_full[st], tx, p, it, n, lane);
+                    mbar_wait(&s.v_empty[st], ph ^ 1);
+                    load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv,
+                                                            &s.v_full[st], tx, p, it, n, lane);
+                }
             }
         }
         return;
@@ -391,7 +510,7 @@ __global__ void __launch_bounds__(384, 1)
                 mbar_wait(&s.k_full[st], (pi / STAGES) & 1);
                 named_sync(bar_self, 256);
                 wgmma_fence();
-                gemm_qk<D, BN, STAGES, T>(s, cw, st, sacc);
+                gemm_qk<D, BN, STAGES, T, Smem>(s, cw, st, sacc);
                 wgmma_commit();
                 named_arrive(bar_other, 256);
                 wgmma_wait<0>();
@@ -411,9 +530,9 @@ __global__ void __launch_bounds__(384, 1)
                 reg_fence(o);
                 reg_fence(pa);
                 wgmma_fence();
-                gemm_qk<D, BN, STAGES, T>(s, cw, st, sacc);
+                gemm_qk<D, BN, STAGES, T, Smem>(s, cw, st, sacc);
                 wgmma_commit();
-                gemm_pv<D, BN, STAGES, T>(s, pst, pa, o);
+                gemm_pv<D, BN, STAGES, T, Smem>(s, pst, pa, o);
                 wgmma_commit();
                 named_arrive(bar_other, 256);
                 wgmma_wait<1>();
@@ -436,7 +555,7 @@ __global__ void __launch_bounds__(384, 1)
                 reg_fence(o);
                 reg_fence(pa);
                 wgmma_fence();
-                gemm_pv<D, BN, STAGES, T>(s, pst, pa, o);
+                gemm_pv<D, BN, STAGES, T, Smem>(s, pst, pa, o);
                 wgmma_commit();
                 named_arrive(bar_other, 256);
                 wgmma_wait<0>();

@@ -22,21 +22,27 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
 // so the plugin never links the driver library.
 encode_tiled_fn encode_tiled();
 
+// SST: FP8 staging stages, as many as fit beside the 16-bit ring in the
+// 227 KiB a block may use (d128 and d256 land at 224 KiB plus barriers).
 template <int D> struct cfg;
-template <> struct cfg<64> { static constexpr int BN = 128, STAGES = 3; };
-template <> struct cfg<128> { static constexpr int BN = 128, STAGES = 2; };
-template <> struct cfg<256> { static constexpr int BN = 64, STAGES = 2; };
+template <> struct cfg<64> { static constexpr int BN = 128, STAGES = 3, SST = 3; };
+template <> struct cfg<128> { static constexpr int BN = 128, STAGES = 2, SST = 2; };
+template <> struct cfg<256> { static constexpr int BN = 64, STAGES = 2, SST = 1; };
 
-template <int D, typename T>
+template <typename T, typename KV> constexpr int sst_of(int sst) { return std::is_same<T, KV>::value ? 0 : sst; }
+
+template <int D, typename T, typename KV = T>
 constexpr size_t smem_bytes()
 {
-    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T>) + 1024;
+    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST)>) + 1024;
 }
 
-template <int D, typename T>
+template <int D, typename T, typename KV = T>
 int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
-    constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES;
+    constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES, SST = sst_of<T, KV>(cfg<D>::SST);
+    constexpr bool F8 = SST > 0;
+    static_assert(smem_bytes<D, T, KV>() <= 232448, "shared memory over the 227 KiB a block may use");
     const fa3_params &p = L->p;
     encode_tiled_fn enc = encode_tiled();
     if (!enc) {
@@ -45,7 +51,7 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
     }
     const CUtensorMapDataType dt = sizeof(T) == 2 && std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const cuuint32_t es = sizeof(T);
+    const cuuint32_t es = sizeof(T), kes = sizeof(KV);
     CUtensorMap tq, tk, tv;
     {
         cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)p.num_q_heads, (cuuint64_t)L->num_tokens};
@@ -67,19 +73,23 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
         const cuuint64_t a_dim = p.kv_hnd ? p.block_size : p.num_kv_heads;
         const cuuint64_t b_dim = p.kv_hnd ? p.num_kv_heads : p.block_size;
         cuuint64_t dims[4] = {(cuuint64_t)D, a_dim, b_dim, (cuuint64_t)p.num_blocks};
-        cuuint64_t strides[3] = {(cuuint64_t)a_str * es, (cuuint64_t)b_str * es, (cuuint64_t)sd[0] * es};
-        cuuint32_t box[4] = {64, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u, p.kv_hnd ? 1u : (cuuint32_t)p.box_rows, 1};
+        cuuint64_t strides[3] = {(cuuint64_t)a_str * kes, (cuuint64_t)b_str * kes, (cuuint64_t)sd[0] * kes};
+        // 16-bit: 64-column swizzled boxes; FP8: one unswizzled box of all D
+        // bytes per row (the converter warps apply the swizzle).
+        cuuint32_t box[4] = {F8 ? (cuuint32_t)D : 64u, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u,
+                             p.kv_hnd ? 1u : (cuuint32_t)p.box_rows, 1};
         cuuint32_t estr[4] = {1, 1, 1, 1};
-        CUresult r = enc(kv ? &tv : &tk, dt, 4, const_cast<void *>(base), dims, strides, box, estr,
-                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CUresult r = enc(kv ? &tv : &tk, F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : dt, 4, const_cast<void *>(base), dims,
+                         strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS) {
             snprintf(err, errlen, "TMA descriptor for the %s cache failed (CUresult %d)", kv ? "value" : "key", (int)r);
             return (int)cudaErrorInvalidValue;
         }
     }
-    auto kern = fwd_kernel<D, BN, STAGES, T>;
-    const size_t smem = smem_bytes<D, T>();
+    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST>;
+    const size_t smem = smem_bytes<D, T, KV>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
         kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);
@@ -93,3 +103,8 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 
 #define FA3_FWD_INSTANCE(D, T, NAME) \
     extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) { return fa3::launch_fwd<D, T>(L, err, errlen); }
+#define FA3_FWD_INSTANCE_KV8(D, T, NAME)                                      \
+    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen)     \
+    {                                                                         \
+        return fa3::launch_fwd<D, T, __nv_fp8_e4m3>(L, err, errlen);          \
+    }

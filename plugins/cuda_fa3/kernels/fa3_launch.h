@@ -19,7 +19,8 @@ enum { FA3_T_BF16 = 0, FA3_T_FP16 = 1, FA3_T_FP8_E4M3 = 2, FA3_T_FP8_E5M2 = 3 };
 
 typedef struct fa3_fwd_launch {
     int head_dim;  /* 64, 128, 256 */
-    int dtype;     /* FA3_T_BF16 / FA3_T_FP16: q, out and KV */
+    int dtype;     /* FA3_T_BF16 / FA3_T_FP16: q and out */
+    int kv_dtype;  /* dtype, or FA3_T_FP8_E4M3 (scales folded into p) */
     const void *q;
     int64_t q_tok_stride, q_head_stride; /* elements */
     int64_t num_tokens;                  /* rows of q */
@@ -31,7 +32,7 @@ typedef struct fa3_fwd_launch {
     fa3_params p;
 } fa3_fwd_launch;
 
-/* Largest dynamic shared memory any instance needs, for the probe. */
+/* Largest dynamic shared memory any instance of this head size needs. */
 size_t fa3_fwd_smem_bytes(int head_dim);
 
 int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t errlen);
@@ -48,7 +49,7 @@ typedef struct fa3_kv_write {
     const int64_t *slot_mapping;       /* device */
     int num_tokens, num_kv_heads, head_dim, block_size;
     int src_dtype, cache_dtype;
-    float inv_k_scale, inv_v_scale;    /* FP8 caches: stored = real * inv */
+    float k_scale, v_scale;            /* FP8 caches: stored = fp8(real / scale) */
     void *stream;
 } fa3_kv_write;
 int fa3_launch_write_kv(const fa3_kv_write *w);

@@ -77,8 +77,9 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     if (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16)
         return ah_fail(e, AH_ERR_UNSUPPORTED, "query dtype %s: cuda_fa3 serves fp16 and bf16",
                        ah_dtype_name(spec->q_dtype));
-    if (spec->kv_dtype != spec->q_dtype)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "KV dtype %s with query dtype %s: cuda_fa3 needs them equal",
+    if (spec->kv_dtype != spec->q_dtype && spec->kv_dtype != AH_DTYPE_FP8_E4M3)
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "KV dtype %s with query dtype %s: cuda_fa3 needs them equal, or an fp8_e4m3 cache",
                        ah_dtype_name(spec->kv_dtype), ah_dtype_name(spec->q_dtype));
     if (!spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads are not a multiple of %u KV heads",

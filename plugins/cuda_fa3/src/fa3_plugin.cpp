@@ -21,9 +21,9 @@ static void fa3_check_combination(const ah_layer_spec *spec, const ah_probe_info
     if (spec->qk_head_size != spec->v_head_size)
         sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
                   "v_head_size == qk_head_size");
-    if (spec->kv_dtype != spec->q_dtype)
+    if (spec->kv_dtype != spec->q_dtype && spec->kv_dtype != AH_DTYPE_FP8_E4M3)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
-                  "the query dtype (fp16 or bf16)");
+                  "the query dtype (fp16 or bf16) or fp8_e4m3");
     if (spec->num_kv_heads && spec->num_q_heads % spec->num_kv_heads)
         sink->add(sink, AH_REASON_COMBINATION, "num_q_heads", "not a multiple of num_kv_heads",
                   "num_q_heads % num_kv_heads == 0");
@@ -36,7 +36,7 @@ static const ah_config_key fa3_config_keys[] = {
 static const ah_caps fa3_caps = {
     sizeof(ah_caps),
     AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
-    AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
+    AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3),
     AH_INT_SET_LIST(fa3_head_sizes),
     AH_INT_SET_LIST(fa3_head_sizes),
     AH_INT_SET_RANGE(16, 1024, 16),

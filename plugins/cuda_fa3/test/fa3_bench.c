@@ -7,9 +7,14 @@
  *            a page table of consecutive 128-token blocks;
  *   decode:  batch 64, GQA 32/8, head 128, page 16 (shuffled), context
  *            4k/8k/16k.
+ * Queries are bf16; the KV cache is bf16 or fp8 e4m3 (descale 0.25).
  * Prints one line per shape: time, TFLOP/s, GB/s of KV read.
  *
- *   fa3_bench [plugin.so] [prefill|decode|all]
+ *   fa3_bench [plugin.so] [prefill|decode|fp8|final|all]
+ *     prefill/decode: bf16 KV, every head size / the decode shapes
+ *     fp8:   d128 prefill and decode with an fp8 KV cache
+ *     final: d128 prefill and decode, bf16 then fp8 KV (the device script)
+ *     all:   prefill, decode and fp8
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +34,7 @@ static int cmp_f(const void *a, const void *b)
 typedef struct shape {
     const char *kind;
     int d, hq, hk, bs, n, qlen, seqlen, causal, shuffled;
+    int kv8; /* fp8 e4m3 KV cache */
 } shape;
 
 static int bench(const shape *s)
@@ -46,27 +52,33 @@ static int bench(const shape *s)
     sp.num_q_heads = (uint32_t)s->hq;
     sp.num_kv_heads = (uint32_t)s->hk;
     sp.qk_head_size = sp.v_head_size = (uint32_t)s->d;
-    sp.q_dtype = sp.kv_dtype = dt;
+    sp.q_dtype = dt;
+    sp.kv_dtype = s->kv8 ? AH_DTYPE_FP8_E4M3 : dt;
+    const ah_dtype kdt = sp.kv_dtype;
     sp.block_size = (uint32_t)s->bs;
     sp.kv_layout = AH_KV_LAYOUT_NHD;
     sp.scale = 1.0f / sqrtf((float)s->d);
     fa3h_tensor q, out, kc, vc;
     int64_t s_q[3] = {T, s->hq, s->d}, s_c[4] = {nb, s->bs, s->hk, s->d};
     if (fa3h_tensor_alloc(&H, &q, dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, dt, 3, s_q) ||
-        fa3h_tensor_alloc(&H, &kc, dt, 4, s_c) || fa3h_tensor_alloc(&H, &vc, dt, 4, s_c))
+        fa3h_tensor_alloc(&H, &kc, kdt, 4, s_c) || fa3h_tensor_alloc(&H, &vc, kdt, 4, s_c))
         return 1;
     /* Random contents: fill a host chunk once and tile it over each buffer. */
     const size_t chunk = 1u << 24;
-    void *hbuf = malloc(chunk * 2);
+    void *hbuf = malloc(chunk * 2), *h8 = malloc(chunk * 2);
     unsigned seed = 99;
     fa3h_fill(hbuf, chunk, dt, 1.0f, &seed);
+    fa3h_fill(h8, chunk * 2, AH_DTYPE_FP8_E4M3, 4.0f, &seed); /* real = stored * 0.25 */
     fa3h_tensor *bufs[3] = {&q, &kc, &vc};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
+        const void *src = i > 0 && s->kv8 ? h8 : hbuf;
         for (size_t off = 0; off < bufs[i]->bytes; off += chunk * 2) {
             size_t n = bufs[i]->bytes - off < chunk * 2 ? bufs[i]->bytes - off : chunk * 2;
-            ops->mem_copy(H.ctx, (char *)bufs[i]->dev + off, hbuf, n, AH_COPY_HOST_TO_DEVICE, H.stream);
+            ops->mem_copy(H.ctx, (char *)bufs[i]->dev + off, src, n, AH_COPY_HOST_TO_DEVICE, H.stream);
         }
+    }
     free(hbuf);
+    free(h8);
     fa3h_batch B;
     if (fa3h_batch_make(&H, &B, s->n, qlen, seqlen, s->bs, nb, width, s->shuffled, 5, 0, 0)) return 1;
     ah_limits lim = {sizeof lim, (uint32_t)s->n, (uint32_t)T, (uint32_t)width, (uint32_t)s->seqlen, (uint32_t)nb};
@@ -83,6 +95,7 @@ static int bench(const shape *s)
     fa.value_cache = &vc.t;
     fa.out = &out.t;
     fa.stream = H.stream;
+    fa.k_scale = fa.v_scale = s->kv8 ? 0.25f : 0.f;
     float ms[30];
     int rc = 0;
     if (ops->plan(st, &B.b, AH_PLAN_EAGER, H.stream) != AH_OK) {
@@ -110,10 +123,11 @@ static int bench(const shape *s)
             double pairs = (double)s->qlen * s->seqlen;
             if (s->causal && s->qlen > 1) pairs = (double)s->qlen * (s->qlen + 1) / 2 + (double)s->qlen * (s->seqlen - s->qlen);
             flops += 4.0 * pairs * s->d * s->hq;
-            kv_bytes += 2.0 * s->seqlen * s->hk * s->d * 2;
+            kv_bytes += 2.0 * s->seqlen * s->hk * s->d * (s->kv8 ? 1 : 2);
         }
-        printf("RESULT fa3 %-7s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s %7.1f GB/s\n",
-               s->kind, s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
+        printf("RESULT fa3 %-7s %-4s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s "
+               "%7.1f GB/s\n",
+               s->kind, s->kv8 ? "kv8" : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
                flops / med / 1e9, kv_bytes / med / 1e6);
         fflush(stdout);
     }
@@ -130,21 +144,27 @@ int main(int argc, char **argv)
     int rc = fa3h_open(&H, path);
     if (rc) return rc;
     int failed = 0;
-    if (strcmp(which, "decode")) {
-        const int ds[3] = {128, 64, 256};
-        for (int di = 0; di < 3; di++)
+    const int all = !strcmp(which, "all"), fin = !strcmp(which, "final");
+    const int pre16 = all || !strcmp(which, "prefill"), dec16 = all || fin || !strcmp(which, "decode");
+    const int fp8 = all || fin || !strcmp(which, "fp8");
+    for (int kv8 = 0; kv8 <= 1; kv8++) {
+        if (kv8 ? !fp8 : !(pre16 || fin)) continue;
+        const int ds[3] = {128, 64, 256}, nd = kv8 || fin ? 1 : 3; /* fp8 and final: d128 only */
+        for (int di = 0; di < nd; di++)
             for (int causal = 1; causal >= 0; causal--)
                 for (int L = 4096; L <= 16384; L *= 2) {
                     const int d = ds[di];
-                    shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L, L, L, causal, 0};
+                    shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L, L, L, causal, 0, kv8};
                     failed += bench(&s);
                 }
     }
-    if (strcmp(which, "prefill"))
+    for (int kv8 = 0; kv8 <= 1; kv8++) {
+        if (kv8 ? !fp8 : !dec16) continue;
         for (int L = 4096; L <= 16384; L *= 2) {
-            shape s = {"decode", 128, 32, 8, 16, 64, 1, L, 1, 1};
+            shape s = {"decode", 128, 32, 8, 16, 64, 1, L, 1, 1, kv8};
             failed += bench(&s);
         }
+    }
     fa3h_close(&H);
     return failed ? 1 : 0;
 }

@@ -26,6 +26,8 @@ typedef struct tcase {
     int sinks, lse, shuffled, write_kv;
     int n, qlen[MAXR], seqlen[MAXR];
     int n2, qlen2[MAXR], seqlen2[MAXR]; /* n2 > 0: capture with batch 1, replay batch 2 */
+    int kv8;                 /* 1: fp8 e4m3 KV cache, real = stored * scale */
+    float k_scale, v_scale;  /* the FP8 descale factors */
 } tcase;
 
 static fa3h H;
@@ -92,7 +94,8 @@ static int check_against_ref(const tcase *c, const ah_layer_spec *sp, const ah_b
     int fail = 1;
     if (!ho || (lse && !hl) || !ref || !ref_lse) goto done;
     if (fa3h_download(&H, ho, out) || (lse && fa3h_download(&H, hl, lse))) goto done;
-    ah_ref_inputs in = {sizeof in, sp, b, hq, hk, hv, hsinks, NULL, 0, 0};
+    ah_ref_inputs in = {sizeof in, sp, b, hq, hk, hv, hsinks, NULL, c->kv8 ? c->k_scale : 0.f,
+                        c->kv8 ? c->v_scale : 0.f};
     ah_error err;
     if (ah_reference_attention(&in, ref, ref_lse, &err) != AH_OK) {
         fprintf(stderr, "  reference: %s\n", err.msg);
@@ -120,7 +123,8 @@ static int run_case(const tcase *c, unsigned seed)
     sp.num_q_heads = (uint32_t)c->hq;
     sp.num_kv_heads = (uint32_t)c->hk;
     sp.qk_head_size = sp.v_head_size = (uint32_t)c->d;
-    sp.q_dtype = sp.kv_dtype = c->dt;
+    sp.q_dtype = c->dt;
+    sp.kv_dtype = c->kv8 ? AH_DTYPE_FP8_E4M3 : c->dt;
     sp.block_size = (uint32_t)c->bs;
     sp.kv_layout = c->layout;
     sp.sliding_window = (uint32_t)c->window;
@@ -128,9 +132,9 @@ static int run_case(const tcase *c, unsigned seed)
     sp.scale = 1.0f / sqrtf((float)c->d);
     sp.use_sinks = (uint32_t)c->sinks;
 
-    const size_t es = ah_dtype_size(c->dt);
+    const size_t es = ah_dtype_size(c->dt), kes = ah_dtype_size(sp.kv_dtype);
     const size_t cache_n = (size_t)nb * c->bs * c->hk * c->d, q_n = (size_t)maxT * c->hq * c->d;
-    void *hk = malloc(cache_n * es), *hv = malloc(cache_n * es), *hq = malloc(q_n * es);
+    void *hk = malloc(cache_n * kes), *hv = malloc(cache_n * kes), *hq = malloc(q_n * es);
     float sinks[256];
     fa3h_tensor q, kc, vc, out, lse, ts;
     memset(&q, 0, sizeof q), memset(&kc, 0, sizeof kc), memset(&vc, 0, sizeof vc);
@@ -140,15 +144,17 @@ static int run_case(const tcase *c, unsigned seed)
     ah_state *st = NULL;
     ah_graph *g = NULL;
     if (!hk || !hv || !hq) goto done;
-    fa3h_fill(hk, cache_n, c->dt, 1.0f, &seed);
-    fa3h_fill(hv, cache_n, c->dt, 1.0f, &seed);
+    /* FP8: stored values spread over [-1/scale, 1/scale] (saturating at
+     * 448), so the dequantized cache spans about [-1, 1] like the others. */
+    fa3h_fill(hk, cache_n, sp.kv_dtype, c->kv8 ? 1.0f / c->k_scale : 1.0f, &seed);
+    fa3h_fill(hv, cache_n, sp.kv_dtype, c->kv8 ? 1.0f / c->v_scale : 1.0f, &seed);
     fa3h_fill(hq, q_n, c->dt, 1.0f, &seed);
     for (int i = 0; i < c->hq; i++) sinks[i] = -1.0f + 3.0f * (float)((seed = seed * 1103515245u + 12345u) >> 16 & 1023) / 1023.f;
     int64_t s_q[3] = {maxT, c->hq, c->d}, s_lse[2] = {maxT, c->hq}, s_s[1] = {c->hq};
     int64_t s_c[4] = {nb, c->layout == AH_KV_LAYOUT_HND ? c->hk : c->bs, c->layout == AH_KV_LAYOUT_HND ? c->bs : c->hk,
                       c->d};
     if (fa3h_tensor_alloc(&H, &q, c->dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, c->dt, 3, s_q) ||
-        fa3h_tensor_alloc(&H, &kc, c->dt, 4, s_c) || fa3h_tensor_alloc(&H, &vc, c->dt, 4, s_c) ||
+        fa3h_tensor_alloc(&H, &kc, sp.kv_dtype, 4, s_c) || fa3h_tensor_alloc(&H, &vc, sp.kv_dtype, 4, s_c) ||
         fa3h_tensor_alloc(&H, &lse, AH_DTYPE_FP32, 2, s_lse) || fa3h_tensor_alloc(&H, &ts, AH_DTYPE_FP32, 1, s_s))
         goto done;
     if (fa3h_upload(&H, &q, hq) || fa3h_upload(&H, &kc, hk) || fa3h_upload(&H, &vc, hv) || fa3h_upload(&H, &ts, sinks))
@@ -173,6 +179,20 @@ static int run_case(const tcase *c, unsigned seed)
     fa.lse = c->lse ? &lse.t : NULL;
     fa.sinks = c->sinks ? &ts.t : NULL;
     fa.stream = H.stream;
+    fa.k_scale = c->kv8 ? c->k_scale : 0.f;
+    fa.v_scale = c->kv8 ? c->v_scale : 0.f;
+
+    if (c->kv8 && !c->n2) {
+        /* A negative descale is refused with a message, before any launch. */
+        fa.k_scale = -c->k_scale;
+        if (ops->plan(st, &B.b, AH_PLAN_EAGER, H.stream) != AH_OK || ops->forward(st, &fa) == AH_OK) {
+            fprintf(stderr, "  forward accepted k_scale %g (or plan failed: %s)\n", (double)fa.k_scale,
+                    ops->state_error(st));
+            goto done;
+        }
+        printf("  negative k_scale refused: %s\n", ops->state_error(st));
+        fa.k_scale = c->k_scale;
+    }
 
     if (c->write_kv) {
         /* New K/V for every query token go into the cache through write_kv,
@@ -189,13 +209,13 @@ static int run_case(const tcase *c, unsigned seed)
                   fa3h_upload(&H, &tk, nk) || fa3h_upload(&H, &tv, nv);
         }
         if (!bad && ops->plan(st, &B.b, AH_PLAN_EAGER, H.stream) != AH_OK) bad = 1;
-        ah_kv_write_args wa = {sizeof wa, &tk.t, &tv.t, &kc.t, &vc.t, 0, 0, H.stream};
+        ah_kv_write_args wa = {sizeof wa, &tk.t, &tv.t, &kc.t, &vc.t, fa.k_scale, fa.v_scale, H.stream};
         if (!bad && ops->write_kv(st, &wa) != AH_OK) {
             fprintf(stderr, "  write_kv: %s\n", ops->state_error(st));
             bad = 1;
         }
         ah_error err;
-        if (!bad && ah_reference_write_kv(&sp, &B.b, nk, nv, hk, hv, 0, 0, &err) != AH_OK) {
+        if (!bad && ah_reference_write_kv(&sp, &B.b, nk, nv, hk, hv, fa.k_scale, fa.v_scale, &err) != AH_OK) {
             fprintf(stderr, "  reference write_kv: %s\n", err.msg);
             bad = 1;
         }
@@ -297,6 +317,27 @@ static const tcase cases[] = {
      {1, 1, 120, 3}, {900, 2000, 300, 40}, 4, {1, 200, 1, 1}, {3100, 200, 10, 1}},
     {"d64 fp16 graph: decode capture, replay", FP, 8, 8, 64, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 3, {1, 1, 1},
      {100, 4000, 50}, 3, {1, 1, 1}, {3000, 1, 700}},
+    /* FP8 e4m3 KV cache (widened to the query dtype in shared memory). */
+    {"fp8kv d128 bf16 causal mixed prefill/decode/chunked, paged bs16, lse", BF, 4, 4, 128, 16, NHD, DEC, 0, 0, 0, 1, 1,
+     0, 3, {300, 1, 77}, {300, 1000, 500}, 0, {0}, {0}, 1, 1.f / 16, 1.f / 32},
+    {"fp8kv d128 fp16 GQA 32/8 decode split-KV, sinks, lse", FP, 32, 8, 128, 16, NHD, DEC, 0, 0, 1, 1, 1, 0, 6,
+     {1, 1, 1, 1, 1, 1}, {3000, 17, 1500, 129, 2048, 700}, 0, {0}, {0}, 1, 0.01f, 0.004f},
+    {"fp8kv d64 fp16 causal GQA 8/2", FP, 8, 2, 64, 32, NHD, DEC, 0, 0, 0, 1, 1, 0, 3, {260, 1, 33}, {260, 777, 300}, 0,
+     {0}, {0}, 1, 0.125f, 0.5f},
+    {"fp8kv d64 bf16 non-causal bs64", BF, 4, 4, 64, 64, NHD, ENC, 0, 0, 0, 1, 1, 0, 2, {150, 300}, {150, 300}, 0, {0},
+     {0}, 1, 0.02f, 0.05f},
+    {"fp8kv d256 bf16 causal GQA 8/4", BF, 8, 4, 256, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 3, {200, 1, 64}, {200, 900, 333}, 0,
+     {0}, {0}, 1, 1.f / 64, 1.f / 8},
+    {"fp8kv d256 fp16 non-causal", FP, 2, 2, 256, 32, NHD, ENC, 0, 0, 0, 1, 1, 0, 2, {100, 190}, {100, 190}, 0, {0}, {0},
+     1, 0.05f, 0.05f},
+    {"fp8kv d128 bf16 HND bs32, soft-cap 30, window 200", BF, 8, 2, 128, 32, HND, DEC, 200, 30.f, 0, 1, 1, 0, 2,
+     {150, 1}, {150, 640}, 0, {0}, {0}, 1, 0.01f, 0.02f},
+    {"fp8kv d128 bf16 write_kv (saturating) then attend", BF, 4, 2, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 1, 2, {40, 1},
+     {40, 300}, 0, {0}, {0}, 1, 0.002f, 0.01f},
+    {"fp8kv d128 fp16 write_kv then attend, HND", FP, 8, 8, 128, 16, HND, DEC, 0, 0, 0, 1, 1, 1, 2, {33, 1},
+     {33, 200}, 0, {0}, {0}, 1, 1.f / 128, 1.f / 256},
+    {"fp8kv d128 bf16 graph: mixed capture, replay other lengths", BF, 16, 4, 128, 16, NHD, DEC, 0, 0, 1, 1, 1, 0, 4,
+     {1, 1, 120, 3}, {900, 2000, 300, 40}, 4, {1, 200, 1, 1}, {3100, 200, 10, 1}, 1, 0.03f, 0.03f},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,4 @@
+// One forward-kernel instance: head size 64, fp16 queries, FP8 e4m3 KV cache
+// (widened to fp16 in shared memory). Its own translation unit, like the rest.
+#include "fa3_fwd_launch.cuh"
+FA3_FWD_INSTANCE_KV8(64, __half, fa3_fwd_d64_fp16_kv8)
