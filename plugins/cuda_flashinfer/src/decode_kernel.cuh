@@ -1,5 +1,9 @@
 /*
- * Decode kernel: one CTA per (query token, block of GB query heads sharing a
+ * Decode kernel for absorbed MLA (qk 576 / v 512), and the launch dispatch
+ * of every decode instantiation (qk == v head sizes go to the streaming
+ * kernel in decode_stream.cuh).
+ *
+ * One CTA per (query token, block of GB query heads sharing a
  * KV head, KV partition). Written for the memory-bound case of one or a few
  * query tokens per request, where the whole cost is reading K and V once.
  *
