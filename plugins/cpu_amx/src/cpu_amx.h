@@ -16,9 +16,10 @@
 #include <attnhost/plugin.h>
 
 /* Rows (query tokens x query heads of one KV head) one work item carries:
- * four AMX tile heights, so each repacked K/V chunk serves 64 query rows,
- * while the fp32 accumulators (64 x head size) stay in L1/L2. */
-#define AH__CPU_RMAX 64
+ * eight AMX tile heights, so each repacked K/V chunk serves 128 query rows
+ * (packing is paid once per 128 rows, not per 16 or 64), while the fp32
+ * accumulators (128 x head size, 64 KiB at 128) stay in L2. */
+#define AH__CPU_RMAX 128
 /* Keys the tile path handles per softmax step (4 pieces of 16). */
 #define AH__CPU_KCHUNK 64
 /* KV heads one decode item may carry (so it reads whole NHD block rows
@@ -109,6 +110,8 @@ typedef struct ah__cpu_kernels {
     ah__cpu_attend_fn attend;      /* any dtypes, fp32 arithmetic */
     ah__cpu_attend_fn attend_bf16; /* bf16 q and KV, bf16 products; NULL: none */
     ah__cpu_attend_fn attend_dec;  /* bf16 q and KV, few rows per KV head; NULL: none */
+    ah__cpu_attend_fn attend_dec_amx; /* the same on AMX tiles (falls back to attend_dec
+                                         where it does not fit); NULL: none */
 } ah__cpu_kernels;
 
 extern const ah__cpu_kernels ah__cpu_kernels_scalar;

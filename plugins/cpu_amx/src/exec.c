@@ -328,6 +328,7 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
     const ah__cpu_kernels *k = st->ctx->k;
     const int tile_ok = k->attend_bf16 && st->L.q_dtype == AH_DTYPE_BF16 && st->L.kv_dtype == AH_DTYPE_BF16;
     const uint32_t tile_min = st->ctx->tile_min_rows;
+    const ah__cpu_attend_fn dec = st->ctx->amx_decode && k->attend_dec_amx ? k->attend_dec_amx : k->attend_dec;
     const int nt = st->ctx->threads;
     const long n = (long)st->n_items;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && n > 1)
@@ -339,7 +340,7 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
 #endif
         const ah__cpu_item *it = &st->items[i];
         if (tile_ok && it->nkv == 1 && it->rows >= tile_min) k->attend_bf16(run, it, ws);
-        else if (tile_ok && k->attend_dec) k->attend_dec(run, it, ws);
+        else if (tile_ok && dec) dec(run, it, ws);
         else k->attend(run, it, ws);
         finish_item(run, it, ws, st->part_o, st->part_lse);
     }

@@ -26,6 +26,7 @@ static const ah_config_key cpu_keys[] = {
     {"threads", "0", "OpenMP threads; 0: OMP_NUM_THREADS or every logical core"},
     {"split_min", "256", "fewest keys per split-KV chunk when a batch has too few items to fill the threads"},
     {"tile_min_rows", "8", "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"},
+    {"amx_decode", "1", "amx path, bf16 decode: 1 runs Q.K and P.V on AMX tiles, 0 on vdpbf16ps (the avx512bf16 decode kernel)"},
 };
 
 static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
@@ -87,7 +88,8 @@ static _Thread_local char why_buf[256];
 
 /* Resolve the path and thread count; on failure write the reason to why. */
 static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, int *threads,
-                             uint32_t *split_min, uint32_t *tile_min, char *why, size_t cap)
+                             uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec, char *why,
+                             size_t cap)
 {
     const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
     const char *want = host && host->config_get ? host->config_get(host, "isa") : NULL;
@@ -124,17 +126,17 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
 #endif
     if (t <= 0) t = 1;
     *threads = (int)t;
-    const char *keys[2] = {"split_min", "tile_min_rows"};
-    uint32_t *dst[2] = {split_min, tile_min};
-    const uint32_t defs[2] = {256, 8};
-    for (int i = 0; i < 2; i++) {
+    const char *keys[3] = {"split_min", "tile_min_rows", "amx_decode"};
+    uint32_t *dst[3] = {split_min, tile_min, amx_dec};
+    const uint32_t defs[3] = {256, 8, 1}, lo[3] = {1, 1, 0}, hi[3] = {1 << 20, 1 << 20, 1};
+    for (int i = 0; i < 3; i++) {
         const char *s = host && host->config_get ? host->config_get(host, keys[i]) : NULL;
         *dst[i] = defs[i];
         if (s && *s) {
             char *end;
             long x = strtol(s, &end, 10);
-            if (*end || x < 1 || x > 1 << 20) {
-                snprintf(why, cap, "[plugin.cpu_amx] %s = '%s' is not a count between 1 and 1048576", keys[i], s);
+            if (*end || x < (long)lo[i] || x > (long)hi[i]) {
+                snprintf(why, cap, "[plugin.cpu_amx] %s = '%s' is not a number between %u and %u", keys[i], s, lo[i], hi[i]);
                 return AH_ERR_CONFIG;
             }
             *dst[i] = (uint32_t)x;
@@ -148,9 +150,9 @@ static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
 {
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm;
+    uint32_t sm, tm, ad;
     char why[256];
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, why, sizeof why);
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, why, sizeof why);
     info->usable = rc == AH_OK;
     if (rc != AH_OK) ah_strlcpy(info->reason, why, sizeof info->reason);
     const ah_hw_facts *hw = host ? host->hw : NULL;
@@ -169,8 +171,8 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     *out = NULL;
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm;
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, why_buf, sizeof why_buf);
+    uint32_t sm, tm, ad;
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, why_buf, sizeof why_buf);
     if (rc != AH_OK) {
         if (why) *why = why_buf;
         return rc;
@@ -187,6 +189,7 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     c->threads = threads;
     c->split_min = sm;
     c->tile_min_rows = tm;
+    c->amx_decode = ad;
     *out = c;
     return AH_OK;
 }

@@ -18,6 +18,7 @@ struct ah_context {
     int threads;
     uint32_t split_min;       /* fewest keys a split-KV chunk gets */
     uint32_t tile_min_rows;   /* rows from which the bf16 tile kernel is used */
+    uint32_t amx_decode;      /* amx path: decode on AMX tiles (1) or vdpbf16ps (0) */
     ah_errbuf err;
 };
 

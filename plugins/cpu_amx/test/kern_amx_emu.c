@@ -74,5 +74,6 @@ static void emu_dpbf16ps(int c, int a, int b)
 #define AH_TILE_AMX 1
 #include "../src/kern_tile.inc"
 #include "../src/kern_dec.inc"
+#include "../src/kern_dec_amx.inc"
 
-const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16, ah__k_amx_attend_dec};
+const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16, ah__k_amx_attend_dec, ah__k_amx_attend_dec_amx};
