@@ -32,16 +32,19 @@ git log -1 --format='commit %h %s' > "$OUT/commit.txt" 2>/dev/null
 echo "build rc=$? at $(el)" | tee "$OUT/steps.txt"
 grep -E "error" -A3 "$OUT/build.log" | head -30
 grep -E "spill|Used [0-9]+ registers" "$OUT/build.log" | head -20 > "$OUT/ptxas.txt"
-(timeout "$(tmo 90)" cmake --build $B -j16 --target attnhost_cli >> "$OUT/build.log" 2>&1 && echo "cli built at $(el)") \
-  | tee -a "$OUT/steps.txt" || echo "cli did not build" | tee -a "$OUT/steps.txt"
+if timeout "$(tmo 90)" cmake --build $B -j16 --target attnhost_cli >> "$OUT/build.log" 2>&1; then
+  echo "cli built at $(el)" | tee -a "$OUT/steps.txt"
+else
+  echo "cli did not build at $(el)" | tee -a "$OUT/steps.txt"
+fi
 
 if [ -x $B/bin/fa3_check ]; then
-  timeout "$(tmo 100)" $B/bin/fa3_check > "$OUT/check.log" 2>&1
+  timeout "$(tmo 120)" $B/bin/fa3_check > "$OUT/check.log" 2>&1
   echo "fa3_check rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|refused|forward:|plan:|write_kv:|capture:|replay:" "$OUT/check.log" | head -40
 fi
 if [ -x $B/bin/attnhost ]; then
-  timeout "$(tmo 60)" $B/bin/attnhost check --plugin cuda_fa3 > "$OUT/attnhost_check.log" 2>&1
+  timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 > "$OUT/attnhost_check.log" 2>&1
   echo "attnhost check rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   tail -6 "$OUT/attnhost_check.log"
 fi
