@@ -2,7 +2,7 @@
  * cpu_amx benchmark driver (timing lives here, never in tests).
  *
  *   cpu_amx_bench [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G]
- *                 [--decode B:CTX,...] [--prefill T,...] [--blas]
+ *                 [--decode B:CTX,...] [--prefill T,...] [--blas] [--set KEY=VALUE]
  *
  * Shapes follow the plugin's targets: bf16 queries and cache, 32 query heads
  * over 8 KV heads, head size 128, block size 16, NHD. Decode: B requests of
@@ -12,6 +12,8 @@
  * --reps timed forwards after one warm-up. --peaks measures the ceilings the
  * figures are compared with (peaks.h); --blas times OpenBLAS sbgemm on the
  * prefill's two GEMM shapes, to decide whether a GEMM step should go to BLAS.
+ * --set passes one more [plugin.cpu_amx] key (e.g. amx_decode=0); the figure
+ * lines then carry it as set=KEY=VALUE.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -226,7 +228,7 @@ static void bench_blas(int threads, uint32_t T, int reps)
 
 int main(int argc, char **argv)
 {
-    const char *isa = "auto", *threads = "0", *decode = NULL, *prefill = NULL;
+    const char *isa = "auto", *threads = "0", *decode = NULL, *prefill = NULL, *set = NULL;
     int reps = 7, peaks = 0, blas = 0;
     double bw_gib = 2.0;
     for (int i = 1; i < argc; i++) {
@@ -239,9 +241,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--bw-gib")) bw_gib = atof(v), i++;
         else if (!strcmp(a, "--peaks")) peaks = 1;
         else if (!strcmp(a, "--blas")) blas = 1;
+        else if (!strcmp(a, "--set") && strchr(v, '=')) set = v, i++;
         else {
             fprintf(stderr, "usage: %s [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G] "
-                            "[--decode B:CTX,...] [--prefill T,...] [--blas]\n", argv[0]);
+                            "[--decode B:CTX,...] [--prefill T,...] [--blas] [--set KEY=VALUE]\n", argv[0]);
             return 2;
         }
     }
@@ -250,6 +253,13 @@ int main(int argc, char **argv)
     if (stub_host_init(&h, CPU_AMX_SO) != 0) return 1;
     stub_host_set(&h, "isa", isa);
     stub_host_set(&h, "threads", threads);
+    char setkey[64] = "", setnote[96] = "";
+    if (set) {
+        size_t kl = (size_t)(strchr(set, '=') - set);
+        snprintf(setkey, sizeof setkey, "%.*s", (int)(kl < 63 ? kl : 63), set);
+        stub_host_set(&h, setkey, strchr(set, '=') + 1);
+        snprintf(setnote, sizeof setnote, " set=%s", set);
+    }
     ah_probe_info pi;
     memset(&pi, 0, sizeof pi);
     pi.struct_size = sizeof pi;
@@ -281,8 +291,8 @@ int main(int argc, char **argv)
             double sec = time_shape(&h, &s, reps);
             if (sec < 0) return 1;
             double bytes = (double)s.nreq * s.ctx * 8 * 128 * 2 * 2;
-            printf("decode path=%s threads=%d B=%u ctx=%u median_ms=%.3f GB/s=%.1f GB/cpu-s=%.1f", pi.arch, nt, s.nreq,
-                   s.ctx, sec * 1e3, bytes / sec / 1e9, bytes / last_cpu_s / 1e9);
+            printf("decode path=%s%s threads=%d B=%u ctx=%u median_ms=%.3f GB/s=%.1f GB/cpu-s=%.1f", pi.arch, setnote, nt,
+                   s.nreq, s.ctx, sec * 1e3, bytes / sec / 1e9, bytes / last_cpu_s / 1e9);
             if (dram > 0) printf(" frac_dram=%.2f", bytes / sec / 1e9 / dram);
             printf("\n");
             fflush(stdout);
@@ -296,8 +306,8 @@ int main(int argc, char **argv)
             double sec = time_shape(&h, &s, reps);
             if (sec < 0) return 1;
             double fl = 4.0 * 32 * 128 * (double)T * (T + 1) / 2;
-            printf("prefill path=%s threads=%d T=%u median_ms=%.3f GFLOP/s=%.1f GFLOP/cpu-s=%.1f", pi.arch, nt, T,
-                   sec * 1e3, fl / sec / 1e9, fl / last_cpu_s / 1e9);
+            printf("prefill path=%s%s threads=%d T=%u median_ms=%.3f GFLOP/s=%.1f GFLOP/cpu-s=%.1f", pi.arch, setnote, nt,
+                   T, sec * 1e3, fl / sec / 1e9, fl / last_cpu_s / 1e9);
             if (bf16peak > 0) printf(" frac_avx512bf16_peak=%.2f (cpu-time basis %.2f)", fl / sec / 1e9 / bf16peak,
                                      fl / last_cpu_s / 1e9 / bf16cpu);
             if (amxpeak > 0) printf(" frac_amx_peak=%.2f", fl / sec / 1e9 / amxpeak);

@@ -448,6 +448,10 @@ static void test_config_errors(stub_host *h)
     EXPECT(ops->context_create(&h->svc, &ctx, &why) == AH_ERR_CONFIG && why && strstr(why, "threads"),
            "bad threads not refused");
     stub_host_set(h, "threads", "2");
+    stub_host_set(h, "amx_decode", "2");
+    EXPECT(ops->context_create(&h->svc, &ctx, &why) == AH_ERR_CONFIG && why && strstr(why, "amx_decode"),
+           "amx_decode = 2 not refused: %s", why ? why : "(null)");
+    stub_host_set(h, "amx_decode", "1");
     /* Every path the CPU lacks must be refused, by probe and by context_create. */
     const char *paths[] = {"amx", "avx512bf16", "avx512", "avx2", "scalar"};
     for (int i = 0; i < 5; i++) {
@@ -508,6 +512,8 @@ int main(int argc, char **argv)
         {"split-kv decode bf16", DEC, 8, 2, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 1, 0, 1, 1, 1, {1}, {3001}, "64"},
         {"split-kv decode fp32 win", DEC, 4, 1, 64, 64, F32, F32, 16, NHD, 1500, 0, 0, 0, 0, 1, 1, 1, {1}, {2500}, "64"},
         {"split-kv prefill bf16", DEC, 2, 1, 64, 64, BF, BF, 32, NHD, 0, 0, 0, 0, 0, 1, 1, 1, {40}, {1200}, "64"},
+        {"decode group 16 alibi bf16", DEC, 32, 2, 64, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 1, 1, 1, 3, {1, 1, 1}, {7, 50, 129}, NULL},
+        {"decode window bf16 HND", DEC, 8, 2, 128, 128, BF, BF, 32, HND, 37, 0, 0, 1, 0, 1, 1, 3, {1, 1, 1}, {5, 90, 200}, NULL},
         {"empty and zero-len rows", DEC, 4, 2, 32, 32, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 3, {0, 2, 1}, {5, 2, 1}, NULL},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
@@ -526,6 +532,13 @@ int main(int argc, char **argv)
         ran_paths++;
         printf("isa %s:\n", paths[p]);
         for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p]);
+        if (strcmp(paths[p], "amx") == 0) {
+            /* The amx path's other decode kernel (vdpbf16ps), as amx_decode = 0 picks it. */
+            stub_host_set(&h, "amx_decode", "0");
+            printf("isa amx, amx_decode = 0:\n");
+            for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p]);
+            stub_host_set(&h, "amx_decode", "1");
+        }
     }
     if (ran_paths == 0 && only) {
         printf("skipped: isa %s is not usable here\n", only);
