@@ -4,9 +4,9 @@
 # decode kernels) and the emulated-AMX test; attnhost check with isa = amx
 # and isa = avx512bf16; the ceilings (DRAM read, vdpbf16ps, AMX); decode and
 # prefill on the amx path (AMX decode kernel, then the vdpbf16ps one with
-# amx_decode = 0); PyTorch CPU SDPA on the same shapes (prefill first); a
+# amx_decode = 0, then no software prefetch with prefetch = 0); PyTorch CPU SDPA on the same shapes (prefill first); a
 # summary table (bench/summary.py). Every step runs under `timeout`, so a
-# hung step costs its limit and no more; the limits add up to 290 s (a
+# hung step costs its limit and no more; the limits add up to 295 s (a
 # normal run takes well under that). 16 threads throughout. Logs go to $OUT
 # (env, build, test, bench_amx, torch, summary).
 # Usage: OUT=dir bash plugins/cpu_amx/bench/device_run.sh   (run tool: carry .deps)
@@ -36,14 +36,14 @@ step() { # step SECONDS LOG command...: run under timeout, note a timeout in the
 }
 build() {
     step 20 "$OUT/build.log" cmake -S . -B $B -DATTNHOST_PLUGINS=cpu_amx -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include &&
-        step 50 "$OUT/build.log" cmake --build $B -j16 --target cpu_amx cpu_amx_test cpu_amx_amxemu cpu_amx_bench
+        step 45 "$OUT/build.log" cmake --build $B -j16 --target cpu_amx cpu_amx_test cpu_amx_amxemu cpu_amx_bench
 }
 # A half-finished top-level bench/ of another engineer must not stop this
 # session: on a failed configure, retry once without it (in this copy only).
 build || { rm -rf $B; mv bench/CMakeLists.txt bench/CMakeLists.txt.off 2>/dev/null; build; } || { tail -40 "$OUT/build.log"; exit 1; }
 step 30 "$OUT/build.log" cmake --build $B -j16 --target attnhost_cli || echo "attnhost CLI did not build" >> "$OUT/build.log"
 L=$OUT/test.log
-step 25 "$L" $B/bin/cpu_amx_test $B/lib/attnhost/plugins/cpu_amx.so; echo "exit $? (every path)" >> "$L"
+step 20 "$L" $B/bin/cpu_amx_test $B/lib/attnhost/plugins/cpu_amx.so; echo "exit $? (every path)" >> "$L"
 step 10 "$L" $B/bin/cpu_amx_test $B/lib/cpu_amx_amxemu.so amx; echo "exit $? (emulated amx)" >> "$L"
 for isa in amx avx512bf16; do
     printf '[plugin.cpu_amx]\nisa = %s\nthreads = 16\n' $isa > /tmp/cpu_amx_$isa.ini
@@ -54,9 +54,10 @@ done
 DEC=16:4096,32:8192,64:4096,1:16384
 PRE=2048,4096,8192
 BENCH="$B/bin/cpu_amx_bench --threads 16"
-step 50 "$OUT/bench_amx.log" $BENCH --peaks --bw-gib 4 --isa amx --decode $DEC --prefill $PRE --reps 7
+step 45 "$OUT/bench_amx.log" $BENCH --peaks --bw-gib 4 --isa amx --decode $DEC --prefill $PRE --reps 7
 step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set amx_decode=0 --decode $DEC --reps 7
-step 60 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
+step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set prefetch=0 --decode $DEC --reps 7
+step 55 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
 python3 plugins/cpu_amx/bench/summary.py "$OUT" > "$OUT/summary.log" 2>&1
 echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"; grep -E "checks|exit|skipped|TIMEOUT" "$L"; grep -E "==|conformance|FAIL" "$L"
 cat "$OUT/summary.log"

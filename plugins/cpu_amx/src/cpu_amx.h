@@ -68,6 +68,7 @@ typedef struct ah__cpu_run {
     float k_scale, v_scale;   /* 1 when not FP8 or given as 0 */
     const int32_t *qsl, *seq_lens, *block_table;
     uint32_t bt_stride;
+    uint32_t pf_dist;         /* prefetch the 16-key piece this many ahead; 0: none */
 } ah__cpu_run;
 
 /* A unit of work: KV heads [kvh, kvh + nkv), and for each of them the

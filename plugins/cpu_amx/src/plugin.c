@@ -27,6 +27,7 @@ static const ah_config_key cpu_keys[] = {
     {"split_min", "256", "fewest keys per split-KV chunk when a batch has too few items to fill the threads"},
     {"tile_min_rows", "8", "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"},
     {"amx_decode", "1", "amx path, bf16 decode: 1 runs Q.K and P.V on AMX tiles, 0 on vdpbf16ps (the avx512bf16 decode kernel)"},
+    {"prefetch", "4", "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers)"},
 };
 
 static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
@@ -88,8 +89,8 @@ static _Thread_local char why_buf[256];
 
 /* Resolve the path and thread count; on failure write the reason to why. */
 static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, int *threads,
-                             uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec, char *why,
-                             size_t cap)
+                             uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec, uint32_t *pf,
+                             char *why, size_t cap)
 {
     const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
     const char *want = host && host->config_get ? host->config_get(host, "isa") : NULL;
@@ -126,10 +127,10 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
 #endif
     if (t <= 0) t = 1;
     *threads = (int)t;
-    const char *keys[3] = {"split_min", "tile_min_rows", "amx_decode"};
-    uint32_t *dst[3] = {split_min, tile_min, amx_dec};
-    const uint32_t defs[3] = {256, 8, 1}, lo[3] = {1, 1, 0}, hi[3] = {1 << 20, 1 << 20, 1};
-    for (int i = 0; i < 3; i++) {
+    const char *keys[4] = {"split_min", "tile_min_rows", "amx_decode", "prefetch"};
+    uint32_t *dst[4] = {split_min, tile_min, amx_dec, pf};
+    const uint32_t defs[4] = {256, 8, 1, 4}, lo[4] = {1, 1, 0, 0}, hi[4] = {1 << 20, 1 << 20, 1, 64};
+    for (int i = 0; i < 4; i++) {
         const char *s = host && host->config_get ? host->config_get(host, keys[i]) : NULL;
         *dst[i] = defs[i];
         if (s && *s) {
@@ -150,9 +151,9 @@ static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
 {
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm, ad;
+    uint32_t sm, tm, ad, pf;
     char why[256];
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, why, sizeof why);
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, why, sizeof why);
     info->usable = rc == AH_OK;
     if (rc != AH_OK) ah_strlcpy(info->reason, why, sizeof info->reason);
     const ah_hw_facts *hw = host ? host->hw : NULL;
@@ -171,8 +172,8 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     *out = NULL;
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm, ad;
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, why_buf, sizeof why_buf);
+    uint32_t sm, tm, ad, pf;
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, why_buf, sizeof why_buf);
     if (rc != AH_OK) {
         if (why) *why = why_buf;
         return rc;
@@ -190,6 +191,7 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     c->split_min = sm;
     c->tile_min_rows = tm;
     c->amx_decode = ad;
+    c->prefetch = pf;
     *out = c;
     return AH_OK;
 }
@@ -334,6 +336,7 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     ah__cpu_run run;
     memset(&run, 0, sizeof run);
     run.L = L;
+    run.pf_dist = st->ctx->prefetch;
     int64_t qs[3] = {T, L->hq, L->d}, os[3] = {T, L->hq, L->dv}, ls[2] = {T, L->hq}, hs[1] = {L->hq};
     ah_status rc;
     if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;

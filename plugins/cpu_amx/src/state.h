@@ -19,6 +19,7 @@ struct ah_context {
     uint32_t split_min;       /* fewest keys a split-KV chunk gets */
     uint32_t tile_min_rows;   /* rows from which the bf16 tile kernel is used */
     uint32_t amx_decode;      /* amx path: decode on AMX tiles (1) or vdpbf16ps (0) */
+    uint32_t prefetch;        /* pieces of 16 keys the kernels prefetch ahead; 0: none */
     ah_errbuf err;
 };
 
