@@ -59,9 +59,14 @@ static void fuzz_message(const uint8_t *data, size_t size)
 static char cache_path[64];
 static const uint64_t fingerprint = 0x1234abcd5678ef00ull;
 
+static void remove_cache(void) { unlink(cache_path); }
+
 static void fuzz_cache(const uint8_t *data, size_t size)
 {
-    if (!cache_path[0]) snprintf(cache_path, sizeof cache_path, "/tmp/ah_fuzz_cache_%d", (int)getpid());
+    if (!cache_path[0]) {
+        snprintf(cache_path, sizeof cache_path, "/tmp/ah_fuzz_cache_%d", (int)getpid());
+        atexit(remove_cache);
+    }
     ah_buf b = {0};
     ah__buf_put(&b, "AHSCACHE", 8);
     ah__buf_u32(&b, 1);
