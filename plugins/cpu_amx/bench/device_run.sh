@@ -59,5 +59,6 @@ step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set amx_decode=0 --decode $DEC -
 step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set prefetch=0 --decode $DEC --reps 7
 step 55 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
 python3 plugins/cpu_amx/bench/summary.py "$OUT" > "$OUT/summary.log" 2>&1
-echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"; grep -E "checks|exit|skipped|TIMEOUT" "$L"; grep -E "==|conformance|FAIL" "$L"
+echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"
+grep -E "checks|^exit|^isa .*skipped|==|conformance|FAIL|unavailable|error|TIMEOUT" "$L"; grep -h TIMEOUT "$OUT"/*.log
 cat "$OUT/summary.log"
