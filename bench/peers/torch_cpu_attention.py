@@ -25,20 +25,24 @@ import torch.nn.functional as F
 
 
 _BLOCK = None
+_CALLS = 0
 
 
 def rand_bf16(*shape):
-    """Random bf16 tensor of this shape, tiled from one random block."""
-    global _BLOCK
+    """Random bf16 tensor of this shape, tiled from one random block (rotated
+    differently on each call, so q, k and v of a shape differ)."""
+    global _BLOCK, _CALLS
     if _BLOCK is None:
         _BLOCK = torch.randn(1 << 24, dtype=torch.bfloat16)
+    _CALLS += 1
+    base = torch.roll(_BLOCK, shifts=_CALLS * 104729)
     n = 1
     for x in shape:
         n *= x
-    if n <= _BLOCK.numel():
-        return _BLOCK[:n].clone().view(*shape)
-    reps = (n + _BLOCK.numel() - 1) // _BLOCK.numel()
-    return _BLOCK.repeat(reps)[:n].view(*shape)
+    if n <= base.numel():
+        return base[:n].clone().view(*shape)
+    reps = (n + base.numel() - 1) // base.numel()
+    return base.repeat(reps)[:n].view(*shape)
 
 
 def timed(fn, reps):
