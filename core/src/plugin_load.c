@@ -117,7 +117,10 @@ ah_status ah__plugin_load(const ah_plugin_rec *rec, const ah_config *config, con
     }
     ah_plugin_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry);
-    ah__services_init(&p->services, &p->services_data, rec->info.name, config, hw);
+    if (ah__services_init(&p->services, &p->services_data, rec->info.name, config, hw) != 0) {
+        status = failf(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);
+        goto fail;
+    }
     const char *refusal = NULL;
     const ah_plugin_descriptor *d = entry(AH_ABI_VERSION, &p->services, &refusal);
     if (!d) {

@@ -85,9 +85,11 @@ int ah__descriptor_validate(const ah_plugin_descriptor *d, char *why, size_t cap
  * (arch_prctl ARCH_REQ_XCOMP_PERM), core count, memory. */
 void ah__hw_facts_gather(ah_hw_facts *hw);
 
-/* Per-plugin host services (log, allocator, config_get for its section). */
-void ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
-                       const ah_config *config, const ah_hw_facts *hw);
+/* Per-plugin host services (log, allocator, config_get for its section).
+ * Returns -1 on out-of-memory: the table then works without config keys,
+ * which callers must not hand to a plugin. */
+int ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
+                      const ah_config *config, const ah_hw_facts *hw);
 void ah__services_free(void *data);
 
 #endif

@@ -122,7 +122,10 @@ void ah__scan_one(const char *path, const char *stem, const ah_config *config,
         goto out;
     }
     memcpy(&entry, &sym, sizeof entry);
-    ah__services_init(&svc, &svc_data, stem, config, hw);
+    if (ah__services_init(&svc, &svc_data, stem, config, hw) != 0) {
+        oom = 1;
+        goto out;
+    }
     const char *why = NULL;
     const ah_plugin_descriptor *d = entry(AH_ABI_VERSION, &svc, &why);
     rec->info.state = AH_PLUGIN_REJECTED;

@@ -73,8 +73,8 @@ static const char *svc_config_get(const ah_host_services *host, const char *key)
     return ah__config_plugin_key(d->config, d->name, key);
 }
 
-void ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
-                       const ah_config *config, const ah_hw_facts *hw)
+int ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
+                      const ah_config *config, const ah_hw_facts *hw)
 {
     memset(s, 0, sizeof *s);
     s->struct_size = sizeof *s;
@@ -84,8 +84,10 @@ void ah__services_init(ah_host_services *s, void **data, const char *plugin_name
     s->free = svc_free;
     s->config_get = svc_config_get;
     s->hw = hw;
-    /* Out of memory leaves host_data NULL: every service still works, the
-     * log tag reads "?" and config_get answers NULL. */
+    /* Out of memory leaves host_data NULL: every service still works (the
+     * log tag reads "?", config_get answers NULL), but a plugin probed that
+     * way would not see its [plugin.<name>] keys and its scan result would
+     * be wrong (and cached), so the callers fail with out-of-memory. */
     services_data *d = ah__calloc(1, sizeof *d);
     if (d) {
         snprintf(d->name, sizeof d->name, "%s", plugin_name ? plugin_name : "?");
@@ -94,6 +96,7 @@ void ah__services_init(ah_host_services *s, void **data, const char *plugin_name
     }
     s->host_data = d;
     *data = d;
+    return d ? 0 : -1;
 }
 
 void ah__services_bind(void *data, const char *plugin_name, const ah_caps *caps)
