@@ -126,6 +126,7 @@ int main(void)
             for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
                 if (strcmp(o.step, steps[i]) == 0) per_step[i]++;
         } else {
+            if (absorbed < 16) printf("  n=%ld: failure absorbed, results unchanged\n", n);
             absorbed++;
             CHECK_MSG(o.n_plugins == golden.n_plugins, "n=%ld: absorbed, but %zu plugins, not %zu", n,
                       o.n_plugins, golden.n_plugins);
@@ -142,5 +143,34 @@ int main(void)
            "identical results\n", injected, absorbed);
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         printf("  %-20s %ld failures ended in AH_ERR_OUT_OF_MEMORY\n", steps[i], per_step[i]);
+
+    /* A plugin's own configuration must reach its probe or the scan must
+     * fail: abi_good switched off by its key may never come out usable
+     * because an allocation failed. */
+    long cfg_runs = 0;
+    for (n = 1;; n++) {
+        ah_host_options ho = rel_host_options(dirs, 2, "[plugin.abi_good]\nusable = 0\n");
+        ah_host *h = NULL;
+        ah_error err;
+        ah__fault_inject_after(n);
+        ah_status st = ah_host_create(&ho, &h, &err);
+        long count = ah__alloc_count();
+        ah__fault_inject_after(0);
+        if (st == AH_OK) {
+            const ah_plugin_info *p = ah_host_find_plugin(h, "abi_good");
+            CHECK_MSG(p && p->state == AH_PLUGIN_UNAVAILABLE && strstr(p->reason, "usable = 0"),
+                      "n=%ld: abi_good is %s (%s) although its config switches it off", n,
+                      p ? ah_plugin_state_str(p->state) : "missing", p ? p->reason : "");
+        } else {
+            CHECK_MSG(st == AH_ERR_OUT_OF_MEMORY && strstr(err.msg, "out of memory"),
+                      "n=%ld: %s: %s", n, ah_status_str(st), err.msg);
+        }
+        ah_host_destroy(h);
+        CHECK(ah__alloc_live() == live0);
+        if (count < n) break;
+        cfg_runs++;
+    }
+    printf("host creation with plugin config keys: %ld failures injected, the keys never lost\n",
+           cfg_runs);
     return check_report("test_fault_injection");
 }
