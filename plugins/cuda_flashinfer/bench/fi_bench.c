@@ -6,7 +6,7 @@
  * written per second). Prints one table row per shape:
  *   shape | median ms | GB/s of KV read (decode) or TFLOP/s (prefill) | % of copy BW
  *
- *   fi_bench [--plugin PATH] [--reps N] [--quick]
+ *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc]
  */
 #include <math.h>
 #include <stdio.h>
@@ -95,7 +95,10 @@ static double time_forward(fi_plugin *p, fi_shape *s, int cascade_off, double *k
     for (uint32_t r = 0; r < s->num_reqs; r++) {
         double ctx = s->seqlens[r] - (cascade_off ? 0 : (double)w.batch.common_prefix_len);
         rows += ctx;
-        for (int32_t i = 0; i < s->qlens[r]; i++) fl += (double)(s->seqlens[r] - s->qlens[r] + i + 1);
+        const int bidir = s->attn == AH_ATTN_ENCODER || s->attn == AH_ATTN_ENCODER_ONLY ||
+                          s->attn == AH_ATTN_ENCODER_DECODER;
+        for (int32_t i = 0; i < s->qlens[r]; i++)
+            fl += bidir ? (double)s->seqlens[r] : (double)(s->seqlens[r] - s->qlens[r] + i + 1);
     }
     rows += cascade_off ? 0 : w.batch.common_prefix_len;
     *kv_bytes = rows * kv_row + (double)w.num_tokens * s->hq * (s->d + s->dv) * ah_dtype_size(s->q_dtype);
@@ -135,11 +138,12 @@ static void row(const char *name, double ms, double bytes, double flops, double 
 int main(int argc, char **argv)
 {
     const char *path = FI_PLUGIN_PATH;
-    int quick = 0;
+    int quick = 0, tc_only = 0; /* --tc: cascade and prefill shapes only */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--tc")) tc_only = 1;
     }
     if (g_reps < 3) g_reps = 3;
     fi_plugin p;
@@ -154,6 +158,7 @@ int main(int argc, char **argv)
     double bytes, flops;
     char name[128];
     const int ctxs[3] = {4096, 8192, 16384};
+    if (!tc_only) {
     for (int c = 0; c < 3; c++) {
         if (quick && c) break;
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
@@ -203,6 +208,7 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "decode B64 ctx16384 32/8 d128 page%d", pg ? 16 : 1);
         row(name, ms, bytes, flops, bw);
     }
+    } /* decode shapes */
     /* Cascade: decode requests sharing a prefix, each with a short suffix of
      * its own; on (common_prefix_len set) and off (the same batch without). */
     {
@@ -247,6 +253,19 @@ int main(int argc, char **argv)
         s = shape(16, 16, 256, 16, 1, ql, sl);
         ms = time_forward(&p, &s, 1, &bytes, &flops);
         row("prefill B1 4096 causal 16/16 d256", ms, bytes, flops, bw);
+        /* The long prefills the issue names: 4k-16k, causal and not. */
+        const int L[3] = {4096, 8192, 16384};
+        for (int c = 0; c < 3 && !quick; c++)
+            for (int bi = 0; bi < 2; bi++) {
+                if (bi == 0 && c == 0) continue; /* B1 4096 causal: above */
+                ql[0] = sl[0] = L[c];
+                s = shape(32, 8, 128, 16, 1, ql, sl);
+                if (bi) s.attn = AH_ATTN_ENCODER_ONLY;
+                ms = time_forward(&p, &s, 1, &bytes, &flops);
+                snprintf(name, sizeof name, "prefill B1 %d %s 32/8 d128", L[c],
+                         bi ? "non-causal" : "causal");
+                row(name, ms, bytes, flops, bw);
+            }
     }
     fi_plugin_close(&p);
     return 0;

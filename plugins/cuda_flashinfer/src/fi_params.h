@@ -112,6 +112,8 @@ cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb);
 cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &p, int grid_tiles,
                            cudaStream_t st);
+/* CTAs per SM the fast tensor-core kernel is built for at head size d. */
+int prefill_fast_minb(int d);
 /* Does the tensor-core kernel exist for this head size? */
 bool prefill_supported(int d, int dv);
 cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st);

@@ -4,6 +4,8 @@
  * build compiles them in parallel; this file turns the runtime head size into
  * the matching instantiation and names an unsupported one.
  */
+#include <stdlib.h>
+
 #include "fi_common.cuh"
 #include "fi_dispatch.cuh"
 
@@ -51,6 +53,19 @@ int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb)
         return 0;
     }
     return n;
+}
+
+/* Register fit of the fast kernel: 3 CTAs per SM for head sizes up to 128
+ * unless AH_FI_PREFILL_CTAS=2 asks for the unspilled 2-CTA build (a tuning
+ * knob for measurement); 2 for head size 256 (Q stays in shared memory). */
+int prefill_fast_minb(int d)
+{
+    static int knob = -1;
+    if (knob < 0) {
+        const char *e = getenv("AH_FI_PREFILL_CTAS");
+        knob = e && atoi(e) == 2 ? 2 : 3;
+    }
+    return d <= 128 ? knob : 2;
 }
 
 bool prefill_supported(int d, int dv) { return d == dv && (d == 64 || d == 128 || d == 256); }

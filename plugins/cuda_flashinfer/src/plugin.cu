@@ -341,13 +341,15 @@ static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
 
 /* Cascade prefix pass: the tensor-core kernel over every row of the batch
  * has only ceil(T x group / 64) x Hk CTAs; cut the prefix's keys into
- * ranges so the grid fills one wave of two CTAs per SM (its shared memory
- * allows two) without spilling into a second, each range at least 512 keys,
- * the partial states (ranges + the suffix) within the workspace. */
+ * ranges so the grid fills one wave of resident CTAs (the fast kernel fits
+ * 3 per SM up to head size 128, otherwise 2) without spilling into a second,
+ * each range at least 512 keys, the partial states (ranges + the suffix)
+ * within the workspace. */
 static void fi_prefix_splits(const ah_state *st, int tokens, int prefix_len, int *splits, int *chunk)
 {
     const int64_t ctas = ((int64_t)tokens * st->group + 63) / 64 * st->spec.num_kv_heads;
-    int64_t s = 2 * (int64_t)st->ctx->sms / ctas;
+    const int per_sm = st->qt == st->kvt ? fi::prefill_fast_minb(st->spec.qk_head_size) : 2;
+    int64_t s = per_sm * (int64_t)st->ctx->sms / ctas;
     if (s > prefix_len / 512) s = prefix_len / 512;
     if (s > 32) s = 32;
     if ((s + 1) * tokens > st->ws_rows) s = st->ws_rows / tokens - 1;

@@ -317,8 +317,10 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
     }
 }
 
+/* The general kernel's launcher; prefill_fast.cuh's prefill_launch_hd picks
+ * between the two. */
 template <int D>
-cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, int grid_tiles,
+cudaError_t prefill_general_launch(int q_dtype, int kv_dtype, const attn_params &p, int grid_tiles,
                               cudaStream_t st)
 {
     using C = prefill_cfg<D>;

@@ -39,8 +39,14 @@ step check ${CHECK_MAX:-90} $B/bin/fi_check ${CHECK_ARGS:---quick}
 grep -E "FAIL|summary|device|passed" "$OUT/check.log" | head -40
 step bench ${BENCH_MAX:-110} $B/bin/fi_bench --reps ${REPS:-20}
 cat "$OUT/bench.log"
+if [ -n "$TC_ALT" ]; then # the fast prefill kernel's other register fit (2 CTAs/SM)
+  AH_FI_PREFILL_CTAS=2 step bench_2cta ${BENCH2_MAX:-60} $B/bin/fi_bench --tc --reps ${REPS:-20}
+  cat "$OUT/bench_2cta.log"
+fi
 step peer ${PEER_MAX:-80} python3 bench/peers/torch_sdpa.py --reps 20
 cat "$OUT/peer.log"
+step peer_long ${PEERL_MAX:-60} python3 plugins/cuda_flashinfer/bench/sdpa_long.py --reps 10
+cat "$OUT/peer_long.log"
 if [ -n "$HOST_BENCH" ]; then
   step hostbench 60 $B/bin/attnhost bench --plugin cuda_flashinfer
   tail -40 "$OUT/hostbench.log"

@@ -1,0 +1,60 @@
+"""PyTorch SDPA peer for the long prefills fi_bench times (bf16, 32/8 heads,
+d128, one sequence of 4k/8k/16k, causal and not): FlashAttention-2 and cuDNN
+backends on dense tensors, CUDA-event medians after warm-up, random data.
+TFLOP/s counts the visible (query, key) pairs as fi_bench does:
+4 * heads * d * pairs, pairs = n(n+1)/2 causal, n^2 otherwise.
+
+    python3 sdpa_long.py [--reps N]
+"""
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def median_ms(fn, reps):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    hq, hk, d = 32, 8, 128
+    print("| shape | backend | ms | TFLOP/s |")
+    for n in (4096, 8192, 16384):
+        q = torch.randn(1, hq, n, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(1, hk, n, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(1, hk, n, d, device="cuda", dtype=torch.bfloat16)
+        ke, ve = k.repeat_interleave(hq // hk, 1), v.repeat_interleave(hq // hk, 1)
+        for causal in (True, False):
+            pairs = n * (n + 1) // 2 if causal else n * n
+            flops = 4.0 * hq * d * pairs
+            name = f"prefill B1 {n} {'causal' if causal else 'non-causal'} 32/8 d128"
+            for bname, be in (("flash", SDPBackend.FLASH_ATTENTION),
+                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                try:
+                    with sdpa_kernel([be]):
+                        fn = lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal)
+                        ms = median_ms(fn, args.reps)
+                    print(f"| {name} | {bname} | {ms:.3f} | {flops / ms / 1e9:.1f} |", flush=True)
+                except Exception as e:  # a backend that cannot run this shape
+                    msg = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
+                    print(f"| {name} | {bname} | unsupported: {msg} | |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
