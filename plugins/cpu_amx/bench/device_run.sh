@@ -6,7 +6,7 @@
 # prefill on the amx path (AMX decode kernel, then the vdpbf16ps one with
 # amx_decode = 0, then no software prefetch with prefetch = 0); PyTorch CPU SDPA on the same shapes (prefill first); a
 # summary table (bench/summary.py). Every step runs under `timeout`, so a
-# hung step costs its limit and no more; the limits add up to 295 s (a
+# hung step costs its limit and no more; the limits add up to 294 s (a
 # normal run takes well under that). 16 threads throughout. Logs go to $OUT
 # (env, build, test, bench_amx, torch, summary).
 # Usage: OUT=dir bash plugins/cpu_amx/bench/device_run.sh   (run tool: carry .deps)
@@ -41,14 +41,14 @@ build() {
 # A half-finished top-level bench/ of another engineer must not stop this
 # session: on a failed configure, retry once without it (in this copy only).
 build || { rm -rf $B; mv bench/CMakeLists.txt bench/CMakeLists.txt.off 2>/dev/null; build; } || { tail -40 "$OUT/build.log"; exit 1; }
-step 30 "$OUT/build.log" cmake --build $B -j16 --target attnhost_cli || echo "attnhost CLI did not build" >> "$OUT/build.log"
+step 25 "$OUT/build.log" cmake --build $B -j16 --target attnhost_cli || echo "attnhost CLI did not build" >> "$OUT/build.log"
 L=$OUT/test.log
 step 20 "$L" $B/bin/cpu_amx_test $B/lib/attnhost/plugins/cpu_amx.so; echo "exit $? (every path)" >> "$L"
 step 10 "$L" $B/bin/cpu_amx_test $B/lib/cpu_amx_amxemu.so amx; echo "exit $? (emulated amx)" >> "$L"
 for isa in amx avx512bf16; do
     printf '[plugin.cpu_amx]\nisa = %s\nthreads = 16\n' $isa > /tmp/cpu_amx_$isa.ini
     echo "== isa $isa" >> "$L"
-    step 15 "$L.$isa" $B/bin/attnhost check --plugin cpu_amx --config /tmp/cpu_amx_$isa.ini
+    step 12 "$L.$isa" $B/bin/attnhost check --plugin cpu_amx --config /tmp/cpu_amx_$isa.ini
     grep -E "FAIL|conformance:|unavailable|error|TIMEOUT" "$L.$isa" | head -20 >> "$L"; rm -f "$L.$isa"
 done
 DEC=16:4096,32:8192,64:4096,1:16384
@@ -57,7 +57,7 @@ BENCH="$B/bin/cpu_amx_bench --threads 16"
 step 45 "$OUT/bench_amx.log" $BENCH --peaks --bw-gib 4 --isa amx --decode $DEC --prefill $PRE --reps 7
 step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set amx_decode=0 --decode $DEC --reps 7
 step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set prefetch=0 --decode $DEC --reps 7
-step 55 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
+step 65 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
 python3 plugins/cpu_amx/bench/summary.py "$OUT" > "$OUT/summary.log" 2>&1
 echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"
 grep -E "checks|^exit|^isa .*skipped|==|conformance|FAIL|unavailable|error|TIMEOUT" "$L"; grep -h TIMEOUT "$OUT"/*.log
