@@ -124,7 +124,7 @@ static int parse_common(int argc, char **argv, cli_common *c)
                     fprintf(stderr, "attnhost: --plugin-dir %s: %s\n", v, strerror(errno));
                     return -1;
                 }
-                c->plugin_dirs[c->n_plugin_dirs++] = abs; /* lives as long as the process */
+                c->plugin_dirs[c->n_plugin_dirs++] = abs; /* freed by main */
             }
             else {
                 fprintf(stderr, "attnhost: at most 64 --plugin-dir options\n");
@@ -160,8 +160,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
             cli_common c = {0};
-            if (parse_common(argc - 2, argv + 2, &c)) return 2;
-            return cmds[i].fn(&c);
+            int rc = parse_common(argc - 2, argv + 2, &c) ? 2 : cmds[i].fn(&c);
+            for (unsigned d = 0; d < c.n_plugin_dirs; d++) free((char *)c.plugin_dirs[d]);
+            return rc;
         }
     fprintf(stderr, "attnhost: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
