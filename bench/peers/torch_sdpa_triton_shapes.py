@@ -2,7 +2,7 @@
 """PyTorch peers on the triton plugin's benchmark shapes, same machine, same
 process conventions (CUDA events, warm-up, median):
 
-  prefill: causal bf16, 32 query / 8 KV heads, head 128, 16k tokens as
+  prefill: causal and non-causal bf16, 32 query / 8 KV heads, head 128, 16k tokens as
            4x4096, 2x8192, 1x16384, through SDPA's FlashAttention-2 and cuDNN
            backends (K/V expanded to 32 heads, outside the timing, since
            FA2 through SDPA takes equal head counts);
@@ -49,15 +49,19 @@ def main():
         k = torch.randn(b, hk, seq, d, device=dev, dtype=torch.bfloat16)
         v = torch.randn(b, hk, seq, d, device=dev, dtype=torch.bfloat16)
         ke, ve = k.repeat_interleave(hq // hk, 1), v.repeat_interleave(hq // hk, 1)
-        flops = 4.0 * b * hq * d * seq * seq / 2
-        for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            try:
-                with sdpa_kernel(be):
-                    ms = median_ms(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=True), 10)
-                print(f"prefill  sdpa-{name:5s} batch {b} seq {seq} hq {hq} hk {hk} d {d}: "
-                      f"{ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOP/s")
-            except RuntimeError as e:
-                print(f"prefill  sdpa-{name} seq {seq}: unavailable ({str(e).splitlines()[0][:80]})")
+        for causal in (True, False):
+            kind = "prefill " if causal else "prefill-nc"
+            flops = 4.0 * b * hq * d * seq * seq / (2 if causal else 1)
+            for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
+                             ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+                try:
+                    with sdpa_kernel(be):
+                        ms = median_ms(lambda: F.scaled_dot_product_attention(
+                            q, ke, ve, is_causal=causal), 10)
+                    print(f"{kind} sdpa-{name:5s} batch {b} seq {seq} hq {hq} hk {hk} d {d}: "
+                          f"{ms:8.4f} ms {flops / ms / 1e9:7.1f} TFLOP/s")
+                except RuntimeError as e:
+                    print(f"{kind} sdpa-{name} seq {seq}: unavailable ({str(e).splitlines()[0][:80]})")
         del q, k, v, ke, ve
     for seq in (4096, 8192, 16384):
         b = 64

@@ -52,6 +52,21 @@ UNIFIED_CFG = {
     "sm90": {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (64, 32, 8, 2)},
     "amd": {64: (64, 64, 4, 2), 128: (64, 32, 4, 2), 256: (32, 32, 4, 1)},  # LDS: 64 KB a block
 }
+# The PLAIN unified kernel (no soft-cap, no ALiBi, power-of-two pages: what
+# the launcher runs whenever the layer allows) for the CUDA targets; AMD runs
+# the general kernel for every layer.
+# With the page ids read a tile ahead the pipeliner prefetches K/V again;
+# sm80 takes 3 stages (two K/V buffers, 96 KB at head 128: inside the 99 KB
+# of sm_86/89).
+PLAIN_CFG = {
+    "sm80": {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (32, 32, 4, 3)},
+    "sm90": UNIFIED_CFG["sm90"],
+}
+# Candidate launch shapes of the PLAIN kernel, compiled as extra entries
+# unified_plain_t<i> for sm90 bf16 head 128 only and picked with the config
+# key prefill_tile = i, so that one GPU session measures them all.
+PLAIN_TUNE = {("sm90", "bf16", 128): [(128, 128, 8, 2), (128, 64, 8, 4), (128, 64, 8, 5),
+                                      (128, 32, 8, 4)]}
 # Decode stage 1: (BLOCK_H, TILE_N, num_warps, num_stages).
 DECODE_CFG = {
     "sm80": {64: (16, 64, 4, 2), 128: (16, 64, 4, 2), 256: (16, 32, 4, 2)},
@@ -147,7 +162,18 @@ def specializations(target):
             hb, dtn, dw, dst = DECODE_CFG[fam][pad]
             for kv in kvs:
                 out.append(("unified_attention", q, kv, pad,
-                            {"HEAD_PAD": pad, "BLOCK_M": bm, "TILE_N": tn}, P_UNIFIED, w, st, bm, tn))
+                            {"HEAD_PAD": pad, "BLOCK_M": bm, "TILE_N": tn, "PLAIN": False},
+                            P_UNIFIED, w, st, bm, tn))
+                if target in PLAIN_CFG:
+                    pbm, ptn, pw, pst = PLAIN_CFG[target][pad]
+                    out.append(("unified_plain", q, kv, pad,
+                                {"HEAD_PAD": pad, "BLOCK_M": pbm, "TILE_N": ptn, "PLAIN": True},
+                                P_UNIFIED, pw, pst, pbm, ptn))
+                if kv == q:
+                    for i, (tbm, ttn, tw, tst) in enumerate(PLAIN_TUNE.get((target, q, pad), [])):
+                        out.append((f"unified_plain_t{i + 1}", q, kv, pad,
+                                    {"HEAD_PAD": pad, "BLOCK_M": tbm, "TILE_N": ttn, "PLAIN": True},
+                                    P_UNIFIED, tw, tst, tbm, ttn))
                 out.append(("decode_split_stage1", q, kv, pad,
                             {"HEAD_PAD": pad, "BLOCK_H": hb, "TILE_N": dtn}, P_STAGE1, dw, dst, hb, dtn))
             out.append(("decode_split_reduce", q, q, pad,
@@ -165,6 +191,8 @@ def kernel_fn(name):
     import kv_write
     import merge_states
     import unified_attention
+    if name.startswith("unified_plain"):
+        return unified_attention.unified_attention
     return {"unified_attention": unified_attention.unified_attention,
             "decode_split_stage1": decode_split.decode_split_stage1,
             "decode_split_reduce": decode_split.decode_split_reduce,

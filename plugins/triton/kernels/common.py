@@ -52,6 +52,21 @@ def online_softmax_step(acc, l_i, m_i, s, v):
 
 
 @triton.jit
+def online_softmax_step_scaled(acc, l_i, m_i, x, c, v):
+    """online_softmax_step for logits c * x with c > 0 (x raw dot products,
+    c the log2-unit scale): max(c * x) = c * max(x), and c * x - m is one
+    FMA inside the exponent instead of a multiply and a subtract."""
+    m_new = tl.maximum(m_i, tl.max(x, 1) * c)
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.math.exp2(x * c - m_safe[:, None])
+    alpha = tl.math.exp2(m_i - m_safe)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_new
+
+
+@triton.jit
 def visible(key_pos, q_pos, seq_len, window, causal):
     """[M, N] mask of the keys each query row may see (reference.h rules):
     inside the sequence; causal: j <= p and j > p - window; otherwise

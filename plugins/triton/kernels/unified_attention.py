@@ -16,34 +16,63 @@ bidirectional (|j - p| < W when a window is set), or everything. Tiles that
 every row sees in full skip the mask; the rest are masked.
 Head size is a runtime value up to HEAD_PAD (a power of two): channels past
 it are zero-filled on load and never stored.
+PLAIN (compile-time) is the fast specialization the launcher picks when the
+layer has no soft-cap and no ALiBi and its page size is a power of two: no
+ALiBi term per score, pages by shift and mask, the scale folded into the
+exponent. Sinks, windows, LSE and every attention type still apply.
 FP8 caches: K and V convert exactly to the query dtype; k_scale is folded
 into the score scale and v_scale into the final normalisation by the caller.
 """
 import triton
 import triton.language as tl
 
-from common import online_softmax_step, score_transform, visible
+from common import online_softmax_step, online_softmax_step_scaled, score_transform, visible
+
+
+@triton.jit
+def _tile_start(i, n_first, start, start2, TILE_N: tl.constexpr):
+    return tl.where(i < n_first, start + i * TILE_N, start2 + (i - n_first) * TILE_N)
 
 
 @triton.jit
 def _attend_tiles(acc, l_i, m_i, q, start, end, start2, end2, k_base, v_base, bt_row, offs_d,
-                  d_mask, block_size, stride_ks, stride_vs, stride_kb, stride_vb,
+                  d_mask, block_size, page_shift, stride_ks, stride_vs, stride_kb, stride_vb,
                   scale, softcap, slope2, q_pos, seq_len, window, causal,
-                  MASKED: tl.constexpr, SOFTCAP: tl.constexpr, TILE_N: tl.constexpr,
-                  QDT: tl.constexpr):
+                  MASKED: tl.constexpr, SOFTCAP: tl.constexpr, PLAIN: tl.constexpr,
+                  TILE_N: tl.constexpr, QDT: tl.constexpr):
     # Tiles of [start, end) then [start2, end2) in one loop: the masked loop
     # serves the window's head and the diagonal tail with one copy of code.
     n_first = tl.cdiv(tl.maximum(end - start, 0), TILE_N)
     n_tiles = n_first + tl.cdiv(tl.maximum(end2 - start2, 0), TILE_N)
+    if PLAIN:
+        # The page ids of tile i + 1 are read during tile i and carried:
+        # when the K/V addresses come from a load in the same iteration,
+        # Triton's pipeliner spends a stage on that load and issues the K/V
+        # copies only one step ahead, right before they are waited for.
+        offs0 = _tile_start(0, n_first, start, start2, TILE_N) + tl.arange(0, TILE_N)
+        blk_next = tl.load(bt_row + (offs0 >> page_shift), mask=(offs0 < seq_len) & (n_tiles > 0),
+                           other=0)
+    else:
+        blk_next = tl.zeros([TILE_N], tl.int32)
     for i in range(0, n_tiles):
-        n0 = tl.where(i < n_first, start + i * TILE_N, start2 + (i - n_first) * TILE_N)
-        offs_n = n0 + tl.arange(0, TILE_N)
+        offs_n = _tile_start(i, n_first, start, start2, TILE_N) + tl.arange(0, TILE_N)
         if MASKED:
             n_ok = offs_n < seq_len
-            blk = tl.load(bt_row + offs_n // block_size, mask=n_ok, other=0).to(tl.int64)
+        if PLAIN:
+            # Power-of-two pages: a shift and a mask instead of an integer
+            # division and a remainder per key.
+            blk = blk_next.to(tl.int64)
+            slot = (offs_n & (block_size - 1)).to(tl.int64)
+            offs_x = _tile_start(i + 1, n_first, start, start2, TILE_N) + tl.arange(0, TILE_N)
+            blk_next = tl.load(bt_row + (offs_x >> page_shift),
+                               mask=(offs_x < seq_len) & (i + 1 < n_tiles), other=0)
         else:
-            blk = tl.load(bt_row + offs_n // block_size).to(tl.int64)
-        slot = (offs_n % block_size).to(tl.int64)
+            page = offs_n // block_size
+            slot = (offs_n % block_size).to(tl.int64)
+            if MASKED:
+                blk = tl.load(bt_row + page, mask=n_ok, other=0).to(tl.int64)
+            else:
+                blk = tl.load(bt_row + page).to(tl.int64)
         k_off = blk * stride_kb + slot * stride_ks
         v_off = blk * stride_vb + slot * stride_vs
         if MASKED:
@@ -55,28 +84,39 @@ def _attend_tiles(acc, l_i, m_i, q, start, end, start2, end2, k_base, v_base, bt
             k = tl.load(k_base + k_off[None, :] + offs_d[:, None], mask=d_mask[:, None], other=0.0)
             v = tl.load(v_base + v_off[:, None] + offs_d[None, :], mask=d_mask[None, :], other=0.0)
         qk = tl.dot(q, k.to(QDT))
-        s = score_transform(qk, scale, softcap, slope2, offs_n, q_pos, SOFTCAP)
-        if MASKED:
-            s = tl.where(visible(offs_n, q_pos, seq_len, window, causal), s, float("-inf"))
-        acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, s, v.to(QDT))
+        if PLAIN:
+            # No soft-cap, no ALiBi: the log2-unit scale folds into the
+            # exponent's FMA (qk * c - m) on full tiles.
+            if MASKED:
+                s = tl.where(visible(offs_n, q_pos, seq_len, window, causal),
+                             qk * (scale * 1.4426950408889634), float("-inf"))
+                acc, l_i, m_i = online_softmax_step_scaled(acc, l_i, m_i, s, 1.0, v.to(QDT))
+            else:
+                acc, l_i, m_i = online_softmax_step_scaled(acc, l_i, m_i, qk,
+                                                           scale * 1.4426950408889634, v.to(QDT))
+        else:
+            s = score_transform(qk, scale, softcap, slope2, offs_n, q_pos, SOFTCAP)
+            if MASKED:
+                s = tl.where(visible(offs_n, q_pos, seq_len, window, causal), s, float("-inf"))
+            acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, s, v.to(QDT))
     return acc, l_i, m_i
 
 
 @triton.jit
 def _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row, offs_d, d_mask,
-                   block_size, stride_ks, stride_vs, stride_kb, stride_vb, scale, softcap, slope2,
-                   q_pos, seq_len, window, causal, SOFTCAP: tl.constexpr, TILE_N: tl.constexpr,
-                   QDT: tl.constexpr):
+                   block_size, page_shift, stride_ks, stride_vs, stride_kb, stride_vb, scale,
+                   softcap, slope2, q_pos, seq_len, window, causal, SOFTCAP: tl.constexpr,
+                   PLAIN: tl.constexpr, TILE_N: tl.constexpr, QDT: tl.constexpr):
     # Unmasked middle [fa, fb), then the masked window head [t0, fa) and
     # diagonal tail [fb, hi_k).
     acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, fa, fb, fb, fb, k_base, v_base,
-                                  bt_row, offs_d, d_mask, block_size, stride_ks, stride_vs,
-                                  stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
-                                  window, causal, False, SOFTCAP, TILE_N, QDT)
+                                  bt_row, offs_d, d_mask, block_size, page_shift, stride_ks,
+                                  stride_vs, stride_kb, stride_vb, scale, softcap, slope2, q_pos,
+                                  seq_len, window, causal, False, SOFTCAP, PLAIN, TILE_N, QDT)
     acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, t0, tl.minimum(fa, hi_k), fb, hi_k, k_base,
-                                  v_base, bt_row, offs_d, d_mask, block_size, stride_ks, stride_vs,
-                                  stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
-                                  window, causal, True, SOFTCAP, TILE_N, QDT)
+                                  v_base, bt_row, offs_d, d_mask, block_size, page_shift, stride_ks,
+                                  stride_vs, stride_kb, stride_vb, scale, softcap, slope2, q_pos,
+                                  seq_len, window, causal, True, SOFTCAP, PLAIN, TILE_N, QDT)
     return acc, l_i, m_i
 
 
@@ -89,9 +129,13 @@ def unified_attention(
         stride_qt, stride_qh, stride_ot, stride_oh, num_q_heads,
         stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         block_size, window, causal, use_softcap, use_alibi, use_sinks, store_lse,
-        HEAD_PAD: tl.constexpr, BLOCK_M: tl.constexpr, TILE_N: tl.constexpr):
+        HEAD_PAD: tl.constexpr, BLOCK_M: tl.constexpr, TILE_N: tl.constexpr,
+        PLAIN: tl.constexpr):
     QDT = q_ptr.dtype.element_ty
-    pid = tl.program_id(0)
+    # Programs start in grid order; the last q blocks of a request see the
+    # most keys (causal), so the highest block index runs first: the long
+    # programs start early and the short ones fill the tail.
+    pid = tl.num_programs(0) - 1 - tl.program_id(0)
     hg = tl.program_id(1)
     num_reqs = tl.load(counts)
     block_q = BLOCK_M // heads
@@ -128,10 +172,17 @@ def unified_attention(
     q = tl.load(q_ptr + q_row[:, None] + offs_d[None, :],
                 mask=row_ok[:, None] & d_mask[None, :], other=0.0)
 
-    if use_alibi != 0:
-        slope2 = tl.load(alibi_ptr + head) * 1.4426950408889634
-    else:
-        slope2 = tl.zeros([BLOCK_M], tl.float32)
+    slope2 = tl.zeros([BLOCK_M], tl.float32)
+    if not PLAIN:
+        if use_alibi != 0:
+            slope2 = tl.load(alibi_ptr + head) * 1.4426950408889634
+    # PLAIN: block_size is a power of two (the launcher's rule); its log2.
+    page_shift = block_size * 0
+    if PLAIN:
+        pages = block_size * 0 + 1
+        while pages < block_size:
+            pages = pages * 2
+            page_shift = page_shift + 1
     if use_sinks != 0:
         m_i = tl.load(sinks_ptr + head) * 1.4426950408889634
         l_i = tl.full([BLOCK_M], 1.0, tl.float32)
@@ -169,16 +220,21 @@ def unified_attention(
     bt_row = block_table + req.to(tl.int64) * bt_stride
     k_base = k_cache + kvh.to(tl.int64) * stride_kh
     v_base = v_cache + kvh.to(tl.int64) * stride_vh
-    if use_softcap != 0:
+    if PLAIN:
         acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
-                                       offs_d, d_mask, block_size, stride_ks, stride_vs, stride_kb,
-                                       stride_vb, scale, softcap, slope2, q_pos, seq_len, window,
-                                       causal, True, TILE_N, QDT)
+                                       offs_d, d_mask, block_size, page_shift, stride_ks, stride_vs,
+                                       stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
+                                       window, causal, False, True, TILE_N, QDT)
+    elif use_softcap != 0:
+        acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
+                                       offs_d, d_mask, block_size, page_shift, stride_ks, stride_vs,
+                                       stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
+                                       window, causal, True, False, TILE_N, QDT)
     else:
         acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
-                                       offs_d, d_mask, block_size, stride_ks, stride_vs, stride_kb,
-                                       stride_vb, scale, softcap, slope2, q_pos, seq_len, window,
-                                       causal, False, TILE_N, QDT)
+                                       offs_d, d_mask, block_size, page_shift, stride_ks, stride_vs,
+                                       stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
+                                       window, causal, False, False, TILE_N, QDT)
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc * (out_scale / l_safe)[:, None]

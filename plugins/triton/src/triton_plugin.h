@@ -21,6 +21,7 @@ typedef struct tk_config {
     int num_kv_splits;   /* 0: auto */
     int split_tile;      /* minimum keys per split */
     int deterministic;   /* fixed splits, independent of the batch */
+    int prefill_tile;    /* 0: the shipped PLAIN launch shape; i: unified_plain_t<i> */
     int device;
 } tk_config;
 
@@ -53,6 +54,7 @@ struct ah_state {
     ah_errbuf err;
     tk_kernels k;
     int heads;           /* query heads per unified program (divides the group) */
+    int plain;           /* k.unified is the PLAIN specialization */
     int split_cap;       /* workspace splits per (request, head) */
     /* Device metadata, sized from lim: what every kernel reads. */
     CUdeviceptr d_counts;   /* int32 [num_reqs, num_tokens] */

@@ -205,7 +205,7 @@ def check(name, out, lse, ref_o, ref_l, tol=2e-3):
 
 
 def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=0, softcap=0.0,
-                use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32):
+                use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False):
     _RANGES.clear()
     q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout)
     pad = head_pad or max(64, 1 << (d - 1).bit_length())
@@ -228,10 +228,10 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
         scale, softcap if softcap else 1.0, 1.0, group, heads, d, bt.shape[1],
         q.shape[1] * d, d, q.shape[1] * d, d, hq, ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
         bs, window, causal, int(softcap > 0), int(use_alibi), int(use_sinks), 1,
-        HEAD_PAD=pad, BLOCK_M=block_m, TILE_N=tile_n)
+        HEAD_PAD=pad, BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain)
     ro, rl = ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap,
                            sinks, alibi)
-    return check("unified " + name, out, lse, ro, rl)
+    return check(("unified plain " if plain else "unified ") + name, out, lse, ro, rl)
 
 
 def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, window=0, softcap=0.0,
@@ -321,6 +321,18 @@ def main():
                     use_alibi=True),
         run_unified(rng, "cross", [13, 3], [50, 70], 2, 2, 64, 16, "NHD", causal=0),
         run_unified(rng, "mqa8 d96", [1, 20], [81, 20], 8, 1, 96, 16, "HND"),
+        # The PLAIN specialization (no soft-cap/ALiBi, power-of-two pages).
+        run_unified(rng, "mixed gqa2 d64 nhd", [1, 37, 90], [40, 37, 150], 4, 2, 64, 16, "NHD",
+                    plain=True),
+        run_unified(rng, "mixed group4 d48 hnd bs32 tile64", [5, 1, 70], [70, 33, 170], 8, 2, 48, 32,
+                    "HND", tile_n=64, plain=True),
+        run_unified(rng, "window+sinks", [1, 50, 100], [130, 50, 120], 4, 2, 64, 16, "NHD",
+                    window=23, use_sinks=True, plain=True),
+        run_unified(rng, "encoder window", [60, 45], [60, 45], 2, 1, 64, 16, "NHD", causal=0,
+                    window=9, plain=True),
+        run_unified(rng, "bidirectional bs64", [70, 33], [70, 33], 4, 1, 64, 64, "NHD", causal=0,
+                    plain=True),
+        run_unified(rng, "cross", [13, 3], [50, 70], 2, 2, 64, 16, "NHD", causal=0, plain=True),
         run_decode(rng, "gqa4", [200, 1, 333, 64], 8, 2, 64, 16, "NHD", 4, 64),
         run_decode(rng, "group20 (two head blocks) hnd", [150, 97], 40, 2, 64, 16, "HND", 3, 32),
         run_decode(rng, "window+softcap+sinks+alibi", [300, 20, 170], 4, 2, 64, 16, "NHD", 5, 32,

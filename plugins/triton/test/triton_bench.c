@@ -1,13 +1,16 @@
 /*
  * Benchmark of the triton plugin through its ABI: paged decode (split-KV
- * path) and causal prefill (unified kernel) on the issue's shapes, timed
+ * path) and causal and bidirectional prefill (unified kernel) on the
+ * issue's shapes, timed
  * with the plugin's event timer (CUDA events), median of many runs after
  * warm-up, on random data; plus the device-to-device copy bandwidth as
  * the HBM ceiling. Prints one line per shape: ms, TFLOP/s, GB/s.
  *
- * Usage: triton_bench [--splits LIST] [--quick]
+ * Usage: triton_bench [--splits LIST] [--tiles LIST] [--quick]
  *   --splits: comma-separated num_kv_splits values to try for decode
  *             (default "auto").
+ *   --tiles:  comma-separated prefill_tile values to try for prefill
+ *             (default "0", the shipped launch shape).
  */
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +67,7 @@ static void fill_random(ah_context *ctx, tk_dev *d, uint64_t *rng)
 typedef struct shape {
     const char *kind;
     uint32_t batch, q_len, seq, hq, hk, d, bs;
+    int bidirectional; /* prefill: AH_ATTN_ENCODER_ONLY instead of causal */
 } shape;
 
 static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t *rng, int reps)
@@ -89,7 +93,7 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     fill_random(ctx, &q, rng);
     fill_random(ctx, &kc, rng);
     fill_random(ctx, &vc, rng);
-    ah_layer_spec spec = {sizeof spec, AH_ATTN_DECODER, s->hq, s->hk, s->d, s->d, AH_DTYPE_BF16,
+    ah_layer_spec spec = {sizeof spec, s->bidirectional ? AH_ATTN_ENCODER_ONLY : AH_ATTN_DECODER, s->hq, s->hk, s->d, s->d, AH_DTYPE_BF16,
                           AH_DTYPE_BF16, s->bs, AH_KV_LAYOUT_NHD, 0, 0, 0, 0, 0, 0};
     spec.scale = 1.0f / sqrtf((float)s->d);
     ah_limits lim = {sizeof lim, B.num_reqs, B.num_tokens, B.bt_stride, B.max_seq, B.num_blocks};
@@ -106,10 +110,12 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     double kv_bytes = 2.0 * s->batch * (double)s->seq * s->hk * s->d * 2;
     double io_bytes = 2.0 * B.num_tokens * s->hq * s->d * 2;
     double flops = 4.0 * s->batch * s->hq * (double)s->d *
-                   (s->q_len == 1 ? (double)s->seq : (double)s->seq * s->seq / 2);
-    printf("%-8s batch %3u q %5u kv %5u hq %u hk %u d %u bs %u splits %-4s: %8.4f ms  %7.1f TFLOP/s  "
+                   (s->q_len == 1 ? (double)s->seq
+                                  : (double)s->seq * s->seq / (s->bidirectional ? 1 : 2));
+    printf("%-8s batch %3u q %5u kv %5u hq %u hk %u d %u bs %u %s %-4s: %8.4f ms  %7.1f TFLOP/s  "
            "%7.1f GB/s\n",
-           s->kind, s->batch, s->q_len, s->seq, s->hq, s->hk, s->d, s->bs, splits, ms,
+           s->kind, s->batch, s->q_len, s->seq, s->hq, s->hk, s->d, s->bs,
+           s->q_len == 1 ? "splits" : "tile", splits, ms,
            flops / ms / 1e9, (kv_bytes + io_bytes) / ms / 1e6);
     fflush(stdout);
     O->state_destroy(st);
@@ -143,13 +149,14 @@ static void copy_bandwidth(ah_context *ctx)
 
 int main(int argc, char **argv)
 {
-    const char *splits = "auto";
+    const char *splits = "auto", *tiles = "0";
     int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--splits") && i + 1 < argc) splits = argv[++i];
+        else if (!strcmp(argv[i], "--tiles") && i + 1 < argc) tiles = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else {
-            fprintf(stderr, "usage: %s [--splits LIST] [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--splits LIST] [--tiles LIST] [--quick]\n", argv[0]);
             return 2;
         }
     }
@@ -180,13 +187,26 @@ int main(int argc, char **argv)
         }
         if (tok == list) copy_bandwidth(ctx);
         for (int i = 0; i < 3; i++) {
-            shape s = {"decode", 64, 1, seqs[i], 32, 8, 128, 16};
+            shape s = {"decode", 64, 1, seqs[i], 32, 8, 128, 16, 0};
             bench(ctx, &s, tok, &rng, reps);
         }
-        if (tok == list)
+        O->context_destroy(ctx);
+    }
+    tk_plugin_set(&P, "num_kv_splits", "auto");
+    snprintf(list, sizeof list, "%s", tiles);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        tk_plugin_set(&P, "prefill_tile", tok);
+        ah_context *ctx = NULL;
+        const char *why = NULL;
+        if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
+            printf("context: %s\n", why);
+            return 1;
+        }
+        for (int bidir = 0; bidir < 2; bidir++)
             for (int i = 0; i < 3; i++) {
-                shape s = {"prefill", 16384 / seqs[i], seqs[i], seqs[i], 32, 8, 128, 16};
-                bench(ctx, &s, "-", &rng, quick ? 5 : 10);
+                shape s = {bidir ? "prefill-nc" : "prefill", 16384 / seqs[i], seqs[i], seqs[i],
+                           32, 8, 128, 16, bidir};
+                bench(ctx, &s, tok, &rng, quick ? 5 : 10);
             }
         O->context_destroy(ctx);
     }

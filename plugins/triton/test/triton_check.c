@@ -577,6 +577,7 @@ int main(int argc, char **argv)
         {"decode bf16 window+softcap+sinks+alibi", K_DECODE, DEC, BF, BF, 8, 2, 128, 16, NHD, 200, 50.f, 1, 1, 8, 2000, 0, 0},
         {"encoder fp16 window16 alibi d64", K_PREFILL, AH_ATTN_ENCODER, FH, FH, 4, 2, 64, 16, NHD, 16, 0, 0, 1, 4, 150, 0, 0},
         {"encoder-only bf16 sinks softcap d128", K_PREFILL, AH_ATTN_ENCODER_ONLY, BF, BF, 8, 8, 128, 32, HND, 0, 20.f, 1, 0, 3, 200, 0, 0},
+        {"encoder-only bf16 gqa4 d128 long", K_PREFILL, AH_ATTN_ENCODER_ONLY, BF, BF, 8, 2, 128, 16, NHD, 0, 0, 0, 0, 2, 1100, 0, 0},
         {"cross fp16 d64", K_CROSS, AH_ATTN_ENCODER_DECODER, FH, FH, 8, 2, 64, 16, NHD, 0, 0, 0, 0, 4, 180, 0, 0},
         {"mixed bf16 fp8e4m3 kv scales", K_MIXED, DEC, BF, E4, 8, 2, 128, 16, NHD, 0, 0, 0, 0, 6, 300, 0.05f, 0.02f},
         {"mixed fp16 fp8e5m2 kv scales hnd", K_MIXED, DEC, FH, E5, 8, 2, 64, 16, HND, 0, 0, 0, 0, 6, 300, 0.5f, 0.25f},
@@ -600,6 +601,22 @@ int main(int argc, char **argv)
     run_merge(ctx, FH, 19, 4, 80, &rng);
     run_bad_input(ctx, &cases[0], &rng);
     O->context_destroy(ctx);
+    /* The candidate launch shapes of the PLAIN unified kernel (sm_90, bf16,
+     * head 128; selected by prefill_tile): causal mixed and bidirectional. */
+    for (int t = 1; g_cc == 90 && t <= 4; t++) {
+        char v[4];
+        snprintf(v, sizeof v, "%d", t);
+        tk_plugin_set(&P, "prefill_tile", v);
+        if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
+            printf("FAIL context_create (prefill_tile %d): %s\n", t, why);
+            return 1;
+        }
+        printf("prefill_tile %d:\n", t);
+        run_eager(ctx, &cases[0], &rng);
+        run_eager(ctx, &cases[16], &rng);
+        O->context_destroy(ctx);
+    }
+    tk_plugin_set(&P, "prefill_tile", "0");
     run_deterministic(path, &cases[9], &rng);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

@@ -8,7 +8,7 @@ For each candidate (BLOCK_M/TILE_N/num_warps/num_stages) it times the
 unified kernel on causal prefill (bf16, 32/8 heads, head 128, 4x4096 in
 16-token pages) and the split-KV decode (batch 64, kv 8192) for several
 split counts, with triton.testing.do_bench (median).
-Usage: python3 tune.py [--quick]
+Usage: python3 tune.py [--quick] [--prefill-only]
 """
 import math
 import os
@@ -33,7 +33,8 @@ def paged(batch, seq, hk, d, dtype=torch.bfloat16):
     return kc, vc, bt
 
 
-def run_unified(q, kc, vc, out, bt, seq_lens, qsl, counts, hq, hk, d, cfg, heads):
+def run_unified(q, kc, vc, out, bt, seq_lens, qsl, counts, hq, hk, d, cfg, heads, causal=1,
+                plain=True):
     bm, tn, w, st = cfg
     block_q = bm // heads
     T = q.shape[0]
@@ -44,8 +45,8 @@ def run_unified(q, kc, vc, out, bt, seq_lens, qsl, counts, hq, hk, d, cfg, heads
         1.0 / math.sqrt(d), 1.0, 1.0, hq // hk, heads, d, bt.stride(0),
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), hq,
         kc.stride(0), kc.stride(1), kc.stride(2), vc.stride(0), vc.stride(1), vc.stride(2),
-        BS, 0, 1, 0, 0, 0, 0,
-        HEAD_PAD=d, BLOCK_M=bm, TILE_N=tn, num_warps=w, num_stages=st)
+        BS, 0, causal, 0, 0, 0, 0,
+        HEAD_PAD=d, BLOCK_M=bm, TILE_N=tn, PLAIN=plain, num_warps=w, num_stages=st)
 
 
 def run_decode(q, kc, vc, out, bt, seq_lens, counts, hq, hk, d, cfg, splits, mid_o, mid_lse):
@@ -95,9 +96,11 @@ def main():
     sl = torch.tensor(lens, device=dev, dtype=torch.int32)
     counts = torch.tensor([3, sum(qlens)], device=dev, dtype=torch.int32)
     ref = torch_ref(q, kc, vc, bt, lens, qlens, hq, hk)
-    run_unified(q, kc, vc, out, bt, sl, qsl, counts, hq, hk, d, (128, 64, 8, 3), 4)
-    err = ((out.float() - ref).norm() / ref.norm()).item()
-    print(f"numerics unified mixed: rel L2 {err:.2e} {'ok' if err < 1.6e-2 else 'FAIL'}")
+    for plain in (False, True):
+        run_unified(q, kc, vc, out, bt, sl, qsl, counts, hq, hk, d, (128, 64, 8, 3), 4, plain=plain)
+        err = ((out.float() - ref).norm() / ref.norm()).item()
+        print(f"numerics unified mixed plain={plain}: rel L2 {err:.2e} "
+              f"{'ok' if err < 1.6e-2 else 'FAIL'}")
     qd = torch.randn(3, hq, d, device=dev, dtype=torch.bfloat16)
     outd = torch.empty_like(qd)
     mid_o = torch.empty(3 * hq * 64 * d, device=dev, dtype=torch.float32)
@@ -116,19 +119,24 @@ def main():
     sl = torch.full((B,), seq, device=dev, dtype=torch.int32)
     counts = torch.tensor([B, B * seq], device=dev, dtype=torch.int32)
     flops = 4.0 * B * hq * d * seq * seq / 2
-    cfgs = [(128, 64, 8, 3), (128, 64, 4, 3), (128, 32, 4, 3), (128, 64, 8, 2), (64, 64, 4, 3),
-            (128, 128, 8, 2), (256, 64, 8, 2), (64, 32, 4, 4)]
+    cfgs = [(128, 64, 8, 3), (256, 64, 8, 2), (128, 32, 8, 5), (64, 64, 4, 3), (128, 128, 8, 3),
+            (64, 32, 4, 4), (256, 32, 8, 3), (128, 64, 4, 3)]
     if quick:
-        cfgs = cfgs[:3]
+        cfgs = cfgs[:4]
     for cfg in cfgs:
-        try:
-            ms = triton.testing.do_bench(
-                lambda: run_unified(q, kc, vc, out, bt, sl, qsl, counts, hq, hk, d, cfg, 4),
-                warmup=50, rep=300, return_mode="median")
-            print(f"tune prefill {cfg}: {ms:.3f} ms {flops / ms / 1e9:.1f} TFLOP/s", flush=True)
-        except Exception as e:  # out of shared memory and the like
-            print(f"tune prefill {cfg}: failed {str(e).splitlines()[0][:100]}")
+        for causal in (1, 0):
+            try:
+                ms = triton.testing.do_bench(
+                    lambda: run_unified(q, kc, vc, out, bt, sl, qsl, counts, hq, hk, d, cfg, 4,
+                                        causal), warmup=25, rep=150, return_mode="median")
+                fl = flops * (1 if causal else 2)
+                print(f"tune prefill plain causal={causal} {cfg}: {ms:.3f} ms "
+                      f"{fl / ms / 1e9:.1f} TFLOP/s", flush=True)
+            except Exception as e:  # out of shared memory and the like
+                print(f"tune prefill {cfg}: failed {str(e).splitlines()[0][:100]}")
     del kc, vc
+    if "--prefill-only" in sys.argv:
+        return
     # Decode tuning.
     B, seq = 64, 8192
     kc, vc, bt = paged(B, seq, hk, d)
