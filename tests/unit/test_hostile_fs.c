@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,7 +339,7 @@ static void test_trust(void)
 #define RACE_FILES 6
 typedef struct racer {
     const char *dir;
-    volatile int stop;
+    atomic_int stop;
     int final_kind[RACE_FILES]; /* 0 absent, 1 abi_good copy, 2 abi_new_size copy */
     long writes;
 } racer;
@@ -350,7 +351,7 @@ static void *race_writer(void *arg)
     so("good", good, sizeof good);
     so("new_size", other, sizeof other);
     uint32_t x = 12345;
-    while (!r->stop) {
+    while (!atomic_load(&r->stop)) {
         x = x * 1103515245u + 12345u;
         int i = (int)((x >> 8) % RACE_FILES);
         int op = (int)((x >> 16) % 4);
@@ -397,7 +398,7 @@ static void test_race(void)
         served += serves_good(h);
         ah_host_destroy(h);
     }
-    r.stop = 1;
+    atomic_store(&r.stop, 1);
     pthread_join(th, NULL);
     CHECK(served == scans);
 
