@@ -341,8 +341,8 @@ static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
 
 /* Cascade prefix pass: the tensor-core kernel over every row of the batch
  * has only ceil(T x group / 64) x Hk CTAs; cut the prefix's keys into
- * ranges so the grid fills one wave of resident CTAs (the fast kernel fits
- * 3 per SM up to head size 128, otherwise 2) without spilling into a second,
+ * ranges so the grid fills one wave of resident CTAs (prefill_fast_minb per
+ * SM for the fast kernel, 2 for the general one) without spilling into a second,
  * each range at least 512 keys, the partial states (ranges + the suffix)
  * within the workspace. */
 static void fi_prefix_splits(const ah_state *st, int tokens, int prefix_len, int *splits, int *chunk)

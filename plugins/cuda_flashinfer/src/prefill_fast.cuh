@@ -12,7 +12,7 @@
  *     each tile's S = Q K^T reads only K from shared memory;
  *   - K/V tiles are stored with a 16-byte-chunk XOR swizzle (chunk ^ row % 8):
  *     the 8 rows an ldmatrix phase reads hit 8 different bank groups, with no
- *     padding, so two K+V stages (64 KiB at d128) leave room for 3 CTAs/SM;
+ *     padding (two K+V stages: 64 KiB at d128);
  *   - a cp.async pipeline of NS stages, the next tile's page numbers loaded
  *     into registers one iteration ahead (no copy waits on a table read);
  *   - the online softmax keeps the running maximum in base-2 units and turns
@@ -69,9 +69,9 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t *r, uint32_t addr)
                  : "r"(addr));
 }
 
-/* MINB: CTAs per SM the registers are fitted for. At d128, 3 (168 registers,
- * a few spilled values) or 2 (225 registers, none spilled); which one runs
- * is a launch-time choice (prefill_fast_minb). */
+/* MINB: CTAs per SM the registers are fitted for. At d128, 2 (210
+ * registers, none spilled: the default) or 3 (168 registers, a few values
+ * spilled); which one runs is a launch-time choice (prefill_fast_minb). */
 template <typename QT, int D, int MINB>
 __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_params p)
 {

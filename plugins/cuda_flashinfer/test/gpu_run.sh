@@ -39,9 +39,9 @@ step check ${CHECK_MAX:-90} $B/bin/fi_check ${CHECK_ARGS:---quick}
 grep -E "FAIL|summary|device|passed" "$OUT/check.log" | head -40
 step bench ${BENCH_MAX:-110} $B/bin/fi_bench --reps ${REPS:-20}
 cat "$OUT/bench.log"
-if [ -n "$TC_ALT" ]; then # the fast prefill kernel's other register fit (2 CTAs/SM)
-  AH_FI_PREFILL_CTAS=2 step bench_2cta ${BENCH2_MAX:-60} $B/bin/fi_bench --tc --reps ${REPS:-20}
-  cat "$OUT/bench_2cta.log"
+if [ -n "$TC_ALT" ]; then # the fast prefill kernel's other register fit (3 CTAs/SM)
+  AH_FI_PREFILL_CTAS=3 step bench_3cta ${BENCH2_MAX:-60} $B/bin/fi_bench --tc --reps ${REPS:-20}
+  cat "$OUT/bench_3cta.log"
 fi
 step peer ${PEER_MAX:-80} python3 bench/peers/torch_sdpa.py --reps 20
 cat "$OUT/peer.log"
