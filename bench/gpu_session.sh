@@ -57,7 +57,7 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
         timeout 150 $AH bench --plugin $p > "$OUT/bench_$p.log" 2>&1
         note "bench $p: rc=$?"; tee -a "$summary" < "$OUT/bench_$p.log"
     done
-    timeout 150 python3 bench/peers/torch_sdpa.py > "$OUT/peers.log" 2>&1
+    timeout 150 python3 bench/peers/torch_sdpa.py --standard --reps 30 > "$OUT/peers.log" 2>&1
     note "peers (PyTorch SDPA): rc=$?"; tee -a "$summary" < "$OUT/peers.log"
 fi
 echo "==== summary"

@@ -72,6 +72,8 @@ def run(name, b, hq, hk, sq, sk, d, causal, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--standard", action="store_true",
+                    help="the shapes `attnhost bench` runs by default on a GPU plugin")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("skipped: no CUDA device")
@@ -79,6 +81,15 @@ def main():
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print("| shape (bf16) | backend | median ms | GB/s | TFLOP/s |")
     print("| --- | --- | --- | --- | --- |")
+    if args.standard:
+        for b in (16, 64):
+            for ctx in (4096, 16384):
+                run(f"decode B{b} ctx{ctx} 32/8 d128", b, 32, 8, 1, ctx, 128, True, args.reps)
+        for t in (4096, 16384):
+            for causal in (True, False):
+                run(f"prefill B1 {t} {'causal' if causal else 'non-causal'} 32/8 d128", 1, 32, 8, t, t,
+                    128, causal, args.reps)
+        return 0
     for ctx in (4096, 8192, 16384):
         run(f"decode B64 ctx{ctx} 32/8 d128", 64, 32, 8, 1, ctx, 128, True, args.reps)
     run("decode B1 ctx32768 32/8 d128", 1, 32, 8, 1, 32768, 128, True, args.reps)
