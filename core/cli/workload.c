@@ -35,49 +35,20 @@ static uint64_t next_u64(uint64_t *s)
 /* Uniform in [-1, 1). */
 static float next_f(uint64_t *s) { return (float)((next_u64(s) >> 40) * (2.0 / 16777216.0) - 1.0); }
 
-static int tensor_init(workload *w, wl_tensor *t, ah_device *dev, DLDataType dt, int ndim,
+static int tensor_init(workload *w, ah_mirror *t, ah_device *dev, DLDataType dt, int ndim,
                        const int64_t *shape)
 {
-    memset(t, 0, sizeof *t);
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        t->shape[i] = shape[i];
-        n *= (size_t)shape[i];
-    }
-    t->bytes = n * (dt.bits / 8);
-    t->dev = dev;
-    t->host = calloc(1, t->bytes ? t->bytes : 1);
-    if (!t->host) return wl_fail(w, "out of host memory (%zu bytes)", t->bytes);
-    void *data = NULL;
-    if (ah_device_alloc(dev, t->bytes ? t->bytes : 1, &data) != AH_OK)
-        return wl_fail(w, "device allocation of %zu bytes: %s", t->bytes, ah_device_errmsg(dev));
-    t->t.data = data;
-    t->t.device = ah_device_dl(dev);
-    t->t.ndim = ndim;
-    t->t.dtype = dt;
-    t->t.shape = t->shape;
-    return 0;
+    return ah_mirror_init(t, dev, dt, ndim, shape, w->err, sizeof w->err);
 }
 
-static void tensor_free(wl_tensor *t)
+static int to_device(workload *w, ah_mirror *t, size_t bytes)
 {
-    if (t->dev && t->t.data) ah_device_free(t->dev, t->t.data);
-    free(t->host);
-    memset(t, 0, sizeof *t);
+    return ah_mirror_upload(t, bytes, w->err, sizeof w->err);
 }
 
-static int to_device(workload *w, wl_tensor *t, size_t bytes)
+static int to_host(workload *w, ah_mirror *t, size_t bytes)
 {
-    if (ah_device_copy(t->dev, t->t.data, t->host, bytes, AH_COPY_HOST_TO_DEVICE) != AH_OK)
-        return wl_fail(w, "copy to device: %s", ah_device_errmsg(t->dev));
-    return 0;
-}
-
-static int to_host(workload *w, wl_tensor *t, size_t bytes)
-{
-    if (ah_device_copy(t->dev, t->host, t->t.data, bytes, AH_COPY_DEVICE_TO_HOST) != AH_OK)
-        return wl_fail(w, "copy to host: %s", ah_device_errmsg(t->dev));
-    return 0;
+    return ah_mirror_download(t, bytes, w->err, sizeof w->err);
 }
 
 /* Random values of type t with random signs and mantissas, magnitudes in
@@ -214,14 +185,14 @@ void wl_destroy(workload *w)
 {
     for (uint32_t l = 0; w->layers && l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
-        wl_tensor *all[] = {&L->kcache, &L->vcache, &L->q, &L->k, &L->v, &L->out, &L->lse,
+        ah_mirror *all[] = {&L->kcache, &L->vcache, &L->q, &L->k, &L->v, &L->out, &L->lse,
                             &L->sinks, &L->alibi};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tensor_free(all[i]);
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ah_mirror_free(all[i]);
     }
-    tensor_free(&w->qsl);
-    tensor_free(&w->seqlens);
-    tensor_free(&w->table);
-    tensor_free(&w->slots);
+    ah_mirror_free(&w->qsl);
+    ah_mirror_free(&w->seqlens);
+    ah_mirror_free(&w->table);
+    ah_mirror_free(&w->slots);
     free(w->layers);
     free(w->context);
     free(w->blocks);
@@ -259,7 +230,7 @@ int wl_step(workload *w, const uint32_t *query_lens)
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
         const ah_layer_spec *s = &L->spec;
-        wl_tensor *fresh[] = {&L->q, &L->k, &L->v};
+        ah_mirror *fresh[] = {&L->q, &L->k, &L->v};
         for (int i = 0; i < 3; i++) {
             if (!fresh[i]->host || !fresh[i]->t.data) continue;
             size_t per_tok = (size_t)fresh[i]->shape[1] * fresh[i]->shape[2];

@@ -11,20 +11,15 @@
 
 #include <attnhost/attnhost.h>
 
-typedef struct wl_tensor {
-    DLTensor t;
-    int64_t shape[4];
-    void *host;       /* host mirror */
-    size_t bytes;
-    ah_device *dev;
-} wl_tensor;
+#include "mirror.h"
+
 
 typedef struct wl_layer {
     ah_device *dev;
     ah_layer_spec spec;
-    wl_tensor kcache, vcache; /* vcache unused for MLA */
-    wl_tensor q, k, v, out, lse;
-    wl_tensor sinks, alibi;
+    ah_mirror kcache, vcache; /* vcache unused for MLA */
+    ah_mirror q, k, v, out, lse;
+    ah_mirror sinks, alibi;
     float k_scale, v_scale;
 } wl_layer;
 
@@ -41,7 +36,7 @@ typedef struct workload {
     int32_t *blocks;         /* [num_reqs * max_blocks_per_req] */
     /* the current batch */
     ah_batch batch;
-    wl_tensor qsl, seqlens, table, slots;
+    ah_mirror qsl, seqlens, table, slots;
     uint64_t rng;
     char err[1024];
 } workload;

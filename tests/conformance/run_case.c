@@ -88,60 +88,30 @@ int ah__conf_bind_open(ah__conf_run *r, ah_phase phase)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-int ah__conf_tensor_alloc(ah__conf_run *r, ah__conf_tensor *t, ah_dtype dt, int ndim,
+int ah__conf_tensor_alloc(ah__conf_run *r, ah_mirror *t, ah_dtype dt, int ndim,
                           const int64_t *shape)
 {
     DLDataType d = ah_dtype_to_dl(dt);
     return ah__conf_tensor_alloc_dl(r, t, d, ndim, shape);
 }
 
-int ah__conf_tensor_alloc_dl(ah__conf_run *r, ah__conf_tensor *t, DLDataType d, int ndim,
+int ah__conf_tensor_alloc_dl(ah__conf_run *r, ah_mirror *t, DLDataType d, int ndim,
                              const int64_t *shape)
 {
-    memset(t, 0, sizeof *t);
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        t->shape[i] = shape[i];
-        n *= (size_t)shape[i];
-    }
-    t->bytes = n * (d.bits / 8u);
-    t->host = calloc(1, t->bytes ? t->bytes : 1);
-    if (!t->host) return ah__conf_fail(r, "out of host memory (%zu bytes)", t->bytes);
-    void *p = NULL;
-    ah_status s = ah_device_alloc(r->dev, t->bytes ? t->bytes : 16, &p);
-    if (s != AH_OK)
-        return ah__conf_fail(r, "device allocation of %zu bytes: %s", t->bytes,
-                             ah_device_errmsg(r->dev));
-    t->dev = r->dev;
-    t->t.data = p;
-    t->t.device = ah_device_dl(r->dev);
-    t->t.ndim = ndim;
-    t->t.dtype = d;
-    t->t.shape = t->shape;
-    return 0;
+    char why[512];
+    return ah_mirror_init(t, r->dev, d, ndim, shape, why, sizeof why) ? ah__conf_fail(r, "%s", why) : 0;
 }
 
-static void tensor_free(ah__conf_tensor *t)
+int ah__conf_upload(ah__conf_run *r, ah_mirror *t)
 {
-    if (t->dev && t->t.data) ah_device_free(t->dev, t->t.data);
-    free(t->host);
-    memset(t, 0, sizeof *t);
+    char why[512];
+    return ah_mirror_upload(t, 0, why, sizeof why) ? ah__conf_fail(r, "%s", why) : 0;
 }
 
-int ah__conf_upload(ah__conf_run *r, ah__conf_tensor *t)
+int ah__conf_download(ah__conf_run *r, ah_mirror *t)
 {
-    if (!t->bytes) return 0;
-    if (ah_device_copy(r->dev, t->t.data, t->host, t->bytes, AH_COPY_HOST_TO_DEVICE) != AH_OK)
-        return ah__conf_fail(r, "copy to device: %s", ah_device_errmsg(r->dev));
-    return 0;
-}
-
-int ah__conf_download(ah__conf_run *r, ah__conf_tensor *t)
-{
-    if (!t->bytes) return 0;
-    if (ah_device_copy(r->dev, t->host, t->t.data, t->bytes, AH_COPY_DEVICE_TO_HOST) != AH_OK)
-        return ah__conf_fail(r, "copy to host: %s", ah_device_errmsg(r->dev));
-    return 0;
+    char why[512];
+    return ah_mirror_download(t, 0, why, sizeof why) ? ah__conf_fail(r, "%s", why) : 0;
 }
 
 /* ---- the batch ------------------------------------------------------------ */
@@ -230,10 +200,10 @@ static void batch_free(ah__conf_batch *b)
     free(b->sl);
     free(b->bt);
     free(b->slots);
-    tensor_free(&b->d_qsl);
-    tensor_free(&b->d_sl);
-    tensor_free(&b->d_bt);
-    tensor_free(&b->d_slots);
+    ah_mirror_free(&b->d_qsl);
+    ah_mirror_free(&b->d_sl);
+    ah_mirror_free(&b->d_bt);
+    ah_mirror_free(&b->d_slots);
     memset(b, 0, sizeof *b);
 }
 
@@ -550,7 +520,7 @@ static void run_merge(ah__conf_run *r, const char *plugin)
     const ah_layer_spec *s = &r->spec;
     const uint32_t T = 7, H = s->num_q_heads, D = s->v_head_size;
     const int64_t sv[3] = {T, H, D}, sl[2] = {T, H};
-    ah__conf_tensor va, vb, la, lb;
+    ah_mirror va, vb, la, lb;
     memset(&va, 0, sizeof va), memset(&vb, 0, sizeof vb), memset(&la, 0, sizeof la), memset(&lb, 0, sizeof lb);
     double *a = NULL, *b = NULL, *ref = NULL, *rl = NULL, *dla = NULL, *dlb = NULL;
     if (ah__conf_tensor_alloc(r, &va, s->q_dtype, 3, sv) || ah__conf_tensor_alloc(r, &vb, s->q_dtype, 3, sv) ||
@@ -612,7 +582,7 @@ static void run_merge(ah__conf_run *r, const char *plugin)
                       d.n_unwritten, d.n_nan);
 done:
     free(a), free(b), free(ref), free(rl), free(dla), free(dlb);
-    tensor_free(&va), tensor_free(&vb), tensor_free(&la), tensor_free(&lb);
+    ah_mirror_free(&va), ah_mirror_free(&vb), ah_mirror_free(&la), ah_mirror_free(&lb);
 }
 
 /* ---- entry -------------------------------------------------------------- */
@@ -620,8 +590,8 @@ done:
 void ah__conf_run_free(ah__conf_run *r)
 {
     batch_free(&r->batch);
-    ah__conf_tensor *ts[] = {&r->q, &r->knew, &r->vnew, &r->kc, &r->vc, &r->out, &r->lse, &r->sinks, &r->alibi};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) tensor_free(ts[i]);
+    ah_mirror *ts[] = {&r->q, &r->knew, &r->vnew, &r->kc, &r->vc, &r->out, &r->lse, &r->sinks, &r->alibi};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ah_mirror_free(ts[i]);
     free(r->kc0), free(r->vc0);
     if (r->bind) ah_binding_destroy(r->bind);
     if (r->sel) ah_selection_destroy(r->sel);

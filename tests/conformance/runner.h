@@ -8,22 +8,15 @@
 #define AH_CONFORMANCE_RUNNER_H
 
 #include "compare.h"
+#include "mirror.h"
 #include "suite.h"
 
-/* A device tensor and its host mirror. */
-typedef struct ah__conf_tensor {
-    DLTensor t;
-    int64_t shape[4];
-    void *host;
-    size_t bytes;
-    ah_device *dev;
-} ah__conf_tensor;
 
 /* A batch: host arrays, their device copies, and the ah_batch over both. */
 typedef struct ah__conf_batch {
     int32_t *qsl, *sl, *bt;
     int64_t *slots;
-    ah__conf_tensor d_qsl, d_sl, d_bt, d_slots;
+    ah_mirror d_qsl, d_sl, d_bt, d_slots;
     ah_batch b;
 } ah__conf_batch;
 
@@ -40,7 +33,7 @@ typedef struct ah__conf_run {
     ah_limits lim;
     uint32_t T, stride, num_blocks;
     ah__conf_batch batch;
-    ah__conf_tensor q, knew, vnew, kc, vc, out, lse, sinks, alibi;
+    ah_mirror q, knew, vnew, kc, vc, out, lse, sinks, alibi;
     void *kc0, *vc0;    /* the cache as uploaded, before the plugin's write */
     float k_scale, v_scale;
     ah__conf_result *res;
@@ -56,12 +49,12 @@ int ah__conf_bind_prepare(ah__conf_run *r, const char *plugin, ah_phase phase);
 /* Create the binding with r->lim and take the device of phase. */
 int ah__conf_bind_open(ah__conf_run *r, ah_phase phase);
 
-int ah__conf_tensor_alloc(ah__conf_run *r, ah__conf_tensor *t, ah_dtype dt, int ndim,
+int ah__conf_tensor_alloc(ah__conf_run *r, ah_mirror *t, ah_dtype dt, int ndim,
                           const int64_t *shape);
-int ah__conf_tensor_alloc_dl(ah__conf_run *r, ah__conf_tensor *t, DLDataType d, int ndim,
+int ah__conf_tensor_alloc_dl(ah__conf_run *r, ah_mirror *t, DLDataType d, int ndim,
                              const int64_t *shape);
-int ah__conf_upload(ah__conf_run *r, ah__conf_tensor *t);
-int ah__conf_download(ah__conf_run *r, ah__conf_tensor *t);
+int ah__conf_upload(ah__conf_run *r, ah_mirror *t);
+int ah__conf_download(ah__conf_run *r, ah_mirror *t);
 
 /* Fill a batch for the lengths: a fresh random block assignment, slots for
  * the new tokens (or -1 when with_slots is 0). Arrays sized by r->stride
