@@ -62,11 +62,6 @@ PLAIN_CFG = {
     "sm80": {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (32, 32, 4, 3)},
     "sm90": UNIFIED_CFG["sm90"],
 }
-# Candidate launch shapes of the PLAIN kernel, compiled as extra entries
-# unified_plain_t<i> for sm90 bf16 head 128 only and picked with the config
-# key prefill_tile = i, so that one GPU session measures them all.
-PLAIN_TUNE = {("sm90", "bf16", 128): [(128, 128, 8, 2), (128, 64, 8, 4), (128, 64, 8, 5),
-                                      (128, 32, 8, 4)]}
 # Decode stage 1: (BLOCK_H, TILE_N, num_warps, num_stages).
 DECODE_CFG = {
     "sm80": {64: (16, 64, 4, 2), 128: (16, 64, 4, 2), 256: (16, 32, 4, 2)},
@@ -169,11 +164,6 @@ def specializations(target):
                     out.append(("unified_plain", q, kv, pad,
                                 {"HEAD_PAD": pad, "BLOCK_M": pbm, "TILE_N": ptn, "PLAIN": True},
                                 P_UNIFIED, pw, pst, pbm, ptn))
-                if kv == q:
-                    for i, (tbm, ttn, tw, tst) in enumerate(PLAIN_TUNE.get((target, q, pad), [])):
-                        out.append((f"unified_plain_t{i + 1}", q, kv, pad,
-                                    {"HEAD_PAD": pad, "BLOCK_M": tbm, "TILE_N": ttn, "PLAIN": True},
-                                    P_UNIFIED, tw, tst, tbm, ttn))
                 out.append(("decode_split_stage1", q, kv, pad,
                             {"HEAD_PAD": pad, "BLOCK_H": hb, "TILE_N": dtn}, P_STAGE1, dw, dst, hb, dtn))
             out.append(("decode_split_reduce", q, q, pad,
@@ -191,7 +181,7 @@ def kernel_fn(name):
     import kv_write
     import merge_states
     import unified_attention
-    if name.startswith("unified_plain"):
+    if name == "unified_plain":
         return unified_attention.unified_attention
     return {"unified_attention": unified_attention.unified_attention,
             "decode_split_stage1": decode_split.decode_split_stage1,

@@ -25,9 +25,6 @@ static const ah_config_key tk_keys[] = {
     {"deterministic", "0",
      "1: fixed splits (num_kv_splits, 16 when auto), independent of the batch, fp32 reduction "
      "in a fixed order: a decode request's output is bitwise the same in any batch"},
-    {"prefill_tile", "0",
-     "unified kernel launch shape for layers without soft-cap/ALiBi: 0 the shipped one, "
-     "1..4 the candidates generate.py compiles for sm_90 bf16 head 128 (tuning)"},
 #ifdef TK_HIP
     {"device", "0", "HIP device index"},
 #else
@@ -142,7 +139,6 @@ ah_status tk_config_read(const ah_host_services *host, tk_config *cfg, ah_errbuf
     cfg->num_kv_splits = 0;
     cfg->split_tile = 256;
     cfg->deterministic = 0;
-    cfg->prefill_tile = 0;
     cfg->device = 0;
     const char *v;
     if (!host || !host->config_get) return AH_OK;
@@ -154,8 +150,6 @@ ah_status tk_config_read(const ah_host_services *host, tk_config *cfg, ah_errbuf
         return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] split_tile = '%s': want 1..1048576", v);
     if ((v = host->config_get(host, "deterministic")) && !tk_parse_int(v, 0, 1, &cfg->deterministic))
         return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] deterministic = '%s': want 0 or 1", v);
-    if ((v = host->config_get(host, "prefill_tile")) && !tk_parse_int(v, 0, 9, &cfg->prefill_tile))
-        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] prefill_tile = '%s': want 0..9", v);
     if ((v = host->config_get(host, "device")) && !tk_parse_int(v, 0, 1023, &cfg->device))
         return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] device = '%s': want a device index", v);
     if (cfg->deterministic && !cfg->num_kv_splits) cfg->num_kv_splits = 16;

@@ -6,7 +6,6 @@
  * kernels read the request and token counts from device memory, which is
  * what lets one captured launch serve a replayed batch of other lengths.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "triton_plugin.h"
@@ -69,19 +68,9 @@ static ah_status tk_state_kernels(ah_state *st)
     };
     /* The PLAIN unified kernel serves layers without soft-cap and ALiBi
      * whose page size is a power of two, where the target has it (not AMD). */
-    char plain[32];
-    int tile = ctx->cfg.prefill_tile;
-    snprintf(plain, sizeof plain, tile ? "unified_plain_t%d" : "unified_plain", tile);
     st->plain = !(sp->softcap > 0) && !sp->use_alibi && (sp->block_size & (sp->block_size - 1)) == 0 &&
                 tk_find(ctx, "unified_plain", sp->q_dtype, sp->kv_dtype, sp->qk_head_size) != NULL;
-    if (st->plain) {
-        want[0].name = plain;
-        if (tile && !tk_find(ctx, plain, sp->q_dtype, sp->kv_dtype, sp->qk_head_size))
-            return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED,
-                           "prefill_tile = %d: no %s kernel for q %s, kv %s, head size %u on %s", tile,
-                           plain, ah_dtype_name(sp->q_dtype), ah_dtype_name(sp->kv_dtype),
-                           sp->qk_head_size, ctx->arch);
-    }
+    if (st->plain) want[0].name = "unified_plain";
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const tk_entry *e = tk_find(ctx, want[i].name, sp->q_dtype, want[i].kv, sp->qk_head_size);
         if (!e)

@@ -21,7 +21,6 @@ typedef struct tk_config {
     int num_kv_splits;   /* 0: auto */
     int split_tile;      /* minimum keys per split */
     int deterministic;   /* fixed splits, independent of the batch */
-    int prefill_tile;    /* 0: the shipped PLAIN launch shape; i: unified_plain_t<i> */
     int device;
 } tk_config;
 

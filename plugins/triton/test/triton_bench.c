@@ -6,11 +6,9 @@
  * warm-up, on random data; plus the device-to-device copy bandwidth as
  * the HBM ceiling. Prints one line per shape: ms, TFLOP/s, GB/s.
  *
- * Usage: triton_bench [--splits LIST] [--tiles LIST] [--quick]
+ * Usage: triton_bench [--splits LIST] [--quick]
  *   --splits: comma-separated num_kv_splits values to try for decode
  *             (default "auto").
- *   --tiles:  comma-separated prefill_tile values to try for prefill
- *             (default "0", the shipped launch shape).
  */
 #include <math.h>
 #include <stdio.h>
@@ -115,7 +113,7 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     printf("%-8s batch %3u q %5u kv %5u hq %u hk %u d %u bs %u %s %-4s: %8.4f ms  %7.1f TFLOP/s  "
            "%7.1f GB/s\n",
            s->kind, s->batch, s->q_len, s->seq, s->hq, s->hk, s->d, s->bs,
-           s->q_len == 1 ? "splits" : "tile", splits, ms,
+           s->q_len == 1 ? "splits" : "", splits, ms,
            flops / ms / 1e9, (kv_bytes + io_bytes) / ms / 1e6);
     fflush(stdout);
     O->state_destroy(st);
@@ -149,14 +147,13 @@ static void copy_bandwidth(ah_context *ctx)
 
 int main(int argc, char **argv)
 {
-    const char *splits = "auto", *tiles = "0";
+    const char *splits = "auto";
     int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--splits") && i + 1 < argc) splits = argv[++i];
-        else if (!strcmp(argv[i], "--tiles") && i + 1 < argc) tiles = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else {
-            fprintf(stderr, "usage: %s [--splits LIST] [--tiles LIST] [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--splits LIST] [--quick]\n", argv[0]);
             return 2;
         }
     }
@@ -193,22 +190,18 @@ int main(int argc, char **argv)
         O->context_destroy(ctx);
     }
     tk_plugin_set(&P, "num_kv_splits", "auto");
-    snprintf(list, sizeof list, "%s", tiles);
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        tk_plugin_set(&P, "prefill_tile", tok);
-        ah_context *ctx = NULL;
-        const char *why = NULL;
-        if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
-            printf("context: %s\n", why);
-            return 1;
-        }
-        for (int bidir = 0; bidir < 2; bidir++)
-            for (int i = 0; i < 3; i++) {
-                shape s = {bidir ? "prefill-nc" : "prefill", 16384 / seqs[i], seqs[i], seqs[i],
-                           32, 8, 128, 16, bidir};
-                bench(ctx, &s, tok, &rng, quick ? 5 : 10);
-            }
-        O->context_destroy(ctx);
+    ah_context *ctx = NULL;
+    const char *why = NULL;
+    if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
+        printf("context: %s\n", why);
+        return 1;
     }
+    for (int bidir = 0; bidir < 2; bidir++)
+        for (int i = 0; i < 3; i++) {
+            shape s = {bidir ? "prefill-nc" : "prefill", 16384 / seqs[i], seqs[i], seqs[i], 32, 8,
+                       128, 16, bidir};
+            bench(ctx, &s, "-", &rng, quick ? 5 : 10);
+        }
+    O->context_destroy(ctx);
     return 0;
 }

@@ -601,22 +601,6 @@ int main(int argc, char **argv)
     run_merge(ctx, FH, 19, 4, 80, &rng);
     run_bad_input(ctx, &cases[0], &rng);
     O->context_destroy(ctx);
-    /* The candidate launch shapes of the PLAIN unified kernel (sm_90, bf16,
-     * head 128; selected by prefill_tile): causal mixed and bidirectional. */
-    for (int t = 1; g_cc == 90 && t <= 4; t++) {
-        char v[4];
-        snprintf(v, sizeof v, "%d", t);
-        tk_plugin_set(&P, "prefill_tile", v);
-        if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
-            printf("FAIL context_create (prefill_tile %d): %s\n", t, why);
-            return 1;
-        }
-        printf("prefill_tile %d:\n", t);
-        run_eager(ctx, &cases[0], &rng);
-        run_eager(ctx, &cases[16], &rng);
-        O->context_destroy(ctx);
-    }
-    tk_plugin_set(&P, "prefill_tile", "0");
     run_deterministic(path, &cases[9], &rng);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
