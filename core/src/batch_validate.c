@@ -26,6 +26,8 @@
 
 #include <attnhost/attnhost.h>
 
+#include "table_scan.h"
+
 static ah_status fail(ah_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static ah_status fail(ah_error *err, const char *fmt, ...)
 {
@@ -125,45 +127,14 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
     return AH_OK;
 }
 
-/* ThreadSanitizer cannot run target_clones: the ifunc resolver is
- * instrumented and runs during relocation, before the TSan runtime exists,
- * and crashes every program linking the core. TSan builds take the plain
- * loop. */
-#if defined(__SANITIZE_THREAD__)
-#define AH_ROW_MAX_CLONES
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define AH_ROW_MAX_CLONES
-#endif
-#endif
-#ifndef AH_ROW_MAX_CLONES
-#define AH_ROW_MAX_CLONES target_clones("avx512f", "avx2", "default")
-#endif
-/* The largest used block id, read as unsigned so a negative id counts as
- * huge, over each request's first ceil(seq_len / block_size) entries.
- * Branch-free and one multiversioned call per batch, so it vectorizes: at
- * batch 256 with 4k-token contexts this is 65k ids per step, the bulk of
- * the host's per-step cost. Rows must already be known wide enough. */
-__attribute__((optimize("O3"), AH_ROW_MAX_CLONES)) static uint32_t
-table_max_unsigned(const int32_t *table, uint32_t stride, const int32_t *seq_lens, uint32_t num_reqs,
-                   uint32_t block_size)
-{
-    uint32_t m = 0;
-    for (uint32_t r = 0; r < num_reqs; r++) {
-        const int32_t *row = table + (size_t)r * stride;
-        uint32_t need = ((uint32_t)seq_lens[r] + block_size - 1) / block_size;
-        for (uint32_t k = 0; k < need; k++) m = (uint32_t)row[k] > m ? (uint32_t)row[k] : m;
-    }
-    return m;
-}
-
 /* Block-table rows: wide enough, and every used block inside the cache. */
 static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
                                    const ah_limits *lim, ah_error *err)
 {
     const int64_t bs = spec->block_size;
+    const ah_divider div = ah__divider(spec->block_size);
     for (uint32_t r = 0; r < b->num_reqs; r++) {
-        int64_t need = ((int64_t)b->seq_lens_host[r] + bs - 1) / bs;
+        int64_t need = (int64_t)ah__blocks_for(&div, (uint32_t)b->seq_lens_host[r]);
         if (need > (int64_t)b->block_table_stride)
             return fail(err,
                         "block_table_stride = %" PRIu32 " is too narrow: request %" PRIu32
@@ -175,8 +146,8 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
                         "), above limits.max_blocks_per_req = %" PRIu32,
                         r, need, b->seq_lens_host[r], lim->max_blocks_per_req);
     }
-    if (table_max_unsigned(b->block_table_host, b->block_table_stride, b->seq_lens_host, b->num_reqs,
-                           (uint32_t)bs) < b->num_blocks)
+    if (ah__table_max_unsigned(b->block_table_host, b->block_table_stride, b->seq_lens_host, b->num_reqs,
+                               &div) < b->num_blocks)
         return AH_OK;
     for (uint32_t r = 0; r < b->num_reqs; r++) { /* the slow path only names the culprit */
         int64_t need = ((int64_t)b->seq_lens_host[r] + bs - 1) / bs;
@@ -195,6 +166,7 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
 static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_error *err)
 {
     const int64_t bs = spec->block_size, cache_slots = (int64_t)b->num_blocks * bs;
+    const ah_divider div = ah__divider(spec->block_size);
     const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
@@ -211,7 +183,7 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
             if (cross) continue;
             int64_t pos = first_pos + (t - t0);
             /* 32-bit division: positions are below 2^31 (seq_lens are int32) */
-            uint32_t blk = (uint32_t)pos / (uint32_t)bs, off = (uint32_t)pos % (uint32_t)bs;
+            uint32_t blk = (uint32_t)ah__div(&div, (uint64_t)pos), off = (uint32_t)ah__mod(&div, (uint64_t)pos);
             int64_t want = (int64_t)row[blk] * bs + off;
             if (slot != want)
                 return fail(err,

@@ -89,13 +89,15 @@ ah_status ah__plugin_load(const ah_plugin_rec *rec, const ah_config *config, con
         return failf(err, AH_ERR_IO, "%s: cannot stat the plugin file: %s (it was scanned; "
                      "rescan)", path, strerror(errno));
     int64_t mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     if (st.st_dev != rec->dev || st.st_ino != rec->ino || st.st_size != rec->size ||
-        mtime_ns != rec->mtime_ns)
+        mtime_ns != rec->mtime_ns || ctime_ns != rec->ctime_ns)
         return failf(err, AH_ERR_PLUGIN, "%s: the plugin file changed on disk since it was "
                      "scanned (%s differs); rescan to use it", path,
                      st.st_ino != rec->ino || st.st_dev != rec->dev ? "inode"
                      : st.st_size != rec->size                      ? "size"
-                                                                    : "mtime");
+                     : mtime_ns != rec->mtime_ns                    ? "mtime"
+                                                                    : "ctime");
 
     ah_loaded_plugin *p = ah__calloc(1, sizeof *p);
     if (!p) return failf(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);

@@ -5,7 +5,7 @@
  * protocol could not carry, and the fuzzer covers both readers at once.
  *
  * Encoding (all integers little-endian):
- *   header  "AHRC" | u16 version (1) | u16 reserved (0) | u32 body length
+ *   header  "AHRC" | u16 version (2) | u16 reserved (0) | u32 body length
  *   body    fields in a fixed order; strings are u32 length + bytes (no NUL
  *           inside; 0xffffffff means NULL); lists are u32 count + items.
  * The decoder checks every length against what is left and against fixed
@@ -23,7 +23,7 @@
 #include "scan_int.h"
 
 #define REC_MAGIC "AHRC"
-#define REC_VERSION 1u
+#define REC_VERSION 2u
 #define REC_HEADER 12u
 #define STR_NULL 0xffffffffu
 #define MAX_STR 65536u  /* longest string field */
@@ -293,6 +293,7 @@ void ah__rec_encode(const ah_plugin_rec *r, ah_buf *b)
     ah__buf_u64(b, (uint64_t)r->ino);
     ah__buf_u64(b, (uint64_t)r->size);
     ah__buf_u64(b, (uint64_t)r->mtime_ns);
+    ah__buf_u64(b, (uint64_t)r->ctime_ns);
     ah__buf_u64(b, r->content_hash);
     ah__buf_u32(b, i->caps ? 1u : 0u);
     if (i->caps) ah__caps_encode(&r->caps, b);
@@ -548,6 +549,7 @@ int ah__rec_decode(const uint8_t *p, size_t n, ah_plugin_rec **out, char *why, s
     rec->ino = (ino_t)rd_u64(&r, "ino");
     rec->size = (off_t)rd_u64(&r, "size");
     rec->mtime_ns = (int64_t)rd_u64(&r, "mtime_ns");
+    rec->ctime_ns = (int64_t)rd_u64(&r, "ctime_ns");
     rec->content_hash = rd_u64(&r, "content_hash");
     uint32_t has_caps = rd_u32(&r, "caps flag");
     if (has_caps > 1) rd_fail(&r, "caps flag");

@@ -37,15 +37,16 @@ static ah_plugin_rec *refused(const char *path, const char *name, const char *re
     return r;
 }
 
-/* Identify the file as it is now: identity from fstat and a content hash of
- * the same open file. Returns 0, or -1 with errno set. */
-static int identify(const char *path, ah_plugin_rec *id)
+/* The file's identity as it is now (fstat: device, inode, size, mtime,
+ * ctime) and, when hash is set, a content hash of the same open file.
+ * Returns 0, or -1 with errno set. */
+static int identify(const char *path, ah_plugin_rec *id, int hash)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
     int rc = fstat(fd, &st);
-    if (rc == 0) rc = ah__hash_fd(fd, &id->content_hash);
+    if (rc == 0 && hash) rc = ah__hash_fd(fd, &id->content_hash);
     int e = errno;
     close(fd);
     errno = e;
@@ -54,6 +55,7 @@ static int identify(const char *path, ah_plugin_rec *id)
     id->ino = st.st_ino;
     id->size = st.st_size;
     id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    id->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     return 0;
 }
 
@@ -77,12 +79,17 @@ static ah_plugin_rec *scan_file(const ah_found_file *f, const ah_scan_request *r
     ah_plugin_rec id;
     memset(&id, 0, sizeof id);
     id.info.path = f->path;
-    if (identify(f->path, &id) != 0) {
+    /* A warm start reads no plugin file: an unchanged identity (ctime
+     * included, which no one can set back) trusts the hash stored with the
+     * result, the way git trusts its index. Only a scan hashes the file. */
+    int rc = identify(f->path, &id, 0);
+    ah_cache_entry *e = rc == 0 && cache ? ah__cache_find(cache, &id, req->config) : NULL;
+    if (rc == 0 && !e) rc = identify(f->path, &id, 1);
+    if (rc != 0) {
         char reason[1024];
         snprintf(reason, sizeof reason, "refused: cannot read %s: %s", f->path, strerror(errno));
         return refused(f->path, f->stem, reason);
     }
-    ah_cache_entry *e = cache ? ah__cache_find(cache, &id, req->config) : NULL;
     if (e) {
         ah_plugin_rec *rec = ah__rec_dup(e->rec);
         if (!rec) return NULL;
@@ -105,6 +112,7 @@ static ah_plugin_rec *scan_file(const ah_found_file *f, const ah_scan_request *r
     rec->ino = id.ino;
     rec->size = id.size;
     rec->mtime_ns = id.mtime_ns;
+    rec->ctime_ns = id.ctime_ns;
     rec->content_hash = id.content_hash;
     rec->info.from_cache = 0;
     rec->info.scan_ms = ah__now_ms() - t0;

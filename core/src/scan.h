@@ -31,7 +31,8 @@ typedef struct ah_plugin_rec {
     ino_t ino;
     off_t size;
     int64_t mtime_ns;
-    uint64_t content_hash;
+    int64_t ctime_ns;      /* changes on every write, and cannot be set back */
+    uint64_t content_hash; /* of the file as it was scanned */
 } ah_plugin_rec;
 
 typedef struct ah_scan_request {

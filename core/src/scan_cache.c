@@ -178,7 +178,7 @@ static int append(ah_cache *c, uint64_t config_hash, ah_plugin_rec *rec)
 static int same_identity(const ah_plugin_rec *a, const ah_plugin_rec *b)
 {
     return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_ns == b->mtime_ns && a->content_hash == b->content_hash;
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
 }
 
 ah_cache_entry *ah__cache_find(ah_cache *c, const ah_plugin_rec *id, const ah_config *config)

@@ -159,7 +159,8 @@ typedef struct ah_cache {
  * gives an empty cache (note says why). -1 only on out-of-memory. */
 int ah__cache_load(ah_cache *c, const char *path, uint64_t fingerprint);
 /* The cached record for a file, or NULL: matches path, dev, ino, size,
- * mtime_ns, content hash and the config hash of the record's plugin name. */
+ * mtime_ns, ctime_ns and the config hash of the record's plugin name. The
+ * content hash stored with the record was taken when it was scanned. */
 ah_cache_entry *ah__cache_find(ah_cache *c, const ah_plugin_rec *probe_identity,
                                const ah_config *config);
 /* Add (or replace the entry of the same path) a copy of rec. -1 on OOM. */

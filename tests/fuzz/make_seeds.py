@@ -55,10 +55,11 @@ def record(path="/usr/lib/attnhost/plugins/p.so", name="p", state=0, reason="", 
     body = s(path) + s(name) + s("1.0") + s("vendor") + s("MIT") + s("a test plugin")
     body += u32(kind) + u32(state) + s(reason) + u32(hcc)
     body += struct.pack("<d", 1.5) + u64(2049) + u64(1234567) + u64(16384) + u64(1700000000 * 10**9)
+    body += u64(1700000000 * 10**9 + 5)  # ctime_ns
     body += u64(0xDEADBEEFCAFEF00D)
     body += (u32(1) + caps_b) if caps_b is not None else u32(0)
     body += (u32(1) + probe_b) if probe_b is not None else u32(0)
-    return b"AHRC" + u32(1) + u32(len(body)) + body
+    return b"AHRC" + u32(2) + u32(len(body)) + body
 
 
 def cache_table(records):

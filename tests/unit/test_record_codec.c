@@ -69,6 +69,7 @@ static ah_plugin_rec *make_accepted(void)
     r->ino = 123456789;
     r->size = 4096000;
     r->mtime_ns = 1700000000123456789ll;
+    r->ctime_ns = 1700000000987654321ll;
     r->content_hash = 0xfedcba9876543210ull;
     return r;
 }
@@ -110,7 +111,8 @@ static void check_same(const ah_plugin_rec *a, const ah_plugin_rec *b)
     CHECK(a->info.has_check_combination == b->info.has_check_combination);
     CHECK(a->info.scan_ms == b->info.scan_ms);
     CHECK(a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-          a->mtime_ns == b->mtime_ns && a->content_hash == b->content_hash);
+          a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
+          a->content_hash == b->content_hash);
     CHECK((a->info.caps != NULL) == (b->info.caps != NULL));
     CHECK((a->info.probe != NULL) == (b->info.probe != NULL));
     if (b->info.caps) {
@@ -157,6 +159,7 @@ static void test_round_trip(void)
         CHECK(strcmp(d->caps.config_keys[0].doc, "worker threads") == 0);
         CHECK(d->caps.graph_seq_len_fill == -1 && d->probe.memory_bytes == 85899345920ull);
         CHECK(d->mtime_ns == 1700000000123456789ll);
+        CHECK(d->ctime_ns == 1700000000987654321ll);
     }
     ah__rec_free(d);
     ah__rec_free(recs[0]);
@@ -268,8 +271,8 @@ static void test_lies(void)
     c[0] = 'X';
     expect_refused(c, b.len, "bad magic");
     memcpy(c, b.p, b.len);
-    c[4] = 2;
-    expect_refused(c, b.len, "scan record version 2, this host reads version 1");
+    c[4] = 3;
+    expect_refused(c, b.len, "scan record version 3, this host reads version 2");
     memcpy(c, b.p, b.len);
     put32(c + 8, (uint32_t)b.len); /* claims more than there is */
     expect_refused(c, b.len, "length mismatch");
