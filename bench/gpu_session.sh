@@ -34,19 +34,19 @@ start=$(date +%s)
 rc=$?
 note "build: rc=$rc in $(( $(date +%s) - start )) s"
 [ $rc -eq 0 ] || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
-AH="$B/bin/attnhost --no-cache"
+AH=$B/bin/attnhost
 gpu_plugins="cuda_fa3 cuda_flashinfer triton"
 
 if [ "$part" = all ] || [ "$part" = check ]; then
-    timeout 60 $AH list > "$OUT/list.log" 2>&1
+    timeout 60 $AH list --no-cache > "$OUT/list.log" 2>&1
     grep -E "^\S+ .*\[" "$OUT/list.log" | tee -a "$summary"
     for p in $gpu_plugins; do
-        timeout 170 $AH check --plugin $p > "$OUT/check_$p.log" 2>&1
+        timeout 170 $AH check --no-cache --plugin $p > "$OUT/check_$p.log" 2>&1
         note "check $p: rc=$? $(grep -E '^conformance:' "$OUT/check_$p.log")"
         grep -E " FAIL " "$OUT/check_$p.log" | head -5 | tee -a "$summary"
     done
     printf '[plugin.cpu_amx]\nisa = amx\n' > "$OUT/amx.ini"
-    timeout 120 $AH check --plugin cpu_amx --config "$OUT/amx.ini" > "$OUT/check_cpu_amx.log" 2>&1
+    timeout 120 $AH check --no-cache --plugin cpu_amx --config "$OUT/amx.ini" > "$OUT/check_cpu_amx.log" 2>&1
     note "check cpu_amx (isa=amx): rc=$? $(grep -E '^conformance:' "$OUT/check_cpu_amx.log")"
     timeout 120 $B/bin/bench_host --iters 200 > "$OUT/bench_host.log" 2>&1
     note "host overhead:"; tee -a "$summary" < "$OUT/bench_host.log"
@@ -54,10 +54,10 @@ fi
 
 if [ "$part" = all ] || [ "$part" = bench ]; then
     for p in $gpu_plugins; do
-        timeout 150 $AH bench --plugin $p > "$OUT/bench_$p.log" 2>&1
+        timeout 150 $AH bench --no-cache --plugin $p > "$OUT/bench_$p.log" 2>&1
         note "bench $p: rc=$?"; tee -a "$summary" < "$OUT/bench_$p.log"
     done
-    timeout 150 python3 bench/peers/torch_sdpa.py --standard --reps 30 > "$OUT/peers.log" 2>&1
+    timeout 150 python3 -W ignore bench/peers/torch_sdpa.py --standard --reps 30 > "$OUT/peers.log" 2>&1
     note "peers (PyTorch SDPA): rc=$?"; tee -a "$summary" < "$OUT/peers.log"
 fi
 echo "==== summary"
