@@ -217,7 +217,7 @@ static int parse_u32(const char *opt, const char *v, uint32_t *out)
 int cmd_bench(cli_common *c)
 {
     shape custom = {"decode", 16, 4096, 1, 32, 8, 128, "bf16", "auto", 16, 1};
-    int have_custom = 0, iters = 20, quick = 0;
+    int have_custom = 0, iters = 20, quick = 0, batch_given = 0;
     const char *peak_env = secure_getenv("ATTNHOST_PEAK_TFLOPS");
     double peak = peak_env ? atof(peak_env) : 0;
     for (int i = 0; i < c->argc; i++) {
@@ -227,7 +227,7 @@ int cmd_bench(cli_common *c)
         else if (!strcmp(a, "--non-causal")) custom.causal = 0, have_custom = 1;
         else if (!v) bad = 1;
         else if (!strcmp(a, "--phase")) custom.phase = v, have_custom = 1, i++;
-        else if (!strcmp(a, "--batch")) bad = parse_u32(a, v, &custom.batch), have_custom = 1, i++;
+        else if (!strcmp(a, "--batch")) bad = parse_u32(a, v, &custom.batch), have_custom = batch_given = 1, i++;
         else if (!strcmp(a, "--context")) bad = parse_u32(a, v, &custom.context), have_custom = 1, i++;
         else if (!strcmp(a, "--query")) bad = parse_u32(a, v, &custom.query), have_custom = 1, i++;
         else if (!strcmp(a, "--head-size")) bad = parse_u32(a, v, &custom.head), have_custom = 1, i++;
@@ -248,7 +248,13 @@ int cmd_bench(cli_common *c)
             return 2;
         }
     }
-    if (!strcmp(custom.phase, "prefill") && custom.query == 1) custom.query = custom.context, custom.context = 0;
+    if (!strcmp(custom.phase, "prefill")) { /* one long prompt unless told otherwise */
+        if (custom.query == 1) custom.query = custom.context, custom.context = 0;
+        if (!batch_given) custom.batch = 1;
+    } else if (strcmp(custom.phase, "decode")) {
+        fprintf(stderr, "attnhost bench: --phase: '%s' is not decode or prefill\n", custom.phase);
+        return 2;
+    }
     ah_host *h = cli_host(c);
     if (!h) return 1;
     const char *plugin = c->plugin;
