@@ -145,14 +145,12 @@ static void decode_ops(fz *f, ah_plugin_ops *o)
     /* one bit per slot after struct_size: set = a (never called) function */
     uint32_t bits = fz_u8(f) & 1 ? fz_u32(f) : 0xffffffffu;
     void (*fn)(void) = (void (*)(void))dummy_op;
-    char *base = (char *)o + sizeof(uint32_t);
     size_t first = offsetof(ah_plugin_ops, probe);
     size_t n = (sizeof *o - first) / sizeof(void *);
     for (size_t i = 0; i < n && i < 32; i++) {
         void (*v)(void) = (bits >> i) & 1 ? fn : NULL;
         memcpy((char *)o + first + i * sizeof(void *), &v, sizeof v);
     }
-    (void)base;
 }
 
 /* The accepted descriptor's journey through the scan record and codec. */
