@@ -7,8 +7,8 @@
  *                 a warm decision cache, and ah_binding_create
  *   per step      ah_binding_plan (validation + dispatch) and one
  *                 ah_binding_forward (tensor checks + dispatch) through the
- *                 no-op plugin, decode at batch 256 with a 4096-token
- *                 context, validation on and off
+ *                 no-op plugin, decode at batch 256 with 1k- and 4k-token
+ *                 contexts, validation on and off
  * Usage: bench_host [--iters N]
  */
 #include <stdio.h>
@@ -55,6 +55,78 @@ static ah_host *host(const char *cache, const char *ini)
 
 #define MODEL80 "[model]\nname = m80\nnum_layers = 80\nnum_q_heads = 64\nnum_kv_heads = 8\n" \
                 "head_size = 128\ndtype = bf16\n[layers.1-79/2]\nsliding_window = 4096\n"
+
+/* Median plan and forward cost of a decode step at batch 256 with ctx
+ * tokens of context, block 16, through the no-op plugin, validation on and
+ * off. */
+static int step_overhead(const char *cache, const char *ini, const ah_model *m, int ctx, int iters)
+{
+    enum { B = 256, BS = 16, HQ = 64, HK = 8, D = 128 };
+    const int mb = ctx / BS + 1, nblk = B * mb;
+    int32_t *qsl = malloc((B + 1) * sizeof *qsl), *seq = malloc(B * sizeof *seq);
+    int32_t *tab = malloc((size_t)B * mb * sizeof *tab);
+    int64_t *slots = malloc(B * sizeof *slots);
+    uint16_t *q = malloc((size_t)B * HQ * D * 2), *o = malloc((size_t)B * HQ * D * 2);
+    void *cache_mem = aligned_alloc(64, 64); /* never touched: the no-op plugin reads nothing */
+    int rc = 1;
+    if (!qsl || !seq || !tab || !slots || !q || !o || !cache_mem) goto out;
+    for (int r = 0; r < B; r++) {
+        for (int j = 0; j < mb; j++) tab[r * mb + j] = r * mb + j;
+        qsl[r] = r;
+        seq[r] = ctx;
+        slots[r] = (int64_t)tab[r * mb + (ctx - 1) / BS] * BS + (ctx - 1) % BS;
+    }
+    qsl[B] = B;
+    int64_t sq[1] = {B + 1}, ss[1] = {B}, st[2] = {B, mb}, sl[1] = {B};
+    int64_t shq[3] = {B, HQ, D}, shc[4] = {nblk, BS, HK, D};
+    DLTensor tq = {qsl, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, sq, NULL, 0},
+             tsq = {seq, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, ss, NULL, 0},
+             ttb = {tab, {kDLCPU, 0}, 2, {kDLInt, 32, 1}, st, NULL, 0},
+             tsl = {slots, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, sl, NULL, 0},
+             Tq = {q, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
+             To = {o, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
+             Tk = {cache_mem, {kDLCPU, 0}, 4, {kDLBfloat, 16, 1}, shc, NULL, 0}, Tv = Tk;
+    ah_batch batch = {sizeof batch, B, B, 1, (uint32_t)ctx, (uint32_t)nblk, &tq, &tsq, &ttb, &tsl,
+                      qsl, seq, tab, slots, (uint32_t)mb, 0};
+    for (int validate = 1; validate >= 0; validate--) {
+        ah_host *h = host(cache, ini);
+        ah_selection *s = NULL;
+        ah_binding *b = NULL;
+        ah_error err;
+        ah_host_select(h, m, &s, &err);
+        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), B, 8192, (uint32_t)mb, (uint32_t)ctx + 16,
+                                             (uint32_t)nblk}, !validate};
+        if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
+            fprintf(stderr, "bench_host: %s\n", err.msg);
+            ah_selection_destroy(s);
+            ah_host_destroy(h);
+            goto out;
+        }
+        ah_forward_args fa = {sizeof fa, &Tq, NULL, NULL, &Tk, &Tv, &To, NULL, NULL, NULL, 1, 1, NULL};
+        static double tp[4096], tf[4096];
+        int n = iters * 10 < 4096 ? iters * 10 : 4096, ok = 1;
+        for (int i = 0; i < n && ok; i++) {
+            double a = now_us();
+            ok = ah_binding_plan(b, &batch, AH_PLAN_EAGER, NULL) == AH_OK;
+            double c = now_us();
+            ok = ok && ah_binding_forward(b, 0, &fa) == AH_OK;
+            double d = now_us();
+            tp[i] = c - a, tf[i] = d - c;
+        }
+        if (!ok) fprintf(stderr, "bench_host: %s\n", ah_binding_errmsg(b));
+        else
+            printf("decode step, batch %d, ctx %5d, validation %-3s: plan %6.2f us, forward/layer %5.2f us\n",
+                   B, ctx, validate ? "on" : "off", median(tp, n), median(tf, n));
+        ah_binding_destroy(b);
+        ah_selection_destroy(s);
+        ah_host_destroy(h);
+        if (!ok) goto out;
+    }
+    rc = 0;
+out:
+    free(qsl), free(seq), free(tab), free(slots), free(q), free(o), free(cache_mem);
+    return rc;
+}
 
 int main(int argc, char **argv)
 {
@@ -123,63 +195,9 @@ int main(int argc, char **argv)
     printf("select 80 layers, warm decisions:  %8.1f us\n", median(tw, nb));
     printf("ah_binding_create, 80 layers:      %8.1f us\n", median(tb, nb));
 
-    /* per-step overhead at batch 256, context 4096, block 16 */
-    enum { B = 256, CTX = 4096, BS = 16, MB = CTX / BS + 1, NBLK = B * MB };
-    int32_t *qsl = malloc((B + 1) * 4), *seq = malloc(B * 4), *tab = malloc((size_t)B * MB * 4);
-    int64_t *slots = malloc(B * 8);
-    for (int r = 0; r < B; r++) {
-        for (int j = 0; j < MB; j++) tab[r * MB + j] = r * MB + j;
-        qsl[r] = r;
-        seq[r] = CTX;
-        slots[r] = (int64_t)tab[r * MB + (CTX - 1) / BS] * BS + (CTX - 1) % BS;
-    }
-    qsl[B] = B;
-    int64_t sq[1] = {B + 1}, ss[1] = {B}, st[2] = {B, MB}, sl[1] = {B};
-    DLTensor tq = {qsl, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, sq, NULL, 0},
-             tsq = {seq, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, ss, NULL, 0},
-             ttb = {tab, {kDLCPU, 0}, 2, {kDLInt, 32, 1}, st, NULL, 0},
-             tsl = {slots, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, sl, NULL, 0};
-    ah_batch batch = {sizeof batch, B, B, 1, CTX, NBLK, &tq, &tsq, &ttb, &tsl, qsl, seq, tab, slots, MB, 0};
-    /* tensors for one layer: q/out [B, 64, 128] bf16, caches [NBLK, 16, 8, 128] */
-    static uint16_t q[B * 64 * 128], o[B * 64 * 128];
-    int64_t shq[3] = {B, 64, 128}, shc[4] = {NBLK, BS, 8, 128};
-    DLTensor Tq = {q, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
-             To = {o, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0};
-    void *cache_mem = aligned_alloc(64, 64); /* never touched: the no-op plugin reads nothing */
-    DLTensor Tk = {cache_mem, {kDLCPU, 0}, 4, {kDLBfloat, 16, 1}, shc, NULL, 0}, Tv = Tk;
-    for (int validate = 1; validate >= 0; validate--) {
-        h = host(cache, ini);
-        ah_selection *s = NULL;
-        ah_binding *b = NULL;
-        ah_host_select(h, m, &s, &err);
-        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), B, 8192, MB, CTX + 16, NBLK}, !validate};
-        if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
-            fprintf(stderr, "bench_host: %s\n", err.msg);
-            return 1;
-        }
-        ah_forward_args fa = {sizeof fa, &Tq, NULL, NULL, &Tk, &Tv, &To, NULL, NULL, NULL, 1, 1, NULL};
-        double tp[4096], tf[4096];
-        int n = iters * 10 < 4096 ? iters * 10 : 4096;
-        for (int i = 0; i < n; i++) {
-            double a = now_us();
-            if (ah_binding_plan(b, &batch, AH_PLAN_EAGER, NULL) != AH_OK) {
-                fprintf(stderr, "bench_host: %s\n", ah_binding_errmsg(b));
-                return 1;
-            }
-            double c = now_us();
-            if (ah_binding_forward(b, 0, &fa) != AH_OK) {
-                fprintf(stderr, "bench_host: %s\n", ah_binding_errmsg(b));
-                return 1;
-            }
-            double d = now_us();
-            tp[i] = c - a, tf[i] = d - c;
-        }
-        printf("decode step, batch %d, ctx %d, validation %-3s: plan %6.2f us, forward/layer %5.2f us\n",
-               B, CTX, validate ? "on" : "off", median(tp, n), median(tf, n));
-        ah_binding_destroy(b);
-        ah_selection_destroy(s);
-        ah_host_destroy(h);
-    }
+    /* per-step overhead at batch 256, block 16, two context lengths */
+    for (int ctx = 1024; ctx <= 4096; ctx *= 4)
+        if (step_overhead(cache, ini, m, ctx, iters)) return 1;
     unlink(cache);
     ah_model_destroy(m);
     return 0;

@@ -182,7 +182,7 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
                             t, slot, b->num_blocks, bs, cache_slots);
             if (cross) continue;
             int64_t pos = first_pos + (t - t0);
-            /* 32-bit division: positions are below 2^31 (seq_lens are int32) */
+            /* shift and mask for power-of-two block sizes */
             uint32_t blk = (uint32_t)ah__div(&div, (uint64_t)pos), off = (uint32_t)ah__mod(&div, (uint64_t)pos);
             int64_t want = (int64_t)row[blk] * bs + off;
             if (slot != want)
