@@ -21,6 +21,16 @@
  *
  * Slots marked "(optional)" may be NULL; the comment says what NULL means.
  * Required slots are checked for NULL when the host accepts a plugin.
+ *
+ * Threads. The host opens one context per plugin and shares it among every
+ * binding of the host, and bindings run on different threads. So the
+ * context-level slots (state_create, merge_states, the mem_*, stream_*,
+ * timer_* and graph_* slots) may be called concurrently on one context and
+ * must be thread-safe; context_error is read right after a failing call on
+ * the same thread, so keep it per thread or accept that a concurrent
+ * failure may overwrite it. A state's slots (plan, forward, write_kv,
+ * state_error, state_destroy) are called by one thread at a time. probe
+ * and the entry may run in a short-lived child process.
  */
 #ifndef ATTNHOST_PLUGIN_H
 #define ATTNHOST_PLUGIN_H
