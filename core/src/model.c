@@ -380,6 +380,11 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
                               p->source, ms->line, model_keys[k].name);
             return AH_ERR_CONFIG;
         }
+    if (!p->model.name || !*p->model.name) {
+        if (err) snprintf(err->msg, sizeof err->msg, "%s:%d: [model] name: must not be empty",
+                          p->source, ms->key_line[K_name]);
+        return AH_ERR_CONFIG;
+    }
     uint32_t n = p->model.num_layers;
     for (uint32_t s = 0; s < p->n_secs; s++) {
         const msection *sec = &p->secs[s];

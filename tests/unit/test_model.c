@@ -188,6 +188,7 @@ static const bad_case bad_cases[] = {
     {"[layers.0]\nhead_size = 64\n", "m.ini: no [model] section (it sets name and num_layers)"},
     {"[model]\nname = x\n", "m.ini:1: [model] num_layers: not set (required)"},
     {"\n[model]\nnum_layers = 2\n", "m.ini:2: [model] name: not set (required)"},
+    {"[model]\nname =\nnum_layers = 2\n", "m.ini:2: [model] name: must not be empty"},
     {HEAD, "m.ini:1: layer 0: head_size (or qk_head_size) is not set"},
     {HEAD "v_head_size = 64\nnum_q_heads = 2\n", "m.ini:1: layer 0: head_size (or qk_head_size) is not set"},
     {HEAD "qk_head_size = 64\nnum_q_heads = 2\n",
