@@ -154,6 +154,10 @@ static ah_status plugin_key(parse_state *st, const char *key, const char *value,
             snprintf(msg, cap, "duplicate key (first set at line %d)", c->plugin_keys[i].line);
             return AH_ERR_CONFIG;
         }
+    if (*value == ';' || *value == '#') { /* the dump would read back as a comment */
+        snprintf(msg, cap, "'%s' starts with '%c', which reads as a comment", value, *value);
+        return AH_ERR_CONFIG;
+    }
     ah_plugin_kv *kvs = ah__realloc(c->plugin_keys, (c->n_plugin_keys + 1) * sizeof *kvs);
     if (kvs) c->plugin_keys = kvs;
     ah_plugin_kv kv = {ah__strdup(st->plugin), ah__strdup(key), ah__strdup(value), line};
@@ -298,6 +302,14 @@ const char *ah__config_plugin_key(const ah_config *cfg, const char *plugin, cons
 
 /* One key: its doc, its type and default, then "key = value" (commented out
  * when not set, so the dump reads back as the same configuration). */
+/* "key = value", or "key=value" where the spaces would push the line past
+ * what the reader takes: a dump must read back. */
+static void dump_line(ah_strbuf *b, const char *prefix, const char *key, const char *value)
+{
+    int tight = strlen(prefix) + strlen(key) + strlen(value) + 3 > AH_INI_MAX_LINE;
+    ah__strbuf_printf(b, "%s%s%s%s\n", prefix, key, tight ? "=" : " = ", value);
+}
+
 static void dump_key(ah_strbuf *b, const ah_key_def *k, const void *base, int documented, int as_comment)
 {
     char *value = NULL;
@@ -311,7 +323,7 @@ static void dump_key(ah_strbuf *b, const ah_key_def *k, const void *base, int do
         ah__strbuf_comment(b, k->doc);
         ah__strbuf_printf(b, "# Value: %s. Default: %s.\n", type, k->def ? k->def : "not set");
     }
-    if (value) ah__strbuf_printf(b, "%s%s = %s\n", as_comment ? "#" : "", k->name, value);
+    if (value) dump_line(b, as_comment ? "#" : "", k->name, value);
     else ah__strbuf_printf(b, "#%s =\n", k->name);
     if (documented) ah__strbuf_printf(b, "\n");
     ah__free(value);
@@ -387,7 +399,7 @@ ah_status ah__config_dump(const ah_config *cfg, int effective, char **text)
         const ah_plugin_kv *kv = &cfg->plugin_keys[i];
         if (i == 0 || strcmp(cfg->plugin_keys[i - 1].plugin, kv->plugin))
             ah__strbuf_printf(&b, "[plugin.%s]\n", kv->plugin);
-        ah__strbuf_printf(&b, "%s = %s\n", kv->key, kv->value);
+        dump_line(&b, "", kv->key, kv->value);
     }
     for (size_t i = 0; i < N_KEYS; i++)
         if (strcmp(config_keys[i].section, "layer")) ah__key_clear(&config_keys[i], &defaults);

@@ -391,6 +391,10 @@ static void check_list(const ah_key_def *key, const char *text, const ah_strlist
             snprintf(msg, cap, "empty entry in '%s'", text);
             return;
         }
+        if (*it == ';' || *it == '#') { /* the dump would read back as a comment */
+            snprintf(msg, cap, "entry '%s' starts with '%c', which reads as a comment", it, *it);
+            return;
+        }
         if (key->type != AH_KEY_NAMES) continue;
         if (!is_plugin_name(it)) {
             snprintf(msg, cap, "'%s' is not a plugin name (a-z, 0-9 and _ only)", it);
@@ -417,6 +421,10 @@ ah_status ah__key_set(const ah_key_def *key, void *base, const char *text, char 
         }
         /* fall through */
     case AH_KEY_STRING: {
+        if (*text == ';' || *text == '#') { /* the dump would read back as a comment */
+            snprintf(msg, cap, "'%s' starts with '%c', which reads as a comment", text, *text);
+            return AH_ERR_CONFIG;
+        }
         char *s = ah__strdup(text);
         if (!s) {
             snprintf(msg, cap, "out of memory");
@@ -485,7 +493,9 @@ int ah__key_format(const ah_key_def *key, const void *base, char **out)
         const ah_strlist *l = src;
         if (!l->n) return 0;
         ah_strbuf b = {0};
-        for (uint32_t i = 0; i < l->n; i++) ah__strbuf_printf(&b, "%s%s", i ? ", " : "", l->items[i]);
+        /* no space after the comma: the dump of a line the reader accepted
+         * must fit the reader's line limit again */
+        for (uint32_t i = 0; i < l->n; i++) ah__strbuf_printf(&b, "%s%s", i ? "," : "", l->items[i]);
         *out = ah__strbuf_take(&b);
         break;
     }
