@@ -5,9 +5,9 @@
 # and isa = avx512bf16; the ceilings (DRAM read, vdpbf16ps, AMX); decode and
 # prefill on the amx path (AMX decode kernel, then the vdpbf16ps one with
 # amx_decode = 0, then no software prefetch with prefetch = 0); PyTorch CPU SDPA on the same shapes (prefill first); a
-# summary table (bench/summary.py). Every step runs under `timeout`, so a
-# hung step costs its limit and no more; the limits add up to 294 s (a
-# normal run takes well under that). 16 threads throughout. Logs go to $OUT
+# summary table (bench/summary.py); then diagnostics (diag.log). Every step runs under `timeout`, so a
+# hung step costs its limit and no more; the limits add up to 294 s before
+# the diagnostics and 404 s with them (a normal run takes well under that). 16 threads except in the diagnostics. Logs go to $OUT
 # (env, build, test, bench_amx, torch, summary).
 # Usage: OUT=dir bash plugins/cpu_amx/bench/device_run.sh   (run tool: carry .deps)
 set -o pipefail
@@ -59,6 +59,20 @@ step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set amx_decode=0 --decode $DEC -
 step 20 "$OUT/bench_amx.log" $BENCH --isa amx --set prefetch=0 --decode $DEC --reps 7
 step 65 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
 python3 plugins/cpu_amx/bench/summary.py "$OUT" > "$OUT/summary.log" 2>&1
+# Diagnostics (after the summary, so a slow session loses only these): the
+# kernel's rate on cache-resident caches (B16 ctx 512/1024: 34/67 MB at 16
+# threads; B1 ctx 1024/4096: 4/17 MB on one thread, both decode kernels), the
+# per-thread rate at 4 and 8 threads (a per-core limit shows as the same
+# GB/s per thread; a shared one as more), and look-ahead distances 2 and 8.
+G=$OUT/diag.log
+step 15 "$G" $BENCH --isa amx --decode 16:512,16:1024 --reps 15
+step 15 "$G" $B/bin/cpu_amx_bench --threads 1 --isa amx --decode 1:1024,1:4096 --reps 9
+step 15 "$G" $B/bin/cpu_amx_bench --threads 1 --isa amx --set amx_decode=0 --decode 1:1024 --reps 9
+step 15 "$G" $B/bin/cpu_amx_bench --threads 8 --isa amx --decode 16:4096,64:4096 --reps 5
+step 20 "$G" $B/bin/cpu_amx_bench --threads 4 --isa amx --decode 16:4096 --reps 5
+step 15 "$G" $BENCH --isa amx --set prefetch=8 --decode 16:4096,64:4096 --reps 7
+step 15 "$G" $BENCH --isa amx --set prefetch=2 --decode 16:4096,64:4096 --reps 7
 echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"
 grep -E "checks|^exit|^isa .*skipped|==|conformance|FAIL|unavailable|error|TIMEOUT" "$L"; grep -h TIMEOUT "$OUT"/*.log
 cat "$OUT/summary.log"
+grep -h "^decode" "$G" | cut -d' ' -f2-

@@ -30,6 +30,9 @@ int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, 
     return 1;
 }
 
+/* Slices of rows each split item's merge is cut into (rows / 16 each). */
+#define AH__CPU_MERGE_SLICES 16
+
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
 ah_status ah__cpu_scratch_create(ah_state *st)
@@ -292,12 +295,12 @@ static void finish_item(const ah__cpu_run *run, const ah__cpu_item *it, const ah
     }
 }
 
-/* Rows of a split item: combine the parts' (o, lse) and the sink. */
-static void merge_item(const ah__cpu_run *run, const ah__cpu_item *m, const float *part_o,
-                       const float *part_lse, float *acc)
+/* Rows [r0, r1) of a split item: combine the parts' (o, lse) and the sink. */
+static void merge_item(const ah__cpu_run *run, const ah__cpu_item *m, uint32_t r0, uint32_t r1,
+                       const float *part_o, const float *part_lse, float *acc)
 {
     const ah__cpu_layer *L = run->L;
-    for (uint32_t i = 0; i < m->rows; i++) {
+    for (uint32_t i = r0; i < r1; i++) {
         uint32_t tok, head, toff, kk;
         ah__cpu_row(L, m, i, &tok, &head, &toff, &kk);
         float M = L->sinks ? run->sinks[head] : -INFINITY;
@@ -344,7 +347,10 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
         else k->attend(run, it, ws);
         finish_item(run, it, ws, st->part_o, st->part_lse);
     }
-    const long nm = (long)st->n_merges;
+    /* Merges run in slices of rows: one long split request (its parts
+     * read back from every thread's writes) would otherwise be merged by a
+     * single thread while the others wait. */
+    const long nm = (long)st->n_merges * AH__CPU_MERGE_SLICES;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && nm > 1)
     for (long i = 0; i < nm; i++) {
 #ifdef _OPENMP
@@ -352,6 +358,9 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
 #else
         ah__cpu_scratch *ws = &st->ws[0];
 #endif
-        merge_item(run, &st->merges[i], st->part_o, st->part_lse, ws->o);
+        const ah__cpu_item *m = &st->merges[i / AH__CPU_MERGE_SLICES];
+        const uint32_t sl = (uint32_t)(i % AH__CPU_MERGE_SLICES);
+        const uint32_t r0 = m->rows * sl / AH__CPU_MERGE_SLICES, r1 = m->rows * (sl + 1) / AH__CPU_MERGE_SLICES;
+        if (r1 > r0) merge_item(run, m, r0, r1, st->part_o, st->part_lse, ws->o);
     }
 }
