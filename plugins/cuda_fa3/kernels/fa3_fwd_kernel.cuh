@@ -10,9 +10,11 @@
 //     as wgmma from shared memory, the online softmax runs on the register
 //     accumulators, and O += P V runs as wgmma with P taken from registers.
 // Overlap, as in the FA3 paper: inside a warpgroup the QK^T of tile j+1 and
-// the PV of tile j are in flight while the softmax of tile j+1 runs; between
-// the two warpgroups named barriers ping-pong the GEMM issue, so one
-// warpgroup's softmax hides behind the other's GEMMs. KV tiles are walked
+// the PV of tile j are issued together and the scores of tile j+1 are
+// masked while PV runs (ptxas puts the wait for PV ahead of the
+// exponentials whatever the source order; NOTES.md, v2); between the two
+// warpgroups named barriers ping-pong the GEMM issue, so one warpgroup's
+// softmax hides behind the other's GEMMs. KV tiles are walked
 // from the last to the first, so the tiles that need masking (the causal
 // diagonal, the sequence end) come first; tiles wholly outside the causal or
 // window range are never visited (plan() trims each item's key range).
@@ -220,49 +222,68 @@ struct row_info {
     int valid[2]; // row maps to a real (token, head)
     int head[2];
     int tok[2];
+    int lo[2], hi[2]; // keys [lo, hi) the row may see (sequence, causal, window)
 };
 
-// Scale (or soft-cap) the raw scores into the log2 domain and mask.
-template <int BN>
-__device__ __forceinline__ void scale_mask(float (&sacc)[BN / 2], const fa3_params &p, const fa3_work &it,
-                                           const row_info &ri, int n, bool need_mask, int lane)
+// Visible key range of one row: the item's range cut by the causal and
+// window limits, so a tile's mask is two compares per score, no branches.
+__device__ __forceinline__ void row_range(const fa3_params &p, const fa3_work &it, int q, int &lo, int &hi)
 {
-    const float log2e = 1.4426950408889634f;
+    lo = it.kv_lo;
+    hi = it.kv_hi;
+    if (p.cross) return;
+    if (p.causal) {
+        hi = min(hi, q + 1);
+        if (p.window) lo = max(lo, q - p.window + 1);
+    } else if (p.window) {
+        lo = max(lo, q - p.window + 1);
+        hi = min(hi, q + p.window);
+    }
+}
+
+// Scores into the domain the softmax works in, and masking. Without
+// soft-cap (and with a positive scale) the raw scores stay as they are: the
+// scale is folded into the exponent (exp2(s * c - m * c), one FFMA per
+// score) and the row maximum commutes with it. Soft-cap (or a non-positive
+// scale) maps every score into the log2 domain first (the exponent factor is
+// then 1). `prepass` is fixed per launch, so the branch is uniform and taken
+// once per tile, not per score.
+template <int BN>
+__device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_params &p, const row_info &ri, int n,
+                                           bool prepass, bool need_mask, int lane)
+{
+    if (prepass) {
+        const float log2e = 1.4426950408889634f;
+        if (p.softcap > 0.f) {
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) {
-        float x = sacc[i];
-        if (p.softcap > 0.f) x = p.softcap * tanhf(x * p.scale / p.softcap) * log2e;
-        else x *= p.scale_log2;
-        sacc[i] = x;
+            for (int i = 0; i < BN / 2; i++) sacc[i] = p.softcap * tanhf(sacc[i] * p.scale / p.softcap) * log2e;
+        } else {
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) sacc[i] *= p.scale_log2;
+        }
     }
     if (!need_mask) return;
+    const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
 #pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
+    for (int i = 0; i < 2; i++) {
+        const int a = ri.lo[i] - k0, b = ri.hi[i] - k0;
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const int key = n * BN + j * 8 + 2 * (lane & 3) + e;
-                const int q = ri.pos[i];
-                bool ok = key >= it.kv_lo && key < it.kv_hi;
-                if (!p.cross) {
-                    if (p.causal) {
-                        ok = ok && key <= q;
-                        if (p.window) ok = ok && key > q - p.window;
-                    } else if (p.window) {
-                        ok = ok && key > q - p.window && key < q + p.window;
-                    }
-                }
-                if (!ok) sacc[j * 4 + i * 2 + e] = -INFINITY;
+                const int c = j * 8 + e;
+                if (c < a || c >= b) sacc[j * 4 + i * 2 + e] = -INFINITY;
             }
         }
     }
 }
 
-// Online softmax: update row maxima, turn scores into probabilities, and
-// return the factor by which the running O and l must be rescaled.
+// Online softmax: update row maxima (in the score domain), turn scores into
+// probabilities exp2(s * c - m * c), and return the factor by which the
+// running O and l must be rescaled.
 template <int BN>
-__device__ __forceinline__ void online_softmax(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2])
+__device__ __forceinline__ void online_softmax(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                               float c)
 {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -270,15 +291,15 @@ __device__ __forceinline__ void online_softmax(float (&sacc)[BN / 2], float (&m)
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sacc[j * 4 + i * 2], sacc[j * 4 + i * 2 + 1]));
         mx = quad_max(mx);
-        const float mu = mx == -INFINITY ? 0.f : mx;
-        alpha[i] = exp2f(m[i] - mu);
+        const float mu = mx == -INFINITY ? 0.f : mx * c;
+        alpha[i] = exp2f(m[i] * c - mu);
         m[i] = mx;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                float pv = exp2f(sacc[j * 4 + i * 2 + e] - mu);
+                float pv = exp2f(fmaf(sacc[j * 4 + i * 2 + e], c, -mu));
                 sacc[j * 4 + i * 2 + e] = pv;
                 sum += pv;
             }
@@ -492,7 +513,12 @@ __global__ void __launch_bounds__(384, 1)
             ri.pos[i] = it.pos0 + t;
             ri.tok[i] = it.q_tok0 + t;
             ri.head[i] = it.kvh * p.group + g;
+            row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
         }
+        // Scores stay raw (scale folded into the exponent) unless soft-cap
+        // or a non-positive scale needs the pre-pass; see score_prep.
+        const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
+        const float expc = prepass ? 1.f : p.scale_log2;
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
@@ -516,8 +542,8 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                scale_mask<BN>(sacc, p, it, ri, n, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax<BN>(sacc, m, l, alpha);
+                score_prep<BN>(sacc, p, ri, n, prepass, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax<BN>(sacc, m, l, alpha, expc);
                 to_operand<T, BN>(sacc, pa);
             }
             // Steady state: QK^T(n) and PV(n+1) in flight together.
@@ -538,8 +564,9 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<1>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                scale_mask<BN>(sacc, p, it, ri, n, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax<BN>(sacc, m, l, alpha);
+                score_prep<BN>(sacc, p, ri, n, prepass, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax<BN>(sacc, m, l, alpha, expc);
+                reg_fence(sacc);
                 wgmma_wait<0>();
                 reg_fence(o);
                 if (lane == 0) mbar_arrive(&s.v_empty[pst]);
@@ -566,6 +593,9 @@ __global__ void __launch_bounds__(384, 1)
         }
         if (lane == 0) mbar_arrive(&s.q_empty);
         // Row index among the item's valid rows (token-major, head in group).
+        // The epilogue wants the row maxima in the log2 domain.
+#pragma unroll
+        for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
         epilogue<D, T>(p, it, ri, o, m, l, rl0, lane);
     }
 }
