@@ -43,6 +43,12 @@ struct variant {
     const float *sinks;  /* [Hq] or NULL */
 };
 
+/* Rows (tokens x heads of one KV group) of one tensor-core plan tile. A
+ * kernel whose CTA covers fewer rows runs FI_TILE_ROWS / rows CTAs per tile;
+ * the fast kernel's CTA covers prefill_fast_rows(d) rows, the general
+ * kernel's 64. */
+#define FI_TILE_ROWS 128
+
 /* Planned batch metadata, all device buffers owned by the state. */
 struct plan_bufs {
     int32_t *qo_indptr;     /* [reqs+1] */
@@ -114,6 +120,8 @@ cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &
                            cudaStream_t st);
 /* CTAs per SM the fast tensor-core kernel is built for at head size d. */
 int prefill_fast_minb(int d);
+/* Rows one CTA of the fast tensor-core kernel covers at head size d. */
+int prefill_fast_rows(int d);
 /* Does the tensor-core kernel exist for this head size? */
 bool prefill_supported(int d, int dv);
 cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st);

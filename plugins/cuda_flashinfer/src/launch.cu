@@ -55,10 +55,11 @@ int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb)
     return n;
 }
 
-/* Register fit of the fast kernel: 2 CTAs per SM (no spills; measured
- * 4-7% faster on the H100 than the 3-CTA build, which spills a few values
- * at its 168-register cap). AH_FI_PREFILL_CTAS=3 selects the 3-CTA build for
- * head sizes up to 128 (a measurement knob). */
+/* Register fit of the fast kernel: 2 CTAs per SM (no spills; at d128 the
+ * 64-row build was measured 4-7% faster on the H100 than a 3-CTA fit, which
+ * spilled at its 168-register cap; the 128-row d128 build has only the
+ * 2-CTA fit). AH_FI_PREFILL_CTAS=3 selects the 3-CTA build at d64 (a
+ * measurement knob). */
 int prefill_fast_minb(int d)
 {
     static int knob = -1;
@@ -66,7 +67,20 @@ int prefill_fast_minb(int d)
         const char *e = getenv("AH_FI_PREFILL_CTAS");
         knob = e && atoi(e) == 3 ? 3 : 2;
     }
-    return d <= 128 ? knob : 2;
+    return d <= 64 ? knob : 2; /* d128 runs 128-row CTAs, fitted for 2 only */
+}
+
+/* Rows per CTA of the fast kernel: 128 at d128 (4 warps of 32 rows), 64
+ * elsewhere. AH_FI_PREFILL_ROWS=64 selects the 64-row d128 build (16 rows
+ * per warp, Q in registers; a measurement knob). */
+int prefill_fast_rows(int d)
+{
+    static int knob = -1;
+    if (knob < 0) {
+        const char *e = getenv("AH_FI_PREFILL_ROWS");
+        knob = e && atoi(e) == 64 ? 64 : 128;
+    }
+    return d == 128 ? knob : 64;
 }
 
 bool prefill_supported(int d, int dv) { return d == dv && (d == 64 || d == 128 || d == 256); }

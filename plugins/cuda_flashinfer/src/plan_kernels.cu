@@ -15,7 +15,7 @@
 namespace fi {
 
 static constexpr int PLAN_THREADS = 512;
-static constexpr int PLAN_TILE_ROWS = 64; /* prefill_cfg<>::BQ */
+static constexpr int PLAN_TILE_ROWS = FI_TILE_ROWS;
 
 __global__ void __launch_bounds__(PLAN_THREADS)
 plan_scan_kernel(const int32_t *qsl, const int32_t *seq_lens, int num_reqs, int page_shift,

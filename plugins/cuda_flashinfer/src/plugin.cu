@@ -194,7 +194,7 @@ static ah_status fi_workspace_size(const ah_layer_spec *s, const ah_limits *l, u
     const int64_t rows = fi_ws_rows(s, l);
     const int64_t G = s->num_q_heads / (s->num_kv_heads ? s->num_kv_heads : 1);
     const int64_t R = l->max_num_reqs, T = l->max_num_tokens;
-    const int64_t tiles = (T * G + 63) / 64 + R;
+    const int64_t tiles = (T * G + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R;
     const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + R * l->max_blocks_per_req + 2 * tiles + 1;
     *bytes = (uint64_t)(ints * 4 + rows * s->num_q_heads * (s->v_head_size + 1) * 4);
     return AH_OK;
@@ -254,7 +254,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->tc = prefill_supported(qk, vh);
 
     const int64_t R = lim->max_num_reqs, T = lim->max_num_tokens;
-    st->max_tiles = (int)((T * st->group + 63) / 64 + R);
+    st->max_tiles = (int)((T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R);
     const int64_t n_idx = R * lim->max_blocks_per_req;
     const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + n_idx + 2 * (int64_t)st->max_tiles + 1;
     cudaError_t ce = cudaSetDevice(ctx->svc.device);
@@ -340,14 +340,15 @@ static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
 }
 
 /* Cascade prefix pass: the tensor-core kernel over every row of the batch
- * has only ceil(T x group / 64) x Hk CTAs; cut the prefix's keys into
+ * has only ceil(T x group / rows per CTA) x Hk CTAs; cut the prefix's keys into
  * ranges so the grid fills one wave of resident CTAs (prefill_fast_minb per
  * SM for the fast kernel, 2 for the general one) without spilling into a second,
  * each range at least 512 keys, the partial states (ranges + the suffix)
  * within the workspace. */
 static void fi_prefix_splits(const ah_state *st, int tokens, int prefix_len, int *splits, int *chunk)
 {
-    const int64_t ctas = ((int64_t)tokens * st->group + 63) / 64 * st->spec.num_kv_heads;
+    const int rows = st->qt == st->kvt ? fi::prefill_fast_rows(st->spec.qk_head_size) : 64;
+    const int64_t ctas = ((int64_t)tokens * st->group + rows - 1) / rows * st->spec.num_kv_heads;
     const int per_sm = st->qt == st->kvt ? fi::prefill_fast_minb(st->spec.qk_head_size) : 2;
     int64_t s = per_sm * (int64_t)st->ctx->sms / ctas;
     if (s > prefix_len / 512) s = prefix_len / 512;
@@ -384,7 +385,7 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
         const int64_t sl = b->seq_lens_host[r];
         if (ql != 1) all_decode = 0;
-        tiles += ((int64_t)ql * st->group + 63) / 64;
+        tiles += ((int64_t)ql * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS;
         if (sl > max_seq) max_seq = sl;
         if ((sl + bs - 1) / bs > st->lim.max_blocks_per_req)
             return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
@@ -412,7 +413,8 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         st->splits = st->path == FI_PATH_DECODE
                          ? fi_choose_splits(st, T, graph ? (int64_t)st->lim.max_seq_len : max_seq)
                          : 1;
-        st->grid_tiles = graph ? (int)(((int64_t)T * st->group + 63) / 64 + R) : (int)tiles;
+        st->grid_tiles =
+            graph ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R) : (int)tiles;
         st->prefix_len = (int)b->common_prefix_len;
         st->cascade = !graph && st->tc && R > 1 && b->common_prefix_len >= bs &&
                       2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= max_seq;
@@ -603,7 +605,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         pre.kv_splits = st->prefix_splits;
         pre.kv_chunk = st->prefix_splits > 1 ? st->prefix_chunk : 0;
         pre.var.sinks = NULL;
-        ce = launch_prefill(st->qt, st->kvt, qk, pre, (int)(((int64_t)T * st->group + 63) / 64), stream);
+        ce = launch_prefill(st->qt, st->kvt, qk, pre,
+                            (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS), stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade prefix", ce);
         attn_params suf = p;
         suf.kv_begin = st->prefix_len;

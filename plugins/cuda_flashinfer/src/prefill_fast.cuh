@@ -31,11 +31,16 @@
 
 namespace fi {
 
-template <int D> struct fast_cfg {
-    static constexpr int BQ = 64, THREADS = 128, NW = 4;
+template <int D, int MT_ = 1> struct fast_cfg {
+    /* MT: m16 row blocks per warp. With 2 (the d128 default) each warp owns
+     * 32 rows (two row blocks share every K and V fragment read by ldmatrix:
+     * half the shared-memory reads per mma), a CTA covers 128 rows and Q,
+     * too big for registers beside 32 rows of O, stays in shared memory. */
+    static constexpr int MT = MT_;
+    static constexpr int THREADS = 128, NW = 4, BQ = NW * 16 * MT;
     static constexpr int BK = D <= 128 ? 64 : 32;
     static constexpr int NS = D <= 64 ? 3 : 2;      /* pipeline stages */
-    static constexpr bool QREG = D <= 128;          /* Q fragments in registers */
+    static constexpr bool QREG = D <= 128 && MT == 1; /* Q fragments in registers */
     static constexpr int CH = D / 8;                /* 16-byte chunks per row */
     static constexpr int TILE = BK * D;             /* elements of one K (or V) tile */
     static constexpr int STAGE = 2 * TILE;          /* K then V */
@@ -48,6 +53,8 @@ template <int D> struct fast_cfg {
     static_assert(CH >= 8, "swizzle needs 8 chunks per row");
     static_assert(!QREG || QTILE <= STAGE, "Q staged in one stage");
     static_assert(CPT * TPR == CH && TPR * BK == THREADS, "tile copy must split evenly");
+    static_assert(FI_TILE_ROWS % BQ == 0, "a plan tile splits into whole CTAs");
+    static constexpr int SUB = FI_TILE_ROWS / BQ;   /* CTAs per plan tile */
 };
 
 /* Byte offset of (row, 16-byte chunk) in a swizzled tile of CH-chunk rows. */
@@ -69,17 +76,30 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t *r, uint32_t addr)
                  : "r"(addr));
 }
 
-/* MINB: CTAs per SM the registers are fitted for. At d128, 2 (210
- * registers, none spilled: the default) or 3 (168 registers, a few values
- * spilled); which one runs is a launch-time choice (prefill_fast_minb). */
-template <typename QT, int D, int MINB>
+/* x ^ k, computed where it is used: an opaque XOR the compiler cannot hoist
+ * out of the tile loop, so the 8 swizzled fragment offsets of a row block
+ * cost one LOP3 per ldmatrix instead of 8 live registers each (what lets
+ * 32 rows per warp fit in 255 registers). */
+__device__ __forceinline__ uint32_t xor_here(uint32_t x, uint32_t k)
+{
+    uint32_t r;
+    asm volatile("xor.b32 %0, %1, %2;\n" : "=r"(r) : "r"(x), "r"(k));
+    return r;
+}
+
+/* MINB: CTAs per SM the registers are fitted for; MT: 16-row blocks per
+ * warp. Built: d64 MINB 2 or 3 (prefill_fast_minb), d128 MT 2 (128-row
+ * CTAs) or 1 (64-row CTAs, prefill_fast_rows), d256 one build; which one runs
+ * is a launch-time choice. */
+template <typename QT, int D, int MINB, int MT_>
 __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_params p)
 {
-    using C = fast_cfg<D>;
+    using C = fast_cfg<D, MT_>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const uint32_t sbase = smem_addr(smem_raw);
     const uint32_t qbase = C::QREG ? sbase + (C::NS - 1) * C::STAGE * 2 : sbase + C::NS * C::STAGE * 2;
     __shared__ int s_lo, s_hi, s_maxlo, s_minhi;
+    __shared__ int2 s_rng[C::BQ]; /* each row's visible keys, read by masked tiles only */
 
     /* Grid x = (tile, KV head) with the head fastest, tiles in reverse order:
      * a request's last tiles see the most keys under a causal mask, so the
@@ -94,10 +114,11 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
         tok0 = 0;
         seq_len = p.prefix_len;
     } else {
-        const int nt = *p.plan.num_tiles;
-        if (xi >= nt) return;
-        req = p.plan.tile_req[nt - 1 - xi];
-        row0 = p.plan.tile_row0[nt - 1 - xi];
+        /* Plan tiles of FI_TILE_ROWS rows, SUB CTAs each, last one first. */
+        const int nt = *p.plan.num_tiles, ti = xi / C::SUB, sub = C::SUB - 1 - xi % C::SUB;
+        if (ti >= nt) return;
+        req = p.plan.tile_req[nt - 1 - ti];
+        row0 = p.plan.tile_row0[nt - 1 - ti] + sub * C::BQ;
         tok0 = p.plan.qo_indptr[req];
         nrows = (p.plan.qo_indptr[req + 1] - tok0) * G;
         seq_len = p.plan.seq_lens[req];
@@ -109,10 +130,11 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g8 = lane / 4, t4 = lane % 4;
 
-    /* This thread's two rows (g8 and g8+8 of its warp's 16) and their
-     * visible key ranges; the CTA keeps their union (tiles to visit) and
-     * intersection (tiles that need no mask). */
-    int r_lo[2], r_hi[2];
+    /* This thread's 2 x MT rows (g8 and g8+8 of each of its warp's 16-row
+     * blocks) and their visible key ranges; the CTA keeps their union (tiles
+     * to visit) and intersection (tiles that need no mask). */
+    constexpr int MT = C::MT, NR = 2 * MT; /* row r: block r / 2, half r % 2 */
+    int r_lo[NR], r_hi[NR]; /* kept in s_rng, not registers, past the prologue */
     if (tid == 0) {
         s_lo = INT_MAX;
         s_hi = INT_MIN;
@@ -121,8 +143,8 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
     }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int rho = row0 + warp * 16 + g8 + i * 8;
+    for (int i = 0; i < NR; i++) {
+        const int rho = row0 + (warp * MT + i / 2) * 16 + g8 + (i % 2) * 8;
         r_lo[i] = 0;
         r_hi[i] = 0;
         if (rho < nrows) {
@@ -140,6 +162,7 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
                 atomicMax(&s_hi, r_hi[i]);
             }
         }
+        if (t4 == 0) s_rng[(warp * MT + i / 2) * 16 + g8 + (i % 2) * 8] = make_int2(r_lo[i], r_hi[i]);
     }
 
     /* Q tile, swizzled, as cp.async group 0. */
@@ -173,15 +196,21 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
     int pgn = 0;
     auto fetch_pages = [&](int it) {
         const int j = kv_lo + it * C::BK + lrow;
-        pgn = j < kv_hi ? __ldg(pages + (j >> shift)) : 0;
+        pgn = j < (MT > 1 ? s_hi : kv_hi) ? __ldg(pages + (j >> shift)) : 0;
     };
     auto issue = [&](int it) {
         const uint32_t st = sbase + (it % C::NS) * C::STAGE * 2;
         const int j = kv_lo + it * C::BK + lrow;
-        const bool ok = j < kv_hi;
+        const bool ok = j < (MT > 1 ? s_hi : kv_hi);
         const int64_t slot = j & pmask;
-        const QT *ks = ok ? kbase + pgn * p.kg.stride_page + slot * p.kg.stride_slot : kc;
-        const QT *vs = ok ? vbase + pgn * p.vg.stride_page + slot * p.vg.stride_slot : vc;
+        const QT *ks = kc, *vs = vc;
+        if (ok && MT > 1) { /* no per-thread 64-bit bases live across the loop */
+            ks = kc + ((int64_t)hk * p.kg.stride_head + pgn * p.kg.stride_page + slot * p.kg.stride_slot + lh * 8);
+            vs = vc + ((int64_t)hk * p.vg.stride_head + pgn * p.vg.stride_page + slot * p.vg.stride_slot + lh * 8);
+        } else if (ok) {
+            ks = kbase + pgn * p.kg.stride_page + slot * p.kg.stride_slot;
+            vs = vbase + pgn * p.vg.stride_page + slot * p.vg.stride_slot;
+        }
         const int nb = ok ? 16 : 0;
 #pragma unroll
         for (int i = 0; i < C::CPT; i++) {
@@ -213,6 +242,7 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
      * fragment address is one lane register, one XOR immediate and an
      * immediate row-block offset (few live address registers). */
     const uint32_t a_off = swz<C::CH>(a_row, a_ch), b_off = swz<C::CH>(b_row, b_ch);
+    const uint32_t q_off = qbase + (uint32_t)(warp * MT * 16 * C::CH * 16); /* this warp's Q rows */
 
     uint32_t qf[C::QREG ? D / 16 : 1][4];
     if constexpr (C::QREG) {
@@ -223,10 +253,14 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
             ldsm_x4(qf[kd], qbase + warp * 16 * C::CH * 16 + (a_off ^ (kd << 5)));
     }
 
-    float o[D / 8][4];
+    float o[MT][D / 8][4];
 #pragma unroll
-    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+    float m[NR], l[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) m[i] = -INFINITY, l[i] = 0.f;
     const float sl2 = p.var.qk_scale * FI_LOG2E; /* raw dot -> base-2 logit */
 
     for (int it = 0; it < ntiles; it++) {
@@ -240,95 +274,123 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
         const uint32_t kt = sbase + (it % C::NS) * C::STAGE * 2, vt = kt + C::TILE * 2;
         const int kb = kv_lo + it * C::BK;
 
-        /* S = Q K^T for this warp's 16 rows and BK keys (raw dot products). */
-        float s[C::BK / 8][4];
+        /* S = Q K^T for this warp's 16 x MT rows and BK keys (raw dot
+         * products); each K fragment serves the MT row blocks. */
+        float s[MT][C::BK / 8][4];
 #pragma unroll
-        for (int n = 0; n < C::BK / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int n = 0; n < C::BK / 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
         for (int kd = 0; kd < D / 16; kd++) {
-            uint32_t qa[4];
-            if constexpr (C::QREG) {
-                qa[0] = qf[kd][0], qa[1] = qf[kd][1], qa[2] = qf[kd][2], qa[3] = qf[kd][3];
-            } else {
-                ldsm_x4(qa, qbase + warp * 16 * C::CH * 16 + (a_off ^ (kd << 5)));
+            uint32_t qa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                if constexpr (C::QREG) {
+                    qa[mt][0] = qf[kd][0], qa[mt][1] = qf[kd][1], qa[mt][2] = qf[kd][2], qa[mt][3] = qf[kd][3];
+                } else {
+                    ldsm_x4(qa[mt], q_off + (uint32_t)(mt * 16 * C::CH * 16) +
+                                        (MT > 1 ? xor_here(a_off, kd << 5) : a_off ^ (kd << 5)));
+                }
             }
 #pragma unroll
             for (int np = 0; np < C::BK / 16; np++) {
                 uint32_t b[4];
-                ldsm_x4(b, kt + np * 16 * C::CH * 16 + (b_off ^ (kd << 5)));
-                mma_op<QT>::run(s[2 * np], qa, b[0], b[1]);
-                mma_op<QT>::run(s[2 * np + 1], qa, b[2], b[3]);
+                ldsm_x4(b, kt + np * 16 * C::CH * 16 + (MT > 1 ? xor_here(b_off, kd << 5) : b_off ^ (kd << 5)));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma_op<QT>::run(s[mt][2 * np], qa[mt], b[0], b[1]);
+                    mma_op<QT>::run(s[mt][2 * np + 1], qa[mt], b[2], b[3]);
+                }
             }
         }
 
         /* Mask only a tile that crosses some row's range (CTA-uniform test). */
-        if (kb < full_lo || kb + C::BK > full_hi) {
+        /* At 32 rows per warp the bounds are re-read from shared memory (a
+         * barrier precedes this point), sparing two registers across the loop. */
+        const int flo = MT > 1 ? s_maxlo : full_lo, fhi = MT > 1 ? s_minhi : full_hi;
+        if (kb < flo || kb + C::BK > fhi) {
 #pragma unroll
-            for (int n = 0; n < C::BK / 8; n++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int j = kb + n * 8 + 2 * t4 + (e & 1), i = e >> 1;
-                    if (j < r_lo[i] || j >= r_hi[i]) s[n][e] = -INFINITY;
-                }
+                for (int n = 0; n < C::BK / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int j = kb + n * 8 + 2 * t4 + (e & 1);
+                        const int2 rg = s_rng[(warp * MT + mt) * 16 + g8 + (e >> 1) * 8];
+                        if (j < rg.x || j >= rg.y) s[mt][n][e] = -INFINITY;
+                    }
         }
 
         /* Online softmax, base 2: m in logit2 units, p = exp2(s * sl2 - m). */
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            float mx = s[0][2 * i];
+        for (int r = 0; r < NR; r++) {
+            const int mt = r / 2, i = r % 2;
+            float mx = s[mt][0][2 * i];
 #pragma unroll
-            for (int n = 0; n < C::BK / 8; n++) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+            for (int n = 0; n < C::BK / 8; n++) mx = fmaxf(mx, fmaxf(s[mt][n][2 * i], s[mt][n][2 * i + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mn = fmaxf(m[i], mx * sl2);
+            const float mn = fmaxf(m[r], mx * sl2);
             const float mu = mn == -INFINITY ? 0.f : mn;
-            const float alpha = exp2f(m[i] - mu);
-            m[i] = mn;
-            l[i] *= alpha;
+            const float alpha = exp2f(m[r] - mu);
+            m[r] = mn;
+            l[r] *= alpha;
 #pragma unroll
             for (int d = 0; d < D / 8; d++) {
-                o[d][2 * i] *= alpha;
-                o[d][2 * i + 1] *= alpha;
+                o[mt][d][2 * i] *= alpha;
+                o[mt][d][2 * i + 1] *= alpha;
             }
 #pragma unroll
             for (int n = 0; n < C::BK / 8; n++) {
-                s[n][2 * i] = exp2f(fmaf(s[n][2 * i], sl2, -mu));
-                s[n][2 * i + 1] = exp2f(fmaf(s[n][2 * i + 1], sl2, -mu));
-                l[i] += s[n][2 * i] + s[n][2 * i + 1];
+                s[mt][n][2 * i] = exp2f(fmaf(s[mt][n][2 * i], sl2, -mu));
+                s[mt][n][2 * i + 1] = exp2f(fmaf(s[mt][n][2 * i + 1], sl2, -mu));
+                l[r] += s[mt][n][2 * i] + s[mt][n][2 * i + 1];
             }
         }
 
-        /* O += P V: the S accumulators are the A fragments. */
+        /* O += P V: the S accumulators are the A fragments (packed at once,
+         * halving their registers); each V fragment serves the MT row blocks. */
+        uint32_t pa[C::BK / 16][MT][4];
+#pragma unroll
+        for (int kk = 0; kk < C::BK / 16; kk++)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                pa[kk][mt][0] = pack2<QT>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[kk][mt][1] = pack2<QT>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[kk][mt][2] = pack2<QT>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[kk][mt][3] = pack2<QT>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
 #pragma unroll
         for (int kk = 0; kk < C::BK / 16; kk++) {
-            uint32_t a[4];
-            a[0] = pack2<QT>(s[2 * kk][0], s[2 * kk][1]);
-            a[1] = pack2<QT>(s[2 * kk][2], s[2 * kk][3]);
-            a[2] = pack2<QT>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            a[3] = pack2<QT>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            const uint32_t(&a)[MT][4] = pa[kk];
 #pragma unroll
             for (int dp = 0; dp < D / 16; dp++) {
                 uint32_t b[4];
-                ldsm_x4_t(b, vt + kk * 16 * C::CH * 16 + (a_off ^ (dp << 5)));
-                mma_op<QT>::run(o[2 * dp], a, b[0], b[1]);
-                mma_op<QT>::run(o[2 * dp + 1], a, b[2], b[3]);
+                ldsm_x4_t(b, vt + kk * 16 * C::CH * 16 + (MT > 1 ? xor_here(a_off, dp << 5) : a_off ^ (dp << 5)));
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma_op<QT>::run(o[mt][2 * dp], a[mt], b[0], b[1]);
+                    mma_op<QT>::run(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                }
             }
         }
     }
     cp_async_wait<0>();
 
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    for (int r = 0; r < NR; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
 
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int rho = row0 + warp * 16 + g8 + i * 8;
+    for (int r = 0; r < NR; r++) {
+        const int mt = r / 2, i = r % 2;
+        const int rho = row0 + (warp * MT + mt) * 16 + g8 + i * 8;
         if (rho >= nrows) continue;
         const int tok = tok0 + rho / G, h = hk * G + rho % G;
-        const float M = m[i], L = l[i];
+        const float M = m[r], L = l[r];
         if (!p.partial) {
             const bool has_sink = p.var.sinks != nullptr;
             const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
@@ -345,7 +407,7 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
 #pragma unroll
             for (int d = 0; d < D / 8; d++)
                 *reinterpret_cast<uint32_t *>(orow + d * 8 + 2 * t4) =
-                    pack2<QT>(o[d][i * 2] * f, o[d][i * 2 + 1] * f);
+                    pack2<QT>(o[mt][d][i * 2] * f, o[mt][d][i * 2 + 1] * f);
             if (t4 == 0 && p.o.lse) p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
         } else {
             const int64_t slot = (int64_t)(p.o.part_slot + blockIdx.z) * p.num_tokens + tok;
@@ -354,7 +416,7 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
 #pragma unroll
             for (int d = 0; d < D / 8; d++)
                 *reinterpret_cast<float2 *>(prow + d * 8 + 2 * t4) =
-                    make_float2(o[d][i * 2] * f, o[d][i * 2 + 1] * f);
+                    make_float2(o[mt][d][i * 2] * f, o[mt][d][i * 2 + 1] * f);
             if (t4 == 0)
                 p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
         }
@@ -372,24 +434,34 @@ template <int D>
 cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, int grid_tiles,
                               cudaStream_t st)
 {
+    /* Two builds per head size: the default and a measurement alternative
+     * (d64: the 3-CTA register fit; d128: 64-row CTAs; d256: the same). */
+    constexpr int MT_DEF = D == 128 ? 2 : 1;
+    constexpr int MB_ALT = D != 128 && fast_cfg<D>::QREG ? 3 : 2;
+    using CD = fast_cfg<D, MT_DEF>;
+    using CA = fast_cfg<D, 1>;
     FI_DISPATCH_QTYPE(q_dtype, QT, {
-        constexpr int MB_HI = fast_cfg<D>::QREG ? 3 : 2;
-        auto fast = prefill_fast_minb(D) >= 3 ? prefill_fast_kernel<QT, D, MB_HI>
-                                              : prefill_fast_kernel<QT, D, 2>;
+        auto kdef = prefill_fast_kernel<QT, D, 2, MT_DEF>;
+        auto kalt = prefill_fast_kernel<QT, D, MB_ALT, 1>;
         /* grid_tiles 0: prepare only (raise the shared-memory limits of every
          * kernel), done once at state creation, never inside a capture. */
         if (grid_tiles <= 0) {
-            for (auto k : {prefill_fast_kernel<QT, D, MB_HI>, prefill_fast_kernel<QT, D, 2>}) {
-                cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     (int)fast_cfg<D>::SMEM);
-                if (e != cudaSuccess) return e;
-            }
+            cudaError_t e = cudaFuncSetAttribute(kdef, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)CD::SMEM);
+            if (e == cudaSuccess)
+                e = cudaFuncSetAttribute(kalt, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)CA::SMEM);
+            if (e != cudaSuccess) return e;
             return prefill_general_launch<D>(q_dtype, kv_dtype, p, grid_tiles, st);
         }
         if (!prefill_fast_ok(q_dtype, kv_dtype, p.var))
             return prefill_general_launch<D>(q_dtype, kv_dtype, p, grid_tiles, st);
-        dim3 grid(grid_tiles * p.num_kv_heads, 1, p.kv_splits > 1 ? p.kv_splits : 1);
-        fast<<<grid, fast_cfg<D>::THREADS, fast_cfg<D>::SMEM, st>>>(p);
+        const int kz = p.kv_splits > 1 ? p.kv_splits : 1;
+        const bool alt = D == 128 ? prefill_fast_rows(D) != CD::BQ : prefill_fast_minb(D) >= 3;
+        if (alt)
+            kalt<<<dim3(grid_tiles * CA::SUB * p.num_kv_heads, 1, kz), CA::THREADS, CA::SMEM, st>>>(p);
+        else
+            kdef<<<dim3(grid_tiles * CD::SUB * p.num_kv_heads, 1, kz), CD::THREADS, CD::SMEM, st>>>(p);
         return cudaPeekAtLastError();
     })
     return cudaSuccess;

@@ -29,6 +29,7 @@ template <int D> struct prefill_cfg {
     static constexpr int LD = D + 8; /* padded pitch, elements */
     static constexpr int CH = D / 8; /* 16-byte chunks per row */
     static constexpr size_t SMEM = (size_t)(BQ + 4 * BK) * LD * 2;
+    static constexpr int SUB = FI_TILE_ROWS / BQ; /* CTAs per plan tile */
 };
 
 template <typename T> struct mma_op;
@@ -109,9 +110,11 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
         tok0 = 0;
         seq_len = p.prefix_len;
     } else {
-        if ((int)blockIdx.x >= *p.plan.num_tiles) return;
-        req = p.plan.tile_req[blockIdx.x];
-        row0 = p.plan.tile_row0[blockIdx.x];
+        /* Plan tiles of FI_TILE_ROWS rows, C::SUB CTAs each. */
+        const int ti = (int)blockIdx.x / C::SUB;
+        if (ti >= *p.plan.num_tiles) return;
+        req = p.plan.tile_req[ti];
+        row0 = p.plan.tile_row0[ti] + (int)blockIdx.x % C::SUB * C::BQ;
         tok0 = p.plan.qo_indptr[req];
         nrows = (p.plan.qo_indptr[req + 1] - tok0) * G;
         seq_len = p.plan.seq_lens[req];
@@ -332,7 +335,7 @@ cudaError_t prefill_general_launch(int q_dtype, int kv_dtype, const attn_params 
             if (grid_tiles <= 0)
                 return cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)C::SMEM);
-            dim3 grid(grid_tiles, p.num_kv_heads, p.kv_splits > 1 ? p.kv_splits : 1);
+            dim3 grid(grid_tiles * C::SUB, p.num_kv_heads, p.kv_splits > 1 ? p.kv_splits : 1);
             kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
             return cudaPeekAtLastError();
         })
