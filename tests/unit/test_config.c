@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "mutate.h"
 #include "config.h"
 
 static const char rich[] =
@@ -492,7 +493,6 @@ static void examples(void)
  * a message naming the source, leaves nothing behind, and never crashes. */
 static void mutations(void)
 {
-    static const char alphabet[] = "[]=:;#,.-*/ \n\tazAZ09_\xEF";
     const char *seed = rich;
     size_t len = strlen(seed);
     uint32_t state = 12345;
@@ -500,26 +500,7 @@ static void mutations(void)
     int loaded = 0, refused = 0;
     for (int iter = 0; iter < 3000 && len < sizeof buf - 8; iter++) {
         memcpy(buf, seed, len + 1);
-        size_t n = len;
-        for (int k = 0; k < 1 + iter % 4; k++) {
-            state = state * 1103515245u + 12345u;
-            size_t at = (state >> 8) % n;
-            char ch = alphabet[(state >> 20) % (sizeof alphabet - 1)];
-            switch ((state >> 28) % 3) {
-            case 0: /* replace a byte */
-                buf[at] = ch;
-                break;
-            case 1: /* delete one */
-                memmove(buf + at, buf + at + 1, n - at);
-                n--;
-                break;
-            default: /* insert one */
-                memmove(buf + at + 1, buf + at, n - at + 1);
-                buf[at] = ch;
-                n++;
-                break;
-            }
-        }
+        mutate_text(buf, len, 1 + iter % 4, &state);
         long live = ah__alloc_live();
         ah_config c;
         ah_error err = {""};

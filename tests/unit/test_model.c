@@ -14,6 +14,7 @@
 
 #include "alloc.h"
 #include "check.h"
+#include "mutate.h"
 #include "model.h"
 
 static ah_model *parse(const char *text)
@@ -436,7 +437,6 @@ static void dump(void)
  * a message naming the source, leaves nothing behind, and never crashes. */
 static void mutations(void)
 {
-    static const char alphabet[] = "[]=:;#,.-*/ \n\tazAZ09_\xEF";
     const char *seed = ah_demo_model_text();
     size_t len = strlen(seed);
     uint32_t state = 12345;
@@ -444,26 +444,7 @@ static void mutations(void)
     int loaded = 0, refused = 0;
     for (int iter = 0; iter < 3000 && len < sizeof buf - 8; iter++) {
         memcpy(buf, seed, len + 1);
-        size_t n = len;
-        for (int k = 0; k < 1 + iter % 4; k++) {
-            state = state * 1103515245u + 12345u;
-            size_t at = (state >> 8) % n;
-            char ch = alphabet[(state >> 20) % (sizeof alphabet - 1)];
-            switch ((state >> 28) % 3) {
-            case 0: /* replace a byte */
-                buf[at] = ch;
-                break;
-            case 1: /* delete one */
-                memmove(buf + at, buf + at + 1, n - at);
-                n--;
-                break;
-            default: /* insert one */
-                memmove(buf + at + 1, buf + at, n - at + 1);
-                buf[at] = ch;
-                n++;
-                break;
-            }
-        }
+        mutate_text(buf, len, 1 + iter % 4, &state);
         long live = ah__alloc_live();
         ah_model *m = (ah_model *)&m;
         ah_error err = {""};
