@@ -74,8 +74,6 @@ static void fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
 static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
 {
     wl_layer *L = &w->layers[l];
-    const ah_decision *d = NULL;
-    (void)d;
     L->dev = ah_binding_device(w->b, l, AH_PHASE_PREFILL);
     if (ah_binding_device(w->b, l, AH_PHASE_DECODE) != L->dev &&
         ah_device_kind_of(ah_binding_device(w->b, l, AH_PHASE_DECODE)) != ah_device_kind_of(L->dev))

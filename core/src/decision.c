@@ -4,7 +4,6 @@
  * host for its lifetime, so binding an 80-layer model costs a handful of
  * evaluations. A decision is immutable once cached; selections point at it.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,6 @@
  * decode_priority, then [select] priority, then the built-in order for the
  * platform found here.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,6 @@
  * Decode shares the KV cache with prefill, so its layout and block size are
  * pinned to the prefill winner's.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
