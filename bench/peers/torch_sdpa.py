@@ -11,30 +11,11 @@ K/V are expanded to the query heads beforehand (outside the timing).
 Prints a markdown table: shape | backend | median ms | GB/s | TFLOP/s.
 """
 import argparse
-import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-BACKENDS = [("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
-            ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
-
-
-def timed(fn, reps):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+from peerlib import refusal, sdpa_ms
 
 
 def run(name, b, hq, hk, sq, sk, d, causal, reps):
@@ -49,24 +30,13 @@ def run(name, b, hq, hk, sq, sk, d, causal, reps):
     causal = causal and sq == sk
     vis = sq * (sq + 1) // 2 if causal else sq * sk
     flops = 4.0 * b * hq * d * vis
-    for bname, be in BACKENDS:
+    for bname in ("flash", "cudnn", "efficient"):
         try:
-            with sdpa_kernel([be]):
-                try:
-                    fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                                                enable_gqa=hq != hk)
-                    fn()
-                except RuntimeError:
-                    ke = k.repeat_interleave(hq // hk, dim=1)
-                    ve = v.repeat_interleave(hq // hk, dim=1)
-                    fn = lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal)
-                    fn()
-                ms = timed(fn, reps)
+            ms = sdpa_ms(bname, q, k, v, causal, reps, warmup=5)
             print(f"| {name} | {bname} | {ms:.3f} | {kv_bytes / ms / 1e6:.0f} | "
                   f"{flops / ms / 1e9:.1f} |", flush=True)
         except Exception as e:  # a backend that cannot run this shape
-            msg = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
-            print(f"| {name} | {bname} | unsupported: {msg} | | |", flush=True)
+            print(f"| {name} | {bname} | unsupported: {refusal(e)} | | |", flush=True)
 
 
 def main():
