@@ -6,7 +6,8 @@
 #
 # part: all (default), check (build + list + conformance of every plugin +
 # host overhead) or bench (build + `attnhost bench` of every GPU plugin + the
-# PyTorch SDPA peer + device copy bandwidth). Every step runs under a time
+# PyTorch SDPA peer + device copy bandwidth + the real FlashInfer when
+# its wheels are carried in .whl: sh scripts/gpu_wheels.sh). Every step runs under a time
 # limit; logs go to $OUT (default ./gpu-out) and a summary prints last.
 set -u
 part=${1:-all}
@@ -59,6 +60,11 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
     done
     timeout 150 python3 -W ignore bench/peers/torch_sdpa.py --standard --reps 30 > "$OUT/peers.log" 2>&1
     note "peers (PyTorch SDPA): rc=$?"; tee -a "$summary" < "$OUT/peers.log"
+    if ls .whl/flashinfer_python-*.whl > /dev/null 2>&1; then # carried: sh scripts/gpu_wheels.sh
+        OUT=$OUT/flashinfer timeout 240 bash bench/peers/flashinfer_session.sh --reps 30 \
+            > "$OUT/peer_flashinfer.log" 2>&1
+        note "peer (real FlashInfer): rc=$?"; grep "^|" "$OUT/peer_flashinfer.log" | tee -a "$summary"
+    fi
 fi
 echo "==== summary"
 cat "$summary"
