@@ -17,6 +17,8 @@ FA3_DECL(fa3_fwd_d128_bf16_kv8)
 FA3_DECL(fa3_fwd_d128_fp16_kv8)
 FA3_DECL(fa3_fwd_d256_bf16_kv8)
 FA3_DECL(fa3_fwd_d256_fp16_kv8)
+FA3_DECL(fa3_fwd_d128_bf16_f8c)
+FA3_DECL(fa3_fwd_d128_fp16_f8c)
 
 extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
@@ -25,6 +27,8 @@ extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t err
         snprintf(err, errlen, "forward: dtype code %d has no kernel instance", L->dtype);
         return 1;
     }
+    if (L->kv_dtype == FA3_T_FP8_E4M3 && L->fp8_compute && L->head_dim == 128)
+        return h ? fa3_fwd_d128_fp16_f8c(L, err, errlen) : fa3_fwd_d128_bf16_f8c(L, err, errlen);
     if (L->kv_dtype == FA3_T_FP8_E4M3) {
         switch (L->head_dim) {
         case 64: return h ? fa3_fwd_d64_fp16_kv8(L, err, errlen) : fa3_fwd_d64_bf16_kv8(L, err, errlen);

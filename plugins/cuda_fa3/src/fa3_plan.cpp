@@ -116,6 +116,12 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         int v = atoi(ms);
         st->max_splits = v < 1 ? 1 : v > FA3_MAX_SPLITS ? FA3_MAX_SPLITS : v;
     }
+    const char *fc = host->config_get ? host->config_get(host, "fp8_compute") : NULL;
+    if (fc && strcmp(fc, "on") && strcmp(fc, "off")) {
+        host->free(host, st);
+        return ah_fail(e, AH_ERR_CONFIG, "fp8_compute = '%s': the value must be on or off", fc);
+    }
+    st->fp8_compute = fc && !strcmp(fc, "on");
 
     cudaError_t ce = cudaSuccess;
 #define FA3_ALLOC(call)                                         \

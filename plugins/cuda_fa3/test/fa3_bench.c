@@ -13,8 +13,12 @@
  *   fa3_bench [plugin.so] [prefill|decode|fp8|final|all]
  *     prefill/decode: bf16 KV, every head size / the decode shapes
  *     fp8:   d128 prefill and decode with an fp8 KV cache
- *     final: d128 prefill and decode, bf16 then fp8 KV (the device script)
+ *     final: prefill d128, d64, d256 (bf16 KV), decode, then d128 prefill
+ *            and decode with fp8 KV (the device script)
  *     all:   prefill, decode and fp8
+ * FA3_FP8_COMPUTE=on (read by the harness as [plugin.cuda_fa3]
+ * fp8_compute) runs fp8-KV d128 shapes with e4m3 GEMMs; they print as
+ * "f8c" instead of "kv8".
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +28,12 @@
 #include "fa3_harness.h"
 
 static fa3h H;
+
+static int fp8c_on(void)
+{
+    const char *v = getenv("FA3_FP8_COMPUTE");
+    return v && !strcmp(v, "on");
+}
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -127,7 +137,7 @@ static int bench(const shape *s)
         }
         printf("RESULT fa3 %-7s %-4s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s "
                "%7.1f GB/s\n",
-               s->kind, s->kv8 ? "kv8" : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
+               s->kind, s->kv8 ? (fp8c_on() ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
                flops / med / 1e9, kv_bytes / med / 1e6);
         fflush(stdout);
     }
@@ -149,7 +159,7 @@ int main(int argc, char **argv)
     const int fp8 = all || fin || !strcmp(which, "fp8");
     for (int kv8 = 0; kv8 <= 1; kv8++) {
         if (kv8 ? !fp8 : !(pre16 || fin)) continue;
-        const int ds[3] = {128, 64, 256}, nd = kv8 || fin ? 1 : 3; /* fp8 and final: d128 only */
+        const int ds[3] = {128, 64, 256}, nd = kv8 ? 1 : 3; /* fp8: d128 only */
         for (int di = 0; di < nd; di++)
             for (int causal = 1; causal >= 0; causal--)
                 for (int L = 4096; L <= 16384; L *= 2) {

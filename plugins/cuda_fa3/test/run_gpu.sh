@@ -1,8 +1,10 @@
 #!/bin/bash
 # One device session for cuda_fa3, bounded to about 6 minutes: build, the
-# oracle check (bf16/fp16 and FP8-KV cases), the host's conformance suite,
-# the d128 prefill and decode benchmarks with bf16 and fp8 e4m3 KV caches,
-# and the SDPA peers (cuDNN, flash) plus HBM bandwidth on the same GPU.
+# oracle check (bf16/fp16 and FP8-KV cases) and the host's conformance
+# suite, each with fp8_compute off (the default) and on; the prefill
+# benchmarks (d128, d64, d256, bf16 KV; d128 with an fp8 e4m3 KV cache,
+# widened and with FP8 compute) and decode (bf16, fp8 both ways); and the
+# SDPA peers (cuDNN, flash) plus HBM bandwidth on the same GPU.
 # Logs go under $OUT; a summary table is printed last (summary.py).
 # Run from the repository root with .deps carried (the device image lacks
 # inih and DLPack):  bash plugins/cuda_fa3/test/run_gpu.sh
@@ -38,22 +40,32 @@ else
   echo "cli did not build at $(el)" | tee -a "$OUT/steps.txt"
 fi
 
+export ATTNHOST_PLUGIN_PATH=$PWD/$B/lib/attnhost/plugins
+printf '[plugin.cuda_fa3]\nfp8_compute = on\n' > "$OUT/f8c.ini"
 if [ -x $B/bin/fa3_check ]; then
-  timeout "$(tmo 120)" $B/bin/fa3_check > "$OUT/check.log" 2>&1
+  timeout "$(tmo 100)" $B/bin/fa3_check > "$OUT/check.log" 2>&1
   echo "fa3_check rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|refused|forward:|plan:|write_kv:|capture:|replay:" "$OUT/check.log" | head -40
+  FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv > "$OUT/check_f8c.log" 2>&1
+  echo "fa3_check fp8_compute=on (fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:|fp8 compute" "$OUT/check_f8c.log" | head -40
 fi
 if [ -x $B/bin/attnhost ]; then
   timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 > "$OUT/attnhost_check.log" 2>&1
   echo "attnhost check rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   tail -6 "$OUT/attnhost_check.log"
+  timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/f8c.ini" > "$OUT/attnhost_check_f8c.log" 2>&1
+  echo "attnhost check fp8_compute=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  grep -iE "fail|fp8" "$OUT/attnhost_check_f8c.log" | head -12; tail -2 "$OUT/attnhost_check_f8c.log"
 fi
 if [ -x $B/bin/fa3_bench ]; then
   timeout "$(tmo 80)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so ${FA3_BENCH:-final} > "$OUT/bench.log" 2>&1
   echo "bench rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  FA3_FP8_COMPUTE=on timeout "$(tmo 40)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so fp8 >> "$OUT/bench.log" 2>&1
+  echo "bench fp8_compute=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -v RESULT "$OUT/bench.log" | tail -4
 fi
-timeout "$(tmo 70)" python3 plugins/cuda_fa3/test/peer_sdpa.py 128 > "$OUT/peers.log" 2>&1
+timeout "$(tmo 90)" python3 plugins/cuda_fa3/test/peer_sdpa.py 128 64 256 > "$OUT/peers.log" 2>&1
 echo "peers rc=$? at $(el)" | tee -a "$OUT/steps.txt"
 
 timeout 20 python3 plugins/cuda_fa3/test/summary.py "$OUT" | tee "$OUT/summary.txt"

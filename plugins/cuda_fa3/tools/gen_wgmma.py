@@ -31,6 +31,21 @@ def emit_ss(n, ptx_t, name_t):
     print()
 
 
+def emit_rs8(n):
+    # FP8: k = 32, no transpose immediates (e4m3 B must be K-major).
+    nd = n // 2
+    print("// D(64x%d, f32) (+)= A(64x32 e4m3, registers) * B(%dx32 e4m3, smem, K-major)^T" % (n, n))
+    print("__device__ __forceinline__ void fa3_wgmma_rs_e4m3_n%d(float (&d)[%d], const uint32_t (&a)[4], uint64_t db, int scale_d)" % (n, nd))
+    print("{")
+    print('    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (nd + 5))
+    print('        "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1;\\n}\\n"'
+          % (n, regs(nd, 0), nd, nd + 1, nd + 2, nd + 3, nd + 4))
+    print("        : %s" % outs(nd))
+    print('        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
+    print("}")
+    print()
+
+
 def emit_rs(n, ptx_t, name_t):
     nd = n // 2
     print("// D(64x%d, f32) (+)= A(64x16, registers) * B(16x%d, smem, N-major)" % (n, n))
@@ -50,7 +65,8 @@ print("//")
 print("// Inline-PTX wrappers for the Hopper warpgroup MMA (wgmma.mma_async) shapes")
 print("// the cuda_fa3 kernels use: m64nNk16 with f32 accumulators, A from shared")
 print("// memory (QK^T) or from registers (PV), B from shared memory through a")
-print("// matrix descriptor. Needs sm_90a.")
+print("// matrix descriptor; and m64nNk32 e4m3 x e4m3 with A from registers (the")
+print("// FP8-compute kernel: quantized Q for QK^T, P for PV). Needs sm_90a.")
 print("#pragma once")
 print("#include <stdint.h>")
 print()
@@ -58,3 +74,5 @@ for n in SHAPES:
     for ptx_t, name_t in TYPES:
         emit_ss(n, ptx_t, name_t)
         emit_rs(n, ptx_t, name_t)
+for n in SHAPES:
+    emit_rs8(n)

@@ -1,0 +1,462 @@
+// The FP8-compute forward kernel (`fp8_compute = on`, head size 128, fp8
+// e4m3 KV cache): both GEMMs run as e4m3 wgmma (k = 32 per instruction) at
+// twice the 16-bit tensor rate, instead of widening the cache to 16 bits.
+//
+// Same skeleton as fa3_fwd_kernel.cuh (persistent CTA, TMA producer warp,
+// two 64-row consumer warpgroups with ping-pong and intra-warpgroup
+// overlap); what differs:
+//   - Q: the 16-bit tile still lands in shared memory; each consumer thread
+//     reads its own wgmma A-fragment of it, takes the row's absolute maximum
+//     (a quad reduction: the four lanes of a row), quantizes the row to e4m3
+//     with scale amax / 448 and keeps Q in registers (A from registers for
+//     QK^T). The row's scale multiplies that row's softmax factor, so no
+//     extra pass touches the scores. Q's shared memory is released at once.
+//   - K: copied as stored (e4m3, 128-byte swizzle by the copy engine)
+//     straight into the ring wgmma reads: QK^T's B operand is K-major.
+//   - V: e4m3 wgmma takes B K-major only, so PV needs V^T ([D][BN], keys
+//     contiguous). The copy engine lands V (128-byte swizzled) in a staging
+//     ring; producer warps 1-3 transpose it in 8x8-byte blocks (8 LDS.64,
+//     32 byte permutes, 8 STS.64) into the swizzled V^T ring, overlapped
+//     with the consumers' GEMMs.
+//   - P: converted to e4m3 in registers. The S accumulator gives a thread
+//     columns {2t, 2t+1, 2t+8, 2t+9} of each 16-key group while the e4m3
+//     A-fragment wants four consecutive k {4t..4t+3}; instead of shuffling P
+//     between lanes, the transpose stores key pi(k) at V^T position k (pi
+//     below), so P packs straight from the accumulator registers.
+//   - Probabilities are exp2(...) * 256 (the exponent offset +8 is free in
+//     the FFMA): P then spans e4m3's normal range instead of underflowing
+//     below 2^-9; l carries the same factor and the epilogue's row maximum
+//     is lowered by 8 so that the LSE and the sinks stay exact.
+// k_scale folds into the softmax factor and v_scale into the output
+// normalisation, both in fp32, as in the widening kernel.
+#pragma once
+#include "fa3_fwd_kernel.cuh"
+
+namespace fa3 {
+
+// BN keys per tile; V^T rows are BN bytes = one 128-byte swizzle row.
+template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem {
+    static_assert(D == 128 && BN == 128, "the FP8-compute kernel is built for head size 128, 128-key tiles");
+    alignas(1024) T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
+    alignas(1024) uint8_t k[STAGES][BN][D];     // e4m3 as stored, 128-byte swizzled
+    alignas(1024) uint8_t vt[STAGES][D][BN];    // e4m3 V^T, keys permuted (pi), 128-byte swizzled
+    alignas(1024) uint8_t v8[SST][BN][D];       // staged e4m3 V, 128-byte swizzled
+    uint64_t q_full, q_empty;
+    uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
+    uint64_t v8_full[SST], v8_empty[SST];
+};
+
+// Byte offset of (row, byte col) in a tile of 128-byte rows with the
+// 128-byte swizzle: 16-byte unit u of row r sits at u ^ (r % 8).
+__device__ __forceinline__ int sw128(int r, int c) { return r * 128 + ((((c >> 4) ^ r) & 7) << 4) + (c & 15); }
+
+// pi: V^T position 8h + j (h = 0/1 within a 16-key group) holds key
+// 4h + kOff[j]; i.e. position 4t + e holds key 2t + (e & 1) + 8 (e >> 1),
+// the accumulator column that thread t's byte e of the P fragment carries.
+__device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) * 8 + (j >> 2) * 2; }
+
+// Shared-memory loads and stores by 32-bit shared address: the tile
+// pointers come from an aligned integer, so plain C++ would compile to
+// generic LD/ST (an address-space check per access).
+__device__ __forceinline__ uint2 lds64(uint32_t a)
+{
+    uint2 v;
+    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ void sts64(uint32_t a, uint2 v)
+{
+    asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(a), "r"(v.x), "r"(v.y) : "memory");
+}
+
+// Four words a, b, c, d of bytes [x0 x1 x2 x3] -> word i = [a_i b_i c_i d_i].
+__device__ __forceinline__ void tr4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t &o0, uint32_t &o1,
+                                    uint32_t &o2, uint32_t &o3)
+{
+    const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(a, b, 0x7362);
+    const uint32_t t2 = __byte_perm(c, d, 0x5140), t3 = __byte_perm(c, d, 0x7362);
+    o0 = __byte_perm(t0, t2, 0x5410);
+    o1 = __byte_perm(t0, t2, 0x7632);
+    o2 = __byte_perm(t1, t3, 0x5410);
+    o3 = __byte_perm(t1, t3, 0x7632);
+}
+
+// V (staged [BN][D], swizzled) -> V^T ([D][BN], swizzled, positions pi).
+// Work unit: V^T positions [8kq, 8kq+8) x channels [8dq, 8dq+8). Half-warp
+// hw (0..5) of the three converter warps, lane l: kq = l, dq = (l + it) % 16
+// for it = hw, hw + 6, hw + 12. Within a half-warp the 16 lanes then hit 16
+// distinct 8-byte slots on both the loads (the staging swizzle spreads the
+// key rows) and the stores (kq spreads the positions): no bank conflicts.
+__device__ __forceinline__ void transpose_v(uint32_t src, uint32_t dst, int hw, int l)
+{
+    const int key0 = 16 * (l >> 1) + 4 * (l & 1);
+    for (int it = hw; it < 16; it += 6) {
+        const int dq = (l + it) & 15;
+        uint32_t lo[8], hi[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint2 w = lds64(src + sw128(key0 + pi_off(j), 8 * dq));
+            lo[j] = w.x;
+            hi[j] = w.y;
+        }
+        uint32_t a[8], b[8]; // channel i: positions 0-3 in a[i], 4-7 in b[i]
+        tr4(lo[0], lo[1], lo[2], lo[3], a[0], a[1], a[2], a[3]);
+        tr4(lo[4], lo[5], lo[6], lo[7], b[0], b[1], b[2], b[3]);
+        tr4(hi[0], hi[1], hi[2], hi[3], a[4], a[5], a[6], a[7]);
+        tr4(hi[4], hi[5], hi[6], hi[7], b[4], b[5], b[6], b[7]);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            sts64(dst + sw128(8 * dq + i, 8 * l), make_uint2(a[i], b[i]));
+    }
+}
+
+// Four floats -> four e4m3 bytes (first in the low byte), nearest-even,
+// saturating to +-448.
+__device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d)
+{
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+    return lo | (hi << 16);
+}
+
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w)
+{
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w)
+{
+    return __half22float2(*reinterpret_cast<const __half2 *>(&w));
+}
+
+// This thread's e4m3 A-fragments of Q (rows r0 and r0 + 8 of the tile) for
+// every k32 step, and each row's quantization scale (real = q8 * qs).
+template <int D, typename T, typename S>
+__device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa)[D / 32][4], float (&qs)[2])
+{
+    uint2 raw[D / 32][4];
+    float amax[2] = {0.f, 0.f};
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int r = r0 + (g & 1) * 8, col = 32 * kk + (g >> 1) * 16 + 4 * t;
+            raw[kk][g] = lds64(smem_addr(&s.q[col / 64][0][0]) + sw128(r, (col % 64) * 2));
+            const float2 x = unpack2<T>(raw[kk][g].x), y = unpack2<T>(raw[kk][g].y);
+            amax[g & 1] = fmaxf(amax[g & 1], fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(y.x), fabsf(y.y))));
+        }
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float a = quad_max(amax[i]);
+        qs[i] = a > 0.f ? a * (1.f / 448.f) : 1.f;
+        inv[i] = a > 0.f ? 448.f / a : 1.f;
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const float f = inv[g & 1];
+            const float2 x = unpack2<T>(raw[kk][g].x), y = unpack2<T>(raw[kk][g].y);
+            qa[kk][g] = e4m3x4(x.x * f, x.y * f, y.x * f, y.y * f);
+        }
+}
+
+template <int N> struct mma8;
+template <> struct mma8<128> {
+    static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int s)
+    {
+        fa3_wgmma_rs_e4m3_n128(d, a, b, s);
+    }
+};
+
+// S(64 x BN) = Q8 K8^T: A (Q) from registers, B (K, K-major) from the ring.
+template <int D, int BN, typename S>
+__device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 32][4], float (&sacc)[BN / 2])
+{
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++) {
+        uint64_t db = desc_sw128(smem_addr(&s.k[st][0][0]) + kk * 32, 16, 1024);
+        mma8<BN>::rs(sacc, qa[kk], db, kk > 0);
+    }
+}
+
+// O(64 x D) += P8 V: A (P) from registers, B (V^T, K-major) from the ring.
+template <int D, int BN, typename S>
+__device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4], float (&o)[D / 2])
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; kk++) {
+        uint64_t db = desc_sw128(smem_addr(&s.vt[st][0][0]) + kk * 32, 16, 1024);
+        mma8<D>::rs(o, pa[kk], db, 1);
+    }
+}
+
+// P (accumulator layout) -> e4m3 A-fragments, in the position order pi.
+template <int BN>
+__device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (&pa)[BN / 32][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; kk++) {
+        const int j = 4 * kk;
+#pragma unroll
+        for (int h = 0; h < 2; h++) { // k 0-15 from column groups j, j+1; k 16-31 from j+2, j+3
+            const int a = j + 2 * h, b = a + 1;
+            pa[kk][2 * h] = e4m3x4(p[a * 4 + 0], p[a * 4 + 1], p[b * 4 + 0], p[b * 4 + 1]);
+            pa[kk][2 * h + 1] = e4m3x4(p[a * 4 + 2], p[a * 4 + 3], p[b * 4 + 2], p[b * 4 + 3]);
+        }
+    }
+}
+
+// Scores into the softmax domain with per-row factors (the Q scales), then
+// masking; see score_prep in fa3_fwd_kernel.cuh. f[i] is scale * qs[i] for
+// soft-cap and scale_log2 * qs[i] otherwise.
+template <int BN>
+__device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_params &p, const row_info &ri, int n,
+                                            bool prepass, const float (&f)[2], bool need_mask, int lane)
+{
+    if (prepass) {
+        const float log2e = 1.4426950408889634f;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float &x = sacc[j * 4 + i * 2 + e];
+                    x = p.softcap > 0.f ? p.softcap * tanhf(x * f[i] / p.softcap) * log2e : x * f[i];
+                }
+    }
+    if (!need_mask) return;
+    const int k0 = n * BN + 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int a = ri.lo[i] - k0, b = ri.hi[i] - k0;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int c = j * 8 + e;
+                if (c < a || c >= b) sacc[j * 4 + i * 2 + e] = -INFINITY;
+            }
+    }
+}
+
+// Online softmax with a per-row exponent factor c[i]; probabilities carry
+// the factor 256 (exp2 offset +8), see the header.
+template <int BN>
+__device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2],
+                                                float (&alpha)[2], const float (&c)[2])
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        float mx = m[i];
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sacc[j * 4 + i * 2], sacc[j * 4 + i * 2 + 1]));
+        mx = quad_max(mx);
+        const float mu = mx == -INFINITY ? 0.f : mx * c[i];
+        alpha[i] = exp2f(m[i] * c[i] - mu);
+        m[i] = mx;
+        const float off = 8.f - mu;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float pv = exp2f(fmaf(sacc[j * 4 + i * 2 + e], c[i], off));
+                sacc[j * 4 + i * 2 + e] = pv;
+                sum += pv;
+            }
+        l[i] = l[i] * alpha[i] + sum;
+    }
+}
+
+template <int D, int BN, int STAGES, int SST, typename T>
+__global__ void __launch_bounds__(384, 1)
+    fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                    const __grid_constant__ CUtensorMap tv, const fa3_params p)
+{
+    extern __shared__ uint8_t smem_raw[];
+    using Smem = fp8c_smem<D, BN, STAGES, SST, T>;
+    Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
+
+    if (tid == 0) {
+        mbar_init(&s.q_full, 1);
+        mbar_init(&s.q_empty, kConsumerWarps);
+        for (int i = 0; i < STAGES; i++) {
+            mbar_init(&s.k_full[i], 1);
+            mbar_init(&s.v_full[i], kConvertWarps); // the transposing warps fill V^T
+            mbar_init(&s.k_empty[i], kConsumerWarps);
+            mbar_init(&s.v_empty[i], kConsumerWarps);
+        }
+        for (int i = 0; i < SST; i++) {
+            mbar_init(&s.v8_full[i], 1);
+            mbar_init(&s.v8_empty[i], kConvertWarps);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+    const int n_work = p.counts->n_work;
+
+    if (wg == 0) {
+        // 56 registers: the transposing warps hold a whole 8x8-byte block
+        // pair (32 words) plus addresses; the consumers keep 224.
+        regs_dealloc<56>();
+        if (tid >= 32) {
+            // Warps 1-3: staged V -> V^T ring stage.
+            const int hw = (tid - 32) >> 4, l = lane & 15;
+            int pi = 0;
+            for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
+                const fa3_work it = p.work[w];
+                const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+                for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
+                    const int st = pi % STAGES, si = pi % SST;
+                    mbar_wait(&s.v8_full[si], (pi / SST) & 1);
+                    mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
+                    transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
+                    fence_proxy_async(); // generic-proxy stores, then wgmma (async proxy) reads
+                    __syncwarp();
+                    if (lane == 0) {
+                        mbar_arrive(&s.v8_empty[si]);
+                        mbar_arrive(&s.v_full[st]);
+                    }
+                }
+            }
+            return;
+        }
+        if (lane == 0) {
+            tma_prefetch_desc(&tq);
+            tma_prefetch_desc(&tk);
+            tma_prefetch_desc(&tv);
+        }
+        int pi = 0, iter = 0;
+        for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
+            const fa3_work it = p.work[w];
+            if (iter > 0) mbar_wait(&s.q_empty, (iter - 1) & 1);
+            if (lane == 0) mbar_arrive_tx(&s.q_full, 64 * p.group * p.tpt * (D / 64) * (int)sizeof(T));
+            __syncwarp();
+            if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], &tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
+            const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+            for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
+                const int st = pi % STAGES, si = pi % SST;
+                mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
+                load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
+                mbar_wait(&s.v8_empty[si], ((pi / SST) & 1) ^ 1);
+                load_kv_tile<BN, 1, D, 0>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane);
+            }
+        }
+        return;
+    }
+
+    regs_alloc<224>();
+    const int cw = wg - 1, warp = (tid % 128) / 32;
+    const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
+    if (cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
+    int pi = 0, iter = 0;
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
+        const fa3_work it = p.work[w];
+        row_info ri;
+        const int rl0 = cw * 64 + warp * 16 + lane / 4;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int r = rl0 + i * 8, t = r / p.group, g = r - t * p.group;
+            ri.valid[i] = t < it.q_ntok && t < p.tpt;
+            ri.pos[i] = it.pos0 + t;
+            ri.tok[i] = it.q_tok0 + t;
+            ri.head[i] = it.kvh * p.group + g;
+            row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
+        }
+        // Q: quantize this thread's fragments, then hand the tile back.
+        uint32_t qa[D / 32][4];
+        float qs[2];
+        mbar_wait(&s.q_full, iter & 1);
+        load_q8<D, T, Smem>(s, rl0, lane & 3, qa, qs);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&s.q_empty);
+
+        const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
+        float expc[2], pf[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            expc[i] = prepass ? 1.f : p.scale_log2 * qs[i];
+            pf[i] = (p.softcap > 0.f ? p.scale : p.scale_log2) * qs[i];
+        }
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+        float sacc[BN / 2];
+        uint32_t pa[BN / 32][4];
+
+        const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+        if (n_hi > n_lo) {
+            int n = n_hi - 1;
+            {
+                const int st = pi % STAGES;
+                mbar_wait(&s.k_full[st], (pi / STAGES) & 1);
+                named_sync(bar_self, 256);
+                reg_fence(qa);
+                wgmma_fence();
+                gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+                wgmma_commit();
+                named_arrive(bar_other, 256);
+                wgmma_wait<0>();
+                reg_fence(sacc);
+                if (lane == 0) mbar_arrive(&s.k_empty[st]);
+                score_prep8<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax8<BN>(sacc, m, l, alpha, expc);
+                to_operand8<BN>(sacc, pa);
+            }
+            for (n = n_hi - 2; n >= n_lo; n--) {
+                const int cur = pi + 1;
+                const int st = cur % STAGES, pst = pi % STAGES;
+                mbar_wait(&s.k_full[st], (cur / STAGES) & 1);
+                mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
+                named_sync(bar_self, 256);
+                reg_fence(o);
+                reg_fence(pa);
+                wgmma_fence();
+                gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+                wgmma_commit();
+                gemm_pv8<D, BN, Smem>(s, pst, pa, o);
+                wgmma_commit();
+                named_arrive(bar_other, 256);
+                wgmma_wait<1>();
+                reg_fence(sacc);
+                if (lane == 0) mbar_arrive(&s.k_empty[st]);
+                score_prep8<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax8<BN>(sacc, m, l, alpha, expc);
+                reg_fence(sacc);
+                wgmma_wait<0>();
+                reg_fence(o);
+                if (lane == 0) mbar_arrive(&s.v_empty[pst]);
+                rescale<D>(o, alpha);
+                to_operand8<BN>(sacc, pa);
+                pi = cur;
+            }
+            {
+                const int pst = pi % STAGES;
+                mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
+                named_sync(bar_self, 256);
+                reg_fence(o);
+                reg_fence(pa);
+                wgmma_fence();
+                gemm_pv8<D, BN, Smem>(s, pst, pa, o);
+                wgmma_commit();
+                named_arrive(bar_other, 256);
+                wgmma_wait<0>();
+                reg_fence(o);
+                if (lane == 0) mbar_arrive(&s.v_empty[pst]);
+                pi++;
+            }
+        }
+        // Row maxima into the log2 domain, less the 8 of the P offset (l
+        // and O carry the factor 256; the LSE and the sinks must not).
+#pragma unroll
+        for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
+        epilogue<D, T>(p, it, ri, o, m, l, rl0, lane);
+    }
+}
+
+} // namespace fa3

@@ -1,0 +1,88 @@
+// Host-side launch of the FP8-compute kernel (fa3_fwd_fp8c.cuh): Q keeps
+// its 16-bit descriptor; K and V get UINT8 descriptors with one 128-byte
+// swizzled box per row block, so K lands in the layout QK^T reads and V in
+// the staging layout the transposing warps read.
+#pragma once
+#include "fa3_fwd_fp8c.cuh"
+#include "fa3_fwd_launch.cuh"
+
+namespace fa3 {
+
+// 4 K / V^T stages (16 KiB each per tile) and 3 V staging stages: 32 KiB
+// of Q + 64 + 64 + 48 KiB = 208 KiB; up to 4 K and 3 V tiles in flight per
+// SM, which decode needs to keep HBM busy.
+struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3; };
+
+template <typename T> constexpr size_t smem_bytes_fp8c()
+{
+    return sizeof(fp8c_smem<128, cfg8::BN, cfg8::STAGES, cfg8::SST, T>) + 1024;
+}
+
+template <typename T>
+int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
+{
+    constexpr int D = 128, BN = cfg8::BN, STAGES = cfg8::STAGES, SST = cfg8::SST;
+    // state_create checks the device against the widening d128 instance's
+    // figure (fa3_fwd_smem_bytes), which must cover this kernel too.
+    static_assert(smem_bytes_fp8c<T>() <= smem_bytes<128, T, __nv_fp8_e4m3>(), "FP8 compute needs more shared memory");
+    const fa3_params &p = L->p;
+    if (L->head_dim != D) {
+        snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d", L->head_dim);
+        return (int)cudaErrorInvalidValue;
+    }
+    encode_tiled_fn enc = encode_tiled();
+    if (!enc) {
+        snprintf(err, errlen, "cuTensorMapEncodeTiled is not available from the driver");
+        return (int)cudaErrorNotSupported;
+    }
+    const CUtensorMapDataType dt =
+        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const cuuint32_t es = sizeof(T);
+    CUtensorMap tq, tk, tv;
+    {
+        cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)p.num_q_heads, (cuuint64_t)L->num_tokens};
+        cuuint64_t strides[2] = {(cuuint64_t)L->q_head_stride * es, (cuuint64_t)L->q_tok_stride * es};
+        cuuint32_t box[3] = {64, (cuuint32_t)p.group, (cuuint32_t)p.tpt};
+        cuuint32_t estr[3] = {1, 1, 1};
+        CUresult r = enc(&tq, dt, 3, const_cast<void *>(L->q), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+            snprintf(err, errlen, "TMA descriptor for q failed (CUresult %d)", (int)r);
+            return (int)cudaErrorInvalidValue;
+        }
+    }
+    for (int kv = 0; kv < 2; kv++) {
+        const int64_t *sd = kv ? L->v_strides : L->k_strides; // block, slot, head (elements = bytes)
+        const void *base = kv ? L->v_cache : L->k_cache;
+        const int64_t a_str = p.kv_hnd ? sd[1] : sd[2], b_str = p.kv_hnd ? sd[2] : sd[1];
+        const cuuint64_t a_dim = p.kv_hnd ? p.block_size : p.num_kv_heads;
+        const cuuint64_t b_dim = p.kv_hnd ? p.num_kv_heads : p.block_size;
+        cuuint64_t dims[4] = {(cuuint64_t)D, a_dim, b_dim, (cuuint64_t)p.num_blocks};
+        cuuint64_t strides[3] = {(cuuint64_t)a_str, (cuuint64_t)b_str, (cuuint64_t)sd[0]};
+        cuuint32_t box[4] = {(cuuint32_t)D, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u,
+                             p.kv_hnd ? 1u : (cuuint32_t)p.box_rows, 1};
+        cuuint32_t estr[4] = {1, 1, 1, 1};
+        CUresult r = enc(kv ? &tv : &tk, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(base), dims, strides,
+                         box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        if (r != CUDA_SUCCESS) {
+            snprintf(err, errlen, "TMA descriptor for the %s cache failed (CUresult %d)", kv ? "value" : "key", (int)r);
+            return (int)cudaErrorInvalidValue;
+        }
+    }
+    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T>;
+    const size_t smem = smem_bytes_fp8c<T>();
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess) {
+        kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);
+        e = cudaGetLastError();
+    }
+    if (e != cudaSuccess) snprintf(err, errlen, "FP8-compute forward kernel launch: %s", cudaGetErrorString(e));
+    return (int)e;
+}
+
+} // namespace fa3
+
+#define FA3_FWD_INSTANCE_FP8C(T, NAME) \
+    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) { return fa3::launch_fwd_fp8c<T>(L, err, errlen); }
