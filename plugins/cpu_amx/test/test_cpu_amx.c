@@ -90,8 +90,11 @@ static void *fill(size_t n, ah_dtype t, double amp)
     return p;
 }
 
-/* Random caches (quantised with the scales for FP8), tables and new tokens. */
-static void world_build(world *w, const tcase *c)
+/* Random caches (quantised with the scales for FP8), tables and new tokens.
+ * ramp > 0 scales the cached key at position p of a request by 1 + ramp *
+ * p / seq_len, so scores keep rising along the sequence and the kernels'
+ * running max moves far beyond its first value (their lazy rescale paths). */
+static void world_build(world *w, const tcase *c, float ramp)
 {
     memset(w, 0, sizeof *w);
     w->c = c;
@@ -125,6 +128,16 @@ static void world_build(world *w, const tcase *c)
     size_t kn = (size_t)w->nblocks * c->bs * c->hk * c->d, vn = (size_t)w->nblocks * c->bs * c->hk * c->dv;
     w->kc = fill(kn, c->kvdt, ka);
     w->vc = c->mla ? NULL : fill(vn, c->kvdt, va);
+    for (int r = 0; ramp > 0 && r < c->nreq; r++)
+        for (int32_t p = 0; p < c->seq[r]; p++) {
+            const uint32_t blk = (uint32_t)w->bt[(size_t)r * w->bt_stride + (uint32_t)p / c->bs], off = (uint32_t)p % c->bs;
+            const float f = 1.0f + ramp * (float)p / (float)c->seq[r];
+            for (uint32_t h = 0; h < c->hk; h++)
+                for (uint32_t ch = 0; ch < c->d; ch++) {
+                    const size_t at = kv_off(c, c->d, blk, off, h, ch);
+                    ah_store_f32(w->kc, at, c->kvdt, ah_load_f32(w->kc, at, c->kvdt) * f);
+                }
+        }
     w->q = fill((size_t)w->T * c->hq * c->d, c->qdt, 2.0);
     w->knew = fill((size_t)w->T * c->hk * c->d, c->qdt, 1.0);
     w->vnew = c->mla ? NULL : fill((size_t)w->T * c->hk * c->dv, c->qdt, 1.0);
@@ -298,10 +311,10 @@ static ah_batch batch_of(const world *w, DLTensor *tq, DLTensor *ts, DLTensor *t
 static double tol_of(ah_dtype t) { return t == AH_DTYPE_BF16 ? 2.5e-2 : t == AH_DTYPE_FP16 ? 3e-3 : 2e-4; }
 
 /* One case on one ISA path: write_kv, forward, compare. */
-static void run_case(stub_host *h, const tcase *c, const char *isa)
+static void run_case(stub_host *h, const tcase *c, const char *isa, float ramp)
 {
     world w;
-    world_build(&w, c);
+    world_build(&w, c, ramp);
     reference(&w);
     stub_host_set(h, "isa", isa);
     stub_host_set(h, "split_min", c->split_min ? c->split_min : "256");
@@ -526,7 +539,15 @@ int main(int argc, char **argv)
         {"decode window bf16 HND", DEC, 8, 2, 128, 128, BF, BF, 32, HND, 37, 0, 0, 1, 0, 1, 1, 3, {1, 1, 1}, {5, 90, 200}, NULL},
         {"empty and zero-len rows", DEC, 4, 2, 32, 32, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 3, {0, 2, 1}, {5, 2, 1}, NULL},
     };
-    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    /* Rising scores (world_build's ramp): MQA (one KV head per decode item,
+     * consecutive AMX units on the same head), GQA 4 over two KV heads,
+     * and groups of 8 (the AMX kernel's transposed S^T). */
+    const tcase ramped[] = {
+        {"decode mqa rising bf16", DEC, 4, 1, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 1, 0, 1, 1, 2, {1, 1}, {700, 1001}, NULL},
+        {"decode gqa4 rising bf16", DEC, 8, 2, 128, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {1, 1}, {333, 500}, NULL},
+        {"decode group 8 rising bf16", DEC, 16, 2, 64, 64, BF, BF, 32, HND, 0, 0, 0, 0, 0, 1, 1, 2, {1, 1}, {95, 600}, NULL},
+    };
+    const int ncases = (int)(sizeof cases / sizeof cases[0]), nramped = (int)(sizeof ramped / sizeof ramped[0]);
     int ran_paths = 0;
     for (int p = 0; p < 5; p++) {
         if (only && strcmp(only, paths[p]) != 0) continue;
@@ -541,12 +562,14 @@ int main(int argc, char **argv)
         }
         ran_paths++;
         printf("isa %s:\n", paths[p]);
-        for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p]);
+        for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p], 0.0f);
+        for (int i = 0; i < nramped; i++) run_case(&h, &ramped[i], paths[p], 6.0f);
         if (strcmp(paths[p], "amx") == 0) {
             /* The amx path's other decode kernel (vdpbf16ps), as amx_decode = 0 picks it. */
             stub_host_set(&h, "amx_decode", "0");
             printf("isa amx, amx_decode = 0:\n");
-            for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p]);
+            for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p], 0.0f);
+            for (int i = 0; i < nramped; i++) run_case(&h, &ramped[i], paths[p], 6.0f);
             stub_host_set(&h, "amx_decode", "1");
         }
     }
