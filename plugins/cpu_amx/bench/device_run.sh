@@ -63,16 +63,17 @@ python3 plugins/cpu_amx/bench/summary.py "$OUT" > "$OUT/summary.log" 2>&1
 # kernel's rate on cache-resident caches (B16 ctx 512/1024: 34/67 MB at 16
 # threads; B1 ctx 1024/4096: 4/17 MB on one thread, both decode kernels), the
 # per-thread rate at 4 and 8 threads (a per-core limit shows as the same
-# GB/s per thread; a shared one as more), and look-ahead distances 2 and 8.
+# GB/s per thread; a shared one as more), and prefill's per-thread rate at
+# 1 and 8 threads (against 16 threads: core-bound or shared-resource bound).
 G=$OUT/diag.log
 step 15 "$G" $BENCH --isa amx --decode 16:512,16:1024 --reps 15
 step 15 "$G" $B/bin/cpu_amx_bench --threads 1 --isa amx --decode 1:1024,1:4096 --reps 9
 step 15 "$G" $B/bin/cpu_amx_bench --threads 1 --isa amx --set amx_decode=0 --decode 1:1024 --reps 9
 step 15 "$G" $B/bin/cpu_amx_bench --threads 8 --isa amx --decode 16:4096,64:4096 --reps 5
 step 20 "$G" $B/bin/cpu_amx_bench --threads 4 --isa amx --decode 16:4096 --reps 5
-step 15 "$G" $BENCH --isa amx --set prefetch=8 --decode 16:4096,64:4096 --reps 7
-step 15 "$G" $BENCH --isa amx --set prefetch=2 --decode 16:4096,64:4096 --reps 7
+step 20 "$G" $B/bin/cpu_amx_bench --threads 1 --isa amx --prefill 2048 --reps 3
+step 20 "$G" $B/bin/cpu_amx_bench --threads 8 --isa amx --prefill 4096 --reps 3
 echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"
 grep -E "checks|^exit|^isa .*skipped|==|conformance|FAIL|unavailable|error|TIMEOUT" "$L"; grep -h TIMEOUT "$OUT"/*.log
 cat "$OUT/summary.log"
-grep -h "^decode" "$G" | cut -d' ' -f2-
+grep -hE "^(decode|prefill)" "$G" | cut -d' ' -f2-
