@@ -431,7 +431,10 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<0>();
                 reg_fence(o);
                 if (lane == 0) mbar_arrive(&s.v_empty[pst]);
-                rescale<D>(o, alpha);
+                // Once the row maxima settle most tiles leave every alpha at
+                // 1: skip the 64 FMULs (the loop is issue- and MUFU-bound,
+                // NOTES.md v3); the test is warp-uniform.
+                if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale<D>(o, alpha);
                 to_operand8<BN>(sacc, pa);
                 pi = cur;
             }

@@ -4,8 +4,8 @@
  * with the double-precision reference oracle (ah_reference_attention).
  * Exit 0: all pass; 1: a mismatch or error; 77: no usable device (skip).
  * FA3_FP8_COMPUTE=on runs the FP8-KV cases of head size 128 through the
- * e4m3-GEMM kernel, held to a looser bound (atol 4e-2, rtol 5e-2: Q and P
- * rounded to 3 mantissa bits); every line prints max|err| and the relative
+ * e4m3-GEMM kernel, held to a looser bound (out: atol 4e-2, rtol 5e-2; LSE
+ * 5e-2: Q and P rounded to 3 mantissa bits); every line prints max|err| and the relative
  * L2 error, the figures the README quotes for both settings.
  *
  *   fa3_check [plugin.so] [case-name-substring]
@@ -58,7 +58,10 @@ static int compare(const char *what, const tcase *c, const ah_batch *b, const vo
     if (lse)
         for (size_t i = 0; i < rows; i++) {
             double g = lse[i], r = ref_lse[i];
-            int ok = (isinf(r) && g == r) || fabs(g - r) <= 1e-2 + 1e-3 * fabs(r);
+            /* FP8 compute: Q's rounding moves a row's logits by up to ~2^-4
+             * of |scale q.k|, and so its LSE; 5e-2 still catches any error
+             * of layout or scaling. */
+            int ok = (isinf(r) && g == r) || fabs(g - r) <= (fp8_gemm ? 5e-2 : 1e-2) + 1e-3 * fabs(r);
             if (!ok) {
                 if (bad_lse < 3) fprintf(stderr, "  %s: lse[row %zu] = %g, reference %g\n", what, i, g, r);
                 bad_lse++;
