@@ -69,6 +69,7 @@ typedef struct ah__cpu_run {
     const int32_t *qsl, *seq_lens, *block_table;
     uint32_t bt_stride;
     uint32_t pf_dist;         /* prefetch the 16-key piece this many ahead; 0: none */
+    uint32_t interleave;      /* AMX prefill: interleave tile stages with softmax rows */
 } ah__cpu_run;
 
 /* A unit of work: KV heads [kvh, kvh + nkv), and for each of them the

@@ -27,7 +27,8 @@ static const ah_config_key cpu_keys[] = {
     {"split_min", "256", "fewest keys per split-KV chunk when a batch has too few items to fill the threads"},
     {"tile_min_rows", "8", "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"},
     {"amx_decode", "1", "amx path, bf16 decode: 1 runs Q.K and P.V on AMX tiles, 0 on vdpbf16ps (the avx512bf16 decode kernel)"},
-    {"prefetch", "4", "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers)"},
+    {"prefetch", "auto", "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers); auto: 0 on the amx path (the Xeon's own prefetchers do better), else 4"},
+    {"amx_interleave", "1", "amx path, prefill: 1 issues each row block's tile products in small stages between the next block's softmax rows, 0 in one burst after it"},
 };
 
 static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
@@ -90,7 +91,7 @@ static _Thread_local char why_buf[256];
 /* Resolve the path and thread count; on failure write the reason to why. */
 static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, int *threads,
                              uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec, uint32_t *pf,
-                             char *why, size_t cap)
+                             uint32_t *ilv, char *why, size_t cap)
 {
     const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
     const char *want = host && host->config_get ? host->config_get(host, "isa") : NULL;
@@ -127,17 +128,22 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
 #endif
     if (t <= 0) t = 1;
     *threads = (int)t;
-    const char *keys[4] = {"split_min", "tile_min_rows", "amx_decode", "prefetch"};
-    uint32_t *dst[4] = {split_min, tile_min, amx_dec, pf};
-    const uint32_t defs[4] = {256, 8, 1, 4}, lo[4] = {1, 1, 0, 0}, hi[4] = {1 << 20, 1 << 20, 1, 64};
-    for (int i = 0; i < 4; i++) {
+    const char *keys[5] = {"split_min", "tile_min_rows", "amx_decode", "prefetch", "amx_interleave"};
+    uint32_t *dst[5] = {split_min, tile_min, amx_dec, pf, ilv};
+    /* prefetch: software prefetch pays on the EPYC (decode 9.0 vs 5.4
+     * GB/cpu-s without) but costs on the Xeon with AMX, whose own
+     * prefetchers keep up with the decode kernels (README figures). */
+    const uint32_t defs[5] = {256, 8, 1, *path == AH__CPU_AMX ? 0u : 4u, 1};
+    const uint32_t lo[5] = {1, 1, 0, 0, 0}, hi[5] = {1 << 20, 1 << 20, 1, 64, 1};
+    for (int i = 0; i < 5; i++) {
         const char *s = host && host->config_get ? host->config_get(host, keys[i]) : NULL;
         *dst[i] = defs[i];
-        if (s && *s) {
+        if (s && *s && !(i == 3 && strcmp(s, "auto") == 0)) {
             char *end;
             long x = strtol(s, &end, 10);
             if (*end || x < (long)lo[i] || x > (long)hi[i]) {
-                snprintf(why, cap, "[plugin.cpu_amx] %s = '%s' is not a number between %u and %u", keys[i], s, lo[i], hi[i]);
+                snprintf(why, cap, "[plugin.cpu_amx] %s = '%s' is not %sa number between %u and %u", keys[i], s,
+                         i == 3 ? "auto or " : "", lo[i], hi[i]);
                 return AH_ERR_CONFIG;
             }
             *dst[i] = (uint32_t)x;
@@ -151,9 +157,9 @@ static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
 {
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm, ad, pf;
+    uint32_t sm, tm, ad, pf, il;
     char why[256];
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, why, sizeof why);
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, why, sizeof why);
     info->usable = rc == AH_OK;
     if (rc != AH_OK) ah_strlcpy(info->reason, why, sizeof info->reason);
     const ah_hw_facts *hw = host ? host->hw : NULL;
@@ -172,8 +178,8 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     *out = NULL;
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm, ad, pf;
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, why_buf, sizeof why_buf);
+    uint32_t sm, tm, ad, pf, il;
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, why_buf, sizeof why_buf);
     if (rc != AH_OK) {
         if (why) *why = why_buf;
         return rc;
@@ -192,6 +198,7 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     c->tile_min_rows = tm;
     c->amx_decode = ad;
     c->prefetch = pf;
+    c->amx_interleave = il;
     *out = c;
     return AH_OK;
 }
@@ -337,6 +344,7 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     memset(&run, 0, sizeof run);
     run.L = L;
     run.pf_dist = st->ctx->prefetch;
+    run.interleave = st->ctx->amx_interleave;
     int64_t qs[3] = {T, L->hq, L->d}, os[3] = {T, L->hq, L->dv}, ls[2] = {T, L->hq}, hs[1] = {L->hq};
     ah_status rc;
     if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;

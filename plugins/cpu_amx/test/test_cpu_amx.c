@@ -565,12 +565,16 @@ int main(int argc, char **argv)
         for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p], 0.0f);
         for (int i = 0; i < nramped; i++) run_case(&h, &ramped[i], paths[p], 6.0f);
         if (strcmp(paths[p], "amx") == 0) {
-            /* The amx path's other decode kernel (vdpbf16ps), as amx_decode = 0 picks it. */
+            /* The amx path's other decode kernel (vdpbf16ps), as amx_decode = 0
+             * picks it, and the prefill's tile products in one burst per row
+             * block (amx_interleave = 0). */
             stub_host_set(&h, "amx_decode", "0");
-            printf("isa amx, amx_decode = 0:\n");
+            stub_host_set(&h, "amx_interleave", "0");
+            printf("isa amx, amx_decode = 0, amx_interleave = 0:\n");
             for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p], 0.0f);
             for (int i = 0; i < nramped; i++) run_case(&h, &ramped[i], paths[p], 6.0f);
             stub_host_set(&h, "amx_decode", "1");
+            stub_host_set(&h, "amx_interleave", "1");
         }
     }
     if (ran_paths == 0 && only) {
