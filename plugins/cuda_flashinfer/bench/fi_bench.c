@@ -6,7 +6,8 @@
  * written per second). Prints one table row per shape:
  *   shape | median ms | GB/s of KV read (decode) or TFLOP/s (prefill) | % of copy BW
  *
- *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc]
+ *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode]
+ * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only)
  */
 #include <math.h>
 #include <stdio.h>
@@ -138,12 +139,13 @@ static void row(const char *name, double ms, double bytes, double flops, double 
 int main(int argc, char **argv)
 {
     const char *path = FI_PLUGIN_PATH;
-    int quick = 0, tc_only = 0; /* --tc: cascade and prefill shapes only */
+    int quick = 0, tc_only = 0, dec_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--tc")) tc_only = 1;
+        else if (!strcmp(argv[i], "--decode")) dec_only = 1;
     }
     if (g_reps < 3) g_reps = 3;
     fi_plugin p;
@@ -166,6 +168,10 @@ int main(int argc, char **argv)
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page16", ctxs[c]);
         row(name, ms, bytes, flops, bw);
+    }
+    if (dec_only) {
+        fi_plugin_close(&p);
+        return 0;
     }
     for (int pg = 0; pg < 2; pg++) {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;

@@ -122,6 +122,12 @@ cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &
 int prefill_fast_minb(int d);
 /* Rows one CTA of the fast tensor-core kernel covers at head size d. */
 int prefill_fast_rows(int d);
+/* Does the Hopper d128 kernel (prefill_sm90.cu: wgmma, sm_90a) run the fast
+ * path here: head size d is 128, it was built, the current device has compute
+ * capability 9.0, the 128-row build is selected and AH_FI_PREFILL_SM90 is not 0? */
+bool prefill_sm90_on(int d);
+/* Launches it (grid_tiles 0: raise its shared-memory limit only). */
+cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st);
 /* Does the tensor-core kernel exist for this head size? */
 bool prefill_supported(int d, int dv);
 cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st);

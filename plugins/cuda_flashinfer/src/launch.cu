@@ -6,6 +6,8 @@
  */
 #include <stdlib.h>
 
+#include <atomic>
+
 #include "fi_common.cuh"
 #include "fi_dispatch.cuh"
 
@@ -67,7 +69,40 @@ int prefill_fast_minb(int d)
         const char *e = getenv("AH_FI_PREFILL_CTAS");
         knob = e && atoi(e) == 3 ? 3 : 2;
     }
-    return d <= 64 ? knob : 2; /* d128 runs 128-row CTAs, fitted for 2 only */
+    if (prefill_sm90_on(d)) return 1; /* 160 KiB of shared memory per CTA */
+    return d <= 64 ? knob : 2;         /* d128 runs 128-row CTAs, fitted for 2 only */
+}
+
+bool prefill_sm90_on(int d)
+{
+#ifdef FI_HAVE_SM90
+    static std::atomic<int> knob{-1};
+    static std::atomic<signed char> cc9[64]; /* per device: 0 unknown, 1 yes, -1 no */
+    if (d != 128 || prefill_fast_rows(d) != 128) return false;
+    if (knob.load(std::memory_order_relaxed) < 0) {
+        const char *e = getenv("AH_FI_PREFILL_SM90");
+        knob.store(e && atoi(e) == 0 ? 0 : 1, std::memory_order_relaxed);
+    }
+    if (!knob.load(std::memory_order_relaxed)) return false;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    signed char c = cc9[dev].load(std::memory_order_relaxed);
+    if (c == 0) {
+        int maj = 0, min = 0;
+        const bool ok = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+        if (!ok) (void)cudaGetLastError();
+        c = ok && maj == 9 && min == 0 ? 1 : -1; /* sm_90a code runs on 9.0 only */
+        cc9[dev].store(c, std::memory_order_relaxed);
+    }
+    return c > 0;
+#else
+    (void)d;
+    return false;
+#endif
 }
 
 /* Rows per CTA of the fast kernel: 128 at d128 (4 warps of 32 rows), 64

@@ -451,11 +451,17 @@ cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, i
             if (e == cudaSuccess)
                 e = cudaFuncSetAttribute(kalt, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)CA::SMEM);
+#ifdef FI_HAVE_SM90
+            if (e == cudaSuccess && prefill_sm90_on(D)) e = launch_prefill_sm90(q_dtype, p, 0, st);
+#endif
             if (e != cudaSuccess) return e;
             return prefill_general_launch<D>(q_dtype, kv_dtype, p, grid_tiles, st);
         }
         if (!prefill_fast_ok(q_dtype, kv_dtype, p.var))
             return prefill_general_launch<D>(q_dtype, kv_dtype, p, grid_tiles, st);
+#ifdef FI_HAVE_SM90
+        if (prefill_sm90_on(D)) return launch_prefill_sm90(q_dtype, p, grid_tiles, st);
+#endif
         const int kz = p.kv_splits > 1 ? p.kv_splits : 1;
         const bool alt = D == 128 ? prefill_fast_rows(D) != CD::BQ : prefill_fast_minb(D) >= 3;
         if (alt)

@@ -29,7 +29,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_ver
 git log -1 --format='commit %H %cd' >> "$OUT/gpu.txt" 2>&1
 cmake -S . -B $B -DATTNHOST_PLUGINS=cuda_flashinfer -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build $B -j16 --target cuda_flashinfer fi_check fi_bench attnhost_cli > "$OUT/build.log" 2>&1 \
+cmake --build $B -j16 --target cuda_flashinfer fi_check fi_bench fi_readbw attnhost_cli > "$OUT/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - T0 )) s"
 step conformance ${CONF_MAX:-150} $B/bin/attnhost check --plugin cuda_flashinfer
@@ -42,9 +42,23 @@ grep -E "FAIL|summary|device|passed" "$OUT/check.log" | head -40
 # BUDGET cuts the decode rows, not the prefill ones.
 step bench_tc ${BENCH1_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
 cat "$OUT/bench_tc.log"
+# The d128 mma.sync kernel (128-row CTAs) on the H100, the A/B against the
+# default wgmma kernel; SM90_ALT=0 skips it.
+if [ "${SM90_ALT:-1}" != 0 ]; then
+  AH_FI_PREFILL_SM90=0 step bench_mma ${BENCH2_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
+  cat "$OUT/bench_mma.log"
+fi
+# HBM read bandwidth (read-only kernel), the decode ceiling, then the B64
+# decode rows at each last-wave fill in FILLS (AH_FI_DECODE_FILL).
+step readbw ${READBW_MAX:-40} $B/bin/fi_readbw 4
+cat "$OUT/readbw.log"
+for f in ${FILLS:-0.85}; do
+  AH_FI_DECODE_FILL=$f step decode_$f ${DEC_MAX:-25} $B/bin/fi_bench --decode --reps ${REPS:-20}
+  echo "fill $f"; grep decode "$OUT/decode_$f.log"
+done
 # The d128 fast kernel's 64-row build (16 rows per warp), the A/B against the
 # default 128-row CTAs; ROWS_ALT=0 skips it.
-if [ "${ROWS_ALT:-1}" != 0 ]; then
+if [ "${ROWS_ALT:-0}" != 0 ]; then
   AH_FI_PREFILL_ROWS=64 step bench_64rows ${BENCH2_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
   cat "$OUT/bench_64rows.log"
 fi
@@ -54,10 +68,14 @@ if [ "${TC_ALT:-0}" != 0 ]; then # d64's other register fit (3 CTAs/SM)
 fi
 step peer_long ${PEERL_MAX:-40} python3 plugins/cuda_flashinfer/bench/sdpa_long.py --reps 10
 cat "$OUT/peer_long.log"
-step peer ${PEER_MAX:-45} python3 bench/peers/torch_sdpa.py --reps 20
-grep -v Warning "$OUT/peer.log" | grep -v "fn = lambda"
-step bench ${BENCH_MAX:-110} $B/bin/fi_bench --reps ${REPS:-20}
-cat "$OUT/bench.log"
+if [ "${PEER:-1}" != 0 ]; then
+  step peer ${PEER_MAX:-45} python3 bench/peers/torch_sdpa.py --reps 20
+  grep -v Warning "$OUT/peer.log" | grep -v "fn = lambda"
+fi
+if [ "${FULL:-1}" != 0 ]; then
+  step bench ${BENCH_MAX:-110} $B/bin/fi_bench --reps ${REPS:-20}
+  cat "$OUT/bench.log"
+fi
 if [ -n "$HOST_BENCH" ]; then
   step hostbench 60 $B/bin/attnhost bench --plugin cuda_flashinfer
   tail -40 "$OUT/hostbench.log"
