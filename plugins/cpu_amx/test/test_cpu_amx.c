@@ -541,11 +541,13 @@ int main(int argc, char **argv)
     };
     /* Rising scores (world_build's ramp): MQA (one KV head per decode item,
      * consecutive AMX units on the same head), GQA 4 over two KV heads,
-     * and groups of 8 (the AMX kernel's transposed S^T). */
+     * groups of 8 (the AMX kernel's transposed S^T), and prefill/extend (the
+     * tile kernel's 16-row softmax step). */
     const tcase ramped[] = {
         {"decode mqa rising bf16", DEC, 4, 1, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 1, 0, 1, 1, 2, {1, 1}, {700, 1001}, NULL},
         {"decode gqa4 rising bf16", DEC, 8, 2, 128, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {1, 1}, {333, 500}, NULL},
         {"decode group 8 rising bf16", DEC, 16, 2, 64, 64, BF, BF, 32, HND, 0, 0, 0, 0, 0, 1, 1, 2, {1, 1}, {95, 600}, NULL},
+        {"extend gqa4 rising bf16", DEC, 8, 2, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {300, 40}, {300, 1001}, NULL},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]), nramped = (int)(sizeof ramped / sizeof ramped[0]);
     int ran_paths = 0;
