@@ -70,6 +70,12 @@ typedef struct ah__cpu_run {
     uint32_t bt_stride;
     uint32_t pf_dist;         /* prefetch the 16-key piece this many ahead; 0: none */
     uint32_t interleave;      /* AMX prefill: interleave tile stages with softmax rows */
+    /* K and V of prefill requests packed once per forward (ah__cpu_prepack
+     * below): request r's block starts at pp + pp_off[r] (AH__CPU_NO_PP:
+     * none) and holds pp_np[r] pieces per KV head. */
+    uint16_t *pp;
+    const uint64_t *pp_off;
+    const uint32_t *pp_np;
 } ah__cpu_run;
 
 /* A unit of work: KV heads [kvh, kvh + nkv), and for each of them the
@@ -102,6 +108,23 @@ typedef struct ah__cpu_scratch {
     uint16_t *vp;             /* KCHUNK/2 x dv x 2: V pair-interleaved over tokens */
 } ah__cpu_scratch;
 
+/* Pre-packed K and V (bf16 tile kernel): for request r with pp_off[r] !=
+ * AH__CPU_NO_PP and KV head h, at pp + pp_off[r] + h * pp_np[r] *
+ * AH__CPU_PP_PIECE(L): pp_np[r] pieces of K^T pairs (16 keys at positions
+ * 16p.., _pack_k's layout, dpad * 16 elements each), then pp_np[r] pieces
+ * of V token pairs (_pack_v's layout, 16 * dv elements each). Keys at or
+ * past seq_lens[r] are zero, and the last piece is all zero (a chunk's
+ * padding piece). The prefill items of a request share them instead of
+ * each packing every chunk it reads (a 4k-token prefill at GQA 4 packs each
+ * chunk 32 times on average). */
+#define AH__CPU_NO_PP UINT64_MAX
+#define AH__CPU_PP_PIECE(L) ((size_t)(L)->dpad * 16 + (size_t)16 * (L)->dv)
+
+/* One pre-packing task: pieces [p0, p1) of request req, KV head kvh. */
+typedef struct ah__cpu_pptask {
+    uint32_t req, kvh, p0, p1;
+} ah__cpu_pptask;
+
 /* Attention of one item: leaves unnormalised O, row max m and row sum l in
  * ws (m = -inf, l = 0 for a row that saw no visible key). */
 typedef void (*ah__cpu_attend_fn)(const ah__cpu_run *run, const ah__cpu_item *it,
@@ -114,6 +137,7 @@ typedef struct ah__cpu_kernels {
     ah__cpu_attend_fn attend_dec;  /* bf16 q and KV, few rows per KV head; NULL: none */
     ah__cpu_attend_fn attend_dec_amx; /* the same on AMX tiles (falls back to attend_dec
                                          where it does not fit); NULL: none */
+    void (*prepack)(const ah__cpu_run *run, const ah__cpu_pptask *t); /* with attend_bf16 */
 } ah__cpu_kernels;
 
 extern const ah__cpu_kernels ah__cpu_kernels_scalar;

@@ -145,6 +145,56 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     return AH_OK;
 }
 
+/* Most bytes of pre-packed K/V one forward may use; a larger prefill packs
+ * per item as before. */
+#define AH__CPU_PP_MAX ((size_t)512 << 20)
+
+/* Which requests get their K and V packed once for all their items: bf16
+ * q and cache on a path with the tile kernel, and a query long enough for
+ * more than one tile item per KV head (tq tokens each), so the packing is
+ * shared. Fills pp_off/pp_np and the packing tasks (32 pieces each). */
+static ah_status plan_prepack(ah_state *st, uint32_t tq)
+{
+    const ah__cpu_layer *L = &st->L;
+    const ah_host_services *h = st->ctx->host;
+    st->n_pp_tasks = 0;
+    if (!st->ctx->k->prepack || L->q_dtype != AH_DTYPE_BF16 || L->kv_dtype != AH_DTYPE_BF16 || !st->num_reqs) return AH_OK;
+    if (!ah__cpu_reserve(h, (void **)&st->pp_off, &st->cap_pp_off, st->num_reqs, sizeof *st->pp_off) ||
+        !ah__cpu_reserve(h, (void **)&st->pp_np, &st->cap_pp_np, st->num_reqs, sizeof *st->pp_np))
+        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the pre-packing plan");
+    const uint32_t ng = L->group >= AH__CPU_RMAX ? AH__CPU_RMAX : L->group;
+    size_t total = 0;
+    uint32_t ntasks = 0;
+    for (uint32_t r = 0; r < st->num_reqs; r++) {
+        const uint32_t qlen = (uint32_t)(st->qsl[r + 1] - st->qsl[r]);
+        st->pp_off[r] = AH__CPU_NO_PP;
+        st->pp_np[r] = 0;
+        if (qlen <= tq || (uint64_t)tq * ng < st->ctx->tile_min_rows || st->seq_lens[r] <= 0) continue;
+        const uint32_t np = ((uint32_t)st->seq_lens[r] + 15) / 16 + 1;
+        const size_t need = (size_t)L->hk * np * AH__CPU_PP_PIECE(L);
+        if ((total + need) * 2 > AH__CPU_PP_MAX) continue;
+        st->pp_off[r] = total;
+        st->pp_np[r] = np;
+        total += need;
+        ntasks += L->hk * ((np + 31) / 32);
+    }
+    if (!ntasks) return AH_OK;
+    /* 32 elements more: the packed pieces start on a 64-byte boundary (the
+     * packing stores and the vdpbf16ps loads are aligned ones). */
+    if (!ah__cpu_reserve(h, (void **)&st->pp, &st->cap_pp, total + 32, 2) ||
+        !ah__cpu_reserve(h, (void **)&st->pp_tasks, &st->cap_pp_tasks, ntasks, sizeof *st->pp_tasks))
+        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of pre-packed K/V", total * 2);
+    for (uint32_t r = 0; r < st->num_reqs; r++) {
+        if (st->pp_off[r] == AH__CPU_NO_PP) continue;
+        for (uint32_t kvh = 0; kvh < L->hk; kvh++)
+            for (uint32_t p = 0; p < st->pp_np[r]; p += 32) {
+                ah__cpu_pptask t = {r, kvh, p, p + 32 < st->pp_np[r] ? p + 32 : st->pp_np[r]};
+                st->pp_tasks[st->n_pp_tasks++] = t;
+            }
+    }
+    return AH_OK;
+}
+
 ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
 {
     const ah__cpu_layer *L = &st->L;
@@ -237,6 +287,8 @@ ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
             !ah__cpu_reserve(st->ctx->host, (void **)&st->part_lse, &st->cap_part_lse, need, 4))
             return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate split-KV partials");
     }
+    rc = plan_prepack(st, tq);
+    if (rc != AH_OK) return rc;
     qsort(st->items, st->n_items, sizeof *st->items, cmp_cost_desc);
     st->planned = 1;
     return AH_OK;
@@ -345,6 +397,13 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
     const ah__cpu_attend_fn dec = st->ctx->amx_decode && k->attend_dec_amx ? k->attend_dec_amx : k->attend_dec;
     const int nt = st->ctx->threads;
     const long n = (long)st->n_items;
+    /* Pack the prefill requests' K and V once (every item of them reads
+     * it), then run the items. */
+    const long npp = (long)st->n_pp_tasks;
+    if (npp && run->pp) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && npp > 1)
+        for (long i = 0; i < npp; i++) k->prepack(run, &st->pp_tasks[i]);
+    }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && n > 1)
     for (long i = 0; i < n; i++) {
 #ifdef _OPENMP

@@ -14,4 +14,4 @@
 #include "kern_dec_amx.inc"
 
 const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16,
-                                                   ah__k_amx_attend_dec, ah__k_amx_attend_dec_amx};
+                                                   ah__k_amx_attend_dec, ah__k_amx_attend_dec_amx, ah__k_amx_prepack};

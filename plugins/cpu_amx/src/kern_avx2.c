@@ -10,4 +10,4 @@
 #include "kern_fp32.inc"
 
 
-const ah__cpu_kernels ah__cpu_kernels_avx2 = {"avx2", ah__k_avx2_attend, NULL, NULL, NULL};
+const ah__cpu_kernels ah__cpu_kernels_avx2 = {"avx2", ah__k_avx2_attend, NULL, NULL, NULL, NULL};

@@ -12,4 +12,4 @@
 #include "kern_dec.inc"
 
 const ah__cpu_kernels ah__cpu_kernels_avx512bf16 = {"avx512bf16", ah__k_avx512bf16_attend, ah__k_avx512bf16_attend_bf16,
-                                                   ah__k_avx512bf16_attend_dec, NULL};
+                                                   ah__k_avx512bf16_attend_dec, NULL, ah__k_avx512bf16_prepack};

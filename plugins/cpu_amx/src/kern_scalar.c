@@ -10,4 +10,4 @@
 #include "kern_fp32.inc"
 
 
-const ah__cpu_kernels ah__cpu_kernels_scalar = {"scalar", ah__k_scalar_attend, NULL, NULL, NULL};
+const ah__cpu_kernels ah__cpu_kernels_scalar = {"scalar", ah__k_scalar_attend, NULL, NULL, NULL, NULL};

@@ -278,7 +278,8 @@ static void cpu_state_destroy(ah_state *st)
 {
     if (!st) return;
     const ah_host_services *h = st->ctx->host;
-    void *bufs[] = {st->ws_mem, st->qsl, st->seq_lens, st->bt, st->slots, st->items, st->merges, st->part_o, st->part_lse};
+    void *bufs[] = {st->ws_mem, st->qsl, st->seq_lens, st->bt, st->slots, st->items, st->merges, st->part_o, st->part_lse,
+                    st->pp, st->pp_off, st->pp_np, st->pp_tasks};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) h->free(h, bufs[i]);
     h->free(h, st);
 }
@@ -345,6 +346,11 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     run.L = L;
     run.pf_dist = st->ctx->prefetch;
     run.interleave = st->ctx->amx_interleave;
+    if (st->n_pp_tasks) {
+        run.pp = (uint16_t *)(((uintptr_t)st->pp + 63) & ~(uintptr_t)63);
+        run.pp_off = st->pp_off;
+        run.pp_np = st->pp_np;
+    }
     int64_t qs[3] = {T, L->hq, L->d}, os[3] = {T, L->hq, L->dv}, ls[2] = {T, L->hq}, hs[1] = {L->hq};
     ah_status rc;
     if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;

@@ -44,6 +44,13 @@ struct ah_state {
     size_t cap_items, cap_merges;
     float *part_o, *part_lse;
     size_t cap_part_o, cap_part_lse;
+    /* Pre-packed K/V of prefill requests (cpu_amx.h), filled per forward. */
+    uint16_t *pp;             /* run.pp is this rounded up to 64 bytes */
+    uint64_t *pp_off;
+    uint32_t *pp_np;
+    ah__cpu_pptask *pp_tasks;
+    uint32_t n_pp_tasks;
+    size_t cap_pp, cap_pp_off, cap_pp_np, cap_pp_tasks;
 };
 
 /* exec.c */

@@ -535,6 +535,7 @@ int main(int argc, char **argv)
         {"split-kv decode bf16", DEC, 8, 2, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 1, 0, 1, 1, 1, {1}, {3001}, "64"},
         {"split-kv decode fp32 win", DEC, 4, 1, 64, 64, F32, F32, 16, NHD, 1500, 0, 0, 0, 0, 1, 1, 1, {1}, {2500}, "64"},
         {"split-kv prefill bf16", DEC, 2, 1, 64, 64, BF, BF, 32, NHD, 0, 0, 0, 0, 0, 1, 1, 1, {40}, {1200}, "64"},
+        {"split-kv prefill gqa4 bf16 HND", DEC, 8, 2, 128, 64, BF, BF, 32, HND, 0, 0, 0, 1, 0, 1, 1, 2, {40, 70}, {1500, 70}, "80"},
         {"decode group 16 alibi bf16", DEC, 32, 2, 64, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 1, 1, 1, 3, {1, 1, 1}, {7, 50, 129}, NULL},
         {"decode window bf16 HND", DEC, 8, 2, 128, 128, BF, BF, 32, HND, 37, 0, 0, 1, 0, 1, 1, 3, {1, 1, 1}, {5, 90, 200}, NULL},
         {"empty and zero-len rows", DEC, 4, 2, 32, 32, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 3, {0, 2, 1}, {5, 2, 1}, NULL},
