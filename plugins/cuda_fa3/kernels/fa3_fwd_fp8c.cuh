@@ -39,7 +39,10 @@ template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem {
     static_assert(D == 128 && BN == 128, "the FP8-compute kernel is built for head size 128, 128-key tiles");
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
     alignas(1024) uint8_t k[STAGES][BN][D];     // e4m3 as stored, 128-byte swizzled
-    alignas(1024) uint8_t vt[STAGES][D][BN];    // e4m3 V^T, keys permuted (pi), 128-byte swizzled
+    // e4m3 V^T, keys permuted (pi), 128-byte swizzled; rows D..D+7 are a
+    // constant block (row D all ones, the rest zeros) that PV (n = D + 8)
+    // turns into the row sums of P, so the softmax adds nothing.
+    alignas(1024) uint8_t vt[STAGES][D + 8][BN];
     alignas(1024) uint8_t v8[SST][BN][D];       // staged e4m3 V, 128-byte swizzled
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
@@ -181,14 +184,31 @@ __device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 
     }
 }
 
-// O(64 x D) += P8 V: A (P) from registers, B (V^T, K-major) from the ring.
+// O(64 x (D + 8)) += P8 [V | 1 | 0]: A (P) from registers, B (V^T plus the
+// constant rows, K-major) from the ring. Column D of the result is the row
+// sum of P as rounded to e4m3 (thread t = 0 of each quad holds it in
+// o[D / 2] and o[D / 2 + 2]; the other columns past D are zero).
 template <int D, int BN, typename S>
-__device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4], float (&o)[D / 2])
+__device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4], float (&o)[D / 2 + 4])
 {
+    static_assert(D == 128, "PV with the row-sum columns is m64n136");
 #pragma unroll
     for (int kk = 0; kk < BN / 32; kk++) {
         uint64_t db = desc_sw128(smem_addr(&s.vt[st][0][0]) + kk * 32, 16, 1024);
-        mma8<D>::rs(o, pa[kk], db, 1);
+        fa3_wgmma_rs_e4m3_n136(o, pa[kk], db, 1);
+    }
+}
+
+// O and its row-sum columns times the per-row factors alpha.
+template <int D>
+__device__ __forceinline__ void rescale8(float (&o)[D / 2 + 4], const float (&alpha)[2])
+{
+#pragma unroll
+    for (int j = 0; j < D / 8 + 1; j++) {
+        o[j * 4 + 0] *= alpha[0];
+        o[j * 4 + 1] *= alpha[0];
+        o[j * 4 + 2] *= alpha[1];
+        o[j * 4 + 3] *= alpha[1];
     }
 }
 
@@ -209,14 +229,16 @@ __device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (
 }
 
 // Scores into the softmax domain with per-row factors (the Q scales), then
-// masking; see score_prep in fa3_fwd_kernel.cuh. f[i] is scale * qs[i] for
-// soft-cap and scale_log2 * qs[i] otherwise.
+// masking; see score_prep in fa3_fwd_kernel.cuh. f[i] is scale * qs[i] /
+// softcap for soft-cap (one multiply per score inside the tanh) and
+// scale_log2 * qs[i] otherwise.
 template <int BN>
 __device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_params &p, const row_info &ri, int n,
                                             bool prepass, const float (&f)[2], bool need_mask, int lane)
 {
     if (prepass) {
-        const float log2e = 1.4426950408889634f;
+        const float capl = p.softcap * 1.4426950408889634f;
+        const bool cap = p.softcap > 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
@@ -224,7 +246,7 @@ __device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_par
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     float &x = sacc[j * 4 + i * 2 + e];
-                    x = p.softcap > 0.f ? p.softcap * tanhf(x * f[i] / p.softcap) * log2e : x * f[i];
+                    x = cap ? capl * tanh_fast(x * f[i]) : x * f[i];
                 }
     }
     if (!need_mask) return;
@@ -243,10 +265,11 @@ __device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_par
 }
 
 // Online softmax with a per-row exponent factor c[i]; probabilities carry
-// the factor 256 (exp2 offset +8), see the header.
+// the factor 256 (exp2 offset +8), see the header. No row sums: PV's extra
+// column accumulates them (gemm_pv8), and rescale8 scales them with O.
 template <int BN>
-__device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2],
-                                                float (&alpha)[2], const float (&c)[2])
+__device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&alpha)[2],
+                                                const float (&c)[2])
 {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -258,16 +281,10 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
         alpha[i] = exp2f(m[i] * c[i] - mu);
         m[i] = mx;
         const float off = 8.f - mu;
-        float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float pv = exp2f(fmaf(sacc[j * 4 + i * 2 + e], c[i], off));
-                sacc[j * 4 + i * 2 + e] = pv;
-                sum += pv;
-            }
-        l[i] = l[i] * alpha[i] + sum;
+            for (int e = 0; e < 2; e++) sacc[j * 4 + i * 2 + e] = exp2f(fmaf(sacc[j * 4 + i * 2 + e], c[i], off));
     }
 }
 
@@ -296,6 +313,13 @@ __global__ void __launch_bounds__(384, 1)
         }
         mbar_fence_init();
     }
+    // The constant rows of every V^T stage (see fp8c_smem): e4m3 1.0 is
+    // 0x38. The transposers write rows 0..D-1 only, so this lasts.
+    for (int i = tid; i < STAGES * 8 * BN / 4; i += blockDim.x) {
+        const int st = i / (8 * BN / 4), r = i / (BN / 4) % 8, c = i % (BN / 4);
+        reinterpret_cast<uint32_t *>(&s.vt[st][D + r][0])[c] = r == 0 ? 0x38383838u : 0u;
+    }
+    fence_proxy_async(); // generic stores, read by wgmma (async proxy)
     __syncthreads();
     const int n_work = p.counts->n_work;
 
@@ -380,14 +404,92 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             expc[i] = prepass ? 1.f : p.scale_log2 * qs[i];
-            pf[i] = (p.softcap > 0.f ? p.scale : p.scale_log2) * qs[i];
+            pf[i] = p.softcap > 0.f ? p.scale * qs[i] / p.softcap : p.scale_log2 * qs[i];
         }
-        float o[D / 2];
+        // O with the row-sum columns (gemm_pv8): o[D / 2 + 2i] of quad lane 0
+        // is row i's sum of P.
+        float o[D / 2 + 4];
 #pragma unroll
-        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
+        for (int i = 0; i < D / 2 + 4; i++) o[i] = 0.f;
+        float m[2] = {-INFINITY, -INFINITY}, alpha[2] = {1.f, 1.f};
         float sacc[BN / 2];
-        uint32_t pa[BN / 32][4];
+        // P double-buffered: PV of tile j reads one buffer while the softmax
+        // of tile j + 1 fills the other, so nothing waits for PV until the
+        // next tile's GEMM issue (see the loop below).
+        uint32_t pa0[BN / 32][4], pa1[BN / 32][4];
+
+        // Pipeline per 128-key tile j (this warpgroup), steady state:
+        //   [ping-pong turn] issue QK^T(j+1); wait<1> retires PV(j-1);
+        //   rescale O by alpha(j); issue PV(j); [pass the turn];
+        //   wait<1> retires QK^T(j+1); softmax(j+1) -> P(j+1) in the other
+        //   buffer, while PV(j) runs.
+        // The only waits sit right after a GEMM issue, which ptxas cannot
+        // hoist above the softmax that frees the registers the issue
+        // overwrites (sacc), so PV(j) overlaps the whole softmax of j + 1.
+        // pi: ring index of the tile whose P is pending; had_pv: a PV of
+        // this item is in flight (its stage is pi - 1).
+        bool had_pv = false;
+        auto release_prev_v = [&]() {
+            if (had_pv && lane == 0) mbar_arrive(&s.v_empty[(pi - 1) % STAGES]);
+        };
+        auto rescale_if_moved = [&]() {
+            // Once the row maxima settle most tiles leave every alpha at 1:
+            // skip the multiplies (a warp-uniform test).
+            if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale8<D>(o, alpha);
+        };
+        auto softmax_tile = [&](int n, auto &pnext) {
+            score_prep8<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
+            online_softmax8<BN>(sacc, m, alpha, expc);
+            to_operand8<BN>(sacc, pnext);
+        };
+        // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.
+        auto step = [&](int n, auto &pcur, auto &pnext) {
+            const int cur = pi + 1;
+            const int st = cur % STAGES, pst = pi % STAGES;
+            mbar_wait(&s.k_full[st], (cur / STAGES) & 1);
+            mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
+            named_sync(bar_self, 256);
+            reg_fence(sacc);
+            wgmma_fence();
+            gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+            wgmma_commit();
+            wgmma_wait<1>(); // PV(pi - 1), issued a whole softmax ago
+            reg_fence(o);
+            release_prev_v();
+            rescale_if_moved();
+            reg_fence(o);
+            reg_fence(pcur);
+            wgmma_fence();
+            gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
+            wgmma_commit();
+            named_arrive(bar_other, 256);
+            wgmma_wait<1>(); // QK^T(n); PV(pi) stays in flight
+            reg_fence(sacc);
+            if (lane == 0) mbar_arrive(&s.k_empty[st]);
+            softmax_tile(n, pnext);
+            had_pv = true;
+            pi = cur;
+        };
+        // PV of the item's last tile.
+        auto tail = [&](auto &pcur) {
+            const int pst = pi % STAGES;
+            mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
+            named_sync(bar_self, 256);
+            wgmma_wait<0>();
+            reg_fence(o);
+            release_prev_v();
+            rescale_if_moved();
+            reg_fence(o);
+            reg_fence(pcur);
+            wgmma_fence();
+            gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
+            wgmma_commit();
+            named_arrive(bar_other, 256);
+            wgmma_wait<0>();
+            reg_fence(o);
+            if (lane == 0) mbar_arrive(&s.v_empty[pst]);
+            pi++;
+        };
 
         const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
         if (n_hi > n_lo) {
@@ -404,61 +506,31 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep8<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax8<BN>(sacc, m, l, alpha, expc);
-                to_operand8<BN>(sacc, pa);
+                softmax_tile(n, pa0);
             }
-            for (n = n_hi - 2; n >= n_lo; n--) {
-                const int cur = pi + 1;
-                const int st = cur % STAGES, pst = pi % STAGES;
-                mbar_wait(&s.k_full[st], (cur / STAGES) & 1);
-                mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-                named_sync(bar_self, 256);
-                reg_fence(o);
-                reg_fence(pa);
-                wgmma_fence();
-                gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
-                wgmma_commit();
-                gemm_pv8<D, BN, Smem>(s, pst, pa, o);
-                wgmma_commit();
-                named_arrive(bar_other, 256);
-                wgmma_wait<1>();
-                reg_fence(sacc);
-                if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep8<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax8<BN>(sacc, m, l, alpha, expc);
-                reg_fence(sacc);
-                wgmma_wait<0>();
-                reg_fence(o);
-                if (lane == 0) mbar_arrive(&s.v_empty[pst]);
-                // Once the row maxima settle most tiles leave every alpha at
-                // 1: skip the 64 FMULs (the loop is issue- and MUFU-bound,
-                // NOTES.md v3); the test is warp-uniform.
-                if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale<D>(o, alpha);
-                to_operand8<BN>(sacc, pa);
-                pi = cur;
-            }
-            {
-                const int pst = pi % STAGES;
-                mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-                named_sync(bar_self, 256);
-                reg_fence(o);
-                reg_fence(pa);
-                wgmma_fence();
-                gemm_pv8<D, BN, Smem>(s, pst, pa, o);
-                wgmma_commit();
-                named_arrive(bar_other, 256);
-                wgmma_wait<0>();
-                reg_fence(o);
-                if (lane == 0) mbar_arrive(&s.v_empty[pst]);
-                pi++;
+            // Two steps per trip keep the P buffers' roles compile-time.
+            for (;;) {
+                if (n == n_lo) {
+                    tail(pa0);
+                    break;
+                }
+                step(--n, pa0, pa1);
+                if (n == n_lo) {
+                    tail(pa1);
+                    break;
+                }
+                step(--n, pa1, pa0);
             }
         }
         // Row maxima into the log2 domain, less the 8 of the P offset (l
         // and O carry the factor 256; the LSE and the sinks must not).
+        float l[2];
 #pragma unroll
-        for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
-        epilogue<D, T>(p, it, ri, o, m, l, rl0, lane);
+        for (int i = 0; i < 2; i++) {
+            m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
+            l[i] = o[D / 2 + 2 * i]; // quad lane 0 only; the epilogue sums the quad
+        }
+        epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane);
     }
 }
 
