@@ -23,6 +23,7 @@
  * SM; up to 255 registers per thread without spills.
  */
 #include <limits.h>
+#include <stdlib.h>
 
 #include "fi_common.cuh"
 #include "wgmma_sm90.cuh"
@@ -354,9 +355,19 @@ __global__ void __launch_bounds__(256, 1) prefill_sm90_kernel(const attn_params 
 #endif
 }
 
-/* grid_tiles 0: raise the kernels' shared-memory limit (state creation). */
+cudaError_t launch_prefill_sm90_ws(int stages, int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st);
+
+/* grid_tiles 0: raise the kernels' shared-memory limit (state creation).
+ * AH_FI_SM90_WS = 2 or 3 runs the warp-specialized kernel
+ * (prefill_sm90_ws.cu) with that many K/V stages. */
 cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st)
 {
+    static int ws = -1;
+    if (ws < 0) {
+        const char *e = getenv("AH_FI_SM90_WS");
+        ws = e && (atoi(e) == 2 || atoi(e) == 3) ? atoi(e) : 0;
+    }
+    if (ws) return launch_prefill_sm90_ws(ws, q_dtype, p, grid_tiles, st);
     if (grid_tiles <= 0) {
         cudaError_t e = cudaFuncSetAttribute(prefill_sm90_kernel<__nv_bfloat16>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::SMEM);

@@ -1,0 +1,445 @@
+/*
+ * Warp-specialized Hopper (sm_90a) d128 prefill kernel: the same work and
+ * the same numerics as prefill_sm90.cu's kernel (wgmma m64n128k16, 128 packed
+ * rows x 128-key tiles, P in registers, 128-byte swizzle), scheduled so the
+ * tensor cores never wait for a whole-CTA barrier:
+ *   - warpgroup 0 is a producer: its 128 threads copy K and V tiles with
+ *     cp.async into NST-deep rings (K and V separately, so K(j+1) can land
+ *     before V(j) is consumed) and, once a thread's own copies of a tile have
+ *     landed, fence them to the async proxy and arrive on the tile's "full"
+ *     mbarrier; it waits on "empty" mbarriers that the consumers release as
+ *     soon as the wgmma reading a stage retires. It gives its registers to
+ *     the consumers (setmaxnreg).
+ *   - warpgroups 1 and 2 own 64 rows each. Inside a warpgroup, S(j) = Q K(j)^T
+ *     and O += P(j-1) V(j-1) are issued together and the softmax of S(j) runs
+ *     while P.V is in flight. Between them two named barriers alternate the
+ *     GEMM issue (ping-pong): warpgroup 1 issues its pair only after
+ *     warpgroup 0 issued its own, and the reverse, so one warpgroup's softmax
+ *     runs while the other's GEMMs occupy the tensor cores.
+ * Selected by launch_prefill_sm90 (prefill_sm90.cu).
+ */
+#include <limits.h>
+
+#include "fi_common.cuh"
+#include "wgmma_sm90.cuh"
+
+namespace fi {
+
+namespace ws90 {
+constexpr int D = 128, BQ = 128, BK = 128, THREADS = 384;
+constexpr uint32_t QHALF = BQ * 128, KVHALF = BK * 128; /* bytes of one 64-channel half */
+constexpr uint32_t QB = 2 * QHALF, KVB = 2 * KVHALF;
+template <int NST> constexpr size_t smem_bytes() { return QB + 2 * NST * KVB + 1024; }
+static_assert(BQ == FI_TILE_ROWS, "one CTA per plan tile");
+
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* Spins until the phase of the given parity has completed. */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wait_copies()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* 8 chunks of 16 bytes of one 256-byte row: chunks 2i + lh, swizzled as
+ * wgmma's 128-byte layout expects (see prefill_sm90.cu's sw128). */
+template <typename QT>
+__device__ __forceinline__ void copy_row(uint32_t dst, uint32_t half_bytes, const QT *src, bool ok)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                         (dst ^ (uint32_t)((i & 3) << 5)) + (uint32_t)(i >> 2) * half_bytes),
+                     "l"(src + (ok ? i * 16 : 0)), "r"(ok ? 16 : 0)
+                     : "memory");
+}
+} // namespace ws90
+
+template <typename QT, int NST>
+__global__ void __launch_bounds__(384, 1) prefill_sm90_ws_kernel(const attn_params p)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace ws90;
+    using MMA = wgmma_n128<QT>;
+    constexpr uint32_t K0 = QB, V0 = QB + NST * KVB;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    __shared__ int s_lo, s_hi, s_maxlo, s_minhi;
+    __shared__ int2 s_rng[BQ]; /* each row's visible keys, read by masked tiles only */
+    __shared__ __align__(8) uint64_t s_bar[4 * NST]; /* full K, full V, empty K, empty V */
+    const uint32_t bar0 = smem_addr(s_bar);
+    auto full_k = [&](int s) { return bar0 + 8u * (uint32_t)s; };
+    auto full_v = [&](int s) { return bar0 + 8u * (uint32_t)(NST + s); };
+    auto empty_k = [&](int s) { return bar0 + 8u * (uint32_t)(2 * NST + s); };
+    auto empty_v = [&](int s) { return bar0 + 8u * (uint32_t)(3 * NST + s); };
+
+    const int hk = (int)blockIdx.x % p.num_kv_heads, xi = (int)blockIdx.x / p.num_kv_heads;
+    const int G = p.group;
+    int req, row0, nrows, tok0, seq_len;
+    if (p.shared_prefix) {
+        req = 0;
+        row0 = xi * BQ;
+        nrows = p.num_tokens * G;
+        tok0 = 0;
+        seq_len = p.prefix_len;
+    } else {
+        const int nt = *p.plan.num_tiles;
+        if (xi >= nt) return;
+        req = p.plan.tile_req[nt - 1 - xi];
+        row0 = p.plan.tile_row0[nt - 1 - xi];
+        tok0 = p.plan.qo_indptr[req];
+        nrows = (p.plan.qo_indptr[req + 1] - tok0) * G;
+        seq_len = p.plan.seq_lens[req];
+    }
+    if (row0 >= nrows) return;
+    const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[req];
+    const int kv_begin = p.shared_prefix ? 0 : p.kv_begin;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
+    const int g8 = lane / 4, t4 = lane % 4;
+    const int c = wg - 1; /* consumer index (-1: the producer) */
+    /* A consumer thread's two rows (g8 and g8 + 8 of its warp's 16). */
+    const int lrow0 = c * 64 + (warp % 4) * 16 + g8;
+
+    if (tid == 0) {
+        s_lo = INT_MAX;
+        s_hi = INT_MIN;
+        s_maxlo = INT_MIN;
+        s_minhi = INT_MAX;
+        for (int s = 0; s < NST; s++) {
+            mbar_init(full_k(s), 128);
+            mbar_init(full_v(s), 128);
+            mbar_init(empty_k(s), 8);
+            mbar_init(empty_v(s), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (c >= 0) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int rho = row0 + lrow0 + i * 8;
+            int lo = 0, hi = 0;
+            if (rho < nrows) {
+                visible_range(p.var, p.plan.token_pos[tok0 + rho / G], seq_len, kv_begin, &lo, &hi);
+                if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
+                    const int zl = (int)blockIdx.z * p.kv_chunk;
+                    lo = max(lo, zl);
+                    hi = min(hi, zl + p.kv_chunk);
+                }
+                atomicMax(&s_maxlo, lo);
+                atomicMin(&s_minhi, hi);
+                if (hi > lo) {
+                    atomicMin(&s_lo, lo);
+                    atomicMax(&s_hi, hi);
+                }
+            }
+            if (t4 == 0) s_rng[lrow0 + i * 8] = make_int2(lo, hi);
+        }
+        /* This warpgroup's 64 Q rows: two threads per row. */
+        const int ct = tid - 128 * wg, lr = c * 64 + (ct >> 1), lh = ct & 1;
+        const QT *qg = static_cast<const QT *>(p.q);
+        const int rho = row0 + lr;
+        const bool ok = rho < nrows;
+        const QT *src = ok ? qg + (int64_t)(tok0 + rho / G) * p.q_stride_t + (int64_t)(hk * G + rho % G) * p.q_stride_h + lh * 8
+                           : qg;
+        copy_row<QT>(sbase + (uint32_t)lr * 128u + (uint32_t)((lh ^ (lr & 7)) << 4), QHALF, src, ok);
+        commit();
+    }
+    __syncthreads(); /* the range atomics are visible */
+    const int kv_lo = s_lo, kv_hi = s_hi;
+    const int ntiles = kv_hi > kv_lo ? (kv_hi - kv_lo + BK - 1) / BK : 0;
+
+    if (wg == 0) {
+        /* ---- producer ---- */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        const QT *kc = static_cast<const QT *>(p.k_cache);
+        const QT *vc = static_cast<const QT *>(p.v_cache);
+        const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
+        const int r0 = tid >> 1, lh = tid & 1; /* rows r0 and r0 + 64 of each tile */
+        const uint32_t off = (uint32_t)r0 * 128u + (uint32_t)((lh ^ (r0 & 7)) << 4);
+        auto page = [&](int it, int r) {
+            const int j = kv_lo + it * BK + r;
+            return j < kv_hi ? __ldg(pages + (j >> shift)) : 0;
+        };
+        auto issue = [&](const QT *cache, const kv_geom &g, uint32_t st, int it, int pg0, int pg1) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int j = kv_lo + it * BK + r0 + 64 * h;
+                const bool ok = j < kv_hi;
+                const QT *src = ok ? cache + ((int64_t)hk * g.stride_head + (int64_t)(h ? pg1 : pg0) * g.stride_page +
+                                              (int64_t)(j & pmask) * g.stride_slot + lh * 8)
+                                   : cache;
+                copy_row<QT>(st + off + (uint32_t)h * 64u * 128u, KVHALF, src, ok);
+            }
+            commit();
+        };
+        /* Jobs K(0), K(1), V(0), K(2), V(1), ..., V(n-1): the consumers' order.
+         * After each job, the one before it is waited for (this thread's
+         * copies), fenced to the async proxy and announced. */
+        uint32_t prev = 0;
+        auto announce = [&](uint32_t bar) {
+            if (prev) {
+                wait_copies<1>();
+                fence_async_smem();
+                mbar_arrive(prev);
+            }
+            prev = bar;
+        };
+        int pc0 = 0, pc1 = 0, pp0 = 0, pp1 = 0; /* pages of tile it and it - 1 */
+        if (ntiles > 0) pc0 = page(0, r0), pc1 = page(0, r0 + 64);
+        for (int it = 0; it <= ntiles; it++) {
+            if (it < ntiles) {
+                const int s = it % NST;
+                if (it >= NST) mbar_wait(empty_k(s), (uint32_t)((it / NST - 1) & 1));
+                issue(kc, p.kg, sbase + K0 + (uint32_t)s * KVB, it, pc0, pc1);
+                announce(full_k(s));
+            }
+            if (it > 0) {
+                const int v = it - 1, s = v % NST;
+                if (v >= NST) mbar_wait(empty_v(s), (uint32_t)((v / NST - 1) & 1));
+                issue(vc, p.vg, sbase + V0 + (uint32_t)s * KVB, v, pp0, pp1);
+                announce(full_v(s));
+            }
+            pp0 = pc0;
+            pp1 = pc1;
+            if (it + 1 < ntiles) pc0 = page(it + 1, r0), pc1 = page(it + 1, r0 + 64);
+        }
+        if (prev) {
+            wait_copies<0>();
+            fence_async_smem();
+            mbar_arrive(prev);
+        }
+    } else {
+        /* ---- consumers ---- */
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        wait_copies<0>(); /* this thread's Q copies */
+        fence_async_smem();
+        named_sync(1 + c, 128);
+
+        float o[64], s[64];
+#pragma unroll
+        for (int i = 0; i < 64; i++) o[i] = 0.f;
+        uint32_t pa[8][4];
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        const float sl2 = p.var.qk_scale * FI_LOG2E;
+        const uint32_t qw = sbase + (uint32_t)c * 64u * 128u;
+        /* Ping-pong over issue points 0..ntiles: warpgroup 0 skips its first
+         * wait, warpgroup 1 its last signal, so both barriers balance. */
+        const int bar_self = 3 + c, bar_other = 4 - c;
+        auto sched_begin = [&](int pt) {
+            if (!(c == 0 && pt == 0)) named_sync(bar_self, 256);
+        };
+        auto sched_end = [&](int pt) {
+            if (!(c == 1 && pt == ntiles)) named_arrive(bar_other, 256);
+        };
+        auto release = [&](uint32_t bar) {
+            if (lane == 0) mbar_arrive(bar);
+        };
+        auto qk = [&](int it) {
+            const uint32_t kt = sbase + K0 + (uint32_t)(it % NST) * KVB;
+#pragma unroll
+            for (int kd = 0; kd < D / 16; kd++)
+                MMA::ss(s, wgmma_desc(qw + (uint32_t)(kd >> 2) * QHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
+                        wgmma_desc(kt + (uint32_t)(kd >> 2) * KVHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
+                        kd > 0);
+            wgmma_commit();
+        };
+        auto pv = [&](int it) {
+            const uint32_t vt = sbase + V0 + (uint32_t)(it % NST) * KVB;
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++)
+                MMA::rs(o, pa[kk], wgmma_desc(vt + (uint32_t)kk * 2048u, KVHALF, 1024));
+            wgmma_commit();
+        };
+        auto softmax = [&](int it, float *alpha) {
+            const int kb = kv_lo + it * BK;
+            if (kb < s_maxlo || kb + BK > s_minhi) {
+                const int2 rg0 = s_rng[lrow0], rg1 = s_rng[lrow0 + 8];
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int j = kb + n * 8 + 2 * t4 + (e & 1);
+                        const int2 rg = e < 2 ? rg0 : rg1;
+                        if (j < rg.x || j >= rg.y) s[4 * n + e] = -INFINITY;
+                    }
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float mx = s[2 * i];
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * i], s[4 * n + 2 * i + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mn = fmaxf(m[i], mx * sl2);
+                const float mu = mn == -INFINITY ? 0.f : mn;
+                alpha[i] = ex2(m[i] - mu);
+                m[i] = mn;
+                float rs = 0.f;
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++) {
+                    s[4 * n + 2 * i] = ex2(fmaf(s[4 * n + 2 * i], sl2, -mu));
+                    s[4 * n + 2 * i + 1] = ex2(fmaf(s[4 * n + 2 * i + 1], sl2, -mu));
+                    rs += s[4 * n + 2 * i] + s[4 * n + 2 * i + 1];
+                }
+                l[i] = l[i] * alpha[i] + rs;
+            }
+        };
+        auto pack_p = [&]() {
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                pa[kk][0] = pack2<QT>(s[8 * kk], s[8 * kk + 1]);
+                pa[kk][1] = pack2<QT>(s[8 * kk + 2], s[8 * kk + 3]);
+                pa[kk][2] = pack2<QT>(s[8 * kk + 4], s[8 * kk + 5]);
+                pa[kk][3] = pack2<QT>(s[8 * kk + 6], s[8 * kk + 7]);
+            }
+        };
+
+        if (ntiles > 0) {
+            float alpha[2];
+            mbar_wait(full_k(0), 0);
+            sched_begin(0);
+            wgmma_fence();
+            qk(0);
+            sched_end(0);
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; i++) reg_fence(s[i]);
+            release(empty_k(0));
+            softmax(0, alpha); /* O is still zero: no rescale */
+            pack_p();
+            for (int it = 1; it < ntiles; it++) {
+                mbar_wait(full_k(it % NST), (uint32_t)((it / NST) & 1));
+                mbar_wait(full_v((it - 1) % NST), (uint32_t)(((it - 1) / NST) & 1));
+                sched_begin(it);
+                wgmma_fence();
+                qk(it);
+                pv(it - 1);
+                sched_end(it);
+                wgmma_wait<1>();
+#pragma unroll
+                for (int i = 0; i < 64; i++) reg_fence(s[i]);
+                release(empty_k(it % NST));
+                softmax(it, alpha);
+                wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; i++) reg_fence(o[i]), reg_fence(s[i]);
+                release(empty_v((it - 1) % NST));
+#pragma unroll
+                for (int n = 0; n < D / 8; n++) {
+                    o[4 * n] *= alpha[0];
+                    o[4 * n + 1] *= alpha[0];
+                    o[4 * n + 2] *= alpha[1];
+                    o[4 * n + 3] *= alpha[1];
+                }
+                pack_p();
+            }
+            mbar_wait(full_v((ntiles - 1) % NST), (uint32_t)(((ntiles - 1) / NST) & 1));
+            sched_begin(ntiles);
+            wgmma_fence();
+            pv(ntiles - 1);
+            sched_end(ntiles);
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; i++) reg_fence(o[i]);
+        }
+
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int rho = row0 + lrow0 + i * 8;
+            if (rho >= nrows) continue;
+            const int tok = tok0 + rho / G, h = hk * G + rho % G;
+            const float M = m[i], L = l[i];
+            if (!p.partial) {
+                const bool has_sink = p.var.sinks != nullptr;
+                const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
+                float Mx = has_sink ? fmaxf(M, sink2) : M, f = 0.f, lse2 = -INFINITY;
+                if (Mx != -INFINITY) {
+                    const float a = M == -INFINITY ? 0.f : exp2f(M - Mx);
+                    const float den = L * a + (has_sink ? exp2f(sink2 - Mx) : 0.f);
+                    f = den > 0.f ? a / den : 0.f;
+                    lse2 = Mx + log2f(den);
+                }
+                f *= p.var.v_scale;
+                QT *orow =
+                    static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
+#pragma unroll
+                for (int n = 0; n < D / 8; n++)
+                    *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t4) =
+                        pack2<QT>(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
+                if (t4 == 0 && p.o.lse) p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+            } else {
+                const int64_t slot = (int64_t)(p.o.part_slot + blockIdx.z) * p.num_tokens + tok;
+                const float f = L > 0.f ? p.var.v_scale / L : 0.f;
+                float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * D;
+#pragma unroll
+                for (int n = 0; n < D / 8; n++)
+                    *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t4) =
+                        make_float2(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
+                if (t4 == 0) p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
+            }
+        }
+    }
+#endif
+}
+
+/* grid_tiles 0: raise the kernels' shared-memory limit (state creation). */
+template <int NST> static cudaError_t launch_ws(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st)
+{
+    constexpr size_t smem = ws90::smem_bytes<NST>();
+    if (grid_tiles <= 0) {
+        cudaError_t e = cudaFuncSetAttribute(prefill_sm90_ws_kernel<__nv_bfloat16, NST>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(prefill_sm90_ws_kernel<half, NST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem);
+        return e;
+    }
+    const dim3 grid(grid_tiles * p.num_kv_heads, 1, p.kv_splits > 1 ? p.kv_splits : 1);
+    if (q_dtype == FI_BF16)
+        prefill_sm90_ws_kernel<__nv_bfloat16, NST><<<grid, ws90::THREADS, smem, st>>>(p);
+    else
+        prefill_sm90_ws_kernel<half, NST><<<grid, ws90::THREADS, smem, st>>>(p);
+    return cudaPeekAtLastError();
+}
+
+cudaError_t launch_prefill_sm90_ws(int stages, int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st)
+{
+    return stages == 3 ? launch_ws<3>(q_dtype, p, grid_tiles, st) : launch_ws<2>(q_dtype, p, grid_tiles, st);
+}
+
+} // namespace fi
