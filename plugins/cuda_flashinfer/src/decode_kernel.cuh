@@ -27,6 +27,9 @@
 #include "fi_common.cuh"
 #include "fi_dispatch.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 namespace fi {
 
 template <typename QT, typename KT, int D, int DV, int GB> struct decode_cfg {
@@ -295,8 +298,19 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                         return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern,
                                                                              SC::THREADS, SC::SMEM);
                     }
-                    dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
-                    kern<<<grid, SC::THREADS, SC::SMEM, st>>>(p);
+                    /* AH_FI_DECODE_ORDER=head: head blocks fastest in the grid
+                     * (a measurement knob; tokens must fit grid y). */
+                    static int order = -1;
+                    if (order < 0) {
+                        const char *e = getenv("AH_FI_DECODE_ORDER");
+                        order = e && !strcmp(e, "head") ? 1 : 0;
+                    }
+                    attn_params q = p;
+                    const int hblocks = p.num_kv_heads * (p.group / GB);
+                    q.head_fastest = order && p.num_tokens <= 65535;
+                    const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
+                                                     : dim3(p.num_tokens, hblocks, p.num_splits);
+                    kern<<<grid, SC::THREADS, SC::SMEM, st>>>(q);
                     return cudaPeekAtLastError();
                 } else {
                     auto kern = decode_kernel<QT, KT, D, DV, GB>;

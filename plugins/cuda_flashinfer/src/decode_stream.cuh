@@ -127,10 +127,14 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     __shared__ float sc[C::NW][32], pc[C::NW][32];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
-    const int t = blockIdx.x, split = blockIdx.z;
+    /* Grid (tokens, head blocks, splits), or with head_fastest (head blocks,
+     * tokens, splits): the CTAs running together then read the same pages'
+     * slots, whose heads lie side by side in an NHD cache. */
+    const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
+    const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
     const int blocks_per_kv = p.group / GB;
-    const int hk = blockIdx.y / blocks_per_kv;
-    const int h0 = hk * p.group + (blockIdx.y % blocks_per_kv) * GB;
+    const int hk = hb / blocks_per_kv;
+    const int h0 = hk * p.group + (hb % blocks_per_kv) * GB;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];

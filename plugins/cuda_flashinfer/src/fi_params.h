@@ -94,6 +94,7 @@ struct attn_params {
     int partial;          /* write out_desc partial state instead of the result */
     int kv_splits;        /* tensor-core kernel, partial only: grid z cuts keys into */
     int kv_chunk;         /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
+    int head_fastest;     /* decode_stream grid: x = head block, y = token (set by its launcher) */
 };
 
 struct merge_params {
