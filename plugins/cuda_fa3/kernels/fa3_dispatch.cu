@@ -19,8 +19,6 @@ FA3_DECL(fa3_fwd_d256_bf16_kv8)
 FA3_DECL(fa3_fwd_d256_fp16_kv8)
 FA3_DECL(fa3_fwd_d128_bf16_f8c)
 FA3_DECL(fa3_fwd_d128_fp16_f8c)
-FA3_DECL(fa3_fwd_d128_bf16_pp)
-FA3_DECL(fa3_fwd_d128_fp16_pp)
 
 extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
@@ -44,8 +42,6 @@ extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t err
                  L->kv_dtype, L->dtype);
         return 1;
     }
-    if (L->pv_overlap && L->head_dim == 128)
-        return h ? fa3_fwd_d128_fp16_pp(L, err, errlen) : fa3_fwd_d128_bf16_pp(L, err, errlen);
     switch (L->head_dim) {
     case 64: return h ? fa3_fwd_d64_fp16(L, err, errlen) : fa3_fwd_d64_bf16(L, err, errlen);
     case 128: return h ? fa3_fwd_d128_fp16(L, err, errlen) : fa3_fwd_d128_bf16(L, err, errlen);

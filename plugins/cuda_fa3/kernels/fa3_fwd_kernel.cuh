@@ -387,9 +387,7 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
 }
 
 // KV is T (16-bit cache) or __nv_fp8_e4m3 (FP8 cache, SST staging stages).
-// PP: the consumer loop with P double-buffered (PV waited for one GEMM
-// issue later, so it overlaps the next softmax); see the loop.
-template <int D, int BN, int STAGES, typename T, typename KV, int SST, bool PP = false>
+template <int D, int BN, int STAGES, typename T, typename KV, int SST>
 __global__ void __launch_bounds__(384, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -526,104 +524,11 @@ __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
         float sacc[BN / 2];
-        uint32_t pa[BN / 16][4]; // the single P buffer of the !PP loop
+        uint32_t pa[BN / 16][4];
 
         mbar_wait(&s.q_full, iter & 1);
         const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-        if constexpr (PP) {
-            // Per tile j, steady state: [ping-pong turn] issue QK^T(j+1);
-            // wait<1> retires PV(j-1); rescale O by alpha(j); issue PV(j)
-            // from one P buffer; [pass the turn]; wait<1> retires QK^T(j+1);
-            // softmax(j+1) into the other buffer while PV(j) runs. Every
-            // wait sits right after a GEMM issue, which ptxas cannot hoist
-            // above the softmax that frees the registers it overwrites (in
-            // the loop below ptxas moves wait<0> ahead of the softmax).
-            uint32_t pb0[BN / 16][4], pb1[BN / 16][4];
-            bool had_pv = false; // a PV of this item is in flight (stage pi - 1)
-            auto release_prev_v = [&]() {
-                if (had_pv && lane == 0) mbar_arrive(&s.v_empty[(pi - 1) % STAGES]);
-            };
-            auto softmax_tile = [&](int n, auto &pnext) {
-                score_prep<BN>(sacc, p, ri, n, prepass, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax<BN>(sacc, m, l, alpha, expc);
-                to_operand<T, BN>(sacc, pnext);
-            };
-            auto step = [&](int n, auto &pcur, auto &pnext) {
-                const int cur = pi + 1;
-                const int st = cur % STAGES, pst = pi % STAGES;
-                mbar_wait(&s.k_full[st], (cur / STAGES) & 1);
-                mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-                named_sync(bar_self, 256);
-                reg_fence(sacc);
-                wgmma_fence();
-                gemm_qk<D, BN, STAGES, T, Smem>(s, cw, st, sacc);
-                wgmma_commit();
-                wgmma_wait<1>(); // PV(pi - 1), issued a whole softmax ago
-                reg_fence(o);
-                release_prev_v();
-                rescale<D>(o, alpha);
-                reg_fence(o);
-                reg_fence(pcur);
-                wgmma_fence();
-                gemm_pv<D, BN, STAGES, T, Smem>(s, pst, pcur, o);
-                wgmma_commit();
-                named_arrive(bar_other, 256);
-                wgmma_wait<1>(); // QK^T(n); PV(pi) stays in flight
-                reg_fence(sacc);
-                if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                softmax_tile(n, pnext);
-                had_pv = true;
-                pi = cur;
-            };
-            auto tail = [&](auto &pcur) {
-                const int pst = pi % STAGES;
-                mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-                named_sync(bar_self, 256);
-                wgmma_wait<0>();
-                reg_fence(o);
-                release_prev_v();
-                rescale<D>(o, alpha);
-                reg_fence(o);
-                reg_fence(pcur);
-                wgmma_fence();
-                gemm_pv<D, BN, STAGES, T, Smem>(s, pst, pcur, o);
-                wgmma_commit();
-                named_arrive(bar_other, 256);
-                wgmma_wait<0>();
-                reg_fence(o);
-                if (lane == 0) mbar_arrive(&s.v_empty[pst]);
-                pi++;
-            };
-            if (n_hi > n_lo) {
-                int n = n_hi - 1;
-                {
-                    const int st = pi % STAGES;
-                    mbar_wait(&s.k_full[st], (pi / STAGES) & 1);
-                    named_sync(bar_self, 256);
-                    wgmma_fence();
-                    gemm_qk<D, BN, STAGES, T, Smem>(s, cw, st, sacc);
-                    wgmma_commit();
-                    named_arrive(bar_other, 256);
-                    wgmma_wait<0>();
-                    reg_fence(sacc);
-                    if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                    softmax_tile(n, pb0);
-                }
-                // Two steps per trip keep the P buffers' roles compile-time.
-                for (;;) {
-                    if (n == n_lo) {
-                        tail(pb0);
-                        break;
-                    }
-                    step(--n, pb0, pb1);
-                    if (n == n_lo) {
-                        tail(pb1);
-                        break;
-                    }
-                    step(--n, pb1, pb0);
-                }
-            }
-        } else if (n_hi > n_lo) {
+        if (n_hi > n_lo) {
             // First tile: S only.
             int n = n_hi - 1;
             {

@@ -37,7 +37,7 @@ constexpr size_t smem_bytes()
     return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST)>) + 1024;
 }
 
-template <int D, typename T, typename KV = T, bool PP = false>
+template <int D, typename T, typename KV = T>
 int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
     constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES, SST = sst_of<T, KV>(cfg<D>::SST);
@@ -88,7 +88,7 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
             return (int)cudaErrorInvalidValue;
         }
     }
-    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, PP>;
+    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST>;
     const size_t smem = smem_bytes<D, T, KV>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
@@ -103,13 +103,6 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 
 #define FA3_FWD_INSTANCE(D, T, NAME) \
     extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) { return fa3::launch_fwd<D, T>(L, err, errlen); }
-// The variant with P double-buffered (fwd_kernel's PP; [plugin.cuda_fa3]
-// pv_overlap = on).
-#define FA3_FWD_INSTANCE_PP(D, T, NAME)                                       \
-    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen)     \
-    {                                                                         \
-        return fa3::launch_fwd<D, T, T, true>(L, err, errlen);                \
-    }
 #define FA3_FWD_INSTANCE_KV8(D, T, NAME)                                      \
     extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen)     \
     {                                                                         \

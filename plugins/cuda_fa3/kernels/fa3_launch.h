@@ -22,7 +22,6 @@ typedef struct fa3_fwd_launch {
     int dtype;     /* FA3_T_BF16 / FA3_T_FP16: q and out */
     int kv_dtype;  /* dtype, or FA3_T_FP8_E4M3 (scales folded into p) */
     int fp8_compute; /* FP8 KV, head size 128: e4m3 GEMMs instead of widening */
-    int pv_overlap;  /* 16-bit KV, head size 128: the P-double-buffered kernel */
     const void *q;
     int64_t q_tok_stride, q_head_stride; /* elements */
     int64_t num_tokens;                  /* rows of q */

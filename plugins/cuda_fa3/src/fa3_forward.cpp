@@ -126,7 +126,6 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     L.dtype = fa3_dt(sp->q_dtype);
     L.kv_dtype = fa3_dt(sp->kv_dtype);
     L.fp8_compute = st->fp8_compute;
-    L.pv_overlap = st->pv_overlap;
     L.q = ah_dl_data(a->q);
     L.q_tok_stride = ah_dl_stride(a->q, 0);
     L.q_head_stride = ah_dl_stride(a->q, 1);

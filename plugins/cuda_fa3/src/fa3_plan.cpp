@@ -122,12 +122,6 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         return ah_fail(e, AH_ERR_CONFIG, "fp8_compute = '%s': the value must be on or off", fc);
     }
     st->fp8_compute = fc && !strcmp(fc, "on");
-    const char *po = host->config_get ? host->config_get(host, "pv_overlap") : NULL;
-    if (po && strcmp(po, "on") && strcmp(po, "off")) {
-        host->free(host, st);
-        return ah_fail(e, AH_ERR_CONFIG, "pv_overlap = '%s': the value must be on or off", po);
-    }
-    st->pv_overlap = po && !strcmp(po, "on");
 
     cudaError_t ce = cudaSuccess;
 #define FA3_ALLOC(call)                                         \

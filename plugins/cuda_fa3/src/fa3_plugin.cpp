@@ -34,9 +34,6 @@ static const ah_config_key fa3_config_keys[] = {
     {"fp8_compute", "off",
      "fp8 e4m3 KV cache, head size 128: on = e4m3 GEMMs (Q and P quantized in the kernel, ~2x the "
      "tensor rate, larger error); off = the cache widened to 16 bits (the 16-bit GEMMs' accuracy)"},
-    {"pv_overlap", "off",
-     "16-bit KV, head size 128: on = P double-buffered so each PV GEMM runs under the next tile's "
-     "softmax (same results); off = PV waited for before the softmax (see NOTES.md, v4)"},
 };
 
 static const ah_caps fa3_caps = {

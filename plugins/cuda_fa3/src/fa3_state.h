@@ -26,7 +26,6 @@ struct ah_state {
     int group, tpt;      /* GQA packing: heads per KV head, tokens per tile */
     int grid;
     int fp8_compute;     /* [plugin.cuda_fa3] fp8_compute = on */
-    int pv_overlap;      /* [plugin.cuda_fa3] pv_overlap = on */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;

@@ -10,7 +10,7 @@
  * Queries are bf16; the KV cache is bf16 or fp8 e4m3 (descale 0.25).
  * Prints one line per shape: time, TFLOP/s, GB/s of KV read.
  *
- *   fa3_bench [plugin.so] [prefill|decode|fp8|final|all|d128]
+ *   fa3_bench [plugin.so] [prefill|decode|fp8|final|all]
  *     prefill/decode: bf16 KV, every head size / the decode shapes
  *     fp8:   d128 prefill and decode with an fp8 KV cache
  *     final: prefill d128, d64, d256 (bf16 KV), decode, then d128 prefill
@@ -19,8 +19,6 @@
  * FA3_FP8_COMPUTE=on (read by the harness as [plugin.cuda_fa3]
  * fp8_compute) runs fp8-KV d128 shapes with e4m3 GEMMs; they print as
  * "f8c" instead of "kv8".
- *     d128:  prefill d128 with bf16 KV only; with FA3_PV_OVERLAP=on
- *            ([plugin.cuda_fa3] pv_overlap) these print as "bf16pp"
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,12 +32,6 @@ static fa3h H;
 static int fp8c_on(void)
 {
     const char *v = getenv("FA3_FP8_COMPUTE");
-    return v && !strcmp(v, "on");
-}
-
-static int pp_on(void)
-{
-    const char *v = getenv("FA3_PV_OVERLAP");
     return v && !strcmp(v, "on");
 }
 
@@ -145,7 +137,7 @@ static int bench(const shape *s)
         }
         printf("RESULT fa3 %-7s %-4s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s "
                "%7.1f GB/s\n",
-               s->kind, s->kv8 ? (fp8c_on() ? "f8c" : "kv8") : (pp_on() && s->d == 128 ? "bf16pp" : "bf16"), s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
+               s->kind, s->kv8 ? (fp8c_on() ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
                flops / med / 1e9, kv_bytes / med / 1e6);
         fflush(stdout);
     }
@@ -165,10 +157,9 @@ int main(int argc, char **argv)
     const int all = !strcmp(which, "all"), fin = !strcmp(which, "final");
     const int pre16 = all || !strcmp(which, "prefill"), dec16 = all || fin || !strcmp(which, "decode");
     const int fp8 = all || fin || !strcmp(which, "fp8");
-    const int d128 = !strcmp(which, "d128");
     for (int kv8 = 0; kv8 <= 1; kv8++) {
-        if (kv8 ? !fp8 : !(pre16 || fin || d128)) continue;
-        const int ds[3] = {128, 64, 256}, nd = kv8 || d128 ? 1 : 3; /* fp8: d128 only */
+        if (kv8 ? !fp8 : !(pre16 || fin)) continue;
+        const int ds[3] = {128, 64, 256}, nd = kv8 ? 1 : 3; /* fp8: d128 only */
         for (int di = 0; di < nd; di++)
             for (int causal = 1; causal >= 0; causal--)
                 for (int L = 4096; L <= 16384; L *= 2) {

@@ -22,7 +22,6 @@ static const char *h_cfg(const ah_host_services *host, const char *k)
     (void)host;
     if (!strcmp(k, "max_splits")) return getenv("FA3_MAX_SPLITS");
     if (!strcmp(k, "fp8_compute")) return getenv("FA3_FP8_COMPUTE");
-    if (!strcmp(k, "pv_overlap")) return getenv("FA3_PV_OVERLAP");
     return NULL;
 }
 static ah_hw_facts h_hw = {sizeof(ah_hw_facts), 0, 0, 1, 0, "", "", ""};

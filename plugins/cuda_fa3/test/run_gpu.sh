@@ -1,11 +1,9 @@
 #!/bin/bash
 # One device session for cuda_fa3, bounded to about 6 minutes: build, the
 # oracle check (bf16/fp16 and FP8-KV cases) and the host's conformance
-# suite, each with fp8_compute off (the default) and on, and with
-# pv_overlap on (the P-double-buffered 16-bit d128 kernel); the prefill
+# suite, each with fp8_compute off (the default) and on; the prefill
 # benchmarks (d128, d64, d256, bf16 KV; d128 with an fp8 e4m3 KV cache,
-# widened and with FP8 compute; d128 bf16 KV with pv_overlap on) and
-# decode (bf16, fp8 both ways); and the
+# widened and with FP8 compute) and decode (bf16, fp8 both ways); and the
 # SDPA peers (cuDNN, flash) plus HBM bandwidth on the same GPU.
 # Logs go under $OUT; a summary table is printed last (summary.py).
 # Run from the repository root with .deps carried (the device image lacks
@@ -44,7 +42,6 @@ fi
 
 export ATTNHOST_PLUGIN_PATH=$PWD/$B/lib/attnhost/plugins
 printf '[plugin.cuda_fa3]\nfp8_compute = on\n' > "$OUT/f8c.ini"
-printf '[plugin.cuda_fa3]\npv_overlap = on\n' > "$OUT/pp.ini"
 if [ -x $B/bin/fa3_check ]; then
   timeout "$(tmo 100)" $B/bin/fa3_check > "$OUT/check.log" 2>&1
   echo "fa3_check rc=$? at $(el)" | tee -a "$OUT/steps.txt"
@@ -52,9 +49,6 @@ if [ -x $B/bin/fa3_check ]; then
   FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv > "$OUT/check_f8c.log" 2>&1
   echo "fa3_check fp8_compute=on (fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:|fp8 compute" "$OUT/check_f8c.log" | head -40
-  FA3_PV_OVERLAP=on timeout "$(tmo 100)" $B/bin/fa3_check > "$OUT/check_pp.log" 2>&1
-  echo "fa3_check pv_overlap=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
-  grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:" "$OUT/check_pp.log" | head -20
 fi
 if [ -x $B/bin/attnhost ]; then
   timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 > "$OUT/attnhost_check.log" 2>&1
@@ -63,17 +57,12 @@ if [ -x $B/bin/attnhost ]; then
   timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/f8c.ini" > "$OUT/attnhost_check_f8c.log" 2>&1
   echo "attnhost check fp8_compute=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -iE "fail|fp8" "$OUT/attnhost_check_f8c.log" | head -12; tail -2 "$OUT/attnhost_check_f8c.log"
-  timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/pp.ini" > "$OUT/attnhost_check_pp.log" 2>&1
-  echo "attnhost check pv_overlap=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
-  grep -iE "fail" "$OUT/attnhost_check_pp.log" | head -12; tail -2 "$OUT/attnhost_check_pp.log"
 fi
 if [ -x $B/bin/fa3_bench ]; then
   timeout "$(tmo 80)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so ${FA3_BENCH:-final} > "$OUT/bench.log" 2>&1
   echo "bench rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   FA3_FP8_COMPUTE=on timeout "$(tmo 40)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so fp8 >> "$OUT/bench.log" 2>&1
   echo "bench fp8_compute=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
-  FA3_PV_OVERLAP=on timeout "$(tmo 40)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so d128 >> "$OUT/bench.log" 2>&1
-  echo "bench pv_overlap=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -v RESULT "$OUT/bench.log" | tail -4
 fi
 timeout "$(tmo 90)" python3 plugins/cuda_fa3/test/peer_sdpa.py 128 64 256 > "$OUT/peers.log" 2>&1

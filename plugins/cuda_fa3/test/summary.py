@@ -34,15 +34,11 @@ print("  fa3_check:", f"{m.group(1)} of {m.group(2)} cases passed" if m else "no
 fails = [l.strip() for l in read("check.log").splitlines() if "FAIL" in l or "DIFFER" in l]
 for l in fails[:8]:
     print("    ", l)
-m = re.search(r"(\d+) of (\d+) cases passed", read("check_pp.log"))
-print("  fa3_check pv_overlap=on (all cases):", f"{m.group(1)} of {m.group(2)} cases passed" if m else "no verdict")
-for l in [l.strip() for l in read("check_pp.log").splitlines() if "FAIL" in l or "DIFFER" in l][:6]:
-    print("    ", l)
 m = re.search(r"(\d+) of (\d+) cases passed", read("check_f8c.log"))
 print("  fa3_check fp8_compute=on (fp8kv):", f"{m.group(1)} of {m.group(2)} cases passed" if m else "no verdict")
 for l in [l.strip() for l in read("check_f8c.log").splitlines() if "FAIL" in l][:6]:
     print("    ", l)
-for name in ("attnhost_check.log", "attnhost_check_f8c.log", "attnhost_check_pp.log"):
+for name in ("attnhost_check.log", "attnhost_check_f8c.log"):
     ac = [l for l in read(name).splitlines() if re.search(r"passed|failed", l)]
     print(f"  {name[:-4]}:", ac[-1].strip() if ac else f"no verdict (see {name})")
 
@@ -80,15 +76,6 @@ for causal in ("causal", "noncausal"):
         r = lambda a, d: a / d if a and d else None
         print(f"  {causal[:6] + ' ' + str(L // 1024) + 'k':<10} {fmt(bt)} {fmt(ft)} {fmt(ct)} {fmt(c)}"
               f" {fmt(r(bt, c), '10.2f')} {fmt(r(ft, bt), '10.2f')} {fmt(r(ct, bt), '11.2f')} {fmt(r(ct, c), '12.2f')}")
-
-print("\nprefill d128 bf16 KV, pv_overlap off / on (TFLOP/s, ratio on/off)")
-for causal in ("causal", "noncausal"):
-    cells = []
-    for L in (4096, 8192, 16384):
-        b, q = fa3.get(("prefill", "bf16", L, causal)), fa3.get(("prefill", "bf16pp", L, causal))
-        bt, qt = (x[1] if x else None for x in (b, q))
-        cells.append(f"{L // 1024}k {fmt(bt, '6.1f')} / {fmt(qt, '6.1f')} = {fmt(qt / bt if bt and qt else None, '4.2f')}")
-    print(f"  {causal:<10} " + "   ".join(cells))
 
 for d in (64, 256):
     print(f"\nprefill d{d}, bf16, TFLOP/s (ratio to SDPA cuDNN of this call)")
