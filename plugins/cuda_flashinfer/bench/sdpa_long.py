@@ -2,12 +2,17 @@
 d128, one sequence of 4k/8k/16k, causal and not): FlashAttention-2 and cuDNN
 backends on dense tensors, CUDA-event medians after warm-up, random data.
 TFLOP/s counts the visible (query, key) pairs as fi_bench does:
-4 * heads * d * pairs, pairs = n(n+1)/2 causal, n^2 otherwise.
+4 * heads * d * pairs, pairs = n(n+1)/2 causal, n^2 otherwise. Then the
+decode rows fi_bench --decode times (B64, context 4k/8k/16k) on dense KV
+through bench/peers/peerlib.py's sdpa_ms (as bench/peers/torch_sdpa.py does),
+with GB/s of K and V read.
 
     python3 sdpa_long.py [--reps N]
 """
 import argparse
+import os
 import statistics
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -54,6 +59,23 @@ def main():
                 except Exception as e:  # a backend that cannot run this shape
                     msg = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
                     print(f"| {name} | {bname} | unsupported: {msg} | |", flush=True)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
+    from peerlib import refusal, sdpa_ms
+    print("| shape | backend | ms | GB/s |")
+    for ctx in (4096, 8192, 16384):
+        b = 64
+        q = torch.randn(b, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(b, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(b, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
+        kv_bytes = 2 * b * hk * ctx * d * 2 + 2 * b * hq * d * 2
+        for bname in ("flash", "cudnn"):
+            try:
+                ms = sdpa_ms(bname, q, k, v, False, max(20, args.reps), warmup=5)
+                print(f"| decode B64 ctx{ctx} 32/8 d128 | {bname} | {ms:.3f} | {kv_bytes / ms / 1e6:.0f} |",
+                      flush=True)
+            except Exception as e:  # a backend that cannot run this shape
+                print(f"| decode B64 ctx{ctx} 32/8 d128 | {bname} | unsupported: {refusal(e)} | |", flush=True)
+        del q, k, v
 
 
 if __name__ == "__main__":

@@ -6,24 +6,31 @@
  * (its own object library); launched on compute capability 9.0 unless
  * AH_FI_PREFILL_SM90=0, else prefill_fast.cuh's mma.sync kernel runs.
  *
- * One CTA of two warpgroups per (128 packed rows = one plan tile, KV head,
- * key range): each warpgroup owns 64 rows. Why it beats the mma.sync kernel:
- *   - wgmma m64n128k16 reads Q and K straight from shared memory through
- *     descriptors (no ldmatrix, no fragment registers), at twice the
- *     tensor-core rate mma.sync reaches on this chip;
- *   - P stays in registers as the A operand of P.V (the accumulator layout is
- *     the register-A layout) and V is read MN-major by the descriptor;
- *   - within a warpgroup, S(j) = Q K(j)^T and O += P(j-1) V(j-1) are issued
- *     together and the softmax of S(j) runs while P.V is still in the tensor
- *     cores; O is rescaled only after that group retires;
- *   - tiles of 128 keys in a 2-deep cp.async ring (V(j) and K(j+1) are copied
- *     during tile j's work), 128-byte swizzle (the layout wgmma reads), the
- *     next tile's page numbers fetched a tile ahead.
- * Shared memory: Q 32 KiB + 2 x (K 32 KiB + V 32 KiB) = 160 KiB, one CTA per
- * SM; up to 255 registers per thread without spills.
+ * One CTA of three warpgroups per (128 packed rows = one plan tile, KV head,
+ * key range), 128-key tiles:
+ *   - warpgroup 0 is a producer: its 128 threads copy K and V tiles with
+ *     cp.async (two threads per key row, its page looked up a tile ahead)
+ *     into two-stage rings (K and V separately, so K(j+1) lands before V(j)
+ *     is consumed), 128-byte swizzled as wgmma reads them. Once a thread's
+ *     own copies of a tile have landed it fences them to the async proxy and
+ *     arrives on the tile's "full" mbarrier; before reusing a stage it waits
+ *     on the "empty" mbarrier the consumers release as soon as the wgmma
+ *     reading it retires. It gives its registers away (setmaxnreg).
+ *   - warpgroups 1 and 2 own 64 rows each. S(j) = Q K(j)^T by wgmma
+ *     m64n128k16 with Q and K read from shared memory by descriptors, P kept
+ *     in registers as the A operand of O += P V (V read MN-major). Inside a
+ *     warpgroup, S(j) and P(j-1) V(j-1) are issued together and the softmax
+ *     of S(j) runs while P.V is in flight (O rescaled once it retires);
+ *     between the two, named barriers alternate the GEMM issue (ping-pong):
+ *     one warpgroup issues only after the other issued its own, so one's
+ *     softmax runs while the other's GEMMs occupy the tensor cores.
+ * No barrier spans the whole CTA inside the key loop (the previous kernel's
+ * per-tile __syncthreads kept both halves in phase, softmaxes coinciding:
+ * 330-359 TFLOP/s non-causal on the H100; this one 480-490).
+ * Shared memory: Q 32 KiB + K 2 x 32 + V 2 x 32 = 160 KiB (a third stage
+ * measured no faster), one CTA per SM.
  */
 #include <limits.h>
-#include <stdlib.h>
 
 #include "fi_common.cuh"
 #include "wgmma_sm90.cuh"
@@ -31,25 +38,12 @@
 namespace fi {
 
 namespace sm90 {
-constexpr int D = 128, BQ = 128, BK = 128, THREADS = 256;
+constexpr int D = 128, BQ = 128, BK = 128, THREADS = 384, NST = 2; /* NST: K/V stages */
 constexpr uint32_t QHALF = BQ * 128, KVHALF = BK * 128; /* bytes of one 64-channel half */
 constexpr uint32_t QB = 2 * QHALF, KVB = 2 * KVHALF;
-constexpr uint32_t K0 = QB, V0 = QB + KVB, STAGE = 2 * KVB; /* stage s: K at K0 + s * STAGE */
-/* NST K/V stages in the cp.async ring: tile it's copies start NST - 1 tiles
- * ahead of their use. 2 measured 1-4% faster than 3 on the H100 (3 fills the
- * 227 KiB limit). + slack to align the base to 1024 B. */
-constexpr int NST = 2;
-constexpr size_t SMEM = QB + NST * STAGE + 1024;
+constexpr uint32_t K0 = QB, V0 = QB + NST * KVB; /* K stage s at K0 + s * KVB, V likewise */
+constexpr size_t SMEM = QB + 2 * NST * KVB + 1024; /* + slack to align the base to 1024 B */
 static_assert(BQ == FI_TILE_ROWS, "one CTA per plan tile");
-} // namespace sm90
-
-/* Byte offset of (row, 16-byte chunk c of 16) in a tile of `rows` rows stored
- * as two 64-channel halves of 128-byte rows, chunk ^ row % 8 in each (the
- * 128-byte swizzle wgmma expects, atoms of 8 rows x 128 B 1024-B aligned). */
-__device__ __forceinline__ uint32_t sw128(uint32_t rows, int r, int c)
-{
-    return (uint32_t)(c >> 3) * rows * 128u + (uint32_t)r * 128u + (uint32_t)(((c & 7) ^ (r & 7)) << 4);
-}
 
 __device__ __forceinline__ float ex2(float x)
 {
@@ -57,9 +51,55 @@ __device__ __forceinline__ float ex2(float x)
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/* Spins until the phase of the given parity has completed. */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile("{\n.reg .pred done;\nWAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wait_copies()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+/* 8 chunks of 16 bytes of one 256-byte row (chunks 2i + lh; a thread pair
+ * covers the row) in a tile stored as two 64-channel halves of 128-byte rows,
+ * chunk ^ row % 8 in each: the 128-byte swizzle wgmma expects (atoms of 8 rows
+ * x 128 B, 1024-B aligned). dst = the row's chunk lh, already swizzled. */
+template <typename QT>
+__device__ __forceinline__ void copy_row(uint32_t dst, uint32_t half_bytes, const QT *src, bool ok)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                         (dst ^ (uint32_t)((i & 3) << 5)) + (uint32_t)(i >> 2) * half_bytes),
+                     "l"(src + (ok ? i * 16 : 0)), "r"(ok ? 16 : 0)
+                     : "memory");
+}
+} // namespace sm90
 
 template <typename QT>
-__global__ void __launch_bounds__(256, 1) prefill_sm90_kernel(const attn_params p)
+__global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params p)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace sm90;
@@ -68,6 +108,12 @@ __global__ void __launch_bounds__(256, 1) prefill_sm90_kernel(const attn_params 
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
     __shared__ int s_lo, s_hi, s_maxlo, s_minhi;
     __shared__ int2 s_rng[BQ]; /* each row's visible keys, read by masked tiles only */
+    __shared__ __align__(8) uint64_t s_bar[4 * NST]; /* full K, full V, empty K, empty V */
+    const uint32_t bar0 = smem_addr(s_bar);
+    auto full_k = [&](int s) { return bar0 + 8u * (uint32_t)s; };
+    auto full_v = [&](int s) { return bar0 + 8u * (uint32_t)(NST + s); };
+    auto empty_k = [&](int s) { return bar0 + 8u * (uint32_t)(2 * NST + s); };
+    auto empty_v = [&](int s) { return bar0 + 8u * (uint32_t)(3 * NST + s); };
 
     /* Grid x = (plan tile, KV head), head fastest, tiles last first (the
      * longest causal CTAs start first). */
@@ -95,279 +141,301 @@ __global__ void __launch_bounds__(256, 1) prefill_sm90_kernel(const attn_params 
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     const int g8 = lane / 4, t4 = lane % 4;
-    /* This thread's two rows (g8 and g8 + 8 of its warp's 16 within its
-     * warpgroup's 64), as CTA-local indices. */
-    const int lrow0 = wg * 64 + (warp % 4) * 16 + g8;
+    const int c = wg - 1; /* consumer index (-1: the producer) */
+    /* A consumer thread's two rows (g8 and g8 + 8 of its warp's 16). */
+    const int lrow0 = c * 64 + (warp % 4) * 16 + g8;
 
     if (tid == 0) {
         s_lo = INT_MAX;
         s_hi = INT_MIN;
         s_maxlo = INT_MIN;
         s_minhi = INT_MAX;
+        for (int s = 0; s < NST; s++) {
+            mbar_init(full_k(s), 128);
+            mbar_init(full_v(s), 128);
+            mbar_init(empty_k(s), 8);
+            mbar_init(empty_v(s), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    if (c >= 0) {
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int rho = row0 + lrow0 + i * 8;
-        int lo = 0, hi = 0;
-        if (rho < nrows) {
-            visible_range(p.var, p.plan.token_pos[tok0 + rho / G], seq_len, kv_begin, &lo, &hi);
-            if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
-                const int zl = (int)blockIdx.z * p.kv_chunk;
-                lo = max(lo, zl);
-                hi = min(hi, zl + p.kv_chunk);
+        for (int i = 0; i < 2; i++) {
+            const int rho = row0 + lrow0 + i * 8;
+            int lo = 0, hi = 0;
+            if (rho < nrows) {
+                visible_range(p.var, p.plan.token_pos[tok0 + rho / G], seq_len, kv_begin, &lo, &hi);
+                if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
+                    const int zl = (int)blockIdx.z * p.kv_chunk;
+                    lo = max(lo, zl);
+                    hi = min(hi, zl + p.kv_chunk);
+                }
+                atomicMax(&s_maxlo, lo);
+                atomicMin(&s_minhi, hi);
+                if (hi > lo) {
+                    atomicMin(&s_lo, lo);
+                    atomicMax(&s_hi, hi);
+                }
             }
-            atomicMax(&s_maxlo, lo);
-            atomicMin(&s_minhi, hi);
-            if (hi > lo) {
-                atomicMin(&s_lo, lo);
-                atomicMax(&s_hi, hi);
-            }
+            if (t4 == 0) s_rng[lrow0 + i * 8] = make_int2(lo, hi);
         }
-        if (t4 == 0) s_rng[lrow0 + i * 8] = make_int2(lo, hi);
-    }
-
-    /* Copies: two threads per row, thread chunks 2i + lh (a pair reads 32
-     * contiguous bytes per copy), 8 chunks each per 128-row tile. */
-    const int lr = tid >> 1, lh = tid & 1;
-    const uint32_t ld_off = (uint32_t)lr * 128u + (uint32_t)((lh ^ (lr & 7)) << 4);
-    {
+        /* This warpgroup's 64 Q rows: two threads per row. */
+        const int ct = tid - 128 * wg, lr = c * 64 + (ct >> 1), lh = ct & 1;
         const QT *qg = static_cast<const QT *>(p.q);
         const int rho = row0 + lr;
         const bool ok = rho < nrows;
         const QT *src = ok ? qg + (int64_t)(tok0 + rho / G) * p.q_stride_t + (int64_t)(hk * G + rho % G) * p.q_stride_h + lh * 8
                            : qg;
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                             sbase + (ld_off ^ (uint32_t)((i & 3) << 5)) + (uint32_t)(i >> 2) * QHALF),
-                         "l"(src + (ok ? i * 16 : 0)), "r"(ok ? 16 : 0));
+        copy_row<QT>(sbase + (uint32_t)lr * 128u + (uint32_t)((lh ^ (lr & 7)) << 4), QHALF, src, ok);
+        commit();
     }
     __syncthreads(); /* the range atomics are visible */
     const int kv_lo = s_lo, kv_hi = s_hi;
     const int ntiles = kv_hi > kv_lo ? (kv_hi - kv_lo + BK - 1) / BK : 0;
 
-    const QT *kc = static_cast<const QT *>(p.k_cache);
-    const QT *vc = static_cast<const QT *>(p.v_cache);
-    const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
-    int pgn = 0, pgn_v = 0; /* page of this thread's row in the next K tile / the V tile */
-    auto fetch_page = [&](int it) {
-        const int j = kv_lo + it * BK + lr;
-        return j < kv_hi ? __ldg(pages + (j >> shift)) : 0;
-    };
-    /* One tensor (K or V) of tile it into stage it % 2. */
-    auto issue = [&](const QT *cache, const kv_geom &g, uint32_t region, int it, int pg) {
-        const uint32_t st = sbase + region + (uint32_t)(it % NST) * STAGE;
-        const int j = kv_lo + it * BK + lr;
-        const bool ok = j < kv_hi;
-        const QT *src = ok ? cache + ((int64_t)hk * g.stride_head + (int64_t)pg * g.stride_page +
-                                      (int64_t)(j & pmask) * g.stride_slot + lh * 8)
-                           : cache;
+    if (wg == 0) {
+        /* ---- producer ---- */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        const QT *kc = static_cast<const QT *>(p.k_cache);
+        const QT *vc = static_cast<const QT *>(p.v_cache);
+        const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
+        const int r0 = tid >> 1, lh = tid & 1; /* rows r0 and r0 + 64 of each tile */
+        const uint32_t off = (uint32_t)r0 * 128u + (uint32_t)((lh ^ (r0 & 7)) << 4);
+        auto page = [&](int it, int r) {
+            const int j = kv_lo + it * BK + r;
+            return j < kv_hi ? __ldg(pages + (j >> shift)) : 0;
+        };
+        auto issue = [&](const QT *cache, const kv_geom &g, uint32_t st, int it, int pg0, int pg1) {
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                             st + (ld_off ^ (uint32_t)((i & 3) << 5)) + (uint32_t)(i >> 2) * KVHALF),
-                         "l"(src + (ok ? i * 16 : 0)), "r"(ok ? 16 : 0));
-    };
-    /* Copy groups: {Q, K(0)}, then {V(j), K(j+1)} for j = 0, 1, ...; group
-     * j + 1 is started at the top of tile j + 1 - (NST - 1), into the stages
-     * that V(j - NST + 1) and K(j + 1 - NST) left. */
-    auto issue_pair = [&](int j) {
-        if (j < ntiles) {
-            issue(vc, p.vg, V0, j, pgn_v);
-            if (j + 1 < ntiles) {
-                issue(kc, p.kg, K0, j + 1, pgn);
-                pgn_v = pgn;
-                if (j + 2 < ntiles) pgn = fetch_page(j + 2);
+            for (int h = 0; h < 2; h++) {
+                const int j = kv_lo + it * BK + r0 + 64 * h;
+                const bool ok = j < kv_hi;
+                const QT *src = ok ? cache + ((int64_t)hk * g.stride_head + (int64_t)(h ? pg1 : pg0) * g.stride_page +
+                                              (int64_t)(j & pmask) * g.stride_slot + lh * 8)
+                                   : cache;
+                copy_row<QT>(st + off + (uint32_t)h * 64u * 128u, KVHALF, src, ok);
             }
+            commit();
+        };
+        /* Jobs K(0), K(1), V(0), K(2), V(1), ..., V(n-1): the consumers' order.
+         * After each job, the one before it is waited for (this thread's
+         * copies), fenced to the async proxy and announced. */
+        uint32_t prev = 0;
+        auto announce = [&](uint32_t bar) {
+            if (prev) {
+                wait_copies<1>();
+                fence_async_smem();
+                mbar_arrive(prev);
+            }
+            prev = bar;
+        };
+        int pc0 = 0, pc1 = 0, pp0 = 0, pp1 = 0; /* pages of tile it and it - 1 */
+        if (ntiles > 0) pc0 = page(0, r0), pc1 = page(0, r0 + 64);
+        for (int it = 0; it <= ntiles; it++) {
+            if (it < ntiles) {
+                const int s = it % NST;
+                if (it >= NST) mbar_wait(empty_k(s), (uint32_t)((it / NST - 1) & 1));
+                issue(kc, p.kg, sbase + K0 + (uint32_t)s * KVB, it, pc0, pc1);
+                announce(full_k(s));
+            }
+            if (it > 0) {
+                const int v = it - 1, s = v % NST;
+                if (v >= NST) mbar_wait(empty_v(s), (uint32_t)((v / NST - 1) & 1));
+                issue(vc, p.vg, sbase + V0 + (uint32_t)s * KVB, v, pp0, pp1);
+                announce(full_v(s));
+            }
+            pp0 = pc0;
+            pp1 = pc1;
+            if (it + 1 < ntiles) pc0 = page(it + 1, r0), pc1 = page(it + 1, r0 + 64);
         }
-        cp_async_commit();
-    };
-    if (ntiles > 0) {
-        pgn = fetch_page(0);
-        issue(kc, p.kg, K0, 0, pgn);
-        pgn_v = pgn;
-        if (ntiles > 1) pgn = fetch_page(1);
-    }
-    cp_async_commit();
-    if (NST > 2) issue_pair(0);
+        if (prev) {
+            wait_copies<0>();
+            fence_async_smem();
+            mbar_arrive(prev);
+        }
+    } else {
+        /* ---- consumers ---- */
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        wait_copies<0>(); /* this thread's Q copies */
+        fence_async_smem();
+        named_sync(1 + c, 128);
 
-    float o[64], s[64];
+        float o[64], s[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++) o[i] = 0.f;
-    uint32_t pa[8][4];
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const float sl2 = p.var.qk_scale * FI_LOG2E; /* raw dot -> base-2 logit */
-    const uint32_t qw = sbase + (uint32_t)wg * 64u * 128u; /* this warpgroup's Q rows */
-
-    /* Waits for this thread's copies of K(it) and V(it-1) (NST - 2 newer
-     * groups may stay in flight), makes them visible to the tensor cores
-     * (async proxy), joins the CTA (every warpgroup is done with tile it-1,
-     * so its stages are free), then starts group it + NST - 2. */
-    auto next_tile = [&](int it) {
-        if (NST > 2 && it < ntiles) cp_async_wait<NST - 2>();
-        else cp_async_wait<0>();
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        issue_pair(it + NST - 2);
-    };
-    auto qk = [&](int it) { /* S = Q K(it)^T, raw dot products */
-        const uint32_t kt = sbase + K0 + (uint32_t)(it % NST) * STAGE;
+        for (int i = 0; i < 64; i++) o[i] = 0.f;
+        uint32_t pa[8][4];
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        const float sl2 = p.var.qk_scale * FI_LOG2E;
+        const uint32_t qw = sbase + (uint32_t)c * 64u * 128u;
+        /* Ping-pong over issue points 0..ntiles: warpgroup 0 skips its first
+         * wait, warpgroup 1 its last signal, so both barriers balance. */
+        const int bar_self = 3 + c, bar_other = 4 - c;
+        auto sched_begin = [&](int pt) {
+            if (!(c == 0 && pt == 0)) named_sync(bar_self, 256);
+        };
+        auto sched_end = [&](int pt) {
+            if (!(c == 1 && pt == ntiles)) named_arrive(bar_other, 256);
+        };
+        auto release = [&](uint32_t bar) {
+            if (lane == 0) mbar_arrive(bar);
+        };
+        auto qk = [&](int it) {
+            const uint32_t kt = sbase + K0 + (uint32_t)(it % NST) * KVB;
 #pragma unroll
-        for (int kd = 0; kd < D / 16; kd++)
-            MMA::ss(s, wgmma_desc(qw + (uint32_t)(kd >> 2) * QHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
-                    wgmma_desc(kt + (uint32_t)(kd >> 2) * KVHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
-                    kd > 0);
-        wgmma_commit();
-    };
-    auto pv = [&](int it) { /* O += P(it) V(it) */
-        const uint32_t vt = sbase + V0 + (uint32_t)(it % NST) * STAGE;
+            for (int kd = 0; kd < D / 16; kd++)
+                MMA::ss(s, wgmma_desc(qw + (uint32_t)(kd >> 2) * QHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
+                        wgmma_desc(kt + (uint32_t)(kd >> 2) * KVHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
+                        kd > 0);
+            wgmma_commit();
+        };
+        auto pv = [&](int it) {
+            const uint32_t vt = sbase + V0 + (uint32_t)(it % NST) * KVB;
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) MMA::rs(o, pa[kk], wgmma_desc(vt + (uint32_t)kk * 2048u, KVHALF, 1024));
-        wgmma_commit();
-    };
-    /* Masks S where needed, turns it into P (in place) and updates m and l;
-     * returns the rescale factors of O's two rows. */
-    auto softmax = [&](int it, float *alpha) {
-        const int kb = kv_lo + it * BK;
-        if (kb < s_maxlo || kb + BK > s_minhi) { /* a tile crossing some row's range (CTA-uniform) */
-            const int2 rg0 = s_rng[lrow0], rg1 = s_rng[lrow0 + 8];
+            for (int kk = 0; kk < BK / 16; kk++)
+                MMA::rs(o, pa[kk], wgmma_desc(vt + (uint32_t)kk * 2048u, KVHALF, 1024));
+            wgmma_commit();
+        };
+        auto softmax = [&](int it, float *alpha) {
+            const int kb = kv_lo + it * BK;
+            if (kb < s_maxlo || kb + BK > s_minhi) {
+                const int2 rg0 = s_rng[lrow0], rg1 = s_rng[lrow0 + 8];
 #pragma unroll
-            for (int n = 0; n < BK / 8; n++)
+                for (int n = 0; n < BK / 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int j = kb + n * 8 + 2 * t4 + (e & 1);
-                    const int2 rg = e < 2 ? rg0 : rg1;
-                    if (j < rg.x || j >= rg.y) s[4 * n + e] = -INFINITY;
+                    for (int e = 0; e < 4; e++) {
+                        const int j = kb + n * 8 + 2 * t4 + (e & 1);
+                        const int2 rg = e < 2 ? rg0 : rg1;
+                        if (j < rg.x || j >= rg.y) s[4 * n + e] = -INFINITY;
+                    }
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float mx = s[2 * i];
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * i], s[4 * n + 2 * i + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mn = fmaxf(m[i], mx * sl2);
+                const float mu = mn == -INFINITY ? 0.f : mn;
+                alpha[i] = ex2(m[i] - mu);
+                m[i] = mn;
+                float rs = 0.f;
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++) {
+                    s[4 * n + 2 * i] = ex2(fmaf(s[4 * n + 2 * i], sl2, -mu));
+                    s[4 * n + 2 * i + 1] = ex2(fmaf(s[4 * n + 2 * i + 1], sl2, -mu));
+                    rs += s[4 * n + 2 * i] + s[4 * n + 2 * i + 1];
                 }
+                l[i] = l[i] * alpha[i] + rs;
+            }
+        };
+        auto pack_p = [&]() {
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                pa[kk][0] = pack2<QT>(s[8 * kk], s[8 * kk + 1]);
+                pa[kk][1] = pack2<QT>(s[8 * kk + 2], s[8 * kk + 3]);
+                pa[kk][2] = pack2<QT>(s[8 * kk + 4], s[8 * kk + 5]);
+                pa[kk][3] = pack2<QT>(s[8 * kk + 6], s[8 * kk + 7]);
+            }
+        };
+
+        if (ntiles > 0) {
+            float alpha[2];
+            mbar_wait(full_k(0), 0);
+            sched_begin(0);
+            wgmma_fence();
+            qk(0);
+            sched_end(0);
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; i++) reg_fence(s[i]);
+            release(empty_k(0));
+            softmax(0, alpha); /* O is still zero: no rescale */
+            pack_p();
+            for (int it = 1; it < ntiles; it++) {
+                mbar_wait(full_k(it % NST), (uint32_t)((it / NST) & 1));
+                mbar_wait(full_v((it - 1) % NST), (uint32_t)(((it - 1) / NST) & 1));
+                sched_begin(it);
+                wgmma_fence();
+                qk(it);
+                pv(it - 1);
+                sched_end(it);
+                wgmma_wait<1>();
+#pragma unroll
+                for (int i = 0; i < 64; i++) reg_fence(s[i]);
+                release(empty_k(it % NST));
+                softmax(it, alpha);
+                wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 64; i++) reg_fence(o[i]), reg_fence(s[i]);
+                release(empty_v((it - 1) % NST));
+#pragma unroll
+                for (int n = 0; n < D / 8; n++) {
+                    o[4 * n] *= alpha[0];
+                    o[4 * n + 1] *= alpha[0];
+                    o[4 * n + 2] *= alpha[1];
+                    o[4 * n + 3] *= alpha[1];
+                }
+                pack_p();
+            }
+            mbar_wait(full_v((ntiles - 1) % NST), (uint32_t)(((ntiles - 1) / NST) & 1));
+            sched_begin(ntiles);
+            wgmma_fence();
+            pv(ntiles - 1);
+            sched_end(ntiles);
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 64; i++) reg_fence(o[i]);
+        }
+
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
         }
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            float mx = s[2 * i];
+            const int rho = row0 + lrow0 + i * 8;
+            if (rho >= nrows) continue;
+            const int tok = tok0 + rho / G, h = hk * G + rho % G;
+            const float M = m[i], L = l[i];
+            if (!p.partial) {
+                const bool has_sink = p.var.sinks != nullptr;
+                const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
+                float Mx = has_sink ? fmaxf(M, sink2) : M, f = 0.f, lse2 = -INFINITY;
+                if (Mx != -INFINITY) {
+                    const float a = M == -INFINITY ? 0.f : exp2f(M - Mx);
+                    const float den = L * a + (has_sink ? exp2f(sink2 - Mx) : 0.f);
+                    f = den > 0.f ? a / den : 0.f;
+                    lse2 = Mx + log2f(den);
+                }
+                f *= p.var.v_scale;
+                QT *orow =
+                    static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
 #pragma unroll
-            for (int n = 0; n < BK / 8; n++) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * i], s[4 * n + 2 * i + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mn = fmaxf(m[i], mx * sl2);
-            const float mu = mn == -INFINITY ? 0.f : mn;
-            alpha[i] = ex2(m[i] - mu);
-            m[i] = mn;
-            float rs = 0.f;
+                for (int n = 0; n < D / 8; n++)
+                    *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t4) =
+                        pack2<QT>(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
+                if (t4 == 0 && p.o.lse) p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+            } else {
+                const int64_t slot = (int64_t)(p.o.part_slot + blockIdx.z) * p.num_tokens + tok;
+                const float f = L > 0.f ? p.var.v_scale / L : 0.f;
+                float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * D;
 #pragma unroll
-            for (int n = 0; n < BK / 8; n++) {
-                s[4 * n + 2 * i] = ex2(fmaf(s[4 * n + 2 * i], sl2, -mu));
-                s[4 * n + 2 * i + 1] = ex2(fmaf(s[4 * n + 2 * i + 1], sl2, -mu));
-                rs += s[4 * n + 2 * i] + s[4 * n + 2 * i + 1];
+                for (int n = 0; n < D / 8; n++)
+                    *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t4) =
+                        make_float2(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
+                if (t4 == 0) p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
             }
-            l[i] = l[i] * alpha[i] + rs;
-        }
-    };
-    auto pack_p = [&]() {
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) {
-            pa[kk][0] = pack2<QT>(s[8 * kk], s[8 * kk + 1]);
-            pa[kk][1] = pack2<QT>(s[8 * kk + 2], s[8 * kk + 3]);
-            pa[kk][2] = pack2<QT>(s[8 * kk + 4], s[8 * kk + 5]);
-            pa[kk][3] = pack2<QT>(s[8 * kk + 6], s[8 * kk + 7]);
-        }
-    };
-
-    if (ntiles > 0) {
-        float alpha[2];
-        next_tile(0);
-        wgmma_fence();
-        qk(0);
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; i++) reg_fence(s[i]);
-        softmax(0, alpha); /* O is still zero: no rescale */
-        pack_p();
-        /* Tile it: S(it) and P(it-1) V(it-1) issued together; the softmax of
-         * S(it) runs while the P.V group is still in the tensor cores. */
-        for (int it = 1; it < ntiles; it++) {
-            next_tile(it);
-            wgmma_fence();
-            qk(it);
-            pv(it - 1);
-            wgmma_wait<1>();
-#pragma unroll
-            for (int i = 0; i < 64; i++) reg_fence(s[i]);
-            softmax(it, alpha);
-            wgmma_wait<0>(); /* P(it-1) and O are free once the P.V group retires */
-#pragma unroll
-            for (int i = 0; i < 64; i++) reg_fence(o[i]), reg_fence(s[i]);
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                o[4 * n] *= alpha[0];
-                o[4 * n + 1] *= alpha[0];
-                o[4 * n + 2] *= alpha[1];
-                o[4 * n + 3] *= alpha[1];
-            }
-            pack_p();
-        }
-        next_tile(ntiles); /* V(ntiles-1) landed */
-        wgmma_fence();
-        pv(ntiles - 1);
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; i++) reg_fence(o[i]);
-    }
-
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int rho = row0 + lrow0 + i * 8;
-        if (rho >= nrows) continue;
-        const int tok = tok0 + rho / G, h = hk * G + rho % G;
-        const float M = m[i], L = l[i];
-        if (!p.partial) {
-            const bool has_sink = p.var.sinks != nullptr;
-            const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
-            float Mx = has_sink ? fmaxf(M, sink2) : M, f = 0.f, lse2 = -INFINITY;
-            if (Mx != -INFINITY) {
-                const float a = M == -INFINITY ? 0.f : exp2f(M - Mx);
-                const float den = L * a + (has_sink ? exp2f(sink2 - Mx) : 0.f);
-                f = den > 0.f ? a / den : 0.f;
-                lse2 = Mx + log2f(den);
-            }
-            f *= p.var.v_scale;
-            QT *orow = static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
-#pragma unroll
-            for (int n = 0; n < D / 8; n++)
-                *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t4) =
-                    pack2<QT>(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
-            if (t4 == 0 && p.o.lse) p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
-        } else {
-            const int64_t slot = (int64_t)(p.o.part_slot + blockIdx.z) * p.num_tokens + tok;
-            const float f = L > 0.f ? p.var.v_scale / L : 0.f;
-            float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * D;
-#pragma unroll
-            for (int n = 0; n < D / 8; n++)
-                *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t4) =
-                    make_float2(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
-            if (t4 == 0) p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
         }
     }
 #endif
 }
 
-cudaError_t launch_prefill_sm90_ws(int stages, int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st);
-
-/* grid_tiles 0: raise the kernels' shared-memory limit (state creation).
- * AH_FI_SM90_WS = 2 or 3 runs the warp-specialized kernel
- * (prefill_sm90_ws.cu) with that many K/V stages. */
+/* grid_tiles 0: raise the kernels' shared-memory limit (state creation). */
 cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st)
 {
-    static int ws = -1;
-    if (ws < 0) {
-        const char *e = getenv("AH_FI_SM90_WS");
-        ws = e && (atoi(e) == 2 || atoi(e) == 3) ? atoi(e) : 0;
-    }
-    if (ws) return launch_prefill_sm90_ws(ws, q_dtype, p, grid_tiles, st);
     if (grid_tiles <= 0) {
         cudaError_t e = cudaFuncSetAttribute(prefill_sm90_kernel<__nv_bfloat16>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::SMEM);

@@ -1,6 +1,6 @@
 /*
  * Hopper warpgroup MMA (wgmma.mma_async, sm_90a) for the d128 prefill kernel
- * (prefill_sm90.cuh): the one shape it issues, m64n128k16 with fp32
+ * (prefill_sm90.cu): the one shape it issues, m64n128k16 with fp32
  * accumulators, in two forms. ss: A and B from shared memory through matrix
  * descriptors (S = Q K^T, both K-major); acc 0 overwrites D, so S needs no
  * zeroing. rs: A from registers (P, already in the accumulator layout) and B

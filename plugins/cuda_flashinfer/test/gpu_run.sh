@@ -66,7 +66,7 @@ if [ "${TC_ALT:-0}" != 0 ]; then # d64's other register fit (3 CTAs/SM)
   AH_FI_PREFILL_CTAS=3 step bench_3cta ${BENCH2_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
   cat "$OUT/bench_3cta.log"
 fi
-step peer_long ${PEERL_MAX:-40} python3 plugins/cuda_flashinfer/bench/sdpa_long.py --reps 10
+step peer_long ${PEERL_MAX:-60} python3 plugins/cuda_flashinfer/bench/sdpa_long.py --reps 10
 cat "$OUT/peer_long.log"
 if [ "${PEER:-1}" != 0 ]; then
   step peer ${PEER_MAX:-45} python3 bench/peers/torch_sdpa.py --reps 20
