@@ -70,6 +70,7 @@ typedef struct ah__cpu_run {
     uint32_t bt_stride;
     uint32_t pf_dist;         /* prefetch the 16-key piece this many ahead; 0: none */
     uint32_t interleave;      /* AMX prefill: interleave tile stages with softmax rows */
+    uint32_t tile_pf;         /* tile kernel: prefetch the pre-packed K/V chunk after next */
     /* K and V of prefill requests packed once per forward (ah__cpu_prepack
      * below): request r's block starts at pp + pp_off[r] (AH__CPU_NO_PP:
      * none) and holds pp_np[r] pieces per KV head. */

@@ -29,6 +29,7 @@ static const ah_config_key cpu_keys[] = {
     {"amx_decode", "1", "amx path, bf16 decode: 1 runs Q.K and P.V on AMX tiles, 0 on vdpbf16ps (the avx512bf16 decode kernel)"},
     {"prefetch", "auto", "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers); auto: 0 on the amx path (the Xeon's own prefetchers do better), else 4"},
     {"amx_interleave", "1", "amx path, prefill: 1 issues each row block's tile products in small stages between the next block's softmax rows, 0 in one burst after it"},
+    {"tile_prefetch", "1", "bf16 tile kernel (prefill): 1 prefetches the pre-packed K/V chunk after next into L2, a few lines per softmax row; 0 leaves it to the hardware prefetchers"},
 };
 
 static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
@@ -91,7 +92,7 @@ static _Thread_local char why_buf[256];
 /* Resolve the path and thread count; on failure write the reason to why. */
 static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, int *threads,
                              uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec, uint32_t *pf,
-                             uint32_t *ilv, char *why, size_t cap)
+                             uint32_t *ilv, uint32_t *tpf, char *why, size_t cap)
 {
     const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
     const char *want = host && host->config_get ? host->config_get(host, "isa") : NULL;
@@ -128,14 +129,14 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
 #endif
     if (t <= 0) t = 1;
     *threads = (int)t;
-    const char *keys[5] = {"split_min", "tile_min_rows", "amx_decode", "prefetch", "amx_interleave"};
-    uint32_t *dst[5] = {split_min, tile_min, amx_dec, pf, ilv};
+    const char *keys[6] = {"split_min", "tile_min_rows", "amx_decode", "prefetch", "amx_interleave", "tile_prefetch"};
+    uint32_t *dst[6] = {split_min, tile_min, amx_dec, pf, ilv, tpf};
     /* prefetch: software prefetch pays on the EPYC (decode 9.0 vs 5.4
      * GB/cpu-s without) but costs on the Xeon with AMX, whose own
      * prefetchers keep up with the decode kernels (README figures). */
-    const uint32_t defs[5] = {256, 8, 1, *path == AH__CPU_AMX ? 0u : 4u, 1};
-    const uint32_t lo[5] = {1, 1, 0, 0, 0}, hi[5] = {1 << 20, 1 << 20, 1, 64, 1};
-    for (int i = 0; i < 5; i++) {
+    const uint32_t defs[6] = {256, 8, 1, *path == AH__CPU_AMX ? 0u : 4u, 1, 1};
+    const uint32_t lo[6] = {1, 1, 0, 0, 0, 0}, hi[6] = {1 << 20, 1 << 20, 1, 64, 1, 1};
+    for (int i = 0; i < 6; i++) {
         const char *s = host && host->config_get ? host->config_get(host, keys[i]) : NULL;
         *dst[i] = defs[i];
         if (s && *s && !(i == 3 && strcmp(s, "auto") == 0)) {
@@ -157,9 +158,9 @@ static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
 {
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm, ad, pf, il;
+    uint32_t sm, tm, ad, pf, il, tp;
     char why[256];
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, why, sizeof why);
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, &tp, why, sizeof why);
     info->usable = rc == AH_OK;
     if (rc != AH_OK) ah_strlcpy(info->reason, why, sizeof info->reason);
     const ah_hw_facts *hw = host ? host->hw : NULL;
@@ -178,8 +179,8 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     *out = NULL;
     ah__cpu_path path;
     int threads;
-    uint32_t sm, tm, ad, pf, il;
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, why_buf, sizeof why_buf);
+    uint32_t sm, tm, ad, pf, il, tp;
+    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, &tp, why_buf, sizeof why_buf);
     if (rc != AH_OK) {
         if (why) *why = why_buf;
         return rc;
@@ -199,6 +200,7 @@ static ah_status cpu_context_create(const ah_host_services *host, ah_context **o
     c->amx_decode = ad;
     c->prefetch = pf;
     c->amx_interleave = il;
+    c->tile_prefetch = tp;
     *out = c;
     return AH_OK;
 }
@@ -346,6 +348,7 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     run.L = L;
     run.pf_dist = st->ctx->prefetch;
     run.interleave = st->ctx->amx_interleave;
+    run.tile_pf = st->ctx->tile_prefetch;
     if (st->n_pp_tasks) {
         run.pp = (uint16_t *)(((uintptr_t)st->pp + 63) & ~(uintptr_t)63);
         run.pp_off = st->pp_off;

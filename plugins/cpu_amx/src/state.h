@@ -21,6 +21,7 @@ struct ah_context {
     uint32_t amx_decode;      /* amx path: decode on AMX tiles (1) or vdpbf16ps (0) */
     uint32_t prefetch;        /* pieces of 16 keys the kernels prefetch ahead; 0: none */
     uint32_t amx_interleave;  /* amx prefill: tile products in stages between softmax rows */
+    uint32_t tile_prefetch;   /* tile kernel: prefetch the pre-packed K/V chunk after next */
     ah_errbuf err;
 };
 
