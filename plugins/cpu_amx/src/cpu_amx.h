@@ -20,8 +20,10 @@
  * (packing is paid once per 128 rows, not per 16 or 64), while the fp32
  * accumulators (128 x head size, 64 KiB at 128) stay in L2. */
 #define AH__CPU_RMAX 128
-/* Keys the tile path handles per softmax step (4 pieces of 16). */
-#define AH__CPU_KCHUNK 64
+/* Keys the tile path handles per softmax step (8 pieces of 16): per 128
+ * keys, not 64, each row pays one max fold, one rescale test and one sum
+ * fold, and the AMX P.V loads and stores its O tiles once. */
+#define AH__CPU_KCHUNK 128
 /* KV heads one decode item may carry (so it reads whole NHD block rows
  * front to back), and the converted rows that takes: 16 keys per head. */
 #define AH__CPU_MAXKV 16
