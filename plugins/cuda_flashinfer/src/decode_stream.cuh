@@ -323,49 +323,6 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
                 p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
         }
     }
-    if (final_out || p.partial || !p.split_count) return;
-
-    /* Split-KV merge without a second kernel: every CTA publishes its partial
-     * state (fence), then counts itself in; the last of the (token, head
-     * block)'s partitions resets the counter for the next launch and merges
-     * all partitions by LSE (as merge_partials_kernel does: sinks enter
-     * here), reading them from L2. */
-    __shared__ int s_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int *cnt = p.split_count + (int64_t)t * (p.num_kv_heads * blocks_per_kv) + hb;
-        s_last = atomicAdd(cnt, 1) == p.num_splits - 1;
-        if (s_last) *cnt = 0; /* every partition has arrived */
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    const int64_t stride_part = (int64_t)p.num_tokens * p.num_qo_heads;
-    const int64_t base = (int64_t)p.o.part_slot * stride_part;
-    for (int e = threadIdx.x; e < GB * D; e += C::THREADS) {
-        const int g = e / D, d = e % D, h = h0 + g;
-        const int64_t row = base + (int64_t)t * p.num_qo_heads + h;
-        const bool has_sink = p.var.sinks != nullptr;
-        const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
-        float M = sink2;
-        for (int s = 0; s < p.num_splits; s++) M = fmaxf(M, __ldcg(p.o.part_lse + s * stride_part + row));
-        float den = 0.f;
-        if (M != -INFINITY) {
-            for (int s = 0; s < p.num_splits; s++) den += exp2f(__ldcg(p.o.part_lse + s * stride_part + row) - M);
-            if (has_sink) den += exp2f(sink2 - M);
-        }
-        float acc = 0.f;
-        if (den > 0.f)
-            for (int s = 0; s < p.num_splits; s++) {
-                const float w = exp2f(__ldcg(p.o.part_lse + s * stride_part + row) - M) / den;
-                acc += w * __ldcg(p.o.part_o + (s * stride_part + row) * D + d);
-            }
-        QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
-        o[d] = from_f32<QT>(acc);
-        if (d == 0 && p.o.lse)
-            p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = den > 0.f ? (M + log2f(den)) * FI_LN2 : -INFINITY;
-    }
 }
 
 } // namespace fi

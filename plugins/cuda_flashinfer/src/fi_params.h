@@ -95,9 +95,6 @@ struct attn_params {
     int kv_splits;        /* tensor-core kernel, partial only: grid z cuts keys into */
     int kv_chunk;         /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
     int head_fastest;     /* decode_stream grid: x = head block, y = token (set by its launcher) */
-    int *split_count;     /* decode_stream, num_splits > 1, not partial: [T][Hk x group / GB]
-                             arrival counters, zero between launches; the last partition of a
-                             (token, head block) merges the partial states in the kernel */
 };
 
 struct merge_params {

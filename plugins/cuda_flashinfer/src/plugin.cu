@@ -149,7 +149,6 @@ struct ah_state {
     void *plan_mem;
     float *ws_o, *ws_lse;
     int64_t ws_rows; /* (token, partition) rows the workspace holds */
-    int *split_cnt;  /* [max tokens x Hq] split-KV arrival counters (decode_stream), zero at rest */
     int max_tiles;
     /* The last plan. */
     int planned;
@@ -198,7 +197,7 @@ static ah_status fi_workspace_size(const ah_layer_spec *s, const ah_limits *l, u
     const int64_t R = l->max_num_reqs, T = l->max_num_tokens;
     const int64_t tiles = (T * G + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R;
     const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + R * l->max_blocks_per_req + 2 * tiles + 1;
-    *bytes = (uint64_t)(ints * 4 + rows * s->num_q_heads * (s->v_head_size + 1) * 4 + T * s->num_q_heads * 4);
+    *bytes = (uint64_t)(ints * 4 + rows * s->num_q_heads * (s->v_head_size + 1) * 4);
     return AH_OK;
 }
 
@@ -207,7 +206,6 @@ static void fi_state_destroy(ah_state *st)
     if (!st) return;
     if (st->plan_mem) cudaFree(st->plan_mem);
     if (st->ws_o) cudaFree(st->ws_o);
-    if (st->split_cnt) cudaFree(st->split_cnt);
     free(st);
 }
 
@@ -292,15 +290,6 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
                            (long long)n * 4, cudaGetErrorString(ce));
         }
         st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
-        const size_t cnt_bytes = (size_t)T * spec->num_q_heads * 4;
-        ce = cudaMalloc((void **)&st->split_cnt, cnt_bytes);
-        if (ce == cudaSuccess) ce = cudaMemset(st->split_cnt, 0, cnt_bytes);
-        if (ce != cudaSuccess) {
-            (void)cudaGetLastError();
-            fi_state_destroy(st);
-            return ah_fail(e, ah_cuda_status(ce), "state_create: split counters (%lld bytes): %s",
-                           (long long)cnt_bytes, cudaGetErrorString(ce));
-        }
     }
     st->occupancy = decode_occupancy(qt, kvt, qk, vh, st->gb);
     if (st->tc) {
@@ -346,21 +335,6 @@ static double fi_decode_fill(void)
         permille.store(v, std::memory_order_relaxed);
     }
     return v / 1000.0;
-}
-
-/* Split-KV decode merges in its own last CTA per (token, head block)
- * (decode_stream.cuh) unless AH_FI_DECODE_MERGE=kernel (a measurement knob:
- * the separate merge kernel). */
-static int fi_decode_fused_merge(void)
-{
-    static std::atomic<int> knob{-1};
-    int v = knob.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("AH_FI_DECODE_MERGE");
-        v = e && !strcmp(e, "kernel") ? 0 : 1;
-        knob.store(v, std::memory_order_relaxed);
-    }
-    return v;
 }
 
 static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
@@ -667,12 +641,9 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     }
     if (st->path == FI_PATH_DECODE) {
         p.num_splits = st->splits;
-        /* The streaming kernel (not MLA) merges its own partitions. */
-        const int fused = st->splits > 1 && !st->mla && st->split_cnt && fi_decode_fused_merge();
-        if (fused) p.split_count = st->split_cnt;
         ce = launch_decode(st->qt, st->kvt, qk, vh, st->gb, p, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: decode", ce);
-        if (st->splits > 1 && !fused) {
+        if (st->splits > 1) {
             m.num_parts = st->splits;
             ce = launch_merge_partials(st->qt, m, stream);
             if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: split-KV merge", ce);
