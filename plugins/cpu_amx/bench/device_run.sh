@@ -6,7 +6,8 @@
 # vdpbf16ps, AMX); decode and prefill on the amx path with its defaults;
 # prefill again without the tile kernel's K/V prefetch (tile_prefetch = 0)
 # and with the tile products in one burst per row block (amx_interleave =
-# 0); PyTorch CPU SDPA on the same shapes (prefill first); a summary table
+# 0); optionally a baseline commit's kernels on the same shapes (see
+# build_base.sh); PyTorch CPU SDPA on the same shapes (prefill first); a summary table
 # (bench/summary.py); then diagnostics (diag.log: the default prefill and
 # decode again, after everything else, against order effects; prefill on
 # one thread). Every step runs under `timeout`, so a hung step costs its
@@ -65,6 +66,12 @@ BENCH="$B/bin/cpu_amx_bench --threads 16"
 step 45 "$OUT/bench_amx.log" $BENCH --peaks --bw-gib 4 --isa amx --decode $DEC --prefill $PRE --reps 7
 step 25 "$OUT/bench_amx.log" $BENCH --isa amx --set tile_prefetch=0 --prefill $PRE --reps 7
 step 25 "$OUT/bench_amx.log" $BENCH --isa amx --set amx_interleave=0 --prefill $PRE --reps 7
+# Optional baseline (build_base.sh; carry build-amx-base): the same
+# prefill and two decode shapes with another commit's kernels, in this run.
+if [ -d build-amx-base/src ]; then
+    step 60 "$OUT/base.log" bash plugins/cpu_amx/bench/build_base.sh build-amx-base &&
+        step 30 "$OUT/base.log" build-amx-base/cpu_amx_bench --threads 16 --isa amx --decode 16:4096,64:4096 --prefill $PRE --reps 7
+fi
 step 65 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
 python3 plugins/cpu_amx/bench/summary.py "$OUT" > "$OUT/summary.log" 2>&1
 # Diagnostics (after the summary, so a slow session loses only these): the
@@ -78,3 +85,4 @@ echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"
 grep -E "checks|^exit|^isa .*skipped|==|conformance|FAIL|unavailable|error|TIMEOUT" "$L"; grep -h TIMEOUT "$OUT"/*.log
 cat "$OUT/summary.log"
 grep -hE "^(decode|prefill)" "$G" | cut -d' ' -f2-
+[ -f "$OUT/base.log" ] && { echo "baseline:"; grep -hE "^(decode|prefill)|rror" "$OUT/base.log" | cut -d' ' -f2- | head; }
