@@ -69,7 +69,7 @@ step 25 "$OUT/bench_amx.log" $BENCH --isa amx --set amx_interleave=0 --prefill $
 # Optional baseline (build_base.sh; carry build-amx-base): the same
 # prefill and two decode shapes with another commit's kernels, in this run.
 if [ -d build-amx-base/src ]; then
-    step 60 "$OUT/base.log" bash plugins/cpu_amx/bench/build_base.sh build-amx-base &&
+    step 60 "$OUT/base.log" env EXTRA_CFLAGS="-I$D/usr/include" bash plugins/cpu_amx/bench/build_base.sh build-amx-base &&
         step 30 "$OUT/base.log" build-amx-base/cpu_amx_bench --threads 16 --isa amx --decode 16:4096,64:4096 --prefill $PRE --reps 7
 fi
 step 65 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
