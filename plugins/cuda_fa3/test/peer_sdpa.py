@@ -3,35 +3,20 @@
 PyTorch SDPA with its cuDNN and FlashAttention-2 backends on the prefill
 shapes of fa3_bench, and the machine's HBM bandwidth (a read-only reduction
 and a device-to-device copy), each a median of CUDA-event timings on random
-data. Prints RESULT lines like fa3_bench."""
-import statistics
+data (bench/peers/peerlib.py). Prints RESULT lines like fa3_bench."""
+import os
+import sys
+
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-def time_ms(fn, reps=30, warm=3):
-    for _ in range(warm):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
+from peerlib import hbm_gbps, sdpa_ms  # noqa: E402
 
 
 def bandwidth():
-    x = torch.randn(2 * 1024**3 // 2, dtype=torch.bfloat16, device="cuda")  # 2 GiB
-    ms = time_ms(lambda: x.sum(dtype=torch.float32), reps=20)
-    print(f"RESULT hbm read-only (sum of 2 GiB bf16) {x.numel()*2/ms/1e6:8.1f} GB/s")
-    y = torch.empty_like(x)
-    ms = time_ms(lambda: y.copy_(x), reps=20)
-    print(f"RESULT hbm copy 2 GiB (read+write counted) {2*x.numel()*2/ms/1e6:8.1f} GB/s")
-    del x, y
+    read, copy = hbm_gbps()
+    print(f"RESULT hbm read-only (sum of 2 GiB bf16) {read:8.1f} GB/s")
+    print(f"RESULT hbm copy 2 GiB (read+write counted) {copy:8.1f} GB/s")
 
 
 def prefill(dims):
@@ -42,10 +27,9 @@ def prefill(dims):
                 b = 16384 // L
                 q, k, v = (torch.randn(b, h, L, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
                 flops = 4 * b * h * L * L * d * (0.5 if causal else 1.0)
-                for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash2", SDPBackend.FLASH_ATTENTION)):
+                for name, be in (("cudnn", "cudnn"), ("flash2", "flash")):
                     try:
-                        with sdpa_kernel([be]):
-                            ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+                        ms = sdpa_ms(be, q, k, v, causal, reps=30)
                         print(f"RESULT sdpa-{name:6s} prefill d{d:<3d} h{h:<2d} batch {b:<2d} L {L:<5d} "
                               f"{'causal' if causal else 'noncausal':10s} {ms:8.3f} ms {flops/ms/1e9:7.1f} TFLOP/s",
                               flush=True)
@@ -60,11 +44,9 @@ def decode():
         q = torch.randn(64, 32, 1, 128, dtype=torch.bfloat16, device="cuda")
         k, v = (torch.randn(64, 8, L, 128, dtype=torch.bfloat16, device="cuda") for _ in range(2))
         nbytes = 2 * k.numel() * 2
-        for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash2", SDPBackend.FLASH_ATTENTION),
-                         ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        for name, be in (("cudnn", "cudnn"), ("flash2", "flash"), ("efficient", "efficient")):
             try:
-                with sdpa_kernel([be]):
-                    ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+                ms = sdpa_ms(be, q, k, v, False, reps=30)
                 print(f"RESULT sdpa-{name:6s} decode d128 32/8 batch 64 kv {L:<5d} {ms:8.3f} ms {nbytes/ms/1e6:7.1f} GB/s",
                       flush=True)
             except Exception as e:
@@ -74,7 +56,6 @@ def decode():
 
 if __name__ == "__main__":
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
-    import sys
     bandwidth()
     prefill([int(x) for x in sys.argv[1:]] or [128, 64, 256])
     decode()

@@ -1,6 +1,7 @@
 """PyTorch SDPA peer for the long prefills fi_bench times (bf16, 32/8 heads,
 d128, one sequence of 4k/8k/16k, causal and not): FlashAttention-2 and cuDNN
-backends on dense tensors, CUDA-event medians after warm-up, random data.
+backends on dense tensors, CUDA-event medians after warm-up, random data
+(bench/peers/peerlib.py).
 TFLOP/s counts the visible (query, key) pairs as fi_bench does:
 4 * heads * d * pairs, pairs = n(n+1)/2 causal, n^2 otherwise. Then the
 decode rows fi_bench --decode times (B64, context 4k/8k/16k) on dense KV
@@ -11,27 +12,12 @@ with GB/s of K and V read.
 """
 import argparse
 import os
-import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-def median_ms(fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
+from peerlib import refusal, sdpa_ms  # noqa: E402
 
 
 def main():
@@ -49,18 +35,12 @@ def main():
             pairs = n * (n + 1) // 2 if causal else n * n
             flops = 4.0 * hq * d * pairs
             name = f"prefill B1 {n} {'causal' if causal else 'non-causal'} 32/8 d128"
-            for bname, be in (("flash", SDPBackend.FLASH_ATTENTION),
-                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            for bname in ("flash", "cudnn"):
                 try:
-                    with sdpa_kernel([be]):
-                        fn = lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal)
-                        ms = median_ms(fn, args.reps)
+                    ms = sdpa_ms(bname, q, ke, ve, causal, args.reps)
                     print(f"| {name} | {bname} | {ms:.3f} | {flops / ms / 1e9:.1f} |", flush=True)
                 except Exception as e:  # a backend that cannot run this shape
-                    msg = str(e).splitlines()[0][:80] if str(e) else type(e).__name__
-                    print(f"| {name} | {bname} | unsupported: {msg} | |", flush=True)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
-    from peerlib import refusal, sdpa_ms
+                    print(f"| {name} | {bname} | unsupported: {refusal(e)} | |", flush=True)
     print("| shape | backend | ms | GB/s |")
     for ctx in (4096, 8192, 16384):
         b = 64
