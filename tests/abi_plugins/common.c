@@ -1,7 +1,8 @@
 /*
- * The test backend: naive fp32 attention over host memory. Slow and simple
- * on purpose; it lets the host's binding and execution paths run against a
- * plugin that computes the right answer, on any machine.
+ * The test backend: naive attention over host memory, accumulated in double.
+ * Slow and simple on purpose; it lets the host's binding, execution and graph
+ * paths, and the conformance suite, run against a plugin that computes the
+ * right answer (or, with defects planted, a known wrong one) on any machine.
  *
  * The probe reads its [plugin.<name>] key "usable": "0" makes it report the
  * device unusable, so tests can see config keys reach a probe (and the scan
@@ -17,9 +18,22 @@
 
 const ah_host_services *abi_host;
 
+enum { MAX_RECORDED = 64 }; /* forward calls one emulated graph holds */
+
+/* An emulated graph: the forward calls recorded during its capture. */
+struct ah_graph {
+    int n;
+    struct recorded {
+        ah_state *st;
+        ah_forward_args a;
+    } calls[MAX_RECORDED];
+};
+
 typedef struct ah_context {
     ah_errbuf err;
     const ah_host_services *host;
+    uint32_t bugs;
+    struct ah_graph *capture; /* non-NULL between graph_begin and graph_end */
 } ctx_t;
 
 typedef struct ah_state {
@@ -28,7 +42,7 @@ typedef struct ah_state {
     ah_layer_spec spec;
     ah_limits lim;
     /* copies of the last planned batch's host arrays */
-    uint32_t num_reqs, num_tokens, bt_stride;
+    uint32_t num_reqs, num_tokens, bt_stride, num_blocks, max_seq;
     int32_t *qsl, *seq, *bt;
     int64_t *slots;
 } state_t;
@@ -66,10 +80,14 @@ static ah_status ctx_create(const ah_host_services *host, ah_context **out, cons
 
 static void ctx_destroy(ah_context *c)
 {
-    if (c) c->host->free(c->host, c);
+    if (!c) return;
+    free(c->capture);
+    c->host->free(c->host, c);
 }
 
 static const char *ctx_error(const ah_context *c) { return c->err.msg; }
+
+uint32_t *abi_bugs(ah_context *c) { return &c->bugs; }
 
 static void st_destroy(ah_state *s)
 {
@@ -89,8 +107,8 @@ static ah_status st_create(ah_context *c, const ah_layer_spec *spec, const ah_li
     if (spec->q_dtype != AH_DTYPE_FP32 || spec->kv_dtype != AH_DTYPE_FP32)
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "only fp32");
     if (spec->kv_layout != AH_KV_LAYOUT_NHD || spec->attn_type != AH_ATTN_DECODER ||
-        spec->use_mla || spec->use_sinks || spec->use_alibi || spec->sliding_window ||
-        spec->softcap != 0 || spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
+        spec->use_mla || spec->use_sinks || spec->use_alibi || spec->softcap != 0 ||
+        spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "unsupported layer spec");
     const ah_host_services *h = c->host;
     state_t *s = h->alloc(h, sizeof *s);
@@ -115,20 +133,24 @@ static const char *st_error(const ah_state *s) { return s->err.msg; }
 
 static ah_status plan(ah_state *s, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
-    (void)mode;
     (void)stream;
+    if (mode == AH_PLAN_REPLAY && (s->ctx->bugs & ABI_BUG_STALE)) return AH_OK;
     if (b->num_reqs > s->lim.max_num_reqs || b->num_tokens > s->lim.max_num_tokens)
         return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "batch exceeds the state's limits");
     uint32_t width = s->lim.max_blocks_per_req < b->block_table_stride ? s->lim.max_blocks_per_req
                                                                        : b->block_table_stride;
     memcpy(s->qsl, b->query_start_loc_host, ((size_t)b->num_reqs + 1) * sizeof(int32_t));
     memcpy(s->seq, b->seq_lens_host, (size_t)b->num_reqs * sizeof(int32_t));
-    for (uint32_t r = 0; r < b->num_reqs; r++)
+    s->max_seq = 0;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
         memcpy(s->bt + (size_t)r * width, b->block_table_host + (size_t)r * b->block_table_stride,
                width * sizeof(int32_t));
+        if (s->seq[r] > (int32_t)s->max_seq) s->max_seq = (uint32_t)s->seq[r];
+    }
     memcpy(s->slots, b->slot_mapping_host, (size_t)b->num_tokens * sizeof(int64_t));
     s->num_reqs = b->num_reqs;
     s->num_tokens = b->num_tokens;
+    s->num_blocks = b->num_blocks;
     s->bt_stride = width;
     return AH_OK;
 }
@@ -138,64 +160,162 @@ static float *f32(const DLTensor *t) { return (float *)ah_dl_data(t); }
 static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
 {
     const ah_layer_spec *sp = &s->spec;
+    const uint32_t bugs = s->ctx->bugs;
     if (!a->key || !a->value || !a->key_cache || !a->value_cache)
         return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "write_kv needs key, value and caches");
     size_t hk = sp->num_kv_heads, dq = sp->qk_head_size, dv = sp->v_head_size;
-    size_t bs = sp->block_size;
-    for (uint32_t t = 0; t < s->num_tokens; t++) {
-        int64_t slot = s->slots[t];
-        if (slot < 0) continue;
-        size_t blk = (size_t)slot / bs, off = (size_t)slot % bs;
-        float *kc = f32(a->key_cache) + ((blk * bs + off) * hk) * dq;
-        float *vc = f32(a->value_cache) + ((blk * bs + off) * hk) * dv;
-        memcpy(kc, f32(a->key) + (size_t)t * hk * dq, hk * dq * sizeof(float));
-        memcpy(vc, f32(a->value) + (size_t)t * hk * dv, hk * dv * sizeof(float));
+    const int64_t cache_slots = (int64_t)s->num_blocks * sp->block_size;
+    uint32_t n = s->num_tokens - ((bugs & ABI_BUG_DROP) && s->num_tokens);
+    for (uint32_t t = 0; t < n; t++) {
+        if (s->slots[t] < 0) continue; /* padding */
+        for (int64_t slot = s->slots[t]; slot <= s->slots[t] + !!(bugs & ABI_BUG_STRAY); slot++) {
+            if (slot >= cache_slots) continue;
+            memcpy(f32(a->key_cache) + (size_t)slot * hk * dq, f32(a->key) + t * hk * dq,
+                   hk * dq * sizeof(float));
+            memcpy(f32(a->value_cache) + (size_t)slot * hk * dv, f32(a->value) + t * hk * dv,
+                   hk * dv * sizeof(float));
+        }
     }
     return AH_OK;
 }
 
-static ah_status forward(ah_state *s, const ah_forward_args *a)
+/* Query token t of request r, head h: softmax over the keys its causal
+ * (and sliding) window admits, into O and, if wanted, the LSE. W holds
+ * max_seq logits, ACC v_head_size sums. */
+static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, int32_t t, size_t h,
+                       double *w, double *acc)
 {
     const ah_layer_spec *sp = &s->spec;
+    const uint32_t bugs = s->ctx->bugs;
+    const size_t hq = sp->num_q_heads, hk = sp->num_kv_heads, dq = sp->qk_head_size;
+    const size_t dv = sp->v_head_size, bs = sp->block_size;
+    const size_t kh = bugs & ABI_BUG_GQA ? h % hk : h / (hq / hk);
+    const double scale = sp->scale != 0 ? sp->scale : 1.0 / sqrt((double)dq);
+    const int32_t *row = s->bt + (size_t)r * s->bt_stride;
+    const int64_t pos = s->seq[r] - (s->qsl[r + 1] - s->qsl[r]) + (t - s->qsl[r]);
+    const int64_t win = (int64_t)sp->sliding_window + !!(bugs & ABI_BUG_WINDOW);
+    const int64_t first = sp->sliding_window && pos - win + 1 > 0 ? pos - win + 1 : 0;
+    const float *qv = f32(a->q) + ((size_t)t * hq + h) * dq;
+    double m = -INFINITY, den = 0;
+    for (int64_t j = first; j <= pos; j++) {
+        size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
+        const float *kv = f32(a->key_cache) + (slot * hk + kh) * dq;
+        double d = 0;
+        for (size_t c = 0; c < dq; c++) d += (double)qv[c] * kv[c];
+        w[j] = d * scale;
+        if (w[j] > m) m = w[j];
+    }
+    memset(acc, 0, dv * sizeof *acc);
+    for (int64_t j = first; j <= pos; j++) {
+        size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
+        const float *vv = f32(a->value_cache) + (slot * hk + kh) * dv;
+        double e = exp(w[j] - m);
+        den += e;
+        for (size_t c = 0; c < dv; c++) acc[c] += e * vv[c];
+    }
+    float *ov = f32(a->out) + ((size_t)t * hq + h) * dv;
+    for (size_t c = 0; c < dv; c++) ov[c] = (float)(acc[c] / den);
+    if ((bugs & ABI_BUG_NAN) && t == 0 && h == 0) ov[0] = NAN;
+    if (a->lse)
+        f32(a->lse)[(size_t)t * hq + h] = (float)(m + log(den) + (bugs & ABI_BUG_LSE ? 0.01 : 0));
+}
+
+static ah_status forward_now(ah_state *s, const ah_forward_args *a)
+{
+    const size_t hq = s->spec.num_q_heads;
     if (!a->q || !a->out || !a->key_cache || !a->value_cache)
         return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "forward needs q, out and caches");
-    size_t hq = sp->num_q_heads, hk = sp->num_kv_heads, dq = sp->qk_head_size, dv = sp->v_head_size;
-    size_t bs = sp->block_size, group = hq / hk;
-    float scale = sp->scale != 0 ? sp->scale : 1.0f / sqrtf((float)dq);
-    const float *q = f32(a->q), *kc = f32(a->key_cache), *vc = f32(a->value_cache);
-    float *o = f32(a->out);
-    float *p = malloc(((size_t)s->lim.max_seq_len + 1) * sizeof(float));
-    if (!p) return ah_fail(&s->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
-    for (uint32_t r = 0; r < s->num_reqs; r++) {
-        int32_t q0 = s->qsl[r], qlen = s->qsl[r + 1] - s->qsl[r], seq = s->seq[r];
-        for (int32_t i = 0; i < qlen; i++) {
-            int32_t pos = seq - qlen + i; /* sees keys 0..pos */
-            for (size_t h = 0; h < hq; h++) {
-                const float *qv = q + ((size_t)(q0 + i) * hq + h) * dq;
-                size_t kh = h / group;
-                float mx = -INFINITY;
-                for (int32_t k = 0; k <= pos; k++) {
-                    size_t blk = (size_t)s->bt[(size_t)r * s->bt_stride + (size_t)k / bs];
-                    const float *kv = kc + ((blk * bs + (size_t)k % bs) * hk + kh) * dq;
-                    float d = 0;
-                    for (size_t c = 0; c < dq; c++) d += qv[c] * kv[c];
-                    p[k] = d * scale;
-                    if (p[k] > mx) mx = p[k];
-                }
-                float sum = 0;
-                for (int32_t k = 0; k <= pos; k++) sum += (p[k] = expf(p[k] - mx));
-                float *ov = o + ((size_t)(q0 + i) * hq + h) * dv;
-                for (size_t c = 0; c < dv; c++) ov[c] = 0;
-                for (int32_t k = 0; k <= pos; k++) {
-                    size_t blk = (size_t)s->bt[(size_t)r * s->bt_stride + (size_t)k / bs];
-                    const float *vv = vc + ((blk * bs + (size_t)k % bs) * hk + kh) * dv;
-                    for (size_t c = 0; c < dv; c++) ov[c] += p[k] / sum * vv[c];
-                }
-            }
-        }
-    }
-    free(p);
+    double *w = malloc(((size_t)s->max_seq + s->spec.v_head_size + 1) * sizeof(double));
+    if (!w) return ah_fail(&s->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+    for (uint32_t r = 0; r < s->num_reqs; r++)
+        for (int32_t t = s->qsl[r]; t < s->qsl[r + 1]; t++)
+            for (size_t h = 0; h < hq - !!(s->ctx->bugs & ABI_BUG_SKIP_HEAD); h++)
+                attend_row(s, a, r, t, h, w, w + s->max_seq);
+    free(w);
     return AH_OK;
+}
+
+/* While a graph is being captured, forward records instead of running. */
+static ah_status forward(ah_state *s, const ah_forward_args *a)
+{
+    struct ah_graph *g = s->ctx->capture;
+    if (!g) return forward_now(s, a);
+    if (g->n == MAX_RECORDED) return ah_fail(&s->err, AH_ERR_UNSUPPORTED, "graph too long");
+    g->calls[g->n++] = (struct recorded){s, *a};
+    return AH_OK;
+}
+
+/* ---- host memory as "device" memory, and emulated graphs ---------------- */
+
+static ah_status mem_alloc(ah_context *c, size_t bytes, void **p)
+{
+    *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    return *p ? AH_OK : ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+static void mem_free(ah_context *c, void *p)
+{
+    (void)c;
+    free(p);
+}
+
+static ah_status mem_copy(ah_context *c, void *dst, const void *src, size_t n, ah_copy_kind k,
+                          void *stream)
+{
+    (void)c, (void)k, (void)stream;
+    memmove(dst, src, n);
+    return AH_OK;
+}
+
+static ah_status synchronize(ah_context *c, void *stream)
+{
+    (void)c, (void)stream;
+    return AH_OK;
+}
+
+/* A stream only has to be a distinct handle. */
+static ah_status stream_create(ah_context *c, void **stream)
+{
+    *stream = malloc(1);
+    return *stream ? AH_OK : ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+static void stream_destroy(ah_context *c, void *stream)
+{
+    (void)c;
+    free(stream);
+}
+
+static ah_status graph_begin(ah_context *c, void *stream)
+{
+    (void)stream;
+    if (c->capture) return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "already capturing");
+    c->capture = calloc(1, sizeof *c->capture);
+    return c->capture ? AH_OK : ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+static ah_status graph_end(ah_context *c, void *stream, ah_graph **out)
+{
+    (void)stream;
+    *out = c->capture;
+    c->capture = NULL;
+    return *out ? AH_OK : ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "not capturing");
+}
+
+static ah_status graph_launch(ah_context *c, ah_graph *g, void *stream)
+{
+    (void)stream;
+    for (int i = 0; i < g->n; i++) {
+        ah_status s = forward_now(g->calls[i].st, &g->calls[i].a);
+        if (s != AH_OK) return ah_fail(&c->err, s, "replayed forward: %s", g->calls[i].st->err.msg);
+    }
+    return AH_OK;
+}
+
+static void graph_destroy(ah_context *c, ah_graph *g)
+{
+    (void)c;
+    free(g);
 }
 
 static const ah_config_key abi_keys[] = {
@@ -219,16 +339,32 @@ const ah_caps abi_caps = {
     .n_config_keys = 1,
 };
 
-const ah_plugin_ops abi_ops = {
-    .struct_size = sizeof(ah_plugin_ops),
-    .probe = abi_probe,
-    .context_create = ctx_create,
-    .context_destroy = ctx_destroy,
-    .context_error = ctx_error,
-    .state_create = st_create,
-    .state_destroy = st_destroy,
-    .state_error = st_error,
-    .plan = plan,
-    .forward = forward,
-    .write_kv = write_kv,
+/* The slots both operation tables fill. */
+#define BACKEND_SLOTS                           \
+    .struct_size = sizeof(ah_plugin_ops),       \
+    .probe = abi_probe,                         \
+    .context_create = ctx_create,               \
+    .context_destroy = ctx_destroy,             \
+    .context_error = ctx_error,                 \
+    .state_create = st_create,                  \
+    .state_destroy = st_destroy,                \
+    .state_error = st_error,                    \
+    .plan = plan,                               \
+    .forward = forward,                         \
+    .write_kv = write_kv
+
+const ah_plugin_ops abi_ops = {BACKEND_SLOTS};
+
+const ah_plugin_ops abi_graph_ops = {
+    BACKEND_SLOTS,
+    .mem_alloc = mem_alloc,
+    .mem_free = mem_free,
+    .mem_copy = mem_copy,
+    .synchronize = synchronize,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .graph_begin = graph_begin,
+    .graph_end = graph_end,
+    .graph_launch = graph_launch,
+    .graph_destroy = graph_destroy,
 };

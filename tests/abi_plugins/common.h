@@ -1,7 +1,9 @@
 /*
- * Shared pieces of the ABI test plugins: a small but correct CPU backend
- * (fp32 queries and KV cache, NHD layout, causal decoder attention over the
- * paged cache, separate write_kv) that each test case wraps in its own,
+ * The test backend behind every test plugin (the ABI cases, the selection
+ * plugins and the conformance mutant): a small but correct CPU backend (fp32
+ * queries and KV cache, NHD layout, causal decoder attention over the paged
+ * cache with GQA, sliding window and LSE, separate write_kv), optional CPU
+ * emulation of CUDA graphs, and defect hooks. Each plugin wraps it in its own,
  * deliberately right or wrong, descriptor.
  */
 #ifndef ABI_TEST_COMMON_H
@@ -13,25 +15,61 @@
 extern const ah_host_services *abi_host;
 
 extern const ah_caps abi_caps;
-extern const ah_plugin_ops abi_ops;
+extern const ah_plugin_ops abi_ops; /* no graph, memory or stream slots */
+
+/* abi_ops with host memory as "device" memory, streams and emulated CUDA
+ * graphs: capture records the forward calls made between graph_begin and
+ * graph_end, launch replays them with the same pointers, reading whatever
+ * plan(REPLAY) left in the state, which is what a device graph is to a
+ * kernel. */
+extern const ah_plugin_ops abi_graph_ops;
 
 ah_status abi_probe(const ah_host_services *host, ah_probe_info *info);
 
+/* Defects a context can be told to have, for the conformance suite's
+ * self-test; 0 (the default) is the correct backend. */
+enum {
+    ABI_BUG_SKIP_HEAD = 1u << 0, /* the last query head's output is never written */
+    ABI_BUG_WINDOW = 1u << 1,    /* the sliding window lets one key too many through */
+    ABI_BUG_GQA = 1u << 2,       /* query head h reads KV head h % Hk, not h / (Hq/Hk) */
+    ABI_BUG_STRAY = 1u << 3,     /* write_kv also writes the slot after each new token's */
+    ABI_BUG_DROP = 1u << 4,      /* write_kv skips the last new token */
+    ABI_BUG_NAN = 1u << 5,       /* one output element is NaN */
+    ABI_BUG_LSE = 1u << 6,       /* the LSE is off by 0.01 */
+    ABI_BUG_STALE = 1u << 7,     /* plan(REPLAY) keeps the captured batch, not the new one */
+};
 
+/* The defect set of a context made by abi_ops.context_create. */
+uint32_t *abi_bugs(ah_context *ctx);
+
+/* The entry point's signature, declared before it is defined. */
+#define ABI_ENTRY_SIGNATURE                                                              \
+    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
+        uint32_t host_abi_version, const ah_host_services *host, const char **why)
 
 /* An entry that hands out DESC whatever the host is (cases that test the
  * host's own checks must not refuse first). */
 #define ABI_ENTRY(DESC)                                                                  \
-    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
-        uint32_t host_abi_version, const ah_host_services *host, const char **why);      \
-    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
-        uint32_t host_abi_version, const ah_host_services *host, const char **why)       \
+    ABI_ENTRY_SIGNATURE;                                                                 \
+    ABI_ENTRY_SIGNATURE                                                                  \
     {                                                                                    \
         (void)host_abi_version;                                                          \
         (void)why;                                                                       \
         abi_host = host;                                                                 \
         return (const ah_plugin_descriptor *)&(DESC);                                    \
     }
+
+/* A plugin NAME that is the backend with abi_caps and its own PROBE. */
+#define ABI_PROBE_PLUGIN(NAME, PROBE)                                                    \
+    static ah_plugin_ops abi_probe_ops;                                                  \
+    __attribute__((constructor)) static void abi_probe_init(void)                        \
+    {                                                                                    \
+        abi_probe_ops = abi_ops;                                                         \
+        abi_probe_ops.probe = PROBE;                                                     \
+    }                                                                                    \
+    static const ah_plugin_descriptor abi_probe_desc =                                   \
+        ABI_DESC(NAME, &abi_caps, &abi_probe_ops);                                       \
+    ABI_ENTRY(abi_probe_desc)
 
 #define ABI_DESC(NAME, CAPS, OPS)                                                        \
     {sizeof(ah_plugin_descriptor), AH_ABI_VERSION, NAME, "1.0", "attnhost tests", "MIT", \

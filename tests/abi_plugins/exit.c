@@ -13,11 +13,4 @@ static ah_status probe(const ah_host_services *host, ah_probe_info *info)
     exit(3);
 }
 
-static ah_plugin_ops ops;
-__attribute__((constructor)) static void init(void)
-{
-    ops = abi_ops;
-    ops.probe = probe;
-}
-static const ah_plugin_descriptor desc = ABI_DESC("abi_exit", &abi_caps, &ops);
-ABI_ENTRY(desc)
+ABI_PROBE_PLUGIN("abi_exit", probe)

@@ -9,12 +9,8 @@ static ah_caps flipped;
 static const ah_plugin_descriptor desc = ABI_DESC("abi_flip", &abi_caps, &abi_ops);
 static const ah_plugin_descriptor desc_flipped = ABI_DESC("abi_flip", &flipped, &abi_ops);
 
-AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version,
-                                                            const ah_host_services *host,
-                                                            const char **why);
-AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version,
-                                                            const ah_host_services *host,
-                                                            const char **why)
+ABI_ENTRY_SIGNATURE;
+ABI_ENTRY_SIGNATURE
 {
     (void)host_abi_version;
     (void)why;

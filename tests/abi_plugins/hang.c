@@ -13,11 +13,4 @@ static ah_status probe(const ah_host_services *host, ah_probe_info *info)
     return AH_OK;
 }
 
-static ah_plugin_ops ops;
-__attribute__((constructor)) static void init(void)
-{
-    ops = abi_ops;
-    ops.probe = probe;
-}
-static const ah_plugin_descriptor desc = ABI_DESC("abi_hang", &abi_caps, &ops);
-ABI_ENTRY(desc)
+ABI_PROBE_PLUGIN("abi_hang", probe)

@@ -15,11 +15,4 @@ static ah_status probe(const ah_host_services *host, ah_probe_info *info)
     return abi_probe(host, info);
 }
 
-static ah_plugin_ops ops;
-__attribute__((constructor)) static void init(void)
-{
-    ops = abi_ops;
-    ops.probe = probe;
-}
-static const ah_plugin_descriptor desc = ABI_DESC("abi_noisy", &abi_caps, &ops);
-ABI_ENTRY(desc)
+ABI_PROBE_PLUGIN("abi_noisy", probe)
