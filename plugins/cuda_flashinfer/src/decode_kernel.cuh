@@ -64,23 +64,6 @@ template <typename KT> __device__ __forceinline__ void cvt8(const uint4 &raw, fl
     }
 }
 
-/* Combine an accumulated (O, L, M) state with an optional sink (all base 2)
- * into the normalised output factor and the base-2 LSE. */
-__device__ __forceinline__ void finish_state(float L, float M, float sink2, bool has_sink,
-                                             float *o_factor, float *lse2)
-{
-    float Mx = has_sink ? fmaxf(M, sink2) : M;
-    if (Mx == -INFINITY) { /* nothing visible, no sink */
-        *o_factor = 0.f;
-        *lse2 = -INFINITY;
-        return;
-    }
-    float a = M == -INFINITY ? 0.f : exp2f(M - Mx);
-    float den = L * a + (has_sink ? exp2f(sink2 - Mx) : 0.f);
-    *o_factor = den > 0.f ? a / den : 0.f;
-    *lse2 = Mx + log2f(den);
-}
-
 } // namespace fi
 
 #include "decode_stream.cuh"
@@ -254,10 +237,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
             }
         }
         if (final_out) {
-            const bool has_sink = p.var.sinks != nullptr;
-            const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
             float f, lse2;
-            finish_state(L, M, sink2, has_sink, &f, &lse2);
+            finish_state(p.var, h, L, M, &f, &lse2);
             QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
                     (int64_t)h * p.o.out_stride_h;
             o[d] = from_f32<QT>(O * f * p.var.v_scale);

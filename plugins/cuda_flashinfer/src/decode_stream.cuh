@@ -307,10 +307,8 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             }
         }
         if (final_out) {
-            const bool has_sink = p.var.sinks != nullptr;
-            const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
             float f, lse2;
-            finish_state(L, M, sink2, has_sink, &f, &lse2);
+            finish_state(p.var, h, L, M, &f, &lse2);
             QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
                     (int64_t)h * p.o.out_stride_h;
             o[d] = from_f32<QT>(O * f * p.var.v_scale);

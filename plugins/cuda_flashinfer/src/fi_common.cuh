@@ -183,6 +183,27 @@ __device__ __forceinline__ float logit2(const variant &v, float dot, float slope
     return s * FI_LOG2E;
 }
 
+/* A finished row's base-2 state (running max M, sum L) and head h's sink
+ * logit, if the variant has sinks, to the factor that normalises the row's
+ * O and the row's base-2 LSE. A row that saw nothing (and has no sink) gets
+ * factor 0 and LSE -inf. */
+__device__ __forceinline__ void finish_state(const variant &v, int h, float L, float M,
+                                             float *o_factor, float *lse2)
+{
+    const bool has_sink = v.sinks != nullptr;
+    const float sink2 = has_sink ? v.sinks[h] * FI_LOG2E : -INFINITY;
+    const float Mx = has_sink ? fmaxf(M, sink2) : M;
+    if (Mx == -INFINITY) {
+        *o_factor = 0.f;
+        *lse2 = -INFINITY;
+        return;
+    }
+    const float a = M == -INFINITY ? 0.f : exp2f(M - Mx);
+    const float den = L * a + (has_sink ? exp2f(sink2 - Mx) : 0.f);
+    *o_factor = den > 0.f ? a / den : 0.f;
+    *lse2 = Mx + log2f(den);
+}
+
 } // namespace fi
 
 #endif

@@ -401,15 +401,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
             const int tok = tok0 + rho / G, h = hk * G + rho % G;
             const float M = m[i], L = l[i];
             if (!p.partial) {
-                const bool has_sink = p.var.sinks != nullptr;
-                const float sink2 = has_sink ? p.var.sinks[h] * FI_LOG2E : -INFINITY;
-                float Mx = has_sink ? fmaxf(M, sink2) : M, f = 0.f, lse2 = -INFINITY;
-                if (Mx != -INFINITY) {
-                    const float a = M == -INFINITY ? 0.f : exp2f(M - Mx);
-                    const float den = L * a + (has_sink ? exp2f(sink2 - Mx) : 0.f);
-                    f = den > 0.f ? a / den : 0.f;
-                    lse2 = Mx + log2f(den);
-                }
+                float f, lse2;
+                finish_state(p.var, h, L, M, &f, &lse2);
                 f *= p.var.v_scale;
                 QT *orow =
                     static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
