@@ -249,19 +249,7 @@ __device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_par
                     x = cap ? capl * tanh_fast(x * f[i]) : x * f[i];
                 }
     }
-    if (!need_mask) return;
-    const int k0 = n * BN + 2 * (lane & 3);
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int a = ri.lo[i] - k0, b = ri.hi[i] - k0;
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int c = j * 8 + e;
-                if (c < a || c >= b) sacc[j * 4 + i * 2 + e] = -INFINITY;
-            }
-    }
+    if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
 }
 
 // Online softmax with a per-row exponent factor c[i]; probabilities carry
@@ -380,17 +368,8 @@ __global__ void __launch_bounds__(384, 1)
     int pi = 0, iter = 0;
     for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
-        row_info ri;
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int r = rl0 + i * 8, t = r / p.group, g = r - t * p.group;
-            ri.valid[i] = t < it.q_ntok && t < p.tpt;
-            ri.pos[i] = it.pos0 + t;
-            ri.tok[i] = it.q_tok0 + t;
-            ri.head[i] = it.kvh * p.group + g;
-            row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
-        }
+        const row_info ri = item_rows(p, it, rl0);
         // Q: quantize this thread's fragments, then hand the tile back.
         uint32_t qa[D / 32][4];
         float qs[2];

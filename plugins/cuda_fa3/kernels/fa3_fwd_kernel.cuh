@@ -241,6 +241,43 @@ __device__ __forceinline__ void row_range(const fa3_params &p, const fa3_work &i
     }
 }
 
+// The two rows a consumer thread owns in item it (rl0: its first row in the
+// CTA's 128), in the item's (token, head-in-group) order.
+__device__ __forceinline__ row_info item_rows(const fa3_params &p, const fa3_work &it, int rl0)
+{
+    row_info ri;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int r = rl0 + i * 8, t = r / p.group, g = r - t * p.group;
+        ri.valid[i] = t < it.q_ntok && t < p.tpt;
+        ri.pos[i] = it.pos0 + t;
+        ri.tok[i] = it.q_tok0 + t;
+        ri.head[i] = it.kvh * p.group + g;
+        row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
+    }
+    return ri;
+}
+
+// Scores outside each row's visible keys [lo, hi) of key tile n to -inf:
+// two compares per score, no branches.
+template <int BN>
+__device__ __forceinline__ void mask_tile(float (&sacc)[BN / 2], const row_info &ri, int n, int lane)
+{
+    const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int a = ri.lo[i] - k0, b = ri.hi[i] - k0;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int c = j * 8 + e;
+                if (c < a || c >= b) sacc[j * 4 + i * 2 + e] = -INFINITY;
+            }
+        }
+    }
+}
+
 // Scores into the domain the softmax works in, and masking. Without
 // soft-cap (and with a positive scale) the raw scores stay as they are: the
 // scale is folded into the exponent (exp2(s * c - m * c), one FFMA per
@@ -262,20 +299,7 @@ __device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_para
             for (int i = 0; i < BN / 2; i++) sacc[i] *= p.scale_log2;
         }
     }
-    if (!need_mask) return;
-    const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int a = ri.lo[i] - k0, b = ri.hi[i] - k0;
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int c = j * 8 + e;
-                if (c < a || c >= b) sacc[j * 4 + i * 2 + e] = -INFINITY;
-            }
-        }
-    }
+    if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
 }
 
 // Online softmax: update row maxima (in the score domain), turn scores into
@@ -503,18 +527,8 @@ __global__ void __launch_bounds__(384, 1)
     int pi = 0, iter = 0;
     for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
-        // Rows this thread owns, in the item's (token, head-in-group) order.
-        row_info ri;
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int r = rl0 + i * 8, t = r / p.group, g = r - t * p.group;
-            ri.valid[i] = t < it.q_ntok && t < p.tpt;
-            ri.pos[i] = it.pos0 + t;
-            ri.tok[i] = it.q_tok0 + t;
-            ri.head[i] = it.kvh * p.group + g;
-            row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
-        }
+        const row_info ri = item_rows(p, it, rl0);
         // Scores stay raw (scale folded into the exponent) unless soft-cap
         // or a non-positive scale needs the pre-pass; see score_prep.
         const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
