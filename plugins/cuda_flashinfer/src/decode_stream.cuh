@@ -306,20 +306,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
                 O += sm_acc[(w * GB + g) * D + d] * f;
             }
         }
-        if (final_out) {
-            float f, lse2;
-            finish_state(p.var, h, L, M, &f, &lse2);
-            QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
-                    (int64_t)h * p.o.out_stride_h;
-            o[d] = from_f32<QT>(O * f * p.var.v_scale);
-            if (d == 0 && p.o.lse) p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
-        } else {
-            const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
-            const float f = L > 0.f ? 1.f / L : 0.f;
-            p.o.part_o[(slot * p.num_qo_heads + h) * D + d] = O * f * p.var.v_scale;
-            if (d == 0)
-                p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
-        }
+        store_state<QT>(p, final_out, t, h, split, d, D, O, L, M);
     }
 }
 

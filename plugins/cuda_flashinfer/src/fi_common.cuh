@@ -204,6 +204,27 @@ __device__ __forceinline__ void finish_state(const variant &v, int h, float L, f
     *lse2 = Mx + log2f(den);
 }
 
+/* One channel d (of dv) of head h, token t, from a merged (O, L, M) state:
+ * normalised into the output (and LSE) when the launch is final, else the
+ * partial state of split `split` for the merge kernel. */
+template <typename QT>
+__device__ __forceinline__ void store_state(const attn_params &p, bool final_out, int t, int h, int split,
+                                            int d, int dv, float O, float L, float M)
+{
+    if (final_out) {
+        float f, lse2;
+        finish_state(p.var, h, L, M, &f, &lse2);
+        QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
+        o[d] = from_f32<QT>(O * f * p.var.v_scale);
+        if (d == 0 && p.o.lse) p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+    } else {
+        const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
+        const float f = L > 0.f ? 1.f / L : 0.f;
+        p.o.part_o[(slot * p.num_qo_heads + h) * dv + d] = O * f * p.var.v_scale;
+        if (d == 0) p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
+    }
+}
+
 } // namespace fi
 
 #endif
