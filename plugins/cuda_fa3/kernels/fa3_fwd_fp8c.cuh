@@ -345,10 +345,7 @@ __global__ void __launch_bounds__(384, 1)
         int pi = 0, iter = 0;
         for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
             const fa3_work it = p.work[w];
-            if (iter > 0) mbar_wait(&s.q_empty, (iter - 1) & 1);
-            if (lane == 0) mbar_arrive_tx(&s.q_full, 64 * p.group * p.tpt * (D / 64) * (int)sizeof(T));
-            __syncwarp();
-            if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], &tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
+            load_q_tile<D, T>(s, &tq, p, it, iter, lane);
             const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
             for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
                 const int st = pi % STAGES, si = pi % SST;

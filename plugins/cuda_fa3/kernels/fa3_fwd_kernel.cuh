@@ -161,6 +161,19 @@ __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *ma
     }
 }
 
+// The producer warp's Q step of one item: wait until the consumers released
+// the previous item's Q (iteration iter), then TMA the item's Q tile (D/64
+// swizzled 64-column boxes of group x tpt rows) onto q_full.
+template <int D, typename T, typename S>
+__device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const fa3_params &p, const fa3_work &it,
+                                            int iter, int lane)
+{
+    if (iter > 0) mbar_wait(&s.q_empty, (iter - 1) & 1);
+    if (lane == 0) mbar_arrive_tx(&s.q_full, 64 * p.group * p.tpt * (D / 64) * (int)sizeof(T));
+    __syncwarp();
+    if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
+}
+
 // FP8 KV: widen one staged e4m3 tile ([BN][D] bytes) into the 16-bit
 // 128-byte-swizzled layout ([D/64][BN][64]) the wgmma descriptors expect.
 // Each step reads 16 bytes (16 channels of one row) and writes two 16-byte
@@ -491,10 +504,7 @@ __global__ void __launch_bounds__(384, 1)
         int pi = 0, iter = 0;
         for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
             const fa3_work it = p.work[w];
-            if (iter > 0) mbar_wait(&s.q_empty, (iter - 1) & 1);
-            if (lane == 0) mbar_arrive_tx(&s.q_full, 64 * p.group * p.tpt * (D / 64) * (int)sizeof(T));
-            __syncwarp();
-            if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], &tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
+            load_q_tile<D, T>(s, &tq, p, it, iter, lane);
             const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
             for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
                 if constexpr (F8) {
