@@ -7,7 +7,7 @@
  *   shape | median ms | GB/s of KV read (decode) or TFLOP/s (prefill) | % of copy BW
  *
  *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode]
- * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only)
+ * (--tc: cascade and prefill shapes only; --decode: the decode rows only)
  */
 #include <math.h>
 #include <stdio.h>
@@ -169,10 +169,6 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page16", ctxs[c]);
         row(name, ms, bytes, flops, bw);
     }
-    if (dec_only) {
-        fi_plugin_close(&p);
-        return 0;
-    }
     for (int pg = 0; pg < 2; pg++) {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
         fi_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
@@ -215,6 +211,10 @@ int main(int argc, char **argv)
         row(name, ms, bytes, flops, bw);
     }
     } /* decode shapes */
+    if (dec_only) {
+        fi_plugin_close(&p);
+        return 0;
+    }
     /* Cascade: decode requests sharing a prefix, each with a short suffix of
      * its own; on (common_prefix_len set) and off (the same batch without). */
     {

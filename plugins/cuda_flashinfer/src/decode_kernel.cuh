@@ -255,13 +255,14 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                 } else if constexpr (D == DV) {
                     using SC = stream_cfg<KT, D, GB>;
                     auto kern = decode_stream_kernel<QT, KT, D, GB>;
+                    const int ns = decode_stages(), smem = SC::smem(ns);
                     if (occupancy) {
                         /* Done once at state creation, outside any capture. */
                         cudaError_t e = cudaFuncSetAttribute(
-                            kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SC::SMEM);
+                            kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SC::smem(SC::MAX_NS));
                         if (e != cudaSuccess) return e;
                         return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern,
-                                                                             SC::THREADS, SC::SMEM);
+                                                                             SC::THREADS, smem);
                     }
                     /* Head blocks fastest in the grid: the CTAs running together
                      * read the same pages (H100, B64 page 16: 0.3-1.4% faster
@@ -270,9 +271,10 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     attn_params q = p;
                     const int hblocks = p.num_kv_heads * (p.group / GB);
                     q.head_fastest = p.num_tokens <= 65535;
+                    q.stages = ns;
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
-                    kern<<<grid, SC::THREADS, SC::SMEM, st>>>(q);
+                    kern<<<grid, SC::THREADS, smem, st>>>(q);
                     return cudaPeekAtLastError();
                 } else {
                     auto kern = decode_kernel<QT, KT, D, DV, GB>;

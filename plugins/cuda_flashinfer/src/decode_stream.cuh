@@ -4,8 +4,9 @@
  * KV partition). Decode is a pure read of K and V, so the kernel is built
  * around keeping HBM busy:
  *   - K and V tiles of BN keys (16 KiB per stage) stream into shared memory
- *     through a 4-stage cp.async pipeline, so three stages (48 KiB per CTA)
- *     are in flight while one is being used; every thread issues 16-byte
+ *     through a cp.async pipeline of p.stages (2-4) stages, all but one in
+ *     flight while one is being used; the depth trades bytes in flight per
+ *     CTA against resident CTAs per SM (decode_stages); every thread issues 16-byte
  *     copies, and the page numbers of the next tile are loaded into
  *     registers one iteration ahead so no copy waits for its page lookup;
  *   - the compute side is sized to stay below the memory time: each lane
@@ -27,7 +28,7 @@
 namespace fi {
 
 template <typename KT, int D, int GB> struct stream_cfg {
-    static constexpr int THREADS = 128, NW = 4, NS = 4;
+    static constexpr int THREADS = 128, NW = 4, MAX_NS = 4;
     static constexpr int ES = (int)sizeof(KT);
     static constexpr int ROWB = D * ES;          /* bytes of one key row */
     static constexpr int CR = ROWB / 16;         /* 16-byte chunks per row */
@@ -39,7 +40,8 @@ template <typename KT, int D, int GB> struct stream_cfg {
     static constexpr int N0 = NKW * GB;          /* partial sums per reduction (<= 32) */
     static constexpr int STAGE = 2 * BN * ROWB;  /* bytes */
     static constexpr int MERGE = NW * GB * D * 4;
-    static constexpr int SMEM = NS * STAGE > MERGE ? NS * STAGE : MERGE;
+    /* Dynamic shared memory for ns stages (the merge reuses the stages). */
+    static constexpr int smem(int ns) { return ns * STAGE > MERGE ? ns * STAGE : MERGE; }
     static_assert(LPT * THREADS == BN * CR, "stage copy must split evenly");
     static_assert(KW % NKW == 0 && N0 <= 32, "reduction shape");
     static_assert(GB * CPL <= 32, "registers: q and acc hold GB x CPL floats each");
@@ -136,6 +138,8 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     const int hk = hb / blocks_per_kv;
     const int h0 = hk * p.group + (hb % blocks_per_kv) * GB;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int ns = p.stages;
+    allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int seq_len = p.plan.seq_lens[r];
@@ -164,7 +168,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
         }
     };
     auto issue = [&](int it) {
-        unsigned char *st = smem + (it % C::NS) * C::STAGE;
+        unsigned char *st = smem + (it % ns) * C::STAGE;
 #pragma unroll
         for (int i = 0; i < C::LPT; i++) {
             const int row = rr + i * (C::THREADS / C::CR), j = a + it * C::BN + row;
@@ -192,8 +196,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     }
 
     if (ntiles > 0) fetch_pages(0);
-#pragma unroll
-    for (int s = 0; s < C::NS - 1; s++) {
+    for (int s = 0; s < ns - 1; s++) {
         if (s < ntiles) {
             issue(s);
             if (s + 1 < ntiles) fetch_pages(s + 1);
@@ -202,15 +205,15 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     }
 
     for (int it = 0; it < ntiles; it++) {
-        cp_async_wait<C::NS - 2>();
+        cp_async_wait_n(ns - 2);
         __syncthreads(); /* tile it landed; everyone left tile it-1's buffer */
-        if (it + C::NS - 1 < ntiles) {
-            issue(it + C::NS - 1);
-            if (it + C::NS < ntiles) fetch_pages(it + C::NS);
+        if (it + ns - 1 < ntiles) {
+            issue(it + ns - 1);
+            if (it + ns < ntiles) fetch_pages(it + ns);
         }
         cp_async_commit();
 
-        const unsigned char *st = smem + (it % C::NS) * C::STAGE;
+        const unsigned char *st = smem + (it % ns) * C::STAGE;
         const KT *Kt = reinterpret_cast<const KT *>(st);
         const KT *Vt = reinterpret_cast<const KT *>(st + C::BN * C::ROWB);
         const int kb = a + it * C::BN;

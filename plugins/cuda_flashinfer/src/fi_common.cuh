@@ -142,6 +142,30 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+/* Programmatic dependent launch (sm_90): a kernel launched early behind
+ * another waits here until that one has finished and its writes are
+ * visible; the one before lets its dependents launch with
+ * allow_dependent_launch. Both are no-ops without the launch attribute and
+ * before sm_90. */
+__device__ __forceinline__ void grid_dependency_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_dependent_launch()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+/* The same for a count known only at run time (a uniform branch). */
+__device__ __forceinline__ void cp_async_wait_n(int n)
+{
+    if (n <= 0) cp_async_wait<0>();
+    else if (n == 1) cp_async_wait<1>();
+    else cp_async_wait<2>();
+}
 
 /* ---- the paged cache ------------------------------------------------------- */
 

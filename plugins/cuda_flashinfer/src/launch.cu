@@ -47,6 +47,40 @@ cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, cons
     return decode_any(q_dtype, kv_dtype, d, dv, gb, &p, st, nullptr);
 }
 
+/* AH_FI_MERGE_PDL=1: programmatic dependent launch of the split merge
+ * (compute capability 9.0 and up; a measurement knob). */
+bool merge_pdl(void)
+{
+    static std::atomic<int> knob{-1};
+    int v = knob.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("AH_FI_MERGE_PDL");
+        int dev = 0, maj = 0;
+        const bool hopper = cudaGetDevice(&dev) == cudaSuccess &&
+                            cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                            maj >= 9;
+        if (!hopper) (void)cudaGetLastError();
+        v = e && atoi(e) == 1 && hopper;
+        knob.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
+/* Stages of the streaming decode kernel's pipeline. AH_FI_DECODE_STAGES
+ * (2-4) overrides it (a measurement knob). */
+int decode_stages(void)
+{
+    static std::atomic<int> ns{0};
+    int v = ns.load(std::memory_order_relaxed);
+    if (!v) {
+        const char *e = getenv("AH_FI_DECODE_STAGES");
+        const int k = e ? atoi(e) : 0;
+        v = k >= 2 && k <= 4 ? k : 4;
+        ns.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb)
 {
     int n = 0;

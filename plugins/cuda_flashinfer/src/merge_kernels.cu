@@ -16,6 +16,7 @@ namespace fi {
 
 template <typename QT> __global__ void merge_partials_kernel(const merge_params m)
 {
+    grid_dependency_wait(); /* launched early (merge_pdl): the partials' writer must finish */
     const int t = blockIdx.x, h = blockIdx.y;
     const int64_t stride_part = (int64_t)m.num_tokens * m.num_heads;
     const int64_t row = (int64_t)t * m.num_heads + h;
@@ -46,7 +47,20 @@ cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream
 {
     if (m.num_tokens == 0) return cudaSuccess;
     FI_DISPATCH_QTYPE(q_dtype, QT, {
-        merge_partials_kernel<QT><<<dim3(m.num_tokens, m.num_heads), 128, 0, st>>>(m);
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        cfg.gridDim = dim3(m.num_tokens, m.num_heads);
+        cfg.blockDim = dim3(128);
+        cfg.stream = st;
+        if (merge_pdl()) {
+            /* Programmatic dependent launch: the merge grid is scheduled while
+             * the kernel before it drains, and waits for it in the kernel. */
+            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+        }
+        return cudaLaunchKernelEx(&cfg, merge_partials_kernel<QT>, m);
     })
     return cudaPeekAtLastError();
 }

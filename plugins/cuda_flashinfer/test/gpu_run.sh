@@ -37,6 +37,16 @@ grep -vE "^cuda_flashinfer  PASS" "$OUT/conformance.log" | tail -30
 grep -cE "^cuda_flashinfer  PASS" "$OUT/conformance.log"
 step check ${CHECK_MAX:-60} $B/bin/fi_check ${CHECK_ARGS:---quick}
 grep -E "FAIL|summary|device|passed" "$OUT/check.log" | head -40
+# ALT (e.g. "AH_FI_DECODE_STAGES=3 AH_FI_MERGE_PDL=1"): the suite and the
+# driver again under those settings.
+if [ -n "$ALT" ]; then
+  echo "== alt: $ALT"
+  ( export $ALT; step conformance_alt ${CONF_MAX:-150} $B/bin/attnhost check --plugin cuda_flashinfer
+    grep -vE "^cuda_flashinfer  PASS" "$OUT/conformance_alt.log" | tail -30
+    grep -cE "^cuda_flashinfer  PASS" "$OUT/conformance_alt.log"
+    step check_alt ${CHECK_MAX:-60} $B/bin/fi_check ${CHECK_ARGS:---quick}
+    grep -E "FAIL|summary|device|passed" "$OUT/check_alt.log" | head -40 )
+fi
 # Prefill/cascade first (default build, then the alternatives), the SDPA
 # peers, and the full bench (decode included: about 70 s) last, so a tight
 # BUDGET cuts the decode rows, not the prefill ones.
@@ -48,13 +58,16 @@ if [ "${SM90_ALT:-1}" != 0 ]; then
   AH_FI_PREFILL_SM90=0 step bench_mma ${BENCH2_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
   cat "$OUT/bench_mma.log"
 fi
-# HBM read bandwidth (read-only kernel), the decode ceiling, then the B64
-# decode rows at each last-wave fill in FILLS (AH_FI_DECODE_FILL).
+# HBM read bandwidth (read-only kernel), the decode ceiling, then the
+# decode rows for each FILL:STAGES:PDL in DECODES (AH_FI_DECODE_FILL,
+# AH_FI_DECODE_STAGES, AH_FI_MERGE_PDL; empty fields keep the defaults).
 step readbw ${READBW_MAX:-40} $B/bin/fi_readbw 4
 cat "$OUT/readbw.log"
-for f in ${FILLS:-0.85}; do
-  AH_FI_DECODE_FILL=$f step decode_$f ${DEC_MAX:-25} $B/bin/fi_bench --decode --reps ${REPS:-20}
-  echo "fill $f"; grep decode "$OUT/decode_$f.log"
+for c in ${DECODES:-::}; do
+  IFS=: read -r f ns pdl <<< "$c"
+  AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl \
+    step decode_$f$ns$pdl ${DEC_MAX:-25} $B/bin/fi_bench --decode --reps ${REPS:-20}
+  echo "decode fill=$f stages=$ns pdl=$pdl"; grep decode "$OUT/decode_$f$ns$pdl.log"
 done
 # The d128 fast kernel's 64-row build (16 rows per warp), the A/B against the
 # default 128-row CTAs; ROWS_ALT=0 skips it.
