@@ -255,7 +255,7 @@ __device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_par
 // Online softmax with a per-row exponent factor c[i]; probabilities carry
 // the factor 256 (exp2 offset +8), see the header. No row sums: PV's extra
 // column accumulates them (gemm_pv8), and rescale8 scales them with O.
-template <int BN>
+template <int BN, int ABL = 0>
 __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&alpha)[2],
                                                 const float (&c)[2])
 {
@@ -272,11 +272,19 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) sacc[j * 4 + i * 2 + e] = exp2f(fmaf(sacc[j * 4 + i * 2 + e], c[i], off));
+            for (int e = 0; e < 2; e++) {
+                const float x = fmaf(sacc[j * 4 + i * 2 + e], c[i], off);
+                sacc[j * 4 + i * 2 + e] = (ABL & 2) ? x : exp2f(x);
+            }
     }
 }
 
-template <int D, int BN, int STAGES, int SST, typename T>
+// ABL (measurement only, wrong results when non-zero; fa3_bench selects it
+// through FA3_F8C_ABL): bit 0 skips the V transpose (the transposing warps
+// only hand stages on), bit 1 replaces the softmax's exp2 by its argument.
+// Timing the variants against ABL = 0 says what the V path and the MUFU
+// cost per tile.
+template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -326,7 +334,7 @@ __global__ void __launch_bounds__(384, 1)
                     const int st = pi % STAGES, si = pi % SST;
                     mbar_wait(&s.v8_full[si], (pi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
-                    transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
+                    if (!(ABL & 1)) transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
                     fence_proxy_async(); // generic-proxy stores, then wgmma (async proxy) reads
                     __syncwarp();
                     if (lane == 0) {
@@ -415,7 +423,7 @@ __global__ void __launch_bounds__(384, 1)
         };
         auto softmax_tile = [&](int n, auto &pnext) {
             score_prep8<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
-            online_softmax8<BN>(sacc, m, alpha, expc);
+            online_softmax8<BN, ABL>(sacc, m, alpha, expc);
             to_operand8<BN>(sacc, pnext);
         };
         // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.

@@ -5,6 +5,7 @@
 #pragma once
 #include "fa3_fwd_fp8c.cuh"
 #include "fa3_fwd_launch.cuh"
+#include <stdlib.h>
 
 namespace fa3 {
 
@@ -71,7 +72,15 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
             return (int)cudaErrorInvalidValue;
         }
     }
-    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T>;
+    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0>;
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+        // Measurement variants (see the kernel); never set in production.
+        const char *abl = getenv("FA3_F8C_ABL");
+        const int a = abl ? atoi(abl) : 0;
+        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1>;
+        if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2>;
+        if (a == 3) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 3>;
+    }
     const size_t smem = smem_bytes_fp8c<T>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {

@@ -16,6 +16,10 @@
  *     final: prefill d128, d64, d256 (bf16 KV), decode, then d128 prefill
  *            and decode with fp8 KV (the device script)
  *     all:   prefill, decode and fp8
+ *   fa3_bench plugin.so one D CAUSAL L KV8
+ *     one prefill shape (head size D, causal 0/1, sequence length L, 16k
+ *     tokens in all, KV8 1 = fp8 e4m3 cache): for a profiler that should
+ *     see one kind of launch (ncu -k ... --launch-skip 3 --launch-count 1)
  * FA3_FP8_COMPUTE=on (read by the harness as [plugin.cuda_fa3]
  * fp8_compute) runs fp8-KV d128 shapes with e4m3 GEMMs; they print as
  * "f8c" instead of "kv8".
@@ -154,6 +158,23 @@ int main(int argc, char **argv)
     int rc = fa3h_open(&H, path);
     if (rc) return rc;
     int failed = 0;
+    if (!strcmp(which, "one")) {
+        if (argc != 7) {
+            fprintf(stderr, "usage: fa3_bench plugin.so one D CAUSAL L KV8\n");
+            fa3h_close(&H);
+            return 2;
+        }
+        const int d = atoi(argv[3]), causal = atoi(argv[4]), L = atoi(argv[5]), kv8 = atoi(argv[6]);
+        if ((d != 64 && d != 128 && d != 256) || L < 256 || L > 16384 || 16384 % L) {
+            fprintf(stderr, "one: D must be 64/128/256 and L a power of two in [256, 16384], not D %d L %d\n", d, L);
+            fa3h_close(&H);
+            return 2;
+        }
+        shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L, L, L, causal != 0, 0, kv8 != 0};
+        failed = bench(&s);
+        fa3h_close(&H);
+        return failed ? 1 : 0;
+    }
     const int all = !strcmp(which, "all"), fin = !strcmp(which, "final");
     const int pre16 = all || !strcmp(which, "prefill"), dec16 = all || fin || !strcmp(which, "decode");
     const int fp8 = all || fin || !strcmp(which, "fp8");
