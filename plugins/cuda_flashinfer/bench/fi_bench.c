@@ -6,8 +6,8 @@
  * written per second). Prints one table row per shape:
  *   shape | median ms | GB/s of KV read (decode) or TFLOP/s (prefill) | % of copy BW
  *
- *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode]
- * (--tc: cascade and prefill shapes only; --decode: the decode rows only)
+ *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode | --decode-all]
+ * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only; --decode-all: every decode row)
  */
 #include <math.h>
 #include <stdio.h>
@@ -146,6 +146,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--tc")) tc_only = 1;
         else if (!strcmp(argv[i], "--decode")) dec_only = 1;
+        else if (!strcmp(argv[i], "--decode-all")) dec_only = 2;
     }
     if (g_reps < 3) g_reps = 3;
     fi_plugin p;
@@ -168,6 +169,10 @@ int main(int argc, char **argv)
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page16", ctxs[c]);
         row(name, ms, bytes, flops, bw);
+    }
+    if (dec_only == 1) {
+        fi_plugin_close(&p);
+        return 0;
     }
     for (int pg = 0; pg < 2; pg++) {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;

@@ -337,18 +337,36 @@ static double fi_decode_fill(void)
     return v / 1000.0;
 }
 
+/* AH_FI_DECODE_MAXKEYS: longest partition in keys (0: no bound; a
+ * measurement knob). */
+static int64_t fi_decode_maxkeys(void)
+{
+    static std::atomic<long long> keys{-1};
+    long long v = keys.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("AH_FI_DECODE_MAXKEYS");
+        v = e && atoll(e) > 0 ? atoll(e) : 0;
+        keys.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
 {
     const double fill = fi_decode_fill();
+    const int64_t maxkeys = fi_decode_maxkeys();
     const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * (st->group / st->gb);
     const int64_t slots = (int64_t)st->ctx->sms * (st->occupancy > 0 ? st->occupancy : 1);
     if (base <= 0 || !st->ws_rows) return 1;
     int64_t cap = (max_seq + 255) / 256;
     if (cap > 64) cap = 64;
     if (cap * tokens > st->ws_rows) cap = st->ws_rows / tokens;
-    int best = 1;
+    int64_t first = maxkeys ? (max_seq + maxkeys - 1) / maxkeys : 1;
+    if (first < 1) first = 1;
+    if (first > cap) first = cap > 1 ? cap : 1;
+    int best = (int)first;
     double best_eff = 0;
-    for (int64_t s = 1; s <= cap; s++) {
+    for (int64_t s = first; s <= cap; s++) {
         const double waves = (double)(base * s) / (double)slots;
         const double eff = waves / ceil(waves);
         if (eff >= fill - 1e-9) return (int)s;
