@@ -21,7 +21,8 @@ static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
     if (s->softcap > 0 && n < cap) n += (size_t)snprintf(b + n, cap - n, " softcap %g", s->softcap);
     if (s->use_mla && n < cap) n += (size_t)snprintf(b + n, cap - n, " mla");
     if (s->use_sinks && n < cap) n += (size_t)snprintf(b + n, cap - n, " sinks");
-    if (s->use_alibi && n < cap) snprintf(b + n, cap - n, " alibi");
+    if (s->use_alibi && n < cap) n += (size_t)snprintf(b + n, cap - n, " alibi");
+    if (s->fp8_attention && n < cap) snprintf(b + n, cap - n, " fp8-attention");
 }
 
 static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_model *, const ah_selection *))

@@ -351,6 +351,7 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     spec->use_mla = (uint32_t)v->mla;
     spec->use_sinks = (uint32_t)v->sinks;
     spec->use_alibi = (uint32_t)v->alibi;
+    spec->fp8_attention = (uint32_t)v->fp8_attention;
     return AH_OK;
 }
 

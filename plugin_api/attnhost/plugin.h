@@ -49,7 +49,7 @@ extern "C" {
  * ------------------------------------------------------------------------- */
 
 #define AH_ABI_VERSION_MAJOR 1
-#define AH_ABI_VERSION_MINOR 0
+#define AH_ABI_VERSION_MINOR 1
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
 #define AH_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
 #define AH_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -291,6 +291,12 @@ typedef struct ah_layer_spec {
                                      channels of the key cache */
     uint32_t use_sinks;           /* forward receives per-head sink logits */
     uint32_t use_alibi;           /* forward receives per-head ALiBi slopes */
+    /* ABI 1.1. With an FP8 kv_dtype: 1 lets the plugin compute attention in
+     * FP8 (queries and probabilities rounded to the cache's 8-bit format for
+     * FP8 tensor-core GEMMs, as FlashAttention-3 does for an FP8 cache);
+     * 0 asks for at least the query dtype's precision in the math. Without
+     * an FP8 kv_dtype it changes nothing. */
+    uint32_t fp8_attention;
 } ah_layer_spec;
 
 /* ----------------------------------------------------------------------------

@@ -269,7 +269,10 @@ static void gen_dtypes(gen *g)
         ah__conf_case x = variant(g);
         x.spec.kv_dtype = (ah_dtype)t;
         add_shaped(g, &x, "kv-dtype");
-        if (!g->opts->quick && (t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2)) {
+        if (t != AH_DTYPE_FP8_E4M3 && t != AH_DTYPE_FP8_E5M2) continue;
+        x.spec.fp8_attention = 1; /* the model lets the math run in FP8 */
+        add_shaped(g, &x, "fp8-attn");
+        if (!g->opts->quick) {
             x = variant(g); /* FP8 under a decode-only batch too */
             x.spec.kv_dtype = (ah_dtype)t;
             set_shape(g, &x, SHAPE_DECODE);

@@ -117,9 +117,15 @@ void ah__conf_compare_lse(const float *out, const double *ref, size_t n, ah__con
  * query dtype before the oracle sees them, so only the plugin's accumulation
  * order and its intermediate roundings (P in fp16/bf16 before P*V, as fast
  * kernels do) add to it. FP8 KV: the oracle dequantizes the same bytes, but
- * plugins may quantize P or accumulate in lower precision, so allow more. */
-void ah__conf_tolerance(ah_dtype q, ah_dtype kv, double *rel_l2, double *max_abs_rel)
+ * plugins may quantize P or accumulate in lower precision, so allow more.
+ * FP8 attention (fp8_attention over an FP8 cache): queries and
+ * probabilities may be rounded to e4m3, whose 3 mantissa bits leave up to
+ * 2^-4 relative error in every product; on the suite's random data that is
+ * 2-3e-2 in rel_l2 and in the LSE, so the bound is one e4m3 unit, 2^-4:
+ * still far below what a wrong scale, mask or key costs (O(1)). */
+ah__conf_tol ah__conf_tolerance(ah_dtype q, ah_dtype kv, int fp8_attention)
 {
+    const int fp8 = kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2;
     double r;
     switch (q) {
     case AH_DTYPE_FP32: r = 1e-5; break;
@@ -127,7 +133,8 @@ void ah__conf_tolerance(ah_dtype q, ah_dtype kv, double *rel_l2, double *max_abs
     case AH_DTYPE_BF16: r = 1.6e-2; break;
     default: r = 1e-5; break;
     }
-    if (kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2) r = r < 5e-3 ? 5e-3 : r;
-    *rel_l2 = r;
-    *max_abs_rel = 8 * r;
+    double lse = q == AH_DTYPE_FP32 && !fp8 ? 1e-4 : 5e-3;
+    if (fp8 && r < 5e-3) r = 5e-3;
+    if (fp8 && fp8_attention) r = lse = 0.0625;
+    return (ah__conf_tol){r, 8 * r, lse};
 }

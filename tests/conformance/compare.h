@@ -32,8 +32,12 @@ void ah__conf_compare(const void *out, ah_dtype t, const double *ref, size_t n, 
  * left out of the norms. */
 void ah__conf_compare_lse(const float *out, const double *ref, size_t n, ah__conf_diff *d);
 
-/* Tolerances on rel_l2 and on max_abs (relative to the largest |ref|) for a
- * query dtype and KV dtype. */
-void ah__conf_tolerance(ah_dtype q, ah_dtype kv, double *rel_l2, double *max_abs_rel);
+/* Tolerances for a query dtype, KV dtype and the layer's fp8_attention:
+ * on rel_l2, on max_abs (relative to the largest |ref|) and on the LSE's
+ * largest absolute error. */
+typedef struct ah__conf_tol {
+    double rel_l2, max_abs_rel, lse_abs;
+} ah__conf_tol;
+ah__conf_tol ah__conf_tolerance(ah_dtype q, ah_dtype kv, int fp8_attention);
 
 #endif

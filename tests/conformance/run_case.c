@@ -339,8 +339,8 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
         free(ref), free(rl);
         return ah__conf_fail(r, "%s: oracle: %s", label, err.msg);
     }
-    double tol, tol_abs, refmax = 0;
-    ah__conf_tolerance(s->q_dtype, s->kv_dtype, &tol, &tol_abs);
+    double refmax = 0;
+    const ah__conf_tol tol = ah__conf_tolerance(s->q_dtype, s->kv_dtype, (int)s->fp8_attention);
     for (size_t i = 0; i < no; i++)
         if (fabs(ref[i]) > refmax) refmax = fabs(ref[i]);
     ah__conf_diff d;
@@ -352,13 +352,13 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
         rc = ah__conf_fail(r, "%s: out has %zu unwritten and %zu NaN/inf elements (first at token %zu, head %zu, channel %zu)",
                            label, d.n_unwritten, d.n_nan, i / hv, i % hv / s->v_head_size,
                            i % s->v_head_size);
-    } else if (!(d.rel_l2 <= tol) || !(d.max_abs <= tol_abs * (refmax > 1 ? refmax : 1))) {
+    } else if (!(d.rel_l2 <= tol.rel_l2) || !(d.max_abs <= tol.max_abs_rel * (refmax > 1 ? refmax : 1))) {
         rc = ah__conf_fail(r, "%s: out error rel_l2 %.3g (tolerance %.3g), max_abs %.3g (tolerance %.3g)",
-                           label, d.rel_l2, tol, d.max_abs, tol_abs * (refmax > 1 ? refmax : 1));
+                           label, d.rel_l2, tol.rel_l2, d.max_abs, tol.max_abs_rel * (refmax > 1 ? refmax : 1));
     }
     if (lse_host) {
         ah__conf_compare_lse(lse_host, rl, nl, &d);
-        double lse_tol = s->q_dtype == AH_DTYPE_FP32 && !is_fp8(s->kv_dtype) ? 1e-4 : 5e-3;
+        const double lse_tol = tol.lse_abs;
         if (d.n_unwritten || d.n_nan)
             rc = ah__conf_fail(r, "%s: lse has %zu unwritten and %zu wrong non-finite values (first at %zu)",
                                label, d.n_unwritten, d.n_nan, d.first_bad);
@@ -568,8 +568,7 @@ static void run_merge(ah__conf_run *r, const char *plugin)
         goto done;
     }
     ah__conf_diff d;
-    double tol, tol_abs;
-    ah__conf_tolerance(s->q_dtype, s->q_dtype, &tol, &tol_abs);
+    const double tol = ah__conf_tolerance(s->q_dtype, s->q_dtype, 0).rel_l2;
     ah__conf_compare(r->out.host, s->q_dtype, ref, n, &d);
     note_diff(r, &d);
     if (d.n_nan || d.n_unwritten)

@@ -48,10 +48,9 @@ static int graph_step(ah__conf_run *r, ah_graph *g, const ah_forward_args *cap_a
     if (!eager) return ah__conf_fail(r, "out of host memory");
     for (size_t k = 0; k < n; k++) eager[k] = ah_load_f32(r->out.host, k, r->spec.q_dtype);
     ah__conf_diff d;
-    double tol, tol_abs;
     ah__conf_compare(scratch, r->spec.q_dtype, eager, n, &d);
     free(eager);
-    ah__conf_tolerance(r->spec.q_dtype, r->spec.kv_dtype, &tol, &tol_abs);
+    const double tol = ah__conf_tolerance(r->spec.q_dtype, r->spec.kv_dtype, (int)r->spec.fp8_attention).rel_l2;
     if (!(d.rel_l2 <= tol))
         return ah__conf_fail(r, "replay %d differs from the eager run: rel_l2 %.3g", i, d.rel_l2);
     return 0;

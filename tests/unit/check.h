@@ -37,6 +37,12 @@ static int check_failures, check_count;
     CHECK_MSG(strstr((hay), (needle)) != NULL, "\n  \"%s\"\n  does not contain \"%s\"", \
               (hay), (needle))
 
+/* The host's ABI version as refusals print it ("1.1"), for tests that
+ * include plugin.h. */
+#define HOST_ABI_STR2(a, b) #a "." #b
+#define HOST_ABI_STR(a, b) HOST_ABI_STR2(a, b)
+#define HOST_ABI HOST_ABI_STR(AH_ABI_VERSION_MAJOR, AH_ABI_VERSION_MINOR)
+
 static inline int check_report(const char *name)
 {
     printf("%s: %d checks, %d failed\n", name, check_count, check_failures);

@@ -84,8 +84,9 @@ static void values(void)
     ah_model *m = parse("[model]\nname = v\nnum_layers = 2\nnum_q_heads = 12\nnum_kv_heads = 4\n"
                         "head_size = 80\ndtype = fp16\nkv_dtype = fp8_e5m2\nblock_size = 32\n"
                         "kv_layout = hnd\nsoftcap = 30.5\nscale = 0.125\nsinks = true\n"
-                        "alibi = true\n[layers.1]\nattn_type = encoder_only\ndtype = fp32\n"
-                        "kv_dtype = auto\nkv_layout = nhd\nsinks = false\n");
+                        "alibi = true\nfp8_attention = true\n[layers.1]\nattn_type = encoder_only\n"
+                        "dtype = fp32\nkv_dtype = auto\nkv_layout = nhd\nsinks = false\n"
+                        "fp8_attention = false\n");
     if (!m) return;
     const ah_layer_spec *s = ah_model_layer(m, 0);
     CHECK(s->struct_size == sizeof(ah_layer_spec));
@@ -96,11 +97,11 @@ static void values(void)
     CHECK(s->block_size == 32 && s->kv_layout == AH_KV_LAYOUT_HND);
     CHECK(s->sliding_window == 0);
     CHECK(s->softcap == 30.5f && s->scale == 0.125f);
-    CHECK(s->use_sinks == 1 && s->use_alibi == 1 && s->use_mla == 0);
+    CHECK(s->use_sinks == 1 && s->use_alibi == 1 && s->use_mla == 0 && s->fp8_attention == 1);
     const ah_layer_spec *t = ah_model_layer(m, 1);
     CHECK(t->attn_type == AH_ATTN_ENCODER_ONLY && t->q_dtype == AH_DTYPE_FP32);
     CHECK(t->kv_dtype == AH_DTYPE_AUTO && t->kv_layout == AH_KV_LAYOUT_NHD);
-    CHECK(t->use_sinks == 0 && t->use_alibi == 1 && t->softcap == 30.5f);
+    CHECK(t->use_sinks == 0 && t->use_alibi == 1 && t->softcap == 30.5f && !t->fp8_attention);
     CHECK(ah_model_layer(m, 2) == NULL);
     CHECK(ah_model_num_layers(m) == 2);
     ah_model_destroy(m);
@@ -112,6 +113,7 @@ static void values(void)
     CHECK(s->num_kv_heads == 6 && s->q_dtype == AH_DTYPE_BF16 && s->kv_dtype == AH_DTYPE_AUTO);
     CHECK(s->block_size == 16 && s->kv_layout == AH_KV_LAYOUT_AUTO && s->scale == 0.0f);
     CHECK(s->attn_type == AH_ATTN_DECODER && !s->use_sinks && !s->use_alibi && !s->use_mla);
+    CHECK(!s->fp8_attention);
     ah_model_destroy(m);
 
     CHECK(ah_model_name(NULL) == NULL && ah_model_num_layers(NULL) == 0);
@@ -181,8 +183,8 @@ typedef struct bad_case {
 #define GOOD HEAD "num_q_heads = 8\nhead_size = 64\n"
 #define LAYER_KEYS                                                                               \
     "attn_type, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, dtype, "        \
-    "kv_dtype, block_size, kv_layout, sliding_window, softcap, scale, sinks, alibi, mla, "       \
-    "kv_lora_rank, qk_rope_head_dim"
+    "kv_dtype, block_size, kv_layout, sliding_window, softcap, scale, sinks, alibi, "             \
+    "fp8_attention, mla, kv_lora_rank, qk_rope_head_dim"
 
 static const bad_case bad_cases[] = {
     {"", "m.ini: no [model] section (it sets name and num_layers)"},

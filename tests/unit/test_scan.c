@@ -125,7 +125,7 @@ static void test_child_mode(void)
     CHECK(r.n_scanned == N_CASES && r.n_cached == 0);
 
     expect(&r, "good", AH_PLUGIN_AVAILABLE, "");
-    expect(&r, "wrong_major", AH_PLUGIN_REJECTED, "plugin ABI 2.3, host ABI 1.0");
+    expect(&r, "wrong_major", AH_PLUGIN_REJECTED, "plugin ABI 2.3, host ABI " HOST_ABI);
     expect(&r, "old_size", AH_PLUGIN_AVAILABLE, "");
     expect(&r, "new_size", AH_PLUGIN_AVAILABLE, "");
     expect(&r, "null_slot", AH_PLUGIN_REJECTED, "required slot ops.plan is NULL");
@@ -459,7 +459,7 @@ static void run_tiny_batch(ah_loaded_plugin *p)
     const char *why = NULL;
     CHECK(o->context_create(&p->services, &ctx, &why) == AH_OK);
     ah_layer_spec spec = {sizeof spec, AH_ATTN_DECODER, 1, 1, 2, 2, AH_DTYPE_FP32, AH_DTYPE_FP32,
-                          4, AH_KV_LAYOUT_NHD, 0, 0, 1.0f, 0, 0, 0};
+                          4, AH_KV_LAYOUT_NHD, 0, 0, 1.0f, 0, 0, 0, 0};
     ah_limits lim = {sizeof lim, 1, 2, 1, 4, 1};
     ah_state *st = NULL;
     CHECK(o->state_create(ctx, &spec, &lim, &st) == AH_OK);

@@ -116,12 +116,17 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         int v = atoi(ms);
         st->max_splits = v < 1 ? 1 : v > FA3_MAX_SPLITS ? FA3_MAX_SPLITS : v;
     }
+    /* FP8 GEMMs only where the model allows FP8 math (the layer's
+     * fp8_attention) and the config does not forbid them. */
     const char *fc = host->config_get ? host->config_get(host, "fp8_compute") : NULL;
-    if (fc && strcmp(fc, "on") && strcmp(fc, "off")) {
+    if (fc && strcmp(fc, "auto") && strcmp(fc, "off")) {
         host->free(host, st);
-        return ah_fail(e, AH_ERR_CONFIG, "fp8_compute = '%s': the value must be on or off", fc);
+        return ah_fail(e, AH_ERR_CONFIG,
+                       "fp8_compute = '%s': the value must be auto or off (FP8 math is switched on per "
+                       "layer by the model's fp8_attention)", fc);
     }
-    st->fp8_compute = fc && !strcmp(fc, "on");
+    st->fp8_compute = !(fc && !strcmp(fc, "off")) && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) &&
+                      spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
 
     cudaError_t ce = cudaSuccess;
 #define FA3_ALLOC(call)                                         \

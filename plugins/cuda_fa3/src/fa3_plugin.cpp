@@ -31,9 +31,10 @@ static void fa3_check_combination(const ah_layer_spec *spec, const ah_probe_info
 
 static const ah_config_key fa3_config_keys[] = {
     {"max_splits", "64", "largest number of KV splits per query tile (1 disables split-KV)"},
-    {"fp8_compute", "off",
-     "fp8 e4m3 KV cache, head size 128: on = e4m3 GEMMs (Q and P quantized in the kernel, ~2x the "
-     "tensor rate, larger error); off = the cache widened to 16 bits (the 16-bit GEMMs' accuracy)"},
+    {"fp8_compute", "auto",
+     "fp8 e4m3 KV cache, head size 128: auto = e4m3 GEMMs (Q and P quantized in the kernel, ~2x the "
+     "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
+     "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"},
 };
 
 static const ah_caps fa3_caps = {

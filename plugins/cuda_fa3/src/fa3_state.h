@@ -25,7 +25,7 @@ struct ah_state {
     ah_errbuf err;
     int group, tpt;      /* GQA packing: heads per KV head, tokens per tile */
     int grid;
-    int fp8_compute;     /* [plugin.cuda_fa3] fp8_compute = on */
+    int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;

@@ -33,11 +33,7 @@
 
 static fa3h H;
 
-static int fp8c_on(void)
-{
-    const char *v = getenv("FA3_FP8_COMPUTE");
-    return v && !strcmp(v, "on");
-}
+static int fp8c_on(void) { return fa3h_fp8_attention(); }
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -72,6 +68,7 @@ static int bench(const shape *s)
     sp.block_size = (uint32_t)s->bs;
     sp.kv_layout = AH_KV_LAYOUT_NHD;
     sp.scale = 1.0f / sqrtf((float)s->d);
+    sp.fp8_attention = (uint32_t)fp8c_on(); /* FA3_FP8_COMPUTE=on: the model allows FP8 math */
     fa3h_tensor q, out, kc, vc;
     int64_t s_q[3] = {T, s->hq, s->d}, s_c[4] = {nb, s->bs, s->hk, s->d};
     if (fa3h_tensor_alloc(&H, &q, dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, dt, 3, s_q) ||

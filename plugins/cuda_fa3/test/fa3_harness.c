@@ -21,12 +21,17 @@ static const char *h_cfg(const ah_host_services *host, const char *k)
 {
     (void)host;
     if (!strcmp(k, "max_splits")) return getenv("FA3_MAX_SPLITS");
-    if (!strcmp(k, "fp8_compute")) return getenv("FA3_FP8_COMPUTE");
     return NULL;
 }
 static ah_hw_facts h_hw = {sizeof(ah_hw_facts), 0, 0, 1, 0, "", "", ""};
 static ah_host_services h_svc = {sizeof(ah_host_services), AH_ABI_VERSION, h_log, h_alloc, h_free, h_cfg, &h_hw,
                                  NULL};
+
+int fa3h_fp8_attention(void)
+{
+    const char *v = getenv("FA3_FP8_COMPUTE");
+    return v && !strcmp(v, "on");
+}
 
 int fa3h_open(fa3h *h, const char *path)
 {

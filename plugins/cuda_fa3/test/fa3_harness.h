@@ -23,6 +23,10 @@ typedef struct fa3h {
 int fa3h_open(fa3h *h, const char *path);
 void fa3h_close(fa3h *h);
 
+/* FA3_FP8_COMPUTE=on: the tools' layers allow FP8 math (fp8_attention), so
+ * an fp8 e4m3 cache at head size 128 runs the FP8-compute kernel. */
+int fa3h_fp8_attention(void);
+
 /* A device buffer with its DLTensor (up to 4 dims). */
 typedef struct fa3h_tensor {
     DLTensor t;
