@@ -177,11 +177,13 @@ template <> struct mma8<128> {
 template <int D, int BN, typename S>
 __device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 32][4], float (&sacc)[BN / 2])
 {
+    // One descriptor per GEMM; each k32 step moves the start address by 32
+    // bytes = 2 units of the descriptor's 16-byte address field (no carry:
+    // shared addresses stay below 2^18), so the issue loop is one add per
+    // wgmma instead of a mask-and-shift chain.
+    const uint64_t d0 = desc_sw128(smem_addr(&s.k[st][0][0]), 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < D / 32; kk++) {
-        uint64_t db = desc_sw128(smem_addr(&s.k[st][0][0]) + kk * 32, 16, 1024);
-        mma8<BN>::rs(sacc, qa[kk], db, kk > 0);
-    }
+    for (int kk = 0; kk < D / 32; kk++) mma8<BN>::rs(sacc, qa[kk], d0 + 2 * kk, kk > 0);
 }
 
 // O(64 x (D + 8)) += P8 [V | 1 | 0]: A (P) from registers, B (V^T plus the
@@ -192,11 +194,9 @@ template <int D, int BN, typename S>
 __device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4], float (&o)[D / 2 + 4])
 {
     static_assert(D == 128, "PV with the row-sum columns is m64n136");
+    const uint64_t d0 = desc_sw128(smem_addr(&s.vt[st][0][0]), 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < BN / 32; kk++) {
-        uint64_t db = desc_sw128(smem_addr(&s.vt[st][0][0]) + kk * 32, 16, 1024);
-        fa3_wgmma_rs_e4m3_n136(o, pa[kk], db, 1);
-    }
+    for (int kk = 0; kk < BN / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[kk], d0 + 2 * kk, 1);
 }
 
 // O and its row-sum columns times the per-row factors alpha.
@@ -252,10 +252,46 @@ __device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_par
     if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
 }
 
+// 2^x without the MUFU: x = j + f with j = rint(x) (the 1.5 * 2^23 add
+// leaves j in the low mantissa bits of t), 2^f on [-0.5, 0.5] by a degree-2
+// polynomial (relative error 1.7e-3, 36x below e4m3's half step, so P's
+// rounding to e4m3 barely changes), and j added to the exponent field
+// (t << 23 is j << 23 mod 2^32). x is clamped at -127, where the result
+// is 0; P never exceeds 2^8. Five FMA-pipe and two ALU instructions.
+__device__ __forceinline__ float exp2_fma(float x)
+{
+    x = fmaxf(x, -127.f);
+    const float t = __fadd_rn(x, 12582912.f);
+    const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
+    const float q = fmaf(fmaf(2.384257325e-01f, f, 7.034428692e-01f), f, 1.000442967e+00f);
+    return __int_as_float(__float_as_int(q) + (__float_as_int(t) << 23));
+}
+
+// Tiles that need masking, as two bounds per item: tile n needs it iff
+// n >= top or n <= bot (tile_needs_mask's conditions, each monotone in n),
+// so the loop tests two integers instead of re-deriving the conditions.
+__device__ __forceinline__ void mask_bounds(const fa3_params &p, const fa3_work &it, int BN, int &top, int &bot)
+{
+    top = it.kv_hi / BN;                     // reaches past kv_hi
+    bot = (it.kv_lo + BN - 1) / BN - 1;      // starts before kv_lo
+    if (p.cross) return;
+    const int pmin = it.pos0, pmax = it.pos0 + it.q_ntok - 1;
+    if (p.causal) {
+        top = min(top, (pmin + 1) / BN);     // some key after the first query
+        if (p.window && pmax - p.window >= 0) bot = max(bot, (pmax - p.window) / BN);
+    } else if (p.window) {
+        top = min(top, (pmin + p.window) / BN);
+        if (pmax - p.window >= 0) bot = max(bot, (pmax - p.window) / BN);
+    }
+}
+
 // Online softmax with a per-row exponent factor c[i]; probabilities carry
 // the factor 256 (exp2 offset +8), see the header. No row sums: PV's extra
 // column accumulates them (gemm_pv8), and rescale8 scales them with O.
-template <int BN, int ABL = 0>
+// EMU of the BN / 8 column groups (spread evenly) take exp2_fma instead of MUFU.EX2: the
+// MUFU goes through the MIO queue that the V transpose's shared-memory
+// traffic also fills, and it is the longest part of the softmax (NOTES v5).
+template <int BN, int ABL = 0, int EMU = 0>
 __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&alpha)[2],
                                                 const float (&c)[2])
 {
@@ -274,7 +310,7 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[j * 4 + i * 2 + e], c[i], off);
-                sacc[j * 4 + i * 2 + e] = (ABL & 2) ? x : exp2f(x);
+                sacc[j * 4 + i * 2 + e] = (ABL & 2) ? x : ((j + 1) * EMU / (BN / 8) > j * EMU / (BN / 8)) ? exp2_fma(x) : exp2f(x);
             }
     }
 }
@@ -284,7 +320,7 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // only hand stages on), bit 1 replaces the softmax's exp2 by its argument.
 // Timing the variants against ABL = 0 says what the V path and the MUFU
 // cost per tile.
-template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0>
+template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -412,6 +448,8 @@ __global__ void __launch_bounds__(384, 1)
         // overwrites (sacc), so PV(j) overlaps the whole softmax of j + 1.
         // pi: ring index of the tile whose P is pending; had_pv: a PV of
         // this item is in flight (its stage is pi - 1).
+        int mtop, mbot;
+        mask_bounds(p, it, BN, mtop, mbot);
         bool had_pv = false;
         auto release_prev_v = [&]() {
             if (had_pv && lane == 0) mbar_arrive(&s.v_empty[(pi - 1) % STAGES]);
@@ -422,8 +460,8 @@ __global__ void __launch_bounds__(384, 1)
             if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale8<D>(o, alpha);
         };
         auto softmax_tile = [&](int n, auto &pnext) {
-            score_prep8<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
-            online_softmax8<BN, ABL>(sacc, m, alpha, expc);
+            score_prep8<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
+            online_softmax8<BN, ABL, EMU>(sacc, m, alpha, expc);
             to_operand8<BN>(sacc, pnext);
         };
         // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.

@@ -2,12 +2,15 @@
 # Profiling session for the FP8-compute d128 prefill kernel (run after
 # test/run_gpu.sh has built build-fa3-gpu, on the GPU machine):
 #  1. "leave one stage out" timings: fa3_bench one-shape runs with
-#     FA3_F8C_ABL = 0..3 (bit 0: no V transpose, bit 1: no exp2; results
-#     are wrong for non-zero values, only the time matters);
+#     FA3_F8C_ABL = 0..2 (bit 0: no V transpose, bit 1: no exp2; results
+#     are wrong for non-zero values, only the time matters) and with
+#     FA3_F8C_EMU = 0..8 (exp2 of that many column groups of 16 on the FMA
+#     pipe; results stay right);
 #  2. ncu (clocks left alone) of one launch each of 16k non-causal and 4k
 #     causal: speed of light, pipes, warp states, scheduler, shared-memory
 #     tables, per-instruction stall samples (source page, SASS).
 # Logs under $OUT; every step is bounded by FA3_PROF_S seconds in all.
+# FA3_NCU=0 stops after step 1.
 set -u
 OUT=${OUT:-/tmp/fa3_prof}
 mkdir -p "$OUT"
@@ -19,11 +22,17 @@ SO=$B/lib/attnhost/plugins/cuda_fa3.so
 BENCH=$B/bin/fa3_bench
 [ -x $BENCH ] || { echo "no $BENCH"; exit 1; }
 export FA3_FP8_COMPUTE=on
-for shape in "0 16384" "1 4096" "0 4096" "1 16384"; do
-  for a in 0 1 2 3; do
-    FA3_F8C_ABL=$a timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | sed "s/^/abl=$a /"
+# Variants "ABL EMU": EMU = column groups (of 16) whose exp2 runs on the
+# FMA pipe; ABL 1/2 run at the default EMU.
+for shape in "0 16384" "1 4096" "0 4096" "1 16384" "0 8192" "1 8192"; do
+  for v in "0 0" "0 2" "0 4" "0 6" "0 8" "1 -" "2 -"; do
+    set -- $v
+    if [ "$2" = - ]; then unset FA3_F8C_EMU; else export FA3_F8C_EMU=$2; fi
+    FA3_F8C_ABL=$1 timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | grep RESULT | sed "s/^/abl=$1 emu=$2 /"
   done
 done 2>&1 | tee "$OUT/ablation.log"
+unset FA3_F8C_EMU
+[ "${FA3_NCU:-1}" = 1 ] || { echo "profile total $(( $(date +%s) - T0 )) s"; exit 0; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: $NCU ($($NCU --version 2>/dev/null | tail -1))"
 SECS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
