@@ -113,6 +113,51 @@ __device__ __forceinline__ void transpose_v(uint32_t src, uint32_t dst, int hw, 
     }
 }
 
+// The same transpose with the swizzled addresses taken apart so that the
+// lane-dependent parts are computed once per kernel (TR = 1 selects it):
+// load row key0 + pi(j) has (row & 7) = 4 (l & 1) ^ (pi(j) & 7), with pi(j)
+// & 7 in {0, 1, 2, 3}, so the eight loads of an iteration need four
+// 16-byte unit offsets ((U ^ k) << 4, k = 0..3) plus compile-time row
+// offsets 128 pi(j); store row 8 dq + i has (row & 7) = i, so its lane
+// part 128 i + (((l >> 1) ^ i) << 4) + 8 (l & 1) is loop-invariant (so[]).
+struct tr_lane {
+    uint32_t so[8];
+    int key0;
+};
+__device__ __forceinline__ tr_lane transpose_lane(int l)
+{
+    tr_lane t;
+#pragma unroll
+    for (int i = 0; i < 8; i++) t.so[i] = 128 * i + (((l >> 1) ^ i) << 4) + 8 * (l & 1);
+    t.key0 = 16 * (l >> 1) + 4 * (l & 1);
+    return t;
+}
+__device__ __forceinline__ void transpose_v2(uint32_t src, uint32_t dst, int hw, int l, const tr_lane &t)
+{
+    const uint32_t a0 = src + 128 * t.key0;
+    for (int it = hw; it < 16; it += 6) {
+        const int dq = (l + it) & 15;
+        const uint32_t u = ((dq >> 1) ^ (4 * (l & 1))) & 7, a = a0 + 8 * (dq & 1);
+        const uint32_t b0 = a + (u << 4), b1 = a + ((u ^ 1) << 4), b2 = a + ((u ^ 2) << 4), b3 = a + ((u ^ 3) << 4);
+        uint32_t lo[8], hi[8];
+        const uint32_t ba[8] = {b0, b1, b0, b1, b2, b3, b2, b3};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const uint2 w = lds64(ba[j] + 128 * pi_off(j));
+            lo[j] = w.x;
+            hi[j] = w.y;
+        }
+        uint32_t x[8], y[8];
+        tr4(lo[0], lo[1], lo[2], lo[3], x[0], x[1], x[2], x[3]);
+        tr4(lo[4], lo[5], lo[6], lo[7], y[0], y[1], y[2], y[3]);
+        tr4(hi[0], hi[1], hi[2], hi[3], x[4], x[5], x[6], x[7]);
+        tr4(hi[4], hi[5], hi[6], hi[7], y[4], y[5], y[6], y[7]);
+        const uint32_t d = dst + 1024 * dq;
+#pragma unroll
+        for (int i = 0; i < 8; i++) sts64(d + t.so[i], make_uint2(x[i], y[i]));
+    }
+}
+
 // Four floats -> four e4m3 bytes (first in the low byte), nearest-even,
 // saturating to +-448.
 __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d)
@@ -320,7 +365,7 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // only hand stages on), bit 1 replaces the softmax's exp2 by its argument.
 // Timing the variants against ABL = 0 says what the V path and the MUFU
 // cost per tile.
-template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0>
+template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -362,6 +407,7 @@ __global__ void __launch_bounds__(384, 1)
         if (tid >= 32) {
             // Warps 1-3: staged V -> V^T ring stage.
             const int hw = (tid - 32) >> 4, l = lane & 15;
+            const tr_lane trl = transpose_lane(l);
             int pi = 0;
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
@@ -370,7 +416,10 @@ __global__ void __launch_bounds__(384, 1)
                     const int st = pi % STAGES, si = pi % SST;
                     mbar_wait(&s.v8_full[si], (pi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
-                    if (!(ABL & 1)) transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
+                    if (!(ABL & 1)) {
+                        if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
+                        else transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
+                    }
                     fence_proxy_async(); // generic-proxy stores, then wgmma (async proxy) reads
                     __syncwarp();
                     if (lane == 0) {

@@ -13,7 +13,8 @@ namespace fa3 {
 // of Q + 64 + 64 + 48 KiB = 208 KiB; up to 4 K and 3 V tiles in flight per
 // SM, which decode needs to keep HBM busy.
 // EMU: column groups (of 16) whose exp2 runs on the FMA pipe (exp2_fma).
-struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4; };
+// TR: 1 = transpose_v2 (addresses hoisted), 0 = transpose_v.
+struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 0; };
 
 template <typename T> constexpr size_t smem_bytes_fp8c()
 {
@@ -73,20 +74,24 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
             return (int)cudaErrorInvalidValue;
         }
     }
-    constexpr int EMU = cfg8::EMU;
-    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU>;
+    constexpr int EMU = cfg8::EMU, TR = cfg8::TR;
+    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR>;
     if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        // Measurement variants (see the kernel); never set in production.
-        const char *abl = getenv("FA3_F8C_ABL"), *emu = getenv("FA3_F8C_EMU");
-        const int a = abl ? atoi(abl) : 0, e = emu ? atoi(emu) : EMU;
-        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU>;
-        if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU>;
-        if (a == 3) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 3, EMU>;
-        if (a == 0 && e == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 0>;
-        if (a == 0 && e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2>;
-        if (a == 0 && e == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 4>;
-        if (a == 0 && e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6>;
-        if (a == 0 && e == 8) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 8>;
+        // Measurement variants (see the kernel and tools/profile_f8c.sh);
+        // never set in production: FA3_F8C_ABL 1-3, or FA3_F8C_EMU and
+        // FA3_F8C_TR for another exp2 split or transpose.
+        const char *abl = getenv("FA3_F8C_ABL"), *emu = getenv("FA3_F8C_EMU"), *tr = getenv("FA3_F8C_TR");
+        const int a = abl ? atoi(abl) : 0, e = emu ? atoi(emu) : EMU, r = tr ? atoi(tr) : TR;
+        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR>;
+        if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR>;
+        if (a == 3) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 3, EMU, TR>;
+        if (a == 0 && r == 0 && e == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 0, 0>;
+        if (a == 0 && r == 0 && e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, 0>;
+        if (a == 0 && r == 0 && e == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 4, 0>;
+        if (a == 0 && r == 0 && e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, 0>;
+        if (a == 0 && r == 0 && e == 8) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 8, 0>;
+        if (a == 0 && r == 1 && e == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 4, 1>;
+        if (a == 0 && r == 1 && e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, 1>;
     }
     const size_t smem = smem_bytes_fp8c<T>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

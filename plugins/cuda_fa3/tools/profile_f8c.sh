@@ -22,13 +22,15 @@ SO=$B/lib/attnhost/plugins/cuda_fa3.so
 BENCH=$B/bin/fa3_bench
 [ -x $BENCH ] || { echo "no $BENCH"; exit 1; }
 export FA3_FP8_COMPUTE=on
-# Variants "ABL EMU": EMU = column groups (of 16) whose exp2 runs on the
-# FMA pipe; ABL 1/2 run at the default EMU.
+# Variants "ABL EMU TR": EMU = column groups (of 16) whose exp2 runs on
+# the FMA pipe, TR 1 = the transpose with hoisted addresses (only at the
+# default EMU, or EMU 6 when that is the default); ABL 1/2 run at the
+# default EMU.
 for shape in "0 16384" "1 4096" "0 4096" "1 16384" "0 8192" "1 8192"; do
-  for v in "0 0" "0 2" "0 4" "0 6" "0 8" "1 -" "2 -"; do
+  for v in "0 0 0" "0 2 0" "0 4 0" "0 6 0" "0 8 0" "0 4 1" "0 6 1" "1 - 0" "2 - 0"; do
     set -- $v
     if [ "$2" = - ]; then unset FA3_F8C_EMU; else export FA3_F8C_EMU=$2; fi
-    FA3_F8C_ABL=$1 timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | grep RESULT | sed "s/^/abl=$1 emu=$2 /"
+    FA3_F8C_TR=$3 FA3_F8C_ABL=$1 timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | grep RESULT | sed "s/^/abl=$1 emu=$2 tr=$3 /"
   done
 done 2>&1 | tee "$OUT/ablation.log"
 unset FA3_F8C_EMU
