@@ -255,7 +255,8 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                 } else if constexpr (D == DV) {
                     using SC = stream_cfg<KT, D, GB>;
                     auto kern = decode_stream_kernel<QT, KT, D, GB>;
-                    const int ns = decode_stages(), smem = SC::smem(ns);
+                    const int ns = p.stages >= 2 && p.stages <= SC::MAX_NS ? p.stages : SC::MAX_NS;
+                    const int smem = SC::smem(ns);
                     if (occupancy) {
                         /* Done once at state creation, outside any capture. */
                         cudaError_t e = cudaFuncSetAttribute(

@@ -95,7 +95,7 @@ struct attn_params {
     int kv_splits;        /* tensor-core kernel, partial only: grid z cuts keys into */
     int kv_chunk;         /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
     int head_fastest;     /* decode_stream grid: x = head block, y = token (set by its launcher) */
-    int stages;           /* decode_stream pipeline depth, 2-4 (set by its launcher) */
+    int stages;           /* decode_stream pipeline depth, 2-4 (chosen in plan) */
 };
 
 struct merge_params {
@@ -118,10 +118,12 @@ cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
                           const attn_params &p, cudaStream_t st);
 /* Launch the split merge as a programmatic dependent of the decode kernel? */
 bool merge_pdl(void);
-/* Pipeline depth of the streaming decode kernel (2-4 stages). */
-int decode_stages(void);
-/* Largest resident CTAs per SM of the decode kernel for this config (0 on error). */
-int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb);
+/* The streaming decode kernel's pipeline depth forced by AH_FI_DECODE_STAGES
+ * (2-4), or 0: chosen per plan (attn_params.stages). */
+int decode_stages_forced(void);
+/* Largest resident CTAs per SM of the decode kernel for this config at a
+ * pipeline depth of `stages` (0 on error). */
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);
 cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &p, int grid_tiles,
                            cudaStream_t st);
 /* CTAs per SM the fast tensor-core kernel is built for at head size d. */

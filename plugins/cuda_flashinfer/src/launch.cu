@@ -66,25 +66,27 @@ bool merge_pdl(void)
     return v;
 }
 
-/* Stages of the streaming decode kernel's pipeline. AH_FI_DECODE_STAGES
- * (2-4) overrides it (a measurement knob). */
-int decode_stages(void)
+/* AH_FI_DECODE_STAGES (2-4) fixes the streaming decode kernel's pipeline
+ * depth (a measurement knob); 0 when unset: plan chooses. */
+int decode_stages_forced(void)
 {
-    static std::atomic<int> ns{0};
+    static std::atomic<int> ns{-1};
     int v = ns.load(std::memory_order_relaxed);
-    if (!v) {
+    if (v < 0) {
         const char *e = getenv("AH_FI_DECODE_STAGES");
         const int k = e ? atoi(e) : 0;
-        v = k >= 2 && k <= 4 ? k : 4;
+        v = k >= 2 && k <= 4 ? k : 0;
         ns.store(v, std::memory_order_relaxed);
     }
     return v;
 }
 
-int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb)
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
 {
     int n = 0;
-    if (decode_any(q_dtype, kv_dtype, d, dv, gb, nullptr, 0, &n) != cudaSuccess) {
+    attn_params p = {};
+    p.stages = stages;
+    if (decode_any(q_dtype, kv_dtype, d, dv, gb, &p, 0, &n) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }

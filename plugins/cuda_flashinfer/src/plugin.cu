@@ -8,9 +8,10 @@
  *   - path: the bandwidth-bound decode kernel when every request has one
  *     query token (or the head size has no tensor-core kernel, i.e. MLA);
  *     the tensor-core kernel otherwise (prefill, extend, mixed batches);
- *   - split-KV: when the decode grid cannot fill the GPU (tokens x head
- *     blocks < SMs x resident CTAs), each row's keys are cut into S partitions
- *     and merged by LSE; S comes from the measured occupancy of the kernel;
+ *   - split-KV and pipeline depth: when the decode grid cannot fill the GPU
+ *     (tokens x head blocks < SMs x resident CTAs), each row's keys are cut
+ *     into S partitions and merged by LSE; S comes from the measured
+ *     occupancy of the kernel at the chosen depth (fi_choose_decode);
  *   - cascade: with batch.common_prefix_len >= one block, the shared prefix
  *     is attended once for all rows and merged with each request's suffix.
  * Graph modes fix the launch shapes from the limits (S from max_seq_len, the
@@ -144,7 +145,7 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     int qt, kvt, group, gb, mla, tc; /* tc: the tensor-core kernel serves this head size */
-    int occupancy;                   /* resident decode CTAs per SM */
+    int occupancy[5];                /* resident decode CTAs per SM at 2-4 stages */
     plan_bufs pb;
     void *plan_mem;
     float *ws_o, *ws_lse;
@@ -153,7 +154,7 @@ struct ah_state {
     /* The last plan. */
     int planned;
     ah_plan_mode mode;
-    int num_reqs, num_tokens, path, splits, grid_tiles, cascade, prefix_len;
+    int num_reqs, num_tokens, path, splits, stages, grid_tiles, cascade, prefix_len;
     int prefix_splits, prefix_chunk; /* cascade: key ranges of the prefix pass */
     const int64_t *slot_mapping;
     /* The captured shape, which replay must keep. */
@@ -291,7 +292,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         }
         st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
     }
-    st->occupancy = decode_occupancy(qt, kvt, qk, vh, st->gb);
+    for (int ns = 2; ns <= 4; ns++) st->occupancy[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns);
     if (st->tc) {
         attn_params none = {};
         ce = launch_prefill(qt, kvt, qk, none, 0, 0);
@@ -316,13 +317,18 @@ static int fi_dev_i32(const DLTensor *t, int64_t min_elems)
            ah_dl_numel(t) >= min_elems;
 }
 
-/* Decode partitions (split-KV). The streaming kernel keeps 48 KiB in
- * flight per CTA, so a lone CTA on an SM is latency-bound: the grid should
- * fill whole waves of (SMs x resident CTAs). Take the smallest split count
- * whose last wave is at least 95% full (or the fullest one), with partitions
- * of at least 256 keys, at most 64 of them, within the workspace. (H100, B64
- * 4k-16k: 95% picks 3 splits where 85% picked 2, 4-6% faster; 100% picks
- * more splits and loses at 4k.) */
+/* Decode partitions (split-KV) and pipeline depth. A CTA of the streaming
+ * kernel keeps (stages - 1) x 16 KiB in flight, so a lone CTA on an SM is
+ * latency-bound: the grid should fill whole waves of (SMs x resident CTAs).
+ * At 3 stages 4 CTAs fit per SM, at 4 stages 3 (H100). When the batch alone
+ * fills the last wave at 3 stages, take 3 and no split: no merge pass, and
+ * the 4th CTA per SM keeps as many bytes in flight (H100, B64 4k: 0.377 ms
+ * against 0.391 with 4 stages and 3 splits; 8k-16k equal within 1%).
+ * Otherwise 4 stages (a small batch's few CTAs need the deeper pipeline) and
+ * the smallest split count whose last wave is at least 95% full (or the
+ * fullest one), with partitions of at least 256 keys, at most 64 of them,
+ * within the workspace. (B64 4k-16k at 4 stages: 95% picks 3 splits where
+ * 85% picked 2, 4-6% faster; 100% picks more splits and loses at 4k.) */
 static double fi_decode_fill(void)
 {
     /* AH_FI_DECODE_FILL overrides the last-wave fill (0.5-1; a measurement knob). */
@@ -337,42 +343,33 @@ static double fi_decode_fill(void)
     return v / 1000.0;
 }
 
-/* AH_FI_DECODE_MAXKEYS: longest partition in keys (0: no bound; a
- * measurement knob). */
-static int64_t fi_decode_maxkeys(void)
+/* Fill of the last wave when `ctas` CTAs run `per_sm` to an SM. */
+static double wave_fill(const ah_state *st, int64_t ctas, int per_sm)
 {
-    static std::atomic<long long> keys{-1};
-    long long v = keys.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("AH_FI_DECODE_MAXKEYS");
-        v = e && atoll(e) > 0 ? atoll(e) : 0;
-        keys.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    const double waves = (double)ctas / (double)((int64_t)st->ctx->sms * (per_sm > 0 ? per_sm : 1));
+    return waves / ceil(waves);
 }
 
-static int fi_choose_splits(const ah_state *st, int tokens, int64_t max_seq)
+static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, int *splits, int *stages)
 {
     const double fill = fi_decode_fill();
-    const int64_t maxkeys = fi_decode_maxkeys();
     const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * (st->group / st->gb);
-    const int64_t slots = (int64_t)st->ctx->sms * (st->occupancy > 0 ? st->occupancy : 1);
-    if (base <= 0 || !st->ws_rows) return 1;
+    const int forced = decode_stages_forced();
+    *splits = 1;
+    *stages = forced ? forced : wave_fill(st, base, st->occupancy[3]) >= fill - 1e-9 ? 3 : 4;
+    if (base <= 0 || !st->ws_rows || (!forced && *stages == 3)) return;
     int64_t cap = (max_seq + 255) / 256;
     if (cap > 64) cap = 64;
     if (cap * tokens > st->ws_rows) cap = st->ws_rows / tokens;
-    int64_t first = maxkeys ? (max_seq + maxkeys - 1) / maxkeys : 1;
-    if (first < 1) first = 1;
-    if (first > cap) first = cap > 1 ? cap : 1;
-    int best = (int)first;
     double best_eff = 0;
-    for (int64_t s = first; s <= cap; s++) {
-        const double waves = (double)(base * s) / (double)slots;
-        const double eff = waves / ceil(waves);
-        if (eff >= fill - 1e-9) return (int)s;
-        if (eff > best_eff + 1e-9) best_eff = eff, best = (int)s;
+    for (int64_t s = 1; s <= cap; s++) {
+        const double eff = wave_fill(st, base * s, st->occupancy[*stages]);
+        if (eff >= fill - 1e-9) {
+            *splits = (int)s;
+            return;
+        }
+        if (eff > best_eff + 1e-9) best_eff = eff, *splits = (int)s;
     }
-    return best;
 }
 
 /* Cascade prefix pass: the tensor-core kernel over every row of the batch
@@ -446,9 +443,10 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     } else {
         const int graph = mode == AH_PLAN_CAPTURE;
         st->path = (all_decode || !st->tc) ? FI_PATH_DECODE : FI_PATH_PREFILL;
-        st->splits = st->path == FI_PATH_DECODE
-                         ? fi_choose_splits(st, T, graph ? (int64_t)st->lim.max_seq_len : max_seq)
-                         : 1;
+        st->splits = 1;
+        st->stages = 4;
+        if (st->path == FI_PATH_DECODE)
+            fi_choose_decode(st, T, graph ? (int64_t)st->lim.max_seq_len : max_seq, &st->splits, &st->stages);
         st->grid_tiles =
             graph ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R) : (int)tiles;
         st->prefix_len = (int)b->common_prefix_len;
@@ -615,6 +613,7 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     p.num_kv_heads = Hk;
     p.group = st->group;
     p.num_splits = 1;
+    p.stages = st->stages;
 
     merge_params m;
     memset(&m, 0, sizeof m);

@@ -59,22 +59,25 @@ if [ "${SM90_ALT:-1}" != 0 ]; then
   cat "$OUT/bench_mma.log"
 fi
 # HBM read bandwidth (read-only kernel), the decode ceiling, then the
-# B64 decode rows for each FILL:STAGES:PDL:MAXKEYS in DECODES
-# (AH_FI_DECODE_FILL, _STAGES, AH_FI_MERGE_PDL, AH_FI_DECODE_MAXKEYS; empty
-# fields keep the defaults), then every decode row with the defaults.
+# B64 decode rows for each FILL:STAGES:PDL in DECODES (AH_FI_DECODE_FILL,
+# AH_FI_DECODE_STAGES, AH_FI_MERGE_PDL; empty fields keep the defaults),
+# then every decode row for each such setting in DECODES_ALL (default: the
+# defaults).
 step readbw ${READBW_MAX:-40} $B/bin/fi_readbw 4
 cat "$OUT/readbw.log"
 i=0
 for c in ${DECODES:-:::}; do
-  IFS=: read -r f ns pdl mk <<< "$c"; i=$((i + 1))
-  AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl AH_FI_DECODE_MAXKEYS=$mk \
+  IFS=: read -r f ns pdl <<< "$c"; i=$((i + 1))
+  AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl \
     step decode_$i ${DEC_MAX:-30} $B/bin/fi_bench --decode --reps ${REPS:-20}
-  echo "decode fill=$f stages=$ns pdl=$pdl maxkeys=$mk"; grep decode "$OUT/decode_$i.log"
+  echo "decode fill=$f stages=$ns pdl=$pdl"; grep decode "$OUT/decode_$i.log"
 done
-if [ "${DECODE_ALL:-1}" != 0 ]; then
-  step decode_all ${DECA_MAX:-120} $B/bin/fi_bench --decode-all --reps ${REPS:-20}
-  grep decode "$OUT/decode_all.log"
-fi
+for c in ${DECODES_ALL:-::}; do
+  IFS=: read -r f ns pdl <<< "$c"; i=$((i + 1))
+  AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl \
+    step decode_all_$i ${DECA_MAX:-120} $B/bin/fi_bench --decode-all --reps ${REPS:-20}
+  echo "all decode rows: fill=$f stages=$ns pdl=$pdl"; grep decode "$OUT/decode_all_$i.log"
+done
 # The d128 fast kernel's 64-row build (16 rows per warp), the A/B against the
 # default 128-row CTAs; ROWS_ALT=0 skips it.
 if [ "${ROWS_ALT:-0}" != 0 ]; then
