@@ -258,7 +258,9 @@ __device__ __forceinline__ void rescale8(float (&o)[D / 2 + 4], const float (&al
 }
 
 // P (accumulator layout) -> e4m3 A-fragments, in the position order pi.
-template <int BN>
+// ABL bit 2 (measurement only, wrong results): a one-instruction stand-in
+// for the conversions, to time what the F2FPs cost.
+template <int BN, int ABL = 0>
 __device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (&pa)[BN / 32][4])
 {
 #pragma unroll
@@ -267,8 +269,15 @@ __device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (
 #pragma unroll
         for (int h = 0; h < 2; h++) { // k 0-15 from column groups j, j+1; k 16-31 from j+2, j+3
             const int a = j + 2 * h, b = a + 1;
-            pa[kk][2 * h] = e4m3x4(p[a * 4 + 0], p[a * 4 + 1], p[b * 4 + 0], p[b * 4 + 1]);
-            pa[kk][2 * h + 1] = e4m3x4(p[a * 4 + 2], p[a * 4 + 3], p[b * 4 + 2], p[b * 4 + 3]);
+            if (ABL & 4) {
+                pa[kk][2 * h] = __float_as_uint(p[a * 4 + 0]) ^ __float_as_uint(p[a * 4 + 1]) ^
+                                __float_as_uint(p[b * 4 + 0]) ^ __float_as_uint(p[b * 4 + 1]);
+                pa[kk][2 * h + 1] = __float_as_uint(p[a * 4 + 2]) ^ __float_as_uint(p[a * 4 + 3]) ^
+                                    __float_as_uint(p[b * 4 + 2]) ^ __float_as_uint(p[b * 4 + 3]);
+            } else {
+                pa[kk][2 * h] = e4m3x4(p[a * 4 + 0], p[a * 4 + 1], p[b * 4 + 0], p[b * 4 + 1]);
+                pa[kk][2 * h + 1] = e4m3x4(p[a * 4 + 2], p[a * 4 + 3], p[b * 4 + 2], p[b * 4 + 3]);
+            }
         }
     }
 }
@@ -336,9 +345,9 @@ __device__ __forceinline__ void mask_bounds(const fa3_params &p, const fa3_work 
 // EMU of the BN / 8 column groups (spread evenly) take exp2_fma instead of MUFU.EX2: the
 // MUFU goes through the MIO queue that the V transpose's shared-memory
 // traffic also fills, and it is the longest part of the softmax (NOTES v5).
-template <int BN, int ABL = 0, int EMU = 0>
+template <int BN, int ABL = 0, int EMU = 0, int LS = 1>
 __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&alpha)[2],
-                                                const float (&c)[2])
+                                                const float (&c)[2], float (&l32)[2])
 {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -350,22 +359,35 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
         alpha[i] = exp2f(m[i] * c[i] - mu);
         m[i] = mx;
         const float off = 8.f - mu;
+        float part[4] = {0.f, 0.f, 0.f, 0.f}; // four chains keep the adds off the critical path
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[j * 4 + i * 2 + e], c[i], off);
-                sacc[j * 4 + i * 2 + e] = (ABL & 2) ? x : ((j + 1) * EMU / (BN / 8) > j * EMU / (BN / 8)) ? exp2_fma(x) : exp2f(x);
+                const float pv = (ABL & 2) ? x
+                                 : ((j + 1) * EMU / (BN / 8) > j * EMU / (BN / 8)) ? exp2_fma(x)
+                                                                                    : exp2f(x);
+                sacc[j * 4 + i * 2 + e] = pv;
+                if (LS) part[(j & 1) * 2 + e] += pv;
             }
+        if (LS) l32[i] = fmaf(l32[i], alpha[i], (part[0] + part[1]) + (part[2] + part[3]));
     }
 }
 
 // ABL (measurement only, wrong results when non-zero; fa3_bench selects it
 // through FA3_F8C_ABL): bit 0 skips the V transpose (the transposing warps
-// only hand stages on), bit 1 replaces the softmax's exp2 by its argument.
+// only hand stages on), bit 1 replaces the softmax's exp2 by its argument,
+// bit 2 the conversions of P to e4m3 by one XOR per four values.
 // Timing the variants against ABL = 0 says what the V path and the MUFU
 // cost per tile.
-template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0>
+// PP: 1 = the two consumer warpgroups take turns issuing their GEMMs
+// (named-barrier ping-pong), 0 = each issues as soon as it is ready.
+// LS: 1 = the LSE comes from fp32 sums of the unrounded P (see epilogue),
+// 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
+// rows dominated by a few keys).
+template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
+          int LS = 1>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -454,7 +476,7 @@ __global__ void __launch_bounds__(384, 1)
     regs_alloc<224>();
     const int cw = wg - 1, warp = (tid % 128) / 32;
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
-    if (cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
+    if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
     int pi = 0, iter = 0;
     for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
@@ -480,7 +502,7 @@ __global__ void __launch_bounds__(384, 1)
         float o[D / 2 + 4];
 #pragma unroll
         for (int i = 0; i < D / 2 + 4; i++) o[i] = 0.f;
-        float m[2] = {-INFINITY, -INFINITY}, alpha[2] = {1.f, 1.f};
+        float m[2] = {-INFINITY, -INFINITY}, alpha[2] = {1.f, 1.f}, l32[2] = {0.f, 0.f};
         float sacc[BN / 2];
         // P double-buffered: PV of tile j reads one buffer while the softmax
         // of tile j + 1 fills the other, so nothing waits for PV until the
@@ -510,8 +532,8 @@ __global__ void __launch_bounds__(384, 1)
         };
         auto softmax_tile = [&](int n, auto &pnext) {
             score_prep8<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
-            online_softmax8<BN, ABL, EMU>(sacc, m, alpha, expc);
-            to_operand8<BN>(sacc, pnext);
+            online_softmax8<BN, ABL, EMU, LS>(sacc, m, alpha, expc, l32);
+            to_operand8<BN, ABL>(sacc, pnext);
         };
         // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.
         auto step = [&](int n, auto &pcur, auto &pnext) {
@@ -519,7 +541,7 @@ __global__ void __launch_bounds__(384, 1)
             const int st = cur % STAGES, pst = pi % STAGES;
             mbar_wait(&s.k_full[st], (cur / STAGES) & 1);
             mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-            named_sync(bar_self, 256);
+            if (PP) named_sync(bar_self, 256);
             reg_fence(sacc);
             wgmma_fence();
             gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
@@ -533,7 +555,7 @@ __global__ void __launch_bounds__(384, 1)
             wgmma_fence();
             gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
             wgmma_commit();
-            named_arrive(bar_other, 256);
+            if (PP) named_arrive(bar_other, 256);
             wgmma_wait<1>(); // QK^T(n); PV(pi) stays in flight
             reg_fence(sacc);
             if (lane == 0) mbar_arrive(&s.k_empty[st]);
@@ -545,7 +567,7 @@ __global__ void __launch_bounds__(384, 1)
         auto tail = [&](auto &pcur) {
             const int pst = pi % STAGES;
             mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-            named_sync(bar_self, 256);
+            if (PP) named_sync(bar_self, 256);
             wgmma_wait<0>();
             reg_fence(o);
             release_prev_v();
@@ -555,7 +577,7 @@ __global__ void __launch_bounds__(384, 1)
             wgmma_fence();
             gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
             wgmma_commit();
-            named_arrive(bar_other, 256);
+            if (PP) named_arrive(bar_other, 256);
             wgmma_wait<0>();
             reg_fence(o);
             if (lane == 0) mbar_arrive(&s.v_empty[pst]);
@@ -568,12 +590,12 @@ __global__ void __launch_bounds__(384, 1)
             {
                 const int st = pi % STAGES;
                 mbar_wait(&s.k_full[st], (pi / STAGES) & 1);
-                named_sync(bar_self, 256);
+                if (PP) named_sync(bar_self, 256);
                 reg_fence(qa);
                 wgmma_fence();
                 gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
                 wgmma_commit();
-                named_arrive(bar_other, 256);
+                if (PP) named_arrive(bar_other, 256);
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
@@ -601,7 +623,7 @@ __global__ void __launch_bounds__(384, 1)
             m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
             l[i] = o[D / 2 + 2 * i]; // quad lane 0 only; the epilogue sums the quad
         }
-        epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane);
+        epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr);
     }
 }
 

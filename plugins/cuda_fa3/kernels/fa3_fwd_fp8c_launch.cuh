@@ -12,9 +12,11 @@ namespace fa3 {
 // 4 K / V^T stages (16 KiB each per tile) and 3 V staging stages: 32 KiB
 // of Q + 64 + 64 + 48 KiB = 208 KiB; up to 4 K and 3 V tiles in flight per
 // SM, which decode needs to keep HBM busy.
-// EMU: column groups (of 16) whose exp2 runs on the FMA pipe (exp2_fma).
-// TR: 1 = transpose_v2 (addresses hoisted), 0 = transpose_v.
-struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 0; };
+// EMU: column groups (of 16) whose exp2 runs on the FMA pipe (exp2_fma;
+// 4 measured best of 0-8, NOTES v5). TR: 1 = transpose_v2 (addresses
+// hoisted), 0 = transpose_v. PP: 1 = ping-pong between the consumer
+// warpgroups.
+struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1; };
 
 template <typename T> constexpr size_t smem_bytes_fp8c()
 {
@@ -74,24 +76,26 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
             return (int)cudaErrorInvalidValue;
         }
     }
-    constexpr int EMU = cfg8::EMU, TR = cfg8::TR;
-    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR>;
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        // Measurement variants (see the kernel and tools/profile_f8c.sh);
-        // never set in production: FA3_F8C_ABL 1-3, or FA3_F8C_EMU and
-        // FA3_F8C_TR for another exp2 split or transpose.
-        const char *abl = getenv("FA3_F8C_ABL"), *emu = getenv("FA3_F8C_EMU"), *tr = getenv("FA3_F8C_TR");
-        const int a = abl ? atoi(abl) : 0, e = emu ? atoi(emu) : EMU, r = tr ? atoi(tr) : TR;
-        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR>;
-        if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR>;
-        if (a == 3) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 3, EMU, TR>;
-        if (a == 0 && r == 0 && e == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 0, 0>;
-        if (a == 0 && r == 0 && e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, 0>;
-        if (a == 0 && r == 0 && e == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 4, 0>;
-        if (a == 0 && r == 0 && e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, 0>;
-        if (a == 0 && r == 0 && e == 8) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 8, 0>;
-        if (a == 0 && r == 1 && e == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 4, 1>;
-        if (a == 0 && r == 1 && e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, 1>;
+    constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP;
+    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1>;
+    {
+        // Measurement variants (see the kernel and tools/profile_f8c.sh),
+        // each one switch away from the default; never set in production.
+        // FA3_F8C_ABL 1/2/4 (wrong results), FA3_F8C_TR, FA3_F8C_PP and
+        // FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6 (bf16 queries only).
+        auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
+        const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
+        const int ls = env("FA3_F8C_LS", 1), e = env("FA3_F8C_EMU", EMU);
+        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, 1>;
+        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, 1>;
+        else if (a == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, 1>;
+        else if (r != TR) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 1 - TR, PP, 1>;
+        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, 1>;
+        else if (ls != 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 0>;
+        else if (std::is_same<T, __nv_bfloat16>::value && e == 2)
+            kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, 1>;
+        else if (std::is_same<T, __nv_bfloat16>::value && e == 6)
+            kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, 1>;
     }
     const size_t smem = smem_bytes_fp8c<T>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

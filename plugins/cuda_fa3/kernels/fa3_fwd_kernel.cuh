@@ -385,20 +385,29 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
     return false;
 }
 
+// l: per-lane partial row sums that normalise O. l_lse (optional): other
+// partial sums for the LSE only (the FP8-compute kernel normalises O by the
+// sum of P as rounded to e4m3, which PV used, and takes the LSE from the
+// fp32 sum of the unrounded P, closer to the exact one).
 template <int D, typename T>
 __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri,
                                          float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         int row_local0, int lane)
+                                         int row_local0, int lane, const float *l_lse = nullptr)
 {
     const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const bool split = it.part_row >= 0;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float lt = quad_sum(l[i]);
+        float ls = l_lse ? quad_sum(l_lse[i]) : lt;
         const float mu = m[i] == -INFINITY ? 0.f : m[i];
-        if (!split && p.sinks && ri.valid[i]) lt += exp2f(p.sinks[ri.head[i]] * log2e - mu);
+        if (!split && p.sinks && ri.valid[i]) {
+            const float sk = exp2f(p.sinks[ri.head[i]] * log2e - mu);
+            lt += sk;
+            ls = l_lse ? ls + sk : lt;
+        }
         const float inv = lt > 0.f ? 1.f / lt : 0.f;
-        const float lse = lt > 0.f ? (mu + log2f(lt)) * ln2 : -INFINITY;
+        const float lse = ls > 0.f ? (mu + log2f(ls)) * ln2 : -INFINITY;
         const float os = inv * (split ? 1.f : p.v_scale);
         if (!ri.valid[i]) continue;
         const int rl = row_local0 + i * 8; // row within the item's valid rows

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summary of one run_gpu.sh session: reads the logs under the given
-directory (steps.txt, check.log, check_f8c.log, attnhost_check*.log,
+directory (steps.txt, check.log, check_f8c.log, attnhost_check*.log (default and fp8_compute off),
 bench.log, peers.log) and prints the verdicts and tables for d128 prefill
 (bf16 KV, fp8 KV widened, fp8 KV with FP8 compute, SDPA cuDNN), d64 and
 d256 prefill (bf16 KV against cuDNN) and decode (bf16 KV, fp8 KV both ways,
@@ -38,7 +38,7 @@ m = re.search(r"(\d+) of (\d+) cases passed", read("check_f8c.log"))
 print("  fa3_check fp8_compute=on (fp8kv):", f"{m.group(1)} of {m.group(2)} cases passed" if m else "no verdict")
 for l in [l.strip() for l in read("check_f8c.log").splitlines() if "FAIL" in l][:6]:
     print("    ", l)
-for name in ("attnhost_check.log", "attnhost_check_f8c.log"):
+for name in ("attnhost_check.log", "attnhost_check_f8off.log"):
     ac = [l for l in read(name).splitlines() if re.search(r"passed|failed", l)]
     print(f"  {name[:-4]}:", ac[-1].strip() if ac else f"no verdict (see {name})")
 

@@ -1,11 +1,10 @@
 #!/bin/bash
 # Profiling session for the FP8-compute d128 prefill kernel (run after
 # test/run_gpu.sh has built build-fa3-gpu, on the GPU machine):
-#  1. "leave one stage out" timings: fa3_bench one-shape runs with
-#     FA3_F8C_ABL = 0..2 (bit 0: no V transpose, bit 1: no exp2; results
-#     are wrong for non-zero values, only the time matters) and with
-#     FA3_F8C_EMU = 0..8 (exp2 of that many column groups of 16 on the FMA
-#     pipe; results stay right);
+#  1. variant timings: fa3_bench one-shape runs of the default and of
+#     variants one switch away (FA3_F8C_TR / PP / LS; results stay right)
+#     and "leave one stage out" runs (FA3_F8C_ABL = 1/2/4: no V transpose,
+#     no exp2, no P conversion; results wrong, only the time matters);
 #  2. ncu (clocks left alone) of one launch each of 16k non-causal and 4k
 #     causal: speed of light, pipes, warp states, scheduler, shared-memory
 #     tables, per-instruction stall samples (source page, SASS).
@@ -22,15 +21,13 @@ SO=$B/lib/attnhost/plugins/cuda_fa3.so
 BENCH=$B/bin/fa3_bench
 [ -x $BENCH ] || { echo "no $BENCH"; exit 1; }
 export FA3_FP8_COMPUTE=on
-# Variants "ABL EMU TR": EMU = column groups (of 16) whose exp2 runs on
-# the FMA pipe, TR 1 = the transpose with hoisted addresses (only at the
-# default EMU, or EMU 6 when that is the default); ABL 1/2 run at the
-# default EMU.
+# Variants, each one switch away from the default (see
+# kernels/fa3_fwd_fp8c_launch.cuh): transpose TR, ping-pong PP, fp32 LSE
+# sums LS, exp2 split EMU; ABL 1/2/4 leave out the V transpose / exp2 / P conversion.
 for shape in "0 16384" "1 4096" "0 4096" "1 16384" "0 8192" "1 8192"; do
-  for v in "0 0 0" "0 2 0" "0 4 0" "0 6 0" "0 8 0" "0 4 1" "0 6 1" "1 - 0" "2 - 0"; do
-    set -- $v
-    if [ "$2" = - ]; then unset FA3_F8C_EMU; else export FA3_F8C_EMU=$2; fi
-    FA3_F8C_TR=$3 FA3_F8C_ABL=$1 timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | grep RESULT | sed "s/^/abl=$1 emu=$2 tr=$3 /"
+  for v in default FA3_F8C_TR=0 FA3_F8C_PP=0 FA3_F8C_LS=0 FA3_F8C_EMU=2 FA3_F8C_EMU=6 FA3_F8C_ABL=1 FA3_F8C_ABL=2 \
+      FA3_F8C_ABL=4; do
+    env $( [ $v = default ] || echo $v ) timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | grep RESULT | sed "s/^/$v /"
   done
 done 2>&1 | tee "$OUT/ablation.log"
 unset FA3_F8C_EMU
