@@ -116,7 +116,7 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         cudaStream_t st);
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
                           const attn_params &p, cudaStream_t st);
-/* Launch the split merge as a programmatic dependent of the decode kernel? */
+/* Launch the split merge as a programmatic dependent of the kernel before it? */
 bool merge_pdl(void);
 /* The streaming decode kernel's pipeline depth forced by AH_FI_DECODE_STAGES
  * (2-4), or 0: chosen per plan (attn_params.stages). */
