@@ -165,9 +165,15 @@ int main(int argc, char **argv)
     for (int c = 0; c < 3; c++) {
         if (quick && c) break;
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
-        fi_shape s = shape(32, 8, 128, 16, 64, ql, sl);
+        /* FI_BENCH_PAGE / FI_BENCH_LAYOUT=hnd change these rows' cache
+         * geometry (a measurement knob: how much the layout costs). */
+        const char *pe = getenv("FI_BENCH_PAGE"), *le = getenv("FI_BENCH_LAYOUT");
+        const uint32_t page = pe && atoi(pe) > 0 ? (uint32_t)atoi(pe) : 16;
+        const int hnd = le && !strcmp(le, "hnd");
+        fi_shape s = shape(32, 8, 128, page, 64, ql, sl);
+        if (hnd) s.layout = AH_KV_LAYOUT_HND;
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page16", ctxs[c]);
+        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%u%s", ctxs[c], page, hnd ? " hnd" : "");
         row(name, ms, bytes, flops, bw);
     }
     if (dec_only == 1) {
