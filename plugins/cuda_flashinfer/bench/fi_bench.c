@@ -164,10 +164,12 @@ int main(int argc, char **argv)
     if (!tc_only) {
     for (int c = 0; c < 3; c++) {
         if (quick && c) break;
-        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
         /* FI_BENCH_PAGE / FI_BENCH_LAYOUT=hnd change these rows' cache
-         * geometry (a measurement knob: how much the layout costs). */
-        const char *pe = getenv("FI_BENCH_PAGE"), *le = getenv("FI_BENCH_LAYOUT");
+         * geometry, FI_BENCH_CTX keeps one context (measurement knobs: how
+         * much the layout costs; one shape for a profiler). */
+        const char *pe = getenv("FI_BENCH_PAGE"), *le = getenv("FI_BENCH_LAYOUT"), *ce = getenv("FI_BENCH_CTX");
+        if (ce && atoi(ce) != ctxs[c]) continue;
+        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
         const uint32_t page = pe && atoi(pe) > 0 ? (uint32_t)atoi(pe) : 16;
         const int hnd = le && !strcmp(le, "hnd");
         fi_shape s = shape(32, 8, 128, page, 64, ql, sl);
