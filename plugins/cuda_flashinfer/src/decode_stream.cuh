@@ -89,6 +89,17 @@ template <typename KT, int CPL> __device__ __forceinline__ void lane_load(const 
     }
 }
 
+/* N floats of a 16-byte aligned shared-memory row, 16 bytes per load. */
+template <int N> __device__ __forceinline__ void load_row(const float *row, float (&v)[N])
+{
+    static_assert(N % 4 == 0, "whole float4s");
+#pragma unroll
+    for (int j = 0; j < N / 4; j++) {
+        const float4 x = reinterpret_cast<const float4 *>(row)[j];
+        v[4 * j] = x.x, v[4 * j + 1] = x.y, v[4 * j + 2] = x.z, v[4 * j + 3] = x.w;
+    }
+}
+
 /* Transposing butterfly: N partial sums per lane become, in v[0], the full
  * warp sum of one of them; returns which (lanes may share an index when
  * N < 32). Each halving step trades half the values with the partner lane.
@@ -126,7 +137,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
 {
     using C = stream_cfg<KT, D, GB>;
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ float sc[C::NW][32], pc[C::NW][32];
+    __shared__ __align__(16) float sc[C::NW][32], pc[C::NW][32];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
     /* Grid (tokens, head blocks, splits), or with head_fastest (head blocks,
@@ -242,11 +253,15 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             }
             sc[warp][idx] = lg;
             __syncwarp();
+            /* Every lane reads the N0 logits (and below the N0 probabilities)
+             * 16 bytes at a time: the loop is issue-bound at 4 CTAs per SM. */
+            float all[C::N0];
+            load_row<C::N0>(sc[warp], all);
             float mt[GB];
 #pragma unroll
             for (int g = 0; g < GB; g++) mt[g] = -INFINITY;
 #pragma unroll
-            for (int i = 0; i < C::N0; i++) mt[i % GB] = fmaxf(mt[i % GB], sc[warp][i]);
+            for (int i = 0; i < C::N0; i++) mt[i % GB] = fmaxf(mt[i % GB], all[i]);
             float alpha[GB], mu_own = 0.f;
 #pragma unroll
             for (int g = 0; g < GB; g++) {
@@ -258,6 +273,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             }
             pc[warp][idx] = exp2f(lg - mu_own);
             __syncwarp();
+            load_row<C::N0>(pc[warp], all);
 #pragma unroll
             for (int g = 0; g < GB; g++) {
                 l[g] *= alpha[g];
@@ -270,7 +286,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
                 lane_load<KT, C::CPL>(Vt + (row0 + kk) * D + lane * C::CPL, vf);
 #pragma unroll
                 for (int g = 0; g < GB; g++) {
-                    const float pr = pc[warp][kk * GB + g];
+                    const float pr = all[kk * GB + g];
                     l[g] += pr;
 #pragma unroll
                     for (int c = 0; c < C::CPL; c++) acc[g][c] = fmaf(pr, vf[c], acc[g][c]);
