@@ -258,9 +258,7 @@ __device__ __forceinline__ void rescale8(float (&o)[D / 2 + 4], const float (&al
 }
 
 // P (accumulator layout) -> e4m3 A-fragments, in the position order pi.
-// ABL bit 2 (measurement only, wrong results): a one-instruction stand-in
-// for the conversions, to time what the F2FPs cost.
-template <int BN, int ABL = 0>
+template <int BN>
 __device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (&pa)[BN / 32][4])
 {
 #pragma unroll
@@ -269,15 +267,8 @@ __device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (
 #pragma unroll
         for (int h = 0; h < 2; h++) { // k 0-15 from column groups j, j+1; k 16-31 from j+2, j+3
             const int a = j + 2 * h, b = a + 1;
-            if (ABL & 4) {
-                pa[kk][2 * h] = __float_as_uint(p[a * 4 + 0]) ^ __float_as_uint(p[a * 4 + 1]) ^
-                                __float_as_uint(p[b * 4 + 0]) ^ __float_as_uint(p[b * 4 + 1]);
-                pa[kk][2 * h + 1] = __float_as_uint(p[a * 4 + 2]) ^ __float_as_uint(p[a * 4 + 3]) ^
-                                    __float_as_uint(p[b * 4 + 2]) ^ __float_as_uint(p[b * 4 + 3]);
-            } else {
-                pa[kk][2 * h] = e4m3x4(p[a * 4 + 0], p[a * 4 + 1], p[b * 4 + 0], p[b * 4 + 1]);
-                pa[kk][2 * h + 1] = e4m3x4(p[a * 4 + 2], p[a * 4 + 3], p[b * 4 + 2], p[b * 4 + 3]);
-            }
+            pa[kk][2 * h] = e4m3x4(p[a * 4 + 0], p[a * 4 + 1], p[b * 4 + 0], p[b * 4 + 1]);
+            pa[kk][2 * h + 1] = e4m3x4(p[a * 4 + 2], p[a * 4 + 3], p[b * 4 + 2], p[b * 4 + 3]);
         }
     }
 }
@@ -377,8 +368,7 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 
 // ABL (measurement only, wrong results when non-zero; fa3_bench selects it
 // through FA3_F8C_ABL): bit 0 skips the V transpose (the transposing warps
-// only hand stages on), bit 1 replaces the softmax's exp2 by its argument,
-// bit 2 the conversions of P to e4m3 by one XOR per four values.
+// only hand stages on), bit 1 replaces the softmax's exp2 by its argument.
 // Timing the variants against ABL = 0 says what the V path and the MUFU
 // cost per tile.
 // PP: 1 = the two consumer warpgroups take turns issuing their GEMMs
@@ -533,7 +523,7 @@ __global__ void __launch_bounds__(384, 1)
         auto softmax_tile = [&](int n, auto &pnext) {
             score_prep8<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
             online_softmax8<BN, ABL, EMU, LS>(sacc, m, alpha, expc, l32);
-            to_operand8<BN, ABL>(sacc, pnext);
+            to_operand8<BN>(sacc, pnext);
         };
         // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.
         auto step = [&](int n, auto &pcur, auto &pnext) {
