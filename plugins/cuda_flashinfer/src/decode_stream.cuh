@@ -262,24 +262,24 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             for (int g = 0; g < GB; g++) mt[g] = -INFINITY;
 #pragma unroll
             for (int i = 0; i < C::N0; i++) mt[i % GB] = fmaxf(mt[i % GB], all[i]);
-            float alpha[GB], mu_own = 0.f;
+            /* m and mt are the same in every lane, so a head whose maximum
+             * holds (most steps after the first) skips its rescale as a
+             * warp-uniform branch. */
+            float mu_own = 0.f;
 #pragma unroll
             for (int g = 0; g < GB; g++) {
-                const float mn = fmaxf(m[g], mt[g]);
-                const float mu = mn == -INFINITY ? 0.f : mn;
-                alpha[g] = exp2f(m[g] - mu);
-                m[g] = mn;
-                if (g == own_g) mu_own = mu;
+                if (mt[g] > m[g]) {
+                    const float alpha = exp2f(m[g] - mt[g]); /* 0 while m is -inf */
+                    l[g] *= alpha;
+#pragma unroll
+                    for (int c = 0; c < C::CPL; c++) acc[g][c] *= alpha;
+                    m[g] = mt[g];
+                }
+                if (g == own_g) mu_own = m[g] == -INFINITY ? 0.f : m[g];
             }
             pc[warp][idx] = exp2f(lg - mu_own);
             __syncwarp();
             load_row<C::N0>(pc[warp], all);
-#pragma unroll
-            for (int g = 0; g < GB; g++) {
-                l[g] *= alpha[g];
-#pragma unroll
-                for (int c = 0; c < C::CPL; c++) acc[g][c] *= alpha[g];
-            }
 #pragma unroll
             for (int kk = 0; kk < C::NKW; kk++) {
                 float vf[C::CPL];
