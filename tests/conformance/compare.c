@@ -120,9 +120,12 @@ void ah__conf_compare_lse(const float *out, const double *ref, size_t n, ah__con
  * plugins may quantize P or accumulate in lower precision, so allow more.
  * FP8 attention (fp8_attention over an FP8 cache): queries and
  * probabilities may be rounded to e4m3, whose 3 mantissa bits leave up to
- * 2^-4 relative error in every product; on the suite's random data that is
- * 2-3e-2 in rel_l2 and in the LSE, so the bound is one e4m3 unit, 2^-4:
- * still far below what a wrong scale, mask or key costs (O(1)). */
+ * 2^-4 relative error in every product. On the suite's random data that is
+ * 2-3e-2 in rel_l2, bounded by one e4m3 unit, 2^-4. The LSE's error is a
+ * logit's, Q's rounding times the logit: about 0.024 on the suite's O(1)
+ * logits and up to 0.063 on rows that see one or a few keys (cuda_fa3 on
+ * the H100), bounded by two units, 2^-3. Both stay far below what a wrong
+ * scale, mask or key costs (O(1)). */
 ah__conf_tol ah__conf_tolerance(ah_dtype q, ah_dtype kv, int fp8_attention)
 {
     const int fp8 = kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2;
@@ -135,6 +138,6 @@ ah__conf_tol ah__conf_tolerance(ah_dtype q, ah_dtype kv, int fp8_attention)
     }
     double lse = q == AH_DTYPE_FP32 && !fp8 ? 1e-4 : 5e-3;
     if (fp8 && r < 5e-3) r = 5e-3;
-    if (fp8 && fp8_attention) r = lse = 0.0625;
+    if (fp8 && fp8_attention) r = 0.0625, lse = 0.125;
     return (ah__conf_tol){r, 8 * r, lse};
 }
