@@ -336,10 +336,7 @@ __device__ __forceinline__ void mask_bounds(const fa3_params &p, const fa3_work 
 // EMU of the BN / 8 column groups (spread evenly) take exp2_fma instead of MUFU.EX2: the
 // MUFU goes through the MIO queue that the V transpose's shared-memory
 // traffic also fills, and it is the longest part of the softmax (NOTES v5).
-// H2: the MUFU groups take their two columns' exp2 as one ex2.approx.f16x2
-// (two results per MUFU slot; the fp16 argument and result add ~0.5%
-// relative error against e4m3's 6%).
-template <int BN, int ABL = 0, int EMU = 0, int LS = 1, int H2 = 0>
+template <int BN, int ABL = 0, int EMU = 0, int LS = 1>
 __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&alpha)[2],
                                                 const float (&c)[2], float (&l32)[2])
 {
@@ -355,24 +352,16 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
         const float off = 8.f - mu;
         float part[4] = {0.f, 0.f, 0.f, 0.f}; // four chains keep the adds off the critical path
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-            const bool fma_group = (j + 1) * EMU / (BN / 8) > j * EMU / (BN / 8);
-            if (H2 && !(ABL & 2) && !fma_group) {
-                const float2 pv = __half22float2(h2exp2(__floats2half2_rn(
-                    fmaf(sacc[j * 4 + i * 2], c[i], off), fmaf(sacc[j * 4 + i * 2 + 1], c[i], off))));
-                sacc[j * 4 + i * 2] = pv.x;
-                sacc[j * 4 + i * 2 + 1] = pv.y;
-                if (LS) part[(j & 1) * 2] += pv.x, part[(j & 1) * 2 + 1] += pv.y;
-                continue;
-            }
+        for (int j = 0; j < BN / 8; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[j * 4 + i * 2 + e], c[i], off);
-                const float pv = (ABL & 2) ? x : fma_group ? exp2_fma(x) : exp2f(x);
+                const float pv = (ABL & 2) ? x
+                                 : ((j + 1) * EMU / (BN / 8) > j * EMU / (BN / 8)) ? exp2_fma(x)
+                                                                                    : exp2f(x);
                 sacc[j * 4 + i * 2 + e] = pv;
                 if (LS) part[(j & 1) * 2 + e] += pv;
             }
-        }
         if (LS) l32[i] = fmaf(l32[i], alpha[i], (part[0] + part[1]) + (part[2] + part[3]));
     }
 }
@@ -388,7 +377,7 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1, int H2 = 0>
+          int LS = 1>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -533,7 +522,7 @@ __global__ void __launch_bounds__(384, 1)
         };
         auto softmax_tile = [&](int n, auto &pnext) {
             score_prep8<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
-            online_softmax8<BN, ABL, EMU, LS, H2>(sacc, m, alpha, expc, l32);
+            online_softmax8<BN, ABL, EMU, LS>(sacc, m, alpha, expc, l32);
             to_operand8<BN>(sacc, pnext);
         };
         // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.

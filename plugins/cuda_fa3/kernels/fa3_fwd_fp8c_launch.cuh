@@ -83,15 +83,11 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         // Measurement variants (see the kernel and tools/profile_f8c.sh),
         // each one switch away from the default; never set in production.
         // FA3_F8C_ABL 1/2 (wrong results), FA3_F8C_TR, FA3_F8C_PP and
-        // FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6 (bf16 queries only), FA3_F8C_H2 1
-        // (every exp2 on the MUFU in f16x2 pairs, none on the FMA pipe; with
-        // the FMA-pipe quarter kept, ptxas serialises the wgmma for lack of
-        // registers).
+        // FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6 (bf16 queries only).
         auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
-        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU), h2 = env("FA3_F8C_H2", 0);
-        if (h2 == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 0, TR, PP, LS, 1>;
-        else if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>;
+        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
+        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>;
         else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS>;
         else if (r != TR) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 1 - TR, PP, LS>;
         else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>;
