@@ -458,8 +458,10 @@ static void run_tiny_batch(ah_loaded_plugin *p)
     ah_context *ctx = NULL;
     const char *why = NULL;
     CHECK(o->context_create(&p->services, &ctx, &why) == AH_OK);
-    ah_layer_spec spec = {sizeof spec, AH_ATTN_DECODER, 1, 1, 2, 2, AH_DTYPE_FP32, AH_DTYPE_FP32,
-                          4, AH_KV_LAYOUT_NHD, 0, 0, 1.0f, 0, 0, 0, 0};
+    ah_layer_spec spec = {.struct_size = sizeof spec, .attn_type = AH_ATTN_DECODER, .num_q_heads = 1,
+                          .num_kv_heads = 1, .qk_head_size = 2, .v_head_size = 2, .q_dtype = AH_DTYPE_FP32,
+                          .kv_dtype = AH_DTYPE_FP32, .block_size = 4, .kv_layout = AH_KV_LAYOUT_NHD,
+                          .scale = 1.0f};
     ah_limits lim = {sizeof lim, 1, 2, 1, 4, 1};
     ah_state *st = NULL;
     CHECK(o->state_create(ctx, &spec, &lim, &st) == AH_OK);

@@ -136,9 +136,11 @@ static int io_make(run_io *io, ah_context *ctx, const tcase *c, const uint32_t *
     memset(io, 0, sizeof *io);
     if (tk_batch_make(&P, ctx, &io->B, c->reqs, ql, sl, c->bs, 7, c->kind == K_CROSS, rng)) return -1;
     ah_layer_spec *s = &io->spec;
-    *s = (ah_layer_spec){sizeof(ah_layer_spec), c->type, c->hq, c->hk, c->d, c->d, c->q, c->kv, c->bs,
-                         c->layout, c->window, c->softcap, 0, 0, (uint32_t)c->sinks,
-                         (uint32_t)c->alibi};
+    *s = (ah_layer_spec){.struct_size = sizeof(ah_layer_spec), .attn_type = c->type, .num_q_heads = c->hq,
+                         .num_kv_heads = c->hk, .qk_head_size = c->d, .v_head_size = c->d, .q_dtype = c->q,
+                         .kv_dtype = c->kv, .block_size = c->bs, .kv_layout = c->layout,
+                         .sliding_window = c->window, .softcap = c->softcap,
+                         .use_sinks = (uint32_t)c->sinks, .use_alibi = (uint32_t)c->alibi};
     s->scale = 1.0f / sqrtf((float)c->d);
     uint32_t T = io->B.num_tokens;
     /* Tensors hold at least min_rows tokens (a captured graph's buffers
