@@ -186,18 +186,8 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             const bool ok = j < b;
             const int64_t off = (int64_t)pg[i] * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot + head_off;
             unsigned char *dk = st + row * C::ROWB + cc * 16;
-            const void *ks = ok ? (const void *)(kc + off) : (const void *)kc;
-            const void *vs = ok ? (const void *)(vc + off) : (const void *)vc;
-            if (p.l2_prefetch == 256) { /* a measurement switch (AH_FI_DECODE_L2PF) */
-                cp_async16_pf<256>(dk, ks, ok ? 16 : 0);
-                cp_async16_pf<256>(dk + C::BN * C::ROWB, vs, ok ? 16 : 0);
-            } else if (p.l2_prefetch == 128) {
-                cp_async16_pf<128>(dk, ks, ok ? 16 : 0);
-                cp_async16_pf<128>(dk + C::BN * C::ROWB, vs, ok ? 16 : 0);
-            } else {
-                cp_async16(dk, ks, ok ? 16 : 0);
-                cp_async16(dk + C::BN * C::ROWB, vs, ok ? 16 : 0);
-            }
+            cp_async16(dk, ok ? (const void *)(kc + off) : (const void *)kc, ok ? 16 : 0);
+            cp_async16(dk + C::BN * C::ROWB, ok ? (const void *)(vc + off) : (const void *)vc, ok ? 16 : 0);
         }
     };
 

@@ -137,19 +137,6 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_b
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
                  "l"(src), "r"(src_bytes));
 }
-/* The same with an L2 prefetch-size hint (B = 64, 128 or 256 bytes): the
- * L2 fetches that much around the line, so a stream of rows costs fewer,
- * larger DRAM requests. */
-template <int B> __device__ __forceinline__ void cp_async16_pf(void *dst, const void *src, int src_bytes)
-{
-    static_assert(B == 64 || B == 128 || B == 256, "L2 prefetch size");
-    if constexpr (B == 64)
-        asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-    else if constexpr (B == 128)
-        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-    else
-        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {

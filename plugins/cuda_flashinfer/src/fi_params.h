@@ -96,7 +96,6 @@ struct attn_params {
     int kv_chunk;         /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
     int head_fastest;     /* decode_stream grid: x = head block, y = token (set by its launcher) */
     int stages;           /* decode_stream pipeline depth, 2-4 (chosen in plan) */
-    int l2_prefetch;      /* decode_stream copies' L2 prefetch size: 0, 128 or 256 bytes */
 };
 
 struct merge_params {
@@ -119,9 +118,6 @@ cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
                           const attn_params &p, cudaStream_t st);
 /* Launch the split merge as a programmatic dependent of the kernel before it? */
 bool merge_pdl(void);
-/* L2 prefetch size of the streaming decode kernel's copies (AH_FI_DECODE_L2PF:
- * 0, 128 or 256; a measurement knob). */
-int decode_l2_prefetch(void);
 /* The streaming decode kernel's pipeline depth forced by AH_FI_DECODE_STAGES
  * (2-4), or 0: chosen per plan (attn_params.stages). */
 int decode_stages_forced(void);

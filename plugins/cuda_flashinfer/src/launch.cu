@@ -82,19 +82,6 @@ int decode_stages_forced(void)
     return v;
 }
 
-int decode_l2_prefetch(void)
-{
-    static std::atomic<int> pf{-1};
-    int v = pf.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("AH_FI_DECODE_L2PF");
-        const int k = e ? atoi(e) : 0;
-        v = k == 128 || k == 256 ? k : 0;
-        pf.store(v, std::memory_order_relaxed);
-    }
-    return v;
-}
-
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
 {
     int n = 0;
