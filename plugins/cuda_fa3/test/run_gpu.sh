@@ -49,7 +49,7 @@ if [ -x $B/bin/fa3_check ]; then
   echo "fa3_check rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|refused|forward:|plan:|write_kv:|capture:|replay:" "$OUT/check.log" | head -40
   FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv > "$OUT/check_f8c.log" 2>&1
-  echo "fa3_check fp8_compute=on (fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  echo "fa3_check FP8 math (FA3_FP8_COMPUTE=on, fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:|fp8 compute" "$OUT/check_f8c.log" | head -40
 fi
 if [ -x $B/bin/attnhost ]; then
@@ -65,7 +65,7 @@ if [ -x $B/bin/fa3_bench ]; then
   timeout "$(tmo 80)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so ${FA3_BENCH:-final} > "$OUT/bench.log" 2>&1
   echo "bench rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   FA3_FP8_COMPUTE=on timeout "$(tmo 40)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so fp8 >> "$OUT/bench.log" 2>&1
-  echo "bench fp8_compute=on rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  echo "bench FP8 math (FA3_FP8_COMPUTE=on) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -v RESULT "$OUT/bench.log" | tail -4
 fi
 if [ "${FA3_PEERS:-1}" = 1 ]; then

@@ -35,7 +35,7 @@ fails = [l.strip() for l in read("check.log").splitlines() if "FAIL" in l or "DI
 for l in fails[:8]:
     print("    ", l)
 m = re.search(r"(\d+) of (\d+) cases passed", read("check_f8c.log"))
-print("  fa3_check fp8_compute=on (fp8kv):", f"{m.group(1)} of {m.group(2)} cases passed" if m else "no verdict")
+print("  fa3_check FP8 math (fp8kv):", f"{m.group(1)} of {m.group(2)} cases passed" if m else "no verdict")
 for l in [l.strip() for l in read("check_f8c.log").splitlines() if "FAIL" in l][:6]:
     print("    ", l)
 for name in ("attnhost_check.log", "attnhost_check_f8off.log"):
