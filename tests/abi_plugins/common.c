@@ -7,6 +7,10 @@
  * The probe reads its [plugin.<name>] key "usable": "0" makes it report the
  * device unusable, so tests can see config keys reach a probe (and the scan
  * cache notice a changed key).
+ *
+ * KV caches are fp32 or, where a plugin's caps claim them, FP8 (stored =
+ * real / scale). With ABI_FP8_MATH_ALLOWED (or the defect ABI_BUG_FP8_MATH)
+ * an FP8-cache layer computes as an FP8 tensor-core backend would.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -45,6 +49,7 @@ typedef struct ah_state {
     uint32_t num_reqs, num_tokens, bt_stride, num_blocks, max_seq;
     int32_t *qsl, *seq, *bt;
     int64_t *slots;
+    int fp8_math; /* round query rows and probabilities to e4m3 */
 } state_t;
 
 ah_status abi_probe(const ah_host_services *host, ah_probe_info *info)
@@ -104,8 +109,9 @@ static ah_status st_create(ah_context *c, const ah_layer_spec *spec, const ah_li
                            ah_state **out)
 {
     *out = NULL;
-    if (spec->q_dtype != AH_DTYPE_FP32 || spec->kv_dtype != AH_DTYPE_FP32)
-        return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "only fp32");
+    const int fp8 = spec->kv_dtype == AH_DTYPE_FP8_E4M3 || spec->kv_dtype == AH_DTYPE_FP8_E5M2;
+    if (spec->q_dtype != AH_DTYPE_FP32 || (spec->kv_dtype != AH_DTYPE_FP32 && !fp8))
+        return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "only fp32 queries over an fp32 or fp8 cache");
     if (spec->kv_layout != AH_KV_LAYOUT_NHD || spec->attn_type != AH_ATTN_DECODER ||
         spec->use_mla || spec->use_sinks || spec->use_alibi || spec->softcap != 0 ||
         spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
@@ -117,6 +123,8 @@ static ah_status st_create(ah_context *c, const ah_layer_spec *spec, const ah_li
     s->ctx = c;
     s->spec = *spec;
     s->lim = *lim;
+    s->fp8_math = fp8 && ((c->bugs & ABI_BUG_FP8_MATH) ||
+                          ((c->bugs & ABI_FP8_MATH_ALLOWED) && spec->fp8_attention));
     s->qsl = h->alloc(h, ((size_t)lim->max_num_reqs + 1) * sizeof(int32_t));
     s->seq = h->alloc(h, ((size_t)lim->max_num_reqs + 1) * sizeof(int32_t));
     s->bt = h->alloc(h, ((size_t)lim->max_num_reqs * lim->max_blocks_per_req + 1) * sizeof(int32_t));
@@ -157,6 +165,22 @@ static ah_status plan(ah_state *s, const ah_batch *b, ah_plan_mode mode, void *s
 
 static float *f32(const DLTensor *t) { return (float *)ah_dl_data(t); }
 
+static float scale_or_1(float s) { return s != 0 ? s : 1.0f; }
+
+/* x rounded to e4m3, as FP8 tensor cores see it. */
+static double e4m3(double x) { return ah_fp8e4m3_to_f32(ah_f32_to_fp8((float)x, AH_DTYPE_FP8_E4M3)); }
+
+/* n new elements at src into the cache at element offset at: fp32 copied,
+ * FP8 stored as value / scale. */
+static void store_row(const DLTensor *cache, ah_dtype t, size_t at, const float *src, size_t n, float scale)
+{
+    if (t == AH_DTYPE_FP32) {
+        memcpy(f32(cache) + at, src, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) ah_store_f32(ah_dl_data(cache), at + i, t, src[i] / scale);
+}
+
 static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
 {
     const ah_layer_spec *sp = &s->spec;
@@ -170,10 +194,10 @@ static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
         if (s->slots[t] < 0) continue; /* padding */
         for (int64_t slot = s->slots[t]; slot <= s->slots[t] + !!(bugs & ABI_BUG_STRAY); slot++) {
             if (slot >= cache_slots) continue;
-            memcpy(f32(a->key_cache) + (size_t)slot * hk * dq, f32(a->key) + t * hk * dq,
-                   hk * dq * sizeof(float));
-            memcpy(f32(a->value_cache) + (size_t)slot * hk * dv, f32(a->value) + t * hk * dv,
-                   hk * dv * sizeof(float));
+            store_row(a->key_cache, sp->kv_dtype, (size_t)slot * hk * dq, f32(a->key) + t * hk * dq,
+                      hk * dq, scale_or_1(a->k_scale));
+            store_row(a->value_cache, sp->kv_dtype, (size_t)slot * hk * dv, f32(a->value) + t * hk * dv,
+                      hk * dv, scale_or_1(a->v_scale));
         }
     }
     return AH_OK;
@@ -196,22 +220,33 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
     const int64_t win = (int64_t)sp->sliding_window + !!(bugs & ABI_BUG_WINDOW);
     const int64_t first = sp->sliding_window && pos - win + 1 > 0 ? pos - win + 1 : 0;
     const float *qv = f32(a->q) + ((size_t)t * hq + h) * dq;
+    const ah_dtype kt = sp->kv_dtype;
+    const float ks = kt == AH_DTYPE_FP32 ? 1.0f : scale_or_1(a->k_scale);
+    const float vs = kt == AH_DTYPE_FP32 ? 1.0f : scale_or_1(a->v_scale);
+    /* FP8 math: the query row in e4m3 with a per-row scale. */
+    double qmax = 0;
+    for (size_t c = 0; s->fp8_math && c < dq; c++) qmax = fmax(qmax, fabs((double)qv[c]));
+    const double qs = qmax > 0 ? qmax / 448 : 1;
     double m = -INFINITY, den = 0;
     for (int64_t j = first; j <= pos; j++) {
         size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
-        const float *kv = f32(a->key_cache) + (slot * hk + kh) * dq;
+        const size_t k0 = (slot * hk + kh) * dq;
         double d = 0;
-        for (size_t c = 0; c < dq; c++) d += (double)qv[c] * kv[c];
+        for (size_t c = 0; c < dq; c++) {
+            const double q = s->fp8_math ? e4m3(qv[c] / qs) * qs : qv[c];
+            d += q * ah_load_f32(ah_dl_data(a->key_cache), k0 + c, kt) * ks;
+        }
         w[j] = d * scale;
         if (w[j] > m) m = w[j];
     }
     memset(acc, 0, dv * sizeof *acc);
     for (int64_t j = first; j <= pos; j++) {
         size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
-        const float *vv = f32(a->value_cache) + (slot * hk + kh) * dv;
+        const size_t v0 = (slot * hk + kh) * dv;
         double e = exp(w[j] - m);
+        if (s->fp8_math) e = e4m3(e * 256) / 256; /* P in e4m3, 256 against underflow */
         den += e;
-        for (size_t c = 0; c < dv; c++) acc[c] += e * vv[c];
+        for (size_t c = 0; c < dv; c++) acc[c] += e * ah_load_f32(ah_dl_data(a->value_cache), v0 + c, kt) * vs;
     }
     float *ov = f32(a->out) + ((size_t)t * hq + h) * dv;
     for (size_t c = 0; c < dv; c++) ov[c] = (float)(acc[c] / den);

@@ -37,6 +37,10 @@ enum {
     ABI_BUG_NAN = 1u << 5,       /* one output element is NaN */
     ABI_BUG_LSE = 1u << 6,       /* the LSE is off by 0.01 */
     ABI_BUG_STALE = 1u << 7,     /* plan(REPLAY) keeps the captured batch, not the new one */
+    ABI_BUG_FP8_MATH = 1u << 8,  /* FP8 math (below) on every FP8-cache layer, allowed or not */
+    /* Not a defect: FP8 math where the layer's fp8_attention allows it, as
+     * an FP8 backend does it (query rows and probabilities rounded to e4m3). */
+    ABI_FP8_MATH_ALLOWED = 1u << 9,
 };
 
 /* The defect set of a context made by abi_ops.context_create. */

@@ -1,17 +1,19 @@
 /*
  * The suite tested: run it over conf_mutant (mutant_plugin.c) once per
- * planted defect. bug = none must pass every case; every defect must fail
- * at least one case. Usage: test_mutants <dir holding conf_mutant.so>
+ * planted defect. bug = none must pass every case, also as an FP8 backend
+ * (fp8 = allowed: FP8 math where the layer allows it); every defect must
+ * fail at least one case. Usage: test_mutants <dir holding conf_mutant.so>
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "conformance.h"
 
-static int run(const char *dir, const char *bug, ah_conformance_summary *sum, char *first, size_t cap)
+static int run(const char *dir, const char *bug, const char *fp8, ah_conformance_summary *sum, char *first,
+               size_t cap)
 {
     char cfg[128];
-    snprintf(cfg, sizeof cfg, "[plugin.conf_mutant]\nbug = %s\n", bug);
+    snprintf(cfg, sizeof cfg, "[plugin.conf_mutant]\nbug = %s\nfp8 = %s\n", bug, fp8);
     const char *dirs[1] = {dir};
     ah_host_options ho;
     memset(&ho, 0, sizeof ho);
@@ -51,19 +53,21 @@ static int run(const char *dir, const char *bug, ah_conformance_summary *sum, ch
 int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
-    const char *bugs[] = {"none", "skip_head", "window", "gqa", "stray_write", "drop_write", "nan", "lse",
-                          "stale_replay"};
+    /* The first two must pass: the correct backend, and it as an FP8 backend. */
+    const char *bugs[] = {"none", "none", "skip_head", "window", "gqa", "stray_write", "drop_write", "nan", "lse",
+                          "stale_replay", "fp8_math"};
     int bad = 0;
     for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
         ah_conformance_summary s;
         char first[1024] = "";
-        if (run(argv[1], bugs[i], &s, first, sizeof first)) {
+        const char *fp8 = i == 1 ? "allowed" : "off";
+        if (run(argv[1], bugs[i], fp8, &s, first, sizeof first)) {
             printf("bug %-12s: the suite did not run\n", bugs[i]);
             bad++;
             continue;
         }
-        int ok = i == 0 ? s.failed == 0 && s.passed > 0 : s.failed > 0;
-        printf("bug %-12s: %u cases, %u passed, %u failed, %u skipped: %s\n", bugs[i], s.cases,
+        int ok = i < 2 ? s.failed == 0 && s.passed > 0 : s.failed > 0;
+        printf("bug %-12s fp8 %-7s: %u cases, %u passed, %u failed, %u skipped: %s\n", bugs[i], fp8, s.cases,
                s.passed, s.failed, s.skipped, ok ? "as expected" : "NOT AS EXPECTED");
         fputs(first, stdout);
         bad += !ok;
