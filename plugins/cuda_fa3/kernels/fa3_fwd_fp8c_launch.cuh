@@ -36,47 +36,12 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d", L->head_dim);
         return (int)cudaErrorInvalidValue;
     }
-    encode_tiled_fn enc = encode_tiled();
-    if (!enc) {
-        snprintf(err, errlen, "cuTensorMapEncodeTiled is not available from the driver");
-        return (int)cudaErrorNotSupported;
-    }
-    const CUtensorMapDataType dt =
-        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const cuuint32_t es = sizeof(T);
+    // Q as for every instance; K and V as stored bytes, one 128-byte
+    // swizzled box of all D bytes per row.
     CUtensorMap tq, tk, tv;
-    {
-        cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)p.num_q_heads, (cuuint64_t)L->num_tokens};
-        cuuint64_t strides[2] = {(cuuint64_t)L->q_head_stride * es, (cuuint64_t)L->q_tok_stride * es};
-        cuuint32_t box[3] = {64, (cuuint32_t)p.group, (cuuint32_t)p.tpt};
-        cuuint32_t estr[3] = {1, 1, 1};
-        CUresult r = enc(&tq, dt, 3, const_cast<void *>(L->q), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        if (r != CUDA_SUCCESS) {
-            snprintf(err, errlen, "TMA descriptor for q failed (CUresult %d)", (int)r);
-            return (int)cudaErrorInvalidValue;
-        }
-    }
-    for (int kv = 0; kv < 2; kv++) {
-        const int64_t *sd = kv ? L->v_strides : L->k_strides; // block, slot, head (elements = bytes)
-        const void *base = kv ? L->v_cache : L->k_cache;
-        const int64_t a_str = p.kv_hnd ? sd[1] : sd[2], b_str = p.kv_hnd ? sd[2] : sd[1];
-        const cuuint64_t a_dim = p.kv_hnd ? p.block_size : p.num_kv_heads;
-        const cuuint64_t b_dim = p.kv_hnd ? p.num_kv_heads : p.block_size;
-        cuuint64_t dims[4] = {(cuuint64_t)D, a_dim, b_dim, (cuuint64_t)p.num_blocks};
-        cuuint64_t strides[3] = {(cuuint64_t)a_str, (cuuint64_t)b_str, (cuuint64_t)sd[0]};
-        cuuint32_t box[4] = {(cuuint32_t)D, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u,
-                             p.kv_hnd ? 1u : (cuuint32_t)p.box_rows, 1};
-        cuuint32_t estr[4] = {1, 1, 1, 1};
-        CUresult r = enc(kv ? &tv : &tk, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void *>(base), dims, strides,
-                         box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        if (r != CUDA_SUCCESS) {
-            snprintf(err, errlen, "TMA descriptor for the %s cache failed (CUresult %d)", kv ? "value" : "key", (int)r);
-            return (int)cudaErrorInvalidValue;
-        }
-    }
+    const int de = encode_descs<D, T>(L, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
+                                      &tv, err, errlen);
+    if (de) return de;
     constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS;
     auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS>;
     {

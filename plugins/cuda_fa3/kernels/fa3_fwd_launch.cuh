@@ -37,29 +37,35 @@ constexpr size_t smem_bytes()
     return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST)>) + 1024;
 }
 
-template <int D, typename T, typename KV = T>
-int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
+template <typename T> constexpr CUtensorMapDataType q_tensor_type()
 {
-    constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES, SST = sst_of<T, KV>(cfg<D>::SST);
-    constexpr bool F8 = SST > 0;
-    static_assert(smem_bytes<D, T, KV>() <= 232448, "shared memory over the 227 KiB a block may use");
+    return std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+// The three TMA descriptors of a forward launch: Q in 64-column 128-byte
+// swizzled boxes of (group heads x tpt tokens); the K and V caches, as
+// [blocks, slots, heads, D] (NHD) or [blocks, heads, slots, D] (HND), in
+// boxes of kv_cols elements by box_rows slots of one head. Returns 0, or a
+// CUDA error with err filled.
+template <int D, typename T>
+int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_t kv_bytes, cuuint32_t kv_cols,
+                 CUtensorMapSwizzle kv_swizzle, CUtensorMap *tq, CUtensorMap *tk, CUtensorMap *tv, char *err,
+                 size_t errlen)
+{
     const fa3_params &p = L->p;
     encode_tiled_fn enc = encode_tiled();
     if (!enc) {
         snprintf(err, errlen, "cuTensorMapEncodeTiled is not available from the driver");
         return (int)cudaErrorNotSupported;
     }
-    const CUtensorMapDataType dt = sizeof(T) == 2 && std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                                    : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const cuuint32_t es = sizeof(T), kes = sizeof(KV);
-    CUtensorMap tq, tk, tv;
+    const cuuint32_t es = sizeof(T);
     {
         cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)p.num_q_heads, (cuuint64_t)L->num_tokens};
         cuuint64_t strides[2] = {(cuuint64_t)L->q_head_stride * es, (cuuint64_t)L->q_tok_stride * es};
         cuuint32_t box[3] = {64, (cuuint32_t)p.group, (cuuint32_t)p.tpt};
         cuuint32_t estr[3] = {1, 1, 1};
-        CUresult r = enc(&tq, dt, 3, const_cast<void *>(L->q), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CUresult r = enc(tq, q_tensor_type<T>(), 3, const_cast<void *>(L->q), dims, strides, box, estr,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS) {
             snprintf(err, errlen, "TMA descriptor for q failed (CUresult %d)", (int)r);
@@ -67,27 +73,42 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
         }
     }
     for (int kv = 0; kv < 2; kv++) {
-        const int64_t *sd = kv ? L->v_strides : L->k_strides; // block, slot, head
+        const int64_t *sd = kv ? L->v_strides : L->k_strides; // block, slot, head (elements)
         const void *base = kv ? L->v_cache : L->k_cache;
         const int64_t a_str = p.kv_hnd ? sd[1] : sd[2], b_str = p.kv_hnd ? sd[2] : sd[1];
         const cuuint64_t a_dim = p.kv_hnd ? p.block_size : p.num_kv_heads;
         const cuuint64_t b_dim = p.kv_hnd ? p.num_kv_heads : p.block_size;
         cuuint64_t dims[4] = {(cuuint64_t)D, a_dim, b_dim, (cuuint64_t)p.num_blocks};
-        cuuint64_t strides[3] = {(cuuint64_t)a_str * kes, (cuuint64_t)b_str * kes, (cuuint64_t)sd[0] * kes};
-        // 16-bit: 64-column swizzled boxes; FP8: one unswizzled box of all D
-        // bytes per row (the converter warps apply the swizzle).
-        cuuint32_t box[4] = {F8 ? (cuuint32_t)D : 64u, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u,
-                             p.kv_hnd ? 1u : (cuuint32_t)p.box_rows, 1};
+        cuuint64_t strides[3] = {(cuuint64_t)a_str * kv_bytes, (cuuint64_t)b_str * kv_bytes,
+                                 (cuuint64_t)sd[0] * kv_bytes};
+        cuuint32_t box[4] = {kv_cols, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u, p.kv_hnd ? 1u : (cuuint32_t)p.box_rows,
+                             1};
         cuuint32_t estr[4] = {1, 1, 1, 1};
-        CUresult r = enc(kv ? &tv : &tk, F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : dt, 4, const_cast<void *>(base), dims,
-                         strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                         F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        CUresult r = enc(kv ? tv : tk, kv_type, 4, const_cast<void *>(base), dims, strides, box, estr,
+                         CU_TENSOR_MAP_INTERLEAVE_NONE, kv_swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS) {
             snprintf(err, errlen, "TMA descriptor for the %s cache failed (CUresult %d)", kv ? "value" : "key", (int)r);
             return (int)cudaErrorInvalidValue;
         }
     }
+    return 0;
+}
+
+template <int D, typename T, typename KV = T>
+int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
+{
+    constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES, SST = sst_of<T, KV>(cfg<D>::SST);
+    constexpr bool F8 = SST > 0;
+    static_assert(smem_bytes<D, T, KV>() <= 232448, "shared memory over the 227 KiB a block may use");
+    const fa3_params &p = L->p;
+    // 16-bit KV: 64-column swizzled boxes; FP8: one unswizzled box of all D
+    // bytes per row (the converter warps apply the swizzle).
+    CUtensorMap tq, tk, tv;
+    const int de = encode_descs<D, T>(L, F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : q_tensor_type<T>(), sizeof(KV),
+                                      F8 ? D : 64, F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                                      &tq, &tk, &tv, err, errlen);
+    if (de) return de;
     auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST>;
     const size_t smem = smem_bytes<D, T, KV>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
