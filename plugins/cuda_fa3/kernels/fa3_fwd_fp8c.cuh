@@ -525,6 +525,19 @@ __global__ void __launch_bounds__(384, 1)
             online_softmax8<BN, ABL, EMU, LS>(sacc, m, alpha, expc, l32);
             to_operand8<BN>(sacc, pnext);
         };
+        // With the previous PV done: free its V stage, rescale O if the
+        // maximum moved, issue PV(pi) of pcur and hand the GEMM turn over.
+        auto issue_pv = [&](int pst, auto &pcur) {
+            reg_fence(o);
+            release_prev_v();
+            rescale_if_moved();
+            reg_fence(o);
+            reg_fence(pcur);
+            wgmma_fence();
+            gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
+            wgmma_commit();
+            if (PP) named_arrive(bar_other, 256);
+        };
         // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.
         auto step = [&](int n, auto &pcur, auto &pnext) {
             const int cur = pi + 1;
@@ -537,15 +550,7 @@ __global__ void __launch_bounds__(384, 1)
             gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
             wgmma_commit();
             wgmma_wait<1>(); // PV(pi - 1), issued a whole softmax ago
-            reg_fence(o);
-            release_prev_v();
-            rescale_if_moved();
-            reg_fence(o);
-            reg_fence(pcur);
-            wgmma_fence();
-            gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
-            wgmma_commit();
-            if (PP) named_arrive(bar_other, 256);
+            issue_pv(pst, pcur);
             wgmma_wait<1>(); // QK^T(n); PV(pi) stays in flight
             reg_fence(sacc);
             if (lane == 0) mbar_arrive(&s.k_empty[st]);
@@ -559,15 +564,7 @@ __global__ void __launch_bounds__(384, 1)
             mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
             if (PP) named_sync(bar_self, 256);
             wgmma_wait<0>();
-            reg_fence(o);
-            release_prev_v();
-            rescale_if_moved();
-            reg_fence(o);
-            reg_fence(pcur);
-            wgmma_fence();
-            gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
-            wgmma_commit();
-            if (PP) named_arrive(bar_other, 256);
+            issue_pv(pst, pcur);
             wgmma_wait<0>();
             reg_fence(o);
             if (lane == 0) mbar_arrive(&s.v_empty[pst]);
