@@ -47,39 +47,51 @@ cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, cons
     return decode_any(q_dtype, kv_dtype, d, dv, gb, &p, st, nullptr);
 }
 
+/* An integer measurement knob from the environment (fallback when unset).
+ * Callers keep it in a function-local static, read once. */
+int env_knob(const char *name, int fallback)
+{
+    const char *e = getenv(name);
+    return e ? atoi(e) : fallback;
+}
+
+/* Compute capability (major * 10 + minor) of the current device, asked
+ * once per device; 0 when it cannot be told. */
+int current_cc(void)
+{
+    static std::atomic<int> cc[64]; /* 0: not asked yet; -1: unknown */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    int c = cc[dev].load(std::memory_order_relaxed);
+    if (c == 0) {
+        int maj = 0, min = 0;
+        const bool ok = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+        if (!ok) (void)cudaGetLastError();
+        c = ok ? maj * 10 + min : -1;
+        cc[dev].store(c, std::memory_order_relaxed);
+    }
+    return c > 0 ? c : 0;
+}
+
 /* Programmatic dependent launch of the split merge on compute capability
  * 9.0 and up (H100, split-KV B1-B16 32k: 1-2% faster); AH_FI_MERGE_PDL=0
  * turns it off (a measurement knob). */
 bool merge_pdl(void)
 {
-    static std::atomic<int> knob{-1};
-    int v = knob.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("AH_FI_MERGE_PDL");
-        int dev = 0, maj = 0;
-        const bool hopper = cudaGetDevice(&dev) == cudaSuccess &&
-                            cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                            maj >= 9;
-        if (!hopper) (void)cudaGetLastError();
-        v = !(e && atoi(e) == 0) && hopper;
-        knob.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    static const bool on = env_knob("AH_FI_MERGE_PDL", 1) != 0;
+    return on && current_cc() >= 90;
 }
 
 /* AH_FI_DECODE_STAGES (2-4) fixes the streaming decode kernel's pipeline
  * depth (a measurement knob); 0 when unset: plan chooses. */
 int decode_stages_forced(void)
 {
-    static std::atomic<int> ns{-1};
-    int v = ns.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *e = getenv("AH_FI_DECODE_STAGES");
-        const int k = e ? atoi(e) : 0;
-        v = k >= 2 && k <= 4 ? k : 0;
-        ns.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    static const int k = env_knob("AH_FI_DECODE_STAGES", 0);
+    return k >= 2 && k <= 4 ? k : 0;
 }
 
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
@@ -101,41 +113,17 @@ int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stage
  * measurement knob). */
 int prefill_fast_minb(int d)
 {
-    static int knob = -1;
-    if (knob < 0) {
-        const char *e = getenv("AH_FI_PREFILL_CTAS");
-        knob = e && atoi(e) == 3 ? 3 : 2;
-    }
+    static const int ctas = env_knob("AH_FI_PREFILL_CTAS", 2) == 3 ? 3 : 2;
     if (prefill_sm90_on(d)) return 1; /* 160 KiB of shared memory per CTA */
-    return d <= 64 ? knob : 2;         /* d128 runs 128-row CTAs, fitted for 2 only */
+    return d <= 64 ? ctas : 2;         /* d128 runs 128-row CTAs, fitted for 2 only */
 }
 
 bool prefill_sm90_on(int d)
 {
 #ifdef FI_HAVE_SM90
-    static std::atomic<int> knob{-1};
-    static std::atomic<signed char> cc9[64]; /* per device: 0 unknown, 1 yes, -1 no */
-    if (d != 128 || prefill_fast_rows(d) != 128) return false;
-    if (knob.load(std::memory_order_relaxed) < 0) {
-        const char *e = getenv("AH_FI_PREFILL_SM90");
-        knob.store(e && atoi(e) == 0 ? 0 : 1, std::memory_order_relaxed);
-    }
-    if (!knob.load(std::memory_order_relaxed)) return false;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    signed char c = cc9[dev].load(std::memory_order_relaxed);
-    if (c == 0) {
-        int maj = 0, min = 0;
-        const bool ok = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
-        if (!ok) (void)cudaGetLastError();
-        c = ok && maj == 9 && min == 0 ? 1 : -1; /* sm_90a code runs on 9.0 only */
-        cc9[dev].store(c, std::memory_order_relaxed);
-    }
-    return c > 0;
+    static const bool on = env_knob("AH_FI_PREFILL_SM90", 1) != 0;
+    /* sm_90a code runs on compute capability 9.0 only. */
+    return on && d == 128 && prefill_fast_rows(d) == 128 && current_cc() == 90;
 #else
     (void)d;
     return false;
@@ -147,12 +135,8 @@ bool prefill_sm90_on(int d)
  * per warp, Q in registers; a measurement knob). */
 int prefill_fast_rows(int d)
 {
-    static int knob = -1;
-    if (knob < 0) {
-        const char *e = getenv("AH_FI_PREFILL_ROWS");
-        knob = e && atoi(e) == 64 ? 64 : 128;
-    }
-    return d == 128 ? knob : 64;
+    static const int rows = env_knob("AH_FI_PREFILL_ROWS", 128) == 64 ? 64 : 128;
+    return d == 128 ? rows : 64;
 }
 
 bool prefill_supported(int d, int dv) { return d == dv && (d == 64 || d == 128 || d == 256); }

@@ -20,7 +20,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <atomic>
 
 #include <attnhost/cuda_services.h>
 #include <attnhost/plugin.h>
@@ -332,15 +331,12 @@ static int fi_dev_i32(const DLTensor *t, int64_t min_elems)
 static double fi_decode_fill(void)
 {
     /* AH_FI_DECODE_FILL overrides the last-wave fill (0.5-1; a measurement knob). */
-    static std::atomic<int> permille{0};
-    int v = permille.load(std::memory_order_relaxed);
-    if (!v) {
+    static const double fill = [] {
         const char *e = getenv("AH_FI_DECODE_FILL");
         const double f = e ? atof(e) : 0.0;
-        v = f >= 0.5 && f <= 1.0 ? (int)(f * 1000 + 0.5) : 950;
-        permille.store(v, std::memory_order_relaxed);
-    }
-    return v / 1000.0;
+        return f >= 0.5 && f <= 1.0 ? f : 0.95;
+    }();
+    return fill;
 }
 
 /* Fill of the last wave when `ctas` CTAs run `per_sm` to an SM. */
