@@ -33,7 +33,6 @@
 
 static fa3h H;
 
-static int fp8c_on(void) { return fa3h_fp8_attention(); }
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -68,7 +67,7 @@ static int bench(const shape *s)
     sp.block_size = (uint32_t)s->bs;
     sp.kv_layout = AH_KV_LAYOUT_NHD;
     sp.scale = 1.0f / sqrtf((float)s->d);
-    sp.fp8_attention = (uint32_t)fp8c_on(); /* FA3_FP8_COMPUTE=on: the model allows FP8 math */
+    sp.fp8_attention = (uint32_t)fa3h_fp8_attention(); /* FA3_FP8_COMPUTE=on: the model allows FP8 math */
     fa3h_tensor q, out, kc, vc;
     int64_t s_q[3] = {T, s->hq, s->d}, s_c[4] = {nb, s->bs, s->hk, s->d};
     if (fa3h_tensor_alloc(&H, &q, dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, dt, 3, s_q) ||
@@ -138,7 +137,7 @@ static int bench(const shape *s)
         }
         printf("RESULT fa3 %-7s %-4s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s "
                "%7.1f GB/s\n",
-               s->kind, s->kv8 ? (fp8c_on() ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
+               s->kind, s->kv8 ? (fa3h_fp8_attention() ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
                flops / med / 1e9, kv_bytes / med / 1e6);
         fflush(stdout);
     }
