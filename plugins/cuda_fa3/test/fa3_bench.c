@@ -33,7 +33,6 @@
 
 static fa3h H;
 
-
 static int cmp_f(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
