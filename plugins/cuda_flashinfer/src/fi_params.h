@@ -116,7 +116,7 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         cudaStream_t st);
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
                           const attn_params &p, cudaStream_t st);
-/* An integer measurement knob from the environment (fallback when unset). */
+/* An integer measurement knob from the environment (fallback when unset or empty). */
 int env_knob(const char *name, int fallback);
 /* Compute capability (major * 10 + minor) of the current device; 0 if unknown. */
 int current_cc(void);

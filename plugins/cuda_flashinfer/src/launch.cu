@@ -47,12 +47,12 @@ cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, cons
     return decode_any(q_dtype, kv_dtype, d, dv, gb, &p, st, nullptr);
 }
 
-/* An integer measurement knob from the environment (fallback when unset).
- * Callers keep it in a function-local static, read once. */
+/* An integer measurement knob from the environment (fallback when unset or
+ * empty). Callers keep it in a function-local static, read once. */
 int env_knob(const char *name, int fallback)
 {
     const char *e = getenv(name);
-    return e ? atoi(e) : fallback;
+    return e && *e ? atoi(e) : fallback;
 }
 
 /* Compute capability (major * 10 + minor) of the current device, asked

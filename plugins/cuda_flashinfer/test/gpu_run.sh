@@ -66,18 +66,17 @@ fi
 step readbw ${READBW_MAX:-40} $B/bin/fi_readbw 4
 cat "$OUT/readbw.log"
 i=0
-for c in ${DECODES:-:::}; do
-  IFS=: read -r f ns pdl <<< "$c"; i=$((i + 1))
-  AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl \
-    step decode_$i ${DEC_MAX:-30} $B/bin/fi_bench --decode --reps ${REPS:-20}
-  echo "decode fill=$f stages=$ns pdl=$pdl"; grep decode "$OUT/decode_$i.log"
-done
-for c in ${DECODES_ALL:-::}; do
-  IFS=: read -r f ns pdl <<< "$c"; i=$((i + 1))
-  AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl \
-    step decode_all_$i ${DECA_MAX:-120} $B/bin/fi_bench --decode-all --reps ${REPS:-20}
-  echo "all decode rows: fill=$f stages=$ns pdl=$pdl"; grep decode "$OUT/decode_all_$i.log"
-done
+decode_runs() { # decode_runs LABEL MAXSECONDS FI_BENCH_FLAG CONFIGS...
+  local label=$1 max=$2 flag=$3 c f ns pdl; shift 3
+  for c in "$@"; do
+    IFS=: read -r f ns pdl <<< "$c"; i=$((i + 1))
+    AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl \
+      step ${label}_$i $max $B/bin/fi_bench $flag --reps ${REPS:-20}
+    echo "$label fill=$f stages=$ns pdl=$pdl"; grep decode "$OUT/${label}_$i.log"
+  done
+}
+decode_runs decode ${DEC_MAX:-30} --decode ${DECODES:-::}
+decode_runs decode_all ${DECA_MAX:-120} --decode-all ${DECODES_ALL:-::}
 # The d128 fast kernel's 64-row build (16 rows per warp), the A/B against the
 # default 128-row CTAs; ROWS_ALT=0 skips it.
 if [ "${ROWS_ALT:-0}" != 0 ]; then
