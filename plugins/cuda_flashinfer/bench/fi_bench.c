@@ -164,18 +164,22 @@ int main(int argc, char **argv)
     if (!tc_only) {
     for (int c = 0; c < 3; c++) {
         if (quick && c) break;
-        /* FI_BENCH_PAGE / FI_BENCH_LAYOUT=hnd change these rows' cache
-         * geometry, FI_BENCH_CTX keeps one context (measurement knobs: how
-         * much the layout costs; one shape for a profiler). */
+        /* FI_BENCH_PAGE / FI_BENCH_LAYOUT=hnd / FI_BENCH_ORDER=ordered
+         * change these rows' cache geometry and page order, FI_BENCH_CTX
+         * keeps one context (measurement knobs: how much the layout and
+         * the scattered pages cost; one shape for a profiler). */
         const char *pe = getenv("FI_BENCH_PAGE"), *le = getenv("FI_BENCH_LAYOUT"), *ce = getenv("FI_BENCH_CTX");
+        const char *oe = getenv("FI_BENCH_ORDER");
         if (ce && atoi(ce) != ctxs[c]) continue;
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
         const uint32_t page = pe && atoi(pe) > 0 ? (uint32_t)atoi(pe) : 16;
         const int hnd = le && !strcmp(le, "hnd");
         fi_shape s = shape(32, 8, 128, page, 64, ql, sl);
         if (hnd) s.layout = AH_KV_LAYOUT_HND;
+        s.ordered_blocks = oe && !strcmp(oe, "ordered");
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%u%s", ctxs[c], page, hnd ? " hnd" : "");
+        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%u%s%s", ctxs[c], page, hnd ? " hnd" : "",
+                 s.ordered_blocks ? " ordered" : "");
         row(name, ms, bytes, flops, bw);
     }
     if (dec_only == 1) {

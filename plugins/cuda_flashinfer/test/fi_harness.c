@@ -144,13 +144,14 @@ static void fill_random(void *buf, size_t n, ah_dtype dt, float scale, uint64_t 
 }
 
 /* Lengths, tables and slots on the host; blocks come from a random
- * permutation, shared leading blocks first when prefix_blocks > 0. */
+ * permutation (or in order with ordered_blocks, as a fresh pool hands them
+ * out), shared leading blocks first when prefix_blocks > 0. */
 static void host_layout(fi_work *w, const fi_shape *s, uint64_t *rng)
 {
     const uint32_t R = s->num_reqs, bs = s->block_size;
     uint32_t *perm = malloc(sizeof(uint32_t) * w->num_blocks);
     for (uint32_t i = 0; i < w->num_blocks; i++) perm[i] = i;
-    for (uint32_t i = w->num_blocks; i > 1; i--) {
+    for (uint32_t i = s->ordered_blocks ? 0 : w->num_blocks; i > 1; i--) {
         uint32_t j = (uint32_t)(fi_rand_u64(rng) % i), t = perm[i - 1];
         perm[i - 1] = perm[j];
         perm[j] = t;

@@ -52,6 +52,7 @@ typedef struct fi_shape {
     const int32_t *qlens, *seqlens; /* [num_reqs] */
     uint32_t prefix_blocks;         /* shared leading blocks (cascade) */
     uint32_t spare_blocks;          /* extra table width / cache blocks */
+    uint32_t ordered_blocks;        /* blocks in allocation order, not shuffled */
 } fi_shape;
 
 /* Host and device copies of a workload. */
