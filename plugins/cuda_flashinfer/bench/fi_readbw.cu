@@ -7,6 +7,14 @@
  * device-to-device copy rate (read + write, counted as 2x the size) is
  * printed beside it for comparison with earlier figures.
  *
+ * Then the decode's own read pattern without its arithmetic: the B64 x 16k,
+ * 8 KV heads, d128 bf16 paged cache (page 16, NHD) streamed through the
+ * decode kernel's cp.async pipeline (128-thread CTAs, 16 KiB stages), with
+ * pages shuffled or in order, and with one KV head per CTA (the decode's
+ * grid) or all eight (2 KiB contiguous per slot, keys split eight ways).
+ * What this reaches is the ceiling of that access pattern; the gap from it
+ * to the decode is the cost of the decode's arithmetic.
+ *
  * Usage: fi_readbw [GiB] (default 4). Exits 77 without a CUDA device.
  */
 #include <algorithm>
@@ -16,6 +24,8 @@
 #include <vector>
 
 #include <cuda_runtime.h>
+
+#include "fi_common.cuh"
 
 #define CK(x)                                                                                      \
     do {                                                                                           \
@@ -54,6 +64,81 @@ __global__ void fill_kernel(uint4 *p, size_t n)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         p[i] = make_uint4((uint32_t)i * 2654435761u, (uint32_t)(i >> 7) + 1u, (uint32_t)i ^ 0x5bd1e995u, 7u);
+}
+
+/* The paged decode geometry: R requests of CTX keys, HK heads of 256-byte
+ * rows (d128 bf16), pages of 16 slots, K and V in two caches. */
+struct paged_geom {
+    const unsigned char *k, *v;
+    const int32_t *pages; /* [R][CTX / 16] */
+    int ctx, hpc;         /* keys per request; KV heads per CTA */
+};
+constexpr int PG_HK = 8, PG_ROWB = 256, PG_PAGE = 16;
+constexpr int64_t PG_SLOT = PG_HK * PG_ROWB, PG_PAGEB = PG_PAGE * PG_SLOT;
+
+/* Grid (HK / hpc head groups, R * hpc): a CTA streams hpc heads over ctx /
+ * hpc keys, 32 rows (K) + 32 rows (V) a stage, ns stages, reading one word
+ * per thread of each landed stage so nothing is dead. */
+__global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, uint32_t *out)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int hpc = g.hpc, bn = 32 / hpc, per = g.ctx / hpc;
+    const int r = blockIdx.y / hpc, j0 = (blockIdx.y % hpc) * per, ntiles = per / bn;
+    const int32_t *pages = g.pages + (int64_t)r * (g.ctx / PG_PAGE);
+    const int cc = threadIdx.x % 16, rr = threadIdx.x / 16;
+    auto issue = [&](int it) {
+        unsigned char *st = sm + (it % ns) * 16384;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int row = rr + 8 * i, j = j0 + it * bn + row / hpc, h = blockIdx.x * hpc + row % hpc;
+            const int64_t off = (int64_t)__ldg(pages + j / PG_PAGE) * PG_PAGEB + (j % PG_PAGE) * PG_SLOT +
+                                h * PG_ROWB + cc * 16;
+            fi::cp_async16(st + row * PG_ROWB + cc * 16, g.k + off, 16);
+            fi::cp_async16(st + 8192 + row * PG_ROWB + cc * 16, g.v + off, 16);
+        }
+    };
+    for (int s = 0; s < ns - 1; s++) {
+        if (s < ntiles) issue(s);
+        fi::cp_async_commit();
+    }
+    uint32_t acc = 0;
+    for (int it = 0; it < ntiles; it++) {
+        fi::cp_async_wait_n(ns - 2);
+        __syncthreads();
+        if (it + ns - 1 < ntiles) issue(it + ns - 1);
+        fi::cp_async_commit();
+        const unsigned char *st = sm + (it % ns) * 16384;
+        acc ^= *reinterpret_cast<const uint32_t *>(st + threadIdx.x * 16) ^
+               *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+}
+
+/* Median ms of the paged pattern over the 4 GiB buffer (K its first half). */
+static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns,
+                        uint32_t *out, int reps)
+{
+    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc};
+    const dim3 grid(PG_HK / hpc, R * hpc);
+    cudaFuncSetAttribute(paged_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ns * 16384);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    for (int w = 0; w < 3; w++) paged_read_kernel<<<grid, 128, ns * 16384>>>(g, ns, out);
+    std::vector<float> t;
+    for (int i = 0; i < reps; i++) {
+        cudaEventRecord(a);
+        paged_read_kernel<<<grid, 128, ns * 16384>>>(g, ns, out);
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        t.push_back(ms);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
 }
 
 template <int U>
@@ -134,6 +219,35 @@ int main(int argc, char **argv)
     CK(cudaGetLastError());
     printf("copy  (read + write): %.3f ms  %.0f GB/s\n", t[t.size() / 2], 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e9);
     printf("HBM read bandwidth (best read-only kernel): %.0f GB/s\n", best);
+
+    /* The decode's pattern: B64 x 16k when the buffer holds it (4 GiB). */
+    const int R = 64, ctx = 16384, np = R * ctx / PG_PAGE;
+    const size_t kv_bytes = (size_t)2 * R * ctx * PG_SLOT;
+    if (kv_bytes <= bytes) {
+        std::vector<int32_t> perm(np);
+        int32_t *d_pages = nullptr;
+        CK(cudaMalloc(&d_pages, sizeof(int32_t) * np));
+        for (int shuffled = 0; shuffled < 2; shuffled++) {
+            for (int i = 0; i < np; i++) perm[i] = i;
+            uint64_t st = 0x243f6a8885a308d3ull;
+            for (int i = np - 1; shuffled && i > 0; i--) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                std::swap(perm[i], perm[(int)((st >> 33) % (uint64_t)(i + 1))]);
+            }
+            CK(cudaMemcpy(d_pages, perm.data(), sizeof(int32_t) * np, cudaMemcpyHostToDevice));
+            for (int hpc : {1, 8})
+                for (int ns : {3, 4}) {
+                    const float ms = time_paged(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, hpc,
+                                                ns, out, 20);
+                    CK(cudaGetLastError());
+                    const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
+                    printf("paged B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
+                           "(%.1f%% of read)\n", shuffled ? "shuffled" : "ordered ", hpc, hpc > 1 ? "s" : " ", ns,
+                           ms, gbs, 100.0 * gbs / best);
+                }
+        }
+        cudaFree(d_pages);
+    }
     cudaFree(p);
     cudaFree(q);
     cudaFree(out);

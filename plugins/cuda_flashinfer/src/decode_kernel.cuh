@@ -254,7 +254,9 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     FI_UNSUPPORTED("decode head-group block at this head size", GB, "GB x D <= 1024");
                 } else if constexpr (D == DV) {
                     using SC = stream_cfg<KT, D, GB>;
-                    auto kern = decode_stream_kernel<QT, KT, D, GB>;
+                    auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
+                    if constexpr (tc_fits<QT, KT, D, GB>())
+                        if (decode_tc_on()) kern = decode_stream_kernel<QT, KT, D, GB, true>;
                     const int ns = p.stages >= 2 && p.stages <= SC::MAX_NS ? p.stages : SC::MAX_NS;
                     const int smem = SC::smem(ns);
                     if (occupancy) {

@@ -9,12 +9,19 @@
  *     CTA against resident CTAs per SM (decode_stages); every thread issues 16-byte
  *     copies, and the page numbers of the next tile are loaded into
  *     registers one iteration ahead so no copy waits for its page lookup;
- *   - the compute side is sized to stay below the memory time: each lane
- *     owns D/32 channels, computes the GB dot products of a key from one
- *     read of it, and the warp's NKW x GB partial sums are reduced by a
- *     transposing butterfly (31 shuffles for 32 sums instead of 5 each);
- *     softmax runs on one value per lane, probabilities go through shared
- *     memory to every lane for P.V;
+ *   - every warp takes its share of each tile's keys and keeps its own
+ *     online-softmax state; the arithmetic is one of two policies, both
+ *     sized to stay below the memory time:
+ *       fma_math (any KV type): each lane owns D/32 channels, computes the
+ *       GB dot products of a key from one read of it, and the warp's
+ *       NKW x GB partial sums are reduced by a transposing butterfly (31
+ *       shuffles for 32 sums instead of 5 each); softmax runs on one value
+ *       per lane, probabilities go through shared memory to every lane;
+ *       tc_math (16-bit KV, D <= 128): S^T = K Q^T and O^T += V^T P^T on
+ *       mma.sync, 8 keys a step as the rows of a 16-row tile, the GB heads
+ *       as its 8 columns, P^T turned into the second GEMM's operand by one
+ *       movmatrix; a tenth of fma_math's instructions per key, which leaves
+ *       the issue slots to the copies (the SM's other CTAs);
  *   - every loop trip count is uniform over the CTA, so the warp-wide
  *     shuffles never meet a lane that left the loop.
  * The four warps' online-softmax states are merged through shared memory at
@@ -23,7 +30,10 @@
 #ifndef FI_DECODE_STREAM_CUH
 #define FI_DECODE_STREAM_CUH
 
+#include <type_traits>
+
 #include "fi_common.cuh"
+#include "mma_frag.cuh"
 
 namespace fi {
 
@@ -132,12 +142,252 @@ template <int N> __device__ __forceinline__ int warp_transpose_sum(float (&v)[N]
     return idx;
 }
 
-template <typename QT, typename KT, int D, int GB>
+/* CUDA-core arithmetic: lane owns channels [lane*CPL, +CPL) of every head. */
+template <typename QT, typename KT, int D, int GB> struct fma_math {
+    using C = stream_cfg<KT, D, GB>;
+    struct shared_t {
+        __align__(16) float sc[C::NW][32], pc[C::NW][32]; /* read as float4 */
+    };
+    float q[GB][C::CPL], acc[GB][C::CPL], m[GB], l[GB];
+
+    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int lane)
+    {
+        const QT *qrow = qtok + lane * C::CPL;
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+            const QT *qp = qrow + (int64_t)(h0 + g) * q_stride_h;
+#pragma unroll
+            for (int c = 0; c < C::CPL; c++) {
+                q[g][c] = to_f32(qp[c]);
+                acc[g][c] = 0.f;
+            }
+            m[g] = -INFINITY;
+            l[g] = 0.f;
+        }
+    }
+
+    /* This warp's KW keys of the tile at stage st (keys kb.., valid below b). */
+    __device__ __forceinline__ void tile(const attn_params &p, shared_t &sh, const unsigned char *st, int kb, int b,
+                                         int pos, int h0, int warp, int lane)
+    {
+        const KT *Kt = reinterpret_cast<const KT *>(st);
+        const KT *Vt = reinterpret_cast<const KT *>(st + C::BN * C::ROWB);
+#pragma unroll
+        for (int ck = 0; ck < C::KW / C::NKW; ck++) {
+            const int row0 = warp * C::KW + ck * C::NKW;
+            float s[C::N0];
+#pragma unroll
+            for (int kk = 0; kk < C::NKW; kk++) {
+                float kf[C::CPL];
+                lane_load<KT, C::CPL>(Kt + (row0 + kk) * D + lane * C::CPL, kf);
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    float x = 0.f;
+#pragma unroll
+                    for (int c = 0; c < C::CPL; c++) x = fmaf(q[g][c], kf[c], x);
+                    s[kk * GB + g] = x;
+                }
+            }
+            const int idx = warp_transpose_sum<C::N0>(s, lane);
+            const int own_g = idx % GB, own_j = kb + row0 + idx / GB;
+            float lg = -INFINITY;
+            if (own_j < b) {
+                const float slope = p.var.alibi ? p.var.slopes[h0 + own_g] : 0.f;
+                lg = logit2(p.var, s[0], slope, own_j, pos);
+            }
+            sh.sc[warp][idx] = lg;
+            __syncwarp();
+            /* Every lane reads the N0 logits (and below the N0 probabilities)
+             * 16 bytes at a time: the loop is issue-bound at 4 CTAs per SM. */
+            float all[C::N0];
+            load_row<C::N0>(sh.sc[warp], all);
+            float mt[GB];
+#pragma unroll
+            for (int g = 0; g < GB; g++) mt[g] = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < C::N0; i++) mt[i % GB] = fmaxf(mt[i % GB], all[i]);
+            /* m and mt are the same in every lane, so a head whose maximum
+             * holds (most steps after the first) skips its rescale as a
+             * warp-uniform branch. */
+            float mu_own = 0.f;
+#pragma unroll
+            for (int g = 0; g < GB; g++) {
+                if (mt[g] > m[g]) {
+                    const float alpha = exp2f(m[g] - mt[g]); /* 0 while m is -inf */
+                    l[g] *= alpha;
+#pragma unroll
+                    for (int c = 0; c < C::CPL; c++) acc[g][c] *= alpha;
+                    m[g] = mt[g];
+                }
+                if (g == own_g) mu_own = m[g] == -INFINITY ? 0.f : m[g];
+            }
+            sh.pc[warp][idx] = exp2f(lg - mu_own);
+            __syncwarp();
+            load_row<C::N0>(sh.pc[warp], all);
+#pragma unroll
+            for (int kk = 0; kk < C::NKW; kk++) {
+                float vf[C::CPL];
+                lane_load<KT, C::CPL>(Vt + (row0 + kk) * D + lane * C::CPL, vf);
+#pragma unroll
+                for (int g = 0; g < GB; g++) {
+                    const float pr = all[kk * GB + g];
+                    l[g] += pr;
+#pragma unroll
+                    for (int c = 0; c < C::CPL; c++) acc[g][c] = fmaf(pr, vf[c], acc[g][c]);
+                }
+            }
+            __syncwarp();
+        }
+    }
+
+    /* The warp's state into the merge buffers ([NW][GB][D], [NW][GB]). */
+    __device__ __forceinline__ void store(float *sm_acc, float (*sm_m)[GB], float (*sm_l)[GB], int warp, int lane)
+    {
+#pragma unroll
+        for (int g = 0; g < GB; g++) {
+#pragma unroll
+            for (int c = 0; c < C::CPL; c++) sm_acc[(warp * GB + g) * D + lane * C::CPL + c] = acc[g][c];
+            if (lane == 0) {
+                sm_m[warp][g] = m[g];
+                sm_l[warp][g] = l[g];
+            }
+        }
+    }
+};
+
+/* Tensor-core arithmetic for 16-bit caches (QT is also the KV type), with
+ * g = lane / 4 and t = lane % 4. A step takes 8 keys of the warp's share:
+ * S^T[key][head] = K Q^T as an m16n8k16 tile whose rows 8-15 are zero, so
+ * this lane holds the logits of key g for heads 2t, 2t+1; their maxima over
+ * the 8 keys are three shuffles away. P^T goes through movmatrix into the
+ * B operand of O^T[channel][head] += V^T P^T (m16n8k8, V^T by ldmatrix.trans),
+ * whose accumulators hold the same two heads, so rescaling needs no
+ * exchange. The stage rows are XOR-swizzled by the copy (swz) so every
+ * ldmatrix phase hits 8 different bank groups. */
+template <typename QT, int D, int GB> struct tc_math {
+    using C = stream_cfg<QT, D, GB>;
+    static constexpr int KS = D / 16; /* k-steps of S, 16-channel row blocks of O^T */
+    static_assert(GB <= 8 && C::KW % 8 == 0 && KS % 2 == 0, "tensor-core decode shape");
+    struct shared_t {};
+    uint32_t qf[KS][2]; /* Q^T B fragments: head g, channels 16k + 2t (+1), +8 */
+    float o[KS][4];     /* O^T: channels 16k + g (+8) x heads 2t, 2t+1 */
+    float m[2], l[2];   /* heads 2t, 2t+1; l sums this lane's keys only */
+
+    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int lane)
+    {
+        const int g = lane / 4, t = lane % 4;
+        const uint32_t *qp = reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + g) * q_stride_h) + t;
+#pragma unroll
+        for (int k = 0; k < KS; k++) {
+            qf[k][0] = g < GB ? qp[8 * k] : 0u;
+            qf[k][1] = g < GB ? qp[8 * k + 4] : 0u;
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[k][i] = 0.f;
+        }
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.f;
+    }
+
+    __device__ __forceinline__ void tile(const attn_params &p, shared_t &, const unsigned char *st, int kb, int b,
+                                         int pos, int h0, int warp, int lane)
+    {
+        const int g = lane / 4, t = lane % 4;
+        const uint32_t ks = smem_addr(st), vs = ks + C::BN * C::ROWB;
+#pragma unroll
+        for (int ck = 0; ck < C::KW / 8; ck++) {
+            const int row0 = warp * C::KW + ck * 8;
+            /* ldmatrix lane addresses: row row0 + lane % 8, chunk 4i + lane / 8. */
+            const int lr = row0 + lane % 8, lc = lane / 8;
+            float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < KS / 2; i++) {
+                uint32_t a[4];
+                ldsm_x4(a, ks + swz<C::CR>(lr, 4 * i + lc));
+                const uint32_t a0[4] = {a[0], 0u, a[1], 0u}, a1[4] = {a[2], 0u, a[3], 0u};
+                mma_op<QT>::run(s, a0, qf[2 * i][0], qf[2 * i][1]);
+                mma_op<QT>::run(s, a1, qf[2 * i + 1][0], qf[2 * i + 1][1]);
+            }
+            const int j = kb + row0 + g;
+            float lg[2], mt[2], pr[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int h = 2 * t + e;
+                lg[e] = -INFINITY;
+                if (j < b && h < GB) lg[e] = logit2(p.var, s[e], p.var.alibi ? p.var.slopes[h0 + h] : 0.f, j, pos);
+                mt[e] = lg[e];
+#pragma unroll
+                for (int off = 4; off < 32; off *= 2) mt[e] = fmaxf(mt[e], __shfl_xor_sync(0xffffffffu, mt[e], off));
+                mt[e] = fmaxf(mt[e], m[e]);
+            }
+            /* Rescale only when some head's maximum moved (rare after the
+             * first steps); alpha is 0 while m is -inf. */
+            if (!__all_sync(0xffffffffu, mt[0] == m[0] && mt[1] == m[1])) {
+                const float al0 = mt[0] == m[0] ? 1.f : exp2f(m[0] - mt[0]);
+                const float al1 = mt[1] == m[1] ? 1.f : exp2f(m[1] - mt[1]);
+                l[0] *= al0;
+                l[1] *= al1;
+#pragma unroll
+                for (int k = 0; k < KS; k++) {
+                    o[k][0] *= al0, o[k][1] *= al1;
+                    o[k][2] *= al0, o[k][3] *= al1;
+                }
+                m[0] = mt[0], m[1] = mt[1];
+            }
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                pr[e] = exp2f(lg[e] - (m[e] == -INFINITY ? 0.f : m[e]));
+                l[e] += pr[e];
+            }
+            const uint32_t pb = movmatrix_t(pack2<QT>(pr[0], pr[1]));
+#pragma unroll
+            for (int i = 0; i < KS / 2; i++) {
+                uint32_t a[4];
+                ldsm_x4_t(a, vs + swz<C::CR>(lr, 4 * i + lc));
+                mma_op<QT>::run_k8(o[2 * i], a[0], a[1], pb);
+                mma_op<QT>::run_k8(o[2 * i + 1], a[2], a[3], pb);
+            }
+        }
+    }
+
+    __device__ __forceinline__ void store(float *sm_acc, float (*sm_m)[GB], float (*sm_l)[GB], int warp, int lane)
+    {
+        const int g = lane / 4, t = lane % 4;
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float le = l[e];
+#pragma unroll
+            for (int off = 4; off < 32; off *= 2) le += __shfl_xor_sync(0xffffffffu, le, off);
+            const int h = 2 * t + e;
+            if (h < GB) {
+                float *row = sm_acc + (warp * GB + h) * D + g;
+#pragma unroll
+                for (int k = 0; k < KS; k++) {
+                    row[16 * k] = o[k][e];
+                    row[16 * k + 8] = o[k][2 + e];
+                }
+                if (g == 0) {
+                    sm_m[warp][h] = m[e];
+                    sm_l[warp][h] = le;
+                }
+            }
+        }
+    }
+};
+
+/* Can this instantiation take tc_math? (16-bit KV of the query's type, a
+ * head size whose warp share is whole 8-key steps.) */
+template <typename QT, typename KT, int D, int GB> constexpr bool tc_fits()
+{
+    return !elem<KT>::fp8 && D <= 128 && GB <= 8 && stream_cfg<KT, D, GB>::KW % 8 == 0;
+}
+
+template <typename QT, typename KT, int D, int GB, bool TC>
 __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
 {
     using C = stream_cfg<KT, D, GB>;
+    using Math = std::conditional_t<TC, tc_math<QT, D, GB>, fma_math<QT, KT, D, GB>>;
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ __align__(16) float sc[C::NW][32], pc[C::NW][32];
+    __shared__ typename Math::shared_t msh;
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
     /* Grid (tokens, head blocks, splits), or with head_fastest (head blocks,
@@ -166,7 +416,8 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     const KT *kc = static_cast<const KT *>(p.k_cache);
     const KT *vc = static_cast<const KT *>(p.v_cache);
 
-    /* This thread's copy slots: chunk cc of rows rr + i * (THREADS / CR). */
+    /* This thread's copy slots: chunk cc of rows rr + i * (THREADS / CR),
+     * at chunk cc ^ (row % 8) for the tensor-core reads. */
     const int cc = threadIdx.x % C::CR, rr = threadIdx.x / C::CR;
     const int shift = p.kg.page_shift, mask = (1 << shift) - 1;
     const int64_t head_off = (int64_t)hk * p.kg.stride_head + cc * (16 / C::ES);
@@ -185,26 +436,14 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             const int row = rr + i * (C::THREADS / C::CR), j = a + it * C::BN + row;
             const bool ok = j < b;
             const int64_t off = (int64_t)pg[i] * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot + head_off;
-            unsigned char *dk = st + row * C::ROWB + cc * 16;
+            unsigned char *dk = st + (TC ? (int)swz<C::CR>(row, cc) : row * C::ROWB + cc * 16);
             cp_async16(dk, ok ? (const void *)(kc + off) : (const void *)kc, ok ? 16 : 0);
             cp_async16(dk + C::BN * C::ROWB, ok ? (const void *)(vc + off) : (const void *)vc, ok ? 16 : 0);
         }
     };
 
-    /* Queries of the head block: lane owns channels [lane*CPL, +CPL). */
-    const QT *qrow = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t + lane * C::CPL;
-    float q[GB][C::CPL], acc[GB][C::CPL], m[GB], l[GB];
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-        const QT *qp = qrow + (int64_t)(h0 + g) * p.q_stride_h;
-#pragma unroll
-        for (int c = 0; c < C::CPL; c++) {
-            q[g][c] = to_f32(qp[c]);
-            acc[g][c] = 0.f;
-        }
-        m[g] = -INFINITY;
-        l[g] = 0.f;
-    }
+    Math math;
+    math.init(static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t, p.q_stride_h, h0, lane);
 
     if (ntiles > 0) fetch_pages(0);
     for (int s = 0; s < ns - 1; s++) {
@@ -223,91 +462,13 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             if (it + ns < ntiles) fetch_pages(it + ns);
         }
         cp_async_commit();
-
-        const unsigned char *st = smem + (it % ns) * C::STAGE;
-        const KT *Kt = reinterpret_cast<const KT *>(st);
-        const KT *Vt = reinterpret_cast<const KT *>(st + C::BN * C::ROWB);
-        const int kb = a + it * C::BN;
-#pragma unroll
-        for (int ck = 0; ck < C::KW / C::NKW; ck++) {
-            const int row0 = warp * C::KW + ck * C::NKW;
-            float s[C::N0];
-#pragma unroll
-            for (int kk = 0; kk < C::NKW; kk++) {
-                float kf[C::CPL];
-                lane_load<KT, C::CPL>(Kt + (row0 + kk) * D + lane * C::CPL, kf);
-#pragma unroll
-                for (int g = 0; g < GB; g++) {
-                    float x = 0.f;
-#pragma unroll
-                    for (int c = 0; c < C::CPL; c++) x = fmaf(q[g][c], kf[c], x);
-                    s[kk * GB + g] = x;
-                }
-            }
-            const int idx = warp_transpose_sum<C::N0>(s, lane);
-            const int own_g = idx % GB, own_j = kb + row0 + idx / GB;
-            float lg = -INFINITY;
-            if (own_j < b) {
-                const float slope = p.var.alibi ? p.var.slopes[h0 + own_g] : 0.f;
-                lg = logit2(p.var, s[0], slope, own_j, pos);
-            }
-            sc[warp][idx] = lg;
-            __syncwarp();
-            /* Every lane reads the N0 logits (and below the N0 probabilities)
-             * 16 bytes at a time: the loop is issue-bound at 4 CTAs per SM. */
-            float all[C::N0];
-            load_row<C::N0>(sc[warp], all);
-            float mt[GB];
-#pragma unroll
-            for (int g = 0; g < GB; g++) mt[g] = -INFINITY;
-#pragma unroll
-            for (int i = 0; i < C::N0; i++) mt[i % GB] = fmaxf(mt[i % GB], all[i]);
-            /* m and mt are the same in every lane, so a head whose maximum
-             * holds (most steps after the first) skips its rescale as a
-             * warp-uniform branch. */
-            float mu_own = 0.f;
-#pragma unroll
-            for (int g = 0; g < GB; g++) {
-                if (mt[g] > m[g]) {
-                    const float alpha = exp2f(m[g] - mt[g]); /* 0 while m is -inf */
-                    l[g] *= alpha;
-#pragma unroll
-                    for (int c = 0; c < C::CPL; c++) acc[g][c] *= alpha;
-                    m[g] = mt[g];
-                }
-                if (g == own_g) mu_own = m[g] == -INFINITY ? 0.f : m[g];
-            }
-            pc[warp][idx] = exp2f(lg - mu_own);
-            __syncwarp();
-            load_row<C::N0>(pc[warp], all);
-#pragma unroll
-            for (int kk = 0; kk < C::NKW; kk++) {
-                float vf[C::CPL];
-                lane_load<KT, C::CPL>(Vt + (row0 + kk) * D + lane * C::CPL, vf);
-#pragma unroll
-                for (int g = 0; g < GB; g++) {
-                    const float pr = all[kk * GB + g];
-                    l[g] += pr;
-#pragma unroll
-                    for (int c = 0; c < C::CPL; c++) acc[g][c] = fmaf(pr, vf[c], acc[g][c]);
-                }
-            }
-            __syncwarp();
-        }
+        math.tile(p, msh, smem + (it % ns) * C::STAGE, a + it * C::BN, b, pos, h0, warp, lane);
     }
     cp_async_wait<0>();
     __syncthreads(); /* the stage buffers become the merge buffer */
 
     float *sm_acc = reinterpret_cast<float *>(smem); /* [NW][GB][D] */
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-#pragma unroll
-        for (int c = 0; c < C::CPL; c++) sm_acc[(warp * GB + g) * D + lane * C::CPL + c] = acc[g][c];
-        if (lane == 0) {
-            sm_m[warp][g] = m[g];
-            sm_l[warp][g] = l[g];
-        }
-    }
+    math.store(sm_acc, sm_m, sm_l, warp, lane);
     __syncthreads();
 
     const bool final_out = p.num_splits == 1 && !p.partial;

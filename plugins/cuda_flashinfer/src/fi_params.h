@@ -125,6 +125,10 @@ bool merge_pdl(void);
 /* The streaming decode kernel's pipeline depth forced by AH_FI_DECODE_STAGES
  * (2-4), or 0: chosen per plan (attn_params.stages). */
 int decode_stages_forced(void);
+/* The streaming decode kernel's tensor-core arithmetic for 16-bit caches at
+ * head sizes 64 and 128 (default on; AH_FI_DECODE_TC=0 keeps the CUDA-core
+ * arithmetic, a measurement knob). */
+bool decode_tc_on(void);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);

@@ -94,6 +94,12 @@ int decode_stages_forced(void)
     return k >= 2 && k <= 4 ? k : 0;
 }
 
+bool decode_tc_on(void)
+{
+    static const bool on = env_knob("AH_FI_DECODE_TC", 1) != 0;
+    return on;
+}
+
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
 {
     int n = 0;

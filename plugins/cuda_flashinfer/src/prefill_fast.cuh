@@ -57,25 +57,6 @@ template <int D, int MT_ = 1> struct fast_cfg {
     static constexpr int SUB = FI_TILE_ROWS / BQ;   /* CTAs per plan tile */
 };
 
-/* Byte offset of (row, 16-byte chunk) in a swizzled tile of CH-chunk rows. */
-template <int CH> __device__ __forceinline__ uint32_t swz(int row, int chunk)
-{
-    return (uint32_t)(row * CH + (chunk ^ (row & 7))) * 16u;
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t *r, uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, uint32_t addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
 /* x ^ k, computed where it is used: an opaque XOR the compiler cannot hoist
  * out of the tile loop, so the 8 swizzled fragment offsets of a row block
  * cost one LOP3 per ldmatrix instead of 8 live registers each (what lets
