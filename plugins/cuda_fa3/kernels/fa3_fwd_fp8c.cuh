@@ -47,6 +47,7 @@ template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem {
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
+    alignas(128) uint8_t ostage[8][512]; // per consumer warp: output scratch (EP = 1), last so the rest keeps its offsets
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
@@ -155,6 +156,86 @@ __device__ __forceinline__ void transpose_v2(uint32_t src, uint32_t dst, int hw,
         const uint32_t d = dst + 1024 * dq;
 #pragma unroll
         for (int i = 0; i < 8; i++) sts64(d + t.so[i], make_uint2(x[i], y[i]));
+    }
+}
+
+// The transpose with ldmatrix.trans / stmatrix (TR = 2): half the
+// shared-memory instructions of transpose_v2 (one LDSM.T.x4 and one STSM.x4
+// move 512 bytes per warp, against 2 x 4 LDS/STS.64 per 512 bytes), so the
+// transposers put half as many entries into the MIO queue the softmax's
+// MUFU.EX2 also needs (NOTES v5/v8).
+// Unit (g, c): keys 16g..16g+15 x channels 32c..32c+31 (a 16-key position
+// group of V^T). ldmatrix.trans on b16 treats a staged 8-key x 16-byte
+// block as an 8x8 matrix of channel pairs and hands lane t (p = t / 4,
+// q = t % 4) keys 2q, 2q + 1 of channel pair p: bytes [k2q c2p, k2q c2p+1,
+// k2q+1 c2p, k2q+1 c2p+1]. The four matrices are (keys 0-7 | 8-15) x
+// (channels 0-15 | 16-31) of the unit. Two byte permutes of the 0-7 and
+// 8-15 words give channel 2p (or 2p + 1) at positions 4q..4q+3 = keys 2q,
+// 2q+1, 2q+8, 2q+9: exactly pi's order, which is why pi was chosen so.
+// stmatrix then writes each word as row p, bytes 4q..4q+3 of a matrix
+// whose eight rows are V^T rows (channels) of our choosing. Matrix 0 takes
+// channel 2p for p < 4 and 2p + 1 for p >= 4 (matrix 1 the other), so its
+// rows' (channel % 8) are all different and the 128-byte swizzle puts
+// them in eight different 16-byte bank groups: no conflicts; the loads'
+// eight key rows are likewise spread by the staging swizzle.
+__device__ __forceinline__ void ldsm_x4_t(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(a)
+                 : "memory");
+}
+__device__ __forceinline__ void stsm_x4(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r0), "r"(r1),
+                 "r"(r2), "r"(r3)
+                 : "memory");
+}
+// Lane constants: load row offset and swizzle unit (matrix i = lane / 8,
+// row r = lane % 8: key 8 (i & 1) + r, 16-byte unit (i >> 1) of the pair),
+// store row offset and swizzle unit (matrix i, row j: channel 16 (i >> 1)
+// + 2j + ((j >= 4) ^ (i & 1))), and the two permute selectors.
+struct tr3_lane {
+    uint32_t lrow, lsw, srow, ssw, s0, s1;
+};
+__device__ __forceinline__ tr3_lane transpose3_lane(int lane)
+{
+    tr3_lane t;
+    const int i = lane >> 3, r = lane & 7, p = lane >> 2;
+    t.lrow = (8 * (i & 1) + r) * 128;
+    t.lsw = (uint32_t)(((i >> 1) ^ r) << 4);
+    const int ch = 16 * (i >> 1) + 2 * r + ((r >= 4) ^ (i & 1));
+    t.srow = ch * 128;
+    t.ssw = (uint32_t)((ch & 7) << 4);
+    t.s0 = p < 4 ? 0x6420u : 0x7531u; // channel 2p / 2p + 1 for matrix 0 (and 2)
+    t.s1 = p < 4 ? 0x7531u : 0x6420u;
+    return t;
+}
+// Warp wi (0..2) of the transposers does units u = wi, wi + 3, ... < 32
+// (g = u % 8, c = u / 8), two per round so two loads are in flight.
+__device__ __forceinline__ void transpose_v3(uint32_t src, uint32_t dst, int wi, const tr3_lane &t)
+{
+    auto ld = [&](int u, uint32_t (&r)[4]) {
+        const int g = u & 7, c = u >> 3;
+        ldsm_x4_t(src + 2048 * g + t.lrow + (t.lsw ^ (uint32_t)(c << 5)), r[0], r[1], r[2], r[3]);
+    };
+    auto st = [&](int u, const uint32_t (&r)[4]) {
+        const int g = u & 7, c = u >> 3;
+        stsm_x4(dst + 4096 * c + t.srow + (t.ssw ^ (uint32_t)(g << 4)), __byte_perm(r[0], r[1], t.s0),
+                __byte_perm(r[0], r[1], t.s1), __byte_perm(r[2], r[3], t.s0), __byte_perm(r[2], r[3], t.s1));
+    };
+    int u = wi;
+    for (; u + 3 < 32; u += 6) {
+        uint32_t a[4], b[4];
+        ld(u, a);
+        ld(u + 3, b);
+        st(u, a);
+        st(u + 3, b);
+    }
+    if (u < 32) {
+        uint32_t a[4];
+        ld(u, a);
+        st(u, a);
     }
 }
 
@@ -368,7 +449,9 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 
 // ABL (measurement only, wrong results when non-zero; fa3_bench selects it
 // through FA3_F8C_ABL): bit 0 skips the V transpose (the transposing warps
-// only hand stages on), bit 1 replaces the softmax's exp2 by its argument.
+// only hand stages on), bit 1 replaces the softmax's exp2 by its argument,
+// bit 2 skips the epilogue (no output is written: what the per-item
+// normalisation and stores cost).
 // Timing the variants against ABL = 0 says what the V path and the MUFU
 // cost per tile.
 // PP: 1 = the two consumer warpgroups take turns issuing their GEMMs
@@ -376,8 +459,10 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // LS: 1 = the LSE comes from fp32 sums of the unrounded P (see epilogue),
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
+// EP: 1 = the output leaves through a per-warp shared scratch as 16-byte
+// stores (epilogue's staged path), 0 = 4-byte stores from the registers.
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1>
+          int LS = 1, int EP = 0>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -420,6 +505,8 @@ __global__ void __launch_bounds__(384, 1)
             // Warps 1-3: staged V -> V^T ring stage.
             const int hw = (tid - 32) >> 4, l = lane & 15;
             const tr_lane trl = transpose_lane(l);
+            const tr3_lane tr3 = transpose3_lane(lane);
+            const int wi = (tid - 32) >> 5;
             int pi = 0;
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
@@ -429,7 +516,8 @@ __global__ void __launch_bounds__(384, 1)
                     mbar_wait(&s.v8_full[si], (pi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
                     if (!(ABL & 1)) {
-                        if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
+                        if (TR == 2) transpose_v3(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3);
+                        else if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
                         else transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
                     }
                     fence_proxy_async(); // generic-proxy stores, then wgmma (async proxy) reads
@@ -610,7 +698,9 @@ __global__ void __launch_bounds__(384, 1)
             m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
             l[i] = o[D / 2 + 2 * i]; // quad lane 0 only; the epilogue sums the quad
         }
-        epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr);
+        if (!(ABL & 4))
+            epilogue<D, T, EP != 0>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane,
+                                    LS ? l32 : nullptr, EP ? smem_addr(&s.ostage[cw * 4 + warp][0]) : 0u);
     }
 }
 

@@ -9,15 +9,34 @@
 
 namespace fa3 {
 
-// 4 K / V^T stages (16 KiB each per tile) and 3 V staging stages: 32 KiB
-// of Q + 64 + 64 + 48 KiB = 208 KiB; up to 4 K and 3 V tiles in flight per
-// SM, which decode needs to keep HBM busy.
+// 4 K / V^T stages (16 and 17 KiB per tile) and 3 V staging stages: 32
+// KiB of Q + 64 + 68 + 48 KiB = 212 KiB, plus 4 KiB of output scratch (EP);
+// up to 4 K and 3 V tiles in flight per SM, which decode needs to keep HBM
+// busy.
 // EMU: column groups (of 16) whose exp2 runs on the FMA pipe (exp2_fma;
-// 4 measured best of 0-8, NOTES v5). TR: 1 = transpose_v2 (addresses
-// hoisted), 0 = transpose_v. PP: 1 = ping-pong between the consumer
+// 4 measured best of 0-8, NOTES v5). TR: 2 = transpose_v3 (ldmatrix.trans
+// / stmatrix), 1 = transpose_v2 (LDS/STS.64, addresses hoisted), 0 =
+// transpose_v. PP: 1 = ping-pong between the consumer
 // warpgroups. LS: 1 = LSE from fp32 sums of the unrounded P (more exact,
 // 5-9% slower: NOTES v6), 0 = from PV's e4m3-rounded sums.
-struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0; };
+// EP: 1 = output through a shared scratch as 16-byte stores (NOTES v8).
+struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0, EP = 0; };
+
+using f8c_kernel_fn = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const fa3_params);
+
+// The default kernel with exp2 split E, transpose TR r and epilogue EP x
+// (measurement switches, see launch_fwd_fp8c).
+template <typename T, int E> f8c_kernel_fn f8c_pick_rx(int r, int x)
+{
+    constexpr int D = 128, BN = cfg8::BN, STAGES = cfg8::STAGES, SST = cfg8::SST, PP = cfg8::PP, LS = cfg8::LS;
+    if (x)
+        return r == 2   ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 2, PP, LS, 1>
+               : r == 1 ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 1, PP, LS, 1>
+                        : fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 0, PP, LS, 1>;
+    return r == 2   ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 2, PP, LS, 0>
+           : r == 1 ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 1, PP, LS, 0>
+                    : fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 0, PP, LS, 0>;
+}
 
 template <typename T> constexpr size_t smem_bytes_fp8c()
 {
@@ -42,25 +61,29 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     const int de = encode_descs<D, T>(L, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
                                       &tv, err, errlen);
     if (de) return de;
-    constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS;
-    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS>;
+    constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS, EP = cfg8::EP;
+    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, EP>;
     {
-        // Measurement variants (see the kernel and tools/profile_f8c.sh),
-        // each one switch away from the default; never set in production.
-        // FA3_F8C_ABL 1/2 (wrong results), FA3_F8C_TR, FA3_F8C_PP and
-        // FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6 (bf16 queries only).
+        // Measurement variants (see the kernel and tools/profile_f8c.sh,
+        // tools/compare_f8c.sh); never set in production. FA3_F8C_ABL 1/2/4
+        // (wrong results), FA3_F8C_PP or FA3_F8C_LS 0/1 (each one switch
+        // away from the default), or any mix of FA3_F8C_TR 0/1/2,
+        // FA3_F8C_EP 0/1 and FA3_F8C_EMU 2/4/6 (EMU bf16 queries only).
         auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
-        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
-        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>;
-        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS>;
-        else if (r != TR) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 1 - TR, PP, LS>;
-        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>;
-        else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>;
-        else if (std::is_same<T, __nv_bfloat16>::value && e == 2)
-            kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>;
-        else if (std::is_same<T, __nv_bfloat16>::value && e == 6)
-            kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>;
+        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU), x = env("FA3_F8C_EP", EP);
+        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS, EP>;
+        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS, EP>;
+        else if (a == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, LS, EP>;
+        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS, EP>;
+        else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS, EP>;
+        else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+            if (e == 2) kern = f8c_pick_rx<T, 2>(r, x);
+            else if (e == 6) kern = f8c_pick_rx<T, 6>(r, x);
+            else kern = f8c_pick_rx<T, EMU>(r, x);
+        } else {
+            kern = f8c_pick_rx<T, EMU>(r, x);
+        }
     }
     const size_t smem = smem_bytes_fp8c<T>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

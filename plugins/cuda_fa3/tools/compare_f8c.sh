@@ -1,0 +1,78 @@
+#!/bin/bash
+# Side-by-side timing of FP8-compute kernel variants (run on the GPU machine
+# after test/run_gpu.sh has built build-fa3-gpu): for every shape, the bf16-KV
+# kernel and each variant as fa3_bench one-shape runs, ROUNDS rounds
+# interleaved (so clock drift hits every column alike), then the medians
+# and each variant's ratio to the bf16 figure of the same call.
+#   FA3_VARIANTS  space-separated; "default", "bf16" or VAR=value settings
+#                 joined by commas (e.g. FA3_F8C_TR=2,FA3_F8C_EMU=2)
+#   FA3_SHAPES    space-separated CAUSAL:L pairs (head size 128)
+#   FA3_ROUNDS    rounds (default 2);  FA3_CMP_S  time bound (default 200 s)
+#   FA3_CHECK_VARIANTS  variants also put through fa3_check fp8kv and the
+#                 conformance suite (env settings reach the plugin in-process)
+# Logs and the table go under $OUT (compare.log, compare.txt).
+set -u
+OUT=${OUT:-/tmp/fa3_cmp}
+mkdir -p "$OUT"
+T0=$(date +%s)
+DEADLINE=$((T0 + ${FA3_CMP_S:-200}))
+tmo() { local left=$((DEADLINE - $(date +%s))); [ "$left" -lt "$1" ] && echo $((left > 3 ? left : 3)) || echo "$1"; }
+# inih unpacked by run_gpu.sh (the conformance CLI links it)
+export LD_LIBRARY_PATH=/tmp/fa3-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+B=build-fa3-gpu
+SO=$B/lib/attnhost/plugins/cuda_fa3.so
+[ -x $B/bin/fa3_bench ] || { echo "no $B/bin/fa3_bench"; exit 1; }
+VARS=${FA3_VARIANTS:-"bf16 default"}
+SHAPES=${FA3_SHAPES:-"1:4096 1:8192 1:16384 0:4096 0:8192 0:16384"}
+
+for v in ${FA3_CHECK_VARIANTS:-}; do
+  envs=$(echo "$v" | tr ',' ' ')
+  env $envs FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $SO fp8kv > "$OUT/check_$v.log" 2>&1
+  echo "check $v: fa3_check fp8kv rc=$? $(grep -E 'cases passed' "$OUT/check_$v.log")"
+  grep -E "FAIL" "$OUT/check_$v.log" | head -5
+  if [ -x $B/bin/attnhost ]; then
+    env $envs ATTNHOST_PLUGIN_PATH=$PWD/$B/lib/attnhost/plugins timeout "$(tmo 75)" $B/bin/attnhost check \
+      --plugin cuda_fa3 > "$OUT/conf_$v.log" 2>&1
+    echo "check $v: attnhost check rc=$? $(tail -1 "$OUT/conf_$v.log")"
+    grep -iE "fail" "$OUT/conf_$v.log" | head -5
+  fi
+done
+
+: > "$OUT/compare.log"
+for r in $(seq 1 "${FA3_ROUNDS:-2}"); do
+  for sh in $SHAPES; do
+    c=${sh%%:*}; L=${sh##*:}
+    for v in $VARS; do
+      [ $(( DEADLINE - $(date +%s) )) -gt 3 ] || break 3
+      if [ "$v" = bf16 ]; then
+        res=$(timeout "$(tmo 20)" $B/bin/fa3_bench $SO one 128 $c $L 0 2>&1 | grep RESULT)
+      else
+        envs=$( [ "$v" = default ] || echo "$v" | tr ',' ' ')
+        res=$(env $envs FA3_FP8_COMPUTE=on timeout "$(tmo 20)" $B/bin/fa3_bench $SO one 128 $c $L 1 2>&1 | grep RESULT)
+      fi
+      tf=$(echo "$res" | sed -n 's/.* \([0-9.]*\) TFLOP\/s.*/\1/p')
+      echo "$r $c $L $v ${tf:-nan}" | tee -a "$OUT/compare.log"
+    done
+  done
+done
+python3 - "$OUT/compare.log" "$VARS" <<'EOF' | tee "$OUT/compare.txt"
+import sys, statistics
+rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 5]
+vars_ = sys.argv[2].split()
+tab = {}
+for r, c, L, v, tf in rows:
+    try: x = float(tf)
+    except ValueError: continue
+    if x == x: tab.setdefault((c, L), {}).setdefault(v, []).append(x)
+print("median TFLOP/s (ratio to bf16 of this call), d128, 16k tokens per shape")
+print("shape".ljust(16) + "".join(v[:22].rjust(24) for v in vars_))
+for (c, L), d in tab.items():
+    b = statistics.median(d["bf16"]) if "bf16" in d else None
+    cells = []
+    for v in vars_:
+        if v not in d: cells.append("-".rjust(24)); continue
+        m = statistics.median(d[v])
+        cells.append((f"{m:.1f}" + (f" ({m / b:.3f})" if b and v != "bf16" else "")).rjust(24))
+    print(f"{'causal' if c == '1' else 'noncausal'} {L}".ljust(16) + "".join(cells))
+EOF
+echo "compare total $(( $(date +%s) - T0 )) s"
