@@ -19,24 +19,10 @@ namespace fa3 {
 // transpose_v. PP: 1 = ping-pong between the consumer
 // warpgroups. LS: 1 = LSE from fp32 sums of the unrounded P (more exact,
 // 5-9% slower: NOTES v6), 0 = from PV's e4m3-rounded sums.
-// EP: 1 = output through a shared scratch as 16-byte stores (NOTES v8).
-struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0, EP = 0; };
-
-using f8c_kernel_fn = void (*)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const fa3_params);
-
-// The default kernel with exp2 split E, transpose TR r and epilogue EP x
-// (measurement switches, see launch_fwd_fp8c).
-template <typename T, int E> f8c_kernel_fn f8c_pick_rx(int r, int x)
-{
-    constexpr int D = 128, BN = cfg8::BN, STAGES = cfg8::STAGES, SST = cfg8::SST, PP = cfg8::PP, LS = cfg8::LS;
-    if (x)
-        return r == 2   ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 2, PP, LS, 1>
-               : r == 1 ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 1, PP, LS, 1>
-                        : fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 0, PP, LS, 1>;
-    return r == 2   ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 2, PP, LS, 0>
-           : r == 1 ? fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 1, PP, LS, 0>
-                    : fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, E, 0, PP, LS, 0>;
-}
+// EP: 1 = output through a shared scratch as 16-byte stores (2-3% slower,
+// NOTES v8). QE: 1 = the next item's Q is copied as soon as the current
+// one is released, 0 = after the item's last KV tile.
+struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0, EP = 0, QE = 0; };
 
 template <typename T> constexpr size_t smem_bytes_fp8c()
 {
@@ -61,28 +47,33 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     const int de = encode_descs<D, T>(L, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
                                       &tv, err, errlen);
     if (de) return de;
-    constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS, EP = cfg8::EP;
-    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, EP>;
+    constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS, EP = cfg8::EP, QE = cfg8::QE;
+    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, EP, QE>;
     {
-        // Measurement variants (see the kernel and tools/profile_f8c.sh,
-        // tools/compare_f8c.sh); never set in production. FA3_F8C_ABL 1/2/4
-        // (wrong results), FA3_F8C_PP or FA3_F8C_LS 0/1 (each one switch
-        // away from the default), or any mix of FA3_F8C_TR 0/1/2,
-        // FA3_F8C_EP 0/1 and FA3_F8C_EMU 2/4/6 (EMU bf16 queries only).
+        // Measurement variants (see the kernel, tools/profile_f8c.sh and
+        // tools/compare_f8c.sh), each one switch away from the default
+        // unless said; never set in production. FA3_F8C_ABL 1/2/4 (wrong
+        // results), FA3_F8C_TR 0/1/2, FA3_F8C_PP, FA3_F8C_LS, FA3_F8C_EP and
+        // FA3_F8C_QE 0/1, FA3_F8C_EMU 2/6 (bf16 queries only); TR 2 also
+        // together with QE 1.
         auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
         const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU), x = env("FA3_F8C_EP", EP);
-        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS, EP>;
-        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS, EP>;
-        else if (a == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, LS, EP>;
-        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS, EP>;
-        else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS, EP>;
+        const int qe = env("FA3_F8C_QE", QE);
+        constexpr int TR_ALT = TR == 1 ? 2 : 1; // the other of TR 1 / 2
+        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS, EP, QE>;
+        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS, EP, QE>;
+        else if (a == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, LS, EP, QE>;
+        else if (r == TR_ALT && qe != QE) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR_ALT, PP, LS, EP, 1 - QE>;
+        else if (r == TR_ALT) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR_ALT, PP, LS, EP, QE>;
+        else if (r == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS, EP, QE>;
+        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS, EP, QE>;
+        else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS, EP, QE>;
+        else if (x != EP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, 1 - EP, QE>;
+        else if (qe != QE) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, EP, 1 - QE>;
         else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            if (e == 2) kern = f8c_pick_rx<T, 2>(r, x);
-            else if (e == 6) kern = f8c_pick_rx<T, 6>(r, x);
-            else kern = f8c_pick_rx<T, EMU>(r, x);
-        } else {
-            kern = f8c_pick_rx<T, EMU>(r, x);
+            if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS, EP, QE>;
+            else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS, EP, QE>;
         }
     }
     const size_t smem = smem_bytes_fp8c<T>();

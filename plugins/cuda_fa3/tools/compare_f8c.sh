@@ -25,16 +25,25 @@ SO=$B/lib/attnhost/plugins/cuda_fa3.so
 VARS=${FA3_VARIANTS:-"bf16 default"}
 SHAPES=${FA3_SHAPES:-"1:4096 1:8192 1:16384 0:4096 0:8192 0:16384"}
 
+# Per checked variant: fa3_check (all cases, FP8 math off; then the fp8kv
+# cases with FP8 math on) and the conformance suite with fp8_compute auto
+# (its fp8-attn case runs the FP8 kernel) and off. Log names drop the '='.
+printf '[plugin.cuda_fa3]\nfp8_compute = off\n' > "$OUT/f8off.ini"
 for v in ${FA3_CHECK_VARIANTS:-}; do
-  envs=$(echo "$v" | tr ',' ' ')
-  env $envs FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $SO fp8kv > "$OUT/check_$v.log" 2>&1
-  echo "check $v: fa3_check fp8kv rc=$? $(grep -E 'cases passed' "$OUT/check_$v.log")"
-  grep -E "FAIL" "$OUT/check_$v.log" | head -5
+  envs=$(echo "$v" | tr ',' ' '); n=$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')
+  env $envs timeout "$(tmo 90)" $B/bin/fa3_check $SO > "$OUT/check_all_$n.log" 2>&1
+  echo "check $v: fa3_check rc=$? $(grep -E 'cases passed' "$OUT/check_all_$n.log")"
+  env $envs FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $SO fp8kv > "$OUT/check_$n.log" 2>&1
+  echo "check $v: fa3_check fp8kv FP8 math rc=$? $(grep -E 'cases passed' "$OUT/check_$n.log")"
+  grep -hE "FAIL" "$OUT/check_all_$n.log" "$OUT/check_$n.log" | head -5
   if [ -x $B/bin/attnhost ]; then
-    env $envs ATTNHOST_PLUGIN_PATH=$PWD/$B/lib/attnhost/plugins timeout "$(tmo 75)" $B/bin/attnhost check \
-      --plugin cuda_fa3 > "$OUT/conf_$v.log" 2>&1
-    echo "check $v: attnhost check rc=$? $(tail -1 "$OUT/conf_$v.log")"
-    grep -iE "fail" "$OUT/conf_$v.log" | head -5
+    for cfg in auto off; do
+      extra=$( [ $cfg = off ] && echo "--config $OUT/f8off.ini")
+      env $envs ATTNHOST_PLUGIN_PATH=$PWD/$B/lib/attnhost/plugins timeout "$(tmo 75)" $B/bin/attnhost check \
+        --plugin cuda_fa3 $extra > "$OUT/conf_${cfg}_$n.log" 2>&1
+      echo "check $v: attnhost check fp8_compute=$cfg rc=$? $(tail -1 "$OUT/conf_${cfg}_$n.log")"
+      grep -iE "fail|fp8-attn" "$OUT/conf_${cfg}_$n.log" | head -4
+    done
   fi
 done
 

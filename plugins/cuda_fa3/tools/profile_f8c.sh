@@ -9,7 +9,9 @@
 #     causal: speed of light, pipes, warp states, scheduler, shared-memory
 #     tables, per-instruction stall samples (source page, SASS).
 # Logs under $OUT; every step is bounded by FA3_PROF_S seconds in all.
-# FA3_NCU=0 stops after step 1.
+# FA3_NCU=0 stops after step 1; FA3_PROF_VARIANTS=0 skips it;
+# FA3_NCU_SHAPES="CAUSAL L NAME;..." picks the ncu shapes (default
+# "0 16384 nc16k;1 4096 c4k").
 set -u
 OUT=${OUT:-/tmp/fa3_prof}
 mkdir -p "$OUT"
@@ -24,7 +26,7 @@ export FA3_FP8_COMPUTE=on
 # Variants, each one switch away from the default (see
 # kernels/fa3_fwd_fp8c_launch.cuh): transpose TR, ping-pong PP, fp32 LSE
 # sums LS, exp2 split EMU; ABL 1/2 leave out the V transpose / exp2.
-for shape in "0 16384" "1 4096" "0 4096" "1 16384" "0 8192" "1 8192"; do
+[ "${FA3_PROF_VARIANTS:-1}" = 1 ] && for shape in "0 16384" "1 4096" "0 4096" "1 16384" "0 8192" "1 8192"; do
   for v in default FA3_F8C_TR=0 FA3_F8C_PP=0 FA3_F8C_LS=1 FA3_F8C_EMU=2 FA3_F8C_EMU=6 FA3_F8C_ABL=1 FA3_F8C_ABL=2; do
     env $( [ $v = default ] || echo $v ) timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | grep RESULT | sed "s/^/$v /"
   done
@@ -36,7 +38,8 @@ echo "ncu: $NCU ($($NCU --version 2>/dev/null | tail -1))"
 SECS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
  --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section InstructionStats \
  --section SourceCounters --section LaunchStats"
-for shape in "0 16384 nc16k" "1 4096 c4k"; do
+IFS=';' read -ra NCU_SHAPES <<< "${FA3_NCU_SHAPES:-0 16384 nc16k;1 4096 c4k}"
+for shape in "${NCU_SHAPES[@]}"; do
   set -- $shape
   timeout "$(tmo 70)" $NCU --clock-control none -k regex:fwd_fp8c --launch-skip 3 --launch-count 1 $SECS \
     -f -o "$OUT/$3" $BENCH $SO one 128 $1 $2 1 > "$OUT/ncu_$3.log" 2>&1
