@@ -47,7 +47,6 @@ template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem {
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
-    alignas(128) uint8_t ostage[8][512]; // per consumer warp: output scratch (EP = 1), last so the rest keeps its offsets
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
@@ -237,33 +236,6 @@ __device__ __forceinline__ void transpose_v3(uint32_t src, uint32_t dst, int wi,
         ld(u, a);
         st(u, a);
     }
-}
-
-// Non-blocking test: has the phase with this parity completed?
-__device__ __forceinline__ bool mbar_test(uint64_t *bar, uint32_t parity)
-{
-    uint32_t done;
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
-
-// The producer warp's Q copy for item it (load_q_tile without its wait:
-// the caller has seen the previous Q released).
-template <int D, typename T, typename S>
-__device__ __forceinline__ void issue_q_tile(S &s, const CUtensorMap *tq, const fa3_params &p, const fa3_work &it,
-                                             int lane)
-{
-    if (lane == 0) mbar_arrive_tx(&s.q_full, 64 * p.group * p.tpt * (D / 64) * (int)sizeof(T));
-    __syncwarp();
-    if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
 }
 
 // Four floats -> four e4m3 bytes (first in the low byte), nearest-even,
@@ -487,13 +459,8 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // LS: 1 = the LSE comes from fp32 sums of the unrounded P (see epilogue),
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
-// EP: 1 = the output leaves through a per-warp shared scratch as 16-byte
-// stores (epilogue's staged path), 0 = 4-byte stores from the registers.
-// QE: 1 = the producer issues the next item's Q as soon as the consumers
-// have released the current one (tested once per KV tile, never waited
-// for), 0 = after the item's last KV tile.
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1, int EP = 0, int QE = 0>
+          int LS = 1>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -567,27 +534,12 @@ __global__ void __launch_bounds__(384, 1)
             tma_prefetch_desc(&tv);
         }
         int pi = 0, iter = 0;
-        bool q_ahead = false; // QE: this item's Q was issued during the previous item
         for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
             const fa3_work it = p.work[w];
-            if (!q_ahead) load_q_tile<D, T>(s, &tq, p, it, iter, lane);
-            q_ahead = false;
-            const int w_next = w + gridDim.x;
-            fa3_work it_next;
-            if (QE && w_next < n_work) it_next = p.work[w_next];
+            load_q_tile<D, T>(s, &tq, p, it, iter, lane);
             const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
             for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
                 const int st = pi % STAGES, si = pi % SST;
-                if (QE && !q_ahead && w_next < n_work) {
-                    // Q of this item released (phase iter of q_empty done)?
-                    // Then the next item's Q can land now instead of one
-                    // DRAM latency before the consumers need it.
-                    const bool freed = __shfl_sync(0xffffffffu, mbar_test(&s.q_empty, iter & 1), 0);
-                    if (freed) {
-                        issue_q_tile<D, T>(s, &tq, p, it_next, lane);
-                        q_ahead = true;
-                    }
-                }
                 mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
                 load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
                 mbar_wait(&s.v8_empty[si], ((pi / SST) & 1) ^ 1);
@@ -747,8 +699,7 @@ __global__ void __launch_bounds__(384, 1)
         // ABL 4: the epilogue runs only for a v_scale no caller passes, so
         // everything it reads stays computed but nothing is normalised or stored.
         if (!(ABL & 4) || p.v_scale == -1234.5f)
-            epilogue<D, T, EP != 0>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane,
-                                    LS ? l32 : nullptr, EP ? smem_addr(&s.ostage[cw * 4 + warp][0]) : 0u);
+            epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr);
     }
 }
 

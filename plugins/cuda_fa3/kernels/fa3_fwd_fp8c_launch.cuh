@@ -10,19 +10,15 @@
 namespace fa3 {
 
 // 4 K / V^T stages (16 and 17 KiB per tile) and 3 V staging stages: 32
-// KiB of Q + 64 + 68 + 48 KiB = 212 KiB, plus 4 KiB of output scratch (EP);
-// up to 4 K and 3 V tiles in flight per SM, which decode needs to keep HBM
-// busy.
+// KiB of Q + 64 + 68 + 48 KiB = 212 KiB; up to 4 K and 3 V tiles in flight
+// per SM, which decode needs to keep HBM busy.
 // EMU: column groups (of 16) whose exp2 runs on the FMA pipe (exp2_fma;
 // 4 measured best of 0-8, NOTES v5). TR: 2 = transpose_v3 (ldmatrix.trans
-// / stmatrix), 1 = transpose_v2 (LDS/STS.64, addresses hoisted), 0 =
-// transpose_v. PP: 1 = ping-pong between the consumer
+// / stmatrix; measured level with 1, NOTES v8), 1 = transpose_v2 (LDS/STS.64,
+// addresses hoisted), 0 = transpose_v. PP: 1 = ping-pong between the consumer
 // warpgroups. LS: 1 = LSE from fp32 sums of the unrounded P (more exact,
 // 5-9% slower: NOTES v6), 0 = from PV's e4m3-rounded sums.
-// EP: 1 = output through a shared scratch as 16-byte stores (2-3% slower,
-// NOTES v8). QE: 1 = the next item's Q is copied as soon as the current
-// one is released, 0 = after the item's last KV tile.
-struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0, EP = 0, QE = 0; };
+struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0; };
 
 template <typename T> constexpr size_t smem_bytes_fp8c()
 {
@@ -47,33 +43,28 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     const int de = encode_descs<D, T>(L, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
                                       &tv, err, errlen);
     if (de) return de;
-    constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS, EP = cfg8::EP, QE = cfg8::QE;
-    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, EP, QE>;
+    constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS;
+    auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS>;
     {
         // Measurement variants (see the kernel, tools/profile_f8c.sh and
-        // tools/compare_f8c.sh), each one switch away from the default
-        // unless said; never set in production. FA3_F8C_ABL 1/2/4 (wrong
-        // results), FA3_F8C_TR 0/1/2, FA3_F8C_PP, FA3_F8C_LS, FA3_F8C_EP and
-        // FA3_F8C_QE 0/1, FA3_F8C_EMU 2/6 (bf16 queries only); TR 2 also
-        // together with QE 1.
+        // tools/compare_f8c.sh), each one switch away from the default;
+        // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
+        // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
+        // (bf16 queries only).
         auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
-        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU), x = env("FA3_F8C_EP", EP);
-        const int qe = env("FA3_F8C_QE", QE);
+        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
         constexpr int TR_ALT = TR == 1 ? 2 : 1; // the other of TR 1 / 2
-        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS, EP, QE>;
-        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS, EP, QE>;
-        else if (a == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, LS, EP, QE>;
-        else if (r == TR_ALT && qe != QE) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR_ALT, PP, LS, EP, 1 - QE>;
-        else if (r == TR_ALT) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR_ALT, PP, LS, EP, QE>;
-        else if (r == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS, EP, QE>;
-        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS, EP, QE>;
-        else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS, EP, QE>;
-        else if (x != EP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, 1 - EP, QE>;
-        else if (qe != QE) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, EP, 1 - QE>;
+        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>;
+        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS>;
+        else if (a == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, LS>;
+        else if (r == TR_ALT) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR_ALT, PP, LS>;
+        else if (r == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS>;
+        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>;
+        else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>;
         else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS, EP, QE>;
-            else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS, EP, QE>;
+            if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>;
+            else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>;
         }
     }
     const size_t smem = smem_bytes_fp8c<T>();

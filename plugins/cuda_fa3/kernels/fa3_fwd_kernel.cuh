@@ -389,55 +389,13 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
 // partial sums for the LSE only (the FP8-compute kernel normalises O by the
 // sum of P as rounded to e4m3, which PV used, and takes the LSE from the
 // fp32 sum of the unrounded P, closer to the exact one).
-template <int D, typename T, bool STAGED = false>
+template <int D, typename T>
 __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri,
                                          float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         int row_local0, int lane, const float *l_lse = nullptr,
-                                         uint32_t stage = 0)
+                                         int row_local0, int lane, const float *l_lse = nullptr)
 {
     const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const bool split = it.part_row >= 0;
-    // Staged output (the FP8-compute kernel's EP variant): rows leave as
-    // 16-byte stores through a 512-byte per-warp scratch (stage, a shared
-    // address; 0 = direct 4-byte stores), where the output allows it.
-    const bool staged = STAGED && !split && stage != 0 && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0 &&
-                        (p.out_tok_stride & 7) == 0 && (p.out_head_stride & 7) == 0;
-    // Per row half i and group a of four 8-column blocks: stmatrix writes
-    // the four 8x8 blocks (the accumulator layout is stmatrix's fragment:
-    // lane t holds row t / 4, columns 2 (t % 4), +1), then lane t reads
-    // block t % 4 of row t / 4 back as 16 bytes, so each quad stores 64
-    // contiguous bytes of its own row: 8 16-byte stores per lane instead of
-    // 32 4-byte ones. Row r of block m sits at 16-byte unit
-    // 8 (r / 2) + ((4 (r % 2) + m) ^ (r / 2)): conflict-free for the stores
-    // (one block, eight rows) and the loads (eight lanes: rows 2h, 2h + 1,
-    // blocks 0-3). Warp-collective: every lane runs it, valid row or not.
-    auto store_staged = [&](int i, float os) {
-        const int mb = lane >> 3, rb = lane & 7, q = lane & 3, rr = lane >> 2;
-        const uint32_t st_addr = stage + 16 * (8 * (rb >> 1) + ((4 * (rb & 1) + mb) ^ (rb >> 1)));
-        const uint32_t ld_addr = stage + 16 * (8 * (rr >> 1) + ((4 * (rr & 1) + q) ^ (rr >> 1)));
-        T *dst = reinterpret_cast<T *>(p.out) + (size_t)ri.tok[i] * p.out_tok_stride +
-                 (size_t)ri.head[i] * p.out_head_stride;
-#pragma unroll
-        for (int a = 0; a < D / 32; a++) {
-            uint32_t w[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const int j = 4 * a + k;
-                w[k] = elem<T>::pack(o[j * 4 + i * 2] * os, o[j * 4 + i * 2 + 1] * os);
-            }
-            asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(st_addr), "r"(w[0]),
-                         "r"(w[1]), "r"(w[2]), "r"(w[3])
-                         : "memory");
-            __syncwarp();
-            uint4 v;
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                         : "r"(ld_addr)
-                         : "memory");
-            __syncwarp();
-            if (ri.valid[i]) *reinterpret_cast<uint4 *>(dst + 32 * a + 8 * q) = v;
-        }
-    };
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float lt = quad_sum(l[i]);
@@ -451,8 +409,6 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
         const float inv = lt > 0.f ? 1.f / lt : 0.f;
         const float lse = ls > 0.f ? (mu + log2f(ls)) * ln2 : -INFINITY;
         const float os = inv * (split ? 1.f : p.v_scale);
-        if constexpr (STAGED)
-            if (staged) store_staged(i, os);
         if (!ri.valid[i]) continue;
         const int rl = row_local0 + i * 8; // row within the item's valid rows
         if (split) {
@@ -466,12 +422,10 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
         } else {
             T *dst = reinterpret_cast<T *>(p.out) + (size_t)ri.tok[i] * p.out_tok_stride +
                      (size_t)ri.head[i] * p.out_head_stride;
-            if (!staged) {
 #pragma unroll
-                for (int j = 0; j < D / 8; j++) {
-                    uint32_t v = elem<T>::pack(o[j * 4 + i * 2] * os, o[j * 4 + i * 2 + 1] * os);
-                    *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * (lane & 3)) = v;
-                }
+            for (int j = 0; j < D / 8; j++) {
+                uint32_t v = elem<T>::pack(o[j * 4 + i * 2] * os, o[j * 4 + i * 2 + 1] * os);
+                *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * (lane & 3)) = v;
             }
             if (p.lse && (lane & 3) == 0) p.lse[(size_t)ri.tok[i] * p.num_q_heads + ri.head[i]] = lse;
         }
