@@ -446,6 +446,233 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
     }
 }
 
+// The consumer warpgroups with item boundaries folded into the tile
+// pipeline (XO = 1). The default ends an item with: issue the last PV,
+// wait for it, epilogue; then the next item's Q8, its first QK^T (its own
+// ping-pong turn, waited for) and first softmax, with no PV under it: per
+// item ~4.5 us of fixed cost in both kernels (NOTES v8). Here, when the
+// next item has KV tiles, the last tile's turn is an ordinary step whose
+// QK^T belongs to the next item: its Q8 is made while PV(last - 1) runs,
+// then QK^T(next, first); wait<1> (PV(last - 1)); PV(last); wait<1>
+// (the QK^T); the next item's first softmax into the other P buffer while
+// PV(last) runs; wait<0>; the finished item's epilogue (row maxima saved
+// before the softmax reset them; its rows re-derived from its work entry
+// to spare registers); O cleared. The next step then frees PV(last)'s V
+// stage as usual. Ring indices, barrier arrivals and the ping-pong turns
+// keep one sequence for both warpgroups (one turn fewer per item, for
+// both). Every wgmma wait sits where the default loop has one, and no
+// control-flow merge carries a wgmma in flight: arrangements that left
+// the last PV in flight across a merge made ptxas serialise all wgmma.
+template <int D, int BN, int STAGES, typename T, int ABL, int EMU, int PP, int LS, typename Smem>
+__device__ __forceinline__ void consumer_xo(Smem &s, const fa3_params &p, int n_work, int cw, int warp, int lane)
+{
+    const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
+    if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
+    const int rl0 = cw * 64 + warp * 16 + lane / 4;
+    const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
+    int pi = 0, iter = 0, w = blockIdx.x;
+    fa3_work it;
+    row_info ri;
+    float expc[2], pf[2];
+    int mtop = 0, mbot = 0, n = 0, n_lo = 0;
+    uint32_t qa[D / 32][4];
+    float o[D / 2 + 4], m[2], alpha[2], l32[2], sacc[BN / 2];
+    uint32_t pa0[BN / 32][4], pa1[BN / 32][4];
+    bool had_pv = false;
+
+    // Item w up to its Q8 (no GEMM); true if it has KV tiles.
+    auto setup = [&]() -> bool {
+        it = p.work[w];
+        ri = item_rows(p, it, rl0);
+        float qs[2];
+        mbar_wait(&s.q_full, iter & 1);
+        load_q8<D, T, Smem>(s, rl0, lane & 3, qa, qs);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&s.q_empty);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            expc[i] = prepass ? 1.f : p.scale_log2 * qs[i];
+            pf[i] = p.softcap > 0.f ? p.scale * qs[i] / p.softcap : p.scale_log2 * qs[i];
+        }
+        mask_bounds(p, it, BN, mtop, mbot);
+        n_lo = it.kv_lo / BN;
+        const int n_hi = (it.kv_hi + BN - 1) / BN;
+        n = n_hi - 1;
+        return n_hi > n_lo;
+    };
+    auto clear_o = [&]() {
+#pragma unroll
+        for (int i = 0; i < D / 2 + 4; i++) o[i] = 0.f;
+    };
+    auto reset_rows = [&]() {
+#pragma unroll
+        for (int i = 0; i < 2; i++) m[i] = -INFINITY, alpha[i] = 1.f, l32[i] = 0.f;
+    };
+    auto release_prev_v = [&]() {
+        if (had_pv && lane == 0) mbar_arrive(&s.v_empty[(pi - 1) % STAGES]);
+    };
+    auto rescale_if_moved = [&]() {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale8<D>(o, alpha);
+    };
+    auto softmax_tile = [&](int nn, auto &pnext) {
+        score_prep8<BN>(sacc, p, ri, nn, prepass, pf, nn >= mtop || nn <= mbot, lane);
+        online_softmax8<BN, ABL, EMU, LS>(sacc, m, alpha, expc, l32);
+        to_operand8<BN>(sacc, pnext);
+    };
+    auto issue_pv = [&](int pst, auto &pcur) {
+        reg_fence(o);
+        release_prev_v();
+        rescale_if_moved();
+        reg_fence(o);
+        reg_fence(pcur);
+        wgmma_fence();
+        gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
+        wgmma_commit();
+        if (PP) named_arrive(bar_other, 256);
+    };
+    // The default's step, with hooks: before_softmax runs between the QK^T
+    // wait and the softmax (the boundary resets the row state there).
+    auto step_x = [&](int nn, auto &pcur, auto &pnext, auto &&before_softmax) {
+        const int cur = pi + 1;
+        const int st = cur % STAGES, pst = pi % STAGES;
+        mbar_wait(&s.k_full[st], (cur / STAGES) & 1);
+        mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
+        if (PP) named_sync(bar_self, 256);
+        reg_fence(sacc);
+        wgmma_fence();
+        gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+        wgmma_commit();
+        wgmma_wait<1>(); // PV(pi - 1)
+        issue_pv(pst, pcur);
+        wgmma_wait<1>(); // the QK^T; PV(pi) stays in flight
+        reg_fence(sacc);
+        if (lane == 0) mbar_arrive(&s.k_empty[st]);
+        before_softmax();
+        softmax_tile(nn, pnext);
+        had_pv = true;
+        pi = cur;
+    };
+    auto step = [&](int nn, auto &pcur, auto &pnext) { step_x(nn, pcur, pnext, [] {}); };
+    // The item's first QK^T (ring index pi) and softmax, nothing in flight.
+    auto first_tile = [&]() {
+        const int st = pi % STAGES;
+        mbar_wait(&s.k_full[st], (pi / STAGES) & 1);
+        if (PP) named_sync(bar_self, 256);
+        reg_fence(qa);
+        wgmma_fence();
+        gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+        wgmma_commit();
+        if (PP) named_arrive(bar_other, 256);
+        wgmma_wait<0>();
+        reg_fence(sacc);
+        if (lane == 0) mbar_arrive(&s.k_empty[st]);
+        softmax_tile(n, pa0);
+    };
+    // The default's tail: last PV, waited for, its stage freed.
+    auto tail = [&](auto &pcur) {
+        const int pst = pi % STAGES;
+        mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
+        if (PP) named_sync(bar_self, 256);
+        wgmma_wait<0>();
+        issue_pv(pst, pcur);
+        wgmma_wait<0>();
+        reg_fence(o);
+        if (lane == 0) mbar_arrive(&s.v_empty[pst]);
+        had_pv = false;
+        pi++;
+    };
+    // Epilogue of item w_done from its saved row maxima (log2 domain less
+    // the P offset) and O's row-sum columns; ABL 4 as in the default.
+    auto finish_item = [&](int w_done, const float (&mf)[2], const float (&lf)[2]) {
+        const fa3_work itd = p.work[w_done];
+        const row_info rid = item_rows(p, itd, rl0);
+        float l[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) l[i] = o[D / 2 + 2 * i];
+        if (!(ABL & 4) || p.v_scale == -1234.5f)
+            epilogue<D, T>(p, itd, rid, reinterpret_cast<float(&)[D / 2]>(o), mf, l, rl0, lane, LS ? lf : nullptr);
+    };
+    auto row_max_log2 = [&](float (&mf)[2]) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) mf[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
+    };
+    // At the last tile of item w: if the next item has tiles, run the
+    // boundary step (P(last) in pcur, the next item's first P into pnext)
+    // and return true; otherwise return false (the caller runs the tail).
+    auto boundary = [&](auto &pcur, auto &pnext) -> bool {
+        const int w_next = w + gridDim.x;
+        if (w_next >= n_work) return false;
+        {
+            const fa3_work nx = p.work[w_next];
+            if ((nx.kv_hi + BN - 1) / BN <= nx.kv_lo / BN) return false;
+        }
+        const int w_done = w;
+        float mf[2], lf[2];
+        row_max_log2(mf);
+        lf[0] = l32[0], lf[1] = l32[1];
+        w = w_next;
+        iter++;
+        setup(); // the next item's Q8 while PV(last - 1) runs
+        step_x(n, pcur, pnext, [&] { reset_rows(); });
+        wgmma_wait<0>(); // PV(last): O is the finished item's
+        reg_fence(o);
+        finish_item(w_done, mf, lf);
+        clear_o();
+        return true;
+    };
+
+    if (w >= n_work) return;
+    bool tiles = setup();
+    clear_o();
+    reset_rows();
+    if (tiles) first_tile();
+    for (;;) {
+        if (tiles) {
+            // in1: the pending P is in pa1. Each branch keeps the buffers'
+            // roles compile-time, as the default's two steps per trip.
+            bool in1 = false;
+            for (;;) {
+                if (!in1) {
+                    if (n == n_lo) {
+                        if (boundary(pa0, pa1)) {
+                            in1 = true;
+                            continue;
+                        }
+                        tail(pa0);
+                        break;
+                    }
+                    step(--n, pa0, pa1);
+                    in1 = true;
+                } else {
+                    if (n == n_lo) {
+                        if (boundary(pa1, pa0)) {
+                            in1 = false;
+                            continue;
+                        }
+                        tail(pa1);
+                        break;
+                    }
+                    step(--n, pa1, pa0);
+                    in1 = false;
+                }
+            }
+        }
+        {
+            float mf[2], lf[2];
+            row_max_log2(mf);
+            lf[0] = l32[0], lf[1] = l32[1];
+            finish_item(w, mf, lf);
+        }
+        w += gridDim.x;
+        iter++;
+        if (w >= n_work) break;
+        tiles = setup();
+        clear_o();
+        reset_rows();
+        if (tiles) first_tile();
+    }
+}
+
 // ABL (measurement only, wrong results when non-zero; fa3_bench selects it
 // through FA3_F8C_ABL): bit 0 skips the V transpose (the transposing warps
 // only hand stages on), bit 1 replaces the softmax's exp2 by its argument,
@@ -459,8 +686,10 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // LS: 1 = the LSE comes from fp32 sums of the unrounded P (see epilogue),
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
+// XO: 1 = item boundaries folded into the tile pipeline (consumer_xo; built,
+// not yet run on a GPU: NOTES v8), 0 = each item drains its last PV first.
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1>
+          int LS = 1, int XO = 0>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -550,6 +779,10 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     regs_alloc<224>();
+    if constexpr (XO != 0) {
+        consumer_xo<D, BN, STAGES, T, ABL, EMU, PP, LS>(s, p, n_work, wg - 1, (tid % 128) / 32, lane);
+        return;
+    }
     const int cw = wg - 1, warp = (tid % 128) / 32;
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
     if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
