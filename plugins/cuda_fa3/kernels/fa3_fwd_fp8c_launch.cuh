@@ -49,12 +49,11 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         // Measurement variants (see the kernel, tools/profile_f8c.sh and
         // tools/compare_f8c.sh), each one switch away from the default;
         // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
-        // FA3_F8C_TR 0/1/2, FA3_F8C_PP, FA3_F8C_LS and FA3_F8C_XO 0/1
-        // (XO built, not yet run: NOTES v8), FA3_F8C_EMU 2/6 (bf16 queries
-        // only).
+        // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
+        // (bf16 queries only).
         auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
-        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU), xo = env("FA3_F8C_XO", 0);
+        const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
         constexpr int TR_ALT = TR == 1 ? 2 : 1; // the other of TR 1 / 2
         if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>;
         else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS>;
@@ -63,7 +62,6 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         else if (r == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS>;
         else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>;
         else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>;
-        else if (xo) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS, 1>;
         else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
             if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>;
             else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>;
