@@ -114,21 +114,17 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
 }
 
-/* Median ms of the paged pattern over the 4 GiB buffer (K its first half). */
-static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns,
-                        uint32_t *out, int reps)
+/* Median ms of `reps` CUDA-event timings of launch() after 3 warm-up calls. */
+template <typename F> static float median_ms(F launch, int reps)
 {
-    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc};
-    const dim3 grid(PG_HK / hpc, R * hpc);
-    cudaFuncSetAttribute(paged_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ns * 16384);
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
-    for (int w = 0; w < 3; w++) paged_read_kernel<<<grid, 128, ns * 16384>>>(g, ns, out);
+    for (int w = 0; w < 3; w++) launch();
     std::vector<float> t;
-    for (int i = 0; i < reps; i++) {
+    for (int r = 0; r < reps; r++) {
         cudaEventRecord(a);
-        paged_read_kernel<<<grid, 128, ns * 16384>>>(g, ns, out);
+        launch();
         cudaEventRecord(b);
         cudaEventSynchronize(b);
         float ms = 0;
@@ -141,27 +137,20 @@ static float time_paged(const unsigned char *buf, const int32_t *pages, int R, i
     return t[t.size() / 2];
 }
 
+/* Median ms of the paged pattern over the 4 GiB buffer (K its first half). */
+static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns,
+                        uint32_t *out, int reps)
+{
+    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc};
+    const dim3 grid(PG_HK / hpc, R * hpc);
+    cudaFuncSetAttribute(paged_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ns * 16384);
+    return median_ms([&] { paged_read_kernel<<<grid, 128, ns * 16384>>>(g, ns, out); }, reps);
+}
+
 template <int U>
 static float time_read(const uint4 *p, size_t n, uint32_t *out, int blocks, int threads, int reps)
 {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    for (int w = 0; w < 3; w++) read_kernel<U><<<blocks, threads>>>(p, n, out);
-    std::vector<float> t;
-    for (int r = 0; r < reps; r++) {
-        cudaEventRecord(a);
-        read_kernel<U><<<blocks, threads>>>(p, n, out);
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        t.push_back(ms);
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return median_ms([&] { read_kernel<U><<<blocks, threads>>>(p, n, out); }, reps);
 }
 
 int main(int argc, char **argv)
@@ -202,22 +191,9 @@ int main(int argc, char **argv)
                    ms, gbs);
         }
     }
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> t;
-    for (int r = 0; r < 23; r++) {
-        cudaEventRecord(a);
-        cudaMemcpyAsync(q, p, bytes, cudaMemcpyDeviceToDevice);
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        if (r >= 3) t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
+    const float cms = median_ms([&] { cudaMemcpyAsync(q, p, bytes, cudaMemcpyDeviceToDevice); }, 20);
     CK(cudaGetLastError());
-    printf("copy  (read + write): %.3f ms  %.0f GB/s\n", t[t.size() / 2], 2.0 * bytes / (t[t.size() / 2] * 1e-3) / 1e9);
+    printf("copy  (read + write): %.3f ms  %.0f GB/s\n", cms, 2.0 * bytes / (cms * 1e-3) / 1e9);
     printf("HBM read bandwidth (best read-only kernel): %.0f GB/s\n", best);
 
     /* The decode's pattern: B64 x 16k when the buffer holds it (4 GiB). */
