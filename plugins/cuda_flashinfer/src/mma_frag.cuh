@@ -15,41 +15,31 @@
 
 namespace fi {
 
+/* mma_op<T>::run: c[16x8] += a[16x16] b[16x8]; run_k8: c[16x8] += a[16x8]
+ * b[8x8]. PTX names the operand type inside the instruction text, which
+ * only a string literal can carry, so one macro stamps out both
+ * specialisations (TY: "bf16" or "f16"). */
 template <typename T> struct mma_op;
-template <> struct mma_op<__nv_bfloat16> {
-    /* c[16x8] += a[16x16] b[16x8] */
-    static __device__ __forceinline__ void run(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    /* c[16x8] += a[16x8] b[8x8] */
-    static __device__ __forceinline__ void run_k8(float *c, uint32_t a0, uint32_t a1, uint32_t b0)
-    {
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a0), "r"(a1), "r"(b0));
-    }
-};
-template <> struct mma_op<half> {
-    static __device__ __forceinline__ void run(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ void run_k8(float *c, uint32_t a0, uint32_t a1, uint32_t b0)
-    {
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a0), "r"(a1), "r"(b0));
-    }
-};
+#define FI_MMA_OP(T, TY)                                                                                  \
+    template <> struct mma_op<T> {                                                                        \
+        static __device__ __forceinline__ void run(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) \
+        {                                                                                                 \
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, "        \
+                         "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                       \
+                         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                 \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                 \
+        }                                                                                                 \
+        static __device__ __forceinline__ void run_k8(float *c, uint32_t a0, uint32_t a1, uint32_t b0)    \
+        {                                                                                                 \
+            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." TY "." TY ".f32 {%0,%1,%2,%3}, "         \
+                         "{%4,%5}, {%6}, {%0,%1,%2,%3};\n"                                                \
+                         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                 \
+                         : "r"(a0), "r"(a1), "r"(b0));                                                    \
+        }                                                                                                 \
+    };
+FI_MMA_OP(__nv_bfloat16, "bf16")
+FI_MMA_OP(half, "f16")
+#undef FI_MMA_OP
 
 __device__ __forceinline__ void ldsm_x4(uint32_t *r, uint32_t addr)
 {
