@@ -34,15 +34,37 @@
 
 namespace fa3 {
 
-// BN keys per tile; V^T rows are BN bytes = one 128-byte swizzle row.
-template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem {
-    static_assert(D == 128 && BN == 128, "the FP8-compute kernel is built for head size 128, 128-key tiles");
+// V^T stage layout. BN = 128: [D + 8][128] bytes, one 128-byte swizzle row
+// per channel. Wider tiles (BN 160 / 192, FA3_F8C_BN) do not fit one
+// swizzle row, so a stage is two column blocks: keys 0-127 as above, then
+// keys 128..BN-1 as [D + 8][W1] with the W1-byte swizzle (W1 = 32 / 64);
+// PV's k-steps pick the block (gemm_pv8). Stages stay 1024-byte aligned.
+template <int D, int BN> struct vt_layout {
+    static_assert(BN == 128 || BN == 160 || BN == 192, "key tiles of 128, 160 or 192");
+    static constexpr int W1 = BN - 128;               // bytes per row of block 1
+    static constexpr int B0 = (D + 8) * 128;          // bytes of block 0
+    static constexpr int BYTES = BN == 128 ? (D + 8) * BN : (B0 + (D + 8) * W1 + 1023) / 1024 * 1024;
+    // Declared shape of a stage: [D + 8][BN] at 128, else BYTES as 128-byte rows.
+    static constexpr int ROWS = BN == 128 ? D + 8 : BYTES / 128, COLS = BN == 128 ? BN : 128;
+};
+
+// Quantized Q in shared memory (wide key tiles only: their S and P leave no
+// registers for Q8): [128 rows][D bytes], 128-byte swizzled, K-major, the
+// layout QK^T's A descriptor reads. An empty base at BN 128.
+template <int D, bool QS> struct fp8c_q8 {};
+template <int D> struct fp8c_q8<D, true> {
+    alignas(1024) uint8_t q8[FA3_BLOCK_M][D];
+};
+
+// BN keys per tile.
+template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem : fp8c_q8<D, (BN > 128)> {
+    static_assert(D == 128, "the FP8-compute kernel is built for head size 128");
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
     alignas(1024) uint8_t k[STAGES][BN][D];     // e4m3 as stored, 128-byte swizzled
     // e4m3 V^T, keys permuted (pi), 128-byte swizzled; rows D..D+7 are a
     // constant block (row D all ones, the rest zeros) that PV (n = D + 8)
     // turns into the row sums of P, so the softmax adds nothing.
-    alignas(1024) uint8_t vt[STAGES][D + 8][BN];
+    alignas(1024) uint8_t vt[STAGES][vt_layout<D, BN>::ROWS][vt_layout<D, BN>::COLS];
     alignas(1024) uint8_t v8[SST][BN][D];       // staged e4m3 V, 128-byte swizzled
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
@@ -238,6 +260,54 @@ __device__ __forceinline__ void transpose_v3(uint32_t src, uint32_t dst, int wi,
     }
 }
 
+// transpose_v3 for the wide tiles (BN 160 / 192): units (g, c) with g < BN /
+// 16 key groups; groups 8.. land in V^T block 1 (rows of W1 bytes, W1-byte
+// swizzle: 16-byte unit u of row r at u ^ ((r * W1 / 128) % (W1 / 16))). A
+// matrix's eight store rows (channels 2p or 2p + 1, see transpose3_lane)
+// then fall in eight different 16-byte bank groups for W1 = 64 and 32 too.
+struct tr3w_lane {
+    uint32_t srow1, ssw1;
+};
+template <int W1> __device__ __forceinline__ tr3w_lane transpose3w_lane(int lane)
+{
+    tr3w_lane t;
+    const int i = lane >> 3, r = lane & 7;
+    const int ch = 16 * (i >> 1) + 2 * r + ((r >= 4) ^ (i & 1));
+    t.srow1 = ch * W1;
+    t.ssw1 = (uint32_t)((((ch * W1) >> 7) & (W1 / 16 - 1)) << 4);
+    return t;
+}
+template <int BN, int W1, int B0>
+__device__ __forceinline__ void transpose_v3w(uint32_t src, uint32_t dst, int wi, const tr3_lane &t,
+                                              const tr3w_lane &tw)
+{
+    constexpr int G = BN / 16, NU = 4 * G;
+    auto ld = [&](int u, uint32_t (&r)[4]) {
+        const int g = u % G, c = u / G;
+        ldsm_x4_t(src + 2048 * g + t.lrow + (t.lsw ^ (uint32_t)(c << 5)), r[0], r[1], r[2], r[3]);
+    };
+    auto st = [&](int u, const uint32_t (&r)[4]) {
+        const int g = u % G, c = u / G;
+        const uint32_t a = g < 8 ? dst + 4096 * c + t.srow + (t.ssw ^ (uint32_t)(g << 4))
+                                 : dst + B0 + 32 * W1 * c + tw.srow1 + (tw.ssw1 ^ (uint32_t)((g - 8) << 4));
+        stsm_x4(a, __byte_perm(r[0], r[1], t.s0), __byte_perm(r[0], r[1], t.s1), __byte_perm(r[2], r[3], t.s0),
+                __byte_perm(r[2], r[3], t.s1));
+    };
+    int u = wi;
+    for (; u + 3 < NU; u += 6) {
+        uint32_t a[4], b[4];
+        ld(u, a);
+        ld(u + 3, b);
+        st(u, a);
+        st(u + 3, b);
+    }
+    if (u < NU) {
+        uint32_t a[4];
+        ld(u, a);
+        st(u, a);
+    }
+}
+
 // Four floats -> four e4m3 bytes (first in the low byte), nearest-even,
 // saturating to +-448.
 __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d)
@@ -291,12 +361,30 @@ __device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa
 }
 
 template <int N> struct mma8;
-template <> struct mma8<128> {
-    static __device__ __forceinline__ void rs(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int s)
-    {
-        fa3_wgmma_rs_e4m3_n128(d, a, b, s);
-    }
-};
+#define FA3_MMA8(N)                                                                                       \
+    template <> struct mma8<N> {                                                                          \
+        static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int s) \
+        {                                                                                                 \
+            fa3_wgmma_rs_e4m3_n##N(d, a, b, s);                                                           \
+        }                                                                                                 \
+    };
+FA3_MMA8(128)
+FA3_MMA8(160)
+FA3_MMA8(192)
+#undef FA3_MMA8
+
+// K-major wgmma descriptor for a W-byte swizzle (W = 128 / 64 / 32: layout
+// types 1 / 2 / 3), 8-row groups sbo bytes apart.
+template <int W> __device__ __forceinline__ uint64_t desc_swz(uint32_t saddr, uint32_t sbo_bytes)
+{
+    constexpr uint64_t type = W == 128 ? 1 : W == 64 ? 2 : 3;
+    uint64_t d = 0;
+    d |= (uint64_t)((saddr & 0x3FFFF) >> 4);
+    d |= (uint64_t)1 << 16;
+    d |= (uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32;
+    d |= type << 62;
+    return d;
+}
 
 // S(64 x BN) = Q8 K8^T: A (Q) from registers, B (K, K-major) from the ring.
 template <int D, int BN, typename S>
@@ -311,6 +399,35 @@ __device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 
     for (int kk = 0; kk < D / 32; kk++) mma8<BN>::rs(sacc, qa[kk], d0 + 2 * kk, kk > 0);
 }
 
+// The same with A (Q8) from shared memory: rows cw * 64.. of s.q8.
+template <int D, int BN, typename S>
+__device__ __forceinline__ void gemm_qk8s(S &s, int cw, int st, float (&sacc)[BN / 2])
+{
+    const uint64_t a0 = desc_sw128(smem_addr(&s.q8[cw * 64][0]), 16, 1024);
+    const uint64_t d0 = desc_sw128(smem_addr(&s.k[st][0][0]), 16, 1024);
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++) {
+        if constexpr (BN == 160) fa3_wgmma_ss_e4m3_n160(sacc, a0 + 2 * kk, d0 + 2 * kk, kk > 0);
+        else fa3_wgmma_ss_e4m3_n192(sacc, a0 + 2 * kk, d0 + 2 * kk, kk > 0);
+    }
+}
+
+// This thread's Q8 fragments (load_q8) stored where gemm_qk8s reads them:
+// row r0 (+ 8), bytes 32 kk + 16 (g >> 1) + 4 t of the swizzled row.
+template <int D, typename S>
+__device__ __forceinline__ void store_q8(S &s, int r0, int t, const uint32_t (&qa)[D / 32][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            const int r = r0 + (g & 1) * 8;
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(&s.q8[0][0]) + sw128(r, 32 * kk + 16 * (g >> 1) + 4 * t)),
+                         "r"(qa[kk][g])
+                         : "memory");
+        }
+}
+
 // O(64 x (D + 8)) += P8 [V | 1 | 0]: A (P) from registers, B (V^T plus the
 // constant rows, K-major) from the ring. Column D of the result is the row
 // sum of P as rounded to e4m3 (thread t = 0 of each quad holds it in
@@ -319,9 +436,16 @@ template <int D, int BN, typename S>
 __device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4], float (&o)[D / 2 + 4])
 {
     static_assert(D == 128, "PV with the row-sum columns is m64n136");
-    const uint64_t d0 = desc_sw128(smem_addr(&s.vt[st][0][0]), 16, 1024);
+    using VL = vt_layout<D, BN>;
+    const uint32_t a = smem_addr(&s.vt[st][0][0]);
+    const uint64_t d0 = desc_sw128(a, 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < BN / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[kk], d0 + 2 * kk, 1);
+    for (int kk = 0; kk < (BN < 128 ? BN : 128) / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[kk], d0 + 2 * kk, 1);
+    if constexpr (BN > 128) { // keys 128.. from block 1
+        const uint64_t d1 = desc_swz<VL::W1>(a + VL::B0, 8 * VL::W1);
+#pragma unroll
+        for (int kk = 0; kk < VL::W1 / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[4 + kk], d1 + 2 * kk, 1);
+    }
 }
 
 // O and its row-sum columns times the per-row factors alpha.
@@ -467,6 +591,14 @@ __global__ void __launch_bounds__(384, 1)
 {
     extern __shared__ uint8_t smem_raw[];
     using Smem = fp8c_smem<D, BN, STAGES, SST, T>;
+    static_assert(BN == 128 || TR == 2, "wide key tiles transpose V with ldmatrix / stmatrix only");
+    // Register split (setmaxnreg; 128 x producer + 256 x consumer <= 65536).
+    // Wide tiles keep Q8 in shared memory and still need more than 224: S
+    // BN / 2 + O 68 + P 2 x BN / 8 = 188 (BN 160) / 212 (BN 192) before
+    // addresses and row state; the producer warpgroup gives up the rest.
+    constexpr int kRegsConsumer = BN == 128 ? 224 : BN == 160 ? 232 : 240;
+    constexpr int kRegsProducer = BN == 128 ? 56 : BN == 160 ? 40 : 32;
+    constexpr int kBarQ8 = kBarPingPong + 2; // named barriers 3 and 4: Q8 stored (wide tiles)
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
 
@@ -487,9 +619,20 @@ __global__ void __launch_bounds__(384, 1)
     }
     // The constant rows of every V^T stage (see fp8c_smem): e4m3 1.0 is
     // 0x38. The transposers write rows 0..D-1 only, so this lasts.
-    for (int i = tid; i < STAGES * 8 * BN / 4; i += blockDim.x) {
-        const int st = i / (8 * BN / 4), r = i / (BN / 4) % 8, c = i % (BN / 4);
-        reinterpret_cast<uint32_t *>(&s.vt[st][D + r][0])[c] = r == 0 ? 0x38383838u : 0u;
+    if constexpr (BN == 128) {
+        for (int i = tid; i < STAGES * 8 * BN / 4; i += blockDim.x) {
+            const int st = i / (8 * BN / 4), r = i / (BN / 4) % 8, c = i % (BN / 4);
+            reinterpret_cast<uint32_t *>(&s.vt[st][D + r][0])[c] = r == 0 ? 0x38383838u : 0u;
+        }
+    } else { // both column blocks: rows D..D+7 are contiguous in each
+        using VL = vt_layout<D, BN>;
+        constexpr int N0 = 8 * 128 / 4, N1 = 8 * VL::W1 / 4;
+        for (int i = tid; i < STAGES * (N0 + N1); i += blockDim.x) {
+            const int st = i / (N0 + N1), w = i % (N0 + N1);
+            const bool one = w < N0 ? w < 128 / 4 : w - N0 < VL::W1 / 4;
+            const int off = w < N0 ? D * 128 + 4 * w : VL::B0 + D * VL::W1 + 4 * (w - N0);
+            *reinterpret_cast<uint32_t *>(&s.vt[st][0][0] + off) = one ? 0x38383838u : 0u;
+        }
     }
     fence_proxy_async(); // generic stores, read by wgmma (async proxy)
     __syncthreads();
@@ -498,12 +641,13 @@ __global__ void __launch_bounds__(384, 1)
     if (wg == 0) {
         // 56 registers: the transposing warps hold a whole 8x8-byte block
         // pair (32 words) plus addresses; the consumers keep 224.
-        regs_dealloc<56>();
+        regs_dealloc<kRegsProducer>();
         if (tid >= 32) {
             // Warps 1-3: staged V -> V^T ring stage.
             const int hw = (tid - 32) >> 4, l = lane & 15;
             const tr_lane trl = transpose_lane(l);
             const tr3_lane tr3 = transpose3_lane(lane);
+            const tr3w_lane tr3w = transpose3w_lane<(BN > 128 ? BN - 128 : 32)>(lane);
             const int wi = (tid - 32) >> 5;
             int pi = 0;
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
@@ -514,7 +658,10 @@ __global__ void __launch_bounds__(384, 1)
                     mbar_wait(&s.v8_full[si], (pi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
                     if (!(ABL & 1)) {
-                        if (TR == 2) transpose_v3(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3);
+                        if constexpr (BN > 128)
+                            transpose_v3w<BN, vt_layout<D, BN>::W1, vt_layout<D, BN>::B0>(
+                                smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3, tr3w);
+                        else if (TR == 2) transpose_v3(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3);
                         else if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
                         else transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
                     }
@@ -549,7 +696,7 @@ __global__ void __launch_bounds__(384, 1)
         return;
     }
 
-    regs_alloc<224>();
+    regs_alloc<kRegsConsumer>();
     const int cw = wg - 1, warp = (tid % 128) / 32;
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
     if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
@@ -565,6 +712,14 @@ __global__ void __launch_bounds__(384, 1)
         load_q8<D, T, Smem>(s, rl0, lane & 3, qa, qs);
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.q_empty);
+        if constexpr (BN > 128) {
+            // Q8 to shared memory for gemm_qk8s (this warpgroup's previous
+            // QK^T has retired: the item ended with wait<0>); generic stores
+            // then wgmma reads: proxy fence and a warpgroup barrier.
+            store_q8<D>(s, rl0, lane & 3, qa);
+            fence_proxy_async();
+            named_sync(kBarQ8 + cw, 128);
+        }
 
         const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
         float expc[2], pf[2];
@@ -633,7 +788,8 @@ __global__ void __launch_bounds__(384, 1)
             if (PP) named_sync(bar_self, 256);
             reg_fence(sacc);
             wgmma_fence();
-            gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+            if constexpr (BN > 128) gemm_qk8s<D, BN, Smem>(s, cw, st, sacc);
+            else gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
             wgmma_commit();
             wgmma_wait<1>(); // PV(pi - 1), issued a whole softmax ago
             issue_pv(pst, pcur);
@@ -664,9 +820,10 @@ __global__ void __launch_bounds__(384, 1)
                 const int st = pi % STAGES;
                 mbar_wait(&s.k_full[st], (pi / STAGES) & 1);
                 if (PP) named_sync(bar_self, 256);
-                reg_fence(qa);
+                if constexpr (BN == 128) reg_fence(qa);
                 wgmma_fence();
-                gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+                if constexpr (BN > 128) gemm_qk8s<D, BN, Smem>(s, cw, st, sacc);
+                else gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
                 wgmma_commit();
                 if (PP) named_arrive(bar_other, 256);
                 wgmma_wait<0>();

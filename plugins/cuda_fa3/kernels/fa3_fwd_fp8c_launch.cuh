@@ -20,9 +20,21 @@ namespace fa3 {
 // 5-9% slower: NOTES v6), 0 = from PV's e4m3-rounded sums.
 struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0; };
 
-template <typename T> constexpr size_t smem_bytes_fp8c()
+// Wide key tiles (FA3_F8C_BN = 160 / 192): fewer tiles per item, so the
+// fixed part of each tile (barriers, ping-pong turn, O rescale, waits,
+// descriptors, ring bookkeeping) is paid fewer times. Stages are as many as
+// fit: BN 192 takes 24 + 26 + 24 KiB per K / V^T / staging stage (2 / 2 / 2
+// stages: 180 KiB with Q), BN 160 20 + 22 + 20 KiB (3 / 3 / 3: 218 KiB).
+// EMU scales with the column groups (a quarter of the exp2 on the FMA
+// pipe, as at 128); the transpose is ldmatrix / stmatrix (TR 2).
+template <int BN> struct cfg8w;
+template <> struct cfg8w<160> { static constexpr int STAGES = 3, SST = 2, EMU = 5; };
+template <> struct cfg8w<192> { static constexpr int STAGES = 2, SST = 2, EMU = 6; };
+
+template <typename T, int BN = cfg8::BN, int STAGES = cfg8::STAGES, int SST = cfg8::SST>
+constexpr size_t smem_bytes_fp8c()
 {
-    return sizeof(fp8c_smem<128, cfg8::BN, cfg8::STAGES, cfg8::SST, T>) + 1024;
+    return sizeof(fp8c_smem<128, BN, STAGES, SST, T>) + 1024;
 }
 
 template <typename T>
@@ -32,26 +44,44 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     // state_create checks the device against the widening d128 instance's
     // figure (fa3_fwd_smem_bytes), which must cover this kernel too.
     static_assert(smem_bytes_fp8c<T>() <= smem_bytes<128, T, __nv_fp8_e4m3>(), "FP8 compute needs more shared memory");
-    const fa3_params &p = L->p;
+    static_assert(smem_bytes_fp8c<T, 160, cfg8w<160>::STAGES, cfg8w<160>::SST>() <= smem_bytes<128, T, __nv_fp8_e4m3>() &&
+                      smem_bytes_fp8c<T, 192, cfg8w<192>::STAGES, cfg8w<192>::SST>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
+                  "FP8 compute with wide key tiles needs more shared memory");
     if (L->head_dim != D) {
         snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d", L->head_dim);
         return (int)cudaErrorInvalidValue;
     }
     // Q as for every instance; K and V as stored bytes, one 128-byte
     // swizzled box of all D bytes per row.
+    auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
+    // Key tile width (FA3_F8C_BN, measurement): a TMA box must not cross a
+    // tile, so box_rows (a power of two dividing the page size) is halved
+    // until it divides the tile too (BN 160: <= 32 rows, 192: <= 64).
+    const int bn = env("FA3_F8C_BN", BN);
+    fa3_fwd_launch Lw = *L;
+    if (bn == 160 || bn == 192)
+        while (bn % Lw.p.box_rows) Lw.p.box_rows /= 2;
     CUtensorMap tq, tk, tv;
-    const int de = encode_descs<D, T>(L, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
+    const int de = encode_descs<D, T>(&Lw, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
                                       &tv, err, errlen);
     if (de) return de;
     constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS;
     auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS>;
-    {
+    size_t smem = smem_bytes_fp8c<T>();
+    if (bn == 160) {
+        using W = cfg8w<160>;
+        kern = fwd_fp8c_kernel<D, 160, W::STAGES, W::SST, T, 0, W::EMU, 2, PP, LS>;
+        smem = smem_bytes_fp8c<T, 160, W::STAGES, W::SST>();
+    } else if (bn == 192) {
+        using W = cfg8w<192>;
+        kern = fwd_fp8c_kernel<D, 192, W::STAGES, W::SST, T, 0, W::EMU, 2, PP, LS>;
+        smem = smem_bytes_fp8c<T, 192, W::STAGES, W::SST>();
+    } else {
         // Measurement variants (see the kernel, tools/profile_f8c.sh and
         // tools/compare_f8c.sh), each one switch away from the default;
         // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
         // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
         // (bf16 queries only).
-        auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
         const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
         constexpr int TR_ALT = TR == 1 ? 2 : 1; // the other of TR 1 / 2
@@ -67,10 +97,9 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
             else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>;
         }
     }
-    const size_t smem = smem_bytes_fp8c<T>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
-        kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);
+        kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, Lw.p);
         e = cudaGetLastError();
     }
     if (e != cudaSuccess) snprintf(err, errlen, "FP8-compute forward kernel launch: %s", cudaGetErrorString(e));

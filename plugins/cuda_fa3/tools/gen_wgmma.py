@@ -7,8 +7,11 @@ and indices free of typing errors. Run: tools/gen_wgmma.py > kernels/fa3_wgmma.c
 
 SHAPES = (64, 128, 256)
 # e4m3 PV at head size 128 runs n136: V^T carries 8 more rows, the first
-# all ones, so the row sums of P come out of the accumulator (fa3_fwd_fp8c.cuh).
-SHAPES8 = (64, 128, 136, 256)
+# all ones, so the row sums of P come out of the accumulator (fa3_fwd_fp8c.cuh);
+# n160 and n192 are QK^T of the wide key tiles (FA3_F8C_BN).
+SHAPES8 = (64, 128, 136, 160, 192, 256)
+# QK^T of the wide key tiles with Q from shared memory (registers are short).
+SHAPES8_SS = (160, 192)
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
 
 
@@ -49,6 +52,21 @@ def emit_rs8(n):
     print()
 
 
+def emit_ss8(n):
+    # FP8 with A from shared memory (quantized Q of the wide key tiles).
+    nd = n // 2
+    print("// D(64x%d, f32) (+)= A(64x32 e4m3, smem, K-major) * B(%dx32 e4m3, smem, K-major)^T" % (n, n))
+    print("__device__ __forceinline__ void fa3_wgmma_ss_e4m3_n%d(float (&d)[%d], uint64_t da, uint64_t db, int scale_d)" % (n, nd))
+    print("{")
+    print('    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (nd + 2))
+    print('        "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, %%%d, %%%d, p, 1, 1;\\n}\\n"'
+          % (n, regs(nd, 0), nd, nd + 1))
+    print("        : %s" % outs(nd))
+    print('        : "l"(da), "l"(db), "r"(scale_d));')
+    print("}")
+    print()
+
+
 def emit_rs(n, ptx_t, name_t):
     nd = n // 2
     print("// D(64x%d, f32) (+)= A(64x16, registers) * B(16x%d, smem, N-major)" % (n, n))
@@ -79,3 +97,5 @@ for n in SHAPES:
         emit_rs(n, ptx_t, name_t)
 for n in SHAPES8:
     emit_rs8(n)
+for n in SHAPES8_SS:
+    emit_ss8(n)
