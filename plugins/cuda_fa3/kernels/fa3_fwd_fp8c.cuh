@@ -592,12 +592,14 @@ __global__ void __launch_bounds__(384, 1)
     extern __shared__ uint8_t smem_raw[];
     using Smem = fp8c_smem<D, BN, STAGES, SST, T>;
     static_assert(BN == 128 || TR == 2, "wide key tiles transpose V with ldmatrix / stmatrix only");
-    // Register split (setmaxnreg; 128 x producer + 256 x consumer <= 65536).
-    // Wide tiles keep Q8 in shared memory and still need more than 224: S
-    // BN / 2 + O 68 + P 2 x BN / 8 = 188 (BN 160) / 212 (BN 192) before
-    // addresses and row state; the producer warpgroup gives up the rest.
-    constexpr int kRegsConsumer = BN == 128 ? 224 : BN == 160 ? 232 : 240;
-    constexpr int kRegsProducer = BN == 128 ? 56 : BN == 160 ? 40 : 32;
+    // Register split (setmaxnreg). The pool is what the launch allocated,
+    // 384 x 168, not 65536: what the consumers add, the producer warpgroup
+    // must give up ((224 - 168) x 256 = (168 - 56) x 128), or the increase
+    // never completes. BN 160 keeps Q8 in shared memory and still needs
+    // more than 224 (S 80 + O 68 + P 2 x 20 = 188 before addresses and row
+    // state): 232 / 40. (240 would need a 24-register producer.)
+    constexpr int kRegsConsumer = BN == 128 ? 224 : 232;
+    constexpr int kRegsProducer = BN == 128 ? 56 : 40;
     constexpr int kBarQ8 = kBarPingPong + 2; // named barriers 3 and 4: Q8 stored (wide tiles)
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;

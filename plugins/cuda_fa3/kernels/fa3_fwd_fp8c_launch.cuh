@@ -20,16 +20,17 @@ namespace fa3 {
 // 5-9% slower: NOTES v6), 0 = from PV's e4m3-rounded sums.
 struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0; };
 
-// Wide key tiles (FA3_F8C_BN = 160 / 192): fewer tiles per item, so the
-// fixed part of each tile (barriers, ping-pong turn, O rescale, waits,
-// descriptors, ring bookkeeping) is paid fewer times. Stages are as many as
-// fit: BN 192 takes 24 + 26 + 24 KiB per K / V^T / staging stage (2 / 2 / 2
-// stages: 180 KiB with Q), BN 160 20 + 22 + 20 KiB (3 / 3 / 3: 218 KiB).
+// Wide key tiles (FA3_F8C_BN = 160, measurement): fewer tiles per item, so
+// the fixed part of each tile (barriers, ping-pong turn, O rescale, waits,
+// descriptors, ring bookkeeping) is paid fewer times. BN 160 takes 20 + 22
+// + 20 KiB per K / V^T / staging stage: 3 / 3 / 2 stages, 214 KiB with Q
+// and Q8. (BN 192 is not launched: its consumers need 240 registers, which
+// setmaxnreg can only reach with a 24-register producer warpgroup; with 32
+// it deadlocked on the device, with 232 ptxas serialises its wgmma. NOTES v9.)
 // EMU scales with the column groups (a quarter of the exp2 on the FMA
 // pipe, as at 128); the transpose is ldmatrix / stmatrix (TR 2).
 template <int BN> struct cfg8w;
 template <> struct cfg8w<160> { static constexpr int STAGES = 3, SST = 2, EMU = 5; };
-template <> struct cfg8w<192> { static constexpr int STAGES = 2, SST = 2, EMU = 6; };
 
 template <typename T, int BN = cfg8::BN, int STAGES = cfg8::STAGES, int SST = cfg8::SST>
 constexpr size_t smem_bytes_fp8c()
@@ -44,8 +45,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     // state_create checks the device against the widening d128 instance's
     // figure (fa3_fwd_smem_bytes), which must cover this kernel too.
     static_assert(smem_bytes_fp8c<T>() <= smem_bytes<128, T, __nv_fp8_e4m3>(), "FP8 compute needs more shared memory");
-    static_assert(smem_bytes_fp8c<T, 160, cfg8w<160>::STAGES, cfg8w<160>::SST>() <= smem_bytes<128, T, __nv_fp8_e4m3>() &&
-                      smem_bytes_fp8c<T, 192, cfg8w<192>::STAGES, cfg8w<192>::SST>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
+    static_assert(smem_bytes_fp8c<T, 160, cfg8w<160>::STAGES, cfg8w<160>::SST>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
                   "FP8 compute with wide key tiles needs more shared memory");
     if (L->head_dim != D) {
         snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d", L->head_dim);
@@ -56,10 +56,10 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     auto env = [](const char *n, int d) { const char *v = getenv(n); return v ? atoi(v) : d; };
     // Key tile width (FA3_F8C_BN, measurement): a TMA box must not cross a
     // tile, so box_rows (a power of two dividing the page size) is halved
-    // until it divides the tile too (BN 160: <= 32 rows, 192: <= 64).
+    // until it divides the tile too (BN 160: <= 32 rows).
     const int bn = env("FA3_F8C_BN", BN);
     fa3_fwd_launch Lw = *L;
-    if (bn == 160 || bn == 192)
+    if (bn == 160)
         while (bn % Lw.p.box_rows) Lw.p.box_rows /= 2;
     CUtensorMap tq, tk, tv;
     const int de = encode_descs<D, T>(&Lw, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
@@ -72,10 +72,6 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         using W = cfg8w<160>;
         kern = fwd_fp8c_kernel<D, 160, W::STAGES, W::SST, T, 0, W::EMU, 2, PP, LS>;
         smem = smem_bytes_fp8c<T, 160, W::STAGES, W::SST>();
-    } else if (bn == 192) {
-        using W = cfg8w<192>;
-        kern = fwd_fp8c_kernel<D, 192, W::STAGES, W::SST, T, 0, W::EMU, 2, PP, LS>;
-        smem = smem_bytes_fp8c<T, 192, W::STAGES, W::SST>();
     } else {
         // Measurement variants (see the kernel, tools/profile_f8c.sh and
         // tools/compare_f8c.sh), each one switch away from the default;
