@@ -13,7 +13,9 @@
  * pages shuffled or in order, and with one KV head per CTA (the decode's
  * grid) or all eight (2 KiB contiguous per slot, keys split eight ways).
  * What this reaches is the ceiling of that access pattern; the gap from it
- * to the decode is the cost of the decode's arithmetic.
+ * to the decode is the cost of the decode's arithmetic. On sm_90 the same
+ * stages are also filled by the copy engine (one 256-byte bulk copy per
+ * row, NHD and HND caches), the alternative to the 16-byte copies.
  *
  * Usage: fi_readbw [GiB] (default 4). Exits 77 without a CUDA device.
  */
@@ -25,6 +27,7 @@
 
 #include <cuda_runtime.h>
 
+#include "bulk_copy.cuh"
 #include "fi_common.cuh"
 
 #define CK(x)                                                                                      \
@@ -72,9 +75,17 @@ struct paged_geom {
     const unsigned char *k, *v;
     const int32_t *pages; /* [R][CTX / 16] */
     int ctx, hpc;         /* keys per request; KV heads per CTA */
+    int hnd;              /* page layout [head][slot] instead of [slot][head] */
 };
 constexpr int PG_HK = 8, PG_ROWB = 256, PG_PAGE = 16;
 constexpr int64_t PG_SLOT = PG_HK * PG_ROWB, PG_PAGEB = PG_PAGE * PG_SLOT;
+
+/* Byte offset of key j's row of head h in the cache. */
+__device__ __forceinline__ int64_t pg_row(const paged_geom &g, const int32_t *pages, int j, int h)
+{
+    const int64_t page = (int64_t)__ldg(pages + j / PG_PAGE) * PG_PAGEB, slot = j % PG_PAGE;
+    return page + (g.hnd ? (h * PG_PAGE + slot) * PG_ROWB : slot * PG_SLOT + h * PG_ROWB);
+}
 
 /* Grid (HK / hpc head groups, R * hpc): a CTA streams hpc heads over ctx /
  * hpc keys, 32 rows (K) + 32 rows (V) a stage, ns stages, reading one word
@@ -91,8 +102,7 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int row = rr + 8 * i, j = j0 + it * bn + row / hpc, h = blockIdx.x * hpc + row % hpc;
-            const int64_t off = (int64_t)__ldg(pages + j / PG_PAGE) * PG_PAGEB + (j % PG_PAGE) * PG_SLOT +
-                                h * PG_ROWB + cc * 16;
+            const int64_t off = pg_row(g, pages, j, h) + cc * 16;
             fi::cp_async16(st + row * PG_ROWB + cc * 16, g.k + off, 16);
             fi::cp_async16(st + 8192 + row * PG_ROWB + cc * 16, g.v + off, 16);
         }
@@ -112,6 +122,51 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
                *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
     }
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+}
+
+/* The same stages filled by the copy engine: warp w owns rows 8w..8w+7 of
+ * K and V in every stage (272-byte padded rows, as a decode would lay them
+ * out for conflict-free ldmatrix) and runs its own pipeline: 16 lanes issue
+ * one 256-byte bulk copy each, completing on the warp's barrier of that
+ * stage; the warp refills a stage as soon as it has read it. */
+constexpr int BK_ROWS = 272, BK_STAGE = 2 * 32 * BK_ROWS;
+__global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, uint32_t *out)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ __align__(8) uint64_t full[4][4]; /* [stage][warp] */
+    const int hpc = g.hpc, bn = 32 / hpc, per = g.ctx / hpc;
+    const int r = blockIdx.y / hpc, j0 = (blockIdx.y % hpc) * per, ntiles = per / bn;
+    const int32_t *pages = g.pages + (int64_t)r * (g.ctx / PG_PAGE);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row = warp * 8 + (lane & 7);
+    const bool is_v = lane & 8;
+    const uint32_t base = fi::smem_addr(sm);
+    if (lane == 0)
+        for (int s = 0; s < ns; s++) fi::mbar_init(fi::smem_addr(&full[s][warp]), 1);
+    fi::mbar_init_fence();
+    __syncwarp();
+    auto issue = [&](int it) {
+        const int s = it % ns;
+        const uint32_t bar = fi::smem_addr(&full[s][warp]);
+        if (lane == 0) fi::mbar_arrive_expect(bar, 16 * PG_ROWB);
+        __syncwarp();
+        if (lane < 16) {
+            const int j = j0 + it * bn + row / hpc, h = blockIdx.x * hpc + row % hpc;
+            fi::bulk_g2s(base + s * BK_STAGE + (is_v ? 32 * BK_ROWS : 0) + row * BK_ROWS,
+                         (is_v ? g.v : g.k) + pg_row(g, pages, j, h), PG_ROWB, bar);
+        }
+    };
+    for (int s = 0; s < ns - 1 && s < ntiles; s++) issue(s);
+    uint32_t acc = 0;
+    for (int it = 0; it < ntiles; it++) {
+        __syncwarp();
+        if (it + ns - 1 < ntiles) issue(it + ns - 1);
+        fi::mbar_wait_parity(fi::smem_addr(&full[it % ns][warp]), (it / ns) & 1);
+        const unsigned char *st = sm + (it % ns) * BK_STAGE + (warp * 8 + lane / 4) * BK_ROWS + (lane % 4) * 64;
+        acc ^= *reinterpret_cast<const uint32_t *>(st) ^ *reinterpret_cast<const uint32_t *>(st + 32 * BK_ROWS);
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+#endif
 }
 
 /* Median ms of `reps` CUDA-event timings of launch() after 3 warm-up calls. */
@@ -138,13 +193,15 @@ template <typename F> static float median_ms(F launch, int reps)
 }
 
 /* Median ms of the paged pattern over the 4 GiB buffer (K its first half). */
-static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns,
-                        uint32_t *out, int reps)
+static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns, int bulk,
+                        int hnd, uint32_t *out, int reps)
 {
-    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc};
+    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc, hnd};
     const dim3 grid(PG_HK / hpc, R * hpc);
-    cudaFuncSetAttribute(paged_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ns * 16384);
-    return median_ms([&] { paged_read_kernel<<<grid, 128, ns * 16384>>>(g, ns, out); }, reps);
+    const int smem = ns * (bulk ? BK_STAGE : 16384);
+    auto kern = bulk ? paged_bulk_kernel : paged_read_kernel;
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    return median_ms([&] { kern<<<grid, 128, smem>>>(g, ns, out); }, reps);
 }
 
 template <int U>
@@ -211,16 +268,19 @@ int main(int argc, char **argv)
                 std::swap(perm[i], perm[(int)((st >> 33) % (uint64_t)(i + 1))]);
             }
             CK(cudaMemcpy(d_pages, perm.data(), sizeof(int32_t) * np, cudaMemcpyHostToDevice));
-            for (int hpc : {1, 8})
-                for (int ns : {3, 4}) {
-                    const float ms = time_paged(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, hpc,
-                                                ns, out, 20);
-                    CK(cudaGetLastError());
-                    const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-                    printf("paged B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
-                           "(%.1f%% of read)\n", shuffled ? "shuffled" : "ordered ", hpc, hpc > 1 ? "s" : " ", ns,
-                           ms, gbs, 100.0 * gbs / best);
-                }
+            /* copy: 0 cp.async, 1 bulk copies (sm_90), 2 bulk copies into an HND cache */
+            for (int copy = 0; copy < (pr.major >= 9 ? 3 : 1); copy++)
+                for (int hpc : {1, 8})
+                    for (int ns : {3, 4}) {
+                        const float ms = time_paged(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx,
+                                                    hpc, ns, copy > 0, copy == 2, out, 20);
+                        CK(cudaGetLastError());
+                        const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
+                        printf("paged%s B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
+                               "(%.1f%% of read)\n", copy == 0 ? "     " : copy == 1 ? " bulk" : " bulk hnd",
+                               shuffled ? "shuffled" : "ordered ", hpc, hpc > 1 ? "s" : " ", ns, ms, gbs,
+                               100.0 * gbs / best);
+                    }
         }
         cudaFree(d_pages);
     }
