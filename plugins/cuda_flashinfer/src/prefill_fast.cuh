@@ -85,28 +85,11 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
     /* Grid x = (tile, KV head) with the head fastest, tiles in reverse order:
      * a request's last tiles see the most keys under a causal mask, so the
      * longest CTAs start first and the short ones fill the tail. */
-    const int hk = (int)blockIdx.x % p.num_kv_heads, xi = (int)blockIdx.x / p.num_kv_heads;
-    const int G = p.group;
-    int req, row0, nrows, tok0, seq_len;
-    if (p.shared_prefix) {
-        req = 0;
-        row0 = xi * C::BQ;
-        nrows = p.num_tokens * G;
-        tok0 = 0;
-        seq_len = p.prefix_len;
-    } else {
-        /* Plan tiles of FI_TILE_ROWS rows, SUB CTAs each, last one first. */
-        const int nt = *p.plan.num_tiles, ti = xi / C::SUB, sub = C::SUB - 1 - xi % C::SUB;
-        if (ti >= nt) return;
-        req = p.plan.tile_req[nt - 1 - ti];
-        row0 = p.plan.tile_row0[nt - 1 - ti] + sub * C::BQ;
-        tok0 = p.plan.qo_indptr[req];
-        nrows = (p.plan.qo_indptr[req + 1] - tok0) * G;
-        seq_len = p.plan.seq_lens[req];
-    }
-    if (row0 >= nrows) return;
-    const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[req];
-    const int kv_begin = p.shared_prefix ? 0 : p.kv_begin;
+    const int hk = (int)blockIdx.x % p.num_kv_heads, G = p.group;
+    cta_rows cr;
+    if (!cta_rows_find<C::BQ, C::SUB, true>(p, &cr)) return;
+    const int row0 = cr.row0, nrows = cr.nrows, tok0 = cr.tok0;
+    const int32_t *pages = cr.pages;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g8 = lane / 4, t4 = lane % 4;
@@ -129,19 +112,8 @@ __global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_para
         r_lo[i] = 0;
         r_hi[i] = 0;
         if (rho < nrows) {
-            visible_range(p.var, p.plan.token_pos[tok0 + rho / G], seq_len, kv_begin, &r_lo[i],
-                          &r_hi[i]);
-            if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
-                const int zl = (int)blockIdx.z * p.kv_chunk;
-                r_lo[i] = max(r_lo[i], zl);
-                r_hi[i] = min(r_hi[i], zl + p.kv_chunk);
-            }
-            atomicMax(&s_maxlo, r_lo[i]);
-            atomicMin(&s_minhi, r_hi[i]);
-            if (r_hi[i] > r_lo[i]) {
-                atomicMin(&s_lo, r_lo[i]);
-                atomicMax(&s_hi, r_hi[i]);
-            }
+            row_keys(p, cr, p.plan.token_pos[tok0 + rho / G], &r_lo[i], &r_hi[i]);
+            row_keys_fold(r_lo[i], r_hi[i], &s_lo, &s_hi, &s_maxlo, &s_minhi);
         }
         if (t4 == 0) s_rng[(warp * MT + i / 2) * 16 + g8 + (i % 2) * 8] = make_int2(r_lo[i], r_hi[i]);
     }

@@ -21,6 +21,7 @@
 #include "fi_common.cuh"
 #include "fi_dispatch.cuh"
 #include "mma_frag.cuh"
+#include "prefill_rows.cuh"
 
 namespace fi {
 
@@ -70,26 +71,10 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
     __shared__ int s_lo, s_hi;
 
     const int hk = blockIdx.y, G = p.group;
-    int req, row0, nrows, tok0, seq_len;
-    if (p.shared_prefix) {
-        req = 0;
-        row0 = blockIdx.x * C::BQ;
-        nrows = p.num_tokens * G;
-        tok0 = 0;
-        seq_len = p.prefix_len;
-    } else {
-        /* Plan tiles of FI_TILE_ROWS rows, C::SUB CTAs each. */
-        const int ti = (int)blockIdx.x / C::SUB;
-        if (ti >= *p.plan.num_tiles) return;
-        req = p.plan.tile_req[ti];
-        row0 = p.plan.tile_row0[ti] + (int)blockIdx.x % C::SUB * C::BQ;
-        tok0 = p.plan.qo_indptr[req];
-        nrows = (p.plan.qo_indptr[req + 1] - tok0) * G;
-        seq_len = p.plan.seq_lens[req];
-    }
-    if (row0 >= nrows) return;
-    const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[req];
-    const int kv_begin = p.shared_prefix ? 0 : p.kv_begin;
+    cta_rows cr;
+    if (!cta_rows_find<C::BQ, C::SUB, false>(p, &cr)) return;
+    const int row0 = cr.row0, nrows = cr.nrows, tok0 = cr.tok0;
+    const int32_t *pages = cr.pages;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g8 = lane / 4, t4 = lane % 4;
@@ -112,12 +97,7 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
         r_pos[i] = r_ok[i] ? p.plan.token_pos[r_tok[i]] : 0;
         r_slope[i] = p.var.alibi && r_ok[i] ? p.var.slopes[r_head[i]] : 0.f;
         if (r_ok[i]) {
-            visible_range(p.var, r_pos[i], seq_len, kv_begin, &r_lo[i], &r_hi[i]);
-            if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
-                const int zl = (int)blockIdx.z * p.kv_chunk;
-                r_lo[i] = max(r_lo[i], zl);
-                r_hi[i] = min(r_hi[i], zl + p.kv_chunk);
-            }
+            row_keys(p, cr, r_pos[i], &r_lo[i], &r_hi[i]);
         } else {
             r_lo[i] = 0;
             r_hi[i] = 0;

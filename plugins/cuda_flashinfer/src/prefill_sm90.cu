@@ -33,6 +33,7 @@
 #include <limits.h>
 
 #include "fi_common.cuh"
+#include "prefill_rows.cuh"
 #include "wgmma_sm90.cuh"
 
 namespace fi {
@@ -117,27 +118,11 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
 
     /* Grid x = (plan tile, KV head), head fastest, tiles last first (the
      * longest causal CTAs start first). */
-    const int hk = (int)blockIdx.x % p.num_kv_heads, xi = (int)blockIdx.x / p.num_kv_heads;
-    const int G = p.group;
-    int req, row0, nrows, tok0, seq_len;
-    if (p.shared_prefix) {
-        req = 0;
-        row0 = xi * BQ;
-        nrows = p.num_tokens * G;
-        tok0 = 0;
-        seq_len = p.prefix_len;
-    } else {
-        const int nt = *p.plan.num_tiles;
-        if (xi >= nt) return;
-        req = p.plan.tile_req[nt - 1 - xi];
-        row0 = p.plan.tile_row0[nt - 1 - xi];
-        tok0 = p.plan.qo_indptr[req];
-        nrows = (p.plan.qo_indptr[req + 1] - tok0) * G;
-        seq_len = p.plan.seq_lens[req];
-    }
-    if (row0 >= nrows) return;
-    const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[req];
-    const int kv_begin = p.shared_prefix ? 0 : p.kv_begin;
+    const int hk = (int)blockIdx.x % p.num_kv_heads, G = p.group;
+    cta_rows cr;
+    if (!cta_rows_find<BQ, 1, true>(p, &cr)) return;
+    const int row0 = cr.row0, nrows = cr.nrows, tok0 = cr.tok0;
+    const int32_t *pages = cr.pages;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     const int g8 = lane / 4, t4 = lane % 4;
@@ -165,18 +150,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
             const int rho = row0 + lrow0 + i * 8;
             int lo = 0, hi = 0;
             if (rho < nrows) {
-                visible_range(p.var, p.plan.token_pos[tok0 + rho / G], seq_len, kv_begin, &lo, &hi);
-                if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
-                    const int zl = (int)blockIdx.z * p.kv_chunk;
-                    lo = max(lo, zl);
-                    hi = min(hi, zl + p.kv_chunk);
-                }
-                atomicMax(&s_maxlo, lo);
-                atomicMin(&s_minhi, hi);
-                if (hi > lo) {
-                    atomicMin(&s_lo, lo);
-                    atomicMax(&s_hi, hi);
-                }
+                row_keys(p, cr, p.plan.token_pos[tok0 + rho / G], &lo, &hi);
+                row_keys_fold(lo, hi, &s_lo, &s_hi, &s_maxlo, &s_minhi);
             }
             if (t4 == 0) s_rng[lrow0 + i * 8] = make_int2(lo, hi);
         }
