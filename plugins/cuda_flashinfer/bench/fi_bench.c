@@ -167,9 +167,10 @@ int main(int argc, char **argv)
         /* FI_BENCH_PAGE / FI_BENCH_LAYOUT=hnd / FI_BENCH_ORDER=ordered
          * change these rows' cache geometry and page order, FI_BENCH_CTX
          * keeps one context (measurement knobs: how much the layout and
-         * the scattered pages cost; one shape for a profiler). */
+         * the scattered pages cost; one shape for a profiler);
+         * FI_BENCH_KV=e4m3 / e5m2 reads an FP8 cache instead. */
         const char *pe = getenv("FI_BENCH_PAGE"), *le = getenv("FI_BENCH_LAYOUT"), *ce = getenv("FI_BENCH_CTX");
-        const char *oe = getenv("FI_BENCH_ORDER");
+        const char *oe = getenv("FI_BENCH_ORDER"), *ke = getenv("FI_BENCH_KV");
         if (ce && atoi(ce) != ctxs[c]) continue;
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
         const uint32_t page = pe && atoi(pe) > 0 ? (uint32_t)atoi(pe) : 16;
@@ -177,9 +178,14 @@ int main(int argc, char **argv)
         fi_shape s = shape(32, 8, 128, page, 64, ql, sl);
         if (hnd) s.layout = AH_KV_LAYOUT_HND;
         s.ordered_blocks = oe && !strcmp(oe, "ordered");
+        if (ke && (!strcmp(ke, "e4m3") || !strcmp(ke, "e5m2"))) {
+            s.kv_dtype = ke[1] == '4' ? AH_DTYPE_FP8_E4M3 : AH_DTYPE_FP8_E5M2;
+            s.k_scale = s.v_scale = 0.01f;
+        }
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%u%s%s", ctxs[c], page, hnd ? " hnd" : "",
-                 s.ordered_blocks ? " ordered" : "");
+        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%u%s%s%s%s", ctxs[c], page, hnd ? " hnd" : "",
+                 s.ordered_blocks ? " ordered" : "", s.kv_dtype != s.q_dtype ? " kv " : "",
+                 s.kv_dtype != s.q_dtype ? ke : "");
         row(name, ms, bytes, flops, bw);
     }
     if (dec_only == 1) {

@@ -17,8 +17,9 @@
  *       NKW x GB partial sums are reduced by a transposing butterfly (31
  *       shuffles for 32 sums instead of 5 each); softmax runs on one value
  *       per lane, probabilities go through shared memory to every lane;
- *       tc_math (16-bit KV, D <= 128): S^T = K Q^T and O^T += V^T P^T on
- *       mma.sync, 8 keys a step as the rows of a 16-row tile, the GB heads
+ *       tc_math (16-bit KV at D <= 128, FP8 KV at 128 as fp16 operands):
+ *       S^T = K Q^T and O^T += V^T P^T on mma.sync, 8 keys a step as the
+ *       rows of a 16-row tile, the GB heads
  *       as its 8 columns, P^T turned into the second GEMM's operand by one
  *       movmatrix; a tenth of fma_math's instructions per key, which leaves
  *       the issue slots to the copies (the SM's other CTAs);
@@ -255,37 +256,88 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
     }
 };
 
-/* Tensor-core arithmetic for 16-bit caches (QT is also the KV type), with
- * g = lane / 4 and t = lane % 4. A step takes 8 keys of the warp's share:
- * S^T[key][head] = K Q^T as an m16n8k16 tile whose rows 8-15 are zero, so
- * this lane holds the logits of key g for heads 2t, 2t+1; their maxima over
- * the 8 keys are three shuffles away. P^T goes through movmatrix into the
- * B operand of O^T[channel][head] += V^T P^T (m16n8k8, V^T by ldmatrix.trans),
- * whose accumulators hold the same two heads, so rescaling needs no
- * exchange. The stage rows are XOR-swizzled by the copy (swz) so every
- * ldmatrix phase hits 8 different bank groups. */
-template <typename QT, int D, int GB> struct tc_math {
-    using C = stream_cfg<QT, D, GB>;
+/* Tensor-core arithmetic, with g = lane / 4 and t = lane % 4. A step takes
+ * 8 keys of the warp's share: S^T[key][head] = K Q^T as an m16n8k16 tile
+ * whose rows 8-15 are zero, so this lane holds the logits of key g for
+ * heads 2t, 2t+1; their maxima over the 8 keys are three shuffles away. P^T
+ * goes through movmatrix into the B operand of O^T[channel][head] += V^T P^T
+ * (m16n8k8, V^T by ldmatrix.trans), whose accumulators hold the same two
+ * heads, so rescaling needs no exchange. The stage rows are XOR-swizzled by
+ * the copy (swz) so every ldmatrix phase hits 8 different bank groups.
+ *
+ * 16-bit caches of the query's type feed the mma as they are. FP8 caches
+ * (head size 128) run it in fp16, which holds every e4m3 and e5m2 value
+ * exactly: one ldmatrix gives a lane 4 bytes where a 16-bit tile would give
+ * it 2 elements, so the channels are permuted instead of shuffled.
+ *   - K (ldmatrix): lane (g, t) gets channels 4t..4t+3 of a 16-channel block
+ *     for key g; they become k-indices 2t, 2t+1 (a0) and 2t+8, 2t+9 (a2),
+ *     and Q's B fragment takes the same channels (dot products do not care
+ *     about the order).
+ *   - V (ldmatrix.trans): lane (g, t) gets channels 2g, 2g+1 of keys 2t,
+ *     2t+1; A row g is channel 2g and row g+8 channel 2g+1, so O^T's rows
+ *     are permuted the same way and the store undoes it.
+ *   - Q is scaled per head by a power of two into fp16's top binade (exact
+ *     for bf16 queries of any range); the logits are scaled back. */
+template <typename QT, typename KT, int D, int GB> struct tc_math {
+    using C = stream_cfg<KT, D, GB>;
+    static constexpr bool FP8 = elem<KT>::fp8;
+    using MT = std::conditional_t<FP8, half, QT>; /* mma operand type */
     static constexpr int KS = D / 16; /* k-steps of S, 16-channel row blocks of O^T */
+    static constexpr int BL = FP8 ? 64 : 32; /* channels per ldmatrix.x4 */
     static_assert(GB <= 8 && C::KW % 8 == 0 && KS % 2 == 0, "tensor-core decode shape");
+    static_assert(!FP8 || C::CR == 8, "fp8 rows of 8 chunks (head size 128)");
     struct shared_t {};
-    uint32_t qf[KS][2]; /* Q^T B fragments: head g, channels 16k + 2t (+1), +8 */
-    float o[KS][4];     /* O^T: channels 16k + g (+8) x heads 2t, 2t+1 */
+    uint32_t qf[KS][2]; /* Q^T B fragments of head g (channels above) */
+    float o[KS][4];     /* O^T: channel rows (above) x heads 2t, 2t+1 */
     float m[2], l[2];   /* heads 2t, 2t+1; l sums this lane's keys only */
+    float qinv[2];      /* FP8: the inverse of heads 2t, 2t+1's query scale */
 
     __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int lane)
     {
         const int g = lane / 4, t = lane % 4;
-        const uint32_t *qp = reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + g) * q_stride_h) + t;
+        const uint32_t *qp = reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + g) * q_stride_h);
+        if constexpr (FP8) {
+            float2 q[KS][2];
+            float amax = 0.f;
 #pragma unroll
-        for (int k = 0; k < KS; k++) {
-            qf[k][0] = g < GB ? qp[8 * k] : 0u;
-            qf[k][1] = g < GB ? qp[8 * k + 4] : 0u;
+            for (int k = 0; k < KS; k++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    q[k][h] = g < GB ? unpack2(qp[8 * k + 2 * t + h], (QT *)nullptr) : make_float2(0.f, 0.f);
+                    amax = fmaxf(amax, fmaxf(fabsf(q[k][h].x), fabsf(q[k][h].y)));
+                }
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+            int e = 0;
+            frexpf(amax, &e); /* amax < 2^e */
+            const int sh = amax > 0.f ? min(15 - e, 126) : 0;
+            const float qs = ldexpf(1.f, sh);
+#pragma unroll
+            for (int k = 0; k < KS; k++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) qf[k][h] = pack2<half>(q[k][h].x * qs, q[k][h].y * qs);
+#pragma unroll
+            for (int h = 0; h < 2; h++) qinv[h] = __shfl_sync(0xffffffffu, ldexpf(1.f, -sh), 4 * (2 * t + h));
+        } else {
+#pragma unroll
+            for (int k = 0; k < KS; k++) {
+                qf[k][0] = g < GB ? qp[8 * k + t] : 0u;
+                qf[k][1] = g < GB ? qp[8 * k + t + 4] : 0u;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < KS; k++)
 #pragma unroll
             for (int i = 0; i < 4; i++) o[k][i] = 0.f;
-        }
         m[0] = m[1] = -INFINITY;
         l[0] = l[1] = 0.f;
+    }
+
+    /* Two fp8 values (the low 16 bits of w) as an fp16 pair. */
+    static __device__ __forceinline__ uint32_t f16x2(uint32_t w)
+    {
+        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), elem<KT>::kind);
+        return (uint32_t)h.x | ((uint32_t)h.y << 16);
     }
 
     __device__ __forceinline__ void tile(const attn_params &p, shared_t &, const unsigned char *st, int kb, int b,
@@ -300,20 +352,29 @@ template <typename QT, int D, int GB> struct tc_math {
             const int lr = row0 + lane % 8, lc = lane / 8;
             float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-            for (int i = 0; i < KS / 2; i++) {
+            for (int i = 0; i < D / BL; i++) {
                 uint32_t a[4];
                 ldsm_x4(a, ks + swz<C::CR>(lr, 4 * i + lc));
-                const uint32_t a0[4] = {a[0], 0u, a[1], 0u}, a1[4] = {a[2], 0u, a[3], 0u};
-                mma_op<QT>::run(s, a0, qf[2 * i][0], qf[2 * i][1]);
-                mma_op<QT>::run(s, a1, qf[2 * i + 1][0], qf[2 * i + 1][1]);
+                if constexpr (FP8) {
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const uint32_t aj[4] = {f16x2(a[j]), 0u, f16x2(a[j] >> 16), 0u};
+                        mma_op<MT>::run(s, aj, qf[4 * i + j][0], qf[4 * i + j][1]);
+                    }
+                } else {
+                    const uint32_t a0[4] = {a[0], 0u, a[1], 0u}, a1[4] = {a[2], 0u, a[3], 0u};
+                    mma_op<MT>::run(s, a0, qf[2 * i][0], qf[2 * i][1]);
+                    mma_op<MT>::run(s, a1, qf[2 * i + 1][0], qf[2 * i + 1][1]);
+                }
             }
             const int j = kb + row0 + g;
             float lg[2], mt[2], pr[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int h = 2 * t + e;
+                const float dot = FP8 ? s[e] * qinv[e] : s[e];
                 lg[e] = -INFINITY;
-                if (j < b && h < GB) lg[e] = logit2(p.var, s[e], p.var.alibi ? p.var.slopes[h0 + h] : 0.f, j, pos);
+                if (j < b && h < GB) lg[e] = logit2(p.var, dot, p.var.alibi ? p.var.slopes[h0 + h] : 0.f, j, pos);
                 mt[e] = lg[e];
 #pragma unroll
                 for (int off = 4; off < 32; off *= 2) mt[e] = fmaxf(mt[e], __shfl_xor_sync(0xffffffffu, mt[e], off));
@@ -338,13 +399,20 @@ template <typename QT, int D, int GB> struct tc_math {
                 pr[e] = exp2f(lg[e] - (m[e] == -INFINITY ? 0.f : m[e]));
                 l[e] += pr[e];
             }
-            const uint32_t pb = movmatrix_t(pack2<QT>(pr[0], pr[1]));
+            const uint32_t pb = movmatrix_t(pack2<MT>(pr[0], pr[1]));
 #pragma unroll
-            for (int i = 0; i < KS / 2; i++) {
+            for (int i = 0; i < D / BL; i++) {
                 uint32_t a[4];
                 ldsm_x4_t(a, vs + swz<C::CR>(lr, 4 * i + lc));
-                mma_op<QT>::run_k8(o[2 * i], a[0], a[1], pb);
-                mma_op<QT>::run_k8(o[2 * i + 1], a[2], a[3], pb);
+                if constexpr (FP8) {
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        mma_op<MT>::run_k8(o[4 * i + j], f16x2(__byte_perm(a[j], 0u, 0x20)),
+                                           f16x2(__byte_perm(a[j], 0u, 0x31)), pb);
+                } else {
+                    mma_op<MT>::run_k8(o[2 * i], a[0], a[1], pb);
+                    mma_op<MT>::run_k8(o[2 * i + 1], a[2], a[3], pb);
+                }
             }
         }
     }
@@ -352,6 +420,8 @@ template <typename QT, int D, int GB> struct tc_math {
     __device__ __forceinline__ void store(float *sm_acc, float (*sm_m)[GB], float (*sm_l)[GB], int warp, int lane)
     {
         const int g = lane / 4, t = lane % 4;
+        /* Channels of O^T's rows g and g + 8 within each 16-channel block. */
+        const int c0 = FP8 ? 2 * g : g, c1 = FP8 ? 2 * g + 1 : g + 8;
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float le = l[e];
@@ -359,11 +429,11 @@ template <typename QT, int D, int GB> struct tc_math {
             for (int off = 4; off < 32; off *= 2) le += __shfl_xor_sync(0xffffffffu, le, off);
             const int h = 2 * t + e;
             if (h < GB) {
-                float *row = sm_acc + (warp * GB + h) * D + g;
+                float *row = sm_acc + (warp * GB + h) * D;
 #pragma unroll
                 for (int k = 0; k < KS; k++) {
-                    row[16 * k] = o[k][e];
-                    row[16 * k + 8] = o[k][2 + e];
+                    row[16 * k + c0] = o[k][e];
+                    row[16 * k + c1] = o[k][2 + e];
                 }
                 if (g == 0) {
                     sm_m[warp][h] = m[e];
@@ -374,18 +444,19 @@ template <typename QT, int D, int GB> struct tc_math {
     }
 };
 
-/* Can this instantiation take tc_math? (16-bit KV of the query's type, a
- * head size whose warp share is whole 8-key steps.) */
+/* Can this instantiation take tc_math? (16-bit KV of the query's type at
+ * head sizes up to 128, or FP8 KV at 128, with whole 8-key warp steps.) */
 template <typename QT, typename KT, int D, int GB> constexpr bool tc_fits()
 {
-    return !elem<KT>::fp8 && D <= 128 && GB <= 8 && stream_cfg<KT, D, GB>::KW % 8 == 0;
+    constexpr bool kv_ok = elem<KT>::fp8 ? D == 128 : std::is_same<QT, KT>::value && D <= 128;
+    return kv_ok && GB <= 8 && stream_cfg<KT, D, GB>::KW % 8 == 0;
 }
 
 template <typename QT, typename KT, int D, int GB, bool TC>
 __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
 {
     using C = stream_cfg<KT, D, GB>;
-    using Math = std::conditional_t<TC, tc_math<QT, D, GB>, fma_math<QT, KT, D, GB>>;
+    using Math = std::conditional_t<TC, tc_math<QT, KT, D, GB>, fma_math<QT, KT, D, GB>>;
     extern __shared__ __align__(16) unsigned char smem[];
     __shared__ typename Math::shared_t msh;
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];

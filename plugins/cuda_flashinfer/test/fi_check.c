@@ -405,6 +405,18 @@ int main(int argc, char **argv)
                 lengths(&cases[n], k, 3, 200, &rng);
                 ADD("%s %s kv %s", qn, kinds[k], ah_dtype_name(f8[fi]));
             }
+        /* FP8 decode with queries beyond fp16's range (bf16) and in its
+         * subnormals: the tensor-core FP8 decode scales each head's query
+         * into fp16 by a power of two. */
+        for (int a = qt == AH_DTYPE_BF16 ? 0 : 1; a < 2; a++) {
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+            cases[n].s.k_scale = 0.05f;
+            cases[n].s.v_scale = 0.02f;
+            cases[n].s.q_amp = a ? 1e-6f : 1e5f;
+            lengths(&cases[n], 0, 4, 600, &rng);
+            ADD("%s decode kv fp8_e4m3 |q| %s", qn, a ? "1e-6" : "1e5");
+        }
         /* MLA absorbed decode (and its per-token path for longer queries) */
         for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
             cases[n] = base_case("", qt, 16, 1, 576, 64);

@@ -134,10 +134,11 @@ uint64_t fi_rand_u64(uint64_t *s)
 
 double fi_rand_unit(uint64_t *s) { return (double)(fi_rand_u64(s) >> 11) / 9007199254740992.0; }
 
-static void fill_random(void *buf, size_t n, ah_dtype dt, float scale, uint64_t *rng)
+/* Values in [-amp, amp), stored as value / scale in FP8 caches. */
+static void fill_random(void *buf, size_t n, ah_dtype dt, float amp, float scale, uint64_t *rng)
 {
     for (size_t i = 0; i < n; i++) {
-        float v = (float)(fi_rand_unit(rng) * 2.0 - 1.0);
+        float v = (float)(fi_rand_unit(rng) * 2.0 - 1.0) * amp;
         if (dt == AH_DTYPE_FP8_E4M3 || dt == AH_DTYPE_FP8_E5M2) v /= scale;
         ah_store_f32(buf, i, dt, v);
     }
@@ -215,11 +216,11 @@ static int upload_all(fi_plugin *p, fi_work *w)
 static void fill_values(fi_work *w, const fi_shape *s, uint64_t *rng)
 {
     const size_t kv_per_block = (size_t)s->block_size * s->hk;
-    fill_random(w->q, (size_t)w->num_tokens * s->hq * s->d, s->q_dtype, 1.f, rng);
-    fill_random(w->kc, w->num_blocks * kv_per_block * s->d, s->kv_dtype,
+    fill_random(w->q, (size_t)w->num_tokens * s->hq * s->d, s->q_dtype, s->q_amp ? s->q_amp : 1.f, 1.f, rng);
+    fill_random(w->kc, w->num_blocks * kv_per_block * s->d, s->kv_dtype, 1.f,
                 s->k_scale ? s->k_scale : 1.f, rng);
     if (w->vc)
-        fill_random(w->vc, w->num_blocks * kv_per_block * s->dv, s->kv_dtype,
+        fill_random(w->vc, w->num_blocks * kv_per_block * s->dv, s->kv_dtype, 1.f,
                     s->v_scale ? s->v_scale : 1.f, rng);
     for (uint32_t h = 0; h < s->hq; h++) {
         if (w->sinks) w->sinks[h] = (float)(fi_rand_unit(rng) * 4.0 - 1.0);
@@ -256,7 +257,7 @@ int fi_work_build(fi_plugin *p, fi_work *w, const fi_shape *s, uint64_t seed)
     sp->kv_layout = s->layout;
     sp->sliding_window = s->window;
     sp->softcap = s->softcap;
-    sp->scale = 1.f / sqrtf((float)s->d);
+    sp->scale = 1.f / sqrtf((float)s->d) / (s->q_amp ? s->q_amp : 1.f);
     sp->use_mla = s->mla;
     sp->use_sinks = s->sinks;
     sp->use_alibi = s->alibi;

@@ -53,6 +53,7 @@ typedef struct fi_shape {
     uint32_t prefix_blocks;         /* shared leading blocks (cascade) */
     uint32_t spare_blocks;          /* extra table width / cache blocks */
     uint32_t ordered_blocks;        /* blocks in allocation order, not shuffled */
+    float q_amp;                    /* queries times this, softmax scale over it (0: 1) */
 } fi_shape;
 
 /* Host and device copies of a workload. */
