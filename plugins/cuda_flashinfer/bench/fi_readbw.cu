@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, u
     for (int it = 0; it < ntiles; it++) {
         __syncwarp();
         if (it + ns - 1 < ntiles) issue(it + ns - 1);
-        fi::mbar_wait_parity(fi::smem_addr(&full[it % ns][warp]), (it / ns) & 1);
+        fi::mbar_wait(fi::smem_addr(&full[it % ns][warp]), (it / ns) & 1);
         const unsigned char *st = sm + (it % ns) * BK_STAGE + (warp * 8 + lane / 4) * BK_ROWS + (lane % 4) * 64;
         acc ^= *reinterpret_cast<const uint32_t *>(st) ^ *reinterpret_cast<const uint32_t *>(st + 32 * BK_ROWS);
     }

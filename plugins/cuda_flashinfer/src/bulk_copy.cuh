@@ -1,10 +1,10 @@
 /*
- * Bulk asynchronous copies (sm_90): the copy engine moves a contiguous run of
- * bytes from global to shared memory and counts them off an mbarrier's
- * expected transaction bytes, so a warp issues one instruction per row
- * instead of one 16-byte copy per lane and waits on one barrier. The decode
- * uses them for its 256-byte key rows; the read-pattern benchmark uses them
- * to measure what the copy engine reaches on that pattern.
+ * mbarriers and bulk asynchronous copies (sm_90). An mbarrier completes a
+ * phase once its arrivals and its expected transaction bytes are in; the
+ * copy engine counts bytes off it as they land. The Hopper prefill's
+ * pipeline (prefill_sm90.cu) waits and releases on them; the read-pattern
+ * benchmark (fi_readbw) fills the decode's stages with one bulk copy per
+ * 256-byte row to measure what the copy engine reaches on that pattern.
  */
 #ifndef FI_BULK_COPY_CUH
 #define FI_BULK_COPY_CUH
@@ -30,13 +30,17 @@ __device__ __forceinline__ void mbar_init_fence()
 {
     FI_SM90_ASM("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    FI_SM90_ASM("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 /* One arrival that also expects `bytes` of copies to complete the phase. */
 __device__ __forceinline__ void mbar_arrive_expect(uint32_t bar, uint32_t bytes)
 {
     FI_SM90_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 /* Spins until the phase of the given parity has completed. */
-__device__ __forceinline__ void mbar_wait_parity(uint32_t bar, uint32_t parity)
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 {
     FI_SM90_ASM("{\n.reg .pred done;\nWAIT_%=:\n"
                  "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
