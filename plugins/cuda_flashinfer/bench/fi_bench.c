@@ -6,8 +6,9 @@
  * written per second). Prints one table row per shape:
  *   shape | median ms | GB/s of KV read (decode) or TFLOP/s (prefill) | % of copy BW
  *
- *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode | --decode-all]
- * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only; --decode-all: every decode row)
+ *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode | --decode-all | --mla]
+ * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only; --decode-all: every decode
+ * row; --mla: the MLA decode row only)
  */
 #include <math.h>
 #include <stdio.h>
@@ -136,6 +137,24 @@ static void row(const char *name, double ms, double bytes, double flops, double 
     fflush(stdout);
 }
 
+/* The absorbed-MLA decode row: B32 (FI_BENCH_MLA_REQS, 1-256) x 4k keys,
+ * 16 heads, page 64. */
+static void mla_row(fi_plugin *p, double bw)
+{
+    static int32_t ql[256], sl[256];
+    const char *me = getenv("FI_BENCH_MLA_REQS");
+    const int mr = me && atoi(me) >= 1 && atoi(me) <= 256 ? atoi(me) : 32;
+    for (int r = 0; r < mr; r++) ql[r] = 1, sl[r] = 4096;
+    fi_shape s = shape(16, 1, 576, 64, (uint32_t)mr, ql, sl);
+    s.dv = 512;
+    s.mla = 1;
+    double bytes, flops;
+    const double ms = time_forward(p, &s, 1, &bytes, &flops);
+    char name[128];
+    snprintf(name, sizeof name, "MLA decode B%d ctx4096 16 heads 576/512 page64", mr);
+    row(name, ms, bytes, flops, bw);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = FI_PLUGIN_PATH;
@@ -147,6 +166,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--tc")) tc_only = 1;
         else if (!strcmp(argv[i], "--decode")) dec_only = 1;
         else if (!strcmp(argv[i], "--decode-all")) dec_only = 2;
+        else if (!strcmp(argv[i], "--mla")) dec_only = 3;
     }
     if (g_reps < 3) g_reps = 3;
     fi_plugin p;
@@ -161,6 +181,11 @@ int main(int argc, char **argv)
     double bytes, flops;
     char name[128];
     const int ctxs[3] = {4096, 8192, 16384};
+    if (dec_only == 3) {
+        mla_row(&p, bw);
+        fi_plugin_close(&p);
+        return 0;
+    }
     if (!tc_only) {
     for (int c = 0; c < 3; c++) {
         if (quick && c) break;
@@ -217,14 +242,7 @@ int main(int argc, char **argv)
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         row("decode B64 ctx4096 32/8 d128 kv fp8_e4m3", ms, bytes, flops, bw);
     }
-    {
-        for (int r = 0; r < 32; r++) ql[r] = 1, sl[r] = 4096;
-        fi_shape s = shape(16, 1, 576, 64, 32, ql, sl);
-        s.dv = 512;
-        s.mla = 1;
-        double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        row("MLA decode B32 ctx4096 16 heads 576/512 page64", ms, bytes, flops, bw);
-    }
+    mla_row(&p, bw);
     /* Page size 1 at a long context too (one page lookup per key). */
     for (int pg = 0; pg < 2; pg++) {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 16384;

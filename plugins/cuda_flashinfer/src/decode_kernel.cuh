@@ -66,6 +66,7 @@ template <typename KT> __device__ __forceinline__ void cvt8(const uint4 &raw, fl
 
 } // namespace fi
 
+#include "decode_mla_tc.cuh"
 #include "decode_stream.cuh"
 
 namespace fi {
@@ -248,7 +249,26 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
     FI_DISPATCH_QTYPE(q_dtype, QT, {
         FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
             FI_DISPATCH_GROUP_BLOCK(gb, GB, {
-                if constexpr (D != DV && GB > 2) {
+                if constexpr (GB == 16) {
+                    if constexpr (D == mla_tc_cfg::D && DV == mla_tc_cfg::DV && std::is_same<QT, KT>::value) {
+                        auto kern = decode_mla_tc_kernel<QT>;
+                        const int ns = p.stages >= 2 && p.stages <= mla_tc_cfg::MAX_NS ? p.stages : 3;
+                        if (occupancy) {
+                            cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                                 mla_tc_cfg::smem(mla_tc_cfg::MAX_NS));
+                            if (e != cudaSuccess) return e;
+                            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, 128,
+                                                                                 mla_tc_cfg::smem(ns));
+                        }
+                        attn_params q = p;
+                        q.stages = ns;
+                        dim3 grid(p.num_tokens, (p.group + GB - 1) / GB, p.num_splits);
+                        kern<<<grid, 128, mla_tc_cfg::smem(ns), st>>>(q);
+                        return cudaPeekAtLastError();
+                    } else {
+                        FI_UNSUPPORTED("decode head-group block of 16 (MLA, 16-bit cache)", GB, "1, 2, 4, 8");
+                    }
+                } else if constexpr (D != DV && GB > 2) {
                     FI_UNSUPPORTED("MLA decode head-group block", GB, "1, 2");
                 } else if constexpr (D == DV && GB * D > 1024) {
                     FI_UNSUPPORTED("decode head-group block at this head size", GB, "GB x D <= 1024");

@@ -54,7 +54,8 @@
     case 2: { constexpr int GB = 2; __VA_ARGS__ } break;                                  \
     case 4: { constexpr int GB = 4; __VA_ARGS__ } break;                                  \
     case 8: { constexpr int GB = 8; __VA_ARGS__ } break;                                  \
-    default: FI_UNSUPPORTED("decode head-group block", gb, "1, 2, 4, 8");                 \
+    case 16: { constexpr int GB = 16; __VA_ARGS__ } break;                                \
+    default: FI_UNSUPPORTED("decode head-group block", gb, "1, 2, 4, 8, 16");             \
     }
 
 #endif

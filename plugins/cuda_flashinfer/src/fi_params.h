@@ -156,8 +156,9 @@ cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t 
                             float inv_scale, cudaStream_t st);
 
 /* The decode kernel's head-group width for a group size (1, 2, 4 or 8; at
- * most 1024 / head size, MLA at most 2). */
-int decode_group_block(int group, bool mla, int d);
+ * most 1024 / head size, MLA at most 2; MLA on a 16-bit cache with a group
+ * below 16 or a multiple of it: 16, the tensor-core MLA kernel). */
+int decode_group_block(int group, bool mla, bool kv16, int d);
 
 } // namespace fi
 

@@ -154,8 +154,11 @@ cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &
     return cudaSuccess;
 }
 
-int decode_group_block(int group, bool mla, int d)
+int decode_group_block(int group, bool mla, bool kv16, int d)
 {
+    /* AH_FI_MLA_TC=0 keeps MLA on the CUDA-core kernel (a measurement knob). */
+    static const bool mla_tc = env_knob("AH_FI_MLA_TC", 1) != 0;
+    if (mla && kv16 && (group % 16 == 0 || group < 16) && mla_tc) return 16; /* decode_mla_tc.cuh */
     const int cap = mla ? 2 : d >= 256 ? 4 : 8;
     for (int gb = cap; gb > 1; gb >>= 1)
         if (group % gb == 0) return gb;

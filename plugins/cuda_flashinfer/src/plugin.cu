@@ -251,7 +251,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->kvt = kvt;
     st->mla = mla;
     st->group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    st->gb = decode_group_block(st->group, mla, qk);
+    st->gb = decode_group_block(st->group, mla, kvt == qt, qk);
     st->tc = prefill_supported(qk, vh);
 
     const int64_t R = lim->max_num_reqs, T = lim->max_num_tokens;
@@ -349,7 +349,7 @@ static double wave_fill(const ah_state *st, int64_t ctas, int per_sm)
 static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, int *splits, int *stages)
 {
     const double fill = fi_decode_fill();
-    const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * (st->group / st->gb);
+    const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * ((st->group + st->gb - 1) / st->gb);
     const int forced = decode_stages_forced();
     *splits = 1;
     *stages = forced ? forced : wave_fill(st, base, st->occupancy[3]) >= fill - 1e-9 ? 3 : 4;
