@@ -35,12 +35,12 @@
 namespace fa3 {
 
 // V^T stage layout. BN = 128: [D + 8][128] bytes, one 128-byte swizzle row
-// per channel. Wider tiles (BN 160 / 192, FA3_F8C_BN) do not fit one
+// per channel. Wider tiles (BN 160, FA3_F8C_BN) do not fit one
 // swizzle row, so a stage is two column blocks: keys 0-127 as above, then
-// keys 128..BN-1 as [D + 8][W1] with the W1-byte swizzle (W1 = 32 / 64);
+// keys 128..BN-1 as [D + 8][W1] with the W1-byte swizzle (W1 = 32);
 // PV's k-steps pick the block (gemm_pv8). Stages stay 1024-byte aligned.
 template <int D, int BN> struct vt_layout {
-    static_assert(BN == 128 || BN == 160 || BN == 192, "key tiles of 128, 160 or 192");
+    static_assert(BN == 128 || BN == 160, "key tiles of 128 or 160");
     static constexpr int W1 = BN - 128;               // bytes per row of block 1
     static constexpr int B0 = (D + 8) * 128;          // bytes of block 0
     static constexpr int BYTES = BN == 128 ? (D + 8) * BN : (B0 + (D + 8) * W1 + 1023) / 1024 * 1024;
@@ -260,7 +260,7 @@ __device__ __forceinline__ void transpose_v3(uint32_t src, uint32_t dst, int wi,
     }
 }
 
-// transpose_v3 for the wide tiles (BN 160 / 192): units (g, c) with g < BN /
+// transpose_v3 for the wide tiles (BN 160): units (g, c) with g < BN /
 // 16 key groups; groups 8.. land in V^T block 1 (rows of W1 bytes, W1-byte
 // swizzle: 16-byte unit u of row r at u ^ ((r * W1 / 128) % (W1 / 16))). A
 // matrix's eight store rows (channels 2p or 2p + 1, see transpose3_lane)
@@ -370,7 +370,6 @@ template <int N> struct mma8;
     };
 FA3_MMA8(128)
 FA3_MMA8(160)
-FA3_MMA8(192)
 #undef FA3_MMA8
 
 // K-major wgmma descriptor for a W-byte swizzle (W = 128 / 64 / 32: layout
@@ -405,11 +404,9 @@ __device__ __forceinline__ void gemm_qk8s(S &s, int cw, int st, float (&sacc)[BN
 {
     const uint64_t a0 = desc_sw128(smem_addr(&s.q8[cw * 64][0]), 16, 1024);
     const uint64_t d0 = desc_sw128(smem_addr(&s.k[st][0][0]), 16, 1024);
+    static_assert(BN == 160, "Q from shared memory serves the wide tile");
 #pragma unroll
-    for (int kk = 0; kk < D / 32; kk++) {
-        if constexpr (BN == 160) fa3_wgmma_ss_e4m3_n160(sacc, a0 + 2 * kk, d0 + 2 * kk, kk > 0);
-        else fa3_wgmma_ss_e4m3_n192(sacc, a0 + 2 * kk, d0 + 2 * kk, kk > 0);
-    }
+    for (int kk = 0; kk < D / 32; kk++) fa3_wgmma_ss_e4m3_n160(sacc, a0 + 2 * kk, d0 + 2 * kk, kk > 0);
 }
 
 // This thread's Q8 fragments (load_q8) stored where gemm_qk8s reads them:

@@ -8,10 +8,10 @@ and indices free of typing errors. Run: tools/gen_wgmma.py > kernels/fa3_wgmma.c
 SHAPES = (64, 128, 256)
 # e4m3 PV at head size 128 runs n136: V^T carries 8 more rows, the first
 # all ones, so the row sums of P come out of the accumulator (fa3_fwd_fp8c.cuh);
-# n160 and n192 are QK^T of the wide key tiles (FA3_F8C_BN).
-SHAPES8 = (64, 128, 136, 160, 192, 256)
+# n160 is QK^T of the wide key tiles (FA3_F8C_BN).
+SHAPES8 = (64, 128, 136, 160, 256)
 # QK^T of the wide key tiles with Q from shared memory (registers are short).
-SHAPES8_SS = (160, 192)
+SHAPES8_SS = (160,)
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
 
 
