@@ -3,7 +3,7 @@
  * a 16-bit cache of the query's type): one CTA of four warps per (query
  * token, block of 16 query heads, KV partition). The 16 heads are the 16
  * rows of mma.sync, so one read of a key serves all of them (a group of
- * fewer than 16 heads leaves rows empty).
+ * fewer than 16 heads repeats its last head in the spare rows, unstored).
  *   - Keys stream through shared memory in stages of 32 rows (one 1152-byte
  *     row per key; V is its first 512 channels) by a cp.async pipeline of
  *     p.stages stages, each row's 16-byte chunks XOR-swizzled (chunk ^ row
@@ -40,9 +40,6 @@ struct mla_tc_cfg {
     static_assert(CPT * THREADS == BN * CR, "stage copy must split evenly");
     static constexpr int smem(int ns) { return ns * STAGE; }
 };
-
-/* Byte offset of 16-byte chunk c of stage row r (XOR within groups of 8). */
-__device__ __forceinline__ uint32_t mla_at(int r, int c) { return (uint32_t)(r * mla_tc_cfg::CR + (c ^ (r & 7))) * 16u; }
 
 template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params p)
 {
@@ -99,7 +96,7 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
             const int64_t off = ok ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
                                          (int64_t)(j & mask) * p.kg.stride_slot + ch * 8
                                    : 0;
-            cp_async16(st + mla_at(row, ch), kc + off, ok ? 16 : 0);
+            cp_async16(st + swz<C::CR>(row, ch), kc + off, ok ? 16 : 0);
         }
     };
     for (int s = 0; s < ns - 1; s++) {
@@ -128,7 +125,7 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
 #pragma unroll
                 for (int u = 0; u < 2; u++) {
                     uint32_t kb[4]; /* b0, b1 of k-steps 2i and 2i + 1 */
-                    ldsm_x4(kb, st + mla_at(key0 + 8 * u + (lane & 7), 4 * i + (lane >> 3)));
+                    ldsm_x4(kb, st + swz<C::CR>(key0 + 8 * u + (lane & 7), 4 * i + (lane >> 3)));
                     mma_op<QT>::run(s[u], qa[2 * i], kb[0], kb[1]);
                     mma_op<QT>::run(s2[u], qa[2 * i + 1], kb[2], kb[3]);
                 }
@@ -182,7 +179,7 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
 #pragma unroll
             for (int i = 0; i < C::NT / 2; i++) {
                 uint32_t vb[4];
-                ldsm_x4_t(vb, st + mla_at(vrow, warp * (C::DV / C::NW / 8) + 2 * i + vch));
+                ldsm_x4_t(vb, st + swz<C::CR>(vrow, warp * (C::DV / C::NW / 8) + 2 * i + vch));
                 mma_op<QT>::run(o[2 * i], pa, vb[0], vb[1]);
                 mma_op<QT>::run(o[2 * i + 1], pa, vb[2], vb[3]);
             }
