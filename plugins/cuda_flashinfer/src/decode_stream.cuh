@@ -19,10 +19,10 @@
  *       per lane, probabilities go through shared memory to every lane;
  *       tc_math (16-bit KV at D <= 128, FP8 KV at 128 as fp16 operands):
  *       S^T = K Q^T and O^T += V^T P^T on mma.sync, 8 keys a step as the
- *       rows of a 16-row tile, the GB heads
- *       as its 8 columns, P^T turned into the second GEMM's operand by one
- *       movmatrix; a tenth of fma_math's instructions per key, which leaves
- *       the issue slots to the copies (the SM's other CTAs);
+ *       rows of a 16-row tile, the GB heads as its 8 columns, P^T turned
+ *       into the second GEMM's operand by one movmatrix; a tenth of
+ *       fma_math's instructions per key, which leaves the issue slots to
+ *       the copies (the SM's other CTAs);
  *   - every loop trip count is uniform over the CTA, so the warp-wide
  *     shuffles never meet a lane that left the loop.
  * The four warps' online-softmax states are merged through shared memory at
