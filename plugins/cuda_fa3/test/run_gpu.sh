@@ -16,11 +16,7 @@
 set -u
 OUT=${OUT:-/tmp/fa3_out}
 mkdir -p "$OUT"
-T0=$(date +%s)
-DEADLINE=$((T0 + ${FA3_DEADLINE_S:-340}))
-# step timeout: min(wanted, seconds left before the deadline), at least 5
-tmo() { local left=$((DEADLINE - $(date +%s))); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 5)) || echo "$1"; }
-el() { echo "$(( $(date +%s) - T0 )) s"; }
+. "$(dirname "$0")/../tools/deadline.sh" "${FA3_DEADLINE_S:-340}"
 
 D=/tmp/fa3-deps
 mkdir -p $D && for f in .deps/*.deb; do [ -e "$f" ] && dpkg -x "$f" $D; done

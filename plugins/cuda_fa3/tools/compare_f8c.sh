@@ -14,9 +14,7 @@
 set -u
 OUT=${OUT:-/tmp/fa3_cmp}
 mkdir -p "$OUT"
-T0=$(date +%s)
-DEADLINE=$((T0 + ${FA3_CMP_S:-200}))
-tmo() { local left=$((DEADLINE - $(date +%s))); [ "$left" -lt "$1" ] && echo $((left > 3 ? left : 3)) || echo "$1"; }
+. "$(dirname "$0")/deadline.sh" "${FA3_CMP_S:-200}"
 # inih unpacked by run_gpu.sh (the conformance CLI links it)
 export LD_LIBRARY_PATH=/tmp/fa3-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 B=build-fa3-gpu
@@ -84,4 +82,4 @@ for (c, L), d in tab.items():
         cells.append((f"{m:.1f}" + (f" ({m / b:.3f})" if b and v != "bf16" else "")).rjust(24))
     print(f"{'causal' if c == '1' else 'noncausal'} {L}".ljust(16) + "".join(cells))
 EOF
-echo "compare total $(( $(date +%s) - T0 )) s"
+echo "compare total $(el)"

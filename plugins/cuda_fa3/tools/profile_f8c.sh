@@ -15,9 +15,7 @@
 set -u
 OUT=${OUT:-/tmp/fa3_prof}
 mkdir -p "$OUT"
-T0=$(date +%s)
-DEADLINE=$((T0 + ${FA3_PROF_S:-150}))
-tmo() { local left=$((DEADLINE - $(date +%s))); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 5)) || echo "$1"; }
+. "$(dirname "$0")/deadline.sh" "${FA3_PROF_S:-150}"
 B=build-fa3-gpu
 SO=$B/lib/attnhost/plugins/cuda_fa3.so
 BENCH=$B/bin/fa3_bench
@@ -32,7 +30,7 @@ export FA3_FP8_COMPUTE=on
   done
 done 2>&1 | tee "$OUT/ablation.log"
 unset FA3_F8C_EMU
-[ "${FA3_NCU:-1}" = 1 ] || { echo "profile total $(( $(date +%s) - T0 )) s"; exit 0; }
+[ "${FA3_NCU:-1}" = 1 ] || { echo "profile total $(el)"; exit 0; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: $NCU ($($NCU --version 2>/dev/null | tail -1))"
 SECS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
@@ -43,7 +41,7 @@ for shape in "${NCU_SHAPES[@]}"; do
   set -- $shape
   timeout "$(tmo 70)" $NCU --clock-control none -k regex:fwd_fp8c --launch-skip 3 --launch-count 1 $SECS \
     -f -o "$OUT/$3" $BENCH $SO one 128 $1 $2 1 > "$OUT/ncu_$3.log" 2>&1
-  echo "ncu $3 rc=$? at $(( $(date +%s) - T0 )) s"
+  echo "ncu $3 rc=$? at $(el)"
   if [ -f "$OUT/$3.ncu-rep" ]; then
     $NCU -i "$OUT/$3.ncu-rep" --page details --print-details all > "$OUT/ncu_$3_details.txt" 2>&1
     $NCU -i "$OUT/$3.ncu-rep" --page raw --csv > "$OUT/ncu_$3_raw.csv" 2>&1
@@ -60,4 +58,4 @@ l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wa
 smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg,smsp__inst_executed.sum \
   $BENCH $SO one 128 0 16384 1 > "$OUT/ncu_metrics.log" 2>&1
 echo "ncu metrics rc=$?"; grep -E "sm__|smsp__|l1tex__" "$OUT/ncu_metrics.log" | head -20
-echo "profile total $(( $(date +%s) - T0 )) s"
+echo "profile total $(el)"
