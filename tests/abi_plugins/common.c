@@ -205,9 +205,10 @@ static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
 
 /* Query token t of request r, head h: softmax over the keys its causal
  * (and sliding) window admits, into O and, if wanted, the LSE. W holds
- * max_seq logits, ACC v_head_size sums. */
+ * max_seq logits, ACC v_head_size sums, Q the qk_head_size query values the
+ * dot products use. */
 static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, int32_t t, size_t h,
-                       double *w, double *acc)
+                       double *w, double *acc, double *q)
 {
     const ah_layer_spec *sp = &s->spec;
     const uint32_t bugs = s->ctx->bugs;
@@ -227,15 +228,13 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
     double qmax = 0;
     for (size_t c = 0; s->fp8_math && c < dq; c++) qmax = fmax(qmax, fabs((double)qv[c]));
     const double qs = qmax > 0 ? qmax / 448 : 1;
+    for (size_t c = 0; c < dq; c++) q[c] = s->fp8_math ? e4m3(qv[c] / qs) * qs : qv[c];
     double m = -INFINITY, den = 0;
     for (int64_t j = first; j <= pos; j++) {
         size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
         const size_t k0 = (slot * hk + kh) * dq;
         double d = 0;
-        for (size_t c = 0; c < dq; c++) {
-            const double q = s->fp8_math ? e4m3(qv[c] / qs) * qs : qv[c];
-            d += q * ah_load_f32(ah_dl_data(a->key_cache), k0 + c, kt) * ks;
-        }
+        for (size_t c = 0; c < dq; c++) d += q[c] * ah_load_f32(ah_dl_data(a->key_cache), k0 + c, kt) * ks;
         w[j] = d * scale;
         if (w[j] > m) m = w[j];
     }
@@ -260,12 +259,12 @@ static ah_status forward_now(ah_state *s, const ah_forward_args *a)
     const size_t hq = s->spec.num_q_heads;
     if (!a->q || !a->out || !a->key_cache || !a->value_cache)
         return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "forward needs q, out and caches");
-    double *w = malloc(((size_t)s->max_seq + s->spec.v_head_size + 1) * sizeof(double));
+    double *w = malloc(((size_t)s->max_seq + s->spec.v_head_size + s->spec.qk_head_size + 1) * sizeof(double));
     if (!w) return ah_fail(&s->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
     for (uint32_t r = 0; r < s->num_reqs; r++)
         for (int32_t t = s->qsl[r]; t < s->qsl[r + 1]; t++)
             for (size_t h = 0; h < hq - !!(s->ctx->bugs & ABI_BUG_SKIP_HEAD); h++)
-                attend_row(s, a, r, t, h, w, w + s->max_seq);
+                attend_row(s, a, r, t, h, w, w + s->max_seq, w + s->max_seq + s->spec.v_head_size);
     free(w);
     return AH_OK;
 }
