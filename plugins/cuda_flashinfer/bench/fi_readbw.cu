@@ -76,6 +76,8 @@ struct paged_geom {
     const int32_t *pages; /* [R][CTX / 16] */
     int ctx, hpc;         /* keys per request; KV heads per CTA */
     int hnd;              /* page layout [head][slot] instead of [slot][head] */
+    int early;            /* refill a stage before waiting for the next (cp.async pattern) */
+    unsigned long long *trace; /* if set: [CTA][2] start and end times (ns) */
 };
 constexpr int PG_HK = 8, PG_ROWB = 256, PG_PAGE = 16;
 constexpr int64_t PG_SLOT = PG_HK * PG_ROWB, PG_PAGEB = PG_PAGE * PG_SLOT;
@@ -85,6 +87,13 @@ __device__ __forceinline__ int64_t pg_row(const paged_geom &g, const int32_t *pa
 {
     const int64_t page = (int64_t)__ldg(pages + j / PG_PAGE) * PG_PAGEB, slot = j % PG_PAGE;
     return page + (g.hnd ? (h * PG_PAGE + slot) * PG_ROWB : slot * PG_SLOT + h * PG_ROWB);
+}
+
+__device__ __forceinline__ unsigned long long globaltimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
 }
 
 /* Grid (HK / hpc head groups, R * hpc): a CTA streams hpc heads over ctx /
@@ -107,21 +116,35 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
             fi::cp_async16(st + 8192 + row * PG_ROWB + cc * 16, g.v + off, 16);
         }
     };
+    const int cta = blockIdx.y * gridDim.x + blockIdx.x;
+    if (g.trace && threadIdx.x == 0) g.trace[2 * cta] = globaltimer();
     for (int s = 0; s < ns - 1; s++) {
         if (s < ntiles) issue(s);
         fi::cp_async_commit();
     }
     uint32_t acc = 0;
     for (int it = 0; it < ntiles; it++) {
-        fi::cp_async_wait_n(ns - 2);
-        __syncthreads();
-        if (it + ns - 1 < ntiles) issue(it + ns - 1);
-        fi::cp_async_commit();
+        if (g.early) { /* the decode's early_refill order */
+            if (it + ns - 1 < ntiles) issue(it + ns - 1);
+            fi::cp_async_commit();
+            fi::cp_async_wait_n(ns - 1);
+            __syncthreads();
+        } else {
+            fi::cp_async_wait_n(ns - 2);
+            __syncthreads();
+            if (it + ns - 1 < ntiles) issue(it + ns - 1);
+            fi::cp_async_commit();
+        }
         const unsigned char *st = sm + (it % ns) * 16384;
         acc ^= *reinterpret_cast<const uint32_t *>(st + threadIdx.x * 16) ^
                *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
+        if (g.early) __syncthreads();
     }
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+    if (g.trace) {
+        __syncthreads();
+        if (threadIdx.x == 0) g.trace[2 * cta + 1] = globaltimer();
+    }
 }
 
 /* The same stages filled by the copy engine: warp w owns rows 8w..8w+7 of
@@ -194,14 +217,39 @@ template <typename F> static float median_ms(F launch, int reps)
 
 /* Median ms of the paged pattern over the 4 GiB buffer (K its first half). */
 static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns, int bulk,
-                        int hnd, uint32_t *out, int reps)
+                        int hnd, int early, uint32_t *out, int reps, unsigned long long *trace = nullptr)
 {
-    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc, hnd};
+    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc, hnd, early, trace};
     const dim3 grid(PG_HK / hpc, R * hpc);
     const int smem = ns * (bulk ? BK_STAGE : 16384);
     auto kern = bulk ? paged_bulk_kernel : paged_read_kernel;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     return median_ms([&] { kern<<<grid, 128, smem>>>(g, ns, out); }, reps);
+}
+
+/* When do the CTAs of the decode's pattern (one KV head per CTA, 3 stages,
+ * shuffled pages) start and end? A tail of late CTAs leaves HBM idle. */
+static int trace_ctas(const unsigned char *buf, const int32_t *pages, int R, int ctx, uint32_t *out)
+{
+    const int n = R * PG_HK;
+    unsigned long long *d = nullptr;
+    CK(cudaMalloc(&d, sizeof(unsigned long long) * 2 * n));
+    std::vector<unsigned long long> h(2 * n);
+    for (int early = 0; early < 2; early++) {
+        time_paged(buf, pages, R, ctx, 1, 3, 0, 0, early, out, 5, d);
+        CK(cudaMemcpy(h.data(), d, sizeof(unsigned long long) * 2 * n, cudaMemcpyDeviceToHost));
+        std::vector<double> st(n), en(n);
+        const unsigned long long t0 = *std::min_element(h.begin(), h.end());
+        for (int i = 0; i < n; i++) st[i] = (h[2 * i] - t0) * 1e-3, en[i] = (h[2 * i + 1] - t0) * 1e-3;
+        std::sort(st.begin(), st.end());
+        std::sort(en.begin(), en.end());
+        auto q = [&](const std::vector<double> &v, double f) { return v[(size_t)(f * (n - 1))]; };
+        printf("paged%s CTA times, us from the first start: start p50 %.1f max %.1f; end min %.1f p10 %.1f "
+               "p50 %.1f p90 %.1f p99 %.1f max %.1f\n", early ? "early" : "     ", q(st, 0.5), q(st, 1.0),
+               q(en, 0.0), q(en, 0.1), q(en, 0.5), q(en, 0.9), q(en, 0.99), q(en, 1.0));
+    }
+    cudaFree(d);
+    return 0;
 }
 
 template <int U>
@@ -268,19 +316,21 @@ int main(int argc, char **argv)
                 std::swap(perm[i], perm[(int)((st >> 33) % (uint64_t)(i + 1))]);
             }
             CK(cudaMemcpy(d_pages, perm.data(), sizeof(int32_t) * np, cudaMemcpyHostToDevice));
-            /* copy: 0 cp.async, 1 bulk copies (sm_90), 2 bulk copies into an HND cache */
-            for (int copy = 0; copy < (pr.major >= 9 ? 3 : 1); copy++)
+            /* copy: 0 cp.async, 1 the same refilled early, 2 bulk copies (sm_90), 3 bulk copies into an
+             * HND cache */
+            for (int copy = 0; copy < (pr.major >= 9 ? 4 : 2); copy++)
                 for (int hpc : {1, 8})
                     for (int ns : {3, 4}) {
                         const float ms = time_paged(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx,
-                                                    hpc, ns, copy > 0, copy == 2, out, 20);
+                                                    hpc, ns, copy > 1, copy == 3, copy == 1, out, 20);
                         CK(cudaGetLastError());
                         const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
+                        static const char *how[] = {"     ", "early", " bulk", " bulk hnd"};
                         printf("paged%s B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
-                               "(%.1f%% of read)\n", copy == 0 ? "     " : copy == 1 ? " bulk" : " bulk hnd",
-                               shuffled ? "shuffled" : "ordered ", hpc, hpc > 1 ? "s" : " ", ns, ms, gbs,
-                               100.0 * gbs / best);
+                               "(%.1f%% of read)\n", how[copy], shuffled ? "shuffled" : "ordered ", hpc,
+                               hpc > 1 ? "s" : " ", ns, ms, gbs, 100.0 * gbs / best);
                     }
+            if (shuffled && trace_ctas(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, out)) return 1;
         }
         cudaFree(d_pages);
     }
