@@ -58,42 +58,10 @@ static double copy_bandwidth(fi_plugin *p)
     return 2.0 * (double)bytes / (ms * 1e-3) / 1e9;
 }
 
-/* FI_BENCH_ALT="NAME=VALUE" (a plugin knob read at launch): the B64 decode
- * rows are also timed with it set, in rounds alternating with the default on
- * the same workload, so an A/B shares one state of the machine. */
-static const char *g_alt;
-static double g_alt_ms;
-
-/* Fill t[0..n) with forward times in ms. */
-static int time_reps(fi_plugin *p, ah_state *st, ah_forward_args *a, float *t, int n)
-{
-    for (int i = 0; i < n; i++) {
-        p->ops->timer_start(p->ctx, p->stream);
-        if (p->ops->forward(st, a) != AH_OK) {
-            fprintf(stderr, "forward: %s\n", p->ops->state_error(st));
-            return 1;
-        }
-        p->ops->timer_stop(p->ctx, p->stream, &t[i]);
-    }
-    return 0;
-}
-
-/* Set (on = 1) or clear the FI_BENCH_ALT knob. */
-static void alt_knob(int on)
-{
-    char name[64];
-    const char *eq = strchr(g_alt, '=');
-    const size_t n = eq && (size_t)(eq - g_alt) < sizeof name ? (size_t)(eq - g_alt) : 0;
-    memcpy(name, g_alt, n);
-    name[n] = 0;
-    if (on) setenv(name, eq + 1, 1);
-    else unsetenv(name);
-}
-
-/* Median forward time in ms of shape s over g_reps launches; with alt, also
- * the FI_BENCH_ALT setting's median into g_alt_ms (3 rounds each, alternating). */
-static double time_forward_ab(fi_plugin *p, fi_shape *s, int cascade_off, double *kv_bytes,
-                              double *flops, int alt)
+/* Median forward time in ms of shape s; with graph=1 the forward is
+ * captured once and replayed (launch overhead excluded as engines do). */
+static double time_forward(fi_plugin *p, fi_shape *s, int cascade_off, double *kv_bytes,
+                           double *flops)
 {
     fi_work w;
     ah_state *st = NULL;
@@ -109,28 +77,19 @@ static double time_forward_ab(fi_plugin *p, fi_shape *s, int cascade_off, double
         goto out;
     }
     ah_forward_args a = fi_work_args(&w, s, p->stream, 0);
-    const int rounds = alt && g_alt ? 3 : 1;
-    float *t = malloc(sizeof(float) * (size_t)g_reps * rounds);
-    float *tb = alt && g_alt ? malloc(sizeof(float) * (size_t)g_reps * rounds) : NULL;
+    float *t = malloc(sizeof(float) * (size_t)g_reps);
     for (int i = 0; i < 5; i++) p->ops->forward(st, &a);
-    int bad = 0;
-    for (int r = 0; r < rounds && !bad; r++) {
-        bad = time_reps(p, st, &a, t + (size_t)r * g_reps, g_reps);
-        if (tb && !bad) {
-            alt_knob(1);
-            for (int i = 0; i < 2; i++) p->ops->forward(st, &a);
-            bad = time_reps(p, st, &a, tb + (size_t)r * g_reps, g_reps);
-            alt_knob(0);
-            for (int i = 0; i < 2; i++) p->ops->forward(st, &a);
+    for (int i = 0; i < g_reps; i++) {
+        p->ops->timer_start(p->ctx, p->stream);
+        if (p->ops->forward(st, &a) != AH_OK) {
+            fprintf(stderr, "forward: %s\n", p->ops->state_error(st));
+            free(t);
+            goto out;
         }
+        p->ops->timer_stop(p->ctx, p->stream, &t[i]);
     }
-    if (!bad) {
-        res = median(t, g_reps * rounds);
-        if (tb) g_alt_ms = median(tb, g_reps * rounds);
-    }
+    res = median(t, g_reps);
     free(t);
-    free(tb);
-    if (bad) goto out;
     /* Bytes a perfect kernel reads: each request's visible KV once (shared
      * prefix once when cascading), plus q and out. */
     const double kv_row = (double)s->hk * (s->d + (s->mla ? 0 : s->dv)) * ah_dtype_size(s->kv_dtype);
@@ -150,11 +109,6 @@ out:
     if (st) p->ops->state_destroy(st);
     fi_work_free(p, &w);
     return res;
-}
-
-static double time_forward(fi_plugin *p, fi_shape *s, int cascade_off, double *kv_bytes, double *flops)
-{
-    return time_forward_ab(p, s, cascade_off, kv_bytes, flops, 0);
 }
 
 static fi_shape shape(uint32_t hq, uint32_t hk, uint32_t d, uint32_t bs, uint32_t R,
@@ -215,8 +169,6 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--mla")) dec_only = 3;
     }
     if (g_reps < 3) g_reps = 3;
-    g_alt = getenv("FI_BENCH_ALT");
-    if (g_alt && !strchr(g_alt, '=')) g_alt = NULL;
     fi_plugin p;
     int rc = fi_plugin_open(&p, path);
     if (rc) return rc;
@@ -255,15 +207,11 @@ int main(int argc, char **argv)
             s.kv_dtype = ke[1] == '4' ? AH_DTYPE_FP8_E4M3 : AH_DTYPE_FP8_E5M2;
             s.k_scale = s.v_scale = 0.01f;
         }
-        double ms = time_forward_ab(&p, &s, 1, &bytes, &flops, 1);
+        double ms = time_forward(&p, &s, 1, &bytes, &flops);
         snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%u%s%s%s%s", ctxs[c], page, hnd ? " hnd" : "",
                  s.ordered_blocks ? " ordered" : "", s.kv_dtype != s.q_dtype ? " kv " : "",
                  s.kv_dtype != s.q_dtype ? ke : "");
         row(name, ms, bytes, flops, bw);
-        if (g_alt && ms >= 0) {
-            snprintf(name, sizeof name, "  same, %s", g_alt);
-            row(name, g_alt_ms, bytes, flops, bw);
-        }
     }
     if (dec_only == 1) {
         fi_plugin_close(&p);

@@ -15,7 +15,10 @@
  * What this reaches is the ceiling of that access pattern; the gap from it
  * to the decode is the cost of the decode's arithmetic. On sm_90 the same
  * stages are also filled by the copy engine (one 256-byte bulk copy per
- * row, NHD and HND caches), the alternative to the 16-byte copies.
+ * row, NHD and HND caches), the alternative to the 16-byte copies. Last, the
+ * one-head pattern's CTA end times, beside the same reads taken in dynamic
+ * chunks by every resident CTA: whether the grid's spread of end times
+ * costs bandwidth.
  *
  * Usage: fi_readbw [GiB] (default 4). Exits 77 without a CUDA device.
  */
@@ -76,7 +79,6 @@ struct paged_geom {
     const int32_t *pages; /* [R][CTX / 16] */
     int ctx, hpc;         /* keys per request; KV heads per CTA */
     int hnd;              /* page layout [head][slot] instead of [slot][head] */
-    int early;            /* refill a stage before waiting for the next (cp.async pattern) */
     unsigned long long *trace; /* if set: [CTA][2] start and end times (ns) */
 };
 constexpr int PG_HK = 8, PG_ROWB = 256, PG_PAGE = 16;
@@ -124,26 +126,79 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
     }
     uint32_t acc = 0;
     for (int it = 0; it < ntiles; it++) {
-        if (g.early) { /* the decode's early_refill order */
-            if (it + ns - 1 < ntiles) issue(it + ns - 1);
-            fi::cp_async_commit();
-            fi::cp_async_wait_n(ns - 1);
-            __syncthreads();
-        } else {
-            fi::cp_async_wait_n(ns - 2);
-            __syncthreads();
-            if (it + ns - 1 < ntiles) issue(it + ns - 1);
-            fi::cp_async_commit();
-        }
+        fi::cp_async_wait_n(ns - 2);
+        __syncthreads();
+        if (it + ns - 1 < ntiles) issue(it + ns - 1);
+        fi::cp_async_commit();
         const unsigned char *st = sm + (it % ns) * 16384;
         acc ^= *reinterpret_cast<const uint32_t *>(st + threadIdx.x * 16) ^
                *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
-        if (g.early) __syncthreads();
     }
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
     if (g.trace) {
         __syncthreads();
         if (threadIdx.x == 0) g.trace[2 * cta + 1] = globaltimer();
+    }
+}
+
+/* Dynamic chunks of the same items (one KV head, ctx keys each): a 1-D grid
+ * of every resident CTA takes chunks of `chunk` tiles from one counter (*cnt,
+ * zero at launch), chunk id = k x items + item, so a CTA on a faster SM
+ * takes more of them. Thread 0 asks for chunk q + 3 as the CTA starts
+ * issuing chunk q and files the answer one chunk later, so the atomic's
+ * latency is never waited on; the ids travel through `ring`. */
+__global__ void __launch_bounds__(128) paged_chunks_kernel(paged_geom g, int items, int ns, uint32_t *out, int *cnt,
+                                                          int chunk)
+{
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ int ring[8];
+    const int tpi = g.ctx / 32, cpi = tpi / chunk, total = cpi * items;
+    const int cc = threadIdx.x % 16, rr = threadIdx.x / 16;
+    int pend = 0; /* thread 0: the claim in flight */
+    auto valid = [&](int id) { return id < total ? id : -1; };
+    auto chunk_of = [&](int s) { return ring[(s / chunk) % 8]; };
+    auto issue = [&](int s) {
+        const int id = chunk_of(s);
+        if (threadIdx.x == 0 && s % chunk == 0) {
+            ring[(s / chunk + 2) % 8] = valid(pend);
+            pend = atomicAdd(cnt, 1);
+        }
+        unsigned char *st = sm + (s % ns) * 16384;
+        const int item = id % items, jb = (id / items * chunk + s % chunk) * 32;
+        const int32_t *pages = g.pages + (int64_t)(item / PG_HK) * (g.ctx / PG_PAGE);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int row = rr + 8 * i;
+            const int64_t off = pg_row(g, pages, jb + row, item % PG_HK) + cc * 16;
+            fi::cp_async16(st + row * PG_ROWB + cc * 16, g.k + off, 16);
+            fi::cp_async16(st + 8192 + row * PG_ROWB + cc * 16, g.v + off, 16);
+        }
+    };
+    if (g.trace && threadIdx.x == 0) g.trace[2 * blockIdx.x] = globaltimer();
+    if (threadIdx.x == 0) {
+        ring[0] = valid(atomicAdd(cnt, 1));
+        ring[1] = valid(atomicAdd(cnt, 1));
+        pend = atomicAdd(cnt, 1);
+    }
+    __syncthreads();
+    for (int s = 0; s < ns - 1; s++) {
+        if (chunk_of(s) >= 0) issue(s);
+        fi::cp_async_commit();
+    }
+    uint32_t acc = 0;
+    for (int it = 0; chunk_of(it) >= 0; it++) {
+        fi::cp_async_wait_n(ns - 2);
+        __syncthreads();
+        if (chunk_of(it + ns - 1) >= 0) issue(it + ns - 1);
+        fi::cp_async_commit();
+        const unsigned char *st = sm + (it % ns) * 16384;
+        acc ^= *reinterpret_cast<const uint32_t *>(st + threadIdx.x * 16) ^
+               *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+    if (g.trace) {
+        __syncthreads();
+        if (threadIdx.x == 0) g.trace[2 * blockIdx.x + 1] = globaltimer();
     }
 }
 
@@ -215,11 +270,21 @@ template <typename F> static float median_ms(F launch, int reps)
     return t[t.size() / 2];
 }
 
+/* CTAs of 128 threads with smem bytes that fit on the whole device at once. */
+template <typename K> static int resident_ctas(K kern, int smem)
+{
+    int per_sm = 0, dev = 0, sms = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 128, smem);
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    return per_sm * sms;
+}
+
 /* Median ms of the paged pattern over the 4 GiB buffer (K its first half). */
 static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns, int bulk,
-                        int hnd, int early, uint32_t *out, int reps, unsigned long long *trace = nullptr)
+                        int hnd, uint32_t *out, int reps, unsigned long long *trace = nullptr)
 {
-    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc, hnd, early, trace};
+    const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc, hnd, trace};
     const dim3 grid(PG_HK / hpc, R * hpc);
     const int smem = ns * (bulk ? BK_STAGE : 16384);
     auto kern = bulk ? paged_bulk_kernel : paged_read_kernel;
@@ -227,28 +292,47 @@ static float time_paged(const unsigned char *buf, const int32_t *pages, int R, i
     return median_ms([&] { kern<<<grid, 128, smem>>>(g, ns, out); }, reps);
 }
 
-/* When do the CTAs of the decode's pattern (one KV head per CTA, 3 stages,
- * shuffled pages) start and end? A tail of late CTAs leaves HBM idle. */
+/* The decode's pattern (one KV head per CTA, 3 stages, shuffled pages) as a
+ * grid of items and in dynamic chunks of 4 / 8 / 16 tiles: the time, and
+ * when the CTAs end. CTAs of the grid end up to 25% apart, as SMs stream at
+ * different rates; the chunks end within a few microseconds of each other,
+ * which tells whether the early finishers leave bandwidth unused. */
 static int trace_ctas(const unsigned char *buf, const int32_t *pages, int R, int ctx, uint32_t *out)
 {
-    const int n = R * PG_HK;
+    const int items = R * PG_HK, smem = 3 * 16384;
+    cudaFuncSetAttribute(paged_chunks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const int resident = resident_ctas(paged_chunks_kernel, smem), nmax = std::max(items, resident);
     unsigned long long *d = nullptr;
-    CK(cudaMalloc(&d, sizeof(unsigned long long) * 2 * n));
-    std::vector<unsigned long long> h(2 * n);
-    for (int early = 0; early < 2; early++) {
-        time_paged(buf, pages, R, ctx, 1, 3, 0, 0, early, out, 5, d);
+    int *cnt = nullptr;
+    CK(cudaMalloc(&d, sizeof(unsigned long long) * 2 * nmax));
+    CK(cudaMalloc(&cnt, sizeof(int)));
+    std::vector<unsigned long long> h(2 * nmax);
+    for (int chunk : {0, 4, 8, 16}) {
+        float ms;
+        if (chunk) {
+            const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, 1, 0, d};
+            ms = median_ms([&] {
+                cudaMemsetAsync(cnt, 0, sizeof(int));
+                paged_chunks_kernel<<<resident, 128, smem>>>(g, items, 3, out, cnt, chunk);
+            }, 20);
+        } else {
+            ms = time_paged(buf, pages, R, ctx, 1, 3, 0, 0, out, 20, d);
+        }
+        CK(cudaGetLastError());
+        const int n = chunk ? resident : items;
         CK(cudaMemcpy(h.data(), d, sizeof(unsigned long long) * 2 * n, cudaMemcpyDeviceToHost));
-        std::vector<double> st(n), en(n);
-        const unsigned long long t0 = *std::min_element(h.begin(), h.end());
-        for (int i = 0; i < n; i++) st[i] = (h[2 * i] - t0) * 1e-3, en[i] = (h[2 * i + 1] - t0) * 1e-3;
-        std::sort(st.begin(), st.end());
+        std::vector<double> en(n);
+        const unsigned long long t0 = *std::min_element(h.begin(), h.begin() + 2 * n);
+        for (int i = 0; i < n; i++) en[i] = (h[2 * i + 1] - t0) * 1e-3;
         std::sort(en.begin(), en.end());
-        auto q = [&](const std::vector<double> &v, double f) { return v[(size_t)(f * (n - 1))]; };
-        printf("paged%s CTA times, us from the first start: start p50 %.1f max %.1f; end min %.1f p10 %.1f "
-               "p50 %.1f p90 %.1f p99 %.1f max %.1f\n", early ? "early" : "     ", q(st, 0.5), q(st, 1.0),
-               q(en, 0.0), q(en, 0.1), q(en, 0.5), q(en, 0.9), q(en, 0.99), q(en, 1.0));
+        auto q = [&](double f) { return en[(size_t)(f * (n - 1))]; };
+        char how[32];
+        snprintf(how, sizeof how, chunk ? "chunks of %2d tiles" : "grid of items     ", chunk);
+        printf("paged B64x16k shuffled, %s, %3d CTAs: %.3f ms; CTA ends, us: min %.1f p10 %.1f p50 %.1f "
+               "p90 %.1f max %.1f\n", how, n, ms, q(0.0), q(0.1), q(0.5), q(0.9), q(1.0));
     }
     cudaFree(d);
+    cudaFree(cnt);
     return 0;
 }
 
@@ -316,19 +400,18 @@ int main(int argc, char **argv)
                 std::swap(perm[i], perm[(int)((st >> 33) % (uint64_t)(i + 1))]);
             }
             CK(cudaMemcpy(d_pages, perm.data(), sizeof(int32_t) * np, cudaMemcpyHostToDevice));
-            /* copy: 0 cp.async, 1 the same refilled early, 2 bulk copies (sm_90), 3 bulk copies into an
-             * HND cache */
-            for (int copy = 0; copy < (pr.major >= 9 ? 4 : 2); copy++)
+            /* copy: 0 cp.async, 1 bulk copies (sm_90), 2 bulk copies into an HND cache */
+            for (int copy = 0; copy < (pr.major >= 9 ? 3 : 1); copy++)
                 for (int hpc : {1, 8})
                     for (int ns : {3, 4}) {
                         const float ms = time_paged(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx,
-                                                    hpc, ns, copy > 1, copy == 3, copy == 1, out, 20);
+                                                    hpc, ns, copy > 0, copy == 2, out, 20);
                         CK(cudaGetLastError());
                         const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-                        static const char *how[] = {"     ", "early", " bulk", " bulk hnd"};
                         printf("paged%s B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
-                               "(%.1f%% of read)\n", how[copy], shuffled ? "shuffled" : "ordered ", hpc,
-                               hpc > 1 ? "s" : " ", ns, ms, gbs, 100.0 * gbs / best);
+                               "(%.1f%% of read)\n", copy == 0 ? "     " : copy == 1 ? " bulk" : " bulk hnd",
+                               shuffled ? "shuffled" : "ordered ", hpc, hpc > 1 ? "s" : " ", ns, ms, gbs,
+                               100.0 * gbs / best);
                     }
             if (shuffled && trace_ctas(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, out)) return 1;
         }

@@ -295,7 +295,6 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     const int hblocks = p.num_kv_heads * (p.group / GB);
                     q.head_fastest = p.num_tokens <= 65535;
                     q.stages = ns;
-                    q.early_refill = decode_early_refill();
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
                     kern<<<grid, SC::THREADS, smem, st>>>(q);

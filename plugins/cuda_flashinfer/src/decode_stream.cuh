@@ -525,30 +525,15 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
         cp_async_commit();
     }
 
-    /* Refill the buffer of tile it-1 before waiting for tile it (early_refill)
-     * or after (one barrier per tile): early keeps all ns stages in flight
-     * while the CTA waits, at the cost of a second barrier. */
-    const bool early = p.early_refill;
     for (int it = 0; it < ntiles; it++) {
-        if (early) {
-            if (it + ns - 1 < ntiles) {
-                issue(it + ns - 1);
-                if (it + ns < ntiles) fetch_pages(it + ns);
-            }
-            cp_async_commit();
-            cp_async_wait_n(ns - 1);
-            __syncthreads(); /* tile it landed */
-        } else {
-            cp_async_wait_n(ns - 2);
-            __syncthreads(); /* tile it landed; everyone left tile it-1's buffer */
-            if (it + ns - 1 < ntiles) {
-                issue(it + ns - 1);
-                if (it + ns < ntiles) fetch_pages(it + ns);
-            }
-            cp_async_commit();
+        cp_async_wait_n(ns - 2);
+        __syncthreads(); /* tile it landed; everyone left tile it-1's buffer */
+        if (it + ns - 1 < ntiles) {
+            issue(it + ns - 1);
+            if (it + ns < ntiles) fetch_pages(it + ns);
         }
+        cp_async_commit();
         math.tile(p, msh, smem + (it % ns) * C::STAGE, a + it * C::BN, b, pos, h0, warp, lane);
-        if (early) __syncthreads(); /* everyone left tile it's buffer */
     }
     cp_async_wait<0>();
     __syncthreads(); /* the stage buffers become the merge buffer */

@@ -96,7 +96,6 @@ struct attn_params {
     int kv_chunk;         /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
     int head_fastest;     /* decode_stream grid: x = head block, y = token (set by its launcher) */
     int stages;           /* decode_stream pipeline depth, 2-4 (chosen in plan) */
-    int early_refill;     /* decode_stream: refill a stage before waiting for the next */
 };
 
 struct merge_params {
@@ -130,9 +129,6 @@ int decode_stages_forced(void);
  * head sizes 64 and 128 (default on; AH_FI_DECODE_TC=0 keeps the CUDA-core
  * arithmetic, a measurement knob). */
 bool decode_tc_on(void);
-/* The streaming decode kernel refills a stage before it waits for the next
- * (AH_FI_DECODE_EARLY, a measurement knob; default off). */
-bool decode_early_refill(void);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);

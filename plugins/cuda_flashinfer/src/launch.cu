@@ -100,9 +100,6 @@ bool decode_tc_on(void)
     return on;
 }
 
-/* Read at every launch, so fi_bench's FI_BENCH_ALT can flip it on one state. */
-bool decode_early_refill(void) { return env_knob("AH_FI_DECODE_EARLY", 0) != 0; }
-
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
 {
     int n = 0;
