@@ -12,8 +12,11 @@ BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTEN
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
 
-def median_ms(fn, reps=20, warmup=3):
-    """Median of `reps` CUDA-event timings of fn() after `warmup` calls."""
+def median_ms(fn, reps=20, warmup=3, batch=1):
+    """Median of `reps` CUDA-event timings of fn() after `warmup` calls. Each
+    timing starts on an idle GPU, so it includes the host's time to launch
+    fn's kernels; with batch > 1 it spans that many calls back to back and is
+    divided by them, which leaves only the device's time per call."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -21,14 +24,15 @@ def median_ms(fn, reps=20, warmup=3):
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(batch):
+            fn()
         b.record()
         b.synchronize()
-        ts.append(a.elapsed_time(b))
+        ts.append(a.elapsed_time(b) / batch)
     return statistics.median(ts)
 
 
-def sdpa_ms(backend, q, k, v, causal, reps=20, warmup=3):
+def sdpa_ms(backend, q, k, v, causal, reps=20, warmup=3, batch=1):
     """Median ms of SDPA through one backend ("flash", "cudnn", "efficient").
     GQA goes through enable_gqa where the backend takes it; otherwise K/V are
     expanded to the query heads first, outside the timing. Raises when the
@@ -45,7 +49,7 @@ def sdpa_ms(backend, q, k, v, causal, reps=20, warmup=3):
             ke, ve = k.repeat_interleave(hq // hk, 1), v.repeat_interleave(hq // hk, 1)
             fn = lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal)
             fn()
-        return median_ms(fn, reps, warmup)
+        return median_ms(fn, reps, warmup, batch)
 
 
 def refusal(e):

@@ -6,9 +6,10 @@ TFLOP/s counts the visible (query, key) pairs as fi_bench does:
 4 * heads * d * pairs, pairs = n(n+1)/2 causal, n^2 otherwise. Then the
 decode rows fi_bench --decode times (B64, context 4k/8k/16k) on dense KV
 through bench/peers/peerlib.py's sdpa_ms (as bench/peers/torch_sdpa.py does),
-with GB/s of K and V read.
+with GB/s of K and V read. --batch N times N decode calls back to back per
+timing, so the host's launch time (Python and ATen dispatch) drops out.
 
-    python3 sdpa_long.py [--reps N]
+    python3 sdpa_long.py [--reps N] [--batch N] [--decode-only]
 """
 import argparse
 import os
@@ -23,10 +24,13 @@ from peerlib import refusal, sdpa_ms  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=1,
+                    help="decode rows: time this many calls back to back per timing (device time only)")
+    ap.add_argument("--decode-only", action="store_true")
     args = ap.parse_args()
     hq, hk, d = 32, 8, 128
     print("| shape | backend | ms | TFLOP/s |")
-    for n in (4096, 8192, 16384):
+    for n in () if args.decode_only else (4096, 8192, 16384):
         q = torch.randn(1, hq, n, d, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(1, hk, n, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(1, hk, n, d, device="cuda", dtype=torch.bfloat16)
@@ -50,8 +54,9 @@ def main():
         kv_bytes = 2 * b * hk * ctx * d * 2 + 2 * b * hq * d * 2
         for bname in ("flash", "cudnn"):
             try:
-                ms = sdpa_ms(bname, q, k, v, False, max(20, args.reps), warmup=5)
-                print(f"| decode B64 ctx{ctx} 32/8 d128 | {bname} | {ms:.3f} | {kv_bytes / ms / 1e6:.0f} |",
+                ms = sdpa_ms(bname, q, k, v, False, max(20, args.reps), warmup=5, batch=args.batch)
+                how = f" x{args.batch} back to back" if args.batch > 1 else ""
+                print(f"| decode B64 ctx{ctx} 32/8 d128{how} | {bname} | {ms:.3f} | {kv_bytes / ms / 1e6:.0f} |",
                       flush=True)
             except Exception as e:  # a backend that cannot run this shape
                 print(f"| decode B64 ctx{ctx} 32/8 d128 | {bname} | unsupported: {refusal(e)} | |", flush=True)
