@@ -10,12 +10,13 @@ peer of the cuda_flashinfer plugin, on the plugin's benchmark shapes:
            128, causal and not, through the backends named by --prefill
            (fa2: FlashInfer's mma.sync kernel, fa3: its Hopper kernel).
 
-CUDA-event medians after warm-up (peerlib.py), random data. Output lines
+CUDA-event medians after warm-up (peerlib.py), random data; --batch N times
+N decode calls back to back per timing, leaving out the host's launch time. Output lines
 match fi_bench's: "| shape | ms | GB/s | TFLOP/s |" rows tagged flashinfer.
 The wheel is not on the device image: carry it (bench/RESULTS.md names the
 command). A step that fails prints why and the rest still runs.
 
-    python3 flashinfer_peer.py [--reps N] [--prefill fa2,fa3] [--decode-only]
+    python3 flashinfer_peer.py [--reps N] [--prefill fa2,fa3] [--decode-only] [--batch N]
 """
 import argparse
 import os
@@ -29,7 +30,7 @@ from peerlib import median_ms, refusal
 HQ, HK, D, PAGE = 32, 8, 128, 16
 
 
-def decode(fi, ws, ctx, tensor_cores, reps):
+def decode(fi, ws, ctx, tensor_cores, reps, batch):
     b = 64
     pages_per = ctx // PAGE
     pool = b * pages_per
@@ -42,10 +43,11 @@ def decode(fi, ws, ctx, tensor_cores, reps):
     w = fi.BatchDecodeWithPagedKVCacheWrapper(ws, "NHD", use_tensor_cores=tensor_cores)
     w.plan(indptr, indices, last, HQ, HK, D, PAGE, q_data_type=torch.bfloat16,
            kv_data_type=torch.bfloat16)
-    ms = median_ms(lambda: w.run(q, (k, v)), reps)
+    ms = median_ms(lambda: w.run(q, (k, v)), reps, batch=batch)
     nbytes = 2 * k.numel() * 2 + 2 * q.numel() * 2
     kind = "tensor-core" if tensor_cores else "cuda-core"
-    print(f"| flashinfer decode B{b} ctx{ctx} 32/8 d128 page16 ({kind}) | {ms:.3f} | "
+    how = f", x{batch} back to back" if batch > 1 else ""
+    print(f"| flashinfer decode B{b} ctx{ctx} 32/8 d128 page16 ({kind}{how}) | {ms:.3f} | "
           f"{nbytes / ms / 1e6:.0f} | |", flush=True)
     del k, v
 
@@ -79,6 +81,8 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--prefill", default="fa2", help="comma-separated backends, or empty")
     ap.add_argument("--decode-only", action="store_true")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="decode rows: time this many calls back to back per timing (device time only)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("skipped: no CUDA device")
@@ -94,7 +98,7 @@ def main():
     print("| --- | --- | --- | --- |")
     for tc in (False, True):
         for ctx in (4096, 8192, 16384):
-            attempt(f"decode ctx{ctx} tc={tc}", lambda: decode(fi, ws, ctx, tc, args.reps))
+            attempt(f"decode ctx{ctx} tc={tc}", lambda: decode(fi, ws, ctx, tc, args.reps, args.batch))
     if args.decode_only:
         return 0
     for backend in filter(None, args.prefill.split(",")):
