@@ -3,7 +3,8 @@
 PyTorch SDPA with its cuDNN and FlashAttention-2 backends on the prefill
 shapes of fa3_bench, and the machine's HBM bandwidth (a read-only reduction
 and a device-to-device copy), each a median of CUDA-event timings on random
-data (bench/peers/peerlib.py). Prints RESULT lines like fa3_bench."""
+data (bench/peers/peerlib.py). Prints RESULT lines like fa3_bench.
+FA3_BENCH_BATCH=N times N calls back to back per timing, as fa3_bench does."""
 import os
 import sys
 
@@ -11,6 +12,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
 from peerlib import hbm_gbps, sdpa_ms  # noqa: E402
+
+BATCH = max(1, min(1000, int(os.environ.get("FA3_BENCH_BATCH", "1") or 1)))
 
 
 def bandwidth():
@@ -29,7 +32,7 @@ def prefill(dims):
                 flops = 4 * b * h * L * L * d * (0.5 if causal else 1.0)
                 for name, be in (("cudnn", "cudnn"), ("flash2", "flash")):
                     try:
-                        ms = sdpa_ms(be, q, k, v, causal, reps=30)
+                        ms = sdpa_ms(be, q, k, v, causal, reps=30, batch=BATCH)
                         print(f"RESULT sdpa-{name:6s} prefill d{d:<3d} h{h:<2d} batch {b:<2d} L {L:<5d} "
                               f"{'causal' if causal else 'noncausal':10s} {ms:8.3f} ms {flops/ms/1e9:7.1f} TFLOP/s",
                               flush=True)
@@ -46,7 +49,7 @@ def decode():
         nbytes = 2 * k.numel() * 2
         for name, be in (("cudnn", "cudnn"), ("flash2", "flash"), ("efficient", "efficient")):
             try:
-                ms = sdpa_ms(be, q, k, v, False, reps=30)
+                ms = sdpa_ms(be, q, k, v, False, reps=30, batch=BATCH)
                 print(f"RESULT sdpa-{name:6s} decode d128 32/8 batch 64 kv {L:<5d} {ms:8.3f} ms {nbytes/ms/1e6:7.1f} GB/s",
                       flush=True)
             except Exception as e:
