@@ -120,20 +120,12 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
     };
     const int cta = blockIdx.y * gridDim.x + blockIdx.x;
     if (g.trace && threadIdx.x == 0) g.trace[2 * cta] = globaltimer();
-    for (int s = 0; s < ns - 1; s++) {
-        if (s < ntiles) issue(s);
-        fi::cp_async_commit();
-    }
     uint32_t acc = 0;
-    for (int it = 0; it < ntiles; it++) {
-        fi::cp_async_wait_n(ns - 2);
-        __syncthreads();
-        if (it + ns - 1 < ntiles) issue(it + ns - 1);
-        fi::cp_async_commit();
+    fi::stage_pipeline(ns, ntiles, issue, [&](int it) { /* the decode's own pipeline */
         const unsigned char *st = sm + (it % ns) * 16384;
         acc ^= *reinterpret_cast<const uint32_t *>(st + threadIdx.x * 16) ^
                *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
-    }
+    });
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
     if (g.trace) {
         __syncthreads();

@@ -85,13 +85,9 @@ __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
     const int tx = threadIdx.x % C::TX, row = threadIdx.x / C::TX;
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
-    const int seq_len = p.plan.seq_lens[r];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    int lo, hi;
-    visible_range(p.var, pos, seq_len, p.kv_begin, &lo, &hi);
-    const int n = max(hi - lo, 0);
-    const int chunk = (n + p.num_splits - 1) / p.num_splits;
-    const int a = lo + split * chunk, b = min(hi, a + chunk);
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, 1);
+    const int a = keys.a, b = keys.b;
 
     const KT *kc = static_cast<const KT *>(p.k_cache);
     const KT *vc = static_cast<const KT *>(p.v_cache);

@@ -55,13 +55,8 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    int lo, hi;
-    visible_range(p.var, pos, p.plan.seq_lens[r], p.kv_begin, &lo, &hi);
-    const int n = max(hi - lo, 0);
-    /* Partitions are whole stages long so only the last tile is partial. */
-    const int per = ((n + p.num_splits - 1) / p.num_splits + C::BN - 1) / C::BN * C::BN;
-    const int a = lo + split * per, b = min(hi, a + per);
-    const int ntiles = b > a ? (b - a + C::BN - 1) / C::BN : 0;
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::BN);
+    const int a = keys.a, b = keys.b;
 
     /* Q's A fragments: rows g and g + 8 (heads h0 + g, h0 + g + 8), channels
      * 16k + 2tq (+1) and 16k + 8 + 2tq (+1). */
@@ -99,16 +94,7 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
             cp_async16(st + swz<C::CR>(row, ch), kc + off, ok ? 16 : 0);
         }
     };
-    for (int s = 0; s < ns - 1; s++) {
-        if (s < ntiles) issue(s);
-        cp_async_commit();
-    }
-
-    for (int it = 0; it < ntiles; it++) {
-        cp_async_wait_n(ns - 2);
-        __syncthreads(); /* tile it landed; everyone left tile it-1's buffer */
-        if (it + ns - 1 < ntiles) issue(it + ns - 1);
-        cp_async_commit();
+    stage_pipeline(ns, keys.ntiles, issue, [&](int it) {
         const uint32_t st = smem_addr(smem + (it % ns) * C::STAGE);
 #pragma unroll 1
         for (int half = 0; half < C::BN / 16; half++) {
@@ -184,8 +170,7 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
                 mma_op<QT>::run(o[2 * i + 1], pa, vb[2], vb[3]);
             }
         }
-    }
-    cp_async_wait<0>();
+    });
 
 #pragma unroll
     for (int off = 1; off < 4; off *= 2) {

@@ -474,15 +474,9 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
-    const int seq_len = p.plan.seq_lens[r];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    int lo, hi;
-    visible_range(p.var, pos, seq_len, p.kv_begin, &lo, &hi);
-    const int n = max(hi - lo, 0);
-    /* Partitions are whole stages long so only the last tile is partial. */
-    const int per = ((n + p.num_splits - 1) / p.num_splits + C::BN - 1) / C::BN * C::BN;
-    const int a = lo + split * per, b = min(hi, a + per);
-    const int ntiles = b > a ? (b - a + C::BN - 1) / C::BN : 0;
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::BN);
+    const int a = keys.a, b = keys.b, ntiles = keys.ntiles;
 
     const KT *kc = static_cast<const KT *>(p.k_cache);
     const KT *vc = static_cast<const KT *>(p.v_cache);
@@ -517,25 +511,13 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     math.init(static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t, p.q_stride_h, h0, lane);
 
     if (ntiles > 0) fetch_pages(0);
-    for (int s = 0; s < ns - 1; s++) {
-        if (s < ntiles) {
-            issue(s);
-            if (s + 1 < ntiles) fetch_pages(s + 1);
-        }
-        cp_async_commit();
-    }
-
-    for (int it = 0; it < ntiles; it++) {
-        cp_async_wait_n(ns - 2);
-        __syncthreads(); /* tile it landed; everyone left tile it-1's buffer */
-        if (it + ns - 1 < ntiles) {
-            issue(it + ns - 1);
-            if (it + ns < ntiles) fetch_pages(it + ns);
-        }
-        cp_async_commit();
-        math.tile(p, msh, smem + (it % ns) * C::STAGE, a + it * C::BN, b, pos, h0, warp, lane);
-    }
-    cp_async_wait<0>();
+    stage_pipeline(
+        ns, ntiles,
+        [&](int it) {
+            issue(it);
+            if (it + 1 < ntiles) fetch_pages(it + 1);
+        },
+        [&](int it) { math.tile(p, msh, smem + (it % ns) * C::STAGE, a + it * C::BN, b, pos, h0, warp, lane); });
     __syncthreads(); /* the stage buffers become the merge buffer */
 
     float *sm_acc = reinterpret_cast<float *>(smem); /* [NW][GB][D] */

@@ -197,6 +197,44 @@ __device__ __forceinline__ void visible_range(const variant &v, int p, int seq_l
     *hi = b;
 }
 
+/* The keys [a, b) that split `split` of a decode row at position pos sees,
+ * in `ntiles` stages of bn keys. Partitions are whole stages long, so only a
+ * partition's last stage is partial. */
+struct split_keys {
+    int a, b, ntiles;
+    __device__ __forceinline__ split_keys(const attn_params &p, int pos, int seq_len, int split, int bn)
+    {
+        int lo, hi;
+        visible_range(p.var, pos, seq_len, p.kv_begin, &lo, &hi);
+        const int n = max(hi - lo, 0);
+        const int per = ((n + p.num_splits - 1) / p.num_splits + bn - 1) / bn * bn;
+        a = lo + split * per;
+        b = min(hi, a + per);
+        ntiles = b > a ? (b - a + bn - 1) / bn : 0;
+    }
+};
+
+/* A CTA's cp.async pipeline over ntiles stages in ns buffers: issue(it)
+ * starts stage it's copies (every thread its share), tile(it) consumes it.
+ * ns - 1 stages are in flight while one is consumed; a stage's buffer is
+ * refilled once every thread has left it (the barrier after the wait). */
+template <typename Issue, typename Tile>
+__device__ __forceinline__ void stage_pipeline(int ns, int ntiles, Issue &&issue, Tile &&tile)
+{
+    for (int s = 0; s < ns - 1; s++) {
+        if (s < ntiles) issue(s);
+        cp_async_commit();
+    }
+    for (int it = 0; it < ntiles; it++) {
+        cp_async_wait_n(ns - 2);
+        __syncthreads(); /* stage it landed; everyone left stage it-1's buffer */
+        if (it + ns - 1 < ntiles) issue(it + ns - 1);
+        cp_async_commit();
+        tile(it);
+    }
+    cp_async_wait<0>();
+}
+
 /* A raw dot product q.k (stored units) to the base-2 logit: scale and the
  * key dequantisation scale, soft-cap, ALiBi. */
 __device__ __forceinline__ float logit2(const variant &v, float dot, float slope, int j, int p)
