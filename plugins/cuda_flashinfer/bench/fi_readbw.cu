@@ -15,7 +15,9 @@
  * What this reaches is the ceiling of that access pattern; the gap from it
  * to the decode is the cost of the decode's arithmetic. On sm_90 the same
  * stages are also filled by the copy engine (one 256-byte bulk copy per
- * row, NHD and HND caches), the alternative to the 16-byte copies. Last, the
+ * row, NHD and HND caches), the alternative to the 16-byte copies, and the
+ * rows are loaded straight into registers (no shared memory), which tells
+ * the copy mechanism's cost from the scattered pages' own. Last, the
  * one-head pattern's CTA end times, beside the same reads taken in dynamic
  * chunks by every resident CTA: whether the grid's spread of end times
  * costs bandwidth.
@@ -239,6 +241,30 @@ __global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, u
 #endif
 }
 
+/* The same paged rows loaded straight into registers (no shared memory):
+ * CTA (head, request), U 16-byte loads of K and U of V in flight per thread. */
+template <int U> __global__ void __launch_bounds__(128) paged_ldg_kernel(paged_geom g, uint32_t *out)
+{
+    const int r = blockIdx.y, h = blockIdx.x, nch = g.ctx * 16;
+    const int32_t *pages = g.pages + (int64_t)r * (g.ctx / PG_PAGE);
+    uint32_t acc = 0;
+    for (int base = 0; base < nch; base += 128 * U) {
+        uint4 k[U], v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int c = base + u * 128 + threadIdx.x, j = c / 16;
+            const int64_t off = pg_row(g, pages, j, h) + (c % 16) * 16;
+            asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(k[u].x), "=r"(k[u].y), "=r"(k[u].z), "=r"(k[u].w) : "l"(g.k + off));
+            asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(g.v + off));
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) acc ^= k[u].x ^ k[u].w ^ v[u].y ^ v[u].z;
+    }
+    if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
+}
+
 /* Median ms of `reps` CUDA-event timings of launch() after 3 warm-up calls. */
 template <typename F> static float median_ms(F launch, int reps)
 {
@@ -405,6 +431,22 @@ int main(int argc, char **argv)
                                shuffled ? "shuffled" : "ordered ", hpc, hpc > 1 ? "s" : " ", ns, ms, gbs,
                                100.0 * gbs / best);
                     }
+            {
+                const paged_geom g = {reinterpret_cast<const unsigned char *>(p),
+                                      reinterpret_cast<const unsigned char *>(p) + (size_t)R * ctx * PG_SLOT,
+                                      d_pages, ctx, 1, 0, nullptr};
+                for (int u : {4, 8, 16}) {
+                    const float ms = median_ms([&] {
+                        if (u == 4) paged_ldg_kernel<4><<<dim3(PG_HK, R), 128>>>(g, out);
+                        else if (u == 8) paged_ldg_kernel<8><<<dim3(PG_HK, R), 128>>>(g, out);
+                        else paged_ldg_kernel<16><<<dim3(PG_HK, R), 128>>>(g, out);
+                    }, 20);
+                    CK(cudaGetLastError());
+                    const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
+                    printf("paged ldg B64x16k %s pages, %2d loads in flight: %.3f ms  %.0f GB/s (%.1f%% of read)\n",
+                           shuffled ? "shuffled" : "ordered ", 2 * u, ms, gbs, 100.0 * gbs / best);
+                }
+            }
             if (shuffled && trace_ctas(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, out)) return 1;
         }
         cudaFree(d_pages);
