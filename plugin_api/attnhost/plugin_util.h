@@ -152,32 +152,24 @@ static inline float ah_fp8e4m3_to_f32(uint8_t b)
 /* FP8 E5M2 (IEEE-like: infinities and NaNs, max 57344). */
 static inline float ah_fp8e5m2_to_f32(uint8_t b) { return ah_f16_to_f32((uint16_t)(b << 8)); }
 
-/* Encode a finite float into an FP8 format by nearest-even, saturating to
- * the largest finite value (what every FP8 KV-cache writer does). */
+/* Encode a float into an FP8 format by nearest-even, saturating to the
+ * largest finite value (what every FP8 KV-cache writer does); NaN gives the
+ * format's NaN. Normal results round on the exponent-and-mantissa bits as
+ * one integer, so a carry moves into the exponent; below the smallest
+ * normal the quantum is the subnormals' fixed one. */
 static inline uint8_t ah_f32_to_fp8(float f, ah_dtype t)
 {
     const int e4 = t == AH_DTYPE_FP8_E4M3;
-    const int man_bits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
-    const float maxv = e4 ? 448.0f : 57344.0f;
-    uint8_t sign = f < 0 ? 0x80 : 0;
-    float a = fabsf(f);
-    if (a != a) return e4 ? 0x7f : 0x7e;
-    if (a > maxv) a = maxv;
-    int e;
-    frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
-    int exp = e - 1 + bias;
-    if (exp < 1) exp = 1; /* subnormals share the smallest exponent's quantum */
-    float quantum = ldexpf(1.0f, exp - bias - man_bits);
-    float q = nearbyintf(a / quantum) * quantum;
-    if (q > maxv) q = maxv;
-    if (q == 0) return sign;
-    frexpf(q, &e);
-    exp = e - 1 + bias;
-    uint32_t code;
-    if (exp < 1) code = (uint32_t)(q / ldexpf(1.0f, 1 - bias - man_bits)); /* subnormal */
-    else code = ((uint32_t)exp << man_bits) |
-                ((uint32_t)(ldexpf(q, -(e - 1)) * (1 << man_bits)) - (1u << man_bits));
-    return (uint8_t)(sign | code);
+    const uint32_t man_bits = e4 ? 3 : 2, bias = e4 ? 7 : 15, shift = 23 - man_bits;
+    const uint32_t max_code = e4 ? 0x7e : 0x7b; /* 448, 57344 */
+    const uint32_t u = ah_f32_to_bits(f), au = u & 0x7fffffffu;
+    const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    if (au > 0x7f800000u) return e4 ? 0x7f : 0x7e;
+    if (au < (128u - bias) << 23) /* below 2^(1 - bias): multiples of 2^(1 - bias - man_bits) */
+        return (uint8_t)(sign | (uint8_t)nearbyintf(ah_bits_to_f32(au) * (e4 ? 512.0f : 65536.0f)));
+    uint32_t r = (au + (1u << (shift - 1)) - 1u + ((au >> shift) & 1u)) >> shift;
+    r -= (127u - bias) << man_bits;
+    return (uint8_t)(sign | (r > max_code ? max_code : r));
 }
 
 /* Load element i of a buffer of type t as float. */
