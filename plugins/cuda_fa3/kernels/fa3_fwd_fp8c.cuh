@@ -674,24 +674,13 @@ __global__ void __launch_bounds__(384, 1)
             }
             return;
         }
-        if (lane == 0) {
-            tma_prefetch_desc(&tq);
-            tma_prefetch_desc(&tk);
-            tma_prefetch_desc(&tv);
-        }
-        int pi = 0, iter = 0;
-        for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
-            const fa3_work it = p.work[w];
-            load_q_tile<D, T>(s, &tq, p, it, iter, lane);
-            const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-            for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
-                const int st = pi % STAGES, si = pi % SST;
-                mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
-                mbar_wait(&s.v8_empty[si], ((pi / SST) & 1) ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane);
-            }
-        }
+        produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
+            const int st = pi % STAGES, si = pi % SST;
+            mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
+            load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
+            mbar_wait(&s.v8_empty[si], ((pi / SST) & 1) ^ 1);
+            load_kv_tile<BN, 1, D, 0>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane);
+        });
         return;
     }
 

@@ -174,6 +174,28 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
     if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
 }
 
+// The producer warp's loop: for every work item of this CTA (a persistent
+// grid's stride), Q, then the item's KV tiles from the last to the first;
+// kv(it, n, pi) waits for free stages and copies tile n's K and V (pi counts
+// tiles across items, for the rings' indices and phases).
+template <int D, int BN, typename T, typename S, typename KV>
+__device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
+                                        const fa3_params &p, int n_work, int lane, KV &&kv)
+{
+    if (lane == 0) {
+        tma_prefetch_desc(tq);
+        tma_prefetch_desc(tk);
+        tma_prefetch_desc(tv);
+    }
+    int pi = 0, iter = 0;
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
+        const fa3_work it = p.work[w];
+        load_q_tile<D, T>(s, tq, p, it, iter, lane);
+        const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+        for (int n = n_hi - 1; n >= n_lo; n--, pi++) kv(it, n, pi);
+    }
+}
+
 // FP8 KV: widen one staged e4m3 tile ([BN][D] bytes) into the 16-bit
 // 128-byte-swizzled layout ([D/64][BN][64]) the wgmma descriptors expect.
 // Each step reads 16 bytes (16 channels of one row) and writes two 16-byte
@@ -505,37 +527,26 @@ __global__ void __launch_bounds__(384, 1)
             }
         }
         if (tid >= 32) return;
-        if (lane == 0) {
-            tma_prefetch_desc(&tq);
-            tma_prefetch_desc(&tk);
-            tma_prefetch_desc(&tv);
-        }
-        int pi = 0, iter = 0;
-        for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
-            const fa3_work it = p.work[w];
-            load_q_tile<D, T>(s, &tq, p, it, iter, lane);
-            const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-            for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
-                if constexpr (F8) {
-                    const int si = pi % SST;
-                    const uint32_t ph8 = (pi / SST) & 1;
-                    mbar_wait(&s.f8.k8_empty[si], ph8 ^ 1);
-                    load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane);
-                    mbar_wait(&s.f8.v8_empty[si], ph8 ^ 1);
-                    load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane);
-                } else {
-                    const int st = pi % STAGES;
-                    const uint32_t ph = (pi / STAGES) & 1;
-                    constexpr int tx = BN * D * (int)sizeof(T);
-                    mbar_wait(&s.k_empty[st], ph ^ 1);
-                    load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk,
-                                                            &s.k_full[st], tx, p, it, n, lane);
-                    mbar_wait(&s.v_empty[st], ph ^ 1);
-                    load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv,
-                                                            &s.v_full[st], tx, p, it, n, lane);
-                }
+        produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
+            if constexpr (F8) {
+                const int si = pi % SST;
+                const uint32_t ph8 = (pi / SST) & 1;
+                mbar_wait(&s.f8.k8_empty[si], ph8 ^ 1);
+                load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane);
+                mbar_wait(&s.f8.v8_empty[si], ph8 ^ 1);
+                load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane);
+            } else {
+                const int st = pi % STAGES;
+                const uint32_t ph = (pi / STAGES) & 1;
+                constexpr int tx = BN * D * (int)sizeof(T);
+                mbar_wait(&s.k_empty[st], ph ^ 1);
+                load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk,
+                                                        &s.k_full[st], tx, p, it, n, lane);
+                mbar_wait(&s.v_empty[st], ph ^ 1);
+                load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv,
+                                                        &s.v_full[st], tx, p, it, n, lane);
             }
-        }
+        });
         return;
     }
 
