@@ -218,23 +218,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
     }
     __syncthreads();
 
-    const bool final_out = p.num_splits == 1 && !p.partial;
-    for (int idx = threadIdx.x; idx < GB * DV; idx += C::THREADS) {
-        const int g = idx / DV, d = idx % DV, h = h0 + g;
-        float M = -INFINITY;
-#pragma unroll
-        for (int rr = 0; rr < C::ROWS; rr++) M = fmaxf(M, sm_m[rr][g]);
-        float L = 0.f, O = 0.f;
-        if (M != -INFINITY) {
-#pragma unroll
-            for (int rr = 0; rr < C::ROWS; rr++) {
-                const float w = exp2f(sm_m[rr][g] - M);
-                L += sm_l[rr][g] * w;
-                O += sm_acc[rr][g][d] * w;
-            }
-        }
-        store_state<QT>(p, final_out, t, h, split, d, DV, O, L, M);
-    }
+    merge_cta_states<QT, C::ROWS, GB, DV, C::THREADS>(p, &sm_acc[0][0][0], sm_m, sm_l, t, h0, split);
 }
 
 /* Launch for one head size; instantiated per head size in decode_d*.cu. */

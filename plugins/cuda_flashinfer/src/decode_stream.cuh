@@ -524,23 +524,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     math.store(sm_acc, sm_m, sm_l, warp, lane);
     __syncthreads();
 
-    const bool final_out = p.num_splits == 1 && !p.partial;
-    for (int e = threadIdx.x; e < GB * D; e += C::THREADS) {
-        const int g = e / D, d = e % D, h = h0 + g;
-        float M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < C::NW; w++) M = fmaxf(M, sm_m[w][g]);
-        float L = 0.f, O = 0.f;
-        if (M != -INFINITY) {
-#pragma unroll
-            for (int w = 0; w < C::NW; w++) {
-                const float f = exp2f(sm_m[w][g] - M);
-                L += sm_l[w][g] * f;
-                O += sm_acc[(w * GB + g) * D + d] * f;
-            }
-        }
-        store_state<QT>(p, final_out, t, h, split, d, D, O, L, M);
-    }
+    merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split);
 }
 
 } // namespace fi

@@ -287,6 +287,32 @@ __device__ __forceinline__ void store_state(const attn_params &p, bool final_out
     }
 }
 
+/* A CTA's NR partial states of each of its GB heads (h0..), accumulators
+ * [NR][GB][DV] and their maxima and sums [NR][GB] in shared memory, merged
+ * and stored (store_state); each thread takes channels of its own. */
+template <typename QT, int NR, int GB, int DV, int THREADS>
+__device__ __forceinline__ void merge_cta_states(const attn_params &p, const float *sm_acc, const float (*sm_m)[GB],
+                                                 const float (*sm_l)[GB], int t, int h0, int split)
+{
+    const bool final_out = p.num_splits == 1 && !p.partial;
+    for (int e = threadIdx.x; e < GB * DV; e += THREADS) {
+        const int g = e / DV, d = e % DV;
+        float M = -INFINITY;
+#pragma unroll
+        for (int r = 0; r < NR; r++) M = fmaxf(M, sm_m[r][g]);
+        float L = 0.f, O = 0.f;
+        if (M != -INFINITY) {
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                const float f = exp2f(sm_m[r][g] - M);
+                L += sm_l[r][g] * f;
+                O += sm_acc[(r * GB + g) * DV + d] * f;
+            }
+        }
+        store_state<QT>(p, final_out, t, h0 + g, split, d, DV, O, L, M);
+    }
+}
+
 } // namespace fi
 
 #endif
