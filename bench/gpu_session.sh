@@ -9,9 +9,12 @@
 # PyTorch SDPA peer + device copy bandwidth + the real FlashInfer when
 # its wheels are carried in .whl: sh scripts/gpu_wheels.sh). Every step runs under a time
 # limit; logs go to $OUT (default ./gpu-out) and a summary prints last.
+# Timings span BATCH calls back to back (default 10; BATCH=1: one call on
+# an idle GPU per timing, the host's launch time included).
 set -u
 part=${1:-all}
 OUT=${OUT:-$PWD/gpu-out}
+BATCH=${BATCH:-10}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 B=build-gpu
@@ -55,13 +58,13 @@ fi
 
 if [ "$part" = all ] || [ "$part" = bench ]; then
     for p in $gpu_plugins; do
-        timeout 150 $AH bench --no-cache --plugin $p > "$OUT/bench_$p.log" 2>&1
+        timeout 150 $AH bench --no-cache --plugin $p --back-to-back $BATCH > "$OUT/bench_$p.log" 2>&1
         note "bench $p: rc=$?"; tee -a "$summary" < "$OUT/bench_$p.log"
     done
-    timeout 150 python3 -W ignore bench/peers/torch_sdpa.py --standard --reps 30 > "$OUT/peers.log" 2>&1
+    timeout 150 python3 -W ignore bench/peers/torch_sdpa.py --standard --reps 30 --batch $BATCH > "$OUT/peers.log" 2>&1
     note "peers (PyTorch SDPA): rc=$?"; tee -a "$summary" < "$OUT/peers.log"
     if ls .whl/flashinfer_python-*.whl > /dev/null 2>&1; then # carried: sh scripts/gpu_wheels.sh
-        OUT=$OUT/flashinfer timeout 240 bash bench/peers/flashinfer_session.sh --reps 30 \
+        OUT=$OUT/flashinfer timeout 240 bash bench/peers/flashinfer_session.sh --reps 30 --batch $BATCH \
             > "$OUT/peer_flashinfer.log" 2>&1
         note "peer (real FlashInfer): rc=$?"; grep "^|" "$OUT/peer_flashinfer.log" | tee -a "$summary"
     fi

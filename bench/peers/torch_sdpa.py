@@ -2,7 +2,9 @@
 """PyTorch scaled_dot_product_attention as a peer: times each SDPA backend
 (FlashAttention-2, cuDNN, memory-efficient) on the standard attention shapes
 with CUDA events (median of --reps after warm-up, random bf16 data), so a
-plugin's figure in the same run is a ratio, not a guess.
+plugin's figure in the same run is a ratio, not a guess. --batch N times N
+calls back to back per timing, leaving out the host's launch time (as
+`attnhost bench --back-to-back N` does for a plugin).
 
 Decode shapes use a dense KV of the context length per request (SDPA has no
 paged KV); GQA goes through enable_gqa where the backend accepts it, else
@@ -18,7 +20,7 @@ import torch
 from peerlib import refusal, sdpa_ms
 
 
-def run(name, b, hq, hk, sq, sk, d, causal, reps):
+def run(name, b, hq, hk, sq, sk, d, causal, reps, batch=1):
     dev, dt = "cuda", torch.bfloat16
     q = torch.randn(b, hq, sq, d, device=dev, dtype=dt)
     k = torch.randn(b, hk, sk, d, device=dev, dtype=dt)
@@ -32,7 +34,7 @@ def run(name, b, hq, hk, sq, sk, d, causal, reps):
     flops = 4.0 * b * hq * d * vis
     for bname in ("flash", "cudnn", "efficient"):
         try:
-            ms = sdpa_ms(bname, q, k, v, causal, reps, warmup=5)
+            ms = sdpa_ms(bname, q, k, v, causal, reps, warmup=5, batch=batch)
             print(f"| {name} | {bname} | {ms:.3f} | {kv_bytes / ms / 1e6:.0f} | "
                   f"{flops / ms / 1e9:.1f} |", flush=True)
         except Exception as e:  # a backend that cannot run this shape
@@ -42,6 +44,8 @@ def run(name, b, hq, hk, sq, sk, d, causal, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--batch", type=int, default=1,
+                    help="time this many calls back to back per timing (device time only)")
     ap.add_argument("--standard", action="store_true",
                     help="the shapes `attnhost bench` runs by default on a GPU plugin")
     args = ap.parse_args()
@@ -54,20 +58,20 @@ def main():
     if args.standard:
         for b in (16, 64):
             for ctx in (4096, 16384):
-                run(f"decode B{b} ctx{ctx} 32/8 d128", b, 32, 8, 1, ctx, 128, True, args.reps)
+                run(f"decode B{b} ctx{ctx} 32/8 d128", b, 32, 8, 1, ctx, 128, True, args.reps, args.batch)
         for t in (4096, 16384):
             for causal in (True, False):
                 run(f"prefill B1 {t} {'causal' if causal else 'non-causal'} 32/8 d128", 1, 32, 8, t, t,
-                    128, causal, args.reps)
+                    128, causal, args.reps, args.batch)
         return 0
     for ctx in (4096, 8192, 16384):
-        run(f"decode B64 ctx{ctx} 32/8 d128", 64, 32, 8, 1, ctx, 128, True, args.reps)
-    run("decode B1 ctx32768 32/8 d128", 1, 32, 8, 1, 32768, 128, True, args.reps)
-    run("prefill B1 4096 causal 32/8 d128", 1, 32, 8, 4096, 4096, 128, True, args.reps)
-    run("prefill B4 1024 causal 32/8 d128", 4, 32, 8, 1024, 1024, 128, True, args.reps)
-    run("extend B4 512 new on 3584 cached 32/8 d128", 4, 32, 8, 512, 4096, 128, True, args.reps)
-    run("prefill B1 4096 causal 32/32 d64", 1, 32, 32, 4096, 4096, 64, True, args.reps)
-    run("prefill B1 4096 causal 16/16 d256", 1, 16, 16, 4096, 4096, 256, True, args.reps)
+        run(f"decode B64 ctx{ctx} 32/8 d128", 64, 32, 8, 1, ctx, 128, True, args.reps, args.batch)
+    run("decode B1 ctx32768 32/8 d128", 1, 32, 8, 1, 32768, 128, True, args.reps, args.batch)
+    run("prefill B1 4096 causal 32/8 d128", 1, 32, 8, 4096, 4096, 128, True, args.reps, args.batch)
+    run("prefill B4 1024 causal 32/8 d128", 4, 32, 8, 1024, 1024, 128, True, args.reps, args.batch)
+    run("extend B4 512 new on 3584 cached 32/8 d128", 4, 32, 8, 512, 4096, 128, True, args.reps, args.batch)
+    run("prefill B1 4096 causal 32/32 d64", 1, 32, 32, 4096, 4096, 64, True, args.reps, args.batch)
+    run("prefill B1 4096 causal 16/16 d256", 1, 16, 16, 4096, 4096, 256, True, args.reps, args.batch)
     return 0
 
 
