@@ -250,7 +250,9 @@ int wl_step(workload *w, const uint32_t *query_lens)
     return 0;
 }
 
-int wl_forward_all(workload *w, int store_kv)
+int wl_forward_all(workload *w, int store_kv) { return wl_enqueue_all(w, store_kv) || wl_sync(w); }
+
+int wl_enqueue_all(workload *w, int store_kv)
 {
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
@@ -263,6 +265,11 @@ int wl_forward_all(workload *w, int store_kv)
             .v_scale = L->v_scale, .stream = ah_device_stream(L->dev)};
         if (ah_binding_forward(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     }
+    return 0;
+}
+
+int wl_sync(workload *w)
+{
     for (uint32_t l = 0; l < w->num_layers; l++)
         if (ah_device_sync(w->layers[l].dev) != AH_OK)
             return wl_fail(w, "layer %u: %s", l, ah_device_errmsg(w->layers[l].dev));

@@ -50,8 +50,12 @@ void wl_destroy(workload *w);
 /* Prepare a step where request r gets query_lens[r] new tokens (0: idle),
  * with fresh random q/k/v; plan it. */
 int wl_step(workload *w, const uint32_t *query_lens);
-/* Run every layer, storing the new tokens' K/V first when store_kv. */
+/* Run every layer, storing the new tokens' K/V first when store_kv, and
+ * wait for the devices. */
 int wl_forward_all(workload *w, int store_kv);
+/* The same without the wait, so calls can queue back to back; wl_sync waits. */
+int wl_enqueue_all(workload *w, int store_kv);
+int wl_sync(workload *w);
 /* Compare every layer's output with the oracle; *max_err gets the largest
  * relative L2 error, *ok whether every layer is inside its dtype's
  * tolerance. Also mirrors the K/V write on the host. */
