@@ -307,7 +307,8 @@ int cmd_bench(cli_common *c)
     double bw = 0;
     int first = 1, rc = 0;
     if (c->json) printf("{\"plugin\": \"%s\", \"results\": [", plugin);
-    else if (back_to_back > 1) printf("plugin %s, median of %d runs of %u forwards back to back\n", plugin, iters, back_to_back);
+    else if (back_to_back > 1)
+        printf("plugin %s, median of %d runs of %u forwards back to back\n", plugin, iters, back_to_back);
     else printf("plugin %s, median of %d runs\n", plugin, iters);
     for (int i = 0; i < n; i++)
         if (bench_shape(h, plugin, &std[i], iters, (int)back_to_back, peak, &bw, c->json, &first)) rc = 1;

@@ -414,6 +414,7 @@ int main(int argc, char **argv)
         CK(cudaMalloc(&d_pages, sizeof(int32_t) * np));
         for (int order = 0; order < 3; order++) {
             const int shuffled = order > 0;
+            const char *order_name = order == 2 ? "sorted  " : shuffled ? "shuffled" : "ordered ";
             for (int i = 0; i < np; i++) perm[i] = i;
             uint64_t st = 0x243f6a8885a308d3ull;
             for (int i = np - 1; shuffled && i > 0; i--) {
@@ -434,8 +435,7 @@ int main(int argc, char **argv)
                         const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
                         printf("paged%s B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
                                "(%.1f%% of read)\n", copy == 0 ? "     " : copy == 1 ? " bulk" : " bulk hnd",
-                               order == 2 ? "sorted  " : shuffled ? "shuffled" : "ordered ", hpc, hpc > 1 ? "s" : " ", ns, ms, gbs,
-                               100.0 * gbs / best);
+                               order_name, hpc, hpc > 1 ? "s" : " ", ns, ms, gbs, 100.0 * gbs / best);
                     }
             {
                 const paged_geom g = {reinterpret_cast<const unsigned char *>(p),
@@ -450,7 +450,7 @@ int main(int argc, char **argv)
                     CK(cudaGetLastError());
                     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
                     printf("paged ldg B64x16k %s pages, %2d loads in flight: %.3f ms  %.0f GB/s (%.1f%% of read)\n",
-                           order == 2 ? "sorted  " : shuffled ? "shuffled" : "ordered ", 2 * u, ms, gbs, 100.0 * gbs / best);
+                           order_name, 2 * u, ms, gbs, 100.0 * gbs / best);
                 }
             }
             if (order == 1 && trace_ctas(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, out)) return 1;
