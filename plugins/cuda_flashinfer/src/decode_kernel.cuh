@@ -221,6 +221,26 @@ __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
     merge_cta_states<QT, C::ROWS, GB, DV, C::THREADS>(p, &sm_acc[0][0][0], sm_m, sm_l, t, h0, split);
 }
 
+/* A stage-pipelined decode kernel (shared memory per its depth): at state
+ * creation (occupancy set, outside any capture) allow its deepest
+ * pipeline's shared memory and count its resident CTAs at this one's;
+ * otherwise launch it. */
+template <typename Kern>
+static cudaError_t staged_launch(Kern kern, int threads, int smem, int smem_max, const dim3 &grid,
+                                 const attn_params &q, cudaStream_t st, int *occupancy)
+{
+    if (occupancy) {
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
+        if (e != cudaSuccess) return e;
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, threads, smem);
+    }
+    kern<<<grid, threads, smem, st>>>(q);
+    return cudaPeekAtLastError();
+}
+
+/* The pipeline depth asked for (plan's choice), or the deepest when unset. */
+__host__ __forceinline__ int stages_or(int asked, int max_ns) { return asked >= 2 && asked <= max_ns ? asked : max_ns; }
+
 /* Launch for one head size; instantiated per head size in decode_d*.cu. */
 template <int D, int DV>
 cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_params &p,
@@ -231,20 +251,12 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
             FI_DISPATCH_GROUP_BLOCK(gb, GB, {
                 if constexpr (GB == 16) {
                     if constexpr (D == mla_tc_cfg::D && DV == mla_tc_cfg::DV && std::is_same<QT, KT>::value) {
-                        auto kern = decode_mla_tc_kernel<QT>;
-                        const int ns = p.stages >= 2 && p.stages <= mla_tc_cfg::MAX_NS ? p.stages : 3;
-                        if (occupancy) {
-                            cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                 mla_tc_cfg::smem(mla_tc_cfg::MAX_NS));
-                            if (e != cudaSuccess) return e;
-                            return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, 128,
-                                                                                 mla_tc_cfg::smem(ns));
-                        }
+                        using MC = mla_tc_cfg;
                         attn_params q = p;
-                        q.stages = ns;
-                        dim3 grid(p.num_tokens, (p.group + GB - 1) / GB, p.num_splits);
-                        kern<<<grid, 128, mla_tc_cfg::smem(ns), st>>>(q);
-                        return cudaPeekAtLastError();
+                        q.stages = stages_or(p.stages, MC::MAX_NS);
+                        const dim3 grid(p.num_tokens, (p.group + GB - 1) / GB, p.num_splits);
+                        return staged_launch(decode_mla_tc_kernel<QT>, MC::THREADS, MC::smem(q.stages),
+                                             MC::smem(MC::MAX_NS), grid, q, st, occupancy);
                     } else {
                         FI_UNSUPPORTED("decode head-group block of 16 (MLA, 16-bit cache)", GB, "1, 2, 4, 8");
                     }
@@ -257,16 +269,6 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
                     if constexpr (tc_fits<QT, KT, D, GB>())
                         if (decode_tc_on()) kern = decode_stream_kernel<QT, KT, D, GB, true>;
-                    const int ns = p.stages >= 2 && p.stages <= SC::MAX_NS ? p.stages : SC::MAX_NS;
-                    const int smem = SC::smem(ns);
-                    if (occupancy) {
-                        /* Done once at state creation, outside any capture. */
-                        cudaError_t e = cudaFuncSetAttribute(
-                            kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SC::smem(SC::MAX_NS));
-                        if (e != cudaSuccess) return e;
-                        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern,
-                                                                             SC::THREADS, smem);
-                    }
                     /* Head blocks fastest in the grid: the CTAs running together
                      * read the same pages (H100, B64 page 16: 0.3-1.4% faster
                      * than tokens fastest). Tokens go to grid y, so only up to
@@ -274,11 +276,11 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     attn_params q = p;
                     const int hblocks = p.num_kv_heads * (p.group / GB);
                     q.head_fastest = p.num_tokens <= 65535;
-                    q.stages = ns;
+                    q.stages = stages_or(p.stages, SC::MAX_NS);
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
-                    kern<<<grid, SC::THREADS, smem, st>>>(q);
-                    return cudaPeekAtLastError();
+                    return staged_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid, q, st,
+                                         occupancy);
                 } else {
                     auto kern = decode_kernel<QT, KT, D, DV, GB>;
                     if (occupancy) {

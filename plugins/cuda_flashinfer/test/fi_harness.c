@@ -134,6 +134,9 @@ uint64_t fi_rand_u64(uint64_t *s)
 
 double fi_rand_unit(uint64_t *s) { return (double)(fi_rand_u64(s) >> 11) / 9007199254740992.0; }
 
+/* The shape's query amplitude (q_amp, 0 meaning 1). */
+static float q_amp(const fi_shape *s) { return s->q_amp ? s->q_amp : 1.f; }
+
 /* Values in [-amp, amp), stored as value / scale in FP8 caches. */
 static void fill_random(void *buf, size_t n, ah_dtype dt, float amp, float scale, uint64_t *rng)
 {
@@ -216,7 +219,7 @@ static int upload_all(fi_plugin *p, fi_work *w)
 static void fill_values(fi_work *w, const fi_shape *s, uint64_t *rng)
 {
     const size_t kv_per_block = (size_t)s->block_size * s->hk;
-    fill_random(w->q, (size_t)w->num_tokens * s->hq * s->d, s->q_dtype, s->q_amp ? s->q_amp : 1.f, 1.f, rng);
+    fill_random(w->q, (size_t)w->num_tokens * s->hq * s->d, s->q_dtype, q_amp(s), 1.f, rng);
     fill_random(w->kc, w->num_blocks * kv_per_block * s->d, s->kv_dtype, 1.f,
                 s->k_scale ? s->k_scale : 1.f, rng);
     if (w->vc)
@@ -257,7 +260,7 @@ int fi_work_build(fi_plugin *p, fi_work *w, const fi_shape *s, uint64_t seed)
     sp->kv_layout = s->layout;
     sp->sliding_window = s->window;
     sp->softcap = s->softcap;
-    sp->scale = 1.f / sqrtf((float)s->d) / (s->q_amp ? s->q_amp : 1.f);
+    sp->scale = 1.f / sqrtf((float)s->d) / q_amp(s);
     sp->use_mla = s->mla;
     sp->use_sinks = s->sinks;
     sp->use_alibi = s->alibi;
