@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plugin.h"
@@ -40,6 +41,17 @@ static inline ah_status ah_fail(ah_errbuf *e, ah_status status, const char *fmt,
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
     return status;
+}
+
+/* A whole decimal integer in [lo, hi] (a config value): 1 and *out set, or
+ * 0 for anything else (empty, trailing characters, out of range). */
+static inline int ah_parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    const long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
 }
 
 /* Copy a string into a fixed field, truncating and terminating. */

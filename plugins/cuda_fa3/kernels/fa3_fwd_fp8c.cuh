@@ -14,10 +14,12 @@
 //   - K: copied as stored (e4m3, 128-byte swizzle by the copy engine)
 //     straight into the ring wgmma reads: QK^T's B operand is K-major.
 //   - V: e4m3 wgmma takes B K-major only, so PV needs V^T ([D][BN], keys
-//     contiguous). The copy engine lands V (128-byte swizzled) in a staging
-//     ring; producer warps 1-3 transpose it in 8x8-byte blocks (8 LDS.64,
-//     32 byte permutes, 8 STS.64) into the swizzled V^T ring, overlapped
-//     with the consumers' GEMMs.
+//     contiguous). Where many query tiles read the same KV tiles (prefill),
+//     a pre-pass (fa3_vt_prepass.cuh) has written each tile's V^T once,
+//     as the ring stage's exact image, and the producer copies it with one
+//     bulk copy. Elsewhere the copy engine lands V (128-byte swizzled) in a
+//     staging ring and producer warps 1-3 transpose it into the swizzled
+//     V^T ring (transpose_v*), overlapped with the consumers' GEMMs.
 //   - P: converted to e4m3 in registers. The S accumulator gives a thread
 //     columns {2t, 2t+1, 2t+8, 2t+9} of each 16-key group while the e4m3
 //     A-fragment wants four consecutive k {4t..4t+3}; instead of shuffling P
@@ -79,6 +81,18 @@ __device__ __forceinline__ int sw128(int r, int c) { return r * 128 + ((((c >> 4
 // 4h + kOff[j]; i.e. position 4t + e holds key 2t + (e & 1) + 8 (e >> 1),
 // the accumulator column that thread t's byte e of the P fragment carries.
 __device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) * 8 + (j >> 2) * 2; }
+
+// Whether an item's V^T tiles come from the pre-pass's scratch (which holds
+// 128-key tiles) rather than from the transposing warps.
+template <int BN> __device__ __forceinline__ bool vt_from_scratch(const fa3_params &p, const fa3_work &it)
+{
+    return BN == FA3_VT_KEYS && p.vt != nullptr && it.vt_job >= 0;
+}
+// Tile n's V^T stage image for the item's KV head (fa3_vt_job).
+template <int D> __device__ __forceinline__ const uint8_t *vt_slab(const fa3_params &p, const fa3_work &it, int n)
+{
+    return p.vt + ((size_t)(it.vt_job + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
+}
 
 // Shared-memory loads and stores by 32-bit shared address: the tile
 // pointers come from an aligned integer, so plain C++ would compile to
@@ -598,6 +612,7 @@ __global__ void __launch_bounds__(384, 1)
     constexpr int kRegsConsumer = BN == 128 ? 224 : 232;
     constexpr int kRegsProducer = BN == 128 ? 56 : 40;
     constexpr int kBarQ8 = kBarPingPong + 2; // named barriers 3 and 4: Q8 stored (wide tiles)
+    constexpr int kBarTranspose = kBarQ8 + 2; // 5: the three transposing warps' V^T stage written
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
 
@@ -606,13 +621,13 @@ __global__ void __launch_bounds__(384, 1)
         mbar_init(&s.q_empty, kConsumerWarps);
         for (int i = 0; i < STAGES; i++) {
             mbar_init(&s.k_full[i], 1);
-            mbar_init(&s.v_full[i], kConvertWarps); // the transposing warps fill V^T
+            mbar_init(&s.v_full[i], 1); // the bulk copy, or the transposers' last thread
             mbar_init(&s.k_empty[i], kConsumerWarps);
             mbar_init(&s.v_empty[i], kConsumerWarps);
         }
         for (int i = 0; i < SST; i++) {
             mbar_init(&s.v8_full[i], 1);
-            mbar_init(&s.v8_empty[i], kConvertWarps);
+            mbar_init(&s.v8_empty[i], 1);
         }
         mbar_fence_init();
     }
@@ -648,13 +663,17 @@ __global__ void __launch_bounds__(384, 1)
             const tr3_lane tr3 = transpose3_lane(lane);
             const tr3w_lane tr3w = transpose3w_lane<(BN > 128 ? BN - 128 : 32)>(lane);
             const int wi = (tid - 32) >> 5;
-            int pi = 0;
+            int pi = 0, qi = 0; // qi: staged tiles only
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-                for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
-                    const int st = pi % STAGES, si = pi % SST;
-                    mbar_wait(&s.v8_full[si], (pi / SST) & 1);
+                if (vt_from_scratch<BN>(p, it)) { // the producer copies these
+                    pi += n_hi > n_lo ? n_hi - n_lo : 0;
+                    continue;
+                }
+                for (int n = n_hi - 1; n >= n_lo; n--, pi++, qi++) {
+                    const int st = pi % STAGES, si = qi % SST;
+                    mbar_wait(&s.v8_full[si], (qi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
                     if (!(ABL & 1)) {
                         if constexpr (BN > 128)
@@ -664,9 +683,11 @@ __global__ void __launch_bounds__(384, 1)
                         else if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
                         else transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
                     }
-                    fence_proxy_async(); // generic-proxy stores, then wgmma (async proxy) reads
-                    __syncwarp();
-                    if (lane == 0) {
+                    // Generic-proxy stores, then wgmma (async proxy) reads;
+                    // all three warps' stores before the one arrival.
+                    fence_proxy_async();
+                    named_sync(kBarTranspose, 96);
+                    if (tid == 32) {
                         mbar_arrive(&s.v8_empty[si]);
                         mbar_arrive(&s.v_full[st]);
                     }
@@ -674,12 +695,23 @@ __global__ void __launch_bounds__(384, 1)
             }
             return;
         }
+        int qi = 0; // staged tiles, as the transposers count them
         produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
-            const int st = pi % STAGES, si = pi % SST;
+            const int st = pi % STAGES;
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
-            mbar_wait(&s.v8_empty[si], ((pi / SST) & 1) ^ 1);
+            if (vt_from_scratch<BN>(p, it)) {
+                mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
+                if (lane == 0) {
+                    mbar_arrive_tx(&s.v_full[st], D * FA3_VT_KEYS);
+                    bulk_load(&s.vt[st][0][0], vt_slab<D>(p, it, n), D * FA3_VT_KEYS, &s.v_full[st]);
+                }
+                return;
+            }
+            const int si = qi % SST;
+            mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane);
+            qi++;
         });
         return;
     }

@@ -21,6 +21,8 @@ static const char *h_cfg(const ah_host_services *host, const char *k)
 {
     (void)host;
     if (!strcmp(k, "max_splits")) return getenv("FA3_MAX_SPLITS");
+    if (!strcmp(k, "fp8_vt_scratch_mib")) return getenv("FA3_VT_SCRATCH_MIB");
+    if (!strcmp(k, "fp8_vt_min_reads")) return getenv("FA3_VT_MIN_READS");
     return NULL;
 }
 static ah_hw_facts h_hw = {sizeof(ah_hw_facts), 0, 0, 1, 0, "", "", ""};

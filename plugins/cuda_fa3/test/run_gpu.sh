@@ -1,8 +1,10 @@
 #!/bin/bash
 # One device session for cuda_fa3, bounded to about 6 minutes: build, the
 # oracle check (bf16/fp16 and FP8-KV cases, then the FP8-KV cases with FP8
-# math allowed) and the host's conformance suite (its fp8-attn cases run the
-# FP8 kernel) with fp8_compute auto (the default) and off; the prefill
+# math allowed, with the V^T pre-pass forced and with a scratch too small for
+# every request) and the host's conformance suite (its fp8-attn cases run the
+# FP8 kernel) with fp8_compute auto (the default) and off, and with the
+# pre-pass forced; a bad fp8_vt_scratch_mib must be refused; the prefill
 # benchmarks (d128, d64, d256, bf16 KV; d128 with an fp8 e4m3 KV cache,
 # widened and with FP8 compute) and decode (bf16, fp8 both ways); and the
 # SDPA peers (cuDNN, flash) plus HBM bandwidth on the same GPU.
@@ -52,6 +54,15 @@ if [ -x $B/bin/fa3_check ]; then
   FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv > "$OUT/check_f8c.log" 2>&1
   echo "fa3_check FP8 math (FA3_FP8_COMPUTE=on, fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:|fp8 compute" "$OUT/check_f8c.log" | head -40
+  # The V^T pre-pass on every request (min reads 1), then with a 1 MiB
+  # scratch, so each batch mixes pre-passed requests and in-kernel ones.
+  for vt in "FA3_VT_MIN_READS=1" "FA3_VT_MIN_READS=1 FA3_VT_SCRATCH_MIB=1"; do
+    env $vt FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv \
+      > "$OUT/check_vt.log" 2>&1
+    echo "fa3_check FP8 math, V^T pre-pass ($vt) rc=$? $(grep -E 'cases passed' "$OUT/check_vt.log") at $(el)" \
+      | tee -a "$OUT/steps.txt"
+    grep -E "FAIL|forward:|plan:|capture:|replay:" "$OUT/check_vt.log" | head -10
+  done
 fi
 if [ -x $B/bin/attnhost ]; then
   timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 > "$OUT/attnhost_check.log" 2>&1
@@ -61,6 +72,14 @@ if [ -x $B/bin/attnhost ]; then
   timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/f8off.ini" > "$OUT/attnhost_check_f8off.log" 2>&1
   echo "attnhost check fp8_compute=off rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -iE "fail|fp8" "$OUT/attnhost_check_f8off.log" | head -12; tail -2 "$OUT/attnhost_check_f8off.log"
+  printf '[plugin.cuda_fa3]\nfp8_vt_min_reads = 1\n' > "$OUT/vt1.ini"
+  timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/vt1.ini" > "$OUT/attnhost_check_vt1.log" 2>&1
+  echo "attnhost check fp8_vt_min_reads=1 rc=$? $(tail -1 "$OUT/attnhost_check_vt1.log") at $(el)" | tee -a "$OUT/steps.txt"
+  grep -iE "fail|fp8" "$OUT/attnhost_check_vt1.log" | head -6
+  printf '[plugin.cuda_fa3]\nfp8_vt_scratch_mib = lots\n' > "$OUT/vtbad.ini"
+  timeout "$(tmo 30)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/vtbad.ini" > "$OUT/attnhost_check_vtbad.log" 2>&1
+  echo "attnhost check fp8_vt_scratch_mib=lots (must refuse) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  grep -m3 "fp8_vt_scratch_mib" "$OUT/attnhost_check_vtbad.log"
 fi
 if [ -x $B/bin/fa3_bench ]; then
   timeout "$(tmo 80)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so ${FA3_BENCH:-final} > "$OUT/bench.log" 2>&1

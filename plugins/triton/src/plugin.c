@@ -125,15 +125,6 @@ static const char *tk_arch_for(int cc)
 
 /* ---- configuration -------------------------------------------------------- */
 
-static int tk_parse_int(const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi) return 0;
-    *out = (int)v;
-    return 1;
-}
-
 ah_status tk_config_read(const ah_host_services *host, tk_config *cfg, ah_errbuf *e)
 {
     cfg->num_kv_splits = 0;
@@ -143,14 +134,14 @@ ah_status tk_config_read(const ah_host_services *host, tk_config *cfg, ah_errbuf
     const char *v;
     if (!host || !host->config_get) return AH_OK;
     if ((v = host->config_get(host, "num_kv_splits")) && strcmp(v, "auto") != 0 &&
-        !tk_parse_int(v, 1, TK_MAX_SPLITS, &cfg->num_kv_splits))
+        !ah_parse_int(v, 1, TK_MAX_SPLITS, &cfg->num_kv_splits))
         return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] num_kv_splits = '%s': want auto or 1..%d",
                        v, TK_MAX_SPLITS);
-    if ((v = host->config_get(host, "split_tile")) && !tk_parse_int(v, 1, 1 << 20, &cfg->split_tile))
+    if ((v = host->config_get(host, "split_tile")) && !ah_parse_int(v, 1, 1 << 20, &cfg->split_tile))
         return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] split_tile = '%s': want 1..1048576", v);
-    if ((v = host->config_get(host, "deterministic")) && !tk_parse_int(v, 0, 1, &cfg->deterministic))
+    if ((v = host->config_get(host, "deterministic")) && !ah_parse_int(v, 0, 1, &cfg->deterministic))
         return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] deterministic = '%s': want 0 or 1", v);
-    if ((v = host->config_get(host, "device")) && !tk_parse_int(v, 0, 1023, &cfg->device))
+    if ((v = host->config_get(host, "device")) && !ah_parse_int(v, 0, 1023, &cfg->device))
         return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] device = '%s': want a device index", v);
     if (cfg->deterministic && !cfg->num_kv_splits) cfg->num_kv_splits = 16;
     return AH_OK;
