@@ -20,7 +20,7 @@
 //     query tiles read the same KV tiles (prefill), the first CTA to
 //     transpose a tile also stores the V^T stage to a global scratch and
 //     flags it ready; the others then fill their stage with one bulk copy
-//     and transpose nothing (vt_mode below).
+//     and transpose nothing (vt_claim below).
 //   - P: converted to e4m3 in registers. The S accumulator gives a thread
 //     columns {2t, 2t+1, 2t+8, 2t+9} of each 16-key group while the e4m3
 //     A-fragment wants four consecutive k {4t..4t+3}; instead of shuffling P
@@ -72,7 +72,7 @@ template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem : fp8
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
-    int32_t v8_mode[SST];                       // vt_mode of the staged tile
+    int32_t v8_mode[SST];                       // vt_claim's mode of the staged tile
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
@@ -100,28 +100,22 @@ __device__ __forceinline__ size_t vt_slab(const fa3_params &p, const fa3_work &i
     return (size_t)(it.vt_base + n - it.vt_lo) * p.num_kv_heads + it.kvh;
 }
 
-template <int BN> __device__ __forceinline__ bool vt_shared(const fa3_params &p, const fa3_work &it)
-{
-    return BN == FA3_VT_KEYS && p.vt != nullptr && it.vt_base >= 0;
-}
-
-// The producer's mode for tile n from its flag f, read a tile earlier so
-// that the load's latency stays off the producer's path (a stale 0 only
-// costs a transpose: the claim then fails). Lane 0 decides, the warp gets
-// it. Only an item that loads every key row of the tile up to the
-// request's end may publish it: load_kv_tile zero-fills boxes outside the
-// item's range.
+// The producer's mode for tile n (lane 0 decides, the warp gets it). Only
+// an item that loads every key row of the tile up to the request's end
+// may publish it: load_kv_tile zero-fills boxes outside the item's range.
 template <int BN>
-__device__ __forceinline__ int vt_mode(const fa3_params &p, const fa3_work &it, int n, int f, int lane)
+__device__ __forceinline__ int vt_claim(const fa3_params &p, const fa3_work &it, int n, int lane)
 {
+    if (BN != FA3_VT_KEYS || !p.vt || it.vt_base < 0) return kVtTranspose;
     int mode = kVtTranspose;
     if (lane == 0) {
+        int32_t *flag = p.vt_flags + vt_slab(p, it, n);
+        const int f = ld_acquire(flag);
         const bool whole = it.kv_lo <= n * BN && it.kv_hi >= min((n + 1) * BN, it.vt_keys);
         if (f == kVtReady) {
-            fence_acq_rel();            // the relaxed read becomes an acquire
-            fence_proxy_async_global(); // then the copy engine reads the tile
+            fence_proxy_async_global(); // the acquire, then the copy engine's read
             mode = kVtReady;
-        } else if (f == 0 && whole && atomicCAS(p.vt_flags + vt_slab(p, it, n), 0, 1) == 0) {
+        } else if (f == 0 && whole && atomicCAS(flag, 0, 1) == 0) {
             mode = kVtPublish;
         }
     }
@@ -698,14 +692,6 @@ __global__ void __launch_bounds__(384, 1)
             const tr3w_lane tr3w = transpose3w_lane<(BN > 128 ? BN - 128 : 32)>(lane);
             const int wi = (tid - 32) >> 5;
             int pi = 0;
-            int32_t *pending = nullptr; // thread 32: a published tile's flag, its store in flight
-            auto publish_pending = [&]() {
-                if (!pending) return;
-                bulk_wait(); // the global writes done, then the flag
-                fence_proxy_async_global();
-                st_release(pending, kVtReady);
-                pending = nullptr;
-            };
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
@@ -731,9 +717,6 @@ __global__ void __launch_bounds__(384, 1)
                     // the V^T stage) before the one thread hands them on.
                     named_sync(kBarTranspose, 96);
                     if (tid == 32) {
-                        // The previous tile's store has had this tile's
-                        // waits to finish: its flag goes up now.
-                        publish_pending();
                         mbar_arrive(&s.v8_empty[si]);
                         if (mode == kVtPublish) {
                             // The stage image out; its shared-memory reads
@@ -741,31 +724,23 @@ __global__ void __launch_bounds__(384, 1)
                             bulk_store(p.vt + vt_slab(p, it, n) * kVtBytes, &s.vt[st][0][0], kVtBytes);
                             bulk_commit();
                             bulk_wait_read();
-                            pending = p.vt_flags + vt_slab(p, it, n);
                         }
                         if (mode != kVtReady) mbar_arrive(&s.v_full[st]);
+                        if (mode == kVtPublish) {
+                            bulk_wait(); // the global writes done, then the flag
+                            fence_proxy_async_global();
+                            st_release(p.vt_flags + vt_slab(p, it, n), kVtReady);
+                        }
                     }
                 }
             }
-            if (tid == 32) publish_pending();
             return;
         }
-        int flag_next = 0; // lane 0: the flag of the item's next tile, read ahead
         produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
             const int st = pi % STAGES, si = pi % SST;
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
-            int mode = kVtTranspose;
-            if (vt_shared<BN>(p, it)) {
-                // Tiles go from the item's last down; its first tile's flag
-                // is read here, every other one a tile ahead.
-                int f = flag_next;
-                if (lane == 0) {
-                    if (n == (it.kv_hi + BN - 1) / BN - 1) f = ld_relaxed(p.vt_flags + vt_slab(p, it, n));
-                    if (n > it.kv_lo / BN) flag_next = ld_relaxed(p.vt_flags + vt_slab(p, it, n - 1));
-                }
-                mode = vt_mode<BN>(p, it, n, f, lane);
-            }
+            const int mode = vt_claim<BN>(p, it, n, lane);
             mbar_wait(&s.v8_empty[si], ((pi / SST) & 1) ^ 1);
             if (lane == 0) s.v8_mode[si] = mode; // published by the arrival on v8_full
             if (mode != kVtReady) {
