@@ -14,13 +14,12 @@
 //   - K: copied as stored (e4m3, 128-byte swizzle by the copy engine)
 //     straight into the ring wgmma reads: QK^T's B operand is K-major.
 //   - V: e4m3 wgmma takes B K-major only, so PV needs V^T ([D][BN], keys
-//     contiguous). The copy engine lands V (128-byte swizzled) in a staging
-//     ring; producer warps 1-3 transpose it into the swizzled V^T ring
-//     (transpose_v*), overlapped with the consumers' GEMMs. Where many
-//     query tiles read the same KV tiles (prefill), the first CTA to
-//     transpose a tile also stores the V^T stage to a global scratch and
-//     flags it ready; the others then fill their stage with one bulk copy
-//     and transpose nothing (vt_claim below).
+//     contiguous). Where many query tiles read the same KV tiles (prefill),
+//     a pre-pass (fa3_vt_prepass.cuh) has written each tile's V^T once,
+//     as the ring stage's exact image, and the producer copies it with one
+//     bulk copy. Elsewhere the copy engine lands V (128-byte swizzled) in a
+//     staging ring and producer warps 1-3 transpose it into the swizzled
+//     V^T ring (transpose_v*), overlapped with the consumers' GEMMs.
 //   - P: converted to e4m3 in registers. The S accumulator gives a thread
 //     columns {2t, 2t+1, 2t+8, 2t+9} of each 16-key group while the e4m3
 //     A-fragment wants four consecutive k {4t..4t+3}; instead of shuffling P
@@ -72,7 +71,6 @@ template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem : fp8
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
-    int32_t v8_mode[SST];                       // vt_claim's mode of the staged tile
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
@@ -84,42 +82,16 @@ __device__ __forceinline__ int sw128(int r, int c) { return r * 128 + ((((c >> 4
 // the accumulator column that thread t's byte e of the P fragment carries.
 __device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) * 8 + (j >> 2) * 2; }
 
-// Shared V^T tiles (the scratch p.vt; the plan picks the requests). Every
-// tile of such an item is one of three modes, chosen by the producer when
-// it loads the tile and handed to the transposers with the staged V:
-//   kVtReady     another CTA published the tile: bulk copy, no transpose;
-//   kVtPublish   this CTA claimed it: transpose, then store the stage image
-//                to the scratch and flag it ready;
-//   kVtTranspose transpose only (not shared, claimed elsewhere, or a tile
-//                this item loads only in part).
-enum { kVtTranspose = 0, kVtPublish = 1, kVtReady = 2 };
-constexpr int kVtBytes = 128 * FA3_VT_KEYS; // a stage's V^T rows 0..D-1 (D = 128)
-
-__device__ __forceinline__ size_t vt_slab(const fa3_params &p, const fa3_work &it, int n)
+// Whether an item's V^T tiles come from the pre-pass's scratch (which holds
+// 128-key tiles) rather than from the transposing warps.
+template <int BN> __device__ __forceinline__ bool vt_from_scratch(const fa3_params &p, const fa3_work &it)
 {
-    return (size_t)(it.vt_base + n - it.vt_lo) * p.num_kv_heads + it.kvh;
+    return BN == FA3_VT_KEYS && p.vt != nullptr && it.vt_job >= 0;
 }
-
-// The producer's mode for tile n (lane 0 decides, the warp gets it). Only
-// an item that loads every key row of the tile up to the request's end
-// may publish it: load_kv_tile zero-fills boxes outside the item's range.
-template <int BN>
-__device__ __forceinline__ int vt_claim(const fa3_params &p, const fa3_work &it, int n, int lane)
+// Tile n's V^T stage image for the item's KV head (fa3_vt_job).
+template <int D> __device__ __forceinline__ const uint8_t *vt_slab(const fa3_params &p, const fa3_work &it, int n)
 {
-    if (BN != FA3_VT_KEYS || !p.vt || it.vt_base < 0) return kVtTranspose;
-    int mode = kVtTranspose;
-    if (lane == 0) {
-        int32_t *flag = p.vt_flags + vt_slab(p, it, n);
-        const int f = ld_acquire(flag);
-        const bool whole = it.kv_lo <= n * BN && it.kv_hi >= min((n + 1) * BN, it.vt_keys);
-        if (f == kVtReady) {
-            fence_proxy_async_global(); // the acquire, then the copy engine's read
-            mode = kVtReady;
-        } else if (f == 0 && whole && atomicCAS(flag, 0, 1) == 0) {
-            mode = kVtPublish;
-        }
-    }
-    return __shfl_sync(0xffffffffu, mode, 0);
+    return p.vt + ((size_t)(it.vt_job + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
 }
 
 // Shared-memory loads and stores by 32-bit shared address: the tile
@@ -691,68 +663,55 @@ __global__ void __launch_bounds__(384, 1)
             const tr3_lane tr3 = transpose3_lane(lane);
             const tr3w_lane tr3w = transpose3w_lane<(BN > 128 ? BN - 128 : 32)>(lane);
             const int wi = (tid - 32) >> 5;
-            int pi = 0;
+            int pi = 0, qi = 0; // qi: staged tiles only
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-                for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
-                    const int st = pi % STAGES, si = pi % SST;
-                    mbar_wait(&s.v8_full[si], (pi / SST) & 1);
-                    const int mode = *reinterpret_cast<volatile int32_t *>(&s.v8_mode[si]);
-                    if (mode != kVtReady) {
-                        mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
-                        if (!(ABL & 1)) {
-                            if constexpr (BN > 128)
-                                transpose_v3w<BN, vt_layout<D, BN>::W1, vt_layout<D, BN>::B0>(
-                                    smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3, tr3w);
-                            else if (TR == 2) transpose_v3(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3);
-                            else if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
-                            else transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
-                        }
-                        // Generic-proxy stores, then wgmma and the bulk store
-                        // (async proxy) read them.
-                        fence_proxy_async();
+                if (vt_from_scratch<BN>(p, it)) { // the producer copies these
+                    pi += n_hi > n_lo ? n_hi - n_lo : 0;
+                    continue;
+                }
+                for (int n = n_hi - 1; n >= n_lo; n--, pi++, qi++) {
+                    const int st = pi % STAGES, si = qi % SST;
+                    mbar_wait(&s.v8_full[si], (qi / SST) & 1);
+                    mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
+                    if (!(ABL & 1)) {
+                        if constexpr (BN > 128)
+                            transpose_v3w<BN, vt_layout<D, BN>::W1, vt_layout<D, BN>::B0>(
+                                smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3, tr3w);
+                        else if (TR == 2) transpose_v3(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3);
+                        else if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
+                        else transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
                     }
-                    // All three warps are done with the staged tile (and
-                    // the V^T stage) before the one thread hands them on.
+                    // Generic-proxy stores, then wgmma (async proxy) reads;
+                    // all three warps' stores before the one arrival.
+                    fence_proxy_async();
                     named_sync(kBarTranspose, 96);
                     if (tid == 32) {
                         mbar_arrive(&s.v8_empty[si]);
-                        if (mode == kVtPublish) {
-                            // The stage image out; its shared-memory reads
-                            // end before the consumers may free the stage.
-                            bulk_store(p.vt + vt_slab(p, it, n) * kVtBytes, &s.vt[st][0][0], kVtBytes);
-                            bulk_commit();
-                            bulk_wait_read();
-                        }
-                        if (mode != kVtReady) mbar_arrive(&s.v_full[st]);
-                        if (mode == kVtPublish) {
-                            bulk_wait(); // the global writes done, then the flag
-                            fence_proxy_async_global();
-                            st_release(p.vt_flags + vt_slab(p, it, n), kVtReady);
-                        }
+                        mbar_arrive(&s.v_full[st]);
                     }
                 }
             }
             return;
         }
+        int qi = 0; // staged tiles, as the transposers count them
         produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
-            const int st = pi % STAGES, si = pi % SST;
+            const int st = pi % STAGES;
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
-            const int mode = vt_claim<BN>(p, it, n, lane);
-            mbar_wait(&s.v8_empty[si], ((pi / SST) & 1) ^ 1);
-            if (lane == 0) s.v8_mode[si] = mode; // published by the arrival on v8_full
-            if (mode != kVtReady) {
-                load_kv_tile<BN, 1, D, 0>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane);
+            if (vt_from_scratch<BN>(p, it)) {
+                mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
+                if (lane == 0) {
+                    mbar_arrive_tx(&s.v_full[st], D * FA3_VT_KEYS);
+                    bulk_load(&s.vt[st][0][0], vt_slab<D>(p, it, n), D * FA3_VT_KEYS, &s.v_full[st]);
+                }
                 return;
             }
-            mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
-            if (lane == 0) {
-                mbar_arrive_tx(&s.v_full[st], kVtBytes);
-                bulk_load(&s.vt[st][0][0], p.vt + vt_slab(p, it, n) * kVtBytes, kVtBytes, &s.v_full[st]);
-                mbar_arrive(&s.v8_full[si]); // the transposers skip it
-            }
+            const int si = qi % SST;
+            mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
+            load_kv_tile<BN, 1, D, 0>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane);
+            qi++;
         });
         return;
     }

@@ -5,6 +5,7 @@
 #pragma once
 #include "fa3_fwd_fp8c.cuh"
 #include "fa3_fwd_launch.cuh"
+#include "fa3_vt_prepass.cuh"
 #include <stdlib.h>
 
 namespace fa3 {
@@ -61,7 +62,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     fa3_fwd_launch Lw = *L;
     if (bn == 160) {
         while (bn % Lw.p.box_rows) Lw.p.box_rows /= 2;
-        Lw.p.vt = nullptr; // the scratch holds 128-key tiles: nothing shared
+        Lw.p.vt = nullptr; // the scratch holds 128-key tiles
     }
     CUtensorMap tq, tk, tv;
     const int de = encode_descs<D, T>(&Lw, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
@@ -96,10 +97,15 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         }
     }
     cudaError_t e = cudaSuccess;
-    if (Lw.p.vt && L->vt_flag_count) {
-        e = cudaMemsetAsync(Lw.p.vt_flags, 0, sizeof(int32_t) * (size_t)L->vt_flag_count, (cudaStream_t)L->stream);
+    if (Lw.p.vt && L->vt_prepass) {
+        // Up to 7 blocks of 32 KiB per SM keep enough 16-byte loads in flight.
+        const int64_t *vs = L->v_strides; // elements = bytes (e4m3)
+        vt_prepass_kernel<D><<<L->grid * 7, kVtThreads, 0, (cudaStream_t)L->stream>>>(
+            static_cast<const uint8_t *>(L->v_cache), vs[0], vs[1], vs[2], Lw.p, L->vt_jobs,
+            Lw.p.vt);
+        e = cudaGetLastError();
         if (e != cudaSuccess) {
-            snprintf(err, errlen, "clearing the V^T flags: %s", cudaGetErrorString(e));
+            snprintf(err, errlen, "V^T pre-pass launch: %s", cudaGetErrorString(e));
             return (int)e;
         }
     }

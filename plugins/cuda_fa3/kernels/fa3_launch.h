@@ -30,9 +30,10 @@ typedef struct fa3_fwd_launch {
     int64_t k_strides[3], v_strides[3];
     int grid;      /* persistent CTAs */
     void *stream;
-    /* FP8 compute: zero vt_flag_count flags at p.vt_flags first (the
-     * V^T scratch is shared by the forward's CTAs; 0: none to zero). */
-    int vt_flag_count;
+    /* FP8 compute: the V^T pre-pass runs first when vt_prepass is set
+     * (p.vt is its scratch, vt_jobs plan's job list). */
+    int vt_prepass;
+    const fa3_vt_job *vt_jobs;
     fa3_params p;
 } fa3_fwd_launch;
 

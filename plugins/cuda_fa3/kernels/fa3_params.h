@@ -23,7 +23,7 @@ extern "C" {
  * a KV head into one tile, so K/V are read once for all of them. */
 #define FA3_BLOCK_M 128
 #define FA3_MAX_SPLITS 64
-/* Keys per shared V^T tile: the FP8-compute kernel's key tile. */
+/* Keys per V^T pre-pass tile: the FP8-compute kernel's key tile. */
 #define FA3_VT_KEYS 128
 
 /* One unit of work for a persistent CTA. */
@@ -36,15 +36,23 @@ typedef struct fa3_work {
     int32_t kv_hi;
     int32_t part_row;  /* -1: write out/lse directly; else first partial row */
     int32_t pos0;      /* position of the tile's first query token */
-    /* FP8 compute: the request's V^T tiles are shared through the V^T
-     * scratch: tile n (from vt_lo) of KV head h at slab
-     * (vt_base + n - vt_lo) * Hk + h; vt_keys is the request's key count.
-     * vt_base -1: the kernel transposes every tile it reads. */
-    int32_t vt_base;
+    /* FP8 compute: V^T of the request's KV tiles vt_lo.. comes from the
+     * V^T scratch, tile n at job vt_job + n - vt_lo (fa3_vt_job); vt_job
+     * -1: the kernel transposes V itself. */
+    int32_t vt_job;
     int32_t vt_lo;
-    int32_t vt_keys;
-    int32_t pad;
 } fa3_work;
+
+/* One 128-key tile of one request for the V^T pre-pass, which writes it
+ * for every KV head h at slab job * Hk + h of the scratch: D rows of 128
+ * bytes, exactly the image of a V^T ring stage (key positions in the order
+ * PV's P fragments want, 128-byte swizzle). Keys from keys_hi on are 0. */
+typedef struct fa3_vt_job {
+    int32_t req;
+    int32_t tile;
+    int32_t keys_hi;   /* the request's key count */
+    int32_t pad;
+} fa3_vt_job;
 
 /* One split-KV combine: nsplit partial blocks of rows rows each. */
 typedef struct fa3_combine_job {
@@ -60,7 +68,8 @@ typedef struct fa3_combine_job {
 typedef struct fa3_counts {
     int32_t n_work;
     int32_t n_combine;
-    int32_t pad[2];
+    int32_t n_vt;      /* V^T pre-pass jobs */
+    int32_t pad;
 } fa3_counts;
 
 typedef struct fa3_params {
@@ -93,11 +102,7 @@ typedef struct fa3_params {
     float scale;          /* softmax scale with k_scale folded, for softcap */
     float v_scale;        /* multiplies the output (FP8 V) */
     const float *sinks;   /* [Hq] or NULL */
-    /* FP8 compute: the V^T scratch, slabs of D x FA3_VT_KEYS bytes, and a
-     * flag per slab (0 free, 1 being written, 2 ready; zeroed before each
-     * forward); vt NULL: no sharing. */
-    uint8_t *vt;
-    int32_t *vt_flags;
+    uint8_t *vt;          /* FP8 compute: the V^T scratch (the pre-pass writes it), or NULL */
 } fa3_params;
 
 #ifdef __cplusplus

@@ -169,9 +169,9 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->softcap = sp->softcap;
     p->v_scale = v_scale;
     p->sinks = sp->use_sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
-    p->vt = st->cap_vt_tiles ? st->ctx->vt_scratch : NULL;
-    p->vt_flags = st->ctx->vt_flags;
-    L.vt_flag_count = st->vt_flag_count;
+    p->vt = st->cap_vt_jobs ? st->ctx->vt_scratch : NULL;
+    L.vt_prepass = st->vt_launch;
+    L.vt_jobs = st->d_vt_jobs;
 
     char msg[256];
     int rc = fa3_launch_forward(&L, msg, sizeof msg);

@@ -53,6 +53,8 @@ void fa3_state_destroy(ah_state *st)
     cudaFree(st->d_counts);
     cudaFree(st->d_part_o);
     cudaFree(st->d_part_lse);
+    cudaFree(st->d_vt_jobs);
+    cudaFreeHost(st->h_vt_jobs);
     cudaFreeHost(st->h_work);
     cudaFreeHost(st->h_combine);
     cudaFreeHost(st->h_counts);
@@ -128,7 +130,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     st->fp8_compute = !(fc && !strcmp(fc, "off")) && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) &&
                       spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
     int vt_mib = 64;
-    st->vt_min_reads = 4;
+    st->vt_min_reads = 8;
     const char *vm = host->config_get ? host->config_get(host, "fp8_vt_scratch_mib") : NULL;
     const char *vr = host->config_get ? host->config_get(host, "fp8_vt_min_reads") : NULL;
     if (vm && !ah_parse_int(vm, 0, 1 << 16, &vt_mib)) {
@@ -140,24 +142,18 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         return ah_fail(e, AH_ERR_CONFIG, "fp8_vt_min_reads = '%s': want 1..1048576", vr);
     }
     const int vt_layer = st->fp8_compute && d == 128; /* the FP8-compute kernel's head size */
-    const size_t slab = (size_t)d * FA3_VT_KEYS;
     if (vt_layer && vt_mib > 0 && !ctx->vt_tried) {
-        /* A failed allocation only costs speed: every CTA transposes V itself. */
+        /* A failed allocation only costs speed: the kernel transposes V itself. */
         ctx->vt_tried = 1;
-        const size_t n = ((size_t)vt_mib << 20) / slab;
-        if (cudaMalloc((void **)&ctx->vt_scratch, n * slab) == cudaSuccess &&
-            cudaMalloc((void **)&ctx->vt_flags, n * sizeof(int32_t)) == cudaSuccess) {
-            ctx->vt_slabs = n;
-        } else {
+        if (cudaMalloc((void **)&ctx->vt_scratch, (size_t)vt_mib << 20) == cudaSuccess) ctx->vt_bytes = (size_t)vt_mib << 20;
+        else {
             (void)cudaGetLastError();
-            cudaFree(ctx->vt_scratch);
             ctx->vt_scratch = NULL;
-            if (host->log)
-                host->log(host, AH_LOG_WARN,
-                          "cuda_fa3: no device memory for the V^T scratch; FP8 compute transposes V in every CTA");
+            if (host->log) host->log(host, AH_LOG_WARN, "cuda_fa3: no device memory for the V^T scratch; FP8 compute transposes V in the kernel");
         }
     }
-    if (vt_layer && ctx->vt_scratch) st->cap_vt_tiles = (int)(ctx->vt_slabs / spec->num_kv_heads);
+    if (vt_layer && ctx->vt_scratch)
+        st->cap_vt_jobs = (int)(ctx->vt_bytes / ((size_t)spec->num_kv_heads * d * FA3_VT_KEYS));
 
     cudaError_t ce = cudaSuccess;
 #define FA3_ALLOC(call)                                         \
@@ -172,6 +168,10 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     FA3_ALLOC(cudaMallocHost((void **)&st->h_work, sizeof(fa3_work) * st->cap_work));
     FA3_ALLOC(cudaMallocHost((void **)&st->h_combine, sizeof(fa3_combine_job) * st->cap_combine));
     FA3_ALLOC(cudaMallocHost((void **)&st->h_counts, sizeof(fa3_counts)));
+    if (st->cap_vt_jobs) {
+        FA3_ALLOC(cudaMalloc((void **)&st->d_vt_jobs, sizeof(fa3_vt_job) * st->cap_vt_jobs));
+        FA3_ALLOC(cudaMallocHost((void **)&st->h_vt_jobs, sizeof(fa3_vt_job) * st->cap_vt_jobs));
+    }
     FA3_ALLOC(cudaEventCreateWithFlags(&st->staged, cudaEventDisableTiming));
     FA3_ALLOC(cudaMemset(st->d_counts, 0, sizeof(fa3_counts)));
 #undef FA3_ALLOC
@@ -206,13 +206,13 @@ static void fa3_sort_work(ah_state *st, int n, int max_cost)
 }
 
 /* FP8 compute: the requests whose KV tiles their query tiles read at least
- * vt_min_reads times on average share their transposed V tiles through the
- * scratch (one slab per 128-key tile they touch and KV head), in batch
- * order while it has room; every CTA transposes V of the others itself.
- * items: pass 1's h_tmp[0..n), grouped by request. Returns the tiles used. */
+ * vt_min_reads times on average get V^T from the pre-pass (one job per
+ * 128-key tile they touch), in batch order while the scratch has room; the
+ * kernel transposes V of the others itself. items: pass 1's h_tmp[0..n),
+ * grouped by request. Returns the job count. */
 static int fa3_plan_vt(ah_state *st, const ah_batch *b, int n)
 {
-    int used = 0;
+    int jobs = 0;
     for (int i = 0, j; i < n; i = j) {
         const int r = st->h_tmp[i].req;
         int lo = 0x7fffffff, hi = 0;
@@ -225,15 +225,21 @@ static int fa3_plan_vt(ah_state *st, const ah_batch *b, int n)
             hi = z > hi ? z : hi;
             reads += z - a;
         }
-        if (hi <= lo || reads < (int64_t)st->vt_min_reads * (hi - lo) || used + (hi - lo) > st->cap_vt_tiles) continue;
-        for (int k = i; k < j; k++) {
-            st->h_tmp[k].vt_base = used;
-            st->h_tmp[k].vt_lo = lo;
-            st->h_tmp[k].vt_keys = (int32_t)b->seq_lens_host[r];
+        if (hi <= lo || reads < (int64_t)st->vt_min_reads * (hi - lo) || jobs + (hi - lo) > st->cap_vt_jobs) continue;
+        for (int t = lo; t < hi; t++) {
+            fa3_vt_job *jb = &st->h_vt_jobs[jobs + t - lo];
+            jb->req = r;
+            jb->tile = t;
+            jb->keys_hi = (int32_t)b->seq_lens_host[r];
+            jb->pad = 0;
         }
-        used += hi - lo;
+        for (int k = i; k < j; k++) {
+            st->h_tmp[k].vt_job = jobs;
+            st->h_tmp[k].vt_lo = lo;
+        }
+        jobs += hi - lo;
     }
-    return used;
+    return jobs;
 }
 
 ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
@@ -287,10 +293,8 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             w.kv_hi = hi;
             w.kvh = 0;
             w.part_row = -1;
-            w.vt_base = -1;
+            w.vt_job = -1;
             w.vt_lo = 0;
-            w.vt_keys = 0;
-            w.pad = 0;
             const int cost = hi > lo ? fa3_ceil_div(hi, BN) - lo / BN : 0;
             if (n >= st->cap_combine)
                 return ah_fail(e, AH_ERR_INTERNAL, "plan: more query tiles than the limits allow");
@@ -300,7 +304,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         }
     }
 
-    const int vt_tiles = st->cap_vt_tiles ? fa3_plan_vt(st, b, n) : 0;
+    const int n_vt = st->cap_vt_jobs ? fa3_plan_vt(st, b, n) : 0;
 
     /* Pass 2: split items longer than a fair share of the machine, within
      * the partial-buffer budget, then replicate over KV heads. */
@@ -355,6 +359,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     fa3_sort_work(st, nw, max_cost);
     st->h_counts->n_work = nw;
     st->h_counts->n_combine = nc;
+    st->h_counts->n_vt = n_vt;
 
     cudaStream_t s = (cudaStream_t)stream;
     AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_work, st->h_work, sizeof(fa3_work) * (size_t)(nw ? nw : 1),
@@ -362,13 +367,17 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     if (nc)
         AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_combine, st->h_combine, sizeof(fa3_combine_job) * (size_t)nc,
                                        cudaMemcpyHostToDevice, s));
+    if (n_vt)
+        AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_vt_jobs, st->h_vt_jobs, sizeof(fa3_vt_job) * (size_t)n_vt,
+                                       cudaMemcpyHostToDevice, s));
     AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_counts, st->h_counts, sizeof(fa3_counts), cudaMemcpyHostToDevice, s));
     AH_CUDA_TRY(e, cudaEventRecord(st->staged, s));
     st->staged_pending = 1;
     st->n_work = nw;
     st->n_combine = nc;
-    /* A captured graph zeroes every flag the batches it replays may use. */
-    if (mode != AH_PLAN_REPLAY) st->vt_flag_count = (mode == AH_PLAN_CAPTURE ? st->cap_vt_tiles : vt_tiles) * Hk;
+    st->n_vt = n_vt;
+    /* A captured graph keeps the pre-pass launch for whatever batch it replays. */
+    if (mode != AH_PLAN_REPLAY) st->vt_launch = st->cap_vt_jobs && (mode == AH_PLAN_CAPTURE || n_vt > 0);
     st->num_tokens = b->num_tokens;
     st->block_table = (const int32_t *)ah_dl_data(b->block_table);
     st->bt_stride = bt_stride;

@@ -36,11 +36,11 @@ static const ah_config_key fa3_config_keys[] = {
      "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
      "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"},
     {"fp8_vt_scratch_mib", "64",
-     "FP8 compute: device memory (MiB, one buffer per context) through which the forward's CTAs "
-     "share V tiles transposed once, for requests whose KV tiles many query tiles read; 0 = every "
-     "CTA transposes the tiles it reads"},
-    {"fp8_vt_min_reads", "4",
-     "FP8 compute: share a request's transposed V tiles when they are read by at least this many "
+     "FP8 compute: device memory (MiB, one buffer per context) into which a pre-pass writes V "
+     "transposed once for requests whose KV tiles many query tiles read; 0 = the kernel transposes "
+     "every tile it reads"},
+    {"fp8_vt_min_reads", "8",
+     "FP8 compute: pre-transpose a request's V when its KV tiles are read by at least this many "
      "query tiles on average"},
 };
 
@@ -120,7 +120,6 @@ static void fa3_context_destroy(ah_context *c)
     if (!c) return;
     const ah_host_services *host = c->host;
     cudaFree(c->vt_scratch);
-    cudaFree(c->vt_flags);
     ah_cuda_svc_fini(&c->svc);
     host->free(host, c);
 }

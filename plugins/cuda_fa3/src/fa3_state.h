@@ -16,14 +16,12 @@ struct ah_context {
     const ah_host_services *host;
     int sms;             /* multiprocessors: the persistent grid */
     size_t smem_optin;   /* shared memory a block may opt into */
-    /* The shared V^T scratch of FP8 compute (fa3_fwd_fp8c.cuh) and its
-     * flags, one per 16 KiB slab; made by the first state that needs them
-     * and used by all: the engine runs its layers one after another on one
-     * stream. NULL when fp8_vt_scratch_mib is 0 or the allocation failed
-     * (then every CTA transposes the V tiles it reads). */
+    /* The V^T pre-pass's scratch (FP8 compute), made by the first state
+     * that needs it and shared by all: the engine runs its layers one after
+     * another on one stream. NULL when fp8_vt_scratch_mib is 0 or the
+     * allocation failed (then the kernel transposes V itself). */
     uint8_t *vt_scratch;
-    int32_t *vt_flags;
-    size_t vt_slabs;
+    size_t vt_bytes;
     int vt_tried;
 };
 
@@ -35,7 +33,7 @@ struct ah_state {
     int group, tpt;      /* GQA packing: heads per KV head, tokens per tile */
     int grid;
     int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
-    int vt_min_reads;    /* share V^T of requests whose KV tiles are read this often */
+    int vt_min_reads;    /* pre-transpose V of requests whose KV tiles are read this often */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;
@@ -44,7 +42,8 @@ struct ah_state {
     fa3_combine_job *d_combine, *h_combine;
     fa3_counts *d_counts, *h_counts;
     float *d_part_o, *d_part_lse;
-    int cap_vt_tiles;    /* 128-key tiles (all KV heads) the V^T scratch holds; 0: no sharing */
+    int cap_vt_jobs;     /* 128-key tiles the V^T scratch holds for this layer; 0: no pre-pass */
+    fa3_vt_job *d_vt_jobs, *h_vt_jobs;
     cudaEvent_t staged;  /* the last plan's copies have left the staging */
     int staged_pending;
     /* scratch for sorting work by cost */
@@ -53,7 +52,7 @@ struct ah_state {
     /* the last plan */
     int planned;
     int n_work, n_combine, max_splits;
-    int vt_flag_count;   /* V^T flags the forward zeroes (all of them for a graph being captured) */
+    int n_vt, vt_launch; /* pre-pass jobs; launch it (jobs, or a graph being captured) */
     uint32_t num_tokens;
     const int32_t *block_table;  /* device */
     int32_t bt_stride;
