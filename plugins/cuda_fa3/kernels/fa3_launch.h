@@ -30,9 +30,10 @@ typedef struct fa3_fwd_launch {
     int64_t k_strides[3], v_strides[3];
     int grid;      /* persistent CTAs */
     void *stream;
-    /* FP8 compute: the V^T pre-pass runs first when vt_prepass is set
-     * (p.vt is its scratch, vt_jobs plan's job list). */
-    int vt_prepass;
+    /* FP8 compute: the V^T pre-pass runs first with vt_blocks blocks, one
+     * per slab it may write (0: no pre-pass; p.vt is its scratch, vt_jobs
+     * plan's job list). */
+    int vt_blocks;
     const fa3_vt_job *vt_jobs;
     fa3_params p;
 } fa3_fwd_launch;

@@ -52,7 +52,8 @@ struct ah_state {
     /* the last plan */
     int planned;
     int n_work, n_combine, max_splits;
-    int n_vt, vt_launch; /* pre-pass jobs; launch it (jobs, or a graph being captured) */
+    int n_vt;            /* pre-pass jobs */
+    int vt_blocks;       /* pre-pass blocks: a slab each (all of them for a graph being captured) */
     uint32_t num_tokens;
     const int32_t *block_table;  /* device */
     int32_t bt_stride;
