@@ -97,11 +97,12 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         }
     }
     cudaError_t e = cudaSuccess;
-    if (Lw.p.vt && L->vt_blocks) {
-        // A block per slab: up to 7 of 32 KiB run per SM, and the last wave
-        // is only as long as one slab.
+    if (Lw.p.vt && L->vt_slabs) {
+        // Four blocks per SM, each streaming its slabs (at most one each
+        // when the batch has fewer).
         const int64_t *vs = L->v_strides; // elements = bytes (e4m3)
-        vt_prepass_kernel<D><<<L->vt_blocks, kVtThreads, 0, (cudaStream_t)L->stream>>>(
+        const int blocks = L->vt_slabs < 4 * L->grid ? L->vt_slabs : 4 * L->grid;
+        vt_prepass_kernel<D><<<blocks, kVtThreads, 0, (cudaStream_t)L->stream>>>(
             static_cast<const uint8_t *>(L->v_cache), vs[0], vs[1], vs[2], Lw.p, L->vt_jobs,
             Lw.p.vt);
         e = cudaGetLastError();

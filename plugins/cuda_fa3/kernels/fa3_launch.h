@@ -30,10 +30,9 @@ typedef struct fa3_fwd_launch {
     int64_t k_strides[3], v_strides[3];
     int grid;      /* persistent CTAs */
     void *stream;
-    /* FP8 compute: the V^T pre-pass runs first with vt_blocks blocks, one
-     * per slab it may write (0: no pre-pass; p.vt is its scratch, vt_jobs
-     * plan's job list). */
-    int vt_blocks;
+    /* FP8 compute: the V^T pre-pass runs first when vt_slabs, the slabs it
+     * may write, is not 0 (p.vt is its scratch, vt_jobs plan's job list). */
+    int vt_slabs;
     const fa3_vt_job *vt_jobs;
     fa3_params p;
 } fa3_fwd_launch;

@@ -9,13 +9,14 @@
 // channel rows of 128 key positions in pi order, 128-byte swizzle). The
 // forward's producer then fills a stage with one bulk copy.
 //
-// It moves twice the e4m3 V of the listed tiles (read V, write V^T) and is
-// bandwidth-bound: a block does a tile in three steps, the key rows into
-// shared memory (8 threads per 128-byte row), the transpose in registers
-// (one channel quad x 16 key positions per thread, 16 LDS.32 and four
-// byte-permute quads), then the 16 KiB image out in coalesced 16-byte
-// stores. The job count is read from device memory, so a captured graph
-// replays any planned batch.
+// It moves twice the e4m3 V of the listed tiles (read V, write V^T; most of
+// the writes stay in L2 until the forward has read them) and is
+// bandwidth-bound: per slab a block puts the key rows into shared memory
+// (8 threads per 128-byte row), transposes in registers (one channel quad
+// x 16 key positions per thread, 16 LDS.32 and four byte-permute quads)
+// and stores the 16 KiB image in coalesced 16-byte stores, with the next
+// slab's rows already on their way. The job count is read from device
+// memory, so a captured graph replays any planned batch.
 #pragma once
 #include "fa3_fwd_fp8c.cuh"
 
@@ -42,22 +43,35 @@ __global__ void __launch_bounds__(kVtThreads) vt_prepass_kernel(const uint8_t *_
     __shared__ alignas(16) uint8_t out[TILE];       // the stage image
     const int tid = threadIdx.x, q = tid & 31, g = tid >> 5;
     const int hk = p.num_kv_heads, total = p.counts->n_vt * hk;
-    for (int x = blockIdx.x; x < total; x += gridDim.x) {
+    // Slab x's key rows, this thread's PER 16-byte pieces (piece tid % 8 of
+    // key tid / 8 + 32 k); keys past the request's end are 0.
+    constexpr int PER = FA3_VT_KEYS * ROW16 / kVtThreads;
+    auto load = [&](int x, uint4(&v)[PER]) {
         const fa3_vt_job job = jobs[x / hk];
         const int h = x - (x / hk) * hk;
         const int32_t *table = p.block_table + (size_t)job.req * p.bt_stride;
-        for (int i = tid; i < FA3_VT_KEYS * ROW16; i += kVtThreads) {
-            const int key = i / ROW16, c = i - key * ROW16, pos = job.tile * FA3_VT_KEYS + key;
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (pos < job.keys_hi) {
-                const int page = table[pos / p.block_size];
-                v = __ldg(reinterpret_cast<const uint4 *>(v_cache + page * s_block + (pos % p.block_size) * s_slot +
-                                                          h * s_head) +
-                          c);
-            }
-            reinterpret_cast<uint4 *>(&in[key][0])[c] = v;
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int i = tid + k * kVtThreads, key = i / ROW16, pos = job.tile * FA3_VT_KEYS + key;
+            v[k] = make_uint4(0u, 0u, 0u, 0u);
+            if (pos < job.keys_hi)
+                v[k] = __ldg(reinterpret_cast<const uint4 *>(v_cache + table[pos / p.block_size] * s_block +
+                                                             (pos % p.block_size) * s_slot + h * s_head) +
+                             i % ROW16);
+        }
+    };
+    // Grid-stride over the slabs, the next slab's loads in flight while
+    // this one is transposed and stored.
+    uint4 cur[PER], nxt[PER];
+    if (blockIdx.x < total) load(blockIdx.x, cur);
+    for (int x = blockIdx.x; x < total; x += gridDim.x) {
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int i = tid + k * kVtThreads;
+            reinterpret_cast<uint4 *>(&in[i / ROW16][0])[i % ROW16] = cur[k];
         }
         __syncthreads();
+        if (x + (int)gridDim.x < total) load(x + gridDim.x, nxt);
         // Thread (g, q): channels 4q..4q+3 at positions 16g..16g+15.
         uint32_t w[16];
 #pragma unroll
@@ -71,6 +85,8 @@ __global__ void __launch_bounds__(kVtThreads) vt_prepass_kernel(const uint8_t *_
         __syncthreads();
         uint4 *dst = reinterpret_cast<uint4 *>(vt + (size_t)x * TILE);
         for (int i = tid; i < TILE / 16; i += kVtThreads) dst[i] = reinterpret_cast<const uint4 *>(out)[i];
+#pragma unroll
+        for (int k = 0; k < PER; k++) cur[k] = nxt[k];
     }
 }
 

@@ -170,7 +170,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->v_scale = v_scale;
     p->sinks = sp->use_sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
     p->vt = st->cap_vt_jobs ? st->ctx->vt_scratch : NULL;
-    L.vt_blocks = st->vt_blocks;
+    L.vt_slabs = st->vt_slabs;
     L.vt_jobs = st->d_vt_jobs;
 
     char msg[256];

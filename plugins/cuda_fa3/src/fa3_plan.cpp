@@ -378,7 +378,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     st->n_vt = n_vt;
     /* A captured graph keeps a pre-pass launch large enough for whatever
      * batch it replays. */
-    if (mode != AH_PLAN_REPLAY) st->vt_blocks = (mode == AH_PLAN_CAPTURE ? st->cap_vt_jobs : n_vt) * Hk;
+    if (mode != AH_PLAN_REPLAY) st->vt_slabs = (mode == AH_PLAN_CAPTURE ? st->cap_vt_jobs : n_vt) * Hk;
     st->num_tokens = b->num_tokens;
     st->block_table = (const int32_t *)ah_dl_data(b->block_table);
     st->bt_stride = bt_stride;

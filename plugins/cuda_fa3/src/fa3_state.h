@@ -53,7 +53,7 @@ struct ah_state {
     int planned;
     int n_work, n_combine, max_splits;
     int n_vt;            /* pre-pass jobs */
-    int vt_blocks;       /* pre-pass blocks: a slab each (all of them for a graph being captured) */
+    int vt_slabs;       /* slabs the pre-pass may write (all of them for a graph being captured) */
     uint32_t num_tokens;
     const int32_t *block_table;  /* device */
     int32_t bt_stride;
