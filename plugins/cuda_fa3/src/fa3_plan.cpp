@@ -130,7 +130,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     st->fp8_compute = !(fc && !strcmp(fc, "off")) && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) &&
                       spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
     int vt_mib = 64;
-    st->vt_min_reads = 8;
+    st->vt_min_reads = 24; /* break-even near 16-20 reads (NOTES, v10) */
     const char *vm = host->config_get ? host->config_get(host, "fp8_vt_scratch_mib") : NULL;
     const char *vr = host->config_get ? host->config_get(host, "fp8_vt_min_reads") : NULL;
     if (vm && !ah_parse_int(vm, 0, 1 << 16, &vt_mib)) {

@@ -39,7 +39,7 @@ static const ah_config_key fa3_config_keys[] = {
      "FP8 compute: device memory (MiB, one buffer per context) into which a pre-pass writes V "
      "transposed once for requests whose KV tiles many query tiles read; 0 = the kernel transposes "
      "every tile it reads"},
-    {"fp8_vt_min_reads", "8",
+    {"fp8_vt_min_reads", "24",
      "FP8 compute: pre-transpose a request's V when its KV tiles are read by at least this many "
      "query tiles on average"},
 };
