@@ -145,11 +145,15 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     if (vt_layer && vt_mib > 0 && !ctx->vt_tried) {
         /* A failed allocation only costs speed: the kernel transposes V itself. */
         ctx->vt_tried = 1;
-        if (cudaMalloc((void **)&ctx->vt_scratch, (size_t)vt_mib << 20) == cudaSuccess) ctx->vt_bytes = (size_t)vt_mib << 20;
-        else {
+        const size_t bytes = (size_t)vt_mib << 20;
+        if (cudaMalloc((void **)&ctx->vt_scratch, bytes) == cudaSuccess) {
+            ctx->vt_bytes = bytes;
+        } else {
             (void)cudaGetLastError();
             ctx->vt_scratch = NULL;
-            if (host->log) host->log(host, AH_LOG_WARN, "cuda_fa3: no device memory for the V^T scratch; FP8 compute transposes V in the kernel");
+            if (host->log)
+                host->log(host, AH_LOG_WARN,
+                          "cuda_fa3: no device memory for the V^T scratch; FP8 compute transposes V in the kernel");
         }
     }
     if (vt_layer && ctx->vt_scratch)
@@ -375,7 +379,6 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     st->staged_pending = 1;
     st->n_work = nw;
     st->n_combine = nc;
-    st->n_vt = n_vt;
     /* A captured graph keeps a pre-pass launch large enough for whatever
      * batch it replays. */
     if (mode != AH_PLAN_REPLAY) st->vt_slabs = (mode == AH_PLAN_CAPTURE ? st->cap_vt_jobs : n_vt) * Hk;

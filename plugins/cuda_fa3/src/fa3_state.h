@@ -52,8 +52,7 @@ struct ah_state {
     /* the last plan */
     int planned;
     int n_work, n_combine, max_splits;
-    int n_vt;            /* pre-pass jobs */
-    int vt_slabs;       /* slabs the pre-pass may write (all of them for a graph being captured) */
+    int vt_slabs;        /* slabs the pre-pass may write (all of them for a graph being captured) */
     uint32_t num_tokens;
     const int32_t *block_table;  /* device */
     int32_t bt_stride;
