@@ -169,8 +169,10 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->softcap = sp->softcap;
     p->v_scale = v_scale;
     p->sinks = sp->use_sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
-    p->vt = st->cap_vt_jobs ? st->ctx->vt_scratch : NULL;
-    L.vt_slabs = st->vt_slabs;
+    /* Without the scratch every item's V is transposed in the kernel. */
+    const int vt = st->vt_slabs && fa3_vt_usable(st->ctx, a->stream);
+    p->vt = vt ? st->ctx->vt_scratch : NULL;
+    L.vt_slabs = vt ? st->vt_slabs : 0;
     L.vt_jobs = st->d_vt_jobs;
 
     char msg[256];

@@ -142,6 +142,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         return ah_fail(e, AH_ERR_CONFIG, "fp8_vt_min_reads = '%s': want 1..1048576", vr);
     }
     const int vt_layer = st->fp8_compute && d == 128; /* the FP8-compute kernel's head size */
+    pthread_mutex_lock(&ctx->vt_lock); /* state_create runs concurrently on one context */
     if (vt_layer && vt_mib > 0 && !ctx->vt_tried) {
         /* A failed allocation only costs speed: the kernel transposes V itself. */
         ctx->vt_tried = 1;
@@ -158,6 +159,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     }
     if (vt_layer && ctx->vt_scratch)
         st->cap_vt_jobs = (int)(ctx->vt_bytes / ((size_t)spec->num_kv_heads * d * FA3_VT_KEYS));
+    pthread_mutex_unlock(&ctx->vt_lock);
 
     cudaError_t ce = cudaSuccess;
 #define FA3_ALLOC(call)                                         \
@@ -308,7 +310,8 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         }
     }
 
-    const int n_vt = st->cap_vt_jobs ? fa3_plan_vt(st, b, n) : 0;
+    /* Graphs never use the scratch (see ah_context): eager plans only. */
+    const int n_vt = st->cap_vt_jobs && mode == AH_PLAN_EAGER ? fa3_plan_vt(st, b, n) : 0;
 
     /* Pass 2: split items longer than a fair share of the machine, within
      * the partial-buffer budget, then replicate over KV heads. */
@@ -379,9 +382,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     st->staged_pending = 1;
     st->n_work = nw;
     st->n_combine = nc;
-    /* A captured graph keeps a pre-pass launch large enough for whatever
-     * batch it replays. */
-    if (mode != AH_PLAN_REPLAY) st->vt_slabs = (mode == AH_PLAN_CAPTURE ? st->cap_vt_jobs : n_vt) * Hk;
+    st->vt_slabs = n_vt * Hk;
     st->num_tokens = b->num_tokens;
     st->block_table = (const int32_t *)ah_dl_data(b->block_table);
     st->bt_stride = bt_stride;

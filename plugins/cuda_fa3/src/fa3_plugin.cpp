@@ -109,6 +109,7 @@ static ah_status fa3_context_create(const ah_host_services *host, ah_context **o
         return AH_ERR_UNAVAILABLE;
     }
     c->host = host;
+    pthread_mutex_init(&c->vt_lock, NULL);
     c->sms = prop.multiProcessorCount;
     c->smem_optin = prop.sharedMemPerBlockOptin;
     *out = c;
@@ -120,8 +121,27 @@ static void fa3_context_destroy(ah_context *c)
     if (!c) return;
     const ah_host_services *host = c->host;
     cudaFree(c->vt_scratch);
+    pthread_mutex_destroy(&c->vt_lock);
     ah_cuda_svc_fini(&c->svc);
     host->free(host, c);
+}
+
+int fa3_vt_usable(ah_context *c, void *stream)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (!c->vt_scratch || cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    pthread_mutex_lock(&c->vt_lock);
+    if (!c->vt_owned) {
+        c->vt_owned = 1;
+        c->vt_stream = (cudaStream_t)stream;
+    }
+    const int mine = c->vt_stream == (cudaStream_t)stream;
+    pthread_mutex_unlock(&c->vt_lock);
+    return mine;
 }
 
 static const char *fa3_context_error(const ah_context *c) { return c->svc.err.msg; }

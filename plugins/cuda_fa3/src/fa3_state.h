@@ -8,6 +8,7 @@
 
 #include <attnhost/cuda_services.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "../kernels/fa3_launch.h"
 
@@ -17,12 +18,18 @@ struct ah_context {
     int sms;             /* multiprocessors: the persistent grid */
     size_t smem_optin;   /* shared memory a block may opt into */
     /* The V^T pre-pass's scratch (FP8 compute), made by the first state
-     * that needs it and shared by all: the engine runs its layers one after
-     * another on one stream. NULL when fp8_vt_scratch_mib is 0 or the
-     * allocation failed (then the kernel transposes V itself). */
+     * that needs it; NULL when fp8_vt_scratch_mib is 0 or the allocation
+     * failed. The context is shared by bindings on other threads, so the
+     * scratch belongs to one stream, the first whose forward uses it:
+     * forwards there run one after another. Forwards on other streams, and
+     * forwards being captured into a graph, transpose V in the kernel.
+     * vt_lock guards these fields. */
+    pthread_mutex_t vt_lock;
     uint8_t *vt_scratch;
     size_t vt_bytes;
     int vt_tried;
+    int vt_owned;
+    cudaStream_t vt_stream;
 };
 
 struct ah_state {
@@ -52,7 +59,7 @@ struct ah_state {
     /* the last plan */
     int planned;
     int n_work, n_combine, max_splits;
-    int vt_slabs;        /* slabs the pre-pass may write (all of them for a graph being captured) */
+    int vt_slabs;        /* slabs the pre-pass writes for the last (eager) plan */
     uint32_t num_tokens;
     const int32_t *block_table;  /* device */
     int32_t bt_stride;
@@ -65,6 +72,9 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
 void fa3_state_destroy(ah_state *st);
 ah_status fa3_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode, void *stream);
 ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes);
+
+/* fa3_plugin.cpp: whether this forward may use the V^T scratch (see ah_context). */
+int fa3_vt_usable(ah_context *ctx, void *stream);
 
 /* fa3_forward.cpp */
 ah_status fa3_forward(ah_state *st, const ah_forward_args *args);
