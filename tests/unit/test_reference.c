@@ -714,6 +714,20 @@ static void test_errors(void)
     problem_free(&p);
 }
 
+/* ah_parse_int, the plugins' config-value reader: whole decimal integers in
+ * range, nothing else, and *out untouched on refusal. */
+static void test_parse_int(void)
+{
+    int v = 7;
+    CHECK(ah_parse_int("64", 0, 65536, &v) && v == 64);
+    CHECK(ah_parse_int("0", 0, 1, &v) && v == 0);
+    CHECK(ah_parse_int("-3", -5, 5, &v) && v == -3);
+    CHECK(ah_parse_int("65536", 0, 65536, &v) && v == 65536);
+    v = 7;
+    const char *bad[] = {"", "lots", "64MiB", "6 4", "1.5", "65537", "-1", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(!ah_parse_int(bad[i], 0, 65536, &v) && v == 7);
+}
+
 int main(void)
 {
     test_against_naive();
@@ -727,6 +741,7 @@ int main(void)
     test_write_kv();
     test_fp8_read();
     test_fp8_encode();
+    test_parse_int();
     test_errors();
     return check_report("test_reference");
 }
