@@ -322,6 +322,31 @@ __device__ __forceinline__ void transpose_v3w(uint32_t src, uint32_t dst, int wi
     }
 }
 
+// The three transposing warps' part (threads 32..127 of their block, lane
+// constants computed once): staged V -> V^T stage rows 0..D-1, with the
+// variant TR (wide tiles: transpose_v3w). The forward's warps 1-3 and the
+// V^T pre-pass (fa3_vt_prepass.cuh) both transpose through it.
+template <int D, int BN, int TR> struct v_transposer {
+    tr_lane trl;
+    tr3_lane tr3;
+    tr3w_lane tr3w;
+    int hw, l, wi;
+    __device__ __forceinline__ v_transposer(int tid, int lane)
+        : trl(transpose_lane(lane & 15)), tr3(transpose3_lane(lane)),
+          tr3w(transpose3w_lane<(BN > 128 ? BN - 128 : 32)>(lane)), hw((tid - 32) >> 4), l(lane & 15),
+          wi((tid - 32) >> 5)
+    {
+    }
+    __device__ __forceinline__ void operator()(uint32_t src, uint32_t dst) const
+    {
+        if constexpr (BN > 128)
+            transpose_v3w<BN, vt_layout<D, BN>::W1, vt_layout<D, BN>::B0>(src, dst, wi, tr3, tr3w);
+        else if (TR == 2) transpose_v3(src, dst, wi, tr3);
+        else if (TR) transpose_v2(src, dst, hw, l, trl);
+        else transpose_v(src, dst, hw, l);
+    }
+};
+
 // Four floats -> four e4m3 bytes (first in the low byte), nearest-even,
 // saturating to +-448.
 __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d)
@@ -658,11 +683,7 @@ __global__ void __launch_bounds__(384, 1)
         regs_dealloc<kRegsProducer>();
         if (tid >= 32) {
             // Warps 1-3: staged V -> V^T ring stage.
-            const int hw = (tid - 32) >> 4, l = lane & 15;
-            const tr_lane trl = transpose_lane(l);
-            const tr3_lane tr3 = transpose3_lane(lane);
-            const tr3w_lane tr3w = transpose3w_lane<(BN > 128 ? BN - 128 : 32)>(lane);
-            const int wi = (tid - 32) >> 5;
+            const v_transposer<D, BN, TR> transpose(tid, lane);
             int pi = 0, qi = 0; // qi: staged tiles only
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
@@ -675,14 +696,7 @@ __global__ void __launch_bounds__(384, 1)
                     const int st = pi % STAGES, si = qi % SST;
                     mbar_wait(&s.v8_full[si], (qi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
-                    if (!(ABL & 1)) {
-                        if constexpr (BN > 128)
-                            transpose_v3w<BN, vt_layout<D, BN>::W1, vt_layout<D, BN>::B0>(
-                                smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3, tr3w);
-                        else if (TR == 2) transpose_v3(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), wi, tr3);
-                        else if (TR) transpose_v2(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l, trl);
-                        else transpose_v(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]), hw, l);
-                    }
+                    if (!(ABL & 1)) transpose(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]));
                     // Generic-proxy stores, then wgmma (async proxy) reads;
                     // all three warps' stores before the one arrival.
                     fence_proxy_async();

@@ -98,14 +98,15 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     }
     cudaError_t e = cudaSuccess;
     if (Lw.p.vt && L->vt_slabs) {
-        // Four blocks per SM, each streaming its slabs (at most one each
-        // when the batch has fewer).
-        const int64_t *vs = L->v_strides; // elements = bytes (e4m3)
-        const int blocks = L->vt_slabs < 4 * L->grid ? L->vt_slabs : 4 * L->grid;
-        vt_prepass_kernel<D><<<blocks, kVtThreads, 0, (cudaStream_t)L->stream>>>(
-            static_cast<const uint8_t *>(L->v_cache), vs[0], vs[1], vs[2], Lw.p, L->vt_jobs,
-            Lw.p.vt);
-        e = cudaGetLastError();
+        // Two blocks per SM (80 KiB each), each streaming its slabs.
+        auto pre = vt_prepass_kernel<D, TR>;
+        constexpr size_t pre_smem = vt_prepass_smem_bytes<D>();
+        const int blocks = L->vt_slabs < 2 * L->grid ? L->vt_slabs : 2 * L->grid;
+        e = cudaFuncSetAttribute(pre, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pre_smem);
+        if (e == cudaSuccess) {
+            pre<<<blocks, 128, pre_smem, (cudaStream_t)L->stream>>>(tv, Lw.p, L->vt_jobs);
+            e = cudaGetLastError();
+        }
         if (e != cudaSuccess) {
             snprintf(err, errlen, "V^T pre-pass launch: %s", cudaGetErrorString(e));
             return (int)e;

@@ -5,91 +5,88 @@
 // of the kernel's time at the prefill shapes). For requests whose KV tiles
 // are read many times, plan lists their 128-key tiles as jobs, and this
 // kernel writes each tile's V^T once per KV head into the scratch as the
-// exact image of a V^T ring stage (rows 0..D-1 of vt_layout<D, 128>:
-// channel rows of 128 key positions in pi order, 128-byte swizzle). The
+// exact image of a V^T ring stage (rows 0..D-1 of vt_layout<D, 128>). The
 // forward's producer then fills a stage with one bulk copy.
 //
-// It moves twice the e4m3 V of the listed tiles (read V, write V^T; most of
-// the writes stay in L2 until the forward has read them). Per slab a block
-// puts the key rows into shared memory
-// (8 threads per 128-byte row), transposes in registers (one channel quad
-// x 16 key positions per thread, 16 LDS.32 and four byte-permute quads)
-// and stores the 16 KiB image in coalesced 16-byte stores, with the next
-// slab's rows already on their way. It reads at 1.2 TB/s, not at the
-// HBM's 3 (ncu: half occupancy, warps waiting on the job, page-table and
-// row loads in turn; NOTES v10). The job count is read from device
-// memory, so a captured graph replays any planned batch.
+// It is the forward's own V path pointed at memory: warp 0 copies each
+// slab's V tile into a staging ring with the forward's descriptor and
+// load_kv_tile (so boxes past the request's end are zero, exactly as the
+// forward would see them), warps 1-3 transpose it with the forward's
+// v_transposer into one of two out stages, and one thread bulk-stores the
+// 16 KiB image to the scratch. Copies, transposes and stores of different
+// slabs overlap. The job count is read from device memory, so a captured
+// graph could replay any planned batch.
 #pragma once
 #include "fa3_fwd_fp8c.cuh"
 
 namespace fa3 {
 
-// Key at V^T position j (0..15) of a 16-key group (pi, as pi_off gives it
-// per half group).
-__device__ __forceinline__ int pi_key(int j) { return 4 * (j >> 3) + pi_off(j & 7); }
+constexpr int kVtStages = 3; // staged V tiles in flight per block
 
-constexpr int kVtThreads = 256;
+template <int D> struct vt_prepass_smem {
+    alignas(1024) uint8_t v8[kVtStages][FA3_VT_KEYS][D]; // staged V, 128-byte swizzled
+    alignas(1024) uint8_t vt[2][D][FA3_VT_KEYS];         // V^T images on their way out
+    uint64_t full[kVtStages], empty[kVtStages];
+};
 
-// v_cache in bytes with byte strides of (block, slot, head); vt the scratch
-// p.vt points at (written here, read by the forward).
-template <int D>
-__global__ void __launch_bounds__(kVtThreads) vt_prepass_kernel(const uint8_t *__restrict__ v_cache,
-                                                                int64_t s_block, int64_t s_slot, int64_t s_head,
-                                                                const fa3_params p,
-                                                                const fa3_vt_job *__restrict__ jobs, uint8_t *vt)
+template <int D> constexpr size_t vt_prepass_smem_bytes() { return sizeof(vt_prepass_smem<D>) + 1024; }
+
+// tv: the forward's V descriptor (e4m3, 128-byte swizzle, box_rows rows).
+template <int D, int TR>
+__global__ void __launch_bounds__(128) vt_prepass_kernel(const __grid_constant__ CUtensorMap tv, const fa3_params p,
+                                                         const fa3_vt_job *__restrict__ jobs)
 {
-    static_assert(D == 128 && FA3_VT_KEYS == 128,
-                  "a block's 8 warps x 32 lanes are the 8 key groups x 32 channel quads of a 128 x 128 tile");
-    constexpr int ROW16 = D / 16, TILE = FA3_VT_KEYS * D;
-    __shared__ alignas(16) uint32_t in[FA3_VT_KEYS][D / 4]; // [key][channel quad]
-    __shared__ alignas(16) uint8_t out[TILE];       // the stage image
-    const int tid = threadIdx.x, q = tid & 31, g = tid >> 5;
+    static_assert(FA3_VT_KEYS == 128, "a slab is one 128-key V^T stage");
+    constexpr int SLAB = D * FA3_VT_KEYS;
+    extern __shared__ uint8_t smem_raw[];
+    using S = vt_prepass_smem<D>;
+    S &s = *reinterpret_cast<S *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    const int tid = threadIdx.x, lane = tid & 31;
     const int hk = p.num_kv_heads, total = p.counts->n_vt * hk;
-    // Slab x's key rows, this thread's PER 16-byte pieces (piece tid % 8 of
-    // key tid / 8 + 32 k); keys past the request's end are 0.
-    constexpr int PER = FA3_VT_KEYS * ROW16 / kVtThreads;
-    auto load = [&](int x, uint4(&v)[PER]) {
-        const fa3_vt_job job = jobs[x / hk];
-        const int h = x - (x / hk) * hk;
-        const int32_t *table = p.block_table + (size_t)job.req * p.bt_stride;
-#pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int i = tid + k * kVtThreads, key = i / ROW16, pos = job.tile * FA3_VT_KEYS + key;
-            v[k] = make_uint4(0u, 0u, 0u, 0u);
-            if (pos < job.keys_hi)
-                v[k] = __ldg(reinterpret_cast<const uint4 *>(v_cache + table[pos / p.block_size] * s_block +
-                                                             (pos % p.block_size) * s_slot + h * s_head) +
-                             i % ROW16);
+    if (tid == 0) {
+        for (int i = 0; i < kVtStages; i++) {
+            mbar_init(&s.full[i], 1);
+            mbar_init(&s.empty[i], 1);
         }
-    };
-    // Grid-stride over the slabs, the next slab's loads in flight while
-    // this one is transposed and stored.
-    uint4 cur[PER], nxt[PER];
-    if (blockIdx.x < total) load(blockIdx.x, cur);
-    for (int x = blockIdx.x; x < total; x += gridDim.x) {
-#pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int i = tid + k * kVtThreads;
-            reinterpret_cast<uint4 *>(&in[i / ROW16][0])[i % ROW16] = cur[k];
-        }
-        __syncthreads();
-        if (x + (int)gridDim.x < total) load(x + gridDim.x, nxt);
-        // Thread (g, q): channels 4q..4q+3 at positions 16g..16g+15.
-        uint32_t w[16];
-#pragma unroll
-        for (int j = 0; j < 16; j++) w[j] = in[16 * g + pi_key(j)][q];
-        uint32_t o[4][4]; // o[ch][k]: channel 4q + ch, positions 16g + 4k..4k+3
-#pragma unroll
-        for (int k = 0; k < 4; k++) tr4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3], o[0][k], o[1][k], o[2][k], o[3][k]);
-#pragma unroll
-        for (int ch = 0; ch < 4; ch++)
-            *reinterpret_cast<uint4 *>(&out[sw128(4 * q + ch, 16 * g)]) = make_uint4(o[ch][0], o[ch][1], o[ch][2], o[ch][3]);
-        __syncthreads();
-        uint4 *dst = reinterpret_cast<uint4 *>(vt + (size_t)x * TILE);
-        for (int i = tid; i < TILE / 16; i += kVtThreads) dst[i] = reinterpret_cast<const uint4 *>(out)[i];
-#pragma unroll
-        for (int k = 0; k < PER; k++) cur[k] = nxt[k];
+        mbar_fence_init();
     }
+    __syncthreads();
+
+    if (tid < 32) { // slab x: job x / hk, KV head x % hk
+        if (lane == 0) tma_prefetch_desc(&tv);
+        int i = 0;
+        for (int x = blockIdx.x; x < total; x += gridDim.x, i++) {
+            const int si = i % kVtStages;
+            mbar_wait(&s.empty[si], ((i / kVtStages) & 1) ^ 1);
+            const fa3_vt_job job = jobs[x / hk];
+            fa3_work it = {};
+            it.req = job.req;
+            it.kvh = x % hk;
+            it.kv_lo = job.tile * FA3_VT_KEYS;
+            it.kv_hi = min(job.keys_hi, it.kv_lo + FA3_VT_KEYS);
+            load_kv_tile<FA3_VT_KEYS, 1, D, 0>(&s.v8[si][0][0], &tv, &s.full[si], SLAB, p, it, job.tile, lane);
+        }
+        return;
+    }
+
+    const v_transposer<D, FA3_VT_KEYS, TR> transpose(tid, lane);
+    int i = 0;
+    for (int x = blockIdx.x; x < total; x += gridDim.x, i++) {
+        const int si = i % kVtStages, oi = i & 1;
+        // Out stage oi is free once the store of two slabs ago has read it.
+        if (tid == 32) bulk_wait_read<1>();
+        named_sync(1, 96);
+        mbar_wait(&s.full[si], (i / kVtStages) & 1);
+        transpose(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[oi][0][0]));
+        fence_proxy_async(); // generic stores, then the copy engine reads them
+        named_sync(1, 96);
+        if (tid == 32) {
+            mbar_arrive(&s.empty[si]);
+            bulk_store(p.vt + (size_t)x * SLAB, &s.vt[oi][0][0], SLAB);
+            bulk_commit();
+        }
+    }
+    if (tid == 32) bulk_wait(); // the last images written before the block ends
 }
 
 } // namespace fa3
