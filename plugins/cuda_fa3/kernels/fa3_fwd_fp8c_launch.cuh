@@ -98,10 +98,10 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     }
     cudaError_t e = cudaSuccess;
     if (Lw.p.vt && L->vt_slabs) {
-        // Two blocks per SM (80 KiB each), each streaming its slabs.
+        // Three blocks per SM (65 KiB each), each streaming its slabs.
         auto pre = vt_prepass_kernel<D, TR>;
         constexpr size_t pre_smem = vt_prepass_smem_bytes<D>();
-        const int blocks = L->vt_slabs < 2 * L->grid ? L->vt_slabs : 2 * L->grid;
+        const int blocks = L->vt_slabs < 3 * L->grid ? L->vt_slabs : 3 * L->grid;
         e = cudaFuncSetAttribute(pre, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pre_smem);
         if (e == cudaSuccess) {
             pre<<<blocks, 128, pre_smem, (cudaStream_t)L->stream>>>(tv, Lw.p, L->vt_jobs);

@@ -21,7 +21,7 @@
 
 namespace fa3 {
 
-constexpr int kVtStages = 3; // staged V tiles in flight per block
+constexpr int kVtStages = 2; // staged V tiles in flight per block (three blocks per SM)
 
 template <int D> struct vt_prepass_smem {
     alignas(1024) uint8_t v8[kVtStages][FA3_VT_KEYS][D]; // staged V, 128-byte swizzled
