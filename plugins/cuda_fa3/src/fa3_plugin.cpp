@@ -36,9 +36,9 @@ static const ah_config_key fa3_config_keys[] = {
      "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
      "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"},
     {"fp8_vt_scratch_mib", "64",
-     "FP8 compute: device memory (MiB, one buffer per context) into which a pre-pass writes V "
-     "transposed once for requests whose KV tiles many query tiles read; 0 = the kernel transposes "
-     "every tile it reads"},
+     "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) into "
+     "which a pre-pass writes V transposed once for requests whose KV tiles many query tiles read; "
+     "0 = the kernel transposes every tile it reads"},
     {"fp8_vt_min_reads", "24",
      "FP8 compute: pre-transpose a request's V when its KV tiles are read by at least this many "
      "query tiles on average"},
@@ -126,20 +126,21 @@ static void fa3_context_destroy(ah_context *c)
     host->free(host, c);
 }
 
+/* The scratch goes to the first stream that asks outside a capture, and
+ * stays with it (see ah_context). */
 int fa3_vt_usable(ah_context *c, void *stream)
 {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (!c->vt_scratch || cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess ||
-        cs != cudaStreamCaptureStatusNone) {
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
         return 0;
     }
     pthread_mutex_lock(&c->vt_lock);
-    if (!c->vt_owned) {
+    if (c->vt_scratch && !c->vt_owned) {
         c->vt_owned = 1;
         c->vt_stream = (cudaStream_t)stream;
     }
-    const int mine = c->vt_stream == (cudaStream_t)stream;
+    const int mine = c->vt_owned && c->vt_stream == (cudaStream_t)stream;
     pthread_mutex_unlock(&c->vt_lock);
     return mine;
 }
