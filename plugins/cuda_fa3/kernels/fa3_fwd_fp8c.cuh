@@ -657,7 +657,8 @@ __global__ void __launch_bounds__(384, 1)
         mbar_fence_init();
     }
     // The constant rows of every V^T stage (see fp8c_smem): e4m3 1.0 is
-    // 0x38. The transposers write rows 0..D-1 only, so this lasts.
+    // 0x38. The transposers and the bulk copies write rows 0..D-1 only, so
+    // this lasts.
     if constexpr (BN == 128) {
         for (int i = tid; i < STAGES * 8 * BN / 4; i += blockDim.x) {
             const int st = i / (8 * BN / 4), r = i / (BN / 4) % 8, c = i % (BN / 4);

@@ -72,16 +72,17 @@ __global__ void __launch_bounds__(128) vt_prepass_kernel(const __grid_constant__
     }
 
     const v_transposer<D, FA3_VT_KEYS, TR> transpose(tid, lane);
+    constexpr int kBarTranspose = 1; // the three transposing warps
     int i = 0;
     for (int x = blockIdx.x; x < total; x += gridDim.x, i++) {
         const int si = i % kVtStages, oi = i & 1;
         // Out stage oi is free once the store of two slabs ago has read it.
         if (tid == 32) bulk_wait_read<1>();
-        named_sync(1, 96);
+        named_sync(kBarTranspose, 96);
         mbar_wait(&s.full[si], (i / kVtStages) & 1);
         transpose(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[oi][0][0]));
         fence_proxy_async(); // generic stores, then the copy engine reads them
-        named_sync(1, 96);
+        named_sync(kBarTranspose, 96);
         if (tid == 32) {
             mbar_arrive(&s.empty[si]);
             bulk_store(p.vt + (size_t)x * SLAB, &s.vt[oi][0][0], SLAB);
