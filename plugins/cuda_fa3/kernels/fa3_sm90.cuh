@@ -1,60 +1,29 @@
 // Thin wrappers over the Hopper (sm_90) primitives the cuda_fa3 kernels are
-// built from: mbarriers (arrival counts plus expected transaction bytes),
-// the bulk tensor copy engine (TMA) filling shared memory and completing on
-// an mbarrier, wgmma ordering (fence, commit, wait), shared-memory matrix
-// descriptors for 128-byte-swizzled tiles, named barriers and register
-// reallocation between warpgroups. Each is one instruction; keeping them
-// here lets the kernel read as the algorithm.
+// built from, beside the mbarriers and bulk copies of
+// <attnhost/cuda_sm90.cuh>: the bulk tensor copy engine (TMA) filling shared
+// memory and completing on an mbarrier, wgmma ordering (fence, commit,
+// wait), shared-memory matrix descriptors for 128-byte-swizzled tiles,
+// named barriers and register reallocation between warpgroups. Each is one
+// instruction; keeping them here lets the kernel read as the algorithm.
 #pragma once
+#include <attnhost/cuda_sm90.cuh>
 #include <cuda.h>
 #include <stdint.h>
 
 namespace fa3 {
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// ---- mbarrier --------------------------------------------------------------
-
-__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count));
-}
-
-__device__ __forceinline__ void mbar_fence_init()
-{
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-// One arrival that also announces tx_bytes the copy engine will deliver.
-__device__ __forceinline__ void mbar_arrive_tx(uint64_t *bar, uint32_t tx_bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                 "r"(tx_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
-
-// Spin until the phase with the given parity has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
-{
-    uint32_t addr = smem_addr(bar);
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "WAIT_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra WAIT_%=;\n"
-        "}\n" ::"r"(addr),
-        "r"(parity)
-        : "memory");
-}
+// mbarriers and plain bulk copies come from the plugin API's sm_90 header.
+using ah_sm90::bulk_commit;
+using ah_sm90::bulk_load;
+using ah_sm90::bulk_store;
+using ah_sm90::bulk_wait;
+using ah_sm90::bulk_wait_read;
+using ah_sm90::mbar_arrive;
+using ah_sm90::mbar_arrive_tx;
+using ah_sm90::mbar_fence_init;
+using ah_sm90::mbar_init;
+using ah_sm90::mbar_wait;
+using ah_sm90::smem_addr;
 
 // ---- TMA -----------------------------------------------------------------
 
@@ -78,34 +47,6 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, u
         "r"(c3)
         : "memory");
 }
-
-// A contiguous global block (16-byte aligned, a multiple of 16 bytes) copied
-// as it is, completing on bar: no descriptor, the source already holds the
-// shared-memory image.
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_addr(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
-}
-
-// The reverse: shared memory out to a contiguous global block, in this
-// thread's bulk group; bulk_commit closes the group, bulk_wait_read<N>
-// waits until at most N groups still read shared memory, bulk_wait until
-// every group's writes are done.
-__device__ __forceinline__ void bulk_store(void *dst, const void *src, uint32_t bytes)
-{
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_addr(src)),
-                 "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void bulk_wait_read()
-{
-    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map)
 {

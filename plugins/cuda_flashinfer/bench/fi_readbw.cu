@@ -34,7 +34,6 @@
 
 #include <cuda_runtime.h>
 
-#include "bulk_copy.cuh"
 #include "fi_common.cuh"
 
 #define CK(x)                                                                                      \
@@ -216,17 +215,17 @@ __global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, u
     const bool is_v = lane & 8;
     const uint32_t base = fi::smem_addr(sm);
     if (lane == 0)
-        for (int s = 0; s < ns; s++) fi::mbar_init(fi::smem_addr(&full[s][warp]), 1);
-    fi::mbar_init_fence();
+        for (int s = 0; s < ns; s++) ah_sm90::mbar_init(fi::smem_addr(&full[s][warp]), 1);
+    ah_sm90::mbar_fence_init();
     __syncwarp();
     auto issue = [&](int it) {
         const int s = it % ns;
         const uint32_t bar = fi::smem_addr(&full[s][warp]);
-        if (lane == 0) fi::mbar_arrive_expect(bar, 16 * PG_ROWB);
+        if (lane == 0) ah_sm90::mbar_arrive_tx(bar, 16 * PG_ROWB);
         __syncwarp();
         if (lane < 16) {
             const int j = j0 + it * bn + row / hpc, h = blockIdx.x * hpc + row % hpc;
-            fi::bulk_g2s(base + s * BK_STAGE + (is_v ? 32 * BK_ROWS : 0) + row * BK_ROWS,
+            ah_sm90::bulk_load(base + s * BK_STAGE + (is_v ? 32 * BK_ROWS : 0) + row * BK_ROWS,
                          (is_v ? g.v : g.k) + pg_row(g, pages, j, h), PG_ROWB, bar);
         }
     };
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, u
     for (int it = 0; it < ntiles; it++) {
         __syncwarp();
         if (it + ns - 1 < ntiles) issue(it + ns - 1);
-        fi::mbar_wait(fi::smem_addr(&full[it % ns][warp]), (it / ns) & 1);
+        ah_sm90::mbar_wait(fi::smem_addr(&full[it % ns][warp]), (it / ns) & 1);
         const unsigned char *st = sm + (it % ns) * BK_STAGE + (warp * 8 + lane / 4) * BK_ROWS + (lane % 4) * 64;
         acc ^= *reinterpret_cast<const uint32_t *>(st) ^ *reinterpret_cast<const uint32_t *>(st + 32 * BK_ROWS);
     }

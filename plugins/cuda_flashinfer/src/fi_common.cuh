@@ -15,6 +15,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include <attnhost/cuda_sm90.cuh>
+
 #include "fi_params.h"
 
 #define FI_LOG2E 1.4426950408889634f
@@ -126,10 +128,7 @@ __device__ __forceinline__ uint4 ldg16(const void *p)
     return __ldg(reinterpret_cast<const uint4 *>(p));
 }
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
+using ah_sm90::smem_addr;
 
 /* 16-byte asynchronous copy; src_bytes 0 writes zeros without reading. */
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)

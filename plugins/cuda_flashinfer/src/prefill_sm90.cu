@@ -32,12 +32,15 @@
  */
 #include <limits.h>
 
-#include "bulk_copy.cuh"
 #include "fi_common.cuh"
 #include "prefill_rows.cuh"
 #include "wgmma_sm90.cuh"
 
 namespace fi {
+
+using ah_sm90::mbar_arrive;
+using ah_sm90::mbar_init;
+using ah_sm90::mbar_wait;
 
 namespace sm90 {
 constexpr int D = 128, BQ = 128, BK = 128, THREADS = 384, NST = 2; /* NST: K/V stages */
