@@ -42,6 +42,11 @@ ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, ui
     fa3_caps_for(spec, lim, sms, &cw, &cc, &rows);
     *bytes = (uint64_t)cw * sizeof(fa3_work) + (uint64_t)cc * sizeof(fa3_combine_job) +
              (uint64_t)rows * (spec->v_head_size + 1) * sizeof(float) + sizeof(fa3_counts);
+    /* An FP8-compute layer's V^T pre-pass jobs, for the default 64 MiB
+     * scratch (the scratch itself is the context's, not the state's). */
+    if (AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) && spec->fp8_attention &&
+        spec->kv_dtype == AH_DTYPE_FP8_E4M3 && spec->qk_head_size == 128)
+        *bytes += ((uint64_t)64 << 20) / ((uint64_t)spec->num_kv_heads * 128 * FA3_VT_KEYS) * sizeof(fa3_vt_job);
     return AH_OK;
 }
 
