@@ -42,11 +42,12 @@ ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, ui
     fa3_caps_for(spec, lim, sms, &cw, &cc, &rows);
     *bytes = (uint64_t)cw * sizeof(fa3_work) + (uint64_t)cc * sizeof(fa3_combine_job) +
              (uint64_t)rows * (spec->v_head_size + 1) * sizeof(float) + sizeof(fa3_counts);
-    /* An FP8-compute layer's V^T pre-pass jobs, for the default 64 MiB
-     * scratch (the scratch itself is the context's, not the state's). */
+    /* An FP8-compute layer's V^T pre-pass jobs, for the default scratch
+     * (the scratch itself is the context's, not the state's). */
     if (AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) && spec->fp8_attention &&
         spec->kv_dtype == AH_DTYPE_FP8_E4M3 && spec->qk_head_size == 128)
-        *bytes += ((uint64_t)64 << 20) / ((uint64_t)spec->num_kv_heads * 128 * FA3_VT_KEYS) * sizeof(fa3_vt_job);
+        *bytes += ((uint64_t)FA3_VT_SCRATCH_MIB << 20) / ((uint64_t)spec->num_kv_heads * 128 * FA3_VT_KEYS) *
+                  sizeof(fa3_vt_job);
     return AH_OK;
 }
 
@@ -134,8 +135,8 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     }
     st->fp8_compute = !(fc && !strcmp(fc, "off")) && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) &&
                       spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
-    int vt_mib = 64;
-    st->vt_min_reads = 24; /* break-even near 16-20 reads (NOTES, v10) */
+    int vt_mib = FA3_VT_SCRATCH_MIB;
+    st->vt_min_reads = FA3_VT_MIN_READS;
     const char *vm = host->config_get ? host->config_get(host, "fp8_vt_scratch_mib") : NULL;
     const char *vr = host->config_get ? host->config_get(host, "fp8_vt_min_reads") : NULL;
     if (vm && !ah_parse_int(vm, 0, 1 << 16, &vt_mib)) {

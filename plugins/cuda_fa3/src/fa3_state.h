@@ -12,6 +12,12 @@
 
 #include "../kernels/fa3_launch.h"
 
+/* Defaults of the V^T pre-pass's config keys (NOTES v10). */
+#define FA3_VT_SCRATCH_MIB 64
+#define FA3_VT_MIN_READS 24 /* break-even near 16-20 reads */
+#define FA3_STR(x) FA3_STR_(x)
+#define FA3_STR_(x) #x
+
 struct ah_context {
     ah_cuda_svc svc;
     const ah_host_services *host;
