@@ -46,7 +46,8 @@ typedef struct fa3_work {
 /* One 128-key tile of one request for the V^T pre-pass, which writes it
  * for every KV head h at slab job * Hk + h of the scratch: D rows of 128
  * bytes, exactly the image of a V^T ring stage (key positions in the order
- * PV's P fragments want, 128-byte swizzle). Keys from keys_hi on are 0. */
+ * PV's P fragments want, 128-byte swizzle), read as the forward reads V:
+ * copy boxes wholly past keys_hi are zero. */
 typedef struct fa3_vt_job {
     int32_t req;
     int32_t tile;
