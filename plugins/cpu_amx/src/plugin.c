@@ -115,20 +115,16 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
         return AH_ERR_UNAVAILABLE;
     }
     const char *ts = host && host->config_get ? host->config_get(host, "threads") : NULL;
-    long t = 0;
-    if (ts && *ts) {
-        char *end;
-        t = strtol(ts, &end, 10);
-        if (*end || t < 0 || t > 4096) {
-            snprintf(why, cap, "[plugin.cpu_amx] threads = '%s' is not a count between 0 and 4096", ts);
-            return AH_ERR_CONFIG;
-        }
+    int t = 0;
+    if (ts && *ts && !ah_parse_int(ts, 0, 4096, &t)) {
+        snprintf(why, cap, "[plugin.cpu_amx] threads = '%s' is not a count between 0 and 4096", ts);
+        return AH_ERR_CONFIG;
     }
 #ifdef _OPENMP
     if (t == 0) t = omp_get_max_threads();
 #endif
     if (t <= 0) t = 1;
-    *threads = (int)t;
+    *threads = t;
     const char *keys[6] = {"split_min", "tile_min_rows", "amx_decode", "prefetch", "amx_interleave", "tile_prefetch"};
     uint32_t *dst[6] = {split_min, tile_min, amx_dec, pf, ilv, tpf};
     /* prefetch: software prefetch pays on the EPYC (decode 9.0 vs 5.4
@@ -140,9 +136,8 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
         const char *s = host && host->config_get ? host->config_get(host, keys[i]) : NULL;
         *dst[i] = defs[i];
         if (s && *s && !(i == 3 && strcmp(s, "auto") == 0)) {
-            char *end;
-            long x = strtol(s, &end, 10);
-            if (*end || x < (long)lo[i] || x > (long)hi[i]) {
+            int x;
+            if (!ah_parse_int(s, lo[i], hi[i], &x)) {
                 snprintf(why, cap, "[plugin.cpu_amx] %s = '%s' is not %sa number between %u and %u", keys[i], s,
                          i == 3 ? "auto or " : "", lo[i], hi[i]);
                 return AH_ERR_CONFIG;

@@ -115,7 +115,8 @@ static int bench(const shape *s)
      * by N. One forward per timing starts on an idle GPU and so includes the
      * host's time to launch it; back to back, only the device's time is left. */
     const char *be = getenv("FA3_BENCH_BATCH");
-    const int batch = be && atoi(be) >= 1 && atoi(be) <= 1000 ? atoi(be) : 1;
+    int batch = 1; /* also for a value other than 1..1000 */
+    if (be) (void)ah_parse_int(be, 1, 1000, &batch);
     for (int i = 0; i < 33 && !rc; i++) {
         if (i >= 3) ops->timer_start(H.ctx, H.stream);
         for (int k = 0; k < (i >= 3 ? batch : 1) && !rc; k++)

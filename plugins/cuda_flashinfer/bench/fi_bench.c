@@ -176,7 +176,7 @@ int main(int argc, char **argv)
     }
     if (g_reps < 3) g_reps = 3;
     const char *be = getenv("FI_BENCH_BATCH");
-    g_batch = be && atoi(be) >= 1 && atoi(be) <= 1000 ? atoi(be) : 1;
+    if (be) (void)ah_parse_int(be, 1, 1000, &g_batch); /* else, or out of range: 1 */
     fi_plugin p;
     int rc = fi_plugin_open(&p, path);
     if (rc) return rc;

@@ -221,13 +221,13 @@ __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
     merge_cta_states<QT, C::ROWS, GB, DV, C::THREADS>(p, &sm_acc[0][0][0], sm_m, sm_l, t, h0, split);
 }
 
-/* A stage-pipelined decode kernel (shared memory per its depth): at state
- * creation (occupancy set, outside any capture) allow its deepest
- * pipeline's shared memory and count its resident CTAs at this one's;
- * otherwise launch it. */
+/* Every decode kernel's launch: at state creation (occupancy set, outside
+ * any capture) allow the dynamic shared memory of its deepest pipeline
+ * (smem_max; 0 for kernels without one) and count its resident CTAs at
+ * smem; otherwise launch it. */
 template <typename Kern>
-static cudaError_t staged_launch(Kern kern, int threads, int smem, int smem_max, const dim3 &grid,
-                                 const attn_params &q, cudaStream_t st, int *occupancy)
+static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, int smem_max, const dim3 &grid,
+                                       const attn_params &q, cudaStream_t st, int *occupancy)
 {
     if (occupancy) {
         cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
@@ -255,7 +255,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                         attn_params q = p;
                         q.stages = stages_or(p.stages, MC::MAX_NS);
                         const dim3 grid(p.num_tokens, (p.group + GB - 1) / GB, p.num_splits);
-                        return staged_launch(decode_mla_tc_kernel<QT>, MC::THREADS, MC::smem(q.stages),
+                        return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS, MC::smem(q.stages),
                                              MC::smem(MC::MAX_NS), grid, q, st, occupancy);
                     } else {
                         FI_UNSUPPORTED("decode head-group block of 16 (MLA, 16-bit cache)", GB, "1, 2, 4, 8");
@@ -279,17 +279,12 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     q.stages = stages_or(p.stages, SC::MAX_NS);
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
-                    return staged_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid, q, st,
+                    return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid, q, st,
                                          occupancy);
                 } else {
-                    auto kern = decode_kernel<QT, KT, D, DV, GB>;
-                    if (occupancy) {
-                        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, 128,
-                                                                             0);
-                    }
-                    dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
-                    kern<<<grid, 128, 0, st>>>(p);
-                    return cudaPeekAtLastError();
+                    const dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
+                    return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, p, st,
+                                               occupancy);
                 }
             })
         })
