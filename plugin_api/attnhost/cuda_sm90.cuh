@@ -87,11 +87,14 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t b
 // The reverse, shared to global, in this thread's bulk group: bulk_commit
 // closes the group, bulk_wait_read<N> waits until at most N groups still
 // read shared memory, bulk_wait until every group's writes are done.
+__device__ __forceinline__ void bulk_store(void *dst, uint32_t src, uint32_t bytes)
+{
+    AH_SM90_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+                : "memory");
+}
 __device__ __forceinline__ void bulk_store(void *dst, const void *src, uint32_t bytes)
 {
-    AH_SM90_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_addr(src)),
-                "r"(bytes)
-                : "memory");
+    bulk_store(dst, smem_addr(src), bytes);
 }
 __device__ __forceinline__ void bulk_commit() { AH_SM90_ASM("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void bulk_wait_read()

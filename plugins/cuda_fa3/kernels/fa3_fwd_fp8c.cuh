@@ -58,8 +58,15 @@ template <int D> struct fp8c_q8<D, true> {
     alignas(1024) uint8_t q8[FA3_BLOCK_M][D];
 };
 
+// The epilogue's output staging (out_stage), when OS.
+template <int D, typename T, bool OS> struct fp8c_out {};
+template <int D, typename T> struct fp8c_out<D, T, true> {
+    out_stage<D, T> o;
+};
+
 // BN keys per tile.
-template <int D, int BN, int STAGES, int SST, typename T> struct fp8c_smem : fp8c_q8<D, (BN > 128)> {
+template <int D, int BN, int STAGES, int SST, typename T, bool OS = false>
+struct fp8c_smem : fp8c_q8<D, (BN > 128)>, fp8c_out<D, T, OS> {
     static_assert(D == 128, "the FP8-compute kernel is built for head size 128");
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
     alignas(1024) uint8_t k[STAGES][BN][D];     // e4m3 as stored, 128-byte swizzled
@@ -213,19 +220,6 @@ __device__ __forceinline__ void transpose_v2(uint32_t src, uint32_t dst, int hw,
 // rows' (channel % 8) are all different and the 128-byte swizzle puts
 // them in eight different 16-byte bank groups: no conflicts; the loads'
 // eight key rows are likewise spread by the staging swizzle.
-__device__ __forceinline__ void ldsm_x4_t(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(a)
-                 : "memory");
-}
-__device__ __forceinline__ void stsm_x4(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
-{
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r0), "r"(r1),
-                 "r"(r2), "r"(r3)
-                 : "memory");
-}
 // Lane constants: load row offset and swizzle unit (matrix i = lane / 8,
 // row r = lane % 8: key 8 (i & 1) + r, 16-byte unit (i >> 1) of the pair),
 // store row offset and swizzle unit (matrix i, row j: channel 16 (i >> 1)
@@ -620,13 +614,13 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1>
+          int LS = 1, bool OS = false>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
 {
     extern __shared__ uint8_t smem_raw[];
-    using Smem = fp8c_smem<D, BN, STAGES, SST, T>;
+    using Smem = fp8c_smem<D, BN, STAGES, SST, T, OS>;
     static_assert(BN == 128 || TR == 2, "wide key tiles transpose V with ldmatrix / stmatrix only");
     // Register split (setmaxnreg). The pool is what the launch allocated,
     // 384 x 168, not 65536: what the consumers add, the producer warpgroup
@@ -735,6 +729,8 @@ __global__ void __launch_bounds__(384, 1)
     const int cw = wg - 1, warp = (tid % 128) / 32;
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
     if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
+    uint32_t stage = 0; // this warp's output staging, if any (see out_stage)
+    if constexpr (OS) stage = out_bulk_ok(p) ? smem_addr(&s.o.rows[cw * 4 + warp][0][0]) : 0;
     int pi = 0, iter = 0;
     for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
@@ -891,8 +887,10 @@ __global__ void __launch_bounds__(384, 1)
         // ABL 4: the epilogue runs only for a v_scale no caller passes, so
         // everything it reads stays computed but nothing is normalised or stored.
         if (!(ABL & 4) || p.v_scale == -1234.5f)
-            epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr);
+            epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr,
+                           stage);
     }
+    if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }
 
 } // namespace fa3

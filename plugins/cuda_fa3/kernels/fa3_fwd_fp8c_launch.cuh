@@ -33,10 +33,10 @@ struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 
 template <int BN> struct cfg8w;
 template <> struct cfg8w<160> { static constexpr int STAGES = 3, SST = 2, EMU = 5; };
 
-template <typename T, int BN = cfg8::BN, int STAGES = cfg8::STAGES, int SST = cfg8::SST>
+template <typename T, int BN = cfg8::BN, int STAGES = cfg8::STAGES, int SST = cfg8::SST, bool OS = false>
 constexpr size_t smem_bytes_fp8c()
 {
-    return sizeof(fp8c_smem<128, BN, STAGES, SST, T>) + 1024;
+    return sizeof(fp8c_smem<128, BN, STAGES, SST, T, OS>) + 1024;
 }
 
 template <typename T>
@@ -48,6 +48,8 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     static_assert(smem_bytes_fp8c<T>() <= smem_bytes<128, T, __nv_fp8_e4m3>(), "FP8 compute needs more shared memory");
     static_assert(smem_bytes_fp8c<T, 160, cfg8w<160>::STAGES, cfg8w<160>::SST>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
                   "FP8 compute with wide key tiles needs more shared memory");
+    static_assert(smem_bytes_fp8c<T, BN, 3, SST, true>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
+                  "FP8 compute with output staging needs more shared memory");
     if (L->head_dim != D) {
         snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d", L->head_dim);
         return (int)cudaErrorInvalidValue;
@@ -83,6 +85,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         // (bf16 queries only).
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
         const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
+        const int os = env("FA3_F8C_OS", 0), st = env("FA3_F8C_ST", STAGES);
         constexpr int TR_ALT = TR == 1 ? 2 : 1; // the other of TR 1 / 2
         if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>;
         else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS>;
@@ -91,6 +94,13 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         else if (r == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS>;
         else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>;
         else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>;
+        else if (os == 1) {
+            kern = fwd_fp8c_kernel<D, BN, 3, SST, T, 0, EMU, TR, PP, LS, true>;
+            smem = smem_bytes_fp8c<T, BN, 3, SST, true>();
+        } else if (st == 3) {
+            kern = fwd_fp8c_kernel<D, BN, 3, SST, T, 0, EMU, TR, PP, LS>;
+            smem = smem_bytes_fp8c<T, BN, 3, SST>();
+        }
         else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
             if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>;
             else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>;

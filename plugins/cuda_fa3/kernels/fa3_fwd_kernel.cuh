@@ -101,7 +101,28 @@ template <int D, int BN, int SST> struct fp8_staging {
 };
 template <int D, int BN> struct fp8_staging<D, BN, 0> {};
 
-template <int D, int BN, int STAGES, typename T, int SST = 0> struct fwd_smem {
+constexpr int kConsumerWarps = 8; // arrivals that free a stage or Q
+
+// Output staging for the epilogue: each consumer warp's 16 rows of O, a
+// row of D elements padded by 16 bytes so that the eight rows of a
+// stmatrix fall in distinct banks. The warp then copies each row to global
+// memory with one bulk store and goes on to its next item while the copy
+// engine drains them; the next epilogue only waits until they have been
+// read from shared memory (bulk_wait_read), an item later. The direct
+// per-lane stores this replaces stalled the warp on the store queue.
+template <int D, typename T> struct out_stage {
+    static constexpr int PITCH = D * (int)sizeof(T) + 16;
+    alignas(128) uint8_t rows[kConsumerWarps][16][PITCH];
+};
+
+// The 16-bit kernel's output staging, when OS.
+template <int D, typename T, bool OS> struct fwd_out {};
+template <int D, typename T> struct fwd_out<D, T, true> {
+    out_stage<D, T> o;
+};
+
+template <int D, int BN, int STAGES, typename T, int SST = 0, bool OS = false>
+struct fwd_smem : fwd_out<D, T, OS> {
     // 128-byte-swizzled tiles: [64-column chunk][row][64 elements].
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64];
     alignas(1024) T k[STAGES][D / 64][BN][64];
@@ -111,7 +132,6 @@ template <int D, int BN, int STAGES, typename T, int SST = 0> struct fwd_smem {
     fp8_staging<D, BN, SST> f8;
 };
 
-constexpr int kConsumerWarps = 8; // arrivals that free a stage or Q
 constexpr int kConvertWarps = 3;  // FP8 KV: producer warps 1-3 widen tiles
 constexpr int kBarPingPong = 1;   // named barriers 1 and 2
 
@@ -276,18 +296,27 @@ __device__ __forceinline__ void row_range(const fa3_params &p, const fa3_work &i
     }
 }
 
+// Row r of item it (0..127) in the item's (token, head-in-group) order: its
+// token offset t in the tile and its query head; false when it maps to no
+// real (token, head).
+__device__ __forceinline__ bool item_row(const fa3_params &p, const fa3_work &it, int r, int &t, int &head)
+{
+    t = r / p.group;
+    head = it.kvh * p.group + (r - t * p.group);
+    return t < it.q_ntok && t < p.tpt;
+}
+
 // The two rows a consumer thread owns in item it (rl0: its first row in the
-// CTA's 128), in the item's (token, head-in-group) order.
+// CTA's 128).
 __device__ __forceinline__ row_info item_rows(const fa3_params &p, const fa3_work &it, int rl0)
 {
     row_info ri;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const int r = rl0 + i * 8, t = r / p.group, g = r - t * p.group;
-        ri.valid[i] = t < it.q_ntok && t < p.tpt;
+        int t;
+        ri.valid[i] = item_row(p, it, rl0 + i * 8, t, ri.head[i]);
         ri.pos[i] = it.pos0 + t;
         ri.tok[i] = it.q_tok0 + t;
-        ri.head[i] = it.kvh * p.group + g;
         row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
     }
     return ri;
@@ -407,17 +436,27 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
     return false;
 }
 
+// Whether the output can take row-wise bulk stores (16-byte aligned rows).
+__device__ __forceinline__ bool out_bulk_ok(const fa3_params &p)
+{
+    return (reinterpret_cast<uintptr_t>(p.out) & 15) == 0 && p.out_tok_stride % 8 == 0 &&
+           p.out_head_stride % 8 == 0;
+}
+
 // l: per-lane partial row sums that normalise O. l_lse (optional): other
 // partial sums for the LSE only (the FP8-compute kernel normalises O by the
 // sum of P as rounded to e4m3, which PV used, and takes the LSE from the
-// fp32 sum of the unrounded P, closer to the exact one).
+// fp32 sum of the unrounded P, closer to the exact one). stage: this warp's
+// out_stage rows (shared address), or 0 for direct stores.
 template <int D, typename T>
 __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri,
                                          float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         int row_local0, int lane, const float *l_lse = nullptr)
+                                         int row_local0, int lane, const float *l_lse = nullptr,
+                                         uint32_t stage = 0)
 {
     const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const bool split = it.part_row >= 0;
+    float os[2], lse[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float lt = quad_sum(l[i]);
@@ -429,33 +468,71 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
             ls = l_lse ? ls + sk : lt;
         }
         const float inv = lt > 0.f ? 1.f / lt : 0.f;
-        const float lse = ls > 0.f ? (mu + log2f(ls)) * ln2 : -INFINITY;
-        const float os = inv * (split ? 1.f : p.v_scale);
+        lse[i] = ls > 0.f ? (mu + log2f(ls)) * ln2 : -INFINITY;
+        os[i] = inv * (split ? 1.f : p.v_scale);
+    }
+    if (!split && p.lse && (lane & 3) == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            if (ri.valid[i]) p.lse[(size_t)ri.tok[i] * p.num_q_heads + ri.head[i]] = lse[i];
+    }
+    if (stage && !split) {
+        // Lanes 8i..8i+7 address row i % 2 * 8 + lane % 8 of column group
+        // pair i / 2; the previous item's rows must have left the stage.
+        constexpr int PITCH = out_stage<D, T>::PITCH;
+        const int w8 = lane >> 3;
+        const uint32_t row_addr = stage + ((w8 & 1) * 8 + (lane & 7)) * PITCH + (w8 >> 1) * 16;
+        bulk_wait_read<0>();
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < D / 8; j += 2) {
+            uint32_t v[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int jj = j + (k >> 1), i = k & 1;
+                v[k] = elem<T>::pack(o[jj * 4 + i * 2] * os[i], o[jj * 4 + i * 2 + 1] * os[i]);
+            }
+            stsm_x4(row_addr + j * 16, v[0], v[1], v[2], v[3]);
+        }
+        fence_proxy_async(); // generic stores, then the copy engine reads
+        __syncwarp();
+        // Lane r < 16 stores the warp's row r.
+        int t, head;
+        if (lane < 16 && item_row(p, it, row_local0 - lane / 4 + lane, t, head)) {
+            T *dst = reinterpret_cast<T *>(p.out) + (size_t)(it.q_tok0 + t) * p.out_tok_stride +
+                     (size_t)head * p.out_head_stride;
+            bulk_store(dst, stage + lane * PITCH, D * sizeof(T));
+            bulk_commit();
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
         if (!ri.valid[i]) continue;
         const int rl = row_local0 + i * 8; // row within the item's valid rows
         if (split) {
             float *dst = p.part_o + (size_t)(it.part_row + rl) * D;
 #pragma unroll
             for (int j = 0; j < D / 8; j++) {
-                float2 v = make_float2(o[j * 4 + i * 2] * os, o[j * 4 + i * 2 + 1] * os);
+                float2 v = make_float2(o[j * 4 + i * 2] * os[i], o[j * 4 + i * 2 + 1] * os[i]);
                 *reinterpret_cast<float2 *>(dst + j * 8 + 2 * (lane & 3)) = v;
             }
-            if ((lane & 3) == 0) p.part_lse[it.part_row + rl] = lse;
+            if ((lane & 3) == 0) p.part_lse[it.part_row + rl] = lse[i];
         } else {
             T *dst = reinterpret_cast<T *>(p.out) + (size_t)ri.tok[i] * p.out_tok_stride +
                      (size_t)ri.head[i] * p.out_head_stride;
 #pragma unroll
             for (int j = 0; j < D / 8; j++) {
-                uint32_t v = elem<T>::pack(o[j * 4 + i * 2] * os, o[j * 4 + i * 2 + 1] * os);
+                uint32_t v = elem<T>::pack(o[j * 4 + i * 2] * os[i], o[j * 4 + i * 2 + 1] * os[i]);
                 *reinterpret_cast<uint32_t *>(dst + j * 8 + 2 * (lane & 3)) = v;
             }
-            if (p.lse && (lane & 3) == 0) p.lse[(size_t)ri.tok[i] * p.num_q_heads + ri.head[i]] = lse;
         }
     }
 }
 
 // KV is T (16-bit cache) or __nv_fp8_e4m3 (FP8 cache, SST staging stages).
-template <int D, int BN, int STAGES, typename T, typename KV, int SST>
+// OS: the epilogue stages O in shared memory (out_stage).
+template <int D, int BN, int STAGES, typename T, typename KV, int SST, bool OS = false>
 __global__ void __launch_bounds__(384, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -463,7 +540,7 @@ __global__ void __launch_bounds__(384, 1)
     constexpr bool F8 = !std::is_same<KV, T>::value;
     static_assert(!F8 || (std::is_same<KV, __nv_fp8_e4m3>::value && SST > 0), "FP8 KV needs staging");
     extern __shared__ uint8_t smem_raw[];
-    using Smem = fwd_smem<D, BN, STAGES, T, SST>;
+    using Smem = fwd_smem<D, BN, STAGES, T, SST, OS>;
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
 
@@ -554,6 +631,8 @@ __global__ void __launch_bounds__(384, 1)
     const int cw = wg - 1, warp = (tid % 128) / 32;
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
     if (cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
+    uint32_t stage = 0; // this warp's output staging, if any
+    if constexpr (OS) stage = out_bulk_ok(p) ? smem_addr(&s.o.rows[cw * 4 + warp][0][0]) : 0;
     int pi = 0, iter = 0;
     for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
@@ -640,8 +719,9 @@ __global__ void __launch_bounds__(384, 1)
         // The epilogue wants the row maxima in the log2 domain.
 #pragma unroll
         for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
-        epilogue<D, T>(p, it, ri, o, m, l, rl0, lane);
+        epilogue<D, T>(p, it, ri, o, m, l, rl0, lane, nullptr, stage);
     }
+    if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }
 
 } // namespace fa3

@@ -3,6 +3,7 @@
 // descriptors travel as __grid_constant__ parameters, so a captured CUDA
 // graph carries them along with the tensor addresses it was captured with.
 #pragma once
+#include <stdlib.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -31,10 +32,21 @@ template <> struct cfg<256> { static constexpr int BN = 64, STAGES = 2, SST = 1;
 
 template <typename T, typename KV> constexpr int sst_of(int sst) { return std::is_same<T, KV>::value ? 0 : sst; }
 
+template <int D, typename T, typename KV, bool OS>
+constexpr size_t smem_bytes_of()
+{
+    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST), OS>) + 1024;
+}
+// The epilogue stages O in shared memory (out_stage) where it fits beside
+// the rings: 16-bit KV at head size 64 and 128.
+template <int D, typename T, typename KV> constexpr bool out_staged()
+{
+    return smem_bytes_of<D, T, KV, true>() <= 232448;
+}
 template <int D, typename T, typename KV = T>
 constexpr size_t smem_bytes()
 {
-    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST)>) + 1024;
+    return smem_bytes_of<D, T, KV, out_staged<D, T, KV>()>();
 }
 
 template <typename T> constexpr CUtensorMapDataType q_tensor_type()
@@ -109,8 +121,17 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
                                       F8 ? D : 64, F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                                       &tq, &tk, &tv, err, errlen);
     if (de) return de;
-    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST>;
-    const size_t smem = smem_bytes<D, T, KV>();
+    constexpr bool OS = out_staged<D, T, KV>();
+    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, OS>;
+    size_t smem = smem_bytes<D, T, KV>();
+    if constexpr (OS) {
+        // FA3_OS=0 (measurement): direct stores from registers, as before.
+        const char *os = getenv("FA3_OS");
+        if (os && atoi(os) == 0) {
+            kern = fwd_kernel<D, BN, STAGES, T, KV, SST, false>;
+            smem = smem_bytes_of<D, T, KV, false>();
+        }
+    }
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
         kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);

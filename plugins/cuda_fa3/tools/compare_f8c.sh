@@ -5,7 +5,8 @@
 # interleaved (so clock drift hits every column alike), then the medians
 # and each variant's ratio to the bf16 figure of the same call.
 #   FA3_VARIANTS  space-separated; "default", "bf16" or VAR=value settings
-#                 joined by commas (e.g. FA3_F8C_TR=2,FA3_F8C_EMU=2)
+#                 joined by commas (e.g. FA3_F8C_TR=2,FA3_F8C_EMU=2); "bf16,"
+#                 followed by settings times the bf16-KV kernel with them
 #   FA3_SHAPES    space-separated CAUSAL:L pairs (head size 128)
 #   FA3_ROUNDS    rounds (default 2);  FA3_CMP_S  time bound (default 200 s)
 #   FA3_CHECK_VARIANTS  variants also put through fa3_check fp8kv and the
@@ -51,8 +52,9 @@ for r in $(seq 1 "${FA3_ROUNDS:-2}"); do
     c=${sh%%:*}; L=${sh##*:}
     for v in $VARS; do
       [ $(( DEADLINE - $(date +%s) )) -gt 3 ] || break 3
-      if [ "$v" = bf16 ]; then
-        res=$(timeout "$(tmo 20)" $B/bin/fa3_bench $SO one 128 $c $L 0 2>&1 | grep RESULT)
+      if [ "${v%%,*}" = bf16 ]; then
+        envs=$(echo "${v#bf16}" | tr ',' ' ')
+        res=$(env $envs timeout "$(tmo 20)" $B/bin/fa3_bench $SO one 128 $c $L 0 2>&1 | grep RESULT)
       else
         envs=$( [ "$v" = default ] || echo "$v" | tr ',' ' ')
         res=$(env $envs FA3_FP8_COMPUTE=on timeout "$(tmo 20)" $B/bin/fa3_bench $SO one 128 $c $L 1 2>&1 | grep RESULT)
