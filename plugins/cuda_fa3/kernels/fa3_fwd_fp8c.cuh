@@ -730,7 +730,7 @@ __global__ void __launch_bounds__(384, 1)
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
     if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
     uint32_t stage = 0; // this warp's output staging, if any (see out_stage)
-    if constexpr (OS) stage = out_bulk_ok(p) ? smem_addr(&s.o.rows[cw * 4 + warp][0][0]) : 0;
+    if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
     int pi = 0, iter = 0;
     for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
@@ -887,7 +887,7 @@ __global__ void __launch_bounds__(384, 1)
         // ABL 4: the epilogue runs only for a v_scale no caller passes, so
         // everything it reads stays computed but nothing is normalised or stored.
         if (!(ABL & 4) || p.v_scale == -1234.5f)
-            epilogue<D, T>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr,
+            epilogue<D, T, OS>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr,
                            stage);
     }
     if (OS) bulk_wait(); // the last rows out before the block's shared memory goes

@@ -5,8 +5,8 @@
  * work item with its exact key range (causal and window limits applied, so
  * invisible KV tiles are never visited); long items split along KV so every
  * SM has work, each split writing float partials that a combine kernel
- * merges by LSE. Items are sorted longest first and handed round-robin to a
- * persistent grid of one CTA per SM.
+ * merges by LSE. Items are sorted longest first and handed to a persistent
+ * grid of one CTA per SM in rounds of alternating direction.
  *
  * Everything is sized from ah_limits at creation. plan() fills pinned
  * staging buffers and copies them to the device on the caller's stream; in
@@ -200,8 +200,22 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     return AH_OK;
 }
 
-/* Sort work items by cost, longest first (stable counting sort on cost). */
-static void fa3_sort_work(ah_state *st, int n, int max_cost)
+/* Position of the k-th longest of n items in the work list: CTA c of a
+ * grid of g runs items c, c + g, c + 2g, ..., one round of g at a time. The
+ * rounds alternate direction (a snake), so the CTA that got a round's
+ * longest item gets the next round's shortest. Round-robin in plain order
+ * hands CTA 0 the longest item of every round: with causal prefill's item
+ * lengths (1 to L / 128 tiles) that is ~6% more than the average CTA's
+ * work, and the grid waits for it. */
+static int fa3_snake_pos(int k, int n, int g)
+{
+    const int r = k / g, c = k % g, first = r * g, len = n - first < g ? n - first : g;
+    return r % 2 ? first + len - 1 - c : k;
+}
+
+/* Sort work items by cost, longest first (stable counting sort on cost),
+ * laid out in snake order for a grid of g CTAs. */
+static void fa3_sort_work(ah_state *st, int n, int max_cost, int g)
 {
     /* Costs are KV tiles, bounded by max_seq_len / 64: a counting sort. */
     int32_t *cost = st->h_cost;
@@ -212,7 +226,7 @@ static void fa3_sort_work(ah_state *st, int n, int max_cost)
     memset(bucket, 0, sizeof(int) * (size_t)(max_cost + 2));
     for (int i = 0; i < n; i++) bucket[max_cost - cost[i] + 1]++;
     for (int c = 1; c <= max_cost + 1; c++) bucket[c] += bucket[c - 1];
-    for (int i = 0; i < n; i++) tmp[bucket[max_cost - cost[i]]++] = w[i];
+    for (int i = 0; i < n; i++) tmp[fa3_snake_pos(bucket[max_cost - cost[i]]++, n, g)] = w[i];
     memcpy(w, tmp, sizeof(fa3_work) * (size_t)n);
     host->free(host, bucket);
 }
@@ -369,7 +383,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             }
         }
     }
-    fa3_sort_work(st, nw, max_cost);
+    fa3_sort_work(st, nw, max_cost, getenv("FA3_SNAKE_OFF") ? 1 << 30 : st->grid); /* TEMP A/B */
     st->h_counts->n_work = nw;
     st->h_counts->n_combine = nc;
     st->h_counts->n_vt = n_vt;
