@@ -12,14 +12,19 @@ namespace fa3 {
 
 // 4 K / V^T stages (16 and 17 KiB per tile) and 3 V staging stages: 32
 // KiB of Q + 64 + 68 + 48 KiB = 212 KiB; up to 4 K and 3 V tiles in flight
-// per SM, which decode needs to keep HBM busy.
+// per SM, which decode needs to keep HBM busy. Prefill (fa3_fwd_launch's
+// stage_out) gives up a K / V^T stage for the epilogue's output staging
+// (34 KiB, out_stage): compute-bound, it loses 1-2% to the shallower ring
+// and gains 1-6% from the staged stores (NOTES v11). STAGES_OS: its ring.
 // EMU: column groups (of 16) whose exp2 runs on the FMA pipe (exp2_fma;
 // 4 measured best of 0-8, NOTES v5). TR: 2 = transpose_v3 (ldmatrix.trans
 // / stmatrix; measured level with 1, NOTES v8), 1 = transpose_v2 (LDS/STS.64,
 // addresses hoisted), 0 = transpose_v. PP: 1 = ping-pong between the consumer
 // warpgroups. LS: 1 = LSE from fp32 sums of the unrounded P (more exact,
 // 5-9% slower: NOTES v6), 0 = from PV's e4m3-rounded sums.
-struct cfg8 { static constexpr int BN = 128, STAGES = 4, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0; };
+struct cfg8 {
+    static constexpr int BN = 128, STAGES = 4, STAGES_OS = 3, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0;
+};
 
 // Wide key tiles (FA3_F8C_BN = 160, measurement): fewer tiles per item, so
 // the fixed part of each tile (barriers, ping-pong turn, O rescale, waits,
@@ -48,7 +53,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     static_assert(smem_bytes_fp8c<T>() <= smem_bytes<128, T, __nv_fp8_e4m3>(), "FP8 compute needs more shared memory");
     static_assert(smem_bytes_fp8c<T, 160, cfg8w<160>::STAGES, cfg8w<160>::SST>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
                   "FP8 compute with wide key tiles needs more shared memory");
-    static_assert(smem_bytes_fp8c<T, BN, 3, SST, true>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
+    static_assert(smem_bytes_fp8c<T, BN, cfg8::STAGES_OS, SST, true>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
                   "FP8 compute with output staging needs more shared memory");
     if (L->head_dim != D) {
         snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d", L->head_dim);
@@ -71,39 +76,41 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
                                       &tv, err, errlen);
     if (de) return de;
     constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS;
+    constexpr int STAGES_OS = cfg8::STAGES_OS;
     auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS>;
     size_t smem = smem_bytes_fp8c<T>();
     if (bn == 160) {
         using W = cfg8w<160>;
         kern = fwd_fp8c_kernel<D, 160, W::STAGES, W::SST, T, 0, W::EMU, 2, PP, LS>;
         smem = smem_bytes_fp8c<T, 160, W::STAGES, W::SST>();
-    } else {
-        // Measurement variants (see the kernel, tools/profile_f8c.sh and
-        // tools/compare_f8c.sh), each one switch away from the default;
-        // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
-        // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
-        // (bf16 queries only).
+    } else if (L->stage_out && env("FA3_F8C_OS", 1)) {
+        kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, EMU, TR, PP, LS, true>;
+        smem = smem_bytes_fp8c<T, BN, STAGES_OS, SST, true>();
+    }
+    // Measurement variants (see the kernel, tools/profile_f8c.sh and
+    // tools/compare_f8c.sh), each one switch away from the 4-stage kernel
+    // without output staging (FA3_F8C_OS=0 times that one for prefill);
+    // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
+    // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
+    // (bf16 queries only).
+    if (bn != 160) {
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
         const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
-        const int os = env("FA3_F8C_OS", 0), st = env("FA3_F8C_ST", STAGES);
         constexpr int TR_ALT = TR == 1 ? 2 : 1; // the other of TR 1 / 2
-        if (a == 1) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>;
-        else if (a == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS>;
-        else if (a == 4) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, LS>;
-        else if (r == TR_ALT) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR_ALT, PP, LS>;
-        else if (r == 0) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS>;
-        else if (pp != PP) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>;
-        else if (ls != LS) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>;
-        else if (os == 1) {
-            kern = fwd_fp8c_kernel<D, BN, 3, SST, T, 0, EMU, TR, PP, LS, true>;
-            smem = smem_bytes_fp8c<T, BN, 3, SST, true>();
-        } else if (st == 3) {
-            kern = fwd_fp8c_kernel<D, BN, 3, SST, T, 0, EMU, TR, PP, LS>;
-            smem = smem_bytes_fp8c<T, BN, 3, SST>();
-        }
+        auto variant = [&](auto k) {
+            kern = k;
+            smem = smem_bytes_fp8c<T>();
+        };
+        if (a == 1) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 1, EMU, TR, PP, LS>);
+        else if (a == 2) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 2, EMU, TR, PP, LS>);
+        else if (a == 4) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 4, EMU, TR, PP, LS>);
+        else if (r == TR_ALT) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR_ALT, PP, LS>);
+        else if (r == 0) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS>);
+        else if (pp != PP) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>);
+        else if (ls != LS) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>);
         else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>;
-            else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>;
+            if (e == 2) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>);
+            else if (e == 6) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>);
         }
     }
     cudaError_t e = cudaSuccess;

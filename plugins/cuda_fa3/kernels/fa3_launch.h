@@ -34,6 +34,10 @@ typedef struct fa3_fwd_launch {
      * may write, is not 0 (p.vt is its scratch, vt_jobs plan's job list). */
     int vt_slabs;
     const fa3_vt_job *vt_jobs;
+    /* FP8 compute: some query tile holds 64 rows or more (prefill), so the
+     * kernel gives up a pipeline stage to stage its output (out_stage);
+     * decode's nearly empty tiles keep the stage, which streaming needs. */
+    int stage_out;
     fa3_params p;
 } fa3_fwd_launch;
 

@@ -174,6 +174,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->vt = vt ? st->ctx->vt_scratch : NULL;
     L.vt_slabs = vt ? st->vt_slabs : 0;
     L.vt_jobs = st->d_vt_jobs;
+    L.stage_out = st->stage_out;
 
     char msg[256];
     int rc = fa3_launch_forward(&L, msg, sizeof msg);

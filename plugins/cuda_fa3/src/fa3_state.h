@@ -66,6 +66,7 @@ struct ah_state {
     int planned;
     int n_work, n_combine, max_splits;
     int vt_slabs;        /* slabs the pre-pass writes for the last (eager) plan */
+    int stage_out;       /* the last plan's query tiles hold 64 rows or more (see fa3_fwd_launch) */
     uint32_t num_tokens;
     const int32_t *block_table;  /* device */
     int32_t bt_stride;
