@@ -481,8 +481,9 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
             if (ri.valid[i]) p.lse[(size_t)ri.tok[i] * p.num_q_heads + ri.head[i]] = lse[i];
     }
     if (OS && !split && out_bulk_ok(p)) {
-        // Lanes 8i..8i+7 address row i % 2 * 8 + lane % 8 of column group
-        // pair i / 2; the previous item's rows must have left the stage.
+        // stmatrix j: matrix i (row addresses from lanes 8i..8i+7) is rows
+        // 8 (i % 2) .. + 7 of column group j + i / 2, the accumulator's
+        // fragment. First the previous item's rows must have left the stage.
         constexpr int PITCH = out_stage<D, T>::PITCH;
         const int w8 = lane >> 3;
         const uint32_t row_addr = stage + ((w8 & 1) * 8 + (lane & 7)) * PITCH + (w8 >> 1) * 16;
