@@ -121,15 +121,6 @@ template <int D, typename T> struct fwd_out<D, T, true> {
     out_stage<D, T> o;
 };
 
-// Work items reach the CTA's warps through a ring of kItemSlots indices in
-// shared memory (see produce): the producer warp claims each item and
-// posts its index there for the other warps.
-constexpr int kItemSlots = 2;
-struct item_ring {
-    uint64_t full[kItemSlots], empty[kItemSlots];
-    int32_t index[kItemSlots];
-};
-
 template <int D, int BN, int STAGES, typename T, int SST = 0, bool OS = false>
 struct fwd_smem : fwd_out<D, T, OS> {
     // 128-byte-swizzled tiles: [64-column chunk][row][64 elements].
@@ -138,7 +129,6 @@ struct fwd_smem : fwd_out<D, T, OS> {
     alignas(1024) T v[STAGES][D / 64][BN][64];
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
-    item_ring items; // before f8: in the padding up to its 1024-byte alignment
     fp8_staging<D, BN, SST> f8;
 };
 
@@ -204,66 +194,10 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
     if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
 }
 
-// ---- work items ------------------------------------------------------------
-
-// The index of the producer's next item (its iteration iter). Scheduled
-// dynamically (p.next_item), CTAs claim items from a counter in order, so
-// a CTA that runs fast takes more of them and the grid ends together;
-// each CTA adds once more than it takes items, and the launch's last add
-// resets the counter for the next launch. Otherwise CTA b takes b, b + grid,
-// b + 2 grid, ... (plan's snake order balances that).
-__device__ __forceinline__ int next_item(const fa3_params &p, int n_work, int iter, int lane)
-{
-    if (!p.next_item) return blockIdx.x + iter * gridDim.x;
-    int w = 0;
-    if (lane == 0) {
-        w = atomicAdd(p.next_item, 1);
-        if (w == n_work + (int)gridDim.x - 1) atomicExch(p.next_item, 0);
-    }
-    return __shfl_sync(0xffffffffu, w, 0);
-}
-
-// Producer warp: item index w into ring slot iter, once the readers have
-// taken the index that slot held before.
-template <typename S> __device__ __forceinline__ void post_item(S &s, int w, int iter, int lane)
-{
-    const int slot = iter % kItemSlots;
-    if (iter >= kItemSlots) mbar_wait(&s.items.empty[slot], (iter / kItemSlots - 1) & 1);
-    if (lane == 0) {
-        s.items.index[slot] = w;
-        mbar_arrive(&s.items.full[slot]); // releases the store
-    }
-    __syncwarp();
-}
-
-// A reader warp's item index of iteration iter (n_work or more: none
-// left). Broadcast from lane 0, so the compiler sees it warp-uniform and
-// keeps the entry loaded from it in uniform registers, as when indices
-// were computed (loaded per lane, the item's fields took vector registers
-// and the consumers spilled).
-template <typename S> __device__ __forceinline__ int take_item(S &s, int iter, int lane)
-{
-    const int slot = iter % kItemSlots;
-    mbar_wait(&s.items.full[slot], (iter / kItemSlots) & 1);
-    const int w = __shfl_sync(0xffffffffu, s.items.index[slot], 0);
-    if (lane == 0) mbar_arrive(&s.items.empty[slot]);
-    return w;
-}
-
-// The ring's barriers: one arrival fills a slot, each of readers warps
-// frees it.
-template <typename S> __device__ __forceinline__ void init_items(S &s, int readers)
-{
-    for (int i = 0; i < kItemSlots; i++) {
-        mbar_init(&s.items.full[i], 1);
-        mbar_init(&s.items.empty[i], readers);
-    }
-}
-
-// The producer warp's loop: for every work item this CTA claims, post it,
-// copy Q, then the item's KV tiles from the last to the first; kv(it, n,
-// pi) waits for free stages and copies tile n's K and V (pi counts tiles
-// across items, for the rings' indices and phases).
+// The producer warp's loop: for every work item of this CTA (a persistent
+// grid's stride), Q, then the item's KV tiles from the last to the first;
+// kv(it, n, pi) waits for free stages and copies tile n's K and V (pi counts
+// tiles across items, for the rings' indices and phases).
 template <int D, int BN, typename T, typename S, typename KV>
 __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
                                         const fa3_params &p, int n_work, int lane, KV &&kv)
@@ -273,11 +207,8 @@ __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUten
         tma_prefetch_desc(tk);
         tma_prefetch_desc(tv);
     }
-    int pi = 0;
-    for (int iter = 0;; iter++) {
-        const int w = next_item(p, n_work, iter, lane);
-        post_item(s, w, iter, lane);
-        if (w >= n_work) return;
+    int pi = 0, iter = 0;
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
         load_q_tile<D, T>(s, tq, p, it, iter, lane);
         const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
@@ -636,7 +567,6 @@ __global__ void __launch_bounds__(384, 1)
                 mbar_init(&s.f8.v8_empty[i], kConvertWarps);
             }
         }
-        init_items(s, kConsumerWarps + (F8 ? kConvertWarps : 0));
         mbar_fence_init();
     }
     __syncthreads();
@@ -649,9 +579,7 @@ __global__ void __launch_bounds__(384, 1)
                 // Converter warps 1-3: staged e4m3 tile -> 16-bit ring stage.
                 const int t = tid - 32;
                 int pi = 0;
-                for (int iter = 0;; iter++) {
-                    const int w = take_item(s, iter, lane);
-                    if (w >= n_work) break;
+                for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                     const fa3_work it = p.work[w];
                     const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
                     for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
@@ -710,10 +638,8 @@ __global__ void __launch_bounds__(384, 1)
     if (cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
     uint32_t stage = 0; // this warp's output staging, if any
     if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
-    int pi = 0;
-    for (int iter = 0;; iter++) {
-        const int w = take_item(s, iter, lane);
-        if (w >= n_work) break;
+    int pi = 0, iter = 0;
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
         const row_info ri = item_rows(p, it, rl0);
