@@ -3,10 +3,10 @@
 // descriptors travel as __grid_constant__ parameters, so a captured CUDA
 // graph carries them along with the tensor addresses it was captured with.
 #pragma once
-#include <stdlib.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <type_traits>
 
 #include "fa3_fwd_kernel.cuh"

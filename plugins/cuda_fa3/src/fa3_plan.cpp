@@ -21,7 +21,6 @@
 
 static int fa3_ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
-
 /* Parts partials may use: four waves of full tiles. */
 static int64_t fa3_part_rows_cap(int sms) { return (int64_t)4 * sms * FA3_BLOCK_M; }
 
