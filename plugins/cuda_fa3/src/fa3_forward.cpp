@@ -182,6 +182,10 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
         (void)cudaGetLastError();
         return ah_fail(e, AH_ERR_DEVICE, "%s", msg);
     }
+    /* An eager plan without splits needs no combine: skip its launch (a few
+     * microseconds of device time). Graphs always carry it, since a replay
+     * may bring splits. */
+    if (!st->n_combine && st->eager && !fa3_capturing(a->stream)) return AH_OK;
     rc = fa3_launch_combine(p, (int)D, L.dtype, st->grid * 2, a->stream);
     if (rc) {
         (void)cudaGetLastError();

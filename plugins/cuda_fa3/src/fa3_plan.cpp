@@ -393,6 +393,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     st->n_combine = nc;
     st->vt_slabs = n_vt * Hk;
     st->stage_out = max_ntok * G >= FA3_BLOCK_M / 2;
+    st->eager = mode == AH_PLAN_EAGER;
     st->num_tokens = b->num_tokens;
     st->block_table = (const int32_t *)ah_dl_data(b->block_table);
     st->bt_stride = bt_stride;

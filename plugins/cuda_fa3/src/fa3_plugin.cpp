@@ -128,13 +128,19 @@ static void fa3_context_destroy(ah_context *c)
 
 /* The scratch goes to the first stream that asks outside a capture, and
  * stays with it (see ah_context). */
-int fa3_vt_usable(ah_context *c, void *stream)
+int fa3_capturing(void *stream)
 {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
-        return 0;
+        return 1;
     }
+    return 0;
+}
+
+int fa3_vt_usable(ah_context *c, void *stream)
+{
+    if (fa3_capturing(stream)) return 0;
     pthread_mutex_lock(&c->vt_lock);
     if (c->vt_scratch && !c->vt_owned) {
         c->vt_owned = 1;

@@ -67,6 +67,7 @@ struct ah_state {
     int n_work, n_combine, max_splits;
     int vt_slabs;        /* slabs the pre-pass writes for the last (eager) plan */
     int stage_out;       /* the last plan's query tiles hold 64 rows or more (see fa3_fwd_launch) */
+    int eager;           /* the last plan was AH_PLAN_EAGER: its counts hold for the next forward */
     uint32_t num_tokens;
     const int32_t *block_table;  /* device */
     int32_t bt_stride;
@@ -82,6 +83,8 @@ ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, ui
 
 /* fa3_plugin.cpp: whether this forward may use the V^T scratch (see ah_context). */
 int fa3_vt_usable(ah_context *ctx, void *stream);
+/* Whether work on stream is being captured into a graph (or cannot be told). */
+int fa3_capturing(void *stream);
 
 /* fa3_forward.cpp */
 ah_status fa3_forward(ah_state *st, const ah_forward_args *args);
