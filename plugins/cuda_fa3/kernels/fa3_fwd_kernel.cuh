@@ -210,23 +210,18 @@ struct item_ring {
     int32_t index[kItemSlots];
 };
 
-// Claiming an item: claim_item starts the producer's claim for its
-// iteration iter (lane 0's atomic add, not waited for) and claimed_item
-// takes its result an item later, so the add's round trip to L2 overlaps
-// the current item's copies instead of delaying the next item (claimed
-// where it was needed, the 4k shapes lost 2%). Each CTA adds once more
-// than it takes items, and the launch's last add resets the counter for
-// the next launch (graph replays included). p.next_item NULL: static order.
-__device__ __forceinline__ int claim_item(const fa3_params &p, int iter, int lane)
+// The producer's next item index (its iteration iter). Each CTA adds once
+// more than it takes items, and the launch's last add resets the counter
+// for the next launch (graph replays included). p.next_item NULL: static.
+__device__ __forceinline__ int next_item(const fa3_params &p, int n_work, int iter, int lane)
 {
     if (!p.next_item) return blockIdx.x + iter * gridDim.x;
-    return lane == 0 ? atomicAdd(p.next_item, 1) : 0;
-}
-__device__ __forceinline__ int claimed_item(const fa3_params &p, int n_work, int claim, int lane)
-{
-    if (!p.next_item) return claim;
-    if (lane == 0 && claim == n_work + (int)gridDim.x - 1) atomicExch(p.next_item, 0);
-    return __shfl_sync(0xffffffffu, claim, 0);
+    int w = 0;
+    if (lane == 0) {
+        w = atomicAdd(p.next_item, 1);
+        if (w == n_work + (int)gridDim.x - 1) atomicExch(p.next_item, 0);
+    }
+    return __shfl_sync(0xffffffffu, w, 0);
 }
 
 // Producer warp: item index w into ring slot iter, once the readers have
@@ -276,12 +271,11 @@ __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUten
         tma_prefetch_desc(tk);
         tma_prefetch_desc(tv);
     }
-    int pi = 0, claim = RING ? claim_item(p, 0, lane) : 0;
+    int pi = 0;
     for (int iter = 0, w = blockIdx.x;; iter++, w += gridDim.x) {
         if constexpr (RING) {
-            w = claimed_item(p, n_work, claim, lane);
+            w = next_item(p, n_work, iter, lane);
             post_item(s, w, iter, lane);
-            if (w < n_work) claim = claim_item(p, iter + 1, lane);
         }
         if (w >= n_work) return;
         const fa3_work it = p.work[w];
