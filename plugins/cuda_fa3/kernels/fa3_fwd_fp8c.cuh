@@ -78,7 +78,6 @@ struct fp8c_smem : fp8c_q8<D, (BN > 128)>, fp8c_out<D, T, OS> {
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
-    item_ring items;
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
@@ -615,7 +614,7 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1, bool OS = false, bool RING = true>
+          int LS = 1, bool OS = false>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -649,7 +648,6 @@ __global__ void __launch_bounds__(384, 1)
             mbar_init(&s.v8_full[i], 1);
             mbar_init(&s.v8_empty[i], 1);
         }
-        init_items(s, kConsumerWarps + 3); // and the transposing warps
         mbar_fence_init();
     }
     // The constant rows of every V^T stage (see fp8c_smem): e4m3 1.0 is
@@ -682,9 +680,7 @@ __global__ void __launch_bounds__(384, 1)
             // Warps 1-3: staged V -> V^T ring stage.
             const v_transposer<D, BN, TR> transpose(tid, lane);
             int pi = 0, qi = 0; // qi: staged tiles only
-            for (int iter = 0, w = blockIdx.x;; iter++, w += gridDim.x) {
-                if constexpr (RING) w = take_item(s, iter, lane);
-                if (w >= n_work) break;
+            for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
                 if (vt_from_scratch<BN>(p, it)) { // the producer copies these
@@ -709,7 +705,7 @@ __global__ void __launch_bounds__(384, 1)
             return;
         }
         int qi = 0; // staged tiles, as the transposers count them
-        produce<D, BN, T, RING>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
+        produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
             const int st = pi % STAGES;
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
@@ -735,10 +731,8 @@ __global__ void __launch_bounds__(384, 1)
     if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
     uint32_t stage = 0; // this warp's output staging, if any (see out_stage)
     if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
-    int pi = 0;
-    for (int iter = 0, w = blockIdx.x;; iter++, w += gridDim.x) {
-        if constexpr (RING) w = take_item(s, iter, lane);
-        if (w >= n_work) break;
+    int pi = 0, iter = 0;
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
         const row_info ri = item_rows(p, it, rl0);

@@ -86,7 +86,6 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     } else if (L->stage_out && env("FA3_F8C_OS", 1)) {
         kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, EMU, TR, PP, LS, true>;
         smem = smem_bytes_fp8c<T, BN, STAGES_OS, SST, true>();
-        if (!env("FA3_F8C_RING", 1)) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, EMU, TR, PP, LS, true, false>; /* TEMP A/B */
     }
     // Measurement variants (see the kernel, tools/profile_f8c.sh and
     // tools/compare_f8c.sh), each one switch away from the 4-stage kernel

@@ -194,75 +194,11 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
     if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
 }
 
-// ---- work items ------------------------------------------------------------
-//
-// With RING (the FP8-compute kernel), items are scheduled dynamically: the
-// producer warp claims each item from a counter in global memory
-// (p.next_item), so a CTA that runs fast takes more of them and the grid
-// ends together, and posts its index through a ring of kItemSlots slots in
-// shared memory for the CTA's other warps. Without (the 16-bit kernel,
-// whose producer warp has 40 registers and spilled with the ring: NOTES
-// v11), CTA b takes items b, b + grid, b + 2 grid, ... (plan's snake order
-// balances those).
-constexpr int kItemSlots = 2;
-struct item_ring {
-    uint64_t full[kItemSlots], empty[kItemSlots];
-    int32_t index[kItemSlots];
-};
-
-// The producer's next item index (its iteration iter). Each CTA adds once
-// more than it takes items, and the launch's last add resets the counter
-// for the next launch (graph replays included). p.next_item NULL: static.
-__device__ __forceinline__ int next_item(const fa3_params &p, int n_work, int iter, int lane)
-{
-    if (!p.next_item) return blockIdx.x + iter * gridDim.x;
-    int w = 0;
-    if (lane == 0) {
-        w = atomicAdd(p.next_item, 1);
-        if (w == n_work + (int)gridDim.x - 1) atomicExch(p.next_item, 0);
-    }
-    return __shfl_sync(0xffffffffu, w, 0);
-}
-
-// Producer warp: item index w into ring slot iter, once the readers have
-// taken the index that slot held before.
-template <typename S> __device__ __forceinline__ void post_item(S &s, int w, int iter, int lane)
-{
-    const int slot = iter % kItemSlots;
-    if (iter >= kItemSlots) mbar_wait(&s.items.empty[slot], (iter / kItemSlots - 1) & 1);
-    if (lane == 0) {
-        s.items.index[slot] = w;
-        mbar_arrive(&s.items.full[slot]); // releases the store
-    }
-    __syncwarp();
-}
-
-// A reader warp's item index of iteration iter (n_work or more: none
-// left), broadcast from lane 0 so that the compiler sees it warp-uniform.
-template <typename S> __device__ __forceinline__ int take_item(S &s, int iter, int lane)
-{
-    const int slot = iter % kItemSlots;
-    mbar_wait(&s.items.full[slot], (iter / kItemSlots) & 1);
-    const int w = __shfl_sync(0xffffffffu, s.items.index[slot], 0);
-    if (lane == 0) mbar_arrive(&s.items.empty[slot]);
-    return w;
-}
-
-// The ring's barriers: one arrival fills a slot, each of readers warps
-// frees it.
-template <typename S> __device__ __forceinline__ void init_items(S &s, int readers)
-{
-    for (int i = 0; i < kItemSlots; i++) {
-        mbar_init(&s.items.full[i], 1);
-        mbar_init(&s.items.empty[i], readers);
-    }
-}
-
-// The producer warp's loop: for every work item of this CTA, Q, then the
-// item's KV tiles from the last to the first; kv(it, n, pi) waits for free
-// stages and copies tile n's K and V (pi counts tiles across items, for the
-// rings' indices and phases). RING: claims and posts the items (above).
-template <int D, int BN, typename T, bool RING = false, typename S, typename KV>
+// The producer warp's loop: for every work item of this CTA (a persistent
+// grid's stride), Q, then the item's KV tiles from the last to the first;
+// kv(it, n, pi) waits for free stages and copies tile n's K and V (pi counts
+// tiles across items, for the rings' indices and phases).
+template <int D, int BN, typename T, typename S, typename KV>
 __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
                                         const fa3_params &p, int n_work, int lane, KV &&kv)
 {
@@ -271,13 +207,8 @@ __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUten
         tma_prefetch_desc(tk);
         tma_prefetch_desc(tv);
     }
-    int pi = 0;
-    for (int iter = 0, w = blockIdx.x;; iter++, w += gridDim.x) {
-        if constexpr (RING) {
-            w = next_item(p, n_work, iter, lane);
-            post_item(s, w, iter, lane);
-        }
-        if (w >= n_work) return;
+    int pi = 0, iter = 0;
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
         const fa3_work it = p.work[w];
         load_q_tile<D, T>(s, tq, p, it, iter, lane);
         const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;

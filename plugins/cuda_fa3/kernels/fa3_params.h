@@ -70,7 +70,7 @@ typedef struct fa3_counts {
     int32_t n_work;
     int32_t n_combine;
     int32_t n_vt;      /* V^T pre-pass jobs */
-    int32_t next_item; /* dynamic scheduling: the next unclaimed work item; 0 between launches */
+    int32_t pad;
 } fa3_counts;
 
 typedef struct fa3_params {
@@ -85,7 +85,6 @@ typedef struct fa3_params {
     const fa3_work *work;
     const fa3_combine_job *combine;
     const fa3_counts *counts;
-    int32_t *next_item;   /* &counts->next_item (FP8 compute's dynamic scheduling); NULL: static order */
     const int32_t *block_table;
     int32_t bt_stride;
     /* shape */

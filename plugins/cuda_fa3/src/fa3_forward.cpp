@@ -144,7 +144,6 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->work = st->d_work;
     p->combine = st->d_combine;
     p->counts = st->d_counts;
-    p->next_item = getenv("FA3_STATIC") ? NULL : &st->d_counts->next_item; /* TEMP A/B */
     p->block_table = st->block_table;
     p->bt_stride = st->bt_stride;
     p->num_q_heads = (int)Hq;

@@ -376,7 +376,6 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     st->h_counts->n_work = nw;
     st->h_counts->n_combine = nc;
     st->h_counts->n_vt = n_vt;
-    st->h_counts->next_item = 0;
 
     cudaStream_t s = (cudaStream_t)stream;
     AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_work, st->h_work, sizeof(fa3_work) * (size_t)(nw ? nw : 1),
