@@ -436,22 +436,16 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
     return false;
 }
 
-// Whether the output can take row-wise bulk stores (16-byte aligned rows).
-__device__ __forceinline__ bool out_bulk_ok(const fa3_params &p)
-{
-    return (reinterpret_cast<uintptr_t>(p.out) & 15) == 0 && p.out_tok_stride % 8 == 0 &&
-           p.out_head_stride % 8 == 0;
-}
-
 // l: per-lane partial row sums that normalise O. l_lse (optional): other
 // partial sums for the LSE only (the FP8-compute kernel normalises O by the
 // sum of P as rounded to e4m3, which PV used, and takes the LSE from the
 // fp32 sum of the unrounded P, closer to the exact one). OS: stage O in
-// this warp's out_stage rows (shared address stage) where the output's
-// alignment allows. The test must be visibly warp-uniform (parameters, not
-// the stage address, which derives from the thread index): a branch the
-// compiler takes for divergent moves the whole item loop's ring and
-// descriptor arithmetic off the uniform datapath (measured 1-5% slower).
+// this warp's out_stage rows (shared address stage); the bulk copies need
+// the 16-byte aligned rows fa3_forward requires of out. The test must be
+// visibly warp-uniform (parameters, not the stage address, which derives
+// from the thread index): a branch the compiler takes for divergent moves
+// the whole item loop's ring and descriptor arithmetic off the uniform
+// datapath (measured 1-5% slower).
 template <int D, typename T, bool OS = false>
 __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri,
                                          float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
@@ -480,7 +474,7 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
         for (int i = 0; i < 2; i++)
             if (ri.valid[i]) p.lse[(size_t)ri.tok[i] * p.num_q_heads + ri.head[i]] = lse[i];
     }
-    if (OS && !split && out_bulk_ok(p)) {
+    if (OS && !split) {
         // stmatrix j: matrix i (row addresses from lanes 8i..8i+7) is rows
         // 8 (i % 2) .. + 7 of column group j + i / 2, the accumulator's
         // fragment. First the previous item's rows must have left the stage.
