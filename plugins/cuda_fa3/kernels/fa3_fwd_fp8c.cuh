@@ -58,15 +58,9 @@ template <int D> struct fp8c_q8<D, true> {
     alignas(1024) uint8_t q8[FA3_BLOCK_M][D];
 };
 
-// The epilogue's output staging (out_stage), when OS.
-template <int D, typename T, bool OS> struct fp8c_out {};
-template <int D, typename T> struct fp8c_out<D, T, true> {
-    out_stage<D, T> o;
-};
-
 // BN keys per tile.
 template <int D, int BN, int STAGES, int SST, typename T, bool OS = false>
-struct fp8c_smem : fp8c_q8<D, (BN > 128)>, fp8c_out<D, T, OS> {
+struct fp8c_smem : fp8c_q8<D, (BN > 128)>, with_out_stage<D, T, OS> {
     static_assert(D == 128, "the FP8-compute kernel is built for head size 128");
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
     alignas(1024) uint8_t k[STAGES][BN][D];     // e4m3 as stored, 128-byte swizzled

@@ -115,14 +115,15 @@ template <int D, typename T> struct out_stage {
     alignas(128) uint8_t rows[kConsumerWarps][16][PITCH];
 };
 
-// The 16-bit kernel's output staging, when OS.
-template <int D, typename T, bool OS> struct fwd_out {};
-template <int D, typename T> struct fwd_out<D, T, true> {
+// A kernel's shared memory holds the output staging as member o when OS
+// (a base class, empty otherwise).
+template <int D, typename T, bool OS> struct with_out_stage {};
+template <int D, typename T> struct with_out_stage<D, T, true> {
     out_stage<D, T> o;
 };
 
 template <int D, int BN, int STAGES, typename T, int SST = 0, bool OS = false>
-struct fwd_smem : fwd_out<D, T, OS> {
+struct fwd_smem : with_out_stage<D, T, OS> {
     // 128-byte-swizzled tiles: [64-column chunk][row][64 elements].
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64];
     alignas(1024) T k[STAGES][D / 64][BN][64];

@@ -6,7 +6,6 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <type_traits>
 
 #include "fa3_fwd_kernel.cuh"
@@ -121,17 +120,8 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
                                       F8 ? D : 64, F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                                       &tq, &tk, &tv, err, errlen);
     if (de) return de;
-    constexpr bool OS = out_staged<D, T, KV>();
-    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, OS>;
-    size_t smem = smem_bytes<D, T, KV>();
-    if constexpr (OS) {
-        // FA3_OS=0 (measurement): direct stores from registers, as before.
-        const char *os = getenv("FA3_OS");
-        if (os && atoi(os) == 0) {
-            kern = fwd_kernel<D, BN, STAGES, T, KV, SST, false>;
-            smem = smem_bytes_of<D, T, KV, false>();
-        }
-    }
+    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, out_staged<D, T, KV>()>;
+    const size_t smem = smem_bytes<D, T, KV>();
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
         kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);

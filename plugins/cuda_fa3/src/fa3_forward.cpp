@@ -169,8 +169,10 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->softcap = sp->softcap;
     p->v_scale = v_scale;
     p->sinks = sp->use_sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
-    /* Without the scratch every item's V is transposed in the kernel. */
-    const int vt = st->vt_slabs && fa3_vt_usable(st->ctx, a->stream);
+    /* Without the scratch every item's V is transposed in the kernel; graphs
+     * never use it. */
+    const int capturing = fa3_capturing(a->stream);
+    const int vt = st->vt_slabs && !capturing && fa3_vt_usable(st->ctx, a->stream);
     p->vt = vt ? st->ctx->vt_scratch : NULL;
     L.vt_slabs = vt ? st->vt_slabs : 0;
     L.vt_jobs = st->d_vt_jobs;
@@ -185,7 +187,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     /* An eager plan without splits needs no combine: skip its launch (a few
      * microseconds of device time). Graphs always carry it, since a replay
      * may bring splits. */
-    if (!st->n_combine && st->eager && !fa3_capturing(a->stream)) return AH_OK;
+    if (!st->n_combine && st->eager && !capturing) return AH_OK;
     rc = fa3_launch_combine(p, (int)D, L.dtype, st->grid * 2, a->stream);
     if (rc) {
         (void)cudaGetLastError();

@@ -126,8 +126,6 @@ static void fa3_context_destroy(ah_context *c)
     host->free(host, c);
 }
 
-/* The scratch goes to the first stream that asks outside a capture, and
- * stays with it (see ah_context). */
 int fa3_capturing(void *stream)
 {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -138,9 +136,10 @@ int fa3_capturing(void *stream)
     return 0;
 }
 
+/* The scratch goes to the first stream that asks, and stays with it (see
+ * ah_context); callers keep captures away from it. */
 int fa3_vt_usable(ah_context *c, void *stream)
 {
-    if (fa3_capturing(stream)) return 0;
     pthread_mutex_lock(&c->vt_lock);
     if (c->vt_scratch && !c->vt_owned) {
         c->vt_owned = 1;

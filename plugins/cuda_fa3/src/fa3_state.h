@@ -81,7 +81,8 @@ void fa3_state_destroy(ah_state *st);
 ah_status fa3_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode, void *stream);
 ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes);
 
-/* fa3_plugin.cpp: whether this forward may use the V^T scratch (see ah_context). */
+/* fa3_plugin.cpp: whether a forward on stream, outside a capture, may use
+ * the V^T scratch (see ah_context). */
 int fa3_vt_usable(ah_context *ctx, void *stream);
 /* Whether work on stream is being captured into a graph (or cannot be told). */
 int fa3_capturing(void *stream);

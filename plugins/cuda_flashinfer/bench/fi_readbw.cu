@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, u
         if (lane < 16) {
             const int j = j0 + it * bn + row / hpc, h = blockIdx.x * hpc + row % hpc;
             ah_sm90::bulk_load(base + s * BK_STAGE + (is_v ? 32 * BK_ROWS : 0) + row * BK_ROWS,
-                         (is_v ? g.v : g.k) + pg_row(g, pages, j, h), PG_ROWB, bar);
+                               (is_v ? g.v : g.k) + pg_row(g, pages, j, h), PG_ROWB, bar);
         }
     };
     for (int s = 0; s < ns - 1 && s < ntiles; s++) issue(s);

@@ -256,7 +256,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                         q.stages = stages_or(p.stages, MC::MAX_NS);
                         const dim3 grid(p.num_tokens, (p.group + GB - 1) / GB, p.num_splits);
                         return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS, MC::smem(q.stages),
-                                             MC::smem(MC::MAX_NS), grid, q, st, occupancy);
+                                                   MC::smem(MC::MAX_NS), grid, q, st, occupancy);
                     } else {
                         FI_UNSUPPORTED("decode head-group block of 16 (MLA, 16-bit cache)", GB, "1, 2, 4, 8");
                     }
@@ -279,8 +279,8 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     q.stages = stages_or(p.stages, SC::MAX_NS);
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
-                    return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid, q, st,
-                                         occupancy);
+                    return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid,
+                                               q, st, occupancy);
                 } else {
                     const dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
                     return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, p, st,
