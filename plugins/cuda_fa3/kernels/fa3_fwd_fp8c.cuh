@@ -72,6 +72,7 @@ struct fp8c_smem : fp8c_q8<D, (BN > 128)>, with_out_stage<D, T, OS> {
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
+    uint32_t v8_skip[SST]; // a staging slot with no V: the producer copies the item's V^T (kVtShared)
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
@@ -83,16 +84,48 @@ __device__ __forceinline__ int sw128(int r, int c) { return r * 128 + ((((c >> 4
 // the accumulator column that thread t's byte e of the P fragment carries.
 __device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) * 8 + (j >> 2) * 2; }
 
-// Whether an item's V^T tiles come from the pre-pass's scratch (which holds
-// 128-key tiles) rather than from the transposing warps.
-template <int BN> __device__ __forceinline__ bool vt_from_scratch(const fa3_params &p, const fa3_work &it)
+// Where an item's V^T tiles come from. The scratch holds 128-key tiles,
+// written by the pre-pass (fa3_vt_prepass.cuh) or, when the forward shares
+// V^T (p.vt_flags), by one publishing item per request and KV head:
+//   kVtTranspose  the transposing warps, as for any item;
+//   kVtCopy       one bulk copy per tile from the scratch;
+//   kVtPublish    transposed here, each stage image also stored to the
+//                 scratch, the slab's flag raised after the last;
+//   kVtShared     a reader: the producer looks at the flag when the item
+//                 starts (vt_ready) and copies or transposes.
+enum { kVtTranspose, kVtCopy, kVtPublish, kVtShared };
+template <int BN> __device__ __forceinline__ int vt_source(const fa3_params &p, const fa3_work &it)
 {
-    return BN == FA3_VT_KEYS && p.vt != nullptr && it.vt_job >= 0;
+    if (BN != FA3_VT_KEYS || !p.vt || it.vt_job < 0) return kVtTranspose;
+    if (!p.vt_flags) return kVtCopy;
+    return it.vt_pub ? kVtPublish : kVtShared;
 }
 // Tile n's V^T stage image for the item's KV head (fa3_vt_job).
-template <int D> __device__ __forceinline__ const uint8_t *vt_slab(const fa3_params &p, const fa3_work &it, int n)
+template <int D> __device__ __forceinline__ uint8_t *vt_slab(const fa3_params &p, const fa3_work &it, int n)
 {
     return p.vt + ((size_t)(it.vt_job + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
+}
+__device__ __forceinline__ uint32_t *vt_flag(const fa3_params &p, const fa3_work &it)
+{
+    return p.vt_flags + (size_t)it.vt_job * p.num_kv_heads + it.kvh;
+}
+// A reader's choice, once per item (lane 0 reads, the warp gets it): the
+// publisher's images are out in this launch. One flag read per item, not
+// per tile: a round trip per tile in the producer warp costs more than the
+// transpose it saves (NOTES v10).
+__device__ __forceinline__ bool vt_ready(const fa3_params &p, const fa3_work &it, int lane)
+{
+    uint32_t ready = 0;
+    if (lane == 0) {
+        const uint32_t *f = vt_flag(p, it);
+        ready = ld_acquire_gpu(f) == p.vt_epoch;
+        while (!ready && p.vt_wait) {
+            __nanosleep(500);
+            ready = ld_acquire_gpu(f) == p.vt_epoch;
+        }
+        if (ready) fence_proxy_async_global(); // the flag, then the copy engine's reads
+    }
+    return __shfl_sync(0xffffffffu, ready, 0) != 0;
 }
 
 // Shared-memory loads and stores by 32-bit shared address: the tile
@@ -641,6 +674,7 @@ __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < SST; i++) {
             mbar_init(&s.v8_full[i], 1);
             mbar_init(&s.v8_empty[i], 1);
+            s.v8_skip[i] = 0;
         }
         mbar_fence_init();
     }
@@ -673,37 +707,84 @@ __global__ void __launch_bounds__(384, 1)
         if (tid >= 32) {
             // Warps 1-3: staged V -> V^T ring stage.
             const v_transposer<D, BN, TR> transpose(tid, lane);
-            int pi = 0, qi = 0; // qi: staged tiles only
+            int pi = 0, qi = 0; // qi: staging slots
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-                if (vt_from_scratch<BN>(p, it)) { // the producer copies these
-                    pi += n_hi > n_lo ? n_hi - n_lo : 0;
+                const int src = vt_source<BN>(p, it);
+                if (n_hi <= n_lo) continue;
+                if (src == kVtCopy) { // the producer copies these
+                    pi += n_hi - n_lo;
                     continue;
+                }
+                if (src == kVtShared) {
+                    // The producer's choice: a slot without V (it copies the
+                    // item's V^T), or the item's first staged tile.
+                    const int si = qi % SST;
+                    mbar_wait(&s.v8_full[si], (qi / SST) & 1);
+                    if (*reinterpret_cast<volatile uint32_t *>(&s.v8_skip[si])) {
+                        named_sync(kBarTranspose, 96); // all three have read it
+                        if (tid == 32) {
+                            s.v8_skip[si] = 0;
+                            mbar_arrive(&s.v8_empty[si]);
+                        }
+                        qi++;
+                        pi += n_hi - n_lo;
+                        continue;
+                    }
                 }
                 for (int n = n_hi - 1; n >= n_lo; n--, pi++, qi++) {
                     const int st = pi % STAGES, si = qi % SST;
                     mbar_wait(&s.v8_full[si], (qi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
                     if (!(ABL & 1)) transpose(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]));
-                    // Generic-proxy stores, then wgmma (async proxy) reads;
-                    // all three warps' stores before the one arrival.
+                    // Generic-proxy stores, then wgmma (and a publisher's
+                    // bulk store, async proxy) read them; all three warps'
+                    // stores before the one arrival.
                     fence_proxy_async();
                     named_sync(kBarTranspose, 96);
                     if (tid == 32) {
                         mbar_arrive(&s.v8_empty[si]);
+                        if (src == kVtPublish) {
+                            // The image out. Its shared-memory reads end
+                            // before the consumers may free the stage for
+                            // the next fill (by the transposers or a copy).
+                            bulk_store(vt_slab<D>(p, it, n), smem_addr(&s.vt[st][0][0]), D * FA3_VT_KEYS);
+                            bulk_commit();
+                            bulk_wait_read<0>();
+                        }
                         mbar_arrive(&s.v_full[st]);
                     }
+                }
+                if (src == kVtPublish && tid == 32) {
+                    bulk_wait(); // every image written, then the flag
+                    fence_proxy_async_global();
+                    st_release_gpu(vt_flag(p, it), p.vt_epoch);
                 }
             }
             return;
         }
-        int qi = 0; // staged tiles, as the transposers count them
+        int qi = 0, src = kVtTranspose; // qi: staging slots, as the transposers count them
         produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
             const int st = pi % STAGES;
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
-            if (vt_from_scratch<BN>(p, it)) {
+            if (n == (it.kv_hi + BN - 1) / BN - 1) { // the item's first tile: its V source
+                src = vt_source<BN>(p, it);
+                if (src == kVtShared) {
+                    src = vt_ready(p, it, lane) ? kVtCopy : kVtTranspose;
+                    if (src == kVtCopy) { // tell the transposers (a slot without V)
+                        const int si = qi % SST;
+                        mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
+                        if (lane == 0) {
+                            s.v8_skip[si] = 1; // published by the arrival
+                            mbar_arrive(&s.v8_full[si]);
+                        }
+                        qi++;
+                    }
+                }
+            }
+            if (src == kVtCopy) {
                 mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
                 if (lane == 0) {
                     mbar_arrive_tx(&s.v_full[st], D * FA3_VT_KEYS);

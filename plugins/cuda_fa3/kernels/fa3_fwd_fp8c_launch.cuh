@@ -114,7 +114,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         }
     }
     cudaError_t e = cudaSuccess;
-    if (Lw.p.vt && L->vt_slabs) {
+    if (Lw.p.vt && !Lw.p.vt_flags && L->vt_slabs) {
         // Three blocks per SM (65 KiB each), each streaming its slabs.
         auto pre = vt_prepass_kernel<D, TR>;
         constexpr size_t pre_smem = vt_prepass_smem_bytes<D>();

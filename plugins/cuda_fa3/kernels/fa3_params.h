@@ -36,11 +36,15 @@ typedef struct fa3_work {
     int32_t kv_hi;
     int32_t part_row;  /* -1: write out/lse directly; else first partial row */
     int32_t pos0;      /* position of the tile's first query token */
-    /* FP8 compute: V^T of the request's KV tiles vt_lo.. comes from the
+    /* FP8 compute: V^T of the request's KV tiles vt_lo.. may come from the
      * V^T scratch, tile n at job vt_job + n - vt_lo (fa3_vt_job); vt_job
-     * -1: the kernel transposes V itself. */
+     * -1: the kernel transposes V itself. When the forward shares V^T
+     * (fa3_params.vt_flags), one item per request and KV head, vt_pub,
+     * transposes every tile and publishes the images; the others copy
+     * them if they are out when the item starts, else transpose too. */
     int32_t vt_job;
     int32_t vt_lo;
+    int32_t vt_pub;
 } fa3_work;
 
 /* One 128-key tile of one request for the V^T pre-pass, which writes it
@@ -52,7 +56,7 @@ typedef struct fa3_vt_job {
     int32_t req;
     int32_t tile;
     int32_t keys_hi;   /* the request's key count */
-    int32_t pad;
+    int32_t published; /* plan: the request has V^T publishers (its first job only) */
 } fa3_vt_job;
 
 /* One split-KV combine: nsplit partial blocks of rows rows each. */
@@ -103,7 +107,14 @@ typedef struct fa3_params {
     float scale;          /* softmax scale with k_scale folded, for softcap */
     float v_scale;        /* multiplies the output (FP8 V) */
     const float *sinks;   /* [Hq] or NULL */
-    uint8_t *vt;          /* FP8 compute: the V^T scratch (the pre-pass writes it), or NULL */
+    uint8_t *vt;          /* FP8 compute: the V^T scratch, or NULL */
+    /* Shared V^T: NULL, the pre-pass writes the scratch; else a flag per
+     * (request, KV head) slab, set to vt_epoch once its publisher's images
+     * are out. vt_wait: readers wait for the flag (tests: every reader
+     * then copies). */
+    uint32_t *vt_flags;
+    uint32_t vt_epoch;
+    int32_t vt_wait;
 } fa3_params;
 
 #ifdef __cplusplus

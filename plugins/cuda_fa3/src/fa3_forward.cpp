@@ -4,6 +4,7 @@
  * A bad tensor is refused with a message naming it, and nothing runs.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fa3_state.h"
@@ -175,6 +176,19 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     const int vt = st->vt_slabs && !capturing && fa3_vt_usable(st->ctx, a->stream);
     p->vt = vt ? st->ctx->vt_scratch : NULL;
     L.vt_slabs = vt ? st->vt_slabs : 0;
+    if (vt && st->vt_share) {
+        /* Flags of an older forward never equal this one's epoch; when the
+         * counter wraps they are cleared (on this stream, before the launch). */
+        ah_context *c = st->ctx;
+        if (++c->vt_epoch == 0) {
+            AH_CUDA_TRY(e, cudaMemsetAsync(c->vt_flags, 0, c->vt_bytes / (128 * FA3_VT_KEYS) * sizeof(uint32_t),
+                                           (cudaStream_t)a->stream));
+            c->vt_epoch = 1;
+        }
+        p->vt_flags = c->vt_flags;
+        p->vt_epoch = c->vt_epoch;
+        p->vt_wait = getenv("FA3_VT_WAIT") != NULL; /* tests: every reader copies */
+    }
     L.vt_jobs = st->d_vt_jobs;
     L.stage_out = st->stage_out;
 

@@ -138,6 +138,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
                       spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
     int vt_mib = FA3_VT_SCRATCH_MIB;
     st->vt_min_reads = FA3_VT_MIN_READS;
+    st->vt_share = !(getenv("FA3_VT_SHARE") && !strcmp(getenv("FA3_VT_SHARE"), "0")); /* measurement: 0 = pre-pass */
     const char *vm = host->config_get ? host->config_get(host, "fp8_vt_scratch_mib") : NULL;
     const char *vr = host->config_get ? host->config_get(host, "fp8_vt_min_reads") : NULL;
     if (vm && !ah_parse_int(vm, 0, 1 << 16, &vt_mib)) {
@@ -154,11 +155,17 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         /* A failed allocation only costs speed: the kernel transposes V itself. */
         ctx->vt_tried = 1;
         const size_t bytes = (size_t)vt_mib << 20;
-        if (cudaMalloc((void **)&ctx->vt_scratch, bytes) == cudaSuccess) {
+        const size_t flags = bytes / (128 * FA3_VT_KEYS) * sizeof(uint32_t);
+        if (cudaMalloc((void **)&ctx->vt_scratch, bytes) == cudaSuccess &&
+            cudaMalloc((void **)&ctx->vt_flags, flags) == cudaSuccess &&
+            cudaMemset(ctx->vt_flags, 0, flags) == cudaSuccess) {
             ctx->vt_bytes = bytes;
         } else {
             (void)cudaGetLastError();
+            cudaFree(ctx->vt_scratch);
+            cudaFree(ctx->vt_flags);
             ctx->vt_scratch = NULL;
+            ctx->vt_flags = NULL;
             if (host->log)
                 host->log(host, AH_LOG_WARN,
                           "cuda_fa3: no device memory for the V^T scratch; FP8 compute transposes V in the kernel");
@@ -201,20 +208,20 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     return AH_OK;
 }
 
-/* Sort work items by cost, longest first (stable counting sort on cost),
- * then lay them out for a grid of g CTAs (fa3_order.h). */
-static void fa3_sort_work(ah_state *st, int n, int max_cost, int g, int BN)
+/* Sort work items longest first (a stable counting sort on h_cost's keys,
+ * see fa3_sort_key), then lay them out for a grid of g CTAs (fa3_order.h). */
+static void fa3_sort_work(ah_state *st, int n, int max_key, int g, int BN)
 {
-    /* Costs are KV tiles, bounded by max_seq_len / 64: a counting sort. */
-    int32_t *cost = st->h_cost;
+    /* Keys are about twice the KV tiles, bounded by max_seq_len / 32. */
+    int32_t *key = st->h_cost;
     fa3_work *w = st->h_work, *tmp = st->h_tmp;
     const ah_host_services *host = st->ctx->host;
-    int *bucket = (int *)host->alloc(host, sizeof(int) * (size_t)(max_cost + 2));
+    int *bucket = (int *)host->alloc(host, sizeof(int) * (size_t)(max_key + 2));
     if (!bucket) return; /* unsorted work is still correct, only less balanced */
-    memset(bucket, 0, sizeof(int) * (size_t)(max_cost + 2));
-    for (int i = 0; i < n; i++) bucket[max_cost - cost[i] + 1]++;
-    for (int c = 1; c <= max_cost + 1; c++) bucket[c] += bucket[c - 1];
-    for (int i = 0; i < n; i++) tmp[bucket[max_cost - cost[i]]++] = w[i];
+    memset(bucket, 0, sizeof(int) * (size_t)(max_key + 2));
+    for (int i = 0; i < n; i++) bucket[max_key - key[i] + 1]++;
+    for (int c = 1; c <= max_key + 1; c++) bucket[c] += bucket[c - 1];
+    for (int i = 0; i < n; i++) tmp[bucket[max_key - key[i]]++] = w[i];
     fa3_order_rounds(w, tmp, n, g, BN);
     host->free(host, bucket);
 }
@@ -245,7 +252,7 @@ static int fa3_plan_vt(ah_state *st, const ah_batch *b, int n)
             jb->req = r;
             jb->tile = t;
             jb->keys_hi = (int32_t)b->seq_lens_host[r];
-            jb->pad = 0;
+            jb->published = 0;
         }
         for (int k = i; k < j; k++) {
             st->h_tmp[k].vt_job = jobs;
@@ -255,6 +262,11 @@ static int fa3_plan_vt(ah_state *st, const ah_batch *b, int n)
     }
     return jobs;
 }
+
+/* An item's sort key: its cost in KV tiles, then V^T publishers ahead of
+ * items of equal cost, so that they run in the first rounds and the
+ * readers of later rounds find their images out. */
+static int fa3_sort_key(const fa3_work *w, int BN) { return 2 * fa3_tiles(w->kv_lo, w->kv_hi, BN) + w->vt_pub; }
 
 ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
@@ -282,7 +294,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     const int Hk = (int)sp->num_kv_heads;
 
     /* Pass 1: one item per (request, query tile); its cost in KV tiles. */
-    int n = 0, max_cost = 0, max_ntok = 0;
+    int n = 0, max_key = 0, max_ntok = 0;
     if (b->num_reqs > 0 && (int64_t)b->num_tokens / tpt + b->num_reqs > st->cap_combine)
         return ah_fail(e, AH_ERR_INTERNAL, "plan: more query tiles than the limits allow");
     int64_t total_cost = 0;
@@ -310,6 +322,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             w.part_row = -1;
             w.vt_job = -1;
             w.vt_lo = 0;
+            w.vt_pub = 0;
             const int cost = fa3_tiles(lo, hi, BN);
             if (n >= st->cap_combine)
                 return ah_fail(e, AH_ERR_INTERNAL, "plan: more query tiles than the limits allow");
@@ -325,10 +338,10 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     /* Pass 2: split items longer than a fair share of the machine, within
      * the partial-buffer budget, then replicate over KV heads. */
     const int64_t fair = total_cost / st->grid > 4 ? total_cost / st->grid : 4;
-    int nw = 0, nc = 0;
+    int nw = 0, nc = 0, pub_req = -1;
     int64_t part_used = 0;
     for (int i = 0; i < n; i++) {
-        const fa3_work base = st->h_tmp[i];
+        fa3_work base = st->h_tmp[i];
         const int cost = fa3_tiles(base.kv_lo, base.kv_hi, BN);
         int s = 1;
         if (cost > fair && st->max_splits > 1) {
@@ -337,6 +350,15 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             if (s > cost) s = cost;
             const int64_t rows = (int64_t)base.q_ntok * G;
             while (s > 1 && part_used + rows * s * Hk > st->cap_part_rows) s--;
+        }
+        /* The request's V^T publisher (one per KV head): its first item that
+         * is not split and loads every tile the others read, each up to the
+         * request's end (copies zero-fill past an item's range). */
+        if (base.vt_job >= 0 && base.req != pub_req && s == 1 && base.kv_lo / FA3_VT_KEYS == base.vt_lo &&
+            base.kv_hi == (int32_t)b->seq_lens_host[base.req]) {
+            base.vt_pub = 1;
+            pub_req = base.req;
+            st->h_vt_jobs[base.vt_job].published = 1;
         }
         const int rows = base.q_ntok * G;
         const int t_lo = base.kv_lo / BN, t_hi = fa3_ceil_div(base.kv_hi, BN);
@@ -365,14 +387,20 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
                     w.part_row = part + k * rows;
                 }
                 st->h_work[nw] = w;
-                const int c = fa3_tiles(w.kv_lo, w.kv_hi, BN);
+                const int c = fa3_sort_key(&w, BN);
                 st->h_cost[nw] = c;
-                if (c > max_cost) max_cost = c;
+                if (c > max_key) max_key = c;
                 nw++;
             }
         }
     }
-    fa3_sort_work(st, nw, max_cost, st->grid, BN);
+    /* Shared V^T: a request without a publisher is transposed in the kernel. */
+    if (n_vt && st->vt_share)
+        for (int i = 0; i < nw; i++) {
+            fa3_work *w = &st->h_work[i];
+            if (w->vt_job >= 0 && !st->h_vt_jobs[w->vt_job].published) w->vt_job = -1;
+        }
+    fa3_sort_work(st, nw, max_key, st->grid, BN);
     st->h_counts->n_work = nw;
     st->h_counts->n_combine = nc;
     st->h_counts->n_vt = n_vt;

@@ -121,6 +121,7 @@ static void fa3_context_destroy(ah_context *c)
     if (!c) return;
     const ah_host_services *host = c->host;
     cudaFree(c->vt_scratch);
+    cudaFree(c->vt_flags);
     pthread_mutex_destroy(&c->vt_lock);
     ah_cuda_svc_fini(&c->svc);
     host->free(host, c);

@@ -14,7 +14,7 @@
 
 /* Defaults of the V^T pre-pass's config keys (NOTES v10). */
 #define FA3_VT_SCRATCH_MIB 64
-#define FA3_VT_MIN_READS 24 /* break-even near 16-20 reads */
+#define FA3_VT_MIN_READS 4
 #define FA3_STR(x) FA3_STR_(x)
 #define FA3_STR_(x) #x
 
@@ -33,6 +33,10 @@ struct ah_context {
     pthread_mutex_t vt_lock;
     uint8_t *vt_scratch;
     size_t vt_bytes;
+    /* Shared V^T: a flag per slab, and the epoch of the last forward that
+     * used them (a flag equal to a forward's epoch was raised in it). */
+    uint32_t *vt_flags;
+    uint32_t vt_epoch;
     int vt_tried;
     int vt_owned;
     cudaStream_t vt_stream;
@@ -47,6 +51,7 @@ struct ah_state {
     int grid;
     int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
     int vt_min_reads;    /* pre-transpose V of requests whose KV tiles are read this often */
+    int vt_share;        /* V^T shared between the forward's CTAs, not pre-passed */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;

@@ -54,12 +54,14 @@ if [ -x $B/bin/fa3_check ]; then
   FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv > "$OUT/check_f8c.log" 2>&1
   echo "fa3_check FP8 math (FA3_FP8_COMPUTE=on, fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:|fp8 compute" "$OUT/check_f8c.log" | head -40
-  # The V^T pre-pass on every request (min reads 1), then with a 1 MiB
-  # scratch, so each batch mixes pre-passed requests and in-kernel ones.
-  for vt in "FA3_VT_MIN_READS=1" "FA3_VT_MIN_READS=1 FA3_VT_SCRATCH_MIB=1"; do
+  # Shared V^T on every request (min reads 1): readers copy what is out;
+  # with FA3_VT_WAIT every reader waits and copies; with a 1 MiB scratch each
+  # batch mixes shared requests and in-kernel ones; then the pre-pass.
+  for vt in "FA3_VT_MIN_READS=1" "FA3_VT_MIN_READS=1 FA3_VT_WAIT=1" \
+            "FA3_VT_MIN_READS=1 FA3_VT_SCRATCH_MIB=1 FA3_VT_WAIT=1" "FA3_VT_SHARE=0 FA3_VT_MIN_READS=1"; do
     env $vt FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv \
       > "$OUT/check_vt.log" 2>&1
-    echo "fa3_check FP8 math, V^T pre-pass ($vt) rc=$? $(grep -E 'cases passed' "$OUT/check_vt.log") at $(el)" \
+    echo "fa3_check FP8 math, V^T ($vt) rc=$? $(grep -E 'cases passed' "$OUT/check_vt.log") at $(el)" \
       | tee -a "$OUT/steps.txt"
     grep -E "FAIL|forward:|plan:|capture:|replay:" "$OUT/check_vt.log" | head -10
   done
