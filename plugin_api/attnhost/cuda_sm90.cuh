@@ -86,7 +86,8 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t b
 
 // The reverse, shared to global, in this thread's bulk group: bulk_commit
 // closes the group, bulk_wait_read<N> waits until at most N groups still
-// read shared memory, bulk_wait until every group's writes are done.
+// read shared memory, bulk_wait<N> until the writes of all but the N most
+// recent groups are done.
 __device__ __forceinline__ void bulk_store(void *dst, uint32_t src, uint32_t bytes)
 {
     AH_SM90_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
@@ -101,7 +102,10 @@ template <int N> __device__ __forceinline__ void bulk_wait_read()
 {
     AH_SM90_ASM("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void bulk_wait() { AH_SM90_ASM("cp.async.bulk.wait_group 0;" ::: "memory"); }
+template <int N = 0> __device__ __forceinline__ void bulk_wait()
+{
+    AH_SM90_ASM("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
 
 } // namespace ah_sm90
 

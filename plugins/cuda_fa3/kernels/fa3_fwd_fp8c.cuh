@@ -72,7 +72,7 @@ struct fp8c_smem : fp8c_q8<D, (BN > 128)>, with_out_stage<D, T, OS> {
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
-    uint32_t v8_skip[SST]; // a staging slot with no V: the producer copies the item's V^T (kVtShared)
+    int32_t v8_copied[SST]; // kVtShared: a slot without V, giving the first tile the producer copies
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
@@ -89,10 +89,12 @@ __device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) *
 // V^T (p.vt_flags), by one publishing item per request and KV head:
 //   kVtTranspose  the transposing warps, as for any item;
 //   kVtCopy       one bulk copy per tile from the scratch;
-//   kVtPublish    transposed here, each stage image also stored to the
-//                 scratch, the slab's flag raised after the last;
-//   kVtShared     a reader: the producer looks at the flag when the item
-//                 starts (vt_ready) and copies or transposes.
+//   kVtPublish    transposed here; each stage image is also stored to the
+//                 scratch, and the slab's flag says down to which tile the
+//                 images are out (the item walks its tiles downwards);
+//   kVtShared     a reader: when the item starts, the producer reads the
+//                 flag once (vt_published) and copies the tiles that are
+//                 out; the transposing warps do the rest.
 enum { kVtTranspose, kVtCopy, kVtPublish, kVtShared };
 template <int BN> __device__ __forceinline__ int vt_source(const fa3_params &p, const fa3_work &it)
 {
@@ -105,27 +107,35 @@ template <int D> __device__ __forceinline__ uint8_t *vt_slab(const fa3_params &p
 {
     return p.vt + ((size_t)(it.vt_job + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
 }
-__device__ __forceinline__ uint32_t *vt_flag(const fa3_params &p, const fa3_work &it)
+// A slab's flag: (epoch << 32) | the lowest tile whose image is out, every
+// tile above it included. A flag of another epoch is an older forward's.
+__device__ __forceinline__ uint64_t *vt_flag(const fa3_params &p, const fa3_work &it)
 {
     return p.vt_flags + (size_t)it.vt_job * p.num_kv_heads + it.kvh;
 }
-// A reader's choice, once per item (lane 0 reads, the warp gets it): the
-// publisher's images are out in this launch. One flag read per item, not
-// per tile: a round trip per tile in the producer warp costs more than the
-// transpose it saves (NOTES v10).
-__device__ __forceinline__ bool vt_ready(const fa3_params &p, const fa3_work &it, int lane)
+__device__ __forceinline__ void vt_publish(const fa3_params &p, const fa3_work &it, int lowest)
 {
-    uint32_t ready = 0;
+    fence_proxy_async_global(); // the copy engine's writes, then the flag
+    st_release_gpu(vt_flag(p, it), (uint64_t)p.vt_epoch << 32 | (uint32_t)lowest);
+}
+// A reader's first copied tile, read once per item by lane 0 (the warp
+// gets it): a round trip per tile in the producer warp costs more than the
+// transpose it saves (NOTES v10). n_lo: the reader's lowest tile, all that
+// vt_wait (tests) waits for.
+__device__ __forceinline__ int vt_published(const fa3_params &p, const fa3_work &it, int n_lo, int lane)
+{
+    int lowest = 0x7fffffff;
     if (lane == 0) {
-        const uint32_t *f = vt_flag(p, it);
-        ready = ld_acquire_gpu(f) == p.vt_epoch;
-        while (!ready && p.vt_wait) {
+        const uint64_t *f = vt_flag(p, it);
+        for (;;) {
+            const uint64_t v = ld_acquire_gpu(f);
+            if ((uint32_t)(v >> 32) == p.vt_epoch) lowest = (int)(uint32_t)v;
+            if (!p.vt_wait || lowest <= n_lo) break;
             __nanosleep(500);
-            ready = ld_acquire_gpu(f) == p.vt_epoch;
         }
-        if (ready) fence_proxy_async_global(); // the flag, then the copy engine's reads
+        if (lowest != 0x7fffffff) fence_proxy_async_global(); // the flag, then the copy engine's reads
     }
-    return __shfl_sync(0xffffffffu, ready, 0) != 0;
+    return __shfl_sync(0xffffffffu, lowest, 0);
 }
 
 // Shared-memory loads and stores by 32-bit shared address: the tile
@@ -674,7 +684,6 @@ __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < SST; i++) {
             mbar_init(&s.v8_full[i], 1);
             mbar_init(&s.v8_empty[i], 1);
-            s.v8_skip[i] = 0;
         }
         mbar_fence_init();
     }
@@ -713,27 +722,18 @@ __global__ void __launch_bounds__(384, 1)
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
                 const int src = vt_source<BN>(p, it);
                 if (n_hi <= n_lo) continue;
-                if (src == kVtCopy) { // the producer copies these
-                    pi += n_hi - n_lo;
-                    continue;
-                }
+                int copied = src == kVtCopy ? n_lo : n_hi; // tiles n >= copied: the producer copies V^T
                 if (src == kVtShared) {
-                    // The producer's choice: a slot without V (it copies the
-                    // item's V^T), or the item's first staged tile.
+                    // The producer's first slot of the item says which.
                     const int si = qi % SST;
                     mbar_wait(&s.v8_full[si], (qi / SST) & 1);
-                    if (*reinterpret_cast<volatile uint32_t *>(&s.v8_skip[si])) {
-                        named_sync(kBarTranspose, 96); // all three have read it
-                        if (tid == 32) {
-                            s.v8_skip[si] = 0;
-                            mbar_arrive(&s.v8_empty[si]);
-                        }
-                        qi++;
-                        pi += n_hi - n_lo;
-                        continue;
-                    }
+                    copied = *reinterpret_cast<volatile int32_t *>(&s.v8_copied[si]);
+                    named_sync(kBarTranspose, 96); // all three have read it
+                    if (tid == 32) mbar_arrive(&s.v8_empty[si]);
+                    qi++;
                 }
-                for (int n = n_hi - 1; n >= n_lo; n--, pi++, qi++) {
+                for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
+                    if (n >= copied) continue;
                     const int st = pi % STAGES, si = qi % SST;
                     mbar_wait(&s.v8_full[si], (qi / SST) & 1);
                     mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
@@ -754,37 +754,43 @@ __global__ void __launch_bounds__(384, 1)
                             bulk_wait_read<0>();
                         }
                         mbar_arrive(&s.v_full[st]);
+                        // Every fourth tile the flag follows: the images
+                        // down to tile n + 1 are written once at most one
+                        // store (tile n's) is pending.
+                        if (src == kVtPublish && n > n_lo && (n + 1) % 4 == 0 && n + 1 < n_hi) {
+                            bulk_wait<1>();
+                            vt_publish(p, it, n + 1);
+                        }
                     }
+                    qi++;
                 }
                 if (src == kVtPublish && tid == 32) {
-                    bulk_wait(); // every image written, then the flag
-                    fence_proxy_async_global();
-                    st_release_gpu(vt_flag(p, it), p.vt_epoch);
+                    bulk_wait<0>(); // every image written
+                    vt_publish(p, it, n_lo);
                 }
             }
             return;
         }
-        int qi = 0, src = kVtTranspose; // qi: staging slots, as the transposers count them
+        int qi = 0, copied = 0; // qi: staging slots, as the transposers count them
         produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
             const int st = pi % STAGES;
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
             if (n == (it.kv_hi + BN - 1) / BN - 1) { // the item's first tile: its V source
-                src = vt_source<BN>(p, it);
-                if (src == kVtShared) {
-                    src = vt_ready(p, it, lane) ? kVtCopy : kVtTranspose;
-                    if (src == kVtCopy) { // tell the transposers (a slot without V)
-                        const int si = qi % SST;
-                        mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
-                        if (lane == 0) {
-                            s.v8_skip[si] = 1; // published by the arrival
-                            mbar_arrive(&s.v8_full[si]);
-                        }
-                        qi++;
+                const int src = vt_source<BN>(p, it), n_lo = it.kv_lo / BN;
+                copied = src == kVtCopy ? n_lo : n + 1;
+                if (src == kVtShared) { // what is out; the transposers learn it from a slot without V
+                    copied = max(vt_published(p, it, n_lo, lane), n_lo);
+                    const int si = qi % SST;
+                    mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
+                    if (lane == 0) {
+                        s.v8_copied[si] = copied; // published by the arrival
+                        mbar_arrive(&s.v8_full[si]);
                     }
+                    qi++;
                 }
             }
-            if (src == kVtCopy) {
+            if (n >= copied) {
                 mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
                 if (lane == 0) {
                     mbar_arrive_tx(&s.v_full[st], D * FA3_VT_KEYS);

@@ -40,8 +40,8 @@ typedef struct fa3_work {
      * V^T scratch, tile n at job vt_job + n - vt_lo (fa3_vt_job); vt_job
      * -1: the kernel transposes V itself. When the forward shares V^T
      * (fa3_params.vt_flags), one item per request and KV head, vt_pub,
-     * transposes every tile and publishes the images; the others copy
-     * them if they are out when the item starts, else transpose too. */
+     * transposes every tile and publishes the images; the others copy the
+     * images that are out when the item starts and transpose the rest. */
     int32_t vt_job;
     int32_t vt_lo;
     int32_t vt_pub;
@@ -109,10 +109,10 @@ typedef struct fa3_params {
     const float *sinks;   /* [Hq] or NULL */
     uint8_t *vt;          /* FP8 compute: the V^T scratch, or NULL */
     /* Shared V^T: NULL, the pre-pass writes the scratch; else a flag per
-     * (request, KV head) slab, set to vt_epoch once its publisher's images
-     * are out. vt_wait: readers wait for the flag (tests: every reader
-     * then copies). */
-    uint32_t *vt_flags;
+     * (request, KV head): vt_epoch << 32 | the lowest tile whose image its
+     * publisher has written (every tile above it too). vt_wait: readers
+     * wait until all their tiles are out (tests: every reader copies). */
+    uint64_t *vt_flags;
     uint32_t vt_epoch;
     int32_t vt_wait;
 } fa3_params;

@@ -138,15 +138,15 @@ __device__ __forceinline__ void fence_proxy_async_global()
 }
 
 // Flags between CTAs, at GPU scope.
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t *p)
+__device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t *p)
 {
-    uint32_t v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    uint64_t v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ void st_release_gpu(uint32_t *p, uint32_t v)
+__device__ __forceinline__ void st_release_gpu(uint64_t *p, uint64_t v)
 {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 } // namespace fa3

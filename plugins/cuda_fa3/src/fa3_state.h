@@ -35,7 +35,7 @@ struct ah_context {
     size_t vt_bytes;
     /* Shared V^T: a flag per slab, and the epoch of the last forward that
      * used them (a flag equal to a forward's epoch was raised in it). */
-    uint32_t *vt_flags;
+    uint64_t *vt_flags;
     uint32_t vt_epoch;
     int vt_tried;
     int vt_owned;
