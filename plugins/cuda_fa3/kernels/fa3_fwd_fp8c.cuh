@@ -754,10 +754,11 @@ __global__ void __launch_bounds__(384, 1)
                             bulk_wait_read<0>();
                         }
                         mbar_arrive(&s.v_full[st]);
-                        // Every fourth tile the flag follows: the images
+                        // Every vt_every tiles the flag follows: the images
                         // down to tile n + 1 are written once at most one
                         // store (tile n's) is pending.
-                        if (src == kVtPublish && n > n_lo && (n + 1) % 4 == 0 && n + 1 < n_hi) {
+                        if (src == kVtPublish && p.vt_every && n > n_lo && (n + 1) % p.vt_every == 0 &&
+                            n + 1 < n_hi) {
                             bulk_wait<1>();
                             vt_publish(p, it, n + 1);
                         }

@@ -115,6 +115,7 @@ typedef struct fa3_params {
     uint64_t *vt_flags;
     uint32_t vt_epoch;
     int32_t vt_wait;
+    int32_t vt_every;     /* a publisher raises its flag every vt_every tiles (0: after its last) */
 } fa3_params;
 
 #ifdef __cplusplus

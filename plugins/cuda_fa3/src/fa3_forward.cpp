@@ -188,6 +188,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
         p->vt_flags = c->vt_flags;
         p->vt_epoch = c->vt_epoch;
         p->vt_wait = getenv("FA3_VT_WAIT") != NULL; /* tests: every reader copies */
+        p->vt_every = getenv("FA3_VT_EVERY") ? atoi(getenv("FA3_VT_EVERY")) : 4; /* measurement */
     }
     L.vt_jobs = st->d_vt_jobs;
     L.stage_out = st->stage_out;
