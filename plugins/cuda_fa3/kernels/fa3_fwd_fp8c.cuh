@@ -679,7 +679,9 @@ __global__ void __launch_bounds__(384, 1)
             mbar_init(&s.k_full[i], 1);
             mbar_init(&s.v_full[i], 1); // the bulk copy, or the transposers' last thread
             mbar_init(&s.k_empty[i], kConsumerWarps);
-            mbar_init(&s.v_empty[i], kConsumerWarps);
+            // The consumer warps, and whoever filled the stage: the copying
+            // producer at once, a publisher once its store has read it.
+            mbar_init(&s.v_empty[i], kConsumerWarps + 1);
         }
         for (int i = 0; i < SST; i++) {
             mbar_init(&s.v8_full[i], 1);
@@ -745,28 +747,35 @@ __global__ void __launch_bounds__(384, 1)
                     named_sync(kBarTranspose, 96);
                     if (tid == 32) {
                         mbar_arrive(&s.v8_empty[si]);
-                        if (src == kVtPublish) {
-                            // The image out. Its shared-memory reads end
-                            // before the consumers may free the stage for
-                            // the next fill (by the transposers or a copy).
+                        if (src != kVtPublish) {
+                            mbar_arrive(&s.v_full[st]);
+                            mbar_arrive(&s.v_empty[st]);
+                        } else {
+                            // The image out, then the stage to the consumers.
+                            // The stage is freed for its next fill once the
+                            // store has read it: tile n + 1's now, tile n's a
+                            // tile later (or at the item's end).
                             bulk_store(vt_slab<D>(p, it, n), smem_addr(&s.vt[st][0][0]), D * FA3_VT_KEYS);
                             bulk_commit();
-                            bulk_wait_read<0>();
-                        }
-                        mbar_arrive(&s.v_full[st]);
-                        // Every vt_every tiles the flag follows: the images
-                        // down to tile n + 1 are written once at most one
-                        // store (tile n's) is pending.
-                        if (src == kVtPublish && p.vt_every && n > n_lo && (n + 1) % p.vt_every == 0 &&
-                            n + 1 < n_hi) {
-                            bulk_wait<1>();
-                            vt_publish(p, it, n + 1);
+                            mbar_arrive(&s.v_full[st]);
+                            if (n + 1 < n_hi) {
+                                bulk_wait_read<1>();
+                                mbar_arrive(&s.v_empty[(pi - 1) % STAGES]);
+                            }
+                            // Every vt_every tiles the flag follows: the
+                            // images down to tile n + 1 are written once at
+                            // most one store (tile n's) is pending.
+                            if (p.vt_every && n > n_lo && (n + 1) % p.vt_every == 0 && n + 1 < n_hi) {
+                                bulk_wait<1>();
+                                vt_publish(p, it, n + 1);
+                            }
                         }
                     }
                     qi++;
                 }
                 if (src == kVtPublish && tid == 32) {
-                    bulk_wait<0>(); // every image written
+                    bulk_wait<0>(); // every image written and read
+                    mbar_arrive(&s.v_empty[(pi - 1) % STAGES]);
                     vt_publish(p, it, n_lo);
                 }
             }
@@ -796,6 +805,7 @@ __global__ void __launch_bounds__(384, 1)
                 if (lane == 0) {
                     mbar_arrive_tx(&s.v_full[st], D * FA3_VT_KEYS);
                     bulk_load(&s.vt[st][0][0], vt_slab<D>(p, it, n), D * FA3_VT_KEYS, &s.v_full[st]);
+                    mbar_arrive(&s.v_empty[st]); // the filler's part (see the barriers' setup)
                 }
                 return;
             }
