@@ -118,20 +118,25 @@ __device__ __forceinline__ void vt_publish(const fa3_params &p, const fa3_work &
     fence_proxy_async_global(); // the copy engine's writes, then the flag
     st_release_gpu(vt_flag(p, it), (uint64_t)p.vt_epoch << 32 | (uint32_t)lowest);
 }
-// A reader's first copied tile, read once per item by lane 0 (the warp
-// gets it): a round trip per tile in the producer warp costs more than the
-// transpose it saves (NOTES v10). n_lo: the reader's lowest tile, all that
-// vt_wait (tests) waits for.
-__device__ __forceinline__ int vt_published(const fa3_params &p, const fa3_work &it, int n_lo, int lane)
+// A reader's first copied tile, from the flag lane 0 loaded when the item
+// started (the warp gets it). One flag load per item, not per tile: a round
+// trip per tile in the producer warp costs more than the transpose it saves
+// (NOTES v10). The load is relaxed and issued before the producer waits for
+// a free K stage, so its latency hides under that wait; the copies it
+// allows are issued only after the value is seen (a control dependency, the
+// proxy fence between), and the publisher raised it only after its images
+// were written (vt_publish). n_lo: the reader's lowest tile, all that
+// vt_wait (tests) waits for, with acquire loads.
+__device__ __forceinline__ int vt_published(const fa3_params &p, const fa3_work &it, uint64_t flag, int n_lo,
+                                            int lane)
 {
     int lowest = 0x7fffffff;
     if (lane == 0) {
-        const uint64_t *f = vt_flag(p, it);
         for (;;) {
-            const uint64_t v = ld_acquire_gpu(f);
-            if ((uint32_t)(v >> 32) == p.vt_epoch) lowest = (int)(uint32_t)v;
+            if ((uint32_t)(flag >> 32) == p.vt_epoch) lowest = (int)(uint32_t)flag;
             if (!p.vt_wait || lowest <= n_lo) break;
             __nanosleep(500);
+            flag = ld_acquire_gpu(vt_flag(p, it));
         }
         if (lowest != 0x7fffffff) fence_proxy_async_global(); // the flag, then the copy engine's reads
     }
@@ -141,6 +146,12 @@ __device__ __forceinline__ int vt_published(const fa3_params &p, const fa3_work 
 // Shared-memory loads and stores by 32-bit shared address: the tile
 // pointers come from an aligned integer, so plain C++ would compile to
 // generic LD/ST (an address-space check per access).
+__device__ __forceinline__ uint32_t lds32(uint32_t a)
+{
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
 __device__ __forceinline__ uint2 lds64(uint32_t a)
 {
     uint2 v;
@@ -729,7 +740,7 @@ __global__ void __launch_bounds__(384, 1)
                     // The producer's first slot of the item says which.
                     const int si = qi % SST;
                     mbar_wait(&s.v8_full[si], (qi / SST) & 1);
-                    copied = *reinterpret_cast<volatile int32_t *>(&s.v8_copied[si]);
+                    copied = (int)lds32(smem_addr(&s.v8_copied[si]));
                     named_sync(kBarTranspose, 96); // all three have read it
                     if (tid == 32) mbar_arrive(&s.v8_empty[si]);
                     qi++;
@@ -784,13 +795,17 @@ __global__ void __launch_bounds__(384, 1)
         int qi = 0, copied = 0; // qi: staging slots, as the transposers count them
         produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
             const int st = pi % STAGES;
+            const bool first = n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
+            const int src = first ? vt_source<BN>(p, it) : kVtTranspose;
+            uint64_t flag = 0;
+            if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
-            if (n == (it.kv_hi + BN - 1) / BN - 1) { // the item's first tile: its V source
-                const int src = vt_source<BN>(p, it), n_lo = it.kv_lo / BN;
+            if (first) {
+                const int n_lo = it.kv_lo / BN;
                 copied = src == kVtCopy ? n_lo : n + 1;
                 if (src == kVtShared) { // what is out; the transposers learn it from a slot without V
-                    copied = max(vt_published(p, it, n_lo, lane), n_lo);
+                    copied = max(vt_published(p, it, flag, n_lo, lane), n_lo);
                     const int si = qi % SST;
                     mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
                     if (lane == 0) {
