@@ -14,12 +14,13 @@
 //   - K: copied as stored (e4m3, 128-byte swizzle by the copy engine)
 //     straight into the ring wgmma reads: QK^T's B operand is K-major.
 //   - V: e4m3 wgmma takes B K-major only, so PV needs V^T ([D][BN], keys
-//     contiguous). Where many query tiles read the same KV tiles (prefill),
-//     a pre-pass (fa3_vt_prepass.cuh) has written each tile's V^T once,
-//     as the ring stage's exact image, and the producer copies it with one
-//     bulk copy. Elsewhere the copy engine lands V (128-byte swizzled) in a
-//     staging ring and producer warps 1-3 transpose it into the swizzled
-//     V^T ring (transpose_v*), overlapped with the consumers' GEMMs.
+//     contiguous). The copy engine lands V (128-byte swizzled) in a staging
+//     ring and producer warps 1-3 transpose it into the swizzled V^T ring
+//     (transpose_v*), overlapped with the consumers' GEMMs. Where many
+//     query tiles read the same KV tiles (prefill), the transpose is shared:
+//     one item per request and KV head also stores each stage image to a
+//     global scratch, and the others fill their stage with one bulk copy of
+//     every image that is out when they start (vt_source below).
 //   - P: converted to e4m3 in registers. The S accumulator gives a thread
 //     columns {2t, 2t+1, 2t+8, 2t+9} of each 16-key group while the e4m3
 //     A-fragment wants four consecutive k {4t..4t+3}; instead of shuffling P
@@ -84,34 +85,34 @@ __device__ __forceinline__ int sw128(int r, int c) { return r * 128 + ((((c >> 4
 // the accumulator column that thread t's byte e of the P fragment carries.
 __device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) * 8 + (j >> 2) * 2; }
 
-// Where an item's V^T tiles come from. The scratch holds 128-key tiles,
-// written by the pre-pass (fa3_vt_prepass.cuh) or, when the forward shares
-// V^T (p.vt_flags), by one publishing item per request and KV head:
+// Where an item's V^T tiles come from (p.vt: the shared scratch, 128-key
+// tiles):
 //   kVtTranspose  the transposing warps, as for any item;
-//   kVtCopy       one bulk copy per tile from the scratch;
-//   kVtPublish    transposed here; each stage image is also stored to the
-//                 scratch, and the slab's flag says down to which tile the
+//   kVtPublish    the same, and each stage image is also stored to the
+//                 scratch; the slab's flag says down to which tile the
 //                 images are out (the item walks its tiles downwards);
 //   kVtShared     a reader: when the item starts, the producer reads the
 //                 flag once (vt_published) and copies the tiles that are
 //                 out; the transposing warps do the rest.
-enum { kVtTranspose, kVtCopy, kVtPublish, kVtShared };
+enum { kVtTranspose, kVtPublish, kVtShared };
 template <int BN> __device__ __forceinline__ int vt_source(const fa3_params &p, const fa3_work &it)
 {
-    if (BN != FA3_VT_KEYS || !p.vt || it.vt_job < 0) return kVtTranspose;
-    if (!p.vt_flags) return kVtCopy;
+    if (BN != FA3_VT_KEYS || !p.vt || it.vt_base < 0) return kVtTranspose;
     return it.vt_pub ? kVtPublish : kVtShared;
 }
-// Tile n's V^T stage image for the item's KV head (fa3_vt_job).
+// A publisher raises its flag every kVtEvery tiles (measured level with
+// 16; publishing only after the last tile cost causal 8k ~4%).
+constexpr int kVtEvery = 4;
+// Tile n's V^T stage image for the item's KV head.
 template <int D> __device__ __forceinline__ uint8_t *vt_slab(const fa3_params &p, const fa3_work &it, int n)
 {
-    return p.vt + ((size_t)(it.vt_job + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
+    return p.vt + ((size_t)(it.vt_base + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
 }
 // A slab's flag: (epoch << 32) | the lowest tile whose image is out, every
 // tile above it included. A flag of another epoch is an older forward's.
 __device__ __forceinline__ uint64_t *vt_flag(const fa3_params &p, const fa3_work &it)
 {
-    return p.vt_flags + (size_t)it.vt_job * p.num_kv_heads + it.kvh;
+    return p.vt_flags + (size_t)it.vt_base * p.num_kv_heads + it.kvh;
 }
 __device__ __forceinline__ void vt_publish(const fa3_params &p, const fa3_work &it, int lowest)
 {
@@ -366,8 +367,7 @@ __device__ __forceinline__ void transpose_v3w(uint32_t src, uint32_t dst, int wi
 
 // The three transposing warps' part (threads 32..127 of their block, lane
 // constants computed once): staged V -> V^T stage rows 0..D-1, with the
-// variant TR (wide tiles: transpose_v3w). The forward's warps 1-3 and the
-// V^T pre-pass (fa3_vt_prepass.cuh) both transpose through it.
+// variant TR (wide tiles: transpose_v3w).
 template <int D, int BN, int TR> struct v_transposer {
     tr_lane trl;
     tr3_lane tr3;
@@ -735,7 +735,7 @@ __global__ void __launch_bounds__(384, 1)
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
                 const int src = vt_source<BN>(p, it);
                 if (n_hi <= n_lo) continue;
-                int copied = src == kVtCopy ? n_lo : n_hi; // tiles n >= copied: the producer copies V^T
+                int copied = n_hi; // tiles n >= copied: the producer copies their V^T
                 if (src == kVtShared) {
                     // The producer's first slot of the item says which.
                     const int si = qi % SST;
@@ -773,10 +773,10 @@ __global__ void __launch_bounds__(384, 1)
                                 bulk_wait_read<1>();
                                 mbar_arrive(&s.v_empty[(pi - 1) % STAGES]);
                             }
-                            // Every vt_every tiles the flag follows: the
+                            // Every kVtEvery tiles the flag follows: the
                             // images down to tile n + 1 are written once at
                             // most one store (tile n's) is pending.
-                            if (p.vt_every && n > n_lo && (n + 1) % p.vt_every == 0 && n + 1 < n_hi) {
+                            if (n > n_lo && (n + 1) % kVtEvery == 0 && n + 1 < n_hi) {
                                 bulk_wait<1>();
                                 vt_publish(p, it, n + 1);
                             }
@@ -803,7 +803,7 @@ __global__ void __launch_bounds__(384, 1)
             load_kv_tile<BN, 1, D, 0>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane);
             if (first) {
                 const int n_lo = it.kv_lo / BN;
-                copied = src == kVtCopy ? n_lo : n + 1;
+                copied = n + 1;
                 if (src == kVtShared) { // what is out; the transposers learn it from a slot without V
                     copied = max(vt_published(p, it, flag, n_lo, lane), n_lo);
                     const int si = qi % SST;

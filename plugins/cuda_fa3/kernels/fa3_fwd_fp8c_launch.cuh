@@ -5,7 +5,6 @@
 #pragma once
 #include "fa3_fwd_fp8c.cuh"
 #include "fa3_fwd_launch.cuh"
-#include "fa3_vt_prepass.cuh"
 #include <stdlib.h>
 
 namespace fa3 {
@@ -70,6 +69,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     if (bn == 160) {
         while (bn % Lw.p.box_rows) Lw.p.box_rows /= 2;
         Lw.p.vt = nullptr; // the scratch holds 128-key tiles
+        Lw.p.vt_flags = nullptr;
     }
     CUtensorMap tq, tk, tv;
     const int de = encode_descs<D, T>(&Lw, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
@@ -113,23 +113,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
             else if (e == 6) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>);
         }
     }
-    cudaError_t e = cudaSuccess;
-    if (Lw.p.vt && !Lw.p.vt_flags && L->vt_slabs) {
-        // Three blocks per SM (65 KiB each), each streaming its slabs.
-        auto pre = vt_prepass_kernel<D, TR>;
-        constexpr size_t pre_smem = vt_prepass_smem_bytes<D>();
-        const int blocks = L->vt_slabs < 3 * L->grid ? L->vt_slabs : 3 * L->grid;
-        e = cudaFuncSetAttribute(pre, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pre_smem);
-        if (e == cudaSuccess) {
-            pre<<<blocks, 128, pre_smem, (cudaStream_t)L->stream>>>(tv, Lw.p, L->vt_jobs);
-            e = cudaGetLastError();
-        }
-        if (e != cudaSuccess) {
-            snprintf(err, errlen, "V^T pre-pass launch: %s", cudaGetErrorString(e));
-            return (int)e;
-        }
-    }
-    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
         kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, Lw.p);
         e = cudaGetLastError();

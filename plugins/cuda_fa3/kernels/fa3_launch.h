@@ -30,10 +30,6 @@ typedef struct fa3_fwd_launch {
     int64_t k_strides[3], v_strides[3];
     int grid;      /* persistent CTAs */
     void *stream;
-    /* FP8 compute: the V^T pre-pass runs first when vt_slabs, the slabs it
-     * may write, is not 0 (p.vt is its scratch, vt_jobs plan's job list). */
-    int vt_slabs;
-    const fa3_vt_job *vt_jobs;
     /* FP8 compute: some query tile holds 64 rows or more (prefill), so the
      * kernel gives up a pipeline stage to stage its output (out_stage);
      * decode's nearly empty tiles keep the stage, which streaming needs. */

@@ -23,7 +23,7 @@ extern "C" {
  * a KV head into one tile, so K/V are read once for all of them. */
 #define FA3_BLOCK_M 128
 #define FA3_MAX_SPLITS 64
-/* Keys per V^T pre-pass tile: the FP8-compute kernel's key tile. */
+/* Keys per tile of the V^T scratch: the FP8-compute kernel's key tile. */
 #define FA3_VT_KEYS 128
 
 /* One unit of work for a persistent CTA. */
@@ -36,28 +36,15 @@ typedef struct fa3_work {
     int32_t kv_hi;
     int32_t part_row;  /* -1: write out/lse directly; else first partial row */
     int32_t pos0;      /* position of the tile's first query token */
-    /* FP8 compute: V^T of the request's KV tiles vt_lo.. may come from the
-     * V^T scratch, tile n at job vt_job + n - vt_lo (fa3_vt_job); vt_job
-     * -1: the kernel transposes V itself. When the forward shares V^T
-     * (fa3_params.vt_flags), one item per request and KV head, vt_pub,
-     * transposes every tile and publishes the images; the others copy the
-     * images that are out when the item starts and transpose the rest. */
-    int32_t vt_job;
+    /* FP8 compute: V^T of the request's KV tiles vt_lo.. is shared through
+     * the V^T scratch, tile n at slab (vt_base + n - vt_lo) * Hk + kvh; -1:
+     * not shared. One item per request and KV head, vt_pub, transposes
+     * every tile and publishes the images; the others copy the images that
+     * are out when the item starts and transpose the rest. */
+    int32_t vt_base;
     int32_t vt_lo;
     int32_t vt_pub;
 } fa3_work;
-
-/* One 128-key tile of one request for the V^T pre-pass, which writes it
- * for every KV head h at slab job * Hk + h of the scratch: D rows of 128
- * bytes, exactly the image of a V^T ring stage (key positions in the order
- * PV's P fragments want, 128-byte swizzle), read as the forward reads V:
- * copy boxes wholly past keys_hi are zero. */
-typedef struct fa3_vt_job {
-    int32_t req;
-    int32_t tile;
-    int32_t keys_hi;   /* the request's key count */
-    int32_t published; /* plan: the request has V^T publishers (its first job only) */
-} fa3_vt_job;
 
 /* One split-KV combine: nsplit partial blocks of rows rows each. */
 typedef struct fa3_combine_job {
@@ -73,8 +60,7 @@ typedef struct fa3_combine_job {
 typedef struct fa3_counts {
     int32_t n_work;
     int32_t n_combine;
-    int32_t n_vt;      /* V^T pre-pass jobs */
-    int32_t pad;
+    int32_t pad[2];
 } fa3_counts;
 
 typedef struct fa3_params {
@@ -107,15 +93,16 @@ typedef struct fa3_params {
     float scale;          /* softmax scale with k_scale folded, for softcap */
     float v_scale;        /* multiplies the output (FP8 V) */
     const float *sinks;   /* [Hq] or NULL */
-    uint8_t *vt;          /* FP8 compute: the V^T scratch, or NULL */
-    /* Shared V^T: NULL, the pre-pass writes the scratch; else a flag per
-     * (request, KV head): vt_epoch << 32 | the lowest tile whose image its
-     * publisher has written (every tile above it too). vt_wait: readers
-     * wait until all their tiles are out (tests: every reader copies). */
+    /* FP8 compute, shared V^T (fa3_fwd_fp8c.cuh), or NULL: the scratch of
+     * stage images (D rows of 128 bytes per tile and KV head, exactly a V^T
+     * ring stage), and a flag per (request, KV head): vt_epoch << 32 | the
+     * lowest tile whose image its publisher has written, every tile above
+     * it too. vt_wait: readers wait until all their tiles are out (tests:
+     * every reader then copies). */
+    uint8_t *vt;
     uint64_t *vt_flags;
     uint32_t vt_epoch;
     int32_t vt_wait;
-    int32_t vt_every;     /* a publisher raises its flag every vt_every tiles (0: after its last) */
 } fa3_params;
 
 #ifdef __cplusplus

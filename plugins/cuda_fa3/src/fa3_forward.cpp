@@ -173,10 +173,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     /* Without the scratch every item's V is transposed in the kernel; graphs
      * never use it. */
     const int capturing = fa3_capturing(a->stream);
-    const int vt = st->vt_slabs && !capturing && fa3_vt_usable(st->ctx, a->stream);
-    p->vt = vt ? st->ctx->vt_scratch : NULL;
-    L.vt_slabs = vt ? st->vt_slabs : 0;
-    if (vt && st->vt_share) {
+    if (st->vt_tiles && !capturing && fa3_vt_usable(st->ctx, a->stream)) {
         /* Flags of an older forward never equal this one's epoch; when the
          * counter wraps they are cleared (on this stream, before the launch). */
         ah_context *c = st->ctx;
@@ -185,12 +182,11 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
                                            (cudaStream_t)a->stream));
             c->vt_epoch = 1;
         }
+        p->vt = c->vt_scratch;
         p->vt_flags = c->vt_flags;
         p->vt_epoch = c->vt_epoch;
         p->vt_wait = getenv("FA3_VT_WAIT") != NULL; /* tests: every reader copies */
-        p->vt_every = getenv("FA3_VT_EVERY") ? atoi(getenv("FA3_VT_EVERY")) : 4; /* measurement */
     }
-    L.vt_jobs = st->d_vt_jobs;
     L.stage_out = st->stage_out;
 
     char msg[256];

@@ -43,12 +43,6 @@ ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, ui
     fa3_caps_for(spec, lim, sms, &cw, &cc, &rows);
     *bytes = (uint64_t)cw * sizeof(fa3_work) + (uint64_t)cc * sizeof(fa3_combine_job) +
              (uint64_t)rows * (spec->v_head_size + 1) * sizeof(float) + sizeof(fa3_counts);
-    /* An FP8-compute layer's V^T pre-pass jobs, for the default scratch
-     * (the scratch itself is the context's, not the state's). */
-    if (AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) && spec->fp8_attention &&
-        spec->kv_dtype == AH_DTYPE_FP8_E4M3 && spec->qk_head_size == 128)
-        *bytes += ((uint64_t)FA3_VT_SCRATCH_MIB << 20) / ((uint64_t)spec->num_kv_heads * 128 * FA3_VT_KEYS) *
-                  sizeof(fa3_vt_job);
     return AH_OK;
 }
 
@@ -60,8 +54,6 @@ void fa3_state_destroy(ah_state *st)
     cudaFree(st->d_counts);
     cudaFree(st->d_part_o);
     cudaFree(st->d_part_lse);
-    cudaFree(st->d_vt_jobs);
-    cudaFreeHost(st->h_vt_jobs);
     cudaFreeHost(st->h_work);
     cudaFreeHost(st->h_combine);
     cudaFreeHost(st->h_counts);
@@ -138,7 +130,6 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
                       spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
     int vt_mib = FA3_VT_SCRATCH_MIB;
     st->vt_min_reads = FA3_VT_MIN_READS;
-    st->vt_share = !(getenv("FA3_VT_SHARE") && !strcmp(getenv("FA3_VT_SHARE"), "0")); /* measurement: 0 = pre-pass */
     const char *vm = host->config_get ? host->config_get(host, "fp8_vt_scratch_mib") : NULL;
     const char *vr = host->config_get ? host->config_get(host, "fp8_vt_min_reads") : NULL;
     if (vm && !ah_parse_int(vm, 0, 1 << 16, &vt_mib)) {
@@ -172,7 +163,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         }
     }
     if (vt_layer && ctx->vt_scratch)
-        st->cap_vt_jobs = (int)(ctx->vt_bytes / ((size_t)spec->num_kv_heads * d * FA3_VT_KEYS));
+        st->cap_vt_tiles = (int)(ctx->vt_bytes / ((size_t)spec->num_kv_heads * d * FA3_VT_KEYS));
     pthread_mutex_unlock(&ctx->vt_lock);
 
     cudaError_t ce = cudaSuccess;
@@ -188,10 +179,6 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     FA3_ALLOC(cudaMallocHost((void **)&st->h_work, sizeof(fa3_work) * st->cap_work));
     FA3_ALLOC(cudaMallocHost((void **)&st->h_combine, sizeof(fa3_combine_job) * st->cap_combine));
     FA3_ALLOC(cudaMallocHost((void **)&st->h_counts, sizeof(fa3_counts)));
-    if (st->cap_vt_jobs) {
-        FA3_ALLOC(cudaMalloc((void **)&st->d_vt_jobs, sizeof(fa3_vt_job) * st->cap_vt_jobs));
-        FA3_ALLOC(cudaMallocHost((void **)&st->h_vt_jobs, sizeof(fa3_vt_job) * st->cap_vt_jobs));
-    }
     FA3_ALLOC(cudaEventCreateWithFlags(&st->staged, cudaEventDisableTiming));
     FA3_ALLOC(cudaMemset(st->d_counts, 0, sizeof(fa3_counts)));
 #undef FA3_ALLOC
@@ -227,13 +214,13 @@ static void fa3_sort_work(ah_state *st, int n, int max_key, int g, int BN)
 }
 
 /* FP8 compute: the requests whose KV tiles their query tiles read at least
- * vt_min_reads times on average get V^T from the pre-pass (one job per
- * 128-key tile they touch), in batch order while the scratch has room; the
- * kernel transposes V of the others itself. items: pass 1's h_tmp[0..n),
- * grouped by request. Returns the job count. */
-static int fa3_plan_vt(ah_state *st, const ah_batch *b, int n)
+ * vt_min_reads times on average share V^T through the scratch (a slab per
+ * 128-key tile they touch and KV head), in batch order while it has room;
+ * the kernel transposes V of the others in every item. items: pass 1's
+ * h_tmp[0..n), grouped by request. Returns the tiles given out. */
+static int fa3_plan_vt(ah_state *st, int n)
 {
-    int jobs = 0;
+    int tiles = 0;
     for (int i = 0, j; i < n; i = j) {
         const int r = st->h_tmp[i].req;
         int lo = 0x7fffffff, hi = 0;
@@ -246,27 +233,29 @@ static int fa3_plan_vt(ah_state *st, const ah_batch *b, int n)
             hi = z > hi ? z : hi;
             reads += z - a;
         }
-        if (hi <= lo || reads < (int64_t)st->vt_min_reads * (hi - lo) || jobs + (hi - lo) > st->cap_vt_jobs) continue;
-        for (int t = lo; t < hi; t++) {
-            fa3_vt_job *jb = &st->h_vt_jobs[jobs + t - lo];
-            jb->req = r;
-            jb->tile = t;
-            jb->keys_hi = (int32_t)b->seq_lens_host[r];
-            jb->published = 0;
-        }
+        if (hi <= lo || reads < (int64_t)st->vt_min_reads * (hi - lo) || tiles + (hi - lo) > st->cap_vt_tiles)
+            continue;
         for (int k = i; k < j; k++) {
-            st->h_tmp[k].vt_job = jobs;
+            st->h_tmp[k].vt_base = tiles;
             st->h_tmp[k].vt_lo = lo;
         }
-        jobs += hi - lo;
+        tiles += hi - lo;
     }
-    return jobs;
+    return tiles;
 }
 
 /* An item's sort key: its cost in KV tiles, then V^T publishers ahead of
  * items of equal cost, so that they run in the first rounds and the
  * readers of later rounds find their images out. */
 static int fa3_sort_key(const fa3_work *w, int BN) { return 2 * fa3_tiles(w->kv_lo, w->kv_hi, BN) + w->vt_pub; }
+
+/* A request whose items (h_work[from..to)) found no publisher reads no
+ * scratch: no reader would ever see its images out. */
+static void fa3_unshare_unpublished(ah_state *st, int from, int to, int published)
+{
+    if (!published)
+        for (int i = from; i < to; i++) st->h_work[i].vt_base = -1;
+}
 
 ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
@@ -320,7 +309,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             w.kv_hi = hi;
             w.kvh = 0;
             w.part_row = -1;
-            w.vt_job = -1;
+            w.vt_base = -1;
             w.vt_lo = 0;
             w.vt_pub = 0;
             const int cost = fa3_tiles(lo, hi, BN);
@@ -333,15 +322,20 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     }
 
     /* Graphs never use the scratch (see ah_context): eager plans only. */
-    const int n_vt = st->cap_vt_jobs && mode == AH_PLAN_EAGER ? fa3_plan_vt(st, b, n) : 0;
+    const int vt_tiles = st->cap_vt_tiles && mode == AH_PLAN_EAGER ? fa3_plan_vt(st, n) : 0;
 
     /* Pass 2: split items longer than a fair share of the machine, within
      * the partial-buffer budget, then replicate over KV heads. */
     const int64_t fair = total_cost / st->grid > 4 ? total_cost / st->grid : 4;
-    int nw = 0, nc = 0, pub_req = -1;
+    int nw = 0, nc = 0, req_w0 = 0, req_pub = 0;
     int64_t part_used = 0;
     for (int i = 0; i < n; i++) {
         fa3_work base = st->h_tmp[i];
+        if (i == 0 || base.req != st->h_tmp[i - 1].req) { /* a new request; the last one's items end at nw */
+            if (i) fa3_unshare_unpublished(st, req_w0, nw, req_pub);
+            req_w0 = nw;
+            req_pub = 0;
+        }
         const int cost = fa3_tiles(base.kv_lo, base.kv_hi, BN);
         int s = 1;
         if (cost > fair && st->max_splits > 1) {
@@ -354,11 +348,10 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         /* The request's V^T publisher (one per KV head): its first item that
          * is not split and loads every tile the others read, each up to the
          * request's end (copies zero-fill past an item's range). */
-        if (base.vt_job >= 0 && base.req != pub_req && s == 1 && base.kv_lo / FA3_VT_KEYS == base.vt_lo &&
+        if (base.vt_base >= 0 && !req_pub && s == 1 && base.kv_lo / FA3_VT_KEYS == base.vt_lo &&
             base.kv_hi == (int32_t)b->seq_lens_host[base.req]) {
             base.vt_pub = 1;
-            pub_req = base.req;
-            st->h_vt_jobs[base.vt_job].published = 1;
+            req_pub = 1;
         }
         const int rows = base.q_ntok * G;
         const int t_lo = base.kv_lo / BN, t_hi = fa3_ceil_div(base.kv_hi, BN);
@@ -394,16 +387,10 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             }
         }
     }
-    /* Shared V^T: a request without a publisher is transposed in the kernel. */
-    if (n_vt && st->vt_share)
-        for (int i = 0; i < nw; i++) {
-            fa3_work *w = &st->h_work[i];
-            if (w->vt_job >= 0 && !st->h_vt_jobs[w->vt_job].published) w->vt_job = -1;
-        }
+    if (n) fa3_unshare_unpublished(st, req_w0, nw, req_pub);
     fa3_sort_work(st, nw, max_key, st->grid, BN);
     st->h_counts->n_work = nw;
     st->h_counts->n_combine = nc;
-    st->h_counts->n_vt = n_vt;
 
     cudaStream_t s = (cudaStream_t)stream;
     AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_work, st->h_work, sizeof(fa3_work) * (size_t)(nw ? nw : 1),
@@ -411,15 +398,12 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     if (nc)
         AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_combine, st->h_combine, sizeof(fa3_combine_job) * (size_t)nc,
                                        cudaMemcpyHostToDevice, s));
-    if (n_vt)
-        AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_vt_jobs, st->h_vt_jobs, sizeof(fa3_vt_job) * (size_t)n_vt,
-                                       cudaMemcpyHostToDevice, s));
     AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_counts, st->h_counts, sizeof(fa3_counts), cudaMemcpyHostToDevice, s));
     AH_CUDA_TRY(e, cudaEventRecord(st->staged, s));
     st->staged_pending = 1;
     st->n_work = nw;
     st->n_combine = nc;
-    st->vt_slabs = n_vt * Hk;
+    st->vt_tiles = vt_tiles;
     st->stage_out = max_ntok * G >= FA3_BLOCK_M / 2;
     st->eager = mode == AH_PLAN_EAGER;
     st->num_tokens = b->num_tokens;

@@ -36,11 +36,11 @@ static const ah_config_key fa3_config_keys[] = {
      "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
      "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"},
     {"fp8_vt_scratch_mib", FA3_STR(FA3_VT_SCRATCH_MIB),
-     "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) into "
-     "which a pre-pass writes V transposed once for requests whose KV tiles many query tiles read; "
-     "0 = the kernel transposes every tile it reads"},
+     "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) through "
+     "which the query tiles of a request share V transposed: one per KV head writes it, the others copy "
+     "it; 0 = every query tile transposes the V tiles it reads"},
     {"fp8_vt_min_reads", FA3_STR(FA3_VT_MIN_READS),
-     "FP8 compute: pre-transpose a request's V when its KV tiles are read by at least this many "
+     "FP8 compute: share a request's transposed V when its KV tiles are read by at least this many "
      "query tiles on average"},
 };
 

@@ -12,7 +12,7 @@
 
 #include "../kernels/fa3_launch.h"
 
-/* Defaults of the V^T pre-pass's config keys (NOTES v10). */
+/* Defaults of the shared V^T's config keys (NOTES v10, v12). */
 #define FA3_VT_SCRATCH_MIB 64
 #define FA3_VT_MIN_READS 4
 #define FA3_STR(x) FA3_STR_(x)
@@ -23,7 +23,7 @@ struct ah_context {
     const ah_host_services *host;
     int sms;             /* multiprocessors: the persistent grid */
     size_t smem_optin;   /* shared memory a block may opt into */
-    /* The V^T pre-pass's scratch (FP8 compute), made by the first state
+    /* The shared V^T scratch (FP8 compute), made by the first state
      * that needs it; NULL when fp8_vt_scratch_mib is 0 or the allocation
      * failed. The context is shared by bindings on other threads, so the
      * scratch belongs to one stream, the first whose forward uses it:
@@ -50,8 +50,7 @@ struct ah_state {
     int group, tpt;      /* GQA packing: heads per KV head, tokens per tile */
     int grid;
     int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
-    int vt_min_reads;    /* pre-transpose V of requests whose KV tiles are read this often */
-    int vt_share;        /* V^T shared between the forward's CTAs, not pre-passed */
+    int vt_min_reads;    /* share V^T of requests whose KV tiles are read this often */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;
@@ -60,8 +59,7 @@ struct ah_state {
     fa3_combine_job *d_combine, *h_combine;
     fa3_counts *d_counts, *h_counts;
     float *d_part_o, *d_part_lse;
-    int cap_vt_jobs;     /* 128-key tiles the V^T scratch holds for this layer; 0: no pre-pass */
-    fa3_vt_job *d_vt_jobs, *h_vt_jobs;
+    int cap_vt_tiles;    /* 128-key tiles the V^T scratch holds for this layer; 0: no sharing */
     cudaEvent_t staged;  /* the last plan's copies have left the staging */
     int staged_pending;
     /* scratch for sorting work by cost */
@@ -70,7 +68,7 @@ struct ah_state {
     /* the last plan */
     int planned;
     int n_work, n_combine, max_splits;
-    int vt_slabs;        /* slabs the pre-pass writes for the last (eager) plan */
+    int vt_tiles;        /* tiles the last (eager) plan shares V^T of; 0: none */
     int stage_out;       /* the last plan's query tiles hold 64 rows or more (see fa3_fwd_launch) */
     int eager;           /* the last plan was AH_PLAN_EAGER: its counts hold for the next forward */
     uint32_t num_tokens;

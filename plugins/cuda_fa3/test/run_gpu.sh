@@ -1,10 +1,11 @@
 #!/bin/bash
 # One device session for cuda_fa3, bounded to about 6 minutes: build, the
 # oracle check (bf16/fp16 and FP8-KV cases, then the FP8-KV cases with FP8
-# math allowed, with the V^T pre-pass forced and with a scratch too small for
-# every request) and the host's conformance suite (its fp8-attn cases run the
-# FP8 kernel) with fp8_compute auto (the default) and off, and with the
-# pre-pass forced; a bad fp8_vt_scratch_mib must be refused; the prefill
+# math allowed, with V^T shared for every request, readers waiting for it or
+# not, and with a scratch too small for every request) and the host's
+# conformance suite (its fp8-attn cases run the FP8 kernel) with fp8_compute
+# auto (the default) and off, and with V^T shared for every request; a bad
+# fp8_vt_scratch_mib must be refused; the prefill
 # benchmarks (d128, d64, d256, bf16 KV; d128 with an fp8 e4m3 KV cache,
 # widened and with FP8 compute) and decode (bf16, fp8 both ways); and the
 # SDPA peers (cuDNN, flash) plus HBM bandwidth on the same GPU.
@@ -56,9 +57,9 @@ if [ -x $B/bin/fa3_check ]; then
   grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:|fp8 compute" "$OUT/check_f8c.log" | head -40
   # Shared V^T on every request (min reads 1): readers copy what is out;
   # with FA3_VT_WAIT every reader waits and copies; with a 1 MiB scratch each
-  # batch mixes shared requests and in-kernel ones; then the pre-pass.
+  # batch mixes shared requests and in-kernel ones.
   for vt in "FA3_VT_MIN_READS=1" "FA3_VT_MIN_READS=1 FA3_VT_WAIT=1" \
-            "FA3_VT_MIN_READS=1 FA3_VT_SCRATCH_MIB=1 FA3_VT_WAIT=1" "FA3_VT_SHARE=0 FA3_VT_MIN_READS=1"; do
+            "FA3_VT_MIN_READS=1 FA3_VT_SCRATCH_MIB=1 FA3_VT_WAIT=1"; do
     env $vt FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv \
       > "$OUT/check_vt.log" 2>&1
     echo "fa3_check FP8 math, V^T ($vt) rc=$? $(grep -E 'cases passed' "$OUT/check_vt.log") at $(el)" \
