@@ -95,9 +95,9 @@ __device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) *
 //                 flag once (vt_published) and copies the tiles that are
 //                 out; the transposing warps do the rest.
 enum { kVtTranspose, kVtPublish, kVtShared };
-template <int BN> __device__ __forceinline__ int vt_source(const fa3_params &p, const fa3_work &it)
+template <int BN, bool VT> __device__ __forceinline__ int vt_source(const fa3_params &p, const fa3_work &it)
 {
-    if (BN != FA3_VT_KEYS || !p.vt || it.vt_base < 0) return kVtTranspose;
+    if (!VT || BN != FA3_VT_KEYS || !p.vt || it.vt_base < 0) return kVtTranspose;
     return it.vt_pub ? kVtPublish : kVtShared;
 }
 // A publisher raises its flag every kVtEvery tiles (measured level with
@@ -141,7 +141,9 @@ __device__ __forceinline__ int vt_published(const fa3_params &p, const fa3_work 
         }
         if (lowest != 0x7fffffff) fence_proxy_async_global(); // the flag, then the copy engine's reads
     }
-    return __shfl_sync(0xffffffffu, lowest, 0);
+    // A warp reduction, not a shuffle: its result is provably warp-uniform,
+    // so the tile counters that depend on it stay on the uniform datapath.
+    return __reduce_min_sync(0xffffffffu, lane == 0 ? lowest : 0x7fffffff);
 }
 
 // Shared-memory loads and stores by 32-bit shared address: the tile
@@ -661,8 +663,12 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // LS: 1 = the LSE comes from fp32 sums of the unrounded P (see epilogue),
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
+// VT: the shared V^T paths (vt_source) are compiled in. Only the prefill
+// instance (OS) has them: decode's streaming instance, which the
+// transposers and the producer pace, ran 4-6% slower with them compiled in
+// although it never takes them (NOTES v12).
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1, bool OS = false>
+          int LS = 1, bool OS = false, bool VT = OS>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -733,14 +739,14 @@ __global__ void __launch_bounds__(384, 1)
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-                const int src = vt_source<BN>(p, it);
+                const int src = vt_source<BN, VT>(p, it);
                 if (n_hi <= n_lo) continue;
                 int copied = n_hi; // tiles n >= copied: the producer copies their V^T
                 if (src == kVtShared) {
                     // The producer's first slot of the item says which.
                     const int si = qi % SST;
                     mbar_wait(&s.v8_full[si], (qi / SST) & 1);
-                    copied = (int)lds32(smem_addr(&s.v8_copied[si]));
+                    copied = __reduce_min_sync(0xffffffffu, (int)lds32(smem_addr(&s.v8_copied[si]))); // uniform
                     named_sync(kBarTranspose, 96); // all three have read it
                     if (tid == 32) mbar_arrive(&s.v8_empty[si]);
                     qi++;
@@ -809,7 +815,7 @@ __global__ void __launch_bounds__(384, 1)
         produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
             const int st = pi % STAGES;
             const bool first = n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
-            const int src = first ? vt_source<BN>(p, it) : kVtTranspose;
+            const int src = first ? vt_source<BN, VT>(p, it) : kVtTranspose;
             uint64_t flag = 0;
             if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);

@@ -89,7 +89,8 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     }
     // Measurement variants (see the kernel, tools/profile_f8c.sh and
     // tools/compare_f8c.sh), each one switch away from the 4-stage kernel
-    // without output staging (FA3_F8C_OS=0 times that one for prefill);
+    // without output staging or shared V^T (FA3_F8C_OS=0 times that one for
+    // prefill);
     // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
     // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
     // (bf16 queries only).
