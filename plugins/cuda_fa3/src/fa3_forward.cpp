@@ -4,7 +4,6 @@
  * A bad tensor is refused with a message naming it, and nothing runs.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "fa3_state.h"
@@ -185,7 +184,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
         p->vt = c->vt_scratch;
         p->vt_flags = c->vt_flags;
         p->vt_epoch = c->vt_epoch;
-        p->vt_wait = getenv("FA3_VT_WAIT") != NULL; /* tests: every reader copies */
+        p->vt_wait = st->vt_wait;
     }
     L.stage_out = st->stage_out;
 

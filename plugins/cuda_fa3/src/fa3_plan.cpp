@@ -130,6 +130,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
                       spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
     int vt_mib = FA3_VT_SCRATCH_MIB;
     st->vt_min_reads = FA3_VT_MIN_READS;
+    st->vt_wait = getenv("FA3_VT_WAIT") != NULL;
     const char *vm = host->config_get ? host->config_get(host, "fp8_vt_scratch_mib") : NULL;
     const char *vr = host->config_get ? host->config_get(host, "fp8_vt_min_reads") : NULL;
     if (vm && !ah_parse_int(vm, 0, 1 << 16, &vt_mib)) {

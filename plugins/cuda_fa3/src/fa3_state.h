@@ -51,6 +51,7 @@ struct ah_state {
     int grid;
     int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
     int vt_min_reads;    /* share V^T of requests whose KV tiles are read this often */
+    int vt_wait;         /* FA3_VT_WAIT (tests): readers wait for their publishers, so all of them copy */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;
