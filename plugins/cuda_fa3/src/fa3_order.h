@@ -1,6 +1,7 @@
 /*
- * The order of the work list for the persistent grid, in plain C so that a
- * CPU test checks it (test/test_fa3_order.c).
+ * The order of the work list for the persistent grid (the sort by cost,
+ * then the rounds), in plain C so that a CPU test checks it
+ * (test/test_fa3_order.c).
  *
  * CTA c of a grid of g runs items c, c + g, c + 2g, ..., a round of g at a
  * time. Items come sorted longest first. Plain round-robin would hand CTA 0
@@ -21,6 +22,27 @@
 static inline int fa3_tiles(int lo, int hi, int BN)
 {
     return hi > lo ? (hi + BN - 1) / BN - lo / BN : 0;
+}
+
+/* An item's sort key: its cost in tiles, then V^T publishers (fa3_work's
+ * vt_pub) ahead of items of equal cost, so that they run in the first rounds
+ * and the readers of later rounds find their images out. A publisher loads
+ * every tile its readers read, so it never costs less than they do: no
+ * reader sorts ahead of its publisher. */
+static inline int fa3_sort_key(const fa3_work *w, int BN)
+{
+    return 2 * fa3_tiles(w->kv_lo, w->kv_hi, BN) + w->vt_pub;
+}
+
+/* dst[0..n) = src[0..n) by key descending, stable (a counting sort: keys
+ * are bounded by twice the longest item's tiles). bucket: max_key + 2 ints. */
+static inline void fa3_sort_by_key(fa3_work *dst, const fa3_work *src, const int32_t *key, int n, int max_key,
+                                   int *bucket)
+{
+    for (int c = 0; c < max_key + 2; c++) bucket[c] = 0;
+    for (int i = 0; i < n; i++) bucket[max_key - key[i] + 1]++;
+    for (int c = 1; c <= max_key + 1; c++) bucket[c] += bucket[c - 1];
+    for (int i = 0; i < n; i++) dst[bucket[max_key - key[i]]++] = src[i];
 }
 
 /* dst[0..n) = sorted[0..n) (longest first) in snake order for g CTAs. */

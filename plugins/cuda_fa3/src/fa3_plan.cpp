@@ -196,21 +196,15 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     return AH_OK;
 }
 
-/* Sort work items longest first (a stable counting sort on h_cost's keys,
- * see fa3_sort_key), then lay them out for a grid of g CTAs (fa3_order.h). */
+/* Sort work items longest first by h_cost's keys (fa3_sort_key), then lay
+ * them out for a grid of g CTAs (fa3_order.h). */
 static void fa3_sort_work(ah_state *st, int n, int max_key, int g, int BN)
 {
-    /* Keys are about twice the KV tiles, bounded by max_seq_len / 32. */
-    int32_t *key = st->h_cost;
-    fa3_work *w = st->h_work, *tmp = st->h_tmp;
     const ah_host_services *host = st->ctx->host;
     int *bucket = (int *)host->alloc(host, sizeof(int) * (size_t)(max_key + 2));
     if (!bucket) return; /* unsorted work is still correct, only less balanced */
-    memset(bucket, 0, sizeof(int) * (size_t)(max_key + 2));
-    for (int i = 0; i < n; i++) bucket[max_key - key[i] + 1]++;
-    for (int c = 1; c <= max_key + 1; c++) bucket[c] += bucket[c - 1];
-    for (int i = 0; i < n; i++) tmp[bucket[max_key - key[i]]++] = w[i];
-    fa3_order_rounds(w, tmp, n, g, BN);
+    fa3_sort_by_key(st->h_tmp, st->h_work, st->h_cost, n, max_key, bucket);
+    fa3_order_rounds(st->h_work, st->h_tmp, n, g, BN);
     host->free(host, bucket);
 }
 
@@ -244,11 +238,6 @@ static int fa3_plan_vt(ah_state *st, int n)
     }
     return tiles;
 }
-
-/* An item's sort key: its cost in KV tiles, then V^T publishers ahead of
- * items of equal cost, so that they run in the first rounds and the
- * readers of later rounds find their images out. */
-static int fa3_sort_key(const fa3_work *w, int BN) { return 2 * fa3_tiles(w->kv_lo, w->kv_hi, BN) + w->vt_pub; }
 
 /* A request whose items (h_work[from..to)) found no publisher reads no
  * scratch: no reader would ever see its images out. */
