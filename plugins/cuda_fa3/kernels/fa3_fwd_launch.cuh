@@ -31,6 +31,8 @@ template <> struct cfg<256> { static constexpr int BN = 64, STAGES = 2, SST = 1;
 
 template <typename T, typename KV> constexpr int sst_of(int sst) { return std::is_same<T, KV>::value ? 0 : sst; }
 
+constexpr size_t kSmemOptin = 227 * 1024; // dynamic shared memory a Hopper block may opt into
+
 template <int D, typename T, typename KV, bool OS>
 constexpr size_t smem_bytes_of()
 {
@@ -40,7 +42,7 @@ constexpr size_t smem_bytes_of()
 // the rings: 16-bit KV at head size 64 and 128.
 template <int D, typename T, typename KV> constexpr bool out_staged()
 {
-    return smem_bytes_of<D, T, KV, true>() <= 232448;
+    return smem_bytes_of<D, T, KV, true>() <= kSmemOptin;
 }
 template <int D, typename T, typename KV = T>
 constexpr size_t smem_bytes()
@@ -111,7 +113,7 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
     constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES, SST = sst_of<T, KV>(cfg<D>::SST);
     constexpr bool F8 = SST > 0;
-    static_assert(smem_bytes<D, T, KV>() <= 232448, "shared memory over the 227 KiB a block may use");
+    static_assert(smem_bytes<D, T, KV>() <= kSmemOptin, "shared memory over the 227 KiB a block may use");
     const fa3_params &p = L->p;
     // 16-bit KV: 64-column swizzled boxes; FP8: one unswizzled box of all D
     // bytes per row (the converter warps apply the swizzle).

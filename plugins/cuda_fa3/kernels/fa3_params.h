@@ -60,7 +60,6 @@ typedef struct fa3_combine_job {
 typedef struct fa3_counts {
     int32_t n_work;
     int32_t n_combine;
-    int32_t pad[2];
 } fa3_counts;
 
 typedef struct fa3_params {

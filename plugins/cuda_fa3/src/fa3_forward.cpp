@@ -177,8 +177,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
          * counter wraps they are cleared (on this stream, before the launch). */
         ah_context *c = st->ctx;
         if (++c->vt_epoch == 0) {
-            AH_CUDA_TRY(e, cudaMemsetAsync(c->vt_flags, 0, c->vt_bytes / (128 * FA3_VT_KEYS) * sizeof(uint64_t),
-                                           (cudaStream_t)a->stream));
+            AH_CUDA_TRY(e, cudaMemsetAsync(c->vt_flags, 0, fa3_vt_flag_bytes(c->vt_bytes), (cudaStream_t)a->stream));
             c->vt_epoch = 1;
         }
         p->vt = c->vt_scratch;

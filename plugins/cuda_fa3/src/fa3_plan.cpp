@@ -147,7 +147,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         /* A failed allocation only costs speed: the kernel transposes V itself. */
         ctx->vt_tried = 1;
         const size_t bytes = (size_t)vt_mib << 20;
-        const size_t flags = bytes / (128 * FA3_VT_KEYS) * sizeof(uint64_t);
+        const size_t flags = fa3_vt_flag_bytes(bytes);
         if (cudaMalloc((void **)&ctx->vt_scratch, bytes) == cudaSuccess &&
             cudaMalloc((void **)&ctx->vt_flags, flags) == cudaSuccess &&
             cudaMemset(ctx->vt_flags, 0, flags) == cudaSuccess) {

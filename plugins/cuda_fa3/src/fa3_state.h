@@ -78,6 +78,13 @@ struct ah_state {
     const int64_t *slot_mapping; /* device, for write_kv */
 };
 
+/* Bytes of the V^T flags for a scratch of scratch_bytes: one per slab (a
+ * 128-key tile of one KV head at head size 128). */
+static inline size_t fa3_vt_flag_bytes(size_t scratch_bytes)
+{
+    return scratch_bytes / (128 * FA3_VT_KEYS) * sizeof(uint64_t);
+}
+
 /* fa3_plan.cpp */
 ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
                            ah_state **out);

@@ -117,7 +117,7 @@ static int publisher_rounds(fa3_work *items, int n)
 {
     static fa3_work tmp[8192];
     static int32_t key[8192];
-    static int bucket[2 * 16384 / BN + 2], pub_round[64][16];
+    static int bucket[2 * (16384 / BN) + 3], pub_round[64][16]; /* keys reach 2 * 128 + 1 */
     int max_key = 0;
     for (int k = 0; k < n; k++) {
         key[k] = fa3_sort_key(&items[k], BN);
