@@ -176,15 +176,13 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
         /* Flags of an older forward never equal this one's epoch; when the
          * counter wraps they are cleared (on this stream, before the launch). */
         ah_context *c = st->ctx;
-        if (!st->vt_copy_all && ++c->vt_epoch == 0) {
+        if (!(st->vt_copy_all && c->vt_epoch) && ++c->vt_epoch == 0) {
             AH_CUDA_TRY(e, cudaMemsetAsync(c->vt_flags, 0, fa3_vt_flag_bytes(c->vt_bytes), (cudaStream_t)a->stream));
             c->vt_epoch = 1;
         }
         p->vt = c->vt_scratch;
         p->vt_flags = c->vt_flags;
-        /* FA3_VT_COPY_ALL: epoch 0, which the flags as cleared (nothing
-         * publishes) match with every tile out. */
-        p->vt_epoch = st->vt_copy_all ? 0 : c->vt_epoch;
+        p->vt_epoch = c->vt_epoch;
         p->vt_wait = st->vt_wait;
     }
     L.stage_out = st->stage_out;

@@ -244,7 +244,7 @@ static int fa3_plan_vt(ah_state *st, int n)
  * scratch: no reader would ever see its images out. */
 static void fa3_unshare_unpublished(ah_state *st, int from, int to, int published)
 {
-    if (!published && !st->vt_copy_all)
+    if (!published)
         for (int i = from; i < to; i++) st->h_work[i].vt_base = -1;
 }
 
@@ -339,7 +339,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         /* The request's V^T publisher (one per KV head): its first item that
          * is not split and loads every tile the others read, each up to the
          * request's end (copies zero-fill past an item's range). */
-        if (base.vt_base >= 0 && !req_pub && !st->vt_copy_all && s == 1 && base.kv_lo / FA3_VT_KEYS == base.vt_lo &&
+        if (base.vt_base >= 0 && !req_pub && s == 1 && base.kv_lo / FA3_VT_KEYS == base.vt_lo &&
             base.kv_hi == (int32_t)b->seq_lens_host[base.req]) {
             base.vt_pub = 1;
             req_pub = 1;

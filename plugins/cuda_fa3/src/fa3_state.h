@@ -52,8 +52,9 @@ struct ah_state {
     int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
     int vt_min_reads;    /* share V^T of requests whose KV tiles are read this often */
     int vt_wait;         /* FA3_VT_WAIT (tests): readers wait for their publishers, so all of them copy */
-    int vt_copy_all;     /* FA3_VT_COPY_ALL (timing only, wrong results): no publisher, every reader copies
-                          * every tile from the scratch as it is: the shared path's bound */
+    int vt_copy_all;     /* FA3_VT_COPY_ALL (timing only): forwards after the first keep its epoch, so every
+                          * reader copies every tile the first one published: the shared path's bound (right
+                          * only while V stays as it was) */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;
