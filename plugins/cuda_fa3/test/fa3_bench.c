@@ -79,13 +79,18 @@ static int bench(const shape *s)
     fa3h_fill(hbuf, chunk, dt, 1.0f, &seed);
     fa3h_fill(h8, chunk * 2, AH_DTYPE_FP8_E4M3, 4.0f, &seed); /* real = stored * 0.25 */
     fa3h_tensor *bufs[3] = {&q, &kc, &vc};
+    /* FA3_BENCH_ZERO_V (power study): V all zeros. The tensor cores draw
+     * less power on zeros, so a power-capped kernel runs faster on them:
+     * timings depend on the data, not only on the work. */
+    void *zeros = getenv("FA3_BENCH_ZERO_V") ? calloc(chunk * 2, 1) : NULL;
     for (int i = 0; i < 3; i++) {
-        const void *src = i > 0 && s->kv8 ? h8 : hbuf;
+        const void *src = i == 2 && zeros ? zeros : i > 0 && s->kv8 ? h8 : hbuf;
         for (size_t off = 0; off < bufs[i]->bytes; off += chunk * 2) {
             size_t n = bufs[i]->bytes - off < chunk * 2 ? bufs[i]->bytes - off : chunk * 2;
             ops->mem_copy(H.ctx, (char *)bufs[i]->dev + off, src, n, AH_COPY_HOST_TO_DEVICE, H.stream);
         }
     }
+    free(zeros);
     free(hbuf);
     free(h8);
     fa3h_batch B;
