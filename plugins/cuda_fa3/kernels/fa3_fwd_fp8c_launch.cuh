@@ -78,14 +78,24 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     constexpr int EMU = cfg8::EMU, TR = cfg8::TR, PP = cfg8::PP, LS = cfg8::LS;
     constexpr int STAGES_OS = cfg8::STAGES_OS;
     auto kern = fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, LS>;
+    const bool os = L->stage_out && env("FA3_F8C_OS", 1);
     size_t smem = smem_bytes_fp8c<T>();
     if (bn == 160) {
         using W = cfg8w<160>;
         kern = fwd_fp8c_kernel<D, 160, W::STAGES, W::SST, T, 0, W::EMU, 2, PP, LS>;
         smem = smem_bytes_fp8c<T, 160, W::STAGES, W::SST>();
-    } else if (L->stage_out && env("FA3_F8C_OS", 1)) {
+    } else if (os) {
         kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, EMU, TR, PP, LS, true>;
         smem = smem_bytes_fp8c<T, BN, STAGES_OS, SST, true>();
+        // Measurement: the prefill instance with FA3_F8C_EMU 2 / 3 / 6 (bf16
+        // queries only), to re-tune EMU under the 700 W power cap that
+        // sustained prefill runs into (NOTES v13).
+        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+            const int e = env("FA3_F8C_EMU", EMU);
+            if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 2, TR, PP, LS, true>;
+            else if (e == 3) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 3, TR, PP, LS, true>;
+            else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 6, TR, PP, LS, true>;
+        }
     }
     // Measurement variants (see the kernel, tools/profile_f8c.sh and
     // tools/compare_f8c.sh), each one switch away from the 4-stage kernel
@@ -93,7 +103,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     // prefill);
     // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
     // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
-    // (bf16 queries only).
+    // (bf16 queries only; with output staging, the prefill instance's above).
     if (bn != 160) {
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
         const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
@@ -110,8 +120,8 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         else if (pp != PP) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>);
         else if (ls != LS) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>);
         else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            if (e == 2) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>);
-            else if (e == 6) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>);
+            if (!os && e == 2) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>);
+            else if (!os && e == 6) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>);
         }
     }
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
