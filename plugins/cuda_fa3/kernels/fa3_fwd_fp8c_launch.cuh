@@ -87,14 +87,14 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     } else if (os) {
         kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, EMU, TR, PP, LS, true>;
         smem = smem_bytes_fp8c<T, BN, STAGES_OS, SST, true>();
-        // Measurement: the prefill instance with FA3_F8C_EMU 2 / 3 / 6 (bf16
+        // Measurement: the prefill instance with FA3_F8C_EMU 0 / 1 / 2 (bf16
         // queries only), to re-tune EMU under the 700 W power cap that
         // sustained prefill runs into (NOTES v13).
         if constexpr (std::is_same<T, __nv_bfloat16>::value) {
             const int e = env("FA3_F8C_EMU", EMU);
-            if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 2, TR, PP, LS, true>;
-            else if (e == 3) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 3, TR, PP, LS, true>;
-            else if (e == 6) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 6, TR, PP, LS, true>;
+            if (e == 0) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 0, TR, PP, LS, true>;
+            else if (e == 1) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 1, TR, PP, LS, true>;
+            else if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 2, TR, PP, LS, true>;
         }
     }
     // Measurement variants (see the kernel, tools/profile_f8c.sh and
