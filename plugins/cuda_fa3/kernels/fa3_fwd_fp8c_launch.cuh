@@ -16,13 +16,19 @@ namespace fa3 {
 // (34 KiB, out_stage): compute-bound, it loses 1-2% to the shallower ring
 // and gains 1-6% from the staged stores (NOTES v11). STAGES_OS: its ring.
 // EMU: column groups (of 16) whose exp2 runs on the FMA pipe (exp2_fma;
-// 4 measured best of 0-8, NOTES v5). TR: 2 = transpose_v3 (ldmatrix.trans
+// 4 measured best of 0-8 with V transposed in every item, NOTES v5).
+// EMU_SHARED: the same for a prefill whose V^T is shared (vt_source): with
+// the transposers mostly idle, the MIO queue has room for more MUFU work,
+// and under the 700 W cap that sustained prefill hits, the seven FMA-pipe
+// instructions of exp2_fma cost more than they save (2 measured best of
+// 0-6, 2-4% over 4; NOTES v13). TR: 2 = transpose_v3 (ldmatrix.trans
 // / stmatrix; measured level with 1, NOTES v8), 1 = transpose_v2 (LDS/STS.64,
 // addresses hoisted), 0 = transpose_v. PP: 1 = ping-pong between the consumer
 // warpgroups. LS: 1 = LSE from fp32 sums of the unrounded P (more exact,
 // 5-9% slower: NOTES v6), 0 = from PV's e4m3-rounded sums.
 struct cfg8 {
-    static constexpr int BN = 128, STAGES = 4, STAGES_OS = 3, SST = 3, EMU = 4, TR = 1, PP = 1, LS = 0;
+    static constexpr int BN = 128, STAGES = 4, STAGES_OS = 3, SST = 3, EMU = 4, EMU_SHARED = 2, TR = 1, PP = 1,
+                         LS = 0;
 };
 
 // Wide key tiles (FA3_F8C_BN = 160, measurement): fewer tiles per item, so
@@ -85,17 +91,11 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         kern = fwd_fp8c_kernel<D, 160, W::STAGES, W::SST, T, 0, W::EMU, 2, PP, LS>;
         smem = smem_bytes_fp8c<T, 160, W::STAGES, W::SST>();
     } else if (os) {
-        kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, EMU, TR, PP, LS, true>;
+        // FA3_F8C_EMU=4 / 2 (measurement) forces either split.
+        const int e = env("FA3_F8C_EMU", Lw.p.vt ? cfg8::EMU_SHARED : EMU);
+        kern = e == cfg8::EMU_SHARED ? fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, cfg8::EMU_SHARED, TR, PP, LS, true>
+                                     : fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, EMU, TR, PP, LS, true>;
         smem = smem_bytes_fp8c<T, BN, STAGES_OS, SST, true>();
-        // Measurement: the prefill instance with FA3_F8C_EMU 0 / 1 / 2 (bf16
-        // queries only), to re-tune EMU under the 700 W power cap that
-        // sustained prefill runs into (NOTES v13).
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            const int e = env("FA3_F8C_EMU", EMU);
-            if (e == 0) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 0, TR, PP, LS, true>;
-            else if (e == 1) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 1, TR, PP, LS, true>;
-            else if (e == 2) kern = fwd_fp8c_kernel<D, BN, STAGES_OS, SST, T, 0, 2, TR, PP, LS, true>;
-        }
     }
     // Measurement variants (see the kernel, tools/profile_f8c.sh and
     // tools/compare_f8c.sh), each one switch away from the 4-stage kernel
@@ -103,7 +103,7 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
     // prefill);
     // never set in production. FA3_F8C_ABL 1/2/4 (wrong results),
     // FA3_F8C_TR 0/1/2, FA3_F8C_PP and FA3_F8C_LS 0/1, FA3_F8C_EMU 2/6
-    // (bf16 queries only; with output staging, the prefill instance's above).
+    // (bf16 queries only; with output staging, the prefill instances above).
     if (bn != 160) {
         const int a = env("FA3_F8C_ABL", 0), r = env("FA3_F8C_TR", TR), pp = env("FA3_F8C_PP", PP);
         const int ls = env("FA3_F8C_LS", LS), e = env("FA3_F8C_EMU", EMU);
