@@ -1,8 +1,8 @@
 #!/bin/bash
 # What the GPU's clock and power do while a prefill runs sustained (run on
 # the GPU machine after test/run_gpu.sh has built build-fa3-gpu): each case
-# is fa3_bench one-shape with FA3_BENCH_BATCH forwards per timing (100: a
-# few seconds of load) while nvidia-smi samples every 100 ms; the table
+# is fa3_bench one-shape with FA3_POWER_BATCH forwards per timing (default
+# 100: a few seconds of load; an exported FA3_BENCH_BATCH does not apply) while nvidia-smi samples every 100 ms; the table
 # gives the figure and, over the samples taken under load, the median SM
 # clock, power and temperature and the throttle reasons seen.
 #   FA3_POWER_CASES  space-separated NAME:KV8:CAUSAL:L[:VAR=value,...]
@@ -28,7 +28,7 @@ for r in $(seq 1 "${FA3_POWER_ROUNDS:-2}"); do
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,utilization.gpu \
       --format=csv,noheader,nounits -lms 100 > "$csv" 2>&1 &
     smi=$!
-    res=$(env $envs FA3_BENCH_BATCH=${FA3_BENCH_BATCH:-100} timeout 60 $B/bin/fa3_bench $SO one 128 "$causal" "$L" \
+    res=$(env $envs FA3_BENCH_BATCH=${FA3_POWER_BATCH:-100} timeout 60 $B/bin/fa3_bench $SO one 128 "$causal" "$L" \
       "$kv8" 2>&1 | grep RESULT)
     kill $smi 2>/dev/null; wait $smi 2>/dev/null
     tf=$(echo "$res" | sed -n 's/.* \([0-9.]*\) TFLOP\/s.*/\1/p')
