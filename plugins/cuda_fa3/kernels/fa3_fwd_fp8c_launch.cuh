@@ -20,8 +20,8 @@ namespace fa3 {
 // EMU_SHARED: the same for a prefill whose V^T is shared (vt_source): with
 // the transposers mostly idle, the MIO queue has room for more MUFU work,
 // and under the 700 W cap that sustained prefill hits, the seven FMA-pipe
-// instructions of exp2_fma cost more than they save (2 measured best of
-// 0-6, 2-4% over 4; NOTES v13). TR: 2 = transpose_v3 (ldmatrix.trans
+// instructions of exp2_fma cost more than they save (2 measured level with
+// 0 and 1 and 2-6% over 4; NOTES v13). TR: 2 = transpose_v3 (ldmatrix.trans
 // / stmatrix; measured level with 1, NOTES v8), 1 = transpose_v2 (LDS/STS.64,
 // addresses hoisted), 0 = transpose_v. PP: 1 = ping-pong between the consumer
 // warpgroups. LS: 1 = LSE from fp32 sums of the unrounded P (more exact,
