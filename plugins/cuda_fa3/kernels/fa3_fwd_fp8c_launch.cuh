@@ -119,11 +119,6 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
         else if (r == 0) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, 0, PP, LS>);
         else if (pp != PP) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, 1 - PP, LS>);
         else if (ls != LS) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, EMU, TR, PP, 1 - LS>);
-        else if (!os && env("FA3_F8C_DEEPV", 0)) { // decode: 3 K / V^T stages, 5 V staging stages
-            static_assert(smem_bytes_fp8c<T, BN, 3, 5>() <= smem_bytes<128, T, __nv_fp8_e4m3>(), "FA3_F8C_DEEPV");
-            kern = fwd_fp8c_kernel<D, BN, 3, 5, T, 0, EMU, TR, PP, LS>;
-            smem = smem_bytes_fp8c<T, BN, 3, 5>();
-        }
         else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
             if (!os && e == 2) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 2, TR, PP, LS>);
             else if (!os && e == 6) variant(fwd_fp8c_kernel<D, BN, STAGES, SST, T, 0, 6, TR, PP, LS>);
