@@ -180,14 +180,6 @@ __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *ma
         if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
         else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
     }
-    // The next tile's page numbers (tile n - 1: the walk goes downwards),
-    // its first and last key's, into L1 now, so that its copies do not wait
-    // for a table miss.
-    if (lane < 2) {
-        const int pos = (n - 1) * BN + lane * (BN - 1);
-        if (pos >= 0 && pos < it.kv_hi && pos >= it.kv_lo)
-            asm volatile("prefetch.L1 [%0];" ::"l"(table + pos / p.block_size));
-    }
 }
 
 // The producer warp's Q step of one item: wait until the consumers released
