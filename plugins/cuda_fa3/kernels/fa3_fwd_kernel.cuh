@@ -155,27 +155,35 @@ __device__ __forceinline__ float tanh_fast(float x)
 
 // ---- producer ------------------------------------------------------------------
 
+// Tile n's page for row block `lane` (box_rows tokens; lanes past the
+// tile's row blocks, and row blocks wholly outside the item's key range,
+// get num_blocks: aimed past the cache, the copy engine zero-fills them
+// without reading memory).
+template <int BN>
+__device__ __forceinline__ int kv_tile_page(const fa3_params &p, const fa3_work &it, int n, int lane)
+{
+    const int R = p.box_rows, pos = n * BN + lane * R;
+    if (lane * R >= BN || pos >= it.kv_hi || pos + R <= it.kv_lo) return p.num_blocks;
+    return p.block_table[(size_t)it.req * p.bt_stride + pos / p.block_size];
+}
+
 // One KV tile (BN keys) as TMA boxes of box_rows tokens of one page each.
 // CH boxes per row block cover D (64 columns each, 16-bit swizzled tiles,
 // chunk stride CHB bytes) or one box does (FP8 staging, CH 1); ROWB is the
-// bytes of one row in shared memory.
+// bytes of one row in shared memory. pg: kv_tile_page of this lane.
 template <int BN, int CH, int ROWB, int CHB>
 __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int tx_bytes,
-                                             const fa3_params &p, const fa3_work &it, int n, int lane)
+                                             const fa3_params &p, const fa3_work &it, int n, int lane, int pg)
 {
+    static_assert(BN / 16 * CH <= 32, "a box per lane (box_rows >= 16)");
     const int R = p.box_rows;
     const int nbox = (BN / R) * CH;
     if (lane == 0) mbar_arrive_tx(full, tx_bytes);
     __syncwarp();
-    const int32_t *table = p.block_table + (size_t)it.req * p.bt_stride;
-    for (int i = lane; i < nbox; i += 32) {
-        const int rb = i / CH, c = i - rb * CH;
-        const int pos = n * BN + rb * R;
-        int page = p.num_blocks, off = 0; // past the cache: zero fill, no read
-        if (pos < it.kv_hi && pos + R > it.kv_lo) {
-            page = table[pos / p.block_size];
-            off = pos % p.block_size;
-        }
+    const int rb = lane / CH, c = lane - rb * CH;
+    const int page = __shfl_sync(0xffffffffu, pg, rb);
+    if (lane < nbox) {
+        const int off = page < p.num_blocks ? (n * BN + rb * R) % p.block_size : 0;
         uint8_t *d = dst + c * CHB + rb * R * ROWB;
         if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
         else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
@@ -213,7 +221,14 @@ __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUten
         const fa3_work it = p.work[w];
         load_q_tile<D, T>(s, tq, p, it, iter, lane);
         const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-        for (int n = n_hi - 1; n >= n_lo; n--, pi++) kv(it, n, pi);
+        // Each tile's pages are read from the table a tile ahead, so no copy
+        // waits for the read.
+        int pg = n_hi > n_lo ? kv_tile_page<BN>(p, it, n_hi - 1, lane) : 0;
+        for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
+            const int pg_next = n > n_lo ? kv_tile_page<BN>(p, it, n - 1, lane) : 0;
+            kv(it, n, pi, pg);
+            pg = pg_next;
+        }
     }
 }
 
@@ -604,24 +619,24 @@ __global__ void __launch_bounds__(384, 1)
             }
         }
         if (tid >= 32) return;
-        produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi) {
+        produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
             if constexpr (F8) {
                 const int si = pi % SST;
                 const uint32_t ph8 = (pi / SST) & 1;
                 mbar_wait(&s.f8.k8_empty[si], ph8 ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane);
+                load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane, pg);
                 mbar_wait(&s.f8.v8_empty[si], ph8 ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane);
+                load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane, pg);
             } else {
                 const int st = pi % STAGES;
                 const uint32_t ph = (pi / STAGES) & 1;
                 constexpr int tx = BN * D * (int)sizeof(T);
                 mbar_wait(&s.k_empty[st], ph ^ 1);
                 load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk,
-                                                        &s.k_full[st], tx, p, it, n, lane);
+                                                        &s.k_full[st], tx, p, it, n, lane, pg);
                 mbar_wait(&s.v_empty[st], ph ^ 1);
                 load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv,
-                                                        &s.v_full[st], tx, p, it, n, lane);
+                                                        &s.v_full[st], tx, p, it, n, lane, pg);
             }
         });
         return;
