@@ -170,20 +170,38 @@ __device__ __forceinline__ int kv_tile_page(const fa3_params &p, const fa3_work 
 // One KV tile (BN keys) as TMA boxes of box_rows tokens of one page each.
 // CH boxes per row block cover D (64 columns each, 16-bit swizzled tiles,
 // chunk stride CHB bytes) or one box does (FP8 staging, CH 1); ROWB is the
-// bytes of one row in shared memory. pg: kv_tile_page of this lane.
-template <int BN, int CH, int ROWB, int CHB>
+// bytes of one row in shared memory. AHEAD: the pages come in pg (this
+// lane's kv_tile_page, read a tile ahead by produce) instead of from the
+// table here.
+template <int BN, int CH, int ROWB, int CHB, bool AHEAD = false>
 __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int tx_bytes,
-                                             const fa3_params &p, const fa3_work &it, int n, int lane, int pg)
+                                             const fa3_params &p, const fa3_work &it, int n, int lane, int pg = 0)
 {
-    static_assert(BN / 16 * CH <= 32, "a box per lane (box_rows >= 16)");
     const int R = p.box_rows;
     const int nbox = (BN / R) * CH;
     if (lane == 0) mbar_arrive_tx(full, tx_bytes);
     __syncwarp();
-    const int rb = lane / CH, c = lane - rb * CH;
-    const int page = __shfl_sync(0xffffffffu, pg, rb);
-    if (lane < nbox) {
-        const int off = page < p.num_blocks ? (n * BN + rb * R) % p.block_size : 0;
+    if constexpr (AHEAD) {
+        static_assert(BN / 16 * CH <= 32, "a box per lane (box_rows >= 16)");
+        const int rb = lane / CH, c = lane - rb * CH;
+        const int page = __shfl_sync(0xffffffffu, pg, rb);
+        if (lane < nbox) {
+            const int off = page < p.num_blocks ? (n * BN + rb * R) % p.block_size : 0;
+            uint8_t *d = dst + c * CHB + rb * R * ROWB;
+            if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
+            else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
+        }
+        return;
+    }
+    const int32_t *table = p.block_table + (size_t)it.req * p.bt_stride;
+    for (int i = lane; i < nbox; i += 32) {
+        const int rb = i / CH, c = i - rb * CH;
+        const int pos = n * BN + rb * R;
+        int page = p.num_blocks, off = 0; // past the cache: zero fill, no read
+        if (pos < it.kv_hi && pos + R > it.kv_lo) {
+            page = table[pos / p.block_size];
+            off = pos % p.block_size;
+        }
         uint8_t *d = dst + c * CHB + rb * R * ROWB;
         if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
         else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
@@ -205,9 +223,14 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
 
 // The producer warp's loop: for every work item of this CTA (a persistent
 // grid's stride), Q, then the item's KV tiles from the last to the first;
-// kv(it, n, pi) waits for free stages and copies tile n's K and V (pi counts
-// tiles across items, for the rings' indices and phases).
-template <int D, int BN, typename T, typename S, typename KV>
+// kv(it, n, pi, pg) waits for free stages and copies tile n's K and V (pi
+// counts tiles across items, for the rings' indices and phases). AHEAD: each
+// tile's pages are read from the table a tile ahead and passed in pg (see
+// load_kv_tile), so no copy waits for the read: the FP8-compute decode ran
+// 13-14% faster so, while the 16-bit kernel, whose whole-kernel code
+// changed with it, lost 2-7% in prefill (NOTES v13); it reads the table at
+// each copy.
+template <int D, int BN, typename T, bool AHEAD, typename S, typename KV>
 __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
                                         const fa3_params &p, int n_work, int lane, KV &&kv)
 {
@@ -221,13 +244,15 @@ __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUten
         const fa3_work it = p.work[w];
         load_q_tile<D, T>(s, tq, p, it, iter, lane);
         const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-        // Each tile's pages are read from the table a tile ahead, so no copy
-        // waits for the read.
-        int pg = n_hi > n_lo ? kv_tile_page<BN>(p, it, n_hi - 1, lane) : 0;
-        for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
-            const int pg_next = n > n_lo ? kv_tile_page<BN>(p, it, n - 1, lane) : 0;
-            kv(it, n, pi, pg);
-            pg = pg_next;
+        if constexpr (AHEAD) {
+            int pg = n_hi > n_lo ? kv_tile_page<BN>(p, it, n_hi - 1, lane) : 0;
+            for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
+                const int pg_next = n > n_lo ? kv_tile_page<BN>(p, it, n - 1, lane) : 0;
+                kv(it, n, pi, pg);
+                pg = pg_next;
+            }
+        } else {
+            for (int n = n_hi - 1; n >= n_lo; n--, pi++) kv(it, n, pi, 0);
         }
     }
 }
@@ -619,24 +644,24 @@ __global__ void __launch_bounds__(384, 1)
             }
         }
         if (tid >= 32) return;
-        produce<D, BN, T>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
+        produce<D, BN, T, false>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int) {
             if constexpr (F8) {
                 const int si = pi % SST;
                 const uint32_t ph8 = (pi / SST) & 1;
                 mbar_wait(&s.f8.k8_empty[si], ph8 ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane, pg);
+                load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane);
                 mbar_wait(&s.f8.v8_empty[si], ph8 ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane, pg);
+                load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane);
             } else {
                 const int st = pi % STAGES;
                 const uint32_t ph = (pi / STAGES) & 1;
                 constexpr int tx = BN * D * (int)sizeof(T);
                 mbar_wait(&s.k_empty[st], ph ^ 1);
                 load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk,
-                                                        &s.k_full[st], tx, p, it, n, lane, pg);
+                                                        &s.k_full[st], tx, p, it, n, lane);
                 mbar_wait(&s.v_empty[st], ph ^ 1);
                 load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv,
-                                                        &s.v_full[st], tx, p, it, n, lane, pg);
+                                                        &s.v_full[st], tx, p, it, n, lane);
             }
         });
         return;
