@@ -812,14 +812,15 @@ __global__ void __launch_bounds__(384, 1)
             return;
         }
         int qi = 0, copied = 0; // qi: staging slots, as the transposers count them
-        produce<D, BN, T, true>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
+        // Decode's instance reads the page table a tile ahead (see produce).
+        produce<D, BN, T, !OS>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
             const int st = pi % STAGES;
             const bool first = n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
             const int src = first ? vt_source<BN, VT>(p, it) : kVtTranspose;
             uint64_t flag = 0;
             if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
-            load_kv_tile<BN, 1, D, 0, true>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane, pg);
+            load_kv_tile<BN, 1, D, 0, !OS>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane, pg);
             if (first) {
                 const int n_lo = it.kv_lo / BN;
                 copied = n + 1;
@@ -845,7 +846,7 @@ __global__ void __launch_bounds__(384, 1)
             }
             const int si = qi % SST;
             mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
-            load_kv_tile<BN, 1, D, 0, true>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane, pg);
+            load_kv_tile<BN, 1, D, 0, !OS>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane, pg);
             qi++;
         });
         return;

@@ -226,10 +226,10 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
 // kv(it, n, pi, pg) waits for free stages and copies tile n's K and V (pi
 // counts tiles across items, for the rings' indices and phases). AHEAD: each
 // tile's pages are read from the table a tile ahead and passed in pg (see
-// load_kv_tile), so no copy waits for the read: the FP8-compute decode ran
-// 13-14% faster so, while the 16-bit kernel, whose whole-kernel code
-// changed with it, lost 2-7% in prefill (NOTES v13); it reads the table at
-// each copy.
+// load_kv_tile), so no copy waits for the read. Only the FP8-compute decode
+// instance takes it (13-14% faster); the prefill instances, whose
+// whole-kernel code changed with it, lost ~2% (FP8) and 2-7% (16-bit), so
+// they read the table at each copy (NOTES v13).
 template <int D, int BN, typename T, bool AHEAD, typename S, typename KV>
 __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
                                         const fa3_params &p, int n_work, int lane, KV &&kv)
