@@ -16,11 +16,7 @@ set -u
 OUT=${OUT:-/tmp/fa3_cmp}
 mkdir -p "$OUT"
 . "$(dirname "$0")/deadline.sh" "${FA3_CMP_S:-200}"
-# inih unpacked by run_gpu.sh (the conformance CLI links it)
-export LD_LIBRARY_PATH=/tmp/fa3-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-B=build-fa3-gpu
-SO=$B/lib/attnhost/plugins/cuda_fa3.so
-[ -x $B/bin/fa3_bench ] || { echo "no $B/bin/fa3_bench"; exit 1; }
+. "$(dirname "$0")/bench_setup.sh"
 VARS=${FA3_VARIANTS:-"bf16 default"}
 SHAPES=${FA3_SHAPES:-"1:4096 1:8192 1:16384 0:4096 0:8192 0:16384"}
 
@@ -53,13 +49,10 @@ for r in $(seq 1 "${FA3_ROUNDS:-2}"); do
     for v in $VARS; do
       [ $(( DEADLINE - $(date +%s) )) -gt 3 ] || break 3
       if [ "${v%%,*}" = bf16 ]; then
-        envs=$(echo "${v#bf16}" | tr ',' ' ')
-        res=$(env $envs timeout "$(tmo 20)" $B/bin/fa3_bench $SO one 128 $c $L 0 2>&1 | grep RESULT)
+        tf=$(one_shape "$(tmo 20)" 0 $c $L $(echo "${v#bf16}" | tr ',' ' '))
       else
-        envs=$( [ "$v" = default ] || echo "$v" | tr ',' ' ')
-        res=$(env $envs FA3_FP8_COMPUTE=on timeout "$(tmo 20)" $B/bin/fa3_bench $SO one 128 $c $L 1 2>&1 | grep RESULT)
+        tf=$(one_shape "$(tmo 20)" 1 $c $L $( [ "$v" = default ] || echo "$v" | tr ',' ' '))
       fi
-      tf=$(echo "$res" | sed -n 's/.* \([0-9.]*\) TFLOP\/s.*/\1/p')
       echo "$r $c $L $v ${tf:-nan}" | tee -a "$OUT/compare.log"
     done
   done

@@ -2,9 +2,10 @@
 # What the GPU's clock and power do while a prefill runs sustained (run on
 # the GPU machine after test/run_gpu.sh has built build-fa3-gpu): each case
 # is fa3_bench one-shape with FA3_POWER_BATCH forwards per timing (default
-# 100: a few seconds of load; an exported FA3_BENCH_BATCH does not apply) while nvidia-smi samples every 100 ms; the table
-# gives the figure and, over the samples taken under load, the median SM
-# clock, power and temperature and the throttle reasons seen.
+# 100: a few seconds of load; an exported FA3_BENCH_BATCH does not apply)
+# while nvidia-smi samples every 100 ms; the table gives the figure and,
+# over the samples taken under load, the median SM clock, power and
+# temperature and the throttle reasons seen.
 #   FA3_POWER_CASES  space-separated NAME:KV8:CAUSAL:L[:VAR=value,...]
 #                    (KV8 1 = FP8 compute), e.g. "f8c:1:1:16384
 #                    f8c_zero_v:1:1:16384:FA3_BENCH_ZERO_V=1"
@@ -13,25 +14,18 @@
 set -u
 OUT=${OUT:-/tmp/fa3_power}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH=/tmp/fa3-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-B=build-fa3-gpu
-SO=$B/lib/attnhost/plugins/cuda_fa3.so
-[ -x $B/bin/fa3_bench ] || { echo "no $B/bin/fa3_bench"; exit 1; }
+. "$(dirname "$0")/bench_setup.sh"
 CASES=${FA3_POWER_CASES:-"bf16:0:1:16384 f8c:1:1:16384 f8c_zero_v:1:1:16384:FA3_BENCH_ZERO_V=1"}
 : > "$OUT/power.log"
 for r in $(seq 1 "${FA3_POWER_ROUNDS:-2}"); do
   for c in $CASES; do
     IFS=: read -r name kv8 causal L vars <<< "$c"
-    envs=$(echo "${vars:-}" | tr ',' ' ')
-    [ "$kv8" = 1 ] && envs="$envs FA3_FP8_COMPUTE=on"
     csv="$OUT/smi_${name}_$r.csv"
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,utilization.gpu \
       --format=csv,noheader,nounits -lms 100 > "$csv" 2>&1 &
     smi=$!
-    res=$(env $envs FA3_BENCH_BATCH=${FA3_POWER_BATCH:-100} timeout 60 $B/bin/fa3_bench $SO one 128 "$causal" "$L" \
-      "$kv8" 2>&1 | grep RESULT)
+    tf=$(one_shape 60 "$kv8" "$causal" "$L" $(echo "${vars:-}" | tr ',' ' ') FA3_BENCH_BATCH=${FA3_POWER_BATCH:-100})
     kill $smi 2>/dev/null; wait $smi 2>/dev/null
-    tf=$(echo "$res" | sed -n 's/.* \([0-9.]*\) TFLOP\/s.*/\1/p')
     echo "$r $name ${tf:-nan} $csv" >> "$OUT/power.log"
     sleep 2
   done

@@ -16,10 +16,7 @@ set -u
 OUT=${OUT:-/tmp/fa3_prof}
 mkdir -p "$OUT"
 . "$(dirname "$0")/deadline.sh" "${FA3_PROF_S:-150}"
-B=build-fa3-gpu
-SO=$B/lib/attnhost/plugins/cuda_fa3.so
-BENCH=$B/bin/fa3_bench
-[ -x $BENCH ] || { echo "no $BENCH"; exit 1; }
+. "$(dirname "$0")/bench_setup.sh"
 export FA3_FP8_COMPUTE=on
 # Variants, each one switch away from the default (see
 # kernels/fa3_fwd_fp8c_launch.cuh): transpose TR, ping-pong PP, fp32 LSE
