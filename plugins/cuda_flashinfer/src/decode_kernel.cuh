@@ -68,6 +68,7 @@ template <typename KT> __device__ __forceinline__ void cvt8(const uint4 &raw, fl
 
 #include "decode_mla_tc.cuh"
 #include "decode_stream.cuh"
+#include "decode_regs.cuh"
 
 namespace fi {
 
@@ -265,10 +266,6 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                 } else if constexpr (D == DV && GB * D > 1024) {
                     FI_UNSUPPORTED("decode head-group block at this head size", GB, "GB x D <= 1024");
                 } else if constexpr (D == DV) {
-                    using SC = stream_cfg<KT, D, GB>;
-                    auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
-                    if constexpr (tc_fits<QT, KT, D, GB>())
-                        if (decode_tc_on()) kern = decode_stream_kernel<QT, KT, D, GB, true>;
                     /* Head blocks fastest in the grid: the CTAs running together
                      * read the same pages (H100, B64 page 16: 0.3-1.4% faster
                      * than tokens fastest). Tokens go to grid y, so only up to
@@ -276,9 +273,17 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     attn_params q = p;
                     const int hblocks = p.num_kv_heads * (p.group / GB);
                     q.head_fastest = p.num_tokens <= 65535;
-                    q.stages = stages_or(p.stages, SC::MAX_NS);
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
+                    if constexpr (regs_fits<QT, KT, D, GB>())
+                        if (decode_tc_on() && decode_regs_on())
+                            return occupancy_or_launch(decode_regs_kernel<QT, D, GB>, regs_cfg<D, GB>::THREADS, 0,
+                                                       0, grid, q, st, occupancy);
+                    using SC = stream_cfg<KT, D, GB>;
+                    auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
+                    if constexpr (tc_fits<QT, KT, D, GB>())
+                        if (decode_tc_on()) kern = decode_stream_kernel<QT, KT, D, GB, true>;
+                    q.stages = stages_or(p.stages, SC::MAX_NS);
                     return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid,
                                                q, st, occupancy);
                 } else {

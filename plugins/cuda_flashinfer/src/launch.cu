@@ -100,6 +100,12 @@ bool decode_tc_on(void)
     return on;
 }
 
+bool decode_regs_on(void)
+{
+    static const bool on = env_knob("AH_FI_DECODE_REGS", 1) != 0;
+    return on;
+}
+
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
 {
     int n = 0;
