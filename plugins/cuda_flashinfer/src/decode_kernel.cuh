@@ -276,14 +276,10 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
                     if constexpr (regs_fits<QT, KT, D, GB>())
-                        if (decode_tc_on() && decode_regs_on()) {
-                            switch (decode_regs_on()) {
-                            case 2: return occupancy_or_launch(decode_regs_kernel<QT, D, GB, 2, 2>, 64, 0, 0, grid, q, st, occupancy);
-                            case 3: return occupancy_or_launch(decode_regs_kernel<QT, D, GB, 2, 3>, 64, 0, 0, grid, q, st, occupancy);
-                            case 4: return occupancy_or_launch(decode_regs_kernel<QT, D, GB, 2, 4>, 64, 0, 0, grid, q, st, occupancy);
-                            default: return occupancy_or_launch(decode_regs_kernel<QT, D, GB, 4, 1>, 128, 0, 0, grid, q, st, occupancy);
-                            }
-                        }
+                        if (decode_tc_on() && decode_regs_on())
+                            return occupancy_or_launch(decode_regs_on() == 2 ? decode_regs_kernel<QT, D, GB, false>
+                                                                             : decode_regs_kernel<QT, D, GB, true>,
+                                                       regs_cfg<D, GB>::THREADS, 0, 0, grid, q, st, occupancy);
                     using SC = stream_cfg<KT, D, GB>;
                     auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
                     if constexpr (tc_fits<QT, KT, D, GB>())

@@ -46,9 +46,8 @@
 
 namespace fi {
 
-template <int D, int GB, int W, int DEPTH> struct regs_cfg {
-    static constexpr int NW = W, THREADS = 32 * W;
-    static constexpr int MIN_CTAS = 4; /* B64 x 8 KV heads fills one wave of 132 SMs */
+template <int D, int GB> struct regs_cfg {
+    static constexpr int THREADS = 128, NW = 4, MIN_CTAS = 4;
     static constexpr int STEP = 8;     /* keys per warp step */
     static constexpr int KS = D / 16;  /* k-steps of S; channel tiles of O^T */
     static constexpr int KCH = D / 32; /* K chunks per lane: key g, chunks t + 4i */
@@ -83,10 +82,10 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 template <int D> __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, int W, int DEPTH>
-__global__ void __launch_bounds__(32 * W, 4) decode_regs_kernel(const attn_params p)
+template <typename QT, int D, int GB, bool INTERLEAVE>
+__global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
-    using C = regs_cfg<D, GB, W, DEPTH>;
+    using C = regs_cfg<D, GB>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
@@ -126,31 +125,30 @@ __global__ void __launch_bounds__(32 * W, 4) decode_regs_kernel(const attn_param
     auto base = [&](int n) { return first + n * C::STEP * C::NW; };
     auto page_of = [&](int j) { return j < b ? __ldg(pages + (j >> shift)) : 0; };
 
-    /* A ring of DEPTH steps' K and V: step n computes from buffer n % DEPTH
-     * and refills it with step n + DEPTH. The page numbers of the next step
-     * to load are read one step before its loads. */
-    struct step_regs { uint4 k[C::KCH], v[2][C::VCH]; };
-    step_regs buf[DEPTH];
-    int pk = 0, pv[2] = {0, 0};
+    uint4 kr[C::KCH], vr[2][C::VCH];
+    int pk = 0, pv[2] = {0, 0}; /* page numbers of the next step to load */
     auto fetch_pages = [&](int n) {
         const int j = base(n);
         pk = page_of(j + g);
         pv[0] = page_of(j + 2 * tq);
         pv[1] = page_of(j + 2 * tq + 1);
     };
-    auto load_k = [&](int n, step_regs &x) {
+    auto k_row = [&](int n) {
         const int j = base(n) + g;
-        const QT *row = kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
-#pragma unroll
-        for (int i = 0; i < C::KCH; i++) x.k[i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
+        return kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
     };
-    auto load_v = [&](int n, step_regs &x) {
+    auto load_k = [&](int n) {
+        const QT *row = k_row(n);
+#pragma unroll
+        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16(row + 8 * (tq + 4 * i), base(n) + g < b);
+    };
+    auto load_v = [&](int n) {
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int j = base(n) + 2 * tq + e;
             const QT *row = vc + (int64_t)pv[e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
 #pragma unroll
-            for (int c = 0; c < C::VCH; c++) x.v[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
+            for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
         }
     };
 
@@ -159,23 +157,34 @@ __global__ void __launch_bounds__(32 * W, 4) decode_regs_kernel(const attn_param
     for (int i = 0; i < C::KS; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m = -INFINITY, l = 0.f; /* head g; l sums this lane's keys only */
 
-    auto step = [&](int n, step_regs &x) {
-        /* With few warps, two accumulators halve the chain of dependent mma. */
-        constexpr int NA = C::NW < 4 ? 2 : 1;
-        float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    if (nsteps > 0) {
+        fetch_pages(0);
+        load_k(0);
+        load_v(0);
+        if (nsteps > 1) fetch_pages(1);
+    }
+    for (int n = 0; n < nsteps; n++) {
+        /* A warp's step period is the latency of its K loads plus the time
+         * from their arrival to the next step's K loads: each chunk is
+         * reloaded as soon as its two k-steps have issued (INTERLEAVE), not
+         * after the whole chain of dependent mma. */
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        const bool more = n + 1 < nsteps;
+        const QT *next_row = k_row(n + 1);
+        const bool next_ok = more && base(n + 1) + g < b;
 #pragma unroll
         for (int k = 0; k < C::KS; k++) {
             const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
-            mma_op<QT>::run(s[k % NA], a4, word(x.k[k / 2], 2 * (k % 2)), word(x.k[k / 2], 2 * (k % 2) + 1));
+            mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
+            if (INTERLEAVE && k % 2 && more) kr[k / 2] = ld_stream16(next_row + 8 * (tq + 4 * (k / 2)), next_ok);
         }
-        const bool refill = n + DEPTH < nsteps;
-        if (refill) load_k(n + DEPTH, x);
+        if (!INTERLEAVE && more) load_k(n + 1);
 
         const int j0 = base(n) + 2 * tq;
         float lg[2];
 #pragma unroll
         for (int e = 0; e < 2; e++)
-            lg[e] = g < GB && j0 + e < b ? logit2(p.var, NA > 1 ? s[0][e] + s[1][e] : s[0][e], slope, j0 + e, pos) : -INFINITY;
+            lg[e] = g < GB && j0 + e < b ? logit2(p.var, s[e], slope, j0 + e, pos) : -INFINITY;
         float mt = fmaxf(lg[0], lg[1]);
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
@@ -202,30 +211,15 @@ __global__ void __launch_bounds__(32 * W, 4) decode_regs_kernel(const attn_param
         for (int i = 0; i < C::KS; i++) {
             const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
             const int sel = i % 2 ? 0x7632 : 0x5410;
-            const uint32_t a0 =
-                __byte_perm(word(x.v[0][r0 / 8], (r0 % 8) / 2), word(x.v[1][r0 / 8], (r0 % 8) / 2), sel);
-            const uint32_t a1 =
-                __byte_perm(word(x.v[0][r1 / 8], (r1 % 8) / 2), word(x.v[1][r1 / 8], (r1 % 8) / 2), sel);
+            const uint32_t a0 = __byte_perm(word(vr[0][r0 / 8], (r0 % 8) / 2), word(vr[1][r0 / 8], (r0 % 8) / 2), sel);
+            const uint32_t a1 = __byte_perm(word(vr[0][r1 / 8], (r1 % 8) / 2), word(vr[1][r1 / 8], (r1 % 8) / 2), sel);
             mma_op<QT>::run_k8(o[i], a0, a1, pb);
         }
-        if (refill) {
-            load_v(n + DEPTH, x);
-            if (n + DEPTH + 1 < nsteps) fetch_pages(n + DEPTH + 1);
+        if (n + 1 < nsteps) {
+            load_v(n + 1);
+            if (n + 2 < nsteps) fetch_pages(n + 2);
         }
-    };
-
-#pragma unroll
-    for (int u = 0; u < DEPTH; u++)
-        if (u < nsteps) {
-            fetch_pages(u);
-            load_k(u, buf[u]);
-            load_v(u, buf[u]);
-        }
-    if (DEPTH < nsteps) fetch_pages(DEPTH);
-    for (int n0 = 0; n0 < nsteps; n0 += DEPTH)
-#pragma unroll
-        for (int u = 0; u < DEPTH; u++)
-            if (n0 + u < nsteps) step(n0 + u, buf[u]);
+    }
 
     /* This warp's state into the merge buffers ([NW][GB][D], [NW][GB]). */
     l += __shfl_xor_sync(0xffffffffu, l, 1);
