@@ -63,14 +63,25 @@ template <typename QT, typename KT, int D, int GB> constexpr bool regs_fits()
 }
 
 /* 16 bytes of the cache, streamed past L1 (read once); zeros where !ok, so
- * a masked key's V row multiplies its zero probability by a finite value. */
-__device__ __forceinline__ uint4 ld_stream16(const void *p, bool ok)
+ * a masked key's V row multiplies its zero probability by a finite value.
+ * L2PF (128 or 256) asks L2 to fetch that many bytes around the address. */
+template <int L2PF> __device__ __forceinline__ uint4 ld_stream16(const void *p, bool ok)
 {
     uint4 r = make_uint4(0u, 0u, 0u, 0u);
-    if (ok)
-        asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                     : "l"(p));
+    if (ok) {
+        if constexpr (L2PF == 256)
+            asm volatile("ld.global.cs.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                         : "l"(p));
+        else if constexpr (L2PF == 128)
+            asm volatile("ld.global.cs.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                         : "l"(p));
+        else
+            asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                         : "l"(p));
+    }
     return r;
 }
 
@@ -82,7 +93,7 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 template <int D> __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, bool INTERLEAVE>
+template <typename QT, int D, int GB, int L2PF>
 __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
     using C = regs_cfg<D, GB>;
@@ -133,14 +144,11 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
         pv[0] = page_of(j + 2 * tq);
         pv[1] = page_of(j + 2 * tq + 1);
     };
-    auto k_row = [&](int n) {
-        const int j = base(n) + g;
-        return kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
-    };
     auto load_k = [&](int n) {
-        const QT *row = k_row(n);
+        const int j = base(n) + g;
+        const QT *row = kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
 #pragma unroll
-        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16(row + 8 * (tq + 4 * i), base(n) + g < b);
+        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16<L2PF>(row + 8 * (tq + 4 * i), j < b);
     };
     auto load_v = [&](int n) {
 #pragma unroll
@@ -148,7 +156,7 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             const int j = base(n) + 2 * tq + e;
             const QT *row = vc + (int64_t)pv[e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
 #pragma unroll
-            for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
+            for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16<L2PF>(row + 8 * (g + 8 * c), j < b);
         }
     };
 
@@ -164,21 +172,13 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
         if (nsteps > 1) fetch_pages(1);
     }
     for (int n = 0; n < nsteps; n++) {
-        /* A warp's step period is the latency of its K loads plus the time
-         * from their arrival to the next step's K loads: each chunk is
-         * reloaded as soon as its two k-steps have issued (INTERLEAVE), not
-         * after the whole chain of dependent mma. */
         float s[4] = {0.f, 0.f, 0.f, 0.f};
-        const bool more = n + 1 < nsteps;
-        const QT *next_row = k_row(n + 1);
-        const bool next_ok = more && base(n + 1) + g < b;
 #pragma unroll
         for (int k = 0; k < C::KS; k++) {
             const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
             mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
-            if (INTERLEAVE && k % 2 && more) kr[k / 2] = ld_stream16(next_row + 8 * (tq + 4 * (k / 2)), next_ok);
         }
-        if (!INTERLEAVE && more) load_k(n + 1);
+        if (n + 1 < nsteps) load_k(n + 1);
 
         const int j0 = base(n) + 2 * tq;
         float lg[2];
