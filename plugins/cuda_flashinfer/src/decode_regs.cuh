@@ -62,28 +62,22 @@ template <typename QT, typename KT, int D, int GB> constexpr bool regs_fits()
     return std::is_same<QT, KT>::value && (D == 64 || D == 128) && GB <= 8;
 }
 
-/* 16 bytes of the cache, streamed past L1 (read once); zeros where !ok, so
- * a masked key's V row multiplies its zero probability by a finite value.
- * L2PF (128 or 256) asks L2 to fetch that many bytes around the address. */
-template <int L2PF> __device__ __forceinline__ uint4 ld_stream16(const void *p, bool ok)
+/* 16 bytes of the cache, streamed past L1 (read once), L2 fetching the
+ * whole 256-byte row piece around it (H100: 0.3% faster than 64 B); zeros
+ * where !ok, so a masked key's V row multiplies its zero probability by a
+ * finite value. */
+__device__ __forceinline__ uint4 ld_stream16(const void *p, bool ok)
 {
     uint4 r = make_uint4(0u, 0u, 0u, 0u);
-    if (ok) {
-        if constexpr (L2PF == 256)
-            asm volatile("ld.global.cs.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                         : "l"(p));
-        else if constexpr (L2PF == 128)
-            asm volatile("ld.global.cs.L2::128B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                         : "l"(p));
-        else
-            asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                         : "l"(p));
-    }
+    if (ok)
+        asm volatile("ld.global.cs.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                     : "l"(p));
     return r;
 }
+
+/* The 128-byte line around p into L2, nothing waited for. */
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 {
@@ -93,12 +87,15 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 template <int D> __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, int L2PF>
+template <typename QT, int D, int GB, int PF, bool QS>
 __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
     using C = regs_cfg<D, GB>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
+    /* QS: each warp's Q fragments in shared memory, two k-steps per lane
+     * and 16-byte load, instead of 2 x KS registers through the loop. */
+    __shared__ uint4 sm_q[QS ? C::NW : 1][QS ? C::KS / 2 : 1][32];
 
     const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
     const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
@@ -127,6 +124,12 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             qa[s][0] = g < GB ? qw[w] : 0u;
             qa[s][1] = g < GB ? qw[w + 1] : 0u;
         }
+        if constexpr (QS) {
+#pragma unroll
+            for (int i = 0; i < C::KS / 2; i++)
+                sm_q[warp][i][lane] = make_uint4(qa[2 * i][0], qa[2 * i][1], qa[2 * i + 1][0], qa[2 * i + 1][1]);
+            __syncwarp();
+        }
     }
     const float slope = p.var.alibi && g < GB ? p.var.slopes[h0 + g] : 0.f;
 
@@ -148,7 +151,7 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
         const int j = base(n) + g;
         const QT *row = kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
 #pragma unroll
-        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16<L2PF>(row + 8 * (tq + 4 * i), j < b);
+        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
     };
     auto load_v = [&](int n) {
 #pragma unroll
@@ -156,7 +159,7 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             const int j = base(n) + 2 * tq + e;
             const QT *row = vc + (int64_t)pv[e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
 #pragma unroll
-            for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16<L2PF>(row + 8 * (g + 8 * c), j < b);
+            for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
         }
     };
 
@@ -165,17 +168,50 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
     for (int i = 0; i < C::KS; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m = -INFINITY, l = 0.f; /* head g; l sums this lane's keys only */
 
+    /* With PF > 0, the K and V rows of step n + PF go to L2 at the start of
+     * step n (lanes 0-15 K, 16-31 V: 8 rows of two 128-byte lines), so the
+     * register loads of a step wait for L2, not for HBM; the lane's page
+     * number is read a step before its prefetch. */
+    const int pf_row = (lane % 16) / 2;
+    int ppf = 0;
+    auto prefetch = [&](int n) {
+        const int j = base(n) + pf_row, half = (lane % 2) * (D / 2);
+        if (j < b) {
+            if (lane < 16)
+                prefetch_l2(kc + (int64_t)ppf * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot + half);
+            else
+                prefetch_l2(vc + (int64_t)ppf * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot + half);
+        }
+    };
+
     if (nsteps > 0) {
         fetch_pages(0);
         load_k(0);
         load_v(0);
         if (nsteps > 1) fetch_pages(1);
     }
+    if constexpr (PF > 0) {
+#pragma unroll
+        for (int n = 1; n < PF; n++) {
+            ppf = page_of(base(n) + pf_row);
+            prefetch(n);
+        }
+        ppf = page_of(base(PF) + pf_row);
+    }
     for (int n = 0; n < nsteps; n++) {
+        if constexpr (PF > 0) {
+            prefetch(n + PF);
+            ppf = page_of(base(n + PF + 1) + pf_row);
+        }
         float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int k = 0; k < C::KS; k++) {
-            const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
+            uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
+            if constexpr (QS) {
+                const uint4 q4 = sm_q[warp][k / 2][lane];
+                a4[0] = k % 2 ? q4.z : q4.x;
+                a4[2] = k % 2 ? q4.w : q4.y;
+            }
             mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
         }
         if (n + 1 < nsteps) load_k(n + 1);
