@@ -1,9 +1,11 @@
 /*
  * Register-load decode kernel for 16-bit caches of the query's type at head
  * sizes 64 and 128. The streaming kernel (decode_stream.cuh) lands K and V
- * in shared memory through cp.async stages; on the H100 that pattern reads
- * a paged cache at 97-98% of the HBM read ceiling, loads straight into
- * registers at 99-100% (bench/fi_readbw.cu). Here no byte of the cache
+ * in shared memory through cp.async stages; on the H100 that read pattern
+ * alone streams a cache of pages in allocation order at 98% of the HBM
+ * read ceiling, loads straight into registers at 99-100%
+ * (bench/fi_readbw.cu), and this kernel is 2-3% faster than the streaming
+ * one (B64 page 16, 4k-16k). Here no byte of the cache
  * passes through shared memory: every lane loads the 16-byte pieces its
  * mma.sync fragments need, and the channel order inside the fragments is
  * chosen so those pieces are whole 16-byte chunks of key rows.
@@ -35,6 +37,10 @@
  * No barrier in the loop: a warp's step count is its own. The four warps'
  * states merge through shared memory at the end (merge_cta_states), into
  * the output or, with num_splits > 1, a partial state.
+ * Measured slower on the H100 (bench/RESULTS.md, eleventh round): two warps
+ * per CTA with two to four steps in flight (6-8%), each K chunk reloaded as
+ * soon as its k-steps issued (5%), an L2 prefetch of the rows two or four
+ * steps ahead (5-14%); the Q fragments in shared memory were level.
  */
 #ifndef FI_DECODE_REGS_CUH
 #define FI_DECODE_REGS_CUH
@@ -76,9 +82,6 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p, bool ok)
     return r;
 }
 
-/* The 128-byte line around p into L2, nothing waited for. */
-__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -87,15 +90,12 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 template <int D> __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, int PF, bool QS>
+template <typename QT, int D, int GB>
 __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
     using C = regs_cfg<D, GB>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
-    /* QS: each warp's Q fragments in shared memory, two k-steps per lane
-     * and 16-byte load, instead of 2 x KS registers through the loop. */
-    __shared__ uint4 sm_q[QS ? C::NW : 1][QS ? C::KS / 2 : 1][32];
 
     const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
     const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
@@ -123,12 +123,6 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             const int w = 4 * (tq + 4 * (s / 2)) + 2 * (s % 2);
             qa[s][0] = g < GB ? qw[w] : 0u;
             qa[s][1] = g < GB ? qw[w + 1] : 0u;
-        }
-        if constexpr (QS) {
-#pragma unroll
-            for (int i = 0; i < C::KS / 2; i++)
-                sm_q[warp][i][lane] = make_uint4(qa[2 * i][0], qa[2 * i][1], qa[2 * i + 1][0], qa[2 * i + 1][1]);
-            __syncwarp();
         }
     }
     const float slope = p.var.alibi && g < GB ? p.var.slopes[h0 + g] : 0.f;
@@ -168,50 +162,17 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
     for (int i = 0; i < C::KS; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m = -INFINITY, l = 0.f; /* head g; l sums this lane's keys only */
 
-    /* With PF > 0, the K and V rows of step n + PF go to L2 at the start of
-     * step n (lanes 0-15 K, 16-31 V: 8 rows of two 128-byte lines), so the
-     * register loads of a step wait for L2, not for HBM; the lane's page
-     * number is read a step before its prefetch. */
-    const int pf_row = (lane % 16) / 2;
-    int ppf = 0;
-    auto prefetch = [&](int n) {
-        const int j = base(n) + pf_row, half = (lane % 2) * (D / 2);
-        if (j < b) {
-            if (lane < 16)
-                prefetch_l2(kc + (int64_t)ppf * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot + half);
-            else
-                prefetch_l2(vc + (int64_t)ppf * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot + half);
-        }
-    };
-
     if (nsteps > 0) {
         fetch_pages(0);
         load_k(0);
         load_v(0);
         if (nsteps > 1) fetch_pages(1);
     }
-    if constexpr (PF > 0) {
-#pragma unroll
-        for (int n = 1; n < PF; n++) {
-            ppf = page_of(base(n) + pf_row);
-            prefetch(n);
-        }
-        ppf = page_of(base(PF) + pf_row);
-    }
     for (int n = 0; n < nsteps; n++) {
-        if constexpr (PF > 0) {
-            prefetch(n + PF);
-            ppf = page_of(base(n + PF + 1) + pf_row);
-        }
         float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int k = 0; k < C::KS; k++) {
-            uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
-            if constexpr (QS) {
-                const uint4 q4 = sm_q[warp][k / 2][lane];
-                a4[0] = k % 2 ? q4.z : q4.x;
-                a4[2] = k % 2 ? q4.w : q4.y;
-            }
+            const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
             mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
         }
         if (n + 1 < nsteps) load_k(n + 1);
