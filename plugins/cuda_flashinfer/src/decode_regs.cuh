@@ -2,13 +2,13 @@
  * Register-load decode kernel for 16-bit caches of the query's type at head
  * sizes 64 and 128. The streaming kernel (decode_stream.cuh) lands K and V
  * in shared memory through cp.async stages; on the H100 that read pattern
- * alone streams a cache of pages in allocation order at 98% of the HBM
- * read ceiling, loads straight into registers at 99-100%
- * (bench/fi_readbw.cu), and this kernel is 2-3% faster than the streaming
- * one (B64 page 16, 4k-16k). Here no byte of the cache
- * passes through shared memory: every lane loads the 16-byte pieces its
- * mma.sync fragments need, and the channel order inside the fragments is
- * chosen so those pieces are whole 16-byte chunks of key rows.
+ * alone streams a cache of pages in allocation order at 98% of the HBM read
+ * ceiling, loads straight into registers at 99-100% (bench/fi_readbw.cu),
+ * and this kernel is 2-3% faster than the streaming one (B64 page 16,
+ * 4k-16k). No byte of the cache passes through shared memory: every lane
+ * loads the 16-byte pieces its mma.sync fragments need, and the channel
+ * order inside the fragments is chosen so those pieces are whole 16-byte
+ * chunks of key rows.
  *
  * One CTA of four warps per (query token, block of GB <= 8 query heads
  * sharing a KV head, KV partition), the streaming kernel's grid. A warp
@@ -90,7 +90,7 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 }
 
 /* Channel of entry r of lane group g's V list (see the header). */
-template <int D> __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
+__device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
 template <typename QT, int D, int GB>
 __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
@@ -230,8 +230,8 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             float *row = sm_acc + (warp * GB + h) * D;
 #pragma unroll
             for (int i = 0; i < C::KS; i++) {
-                row[regs_channel<D>(g, i)] = o[i][e];
-                row[regs_channel<D>(g, C::KS + i)] = o[i][2 + e];
+                row[regs_channel(g, i)] = o[i][e];
+                row[regs_channel(g, C::KS + i)] = o[i][2 + e];
             }
         }
     }
