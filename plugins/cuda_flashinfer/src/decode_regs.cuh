@@ -92,14 +92,12 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, int KA>
+template <typename QT, int D, int GB>
 __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
     using C = regs_cfg<D, GB>;
-    constexpr bool QS = KA > 1; /* Q's fragments from shared memory, for room */
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
-    __shared__ uint4 sm_q[QS ? C::NW : 1][QS ? C::KS / 2 : 1][32];
 
     const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
     const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
@@ -128,12 +126,6 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             qa[s][0] = g < GB ? qw[w] : 0u;
             qa[s][1] = g < GB ? qw[w + 1] : 0u;
         }
-        if constexpr (QS) {
-#pragma unroll
-            for (int i = 0; i < C::KS / 2; i++)
-                sm_q[warp][i][lane] = make_uint4(qa[2 * i][0], qa[2 * i][1], qa[2 * i + 1][0], qa[2 * i + 1][1]);
-            __syncwarp();
-        }
     }
     const float slope = p.var.alibi && g < GB ? p.var.slopes[h0 + g] : 0.f;
 
@@ -143,25 +135,19 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
     auto base = [&](int n) { return first + n * C::STEP * C::NW; };
     auto page_of = [&](int j) { return j < b ? __ldg(pages + (j >> shift)) : 0; };
 
-    uint4 kr[KA][C::KCH], vr[2][C::VCH];
-    int pk = 0, pv[2] = {0, 0}; /* page numbers of the next K and V to load */
-    auto fetch_kpage = [&](int n) { pk = page_of(base(n) + g); };
-    auto fetch_vpages = [&](int n) {
-        const int j = base(n);
-        pv[0] = page_of(j + 2 * tq);
-        pv[1] = page_of(j + 2 * tq + 1);
-    };
+    uint4 kr[C::KCH], vr[2][C::VCH];
+    int pk = 0, pv[2] = {0, 0}; /* page numbers of the next step to load */
     auto fetch_pages = [&](int n) {
         const int j = base(n);
         pk = page_of(j + g);
         pv[0] = page_of(j + 2 * tq);
         pv[1] = page_of(j + 2 * tq + 1);
     };
-    auto load_k = [&](int n, uint4(&dst)[C::KCH]) {
+    auto load_k = [&](int n) {
         const int j = base(n) + g;
         const QT *row = kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
 #pragma unroll
-        for (int i = 0; i < C::KCH; i++) dst[i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
+        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
     };
     auto load_v = [&](int n) {
 #pragma unroll
@@ -180,44 +166,18 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
 
     if (nsteps > 0) {
         fetch_pages(0);
-        load_k(0, kr[0]);
+        load_k(0);
         load_v(0);
-        if constexpr (KA > 1) {
-#pragma unroll
-            for (int u = 1; u < KA; u++)
-                if (u < nsteps) {
-                    fetch_kpage(u);
-                    load_k(u, kr[u]);
-                }
-            if (KA < nsteps) fetch_kpage(KA);
-            if (nsteps > 1) fetch_vpages(1);
-        } else {
-            if (nsteps > 1) fetch_pages(1);
-        }
+        if (nsteps > 1) fetch_pages(1);
     }
-    for (int n0 = 0; n0 < nsteps; n0 += KA)
-#pragma unroll
-    for (int u = 0; u < KA; u++) {
-        const int n = n0 + u;
-        if (KA > 1 && n >= nsteps) break;
+    for (int n = 0; n < nsteps; n++) {
         float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int k = 0; k < C::KS; k++) {
-            uint32_t a4[4] = {0u, 0u, 0u, 0u};
-            if constexpr (QS) {
-                const uint4 q4 = sm_q[warp][k / 2][lane];
-                a4[0] = k % 2 ? q4.z : q4.x;
-                a4[2] = k % 2 ? q4.w : q4.y;
-            } else {
-                a4[0] = qa[k][0];
-                a4[2] = qa[k][1];
-            }
-            mma_op<QT>::run(s, a4, word(kr[u][k / 2], 2 * (k % 2)), word(kr[u][k / 2], 2 * (k % 2) + 1));
+            const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
+            mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
         }
-        if (n + KA < nsteps) {
-            load_k(n + KA, kr[u]);
-            if (KA > 1 && n + KA + 1 < nsteps) fetch_kpage(n + KA + 1);
-        }
+        if (n + 1 < nsteps) load_k(n + 1);
 
         const int j0 = base(n) + 2 * tq;
         float lg[2];
@@ -256,10 +216,7 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
         }
         if (n + 1 < nsteps) {
             load_v(n + 1);
-            if (n + 2 < nsteps) {
-                if constexpr (KA > 1) fetch_vpages(n + 2);
-                else fetch_pages(n + 2);
-            }
+            if (n + 2 < nsteps) fetch_pages(n + 2);
         }
     }
 
