@@ -38,11 +38,12 @@
  * states merge through shared memory at the end (merge_cta_states), into
  * the output or, with num_splits > 1, a partial state.
  * Measured slower on the H100 (bench/RESULTS.md, eleventh round): two warps
- * per CTA with two to four steps in flight (6-8%), each K chunk reloaded as
- * soon as its k-steps issued (5%), an L2 prefetch of the rows two or four
- * steps ahead (5-14%); the Q fragments in shared memory were level. A
- * 16-key step (8 KiB in flight per warp) needs about 140 registers and
- * spills at this fit.
+ * per CTA with two to four steps in flight (6-8%), K two steps ahead (2-3%,
+ * Q in shared memory for the room), each K chunk reloaded as soon as its
+ * k-steps issued (5%), an L2 prefetch of the rows two or four steps ahead
+ * (5-14%); the Q fragments in shared memory alone were level. A 16-key step
+ * (8 KiB in flight per warp) needs about 140 registers and spills at this
+ * fit.
  */
 #ifndef FI_DECODE_REGS_CUH
 #define FI_DECODE_REGS_CUH
