@@ -93,12 +93,13 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB>
+template <typename QT, int D, int GB, bool QS>
 __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
     using C = regs_cfg<D, GB>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
+    __shared__ uint4 sm_q[QS ? C::NW : 1][QS ? C::KS / 2 : 1][32];
 
     const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
     const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
@@ -126,6 +127,12 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             const int w = 4 * (tq + 4 * (s / 2)) + 2 * (s % 2);
             qa[s][0] = g < GB ? qw[w] : 0u;
             qa[s][1] = g < GB ? qw[w + 1] : 0u;
+        }
+        if constexpr (QS) {
+#pragma unroll
+            for (int i = 0; i < C::KS / 2; i++)
+                sm_q[warp][i][lane] = make_uint4(qa[2 * i][0], qa[2 * i][1], qa[2 * i + 1][0], qa[2 * i + 1][1]);
+            __syncwarp();
         }
     }
     const float slope = p.var.alibi && g < GB ? p.var.slopes[h0 + g] : 0.f;
@@ -172,12 +179,28 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
         if (nsteps > 1) fetch_pages(1);
     }
     for (int n = 0; n < nsteps; n++) {
-        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        constexpr int NA = QS ? 2 : 1; /* accumulators: chains of KS / NA mma */
+        float sa[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
         for (int k = 0; k < C::KS; k++) {
-            const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
-            mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
+            uint32_t a4[4] = {0u, 0u, 0u, 0u};
+            if constexpr (QS) {
+                uint4 q4; /* volatile: read at each step, not hoisted into registers */
+                asm volatile("ld.volatile.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(q4.x), "=r"(q4.y), "=r"(q4.z), "=r"(q4.w)
+                             : "r"(smem_addr(&sm_q[warp][k / 2][lane]))
+                             : "memory");
+                a4[0] = k % 2 ? q4.z : q4.x;
+                a4[2] = k % 2 ? q4.w : q4.y;
+            } else {
+                a4[0] = qa[k][0];
+                a4[2] = qa[k][1];
+            }
+            mma_op<QT>::run(sa[k % NA], a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
         }
+        float s[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) s[e] = NA > 1 ? sa[0][e] + sa[1][e] : sa[0][e];
         if (n + 1 < nsteps) load_k(n + 1);
 
         const int j0 = base(n) + 2 * tq;

@@ -100,9 +100,9 @@ bool decode_tc_on(void)
     return on;
 }
 
-bool decode_regs_on(void)
+int decode_regs_on(void)
 {
-    static const bool on = env_knob("AH_FI_DECODE_REGS", 1) != 0;
+    static const int on = env_knob("AH_FI_DECODE_REGS", 1);
     return on;
 }
 
