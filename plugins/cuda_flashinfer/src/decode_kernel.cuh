@@ -277,9 +277,8 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
                     if constexpr (regs_fits<QT, KT, D, GB>())
                         if (decode_tc_on() && decode_regs_on())
-                            return occupancy_or_launch(decode_regs_on() == 2 ? decode_regs_kernel<QT, D, GB, false>
-                                                                             : decode_regs_kernel<QT, D, GB, true>,
-                                                       regs_cfg<D, GB>::THREADS, 0, 0, grid, q, st, occupancy);
+                            return occupancy_or_launch(decode_regs_kernel<QT, D, GB>, regs_cfg<D, GB>::THREADS, 0, 0,
+                                                       grid, q, st, occupancy);
                     using SC = stream_cfg<KT, D, GB>;
                     auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
                     if constexpr (tc_fits<QT, KT, D, GB>())

@@ -41,7 +41,8 @@
  * per CTA with two to four steps in flight (6-8%), K two steps ahead (2-3%,
  * Q in shared memory for the room), each K chunk reloaded as soon as its
  * k-steps issued (5%), an L2 prefetch of the rows two or four steps ahead
- * (5-14%); the Q fragments in shared memory alone were level. A 16-key step
+ * (5-14%), Q from shared memory each step with S in two chains (0.2-0.4%:
+ * the step period is not the mma chain's). A 16-key step
  * (8 KiB in flight per warp) needs about 140 registers and spills at this
  * fit.
  */
@@ -93,13 +94,12 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, bool QS>
+template <typename QT, int D, int GB>
 __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
     using C = regs_cfg<D, GB>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
-    __shared__ uint4 sm_q[QS ? C::NW : 1][QS ? C::KS / 2 : 1][32];
 
     const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
     const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
@@ -127,12 +127,6 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             const int w = 4 * (tq + 4 * (s / 2)) + 2 * (s % 2);
             qa[s][0] = g < GB ? qw[w] : 0u;
             qa[s][1] = g < GB ? qw[w + 1] : 0u;
-        }
-        if constexpr (QS) {
-#pragma unroll
-            for (int i = 0; i < C::KS / 2; i++)
-                sm_q[warp][i][lane] = make_uint4(qa[2 * i][0], qa[2 * i][1], qa[2 * i + 1][0], qa[2 * i + 1][1]);
-            __syncwarp();
         }
     }
     const float slope = p.var.alibi && g < GB ? p.var.slopes[h0 + g] : 0.f;
@@ -179,28 +173,12 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
         if (nsteps > 1) fetch_pages(1);
     }
     for (int n = 0; n < nsteps; n++) {
-        constexpr int NA = QS ? 2 : 1; /* accumulators: chains of KS / NA mma */
-        float sa[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int k = 0; k < C::KS; k++) {
-            uint32_t a4[4] = {0u, 0u, 0u, 0u};
-            if constexpr (QS) {
-                uint4 q4; /* volatile: read at each step, not hoisted into registers */
-                asm volatile("ld.volatile.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                             : "=r"(q4.x), "=r"(q4.y), "=r"(q4.z), "=r"(q4.w)
-                             : "r"(smem_addr(&sm_q[warp][k / 2][lane]))
-                             : "memory");
-                a4[0] = k % 2 ? q4.z : q4.x;
-                a4[2] = k % 2 ? q4.w : q4.y;
-            } else {
-                a4[0] = qa[k][0];
-                a4[2] = qa[k][1];
-            }
-            mma_op<QT>::run(sa[k % NA], a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
+            const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
+            mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
         }
-        float s[2];
-#pragma unroll
-        for (int e = 0; e < 2; e++) s[e] = NA > 1 ? sa[0][e] + sa[1][e] : sa[0][e];
         if (n + 1 < nsteps) load_k(n + 1);
 
         const int j0 = base(n) + 2 * tq;

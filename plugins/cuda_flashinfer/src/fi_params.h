@@ -132,7 +132,7 @@ bool decode_tc_on(void);
 /* With it, the register-load kernel (decode_regs.cuh) for those caches
  * (default on; AH_FI_DECODE_REGS=0 keeps the streaming kernel, a
  * measurement knob). */
-int decode_regs_on(void);
+bool decode_regs_on(void);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);

@@ -100,9 +100,9 @@ bool decode_tc_on(void)
     return on;
 }
 
-int decode_regs_on(void)
+bool decode_regs_on(void)
 {
-    static const int on = env_knob("AH_FI_DECODE_REGS", 1);
+    static const bool on = env_knob("AH_FI_DECODE_REGS", 1) != 0;
     return on;
 }
 
