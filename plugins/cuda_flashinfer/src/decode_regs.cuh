@@ -4,7 +4,7 @@
  * in shared memory through cp.async stages; on the H100 that read pattern
  * alone streams a cache of pages in allocation order at 98% of the HBM read
  * ceiling, loads straight into registers at 99-100% (bench/fi_readbw.cu),
- * and this kernel is 2-3% faster than the streaming one (B64 page 16,
+ * and this kernel is 0.7-2.5% faster than the streaming one (B64 page 16,
  * 4k-16k). No byte of the cache passes through shared memory: every lane
  * loads the 16-byte pieces its mma.sync fragments need, and the channel
  * order inside the fragments is chosen so those pieces are whole 16-byte
