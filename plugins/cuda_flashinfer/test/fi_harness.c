@@ -8,9 +8,11 @@
 
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <attnhost/plugin_util.h>
 
@@ -137,14 +139,77 @@ double fi_rand_unit(uint64_t *s) { return (double)(fi_rand_u64(s) >> 11) / 90071
 /* The shape's query amplitude (q_amp, 0 meaning 1). */
 static float q_amp(const fi_shape *s) { return s->q_amp ? s->q_amp : 1.f; }
 
-/* Values in [-amp, amp), stored as value / scale in FP8 caches. */
-static void fill_random(void *buf, size_t n, ah_dtype dt, float amp, float scale, uint64_t *rng)
+/* xorshift64 is linear over GF(2): k steps of it are the matrix M^k, so a
+ * state k steps ahead takes log2(k) matrix squarings to reach. That lets
+ * threads fill disjoint ranges of one sequence, bit for bit what one
+ * thread would write (a B64 x 16k cache is 2^31 values, seconds of device
+ * machine time per benchmark run when filled serially). */
+typedef struct { uint64_t col[64]; } gf2_mat; /* col[j] = M e_j */
+
+static uint64_t gf2_apply(const gf2_mat *m, uint64_t v)
 {
-    for (size_t i = 0; i < n; i++) {
-        float v = (float)(fi_rand_unit(rng) * 2.0 - 1.0) * amp;
-        if (dt == AH_DTYPE_FP8_E4M3 || dt == AH_DTYPE_FP8_E5M2) v /= scale;
-        ah_store_f32(buf, i, dt, v);
+    uint64_t r = 0;
+    for (int j = 0; v; j++, v >>= 1)
+        if (v & 1) r ^= m->col[j];
+    return r;
+}
+
+uint64_t fi_rand_jump(uint64_t s, uint64_t k)
+{
+    gf2_mat p, q;
+    for (int j = 0; j < 64; j++) {
+        uint64_t e = 1ull << j;
+        p.col[j] = fi_rand_u64(&e);
     }
+    for (; k; k >>= 1) {
+        if (k & 1) s = gf2_apply(&p, s);
+        for (int j = 0; j < 64; j++) q.col[j] = gf2_apply(&p, p.col[j]);
+        p = q;
+    }
+    return s;
+}
+
+typedef struct fill_job {
+    void *buf;
+    size_t begin, end;
+    ah_dtype dt;
+    float amp, scale;
+    uint64_t rng; /* the state before value `begin` */
+} fill_job;
+
+/* Values in [-amp, amp), stored as value / scale in FP8 caches. */
+static void *fill_range(void *arg)
+{
+    fill_job *j = arg;
+    const int fp8 = j->dt == AH_DTYPE_FP8_E4M3 || j->dt == AH_DTYPE_FP8_E5M2;
+    for (size_t i = j->begin; i < j->end; i++) {
+        float v = (float)(fi_rand_unit(&j->rng) * 2.0 - 1.0) * j->amp;
+        ah_store_f32(j->buf, i, j->dt, fp8 ? v / j->scale : v);
+    }
+    return NULL;
+}
+
+void fi_fill_uniform(void *buf, size_t n, ah_dtype dt, float amp, float scale, uint64_t *rng)
+{
+    enum { MAX_THREADS = 16, MIN_PER_THREAD = 1 << 22 };
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const size_t cap = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (size_t)cpus;
+    size_t nt = n / MIN_PER_THREAD;
+    nt = nt < 1 ? 1 : nt > cap ? cap : nt;
+    fill_job jobs[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int running[MAX_THREADS] = {0};
+    for (size_t t = 0; t < nt; t++) {
+        const size_t b = n / nt * t, e = t + 1 == nt ? n : n / nt * (t + 1);
+        jobs[t] = (fill_job){buf, b, e, dt, amp, scale, t ? fi_rand_jump(*rng, b) : *rng};
+        if (t) running[t] = pthread_create(&th[t], NULL, fill_range, &jobs[t]) == 0;
+    }
+    fill_range(&jobs[0]);
+    for (size_t t = 1; t < nt; t++) {
+        if (running[t]) pthread_join(th[t], NULL);
+        else fill_range(&jobs[t]); /* no thread could start: fill it here */
+    }
+    *rng = nt > 1 ? fi_rand_jump(*rng, n) : jobs[0].rng;
 }
 
 /* Lengths, tables and slots on the host; blocks come from a random
@@ -219,11 +284,11 @@ static int upload_all(fi_plugin *p, fi_work *w)
 static void fill_values(fi_work *w, const fi_shape *s, uint64_t *rng)
 {
     const size_t kv_per_block = (size_t)s->block_size * s->hk;
-    fill_random(w->q, (size_t)w->num_tokens * s->hq * s->d, s->q_dtype, q_amp(s), 1.f, rng);
-    fill_random(w->kc, w->num_blocks * kv_per_block * s->d, s->kv_dtype, 1.f,
+    fi_fill_uniform(w->q, (size_t)w->num_tokens * s->hq * s->d, s->q_dtype, q_amp(s), 1.f, rng);
+    fi_fill_uniform(w->kc, w->num_blocks * kv_per_block * s->d, s->kv_dtype, 1.f,
                 s->k_scale ? s->k_scale : 1.f, rng);
     if (w->vc)
-        fill_random(w->vc, w->num_blocks * kv_per_block * s->dv, s->kv_dtype, 1.f,
+        fi_fill_uniform(w->vc, w->num_blocks * kv_per_block * s->dv, s->kv_dtype, 1.f,
                     s->v_scale ? s->v_scale : 1.f, rng);
     for (uint32_t h = 0; h < s->hq; h++) {
         if (w->sinks) w->sinks[h] = (float)(fi_rand_unit(rng) * 4.0 - 1.0);

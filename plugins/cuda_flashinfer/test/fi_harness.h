@@ -71,6 +71,12 @@ typedef struct fi_work {
 
 uint64_t fi_rand_u64(uint64_t *s);
 double fi_rand_unit(uint64_t *s); /* [0, 1) */
+/* The state k fi_rand_u64 steps after s. */
+uint64_t fi_rand_jump(uint64_t s, uint64_t k);
+/* n values uniform in [-amp, amp) of dtype dt (FP8: value / scale), the
+ * sequence of fi_rand_unit from *rng, which ends n steps on; filled on
+ * several threads when n is large, the same bits as one thread's fill. */
+void fi_fill_uniform(void *buf, size_t n, ah_dtype dt, float amp, float scale, uint64_t *rng);
 
 /* Build (host + device) a workload; lengths from shape, values from seed. */
 int fi_work_build(fi_plugin *p, fi_work *w, const fi_shape *s, uint64_t seed);
