@@ -4,25 +4,12 @@
  * fi_fill_uniform's values and final state against a serial loop of the
  * same formula, for a 16-bit and an FP8 type. Runs without a GPU.
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <attnhost/plugin_util.h>
 
+#include "check.h"
 #include "fi_harness.h"
-
-static int g_fail;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            g_fail++;                                                                              \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
 
 static void check_jump(void)
 {
@@ -31,7 +18,7 @@ static void check_jump(void)
         uint64_t s = 0x9e3779b97f4a7c15ull;
         const uint64_t jumped = fi_rand_jump(s, ks[i]);
         for (uint64_t k = 0; k < ks[i]; k++) fi_rand_u64(&s);
-        CHECK(jumped == s, "jump of %llu steps: %016llx, stepping gives %016llx", (unsigned long long)ks[i],
+        CHECK_MSG(jumped == s, "jump of %llu steps: %016llx, stepping gives %016llx", (unsigned long long)ks[i],
               (unsigned long long)jumped, (unsigned long long)s);
     }
 }
@@ -51,7 +38,7 @@ static void check_fill(ah_dtype dt, size_t esize, float amp, float scale)
     const size_t n = 3 * ((size_t)1 << 22) + 12345; /* several threads, uneven split */
     unsigned char *a = malloc(n * esize), *b = malloc(n * esize);
     if (!a || !b) {
-        CHECK(0, "out of memory for %zu values", n);
+        CHECK_MSG(0, "out of memory for %zu values", n);
         free(a), free(b);
         return;
     }
@@ -61,8 +48,8 @@ static void check_fill(ah_dtype dt, size_t esize, float amp, float scale)
     size_t first = n;
     for (size_t i = 0; i < n * esize && first == n; i++)
         if (a[i] != b[i]) first = i / esize;
-    CHECK(first == n, "dtype %d: value %zu of %zu differs from the serial fill", (int)dt, first, n);
-    CHECK(ra == rb, "dtype %d: final state %016llx, serial %016llx", (int)dt, (unsigned long long)ra,
+    CHECK_MSG(first == n, "dtype %d: value %zu of %zu differs from the serial fill", (int)dt, first, n);
+    CHECK_MSG(ra == rb, "dtype %d: final state %016llx, serial %016llx", (int)dt, (unsigned long long)ra,
           (unsigned long long)rb);
     free(a);
     free(b);
@@ -73,6 +60,5 @@ int main(void)
     check_jump();
     check_fill(AH_DTYPE_BF16, 2, 1.f, 1.f);
     check_fill(AH_DTYPE_FP8_E4M3, 1, 1.f, 0.01f);
-    printf("fi_fill_test: %s\n", g_fail ? "FAILED" : "ok");
-    return g_fail ? 1 : 0;
+    return check_report("fi_fill_test");
 }
