@@ -101,11 +101,8 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
-    const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
-    const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
-    const int blocks_per_kv = p.group / GB;
-    const int hk = hb / blocks_per_kv;
-    const int h0 = hk * p.group + (hb % blocks_per_kv) * GB;
+    const decode_cta cta(p, GB);
+    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 

@@ -461,14 +461,8 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     __shared__ typename Math::shared_t msh;
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
-    /* Grid (tokens, head blocks, splits), or with head_fastest (head blocks,
-     * tokens, splits): the CTAs running together then read the same pages'
-     * slots, whose heads lie side by side in an NHD cache. */
-    const int t = p.head_fastest ? blockIdx.y : blockIdx.x, split = blockIdx.z;
-    const int hb = p.head_fastest ? blockIdx.x : blockIdx.y;
-    const int blocks_per_kv = p.group / GB;
-    const int hk = hb / blocks_per_kv;
-    const int h0 = hk * p.group + (hb % blocks_per_kv) * GB;
+    const decode_cta cta(p, GB);
+    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ns = p.stages;
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */

@@ -213,6 +213,23 @@ struct split_keys {
     }
 };
 
+/* A decode CTA's place in the grid its launcher builds: (tokens, head
+ * blocks, splits), or with head_fastest (head blocks, tokens, splits), so
+ * the CTAs running together read the same pages' slots, whose heads lie
+ * side by side in an NHD cache. Token t, KV partition split, KV head hk and
+ * h0, the first of the GB query heads the CTA serves. */
+struct decode_cta {
+    int t, split, hk, h0;
+    __device__ __forceinline__ decode_cta(const attn_params &p, int gb)
+    {
+        t = p.head_fastest ? blockIdx.y : blockIdx.x;
+        split = blockIdx.z;
+        const int hb = p.head_fastest ? blockIdx.x : blockIdx.y, blocks_per_kv = p.group / gb;
+        hk = hb / blocks_per_kv;
+        h0 = hk * p.group + (hb % blocks_per_kv) * gb;
+    }
+};
+
 /* A CTA's cp.async pipeline over ntiles stages in ns buffers: issue(it)
  * starts stage it's copies (every thread its share), tile(it) consumes it.
  * ns - 1 stages are in flight while one is consumed; a stage's buffer is
