@@ -167,6 +167,15 @@ __device__ __forceinline__ int kv_tile_page(const fa3_params &p, const fa3_work 
     return p.block_table[(size_t)it.req * p.bt_stride + pos / p.block_size];
 }
 
+// Box c (64 columns) of a KV tile's row block at d: box_rows tokens from
+// token `off` of page `page` (num_blocks: zero fill, no read).
+__device__ __forceinline__ void load_kv_box(uint8_t *d, const CUtensorMap *map, uint64_t *full, const fa3_params &p,
+                                            const fa3_work &it, int c, int page, int off)
+{
+    if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
+    else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
+}
+
 // One KV tile (BN keys) as TMA boxes of box_rows tokens of one page each.
 // CH boxes per row block cover D (64 columns each, 16-bit swizzled tiles,
 // chunk stride CHB bytes) or one box does (FP8 staging, CH 1); ROWB is the
@@ -187,9 +196,7 @@ __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *ma
         const int page = __shfl_sync(0xffffffffu, pg, rb);
         if (lane < nbox) {
             const int off = page < p.num_blocks ? (n * BN + rb * R) % p.block_size : 0;
-            uint8_t *d = dst + c * CHB + rb * R * ROWB;
-            if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
-            else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
+            load_kv_box(dst + c * CHB + rb * R * ROWB, map, full, p, it, c, page, off);
         }
         return;
     }
@@ -202,9 +209,7 @@ __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *ma
             page = table[pos / p.block_size];
             off = pos % p.block_size;
         }
-        uint8_t *d = dst + c * CHB + rb * R * ROWB;
-        if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
-        else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
+        load_kv_box(dst + c * CHB + rb * R * ROWB, map, full, p, it, c, page, off);
     }
 }
 
