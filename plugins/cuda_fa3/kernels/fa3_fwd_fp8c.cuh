@@ -663,16 +663,19 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
 // LS: 1 = the LSE comes from fp32 sums of the unrounded P (see epilogue),
 // 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
 // rows dominated by a few keys).
-// VT: the shared V^T paths (vt_source) are compiled in. Only the prefill
-// instance (OS) has them: decode's streaming instance, which the
-// transposers and the producer pace, ran 4-6% slower with them compiled in
-// although it never takes them (NOTES v12).
+// OS picks the instance: the prefill one stages its output (OS) and has
+// the shared V^T paths (VT, vt_source) compiled in; decode's streaming
+// instance, which the transposers and the producer pace, ran 4-6% slower
+// with them compiled in although it never takes them (NOTES v12), and
+// reads each tile's page numbers a tile ahead instead (AHEAD, produce:
+// 13-14% faster there, ~2% slower in the prefill instance, NOTES v13).
 template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1, bool OS = false, bool VT = OS>
+          int LS = 1, bool OS = false>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
 {
+    constexpr bool VT = OS, AHEAD = !OS;
     extern __shared__ uint8_t smem_raw[];
     using Smem = fp8c_smem<D, BN, STAGES, SST, T, OS>;
     static_assert(BN == 128 || TR == 2, "wide key tiles transpose V with ldmatrix / stmatrix only");
@@ -812,15 +815,14 @@ __global__ void __launch_bounds__(384, 1)
             return;
         }
         int qi = 0, copied = 0; // qi: staging slots, as the transposers count them
-        // Decode's instance reads the page table a tile ahead (see produce).
-        produce<D, BN, T, !OS>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
+        produce<D, BN, T, AHEAD>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
             const int st = pi % STAGES;
             const bool first = n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
             const int src = first ? vt_source<BN, VT>(p, it) : kVtTranspose;
             uint64_t flag = 0;
             if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
-            load_kv_tile<BN, 1, D, 0, !OS>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane, pg);
+            load_kv_tile<BN, 1, D, 0, AHEAD>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane, pg);
             if (first) {
                 const int n_lo = it.kv_lo / BN;
                 copied = n + 1;
@@ -846,7 +848,7 @@ __global__ void __launch_bounds__(384, 1)
             }
             const int si = qi % SST;
             mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
-            load_kv_tile<BN, 1, D, 0, !OS>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane, pg);
+            load_kv_tile<BN, 1, D, 0, AHEAD>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane, pg);
             qi++;
         });
         return;
