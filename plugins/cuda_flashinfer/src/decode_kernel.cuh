@@ -239,6 +239,15 @@ static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, int sme
     return cudaPeekAtLastError();
 }
 
+/* The register-load kernel in one shape (warps, 8-key tiles per step, CTAs
+ * per SM). */
+template <typename QT, int D, int GB, int NW, int TILES, int MINB>
+static cudaError_t regs_launch(const dim3 &grid, const attn_params &q, cudaStream_t st, int *occupancy)
+{
+    return occupancy_or_launch(decode_regs_kernel<QT, D, GB, NW, TILES, MINB>,
+                               regs_cfg<D, GB, NW, TILES, MINB>::THREADS, 0, 0, grid, q, st, occupancy);
+}
+
 /* The pipeline depth asked for (plan's choice), or the deepest when unset. */
 __host__ __forceinline__ int stages_or(int asked, int max_ns) { return asked >= 2 && asked <= max_ns ? asked : max_ns; }
 
@@ -275,10 +284,16 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     q.head_fastest = p.num_tokens <= 65535;
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
-                    if constexpr (regs_fits<QT, KT, D, GB>())
-                        if (decode_tc_on() && decode_regs_on())
-                            return occupancy_or_launch(decode_regs_kernel<QT, D, GB>, regs_cfg<D, GB>::THREADS, 0, 0,
-                                                       grid, q, st, occupancy);
+                    if constexpr (regs_fits<QT, KT, D, GB>()) {
+                        /* Shapes (warps, 8-key tiles per step, CTAs per SM). */
+                        if (decode_tc_on()) switch (decode_regs_shape()) {
+                            case 1: return regs_launch<QT, D, GB, 4, 1, 4>(grid, q, st, occupancy);
+                            case 2: return regs_launch<QT, D, GB, 3, 2, 4>(grid, q, st, occupancy);
+                            case 3: return regs_launch<QT, D, GB, 4, 2, 3>(grid, q, st, occupancy);
+                            case 4: return regs_launch<QT, D, GB, 2, 4, 4>(grid, q, st, occupancy);
+                            default: break; /* 0: the streaming kernel */
+                            }
+                    }
                     using SC = stream_cfg<KT, D, GB>;
                     auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
                     if constexpr (tc_fits<QT, KT, D, GB>())

@@ -56,11 +56,12 @@
 
 namespace fi {
 
-template <int D, int GB> struct regs_cfg {
-    static constexpr int THREADS = 128, NW = 4, MIN_CTAS = 4;
-    static constexpr int STEP = 8;     /* keys per warp step */
+template <int D, int GB, int NW_ = 4, int TILES_ = 1, int MIN_CTAS_ = 4> struct regs_cfg {
+    static constexpr int NW = NW_, THREADS = 32 * NW, MIN_CTAS = MIN_CTAS_;
+    static constexpr int TILES = TILES_;  /* 8-key tiles per warp step */
+    static constexpr int STEP = 8 * TILES; /* keys per warp step */
     static constexpr int KS = D / 16;  /* k-steps of S; channel tiles of O^T */
-    static constexpr int KCH = D / 32; /* K chunks per lane: key g, chunks t + 4i */
+    static constexpr int KCH = D / 32; /* K chunks per lane and tile: key g, chunks t + 4i */
     static constexpr int VCH = D / 64; /* V chunks per lane and key: g + 8c */
     static_assert(D == 64 || D == 128, "head sizes 64 and 128");
     static_assert(GB <= 8, "a head per row of the first 8 of Q's tile");
@@ -94,10 +95,10 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB>
-__global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_kernel(const attn_params p)
+template <typename QT, int D, int GB, int NW = 4, int TILES = 1, int MIN_CTAS = 4>
+__global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
-    using C = regs_cfg<D, GB>;
+    using C = regs_cfg<D, GB, NW, TILES, MIN_CTAS>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
@@ -131,31 +132,40 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
     const QT *kc = static_cast<const QT *>(p.k_cache) + (int64_t)hk * p.kg.stride_head;
     const QT *vc = static_cast<const QT *>(p.v_cache) + (int64_t)hk * p.vg.stride_head;
     const int shift = p.kg.page_shift, mask = (1 << shift) - 1;
-    auto base = [&](int n) { return first + n * C::STEP * C::NW; };
+    /* First key of tile u of step n. */
+    auto base = [&](int n, int u) { return first + n * C::STEP * C::NW + 8 * u; };
     auto page_of = [&](int j) { return j < b ? __ldg(pages + (j >> shift)) : 0; };
 
-    uint4 kr[C::KCH], vr[2][C::VCH];
-    int pk = 0, pv[2] = {0, 0}; /* page numbers of the next step to load */
+    uint4 kr[TILES][C::KCH], vr[TILES][2][C::VCH];
+    int pk[TILES] = {}, pv[TILES][2] = {}; /* page numbers of the next step to load */
     auto fetch_pages = [&](int n) {
-        const int j = base(n);
-        pk = page_of(j + g);
-        pv[0] = page_of(j + 2 * tq);
-        pv[1] = page_of(j + 2 * tq + 1);
+#pragma unroll
+        for (int u = 0; u < TILES; u++) {
+            const int j = base(n, u);
+            pk[u] = page_of(j + g);
+            pv[u][0] = page_of(j + 2 * tq);
+            pv[u][1] = page_of(j + 2 * tq + 1);
+        }
     };
     auto load_k = [&](int n) {
-        const int j = base(n) + g;
-        const QT *row = kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
 #pragma unroll
-        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
+        for (int u = 0; u < TILES; u++) {
+            const int j = base(n, u) + g;
+            const QT *row = kc + (int64_t)pk[u] * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
+#pragma unroll
+            for (int i = 0; i < C::KCH; i++) kr[u][i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
+        }
     };
     auto load_v = [&](int n) {
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int j = base(n) + 2 * tq + e;
-            const QT *row = vc + (int64_t)pv[e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
+        for (int u = 0; u < TILES; u++)
 #pragma unroll
-            for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
-        }
+            for (int e = 0; e < 2; e++) {
+                const int j = base(n, u) + 2 * tq + e;
+                const QT *row = vc + (int64_t)pv[u][e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
+#pragma unroll
+                for (int c = 0; c < C::VCH; c++) vr[u][e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
+            }
     };
 
     float o[C::KS][4];
@@ -170,20 +180,29 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
         if (nsteps > 1) fetch_pages(1);
     }
     for (int n = 0; n < nsteps; n++) {
-        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        float s[TILES][4];
 #pragma unroll
-        for (int k = 0; k < C::KS; k++) {
-            const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
-            mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
+        for (int u = 0; u < TILES; u++) {
+            s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.f;
+#pragma unroll
+            for (int k = 0; k < C::KS; k++) {
+                const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
+                mma_op<QT>::run(s[u], a4, word(kr[u][k / 2], 2 * (k % 2)), word(kr[u][k / 2], 2 * (k % 2) + 1));
+            }
         }
         if (n + 1 < nsteps) load_k(n + 1);
 
-        const int j0 = base(n) + 2 * tq;
-        float lg[2];
+        float lg[TILES][2];
 #pragma unroll
-        for (int e = 0; e < 2; e++)
-            lg[e] = g < GB && j0 + e < b ? logit2(p.var, s[e], slope, j0 + e, pos) : -INFINITY;
-        float mt = fmaxf(lg[0], lg[1]);
+        for (int u = 0; u < TILES; u++) {
+            const int j0 = base(n, u) + 2 * tq;
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                lg[u][e] = g < GB && j0 + e < b ? logit2(p.var, s[u][e], slope, j0 + e, pos) : -INFINITY;
+        }
+        float mt = fmaxf(lg[0][0], lg[0][1]);
+#pragma unroll
+        for (int u = 1; u < TILES; u++) mt = fmaxf(mt, fmaxf(lg[u][0], lg[u][1]));
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
         mt = fmaxf(mt, m);
@@ -202,16 +221,21 @@ __global__ void __launch_bounds__(128, regs_cfg<D, GB>::MIN_CTAS) decode_regs_ke
             }
         }
         const float mu = m == -INFINITY ? 0.f : m;
-        const float p0 = exp2f(lg[0] - mu), p1 = exp2f(lg[1] - mu);
-        l += p0 + p1;
-        const uint32_t pb = pack2<QT>(p0, p1);
 #pragma unroll
-        for (int i = 0; i < C::KS; i++) {
-            const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
-            const int sel = i % 2 ? 0x7632 : 0x5410;
-            const uint32_t a0 = __byte_perm(word(vr[0][r0 / 8], (r0 % 8) / 2), word(vr[1][r0 / 8], (r0 % 8) / 2), sel);
-            const uint32_t a1 = __byte_perm(word(vr[0][r1 / 8], (r1 % 8) / 2), word(vr[1][r1 / 8], (r1 % 8) / 2), sel);
-            mma_op<QT>::run_k8(o[i], a0, a1, pb);
+        for (int u = 0; u < TILES; u++) {
+            const float p0 = exp2f(lg[u][0] - mu), p1 = exp2f(lg[u][1] - mu);
+            l += p0 + p1;
+            const uint32_t pb = pack2<QT>(p0, p1);
+#pragma unroll
+            for (int i = 0; i < C::KS; i++) {
+                const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
+                const int sel = i % 2 ? 0x7632 : 0x5410;
+                const uint32_t a0 = __byte_perm(word(vr[u][0][r0 / 8], (r0 % 8) / 2),
+                                                word(vr[u][1][r0 / 8], (r0 % 8) / 2), sel);
+                const uint32_t a1 = __byte_perm(word(vr[u][0][r1 / 8], (r1 % 8) / 2),
+                                                word(vr[u][1][r1 / 8], (r1 % 8) / 2), sel);
+                mma_op<QT>::run_k8(o[i], a0, a1, pb);
+            }
         }
         if (n + 1 < nsteps) {
             load_v(n + 1);

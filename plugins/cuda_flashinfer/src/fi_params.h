@@ -129,10 +129,12 @@ int decode_stages_forced(void);
  * head sizes 64 and 128 (default on; AH_FI_DECODE_TC=0 keeps the CUDA-core
  * arithmetic, a measurement knob). */
 bool decode_tc_on(void);
-/* With it, the register-load kernel (decode_regs.cuh) for those caches
- * (default on; AH_FI_DECODE_REGS=0 keeps the streaming kernel, a
- * measurement knob). */
-bool decode_regs_on(void);
+/* With it, the register-load kernel (decode_regs.cuh) for those caches, in
+ * the shape AH_FI_DECODE_REGS picks (a measurement knob): 1 (default) four
+ * warps of 8-key steps, 2 three warps of 16-key steps, 3 four warps of
+ * 16-key steps at 3 CTAs per SM, 4 two warps of 32-key steps; 0 keeps the
+ * streaming kernel. */
+int decode_regs_shape(void);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);

@@ -100,10 +100,10 @@ bool decode_tc_on(void)
     return on;
 }
 
-bool decode_regs_on(void)
+int decode_regs_shape(void)
 {
-    static const bool on = env_knob("AH_FI_DECODE_REGS", 1) != 0;
-    return on;
+    static const int k = env_knob("AH_FI_DECODE_REGS", 1);
+    return k >= 0 && k <= 4 ? k : 1;
 }
 
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
