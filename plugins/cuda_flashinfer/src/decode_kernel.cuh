@@ -240,12 +240,18 @@ static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, int sme
 }
 
 /* The register-load kernel in one shape (warps, 8-key tiles per step, CTAs
- * per SM). */
-template <typename QT, int D, int GB, int NW, int TILES, int MINB>
-static cudaError_t regs_launch(const dim3 &grid, const attn_params &q, cudaStream_t st, int *occupancy)
+ * per SM, head blocks per CTA); the occupancy it reports counts head blocks,
+ * the plan's unit of work. */
+template <typename QT, int D, int GB, int NW, int TILES, int MINB, int HPC = 1>
+static cudaError_t regs_launch(dim3 grid, const attn_params &q, cudaStream_t st, int *occupancy)
 {
-    return occupancy_or_launch(decode_regs_kernel<QT, D, GB, NW, TILES, MINB>,
-                               regs_cfg<D, GB, NW, TILES, MINB>::THREADS, 0, 0, grid, q, st, occupancy);
+    unsigned &hdim = q.head_fastest ? grid.x : grid.y;
+    hdim = (hdim + HPC - 1) / HPC;
+    const cudaError_t e = occupancy_or_launch(decode_regs_kernel<QT, D, GB, NW, TILES, MINB, HPC>,
+                                              regs_cfg<D, GB, NW, TILES, MINB, HPC>::THREADS, 0, 0, grid, q, st,
+                                              occupancy);
+    if (occupancy) *occupancy *= HPC;
+    return e;
 }
 
 /* The pipeline depth asked for (plan's choice), or the deepest when unset. */
@@ -285,12 +291,21 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
                     if constexpr (regs_fits<QT, KT, D, GB>()) {
-                        /* Shapes (warps, 8-key tiles per step, CTAs per SM). */
+                        /* Shapes (warps, 8-key tiles per step, CTAs per SM, head blocks per CTA). */
                         if (decode_tc_on()) switch (decode_regs_shape()) {
                             case 1: return regs_launch<QT, D, GB, 4, 1, 4>(grid, q, st, occupancy);
                             case 2: return regs_launch<QT, D, GB, 3, 2, 4>(grid, q, st, occupancy);
                             case 3: return regs_launch<QT, D, GB, 4, 2, 3>(grid, q, st, occupancy);
                             case 4: return regs_launch<QT, D, GB, 2, 4, 4>(grid, q, st, occupancy);
+                            case 5:
+                                if constexpr (16 * GB * D <= 8192) /* the merge buffers' 48 KiB */
+                                    return regs_launch<QT, D, GB, 16, 1, 1, 4>(grid, q, st, occupancy);
+                                break;
+                            case 6: return regs_launch<QT, D, GB, 8, 1, 2, 2>(grid, q, st, occupancy);
+                            case 7:
+                                if constexpr (16 * GB * D <= 8192)
+                                    return regs_launch<QT, D, GB, 16, 1, 1, 8>(grid, q, st, occupancy);
+                                break;
                             default: break; /* 0: the streaming kernel */
                             }
                     }

@@ -56,8 +56,10 @@
 
 namespace fi {
 
-template <int D, int GB, int NW_ = 4, int TILES_ = 1, int MIN_CTAS_ = 4> struct regs_cfg {
+template <int D, int GB, int NW_ = 4, int TILES_ = 1, int MIN_CTAS_ = 4, int HPC_ = 1> struct regs_cfg {
     static constexpr int NW = NW_, THREADS = 32 * NW, MIN_CTAS = MIN_CTAS_;
+    static constexpr int HPC = HPC_, WPH = NW / HPC; /* head blocks per CTA, warps per head block */
+    static_assert(NW % HPC == 0, "whole warps per head block");
     static constexpr int TILES = TILES_;  /* 8-key tiles per warp step */
     static constexpr int STEP = 8 * TILES; /* keys per warp step */
     static constexpr int KS = D / 16;  /* k-steps of S; channel tiles of O^T */
@@ -95,24 +97,27 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, int NW = 4, int TILES = 1, int MIN_CTAS = 4>
+template <typename QT, int D, int GB, int NW = 4, int TILES = 1, int MIN_CTAS = 4, int HPC = 1>
 __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const attn_params p)
 {
-    using C = regs_cfg<D, GB, NW, TILES, MIN_CTAS>;
+    using C = regs_cfg<D, GB, NW, TILES, MIN_CTAS, HPC>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
-    const decode_cta cta(p, GB);
-    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0;
+    /* Head block threadIdx.x / 32 / WPH of the CTA's HPC. */
+    const decode_cta cta(p, GB, HPC, HPC == 1 ? 0 : threadIdx.x / 32 / C::WPH);
+    const bool live = HPC == 1 || cta.valid;
+    const int t = cta.t, split = cta.split, hk = live ? cta.hk : 0, h0 = live ? cta.h0 : 0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int phase = HPC == 1 ? warp : warp % C::WPH; /* this warp's steps: phase, phase + WPH, ... */
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::STEP * C::NW);
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::STEP * C::WPH);
     const int a = keys.a, b = keys.b;
-    const int first = a + warp * C::STEP;
-    const int nsteps = b > first ? (b - first + C::STEP * C::NW - 1) / (C::STEP * C::NW) : 0;
+    const int first = a + phase * C::STEP;
+    const int nsteps = live && b > first ? (b - first + C::STEP * C::WPH - 1) / (C::STEP * C::WPH) : 0;
 
     /* Q's A fragments: head g, the channels of k-step s above. */
     uint32_t qa[C::KS][2];
@@ -133,7 +138,7 @@ __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const at
     const QT *vc = static_cast<const QT *>(p.v_cache) + (int64_t)hk * p.vg.stride_head;
     const int shift = p.kg.page_shift, mask = (1 << shift) - 1;
     /* First key of tile u of step n. */
-    auto base = [&](int n, int u) { return first + n * C::STEP * C::NW + 8 * u; };
+    auto base = [&](int n, int u) { return first + n * C::STEP * C::WPH + 8 * u; };
     auto page_of = [&](int j) { return j < b ? __ldg(pages + (j >> shift)) : 0; };
 
     uint4 kr[TILES][C::KCH], vr[TILES][2][C::VCH];
@@ -264,7 +269,17 @@ __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const at
     }
     __syncthreads();
 
-    merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split);
+    if constexpr (HPC == 1) {
+        merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split);
+    } else {
+#pragma unroll 1
+        for (int c = 0; c < HPC; c++) {
+            const decode_cta blk(p, GB, HPC, c);
+            if (blk.valid)
+                merge_cta_states<QT, C::WPH, GB, D, C::THREADS>(p, sm_acc + c * C::WPH * GB * D, sm_m + c * C::WPH,
+                                                                sm_l + c * C::WPH, t, blk.h0, split);
+        }
+    }
 }
 
 } // namespace fi
