@@ -10,10 +10,14 @@
  * order inside the fragments is chosen so those pieces are whole 16-byte
  * chunks of key rows.
  *
- * One CTA of four warps per (query token, block of GB <= 8 query heads
- * sharing a KV head, KV partition), the streaming kernel's grid. A warp
- * takes steps of 8 keys, warp w the steps w, w + 4, ..., and keeps its own
- * online-softmax state; with g = lane / 4 and t = lane % 4:
+ * Four warps per (query token, block of GB <= 8 query heads sharing a KV
+ * head, KV partition), the streaming kernel's grid, and HPC such head
+ * blocks per CTA: with HPC = 4 (the launcher's choice where the merge
+ * buffers fit), one CTA of 16 warps reads four neighbouring heads of each
+ * slot of an NHD cache together, 0.3-0.4% faster than four separate CTAs
+ * at B64 16k (H100). A warp takes steps of 8 keys, warp w of its head
+ * block the steps w, w + 4, ..., and keeps its own online-softmax state;
+ * with g = lane / 4 and t = lane % 4:
  *   - S = Q K^T, m16n8k16 per 16 channels: A is Q (row g = head g, rows 8-15
  *     zero), B is K^T (column g = key g). Lane (g, t) loads key g's chunks
  *     t, t + 4, ... (64 contiguous bytes per key and load across the four
@@ -32,19 +36,24 @@
  *   - Loads run one step ahead: K of step n + 1 is issued once S of step n
  *     is computed, V of step n + 1 once step n's V is used, and the page
  *     numbers two steps ahead, so about 4 KiB are in flight per warp at
- *     any time, 64 KiB per SM at four CTAs (launch bounds keep the
+ *     any time, 64 KiB per SM at 16 warps (launch bounds keep the
  *     registers under 128 for that).
- * No barrier in the loop: a warp's step count is its own. The four warps'
- * states merge through shared memory at the end (merge_cta_states), into
- * the output or, with num_splits > 1, a partial state.
+ * No barrier in the loop: a warp's step count is its own. A head block's
+ * four warp states merge through shared memory at the end
+ * (merge_cta_states), into the output or, with num_splits > 1, a partial
+ * state.
  * Measured slower on the H100 (bench/RESULTS.md, eleventh round): two warps
  * per CTA with two to four steps in flight (6-8%), K two steps ahead (2-3%,
  * Q in shared memory for the room), each K chunk reloaded as soon as its
  * k-steps issued (5%), an L2 prefetch of the rows two or four steps ahead
  * (5-14%), Q from shared memory each step with S in two chains (0.2-0.4%:
- * the step period is not the mma chain's). A 16-key step
- * (8 KiB in flight per warp) needs about 140 registers and spills at this
- * fit.
+ * the step period is not the mma chain's); and (twelfth round) 16-key
+ * steps, 8 KiB in flight per warp, in every register fit that does not
+ * spill: three warps per head block at 168 registers (+1.2% at 16k), four
+ * at three CTAs per SM with split-KV (+0.2%), two warps of 32-key steps
+ * (+1.3%); eight head blocks per CTA, whose 64 CTAs need split-KV (+2.9%
+ * at 4k, level at 16k); an HND cache (+0.9% at 16k). Two head blocks per
+ * CTA: level.
  */
 #ifndef FI_DECODE_REGS_CUH
 #define FI_DECODE_REGS_CUH
@@ -56,17 +65,18 @@
 
 namespace fi {
 
-template <int D, int GB, int NW_ = 4, int TILES_ = 1, int MIN_CTAS_ = 4, int HPC_ = 1> struct regs_cfg {
-    static constexpr int NW = NW_, THREADS = 32 * NW, MIN_CTAS = MIN_CTAS_;
-    static constexpr int HPC = HPC_, WPH = NW / HPC; /* head blocks per CTA, warps per head block */
-    static_assert(NW % HPC == 0, "whole warps per head block");
-    static constexpr int TILES = TILES_;  /* 8-key tiles per warp step */
-    static constexpr int STEP = 8 * TILES; /* keys per warp step */
+template <int D, int GB, int HPC_ = 1> struct regs_cfg {
+    static constexpr int HPC = HPC_;              /* head blocks per CTA */
+    static constexpr int WPH = 4, NW = WPH * HPC; /* warps per head block, per CTA */
+    static constexpr int THREADS = 32 * NW, MIN_CTAS = 4 / HPC;
+    static constexpr int STEP = 8;     /* keys per warp step */
     static constexpr int KS = D / 16;  /* k-steps of S; channel tiles of O^T */
-    static constexpr int KCH = D / 32; /* K chunks per lane and tile: key g, chunks t + 4i */
+    static constexpr int KCH = D / 32; /* K chunks per lane: key g, chunks t + 4i */
     static constexpr int VCH = D / 64; /* V chunks per lane and key: g + 8c */
     static_assert(D == 64 || D == 128, "head sizes 64 and 128");
     static_assert(GB <= 8, "a head per row of the first 8 of Q's tile");
+    static_assert(HPC == 1 || HPC == 2 || HPC == 4, "a whole number of CTAs per SM");
+    static_assert(NW * GB * (D + 2) * 4 <= 48 * 1024, "the merge buffers in static shared memory");
 };
 
 /* Does this instantiation take the register-load kernel? */
@@ -97,17 +107,17 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, int NW = 4, int TILES = 1, int MIN_CTAS = 4, int HPC = 1>
-__global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const attn_params p)
+template <typename QT, int D, int GB, int HPC = 1>
+__global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB, HPC>::MIN_CTAS)
+    decode_regs_kernel(const attn_params p)
 {
-    using C = regs_cfg<D, GB, NW, TILES, MIN_CTAS, HPC>;
+    using C = regs_cfg<D, GB, HPC>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
     /* Head block threadIdx.x / 32 / WPH of the CTA's HPC. */
     const decode_cta cta(p, GB, HPC, HPC == 1 ? 0 : threadIdx.x / 32 / C::WPH);
-    const bool live = HPC == 1 || cta.valid;
-    const int t = cta.t, split = cta.split, hk = live ? cta.hk : 0, h0 = live ? cta.h0 : 0;
+    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const int phase = HPC == 1 ? warp : warp % C::WPH; /* this warp's steps: phase, phase + WPH, ... */
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
@@ -117,7 +127,7 @@ __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const at
     const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::STEP * C::WPH);
     const int a = keys.a, b = keys.b;
     const int first = a + phase * C::STEP;
-    const int nsteps = live && b > first ? (b - first + C::STEP * C::WPH - 1) / (C::STEP * C::WPH) : 0;
+    const int nsteps = b > first ? (b - first + C::STEP * C::WPH - 1) / (C::STEP * C::WPH) : 0;
 
     /* Q's A fragments: head g, the channels of k-step s above. */
     uint32_t qa[C::KS][2];
@@ -137,40 +147,31 @@ __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const at
     const QT *kc = static_cast<const QT *>(p.k_cache) + (int64_t)hk * p.kg.stride_head;
     const QT *vc = static_cast<const QT *>(p.v_cache) + (int64_t)hk * p.vg.stride_head;
     const int shift = p.kg.page_shift, mask = (1 << shift) - 1;
-    /* First key of tile u of step n. */
-    auto base = [&](int n, int u) { return first + n * C::STEP * C::WPH + 8 * u; };
+    auto base = [&](int n) { return first + n * C::STEP * C::WPH; };
     auto page_of = [&](int j) { return j < b ? __ldg(pages + (j >> shift)) : 0; };
 
-    uint4 kr[TILES][C::KCH], vr[TILES][2][C::VCH];
-    int pk[TILES] = {}, pv[TILES][2] = {}; /* page numbers of the next step to load */
+    uint4 kr[C::KCH], vr[2][C::VCH];
+    int pk = 0, pv[2] = {0, 0}; /* page numbers of the next step to load */
     auto fetch_pages = [&](int n) {
-#pragma unroll
-        for (int u = 0; u < TILES; u++) {
-            const int j = base(n, u);
-            pk[u] = page_of(j + g);
-            pv[u][0] = page_of(j + 2 * tq);
-            pv[u][1] = page_of(j + 2 * tq + 1);
-        }
+        const int j = base(n);
+        pk = page_of(j + g);
+        pv[0] = page_of(j + 2 * tq);
+        pv[1] = page_of(j + 2 * tq + 1);
     };
     auto load_k = [&](int n) {
+        const int j = base(n) + g;
+        const QT *row = kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
 #pragma unroll
-        for (int u = 0; u < TILES; u++) {
-            const int j = base(n, u) + g;
-            const QT *row = kc + (int64_t)pk[u] * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
-#pragma unroll
-            for (int i = 0; i < C::KCH; i++) kr[u][i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
-        }
+        for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
     };
     auto load_v = [&](int n) {
 #pragma unroll
-        for (int u = 0; u < TILES; u++)
+        for (int e = 0; e < 2; e++) {
+            const int j = base(n) + 2 * tq + e;
+            const QT *row = vc + (int64_t)pv[e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int j = base(n, u) + 2 * tq + e;
-                const QT *row = vc + (int64_t)pv[u][e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
-#pragma unroll
-                for (int c = 0; c < C::VCH; c++) vr[u][e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
-            }
+            for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
+        }
     };
 
     float o[C::KS][4];
@@ -185,29 +186,20 @@ __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const at
         if (nsteps > 1) fetch_pages(1);
     }
     for (int n = 0; n < nsteps; n++) {
-        float s[TILES][4];
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int u = 0; u < TILES; u++) {
-            s[u][0] = s[u][1] = s[u][2] = s[u][3] = 0.f;
-#pragma unroll
-            for (int k = 0; k < C::KS; k++) {
-                const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
-                mma_op<QT>::run(s[u], a4, word(kr[u][k / 2], 2 * (k % 2)), word(kr[u][k / 2], 2 * (k % 2) + 1));
-            }
+        for (int k = 0; k < C::KS; k++) {
+            const uint32_t a4[4] = {qa[k][0], 0u, qa[k][1], 0u};
+            mma_op<QT>::run(s, a4, word(kr[k / 2], 2 * (k % 2)), word(kr[k / 2], 2 * (k % 2) + 1));
         }
         if (n + 1 < nsteps) load_k(n + 1);
 
-        float lg[TILES][2];
+        const int j0 = base(n) + 2 * tq;
+        float lg[2];
 #pragma unroll
-        for (int u = 0; u < TILES; u++) {
-            const int j0 = base(n, u) + 2 * tq;
-#pragma unroll
-            for (int e = 0; e < 2; e++)
-                lg[u][e] = g < GB && j0 + e < b ? logit2(p.var, s[u][e], slope, j0 + e, pos) : -INFINITY;
-        }
-        float mt = fmaxf(lg[0][0], lg[0][1]);
-#pragma unroll
-        for (int u = 1; u < TILES; u++) mt = fmaxf(mt, fmaxf(lg[u][0], lg[u][1]));
+        for (int e = 0; e < 2; e++)
+            lg[e] = g < GB && j0 + e < b ? logit2(p.var, s[e], slope, j0 + e, pos) : -INFINITY;
+        float mt = fmaxf(lg[0], lg[1]);
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
         mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
         mt = fmaxf(mt, m);
@@ -226,21 +218,16 @@ __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const at
             }
         }
         const float mu = m == -INFINITY ? 0.f : m;
+        const float p0 = exp2f(lg[0] - mu), p1 = exp2f(lg[1] - mu);
+        l += p0 + p1;
+        const uint32_t pb = pack2<QT>(p0, p1);
 #pragma unroll
-        for (int u = 0; u < TILES; u++) {
-            const float p0 = exp2f(lg[u][0] - mu), p1 = exp2f(lg[u][1] - mu);
-            l += p0 + p1;
-            const uint32_t pb = pack2<QT>(p0, p1);
-#pragma unroll
-            for (int i = 0; i < C::KS; i++) {
-                const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
-                const int sel = i % 2 ? 0x7632 : 0x5410;
-                const uint32_t a0 = __byte_perm(word(vr[u][0][r0 / 8], (r0 % 8) / 2),
-                                                word(vr[u][1][r0 / 8], (r0 % 8) / 2), sel);
-                const uint32_t a1 = __byte_perm(word(vr[u][0][r1 / 8], (r1 % 8) / 2),
-                                                word(vr[u][1][r1 / 8], (r1 % 8) / 2), sel);
-                mma_op<QT>::run_k8(o[i], a0, a1, pb);
-            }
+        for (int i = 0; i < C::KS; i++) {
+            const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
+            const int sel = i % 2 ? 0x7632 : 0x5410;
+            const uint32_t a0 = __byte_perm(word(vr[0][r0 / 8], (r0 % 8) / 2), word(vr[1][r0 / 8], (r0 % 8) / 2), sel);
+            const uint32_t a1 = __byte_perm(word(vr[0][r1 / 8], (r1 % 8) / 2), word(vr[1][r1 / 8], (r1 % 8) / 2), sel);
+            mma_op<QT>::run_k8(o[i], a0, a1, pb);
         }
         if (n + 1 < nsteps) {
             load_v(n + 1);
@@ -273,12 +260,9 @@ __global__ void __launch_bounds__(32 * NW, MIN_CTAS) decode_regs_kernel(const at
         merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split);
     } else {
 #pragma unroll 1
-        for (int c = 0; c < HPC; c++) {
-            const decode_cta blk(p, GB, HPC, c);
-            if (blk.valid)
-                merge_cta_states<QT, C::WPH, GB, D, C::THREADS>(p, sm_acc + c * C::WPH * GB * D, sm_m + c * C::WPH,
-                                                                sm_l + c * C::WPH, t, blk.h0, split);
-        }
+        for (int c = 0; c < HPC; c++)
+            merge_cta_states<QT, C::WPH, GB, D, C::THREADS>(p, sm_acc + c * C::WPH * GB * D, sm_m + c * C::WPH,
+                                                            sm_l + c * C::WPH, t, decode_cta(p, GB, HPC, c).h0, split);
     }
 }
 

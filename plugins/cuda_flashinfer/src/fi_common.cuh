@@ -220,14 +220,13 @@ struct split_keys {
  * h0, the first of the GB query heads the CTA serves. */
 struct decode_cta {
     int t, split, hk, h0;
-    bool valid; /* the head block exists (the last CTA of hpc > 1 may run past) */
-    /* Head block sub of the hpc the CTA serves. */
+    /* Head block sub of the hpc a CTA serves (the launcher's grid has
+     * hpc-sized runs of head blocks). */
     __device__ __forceinline__ decode_cta(const attn_params &p, int gb, int hpc = 1, int sub = 0)
     {
         t = p.head_fastest ? blockIdx.y : blockIdx.x;
         split = blockIdx.z;
         const int hb = (p.head_fastest ? blockIdx.x : blockIdx.y) * hpc + sub, blocks_per_kv = p.group / gb;
-        valid = hb < p.num_kv_heads * blocks_per_kv;
         hk = hb / blocks_per_kv;
         h0 = hk * p.group + (hb % blocks_per_kv) * gb;
     }

@@ -103,7 +103,7 @@ bool decode_tc_on(void)
 int decode_regs_shape(void)
 {
     static const int k = env_knob("AH_FI_DECODE_REGS", 1);
-    return k >= 0 && k <= 7 ? k : 1;
+    return k >= 0 && k <= 2 ? k : 1;
 }
 
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
