@@ -292,11 +292,13 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     if constexpr (regs_fits<QT, KT, D, GB>())
                         if (decode_tc_on() && decode_regs_shape()) {
                             /* Four head blocks per CTA where their merge buffers
-                             * fit and the blocks divide evenly: the CTA reads four
-                             * neighbouring heads of each slot together (H100, B64
-                             * page 16, 16k: 0.3-0.4% faster than one). */
+                             * fit, the blocks divide evenly and the keys are not
+                             * split: the CTA reads four neighbouring heads of each
+                             * slot together (H100, B64 page 16, 16k: 0.3-0.4%
+                             * faster than one; with split-KV's short partitions
+                             * slower, B1 32k by 12%). */
                             if constexpr (16 * GB * D <= 8192)
-                                if (decode_regs_shape() == 1 && hblocks % 4 == 0)
+                                if (decode_regs_shape() == 1 && hblocks % 4 == 0 && p.num_splits == 1)
                                     return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
                             return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);
                         }

@@ -13,9 +13,9 @@
  * Four warps per (query token, block of GB <= 8 query heads sharing a KV
  * head, KV partition), the streaming kernel's grid, and HPC such head
  * blocks per CTA: with HPC = 4 (the launcher's choice where the merge
- * buffers fit), one CTA of 16 warps reads four neighbouring heads of each
- * slot of an NHD cache together, 0.3-0.4% faster than four separate CTAs
- * at B64 16k (H100). A warp takes steps of 8 keys, warp w of its head
+ * buffers fit and the keys are not split), one CTA of 16 warps reads four
+ * neighbouring heads of each slot of an NHD cache together, 0.3-0.4%
+ * faster than four separate CTAs at B64 16k (H100). A warp takes steps of 8 keys, warp w of its head
  * block the steps w, w + 4, ..., and keeps its own online-softmax state;
  * with g = lane / 4 and t = lane % 4:
  *   - S = Q K^T, m16n8k16 per 16 channels: A is Q (row g = head g, rows 8-15

@@ -131,7 +131,7 @@ int decode_stages_forced(void);
 bool decode_tc_on(void);
 /* With it, the register-load kernel (decode_regs.cuh) for those caches:
  * AH_FI_DECODE_REGS (a measurement knob) 1 (default) four head blocks per
- * CTA where they fit, 2 one, 0 the streaming kernel. */
+ * CTA where they fit without split-KV, 2 one, 0 the streaming kernel. */
 int decode_regs_shape(void);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
