@@ -297,7 +297,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                              * slot together (H100, B64 page 16, 16k: 0.3-0.4%
                              * faster than one; with split-KV's short partitions
                              * slower, B1 32k by 12%). */
-                            if constexpr (16 * GB * D <= 8192)
+                            if constexpr (regs_merge_fits(D, GB, 4))
                                 if (decode_regs_shape() == 1 && hblocks % 4 == 0 && p.num_splits == 1)
                                     return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
                             return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);

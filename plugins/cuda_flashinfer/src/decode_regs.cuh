@@ -15,9 +15,9 @@
  * blocks per CTA: with HPC = 4 (the launcher's choice where the merge
  * buffers fit and the keys are not split), one CTA of 16 warps reads four
  * neighbouring heads of each slot of an NHD cache together, 0.3-0.4%
- * faster than four separate CTAs at B64 16k (H100). A warp takes steps of 8 keys, warp w of its head
- * block the steps w, w + 4, ..., and keeps its own online-softmax state;
- * with g = lane / 4 and t = lane % 4:
+ * faster than four separate CTAs at B64 16k (H100). A warp takes steps of
+ * 8 keys, warp w of its head block the steps w, w + 4, ..., and keeps its
+ * own online-softmax state; with g = lane / 4 and t = lane % 4:
  *   - S = Q K^T, m16n8k16 per 16 channels: A is Q (row g = head g, rows 8-15
  *     zero), B is K^T (column g = key g). Lane (g, t) loads key g's chunks
  *     t, t + 4, ... (64 contiguous bytes per key and load across the four
@@ -65,6 +65,10 @@
 
 namespace fi {
 
+/* Do the merge buffers of HPC head blocks (4 warps' states each) fit in
+ * static shared memory? */
+constexpr bool regs_merge_fits(int d, int gb, int hpc) { return 4 * hpc * gb * (d + 2) * 4 <= 48 * 1024; }
+
 template <int D, int GB, int HPC_ = 1> struct regs_cfg {
     static constexpr int HPC = HPC_;              /* head blocks per CTA */
     static constexpr int WPH = 4, NW = WPH * HPC; /* warps per head block, per CTA */
@@ -76,7 +80,7 @@ template <int D, int GB, int HPC_ = 1> struct regs_cfg {
     static_assert(D == 64 || D == 128, "head sizes 64 and 128");
     static_assert(GB <= 8, "a head per row of the first 8 of Q's tile");
     static_assert(HPC == 1 || HPC == 2 || HPC == 4, "a whole number of CTAs per SM");
-    static_assert(NW * GB * (D + 2) * 4 <= 48 * 1024, "the merge buffers in static shared memory");
+    static_assert(regs_merge_fits(D, GB, HPC), "the merge buffers in static shared memory");
 };
 
 /* Does this instantiation take the register-load kernel? */
