@@ -119,7 +119,8 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
-    /* Head block threadIdx.x / 32 / WPH of the CTA's HPC. */
+    /* Head block threadIdx.x / 32 / WPH of the CTA's HPC (the HPC == 1
+     * spellings here and for phase tell the compiler that warp < WPH). */
     const decode_cta cta(p, GB, HPC, HPC == 1 ? 0 : threadIdx.x / 32 / C::WPH);
     const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;

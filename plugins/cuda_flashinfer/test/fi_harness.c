@@ -209,7 +209,7 @@ void fi_fill_uniform(void *buf, size_t n, ah_dtype dt, float amp, float scale, u
         if (running[t]) pthread_join(th[t], NULL);
         else fill_range(&jobs[t]); /* no thread could start: fill it here */
     }
-    *rng = nt > 1 ? fi_rand_jump(*rng, n) : jobs[0].rng;
+    *rng = jobs[nt - 1].rng; /* the last range ends the sequence */
 }
 
 /* Lengths, tables and slots on the host; blocks come from a random
