@@ -3,33 +3,57 @@
 # round runs every variant (a space-separated list of VAR=value[,VAR=value]
 # settings; "default" runs none) over every page order, so drift in clocks
 # and power falls on all of them alike; then the median per variant, order
-# and context. Run after gpu_run.sh's build (build-fi-gpu, the .deps under
-# /tmp/fi-deps).
+# and context. A variant "sdpa-BACKEND" (sdpa-cudnn, sdpa-flash,
+# sdpa-efficient) times PyTorch SDPA on dense KV of the same shapes in its
+# place in the round (sdpa_long.py; order "dense"). FI_AB_BASE ("variant
+# order", e.g. "sdpa-cudnn dense") pairs every row with the base's row of the
+# same round and context: the median of the per-round ratios and the rounds
+# in which the row was faster. Run after gpu_run.sh's build (build-fi-gpu,
+# the .deps under /tmp/fi-deps).
 #
-#   FI_AB_VARIANTS="default AH_FI_DECODE_REGS=0" FI_AB_ORDERS="shuffled ordered" \
-#   FI_AB_ROUNDS=3 bash plugins/cuda_flashinfer/bench/decode_ab.sh
+#   FI_AB_VARIANTS="default sdpa-cudnn" FI_AB_ORDERS="ordered shuffled" \
+#   FI_AB_BASE="sdpa-cudnn dense" FI_AB_ROUNDS=6 bash plugins/cuda_flashinfer/bench/decode_ab.sh
 B=${B:-build-fi-gpu}
+HERE=$(dirname "$0")
 export LD_LIBRARY_PATH=/tmp/fi-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export FI_BENCH_BATCH=${FI_BENCH_BATCH:-20}
 VARIANTS=${FI_AB_VARIANTS:-default AH_FI_DECODE_REGS=0}
 ORDERS=${FI_AB_ORDERS:-shuffled ordered}
 ROUNDS=${FI_AB_ROUNDS:-3}
+REPS=${FI_AB_REPS:-30}
 rows=$(mktemp)
 for r in $(seq "$ROUNDS"); do
   for v in $VARIANTS; do
+    if [[ $v == sdpa-* ]]; then # "| decode B64 ctx4096 ... | cudnn | ms | GB/s |"
+      python3 "$HERE/sdpa_long.py" --decode-only --backends "${v#sdpa-}" --batch "$FI_BENCH_BATCH" --reps "$REPS" |
+        awk -v v="$v" -v r="$r" -F'|' '/^\| decode B64/ && $4 + 0 > 0 {
+          split($2, w, " "); sub("ctx", "", w[3]); printf "%s dense %s %s %s\n", v, w[3], r, $4 + 0 }' |
+        tee -a "$rows"
+      continue
+    fi
     for o in $ORDERS; do
       settings=()
       [ "$v" != default ] && IFS=, read -ra settings <<< "$v"
-      env "${settings[@]}" FI_BENCH_ORDER="$o" "$B/bin/fi_bench" --decode --reps "${FI_AB_REPS:-30}" |
+      env "${settings[@]}" FI_BENCH_ORDER="$o" "$B/bin/fi_bench" --decode --reps "$REPS" |
         awk -v v="$v" -v o="$o" -v r="$r" -F'|' '/^\| decode B64/ {
           split($2, w, " "); sub("ctx", "", w[3]); printf "%s %s %s %s %s\n", v, o, w[3], r, $3 + 0 }' |
         tee -a "$rows"
     done
   done
 done
-echo "median ms over $ROUNDS rounds (variant, order, context):"
-sort -k1,1 -k2,2 -k3,3n -k5,5g "$rows" | awk '
-  { key = $1 " " $2 " " $3; n[key]++; v[key, n[key]] = $5; if (!(key in seen)) { seen[key] = 1; keys[++nk] = key } }
-  END { for (i = 1; i <= nk; i++) { k = keys[i]; c = n[k]; m = c % 2 ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
-        printf "  %-28s %.4f (%d)\n", k, m, c } }'
+echo "median ms over $ROUNDS rounds (variant, order, context)${FI_AB_BASE:+; against $FI_AB_BASE round by round:}"
+sort -k1,1 -k2,2 -k3,3n -k5,5g "$rows" | awk -v base="${FI_AB_BASE:-}" '
+  function med(a, c) { return c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2 }
+  { key = $1 " " $2 " " $3; n[key]++; v[key, n[key]] = $5; t[$1 " " $2, $3, $4] = $5
+    if (!(key in seen)) { seen[key] = 1; keys[++nk] = key; vo[key] = $1 " " $2; ctx[key] = $3 } }
+  END { for (i = 1; i <= nk; i++) {
+          k = keys[i]; c = n[k]; for (j = 1; j <= c; j++) a[j] = v[k, j]
+          line = sprintf("  %-34s %.4f (%d)", k, med(a, c), c)
+          if (base != "" && vo[k] != base) { # ratios to the base, round by round
+            m = 0; wins = 0
+            for (r = 1; r <= c; r++) { b = t[base, ctx[k], r]; if (b > 0 && (vo[k], ctx[k], r) in t) {
+              x = t[vo[k], ctx[k], r] / b; wins += x < 1; for (j = ++m; j > 1 && q[j - 1] > x; j--) q[j] = q[j - 1]; q[j] = x } }
+            if (m) line = line sprintf("  x%.4f of base (median), faster in %d of %d rounds", med(q, m), wins, m)
+          }
+          print line } }'
 rm -f "$rows"

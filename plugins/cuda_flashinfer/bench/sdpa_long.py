@@ -9,7 +9,7 @@ through bench/peers/peerlib.py's sdpa_ms (as bench/peers/torch_sdpa.py does),
 with GB/s of K and V read. --batch N times N decode calls back to back per
 timing, so the host's launch time (Python and ATen dispatch) drops out.
 
-    python3 sdpa_long.py [--reps N] [--batch N] [--decode-only]
+    python3 sdpa_long.py [--reps N] [--batch N] [--decode-only] [--backends flash,cudnn,...]
 """
 import argparse
 import os
@@ -27,7 +27,10 @@ def main():
     ap.add_argument("--batch", type=int, default=1,
                     help="decode rows: time this many calls back to back per timing (device time only)")
     ap.add_argument("--decode-only", action="store_true")
+    ap.add_argument("--backends", default="flash,cudnn",
+                    help="comma-separated SDPA backends to time (flash, cudnn, efficient)")
     args = ap.parse_args()
+    backends = args.backends.split(",")
     hq, hk, d = 32, 8, 128
     print("| shape | backend | ms | TFLOP/s |")
     for n in () if args.decode_only else (4096, 8192, 16384):
@@ -39,7 +42,7 @@ def main():
             pairs = n * (n + 1) // 2 if causal else n * n
             flops = 4.0 * hq * d * pairs
             name = f"prefill B1 {n} {'causal' if causal else 'non-causal'} 32/8 d128"
-            for bname in ("flash", "cudnn"):
+            for bname in backends:
                 try:
                     ms = sdpa_ms(bname, q, ke, ve, causal, args.reps)
                     print(f"| {name} | {bname} | {ms:.3f} | {flops / ms / 1e9:.1f} |", flush=True)
@@ -52,7 +55,7 @@ def main():
         k = torch.randn(b, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
         v = torch.randn(b, hk, ctx, d, device="cuda", dtype=torch.bfloat16)
         kv_bytes = 2 * b * hk * ctx * d * 2 + 2 * b * hq * d * 2
-        for bname in ("flash", "cudnn"):
+        for bname in backends:
             try:
                 ms = sdpa_ms(bname, q, k, v, False, max(20, args.reps), warmup=5, batch=args.batch)
                 how = f" x{args.batch} back to back" if args.batch > 1 else ""
