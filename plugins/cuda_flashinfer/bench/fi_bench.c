@@ -4,7 +4,9 @@
  * data) on the standard shapes, and measures the machine's ceiling in the
  * same process: HBM bandwidth as a device-to-device copy (bytes read +
  * written per second). Prints one table row per shape:
- *   shape | median ms | GB/s of KV read (decode) or TFLOP/s (prefill) | % of copy BW
+ *   shape | median ms | GB/s of KV read | % of copy BW | TFLOP/s | plan us
+ * (plan: the median time of one plan call on an idle GPU, host work and
+ * plan kernels together, as an engine pays it once per step).
  *
  *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode | --decode-all | --mla]
  * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only; --decode-all: every decode
@@ -24,6 +26,7 @@ static int g_reps = 50;
  * A timing of one forward starts on an idle GPU and so includes the host's
  * time to launch it; back to back, only the device's time per call is left. */
 static int g_batch = 1;
+static double g_plan_us; /* the last time_forward's median plan time */
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -95,6 +98,13 @@ static double time_forward(fi_plugin *p, fi_shape *s, int cascade_off, double *k
         t[i] /= (float)g_batch;
     }
     res = median(t, g_reps);
+    int planned = 0;
+    for (; planned < g_reps; planned++) {
+        p->ops->timer_start(p->ctx, p->stream);
+        if (p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream) != AH_OK) break;
+        p->ops->timer_stop(p->ctx, p->stream, &t[planned]);
+    }
+    g_plan_us = planned == g_reps ? 1e3 * median(t, g_reps) : -1;
     free(t);
     /* Bytes a perfect kernel reads: each request's visible KV once (shared
      * prefix once when cascading), plus q and out. */
@@ -139,7 +149,8 @@ static void row(const char *name, double ms, double bytes, double flops, double 
         return;
     }
     const double gbs = bytes / (ms * 1e-3) / 1e9, tf = flops / (ms * 1e-3) / 1e12;
-    printf("| %-46s | %8.3f | %7.0f | %5.1f%% | %6.1f |\n", name, ms, gbs, 100.0 * gbs / bw, tf);
+    printf("| %-46s | %8.3f | %7.0f | %5.1f%% | %6.1f | %6.1f |\n", name, ms, gbs, 100.0 * gbs / bw, tf,
+           g_plan_us);
     fflush(stdout);
 }
 
@@ -183,8 +194,8 @@ int main(int argc, char **argv)
     const double bw = copy_bandwidth(&p);
     printf("device: %s (%s), %u SMs; device-to-device copy: %.0f GB/s (read+write)\n",
            p.probe.device_name, p.probe.arch, p.probe.multiprocessors, bw);
-    printf("| shape (bf16, Hq/Hk, head) | median ms | GB/s | %% copy BW | TFLOP/s |\n");
-    printf("| --- | --- | --- | --- | --- |\n");
+    printf("| shape (bf16, Hq/Hk, head) | median ms | GB/s | %% copy BW | TFLOP/s | plan us |\n");
+    printf("| --- | --- | --- | --- | --- | --- |\n");
     static int32_t ql[256], sl[256];
     double bytes, flops;
     char name[128];

@@ -29,9 +29,11 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_ver
 git log -1 --format='commit %H %cd' >> "$OUT/gpu.txt" 2>&1
 cmake -S . -B $B -DATTNHOST_PLUGINS=cuda_flashinfer -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build $B -j16 --target cuda_flashinfer fi_check fi_bench fi_readbw attnhost_cli > "$OUT/build.log" 2>&1 \
+cmake --build $B -j16 --target cuda_flashinfer fi_check fi_plan_test fi_bench fi_readbw attnhost_cli > "$OUT/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$OUT/build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - T0 )) s"
+step plan 30 $B/bin/fi_plan_test
+grep -E "FAIL|fi_plan_test" "$OUT/plan.log"
 step conformance ${CONF_MAX:-150} $B/bin/attnhost check --plugin cuda_flashinfer
 grep -vE "^cuda_flashinfer  PASS" "$OUT/conformance.log" | tail -30
 grep -cE "^cuda_flashinfer  PASS" "$OUT/conformance.log"
