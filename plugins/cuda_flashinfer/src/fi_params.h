@@ -112,13 +112,15 @@ struct merge_params {
     int64_t lse_stride_t;
 };
 
-/* Launchers (one per kernel family), returning the launch error. launch_plan
- * with sort_pages lists each request's full pages in address order; only for
- * batches whose attention cannot depend on key order (plan_kernels.cu). */
+/* Launchers (one per kernel family), returning the launch error. launch_plan:
+ * max_pages bounds any request's pages (the state's max_blocks_per_req, so a
+ * captured plan covers every replay); sort_pages lists each request's full
+ * pages in address order, only for batches whose attention cannot depend on
+ * key order (plan_kernels.cu). */
 cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const int32_t *block_table, int64_t bt_stride, int num_reqs,
-                        int num_tokens, int page_shift, int group, int sort_pages,
-                        const plan_bufs &pb, cudaStream_t st);
+                        int num_tokens, int page_shift, int group, int max_pages,
+                        int sort_pages, const plan_bufs &pb, cudaStream_t st);
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
                           const attn_params &p, cudaStream_t st);
 /* An integer measurement knob from the environment (fallback when unset or empty). */

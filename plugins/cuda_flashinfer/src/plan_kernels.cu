@@ -3,19 +3,19 @@
  * block_table on the device) becomes this plugin's CSR metadata, qo_indptr,
  * kv_indptr, kv_indices, kv_last_page_len, plus per-token request/position
  * and the tensor-core kernel's tile list. Two launches with a fixed shape for
- * a given (num_reqs, num_tokens): a single-CTA scan, then one CTA per request
- * filling its slices. Nothing is read back to the host, so the same launches
- * run inside a captured graph or ahead of its replay, rewriting the buffers
- * in place.
+ * a given (num_reqs, num_tokens) and state: a single-CTA scan, then one CTA
+ * per request and run of FI_SORT_RUN pages filling its slices. Nothing is
+ * read back to the host, so the same launches run inside a captured graph or
+ * ahead of its replay, rewriting the buffers in place.
  *
- * Sorted pages: where no key's position matters (every query a decode token,
- * which sees all its keys; no sliding window, no ALiBi, no cascade), the
- * fill lists each request's full pages in address order, in runs of
- * FI_SORT_RUN, and keeps the last (possibly partial) page last, so a kernel's
- * key count still ends inside it. Attention does not depend on the order of
- * its keys; a cache whose pages were handed out in random order then
- * streams closer to one in allocation order (bench/fi_readbw.cu: B64 x 16k
- * shuffled pages 1.404 ms, sorted 1.389, in order 1.370 on the H100).
+ * Sorted pages: where no key's position matters (every query a decode
+ * token, which sees all its keys; no sliding window, no ALiBi, no cascade),
+ * the fill lists each run of a request's full pages in address order and
+ * keeps the last (possibly partial) page last, so a kernel's key count still
+ * ends inside it. Attention does not depend on the order of its keys, and a
+ * cache whose pages were handed out in random order streams closer to one
+ * in allocation order: B64 x 16k decode on the H100 1.397 ms against 1.410
+ * in table order (1.387 for pages in allocation order).
  */
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
@@ -71,8 +71,8 @@ plan_scan_kernel(const int32_t *qsl, const int32_t *seq_lens, int num_reqs, int 
     }
 }
 
-/* Pages [0, n) of a block-table row into out, sorted by address in runs of
- * FI_SORT_RUN. Sorts the bits up to the run's largest page number only. */
+/* Pages [0, n <= FI_SORT_RUN) of a block-table row into out, sorted by
+ * address. Sorts the bits up to the largest page number only. */
 __device__ void fill_sorted(const int32_t *row, int n, int32_t *out)
 {
     using sorter = cub::BlockRadixSort<uint32_t, FILL_THREADS, SORT_ITEMS>;
@@ -82,40 +82,43 @@ __device__ void fill_sorted(const int32_t *row, int n, int32_t *out)
         typename reducer::TempStorage reduce;
     } tmp;
     __shared__ int end_bit;
-    for (int r0 = 0; r0 < n; r0 += FI_SORT_RUN) {
-        uint32_t key[SORT_ITEMS], top = 0;
+    uint32_t key[SORT_ITEMS], top = 0;
 #pragma unroll
-        for (int i = 0; i < SORT_ITEMS; i++) { /* blocked: thread x holds run items x * SORT_ITEMS + i */
-            const int k = r0 + threadIdx.x * SORT_ITEMS + i;
-            key[i] = k < n ? (uint32_t)row[k] : 0u;
-            top = key[i] > top ? key[i] : top;
-        }
-        top = reducer(tmp.reduce).Reduce(top, [](uint32_t x, uint32_t y) { return x > y ? x : y; });
-        if (threadIdx.x == 0) end_bit = 32 - __clz(top | 1u);
-        __syncthreads();
-        const int bits = end_bit;
+    for (int i = 0; i < SORT_ITEMS; i++) { /* blocked: thread x holds items x * SORT_ITEMS + i */
+        const int k = threadIdx.x * SORT_ITEMS + i;
+        key[i] = k < n ? (uint32_t)row[k] : 0u;
+        top = key[i] > top ? key[i] : top;
+    }
+    top = reducer(tmp.reduce).Reduce(top, [](uint32_t x, uint32_t y) { return x > y ? x : y; });
+    if (threadIdx.x == 0) end_bit = 32 - __clz(top | 1u);
+    __syncthreads(); /* end_bit seen; tmp free for the sort */
+    const int bits = end_bit;
 #pragma unroll
-        for (int i = 0; i < SORT_ITEMS; i++) /* the tail past n sorts last and is not written */
-            if (r0 + threadIdx.x * SORT_ITEMS + i >= n) key[i] = (uint32_t)((1ull << bits) - 1);
-        sorter(tmp.sort).Sort(key, 0, bits);
+    for (int i = 0; i < SORT_ITEMS; i++) /* the tail past n sorts last and is not written */
+        if (threadIdx.x * SORT_ITEMS + i >= n) key[i] = (uint32_t)((1ull << bits) - 1);
+    sorter(tmp.sort).Sort(key, 0, bits);
 #pragma unroll
-        for (int i = 0; i < SORT_ITEMS; i++) {
-            const int k = r0 + threadIdx.x * SORT_ITEMS + i;
-            if (k < n) out[k] = (int32_t)key[i];
-        }
-        __syncthreads(); /* tmp and end_bit reused by the next run */
+    for (int i = 0; i < SORT_ITEMS; i++) {
+        const int k = threadIdx.x * SORT_ITEMS + i;
+        if (k < n) out[k] = (int32_t)key[i];
     }
 }
 
+/* CTA (r, y): pages y * FI_SORT_RUN onwards of request r, one run, sorted
+ * where sort says (all but the last page, which stays last); CTA (r, 0) also
+ * the request's token and tile lists. */
 __global__ void __launch_bounds__(FILL_THREADS)
 plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int sort, plan_bufs pb)
 {
-    const int r = blockIdx.x;
+    const int r = blockIdx.x, p0 = blockIdx.y * FI_SORT_RUN;
     const int k0 = pb.kv_indptr[r], np = pb.kv_indptr[r + 1] - k0;
     const int32_t *row = block_table + (int64_t)r * bt_stride;
-    const int sorted = sort && np > 2 ? np - 1 : 0; /* the last page stays last */
-    if (sorted) fill_sorted(row, sorted, pb.kv_indices + k0);
-    for (int i = sorted + threadIdx.x; i < np; i += blockDim.x) pb.kv_indices[k0 + i] = row[i];
+    int32_t *out = pb.kv_indices + k0;
+    const int end = min(np, p0 + FI_SORT_RUN), full = sort && np > 2 ? np - 1 : 0;
+    const int sorted_end = min(end, full);
+    if (p0 < sorted_end) fill_sorted(row + p0, sorted_end - p0, out + p0);
+    for (int i = max(p0, sorted_end) + threadIdx.x; i < end; i += blockDim.x) out[i] = row[i];
+    if (blockIdx.y) return;
     const int q0 = pb.qo_indptr[r], ql = pb.qo_indptr[r + 1] - q0, len = pb.seq_lens[r];
     for (int i = threadIdx.x; i < ql; i += blockDim.x) {
         pb.token_req[q0 + i] = r;
@@ -130,15 +133,16 @@ plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int s
 
 cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const int32_t *block_table, int64_t bt_stride, int num_reqs,
-                        int num_tokens, int page_shift, int group, int sort_pages,
-                        const plan_bufs &pb, cudaStream_t st)
+                        int num_tokens, int page_shift, int group, int max_pages,
+                        int sort_pages, const plan_bufs &pb, cudaStream_t st)
 {
     (void)num_tokens;
     plan_scan_kernel<<<1, PLAN_THREADS, 0, st>>>(query_start_loc, seq_lens, num_reqs, page_shift,
                                                  group, pb);
     cudaError_t e = cudaPeekAtLastError();
     if (e != cudaSuccess || num_reqs == 0) return e;
-    plan_fill_kernel<<<num_reqs, FILL_THREADS, 0, st>>>(block_table, bt_stride, group, sort_pages, pb);
+    const dim3 grid(num_reqs, max_pages > FI_SORT_RUN ? (max_pages + FI_SORT_RUN - 1) / FI_SORT_RUN : 1);
+    plan_fill_kernel<<<grid, FILL_THREADS, 0, st>>>(block_table, bt_stride, group, sort_pages, pb);
     return cudaPeekAtLastError();
 }
 

@@ -475,7 +475,8 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     cudaError_t ce = launch_plan((const int32_t *)ah_dl_data(b->query_start_loc),
                                  (const int32_t *)ah_dl_data(b->seq_lens),
                                  (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T,
-                                 fi_ilog2(bs), st->group, sort_pages, st->pb, (cudaStream_t)stream);
+                                 fi_ilog2(bs), st->group, (int)st->lim.max_blocks_per_req, sort_pages,
+                                 st->pb, (cudaStream_t)stream);
     if (ce != cudaSuccess) {
         (void)cudaGetLastError();
         st->planned = 0;

@@ -55,7 +55,7 @@ static void plan(const std::vector<int32_t> &lens, const std::vector<int32_t> &t
     pb.qo_indptr = alloc(R + 1), pb.kv_indptr = alloc(R + 1), pb.kv_indices = alloc(npages);
     pb.kv_last_page_len = alloc(R), pb.seq_lens = alloc(R), pb.token_req = alloc(R), pb.token_pos = alloc(R);
     pb.tile_indptr = alloc(R + 1), pb.tile_req = alloc(tiles), pb.tile_row0 = alloc(tiles), pb.num_tiles = alloc(1);
-    CK(fi::launch_plan(d_qsl, d_lens, d_table, cols, R, R, 4, 4, sort, pb, 0));
+    CK(fi::launch_plan(d_qsl, d_lens, d_table, cols, R, R, 4, 4, cols, sort, pb, 0));
     CK(cudaDeviceSynchronize());
     indptr->resize(R + 1);
     CK(cudaMemcpy(indptr->data(), pb.kv_indptr, (R + 1) * 4, cudaMemcpyDeviceToHost));
