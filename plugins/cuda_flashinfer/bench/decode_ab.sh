@@ -8,8 +8,11 @@
 # place in the round (sdpa_long.py; order "dense"). FI_AB_BASE ("variant
 # order", e.g. "sdpa-cudnn dense") pairs every row with the base's row of the
 # same round and context: the median of the per-round ratios and the rounds
-# in which the row was faster. Run after gpu_run.sh's build (build-fi-gpu,
-# the .deps under /tmp/fi-deps).
+# in which the row was faster. Where nvidia-smi runs, every run is sampled
+# every 50 ms and the summary gives each variant's median SM clock, power
+# and temperature while the GPU was busy (utilization >= 90%): whether a
+# machine that runs a kernel slower runs it at a lower clock. Run after
+# gpu_run.sh's build (build-fi-gpu, the .deps under /tmp/fi-deps).
 #
 #   FI_AB_VARIANTS="default sdpa-cudnn" FI_AB_ORDERS="ordered shuffled" \
 #   FI_AB_BASE="sdpa-cudnn dense" FI_AB_ROUNDS=6 bash plugins/cuda_flashinfer/bench/decode_ab.sh
@@ -21,11 +24,28 @@ VARIANTS=${FI_AB_VARIANTS:-default AH_FI_DECODE_REGS=0}
 ORDERS=${FI_AB_ORDERS:-shuffled ordered}
 ROUNDS=${FI_AB_ROUNDS:-3}
 REPS=${FI_AB_REPS:-30}
-rows=$(mktemp)
+rows=$(mktemp) samples=$(mktemp) clocks=$(mktemp)
+# median(a, m): the median of a[1..m] (sorted in place), for every awk below.
+MEDIAN='function median(a, m,   i, j, x) {
+  for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+  return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }'
+sampled() { # sampled LABEL CMD...: CMD's output; the busy samples' medians go to $clocks
+  command -v nvidia-smi > /dev/null || { "${@:2}"; return; }
+  nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits \
+    -lms 50 > "$samples" 2> /dev/null &
+  local smi=$!
+  "${@:2}"
+  kill $smi 2> /dev/null; wait $smi 2> /dev/null
+  awk -F', ' -v label="$1" "$MEDIAN"'
+    $1 >= 90 { n++; c[n] = $2; w[n] = $3; t[n] = $4 }
+    END { if (n) printf "%s %d %.0f %.0f %d\n", label, median(c, n), median(w, n), median(t, n), n }' \
+    "$samples" >> "$clocks"
+}
 for r in $(seq "$ROUNDS"); do
   for v in $VARIANTS; do
     if [[ $v == sdpa-* ]]; then # "| decode B64 ctx4096 ... | cudnn | ms | GB/s |"
-      python3 "$HERE/sdpa_long.py" --decode-only --backends "${v#sdpa-}" --batch "$FI_BENCH_BATCH" --reps "$REPS" |
+      sampled "$v dense" python3 "$HERE/sdpa_long.py" --decode-only --backends "${v#sdpa-}" \
+        --batch "$FI_BENCH_BATCH" --reps "$REPS" |
         awk -v v="$v" -v r="$r" -F'|' '/^\| decode B64/ && $4 + 0 > 0 {
           split($2, w, " "); sub("ctx", "", w[3]); printf "%s dense %s %s %s\n", v, w[3], r, $4 + 0 }' |
         tee -a "$rows"
@@ -34,7 +54,7 @@ for r in $(seq "$ROUNDS"); do
     for o in $ORDERS; do
       settings=()
       [ "$v" != default ] && IFS=, read -ra settings <<< "$v"
-      env "${settings[@]}" FI_BENCH_ORDER="$o" "$B/bin/fi_bench" --decode --reps "$REPS" |
+      sampled "$v $o" env "${settings[@]}" FI_BENCH_ORDER="$o" "$B/bin/fi_bench" --decode --reps "$REPS" |
         awk -v v="$v" -v o="$o" -v r="$r" -F'|' '/^\| decode B64/ {
           split($2, w, " "); sub("ctx", "", w[3]); printf "%s %s %s %s %s\n", v, o, w[3], r, $3 + 0 }' |
         tee -a "$rows"
@@ -42,18 +62,26 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 echo "median ms over $ROUNDS rounds (variant, order, context)${FI_AB_BASE:+; against $FI_AB_BASE round by round:}"
-sort -k1,1 -k2,2 -k3,3n -k5,5g "$rows" | awk -v base="${FI_AB_BASE:-}" '
-  function med(a, c) { return c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2 }
+sort -k1,2 -k3,3n "$rows" | awk -v base="${FI_AB_BASE:-}" "$MEDIAN"'
   { key = $1 " " $2 " " $3; n[key]++; v[key, n[key]] = $5; t[$1 " " $2, $3, $4] = $5
     if (!(key in seen)) { seen[key] = 1; keys[++nk] = key; vo[key] = $1 " " $2; ctx[key] = $3 } }
   END { for (i = 1; i <= nk; i++) {
           k = keys[i]; c = n[k]; for (j = 1; j <= c; j++) a[j] = v[k, j]
-          line = sprintf("  %-34s %.4f (%d)", k, med(a, c), c)
+          line = sprintf("  %-34s %.4f (%d)", k, median(a, c), c)
           if (base != "" && vo[k] != base) { # ratios to the base, round by round
             m = 0; wins = 0
             for (r = 1; r <= c; r++) { b = t[base, ctx[k], r]; if (b > 0 && (vo[k], ctx[k], r) in t) {
-              x = t[vo[k], ctx[k], r] / b; wins += x < 1; for (j = ++m; j > 1 && q[j - 1] > x; j--) q[j] = q[j - 1]; q[j] = x } }
-            if (m) line = line sprintf("  x%.4f of base (median), faster in %d of %d rounds", med(q, m), wins, m)
+              q[++m] = t[vo[k], ctx[k], r] / b; wins += q[m] < 1 } }
+            if (m) line = line sprintf("  x%.4f of base (median), faster in %d of %d rounds", median(q, m), wins, m)
           }
           print line } }'
-rm -f "$rows"
+if [ -s "$clocks" ]; then
+  echo "while busy, medians over the rounds (variant, order): SM MHz, W, degrees C (samples):"
+  sort -k1,2 "$clocks" | awk "$MEDIAN"'
+    { k = $1 " " $2; m = ++n[k]; c[k, m] = $3; w[k, m] = $4; t[k, m] = $5; s[k] += $6
+      if (!(k in seen)) { seen[k] = 1; keys[++nk] = k } }
+    function of(x, k, m,   i) { for (i = 1; i <= m; i++) a[i] = x[k, i]; return median(a, m) }
+    END { for (i = 1; i <= nk; i++) { k = keys[i]
+            printf "  %-34s %.0f MHz  %.0f W  %.0f C  (%d)\n", k, of(c, k, n[k]), of(w, k, n[k]), of(t, k, n[k]), s[k] } }'
+fi
+rm -f "$rows" "$samples" "$clocks"
