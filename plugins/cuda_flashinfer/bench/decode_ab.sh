@@ -8,10 +8,12 @@
 # place in the round (sdpa_long.py; order "dense"). FI_AB_BASE ("variant
 # order", e.g. "sdpa-cudnn dense") pairs every row with the base's row of the
 # same round and context: the median of the per-round ratios and the rounds
-# in which the row was faster. Where nvidia-smi runs, every run is sampled
-# every 50 ms and the summary gives each variant's median SM clock, power
-# and temperature while the GPU was busy (utilization >= 90%): whether a
-# machine that runs a kernel slower runs it at a lower clock. Run after
+# in which the row was faster. Where nvidia-smi runs, the GPU is named first
+# (serial, power limit, clocks: lent machines differ), every run is sampled
+# every 50 ms and the summary gives each variant's median SM and memory
+# clock, power, GPU and HBM temperature while the GPU was busy (utilization
+# >= 90%): whether a machine that runs a kernel slower runs it at a lower
+# clock or a hotter memory (which refreshes more often). Run after
 # gpu_run.sh's build (build-fi-gpu, the .deps under /tmp/fi-deps).
 #
 #   FI_AB_VARIANTS="default sdpa-cudnn" FI_AB_ORDERS="ordered shuffled" \
@@ -29,16 +31,19 @@ rows=$(mktemp) samples=$(mktemp) clocks=$(mktemp)
 MEDIAN='function median(a, m,   i, j, x) {
   for (i = 2; i <= m; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
   return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }'
+command -v nvidia-smi > /dev/null &&
+  nvidia-smi --query-gpu=name,serial,power.limit,clocks.max.sm,clocks.max.mem,ecc.mode.current --format=csv
 sampled() { # sampled LABEL CMD...: CMD's output; the busy samples' medians go to $clocks
   command -v nvidia-smi > /dev/null || { "${@:2}"; return; }
-  nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits \
-    -lms 50 > "$samples" 2> /dev/null &
+  nvidia-smi --query-gpu=utilization.gpu,clocks.sm,clocks.mem,power.draw,temperature.gpu,temperature.memory \
+    --format=csv,noheader,nounits -lms 50 > "$samples" 2> /dev/null &
   local smi=$!
   "${@:2}"
   kill $smi 2> /dev/null; wait $smi 2> /dev/null
   awk -F', ' -v label="$1" "$MEDIAN"'
-    $1 >= 90 { n++; c[n] = $2; w[n] = $3; t[n] = $4 }
-    END { if (n) printf "%s %d %.0f %.0f %d\n", label, median(c, n), median(w, n), median(t, n), n }' \
+    $1 >= 90 { n++; for (i = 2; i <= 6; i++) x[i, n] = $i }
+    function col(i,   j) { for (j = 1; j <= n; j++) a[j] = x[i, j]; return median(a, n) }
+    END { if (n) printf "%s %.0f %.0f %.0f %.0f %.0f %d\n", label, col(2), col(3), col(4), col(5), col(6), n }' \
     "$samples" >> "$clocks"
 }
 for r in $(seq "$ROUNDS"); do
@@ -76,12 +81,13 @@ sort -k1,2 -k3,3n "$rows" | awk -v base="${FI_AB_BASE:-}" "$MEDIAN"'
           }
           print line } }'
 if [ -s "$clocks" ]; then
-  echo "while busy, medians over the rounds (variant, order): SM MHz, W, degrees C (samples):"
+  echo "while busy, medians over the rounds (variant, order): SM / memory MHz, W, GPU / HBM degrees C (samples):"
   sort -k1,2 "$clocks" | awk "$MEDIAN"'
-    { k = $1 " " $2; m = ++n[k]; c[k, m] = $3; w[k, m] = $4; t[k, m] = $5; s[k] += $6
+    { k = $1 " " $2; m = ++n[k]; for (i = 3; i <= 7; i++) x[k, i, m] = $i; s[k] += $8
       if (!(k in seen)) { seen[k] = 1; keys[++nk] = k } }
-    function of(x, k, m,   i) { for (i = 1; i <= m; i++) a[i] = x[k, i]; return median(a, m) }
+    function of(k, i,   j) { for (j = 1; j <= n[k]; j++) a[j] = x[k, i, j]; return median(a, n[k]) }
     END { for (i = 1; i <= nk; i++) { k = keys[i]
-            printf "  %-34s %.0f MHz  %.0f W  %.0f C  (%d)\n", k, of(c, k, n[k]), of(w, k, n[k]), of(t, k, n[k]), s[k] } }'
+            printf "  %-34s %.0f / %.0f MHz  %.0f W  %.0f / %.0f C  (%d)\n", k, of(k, 3), of(k, 4), of(k, 5),
+              of(k, 6), of(k, 7), s[k] } }'
 fi
 rm -f "$rows" "$samples" "$clocks"

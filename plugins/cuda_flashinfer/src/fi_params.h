@@ -114,9 +114,9 @@ struct merge_params {
 
 /* Launchers (one per kernel family), returning the launch error. launch_plan:
  * max_pages bounds any request's pages (the state's max_blocks_per_req, so a
- * captured plan covers every replay); sort_pages lists each request's full
- * pages in address order, only for batches whose attention cannot depend on
- * key order (plan_kernels.cu). */
+ * captured plan covers every replay); sort_pages lets the fill list each
+ * decode request's full pages in address order, for plans whose attention
+ * cannot depend on key order otherwise (plan_kernels.cu). */
 cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const int32_t *block_table, int64_t bt_stride, int num_reqs,
                         int num_tokens, int page_shift, int group, int max_pages,

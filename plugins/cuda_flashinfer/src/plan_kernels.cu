@@ -8,11 +8,13 @@
  * read back to the host, so the same launches run inside a captured graph or
  * ahead of its replay, rewriting the buffers in place.
  *
- * Sorted pages: where no key's position matters (every query a decode
- * token, which sees all its keys; no sliding window, no ALiBi, no cascade),
- * the fill lists each run of a request's full pages in address order and
- * keeps the last (possibly partial) page last, so a kernel's key count still
- * ends inside it. Attention does not depend on the order of its keys, and a
+ * Sorted pages: where no key's position matters (a request whose one query
+ * is a decode token, which sees all its keys, in a plan with no sliding
+ * window, no ALiBi and no cascade), the fill lists each run of the request's
+ * full pages in address order and keeps the last (possibly partial) page
+ * last, so a kernel's key count still ends inside it. The fill decides per
+ * request from the query lengths it reads, so decode requests of a mixed
+ * batch are sorted too, and a captured plan decides afresh on each replay. Attention does not depend on the order of its keys, and a
  * cache whose pages were handed out in random order streams closer to one
  * in allocation order: B64 x 16k decode on the H100 1.397 ms against 1.410
  * in table order (1.387 for pages in allocation order).
@@ -105,8 +107,8 @@ __device__ void fill_sorted(const int32_t *row, int n, int32_t *out)
 }
 
 /* CTA (r, y): pages y * FI_SORT_RUN onwards of request r, one run, sorted
- * where sort says (all but the last page, which stays last); CTA (r, 0) also
- * the request's token and tile lists. */
+ * where sort allows it and r is a decode request (all but the last page,
+ * which stays last); CTA (r, 0) also the request's token and tile lists. */
 __global__ void __launch_bounds__(FILL_THREADS)
 plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int sort, plan_bufs pb)
 {
@@ -114,12 +116,12 @@ plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int s
     const int k0 = pb.kv_indptr[r], np = pb.kv_indptr[r + 1] - k0;
     const int32_t *row = block_table + (int64_t)r * bt_stride;
     int32_t *out = pb.kv_indices + k0;
-    const int end = min(np, p0 + FI_SORT_RUN), full = sort && np > 2 ? np - 1 : 0;
-    const int sorted_end = min(end, full);
+    const int q0 = pb.qo_indptr[r], ql = pb.qo_indptr[r + 1] - q0, len = pb.seq_lens[r];
+    const int end = min(np, p0 + FI_SORT_RUN), full = sort && ql == 1 && np > 2 ? np - 1 : 0;
+    const int sorted_end = min(end, full); /* uniform over the CTA: fill_sorted syncs */
     if (p0 < sorted_end) fill_sorted(row + p0, sorted_end - p0, out + p0);
     for (int i = max(p0, sorted_end) + threadIdx.x; i < end; i += blockDim.x) out[i] = row[i];
     if (blockIdx.y) return;
-    const int q0 = pb.qo_indptr[r], ql = pb.qo_indptr[r + 1] - q0, len = pb.seq_lens[r];
     for (int i = threadIdx.x; i < ql; i += blockDim.x) {
         pb.token_req[q0 + i] = r;
         pb.token_pos[q0 + i] = len - ql + i;

@@ -463,15 +463,13 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     st->slot_mapping = b->slot_mapping && b->slot_mapping->data
                            ? (const int64_t *)ah_dl_data(b->slot_mapping)
                            : NULL;
-    /* Decode tokens see all their keys; only a window, ALiBi or the cascade's
-     * prefix split give a key's position a part in the result. There, visit
-     * each request's pages in address order (AH_FI_SORT_PAGES=0: table order,
-     * a measurement knob). A graph may hold this plan's launches and replay
-     * them on later batches: without the tensor-core path those may carry
-     * prefill tokens, so such plans keep table order. */
+    /* A decode token sees all its keys; only a window, ALiBi or the cascade's
+     * prefix split give a key's position a part in the result. Without them
+     * the fill visits each decode request's pages in address order, deciding
+     * per request on the device, so a graph's replays decide afresh
+     * (AH_FI_SORT_PAGES=0: table order, a measurement knob). */
     static const int sort_knob = env_knob("AH_FI_SORT_PAGES", 1);
-    const int sort_pages = sort_knob && all_decode && !st->cascade && !st->spec.sliding_window &&
-                           !st->spec.use_alibi && (mode == AH_PLAN_EAGER || st->tc);
+    const int sort_pages = sort_knob && !st->cascade && !st->spec.sliding_window && !st->spec.use_alibi;
     cudaError_t ce = launch_plan((const int32_t *)ah_dl_data(b->query_start_loc),
                                  (const int32_t *)ah_dl_data(b->seq_lens),
                                  (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T,
