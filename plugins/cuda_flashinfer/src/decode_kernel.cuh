@@ -250,10 +250,18 @@ static cudaError_t regs_launch(dim3 grid, attn_params q, int vd, cudaStream_t st
     unsigned &blocks = q.head_fastest ? grid.x : grid.y;
     blocks /= HPC;
     q.stages = vd;
-    const cudaError_t e =
-        vd ? occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC, true>, C::THREADS, C::vring(vd), C::vring(vd),
-                                 grid, q, st, occupancy)
-           : occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, C::THREADS, 0, 0, grid, q, st, occupancy);
+    cudaError_t e;
+    if (vd) {
+        /* The ring can pass the 48 KiB a launch gets without opting in; set
+         * the opt-in at every launch (a cheap call, safe in a capture), as
+         * the plan's occupancy query never sees the four-block instance. */
+        const auto kern = decode_regs_kernel<QT, D, GB, HPC, true>;
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::vring(vd));
+        if (e == cudaSuccess)
+            e = occupancy_or_launch(kern, C::THREADS, C::vring(vd), C::vring(vd), grid, q, st, occupancy);
+    } else {
+        e = occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, C::THREADS, 0, 0, grid, q, st, occupancy);
+    }
     if (occupancy) *occupancy *= HPC;
     return e;
 }
