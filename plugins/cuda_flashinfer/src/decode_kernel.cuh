@@ -240,28 +240,15 @@ static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, int sme
 }
 
 /* The register-load kernel with HPC head blocks per CTA (HPC divides the
- * grid's head blocks), V through a shared-memory ring of vd steps where
- * vd > 0; the occupancy it reports counts head blocks, the plan's unit of
- * work. */
+ * grid's head blocks); the occupancy it reports counts head blocks, the
+ * plan's unit of work. */
 template <typename QT, int D, int GB, int HPC>
-static cudaError_t regs_launch(dim3 grid, attn_params q, int vd, cudaStream_t st, int *occupancy)
+static cudaError_t regs_launch(dim3 grid, const attn_params &q, cudaStream_t st, int *occupancy)
 {
-    using C = regs_cfg<D, GB, HPC>;
     unsigned &blocks = q.head_fastest ? grid.x : grid.y;
     blocks /= HPC;
-    q.stages = vd;
-    cudaError_t e;
-    if (vd) {
-        /* The ring can pass the 48 KiB a launch gets without opting in; set
-         * the opt-in at every launch (a cheap call, safe in a capture), as
-         * the plan's occupancy query never sees the four-block instance. */
-        const auto kern = decode_regs_kernel<QT, D, GB, HPC, true>;
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::vring(vd));
-        if (e == cudaSuccess)
-            e = occupancy_or_launch(kern, C::THREADS, C::vring(vd), C::vring(vd), grid, q, st, occupancy);
-    } else {
-        e = occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, C::THREADS, 0, 0, grid, q, st, occupancy);
-    }
+    const cudaError_t e = occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, regs_cfg<D, GB, HPC>::THREADS, 0,
+                                              0, grid, q, st, occupancy);
     if (occupancy) *occupancy *= HPC;
     return e;
 }
@@ -312,8 +299,8 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                              * slower, B1 32k by 12%). */
                             if constexpr (regs_merge_fits(D, GB, 4))
                                 if (decode_regs_shape() == 1 && hblocks % 4 == 0 && p.num_splits == 1)
-                                    return regs_launch<QT, D, GB, 4>(grid, q, decode_vsm_depth(), st, occupancy);
-                            return regs_launch<QT, D, GB, 1>(grid, q, decode_vsm_depth(), st, occupancy);
+                                    return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
+                            return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);
                         }
                     using SC = stream_cfg<KT, D, GB>;
                     auto kern = decode_stream_kernel<QT, KT, D, GB, false>;

@@ -53,7 +53,10 @@
  * at three CTAs per SM with split-KV (+0.2%), two warps of 32-key steps
  * (+1.3%); eight head blocks per CTA, whose 64 CTAs need split-KV (+2.9%
  * at 4k, level at 16k); an HND cache (+0.9% at 16k). Two head blocks per
- * CTA: level.
+ * CTA: level. (Fourteenth round) V copied 3 or 4 steps ahead into a
+ * per-warp shared-memory ring by cp.async and read back by transposing
+ * ldmatrix, 6-8 KiB in flight per warp for no registers: +1.1-1.5% at
+ * 16k, +2% at 4k.
  */
 #ifndef FI_DECODE_REGS_CUH
 #define FI_DECODE_REGS_CUH
@@ -71,7 +74,6 @@ constexpr bool regs_merge_fits(int d, int gb, int hpc) { return 4 * hpc * gb * (
 
 template <int D, int GB, int HPC_ = 1> struct regs_cfg {
     static constexpr int HPC = HPC_;              /* head blocks per CTA */
-    static constexpr int ROWB = D * 2, CR = D / 8; /* bytes, 16-byte chunks of a key row */
     static constexpr int WPH = 4, NW = WPH * HPC; /* warps per head block, per CTA */
     static constexpr int THREADS = 32 * NW, MIN_CTAS = 4 / HPC;
     static constexpr int STEP = 8;     /* keys per warp step */
@@ -82,8 +84,6 @@ template <int D, int GB, int HPC_ = 1> struct regs_cfg {
     static_assert(GB <= 8, "a head per row of the first 8 of Q's tile");
     static_assert(HPC == 1 || HPC == 2 || HPC == 4, "a whole number of CTAs per SM");
     static_assert(regs_merge_fits(D, GB, HPC), "the merge buffers in static shared memory");
-    /* Dynamic shared memory of the V ring at a depth of vd steps. */
-    static constexpr int vring(int vd) { return NW * vd * STEP * ROWB; }
 };
 
 /* Does this instantiation take the register-load kernel? */
@@ -106,14 +106,6 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p, bool ok)
     return r;
 }
 
-/* The same 16 bytes copied to shared memory (cp.async); src_bytes 0 writes
- * zeros without reading. */
-__device__ __forceinline__ void cp_stream16(void *dst, const void *src, bool ok)
-{
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-                 "r"(ok ? 16 : 0));
-}
-
 __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -122,14 +114,13 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i)
 /* Channel of entry r of lane group g's V list (see the header). */
 __device__ __forceinline__ int regs_channel(int g, int r) { return 8 * (g + 8 * (r / 8)) + r % 8; }
 
-template <typename QT, int D, int GB, int HPC = 1, bool VSM = false>
+template <typename QT, int D, int GB, int HPC = 1>
 __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB, HPC>::MIN_CTAS)
     decode_regs_kernel(const attn_params p)
 {
     using C = regs_cfg<D, GB, HPC>;
     __shared__ __align__(16) float sm_acc[C::NW * GB * D];
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
-    extern __shared__ __align__(16) uint8_t sm_vring[]; /* VSM: [NW][vd][STEP keys][ROWB], swizzled rows */
 
     /* Head block threadIdx.x / 32 / WPH of the CTA's HPC (the HPC == 1
      * spellings here and for phase tell the compiler that warp < WPH). */
@@ -167,15 +158,13 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     auto base = [&](int n) { return first + n * C::STEP * C::WPH; };
     auto page_of = [&](int j) { return j < b ? __ldg(pages + (j >> shift)) : 0; };
 
-    uint4 kr[C::KCH], vr[VSM ? 1 : 2][C::VCH];
+    uint4 kr[C::KCH], vr[2][C::VCH];
     int pk = 0, pv[2] = {0, 0}; /* page numbers of the next step to load */
     auto fetch_pages = [&](int n) {
         const int j = base(n);
         pk = page_of(j + g);
-        if constexpr (!VSM) {
-            pv[0] = page_of(j + 2 * tq);
-            pv[1] = page_of(j + 2 * tq + 1);
-        }
+        pv[0] = page_of(j + 2 * tq);
+        pv[1] = page_of(j + 2 * tq + 1);
     };
     auto load_k = [&](int n) {
         const int j = base(n) + g;
@@ -192,35 +181,16 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
             for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
         }
     };
-    /* VSM: V of step n into ring slot n % vd, lane (g, t) copying key g's
-     * chunks t, t + 4, ... (K's pattern), one commit group per step. */
-    const int vd = VSM ? p.stages : 1;
-    uint8_t *ring = sm_vring + warp * vd * (C::STEP * C::ROWB);
-    auto issue_v = [&](int n, int page) {
-        const int j = base(n) + g;
-        const QT *row = vc + (int64_t)page * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
-        uint8_t *slot = ring + (n % vd) * (C::STEP * C::ROWB);
-        if (n < nsteps)
-#pragma unroll
-            for (int i = 0; i < C::KCH; i++) cp_stream16(slot + swz<C::CR>(g, tq + 4 * i), row + 8 * (tq + 4 * i), j < b);
-        cp_async_commit(); /* empty past the end: the group count stays one per step */
-    };
 
     float o[C::KS][4];
 #pragma unroll
     for (int i = 0; i < C::KS; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m = -INFINITY, l = 0.f; /* head g; l sums this lane's keys only */
 
-    int pvn = 0; /* VSM: page of key g of the next step to copy */
     if (nsteps > 0) {
         fetch_pages(0);
         load_k(0);
-        if constexpr (VSM) {
-            for (int n = 0; n < vd; n++) issue_v(n, page_of(base(n) + g));
-            pvn = page_of(base(vd) + g);
-        } else {
-            load_v(0);
-        }
+        load_v(0);
         if (nsteps > 1) fetch_pages(1);
     }
     for (int n = 0; n < nsteps; n++) {
@@ -259,40 +229,19 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
         const float p0 = exp2f(lg[0] - mu), p1 = exp2f(lg[1] - mu);
         l += p0 + p1;
         const uint32_t pb = pack2<QT>(p0, p1);
-        if constexpr (VSM) {
-            /* Step n's slot landed (vd - 1 later groups may still fly); one
-             * transposing ldmatrix gives channel tiles i, i + 1 (rows g and
-             * g + 8 each: chunks 2i .. 2i + 3 of keys 0-7) as V^T's A. */
-            cp_async_wait_n(vd - 1);
-            __syncwarp();
-            const uint8_t *slot = ring + (n % vd) * (C::STEP * C::ROWB);
 #pragma unroll
-            for (int i = 0; i < C::KS; i += 2) {
-                uint32_t va[4];
-                ldmatrix_x4_trans(va, slot + swz<C::CR>(lane % 8, 2 * i + lane / 8));
-                mma_op<QT>::run_k8(o[i], va[0], va[1], pb);
-                mma_op<QT>::run_k8(o[i + 1], va[2], va[3], pb);
-            }
-            __syncwarp(); /* every lane has read the slot before it is refilled */
-            issue_v(n + vd, pvn);
-            if (n + vd + 1 < nsteps) pvn = page_of(base(n + vd + 1) + g);
+        for (int i = 0; i < C::KS; i++) {
+            const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
+            const int sel = i % 2 ? 0x7632 : 0x5410;
+            const uint32_t a0 = __byte_perm(word(vr[0][r0 / 8], (r0 % 8) / 2), word(vr[1][r0 / 8], (r0 % 8) / 2), sel);
+            const uint32_t a1 = __byte_perm(word(vr[0][r1 / 8], (r1 % 8) / 2), word(vr[1][r1 / 8], (r1 % 8) / 2), sel);
+            mma_op<QT>::run_k8(o[i], a0, a1, pb);
+        }
+        if (n + 1 < nsteps) {
+            load_v(n + 1);
             if (n + 2 < nsteps) fetch_pages(n + 2);
-        } else {
-#pragma unroll
-            for (int i = 0; i < C::KS; i++) {
-                const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
-                const int sel = i % 2 ? 0x7632 : 0x5410;
-                const uint32_t a0 = __byte_perm(word(vr[0][r0 / 8], (r0 % 8) / 2), word(vr[1][r0 / 8], (r0 % 8) / 2), sel);
-                const uint32_t a1 = __byte_perm(word(vr[0][r1 / 8], (r1 % 8) / 2), word(vr[1][r1 / 8], (r1 % 8) / 2), sel);
-                mma_op<QT>::run_k8(o[i], a0, a1, pb);
-            }
-            if (n + 1 < nsteps) {
-                load_v(n + 1);
-                if (n + 2 < nsteps) fetch_pages(n + 2);
-            }
         }
     }
-    if constexpr (VSM) cp_async_wait<0>(); /* no copy outlives the kernel */
 
     /* This warp's state into the merge buffers ([NW][GB][D], [NW][GB]). */
     l += __shfl_xor_sync(0xffffffffu, l, 1);
@@ -303,9 +252,9 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
         if (h < GB) {
             float *row = sm_acc + (warp * GB + h) * D;
 #pragma unroll
-            for (int i = 0; i < C::KS; i++) { /* rows g and g + 8 of channel tile i */
-                row[VSM ? 16 * i + g : regs_channel(g, i)] = o[i][e];
-                row[VSM ? 16 * i + 8 + g : regs_channel(g, C::KS + i)] = o[i][2 + e];
+            for (int i = 0; i < C::KS; i++) {
+                row[regs_channel(g, i)] = o[i][e];
+                row[regs_channel(g, C::KS + i)] = o[i][2 + e];
             }
         }
     }

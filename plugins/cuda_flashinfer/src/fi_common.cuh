@@ -163,8 +163,7 @@ __device__ __forceinline__ void cp_async_wait_n(int n)
 {
     if (n <= 0) cp_async_wait<0>();
     else if (n == 1) cp_async_wait<1>();
-    else if (n == 2) cp_async_wait<2>();
-    else cp_async_wait<3>();
+    else cp_async_wait<2>();
 }
 
 /* ---- the paged cache ------------------------------------------------------- */

@@ -140,9 +140,6 @@ bool decode_tc_on(void);
  * AH_FI_DECODE_REGS (a measurement knob) 1 (default) four head blocks per
  * CTA where they fit without split-KV, 2 one, 0 the streaming kernel. */
 int decode_regs_shape(void);
-/* Its V path: AH_FI_DECODE_VSM 0 loads V into registers one step ahead,
- * 2-4 copies it that many steps ahead into shared memory (cp.async). */
-int decode_vsm_depth(void);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);

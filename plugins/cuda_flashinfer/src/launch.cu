@@ -106,12 +106,6 @@ int decode_regs_shape(void)
     return k >= 0 && k <= 2 ? k : 1;
 }
 
-int decode_vsm_depth(void)
-{
-    static const int k = env_knob("AH_FI_DECODE_VSM", 0);
-    return k >= 2 && k <= 4 ? k : 0;
-}
-
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
 {
     int n = 0;
