@@ -55,7 +55,7 @@
  * at 4k, level at 16k); an HND cache (+0.9% at 16k). Two head blocks per
  * CTA: level. (Fourteenth round) V copied 3 or 4 steps ahead into a
  * per-warp shared-memory ring by cp.async and read back by transposing
- * ldmatrix, 6-8 KiB in flight per warp for no registers: +1.1-1.5% at
+ * ldmatrix, 6-8 KiB in flight per warp for no registers: +1.1-1.6% at
  * 16k, +2% at 4k.
  */
 #ifndef FI_DECODE_REGS_CUH
