@@ -14,10 +14,11 @@
  * full pages in address order and keeps the last (possibly partial) page
  * last, so a kernel's key count still ends inside it. The fill decides per
  * request from the query lengths it reads, so decode requests of a mixed
- * batch are sorted too, and a captured plan decides afresh on each replay. Attention does not depend on the order of its keys, and a
- * cache whose pages were handed out in random order streams closer to one
- * in allocation order: B64 x 16k decode on the H100 1.397 ms against 1.410
- * in table order (1.387 for pages in allocation order).
+ * batch are sorted too, and a captured plan decides afresh on each replay.
+ * Attention does not depend on the order of its keys, and a cache whose
+ * pages were handed out in random order streams closer to one in
+ * allocation order: B64 x 16k decode on the H100 1.397 ms against 1.410 in
+ * table order (1.387 for pages in allocation order).
  */
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>

@@ -87,9 +87,11 @@ int main()
     const std::vector<int> pages = {0, 1, 2, 3, 100, FI_SORT_RUN + 1, FI_SORT_RUN + 2, 2 * FI_SORT_RUN + 500};
     const int R = (int)pages.size(), cols = *std::max_element(pages.begin(), pages.end());
     std::mt19937 rng(7);
-    for (int mixed : {0, 1})
-    for (int top : {1 << 17, 0x7fffffff}) { /* a small pool; page numbers using all 31 bits */
-        /* Mixed: every other request extends by r + 2 tokens (at most its length). */
+    for (int c = 0; c < 4; c++) {
+        /* A small pool, then page numbers using all 31 bits; all-decode, then
+         * mixed: every other request extends by r + 2 tokens (at most its
+         * length). */
+        const int top = c % 2 ? 0x7fffffff : 1 << 17, mixed = c / 2;
         std::vector<int32_t> qlens(R), lens(R), table((size_t)R * cols, -1);
         std::uniform_int_distribution<int32_t> page(0, top);
         for (int r = 0; r < R; r++) {
