@@ -1,9 +1,10 @@
 #!/bin/bash
 # One GPU session for cuda_flashinfer: build (sm_90 only, to save device
 # time), the plan's page-listing test, host conformance suite, correctness
-# driver, benchmarks, PyTorch SDPA peer, the host's generic bench. Logs go to $OUT (or ./gpu-out). Each
-# step gets a time limit from what is left of BUDGET seconds, and prints as
-# it goes (line-buffered), so a stall shows which case it was in.
+# driver, benchmarks, PyTorch SDPA peer, the host's generic bench. Logs go
+# to $OUT (or ./gpu-out). Each step gets a time limit from what is left of
+# BUDGET seconds, and prints as it goes (line-buffered), so a stall shows
+# which case it was in.
 OUT=${OUT:-gpu-out}
 BUDGET=${BUDGET:-400}
 mkdir -p "$OUT"
