@@ -48,8 +48,13 @@ extern "C" {
  * Versions
  * ------------------------------------------------------------------------- */
 
-#define AH_ABI_VERSION_MAJOR 1
-#define AH_ABI_VERSION_MINOR 1
+/* History of the major: ABI 2.0 added per-request phase splitting
+ * (ah_caps.mixed_batch, decode_query_len_max), plugin ranks
+ * (prefill_rank, decode_rank), typed plugin configuration keys
+ * (ah_config_key, ah_host_services.config_int/float/str) and
+ * ah_context_options. Fields a later minor appends say which minor. */
+#define AH_ABI_VERSION_MAJOR 2
+#define AH_ABI_VERSION_MINOR 0
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
 #define AH_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
 #define AH_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -126,6 +131,38 @@ typedef enum ah_kv_layout {
     AH_KV_LAYOUT_HND = 2,
     AH_KV_LAYOUT_COUNT
 } ah_kv_layout;
+
+/* The two phases a layer is bound for. A batch's request is a decode
+ * request when its query length is at most the decode winner's
+ * decode_query_len_max (1 for most plugins); the rest are prefill. */
+typedef enum ah_phase {
+    AH_PHASE_PREFILL = 0,
+    AH_PHASE_DECODE = 1,
+    AH_PHASE_COUNT
+} ah_phase;
+
+/* How much a plugin asks to be preferred (GStreamer's ranks). The host
+ * orders a layer's default candidates GPU plugins first, then by rank
+ * (higher first), then by name; [select] lists override the order. NONE:
+ * never a default candidate, only when a list names the plugin. Any value
+ * in between is allowed (PRIMARY + 32 to rank just above a peer). */
+typedef enum ah_rank {
+    AH_RANK_NONE = 0,
+    AH_RANK_MARGINAL = 64,
+    AH_RANK_SECONDARY = 128,
+    AH_RANK_PRIMARY = 256
+} ah_rank;
+
+/* How a plugin takes a batch that mixes decode and prefill requests.
+ *   WHOLE: its kernels serve any mix in one plan; when it wins both phases
+ *          of a layer the batch is planned on it whole.
+ *   SPLIT: its decode and prefill paths are planned apart; the host always
+ *          hands it the decode requests and the rest as two batches. */
+typedef enum ah_mixed_batch {
+    AH_MIXED_WHOLE = 0,
+    AH_MIXED_SPLIT = 1,
+    AH_MIXED_BATCH_COUNT
+} ah_mixed_batch;
 
 /* CUDA-graph support level (vLLM's AttentionCGSupport): each level includes
  * the ones below it. */
@@ -239,10 +276,17 @@ typedef struct ah_host_services {
      * no-op. Memory from alloc goes back through free, never libc free. */
     void *(*alloc)(const struct ah_host_services *host, size_t size);
     void (*free)(const struct ah_host_services *host, void *ptr);
-    /* The value of key in this plugin's [plugin.<name>] section, or NULL.
-     * The string lives as long as the host. Only keys the plugin declares
-     * in ah_caps.config_keys are passed; others are reported to the user. */
-    const char *(*config_get)(const struct ah_host_services *host, const char *key);
+    /* The effective value of a key the plugin declares in
+     * ah_caps.config_keys: the [plugin.<name>] value when the INI sets it,
+     * else the declared default, already validated against the key's type
+     * and range. config_int serves BOOL (0/1), INT and ENUM (the index into
+     * choices); config_float serves FLOAT and INT; config_str serves every
+     * type (the value's text, living as long as the host). Asking for an
+     * undeclared key, or with the wrong getter, returns 0 / NULL and logs
+     * an error naming the key. Thread-safe. */
+    int64_t (*config_int)(const struct ah_host_services *host, const char *key);
+    double (*config_float)(const struct ah_host_services *host, const char *key);
+    const char *(*config_str)(const struct ah_host_services *host, const char *key);
     const ah_hw_facts *hw;
     void *host_data; /* the host's; plugins never read it */
 } ah_host_services;
@@ -331,15 +375,42 @@ typedef struct ah_reason_sink {
 } ah_reason_sink;
 
 /* ----------------------------------------------------------------------------
- * Plugin configuration keys ([plugin.<name>] in the INI). Declared by the
- * plugin so the host can document them and report unknown ones.
+ * Plugin configuration keys ([plugin.<name>] in the INI), declared by the
+ * plugin. The host parses and validates every value against this table
+ * (an unknown key or a bad value is a configuration error naming file,
+ * line, section and key), lists the keys in `attnhost config --dump`, puts
+ * the effective values into the scan-cache key, and hands the plugin typed
+ * values through ah_host_services.config_int / config_float / config_str.
+ * A plugin never parses a string.
+ *
+ * The table is an array of this fixed layout for the whole of ABI 2.
  * ------------------------------------------------------------------------- */
 
+typedef enum ah_key_type {
+    AH_KEY_BOOL = 0,   /* true/false, yes/no, on/off, 1/0; config_int gives 0 or 1 */
+    AH_KEY_INT = 1,    /* decimal integer in [int_min, int_max] */
+    AH_KEY_FLOAT = 2,  /* decimal number in [float_min, float_max] */
+    AH_KEY_ENUM = 3,   /* one of choices; config_int gives its index */
+    AH_KEY_STRING = 4, /* any text up to 255 bytes */
+    AH_KEY_TYPE_COUNT
+} ah_key_type;
+
 typedef struct ah_config_key {
-    const char *name;
-    const char *default_value;
-    const char *doc;
+    const char *name;          /* [a-z0-9_]+ */
+    ah_key_type type;
+    const char *default_value; /* written as in the INI; must itself be valid */
+    int64_t int_min, int_max;  /* AH_KEY_INT: inclusive bounds */
+    double float_min, float_max; /* AH_KEY_FLOAT: inclusive bounds */
+    const char *choices;       /* AH_KEY_ENUM: "auto|on|off" */
+    const char *doc;           /* one sentence for --dump and the docs */
 } ah_config_key;
+
+/* Table rows in a line each. */
+#define AH_KEY_BOOL_ROW(name, def, doc) {name, AH_KEY_BOOL, def, 0, 1, 0, 0, NULL, doc}
+#define AH_KEY_INT_ROW(name, def, lo, hi, doc) {name, AH_KEY_INT, def, lo, hi, 0, 0, NULL, doc}
+#define AH_KEY_FLOAT_ROW(name, def, lo, hi, doc) {name, AH_KEY_FLOAT, def, 0, 0, lo, hi, NULL, doc}
+#define AH_KEY_ENUM_ROW(name, def, choices, doc) {name, AH_KEY_ENUM, def, 0, 0, 0, 0, choices, doc}
+#define AH_KEY_STRING_ROW(name, def, doc) {name, AH_KEY_STRING, def, 0, 0, 0, 0, NULL, doc}
 
 /* ----------------------------------------------------------------------------
  * Capability descriptor: static, const, answerable without a device.
@@ -379,6 +450,14 @@ typedef struct ah_caps {
      * rules. probe may be NULL when no probe ran. Must not touch a device. */
     void (*check_combination)(const ah_layer_spec *spec, const ah_probe_info *probe,
                               ah_reason_sink *sink);
+    /* ABI 2.0. Ranks per phase (ah_rank values; see there). */
+    uint32_t prefill_rank;
+    uint32_t decode_rank;
+    /* Mixed batches (see ah_mixed_batch) and the largest query length the
+     * plugin's decode path serves: vLLM's reorder_batch_threshold, k + 1
+     * for plugins that verify k speculative tokens as decode. 0 means 1. */
+    ah_mixed_batch mixed_batch;
+    uint32_t decode_query_len_max;
 } ah_caps;
 
 /* ----------------------------------------------------------------------------
@@ -392,6 +471,23 @@ typedef struct ah_caps {
  * has seq_lens[r] tokens of KV in the cache, the new ones included, so its
  * query token i sits at position seq_lens[r] - query_len[r] + i. For
  * cross-attention seq_lens are the encoder lengths and positions don't matter.
+ *
+ * Lifetime: the host copies this struct, not the arrays it points to. Every
+ * array, device tensor and host copy alike, must stay valid and unchanged
+ * until the step's last forward has completed on its stream: plugins read
+ * block_table and slot_mapping inside forward and write_kv, and CPU plugins
+ * may read the host copies there.
+ *
+ * Streams: plan, write_kv and forward of one step take the same stream,
+ * the engine's (a CUstream / hipStream_t; NULL is that runtime's default
+ * stream; CPU plugins ignore it). A plugin enqueues its work there and
+ * never waits for it on the host, except where its docs say so.
+ *
+ * Phases: a batch may mix decode and prefill requests. The host hands each
+ * plugin the part it was chosen for (ah_caps.mixed_batch): a plugin bound
+ * for decode sees only requests of query length <= its
+ * decode_query_len_max; the split parts are views into the engine's
+ * arrays (query_start_loc rebased to 0 in a host-owned buffer).
  * ------------------------------------------------------------------------- */
 
 typedef struct ah_batch {
@@ -483,6 +579,14 @@ typedef struct ah_merge_args {
     void *stream;
 } ah_merge_args;
 
+/* What context_create opens. */
+typedef struct ah_context_options {
+    uint32_t struct_size;
+    int32_t device_index; /* among the devices of the plugin's kind, as its
+                             runtime numbers them (CUDA_VISIBLE_DEVICES
+                             applies); CPU plugins: always 0 */
+} ah_context_options;
+
 /* Opaque handles. The host never looks inside. */
 typedef struct ah_context ah_context; /* one per plugin per host: device, streams */
 typedef struct ah_state ah_state;     /* one per bound layer spec: plans, buffers */
@@ -506,10 +610,12 @@ typedef struct ah_plugin_ops {
      * the device or its driver library is absent: say why in info->reason. */
     ah_status (*probe)(const ah_host_services *host, ah_probe_info *info);
 
-    /* Open the device. *out is the plugin's; on failure *out is NULL and
-     * *why (static or host-lifetime text) says why. */
-    ah_status (*context_create)(const ah_host_services *host, ah_context **out,
-                                const char **why);
+    /* Open the device opts->device_index. *out is the plugin's; on failure
+     * *out is NULL and *why (static or host-lifetime text) says why (an
+     * index past the plugin's devices is AH_ERR_UNAVAILABLE). The host opens
+     * one context per plugin and device index. */
+    ah_status (*context_create)(const ah_host_services *host, const ah_context_options *opts,
+                                ah_context **out, const char **why);
     void (*context_destroy)(ah_context *ctx);
     /* The last error on ctx, never NULL (may be ""). Valid until the next
      * call on ctx. */

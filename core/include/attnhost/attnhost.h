@@ -45,7 +45,7 @@
 extern "C" {
 #endif
 
-#define AH_VERSION_STRING "0.1.0"
+#define AH_VERSION_STRING "0.2.0"
 
 typedef struct ah_host ah_host;
 typedef struct ah_model ah_model;
@@ -57,6 +57,13 @@ typedef struct ah_device ah_device;
 typedef struct ah_error {
     char msg[1024];
 } ah_error;
+
+/* The library's version ("0.2.0") and the plugin ABI it speaks
+ * (AH_ABI_VERSION: major << 16 | minor), so a binding loaded with dlopen
+ * can check it matches the headers it was built from.
+ * Thread safety: any thread. */
+const char *ah_version(void);
+uint32_t ah_abi_version(void);
 
 /* Static text for a status ("invalid argument", ...). Never NULL.
  * Thread safety: any thread (as are all the *_str functions). */
@@ -170,11 +177,6 @@ const char *ah_demo_model_text(void);
  * Selection: which plugin serves each layer, and why
  * ------------------------------------------------------------------------ */
 
-typedef enum ah_phase {
-    AH_PHASE_PREFILL = 0, /* batches with any query_len > 1 */
-    AH_PHASE_DECODE = 1,  /* batches where every query_len is 1 */
-    AH_PHASE_COUNT
-} ah_phase;
 
 typedef struct ah_reason {
     ah_reason_code code;
@@ -251,6 +253,9 @@ typedef struct ah_binding_options {
     uint32_t struct_size;
     ah_limits limits;
     int no_validation; /* 1: skip batch and tensor checks (trusted engines) */
+    int32_t device_index; /* the device (of each bound plugin's kind) the
+                             binding runs on: CUDA device 1 for tensors on
+                             cuda:1; 0 for CPU plugins */
 } ah_binding_options;
 
 /* Open the selected plugins (dlopen, context, one state per distinct layer
@@ -268,10 +273,26 @@ void ah_binding_destroy(ah_binding *b);
  * number of bindings at once. */
 const char *ah_binding_errmsg(const ah_binding *b);
 
-/* Validate the batch (unless switched off), decide its phase, and plan every
- * state of that phase. On error nothing was planned. */
+/* Validate the batch (unless switched off), split it by phase and plan
+ * every state that serves a part. The first requests of query length at
+ * most the layer's decode winner's decode_query_len_max are decode
+ * requests and go to the decode winners, the rest to the prefill winners;
+ * forward then runs both parts and writes one output in the engine's token
+ * order. The split is free (views into the engine's arrays) when the engine
+ * orders decode requests first, as vLLM and SGLang do; a batch whose decode
+ * requests are not all first runs whole on the prefill winners (see
+ * ah_binding_split). On error nothing was planned. The batch's arrays must
+ * outlive the step (see ah_batch). */
 ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mode, void *stream);
+/* DECODE when every request of the last planned batch was a decode
+ * request, else PREFILL. */
 ah_phase ah_binding_phase(const ah_binding *b);
+/* How the last planned batch was served: the number of leading requests
+ * (and, in *decode_tokens, their tokens) planned on the decode winners; the
+ * others ran on the prefill winners. *why (static text, may be NULL) says
+ * why a batch with decode requests ran whole on the prefill winners, or ""
+ * when it did not. */
+uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const char **why);
 
 /* Attention for one layer of the last planned batch. When args->key is not
  * NULL the new tokens' K/V are stored first (by forward itself, or by the
@@ -284,9 +305,23 @@ ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_a
  * context and may be overwritten by another binding's concurrent failure. */
 ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_args *args);
 
-/* The KV-cache tensor shape a layer needs: 4 dims in the layer's layout. */
-void ah_binding_kv_cache_shape(const ah_binding *b, uint32_t layer, uint32_t num_blocks,
-                               int64_t shape[4]);
+/* One KV-cache tensor as a layer's plugins need it: shape and strides (in
+ * elements, outermost first) and element type. FP8 caches are uint8 in
+ * DLPack terms; kv_dtype says which FP8. */
+typedef struct ah_kv_cache_desc {
+    uint32_t struct_size;
+    int32_t ndim;          /* 0: no such tensor (MLA has no value cache) */
+    int64_t shape[6];
+    int64_t strides[6];
+    ah_dtype kv_dtype;
+    DLDataType dl_dtype;
+} ah_kv_cache_desc;
+
+/* The key and value cache tensors layer needs for num_blocks blocks.
+ * AH_ERR_INVALID_ARGUMENT for a layer out of range (the message names it).
+ * Thread safety: owner thread. */
+ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,
+                                   ah_kv_cache_desc *key, ah_kv_cache_desc *value);
 /* The device of the plugin bound to layer in phase. */
 ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase);
 
