@@ -95,7 +95,7 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
         ah_error err;
         ah_host_select(h, m, &s, &err);
         ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), B, 8192, (uint32_t)mb, (uint32_t)ctx + 16,
-                                             (uint32_t)nblk}, !validate};
+                                             (uint32_t)nblk}, !validate, 0};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             ah_selection_destroy(s);
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
         double c = now_us();
         ah_host_select(h, m, &s2, &err);
         double d = now_us();
-        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0};
+        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0, 0};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             return 1;

@@ -79,20 +79,20 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
         ah_device_kind_of(ah_binding_device(w->b, l, AH_PHASE_DECODE)) != ah_device_kind_of(L->dev))
         return wl_fail(w, "layer %u: prefill and decode are bound to different devices", l);
     const ah_layer_spec *s = &L->spec;
-    int64_t cshape[4];
-    ah_binding_kv_cache_shape(w->b, l, w->limits.num_blocks, cshape);
+    ah_kv_cache_desc kd, vd;
+    if (ah_binding_kv_cache_desc(w->b, l, w->limits.num_blocks, &kd, &vd) != AH_OK)
+        return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     DLDataType kvt = ah_dtype_to_dl(s->kv_dtype), qt = ah_dtype_to_dl(s->q_dtype);
     DLDataType f32 = {kDLFloat, 32, 1};
     int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
     L->k_scale = fp8 ? 1.0f / 64 : 1.0f;
     L->v_scale = fp8 ? 1.0f / 48 : 1.0f;
-    if (tensor_init(w, &L->kcache, L->dev, kvt, 4, cshape)) return -1;
+    if (tensor_init(w, &L->kcache, L->dev, kvt, kd.ndim, kd.shape)) return -1;
     size_t ncache = L->kcache.bytes / ah_dtype_size(s->kv_dtype);
     fill_random(&w->rng, L->kcache.host, ncache, s->kv_dtype);
     if (to_device(w, &L->kcache, L->kcache.bytes)) return -1;
     if (!s->use_mla) {
-        cshape[3] = s->v_head_size;
-        if (tensor_init(w, &L->vcache, L->dev, kvt, 4, cshape)) return -1;
+        if (tensor_init(w, &L->vcache, L->dev, kvt, vd.ndim, vd.shape)) return -1;
         fill_random(&w->rng, L->vcache.host, L->vcache.bytes / ah_dtype_size(s->kv_dtype),
                     s->kv_dtype);
         if (to_device(w, &L->vcache, L->vcache.bytes)) return -1;
@@ -140,7 +140,7 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
     if (!bs) return wl_fail(w, "the model has no layers");
     uint32_t mb = (max_seq_len + bs - 1) / bs;
     w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len, num_reqs * mb + 1};
-    ah_binding_options bo = {sizeof bo, w->limits, 0};
+    ah_binding_options bo = {sizeof bo, w->limits, 0, 0};
     ah_error err;
     if (ah_binding_create(h, sel, &bo, &w->b, &err) != AH_OK) return wl_fail(w, "%s", err.msg);
     w->layers = calloc(w->num_layers, sizeof *w->layers);

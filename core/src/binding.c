@@ -13,6 +13,8 @@
 #include "host_int.h"
 #include "tensor_check.h"
 
+#include <attnhost/plugin_util.h>
+
 typedef struct bound_state {
     int slot;             /* plugin slot in the host */
     ah_layer_spec spec;   /* resolved */
@@ -304,19 +306,49 @@ ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_
                              ops->context_error(ctx));
 }
 
-void ah_binding_kv_cache_shape(const ah_binding *b, uint32_t layer, uint32_t num_blocks,
-                               int64_t shape[4])
+/* One cache tensor of head size d: [nb, bs, h, d] (NHD) or [nb, h, bs, d]
+ * (HND), dense, row-major. */
+static void cache_desc(const ah_layer_spec *s, uint32_t num_blocks, uint32_t d, ah_kv_cache_desc *o)
 {
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->ndim = 4;
+    int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
+    o->shape[0] = num_blocks;
+    o->shape[1] = hnd ? s->num_kv_heads : s->block_size;
+    o->shape[2] = hnd ? s->block_size : s->num_kv_heads;
+    o->shape[3] = d;
+    o->strides[3] = 1;
+    for (int i = 2; i >= 0; i--) o->strides[i] = o->strides[i + 1] * o->shape[i + 1];
+    o->kv_dtype = s->kv_dtype;
+    o->dl_dtype = ah_dtype_to_dl(s->kv_dtype);
+}
+
+ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,
+                                   ah_kv_cache_desc *key, ah_kv_cache_desc *value)
+{
+    if (layer >= b->num_layers)
+        return fail(b, AH_ERR_INVALID_ARGUMENT, "layer %u out of range (the model has %u)", layer,
+                    b->num_layers);
+    if (!key || !value)
+        return fail(b, AH_ERR_INVALID_ARGUMENT, "ah_binding_kv_cache_desc: key and value are required");
     const ah_layer_spec *s = &b->states[b->layer_state[AH_PHASE_PREFILL][layer]].spec;
-    shape[0] = num_blocks;
-    if (s->kv_layout == AH_KV_LAYOUT_HND) {
-        shape[1] = s->num_kv_heads;
-        shape[2] = s->block_size;
+    cache_desc(s, num_blocks, s->qk_head_size, key);
+    if (s->use_mla) {
+        memset(value, 0, sizeof *value);
+        value->struct_size = sizeof *value;
+        value->kv_dtype = s->kv_dtype;
     } else {
-        shape[1] = s->block_size;
-        shape[2] = s->num_kv_heads;
+        cache_desc(s, num_blocks, s->v_head_size, value);
     }
-    shape[3] = s->qk_head_size;
+    return AH_OK;
+}
+
+uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const char **why)
+{
+    if (decode_tokens) *decode_tokens = b->phase == AH_PHASE_DECODE ? b->batch.num_tokens : 0;
+    if (why) *why = "";
+    return b->phase == AH_PHASE_DECODE ? b->batch.num_reqs : 0;
 }
 
 ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase)

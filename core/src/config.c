@@ -30,7 +30,7 @@ static const ah_key_arg arg_timeout = {NULL, 1, 3600000};
 
 static const ah_key_def config_keys[] = {
 #define AH_CONFIG_KEY(sec, key, type, arg, field, def, doc) \
-    {#sec, #key, AH_KEY_##type, arg, offsetof(AH_CFG_STRUCT_##sec, field), def, doc},
+    {#sec, #key, AH_INI_##type, arg, offsetof(AH_CFG_STRUCT_##sec, field), def, doc},
 #include "config_keys.def"
 #undef AH_CONFIG_KEY
 };

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "plugin_keys.h"
 #include "scan_int.h"
 
 static int fail(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -95,6 +96,38 @@ static int enum_mask_check(uint32_t mask, uint32_t count, int allow_empty, const
     return 0;
 }
 
+/* One declared config key: a name of [a-z0-9_], declared once, a known
+ * type with a sane range or choice list, and a default its own
+ * declaration accepts. */
+static int key_check(const ah_config_key *keys, uint32_t i, char *why, size_t cap)
+{
+    const ah_config_key *k = &keys[i];
+    if (!k->name) return fail(why, cap, "caps.config_keys[%u].name is NULL", i);
+    if (!*k->name || strspn(k->name, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(k->name))
+        return fail(why, cap, "caps.config_keys[%u].name '%.64s' is not [a-z0-9_]+", i, k->name);
+    for (uint32_t j = 0; j < i; j++)
+        if (strcmp(keys[j].name, k->name) == 0)
+            return fail(why, cap, "caps.config_keys: '%.64s' is declared twice", k->name);
+    if ((unsigned)k->type >= AH_KEY_TYPE_COUNT)
+        return fail(why, cap, "caps.config_keys '%.64s': type %d is out of range (0..%d)", k->name,
+                    (int)k->type, AH_KEY_TYPE_COUNT - 1);
+    if (k->type == AH_KEY_INT && k->int_min > k->int_max)
+        return fail(why, cap, "caps.config_keys '%.64s': int range %lld..%lld is empty", k->name,
+                    (long long)k->int_min, (long long)k->int_max);
+    if (k->type == AH_KEY_FLOAT && !(k->float_min <= k->float_max))
+        return fail(why, cap, "caps.config_keys '%.64s': float range %g..%g is empty", k->name,
+                    k->float_min, k->float_max);
+    if (k->type == AH_KEY_ENUM && (!k->choices || !*k->choices))
+        return fail(why, cap, "caps.config_keys '%.64s': an enum key needs choices", k->name);
+    if (!k->default_value)
+        return fail(why, cap, "caps.config_keys '%.64s': default_value is NULL", k->name);
+    char msg[256];
+    ah_plugin_value v;
+    if (ah__plugin_key_parse(k, k->default_value, &v, msg, sizeof msg))
+        return fail(why, cap, "caps.config_keys '%.64s': default %s", k->name, msg);
+    return 0;
+}
+
 int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
 {
     if (dtype_mask_check(c->q_dtypes, "q_dtypes", why, cap)) return -1;
@@ -137,7 +170,10 @@ int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
     if (c->n_config_keys && !c->config_keys)
         return fail(why, cap, "caps.n_config_keys is %u but config_keys is NULL", c->n_config_keys);
     for (uint32_t i = 0; i < c->n_config_keys; i++)
-        if (!c->config_keys[i].name) return fail(why, cap, "caps.config_keys[%u].name is NULL", i);
+        if (key_check(c->config_keys, i, why, cap)) return -1;
+    if ((unsigned)c->mixed_batch >= AH_MIXED_BATCH_COUNT)
+        return fail(why, cap, "caps.mixed_batch %d is out of range (0..%d)", (int)c->mixed_batch,
+                    AH_MIXED_BATCH_COUNT - 1);
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "plugin_keys.h"
 #include "host_int.h"
 #include "strbuf.h"
 
@@ -126,9 +127,12 @@ static char *default_cache_path(void)
 }
 
 
-/* [plugin.<name>] keys the plugin does not declare, or for no plugin found,
- * as warning lines in h->warnings. Returns -1 on out-of-memory. */
-static int check_plugin_keys(ah_host *h)
+/* [plugin.<name>] keys against the plugins' declared key tables. A section
+ * for a plugin that is not installed here is a warning (one configuration
+ * serves machines with different plugins); a key the plugin does not
+ * declare, or a value its declaration refuses, is an error naming file,
+ * line, section and key. */
+static ah_status check_plugin_keys(ah_host *h, ah_error *err)
 {
     ah_strbuf w = {0};
     for (uint32_t i = 0; i < h->config.n_plugin_keys; i++) {
@@ -141,18 +145,27 @@ static int check_plugin_keys(ah_host *h)
         }
         const ah_caps *caps = h->scan.plugins[p]->info.caps;
         if (!caps) continue; /* rejected or quarantined: already reported */
-        int known = 0;
-        for (uint32_t k = 0; k < caps->n_config_keys; k++)
-            known |= strcmp(caps->config_keys[k].name, kv->key) == 0;
-        if (known) continue;
-        ah__strbuf_printf(&w, "%s:%d: [plugin.%s] %s: unknown key (the plugin declares: ",
-                          h->config.source, kv->line, kv->plugin, kv->key);
-        for (uint32_t k = 0; k < caps->n_config_keys; k++)
-            ah__strbuf_printf(&w, "%s%s", k ? ", " : "", caps->config_keys[k].name);
-        ah__strbuf_printf(&w, "%s)\n", caps->n_config_keys ? "" : "none");
+        const ah_config_key *k = ah__plugin_key_find(caps->config_keys, caps->n_config_keys, kv->key);
+        char msg[512];
+        ah_plugin_value v;
+        if (k && ah__plugin_key_parse(k, kv->value, &v, msg, sizeof msg) == 0) continue;
+        if (!k) {
+            ah_strbuf d = {0};
+            for (uint32_t j = 0; j < caps->n_config_keys; j++)
+                ah__strbuf_printf(&d, "%s%s", j ? ", " : "", caps->config_keys[j].name);
+            char *names = ah__strbuf_take(&d);
+            snprintf(msg, sizeof msg, "unknown key (the plugin declares: %s)",
+                     names && *names ? names : "none");
+            ah__free(names);
+        }
+        if (err)
+            snprintf(err->msg, sizeof err->msg, "%s:%d: [plugin.%s] %s: %s", h->config.source,
+                     kv->line, kv->plugin, kv->key, msg);
+        ah__free(ah__strbuf_take(&w));
+        return AH_ERR_CONFIG;
     }
     h->warnings = ah__strbuf_take(&w);
-    return h->warnings ? 0 : -1;
+    return h->warnings ? AH_OK : AH_ERR_OUT_OF_MEMORY;
 }
 
 static ah_status oom(ah_error *err, const char *what)
@@ -212,8 +225,12 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
     s = ah__scan(&req, &h->scan, err);
     if (s != AH_OK) goto fail;
     h->slots = ah__calloc(h->scan.n ? h->scan.n : 1, sizeof *h->slots);
-    if (!h->slots || check_plugin_keys(h)) {
+    if (!h->slots) {
         s = oom(err, "recording the plugin scan");
+        goto fail;
+    }
+    if ((s = check_plugin_keys(h, err)) != AH_OK) {
+        if (s == AH_ERR_OUT_OF_MEMORY) oom(err, "checking plugin keys");
         goto fail;
     }
     dirs_free(dirs, n_dirs);
@@ -293,7 +310,8 @@ ah_status ah__host_open_context(ah_host *h, int i, ah_error *err)
     ah_plugin_slot *sl = &h->slots[i];
     if (s == AH_OK && !sl->ctx) {
         const char *why = NULL;
-        s = sl->lp->ops.context_create(&sl->lp->services, &sl->ctx, &why);
+        ah_context_options co = {sizeof co, 0};
+        s = sl->lp->ops.context_create(&sl->lp->services, &co, &sl->ctx, &why);
         if (s != AH_OK) {
             sl->ctx = NULL;
             snprintf(err->msg, sizeof err->msg, "%s: opening the device failed: %s",

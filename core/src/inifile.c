@@ -310,7 +310,7 @@ static void choices_text(const ah_key_arg *arg, char *buf, size_t cap)
 
 const char *ah__key_choice_name(const ah_key_def *key, int v)
 {
-    if (key->type != AH_KEY_ENUM) return NULL;
+    if (key->type != AH_INI_ENUM) return NULL;
     for (const ah_key_choice *c = key->arg->choices; c->name; c++)
         if (c->value == v) return c->name;
     return NULL;
@@ -319,21 +319,21 @@ const char *ah__key_choice_name(const ah_key_def *key, int v)
 void ah__key_describe(const ah_key_def *key, char *buf, size_t cap)
 {
     switch (key->type) {
-    case AH_KEY_STRING: snprintf(buf, cap, "text"); break;
-    case AH_KEY_NAME: snprintf(buf, cap, "a plugin name"); break;
-    case AH_KEY_LIST: snprintf(buf, cap, "comma-separated list"); break;
-    case AH_KEY_NAMES: snprintf(buf, cap, "comma-separated plugin names"); break;
-    case AH_KEY_ENUM: {
+    case AH_INI_STRING: snprintf(buf, cap, "text"); break;
+    case AH_INI_NAME: snprintf(buf, cap, "a plugin name"); break;
+    case AH_INI_LIST: snprintf(buf, cap, "comma-separated list"); break;
+    case AH_INI_NAMES: snprintf(buf, cap, "comma-separated plugin names"); break;
+    case AH_INI_ENUM: {
         char c[256];
         choices_text(key->arg, c, sizeof c);
         snprintf(buf, cap, "one of %s", c);
         break;
     }
-    case AH_KEY_UINT:
+    case AH_INI_UINT:
         snprintf(buf, cap, "whole number, %.0f..%.0f", key->arg->min, key->arg->max);
         break;
-    case AH_KEY_FLOAT: snprintf(buf, cap, "number, %g..%g", key->arg->min, key->arg->max); break;
-    case AH_KEY_BOOL: snprintf(buf, cap, "true or false"); break;
+    case AH_INI_FLOAT: snprintf(buf, cap, "number, %g..%g", key->arg->min, key->arg->max); break;
+    case AH_INI_BOOL: snprintf(buf, cap, "true or false"); break;
     }
 }
 
@@ -395,7 +395,7 @@ static void check_list(const ah_key_def *key, const char *text, const ah_strlist
             snprintf(msg, cap, "entry '%s' starts with '%c', which reads as a comment", it, *it);
             return;
         }
-        if (key->type != AH_KEY_NAMES) continue;
+        if (key->type != AH_INI_NAMES) continue;
         if (!is_plugin_name(it)) {
             snprintf(msg, cap, "'%s' is not a plugin name (a-z, 0-9 and _ only)", it);
             return;
@@ -413,14 +413,14 @@ ah_status ah__key_set(const ah_key_def *key, void *base, const char *text, char 
     void *dst = (char *)base + key->offset;
     msg[0] = '\0';
     switch (key->type) {
-    case AH_KEY_NAME:
+    case AH_INI_NAME:
         if (!is_plugin_name(text)) {
             if (*text) snprintf(msg, cap, "'%s' is not a plugin name (a-z, 0-9 and _ only)", text);
             else snprintf(msg, cap, "empty value; expected a plugin name");
             return AH_ERR_CONFIG;
         }
         /* fall through */
-    case AH_KEY_STRING: {
+    case AH_INI_STRING: {
         if (*text == ';' || *text == '#') { /* the dump would read back as a comment */
             snprintf(msg, cap, "'%s' starts with '%c', which reads as a comment", text, *text);
             return AH_ERR_CONFIG;
@@ -434,8 +434,8 @@ ah_status ah__key_set(const ah_key_def *key, void *base, const char *text, char 
         *(char **)dst = s;
         return AH_OK;
     }
-    case AH_KEY_LIST:
-    case AH_KEY_NAMES: {
+    case AH_INI_LIST:
+    case AH_INI_NAMES: {
         ah_strlist l;
         if (ah__parse_strlist(text, &l)) {
             snprintf(msg, cap, "out of memory");
@@ -450,7 +450,7 @@ ah_status ah__key_set(const ah_key_def *key, void *base, const char *text, char 
         *(ah_strlist *)dst = l;
         return AH_OK;
     }
-    case AH_KEY_ENUM:
+    case AH_INI_ENUM:
         for (const ah_key_choice *c = key->arg->choices; c->name; c++)
             if (!strcmp(c->name, text)) {
                 *(int *)dst = c->value;
@@ -462,9 +462,9 @@ ah_status ah__key_set(const ah_key_def *key, void *base, const char *text, char 
             snprintf(msg, cap, "'%s' is not one of %s", text, c);
         }
         return AH_ERR_CONFIG;
-    case AH_KEY_UINT: return parse_uint(key, text, (uint32_t *)dst, msg, cap);
-    case AH_KEY_FLOAT: return parse_float(key, text, (float *)dst, msg, cap);
-    case AH_KEY_BOOL:
+    case AH_INI_UINT: return parse_uint(key, text, (uint32_t *)dst, msg, cap);
+    case AH_INI_FLOAT: return parse_float(key, text, (float *)dst, msg, cap);
+    case AH_INI_BOOL:
         if (!strcmp(text, "true") || !strcmp(text, "false")) {
             *(int *)dst = text[0] == 't';
             return AH_OK;
@@ -481,15 +481,15 @@ int ah__key_format(const ah_key_def *key, const void *base, char **out)
     const void *src = (const char *)base + key->offset;
     *out = NULL;
     switch (key->type) {
-    case AH_KEY_STRING:
-    case AH_KEY_NAME: {
+    case AH_INI_STRING:
+    case AH_INI_NAME: {
         const char *s = *(char *const *)src;
         if (!s) return 0;
         *out = ah__strdup(s);
         break;
     }
-    case AH_KEY_LIST:
-    case AH_KEY_NAMES: {
+    case AH_INI_LIST:
+    case AH_INI_NAMES: {
         const ah_strlist *l = src;
         if (!l->n) return 0;
         ah_strbuf b = {0};
@@ -499,15 +499,15 @@ int ah__key_format(const ah_key_def *key, const void *base, char **out)
         *out = ah__strbuf_take(&b);
         break;
     }
-    case AH_KEY_ENUM: {
+    case AH_INI_ENUM: {
         const char *name = ah__key_choice_name(key, *(const int *)src);
         if (!name) return 0;
         *out = ah__strdup(name);
         break;
     }
-    case AH_KEY_UINT: *out = ah__asprintf("%u", *(const uint32_t *)src); break;
-    case AH_KEY_FLOAT: *out = ah__asprintf("%.9g", (double)*(const float *)src); break;
-    case AH_KEY_BOOL: *out = ah__strdup(*(const int *)src ? "true" : "false"); break;
+    case AH_INI_UINT: *out = ah__asprintf("%u", *(const uint32_t *)src); break;
+    case AH_INI_FLOAT: *out = ah__asprintf("%.9g", (double)*(const float *)src); break;
+    case AH_INI_BOOL: *out = ah__strdup(*(const int *)src ? "true" : "false"); break;
     }
     return *out ? 0 : -1;
 }
@@ -516,13 +516,13 @@ void ah__key_clear(const ah_key_def *key, void *base)
 {
     void *dst = (char *)base + key->offset;
     switch (key->type) {
-    case AH_KEY_STRING:
-    case AH_KEY_NAME:
+    case AH_INI_STRING:
+    case AH_INI_NAME:
         ah__free(*(char **)dst);
         *(char **)dst = NULL;
         break;
-    case AH_KEY_LIST:
-    case AH_KEY_NAMES: ah__strlist_free((ah_strlist *)dst); break;
+    case AH_INI_LIST:
+    case AH_INI_NAMES: ah__strlist_free((ah_strlist *)dst); break;
     default: break;
     }
 }

@@ -47,16 +47,16 @@ ah_status ah__ini_parse(const char *path, const char *text, const char *source,
  * (offset into the section's struct), its default as INI text and its doc.
  * ------------------------------------------------------------------------ */
 
-typedef enum ah_key_type {
-    AH_KEY_STRING, /* char *: any text, "" allowed */
-    AH_KEY_NAME,   /* char *: a plugin name, [a-z0-9_]+ */
-    AH_KEY_LIST,   /* ah_strlist: comma-separated, no empty entry */
-    AH_KEY_NAMES,  /* ah_strlist: comma-separated plugin names, none twice */
-    AH_KEY_ENUM,   /* int (an enum field): one of arg->choices */
-    AH_KEY_UINT,   /* uint32_t in [arg->min, arg->max] */
-    AH_KEY_FLOAT,  /* float, finite, in [arg->min, arg->max] */
-    AH_KEY_BOOL    /* int: true | false */
-} ah_key_type;
+typedef enum ah_ini_type {
+    AH_INI_STRING, /* char *: any text, "" allowed */
+    AH_INI_NAME,   /* char *: a plugin name, [a-z0-9_]+ */
+    AH_INI_LIST,   /* ah_strlist: comma-separated, no empty entry */
+    AH_INI_NAMES,  /* ah_strlist: comma-separated plugin names, none twice */
+    AH_INI_ENUM,   /* int (an enum field): one of arg->choices */
+    AH_INI_UINT,   /* uint32_t in [arg->min, arg->max] */
+    AH_INI_FLOAT,  /* float, finite, in [arg->min, arg->max] */
+    AH_INI_BOOL    /* int: true | false */
+} ah_ini_type;
 
 typedef struct ah_key_choice {
     const char *name;
@@ -71,7 +71,7 @@ typedef struct ah_key_arg {
 typedef struct ah_key_def {
     const char *section; /* "search", "select", "run", "layer", "model", ... */
     const char *name;
-    ah_key_type type;
+    ah_ini_type type;
     const ah_key_arg *arg;
     size_t offset;       /* of the value in the section's struct */
     const char *def;     /* default as INI text; NULL: not set */

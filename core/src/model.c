@@ -85,7 +85,7 @@ enum {
 
 static const ah_key_def model_keys[N_MKEYS] = {
 #define AH_MODEL_KEY(scope, key, type, arg, def, doc) \
-    {#scope, #key, AH_KEY_##type, arg, AH_OFFSET_##scope(key), def, doc},
+    {#scope, #key, AH_INI_##type, arg, AH_OFFSET_##scope(key), def, doc},
 #include "model_keys.def"
 #undef AH_MODEL_KEY
 };

@@ -144,3 +144,6 @@ void ah_format_int_set(const ah_int_set *s, char *buf, size_t cap)
     }
     if (!s->n_values && !s->range_step) snprintf(buf, cap, "{}");
 }
+
+const char *ah_version(void) { return AH_VERSION_STRING; }
+uint32_t ah_abi_version(void) { return AH_ABI_VERSION; }

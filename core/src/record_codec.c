@@ -100,6 +100,7 @@ static void caps_free_lists(ah_caps *c)
     for (uint32_t i = 0; c->config_keys && i < c->n_config_keys; i++) {
         ah__free((void *)c->config_keys[i].name);
         ah__free((void *)c->config_keys[i].default_value);
+        ah__free((void *)c->config_keys[i].choices);
         ah__free((void *)c->config_keys[i].doc);
     }
     ah__free((void *)c->config_keys);
@@ -188,7 +189,10 @@ int ah__rec_set_caps(ah_plugin_rec *r, const ah_caps *src)
         c->n_config_keys = src->n_config_keys;
         for (uint32_t i = 0; i < src->n_config_keys; i++) {
             const ah_config_key *s = &src->config_keys[i];
+            k[i] = *s;
+            k[i].name = k[i].default_value = k[i].choices = k[i].doc = NULL;
             if (!(k[i].name = ah__strdup(s->name))) goto oom;
+            if (s->choices && !(k[i].choices = ah__strdup(s->choices))) goto oom;
             if (s->default_value && !(k[i].default_value = ah__strdup(s->default_value))) goto oom;
             if (s->doc && !(k[i].doc = ah__strdup(s->doc))) goto oom;
         }
@@ -215,6 +219,20 @@ ah_plugin_rec *ah__rec_dup(const ah_plugin_rec *src)
 }
 
 /* ---- encoding ------------------------------------------------------------------ */
+
+static uint64_t double_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static double bits_double(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
 
 static void enc_int_set(ah_buf *b, const ah_int_set *s)
 {
@@ -249,10 +267,21 @@ void ah__caps_encode(const ah_caps *c, ah_buf *b)
     ah__buf_u32(b, c->max_head_groups);
     ah__buf_u32(b, c->n_config_keys);
     for (uint32_t i = 0; i < c->n_config_keys; i++) {
-        buf_str(b, c->config_keys[i].name);
-        buf_str(b, c->config_keys[i].default_value);
-        buf_str(b, c->config_keys[i].doc);
+        const ah_config_key *k = &c->config_keys[i];
+        buf_str(b, k->name);
+        ah__buf_u32(b, (uint32_t)k->type);
+        buf_str(b, k->default_value);
+        ah__buf_u64(b, (uint64_t)k->int_min);
+        ah__buf_u64(b, (uint64_t)k->int_max);
+        ah__buf_u64(b, double_bits(k->float_min));
+        ah__buf_u64(b, double_bits(k->float_max));
+        buf_str(b, k->choices);
+        buf_str(b, k->doc);
     }
+    ah__buf_u32(b, c->prefill_rank);
+    ah__buf_u32(b, c->decode_rank);
+    ah__buf_u32(b, (uint32_t)c->mixed_batch);
+    ah__buf_u32(b, c->decode_query_len_max);
 }
 
 static void enc_probe(ah_buf *b, const ah_probe_info *p)
@@ -453,7 +482,7 @@ static void rd_caps(rd *r, ah_caps *c)
     c->forward_writes_kv = rd_u32(r, "caps.forward_writes_kv");
     c->caller_output = rd_u32(r, "caps.caller_output");
     c->max_head_groups = rd_u32(r, "caps.max_head_groups");
-    uint32_t nk = rd_count(r, 12, "caps.config_keys");
+    uint32_t nk = rd_count(r, 52, "caps.config_keys");
     if (nk) {
         ah_config_key *k = ah__calloc(nk, sizeof *k);
         if (!k) {
@@ -465,10 +494,24 @@ static void rd_caps(rd *r, ah_caps *c)
         c->n_config_keys = nk;
         for (uint32_t i = 0; i < nk; i++) {
             rd_str(r, &k[i].name, 0, "caps.config_keys");
+            uint32_t t = rd_u32(r, "caps.config_keys.type");
+            if (!r->err && t >= AH_KEY_TYPE_COUNT) rd_fail(r, "caps.config_keys.type");
+            k[i].type = (ah_key_type)(r->err ? 0 : t);
             rd_str(r, &k[i].default_value, 1, "caps.config_keys");
+            k[i].int_min = (int64_t)rd_u64(r, "caps.config_keys.int_min");
+            k[i].int_max = (int64_t)rd_u64(r, "caps.config_keys.int_max");
+            k[i].float_min = bits_double(rd_u64(r, "caps.config_keys.float_min"));
+            k[i].float_max = bits_double(rd_u64(r, "caps.config_keys.float_max"));
+            rd_str(r, &k[i].choices, 1, "caps.config_keys");
             rd_str(r, &k[i].doc, 1, "caps.config_keys");
         }
     }
+    c->prefill_rank = rd_u32(r, "caps.prefill_rank");
+    c->decode_rank = rd_u32(r, "caps.decode_rank");
+    uint32_t mb = rd_u32(r, "caps.mixed_batch");
+    if (!r->err && mb >= AH_MIXED_BATCH_COUNT) rd_fail(r, "caps.mixed_batch");
+    c->mixed_batch = (ah_mixed_batch)(r->err ? 0 : mb);
+    c->decode_query_len_max = rd_u32(r, "caps.decode_query_len_max");
 }
 
 static void rd_probe(rd *r, ah_probe_info *p)

@@ -1,8 +1,8 @@
 /*
  * The host services each plugin receives: logging tagged with the plugin's
- * name, the core allocator, its own [plugin.<name>] configuration keys and
- * the hardware facts. Each plugin gets its own table (host_data points at a
- * small per-plugin block) so config_get needs no name argument and a plugin
+ * name, the core allocator, typed values of its own [plugin.<name>]
+ * configuration keys and the hardware facts. Each plugin gets its own table (host_data points at a
+ * small per-plugin block) so the config getters need no name argument and a plugin
  * can never read another plugin's section.
  *
  * Logging: one line per call on stderr, "attnhost[<plugin>] <level>: msg",
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "plugin_keys.h"
 #include "scan_int.h"
 
 typedef struct services_data {
@@ -61,16 +62,63 @@ static void svc_free(const ah_host_services *host, void *ptr)
     ah__free(ptr);
 }
 
-static const char *svc_config_get(const ah_host_services *host, const char *key)
+/* The declared row and effective text of key, or NULL (logged) when the
+ * plugin did not declare it or the value does not parse (the host refuses
+ * such a configuration at creation; a scan child may ask before that). */
+static const ah_config_key *effective(const ah_host_services *host, const char *key,
+                                      ah_plugin_value *v, const char **text)
 {
     const services_data *d = host ? host->host_data : NULL;
-    if (!d || !d->config || !key) return NULL;
-    if (d->bound) {
-        uint32_t i = 0;
-        while (i < d->n_keys && strcmp(d->keys[i].name, key) != 0) i++;
-        if (i == d->n_keys) return NULL; /* undeclared: the host reports it, never passes it */
+    if (!d || !d->bound || !key) return NULL;
+    const ah_config_key *k = ah__plugin_key_find(d->keys, d->n_keys, key);
+    if (!k) {
+        ah__log(AH_LOG_ERROR, "plugin %s asked for undeclared config key '%s'", d->name, key);
+        return NULL;
     }
-    return ah__config_plugin_key(d->config, d->name, key);
+    const char *t = ah__config_plugin_key(d->config, d->name, key);
+    if (!t) t = k->default_value ? k->default_value : "";
+    char msg[256];
+    if (ah__plugin_key_parse(k, t, v, msg, sizeof msg) != 0) {
+        ah__log(AH_LOG_ERROR, "[plugin.%s] %s: %s", d->name, key, msg);
+        return NULL;
+    }
+    *text = t;
+    return k;
+}
+
+static int64_t svc_config_int(const ah_host_services *host, const char *key)
+{
+    ah_plugin_value v;
+    const char *t;
+    const ah_config_key *k = effective(host, key, &v, &t);
+    if (!k) return 0;
+    if (k->type == AH_KEY_FLOAT || k->type == AH_KEY_STRING) {
+        ah__log(AH_LOG_ERROR, "config key '%s' is %s: read it with config_%s", key,
+                ah__plugin_key_type_str(k->type), k->type == AH_KEY_FLOAT ? "float" : "str");
+        return 0;
+    }
+    return v.i;
+}
+
+static double svc_config_float(const ah_host_services *host, const char *key)
+{
+    ah_plugin_value v;
+    const char *t;
+    const ah_config_key *k = effective(host, key, &v, &t);
+    if (!k) return 0;
+    if (k->type != AH_KEY_FLOAT && k->type != AH_KEY_INT) {
+        ah__log(AH_LOG_ERROR, "config key '%s' is %s: read it with config_%s", key,
+                ah__plugin_key_type_str(k->type), k->type == AH_KEY_STRING ? "str" : "int");
+        return 0;
+    }
+    return v.f;
+}
+
+static const char *svc_config_str(const ah_host_services *host, const char *key)
+{
+    ah_plugin_value v;
+    const char *t;
+    return effective(host, key, &v, &t) ? t : NULL;
 }
 
 int ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
@@ -82,7 +130,9 @@ int ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
     s->log = svc_log;
     s->alloc = svc_alloc;
     s->free = svc_free;
-    s->config_get = svc_config_get;
+    s->config_int = svc_config_int;
+    s->config_float = svc_config_float;
+    s->config_str = svc_config_str;
     s->hw = hw;
     /* Out of memory leaves host_data NULL: every service still works (the
      * log tag reads "?", config_get answers NULL), but a plugin probed that

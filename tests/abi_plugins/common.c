@@ -54,23 +54,31 @@ typedef struct ah_state {
 
 ah_status abi_probe(const ah_host_services *host, ah_probe_info *info)
 {
-    const char *u = host && host->config_get ? host->config_get(host, "usable") : NULL;
+    /* plugins built on this backend may declare other keys instead */
+    int usable = !host || !host->config_str || !host->config_str(host, "usable") ||
+                 host->config_int(host, "usable");
     ah_strlcpy(info->device_name, "host CPU (ABI test plugin)", sizeof info->device_name);
     ah_strlcpy(info->arch, "generic", sizeof info->arch);
     info->device_count = 1;
     info->multiprocessors = host && host->hw ? host->hw->cpu_logical_cores : 1;
     info->memory_bytes = host && host->hw ? host->hw->memory_bytes : 0;
-    if (u && strcmp(u, "0") == 0) {
+    if (!usable) {
         info->usable = 0;
-        ah_strlcpy(info->reason, "switched off by its config key usable = 0", sizeof info->reason);
+        ah_strlcpy(info->reason, "switched off by its config key usable", sizeof info->reason);
         return AH_OK;
     }
     info->usable = 1;
     return AH_OK;
 }
 
-static ah_status ctx_create(const ah_host_services *host, ah_context **out, const char **why)
+static ah_status ctx_create(const ah_host_services *host, const ah_context_options *opts,
+                            ah_context **out, const char **why)
 {
+    if (opts->device_index != 0) {
+        *out = NULL;
+        *why = "the test device is device 0";
+        return AH_ERR_UNAVAILABLE;
+    }
     ctx_t *c = host->alloc(host, sizeof *c);
     *out = NULL;
     if (!c) {
@@ -353,7 +361,7 @@ static void graph_destroy(ah_context *c, ah_graph *g)
 }
 
 static const ah_config_key abi_keys[] = {
-    {"usable", "1", "0: the probe reports the device unusable (for tests)"}};
+    AH_KEY_BOOL_ROW("usable", "true", "false: the probe reports the device unusable (for tests)")};
 
 const ah_caps abi_caps = {
     .struct_size = sizeof(ah_caps),
@@ -371,6 +379,10 @@ const ah_caps abi_caps = {
     .caller_output = 1,
     .config_keys = abi_keys,
     .n_config_keys = 1,
+    .prefill_rank = AH_RANK_SECONDARY,
+    .decode_rank = AH_RANK_SECONDARY,
+    .mixed_batch = AH_MIXED_WHOLE,
+    .decode_query_len_max = 1,
 };
 
 /* The slots both operation tables fill. */

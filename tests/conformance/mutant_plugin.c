@@ -16,8 +16,7 @@
 #include "common.h"
 
 /* `bug` values, in the order of the hooks' bits after "none". */
-static const char *const bug_names[] = {"none",       "skip_head", "window", "gqa",          "stray_write",
-                                        "drop_write", "nan",       "lse",    "stale_replay", "fp8_math"};
+#define BUG_CHOICES "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math"
 
 static ah_status probe(const ah_host_services *host, ah_probe_info *info)
 {
@@ -27,20 +26,19 @@ static ah_status probe(const ah_host_services *host, ah_probe_info *info)
     return AH_OK;
 }
 
-static ah_status ctx_create(const ah_host_services *host, ah_context **out, const char **why)
+static ah_status ctx_create(const ah_host_services *host, const ah_context_options *opts,
+                            ah_context **out, const char **why)
 {
-    ah_status s = abi_ops.context_create(host, out, why);
-    const char *b = host->config_get ? host->config_get(host, "bug") : NULL;
-    for (unsigned i = 1; s == AH_OK && b && i < sizeof bug_names / sizeof bug_names[0]; i++)
-        if (!strcmp(b, bug_names[i])) *abi_bugs(*out) = 1u << (i - 1);
-    const char *f = host->config_get ? host->config_get(host, "fp8") : NULL;
-    if (s == AH_OK && f && !strcmp(f, "allowed")) *abi_bugs(*out) |= ABI_FP8_MATH_ALLOWED;
+    ah_status s = abi_ops.context_create(host, opts, out, why);
+    int64_t bug = host->config_int(host, "bug"); /* index into BUG_CHOICES */
+    if (s == AH_OK && bug > 0) *abi_bugs(*out) = 1u << (bug - 1);
+    if (s == AH_OK && host->config_int(host, "fp8") == 1) *abi_bugs(*out) |= ABI_FP8_MATH_ALLOWED;
     return s;
 }
 
 static const ah_config_key keys[] = {
-    {"bug", "none", "the defect to plant (see mutant_plugin.c)"},
-    {"fp8", "off", "allowed: FP8 math (e4m3 queries and probabilities) where the layer allows it"}};
+    AH_KEY_ENUM_ROW("bug", "none", BUG_CHOICES, "the defect to plant (see mutant_plugin.c)"),
+    AH_KEY_ENUM_ROW("fp8", "off", "off|allowed", "allowed: FP8 math (e4m3 queries and probabilities) where the layer allows it")};
 
 static ah_caps caps;
 static ah_plugin_ops ops;

@@ -52,7 +52,7 @@ static void setup(fixture *f)
     CHECK(ah_model_parse("[model]\nname = t\nnum_layers = 3\nnum_q_heads = 4\nnum_kv_heads = 2\n"
                          "head_size = 32\ndtype = fp32\nblock_size = 16\n", "t", &f->m, &err) == AH_OK);
     CHECK(ah_host_select(f->h, f->m, &f->sel, &err) == AH_OK);
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), R, 64, MAXB, MAXB * BS, NB}, 0};
+    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), R, 64, MAXB, MAXB * BS, NB}, 0, 0};
     CHECK_MSG(ah_binding_create(f->h, f->sel, &bo, &f->b, &err) == AH_OK, "%s", err.msg);
     uint64_t s = 7;
     for (size_t i = 0; i < sizeof f->kc / sizeof f->kc[0]; i++) f->kc[i] = frand(&s), f->vc[i] = frand(&s);
@@ -137,9 +137,13 @@ static void test_forward_matches_oracle(void)
     CHECK_MSG(worst < 1e-5, "max abs error %g", worst);
     /* layers share one device */
     CHECK(ah_binding_device(f->b, 0, AH_PHASE_PREFILL) == ah_binding_device(f->b, 2, AH_PHASE_DECODE));
-    int64_t shape[4];
-    ah_binding_kv_cache_shape(f->b, 0, NB, shape);
-    CHECK(shape[0] == NB && shape[1] == BS && shape[2] == HK && shape[3] == D);
+    ah_kv_cache_desc kd, vd;
+    CHECK(ah_binding_kv_cache_desc(f->b, 0, NB, &kd, &vd) == AH_OK);
+    CHECK(kd.ndim == 4 && kd.shape[0] == NB && kd.shape[1] == BS && kd.shape[2] == HK && kd.shape[3] == D);
+    CHECK(kd.strides[3] == 1 && kd.strides[2] == D && kd.strides[1] == HK * D && kd.strides[0] == BS * HK * D);
+    CHECK(vd.ndim == 4 && vd.shape[3] == D && kd.kv_dtype == AH_DTYPE_FP32 && kd.dl_dtype.bits == 32);
+    CHECK(ah_binding_kv_cache_desc(f->b, 3, NB, &kd, &vd) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_STREQ(ah_binding_errmsg(f->b), "layer 3 out of range (the model has 3)");
     teardown(f);
     free(f);
 }
@@ -177,7 +181,7 @@ static void test_errors_write_nothing(void)
     /* bad limits and options */
     ah_binding *b2 = NULL;
     ah_error err;
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 0, 64, MAXB, 64, NB}, 0};
+    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 0, 64, MAXB, 64, NB}, 0, 0};
     CHECK(ah_binding_create(f->h, f->sel, &bo, &b2, &err) == AH_ERR_INVALID_ARGUMENT && !b2);
     CHECK_STREQ(err.msg, "limits: max_num_reqs must be at least 1");
     teardown(f);

@@ -35,7 +35,7 @@ static const size_t graph[] = {SLOT(graph_begin), SLOT(graph_end), SLOT(graph_la
 static const uint32_t head_list[] = {64, 128};
 static const uint32_t block_list[] = {16, 32};
 static const char *const gfx[] = {"gfx942"};
-static const ah_config_key keys[] = {{"threads", "0", "worker threads"}};
+static const ah_config_key keys[] = {AH_KEY_INT_ROW("threads", "0", 0, 64, "worker threads")};
 
 static ah_caps caps;
 static ah_plugin_ops ops;
@@ -104,7 +104,8 @@ static void test_top_level(void)
     CHECK_CONTAINS(why, "NULL descriptor");
     REFUSED(desc.struct_size = (uint32_t)AH__DESC_MIN_SIZE - 1, "descriptor struct_size");
     REFUSED(desc.struct_size = 8, "smaller than the ABI 1.0 minimum");
-    REFUSED(desc.abi_version = 2u << 16, "plugin ABI 2.0, host ABI " HOST_ABI);
+    REFUSED(desc.abi_version = 1u << 16, "plugin ABI 1.0, host ABI " HOST_ABI);
+    REFUSED(desc.abi_version = 3u << 16, "plugin ABI 3.0, host ABI " HOST_ABI);
     REFUSED(desc.abi_version = 0, "plugin ABI 0.0, host ABI " HOST_ABI);
     ACCEPTED(desc.abi_version = AH_ABI_VERSION | 9u); /* newer minor */
     REFUSED(desc.name = NULL, "descriptor name is NULL");
@@ -233,10 +234,29 @@ static void test_caps(void)
     REFUSED(caps.forward_writes_kv = 2, "forward_writes_kv / caller_output must be 0 or 1");
     REFUSED(caps.caller_output = 5, "must be 0 or 1");
     REFUSED(caps.config_keys = NULL, "caps.n_config_keys is 1 but config_keys is NULL");
-    static const ah_config_key nameless[] = {{NULL, "1", "doc"}};
+    static const ah_config_key nameless[] = {AH_KEY_BOOL_ROW(NULL, "true", "doc")};
     REFUSED(caps.config_keys = nameless, "caps.config_keys[0].name is NULL");
-    static const ah_config_key docless[] = {{"k", NULL, NULL}};
+    static const ah_config_key docless[] = {AH_KEY_STRING_ROW("k", "", NULL)};
     ACCEPTED(caps.config_keys = docless);
+    static const ah_config_key badname[] = {AH_KEY_STRING_ROW("Threads", "", NULL)};
+    REFUSED(caps.config_keys = badname, "caps.config_keys[0].name 'Threads' is not [a-z0-9_]+");
+    static const ah_config_key twice[] = {AH_KEY_BOOL_ROW("a", "true", NULL), AH_KEY_BOOL_ROW("a", "false", NULL)};
+    REFUSED(caps.config_keys = twice; caps.n_config_keys = 2, "caps.config_keys: 'a' is declared twice");
+    static const ah_config_key badtype[] = {{"a", (ah_key_type)9, "1", 0, 0, 0, 0, NULL, NULL}};
+    REFUSED(caps.config_keys = badtype, "caps.config_keys 'a': type 9 is out of range (0..4)");
+    static const ah_config_key empty_range[] = {AH_KEY_INT_ROW("n", "3", 5, 1, NULL)};
+    REFUSED(caps.config_keys = empty_range, "caps.config_keys 'n': int range 5..1 is empty");
+    static const ah_config_key nan_range[] = {AH_KEY_FLOAT_ROW("x", "1", 0.0 / 0.0, 1, NULL)};
+    REFUSED(caps.config_keys = nan_range, "caps.config_keys 'x': float range nan..1 is empty");
+    static const ah_config_key no_choices[] = {AH_KEY_ENUM_ROW("m", "a", "", NULL)};
+    REFUSED(caps.config_keys = no_choices, "caps.config_keys 'm': an enum key needs choices");
+    static const ah_config_key no_default[] = {AH_KEY_BOOL_ROW("b", NULL, NULL)};
+    REFUSED(caps.config_keys = no_default, "caps.config_keys 'b': default_value is NULL");
+    static const ah_config_key bad_default[] = {AH_KEY_INT_ROW("n", "65", 0, 64, NULL)};
+    REFUSED(caps.config_keys = bad_default, "caps.config_keys 'n': default '65' is not an integer in 0..64");
+    static const ah_config_key bad_choice[] = {AH_KEY_ENUM_ROW("m", "c", "a|b", NULL)};
+    REFUSED(caps.config_keys = bad_choice, "default 'c' is not one of a|b");
+    REFUSED(caps.mixed_batch = AH_MIXED_BATCH_COUNT, "caps.mixed_batch 2 is out of range (0..1)");
     ACCEPTED(caps.check_combination = NULL; caps.n_config_keys = 0; caps.config_keys = NULL);
 }
 

@@ -158,7 +158,7 @@ int main(void)
         ah__fault_inject_after(0);
         if (st == AH_OK) {
             const ah_plugin_info *p = ah_host_find_plugin(h, "abi_good");
-            CHECK_MSG(p && p->state == AH_PLUGIN_UNAVAILABLE && strstr(p->reason, "usable = 0"),
+            CHECK_MSG(p && p->state == AH_PLUGIN_UNAVAILABLE && strstr(p->reason, "config key usable"),
                       "n=%ld: abi_good is %s (%s) although its config switches it off", n,
                       p ? ah_plugin_state_str(p->state) : "missing", p ? p->reason : "");
         } else {

@@ -16,7 +16,8 @@
 
 static const uint32_t heads[] = {64, 128, 256};
 static const char *const gfx[] = {"gfx90a", "gfx942"};
-static const ah_config_key keys[] = {{"threads", "0", "worker threads"}, {"mode", NULL, NULL}};
+static const ah_config_key keys[] = {AH_KEY_INT_ROW("threads", "0", -3, 64, "worker threads"),
+                                     AH_KEY_ENUM_ROW("mode", "b", "a|b", NULL)};
 
 static ah_plugin_rec *make_accepted(void)
 {
@@ -45,6 +46,10 @@ static ah_plugin_rec *make_accepted(void)
     c.max_head_groups = 16;
     c.config_keys = keys;
     c.n_config_keys = 2;
+    c.prefill_rank = 300;
+    c.decode_rank = 17;
+    c.mixed_batch = AH_MIXED_SPLIT;
+    c.decode_query_len_max = 4;
     CHECK(ah__rec_set(r, &r->info.path, "/opt/p/fa.so") == 0);
     CHECK(ah__rec_set(r, &r->info.name, "fa") == 0);
     CHECK(ah__rec_set(r, &r->info.version, "3.1") == 0);
@@ -155,8 +160,12 @@ static void test_round_trip(void)
         CHECK(d->caps.v_head_sizes.n_values == 3 && d->caps.v_head_sizes.values[2] == 256 &&
               d->caps.v_head_sizes.range_max == 512);
         CHECK(strcmp(d->caps.gfx_targets[1], "gfx942") == 0);
-        CHECK(d->caps.config_keys[1].default_value == NULL && d->caps.config_keys[1].doc == NULL);
+        CHECK(strcmp(d->caps.config_keys[1].choices, "a|b") == 0 && d->caps.config_keys[1].doc == NULL);
+        CHECK(d->caps.config_keys[1].type == AH_KEY_ENUM && d->caps.config_keys[0].type == AH_KEY_INT);
+        CHECK(d->caps.config_keys[0].int_min == -3 && d->caps.config_keys[0].int_max == 64);
         CHECK(strcmp(d->caps.config_keys[0].doc, "worker threads") == 0);
+        CHECK(d->caps.prefill_rank == 300 && d->caps.decode_rank == 17);
+        CHECK(d->caps.mixed_batch == AH_MIXED_SPLIT && d->caps.decode_query_len_max == 4);
         CHECK(d->caps.graph_seq_len_fill == -1 && d->probe.memory_bytes == 85899345920ull);
         CHECK(d->mtime_ns == 1700000000123456789ll);
         CHECK(d->ctime_ns == 1700000000987654321ll);

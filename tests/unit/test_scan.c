@@ -125,7 +125,7 @@ static void test_child_mode(void)
     CHECK(r.n_scanned == N_CASES && r.n_cached == 0);
 
     expect(&r, "good", AH_PLUGIN_AVAILABLE, "");
-    expect(&r, "wrong_major", AH_PLUGIN_REJECTED, "plugin ABI 2.3, host ABI " HOST_ABI);
+    expect(&r, "wrong_major", AH_PLUGIN_REJECTED, "plugin ABI 3.3, host ABI " HOST_ABI);
     expect(&r, "old_size", AH_PLUGIN_AVAILABLE, "");
     expect(&r, "new_size", AH_PLUGIN_AVAILABLE, "");
     expect(&r, "null_slot", AH_PLUGIN_REJECTED, "required slot ops.plan is NULL");
@@ -258,7 +258,7 @@ static void test_cache(void)
     if (g && g->info.caps) {
         CHECK(g->caps.n_config_keys == 1);
         CHECK_STREQ(g->caps.config_keys[0].doc,
-                    "0: the probe reports the device unusable (for tests)");
+                    "false: the probe reports the device unusable (for tests)");
         CHECK_STREQ(g->probe.device_name, "host CPU (ABI test plugin)");
     }
     ah__scan_result_free(&r);
@@ -287,7 +287,7 @@ static void test_cache(void)
     cfg.n_plugin_keys = 1;
     scan(dirs, 1, AH_SCAN_CHILD, cache, &cfg, &r);
     CHECK(r.n_scanned == 1 && r.n_cached == 1);
-    expect(&r, "a_good.so", AH_PLUGIN_UNAVAILABLE, "switched off by its config key usable = 0");
+    expect(&r, "a_good.so", AH_PLUGIN_UNAVAILABLE, "switched off by its config key usable");
     ah__scan_result_free(&r);
     scan(dirs, 1, AH_SCAN_CHILD, cache, &cfg, &r);
     CHECK(r.n_scanned == 0 && r.n_cached == 2);
@@ -457,7 +457,8 @@ static void run_tiny_batch(ah_loaded_plugin *p)
     const ah_plugin_ops *o = &p->ops;
     ah_context *ctx = NULL;
     const char *why = NULL;
-    CHECK(o->context_create(&p->services, &ctx, &why) == AH_OK);
+    ah_context_options co = {sizeof co, 0};
+    CHECK(o->context_create(&p->services, &co, &ctx, &why) == AH_OK);
     ah_layer_spec spec = {.struct_size = sizeof spec, .attn_type = AH_ATTN_DECODER, .num_q_heads = 1,
                           .num_kv_heads = 1, .qk_head_size = 2, .v_head_size = 2, .q_dtype = AH_DTYPE_FP32,
                           .kv_dtype = AH_DTYPE_FP32, .block_size = 4, .kv_layout = AH_KV_LAYOUT_NHD,
@@ -599,15 +600,21 @@ static void test_services(void)
     void *data = NULL;
     ah__services_init(&s, &data, "abi_good", &cfg, &hw);
     CHECK(s.struct_size == sizeof s && s.abi_version == AH_ABI_VERSION && s.hw == &hw);
-    CHECK(s.config_get(&s, "secret") && strcmp(s.config_get(&s, "secret"), "x") == 0);
-    static const ah_config_key keys[] = {{"usable", "1", "doc"}};
+    CHECK(s.config_str(&s, "usable") == NULL); /* keys unknown until the descriptor is read */
+    static const ah_config_key keys[] = {AH_KEY_BOOL_ROW("usable", "true", "doc"),
+                                         AH_KEY_INT_ROW("threads", "4", 0, 64, "doc"),
+                                         AH_KEY_FLOAT_ROW("ratio", "0.5", 0, 1, "doc"),
+                                         AH_KEY_ENUM_ROW("mode", "b", "a|b|c", "doc")};
     ah_caps caps;
     memset(&caps, 0, sizeof caps);
     caps.config_keys = keys;
-    caps.n_config_keys = 1;
+    caps.n_config_keys = 4;
     ah__services_bind(data, "abi_good", &caps);
-    CHECK(s.config_get(&s, "usable") && strcmp(s.config_get(&s, "usable"), "0") == 0);
-    CHECK(s.config_get(&s, "secret") == NULL); /* undeclared: not passed */
+    CHECK(s.config_int(&s, "usable") == 0 && strcmp(s.config_str(&s, "usable"), "0") == 0);
+    CHECK(s.config_int(&s, "threads") == 4 && s.config_float(&s, "threads") == 4.0); /* defaults */
+    CHECK(s.config_float(&s, "ratio") == 0.5 && s.config_int(&s, "ratio") == 0); /* wrong getter */
+    CHECK(s.config_int(&s, "mode") == 1 && strcmp(s.config_str(&s, "mode"), "b") == 0);
+    CHECK(s.config_str(&s, "secret") == NULL && s.config_int(&s, "secret") == 0); /* undeclared */
     void *m = s.alloc(&s, 64);
     CHECK(m != NULL);
     s.free(&s, m);
@@ -637,7 +644,7 @@ static void test_log(void)
     ah__services_init(&s, &data, "cpu_amx", NULL, &hw);
     s.log(&s, AH_LOG_WARN, "slow path");
     s.log(&s, AH_LOG_INFO, "hidden at warn");
-    CHECK(s.config_get(&s, "anything") == NULL); /* no config at all */
+    CHECK(s.config_str(&s, "anything") == NULL); /* no config at all */
     ah__services_free(data);
     fflush(stderr);
     dup2(saved, 2);

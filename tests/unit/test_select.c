@@ -211,14 +211,37 @@ static void test_cache_and_graph_level(void)
     ah_host_destroy(h);
 }
 
-static void test_plugin_key_warnings(void)
+/* Creates a host from ini and expects it refused with msg. */
+static void host_refused(const char *ini, const char *msg)
 {
-    ah_host *h = host_with("[plugin.sel_alpha]\nmode = slow\nbogus = 1\n[plugin.nowhere]\nx = 1\n");
+    static const char *dirs[] = {ATTNHOST_SELECT_PLUGIN_DIR};
+    ah_host_options o = {.struct_size = sizeof o, .config_text = ini};
+    o.plugin_dirs = dirs;
+    o.n_plugin_dirs = 1;
+    o.no_default_dirs = 1;
+    o.cache_path = "";
+    ah_host *h = NULL;
+    ah_error err;
+    CHECK_MSG(ah_host_create(&o, &h, &err) == AH_ERR_CONFIG && !h, "accepted: %s", ini);
+    CHECK_STREQ(err.msg, msg);
+}
+
+/* Declared plugin keys: a value the declaration refuses and an undeclared
+ * key are errors naming file, line, section and key; a section for a plugin
+ * that is not installed here is a warning. */
+static void test_plugin_keys(void)
+{
+    ah_host *h = host_with("[plugin.sel_alpha]\nmode = exact\n[plugin.nowhere]\nx = 1\n");
     const char *w = ah_host_config_warnings(h);
-    CHECK_CONTAINS(w, "<text>:3: [plugin.sel_alpha] bogus: unknown key (the plugin declares: mode)");
-    CHECK_CONTAINS(w, "<text>:5: [plugin.nowhere] x: no plugin named 'nowhere' was found");
-    CHECK(!strstr(w, "mode: unknown"));
+    CHECK_CONTAINS(w, "<text>:4: [plugin.nowhere] x: no plugin named 'nowhere' was found");
+    CHECK(!strstr(w, "sel_alpha"));
     ah_host_destroy(h);
+    host_refused("[plugin.sel_alpha]\nmode = slow\n",
+                 "<text>:2: [plugin.sel_alpha] mode: 'slow' is not one of fast|exact");
+    host_refused("[plugin.sel_alpha]\nmode = fast\nbogus = 1\n",
+                 "<text>:3: [plugin.sel_alpha] bogus: unknown key (the plugin declares: mode)");
+    host_refused("[plugin.sel_beta]\nmode = fast\n",
+                 "<text>:2: [plugin.sel_beta] mode: unknown key (the plugin declares: none)");
 }
 
 int main(void)
@@ -228,6 +251,6 @@ int main(void)
     test_force_disable_fallback();
     test_layers_and_phases();
     test_cache_and_graph_level();
-    test_plugin_key_warnings();
+    test_plugin_keys();
     return check_report("test_select");
 }

@@ -89,7 +89,7 @@ static double time_shape(stub_host *h, const shape *s, int reps)
     const ah_plugin_ops *ops = h->desc->ops;
     ah_context *ctx;
     const char *why;
-    if (ops->context_create(&h->svc, &ctx, &why) != AH_OK) {
+    if (ops->context_create(&h->svc, &stub_device0, &ctx, &why) != AH_OK) {
         fprintf(stderr, "context_create: %s\n", why);
         return -1;
     }

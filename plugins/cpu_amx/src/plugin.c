@@ -21,15 +21,21 @@
 static const uint32_t head_sizes_extra[] = {512, 576};
 static const uint32_t v_sizes_extra[] = {512};
 
+/* isa's choices, in the order of isa_paths. */
+#define CPU_ISA_CHOICES "auto|amx|avx512bf16|avx512|avx2|scalar"
+static const ah__cpu_path isa_paths[] = {AH__CPU_PATH_COUNT /* auto */, AH__CPU_AMX,
+                                         AH__CPU_AVX512BF16, AH__CPU_AVX512, AH__CPU_AVX2,
+                                         AH__CPU_SCALAR};
+
 static const ah_config_key cpu_keys[] = {
-    {"isa", "auto", "kernel path: auto, amx, avx512bf16, avx512, avx2 or scalar; a path the CPU lacks is an error"},
-    {"threads", "0", "OpenMP threads; 0: OMP_NUM_THREADS or every logical core"},
-    {"split_min", "256", "fewest keys per split-KV chunk when a batch has too few items to fill the threads"},
-    {"tile_min_rows", "8", "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"},
-    {"amx_decode", "1", "amx path, bf16 decode: 1 runs Q.K and P.V on AMX tiles, 0 on vdpbf16ps (the avx512bf16 decode kernel)"},
-    {"prefetch", "auto", "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers); auto: 0 on the amx path (the Xeon's own prefetchers do better), else 4"},
-    {"amx_interleave", "1", "amx path, prefill: 1 issues each row block's tile products in small stages between the next block's softmax rows, 0 in one burst after it"},
-    {"tile_prefetch", "1", "bf16 tile kernel (prefill): 1 prefetches the pre-packed K/V chunk after next into L2, a few lines per softmax row; 0 leaves it to the hardware prefetchers"},
+    AH_KEY_ENUM_ROW("isa", "auto", CPU_ISA_CHOICES, "kernel path; auto takes the best this CPU has; a path the CPU lacks makes the plugin unavailable"),
+    AH_KEY_INT_ROW("threads", "0", 0, 4096, "OpenMP threads; 0: OMP_NUM_THREADS or every logical core"),
+    AH_KEY_INT_ROW("split_min", "256", 16, 1 << 20, "fewest keys per split-KV chunk when a batch has too few items to fill the threads"),
+    AH_KEY_INT_ROW("tile_min_rows", "8", 1, 1 << 20, "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"),
+    AH_KEY_BOOL_ROW("amx_decode", "true", "amx path, bf16 decode: true runs Q.K and P.V on AMX tiles, false on vdpbf16ps (the avx512bf16 decode kernel)"),
+    AH_KEY_INT_ROW("prefetch", "-1", -1, 64, "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers); -1 (auto): 0 on the amx path (the Xeon's own prefetchers do better), else 4"),
+    AH_KEY_BOOL_ROW("amx_interleave", "true", "amx path, prefill: true issues each row block's tile products in small stages between the next block's softmax rows, false in one burst after it"),
+    AH_KEY_BOOL_ROW("tile_prefetch", "true", "bf16 tile kernel (prefill): true prefetches the pre-packed K/V chunk after next into L2, a few lines per softmax row; false leaves it to the hardware prefetchers"),
 };
 
 static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
@@ -59,6 +65,10 @@ static const ah_caps cpu_caps = {
     .config_keys = cpu_keys,
     .n_config_keys = sizeof cpu_keys / sizeof cpu_keys[0],
     .check_combination = cpu_check_combination,
+    .prefill_rank = AH_RANK_PRIMARY,
+    .decode_rank = AH_RANK_PRIMARY,
+    .mixed_batch = AH_MIXED_WHOLE,
+    .decode_query_len_max = 1,
 };
 
 /* Rules across fields that the sets above cannot say. */
@@ -95,12 +105,9 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
                              uint32_t *ilv, uint32_t *tpf, char *why, size_t cap)
 {
     const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
-    const char *want = host && host->config_get ? host->config_get(host, "isa") : NULL;
-    int is_auto;
-    if (!ah__cpu_path_parse(want, &is_auto, path)) {
-        snprintf(why, cap, "[plugin.cpu_amx] isa = '%s' is not one of auto, amx, avx512bf16, avx512, avx2, scalar", want);
-        return AH_ERR_CONFIG;
-    }
+    const ah__cpu_path want = isa_paths[host && host->config_int ? host->config_int(host, "isa") : 0];
+    int is_auto = want == AH__CPU_PATH_COUNT;
+    *path = want;
     if (is_auto) *path = ah__cpu_path_best(isa);
     uint32_t need = ah__cpu_path_needs(*path), missing = need & ~isa;
     if (missing) {
@@ -114,12 +121,7 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
                  ah__cpu_path_name(*path), names[bit], note[0] ? ": " : "", note);
         return AH_ERR_UNAVAILABLE;
     }
-    const char *ts = host && host->config_get ? host->config_get(host, "threads") : NULL;
-    int t = 0;
-    if (ts && *ts && !ah_parse_int(ts, 0, 4096, &t)) {
-        snprintf(why, cap, "[plugin.cpu_amx] threads = '%s' is not a count between 0 and 4096", ts);
-        return AH_ERR_CONFIG;
-    }
+    int t = host && host->config_int ? (int)host->config_int(host, "threads") : 0;
 #ifdef _OPENMP
     if (t == 0) t = omp_get_max_threads();
 #endif
@@ -127,25 +129,12 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
     *threads = t;
     const char *keys[6] = {"split_min", "tile_min_rows", "amx_decode", "prefetch", "amx_interleave", "tile_prefetch"};
     uint32_t *dst[6] = {split_min, tile_min, amx_dec, pf, ilv, tpf};
-    /* prefetch: software prefetch pays on the EPYC (decode 9.0 vs 5.4
+    for (int i = 0; i < 6; i++)
+        *dst[i] = host && host->config_int ? (uint32_t)host->config_int(host, keys[i]) : 0;
+    /* prefetch auto: software prefetch pays on the EPYC (decode 9.0 vs 5.4
      * GB/cpu-s without) but costs on the Xeon with AMX, whose own
      * prefetchers keep up with the decode kernels (README figures). */
-    const uint32_t defs[6] = {256, 8, 1, *path == AH__CPU_AMX ? 0u : 4u, 1, 1};
-    const uint32_t lo[6] = {1, 1, 0, 0, 0, 0}, hi[6] = {1 << 20, 1 << 20, 1, 64, 1, 1};
-    for (int i = 0; i < 6; i++) {
-        const char *s = host && host->config_get ? host->config_get(host, keys[i]) : NULL;
-        *dst[i] = defs[i];
-        if (s && *s && !(i == 3 && strcmp(s, "auto") == 0)) {
-            int x;
-            if (!ah_parse_int(s, lo[i], hi[i], &x)) {
-                snprintf(why, cap, "[plugin.cpu_amx] %s = '%s' is not %sa number between %u and %u", keys[i], s,
-                         i == 3 ? "auto or " : "", lo[i], hi[i]);
-                return AH_ERR_CONFIG;
-            }
-            *dst[i] = (uint32_t)x;
-        }
-    }
-    if (*split_min < 16) *split_min = 16;
+    if (*pf == (uint32_t)-1) *pf = *path == AH__CPU_AMX ? 0u : 4u;
     return AH_OK;
 }
 
@@ -169,9 +158,14 @@ static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
     return AH_OK;
 }
 
-static ah_status cpu_context_create(const ah_host_services *host, ah_context **out, const char **why)
+static ah_status cpu_context_create(const ah_host_services *host, const ah_context_options *opts,
+                                    ah_context **out, const char **why)
 {
     *out = NULL;
+    if (opts && opts->device_index != 0) {
+        *why = "the CPU is device 0";
+        return AH_ERR_UNAVAILABLE;
+    }
     ah__cpu_path path;
     int threads;
     uint32_t sm, tm, ad, pf, il, tp;

@@ -34,12 +34,46 @@ static void stub_free(const ah_host_services *h, void *p)
     (void)h;
     free(p);
 }
-static const char *stub_config(const ah_host_services *svc, const char *key)
+/* The driver's value of key, else the plugin's declared default. The
+ * drivers set only values the key's declaration accepts. */
+static const ah_config_key *stub_key(const ah_host_services *svc, const char *key, const char **text)
 {
     const stub_host *h = (const stub_host *)svc;
+    const ah_caps *c = h->desc ? h->desc->caps : NULL;
+    const ah_config_key *k = NULL;
+    for (uint32_t i = 0; c && i < c->n_config_keys; i++)
+        if (strcmp(c->config_keys[i].name, key) == 0) k = &c->config_keys[i];
+    if (!k) return NULL;
+    *text = k->default_value;
     for (int i = 0; i < h->n_keys; i++)
-        if (strcmp(h->keys[i], key) == 0) return h->vals[i];
-    return NULL;
+        if (strcmp(h->keys[i], key) == 0) *text = h->vals[i];
+    return k;
+}
+
+static int64_t stub_config_int(const ah_host_services *svc, const char *key)
+{
+    const char *t;
+    const ah_config_key *k = stub_key(svc, key, &t);
+    if (!k) return 0;
+    if (k->type == AH_KEY_BOOL) return strcmp(t, "true") == 0 || strcmp(t, "1") == 0;
+    if (k->type != AH_KEY_ENUM) return strtoll(t, NULL, 10);
+    int64_t idx = 0;
+    size_t n = strlen(t);
+    for (const char *c = k->choices; c; c = strchr(c, '|') ? strchr(c, '|') + 1 : NULL, idx++)
+        if (strncmp(c, t, n) == 0 && (c[n] == '|' || c[n] == '\0')) return idx;
+    return 0;
+}
+
+static double stub_config_float(const ah_host_services *svc, const char *key)
+{
+    const char *t;
+    return stub_key(svc, key, &t) ? strtod(t, NULL) : 0;
+}
+
+static const char *stub_config_str(const ah_host_services *svc, const char *key)
+{
+    const char *t;
+    return stub_key(svc, key, &t) ? t : NULL;
 }
 
 void stub_host_set(stub_host *h, const char *key, const char *val)
@@ -127,7 +161,9 @@ int stub_host_init(stub_host *h, const char *so_path)
     h->svc.log = stub_log;
     h->svc.alloc = stub_alloc;
     h->svc.free = stub_free;
-    h->svc.config_get = stub_config;
+    h->svc.config_int = stub_config_int;
+    h->svc.config_float = stub_config_float;
+    h->svc.config_str = stub_config_str;
     h->svc.hw = &h->hw;
     h->dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
     if (!h->dl) {
