@@ -32,8 +32,15 @@ static ah_status acme_probe(const ah_host_services *host, ah_probe_info *info)
     return AH_OK;
 }
 
-static ah_status acme_context_create(const ah_host_services *host, ah_context **out, const char **why)
+static ah_status acme_context_create(const ah_host_services *host, const ah_context_options *opts,
+                                     ah_context **out, const char **why)
 {
+    (void)host;
+    *out = NULL;
+    if (opts->device_index != 0) {
+        *why = "the CPU is device 0";
+        return AH_ERR_UNAVAILABLE;
+    }
     *out = calloc(1, sizeof **out);
     if (!*out) *why = "out of memory";
     return *out ? AH_OK : AH_ERR_OUT_OF_MEMORY;
@@ -161,6 +168,11 @@ static const ah_caps acme_caps = {
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .graph_level = AH_GRAPH_NEVER,
     .caller_output = 1,
+    /* a reference backend: behind a primary CPU plugin, ahead of nothing */
+    .prefill_rank = AH_RANK_SECONDARY,
+    .decode_rank = AH_RANK_SECONDARY,
+    .mixed_batch = AH_MIXED_WHOLE,
+    .decode_query_len_max = 1,
 };
 
 static const ah_plugin_ops acme_ops = {
