@@ -62,12 +62,14 @@ static void fill_bf16(uint16_t *p, size_t n, uint64_t seed)
 /* KV caches are large and read block by block in table order: back them
  * with transparent huge pages, as engines' cache allocators get, so the
  * figure is not a TLB-miss benchmark. */
+static int use_thp = 1; /* --no-thp: plain pages, to see what huge pages bring */
+
 static void *big_alloc(size_t bytes)
 {
     const size_t huge = (size_t)2 << 20;
     bytes = (bytes + huge - 1) / huge * huge;
     void *p = aligned_alloc(huge, bytes);
-    if (p && getenv("CPU_AMX_BENCH_NO_THP") == NULL) madvise(p, bytes, MADV_HUGEPAGE);
+    if (p && use_thp) madvise(p, bytes, MADV_HUGEPAGE);
     return p;
 }
 
@@ -242,10 +244,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--bw-gib")) bw_gib = atof(v), i++;
         else if (!strcmp(a, "--peaks")) peaks = 1;
         else if (!strcmp(a, "--blas")) blas = 1;
+        else if (!strcmp(a, "--no-thp")) use_thp = 0;
         else if (!strcmp(a, "--set") && strchr(v, '=')) set = v, i++;
         else {
             fprintf(stderr, "usage: %s [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G] "
-                            "[--decode B:CTX,...] [--prefill T,...] [--blas] [--set KEY=VALUE]\n", argv[0]);
+                            "[--decode B:CTX,...] [--prefill T,...] [--blas] [--no-thp] [--set KEY=VALUE]\n", argv[0]);
             return 2;
         }
     }

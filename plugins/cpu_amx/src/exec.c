@@ -17,7 +17,7 @@
 
 #include "state.h"
 
-int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, size_t sz)
+int cpu_amx_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, size_t sz)
 {
     if (n <= *cap) return 1;
     size_t want = n < 64 ? 64 : n + n / 2;
@@ -31,32 +31,32 @@ int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, 
 }
 
 /* Slices of rows each split item's merge is cut into (rows / 16 each). */
-#define AH__CPU_MERGE_SLICES 16
+#define CPU_AMX_MERGE_SLICES 16
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-ah_status ah__cpu_scratch_create(ah_state *st)
+ah_status cpu_amx_scratch_create(ah_state *st)
 {
     const ah_host_services *h = st->ctx->host;
-    const ah__cpu_layer *L = &st->L;
-    const size_t R = AH__CPU_RMAX, K = AH__CPU_KCHUNK;
+    const cpu_amx_layer *L = &st->L;
+    const size_t R = CPU_AMX_RMAX, K = CPU_AMX_KCHUNK;
     const size_t sizes[10] = {R * L->dpad * 4, R * L->dv * 4, R * 4, R * 4, R * K * 4,
-                              AH__CPU_KVROWS * L->dpad * 4, AH__CPU_KVROWS * L->dv * 4, R * L->dpad * 2, R * K * 2,
+                              CPU_AMX_KVROWS * L->dpad * 4, CPU_AMX_KVROWS * L->dv * 4, R * L->dpad * 2, R * K * 2,
                               K * L->dpad * 2 + K * L->dv * 2};
     size_t per = 0;
     for (int i = 0; i < 10; i++) per += align64(sizes[i]);
     per = align64(per + align64(K * L->dv * 2));
     const int nt = st->ctx->threads;
-    size_t total = (size_t)nt * per + 64 + (size_t)nt * sizeof(ah__cpu_scratch);
+    size_t total = (size_t)nt * per + 64 + (size_t)nt * sizeof(cpu_amx_scratch);
     char *mem = h->alloc(h, total);
     if (!mem) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", total);
     memset(mem, 0, total);
     st->ws_mem = mem;
-    st->ws = (ah__cpu_scratch *)mem;
-    char *base = (char *)(((uintptr_t)(mem + (size_t)nt * sizeof(ah__cpu_scratch)) + 63) & ~(uintptr_t)63);
+    st->ws = (cpu_amx_scratch *)mem;
+    char *base = (char *)(((uintptr_t)(mem + (size_t)nt * sizeof(cpu_amx_scratch)) + 63) & ~(uintptr_t)63);
     for (int t = 0; t < nt; t++) {
         char *c = base + (size_t)t * per;
-        ah__cpu_scratch *w = &st->ws[t];
+        cpu_amx_scratch *w = &st->ws[t];
 #define TAKE(field, type, n) w->field = (type *)c, c += align64(n)
         TAKE(q, float, sizes[0]);
         TAKE(o, float, sizes[1]);
@@ -78,13 +78,13 @@ ah_status ah__cpu_scratch_create(ah_state *st)
 
 static int cmp_cost_desc(const void *a, const void *b)
 {
-    const ah__cpu_item *x = a, *y = b;
+    const cpu_amx_item *x = a, *y = b;
     return x->cost < y->cost ? 1 : x->cost > y->cost ? -1 : 0;
 }
 
-static int push_item(ah_state *st, const ah__cpu_item *it)
+static int push_item(ah_state *st, const cpu_amx_item *it)
 {
-    if (!ah__cpu_reserve(st->ctx->host, (void **)&st->items, &st->cap_items, st->n_items + 1,
+    if (!cpu_amx_reserve(st->ctx->host, (void **)&st->items, &st->cap_items, st->n_items + 1,
                          sizeof *st->items))
         return 0;
     st->items[st->n_items++] = *it;
@@ -101,10 +101,10 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks host copies of query_start_loc, seq_lens or block_table");
     if (T && !b->slot_mapping_host)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks a host copy of slot_mapping");
-    if (!ah__cpu_reserve(h, (void **)&st->qsl, &st->cap_qsl, R + 1, 4) ||
-        !ah__cpu_reserve(h, (void **)&st->seq_lens, &st->cap_seq, R + 1, 4) ||
-        !ah__cpu_reserve(h, (void **)&st->bt, &st->cap_bt, (size_t)R * b->block_table_stride + 1, 4) ||
-        !ah__cpu_reserve(h, (void **)&st->slots, &st->cap_slots, (size_t)T + 1, 8))
+    if (!cpu_amx_reserve(h, (void **)&st->qsl, &st->cap_qsl, R + 1, 4) ||
+        !cpu_amx_reserve(h, (void **)&st->seq_lens, &st->cap_seq, R + 1, 4) ||
+        !cpu_amx_reserve(h, (void **)&st->bt, &st->cap_bt, (size_t)R * b->block_table_stride + 1, 4) ||
+        !cpu_amx_reserve(h, (void **)&st->slots, &st->cap_slots, (size_t)T + 1, 8))
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the plan's batch copy");
     if (R && b->query_start_loc_host[0] != 0)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[0] is %d, not 0", b->query_start_loc_host[0]);
@@ -147,7 +147,7 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
 
 /* Most bytes of pre-packed K/V one forward may use; a larger prefill packs
  * per item as before. */
-#define AH__CPU_PP_MAX ((size_t)512 << 20)
+#define CPU_AMX_PP_MAX ((size_t)512 << 20)
 
 /* Which requests get their K and V packed once for all their items: bf16
  * q and cache on a path with the tile kernel, and a query long enough for
@@ -155,24 +155,24 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
  * shared. Fills pp_off/pp_np and the packing tasks (32 pieces each). */
 static ah_status plan_prepack(ah_state *st, uint32_t tq)
 {
-    const ah__cpu_layer *L = &st->L;
+    const cpu_amx_layer *L = &st->L;
     const ah_host_services *h = st->ctx->host;
     st->n_pp_tasks = 0;
     if (!st->ctx->k->prepack || L->q_dtype != AH_DTYPE_BF16 || L->kv_dtype != AH_DTYPE_BF16 || !st->num_reqs) return AH_OK;
-    if (!ah__cpu_reserve(h, (void **)&st->pp_off, &st->cap_pp_off, st->num_reqs, sizeof *st->pp_off) ||
-        !ah__cpu_reserve(h, (void **)&st->pp_np, &st->cap_pp_np, st->num_reqs, sizeof *st->pp_np))
+    if (!cpu_amx_reserve(h, (void **)&st->pp_off, &st->cap_pp_off, st->num_reqs, sizeof *st->pp_off) ||
+        !cpu_amx_reserve(h, (void **)&st->pp_np, &st->cap_pp_np, st->num_reqs, sizeof *st->pp_np))
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the pre-packing plan");
-    const uint32_t ng = L->group >= AH__CPU_RMAX ? AH__CPU_RMAX : L->group;
+    const uint32_t ng = L->group >= CPU_AMX_RMAX ? CPU_AMX_RMAX : L->group;
     size_t total = 0;
     uint32_t ntasks = 0;
     for (uint32_t r = 0; r < st->num_reqs; r++) {
         const uint32_t qlen = (uint32_t)(st->qsl[r + 1] - st->qsl[r]);
-        st->pp_off[r] = AH__CPU_NO_PP;
+        st->pp_off[r] = CPU_AMX_NO_PP;
         st->pp_np[r] = 0;
         if (qlen <= tq || (uint64_t)tq * ng < st->ctx->tile_min_rows || st->seq_lens[r] <= 0) continue;
         const uint32_t np = ((uint32_t)st->seq_lens[r] + 15) / 16 + 1;
-        const size_t need = (size_t)L->hk * np * AH__CPU_PP_PIECE(L);
-        if ((total + need) * 2 > AH__CPU_PP_MAX) continue;
+        const size_t need = (size_t)L->hk * np * CPU_AMX_PP_PIECE(L);
+        if ((total + need) * 2 > CPU_AMX_PP_MAX) continue;
         st->pp_off[r] = total;
         st->pp_np[r] = np;
         total += need;
@@ -181,23 +181,23 @@ static ah_status plan_prepack(ah_state *st, uint32_t tq)
     if (!ntasks) return AH_OK;
     /* 32 elements more: the packed pieces start on a 64-byte boundary (the
      * packing stores and the vdpbf16ps loads are aligned ones). */
-    if (!ah__cpu_reserve(h, (void **)&st->pp, &st->cap_pp, total + 32, 2) ||
-        !ah__cpu_reserve(h, (void **)&st->pp_tasks, &st->cap_pp_tasks, ntasks, sizeof *st->pp_tasks))
+    if (!cpu_amx_reserve(h, (void **)&st->pp, &st->cap_pp, total + 32, 2) ||
+        !cpu_amx_reserve(h, (void **)&st->pp_tasks, &st->cap_pp_tasks, ntasks, sizeof *st->pp_tasks))
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of pre-packed K/V", total * 2);
     for (uint32_t r = 0; r < st->num_reqs; r++) {
-        if (st->pp_off[r] == AH__CPU_NO_PP) continue;
+        if (st->pp_off[r] == CPU_AMX_NO_PP) continue;
         for (uint32_t kvh = 0; kvh < L->hk; kvh++)
             for (uint32_t p = 0; p < st->pp_np[r]; p += 32) {
-                ah__cpu_pptask t = {r, kvh, p, p + 32 < st->pp_np[r] ? p + 32 : st->pp_np[r]};
+                cpu_amx_pptask t = {r, kvh, p, p + 32 < st->pp_np[r] ? p + 32 : st->pp_np[r]};
                 st->pp_tasks[st->n_pp_tasks++] = t;
             }
     }
     return AH_OK;
 }
 
-ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
+ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
 {
-    const ah__cpu_layer *L = &st->L;
+    const cpu_amx_layer *L = &st->L;
     st->planned = 0;
     ah_status rc = copy_batch(st, b);
     if (rc != AH_OK) return rc;
@@ -207,10 +207,10 @@ ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
      * a single-token request instead takes several KV heads per item, so
      * that the item reads whole NHD block rows in address order. */
     const uint32_t G = L->group;
-    const uint32_t ng = G >= AH__CPU_RMAX ? AH__CPU_RMAX : G;
-    const uint32_t tq = G >= AH__CPU_RMAX ? 1 : AH__CPU_RMAX / G;
-    uint32_t kv_per_decode = G >= AH__CPU_RMAX ? 1 : AH__CPU_RMAX / G;
-    if (kv_per_decode > AH__CPU_MAXKV) kv_per_decode = AH__CPU_MAXKV;
+    const uint32_t ng = G >= CPU_AMX_RMAX ? CPU_AMX_RMAX : G;
+    const uint32_t tq = G >= CPU_AMX_RMAX ? 1 : CPU_AMX_RMAX / G;
+    uint32_t kv_per_decode = G >= CPU_AMX_RMAX ? 1 : CPU_AMX_RMAX / G;
+    if (kv_per_decode > CPU_AMX_MAXKV) kv_per_decode = CPU_AMX_MAXKV;
     uint64_t total = 0;
     for (uint32_t r = 0; r < st->num_reqs; r++) {
         const uint32_t q0 = (uint32_t)st->qsl[r], qlen = (uint32_t)st->qsl[r + 1] - q0;
@@ -219,7 +219,7 @@ ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
         for (uint32_t kvh = 0; kvh < L->hk; kvh += kvstep)
             for (uint32_t g0 = 0; g0 < G; g0 += ng)
                 for (uint32_t t = 0; t < qlen; t += tq) {
-                    ah__cpu_item it;
+                    cpu_amx_item it;
                     memset(&it, 0, sizeof it);
                     it.req = r;
                     it.kvh = kvh;
@@ -231,8 +231,8 @@ ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
                     it.pos0 = first + (int32_t)t;
                     it.rows = it.nkv * (it.t1 - it.t0) * (it.g1 - it.g0);
                     int32_t lo, hi, lo2, hi2;
-                    ah__cpu_visible(L, it.pos0, &lo, &hi);
-                    ah__cpu_visible(L, it.pos0 + (int32_t)(it.t1 - it.t0) - 1, &lo2, &hi2);
+                    cpu_amx_visible(L, it.pos0, &lo, &hi);
+                    cpu_amx_visible(L, it.pos0 + (int32_t)(it.t1 - it.t0) - 1, &lo2, &hi2);
                     it.k0 = lo < 0 ? 0 : lo;
                     it.k1 = hi2 >= sl ? sl : hi2 + 1;
                     if (it.k1 < it.k0) it.k1 = it.k0;
@@ -251,23 +251,23 @@ ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
         const uint64_t target = total / (4 * nt) + 1;
         const uint32_t n0 = st->n_items;
         for (uint32_t i = 0; i < n0; i++) {
-            ah__cpu_item it = st->items[i];
+            cpu_amx_item it = st->items[i];
             uint32_t len = (uint32_t)(it.k1 - it.k0);
             uint32_t ns = (uint32_t)((it.cost + target - 1) / target);
             uint32_t maxs = len / st->ctx->split_min;
             if (ns > maxs) ns = maxs;
             if (ns > 64) ns = 64;
             if (ns < 2) continue;
-            ah__cpu_item m = it;
+            cpu_amx_item m = it;
             m.part = (int32_t)nparts;
             m.nparts = ns;
-            if (!ah__cpu_reserve(st->ctx->host, (void **)&st->merges, &st->cap_merges, st->n_merges + 1, sizeof *st->merges))
+            if (!cpu_amx_reserve(st->ctx->host, (void **)&st->merges, &st->cap_merges, st->n_merges + 1, sizeof *st->merges))
                 return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate merge list");
             st->merges[st->n_merges++] = m;
             uint32_t chunk = ((len + ns - 1) / ns + 15) & ~15u;
             int32_t k = it.k0;
             for (uint32_t s = 0; s < ns; s++) {
-                ah__cpu_item p = it;
+                cpu_amx_item p = it;
                 p.k0 = k;
                 p.k1 = s + 1 == ns ? it.k1 : ((it.k0 + (int32_t)chunk * (int32_t)(s + 1)) & ~15);
                 if (p.k1 > it.k1) p.k1 = it.k1;
@@ -282,9 +282,9 @@ ah_status ah__cpu_plan(ah_state *st, const ah_batch *b)
         }
     }
     if (nparts) {
-        size_t need = (size_t)nparts * AH__CPU_RMAX;
-        if (!ah__cpu_reserve(st->ctx->host, (void **)&st->part_o, &st->cap_part_o, need * L->dv, 4) ||
-            !ah__cpu_reserve(st->ctx->host, (void **)&st->part_lse, &st->cap_part_lse, need, 4))
+        size_t need = (size_t)nparts * CPU_AMX_RMAX;
+        if (!cpu_amx_reserve(st->ctx->host, (void **)&st->part_o, &st->cap_part_o, need * L->dv, 4) ||
+            !cpu_amx_reserve(st->ctx->host, (void **)&st->part_lse, &st->cap_part_lse, need, 4))
             return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate split-KV partials");
     }
     rc = plan_prepack(st, tq);
@@ -307,10 +307,10 @@ static inline uint16_t bf16_of(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
-static void row_out(const ah__cpu_run *run, uint32_t tok, uint32_t head, const float *o,
+static void row_out(const cpu_amx_run *run, uint32_t tok, uint32_t head, const float *o,
                     float mult, float lse)
 {
-    const ah__cpu_layer *L = run->L;
+    const cpu_amx_layer *L = run->L;
     const size_t qsz = ah_dtype_size(L->q_dtype);
     char *dst = (char *)run->out + ((int64_t)tok * run->o_ts + (int64_t)head * run->o_hs) * (int64_t)qsz;
     if (L->q_dtype == AH_DTYPE_FP32) {
@@ -326,22 +326,22 @@ static void row_out(const ah__cpu_run *run, uint32_t tok, uint32_t head, const f
 }
 
 /* Rows of an item that saw every key: add the sink, normalise, store. */
-static void finish_item(const ah__cpu_run *run, const ah__cpu_item *it, const ah__cpu_scratch *ws,
+static void finish_item(const cpu_amx_run *run, const cpu_amx_item *it, const cpu_amx_scratch *ws,
                         float *part_o, float *part_lse)
 {
-    const ah__cpu_layer *L = run->L;
+    const cpu_amx_layer *L = run->L;
     for (uint32_t i = 0; i < it->rows; i++) {
         float m = ws->m[i], l = ws->l[i];
         const float *o = ws->o + (size_t)i * L->dv;
         if (it->part >= 0) {
-            float *po = part_o + ((size_t)it->part * AH__CPU_RMAX + i) * L->dv;
+            float *po = part_o + ((size_t)it->part * CPU_AMX_RMAX + i) * L->dv;
             float inv = l > 0 ? 1.0f / l : 0.0f;
             for (uint32_t c = 0; c < L->dv; c++) po[c] = o[c] * inv;
-            part_lse[(size_t)it->part * AH__CPU_RMAX + i] = l > 0 ? m + logf(l) : -INFINITY;
+            part_lse[(size_t)it->part * CPU_AMX_RMAX + i] = l > 0 ? m + logf(l) : -INFINITY;
             continue;
         }
         uint32_t tok, head, toff, kk;
-        ah__cpu_row(L, it, i, &tok, &head, &toff, &kk);
+        cpu_amx_row(L, it, i, &tok, &head, &toff, &kk);
         float mult, lse;
         if (L->sinks) {
             float sink = run->sinks[head];
@@ -359,16 +359,16 @@ static void finish_item(const ah__cpu_run *run, const ah__cpu_item *it, const ah
 }
 
 /* Rows [r0, r1) of a split item: combine the parts' (o, lse) and the sink. */
-static void merge_item(const ah__cpu_run *run, const ah__cpu_item *m, uint32_t r0, uint32_t r1,
+static void merge_item(const cpu_amx_run *run, const cpu_amx_item *m, uint32_t r0, uint32_t r1,
                        const float *part_o, const float *part_lse, float *acc)
 {
-    const ah__cpu_layer *L = run->L;
+    const cpu_amx_layer *L = run->L;
     for (uint32_t i = r0; i < r1; i++) {
         uint32_t tok, head, toff, kk;
-        ah__cpu_row(L, m, i, &tok, &head, &toff, &kk);
+        cpu_amx_row(L, m, i, &tok, &head, &toff, &kk);
         float M = L->sinks ? run->sinks[head] : -INFINITY;
         for (uint32_t p = 0; p < m->nparts; p++) {
-            float x = part_lse[((size_t)m->part + p) * AH__CPU_RMAX + i];
+            float x = part_lse[((size_t)m->part + p) * CPU_AMX_RMAX + i];
             if (x > M) M = x;
         }
         memset(acc, 0, L->dv * sizeof(float));
@@ -378,23 +378,23 @@ static void merge_item(const ah__cpu_run *run, const ah__cpu_item *m, uint32_t r
         }
         float tot = L->sinks ? expf(run->sinks[head] - M) : 0.0f;
         for (uint32_t p = 0; p < m->nparts; p++) {
-            float x = part_lse[((size_t)m->part + p) * AH__CPU_RMAX + i];
+            float x = part_lse[((size_t)m->part + p) * CPU_AMX_RMAX + i];
             if (x == -INFINITY) continue;
             float w = expf(x - M);
             tot += w;
-            const float *po = part_o + (((size_t)m->part + p) * AH__CPU_RMAX + i) * L->dv;
+            const float *po = part_o + (((size_t)m->part + p) * CPU_AMX_RMAX + i) * L->dv;
             for (uint32_t c = 0; c < L->dv; c++) acc[c] += w * po[c];
         }
         row_out(run, tok, head, acc, 1.0f / tot, M + logf(tot));
     }
 }
 
-void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
+void cpu_amx_execute(ah_state *st, const cpu_amx_run *run)
 {
-    const ah__cpu_kernels *k = st->ctx->k;
+    const cpu_amx_kernels *k = st->ctx->k;
     const int tile_ok = k->attend_bf16 && st->L.q_dtype == AH_DTYPE_BF16 && st->L.kv_dtype == AH_DTYPE_BF16;
     const uint32_t tile_min = st->ctx->tile_min_rows;
-    const ah__cpu_attend_fn dec = st->ctx->amx_decode && k->attend_dec_amx ? k->attend_dec_amx : k->attend_dec;
+    const cpu_amx_attend_fn dec = st->ctx->amx_decode && k->attend_dec_amx ? k->attend_dec_amx : k->attend_dec;
     const int nt = st->ctx->threads;
     const long n = (long)st->n_items;
     /* Pack the prefill requests' K and V once (every item of them reads
@@ -407,11 +407,11 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && n > 1)
     for (long i = 0; i < n; i++) {
 #ifdef _OPENMP
-        ah__cpu_scratch *ws = &st->ws[omp_get_thread_num()];
+        cpu_amx_scratch *ws = &st->ws[omp_get_thread_num()];
 #else
-        ah__cpu_scratch *ws = &st->ws[0];
+        cpu_amx_scratch *ws = &st->ws[0];
 #endif
-        const ah__cpu_item *it = &st->items[i];
+        const cpu_amx_item *it = &st->items[i];
         if (tile_ok && it->nkv == 1 && it->rows >= tile_min) k->attend_bf16(run, it, ws);
         else if (tile_ok && dec) dec(run, it, ws);
         else k->attend(run, it, ws);
@@ -420,17 +420,17 @@ void ah__cpu_execute(ah_state *st, const ah__cpu_run *run)
     /* Merges run in slices of rows: one long split request (its parts
      * read back from every thread's writes) would otherwise be merged by a
      * single thread while the others wait. */
-    const long nm = (long)st->n_merges * AH__CPU_MERGE_SLICES;
+    const long nm = (long)st->n_merges * CPU_AMX_MERGE_SLICES;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1 && nm > 1)
     for (long i = 0; i < nm; i++) {
 #ifdef _OPENMP
-        ah__cpu_scratch *ws = &st->ws[omp_get_thread_num()];
+        cpu_amx_scratch *ws = &st->ws[omp_get_thread_num()];
 #else
-        ah__cpu_scratch *ws = &st->ws[0];
+        cpu_amx_scratch *ws = &st->ws[0];
 #endif
-        const ah__cpu_item *m = &st->merges[i / AH__CPU_MERGE_SLICES];
-        const uint32_t sl = (uint32_t)(i % AH__CPU_MERGE_SLICES);
-        const uint32_t r0 = m->rows * sl / AH__CPU_MERGE_SLICES, r1 = m->rows * (sl + 1) / AH__CPU_MERGE_SLICES;
+        const cpu_amx_item *m = &st->merges[i / CPU_AMX_MERGE_SLICES];
+        const uint32_t sl = (uint32_t)(i % CPU_AMX_MERGE_SLICES);
+        const uint32_t r0 = m->rows * sl / CPU_AMX_MERGE_SLICES, r1 = m->rows * (sl + 1) / CPU_AMX_MERGE_SLICES;
         if (r1 > r0) merge_item(run, m, r0, r1, st->part_o, st->part_lse, ws->o);
     }
 }

@@ -4,7 +4,7 @@
  * CMakeLists.txt); nothing in it runs unless the host's CPU facts allow it.
  */
 #define AH_VEC_AVX512 1
-#define AH_KERN_PREFIX ah__k_amx
+#define AH_KERN_PREFIX cpu_amx_k_amx
 #include "cpu_amx.h"
 #include "kern_vec.h"
 #include "kern_fp32.inc"
@@ -13,5 +13,5 @@
 #include "kern_dec.inc"
 #include "kern_dec_amx.inc"
 
-const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16,
-                                                   ah__k_amx_attend_dec, ah__k_amx_attend_dec_amx, ah__k_amx_prepack};
+const cpu_amx_kernels cpu_amx_kernels_amx = {"amx", cpu_amx_k_amx_attend, cpu_amx_k_amx_attend_bf16,
+                                                   cpu_amx_k_amx_attend_dec, cpu_amx_k_amx_attend_dec_amx, cpu_amx_k_amx_prepack};

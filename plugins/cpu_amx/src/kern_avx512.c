@@ -4,10 +4,10 @@
  * CMakeLists.txt); nothing in it runs unless the host's CPU facts allow it.
  */
 #define AH_VEC_AVX512 1
-#define AH_KERN_PREFIX ah__k_avx512
+#define AH_KERN_PREFIX cpu_amx_k_avx512
 #include "cpu_amx.h"
 #include "kern_vec.h"
 #include "kern_fp32.inc"
 
 
-const ah__cpu_kernels ah__cpu_kernels_avx512 = {"avx512", ah__k_avx512_attend, NULL, NULL, NULL, NULL};
+const cpu_amx_kernels cpu_amx_kernels_avx512 = {"avx512", cpu_amx_k_avx512_attend, NULL, NULL, NULL, NULL};

@@ -4,10 +4,10 @@
  * CMakeLists.txt); nothing in it runs unless the host's CPU facts allow it.
  */
 #define AH_VEC_SCALAR 1
-#define AH_KERN_PREFIX ah__k_scalar
+#define AH_KERN_PREFIX cpu_amx_k_scalar
 #include "cpu_amx.h"
 #include "kern_vec.h"
 #include "kern_fp32.inc"
 
 
-const ah__cpu_kernels ah__cpu_kernels_scalar = {"scalar", ah__k_scalar_attend, NULL, NULL, NULL, NULL};
+const cpu_amx_kernels cpu_amx_kernels_scalar = {"scalar", cpu_amx_k_scalar_attend, NULL, NULL, NULL, NULL};

@@ -23,9 +23,9 @@ static const uint32_t v_sizes_extra[] = {512};
 
 /* isa's choices, in the order of isa_paths. */
 #define CPU_ISA_CHOICES "auto|amx|avx512bf16|avx512|avx2|scalar"
-static const ah__cpu_path isa_paths[] = {AH__CPU_PATH_COUNT /* auto */, AH__CPU_AMX,
-                                         AH__CPU_AVX512BF16, AH__CPU_AVX512, AH__CPU_AVX2,
-                                         AH__CPU_SCALAR};
+static const cpu_amx_path isa_paths[] = {CPU_AMX_PATH_COUNT /* auto */, CPU_AMX_AMX,
+                                         CPU_AMX_AVX512BF16, CPU_AMX_AVX512, CPU_AMX_AVX2,
+                                         CPU_AMX_SCALAR};
 
 static const ah_config_key cpu_keys[] = {
     AH_KEY_ENUM_ROW("isa", "auto", CPU_ISA_CHOICES, "kernel path; auto takes the best this CPU has; a path the CPU lacks makes the plugin unavailable"),
@@ -100,16 +100,16 @@ static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
 static _Thread_local char why_buf[256];
 
 /* Resolve the path and thread count; on failure write the reason to why. */
-static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, int *threads,
+static ah_status cpu_resolve(const ah_host_services *host, cpu_amx_path *path, int *threads,
                              uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec, uint32_t *pf,
                              uint32_t *ilv, uint32_t *tpf, char *why, size_t cap)
 {
     const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
-    const ah__cpu_path want = isa_paths[host && host->config_int ? host->config_int(host, "isa") : 0];
-    int is_auto = want == AH__CPU_PATH_COUNT;
+    const cpu_amx_path want = isa_paths[host && host->config_int ? host->config_int(host, "isa") : 0];
+    int is_auto = want == CPU_AMX_PATH_COUNT;
     *path = want;
-    if (is_auto) *path = ah__cpu_path_best(isa);
-    uint32_t need = ah__cpu_path_needs(*path), missing = need & ~isa;
+    if (is_auto) *path = cpu_amx_path_best(isa);
+    uint32_t need = cpu_amx_path_needs(*path), missing = need & ~isa;
     if (missing) {
         static const char *const names[] = {"SSE4.2", "AVX", "AVX2", "FMA", "F16C", "AVX512F",
                                             "AVX512BW", "AVX512VL", "AVX512DQ", "AVX512-VNNI",
@@ -118,7 +118,7 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
         int bit = __builtin_ctz(missing);
         const char *note = host->hw && host->hw->amx_note[0] && bit >= 12 ? host->hw->amx_note : "";
         snprintf(why, cap, "[plugin.cpu_amx] isa = %s needs %s, which this CPU lacks or the OS has not enabled%s%s",
-                 ah__cpu_path_name(*path), names[bit], note[0] ? ": " : "", note);
+                 cpu_amx_path_name(*path), names[bit], note[0] ? ": " : "", note);
         return AH_ERR_UNAVAILABLE;
     }
     int t = host && host->config_int ? (int)host->config_int(host, "threads") : 0;
@@ -134,13 +134,13 @@ static ah_status cpu_resolve(const ah_host_services *host, ah__cpu_path *path, i
     /* prefetch auto: software prefetch pays on the EPYC (decode 9.0 vs 5.4
      * GB/cpu-s without) but costs on the Xeon with AMX, whose own
      * prefetchers keep up with the decode kernels (README figures). */
-    if (*pf == (uint32_t)-1) *pf = *path == AH__CPU_AMX ? 0u : 4u;
+    if (*pf == (uint32_t)-1) *pf = *path == CPU_AMX_AMX ? 0u : 4u;
     return AH_OK;
 }
 
 static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
 {
-    ah__cpu_path path;
+    cpu_amx_path path;
     int threads;
     uint32_t sm, tm, ad, pf, il, tp;
     char why[256];
@@ -149,7 +149,7 @@ static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
     if (rc != AH_OK) ah_strlcpy(info->reason, why, sizeof info->reason);
     const ah_hw_facts *hw = host ? host->hw : NULL;
     ah_strlcpy(info->device_name, hw && hw->cpu_model[0] ? hw->cpu_model : "x86-64 CPU", sizeof info->device_name);
-    ah_strlcpy(info->arch, rc == AH_OK ? ah__cpu_path_name(path) : "none", sizeof info->arch);
+    ah_strlcpy(info->arch, rc == AH_OK ? cpu_amx_path_name(path) : "none", sizeof info->arch);
     info->compute_capability = 0;
     info->device_count = 1;
     info->multiprocessors = rc == AH_OK ? (uint32_t)threads : (hw ? hw->cpu_logical_cores : 0);
@@ -166,7 +166,7 @@ static ah_status cpu_context_create(const ah_host_services *host, const ah_conte
         *why = "the CPU is device 0";
         return AH_ERR_UNAVAILABLE;
     }
-    ah__cpu_path path;
+    cpu_amx_path path;
     int threads;
     uint32_t sm, tm, ad, pf, il, tp;
     ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, &tp, why_buf, sizeof why_buf);
@@ -182,7 +182,7 @@ static ah_status cpu_context_create(const ah_host_services *host, const ah_conte
     memset(c, 0, sizeof *c);
     c->host = host;
     c->path = path;
-    c->k = ah__cpu_path_kernels(path);
+    c->k = cpu_amx_path_kernels(path);
     c->threads = threads;
     c->split_min = sm;
     c->tile_min_rows = tm;
@@ -237,7 +237,7 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     st->ctx = ctx;
     memcpy(&st->spec, spec, sizeof st->spec);
     if (lim) memcpy(&st->lim, lim, lim->struct_size < sizeof st->lim ? lim->struct_size : sizeof st->lim);
-    ah__cpu_layer *L = &st->L;
+    cpu_amx_layer *L = &st->L;
     L->hq = spec->num_q_heads;
     L->hk = spec->num_kv_heads;
     L->group = L->hq / L->hk;
@@ -255,7 +255,7 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     L->mla = spec->use_mla != 0;
     L->sinks = spec->use_sinks != 0;
     L->alibi = spec->use_alibi != 0;
-    ah_status rc = ah__cpu_scratch_create(st);
+    ah_status rc = cpu_amx_scratch_create(st);
     if (rc != AH_OK) {
         ah_strlcpy(ctx->err.msg, st->err.msg, sizeof ctx->err.msg);
         ctx->host->free(ctx->host, st);
@@ -283,7 +283,7 @@ static ah_status cpu_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode
     if (!batch) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
     if (mode != AH_PLAN_EAGER)
         return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "cpu_amx has no graph capture (graph level NEVER); plan mode %d", (int)mode);
-    return ah__cpu_plan(st, batch);
+    return cpu_amx_plan(st, batch);
 }
 
 /* ---- tensor checks --------------------------------------------------------- */
@@ -312,7 +312,7 @@ static ah_status check_tensor(ah_state *st, const DLTensor *t, const char *name,
 static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz,
                              int64_t *bs_str, int64_t *ts_str, int64_t *hs_str)
 {
-    const ah__cpu_layer *L = &st->L;
+    const cpu_amx_layer *L = &st->L;
     const int hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
     int64_t shape[4] = {-1, hnd ? L->hk : L->block_size, hnd ? L->block_size : L->hk, hsz};
     ah_status rc = check_tensor(st, t, name, L->kv_dtype, 4, shape);
@@ -328,11 +328,11 @@ static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, 
 
 static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
 {
-    const ah__cpu_layer *L = &st->L;
+    const cpu_amx_layer *L = &st->L;
     if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward args are NULL");
     if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
     const int64_t T = st->num_tokens;
-    ah__cpu_run run;
+    cpu_amx_run run;
     memset(&run, 0, sizeof run);
     run.L = L;
     run.pf_dist = st->ctx->prefetch;
@@ -385,7 +385,7 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     run.seq_lens = st->seq_lens;
     run.block_table = st->bt;
     run.bt_stride = st->bt_stride;
-    ah__cpu_execute(st, &run);
+    cpu_amx_execute(st, &run);
     return AH_OK;
 }
 
@@ -405,7 +405,7 @@ static int float_dtype_of(const DLTensor *t, ah_dtype *out)
 static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_t s_ts, int64_t s_hs,
                        char *cache, int64_t c_bs, int64_t c_ts, int64_t c_hs, uint32_t hsz, float scale)
 {
-    const ah__cpu_layer *L = &st->L;
+    const cpu_amx_layer *L = &st->L;
     const size_t ssz = ah_dtype_size(sdt), csz = ah_dtype_size(L->kv_dtype);
     const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
     const float inv = 1.0f / scale;
@@ -433,7 +433,7 @@ static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_
 
 static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
 {
-    const ah__cpu_layer *L = &st->L;
+    const cpu_amx_layer *L = &st->L;
     if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv args are NULL");
     if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
     ah_dtype kdt, vdt = AH_DTYPE_FP32;

@@ -13,8 +13,8 @@
 
 struct ah_context {
     const ah_host_services *host;
-    ah__cpu_path path;
-    const ah__cpu_kernels *k;
+    cpu_amx_path path;
+    const cpu_amx_kernels *k;
     int threads;
     uint32_t split_min;       /* fewest keys a split-KV chunk gets */
     uint32_t tile_min_rows;   /* rows from which the bf16 tile kernel is used */
@@ -28,11 +28,11 @@ struct ah_context {
 struct ah_state {
     ah_context *ctx;
     ah_layer_spec spec;
-    ah__cpu_layer L;
+    cpu_amx_layer L;
     ah_limits lim;
     ah_errbuf err;
     void *ws_mem;
-    ah__cpu_scratch *ws;      /* one per thread */
+    cpu_amx_scratch *ws;      /* one per thread */
     /* Last plan. */
     int planned;
     uint32_t num_reqs, num_tokens, bt_stride;
@@ -40,7 +40,7 @@ struct ah_state {
     int32_t *qsl, *seq_lens, *bt;
     int64_t *slots;
     size_t cap_qsl, cap_seq, cap_bt, cap_slots;
-    ah__cpu_item *items, *merges;
+    cpu_amx_item *items, *merges;
     uint32_t n_items, n_merges;
     size_t cap_items, cap_merges;
     float *part_o, *part_lse;
@@ -49,16 +49,16 @@ struct ah_state {
     uint16_t *pp;             /* run.pp is this rounded up to 64 bytes */
     uint64_t *pp_off;
     uint32_t *pp_np;
-    ah__cpu_pptask *pp_tasks;
+    cpu_amx_pptask *pp_tasks;
     uint32_t n_pp_tasks;
     size_t cap_pp, cap_pp_off, cap_pp_np, cap_pp_tasks;
 };
 
 /* exec.c */
-ah_status ah__cpu_plan(ah_state *st, const ah_batch *b);
-void ah__cpu_execute(ah_state *st, const ah__cpu_run *run);
-ah_status ah__cpu_scratch_create(ah_state *st);
+ah_status cpu_amx_plan(ah_state *st, const ah_batch *b);
+void cpu_amx_execute(ah_state *st, const cpu_amx_run *run);
+ah_status cpu_amx_scratch_create(ah_state *st);
 /* Grow *p (elements of size sz) to hold n, keeping its entries. */
-int ah__cpu_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, size_t sz);
+int cpu_amx_reserve(const ah_host_services *h, void **p, size_t *cap, size_t n, size_t sz);
 
 #endif

@@ -8,7 +8,7 @@
  * sum_k A[m][2k] B[k][2n] + A[m][2k+1] B[k][2n+1] in fp32.
  */
 #define AH_VEC_AVX512 1
-#define AH_KERN_PREFIX ah__k_amx
+#define AH_KERN_PREFIX cpu_amx_k_amx
 #include "../src/cpu_amx.h"
 #include "../src/kern_vec.h"
 
@@ -76,5 +76,5 @@ static void emu_dpbf16ps(int c, int a, int b)
 #include "../src/kern_dec.inc"
 #include "../src/kern_dec_amx.inc"
 
-const ah__cpu_kernels ah__cpu_kernels_amx = {"amx", ah__k_amx_attend, ah__k_amx_attend_bf16, ah__k_amx_attend_dec, ah__k_amx_attend_dec_amx,
-                                             ah__k_amx_prepack};
+const cpu_amx_kernels cpu_amx_kernels_amx = {"amx", cpu_amx_k_amx_attend, cpu_amx_k_amx_attend_bf16, cpu_amx_k_amx_attend_dec, cpu_amx_k_amx_attend_dec_amx,
+                                             cpu_amx_k_amx_prepack};
