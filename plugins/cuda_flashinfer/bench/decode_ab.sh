@@ -1,7 +1,8 @@
 #!/bin/bash
 # Interleaved A/B of the B64 paged decode rows (fi_bench --decode): each
-# round runs every variant (a space-separated list of VAR=value[,VAR=value]
-# settings; "default" runs none) over every page order, so drift in clocks
+# round runs every variant (a space-separated list of fi_bench options with
+# commas for spaces, e.g. "--layout,hnd" or "--page,1"; "default" adds
+# none) over every page order, so drift in clocks
 # and power falls on all of them alike; then the median per variant, order
 # and context. A variant "sdpa-BACKEND" (sdpa-cudnn, sdpa-flash,
 # sdpa-efficient) times PyTorch SDPA on dense KV of the same shapes in its
@@ -21,8 +22,8 @@
 B=${B:-build-fi-gpu}
 HERE=$(dirname "$0")
 export LD_LIBRARY_PATH=/tmp/fi-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FI_BENCH_BATCH=${FI_BENCH_BATCH:-20}
-VARIANTS=${FI_AB_VARIANTS:-default AH_FI_DECODE_REGS=0}
+BATCH=${FI_AB_BATCH:-20} # forwards back to back per timing (fi_bench --batch)
+VARIANTS=${FI_AB_VARIANTS:-default sdpa-cudnn}
 ORDERS=${FI_AB_ORDERS:-shuffled ordered}
 ROUNDS=${FI_AB_ROUNDS:-3}
 REPS=${FI_AB_REPS:-30}
@@ -50,16 +51,16 @@ for r in $(seq "$ROUNDS"); do
   for v in $VARIANTS; do
     if [[ $v == sdpa-* ]]; then # "| decode B64 ctx4096 ... | cudnn | ms | GB/s |"
       sampled "$v dense" python3 "$HERE/sdpa_long.py" --decode-only --backends "${v#sdpa-}" \
-        --batch "$FI_BENCH_BATCH" --reps "$REPS" |
+        --batch "$BATCH" --reps "$REPS" |
         awk -v v="$v" -v r="$r" -F'|' '/^\| decode B64/ && $4 + 0 > 0 {
           split($2, w, " "); sub("ctx", "", w[3]); printf "%s dense %s %s %s\n", v, w[3], r, $4 + 0 }' |
         tee -a "$rows"
       continue
     fi
     for o in $ORDERS; do
-      settings=()
-      [ "$v" != default ] && IFS=, read -ra settings <<< "$v"
-      sampled "$v $o" env "${settings[@]}" FI_BENCH_ORDER="$o" "$B/bin/fi_bench" --decode --reps "$REPS" |
+      opts=()
+      [ "$v" != default ] && IFS=, read -ra opts <<< "$v"
+      sampled "$v $o" "$B/bin/fi_bench" --decode --order "$o" --batch "$BATCH" --reps "$REPS" "${opts[@]}" |
         awk -v v="$v" -v o="$o" -v r="$r" -F'|' '/^\| decode B64/ {
           split($2, w, " "); sub("ctx", "", w[3]); printf "%s %s %s %s %s\n", v, o, w[3], r, $3 + 0 }' |
         tee -a "$rows"

@@ -8,9 +8,13 @@
  * (plan: the median time of one plan call on an idle GPU, host work and
  * plan kernels together, as an engine pays it once per step).
  *
- *   fi_bench [--plugin PATH] [--reps N] [--quick] [--tc] [--decode | --decode-all | --mla]
+ *   fi_bench [--plugin PATH] [--reps N] [--batch N] [--quick] [--tc] [--decode | --decode-all | --mla]
+ *            [--page N] [--layout nhd|hnd] [--order shuffled|ordered] [--ctx N] [--kv bf16|e4m3|e5m2]
+ *            [--mla-reqs N]
  * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only; --decode-all: every decode
- * row; --mla: the MLA decode row only)
+ * row; --mla: the MLA decode row only. --page, --layout, --order, --ctx and --kv change the B64 4k-16k decode
+ * rows: page size (16), cache layout, page order (shuffled: a random permutation of the cache's pages), one
+ * context only, an FP8 cache. --mla-reqs: requests of the MLA row, 1-256 (32).)
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +26,7 @@
 #include "fi_harness.h"
 
 static int g_reps = 50;
-/* FI_BENCH_BATCH=N: each timing spans N forwards back to back, divided by N.
+/* --batch N: each timing spans N forwards back to back, divided by N.
  * A timing of one forward starts on an idle GPU and so includes the host's
  * time to launch it; back to back, only the device's time per call is left. */
 static int g_batch = 1;
@@ -154,13 +158,11 @@ static void row(const char *name, double ms, double bytes, double flops, double 
     fflush(stdout);
 }
 
-/* The absorbed-MLA decode row: B32 (FI_BENCH_MLA_REQS, 1-256) x 4k keys,
- * 16 heads, page 64. */
-static void mla_row(fi_plugin *p, double bw)
+/* The absorbed-MLA decode row: B32 (--mla-reqs, 1-256) x 4k keys, 16
+ * heads, page 64. */
+static void mla_row(fi_plugin *p, double bw, int mr)
 {
     static int32_t ql[256], sl[256];
-    const char *me = getenv("FI_BENCH_MLA_REQS");
-    const int mr = me && atoi(me) >= 1 && atoi(me) <= 256 ? atoi(me) : 32;
     for (int r = 0; r < mr; r++) ql[r] = 1, sl[r] = 4096;
     fi_shape s = shape(16, 1, 576, 64, (uint32_t)mr, ql, sl);
     s.dv = 512;
@@ -176,18 +178,35 @@ int main(int argc, char **argv)
 {
     const char *path = FI_PLUGIN_PATH;
     int quick = 0, tc_only = 0, dec_only = 0;
+    int page = 16, hnd = 0, ordered = 0, only_ctx = 0, mla_reqs = 32;
+    const char *kv = NULL; /* "e4m3" / "e5m2": an FP8 cache in the B64 rows */
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) g_reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--tc")) tc_only = 1;
-        else if (!strcmp(argv[i], "--decode")) dec_only = 1;
-        else if (!strcmp(argv[i], "--decode-all")) dec_only = 2;
-        else if (!strcmp(argv[i], "--mla")) dec_only = 3;
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1;
+        if (!strcmp(a, "--plugin") && v) path = v, i++;
+        else if (!strcmp(a, "--reps") && v) ok = ah_parse_int(v, 3, 1000000, &g_reps), i++;
+        else if (!strcmp(a, "--batch") && v) ok = ah_parse_int(v, 1, 1000, &g_batch), i++;
+        else if (!strcmp(a, "--page") && v) ok = ah_parse_int(v, 1, 128, &page), i++;
+        else if (!strcmp(a, "--ctx") && v) ok = ah_parse_int(v, 1, 1 << 30, &only_ctx), i++;
+        else if (!strcmp(a, "--mla-reqs") && v) ok = ah_parse_int(v, 1, 256, &mla_reqs), i++;
+        else if (!strcmp(a, "--layout") && v) ok = (hnd = !strcmp(v, "hnd")) || !strcmp(v, "nhd"), i++;
+        else if (!strcmp(a, "--order") && v) ok = (ordered = !strcmp(v, "ordered")) || !strcmp(v, "shuffled"), i++;
+        else if (!strcmp(a, "--kv") && v) {
+            ok = !strcmp(v, "e4m3") || !strcmp(v, "e5m2") || !strcmp(v, "bf16");
+            kv = strcmp(v, "bf16") ? v : NULL;
+            i++;
+        } else if (!strcmp(a, "--quick")) quick = 1;
+        else if (!strcmp(a, "--tc")) tc_only = 1;
+        else if (!strcmp(a, "--decode")) dec_only = 1;
+        else if (!strcmp(a, "--decode-all")) dec_only = 2;
+        else if (!strcmp(a, "--mla")) dec_only = 3;
+        else ok = 0;
+        if (!ok) {
+            fprintf(stderr, "fi_bench: bad argument %s%s%s (see the comment at the top of fi_bench.c)\n", a,
+                    v ? " " : "", v ? v : "");
+            return 2;
+        }
     }
-    if (g_reps < 3) g_reps = 3;
-    const char *be = getenv("FI_BENCH_BATCH");
-    if (be) (void)ah_parse_int(be, 1, 1000, &g_batch); /* else, or out of range: 1 */
     fi_plugin p;
     int rc = fi_plugin_open(&p, path);
     if (rc) return rc;
@@ -201,35 +220,28 @@ int main(int argc, char **argv)
     char name[128];
     const int ctxs[3] = {4096, 8192, 16384};
     if (dec_only == 3) {
-        mla_row(&p, bw);
+        mla_row(&p, bw, mla_reqs);
         fi_plugin_close(&p);
         return 0;
     }
     if (!tc_only) {
     for (int c = 0; c < 3; c++) {
         if (quick && c) break;
-        /* FI_BENCH_PAGE / FI_BENCH_LAYOUT=hnd / FI_BENCH_ORDER=ordered
-         * change these rows' cache geometry and page order, FI_BENCH_CTX
-         * keeps one context (measurement knobs: how much the layout and
-         * the scattered pages cost; one shape for a profiler);
-         * FI_BENCH_KV=e4m3 / e5m2 reads an FP8 cache instead. */
-        const char *pe = getenv("FI_BENCH_PAGE"), *le = getenv("FI_BENCH_LAYOUT"), *ce = getenv("FI_BENCH_CTX");
-        const char *oe = getenv("FI_BENCH_ORDER"), *ke = getenv("FI_BENCH_KV");
-        if (ce && atoi(ce) != ctxs[c]) continue;
+        /* --page, --layout, --order, --ctx, --kv: this row's cache geometry,
+         * page order and type (how much the layout and the scattered pages
+         * cost; one shape for a profiler). */
+        if (only_ctx && only_ctx != ctxs[c]) continue;
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
-        const uint32_t page = pe && atoi(pe) > 0 ? (uint32_t)atoi(pe) : 16;
-        const int hnd = le && !strcmp(le, "hnd");
-        fi_shape s = shape(32, 8, 128, page, 64, ql, sl);
+        fi_shape s = shape(32, 8, 128, (uint32_t)page, 64, ql, sl);
         if (hnd) s.layout = AH_KV_LAYOUT_HND;
-        s.ordered_blocks = oe && !strcmp(oe, "ordered");
-        if (ke && (!strcmp(ke, "e4m3") || !strcmp(ke, "e5m2"))) {
-            s.kv_dtype = ke[1] == '4' ? AH_DTYPE_FP8_E4M3 : AH_DTYPE_FP8_E5M2;
+        s.ordered_blocks = ordered;
+        if (kv) {
+            s.kv_dtype = kv[1] == '4' ? AH_DTYPE_FP8_E4M3 : AH_DTYPE_FP8_E5M2;
             s.k_scale = s.v_scale = 0.01f;
         }
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%u%s%s%s%s", ctxs[c], page, hnd ? " hnd" : "",
-                 s.ordered_blocks ? " ordered" : "", s.kv_dtype != s.q_dtype ? " kv " : "",
-                 s.kv_dtype != s.q_dtype ? ke : "");
+        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%d%s%s%s%s", ctxs[c], page, hnd ? " hnd" : "",
+                 s.ordered_blocks ? " ordered" : "", kv ? " kv " : "", kv ? kv : "");
         row(name, ms, bytes, flops, bw);
     }
     if (dec_only == 1) {
@@ -261,7 +273,7 @@ int main(int argc, char **argv)
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         row("decode B64 ctx4096 32/8 d128 kv fp8_e4m3", ms, bytes, flops, bw);
     }
-    mla_row(&p, bw);
+    mla_row(&p, bw, mla_reqs);
     /* Page size 1 at a long context too (one page lookup per key). */
     for (int pg = 0; pg < 2; pg++) {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 16384;

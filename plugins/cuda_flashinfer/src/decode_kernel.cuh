@@ -281,34 +281,29 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     FI_UNSUPPORTED("decode head-group block at this head size", GB, "GB x D <= 1024");
                 } else if constexpr (D == DV) {
                     /* Head blocks fastest in the grid: the CTAs running together
-                     * read the same pages (H100, B64 page 16: 0.3-1.4% faster
-                     * than tokens fastest). Tokens go to grid y, so only up to
+                     * read the same pages. Tokens go to grid y, so only up to
                      * its limit; beyond, the tokens-first grid. */
                     attn_params q = p;
                     const int hblocks = p.num_kv_heads * (p.group / GB);
                     q.head_fastest = p.num_tokens <= 65535;
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
-                    if constexpr (regs_fits<QT, KT, D, GB>())
-                        if (decode_tc_on() && decode_regs_shape()) {
-                            /* Four head blocks per CTA where their merge buffers
-                             * fit, the blocks divide evenly and the keys are not
-                             * split: the CTA reads four neighbouring heads of each
-                             * slot together (H100, B64 page 16, 16k: 0.3-0.4%
-                             * faster than one; with split-KV's short partitions
-                             * slower, B1 32k by 12%). */
-                            if constexpr (regs_merge_fits(D, GB, 4))
-                                if (decode_regs_shape() == 1 && hblocks % 4 == 0 && p.num_splits == 1)
-                                    return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
-                            return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);
-                        }
-                    using SC = stream_cfg<KT, D, GB>;
-                    auto kern = decode_stream_kernel<QT, KT, D, GB, false>;
-                    if constexpr (tc_fits<QT, KT, D, GB>())
-                        if (decode_tc_on()) kern = decode_stream_kernel<QT, KT, D, GB, true>;
-                    q.stages = stages_or(p.stages, SC::MAX_NS);
-                    return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid,
-                                               q, st, occupancy);
+                    if constexpr (regs_fits<QT, KT, D, GB>()) {
+                        /* Four head blocks per CTA where their merge buffers
+                         * fit, the blocks divide evenly and the keys are not
+                         * split: the CTA reads four neighbouring heads of each
+                         * slot together. Split-KV's short partitions keep one. */
+                        if constexpr (regs_merge_fits(D, GB, 4))
+                            if (hblocks % 4 == 0 && p.num_splits == 1)
+                                return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
+                        return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);
+                    } else {
+                        using SC = stream_cfg<KT, D, GB>;
+                        auto kern = decode_stream_kernel<QT, KT, D, GB, tc_fits<QT, KT, D, GB>()>;
+                        q.stages = stages_or(p.stages, SC::MAX_NS);
+                        return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS),
+                                                   grid, q, st, occupancy);
+                    }
                 } else {
                     const dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
                     return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, p, st,

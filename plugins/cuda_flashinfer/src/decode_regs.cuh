@@ -1,11 +1,9 @@
 /*
  * Register-load decode kernel for 16-bit caches of the query's type at head
- * sizes 64 and 128. The streaming kernel (decode_stream.cuh) lands K and V
- * in shared memory through cp.async stages; on the H100 that read pattern
- * alone streams a cache of pages in allocation order at 98% of the HBM read
- * ceiling, loads straight into registers at 99-100% (bench/fi_readbw.cu),
- * and this kernel is 0.7-2.5% faster than the streaming one (B64 page 16,
- * 4k-16k). No byte of the cache passes through shared memory: every lane
+ * sizes 64 and 128, the decode kernel for them. Loads straight into
+ * registers stream a paged cache closer to the HBM read ceiling than
+ * cp.async stages through shared memory (bench/fi_readbw.cu), so no byte
+ * of the cache passes through shared memory here: every lane
  * loads the 16-byte pieces its mma.sync fragments need, and the channel
  * order inside the fragments is chosen so those pieces are whole 16-byte
  * chunks of key rows.
@@ -14,8 +12,7 @@
  * head, KV partition), the streaming kernel's grid, and HPC such head
  * blocks per CTA: with HPC = 4 (the launcher's choice where the merge
  * buffers fit and the keys are not split), one CTA of 16 warps reads four
- * neighbouring heads of each slot of an NHD cache together, 0.3-0.4%
- * faster than four separate CTAs at B64 16k (H100). A warp takes steps of
+ * neighbouring heads of each slot of an NHD cache together. A warp takes steps of
  * 8 keys, warp w of its head block the steps w, w + 4, ..., and keeps its
  * own online-softmax state; with g = lane / 4 and t = lane % 4:
  *   - S = Q K^T, m16n8k16 per 16 channels: A is Q (row g = head g, rows 8-15
@@ -42,21 +39,6 @@
  * four warp states merge through shared memory at the end
  * (merge_cta_states), into the output or, with num_splits > 1, a partial
  * state.
- * Measured slower on the H100 (bench/RESULTS.md, eleventh round): two warps
- * per CTA with two to four steps in flight (6-8%), K two steps ahead (2-3%,
- * Q in shared memory for the room), each K chunk reloaded as soon as its
- * k-steps issued (5%), an L2 prefetch of the rows two or four steps ahead
- * (5-14%), Q from shared memory each step with S in two chains (0.2-0.4%:
- * the step period is not the mma chain's); and (twelfth round) 16-key
- * steps, 8 KiB in flight per warp, in every register fit that does not
- * spill: three warps per head block at 168 registers (+1.2% at 16k), four
- * at three CTAs per SM with split-KV (+0.2%), two warps of 32-key steps
- * (+1.3%); eight head blocks per CTA, whose 64 CTAs need split-KV (+2.9%
- * at 4k, level at 16k); an HND cache (+0.9% at 16k). Two head blocks per
- * CTA: level. (Fourteenth round) V copied 3 or 4 steps ahead into a
- * per-warp shared-memory ring by cp.async and read back by transposing
- * ldmatrix, 6-8 KiB in flight per warp for no registers: +1.1-1.6% at
- * 16k, +2% at 4k.
  */
 #ifndef FI_DECODE_REGS_CUH
 #define FI_DECODE_REGS_CUH
@@ -93,7 +75,7 @@ template <typename QT, typename KT, int D, int GB> constexpr bool regs_fits()
 }
 
 /* 16 bytes of the cache, streamed past L1 (read once), L2 fetching the
- * whole 256-byte row piece around it (H100: 0.3% faster than 64 B); zeros
+ * whole 256-byte row piece around it; zeros
  * where !ok, so a masked key's V row multiplies its zero probability by a
  * finite value. */
 __device__ __forceinline__ uint4 ld_stream16(const void *p, bool ok)

@@ -1,5 +1,7 @@
 /*
- * Streaming decode kernel for qk == v head sizes (64, 128, 256): one CTA of
+ * Streaming decode kernel for qk == v head sizes where the register-load
+ * kernel (decode_regs.cuh) does not serve: FP8 caches at 64, 128 and 256,
+ * 16-bit caches at 256. One CTA of
  * four warps per (query token, block of GB query heads sharing a KV head,
  * KV partition). Decode is a pure read of K and V, so the kernel is built
  * around keeping HBM busy:
@@ -17,7 +19,8 @@
  *       NKW x GB partial sums are reduced by a transposing butterfly (31
  *       shuffles for 32 sums instead of 5 each); softmax runs on one value
  *       per lane, probabilities go through shared memory to every lane;
- *       tc_math (16-bit KV at D <= 128, FP8 KV at 128 as fp16 operands):
+ *       tc_math (FP8 KV at 128, as fp16 operands; tc_fits also admits
+ *       16-bit KV at D <= 128, which the launcher sends to decode_regs.cuh):
  *       S^T = K Q^T and O^T += V^T P^T on mma.sync, 8 keys a step as the
  *       rows of a 16-row tile, the GB heads as its 8 columns, P^T turned
  *       into the second GEMM's operand by one movmatrix; a tenth of

@@ -123,23 +123,11 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         int sort_pages, const plan_bufs &pb, cudaStream_t st);
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
                           const attn_params &p, cudaStream_t st);
-/* An integer measurement knob from the environment (fallback when unset or empty). */
-int env_knob(const char *name, int fallback);
 /* Compute capability (major * 10 + minor) of the current device; 0 if unknown. */
 int current_cc(void);
-/* Launch the split merge as a programmatic dependent of the kernel before it? */
+/* Launch the split merge as a programmatic dependent of the kernel before it
+ * (compute capability 9.0 and up)? */
 bool merge_pdl(void);
-/* The streaming decode kernel's pipeline depth forced by AH_FI_DECODE_STAGES
- * (2-4), or 0: chosen per plan (attn_params.stages). */
-int decode_stages_forced(void);
-/* The streaming decode kernel's tensor-core arithmetic for 16-bit caches at
- * head sizes 64 and 128 (default on; AH_FI_DECODE_TC=0 keeps the CUDA-core
- * arithmetic, a measurement knob). */
-bool decode_tc_on(void);
-/* With it, the register-load kernel (decode_regs.cuh) for those caches:
- * AH_FI_DECODE_REGS (a measurement knob) 1 (default) four head blocks per
- * CTA where they fit without split-KV, 2 one, 0 the streaming kernel. */
-int decode_regs_shape(void);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);
@@ -150,8 +138,8 @@ int prefill_fast_minb(int d);
 /* Rows one CTA of the fast tensor-core kernel covers at head size d. */
 int prefill_fast_rows(int d);
 /* Does the Hopper d128 kernel (prefill_sm90.cu: wgmma, sm_90a) run the fast
- * path here: head size d is 128, it was built, the current device has compute
- * capability 9.0, the 128-row build is selected and AH_FI_PREFILL_SM90 is not 0? */
+ * path here: head size d is 128, it was built, and the current device has
+ * compute capability 9.0? */
 bool prefill_sm90_on(int d);
 /* Launches it (grid_tiles 0: raise its shared-memory limit only). */
 cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st);

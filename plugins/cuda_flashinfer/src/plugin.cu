@@ -18,7 +18,6 @@
  * tile grid from its upper bound) so replay rewrites buffers only.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <attnhost/cuda_services.h>
@@ -86,15 +85,20 @@ static const ah_caps fi_caps = {
     0,
     1,
     0,
-    NULL,
+    NULL, /* no configuration keys */
     0,
     fi_check_combination,
+    AH_RANK_PRIMARY,
+    AH_RANK_PRIMARY,
+    AH_MIXED_WHOLE, /* one plan serves decode and prefill requests together */
+    1,
 };
 
 /* ---- context -------------------------------------------------------------------- */
 
 struct ah_context {
     ah_cuda_svc svc;
+    const ah_host_services *host; /* alloc/free of the context and its states */
     int sms;
 };
 #define FI_SVC(c) (&(c)->svc)
@@ -106,21 +110,48 @@ static ah_status fi_probe(const ah_host_services *host, ah_probe_info *info)
     return ah_cuda_probe(info, 80);
 }
 
-static ah_status fi_context_create(const ah_host_services *host, ah_context **out, const char **why)
+static ah_status fi_context_create(const ah_host_services *host, const ah_context_options *opts,
+                                   ah_context **out, const char **why)
 {
-    (void)host;
     *out = NULL;
-    ah_context *c = (ah_context *)calloc(1, sizeof *c);
+    if (!host || !host->alloc || !host->free) {
+        *why = "context_create: host services without alloc/free";
+        return AH_ERR_ABI;
+    }
+    if (!opts || !AH_HAS_FIELD(opts, ah_context_options, device_index)) {
+        *why = "context_create: context options missing or too small";
+        return AH_ERR_ABI;
+    }
+    const int device = opts->device_index;
+    if (device < 0) {
+        *why = "context_create: negative device_index";
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    ah_context *c = (ah_context *)host->alloc(host, sizeof *c);
     if (!c) {
         *why = "out of host memory";
         return AH_ERR_OUT_OF_MEMORY;
     }
-    ah_status s = ah_cuda_svc_init(&c->svc, 0, why);
+    memset(c, 0, sizeof *c);
+    c->host = host;
+    ah_status s = ah_cuda_svc_init(&c->svc, device, why);
     if (s != AH_OK) {
-        free(c);
+        int count = 0;
+        if (s == AH_ERR_UNAVAILABLE && cudaGetDeviceCount(&count) == cudaSuccess && count > 0 &&
+            device >= count)
+            *why = "device_index is past the CUDA devices here (CUDA_VISIBLE_DEVICES applies)";
+        (void)cudaGetLastError();
+        host->free(host, c);
         return s;
     }
-    cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, 0);
+    if (cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        c->sms <= 0) {
+        (void)cudaGetLastError();
+        ah_cuda_svc_fini(&c->svc);
+        host->free(host, c);
+        *why = "cannot read the CUDA device's multiprocessor count";
+        return AH_ERR_DEVICE;
+    }
     *out = c;
     return AH_OK;
 }
@@ -129,7 +160,16 @@ static void fi_context_destroy(ah_context *c)
 {
     if (!c) return;
     ah_cuda_svc_fini(&c->svc);
-    free(c);
+    c->host->free(c->host, c);
+}
+
+/* Make the context's device current on the calling thread: bindings call
+ * a state's slots from threads of their own. */
+static cudaError_t fi_use_device(const ah_context *c)
+{
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == c->svc.device) return cudaSuccess;
+    return cudaSetDevice(c->svc.device);
 }
 
 static const char *fi_context_error(const ah_context *c) { return c->svc.err.msg; }
@@ -144,7 +184,7 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     int qt, kvt, group, gb, mla, tc; /* tc: the tensor-core kernel serves this head size */
-    int occupancy[5];                /* resident decode CTAs per SM at 2-4 stages */
+    int occupancy[5];                /* resident decode CTAs per SM at 3 and 4 stages */
     plan_bufs pb;
     void *plan_mem;
     float *ws_o, *ws_lse;
@@ -206,7 +246,7 @@ static void fi_state_destroy(ah_state *st)
     if (!st) return;
     if (st->plan_mem) cudaFree(st->plan_mem);
     if (st->ws_o) cudaFree(st->ws_o);
-    free(st);
+    st->ctx->host->free(st->ctx->host, st);
 }
 
 static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
@@ -242,8 +282,10 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "limits: max_num_reqs, max_num_tokens and "
                                                    "max_blocks_per_req must be positive");
 
-    ah_state *st = (ah_state *)calloc(1, sizeof *st);
+    const ah_host_services *host = ctx->host;
+    ah_state *st = (ah_state *)host->alloc(host, sizeof *st);
     if (!st) return ah_fail(e, AH_ERR_OUT_OF_MEMORY, "state_create: out of host memory");
+    memset(st, 0, sizeof *st);
     st->ctx = ctx;
     st->spec = *spec;
     st->lim = *lim;
@@ -258,7 +300,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->max_tiles = (int)((T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R);
     const int64_t n_idx = R * lim->max_blocks_per_req;
     const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + n_idx + 2 * (int64_t)st->max_tiles + 1;
-    cudaError_t ce = cudaSetDevice(ctx->svc.device);
+    cudaError_t ce = fi_use_device(ctx);
     if (ce == cudaSuccess) ce = cudaMalloc(&st->plan_mem, (size_t)ints * 4);
     if (ce != cudaSuccess) {
         (void)cudaGetLastError();
@@ -291,7 +333,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         }
         st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
     }
-    for (int ns = 2; ns <= 4; ns++) st->occupancy[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns);
+    for (int ns = 3; ns <= 4; ns++) st->occupancy[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns);
     if (st->tc) {
         attn_params none = {};
         ce = launch_prefill(qt, kvt, qk, none, 0, 0);
@@ -320,24 +362,13 @@ static int fi_dev_i32(const DLTensor *t, int64_t min_elems)
  * kernel keeps (stages - 1) x 16 KiB in flight, so a lone CTA on an SM is
  * latency-bound: the grid should fill whole waves of (SMs x resident CTAs).
  * At 3 stages 4 CTAs fit per SM, at 4 stages 3 (H100). When the batch alone
- * fills the last wave at 3 stages, take 3 and no split: no merge pass, and
- * the 4th CTA per SM keeps as many bytes in flight (H100, B64 4k: 0.377 ms
- * against 0.391 with 4 stages and 3 splits; 8k-16k equal within 1%).
+ * fills the last wave to FI_DECODE_FILL at 3 stages, take 3 and no split:
+ * no merge pass, and the 4th CTA per SM keeps as many bytes in flight.
  * Otherwise 4 stages (a small batch's few CTAs need the deeper pipeline) and
- * the smallest split count whose last wave is at least 95% full (or the
- * fullest one), with partitions of at least 256 keys, at most 64 of them,
- * within the workspace. (B64 4k-16k at 4 stages: 95% picks 3 splits where
- * 85% picked 2, 4-6% faster; 100% picks more splits and loses at 4k.) */
-static double fi_decode_fill(void)
-{
-    /* AH_FI_DECODE_FILL overrides the last-wave fill (0.5-1; a measurement knob). */
-    static const double fill = [] {
-        const char *e = getenv("AH_FI_DECODE_FILL");
-        const double f = e ? atof(e) : 0.0;
-        return f >= 0.5 && f <= 1.0 ? f : 0.95;
-    }();
-    return fill;
-}
+ * the smallest split count whose last wave is at least FI_DECODE_FILL full
+ * (or the fullest one), with partitions of at least 256 keys, at most 64 of
+ * them, within the workspace. DECISIONS.md has the measurements. */
+#define FI_DECODE_FILL 0.95
 
 /* Fill of the last wave when `ctas` CTAs run `per_sm` to an SM. */
 static double wave_fill(const ah_state *st, int64_t ctas, int per_sm)
@@ -348,12 +379,11 @@ static double wave_fill(const ah_state *st, int64_t ctas, int per_sm)
 
 static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, int *splits, int *stages)
 {
-    const double fill = fi_decode_fill();
+    const double fill = FI_DECODE_FILL;
     const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * ((st->group + st->gb - 1) / st->gb);
-    const int forced = decode_stages_forced();
     *splits = 1;
-    *stages = forced ? forced : wave_fill(st, base, st->occupancy[3]) >= fill - 1e-9 ? 3 : 4;
-    if (base <= 0 || !st->ws_rows || (!forced && *stages == 3)) return;
+    *stages = wave_fill(st, base, st->occupancy[3]) >= fill - 1e-9 ? 3 : 4;
+    if (base <= 0 || !st->ws_rows || *stages == 3) return;
     int64_t cap = (max_seq + 255) / 256;
     if (cap > 64) cap = 64;
     if (cap * tokens > st->ws_rows) cap = st->ws_rows / tokens;
@@ -466,15 +496,15 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     /* A decode token sees all its keys; only a window, ALiBi or the cascade's
      * prefix split give a key's position a part in the result. Without them
      * the fill visits each decode request's pages in address order, deciding
-     * per request on the device, so a graph's replays decide afresh
-     * (AH_FI_SORT_PAGES=0: table order, a measurement knob). */
-    static const int sort_knob = env_knob("AH_FI_SORT_PAGES", 1);
-    const int sort_pages = sort_knob && !st->cascade && !st->spec.sliding_window && !st->spec.use_alibi;
-    cudaError_t ce = launch_plan((const int32_t *)ah_dl_data(b->query_start_loc),
-                                 (const int32_t *)ah_dl_data(b->seq_lens),
-                                 (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T,
-                                 fi_ilog2(bs), st->group, (int)st->lim.max_blocks_per_req, sort_pages,
-                                 st->pb, (cudaStream_t)stream);
+     * per request on the device, so a graph's replays decide afresh. */
+    const int sort_pages = !st->cascade && !st->spec.sliding_window && !st->spec.use_alibi;
+    cudaError_t ce = fi_use_device(st->ctx);
+    if (ce == cudaSuccess)
+        ce = launch_plan((const int32_t *)ah_dl_data(b->query_start_loc),
+                         (const int32_t *)ah_dl_data(b->seq_lens),
+                         (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T, fi_ilog2(bs),
+                         st->group, (int)st->lim.max_blocks_per_req, sort_pages, st->pb,
+                         (cudaStream_t)stream);
     if (ce != cudaSuccess) {
         (void)cudaGetLastError();
         st->planned = 0;
@@ -572,6 +602,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "the layer uses ALiBi: alibi_slopes [%d] missing",
                        Hq);
     if (T == 0) return AH_OK;
+    cudaError_t ce = fi_use_device(st->ctx);
+    if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cudaSetDevice", ce);
 
     const int fp8 = st->kvt >= FI_E4M3;
     const float ks = fp8 && a->k_scale != 0.f ? a->k_scale : 1.f;
@@ -633,7 +665,6 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     m.lse = p.o.lse;
     m.lse_stride_t = p.o.lse_stride_t;
 
-    cudaError_t ce;
     if (st->cascade) {
         /* Shared prefix once for every row, then each request's suffix. */
         attn_params pre = p;
@@ -701,9 +732,11 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
     const float ks = fp8 && a->k_scale != 0.f ? a->k_scale : 1.f;
     const float vs = fp8 && a->v_scale != 0.f ? a->v_scale : 1.f;
     cudaStream_t stream = (cudaStream_t)a->stream;
-    cudaError_t ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->key), ah_dl_stride(a->key, 0),
-                                     ah_dl_stride(a->key, 1), ah_dl_data(a->key_cache),
-                                     fi_geom(s, qk), qk, st->slot_mapping, T, Hk, 1.f / ks, stream);
+    cudaError_t ce = fi_use_device(st->ctx);
+    if (ce == cudaSuccess)
+        ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->key), ah_dl_stride(a->key, 0),
+                             ah_dl_stride(a->key, 1), ah_dl_data(a->key_cache), fi_geom(s, qk), qk,
+                             st->slot_mapping, T, Hk, 1.f / ks, stream);
     if (ce == cudaSuccess && !st->mla)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->value), ah_dl_stride(a->value, 0),
                              ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), fi_geom(s, vh), vh,
@@ -740,7 +773,9 @@ static ah_status fi_merge_states(ah_context *ctx, const ah_merge_args *a)
         !ah_dl_is_contiguous(a->lse_a) || !ah_dl_is_contiguous(a->lse_b) ||
         (a->lse_out && !ah_dl_is_contiguous(a->lse_out)))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: tensors must be densely packed");
-    cudaError_t ce = launch_merge_states(
+    cudaError_t ce = fi_use_device(ctx);
+    if (ce != cudaSuccess) return fi_cuda_fail(e, "merge_states: cudaSetDevice", ce);
+    ce = launch_merge_states(
         fi_dtype_id(dt), ah_dl_data(a->v_a), (const float *)ah_dl_data(a->lse_a), ah_dl_data(a->v_b),
         (const float *)ah_dl_data(a->lse_b), ah_dl_data(a->out),
         a->lse_out ? (float *)ah_dl_data(a->lse_out) : NULL, (int)vshape[0], (int)vshape[1],

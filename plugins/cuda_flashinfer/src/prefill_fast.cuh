@@ -5,11 +5,12 @@
  * LSE, partial states and the cascade prefix pass are all handled. FP8
  * caches, soft-cap and ALiBi go through prefill_kernel.cuh instead.
  *
- * One CTA of 4 warps per (64 packed rows, KV head, key range); rows pack the GQA group
+ * One CTA of 4 warps per (64 packed rows, or 128 at d128, KV head, key range); rows pack the GQA group
  * (row = token * group + head-in-group) so one K/V tile serves all query
  * heads of the KV head. What makes it fast, compared with the general kernel:
- *   - Q is read into registers once (ldmatrix) for head sizes up to 128, so
- *     each tile's S = Q K^T reads only K from shared memory;
+ *   - Q is read into registers once (ldmatrix) at d64, so each tile's
+ *     S = Q K^T reads only K from shared memory; at d128 (32 rows per warp)
+ *     and d256 it stays in shared memory;
  *   - K/V tiles are stored with a 16-byte-chunk XOR swizzle (chunk ^ row % 8):
  *     the 8 rows an ldmatrix phase reads hit 8 different bank groups, with no
  *     padding (two K+V stages: 64 KiB at d128);
@@ -32,7 +33,7 @@
 namespace fi {
 
 template <int D, int MT_ = 1> struct fast_cfg {
-    /* MT: m16 row blocks per warp. With 2 (the d128 default) each warp owns
+    /* MT: m16 row blocks per warp. With 2 (d128) each warp owns
      * 32 rows (two row blocks share every K and V fragment read by ldmatrix:
      * half the shared-memory reads per mma), a CTA covers 128 rows and Q,
      * too big for registers beside 32 rows of O, stays in shared memory. */
@@ -68,12 +69,10 @@ __device__ __forceinline__ uint32_t xor_here(uint32_t x, uint32_t k)
     return r;
 }
 
-/* MINB: CTAs per SM the registers are fitted for; MT: 16-row blocks per
- * warp. Built: d64 MINB 2 or 3 (prefill_fast_minb), d128 MT 2 (128-row
- * CTAs) or 1 (64-row CTAs, prefill_fast_rows), d256 one build; which one runs
- * is a launch-time choice. */
-template <typename QT, int D, int MINB, int MT_>
-__global__ void __launch_bounds__(128, MINB) prefill_fast_kernel(const attn_params p)
+/* Registers fitted for 2 CTAs per SM; MT: 16-row blocks per warp (2 at
+ * d128: 128-row CTAs; 1 elsewhere: 64-row CTAs). */
+template <typename QT, int D, int MT_>
+__global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params p)
 {
     using C = fast_cfg<D, MT_>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -380,23 +379,14 @@ template <int D>
 cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, int grid_tiles,
                               cudaStream_t st)
 {
-    /* Two builds per head size: the default and a measurement alternative
-     * (d64: the 3-CTA register fit; d128: 64-row CTAs; d256: the same). */
-    constexpr int MT_DEF = D == 128 ? 2 : 1;
-    constexpr int MB_ALT = D != 128 && fast_cfg<D>::QREG ? 3 : 2;
-    using CD = fast_cfg<D, MT_DEF>;
-    using CA = fast_cfg<D, 1>;
+    constexpr int MT = D == 128 ? 2 : 1; /* 32 rows per warp at d128, 16 elsewhere */
+    using C = fast_cfg<D, MT>;
     FI_DISPATCH_QTYPE(q_dtype, QT, {
-        auto kdef = prefill_fast_kernel<QT, D, 2, MT_DEF>;
-        auto kalt = prefill_fast_kernel<QT, D, MB_ALT, 1>;
+        auto kern = prefill_fast_kernel<QT, D, MT>;
         /* grid_tiles 0: prepare only (raise the shared-memory limits of every
          * kernel), done once at state creation, never inside a capture. */
         if (grid_tiles <= 0) {
-            cudaError_t e = cudaFuncSetAttribute(kdef, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 (int)CD::SMEM);
-            if (e == cudaSuccess)
-                e = cudaFuncSetAttribute(kalt, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)CA::SMEM);
+            cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
 #ifdef FI_HAVE_SM90
             if (e == cudaSuccess && prefill_sm90_on(D)) e = launch_prefill_sm90(q_dtype, p, 0, st);
 #endif
@@ -409,11 +399,7 @@ cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, i
         if (prefill_sm90_on(D)) return launch_prefill_sm90(q_dtype, p, grid_tiles, st);
 #endif
         const int kz = p.kv_splits > 1 ? p.kv_splits : 1;
-        const bool alt = D == 128 ? prefill_fast_rows(D) != CD::BQ : prefill_fast_minb(D) >= 3;
-        if (alt)
-            kalt<<<dim3(grid_tiles * CA::SUB * p.num_kv_heads, 1, kz), CA::THREADS, CA::SMEM, st>>>(p);
-        else
-            kdef<<<dim3(grid_tiles * CD::SUB * p.num_kv_heads, 1, kz), CD::THREADS, CD::SMEM, st>>>(p);
+        kern<<<dim3(grid_tiles * C::SUB * p.num_kv_heads, 1, kz), C::THREADS, C::SMEM, st>>>(p);
         return cudaPeekAtLastError();
     })
     return cudaSuccess;

@@ -3,8 +3,8 @@
  * head size 128, on the fast path's terms (16-bit cache of the query's type,
  * no soft-cap, no ALiBi; masks, window, sinks, LSE, partial states, split
  * keys and the cascade prefix pass all handled). Compiled only for sm_90a
- * (its own object library); launched on compute capability 9.0 unless
- * AH_FI_PREFILL_SM90=0, else prefill_fast.cuh's mma.sync kernel runs.
+ * (its own object library); launched on compute capability 9.0 in place of
+ * prefill_fast.cuh's mma.sync kernel at d128.
  *
  * One CTA of three warpgroups per (128 packed rows = one plan tile, KV head,
  * key range), 128-key tiles:
@@ -24,11 +24,9 @@
  *     between the two, named barriers alternate the GEMM issue (ping-pong):
  *     one warpgroup issues only after the other issued its own, so one's
  *     softmax runs while the other's GEMMs occupy the tensor cores.
- * No barrier spans the whole CTA inside the key loop (the previous kernel's
- * per-tile __syncthreads kept both halves in phase, softmaxes coinciding:
- * 330-359 TFLOP/s non-causal on the H100; this one 480-490).
- * Shared memory: Q 32 KiB + K 2 x 32 + V 2 x 32 = 160 KiB (a third stage
- * measured no faster), one CTA per SM.
+ * No barrier spans the whole CTA inside the key loop, so the two consumer
+ * warpgroups' softmaxes never coincide.
+ * Shared memory: Q 32 KiB + K 2 x 32 + V 2 x 32 = 160 KiB, one CTA per SM.
  */
 #include <limits.h>
 

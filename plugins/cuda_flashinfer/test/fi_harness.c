@@ -23,10 +23,28 @@ static void h_log(const ah_host_services *h, ah_log_level l, const char *msg)
 }
 static void *h_alloc(const ah_host_services *h, size_t n) { (void)h; return malloc(n); }
 static void h_free(const ah_host_services *h, void *p) { (void)h; free(p); }
-static const char *h_config(const ah_host_services *h, const char *k) { (void)h; (void)k; return NULL; }
+/* The plugin declares no configuration keys: any question is a bug. */
+static int64_t h_config_int(const ah_host_services *h, const char *k)
+{
+    (void)h;
+    fprintf(stderr, "[plugin] config_int(%s): undeclared key\n", k);
+    return 0;
+}
+static double h_config_float(const ah_host_services *h, const char *k)
+{
+    (void)h;
+    fprintf(stderr, "[plugin] config_float(%s): undeclared key\n", k);
+    return 0;
+}
+static const char *h_config_str(const ah_host_services *h, const char *k)
+{
+    (void)h;
+    fprintf(stderr, "[plugin] config_str(%s): undeclared key\n", k);
+    return NULL;
+}
 static ah_hw_facts h_hw = {.struct_size = sizeof(ah_hw_facts)};
-static ah_host_services h_services = {sizeof(ah_host_services), AH_ABI_VERSION, h_log, h_alloc,
-                                      h_free, h_config, &h_hw, NULL};
+static ah_host_services h_services = {sizeof(ah_host_services), AH_ABI_VERSION, h_log, h_alloc, h_free,
+                                      h_config_int, h_config_float, h_config_str, &h_hw, NULL};
 
 int fi_plugin_open(fi_plugin *p, const char *path)
 {
@@ -53,7 +71,8 @@ int fi_plugin_open(fi_plugin *p, const char *path)
         printf("skipped: %s\n", p->probe.reason);
         return 77;
     }
-    if (p->ops->context_create(&h_services, &p->ctx, &why) != AH_OK) {
+    const ah_context_options opts = {sizeof(ah_context_options), 0};
+    if (p->ops->context_create(&h_services, &opts, &p->ctx, &why) != AH_OK) {
         fprintf(stderr, "context_create: %s\n", why);
         return 1;
     }

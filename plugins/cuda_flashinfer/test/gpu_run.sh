@@ -40,56 +40,20 @@ grep -vE "^cuda_flashinfer  PASS" "$OUT/conformance.log" | tail -30
 grep -cE "^cuda_flashinfer  PASS" "$OUT/conformance.log"
 step check ${CHECK_MAX:-60} $B/bin/fi_check ${CHECK_ARGS:---quick}
 grep -E "FAIL|summary|device|passed" "$OUT/check.log" | head -40
-# ALT (e.g. "AH_FI_DECODE_STAGES=3 AH_FI_MERGE_PDL=1"): the suite and the
-# driver again under those settings.
-if [ -n "$ALT" ]; then
-  echo "== alt: $ALT"
-  ( export $ALT; step conformance_alt ${CONF_MAX:-150} $B/bin/attnhost check --plugin cuda_flashinfer
-    grep -vE "^cuda_flashinfer  PASS" "$OUT/conformance_alt.log" | tail -30
-    grep -cE "^cuda_flashinfer  PASS" "$OUT/conformance_alt.log"
-    step check_alt ${CHECK_MAX:-60} $B/bin/fi_check ${CHECK_ARGS:---quick}
-    grep -E "FAIL|summary|device|passed" "$OUT/check_alt.log" | head -40 )
-fi
-# Prefill/cascade first (default build, then the alternatives), the SDPA
-# peers, and the full bench (decode included: about 70 s) last, so a tight
-# BUDGET cuts the decode rows, not the prefill ones.
+# Prefill/cascade first, the SDPA peers, and the full bench (decode
+# included: about 70 s) last, so a tight BUDGET cuts the decode rows, not
+# the prefill ones.
 step bench_tc ${BENCH1_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
 cat "$OUT/bench_tc.log"
-# The d128 mma.sync kernel (128-row CTAs) on the H100, the A/B against the
-# default wgmma kernel; SM90_ALT=0 skips it.
-if [ "${SM90_ALT:-1}" != 0 ]; then
-  AH_FI_PREFILL_SM90=0 step bench_mma ${BENCH2_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
-  cat "$OUT/bench_mma.log"
-fi
-# HBM read bandwidth (read-only kernel), the decode ceiling, then the
-# B64 decode rows for each FILL:STAGES:PDL in DECODES (AH_FI_DECODE_FILL,
-# AH_FI_DECODE_STAGES, AH_FI_MERGE_PDL; empty fields keep the defaults),
-# then every decode row for each such setting in DECODES_ALL (default: the
-# defaults).
+# HBM read bandwidth (read-only kernel), the decode ceiling, then the B64
+# decode rows and every decode row (DECODE_ARGS: fi_bench options for the
+# B64 rows, e.g. "--layout hnd --page 1").
 step readbw ${READBW_MAX:-40} $B/bin/fi_readbw 4
 cat "$OUT/readbw.log"
-i=0
-decode_runs() { # decode_runs LABEL MAXSECONDS FI_BENCH_FLAG CONFIGS...
-  local label=$1 max=$2 flag=$3 c f ns pdl; shift 3
-  for c in "$@"; do
-    IFS=: read -r f ns pdl <<< "$c"; i=$((i + 1))
-    AH_FI_DECODE_FILL=$f AH_FI_DECODE_STAGES=$ns AH_FI_MERGE_PDL=$pdl \
-      step ${label}_$i $max $B/bin/fi_bench $flag --reps ${REPS:-20}
-    echo "$label fill=$f stages=$ns pdl=$pdl"; grep decode "$OUT/${label}_$i.log"
-  done
-}
-decode_runs decode ${DEC_MAX:-30} --decode ${DECODES:-::}
-decode_runs decode_all ${DECA_MAX:-120} --decode-all ${DECODES_ALL:-::}
-# The d128 fast kernel's 64-row build (16 rows per warp), the A/B against the
-# default 128-row CTAs; ROWS_ALT=0 skips it.
-if [ "${ROWS_ALT:-0}" != 0 ]; then
-  AH_FI_PREFILL_ROWS=64 step bench_64rows ${BENCH2_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
-  cat "$OUT/bench_64rows.log"
-fi
-if [ "${TC_ALT:-0}" != 0 ]; then # d64's other register fit (3 CTAs/SM)
-  AH_FI_PREFILL_CTAS=3 step bench_3cta ${BENCH2_MAX:-30} $B/bin/fi_bench --tc --reps ${REPS:-20}
-  cat "$OUT/bench_3cta.log"
-fi
+step decode ${DEC_MAX:-30} $B/bin/fi_bench --decode --reps ${REPS:-20} ${DECODE_ARGS:-}
+grep decode "$OUT/decode.log"
+step decode_all ${DECA_MAX:-120} $B/bin/fi_bench --decode-all --reps ${REPS:-20} ${DECODE_ARGS:-}
+grep decode "$OUT/decode_all.log"
 step peer_long ${PEERL_MAX:-60} python3 plugins/cuda_flashinfer/bench/sdpa_long.py --reps 10
 cat "$OUT/peer_long.log"
 if [ "${PEER:-1}" != 0 ]; then
