@@ -482,10 +482,9 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
     return false;
 }
 
-// l: per-lane partial row sums that normalise O. l_lse (optional): other
-// partial sums for the LSE only (the FP8-compute kernel normalises O by the
-// sum of P as rounded to e4m3, which PV used, and takes the LSE from the
-// fp32 sum of the unrounded P, closer to the exact one). OS: stage O in
+// l: per-lane partial row sums that normalise O and give the LSE (the
+// FP8-compute kernel's are the sums of P as rounded to e4m3, which PV
+// used). OS: stage O in
 // this warp's out_stage rows (shared address stage); the bulk copies need
 // the 16-byte aligned rows fa3_forward requires of out. The test must be
 // visibly warp-uniform (parameters, not the stage address, which derives
@@ -495,8 +494,7 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
 template <int D, typename T, bool OS = false>
 __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri,
                                          float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         int row_local0, int lane, const float *l_lse = nullptr,
-                                         uint32_t stage = 0)
+                                         int row_local0, int lane, uint32_t stage = 0)
 {
     const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const bool split = it.part_row >= 0;
@@ -504,15 +502,13 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float lt = quad_sum(l[i]);
-        float ls = l_lse ? quad_sum(l_lse[i]) : lt;
         const float mu = m[i] == -INFINITY ? 0.f : m[i];
         if (!split && p.sinks && ri.valid[i]) {
             const float sk = exp2f(p.sinks[ri.head[i]] * log2e - mu);
             lt += sk;
-            ls = l_lse ? ls + sk : lt;
         }
         const float inv = lt > 0.f ? 1.f / lt : 0.f;
-        lse[i] = ls > 0.f ? (mu + log2f(ls)) * ln2 : -INFINITY;
+        lse[i] = lt > 0.f ? (mu + log2f(lt)) * ln2 : -INFINITY;
         os[i] = inv * (split ? 1.f : p.v_scale);
     }
     if (!split && p.lse && (lane & 3) == 0) {
@@ -764,7 +760,7 @@ __global__ void __launch_bounds__(384, 1)
         // The epilogue wants the row maxima in the log2 domain.
 #pragma unroll
         for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
-        epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, nullptr, stage);
+        epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, stage);
     }
     if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }
