@@ -101,23 +101,18 @@ __device__ __forceinline__ void vt_publish(const fa3_params &p, const fa3_work &
 }
 // A reader's first copied tile, from the flag lane 0 loaded when the item
 // started (the warp gets it). One flag load per item, not per tile: a round
-// trip per tile in the producer warp costs more than the transpose it saves. The load is relaxed and issued before the producer waits for
-// a free K stage, so its latency hides under that wait; the copies it
-// allows are issued only after the value is seen (a control dependency, the
-// proxy fence between), and the publisher raised it only after its images
-// were written (vt_publish). n_lo: the reader's lowest tile, all that
-// vt_wait (tests) waits for, with acquire loads.
-__device__ __forceinline__ int vt_published(const fa3_params &p, const fa3_work &it, uint64_t flag, int n_lo,
-                                            int lane)
+// trip per tile in the producer warp costs more than the transpose it
+// saves. The load is relaxed and issued before the producer waits for a
+// free K stage, so its latency hides under that wait; the copies it allows
+// are issued only after the value is seen (a control dependency, the proxy
+// fence between), and the publisher raised it only after its images were
+// written (vt_publish). A reader never waits for a publisher: the tiles not
+// yet out are transposed as in any item.
+__device__ __forceinline__ int vt_published(const fa3_params &p, uint64_t flag, int lane)
 {
     int lowest = 0x7fffffff;
     if (lane == 0) {
-        for (;;) {
-            if ((uint32_t)(flag >> 32) == p.vt_epoch) lowest = (int)(uint32_t)flag;
-            if (!p.vt_wait || lowest <= n_lo) break;
-            __nanosleep(500);
-            flag = ld_acquire_gpu(vt_flag(p, it));
-        }
+        if ((uint32_t)(flag >> 32) == p.vt_epoch) lowest = (int)(uint32_t)flag;
         if (lowest != 0x7fffffff) fence_proxy_async_global(); // the flag, then the copy engine's reads
     }
     // A warp reduction, not a shuffle: its result is provably warp-uniform,
@@ -588,7 +583,7 @@ __global__ void __launch_bounds__(384, 1)
                 const int n_lo = it.kv_lo / BN;
                 copied = n + 1;
                 if (src == kVtShared) { // what is out; the transposers learn it from a slot without V
-                    copied = max(vt_published(p, it, flag, n_lo, lane), n_lo);
+                    copied = max(vt_published(p, flag, lane), n_lo);
                     const int si = qi % SST;
                     mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
                     if (lane == 0) {

@@ -130,12 +130,6 @@ __device__ __forceinline__ void fence_proxy_async_global()
 }
 
 // Flags between CTAs, at GPU scope.
-__device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t *p)
-{
-    uint64_t v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ uint64_t ld_relaxed_gpu(const uint64_t *p)
 {
     uint64_t v;
