@@ -12,7 +12,7 @@
 // Overlap, as in the FA3 paper: inside a warpgroup the QK^T of tile j+1 and
 // the PV of tile j are issued together and the scores of tile j+1 are
 // masked while PV runs (ptxas puts the wait for PV ahead of the
-// exponentials whatever the source order; NOTES.md, v2); between the two
+// exponentials whatever the source order); between the two
 // warpgroups named barriers ping-pong the GEMM issue, so one warpgroup's
 // softmax hides behind the other's GEMMs. KV tiles are walked
 // from the last to the first, so the tiles that need masking (the causal
@@ -234,7 +234,7 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
 // load_kv_tile), so no copy waits for the read. Only the FP8-compute decode
 // instance takes it (13-14% faster); the prefill instances, whose
 // whole-kernel code changed with it, lost ~2% (FP8) and 2-7% (16-bit), so
-// they read the table at each copy (NOTES v13).
+// they read the table at each copy.
 template <int D, int BN, typename T, bool AHEAD, typename S, typename KV>
 __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
                                         const fa3_params &p, int n_work, int lane, KV &&kv)
