@@ -447,7 +447,7 @@ __global__ void __launch_bounds__(384, 1)
     extern __shared__ uint8_t smem_raw[];
     using Smem = fp8c_smem<D, STAGES, SST, T, OS>;
     constexpr int BN = Smem::BN;
-// Register split (setmaxnreg). The pool is what the launch allocated,
+    // Register split (setmaxnreg). The pool is what the launch allocated,
     // 384 x 168, not 65536: what the consumers add, the producer warpgroup
     // must give up ((224 - 168) x 256 = (168 - 56) x 128), or the increase
     // never completes.
