@@ -16,7 +16,7 @@
 //   - V: e4m3 wgmma takes B K-major only, so PV needs V^T ([D][BN], keys
 //     contiguous). The copy engine lands V (128-byte swizzled) in a staging
 //     ring and producer warps 1-3 transpose it into the swizzled V^T ring
-//     (transpose_v*), overlapped with the consumers' GEMMs. Where many
+//     (transpose_v), overlapped with the consumers' GEMMs. Where many
 //     query tiles read the same KV tiles (prefill), the transpose is shared:
 //     one item per request and KV head also stores each stage image to a
 //     global scratch, and the others fill their stage with one bulk copy of
@@ -37,38 +37,18 @@
 
 namespace fa3 {
 
-// V^T stage layout. BN = 128: [D + 8][128] bytes, one 128-byte swizzle row
-// per channel. Wider tiles (BN 160, FA3_F8C_BN) do not fit one
-// swizzle row, so a stage is two column blocks: keys 0-127 as above, then
-// keys 128..BN-1 as [D + 8][W1] with the W1-byte swizzle (W1 = 32);
-// PV's k-steps pick the block (gemm_pv8). Stages stay 1024-byte aligned.
-template <int D, int BN> struct vt_layout {
-    static_assert(BN == 128 || BN == 160, "key tiles of 128 or 160");
-    static constexpr int W1 = BN - 128;               // bytes per row of block 1
-    static constexpr int B0 = (D + 8) * 128;          // bytes of block 0
-    static constexpr int BYTES = BN == 128 ? (D + 8) * BN : (B0 + (D + 8) * W1 + 1023) / 1024 * 1024;
-    // Declared shape of a stage: [D + 8][BN] at 128, else BYTES as 128-byte rows.
-    static constexpr int ROWS = BN == 128 ? D + 8 : BYTES / 128, COLS = BN == 128 ? BN : 128;
-};
-
-// Quantized Q in shared memory (wide key tiles only: their S and P leave no
-// registers for Q8): [128 rows][D bytes], 128-byte swizzled, K-major, the
-// layout QK^T's A descriptor reads. An empty base at BN 128.
-template <int D, bool QS> struct fp8c_q8 {};
-template <int D> struct fp8c_q8<D, true> {
-    alignas(1024) uint8_t q8[FA3_BLOCK_M][D];
-};
-
-// BN keys per tile.
-template <int D, int BN, int STAGES, int SST, typename T, bool OS = false>
-struct fp8c_smem : fp8c_q8<D, (BN > 128)>, with_out_stage<D, T, OS> {
+// 128 keys per tile (FA3_VT_KEYS): a V^T row of one channel is exactly one
+// 128-byte swizzle row, and a tile is one slab of the V^T scratch.
+template <int D, int STAGES, int SST, typename T, bool OS = false>
+struct fp8c_smem : with_out_stage<D, T, OS> {
+    static constexpr int BN = FA3_VT_KEYS;
     static_assert(D == 128, "the FP8-compute kernel is built for head size 128");
     alignas(1024) T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
     alignas(1024) uint8_t k[STAGES][BN][D];     // e4m3 as stored, 128-byte swizzled
     // e4m3 V^T, keys permuted (pi), 128-byte swizzled; rows D..D+7 are a
     // constant block (row D all ones, the rest zeros) that PV (n = D + 8)
     // turns into the row sums of P, so the softmax adds nothing.
-    alignas(1024) uint8_t vt[STAGES][vt_layout<D, BN>::ROWS][vt_layout<D, BN>::COLS];
+    alignas(1024) uint8_t vt[STAGES][D + 8][BN];
     alignas(1024) uint8_t v8[SST][BN][D];       // staged e4m3 V, 128-byte swizzled
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
@@ -95,9 +75,9 @@ __device__ __forceinline__ int pi_off(int j) { return (j & 1) + ((j >> 1) & 1) *
 //                 flag once (vt_published) and copies the tiles that are
 //                 out; the transposing warps do the rest.
 enum { kVtTranspose, kVtPublish, kVtShared };
-template <int BN, bool VT> __device__ __forceinline__ int vt_source(const fa3_params &p, const fa3_work &it)
+template <bool VT> __device__ __forceinline__ int vt_source(const fa3_params &p, const fa3_work &it)
 {
-    if (!VT || BN != FA3_VT_KEYS || !p.vt || it.vt_base < 0) return kVtTranspose;
+    if (!VT || !p.vt || it.vt_base < 0) return kVtTranspose;
     return it.vt_pub ? kVtPublish : kVtShared;
 }
 // A publisher raises its flag every kVtEvery tiles (measured level with
@@ -121,24 +101,18 @@ __device__ __forceinline__ void vt_publish(const fa3_params &p, const fa3_work &
 }
 // A reader's first copied tile, from the flag lane 0 loaded when the item
 // started (the warp gets it). One flag load per item, not per tile: a round
-// trip per tile in the producer warp costs more than the transpose it saves
-// (NOTES v10). The load is relaxed and issued before the producer waits for
-// a free K stage, so its latency hides under that wait; the copies it
-// allows are issued only after the value is seen (a control dependency, the
-// proxy fence between), and the publisher raised it only after its images
-// were written (vt_publish). n_lo: the reader's lowest tile, all that
-// vt_wait (tests) waits for, with acquire loads.
-__device__ __forceinline__ int vt_published(const fa3_params &p, const fa3_work &it, uint64_t flag, int n_lo,
-                                            int lane)
+// trip per tile in the producer warp costs more than the transpose it
+// saves. The load is relaxed and issued before the producer waits for a
+// free K stage, so its latency hides under that wait; the copies it allows
+// are issued only after the value is seen (a control dependency, the proxy
+// fence between), and the publisher raised it only after its images were
+// written (vt_publish). A reader never waits for a publisher: the tiles not
+// yet out are transposed as in any item.
+__device__ __forceinline__ int vt_published(const fa3_params &p, uint64_t flag, int lane)
 {
     int lowest = 0x7fffffff;
     if (lane == 0) {
-        for (;;) {
-            if ((uint32_t)(flag >> 32) == p.vt_epoch) lowest = (int)(uint32_t)flag;
-            if (!p.vt_wait || lowest <= n_lo) break;
-            __nanosleep(500);
-            flag = ld_acquire_gpu(vt_flag(p, it));
-        }
+        if ((uint32_t)(flag >> 32) == p.vt_epoch) lowest = (int)(uint32_t)flag;
         if (lowest != 0x7fffffff) fence_proxy_async_global(); // the flag, then the copy engine's reads
     }
     // A warp reduction, not a shuffle: its result is provably warp-uniform,
@@ -184,36 +158,13 @@ __device__ __forceinline__ void tr4(uint32_t a, uint32_t b, uint32_t c, uint32_t
 // for it = hw, hw + 6, hw + 12. Within a half-warp the 16 lanes then hit 16
 // distinct 8-byte slots on both the loads (the staging swizzle spreads the
 // key rows) and the stores (kq spreads the positions): no bank conflicts.
-__device__ __forceinline__ void transpose_v(uint32_t src, uint32_t dst, int hw, int l)
-{
-    const int key0 = 16 * (l >> 1) + 4 * (l & 1);
-    for (int it = hw; it < 16; it += 6) {
-        const int dq = (l + it) & 15;
-        uint32_t lo[8], hi[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const uint2 w = lds64(src + sw128(key0 + pi_off(j), 8 * dq));
-            lo[j] = w.x;
-            hi[j] = w.y;
-        }
-        uint32_t a[8], b[8]; // channel i: positions 0-3 in a[i], 4-7 in b[i]
-        tr4(lo[0], lo[1], lo[2], lo[3], a[0], a[1], a[2], a[3]);
-        tr4(lo[4], lo[5], lo[6], lo[7], b[0], b[1], b[2], b[3]);
-        tr4(hi[0], hi[1], hi[2], hi[3], a[4], a[5], a[6], a[7]);
-        tr4(hi[4], hi[5], hi[6], hi[7], b[4], b[5], b[6], b[7]);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            sts64(dst + sw128(8 * dq + i, 8 * l), make_uint2(a[i], b[i]));
-    }
-}
-
-// The same transpose with the swizzled addresses taken apart so that the
-// lane-dependent parts are computed once per kernel (TR = 1 selects it):
-// load row key0 + pi(j) has (row & 7) = 4 (l & 1) ^ (pi(j) & 7), with pi(j)
-// & 7 in {0, 1, 2, 3}, so the eight loads of an iteration need four
-// 16-byte unit offsets ((U ^ k) << 4, k = 0..3) plus compile-time row
-// offsets 128 pi(j); store row 8 dq + i has (row & 7) = i, so its lane
-// part 128 i + (((l >> 1) ^ i) << 4) + 8 (l & 1) is loop-invariant (so[]).
+// The swizzled addresses are taken apart so that their lane-dependent
+// parts are computed once per kernel (tr_lane): load row key0 + pi(j) has
+// (row & 7) = 4 (l & 1) ^ (pi(j) & 7), with pi(j) & 7 in {0, 1, 2, 3}, so
+// the eight loads of an iteration need four 16-byte unit offsets
+// ((U ^ k) << 4, k = 0..3) plus compile-time row offsets 128 pi(j); store
+// row 8 dq + i has (row & 7) = i, so its lane part 128 i + (((l >> 1) ^ i)
+// << 4) + 8 (l & 1) is loop-invariant (so[]).
 struct tr_lane {
     uint32_t so[8];
     int key0;
@@ -226,7 +177,7 @@ __device__ __forceinline__ tr_lane transpose_lane(int l)
     t.key0 = 16 * (l >> 1) + 4 * (l & 1);
     return t;
 }
-__device__ __forceinline__ void transpose_v2(uint32_t src, uint32_t dst, int hw, int l, const tr_lane &t)
+__device__ __forceinline__ void transpose_v(uint32_t src, uint32_t dst, int hw, int l, const tr_lane &t)
 {
     const uint32_t a0 = src + 128 * t.key0;
     for (int it = hw; it < 16; it += 6) {
@@ -252,143 +203,16 @@ __device__ __forceinline__ void transpose_v2(uint32_t src, uint32_t dst, int hw,
     }
 }
 
-// The transpose with ldmatrix.trans / stmatrix (TR = 2): half the
-// shared-memory instructions of transpose_v2 (one LDSM.T.x4 and one STSM.x4
-// move 512 bytes per warp, against 2 x 4 LDS/STS.64 per 512 bytes), so the
-// transposers put half as many entries into the MIO queue the softmax's
-// MUFU.EX2 also needs (NOTES v5/v8).
-// Unit (g, c): keys 16g..16g+15 x channels 32c..32c+31 (a 16-key position
-// group of V^T). ldmatrix.trans on b16 treats a staged 8-key x 16-byte
-// block as an 8x8 matrix of channel pairs and hands lane t (p = t / 4,
-// q = t % 4) keys 2q, 2q + 1 of channel pair p: bytes [k2q c2p, k2q c2p+1,
-// k2q+1 c2p, k2q+1 c2p+1]. The four matrices are (keys 0-7 | 8-15) x
-// (channels 0-15 | 16-31) of the unit. Two byte permutes of the 0-7 and
-// 8-15 words give channel 2p (or 2p + 1) at positions 4q..4q+3 = keys 2q,
-// 2q+1, 2q+8, 2q+9: exactly pi's order, which is why pi was chosen so.
-// stmatrix then writes each word as row p, bytes 4q..4q+3 of a matrix
-// whose eight rows are V^T rows (channels) of our choosing. Matrix 0 takes
-// channel 2p for p < 4 and 2p + 1 for p >= 4 (matrix 1 the other), so its
-// rows' (channel % 8) are all different and the 128-byte swizzle puts
-// them in eight different 16-byte bank groups: no conflicts; the loads'
-// eight key rows are likewise spread by the staging swizzle.
-// Lane constants: load row offset and swizzle unit (matrix i = lane / 8,
-// row r = lane % 8: key 8 (i & 1) + r, 16-byte unit (i >> 1) of the pair),
-// store row offset and swizzle unit (matrix i, row j: channel 16 (i >> 1)
-// + 2j + ((j >= 4) ^ (i & 1))), and the two permute selectors.
-struct tr3_lane {
-    uint32_t lrow, lsw, srow, ssw, s0, s1;
-};
-__device__ __forceinline__ tr3_lane transpose3_lane(int lane)
-{
-    tr3_lane t;
-    const int i = lane >> 3, r = lane & 7, p = lane >> 2;
-    t.lrow = (8 * (i & 1) + r) * 128;
-    t.lsw = (uint32_t)(((i >> 1) ^ r) << 4);
-    const int ch = 16 * (i >> 1) + 2 * r + ((r >= 4) ^ (i & 1));
-    t.srow = ch * 128;
-    t.ssw = (uint32_t)((ch & 7) << 4);
-    t.s0 = p < 4 ? 0x6420u : 0x7531u; // channel 2p / 2p + 1 for matrix 0 (and 2)
-    t.s1 = p < 4 ? 0x7531u : 0x6420u;
-    return t;
-}
-// Warp wi (0..2) of the transposers does units u = wi, wi + 3, ... < 32
-// (g = u % 8, c = u / 8), two per round so two loads are in flight.
-__device__ __forceinline__ void transpose_v3(uint32_t src, uint32_t dst, int wi, const tr3_lane &t)
-{
-    auto ld = [&](int u, uint32_t (&r)[4]) {
-        const int g = u & 7, c = u >> 3;
-        ldsm_x4_t(src + 2048 * g + t.lrow + (t.lsw ^ (uint32_t)(c << 5)), r[0], r[1], r[2], r[3]);
-    };
-    auto st = [&](int u, const uint32_t (&r)[4]) {
-        const int g = u & 7, c = u >> 3;
-        stsm_x4(dst + 4096 * c + t.srow + (t.ssw ^ (uint32_t)(g << 4)), __byte_perm(r[0], r[1], t.s0),
-                __byte_perm(r[0], r[1], t.s1), __byte_perm(r[2], r[3], t.s0), __byte_perm(r[2], r[3], t.s1));
-    };
-    int u = wi;
-    for (; u + 3 < 32; u += 6) {
-        uint32_t a[4], b[4];
-        ld(u, a);
-        ld(u + 3, b);
-        st(u, a);
-        st(u + 3, b);
-    }
-    if (u < 32) {
-        uint32_t a[4];
-        ld(u, a);
-        st(u, a);
-    }
-}
-
-// transpose_v3 for the wide tiles (BN 160): units (g, c) with g < BN /
-// 16 key groups; groups 8.. land in V^T block 1 (rows of W1 bytes, W1-byte
-// swizzle: 16-byte unit u of row r at u ^ ((r * W1 / 128) % (W1 / 16))). A
-// matrix's eight store rows (channels 2p or 2p + 1, see transpose3_lane)
-// then fall in eight different 16-byte bank groups for W1 = 64 and 32 too.
-struct tr3w_lane {
-    uint32_t srow1, ssw1;
-};
-template <int W1> __device__ __forceinline__ tr3w_lane transpose3w_lane(int lane)
-{
-    tr3w_lane t;
-    const int i = lane >> 3, r = lane & 7;
-    const int ch = 16 * (i >> 1) + 2 * r + ((r >= 4) ^ (i & 1));
-    t.srow1 = ch * W1;
-    t.ssw1 = (uint32_t)((((ch * W1) >> 7) & (W1 / 16 - 1)) << 4);
-    return t;
-}
-template <int BN, int W1, int B0>
-__device__ __forceinline__ void transpose_v3w(uint32_t src, uint32_t dst, int wi, const tr3_lane &t,
-                                              const tr3w_lane &tw)
-{
-    constexpr int G = BN / 16, NU = 4 * G;
-    auto ld = [&](int u, uint32_t (&r)[4]) {
-        const int g = u % G, c = u / G;
-        ldsm_x4_t(src + 2048 * g + t.lrow + (t.lsw ^ (uint32_t)(c << 5)), r[0], r[1], r[2], r[3]);
-    };
-    auto st = [&](int u, const uint32_t (&r)[4]) {
-        const int g = u % G, c = u / G;
-        const uint32_t a = g < 8 ? dst + 4096 * c + t.srow + (t.ssw ^ (uint32_t)(g << 4))
-                                 : dst + B0 + 32 * W1 * c + tw.srow1 + (tw.ssw1 ^ (uint32_t)((g - 8) << 4));
-        stsm_x4(a, __byte_perm(r[0], r[1], t.s0), __byte_perm(r[0], r[1], t.s1), __byte_perm(r[2], r[3], t.s0),
-                __byte_perm(r[2], r[3], t.s1));
-    };
-    int u = wi;
-    for (; u + 3 < NU; u += 6) {
-        uint32_t a[4], b[4];
-        ld(u, a);
-        ld(u + 3, b);
-        st(u, a);
-        st(u + 3, b);
-    }
-    if (u < NU) {
-        uint32_t a[4];
-        ld(u, a);
-        st(u, a);
-    }
-}
-
 // The three transposing warps' part (threads 32..127 of their block, lane
-// constants computed once): staged V -> V^T stage rows 0..D-1, with the
-// variant TR (wide tiles: transpose_v3w).
-template <int D, int BN, int TR> struct v_transposer {
+// constants computed once): staged V -> V^T stage rows 0..D-1.
+struct v_transposer {
     tr_lane trl;
-    tr3_lane tr3;
-    tr3w_lane tr3w;
-    int hw, l, wi;
+    int hw, l;
     __device__ __forceinline__ v_transposer(int tid, int lane)
-        : trl(transpose_lane(lane & 15)), tr3(transpose3_lane(lane)),
-          tr3w(transpose3w_lane<(BN > 128 ? BN - 128 : 32)>(lane)), hw((tid - 32) >> 4), l(lane & 15),
-          wi((tid - 32) >> 5)
+        : trl(transpose_lane(lane & 15)), hw((tid - 32) >> 4), l(lane & 15)
     {
     }
-    __device__ __forceinline__ void operator()(uint32_t src, uint32_t dst) const
-    {
-        if constexpr (BN > 128)
-            transpose_v3w<BN, vt_layout<D, BN>::W1, vt_layout<D, BN>::B0>(src, dst, wi, tr3, tr3w);
-        else if (TR == 2) transpose_v3(src, dst, wi, tr3);
-        else if (TR) transpose_v2(src, dst, hw, l, trl);
-        else transpose_v(src, dst, hw, l);
-    }
+    __device__ __forceinline__ void operator()(uint32_t src, uint32_t dst) const { transpose_v(src, dst, hw, l, trl); }
 };
 
 // Four floats -> four e4m3 bytes (first in the low byte), nearest-even,
@@ -452,21 +276,7 @@ template <int N> struct mma8;
         }                                                                                                 \
     };
 FA3_MMA8(128)
-FA3_MMA8(160)
 #undef FA3_MMA8
-
-// K-major wgmma descriptor for a W-byte swizzle (W = 128 / 64 / 32: layout
-// types 1 / 2 / 3), 8-row groups sbo bytes apart.
-template <int W> __device__ __forceinline__ uint64_t desc_swz(uint32_t saddr, uint32_t sbo_bytes)
-{
-    constexpr uint64_t type = W == 128 ? 1 : W == 64 ? 2 : 3;
-    uint64_t d = 0;
-    d |= (uint64_t)((saddr & 0x3FFFF) >> 4);
-    d |= (uint64_t)1 << 16;
-    d |= (uint64_t)((sbo_bytes >> 4) & 0x3FFF) << 32;
-    d |= type << 62;
-    return d;
-}
 
 // S(64 x BN) = Q8 K8^T: A (Q) from registers, B (K, K-major) from the ring.
 template <int D, int BN, typename S>
@@ -481,33 +291,6 @@ __device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 
     for (int kk = 0; kk < D / 32; kk++) mma8<BN>::rs(sacc, qa[kk], d0 + 2 * kk, kk > 0);
 }
 
-// The same with A (Q8) from shared memory: rows cw * 64.. of s.q8.
-template <int D, int BN, typename S>
-__device__ __forceinline__ void gemm_qk8s(S &s, int cw, int st, float (&sacc)[BN / 2])
-{
-    const uint64_t a0 = desc_sw128(smem_addr(&s.q8[cw * 64][0]), 16, 1024);
-    const uint64_t d0 = desc_sw128(smem_addr(&s.k[st][0][0]), 16, 1024);
-    static_assert(BN == 160, "Q from shared memory serves the wide tile");
-#pragma unroll
-    for (int kk = 0; kk < D / 32; kk++) fa3_wgmma_ss_e4m3_n160(sacc, a0 + 2 * kk, d0 + 2 * kk, kk > 0);
-}
-
-// This thread's Q8 fragments (load_q8) stored where gemm_qk8s reads them:
-// row r0 (+ 8), bytes 32 kk + 16 (g >> 1) + 4 t of the swizzled row.
-template <int D, typename S>
-__device__ __forceinline__ void store_q8(S &s, int r0, int t, const uint32_t (&qa)[D / 32][4])
-{
-#pragma unroll
-    for (int kk = 0; kk < D / 32; kk++)
-#pragma unroll
-        for (int g = 0; g < 4; g++) {
-            const int r = r0 + (g & 1) * 8;
-            asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(&s.q8[0][0]) + sw128(r, 32 * kk + 16 * (g >> 1) + 4 * t)),
-                         "r"(qa[kk][g])
-                         : "memory");
-        }
-}
-
 // O(64 x (D + 8)) += P8 [V | 1 | 0]: A (P) from registers, B (V^T plus the
 // constant rows, K-major) from the ring. Column D of the result is the row
 // sum of P as rounded to e4m3 (thread t = 0 of each quad holds it in
@@ -516,16 +299,11 @@ template <int D, int BN, typename S>
 __device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4], float (&o)[D / 2 + 4])
 {
     static_assert(D == 128, "PV with the row-sum columns is m64n136");
-    using VL = vt_layout<D, BN>;
+    static_assert(BN == 128, "a V^T stage is one 128-byte swizzle row per channel");
     const uint32_t a = smem_addr(&s.vt[st][0][0]);
     const uint64_t d0 = desc_sw128(a, 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < (BN < 128 ? BN : 128) / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[kk], d0 + 2 * kk, 1);
-    if constexpr (BN > 128) { // keys 128.. from block 1
-        const uint64_t d1 = desc_swz<VL::W1>(a + VL::B0, 8 * VL::W1);
-#pragma unroll
-        for (int kk = 0; kk < VL::W1 / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[4 + kk], d1 + 2 * kk, 1);
-    }
+    for (int kk = 0; kk < BN / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[kk], d0 + 2 * kk, 1);
 }
 
 // O and its row-sum columns times the per-row factors alpha.
@@ -619,10 +397,10 @@ __device__ __forceinline__ void mask_bounds(const fa3_params &p, const fa3_work 
 // column accumulates them (gemm_pv8), and rescale8 scales them with O.
 // EMU of the BN / 8 column groups (spread evenly) take exp2_fma instead of MUFU.EX2: the
 // MUFU goes through the MIO queue that the V transpose's shared-memory
-// traffic also fills, and it is the longest part of the softmax (NOTES v5).
-template <int BN, int ABL = 0, int EMU = 0, int LS = 1>
+// traffic also fills, and it is the longest part of the softmax.
+template <int BN, int EMU>
 __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&alpha)[2],
-                                                const float (&c)[2], float (&l32)[2])
+                                                const float (&c)[2])
 {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -634,61 +412,50 @@ __device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m
         alpha[i] = exp2f(m[i] * c[i] - mu);
         m[i] = mx;
         const float off = 8.f - mu;
-        float part[4] = {0.f, 0.f, 0.f, 0.f}; // four chains keep the adds off the critical path
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[j * 4 + i * 2 + e], c[i], off);
-                const float pv = (ABL & 2) ? x
-                                 : ((j + 1) * EMU / (BN / 8) > j * EMU / (BN / 8)) ? exp2_fma(x)
-                                                                                    : exp2f(x);
-                sacc[j * 4 + i * 2 + e] = pv;
-                if (LS) part[(j & 1) * 2 + e] += pv;
+                sacc[j * 4 + i * 2 + e] =
+                    ((j + 1) * EMU / (BN / 8) > j * EMU / (BN / 8)) ? exp2_fma(x) : exp2f(x);
             }
-        if (LS) l32[i] = fmaf(l32[i], alpha[i], (part[0] + part[1]) + (part[2] + part[3]));
     }
 }
 
-// ABL (measurement only, wrong results when non-zero; fa3_bench selects it
-// through FA3_F8C_ABL): bit 0 skips the V transpose (the transposing warps
-// only hand stages on), bit 1 replaces the softmax's exp2 by its argument,
-// bit 2 skips the epilogue (no output is written: what the per-item
-// normalisation and stores cost; the call stays behind a runtime test so
-// that the GEMMs and the softmax feeding it are still computed).
-// Timing the variants against ABL = 0 says what the V path and the MUFU
-// cost per tile.
-// PP: 1 = the two consumer warpgroups take turns issuing their GEMMs
-// (named-barrier ping-pong), 0 = each issues as soon as it is ready.
-// LS: 1 = the LSE comes from fp32 sums of the unrounded P (see epilogue),
-// 0 = from the e4m3-rounded sums PV produces (one e4m3 step of error in
-// rows dominated by a few keys).
-// OS picks the instance: the prefill one stages its output (OS) and has
-// the shared V^T paths (VT, vt_source) compiled in; decode's streaming
-// instance, which the transposers and the producer pace, ran 4-6% slower
-// with them compiled in although it never takes them (NOTES v12), and
-// reads each tile's page numbers a tile ahead instead (AHEAD, produce:
-// 13-14% faster there, ~2% slower in the prefill instance, NOTES v13).
-template <int D, int BN, int STAGES, int SST, typename T, int ABL = 0, int EMU = 0, int TR = 0, int PP = 1,
-          int LS = 1, bool OS = false>
+// One instance per use, with 128-key tiles (fp8c_smem::BN):
+//   - decode (OS false): output stored straight from registers, STAGES K /
+//     V^T stages, every item transposes its own V; it reads each tile's
+//     page numbers a tile ahead (AHEAD, produce: 13-14% faster than at
+//     each copy). The shared V^T paths are not compiled in: the
+//     transposers and the producer pace this instance, and with those paths
+//     present (never taken) it ran 4-6% slower.
+//   - prefill (OS true): output staged in shared memory for bulk stores
+//     (one K / V^T stage fewer), the shared V^T paths (VT, vt_source), page
+//     numbers read at each copy (reading them ahead cost ~2% here).
+// EMU: column groups whose exp2 runs on the FMA pipe (online_softmax8).
+// The two consumer warpgroups take turns issuing their GEMMs (named-barrier
+// ping-pong). The LSE comes from the e4m3-rounded row sums that PV produces
+// (one e4m3 step of error in rows dominated by a few keys; fp32 sums of the
+// unrounded P cost 5-9%).
+template <int D, int STAGES, int SST, typename T, int EMU, bool OS = false>
 __global__ void __launch_bounds__(384, 1)
     fwd_fp8c_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                     const __grid_constant__ CUtensorMap tv, const fa3_params p)
 {
     constexpr bool VT = OS, AHEAD = !OS;
     extern __shared__ uint8_t smem_raw[];
-    using Smem = fp8c_smem<D, BN, STAGES, SST, T, OS>;
-    static_assert(BN == 128 || TR == 2, "wide key tiles transpose V with ldmatrix / stmatrix only");
+    using Smem = fp8c_smem<D, STAGES, SST, T, OS>;
+    constexpr int BN = Smem::BN;
     // Register split (setmaxnreg). The pool is what the launch allocated,
     // 384 x 168, not 65536: what the consumers add, the producer warpgroup
     // must give up ((224 - 168) x 256 = (168 - 56) x 128), or the increase
-    // never completes. BN 160 keeps Q8 in shared memory and still needs
-    // more than 224 (S 80 + O 68 + P 2 x 20 = 188 before addresses and row
-    // state): 232 / 40. (240 would need a 24-register producer.)
-    constexpr int kRegsConsumer = BN == 128 ? 224 : 232;
-    constexpr int kRegsProducer = BN == 128 ? 56 : 40;
-    constexpr int kBarQ8 = kBarPingPong + 2; // named barriers 3 and 4: Q8 stored (wide tiles)
-    constexpr int kBarTranspose = kBarQ8 + 2; // 5: the three transposing warps' V^T stage written
+    // never completes.
+    constexpr int kRegsConsumer = 224;
+    constexpr int kRegsProducer = 56;
+    // Named barrier 5 (1 and 2: the ping-pong): the three transposing warps'
+    // V^T stage written.
+    constexpr int kBarTranspose = kBarPingPong + 4;
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
 
@@ -712,20 +479,9 @@ __global__ void __launch_bounds__(384, 1)
     // The constant rows of every V^T stage (see fp8c_smem): e4m3 1.0 is
     // 0x38. The transposers and the bulk copies write rows 0..D-1 only, so
     // this lasts.
-    if constexpr (BN == 128) {
-        for (int i = tid; i < STAGES * 8 * BN / 4; i += blockDim.x) {
-            const int st = i / (8 * BN / 4), r = i / (BN / 4) % 8, c = i % (BN / 4);
-            reinterpret_cast<uint32_t *>(&s.vt[st][D + r][0])[c] = r == 0 ? 0x38383838u : 0u;
-        }
-    } else { // both column blocks: rows D..D+7 are contiguous in each
-        using VL = vt_layout<D, BN>;
-        constexpr int N0 = 8 * 128 / 4, N1 = 8 * VL::W1 / 4;
-        for (int i = tid; i < STAGES * (N0 + N1); i += blockDim.x) {
-            const int st = i / (N0 + N1), w = i % (N0 + N1);
-            const bool one = w < N0 ? w < 128 / 4 : w - N0 < VL::W1 / 4;
-            const int off = w < N0 ? D * 128 + 4 * w : VL::B0 + D * VL::W1 + 4 * (w - N0);
-            *reinterpret_cast<uint32_t *>(&s.vt[st][0][0] + off) = one ? 0x38383838u : 0u;
-        }
+    for (int i = tid; i < STAGES * 8 * BN / 4; i += blockDim.x) {
+        const int st = i / (8 * BN / 4), r = i / (BN / 4) % 8, c = i % (BN / 4);
+        reinterpret_cast<uint32_t *>(&s.vt[st][D + r][0])[c] = r == 0 ? 0x38383838u : 0u;
     }
     fence_proxy_async(); // generic stores, read by wgmma (async proxy)
     __syncthreads();
@@ -737,12 +493,12 @@ __global__ void __launch_bounds__(384, 1)
         regs_dealloc<kRegsProducer>();
         if (tid >= 32) {
             // Warps 1-3: staged V -> V^T ring stage.
-            const v_transposer<D, BN, TR> transpose(tid, lane);
+            const v_transposer transpose(tid, lane);
             int pi = 0, qi = 0; // qi: staging slots
             for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
                 const fa3_work it = p.work[w];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
-                const int src = vt_source<BN, VT>(p, it);
+                const int src = vt_source<VT>(p, it);
                 if (n_hi <= n_lo) continue;
                 int copied = n_hi; // tiles n >= copied: the producer copies their V^T
                 if (src == kVtShared) {
@@ -765,7 +521,7 @@ __global__ void __launch_bounds__(384, 1)
                         const int st = pi % STAGES, si = qi % SST;
                         mbar_wait(&s.v8_full[si], (qi / SST) & 1);
                         mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
-                        if (!(ABL & 1)) transpose(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]));
+                        transpose(smem_addr(&s.v8[si][0][0]), smem_addr(&s.vt[st][0][0]));
                         // Generic-proxy stores, then wgmma (and a publisher's
                         // bulk store, async proxy) read them; all three warps'
                         // stores before the one arrival.
@@ -818,7 +574,7 @@ __global__ void __launch_bounds__(384, 1)
         produce<D, BN, T, AHEAD>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
             const int st = pi % STAGES;
             const bool first = n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
-            const int src = first ? vt_source<BN, VT>(p, it) : kVtTranspose;
+            const int src = first ? vt_source<VT>(p, it) : kVtTranspose;
             uint64_t flag = 0;
             if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
             mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
@@ -827,7 +583,7 @@ __global__ void __launch_bounds__(384, 1)
                 const int n_lo = it.kv_lo / BN;
                 copied = n + 1;
                 if (src == kVtShared) { // what is out; the transposers learn it from a slot without V
-                    copied = max(vt_published(p, it, flag, n_lo, lane), n_lo);
+                    copied = max(vt_published(p, flag, lane), n_lo);
                     const int si = qi % SST;
                     mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
                     if (lane == 0) {
@@ -857,7 +613,7 @@ __global__ void __launch_bounds__(384, 1)
     regs_alloc<kRegsConsumer>();
     const int cw = wg - 1, warp = (tid % 128) / 32;
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
-    if (PP && cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
+    if (cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
     uint32_t stage = 0; // this warp's output staging, if any (see out_stage)
     if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
     int pi = 0, iter = 0;
@@ -872,14 +628,6 @@ __global__ void __launch_bounds__(384, 1)
         load_q8<D, T, Smem>(s, rl0, lane & 3, qa, qs);
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.q_empty);
-        if constexpr (BN > 128) {
-            // Q8 to shared memory for gemm_qk8s (this warpgroup's previous
-            // QK^T has retired: the item ended with wait<0>); generic stores
-            // then wgmma reads: proxy fence and a warpgroup barrier.
-            store_q8<D>(s, rl0, lane & 3, qa);
-            fence_proxy_async();
-            named_sync(kBarQ8 + cw, 128);
-        }
 
         const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
         float expc[2], pf[2];
@@ -893,7 +641,7 @@ __global__ void __launch_bounds__(384, 1)
         float o[D / 2 + 4];
 #pragma unroll
         for (int i = 0; i < D / 2 + 4; i++) o[i] = 0.f;
-        float m[2] = {-INFINITY, -INFINITY}, alpha[2] = {1.f, 1.f}, l32[2] = {0.f, 0.f};
+        float m[2] = {-INFINITY, -INFINITY}, alpha[2] = {1.f, 1.f};
         float sacc[BN / 2];
         // P double-buffered: PV of tile j reads one buffer while the softmax
         // of tile j + 1 fills the other, so nothing waits for PV until the
@@ -923,7 +671,7 @@ __global__ void __launch_bounds__(384, 1)
         };
         auto softmax_tile = [&](int n, auto &pnext) {
             score_prep8<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
-            online_softmax8<BN, ABL, EMU, LS>(sacc, m, alpha, expc, l32);
+            online_softmax8<BN, EMU>(sacc, m, alpha, expc);
             to_operand8<BN>(sacc, pnext);
         };
         // With the previous PV done: free its V stage, rescale O if the
@@ -937,7 +685,7 @@ __global__ void __launch_bounds__(384, 1)
             wgmma_fence();
             gemm_pv8<D, BN, Smem>(s, pst, pcur, o);
             wgmma_commit();
-            if (PP) named_arrive(bar_other, 256);
+            named_arrive(bar_other, 256);
         };
         // QK^T(n) while PV(pi) of pcur runs; P(n) lands in pnext.
         auto step = [&](int n, auto &pcur, auto &pnext) {
@@ -945,11 +693,10 @@ __global__ void __launch_bounds__(384, 1)
             const int st = cur % STAGES, pst = pi % STAGES;
             mbar_wait(&s.k_full[st], (cur / STAGES) & 1);
             mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-            if (PP) named_sync(bar_self, 256);
+            named_sync(bar_self, 256);
             reg_fence(sacc);
             wgmma_fence();
-            if constexpr (BN > 128) gemm_qk8s<D, BN, Smem>(s, cw, st, sacc);
-            else gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+            gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
             wgmma_commit();
             wgmma_wait<1>(); // PV(pi - 1), issued a whole softmax ago
             issue_pv(pst, pcur);
@@ -964,7 +711,7 @@ __global__ void __launch_bounds__(384, 1)
         auto tail = [&](auto &pcur) {
             const int pst = pi % STAGES;
             mbar_wait(&s.v_full[pst], (pi / STAGES) & 1);
-            if (PP) named_sync(bar_self, 256);
+            named_sync(bar_self, 256);
             wgmma_wait<0>();
             issue_pv(pst, pcur);
             wgmma_wait<0>();
@@ -979,13 +726,12 @@ __global__ void __launch_bounds__(384, 1)
             {
                 const int st = pi % STAGES;
                 mbar_wait(&s.k_full[st], (pi / STAGES) & 1);
-                if (PP) named_sync(bar_self, 256);
-                if constexpr (BN == 128) reg_fence(qa);
+                named_sync(bar_self, 256);
+                reg_fence(qa);
                 wgmma_fence();
-                if constexpr (BN > 128) gemm_qk8s<D, BN, Smem>(s, cw, st, sacc);
-                else gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
+                gemm_qk8<D, BN, Smem>(s, st, qa, sacc);
                 wgmma_commit();
-                if (PP) named_arrive(bar_other, 256);
+                named_arrive(bar_other, 256);
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
@@ -1013,11 +759,7 @@ __global__ void __launch_bounds__(384, 1)
             m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
             l[i] = o[D / 2 + 2 * i]; // quad lane 0 only; the epilogue sums the quad
         }
-        // ABL 4: the epilogue runs only for a v_scale no caller passes, so
-        // everything it reads stays computed but nothing is normalised or stored.
-        if (!(ABL & 4) || p.v_scale == -1234.5f)
-            epilogue<D, T, OS>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, LS ? l32 : nullptr,
-                           stage);
+        epilogue<D, T, OS>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, stage);
     }
     if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }

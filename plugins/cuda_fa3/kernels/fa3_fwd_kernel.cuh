@@ -12,7 +12,7 @@
 // Overlap, as in the FA3 paper: inside a warpgroup the QK^T of tile j+1 and
 // the PV of tile j are issued together and the scores of tile j+1 are
 // masked while PV runs (ptxas puts the wait for PV ahead of the
-// exponentials whatever the source order; NOTES.md, v2); between the two
+// exponentials whatever the source order); between the two
 // warpgroups named barriers ping-pong the GEMM issue, so one warpgroup's
 // softmax hides behind the other's GEMMs. KV tiles are walked
 // from the last to the first, so the tiles that need masking (the causal
@@ -234,7 +234,7 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
 // load_kv_tile), so no copy waits for the read. Only the FP8-compute decode
 // instance takes it (13-14% faster); the prefill instances, whose
 // whole-kernel code changed with it, lost ~2% (FP8) and 2-7% (16-bit), so
-// they read the table at each copy (NOTES v13).
+// they read the table at each copy.
 template <int D, int BN, typename T, bool AHEAD, typename S, typename KV>
 __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
                                         const fa3_params &p, int n_work, int lane, KV &&kv)
@@ -482,10 +482,9 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
     return false;
 }
 
-// l: per-lane partial row sums that normalise O. l_lse (optional): other
-// partial sums for the LSE only (the FP8-compute kernel normalises O by the
-// sum of P as rounded to e4m3, which PV used, and takes the LSE from the
-// fp32 sum of the unrounded P, closer to the exact one). OS: stage O in
+// l: per-lane partial row sums that normalise O and give the LSE (the
+// FP8-compute kernel's are the sums of P as rounded to e4m3, which PV
+// used). OS: stage O in
 // this warp's out_stage rows (shared address stage); the bulk copies need
 // the 16-byte aligned rows fa3_forward requires of out. The test must be
 // visibly warp-uniform (parameters, not the stage address, which derives
@@ -495,8 +494,7 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
 template <int D, typename T, bool OS = false>
 __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri,
                                          float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         int row_local0, int lane, const float *l_lse = nullptr,
-                                         uint32_t stage = 0)
+                                         int row_local0, int lane, uint32_t stage = 0)
 {
     const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const bool split = it.part_row >= 0;
@@ -504,15 +502,13 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float lt = quad_sum(l[i]);
-        float ls = l_lse ? quad_sum(l_lse[i]) : lt;
         const float mu = m[i] == -INFINITY ? 0.f : m[i];
         if (!split && p.sinks && ri.valid[i]) {
             const float sk = exp2f(p.sinks[ri.head[i]] * log2e - mu);
             lt += sk;
-            ls = l_lse ? ls + sk : lt;
         }
         const float inv = lt > 0.f ? 1.f / lt : 0.f;
-        lse[i] = ls > 0.f ? (mu + log2f(ls)) * ln2 : -INFINITY;
+        lse[i] = lt > 0.f ? (mu + log2f(lt)) * ln2 : -INFINITY;
         os[i] = inv * (split ? 1.f : p.v_scale);
     }
     if (!split && p.lse && (lane & 3) == 0) {
@@ -764,7 +760,7 @@ __global__ void __launch_bounds__(384, 1)
         // The epilogue wants the row maxima in the log2 domain.
 #pragma unroll
         for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
-        epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, nullptr, stage);
+        epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, stage);
     }
     if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }

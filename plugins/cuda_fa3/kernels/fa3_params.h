@@ -96,12 +96,10 @@ typedef struct fa3_params {
      * stage images (D rows of 128 bytes per tile and KV head, exactly a V^T
      * ring stage), and a flag per (request, KV head): vt_epoch << 32 | the
      * lowest tile whose image its publisher has written, every tile above
-     * it too. vt_wait: readers wait until all their tiles are out (tests:
-     * every reader then copies). */
+     * it too. */
     uint8_t *vt;
     uint64_t *vt_flags;
     uint32_t vt_epoch;
-    int32_t vt_wait;
 } fa3_params;
 
 #ifdef __cplusplus

@@ -108,17 +108,9 @@ __device__ __forceinline__ void regs_dealloc() { asm volatile("setmaxnreg.dec.sy
 template <int N>
 __device__ __forceinline__ void regs_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
 
-// ldmatrix / stmatrix: four 8x8 matrices of b16 per warp, matrix i's row
-// addresses from lanes 8i..8i+7; lane t holds row t / 4, elements 2 (t % 4)
-// and 2 (t % 4) + 1 of each (the wgmma accumulator's fragment; .trans:
-// of the transposed matrix).
-__device__ __forceinline__ void ldsm_x4_t(uint32_t a, uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(a)
-                 : "memory");
-}
+// stmatrix: four 8x8 matrices of b16 per warp, matrix i's row addresses
+// from lanes 8i..8i+7; lane t holds row t / 4, elements 2 (t % 4) and
+// 2 (t % 4) + 1 of each (the wgmma accumulator's fragment).
 __device__ __forceinline__ void stsm_x4(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
 {
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r0), "r"(r1),
@@ -138,12 +130,6 @@ __device__ __forceinline__ void fence_proxy_async_global()
 }
 
 // Flags between CTAs, at GPU scope.
-__device__ __forceinline__ uint64_t ld_acquire_gpu(const uint64_t *p)
-{
-    uint64_t v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ uint64_t ld_relaxed_gpu(const uint64_t *p)
 {
     uint64_t v;

@@ -86,6 +86,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     const ah_layer_spec *sp = &st->spec;
     if (!a) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward: args is NULL");
     if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward: plan() has not run");
+    AH_CUDA_TRY(e, fa3_use_device(st->ctx));
     const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
     ah_status s;
     if (!a->q || a->q->ndim != 3 || a->q->shape[0] < T)
@@ -176,14 +177,13 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
         /* Flags of an older forward never equal this one's epoch; when the
          * counter wraps they are cleared (on this stream, before the launch). */
         ah_context *c = st->ctx;
-        if (!(st->vt_copy_all && c->vt_epoch) && ++c->vt_epoch == 0) {
+        if (++c->vt_epoch == 0) {
             AH_CUDA_TRY(e, cudaMemsetAsync(c->vt_flags, 0, fa3_vt_flag_bytes(c->vt_bytes), (cudaStream_t)a->stream));
             c->vt_epoch = 1;
         }
         p->vt = c->vt_scratch;
         p->vt_flags = c->vt_flags;
         p->vt_epoch = c->vt_epoch;
-        p->vt_wait = st->vt_wait;
     }
     L.stage_out = st->stage_out;
 
@@ -210,6 +210,7 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     ah_errbuf *e = &st->err;
     const ah_layer_spec *sp = &st->spec;
     if (!a) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: args is NULL");
+    AH_CUDA_TRY(e, fa3_use_device(st->ctx));
     if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: plan() has not run");
     if (!a->key || !a->value || a->key->ndim != 3 || a->value->ndim != 3)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: key and value must be [T, Hk, D]");
@@ -258,6 +259,7 @@ ah_status fa3_merge_states(ah_context *ctx, const ah_merge_args *a)
     ah_errbuf *e = &ctx->svc.err;
     if (!a || !a->v_a || !a->v_b || !a->lse_a || !a->lse_b || !a->out)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: a tensor is NULL");
+    AH_CUDA_TRY(e, fa3_use_device(ctx));
     const DLTensor *va = a->v_a;
     if (va->ndim != 3) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a must be [T, H, D]");
     const int64_t T = va->shape[0], H = va->shape[1], D = va->shape[2];

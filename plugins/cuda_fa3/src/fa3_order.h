@@ -11,7 +11,7 @@
  * a round's longest item gets the next one's shortest. A round whose items
  * all cost the same keeps plain order and does not turn the snake: its
  * order cannot change the balance, and for decode's equal items plain
- * order measured ~3% faster with the FP8-compute kernel (NOTES v11).
+ * order measured ~3% faster with the FP8-compute kernel.
  */
 #ifndef FA3_ORDER_H
 #define FA3_ORDER_H

@@ -49,6 +49,7 @@ ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, ui
 void fa3_state_destroy(ah_state *st)
 {
     if (!st) return;
+    (void)fa3_use_device(st->ctx); /* its buffers are freed on their device */
     cudaFree(st->d_work);
     cudaFree(st->d_combine);
     cudaFree(st->d_counts);
@@ -70,6 +71,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     *out = NULL;
     ah_errbuf *e = &ctx->svc.err;
     if (!spec || !lim) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "state_create: spec or limits is NULL");
+    AH_CUDA_TRY(e, fa3_use_device(ctx));
     const uint32_t d = spec->qk_head_size;
     if (d != 64 && d != 128 && d != 256)
         return ah_fail(e, AH_ERR_UNSUPPORTED, "head size %u: cuda_fa3 serves 64, 128 and 256", d);
@@ -111,37 +113,16 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     st->tpt = FA3_BLOCK_M / group;
     st->grid = ctx->sms;
     fa3_caps_for(spec, lim, ctx->sms, &st->cap_work, &st->cap_combine, &st->cap_part_rows);
-    st->max_splits = FA3_MAX_SPLITS;
-    const char *ms = host->config_get ? host->config_get(host, "max_splits") : NULL;
-    if (ms) {
-        int v = atoi(ms);
-        st->max_splits = v < 1 ? 1 : v > FA3_MAX_SPLITS ? FA3_MAX_SPLITS : v;
-    }
+    /* The config keys' values, typed and range-checked by the host against
+     * fa3_config_keys (fa3_plugin.cpp). */
+    st->max_splits = (int)host->config_int(host, "max_splits");
     /* FP8 GEMMs only where the model allows FP8 math (the layer's
      * fp8_attention) and the config does not forbid them. */
-    const char *fc = host->config_get ? host->config_get(host, "fp8_compute") : NULL;
-    if (fc && strcmp(fc, "auto") && strcmp(fc, "off")) {
-        host->free(host, st);
-        return ah_fail(e, AH_ERR_CONFIG,
-                       "fp8_compute = '%s': the value must be auto or off (FP8 math is switched on per "
-                       "layer by the model's fp8_attention)", fc);
-    }
-    st->fp8_compute = !(fc && !strcmp(fc, "off")) && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) &&
-                      spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
-    int vt_mib = FA3_VT_SCRATCH_MIB;
-    st->vt_min_reads = FA3_VT_MIN_READS;
-    st->vt_wait = getenv("FA3_VT_WAIT") != NULL;
-    st->vt_copy_all = getenv("FA3_VT_COPY_ALL") != NULL;
-    const char *vm = host->config_get ? host->config_get(host, "fp8_vt_scratch_mib") : NULL;
-    const char *vr = host->config_get ? host->config_get(host, "fp8_vt_min_reads") : NULL;
-    if (vm && !ah_parse_int(vm, 0, 1 << 16, &vt_mib)) {
-        host->free(host, st);
-        return ah_fail(e, AH_ERR_CONFIG, "fp8_vt_scratch_mib = '%s': want 0..65536 (MiB)", vm);
-    }
-    if (vr && !ah_parse_int(vr, 1, 1 << 20, &st->vt_min_reads)) {
-        host->free(host, st);
-        return ah_fail(e, AH_ERR_CONFIG, "fp8_vt_min_reads = '%s': want 1..1048576", vr);
-    }
+    const int fp8_off = host->config_int(host, "fp8_compute") == FA3_FP8_COMPUTE_OFF;
+    st->fp8_compute = !fp8_off && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) && spec->fp8_attention &&
+                      spec->kv_dtype == AH_DTYPE_FP8_E4M3;
+    const int vt_mib = (int)host->config_int(host, "fp8_vt_scratch_mib");
+    st->vt_min_reads = (int)host->config_int(host, "fp8_vt_min_reads");
     const int vt_layer = st->fp8_compute && d == 128; /* the FP8-compute kernel's head size */
     pthread_mutex_lock(&ctx->vt_lock); /* state_create runs concurrently on one context */
     if (vt_layer && vt_mib > 0 && !ctx->vt_tried) {
@@ -251,6 +232,7 @@ static void fa3_unshare_unpublished(ah_state *st, int from, int to, int publishe
 ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
     ah_errbuf *e = &st->err;
+    AH_CUDA_TRY(e, fa3_use_device(st->ctx));
     if (!b || !b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host || !b->block_table)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: the batch lacks host copies or a block table");
     if (b->num_reqs > st->lim.max_num_reqs || b->num_tokens > st->lim.max_num_tokens)

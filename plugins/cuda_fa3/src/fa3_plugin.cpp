@@ -29,19 +29,23 @@ static void fa3_check_combination(const ah_layer_spec *spec, const ah_probe_info
                   "num_q_heads % num_kv_heads == 0");
 }
 
+/* Typed keys: the host validates every value against its row and hands
+ * typed values to fa3_state_create (config_int). fp8_compute is an enum
+ * whose index order fa3_state.h's FA3_FP8_COMPUTE_* follows. */
 static const ah_config_key fa3_config_keys[] = {
-    {"max_splits", "64", "largest number of KV splits per query tile (1 disables split-KV)"},
-    {"fp8_compute", "auto",
-     "fp8 e4m3 KV cache, head size 128: auto = e4m3 GEMMs (Q and P quantized in the kernel, ~2x the "
-     "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
-     "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"},
-    {"fp8_vt_scratch_mib", FA3_STR(FA3_VT_SCRATCH_MIB),
-     "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) through "
-     "which the query tiles of a request share V transposed: one per KV head writes it, the others copy "
-     "it; 0 = every query tile transposes the V tiles it reads"},
-    {"fp8_vt_min_reads", FA3_STR(FA3_VT_MIN_READS),
-     "FP8 compute: share a request's transposed V when its KV tiles are read by at least this many "
-     "query tiles on average"},
+    AH_KEY_INT_ROW("max_splits", FA3_STR(FA3_MAX_SPLITS), 1, FA3_MAX_SPLITS,
+                   "largest number of KV splits per query tile (1 disables split-KV)"),
+    AH_KEY_ENUM_ROW("fp8_compute", "auto", "auto|off",
+                    "fp8 e4m3 KV cache, head size 128: auto = e4m3 GEMMs (Q and P quantized in the kernel, ~2x the "
+                    "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
+                    "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"),
+    AH_KEY_INT_ROW("fp8_vt_scratch_mib", FA3_STR(FA3_VT_SCRATCH_MIB), 0, 65536,
+                   "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) "
+                   "through which the query tiles of a request share V transposed: one per KV head writes it, "
+                   "the others copy it; 0 = every query tile transposes the V tiles it reads"),
+    AH_KEY_INT_ROW("fp8_vt_min_reads", FA3_STR(FA3_VT_MIN_READS), 1, 1 << 20,
+                   "FP8 compute: share a request's transposed V when its KV tiles are read by at least this many "
+                   "query tiles on average"),
 };
 
 static const ah_caps fa3_caps = {
@@ -70,6 +74,12 @@ static const ah_caps fa3_caps = {
     fa3_config_keys,
     sizeof fa3_config_keys / sizeof fa3_config_keys[0],
     fa3_check_combination,
+    /* Ranks: just above cuda_flashinfer's PRIMARY in both phases, the
+     * order the host's built-in list had before ABI 2.0. */
+    AH_RANK_PRIMARY + 32,
+    AH_RANK_PRIMARY + 32,
+    AH_MIXED_WHOLE, /* one plan takes decode and prefill requests together */
+    1,              /* decode_query_len_max */
 };
 
 static ah_status fa3_probe(const ah_host_services *host, ah_probe_info *info)
@@ -86,22 +96,37 @@ static ah_status fa3_probe(const ah_host_services *host, ah_probe_info *info)
     return AH_OK;
 }
 
-static ah_status fa3_context_create(const ah_host_services *host, ah_context **out, const char **why)
+static ah_status fa3_context_create(const ah_host_services *host, const ah_context_options *opts,
+                                    ah_context **out, const char **why)
 {
     *out = NULL;
+    if (!opts || !AH_HAS_FIELD(opts, ah_context_options, device_index)) {
+        if (why) *why = "context_create: context options missing or too small";
+        return AH_ERR_ABI;
+    }
+    const int device = opts->device_index;
+    if (device < 0) {
+        if (why) *why = "context_create: negative device_index";
+        return AH_ERR_INVALID_ARGUMENT;
+    }
     ah_context *c = (ah_context *)host->alloc(host, sizeof *c);
     if (!c) {
         if (why) *why = "out of host memory";
         return AH_ERR_OUT_OF_MEMORY;
     }
     memset(c, 0, sizeof *c);
-    ah_status s = ah_cuda_svc_init(&c->svc, 0, why);
+    ah_status s = ah_cuda_svc_init(&c->svc, device, why);
     if (s != AH_OK) {
+        int count = 0;
+        if (s == AH_ERR_UNAVAILABLE && cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && device >= count &&
+            why)
+            *why = "device_index is past the CUDA devices here (CUDA_VISIBLE_DEVICES applies)";
+        (void)cudaGetLastError();
         host->free(host, c);
         return s;
     }
     cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
         (void)cudaGetLastError();
         ah_cuda_svc_fini(&c->svc);
         host->free(host, c);
@@ -120,6 +145,7 @@ static void fa3_context_destroy(ah_context *c)
 {
     if (!c) return;
     const ah_host_services *host = c->host;
+    (void)fa3_use_device(c);
     cudaFree(c->vt_scratch);
     cudaFree(c->vt_flags);
     pthread_mutex_destroy(&c->vt_lock);

@@ -12,9 +12,12 @@
 
 #include "../kernels/fa3_launch.h"
 
-/* Defaults of the shared V^T's config keys (NOTES v10, v12). */
+/* Defaults of the shared V^T's config keys (measured: DECISIONS.md). */
 #define FA3_VT_SCRATCH_MIB 64
 #define FA3_VT_MIN_READS 4
+/* fp8_compute's values: indices into its choices "auto|off". */
+#define FA3_FP8_COMPUTE_AUTO 0
+#define FA3_FP8_COMPUTE_OFF 1
 #define FA3_STR(x) FA3_STR_(x)
 #define FA3_STR_(x) #x
 
@@ -51,10 +54,6 @@ struct ah_state {
     int grid;
     int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
     int vt_min_reads;    /* share V^T of requests whose KV tiles are read this often */
-    int vt_wait;         /* FA3_VT_WAIT (tests): readers wait for their publishers, so all of them copy */
-    int vt_copy_all;     /* FA3_VT_COPY_ALL (timing only): forwards after the first keep its epoch, so every
-                          * reader copies every tile the first one published: the shared path's bound (right
-                          * only while V stays as it was) */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;
@@ -87,6 +86,11 @@ static inline size_t fa3_vt_flag_bytes(size_t scratch_bytes)
 {
     return scratch_bytes / (128 * FA3_VT_KEYS) * sizeof(uint64_t);
 }
+
+/* The context's device made current on the calling thread: every entry
+ * point that touches device memory or launches starts here, since the host
+ * may call on any thread and other contexts may sit on other devices. */
+static inline cudaError_t fa3_use_device(const ah_context *ctx) { return cudaSetDevice(ctx->svc.device); }
 
 /* fa3_plan.cpp */
 ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,

@@ -10,7 +10,7 @@
  * Queries are bf16; the KV cache is bf16 or fp8 e4m3 (descale 0.25).
  * Prints one line per shape: time, TFLOP/s, GB/s of KV read.
  *
- *   fa3_bench [plugin.so] [prefill|decode|fp8|final|all]
+ *   fa3_bench [options] [plugin.so] [prefill|decode|fp8|final|all]
  *     prefill/decode: bf16 KV, every head size / the decode shapes
  *     fp8:   d128 prefill and decode with an fp8 KV cache
  *     final: prefill d128, d64, d256 (bf16 KV), decode, then d128 prefill
@@ -20,8 +20,9 @@
  *     one prefill shape (head size D, causal 0/1, sequence length L, 16k
  *     tokens in all, KV8 1 = fp8 e4m3 cache): for a profiler that should
  *     see one kind of launch (ncu -k ... --launch-skip 3 --launch-count 1)
- * FA3_FP8_COMPUTE=on (read by the harness as [plugin.cuda_fa3]
- * fp8_compute) runs fp8-KV d128 shapes with e4m3 GEMMs; they print as
+ * Options: --batch=N (forwards per timing), --zero-v (V all zeros), and
+ * the harness's (fa3_harness.h). --fp8-attention gives the layers
+ * fp8_attention, so fp8-KV d128 shapes run with e4m3 GEMMs; they print as
  * "f8c" instead of "kv8".
  */
 #include <math.h>
@@ -32,6 +33,7 @@
 #include "fa3_harness.h"
 
 static fa3h H;
+static int bench_batch = 1, bench_zero_v = 0; /* --batch, --zero-v (bench_args) */
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -66,7 +68,7 @@ static int bench(const shape *s)
     sp.block_size = (uint32_t)s->bs;
     sp.kv_layout = AH_KV_LAYOUT_NHD;
     sp.scale = 1.0f / sqrtf((float)s->d);
-    sp.fp8_attention = (uint32_t)fa3h_fp8_attention(); /* FA3_FP8_COMPUTE=on: the model allows FP8 math */
+    sp.fp8_attention = (uint32_t)fa3h_fp8_attention(); /* --fp8-attention: the model allows FP8 math */
     fa3h_tensor q, out, kc, vc;
     int64_t s_q[3] = {T, s->hq, s->d}, s_c[4] = {nb, s->bs, s->hk, s->d};
     if (fa3h_tensor_alloc(&H, &q, dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, dt, 3, s_q) ||
@@ -79,10 +81,10 @@ static int bench(const shape *s)
     fa3h_fill(hbuf, chunk, dt, 1.0f, &seed);
     fa3h_fill(h8, chunk * 2, AH_DTYPE_FP8_E4M3, 4.0f, &seed); /* real = stored * 0.25 */
     fa3h_tensor *bufs[3] = {&q, &kc, &vc};
-    /* FA3_BENCH_ZERO_V (power study): V all zeros. The tensor cores draw
+    /* --zero-v (power study): V all zeros. The tensor cores draw
      * less power on zeros, so a power-capped kernel runs faster on them:
      * timings depend on the data, not only on the work. */
-    void *zeros = getenv("FA3_BENCH_ZERO_V") ? calloc(chunk * 2, 1) : NULL;
+    void *zeros = bench_zero_v ? calloc(chunk * 2, 1) : NULL;
     for (int i = 0; i < 3; i++) {
         const void *src = i == 2 && zeros ? zeros : i > 0 && s->kv8 ? h8 : hbuf;
         for (size_t off = 0; off < bufs[i]->bytes; off += chunk * 2) {
@@ -116,12 +118,10 @@ static int bench(const shape *s)
         fprintf(stderr, "plan: %s\n", ops->state_error(st));
         rc = 1;
     }
-    /* FA3_BENCH_BATCH=N: each timing spans N forwards back to back, divided
-     * by N. One forward per timing starts on an idle GPU and so includes the
+    /* --batch=N: each timing spans N forwards back to back, divided by N.
+     * One forward per timing starts on an idle GPU and so includes the
      * host's time to launch it; back to back, only the device's time is left. */
-    const char *be = getenv("FA3_BENCH_BATCH");
-    int batch = 1; /* also for a value other than 1..1000 */
-    if (be) (void)ah_parse_int(be, 1, 1000, &batch);
+    const int batch = bench_batch;
     for (int i = 0; i < 33 && !rc; i++) {
         if (i >= 3) ops->timer_start(H.ctx, H.stream);
         for (int k = 0; k < (i >= 3 ? batch : 1) && !rc; k++)
@@ -159,8 +159,38 @@ static int bench(const shape *s)
     return rc;
 }
 
+/* Options of fa3_bench itself (the harness's are in fa3_harness.h):
+ *   --batch=N   forwards per timing, 1..1000 (default 1)
+ *   --zero-v    V all zeros */
+static int bench_args(int *argc, char **argv)
+{
+    int o = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--zero-v")) {
+            bench_zero_v = 1;
+            continue;
+        }
+        if (!strncmp(a, "--batch=", 8)) {
+            if (!ah_parse_int(a + 8, 1, 1000, &bench_batch)) {
+                fprintf(stderr, "%s: want 1..1000\n", a);
+                return 1;
+            }
+            continue;
+        }
+        argv[o++] = argv[i];
+    }
+    *argc = o;
+    argv[o] = NULL;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (bench_args(&argc, argv) || fa3h_args(&argc, argv)) {
+        fprintf(stderr, "usage: fa3_bench [--batch=N] [--zero-v] [harness options] [plugin.so [all|final|prefill|decode|fp8|one D CAUSAL L KV8]]\n");
+        return 2;
+    }
     const char *path = argc > 1 ? argv[1] : FA3_PLUGIN_PATH;
     const char *which = argc > 2 ? argv[2] : "all";
     int rc = fa3h_open(&H, path);

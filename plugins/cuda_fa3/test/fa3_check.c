@@ -3,13 +3,14 @@
  * the plugin's plan/forward (and CUDA-graph capture and replay), compared
  * with the double-precision reference oracle (ah_reference_attention).
  * Exit 0: all pass; 1: a mismatch or error; 77: no usable device (skip).
- * FA3_FP8_COMPUTE=on gives the layers fp8_attention, so the FP8-KV cases of
- * head size 128 run through the
- * e4m3-GEMM kernel, held to a looser bound (out: atol 4e-2, rtol 5e-2; LSE
- * 5e-2: Q and P rounded to 3 mantissa bits); every line prints max|err| and the relative
- * L2 error, the figures the README quotes for both settings.
+ * --fp8-attention gives the layers fp8_attention, so the FP8-KV cases of
+ * head size 128 run through the e4m3-GEMM kernel, held to a looser bound
+ * (out: atol 4e-2, rtol 5e-2; LSE 5e-2: Q and P rounded to 3 mantissa
+ * bits); every line prints max|err| and the relative L2 error, the figures
+ * the README quotes for both settings.
  *
- *   fa3_check [plugin.so] [case-name-substring]
+ *   fa3_check [harness options] [plugin.so] [case-name-substring]
+ * (harness options: fa3_harness.h)
  */
 #include <math.h>
 #include <stdio.h>
@@ -355,6 +356,10 @@ static const tcase cases[] = {
 
 int main(int argc, char **argv)
 {
+    if (fa3h_args(&argc, argv)) {
+        fprintf(stderr, "usage: fa3_check [harness options] [plugin.so [case-substring]]\n");
+        return 2;
+    }
     const char *path = argc > 1 ? argv[1] : FA3_PLUGIN_PATH;
     const char *only = argc > 2 ? argv[2] : NULL;
     int rc = fa3h_open(&H, path);
@@ -367,10 +372,10 @@ int main(int argc, char **argv)
     }
     /* The V^T scratch belongs to the first stream whose forward used it; the
      * first case again on a second stream must take the in-kernel path and
-     * give the same answers (FA3_VT_MIN_READS=1 makes the first stream use
+     * give the same answers (--vt-min-reads=1 makes the first stream use
      * the scratch). */
     void *first = H.stream, *second = NULL;
-    if (getenv("FA3_VT_MIN_READS") && fa3h_fp8_attention() && H.ops->stream_create(H.ctx, &second) == AH_OK) {
+    if (fa3h_vt_min_reads_set() && fa3h_fp8_attention() && H.ops->stream_create(H.ctx, &second) == AH_OK) {
         const tcase *c = &cases[0];
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             if (cases[i].kv8 && cases[i].d == 128) {

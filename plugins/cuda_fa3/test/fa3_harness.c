@@ -17,23 +17,103 @@ static void h_log(const ah_host_services *host, ah_log_level l, const char *m)
 }
 static void *h_alloc(const ah_host_services *host, size_t n) { (void)host; return malloc(n); }
 static void h_free(const ah_host_services *host, void *p) { (void)host; free(p); }
-static const char *h_cfg(const ah_host_services *host, const char *k)
+/* The plugin's config keys as the host would hand them: typed values,
+ * the plugin's defaults unless the command line sets them (fa3h_args).
+ * fp8_compute stays auto (index 0): the tools choose FP8 math per layer
+ * through fp8_attention (--fp8-attention). */
+static struct {
+    int64_t max_splits, vt_scratch_mib, vt_min_reads;
+    int vt_min_reads_set;
+    int fp8_attention;
+    int32_t device;
+    char text[64];
+} h_opt = {64, 64, 4, 0, 0, 0, ""};
+
+static int h_key(const char *k, int64_t *v)
+{
+    if (!strcmp(k, "max_splits")) *v = h_opt.max_splits;
+    else if (!strcmp(k, "fp8_compute")) *v = 0;
+    else if (!strcmp(k, "fp8_vt_scratch_mib")) *v = h_opt.vt_scratch_mib;
+    else if (!strcmp(k, "fp8_vt_min_reads")) *v = h_opt.vt_min_reads;
+    else {
+        fprintf(stderr, "harness: the plugin asked for an undeclared config key '%s'\n", k);
+        return 0;
+    }
+    return 1;
+}
+static int64_t h_cfg_int(const ah_host_services *host, const char *k)
 {
     (void)host;
-    if (!strcmp(k, "max_splits")) return getenv("FA3_MAX_SPLITS");
-    if (!strcmp(k, "fp8_vt_scratch_mib")) return getenv("FA3_VT_SCRATCH_MIB");
-    if (!strcmp(k, "fp8_vt_min_reads")) return getenv("FA3_VT_MIN_READS");
-    return NULL;
+    int64_t v = 0;
+    return h_key(k, &v) ? v : 0;
+}
+static double h_cfg_float(const ah_host_services *host, const char *k) { return (double)h_cfg_int(host, k); }
+static const char *h_cfg_str(const ah_host_services *host, const char *k)
+{
+    (void)host;
+    int64_t v = 0;
+    if (!h_key(k, &v)) return NULL;
+    if (!strcmp(k, "fp8_compute")) return "auto";
+    snprintf(h_opt.text, sizeof h_opt.text, "%lld", (long long)v);
+    return h_opt.text;
 }
 static ah_hw_facts h_hw = {sizeof(ah_hw_facts), 0, 0, 1, 0, "", "", ""};
-static ah_host_services h_svc = {sizeof(ah_host_services), AH_ABI_VERSION, h_log, h_alloc, h_free, h_cfg, &h_hw,
-                                 NULL};
+static ah_host_services h_svc = {sizeof(ah_host_services), AH_ABI_VERSION, h_log, h_alloc, h_free, h_cfg_int,
+                                 h_cfg_float, h_cfg_str, &h_hw, NULL};
 
-int fa3h_fp8_attention(void)
+static int h_int_opt(const char *arg, const char *name, int64_t lo, int64_t hi, int64_t *out)
 {
-    const char *v = getenv("FA3_FP8_COMPUTE");
-    return v && !strcmp(v, "on");
+    const size_t n = strlen(name);
+    if (strncmp(arg, name, n) || arg[n] != '=') return 0;
+    char *end = NULL;
+    const long long v = strtoll(arg + n + 1, &end, 10);
+    if (!arg[n + 1] || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: want an integer in %lld..%lld\n", arg, (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 1;
 }
+
+int fa3h_args(int *argc, char **argv)
+{
+    int o = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        int64_t v = 0;
+        int r = 0;
+        if (!strcmp(a, "--fp8-attention")) {
+            h_opt.fp8_attention = 1;
+            continue;
+        }
+        if ((r = h_int_opt(a, "--max-splits", 1, 64, &h_opt.max_splits)) != 0 ||
+            (r = h_int_opt(a, "--vt-scratch-mib", 0, 65536, &h_opt.vt_scratch_mib)) != 0) {
+            if (r < 0) return 1;
+            continue;
+        }
+        if ((r = h_int_opt(a, "--vt-min-reads", 1, 1 << 20, &h_opt.vt_min_reads)) != 0) {
+            if (r < 0) return 1;
+            h_opt.vt_min_reads_set = 1;
+            continue;
+        }
+        if ((r = h_int_opt(a, "--device", 0, 1 << 16, &v)) != 0) {
+            if (r < 0) return 1;
+            h_opt.device = (int32_t)v;
+            continue;
+        }
+        if (!strncmp(a, "--", 2) && a[2]) {
+            fprintf(stderr, "unknown option %s\n", a);
+            return 1;
+        }
+        argv[o++] = argv[i];
+    }
+    *argc = o;
+    argv[o] = NULL;
+    return 0;
+}
+
+int fa3h_fp8_attention(void) { return h_opt.fp8_attention; }
+int fa3h_vt_min_reads_set(void) { return h_opt.vt_min_reads_set; }
 
 int fa3h_open(fa3h *h, const char *path)
 {
@@ -58,7 +138,8 @@ int fa3h_open(fa3h *h, const char *path)
     }
     printf("device: %s (%s, %u SMs), %s\n", h->probe.device_name, h->probe.arch, h->probe.multiprocessors,
            h->probe.driver_version);
-    if (h->ops->context_create(&h_svc, &h->ctx, &why) != AH_OK) {
+    ah_context_options co = {sizeof co, h_opt.device};
+    if (h->ops->context_create(&h_svc, &co, &h->ctx, &why) != AH_OK) {
         fprintf(stderr, "context_create: %s\n", why ? why : "?");
         return 1;
     }

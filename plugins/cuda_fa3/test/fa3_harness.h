@@ -23,9 +23,20 @@ typedef struct fa3h {
 int fa3h_open(fa3h *h, const char *path);
 void fa3h_close(fa3h *h);
 
-/* FA3_FP8_COMPUTE=on: the tools' layers allow FP8 math (fp8_attention), so
- * an fp8 e4m3 cache at head size 128 runs the FP8-compute kernel. */
+/* The harness's command-line options, taken out of argv (the rest keep
+ * their order); 0, or 1 after printing what was wrong:
+ *   --max-splits=N       config key max_splits (1..64; default 64)
+ *   --vt-scratch-mib=N   config key fp8_vt_scratch_mib (default 64)
+ *   --vt-min-reads=N     config key fp8_vt_min_reads (default 4)
+ *   --fp8-attention      the tools' layers allow FP8 math (fp8_attention),
+ *                        so an fp8 e4m3 cache at head size 128 runs the
+ *                        FP8-compute kernel
+ *   --device=N           the context's device_index (default 0)
+ * Call before fa3h_open. */
+int fa3h_args(int *argc, char **argv);
 int fa3h_fp8_attention(void);
+/* Whether --vt-min-reads was given. */
+int fa3h_vt_min_reads_set(void);
 
 /* A device buffer with its DLTensor (up to 4 dims). */
 typedef struct fa3h_tensor {

@@ -4,7 +4,9 @@ PyTorch SDPA with its cuDNN and FlashAttention-2 backends on the prefill
 shapes of fa3_bench, and the machine's HBM bandwidth (a read-only reduction
 and a device-to-device copy), each a median of CUDA-event timings on random
 data (bench/peers/peerlib.py). Prints RESULT lines like fa3_bench.
-FA3_BENCH_BATCH=N times N calls back to back per timing, as fa3_bench does."""
+--batch=N times N calls back to back per timing, as fa3_bench's --batch does.
+
+    peer_sdpa.py [--batch=N] [HEAD_SIZE ...]   (default head sizes 128 64 256)"""
 import os
 import sys
 
@@ -13,7 +15,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "peers"))
 from peerlib import hbm_gbps, sdpa_ms  # noqa: E402
 
-BATCH = max(1, min(1000, int(os.environ.get("FA3_BENCH_BATCH", "1") or 1)))
+BATCH = 1
 
 
 def bandwidth():
@@ -60,5 +62,9 @@ def decode():
 if __name__ == "__main__":
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
     bandwidth()
-    prefill([int(x) for x in sys.argv[1:]] or [128, 64, 256])
+    args = sys.argv[1:]
+    for a in [a for a in args if a.startswith("--batch=")]:
+        BATCH = max(1, min(1000, int(a.split("=", 1)[1])))
+        args.remove(a)
+    prefill([int(x) for x in args] or [128, 64, 256])
     decode()

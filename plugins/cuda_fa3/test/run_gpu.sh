@@ -1,8 +1,8 @@
 #!/bin/bash
 # One device session for cuda_fa3, bounded to about 6 minutes: build, the
 # oracle check (bf16/fp16 and FP8-KV cases, then the FP8-KV cases with FP8
-# math allowed, with V^T shared for every request, readers waiting for it or
-# not, and with a scratch too small for every request) and the host's
+# math allowed, with V^T shared for every request, and with a scratch too
+# small for every request) and the host's
 # conformance suite (its fp8-attn cases run the FP8 kernel) with fp8_compute
 # auto (the default) and off, and with V^T shared for every request; a bad
 # fp8_vt_scratch_mib must be refused; the prefill
@@ -11,7 +11,9 @@
 # SDPA peers (cuDNN, flash) plus HBM bandwidth on the same GPU.
 # Logs go under $OUT; a summary table is printed last (summary.py).
 # Run from the repository root with .deps carried (the device image lacks
-# inih and DLPack):  bash plugins/cuda_fa3/test/run_gpu.sh
+# inih and DLPack):  bash plugins/cuda_fa3/test/run_gpu.sh [fa3_bench options]
+# The arguments go to fa3_bench (e.g. --batch=5: five forwards per timing;
+# --batch is handed to the SDPA peers too).
 # Every step runs under `timeout`, capped by what is left of a global
 # deadline (FA3_DEADLINE_S, default 340 s), so the script cannot hang.
 # FA3_PEERS=0 leaves the SDPA peers out (when the call's time is short);
@@ -52,15 +54,13 @@ if [ -x $B/bin/fa3_check ]; then
   timeout "$(tmo 100)" $B/bin/fa3_check > "$OUT/check.log" 2>&1
   echo "fa3_check rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|refused|forward:|plan:|write_kv:|capture:|replay:" "$OUT/check.log" | head -40
-  FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv > "$OUT/check_f8c.log" 2>&1
-  echo "fa3_check FP8 math (FA3_FP8_COMPUTE=on, fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  timeout "$(tmo 60)" $B/bin/fa3_check --fp8-attention $B/lib/attnhost/plugins/cuda_fa3.so fp8kv > "$OUT/check_f8c.log" 2>&1
+  echo "fa3_check FP8 math (--fp8-attention, fp8kv cases) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -E "FAIL|DIFFER|cases passed|forward:|plan:|capture:|replay:|fp8 compute" "$OUT/check_f8c.log" | head -40
   # Shared V^T on every request (min reads 1): readers copy what is out;
-  # with FA3_VT_WAIT every reader waits and copies; with a 1 MiB scratch each
-  # batch mixes shared requests and in-kernel ones.
-  for vt in "FA3_VT_MIN_READS=1" "FA3_VT_MIN_READS=1 FA3_VT_WAIT=1" \
-            "FA3_VT_MIN_READS=1 FA3_VT_SCRATCH_MIB=1 FA3_VT_WAIT=1"; do
-    env $vt FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $B/lib/attnhost/plugins/cuda_fa3.so fp8kv \
+  # with a 1 MiB scratch each batch mixes shared requests and in-kernel ones.
+  for vt in "--vt-min-reads=1" "--vt-min-reads=1 --vt-scratch-mib=1"; do
+    timeout "$(tmo 60)" $B/bin/fa3_check $vt --fp8-attention $B/lib/attnhost/plugins/cuda_fa3.so fp8kv \
       > "$OUT/check_vt.log" 2>&1
     echo "fa3_check FP8 math, V^T ($vt) rc=$? $(grep -E 'cases passed' "$OUT/check_vt.log") at $(el)" \
       | tee -a "$OUT/steps.txt"
@@ -85,14 +85,15 @@ if [ -x $B/bin/attnhost ]; then
   grep -m3 "fp8_vt_scratch_mib" "$OUT/attnhost_check_vtbad.log"
 fi
 if [ -x $B/bin/fa3_bench ]; then
-  timeout "$(tmo 80)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so ${FA3_BENCH:-final} > "$OUT/bench.log" 2>&1
+  timeout "$(tmo 80)" $B/bin/fa3_bench "$@" $B/lib/attnhost/plugins/cuda_fa3.so ${FA3_BENCH:-final} > "$OUT/bench.log" 2>&1
   echo "bench rc=$? at $(el)" | tee -a "$OUT/steps.txt"
-  FA3_FP8_COMPUTE=on timeout "$(tmo 40)" $B/bin/fa3_bench $B/lib/attnhost/plugins/cuda_fa3.so fp8 >> "$OUT/bench.log" 2>&1
-  echo "bench FP8 math (FA3_FP8_COMPUTE=on) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+  timeout "$(tmo 40)" $B/bin/fa3_bench "$@" --fp8-attention $B/lib/attnhost/plugins/cuda_fa3.so fp8 >> "$OUT/bench.log" 2>&1
+  echo "bench FP8 math (--fp8-attention) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
   grep -v RESULT "$OUT/bench.log" | tail -4
 fi
 if [ "${FA3_PEERS:-1}" = 1 ]; then
-  timeout "$(tmo 90)" python3 plugins/cuda_fa3/test/peer_sdpa.py 128 64 256 > "$OUT/peers.log" 2>&1
+  timeout "$(tmo 90)" python3 plugins/cuda_fa3/test/peer_sdpa.py $(printf '%s\n' "$@" | grep '^--batch=') 128 64 256 \
+    > "$OUT/peers.log" 2>&1
   echo "peers rc=$? at $(el)" | tee -a "$OUT/steps.txt"
 fi
 

@@ -30,7 +30,7 @@ static int causal_items(fa3_work *w, int reqs, int heads, int L)
 }
 
 /* Largest CTA load over the average, loads in tiles plus a per-item cost
- * of four tiles (the kernels' fixed cost per item, NOTES v8). */
+ * of four tiles (the kernels' fixed cost per item, DECISIONS.md). */
 static double worst_over_mean(const fa3_work *w, int n, int g)
 {
     double load[GRID] = {0}, sum = 0, worst = 0;

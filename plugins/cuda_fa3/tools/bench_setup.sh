@@ -8,12 +8,13 @@ B=build-fa3-gpu
 SO=$B/lib/attnhost/plugins/cuda_fa3.so
 BENCH=$B/bin/fa3_bench
 [ -x $BENCH ] || { echo "no $BENCH (run test/run_gpu.sh first)"; exit 1; }
-# one_shape SECONDS KV8 CAUSAL L [VAR=value ...]: TFLOP/s of fa3_bench's
-# one-shape run at head size 128 (KV8 1: an e4m3 cache with FP8 compute, 0:
-# bf16 KV), under the given settings; nothing if it failed.
+# one_shape SECONDS KV8 CAUSAL L [fa3_bench option ...]: TFLOP/s of
+# fa3_bench's one-shape run at head size 128 (KV8 1: an e4m3 cache with FP8
+# compute, 0: bf16 KV), with the given options (e.g. --batch=100,
+# --vt-scratch-mib=0); nothing if it failed.
 one_shape() {
   local t=$1 kv8=$2 causal=$3 L=$4
   shift 4
-  [ "$kv8" = 1 ] && set -- "$@" FA3_FP8_COMPUTE=on
-  env "$@" timeout "$t" $BENCH $SO one 128 "$causal" "$L" "$kv8" 2>&1 | sed -n 's/^RESULT.* \([0-9.]*\) TFLOP\/s.*/\1/p'
+  [ "$kv8" = 1 ] && set -- "$@" --fp8-attention
+  timeout "$t" $BENCH "$@" $SO one 128 "$causal" "$L" "$kv8" 2>&1 | sed -n 's/^RESULT.* \([0-9.]*\) TFLOP\/s.*/\1/p'
 }

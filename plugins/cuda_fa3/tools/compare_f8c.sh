@@ -1,16 +1,17 @@
 #!/bin/bash
-# Side-by-side timing of FP8-compute kernel variants (run on the GPU machine
-# after test/run_gpu.sh has built build-fa3-gpu): for every shape, the bf16-KV
-# kernel and each variant as fa3_bench one-shape runs, ROUNDS rounds
-# interleaved (so clock drift hits every column alike), then the medians
-# and each variant's ratio to the bf16 figure of the same call.
-#   FA3_VARIANTS  space-separated; "default", "bf16" or VAR=value settings
-#                 joined by commas (e.g. FA3_F8C_TR=2,FA3_F8C_EMU=2); "bf16,"
-#                 followed by settings times the bf16-KV kernel with them
+# Side-by-side timing of the FP8-compute kernel under different plugin
+# settings (run on the GPU machine after test/run_gpu.sh has built
+# build-fa3-gpu): for every shape, the bf16-KV kernel and each variant as
+# fa3_bench one-shape runs, ROUNDS rounds interleaved (so clock drift hits
+# every column alike), then the medians and each variant's ratio to the
+# bf16 figure of the same call.
+#   FA3_VARIANTS  space-separated; "default", "bf16" or fa3_bench options
+#                 joined by commas (e.g. --vt-scratch-mib=0,--batch=5);
+#                 "bf16," followed by options times the bf16-KV kernel with them
 #   FA3_SHAPES    space-separated CAUSAL:L pairs (head size 128)
 #   FA3_ROUNDS    rounds (default 2);  FA3_CMP_S  time bound (default 200 s)
-#   FA3_CHECK_VARIANTS  variants also put through fa3_check fp8kv and the
-#                 conformance suite (env settings reach the plugin in-process)
+#   FA3_CHECK_VARIANTS  variants also put through fa3_check (all cases, and
+#                 the fp8kv cases with FP8 math) with the same options
 # Logs and the table go under $OUT (compare.log, compare.txt).
 set -u
 OUT=${OUT:-/tmp/fa3_cmp}
@@ -21,25 +22,16 @@ VARS=${FA3_VARIANTS:-"bf16 default"}
 SHAPES=${FA3_SHAPES:-"1:4096 1:8192 1:16384 0:4096 0:8192 0:16384"}
 
 # Per checked variant: fa3_check (all cases, FP8 math off; then the fp8kv
-# cases with FP8 math on) and the conformance suite with fp8_compute auto
-# (its fp8-attn case runs the FP8 kernel) and off. Log names drop the '='.
-printf '[plugin.cuda_fa3]\nfp8_compute = off\n' > "$OUT/f8off.ini"
+# cases with FP8 math on), with the variant's options (fa3_bench's own,
+# --batch and --zero-v, do not apply there). Log names keep [A-Za-z0-9_].
 for v in ${FA3_CHECK_VARIANTS:-}; do
-  envs=$(echo "$v" | tr ',' ' '); n=$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')
-  env $envs timeout "$(tmo 90)" $B/bin/fa3_check $SO > "$OUT/check_all_$n.log" 2>&1
+  opts=$(echo "$v" | tr ',' '\n' | grep -vE '^(--batch=|--zero-v$|default$|bf16$)' | tr '\n' ' ')
+  n=$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')
+  timeout "$(tmo 90)" $B/bin/fa3_check $opts $SO > "$OUT/check_all_$n.log" 2>&1
   echo "check $v: fa3_check rc=$? $(grep -E 'cases passed' "$OUT/check_all_$n.log")"
-  env $envs FA3_FP8_COMPUTE=on timeout "$(tmo 60)" $B/bin/fa3_check $SO fp8kv > "$OUT/check_$n.log" 2>&1
+  timeout "$(tmo 60)" $B/bin/fa3_check $opts --fp8-attention $SO fp8kv > "$OUT/check_$n.log" 2>&1
   echo "check $v: fa3_check fp8kv FP8 math rc=$? $(grep -E 'cases passed' "$OUT/check_$n.log")"
   grep -hE "FAIL" "$OUT/check_all_$n.log" "$OUT/check_$n.log" | head -5
-  if [ -x $B/bin/attnhost ]; then
-    for cfg in auto off; do
-      extra=$( [ $cfg = off ] && echo "--config $OUT/f8off.ini")
-      env $envs ATTNHOST_PLUGIN_PATH=$PWD/$B/lib/attnhost/plugins timeout "$(tmo 75)" $B/bin/attnhost check \
-        --plugin cuda_fa3 $extra > "$OUT/conf_${cfg}_$n.log" 2>&1
-      echo "check $v: attnhost check fp8_compute=$cfg rc=$? $(tail -1 "$OUT/conf_${cfg}_$n.log")"
-      grep -iE "fail|fp8-attn" "$OUT/conf_${cfg}_$n.log" | head -4
-    done
-  fi
 done
 
 : > "$OUT/compare.log"

@@ -2,20 +2,20 @@
 # What the GPU's clock and power do while a prefill runs sustained (run on
 # the GPU machine after test/run_gpu.sh has built build-fa3-gpu): each case
 # is fa3_bench one-shape with FA3_POWER_BATCH forwards per timing (default
-# 100: a few seconds of load; an exported FA3_BENCH_BATCH does not apply)
+# 100: a few seconds of load)
 # while nvidia-smi samples every 100 ms; the table gives the figure and,
 # over the samples taken under load, the median SM clock, power and
 # temperature and the throttle reasons seen.
-#   FA3_POWER_CASES  space-separated NAME:KV8:CAUSAL:L[:VAR=value,...]
-#                    (KV8 1 = FP8 compute), e.g. "f8c:1:1:16384
-#                    f8c_zero_v:1:1:16384:FA3_BENCH_ZERO_V=1"
+#   FA3_POWER_CASES  space-separated NAME:KV8:CAUSAL:L[:fa3_bench options
+#                    joined by commas] (KV8 1 = FP8 compute), e.g.
+#                    "f8c:1:1:16384 f8c_zero_v:1:1:16384:--zero-v"
 #   FA3_POWER_ROUNDS rounds (default 2), cases interleaved
 # Logs under $OUT (smi_*.csv, power.txt).
 set -u
 OUT=${OUT:-/tmp/fa3_power}
 mkdir -p "$OUT"
 . "$(dirname "$0")/bench_setup.sh"
-CASES=${FA3_POWER_CASES:-"bf16:0:1:16384 f8c:1:1:16384 f8c_zero_v:1:1:16384:FA3_BENCH_ZERO_V=1"}
+CASES=${FA3_POWER_CASES:-"bf16:0:1:16384 f8c:1:1:16384 f8c_zero_v:1:1:16384:--zero-v"}
 : > "$OUT/power.log"
 for r in $(seq 1 "${FA3_POWER_ROUNDS:-2}"); do
   for c in $CASES; do
@@ -24,7 +24,7 @@ for r in $(seq 1 "${FA3_POWER_ROUNDS:-2}"); do
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active,utilization.gpu \
       --format=csv,noheader,nounits -lms 100 > "$csv" 2>&1 &
     smi=$!
-    tf=$(one_shape 60 "$kv8" "$causal" "$L" $(echo "${vars:-}" | tr ',' ' ') FA3_BENCH_BATCH=${FA3_POWER_BATCH:-100})
+    tf=$(one_shape 60 "$kv8" "$causal" "$L" $(echo "${vars:-}" | tr ',' ' ') --batch=${FA3_POWER_BATCH:-100})
     kill $smi 2>/dev/null; wait $smi 2>/dev/null
     echo "$r $name ${tf:-nan} $csv" >> "$OUT/power.log"
     sleep 2

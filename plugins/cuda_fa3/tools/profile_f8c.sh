@@ -1,15 +1,11 @@
 #!/bin/bash
 # Profiling session for the FP8-compute d128 prefill kernel (run after
-# test/run_gpu.sh has built build-fa3-gpu, on the GPU machine):
-#  1. variant timings: fa3_bench one-shape runs of the default and of
-#     variants one switch away (FA3_F8C_TR / PP / LS; results stay right)
-#     and "leave one stage out" runs (FA3_F8C_ABL = 1/2: no V transpose,
-#     no exp2; results wrong, only the time matters);
-#  2. ncu (clocks left alone) of one launch each of 16k non-causal and 4k
-#     causal: speed of light, pipes, warp states, scheduler, shared-memory
-#     tables, per-instruction stall samples (source page, SASS).
+# test/run_gpu.sh has built build-fa3-gpu, on the GPU machine): ncu (clocks
+# left alone) of one launch each of 16k non-causal and 4k causal: speed of
+# light, pipes, warp states, scheduler, shared-memory tables,
+# per-instruction stall samples (source page, SASS), then pipe and
+# shared-memory counters by name.
 # Logs under $OUT; every step is bounded by FA3_PROF_S seconds in all.
-# FA3_NCU=0 stops after step 1; FA3_PROF_VARIANTS=0 skips it;
 # FA3_NCU_SHAPES="CAUSAL L NAME;..." picks the ncu shapes (default
 # "0 16384 nc16k;1 4096 c4k").
 set -u
@@ -17,17 +13,6 @@ OUT=${OUT:-/tmp/fa3_prof}
 mkdir -p "$OUT"
 . "$(dirname "$0")/deadline.sh" "${FA3_PROF_S:-150}"
 . "$(dirname "$0")/bench_setup.sh"
-export FA3_FP8_COMPUTE=on
-# Variants, each one switch away from the default (see
-# kernels/fa3_fwd_fp8c_launch.cuh): transpose TR, ping-pong PP, fp32 LSE
-# sums LS, exp2 split EMU; ABL 1/2 leave out the V transpose / exp2.
-[ "${FA3_PROF_VARIANTS:-1}" = 1 ] && for shape in "0 16384" "1 4096" "0 4096" "1 16384" "0 8192" "1 8192"; do
-  for v in default FA3_F8C_TR=0 FA3_F8C_PP=0 FA3_F8C_LS=1 FA3_F8C_EMU=2 FA3_F8C_EMU=6 FA3_F8C_ABL=1 FA3_F8C_ABL=2; do
-    env $( [ $v = default ] || echo $v ) timeout "$(tmo 20)" $BENCH $SO one 128 $shape 1 | grep RESULT | sed "s/^/$v /"
-  done
-done 2>&1 | tee "$OUT/ablation.log"
-unset FA3_F8C_EMU
-[ "${FA3_NCU:-1}" = 1 ] || { echo "profile total $(el)"; exit 0; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: $NCU ($($NCU --version 2>/dev/null | tail -1))"
 SECS="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
@@ -37,7 +22,7 @@ IFS=';' read -ra NCU_SHAPES <<< "${FA3_NCU_SHAPES:-0 16384 nc16k;1 4096 c4k}"
 for shape in "${NCU_SHAPES[@]}"; do
   set -- $shape
   timeout "$(tmo 70)" $NCU --clock-control none -k regex:fwd_fp8c --launch-skip 3 --launch-count 1 $SECS \
-    -f -o "$OUT/$3" $BENCH $SO one 128 $1 $2 1 > "$OUT/ncu_$3.log" 2>&1
+    -f -o "$OUT/$3" $BENCH --fp8-attention $SO one 128 $1 $2 1 > "$OUT/ncu_$3.log" 2>&1
   echo "ncu $3 rc=$? at $(el)"
   if [ -f "$OUT/$3.ncu-rep" ]; then
     $NCU -i "$OUT/$3.ncu-rep" --page details --print-details all > "$OUT/ncu_$3_details.txt" 2>&1
@@ -53,6 +38,6 @@ sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_
 sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,\
 l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,\
 smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg,smsp__inst_executed.sum \
-  $BENCH $SO one 128 0 16384 1 > "$OUT/ncu_metrics.log" 2>&1
+  $BENCH --fp8-attention $SO one 128 0 16384 1 > "$OUT/ncu_metrics.log" 2>&1
 echo "ncu metrics rc=$?"; grep -E "sm__|smsp__|l1tex__" "$OUT/ncu_metrics.log" | head -20
 echo "profile total $(el)"
