@@ -22,9 +22,11 @@ static ah_status probe(const ah_host_services *h, ah_probe_info *info)
     ah_strlcpy(info->device_name, "nothing", sizeof info->device_name);
     return AH_OK;
 }
-static ah_status ctx_create(const ah_host_services *h, ah_context **out, const char **why)
+static ah_status ctx_create(const ah_host_services *h, const ah_context_options *o, ah_context **out,
+                            const char **why)
 {
     (void)h;
+    (void)o;
     *out = calloc(1, sizeof **out);
     *why = "out of memory";
     return *out ? AH_OK : AH_ERR_OUT_OF_MEMORY;
@@ -65,6 +67,10 @@ static const ah_caps caps = {
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .forward_writes_kv = 1,
     .caller_output = 1,
+    .prefill_rank = AH_RANK_PRIMARY,
+    .decode_rank = AH_RANK_PRIMARY,
+    .mixed_batch = AH_MIXED_WHOLE,
+    .decode_query_len_max = 1,
 };
 static const ah_plugin_ops ops = {.struct_size = sizeof(ah_plugin_ops), .probe = probe,
                                   .context_create = ctx_create, .context_destroy = ctx_destroy,

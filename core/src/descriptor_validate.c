@@ -138,7 +138,7 @@ int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
     if (!ah_int_set_contains(&c->block_sizes, c->preferred_block_size))
         return fail(why, cap, "caps.preferred_block_size %u is not in caps.block_sizes",
                     c->preferred_block_size);
-    if (enum_mask_check(c->features, 10, 1, "features", why, cap)) return -1;
+    if (enum_mask_check(c->features, AH_FEATURE_COUNT, 1, "features", why, cap)) return -1;
     if (enum_mask_check(c->attn_types, AH_ATTN_TYPE_COUNT, 0, "attn_types", why, cap)) return -1;
     /* AUTO (bit 0) is a layer-spec wish, never a layout a plugin stores. */
     if (c->kv_layouts == 0) return fail(why, cap, "caps.kv_layouts is empty");
@@ -159,7 +159,7 @@ int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
         return fail(why, cap, "caps.n_gfx_targets is %u but gfx_targets is NULL", c->n_gfx_targets);
     for (uint32_t i = 0; i < c->n_gfx_targets; i++)
         if (!c->gfx_targets[i]) return fail(why, cap, "caps.gfx_targets[%u] is NULL", i);
-    if (enum_mask_check(c->cpu_isa_required, 16, 1, "cpu_isa_required", why, cap)) return -1;
+    if (enum_mask_check(c->cpu_isa_required, AH_CPU_ISA_COUNT, 1, "cpu_isa_required", why, cap)) return -1;
     if ((unsigned)c->graph_level >= AH_GRAPH_LEVEL_COUNT)
         return fail(why, cap, "caps.graph_level %d is out of range (0..%d)", (int)c->graph_level,
                     AH_GRAPH_LEVEL_COUNT - 1);

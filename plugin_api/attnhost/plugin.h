@@ -188,6 +188,7 @@ typedef enum ah_feature {
     AH_FEAT_CASCADE = 1u << 8,        /* shared-prefix (cascade) attention */
     AH_FEAT_DIFF_HEAD_SIZES = 1u << 9 /* qk_head_size != v_head_size */
 } ah_feature;
+#define AH_FEATURE_COUNT 10 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
 /* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
  * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
@@ -210,6 +211,7 @@ typedef enum ah_cpu_isa {
     AH_ISA_AMX_INT8 = 1u << 14,
     AH_ISA_AMX_FP16 = 1u << 15
 } ah_cpu_isa;
+#define AH_CPU_ISA_COUNT 16 /* bits 0 .. AH_CPU_ISA_COUNT - 1 */
 
 /* ----------------------------------------------------------------------------
  * Integer sets: head sizes, block sizes.

@@ -114,7 +114,8 @@ typedef enum ah_plugin_state {
     AH_PLUGIN_AVAILABLE = 0,   /* accepted, probe says usable */
     AH_PLUGIN_UNAVAILABLE = 1, /* accepted, probe says no device here */
     AH_PLUGIN_REJECTED = 2,    /* ABI mismatch, NULL required slot, nonsense caps */
-    AH_PLUGIN_QUARANTINED = 3  /* crashed, hung, aborted, failed dlopen, garbage */
+    AH_PLUGIN_QUARANTINED = 3, /* crashed, hung, aborted, failed dlopen, garbage */
+    AH_PLUGIN_STATE_COUNT
 } ah_plugin_state;
 
 const char *ah_plugin_state_str(ah_plugin_state s);
