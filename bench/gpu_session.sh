@@ -11,8 +11,15 @@
 # limit; logs go to $OUT (default ./gpu-out) and a summary prints last.
 # Timings span BATCH calls back to back (default 10; BATCH=1: one call on
 # an idle GPU per timing, the host's launch time included).
+# GPU_PLUGINS picks the GPU plugins (default: cuda_fa3 cuda_flashinfer
+# triton). BASE=<dir> also builds the tree in <dir> (an older commit, from
+# `git archive`) and runs each plugin's bench on it and on this tree in
+# alternation, ROUNDS times (default 2): before and after in one call.
 set -u
 part=${1:-all}
+gpu_plugins=${GPU_PLUGINS:-cuda_fa3 cuda_flashinfer triton}
+BASE=${BASE:-}
+ROUNDS=${ROUNDS:-2}
 OUT=${OUT:-$PWD/gpu-out}
 BATCH=${BATCH:-10}
 mkdir -p "$OUT"
@@ -32,14 +39,17 @@ note() { echo "$*" | tee -a "$summary"; }
 head -4 "$OUT/env.log"
 
 start=$(date +%s)
-{ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include \
-      -DATTNHOST_PLUGINS="cpu_amx;cuda_flashinfer;cuda_fa3;triton" &&
-  cmake --build $B -j"$(nproc)"; } > "$OUT/build.log" 2>&1
+build() { # build <source dir> <build dir>
+    cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DDLPACK_INCLUDE_DIR=$D/usr/include \
+        -DATTNHOST_PLUGINS="cpu_amx;${gpu_plugins// /;}" && cmake --build "$2" -j"$(nproc)"
+}
+[ -n "$BASE" ] && { build "$BASE" build-base > "$OUT/build-base.log" 2>&1; echo $? > "$OUT/build-base.rc"; } &
+build . $B > "$OUT/build.log" 2>&1
 rc=$?
-note "build: rc=$rc in $(( $(date +%s) - start )) s"
+wait
+note "build: rc=$rc in $(( $(date +%s) - start )) s${BASE:+, base rc=$(cat "$OUT/build-base.rc")}"
 [ $rc -eq 0 ] || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 AH=$B/bin/attnhost
-gpu_plugins="cuda_fa3 cuda_flashinfer triton"
 
 if [ "$part" = all ] || [ "$part" = check ]; then
     timeout 60 $AH list --no-cache > "$OUT/list.log" 2>&1
@@ -49,6 +59,9 @@ if [ "$part" = all ] || [ "$part" = check ]; then
         note "check $p: rc=$? $(grep -E '^conformance:' "$OUT/check_$p.log")"
         grep -E " FAIL " "$OUT/check_$p.log" | head -5 | tee -a "$summary"
     done
+    (cd $B && timeout 400 ctest -L gpu -E conformance_gpu --output-on-failure) > "$OUT/ctest_gpu.log" 2>&1
+    note "ctest -L gpu (plugin checkers): rc=$? $(grep 'tests passed' "$OUT/ctest_gpu.log")"
+    grep -E "\*\*\*Failed|FAIL" "$OUT/ctest_gpu.log" | head -5 | tee -a "$summary"
     printf '[plugin.cpu_amx]\nisa = amx\n' > "$OUT/amx.ini"
     timeout 120 $AH check --no-cache --plugin cpu_amx --config "$OUT/amx.ini" > "$OUT/check_cpu_amx.log" 2>&1
     note "check cpu_amx (isa=amx): rc=$? $(grep -E '^conformance:' "$OUT/check_cpu_amx.log")"
@@ -58,8 +71,14 @@ fi
 
 if [ "$part" = all ] || [ "$part" = bench ]; then
     for p in $gpu_plugins; do
-        timeout 150 $AH bench --no-cache --plugin $p --back-to-back $BATCH > "$OUT/bench_$p.log" 2>&1
-        note "bench $p: rc=$?"; tee -a "$summary" < "$OUT/bench_$p.log"
+        for r in $(seq "$ROUNDS"); do
+            for t in $B ${BASE:+build-base}; do
+                log="$OUT/bench_${p}_$(basename $t)_$r.log"
+                timeout 150 $t/bin/attnhost bench --no-cache --plugin $p --back-to-back $BATCH > "$log" 2>&1
+                note "bench $p ($t, round $r): rc=$?"; tee -a "$summary" < "$log"
+            done
+            [ -n "$BASE" ] || break
+        done
     done
     timeout 150 python3 -W ignore bench/peers/torch_sdpa.py --standard --reps 30 --batch $BATCH > "$OUT/peers.log" 2>&1
     note "peers (PyTorch SDPA): rc=$?"; tee -a "$summary" < "$OUT/peers.log"
