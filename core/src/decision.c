@@ -56,7 +56,7 @@ static char *decision_key(const ah_layer_spec *s, const ah_layer_spec *pin, cons
                       s->kv_dtype, s->block_size, s->kv_layout, s->sliding_window, s->softcap,
                       s->scale, s->use_mla, s->use_sinks, s->use_alibi, s->fp8_attention);
     if (pin) ah__strbuf_printf(&k, "pin %d/%u|", pin->kv_layout, pin->block_size);
-    ah__strbuf_printf(&k, "%s|", p->forced ? p->forced : "");
+    ah__strbuf_printf(&k, "%d|%s|", (int)p->phase, p->forced ? p->forced : "");
     for (uint32_t i = 0; i < p->list.n; i++) ah__strbuf_printf(&k, "%s,", p->list.items[i]);
     return ah__strbuf_take(&k);
 }
@@ -118,10 +118,10 @@ static decision_entry *decide(ah_host *h, const ah_layer_spec *spec, const ah_la
     int winner = run_candidates(h, e, &p->list, spec, pin, &oom);
     if (oom) goto fail;
     if (winner < 0 && !p->forced && h->config.fallback != AH_FALLBACK_ERROR) {
-        /* fallback: every other plugin, in the platform's order */
+        /* fallback: every other plugin, in the phase's default order */
         ah_name_list all = {0}, rest = {0};
-        char src[96];
-        if (ah__default_order(h, &all, src, sizeof src)) oom = 1;
+        char src[128];
+        if (ah__default_order(h, p->phase, &all, src, sizeof src)) oom = 1;
         for (uint32_t k = 0; !oom && k < all.n; k++)
             if (!ah__names_has(&p->list, all.items[k]) && ah__names_push(&rest, all.items[k])) oom = 1;
         if (!oom) winner = run_candidates(h, e, &rest, spec, pin, &oom);

@@ -1,10 +1,10 @@
 /*
  * The configuration in force when the host is given no file and no text.
- * It sets no priority list, so selection uses the built-in order for the
- * machine's devices, and falls back with a warning rather than failing: a
- * fresh install should run whatever model it can. The same settings, with
- * comments, ship as examples/configs/attnhost.ini (the installed default
- * file); test_config checks that both read the same.
+ * It sets no priority list, so selection uses the default order (device
+ * kind, the plugins' ranks, name), and falls back with a warning rather
+ * than failing: a fresh install should run whatever model it can. The same
+ * settings, with comments, ship as examples/configs/attnhost.ini (the
+ * installed default file); test_config checks that both read the same.
  */
 #include "config.h"
 

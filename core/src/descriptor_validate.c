@@ -37,6 +37,10 @@ static void normalize(void *dst, size_t full, const void *src, uint32_t src_size
 void ah__caps_normalize(ah_caps *dst, const ah_caps *src)
 {
     normalize(dst, sizeof *dst, src, src->struct_size);
+    /* A caps struct too short for the ranks (an older minor) asks for no
+     * preference, which is MARGINAL, not NONE (that would hide it). */
+    if (!AH_HAS_FIELD(src, ah_caps, prefill_rank)) dst->prefill_rank = AH_RANK_MARGINAL;
+    if (!AH_HAS_FIELD(src, ah_caps, decode_rank)) dst->decode_rank = AH_RANK_MARGINAL;
 }
 
 void ah__ops_normalize(ah_plugin_ops *dst, const ah_plugin_ops *src)

@@ -3,9 +3,12 @@
  * where that order came from. The most specific list wins: a [layer.<range>]
  * rule (its phase list, then its priority; a backend there forces one
  * plugin), then [select] force, then [select] prefill_priority or
- * decode_priority, then [select] priority, then the built-in order for the
- * platform found here.
+ * decode_priority, then [select] priority, then the default order computed
+ * from what the plugins declare: GPU plugins before CPU ones, then the
+ * phase's rank (higher first), then the name. The core knows no plugin by
+ * name.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,13 +17,6 @@
 #include "select_int.h"
 
 #include <attnhost/plugin_util.h>
-
-/* Built-in orders: vLLM's platform defaults. */
-static const char *const order_cuda_hopper[] = {"cuda_fa3", "cuda_flashinfer", "triton"};
-static const char *const order_cuda_blackwell[] = {"cuda_flashinfer", "cuda_fa3", "triton"};
-static const char *const order_hip[] = {"rocm_aiter", "triton"};
-static const char *const order_level_zero[] = {"xpu"};
-static const char *const order_cpu[] = {"cpu_amx"};
 
 int ah__names_has(const ah_name_list *l, const char *name)
 {
@@ -39,55 +35,87 @@ int ah__names_push(ah_name_list *l, const char *name)
     return 0;
 }
 
-static int names_push_all(ah_name_list *l, const char *const *names, size_t n)
+static uint32_t phase_rank(const ah_caps *caps, ah_phase phase)
 {
-    for (size_t i = 0; i < n; i++)
-        if (ah__names_push(l, names[i])) return -1;
-    return 0;
+    return phase == AH_PHASE_PREFILL ? caps->prefill_rank : caps->decode_rank;
 }
 
-/* The platform's default order: the GPU that is here first, the CPU last,
- * then plugins the built-in orders do not know (a vendor's .so), by name. */
-int ah__default_order(const ah_host *h, ah_name_list *out, char *source, size_t cap)
+/* One default candidate while sorting. */
+typedef struct ranked {
+    const ah_plugin_info *in;
+    int gpu;
+    uint32_t rank;
+} ranked;
+
+static int ranked_cmp(const void *a, const void *b)
 {
-    uint32_t cuda_cc = 0;
-    int hip = 0, ze = 0;
+    const ranked *x = a, *y = b;
+    if (x->gpu != y->gpu) return x->gpu ? -1 : 1;
+    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
+    return strcmp(x->in->name, y->in->name);
+}
+
+static void add(char *s, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add(char *s, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(s + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    *len = n < 0 ? cap : *len + (size_t)n;
+}
+
+/* "default (ranks, GPU first: cuda sm_90, hip unusable, cpu)": each device
+ * kind among the candidates once, in candidate order; a GPU kind with the
+ * architecture its first usable plugin probed, and any kind "unusable" when
+ * none of its plugins can run here. */
+static void describe(const ranked *r, uint32_t n, char *source, size_t cap)
+{
+    size_t len = 0;
+    int seen[AH_DEVICE_KIND_COUNT] = {0}, shown = 0;
+    add(source, cap, &len, "default (ranks, GPU first%s", n ? "" : ": no plugin");
+    for (uint32_t i = 0; i < n; i++) {
+        ah_device_kind k = r[i].in->device_kind;
+        if ((unsigned)k >= AH_DEVICE_KIND_COUNT || seen[k]) continue;
+        seen[k] = 1;
+        const ah_probe_info *usable = NULL;
+        for (uint32_t j = i; j < n && !usable; j++)
+            if (r[j].in->device_kind == k && r[j].in->state == AH_PLUGIN_AVAILABLE) usable = r[j].in->probe;
+        add(source, cap, &len, "%s%s", shown++ ? ", " : ": ", ah_device_kind_str(k));
+        if (!usable)
+            add(source, cap, &len, " unusable");
+        else if (k != AH_DEVICE_CPU && usable->arch[0])
+            add(source, cap, &len, " %s", usable->arch);
+    }
+    add(source, cap, &len, ")");
+}
+
+/* The default order for phase: every plugin the scan accepted (usable here
+ * or not, so that explain shows why the unusable ones lost) whose rank for
+ * the phase is not AH_RANK_NONE; GPU kinds first, then rank, then name. */
+int ah__default_order(const ah_host *h, ah_phase phase, ah_name_list *out, char *source, size_t cap)
+{
+    ranked *r = ah__calloc(h->scan.n ? h->scan.n : 1, sizeof *r);
+    if (!r) return -1;
+    uint32_t n = 0;
     for (uint32_t i = 0; i < h->scan.n; i++) {
         const ah_plugin_info *in = &h->scan.plugins[i]->info;
-        if (in->state != AH_PLUGIN_AVAILABLE) continue;
-        if (in->device_kind == AH_DEVICE_CUDA && !cuda_cc) cuda_cc = in->probe->compute_capability;
-        hip |= in->device_kind == AH_DEVICE_HIP;
-        ze |= in->device_kind == AH_DEVICE_LEVEL_ZERO;
+        if (in->state != AH_PLUGIN_AVAILABLE && in->state != AH_PLUGIN_UNAVAILABLE) continue;
+        if (!in->caps) continue;
+        uint32_t rank = phase_rank(in->caps, phase);
+        if (rank == AH_RANK_NONE) continue;
+        r[n].in = in;
+        r[n].gpu = in->device_kind != AH_DEVICE_CPU;
+        r[n].rank = rank;
+        n++;
     }
+    qsort(r, n, sizeof *r, ranked_cmp);
     int rc = 0;
-    if (cuda_cc >= 100) {
-        rc |= names_push_all(out, order_cuda_blackwell, 3);
-        snprintf(source, cap, "default (cuda sm_%u)", cuda_cc);
-    } else if (cuda_cc) {
-        rc |= names_push_all(out, order_cuda_hopper, 3);
-        snprintf(source, cap, "default (cuda sm_%u)", cuda_cc);
-    } else if (hip) {
-        rc |= names_push_all(out, order_hip, 2);
-        snprintf(source, cap, "default (hip)");
-    } else if (ze) {
-        rc |= names_push_all(out, order_level_zero, 1);
-        snprintf(source, cap, "default (level zero)");
-    } else {
-        snprintf(source, cap, "default (cpu)");
-    }
-    rc |= names_push_all(out, order_cpu, 1);
-    /* vendors' plugins, alphabetically */
-    for (;;) {
-        const char *next = NULL;
-        for (uint32_t i = 0; i < h->scan.n; i++) {
-            const ah_plugin_info *in = &h->scan.plugins[i]->info;
-            if (in->state == AH_PLUGIN_REJECTED || ah__names_has(out, in->name)) continue;
-            if (!next || strcmp(in->name, next) < 0) next = in->name;
-        }
-        if (!next) break;
-        rc |= ah__names_push(out, next);
-        if (rc) break;
-    }
+    for (uint32_t i = 0; i < n && !rc; i++) rc = ah__names_push(out, r[i].in->name);
+    if (cap) describe(r, n, source, cap);
+    ah__free(r);
     return rc ? -1 : 0;
 }
 
@@ -96,6 +124,7 @@ int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_laye
     const ah_config *c = &h->config;
     const ah_strlist *chosen = NULL;
     memset(p, 0, sizeof *p);
+    p->phase = phase;
     const char *phase_key = phase == AH_PHASE_PREFILL ? "prefill_priority" : "decode_priority";
     /* later rules win: walk backwards, stop at the first that says something */
     for (uint32_t k = c->n_layer_rules; k-- > 0;) {
@@ -134,6 +163,6 @@ int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_laye
             if (ah__names_push(&p->list, chosen->items[k])) return -1;
         return 0;
     }
-    return ah__default_order(h, &p->list, p->source, sizeof p->source);
+    return ah__default_order(h, phase, &p->list, p->source, sizeof p->source);
 }
 

@@ -31,8 +31,8 @@ void ah_selection_destroy(ah_selection *s)
     ah__free(s);
 }
 
-/* "layer 3 (prefill): no backend can serve it: cuda_fa3: head_size 80 not
- * in {64, 128, 256}; cpu_amx: ..." */
+/* "layer 3 (prefill): no backend can serve it: gpu_a: head_size 80 not
+ * in {64, 128, 256}; cpu_b: ..." */
 static void explain_failure(const ah_decision *d, uint32_t layer, ah_phase phase, const char *forced,
                             ah_error *err)
 {
@@ -78,6 +78,7 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
             if (forced_all) {
                 memset(&lp, 0, sizeof lp);
                 lp.forced = forced_all;
+                lp.phase = (ah_phase)p;
                 snprintf(lp.source, sizeof lp.source, "forced by the caller");
                 if (ah__names_push(&lp.list, forced_all)) goto oom;
             } else if (ah__plan_for_layer(h, l, (ah_phase)p, &lp)) {

@@ -21,12 +21,17 @@ int ah__names_push(ah_name_list *l, const char *name);
 typedef struct ah_layer_plan {
     ah_name_list list;
     const char *forced; /* borrowed; set when a backend is forced */
-    char source[96];    /* "[select] priority", "[layer.0-3] backend", ... */
+    ah_phase phase;     /* the phase the list is for (the fallback's order) */
+    char source[128];   /* "[select] priority", "[layer.0-3] backend",
+                           "default (ranks, GPU first: cuda sm_90, cpu)", ... */
 } ah_layer_plan;
 
-/* The platform's built-in order: the GPU found here first, the CPU plugin
- * last, then plugins the built-in orders do not know (a vendor's), by name. */
-int ah__default_order(const ah_host *h, ah_name_list *out, char *source, size_t cap);
+/* The default order for phase, computed from what the plugins declare:
+ * every accepted plugin (usable here or not) whose rank for the phase is
+ * not AH_RANK_NONE, GPU device kinds before the CPU, then the phase's rank
+ * (higher first), then the name. source (cap > 0) says so and names the
+ * device kinds among the candidates. -1 on out-of-memory. */
+int ah__default_order(const ah_host *h, ah_phase phase, ah_name_list *out, char *source, size_t cap);
 /* The most specific list for layer in phase; -1 on out-of-memory. */
 int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_layer_plan *p);
 

@@ -34,6 +34,8 @@ static const ah_caps caps = {
     .config_keys = keys,
     .n_config_keys = 1,
     .check_combination = alpha_rules,
+    .prefill_rank = AH_RANK_SECONDARY,
+    .decode_rank = AH_RANK_SECONDARY,
 };
 
 static const ah_plugin_descriptor desc = ABI_DESC("sel_alpha", &caps, &abi_ops);

@@ -3,8 +3,12 @@
  * force, disable, fallback, phases, check_combination, the decision cache
  * and the model's CUDA-graph level, over the test plugins sel_alpha (heads
  * 64/128, at most 4 KV heads), sel_beta (anything fp32, graphs) and
- * sel_gamma (never available).
+ * sel_gamma (never available); the default order by device kind, rank and
+ * name over the rank plugins (rk_*: fake CUDA, HIP, Level Zero and CPU
+ * plugins of chosen ranks, each in its own directory, put together into
+ * "machines").
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +58,18 @@ static int has_reason(const ah_candidate *c, ah_reason_code code, const char *fi
     return 0;
 }
 
+/* The candidates of d in order, as "a b c". */
+static int order_is(const ah_decision *d, const char *names)
+{
+    char got[512] = "";
+    size_t len = 0;
+    for (uint32_t i = 0; i < d->n_candidates && len < sizeof got; i++)
+        len += (size_t)snprintf(got + len, sizeof got - len, "%s%s", i ? " " : "", d->candidates[i].plugin);
+    if (strcmp(got, names) == 0) return 1;
+    fprintf(stderr, "candidates: got '%s', want '%s'\n", got, names);
+    return 0;
+}
+
 static void test_default_order(void)
 {
     ah_host *h = host_with("[select]\nfallback = error\n");
@@ -62,10 +78,12 @@ static void test_default_order(void)
     ah_error err;
     CHECK_MSG(ah_host_select(h, m, &s, &err) == AH_OK, "%s", err.msg);
     const ah_decision *d = ah_selection_decision(s, 0, AH_PHASE_PREFILL);
-    /* default (cpu): cpu_amx (not here), then the others by name */
+    /* the default order: three CPU plugins of one rank, by name; the core
+     * names no plugin of its own (no cpu_amx "not found" any more) */
     CHECK_STREQ(d->plugin, "sel_alpha");
-    CHECK_STREQ(d->list_source, "default (cpu)");
-    CHECK(has_reason(cand(d, "cpu_amx"), AH_REASON_NOT_FOUND, "plugin", "cpu_amx"));
+    CHECK_STREQ(d->list_source, "default (ranks, GPU first: cpu)");
+    CHECK(order_is(d, "sel_alpha sel_beta sel_gamma"));
+    CHECK(!cand(d, "cpu_amx"));
     CHECK(cand(d, "sel_alpha")->chosen && cand(d, "sel_alpha")->n_reasons == 0);
     CHECK(has_reason(cand(d, "sel_beta"), AH_REASON_LOST_ON_PRIORITY, "priority", "sel_alpha"));
     CHECK(has_reason(cand(d, "sel_gamma"), AH_REASON_UNAVAILABLE, "probe",
@@ -244,6 +262,258 @@ static void test_plugin_keys(void)
                  "<text>:2: [plugin.sel_beta] mode: unknown key (the plugin declares: none)");
 }
 
+/* ---- the default order: device kind, rank, name ---- */
+
+/* A host over a "machine": the rank plugins named in plugins (space-
+ * separated; "sel" adds the sel_* directory). */
+static ah_host *machine(const char *plugins, const char *ini)
+{
+    static char paths[16][512];
+    const char *dirs[16];
+    uint32_t n = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", plugins);
+    for (char *save = NULL, *w = strtok_r(list, " ", &save); w && n < 16; w = strtok_r(NULL, " ", &save)) {
+        if (!strcmp(w, "sel"))
+            snprintf(paths[n], sizeof paths[n], "%s", ATTNHOST_SELECT_PLUGIN_DIR);
+        else
+            snprintf(paths[n], sizeof paths[n], "%s/ranks/%s", ATTNHOST_SELECT_PLUGIN_DIR, w);
+        dirs[n] = paths[n];
+        n++;
+    }
+    ah_host_options o = {.struct_size = sizeof o, .config_text = ini};
+    o.plugin_dirs = dirs;
+    o.n_plugin_dirs = n;
+    o.no_default_dirs = 1;
+    o.cache_path = "";
+    ah_host *h = NULL;
+    ah_error err;
+    ah_status s = ah_host_create(&o, &h, &err);
+    CHECK_MSG(s == AH_OK, "%s: %s", plugins, err.msg);
+    for (uint32_t i = 0; h && i < n; i++)
+        if (strcmp(dirs[i], ATTNHOST_SELECT_PLUGIN_DIR) != 0)
+            CHECK_MSG(ah_host_find_plugin(h, strrchr(dirs[i], '/') + 1) != NULL, "%s not found", dirs[i]);
+    return h;
+}
+
+/* Select LLAMA_SMALL on h; *s to destroy. */
+static ah_selection *select_small(ah_host *h)
+{
+    ah_model *m = model(LLAMA_SMALL);
+    ah_selection *s = NULL;
+    ah_error err;
+    CHECK_MSG(ah_host_select(h, m, &s, &err) == AH_OK, "%s", err.msg);
+    ah_model_destroy(m);
+    return s;
+}
+
+/* One GPU plugin of each kind beside a PRIMARY CPU plugin: the GPU wins
+ * both phases whatever its rank (rk_hip is SECONDARY) and its name
+ * ("rk_cpu" sorts first). */
+static void test_ranks_gpu_first(void)
+{
+    static const struct {
+        const char *gpu, *source;
+    } cases[] = {
+        {"rk_cuda", "default (ranks, GPU first: cuda sm_90, cpu)"},
+        {"rk_hip", "default (ranks, GPU first: hip gfx942, cpu)"},
+        {"rk_ze", "default (ranks, GPU first: level_zero pvc, cpu)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char plugins[64], want[64];
+        snprintf(plugins, sizeof plugins, "%s rk_cpu", cases[i].gpu);
+        ah_host *h = machine(plugins, NULL);
+        if (!h) continue;
+        ah_selection *s = select_small(h);
+        for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
+            const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
+            CHECK_STREQ(d->plugin, cases[i].gpu);
+            CHECK_STREQ(d->list_source, cases[i].source);
+            snprintf(want, sizeof want, "%s rk_cpu", cases[i].gpu);
+            CHECK(order_is(d, want));
+            CHECK(has_reason(cand(d, "rk_cpu"), AH_REASON_LOST_ON_PRIORITY, "priority", cases[i].gpu));
+        }
+        ah_selection_destroy(s);
+        ah_host_destroy(h);
+    }
+    /* the HIP plugin's rank really is below the CPU plugin's */
+    ah_host *h = machine("rk_hip rk_cpu", NULL);
+    if (h) {
+        CHECK(ah_host_find_plugin(h, "rk_hip")->caps->prefill_rank == AH_RANK_SECONDARY);
+        CHECK(ah_host_find_plugin(h, "rk_cpu")->caps->prefill_rank == AH_RANK_PRIMARY);
+        CHECK(ah_host_find_plugin(h, "rk_hip")->device_kind == AH_DEVICE_HIP);
+    }
+    ah_host_destroy(h);
+
+    /* a GPU plugin that cannot run here keeps its place, so the table shows
+     * why it lost; the source says its kind is unusable */
+    h = machine("rk_cuda rk_cpu", "[plugin.rk_cuda]\nusable = false\n");
+    if (h) {
+        ah_selection *s = select_small(h);
+        const ah_decision *d = s ? ah_selection_decision(s, 0, AH_PHASE_PREFILL) : NULL;
+        if (d) {
+            CHECK_STREQ(d->plugin, "rk_cpu");
+            CHECK(order_is(d, "rk_cuda rk_cpu"));
+            CHECK(has_reason(cand(d, "rk_cuda"), AH_REASON_UNAVAILABLE, "probe", NULL));
+            CHECK_STREQ(d->list_source, "default (ranks, GPU first: cuda unusable, cpu)");
+        }
+        ah_selection_destroy(s);
+    }
+    ah_host_destroy(h);
+}
+
+/* A vendor's plugin that asks for a higher rank beats the built-in-like one
+ * of its kind, though its name sorts after it. */
+static void test_ranks_vendor(void)
+{
+    ah_host *h = machine("rk_cuda rk_vendor rk_cpu", NULL);
+    if (!h) return;
+    ah_selection *s = select_small(h);
+    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
+        const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
+        CHECK_STREQ(d->plugin, "rk_vendor");
+        CHECK(order_is(d, "rk_vendor rk_cuda rk_cpu"));
+        CHECK(has_reason(cand(d, "rk_cuda"), AH_REASON_LOST_ON_PRIORITY, "priority", "rk_vendor"));
+    }
+    ah_selection_destroy(s);
+    /* a list still overrides the ranks */
+    ah_host_destroy(h);
+    h = machine("rk_cuda rk_vendor rk_cpu", "[select]\npriority = rk_cuda, rk_vendor\n");
+    if (!h) return;
+    s = select_small(h);
+    if (s) {
+        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->plugin, "rk_cuda");
+        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->list_source, "[select] priority");
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+}
+
+/* Rank NONE: out of the default order (and so of the fallback), used where
+ * a list names it. */
+static void test_ranks_none(void)
+{
+    ah_host *h = machine("rk_hidden rk_cpu", NULL);
+    if (!h) return;
+    ah_selection *s = select_small(h);
+    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
+        const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
+        CHECK_STREQ(d->plugin, "rk_cpu");
+        CHECK(order_is(d, "rk_cpu"));
+        CHECK(!cand(d, "rk_hidden"));
+        CHECK_STREQ(d->list_source, "default (ranks, GPU first: cpu)");
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+
+    h = machine("rk_hidden rk_cpu", "[select]\npriority = rk_hidden\n");
+    if (!h) return;
+    s = select_small(h);
+    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
+        CHECK_STREQ(ah_selection_decision(s, 0, (ah_phase)p)->plugin, "rk_hidden");
+        CHECK_STREQ(ah_selection_decision(s, 0, (ah_phase)p)->list_source, "[select] priority");
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+
+    /* named for decode only: prefill takes the default order */
+    h = machine("rk_hidden rk_cpu", "[select]\ndecode_priority = rk_hidden\n");
+    if (!h) return;
+    s = select_small(h);
+    if (s) {
+        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->plugin, "rk_cpu");
+        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_DECODE)->plugin, "rk_hidden");
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+
+    /* nothing listed fits and the fallback does not reach for it */
+    h = machine("rk_hidden rk_cpu", "[select]\npriority = rk_cpu\ndisable = rk_cpu\nfallback = allow\n");
+    if (!h) return;
+    ah_model *m = model(LLAMA_SMALL);
+    ah_error err;
+    s = NULL;
+    CHECK(ah_host_select(h, m, &s, &err) == AH_ERR_NOT_FOUND && !s);
+    CHECK_CONTAINS(err.msg, "rk_cpu: plugin=rk_cpu");
+    CHECK(!strstr(err.msg, "rk_hidden"));
+    ah_selection_destroy(s);
+    ah_model_destroy(m);
+    ah_host_destroy(h);
+}
+
+/* Ranks are per phase: rk_cdecode (MARGINAL for prefill, PRIMARY + 96 for
+ * decode) wins decode only, though its name sorts before rk_cuda's. */
+static void test_ranks_per_phase(void)
+{
+    ah_host *h = machine("rk_cuda rk_cdecode rk_cpu", NULL);
+    if (!h) return;
+    ah_selection *s = select_small(h);
+    if (s) {
+        const ah_decision *pre = ah_selection_decision(s, 0, AH_PHASE_PREFILL);
+        const ah_decision *dec = ah_selection_decision(s, 0, AH_PHASE_DECODE);
+        CHECK_STREQ(pre->plugin, "rk_cuda");
+        CHECK(order_is(pre, "rk_cuda rk_cdecode rk_cpu"));
+        CHECK_STREQ(dec->plugin, "rk_cdecode");
+        CHECK(order_is(dec, "rk_cdecode rk_cuda rk_cpu"));
+        CHECK(has_reason(cand(dec, "rk_cuda"), AH_REASON_LOST_ON_PRIORITY, "priority", "rk_cdecode"));
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+}
+
+/* Caps too short for the rank fields (an older minor) rank MARGINAL: after
+ * every CPU plugin that declares more, though "rk_old" sorts first; what
+ * lies past its struct_size (9999) is never read. */
+static void test_ranks_older_minor(void)
+{
+    ah_host *h = machine("rk_old rk_cpu sel", NULL);
+    if (!h) return;
+    const ah_plugin_info *old = ah_host_find_plugin(h, "rk_old");
+    CHECK(old && old->caps && old->caps->prefill_rank == AH_RANK_MARGINAL &&
+          old->caps->decode_rank == AH_RANK_MARGINAL);
+    ah_selection *s = select_small(h);
+    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
+        const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
+        CHECK(order_is(d, "rk_cpu sel_alpha sel_beta sel_gamma rk_old"));
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+}
+
+/* Everything at once: the whole order per phase, and a source naming every
+ * device kind among the candidates. */
+static void test_ranks_whole_machine(void)
+{
+    ah_host *h = machine("rk_cuda rk_hip rk_ze rk_cpu rk_vendor rk_hidden rk_cdecode rk_old sel", NULL);
+    if (!h) return;
+    ah_selection *s = select_small(h);
+    if (s) {
+        const ah_decision *pre = ah_selection_decision(s, 0, AH_PHASE_PREFILL);
+        const ah_decision *dec = ah_selection_decision(s, 0, AH_PHASE_DECODE);
+        CHECK(order_is(pre, "rk_vendor rk_cuda rk_ze rk_hip rk_cdecode "
+                            "rk_cpu sel_alpha sel_beta sel_gamma rk_old"));
+        CHECK(order_is(dec, "rk_cdecode rk_vendor rk_cuda rk_ze rk_hip "
+                            "rk_cpu sel_alpha sel_beta sel_gamma rk_old"));
+        CHECK_STREQ(pre->list_source, "default (ranks, GPU first: cuda sm_90, level_zero pvc, hip gfx942, cpu)");
+        CHECK_STREQ(pre->plugin, "rk_vendor");
+        CHECK_STREQ(dec->plugin, "rk_cdecode");
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+
+    /* no default candidate at all: the error says the list is empty */
+    h = machine("rk_hidden", NULL);
+    if (!h) return;
+    ah_model *m = model(LLAMA_SMALL);
+    ah_error err;
+    s = NULL;
+    CHECK(ah_host_select(h, m, &s, &err) == AH_ERR_NOT_FOUND && !s);
+    CHECK_STREQ(err.msg, "layer 0 (prefill): no backend can serve it: the priority list "
+                         "(default (ranks, GPU first: no plugin)) is empty");
+    ah_model_destroy(m);
+    ah_host_destroy(h);
+}
+
 int main(void)
 {
     test_default_order();
@@ -252,5 +522,11 @@ int main(void)
     test_layers_and_phases();
     test_cache_and_graph_level();
     test_plugin_keys();
+    test_ranks_gpu_first();
+    test_ranks_vendor();
+    test_ranks_none();
+    test_ranks_per_phase();
+    test_ranks_older_minor();
+    test_ranks_whole_machine();
     return check_report("test_select");
 }
