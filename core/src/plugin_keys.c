@@ -111,3 +111,15 @@ int ah__plugin_key_parse(const ah_config_key *k, const char *text, ah_plugin_val
     snprintf(msg, cap, "'%.64s' is not %s", text, want);
     return -1;
 }
+
+int ah__plugin_value_equal(const ah_config_key *k, const ah_plugin_value *a, const char *ta,
+                           const ah_plugin_value *b, const char *tb)
+{
+    switch (k->type) {
+    case AH_KEY_BOOL:
+    case AH_KEY_INT:
+    case AH_KEY_ENUM: return a->i == b->i;
+    case AH_KEY_FLOAT: return a->f == b->f;
+    default: return strcmp(ta ? ta : "", tb ? tb : "") == 0;
+    }
+}
