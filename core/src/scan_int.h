@@ -82,7 +82,7 @@ int ah__caps_validate(const ah_caps *caps, char *why, size_t cap);
 
 /* Rebind a plugin's services once its descriptor is known: the name that
  * prefixes its log lines and selects its [plugin.<name>] section, and the
- * keys it declared (config_get answers only those). */
+ * keys it declared (the config getters answer only those). */
 void ah__services_bind(void *data, const char *plugin_name, const ah_caps *caps);
 
 /* The host's own log line on stderr, "attnhost <level>: msg", under the
