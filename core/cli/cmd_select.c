@@ -25,7 +25,8 @@ static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
     if (s->fp8_attention && n < cap) snprintf(b + n, cap - n, " fp8-attention");
 }
 
-static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_model *, const ah_selection *))
+static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *, const ah_model *,
+                                                  const ah_selection *))
 {
     ah_host *h = cli_host(c);
     if (!h) return 1;
@@ -44,7 +45,7 @@ static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_model 
         rc = 1;
     } else {
         if (*ah_selection_warnings(sel)) fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
-        rc = fn(c, m, sel);
+        rc = fn(c, h, m, sel);
     }
     ah_selection_destroy(sel);
     ah_model_destroy(m);
@@ -52,7 +53,26 @@ static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_model 
     return rc;
 }
 
-static int explain(cli_common *c, const ah_model *m, const ah_selection *sel)
+/* The keys of a bound plugin that are not at their default, "threads = 2,
+ * isa = avx2", or "defaults" (the rest: `attnhost config --dump --effective`).
+ * Only those: a plugin may declare many keys, and what explains a binding
+ * is what was changed. */
+static void print_plugin_keys(const ah_host *h, const char *plugin)
+{
+    const ah_plugin_info *in = ah_host_find_plugin(h, plugin);
+    const ah_caps *caps = in ? in->caps : NULL;
+    printf("  %-16s", plugin);
+    int shown = 0;
+    for (uint32_t i = 0; caps && i < caps->n_config_keys; i++) {
+        int is_default = 1;
+        const char *v = ah_host_plugin_key_value(h, plugin, caps->config_keys[i].name, &is_default);
+        if (!v || is_default) continue;
+        printf("%s%s = %s", shown++ ? ", " : " ", caps->config_keys[i].name, v);
+    }
+    printf("%s\n", shown ? "" : caps && caps->n_config_keys ? " every key at its default" : " no keys");
+}
+
+static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel)
 {
     uint32_t n = ah_selection_num_layers(sel);
     if (c->layer >= 0 && (uint32_t)c->layer >= n) {
@@ -80,6 +100,19 @@ static int explain(cli_common *c, const ah_model *m, const ah_selection *sel)
             }
         }
     }
+    /* Each plugin bound above once, in order of first appearance. */
+    printf("\nplugin keys in force (not at their default; all: attnhost config --dump --effective)\n");
+    const char *done[64];
+    size_t n_done = 0;
+    for (uint32_t l = 0; l < n; l++)
+        for (int p = 0; c->layer < 0 || (uint32_t)c->layer == l ? p < AH_PHASE_COUNT : 0; p++) {
+            const char *name = ah_selection_decision(sel, l, (ah_phase)p)->plugin;
+            int seen = !name || !*name;
+            for (size_t i = 0; i < n_done && !seen; i++) seen = !strcmp(done[i], name);
+            if (seen || n_done == sizeof done / sizeof *done) continue;
+            done[n_done++] = name;
+            print_plugin_keys(h, name);
+        }
     return 0;
 }
 
@@ -101,9 +134,10 @@ void cli_print_binding(const ah_model *m, const ah_selection *sel)
     printf("\n");
 }
 
-static int bind(cli_common *c, const ah_model *m, const ah_selection *sel)
+static int bind(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel)
 {
     (void)c;
+    (void)h;
     cli_print_binding(m, sel);
     return 0;
 }

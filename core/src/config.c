@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "inifile.h"
+#include "plugin_keys.h"
 
 static const ah_key_choice scan_choices[] = {
     {"child", AH_SCAN_CHILD}, {"in_process", AH_SCAN_IN_PROCESS}, {NULL, 0}};
@@ -310,6 +311,21 @@ static void dump_line(ah_strbuf *b, const char *prefix, const char *key, const c
     ah__strbuf_printf(b, "%s%s%s%s\n", prefix, key, tight ? "=" : " = ", value);
 }
 
+/* One key: its doc, its type and default, then "key = value" (commented out
+ * when as_comment; "#key =" when there is no value). Host keys and plugin
+ * keys both go through here, so the two read alike. */
+static void dump_entry(ah_strbuf *b, const char *doc, const char *type, const char *def,
+                       const char *key, const char *value, int documented, int as_comment)
+{
+    if (documented) {
+        ah__strbuf_comment(b, doc ? doc : "");
+        ah__strbuf_printf(b, "# Value: %s. Default: %s.\n", type, def ? def : "not set");
+    }
+    if (value) dump_line(b, as_comment ? "#" : "", key, value);
+    else ah__strbuf_printf(b, "#%s =\n", key);
+    if (documented) ah__strbuf_printf(b, "\n");
+}
+
 static void dump_key(ah_strbuf *b, const ah_key_def *k, const void *base, int documented, int as_comment)
 {
     char *value = NULL;
@@ -317,15 +333,9 @@ static void dump_key(ah_strbuf *b, const ah_key_def *k, const void *base, int do
         b->failed = 1;
         return;
     }
-    if (documented) {
-        char type[300];
-        ah__key_describe(k, type, sizeof type);
-        ah__strbuf_comment(b, k->doc);
-        ah__strbuf_printf(b, "# Value: %s. Default: %s.\n", type, k->def ? k->def : "not set");
-    }
-    if (value) dump_line(b, as_comment ? "#" : "", k->name, value);
-    else ah__strbuf_printf(b, "#%s =\n", k->name);
-    if (documented) ah__strbuf_printf(b, "\n");
+    char type[300] = "";
+    if (documented) ah__key_describe(k, type, sizeof type);
+    dump_entry(b, k->doc, type, k->def, k->name, value, documented, as_comment);
     ah__free(value);
 }
 
@@ -348,7 +358,38 @@ static ah_status dump_layer_template(ah_strbuf *b)
     return s;
 }
 
+static int in_tables(const ah_plugin_key_table *t, uint32_t n, const char *plugin)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (t[i].plugin && !strcmp(t[i].plugin, plugin)) return 1;
+    return 0;
+}
+
+/* One declared plugin's section (see ah__config_dump_plugins). */
+static void dump_plugin(ah_strbuf *b, const ah_config *cfg, const ah_plugin_key_table *t, int effective)
+{
+    ah__strbuf_printf(b, "[plugin.%s]\n", t->plugin);
+    if (!effective) ah__strbuf_printf(b, "\n");
+    for (uint32_t i = 0; i < t->n; i++) {
+        const ah_config_key *k = &t->keys[i];
+        if (!k->name) continue;
+        const char *set = effective ? ah__config_plugin_key(cfg, t->plugin, k->name) : NULL;
+        char type[300] = "";
+        if (!effective) ah__plugin_key_describe(k, type, sizeof type);
+        dump_entry(b, k->doc, type, k->default_value, k->name, set ? set : k->default_value,
+                   !effective, !set);
+    }
+    if (effective) ah__strbuf_printf(b, "\n");
+}
+
 ah_status ah__config_dump(const ah_config *cfg, int effective, char **text)
+{
+    return ah__config_dump_plugins(cfg, effective, NULL, 0, text);
+}
+
+ah_status ah__config_dump_plugins(const ah_config *cfg, int effective,
+                                  const ah_plugin_key_table *tables, uint32_t n_tables,
+                                  char **text)
 {
     *text = NULL;
     if (effective && !cfg) return AH_ERR_INVALID_ARGUMENT;
@@ -380,8 +421,10 @@ ah_status ah__config_dump(const ah_config *cfg, int effective, char **text)
     if (s == AH_OK && !effective) {
         s = dump_layer_template(&b);
         ah__strbuf_comment(&b, "[plugin.<name>] sections hold keys for one plugin, which "
-                               "declares them (`attnhost list` shows them with their "
-                               "defaults). A key no plugin declares is reported as a warning.");
+                               "declares them with their types and defaults (`attnhost config "
+                               "--dump` lists the installed plugins' keys below this line). A "
+                               "key the plugin does not declare, or a value it refuses, is an "
+                               "error; a section for a plugin that was not found is a warning.");
     }
     for (uint32_t r = 0; s == AH_OK && effective && r < cfg->n_layer_rules; r++) {
         ah__strbuf_printf(&b, "[%s]\n", cfg->layer_rules[r].section);
@@ -395,11 +438,20 @@ ah_status ah__config_dump(const ah_config *cfg, int effective, char **text)
         }
         ah__strbuf_printf(&b, "\n");
     }
+    if (s == AH_OK && n_tables && !effective) ah__strbuf_printf(&b, "\n");
+    for (uint32_t t = 0; s == AH_OK && t < n_tables; t++) dump_plugin(&b, cfg, &tables[t], effective);
+    /* Sections for plugins without a table (not found), as written: one
+     * section per plugin even where the file splits it. */
     for (uint32_t i = 0; s == AH_OK && effective && i < cfg->n_plugin_keys; i++) {
-        const ah_plugin_kv *kv = &cfg->plugin_keys[i];
-        if (i == 0 || strcmp(cfg->plugin_keys[i - 1].plugin, kv->plugin))
-            ah__strbuf_printf(&b, "[plugin.%s]\n", kv->plugin);
-        dump_line(&b, "", kv->key, kv->value);
+        const char *plugin = cfg->plugin_keys[i].plugin;
+        int seen = in_tables(tables, n_tables, plugin);
+        for (uint32_t j = 0; j < i && !seen; j++) seen = !strcmp(cfg->plugin_keys[j].plugin, plugin);
+        if (seen) continue;
+        ah__strbuf_printf(&b, "[plugin.%s]\n", plugin);
+        for (uint32_t j = i; j < cfg->n_plugin_keys; j++)
+            if (!strcmp(cfg->plugin_keys[j].plugin, plugin))
+                dump_line(&b, "", cfg->plugin_keys[j].key, cfg->plugin_keys[j].value);
+        ah__strbuf_printf(&b, "\n");
     }
     for (size_t i = 0; i < N_KEYS; i++)
         if (strcmp(config_keys[i].section, "layer")) ah__key_clear(&config_keys[i], &defaults);
@@ -408,6 +460,47 @@ ah_status ah__config_dump(const ah_config *cfg, int effective, char **text)
         ah__free(out);
         return AH_ERR_OUT_OF_MEMORY;
     }
+    *text = out;
+    return AH_OK;
+}
+
+/* Text for a Markdown table cell: '|' escaped, newlines as spaces. */
+static void md_cell(ah_strbuf *b, const char *text)
+{
+    for (const char *p = text ? text : ""; *p; p++) {
+        if (*p == '|') ah__strbuf_printf(b, "\\|");
+        else ah__strbuf_printf(b, "%c", *p == '\n' ? ' ' : *p);
+    }
+}
+
+ah_status ah__plugin_keys_markdown(const ah_plugin_key_table *tables, uint32_t n_tables,
+                                   char **text)
+{
+    *text = NULL;
+    ah_strbuf b = {0};
+    for (uint32_t t = 0; t < n_tables; t++) {
+        const ah_plugin_key_table *pt = &tables[t];
+        ah__strbuf_printf(&b, "<!-- plugin-keys:%s -->\n#### [plugin.%s]\n\n", pt->plugin, pt->plugin);
+        if (!pt->n) ah__strbuf_printf(&b, "No keys.\n");
+        else ah__strbuf_printf(&b, "| key | value | default | meaning |\n| --- | --- | --- | --- |\n");
+        for (uint32_t i = 0; i < pt->n; i++) {
+            const ah_config_key *k = &pt->keys[i];
+            char type[300];
+            ah__plugin_key_describe(k, type, sizeof type);
+            ah__strbuf_printf(&b, "| `%s` | ", k->name ? k->name : "");
+            md_cell(&b, type);
+            if (k->default_value && *k->default_value) {
+                ah__strbuf_printf(&b, " | `");
+                md_cell(&b, k->default_value);
+                ah__strbuf_printf(&b, "` | ");
+            } else ah__strbuf_printf(&b, " | (empty) | ");
+            md_cell(&b, k->doc);
+            ah__strbuf_printf(&b, " |\n");
+        }
+        ah__strbuf_printf(&b, "<!-- /plugin-keys:%s -->\n", pt->plugin);
+    }
+    char *out = ah__strbuf_take(&b);
+    if (!out) return AH_ERR_OUT_OF_MEMORY;
     *text = out;
     return AH_OK;
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <attnhost/attnhost.h>
+#include <attnhost/plugin.h>
 
 #include "range.h"
 
@@ -74,6 +75,28 @@ const char *ah__config_plugin_key(const ah_config *cfg, const char *plugin, cons
 /* Render every declared key with doc and default (effective=0), or with the
  * values of cfg (effective=1; cfg may be NULL for 0). *text is malloc'ed. */
 ah_status ah__config_dump(const ah_config *cfg, int effective, char **text);
+
+/* One plugin's declared [plugin.<name>] keys (ah_caps.config_keys). */
+typedef struct ah_plugin_key_table {
+    const char *plugin;
+    const ah_config_key *keys;
+    uint32_t n;
+} ah_plugin_key_table;
+
+/* ah__config_dump, then a [plugin.<name>] section for each table (in the
+ * order given): every declared key with its doc, type and default, written
+ * '#key = default' (effective=0); or only the values, 'key = value' where
+ * cfg sets it and '#key = default' where it does not (effective=1). Sections
+ * cfg sets for plugins not in tables follow as written. Reads back. */
+ah_status ah__config_dump_plugins(const ah_config *cfg, int effective,
+                                  const ah_plugin_key_table *tables, uint32_t n_tables,
+                                  char **text);
+
+/* The reference of the tables' keys in Markdown, one block per plugin
+ * between <!-- plugin-keys:NAME --> and <!-- /plugin-keys:NAME --> (what
+ * docs/configuration.md embeds; `attnhost config --plugin-keys-markdown`). */
+ah_status ah__plugin_keys_markdown(const ah_plugin_key_table *tables, uint32_t n_tables,
+                                   char **text);
 
 /* The built-in configuration text, used when ah__config_load gets neither
  * a path nor text (source "<embedded>"). */

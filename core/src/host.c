@@ -324,7 +324,71 @@ ah_status ah__host_open_context(ah_host *h, int i, ah_error *err)
 
 const char *ah_host_config_warnings(const ah_host *h) { return h->warnings; }
 
+static int table_cmp(const void *a, const void *b)
+{
+    return strcmp(((const ah_plugin_key_table *)a)->plugin, ((const ah_plugin_key_table *)b)->plugin);
+}
+
+/* The declared key tables of the plugins the host accepted (available or
+ * not; a shadowed file under a taken name is left out), by name. NULL with
+ * *n = 0 when there are none; NULL with *n = 1 on out-of-memory. */
+static ah_plugin_key_table *key_tables(const ah_host *h, uint32_t *n)
+{
+    *n = 0;
+    if (!h || !h->scan.n) return NULL;
+    ah_plugin_key_table *t = ah__calloc(h->scan.n, sizeof *t);
+    if (!t) {
+        *n = 1;
+        return NULL;
+    }
+    for (uint32_t i = 0; i < h->scan.n; i++) {
+        const ah_plugin_info *in = &h->scan.plugins[i]->info;
+        if (!in->caps || ah__host_find(h, in->name) != (int)i) continue;
+        t[(*n)++] = (ah_plugin_key_table){in->name, in->caps->config_keys, in->caps->n_config_keys};
+    }
+    qsort(t, *n, sizeof *t, table_cmp);
+    return t;
+}
+
 ah_status ah_host_config_dump(const ah_host *h, int effective, char **text)
 {
-    return ah__config_dump(h ? &h->config : NULL, effective, text);
+    *text = NULL;
+    uint32_t n = 0;
+    ah_plugin_key_table *t = key_tables(h, &n);
+    if (!t && n) return AH_ERR_OUT_OF_MEMORY;
+    ah_status s = ah__config_dump_plugins(h ? &h->config : NULL, effective, t, n, text);
+    ah__free(t);
+    return s;
+}
+
+ah_status ah_host_plugin_keys_markdown(const ah_host *h, char **text)
+{
+    *text = NULL;
+    uint32_t n = 0;
+    ah_plugin_key_table *t = key_tables(h, &n);
+    if (!t && n) return AH_ERR_OUT_OF_MEMORY;
+    ah_status s = ah__plugin_keys_markdown(t, n, text);
+    ah__free(t);
+    return s;
+}
+
+const char *ah_host_plugin_key_value(const ah_host *h, const char *plugin, const char *key,
+                                     int *is_default)
+{
+    if (is_default) *is_default = 0;
+    int i = h && plugin && key ? ah__host_find(h, plugin) : -1;
+    const ah_caps *caps = i < 0 ? NULL : h->scan.plugins[i]->info.caps;
+    const ah_config_key *k = caps ? ah__plugin_key_find(caps->config_keys, caps->n_config_keys, key) : NULL;
+    if (!k) return NULL;
+    const char *set = ah__config_plugin_key(&h->config, plugin, key);
+    const char *def = k->default_value ? k->default_value : "";
+    if (is_default) {
+        /* The same value spelled differently ("on" for "true") is the default. */
+        ah_plugin_value a, b;
+        char msg[8];
+        *is_default = !set || (ah__plugin_key_parse(k, set, &a, msg, sizeof msg) == 0 &&
+                               ah__plugin_key_parse(k, def, &b, msg, sizeof msg) == 0 &&
+                               ah__plugin_value_equal(k, &a, set, &b, def));
+    }
+    return set ? set : def;
 }

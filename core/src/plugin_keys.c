@@ -5,6 +5,7 @@
  */
 #include "plugin_keys.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -77,9 +78,11 @@ int ah__plugin_key_parse(const ah_config_key *k, const char *text, ah_plugin_val
         if (parse_bool(text, &out->i) == 0) return 0;
         break;
     case AH_KEY_INT: {
+        /* digits with an optional '-': no blanks, no '+' (as the host's keys) */
         errno = 0;
         long long v = strtoll(text, &end, 10);
-        if (*text && !*end && !errno && v >= k->int_min && v <= k->int_max) {
+        if ((*text == '-' ? text[1] : *text) >= '0' && (*text == '-' ? text[1] : *text) <= '9' &&
+            !*end && !errno && v >= k->int_min && v <= k->int_max) {
             out->i = v;
             out->f = (double)v;
             return 0;
@@ -89,7 +92,8 @@ int ah__plugin_key_parse(const ah_config_key *k, const char *text, ah_plugin_val
     case AH_KEY_FLOAT: {
         errno = 0;
         double v = strtod(text, &end);
-        if (*text && !*end && !errno && isfinite(v) && v >= k->float_min && v <= k->float_max) {
+        if (*text && !isspace((unsigned char)*text) && !*end && !errno && isfinite(v) &&
+            v >= k->float_min && v <= k->float_max) {
             out->f = v;
             return 0;
         }
@@ -110,4 +114,16 @@ int ah__plugin_key_parse(const ah_config_key *k, const char *text, ah_plugin_val
     }
     snprintf(msg, cap, "'%.64s' is not %s", text, want);
     return -1;
+}
+
+int ah__plugin_value_equal(const ah_config_key *k, const ah_plugin_value *a, const char *ta,
+                           const ah_plugin_value *b, const char *tb)
+{
+    switch (k->type) {
+    case AH_KEY_BOOL:
+    case AH_KEY_INT:
+    case AH_KEY_ENUM: return a->i == b->i;
+    case AH_KEY_FLOAT: return a->f == b->f;
+    default: return strcmp(ta ? ta : "", tb ? tb : "") == 0;
+    }
 }

@@ -24,6 +24,11 @@ typedef struct ah_plugin_value {
 int ah__plugin_key_parse(const ah_config_key *key, const char *text, ah_plugin_value *out,
                          char *msg, size_t cap);
 
+/* Whether two parsed values of key mean the same: "on" and "true", "8" and
+ * "08", "0.5" and "5e-1" do; STRING compares the texts ta and tb. */
+int ah__plugin_value_equal(const ah_config_key *key, const ah_plugin_value *a, const char *ta,
+                           const ah_plugin_value *b, const char *tb);
+
 /* The row of keys[0..n) named name, or NULL. */
 const ah_config_key *ah__plugin_key_find(const ah_config_key *keys, uint32_t n, const char *name);
 

@@ -64,7 +64,7 @@ typedef struct ah_loaded_plugin {
     const ah_plugin_descriptor *desc; /* the plugin's own */
     ah_plugin_ops ops;                /* normalized: full size, uncovered slots NULL */
     ah_caps caps_live;                /* normalized shallow copy, check_combination kept */
-    ah_host_services services;        /* this plugin's services (config_get bound to it) */
+    ah_host_services services;        /* this plugin's services (config getters bound to it) */
     void *services_data;
 } ah_loaded_plugin;
 
@@ -86,7 +86,7 @@ int ah__descriptor_validate(const ah_plugin_descriptor *d, char *why, size_t cap
  * (arch_prctl ARCH_REQ_XCOMP_PERM), core count, memory. */
 void ah__hw_facts_gather(ah_hw_facts *hw);
 
-/* Per-plugin host services (log, allocator, config_get for its section).
+/* Per-plugin host services (log, allocator, typed config getters for its section).
  * Returns -1 on out-of-memory: the table then works without config keys,
  * which callers must not hand to a plugin. */
 int ah__services_init(ah_host_services *s, void **data, const char *plugin_name,

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "plugin_keys.h"
 #include "scan_int.h"
 
 #define CACHE_MAGIC "AHSCACHE"
@@ -139,10 +140,29 @@ uint64_t ah__driver_fingerprint(const ah_hw_facts *hw)
     return h;
 }
 
-uint64_t ah__config_hash(const ah_config *config, const char *plugin)
+uint64_t ah__config_hash(const ah_config *config, const char *plugin, const ah_caps *caps)
 {
     uint64_t h = AH__HASH_SEED;
     if (!config || !plugin) return h;
+    for (uint32_t i = 0; caps && i < caps->n_config_keys; i++) {
+        const ah_config_key *k = &caps->config_keys[i];
+        if (!k->name) continue;
+        const char *set = ah__config_plugin_key(config, plugin, k->name);
+        const char *t = set ? set : k->default_value ? k->default_value : "";
+        ah_plugin_value v;
+        char msg[8];
+        h = ah__hash_bytes(h, k->name, strlen(k->name) + 1);
+        if (ah__plugin_key_parse(k, t, &v, msg, sizeof msg) != 0 || k->type == AH_KEY_STRING) {
+            /* text: a string, or a value the host refuses at creation anyway */
+            h = ah__hash_bytes(h, t, strlen(t) + 1);
+        } else if (k->type == AH_KEY_FLOAT) {
+            double f = v.f == 0 ? 0.0 : v.f; /* -0 and 0 mean the same */
+            h = ah__hash_bytes(h, &f, sizeof f);
+        } else {
+            h = ah__hash_bytes(h, &v.i, sizeof v.i);
+        }
+    }
+    if (caps) return h;
     for (uint32_t i = 0; i < config->n_plugin_keys; i++) {
         const ah_plugin_kv *kv = &config->plugin_keys[i];
         if (!kv->plugin || strcmp(kv->plugin, plugin) != 0) continue;
@@ -187,7 +207,7 @@ ah_cache_entry *ah__cache_find(ah_cache *c, const ah_plugin_rec *id, const ah_co
         ah_cache_entry *e = &c->e[i];
         if (!e->rec->info.path || strcmp(e->rec->info.path, id->info.path) != 0) continue;
         if (!same_identity(e->rec, id)) return NULL;
-        if (e->config_hash != ah__config_hash(config, e->rec->info.name)) return NULL;
+        if (e->config_hash != ah__config_hash(config, e->rec->info.name, e->rec->info.caps)) return NULL;
         return e;
     }
     return NULL;
@@ -197,7 +217,7 @@ int ah__cache_put(ah_cache *c, const ah_plugin_rec *rec, const ah_config *config
 {
     ah_plugin_rec *copy = ah__rec_dup(rec);
     if (!copy) return -1;
-    uint64_t h = ah__config_hash(config, rec->info.name);
+    uint64_t h = ah__config_hash(config, rec->info.name, rec->info.caps);
     for (uint32_t i = 0; i < c->n; i++)
         if (strcmp(c->e[i].rec->info.path, rec->info.path) == 0) {
             ah__rec_free(c->e[i].rec);

@@ -82,7 +82,7 @@ int ah__caps_validate(const ah_caps *caps, char *why, size_t cap);
 
 /* Rebind a plugin's services once its descriptor is known: the name that
  * prefixes its log lines and selects its [plugin.<name>] section, and the
- * keys it declared (config_get answers only those). */
+ * keys it declared (the config getters answer only those). */
 void ah__services_bind(void *data, const char *plugin_name, const ah_caps *caps);
 
 /* The host's own log line on stderr, "attnhost <level>: msg", under the
@@ -139,8 +139,12 @@ uint64_t ah__hash_bytes(uint64_t h, const void *p, size_t n);
 /* A fingerprint of what makes scan results stale besides the file itself:
  * the driver version files and the hardware facts. */
 uint64_t ah__driver_fingerprint(const ah_hw_facts *hw);
-/* Hash of the [plugin.<name>] keys and values given to that plugin. */
-uint64_t ah__config_hash(const ah_config *config, const char *plugin);
+/* Hash of what the plugin's [plugin.<name>] section means to it. With caps
+ * (the plugin's declared keys): the value in force of every declared key,
+ * parsed, so a default written out, another spelling of a value ("on" for
+ * "true") or another key order hash the same, and any changed value does
+ * not. Without caps (rejected, quarantined): the keys and texts as set. */
+uint64_t ah__config_hash(const ah_config *config, const char *plugin, const ah_caps *caps);
 
 typedef struct ah_cache_entry {
     uint64_t config_hash;

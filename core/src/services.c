@@ -23,7 +23,7 @@ typedef struct services_data {
     const ah_config *config;
     const ah_config_key *keys; /* declared keys; NULL until bound */
     uint32_t n_keys;
-    int bound;                 /* keys known: config_get filters by them */
+    int bound;                 /* keys known: the getters answer only these */
     ah_log_level level;
 } services_data;
 
@@ -135,7 +135,7 @@ int ah__services_init(ah_host_services *s, void **data, const char *plugin_name,
     s->config_str = svc_config_str;
     s->hw = hw;
     /* Out of memory leaves host_data NULL: every service still works (the
-     * log tag reads "?", config_get answers NULL), but a plugin probed that
+     * log tag reads "?", the config getters answer 0 / NULL), but a plugin probed that
      * way would not see its [plugin.<name>] keys and its scan result would
      * be wrong (and cached), so the callers fail with out-of-memory. */
     services_data *d = ah__calloc(1, sizeof *d);

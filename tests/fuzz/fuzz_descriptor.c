@@ -3,8 +3,10 @@
  * over descriptors decoded from the fuzzer's bytes: arbitrary struct sizes
  * (smaller, equal or larger than this header's), ABI versions, names,
  * device kinds and enum values, integer sets with lists and ranges, gfx
- * targets and config keys with NULL entries, and any pattern of NULL op
- * slots.
+ * targets, typed config keys (any type value, int and float ranges empty,
+ * huge, NaN or infinite, choice lists empty, NULL or with empty entries,
+ * defaults that may or may not parse, NULL entries), ranks, mixed-batch
+ * declarations, and any pattern of NULL op slots.
  *
  * The structs themselves are always full-size allocations, so a struct_size
  * larger than sizeof is a "newer plugin" and one smaller an "older plugin";
@@ -19,7 +21,10 @@
  */
 #include "fuzz_common.h"
 
+#include <math.h>
+
 #include "alloc.h"
+#include "plugin_keys.h"
 #include "scan_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -91,6 +96,59 @@ static char *maybe_str(fz *f, arena *a)
     return fz_u8(f) == 0xee ? NULL : keep(a, fz_str(f, 80));
 }
 
+/* Texts a key's parser has opinions about, for names, defaults and
+ * choices: spellings of booleans, numbers at and past the int64 and double
+ * limits, NaN and infinities, choice lists with empty entries. */
+static const char *const key_texts[] = {
+    "0", "1", "-1", "true", "false", "yes", "off", "on", "auto", "", " 1", "1 ", "+5", "0x10",
+    "08", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+    "-9223372036854775809", "1e308", "1e309", "-0", "0.5", "nan", "inf", "-inf", "1e-320",
+    "a|b|c", "auto|on|off", "a||b", "|a", "a|", "|", "au", "a", "b", "threads", "x_1"};
+#define N_KEY_TEXTS (sizeof key_texts / sizeof *key_texts)
+
+static const char *key_text(fz *f, arena *a)
+{
+    uint8_t k = fz_u8(f);
+    if (k == 0xee) return NULL;
+    if (k < 0x80) return key_texts[k % N_KEY_TEXTS];
+    return keep(a, fz_str(f, k & 1 ? 300 : 40)); /* past the 255-byte string bound too */
+}
+
+static int64_t key_int(fz *f)
+{
+    static const int64_t edge[] = {0, 1, -1, 64, INT64_MAX, INT64_MIN, INT32_MAX, INT32_MIN};
+    uint8_t k = fz_u8(f);
+    if (k < 0x80) return edge[k % 8];
+    return (int64_t)((uint64_t)fz_u32(f) << 32 | fz_u32(f));
+}
+
+static double key_float(fz *f)
+{
+    static const double edge[] = {0.0, -0.0, 1.0, -1.0, 0.5, 1e308, -1e308, 4.9e-324};
+    uint8_t k = fz_u8(f);
+    if (k < 0x60) return edge[k % 8];
+    if (k < 0x70) return k & 1 ? INFINITY : -INFINITY;
+    if (k < 0x78) return NAN;
+    uint64_t bits = (uint64_t)fz_u32(f) << 32 | fz_u32(f);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+static void decode_key(fz *f, arena *a, ah_config_key *k)
+{
+    k->name = key_text(f, a);
+    uint8_t t = fz_u8(f);
+    k->type = (ah_key_type)(int32_t)(t & 0x80 ? fz_u32(f) : t % (AH_KEY_TYPE_COUNT + 1));
+    k->default_value = key_text(f, a);
+    k->int_min = key_int(f);
+    k->int_max = key_int(f);
+    k->float_min = key_float(f);
+    k->float_max = key_float(f);
+    k->choices = key_text(f, a);
+    k->doc = key_text(f, a);
+}
+
 static void decode_caps(fz *f, arena *a, ah_caps *c)
 {
     c->struct_size = pick_size(f, sizeof *c, AH__CAPS_MIN_SIZE);
@@ -129,14 +187,14 @@ static void decode_caps(fz *f, arena *a, ah_caps *c)
     } else {
         c->n_config_keys = nk % 5;
         ah_config_key *k = keep(a, calloc(c->n_config_keys + 1u, sizeof *k));
-        for (uint32_t i = 0; i < c->n_config_keys; i++) {
-            k[i].name = maybe_str(f, a);
-            k[i].default_value = maybe_str(f, a);
-            k[i].doc = maybe_str(f, a);
-        }
+        for (uint32_t i = 0; i < c->n_config_keys; i++) decode_key(f, a, &k[i]);
         c->config_keys = fz_u8(f) == 0xee ? NULL : k;
     }
     c->check_combination = fz_u8(f) & 1 ? dummy_combination : NULL;
+    c->prefill_rank = fz_u8(f) & 1 ? fz_u32(f) : AH_RANK_SECONDARY;
+    c->decode_rank = fz_u8(f) & 1 ? fz_u32(f) : AH_RANK_PRIMARY;
+    c->mixed_batch = (ah_mixed_batch)(int32_t)(fz_u8(f) & 0x80 ? fz_u32(f) : fz_u8(f) % 3);
+    c->decode_query_len_max = fz_u8(f) & 1 ? fz_u32(f) : fz_u8(f) % 4;
 }
 
 static void decode_ops(fz *f, ah_plugin_ops *o)
@@ -150,6 +208,25 @@ static void decode_ops(fz *f, ah_plugin_ops *o)
     for (size_t i = 0; i < n && i < 32; i++) {
         void (*v)(void) = (bits >> i) & 1 ? fn : NULL;
         memcpy((char *)o + first + i * sizeof(void *), &v, sizeof v);
+    }
+}
+
+/* An accepted key table is one the host can serve: each default parses
+ * against its own row, as the getters will parse it, and survives the
+ * record codec with the same meaning. */
+static void check_keys(const ah_caps *c, const ah_caps *back)
+{
+    for (uint32_t i = 0; c && i < c->n_config_keys; i++) {
+        const ah_config_key *k = &c->config_keys[i];
+        ah_plugin_value v, w;
+        char msg[256];
+        FZ_ASSERT(ah__plugin_key_parse(k, k->default_value, &v, msg, sizeof msg) == 0,
+                  "accepted key '%s' has a default its row refuses: %s", k->name, msg);
+        const ah_config_key *kb = ah__plugin_key_find(back->config_keys, back->n_config_keys, k->name);
+        FZ_ASSERT(kb && kb->type == k->type, "key '%s' lost in the record codec", k->name);
+        FZ_ASSERT(ah__plugin_key_parse(kb, kb->default_value, &w, msg, sizeof msg) == 0 &&
+                      ah__plugin_value_equal(k, &v, k->default_value, &w, kb->default_value),
+                  "key '%s' means another default after the record codec", k->name);
     }
 }
 
@@ -180,6 +257,7 @@ static void roundtrip(const ah_plugin_descriptor *d)
               "re-encoding a decoded record changed it");
     char vwhy[512];
     FZ_ASSERT(ah__caps_validate(&back->caps, vwhy, sizeof vwhy) == 0, "decoded caps: %s", vwhy);
+    check_keys(&caps, &back->caps); /* the fields its struct_size covers */
     ah__buf_free(&a);
     ah__buf_free(&b);
     ah__rec_free(back);

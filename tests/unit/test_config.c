@@ -473,6 +473,77 @@ static void dump(void)
     ah__free(text);
 }
 
+/* Plugin sections from declared key tables: documented with type and
+ * default, commented out; effective with set values live, the rest
+ * commented; sections for plugins without a table as written; both read
+ * back; every allocation may fail cleanly. The Markdown reference too. */
+static void dump_plugins(void)
+{
+    static const ah_config_key keys[] = {
+        AH_KEY_INT_ROW("threads", "0", 0, 64, "Threads; 0: all."),
+        AH_KEY_ENUM_ROW("mode", "auto", "auto|on|off", "How | why."),
+        AH_KEY_STRING_ROW("label", "", "A label.")};
+    const ah_plugin_key_table t[] = {{"alpha", keys, 3}, {"beta", NULL, 0}};
+    char *text = NULL;
+    CHECK(ah__config_dump_plugins(NULL, 0, t, 2, &text) == AH_OK && text);
+    if (!text) return;
+    CHECK_CONTAINS(text, "[plugin.alpha]\n\n# Threads; 0: all.\n# Value: an integer in 0..64. "
+                         "Default: 0.\n#threads = 0\n\n");
+    CHECK_CONTAINS(text, "# Value: one of auto|on|off. Default: auto.\n#mode = auto\n");
+    CHECK_CONTAINS(text, "#label = \n");
+    CHECK_CONTAINS(text, "[plugin.beta]\n");
+    ah_config a;
+    ah_error err;
+    CHECK_MSG(load_text(&a, text, &err) == AH_OK, "%s", err.msg);
+    CHECK(a.n_plugin_keys == 0);
+    ah__config_free(&a);
+    ah__free(text);
+
+    CHECK(load_text(&a, "[plugin.ghost]\nx = 1\n[plugin.alpha]\nmode = on\n[plugin.ghost]\ny = 2\n",
+                    &err) == AH_OK);
+    CHECK(ah__config_dump_plugins(&a, 1, t, 2, &text) == AH_OK && text);
+    if (text) {
+        CHECK_CONTAINS(text, "[plugin.alpha]\n#threads = 0\nmode = on\n#label = \n\n");
+        CHECK_CONTAINS(text, "[plugin.ghost]\nx = 1\ny = 2\n");
+        ah_config b;
+        char *again = NULL;
+        CHECK_MSG(load_text(&b, text, &err) == AH_OK, "%s", err.msg);
+        CHECK(ah__config_dump_plugins(&b, 1, t, 2, &again) == AH_OK && again);
+        /* the same but for the first line, which names the source */
+        if (again) CHECK_STREQ(strchr(again, '\n'), strchr(text, '\n'));
+        ah__free(again);
+        ah__config_free(&b);
+    }
+    ah__free(text);
+
+    CHECK(ah__plugin_keys_markdown(t, 1, &text) == AH_OK && text);
+    if (text) {
+        CHECK_CONTAINS(text, "<!-- plugin-keys:alpha -->\n#### [plugin.alpha]\n");
+        CHECK_CONTAINS(text, "| `mode` | one of auto\\|on\\|off | `auto` | How \\| why. |\n");
+        CHECK_CONTAINS(text, "| `label` | text of at most 255 bytes | (empty) | A label. |\n");
+        CHECK_CONTAINS(text, "<!-- /plugin-keys:alpha -->\n");
+    }
+    ah__free(text);
+
+    for (int md = 0; md < 2; md++) {
+        ah__fault_inject_after(0);
+        char *t2 = NULL;
+        CHECK((md ? ah__plugin_keys_markdown(t, 2, &t2) : ah__config_dump_plugins(&a, 1, t, 2, &t2)) ==
+              AH_OK);
+        long n = ah__alloc_count();
+        ah__free(t2);
+        for (long i = 1; i <= n; i++) {
+            long live = ah__alloc_live();
+            ah__fault_inject_after(i);
+            ah_status s = md ? ah__plugin_keys_markdown(t, 2, &t2) : ah__config_dump_plugins(&a, 1, t, 2, &t2);
+            ah__fault_inject_after(0);
+            CHECK(s == AH_ERR_OUT_OF_MEMORY && t2 == NULL);
+            CHECK(ah__alloc_live() == live);
+        }
+    }
+    ah__config_free(&a);
+}
+
 /* Every example configuration parses. */
 static void examples(void)
 {
@@ -536,6 +607,7 @@ int main(int argc, char **argv)
     out_of_memory("[select]\npriority = a, b\n[layer.0-3]\nbackend = c\nbackend = d\n", 0);
     out_of_memory_file();
     dump();
+    dump_plugins();
     examples();
     mutations();
     return check_report("test_config");

@@ -293,7 +293,28 @@ static void test_cache(void)
     CHECK(r.n_scanned == 0 && r.n_cached == 2);
     expect(&r, "a_good.so", AH_PLUGIN_UNAVAILABLE, "switched off");
     ah__scan_result_free(&r);
+    /* The cache keys on the value in force: "off" means the same as "0". */
+    kv.value = "off";
+    scan(dirs, 1, AH_SCAN_CHILD, cache, &cfg, &r);
+    CHECK(r.n_scanned == 0 && r.n_cached == 2);
+    expect(&r, "a_good.so", AH_PLUGIN_UNAVAILABLE, "switched off");
+    ah__scan_result_free(&r);
+    /* Back on: re-probed. Then the default written out ("true") or left
+     * out is the same configuration: cached. */
+    kv.value = "yes";
+    scan(dirs, 1, AH_SCAN_CHILD, cache, &cfg, &r);
+    CHECK(r.n_scanned == 1 && r.n_cached == 1);
+    expect(&r, "a_good.so", AH_PLUGIN_AVAILABLE, "");
+    ah__scan_result_free(&r);
+    kv.value = "true";
+    scan(dirs, 1, AH_SCAN_CHILD, cache, &cfg, &r);
+    CHECK(r.n_scanned == 0 && r.n_cached == 2);
+    ah__scan_result_free(&r);
     cfg.n_plugin_keys = 0;
+    scan(dirs, 1, AH_SCAN_CHILD, cache, &cfg, &r);
+    CHECK(r.n_scanned == 0 && r.n_cached == 2);
+    expect(&r, "a_good.so", AH_PLUGIN_AVAILABLE, "");
+    ah__scan_result_free(&r);
 
     /* Other CPU facts (or drivers): everything is rescanned. */
     ah_hw_facts saved = hw;

@@ -145,8 +145,27 @@ const ah_plugin_info *ah_host_find_plugin(const ah_host *host, const char *name)
 
 /* The config key table rendered as an INI with every key, its default and
  * its documentation; *text is malloc'ed, the caller frees it. With
- * effective=1 the values in force replace the defaults. */
+ * effective=1 the values in force replace the defaults. With a host (it
+ * may be NULL when effective=0) every accepted plugin's [plugin.<name>]
+ * section follows, from the keys it declares: doc, type and range or
+ * choices, default, and '#key = default'; with effective=1 only the values,
+ * 'key = value' where the configuration sets it and '#key = default' where
+ * not. Either dump reads back as the same configuration. */
 ah_status ah_host_config_dump(const ah_host *host, int effective, char **text);
+
+/* The reference of every accepted plugin's keys in Markdown, a block per
+ * plugin (by name) between <!-- plugin-keys:NAME --> and
+ * <!-- /plugin-keys:NAME -->, as docs/configuration.md embeds it. *text is
+ * malloc'ed. */
+ah_status ah_host_plugin_keys_markdown(const ah_host *host, char **text);
+
+/* The value in force of key in [plugin.<plugin>]: the configuration's text
+ * when it sets the key, else the declared default; host-owned. NULL when
+ * the plugin was not accepted or does not declare key. *is_default (may be
+ * NULL) is 1 when the value means the same as the default ("on" for a
+ * default "true" does). */
+const char *ah_host_plugin_key_value(const ah_host *host, const char *plugin, const char *key,
+                                     int *is_default);
 
 /* Warnings the configuration produced (unknown plugin keys, ...), one per
  * line; "" when none. */

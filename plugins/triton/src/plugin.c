@@ -18,18 +18,19 @@
 
 /* ---- capabilities --------------------------------------------------------- */
 
+/* The device is not a key: the host opens one context per device index
+ * (ah_context_options.device_index, per binding), and CUDA_VISIBLE_DEVICES /
+ * HIP_VISIBLE_DEVICES already remap devices for the whole process. */
 static const ah_config_key tk_keys[] = {
-    {"num_kv_splits", "auto",
-     "split-KV decode: splits per request (1..64), or auto (from batch size and SM count)"},
-    {"split_tile", "256", "split-KV decode: fewest keys a split covers; short requests use fewer splits"},
-    {"deterministic", "0",
-     "1: fixed splits (num_kv_splits, 16 when auto), independent of the batch, fp32 reduction "
-     "in a fixed order: a decode request's output is bitwise the same in any batch"},
-#ifdef TK_HIP
-    {"device", "0", "HIP device index"},
-#else
-    {"device", "0", "CUDA device index"},
-#endif
+    AH_KEY_INT_ROW("num_kv_splits", "0", 0, TK_MAX_SPLITS,
+                   "split-KV decode: splits per request (1..64); 0 (auto): about 16 programs per "
+                   "SM, at most ceil(max_seq_len / split_tile) and 32"),
+    AH_KEY_INT_ROW("split_tile", "256", 1, 1 << 20,
+                   "split-KV decode: fewest keys a split covers; short requests use fewer splits"),
+    AH_KEY_BOOL_ROW("deterministic", "false",
+                    "true: fixed splits (num_kv_splits, 16 when auto), independent of the batch, "
+                    "fp32 reduction in a fixed order: a decode request's output is bitwise the "
+                    "same in any batch"),
 };
 
 #ifdef TK_HIP
@@ -86,6 +87,12 @@ static const ah_caps tk_caps = {
     .config_keys = tk_keys,
     .n_config_keys = sizeof tk_keys / sizeof tk_keys[0],
     .check_combination = tk_check_combination,
+    /* A portable fallback: below the vendor libraries' plugins. */
+    .prefill_rank = AH_RANK_SECONDARY,
+    .decode_rank = AH_RANK_SECONDARY,
+    /* The unified kernel serves any mix of decode and prefill requests. */
+    .mixed_batch = AH_MIXED_WHOLE,
+    .decode_query_len_max = 1,
 };
 
 /* ---- helpers shared by the source files ----------------------------------- */
@@ -125,26 +132,14 @@ static const char *tk_arch_for(int cc)
 
 /* ---- configuration -------------------------------------------------------- */
 
-ah_status tk_config_read(const ah_host_services *host, tk_config *cfg, ah_errbuf *e)
+void tk_config_read(const ah_host_services *host, tk_config *cfg)
 {
-    cfg->num_kv_splits = 0;
-    cfg->split_tile = 256;
-    cfg->deterministic = 0;
-    cfg->device = 0;
-    const char *v;
-    if (!host || !host->config_get) return AH_OK;
-    if ((v = host->config_get(host, "num_kv_splits")) && strcmp(v, "auto") != 0 &&
-        !ah_parse_int(v, 1, TK_MAX_SPLITS, &cfg->num_kv_splits))
-        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] num_kv_splits = '%s': want auto or 1..%d",
-                       v, TK_MAX_SPLITS);
-    if ((v = host->config_get(host, "split_tile")) && !ah_parse_int(v, 1, 1 << 20, &cfg->split_tile))
-        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] split_tile = '%s': want 1..1048576", v);
-    if ((v = host->config_get(host, "deterministic")) && !ah_parse_int(v, 0, 1, &cfg->deterministic))
-        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] deterministic = '%s': want 0 or 1", v);
-    if ((v = host->config_get(host, "device")) && !ah_parse_int(v, 0, 1023, &cfg->device))
-        return ah_fail(e, AH_ERR_CONFIG, "[plugin.triton] device = '%s': want a device index", v);
+    /* The host validated every value against tk_keys (types and ranges). */
+    int has = host && AH_HAS_FIELD(host, ah_host_services, config_int) && host->config_int;
+    cfg->num_kv_splits = has ? (int)host->config_int(host, "num_kv_splits") : 0;
+    cfg->split_tile = has ? (int)host->config_int(host, "split_tile") : 256;
+    cfg->deterministic = has ? (int)host->config_int(host, "deterministic") : 0;
     if (cfg->deterministic && !cfg->num_kv_splits) cfg->num_kv_splits = 16;
-    return AH_OK;
 }
 
 /* ---- probe ---------------------------------------------------------------- */
@@ -225,7 +220,8 @@ static void tk_context_destroy(ah_context *ctx)
     host->free(host, ctx);
 }
 
-static ah_status tk_context_create(const ah_host_services *host, ah_context **out, const char **why)
+static ah_status tk_context_create(const ah_host_services *host, const ah_context_options *opts,
+                                   ah_context **out, const char **why)
 {
     static char why_buf[512];
     *out = NULL;
@@ -239,23 +235,28 @@ static ah_status tk_context_create(const ah_host_services *host, ah_context **ou
     memset(ctx, 0, sizeof *ctx);
     ctx->host = host;
     ctx->cu = cu;
-    ah_status s = tk_config_read(host, &ctx->cfg, &ctx->err);
-    if (s == AH_OK) {
-        ctx->modules = host->alloc(host, ah_tk_table_len * sizeof *ctx->modules);
-        ctx->funcs = host->alloc(host, ah_tk_table_len * sizeof *ctx->funcs);
-        if (!ctx->modules || !ctx->funcs)
-            s = ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of host memory");
-        else {
-            memset(ctx->modules, 0, ah_tk_table_len * sizeof *ctx->modules);
-            memset(ctx->funcs, 0, ah_tk_table_len * sizeof *ctx->funcs);
-        }
+    ctx->device = opts && AH_HAS_FIELD(opts, ah_context_options, device_index)
+                      ? opts->device_index : 0;
+    tk_config_read(host, &ctx->cfg);
+    ah_status s = AH_OK;
+    ctx->modules = host->alloc(host, ah_tk_table_len * sizeof *ctx->modules);
+    ctx->funcs = host->alloc(host, ah_tk_table_len * sizeof *ctx->funcs);
+    if (!ctx->modules || !ctx->funcs)
+        s = ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of host memory");
+    else {
+        memset(ctx->modules, 0, ah_tk_table_len * sizeof *ctx->modules);
+        memset(ctx->funcs, 0, ah_tk_table_len * sizeof *ctx->funcs);
     }
     CUresult r = CUDA_SUCCESS;
     const char *step = "";
-    int major = 0, minor = 0;
+    int major = 0, minor = 0, count = 0;
     if (s == AH_OK) {
         if ((r = cu->init(0))) step = "cuInit";
-        else if ((r = cu->device_get(&ctx->dev, ctx->cfg.device))) step = "cuDeviceGet";
+        else if ((r = cu->device_count(&count))) step = "cuDeviceGetCount";
+        else if (ctx->device < 0 || ctx->device >= count)
+            s = ah_fail(&ctx->err, AH_ERR_UNAVAILABLE, "no %s device %d (this process sees %d)",
+                        TK_HIP_OR_CUDA, ctx->device, count);
+        else if ((r = cu->device_get(&ctx->dev, ctx->device))) step = "cuDeviceGet";
         else if ((r = cu->ctx_retain(&ctx->cuctx, ctx->dev))) step = "cuDevicePrimaryCtxRetain";
         else if ((r = cu->ctx_set_current(ctx->cuctx))) step = "cuCtxSetCurrent";
         else {

@@ -18,15 +18,15 @@
 #define TK_DECODE_BLOCK_H 16  /* query heads per stage-1 program */
 
 typedef struct tk_config {
-    int num_kv_splits;   /* 0: auto */
+    int num_kv_splits;   /* 0: auto (16 when deterministic) */
     int split_tile;      /* minimum keys per split */
     int deterministic;   /* fixed splits, independent of the batch */
-    int device;
 } tk_config;
 
 struct ah_context {
     const ah_host_services *host;
     const ah_cu_api *cu;
+    int device;          /* ah_context_options.device_index */
     CUdevice dev;
     CUcontext cuctx;
     int cc;              /* compute capability major*10+minor */
@@ -106,7 +106,8 @@ ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a);
 ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a);
 ah_status tk_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes);
 
-/* Configuration parsed from [plugin.triton]; a bad value is an error. */
-ah_status tk_config_read(const ah_host_services *host, tk_config *cfg, ah_errbuf *e);
+/* The effective [plugin.triton] values, typed and range-checked by the host
+ * against the declared keys (plugin.c, tk_keys). */
+void tk_config_read(const ah_host_services *host, tk_config *cfg);
 
 #endif

@@ -5,6 +5,8 @@
  */
 #include "tk_test_util.h"
 
+#include "plugin_keys.h" /* the host's parser: the drivers link attnhost_static */
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,12 +19,55 @@ static void svc_log(const ah_host_services *h, ah_log_level lvl, const char *msg
 }
 static void *svc_alloc(const ah_host_services *h, size_t n) { (void)h; return malloc(n); }
 static void svc_free(const ah_host_services *h, void *ptr) { (void)h; free(ptr); }
-static const char *svc_config(const ah_host_services *h, const char *key)
+/* The driver's value of key, else the declared default, parsed by the
+ * host's own parser (plugin_keys.c): a driver setting a value the host
+ * would refuse fails here as it would there. NULL for an undeclared key,
+ * a wrong getter or a refused value, with a message. */
+static const ah_config_key *svc_key(const ah_host_services *h, const char *key, unsigned types,
+                                    ah_plugin_value *v, const char **text)
 {
     const tk_plugin *p = h->host_data;
+    const ah_caps *c = p->desc ? p->desc->caps : NULL;
+    const ah_config_key *k = c ? ah__plugin_key_find(c->config_keys, c->n_config_keys, key) : NULL;
+    if (!k) {
+        fprintf(stderr, "[triton] asked for undeclared config key '%s'\n", key);
+        return NULL;
+    }
+    if (!(types & (1u << k->type))) {
+        fprintf(stderr, "[triton] config key '%s' (%s) read with the wrong getter\n", key,
+                ah__plugin_key_type_str(k->type));
+        return NULL;
+    }
+    *text = k->default_value;
     for (int i = 0; i < p->n_keys; i++)
-        if (strcmp(p->keys[i], key) == 0) return p->vals[i];
-    return NULL;
+        if (strcmp(p->keys[i], key) == 0) *text = p->vals[i];
+    char msg[256];
+    if (ah__plugin_key_parse(k, *text, v, msg, sizeof msg) != 0) {
+        fprintf(stderr, "[plugin.triton] %s: %s\n", key, msg);
+        return NULL;
+    }
+    return k;
+}
+#define TYPES_INT (1u << AH_KEY_BOOL | 1u << AH_KEY_INT | 1u << AH_KEY_ENUM)
+#define TYPES_FLOAT (1u << AH_KEY_INT | 1u << AH_KEY_FLOAT)
+#define TYPES_ANY ((1u << AH_KEY_TYPE_COUNT) - 1)
+static int64_t svc_config_int(const ah_host_services *h, const char *key)
+{
+    ah_plugin_value v;
+    const char *t;
+    return svc_key(h, key, TYPES_INT, &v, &t) ? v.i : 0;
+}
+static double svc_config_float(const ah_host_services *h, const char *key)
+{
+    ah_plugin_value v;
+    const char *t;
+    return svc_key(h, key, TYPES_FLOAT, &v, &t) ? v.f : 0;
+}
+static const char *svc_config_str(const ah_host_services *h, const char *key)
+{
+    ah_plugin_value v;
+    const char *t;
+    return svc_key(h, key, TYPES_ANY, &v, &t) ? t : NULL;
 }
 
 void tk_plugin_set(tk_plugin *p, const char *key, const char *val)
@@ -53,8 +98,10 @@ int tk_plugin_open(tk_plugin *p, const char *path)
         return -1;
     }
     p->hw.struct_size = sizeof p->hw;
+    p->opts = (ah_context_options){sizeof(ah_context_options), 0};
     p->host = (ah_host_services){sizeof(ah_host_services), AH_ABI_VERSION, svc_log, svc_alloc,
-                                 svc_free, svc_config, &p->hw, p};
+                                 svc_free, svc_config_int, svc_config_float, svc_config_str,
+                                 &p->hw, p};
     const char *why = NULL;
     p->desc = entry(AH_ABI_VERSION, &p->host, &why);
     if (!p->desc) {

@@ -1,7 +1,8 @@
 /*
  * Shared by the triton plugin's correctness driver and benchmark: load the
  * plugin .so like the host does (dlopen + entry), minimal host services
- * with a settable [plugin.triton] table, device tensors through the
+ * with a settable [plugin.triton] table (typed getters that parse like the
+ * host), device tensors through the
  * plugin's own device slots, and a random paged batch builder.
  */
 #ifndef TK_TEST_UTIL_H
@@ -18,7 +19,8 @@ typedef struct tk_plugin {
     const ah_plugin_ops *ops;
     ah_host_services host;
     ah_hw_facts hw;
-    const char *keys[8], *vals[8]; /* config_get answers */
+    ah_context_options opts;        /* device 0 */
+    const char *keys[8], *vals[8]; /* set values; others: the declared default */
     int n_keys;
 } tk_plugin;
 

@@ -178,10 +178,10 @@ int main(int argc, char **argv)
     char list[256];
     snprintf(list, sizeof list, "%s", splits);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        tk_plugin_set(&P, "num_kv_splits", tok);
+        tk_plugin_set(&P, "num_kv_splits", strcmp(tok, "auto") ? tok : "0"); /* 0: auto */
         ah_context *ctx = NULL;
         const char *why = NULL;
-        if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
+        if (O->context_create(&P.host, &P.opts, &ctx, &why) != AH_OK) {
             printf("context: %s\n", why);
             return 1;
         }
@@ -192,10 +192,10 @@ int main(int argc, char **argv)
         }
         O->context_destroy(ctx);
     }
-    tk_plugin_set(&P, "num_kv_splits", "auto");
+    tk_plugin_set(&P, "num_kv_splits", "0"); /* auto */
     ah_context *ctx = NULL;
     const char *why = NULL;
-    if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
+    if (O->context_create(&P.host, &P.opts, &ctx, &why) != AH_OK) {
         printf("context: %s\n", why);
         return 1;
     }

@@ -375,10 +375,10 @@ static void run_deterministic(const char *path, const tcase *c, uint64_t *rng)
     int ok = 0;
     const char *why = NULL;
     if (tk_plugin_open(&p2, path)) goto done;
-    tk_plugin_set(&p2, "deterministic", "1");
+    tk_plugin_set(&p2, "deterministic", "true");
     tk_plugin_set(&p2, "num_kv_splits", "8");
     tk_plugin_set(&p2, "split_tile", "128");
-    if (p2.ops->context_create(&p2.host, &ctx, &why) != AH_OK) {
+    if (p2.ops->context_create(&p2.host, &p2.opts, &ctx, &why) != AH_OK) {
         snprintf(msg, sizeof msg, " context: %s", why);
         goto done;
     }
@@ -554,7 +554,19 @@ int main(int argc, char **argv)
            pi.driver_version);
     ah_context *ctx = NULL;
     const char *why = NULL;
-    if (O->context_create(&P.host, &ctx, &why) != AH_OK) {
+    /* A device index past the process's devices is UNAVAILABLE, with a reason. */
+    ah_context_options past = {sizeof past, (int32_t)pi.device_count};
+    ah_status ps = O->context_create(&P.host, &past, &ctx, &why);
+    if (ps != AH_ERR_UNAVAILABLE || ctx || !why || !*why) {
+        printf("FAIL context_create(device %u): status %d, want UNAVAILABLE with a reason\n",
+               pi.device_count, (int)ps);
+        if (ctx) O->context_destroy(ctx);
+        return 1;
+    }
+    printf("ok   %-52s%s\n", "device index past the last", why);
+    g_pass++;
+    ctx = NULL;
+    if (O->context_create(&P.host, &P.opts, &ctx, &why) != AH_OK) {
         printf("FAIL context_create: %s\n", why);
         return 1;
     }
