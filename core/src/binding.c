@@ -9,19 +9,46 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "batch_split.h"
 #include "device_int.h"
 #include "host_int.h"
 #include "tensor_check.h"
 
 #include <attnhost/plugin_util.h>
 
+/* How a state is planned in a step: on the whole batch, or on one part. */
+enum { PART_WHOLE = 0, PART_DECODE = 1, PART_PREFILL = 2 };
+/* The plan lists: the whole batch on the decode states, on the prefill
+ * states, or split (each layer's state on its part). */
+enum { LIST_DECODE = 0, LIST_PREFILL = 1, LIST_SPLIT = 2, LIST_COUNT };
+
 typedef struct bound_state {
     int slot;             /* plugin slot in the host */
+    int role;             /* -1: serves both phases of its layers; else the ah_phase */
     ah_layer_spec spec;   /* resolved */
     ah_state *st;
     ah_device *dev;       /* the binding's device of that plugin */
-    uint32_t plan_gen;    /* the plan generation it was last planned in */
+    uint32_t dev_idx;     /* index of dev in the binding's devs */
+    uint32_t first_layer; /* for messages */
 } bound_state;
+
+typedef struct plan_item {
+    uint32_t state;
+    uint32_t part;
+} plan_item;
+
+/* Why a batch with decode requests was not split (static text). */
+static const char WHY_ORDER[] = "decode requests are not all first (order them first, as vLLM "
+                                "and SGLang do)";
+static const char WHY_GRAPH[] = "plan mode capture/replay: a CUDA graph captures one plan per "
+                                "state, so a mixed batch is captured whole on the prefill winners";
+static const char WHY_CASCADE[] = "common_prefix_len is set: cascade batches are planned whole";
+static const char WHY_ALIGN[] = "splitting after this many tokens would leave the prefill part's "
+                                "token rows off 16-byte alignment";
+static const char WHY_SAME[] = "every layer's decode and prefill winner is one state that takes "
+                               "mixed batches whole";
+static const char WHY_OUTPUT[] = "a winner returns its own output buffer (caller_output = 0), so "
+                                 "one output in token order would need a copy";
 
 struct ah_binding {
     ah_host *host;
@@ -34,9 +61,26 @@ struct ah_binding {
     uint32_t n_devs;
     uint32_t *layer_state[AH_PHASE_COUNT]; /* layer -> index into states */
     uint32_t num_layers;
+    /* fixed at creation */
+    uint8_t *layer_split;  /* 1: the layer's decode and prefill states differ */
+    uint32_t decode_qmax;  /* a request is decode when its query_len <= this */
+    const char *split_why; /* why no batch of this binding can be split, or NULL */
+    uint32_t split_granule; /* the decode part's tokens must be a multiple of it */
+    plan_item *plans[LIST_COUNT];
+    uint32_t n_plans[LIST_COUNT];
+    uint32_t *checks;      /* states whose specs validate a batch (distinct block sizes) */
+    uint32_t n_checks;
+    int32_t *qsl_host;     /* the prefill part's rebased query_start_loc */
+    void **qsl_dev;        /* per device: its copy (NULL: the host buffer serves) */
+    uint8_t *dev_prefill;  /* per device: serves a prefill part */
+    ah_batch_part dpart;   /* the decode part */
+    ah_batch_part *pparts; /* per device: the prefill part */
+    /* the last planned step */
     ah_phase phase;
     int planned;
-    uint32_t plan_gen;
+    int split;
+    uint32_t nd, nd_tokens;
+    const char *why;
     ah_batch batch;       /* the last planned batch (the engine's pointers) */
     char errmsg[1024];
 };
@@ -62,6 +106,11 @@ static const ah_plugin_ops *ops_of(const ah_binding *b, int slot)
     return &b->host->slots[slot].lp->ops;
 }
 
+static const ah_caps *caps_of(const ah_binding *b, int slot)
+{
+    return &b->host->slots[slot].lp->caps_live;
+}
+
 static ah_device *device_for(ah_binding *b, int slot, ah_error *err, ah_status *s)
 {
     for (uint32_t i = 0; i < b->n_devs; i++)
@@ -77,14 +126,15 @@ static ah_device *device_for(ah_binding *b, int slot, ah_error *err, ah_status *
     return *s == AH_OK ? b->devs[b->n_devs++] : NULL;
 }
 
-/* The state for (slot, spec), created on first use. Returns its index or -1. */
-static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, ah_error *err, ah_status *s)
+/* The state for (slot, spec, role), created on first use. Returns its index
+ * or -1. */
+static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, int role, uint32_t layer,
+                     ah_error *err, ah_status *s)
 {
     for (uint32_t i = 0; i < b->n_states; i++)
-        if (b->states[i].slot == slot && memcmp(&b->states[i].spec, spec, sizeof *spec) == 0)
+        if (b->states[i].slot == slot && b->states[i].role == role &&
+            memcmp(&b->states[i].spec, spec, sizeof *spec) == 0)
             return (int)i;
-    *s = ah__host_open_context(b->host, slot, err);
-    if (*s != AH_OK) return -1;
     ah_device *dev = device_for(b, slot, err, s);
     if (!dev) return -1;
     bound_state *grown = ah__realloc(b->states, (b->n_states + 1) * sizeof *grown);
@@ -97,8 +147,10 @@ static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, ah_erro
     bound_state *bs = &grown[b->n_states];
     memset(bs, 0, sizeof *bs);
     bs->slot = slot;
+    bs->role = role;
     bs->spec = *spec;
     bs->dev = dev;
+    bs->first_layer = layer;
     ah_context *ctx = b->host->slots[slot].ctx;
     *s = ops_of(b, slot)->state_create(ctx, spec, &b->limits, &bs->st);
     if (*s != AH_OK) {
@@ -125,6 +177,105 @@ static ah_status check_limits(const ah_limits *l, ah_error *err)
     return AH_OK;
 }
 
+/* Append (state, part) to list unless the state is there already. */
+static int plan_add(ah_binding *b, int list, uint32_t state, uint32_t part)
+{
+    for (uint32_t i = 0; i < b->n_plans[list]; i++)
+        if (b->plans[list][i].state == state) return 0;
+    b->plans[list][b->n_plans[list]++] = (plan_item){state, part};
+    return 0;
+}
+
+/* Tokens the decode part must be a multiple of for every token row of the
+ * prefill part to stay 16-byte aligned (dense rows): q, new K/V, out, lse. */
+static uint32_t row_granule(const ah_layer_spec *s)
+{
+    const size_t e = ah_dtype_size(s->q_dtype);
+    const size_t rows[5] = {s->num_q_heads * s->qk_head_size * e, s->num_kv_heads * s->qk_head_size * e,
+                            s->num_kv_heads * s->v_head_size * e, s->num_q_heads * s->v_head_size * e,
+                            s->num_q_heads * sizeof(float)};
+    uint32_t g = 1;
+    for (int i = 0; i < 5; i++) {
+        uint32_t need = 16;
+        while (need > 1 && rows[i] % need) need /= 2; /* the largest power of two dividing it, up to 16 */
+        if (16 / need > g) g = 16 / need;
+    }
+    return g;
+}
+
+/* Everything a step needs, fixed at creation: which layers split, the
+ * decode threshold, the plan lists, the validation specs and the split
+ * buffers (no allocation per step). */
+static ah_status prepare_steps(ah_binding *b, ah_error *err)
+{
+    const uint32_t L = b->num_layers;
+    if (!(b->layer_split = ah__calloc(L ? L : 1, 1))) return AH_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < LIST_COUNT; i++)
+        if (!(b->plans[i] = ah__calloc(b->n_states ? b->n_states : 1, sizeof(plan_item))))
+            return AH_ERR_OUT_OF_MEMORY;
+    if (!(b->checks = ah__calloc(b->n_states ? b->n_states : 1, sizeof(uint32_t))))
+        return AH_ERR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < b->n_states; i++)
+        for (uint32_t d = 0; d < b->n_devs; d++)
+            if (b->devs[d] == b->states[i].dev) b->states[i].dev_idx = d;
+    uint32_t n_split = 0;
+    b->decode_qmax = UINT32_MAX;
+    b->split_granule = 1;
+    for (uint32_t l = 0; l < L; l++) {
+        const uint32_t sd = b->layer_state[AH_PHASE_DECODE][l], sp = b->layer_state[AH_PHASE_PREFILL][l];
+        const bound_state *D = &b->states[sd], *P = &b->states[sp];
+        uint32_t qmax = caps_of(b, D->slot)->decode_query_len_max;
+        if (!qmax) qmax = 1;
+        if (qmax < b->decode_qmax) b->decode_qmax = qmax;
+        plan_add(b, LIST_DECODE, sd, PART_WHOLE);
+        plan_add(b, LIST_PREFILL, sp, PART_WHOLE);
+        if (sd == sp) {
+            plan_add(b, LIST_SPLIT, sp, PART_WHOLE);
+        } else {
+            b->layer_split[l] = 1;
+            n_split++;
+            plan_add(b, LIST_SPLIT, sd, PART_DECODE);
+            plan_add(b, LIST_SPLIT, sp, PART_PREFILL);
+            if (!caps_of(b, D->slot)->caller_output || !caps_of(b, P->slot)->caller_output)
+                b->split_why = WHY_OUTPUT;
+            uint32_t g = row_granule(&P->spec);
+            if (g > b->split_granule) b->split_granule = g;
+        }
+        /* a batch is validated once per distinct block size and attention kind */
+        uint32_t c = 0;
+        for (; c < b->n_checks; c++) {
+            const ah_layer_spec *cs = &b->states[b->checks[c]].spec;
+            if (cs->block_size == P->spec.block_size && cs->attn_type == P->spec.attn_type) break;
+        }
+        if (c == b->n_checks) b->checks[b->n_checks++] = sp;
+    }
+    if (!L) b->decode_qmax = 1;
+    if (!n_split) b->split_why = WHY_SAME;
+    if (b->split_why) return AH_OK;
+    /* split buffers: the rebased query_start_loc on the host and, on each
+     * device that serves a prefill part and has memory slots, its copy */
+    const size_t qbytes = ((size_t)b->limits.max_num_reqs + 1) * sizeof(int32_t);
+    if (!(b->qsl_host = ah__calloc(1, qbytes)) ||
+        !(b->qsl_dev = ah__calloc(b->n_devs, sizeof(void *))) ||
+        !(b->dev_prefill = ah__calloc(b->n_devs, 1)) ||
+        !(b->pparts = ah__calloc(b->n_devs, sizeof(ah_batch_part))))
+        return AH_ERR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < b->n_plans[LIST_SPLIT]; i++) {
+        const plan_item *it = &b->plans[LIST_SPLIT][i];
+        if (it->part == PART_PREFILL) b->dev_prefill[b->states[it->state].dev_idx] = 1;
+    }
+    for (uint32_t d = 0; d < b->n_devs; d++) {
+        if (!b->dev_prefill[d] || !ops_of(b, ah__device_slot(b->devs[d]))->mem_alloc) continue;
+        ah_status s = ah_device_alloc(b->devs[d], qbytes, &b->qsl_dev[d]);
+        if (s != AH_OK) {
+            snprintf(err->msg, sizeof err->msg, "%s: allocating the split batch's query_start_loc: %s",
+                     plugin_name(b, ah__device_slot(b->devs[d])), ah_device_errmsg(b->devs[d]));
+            return s;
+        }
+    }
+    return AH_OK;
+}
+
 ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_binding_options *o,
                             ah_binding **out, ah_error *err)
 {
@@ -142,25 +293,48 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     b->sel = sel;
     b->limits = o->limits;
     b->validate = !o->no_validation && h->config.validate;
+    b->why = "";
     b->num_layers = ah_selection_num_layers(sel);
     for (int p = 0; p < AH_PHASE_COUNT; p++)
         if (!(b->layer_state[p] = ah__calloc(b->num_layers ? b->num_layers : 1, sizeof(uint32_t))))
             goto oom;
-    for (uint32_t l = 0; l < b->num_layers; l++)
+    for (uint32_t l = 0; l < b->num_layers; l++) {
+        const ah_decision *d[AH_PHASE_COUNT];
+        int slot[AH_PHASE_COUNT];
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
-            const ah_decision *d = ah_selection_decision(sel, l, (ah_phase)p);
-            int slot = ah__host_find(h, d->plugin);
-            int idx = slot < 0 ? -1 : state_for(b, slot, &d->spec, err, &s);
+            d[p] = ah_selection_decision(sel, l, (ah_phase)p);
+            slot[p] = ah__host_find(h, d[p]->plugin);
+            if (slot[p] < 0) {
+                snprintf(err->msg, sizeof err->msg, "layer %u: plugin %s is gone", l, d[p]->plugin);
+                ah_binding_destroy(b);
+                return AH_ERR_NOT_FOUND;
+            }
+            if ((s = ah__host_open_context(h, slot[p], err)) != AH_OK) {
+                ah_binding_destroy(b);
+                return s;
+            }
+        }
+        /* One state serves both phases of a layer when one plugin wins both
+         * with one spec and takes mixed batches whole; otherwise each role
+         * has its own state, so a split step plans both parts at once. */
+        const int shared = slot[0] == slot[1] &&
+                           memcmp(&d[0]->spec, &d[1]->spec, sizeof d[0]->spec) == 0 &&
+                           caps_of(b, slot[0])->mixed_batch == AH_MIXED_WHOLE;
+        for (int p = 0; p < AH_PHASE_COUNT; p++) {
+            int idx = state_for(b, slot[p], &d[p]->spec, shared ? -1 : p, l, err, &s);
             if (idx < 0) {
-                if (slot < 0) {
-                    snprintf(err->msg, sizeof err->msg, "layer %u: plugin %s is gone", l, d->plugin);
-                    s = AH_ERR_NOT_FOUND;
-                }
                 ah_binding_destroy(b);
                 return s;
             }
             b->layer_state[p][l] = (uint32_t)idx;
         }
+    }
+    if ((s = prepare_steps(b, err)) != AH_OK) {
+        if (s == AH_ERR_OUT_OF_MEMORY && !err->msg[0])
+            snprintf(err->msg, sizeof err->msg, "out of memory while binding");
+        ah_binding_destroy(b);
+        return s;
+    }
     *out = b;
     return AH_OK;
 oom:
@@ -174,8 +348,18 @@ void ah_binding_destroy(ah_binding *b)
     if (!b) return;
     for (uint32_t i = 0; i < b->n_states; i++)
         if (b->states[i].st) ops_of(b, b->states[i].slot)->state_destroy(b->states[i].st);
-    for (uint32_t i = 0; i < b->n_devs; i++) ah__device_close(b->devs[i]);
+    for (uint32_t i = 0; i < b->n_devs; i++) {
+        if (b->qsl_dev && b->qsl_dev[i]) ah_device_free(b->devs[i], b->qsl_dev[i]);
+        ah__device_close(b->devs[i]);
+    }
     for (int p = 0; p < AH_PHASE_COUNT; p++) ah__free(b->layer_state[p]);
+    for (int i = 0; i < LIST_COUNT; i++) ah__free(b->plans[i]);
+    ah__free(b->layer_split);
+    ah__free(b->checks);
+    ah__free(b->qsl_host);
+    ah__free(b->qsl_dev);
+    ah__free(b->dev_prefill);
+    ah__free(b->pparts);
     ah__free(b->states);
     ah__free(b->devs);
     ah__free(b);
@@ -184,39 +368,98 @@ void ah_binding_destroy(ah_binding *b)
 const char *ah_binding_errmsg(const ah_binding *b) { return b->errmsg; }
 ah_phase ah_binding_phase(const ah_binding *b) { return b->phase; }
 
+/* Build the two parts of a split step; the prefill part's query_start_loc
+ * goes to each device that plans one, on the step's stream. */
+static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_split_scan *sc, void *stream)
+{
+    ah__batch_part_decode(&b->dpart, batch, sc);
+    ah__split_rebase_qsl(batch, sc->nd, b->qsl_host);
+    const size_t bytes = ((size_t)batch->num_reqs - sc->nd + 1) * sizeof(int32_t);
+    for (uint32_t d = 0; d < b->n_devs; d++) {
+        if (!b->dev_prefill[d]) continue;
+        void *dst = b->qsl_host;
+        if (b->qsl_dev[d]) {
+            const int slot = ah__device_slot(b->devs[d]);
+            const ah_plugin_ops *ops = ops_of(b, slot);
+            ah_context *ctx = b->host->slots[slot].ctx;
+            ah_status s = ops->mem_copy(ctx, b->qsl_dev[d], b->qsl_host, bytes,
+                                        AH_COPY_HOST_TO_DEVICE, stream);
+            if (s != AH_OK)
+                return fail(b, s, "%s: copying the prefill part's query_start_loc failed: %s",
+                            plugin_name(b, slot), ops->context_error(ctx));
+            dst = b->qsl_dev[d];
+        }
+        ah__batch_part_prefill(&b->pparts[d], batch, sc, b->qsl_host, dst);
+    }
+    return AH_OK;
+}
+
+static const char *const part_names[] = {"", " (decode part)", " (prefill part)"};
+
 ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mode, void *stream)
 {
     b->planned = 0;
     if (!batch || batch->struct_size < sizeof(ah_batch))
         return fail(b, AH_ERR_ABI, "batch missing or ah_batch.struct_size too small");
     if ((unsigned)mode > AH_PLAN_REPLAY) return fail(b, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
-    ah_phase phase = batch->max_query_len <= 1 ? AH_PHASE_DECODE : AH_PHASE_PREFILL;
-
-    if (b->validate) {
-        /* a batch is checked once per distinct block size among its states */
-        uint32_t checked = 0;
-        for (uint32_t l = 0; l < b->num_layers; l++) {
-            const bound_state *bs = &b->states[b->layer_state[phase][l]];
-            if (bs->spec.block_size == checked) continue;
+    if (b->validate)
+        for (uint32_t c = 0; c < b->n_checks; c++) {
             ah_error err;
-            ah_status s = ah_batch_validate(batch, &bs->spec, &b->limits, &err);
+            ah_status s = ah_batch_validate(batch, &b->states[b->checks[c]].spec, &b->limits, &err);
             if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
-            checked = bs->spec.block_size;
+        }
+
+    /* decode requests: query_len <= decode_qmax; split when they lead */
+    ah_phase phase = AH_PHASE_DECODE;
+    int list = LIST_DECODE, split = 0;
+    uint32_t nd = batch->num_reqs, nd_tokens = batch->num_tokens;
+    const char *why = "";
+    ah_split_scan sc;
+    if (batch->max_query_len > b->decode_qmax) {
+        ah__split_scan(batch, b->decode_qmax, &sc);
+        if (sc.nd < batch->num_reqs) {
+            phase = AH_PHASE_PREFILL;
+            list = LIST_PREFILL;
+            nd = nd_tokens = 0;
+            if (sc.nd || sc.decode_later) {
+                why = sc.decode_later                      ? WHY_ORDER
+                      : b->split_why                       ? b->split_why
+                      : mode != AH_PLAN_EAGER              ? WHY_GRAPH
+                      : batch->common_prefix_len           ? WHY_CASCADE
+                      : sc.nd_tokens % b->split_granule    ? WHY_ALIGN
+                                                           : NULL;
+                if (!why) {
+                    why = "";
+                    split = 1;
+                    list = LIST_SPLIT;
+                    nd = sc.nd;
+                    nd_tokens = sc.nd_tokens;
+                }
+            }
         }
     }
-    b->plan_gen++;
-    for (uint32_t l = 0; l < b->num_layers; l++) {
-        bound_state *bs = &b->states[b->layer_state[phase][l]];
-        if (bs->plan_gen == b->plan_gen) continue;
+    if (split) {
+        ah_status s = build_parts(b, batch, &sc, stream);
+        if (s != AH_OK) return s;
+    }
+    for (uint32_t i = 0; i < b->n_plans[list]; i++) {
+        const plan_item *it = &b->plans[list][i];
+        bound_state *bs = &b->states[it->state];
+        const ah_batch *part = it->part == PART_WHOLE    ? batch
+                               : it->part == PART_DECODE ? &b->dpart.batch
+                                                         : &b->pparts[bs->dev_idx].batch;
         const ah_plugin_ops *ops = ops_of(b, bs->slot);
-        ah_status s = ops->plan(bs->st, batch, mode, stream);
+        ah_status s = ops->plan(bs->st, part, mode, stream);
         if (s != AH_OK)
-            return fail(b, s, "layer %u: %s plan failed: %s", l, plugin_name(b, bs->slot),
-                        ops->state_error(bs->st));
-        bs->plan_gen = b->plan_gen;
+            return fail(b, s, "layer %u: %s plan%s failed: %s", bs->first_layer,
+                        plugin_name(b, bs->slot), part_names[it->part], ops->state_error(bs->st));
     }
     b->batch = *batch;
     b->phase = phase;
+    b->split = split;
+    b->nd = nd;
+    b->nd_tokens = nd_tokens;
+    b->why = why;
     b->planned = 1;
     return AH_OK;
 }
@@ -236,15 +479,22 @@ static bound_state *planned_state(ah_binding *b, uint32_t layer)
     return &b->states[b->layer_state[b->phase][layer]];
 }
 
-static ah_status write_kv(ah_binding *b, uint32_t layer, bound_state *bs, const ah_kv_write_args *a)
+static int split_layer(const ah_binding *b, uint32_t layer) { return b->split && b->layer_split[layer]; }
+
+static ah_status check_kv_args(ah_binding *b, uint32_t layer, const bound_state *bs,
+                               const ah_kv_write_args *a)
+{
+    if (!b->validate) return AH_OK;
+    DLDevice dev = ah_device_dl(bs->dev);
+    char why[512];
+    ah_status s = ah__check_kv_write_args(&bs->spec, &b->batch, a, &dev, why, sizeof why);
+    return s == AH_OK ? s : fail(b, s, "layer %u: %s", layer, why);
+}
+
+/* The plugin's write_kv on its state (args already checked). */
+static ah_status call_write_kv(ah_binding *b, uint32_t layer, bound_state *bs, const ah_kv_write_args *a)
 {
     const ah_plugin_ops *ops = ops_of(b, bs->slot);
-    if (b->validate) {
-        DLDevice dev = ah_device_dl(bs->dev);
-        char why[512];
-        ah_status s = ah__check_kv_write_args(&bs->spec, &b->batch, a, &dev, why, sizeof why);
-        if (s != AH_OK) return fail(b, s, "layer %u: %s", layer, why);
-    }
     if (!ops->write_kv)
         return fail(b, AH_ERR_UNSUPPORTED, "layer %u: %s stores K/V only inside forward", layer,
                     plugin_name(b, bs->slot));
@@ -254,13 +504,97 @@ static ah_status write_kv(ah_binding *b, uint32_t layer, bound_state *bs, const 
                              plugin_name(b, bs->slot), ops->state_error(bs->st));
 }
 
+static ah_status call_forward(ah_binding *b, uint32_t layer, bound_state *bs, const ah_forward_args *a)
+{
+    const ah_plugin_ops *ops = ops_of(b, bs->slot);
+    ah_status s = ops->forward(bs->st, a);
+    return s == AH_OK ? s
+                      : fail(b, s, "layer %u: %s forward failed: %s", layer,
+                             plugin_name(b, bs->slot), ops->state_error(bs->st));
+}
+
+/* Token-row views of one part's tensors. */
+typedef struct part_views {
+    DLTensor q, key, value, out, lse;
+    int64_t sq[4], sk[4], sv[4], so[4], sl[4];
+} part_views;
+
+/* Views of rows [r0, r0 + n) of a's per-token tensors into *o (the rest as
+ * in a); the name of a tensor whose view is misaligned, or NULL. */
+static const char *part_args(const ah_forward_args *a, int64_t r0, int64_t n, part_views *v,
+                             ah_forward_args *o)
+{
+    const char *bad = NULL;
+    *o = *a;
+    if (a->q) {
+        if (ah__row_view(a->q, r0, n, &v->q, v->sq)) bad = "q";
+        o->q = &v->q;
+    }
+    if (a->key) {
+        if (ah__row_view(a->key, r0, n, &v->key, v->sk) && !bad) bad = "key";
+        o->key = &v->key;
+    }
+    if (a->value) {
+        if (ah__row_view(a->value, r0, n, &v->value, v->sv) && !bad) bad = "value";
+        o->value = &v->value;
+    }
+    if (a->out) {
+        if (ah__row_view(a->out, r0, n, &v->out, v->so) && !bad) bad = "out";
+        o->out = &v->out;
+    }
+    if (a->lse) {
+        if (ah__row_view(a->lse, r0, n, &v->lse, v->sl) && !bad) bad = "lse";
+        o->lse = &v->lse;
+    }
+    return bad;
+}
+
+/* Both parts of a split layer: K/V of each part first, then attention, the
+ * decode winner on the first nd_tokens rows and the prefill winner on the
+ * rest, both writing into the caller's out. */
+static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_args *a, int attend)
+{
+    bound_state *st[2] = {&b->states[b->layer_state[AH_PHASE_DECODE][layer]],
+                          &b->states[b->layer_state[AH_PHASE_PREFILL][layer]]};
+    const int64_t rows[2][2] = {{0, b->nd_tokens}, {b->nd_tokens, b->batch.num_tokens - b->nd_tokens}};
+    part_views v[2];
+    ah_forward_args pa[2];
+    for (int i = 0; i < 2; i++) {
+        const char *bad = part_args(a, rows[i][0], rows[i][1], &v[i], &pa[i]);
+        if (bad && b->validate)
+            return fail(b, AH_ERR_INVALID_ARGUMENT,
+                        "layer %u: %s: the prefill part starting at token %u is not 16-byte "
+                        "aligned (its row pitch is not a multiple of 16 bytes)",
+                        layer, bad, b->nd_tokens);
+    }
+    if (a->key)
+        for (int i = 0; i < 2; i++) {
+            if (attend && caps_of(b, st[i]->slot)->forward_writes_kv) continue;
+            ah_kv_write_args kv = {sizeof kv,         pa[i].key,     pa[i].value,   a->key_cache,
+                                   a->value_cache,    a->k_scale,    a->v_scale,    a->stream};
+            ah_status s = call_write_kv(b, layer, st[i], &kv);
+            if (s != AH_OK) return s;
+        }
+    for (int i = 0; attend && i < 2; i++) {
+        ah_status s = call_forward(b, layer, st[i], &pa[i]);
+        if (s != AH_OK) return s;
+    }
+    return AH_OK;
+}
+
 ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *a)
 {
     bound_state *bs = planned_state(b, layer);
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
     if (!a || a->struct_size < sizeof(ah_kv_write_args))
         return fail(b, AH_ERR_ABI, "ah_kv_write_args missing or struct_size too small");
-    return write_kv(b, layer, bs, a);
+    ah_status s = check_kv_args(b, layer, bs, a);
+    if (s != AH_OK) return s;
+    if (!split_layer(b, layer)) return call_write_kv(b, layer, bs, a);
+    ah_forward_args fa = {sizeof fa,      NULL,       a->key,     a->value,  a->key_cache,
+                          a->value_cache, NULL,       NULL,       NULL,      NULL,
+                          a->k_scale,     a->v_scale, a->stream};
+    return forward_split(b, layer, &fa, 0);
 }
 
 ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *a)
@@ -269,24 +603,21 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
     if (!a || a->struct_size < sizeof(ah_forward_args))
         return fail(b, AH_ERR_ABI, "ah_forward_args missing or struct_size too small");
-    const ah_plugin_ops *ops = ops_of(b, bs->slot);
-    const ah_caps *caps = &b->host->slots[bs->slot].lp->caps_live;
     if (b->validate) {
+        /* once, on the whole tensors, before any split */
         DLDevice dev = ah_device_dl(bs->dev);
         char why[512];
         ah_status s = ah__check_forward_args(&bs->spec, &b->batch, a, &dev, why, sizeof why);
         if (s != AH_OK) return fail(b, s, "layer %u: %s", layer, why);
     }
-    if (a->key && !caps->forward_writes_kv) {
+    if (split_layer(b, layer)) return forward_split(b, layer, a, 1);
+    if (a->key && !caps_of(b, bs->slot)->forward_writes_kv) {
         ah_kv_write_args kv = {sizeof kv,      a->key,     a->value,   a->key_cache,
                                a->value_cache, a->k_scale, a->v_scale, a->stream};
-        ah_status s = write_kv(b, layer, bs, &kv);
+        ah_status s = call_write_kv(b, layer, bs, &kv);
         if (s != AH_OK) return s;
     }
-    ah_status s = ops->forward(bs->st, a);
-    return s == AH_OK ? s
-                      : fail(b, s, "layer %u: %s forward failed: %s", layer,
-                             plugin_name(b, bs->slot), ops->state_error(bs->st));
+    return call_forward(b, layer, bs, a);
 }
 
 ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_args *a)
@@ -346,9 +677,9 @@ ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_b
 
 uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const char **why)
 {
-    if (decode_tokens) *decode_tokens = b->phase == AH_PHASE_DECODE ? b->batch.num_tokens : 0;
-    if (why) *why = "";
-    return b->phase == AH_PHASE_DECODE ? b->batch.num_reqs : 0;
+    if (decode_tokens) *decode_tokens = b->planned ? b->nd_tokens : 0;
+    if (why) *why = b->planned ? b->why : "";
+    return b->planned ? b->nd : 0;
 }
 
 ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase)

@@ -1,7 +1,8 @@
 /*
  * Selection: for every layer and phase, the cached decision for that
  * layer's spec and priority list, the model's CUDA-graph level (the
- * minimum over its bound layers) and the warnings of fallback = warn.
+ * minimum over its bound layers, overall and per phase) and the warnings
+ * of fallback = warn.
  * Decode shares the KV cache with prefill, so its layout and block size are
  * pinned to the prefill winner's.
  */
@@ -19,8 +20,10 @@ struct ah_selection {
     uint32_t num_layers;
     const ah_decision **dec[AH_PHASE_COUNT];
     char *warnings;     /* fallback = warn lines; "" when none */
-    ah_graph_level graph_level;
+    ah_graph_level graph_level;     /* both phases */
     uint32_t graph_layer;
+    ah_graph_level phase_level[AH_PHASE_COUNT]; /* one phase's winners */
+    uint32_t phase_layer[AH_PHASE_COUNT];
 };
 
 void ah_selection_destroy(ah_selection *s)
@@ -67,6 +70,7 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
     if (!s) goto oom;
     s->num_layers = n;
     s->graph_level = AH_GRAPH_ALWAYS;
+    for (int p = 0; p < AH_PHASE_COUNT; p++) s->phase_level[p] = AH_GRAPH_ALWAYS;
     for (int p = 0; p < AH_PHASE_COUNT; p++)
         if (!(s->dec[p] = ah__calloc(n ? n : 1, sizeof *s->dec[p]))) goto oom;
 
@@ -106,9 +110,13 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
                 s->graph_level = in->caps->graph_level;
                 s->graph_layer = l;
             }
+            if (in->caps->graph_level < s->phase_level[p]) {
+                s->phase_level[p] = in->caps->graph_level;
+                s->phase_layer[p] = l;
+            }
         }
     }
-    if (!n) s->graph_level = AH_GRAPH_NEVER;
+    if (!n) s->graph_level = s->phase_level[0] = s->phase_level[1] = AH_GRAPH_NEVER;
     if (!(s->warnings = ah__strbuf_take(&warn))) goto oom;
     *out = s;
     return AH_OK;
@@ -142,6 +150,16 @@ ah_graph_level ah_selection_graph_level(const ah_selection *s, uint32_t *layer)
 {
     if (layer) *layer = s->graph_layer;
     return s->graph_level;
+}
+
+ah_graph_level ah_selection_graph_level_for(const ah_selection *s, ah_phase phase, uint32_t *layer)
+{
+    if ((unsigned)phase >= AH_PHASE_COUNT) {
+        if (layer) *layer = 0;
+        return AH_GRAPH_NEVER;
+    }
+    if (layer) *layer = s->phase_layer[phase];
+    return s->phase_level[phase];
 }
 
 const char *ah_selection_warnings(const ah_selection *s) { return s->warnings; }

@@ -155,9 +155,12 @@ typedef enum ah_rank {
 
 /* How a plugin takes a batch that mixes decode and prefill requests.
  *   WHOLE: its kernels serve any mix in one plan; when it wins both phases
- *          of a layer the batch is planned on it whole.
- *   SPLIT: its decode and prefill paths are planned apart; the host always
- *          hands it the decode requests and the rest as two batches. */
+ *          of a layer (one spec) one state serves both and the batch is
+ *          planned on it whole.
+ *   SPLIT: its decode and prefill paths are planned apart; it gets one
+ *          state per phase, and a split step hands the decode requests to
+ *          one and the rest to the other. A mixed batch the host cannot
+ *          split (see ah_batch, Phases) goes whole to its prefill state. */
 typedef enum ah_mixed_batch {
     AH_MIXED_WHOLE = 0,
     AH_MIXED_SPLIT = 1,
@@ -457,7 +460,10 @@ typedef struct ah_caps {
     uint32_t decode_rank;
     /* Mixed batches (see ah_mixed_batch) and the largest query length the
      * plugin's decode path serves: vLLM's reorder_batch_threshold, k + 1
-     * for plugins that verify k speculative tokens as decode. 0 means 1. */
+     * for plugins that verify k speculative tokens as decode. 0 means 1.
+     * Bound for decode, the plugin never plans a request longer than this;
+     * a request it could take may still go to the prefill winner when
+     * another layer's decode winner declares less (see ah_batch, Phases). */
     ah_mixed_batch mixed_batch;
     uint32_t decode_query_len_max;
 } ah_caps;
@@ -485,11 +491,19 @@ typedef struct ah_caps {
  * stream; CPU plugins ignore it). A plugin enqueues its work there and
  * never waits for it on the host, except where its docs say so.
  *
- * Phases: a batch may mix decode and prefill requests. The host hands each
- * plugin the part it was chosen for (ah_caps.mixed_batch): a plugin bound
- * for decode sees only requests of query length <= its
- * decode_query_len_max; the split parts are views into the engine's
- * arrays (query_start_loc rebased to 0 in a host-owned buffer).
+ * Phases: a batch may mix decode and prefill requests. A plugin bound for
+ * decode sees only requests of query length <= its decode_query_len_max
+ * (the host takes the smallest over a model's decode winners). When the
+ * decode requests come first the host splits the batch and hands each
+ * plugin the part it was chosen for: both parts are views into the
+ * engine's arrays (same tensors with offset data pointers and shorter
+ * shapes; host copies offset likewise), except the prefill part's
+ * query_start_loc, rebased to 0 in a host-owned buffer and copied to the
+ * device with mem_copy on the step's stream. max_query_len and
+ * max_seq_len of a part bound its own requests. Otherwise (decodes not
+ * first, plan mode CAPTURE/REPLAY, common_prefix_len set, a winner with
+ * caller_output = 0) the prefill winner gets the whole batch. forward then
+ * gets token-row views of q, key, value, out and lse for its part.
  * ------------------------------------------------------------------------- */
 
 typedef struct ah_batch {

@@ -243,9 +243,16 @@ void ah_selection_destroy(ah_selection *sel);
 
 uint32_t ah_selection_num_layers(const ah_selection *sel);
 const ah_decision *ah_selection_decision(const ah_selection *sel, uint32_t layer, ah_phase phase);
-/* The model's CUDA-graph level: the minimum over its bound layers; *layer
- * (if not NULL) receives the layer that set it. */
+/* The model's CUDA-graph level: the minimum over its bound layers, both
+ * phases; *layer (if not NULL) receives the layer that set it. */
 ah_graph_level ah_selection_graph_level(const ah_selection *sel, uint32_t *layer);
+/* The level for graphs of one phase's batches, vLLM-style: a captured
+ * decode-only (uniform) batch runs on the decode winners, so DECODE is the
+ * minimum over the decode winners alone; PREFILL, the minimum over the
+ * prefill winners, bounds graphs of every other batch (a mixed batch is
+ * captured whole on the prefill winners, see ah_binding_plan). *layer as
+ * above; an unknown phase gives NEVER. */
+ah_graph_level ah_selection_graph_level_for(const ah_selection *sel, ah_phase phase, uint32_t *layer);
 /* Warnings from fallback = warn, one per line; "" when none. */
 const char *ah_selection_warnings(const ah_selection *sel);
 
@@ -278,8 +285,13 @@ typedef struct ah_binding_options {
                              cuda:1; 0 for CPU plugins */
 } ah_binding_options;
 
-/* Open the selected plugins (dlopen, context, one state per distinct layer
- * spec and phase). sel must outlive the binding.
+/* Open the selected plugins (dlopen, context, one state per distinct
+ * plugin and layer spec; per phase too where a layer's two phases have
+ * different winners, or one plugin with ah_caps.mixed_batch = SPLIT wins
+ * both, so both plans of a split step coexist). Split steps' buffers are
+ * allocated here (a query_start_loc of limits.max_num_reqs + 1 entries on
+ * the host and on each prefill winner's device). sel must outlive the
+ * binding.
  * Thread safety: any thread, many at once on one host and even on one
  * selection. Bindings of one plugin share that plugin's context (one per
  * host): a plugin's state_create and merge_states must accept concurrent
@@ -294,31 +306,58 @@ void ah_binding_destroy(ah_binding *b);
 const char *ah_binding_errmsg(const ah_binding *b);
 
 /* Validate the batch (unless switched off), split it by phase and plan
- * every state that serves a part. The first requests of query length at
- * most the layer's decode winner's decode_query_len_max are decode
- * requests and go to the decode winners, the rest to the prefill winners;
- * forward then runs both parts and writes one output in the engine's token
- * order. The split is free (views into the engine's arrays) when the engine
- * orders decode requests first, as vLLM and SGLang do; a batch whose decode
- * requests are not all first runs whole on the prefill winners (see
- * ah_binding_split). On error nothing was planned. The batch's arrays must
- * outlive the step (see ah_batch). */
+ * every state that serves a part.
+ *
+ * A request is a decode request when its query length is at most the
+ * binding's decode threshold: the smallest decode_query_len_max (0 counts
+ * as 1) among the decode winners of all layers. One threshold holds for the
+ * whole batch, so every decode winner sees only query lengths it declared;
+ * a request between two winners' thresholds goes to the prefill winners,
+ * which serve any length.
+ *  - Every request decode: the decode winners plan the whole batch.
+ *  - None: the prefill winners plan the whole batch.
+ *  - Mixed, decode requests first (as vLLM and SGLang order them): split.
+ *    The first nd requests form the decode part, the rest the prefill part;
+ *    both are views into the engine's arrays (same tensors, offset data
+ *    pointers and shorter shapes), except the prefill part's
+ *    query_start_loc, rebased to 0 into a buffer the binding owns (sized
+ *    from its limits at creation, copied to the prefill winner's device on
+ *    `stream`). Each layer's decode winner plans the decode part and its
+ *    prefill winner the prefill part; a layer whose two winners are one
+ *    state (one plugin and spec, ah_caps.mixed_batch = WHOLE) plans the
+ *    whole batch. ah_binding_forward then runs both parts into the caller's
+ *    out tensor, so the output is in the engine's token order with no copy.
+ *  - Mixed but not splittable: the whole batch runs on the prefill winners,
+ *    and ah_binding_split says why: decode requests not all first; a winner
+ *    of a split layer with caller_output = 0; mode CAPTURE or REPLAY (a
+ *    graph captures one plan per state); common_prefix_len set (cascade);
+ *    a decode part whose token count would leave the prefill part's dense
+ *    token rows off 16-byte alignment; or no layer with two winners.
+ * The split decision is O(num_reqs) on the host copies (free for a batch
+ * whose max_query_len is within the threshold) and allocates nothing.
+ * On error nothing was planned. The batch's arrays must outlive the step
+ * (see ah_batch). */
 ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mode, void *stream);
 /* DECODE when every request of the last planned batch was a decode
- * request, else PREFILL. */
+ * request, else PREFILL (mixed batches included, split or not). */
 ah_phase ah_binding_phase(const ah_binding *b);
 /* How the last planned batch was served: the number of leading requests
- * (and, in *decode_tokens, their tokens) planned on the decode winners; the
- * others ran on the prefill winners. *why (static text, may be NULL) says
- * why a batch with decode requests ran whole on the prefill winners, or ""
- * when it did not. */
+ * (and, in *decode_tokens, their tokens) planned on the decode winners:
+ * num_reqs for an all-decode batch, nd for a split one, 0 when the prefill
+ * winners took the whole batch. *why (static text, may be NULL) says why a
+ * batch with decode requests was not split, or "" when it was split or had
+ * none. 0 and "" before the first successful plan. */
 uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const char **why);
 
 /* Attention for one layer of the last planned batch. When args->key is not
  * NULL the new tokens' K/V are stored first (by forward itself, or by the
- * plugin's write_kv). Tensors are checked against the layer's spec first. */
+ * plugin's write_kv). Tensors are checked against the layer's spec first,
+ * whole. In a split step a layer with two winners then runs as two calls
+ * on token-row views of q, key, value, out and lse: K/V of both parts,
+ * then the decode winner on the first decode_tokens rows and the prefill
+ * winner on the rest, both into args->out. */
 ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *args);
-/* Store new K/V only. */
+/* Store new K/V only (both parts in a split step). */
 ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *args);
 /* LSE merge through the layer's plugin (AH_ERR_UNSUPPORTED if it has none).
  * Runs on the plugin's shared context; its failure detail comes from that
