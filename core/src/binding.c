@@ -17,6 +17,7 @@
 
 typedef struct bound_state {
     int slot;             /* plugin slot in the host */
+    ah_context *ctx;      /* the plugin's context on the binding's device */
     ah_layer_spec spec;   /* resolved */
     ah_state *st;
     ah_device *dev;       /* the binding's device of that plugin */
@@ -27,6 +28,7 @@ struct ah_binding {
     ah_host *host;
     const ah_selection *sel;
     ah_limits limits;
+    int32_t device_index; /* ah_binding_options.device_index */
     int validate;
     bound_state *states;
     uint32_t n_states;
@@ -62,7 +64,13 @@ static const ah_plugin_ops *ops_of(const ah_binding *b, int slot)
     return &b->host->slots[slot].lp->ops;
 }
 
-static ah_device *device_for(ah_binding *b, int slot, ah_error *err, ah_status *s)
+/* The seq_len the engine writes into padded requests for bs's plugin. */
+static int32_t seq_len_fill(const ah_binding *b, const bound_state *bs)
+{
+    return b->host->slots[bs->slot].lp->caps_live.graph_seq_len_fill;
+}
+
+static ah_device *device_for(ah_binding *b, int slot, ah_context *ctx, ah_error *err, ah_status *s)
 {
     for (uint32_t i = 0; i < b->n_devs; i++)
         if (ah__device_slot(b->devs[i]) == slot) return b->devs[i];
@@ -73,7 +81,7 @@ static ah_device *device_for(ah_binding *b, int slot, ah_error *err, ah_status *
         return NULL;
     }
     b->devs = grown;
-    *s = ah__device_open(b->host, slot, &b->devs[b->n_devs], err);
+    *s = ah__device_open(b->host, slot, ctx, b->device_index, &b->devs[b->n_devs], err);
     return *s == AH_OK ? b->devs[b->n_devs++] : NULL;
 }
 
@@ -83,9 +91,10 @@ static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, ah_erro
     for (uint32_t i = 0; i < b->n_states; i++)
         if (b->states[i].slot == slot && memcmp(&b->states[i].spec, spec, sizeof *spec) == 0)
             return (int)i;
-    *s = ah__host_open_context(b->host, slot, err);
+    ah_context *ctx = NULL;
+    *s = ah__host_open_context(b->host, slot, b->device_index, &ctx, err);
     if (*s != AH_OK) return -1;
-    ah_device *dev = device_for(b, slot, err, s);
+    ah_device *dev = device_for(b, slot, ctx, err, s);
     if (!dev) return -1;
     bound_state *grown = ah__realloc(b->states, (b->n_states + 1) * sizeof *grown);
     if (!grown) {
@@ -97,9 +106,9 @@ static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, ah_erro
     bound_state *bs = &grown[b->n_states];
     memset(bs, 0, sizeof *bs);
     bs->slot = slot;
+    bs->ctx = ctx;
     bs->spec = *spec;
     bs->dev = dev;
-    ah_context *ctx = b->host->slots[slot].ctx;
     *s = ops_of(b, slot)->state_create(ctx, spec, &b->limits, &bs->st);
     if (*s != AH_OK) {
         snprintf(err->msg, sizeof err->msg, "%s: creating a layer state failed: %s",
@@ -136,11 +145,23 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     }
     ah_status s = check_limits(&o->limits, err);
     if (s != AH_OK) return s;
+    if (ah__selection_error(sel)) {
+        snprintf(err->msg, sizeof err->msg, "the selection failed and cannot be bound: %s",
+                 ah__selection_error(sel));
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    if (o->device_index < 0) {
+        snprintf(err->msg, sizeof err->msg,
+                 "ah_binding_options.device_index = %d: a device index is 0 or more",
+                 (int)o->device_index);
+        return AH_ERR_INVALID_ARGUMENT;
+    }
     ah_binding *b = ah__calloc(1, sizeof *b);
     if (!b) goto oom;
     b->host = h;
     b->sel = sel;
     b->limits = o->limits;
+    b->device_index = o->device_index;
     b->validate = !o->no_validation && h->config.validate;
     b->num_layers = ah_selection_num_layers(sel);
     for (int p = 0; p < AH_PHASE_COUNT; p++)
@@ -149,10 +170,14 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     for (uint32_t l = 0; l < b->num_layers; l++)
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             const ah_decision *d = ah_selection_decision(sel, l, (ah_phase)p);
-            int slot = ah__host_find(h, d->plugin);
+            int slot = d && d->plugin ? ah__host_find(h, d->plugin) : -1;
             int idx = slot < 0 ? -1 : state_for(b, slot, &d->spec, err, &s);
             if (idx < 0) {
-                if (slot < 0) {
+                if (slot < 0 && !(d && d->plugin)) {
+                    snprintf(err->msg, sizeof err->msg, "layer %u (%s): no backend was selected",
+                             l, p == AH_PHASE_PREFILL ? "prefill" : "decode");
+                    s = AH_ERR_NOT_FOUND;
+                } else if (slot < 0) {
                     snprintf(err->msg, sizeof err->msg, "layer %u: plugin %s is gone", l, d->plugin);
                     s = AH_ERR_NOT_FOUND;
                 }
@@ -193,15 +218,17 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mod
     ah_phase phase = batch->max_query_len <= 1 ? AH_PHASE_DECODE : AH_PHASE_PREFILL;
 
     if (b->validate) {
-        /* a batch is checked once per distinct block size among its states */
+        /* a batch is checked once per distinct block size and padding fill */
         uint32_t checked = 0;
+        int32_t checked_fill = 0;
         for (uint32_t l = 0; l < b->num_layers; l++) {
             const bound_state *bs = &b->states[b->layer_state[phase][l]];
-            if (bs->spec.block_size == checked) continue;
+            if (bs->spec.block_size == checked && seq_len_fill(b, bs) == checked_fill) continue;
             ah_error err;
-            ah_status s = ah_batch_validate(batch, &bs->spec, &b->limits, &err);
+            ah_status s = ah_batch_validate_fill(batch, &bs->spec, &b->limits, seq_len_fill(b, bs), &err);
             if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
             checked = bs->spec.block_size;
+            checked_fill = seq_len_fill(b, bs);
         }
     }
     b->plan_gen++;
@@ -299,7 +326,7 @@ ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_
         return fail(b, AH_ERR_UNSUPPORTED, "%s offers no merge_states", plugin_name(b, bs->slot));
     if (!a || a->struct_size < sizeof(ah_merge_args))
         return fail(b, AH_ERR_ABI, "ah_merge_args missing or struct_size too small");
-    ah_context *ctx = b->host->slots[bs->slot].ctx;
+    ah_context *ctx = bs->ctx;
     ah_status s = ops->merge_states(ctx, a);
     return s == AH_OK ? s
                       : fail(b, s, "%s merge_states failed: %s", plugin_name(b, bs->slot),
