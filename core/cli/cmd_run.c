@@ -57,7 +57,10 @@ int cmd_run(cli_common *c)
     int rc = 1;
     workload w = {0};
     if (!m) goto out;
-    if (ah_host_select(h, m, &sel, &err) != AH_OK) {
+    /* --plugin forces that backend on every layer, as check and bench do */
+    ah_status st = c->plugin ? ah_host_select_forced(h, m, c->plugin, &sel, &err)
+                             : ah_host_select(h, m, &sel, &err);
+    if (st != AH_OK) {
         fprintf(stderr, "attnhost run: %s\n", err.msg);
         goto out;
     }

@@ -25,6 +25,8 @@ static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
     if (s->fp8_attention && n < cap) snprintf(b + n, cap - n, " fp8-attention");
 }
 
+static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel);
+
 static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *, const ah_model *,
                                                   const ah_selection *))
 {
@@ -37,10 +39,19 @@ static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *
     }
     ah_selection *sel = NULL;
     ah_error err;
-    ah_status s = c->plugin ? ah_host_select_forced(h, m, c->plugin, &sel, &err)
-                            : ah_host_select(h, m, &sel, &err);
+    /* explain shows the whole decision table even when a layer cannot be
+     * served, then the error */
+    ah_status s = fn == explain ? ah_host_explain(h, m, c->plugin, &sel, &err)
+                  : c->plugin   ? ah_host_select_forced(h, m, c->plugin, &sel, &err)
+                                : ah_host_select(h, m, &sel, &err);
     int rc;
-    if (s != AH_OK) {
+    if (s != AH_OK && sel) {
+        if (*ah_selection_warnings(sel)) fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
+        fn(c, h, m, sel);
+        fflush(stdout);
+        fprintf(stderr, "attnhost: %s\n", err.msg);
+        rc = 1;
+    } else if (s != AH_OK) {
         fprintf(stderr, "attnhost: %s\n", err.msg);
         rc = 1;
     } else {
@@ -86,7 +97,8 @@ static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_
             const ah_decision *d = ah_selection_decision(sel, l, (ah_phase)p);
             char spec[256];
             describe_spec(&d->spec, spec, sizeof spec);
-            printf("\nlayer %u %s: %s%s\n  spec: %s\n  list: %s\n", l, phase_name(p), d->plugin,
+            printf("\nlayer %u %s: %s%s\n  spec: %s\n  list: %s\n", l, phase_name(p),
+                   d->plugin ? d->plugin : "NONE (no backend can serve it)",
                    d->fallback ? " (fallback)" : "", spec, d->list_source);
             for (uint32_t k = 0; k < d->n_candidates; k++) {
                 const ah_candidate *cd = &d->candidates[k];

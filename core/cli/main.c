@@ -36,7 +36,8 @@ static void usage(FILE *f)
             "common options:\n"
             "  --config F       INI configuration (default: installed, else embedded)\n"
             "  --model M        model description INI (default: the built-in demo model)\n"
-            "  --plugin NAME    restrict to one plugin\n"
+            "  --plugin NAME    restrict to one plugin (check, bench, list); force it on\n"
+            "                   every layer (explain, bind, run)\n"
             "  --plugin-dir D   search D for plugins first (repeatable)\n"
             "  --layer N        explain one layer\n"
             "  --json           machine-readable output (list, bench)\n"
@@ -153,8 +154,9 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("attnhost %s (plugin ABI %d.%d)\n", AH_VERSION_STRING, AH_ABI_VERSION_MAJOR,
-               AH_ABI_VERSION_MINOR);
+        /* the library's own answer: the CLI may run against another libattnhost */
+        printf("attnhost %s (plugin ABI %u.%u)\n", ah_version(), AH_ABI_MAJOR(ah_abi_version()),
+               AH_ABI_MINOR(ah_abi_version()));
         return 0;
     }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

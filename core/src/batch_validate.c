@@ -11,6 +11,12 @@
  *    smaller one would let it size grids or buffers too small.
  *  - A request uses ceil(seq_len / block_size) blocks; only those entries of
  *    its block-table row are checked, the rest of the row may hold anything.
+ *  - Padded requests (CUDA-graph padding, as vLLM and SGLang pad a batch
+ *    up to a captured size): query_len 0, seq_len equal to the backend's
+ *    graph_seq_len_fill, after every real request. They own no query
+ *    tokens, so no slot, and nothing is written for them; the blocks their
+ *    seq_len covers (one with a fill of 1) must still lie inside the cache,
+ *    since a kernel may read them. A batch needs one real request.
  *  - Negative slots are padding. Any other slot must be the one the
  *    request's block table gives for that token's position, so a slot that
  *    would land in another request's block is caught.
@@ -78,21 +84,40 @@ static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, cons
 /* query_start_loc and seq_lens, request by request; *max_q and *max_s get
  * the real maxima. */
 static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
-                               int64_t *max_q, int64_t *max_s, int64_t *min_s, ah_error *err)
+                               int32_t fill, int64_t *max_q, int64_t *max_s, int64_t *min_s,
+                               ah_error *err)
 {
     const int32_t *qsl = b->query_start_loc_host, *sl = b->seq_lens_host;
     const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
     if (qsl[0] != 0) return fail(err, "query_start_loc[0] = %" PRId32 ", expected 0", qsl[0]);
     *max_q = *max_s = 0;
     *min_s = INT64_MAX;
+    int64_t first_pad = -1;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t q = (int64_t)qsl[r + 1] - qsl[r];
-        if (q < 1)
+        if (q < 0 || (q == 0 && fill < 0))
             return fail(err,
                         "query_start_loc[%" PRIu32 "] = %" PRId32 " after query_start_loc[%" PRIu32
                         "] = %" PRId32 ": request %" PRIu32 " has query_len %" PRId64
-                        " (must be >= 1)",
-                        r + 1, qsl[r + 1], r, qsl[r], r, q);
+                        " (must be >= %d)",
+                        r + 1, qsl[r + 1], r, qsl[r], r, q, fill < 0 ? 1 : 0);
+        if (q == 0) { /* a padded request */
+            if (sl[r] != fill)
+                return fail(err,
+                            "seq_lens[%" PRIu32 "] = %" PRId32 " for padded request %" PRIu32
+                            " (query_len 0): a padded request carries seq_len = %" PRId32
+                            " (the backend's graph_seq_len_fill)",
+                            r, sl[r], r, fill);
+            if (first_pad < 0) first_pad = r;
+            if (sl[r] > *max_s) *max_s = sl[r];
+            continue;
+        }
+        if (first_pad >= 0)
+            return fail(err,
+                        "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                        " has query_len %" PRId64 " after padded request %" PRId64
+                        " (query_len 0); padded requests come after every real request",
+                        r + 1, qsl[r + 1], r, q, first_pad);
         int64_t s = sl[r];
         if (s < 1)
             return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
@@ -108,6 +133,9 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
         if (s > *max_s) *max_s = s;
         if (s < *min_s) *min_s = s;
     }
+    if (first_pad == 0)
+        return fail(err, "query_start_loc[1] = %" PRId32 ": every request is padding (query_len 0); "
+                         "a batch needs at least one real request", qsl[1]);
     if ((int64_t)qsl[b->num_reqs] != (int64_t)b->num_tokens)
         return fail(err, "query_start_loc[%" PRIu32 "] = %" PRId32 ", expected num_tokens = %" PRIu32,
                     b->num_reqs, qsl[b->num_reqs], b->num_tokens);
@@ -199,12 +227,18 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
 ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
                             const ah_limits *limits, ah_error *err)
 {
+    return ah_batch_validate_fill(batch, spec, limits, 0, err);
+}
+
+ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
+                                 const ah_limits *limits, int32_t seq_len_fill, ah_error *err)
+{
     if (!batch) return fail(err, "batch is NULL");
     if (!spec) return fail(err, "layer spec is NULL");
     ah_status s = check_counts(batch, spec, limits, err);
     if (s != AH_OK) return s;
     int64_t max_q, max_s, min_s;
-    s = check_lengths(batch, spec, limits, &max_q, &max_s, &min_s, err);
+    s = check_lengths(batch, spec, limits, seq_len_fill, &max_q, &max_s, &min_s, err);
     if (s != AH_OK) return s;
     s = check_block_table(batch, spec, limits, err);
     if (s != AH_OK) return s;

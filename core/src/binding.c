@@ -25,6 +25,7 @@ enum { LIST_DECODE = 0, LIST_PREFILL = 1, LIST_SPLIT = 2, LIST_COUNT };
 typedef struct bound_state {
     int slot;             /* plugin slot in the host */
     int role;             /* -1: serves both phases of its layers; else the ah_phase */
+    ah_context *ctx;      /* the plugin's context on the binding's device */
     ah_layer_spec spec;   /* resolved */
     ah_state *st;
     ah_device *dev;       /* the binding's device of that plugin */
@@ -54,6 +55,7 @@ struct ah_binding {
     ah_host *host;
     const ah_selection *sel;
     ah_limits limits;
+    int32_t device_index; /* ah_binding_options.device_index */
     int validate;
     bound_state *states;
     uint32_t n_states;
@@ -111,7 +113,13 @@ static const ah_caps *caps_of(const ah_binding *b, int slot)
     return &b->host->slots[slot].lp->caps_live;
 }
 
-static ah_device *device_for(ah_binding *b, int slot, ah_error *err, ah_status *s)
+/* The seq_len the engine writes into padded requests for bs's plugin. */
+static int32_t seq_len_fill(const ah_binding *b, const bound_state *bs)
+{
+    return caps_of(b, bs->slot)->graph_seq_len_fill;
+}
+
+static ah_device *device_for(ah_binding *b, int slot, ah_context *ctx, ah_error *err, ah_status *s)
 {
     for (uint32_t i = 0; i < b->n_devs; i++)
         if (ah__device_slot(b->devs[i]) == slot) return b->devs[i];
@@ -122,7 +130,7 @@ static ah_device *device_for(ah_binding *b, int slot, ah_error *err, ah_status *
         return NULL;
     }
     b->devs = grown;
-    *s = ah__device_open(b->host, slot, &b->devs[b->n_devs], err);
+    *s = ah__device_open(b->host, slot, ctx, b->device_index, &b->devs[b->n_devs], err);
     return *s == AH_OK ? b->devs[b->n_devs++] : NULL;
 }
 
@@ -135,7 +143,10 @@ static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, int rol
         if (b->states[i].slot == slot && b->states[i].role == role &&
             memcmp(&b->states[i].spec, spec, sizeof *spec) == 0)
             return (int)i;
-    ah_device *dev = device_for(b, slot, err, s);
+    ah_context *ctx = NULL;
+    *s = ah__host_open_context(b->host, slot, b->device_index, &ctx, err);
+    if (*s != AH_OK) return -1;
+    ah_device *dev = device_for(b, slot, ctx, err, s);
     if (!dev) return -1;
     bound_state *grown = ah__realloc(b->states, (b->n_states + 1) * sizeof *grown);
     if (!grown) {
@@ -151,7 +162,7 @@ static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, int rol
     bs->spec = *spec;
     bs->dev = dev;
     bs->first_layer = layer;
-    ah_context *ctx = b->host->slots[slot].ctx;
+    bs->ctx = ctx;
     *s = ops_of(b, slot)->state_create(ctx, spec, &b->limits, &bs->st);
     if (*s != AH_OK) {
         snprintf(err->msg, sizeof err->msg, "%s: creating a layer state failed: %s",
@@ -203,6 +214,22 @@ static uint32_t row_granule(const ah_layer_spec *s)
     return g;
 }
 
+/* A batch is validated once per distinct block size, attention kind and
+ * padding fill among the states that may plan it. Padded requests
+ * (captured batches) must then carry a seq_len every such plugin accepts;
+ * plugins that declare different fills cannot share padded batches. */
+static void check_add(ah_binding *b, uint32_t state)
+{
+    const bound_state *s = &b->states[state];
+    for (uint32_t c = 0; c < b->n_checks; c++) {
+        const bound_state *cs = &b->states[b->checks[c]];
+        if (cs->spec.block_size == s->spec.block_size && cs->spec.attn_type == s->spec.attn_type &&
+            seq_len_fill(b, cs) == seq_len_fill(b, s))
+            return;
+    }
+    b->checks[b->n_checks++] = state;
+}
+
 /* Everything a step needs, fixed at creation: which layers split, the
  * decode threshold, the plan lists, the validation specs and the split
  * buffers (no allocation per step). */
@@ -241,13 +268,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
             uint32_t g = row_granule(&P->spec);
             if (g > b->split_granule) b->split_granule = g;
         }
-        /* a batch is validated once per distinct block size and attention kind */
-        uint32_t c = 0;
-        for (; c < b->n_checks; c++) {
-            const ah_layer_spec *cs = &b->states[b->checks[c]].spec;
-            if (cs->block_size == P->spec.block_size && cs->attn_type == P->spec.attn_type) break;
-        }
-        if (c == b->n_checks) b->checks[b->n_checks++] = sp;
+        check_add(b, sp);
+        check_add(b, sd);
     }
     if (!L) b->decode_qmax = 1;
     if (!n_split) b->split_why = WHY_SAME;
@@ -287,11 +309,23 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     }
     ah_status s = check_limits(&o->limits, err);
     if (s != AH_OK) return s;
+    if (ah__selection_error(sel)) {
+        snprintf(err->msg, sizeof err->msg, "the selection failed and cannot be bound: %s",
+                 ah__selection_error(sel));
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    if (o->device_index < 0) {
+        snprintf(err->msg, sizeof err->msg,
+                 "ah_binding_options.device_index = %d: a device index is 0 or more",
+                 (int)o->device_index);
+        return AH_ERR_INVALID_ARGUMENT;
+    }
     ah_binding *b = ah__calloc(1, sizeof *b);
     if (!b) goto oom;
     b->host = h;
     b->sel = sel;
     b->limits = o->limits;
+    b->device_index = o->device_index;
     b->validate = !o->no_validation && h->config.validate;
     b->why = "";
     b->num_layers = ah_selection_num_layers(sel);
@@ -303,13 +337,20 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
         int slot[AH_PHASE_COUNT];
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             d[p] = ah_selection_decision(sel, l, (ah_phase)p);
+            if (!d[p] || !d[p]->plugin) {
+                snprintf(err->msg, sizeof err->msg, "layer %u (%s): no backend was selected", l,
+                         p == AH_PHASE_PREFILL ? "prefill" : "decode");
+                ah_binding_destroy(b);
+                return AH_ERR_NOT_FOUND;
+            }
             slot[p] = ah__host_find(h, d[p]->plugin);
             if (slot[p] < 0) {
                 snprintf(err->msg, sizeof err->msg, "layer %u: plugin %s is gone", l, d[p]->plugin);
                 ah_binding_destroy(b);
                 return AH_ERR_NOT_FOUND;
             }
-            if ((s = ah__host_open_context(h, slot[p], err)) != AH_OK) {
+            ah_context *ctx; /* loads the plugin, so its caps are at hand */
+            if ((s = ah__host_open_context(h, slot[p], b->device_index, &ctx, err)) != AH_OK) {
                 ah_binding_destroy(b);
                 return s;
             }
@@ -381,7 +422,7 @@ static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_spli
         if (b->qsl_dev[d]) {
             const int slot = ah__device_slot(b->devs[d]);
             const ah_plugin_ops *ops = ops_of(b, slot);
-            ah_context *ctx = b->host->slots[slot].ctx;
+            ah_context *ctx = ah__device_context(b->devs[d]);
             ah_status s = ops->mem_copy(ctx, b->qsl_dev[d], b->qsl_host, bytes,
                                         AH_COPY_HOST_TO_DEVICE, stream);
             if (s != AH_OK)
@@ -405,7 +446,8 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mod
     if (b->validate)
         for (uint32_t c = 0; c < b->n_checks; c++) {
             ah_error err;
-            ah_status s = ah_batch_validate(batch, &b->states[b->checks[c]].spec, &b->limits, &err);
+            const bound_state *cs = &b->states[b->checks[c]];
+            ah_status s = ah_batch_validate_fill(batch, &cs->spec, &b->limits, seq_len_fill(b, cs), &err);
             if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
         }
 
@@ -630,7 +672,7 @@ ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_
         return fail(b, AH_ERR_UNSUPPORTED, "%s offers no merge_states", plugin_name(b, bs->slot));
     if (!a || a->struct_size < sizeof(ah_merge_args))
         return fail(b, AH_ERR_ABI, "ah_merge_args missing or struct_size too small");
-    ah_context *ctx = b->host->slots[bs->slot].ctx;
+    ah_context *ctx = bs->ctx;
     ah_status s = ops->merge_states(ctx, a);
     return s == AH_OK ? s
                       : fail(b, s, "%s merge_states failed: %s", plugin_name(b, bs->slot),

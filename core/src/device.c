@@ -16,6 +16,7 @@ struct ah_device {
     ah_host *host;
     int slot;
     ah_device_kind kind;
+    int32_t index;      /* the device index among those of its kind */
     const ah_plugin_ops *ops;
     ah_context *ctx;
     void *stream;
@@ -33,7 +34,8 @@ static ah_status fail(ah_device *d, ah_status s, const char *what)
     return s;
 }
 
-ah_status ah__device_open(ah_host *h, int slot, ah_device **out, ah_error *err)
+ah_status ah__device_open(ah_host *h, int slot, ah_context *ctx, int32_t device_index,
+                          ah_device **out, ah_error *err)
 {
     *out = NULL;
     ah_device *d = ah__calloc(1, sizeof *d);
@@ -45,7 +47,8 @@ ah_status ah__device_open(ah_host *h, int slot, ah_device **out, ah_error *err)
     d->slot = slot;
     d->kind = h->scan.plugins[slot]->info.device_kind;
     d->ops = &h->slots[slot].lp->ops;
-    d->ctx = h->slots[slot].ctx;
+    d->ctx = ctx;
+    d->index = d->kind == AH_DEVICE_CPU ? 0 : device_index;
     if (!host_memory(d) && d->ops->stream_create) {
         ah_status s = d->ops->stream_create(d->ctx, &d->stream);
         if (s != AH_OK) {
@@ -67,6 +70,7 @@ void ah__device_close(ah_device *d)
 }
 
 int ah__device_slot(const ah_device *d) { return d->slot; }
+ah_context *ah__device_context(const ah_device *d) { return d->ctx; }
 ah_device_kind ah_device_kind_of(const ah_device *d) { return d->kind; }
 const char *ah_device_errmsg(const ah_device *d) { return d->err; }
 void *ah_device_stream(ah_device *d) { return d->stream; }
@@ -74,7 +78,7 @@ void *ah_device_stream(ah_device *d) { return d->stream; }
 DLDevice ah_device_dl(const ah_device *d)
 {
     static const DLDeviceType types[AH_DEVICE_KIND_COUNT] = {kDLCPU, kDLCUDA, kDLROCM, kDLExtDev};
-    DLDevice dev = {types[d->kind], 0};
+    DLDevice dev = {types[d->kind], d->index};
     return dev;
 }
 

@@ -250,7 +250,8 @@ void ah_host_destroy(ah_host *h)
     if (!h) return;
     for (uint32_t i = 0; h->slots && i < h->scan.n; i++) {
         ah_plugin_slot *sl = &h->slots[i];
-        if (sl->ctx) sl->lp->ops.context_destroy(sl->ctx);
+        for (uint32_t k = 0; k < sl->n_ctxs; k++) sl->lp->ops.context_destroy(sl->ctxs[k].ctx);
+        ah__free(sl->ctxs);
         if (sl->lp) ah__plugin_unload(sl->lp);
         ah__free(sl->load_error);
     }
@@ -303,19 +304,41 @@ ah_status ah__host_load(ah_host *h, int i, ah_error *err)
     return s;
 }
 
-ah_status ah__host_open_context(ah_host *h, int i, ah_error *err)
+ah_status ah__host_open_context(ah_host *h, int i, int32_t device_index, ah_context **ctx,
+                                ah_error *err)
 {
+    *ctx = NULL;
+    const ah_plugin_info *in = &h->scan.plugins[i]->info;
+    if (in->device_kind == AH_DEVICE_CPU) device_index = 0; /* one CPU, device 0 */
     pthread_mutex_lock(&h->lock);
     ah_status s = ah__host_load(h, i, err);
     ah_plugin_slot *sl = &h->slots[i];
-    if (s == AH_OK && !sl->ctx) {
-        const char *why = NULL;
-        ah_context_options co = {sizeof co, 0};
-        s = sl->lp->ops.context_create(&sl->lp->services, &co, &sl->ctx, &why);
-        if (s != AH_OK) {
-            sl->ctx = NULL;
-            snprintf(err->msg, sizeof err->msg, "%s: opening the device failed: %s",
-                     h->scan.plugins[i]->info.name, why ? why : ah_status_str(s));
+    for (uint32_t k = 0; s == AH_OK && k < sl->n_ctxs; k++)
+        if (sl->ctxs[k].device_index == device_index) *ctx = sl->ctxs[k].ctx;
+    if (s == AH_OK && !*ctx) {
+        ah_plugin_ctx *grown = ah__realloc(sl->ctxs, (sl->n_ctxs + 1) * sizeof *grown);
+        if (!grown) {
+            s = AH_ERR_OUT_OF_MEMORY;
+            snprintf(err->msg, sizeof err->msg, "out of memory while opening %s", in->name);
+        } else {
+            sl->ctxs = grown;
+            const char *why = NULL;
+            ah_context_options co = {sizeof co, device_index};
+            ah_context *c = NULL;
+            s = sl->lp->ops.context_create(&sl->lp->services, &co, &c, &why);
+            if (s != AH_OK) {
+                snprintf(err->msg, sizeof err->msg, "%s: opening device %s:%d failed: %s",
+                         in->name, ah_device_kind_str(in->device_kind), device_index,
+                         why && *why ? why : ah_status_str(s));
+            } else if (!c) {
+                s = AH_ERR_PLUGIN;
+                snprintf(err->msg, sizeof err->msg,
+                         "%s: context_create on device %d succeeded but returned no context",
+                         in->name, device_index);
+            } else {
+                grown[sl->n_ctxs++] = (ah_plugin_ctx){device_index, c};
+                *ctx = c;
+            }
         }
     }
     pthread_mutex_unlock(&h->lock);

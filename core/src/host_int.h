@@ -12,11 +12,19 @@
 #include "config.h"
 #include "scan.h"
 
+/* One device context of a plugin: opened the first time a binding needs
+ * that device index, kept until the host goes. */
+typedef struct ah_plugin_ctx {
+    int32_t device_index;
+    ah_context *ctx;
+} ah_plugin_ctx;
+
 /* One plugin loaded into this process: opened on first need (a
  * check_combination call or a binding), kept until the host goes. */
 typedef struct ah_plugin_slot {
     ah_loaded_plugin *lp; /* NULL until loaded */
-    ah_context *ctx;      /* NULL until a binding needs the device */
+    ah_plugin_ctx *ctxs;  /* one per device index a binding asked for */
+    uint32_t n_ctxs;
     char *load_error;     /* why loading failed, remembered */
 } ah_plugin_slot;
 
@@ -39,8 +47,15 @@ int ah__host_find(const ah_host *host, const char *name);
 /* Load plugin i into the process (idempotent). Caller holds host->lock. */
 ah_status ah__host_load(ah_host *host, int i, ah_error *err);
 
-/* Load plugin i and open its device context (idempotent). Takes the lock. */
-ah_status ah__host_open_context(ah_host *host, int i, ah_error *err);
+/* Load plugin i and open its context on device_index (once per plugin and
+ * index; later calls return the same context). CPU plugins always get
+ * index 0. Takes the lock. */
+ah_status ah__host_open_context(ah_host *host, int i, int32_t device_index, ah_context **ctx,
+                                ah_error *err);
+
+/* Why a selection from ah_host_explain failed, or NULL for one that may
+ * be bound. */
+const char *ah__selection_error(const ah_selection *sel);
 
 /* Free the decision cache. */
 void ah__decision_cache_free(ah_decision_cache *c);

@@ -21,6 +21,7 @@ struct ah_selection {
     const ah_decision **dec[AH_PHASE_COUNT];
     char *warnings;     /* fallback = warn lines; "" when none */
     ah_graph_level graph_level;     /* both phases */
+    char *error;        /* ah_host_explain's selection that failed; NULL when none */
     uint32_t graph_layer;
     ah_graph_level phase_level[AH_PHASE_COUNT]; /* one phase's winners */
     uint32_t phase_layer[AH_PHASE_COUNT];
@@ -31,6 +32,7 @@ void ah_selection_destroy(ah_selection *s)
     if (!s) return;
     for (int p = 0; p < AH_PHASE_COUNT; p++) ah__free(s->dec[p]);
     ah__free(s->warnings);
+    ah__free(s->error);
     ah__free(s);
 }
 
@@ -59,11 +61,37 @@ static void explain_failure(const ah_decision *d, uint32_t layer, ah_phase phase
                  d->list_source);
 }
 
-static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_all,
+/* A CPU fallback: the winner runs on the CPU while GPU plugins that are
+ * available here came before it in the list and refused the layer (a
+ * disabled one does not count: the configuration chose that). Writes
+ * "fake_cuda_dev: head_size = 80 (supported: {64, 128}); ..." into why. */
+static int cpu_fallback(const ah_host *h, const ah_decision *d, ah_strbuf *why)
+{
+    const ah_plugin_info *win = ah_host_find_plugin(h, d->plugin);
+    if (!win || win->device_kind != AH_DEVICE_CPU) return 0;
+    int found = 0;
+    for (uint32_t c = 0; c < d->n_candidates && !d->candidates[c].chosen; c++) {
+        const ah_candidate *cd = &d->candidates[c];
+        const ah_plugin_info *in = ah_host_find_plugin(h, cd->plugin);
+        if (!in || in->state != AH_PLUGIN_AVAILABLE || in->device_kind == AH_DEVICE_CPU) continue;
+        int disabled = 0;
+        for (uint32_t r = 0; r < cd->n_reasons; r++) disabled |= cd->reasons[r].code == AH_REASON_DISABLED;
+        if (disabled || !cd->n_reasons) continue;
+        ah__strbuf_printf(why, "%s%s:", found ? "; " : "", cd->plugin);
+        for (uint32_t r = 0; r < cd->n_reasons; r++)
+            ah__strbuf_printf(why, "%s %s = %s (supported: %s)", r ? "," : "",
+                              cd->reasons[r].field, cd->reasons[r].value, cd->reasons[r].supported);
+        found = 1;
+    }
+    return found;
+}
+
+static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_all, int keep_going,
                              ah_selection **out, ah_error *err)
 {
     *out = NULL;
     err->msg[0] = '\0';
+    ah_status failed = AH_OK; /* the first layer that could not be served */
     uint32_t n = ah_model_num_layers(m);
     ah_strbuf warn = {0};
     ah_selection *s = ah__calloc(1, sizeof *s);
@@ -91,20 +119,46 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
             }
             /* decode shares the KV cache with prefill: pin its layout and block size */
             const ah_decision *d = ah__decision_for(h, spec, prefill && prefill->plugin ? &prefill->spec : NULL, &lp);
+            const int forced = lp.forced != NULL;
             ah__free(lp.list.items);
             if (!d) goto oom;
-            if (!d->plugin) {
-                explain_failure(d, l, (ah_phase)p, lp.forced, err);
-                ah__free(warn.data);
-                ah_selection_destroy(s);
-                return lp.forced ? AH_ERR_UNSUPPORTED : AH_ERR_NOT_FOUND;
-            }
-            if (d->fallback && h->config.fallback == AH_FALLBACK_WARN)
-                ah__strbuf_printf(&warn, "layer %u (%s): no listed backend fits (%s); fell back to %s\n",
-                                  l, p == AH_PHASE_PREFILL ? "prefill" : "decode", d->list_source,
-                                  d->plugin);
             s->dec[p][l] = d;
             if (p == AH_PHASE_PREFILL) prefill = d;
+            const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
+            if (!d->plugin) {
+                if (!failed) {
+                    explain_failure(d, l, (ah_phase)p, forced ? lp.forced : NULL, err);
+                    failed = forced ? AH_ERR_UNSUPPORTED : AH_ERR_NOT_FOUND;
+                }
+                if (!keep_going) goto failure;
+                continue;
+            }
+            ah_strbuf why = {0};
+            int cpu = !forced && h->config.fallback != AH_FALLBACK_ALLOW && cpu_fallback(h, d, &why);
+            if (why.failed) {
+                ah__free(why.data);
+                goto oom;
+            }
+            if (cpu && h->config.fallback == AH_FALLBACK_ERROR) {
+                if (!failed) {
+                    snprintf(err->msg, sizeof err->msg,
+                             "layer %u (%s): only the CPU backend %s can serve it and [select] "
+                             "fallback = error; the GPU backends refused it: %s",
+                             l, phase, d->plugin, why.data);
+                    failed = AH_ERR_NOT_FOUND;
+                }
+                ah__free(why.data);
+                if (!keep_going) goto failure;
+                continue;
+            }
+            if (cpu)
+                ah__strbuf_printf(&warn, "layer %u (%s): fell back to the CPU backend %s although a "
+                                  "GPU backend is available; the GPU backends refused it: %s\n",
+                                  l, phase, d->plugin, why.data);
+            else if (d->fallback && h->config.fallback == AH_FALLBACK_WARN)
+                ah__strbuf_printf(&warn, "layer %u (%s): no listed backend fits (%s); fell back to %s\n",
+                                  l, phase, d->list_source, d->plugin);
+            ah__free(why.data);
             const ah_plugin_info *in = ah_host_find_plugin(h, d->plugin);
             if (in->caps->graph_level < s->graph_level) {
                 s->graph_level = in->caps->graph_level;
@@ -118,8 +172,17 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
     }
     if (!n) s->graph_level = s->phase_level[0] = s->phase_level[1] = AH_GRAPH_NEVER;
     if (!(s->warnings = ah__strbuf_take(&warn))) goto oom;
+    if (failed && !keep_going) {
+        ah_selection_destroy(s);
+        return failed;
+    }
+    if (failed && !(s->error = ah__strdup(err->msg))) goto oom;
     *out = s;
-    return AH_OK;
+    return failed;
+failure:
+    ah__free(warn.data);
+    ah_selection_destroy(s);
+    return failed;
 oom:
     ah__free(warn.data);
     ah_selection_destroy(s);
@@ -129,13 +192,21 @@ oom:
 
 ah_status ah_host_select(ah_host *h, const ah_model *m, ah_selection **out, ah_error *err)
 {
-    return select_impl(h, m, NULL, out, err);
+    return select_impl(h, m, NULL, 0, out, err);
 }
 
 ah_status ah_host_select_forced(ah_host *h, const ah_model *m, const char *plugin,
                                 ah_selection **out, ah_error *err)
 {
-    return select_impl(h, m, plugin, out, err);
+    return select_impl(h, m, plugin, 0, out, err);
+}
+
+ah_status ah_host_explain(ah_host *h, const ah_model *m, const char *plugin, ah_selection **out,
+                          ah_error *err)
+{
+    ah_status s = select_impl(h, m, plugin, 1, out, err);
+    if (s == AH_ERR_OUT_OF_MEMORY) *out = NULL;
+    return s;
 }
 
 uint32_t ah_selection_num_layers(const ah_selection *s) { return s->num_layers; }
@@ -163,4 +234,6 @@ ah_graph_level ah_selection_graph_level_for(const ah_selection *s, ah_phase phas
 }
 
 const char *ah_selection_warnings(const ah_selection *s) { return s->warnings; }
+
+const char *ah__selection_error(const ah_selection *s) { return s->error; }
 

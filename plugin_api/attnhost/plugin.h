@@ -22,8 +22,9 @@
  * Slots marked "(optional)" may be NULL; the comment says what NULL means.
  * Required slots are checked for NULL when the host accepts a plugin.
  *
- * Threads. The host opens one context per plugin and shares it among every
- * binding of the host, and bindings run on different threads. So the
+ * Threads. The host opens one context per plugin and device index and
+ * shares it among every binding of the host on that device, and bindings
+ * run on different threads. So the
  * context-level slots (state_create, merge_states, the mem_*, stream_*,
  * timer_* and graph_* slots) may be called concurrently on one context and
  * must be thread-safe; context_error is read right after a failing call on
@@ -559,9 +560,15 @@ typedef struct ah_forward_args {
     const DLTensor *value;
     const DLTensor *key_cache;
     const DLTensor *value_cache;
-    DLTensor *out;              /* caller_output=0: the plugin fills this
-                                   descriptor with its own buffer, valid until
-                                   the next forward on the same state */
+    DLTensor *out;              /* caller_output=1: write into out's buffer.
+                                   caller_output=0: the plugin fills this
+                                   descriptor (data, shape, strides, dtype,
+                                   device) with a buffer its state owns. It
+                                   is valid until the next forward on the
+                                   same state, and the host gives layers with
+                                   equal specs one state, so the engine sees
+                                   it overwritten by the next forward on any
+                                   layer sharing the state */
     DLTensor *lse;
     const DLTensor *sinks;
     const DLTensor *alibi_slopes;
@@ -604,7 +611,7 @@ typedef struct ah_context_options {
 } ah_context_options;
 
 /* Opaque handles. The host never looks inside. */
-typedef struct ah_context ah_context; /* one per plugin per host: device, streams */
+typedef struct ah_context ah_context; /* one per plugin and device index per host */
 typedef struct ah_state ah_state;     /* one per bound layer spec: plans, buffers */
 typedef struct ah_graph ah_graph;     /* a captured, replayable graph */
 

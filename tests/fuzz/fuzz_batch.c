@@ -155,8 +155,16 @@ static void check_accepted(const built *x)
                   b->num_blocks <= x->lim.num_blocks && b->max_seq_len <= x->lim.max_seq_len,
                   "limits exceeded");
     }
+    int padded = 0;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t q = (int64_t)x->qsl[r + 1] - x->qsl[r], s = x->seq[r];
+        /* padding (fill 0): query_len 0 and seq_len 0, after the real requests */
+        if (q == 0 && s == 0) {
+            FZ_ASSERT(r > 0, "request 0 is padding");
+            padded = 1;
+            continue;
+        }
+        FZ_ASSERT(!padded, "request %u: real after padding", r);
         FZ_ASSERT(q >= 1 && s >= 1, "request %u: q %" PRId64 " s %" PRId64, r, q, s);
         FZ_ASSERT(q <= b->max_query_len && s <= b->max_seq_len, "request %u above the maxima", r);
         if (!cross) FZ_ASSERT(q <= s, "request %u: q %" PRId64 " > s %" PRId64, r, q, s);

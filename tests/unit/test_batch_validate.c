@@ -18,8 +18,8 @@ typedef struct fixture {
     ah_layer_spec spec;
     ah_limits lim;
     ah_batch b;
-    int32_t qsl[4], sl[3], bt[3 * 4];
-    int64_t slots[9];
+    int32_t qsl[6], sl[5], bt[5 * 4]; /* room for two padded requests */
+    int64_t slots[10];
 } fixture;
 
 static void fixture_init(fixture *f)
@@ -146,8 +146,9 @@ static void test_lengths(void)
     f.qsl[0] = 1;
     EXPECT_FAIL(&f, "query_start_loc[0] = 1, expected 0");
     fixture_init(&f);
-    f.qsl[2] = 5; /* request 1 empty */
-    EXPECT_FAIL(&f, "request 1 has query_len 0");
+    f.qsl[2] = 5; /* request 1 empty but not padding: seq_len 9, and a real request follows */
+    EXPECT_FAIL(&f, "seq_lens[1] = 9 for padded request 1 (query_len 0): a padded request "
+                    "carries seq_len = 0");
     fixture_init(&f);
     f.qsl[2] = 4; /* goes backwards */
     EXPECT_FAIL(&f, "query_start_loc[2] = 4 after query_start_loc[1] = 5");
@@ -239,6 +240,62 @@ static void test_slots(void)
     EXPECT_FAIL(&f, "slot_mapping[5] = 100 is outside the cache");
 }
 
+/* CUDA-graph padding as vLLM and SGLang write it: the batch of three real
+ * requests padded to five with query_len 0 and seq_len = the backend's
+ * graph_seq_len_fill (0 for most, 1 for FlashInfer-style kernels). */
+static void pad_to_five(fixture *f, int32_t fill)
+{
+    f->qsl[4] = f->qsl[5] = 9;
+    f->sl[3] = f->sl[4] = fill;
+    f->bt[12] = f->bt[16] = 0; /* the null block a fill of 1 reads */
+    f->b.num_reqs = 5;
+}
+
+static void test_padding(void)
+{
+    fixture pf;
+    fixture *f = &pf;
+    ah_error err;
+    /* fill 0 (ah_batch_validate's) */
+    fixture_init(&pf);
+    pad_to_five(f, 0);
+    EXPECT_OK(f);
+    /* fill 1 through ah_batch_validate_fill; fill 0 there refuses it */
+    fixture_init(&pf);
+    pad_to_five(f, 1);
+    CHECK_MSG(ah_batch_validate_fill(&f->b, &f->spec, &f->lim, 1, &err) == AH_OK, "%s", err.msg);
+    CHECK(ah_batch_validate_fill(&f->b, &f->spec, &f->lim, 0, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "seq_lens[3] = 1 for padded request 3 (query_len 0): a padded request "
+                            "carries seq_len = 0");
+    /* a negative fill refuses every padded request */
+    CHECK(ah_batch_validate_fill(&f->b, &f->spec, &f->lim, -1, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "request 3 has query_len 0 (must be >= 1)");
+    /* the block a padded request's seq_len covers must be inside the cache */
+    f->bt[12] = 16;
+    CHECK(ah_batch_validate_fill(&f->b, &f->spec, &f->lim, 1, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "block_table[3][0] = 16 is outside the cache");
+    /* a real request after a padded one */
+    fixture_init(&pf);
+    pad_to_five(f, 0);
+    f->qsl[5] = 10;
+    f->slots[9] = -1;
+    f->b.num_tokens = 10;
+    f->sl[4] = 1;
+    EXPECT_FAIL(f, "query_start_loc[5] = 10: request 4 has query_len 1 after padded request 3 "
+                   "(query_len 0); padded requests come after every real request");
+    /* every request padding */
+    fixture_init(&pf);
+    f->qsl[1] = f->qsl[2] = f->qsl[3] = 0;
+    f->sl[0] = f->sl[1] = f->sl[2] = 0;
+    f->b.num_tokens = 0;
+    EXPECT_FAIL(f, "every request is padding (query_len 0)");
+    /* common_prefix_len is bounded by the real requests only */
+    fixture_init(&pf);
+    pad_to_five(f, 0);
+    f->b.common_prefix_len = 4;
+    EXPECT_OK(f);
+}
+
 int main(void)
 {
     test_good();
@@ -246,5 +303,6 @@ int main(void)
     test_lengths();
     test_block_table();
     test_slots();
+    test_padding();
     return check_report("test_batch_validate");
 }

@@ -148,7 +148,8 @@ static int env_open(env *e, const char *ini, const char *tweak_name, void (*twea
     CHECK_MSG(ah_host_select(e->h, e->m, &e->sel, &err) == AH_OK, "%s", err.msg);
     if (tweak) {
         int slot = ah__host_find(e->h, tweak_name);
-        CHECK(slot >= 0 && ah__host_open_context(e->h, slot, &err) == AH_OK);
+        ah_context *ctx;
+        CHECK(slot >= 0 && ah__host_open_context(e->h, slot, 0, &ctx, &err) == AH_OK);
         tweak(&e->h->slots[slot].lp->caps_live);
     }
     ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB}, 0, 0};

@@ -223,8 +223,10 @@ typedef struct ah_decision {
 } ah_decision;
 
 /* Choose a plugin for every layer and phase. Fails when a layer cannot be
- * served under [select] fallback = error, or a forced backend does not fit:
- * the message then lists the reasons. Decisions are cached per distinct
+ * served under [select] fallback = error (no listed backend fits, or only
+ * a CPU backend does while a GPU backend is available: see
+ * ah_selection_warnings), or a forced backend does not fit: the message
+ * then lists the reasons. Decisions are cached per distinct
  * layer spec inside the host. */
 ah_status ah_host_select(ah_host *host, const ah_model *model, ah_selection **out, ah_error *err);
 /* Thread safety: ah_host_select and ah_host_select_forced: any thread, many
@@ -237,6 +239,15 @@ ah_status ah_host_select(ah_host *host, const ah_model *model, ah_selection **ou
  * it cannot serve a layer. */
 ah_status ah_host_select_forced(ah_host *host, const ah_model *model, const char *plugin,
                                 ah_selection **out, ah_error *err);
+/* The selection for explaining it, even when it fails: like
+ * ah_host_select (plugin NULL) or ah_host_select_forced (plugin set), with
+ * the same status and message, but *out is set whatever the status (except
+ * out of memory), so every layer's decision table can be shown. A layer
+ * that could not be served has a decision with plugin NULL and every
+ * candidate's reasons. Such a selection cannot be bound: ah_binding_create
+ * refuses it, naming the layer. Thread safety: as ah_host_select. */
+ah_status ah_host_explain(ah_host *host, const ah_model *model, const char *plugin,
+                          ah_selection **out, ah_error *err);
 /* Thread safety: destroy function: no binding made from sel may remain. */
 void ah_selection_destroy(ah_selection *sel);
 /* Thread safety: the accessors below: any thread (a selection is immutable). */
@@ -253,7 +264,13 @@ ah_graph_level ah_selection_graph_level(const ah_selection *sel, uint32_t *layer
  * captured whole on the prefill winners, see ah_binding_plan). *layer as
  * above; an unknown phase gives NEVER. */
 ah_graph_level ah_selection_graph_level_for(const ah_selection *sel, ah_phase phase, uint32_t *layer);
-/* Warnings from fallback = warn, one per line; "" when none. */
+/* Warnings from fallback = warn, one per line; "" when none. Two kinds of
+ * fallback: no listed backend fits a layer and another is taken; and a CPU
+ * fallback, where a layer is bound to a CPU backend while a GPU backend is
+ * available here and refused it (the line names the layer, the phase and
+ * each GPU backend's reasons). [select] fallback governs both: error fails
+ * the selection, warn binds and warns, allow binds silently. A forced
+ * backend is never a fallback. */
 const char *ah_selection_warnings(const ah_selection *sel);
 
 const char *ah_reason_code_str(ah_reason_code c);
@@ -282,7 +299,8 @@ typedef struct ah_binding_options {
     int no_validation; /* 1: skip batch and tensor checks (trusted engines) */
     int32_t device_index; /* the device (of each bound plugin's kind) the
                              binding runs on: CUDA device 1 for tensors on
-                             cuda:1; 0 for CPU plugins */
+                             cuda:1. At least 0; CPU plugins always run on
+                             device 0 whatever this says */
 } ah_binding_options;
 
 /* Open the selected plugins (dlopen, context, one state per distinct
@@ -292,9 +310,17 @@ typedef struct ah_binding_options {
  * allocated here (a query_start_loc of limits.max_num_reqs + 1 entries on
  * the host and on each prefill winner's device). sel must outlive the
  * binding.
+ * Devices: the host opens one context per plugin and device index, the
+ * first time a binding asks for that index (ah_context_options.device_index),
+ * and keeps it until the host goes. A negative device_index is
+ * AH_ERR_INVALID_ARGUMENT; an index a plugin refuses fails with the
+ * plugin's reason ("cuda_fa3: opening device cuda:5 failed: ..."). The
+ * binding's devices (ah_binding_device) report that index in ah_device_dl,
+ * and the tensor checks refuse a tensor on another device or index, naming
+ * the tensor and both devices.
  * Thread safety: any thread, many at once on one host and even on one
- * selection. Bindings of one plugin share that plugin's context (one per
- * host): a plugin's state_create and merge_states must accept concurrent
+ * selection. Bindings of one plugin on one device index share that
+ * context: a plugin's state_create and merge_states must accept concurrent
  * calls on it. */
 ah_status ah_binding_create(ah_host *host, const ah_selection *sel, const ah_binding_options *opts,
                             ah_binding **out, ah_error *err);
@@ -355,7 +381,13 @@ uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const ch
  * whole. In a split step a layer with two winners then runs as two calls
  * on token-row views of q, key, value, out and lse: K/V of both parts,
  * then the decode winner on the first decode_tokens rows and the prefill
- * winner on the rest, both into args->out. */
+ * winner on the rest, both into args->out.
+ * Output: a plugin with caps.caller_output = 1 writes into args->out's
+ * buffer. One with caller_output = 0 fills the args->out descriptor with a
+ * buffer of its own, held by the layer's state; layers of one binding with
+ * equal resolved specs and the same plugin share one state, so that buffer
+ * is valid only until the next forward on any layer sharing the state
+ * (typically the next layer): copy the output out, or consume it, first. */
 ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *args);
 /* Store new K/V only (both parts in a split step). */
 ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *args);
@@ -419,9 +451,25 @@ void ah_device_graph_destroy(ah_device *d, ah_graph *g);
  * 0 < query_len <= seq_len, block ids inside the cache, slots inside the
  * cache, table wide enough, counts and maxima consistent. Uses the host
  * copies only. Thread safety: any thread (pure: reads its arguments, writes
- * only *err). */
+ * only *err).
+ *
+ * Padding. An engine that pads a batch up to a captured CUDA-graph size
+ * (vLLM, SGLang) appends padded requests: query length 0
+ * (query_start_loc[r + 1] == query_start_loc[r]), seq_len equal to the
+ * backend's caps.graph_seq_len_fill, after every real request. They own no
+ * query tokens, hence no slot_mapping entry, and nothing is written or
+ * computed for them; the block-table entries their seq_len covers (entry 0
+ * for a fill of 1) must lie inside the cache, since kernels may read them.
+ * At least one request must be real. Anything else (query length 0 with
+ * another seq_len, a real request after a padded one) is refused naming
+ * the field, index and value. ah_batch_validate takes a fill of 0;
+ * ah_batch_validate_fill takes the backend's (a negative fill refuses
+ * every padded request). ah_binding_plan validates each bound plugin's
+ * part with that plugin's graph_seq_len_fill. */
 ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
                             const ah_limits *limits, ah_error *err);
+ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
+                                 const ah_limits *limits, int32_t seq_len_fill, ah_error *err);
 
 #ifdef __cplusplus
 }
