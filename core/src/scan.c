@@ -96,11 +96,12 @@ static ah_plugin_rec *scan_out_of_process(const ah_found_file *f, const ah_scan_
     if (!sc->resolved) {
         sc->resolved = 1;
         if (!req->scanner) {
-            if (!(sc->path = ah__scanner_locate()))
-                scanner_give_up(sc, "the plugin scanner attnhost-plugin-scanner is not installed "
-                                    "beside libattnhost (looked in <libdir>/"
-                                    ATTNHOST_SCANNER_RELDIR ", <libdir>/../libexec/attnhost and "
-                                    ATTNHOST_INSTALL_SCANNER ")");
+            char tried[2048], why[2200];
+            if (!(sc->path = ah__scanner_locate(tried, sizeof tried))) {
+                snprintf(why, sizeof why, "the plugin scanner is not installed (not found at %s)",
+                         tried);
+                scanner_give_up(sc, why);
+            }
         } else if (req->scanner[0] && !(sc->path = ah__strdup(req->scanner))) {
             return NULL;
         }

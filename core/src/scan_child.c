@@ -321,7 +321,7 @@ static char *object_dir(void)
     return dir;
 }
 
-char *ah__scanner_locate(void)
+char *ah__scanner_locate(char *tried, size_t cap)
 {
     char *dir = object_dir();
     char *c[3] = {NULL, NULL, NULL};
@@ -334,12 +334,22 @@ char *ah__scanner_locate(void)
     c[2] = ah__strdup(ATTNHOST_INSTALL_SCANNER);
     ah__free(dir);
     char *found = NULL;
-    for (int i = 0; i < 3; i++) {
-        if (!found && c[i] && access(c[i], X_OK) == 0)
+    size_t o = 0;
+    if (cap) tried[0] = '\0';
+    for (int i = 0; i < 3 && !found; i++) {
+        if (c[i] && access(c[i], X_OK) == 0) {
             found = c[i];
-        else
-            ah__free(c[i]);
+            c[i] = NULL;
+            break;
+        }
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= c[i] && c[j] && strcmp(c[i], c[j]) == 0;
+        if (c[i] && !dup && o < cap) {
+            int w = snprintf(tried + o, cap - o, "%s%s", o ? ", " : "", c[i]);
+            o = w < 0 ? cap : o + (size_t)w;
+        }
     }
+    for (int i = 0; i < 3; i++) ah__free(c[i]);
     return found;
 }
 

@@ -136,8 +136,9 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
 /* The plugin scanner installed with this library:
  * <dir of libattnhost.so>/<libexecdir relative to libdir>/attnhost/attnhost-plugin-scanner
  * (the build tree mirrors it), else the configured install path. NULL
- * (allocated otherwise) when none is executable. */
-char *ah__scanner_locate(void);
+ * (allocated otherwise) when none is executable; tried lists the paths
+ * looked at in vain. */
+char *ah__scanner_locate(char *tried, size_t cap);
 
 /* The scanner executable's main: argv is
  *   <scanner> --attnhost-scan-v1 <parent pid> <plugin path> <stem>

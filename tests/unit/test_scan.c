@@ -854,7 +854,8 @@ static int count(const char *hay, const char *needle)
 static void test_scanner(void)
 {
     /* The build tree's scanner is found beside the (here static) core. */
-    char *found = ah__scanner_locate();
+    char tried[2048];
+    char *found = ah__scanner_locate(tried, sizeof tried);
     CHECK_MSG(found && strstr(found, "/libexec/attnhost/attnhost-plugin-scanner"), "%s",
               found ? found : "(none)");
     /* Run by hand, it says what it is and exits 120. */
