@@ -656,12 +656,12 @@ void ah__scan_req_encode(const ah_config *config, const ah_hw_facts *hw, ah_buf 
     ah__buf_u32(b, hw->cpu_logical_cores);
     ah__buf_u64(b, hw->memory_bytes);
     char s[sizeof hw->cpu_model + 1];
-    snprintf(s, sizeof s, "%.*s", (int)sizeof hw->cpu_vendor, hw->cpu_vendor);
+    snprintf(s, sizeof s, "%.*s", (int)sizeof hw->cpu_vendor - 1, hw->cpu_vendor);
     buf_str(b, s);
-    snprintf(s, sizeof s, "%.*s", (int)sizeof hw->cpu_model, hw->cpu_model);
+    snprintf(s, sizeof s, "%.*s", (int)sizeof hw->cpu_model - 1, hw->cpu_model);
     buf_str(b, s);
     char note[sizeof hw->amx_note + 1];
-    snprintf(note, sizeof note, "%.*s", (int)sizeof hw->amx_note, hw->amx_note);
+    snprintf(note, sizeof note, "%.*s", (int)sizeof hw->amx_note - 1, hw->amx_note);
     buf_str(b, note);
     uint32_t n = config ? config->n_plugin_keys : 0;
     ah__buf_u32(b, n);
