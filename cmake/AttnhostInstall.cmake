@@ -1,4 +1,4 @@
-# Install layout: lib/, lib/attnhost/plugins/, include/attnhost/, bin/,
+# Install layout: lib/, lib/attnhost/plugins/, libexec/attnhost/ (the plugin scanner), include/attnhost/, bin/,
 # etc/attnhost/attnhost.ini, pkg-config files and the CMake package.
 include(CMakePackageConfigHelpers)
 

@@ -153,6 +153,20 @@ static void gather_x86(ah_hw_facts *hw, uint32_t env_mask)
 }
 #endif
 
+/* The AMX permission is per process (kept across fork, cleared by execve):
+ * a spawned scanner given the host's facts asks again before any plugin
+ * code runs, and takes AMX off its copy of the facts when refused. */
+void ah__hw_facts_claim(ah_hw_facts *hw)
+{
+#ifdef AH_X86
+    const uint32_t amx_bits = AH_ISA_AMX_TILE | AH_ISA_AMX_BF16 | AH_ISA_AMX_INT8 | AH_ISA_AMX_FP16;
+    if ((hw->cpu_isa & amx_bits) && amx_request(hw->amx_note, sizeof hw->amx_note) != 0)
+        hw->cpu_isa &= ~amx_bits;
+#else
+    (void)hw;
+#endif
+}
+
 void ah__hw_facts_gather(ah_hw_facts *hw)
 {
     memset(hw, 0, sizeof *hw);

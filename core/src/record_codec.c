@@ -635,3 +635,122 @@ int ah__rec_decode(const uint8_t *p, size_t n, ah_plugin_rec **out, char *why, s
     *out = rec;
     return 0;
 }
+
+/* ---- the scan request (host to spawned scanner) ------------------------------ */
+
+#define REQ_MAGIC "AHSQ"
+#define REQ_VERSION 1u
+#define MAX_REQ_KEYS 65536u
+
+void ah__scan_req_encode(const ah_config *config, const ah_hw_facts *hw, ah_buf *b)
+{
+    size_t start = b->len;
+    ah__buf_put(b, REQ_MAGIC, 4);
+    ah__buf_u32(b, REQ_VERSION);
+    ah__buf_u32(b, 0); /* body length, patched below */
+    ah_hw_facts none;
+    memset(&none, 0, sizeof none);
+    if (!hw) hw = &none;
+    ah__buf_u32(b, hw->cpu_isa);
+    ah__buf_u32(b, hw->cpu_isa_cpuid);
+    ah__buf_u32(b, hw->cpu_logical_cores);
+    ah__buf_u64(b, hw->memory_bytes);
+    char s[sizeof hw->cpu_model + 1];
+    snprintf(s, sizeof s, "%.*s", (int)sizeof hw->cpu_vendor - 1, hw->cpu_vendor);
+    buf_str(b, s);
+    snprintf(s, sizeof s, "%.*s", (int)sizeof hw->cpu_model - 1, hw->cpu_model);
+    buf_str(b, s);
+    char note[sizeof hw->amx_note + 1];
+    snprintf(note, sizeof note, "%.*s", (int)sizeof hw->amx_note - 1, hw->amx_note);
+    buf_str(b, note);
+    uint32_t n = config ? config->n_plugin_keys : 0;
+    ah__buf_u32(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const ah_plugin_kv *kv = &config->plugin_keys[i];
+        buf_str(b, kv->plugin ? kv->plugin : "");
+        buf_str(b, kv->key ? kv->key : "");
+        buf_str(b, kv->value ? kv->value : "");
+        ah__buf_u32(b, (uint32_t)kv->line);
+    }
+    if (b->oom) return;
+    size_t body = b->len - start - REC_HEADER;
+    if (body > MAX_BODY) {
+        b->oom = 1;
+        return;
+    }
+    uint8_t *h = b->p + start + 8;
+    h[0] = (uint8_t)body;
+    h[1] = (uint8_t)(body >> 8);
+    h[2] = (uint8_t)(body >> 16);
+    h[3] = (uint8_t)(body >> 24);
+}
+
+int ah__scan_req_decode(const uint8_t *p, size_t n, ah_config *config, ah_hw_facts *hw, char *why,
+                        size_t cap)
+{
+    memset(config, 0, sizeof *config);
+    memset(hw, 0, sizeof *hw);
+    hw->struct_size = sizeof *hw;
+    if (!p || n < REC_HEADER || memcmp(p, REQ_MAGIC, 4) != 0) {
+        snprintf(why, cap, "not a scan request (bad magic or truncated)");
+        return -1;
+    }
+    uint32_t version = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+                       (uint32_t)p[7] << 24;
+    if (version != REQ_VERSION) {
+        snprintf(why, cap, "scan request version %u, this scanner reads version %u", version,
+                 REQ_VERSION);
+        return -1;
+    }
+    uint32_t body = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
+                    (uint32_t)p[11] << 24;
+    if (body > MAX_BODY || REC_HEADER + (size_t)body != n) {
+        snprintf(why, cap, "scan request length mismatch: header says %u body bytes, got %zu",
+                 body, n - REC_HEADER);
+        return -1;
+    }
+    rd r = {p, n, REC_HEADER, NULL, 0};
+    hw->cpu_isa = rd_u32(&r, "hw.cpu_isa");
+    hw->cpu_isa_cpuid = rd_u32(&r, "hw.cpu_isa_cpuid");
+    hw->cpu_logical_cores = rd_u32(&r, "hw.cpu_logical_cores");
+    hw->memory_bytes = rd_u64(&r, "hw.memory_bytes");
+    rd_fixed(&r, hw->cpu_vendor, sizeof hw->cpu_vendor, "hw.cpu_vendor");
+    rd_fixed(&r, hw->cpu_model, sizeof hw->cpu_model, "hw.cpu_model");
+    rd_fixed(&r, hw->amx_note, sizeof hw->amx_note, "hw.amx_note");
+    uint32_t nk = rd_u32(&r, "plugin keys");
+    /* each key takes at least three string lengths and a line number */
+    if (!r.err && (nk > MAX_REQ_KEYS || (size_t)nk * 16 > r.n - r.off)) rd_fail(&r, "plugin keys");
+    if (!r.err && nk) {
+        config->plugin_keys = ah__calloc(nk, sizeof *config->plugin_keys);
+        if (!config->plugin_keys) {
+            r.oom = 1;
+            rd_fail(&r, "out of memory");
+        } else {
+            config->n_plugin_keys = nk;
+        }
+    }
+    for (uint32_t i = 0; !r.err && i < nk; i++) {
+        ah_plugin_kv *kv = &config->plugin_keys[i];
+        rd_str(&r, (const char **)&kv->plugin, 0, "plugin key section");
+        rd_str(&r, (const char **)&kv->key, 0, "plugin key name");
+        rd_str(&r, (const char **)&kv->value, 0, "plugin key value");
+        kv->line = (int)rd_u32(&r, "plugin key line");
+    }
+    if (!r.err && r.off != r.n) rd_fail(&r, "trailing bytes");
+    if (r.err) {
+        if (r.oom)
+            snprintf(why, cap, "out of memory");
+        else
+            snprintf(why, cap, "malformed scan request: bad or truncated field '%s' at byte %zu",
+                     r.err, r.off);
+        for (uint32_t i = 0; i < config->n_plugin_keys; i++) {
+            ah__free(config->plugin_keys[i].plugin);
+            ah__free(config->plugin_keys[i].key);
+            ah__free(config->plugin_keys[i].value);
+        }
+        ah__free(config->plugin_keys);
+        memset(config, 0, sizeof *config);
+        return -1;
+    }
+    return 0;
+}

@@ -4,11 +4,14 @@
  * Discovery (discovery.c) lists the files and refuses untrusted ones. Each
  * trusted file is identified (fstat + content hash of the same open file)
  * and looked up in the cache; a miss is scanned in a child process
- * (scan_child.c) or, in the in-process mode, right here, through the very
- * same load-validate-probe-encode path, so both modes produce identical
- * records. A plugin name already claimed by an earlier file is recorded as
- * shadowed. The cache is rewritten only when something was scanned or it
- * could not be trusted.
+ * (scan_child.c: the spawned plugin scanner, or a fork when the install has
+ * none) or, in the in-process mode, right here, through the very same
+ * load-validate-probe-encode path, so all modes produce identical records.
+ * A plugin name already claimed by an earlier file is recorded as shadowed.
+ * What is cached is decided in ah__cache_put: never a probe that said
+ * "unusable here", which depends on the environment, not on the file. The
+ * cache is rewritten only when something was scanned or it could not be
+ * trusted.
  *
  * In-process mode gives no protection: a plugin that crashes takes the host
  * with it, and one that hangs hangs the host. It exists for sandboxes that
@@ -71,9 +74,52 @@ static ah_plugin_rec *scan_in_process(const char *path, const char *stem,
     return rec;
 }
 
+/* The scanner this scan spawns: resolved once, dropped (with a warning)
+ * the first time it cannot be started, after which the scan forks. */
+typedef struct scanner_state {
+    int resolved; /* at the first file that needs a child */
+    char *path;   /* NULL: fork */
+} scanner_state;
+
+static void scanner_give_up(scanner_state *sc, const char *why)
+{
+    ah__log(AH_LOG_WARN, "%s; scanning plugins in a forked child instead, where a plugin "
+            "cannot use a GPU runtime this process has initialised (reinstall attnhost)", why);
+    ah__free(sc->path);
+    sc->path = NULL;
+}
+
+static ah_plugin_rec *scan_out_of_process(const ah_found_file *f, const ah_scan_request *req,
+                                          scanner_state *sc, int *cacheable)
+{
+    int flags = 0;
+    if (!sc->resolved) {
+        sc->resolved = 1;
+        if (!req->scanner) {
+            char tried[2048], why[2200];
+            if (!(sc->path = ah__scanner_locate(tried, sizeof tried))) {
+                snprintf(why, sizeof why, "the plugin scanner is not installed (not found at %s)",
+                         tried);
+                scanner_give_up(sc, why);
+            }
+        } else if (req->scanner[0] && !(sc->path = ah__strdup(req->scanner))) {
+            return NULL;
+        }
+    }
+    ah_plugin_rec *rec = ah__scan_in_child(f->path, f->stem, req, sc->path, &flags);
+    if (rec && (flags & AH__SCAN_NO_SCANNER)) {
+        scanner_give_up(sc, rec->info.reason);
+        ah__rec_free(rec);
+        rec = ah__scan_in_child(f->path, f->stem, req, NULL, &flags);
+    }
+    *cacheable = !(flags & AH__SCAN_HOST_FAILURE);
+    return rec;
+}
+
 /* Scan (or fetch from the cache) one trusted file. NULL: out of memory. */
 static ah_plugin_rec *scan_file(const ah_found_file *f, const ah_scan_request *req,
-                                ah_cache *cache, ah_scan_result *res, int *dirty)
+                                ah_cache *cache, ah_scan_result *res, int *dirty,
+                                scanner_state *sc)
 {
     double t0 = ah__now_ms();
     ah_plugin_rec id;
@@ -101,7 +147,7 @@ static ah_plugin_rec *scan_file(const ah_found_file *f, const ah_scan_request *r
     int cacheable = 1;
     ah_plugin_rec *rec = req->mode == AH_SCAN_IN_PROCESS
                              ? scan_in_process(f->path, f->stem, req)
-                             : ah__scan_in_child(f->path, f->stem, req, &cacheable);
+                             : scan_out_of_process(f, req, sc, &cacheable);
     if (!rec) return NULL;
     /* The identity is the parent's view, taken before the child ran. */
     if (ah__rec_set(rec, &rec->info.path, f->path) != 0) {
@@ -118,11 +164,13 @@ static ah_plugin_rec *scan_file(const ah_found_file *f, const ah_scan_request *r
     rec->info.scan_ms = ah__now_ms() - t0;
     res->n_scanned++;
     if (cache && cacheable) {
-        if (ah__cache_put(cache, rec, req->config) != 0) {
+        /* Not every outcome is kept: see ah__cache_put. */
+        int put = ah__cache_put(cache, rec, req->config);
+        if (put < 0) {
             ah__rec_free(rec);
             return NULL;
         }
-        *dirty = 1;
+        if (put == 0) *dirty = 1;
     }
     return rec;
 }
@@ -168,6 +216,7 @@ ah_status ah__scan(const ah_scan_request *req, ah_scan_result *out, ah_error *er
     ah_cache cache;
     int use_cache = req->cache_path && req->cache_path[0];
     int dirty = 0;
+    scanner_state sc = {0, NULL};
     memset(&cache, 0, sizeof cache);
     if (ah__discover(req->dirs, req->n_dirs, &found) != 0) goto oom_nofound;
     if (use_cache) {
@@ -181,8 +230,9 @@ ah_status ah__scan(const ah_scan_request *req, ah_scan_result *out, ah_error *er
     if (found.n && !(out->plugins = ah__calloc(found.n, sizeof *out->plugins))) goto oom;
     for (uint32_t i = 0; i < found.n; i++) {
         const ah_found_file *f = &found.files[i];
-        ah_plugin_rec *rec = f->reason ? refused(f->path, f->stem, f->reason)
-                                       : scan_file(f, req, use_cache ? &cache : NULL, out, &dirty);
+        ah_plugin_rec *rec =
+            f->reason ? refused(f->path, f->stem, f->reason)
+                      : scan_file(f, req, use_cache ? &cache : NULL, out, &dirty, &sc);
         if (!rec) goto oom;
         out->plugins[out->n++] = rec;
     }
@@ -192,11 +242,13 @@ ah_status ah__scan(const ah_scan_request *req, ah_scan_result *out, ah_error *er
         if (ah__cache_save(&cache, req->cache_path, why, sizeof why) != 0)
             ah__log(AH_LOG_WARN, "cannot write the scan cache: %s", why);
     }
+    ah__free(sc.path);
     ah__cache_free(&cache);
     ah__found_free(&found);
     out->total_ms = ah__now_ms() - t0;
     return AH_OK;
 oom:
+    ah__free(sc.path);
     ah__cache_free(&cache);
     ah__found_free(&found);
 oom_nofound:

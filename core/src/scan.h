@@ -44,6 +44,10 @@ typedef struct ah_scan_request {
     const char *cache_path;  /* NULL or "": no cache */
     const ah_config *config; /* for plugin keys given to probe */
     const ah_hw_facts *hw;
+    /* child mode: the plugin scanner executable; NULL: the one installed
+     * beside the library (ah__scanner_locate), "": none, fork this process
+     * (what a broken install falls back to, with a warning). */
+    const char *scanner;
 } ah_scan_request;
 
 typedef struct ah_scan_result {

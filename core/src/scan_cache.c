@@ -9,6 +9,13 @@
  * seen), the plugin's [plugin.<name>] keys, and, for the whole file, the host
  * ABI version and a fingerprint of the GPU driver versions and the CPU facts.
  *
+ * Only what the file itself did is kept: available, rejected (ABI, bad
+ * descriptor, refused the host) or quarantined (crash, hang, exit, garbage,
+ * dlopen failure). A probe that reported the plugin unusable is never kept
+ * (nor read back from an older cache): its cause is the environment, such as
+ * no device or a GPU runtime unusable in a forked child, so it is asked again
+ * on the next start.
+ *
  * File format (little-endian):
  *   "AHSCACHE" | u32 format (1) | u32 host ABI | u64 fingerprint | u32 count
  *   count x ( u64 config hash | u32 length | record, see record_codec.c )
@@ -213,8 +220,28 @@ ah_cache_entry *ah__cache_find(ah_cache *c, const ah_plugin_rec *id, const ah_co
     return NULL;
 }
 
+/* What a cache may hold: how the file itself behaved (available, or
+ * rejected, or quarantined for crashing, hanging, sending garbage). Not a
+ * probe that found the plugin unusable: that depends on the environment
+ * (no device, a driver not loaded, a GPU runtime this process cannot use),
+ * which the key does not capture, and is cheap to ask again. */
+static int keep(const ah_plugin_rec *rec)
+{
+    return rec->info.state != AH_PLUGIN_UNAVAILABLE;
+}
+
 int ah__cache_put(ah_cache *c, const ah_plugin_rec *rec, const ah_config *config)
 {
+    if (!keep(rec)) {
+        /* nor may an older entry for the path outlive this answer */
+        for (uint32_t i = 0; i < c->n; i++)
+            if (strcmp(c->e[i].rec->info.path, rec->info.path) == 0) {
+                ah__rec_free(c->e[i].rec);
+                c->e[i] = c->e[--c->n];
+                return 0;
+            }
+        return 1;
+    }
     ah_plugin_rec *copy = ah__rec_dup(rec);
     if (!copy) return -1;
     uint64_t h = ah__config_hash(config, rec->info.name, rec->info.caps);
@@ -280,6 +307,12 @@ static int parse(ah_cache *c, const char *path, const uint8_t *p, size_t n)
         if (ah__rec_decode(p + off, len, &rec, why, sizeof why) != 0) {
             if (strcmp(why, "out of memory") == 0) return -1;
             return set_note(c, "scan cache %s ignored: %s", path, why) ? -1 : 1;
+        }
+        if (rec->info.path && !keep(rec)) {
+            /* written by an older attnhost, which kept these: not believed */
+            ah__rec_free(rec);
+            off += len;
+            continue;
         }
         if (!rec->info.path || append(c, ch, rec) != 0) {
             int no_path = !rec->info.path; /* read before the free */

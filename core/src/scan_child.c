@@ -3,7 +3,7 @@
  * probe it, and describe the outcome as an encoded record.
  *
  * ah__scan_one does the work in the calling process. ah__scan_in_child runs
- * it in a forked child so that a plugin that crashes, hangs, aborts in a
+ * it in a child process so that a plugin that crashes, hangs, aborts in a
  * constructor or calls exit() costs only the child: the parent reads the
  * record from a pipe under a deadline, kills the child's process group when
  * time runs out, and turns every way of dying into a quarantine reason with
@@ -11,18 +11,29 @@
  * /dev/null so a chatty plugin can neither block on a full pipe nor mix its
  * output into the host's.
  *
- * Forking a multithreaded host and then calling dlopen in the child relies
- * on glibc, which resets its malloc and loader locks in the child; the
- * in-process mode exists for environments where that is not acceptable.
+ * The child is normally a fresh process: the plugin scanner executable
+ * (attnhost-plugin-scanner, installed in <libexecdir>/attnhost), started
+ * with posix_spawn and given the request (hardware facts, plugin keys) on
+ * its stdin. A fork of the host would inherit state that is not valid in a
+ * fork: a process that initialised CUDA cannot use it in its forked
+ * children, so its GPU plugins would probe as unusable. The scanner's main
+ * (ah__scanner_main) runs the very same child code as the fork does.
+ *
+ * Without a scanner (a broken install; the caller warns) the child is a
+ * fork of the host. That relies on glibc resetting its malloc and loader
+ * locks in the child of a multithreaded process; the in-process mode exists
+ * for environments where neither is acceptable.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -177,58 +188,321 @@ static void write_all(int fd, const uint8_t *p, size_t n)
     }
 }
 
-static __attribute__((noreturn)) void child_main(const char *path, const char *stem,
-                                                 const ah_scan_request *req, int rec_fd,
-                                                 int err_fd, pid_t parent)
+/* Close every descriptor from lo up: the host's sockets and files must not
+ * be reachable from plugin code, which could otherwise write into
+ * descriptions the host shares with the child. */
+static void close_from(unsigned lo)
 {
-    setpgid(0, 0); /* one group to kill, grandchildren included */
+#if defined(SYS_close_range)
+    if (syscall(SYS_close_range, lo, ~0u, 0u) == 0) return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    for (long fd = lo; fd < (max > 0 && max < 65536 ? max : 65536); fd++) close((int)fd);
+}
+
+/* First thing in a child, forked or spawned: its own process group (one
+ * group to kill, grandchildren included), death with its parent, default
+ * signal dispositions and an empty mask (the host may have handlers, or an
+ * ignored SIGPIPE, a plugin crash must not go through: the parent needs to
+ * see the real signal). */
+static void child_guard(pid_t parent)
+{
+    setpgid(0, 0);
 #if defined(__linux__)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(112);
 #else
     (void)parent;
 #endif
-    /* The host may have handlers (or an ignored SIGPIPE) a plugin crash
-     * must not go through: the parent needs to see the real signal. */
     for (int s = 1; s < NSIG; s++)
         if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
     sigset_t all;
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
+}
+
+/* Then the descriptors: stdin and stdout on /dev/null, stderr on err_fd,
+ * the record pipe on 3 (close-on-exec: not for whatever a plugin execs),
+ * nothing else. */
+static void child_fds(int rec_fd, int err_fd)
+{
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
         dup2(null, 0);
         dup2(null, 1);
         if (null > 2) close(null);
     }
-    dup2(err_fd, 2);
-    close(err_fd);
-    /* Only stdio and the record pipe (moved to 3) stay open: the host's
-     * sockets and files must not be reachable from plugin code, which could
-     * otherwise write into descriptions the host shares with the child. */
+    if (err_fd != 2) {
+        dup2(err_fd, 2);
+        close(err_fd);
+    }
     if (rec_fd != 3) {
         if (dup2(rec_fd, 3) < 0) _exit(113);
         close(rec_fd);
-        rec_fd = 3;
     }
-    fcntl(rec_fd, F_SETFD, FD_CLOEXEC); /* not for whatever a plugin execs */
-#if defined(SYS_close_range)
-    if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
-#endif
-    {
-        long max = sysconf(_SC_OPEN_MAX);
-        for (long fd = 4; fd < (max > 0 && max < 65536 ? max : 65536); fd++) close((int)fd);
-    }
+    fcntl(3, F_SETFD, FD_CLOEXEC);
+    close_from(4);
+}
 
+/* Then the scan itself, the record on fd 3, and exit. */
+static __attribute__((noreturn)) void child_scan(const char *path, const char *stem,
+                                                 const ah_config *config, const ah_hw_facts *hw)
+{
     ah_buf b = {0};
-    ah__scan_one(path, stem, req->config, req->hw, 0, &b);
+    ah__scan_one(path, stem, config, hw, 0, &b);
     if (b.oom) {
         static const char msg[] = "attnhost scan child: out of memory\n";
         write_all(2, (const uint8_t *)msg, sizeof msg - 1);
         _exit(111);
     }
-    write_all(rec_fd, b.p, b.len);
+    write_all(3, b.p, b.len);
     _exit(0);
+}
+
+/* ---- the spawned scanner -------------------------------------------------------- */
+
+#define MAX_REQUEST (16u << 20)
+#define SCANNER_NAME "attnhost-plugin-scanner"
+
+static __attribute__((noreturn)) void scanner_refuse(const char *fmt, const char *detail)
+{
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, SCANNER_NAME ": ");
+    n += snprintf(msg + n, sizeof msg - (size_t)n, fmt, detail);
+    if (n > (int)sizeof msg - 2) n = (int)sizeof msg - 2;
+    msg[n++] = '\n';
+    write_all(2, (const uint8_t *)msg, (size_t)n);
+    _exit(AH__SCANNER_BAD_REQUEST);
+}
+
+int ah__scanner_main(int argc, char **argv)
+{
+    if (argc != 5 || strcmp(argv[1], AH__SCANNER_ARG) != 0)
+        scanner_refuse("%s", "not meant to be run by hand: attnhost starts it to load and probe "
+                             "one plugin (usage: " SCANNER_NAME " " AH__SCANNER_ARG
+                             " <parent pid> <plugin> <name>, request on stdin)");
+    char *end = NULL;
+    long parent = strtol(argv[2], &end, 10);
+    if (!*argv[2] || *end || parent <= 0) scanner_refuse("bad parent pid '%s'", argv[2]);
+    close_from(4); /* whatever the host let leak through exec */
+    child_guard((pid_t)parent);
+
+    ah_buf req = {0};
+    for (;;) {
+        uint8_t chunk[16384];
+        ssize_t r = read(0, chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) scanner_refuse("cannot read the request: %s", strerror(errno));
+        if (r == 0) break;
+        if (req.len + (size_t)r > MAX_REQUEST) scanner_refuse("%s", "request too large");
+        ah__buf_put(&req, chunk, (size_t)r);
+    }
+    if (req.oom) scanner_refuse("%s", "out of memory reading the request");
+    ah_config config;
+    ah_hw_facts hw;
+    char why[512];
+    if (ah__scan_req_decode(req.p, req.len, &config, &hw, why, sizeof why) != 0)
+        scanner_refuse("%s (a library and a scanner from different builds?)", why);
+    ah__buf_free(&req);
+    ah__hw_facts_claim(&hw);
+    child_fds(3, 2);
+    child_scan(argv[3], argv[4], &config, &hw);
+}
+
+/* dirname of this object (libattnhost.so, or the executable the core is
+ * linked into statically), or NULL. */
+static char *object_dir(void)
+{
+    Dl_info info;
+    if (!dladdr((void *)object_dir, &info) || !info.dli_fname || !strchr(info.dli_fname, '/'))
+        return NULL;
+    char *dir = ah__strdup(info.dli_fname);
+    if (dir) *strrchr(dir, '/') = '\0';
+    return dir;
+}
+
+char *ah__scanner_locate(char *tried, size_t cap)
+{
+    char *dir = object_dir();
+    char *c[3] = {NULL, NULL, NULL};
+    if (dir) {
+        /* the install layout (libdir to libexecdir, as configured), and the
+         * build tree's <build>/lib (or bin) next to <build>/libexec */
+        c[0] = ah__asprintf("%s/%s/" SCANNER_NAME, dir, ATTNHOST_SCANNER_RELDIR);
+        c[1] = ah__asprintf("%s/../libexec/attnhost/" SCANNER_NAME, dir);
+    }
+    c[2] = ah__strdup(ATTNHOST_INSTALL_SCANNER);
+    ah__free(dir);
+    char *found = NULL;
+    size_t o = 0;
+    if (cap) tried[0] = '\0';
+    for (int i = 0; i < 3 && !found; i++) {
+        if (c[i] && access(c[i], X_OK) == 0) {
+            found = c[i];
+            c[i] = NULL;
+            break;
+        }
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= c[i] && c[j] && strcmp(c[i], c[j]) == 0;
+        if (c[i] && !dup && o < cap) {
+            int w = snprintf(tried + o, cap - o, "%s%s", o ? ", " : "", c[i]);
+            o = w < 0 ? cap : o + (size_t)w;
+        }
+    }
+    for (int i = 0; i < 3; i++) ah__free(c[i]);
+    return found;
+}
+
+/* ---- the parent's side ---------------------------------------------------------- */
+
+typedef struct child {
+    pid_t pid;
+    int rec, err; /* read ends */
+    int req;      /* write end of the request socket, -1 when done */
+    ah_buf msg;   /* the request */
+    size_t sent;
+} child;
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+static int start_fork(child *c, const char *path, const char *stem, const ah_scan_request *req,
+                      char *fail, size_t cap)
+{
+    int rp[2] = {-1, -1}, ep[2] = {-1, -1};
+    if (pipe2(rp, O_CLOEXEC) != 0 || pipe2(ep, O_CLOEXEC) != 0) {
+        snprintf(fail, cap, "cannot create a pipe for the scan child: %s", strerror(errno));
+        goto fail;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(fail, cap, "cannot fork the scan child: %s", strerror(errno));
+        goto fail;
+    }
+    if (pid == 0) {
+        close(rp[0]);
+        close(ep[0]);
+        child_guard(parent);
+        child_fds(rp[1], ep[1]);
+        child_scan(path, stem, req->config, req->hw);
+    }
+    close(rp[1]);
+    close(ep[1]);
+    c->pid = pid;
+    c->rec = rp[0];
+    c->err = ep[0];
+    return 0;
+fail:
+    for (int i = 0; i < 2; i++) {
+        close_fd(&rp[i]);
+        close_fd(&ep[i]);
+    }
+    return -1;
+}
+
+/* posix_spawn the scanner: no shell, no fork of this process's memory (a
+ * process that initialised a GPU runtime cannot use it in a fork), the
+ * request on a socket (send can then refuse SIGPIPE), stderr and the
+ * record on pipes. Returns 0, or -1 with fail set and *no_scanner when the
+ * executable itself could not be started. */
+static int start_spawn(child *c, const char *scanner, const char *path, const char *stem,
+                       const ah_scan_request *req, char *fail, size_t cap, int *no_scanner)
+{
+    int rp[2] = {-1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, hi[3] = {-1, -1, -1};
+    int rc = -1, fa_ok = 0, at_ok = 0;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    ah__scan_req_encode(req->config, req->hw, &c->msg);
+    if (c->msg.oom) {
+        snprintf(fail, cap, "out of memory encoding the scan request");
+        goto out;
+    }
+    if (pipe2(rp, O_CLOEXEC) != 0 || pipe2(ep, O_CLOEXEC) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+        snprintf(fail, cap, "cannot create a pipe for the plugin scanner: %s", strerror(errno));
+        goto out;
+    }
+    /* The child's ends out of the way of 0-3, so no dup2 below is a no-op
+     * that would leave close-on-exec set. */
+    int src[3] = {sp[1], ep[1], rp[1]};
+    for (int i = 0; i < 3; i++)
+        if ((hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0) {
+            snprintf(fail, cap, "cannot set up the plugin scanner's descriptors: %s",
+                     strerror(errno));
+            goto out;
+        }
+    if ((errno = posix_spawn_file_actions_init(&fa)) != 0) goto spawn_fail;
+    fa_ok = 1;
+    if ((errno = posix_spawn_file_actions_adddup2(&fa, hi[0], 0)) != 0 ||
+        (errno = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0)) != 0 ||
+        (errno = posix_spawn_file_actions_adddup2(&fa, hi[1], 2)) != 0 ||
+        (errno = posix_spawn_file_actions_adddup2(&fa, hi[2], 3)) != 0)
+        goto spawn_fail;
+    if ((errno = posix_spawnattr_init(&at)) != 0) goto spawn_fail;
+    at_ok = 1;
+    sigset_t def, none;
+    sigfillset(&def);
+    sigdelset(&def, SIGKILL);
+    sigdelset(&def, SIGSTOP);
+    sigemptyset(&none);
+    if ((errno = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
+                                                   POSIX_SPAWN_SETSIGMASK)) != 0 ||
+        (errno = posix_spawnattr_setpgroup(&at, 0)) != 0 ||
+        (errno = posix_spawnattr_setsigdefault(&at, &def)) != 0 ||
+        (errno = posix_spawnattr_setsigmask(&at, &none)) != 0)
+        goto spawn_fail;
+    char parent[32];
+    snprintf(parent, sizeof parent, "%ld", (long)getpid());
+    char *argv[] = {(char *)scanner, (char *)AH__SCANNER_ARG, parent, (char *)path, (char *)stem,
+                    NULL};
+    pid_t pid;
+    extern char **environ;
+    int e = posix_spawn(&pid, scanner, &fa, &at, argv, environ);
+    if (e != 0) {
+        *no_scanner = 1;
+        snprintf(fail, cap, "cannot start the plugin scanner %s: %s", scanner, strerror(e));
+        goto out;
+    }
+    c->pid = pid;
+    c->rec = rp[0];
+    c->err = ep[0];
+    c->req = sp[0];
+    rp[0] = ep[0] = sp[0] = -1;
+    rc = 0;
+    goto out;
+spawn_fail:
+    snprintf(fail, cap, "cannot spawn the plugin scanner: %s", strerror(errno));
+out:
+    if (fa_ok) posix_spawn_file_actions_destroy(&fa);
+    if (at_ok) posix_spawnattr_destroy(&at);
+    for (int i = 0; i < 3; i++) close_fd(&hi[i]);
+    for (int i = 0; i < 2; i++) {
+        close_fd(&rp[i]);
+        close_fd(&ep[i]);
+        close_fd(&sp[i]);
+    }
+    return rc;
+}
+
+/* Send what the socket takes now; the request done (or refused: the child
+ * is gone, its exit status will say how), close it so the child sees EOF. */
+static void send_request(child *c)
+{
+    while (c->req >= 0 && c->sent < c->msg.len) {
+        ssize_t w = send(c->req, c->msg.p + c->sent, c->msg.len - c->sent, MSG_NOSIGNAL);
+        if (w > 0) {
+            c->sent += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        break;
+    }
+    close_fd(&c->req);
 }
 
 typedef struct tail {
@@ -307,34 +581,58 @@ static void sleep_ms(double ms)
     nanosleep(&ts, NULL);
 }
 
-ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_scan_request *req,
-                                 int *cacheable)
+/* The scanner, not the plugin, failed: it exited refusing the request
+ * (its own message on stderr), or the dynamic loader could not start it. */
+static int scanner_broken(const char *scanner, int status, size_t rec_len, const tail *t)
 {
-    *cacheable = 1;
+    if (!scanner || rec_len || !WIFEXITED(status)) return 0;
+    char lines[1024];
+    tail_lines(t, lines, sizeof lines);
+    if (WEXITSTATUS(status) == AH__SCANNER_BAD_REQUEST)
+        return strstr(lines, SCANNER_NAME ": ") != NULL;
+    if (WEXITSTATUS(status) == 127)
+        return strstr(lines, "error while loading shared libraries") != NULL;
+    return 0;
+}
+
+static ah_plugin_rec *quarantine(const char *path, const char *stem, const char *fail,
+                                 const char *lines)
+{
+    ah_plugin_rec *rec = ah__rec_new();
+    if (!rec) return NULL;
+    rec->info.state = AH_PLUGIN_QUARANTINED;
+    if (ah__rec_set(rec, &rec->info.path, path) || ah__rec_set(rec, &rec->info.name, stem) ||
+        ah__rec_reason(rec, "%s%s%s", fail, lines[0] ? "; last stderr: " : "", lines)) {
+        ah__rec_free(rec);
+        return NULL;
+    }
+    return rec;
+}
+
+ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_scan_request *req,
+                                 const char *scanner, int *flags)
+{
+    *flags = 0;
     uint32_t timeout = req->timeout_ms ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
     ah_plugin_rec *rec = NULL;
-    int rp[2] = {-1, -1}, ep[2] = {-1, -1};
-    char fail[512] = "";
-    if (pipe2(rp, O_CLOEXEC) != 0 || pipe2(ep, O_CLOEXEC) != 0) {
-        snprintf(fail, sizeof fail, "cannot create a pipe for the scan child: %s", strerror(errno));
-        goto quarantine_nochild;
+    char fail[1024] = "";
+    child c = {-1, -1, -1, -1, {0}, 0};
+    int no_scanner = 0;
+    int started = scanner
+                      ? start_spawn(&c, scanner, path, stem, req, fail, sizeof fail, &no_scanner)
+                      : start_fork(&c, path, stem, req, fail, sizeof fail);
+    if (started != 0) {
+        ah__buf_free(&c.msg);
+        *flags = AH__SCAN_HOST_FAILURE | (no_scanner ? AH__SCAN_NO_SCANNER : 0);
+        return quarantine(path, stem, fail, "");
     }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(fail, sizeof fail, "cannot fork the scan child: %s", strerror(errno));
-        goto quarantine_nochild;
+    pid_t pid = c.pid;
+    fcntl(c.rec, F_SETFL, O_NONBLOCK);
+    fcntl(c.err, F_SETFL, O_NONBLOCK);
+    if (c.req >= 0) {
+        fcntl(c.req, F_SETFL, O_NONBLOCK);
+        send_request(&c);
     }
-    if (pid == 0) {
-        close(rp[0]);
-        close(ep[0]);
-        child_main(path, stem, req, rp[1], ep[1], parent);
-    }
-    close(rp[1]);
-    close(ep[1]);
-    rp[1] = ep[1] = -1;
-    fcntl(rp[0], F_SETFL, O_NONBLOCK);
-    fcntl(ep[0], F_SETFL, O_NONBLOCK);
 
     ah_buf out = {0};
     tail t;
@@ -353,33 +651,41 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
             break;
         }
         double wait = deadline - now < 50 ? deadline - now : 50;
-        struct pollfd fds[2];
+        struct pollfd fds[3];
         nfds_t nf = 0;
-        if (rec_open) fds[nf++] = (struct pollfd){rp[0], POLLIN, 0};
-        if (err_open) fds[nf++] = (struct pollfd){ep[0], POLLIN, 0};
+        if (rec_open) fds[nf++] = (struct pollfd){c.rec, POLLIN, 0};
+        if (err_open) fds[nf++] = (struct pollfd){c.err, POLLIN, 0};
+        if (c.req >= 0) fds[nf++] = (struct pollfd){c.req, POLLOUT, 0};
         if (nf)
             poll(fds, nf, (int)wait + 1);
         else /* both pipes closed: the child is exiting, reap it promptly */
             sleep_ms(wait < 0.2 ? wait : 0.2);
-        if (rec_open) rec_open = drain(rp[0], &out, NULL);
-        if (err_open) err_open = drain(ep[0], NULL, &t);
+        if (c.req >= 0) send_request(&c);
+        if (rec_open) rec_open = drain(c.rec, &out, NULL);
+        if (err_open) err_open = drain(c.err, NULL, &t);
         pid_t w = waitpid(pid, &status, WNOHANG);
         if (w == pid) reaped = 1;
         if (w < 0 && errno == ECHILD) reaped = lost = 1; /* SIGCHLD ignored by the host */
     }
     /* A child that exited has closed its ends; read what is still buffered
      * (but never wait on a grandchild still holding the pipes). */
-    if (rec_open) drain(rp[0], &out, NULL);
-    if (err_open) drain(ep[0], NULL, &t);
-    close(rp[0]);
-    close(ep[0]);
+    if (rec_open) drain(c.rec, &out, NULL);
+    if (err_open) drain(c.err, NULL, &t);
+    close_fd(&c.rec);
+    close_fd(&c.err);
+    close_fd(&c.req);
+    ah__buf_free(&c.msg);
 
     char sig[32];
     if (out.oom == 1) {
         ah__buf_free(&out);
         return NULL;
     }
-    if (timed_out)
+    if (!lost && !timed_out && out.oom != 2 && scanner_broken(scanner, status, out.len, &t)) {
+        *flags = AH__SCAN_HOST_FAILURE | AH__SCAN_NO_SCANNER;
+        snprintf(fail, sizeof fail, "the plugin scanner %s failed (exit status %d)", scanner,
+                 WEXITSTATUS(status));
+    } else if (timed_out)
         snprintf(fail, sizeof fail, "timed out after %u ms (killed)", timeout);
     else if (out.oom == 2)
         snprintf(fail, sizeof fail, "garbage record: the child sent more than %u bytes",
@@ -409,27 +715,5 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
 
     char lines[1024];
     tail_lines(&t, lines, sizeof lines);
-    if (!(rec = ah__rec_new())) return NULL;
-    rec->info.state = AH_PLUGIN_QUARANTINED;
-    if (ah__rec_set(rec, &rec->info.path, path) || ah__rec_set(rec, &rec->info.name, stem) ||
-        ah__rec_reason(rec, "%s%s%s", fail, lines[0] ? "; last stderr: " : "", lines)) {
-        ah__rec_free(rec);
-        return NULL;
-    }
-    return rec;
-
-quarantine_nochild:
-    *cacheable = 0;
-    for (int i = 0; i < 2; i++) {
-        if (rp[i] >= 0) close(rp[i]);
-        if (ep[i] >= 0) close(ep[i]);
-    }
-    if (!(rec = ah__rec_new())) return NULL;
-    rec->info.state = AH_PLUGIN_QUARANTINED;
-    if (ah__rec_set(rec, &rec->info.path, path) || ah__rec_set(rec, &rec->info.name, stem) ||
-        ah__rec_reason(rec, "%s", fail)) {
-        ah__rec_free(rec);
-        return NULL;
-    }
-    return rec;
+    return quarantine(path, stem, fail, lines);
 }

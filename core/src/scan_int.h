@@ -119,12 +119,48 @@ void ah__found_free(ah_found *f);
 void ah__scan_one(const char *path, const char *stem, const ah_config *config,
                   const ah_hw_facts *hw, int unload, ah_buf *b);
 
-/* Scan one file in a child process under timeout_ms. Always returns a
- * record (quarantined with the cause when the child misbehaved), or NULL on
- * out-of-memory in the parent. *cacheable is 0 when the failure was the
- * host's (no pipe, no fork), which must not be remembered as the plugin's. */
+/* Scan one file in a child process under timeout_ms: the plugin scanner
+ * executable at scanner, spawned (posix_spawn, no shell) with the request
+ * on its stdin, or, when scanner is NULL, a fork of this process. Always
+ * returns a record (quarantined with the cause when the child misbehaved),
+ * or NULL on out-of-memory in the parent. *flags: AH__SCAN_HOST_FAILURE
+ * when the failure was the host's (no pipe, no fork), which must not be
+ * remembered as the plugin's; AH__SCAN_NO_SCANNER too when the scanner
+ * could not be started or refused the request (a broken install): the
+ * caller scans again without it. */
+#define AH__SCAN_HOST_FAILURE 1
+#define AH__SCAN_NO_SCANNER 2
 ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_scan_request *req,
-                                 int *cacheable);
+                                 const char *scanner, int *flags);
+
+/* The plugin scanner installed with this library:
+ * <dir of libattnhost.so>/<libexecdir relative to libdir>/attnhost/attnhost-plugin-scanner
+ * (the build tree mirrors it), else the configured install path. NULL
+ * (allocated otherwise) when none is executable; tried lists the paths
+ * looked at in vain. */
+char *ah__scanner_locate(char *tried, size_t cap);
+
+/* The scanner executable's main: argv is
+ *   <scanner> --attnhost-scan-v1 <parent pid> <plugin path> <stem>
+ * and stdin carries the request (ah__scan_req_encode); the record goes to
+ * fd 3, exactly as the forked child sends it. Exit status 120: the request
+ * was not understood (a library and a scanner from different builds). */
+int ah__scanner_main(int argc, char **argv);
+#define AH__SCANNER_ARG "--attnhost-scan-v1"
+#define AH__SCANNER_BAD_REQUEST 120
+
+/* The scan request the host sends a spawned scanner: the hardware facts it
+ * gathered and every [plugin.<name>] key (the plugin's name is not known
+ * before its descriptor is read). Same framing as a record, magic "AHSQ".
+ * The decoder fills config's plugin keys only (free with ah__config_free);
+ * -1 with why on any malformed input. */
+void ah__scan_req_encode(const ah_config *config, const ah_hw_facts *hw, ah_buf *b);
+int ah__scan_req_decode(const uint8_t *p, size_t n, ah_config *config, ah_hw_facts *hw, char *why,
+                        size_t cap);
+
+/* Ask this process's kernel for AMX again and take AMX off hw when
+ * refused: a spawned scanner's permission is its own (hwfacts.c). */
+void ah__hw_facts_claim(ah_hw_facts *hw);
 
 /* "SIGSEGV", ..., or "signal N" in buf. */
 const char *ah__signal_name(int sig, char *buf, size_t cap);
@@ -167,7 +203,9 @@ int ah__cache_load(ah_cache *c, const char *path, uint64_t fingerprint);
  * content hash stored with the record was taken when it was scanned. */
 ah_cache_entry *ah__cache_find(ah_cache *c, const ah_plugin_rec *probe_identity,
                                const ah_config *config);
-/* Add (or replace the entry of the same path) a copy of rec. -1 on OOM. */
+/* Add (or replace the entry of the same path) a copy of rec: 0. A record
+ * the cache does not keep (probe said unusable) is not added, and removes
+ * an entry of the same path: 0 when one was removed, else 1. -1 on OOM. */
 int ah__cache_put(ah_cache *c, const ah_plugin_rec *rec, const ah_config *config);
 /* Write atomically (temp file 0600 + rename), creating the directory 0700
  * when missing. Entries whose file no longer exists are dropped. Returns 0,

@@ -9,6 +9,8 @@
  * accepted record is canonical (re-encoding gives back the exact input),
  * its deep copy (ah__rec_dup) equals it, and its caps pass validation.
  *
+ * Input starting with "AHSQ" is a scan request (host to spawned scanner).
+ *
  * Any other input is a scan-cache entry table: the harness writes a cache
  * file around it (header with this host's format, ABI and fingerprint, the
  * first byte as the entry count, and the checksum the loader verifies, so
@@ -89,9 +91,30 @@ static void fuzz_cache(const uint8_t *data, size_t size)
     FZ_ASSERT(ah__alloc_live() == live0, "cache load leaked %ld blocks", ah__alloc_live() - live0);
 }
 
+/* The request a spawned scanner reads (magic "AHSQ"): a request that
+ * re-encodes to the same bytes, or a reason. */
+static void fuzz_request(const uint8_t *data, size_t size)
+{
+    ah_config cfg;
+    ah_hw_facts hw;
+    char why[512];
+    why[0] = '\0';
+    if (ah__scan_req_decode(data, size, &cfg, &hw, why, sizeof why) != 0) {
+        FZ_ASSERT(why[0] && cfg.plugin_keys == NULL, "refused without a reason or with keys");
+        return;
+    }
+    ah_buf b = {0};
+    ah__scan_req_encode(&cfg, &hw, &b);
+    FZ_ASSERT(b.oom || (b.len == size && memcmp(b.p, data, size) == 0), "request not canonical");
+    ah__buf_free(&b);
+    ah__config_free(&cfg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size >= 4 && memcmp(data, "AHRC", 4) == 0)
+    if (size >= 4 && memcmp(data, "AHSQ", 4) == 0)
+        fuzz_request(data, size);
+    else if (size >= 4 && memcmp(data, "AHRC", 4) == 0)
         fuzz_message(data, size);
     else
         fuzz_cache(data, size);

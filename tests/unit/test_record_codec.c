@@ -368,6 +368,56 @@ static void test_alloc_failure(void)
     ah__rec_free(r);
 }
 
+/* The scan request a spawned scanner reads: round trip, then every
+ * truncation and every single-byte corruption gives a request or a reason. */
+static void test_scan_request(void)
+{
+    ah_plugin_kv kv[] = {{"cpu_amx", "threads", "4", 7}, {"cuda_fa3", "mode", "", 9}};
+    ah_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.plugin_keys = kv;
+    cfg.n_plugin_keys = 2;
+    ah_hw_facts hw;
+    memset(&hw, 0, sizeof hw);
+    hw.struct_size = sizeof hw;
+    hw.cpu_isa = AH_ISA_AVX2 | AH_ISA_AMX_TILE;
+    hw.cpu_isa_cpuid = hw.cpu_isa | AH_ISA_AVX512F;
+    hw.cpu_logical_cores = 96;
+    hw.memory_bytes = 1ull << 40;
+    memcpy(hw.cpu_vendor, "GenuineIntel", 13);
+    memset(hw.cpu_model, 'm', sizeof hw.cpu_model); /* no NUL: sent cut to fit one */
+    snprintf(hw.amx_note, sizeof hw.amx_note, "granted");
+    ah_buf b = {0};
+    ah__scan_req_encode(&cfg, &hw, &b);
+    CHECK(!b.oom);
+    ah_config got;
+    ah_hw_facts ghw;
+    char why[512];
+    hw.cpu_model[sizeof hw.cpu_model - 1] = '\0';
+    CHECK_MSG(ah__scan_req_decode(b.p, b.len, &got, &ghw, why, sizeof why) == 0, "%s", why);
+    CHECK(memcmp(&ghw, &hw, sizeof hw) == 0);
+    CHECK(got.n_plugin_keys == 2);
+    if (got.n_plugin_keys == 2) {
+        CHECK_STREQ(got.plugin_keys[1].plugin, "cuda_fa3");
+        CHECK_STREQ(got.plugin_keys[1].value, "");
+        CHECK(got.plugin_keys[0].line == 7);
+        CHECK_STREQ(ah__config_plugin_key(&got, "cpu_amx", "threads"), "4");
+    }
+    ah__config_free(&got);
+    for (size_t n = 0; n < b.len; n++) {
+        CHECK_MSG(ah__scan_req_decode(b.p, n, &got, &ghw, why, sizeof why) != 0 && why[0],
+                  "truncated to %zu", n);
+        CHECK(got.plugin_keys == NULL && got.n_plugin_keys == 0);
+    }
+    for (size_t i = 0; i < b.len; i++) {
+        b.p[i] ^= 0xa5;
+        if (ah__scan_req_decode(b.p, b.len, &got, &ghw, why, sizeof why) == 0)
+            ah__config_free(&got);
+        b.p[i] ^= 0xa5;
+    }
+    ah__buf_free(&b);
+}
+
 int main(void)
 {
     test_round_trip();
@@ -375,5 +425,6 @@ int main(void)
     test_garbage();
     test_lies();
     test_alloc_failure();
+    test_scan_request();
     return check_report("test_record_codec");
 }

@@ -4,12 +4,14 @@
  * end as a record with the right state and a reason naming the cause, and
  * the host process must survive all of it.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -19,6 +21,9 @@
 #define TIMEOUT_MS 1500u
 
 static ah_hw_facts hw;
+/* The request's scanner: NULL the installed one (the build tree's), "" a
+ * fork of this process, else that executable. */
+static const char *scanner;
 static char tmp_root[] = "/tmp/ah_test_scan_XXXXXX";
 
 static const char *const cases[] = {"good", "wrong_major", "old_size", "new_size", "null_slot",
@@ -67,7 +72,7 @@ static char *mkpath(const char *fmt, const char *a)
 static ah_status scan(const char *const *dirs, uint32_t n, ah_scan_mode mode, const char *cache,
                       const ah_config *cfg, ah_scan_result *res)
 {
-    ah_scan_request req = {dirs, n, mode, TIMEOUT_MS, cache, cfg, &hw};
+    ah_scan_request req = {dirs, n, mode, TIMEOUT_MS, cache, cfg, &hw, scanner};
     ah_error err = {{0}};
     ah_status s = ah__scan(&req, res, &err);
     CHECK_MSG(s == AH_OK, "scan failed: %s", err.msg);
@@ -103,10 +108,17 @@ static void expect(const ah_scan_result *r, const char *c, ah_plugin_state st, c
 
 /* ---- the crash matrix, child mode ------------------------------------------------ */
 
-static void test_child_mode(void)
+/* With the spawned scanner (the default), and with a fork of this process
+ * (the fallback of an install without one; the hang left out there: the
+ * deadline is the same code). */
+static void test_child_mode(int fork_child)
 {
     const char *dirs[N_CASES];
-    for (size_t i = 0; i < N_CASES; i++) dirs[i] = case_dir(cases[i]);
+    uint32_t n_dirs = 0;
+    for (size_t i = 0; i < N_CASES; i++)
+        if (!fork_child || strcmp(cases[i], "hang") != 0) dirs[n_dirs++] = case_dir(cases[i]);
+    scanner = fork_child ? "" : NULL;
+    printf("child mode, %s\n", fork_child ? "forked child" : "spawned scanner");
     /* A descriptor of the host's, inheritable: the garbage plugin writes to
      * every descriptor it finds, and must not reach this one. */
     char host_file[1100];
@@ -116,13 +128,14 @@ static void test_child_mode(void)
     close(host_fd);
     host_fd = 100;
     ah_scan_result r;
-    ah_status s = scan(dirs, N_CASES, AH_SCAN_CHILD, NULL, NULL, &r);
+    ah_status s = scan(dirs, n_dirs, AH_SCAN_CHILD, NULL, NULL, &r);
+    scanner = NULL;
     struct stat hst;
     CHECK(fstat(host_fd, &hst) == 0 && hst.st_size == 0);
     close(host_fd);
     if (s != AH_OK) return;
-    CHECK(r.n == N_CASES);
-    CHECK(r.n_scanned == N_CASES && r.n_cached == 0);
+    CHECK(r.n == n_dirs);
+    CHECK(r.n_scanned == n_dirs && r.n_cached == 0);
 
     expect(&r, "good", AH_PLUGIN_AVAILABLE, "");
     expect(&r, "wrong_major", AH_PLUGIN_REJECTED, "plugin ABI 3.3, host ABI " HOST_ABI);
@@ -134,8 +147,10 @@ static void test_child_mode(void)
     expect(&r, "segv", AH_PLUGIN_QUARANTINED, "killed by SIGSEGV");
     expect(&r, "segv", AH_PLUGIN_QUARANTINED, "last stderr: abi_segv: probing the device | "
                                               "abi_segv: about to crash");
-    expect(&r, "hang", AH_PLUGIN_QUARANTINED, "timed out after 1500 ms");
-    expect(&r, "hang", AH_PLUGIN_QUARANTINED, "abi_hang: waiting for a device");
+    if (!fork_child) {
+        expect(&r, "hang", AH_PLUGIN_QUARANTINED, "timed out after 1500 ms");
+        expect(&r, "hang", AH_PLUGIN_QUARANTINED, "abi_hang: waiting for a device");
+    }
     expect(&r, "ctor_abort", AH_PLUGIN_QUARANTINED, "killed by SIGABRT");
     expect(&r, "ctor_abort", AH_PLUGIN_QUARANTINED, "constructor cannot initialize");
     expect(&r, "noisy", AH_PLUGIN_AVAILABLE, "");
@@ -289,8 +304,9 @@ static void test_cache(void)
     CHECK(r.n_scanned == 1 && r.n_cached == 1);
     expect(&r, "a_good.so", AH_PLUGIN_UNAVAILABLE, "switched off by its config key usable");
     ah__scan_result_free(&r);
+    /* Unusable is never cached: probed again (the crash stays cached). */
     scan(dirs, 1, AH_SCAN_CHILD, cache, &cfg, &r);
-    CHECK(r.n_scanned == 0 && r.n_cached == 2);
+    CHECK(r.n_scanned == 1 && r.n_cached == 1);
     expect(&r, "a_good.so", AH_PLUGIN_UNAVAILABLE, "switched off");
     ah__scan_result_free(&r);
     /* The cache keys on the value in force: "off" means the same as "0". */
@@ -680,6 +696,241 @@ static void test_log(void)
                      "attnhost[cpu_amx] warn: slow path\n");
 }
 
+/* ---- the poisoned parent ----------------------------------------------------------- */
+
+/* A process that initialised a GPU runtime (a Python engine: torch.zeros(1,
+ * device="cuda") before ah_host_create) cannot use it in a forked child:
+ * the GPU plugins probe unusable there. The fake runtime (fakert.c) behaves
+ * the same way; the spawned scanner starts fresh and finds the device, and
+ * the fork's wrong answer never reaches the cache. */
+static void test_poisoned_parent(void)
+{
+    const char *dirs[] = {case_dir("fakegpu")};
+    char rt_path[600];
+    snprintf(rt_path, sizeof rt_path, "%s/fakert/libabi_fakert.so", ATTNHOST_TEST_PLUGIN_DIR);
+    void *rt = dlopen(rt_path, RTLD_NOW | RTLD_GLOBAL);
+    CHECK_MSG(rt != NULL, "dlopen %s: %s", rt_path, dlerror());
+    if (!rt) return;
+    int (*rt_init)(void) = (int (*)(void))(uintptr_t)dlsym(rt, "abi_fakert_init");
+    CHECK(rt_init != NULL);
+    if (!rt_init) return;
+    ah_scan_result r;
+
+    /* Not yet initialised here: even a fork finds the device. */
+    scanner = "";
+    if (scan(dirs, 1, AH_SCAN_CHILD, NULL, NULL, &r) == AH_OK) {
+        expect(&r, "fakegpu", AH_PLUGIN_AVAILABLE, "");
+        ah__scan_result_free(&r);
+    }
+    CHECK(rt_init() == 0); /* the engine initialises the runtime */
+
+    /* The bug, reproduced: the forked child cannot use the runtime. */
+    if (scan(dirs, 1, AH_SCAN_CHILD, NULL, NULL, &r) == AH_OK) {
+        expect(&r, "fakegpu", AH_PLUGIN_UNAVAILABLE, "initialization error");
+        ah__scan_result_free(&r);
+    }
+    /* The spawned scanner is a fresh process: the device is there. */
+    scanner = NULL;
+    if (scan(dirs, 1, AH_SCAN_CHILD, NULL, NULL, &r) == AH_OK) {
+        expect(&r, "fakegpu", AH_PLUGIN_AVAILABLE, "");
+        CHECK(r.plugins[0]->probe.device_count == 1);
+        ah__scan_result_free(&r);
+    }
+    /* So is this process itself, in-process. */
+    if (scan(dirs, 1, AH_SCAN_IN_PROCESS, NULL, NULL, &r) == AH_OK) {
+        expect(&r, "fakegpu", AH_PLUGIN_AVAILABLE, "");
+        ah__scan_result_free(&r);
+    }
+
+    /* The fork's answer is not cached: the next process (here the next
+     * scan, with the scanner) probes again, and keeps the right answer. */
+    char *cache = mkpath("%s/%s", "poisoned-cache");
+    scanner = "";
+    if (scan(dirs, 1, AH_SCAN_CHILD, cache, NULL, &r) == AH_OK) {
+        CHECK(r.n_scanned == 1);
+        expect(&r, "fakegpu", AH_PLUGIN_UNAVAILABLE, "initialization error");
+        ah__scan_result_free(&r);
+    }
+    scanner = NULL;
+    if (scan(dirs, 1, AH_SCAN_CHILD, cache, NULL, &r) == AH_OK) {
+        CHECK(r.n_scanned == 1 && r.n_cached == 0);
+        expect(&r, "fakegpu", AH_PLUGIN_AVAILABLE, "");
+        ah__scan_result_free(&r);
+    }
+    if (scan(dirs, 1, AH_SCAN_CHILD, cache, NULL, &r) == AH_OK) {
+        CHECK(r.n_scanned == 0 && r.n_cached == 1);
+        expect(&r, "fakegpu", AH_PLUGIN_AVAILABLE, "");
+        ah__scan_result_free(&r);
+    }
+    /* dlclose would not unload it (the scanned plugin's copy may be
+     * loaded in-process): leave it. */
+}
+
+/* An unusable answer is asked again, with the same file and configuration
+ * (the cache key unchanged): the device appears between two scans. */
+static void test_unusable_not_cached(void)
+{
+    const char *dirs[] = {case_dir("fakegpu")};
+    char *device = mkpath("%s/%s", "fake-device");
+    char *cache = mkpath("%s/%s", "unusable-cache");
+    setenv("ATTNHOST_TEST_FAKE_DEVICE", device, 1);
+    ah_scan_result r;
+    ah_plugin_rec *unusable = NULL;
+    for (int i = 0; i < 2; i++)
+        if (scan(dirs, 1, AH_SCAN_CHILD, cache, NULL, &r) == AH_OK) {
+            CHECK_MSG(r.n_scanned == 1 && r.n_cached == 0, "scan %d", i);
+            expect(&r, "fakegpu", AH_PLUGIN_UNAVAILABLE, "fake runtime: no device");
+            if (!unusable && r.n == 1) unusable = ah__rec_dup(r.plugins[0]);
+            ah__scan_result_free(&r);
+        }
+    int fd = open(device, O_WRONLY | O_CREAT, 0600);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    if (scan(dirs, 1, AH_SCAN_CHILD, cache, NULL, &r) == AH_OK) {
+        CHECK(r.n_scanned == 1 && r.n_cached == 0);
+        expect(&r, "fakegpu", AH_PLUGIN_AVAILABLE, "");
+        ah__scan_result_free(&r);
+    }
+    if (scan(dirs, 1, AH_SCAN_CHILD, cache, NULL, &r) == AH_OK) {
+        CHECK(r.n_scanned == 0 && r.n_cached == 1);
+        ah__scan_result_free(&r);
+    }
+    /* A cache written by an older attnhost, which kept unusable answers
+     * (the poisoned caches of issue 23): such an entry is not believed. */
+    if (unusable) {
+        ah_cache c;
+        memset(&c, 0, sizeof c);
+        ah_cache_entry e = {ah__config_hash(NULL, "abi_fakegpu"), unusable, 1};
+        c.e = &e;
+        c.n = c.cap = 1;
+        c.fingerprint = ah__driver_fingerprint(&hw);
+        char why[256];
+        CHECK(ah__cache_save(&c, cache, why, sizeof why) == 0);
+        if (scan(dirs, 1, AH_SCAN_CHILD, cache, NULL, &r) == AH_OK) {
+            CHECK(r.n_scanned == 1 && r.n_cached == 0);
+            expect(&r, "fakegpu", AH_PLUGIN_AVAILABLE, "");
+            ah__scan_result_free(&r);
+        }
+        ah__rec_free(unusable);
+    }
+    unsetenv("ATTNHOST_TEST_FAKE_DEVICE");
+}
+
+/* ---- the scanner executable ------------------------------------------------------- */
+
+static void write_text(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    CHECK(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    chmod(path, mode);
+}
+
+static char *read_text(const char *path)
+{
+    static char buf[8192];
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+    return buf;
+}
+
+/* Scan good and segv with stderr captured; the records must be right
+ * whatever happened to the scanner. Returns the captured text. */
+static const char *scan_capturing(const char *with_scanner)
+{
+    const char *dirs[] = {case_dir("good"), case_dir("segv")};
+    char *log = mkpath("%s/%s", "scanner-log.txt");
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    scanner = with_scanner;
+    ah_scan_result r;
+    ah_status s = scan(dirs, 2, AH_SCAN_CHILD, NULL, NULL, &r);
+    scanner = NULL;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (s == AH_OK) {
+        expect(&r, "good", AH_PLUGIN_AVAILABLE, "");
+        expect(&r, "segv", AH_PLUGIN_QUARANTINED, "killed by SIGSEGV");
+        ah__scan_result_free(&r);
+    }
+    return read_text(log);
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static void test_scanner(void)
+{
+    /* The build tree's scanner is found beside the (here static) core. */
+    char tried[2048];
+    char *found = ah__scanner_locate(tried, sizeof tried);
+    CHECK_MSG(found && strstr(found, "/libexec/attnhost/attnhost-plugin-scanner"), "%s",
+              found ? found : "(none)");
+    /* Run by hand, it says what it is and exits 120. */
+    if (found) {
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "'%s' </dev/null >/dev/null 2>'%s'", found,
+                 mkpath("%s/%s", "usage.txt"));
+        int st = system(cmd);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 120);
+        CHECK_CONTAINS(read_text(mkpath("%s/%s", "usage.txt")), "not meant to be run by hand");
+    }
+    ah__free(found);
+
+    /* Quiet when the scanner works. */
+    const char *log = scan_capturing(NULL);
+    CHECK_MSG(count(log, "forked child instead") == 0, "%s", log);
+
+    /* Missing (a broken install): one warning, then a fork per plugin. */
+    log = scan_capturing("/nonexistent/attnhost-plugin-scanner");
+    CHECK_MSG(count(log, "forked child instead") == 1, "%s", log);
+    CHECK_CONTAINS(log, "cannot start the plugin scanner /nonexistent/attnhost-plugin-scanner");
+
+    /* From another build: refuses the request; the same fallback. */
+    char *other = mkpath("%s/%s", "other-scanner");
+    write_text(other,
+               "#!/bin/sh\necho 'attnhost-plugin-scanner: scan request version 1, this scanner "
+               "reads version 9' >&2\nexit 120\n",
+               0755);
+    log = scan_capturing(other);
+    CHECK_MSG(count(log, "forked child instead") == 1, "%s", log);
+    CHECK_CONTAINS(log, "this scanner reads version 9");
+}
+
+/* What a scan costs per plugin: spawned scanner against forked child. */
+static void test_cost(void)
+{
+    static const char *const quick[] = {"good", "old_size", "new_size", "flip", "refuse"};
+    const char *dirs[5];
+    for (size_t i = 0; i < 5; i++) dirs[i] = case_dir(quick[i]);
+    const int rounds = 4;
+    double ms[2] = {0, 0};
+    for (int k = 0; k < rounds; k++)
+        for (int f = 0; f < 2; f++) {
+            scanner = f ? "" : NULL;
+            ah_scan_result r;
+            double t0 = ah__now_ms();
+            if (scan(dirs, 5, AH_SCAN_CHILD, NULL, NULL, &r) == AH_OK) ah__scan_result_free(&r);
+            ms[f] += ah__now_ms() - t0;
+        }
+    scanner = NULL;
+    printf("scan cost per plugin: spawned scanner %.2f ms, forked child %.2f ms\n",
+           ms[0] / (rounds * 5), ms[1] / (rounds * 5));
+}
+
 int main(void)
 {
     ah__hw_facts_gather(&hw);
@@ -688,13 +939,18 @@ int main(void)
         return 1;
     }
     chmod(tmp_root, 0755);
-    test_child_mode();
+    test_child_mode(0);
+    test_child_mode(1);
     test_in_process();
     test_cache();
     test_discovery();
     test_load();
     test_services();
     test_log();
+    test_scanner();
+    test_unusable_not_cached();
+    test_poisoned_parent();
+    test_cost();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "chmod -R u+w %s && rm -rf %s", tmp_root, tmp_root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);

@@ -75,8 +75,9 @@ const char *ah_status_str(ah_status s);
 
 typedef enum ah_scan_mode {
     AH_SCAN_DEFAULT = 0,    /* what the config says; child process if it says nothing */
-    AH_SCAN_CHILD = 1,      /* probe new plugins in a child process with a time limit */
-    AH_SCAN_IN_PROCESS = 2  /* no fork: for environments that cannot */
+    AH_SCAN_CHILD = 1,      /* probe new plugins in a child process with a time limit
+                               (the spawned attnhost-plugin-scanner) */
+    AH_SCAN_IN_PROCESS = 2  /* no child: for environments that cannot start one */
 } ah_scan_mode;
 
 typedef struct ah_host_options {
@@ -94,8 +95,10 @@ typedef struct ah_host_options {
  * plugin directories. A plugin that fails to scan does not fail the host: it
  * is listed with its cause. Fails only on a bad configuration or no memory.
  * Thread safety: any thread; hosts are independent of each other. The
- * child-process scan forks: other threads of the process must not hold
- * locks a plugin's probe needs (glibc resets its own in the child). */
+ * child-process scan spawns a fresh scanner process, so a GPU runtime this
+ * process initialised does not matter; only where the scanner is missing
+ * does it fork, and then other threads must not hold locks a plugin's probe
+ * needs (glibc resets its own in the child). */
 ah_status ah_host_create(const ah_host_options *opts, ah_host **out, ah_error *err);
 /* Thread safety: destroy function (see the top): every binding and
  * selection made from host is destroyed first. */
