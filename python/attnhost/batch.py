@@ -1,0 +1,295 @@
+"""Building the per-step batch (ah_batch) from per-request lengths and
+block ids, vectorised with NumPy, in buffers reused from step to step."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import sys
+from typing import Any, Optional, Sequence
+
+from . import _ffi
+from ._dlpack import OwnedTensor
+from ._handle import Handle
+from .binding import Binding
+from .errors import InvalidArgumentError, error_for
+from .kvcache import aligned_empty
+
+
+def _bad(msg: str) -> InvalidArgumentError:
+    return InvalidArgumentError(1, msg)
+
+
+class Batch:
+    """One step's batch: the C struct and the host arrays behind it.
+
+    The arrays are views into the :class:`BatchBuilder`'s buffers: the next
+    :meth:`BatchBuilder.build` overwrites them (and returns this same
+    object), so build the next step once this one's forwards have completed.
+    """
+
+    def __init__(self, builder: "BatchBuilder") -> None:
+        self.builder = builder
+        self.c = _ffi.ah_batch()
+        self.c.struct_size = ctypes.sizeof(_ffi.ah_batch)
+        self._addr = ctypes.addressof(self.c)
+        self.num_reqs = self.num_tokens = self.max_query_len = self.max_seq_len = 0
+
+    @property
+    def query_start_loc(self):
+        return self.builder._qsl[: self.num_reqs + 1]
+
+    @property
+    def seq_lens(self):
+        return self.builder._seq[: self.num_reqs]
+
+    @property
+    def block_table(self):
+        return self.builder._table[: self.num_reqs]
+
+    @property
+    def slot_mapping(self):
+        return self.builder._slots[: self.num_tokens]
+
+    @property
+    def query_lens(self):
+        import numpy as np
+
+        return np.diff(self.query_start_loc)
+
+    def _default_stream(self) -> Optional[int]:
+        return self.builder._stream()
+
+    def __repr__(self) -> str:
+        return (f"attnhost.Batch({self.num_reqs} requests, {self.num_tokens} tokens, "
+                f"max_seq_len {self.max_seq_len})")
+
+
+class BatchBuilder(Handle):
+    """Builds :class:`Batch` objects for a binding: host arrays
+    (query_start_loc, seq_lens, block_table, slot_mapping) computed with
+    NumPy and, for device plugins, their device copies, in buffers sized by
+    the binding's limits and reused every step.
+
+    Args:
+        binding: the binding the batches are planned on.
+        num_blocks: blocks in the KV cache (default: the binding's).
+        block_size: tokens per block (default: the selection's, which must
+            be one for every layer).
+
+    Device copies live on the device of the first layer bound to a non-CPU
+    plugin (allocated and copied through that binding device); on CPU-only
+    bindings the device tensors are the host arrays themselves.
+    """
+
+    def __init__(self, binding: Binding, num_blocks: Optional[int] = None,
+                 block_size: Optional[int] = None) -> None:
+        import numpy as np
+
+        lib = _ffi.load()
+        lim = binding.limits
+        self.binding = binding
+        self.max_num_reqs = R = lim["max_num_reqs"]
+        self.max_num_tokens = T = lim["max_num_tokens"]
+        self.max_blocks_per_req = MB = lim["max_blocks_per_req"]
+        self.max_seq_len = lim["max_seq_len"]
+        self.num_blocks = lim["num_blocks"] if num_blocks is None else num_blocks
+        if block_size is None:
+            sizes = {binding.selection.decision(l, p).spec.block_size
+                     for l in range(binding.num_layers) for p in (0, 1)}
+            if len(sizes) != 1:
+                raise _bad(f"block sizes {sorted(sizes)}: one batch serves one block size; "
+                           "pass block_size= and bind the other layers apart")
+            block_size = sizes.pop()
+        self.block_size = int(block_size)
+
+        def buf(n, dt):
+            return aligned_empty(max(1, n) * np.dtype(dt).itemsize).view(dt)
+
+        self._qsl = buf(R + 1, np.int32)
+        self._seq = buf(R, np.int32)
+        self._table = buf(R * MB, np.int32).reshape(R, MB)
+        self._table[:] = 0
+        self._slots = buf(T, np.int64)
+        self._iota = np.arange(T, dtype=np.int64)
+        self._req_idx = np.arange(R, dtype=np.int64)
+
+        # the metadata device: the first non-CPU device bound, else the CPU
+        dev = None
+        for l in range(binding.num_layers):
+            for p in (0, 1):
+                d = binding._device_ptr(l, p)
+                if lib.ah_device_kind_of(d) != 0:
+                    dev = d
+                    break
+            if dev:
+                break
+        self._dev = dev
+        self._dev_bufs = []
+        host = (self._qsl, self._seq, self._table, self._slots)
+        i32, i64 = (_ffi.kDLInt, 32), (_ffi.kDLInt, 64)
+        dts = (i32, i32, i32, i64)
+        shapes = ((R + 1,), (R,), (R, MB), (T,))
+        if dev is None:
+            self._tensors = [OwnedTensor(a.ctypes.data, (_ffi.kDLCPU, 0), dt, sh, a)
+                             for a, dt, sh in zip(host, dts, shapes)]
+            self._dl_device = (_ffi.kDLCPU, 0)
+        else:
+            dl = lib.ah_device_dl(dev)
+            self._dl_device = (int(dl.device_type), int(dl.device_id))
+            self._tensors = []
+            for a, dt, sh in zip(host, dts, shapes):
+                p = ctypes.c_void_p()
+                st = lib.ah_device_alloc(dev, a.nbytes, ctypes.byref(p))
+                if st:
+                    raise error_for(st, _ffi.s(lib.ah_device_errmsg(dev)))
+                self._dev_bufs.append(p.value)
+                self._tensors.append(OwnedTensor(p.value, self._dl_device, dt, sh, None))
+        self._adopt(1, self._free_device, (binding,))
+
+        self._batch = Batch(self)
+        c = self._batch.c
+        c.query_start_loc, c.seq_lens, c.block_table, c.slot_mapping = (
+            t.ptr for t in self._tensors)
+        c.query_start_loc_host = self._qsl.ctypes.data
+        c.seq_lens_host = self._seq.ctypes.data
+        c.block_table_host = self._table.ctypes.data
+        c.slot_mapping_host = self._slots.ctypes.data
+        c.block_table_stride = MB
+        c.num_blocks = self.num_blocks
+
+    def _free_device(self, _ptr: int) -> None:
+        lib = _ffi.load()
+        for p in self._dev_bufs:
+            lib.ah_device_free(self._dev, p)
+        self._dev_bufs = []
+
+    def _stream(self) -> Optional[int]:
+        if self._dev is None:
+            return None
+        torch = sys.modules.get("torch")
+        if torch is not None and self._dl_device[0] == _ffi.kDLCUDA:
+            return int(torch.cuda.current_stream(self._dl_device[1]).cuda_stream)
+        return _ffi.load().ah_device_stream(self._dev)
+
+    def build(self, query_lens: Sequence[int], context_lens: Sequence[int],
+              block_ids: Any, common_prefix_len: int = 0) -> Batch:
+        """The batch of requests r = 0..n-1 with query_lens[r] new tokens
+        after context_lens[r] cached ones, whose KV lives in the blocks
+        block_ids[r] (the request's logical block i is block_ids[r][i]).
+
+        block_ids is a 2-D integer array [n, width] (the fast path: an
+        engine's block table) or a sequence of per-request sequences.
+        Decode requests (query length 1) first lets the host split the
+        batch for free (as vLLM and SGLang order them).
+
+        Returns this builder's :class:`Batch` (the same object every step).
+        Raises :class:`InvalidArgumentError` naming the field, request and
+        value when the input does not fit the limits or the block lists;
+        block ids outside the cache are caught by the binding's plan.
+        """
+        import numpy as np
+
+        q = np.asarray(query_lens, dtype=np.int64)
+        ctx = np.asarray(context_lens, dtype=np.int64)
+        n = q.shape[0] if q.ndim == 1 else -1
+        if n < 1 or ctx.shape != q.shape:
+            raise _bad(f"query_lens has shape {q.shape}, context_lens {ctx.shape}: expected two "
+                       f"equal 1-D sequences of at least one request")
+        if n > self.max_num_reqs:
+            raise _bad(f"num_reqs = {n} exceeds max_num_reqs = {self.max_num_reqs}")
+        if q.min() < 1:
+            r = int(np.argmin(q))
+            raise _bad(f"query_lens[{r}] = {int(q[r])}: must be >= 1")
+        if ctx.min() < 0:
+            r = int(np.argmin(ctx))
+            raise _bad(f"context_lens[{r}] = {int(ctx[r])}: must be >= 0")
+        seq = ctx + q
+        qsl = self._qsl
+        qsl[0] = 0
+        np.cumsum(q, out=qsl[1: n + 1], dtype=np.int32)
+        T = int(qsl[n])
+        if T > self.max_num_tokens:
+            raise _bad(f"num_tokens = {T} exceeds max_num_tokens = {self.max_num_tokens}")
+        max_seq = int(seq.max())
+        if max_seq > self.max_seq_len:
+            r = int(np.argmax(seq))
+            raise _bad(f"seq_lens[{r}] = {max_seq} exceeds max_seq_len = {self.max_seq_len}")
+        bs = self.block_size
+        need = (seq + bs - 1) // bs
+        MB = self.max_blocks_per_req
+        table = self._table
+
+        if isinstance(block_ids, np.ndarray) and block_ids.ndim == 2:
+            w = block_ids.shape[1]
+            if block_ids.shape[0] != n:
+                raise _bad(f"block_ids has {block_ids.shape[0]} rows for {n} requests")
+            if w > MB:
+                raise _bad(f"block_ids has {w} columns: more than max_blocks_per_req = {MB}")
+            if int(need.max()) > w:
+                r = int(np.argmax(need))
+                raise _bad(f"block_ids[{r}]: {w} blocks for seq_lens[{r}] = {int(seq[r])}, "
+                           f"which needs {int(need[r])} blocks of {bs}")
+            table[:n, :w] = block_ids
+        else:
+            if len(block_ids) != n:
+                raise _bad(f"block_ids has {len(block_ids)} entries for {n} requests")
+            lens = np.fromiter(map(len, block_ids), dtype=np.int64, count=n)
+            short = np.nonzero(lens < need)[0]
+            if short.size:
+                r = int(short[0])
+                raise _bad(f"block_ids[{r}]: {int(lens[r])} blocks for seq_lens[{r}] = "
+                           f"{int(seq[r])}, which needs {int(need[r])} blocks of {bs}")
+            if lens.max() > MB:
+                r = int(np.argmax(lens))
+                raise _bad(f"block_ids[{r}] has {int(lens[r])} blocks: more than "
+                           f"max_blocks_per_req = {MB}")
+            total = int(lens.sum())
+            flat = np.fromiter(itertools.chain.from_iterable(block_ids), dtype=np.int64,
+                               count=total)
+            rows = np.repeat(self._req_idx[:n], lens)
+            starts = np.cumsum(lens) - lens
+            cols = self._iota_any(total) - np.repeat(starts, lens)
+            table[rows, cols] = flat
+
+        self._seq[:n] = seq
+        # slot of token t of request r: position p = ctx[r] + (t - qsl[r])
+        r_of_t = np.repeat(self._req_idx[:n], q)
+        pos = self._iota[:T] - (qsl[:n].astype(np.int64) - ctx)[r_of_t]
+        blk = table[r_of_t, pos // bs]
+        np.add(blk.astype(np.int64) * bs, pos % bs, out=self._slots[:T])
+
+        b = self._batch
+        c = b.c
+        b.num_reqs, b.num_tokens = n, T
+        b.max_query_len, b.max_seq_len = int(q.max()), max_seq
+        c.num_reqs, c.num_tokens = n, T
+        c.max_query_len, c.max_seq_len = b.max_query_len, max_seq
+        c.common_prefix_len = common_prefix_len
+        t = self._tensors
+        t[0].shape[0] = n + 1
+        t[1].shape[0] = n
+        t[2].shape[0] = n
+        t[3].shape[0] = T
+        if self._dev is not None:
+            self._upload(n, T)
+        return b
+
+    def _iota_any(self, n: int):
+        import numpy as np
+
+        return self._iota[:n] if n <= self._iota.shape[0] else np.arange(n, dtype=np.int64)
+
+    def _upload(self, n: int, T: int) -> None:
+        lib = _ffi.load()
+        for host, dev, nbytes in ((self._qsl, self._dev_bufs[0], (n + 1) * 4),
+                                  (self._seq, self._dev_bufs[1], n * 4),
+                                  (self._table, self._dev_bufs[2], n * self.max_blocks_per_req * 4),
+                                  (self._slots, self._dev_bufs[3], T * 8)):
+            st = lib.ah_device_copy(self._dev, dev, host.ctypes.data, nbytes, 0)
+            if st:
+                raise error_for(st, _ffi.s(lib.ah_device_errmsg(self._dev)))
+
+    def __repr__(self) -> str:
+        return (f"attnhost.BatchBuilder(max_num_reqs={self.max_num_reqs}, "
+                f"max_num_tokens={self.max_num_tokens}, block_size={self.block_size})")
