@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-out = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "/tmp/fa3_out")
+out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/fa3_out"
 
 
 def read(name):
