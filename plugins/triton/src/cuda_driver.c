@@ -36,7 +36,7 @@ static void cu_load_once(void)
     g_cu.lib = lib;
 }
 
-const ah_cu_api *ah__cu_load(const char **why)
+const ah_cu_api *tk_cu_load(const char **why)
 {
     pthread_once(&g_once, cu_load_once);
     if (!g_cu.lib) {
@@ -46,7 +46,7 @@ const ah_cu_api *ah__cu_load(const char **why)
     return &g_cu;
 }
 
-const char *ah__cu_errstr(const ah_cu_api *cu, CUresult r)
+const char *tk_cu_errstr(const ah_cu_api *cu, CUresult r)
 {
     const char *s = NULL;
     if (cu && cu->error_string && cu->error_string(r, &s) == CUDA_SUCCESS && s) return s;

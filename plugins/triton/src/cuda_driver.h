@@ -115,9 +115,9 @@ typedef struct ah_cu_api {
  * context may exist). Returns NULL with *why set to a host-lifetime
  * message ("libcuda.so.1 not found: ...", "libcuda.so.1 lacks cuX") when
  * the driver cannot be used. Thread-safe. */
-const ah_cu_api *ah__cu_load(const char **why);
+const ah_cu_api *tk_cu_load(const char **why);
 
 /* The driver's text for an error code ("out of memory"). */
-const char *ah__cu_errstr(const ah_cu_api *cu, CUresult r);
+const char *tk_cu_errstr(const ah_cu_api *cu, CUresult r);
 
 #endif

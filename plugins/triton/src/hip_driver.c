@@ -213,7 +213,7 @@ static void hip_load_once(void)
                         a_graph_launch, a_graph_exec_destroy, a_graph_destroy, a_error_string};
 }
 
-const ah_cu_api *ah__cu_load(const char **why)
+const ah_cu_api *tk_cu_load(const char **why)
 {
     pthread_once(&g_once, hip_load_once);
     if (!g_api.lib) {
@@ -223,7 +223,7 @@ const ah_cu_api *ah__cu_load(const char **why)
     return &g_api;
 }
 
-const char *ah__cu_errstr(const ah_cu_api *cu, CUresult r)
+const char *tk_cu_errstr(const ah_cu_api *cu, CUresult r)
 {
     const char *s = NULL;
     if (cu && cu->error_string && cu->error_string(r, &s) == CUDA_SUCCESS && s) return s;

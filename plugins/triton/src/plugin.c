@@ -100,7 +100,7 @@ static const ah_caps tk_caps = {
 ah_status tk_cu_fail(const ah_cu_api *cu, ah_errbuf *e, CUresult r, const char *what)
 {
     ah_status s = r == CUDA_ERROR_OUT_OF_MEMORY ? AH_ERR_OUT_OF_MEMORY : AH_ERR_DEVICE;
-    return ah_fail(e, s, "%s: %s (CUDA error %d)", what, ah__cu_errstr(cu, r), r);
+    return ah_fail(e, s, "%s: %s (CUDA error %d)", what, tk_cu_errstr(cu, r), r);
 }
 
 ah_status tk_ctx_bind(ah_context *ctx, ah_errbuf *e)
@@ -149,7 +149,7 @@ static ah_status tk_probe(const ah_host_services *host, ah_probe_info *info)
     (void)host;
     char reason[256] = "";
     const char *why = NULL;
-    const ah_cu_api *cu = ah__cu_load(&why);
+    const ah_cu_api *cu = tk_cu_load(&why);
     if (!cu) {
         ah_strlcpy(info->reason, why, sizeof info->reason);
         info->usable = 0;
@@ -160,7 +160,7 @@ static ah_status tk_probe(const ah_host_services *host, ah_probe_info *info)
     if (r == CUDA_SUCCESS) r = cu->device_count(&count);
     if (r != CUDA_SUCCESS || count == 0) {
         snprintf(reason, sizeof reason, "no %s device: %s", TK_HIP_OR_CUDA,
-                 r == CUDA_SUCCESS ? "the driver reports none" : ah__cu_errstr(cu, r));
+                 r == CUDA_SUCCESS ? "the driver reports none" : tk_cu_errstr(cu, r));
         ah_strlcpy(info->reason, reason, sizeof info->reason);
         info->usable = 0;
         return AH_OK;
@@ -225,7 +225,7 @@ static ah_status tk_context_create(const ah_host_services *host, const ah_contex
 {
     static char why_buf[512];
     *out = NULL;
-    const ah_cu_api *cu = ah__cu_load(why);
+    const ah_cu_api *cu = tk_cu_load(why);
     if (!cu) return AH_ERR_UNAVAILABLE;
     ah_context *ctx = host->alloc(host, sizeof *ctx);
     if (!ctx) {
