@@ -99,11 +99,13 @@ class NumpyOps:
     def randn(self, shape):
         return f32_to_bf16(self.rng.standard_normal(shape, dtype=np.float32))
 
-    def empty(self, shape):
+    def nans(self, shape):
         from attnhost.kvcache import aligned_empty
 
         n = int(np.prod(shape))
-        return aligned_empty(n * 2).view(np.uint16).reshape(shape)
+        x = aligned_empty(n * 2).view(np.uint16).reshape(shape)
+        x[...] = 0x7FC0  # bf16 NaN: a row left unwritten shows
+        return x
 
     def held(self, x):
         from attnhost import _ffi
@@ -183,9 +185,9 @@ class TorchOps:
         t = self.torch
         return t.randn(shape, dtype=t.bfloat16, device=self.dev, generator=self.gen)
 
-    def empty(self, shape):
+    def nans(self, shape):
         t = self.torch
-        return t.empty(shape, dtype=t.bfloat16, device=self.dev)
+        return t.full(shape, float("nan"), dtype=t.bfloat16, device=self.dev)
 
     def held(self, x):
         import attnhost
@@ -336,7 +338,9 @@ class Config:
         self.out_f32 = None
         self.t_step, self.t_fwd = [], []
 
-    def setup(self, a, ops, step: Step, model) -> None:
+    def open(self, a) -> None:
+        """The host and its plugin scan (before torch initialises CUDA, so
+        even a forked scanner child could probe the GPU)."""
         import attnhost
 
         self.host = attnhost.Host(config_text=self.config_text, cache_path=a.scan_cache)
@@ -351,6 +355,10 @@ class Config:
             if not p.available:
                 self.skip = f"plugin {name} is {p.state}: {p.reason}"
                 return
+
+    def setup(self, a, ops, step: Step, model) -> None:
+        import attnhost
+
         self.sel = self.host.select(model)
         dd, dp = self.sel.decision(0, "decode"), self.sel.decision(0, "prefill")
         self.got = (dd.plugin, dp.plugin)
@@ -377,7 +385,7 @@ class Config:
         ops.fill_cache(self.cache.key(0), step.logical_k, hnd)
         ops.fill_cache(self.cache.value(0), step.logical_v, hnd)
         self.kc, self.vc = self.cache.tensors(0)
-        self.out = ops.empty((step.T, a.q_heads, a.head_size))
+        self.out = ops.nans((step.T, a.q_heads, a.head_size))
         self.held_out = ops.held(self.out)
         ops.sync()
         self.builder = attnhost.BatchBuilder(self.b)
@@ -486,11 +494,33 @@ def main() -> int:
 
     import attnhost
 
+    print(f"# mixed_step: decode {a.decode} / prefill {a.prefill_plugin}, split vs whole")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    d, p = a.decode, a.prefill_plugin
+    configs = [
+        Config("split", f"[select]\ndecode_priority = {d}\nprefill_priority = {p}\n"
+               "fallback = error\n", d, p),
+        Config("decode plugin alone", f"[select]\npriority = {d}\nfallback = error\n", d, d),
+        Config("prefill plugin alone", f"[select]\npriority = {p}\nfallback = error\n", p, p),
+    ]
+    if d == p:
+        print(f"note: decode and prefill plugin are both {d}: the three configurations are "
+              "the same plugin (the split one cannot split)")
+
+    errors = 0
+    for c in configs:
+        try:
+            c.open(a)
+        except Exception as e:  # noqa: BLE001 - reported, then the next configuration
+            errors += 1
+            c.error = f"{type(e).__name__}: {e}"
+            print(f"[{c.label}] ERROR {c.error}")
+            traceback.print_exc()
+            c.close()
+
     ops = NumpyOps(a.seed) if cpu else TorchOps(a.device, a.seed)
     if not cpu:
         a.device_index = ops.dev.index
-    print(f"# mixed_step: decode {a.decode} / prefill {a.prefill_plugin}, split vs whole")
-    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     print(f"machine: {ops.describe()}")
     print(f"attnhost {attnhost.version()} (ABI {'.'.join(map(str, attnhost.abi_version()))}), "
           f"{attnhost.library_path()}")
@@ -506,25 +536,15 @@ def main() -> int:
                               kv_layout=a.kv_layout, attn_type="decoder")
     model = attnhost.Model.from_specs("mixed-step", [spec])
 
-    d, p = a.decode, a.prefill_plugin
-    configs = [
-        Config("split", f"[select]\ndecode_priority = {d}\nprefill_priority = {p}\n"
-               "fallback = error\n", d, p),
-        Config("decode plugin alone", f"[select]\npriority = {d}\nfallback = error\n", d, d),
-        Config("prefill plugin alone", f"[select]\npriority = {p}\nfallback = error\n", p, p),
-    ]
-    if d == p:
-        print(f"note: decode and prefill plugin are both {d}: the three configurations are "
-              "the same plugin (the split one cannot split)")
-
-    errors = 0
     for c in configs:
+        if c.error:
+            continue
+        if c.skip:
+            print(f"[{c.label}] skipped: {c.skip}")
+            c.close()
+            continue
         try:
             c.setup(a, ops, step, model)
-            if c.skip:
-                print(f"[{c.label}] skipped: {c.skip}")
-                c.close()
-                continue
             c.first(ops)
             print(f"[{c.label}] decode {c.got[0]}, prefill {c.got[1]}, kv_layout "
                   f"{c.spec.kv_layout}: split = "
@@ -605,11 +625,9 @@ def main() -> int:
     # -- table (last) ---------------------------------------------------------
     split_cfg = configs[0]
     base = float(np.median(split_cfg.t_step)) if split_cfg.t_step else None
-    unit, mul = ("ms", 1.0)
     print()
-    print(f"| configuration | decode / prefill plugin | served as (ah_binding_split) "
-          f"| plan+forward {unit}/step (median) | p10-p90 | forward {unit}/step (median) "
-          f"| vs split |")
+    print("| configuration | decode / prefill plugin | served as (ah_binding_split) "
+          "| plan+forward ms/step (median) | p10-p90 | forward ms/step (median) | vs split |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for c in configs:
         if c.skip or c.error:
@@ -620,10 +638,10 @@ def main() -> int:
         if not c.t_step:
             print(f"| {c.label} | {c.got[0]} / {c.got[1]} | {c.served(step)} | - | - | - | - |")
             continue
-        ms, mf = float(np.median(c.t_step)) * mul, float(np.median(c.t_fwd)) * mul
+        ms, mf = float(np.median(c.t_step)), float(np.median(c.t_fwd))
         rel = f"{ms / base:.2f}x" if base else "-"
         print(f"| {c.label} | {c.got[0]} / {c.got[1]} | {c.served(step)} | {ms:.4f} "
-              f"| {pct(c.t_step, 10) * mul:.4f}-{pct(c.t_step, 90) * mul:.4f} | {mf:.4f} | {rel} |")
+              f"| {pct(c.t_step, 10):.4f}-{pct(c.t_step, 90):.4f} | {mf:.4f} | {rel} |")
 
     for c in configs:
         c.close()
