@@ -4,7 +4,7 @@
 #   sh scripts/gpu_deps.sh            (here, once: packages the GPU machine lacks)
 #   bash bench/gpu_session.sh [part]  (there, from the repository root, .deps carried)
 #
-# part: all (default), check (build + list + conformance of every plugin +
+# part: all (default), build (only), check (build + list + conformance of every plugin +
 # host overhead) or bench (build + `attnhost bench` of every GPU plugin + the
 # PyTorch SDPA peer + device copy bandwidth + the real FlashInfer when
 # its wheels are carried in .whl: sh scripts/gpu_wheels.sh). Every step runs under a time
@@ -50,6 +50,7 @@ wait
 note "build: rc=$rc in $(( $(date +%s) - start )) s${BASE:+, base rc=$(cat "$OUT/build-base.rc")}"
 [ $rc -eq 0 ] || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 AH=$B/bin/attnhost
+[ "$part" = build ] && exit 0
 
 if [ "$part" = all ] || [ "$part" = check ]; then
     timeout 60 $AH list --no-cache > "$OUT/list.log" 2>&1
