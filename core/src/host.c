@@ -14,25 +14,17 @@
 #include "alloc.h"
 #include "plugin_keys.h"
 #include "host_int.h"
+#include "library_dir.h"
 #include "strbuf.h"
 
 #include <attnhost/plugin_util.h>
 
-/* The install's plugin directory, found beside the library itself so a
- * relocated install and the build tree (which mirrors it) both work. */
+/* The install's plugin directory, beside the library itself. */
 static char *plugin_dir_beside_library(void)
 {
-    Dl_info info;
-    if (!dladdr((void *)plugin_dir_beside_library, &info) || !info.dli_fname) return NULL;
-    char *copy = ah__strdup(info.dli_fname);
-    if (!copy) return NULL;
-    char *slash = strrchr(copy, '/');
-    char *dir = NULL;
-    if (slash) {
-        *slash = '\0';
-        dir = ah__asprintf("%s/attnhost/plugins", copy);
-    }
-    ah__free(copy);
+    char *lib = ah__library_dir();
+    char *dir = lib ? ah__asprintf("%s/attnhost/plugins", lib) : NULL;
+    ah__free(lib);
     return dir;
 }
 

@@ -43,6 +43,7 @@
 #endif
 
 #include "alloc.h"
+#include "library_dir.h"
 #include "scan_int.h"
 
 #define DEFAULT_TIMEOUT_MS 10000u
@@ -309,21 +310,9 @@ int ah__scanner_main(int argc, char **argv)
     child_scan(argv[3], argv[4], &config, &hw);
 }
 
-/* dirname of this object (libattnhost.so, or the executable the core is
- * linked into statically), or NULL. */
-static char *object_dir(void)
-{
-    Dl_info info;
-    if (!dladdr((void *)object_dir, &info) || !info.dli_fname || !strchr(info.dli_fname, '/'))
-        return NULL;
-    char *dir = ah__strdup(info.dli_fname);
-    if (dir) *strrchr(dir, '/') = '\0';
-    return dir;
-}
-
 char *ah__scanner_locate(char *tried, size_t cap)
 {
-    char *dir = object_dir();
+    char *dir = ah__library_dir();
     char *c[3] = {NULL, NULL, NULL};
     if (dir) {
         /* the install layout (libdir to libexecdir, as configured), and the

@@ -1,5 +1,6 @@
 """Host, versions, plugins, models and selections (no NumPy needed)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,18 @@ def test_missing_library_is_clear():
              "except attnhost.LibraryNotFoundError as e:\n    print('caught', e)\n",
              {"ATTNHOST_LIB": "/nonexistent/libattnhost.so"})
     assert "caught" in r.stdout and "ATTNHOST_LIB" in r.stdout, r.stdout + r.stderr
+
+
+def test_library_by_relative_path_finds_its_plugins():
+    """The install's plugin directory and the scanner are found beside the
+    library even when it was loaded by a relative path."""
+    import attnhost._ffi as f
+
+    lib = Path(f.load()._name).resolve()
+    rel = os.path.relpath(lib, lib.parents[2])
+    r = subprocess.run([sys.executable, "-c", "import attnhost\n"
+                        "print(sorted((p.name, p.state) for p in attnhost.Host(cache_path='').plugins()))"],
+                       env=dict(os.environ, PYTHONPATH=PKG, ATTNHOST_LIB=rel), cwd=lib.parents[2],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "('cpu_amx', 'available')" in r.stdout, r.stdout
