@@ -40,7 +40,6 @@ static ah_dtype kv_dtype_of(const ah_layer_spec *spec)
 }
 
 static int dtype_ok(ah_dtype t) { return t > AH_DTYPE_AUTO && t < AH_DTYPE_COUNT; }
-static int is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
 
 /* What the oracle needs of a spec, with a message naming what is wrong. */
 static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
@@ -63,7 +62,7 @@ static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
                     "layer spec: MLA reads V from the key cache, but v_head_size = %" PRIu32
                     " > qk_head_size = %" PRIu32,
                     spec->v_head_size, spec->qk_head_size);
-    if (!dtype_ok(spec->q_dtype) || is_fp8(spec->q_dtype))
+    if (!dtype_ok(spec->q_dtype) || ah_dtype_is_fp8(spec->q_dtype))
         return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: q_dtype %s is not a query type",
                     ah_dtype_name(spec->q_dtype));
     if (!dtype_ok(kv_dtype_of(spec)))
@@ -80,8 +79,6 @@ static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
                     (double)spec->softcap);
     return AH_OK;
 }
-
-static double scale_or_one(float s) { return s == 0 ? 1.0 : (double)s; }
 
 /* Is key position j visible to a query at position p? */
 static int visible(const ah_layer_spec *spec, int64_t j, int64_t p)
@@ -104,8 +101,7 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     const ah_dtype kvt = kv_dtype_of(sp);
     const uint32_t qk = sp->qk_head_size, vh = sp->v_head_size, bs = sp->block_size;
     const uint32_t kh = h / (sp->num_q_heads / sp->num_kv_heads);
-    const double ks = is_fp8(kvt) ? scale_or_one(in->k_scale) : 1.0;
-    const double vs = is_fp8(kvt) ? scale_or_one(in->v_scale) : 1.0;
+    const double ks = ah_kv_scale(in->k_scale, kvt), vs = ah_kv_scale(in->v_scale, kvt);
     const double scale = sp->scale != 0 ? (double)sp->scale : 1.0 / sqrt((double)qk);
     const int32_t seq_len = b->seq_lens_host[r];
     const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
@@ -202,7 +198,7 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
         return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
                     !key ? "key" : !key_cache ? "key_cache" : !value ? "value" : "value_cache");
     const ah_dtype kvt = kv_dtype_of(spec);
-    const int fp8 = is_fp8(kvt);
+    const int fp8 = ah_dtype_is_fp8(kvt);
     if (fp8 && (!(k_scale >= 0) || !(v_scale >= 0) || !isfinite(k_scale) || !isfinite(v_scale)))
         return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: scales k = %g, v = %g must be >= 0",
                     (double)k_scale, (double)v_scale);
@@ -217,7 +213,7 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
                         t, slot, cache_slots);
     }
     const uint32_t hk = spec->num_kv_heads, qk = spec->qk_head_size, vh = spec->v_head_size;
-    const float ks = k_scale == 0 ? 1.0f : k_scale, vs = v_scale == 0 ? 1.0f : v_scale;
+    const float ks = ah_kv_scale(k_scale, kvt), vs = ah_kv_scale(v_scale, kvt);
     for (uint32_t t = 0; t < batch->num_tokens; t++) {
         int64_t slot = batch->slot_mapping_host[t];
         if (slot < 0) continue;

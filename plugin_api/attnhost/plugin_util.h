@@ -185,6 +185,18 @@ static inline uint8_t ah_f32_to_fp8(float f, ah_dtype t)
 }
 
 /* Load element i of a buffer of type t as float. */
+/* True for the 8-bit KV-cache formats. */
+static inline int ah_dtype_is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+
+/* The factor an FP8 cache's values are multiplied by (real = stored *
+ * scale): the forward's k_scale or v_scale, where 0 means 1, and 1 for a
+ * cache that is not FP8. The host has checked the scale is finite and
+ * >= 0 (unless validation is off). */
+static inline float ah_kv_scale(float scale, ah_dtype kv_dtype)
+{
+    return ah_dtype_is_fp8(kv_dtype) && scale != 0.0f ? scale : 1.0f;
+}
+
 static inline float ah_load_f32(const void *base, size_t i, ah_dtype t)
 {
     switch (t) {

@@ -370,11 +370,8 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
         if ((rc = check_tensor(st, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs)) != AH_OK) return rc;
         run.alibi = ah_dl_data(a->alibi_slopes);
     }
-    const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
-    run.k_scale = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f;
-    run.v_scale = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
-    if (!isfinite(run.k_scale) || !isfinite(run.v_scale))
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite", (double)a->k_scale, (double)a->v_scale);
+    run.k_scale = ah_kv_scale(a->k_scale, L->kv_dtype);
+    run.v_scale = ah_kv_scale(a->v_scale, L->kv_dtype);
     run.q = ah_dl_data(a->q);
     run.q_ts = ah_dl_stride(a->q, 0);
     run.q_hs = ah_dl_stride(a->q, 1);
@@ -456,9 +453,8 @@ static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
             (!L->mla && st->slots[t] >= a->value_cache->shape[0] * (int64_t)L->block_size))
             return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "slot_mapping[%u] = %lld is outside the cache tensors", t,
                            (long long)st->slots[t]);
-    const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
-    const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f;
-    const float vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+    const float ksc = ah_kv_scale(a->k_scale, L->kv_dtype);
+    const float vsc = ah_kv_scale(a->v_scale, L->kv_dtype);
     write_rows(st, ah_dl_data(a->key), kdt, ah_dl_stride(a->key, 0), ah_dl_stride(a->key, 1),
                ah_dl_data(a->key_cache), kb, kt, kh, L->d, ksc);
     if (!L->mla)

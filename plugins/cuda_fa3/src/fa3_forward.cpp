@@ -61,15 +61,6 @@ static ah_status fa3_check_cache(ah_errbuf *e, const char *name, const DLTensor 
     return AH_OK;
 }
 
-/* FP8 scales: finite and >= 0 (0 means 1), as the reference demands. */
-static ah_status fa3_check_scales(ah_errbuf *e, const char *what, float k_scale, float v_scale)
-{
-    if (!(k_scale >= 0.f) || !(v_scale >= 0.f) || isinf(k_scale) || isinf(v_scale))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: FP8 scales k_scale = %g, v_scale = %g must be finite and >= 0",
-                       what, (double)k_scale, (double)v_scale);
-    return AH_OK;
-}
-
 /* The copy engine needs 16-byte global strides: 16 FP8 elements. */
 static ah_status fa3_check_fp8_strides(ah_errbuf *e, const int64_t ks[3], const int64_t vs[3])
 {
@@ -115,12 +106,11 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
             return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "sinks must be float32 [%lld]", (long long)Hq);
     }
     const int kv8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3;
-    if (kv8 && ((s = fa3_check_scales(e, "forward", a->k_scale, a->v_scale)) != AH_OK)) return s;
     if (kv8 && ((s = fa3_check_fp8_strides(e, L.k_strides, L.v_strides)) != AH_OK)) return s;
     /* FP8 KV: real = stored * scale. k_scale folds into the softmax scale,
      * v_scale into the output normalisation; 16-bit caches ignore both. */
-    const float k_scale = kv8 && a->k_scale != 0.f ? a->k_scale : 1.f;
-    const float v_scale = kv8 && a->v_scale != 0.f ? a->v_scale : 1.f;
+    const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
+    const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
     const float scale = (sp->scale != 0.f ? sp->scale : 1.f / sqrtf((float)D)) * k_scale;
 
     L.head_dim = (int)D;
@@ -222,8 +212,6 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     memset(&w, 0, sizeof w);
     if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, w.k_strides)) != AH_OK) return s;
     if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, w.v_strides)) != AH_OK) return s;
-    if (sp->kv_dtype == AH_DTYPE_FP8_E4M3 && (s = fa3_check_scales(e, "write_kv", a->k_scale, a->v_scale)) != AH_OK)
-        return s;
     if (!st->slot_mapping) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: the planned batch has no slot_mapping");
     if (T < (int64_t)st->num_tokens)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: key has %lld rows, the batch %u tokens", (long long)T,
@@ -243,8 +231,8 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     w.block_size = (int)sp->block_size;
     w.src_dtype = fa3_dt(sp->q_dtype);
     w.cache_dtype = fa3_dt(sp->kv_dtype);
-    w.k_scale = a->k_scale == 0.f ? 1.f : a->k_scale;
-    w.v_scale = a->v_scale == 0.f ? 1.f : a->v_scale;
+    w.k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
+    w.v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
     w.stream = a->stream;
     int rc = fa3_launch_write_kv(&w);
     if (rc) {

@@ -605,9 +605,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cudaSetDevice", ce);
 
-    const int fp8 = st->kvt >= FI_E4M3;
-    const float ks = fp8 && a->k_scale != 0.f ? a->k_scale : 1.f;
-    const float vs = fp8 && a->v_scale != 0.f ? a->v_scale : 1.f;
+    const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
+    const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     const float scale = s->scale != 0.f ? s->scale : 1.f / sqrtf((float)qk);
     cudaStream_t stream = (cudaStream_t)a->stream;
 
@@ -728,9 +727,8 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: cache tensor missing");
     if (!ah_dl_is_contiguous(a->key_cache) || (!st->mla && !ah_dl_is_contiguous(a->value_cache)))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: KV caches must be densely packed");
-    const int fp8 = st->kvt >= FI_E4M3;
-    const float ks = fp8 && a->k_scale != 0.f ? a->k_scale : 1.f;
-    const float vs = fp8 && a->v_scale != 0.f ? a->v_scale : 1.f;
+    const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
+    const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     cudaStream_t stream = (cudaStream_t)a->stream;
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce == cudaSuccess)

@@ -158,7 +158,6 @@ static ah_status tk_tensor(ah_errbuf *e, const DLTensor *t, const char *name, ah
     return AH_OK;
 }
 
-static int tk_is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
 
 /* Cache strides (block, slot, head) for the layer's layout. */
 static ah_status tk_cache(ah_state *st, const DLTensor *t, const char *name, int64_t s[3])
@@ -207,9 +206,8 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "cache block stride exceeds int32");
     if ((s = tk_ctx_bind(ctx, err))) return s;
 
-    const int fp8 = tk_is_fp8(sp->kv_dtype);
-    const float k_scale = fp8 && a->k_scale ? a->k_scale : 1.0f;
-    const float v_scale = fp8 && a->v_scale ? a->v_scale : 1.0f;
+    const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
+    const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
     const int causal = sp->attn_type == AH_ATTN_DECODER;
     const int window = sp->attn_type == AH_ATTN_ENCODER_DECODER ? 0 : (int)sp->sliding_window;
     const int group = (int)(sp->num_q_heads / sp->num_kv_heads);
@@ -282,9 +280,8 @@ ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a)
         (s = tk_cache(st, a->value_cache, "value_cache", vs)))
         return s;
     if ((s = tk_ctx_bind(ctx, err))) return s;
-    const int fp8 = tk_is_fp8(sp->kv_dtype);
-    const float k_scale = fp8 && a->k_scale ? a->k_scale : 1.0f;
-    const float v_scale = fp8 && a->v_scale ? a->v_scale : 1.0f;
+    const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
+    const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
     const tk_entry *e = st->k.kv_write;
     tk_args g = {0};
     arg_t(&g, a->key); arg_t(&g, a->value); arg_t(&g, a->key_cache); arg_t(&g, a->value_cache);
