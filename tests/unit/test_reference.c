@@ -187,7 +187,7 @@ static void problem_free(problem *p)
 static ah_status run_ref(problem *p, double *out, double *lse)
 {
     ah_ref_inputs in = {sizeof in, &p->spec, &p->batch, p->q, p->kc,
-                        p->spec.use_mla ? NULL : p->vc, p->sinks, p->slopes, 0, 0};
+                        p->spec.use_mla ? NULL : p->vc, p->sinks, p->slopes, 0, 0, NULL, NULL};
     ah_error err = {{0}};
     ah_status s = ah_reference_attention(&in, out, lse, &err);
     if (s != AH_OK) fprintf(stderr, "reference failed: %s\n", err.msg);
@@ -641,7 +641,7 @@ static void test_fp8_read(void)
     b.block_table_stride = 1;
     float q[2] = {0, 0}; /* equal weights */
     uint8_t kc[8] = {0}, vc[8] = {0x40, 0x38, 0x48, 0xb8}; /* 2, 1, 4, -1 */
-    ah_ref_inputs in = {sizeof in, &s, &b, q, kc, vc, NULL, NULL, 0.5f, 3.0f};
+    ah_ref_inputs in = {sizeof in, &s, &b, q, kc, vc, NULL, NULL, 0.5f, 3.0f, NULL, NULL};
     double out[2], lse[1];
     ah_error err = {{0}};
     CHECK(ah_reference_attention(&in, out, lse, &err) == AH_OK);
@@ -650,7 +650,7 @@ static void test_fp8_read(void)
     CHECK(fabs(lse[0] - log(2.0)) < 1e-15);
     /* MLA: V is the key cache's head, so k_scale (not v_scale) applies */
     s.use_mla = 1;
-    ah_ref_inputs mla = {sizeof mla, &s, &b, q, vc, NULL, NULL, NULL, 3.0f, 0.5f};
+    ah_ref_inputs mla = {sizeof mla, &s, &b, q, vc, NULL, NULL, NULL, 3.0f, 0.5f, NULL, NULL};
     CHECK(ah_reference_attention(&mla, out, lse, &err) == AH_OK);
     CHECK_MSG(fabs(out[0] - 9.0) < 1e-15 && fabs(out[1]) < 1e-15, "fp8 MLA read: %g %g", out[0],
               out[1]);
@@ -699,7 +699,7 @@ static void test_errors(void)
     problem_page(&p, 0);
     double out[9 * 4 * 8];
     ah_error err = {{0}};
-    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc, NULL, NULL, 0, 0};
+    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc, NULL, NULL, 0, 0, NULL, NULL};
     p.spec.use_sinks = 1;
     CHECK(ah_reference_attention(&in, out, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(err.msg, "sinks");
