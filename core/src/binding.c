@@ -459,12 +459,13 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     b->planned = 0;
     if (!engine_batch || engine_batch->struct_size < BATCH_SIZE_20)
         return fail(b, AH_ERR_ABI, "batch missing or ah_batch.struct_size too small");
-    /* A 2.0 batch has no 2.1 fields: read it into a zeroed 2.1 struct. */
-    ah_batch whole;
-    memset(&whole, 0, sizeof whole);
-    memcpy(&whole, engine_batch, engine_batch->struct_size < sizeof whole ? engine_batch->struct_size : sizeof whole);
-    whole.struct_size = sizeof whole;
-    const ah_batch *batch = &whole;
+    /* A 2.0 batch has no 2.1 fields: read it into a zeroed 2.1 struct the
+     * binding owns (plugins may keep the pointer until the step ends). */
+    ah_batch *whole = &b->batch;
+    memset(whole, 0, sizeof *whole);
+    memcpy(whole, engine_batch, engine_batch->struct_size < sizeof *whole ? engine_batch->struct_size : sizeof *whole);
+    whole->struct_size = sizeof *whole;
+    const ah_batch *batch = whole;
     if ((unsigned)mode > AH_PLAN_REPLAY) return fail(b, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
     if (b->validate)
         for (uint32_t c = 0; c < b->n_checks; c++) {
@@ -535,7 +536,6 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
             return fail(b, s, "layer %u: %s plan%s failed: %s", bs->first_layer,
                         plugin_name(b, bs->slot), part_names[it->part], ops->state_error(bs->st));
     }
-    b->batch = *batch;
     b->phase = phase;
     b->split = split;
     b->nd = nd;

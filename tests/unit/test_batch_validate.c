@@ -233,6 +233,9 @@ static void test_slots(void)
     /* cross-attention: queries may outnumber encoder tokens, slots range-checked only */
     fixture_init(&f);
     f.spec.attn_type = AH_ATTN_ENCODER_DECODER;
+    EXPECT_FAIL(&f, "encoder_seq_lens_host is NULL");
+    int32_t enc[8] = {2, 1, 3, 0, 0, 0, 0, 0};
+    f.b.encoder_seq_lens_host = enc;
     f.sl[0] = 2;
     f.slots[5] = 9;
     EXPECT_OK(&f);
