@@ -434,6 +434,12 @@ static void gen_attn_types(gen *g)
         ah__conf_case x = variant(g);
         x.spec.attn_type = (ah_attn_type)t;
         add_shaped(g, &x, "attn-type");
+        if (type_feature(t) && (c->q_dtypes & AH_BIT(AH_DTYPE_BF16)) && x.spec.q_dtype != AH_DTYPE_BF16) {
+            ah__conf_case y = x; /* bf16 too: CPU tile kernels take bf16 rows */
+            y.spec.q_dtype = AH_DTYPE_BF16;
+            y.spec.kv_dtype = pair_kv_dtype(c, AH_DTYPE_BF16);
+            add_shaped(g, &y, "attn-type");
+        }
         if (t != AH_ATTN_ENCODER_DECODER && has(c, AH_FEAT_SLIDING_WINDOW) && !g->opts->quick) {
             x.spec.sliding_window = ah__conf_range(&g->rng, 2, 6); /* two-sided window */
             add_shaped(g, &x, "attn-type");
@@ -449,6 +455,12 @@ static void gen_batches(gen *g)
         x = variant(g);
         set_shape(g, &x, SHAPE_VERIFY);
         add(g, &x, "tree-mask");
+        if (has(g->caps, AH_FEAT_SOFTCAP) && has(g->caps, AH_FEAT_SINKS)) {
+            x.spec.softcap = 2.5f; /* the masked path with the logit features */
+            x.spec.use_sinks = 1;
+            set_shape(g, &x, SHAPE_VERIFY);
+            add(g, &x, "tree-mask");
+        }
     }
     if (has(g->caps, AH_FEAT_CAUSAL_FLAG)) { /* a bidirectional decoder layer */
         x = variant(g);
