@@ -309,7 +309,7 @@ int wl_check(workload *w, double *max_err, int *ok)
         ah_ref_inputs in = {sizeof in, s, &w->batch, L->q.host, L->kcache.host,
                             s->use_mla ? NULL : L->vcache.host,
                             s->use_sinks ? L->sinks.host : NULL,
-                            s->use_alibi ? L->alibi.host : NULL, L->k_scale, L->v_scale};
+                            s->use_alibi ? L->alibi.host : NULL, L->k_scale, L->v_scale, NULL, NULL};
         if (ah_reference_attention(&in, ref, NULL, &err) != AH_OK) {
             free(ref);
             return wl_fail(w, "layer %u: reference: %s", l, err.msg);

@@ -57,6 +57,11 @@ void ah__batch_part_decode(ah_batch_part *p, const ah_batch *b, const ah_split_s
     p->batch.seq_lens = view(&p->seq, b->seq_lens, 0, &p->seq_shape);
     p->batch.block_table = view(&p->table, b->block_table, 0, p->table_shape);
     p->batch.slot_mapping = view(&p->slots, b->slot_mapping, 0, &p->slots_shape);
+    /* ABI 2.1: encoder lengths per request; mask offsets stay absolute */
+    p->enc_shape = s->nd;
+    p->mip_shape = s->nd + 1;
+    p->batch.encoder_seq_lens = view(&p->enc, b->encoder_seq_lens, 0, &p->enc_shape);
+    p->batch.mask_indptr = view(&p->mip, b->mask_indptr, 0, &p->mip_shape);
 }
 
 void ah__split_rebase_qsl(const ah_batch *b, uint32_t nd, int32_t *dst)
@@ -92,6 +97,12 @@ void ah__batch_part_prefill(ah_batch_part *p, const ah_batch *b, const ah_split_
     p->batch.seq_lens_host = b->seq_lens_host + nd;
     p->batch.block_table_host = b->block_table_host + (size_t)nd * b->block_table_stride;
     p->batch.slot_mapping_host = b->slot_mapping_host + s->nd_tokens;
+    p->enc_shape = np;
+    p->mip_shape = np + 1;
+    p->batch.encoder_seq_lens = view(&p->enc, b->encoder_seq_lens, nd, &p->enc_shape);
+    p->batch.mask_indptr = view(&p->mip, b->mask_indptr, nd, &p->mip_shape);
+    if (b->encoder_seq_lens_host) p->batch.encoder_seq_lens_host = b->encoder_seq_lens_host + nd;
+    if (b->mask_indptr_host) p->batch.mask_indptr_host = b->mask_indptr_host + nd;
 }
 
 int ah__row_view(const DLTensor *t, int64_t r0, int64_t n, DLTensor *v, int64_t *shape)

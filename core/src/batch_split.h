@@ -25,8 +25,8 @@ void ah__split_scan(const ah_batch *b, uint32_t qmax, ah_split_scan *out);
  * same struct, so a part is built in place and never copied. */
 typedef struct ah_batch_part {
     ah_batch batch;
-    DLTensor qsl, seq, table, slots;
-    int64_t qsl_shape, seq_shape, table_shape[2], slots_shape;
+    DLTensor qsl, seq, table, slots, enc, mip;
+    int64_t qsl_shape, seq_shape, table_shape[2], slots_shape, enc_shape, mip_shape;
 } ah_batch_part;
 
 /* The first s->nd requests of b, every array a view of b's. */

@@ -20,9 +20,16 @@
  *  - Negative slots are padding. Any other slot must be the one the
  *    request's block table gives for that token's position, so a slot that
  *    would land in another request's block is caught.
- *  - Cross-attention (encoder-decoder) batches carry encoder lengths in
- *    seq_lens: query_len may exceed seq_len there and slots are only
- *    range-checked.
+ *  - Cacheless layers (ENCODER, ENCODER_ONLY, ABI 2.1) read no cache: for
+ *    them block_table, slot_mapping and num_blocks are not required or
+ *    checked, and seq_lens (when given) must equal the query lengths.
+ *  - Cross layers (ENCODER_DECODER, ABI 2.1) need encoder_seq_lens: each
+ *    >= 0, within max_seq_len (and limits.max_seq_len), and the block-table
+ *    entries the encoder tokens use inside the cache. Their queries'
+ *    positions do not matter, so query_len may exceed seq_len and slots
+ *    are only range-checked.
+ *  - A tree mask (custom_mask, ABI 2.1) needs mask_indptr with each
+ *    request's span equal to query_len * seq_len, inside custom_mask_len.
  *  - limits may be NULL (the reference oracle checks structure only).
  * Arithmetic on sizes is int64, so no product of two uint32 fields wraps.
  */
@@ -54,14 +61,22 @@ static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, cons
                     b->struct_size, offsetof(ah_batch, block_table_stride) + sizeof(uint32_t));
     if (spec->struct_size < offsetof(ah_layer_spec, block_size) + sizeof spec->block_size)
         return fail(err, "layer spec: struct_size %" PRIu32 " is too small", spec->struct_size);
-    if (spec->block_size == 0) return fail(err, "layer spec: block_size = 0");
+    const int cacheless = ah_spec_cacheless(spec);
+    if (spec->block_size == 0 && !cacheless) return fail(err, "layer spec: block_size = 0");
     if (b->num_reqs == 0) return fail(err, "num_reqs = 0: a batch needs at least one request");
-    if (b->num_blocks == 0) return fail(err, "num_blocks = 0: the KV cache has no blocks");
     if (!b->query_start_loc_host) return fail(err, "query_start_loc_host is NULL");
-    if (!b->seq_lens_host) return fail(err, "seq_lens_host is NULL");
-    if (!b->block_table_host) return fail(err, "block_table_host is NULL");
-    if (!b->slot_mapping_host) return fail(err, "slot_mapping_host is NULL");
-    if (b->block_table_stride == 0) return fail(err, "block_table_stride = 0");
+    if (!cacheless) {
+        if (b->num_blocks == 0) return fail(err, "num_blocks = 0: the KV cache has no blocks");
+        if (!b->seq_lens_host) return fail(err, "seq_lens_host is NULL");
+        if (!b->block_table_host) return fail(err, "block_table_host is NULL");
+        if (!b->slot_mapping_host) return fail(err, "slot_mapping_host is NULL");
+        if (b->block_table_stride == 0) return fail(err, "block_table_stride = 0");
+    }
+    if (spec->attn_type == AH_ATTN_ENCODER_DECODER && !ah_batch_encoder_seq_lens(b))
+        return fail(err, "encoder_seq_lens_host is NULL (or the batch's struct_size %" PRIu32
+                         " predates it): a cross-attention (encoder_decoder) layer reads each "
+                         "request's encoder_seq_lens[r] encoder tokens",
+                    b->struct_size);
     if (!lim) return AH_OK;
     if (lim->struct_size < sizeof(ah_limits))
         return fail(err, "limits: struct_size %" PRIu32 " is too small (need %zu)", lim->struct_size,
@@ -89,6 +104,7 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
 {
     const int32_t *qsl = b->query_start_loc_host, *sl = b->seq_lens_host;
     const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
+    const int cacheless = ah_spec_cacheless(spec);
     if (qsl[0] != 0) return fail(err, "query_start_loc[0] = %" PRId32 ", expected 0", qsl[0]);
     *max_q = *max_s = 0;
     *min_s = INT64_MAX;
@@ -101,6 +117,24 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
                         "] = %" PRId32 ": request %" PRIu32 " has query_len %" PRId64
                         " (must be >= %d)",
                         r + 1, qsl[r + 1], r, qsl[r], r, q, fill < 0 ? 1 : 0);
+        if (cacheless && !sl) { /* no seq_lens: the query lengths */
+            if (q == 0 && fill < 0) continue;
+            if (q == 0) {
+                if (first_pad < 0) first_pad = r;
+                continue;
+            }
+            if (first_pad >= 0)
+                return fail(err, "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                                 " has query_len %" PRId64 " after padded request %" PRId64,
+                            r + 1, qsl[r + 1], r, q, first_pad);
+            if (lim && q > lim->max_seq_len)
+                return fail(err, "request %" PRIu32 " has query_len %" PRId64
+                                 " above limits.max_seq_len = %" PRIu32, r, q, lim->max_seq_len);
+            if (q > *max_q) *max_q = q;
+            if (q > *max_s) *max_s = q;
+            if (q < *min_s) *min_s = q;
+            continue;
+        }
         if (q == 0) { /* a padded request */
             if (sl[r] != fill)
                 return fail(err,
@@ -121,6 +155,12 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
         int64_t s = sl[r];
         if (s < 1)
             return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
+        if (cacheless && s != q)
+            return fail(err,
+                        "seq_lens[%" PRIu32 "] = %" PRId64 ", but request %" PRIu32
+                        " has query_len %" PRId64 ": a cacheless (encoder) layer attends over "
+                        "the request's own tokens, so seq_len must equal query_len",
+                        r, s, r, q);
         if (!cross && q > s)
             return fail(err,
                         "seq_lens[%" PRIu32 "] = %" PRId64 " is less than request %" PRIu32
@@ -224,6 +264,70 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
     return AH_OK;
 }
 
+/* Cross layers: encoder_seq_lens, and the blocks the encoder tokens use. */
+static ah_status check_encoder(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
+                               ah_error *err)
+{
+    const int32_t *el = ah_batch_encoder_seq_lens(b);
+    const int64_t bs = spec->block_size;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        int64_t e = el[r];
+        if (e < 0) return fail(err, "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 0)", r, e);
+        if (e > (int64_t)b->max_seq_len)
+            return fail(err,
+                        "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " exceeds max_seq_len = %" PRIu32
+                        " (which bounds encoder lengths too)",
+                        r, e, b->max_seq_len);
+        if (lim && e > (int64_t)lim->max_seq_len)
+            return fail(err, "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " exceeds limits.max_seq_len = %" PRIu32,
+                        r, e, lim->max_seq_len);
+        int64_t need = (e + bs - 1) / bs;
+        if (need > (int64_t)b->block_table_stride)
+            return fail(err,
+                        "block_table_stride = %" PRIu32 " is too narrow: request %" PRIu32
+                        "'s cross cache (encoder_seq_lens %" PRId64 ", block_size %" PRId64
+                        ") needs %" PRId64 " blocks",
+                        b->block_table_stride, r, e, bs, need);
+        if (lim && need > (int64_t)lim->max_blocks_per_req)
+            return fail(err, "request %" PRIu32 "'s encoder tokens need %" PRId64
+                             " blocks, above limits.max_blocks_per_req = %" PRIu32,
+                        r, need, lim->max_blocks_per_req);
+        const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        for (int64_t k = 0; k < need; k++)
+            if (row[k] < 0 || (int64_t)row[k] >= (int64_t)b->num_blocks)
+                return fail(err,
+                            "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                            " is outside the cache (%" PRIu32 " blocks): the cross cache holds "
+                            "request %" PRIu32 "'s %" PRId64 " encoder tokens there",
+                            r, k, row[k], b->num_blocks, r, e);
+    }
+    return AH_OK;
+}
+
+/* The tree mask: every request's [query_len x seq_len] block inside it. */
+static ah_status check_mask(const ah_batch *b, ah_error *err)
+{
+    const int64_t *ip = b->mask_indptr_host;
+    if (!ip) return fail(err, "custom_mask_host is set but mask_indptr_host is NULL");
+    if (!b->seq_lens_host) return fail(err, "custom_mask_host is set but seq_lens_host is NULL");
+    if (ip[0] < 0) return fail(err, "mask_indptr[0] = %" PRId64 " (must be >= 0)", ip[0]);
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        int64_t q = (int64_t)b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
+        int64_t want = q * (int64_t)b->seq_lens_host[r];
+        if (ip[r + 1] - ip[r] != want)
+            return fail(err,
+                        "mask_indptr[%" PRIu32 "] = %" PRId64 " after mask_indptr[%" PRIu32
+                        "] = %" PRId64 ": request %" PRIu32 " needs a [%" PRId64 " x %" PRId32
+                        "] mask block of %" PRId64 " bytes",
+                        r + 1, ip[r + 1], r, ip[r], r, q, b->seq_lens_host[r], want);
+    }
+    if ((uint64_t)ip[b->num_reqs] > b->custom_mask_len)
+        return fail(err,
+                    "mask_indptr[%" PRIu32 "] = %" PRId64 " is past custom_mask_len = %" PRIu64,
+                    b->num_reqs, ip[b->num_reqs], b->custom_mask_len);
+    return AH_OK;
+}
+
 ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
                             const ah_limits *limits, ah_error *err)
 {
@@ -240,7 +344,13 @@ ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spe
     int64_t max_q, max_s, min_s;
     s = check_lengths(batch, spec, limits, seq_len_fill, &max_q, &max_s, &min_s, err);
     if (s != AH_OK) return s;
+    if (ah_batch_custom_mask(batch) && spec->attn_type == AH_ATTN_DECODER &&
+        (s = check_mask(batch, err)) != AH_OK)
+        return s;
+    if (ah_spec_cacheless(spec)) return AH_OK;
     s = check_block_table(batch, spec, limits, err);
     if (s != AH_OK) return s;
+    if (spec->attn_type == AH_ATTN_ENCODER_DECODER && (s = check_encoder(batch, spec, limits, err)) != AH_OK)
+        return s;
     return check_slots(batch, spec, err);
 }

@@ -48,6 +48,8 @@ static const char WHY_ALIGN[] = "splitting after this many tokens would leave th
                                 "token rows off 16-byte alignment";
 static const char WHY_SAME[] = "every layer's decode and prefill winner is one state that takes "
                                "mixed batches whole";
+static const char WHY_MASK[] = "the batch has a tree mask (custom_mask) and a decode winner does "
+                               "not claim tree_mask, so the prefill winners take it whole";
 static const char WHY_OUTPUT[] = "a winner returns its own output buffer (caller_output = 0), so "
                                  "one output in token order would need a copy";
 
@@ -70,6 +72,8 @@ struct ah_binding {
     uint32_t split_granule; /* the decode part's tokens must be a multiple of it */
     plan_item *plans[LIST_COUNT];
     uint32_t n_plans[LIST_COUNT];
+    int32_t mask_bad[LIST_COUNT]; /* per list: a decoder state whose plugin lacks
+                                     AH_FEAT_TREE_MASK, or -1 */
     uint32_t *checks;      /* states whose specs validate a batch (distinct block sizes) */
     uint32_t n_checks;
     int32_t *qsl_host;     /* the prefill part's rebased query_start_loc */
@@ -83,7 +87,9 @@ struct ah_binding {
     int split;
     uint32_t nd, nd_tokens;
     const char *why;
-    ah_batch batch;       /* the last planned batch (the engine's pointers) */
+    ah_batch batch;       /* the last planned batch (the engine's pointers), as
+                             ABI 2.1 sees it: fields its struct_size does not
+                             cover are zero */
     char errmsg[1024];
 };
 
@@ -272,6 +278,14 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
         check_add(b, sd);
     }
     if (!L) b->decode_qmax = 1;
+    for (int li = 0; li < LIST_COUNT; li++) {
+        b->mask_bad[li] = -1;
+        for (uint32_t i = 0; i < b->n_plans[li] && b->mask_bad[li] < 0; i++) {
+            const bound_state *bs = &b->states[b->plans[li][i].state];
+            if (bs->spec.attn_type == AH_ATTN_DECODER && !(caps_of(b, bs->slot)->features & AH_FEAT_TREE_MASK))
+                b->mask_bad[li] = (int32_t)b->plans[li][i].state;
+        }
+    }
     if (!n_split) b->split_why = WHY_SAME;
     if (b->split_why) return AH_OK;
     /* split buffers: the rebased query_start_loc on the host and, on each
@@ -437,11 +451,21 @@ static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_spli
 
 static const char *const part_names[] = {"", " (decode part)", " (prefill part)"};
 
-ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mode, void *stream)
+/* The smallest ah_batch accepted: ABI 2.0's. */
+#define BATCH_SIZE_20 (offsetof(ah_batch, common_prefix_len) + sizeof(uint32_t))
+
+ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_mode mode, void *stream)
 {
     b->planned = 0;
-    if (!batch || batch->struct_size < sizeof(ah_batch))
+    if (!engine_batch || engine_batch->struct_size < BATCH_SIZE_20)
         return fail(b, AH_ERR_ABI, "batch missing or ah_batch.struct_size too small");
+    /* A 2.0 batch has no 2.1 fields: read it into a zeroed 2.1 struct the
+     * binding owns (plugins may keep the pointer until the step ends). */
+    ah_batch *whole = &b->batch;
+    memset(whole, 0, sizeof *whole);
+    memcpy(whole, engine_batch, engine_batch->struct_size < sizeof *whole ? engine_batch->struct_size : sizeof *whole);
+    whole->struct_size = sizeof *whole;
+    const ah_batch *batch = whole;
     if ((unsigned)mode > AH_PLAN_REPLAY) return fail(b, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
     if (b->validate)
         for (uint32_t c = 0; c < b->n_checks; c++) {
@@ -480,6 +504,22 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mod
             }
         }
     }
+    /* A tree mask goes only to plugins that claim it: whole on the prefill
+     * winners when a decode winner lacks it, an error when one of those does. */
+    if (batch->custom_mask_host && b->mask_bad[list] >= 0 && list != LIST_PREFILL) {
+        list = LIST_PREFILL;
+        phase = AH_PHASE_PREFILL;
+        split = 0;
+        nd = nd_tokens = 0;
+        why = WHY_MASK;
+    }
+    if (batch->custom_mask_host && b->mask_bad[list] >= 0) {
+        const bound_state *bad = &b->states[b->mask_bad[list]];
+        return fail(b, AH_ERR_UNSUPPORTED,
+                    "batch: custom_mask is set, but layer %u's %s does not claim the tree_mask "
+                    "feature",
+                    bad->first_layer, plugin_name(b, bad->slot));
+    }
     if (split) {
         ah_status s = build_parts(b, batch, &sc, stream);
         if (s != AH_OK) return s;
@@ -496,7 +536,6 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mod
             return fail(b, s, "layer %u: %s plan%s failed: %s", bs->first_layer,
                         plugin_name(b, bs->slot), part_names[it->part], ops->state_error(bs->st));
     }
-    b->batch = *batch;
     b->phase = phase;
     b->split = split;
     b->nd = nd;
@@ -609,7 +648,7 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
                         "aligned (its row pitch is not a multiple of 16 bytes)",
                         layer, bad, b->nd_tokens);
     }
-    if (a->key)
+    if (a->key && !ah_spec_cacheless(&st[1]->spec))
         for (int i = 0; i < 2; i++) {
             if (attend && caps_of(b, st[i]->slot)->forward_writes_kv) continue;
             ah_kv_write_args kv = {sizeof kv,         pa[i].key,     pa[i].value,   a->key_cache,
@@ -630,6 +669,9 @@ ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_a
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
     if (!a || a->struct_size < sizeof(ah_kv_write_args))
         return fail(b, AH_ERR_ABI, "ah_kv_write_args missing or struct_size too small");
+    if (ah_spec_cacheless(&bs->spec))
+        return fail(b, AH_ERR_INVALID_ARGUMENT, "layer %u: write_kv on a cacheless (%s) layer: it has no KV cache",
+                    layer, ah_attn_type_str(bs->spec.attn_type));
     ah_status s = check_kv_args(b, layer, bs, a);
     if (s != AH_OK) return s;
     if (!split_layer(b, layer)) return call_write_kv(b, layer, bs, a);
@@ -652,8 +694,12 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
         ah_status s = ah__check_forward_args(&bs->spec, &b->batch, a, &dev, why, sizeof why);
         if (s != AH_OK) return fail(b, s, "layer %u: %s", layer, why);
     }
+    if (bs->spec.attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
+        return fail(b, AH_ERR_INVALID_ARGUMENT,
+                    "layer %u: key/value set on a cross-attention layer, whose cache is written "
+                    "only by ah_binding_write_kv on the encoder pass", layer);
     if (split_layer(b, layer)) return forward_split(b, layer, a, 1);
-    if (a->key && !caps_of(b, bs->slot)->forward_writes_kv) {
+    if (a->key && !ah_spec_cacheless(&bs->spec) && !caps_of(b, bs->slot)->forward_writes_kv) {
         ah_kv_write_args kv = {sizeof kv,      a->key,     a->value,   a->key_cache,
                                a->value_cache, a->k_scale, a->v_scale, a->stream};
         ah_status s = call_write_kv(b, layer, bs, &kv);

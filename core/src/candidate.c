@@ -170,7 +170,10 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
     if (s->sliding_window) need |= AH_FEAT_SLIDING_WINDOW;
     if (s->use_alibi) need |= AH_FEAT_ALIBI;
     if (s->softcap > 0) need |= AH_FEAT_SOFTCAP;
-    if (s->attn_type != AH_ATTN_DECODER) need |= AH_FEAT_NON_CAUSAL;
+    if (!ah_spec_causal(s)) need |= AH_FEAT_NON_CAUSAL;
+    if (ah_spec_cacheless(s)) need |= AH_FEAT_CACHELESS; /* ABI 2.1 meanings */
+    if (s->attn_type == AH_ATTN_ENCODER_DECODER) need |= AH_FEAT_CROSS_ATTENTION;
+    if (s->attn_type == AH_ATTN_DECODER && !ah_spec_causal(s)) need |= AH_FEAT_CAUSAL_FLAG;
     uint32_t missing = need & ~c->features;
     for (uint32_t bit = 1; missing; bit <<= 1)
         if (missing & bit) {

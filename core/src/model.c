@@ -334,6 +334,8 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     if (v->sliding_window && v->attn_type == AH_ATTN_ENCODER_DECODER)
         return layer_fail(c, l, later(l, K_sliding_window, K_attn_type), i,
                           "sliding_window does not apply to encoder_decoder (cross-attention) layers");
+    if (l->level[K_causal] && v->causal && v->attn_type != AH_ATTN_DECODER)
+        return layer_fail(c, l, later(l, K_causal, K_attn_type), i, "causal = true applies only to decoder layers");
     memset(spec, 0, sizeof *spec);
     spec->struct_size = sizeof *spec;
     spec->attn_type = (ah_attn_type)v->attn_type;
@@ -352,6 +354,7 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     spec->use_sinks = (uint32_t)v->sinks;
     spec->use_alibi = (uint32_t)v->alibi;
     spec->fp8_attention = (uint32_t)v->fp8_attention;
+    spec->causal = l->level[K_causal] ? (v->causal ? AH_CAUSAL_ON : AH_CAUSAL_OFF) : AH_CAUSAL_BY_TYPE;
     return AH_OK;
 }
 

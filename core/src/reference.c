@@ -74,22 +74,35 @@ static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
     if ((unsigned)spec->attn_type >= AH_ATTN_TYPE_COUNT)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: attn_type %d is unknown",
                     (int)spec->attn_type);
+    if (AH_HAS_FIELD(spec, ah_layer_spec, causal) &&
+        (spec->causal >= AH_CAUSAL_COUNT ||
+         (spec->causal == AH_CAUSAL_ON && spec->attn_type != AH_ATTN_DECODER)))
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "layer spec: causal = %" PRIu32 " (%s) is not allowed for attn_type %s", spec->causal,
+                    spec->causal == AH_CAUSAL_ON ? "on: only decoder layers are causal" : "unknown",
+                    ah_attn_type_str(spec->attn_type));
     if (!(spec->softcap >= 0) || !isfinite(spec->softcap))
         return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: softcap = %g must be >= 0",
                     (double)spec->softcap);
     return AH_OK;
 }
 
-/* Is key position j visible to a query at position p? */
+/* Is key position j visible to a query at position p (before a tree mask)? */
 static int visible(const ah_layer_spec *spec, int64_t j, int64_t p)
 {
     const int64_t w = spec->sliding_window;
-    switch (spec->attn_type) {
-    case AH_ATTN_DECODER: return j <= p && (w == 0 || j > p - w);
-    case AH_ATTN_ENCODER:
-    case AH_ATTN_ENCODER_ONLY: return w == 0 || (j - p < w && p - j < w);
-    default: return 1; /* cross-attention sees the whole encoder sequence */
-    }
+    if (spec->attn_type == AH_ATTN_ENCODER_DECODER) return 1; /* the whole encoder sequence */
+    if (ah_spec_causal(spec)) return j <= p && (w == 0 || j > p - w);
+    return w == 0 || (j - p < w && p - j < w);
+}
+
+/* Where request r's keys come from and how many there are. */
+static int32_t key_count(const ah_ref_inputs *in, uint32_t r)
+{
+    const ah_batch *b = in->batch;
+    if (ah_spec_cacheless(in->spec)) return b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
+    if (in->spec->attn_type == AH_ATTN_ENCODER_DECODER) return ah_batch_encoder_seq_lens(b)[r];
+    return b->seq_lens_host[r];
 }
 
 /* One query row (token t, head h): fills out_row[v_head] and *lse. */
@@ -103,24 +116,35 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     const uint32_t kh = h / (sp->num_q_heads / sp->num_kv_heads);
     const double ks = ah_kv_scale(in->k_scale, kvt), vs = ah_kv_scale(in->v_scale, kvt);
     const double scale = sp->scale != 0 ? (double)sp->scale : 1.0 / sqrt((double)qk);
-    const int32_t seq_len = b->seq_lens_host[r];
-    const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+    const int32_t seq_len = key_count(in, r);
+    const int32_t *row = b->block_table_host ? b->block_table_host + (size_t)r * b->block_table_stride : NULL;
     const size_t q_off = ((size_t)t * sp->num_q_heads + h) * qk;
     /* MLA: V is the first v_head channels of the key cache row. */
     const void *vcache = sp->use_mla ? in->key_cache : in->value_cache;
     const uint32_t v_stride_head = sp->use_mla ? qk : vh;
     const double vscale = sp->use_mla ? ks : vs;
+    /* cacheless: keys are the request's new rows, in q dtype, unscaled */
+    const int nocache = ah_spec_cacheless(sp);
+    const uint32_t t0 = (uint32_t)b->query_start_loc_host[r];
+    const void *kbuf = nocache ? in->key : in->key_cache;
+    const void *vbuf = nocache ? in->value : vcache;
+    const ah_dtype kt = nocache ? sp->q_dtype : kvt;
+    const double kmul = nocache ? 1.0 : ks, vmul = nocache ? 1.0 : vscale;
+    /* the tree mask row of this query token (decoder layers) */
+    const uint8_t *mask = sp->attn_type == AH_ATTN_DECODER ? ah_batch_custom_mask(b) : NULL;
+    if (mask) mask += b->mask_indptr_host[r] + (int64_t)(t - t0) * seq_len;
 
     double m = -INFINITY;
     for (int32_t j = 0; j < seq_len; j++) {
         score[j] = -INFINITY;
-        if (!visible(sp, j, p)) continue;
-        uint32_t blk = (uint32_t)row[j / bs], slot = (uint32_t)(j % bs);
-        size_t k_off = ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, qk, blk, slot, kh, 0);
+        if (!visible(sp, j, p) || (mask && !mask[j])) continue;
+        size_t k_off = nocache ? ((size_t)(t0 + (uint32_t)j) * sp->num_kv_heads + kh) * qk
+                               : ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, qk,
+                                              (uint32_t)row[j / bs], (uint32_t)(j % bs), kh, 0);
         double dot = 0;
         for (uint32_t c = 0; c < qk; c++)
             dot += (double)ah_load_f32(in->q, q_off + c, sp->q_dtype) *
-                   ((double)ah_load_f32(in->key_cache, k_off + c, kvt) * ks);
+                   ((double)ah_load_f32(kbuf, k_off + c, kt) * kmul);
         double s = scale * dot;
         if (sp->softcap > 0) s = sp->softcap * tanh(s / sp->softcap);
         if (sp->use_alibi) s += (double)in->alibi_slopes[h] * (double)(j - p);
@@ -139,11 +163,11 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
         if (score[j] == -INFINITY) continue;
         double e = exp(score[j] - m);
         den += e;
-        uint32_t blk = (uint32_t)row[j / bs], slot = (uint32_t)(j % bs);
-        size_t v_off =
-            ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, v_stride_head, blk, slot, kh, 0);
+        size_t v_off = nocache ? ((size_t)(t0 + (uint32_t)j) * sp->num_kv_heads + kh) * vh
+                               : ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, v_stride_head,
+                                              (uint32_t)row[j / bs], (uint32_t)(j % bs), kh, 0);
         for (uint32_t c = 0; c < vh; c++)
-            out_row[c] += e * ((double)ah_load_f32(vcache, v_off + c, kvt) * vscale);
+            out_row[c] += e * ((double)ah_load_f32(vbuf, v_off + c, kt) * vmul);
     }
     for (uint32_t c = 0; c < vh; c++) out_row[c] /= den;
     *lse = m + log(den);
@@ -157,7 +181,12 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     const ah_layer_spec *sp = in->spec;
     s = ah_batch_validate(in->batch, sp, NULL, err);
     if (s != AH_OK) return s;
-    if (!in->q || !in->key_cache || (!sp->use_mla && !in->value_cache) || !out)
+    if (ah_spec_cacheless(sp)) {
+        if (!AH_HAS_FIELD(in, ah_ref_inputs, value) || !in->q || !in->key || !in->value || !out)
+            return fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "reference: a cacheless (%s) layer needs q, key, value and out",
+                        ah_attn_type_str(sp->attn_type));
+    } else if (!in->q || !in->key_cache || (!sp->use_mla && !in->value_cache) || !out)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: %s is NULL",
                     !in->q ? "q" : !in->key_cache ? "key_cache" : !out ? "out" : "value_cache");
     if (sp->use_sinks && !in->sinks)
@@ -167,12 +196,13 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
                     "reference: the layer uses ALiBi but alibi_slopes is NULL");
 
     const ah_batch *b = in->batch;
-    double *score = ah__malloc(sizeof(double) * (b->max_seq_len ? b->max_seq_len : 1));
+    uint32_t nkeys = b->max_seq_len > b->max_query_len ? b->max_seq_len : b->max_query_len;
+    double *score = ah__malloc(sizeof(double) * (nkeys ? nkeys : 1));
     if (!score) return fail(err, AH_ERR_OUT_OF_MEMORY, "reference: out of memory");
     const uint32_t hq = sp->num_q_heads, vh = sp->v_head_size;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
-        int64_t first_pos = (int64_t)b->seq_lens_host[r] - (t1 - t0);
+        int64_t first_pos = ah_spec_cacheless(sp) ? 0 : (int64_t)b->seq_lens_host[r] - (t1 - t0);
         for (int32_t t = t0; t < t1; t++)
             for (uint32_t h = 0; h < hq; h++) {
                 double l;

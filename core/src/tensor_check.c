@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <attnhost/attnhost.h>
 #include <attnhost/plugin_util.h>
 
 static ah_status fail(char *err, size_t cap, const char *fmt, ...)
@@ -167,12 +168,24 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
     const want wq = {"q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype, LAST_DIM};
     ah_status st = check_tensor(a->q, &wq, dev, err, cap);
     if (st != AH_OK) return st;
+    const int cacheless = ah_spec_cacheless(spec);
+    if (spec->attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
+        return fail(err, cap, "%s is set, but a cross-attention (encoder_decoder) layer's cache "
+                              "holds the encoder's K/V, written by ah_binding_write_kv on the "
+                              "encoder pass; forward never writes it (pass NULL)",
+                    a->key ? "key" : "value");
+    if (cacheless && !a->key)
+        return fail(err, cap, "key is NULL: a cacheless (%s) layer attends over the new keys "
+                              "and values, packed like q",
+                    ah_attn_type_str(spec->attn_type));
     if (a->key || a->value) {
         st = check_new_kv(spec, batch, a->key, a->value, dev, err, cap);
         if (st != AH_OK) return st;
     }
-    st = check_caches(spec, batch, a->key_cache, a->value_cache, dev, err, cap);
-    if (st != AH_OK) return st;
+    if (!cacheless) {
+        st = check_caches(spec, batch, a->key_cache, a->value_cache, dev, err, cap);
+        if (st != AH_OK) return st;
+    }
     if (!a->out)
         return fail(err, cap, "out is NULL (pass a descriptor; a plugin that does not take "
                               "the caller's buffer fills it)");
@@ -202,6 +215,9 @@ ah_status ah__check_kv_write_args(const ah_layer_spec *spec, const ah_batch *bat
     if (a->struct_size < sizeof(ah_kv_write_args))
         return fail(err, cap, "write_kv args: struct_size %" PRIu32 " < %zu", a->struct_size,
                     sizeof(ah_kv_write_args));
+    if (ah_spec_cacheless(spec))
+        return fail(err, cap, "write_kv on a cacheless (%s) layer: it has no KV cache",
+                    ah_attn_type_str(spec->attn_type));
     ah_status st = check_new_kv(spec, batch, a->key, a->value, dev, err, cap);
     if (st == AH_OK) st = check_caches(spec, batch, a->key_cache, a->value_cache, dev, err, cap);
     if (st == AH_OK) st = check_scales(a->k_scale, a->v_scale, err, cap);

@@ -53,9 +53,13 @@ extern "C" {
  * (ah_caps.mixed_batch, decode_query_len_max), plugin ranks
  * (prefill_rank, decode_rank), typed plugin configuration keys
  * (ah_config_key, ah_host_services.config_int/float/str) and
- * ah_context_options. Fields a later minor appends say which minor. */
+ * ah_context_options. Fields a later minor appends say which minor.
+ * ABI 2.1 added encoder and cross attention (cacheless encoder layers,
+ * ah_batch.encoder_seq_lens), the decoder causal flag
+ * (ah_layer_spec.causal) and tree masks (ah_batch.custom_mask), with the
+ * feature bits that claim them. */
 #define AH_ABI_VERSION_MAJOR 2
-#define AH_ABI_VERSION_MINOR 0
+#define AH_ABI_VERSION_MINOR 1
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
 #define AH_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
 #define AH_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -115,13 +119,46 @@ typedef enum ah_dtype {
 } ah_dtype;
 #define AH_BIT(x) (1u << (x))
 
+/* Attention types. Since ABI 2.1 (a layer of the last three types needs
+ * the feature bit named beside it, which no 2.0 plugin can claim):
+ *   DECODER: self-attention over the paged cache, causal unless the spec's
+ *            causal flag says AH_CAUSAL_OFF.
+ *   ENCODER, ENCODER_ONLY (AH_FEAT_CACHELESS): bidirectional self-attention
+ *            without a cache (the encoder of an encoder-decoder model such as
+ *            Whisper's; BERT, ViT). Request r's keys and values are its own
+ *            new tokens, rows [query_start_loc[r], query_start_loc[r+1]) of
+ *            forward's key/value tensors ([T, Hk, D], cu_seqlens-packed);
+ *            nothing is read from or written to a cache, and the batch needs
+ *            no block table, slot mapping or cache blocks for such a layer.
+ *   ENCODER_DECODER (AH_FEAT_CROSS_ATTENTION): cross-attention. Queries are
+ *            the decoder's new tokens; keys and values are request r's
+ *            encoder K/V, ah_batch.encoder_seq_lens[r] tokens at positions
+ *            0 .. encoder_seq_lens[r] - 1 of the request's block-table row
+ *            in the layer's own cache tensors, all visible (non-causal).
+ *            They are written once per request, by ah_binding_write_kv on
+ *            the encoder pass's batch (slot_mapping gives the encoder tokens'
+ *            slots); forward of a cross layer never writes (key/value must
+ *            be NULL there). */
 typedef enum ah_attn_type {
-    AH_ATTN_DECODER = 0,         /* causal self-attention over the paged cache */
-    AH_ATTN_ENCODER = 1,         /* bidirectional self-attention (enc-dec encoder) */
-    AH_ATTN_ENCODER_ONLY = 2,    /* bidirectional self-attention (BERT-like) */
+    AH_ATTN_DECODER = 0,         /* self-attention over the paged cache */
+    AH_ATTN_ENCODER = 1,         /* bidirectional, cacheless (enc-dec encoder) */
+    AH_ATTN_ENCODER_ONLY = 2,    /* bidirectional, cacheless (BERT-like) */
     AH_ATTN_ENCODER_DECODER = 3, /* cross-attention: decoder queries, encoder KV */
     AH_ATTN_TYPE_COUNT
 } ah_attn_type;
+
+/* ABI 2.1: ah_layer_spec.causal. BY_TYPE (0, also what a spec too short to
+ * hold the field means): decoder layers causal, every other type not.
+ * ON: causal (decoder layers only). OFF: a decoder layer that attends
+ * bidirectionally over its sequence (a multimodal prefix), which needs
+ * AH_FEAT_CAUSAL_FLAG. Encoder and cross layers are never causal: ON is
+ * refused for them. */
+typedef enum ah_causal {
+    AH_CAUSAL_BY_TYPE = 0,
+    AH_CAUSAL_ON = 1,
+    AH_CAUSAL_OFF = 2,
+    AH_CAUSAL_COUNT
+} ah_causal;
 
 /* Layout of one KV-cache tensor (keys or values), outermost first.
  *   NHD: [num_blocks, block_size, num_kv_heads, head_size]
@@ -190,9 +227,19 @@ typedef enum ah_feature {
     AH_FEAT_SPARSE = 1u << 6,         /* block-sparse attention */
     AH_FEAT_LSE = 1u << 7,            /* forward can return log-sum-exp */
     AH_FEAT_CASCADE = 1u << 8,        /* shared-prefix (cascade) attention */
-    AH_FEAT_DIFF_HEAD_SIZES = 1u << 9 /* qk_head_size != v_head_size */
+    AH_FEAT_DIFF_HEAD_SIZES = 1u << 9, /* qk_head_size != v_head_size */
+    /* ABI 2.1 */
+    AH_FEAT_TREE_MASK = 1u << 10,      /* ah_batch.custom_mask on decoder layers
+                                          (speculative tree verification); a
+                                          batch with a mask is planned only on
+                                          plugins claiming it */
+    AH_FEAT_CACHELESS = 1u << 11,      /* ENCODER / ENCODER_ONLY layers without
+                                          a cache (see ah_attn_type) */
+    AH_FEAT_CROSS_ATTENTION = 1u << 12, /* ENCODER_DECODER layers over
+                                          ah_batch.encoder_seq_lens */
+    AH_FEAT_CAUSAL_FLAG = 1u << 13     /* decoder layers with causal = OFF */
 } ah_feature;
-#define AH_FEATURE_COUNT 10 /* bits 0 .. AH_FEATURE_COUNT - 1 */
+#define AH_FEATURE_COUNT 14 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
 /* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
  * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
@@ -347,7 +394,24 @@ typedef struct ah_layer_spec {
      * 0 asks for at least the query dtype's precision in the math. Without
      * an FP8 kv_dtype it changes nothing. */
     uint32_t fp8_attention;
+    /* ABI 2.1. An ah_causal: whether a decoder layer is causal, apart from
+     * its attention type (see ah_causal; read it through ah_spec_causal,
+     * which treats a spec too short to hold it as BY_TYPE). */
+    uint32_t causal;
 } ah_layer_spec;
+
+/* 1 when a query at position p of this layer sees only keys j <= p. */
+static inline int ah_spec_causal(const ah_layer_spec *s)
+{
+    uint32_t c = s->struct_size >= offsetof(ah_layer_spec, causal) + sizeof s->causal
+                     ? s->causal : (uint32_t)AH_CAUSAL_BY_TYPE;
+    return s->attn_type == AH_ATTN_DECODER && c != AH_CAUSAL_OFF;
+}
+/* 1 for layers without a KV cache (ENCODER, ENCODER_ONLY). */
+static inline int ah_spec_cacheless(const ah_layer_spec *s)
+{
+    return s->attn_type == AH_ATTN_ENCODER || s->attn_type == AH_ATTN_ENCODER_ONLY;
+}
 
 /* ----------------------------------------------------------------------------
  * Reasons: why a plugin cannot serve a layer. Every failed check produces one.
@@ -525,7 +589,55 @@ typedef struct ah_batch {
     const int64_t *slot_mapping_host;
     uint32_t block_table_stride;     /* elements per row in block_table_host */
     uint32_t common_prefix_len;      /* tokens every request shares (cascade), 0: none */
+
+    /* ABI 2.1. Encoder lengths for cross layers (ENCODER_DECODER): request
+     * r's cross keys are the encoder_seq_lens[r] tokens at positions 0 ..
+     * encoder_seq_lens[r] - 1 of its block-table row, in each cross layer's
+     * own cache tensors (so block_table row r must cover
+     * max(seq_lens[r], encoder_seq_lens[r]) tokens; max_seq_len bounds
+     * both). 0: the request has no encoder input (its cross rows are 0,
+     * lse -inf). Required (tensor and host copy, [num_reqs] int32) when a
+     * bound layer is a cross layer, ignored otherwise; seq_lens keep the
+     * decoder's lengths, so one plan serves self and cross layers. */
+    const DLTensor *encoder_seq_lens;
+    const int32_t *encoder_seq_lens_host;
+
+    /* ABI 2.1. Tree mask (speculative verification), SGLang's layout:
+     * for request r a row-major [query_len_r x seq_len_r] block of bytes
+     * starting at element mask_indptr[r] of custom_mask; byte (i, j) != 0:
+     * query token i may see key position j. It covers the whole row (the
+     * prefix and the draft tokens) and is applied on top of the layer's own
+     * rule: a key is visible when causality (and a window) allow it AND
+     * the mask byte is set. Decoder layers only; cross and cacheless layers
+     * ignore it. custom_mask NULL (host copy NULL): no mask.
+     * Bytes, not bits: the engines' tensors are torch.bool (a byte each),
+     * every request's block starts at any element without bit offsets, and
+     * a split part is a plain view; a plugin that wants bits packs them in
+     * plan (FlashInfer's packbits). mask_indptr is int64 ([num_reqs + 1],
+     * mask_indptr[r + 1] - mask_indptr[r] = query_len_r * seq_len_r, so
+     * monotonic; a sum of [q x seq] blocks passes 2^31 at long contexts);
+     * its first entry need not be 0 (a split part's view keeps the whole
+     * batch's offsets). custom_mask_len: elements in custom_mask, which
+     * must hold mask_indptr[num_reqs]. A batch with a mask is planned only
+     * on plugins claiming AH_FEAT_TREE_MASK (see ah_binding_plan). */
+    const DLTensor *custom_mask;     /* [custom_mask_len] uint8 */
+    const DLTensor *mask_indptr;     /* [num_reqs + 1] int64 */
+    const uint8_t *custom_mask_host;
+    const int64_t *mask_indptr_host;
+    uint64_t custom_mask_len;
 } ah_batch;
+
+/* The 2.1 fields of a batch, NULL when its struct_size does not cover them. */
+static inline const int32_t *ah_batch_encoder_seq_lens(const ah_batch *b)
+{
+    return b->struct_size >= offsetof(ah_batch, encoder_seq_lens_host) + sizeof(void *)
+               ? b->encoder_seq_lens_host : NULL;
+}
+static inline const uint8_t *ah_batch_custom_mask(const ah_batch *b)
+{
+    return b->struct_size >= offsetof(ah_batch, custom_mask_len) + sizeof(uint64_t)
+               ? b->custom_mask_host : NULL;
+}
 
 /* Sizes a state must accommodate: the engine's maxima, fixed at state
  * creation so that CUDA-graph replay never reallocates. */
@@ -552,7 +664,10 @@ typedef enum ah_plan_mode {
  *   lse   [T, Hq] float32, natural log; NULL: not wanted
  *   key_cache/value_cache: one tensor each in the layer's kv_layout; for MLA
  *   value_cache is NULL and V is key_cache[..., :v_head].
- *   sinks, alibi_slopes: [Hq] float32, when the spec asks for them. */
+ *   sinks, alibi_slopes: [Hq] float32, when the spec asks for them.
+ * Cacheless layers (ENCODER, ENCODER_ONLY): key and value are required and
+ * are the keys (packed by query_start_loc), key_cache/value_cache are
+ * ignored (may be NULL). Cross layers: key and value must be NULL. */
 typedef struct ah_forward_args {
     uint32_t struct_size;
     const DLTensor *q;

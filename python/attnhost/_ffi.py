@@ -145,6 +145,7 @@ class ah_layer_spec(Structure):
         ("use_sinks", c_uint32),
         ("use_alibi", c_uint32),
         ("fp8_attention", c_uint32),
+        ("causal", c_uint32),  # ABI 2.1
     ]
 
 
@@ -213,6 +214,14 @@ class ah_batch(Structure):
         ("slot_mapping_host", c_void_p),  # const int64_t *
         ("block_table_stride", c_uint32),
         ("common_prefix_len", c_uint32),
+        # ABI 2.1
+        ("encoder_seq_lens", c_void_p),
+        ("encoder_seq_lens_host", c_void_p),
+        ("custom_mask", c_void_p),
+        ("mask_indptr", c_void_p),
+        ("custom_mask_host", c_void_p),
+        ("mask_indptr_host", c_void_p),
+        ("custom_mask_len", c_uint64),
     ]
 
 
@@ -355,6 +364,8 @@ class ah_ref_inputs(Structure):
         ("alibi_slopes", c_void_p),
         ("k_scale", c_float),
         ("v_scale", c_float),
+        ("key", c_void_p),  # cacheless layers (since 2.1)
+        ("value", c_void_p),
     ]
 
 

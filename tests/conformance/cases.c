@@ -42,6 +42,7 @@ static uint32_t set_picks(const ah_int_set *s, uint32_t cap, uint32_t *out)
 }
 
 static int has(const ah_caps *c, uint32_t feature) { return (c->features & feature) != 0; }
+static uint32_t type_feature(int t);
 
 typedef struct gen {
     const ah_caps *caps;
@@ -61,14 +62,16 @@ typedef enum shape {
     SHAPE_PREFILL, /* one long new sequence */
     SHAPE_SELF,    /* non-causal self-attention: every token new */
     SHAPE_CROSS,   /* decoder queries over encoder KV already cached */
-    SHAPE_UNIFORM  /* every request the same query_len > 1, over a prefix */
+    SHAPE_UNIFORM, /* every request the same query_len > 1, over a prefix */
+    SHAPE_VERIFY   /* speculative verification: draft tokens over a prefix, tree mask */
 } shape;
 
 static void set_shape(gen *g, ah__conf_case *c, shape sh)
 {
     ah__conf_rng *r = &g->rng;
     const uint32_t L = g->L, bs = c->spec.block_size;
-    c->write_kv = sh != SHAPE_CROSS;
+    c->write_kv = sh != SHAPE_CROSS && !ah_spec_cacheless(&c->spec);
+    c->tree_mask = sh == SHAPE_VERIFY;
     switch (sh) {
     case SHAPE_MIXED:
         c->num_reqs = 4;
@@ -90,11 +93,20 @@ static void set_shape(gen *g, ah__conf_case *c, shape sh)
         c->num_reqs = 3;
         for (uint32_t i = 0; i < 3; i++) c->qlen[i] = c->slen[i] = ah__conf_range(r, 1, L / 2);
         break;
-    case SHAPE_CROSS:
+    case SHAPE_CROSS: /* a Whisper decoder step: decoder lengths and encoder
+                         lengths apart, one request without encoder input */
+        c->num_reqs = 4;
+        for (uint32_t i = 0; i < 4; i++) {
+            c->qlen[i] = i == 1 ? 1 : ah__conf_range(r, 1, 6);
+            c->slen[i] = c->qlen[i] + ah__conf_range(r, 0, 12);
+            c->elen[i] = i == 2 ? 0 : ah__conf_range(r, 1, L);
+        }
+        break;
+    case SHAPE_VERIFY:
         c->num_reqs = 3;
         for (uint32_t i = 0; i < 3; i++) {
-            c->qlen[i] = ah__conf_range(r, 1, 6);
-            c->slen[i] = ah__conf_range(r, 1, L);
+            c->qlen[i] = ah__conf_range(r, 2, 7);
+            c->slen[i] = c->qlen[i] + ah__conf_range(r, 1, L / 2);
         }
         break;
     case SHAPE_UNIFORM: {
@@ -123,6 +135,8 @@ static void name_case(ah__conf_case *c, const char *what)
     if (s->use_alibi && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " alibi");
     if (s->use_sinks && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " sinks");
     if (s->use_mla && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " mla");
+    if (s->causal == AH_CAUSAL_OFF && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " bidir");
+    if (c->tree_mask && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " tree");
     if (c->want_lse && u < sizeof extra) snprintf(extra + u, sizeof extra - u, " lse");
     snprintf(c->name, sizeof c->name, "%-10s q=%s kv=%s hd=%u/%u bs=%u %s h=%u/%u %s%s", what,
              ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype), s->qk_head_size, s->v_head_size,
@@ -222,6 +236,7 @@ static int make_base(gen *g)
                    : (c->attn_types & AH_BIT(AH_ATTN_ENCODER_ONLY))             ? AH_ATTN_ENCODER_ONLY
                    : (c->attn_types & AH_BIT(AH_ATTN_ENCODER))                  ? AH_ATTN_ENCODER
                                                                                  : AH_ATTN_ENCODER_DECODER;
+    if (s->attn_type != AH_ATTN_DECODER && !has(c, type_feature((int)s->attn_type))) return 0;
     s->kv_layout = (c->kv_layouts & AH_BIT(c->preferred_kv_layout)) ? c->preferred_kv_layout
                    : (c->kv_layouts & AH_BIT(AH_KV_LAYOUT_NHD))      ? AH_KV_LAYOUT_NHD
                                                                      : AH_KV_LAYOUT_HND;
@@ -402,14 +417,29 @@ static void gen_features(gen *g)
     }
 }
 
+/* The feature an attention type needs since ABI 2.1 (0: none). */
+static uint32_t type_feature(int t)
+{
+    return t == AH_ATTN_ENCODER || t == AH_ATTN_ENCODER_ONLY ? AH_FEAT_CACHELESS
+           : t == AH_ATTN_ENCODER_DECODER                    ? AH_FEAT_CROSS_ATTENTION
+                                                             : 0;
+}
+
 static void gen_attn_types(gen *g)
 {
     const ah_caps *c = g->caps;
     for (int t = 0; t < AH_ATTN_TYPE_COUNT; t++) {
         if (!(c->attn_types & AH_BIT(t)) || t == (int)g->base.spec.attn_type) continue;
+        if (type_feature(t) && !has(c, type_feature(t))) continue; /* not claimed: skipped */
         ah__conf_case x = variant(g);
         x.spec.attn_type = (ah_attn_type)t;
         add_shaped(g, &x, "attn-type");
+        if (type_feature(t) && (c->q_dtypes & AH_BIT(AH_DTYPE_BF16)) && x.spec.q_dtype != AH_DTYPE_BF16) {
+            ah__conf_case y = x; /* bf16 too: CPU tile kernels take bf16 rows */
+            y.spec.q_dtype = AH_DTYPE_BF16;
+            y.spec.kv_dtype = pair_kv_dtype(c, AH_DTYPE_BF16);
+            add_shaped(g, &y, "attn-type");
+        }
         if (t != AH_ATTN_ENCODER_DECODER && has(c, AH_FEAT_SLIDING_WINDOW) && !g->opts->quick) {
             x.spec.sliding_window = ah__conf_range(&g->rng, 2, 6); /* two-sided window */
             add_shaped(g, &x, "attn-type");
@@ -420,7 +450,28 @@ static void gen_attn_types(gen *g)
 static void gen_batches(gen *g)
 {
     if (g->base.spec.attn_type != AH_ATTN_DECODER) return;
-    ah__conf_case x = variant(g);
+    ah__conf_case x;
+    if (has(g->caps, AH_FEAT_TREE_MASK)) { /* a tree-mask verify batch */
+        x = variant(g);
+        set_shape(g, &x, SHAPE_VERIFY);
+        add(g, &x, "tree-mask");
+        if (has(g->caps, AH_FEAT_SOFTCAP) && has(g->caps, AH_FEAT_SINKS)) {
+            x.spec.softcap = 2.5f; /* the masked path with the logit features */
+            x.spec.use_sinks = 1;
+            set_shape(g, &x, SHAPE_VERIFY);
+            add(g, &x, "tree-mask");
+        }
+    }
+    if (has(g->caps, AH_FEAT_CAUSAL_FLAG)) { /* a bidirectional decoder layer */
+        x = variant(g);
+        x.spec.causal = AH_CAUSAL_OFF;
+        add_shaped(g, &x, "causal=off");
+        if (has(g->caps, AH_FEAT_SLIDING_WINDOW) && !g->opts->quick) {
+            x.spec.sliding_window = ah__conf_range(&g->rng, 3, 9);
+            add_shaped(g, &x, "causal=off");
+        }
+    }
+    x = variant(g);
     set_shape(g, &x, SHAPE_DECODE);
     add(g, &x, "decode");
     x = variant(g);

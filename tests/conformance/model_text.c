@@ -36,13 +36,15 @@ char *ah__conf_model_text(const ah_layer_spec *s)
                      "mla = %s\n"
                      "sinks = %s\n"
                      "alibi = %s\n"
-                     "fp8_attention = %s\n",
+                     "fp8_attention = %s\n"
+                     "%s",
                      ah_attn_type_str(s->attn_type), s->num_q_heads, s->num_kv_heads,
                      s->qk_head_size, s->v_head_size, ah_dtype_name(s->q_dtype),
                      ah_dtype_name(s->kv_dtype), s->block_size, ah_kv_layout_str(s->kv_layout),
                      s->sliding_window, (double)s->softcap, (double)s->scale,
                      s->use_mla ? "true" : "false", s->use_sinks ? "true" : "false",
-                     s->use_alibi ? "true" : "false", s->fp8_attention ? "true" : "false");
+                     s->use_alibi ? "true" : "false", s->fp8_attention ? "true" : "false",
+                     s->causal == AH_CAUSAL_OFF ? "causal = false\n" : s->causal == AH_CAUSAL_ON ? "causal = true\n" : "");
     if (n < 0 || (size_t)n >= cap) {
         free(t);
         return NULL;

@@ -125,14 +125,27 @@ int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen
         b->sl = calloc(R, sizeof(int32_t));
         b->bt = calloc((size_t)R * r->stride, sizeof(int32_t));
         b->slots = calloc(r->T ? r->T : 1, sizeof(int64_t));
-        if (!b->qsl || !b->sl || !b->bt || !b->slots) return ah__conf_fail(r, "out of host memory");
+        b->el = calloc(R, sizeof(int32_t));
+        b->mip = calloc(R + 1, sizeof(int64_t));
+        if (!b->qsl || !b->sl || !b->bt || !b->slots || !b->el || !b->mip)
+            return ah__conf_fail(r, "out of host memory");
         const int64_t s_qsl = R + 1, s_sl = R, s_bt[2] = {R, r->stride}, s_slots = r->T;
-        const DLDataType i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1};
+        const DLDataType i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1}, u8 = {kDLUInt, 8, 1};
         if (ah__conf_tensor_alloc_dl(r, &b->d_qsl, i32, 1, &s_qsl) ||
             ah__conf_tensor_alloc_dl(r, &b->d_sl, i32, 1, &s_sl) ||
             ah__conf_tensor_alloc_dl(r, &b->d_bt, i32, 2, s_bt) ||
-            ah__conf_tensor_alloc_dl(r, &b->d_slots, i64, 1, &s_slots))
+            ah__conf_tensor_alloc_dl(r, &b->d_slots, i64, 1, &s_slots) ||
+            ah__conf_tensor_alloc_dl(r, &b->d_el, i32, 1, &s_sl) ||
+            ah__conf_tensor_alloc_dl(r, &b->d_mip, i64, 1, &s_qsl))
             return -1;
+        if (r->c->tree_mask) {
+            int64_t n = 0;
+            for (uint32_t q = 0; q < R; q++) n += (int64_t)r->c->qlen[q] * r->c->slen[q];
+            b->mask = calloc((size_t)n + 1, 1);
+            if (!b->mask) return ah__conf_fail(r, "out of host memory");
+            const int64_t s_mask = n;
+            if (ah__conf_tensor_alloc_dl(r, &b->d_mask, u8, 1, &s_mask)) return -1;
+        }
     }
     /* a shuffled pool: blocks go to requests in a random order */
     uint32_t *perm = malloc(sizeof(uint32_t) * r->num_blocks);
@@ -146,8 +159,30 @@ int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen
     uint32_t next = 0, max_q = 0, max_s = 0;
     const int32_t spare = (int32_t)perm[r->num_blocks - 1]; /* never a request's */
     b->qsl[0] = 0;
+    const int cross = r->spec.attn_type == AH_ATTN_ENCODER_DECODER;
+    uint32_t max_e = 0;
+    b->mip[0] = 0;
     for (uint32_t q = 0; q < R; q++) {
-        uint32_t nb = (slen[q] + bs - 1) / bs;
+        const uint32_t el = cross ? r->c->elen[q] : 0, kv = el > slen[q] ? el : slen[q];
+        uint32_t nb = (kv + bs - 1) / bs;
+        b->el[q] = (int32_t)el;
+        if (el > max_e) max_e = el;
+        /* a speculative tree: each draft token sees its ancestors and
+         * itself; the prefix is visible except a few random holes (the
+         * mask covers the whole row) */
+        b->mip[q + 1] = b->mip[q] + (int64_t)qlen[q] * slen[q];
+        if (b->mask) {
+            uint8_t *m = b->mask + b->mip[q];
+            const uint32_t first = slen[q] - qlen[q];
+            uint32_t parent[64];
+            for (uint32_t i = 0; i < qlen[q] && i < 64; i++) {
+                parent[i] = i ? (uint32_t)(ah__conf_next(&r->rng) % i) : 0;
+                uint8_t *row = m + (size_t)i * slen[q];
+                for (uint32_t j = 0; j < first; j++) row[j] = (ah__conf_next(&r->rng) % 10) != 0;
+                if (i) memcpy(row + first, m + (size_t)parent[i] * slen[q] + first, i);
+                row[first + i] = 1;
+            }
+        }
         int32_t *row = b->bt + (size_t)q * r->stride;
         for (uint32_t k = 0; k < r->stride; k++) row[k] = k < nb ? (int32_t)perm[next++] : spare;
         b->qsl[q + 1] = b->qsl[q] + (int32_t)qlen[q];
@@ -162,6 +197,10 @@ int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen
     }
     free(perm);
     if (next >= r->num_blocks) return ah__conf_fail(r, "internal: block pool too small");
+    if (max_e > max_s) max_s = max_e; /* max_seq_len bounds encoder lengths too */
+    memcpy(b->d_el.host, b->el, sizeof(int32_t) * R);
+    memcpy(b->d_mip.host, b->mip, sizeof(int64_t) * (R + 1));
+    if (b->mask) memcpy(b->d_mask.host, b->mask, (size_t)b->mip[R]);
     memcpy(b->d_qsl.host, b->qsl, sizeof(int32_t) * (R + 1));
     memcpy(b->d_sl.host, b->sl, sizeof(int32_t) * R);
     memcpy(b->d_bt.host, b->bt, sizeof(int32_t) * R * r->stride);
@@ -183,13 +222,26 @@ int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen
     x->block_table_host = b->bt;
     x->slot_mapping_host = b->slots;
     x->block_table_stride = r->stride;
+    if (cross) {
+        x->encoder_seq_lens = &b->d_el.t;
+        x->encoder_seq_lens_host = b->el;
+    }
+    if (b->mask) {
+        x->custom_mask = &b->d_mask.t;
+        x->mask_indptr = &b->d_mip.t;
+        x->custom_mask_host = b->mask;
+        x->mask_indptr_host = b->mip;
+        x->custom_mask_len = (uint64_t)b->mip[R];
+    }
     return 0;
 }
 
 int ah__conf_batch_upload(ah__conf_run *r, ah__conf_batch *b)
 {
     if (ah__conf_upload(r, &b->d_qsl) || ah__conf_upload(r, &b->d_sl) ||
-        ah__conf_upload(r, &b->d_bt) || ah__conf_upload(r, &b->d_slots))
+        ah__conf_upload(r, &b->d_bt) || ah__conf_upload(r, &b->d_slots) ||
+        ah__conf_upload(r, &b->d_el) || ah__conf_upload(r, &b->d_mip) ||
+        (b->mask && ah__conf_upload(r, &b->d_mask)))
         return -1;
     return 0;
 }
@@ -200,6 +252,12 @@ static void batch_free(ah__conf_batch *b)
     free(b->sl);
     free(b->bt);
     free(b->slots);
+    free(b->el);
+    free(b->mip);
+    free(b->mask);
+    ah_mirror_free(&b->d_el);
+    ah_mirror_free(&b->d_mip);
+    ah_mirror_free(&b->d_mask);
     ah_mirror_free(&b->d_qsl);
     ah_mirror_free(&b->d_sl);
     ah_mirror_free(&b->d_bt);
@@ -262,10 +320,13 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
     fill_uniform(g, r->kc.host, r->kc.bytes / esz, s->kv_dtype, 1.0, kdiv);
     if (r->vc.host) fill_uniform(g, r->vc.host, r->vc.bytes / esz, s->kv_dtype, 1.0, vdiv);
     /* the context: positions before the new tokens (or all of them) */
+    const int32_t *el = ah_batch_encoder_seq_lens(b);
     size_t nctx = 0;
-    for (uint32_t q = 0; q < b->num_reqs; q++)
-        nctx += (size_t)b->seq_lens_host[q] -
-                (context_all ? 0 : (size_t)(b->query_start_loc_host[q + 1] - b->query_start_loc_host[q]));
+    for (uint32_t q = 0; q < b->num_reqs; q++) {
+        size_t u = (size_t)b->seq_lens_host[q] -
+                   (context_all ? 0 : (size_t)(b->query_start_loc_host[q + 1] - b->query_start_loc_host[q]));
+        nctx += el && (size_t)el[q] > u ? (size_t)el[q] : u;
+    }
     int64_t *pslots = malloc(sizeof(int64_t) * (nctx ? nctx : 1));
     void *pk = malloc(nctx * s->num_kv_heads * s->qk_head_size * ah_dtype_size(s->q_dtype) + 1);
     void *pv = malloc(nctx * s->num_kv_heads * s->v_head_size * ah_dtype_size(s->q_dtype) + 1);
@@ -277,6 +338,7 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
     for (uint32_t q = 0; q < b->num_reqs; q++) {
         uint32_t ql = (uint32_t)(b->query_start_loc_host[q + 1] - b->query_start_loc_host[q]);
         uint32_t upto = (uint32_t)b->seq_lens_host[q] - (context_all ? 0 : ql);
+        if (el && (uint32_t)el[q] > upto) upto = (uint32_t)el[q]; /* the encoder's K/V */
         const int32_t *row = b->block_table_host + (size_t)q * b->block_table_stride;
         for (uint32_t j = 0; j < upto; j++)
             pslots[n++] = (int64_t)row[j / s->block_size] * s->block_size + j % s->block_size;
@@ -332,8 +394,9 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
         free(ref), free(rl);
         return ah__conf_fail(r, "out of host memory");
     }
-    ah_ref_inputs in = {sizeof in, s, &r->batch.b, r->q.host, r->kc.host, r->vc.host,
-                        r->sinks.host, r->alibi.host, r->k_scale, r->v_scale};
+    ah_ref_inputs in = {sizeof in,     s,           &r->batch.b,  r->q.host,
+                        r->kc.host,    r->vc.host,  r->sinks.host, r->alibi.host,
+                        r->k_scale,    r->v_scale,  r->knew.host, r->vnew.host};
     ah_error err = {{0}};
     if (ah_reference_attention(&in, ref, rl, &err) != AH_OK) {
         free(ref), free(rl);
@@ -412,10 +475,11 @@ void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_de
     memset(a, 0, sizeof *a);
     a->struct_size = sizeof *a;
     a->q = &r->q.t;
-    a->key = with_kv ? &r->knew.t : NULL;
-    a->value = with_kv && r->vnew.t.data ? &r->vnew.t : NULL;
-    a->key_cache = &r->kc.t;
-    a->value_cache = r->vc.t.data ? &r->vc.t : NULL;
+    const int nocache = ah_spec_cacheless(&r->spec); /* keys are the new rows */
+    a->key = with_kv || nocache ? &r->knew.t : NULL;
+    a->value = (with_kv || nocache) && r->vnew.t.data ? &r->vnew.t : NULL;
+    a->key_cache = nocache ? NULL : &r->kc.t;
+    a->value_cache = r->vc.t.data && !nocache ? &r->vc.t : NULL;
     if (r->caps->caller_output) {
         a->out = &r->out.t;
     } else {
@@ -462,10 +526,11 @@ static void run_attention(ah__conf_run *r, const char *plugin)
     uint32_t maxb = 0, total = 0, max_s = 0;
     r->T = 0;
     for (uint32_t q = 0; q < c->num_reqs; q++) {
-        uint32_t nb = (c->slen[q] + r->spec.block_size - 1) / r->spec.block_size;
+        const uint32_t kv = c->elen[q] > c->slen[q] ? c->elen[q] : c->slen[q];
+        uint32_t nb = (kv + r->spec.block_size - 1) / r->spec.block_size;
         total += nb;
         if (nb > maxb) maxb = nb;
-        if (c->slen[q] > max_s) max_s = c->slen[q];
+        if (kv > max_s) max_s = kv;
         r->T += c->qlen[q];
     }
     r->stride = maxb + 2;

@@ -14,9 +14,10 @@
 
 /* A batch: host arrays, their device copies, and the ah_batch over both. */
 typedef struct ah__conf_batch {
-    int32_t *qsl, *sl, *bt;
-    int64_t *slots;
-    ah_mirror d_qsl, d_sl, d_bt, d_slots;
+    int32_t *qsl, *sl, *bt, *el;
+    int64_t *slots, *mip;
+    uint8_t *mask;
+    ah_mirror d_qsl, d_sl, d_bt, d_slots, d_el, d_mask, d_mip;
     ah_batch b;
 } ah__conf_batch;
 

@@ -64,6 +64,8 @@ typedef struct ah__conf_case {
     int want_lse;
     int write_kv;             /* new tokens' K/V go through the plugin */
     ah_graph_level graph;     /* GRAPH: the shape class to capture */
+    uint32_t elen[AH_CONF_MAX_REQS]; /* cross layers: encoder_seq_lens (ABI 2.1) */
+    int tree_mask;            /* decoder: a random tree mask per request (ABI 2.1) */
     uint64_t seed;
 } ah__conf_case;
 

@@ -233,11 +233,70 @@ static void test_slots(void)
     /* cross-attention: queries may outnumber encoder tokens, slots range-checked only */
     fixture_init(&f);
     f.spec.attn_type = AH_ATTN_ENCODER_DECODER;
+    EXPECT_FAIL(&f, "encoder_seq_lens_host is NULL");
+    int32_t enc[8] = {2, 1, 3, 0, 0, 0, 0, 0};
+    f.b.encoder_seq_lens_host = enc;
     f.sl[0] = 2;
     f.slots[5] = 9;
     EXPECT_OK(&f);
     f.slots[5] = 100;
     EXPECT_FAIL(&f, "slot_mapping[5] = 100 is outside the cache");
+}
+
+/* ABI 2.1 fields: encoder_seq_lens, cacheless layers, the tree mask. */
+static void test_abi21_fields(void)
+{
+    fixture f;
+    /* cross layers: encoder lengths checked and their blocks inside the cache */
+    fixture_init(&f);
+    f.spec.attn_type = AH_ATTN_ENCODER_DECODER;
+    int32_t enc[5] = {2, 0, 3, 0, 0};
+    f.b.encoder_seq_lens_host = enc;
+    EXPECT_OK(&f);
+    enc[1] = -1;
+    EXPECT_FAIL(&f, "encoder_seq_lens[1] = -1 (must be >= 0)");
+    enc[1] = (int32_t)f.b.max_seq_len + 1;
+    EXPECT_FAIL(&f, "exceeds max_seq_len");
+    enc[1] = 0;
+    f.b.struct_size = (uint32_t)offsetof(ah_batch, encoder_seq_lens); /* a 2.0 batch */
+    EXPECT_FAIL(&f, "predates it");
+    /* cacheless layers need no cache, block table or slots */
+    fixture_init(&f);
+    f.spec.attn_type = AH_ATTN_ENCODER_ONLY;
+    f.b.block_table_host = NULL;
+    f.b.slot_mapping_host = NULL;
+    f.b.seq_lens_host = NULL;
+    f.b.num_blocks = 0;
+    EXPECT_OK(&f);
+    fixture_init(&f);
+    f.spec.attn_type = AH_ATTN_ENCODER;
+    EXPECT_FAIL(&f, "a cacheless (encoder) layer attends over the request's own tokens");
+    /* the tree mask: spans of query_len * seq_len inside custom_mask_len */
+    fixture_init(&f);
+    uint8_t mask[4096];
+    int64_t ip[6] = {0};
+    memset(mask, 1, sizeof mask);
+    for (uint32_t r = 0; r < f.b.num_reqs; r++)
+        ip[r + 1] = ip[r] + (int64_t)(f.qsl[r + 1] - f.qsl[r]) * f.sl[r];
+    f.b.custom_mask_host = mask;
+    f.b.custom_mask_len = (uint64_t)ip[f.b.num_reqs];
+    EXPECT_FAIL(&f, "custom_mask_host is set but mask_indptr_host is NULL");
+    f.b.mask_indptr_host = ip;
+    EXPECT_OK(&f);
+    f.b.custom_mask_len--;
+    EXPECT_FAIL(&f, "is past custom_mask_len");
+    f.b.custom_mask_len++;
+    ip[1]++;
+    EXPECT_FAIL(&f, "mask_indptr[1] = ");
+    ip[1]--;
+    ip[0] = -1;
+    EXPECT_FAIL(&f, "mask_indptr[0] = -1 (must be >= 0)");
+    ip[0] = 0;
+    f.spec.attn_type = AH_ATTN_ENCODER_DECODER; /* ignored by cross layers */
+    int32_t enc2[5] = {1, 1, 1, 1, 1};
+    f.b.encoder_seq_lens_host = enc2;
+    ip[1] = 12345;
+    EXPECT_OK(&f);
 }
 
 /* CUDA-graph padding as vLLM and SGLang write it: the batch of three real
@@ -304,5 +363,6 @@ int main(void)
     test_block_table();
     test_slots();
     test_padding();
+    test_abi21_fields();
     return check_report("test_batch_validate");
 }

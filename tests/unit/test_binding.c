@@ -88,7 +88,7 @@ static void setup(fixture *f)
     f->ttab = tensor(f->table, 2, f->sh_tab, kDLInt, 32);
     f->tslot = tensor(f->slots, 1, f->sh_slot, kDLInt, 64);
     f->batch = (ah_batch){sizeof(ah_batch), R, (uint32_t)T, 5, 23, NB, &f->tqsl, &f->tseq, &f->ttab,
-                          &f->tslot, f->qsl, f->seq, f->table, f->slots, MAXB, 0};
+                          &f->tslot, f->qsl, f->seq, f->table, f->slots, MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
 }
 
 static void teardown(fixture *f)
@@ -130,7 +130,7 @@ static void test_forward_matches_oracle(void)
     CHECK_MSG(ah_binding_forward(f->b, 1, &a) == AH_OK, "%s", ah_binding_errmsg(f->b));
     CHECK(memcmp(kc, f->kc, sizeof kc) == 0 && memcmp(vc, f->vc, sizeof vc) == 0);
     double ref[8 * HQ * D];
-    ah_ref_inputs in = {sizeof in, &d->spec, &f->batch, f->q, kc, vc, NULL, NULL, 1, 1};
+    ah_ref_inputs in = {sizeof in, &d->spec, &f->batch, f->q, kc, vc, NULL, NULL, 1, 1, NULL, NULL};
     CHECK(ah_reference_attention(&in, ref, NULL, &err) == AH_OK);
     double worst = 0;
     for (int i = 0; i < 8 * HQ * D; i++) worst = fmax(worst, fabs(ref[i] - f->out[i]));

@@ -230,7 +230,7 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
     s->tslot = tensor(s->slots, 1, s->sh_slot, kDLInt, 64);
     s->batch = (ah_batch){sizeof(ah_batch), (uint32_t)n, (uint32_t)T, (uint32_t)maxq, (uint32_t)maxs, NB,
                           &s->tqsl, &s->tseq, &s->ttab, &s->tslot, s->qsl, s->seq, s->table, s->slots,
-                          MAXB, 0};
+                          MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     g_qbase = s->q, g_obase = s->out;
 }
 
@@ -252,7 +252,7 @@ static void step_check(env *e, step *s, const char *what)
         CHECK_MSG(memcmp(s->kref[l], s->kc[l], sizeof s->kref[l]) == 0 &&
                   memcmp(s->vref[l], s->vc[l], sizeof s->vref[l]) == 0, "%s: layer %d K/V cache", what, l);
         static double ref[MAXT * HQ * D];
-        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, s->q, s->kref[l], s->vref[l], NULL, NULL, 1, 1};
+        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, s->q, s->kref[l], s->vref[l], NULL, NULL, 1, 1, NULL, NULL};
         CHECK(ah_reference_attention(&in, ref, NULL, &err) == AH_OK);
         uint32_t unwritten = 0, bad_row = UINT32_MAX;
         double worst = 0;

@@ -169,6 +169,8 @@ static void problem_page(problem *p, uint32_t spare)
     p->batch.block_table_host = p->bt;
     p->batch.slot_mapping_host = p->slots;
     p->batch.block_table_stride = p->stride;
+    /* cross layers read encoder_seq_lens (ABI 2.1): the same lengths here */
+    if (s->attn_type == AH_ATTN_ENCODER_DECODER) p->batch.encoder_seq_lens_host = p->sl;
 }
 
 static void problem_free(problem *p)
@@ -187,7 +189,7 @@ static void problem_free(problem *p)
 static ah_status run_ref(problem *p, double *out, double *lse)
 {
     ah_ref_inputs in = {sizeof in, &p->spec, &p->batch, p->q, p->kc,
-                        p->spec.use_mla ? NULL : p->vc, p->sinks, p->slopes, 0, 0};
+                        p->spec.use_mla ? NULL : p->vc, p->sinks, p->slopes, 0, 0, NULL, NULL};
     ah_error err = {{0}};
     ah_status s = ah_reference_attention(&in, out, lse, &err);
     if (s != AH_OK) fprintf(stderr, "reference failed: %s\n", err.msg);
@@ -212,7 +214,7 @@ static void naive(const problem *p, double *out, double *lse)
                 for (uint32_t j = 0; j < p->slen[r]; j++) {
                     int see = 1;
                     long d = (long)j - pos;
-                    if (s->attn_type == AH_ATTN_DECODER) {
+                    if (ah_spec_causal(s)) {
                         if (d > 0) see = 0;
                         if (s->sliding_window && -d >= (long)s->sliding_window) see = 0;
                     } else if (s->attn_type != AH_ATTN_ENCODER_DECODER && s->sliding_window) {
@@ -300,14 +302,18 @@ static void test_against_naive(void)
         {"softcap", 2, 1, 8, 8, 4, AH_ATTN_DECODER, 0, 0.5f, 0, 0},
         {"alibi", 4, 4, 8, 8, 4, AH_ATTN_DECODER, 0, 0, 0, 1},
         {"sinks", 4, 2, 8, 8, 4, AH_ATTN_DECODER, 0, 0, 1, 0},
-        {"encoder", 4, 2, 8, 8, 4, AH_ATTN_ENCODER, 0, 0, 0, 0},
-        {"encoder_only+window", 4, 2, 8, 8, 2, AH_ATTN_ENCODER_ONLY, 3, 0, 0, 0},
+        {"bidirectional decoder", 4, 2, 8, 8, 4, AH_ATTN_ENCODER, 0, 0, 0, 0},
+        {"bidirectional decoder+window", 4, 2, 8, 8, 2, AH_ATTN_ENCODER_ONLY, 3, 0, 0, 0},
         {"cross", 4, 2, 8, 8, 4, AH_ATTN_ENCODER_DECODER, 0, 0, 0, 0},
         {"everything", 8, 2, 16, 8, 4, AH_ATTN_DECODER, 6, 1.5f, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ah_layer_spec s = make_spec(cases[i].hq, cases[i].hk, cases[i].qk, cases[i].vh, cases[i].bs);
         s.attn_type = cases[i].type;
+        if (ah_spec_cacheless(&s)) { /* encoder rows: a decoder layer with causal = off */
+            s.attn_type = AH_ATTN_DECODER;
+            s.causal = AH_CAUSAL_OFF;
+        }
         s.sliding_window = cases[i].window;
         s.softcap = cases[i].softcap;
         s.use_sinks = (uint32_t)cases[i].sinks;
@@ -413,6 +419,10 @@ static void test_visibility(void)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ah_layer_spec s = make_spec(1, 1, 4, S, 5);
         s.attn_type = cases[ci].type;
+        if (ah_spec_cacheless(&s)) { /* the bidirectional rule, on a decoder layer */
+            s.attn_type = AH_ATTN_DECODER;
+            s.causal = AH_CAUSAL_OFF;
+        }
         s.sliding_window = cases[ci].window;
         problem p;
         uint32_t ql = Q, sl = S;
@@ -429,7 +439,7 @@ static void test_visibility(void)
             int want[12];
             for (uint32_t j = 0; j < S; j++) {
                 long w = cases[ci].window;
-                if (cases[ci].type == AH_ATTN_DECODER) want[j] = j <= pos && (w == 0 || (long)j > pos - w);
+                if (ah_spec_causal(&s)) want[j] = j <= pos && (w == 0 || (long)j > pos - w);
                 else if (cases[ci].type == AH_ATTN_ENCODER_DECODER) want[j] = 1;
                 else want[j] = w == 0 || labs((long)j - pos) < w;
                 count += (uint32_t)want[j];
@@ -639,9 +649,10 @@ static void test_fp8_read(void)
     b.block_table_host = bt;
     b.slot_mapping_host = slots;
     b.block_table_stride = 1;
+    b.encoder_seq_lens_host = sl; /* a cross layer: two encoder tokens */
     float q[2] = {0, 0}; /* equal weights */
     uint8_t kc[8] = {0}, vc[8] = {0x40, 0x38, 0x48, 0xb8}; /* 2, 1, 4, -1 */
-    ah_ref_inputs in = {sizeof in, &s, &b, q, kc, vc, NULL, NULL, 0.5f, 3.0f};
+    ah_ref_inputs in = {sizeof in, &s, &b, q, kc, vc, NULL, NULL, 0.5f, 3.0f, NULL, NULL};
     double out[2], lse[1];
     ah_error err = {{0}};
     CHECK(ah_reference_attention(&in, out, lse, &err) == AH_OK);
@@ -650,7 +661,7 @@ static void test_fp8_read(void)
     CHECK(fabs(lse[0] - log(2.0)) < 1e-15);
     /* MLA: V is the key cache's head, so k_scale (not v_scale) applies */
     s.use_mla = 1;
-    ah_ref_inputs mla = {sizeof mla, &s, &b, q, vc, NULL, NULL, NULL, 3.0f, 0.5f};
+    ah_ref_inputs mla = {sizeof mla, &s, &b, q, vc, NULL, NULL, NULL, 3.0f, 0.5f, NULL, NULL};
     CHECK(ah_reference_attention(&mla, out, lse, &err) == AH_OK);
     CHECK_MSG(fabs(out[0] - 9.0) < 1e-15 && fabs(out[1]) < 1e-15, "fp8 MLA read: %g %g", out[0],
               out[1]);
@@ -699,7 +710,7 @@ static void test_errors(void)
     problem_page(&p, 0);
     double out[9 * 4 * 8];
     ah_error err = {{0}};
-    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc, NULL, NULL, 0, 0};
+    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc, NULL, NULL, 0, 0, NULL, NULL};
     p.spec.use_sinks = 1;
     CHECK(ah_reference_attention(&in, out, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(err.msg, "sinks");

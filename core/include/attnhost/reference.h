@@ -15,10 +15,16 @@
  *   lse        = log(sum_j e^{s_j} + e^{sink[h]})         (natural log)
  *
  * where the sink terms appear only when the layer uses sinks, and p is the
- * query's position, seq_lens[r] - query_len[r] + i. Visibility:
- *   decoder (causal):        j <= p, and j > p - window if sliding_window
- *   encoder, encoder-only:   every j < seq_len, and |j - p| < window if set
- *   encoder-decoder (cross): every j < seq_len
+ * query's position, seq_lens[r] - query_len[r] + i. Keys and visibility:
+ *   decoder, causal:         cache positions j < seq_len with j <= p, and
+ *                            j > p - window if sliding_window
+ *   decoder, causal = OFF:   every j < seq_len, and |j - p| < window if set
+ *   encoder, encoder-only:   cacheless: the request's own new tokens (key,
+ *                            value rows query_start_loc[r] + j, j < query_len),
+ *                            p = i, and |j - p| < window if set
+ *   encoder-decoder (cross): every cache position j < encoder_seq_lens[r]
+ * and on decoder layers, with a tree mask, only keys whose mask byte
+ * custom_mask[mask_indptr[r] + i * seq_len + j] is nonzero.
  * With no visible key and no sink the output is 0 and lse is -inf.
  */
 #ifndef ATTNHOST_REFERENCE_H
@@ -46,6 +52,11 @@ typedef struct ah_ref_inputs {
     const float *sinks;
     const float *alibi_slopes;
     float k_scale, v_scale; /* 0 means 1 */
+    /* Cacheless layers (ENCODER, ENCODER_ONLY): the keys and values, [T, Hk,
+     * qk_head] and [T, Hk, v_head] in q dtype, packed like q. The caches
+     * are not read then and may be NULL. */
+    const void *key;
+    const void *value;
 } ah_ref_inputs;
 
 /* out [T, Hq, v_head], lse [T, Hq] (may be NULL). */

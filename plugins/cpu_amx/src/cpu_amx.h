@@ -45,8 +45,9 @@ typedef struct cpu_amx_layer {
     uint32_t dpad;            /* d rounded up to 32 (AMX K step) */
     ah_dtype q_dtype, kv_dtype;
     uint32_t block_size;
-    int causal;               /* decoder */
-    int cross;                /* encoder-decoder: every key visible */
+    int causal;               /* decoder, unless its causal flag is OFF */
+    int cross;                /* encoder-decoder: every key visible, encoder_seq_lens keys */
+    int cacheless;            /* encoder / encoder-only: keys are the new rows (ABI 2.1) */
     uint32_t window;          /* 0: none */
     float softcap;            /* 0: none */
     float scale;

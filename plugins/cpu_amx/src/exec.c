@@ -92,18 +92,36 @@ static int push_item(ah_state *st, const cpu_amx_item *it)
 }
 
 /* Copy the batch's host arrays (the engine may reuse them before forward)
- * and check what a bad batch could make the kernels read out of bounds. */
+ * and check what a bad batch could make the kernels read out of bounds.
+ * Cacheless layers get a block table of their own over the packed K/V
+ * rows: "block" i of request r is token row query_start_loc[r] + i *
+ * block_size (forward sets the block stride to the token stride), so the
+ * kernels address new rows exactly as cache rows. Cross layers read
+ * encoder_seq_lens keys instead of seq_lens. */
 static ah_status copy_batch(ah_state *st, const ah_batch *b)
 {
     const ah_host_services *h = st->ctx->host;
     const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->L.block_size;
-    if (R && (!b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host))
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks host copies of query_start_loc, seq_lens or block_table");
-    if (T && !b->slot_mapping_host)
+    const int nocache = st->L.cacheless;
+    const int32_t *lens = st->L.cross ? ah_batch_encoder_seq_lens(b) : b->seq_lens_host;
+    if (R && !b->query_start_loc_host)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks a host copy of query_start_loc");
+    if (R && !nocache && (!lens || !b->block_table_host))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks host copies of %s or block_table",
+                       st->L.cross ? "encoder_seq_lens" : "seq_lens");
+    if (T && !nocache && !b->slot_mapping_host)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks a host copy of slot_mapping");
+    uint32_t stride = b->block_table_stride;
+    if (nocache) {
+        stride = 1;
+        for (uint32_t r = 0; r < R; r++) {
+            uint32_t q = (uint32_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
+            if ((q + bs - 1) / bs > stride) stride = (q + bs - 1) / bs;
+        }
+    }
     if (!cpu_amx_reserve(h, (void **)&st->qsl, &st->cap_qsl, R + 1, 4) ||
         !cpu_amx_reserve(h, (void **)&st->seq_lens, &st->cap_seq, R + 1, 4) ||
-        !cpu_amx_reserve(h, (void **)&st->bt, &st->cap_bt, (size_t)R * b->block_table_stride + 1, 4) ||
+        !cpu_amx_reserve(h, (void **)&st->bt, &st->cap_bt, (size_t)R * stride + 1, 4) ||
         !cpu_amx_reserve(h, (void **)&st->slots, &st->cap_slots, (size_t)T + 1, 8))
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the plan's batch copy");
     if (R && b->query_start_loc_host[0] != 0)
@@ -111,10 +129,15 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     int32_t max_block = -1;
     for (uint32_t r = 0; r < R; r++) {
         int32_t q0 = b->query_start_loc_host[r], q1 = b->query_start_loc_host[r + 1];
-        int32_t sl = b->seq_lens_host[r];
         if (q1 < q0 || (uint32_t)q1 > T)
             return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[%u..%u] = %d..%d is not monotonic within num_tokens %u", r, r + 1, q0, q1, T);
-        if (sl < 0) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "seq_lens[%u] = %d is negative", r, sl);
+        if (nocache) {
+            st->seq_lens[r] = q1 - q0;
+            for (uint32_t i = 0; i < stride; i++) st->bt[(size_t)r * stride + i] = q0 + (int32_t)(i * bs);
+            continue;
+        }
+        int32_t sl = lens[r];
+        if (sl < 0) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s[%u] = %d is negative", st->L.cross ? "encoder_seq_lens" : "seq_lens", r, sl);
         uint32_t nblk = ((uint32_t)sl + bs - 1) / bs;
         if (nblk > b->block_table_stride)
             return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "seq_lens[%u] = %d needs %u blocks, block table rows hold %u", r, sl, nblk, b->block_table_stride);
@@ -127,22 +150,87 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     }
     if (R && (uint32_t)b->query_start_loc_host[R] != T)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[num_reqs] = %d, num_tokens = %u", b->query_start_loc_host[R], T);
-    for (uint32_t t = 0; t < T; t++) {
+    for (uint32_t t = 0; t < T && !nocache; t++) {
         int64_t s = b->slot_mapping_host[t];
         if (s >= (int64_t)b->num_blocks * bs)
             return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "slot_mapping[%u] = %lld is outside the cache's %u slots", t, (long long)s, b->num_blocks * bs);
     }
+    /* the tree mask: decoder layers only, each request's block inside it */
+    st->mask = NULL;
+    const uint8_t *mask = ah_batch_custom_mask(b);
+    if (mask && !st->L.cross && !nocache && R) {
+        if (!b->mask_indptr_host)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "custom_mask without mask_indptr");
+        if (!cpu_amx_reserve(h, (void **)&st->mask_ip, &st->cap_mask_ip, R + 1, 8))
+            return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the mask offsets");
+        for (uint32_t r = 0; r < R; r++) {
+            int64_t q = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
+            int64_t a = b->mask_indptr_host[r];
+            if (a < 0 || b->mask_indptr_host[r + 1] - a != q * lens[r] ||
+                (uint64_t)b->mask_indptr_host[r + 1] > b->custom_mask_len)
+                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "mask_indptr[%u..%u] does not frame request %u's [%lld x %d] mask inside custom_mask_len %llu",
+                               r, r + 1, r, (long long)q, lens[r], (unsigned long long)b->custom_mask_len);
+        }
+        memcpy(st->mask_ip, b->mask_indptr_host, (R + 1) * 8);
+        st->mask = mask;
+    }
     if (R) {
         memcpy(st->qsl, b->query_start_loc_host, (R + 1) * 4);
-        memcpy(st->seq_lens, b->seq_lens_host, R * 4);
-        memcpy(st->bt, b->block_table_host, (size_t)R * b->block_table_stride * 4);
+        if (!nocache) {
+            memcpy(st->seq_lens, lens, R * 4);
+            memcpy(st->bt, b->block_table_host, (size_t)R * b->block_table_stride * 4);
+        }
     }
-    if (T) memcpy(st->slots, b->slot_mapping_host, (size_t)T * 8);
+    if (T && !nocache) memcpy(st->slots, b->slot_mapping_host, (size_t)T * 8);
     st->num_reqs = R;
     st->num_tokens = T;
-    st->bt_stride = b->block_table_stride;
+    st->bt_stride = stride;
     st->max_block = max_block;
     return AH_OK;
+}
+
+/* Tree-masked rows (ABI 2.1), on every ISA path: plain C in fp32, one row
+ * at a time, online softmax over the item's keys that the layer's rule
+ * AND the request's mask bytes let through. Leaves O, m and l in ws as the
+ * other kernels do. Speculative verification has few rows per request, so
+ * a simple kernel costs little next to the decode steps it serves. */
+static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_amx_item *it,
+                          cpu_amx_scratch *ws)
+{
+    const cpu_amx_layer *L = run->L;
+    const size_t qsz = ah_dtype_size(L->q_dtype), ksz = ah_dtype_size(L->kv_dtype);
+    const uint32_t r = it->req;
+    const int32_t sl = run->seq_lens[r];
+    const void *vc = run->vc;
+    for (uint32_t i = 0; i < it->rows; i++) {
+        uint32_t tok, head, toff, kk;
+        cpu_amx_row(L, it, i, &tok, &head, &toff, &kk);
+        const uint32_t kvh = it->kvh + kk;
+        const int32_t p = it->pos0 + (int32_t)toff;
+        const uint8_t *mrow = st->mask + st->mask_ip[r] + (int64_t)(tok - (uint32_t)run->qsl[r]) * sl;
+        float *q = ws->q, *o = ws->o + (size_t)i * L->dv;
+        const char *qs = (const char *)run->q + ((int64_t)tok * run->q_ts + (int64_t)head * run->q_hs) * (int64_t)qsz;
+        for (uint32_t c = 0; c < L->d; c++) q[c] = ah_load_f32(qs, c, L->q_dtype) * L->scale;
+        float m = -INFINITY, l = 0.0f;
+        memset(o, 0, L->dv * sizeof(float));
+        int32_t lo, hi;
+        cpu_amx_visible(L, p, &lo, &hi);
+        for (int32_t j = it->k0; j < it->k1; j++) {
+            if (j < lo || j > hi || !mrow[j]) continue;
+            const char *kr = (const char *)run->kc + cpu_amx_kv_row(run, r, j, run->k_bs, run->k_ts, run->k_hs, kvh) * (int64_t)ksz;
+            float x = 0.0f;
+            for (uint32_t c = 0; c < L->d; c++) x += q[c] * ah_load_f32(kr, c, L->kv_dtype) * run->k_scale;
+            if (L->softcap != 0.0f) x = L->softcap * tanhf(x / L->softcap);
+            if (L->alibi) x += run->alibi[head] * (float)(j - p);
+            float mn = x > m ? x : m, alpha = m == -INFINITY ? 0.0f : expf(m - mn), e = expf(x - mn);
+            const char *vr = (const char *)vc + cpu_amx_kv_row(run, r, j, run->v_bs, run->v_ts, run->v_hs, kvh) * (int64_t)ksz;
+            for (uint32_t c = 0; c < L->dv; c++) o[c] = o[c] * alpha + e * ah_load_f32(vr, c, L->kv_dtype) * run->v_scale;
+            l = l * alpha + e;
+            m = mn;
+        }
+        ws->m[i] = m;
+        ws->l[i] = l;
+    }
 }
 
 /* Most bytes of pre-packed K/V one forward may use; a larger prefill packs
@@ -412,7 +500,8 @@ void cpu_amx_execute(ah_state *st, const cpu_amx_run *run)
         cpu_amx_scratch *ws = &st->ws[0];
 #endif
         const cpu_amx_item *it = &st->items[i];
-        if (tile_ok && it->nkv == 1 && it->rows >= tile_min) k->attend_bf16(run, it, ws);
+        if (st->mask) attend_masked(st, run, it, ws);
+        else if (tile_ok && it->nkv == 1 && it->rows >= tile_min) k->attend_bf16(run, it, ws);
         else if (tile_ok && dec) dec(run, it, ws);
         else k->attend(run, it, ws);
         finish_item(run, it, ws, st->part_o, st->part_lse);

@@ -51,7 +51,11 @@ static const ah_caps cpu_caps = {
     .block_sizes = AH_INT_SET_RANGE(16, 4096, 16),
     .preferred_block_size = 16,
     .features = AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI |
-                AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES,
+                AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES |
+                /* ABI 2.1, on every ISA path: encoder layers on packed rows through
+                 * the same kernels, cross layers over encoder_seq_lens, decoder
+                 * layers with causal = off, tree masks (a portable fp32 kernel) */
+                AH_FEAT_TREE_MASK | AH_FEAT_CACHELESS | AH_FEAT_CROSS_ATTENTION | AH_FEAT_CAUSAL_FLAG,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
@@ -247,8 +251,10 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     L->q_dtype = spec->q_dtype;
     L->kv_dtype = spec->kv_dtype;
     L->block_size = spec->block_size;
-    L->causal = spec->attn_type == AH_ATTN_DECODER;
+    L->causal = ah_spec_causal(spec);
     L->cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
+    L->cacheless = ah_spec_cacheless(spec);
+    if (L->cacheless) L->kv_dtype = spec->q_dtype; /* keys are the new rows */
     L->window = spec->sliding_window;
     L->softcap = spec->softcap;
     L->scale = spec->scale != 0.0f ? spec->scale : 1.0f / sqrtf((float)L->d);
@@ -270,7 +276,7 @@ static void cpu_state_destroy(ah_state *st)
     if (!st) return;
     const ah_host_services *h = st->ctx->host;
     void *bufs[] = {st->ws_mem, st->qsl, st->seq_lens, st->bt, st->slots, st->items, st->merges, st->part_o, st->part_lse,
-                    st->pp, st->pp_off, st->pp_np, st->pp_tasks};
+                    st->pp, st->pp_off, st->pp_np, st->pp_tasks, st->mask_ip};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) h->free(h, bufs[i]);
     h->free(h, st);
 }
@@ -347,15 +353,27 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     ah_status rc;
     if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;
     if ((rc = check_tensor(st, a->out, "out", L->q_dtype, 3, os)) != AH_OK) return rc;
-    if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &run.k_bs, &run.k_ts, &run.k_hs)) != AH_OK) return rc;
-    if (L->mla) {
+    if (L->cacheless) {
+        /* keys and values are the packed new rows (copy_batch's block table) */
+        int64_t ks[3] = {T, L->hk, L->d}, vs[3] = {T, L->hk, L->dv};
+        if ((rc = check_tensor(st, a->key, "key", L->q_dtype, 3, ks)) != AH_OK) return rc;
+        if ((rc = check_tensor(st, a->value, "value", L->q_dtype, 3, vs)) != AH_OK) return rc;
+        run.kc = ah_dl_data(a->key);
+        run.vc = ah_dl_data(a->value);
+        run.k_bs = run.k_ts = ah_dl_stride(a->key, 0);
+        run.k_hs = ah_dl_stride(a->key, 1);
+        run.v_bs = run.v_ts = ah_dl_stride(a->value, 0);
+        run.v_hs = ah_dl_stride(a->value, 1);
+    } else if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &run.k_bs, &run.k_ts, &run.k_hs)) != AH_OK) {
+        return rc;
+    } else if (L->mla) {
         run.vc = ah_dl_data(a->key_cache);
         run.v_bs = run.k_bs, run.v_ts = run.k_ts, run.v_hs = run.k_hs;
     } else {
         if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &run.v_bs, &run.v_ts, &run.v_hs)) != AH_OK) return rc;
         run.vc = ah_dl_data(a->value_cache);
     }
-    run.kc = ah_dl_data(a->key_cache);
+    if (!L->cacheless) run.kc = ah_dl_data(a->key_cache);
     if (a->lse) {
         if ((rc = check_tensor(st, a->lse, "lse", AH_DTYPE_FP32, 2, ls)) != AH_OK) return rc;
         run.lse = ah_dl_data(a->lse);
@@ -433,6 +451,7 @@ static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     const cpu_amx_layer *L = &st->L;
     if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv args are NULL");
     if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
+    if (L->cacheless) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv on a cacheless (encoder) layer: it has no cache");
     ah_dtype kdt, vdt = AH_DTYPE_FP32;
     if (!a->key || !float_dtype_of(a->key, &kdt))
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "key is NULL or not fp32/fp16/bf16");

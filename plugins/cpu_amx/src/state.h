@@ -40,6 +40,11 @@ struct ah_state {
     int32_t *qsl, *seq_lens, *bt;
     int64_t *slots;
     size_t cap_qsl, cap_seq, cap_bt, cap_slots;
+    /* Tree mask of the last plan (decoder layers): the engine's bytes (valid
+     * until the step's last forward, see ah_batch) and a copy of mask_indptr. */
+    const uint8_t *mask;
+    int64_t *mask_ip;
+    size_t cap_mask_ip;
     cpu_amx_item *items, *merges;
     uint32_t n_items, n_merges;
     size_t cap_items, cap_merges;

@@ -266,6 +266,10 @@ static ah_layer_spec spec_of(const tcase *c)
     memset(&s, 0, sizeof s);
     s.struct_size = sizeof s;
     s.attn_type = c->type;
+    if (ah_spec_cacheless(&s)) { /* the bidirectional rule on a decoder layer (ABI 2.1) */
+        s.attn_type = AH_ATTN_DECODER;
+        s.causal = AH_CAUSAL_OFF;
+    }
     s.num_q_heads = c->hq;
     s.num_kv_heads = c->hk;
     s.qk_head_size = c->d;
@@ -305,6 +309,7 @@ static ah_batch batch_of(const world *w, DLTensor *tq, DLTensor *ts, DLTensor *t
     b.block_table_host = w->bt;
     b.slot_mapping_host = w->slots;
     b.block_table_stride = w->bt_stride;
+    if (c->type == AH_ATTN_ENCODER_DECODER) b.encoder_seq_lens_host = w->seq; /* ABI 2.1 */
     return b;
 }
 
@@ -515,8 +520,9 @@ int main(int argc, char **argv)
         {"mla fp16 sinks", DEC, 4, 1, 576, 512, F16, F16, 16, NHD, 0, 0, 1, 1, 0, 1, 1, 2, {1, 3}, {33, 20}, NULL},
         {"mla bf16 group 4 sinks", DEC, 4, 1, 576, 512, BF, BF, 32, NHD, 0, 0, 1, 1, 0, 1, 1, 3, {1, 1, 2}, {45, 97, 20}, NULL},
         {"bf16 decode window split", DEC, 8, 2, 80, 80, BF, BF, 16, HND, 700, 2.0f, 0, 1, 1, 1, 1, 2, {1, 1}, {1500, 333}, "64"},
-        {"encoder-only bf16", AH_ATTN_ENCODER_ONLY, 4, 4, 64, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {50, 17}, {50, 17}, NULL},
-        {"encoder window fp32", AH_ATTN_ENCODER, 4, 2, 64, 64, F32, BF, 16, NHD, 9, 0, 0, 0, 0, 1, 1, 2, {50, 17}, {50, 17}, NULL},
+        /* cacheless encoder layers (ABI 2.1) run in the conformance suite */
+        {"bidirectional decoder bf16", AH_ATTN_ENCODER_ONLY, 4, 4, 64, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {50, 17}, {50, 17}, NULL},
+        {"bidirectional decoder window fp32", AH_ATTN_ENCODER, 4, 2, 64, 64, F32, BF, 16, NHD, 9, 0, 0, 0, 0, 1, 1, 2, {50, 17}, {50, 17}, NULL},
         {"cross attention bf16", AH_ATTN_ENCODER_DECODER, 4, 4, 64, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 1, 1, 1, 2, {3, 7}, {40, 13}, NULL},
         {"cross attention fp16 win", AH_ATTN_ENCODER_DECODER, 4, 2, 32, 32, F16, F16, 16, HND, 5, 0, 0, 0, 0, 1, 1, 2, {3, 1}, {40, 13}, NULL},
         {"head 256 bf16 sinks", DEC, 4, 2, 256, 256, BF, BF, 64, NHD, 0, 0, 0, 1, 0, 1, 1, 2, {1, 20}, {200, 40}, NULL},

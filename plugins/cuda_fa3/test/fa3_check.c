@@ -108,7 +108,7 @@ static int check_against_ref(const tcase *c, const ah_layer_spec *sp, const ah_b
     if (!ho || (lse && !hl) || !ref || !ref_lse) goto done;
     if (fa3h_download(&H, ho, out) || (lse && fa3h_download(&H, hl, lse))) goto done;
     ah_ref_inputs in = {sizeof in, sp, b, hq, hk, hv, hsinks, NULL, c->kv8 ? c->k_scale : 0.f,
-                        c->kv8 ? c->v_scale : 0.f};
+                        c->kv8 ? c->v_scale : 0.f, NULL, NULL};
     ah_error err;
     if (ah_reference_attention(&in, ref, ref_lse, &err) != AH_OK) {
         fprintf(stderr, "  reference: %s\n", err.msg);

@@ -40,7 +40,7 @@ static int compare(fi_plugin *p, fi_work *w, const fi_shape *s, const char *name
     void *got = malloc(w->d_out.bytes + 1);
     float *got_lse = malloc(4 * (n_lse + 1));
     ah_ref_inputs in = {sizeof in, &w->spec, &w->batch, w->q, w->kc, w->vc, w->sinks, w->slopes,
-                        s->k_scale, s->v_scale};
+                        s->k_scale, s->v_scale, NULL, NULL};
     ah_error err;
     int ok = 1;
     if (ah_reference_attention(&in, ref, ref_lse, &err) != AH_OK) {

@@ -225,7 +225,7 @@ static int verify(run_io *io, ah_context *ctx, const tcase *c, int check_cache, 
     uint32_t T = io->B.num_tokens;
     double *ref = malloc(sizeof(double) * (io->q_elems + 1)), *rlse = malloc(sizeof(double) * ((size_t)T * c->hq + 1));
     ah_ref_inputs in = {sizeof in, &io->spec, &io->B.b, io->q, io->kc, io->vc,
-                        c->sinks ? io->sinks : NULL, c->alibi ? io->alibi : NULL, c->k_scale, c->v_scale};
+                        c->sinks ? io->sinks : NULL, c->alibi ? io->alibi : NULL, c->k_scale, c->v_scale, NULL, NULL};
     if (ah_reference_attention(&in, ref, rlse, &err) != AH_OK) {
         snprintf(msg + strlen(msg), cap - strlen(msg), " reference: %s", err.msg);
         free(ref);
