@@ -43,6 +43,7 @@ int cmd_check(cli_common *c)
             return 2;
         }
     }
+    c->ignore_require_checked = 1; /* a plugin not checked yet is what check runs */
     ah_host *h = cli_host(c);
     if (!h) return 1;
     if (c->plugin) {

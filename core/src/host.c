@@ -188,6 +188,10 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
         return s;
     }
     ah__hw_facts_gather(&h->hw);
+    if (o && o->struct_size >= offsetof(ah_host_options, ignore_require_checked) +
+                                   sizeof o->ignore_require_checked &&
+        o->ignore_require_checked)
+        h->config.require_checked = 0;
 
     char **dirs = NULL;
     uint32_t n_dirs = 0;

@@ -89,6 +89,9 @@ typedef struct ah_host_options {
     int no_default_dirs;      /* 1: skip the install dir and $ATTNHOST_PLUGIN_PATH */
     ah_scan_mode scan_mode;
     const char *cache_path;   /* NULL: [search] cache or the default; "": no cache */
+    int ignore_require_checked; /* 1: [select] require_checked does not apply to this
+                                   host (`attnhost check`, which earns the records,
+                                   runs plugins not checked yet) */
 } ah_host_options;
 
 /* Create a host: load the configuration, gather hardware facts, scan the
