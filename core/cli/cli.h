@@ -19,6 +19,8 @@ typedef struct cli_common {
     int no_cache;            /* --no-cache */
     int in_process;          /* --in-process */
     int layer;               /* --layer N, -1: all */
+    int ignore_require_checked; /* set by check: the host it makes ignores
+                                   [select] require_checked */
     int argc;                /* what is left for the subcommand */
     char **argv;
 } cli_common;

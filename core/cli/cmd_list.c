@@ -79,6 +79,38 @@ static void caps_json(const ah_caps *c, FILE *f)
             c->forward_writes_kv ? "true" : "false", c->caller_output ? "true" : "false");
 }
 
+/* Whether the plugin passed the conformance suite here: "checked
+ * 2026-11-27: 45 passed, graph ALWAYS", or why it does not count. */
+static void check_text(ah_host *h, const ah_plugin_info *p, FILE *f)
+{
+    ah_check_record r;
+    if (ah_host_plugin_check(h, p->name, &r) != AH_OK) {
+        fprintf(f, "  check: not checked here\n");
+        return;
+    }
+    fprintf(f, "  check: %s %s: %u passed, ", r.ok ? "checked" : "FAILED", r.date, r.passed);
+    if (r.failed) fprintf(f, "%u failed, ", r.failed);
+    if (r.skipped) fprintf(f, "%u skipped, ", r.skipped);
+    fprintf(f, "graph %s (attnhost %s)%s\n", ah_graph_level_str(r.graph_level), r.attnhost_version,
+            r.ok ? "" : "; does not count as checked");
+}
+
+static void check_json(ah_host *h, const ah_plugin_info *p, FILE *f)
+{
+    ah_check_record r;
+    fprintf(f, ", \"check\": ");
+    if (ah_host_plugin_check(h, p->name, &r) != AH_OK) {
+        fprintf(f, "null");
+        return;
+    }
+    fprintf(f, "{\"ok\": %s, \"date\": \"%s\", \"checked_at\": \"%s\", \"passed\": %u, "
+               "\"failed\": %u, \"skipped\": %u, \"graph_level\": \"%s\", \"attnhost_version\": ",
+            r.ok ? "true" : "false", r.date, r.time_utc, r.passed, r.failed, r.skipped,
+            ah_graph_level_str(r.graph_level));
+    cli_json_str(f, r.attnhost_version);
+    fprintf(f, "}");
+}
+
 static void list_json(ah_host *h, const char *only)
 {
     FILE *f = stdout;
@@ -113,13 +145,18 @@ static void list_json(ah_host *h, const char *only)
             cli_json_str(f, p->probe->driver_version);
             fprintf(f, "}");
         }
+        if (p->state == AH_PLUGIN_AVAILABLE) check_json(h, p, f);
         if (p->caps) {
             fprintf(f, ", \"caps\": ");
             caps_json(p->caps, f);
         }
         fprintf(f, "}");
     }
-    fprintf(f, "\n]}\n");
+    fprintf(f, "\n], \"check_records\": ");
+    cli_json_str(f, ah_host_check_records_path(h));
+    fprintf(f, ", \"check_records_note\": ");
+    cli_json_str(f, ah_host_check_records_note(h));
+    fprintf(f, "}\n");
 }
 
 int cmd_list(cli_common *c)
@@ -148,6 +185,7 @@ int cmd_list(cli_common *c)
             printf("  device: %s, arch %s, %u units, %.1f GiB, driver %s\n", p->probe->device_name,
                    p->probe->arch, p->probe->multiprocessors,
                    (double)p->probe->memory_bytes / (1u << 30), p->probe->driver_version);
+        if (p->state == AH_PLUGIN_AVAILABLE) check_text(h, p, stdout);
         if (p->caps) caps_text(p->caps, stdout);
     }
     ah_host_destroy(h);

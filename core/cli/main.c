@@ -55,6 +55,7 @@ ah_host *cli_host(const cli_common *c)
     o.n_plugin_dirs = c->n_plugin_dirs;
     o.scan_mode = c->in_process ? AH_SCAN_IN_PROCESS : AH_SCAN_DEFAULT;
     o.cache_path = c->no_cache ? "" : NULL;
+    o.ignore_require_checked = c->ignore_require_checked;
     ah_host *h = NULL;
     ah_error err;
     if (ah_host_create(&o, &h, &err) != AH_OK) {

@@ -215,6 +215,12 @@ void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *s
             ah__reason_add(&r->sink, AH_REASON_DISABLED, "plugin", name, "[select] disable");
             return;
         }
+    char why[512];
+    if (h->config.require_checked && ah__host_not_checked(h, i, why, sizeof why)) {
+        ah__reason_add(&r->sink, AH_REASON_NOT_CHECKED, "check", why,
+                       "a passing attnhost check on this device ([select] require_checked)");
+        return;
+    }
     *resolved = ah__resolve_spec(spec, &rec->caps, pin);
     check_caps(r, h, rec, resolved);
     if (r->n || r->oom || !rec->info.has_check_combination) return;

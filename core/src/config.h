@@ -51,6 +51,7 @@ typedef struct ah_config {
     ah_strlist priority, prefill_priority, decode_priority, disable;
     char *force;
     ah_fallback fallback;
+    int require_checked;     /* only plugins with a passing check record here */
     /* [run] */
     int validate;
     /* [layer.<range>] in file order; later rules win */

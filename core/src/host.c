@@ -188,6 +188,10 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
         return s;
     }
     ah__hw_facts_gather(&h->hw);
+    if (o && o->struct_size >= offsetof(ah_host_options, ignore_require_checked) +
+                                   sizeof o->ignore_require_checked &&
+        o->ignore_require_checked)
+        h->config.require_checked = 0;
 
     char **dirs = NULL;
     uint32_t n_dirs = 0;
@@ -225,6 +229,7 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
         if (s == AH_ERR_OUT_OF_MEMORY) oom(err, "checking plugin keys");
         goto fail;
     }
+    if ((s = ah__host_checks_init(h, cache, err)) != AH_OK) goto fail;
     dirs_free(dirs, n_dirs);
     ah__free(cache);
     *out = h;
@@ -249,6 +254,7 @@ void ah_host_destroy(ah_host *h)
     }
     ah__free(h->slots);
     ah__decision_cache_free(h->decisions);
+    ah__host_checks_free(h);
     ah__scan_result_free(&h->scan);
     ah__config_free(&h->config);
     ah__free(h->warnings);

@@ -30,6 +30,14 @@ typedef struct ah_plugin_slot {
 
 typedef struct ah_decision_cache ah_decision_cache;
 
+/* The check record that applies to one scanned plugin (check_records.c). */
+typedef struct ah_check_slot {
+    int found;            /* a record of this file, configuration and device */
+    ah_check_record rec;
+    char *stale;          /* when none: why the file's nearest record does not
+                             apply ("the plugin file changed since ..."), or NULL */
+} ah_check_slot;
+
 struct ah_host {
     ah_config config;
     ah_hw_facts hw;
@@ -37,6 +45,9 @@ struct ah_host {
     ah_plugin_slot *slots;  /* parallel to scan.plugins */
     char *warnings;         /* configuration warnings, one per line */
     ah_decision_cache *decisions;
+    ah_check_slot *checks;  /* parallel to scan.plugins, read at creation */
+    char *check_path;       /* check-records beside the scan cache; "": none */
+    char *check_note;       /* why that file was ignored, or NULL */
     pthread_mutex_t lock;   /* slots and the decision cache */
     char errmsg[1024];
 };
@@ -56,6 +67,13 @@ ah_status ah__host_open_context(ah_host *host, int i, int32_t device_index, ah_c
 /* Why a selection from ah_host_explain failed, or NULL for one that may
  * be bound. */
 const char *ah__selection_error(const ah_selection *sel);
+
+/* Read the check records beside cache_path for every scanned plugin. Fails
+ * only on out-of-memory; a bad file is ignored with a warning. */
+ah_status ah__host_checks_init(ah_host *host, const char *cache_path, ah_error *err);
+void ah__host_checks_free(ah_host *host);
+/* NULL when plugin i has a passing record here, else why not (in buf). */
+const char *ah__host_not_checked(const ah_host *host, int i, char *buf, size_t cap);
 
 /* Free the decision cache. */
 void ah__decision_cache_free(ah_decision_cache *c);

@@ -31,7 +31,7 @@ const char *ah_plugin_state_str(ah_plugin_state s)
 static const char *const reason_names[] = {"none", "unavailable", "quarantined", "disabled", "device",
                                     "dtype", "kv_dtype", "head_size", "block_size", "attn_type",
                                     "feature", "kv_layout", "combination", "lost_on_priority",
-                                    "not_found"};
+                                    "not_found", "not_checked"};
 _Static_assert(sizeof reason_names / sizeof reason_names[0] == AH_REASON_CODE_COUNT, "one name per value");
 
 const char *ah_reason_code_str(ah_reason_code c)

@@ -424,11 +424,19 @@ int ah__cache_save(const ah_cache *c, const char *path, char *why, size_t cap)
         snprintf(why, cap, "out of memory");
         return -1;
     }
+    int rc = ah__write_file_atomic(path, b.p, b.len, why, cap);
+    ah__buf_free(&b);
+    return rc;
+}
+
+int ah__write_file_atomic(const char *path, const void *data, size_t len, char *why, size_t cap)
+{
+    const uint8_t *p = data;
     char tmp[PATH_MAX];
     int n = snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
     int fd = -1, rc = -1, created = 0;
     if (n < 0 || (size_t)n >= sizeof tmp) {
-        snprintf(why, cap, "cache path too long");
+        snprintf(why, cap, "path too long");
         goto out;
     }
     if (mkdirs(path) != 0) {
@@ -442,8 +450,8 @@ int ah__cache_save(const ah_cache *c, const char *path, char *why, size_t cap)
     }
     created = 1;
     size_t off = 0;
-    while (off < b.len) {
-        ssize_t w = write(fd, b.p + off, b.len - off);
+    while (off < len) {
+        ssize_t w = write(fd, p + off, len - off);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             snprintf(why, cap, "cannot write %s: %s", tmp, w < 0 ? strerror(errno) : "short write");
@@ -465,6 +473,5 @@ int ah__cache_save(const ah_cache *c, const char *path, char *why, size_t cap)
 out:
     if (fd >= 0) close(fd);
     if (rc != 0 && created) unlink(tmp);
-    ah__buf_free(&b);
     return rc;
 }

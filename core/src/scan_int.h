@@ -213,6 +213,11 @@ int ah__cache_put(ah_cache *c, const ah_plugin_rec *rec, const ah_config *config
 int ah__cache_save(const ah_cache *c, const char *path, char *why, size_t cap);
 void ah__cache_free(ah_cache *c);
 
+/* The cache's writer, for any file kept beside it (check_records.c): len
+ * bytes to a 0600 temp file in path's directory (created 0700 when
+ * missing), fsync, rename over path. Returns 0, or -1 with why. */
+int ah__write_file_atomic(const char *path, const void *data, size_t len, char *why, size_t cap);
+
 /* Monotonic milliseconds. */
 double ah__now_ms(void);
 

@@ -433,6 +433,8 @@ typedef enum ah_reason_code {
     AH_REASON_COMBINATION = 12,    /* from check_combination */
     AH_REASON_LOST_ON_PRIORITY = 13, /* valid, but a higher-priority one won */
     AH_REASON_NOT_FOUND = 14,      /* named in a priority list, not installed */
+    AH_REASON_NOT_CHECKED = 15,    /* [select] require_checked: no passing
+                                      `attnhost check` on this device */
     AH_REASON_CODE_COUNT
 } ah_reason_code;
 

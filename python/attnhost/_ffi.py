@@ -275,6 +275,7 @@ class ah_host_options(Structure):
         ("no_default_dirs", c_int),
         ("scan_mode", c_enum),
         ("cache_path", c_char_p),
+        ("ignore_require_checked", c_int),
     ]
 
 

@@ -48,6 +48,9 @@ static ah_status run_plugin(ah_host *host, const ah_plugin_info *info,
         pass += res.verdict == AH__CONF_PASS;
         fail += res.verdict == AH__CONF_FAIL;
         skip += res.verdict == AH__CONF_SKIP;
+        if (cases.v[i].kind == AH__CONF_GRAPH && res.verdict == AH__CONF_PASS &&
+            cases.v[i].graph > sum->graph_level)
+            sum->graph_level = cases.v[i].graph;
         fflush(out);
     }
     fprintf(out, "== %s: %u passed, %u failed, %u skipped in %.1f s\n", info->name, pass, fail, skip,

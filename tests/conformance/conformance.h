@@ -26,6 +26,9 @@ typedef struct ah_conformance_options {
 
 typedef struct ah_conformance_summary {
     uint32_t plugins, cases, passed, failed, skipped;
+    ah_graph_level graph_level; /* the highest CUDA-graph level whose capture and replay
+                                   cases passed (NEVER when none did), what
+                                   ah_host_record_check stores */
 } ah_conformance_summary;
 
 /* Run the suite over opts->plugin (which must exist and be available) or

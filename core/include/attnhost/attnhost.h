@@ -89,6 +89,9 @@ typedef struct ah_host_options {
     int no_default_dirs;      /* 1: skip the install dir and $ATTNHOST_PLUGIN_PATH */
     ah_scan_mode scan_mode;
     const char *cache_path;   /* NULL: [search] cache or the default; "": no cache */
+    int ignore_require_checked; /* 1: [select] require_checked does not apply to this
+                                   host (`attnhost check`, which earns the records,
+                                   runs plugins not checked yet) */
 } ah_host_options;
 
 /* Create a host: load the configuration, gather hardware facts, scan the
@@ -473,6 +476,78 @@ ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
                             const ah_limits *limits, ah_error *err);
 ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
                                  const ah_limits *limits, int32_t seq_len_fill, ah_error *err);
+
+/* ---------------------------------------------------------------------------
+ * Check records: trust earned on this machine
+ *
+ * `attnhost check --plugin P` runs the conformance suite (tests/conformance)
+ * and records its outcome with ah_host_record_check. A record is kept per
+ * plugin file and device, in the file check-records beside the scan cache
+ * ([search] cache), keyed like the scan cache: the file's path, identity
+ * (device, inode, size, mtime, ctime) and content hash as the scan took
+ * them, the plugin's effective [plugin.<name>] keys, the host ABI, and the
+ * device the plugin probed (kind, name, architecture and compute capability,
+ * driver version; for a CPU plugin the CPU model too). A record made under
+ * any other key does not apply: an upgraded or touched plugin file, another
+ * configuration of its keys or another device is "not checked here".
+ * [select] require_checked = true makes only plugins with a passing record
+ * (no failed case, at least one passed) candidates; the others are refused
+ * with AH_REASON_NOT_CHECKED.
+ *
+ * The file is written atomically (temp file + rename, as the scan cache) and
+ * may be shared read-only: a file owned by this user or by root and
+ * writable by no one else is read; a directory this process cannot write is
+ * used as it is, and a new record is not written (ah_host_record_check says
+ * why). A corrupt, foreign-version or untrusted file is ignored as a whole,
+ * with a warning (ah_host_check_records_note), and replaced by the next
+ * record written.
+ * ------------------------------------------------------------------------ */
+
+/* The outcome of one conformance run of one plugin. */
+typedef struct ah_check_result {
+    uint32_t struct_size;
+    uint32_t passed, failed, skipped;  /* cases */
+    ah_graph_level graph_level;        /* the highest CUDA-graph level whose capture and
+                                          replay cases ran and passed; NEVER when none did */
+} ah_check_result;
+
+/* A stored record, as ah_host_plugin_check returns it. */
+typedef struct ah_check_record {
+    uint32_t struct_size;
+    int ok;                            /* 1: it passed (no failed case, at least one passed):
+                                          it counts for [select] require_checked */
+    uint32_t passed, failed, skipped;
+    ah_graph_level graph_level;
+    int64_t checked_at;                /* seconds since the epoch */
+    char date[16];                     /* checked_at as "2026-11-27" (UTC) */
+    char time_utc[24];                 /* "2026-11-27T09:14:03Z" */
+    char attnhost_version[32];         /* the attnhost that ran the suite */
+} ah_check_record;
+
+/* Record a conformance run of plugin (by name: the file the host scanned
+ * under that name, which must be available) on the device it probed.
+ * Replaces the record of the same file path, configuration and device; the
+ * others stay. The record is for hosts created afterwards: this host's
+ * selections and ah_host_plugin_check keep what was found at its creation.
+ * AH_ERR_NOT_FOUND: no such plugin; AH_ERR_UNAVAILABLE: not available here;
+ * AH_ERR_IO: not written (no scan cache, a read-only directory, a file of
+ * another user), the reason in err; AH_ERR_INVALID_ARGUMENT: a NULL or
+ * short result. Thread safety: any thread (records written at once by two
+ * processes: the last rename wins). */
+ah_status ah_host_record_check(ah_host *host, const char *plugin, const ah_check_result *result,
+                               ah_error *err);
+
+/* The record that applies to plugin here (its file, configuration and
+ * device as this host scanned them), passing or not: AH_OK and *out;
+ * AH_ERR_NOT_FOUND when there is none (or no such plugin), *out zeroed
+ * apart from struct_size. Thread safety: any thread. */
+ah_status ah_host_plugin_check(const ah_host *host, const char *plugin, ah_check_record *out);
+
+/* Where check records live for this host ("" without a scan cache), and
+ * why the file was ignored when it was (corrupt, another version, not
+ * trusted), else "". Host-owned. Thread safety: any thread. */
+const char *ah_host_check_records_path(const ah_host *host);
+const char *ah_host_check_records_note(const ah_host *host);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,609 @@
+/*
+ * Check records: what `attnhost check` found, per plugin file and device,
+ * so [select] require_checked can keep a dropped-in plugin out of use until
+ * the conformance suite has passed it on this machine.
+ *
+ * A record is keyed like the scan cache's entries: the plugin file's path,
+ * identity (device, inode, size, mtime, ctime) and content hash as the scan
+ * took them, the config hash of its [plugin.<name>] keys, the host ABI, and
+ * the device the plugin probed (kind, name, arch, compute capability, driver
+ * version; the CPU model for a CPU plugin). It applies only when every part
+ * matches. Recording replaces the record of the same path, configuration
+ * and device, so an upgraded file's old record goes when the new file is
+ * checked; records of files gone from disk are dropped on write.
+ *
+ * File format (little-endian), check-records beside the scan cache:
+ *   "AHCHECKR" | u32 format (1) | u32 count
+ *   count x ( u32 length | entry )
+ *   u64 FNV-1a of everything before
+ * entry: strings are u32 length + bytes, in this order:
+ *   path, plugin, plugin version, u64 dev, ino, size, mtime_ns, ctime_ns,
+ *   content hash, config hash, u32 abi, device kind, compute capability,
+ *   device name, arch, driver version, host cpu, u32 passed, failed,
+ *   skipped, graph level, u64 checked_at, attnhost version
+ * Any byte string is safe to read: a bad file is ignored as a whole, with a
+ * note, never partly believed. Written through the scan cache's atomic
+ * writer (0600 temp file + rename).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "host_int.h"
+#include "scan_int.h"
+
+#define CHK_MAGIC "AHCHECKR"
+#define CHK_FORMAT 1u
+#define CHK_HEADER 16u
+#define CHK_MAX_FILE (16u << 20)
+#define CHK_MAX_STR 4096u
+#define CHK_MAX_ENTRIES 4096u
+
+typedef struct chk_entry {
+    char *path, *plugin, *plugin_version;
+    uint64_t dev, ino, size, mtime_ns, ctime_ns, content_hash, config_hash;
+    uint32_t abi, device_kind, compute_capability;
+    char *device_name, *arch, *driver_version, *host_cpu;
+    uint32_t passed, failed, skipped, graph_level;
+    uint64_t checked_at;
+    char *version;
+} chk_entry;
+
+typedef struct chk_file {
+    chk_entry *e;
+    uint32_t n, cap;
+} chk_file;
+
+/* ---- entries ------------------------------------------------------------------ */
+
+static void entry_free(chk_entry *e)
+{
+    char **s[] = {&e->path,        &e->plugin, &e->plugin_version, &e->device_name,
+                  &e->arch,        &e->driver_version, &e->host_cpu, &e->version};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        ah__free(*s[i]);
+        *s[i] = NULL;
+    }
+}
+
+static void file_free(chk_file *f)
+{
+    for (uint32_t i = 0; i < f->n; i++) entry_free(&f->e[i]);
+    ah__free(f->e);
+    memset(f, 0, sizeof *f);
+}
+
+static int file_push(chk_file *f, const chk_entry *e)
+{
+    if (f->n == f->cap) {
+        uint32_t cap = f->cap ? f->cap * 2 : 16;
+        chk_entry *g = ah__realloc(f->e, cap * sizeof *g);
+        if (!g) return -1;
+        f->e = g;
+        f->cap = cap;
+    }
+    f->e[f->n++] = *e;
+    return 0;
+}
+
+static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
+
+/* The same device: kind, name, arch, compute capability, driver, CPU. */
+static int same_device(const chk_entry *a, const chk_entry *b)
+{
+    return a->device_kind == b->device_kind && a->compute_capability == b->compute_capability &&
+           streq(a->device_name, b->device_name) && streq(a->arch, b->arch) &&
+           streq(a->driver_version, b->driver_version) && streq(a->host_cpu, b->host_cpu);
+}
+
+static int same_file(const chk_entry *a, const chk_entry *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
+           a->content_hash == b->content_hash;
+}
+
+/* The record a new one replaces: same path, configuration, ABI and device. */
+static int same_slot(const chk_entry *a, const chk_entry *b)
+{
+    return streq(a->path, b->path) && a->config_hash == b->config_hash && a->abi == b->abi &&
+           same_device(a, b);
+}
+
+static int applies(const chk_entry *e, const chk_entry *key)
+{
+    return same_slot(e, key) && same_file(e, key);
+}
+
+/* The key of plugin rec as host h scanned it; its strings are borrowed. */
+static chk_entry key_of(const ah_host *h, const ah_plugin_rec *rec)
+{
+    chk_entry k;
+    memset(&k, 0, sizeof k);
+    k.path = (char *)rec->info.path;
+    k.plugin = (char *)rec->info.name;
+    k.plugin_version = (char *)rec->info.version;
+    k.dev = (uint64_t)rec->dev;
+    k.ino = (uint64_t)rec->ino;
+    k.size = (uint64_t)rec->size;
+    k.mtime_ns = (uint64_t)rec->mtime_ns;
+    k.ctime_ns = (uint64_t)rec->ctime_ns;
+    k.content_hash = rec->content_hash;
+    k.config_hash = ah__config_hash(&h->config, rec->info.name, rec->info.caps);
+    k.abi = AH_ABI_VERSION;
+    k.device_kind = (uint32_t)rec->info.device_kind;
+    k.compute_capability = rec->probe.compute_capability;
+    k.device_name = (char *)rec->probe.device_name;
+    k.arch = (char *)rec->probe.arch;
+    k.driver_version = (char *)rec->probe.driver_version;
+    k.host_cpu = rec->info.device_kind == AH_DEVICE_CPU ? (char *)h->hw.cpu_model : (char *)"";
+    return k;
+}
+
+static void fill_record(const chk_entry *e, ah_check_record *r)
+{
+    memset(r, 0, sizeof *r);
+    r->struct_size = sizeof *r;
+    r->passed = e->passed;
+    r->failed = e->failed;
+    r->skipped = e->skipped;
+    r->ok = e->failed == 0 && e->passed > 0;
+    r->graph_level = e->graph_level < AH_GRAPH_LEVEL_COUNT ? (ah_graph_level)e->graph_level
+                                                           : AH_GRAPH_NEVER;
+    r->checked_at = (int64_t)e->checked_at;
+    time_t t = (time_t)e->checked_at;
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) {
+        strftime(r->date, sizeof r->date, "%Y-%m-%d", &tm);
+        strftime(r->time_utc, sizeof r->time_utc, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    snprintf(r->attnhost_version, sizeof r->attnhost_version, "%s", e->version ? e->version : "");
+}
+
+/* ---- encoding ------------------------------------------------------------------ */
+
+static void put_str(ah_buf *b, const char *s)
+{
+    size_t n = s ? strnlen(s, CHK_MAX_STR) : 0;
+    ah__buf_u32(b, (uint32_t)n);
+    ah__buf_put(b, s ? s : "", n);
+}
+
+static void encode_entry(ah_buf *b, const chk_entry *e)
+{
+    put_str(b, e->path);
+    put_str(b, e->plugin);
+    put_str(b, e->plugin_version);
+    uint64_t u64s[] = {e->dev, e->ino, e->size, e->mtime_ns, e->ctime_ns, e->content_hash,
+                       e->config_hash};
+    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) ah__buf_u64(b, u64s[i]);
+    ah__buf_u32(b, e->abi);
+    ah__buf_u32(b, e->device_kind);
+    ah__buf_u32(b, e->compute_capability);
+    put_str(b, e->device_name);
+    put_str(b, e->arch);
+    put_str(b, e->driver_version);
+    put_str(b, e->host_cpu);
+    ah__buf_u32(b, e->passed);
+    ah__buf_u32(b, e->failed);
+    ah__buf_u32(b, e->skipped);
+    ah__buf_u32(b, e->graph_level);
+    ah__buf_u64(b, e->checked_at);
+    put_str(b, e->version);
+}
+
+static void put_u32_at(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+
+static int encode_file(const chk_file *f, ah_buf *b)
+{
+    ah__buf_put(b, CHK_MAGIC, 8);
+    ah__buf_u32(b, CHK_FORMAT);
+    ah__buf_u32(b, f->n);
+    for (uint32_t i = 0; i < f->n && !b->oom; i++) {
+        size_t at = b->len;
+        ah__buf_u32(b, 0);
+        encode_entry(b, &f->e[i]);
+        if (!b->oom) put_u32_at(b->p + at, (uint32_t)(b->len - at - 4));
+    }
+    if (!b->oom) ah__buf_u64(b, ah__hash_bytes(AH__HASH_SEED, b->p, b->len));
+    return b->oom ? -1 : 0;
+}
+
+/* ---- decoding: any bytes in, an entry or an error out ------------------------- */
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t n, off;
+    int bad, oom;
+} reader;
+
+static uint32_t rd32(reader *r)
+{
+    if (r->bad || r->n - r->off < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    const uint8_t *p = r->p + r->off;
+    r->off += 4;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(reader *r)
+{
+    uint64_t lo = rd32(r);
+    return lo | (uint64_t)rd32(r) << 32;
+}
+
+static char *rdstr(reader *r)
+{
+    uint32_t len = rd32(r);
+    if (r->bad || len > CHK_MAX_STR || r->n - r->off < len || memchr(r->p + r->off, 0, len)) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *s = ah__malloc((size_t)len + 1);
+    if (!s) {
+        r->oom = r->bad = 1;
+        return NULL;
+    }
+    memcpy(s, r->p + r->off, len);
+    s[len] = '\0';
+    r->off += len;
+    return s;
+}
+
+/* 0 fine, 1 malformed, -1 out of memory; *e owns its strings on 0. */
+static int decode_entry(const uint8_t *p, size_t n, chk_entry *e)
+{
+    reader r = {p, n, 0, 0, 0};
+    memset(e, 0, sizeof *e);
+    e->path = rdstr(&r);
+    e->plugin = rdstr(&r);
+    e->plugin_version = rdstr(&r);
+    e->dev = rd64(&r);
+    e->ino = rd64(&r);
+    e->size = rd64(&r);
+    e->mtime_ns = rd64(&r);
+    e->ctime_ns = rd64(&r);
+    e->content_hash = rd64(&r);
+    e->config_hash = rd64(&r);
+    e->abi = rd32(&r);
+    e->device_kind = rd32(&r);
+    e->compute_capability = rd32(&r);
+    e->device_name = rdstr(&r);
+    e->arch = rdstr(&r);
+    e->driver_version = rdstr(&r);
+    e->host_cpu = rdstr(&r);
+    e->passed = rd32(&r);
+    e->failed = rd32(&r);
+    e->skipped = rd32(&r);
+    e->graph_level = rd32(&r);
+    e->checked_at = rd64(&r);
+    e->version = rdstr(&r);
+    if (!r.bad && (r.off != n || e->graph_level >= AH_GRAPH_LEVEL_COUNT || !*e->path)) r.bad = 1;
+    if (r.bad) {
+        entry_free(e);
+        return r.oom ? -1 : 1;
+    }
+    return 0;
+}
+
+/* Parse a whole image into f. 0 fine; 1 refused (*why set); -1 OOM. */
+static int parse(chk_file *f, const uint8_t *p, size_t n, char *why, size_t cap)
+{
+    if (n < CHK_HEADER + 8 || memcmp(p, CHK_MAGIC, 8) != 0) {
+        snprintf(why, cap, "not a check-record file");
+        return 1;
+    }
+    uint64_t sum = (uint64_t)p[n - 8] | (uint64_t)p[n - 7] << 8 | (uint64_t)p[n - 6] << 16 |
+                   (uint64_t)p[n - 5] << 24 | (uint64_t)p[n - 4] << 32 | (uint64_t)p[n - 3] << 40 |
+                   (uint64_t)p[n - 2] << 48 | (uint64_t)p[n - 1] << 56;
+    if (ah__hash_bytes(AH__HASH_SEED, p, n - 8) != sum) {
+        snprintf(why, cap, "checksum mismatch (corrupt)");
+        return 1;
+    }
+    reader r = {p, n - 8, 8, 0, 0};
+    uint32_t format = rd32(&r), count = rd32(&r);
+    if (format != CHK_FORMAT) {
+        snprintf(why, cap, "written by another attnhost version (format %u)", format);
+        return 1;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t len = rd32(&r);
+        chk_entry e;
+        int d = r.bad || len > r.n - r.off ? 1 : decode_entry(r.p + r.off, len, &e);
+        if (d < 0) return -1;
+        if (d > 0 || file_push(f, &e) != 0) {
+            if (d == 0) {
+                entry_free(&e);
+                return -1;
+            }
+            snprintf(why, cap, "malformed record %u (corrupt)", i);
+            return 1;
+        }
+        r.off += len;
+    }
+    if (r.bad || r.off != r.n) {
+        snprintf(why, cap, "malformed record table (corrupt)");
+        return 1;
+    }
+    return 0;
+}
+
+typedef enum load_outcome {
+    LOAD_NONE = 0,    /* no file: empty */
+    LOAD_OK = 1,      /* read */
+    LOAD_IGNORED = 2, /* there, but refused: *note says why; ours to replace */
+    LOAD_FOREIGN = 3  /* there, but another user's: read-only to us */
+} load_outcome;
+
+/* Read path into f (empty on anything but LOAD_OK, *note set when the
+ * file was refused). -1 on out-of-memory. */
+static int load(chk_file *f, const char *path, load_outcome *out, char **note)
+{
+    memset(f, 0, sizeof *f);
+    *out = LOAD_NONE;
+    *note = NULL;
+    char why[512] = "";
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) return 0;
+        snprintf(why, sizeof why, "%s", strerror(errno));
+        *out = LOAD_IGNORED;
+    } else {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(why, sizeof why, "not a regular file");
+            *out = LOAD_FOREIGN;
+        } else if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+            snprintf(why, sizeof why, "not owned by this user or root, or writable by others");
+            *out = LOAD_FOREIGN;
+        } else if (st.st_size > (off_t)CHK_MAX_FILE) {
+            snprintf(why, sizeof why, "too large");
+            *out = st.st_uid == geteuid() ? LOAD_IGNORED : LOAD_FOREIGN;
+        } else {
+            size_t n = (size_t)st.st_size, got = 0;
+            uint8_t *p = ah__malloc(n ? n : 1);
+            if (!p) {
+                close(fd);
+                return -1;
+            }
+            while (got < n) {
+                ssize_t r = read(fd, p + got, n - got);
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) break;
+                got += (size_t)r;
+            }
+            int pr = parse(f, p, got, why, sizeof why);
+            ah__free(p);
+            if (pr < 0) {
+                file_free(f);
+                close(fd);
+                return -1;
+            }
+            *out = pr ? (st.st_uid == geteuid() ? LOAD_IGNORED : LOAD_FOREIGN) : LOAD_OK;
+        }
+        close(fd);
+    }
+    if (*out != LOAD_OK) {
+        file_free(f);
+        if (!(*note = ah__asprintf("check records %s ignored: %s", path, why))) return -1;
+    }
+    return 0;
+}
+
+/* ---- the host's view ---------------------------------------------------------- */
+
+/* Why the records of plugin rec's file do not apply, for the reason text:
+ * the nearest record's difference, or NULL. */
+static char *stale_note(const chk_file *f, const chk_entry *key)
+{
+    for (uint32_t i = 0; i < f->n; i++) {
+        const chk_entry *e = &f->e[i];
+        if (!streq(e->path, key->path) || e->abi != key->abi) continue;
+        ah_check_record r;
+        fill_record(e, &r);
+        if (same_device(e, key) && e->config_hash == key->config_hash)
+            return ah__asprintf("the plugin file changed since its check on %s", r.date);
+        if (same_device(e, key) && same_file(e, key))
+            return ah__asprintf("its [plugin.%s] keys changed since its check on %s", key->plugin,
+                                r.date);
+        if (same_file(e, key) && e->config_hash == key->config_hash)
+            return ah__asprintf("its check on %s was on another device (%s)", r.date,
+                                e->device_name ? e->device_name : "?");
+    }
+    return NULL;
+}
+
+static char *records_path(const char *cache)
+{
+    if (!cache || !*cache) return ah__strdup("");
+    const char *slash = strrchr(cache, '/');
+    if (!slash) return ah__strdup("check-records");
+    return ah__asprintf("%.*s/check-records", (int)(slash - cache), cache);
+}
+
+ah_status ah__host_checks_init(ah_host *h, const char *cache_path, ah_error *err)
+{
+    h->checks = ah__calloc(h->scan.n ? h->scan.n : 1, sizeof *h->checks);
+    h->check_path = records_path(cache_path);
+    if (!h->checks || !h->check_path) goto oom;
+    if (!*h->check_path) return AH_OK;
+    chk_file f;
+    load_outcome lo;
+    if (load(&f, h->check_path, &lo, &h->check_note) != 0) goto oom;
+    if (h->check_note) ah__log(AH_LOG_WARN, "%s", h->check_note);
+    for (uint32_t i = 0; i < h->scan.n; i++) {
+        const ah_plugin_rec *rec = h->scan.plugins[i];
+        if (!rec->info.caps || !rec->info.path) continue;
+        chk_entry key = key_of(h, rec);
+        ah_check_slot *sl = &h->checks[i];
+        for (uint32_t k = 0; k < f.n && !sl->found; k++)
+            if (applies(&f.e[k], &key)) {
+                fill_record(&f.e[k], &sl->rec);
+                sl->found = 1;
+            }
+        if (!sl->found && f.n) sl->stale = stale_note(&f, &key); /* NULL: none (or no memory) */
+    }
+    file_free(&f);
+    return AH_OK;
+oom:
+    if (err) snprintf(err->msg, sizeof err->msg, "out of memory while reading check records");
+    return AH_ERR_OUT_OF_MEMORY;
+}
+
+void ah__host_checks_free(ah_host *h)
+{
+    for (uint32_t i = 0; h->checks && i < h->scan.n; i++) ah__free(h->checks[i].stale);
+    ah__free(h->checks);
+    ah__free(h->check_path);
+    ah__free(h->check_note);
+    h->checks = NULL;
+    h->check_path = h->check_note = NULL;
+}
+
+const char *ah__host_not_checked(const ah_host *h, int i, char *buf, size_t cap)
+{
+    const ah_check_slot *sl = h->checks ? &h->checks[i] : NULL;
+    const char *name = h->scan.plugins[i]->info.name;
+    if (sl && sl->found && sl->rec.ok) return NULL;
+    if (sl && sl->found)
+        snprintf(buf, cap, "failed on this device on %s: %u of %u cases failed (run attnhost "
+                 "check --plugin %s)", sl->rec.date, sl->rec.failed,
+                 sl->rec.passed + sl->rec.failed + sl->rec.skipped, name);
+    else if (!h->check_path || !*h->check_path)
+        snprintf(buf, cap, "not checked on this device: no scan cache, so no check records");
+    else
+        snprintf(buf, cap, "not checked on this device (run attnhost check --plugin %s)%s%s", name,
+                 sl && sl->stale ? ": " : "", sl && sl->stale ? sl->stale : "");
+    return buf;
+}
+
+/* ---- public API ------------------------------------------------------------------ */
+
+static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err) vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_result *res,
+                               ah_error *err)
+{
+    if (err) err->msg[0] = '\0';
+    if (!h || !plugin || !res || res->struct_size < sizeof *res)
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_check: %s",
+                    !h || !plugin || !res ? "NULL argument" : "ah_check_result.struct_size too small");
+    int i = ah__host_find(h, plugin);
+    if (i < 0) return fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", plugin);
+    const ah_plugin_rec *rec = h->scan.plugins[i];
+    if (rec->info.state != AH_PLUGIN_AVAILABLE)
+        return fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s", plugin,
+                    rec->info.reason);
+    if (!*h->check_path)
+        return fail(err, AH_ERR_IO, "check record for %s not written: no scan cache ([search] "
+                    "cache), so no check records", plugin);
+    chk_file f;
+    load_outcome lo;
+    char *note = NULL;
+    if (load(&f, h->check_path, &lo, &note) != 0) goto oom;
+    if (lo == LOAD_FOREIGN) {
+        char msg[900];
+        snprintf(msg, sizeof msg, "%s (read-only here)", note ? note : h->check_path);
+        ah__free(note);
+        return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, msg);
+    }
+    ah__free(note);
+
+    chk_entry key = key_of(h, rec), e = key;
+    e.passed = res->passed;
+    e.failed = res->failed;
+    e.skipped = res->skipped;
+    e.graph_level = (uint32_t)res->graph_level < AH_GRAPH_LEVEL_COUNT ? (uint32_t)res->graph_level : 0;
+    e.checked_at = (uint64_t)time(NULL);
+    e.path = ah__strdup(key.path);
+    e.plugin = ah__strdup(key.plugin ? key.plugin : "");
+    e.plugin_version = ah__strdup(key.plugin_version ? key.plugin_version : "");
+    e.device_name = ah__strdup(key.device_name);
+    e.arch = ah__strdup(key.arch);
+    e.driver_version = ah__strdup(key.driver_version);
+    e.host_cpu = ah__strdup(key.host_cpu);
+    e.version = ah__strdup(AH_VERSION_STRING);
+    if (!e.path || !e.plugin || !e.plugin_version || !e.device_name || !e.arch ||
+        !e.driver_version || !e.host_cpu || !e.version) {
+        entry_free(&e);
+        file_free(&f);
+        goto oom;
+    }
+    /* Replace the record of the same slot; drop those of vanished files. */
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < f.n; k++) {
+        struct stat st;
+        if (same_slot(&f.e[k], &e) || stat(f.e[k].path, &st) != 0) entry_free(&f.e[k]);
+        else f.e[kept++] = f.e[k];
+    }
+    f.n = kept;
+    while (f.n >= CHK_MAX_ENTRIES) { /* the oldest goes */
+        uint32_t old = 0;
+        for (uint32_t k = 1; k < f.n; k++)
+            if (f.e[k].checked_at < f.e[old].checked_at) old = k;
+        entry_free(&f.e[old]);
+        f.e[old] = f.e[--f.n];
+    }
+    if (file_push(&f, &e) != 0) {
+        entry_free(&e);
+        file_free(&f);
+        goto oom;
+    }
+    ah_buf b = {0};
+    int enc = encode_file(&f, &b);
+    file_free(&f);
+    if (enc != 0) {
+        ah__buf_free(&b);
+        goto oom;
+    }
+    char why[900];
+    int w = ah__write_file_atomic(h->check_path, b.p, b.len, why, sizeof why);
+    ah__buf_free(&b);
+    if (w != 0) return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, why);
+    return AH_OK;
+oom:
+    return fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while recording the check of %s",
+                plugin);
+}
+
+ah_status ah_host_plugin_check(const ah_host *h, const char *plugin, ah_check_record *out)
+{
+    if (!out) return AH_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    int i = h && plugin ? ah__host_find(h, plugin) : -1;
+    if (i < 0 || !h->checks || !h->checks[i].found) return AH_ERR_NOT_FOUND;
+    *out = h->checks[i].rec;
+    return AH_OK;
+}
+
+const char *ah_host_check_records_path(const ah_host *h)
+{
+    return h && h->check_path ? h->check_path : "";
+}
+
+const char *ah_host_check_records_note(const ah_host *h)
+{
+    return h && h->check_note ? h->check_note : "";
+}
