@@ -1,0 +1,317 @@
+/*
+ * rocm_aiter's HIP kernels for CDNA (wave64, one wave per workgroup), built
+ * without HIP headers or device libraries (-nogpuinc -nogpulib): clang
+ * builtins only, so hipcc 5.2 (gfx90a) and clang-19 (gfx942) compile the
+ * same source. The index logic is kernels/ra_layout.h's; the CPU model in
+ * test/test_mfma_model.c runs these loops lane by lane.
+ *
+ *   ra_decode_<dt>_d<D>        paged decode, one wave per (KV-head group,
+ *                              256-key partition, request); GQA heads of a KV
+ *                              head share each K/V read; S^T = K Q^T and
+ *                              O^T += V^T P^T on v_mfma_f32_16x16x16
+ *   ra_decode_reduce_<dt>_d<D> LSE merge of the partitions, sinks
+ *   ra_prefill_<dt>_d<D>       FA2-style prefill/extend over the paged cache,
+ *                              one wave per (32 queries, head, request),
+ *                              v_mfma_f32_32x32x8, online softmax, LSE
+ *   ra_write_kv                new K/V into the NHD cache at slot_mapping
+ *   ra_merge_<dt>              merge_states
+ * <dt>: bf16 (the _1k bf16 MFMAs) or fp16; D: 64, 128, 256.
+ */
+typedef __INT64_TYPE__ int64_t;
+typedef __INT32_TYPE__ int32_t;
+typedef __UINT32_TYPE__ uint32_t;
+typedef __UINT16_TYPE__ uint16_t;
+#define expf __builtin_expf
+#define logf __builtin_logf
+#define fabsf __builtin_fabsf
+#define INFINITY __builtin_inff()
+#define RA_KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(64, 64)))
+#define RA_DEV __attribute__((device)) static inline
+
+#include "ra_layout.h"
+#include "ra_params.h"
+
+typedef short short4_t __attribute__((ext_vector_type(4)));
+typedef _Float16 half4_t __attribute__((ext_vector_type(4)));
+typedef float float4_t __attribute__((ext_vector_type(4)));
+typedef float float16_t __attribute__((ext_vector_type(16)));
+
+RA_DEV int lane_id() { return (int)__builtin_amdgcn_workitem_id_x(); }
+
+RA_DEV float shfl_xor(float v, int mask)
+{
+    const int src = (lane_id() ^ mask) << 2;
+    return __builtin_bit_cast(float, __builtin_amdgcn_ds_bpermute(src, __builtin_bit_cast(int, v)));
+}
+
+/* 16-bit element types: BF = 1 bf16, 0 fp16. */
+template <int BF> struct elt;
+template <> struct elt<1> {
+    typedef short4_t v4;
+    RA_DEV float to_f32(uint16_t b) { return ra_bf16_to_f32(b); }
+    RA_DEV uint16_t from_f32(float f) { return ra_f32_to_bf16(f); }
+    RA_DEV float4_t mfma16(v4 a, v4 b, float4_t c) { return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0); }
+    RA_DEV float16_t mfma32(v4 a, v4 b, float16_t c) { return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, c, 0, 0, 0); }
+};
+template <> struct elt<0> {
+    typedef half4_t v4;
+    RA_DEV float to_f32(uint16_t b) { return (float)__builtin_bit_cast(_Float16, b); }
+    RA_DEV uint16_t from_f32(float f) { return __builtin_bit_cast(uint16_t, (_Float16)f); }
+    RA_DEV float4_t mfma16(v4 a, v4 b, float4_t c) { return __builtin_amdgcn_mfma_f32_16x16x16f16(a, b, c, 0, 0, 0); }
+    RA_DEV float16_t mfma32(v4 a, v4 b, float16_t c) { return __builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, 0, 0, 0); }
+};
+
+/* 4 consecutive 16-bit elements (8-byte aligned: D % 4 == 0), or zeros. */
+template <int BF> RA_DEV typename elt<BF>::v4 load4(const uint16_t *p, bool ok)
+{
+    typedef typename elt<BF>::v4 v4;
+    if (!ok) return v4{};
+    return __builtin_bit_cast(v4, *(const short4_t *)p);
+}
+/* 4 elements from 4 rows (V^T operands). */
+template <int BF> RA_DEV typename elt<BF>::v4 gather4(const uint16_t *p, const int64_t off[4], const bool ok[4])
+{
+    short4_t s;
+    s.x = ok[0] ? (short)p[off[0]] : 0;
+    s.y = ok[1] ? (short)p[off[1]] : 0;
+    s.z = ok[2] ? (short)p[off[2]] : 0;
+    s.w = ok[3] ? (short)p[off[3]] : 0;
+    return __builtin_bit_cast(typename elt<BF>::v4, s);
+}
+template <int BF> RA_DEV typename elt<BF>::v4 pack_p(float a, float b, float c, float d)
+{
+    short4_t s;
+    s.x = (short)elt<BF>::from_f32(a);
+    s.y = (short)elt<BF>::from_f32(b);
+    s.z = (short)elt<BF>::from_f32(c);
+    s.w = (short)elt<BF>::from_f32(d);
+    return __builtin_bit_cast(typename elt<BF>::v4, s);
+}
+
+/* ---- paged decode ---------------------------------------------------------- */
+
+template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
+{
+    typedef typename elt<BF>::v4 v4;
+    const int lane = lane_id(), part = (int)__builtin_amdgcn_workgroup_id_x();
+    const int hk = (int)__builtin_amdgcn_workgroup_id_y(), r = (int)__builtin_amdgcn_workgroup_id_z();
+    const int q0 = p.query_start_loc[r], q1 = p.query_start_loc[r + 1];
+    const int seq = p.seq_lens[r], G = p.num_q_heads / p.num_kv_heads, H = p.num_q_heads;
+    if (q1 <= q0) return; /* a padded request */
+    const int k0 = part * RA_PARTITION;
+    const int k1 = k0 + RA_PARTITION < seq ? k0 + RA_PARTITION : seq;
+    const int qp = seq - 1, t = q1 - 1;
+    const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
+    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache, *V = (const uint16_t *)p.v_cache;
+
+    const int g_b = ra_m16_ab_mn(lane);
+    v4 bq[D / 16];
+    for (int dt = 0; dt < D / 16; dt++)
+        bq[dt] = load4<BF>(Q + t * p.stride_q_t + (int64_t)(hk * G + g_b) * p.stride_q_h + dt * 16 + ra_m16_ab_k(lane, 0),
+                           g_b < G);
+    float4_t o[D / 16];
+    for (int dt = 0; dt < D / 16; dt++) o[dt] = float4_t{};
+    float m = -INFINITY, l = 0.0f;
+    const int kfirst = ra_first_key(qp, p.window);
+    int kstart = (kfirst / RA_DEC_KEYS) * RA_DEC_KEYS;
+    if (kstart < k0) kstart = k0;
+    for (int kc = kstart; kc < k1; kc += RA_DEC_KEYS) {
+        float4_t s = float4_t{};
+        const int key_a = kc + ra_m16_ab_mn(lane);
+        const bool ka = key_a < k1;
+        for (int dt = 0; dt < D / 16; dt++) {
+            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
+                                                           dt * 16 + ra_m16_ab_k(lane, 0)) : 0), ka);
+            s = elt<BF>::mfma16(a, bq[dt], s);
+        }
+        float mx = -INFINITY;
+        for (int it = 0; it < 4; it++) {
+            const int key = kc + ra_m16_c_m(lane, it);
+            s[it] = key < k1 && ra_visible(key, qp, seq, p.window) ? ra_logit(s[it], p.scale, p.softcap) : -INFINITY;
+            mx = mx > s[it] ? mx : s[it];
+        }
+        mx = __builtin_fmaxf(mx, shfl_xor(mx, 16));
+        mx = __builtin_fmaxf(mx, shfl_xor(mx, 32));
+        const float mn = m > mx ? m : mx, al = ra_rescale(m, mn);
+        float pr[4], ps = 0.0f;
+        for (int it = 0; it < 4; it++) {
+            pr[it] = elt<BF>::to_f32(elt<BF>::from_f32(ra_exp_shift(s[it], mn)));
+            ps += pr[it];
+        }
+        ps += shfl_xor(ps, 16);
+        ps += shfl_xor(ps, 32);
+        l = l * al + ps;
+        m = mn;
+        const v4 pb = pack_p<BF>(pr[0], pr[1], pr[2], pr[3]);
+        int64_t off[4];
+        bool ok[4];
+        for (int it = 0; it < 4; it++) {
+            const int key = kc + ra_m16_ab_k(lane, it);
+            ok[it] = key < k1;
+            off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk, ra_m16_ab_mn(lane)) : 0;
+        }
+        for (int dt = 0; dt < D / 16; dt++) {
+            o[dt] *= al;
+            o[dt] = elt<BF>::mfma16(gather4<BF>(V + dt * 16, off, ok), pb, o[dt]);
+        }
+    }
+    const int g = ra_m16_c_n(lane);
+    if (g >= G) return;
+    const int64_t row = ((int64_t)r * H + hk * G + g) * p.max_parts + part;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int dt = 0; dt < D / 16; dt++)
+        for (int it = 0; it < 4; it++) p.part_o[row * D + dt * 16 + ra_m16_c_m(lane, it)] = o[dt][it] * inv;
+    if (lane < 16) {
+        p.part_ml[row * 2] = m;
+        p.part_ml[row * 2 + 1] = l;
+    }
+}
+
+/* One wave per (query head, request): merge the partitions by LSE, then the sink. */
+template <int BF, int D> RA_DEV void decode_reduce(const ra_attn_params &p)
+{
+    const int lane = lane_id(), h = (int)__builtin_amdgcn_workgroup_id_x(), r = (int)__builtin_amdgcn_workgroup_id_y();
+    const int q0 = p.query_start_loc[r], q1 = p.query_start_loc[r + 1];
+    if (q1 <= q0) return;
+    const int np = ra_num_partitions(p.seq_lens[r]), t = q1 - 1;
+    const int64_t row0 = ((int64_t)r * p.num_q_heads + h) * p.max_parts;
+    ra_lse_acc acc = ra_lse_init();
+    float o[D / 64];
+    for (int i = 0; i < D / 64; i++) o[i] = 0.0f;
+    for (int part = 0; part < np; part++) {
+        float os;
+        const float w = ra_lse_add(&acc, p.part_ml[(row0 + part) * 2], p.part_ml[(row0 + part) * 2 + 1], &os);
+        for (int i = 0; i < D / 64; i++) o[i] = o[i] * os + w * p.part_o[(row0 + part) * D + i * 64 + lane];
+    }
+    if (p.use_sinks) {
+        float os;
+        ra_lse_add(&acc, p.sinks[h], 1.0f, &os);
+        for (int i = 0; i < D / 64; i++) o[i] *= os;
+    }
+    const float inv = acc.l > 0.0f ? 1.0f / acc.l : 0.0f;
+    uint16_t *O = (uint16_t *)p.out + t * p.stride_o_t + h * p.stride_o_h;
+    for (int i = 0; i < D / 64; i++) O[i * 64 + lane] = elt<BF>::from_f32(o[i] * inv);
+    if (p.lse && lane == 0) p.lse[(int64_t)t * p.num_q_heads + h] = ra_lse_value(acc);
+}
+
+/* ---- prefill / extend ------------------------------------------------------- */
+
+template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
+{
+    typedef typename elt<BF>::v4 v4;
+    const int lane = lane_id(), qtile = (int)__builtin_amdgcn_workgroup_id_x();
+    const int h = (int)__builtin_amdgcn_workgroup_id_y(), r = (int)__builtin_amdgcn_workgroup_id_z();
+    const int t0 = p.query_start_loc[r], ql = p.query_start_loc[r + 1] - t0, seq = p.seq_lens[r];
+    const int q0 = qtile * RA_PRE_QUERIES;
+    if (q0 >= ql) return;
+    const int hk = h / (p.num_q_heads / p.num_kv_heads);
+    const int qlast = q0 + RA_PRE_QUERIES < ql ? q0 + RA_PRE_QUERIES - 1 : ql - 1;
+    const int kend = seq - ql + qlast + 1;
+    const int kstart = (ra_first_key(seq - ql + q0, p.window) / RA_PRE_KEYS) * RA_PRE_KEYS;
+    const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
+    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache, *V = (const uint16_t *)p.v_cache;
+
+    const int qi_b = q0 + ra_m32_ab_mn(lane);
+    v4 bq[D / 8];
+    for (int dt = 0; dt < D / 8; dt++)
+        bq[dt] = load4<BF>(Q + (int64_t)(t0 + (qi_b < ql ? qi_b : 0)) * p.stride_q_t + h * p.stride_q_h + dt * 8 +
+                               ra_m32_ab_k(lane, 0), qi_b < ql);
+    float16_t o[D / 32];
+    for (int dt = 0; dt < D / 32; dt++) o[dt] = float16_t{};
+    float m = -INFINITY, l = 0.0f;
+    const int qp = seq - ql + q0 + ra_m32_c_n(lane);
+    for (int kc = kstart; kc < kend; kc += RA_PRE_KEYS) {
+        float16_t s = float16_t{};
+        const int key_a = kc + ra_m32_ab_mn(lane);
+        const bool ka = key_a < kend;
+        for (int dt = 0; dt < D / 8; dt++) {
+            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
+                                                           dt * 8 + ra_m32_ab_k(lane, 0)) : 0), ka);
+            s = elt<BF>::mfma32(a, bq[dt], s);
+        }
+        float mx = -INFINITY;
+        for (int it = 0; it < 16; it++) {
+            const int key = kc + ra_m32_c_m(lane, it);
+            s[it] = ra_visible(key, qp, kend, p.window) ? ra_logit(s[it], p.scale, p.softcap) : -INFINITY;
+            mx = mx > s[it] ? mx : s[it];
+        }
+        mx = __builtin_fmaxf(mx, shfl_xor(mx, 32));
+        const float mn = m > mx ? m : mx, al = ra_rescale(m, mn);
+        float ps = 0.0f;
+        for (int it = 0; it < 16; it++) {
+            s[it] = elt<BF>::to_f32(elt<BF>::from_f32(ra_exp_shift(s[it], mn)));
+            ps += s[it];
+        }
+        ps += shfl_xor(ps, 32);
+        l = l * al + ps;
+        m = mn;
+        for (int dt = 0; dt < D / 32; dt++) o[dt] *= al;
+        for (int kk = 0; kk < 4; kk++) { /* 8 keys per MFMA: C items 4kk..4kk+3 are P^T's B operand */
+            const v4 pb = pack_p<BF>(s[4 * kk], s[4 * kk + 1], s[4 * kk + 2], s[4 * kk + 3]);
+            int64_t off[4];
+            bool ok[4];
+            for (int it = 0; it < 4; it++) {
+                const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
+                ok[it] = key < kend;
+                off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk, ra_m32_ab_mn(lane)) : 0;
+            }
+            for (int dt = 0; dt < D / 32; dt++) o[dt] = elt<BF>::mfma32(gather4<BF>(V + dt * 32, off, ok), pb, o[dt]);
+        }
+    }
+    const int qi = q0 + ra_m32_c_n(lane);
+    if (qi >= ql) return;
+    ra_lse_acc acc;
+    acc.m = m;
+    acc.l = l;
+    float os = 1.0f;
+    if (p.use_sinks) ra_lse_add(&acc, p.sinks[h], 1.0f, &os);
+    const float f = acc.l > 0.0f ? os / acc.l : 0.0f;
+    uint16_t *O = (uint16_t *)p.out + (int64_t)(t0 + qi) * p.stride_o_t + h * p.stride_o_h;
+    for (int dt = 0; dt < D / 32; dt++)
+        for (int it = 0; it < 16; it++) O[dt * 32 + ra_m32_c_m(lane, it)] = elt<BF>::from_f32(o[dt][it] * f);
+    if (p.lse && lane < 32) p.lse[(int64_t)(t0 + qi) * p.num_q_heads + h] = ra_lse_value(acc);
+}
+
+/* ---- KV write and merge_states ----------------------------------------------- */
+
+/* One wave per token: a bit copy (the cache has the query's 16-bit dtype). */
+RA_KERNEL void ra_write_kv(ra_kv_params p)
+{
+    const int t = (int)__builtin_amdgcn_workgroup_id_x(), lane = lane_id();
+    const int64_t slot = p.slot_mapping[t];
+    if (slot < 0) return;
+    const uint16_t *k = (const uint16_t *)p.key, *v = (const uint16_t *)p.value;
+    uint16_t *kc = (uint16_t *)p.k_cache, *vc = (uint16_t *)p.v_cache;
+    for (int i = lane; i < p.num_kv_heads * p.head_size; i += 64) {
+        const int h = i / p.head_size, d = i % p.head_size;
+        const int64_t dst = (slot * p.num_kv_heads + h) * p.head_size + d;
+        kc[dst] = k[t * p.stride_k_t + h * p.stride_k_h + d];
+        vc[dst] = v[t * p.stride_v_t + h * p.stride_v_h + d];
+    }
+}
+
+template <int BF> RA_DEV void merge(const ra_merge_params &p)
+{
+    const int row = (int)__builtin_amdgcn_workgroup_id_x(), lane = lane_id();
+    float wa, wb;
+    const float lse = ra_merge2(p.lse_a[row], p.lse_b[row], &wa, &wb);
+    const uint16_t *a = (const uint16_t *)p.v_a + (int64_t)row * p.head_size;
+    const uint16_t *b = (const uint16_t *)p.v_b + (int64_t)row * p.head_size;
+    uint16_t *o = (uint16_t *)p.out + (int64_t)row * p.head_size;
+    for (int d = lane; d < p.head_size; d += 64)
+        o[d] = elt<BF>::from_f32(wa * elt<BF>::to_f32(a[d]) + wb * elt<BF>::to_f32(b[d]));
+    if (p.lse_out && lane == 0) p.lse_out[row] = lse;
+}
+
+#define RA_INSTANCES(NAME, BF, D)                                                                 \
+    RA_KERNEL void ra_decode_##NAME##_d##D(ra_attn_params p) { decode<BF, D>(p); }               \
+    RA_KERNEL void ra_decode_reduce_##NAME##_d##D(ra_attn_params p) { decode_reduce<BF, D>(p); } \
+    RA_KERNEL void ra_prefill_##NAME##_d##D(ra_attn_params p) { prefill<BF, D>(p); }
+RA_INSTANCES(bf16, 1, 64)
+RA_INSTANCES(bf16, 1, 128)
+RA_INSTANCES(bf16, 1, 256)
+RA_INSTANCES(fp16, 0, 64)
+RA_INSTANCES(fp16, 0, 128)
+RA_INSTANCES(fp16, 0, 256)
+RA_KERNEL void ra_merge_bf16(ra_merge_params p) { merge<1>(p); }
+RA_KERNEL void ra_merge_fp16(ra_merge_params p) { merge<0>(p); }

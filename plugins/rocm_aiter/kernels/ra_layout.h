@@ -1,0 +1,192 @@
+/*
+ * rocm_aiter's index logic, shared by the HIP kernels (kernels/attn.hip) and
+ * the host: the MFMA fragment layouts, paged-cache addressing, masks,
+ * logits, the online softmax and the LSE merge of key partitions. Plain C
+ * (C11 or C++/HIP); the CPU tests run the kernels' tile loops through an
+ * instruction model with exactly these functions.
+ *
+ * MFMA fragments (wave64, AMD CDNA2/CDNA3 ISA, "Matrix fused multiply-add
+ * instructions"; the layouts the AMD Matrix Instruction Calculator prints).
+ * A lane holds 4 consecutive K elements of one A row and of one B column;
+ * "item" is the element's index inside the lane's register(s).
+ *
+ *   v_mfma_f32_32x32x8{bf16_1k,f16}   A 32x8, B 8x32, C 32x32 (16 floats a lane)
+ *     A[i][k]: lane i + 32*(k/4), item k%4     B[k][j]: lane j + 32*(k/4), item k%4
+ *     C[i][j]: lane j + 32*((i/4)%2), item (i%4) + 4*(i/8)
+ *   v_mfma_f32_16x16x16{bf16_1k,f16}  A 16x16, B 16x16, C 16x16 (4 floats a lane)
+ *     A[i][k]: lane i + 16*(k/4), item k%4     B[k][j]: lane j + 16*(k/4), item k%4
+ *     C[i][j]: lane j + 16*(i/4), item i%4
+ *
+ * The kernels compute S^T = K Q^T (A = keys, B = queries), so a lane's C
+ * registers hold one query's logits for several keys, and those registers
+ * are, unchanged, the B operand of O^T = V^T P^T: the probabilities never
+ * leave registers (the layout identity ra_m32_c_row(l, 4m + r) ==
+ * 8m + ra_m32_ab_k(l, r) for the 32x32 shape, ra_m16_c_row == ra_m16_ab_k
+ * for the 16x16 shape; test_mfma_model checks both).
+ */
+#ifndef RA_LAYOUT_H
+#define RA_LAYOUT_H
+
+#if defined(__HIP__) || defined(__HIPCC__)
+#define RA_HD __attribute__((device)) __attribute__((host)) static inline
+#else
+#include <math.h>
+#include <stdint.h>
+#define RA_HD static inline
+#endif
+
+#define RA_WAVE 64
+#define RA_PARTITION 256 /* keys per decode partition (one workgroup) */
+#define RA_DEC_KEYS 16   /* keys per decode MFMA step (16x16x16) */
+#define RA_DEC_GROUP 16  /* query heads per KV head a decode wave serves */
+#define RA_PRE_KEYS 32   /* keys per prefill step (32x32x8) */
+#define RA_PRE_QUERIES 32 /* query rows per prefill wave */
+
+/* ---- MFMA 32x32x8 fragments: (lane, item) -> matrix element -------------- */
+
+/* A row (M) or B column (N) a lane holds. */
+RA_HD int ra_m32_ab_mn(int lane) { return lane & 31; }
+/* K index of a lane's item (0..3) in A and B. */
+RA_HD int ra_m32_ab_k(int lane, int item) { return 4 * (lane >> 5) + item; }
+/* C column (N) a lane holds, and the C row (M) of its item (0..15). */
+RA_HD int ra_m32_c_n(int lane) { return lane & 31; }
+RA_HD int ra_m32_c_m(int lane, int item) { return 8 * (item >> 2) + 4 * (lane >> 5) + (item & 3); }
+
+/* ---- MFMA 16x16x16 fragments --------------------------------------------- */
+
+RA_HD int ra_m16_ab_mn(int lane) { return lane & 15; }
+RA_HD int ra_m16_ab_k(int lane, int item) { return 4 * (lane >> 4) + item; }
+RA_HD int ra_m16_c_n(int lane) { return lane & 15; }
+RA_HD int ra_m16_c_m(int lane, int item) { return 4 * (lane >> 4) + item; }
+
+/* ---- paged KV cache, NHD: [num_blocks, block_size, num_kv_heads, head] ---- */
+
+/* Element offset of channel d of KV head h at position pos of a request
+ * whose block-table row is table. Positions are never negative here. */
+RA_HD int64_t ra_nhd_offset(const int32_t *table, int pos, int block_size, int num_kv_heads,
+                            int head_size, int h, int d)
+{
+    const int64_t blk = table[pos / block_size];
+    const int64_t slot = blk * block_size + pos % block_size;
+    return (slot * num_kv_heads + h) * head_size + d;
+}
+
+/* ---- masks ---------------------------------------------------------------- */
+
+/* Key position kp is visible to the query at position qp (decoder layers:
+ * causal, optional sliding window of `window` keys, 0 = none). */
+RA_HD int ra_visible(int kp, int qp, int seq_len, int window)
+{
+    return kp < seq_len && kp <= qp && (window <= 0 || kp > qp - window);
+}
+
+/* The first key any query at position >= qp_lo can see. */
+RA_HD int ra_first_key(int qp_lo, int window)
+{
+    const int f = window > 0 ? qp_lo - window + 1 : 0;
+    return f > 0 ? f : 0;
+}
+
+/* ---- logits and the online softmax ----------------------------------------- */
+
+/* scale * dot, soft-capped when softcap > 0 (c * tanh(s / c)), written with
+ * exp so host and device use the same expression. */
+RA_HD float ra_logit(float dot, float scale, float softcap)
+{
+    float s = dot * scale;
+    if (softcap > 0.0f) {
+        const float e = expf(-2.0f * fabsf(s) / softcap);
+        const float t = (1.0f - e) / (1.0f + e);
+        s = softcap * (s < 0.0f ? -t : t);
+    }
+    return s;
+}
+
+/* exp(s - m) that is 0 for a masked logit and never NaN when every logit so
+ * far was masked (m == -inf). */
+RA_HD float ra_exp_shift(float s, float m)
+{
+    return (s == -INFINITY) ? 0.0f : expf(s - m);
+}
+
+/* The factor that rescales an accumulator from running max m_old to m_new. */
+RA_HD float ra_rescale(float m_old, float m_new)
+{
+    return (m_old == -INFINITY) ? 0.0f : expf(m_old - m_new);
+}
+
+/* ---- decode partitions and the LSE merge ----------------------------------- */
+
+RA_HD int ra_num_partitions(int seq_len) { return (seq_len + RA_PARTITION - 1) / RA_PARTITION; }
+
+/* Partials (m, l) of partitions (or of two states) combine as
+ *   M = max m_i,  L = sum l_i e^{m_i - M},  O = sum o_i l_i e^{m_i - M} / L
+ * where o_i is partition i's normalised output. A sink logit joins as one
+ * more partition with l = 1 and no value. lse = M + log L; with nothing
+ * visible L = 0: out 0, lse -inf. */
+typedef struct ra_lse_acc {
+    float m, l;
+} ra_lse_acc;
+
+RA_HD ra_lse_acc ra_lse_init(void)
+{
+    ra_lse_acc a;
+    a.m = -INFINITY;
+    a.l = 0.0f;
+    return a;
+}
+
+/* Add partial (m, l); returns the weight the partial's normalised output
+ * gets, *old_scale the factor for what was accumulated before. */
+RA_HD float ra_lse_add(ra_lse_acc *a, float m, float l, float *old_scale)
+{
+    if (l <= 0.0f || m == -INFINITY) {
+        *old_scale = 1.0f;
+        return 0.0f;
+    }
+    const float mn = a->m > m ? a->m : m;
+    *old_scale = ra_rescale(a->m, mn);
+    const float w = l * expf(m - mn);
+    a->l = a->l * *old_scale + w;
+    a->m = mn;
+    return w;
+}
+
+RA_HD float ra_lse_value(ra_lse_acc a) { return a.l > 0.0f ? a.m + logf(a.l) : -INFINITY; }
+
+/* Two normalised partial results by their LSEs (merge_states). Writes the
+ * weights of a and b; returns the merged LSE. */
+RA_HD float ra_merge2(float lse_a, float lse_b, float *wa, float *wb)
+{
+    if (lse_a == -INFINITY && lse_b == -INFINITY) {
+        *wa = 0.0f;
+        *wb = 0.0f;
+        return -INFINITY;
+    }
+    const float m = lse_a > lse_b ? lse_a : lse_b;
+    const float ea = ra_exp_shift(lse_a, m), eb = ra_exp_shift(lse_b, m);
+    *wa = ea / (ea + eb);
+    *wb = eb / (ea + eb);
+    return m + logf(ea + eb);
+}
+
+/* ---- bf16 and fp16 bits ----------------------------------------------------- */
+
+RA_HD float ra_bf16_to_f32(uint16_t h)
+{
+    union { uint32_t u; float f; } c;
+    c.u = (uint32_t)h << 16;
+    return c.f;
+}
+
+/* Round to nearest even; NaN stays NaN. */
+RA_HD uint16_t ra_f32_to_bf16(float f)
+{
+    union { uint32_t u; float f; } c;
+    c.f = f;
+    if ((c.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((c.u >> 16) | 0x40);
+    c.u += 0x7fffu + ((c.u >> 16) & 1u);
+    return (uint16_t)(c.u >> 16);
+}
+
+#endif

@@ -1,0 +1,515 @@
+/*
+ * rocm_aiter: attention on AMD Instinct GPUs (CDNA2 gfx90a, CDNA3 gfx942)
+ * with MFMA kernels (kernels/attn.hip) embedded as code objects per target
+ * and launched through HIP's module API; libamdhip64.so is loaded at run
+ * time (attnhost/hip_driver.h), so the plugin loads and probes anywhere.
+ *
+ * Plan: a batch whose queries are all of length <= 1 runs the split-KV
+ * decode kernel (256-key partitions, GQA heads sharing a K/V read) and its
+ * LSE reduce; any other batch runs the prefill/extend kernel over the paged
+ * cache. write_kv stores new K/V; merge_states merges two partial results.
+ *
+ * Unverified on hardware: the kernels' index logic runs on the CPU through
+ * an MFMA model (test/test_mfma_model.c) and the code objects pass resource
+ * and instruction checks, but no kernel has run on an AMD GPU until
+ * `attnhost check --plugin rocm_aiter` passes on one.
+ */
+#include <attnhost/hip_driver.h>
+#include <attnhost/plugin.h>
+#include <attnhost/plugin_util.h>
+
+#include <string.h>
+
+#include "ra_layout.h"
+#include "ra_params.h"
+
+/* ---- embedded code objects ------------------------------------------------- */
+
+#define RA_IMAGE(t) extern const unsigned char ra_img_##t[], ra_img_##t##_end[];
+#include "ra_images.h"
+#undef RA_IMAGE
+
+typedef struct ra_image {
+    const char *target;
+    const unsigned char *begin, *end;
+} ra_image;
+
+static const ra_image ra_images[] = {
+#define RA_IMAGE(t) {#t, ra_img_##t, ra_img_##t##_end},
+#include "ra_images.h"
+#undef RA_IMAGE
+};
+#define RA_N_IMAGES (sizeof ra_images / sizeof *ra_images)
+
+static const char *const ra_targets[] = {
+#define RA_IMAGE(t) #t,
+#include "ra_images.h"
+#undef RA_IMAGE
+};
+
+static const ra_image *ra_image_for(const char *arch)
+{
+    for (size_t i = 0; i < RA_N_IMAGES; i++)
+        if (!strcmp(ra_images[i].target, arch)) return &ra_images[i];
+    return NULL;
+}
+
+static void ra_targets_text(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < RA_N_IMAGES; i++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", ra_images[i].target);
+    }
+}
+
+/* The gfx target of a device ("gfx942" from "gfx942:sramecc+:xnack-"). */
+static void ra_arch_of(const hipDeviceProp_t *p, char *arch, size_t cap)
+{
+    ah_strlcpy(arch, p->gcnArchName, cap);
+    char *colon = strchr(arch, ':');
+    if (colon) *colon = '\0';
+}
+
+/* ---- context ---------------------------------------------------------------- */
+
+enum { RA_FAMILY_DECODE, RA_FAMILY_REDUCE, RA_FAMILY_PREFILL, RA_FAMILIES };
+static const char *const ra_family_names[RA_FAMILIES] = {"decode", "decode_reduce", "prefill"};
+enum { RA_HEAD_SIZES = 3 };
+static const uint32_t ra_head_sizes[RA_HEAD_SIZES] = {64, 128, 256};
+
+struct ah_context {
+    const ah_hip_api *hip;
+    int device;
+    hipModule_t module;
+    /* [bf16?][family][head size index] */
+    hipFunction_t attn[2][RA_FAMILIES][RA_HEAD_SIZES];
+    hipFunction_t write_kv, merge[2];
+    hipEvent_t t0, t1;
+    ah_errbuf err;
+};
+
+#define RA_HIP(CTX, ERRP, CALL)                                                                  \
+    do {                                                                                         \
+        hipError_t ra_e_ = (CALL);                                                               \
+        if (ra_e_ != hipSuccess)                                                                 \
+            return ah_fail((ERRP), ra_e_ == hipErrorOutOfMemory ? AH_ERR_OUT_OF_MEMORY : AH_ERR_DEVICE, \
+                           "%s: %s", #CALL, ah_hip_errstr((CTX)->hip, ra_e_));                   \
+    } while (0)
+
+static ah_status ra_probe(const ah_host_services *host, ah_probe_info *info)
+{
+    const char *why;
+    const ah_hip_api *hip = ah_hip_load(&why);
+    if (!hip) {
+        ah_strlcpy(info->reason, why, sizeof info->reason);
+        return AH_OK;
+    }
+    int n = 0, drv = 0;
+    hipError_t e = hip->init(0);
+    if (e == hipSuccess) e = hip->device_count(&n);
+    if (e != hipSuccess || n == 0) {
+        snprintf(info->reason, sizeof info->reason, "no AMD GPU: %s",
+                 e != hipSuccess ? ah_hip_errstr(hip, e) : "hipGetDeviceCount found none");
+        return AH_OK;
+    }
+    hipDeviceProp_t p;
+    memset(&p, 0, sizeof p);
+    if ((e = hip->device_props(&p, 0)) != hipSuccess) {
+        snprintf(info->reason, sizeof info->reason, "hipGetDeviceProperties: %s", ah_hip_errstr(hip, e));
+        return AH_OK;
+    }
+    hip->driver_version(&drv);
+    info->device_count = (uint32_t)n;
+    ah_strlcpy(info->device_name, p.name, sizeof info->device_name);
+    ra_arch_of(&p, info->arch, sizeof info->arch);
+    info->multiprocessors = (uint32_t)p.multiProcessorCount;
+    info->memory_bytes = (uint64_t)p.totalGlobalMem;
+    snprintf(info->driver_version, sizeof info->driver_version, "HIP %d.%d.%d", drv / 10000000,
+             drv / 100000 % 100, drv % 100000);
+    if (!ra_image_for(info->arch)) {
+        char built[96];
+        ra_targets_text(built, sizeof built);
+        snprintf(info->reason, sizeof info->reason, "%s: no code object for this target (built for %s)",
+                 info->arch, built);
+        return AH_OK;
+    }
+    info->usable = 1;
+    if (host && host->log)
+        host->log(host, AH_LOG_INFO,
+                  "rocm_aiter: kernels unverified on hardware until `attnhost check --plugin rocm_aiter` "
+                  "passes on this GPU");
+    return AH_OK;
+}
+
+static ah_status ra_context_create(const ah_host_services *host, const ah_context_options *opts,
+                                   ah_context **out, const char **why)
+{
+    (void)host;
+    *out = NULL;
+    const ah_hip_api *hip = ah_hip_load(why);
+    if (!hip) return AH_ERR_UNAVAILABLE;
+    int n = 0;
+    if (hip->init(0) != hipSuccess || hip->device_count(&n) != hipSuccess || opts->device_index < 0 ||
+        opts->device_index >= n) {
+        *why = "no such AMD GPU";
+        return AH_ERR_UNAVAILABLE;
+    }
+    hipDeviceProp_t p;
+    memset(&p, 0, sizeof p);
+    char arch[32];
+    if (hip->device_props(&p, opts->device_index) != hipSuccess) {
+        *why = "hipGetDeviceProperties failed";
+        return AH_ERR_DEVICE;
+    }
+    ra_arch_of(&p, arch, sizeof arch);
+    const ra_image *img = ra_image_for(arch);
+    if (!img) {
+        *why = "no code object for this GPU's gfx target";
+        return AH_ERR_UNAVAILABLE;
+    }
+    ah_context *c = calloc(1, sizeof *c);
+    if (!c) {
+        *why = "out of memory";
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    c->hip = hip;
+    c->device = opts->device_index;
+    if (hip->set_device(c->device) != hipSuccess || hip->module_load(&c->module, img->begin) != hipSuccess) {
+        free(c);
+        *why = "hipModuleLoadData failed for the embedded code object";
+        return AH_ERR_DEVICE;
+    }
+    int ok = 1;
+    char name[64];
+    for (int bf = 0; bf < 2; bf++) {
+        for (int f = 0; f < RA_FAMILIES; f++)
+            for (int d = 0; d < RA_HEAD_SIZES; d++) {
+                snprintf(name, sizeof name, "ra_%s_%s_d%u", ra_family_names[f], bf ? "bf16" : "fp16",
+                         ra_head_sizes[d]);
+                ok &= hip->module_function(&c->attn[bf][f][d], c->module, name) == hipSuccess;
+            }
+        ok &= hip->module_function(&c->merge[bf], c->module, bf ? "ra_merge_bf16" : "ra_merge_fp16") ==
+              hipSuccess;
+    }
+    ok &= hip->module_function(&c->write_kv, c->module, "ra_write_kv") == hipSuccess;
+    ok &= hip->event_create(&c->t0, 0) == hipSuccess && hip->event_create(&c->t1, 0) == hipSuccess;
+    if (!ok) {
+        hip->module_unload(c->module);
+        free(c);
+        *why = "a kernel is missing from the embedded code object";
+        return AH_ERR_DEVICE;
+    }
+    *out = c;
+    return AH_OK;
+}
+
+static void ra_context_destroy(ah_context *c)
+{
+    if (!c) return;
+    c->hip->event_destroy(c->t0);
+    c->hip->event_destroy(c->t1);
+    c->hip->module_unload(c->module);
+    free(c);
+}
+
+static const char *ra_context_error(const ah_context *c) { return c->err.msg; }
+
+/* ---- device slots ------------------------------------------------------------- */
+
+static ah_status ra_mem_alloc(ah_context *c, size_t n, void **p)
+{
+    RA_HIP(c, &c->err, c->hip->set_device(c->device));
+    RA_HIP(c, &c->err, c->hip->mem_alloc(p, n ? n : 1));
+    return AH_OK;
+}
+static void ra_mem_free(ah_context *c, void *p)
+{
+    if (p) c->hip->mem_free(p);
+}
+static ah_status ra_mem_copy(ah_context *c, void *dst, const void *src, size_t n, ah_copy_kind kind, void *s)
+{
+    static const hipMemcpyKind kinds[] = {hipMemcpyHostToDevice, hipMemcpyDeviceToHost, hipMemcpyDeviceToDevice};
+    RA_HIP(c, &c->err, c->hip->copy_async(dst, src, n, kinds[kind], (hipStream_t)s));
+    if (kind == AH_COPY_DEVICE_TO_HOST) RA_HIP(c, &c->err, c->hip->stream_sync((hipStream_t)s));
+    return AH_OK;
+}
+static ah_status ra_synchronize(ah_context *c, void *s)
+{
+    RA_HIP(c, &c->err, c->hip->stream_sync((hipStream_t)s));
+    return AH_OK;
+}
+static ah_status ra_stream_create(ah_context *c, void **s)
+{
+    RA_HIP(c, &c->err, c->hip->set_device(c->device));
+    RA_HIP(c, &c->err, c->hip->stream_create((hipStream_t *)s, hipStreamNonBlocking));
+    return AH_OK;
+}
+static void ra_stream_destroy(ah_context *c, void *s)
+{
+    if (s) c->hip->stream_destroy((hipStream_t)s);
+}
+static ah_status ra_timer_start(ah_context *c, void *s)
+{
+    RA_HIP(c, &c->err, c->hip->event_record(c->t0, (hipStream_t)s));
+    return AH_OK;
+}
+static ah_status ra_timer_stop(ah_context *c, void *s, float *ms)
+{
+    RA_HIP(c, &c->err, c->hip->event_record(c->t1, (hipStream_t)s));
+    RA_HIP(c, &c->err, c->hip->event_sync(c->t1));
+    RA_HIP(c, &c->err, c->hip->event_elapsed(ms, c->t0, c->t1));
+    return AH_OK;
+}
+
+/* ---- state, plan, forward ---------------------------------------------------------- */
+
+struct ah_state {
+    ah_context *ctx;
+    ah_layer_spec spec;
+    ah_limits lim;
+    int bf, hidx, max_parts;
+    float *part_o, *part_ml; /* decode partials */
+    const ah_batch *batch;
+    int decode;              /* the planned batch has no query longer than 1 */
+    ah_errbuf err;
+};
+
+static int ra_head_index(uint32_t d)
+{
+    for (int i = 0; i < RA_HEAD_SIZES; i++)
+        if (ra_head_sizes[i] == d) return i;
+    return -1;
+}
+
+static ah_status ra_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
+{
+    const uint64_t parts = (uint64_t)ra_num_partitions((int)lim->max_seq_len);
+    *bytes = (uint64_t)lim->max_num_reqs * spec->num_q_heads * parts * (spec->v_head_size + 2) * sizeof(float);
+    return AH_OK;
+}
+
+static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const ah_limits *lim, ah_state **out)
+{
+    *out = NULL;
+    const int hidx = ra_head_index(spec->qk_head_size);
+    if (hidx < 0 || spec->v_head_size != spec->qk_head_size || spec->kv_dtype != spec->q_dtype ||
+        (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16))
+        return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "rocm_aiter: unsupported layer (head %u/%u, %s/%s)",
+                       spec->qk_head_size, spec->v_head_size, ah_dtype_name(spec->q_dtype),
+                       ah_dtype_name(spec->kv_dtype));
+    ah_state *st = calloc(1, sizeof *st);
+    if (!st) return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+    st->ctx = c;
+    st->spec = *spec;
+    st->lim = *lim;
+    st->bf = spec->q_dtype == AH_DTYPE_BF16;
+    st->hidx = hidx;
+    st->max_parts = ra_num_partitions((int)lim->max_seq_len);
+    const size_t rows = (size_t)lim->max_num_reqs * spec->num_q_heads * (size_t)st->max_parts;
+    if (c->hip->set_device(c->device) != hipSuccess ||
+        c->hip->mem_alloc((void **)&st->part_o, rows * spec->v_head_size * sizeof(float) + 4) != hipSuccess ||
+        c->hip->mem_alloc((void **)&st->part_ml, rows * 2 * sizeof(float) + 4) != hipSuccess) {
+        if (st->part_o) c->hip->mem_free(st->part_o);
+        free(st);
+        return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "rocm_aiter: decode workspace of %zu partial rows", rows);
+    }
+    *out = st;
+    return AH_OK;
+}
+
+static void ra_state_destroy(ah_state *st)
+{
+    if (!st) return;
+    st->ctx->hip->mem_free(st->part_o);
+    st->ctx->hip->mem_free(st->part_ml);
+    free(st);
+}
+
+static const char *ra_state_error(const ah_state *st) { return st->err.msg; }
+
+static ah_status ra_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
+{
+    (void)stream;
+    if (mode != AH_PLAN_EAGER) return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "rocm_aiter: no graph capture");
+    /* Bounds the kernels rely on (the host checks them too unless validation is off). */
+    if (b->num_reqs > st->lim.max_num_reqs || b->max_seq_len > st->lim.max_seq_len)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "rocm_aiter: batch beyond the state's limits");
+    st->batch = b;
+    st->decode = b->max_query_len <= 1;
+    return AH_OK;
+}
+
+static ah_status ra_launch(ah_state *st, hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, void *arg,
+                           void *stream)
+{
+    ah_context *c = st->ctx;
+    void *args[] = {arg};
+    if (gx == 0 || gy == 0 || gz == 0) return AH_OK;
+    RA_HIP(c, &st->err, c->hip->launch(f, gx, gy, gz, RA_WAVE, 1, 1, 0, (hipStream_t)stream, args, NULL));
+    return AH_OK;
+}
+
+static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
+{
+    const ah_batch *b = st->batch;
+    const ah_layer_spec *s = &st->spec;
+    if (!b) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before plan");
+    ra_attn_params p;
+    memset(&p, 0, sizeof p);
+    p.q = ah_dl_data(a->q);
+    p.k_cache = ah_dl_data(a->key_cache);
+    p.v_cache = ah_dl_data(a->value_cache);
+    p.out = ah_dl_data(a->out);
+    p.lse = a->lse ? (float *)ah_dl_data(a->lse) : NULL;
+    p.query_start_loc = (const int *)ah_dl_data(b->query_start_loc);
+    p.seq_lens = (const int *)ah_dl_data(b->seq_lens);
+    p.block_table = (const int *)ah_dl_data(b->block_table);
+    p.sinks = s->use_sinks && a->sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
+    p.part_o = st->part_o;
+    p.part_ml = st->part_ml;
+    p.stride_q_t = ah_dl_stride(a->q, 0);
+    p.stride_q_h = ah_dl_stride(a->q, 1);
+    p.stride_o_t = ah_dl_stride(a->out, 0);
+    p.stride_o_h = ah_dl_stride(a->out, 1);
+    p.table_stride = (int)ah_dl_stride(b->block_table, 0);
+    p.num_reqs = (int)b->num_reqs;
+    p.num_q_heads = (int)s->num_q_heads;
+    p.num_kv_heads = (int)s->num_kv_heads;
+    p.head_size = (int)s->qk_head_size;
+    p.block_size = (int)s->block_size;
+    p.window = (int)s->sliding_window;
+    p.max_parts = st->max_parts;
+    p.scale = s->scale;
+    p.softcap = s->softcap;
+    p.use_sinks = p.sinks != NULL;
+    hipFunction_t *fn = st->ctx->attn[st->bf][0];
+    ah_status r;
+    if (st->decode) {
+        const unsigned parts = (unsigned)ra_num_partitions((int)b->max_seq_len);
+        r = ra_launch(st, fn[RA_FAMILY_DECODE * RA_HEAD_SIZES + st->hidx], parts, s->num_kv_heads, b->num_reqs, &p,
+                      a->stream);
+        if (r == AH_OK)
+            r = ra_launch(st, fn[RA_FAMILY_REDUCE * RA_HEAD_SIZES + st->hidx], s->num_q_heads, b->num_reqs, 1, &p,
+                          a->stream);
+        return r;
+    }
+    const unsigned tiles = (b->max_query_len + RA_PRE_QUERIES - 1) / RA_PRE_QUERIES;
+    return ra_launch(st, fn[RA_FAMILY_PREFILL * RA_HEAD_SIZES + st->hidx], tiles, s->num_q_heads, b->num_reqs, &p,
+                     a->stream);
+}
+
+static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
+{
+    const ah_batch *b = st->batch;
+    if (!b) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before plan");
+    ra_kv_params p;
+    memset(&p, 0, sizeof p);
+    p.key = ah_dl_data(a->key);
+    p.value = ah_dl_data(a->value);
+    p.k_cache = ah_dl_data(a->key_cache);
+    p.v_cache = ah_dl_data(a->value_cache);
+    p.slot_mapping = (const long long *)ah_dl_data(b->slot_mapping);
+    p.stride_k_t = ah_dl_stride(a->key, 0);
+    p.stride_k_h = ah_dl_stride(a->key, 1);
+    p.stride_v_t = ah_dl_stride(a->value, 0);
+    p.stride_v_h = ah_dl_stride(a->value, 1);
+    p.num_tokens = (int)a->key->shape[0];
+    p.num_kv_heads = (int)st->spec.num_kv_heads;
+    p.head_size = (int)st->spec.qk_head_size;
+    return ra_launch(st, st->ctx->write_kv, (unsigned)p.num_tokens, 1, 1, &p, a->stream);
+}
+
+static ah_status ra_merge_states(ah_context *c, const ah_merge_args *a)
+{
+    const int bf = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16);
+    if (!bf && !ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16))
+        return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "rocm_aiter: merge_states takes bf16 or fp16");
+    if (!ah_dl_is_contiguous(a->v_a) || !ah_dl_is_contiguous(a->v_b) || !ah_dl_is_contiguous(a->out))
+        return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "rocm_aiter: merge_states takes dense tensors");
+    ra_merge_params p;
+    memset(&p, 0, sizeof p);
+    p.v_a = ah_dl_data(a->v_a);
+    p.v_b = ah_dl_data(a->v_b);
+    p.lse_a = (const float *)ah_dl_data(a->lse_a);
+    p.lse_b = (const float *)ah_dl_data(a->lse_b);
+    p.out = ah_dl_data(a->out);
+    p.lse_out = a->lse_out ? (float *)ah_dl_data(a->lse_out) : NULL;
+    p.rows = (int)(a->v_a->shape[0] * a->v_a->shape[1]);
+    p.head_size = (int)a->v_a->shape[2];
+    void *args[] = {&p};
+    if (p.rows == 0) return AH_OK;
+    RA_HIP(c, &c->err, c->hip->launch(c->merge[bf], (unsigned)p.rows, 1, 1, RA_WAVE, 1, 1, 0,
+                                      (hipStream_t)a->stream, args, NULL));
+    return AH_OK;
+}
+
+/* ---- the descriptor -------------------------------------------------------------------- */
+
+static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink)
+{
+    (void)probe;
+    if (spec->kv_dtype != spec->q_dtype)
+        sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
+                  "the query dtype (16-bit caches only)");
+    if (spec->qk_head_size != spec->v_head_size)
+        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size", "equal head sizes");
+}
+
+static const uint32_t ra_head_list[] = {64, 128, 256};
+
+static const ah_caps ra_caps = {
+    .struct_size = sizeof(ah_caps),
+    .q_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
+    .kv_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
+    .qk_head_sizes = AH_INT_SET_LIST(ra_head_list),
+    .v_head_sizes = AH_INT_SET_LIST(ra_head_list),
+    .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
+    .preferred_block_size = 16,
+    .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_LSE,
+    .attn_types = AH_BIT(AH_ATTN_DECODER),
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
+    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
+    .gfx_targets = ra_targets,
+    .n_gfx_targets = (uint32_t)(sizeof ra_targets / sizeof *ra_targets),
+    .graph_level = AH_GRAPH_NEVER,
+    .graph_seq_len_fill = 0,
+    .forward_writes_kv = 0,
+    .caller_output = 1,
+    .max_head_groups = RA_DEC_GROUP,
+    .check_combination = ra_check_combination,
+    .prefill_rank = AH_RANK_PRIMARY,
+    .decode_rank = AH_RANK_PRIMARY,
+    .mixed_batch = AH_MIXED_SPLIT,
+    .decode_query_len_max = 1,
+};
+
+static const ah_plugin_ops ra_ops = {
+    .struct_size = sizeof(ah_plugin_ops),
+    .probe = ra_probe,
+    .context_create = ra_context_create,
+    .context_destroy = ra_context_destroy,
+    .context_error = ra_context_error,
+    .state_create = ra_state_create,
+    .state_destroy = ra_state_destroy,
+    .state_error = ra_state_error,
+    .plan = ra_plan,
+    .forward = ra_forward,
+    .write_kv = ra_write_kv,
+    .merge_states = ra_merge_states,
+    .workspace_size = ra_workspace_size,
+    .mem_alloc = ra_mem_alloc,
+    .mem_free = ra_mem_free,
+    .mem_copy = ra_mem_copy,
+    .synchronize = ra_synchronize,
+    .stream_create = ra_stream_create,
+    .stream_destroy = ra_stream_destroy,
+    .timer_start = ra_timer_start,
+    .timer_stop = ra_timer_stop,
+};
+
+AH_PLUGIN_DEFINE(rocm_aiter, "0.1", "attnhost", "MIT",
+                 "AITER-class MFMA attention for AMD Instinct (gfx90a, gfx942) through HIP: paged decode "
+                 "with 256-key partitions, prefill/extend, KV write, merge_states; unverified on hardware "
+                 "until `attnhost check --plugin rocm_aiter` passes on an AMD GPU",
+                 AH_DEVICE_HIP, &ra_caps, &ra_ops)

@@ -1,0 +1,492 @@
+/*
+ * The rocm_aiter kernels' tile loops, run lane by lane on the CPU through
+ * the MFMA instruction model (mfma_model.h) with the kernels' own index
+ * functions (kernels/ra_layout.h), against a double-precision oracle:
+ *   - the fragment layouts: the kernels' lane -> element maps invert the
+ *     ISA's element -> lane maps, and the S^T accumulator is the P^T operand;
+ *   - paged decode: 16x16x16 MFMAs, GQA heads sharing one K/V read,
+ *     partitions of 256 keys merged by LSE;
+ *   - prefill/extend over the paged cache: 32x32x8 MFMAs, FA2-style online
+ *     softmax over 32-key steps;
+ *   each with causal masks, sliding windows, sinks and soft-caps, bf16 and
+ *   fp16, head sizes 64..256, shuffled block tables.
+ * This is what can be verified without an AMD GPU; the HIP kernels mirror
+ * these loops step for step (kernels/attn.hip).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "../kernels/ra_layout.h"
+#include "mfma_model.h"
+
+static int g_fail;
+#define CHECK(c, ...)                                  \
+    do {                                               \
+        if (!(c)) {                                    \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                       \
+            printf("\n");                              \
+            g_fail++;                                  \
+        }                                              \
+    } while (0)
+
+static unsigned g_rng = 12345;
+static float frand(void)
+{
+    g_rng = g_rng * 1103515245u + 12345u;
+    return (float)((g_rng >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* Round to the 16-bit type the kernels compute in (1: bf16, 0: fp16). */
+static float round16(float x, int bf16)
+{
+    return bf16 ? ah_bf16_to_f32(ah_f32_to_bf16(x)) : ah_f16_to_f32(ah_f32_to_f16(x));
+}
+
+/* ---- layouts ------------------------------------------------------------- */
+
+static void test_layouts(void)
+{
+    for (int lane = 0; lane < 64; lane++)
+        for (int it = 0; it < 4; it++) {
+            CHECK(ra_isa_m32_ab_lane(ra_m32_ab_mn(lane), ra_m32_ab_k(lane, it)) == lane &&
+                      ra_m32_ab_k(lane, it) % 4 == it, "32x32x8 A/B lane %d item %d", lane, it);
+            CHECK(ra_isa_m16_ab_lane(ra_m16_ab_mn(lane), ra_m16_ab_k(lane, it)) == lane &&
+                      ra_m16_ab_k(lane, it) % 4 == it, "16x16x16 A/B lane %d item %d", lane, it);
+            int i = ra_m16_c_m(lane, it), j = ra_m16_c_n(lane);
+            CHECK(ra_isa_m16_c_lane(i, j) == lane && ra_isa_m16_c_item(i) == it, "16x16 C %d %d", lane, it);
+            /* S^T's accumulator is P^T's B operand, register for register */
+            CHECK(ra_m16_c_m(lane, it) == ra_m16_ab_k(lane, it), "16x16 C->B %d %d", lane, it);
+        }
+    for (int lane = 0; lane < 64; lane++)
+        for (int it = 0; it < 16; it++) {
+            int i = ra_m32_c_m(lane, it), j = ra_m32_c_n(lane);
+            CHECK(ra_isa_m32_c_lane(i, j) == lane && ra_isa_m32_c_item(i) == it, "32x32 C %d %d", lane, it);
+            CHECK(ra_m32_c_m(lane, it) == 8 * (it / 4) + ra_m32_ab_k(lane, it % 4), "32x32 C->B %d %d", lane, it);
+        }
+    /* every element placed exactly once */
+    int seen32[32][32] = {{0}}, seen16[16][16] = {{0}};
+    for (int lane = 0; lane < 64; lane++) {
+        for (int it = 0; it < 16; it++) seen32[ra_m32_c_m(lane, it)][ra_m32_c_n(lane)]++;
+        for (int it = 0; it < 4; it++) seen16[ra_m16_c_m(lane, it)][ra_m16_c_n(lane)]++;
+    }
+    for (int i = 0; i < 32; i++)
+        for (int j = 0; j < 32; j++) CHECK(seen32[i][j] == 1, "32x32 C element %d,%d", i, j);
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) CHECK(seen16[i][j] == 1, "16x16 C element %d,%d", i, j);
+
+    /* one product each, packed by the kernels' functions */
+    float A[32][8], B[8][32], a[64][4], b[64][4], c[64][16] = {{0}};
+    for (int i = 0; i < 32; i++)
+        for (int k = 0; k < 8; k++) A[i][k] = round16(frand(), 1), B[k][i] = round16(frand(), 1);
+    for (int lane = 0; lane < 64; lane++)
+        for (int it = 0; it < 4; it++) {
+            a[lane][it] = A[ra_m32_ab_mn(lane)][ra_m32_ab_k(lane, it)];
+            b[lane][it] = B[ra_m32_ab_k(lane, it)][ra_m32_ab_mn(lane)];
+        }
+    ra_model_mfma_32x32x8(a, b, c);
+    double err = 0;
+    for (int lane = 0; lane < 64; lane++)
+        for (int it = 0; it < 16; it++) {
+            double ref = 0;
+            for (int k = 0; k < 8; k++) ref += (double)A[ra_m32_c_m(lane, it)][k] * B[k][ra_m32_c_n(lane)];
+            err = fmax(err, fabs(ref - c[lane][it]));
+        }
+    CHECK(err < 1e-5, "32x32x8 product error %g", err);
+    float A16[16][16], B16[16][16], c16[64][4] = {{0}};
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) A16[i][k] = round16(frand(), 0), B16[k][i] = round16(frand(), 0);
+    for (int lane = 0; lane < 64; lane++)
+        for (int it = 0; it < 4; it++) {
+            a[lane][it] = A16[ra_m16_ab_mn(lane)][ra_m16_ab_k(lane, it)];
+            b[lane][it] = B16[ra_m16_ab_k(lane, it)][ra_m16_ab_mn(lane)];
+        }
+    ra_model_mfma_16x16x16(a, b, c16);
+    err = 0;
+    for (int lane = 0; lane < 64; lane++)
+        for (int it = 0; it < 4; it++) {
+            double ref = 0;
+            for (int k = 0; k < 16; k++) ref += (double)A16[ra_m16_c_m(lane, it)][k] * B16[k][ra_m16_c_n(lane)];
+            err = fmax(err, fabs(ref - c16[lane][it]));
+        }
+    CHECK(err < 1e-5, "16x16x16 product error %g", err);
+}
+
+/* ---- a paged batch --------------------------------------------------------- */
+
+typedef struct cfg {
+    const char *name;
+    int bf16, D, Hq, Hk, bs, window, use_sinks;
+    float softcap;
+    int nreq;
+    int qlen[4], seqlen[4];
+} cfg;
+
+typedef struct batch {
+    cfg c;
+    int T, nblk, tw;
+    int qsl[5];
+    int32_t *table;      /* [nreq][tw] */
+    float *q, *kc, *vc;  /* q [T][Hq][D]; caches NHD [nblk][bs][Hk][D] */
+    float *sinks;        /* [Hq] */
+    float scale;
+} batch;
+
+static void batch_make(batch *b, const cfg *c)
+{
+    memset(b, 0, sizeof *b);
+    b->c = *c;
+    for (int r = 0; r < c->nreq; r++) {
+        b->qsl[r + 1] = b->qsl[r] + c->qlen[r];
+        int nb = (c->seqlen[r] + c->bs - 1) / c->bs;
+        if (nb > b->tw) b->tw = nb;
+        b->nblk += nb;
+    }
+    b->T = b->qsl[c->nreq];
+    b->nblk += 3;
+    b->table = calloc((size_t)c->nreq * b->tw, sizeof *b->table);
+    /* blocks handed out in a shuffled order */
+    int *perm = malloc(sizeof *perm * b->nblk);
+    for (int i = 0; i < b->nblk; i++) perm[i] = i;
+    for (int i = b->nblk - 1; i > 0; i--) {
+        g_rng = g_rng * 1103515245u + 12345u;
+        int j = (int)((g_rng >> 8) % (unsigned)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int next = 0;
+    for (int r = 0; r < c->nreq; r++)
+        for (int k = 0; k < (c->seqlen[r] + c->bs - 1) / c->bs; k++) b->table[r * b->tw + k] = perm[next++];
+    free(perm);
+    size_t nq = (size_t)b->T * c->Hq * c->D, nk = (size_t)b->nblk * c->bs * c->Hk * c->D;
+    b->q = malloc(sizeof(float) * nq);
+    b->kc = malloc(sizeof(float) * nk);
+    b->vc = malloc(sizeof(float) * nk);
+    for (size_t i = 0; i < nq; i++) b->q[i] = round16(frand(), c->bf16);
+    for (size_t i = 0; i < nk; i++) b->kc[i] = round16(frand(), c->bf16), b->vc[i] = round16(frand(), c->bf16);
+    b->sinks = malloc(sizeof(float) * c->Hq);
+    for (int h = 0; h < c->Hq; h++) b->sinks[h] = 2.0f * frand();
+    b->scale = 1.0f / sqrtf((float)c->D);
+}
+
+static void batch_free(batch *b)
+{
+    free(b->table), free(b->q), free(b->kc), free(b->vc), free(b->sinks);
+}
+
+/* The oracle (core/include/attnhost/reference.h's definition), in double. */
+static void oracle(const batch *b, int r, int i, int h, double *out, double *lse)
+{
+    const cfg *c = &b->c;
+    const int t = b->qsl[r] + i, qp = c->seqlen[r] - c->qlen[r] + i, hk = h / (c->Hq / c->Hk);
+    const int32_t *tab = b->table + r * b->tw;
+    double mx = -INFINITY, den = 0;
+    double *s = malloc(sizeof(double) * (size_t)c->seqlen[r]);
+    for (int j = 0; j < c->seqlen[r]; j++) {
+        s[j] = -INFINITY;
+        if (!ra_visible(j, qp, c->seqlen[r], c->window)) continue;
+        double d = 0;
+        for (int e = 0; e < c->D; e++)
+            d += (double)b->q[((size_t)t * c->Hq + h) * c->D + e] *
+                 b->kc[ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e)];
+        d *= b->scale;
+        if (c->softcap > 0) d = c->softcap * tanh(d / c->softcap);
+        s[j] = d;
+        if (d > mx) mx = d;
+    }
+    if (c->use_sinks && b->sinks[h] > mx) mx = b->sinks[h];
+    for (int e = 0; e < c->D; e++) out[e] = 0;
+    for (int j = 0; j < c->seqlen[r]; j++) {
+        if (s[j] == -INFINITY) continue;
+        double p = exp(s[j] - mx);
+        den += p;
+        for (int e = 0; e < c->D; e++) out[e] += p * b->vc[ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e)];
+    }
+    if (c->use_sinks) den += exp(b->sinks[h] - mx);
+    for (int e = 0; e < c->D; e++) out[e] = den > 0 ? out[e] / den : 0;
+    *lse = den > 0 ? mx + log(den) : -INFINITY;
+    free(s);
+}
+
+/* Wave-wide reductions as the kernels do them: xor shuffles over lanes. */
+static void wave_max_xor(float v[64], int mask_lo, int mask_hi)
+{
+    for (int m = mask_lo; m <= mask_hi; m <<= 1) {
+        float t[64];
+        for (int l = 0; l < 64; l++) t[l] = fmaxf(v[l], v[l ^ m]);
+        memcpy(v, t, sizeof t);
+    }
+}
+static void wave_sum_xor(float v[64], int mask_lo, int mask_hi)
+{
+    for (int m = mask_lo; m <= mask_hi; m <<= 1) {
+        float t[64];
+        for (int l = 0; l < 64; l++) t[l] = v[l] + v[l ^ m];
+        memcpy(v, t, sizeof t);
+    }
+}
+
+/* ---- decode: one wave per (request, KV head, 256-key partition) ------------ */
+
+/* Runs the decode kernel's loop for request r (its last query token) and
+ * the reduce kernel; writes out [Hq][D] and lse [Hq]. */
+static void decode_model(const batch *b, int r, float *out, float *lse)
+{
+    const cfg *c = &b->c;
+    const int G = c->Hq / c->Hk, D = c->D, seq = c->seqlen[r], qp = seq - 1, t = b->qsl[r + 1] - 1;
+    const int32_t *tab = b->table + r * b->tw;
+    const int P = ra_num_partitions(seq);
+    float *po = calloc((size_t)P * c->Hq * D, sizeof(float)), *pm = malloc(sizeof(float) * P * c->Hq),
+          *pl = malloc(sizeof(float) * P * c->Hq);
+    for (int hk = 0; hk < c->Hk; hk++)
+        for (int p = 0; p < P; p++) {
+            static float bq[16][64][4], o[16][64][4];
+            float m[64], l[64];
+            const int k0 = p * RA_PARTITION, k1 = k0 + RA_PARTITION < seq ? k0 + RA_PARTITION : seq;
+            const int kfirst = ra_first_key(qp, c->window);
+            for (int lane = 0; lane < 64; lane++) {
+                m[lane] = -INFINITY, l[lane] = 0;
+                const int g = ra_m16_ab_mn(lane);
+                for (int dt = 0; dt < D / 16; dt++)
+                    for (int it = 0; it < 4; it++) {
+                        bq[dt][lane][it] = g < G ? b->q[((size_t)t * c->Hq + hk * G + g) * D + dt * 16 +
+                                                        ra_m16_ab_k(lane, it)] : 0.0f;
+                        o[dt][lane][it] = 0;
+                    }
+            }
+            const int kstart = k0 > (kfirst / 16) * 16 ? k0 : (kfirst / 16) * 16;
+            for (int kc = kstart; kc < k1; kc += RA_DEC_KEYS) {
+                float s[64][4] = {{0}}, a[64][4], mx[64], ps[64];
+                for (int dt = 0; dt < D / 16; dt++) {
+                    for (int lane = 0; lane < 64; lane++)
+                        for (int it = 0; it < 4; it++) {
+                            const int key = kc + ra_m16_ab_mn(lane);
+                            a[lane][it] = key < k1 ? b->kc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                         dt * 16 + ra_m16_ab_k(lane, it))] : 0.0f;
+                        }
+                    ra_model_mfma_16x16x16(a, bq[dt], s);
+                }
+                for (int lane = 0; lane < 64; lane++) {
+                    mx[lane] = -INFINITY;
+                    for (int it = 0; it < 4; it++) {
+                        const int key = kc + ra_m16_c_m(lane, it);
+                        s[lane][it] = key < k1 && ra_visible(key, qp, seq, c->window)
+                                          ? ra_logit(s[lane][it], b->scale, c->softcap) : -INFINITY;
+                        mx[lane] = fmaxf(mx[lane], s[lane][it]);
+                    }
+                }
+                wave_max_xor(mx, 16, 32);
+                for (int lane = 0; lane < 64; lane++) {
+                    const float mn = fmaxf(m[lane], mx[lane]), al = ra_rescale(m[lane], mn);
+                    ps[lane] = 0;
+                    for (int it = 0; it < 4; it++) {
+                        s[lane][it] = round16(ra_exp_shift(s[lane][it], mn), c->bf16); /* P, 16-bit */
+                        ps[lane] += s[lane][it];
+                    }
+                    for (int dt = 0; dt < D / 16; dt++)
+                        for (int it = 0; it < 4; it++) o[dt][lane][it] *= al;
+                    l[lane] *= al;
+                    m[lane] = mn;
+                }
+                wave_sum_xor(ps, 16, 32);
+                for (int lane = 0; lane < 64; lane++) l[lane] += ps[lane];
+                for (int dt = 0; dt < D / 16; dt++) {
+                    for (int lane = 0; lane < 64; lane++)
+                        for (int it = 0; it < 4; it++) {
+                            const int key = kc + ra_m16_ab_k(lane, it);
+                            a[lane][it] = key < k1 ? b->vc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                         dt * 16 + ra_m16_ab_mn(lane))] : 0.0f;
+                        }
+                    ra_model_mfma_16x16x16(a, s, o[dt]);
+                }
+            }
+            /* partials: normalised output, m, l (lanes of one query agree) */
+            for (int lane = 0; lane < 64; lane++) {
+                const int g = ra_m16_c_n(lane);
+                if (g >= G) continue;
+                const int h = hk * G + g;
+                pm[p * c->Hq + h] = m[lane], pl[p * c->Hq + h] = l[lane];
+                for (int dt = 0; dt < D / 16; dt++)
+                    for (int it = 0; it < 4; it++)
+                        po[((size_t)p * c->Hq + h) * D + dt * 16 + ra_m16_c_m(lane, it)] =
+                            l[lane] > 0 ? o[dt][lane][it] / l[lane] : 0.0f;
+            }
+        }
+    /* the reduce kernel: LSE merge of the partitions, then the sink */
+    for (int h = 0; h < c->Hq; h++) {
+        ra_lse_acc acc = ra_lse_init();
+        float *o = out + (size_t)h * D, os;
+        for (int e = 0; e < D; e++) o[e] = 0;
+        for (int p = 0; p < P; p++) {
+            const float w = ra_lse_add(&acc, pm[p * c->Hq + h], pl[p * c->Hq + h], &os);
+            for (int e = 0; e < D; e++) o[e] = o[e] * os + w * po[((size_t)p * c->Hq + h) * D + e];
+        }
+        if (c->use_sinks) {
+            ra_lse_add(&acc, b->sinks[h], 1.0f, &os);
+            for (int e = 0; e < D; e++) o[e] *= os;
+        }
+        for (int e = 0; e < D; e++) o[e] = acc.l > 0 ? o[e] / acc.l : 0.0f;
+        lse[h] = ra_lse_value(acc);
+    }
+    free(po), free(pm), free(pl);
+}
+
+/* ---- prefill: one wave per (request, query head, 32-query tile) ------------ */
+
+static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */, float *lse /* [qlen][Hq] */)
+{
+    const cfg *c = &b->c;
+    const int G = c->Hq / c->Hk, D = c->D, seq = c->seqlen[r], ql = c->qlen[r], t0 = b->qsl[r];
+    const int32_t *tab = b->table + r * b->tw;
+    for (int h = 0; h < c->Hq; h++)
+        for (int q0 = 0; q0 < ql; q0 += RA_PRE_QUERIES) {
+            static float bq[32][64][4], o[8][64][16];
+            float m[64], l[64];
+            const int hk = h / G, qp0 = seq - ql + q0;
+            const int qlast = q0 + RA_PRE_QUERIES < ql ? q0 + RA_PRE_QUERIES - 1 : ql - 1;
+            const int kend = seq - ql + qlast + 1, kstart = (ra_first_key(qp0, c->window) / 32) * 32;
+            for (int lane = 0; lane < 64; lane++) {
+                m[lane] = -INFINITY, l[lane] = 0;
+                const int qi = q0 + ra_m32_ab_mn(lane);
+                for (int dt = 0; dt < D / 8; dt++)
+                    for (int it = 0; it < 4; it++)
+                        bq[dt][lane][it] = qi < ql ? b->q[((size_t)(t0 + qi) * c->Hq + h) * D + dt * 8 +
+                                                          ra_m32_ab_k(lane, it)] : 0.0f;
+                for (int dt = 0; dt < D / 32; dt++)
+                    for (int it = 0; it < 16; it++) o[dt][lane][it] = 0;
+            }
+            for (int kc = kstart; kc < kend; kc += RA_PRE_KEYS) {
+                float s[64][16] = {{0}}, a[64][4], mx[64], ps[64];
+                for (int dt = 0; dt < D / 8; dt++) {
+                    for (int lane = 0; lane < 64; lane++)
+                        for (int it = 0; it < 4; it++) {
+                            const int key = kc + ra_m32_ab_mn(lane);
+                            a[lane][it] = key < kend ? b->kc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                           dt * 8 + ra_m32_ab_k(lane, it))] : 0.0f;
+                        }
+                    ra_model_mfma_32x32x8(a, bq[dt], s);
+                }
+                for (int lane = 0; lane < 64; lane++) {
+                    const int qp = seq - ql + q0 + ra_m32_c_n(lane);
+                    mx[lane] = -INFINITY;
+                    for (int it = 0; it < 16; it++) {
+                        const int key = kc + ra_m32_c_m(lane, it);
+                        s[lane][it] = ra_visible(key, qp, kend, c->window)
+                                          ? ra_logit(s[lane][it], b->scale, c->softcap) : -INFINITY;
+                        mx[lane] = fmaxf(mx[lane], s[lane][it]);
+                    }
+                }
+                wave_max_xor(mx, 32, 32);
+                for (int lane = 0; lane < 64; lane++) {
+                    const float mn = fmaxf(m[lane], mx[lane]), al = ra_rescale(m[lane], mn);
+                    ps[lane] = 0;
+                    for (int it = 0; it < 16; it++) {
+                        s[lane][it] = round16(ra_exp_shift(s[lane][it], mn), c->bf16);
+                        ps[lane] += s[lane][it];
+                    }
+                    for (int dt = 0; dt < D / 32; dt++)
+                        for (int it = 0; it < 16; it++) o[dt][lane][it] *= al;
+                    l[lane] *= al;
+                    m[lane] = mn;
+                }
+                wave_sum_xor(ps, 32, 32);
+                for (int lane = 0; lane < 64; lane++) l[lane] += ps[lane];
+                for (int kk = 0; kk < 4; kk++) { /* 8 keys per 32x32x8 step */
+                    float pb[64][4];
+                    for (int lane = 0; lane < 64; lane++)
+                        for (int it = 0; it < 4; it++) pb[lane][it] = s[lane][4 * kk + it];
+                    for (int dt = 0; dt < D / 32; dt++) {
+                        for (int lane = 0; lane < 64; lane++)
+                            for (int it = 0; it < 4; it++) {
+                                const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
+                                a[lane][it] = key < kend ? b->vc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                               dt * 32 + ra_m32_ab_mn(lane))] : 0.0f;
+                            }
+                        ra_model_mfma_32x32x8(a, pb, o[dt]);
+                    }
+                }
+            }
+            for (int lane = 0; lane < 64; lane++) {
+                const int qi = q0 + ra_m32_c_n(lane);
+                if (qi >= ql) continue;
+                ra_lse_acc acc;
+                acc.m = m[lane], acc.l = l[lane];
+                float os = 1.0f;
+                if (c->use_sinks) ra_lse_add(&acc, b->sinks[h], 1.0f, &os);
+                for (int dt = 0; dt < D / 32; dt++)
+                    for (int it = 0; it < 16; it++)
+                        out[((size_t)qi * c->Hq + h) * D + dt * 32 + ra_m32_c_m(lane, it)] =
+                            acc.l > 0 ? o[dt][lane][it] * os / acc.l : 0.0f;
+                lse[(size_t)qi * c->Hq + h] = ra_lse_value(acc);
+            }
+        }
+}
+
+static void run_case(const cfg *c, int decode)
+{
+    batch b;
+    batch_make(&b, c);
+    double err = 0, lerr = 0, *ref = malloc(sizeof(double) * c->D), rl;
+    for (int r = 0; r < c->nreq; r++) {
+        const int ql = c->qlen[r];
+        float *out = malloc(sizeof(float) * (size_t)ql * c->Hq * c->D), *lse = malloc(sizeof(float) * ql * c->Hq);
+        if (decode) decode_model(&b, r, out, lse);
+        else prefill_model(&b, r, out, lse);
+        for (int i = decode ? ql - 1 : 0; i < ql; i++)
+            for (int h = 0; h < c->Hq; h++) {
+                oracle(&b, r, i, h, ref, &rl);
+                const int row = decode ? 0 : i;
+                for (int e = 0; e < c->D; e++)
+                    err = fmax(err, fabs(ref[e] - out[((size_t)row * c->Hq + h) * c->D + e]));
+                const float gl = lse[row * c->Hq + h];
+                if (rl == -INFINITY) lerr = fmax(lerr, gl == -INFINITY ? 0 : INFINITY);
+                else lerr = fmax(lerr, fabs(rl - gl));
+            }
+        free(out), free(lse);
+    }
+    /* P is rounded to 16 bits before PV, as on the GPU; the output then
+     * rounds to the q dtype. bf16 P: relative 2^-9 per term. */
+    const double tol = c->bf16 ? 1.5e-2 : 4e-3, ltol = c->bf16 ? 4e-3 : 1e-3;
+    CHECK(err < tol && lerr < ltol, "%s %s: max |out - oracle| %.3g (tol %.3g), max |lse - oracle| %.3g",
+          decode ? "decode" : "prefill", c->name, err, tol, lerr);
+    printf("%-7s %-34s max|out-oracle| %.2e  max|lse-oracle| %.2e\n", decode ? "decode" : "prefill", c->name,
+           err, lerr);
+    free(ref);
+    batch_free(&b);
+}
+
+int main(void)
+{
+    test_layouts();
+    printf("layouts: 32x32x8 and 16x16x16 A/B/C fragments, S^T accumulator = P^T operand\n");
+    static const cfg dec[] = {
+        {"bf16 D128 GQA 8 seq 700/33/256", 1, 128, 16, 2, 16, 0, 0, 0, 3, {1, 1, 1}, {700, 33, 256}},
+        {"fp16 D64 GQA 4 seq 515", 0, 64, 8, 2, 32, 0, 0, 0, 2, {1, 1}, {515, 1}},
+        {"bf16 D256 MHA seq 300", 1, 256, 2, 2, 16, 0, 0, 0, 1, {1}, {300}},
+        {"bf16 D128 GQA 16 window 100 sinks", 1, 128, 16, 1, 16, 100, 1, 0, 2, {1, 1}, {900, 60}},
+        {"bf16 D64 GQA 6 softcap 30 sinks", 1, 64, 12, 2, 64, 0, 1, 30.0f, 2, {1, 1}, {520, 7}},
+        {"fp16 D128 window 300 softcap 5", 0, 128, 4, 1, 16, 300, 0, 5.0f, 1, {1}, {1000}},
+    };
+    static const cfg pre[] = {
+        {"bf16 D64 chunk 77 of 300, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 2, {77, 1}, {300, 40}},
+        {"fp16 D128 prompt 100", 0, 128, 4, 4, 32, 0, 0, 0, 1, {100}, {100}},
+        {"bf16 D256 GQA 2 chunk 40 of 90", 1, 256, 2, 1, 16, 0, 0, 0, 1, {40}, {90}},
+        {"bf16 D128 window 50 sinks", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}},
+        {"bf16 D64 softcap 20 sinks window 7", 1, 64, 2, 1, 16, 7, 1, 20.0f, 1, {65}, {65}},
+    };
+    for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) run_case(&dec[i], 1);
+    for (size_t i = 0; i < sizeof pre / sizeof *pre; i++) run_case(&pre[i], 0);
+    /* merge_states' weights */
+    float wa, wb;
+    const float lse = ra_merge2(1.0f, 2.0f, &wa, &wb);
+    CHECK(fabs(lse - log(exp(1.0) + exp(2.0))) < 1e-6 && fabs(wa - 1.0 / (1.0 + exp(1.0))) < 1e-6 &&
+              fabs(wa + wb - 1.0) < 1e-6, "merge2 %g %g %g", lse, wa, wb);
+    CHECK(ra_merge2(-INFINITY, -INFINITY, &wa, &wb) == -INFINITY && wa == 0 && wb == 0, "merge2 empty");
+    CHECK(ra_merge2(-INFINITY, 3.0f, &wa, &wb) == 3.0f && wa == 0 && wb == 1, "merge2 one side");
+    if (g_fail) printf("%d failures\n", g_fail);
+    else printf("all passed\n");
+    return g_fail ? 1 : 0;
+}
