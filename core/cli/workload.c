@@ -204,7 +204,8 @@ int wl_step(workload *w, const uint32_t *query_lens)
 {
     int32_t *qsl = w->qsl.host, *sl = w->seqlens.host;
     int64_t *slots = w->slots.host;
-    uint32_t bs = w->layers[0].spec.block_size, mb = w->limits.max_blocks_per_req;
+    uint32_t bs = 0, mb = w->limits.max_blocks_per_req;
+    for (uint32_t l = 0; l < w->num_layers && !bs; l++) bs = w->layers[l].spec.block_size; /* attention */
     uint32_t T = 0, maxq = 0, maxs = 0;
     qsl[0] = 0;
     for (uint32_t r = 0; r < w->num_reqs; r++) {
