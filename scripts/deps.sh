@@ -2,7 +2,7 @@
 # Install the Debian packages attnhost builds with (run as root). Quiet when
 # everything is already there.
 set -eu
-pkgs="cmake make gcc g++ pkg-config libinih-dev libdlpack-dev libopenblas-dev clang libclang-rt-dev valgrind python3-numpy python3-pytest"
+pkgs="cmake make gcc g++ pkg-config libinih-dev libjson-c-dev libdlpack-dev libopenblas-dev clang libclang-rt-dev valgrind python3-numpy python3-pytest"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -93,6 +93,11 @@ static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_
     printf("model %s: %u layers\n", ah_model_name(m), n);
     for (uint32_t l = 0; l < n; l++) {
         if (c->layer >= 0 && (uint32_t)c->layer != l) continue;
+        if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) {
+            printf("\nlayer %u: %s layer: not attention (never selected or bound)\n", l,
+                   ah_layer_kind_str(ah_selection_layer_kind(sel, l)));
+            continue;
+        }
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             const ah_decision *d = ah_selection_decision(sel, l, (ah_phase)p);
             char spec[256];
@@ -136,6 +141,13 @@ void cli_print_binding(const ah_model *m, const ah_selection *sel)
     for (uint32_t l = 0; l < n; l++) {
         const ah_decision *pd = ah_selection_decision(sel, l, AH_PHASE_PREFILL);
         const ah_decision *dd = ah_selection_decision(sel, l, AH_PHASE_DECODE);
+        if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) {
+            char what[64];
+            snprintf(what, sizeof what, "%s layer: not attention",
+                     ah_layer_kind_str(ah_selection_layer_kind(sel, l)));
+            printf("%-6u %-37s -\n", l, what);
+            continue;
+        }
         char spec[256];
         describe_spec(&pd->spec, spec, sizeof spec);
         printf("%-6u %-18s %-18s %s\n", l, pd->plugin, dd->plugin, spec);

@@ -8,6 +8,7 @@
  *   attnhost bench [--plugin NAME] [shape...]    standard shapes, TFLOP/s, GB/s
  *   attnhost config --dump [--effective]         every configuration key
  *   attnhost run [--model M]                     bind, prefill, decode, check, time
+ *   attnhost model import config.json [-o F]     a Hugging Face config as a model description
  *
  * Every subcommand takes --config F (default: the installed INI when it
  * exists, else the embedded default).
@@ -32,7 +33,8 @@ static void usage(FILE *f)
             "  check     run the conformance suite against every plugin or one\n"
             "  bench     time standard shapes through a plugin\n"
             "  config    --dump: every configuration key with its default and doc\n"
-            "  run       bind a model, run prefill and decode steps, check, time\n\n"
+            "  run       bind a model, run prefill and decode steps, check, time\n"
+            "  model     import a Hugging Face config.json (model import F [-o M]); show a model\n\n"
             "common options:\n"
             "  --config F       INI configuration (default: installed, else embedded)\n"
             "  --model M        model description INI (default: the built-in demo model)\n"
@@ -149,7 +151,7 @@ int main(int argc, char **argv)
         int (*fn)(cli_common *);
     } cmds[] = {{"list", cmd_list},   {"explain", cmd_explain}, {"bind", cmd_bind},
                 {"check", cmd_check}, {"bench", cmd_bench},     {"config", cmd_config},
-                {"run", cmd_run}};
+                {"run", cmd_run},     {"model", cmd_model}};
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -131,13 +131,14 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
     w->num_reqs = num_reqs;
     uint32_t bs = 0;
     for (uint32_t l = 0; l < w->num_layers; l++) {
+        if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) continue; /* nothing to run */
         uint32_t lbs = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
         if (bs && lbs != bs)
             return wl_fail(w, "layer %u has block size %u, layer 0 %u: one batch serves one "
                               "block size (use a model or config with one)", l, lbs, bs);
         bs = lbs;
     }
-    if (!bs) return wl_fail(w, "the model has no layers");
+    if (!bs) return wl_fail(w, "the model has no attention layers");
     uint32_t mb = (max_seq_len + bs - 1) / bs;
     w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len, num_reqs * mb + 1};
     ah_binding_options bo = {sizeof bo, w->limits, 0, 0};
@@ -162,6 +163,7 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
     free(perm);
 
     for (uint32_t l = 0; l < w->num_layers; l++) {
+        if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) continue; /* dev stays NULL */
         w->layers[l].spec = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
         if (layer_init(w, l, max_tokens)) return -1;
         if (!w->meta_dev || ah_device_kind_of(w->meta_dev) == AH_DEVICE_CPU)
@@ -202,7 +204,8 @@ int wl_step(workload *w, const uint32_t *query_lens)
 {
     int32_t *qsl = w->qsl.host, *sl = w->seqlens.host;
     int64_t *slots = w->slots.host;
-    uint32_t bs = w->layers[0].spec.block_size, mb = w->limits.max_blocks_per_req;
+    uint32_t bs = 0, mb = w->limits.max_blocks_per_req;
+    for (uint32_t l = 0; l < w->num_layers && !bs; l++) bs = w->layers[l].spec.block_size; /* attention */
     uint32_t T = 0, maxq = 0, maxs = 0;
     qsl[0] = 0;
     for (uint32_t r = 0; r < w->num_reqs; r++) {
@@ -227,6 +230,7 @@ int wl_step(workload *w, const uint32_t *query_lens)
         return -1;
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
+        if (!L->dev) continue; /* not attention */
         const ah_layer_spec *s = &L->spec;
         ah_mirror *fresh[] = {&L->q, &L->k, &L->v};
         for (int i = 0; i < 3; i++) {
@@ -256,6 +260,7 @@ int wl_enqueue_all(workload *w, int store_kv)
 {
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
+        if (!L->dev) continue; /* not attention */
         ah_forward_args a = {
             .struct_size = sizeof a, .q = &L->q.t, .key = store_kv ? &L->k.t : NULL,
             .value = store_kv && !L->spec.use_mla ? &L->v.t : NULL, .key_cache = &L->kcache.t,
@@ -271,7 +276,7 @@ int wl_enqueue_all(workload *w, int store_kv)
 int wl_sync(workload *w)
 {
     for (uint32_t l = 0; l < w->num_layers; l++)
-        if (ah_device_sync(w->layers[l].dev) != AH_OK)
+        if (w->layers[l].dev && ah_device_sync(w->layers[l].dev) != AH_OK)
             return wl_fail(w, "layer %u: %s", l, ah_device_errmsg(w->layers[l].dev));
     return 0;
 }
@@ -296,6 +301,7 @@ int wl_check(workload *w, double *max_err, int *ok)
     uint32_t T = w->batch.num_tokens;
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
+        if (!L->dev) continue; /* not attention */
         const ah_layer_spec *s = &L->spec;
         ah_error err;
         if (ah_reference_write_kv(s, &w->batch, L->k.host, s->use_mla ? NULL : L->v.host,

@@ -93,6 +93,9 @@ struct ah_binding {
     char errmsg[1024];
 };
 
+/* layer_state of a non-attention layer (layer kinds): no state. */
+#define NO_STATE UINT32_MAX
+
 static ah_status fail(ah_binding *b, ah_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static ah_status fail(ah_binding *b, ah_status s, const char *fmt, ...)
@@ -256,6 +259,7 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     b->split_granule = 1;
     for (uint32_t l = 0; l < L; l++) {
         const uint32_t sd = b->layer_state[AH_PHASE_DECODE][l], sp = b->layer_state[AH_PHASE_PREFILL][l];
+        if (sp == NO_STATE) continue; /* not attention: nothing to plan */
         const bound_state *D = &b->states[sd], *P = &b->states[sp];
         uint32_t qmax = caps_of(b, D->slot)->decode_query_len_max;
         if (!qmax) qmax = 1;
@@ -286,6 +290,7 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
                 b->mask_bad[li] = (int32_t)b->plans[li][i].state;
         }
     }
+    if (b->decode_qmax == UINT32_MAX) b->decode_qmax = 1; /* no attention layer */
     if (!n_split) b->split_why = WHY_SAME;
     if (b->split_why) return AH_OK;
     /* split buffers: the rebased query_start_loc on the host and, on each
@@ -349,6 +354,10 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     for (uint32_t l = 0; l < b->num_layers; l++) {
         const ah_decision *d[AH_PHASE_COUNT];
         int slot[AH_PHASE_COUNT];
+        if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) {
+            b->layer_state[AH_PHASE_PREFILL][l] = b->layer_state[AH_PHASE_DECODE][l] = NO_STATE;
+            continue;
+        }
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             d[p] = ah_selection_decision(sel, l, (ah_phase)p);
             if (!d[p] || !d[p]->plugin) {
@@ -545,6 +554,17 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     return AH_OK;
 }
 
+/* AH_ERR_INVALID_ARGUMENT naming the layer and its kind when layer is not
+ * an attention layer (it has no state), else AH_OK. */
+static ah_status attention_layer(ah_binding *b, uint32_t layer)
+{
+    if (b->layer_state[AH_PHASE_PREFILL][layer] != NO_STATE) return AH_OK;
+    const char *kind = ah_layer_kind_str(ah_selection_layer_kind(b->sel, layer));
+    return fail(b, AH_ERR_INVALID_ARGUMENT,
+                "layer %u is a %s layer, not attention: the model declares it so, and nothing "
+                "is bound to it", layer, kind);
+}
+
 /* The layer's state in the planned phase, or NULL with errmsg set. */
 static bound_state *planned_state(ah_binding *b, uint32_t layer)
 {
@@ -553,6 +573,7 @@ static bound_state *planned_state(ah_binding *b, uint32_t layer)
              b->num_layers);
         return NULL;
     }
+    if (attention_layer(b, layer) != AH_OK) return NULL;
     if (!b->planned) {
         fail(b, AH_ERR_INVALID_ARGUMENT, "no planned batch: call ah_binding_plan first");
         return NULL;
@@ -712,6 +733,7 @@ ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_
 {
     if (layer >= b->num_layers)
         return fail(b, AH_ERR_INVALID_ARGUMENT, "layer %u out of range", layer);
+    if (attention_layer(b, layer) != AH_OK) return AH_ERR_INVALID_ARGUMENT;
     bound_state *bs = &b->states[b->layer_state[b->phase][layer]];
     const ah_plugin_ops *ops = ops_of(b, bs->slot);
     if (!ops->merge_states)
@@ -751,6 +773,7 @@ ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_b
                     b->num_layers);
     if (!key || !value)
         return fail(b, AH_ERR_INVALID_ARGUMENT, "ah_binding_kv_cache_desc: key and value are required");
+    if (attention_layer(b, layer) != AH_OK) return AH_ERR_INVALID_ARGUMENT;
     const ah_layer_spec *s = &b->states[b->layer_state[AH_PHASE_PREFILL][layer]].spec;
     cache_desc(s, num_blocks, s->qk_head_size, key);
     if (s->use_mla) {
@@ -773,5 +796,6 @@ uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const ch
 ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase)
 {
     if (layer >= b->num_layers || (unsigned)phase >= AH_PHASE_COUNT) return NULL;
+    if (b->layer_state[phase][layer] == NO_STATE) return NULL; /* not attention */
     return b->states[b->layer_state[phase][layer]].dev;
 }

@@ -14,6 +14,7 @@
  */
 #include "model.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -23,6 +24,13 @@
 #include "inifile.h"
 #include "range.h"
 
+static const ah_key_choice kind_choices[] = {{"attention", AH_LAYER_ATTENTION},
+                                             {"mamba", AH_LAYER_MAMBA},
+                                             {"linear_attention", AH_LAYER_LINEAR_ATTENTION},
+                                             {"gdn", AH_LAYER_GDN},
+                                             {"mlp_only", AH_LAYER_MLP_ONLY},
+                                             {"other", AH_LAYER_OTHER},
+                                             {NULL, 0}};
 static const ah_key_choice attn_choices[] = {{"decoder", AH_ATTN_DECODER},
                                              {"encoder", AH_ATTN_ENCODER},
                                              {"encoder_only", AH_ATTN_ENCODER_ONLY},
@@ -37,6 +45,7 @@ static const ah_key_choice kv_dtype_choices[] = {
 static const ah_key_choice layout_choices[] = {
     {"auto", AH_KV_LAYOUT_AUTO}, {"nhd", AH_KV_LAYOUT_NHD}, {"hnd", AH_KV_LAYOUT_HND}, {NULL, 0}};
 
+static const ah_key_arg arg_kind = {kind_choices, 0, 0};
 static const ah_key_arg arg_attn_type = {attn_choices, 0, 0};
 static const ah_key_arg arg_dtype = {dtype_choices, 0, 0};
 static const ah_key_arg arg_kv_dtype = {kv_dtype_choices, 0, 0};
@@ -73,12 +82,8 @@ typedef struct layer_vals {
 #undef AH_MODEL_KEY
 } layer_vals;
 
-enum {
-#define AH_MODEL_KEY(scope, key, type, arg, def, doc) K_##key,
-#include "model_keys.def"
-#undef AH_MODEL_KEY
-    N_MKEYS
-};
+/* Short names for the AH_MK_* key indexes. */
+#define N_MKEYS AH_MK_COUNT
 
 #define AH_OFFSET_model(key) offsetof(model_vals, key)
 #define AH_OFFSET_layer(key) offsetof(layer_vals, key)
@@ -120,6 +125,7 @@ typedef struct layer_state {
     layer_vals vals;
     int line[N_MKEYS];  /* 0: the table default */
     int level[N_MKEYS]; /* 0 default, 1 [model], 2 [layers.*] */
+    int sec[N_MKEYS];   /* the [layers.*] section that set it + 1; 0: none */
 } layer_state;
 
 /* ---------------------------------------------------------------------------
@@ -239,7 +245,7 @@ static void mparse_free(mparse *p)
 /* Copies the keys section s sets into layer state l. head_size comes first
  * in the table and writes both sizes; qk/v_head_size in the same section
  * then refine them. */
-static void apply_section(layer_state *l, const msection *s, int level)
+static void apply_section(layer_state *l, const msection *s, int level, int sec)
 {
     for (int k = 0; k < N_MKEYS; k++) {
         if (!is_layer_key(k) || !s->key_line[k]) continue;
@@ -247,10 +253,12 @@ static void apply_section(layer_state *l, const msection *s, int level)
         memcpy((char *)&l->vals + d->offset, (const char *)&s->vals + d->offset, sizeof(uint32_t));
         l->line[k] = s->key_line[k];
         l->level[k] = level;
-        if (k == K_head_size) {
+        l->sec[k] = sec;
+        if (k == AH_MK_head_size) {
             l->vals.qk_head_size = l->vals.v_head_size = s->vals.head_size;
-            l->line[K_qk_head_size] = l->line[K_v_head_size] = s->key_line[k];
-            l->level[K_qk_head_size] = l->level[K_v_head_size] = level;
+            l->line[AH_MK_qk_head_size] = l->line[AH_MK_v_head_size] = s->key_line[k];
+            l->level[AH_MK_qk_head_size] = l->level[AH_MK_v_head_size] = level;
+            l->sec[AH_MK_qk_head_size] = l->sec[AH_MK_v_head_size] = sec;
         }
     }
 }
@@ -284,60 +292,54 @@ static ah_status resolve_mla(const resolve_ctx *c, layer_state *l, uint32_t i)
 {
     layer_vals *v = &l->vals;
     uint32_t derived[3] = {1, v->kv_lora_rank + v->qk_rope_head_dim, v->kv_lora_rank};
-    static const int keys[3] = {K_num_kv_heads, K_qk_head_size, K_v_head_size};
+    static const int keys[3] = {AH_MK_num_kv_heads, AH_MK_qk_head_size, AH_MK_v_head_size};
     uint32_t *fields[3] = {&v->num_kv_heads, &v->qk_head_size, &v->v_head_size};
-    if (v->attn_type != AH_ATTN_DECODER)
-        return layer_fail(c, l, later(l, K_mla, K_attn_type), i,
-                          "mla needs attn_type = decoder, not %s",
-                          ah__key_choice_name(&model_keys[K_attn_type], v->attn_type));
     for (int j = 0; j < 3; j++) {
         /* Set as specifically as mla itself: it must agree. Less
          * specifically (a [model] default under a [layers] mla): replaced. */
-        if (l->level[keys[j]] >= l->level[K_mla] && *fields[j] != derived[j]) {
+        if (l->level[keys[j]] >= l->level[AH_MK_mla] && *fields[j] != derived[j]) {
             const char *why = j == 0 ? "one KV head"
                               : j == 1 ? "kv_lora_rank + qk_rope_head_dim"
                                        : "kv_lora_rank";
-            int key = l->line[keys[j]] == l->line[K_head_size] && l->level[K_head_size] ? K_head_size
+            int key = l->line[keys[j]] == l->line[AH_MK_head_size] && l->level[AH_MK_head_size] ? AH_MK_head_size
                                                                                         : keys[j];
             return layer_fail(c, l, key, i, "%s = %u conflicts with mla (line %d), which needs %u (%s)",
-                              model_keys[key].name, *fields[j], l->line[K_mla], derived[j], why);
+                              model_keys[key].name, *fields[j], l->line[AH_MK_mla], derived[j], why);
         }
         *fields[j] = derived[j];
     }
     return AH_OK;
 }
 
-static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i, ah_layer_spec *spec)
+static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i, ah_layer_spec *spec,
+                               ah_layer_kind *kind)
 {
     layer_vals *v = &l->vals;
+    *kind = (ah_layer_kind)v->kind;
+    memset(spec, 0, sizeof *spec);
+    spec->struct_size = sizeof *spec;
+    if (v->kind != AH_LAYER_ATTENTION) {
+        /* attention keys from [model] or other sections do not apply; in
+         * the very section that makes the layer non-attention they are a
+         * contradiction */
+        for (int k = 0; k < N_MKEYS; k++)
+            if (is_layer_key(k) && k != AH_MK_kind && l->sec[k] && l->sec[k] == l->sec[AH_MK_kind])
+                return layer_fail(c, l, k, i, "%s applies only to attention layers; this is a %s "
+                                  "layer (kind, line %d)", model_keys[k].name,
+                                  ah_layer_kind_str(*kind), l->line[AH_MK_kind]);
+        return AH_OK;
+    }
     if (v->mla) {
         ah_status s = resolve_mla(c, l, i);
         if (s != AH_OK) return s;
     } else {
-        static const int mla_only[2] = {K_kv_lora_rank, K_qk_rope_head_dim};
+        static const int mla_only[2] = {AH_MK_kv_lora_rank, AH_MK_qk_rope_head_dim};
         for (int j = 0; j < 2; j++)
-            if (l->level[mla_only[j]] && l->level[mla_only[j]] >= l->level[K_mla])
+            if (l->level[mla_only[j]] && l->level[mla_only[j]] >= l->level[AH_MK_mla])
                 return layer_fail(c, l, mla_only[j], i, "%s applies only to mla layers",
                                   model_keys[mla_only[j]].name);
-        if (!l->level[K_num_kv_heads]) v->num_kv_heads = v->num_q_heads;
-        if (!l->level[K_qk_head_size])
-            return layer_fail(c, l, -1, i, "head_size (or qk_head_size) is not set");
-        if (!l->level[K_v_head_size])
-            return layer_fail(c, l, K_qk_head_size, i,
-                              "v_head_size is not set (head_size sets both sizes)");
+        if (!l->level[AH_MK_num_kv_heads]) v->num_kv_heads = v->num_q_heads;
     }
-    if (!l->level[K_num_q_heads]) return layer_fail(c, l, -1, i, "num_q_heads is not set");
-    if (v->num_q_heads % v->num_kv_heads)
-        return layer_fail(c, l, later(l, K_num_q_heads, K_num_kv_heads), i,
-                          "num_q_heads %u is not a multiple of num_kv_heads %u", v->num_q_heads,
-                          v->num_kv_heads);
-    if (v->sliding_window && v->attn_type == AH_ATTN_ENCODER_DECODER)
-        return layer_fail(c, l, later(l, K_sliding_window, K_attn_type), i,
-                          "sliding_window does not apply to encoder_decoder (cross-attention) layers");
-    if (l->level[K_causal] && v->causal && v->attn_type != AH_ATTN_DECODER)
-        return layer_fail(c, l, later(l, K_causal, K_attn_type), i, "causal = true applies only to decoder layers");
-    memset(spec, 0, sizeof *spec);
-    spec->struct_size = sizeof *spec;
     spec->attn_type = (ah_attn_type)v->attn_type;
     spec->num_q_heads = v->num_q_heads;
     spec->num_kv_heads = v->num_kv_heads;
@@ -354,7 +356,103 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     spec->use_sinks = (uint32_t)v->sinks;
     spec->use_alibi = (uint32_t)v->alibi;
     spec->fp8_attention = (uint32_t)v->fp8_attention;
-    spec->causal = l->level[K_causal] ? (v->causal ? AH_CAUSAL_ON : AH_CAUSAL_OFF) : AH_CAUSAL_BY_TYPE;
+    spec->causal = l->level[AH_MK_causal] ? (v->causal ? AH_CAUSAL_ON : AH_CAUSAL_OFF) : AH_CAUSAL_BY_TYPE;
+    char msg[512];
+    int keys[2];
+    if (ah__model_layer_check(spec, *kind, msg, sizeof msg, keys) != AH_OK)
+        return layer_fail(c, l, keys[1] < 0 ? keys[0] : later(l, keys[0], keys[1]), i, "%s", msg);
+    return AH_OK;
+}
+
+/* ---------------------------------------------------------------------------
+ * The one check of a layer, whatever it came from
+ * ------------------------------------------------------------------------ */
+
+const char *ah__model_key_name(int k) { return k >= 0 && k < N_MKEYS ? model_keys[k].name : "?"; }
+
+static ah_status check_fail(char *msg, size_t cap, int keys[2], int a, int b, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static ah_status check_fail(char *msg, size_t cap, int keys[2], int a, int b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    keys[0] = a;
+    keys[1] = b;
+    return AH_ERR_CONFIG;
+}
+
+/* A value against its key's choices or limits, as the INI parser checks
+ * text; 0 when fine. */
+static int out_of_range(int k, double v)
+{
+    const ah_key_def *d = &model_keys[k];
+    if (d->type == AH_INI_BOOL) return v != 0 && v != 1;
+    if (d->type == AH_INI_ENUM) return ah__key_choice_name(d, (int)v) == NULL;
+    if (d->type == AH_INI_FLOAT && !isfinite(v)) return 1;
+    return v < d->arg->min || v > d->arg->max;
+}
+
+ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char *msg, size_t cap,
+                                int keys[2])
+{
+    keys[0] = keys[1] = -1;
+    if ((unsigned)kind >= AH_LAYER_KIND_COUNT)
+        return check_fail(msg, cap, keys, AH_MK_kind, -1, "kind %d is not a layer kind", (int)kind);
+    if (kind != AH_LAYER_ATTENTION) return AH_OK;
+    if (!s->qk_head_size) return check_fail(msg, cap, keys, -1, -1, "head_size (or qk_head_size) is not set");
+    if (!s->v_head_size)
+        return check_fail(msg, cap, keys, AH_MK_qk_head_size, -1,
+                          "v_head_size is not set (head_size sets both sizes)");
+    if (!s->num_q_heads) return check_fail(msg, cap, keys, -1, -1, "num_q_heads is not set");
+    /* what the INI parser checks of each value where it stands */
+    const struct {
+        int key;
+        double v;
+    } vals[] = {{AH_MK_attn_type, s->attn_type},     {AH_MK_num_q_heads, s->num_q_heads},
+                {AH_MK_num_kv_heads, s->num_kv_heads}, {AH_MK_qk_head_size, s->qk_head_size},
+                {AH_MK_v_head_size, s->v_head_size},   {AH_MK_dtype, s->q_dtype},
+                {AH_MK_kv_dtype, s->kv_dtype},         {AH_MK_block_size, s->block_size},
+                {AH_MK_kv_layout, s->kv_layout},       {AH_MK_sliding_window, s->sliding_window},
+                {AH_MK_softcap, s->softcap},           {AH_MK_scale, s->scale},
+                {AH_MK_mla, s->use_mla},               {AH_MK_sinks, s->use_sinks},
+                {AH_MK_alibi, s->use_alibi},           {AH_MK_fp8_attention, s->fp8_attention}};
+    for (size_t j = 0; j < sizeof vals / sizeof *vals; j++)
+        if (out_of_range(vals[j].key, vals[j].v)) {
+            char what[300];
+            ah__key_describe(&model_keys[vals[j].key], what, sizeof what);
+            return check_fail(msg, cap, keys, vals[j].key, -1, "%s = %.9g is not allowed (%s)",
+                              model_keys[vals[j].key].name, vals[j].v, what);
+        }
+    if (s->num_q_heads % s->num_kv_heads)
+        return check_fail(msg, cap, keys, AH_MK_num_q_heads, AH_MK_num_kv_heads,
+                          "num_q_heads %u is not a multiple of num_kv_heads %u", s->num_q_heads,
+                          s->num_kv_heads);
+    if (s->use_mla) {
+        if (s->attn_type != AH_ATTN_DECODER)
+            return check_fail(msg, cap, keys, AH_MK_mla, AH_MK_attn_type,
+                              "mla needs attn_type = decoder, not %s",
+                              ah__key_choice_name(&model_keys[AH_MK_attn_type], (int)s->attn_type));
+        if (s->num_kv_heads != 1)
+            return check_fail(msg, cap, keys, AH_MK_num_kv_heads, AH_MK_mla,
+                              "num_kv_heads = %u conflicts with mla, which needs 1 (one KV head)",
+                              s->num_kv_heads);
+        if (s->qk_head_size <= s->v_head_size)
+            return check_fail(msg, cap, keys, AH_MK_qk_head_size, AH_MK_v_head_size,
+                              "mla: qk_head_size %u must exceed v_head_size %u (kv_lora_rank + "
+                              "qk_rope_head_dim over kv_lora_rank)",
+                              s->qk_head_size, s->v_head_size);
+    }
+    if (s->sliding_window && s->attn_type == AH_ATTN_ENCODER_DECODER)
+        return check_fail(msg, cap, keys, AH_MK_sliding_window, AH_MK_attn_type,
+                          "sliding_window does not apply to encoder_decoder (cross-attention) layers");
+    if (AH_HAS_FIELD(s, ah_layer_spec, causal) && s->causal > AH_CAUSAL_OFF)
+        return check_fail(msg, cap, keys, AH_MK_causal, -1, "causal %u is not a causal setting", s->causal);
+    if (AH_HAS_FIELD(s, ah_layer_spec, causal) && s->causal == AH_CAUSAL_ON &&
+        s->attn_type != AH_ATTN_DECODER)
+        return check_fail(msg, cap, keys, AH_MK_causal, AH_MK_attn_type,
+                          "causal = true applies only to decoder layers");
     return AH_OK;
 }
 
@@ -378,7 +476,7 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
         return AH_ERR_CONFIG;
     }
     const msection *ms = &p->secs[p->model_sec];
-    for (int k = K_name; k <= K_num_layers; k++)
+    for (int k = AH_MK_name; k <= AH_MK_num_layers; k++)
         if (!ms->key_line[k]) {
             if (err) snprintf(err->msg, sizeof err->msg, "%s:%d: [model] %s: not set (required)",
                               p->source, ms->line, model_keys[k].name);
@@ -386,7 +484,7 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
         }
     if (!p->model.name || !*p->model.name) {
         if (err) snprintf(err->msg, sizeof err->msg, "%s:%d: [model] name: must not be empty",
-                          p->source, ms->key_line[K_name]);
+                          p->source, ms->key_line[AH_MK_name]);
         return AH_ERR_CONFIG;
     }
     uint32_t n = p->model.num_layers;
@@ -413,11 +511,12 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
                               model_keys[k].name, msg);
             return AH_ERR_INTERNAL;
         }
-    apply_section(&base, ms, 1);
+    apply_section(&base, ms, 1, 0);
 
     m->layers = ah__calloc(n, sizeof *m->layers);
+    m->kinds = ah__calloc(n, sizeof *m->kinds);
     m->name = ah__strdup(p->model.name);
-    if (!m->layers || !m->name) {
+    if (!m->layers || !m->kinds || !m->name) {
         if (err) snprintf(err->msg, sizeof err->msg, "%s: out of memory", p->source);
         return AH_ERR_OUT_OF_MEMORY;
     }
@@ -427,8 +526,8 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
         layer_state l = base;
         for (uint32_t s = 0; s < p->n_secs; s++)
             if (!p->secs[s].is_model && ah__range_contains(&p->secs[s].range, i))
-                apply_section(&l, &p->secs[s], 2);
-        ah_status st = resolve_layer(&c, &l, i, &m->layers[i]);
+                apply_section(&l, &p->secs[s], 2, (int)s + 1);
+        ah_status st = resolve_layer(&c, &l, i, &m->layers[i], &m->kinds[i]);
         if (st != AH_OK) return st;
     }
     return AH_OK;
@@ -492,6 +591,7 @@ void ah_model_destroy(ah_model *model)
     if (!model) return;
     ah__free(model->name);
     ah__free(model->layers);
+    ah__free(model->kinds);
     ah__free(model);
 }
 
@@ -542,7 +642,7 @@ ah_status ah__model_keys_dump(char **text)
     for (int k = 0; k < N_MKEYS; k++) {
         const ah_key_def *d = &model_keys[k];
         char type[300];
-        if (k == K_attn_type) {
+        if (k == AH_MK_kind) {
             ah__strbuf_comment(&b, "Every key below may also appear in [layers.<range>] "
                                    "sections; in [model] it is the default for every layer.");
             ah__strbuf_printf(&b, "\n");

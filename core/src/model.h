@@ -1,5 +1,7 @@
 /*
- * Model descriptions: per-layer attention specs from an INI file.
+ * Model descriptions: per-layer attention specs from an INI file, from C
+ * (ah_model_create) or from a Hugging Face config.json (model_import_hf.c).
+ * Every path checks its layers with ah__model_layer_check.
  */
 #ifndef AH_MODEL_H
 #define AH_MODEL_H
@@ -9,8 +11,34 @@
 struct ah_model {
     char *name;
     uint32_t num_layers;
-    ah_layer_spec *layers;  /* kv_dtype/kv_layout may be AUTO */
+    ah_layer_spec *layers;  /* kv_dtype/kv_layout may be AUTO; zeros for
+                               non-attention layers */
+    ah_layer_kind *kinds;
 };
+
+/* The model-description keys, in model_keys.def order (K_name, ...). */
+enum {
+#define AH_MODEL_KEY(scope, key, type, arg, def, doc) AH_MK_##key,
+#include "model_keys.def"
+#undef AH_MODEL_KEY
+    AH_MK_COUNT
+};
+
+/* The name of key k ("num_q_heads"). */
+const char *ah__model_key_name(int k);
+
+/* Check one resolved layer (num_kv_heads and the head sizes filled in; a
+ * zero means "not set"), whatever it came from. On a fault returns
+ * AH_ERR_CONFIG, writes the message (without a prefix) into msg and the
+ * keys at fault into keys[0] and keys[1] (AH_MK_* or -1), the INI path
+ * naming the line of the later one. A non-attention layer is always fine. */
+ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char *msg, size_t cap,
+                                int keys[2]);
+
+/* ah_model_create with source naming the model in messages instead of its
+ * name ("config.json: layer 3: ..."). */
+ah_status ah__model_create(const ah_model_desc *desc, const char *source, ah_model **out,
+                           ah_error *err);
 
 /* Every model-description key with its documentation and default, as a
  * commented INI (for docs/configuration.md); *text is malloc'ed. */

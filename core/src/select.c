@@ -25,12 +25,24 @@ struct ah_selection {
     uint32_t graph_layer;
     ah_graph_level phase_level[AH_PHASE_COUNT]; /* one phase's winners */
     uint32_t phase_layer[AH_PHASE_COUNT];
+    ah_layer_kind *kinds;   /* per layer, copied from the model */
+};
+
+/* Layer kinds: the decision of a non-attention layer, the same for every
+ * such layer of its kind and both phases (plugin NULL, no candidates). */
+static const ah_decision kind_decisions[AH_LAYER_KIND_COUNT] = {
+    [AH_LAYER_MAMBA] = {.list_source = "mamba layer: not attention"},
+    [AH_LAYER_LINEAR_ATTENTION] = {.list_source = "linear_attention layer: not attention"},
+    [AH_LAYER_GDN] = {.list_source = "gdn layer: not attention"},
+    [AH_LAYER_MLP_ONLY] = {.list_source = "mlp_only layer: not attention"},
+    [AH_LAYER_OTHER] = {.list_source = "other layer: not attention"},
 };
 
 void ah_selection_destroy(ah_selection *s)
 {
     if (!s) return;
     for (int p = 0; p < AH_PHASE_COUNT; p++) ah__free(s->dec[p]);
+    ah__free(s->kinds);
     ah__free(s->warnings);
     ah__free(s->error);
     ah__free(s);
@@ -101,8 +113,19 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
     for (int p = 0; p < AH_PHASE_COUNT; p++) s->phase_level[p] = AH_GRAPH_ALWAYS;
     for (int p = 0; p < AH_PHASE_COUNT; p++)
         if (!(s->dec[p] = ah__calloc(n ? n : 1, sizeof *s->dec[p]))) goto oom;
+    if (!(s->kinds = ah__calloc(n ? n : 1, sizeof *s->kinds))) goto oom;
+    uint32_t n_attention = 0;
 
     for (uint32_t l = 0; l < n; l++) {
+        /* a non-attention layer of a hybrid model: never selected */
+        const ah_layer_kind kind = ah_model_layer_kind(m, l);
+        s->kinds[l] = kind;
+        if (kind != AH_LAYER_ATTENTION) {
+            for (int p = 0; p < AH_PHASE_COUNT; p++) s->dec[p][l] = &kind_decisions[kind];
+            continue;
+        }
+        if (!n_attention++) /* the levels' layer until one lowers them */
+            s->graph_layer = s->phase_layer[0] = s->phase_layer[1] = l;
         const ah_layer_spec *spec = ah_model_layer(m, l);
         const ah_decision *prefill = NULL;
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
@@ -170,7 +193,7 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
             }
         }
     }
-    if (!n) s->graph_level = s->phase_level[0] = s->phase_level[1] = AH_GRAPH_NEVER;
+    if (!n_attention) s->graph_level = s->phase_level[0] = s->phase_level[1] = AH_GRAPH_NEVER;
     if (!(s->warnings = ah__strbuf_take(&warn))) goto oom;
     if (failed && !keep_going) {
         ah_selection_destroy(s);
@@ -210,6 +233,11 @@ ah_status ah_host_explain(ah_host *h, const ah_model *m, const char *plugin, ah_
 }
 
 uint32_t ah_selection_num_layers(const ah_selection *s) { return s->num_layers; }
+
+ah_layer_kind ah_selection_layer_kind(const ah_selection *s, uint32_t layer)
+{
+    return s && layer < s->num_layers ? s->kinds[layer] : AH_LAYER_KIND_COUNT;
+}
 
 const ah_decision *ah_selection_decision(const ah_selection *s, uint32_t layer, ah_phase phase)
 {

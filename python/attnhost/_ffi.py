@@ -317,6 +317,28 @@ class ah_candidate(Structure):
     ]
 
 
+class ah_model_desc(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("name", c_char_p),
+        ("num_layers", c_uint32),
+        ("layers", POINTER(ah_layer_spec)),
+        ("kinds", POINTER(c_enum)),
+    ]
+
+
+class ah_hf_import_options(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("dtype", c_enum),
+        ("kv_dtype", c_enum),
+        ("block_size", c_uint32),
+        ("tensor_parallel", c_uint32),
+        ("name", c_char_p),
+        ("chunked_virtual_batches", c_int),
+    ]
+
+
 class ah_decision(Structure):
     _fields_ = [
         ("plugin", c_char_p),
@@ -376,6 +398,7 @@ STRUCTS = {
     for cls in (
         DLDevice, DLDataType, DLTensor, DLManagedTensor, ah_int_set, ah_hw_facts,
         ah_probe_info, ah_layer_spec, ah_config_key, ah_caps, ah_batch, ah_limits,
+        ah_model_desc, ah_hf_import_options,
         ah_forward_args, ah_error, ah_host_options, ah_plugin_info, ah_reason,
         ah_candidate, ah_decision, ah_binding_options, ah_kv_cache_desc, ah_ref_inputs,
     )
@@ -431,6 +454,14 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("ah_model_num_layers", c_uint32, _P)
     fn("ah_model_layer", POINTER(ah_layer_spec), _P, c_uint32)
     fn("ah_demo_model_text", cp)
+    fn("ah_model_create", c_enum, POINTER(ah_model_desc), POINTER(_P), POINTER(ah_error))
+    fn("ah_model_to_ini", c_enum, _P, POINTER(c_void_p))
+    fn("ah_model_layer_kind", c_enum, _P, c_uint32)
+    fn("ah_selection_layer_kind", c_enum, _P, c_uint32)
+    fn("ah_layer_kind_str", cp, c_enum)
+    fn("ah_model_import_available", c_int)
+    fn("ah_model_import_hf_opts", c_enum, cp, cp, POINTER(ah_hf_import_options), POINTER(_P),
+       POINTER(ah_error))
     fn("ah_host_select", c_enum, _P, _P, POINTER(_P), POINTER(ah_error))
     fn("ah_host_select_forced", c_enum, _P, _P, cp, POINTER(_P), POINTER(ah_error))
     fn("ah_selection_destroy", None, _P)

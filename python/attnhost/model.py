@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 from dataclasses import dataclass, fields
-from typing import Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import _ffi
 from ._handle import Handle
@@ -14,6 +15,7 @@ from .errors import error_for
 DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 ATTN_TYPES = ("decoder", "encoder", "encoder_only", "encoder_decoder")
 KV_LAYOUTS = ("auto", "nhd", "hnd")
+LAYER_KINDS = ("attention", "mamba", "linear_attention", "gdn", "mlp_only", "other")
 
 
 @dataclass
@@ -47,15 +49,23 @@ class LayerSpec:
     mla: bool = False
     kv_lora_rank: Optional[int] = None
     qk_rope_head_dim: Optional[int] = None
+    kind: str = "attention"  # a non-attention layer of a hybrid model: "mamba", "gdn", ...
 
-    def ini_lines(self) -> List[str]:
-        """The description lines of this spec: keys left at None or at the
-        description's default are omitted."""
+    def _check_choices(self) -> None:
         for name, choices in (("attn_type", ATTN_TYPES), ("dtype", DTYPES[1:]),
-                              ("kv_dtype", DTYPES), ("kv_layout", KV_LAYOUTS)):
+                              ("kv_dtype", DTYPES), ("kv_layout", KV_LAYOUTS),
+                              ("kind", LAYER_KINDS)):
             v = getattr(self, name)
             if v not in choices:
                 raise ValueError(f"LayerSpec.{name} = {v!r}: expected one of {', '.join(choices)}")
+
+    def ini_lines(self) -> List[str]:
+        """The description lines of this spec: keys left at None or at the
+        description's default are omitted; a non-attention layer is its
+        kind alone."""
+        self._check_choices()
+        if self.kind != "attention":
+            return [f"kind = {self.kind}"]
         out = []
         for f in fields(self):
             v = getattr(self, f.name)
@@ -68,6 +78,36 @@ class LayerSpec:
                 v = repr(v)
             out.append(f"{key} = {v}")
         return out
+
+    def _to_c(self) -> _ffi.ah_layer_spec:
+        """The C spec of ah_model_create: zeros where this spec says None."""
+        self._check_choices()
+        c = _ffi.ah_layer_spec()
+        c.struct_size = ctypes.sizeof(c)
+        if self.kind != "attention":
+            return c
+        if not self.mla and (self.kv_lora_rank is not None or self.qk_rope_head_dim is not None):
+            raise ValueError("LayerSpec: kv_lora_rank and qk_rope_head_dim apply only to mla layers")
+        qk = self.qk_head_size if self.qk_head_size is not None else self.head_size
+        v = self.v_head_size if self.v_head_size is not None else self.head_size
+        if self.mla and qk is None and v is None:
+            rank = 512 if self.kv_lora_rank is None else self.kv_lora_rank
+            qk, v = rank + (64 if self.qk_rope_head_dim is None else self.qk_rope_head_dim), rank
+        c.attn_type = ATTN_TYPES.index(self.attn_type)
+        c.num_q_heads = self.num_q_heads or 0
+        c.num_kv_heads = self.num_kv_heads or 0
+        c.qk_head_size = qk or 0
+        c.v_head_size = v or 0
+        c.q_dtype = DTYPES.index(self.dtype)
+        c.kv_dtype = DTYPES.index(self.kv_dtype)
+        c.block_size = self.block_size
+        c.kv_layout = KV_LAYOUTS.index(self.kv_layout)
+        c.sliding_window = self.sliding_window
+        c.softcap = self.softcap
+        c.scale = self.scale
+        c.use_mla, c.use_sinks = int(self.mla), int(self.sinks)
+        c.use_alibi, c.fp8_attention = int(self.alibi), int(self.fp8_attention)
+        return c
 
     @classmethod
     def _from_c(cls, c: _ffi.ah_layer_spec) -> "LayerSpec":
@@ -136,10 +176,83 @@ class Model(Handle):
 
     @classmethod
     def from_specs(cls, name: str, layers: Sequence[LayerSpec]) -> "Model":
-        """A model of the given layers (layer i is ``layers[i]``): writes the
-        INI description (runs of equal specs share one section) and parses
-        it, so the library's checks apply."""
-        return cls.from_text(specs_to_ini(name, layers), f"<{name}>")
+        """A model of the given layers (layer i is ``layers[i]``), built by
+        ``ah_model_create``: the library checks every layer as it checks a
+        description's. A layer's ``kind`` other than "attention" makes it a
+        non-attention layer of a hybrid model. ``text`` is the model as a
+        description (``ah_model_to_ini``)."""
+        if not layers:
+            raise ValueError("a model needs at least one layer")
+        n = len(layers)
+        specs = (_ffi.ah_layer_spec * n)(*[l._to_c() for l in layers])
+        kinds = (_ffi.c_enum * n)(*[LAYER_KINDS.index(l.kind) for l in layers])
+        desc = _ffi.ah_model_desc(ctypes.sizeof(_ffi.ah_model_desc), name.encode(), n, specs, kinds)
+        lib = _ffi.load()
+        out, err = ctypes.c_void_p(), _ffi.ah_error()
+        st = lib.ah_model_create(ctypes.byref(desc), ctypes.byref(out), ctypes.byref(err))
+        if st:
+            raise error_for(st, _ffi.s(err.msg))
+        m = cls(out.value)
+        try:
+            m.text = m.to_ini()
+        except ValueError:
+            m.text = None  # a name INI text cannot hold
+        return m
+
+    @classmethod
+    def from_hf_config(cls, config: Union[Dict[str, Any], str, "os.PathLike[str]"], *,
+                       dtype: Optional[str] = None, kv_dtype: Optional[str] = None,
+                       block_size: int = 0, tensor_parallel: int = 0,
+                       name: Optional[str] = None, chunked_virtual_batches: bool = False,
+                       source: Optional[str] = None) -> "Model":
+        """A model from a Hugging Face ``config.json``: a dict, or the path
+        of the file (``ah_model_import_hf``; docs/configuration.md lists the
+        families). ``dtype`` overrides ``torch_dtype``; ``tensor_parallel``
+        gives the heads of one rank. A config the importer cannot describe
+        exactly raises :class:`ConfigError` naming the field."""
+        lib = _ffi.load()
+        if isinstance(config, dict):
+            text, src = json.dumps(config), source or "<config>"
+        else:
+            with open(config, "rb") as f:
+                text, src = f.read().decode(), source or os.fspath(config)
+        for what, v, choices in (("dtype", dtype, DTYPES[1:4]), ("kv_dtype", kv_dtype, DTYPES[1:])):
+            if v is not None and v not in choices:
+                raise ValueError(f"{what} = {v!r}: expected one of {', '.join(choices)}")
+        o = _ffi.ah_hf_import_options(
+            ctypes.sizeof(_ffi.ah_hf_import_options), DTYPES.index(dtype) if dtype else 0,
+            DTYPES.index(kv_dtype) if kv_dtype else 0, block_size, tensor_parallel,
+            name.encode() if name else None, int(chunked_virtual_batches))
+        out, err = ctypes.c_void_p(), _ffi.ah_error()
+        st = lib.ah_model_import_hf_opts(text.encode(), src.encode(), ctypes.byref(o),
+                                         ctypes.byref(out), ctypes.byref(err))
+        if st:
+            raise error_for(st, _ffi.s(err.msg))
+        m = cls(out.value)
+        try:
+            m.text = m.to_ini()
+        except ValueError:
+            m.text = None
+        return m
+
+    def to_ini(self) -> str:
+        """The model as a model description that parses back to it."""
+        lib = _ffi.load()
+        p = ctypes.c_void_p()
+        st = lib.ah_model_to_ini(self._handle(), ctypes.byref(p))
+        if st:
+            raise ValueError(f"model {self.name!r}: its name cannot stand in INI text")
+        try:
+            return ctypes.string_at(p.value).decode()
+        finally:
+            ctypes.CDLL(None).free(p)
+
+    def layer_kind(self, i: int) -> str:
+        """"attention", or the kind of a hybrid model's non-attention layer."""
+        n = self.num_layers
+        if not 0 <= i < n:
+            raise IndexError(f"layer {i}: the model has {n} layers")
+        return LAYER_KINDS[_ffi.load().ah_model_layer_kind(self._handle(), i)]
 
     @classmethod
     def demo(cls) -> "Model":
@@ -159,7 +272,9 @@ class Model(Handle):
         n = self.num_layers
         if not 0 <= i < n:
             raise IndexError(f"layer {i}: the model has {n} layers")
-        return LayerSpec._from_c(_ffi.load().ah_model_layer(self._handle(), i).contents)
+        spec = LayerSpec._from_c(_ffi.load().ah_model_layer(self._handle(), i).contents)
+        spec.kind = self.layer_kind(i)
+        return spec
 
     def layers(self) -> Iterator[LayerSpec]:
         return (self.layer(i) for i in range(self.num_layers))

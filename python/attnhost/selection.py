@@ -61,6 +61,7 @@ class Decision:
     fallback: bool             # no listed candidate fit; another was taken
     spec: LayerSpec            # resolved: kv_dtype, kv_layout and scale filled
     candidates: Tuple[Candidate, ...]
+    kind: str = "attention"    # a non-attention layer's kind: never selected (plugin None)
 
 
 class Selection(Handle):
@@ -97,8 +98,9 @@ class Selection(Handle):
                        _ffi.s(r.supported))
                 for r in (cd.reasons[k] for k in range(cd.n_reasons)))
             cands.append(Candidate(_ffi.s(cd.plugin), bool(cd.chosen), reasons))
+        kind = _ffi.s(lib.ah_layer_kind_str(lib.ah_selection_layer_kind(self._handle(), layer)))
         d = Decision(layer, PHASES[p], _ffi.s(c.plugin) or None, _ffi.s(c.list_source),
-                     bool(c.fallback), LayerSpec._from_c(c.spec), tuple(cands))
+                     bool(c.fallback), LayerSpec._from_c(c.spec), tuple(cands), kind)
         self._cache[(layer, p)] = d
         return d
 

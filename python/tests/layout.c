@@ -33,6 +33,8 @@ int main(void)
     S(ah_plugin_info, F(ah_plugin_info, struct_size); F(ah_plugin_info, name); F(ah_plugin_info, path); F(ah_plugin_info, version); F(ah_plugin_info, vendor); F(ah_plugin_info, license); F(ah_plugin_info, description); F(ah_plugin_info, device_kind); F(ah_plugin_info, state); F(ah_plugin_info, reason); F(ah_plugin_info, caps); F(ah_plugin_info, probe); F(ah_plugin_info, has_check_combination); F(ah_plugin_info, from_cache); F(ah_plugin_info, scan_ms));
     S(ah_reason, F(ah_reason, code); F(ah_reason, field); F(ah_reason, value); F(ah_reason, supported));
     S(ah_candidate, F(ah_candidate, plugin); F(ah_candidate, n_reasons); F(ah_candidate, reasons); F(ah_candidate, chosen));
+    S(ah_model_desc, F(ah_model_desc, struct_size); F(ah_model_desc, name); F(ah_model_desc, num_layers); F(ah_model_desc, layers); F(ah_model_desc, kinds));
+    S(ah_hf_import_options, F(ah_hf_import_options, struct_size); F(ah_hf_import_options, dtype); F(ah_hf_import_options, kv_dtype); F(ah_hf_import_options, block_size); F(ah_hf_import_options, tensor_parallel); F(ah_hf_import_options, name); F(ah_hf_import_options, chunked_virtual_batches));
     S(ah_decision, F(ah_decision, plugin); F(ah_decision, list_source); F(ah_decision, n_candidates); F(ah_decision, candidates); F(ah_decision, spec); F(ah_decision, fallback));
     S(ah_binding_options, F(ah_binding_options, struct_size); F(ah_binding_options, limits); F(ah_binding_options, no_validation); F(ah_binding_options, device_index));
     S(ah_kv_cache_desc, F(ah_kv_cache_desc, struct_size); F(ah_kv_cache_desc, ndim); F(ah_kv_cache_desc, shape); F(ah_kv_cache_desc, strides); F(ah_kv_cache_desc, kv_dtype); F(ah_kv_cache_desc, dl_dtype));

@@ -43,7 +43,10 @@ def test_model_from_specs_round_trip():
              attnhost.LayerSpec(mla=True, num_q_heads=16, dtype="bf16")]
     m = attnhost.Model.from_specs("mixed", specs)
     assert m.name == "mixed" and m.num_layers == 4
-    assert "[layers.0-1]" in m.text and "[layers.2]" in m.text
+    # text: the model as a description (ah_model_to_ini), which parses back to it
+    assert "[layers.2]" in m.text and "[layers.3]" in m.text
+    back = attnhost.Model.from_text(m.text)
+    assert [back.layer(i) for i in range(4)] == [m.layer(i) for i in range(4)]
     l0, l2, l3 = m.layer(0), m.layer(2), m.layer(3)
     assert (l0.num_q_heads, l0.num_kv_heads, l0.qk_head_size, l0.dtype) == (4, 2, 32, "fp32")
     assert (l2.sliding_window, l2.kv_layout) == (8, "hnd")

@@ -182,7 +182,8 @@ typedef struct bad_case {
 #define HEAD "[model]\nname = x\nnum_layers = 8\n"
 #define GOOD HEAD "num_q_heads = 8\nhead_size = 64\n"
 #define LAYER_KEYS                                                                               \
-    "attn_type, causal, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, dtype, "        \
+    "kind, attn_type, causal, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, "  \
+    "dtype, "                                                                                    \
     "kv_dtype, block_size, kv_layout, sliding_window, softcap, scale, sinks, alibi, "             \
     "fp8_attention, mla, kv_lora_rank, qk_rope_head_dim"
 

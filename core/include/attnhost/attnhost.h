@@ -549,6 +549,109 @@ ah_status ah_host_plugin_check(const ah_host *host, const char *plugin, ah_check
 const char *ah_host_check_records_path(const ah_host *host);
 const char *ah_host_check_records_note(const ah_host *host);
 
+/* ---------------------------------------------------------------------------
+ * Models without INI text: layer kinds, models built from per-layer specs,
+ * a model written back as INI, and Hugging Face config.json import
+ * (docs/configuration.md, "Layer kinds" and "Importing a Hugging Face
+ * config.json").
+ * Thread safety: any thread, as ah_model_parse; the result is an ordinary
+ * immutable ah_model.
+ * ------------------------------------------------------------------------ */
+
+/* What a layer of a model is. A hybrid model (Jamba, Qwen3-Next, ...)
+ * declares its non-attention layers so the model keeps the engine's layer
+ * numbering. A non-attention layer is never selected or bound: its
+ * decisions have plugin NULL, no candidates and the list_source
+ * "<kind> layer: not attention"; the CUDA-graph levels ignore it; the
+ * binding plans no state for it; ah_binding_forward, ah_binding_write_kv,
+ * ah_binding_merge_states and ah_binding_kv_cache_desc on it return
+ * AH_ERR_INVALID_ARGUMENT naming the layer and its kind; ah_binding_device
+ * returns NULL for it. */
+typedef enum ah_layer_kind {
+    AH_LAYER_ATTENTION = 0,        /* softmax attention, described by its ah_layer_spec */
+    AH_LAYER_MAMBA = 1,            /* a Mamba (selective state-space) mixer */
+    AH_LAYER_LINEAR_ATTENTION = 2, /* linear attention (no softmax) */
+    AH_LAYER_GDN = 3,              /* gated delta net (Qwen3-Next's linear attention) */
+    AH_LAYER_MLP_ONLY = 4,         /* no token mixing at all */
+    AH_LAYER_OTHER = 5,            /* any other non-attention mixer */
+    AH_LAYER_KIND_COUNT
+} ah_layer_kind;
+
+/* "attention", "mamba", "linear_attention", "gdn", "mlp_only", "other";
+ * "?" for anything else. Thread safety: any thread. */
+const char *ah_layer_kind_str(ah_layer_kind k);
+
+/* The kind of a model's layer; AH_LAYER_KIND_COUNT for a layer out of
+ * range. ah_model_layer of a non-attention layer is a spec of zeros (only
+ * struct_size set): check the kind first. */
+ah_layer_kind ah_model_layer_kind(const ah_model *model, uint32_t layer);
+/* The same for a selection's layer (a selection copies the kinds). */
+ah_layer_kind ah_selection_layer_kind(const ah_selection *sel, uint32_t layer);
+
+/* A model described in C. Every layer is checked by the same code as a
+ * model description's (ah_model_parse): the same rules and messages,
+ * prefixed "<name>: layer N: ". Zeros mean "not set", as a key left out of
+ * the INI text: num_kv_heads 0 is num_q_heads (1 for MLA); qk_head_size and
+ * v_head_size 0 under use_mla are 576 and 512 (kv_lora_rank 512 plus 64
+ * rotary channels); v_head_size 0 is qk_head_size; q_dtype AUTO is bf16;
+ * block_size 0 is 16; scale 0 is 1/sqrt(qk_head_size). A spec's
+ * struct_size may be that of ABI 1.0 (without fp8_attention). */
+typedef struct ah_model_desc {
+    uint32_t struct_size;
+    const char *name;              /* required, not empty, one line */
+    uint32_t num_layers;           /* 1..16384 */
+    const ah_layer_spec *layers;   /* num_layers specs; a non-attention
+                                      layer's entry is ignored (may be zeros).
+                                      May be NULL when no layer is attention */
+    const ah_layer_kind *kinds;    /* num_layers kinds; NULL: every layer is
+                                      attention */
+} ah_model_desc;
+
+/* Build a model from desc. AH_ERR_CONFIG with the message in err for a
+ * layer the INI path would refuse; AH_ERR_ABI for a desc or spec whose
+ * struct_size is too small; AH_ERR_INVALID_ARGUMENT without desc or out. */
+ah_status ah_model_create(const ah_model_desc *desc, ah_model **out, ah_error *err);
+
+/* The model as a model description: ah_model_parse of *text gives the same
+ * name, kinds and specs. Layers are grouped: the most common attention
+ * layer goes in [model], the rest in [layers.<range>] sections of what
+ * differs. *text is malloc'ed; the caller frees it. AH_ERR_INVALID_ARGUMENT
+ * when the name cannot stand in INI text (';' or '#'). */
+ah_status ah_model_to_ini(const ah_model *model, char **text);
+
+/* Options of a Hugging Face import; NULL options: every default. */
+typedef struct ah_hf_import_options {
+    uint32_t struct_size;
+    ah_dtype dtype;            /* AUTO: torch_dtype (or dtype), fp32 when the
+                                  config names none, as transformers does */
+    ah_dtype kv_dtype;         /* AUTO: the same as dtype */
+    uint32_t block_size;       /* 0: 16 */
+    uint32_t tensor_parallel;  /* 0 or 1: whole heads; N: the heads of one of N
+                                  ranks (query heads / N, KV heads / N, or 1
+                                  KV head replicated when N exceeds them) */
+    const char *name;          /* NULL: the config's _name_or_path (its last
+                                  part), else its model_type */
+    int chunked_virtual_batches; /* 1: the engine runs Llama 4's chunked
+                                    local attention as virtual batches of
+                                    one chunk (vLLM does), so those layers
+                                    are plain causal layers here; 0: refuse
+                                    them */
+} ah_hf_import_options;
+
+/* A model from a Hugging Face config.json (its text); source names it in
+ * messages. Families: see docs/configuration.md. A field the importer does
+ * not understand and that changes attention, an unknown model_type or
+ * layer_types entry, a missing required field or a contradiction is
+ * AH_ERR_CONFIG with a message naming the field and its value; malformed
+ * JSON is AH_ERR_CONFIG with json-c's reason and offset. A library built
+ * without json-c returns AH_ERR_UNSUPPORTED and says so. */
+ah_status ah_model_import_hf(const char *json_text, const char *source, ah_model **out,
+                             ah_error *err);
+ah_status ah_model_import_hf_opts(const char *json_text, const char *source,
+                                  const ah_hf_import_options *opts, ah_model **out, ah_error *err);
+/* 1 when this library was built with the importer (json-c). */
+int ah_model_import_available(void);
+
 #ifdef __cplusplus
 }
 #endif
