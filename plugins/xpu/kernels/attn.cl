@@ -14,7 +14,7 @@
  * xpu_split_merge: one work-item per (split token, head): the LSE merge of
  * a token's chunks, the sink folded into the denominator.
  *
- * Strides are in elements. Visibility modes: 0 causal decoder, 1
+ * Element types are masks, 1 << ah_dtype (common.clh). Strides are in elements. Visibility modes: 0 causal decoder, 1
  * bidirectional (encoder, encoder-only), 2 cross-attention (every key).
  * flags: 1 write lse, 2 sinks, 4 ALiBi.
  */

@@ -608,7 +608,7 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite", (double)a->k_scale, (double)a->v_scale);
     void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache), *out = ah_dl_data(a->out);
     int64_t q_ts = ah_dl_stride(a->q, 0), q_hs = ah_dl_stride(a->q, 1), o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
-    int q_dt = (int)sp->q_dtype, kv_dt = (int)sp->kv_dtype, bt_w = (int)st->bt_width, n_items = (int)st->n_items;
+    int q_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), bt_w = (int)st->bt_width, n_items = (int)st->n_items;
     int hq = (int)sp->num_q_heads, group = (int)(sp->num_q_heads / sp->num_kv_heads), d = (int)sp->qk_head_size;
     int dv = (int)sp->v_head_size, bsz = (int)sp->block_size, window = (int)sp->sliding_window, mode = st->mode;
     float scale = st->scale, softcap = sp->softcap;
@@ -670,7 +670,7 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     void *key = ah_dl_data(a->key), *val = ah_dl_data(a->value), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache);
     int64_t key_ts = ah_dl_stride(a->key, 0), key_hs = ah_dl_stride(a->key, 1);
     int64_t val_ts = ah_dl_stride(a->value, 0), val_hs = ah_dl_stride(a->value, 1);
-    int src_dt = (int)sp->q_dtype, kv_dt = (int)sp->kv_dtype, n = (int)T, hk = (int)sp->num_kv_heads;
+    int src_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), n = (int)T, hk = (int)sp->num_kv_heads;
     int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size, has_v = 1;
     void *slots = st->slots.p;
     const xpu_arg args[] = {
@@ -718,7 +718,7 @@ static ah_status xpu_merge_states(ah_context *c, const ah_merge_args *a)
     int64_t a_ts = ah_dl_stride(a->v_a, 0), a_hs = ah_dl_stride(a->v_a, 1), b_ts = ah_dl_stride(a->v_b, 0), b_hs = ah_dl_stride(a->v_b, 1);
     int64_t o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
     int64_t la_ts = ah_dl_stride(a->lse_a, 0), lb_ts = ah_dl_stride(a->lse_b, 0);
-    int n = (int)T, heads = (int)H, dv = (int)D, dti = (int)dt;
+    int n = (int)T, heads = (int)H, dv = (int)D, dti = (int)AH_BIT(dt);
     const xpu_arg args[] = {
         XPU_PTR(va), XPU_VAL(a_ts), XPU_VAL(a_hs), XPU_PTR(la), XPU_VAL(la_ts),
         XPU_PTR(vb), XPU_VAL(b_ts), XPU_VAL(b_hs), XPU_PTR(lb), XPU_VAL(lb_ts),
