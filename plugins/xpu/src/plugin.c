@@ -11,8 +11,9 @@
  * devices). With only OpenCL CPU devices (PoCL) it is a CPU plugin of rank
  * MARGINAL, below cpu_amx: its memory is OpenCL SVM allocated through its
  * own mem_alloc, which on a CPU device is host memory, so tensors are
- * tagged kDLCPU; kernels still need memory from mem_alloc (the host's
- * ah_device_alloc does that), and forward says so when handed any other.
+ * tagged kDLCPU. Host memory the plugin did not allocate (an engine's or
+ * a test's malloc) is served too: each launch wraps it in a
+ * CL_MEM_USE_HOST_PTR buffer and completes before returning.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -522,10 +523,14 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
 
 /* ---- tensor checks --------------------------------------------------------------- */
 
-static ah_status check_tensor(ah_state *st, ah_context *c, ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt,
-                              int ndim, const int64_t *shape)
+/* Check a tensor; *x gets its extent and whether it is foreign memory:
+ * allowed on a CPU device through OpenCL (host memory that an engine or a
+ * test allocated itself; the launch wraps it), refused elsewhere. */
+static ah_status check_tensor(ah_context *c, ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt, int ndim,
+                              const int64_t *shape, xpu_ext *x)
 {
-    (void)st;
+    x->bytes = 0;
+    x->foreign = 0;
     if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     if (!ah_dl_dtype_is(t, dt))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has DLPack dtype code %u bits %u, expected %s", name, t->dtype.code,
@@ -546,7 +551,9 @@ static ah_status check_tensor(ah_state *st, ah_context *c, ah_errbuf *e, const D
     for (int i = 0; i < ndim; i++)
         if (t->shape[i] > 0) last += (t->shape[i] - 1) * ah_dl_stride(t, i);
     const size_t bytes = ah_dl_numel(t) > 0 ? ((size_t)last + 1) * ah_dtype_size(dt) : 0;
-    if (bytes && !reg_has(c, ah_dl_data(t), bytes))
+    x->bytes = bytes;
+    x->foreign = bytes && !reg_has(c, ah_dl_data(t), bytes);
+    if (x->foreign && !(c->cpu_kind && c->rt == &xpu_rt_opencl))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "%s is not memory from the xpu plugin's mem_alloc (%s %s): allocate tensors through the host's device",
                        name, c->rt->name, c->rt == &xpu_rt_opencl ? "SVM" : "USM device memory");
@@ -554,12 +561,12 @@ static ah_status check_tensor(ah_state *st, ah_context *c, ah_errbuf *e, const D
 }
 
 static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz, int64_t *bs_s, int64_t *ts_s,
-                             int64_t *hs_s)
+                             int64_t *hs_s, xpu_ext *x)
 {
     const int hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
     const int64_t shape[4] = {-1, hnd ? st->spec.num_kv_heads : st->spec.block_size,
                               hnd ? st->spec.block_size : st->spec.num_kv_heads, hsz};
-    ah_status rc = check_tensor(st, st->ctx, &st->err, t, name, st->spec.kv_dtype, 4, shape);
+    ah_status rc = check_tensor(st->ctx, &st->err, t, name, st->spec.kv_dtype, 4, shape, x);
     if (rc != AH_OK) return rc;
     if (t->shape[0] <= st->max_block)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s holds %lld blocks, the plan references block %d", name,
@@ -582,24 +589,25 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     const int64_t qs[3] = {T, sp->num_q_heads, sp->qk_head_size}, os[3] = {T, sp->num_q_heads, sp->v_head_size};
     const int64_t ls[2] = {T, sp->num_q_heads}, hs[1] = {sp->num_q_heads};
     int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
+    xpu_ext xq, xo, xk, xv, xl = {0, 0}, xs = {0, 0}, xa = {0, 0};
     ah_status s;
-    if ((s = check_tensor(st, c, &st->err, a->q, "q", sp->q_dtype, 3, qs)) != AH_OK) return s;
-    if ((s = check_tensor(st, c, &st->err, a->out, "out", sp->q_dtype, 3, os)) != AH_OK) return s;
-    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs)) != AH_OK) return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs)) != AH_OK) return s;
+    if ((s = check_tensor(c, &st->err, a->q, "q", sp->q_dtype, 3, qs, &xq)) != AH_OK) return s;
+    if ((s = check_tensor(c, &st->err, a->out, "out", sp->q_dtype, 3, os, &xo)) != AH_OK) return s;
+    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs, &xk)) != AH_OK) return s;
+    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs, &xv)) != AH_OK) return s;
     void *lse = c->dummy, *sinks = c->dummy, *alibi = c->dummy;
     int64_t l_ts = 0;
     int flags = 0;
     if (a->lse) {
-        if ((s = check_tensor(st, c, &st->err, a->lse, "lse", AH_DTYPE_FP32, 2, ls)) != AH_OK) return s;
+        if ((s = check_tensor(c, &st->err, a->lse, "lse", AH_DTYPE_FP32, 2, ls, &xl)) != AH_OK) return s;
         lse = ah_dl_data(a->lse), l_ts = ah_dl_stride(a->lse, 0), flags |= 1;
     }
     if (sp->use_sinks) {
-        if ((s = check_tensor(st, c, &st->err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hs)) != AH_OK) return s;
+        if ((s = check_tensor(c, &st->err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hs, &xs)) != AH_OK) return s;
         sinks = ah_dl_data(a->sinks), flags |= 2;
     }
     if (sp->use_alibi) {
-        if ((s = check_tensor(st, c, &st->err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs)) != AH_OK) return s;
+        if ((s = check_tensor(c, &st->err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs, &xa)) != AH_OK) return s;
         alibi = ah_dl_data(a->alibi_slopes), flags |= 4;
     }
     const int fp8 = is_fp8(sp->kv_dtype);
@@ -615,13 +623,13 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     void *qsl = st->qsl.p, *sl = st->seq_lens.p, *bt = st->bt.p, *items = st->items.p, *dest = st->dest.p;
     void *po = st->part_o.p, *pl = st->part_lse.p;
     const xpu_arg args[] = {
-        XPU_PTR(q), XPU_VAL(q_ts), XPU_VAL(q_hs), XPU_VAL(q_dt),
-        XPU_PTR(kc), XPU_VAL(k_bs), XPU_VAL(k_ts), XPU_VAL(k_hs),
-        XPU_PTR(vc), XPU_VAL(v_bs), XPU_VAL(v_ts), XPU_VAL(v_hs),
+        XPU_TPTR(q, xq, 0), XPU_VAL(q_ts), XPU_VAL(q_hs), XPU_VAL(q_dt),
+        XPU_TPTR(kc, xk, 0), XPU_VAL(k_bs), XPU_VAL(k_ts), XPU_VAL(k_hs),
+        XPU_TPTR(vc, xv, 0), XPU_VAL(v_bs), XPU_VAL(v_ts), XPU_VAL(v_hs),
         XPU_VAL(kv_dt), XPU_VAL(k_scale), XPU_VAL(v_scale),
-        XPU_PTR(out), XPU_VAL(o_ts), XPU_VAL(o_hs),
-        XPU_PTR(lse), XPU_VAL(l_ts),
-        XPU_PTR(sinks), XPU_PTR(alibi),
+        XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs),
+        XPU_TPTR(lse, xl, 1), XPU_VAL(l_ts),
+        XPU_TPTR(sinks, xs, 0), XPU_TPTR(alibi, xa, 0),
         XPU_PTR(qsl), XPU_PTR(sl), XPU_PTR(bt), XPU_VAL(bt_w),
         XPU_PTR(items), XPU_PTR(dest), XPU_VAL(n_items),
         XPU_PTR(po), XPU_PTR(pl),
@@ -635,8 +643,8 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     int n_splits = (int)st->n_splits;
     const xpu_arg margs[] = {
         XPU_PTR(splits), XPU_VAL(n_splits), XPU_PTR(po), XPU_PTR(pl),
-        XPU_PTR(out), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_VAL(q_dt),
-        XPU_PTR(lse), XPU_VAL(l_ts), XPU_PTR(sinks),
+        XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_VAL(q_dt),
+        XPU_TPTR(lse, xl, 1), XPU_VAL(l_ts), XPU_TPTR(sinks, xs, 0),
         XPU_VAL(hq), XPU_VAL(dv), XPU_VAL(flags),
     };
     return c->rt->launch(c->dev, a->stream, XPU_K_SPLIT_MERGE, st->n_splits, (uint32_t)hq, margs,
@@ -654,14 +662,12 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     const int64_t T = st->num_tokens;
     const int64_t ks[3] = {T, sp->num_kv_heads, sp->qk_head_size}, vs[3] = {T, sp->num_kv_heads, sp->v_head_size};
     int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
+    xpu_ext xk, xv, xkc, xvc;
     ah_status s;
-    /* the cache must hold every slot written, whatever the plan's table says */
-    int32_t saved = st->max_block;
-    if ((s = check_tensor(st, c, &st->err, a->key, "key", sp->q_dtype, 3, ks)) != AH_OK) return s;
-    if ((s = check_tensor(st, c, &st->err, a->value, "value", sp->q_dtype, 3, vs)) != AH_OK) return s;
-    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs)) != AH_OK) return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs)) != AH_OK) return s;
-    st->max_block = saved;
+    if ((s = check_tensor(c, &st->err, a->key, "key", sp->q_dtype, 3, ks, &xk)) != AH_OK) return s;
+    if ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK) return s;
+    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs, &xkc)) != AH_OK) return s;
+    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs, &xvc)) != AH_OK) return s;
     const int fp8 = is_fp8(sp->kv_dtype);
     const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f, vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
     if (!isfinite(ksc) || !isfinite(vsc) || ksc <= 0.0f || vsc <= 0.0f)
@@ -674,10 +680,10 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size, has_v = 1;
     void *slots = st->slots.p;
     const xpu_arg args[] = {
-        XPU_PTR(key), XPU_VAL(key_ts), XPU_VAL(key_hs),
-        XPU_PTR(val), XPU_VAL(val_ts), XPU_VAL(val_hs), XPU_VAL(src_dt),
-        XPU_PTR(kc), XPU_VAL(k_bs), XPU_VAL(k_ts), XPU_VAL(k_hs),
-        XPU_PTR(vc), XPU_VAL(v_bs), XPU_VAL(v_ts), XPU_VAL(v_hs), XPU_VAL(kv_dt),
+        XPU_TPTR(key, xk, 0), XPU_VAL(key_ts), XPU_VAL(key_hs),
+        XPU_TPTR(val, xv, 0), XPU_VAL(val_ts), XPU_VAL(val_hs), XPU_VAL(src_dt),
+        XPU_TPTR(kc, xkc, 1), XPU_VAL(k_bs), XPU_VAL(k_ts), XPU_VAL(k_hs),
+        XPU_TPTR(vc, xvc, 1), XPU_VAL(v_bs), XPU_VAL(v_ts), XPU_VAL(v_hs), XPU_VAL(kv_dt),
         XPU_VAL(k_inv), XPU_VAL(v_inv), XPU_PTR(slots), XPU_VAL(n),
         XPU_VAL(hk), XPU_VAL(d), XPU_VAL(dv), XPU_VAL(bsz), XPU_VAL(has_v),
     };
@@ -700,17 +706,18 @@ static ah_status xpu_merge_states(ah_context *c, const ah_merge_args *a)
     const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
     const int64_t vs[3] = {T, H, D}, ls[2] = {T, H};
     ah_status s;
-    if ((s = check_tensor(NULL, c, &c->err, a->v_a, "v_a", dt, 3, vs)) != AH_OK ||
-        (s = check_tensor(NULL, c, &c->err, a->v_b, "v_b", dt, 3, vs)) != AH_OK ||
-        (s = check_tensor(NULL, c, &c->err, a->out, "out", dt, 3, vs)) != AH_OK ||
-        (s = check_tensor(NULL, c, &c->err, a->lse_a, "lse_a", AH_DTYPE_FP32, 2, ls)) != AH_OK ||
-        (s = check_tensor(NULL, c, &c->err, a->lse_b, "lse_b", AH_DTYPE_FP32, 2, ls)) != AH_OK)
+    xpu_ext xva, xvb, xo, xla, xlb, xlo = {0, 0};
+    if ((s = check_tensor(c, &c->err, a->v_a, "v_a", dt, 3, vs, &xva)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->v_b, "v_b", dt, 3, vs, &xvb)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->out, "out", dt, 3, vs, &xo)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->lse_a, "lse_a", AH_DTYPE_FP32, 2, ls, &xla)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->lse_b, "lse_b", AH_DTYPE_FP32, 2, ls, &xlb)) != AH_OK)
         return s;
     void *lo = c->dummy;
     int64_t lo_ts = 0;
     int has_lo = 0;
     if (a->lse_out) {
-        if ((s = check_tensor(NULL, c, &c->err, a->lse_out, "lse_out", AH_DTYPE_FP32, 2, ls)) != AH_OK) return s;
+        if ((s = check_tensor(c, &c->err, a->lse_out, "lse_out", AH_DTYPE_FP32, 2, ls, &xlo)) != AH_OK) return s;
         lo = ah_dl_data(a->lse_out), lo_ts = ah_dl_stride(a->lse_out, 0), has_lo = 1;
     }
     void *va = ah_dl_data(a->v_a), *vb = ah_dl_data(a->v_b), *la = ah_dl_data(a->lse_a), *lb = ah_dl_data(a->lse_b);
@@ -720,9 +727,9 @@ static ah_status xpu_merge_states(ah_context *c, const ah_merge_args *a)
     int64_t la_ts = ah_dl_stride(a->lse_a, 0), lb_ts = ah_dl_stride(a->lse_b, 0);
     int n = (int)T, heads = (int)H, dv = (int)D, dti = (int)AH_BIT(dt);
     const xpu_arg args[] = {
-        XPU_PTR(va), XPU_VAL(a_ts), XPU_VAL(a_hs), XPU_PTR(la), XPU_VAL(la_ts),
-        XPU_PTR(vb), XPU_VAL(b_ts), XPU_VAL(b_hs), XPU_PTR(lb), XPU_VAL(lb_ts),
-        XPU_PTR(out), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_PTR(lo), XPU_VAL(lo_ts), XPU_VAL(has_lo),
+        XPU_TPTR(va, xva, 0), XPU_VAL(a_ts), XPU_VAL(a_hs), XPU_TPTR(la, xla, 0), XPU_VAL(la_ts),
+        XPU_TPTR(vb, xvb, 0), XPU_VAL(b_ts), XPU_VAL(b_hs), XPU_TPTR(lb, xlb, 0), XPU_VAL(lb_ts),
+        XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_TPTR(lo, xlo, 1), XPU_VAL(lo_ts), XPU_VAL(has_lo),
         XPU_VAL(n), XPU_VAL(heads), XPU_VAL(dv), XPU_VAL(dti),
     };
     return c->rt->launch(c->dev, a->stream, XPU_K_MERGE_STATES, (uint32_t)T, (uint32_t)H, args,

@@ -26,7 +26,8 @@
     X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg) X(clSetKernelArgSVMPointer)          \
     X(clEnqueueNDRangeKernel) X(clSVMAlloc) X(clSVMFree) X(clEnqueueSVMMemcpy) X(clFinish)      \
     X(clEnqueueMarkerWithWaitList) X(clWaitForEvents) X(clGetEventProfilingInfo)               \
-    X(clReleaseEvent)
+    X(clReleaseEvent) X(clCreateBuffer) X(clEnqueueMapBuffer) X(clEnqueueUnmapMemObject)                 \
+    X(clReleaseMemObject)
 
 static struct {
 #define X(f) __typeof__(&f) f;
@@ -324,18 +325,43 @@ static void cl_stream_destroy(xpu_dev *d, void *stream)
     cl.clReleaseCommandQueue((cl_command_queue)stream);
 }
 
+/* Foreign host memory (a CPU device) is wrapped in a CL_MEM_USE_HOST_PTR
+ * buffer for the launch; a blocking map of each written one after the
+ * kernel makes the stores visible in the host memory, and the launch
+ * completes before it returns. */
 static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy,
                            const xpu_arg *args, int n_args, char *err, size_t cap)
 {
     if (!gx || !gy) return AH_OK;
+    cl_command_queue q = queue_of(d, stream);
+    cl_mem wrap[64];
+    int n_wrap = 0, host = 0;
     pthread_mutex_lock(&d->mu);
     cl_int rc = CL_SUCCESS;
-    for (int i = 0; i < n_args && rc == CL_SUCCESS; i++)
-        rc = args[i].is_ptr ? cl.clSetKernelArgSVMPointer(d->k[k], (cl_uint)i, *(void *const *)args[i].val)
-                            : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
+    for (int i = 0; i < n_args && rc == CL_SUCCESS; i++) {
+        if (args[i].is_ptr && args[i].host_bytes && n_wrap < 64) {
+            cl_mem m = cl.clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, args[i].host_bytes,
+                                         *(void *const *)args[i].val, &rc);
+            if (!m) break;
+            wrap[n_wrap++] = m;
+            host = 1;
+            rc = cl.clSetKernelArg(d->k[k], (cl_uint)i, sizeof m, &m);
+        } else {
+            rc = args[i].is_ptr ? cl.clSetKernelArgSVMPointer(d->k[k], (cl_uint)i, *(void *const *)args[i].val)
+                                : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
+        }
+    }
     const size_t global[2] = {gx, gy};
-    if (rc == CL_SUCCESS)
-        rc = cl.clEnqueueNDRangeKernel(queue_of(d, stream), d->k[k], 2, NULL, global, NULL, 0, NULL, NULL);
+    if (rc == CL_SUCCESS) rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, NULL, 0, NULL, NULL);
+    for (int i = 0, w = 0; host && rc == CL_SUCCESS && i < n_args; i++) {
+        if (!args[i].is_ptr || !args[i].host_bytes) continue;
+        cl_mem m = wrap[w++];
+        if (!args[i].writes) continue;
+        void *p = cl.clEnqueueMapBuffer(q, m, CL_TRUE, CL_MAP_READ, 0, args[i].host_bytes, 0, NULL, NULL, &rc);
+        if (p) rc = cl.clEnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
+    }
+    if (host && rc == CL_SUCCESS) rc = cl.clFinish(q);
+    for (int i = 0; i < n_wrap; i++) cl.clReleaseMemObject(wrap[i]);
     pthread_mutex_unlock(&d->mu);
     if (rc == CL_SUCCESS) return AH_OK;
     snprintf(err, cap, "launching %s failed (%d)", xpu_kernel_names[k], (int)rc);

@@ -341,7 +341,8 @@ static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
     pthread_mutex_lock(&d->mu);
     ze_result_t r = ZE_RESULT_SUCCESS;
     for (int i = 0; i < n_args && r == ZE_RESULT_SUCCESS; i++)
-        r = ze.zeKernelSetArgumentValue(d->k[k], (uint32_t)i, args[i].size, args[i].val);
+        r = args[i].host_bytes ? ZE_RESULT_ERROR_INVALID_ARGUMENT /* foreign memory: never on a GPU */
+                               : ze.zeKernelSetArgumentValue(d->k[k], (uint32_t)i, args[i].size, args[i].val);
     if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendLaunchKernel(s->list, d->k[k], &g, NULL, 0, NULL);
     if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendBarrier(s->list, NULL, 0, NULL);
     pthread_mutex_unlock(&d->mu);

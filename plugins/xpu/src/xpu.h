@@ -37,14 +37,28 @@ extern const xpu_blob xpu_spirv[XPU_N_MODULES];   /* SPIR-V 1.x modules */
 extern const xpu_blob xpu_spirbc[XPU_N_MODULES];  /* the same, round-tripped to spir64 LLVM bitcode */
 extern const xpu_blob xpu_source[XPU_N_MODULES];  /* OpenCL C, headers inlined */
 
-/* One kernel argument: a device pointer or a scalar of size bytes. */
+/* One kernel argument: a device pointer or a scalar of size bytes. A
+ * pointer with host_bytes > 0 is host memory the plugin did not allocate
+ * (a CPU device only, see plugin.c): the runtime wraps those bytes for the
+ * launch and, with writes set, makes the kernel's stores visible there
+ * before the launch returns. */
 typedef struct xpu_arg {
     int is_ptr;
     uint32_t size;
     const void *val; /* the scalar, or the address of the pointer value */
+    size_t host_bytes;
+    int writes;
 } xpu_arg;
-#define XPU_PTR(p) ((xpu_arg){1, sizeof(void *), &(p)})
-#define XPU_VAL(v) ((xpu_arg){0, sizeof(v), &(v)})
+#define XPU_PTR(p) ((xpu_arg){1, sizeof(void *), &(p), 0, 0})
+#define XPU_VAL(v) ((xpu_arg){0, sizeof(v), &(v), 0, 0})
+/* A tensor's pointer: its host extent when foreign (x: an xpu_ext). */
+#define XPU_TPTR(p, x, w) ((xpu_arg){1, sizeof(void *), &(p), (x).foreign ? (x).bytes : 0, (w)})
+
+/* What a tensor check learnt about a tensor's memory. */
+typedef struct xpu_ext {
+    size_t bytes;  /* extent of the view from its data pointer */
+    int foreign;   /* not from the plugin's mem_alloc */
+} xpu_ext;
 
 typedef enum xpu_runtime_id { XPU_RT_AUTO = 0, XPU_RT_LEVEL_ZERO = 1, XPU_RT_OPENCL = 2 } xpu_runtime_id;
 
