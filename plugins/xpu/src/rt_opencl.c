@@ -120,7 +120,7 @@ static ah_status cl_discover(int index, xpu_devinfo *info, char *err, size_t cap
     cl.clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
     cl.clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof ver - 1, ver, NULL);
     cl.clGetDeviceInfo(dev, CL_DRIVER_VERSION, sizeof drv - 1, drv, NULL);
-    snprintf(info->driver, sizeof info->driver, "OpenCL %s", drv);
+    snprintf(info->driver, sizeof info->driver, "OpenCL %.48s", drv);
     info->is_gpu = (type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
     info->compute_units = cu;
     info->memory = mem;
