@@ -1,0 +1,803 @@
+/*
+ * xpu: the ABI face of the plugin. Capabilities, the entry (which picks the
+ * device kind from what discovery finds), the probe, contexts over one of
+ * two runtimes (Level Zero or OpenCL, behind xpu_rt), states, the plan (the
+ * split-KV scheduler), and forward / write_kv / merge_states as kernel
+ * launches on the caller's stream.
+ *
+ * Device kind. On a machine with an Intel GPU (Level Zero, or an OpenCL
+ * GPU) the plugin is a LEVEL_ZERO plugin of rank PRIMARY, and its tensors
+ * live in device memory (DLPack kDLExtDev as the host tags LEVEL_ZERO
+ * devices). With only OpenCL CPU devices (PoCL) it is a CPU plugin of rank
+ * MARGINAL, below cpu_amx: its memory is OpenCL SVM allocated through its
+ * own mem_alloc, which on a CPU device is host memory, so tensors are
+ * tagged kDLCPU. Host memory the plugin did not allocate (an engine's or
+ * a test's malloc) is served too: each launch wraps it in a
+ * CL_MEM_USE_HOST_PTR buffer and completes before returning.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xpu.h"
+
+const char *const xpu_kernel_names[XPU_K_COUNT] = {"xpu_attn", "xpu_split_merge", "xpu_write_kv",
+                                                   "xpu_merge_states"};
+const int xpu_kernel_module[XPU_K_COUNT] = {0, 0, 1, 2};
+
+static const uint32_t xpu_head_sizes[] = {64, 96, 128, 192, 256};
+static const uint32_t xpu_block_sizes[] = {16, 32, 64, 128};
+
+static const ah_config_key xpu_keys[] = {
+    AH_KEY_ENUM_ROW("runtime", "auto", "auto|level_zero|opencl", "driver runtime: auto tries Level Zero, then OpenCL"),
+    AH_KEY_INT_ROW("device", "0", 0, 255, "the runtime's device index that binding device index 0 opens (index i opens device + i)"),
+    AH_KEY_INT_ROW("split_chunk_min", "128", 16, 1 << 20, "fewest keys per split-KV chunk when a batch has too few query rows to fill the device"),
+};
+
+static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink);
+
+#define XPU_CAPS(RANK)                                                                                    \
+    {                                                                                                     \
+        .struct_size = sizeof(ah_caps),                                                                   \
+        .q_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),                \
+        .kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) |              \
+                     AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2),                               \
+        .qk_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), .v_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
+        .block_sizes = AH_INT_SET_LIST(xpu_block_sizes), .preferred_block_size = 16,                      \
+        .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |            \
+                    AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES,                           \
+        .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |  \
+                      AH_BIT(AH_ATTN_ENCODER_DECODER),                                                    \
+        .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),                                \
+        .preferred_kv_layout = AH_KV_LAYOUT_NHD, .graph_level = AH_GRAPH_NEVER, .caller_output = 1,      \
+        .config_keys = xpu_keys, .n_config_keys = sizeof xpu_keys / sizeof xpu_keys[0],                   \
+        .check_combination = xpu_check_combination, .prefill_rank = RANK, .decode_rank = RANK,            \
+        .mixed_batch = AH_MIXED_WHOLE, .decode_query_len_max = 1,                                         \
+    }
+
+static const ah_caps xpu_caps_gpu = XPU_CAPS(AH_RANK_PRIMARY);
+static const ah_caps xpu_caps_cpu = XPU_CAPS(AH_RANK_MARGINAL);
+
+static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink)
+{
+    char v[64];
+    (void)probe;
+    if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
+        snprintf(v, sizeof v, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
+        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v, "a whole number of query heads per KV head");
+    }
+}
+
+/* ---- runtime and device choice ---------------------------------------------- */
+
+typedef struct xpu_pick {
+    const xpu_rt *rt;
+    int index;
+    xpu_devinfo info;
+} xpu_pick;
+
+static ah_status xpu_choose(const ah_host_services *host, int offset, xpu_pick *p, char *why, size_t cap)
+{
+    const int64_t want = host && host->config_int ? host->config_int(host, "runtime") : 0;
+    const int base = host && host->config_int ? (int)host->config_int(host, "device") : 0;
+    char e1[200] = "", e2[200] = "";
+    memset(p, 0, sizeof *p);
+    p->index = base + offset;
+    if (want != XPU_RT_OPENCL) {
+        p->rt = &xpu_rt_level_zero;
+        if (xpu_rt_level_zero.discover(p->index, &p->info, e1, sizeof e1) == AH_OK) return AH_OK;
+        if (want == XPU_RT_LEVEL_ZERO) {
+            snprintf(why, cap, "[plugin.xpu] runtime = level_zero: %s", e1);
+            return AH_ERR_UNAVAILABLE;
+        }
+    }
+    p->rt = &xpu_rt_opencl;
+    if (xpu_rt_opencl.discover(p->index, &p->info, e2, sizeof e2) == AH_OK) return AH_OK;
+    if (want == XPU_RT_OPENCL) snprintf(why, cap, "[plugin.xpu] runtime = opencl: %s", e2);
+    else snprintf(why, cap, "level_zero: %s; opencl: %s", e1, e2);
+    return AH_ERR_UNAVAILABLE;
+}
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+typedef struct xpu_alloc_rec {
+    uintptr_t base;
+    size_t size;
+} xpu_alloc_rec;
+
+struct ah_context {
+    const ah_host_services *host;
+    const xpu_rt *rt;
+    xpu_dev *dev;
+    xpu_devinfo info;
+    int cpu_kind;            /* the descriptor is AH_DEVICE_CPU */
+    uint32_t split_chunk_min;
+    void *dummy;             /* a valid pointer for absent optional tensors */
+    pthread_mutex_t mu;      /* the allocation registry */
+    xpu_alloc_rec *allocs;
+    size_t n_allocs, cap_allocs;
+    ah_errbuf err;
+};
+
+static int xpu_is_cpu_kind(void);
+
+static _Thread_local char xpu_why[320];
+
+static ah_status reg_add(ah_context *c, void *p, size_t n)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->n_allocs == c->cap_allocs) {
+        size_t nc = c->cap_allocs ? 2 * c->cap_allocs : 64;
+        xpu_alloc_rec *a = c->host->alloc(c->host, nc * sizeof *a);
+        if (!a) {
+            pthread_mutex_unlock(&c->mu);
+            return AH_ERR_OUT_OF_MEMORY;
+        }
+        if (c->n_allocs) memcpy(a, c->allocs, c->n_allocs * sizeof *a);
+        c->host->free(c->host, c->allocs);
+        c->allocs = a;
+        c->cap_allocs = nc;
+    }
+    c->allocs[c->n_allocs++] = (xpu_alloc_rec){(uintptr_t)p, n};
+    pthread_mutex_unlock(&c->mu);
+    return AH_OK;
+}
+
+static void reg_del(ah_context *c, void *p)
+{
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_allocs; i++)
+        if (c->allocs[i].base == (uintptr_t)p) {
+            c->allocs[i] = c->allocs[--c->n_allocs];
+            break;
+        }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Is [p, p + n) inside one allocation of this context? */
+static int reg_has(ah_context *c, const void *p, size_t n)
+{
+    const uintptr_t a = (uintptr_t)p;
+    int yes = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_allocs && !yes; i++)
+        yes = a >= c->allocs[i].base && a + n <= c->allocs[i].base + c->allocs[i].size;
+    pthread_mutex_unlock(&c->mu);
+    return yes;
+}
+
+static ah_status xpu_probe(const ah_host_services *host, ah_probe_info *info)
+{
+    xpu_pick p;
+    char why[256];
+    ah_status s = xpu_choose(host, 0, &p, why, sizeof why);
+    info->usable = s == AH_OK;
+    if (s != AH_OK) {
+        ah_strlcpy(info->reason, why, sizeof info->reason);
+        return AH_OK;
+    }
+    ah_strlcpy(info->device_name, p.info.name, sizeof info->device_name);
+    snprintf(info->arch, sizeof info->arch, "%.10s %.3s %.12s", p.rt->name, p.info.is_gpu ? "gpu" : "cpu", p.info.tier);
+    info->device_count = p.info.count;
+    info->multiprocessors = p.info.compute_units;
+    info->memory_bytes = p.info.memory;
+    ah_strlcpy(info->driver_version, p.info.driver, sizeof info->driver_version);
+    /* the descriptor's kind was fixed at entry from the same discovery */
+    if (p.info.is_gpu == xpu_is_cpu_kind()) {
+        info->usable = 0;
+        snprintf(info->reason, sizeof info->reason, "device %d (%s) is a %s device, but this plugin serves %s devices here",
+                 p.index, p.info.name, p.info.is_gpu ? "GPU" : "CPU", p.info.is_gpu ? "CPU" : "GPU");
+    }
+    return AH_OK;
+}
+
+static void xpu_context_destroy(ah_context *c)
+{
+    if (!c) return;
+    if (c->dummy) c->rt->free(c->dev, c->dummy);
+    if (c->dev) c->rt->close(c->dev);
+    c->host->free(c->host, c->allocs);
+    pthread_mutex_destroy(&c->mu);
+    c->host->free(c->host, c);
+}
+
+static ah_status xpu_context_create(const ah_host_services *host, const ah_context_options *opts,
+                                    ah_context **out, const char **why)
+{
+    *out = NULL;
+    xpu_pick p;
+    ah_status s = xpu_choose(host, opts ? opts->device_index : 0, &p, xpu_why, sizeof xpu_why);
+    if (s == AH_OK && p.info.is_gpu == xpu_is_cpu_kind()) {
+        snprintf(xpu_why, sizeof xpu_why, "device %d (%s) is not of this plugin's device kind here", p.index, p.info.name);
+        s = AH_ERR_UNAVAILABLE;
+    }
+    if (s != AH_OK) {
+        *why = xpu_why;
+        return s;
+    }
+    ah_context *c = host->alloc(host, sizeof *c);
+    if (!c) {
+        *why = "out of memory creating the xpu context";
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    c->host = host;
+    c->rt = p.rt;
+    c->info = p.info;
+    c->cpu_kind = xpu_is_cpu_kind();
+    c->split_chunk_min = host->config_int ? (uint32_t)host->config_int(host, "split_chunk_min") : 128;
+    if (c->split_chunk_min < 16) c->split_chunk_min = 128;
+    s = p.rt->open(p.index, &c->dev, xpu_why, sizeof xpu_why);
+    if (s == AH_OK) s = p.rt->alloc(c->dev, 256, &c->dummy, xpu_why, sizeof xpu_why);
+    if (s != AH_OK) {
+        xpu_context_destroy(c);
+        *why = xpu_why;
+        return s;
+    }
+    *out = c;
+    return AH_OK;
+}
+
+static const char *xpu_context_error(const ah_context *c) { return c->err.msg; }
+
+/* ---- memory, streams, timers --------------------------------------------------- */
+
+static ah_status xpu_mem_alloc(ah_context *c, size_t bytes, void **ptr)
+{
+    ah_status s = c->rt->alloc(c->dev, bytes, ptr, c->err.msg, sizeof c->err.msg);
+    if (s != AH_OK) return s;
+    if (reg_add(c, *ptr, bytes ? bytes : 64) != AH_OK) {
+        c->rt->free(c->dev, *ptr);
+        *ptr = NULL;
+        return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of host memory recording an allocation");
+    }
+    return AH_OK;
+}
+
+static void xpu_mem_free(ah_context *c, void *ptr)
+{
+    if (!ptr) return;
+    reg_del(c, ptr);
+    c->rt->free(c->dev, ptr);
+}
+
+static ah_status xpu_mem_copy(ah_context *c, void *dst, const void *src, size_t bytes, ah_copy_kind kind, void *stream)
+{
+    (void)kind;
+    return c->rt->copy(c->dev, stream, dst, src, bytes, c->err.msg, sizeof c->err.msg);
+}
+
+static ah_status xpu_synchronize(ah_context *c, void *stream)
+{
+    return c->rt->sync(c->dev, stream, c->err.msg, sizeof c->err.msg);
+}
+
+static ah_status xpu_stream_create(ah_context *c, void **stream)
+{
+    return c->rt->stream_create(c->dev, stream, c->err.msg, sizeof c->err.msg);
+}
+
+static void xpu_stream_destroy(ah_context *c, void *stream) { c->rt->stream_destroy(c->dev, stream); }
+
+static ah_status xpu_timer_start(ah_context *c, void *stream)
+{
+    return c->rt->timer_start(c->dev, stream, c->err.msg, sizeof c->err.msg);
+}
+
+static ah_status xpu_timer_stop(ah_context *c, void *stream, float *ms)
+{
+    return c->rt->timer_stop(c->dev, stream, ms, c->err.msg, sizeof c->err.msg);
+}
+
+/* ---- states -------------------------------------------------------------------- */
+
+/* A device buffer the state grows on demand. */
+typedef struct xpu_buf {
+    void *p;
+    size_t cap;
+} xpu_buf;
+
+struct ah_state {
+    ah_context *ctx;
+    ah_layer_spec spec;
+    float scale;
+    int mode;                /* 0 causal, 1 bidirectional, 2 cross */
+    /* the last plan */
+    int planned;
+    uint32_t num_tokens, n_items, n_splits, bt_width;
+    int32_t max_block;
+    xpu_buf qsl, seq_lens, bt, slots, items, dest, splits, part_o, part_lse;
+    /* host staging */
+    int32_t *h_items, *h_dest, *h_splits, *h_bt;
+    size_t h_items_cap, h_splits_cap, h_bt_cap;
+    ah_errbuf err;
+};
+
+static void buf_free(ah_state *st, xpu_buf *b)
+{
+    if (b->p) st->ctx->rt->free(st->ctx->dev, b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+static ah_status buf_need(ah_state *st, xpu_buf *b, size_t bytes, void *stream)
+{
+    if (bytes <= b->cap && b->p) return AH_OK;
+    ah_context *c = st->ctx;
+    if (b->p) {
+        c->rt->sync(c->dev, stream, st->err.msg, sizeof st->err.msg); /* work may still read it */
+        buf_free(st, b);
+    }
+    size_t n = bytes < 256 ? 256 : bytes + bytes / 2;
+    ah_status s = c->rt->alloc(c->dev, n, &b->p, st->err.msg, sizeof st->err.msg);
+    if (s == AH_OK) b->cap = n;
+    return s;
+}
+
+static ah_status host_need(ah_state *st, int32_t **p, size_t *cap, size_t n)
+{
+    if (n <= *cap) return AH_OK;
+    const ah_host_services *h = st->ctx->host;
+    h->free(h, *p);
+    *cap = n + n / 2 + 16;
+    *p = h->alloc(h, *cap * sizeof(int32_t));
+    if (!*p) {
+        *cap = 0;
+        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "out of host memory planning a batch");
+    }
+    return AH_OK;
+}
+
+static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim, ah_state **out)
+{
+    *out = NULL;
+    (void)lim;
+    const ah_caps *c = &xpu_caps_gpu;
+    if (!spec || !AH_HAS_FIELD(spec, ah_layer_spec, use_alibi))
+        return ah_fail(&ctx->err, AH_ERR_ABI, "layer spec is missing or too old");
+    if ((unsigned)spec->q_dtype >= AH_DTYPE_COUNT || !(c->q_dtypes & AH_BIT(spec->q_dtype)))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "query dtype %s is not fp32, fp16 or bf16", ah_dtype_name(spec->q_dtype));
+    if ((unsigned)spec->kv_dtype >= AH_DTYPE_COUNT || !(c->kv_dtypes & AH_BIT(spec->kv_dtype)))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "KV dtype %s is not supported", ah_dtype_name(spec->kv_dtype));
+    if (!ah_int_set_contains(&c->qk_head_sizes, spec->qk_head_size) || !ah_int_set_contains(&c->v_head_sizes, spec->v_head_size))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "head sizes qk %u / v %u are not 64, 96, 128, 192 or 256", spec->qk_head_size, spec->v_head_size);
+    if (!ah_int_set_contains(&c->block_sizes, spec->block_size))
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "block size %u is not 16, 32, 64 or 128", spec->block_size);
+    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "KV layout %d is neither NHD nor HND", (int)spec->kv_layout);
+    if ((unsigned)spec->attn_type >= AH_ATTN_TYPE_COUNT)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "attention type %d is unknown", (int)spec->attn_type);
+    if (spec->num_kv_heads == 0 || spec->num_q_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "%u query heads do not divide into %u KV heads", spec->num_q_heads, spec->num_kv_heads);
+    if (spec->use_mla)
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "MLA is not served by xpu yet");
+    if (!(spec->softcap >= 0.0f) || !isfinite(spec->softcap))
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0", (double)spec->softcap);
+    ah_state *st = ctx->host->alloc(ctx->host, sizeof *st);
+    if (!st) return ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of memory creating a state");
+    memset(st, 0, sizeof *st);
+    st->ctx = ctx;
+    memcpy(&st->spec, spec, sizeof st->spec);
+    st->scale = spec->scale != 0.0f ? spec->scale : 1.0f / sqrtf((float)spec->qk_head_size);
+    st->mode = spec->attn_type == AH_ATTN_DECODER ? 0 : spec->attn_type == AH_ATTN_ENCODER_DECODER ? 2 : 1;
+    *out = st;
+    return AH_OK;
+}
+
+static void xpu_state_destroy(ah_state *st)
+{
+    if (!st) return;
+    xpu_buf *bufs[] = {&st->qsl, &st->seq_lens, &st->bt, &st->slots, &st->items, &st->dest, &st->splits, &st->part_o, &st->part_lse};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) buf_free(st, bufs[i]);
+    const ah_host_services *h = st->ctx->host;
+    h->free(h, st->h_items);
+    h->free(h, st->h_dest);
+    h->free(h, st->h_splits);
+    h->free(h, st->h_bt);
+    h->free(h, st);
+}
+
+static const char *xpu_state_error(const ah_state *st) { return st->err.msg; }
+
+/* The key range query token i of a request may see (the kernel clamps the
+ * same way; the plan uses it to size split-KV chunks). */
+static void visible(const ah_state *st, int64_t p, int64_t len, int64_t *lo, int64_t *hi)
+{
+    const int64_t w = st->spec.sliding_window;
+    *lo = 0;
+    *hi = len;
+    if (st->mode == 0) {
+        if (*hi > p + 1) *hi = p + 1;
+        if (w > 0 && *lo < p - w + 1) *lo = p - w + 1;
+    } else if (st->mode == 1 && w > 0) {
+        if (*lo < p - w + 1) *lo = p - w + 1;
+        if (*hi > p + w) *hi = p + w;
+    }
+    if (*hi < *lo) *hi = *lo;
+}
+
+static ah_status upload(ah_state *st, xpu_buf *b, const void *src, size_t bytes, void *stream)
+{
+    ah_context *c = st->ctx;
+    ah_status s = buf_need(st, b, bytes, stream);
+    if (s == AH_OK && bytes) s = c->rt->copy(c->dev, stream, b->p, src, bytes, st->err.msg, sizeof st->err.msg);
+    return s;
+}
+
+static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
+{
+    st->planned = 0;
+    if (!b) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
+    if (mode != AH_PLAN_EAGER)
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "xpu has no graph capture (graph level NEVER); plan mode %d", (int)mode);
+    if (!b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host || !b->slot_mapping_host)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "the batch lacks its host copies");
+    const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->spec.block_size, hq = st->spec.num_q_heads;
+    ah_status s;
+    /* block table, compacted to the widest request of this batch */
+    uint32_t W = 1;
+    st->max_block = -1;
+    for (uint32_t r = 0; r < R; r++) {
+        uint32_t nb = ((uint32_t)b->seq_lens_host[r] + bs - 1) / bs;
+        if (nb > W) W = nb;
+    }
+    if (R && W > b->block_table_stride && b->block_table_stride)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "a request needs %u blocks, the table has %u columns", W, b->block_table_stride);
+    if ((s = host_need(st, &st->h_bt, &st->h_bt_cap, (size_t)R * W + 1)) != AH_OK) return s;
+    for (uint32_t r = 0; r < R; r++) {
+        const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        uint32_t nb = ((uint32_t)b->seq_lens_host[r] + bs - 1) / bs;
+        for (uint32_t i = 0; i < W; i++) {
+            st->h_bt[(size_t)r * W + i] = i < nb ? row[i] : 0;
+            if (i < nb && row[i] > st->max_block) st->max_block = row[i];
+        }
+    }
+    /* work items: one per query token, long visible ranges cut into chunks
+     * when the batch has too few query rows to fill the device */
+    const uint64_t lanes = (uint64_t)(st->ctx->info.compute_units ? st->ctx->info.compute_units : 1) * 256u;
+    const uint64_t rows = (uint64_t)T * hq;
+    uint64_t chunk = UINT64_MAX;
+    if (rows && rows < lanes) {
+        const uint64_t want_items = lanes / hq > T ? lanes / hq : T;
+        chunk = ((uint64_t)b->max_seq_len * T + want_items - 1) / want_items;
+        if (chunk < st->ctx->split_chunk_min) chunk = st->ctx->split_chunk_min;
+    }
+    size_t n_items = 0, n_splits = 0, n_parts = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        n_items = n_splits = n_parts = 0;
+        for (uint32_t r = 0; r < R; r++) {
+            const int32_t q0 = b->query_start_loc_host[r], qn = b->query_start_loc_host[r + 1] - q0;
+            const int64_t len = b->seq_lens_host[r];
+            for (int32_t i = 0; i < qn; i++) {
+                int64_t lo, hi;
+                visible(st, len - qn + i, len, &lo, &hi);
+                const int64_t range = hi - lo;
+                const uint64_t nc = chunk != UINT64_MAX && (uint64_t)range > chunk ? ((uint64_t)range + chunk - 1) / chunk : 1;
+                if (pass) {
+                    if (nc > 1) {
+                        int32_t *sp = st->h_splits + 4 * n_splits;
+                        sp[0] = q0 + i, sp[1] = (int32_t)n_parts, sp[2] = (int32_t)nc, sp[3] = 0;
+                    }
+                    for (uint64_t k = 0; k < nc; k++) {
+                        int32_t *it = st->h_items + 4 * (n_items + k);
+                        it[0] = q0 + i;
+                        it[1] = (int32_t)r;
+                        it[2] = nc > 1 ? (int32_t)(lo + (int64_t)(k * chunk)) : 0;
+                        it[3] = nc > 1 ? (int32_t)(lo + (int64_t)((k + 1) * chunk) < hi ? lo + (int64_t)((k + 1) * chunk) : hi) : (int32_t)len;
+                        st->h_dest[n_items + k] = nc > 1 ? (int32_t)(n_parts + k) : -1;
+                    }
+                }
+                n_items += nc;
+                if (nc > 1) n_splits++, n_parts += nc;
+            }
+        }
+        if (!pass) {
+            if ((s = host_need(st, &st->h_items, &st->h_items_cap, 4 * n_items + 4)) != AH_OK) return s;
+            size_t dcap = st->h_items_cap / 4;
+            (void)dcap;
+            st->ctx->host->free(st->ctx->host, st->h_dest);
+            st->h_dest = st->ctx->host->alloc(st->ctx->host, (st->h_items_cap / 4 + 1) * sizeof(int32_t));
+            if (!st->h_dest) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "out of host memory planning a batch");
+            if ((s = host_need(st, &st->h_splits, &st->h_splits_cap, 4 * n_splits + 4)) != AH_OK) return s;
+        }
+    }
+    const size_t dv = st->spec.v_head_size;
+    if ((s = upload(st, &st->qsl, b->query_start_loc_host, (R + 1) * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &st->seq_lens, b->seq_lens_host, R * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &st->bt, st->h_bt, (size_t)R * W * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &st->slots, b->slot_mapping_host, T * sizeof(int64_t), stream)) != AH_OK ||
+        (s = upload(st, &st->items, st->h_items, n_items * 4 * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &st->dest, st->h_dest, n_items * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &st->splits, st->h_splits, n_splits * 4 * sizeof(int32_t), stream)) != AH_OK ||
+        (s = buf_need(st, &st->part_o, n_parts * hq * dv * sizeof(float), stream)) != AH_OK ||
+        (s = buf_need(st, &st->part_lse, n_parts * hq * sizeof(float), stream)) != AH_OK)
+        return s;
+    st->num_tokens = T;
+    st->n_items = (uint32_t)n_items;
+    st->n_splits = (uint32_t)n_splits;
+    st->bt_width = W;
+    st->planned = 1;
+    return AH_OK;
+}
+
+/* ---- tensor checks --------------------------------------------------------------- */
+
+/* Check a tensor; *x gets its extent and whether it is foreign memory:
+ * allowed on a CPU device through OpenCL (host memory that an engine or a
+ * test allocated itself; the launch wraps it), refused elsewhere. */
+static ah_status check_tensor(ah_context *c, ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt, int ndim,
+                              const int64_t *shape, xpu_ext *x)
+{
+    x->bytes = 0;
+    x->foreign = 0;
+    if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    if (!ah_dl_dtype_is(t, dt))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has DLPack dtype code %u bits %u, expected %s", name, t->dtype.code,
+                       t->dtype.bits, ah_dtype_name(dt));
+    if (t->ndim != ndim) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim, ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] >= 0 && t->shape[i] != shape[i])
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld", name, i, (long long)t->shape[i],
+                           (long long)shape[i]);
+    if (ah_dl_stride(t, ndim - 1) != 1)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: the last dimension must be contiguous", name);
+    const int dev_ok = c->cpu_kind ? t->device.device_type == kDLCPU
+                                   : (t->device.device_type == kDLExtDev || (int)t->device.device_type == 14);
+    if (!dev_ok)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is on DLPack device type %d, not this plugin's", name, (int)t->device.device_type);
+    /* extent of the view in bytes, for the allocation check */
+    int64_t last = 0;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] > 0) last += (t->shape[i] - 1) * ah_dl_stride(t, i);
+    const size_t bytes = ah_dl_numel(t) > 0 ? ((size_t)last + 1) * ah_dtype_size(dt) : 0;
+    x->bytes = bytes;
+    x->foreign = bytes && !reg_has(c, ah_dl_data(t), bytes);
+    if (x->foreign && !(c->cpu_kind && c->rt == &xpu_rt_opencl))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s is not memory from the xpu plugin's mem_alloc (%s %s): allocate tensors through the host's device",
+                       name, c->rt->name, c->rt == &xpu_rt_opencl ? "SVM" : "USM device memory");
+    return AH_OK;
+}
+
+static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz, int64_t *bs_s, int64_t *ts_s,
+                             int64_t *hs_s, xpu_ext *x)
+{
+    const int hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
+    const int64_t shape[4] = {-1, hnd ? st->spec.num_kv_heads : st->spec.block_size,
+                              hnd ? st->spec.block_size : st->spec.num_kv_heads, hsz};
+    ah_status rc = check_tensor(st->ctx, &st->err, t, name, st->spec.kv_dtype, 4, shape, x);
+    if (rc != AH_OK) return rc;
+    if (t->shape[0] <= st->max_block)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s holds %lld blocks, the plan references block %d", name,
+                       (long long)t->shape[0], st->max_block);
+    *bs_s = ah_dl_stride(t, 0);
+    *ts_s = ah_dl_stride(t, hnd ? 2 : 1);
+    *hs_s = ah_dl_stride(t, hnd ? 1 : 2);
+    return AH_OK;
+}
+
+static int is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+
+static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
+{
+    ah_context *c = st->ctx;
+    const ah_layer_spec *sp = &st->spec;
+    if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward args are NULL");
+    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
+    const int64_t T = st->num_tokens;
+    const int64_t qs[3] = {T, sp->num_q_heads, sp->qk_head_size}, os[3] = {T, sp->num_q_heads, sp->v_head_size};
+    const int64_t ls[2] = {T, sp->num_q_heads}, hs[1] = {sp->num_q_heads};
+    int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
+    xpu_ext xq, xo, xk, xv, xl = {0, 0}, xs = {0, 0}, xa = {0, 0};
+    ah_status s;
+    if ((s = check_tensor(c, &st->err, a->q, "q", sp->q_dtype, 3, qs, &xq)) != AH_OK) return s;
+    if ((s = check_tensor(c, &st->err, a->out, "out", sp->q_dtype, 3, os, &xo)) != AH_OK) return s;
+    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs, &xk)) != AH_OK) return s;
+    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs, &xv)) != AH_OK) return s;
+    void *lse = c->dummy, *sinks = c->dummy, *alibi = c->dummy;
+    int64_t l_ts = 0;
+    int flags = 0;
+    if (a->lse) {
+        if ((s = check_tensor(c, &st->err, a->lse, "lse", AH_DTYPE_FP32, 2, ls, &xl)) != AH_OK) return s;
+        lse = ah_dl_data(a->lse), l_ts = ah_dl_stride(a->lse, 0), flags |= 1;
+    }
+    if (sp->use_sinks) {
+        if ((s = check_tensor(c, &st->err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hs, &xs)) != AH_OK) return s;
+        sinks = ah_dl_data(a->sinks), flags |= 2;
+    }
+    if (sp->use_alibi) {
+        if ((s = check_tensor(c, &st->err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs, &xa)) != AH_OK) return s;
+        alibi = ah_dl_data(a->alibi_slopes), flags |= 4;
+    }
+    const int fp8 = is_fp8(sp->kv_dtype);
+    float k_scale = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f, v_scale = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+    if (!isfinite(k_scale) || !isfinite(v_scale))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite", (double)a->k_scale, (double)a->v_scale);
+    void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache), *out = ah_dl_data(a->out);
+    int64_t q_ts = ah_dl_stride(a->q, 0), q_hs = ah_dl_stride(a->q, 1), o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
+    int q_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), bt_w = (int)st->bt_width, n_items = (int)st->n_items;
+    int hq = (int)sp->num_q_heads, group = (int)(sp->num_q_heads / sp->num_kv_heads), d = (int)sp->qk_head_size;
+    int dv = (int)sp->v_head_size, bsz = (int)sp->block_size, window = (int)sp->sliding_window, mode = st->mode;
+    float scale = st->scale, softcap = sp->softcap;
+    void *qsl = st->qsl.p, *sl = st->seq_lens.p, *bt = st->bt.p, *items = st->items.p, *dest = st->dest.p;
+    void *po = st->part_o.p, *pl = st->part_lse.p;
+    const xpu_arg args[] = {
+        XPU_TPTR(q, xq, 0), XPU_VAL(q_ts), XPU_VAL(q_hs), XPU_VAL(q_dt),
+        XPU_TPTR(kc, xk, 0), XPU_VAL(k_bs), XPU_VAL(k_ts), XPU_VAL(k_hs),
+        XPU_TPTR(vc, xv, 0), XPU_VAL(v_bs), XPU_VAL(v_ts), XPU_VAL(v_hs),
+        XPU_VAL(kv_dt), XPU_VAL(k_scale), XPU_VAL(v_scale),
+        XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs),
+        XPU_TPTR(lse, xl, 1), XPU_VAL(l_ts),
+        XPU_TPTR(sinks, xs, 0), XPU_TPTR(alibi, xa, 0),
+        XPU_PTR(qsl), XPU_PTR(sl), XPU_PTR(bt), XPU_VAL(bt_w),
+        XPU_PTR(items), XPU_PTR(dest), XPU_VAL(n_items),
+        XPU_PTR(po), XPU_PTR(pl),
+        XPU_VAL(hq), XPU_VAL(group), XPU_VAL(d), XPU_VAL(dv), XPU_VAL(bsz),
+        XPU_VAL(scale), XPU_VAL(softcap), XPU_VAL(window), XPU_VAL(mode), XPU_VAL(flags),
+    };
+    s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN, st->n_items, (uint32_t)hq, args, (int)(sizeof args / sizeof args[0]),
+                      st->err.msg, sizeof st->err.msg);
+    if (s != AH_OK || !st->n_splits) return s;
+    void *splits = st->splits.p;
+    int n_splits = (int)st->n_splits;
+    const xpu_arg margs[] = {
+        XPU_PTR(splits), XPU_VAL(n_splits), XPU_PTR(po), XPU_PTR(pl),
+        XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_VAL(q_dt),
+        XPU_TPTR(lse, xl, 1), XPU_VAL(l_ts), XPU_TPTR(sinks, xs, 0),
+        XPU_VAL(hq), XPU_VAL(dv), XPU_VAL(flags),
+    };
+    return c->rt->launch(c->dev, a->stream, XPU_K_SPLIT_MERGE, st->n_splits, (uint32_t)hq, margs,
+                         (int)(sizeof margs / sizeof margs[0]), st->err.msg, sizeof st->err.msg);
+}
+
+/* ---- KV-cache write ------------------------------------------------------------------ */
+
+static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
+{
+    ah_context *c = st->ctx;
+    const ah_layer_spec *sp = &st->spec;
+    if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv args are NULL");
+    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
+    const int64_t T = st->num_tokens;
+    const int64_t ks[3] = {T, sp->num_kv_heads, sp->qk_head_size}, vs[3] = {T, sp->num_kv_heads, sp->v_head_size};
+    int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
+    xpu_ext xk, xv, xkc, xvc;
+    ah_status s;
+    if ((s = check_tensor(c, &st->err, a->key, "key", sp->q_dtype, 3, ks, &xk)) != AH_OK) return s;
+    if ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK) return s;
+    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs, &xkc)) != AH_OK) return s;
+    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs, &xvc)) != AH_OK) return s;
+    const int fp8 = is_fp8(sp->kv_dtype);
+    const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f, vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+    if (!isfinite(ksc) || !isfinite(vsc) || ksc <= 0.0f || vsc <= 0.0f)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g must be finite and > 0", (double)a->k_scale, (double)a->v_scale);
+    float k_inv = 1.0f / ksc, v_inv = 1.0f / vsc;
+    void *key = ah_dl_data(a->key), *val = ah_dl_data(a->value), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache);
+    int64_t key_ts = ah_dl_stride(a->key, 0), key_hs = ah_dl_stride(a->key, 1);
+    int64_t val_ts = ah_dl_stride(a->value, 0), val_hs = ah_dl_stride(a->value, 1);
+    int src_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), n = (int)T, hk = (int)sp->num_kv_heads;
+    int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size, has_v = 1;
+    void *slots = st->slots.p;
+    const xpu_arg args[] = {
+        XPU_TPTR(key, xk, 0), XPU_VAL(key_ts), XPU_VAL(key_hs),
+        XPU_TPTR(val, xv, 0), XPU_VAL(val_ts), XPU_VAL(val_hs), XPU_VAL(src_dt),
+        XPU_TPTR(kc, xkc, 1), XPU_VAL(k_bs), XPU_VAL(k_ts), XPU_VAL(k_hs),
+        XPU_TPTR(vc, xvc, 1), XPU_VAL(v_bs), XPU_VAL(v_ts), XPU_VAL(v_hs), XPU_VAL(kv_dt),
+        XPU_VAL(k_inv), XPU_VAL(v_inv), XPU_PTR(slots), XPU_VAL(n),
+        XPU_VAL(hk), XPU_VAL(d), XPU_VAL(dv), XPU_VAL(bsz), XPU_VAL(has_v),
+    };
+    return c->rt->launch(c->dev, a->stream, XPU_K_WRITE_KV, (uint32_t)T, (uint32_t)hk, args,
+                         (int)(sizeof args / sizeof args[0]), st->err.msg, sizeof st->err.msg);
+}
+
+/* ---- merge_states ---------------------------------------------------------------------- */
+
+static ah_status xpu_merge_states(ah_context *c, const ah_merge_args *a)
+{
+    if (!a || !a->v_a || !a->v_b || !a->lse_a || !a->lse_b || !a->out)
+        return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "merge_states needs v_a, lse_a, v_b, lse_b and out");
+    if (a->v_a->ndim != 3) return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "v_a has %d dims, expected 3", a->v_a->ndim);
+    ah_dtype dt = AH_DTYPE_AUTO;
+    const ah_dtype cand[3] = {AH_DTYPE_FP32, AH_DTYPE_FP16, AH_DTYPE_BF16};
+    for (int i = 0; i < 3; i++)
+        if (ah_dl_dtype_is(a->v_a, cand[i])) dt = cand[i];
+    if (dt == AH_DTYPE_AUTO) return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "v_a is not fp32, fp16 or bf16");
+    const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
+    const int64_t vs[3] = {T, H, D}, ls[2] = {T, H};
+    ah_status s;
+    xpu_ext xva, xvb, xo, xla, xlb, xlo = {0, 0};
+    if ((s = check_tensor(c, &c->err, a->v_a, "v_a", dt, 3, vs, &xva)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->v_b, "v_b", dt, 3, vs, &xvb)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->out, "out", dt, 3, vs, &xo)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->lse_a, "lse_a", AH_DTYPE_FP32, 2, ls, &xla)) != AH_OK ||
+        (s = check_tensor(c, &c->err, a->lse_b, "lse_b", AH_DTYPE_FP32, 2, ls, &xlb)) != AH_OK)
+        return s;
+    void *lo = c->dummy;
+    int64_t lo_ts = 0;
+    int has_lo = 0;
+    if (a->lse_out) {
+        if ((s = check_tensor(c, &c->err, a->lse_out, "lse_out", AH_DTYPE_FP32, 2, ls, &xlo)) != AH_OK) return s;
+        lo = ah_dl_data(a->lse_out), lo_ts = ah_dl_stride(a->lse_out, 0), has_lo = 1;
+    }
+    void *va = ah_dl_data(a->v_a), *vb = ah_dl_data(a->v_b), *la = ah_dl_data(a->lse_a), *lb = ah_dl_data(a->lse_b);
+    void *out = ah_dl_data(a->out);
+    int64_t a_ts = ah_dl_stride(a->v_a, 0), a_hs = ah_dl_stride(a->v_a, 1), b_ts = ah_dl_stride(a->v_b, 0), b_hs = ah_dl_stride(a->v_b, 1);
+    int64_t o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
+    int64_t la_ts = ah_dl_stride(a->lse_a, 0), lb_ts = ah_dl_stride(a->lse_b, 0);
+    int n = (int)T, heads = (int)H, dv = (int)D, dti = (int)AH_BIT(dt);
+    const xpu_arg args[] = {
+        XPU_TPTR(va, xva, 0), XPU_VAL(a_ts), XPU_VAL(a_hs), XPU_TPTR(la, xla, 0), XPU_VAL(la_ts),
+        XPU_TPTR(vb, xvb, 0), XPU_VAL(b_ts), XPU_VAL(b_hs), XPU_TPTR(lb, xlb, 0), XPU_VAL(lb_ts),
+        XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_TPTR(lo, xlo, 1), XPU_VAL(lo_ts), XPU_VAL(has_lo),
+        XPU_VAL(n), XPU_VAL(heads), XPU_VAL(dv), XPU_VAL(dti),
+    };
+    return c->rt->launch(c->dev, a->stream, XPU_K_MERGE_STATES, (uint32_t)T, (uint32_t)H, args,
+                         (int)(sizeof args / sizeof args[0]), c->err.msg, sizeof c->err.msg);
+}
+
+/* ---- descriptor and entry --------------------------------------------------------------- */
+
+static const ah_plugin_ops xpu_ops = {
+    .struct_size = sizeof(ah_plugin_ops),
+    .probe = xpu_probe,
+    .context_create = xpu_context_create,
+    .context_destroy = xpu_context_destroy,
+    .context_error = xpu_context_error,
+    .state_create = xpu_state_create,
+    .state_destroy = xpu_state_destroy,
+    .state_error = xpu_state_error,
+    .plan = xpu_plan,
+    .forward = xpu_forward,
+    .write_kv = xpu_write_kv,
+    .merge_states = xpu_merge_states,
+    .mem_alloc = xpu_mem_alloc,
+    .mem_free = xpu_mem_free,
+    .mem_copy = xpu_mem_copy,
+    .synchronize = xpu_synchronize,
+    .stream_create = xpu_stream_create,
+    .stream_destroy = xpu_stream_destroy,
+    .timer_start = xpu_timer_start,
+    .timer_stop = xpu_timer_stop,
+};
+
+#define XPU_DESC(KIND, CAPS)                                                                          \
+    {sizeof(ah_plugin_descriptor), AH_ABI_VERSION, "xpu", "0.1.0", "attnhost", "MIT",                 \
+     "Intel GPUs through Level Zero (OpenCL devices through OpenCL): OpenCL C kernels as SPIR-V", KIND, \
+     CAPS, &xpu_ops}
+static const ah_plugin_descriptor xpu_desc_gpu = XPU_DESC(AH_DEVICE_LEVEL_ZERO, &xpu_caps_gpu);
+static const ah_plugin_descriptor xpu_desc_cpu = XPU_DESC(AH_DEVICE_CPU, &xpu_caps_cpu);
+
+/* The device kind: LEVEL_ZERO when a Level Zero GPU or an OpenCL GPU is
+ * here, else CPU (OpenCL CPU devices, or nothing). Decided once per
+ * process; the scanner and the host decide alike in one environment. */
+static int xpu_cpu_kind;
+static pthread_once_t xpu_kind_once = PTHREAD_ONCE_INIT;
+
+static void xpu_kind_decide(void)
+{
+    xpu_devinfo info;
+    char err[200];
+    if (xpu_rt_level_zero.discover(0, &info, err, sizeof err) == AH_OK) return;
+    if (xpu_rt_opencl.discover(0, &info, err, sizeof err) == AH_OK && info.is_gpu) return;
+    xpu_cpu_kind = 1;
+}
+
+static int xpu_is_cpu_kind(void)
+{
+    pthread_once(&xpu_kind_once, xpu_kind_decide);
+    return xpu_cpu_kind;
+}
+
+AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host,
+                                                            const char **why);
+AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host,
+                                                            const char **why)
+{
+    (void)host;
+    if (AH_ABI_MAJOR(host_abi_version) != AH_ABI_VERSION_MAJOR) {
+        if (why) *why = "plugin xpu needs attnhost ABI major " AH_PLUGIN_STR(AH_ABI_VERSION_MAJOR);
+        return NULL;
+    }
+    return xpu_is_cpu_kind() ? &xpu_desc_cpu : &xpu_desc_gpu;
+}

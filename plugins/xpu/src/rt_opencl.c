@@ -1,0 +1,425 @@
+/*
+ * The OpenCL runtime behind xpu_rt: libOpenCL.so.1 opened with dlopen;
+ * devices are every device of every platform, in the ICD loader's order.
+ * Memory is coarse-grained buffer SVM (OpenCL 2.0+), so kernels take plain
+ * pointers as on Level Zero; a stream is an in-order command queue with
+ * profiling on (markers' timestamps time the stream). Programs come from
+ * the embedded SPIR-V where the device takes IL, else from the same
+ * modules as spir64 LLVM bitcode (cl_khr_spir, PoCL), else from the
+ * embedded OpenCL C source.
+ */
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xpu.h"
+
+#define CL_FNS(X)                                                                                  \
+    X(clGetPlatformIDs) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clGetPlatformInfo)                \
+    X(clCreateContext) X(clReleaseContext) X(clCreateCommandQueueWithProperties)                \
+    X(clReleaseCommandQueue) X(clCreateProgramWithIL) X(clCreateProgramWithBinary)              \
+    X(clCreateProgramWithSource) X(clBuildProgram) X(clGetProgramBuildInfo) X(clReleaseProgram) \
+    X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg) X(clSetKernelArgSVMPointer)          \
+    X(clEnqueueNDRangeKernel) X(clSVMAlloc) X(clSVMFree) X(clEnqueueSVMMemcpy) X(clFinish)      \
+    X(clEnqueueMarkerWithWaitList) X(clWaitForEvents) X(clGetEventProfilingInfo)               \
+    X(clReleaseEvent) X(clCreateBuffer) X(clEnqueueMapBuffer) X(clEnqueueUnmapMemObject)                 \
+    X(clReleaseMemObject)
+
+static struct {
+#define X(f) __typeof__(&f) f;
+    CL_FNS(X)
+#undef X
+    void *lib;
+    char why[160];
+} cl;
+static pthread_once_t cl_once = PTHREAD_ONCE_INIT;
+
+static void cl_load(void)
+{
+    cl.lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cl.lib) {
+        snprintf(cl.why, sizeof cl.why, "libOpenCL.so.1 not found");
+        return;
+    }
+#define X(f)                                                                         \
+    if (!(*(void **)&cl.f = dlsym(cl.lib, #f))) {                                    \
+        snprintf(cl.why, sizeof cl.why, "libOpenCL.so.1 lacks %s (OpenCL 2.1 needed)", #f); \
+        cl.lib = NULL;                                                               \
+        return;                                                                      \
+    }
+    CL_FNS(X)
+#undef X
+}
+
+static ah_status cl_ready(char *err, size_t cap)
+{
+    pthread_once(&cl_once, cl_load);
+    if (cl.lib) return AH_OK;
+    snprintf(err, cap, "%s", cl.why);
+    return AH_ERR_UNAVAILABLE;
+}
+
+/* Device index among every platform's devices, GPUs and accelerators
+ * first (in platform order), then the rest: index 0 is a GPU when there is
+ * one. */
+static ah_status cl_find(int index, cl_device_id *dev, cl_platform_id *plat, uint32_t *count,
+                         char *err, size_t cap)
+{
+    cl_platform_id ps[16];
+    cl_uint np = 0;
+    if (cl.clGetPlatformIDs(16, ps, &np) != CL_SUCCESS || np == 0) {
+        snprintf(err, cap, "no OpenCL platform (no ICD installed)");
+        return AH_ERR_UNAVAILABLE;
+    }
+    if (np > 16) np = 16;
+    uint32_t n = 0;
+    int found = 0;
+    const cl_device_type pass_types[2] = {CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR,
+                                          CL_DEVICE_TYPE_CPU | CL_DEVICE_TYPE_CUSTOM};
+    for (int pass = 0; pass < 2; pass++)
+        for (cl_uint p = 0; p < np; p++) {
+            cl_device_id ds[64];
+            cl_uint nd = 0;
+            if (cl.clGetDeviceIDs(ps[p], pass_types[pass], 64, ds, &nd) != CL_SUCCESS) continue;
+            if (nd > 64) nd = 64;
+            for (cl_uint i = 0; i < nd; i++, n++)
+                if ((int)n == index) {
+                    *dev = ds[i];
+                    *plat = ps[p];
+                    found = 1;
+                }
+        }
+    *count = n;
+    if (!found) {
+        snprintf(err, cap, n ? "OpenCL device %d does not exist (%u devices)" : "no OpenCL device", index, n);
+        return AH_ERR_UNAVAILABLE;
+    }
+    return AH_OK;
+}
+
+static ah_status cl_discover(int index, xpu_devinfo *info, char *err, size_t cap)
+{
+    memset(info, 0, sizeof *info);
+    ah_status s = cl_ready(err, cap);
+    if (s != AH_OK) return s;
+    cl_device_id dev;
+    cl_platform_id plat;
+    if ((s = cl_find(index, &dev, &plat, &info->count, err, cap)) != AH_OK) return s;
+    cl_device_type type = 0;
+    cl_uint cu = 0;
+    cl_ulong mem = 0;
+    cl_device_svm_capabilities svm = 0;
+    char ver[128] = "", drv[64] = "";
+    cl.clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof info->name - 1, info->name, NULL);
+    cl.clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    cl.clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+    cl.clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
+    cl.clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof ver - 1, ver, NULL);
+    cl.clGetDeviceInfo(dev, CL_DRIVER_VERSION, sizeof drv - 1, drv, NULL);
+    snprintf(info->driver, sizeof info->driver, "OpenCL %.48s", drv);
+    info->is_gpu = (type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
+    info->compute_units = cu;
+    info->memory = mem;
+    ah_strlcpy(info->tier, "portable", sizeof info->tier);
+    int major = 0, minor = 0;
+    if (sscanf(ver, "OpenCL %d.%d", &major, &minor) != 2 || major < 2) {
+        snprintf(err, cap, "OpenCL device %d (%s) is %s; SVM needs OpenCL 2.0 or later", index, info->name, ver);
+        return AH_ERR_UNAVAILABLE;
+    }
+    if (cl.clGetDeviceInfo(dev, CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL) != CL_SUCCESS ||
+        !(svm & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER)) {
+        snprintf(err, cap, "OpenCL device %d (%s) has no coarse-grained buffer SVM", index, info->name);
+        return AH_ERR_UNAVAILABLE;
+    }
+    return AH_OK;
+}
+
+typedef struct cl_timer {
+    void *stream;
+    cl_event ev;
+} cl_timer;
+
+struct xpu_dev {
+    cl_context ctx;
+    cl_device_id dev;
+    cl_command_queue q;      /* the NULL stream */
+    cl_program prog[XPU_N_MODULES];
+    cl_kernel k[XPU_K_COUNT];
+    pthread_mutex_t mu;      /* kernel arguments and launches; timers */
+    cl_timer timers[8];
+    const char *how;         /* which program form was built */
+};
+
+static void cl_close(xpu_dev *d)
+{
+    if (!d) return;
+    for (int i = 0; i < XPU_K_COUNT; i++)
+        if (d->k[i]) cl.clReleaseKernel(d->k[i]);
+    for (int i = 0; i < XPU_N_MODULES; i++)
+        if (d->prog[i]) cl.clReleaseProgram(d->prog[i]);
+    for (int i = 0; i < 8; i++)
+        if (d->timers[i].ev) cl.clReleaseEvent(d->timers[i].ev);
+    if (d->q) cl.clReleaseCommandQueue(d->q);
+    if (d->ctx) cl.clReleaseContext(d->ctx);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+static int has_ext(cl_device_id dev, const char *name)
+{
+    size_t n = 0;
+    if (cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS || !n) return 0;
+    char *s = malloc(n + 1);
+    if (!s) return 0;
+    s[n] = 0;
+    int yes = cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS && strstr(s, name);
+    free(s);
+    return yes;
+}
+
+static int takes_spirv(cl_device_id dev)
+{
+    char il[256] = "";
+    if (cl.clGetDeviceInfo(dev, CL_DEVICE_IL_VERSION, sizeof il - 1, il, NULL) != CL_SUCCESS) return 0;
+    return strstr(il, "SPIR-V") != NULL;
+}
+
+static ah_status build_one(xpu_dev *d, int m, char *err, size_t cap)
+{
+    cl_int rc = CL_SUCCESS;
+    const char *opts = "";
+    if (takes_spirv(d->dev)) {
+        d->prog[m] = cl.clCreateProgramWithIL(d->ctx, xpu_spirv[m].data, xpu_spirv[m].size, &rc);
+        d->how = "SPIR-V";
+    } else if (has_ext(d->dev, "cl_khr_spir")) {
+        const unsigned char *bin = xpu_spirbc[m].data;
+        size_t len = xpu_spirbc[m].size;
+        cl_int st = 0;
+        d->prog[m] = cl.clCreateProgramWithBinary(d->ctx, 1, &d->dev, &len, &bin, &st, &rc);
+        opts = "-x spir -spir-std=1.2";
+        d->how = "SPIR 1.2 bitcode (round-tripped from the SPIR-V)";
+    } else {
+        const char *src = (const char *)xpu_source[m].data;
+        size_t len = xpu_source[m].size;
+        d->prog[m] = cl.clCreateProgramWithSource(d->ctx, 1, &src, &len, &rc);
+        opts = "-cl-std=CL1.2";
+        d->how = "OpenCL C source";
+    }
+    if (!d->prog[m] || rc != CL_SUCCESS) {
+        snprintf(err, cap, "creating the OpenCL program from %s failed (%d)", d->how, (int)rc);
+        return AH_ERR_DEVICE;
+    }
+    rc = cl.clBuildProgram(d->prog[m], 1, &d->dev, opts, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        char log[256] = "";
+        cl.clGetProgramBuildInfo(d->prog[m], d->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+        snprintf(err, cap, "building the OpenCL program from %s failed (%d): %s", d->how, (int)rc, log);
+        return AH_ERR_DEVICE;
+    }
+    return AH_OK;
+}
+
+static ah_status cl_open(int index, xpu_dev **out, char *err, size_t cap)
+{
+    *out = NULL;
+    xpu_devinfo info;
+    ah_status s = cl_discover(index, &info, err, cap);
+    if (s != AH_OK) return s;
+    xpu_dev *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, cap, "out of memory");
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_init(&d->mu, NULL);
+    cl_platform_id plat;
+    uint32_t n;
+    cl_find(index, &d->dev, &plat, &n, err, cap);
+    cl_int rc = 0;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)plat, 0};
+    d->ctx = cl.clCreateContext(props, 1, &d->dev, NULL, NULL, &rc);
+    if (!d->ctx) {
+        snprintf(err, cap, "clCreateContext failed (%d)", (int)rc);
+        cl_close(d);
+        return AH_ERR_DEVICE;
+    }
+    cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
+    d->q = cl.clCreateCommandQueueWithProperties(d->ctx, d->dev, qp, &rc);
+    if (!d->q) {
+        snprintf(err, cap, "clCreateCommandQueueWithProperties failed (%d)", (int)rc);
+        cl_close(d);
+        return AH_ERR_DEVICE;
+    }
+    for (int m = 0; m < XPU_N_MODULES; m++)
+        if ((s = build_one(d, m, err, cap)) != AH_OK) {
+            cl_close(d);
+            return s;
+        }
+    for (int k = 0; k < XPU_K_COUNT; k++) {
+        d->k[k] = cl.clCreateKernel(d->prog[xpu_kernel_module[k]], xpu_kernel_names[k], &rc);
+        if (!d->k[k]) {
+            snprintf(err, cap, "kernel %s not found in the program (%d)", xpu_kernel_names[k], (int)rc);
+            cl_close(d);
+            return AH_ERR_DEVICE;
+        }
+    }
+    *out = d;
+    return AH_OK;
+}
+
+static cl_command_queue queue_of(xpu_dev *d, void *stream) { return stream ? (cl_command_queue)stream : d->q; }
+
+static ah_status cl_alloc(xpu_dev *d, size_t bytes, void **ptr, char *err, size_t cap)
+{
+    *ptr = cl.clSVMAlloc(d->ctx, CL_MEM_READ_WRITE, bytes ? bytes : 64, 64);
+    if (*ptr) return AH_OK;
+    snprintf(err, cap, "clSVMAlloc of %zu bytes failed", bytes);
+    return AH_ERR_OUT_OF_MEMORY;
+}
+
+static void cl_free(xpu_dev *d, void *ptr)
+{
+    if (!ptr) return;
+    /* the memory may still be in use by enqueued work: drain first */
+    cl.clFinish(d->q);
+    cl.clSVMFree(d->ctx, ptr);
+}
+
+static ah_status cl_copy(xpu_dev *d, void *stream, void *dst, const void *src, size_t bytes,
+                         char *err, size_t cap)
+{
+    if (!bytes) return AH_OK;
+    cl_int rc = cl.clEnqueueSVMMemcpy(queue_of(d, stream), CL_TRUE, dst, src, bytes, 0, NULL, NULL);
+    if (rc == CL_SUCCESS) return AH_OK;
+    snprintf(err, cap, "clEnqueueSVMMemcpy of %zu bytes failed (%d)", bytes, (int)rc);
+    return AH_ERR_DEVICE;
+}
+
+static ah_status cl_sync(xpu_dev *d, void *stream, char *err, size_t cap)
+{
+    cl_int rc = cl.clFinish(queue_of(d, stream));
+    if (rc == CL_SUCCESS) return AH_OK;
+    snprintf(err, cap, "clFinish failed (%d)", (int)rc);
+    return AH_ERR_DEVICE;
+}
+
+static ah_status cl_stream_create(xpu_dev *d, void **stream, char *err, size_t cap)
+{
+    cl_int rc = 0;
+    cl_queue_properties qp[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
+    cl_command_queue q = cl.clCreateCommandQueueWithProperties(d->ctx, d->dev, qp, &rc);
+    *stream = q;
+    if (q) return AH_OK;
+    snprintf(err, cap, "creating a command queue failed (%d)", (int)rc);
+    return AH_ERR_DEVICE;
+}
+
+static void cl_stream_destroy(xpu_dev *d, void *stream)
+{
+    (void)d;
+    if (!stream) return;
+    cl.clFinish((cl_command_queue)stream);
+    cl.clReleaseCommandQueue((cl_command_queue)stream);
+}
+
+/* Foreign host memory (a CPU device) is wrapped in a CL_MEM_USE_HOST_PTR
+ * buffer for the launch; a blocking map of each written one after the
+ * kernel makes the stores visible in the host memory, and the launch
+ * completes before it returns. */
+static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy,
+                           const xpu_arg *args, int n_args, char *err, size_t cap)
+{
+    if (!gx || !gy) return AH_OK;
+    cl_command_queue q = queue_of(d, stream);
+    cl_mem wrap[64];
+    int n_wrap = 0, host = 0;
+    pthread_mutex_lock(&d->mu);
+    cl_int rc = CL_SUCCESS;
+    for (int i = 0; i < n_args && rc == CL_SUCCESS; i++) {
+        if (args[i].is_ptr && args[i].host_bytes && n_wrap < 64) {
+            cl_mem m = cl.clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, args[i].host_bytes,
+                                         *(void *const *)args[i].val, &rc);
+            if (!m) break;
+            wrap[n_wrap++] = m;
+            host = 1;
+            rc = cl.clSetKernelArg(d->k[k], (cl_uint)i, sizeof m, &m);
+        } else {
+            rc = args[i].is_ptr ? cl.clSetKernelArgSVMPointer(d->k[k], (cl_uint)i, *(void *const *)args[i].val)
+                                : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
+        }
+    }
+    const size_t global[2] = {gx, gy};
+    if (rc == CL_SUCCESS) rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, NULL, 0, NULL, NULL);
+    for (int i = 0, w = 0; host && rc == CL_SUCCESS && i < n_args; i++) {
+        if (!args[i].is_ptr || !args[i].host_bytes) continue;
+        cl_mem m = wrap[w++];
+        if (!args[i].writes) continue;
+        void *p = cl.clEnqueueMapBuffer(q, m, CL_TRUE, CL_MAP_READ, 0, args[i].host_bytes, 0, NULL, NULL, &rc);
+        if (p) rc = cl.clEnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
+    }
+    if (host && rc == CL_SUCCESS) rc = cl.clFinish(q);
+    for (int i = 0; i < n_wrap; i++) cl.clReleaseMemObject(wrap[i]);
+    pthread_mutex_unlock(&d->mu);
+    if (rc == CL_SUCCESS) return AH_OK;
+    snprintf(err, cap, "launching %s failed (%d)", xpu_kernel_names[k], (int)rc);
+    return AH_ERR_DEVICE;
+}
+
+static ah_status cl_timer_start(xpu_dev *d, void *stream, char *err, size_t cap)
+{
+    cl_event ev = NULL;
+    cl_int rc = cl.clEnqueueMarkerWithWaitList(queue_of(d, stream), 0, NULL, &ev);
+    if (rc != CL_SUCCESS) {
+        snprintf(err, cap, "clEnqueueMarkerWithWaitList failed (%d)", (int)rc);
+        return AH_ERR_DEVICE;
+    }
+    pthread_mutex_lock(&d->mu);
+    int slot = 0;
+    for (int i = 0; i < 8; i++)
+        if (d->timers[i].stream == stream && d->timers[i].ev) slot = i, i = 8;
+        else if (!d->timers[i].ev) slot = i;
+    if (d->timers[slot].ev) cl.clReleaseEvent(d->timers[slot].ev);
+    d->timers[slot].stream = stream;
+    d->timers[slot].ev = ev;
+    pthread_mutex_unlock(&d->mu);
+    return AH_OK;
+}
+
+static ah_status cl_timer_stop(xpu_dev *d, void *stream, float *ms, char *err, size_t cap)
+{
+    *ms = 0;
+    cl_event e0 = NULL, e1 = NULL;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < 8; i++)
+        if (d->timers[i].ev && d->timers[i].stream == stream) {
+            e0 = d->timers[i].ev;
+            d->timers[i].ev = NULL;
+            break;
+        }
+    pthread_mutex_unlock(&d->mu);
+    if (!e0) {
+        snprintf(err, cap, "timer_stop without timer_start on this stream");
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    cl_int rc = cl.clEnqueueMarkerWithWaitList(queue_of(d, stream), 0, NULL, &e1);
+    if (rc == CL_SUCCESS) rc = cl.clWaitForEvents(1, &e1);
+    cl_ulong t0 = 0, t1 = 0;
+    if (rc == CL_SUCCESS) rc = cl.clGetEventProfilingInfo(e0, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
+    if (rc == CL_SUCCESS) rc = cl.clGetEventProfilingInfo(e1, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    cl.clReleaseEvent(e0);
+    if (e1) cl.clReleaseEvent(e1);
+    if (rc != CL_SUCCESS) {
+        snprintf(err, cap, "reading the marker timestamps failed (%d)", (int)rc);
+        return AH_ERR_DEVICE;
+    }
+    *ms = (float)((double)(t1 - t0) * 1e-6);
+    return AH_OK;
+}
+
+const xpu_rt xpu_rt_opencl = {
+    "opencl", cl_discover, cl_open, cl_close, cl_alloc, cl_free, cl_copy, cl_sync,
+    cl_stream_create, cl_stream_destroy, cl_launch, cl_timer_start, cl_timer_stop,
+};

@@ -1,0 +1,385 @@
+/*
+ * The Level Zero runtime behind xpu_rt: libze_loader.so.1 opened with
+ * dlopen; devices are the GPU devices of every driver, in driver order.
+ * zeInit failing (no driver, or Intel's driver without a GPU: 0x78000001)
+ * ends discovery there: zeDriverGet after a failed zeInit is not safe.
+ * Modules come from the embedded SPIR-V; memory is USM device memory; a
+ * stream is an immediate command list, kept in order by a barrier after
+ * every command and drained through an event; timers are global
+ * timestamps written into host USM.
+ *
+ * Written against the 1.4 headers Debian ships (libze-dev 1.8); never run
+ * on an Intel GPU here (none was available).
+ */
+#include <dlfcn.h>
+#include <level_zero/ze_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xpu.h"
+
+#define ZE_FNS(X)                                                                                 \
+    X(zeInit) X(zeDriverGet) X(zeDeviceGet) X(zeDeviceGetProperties) X(zeDeviceGetMemoryProperties) \
+    X(zeDriverGetProperties) X(zeContextCreate) X(zeContextDestroy) X(zeCommandListCreateImmediate) \
+    X(zeCommandListDestroy) X(zeModuleCreate) X(zeModuleDestroy) X(zeModuleBuildLogGetString)   \
+    X(zeModuleBuildLogDestroy) X(zeKernelCreate) X(zeKernelDestroy) X(zeKernelSetGroupSize)      \
+    X(zeKernelSetArgumentValue) X(zeCommandListAppendLaunchKernel) X(zeMemAllocDevice)           \
+    X(zeMemAllocHost) X(zeMemFree) X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendBarrier) \
+    X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate) X(zeEventDestroy)               \
+    X(zeEventHostSynchronize) X(zeEventHostReset) X(zeCommandListAppendWriteGlobalTimestamp)
+
+static struct {
+#define X(f) __typeof__(&f) f;
+    ZE_FNS(X)
+#undef X
+    void *lib;
+    ze_result_t init;
+    char why[160];
+} ze;
+static pthread_once_t ze_once = PTHREAD_ONCE_INIT;
+
+static void ze_load(void)
+{
+    void *lib = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(ze.why, sizeof ze.why, "libze_loader.so.1 not found");
+        return;
+    }
+#define X(f)                                                                      \
+    if (!(*(void **)&ze.f = dlsym(lib, #f))) {                                    \
+        snprintf(ze.why, sizeof ze.why, "libze_loader.so.1 lacks %s", #f);        \
+        return;                                                                   \
+    }
+    ZE_FNS(X)
+#undef X
+    ze.init = ze.zeInit(ZE_INIT_FLAG_GPU_ONLY);
+    if (ze.init != ZE_RESULT_SUCCESS) {
+        snprintf(ze.why, sizeof ze.why, "no Level Zero driver or device (zeInit: %#x)", (unsigned)ze.init);
+        return;
+    }
+    ze.lib = lib;
+}
+
+static ah_status ze_ready(char *err, size_t cap)
+{
+    pthread_once(&ze_once, ze_load);
+    if (ze.lib) return AH_OK;
+    snprintf(err, cap, "%s", ze.why);
+    return AH_ERR_UNAVAILABLE;
+}
+
+/* GPU device index among every driver's devices. */
+static ah_status ze_find(int index, ze_driver_handle_t *drv, ze_device_handle_t *dev, uint32_t *count,
+                         char *err, size_t cap)
+{
+    uint32_t nd = 0;
+    if (ze.zeDriverGet(&nd, NULL) != ZE_RESULT_SUCCESS || nd == 0) {
+        snprintf(err, cap, "no Level Zero driver");
+        return AH_ERR_UNAVAILABLE;
+    }
+    ze_driver_handle_t ds[8];
+    if (nd > 8) nd = 8;
+    ze.zeDriverGet(&nd, ds);
+    uint32_t n = 0;
+    int found = 0;
+    for (uint32_t i = 0; i < nd; i++) {
+        uint32_t nv = 0;
+        if (ze.zeDeviceGet(ds[i], &nv, NULL) != ZE_RESULT_SUCCESS) continue;
+        ze_device_handle_t vs[32];
+        if (nv > 32) nv = 32;
+        ze.zeDeviceGet(ds[i], &nv, vs);
+        for (uint32_t j = 0; j < nv; j++) {
+            ze_device_properties_t p = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
+            if (ze.zeDeviceGetProperties(vs[j], &p) != ZE_RESULT_SUCCESS || p.type != ZE_DEVICE_TYPE_GPU) continue;
+            if ((int)n == index) *drv = ds[i], *dev = vs[j], found = 1;
+            n++;
+        }
+    }
+    *count = n;
+    if (!found) {
+        snprintf(err, cap, n ? "Level Zero GPU %d does not exist (%u GPUs)" : "no Level Zero GPU", index, n);
+        return AH_ERR_UNAVAILABLE;
+    }
+    return AH_OK;
+}
+
+static ah_status ze_discover(int index, xpu_devinfo *info, char *err, size_t cap)
+{
+    memset(info, 0, sizeof *info);
+    ah_status s = ze_ready(err, cap);
+    if (s != AH_OK) return s;
+    ze_driver_handle_t drv;
+    ze_device_handle_t dev;
+    if ((s = ze_find(index, &drv, &dev, &info->count, err, cap)) != AH_OK) return s;
+    ze_device_properties_t p = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
+    ze.zeDeviceGetProperties(dev, &p);
+    ah_strlcpy(info->name, p.name, sizeof info->name);
+    info->is_gpu = 1;
+    info->compute_units = p.numSlices * p.numSubslicesPerSlice * p.numEUsPerSubslice;
+    uint32_t nm = 0;
+    ze.zeDeviceGetMemoryProperties(dev, &nm, NULL);
+    ze_device_memory_properties_t mp[4];
+    if (nm > 4) nm = 4;
+    for (uint32_t i = 0; i < nm; i++) mp[i] = (ze_device_memory_properties_t){.stype = ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES};
+    ze.zeDeviceGetMemoryProperties(dev, &nm, mp);
+    for (uint32_t i = 0; i < nm; i++) info->memory += mp[i].totalSize;
+    ze_driver_properties_t dp = {.stype = ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES};
+    ze.zeDriverGetProperties(drv, &dp);
+    snprintf(info->driver, sizeof info->driver, "Level Zero driver %u", dp.driverVersion);
+    ah_strlcpy(info->tier, "portable", sizeof info->tier);
+    return AH_OK;
+}
+
+typedef struct ze_stream {
+    ze_command_list_handle_t list;
+    ze_event_pool_handle_t pool;
+    ze_event_handle_t done;
+    uint64_t *ts;          /* host USM: two global timestamps */
+} ze_stream;
+
+struct xpu_dev {
+    ze_driver_handle_t drv;
+    ze_device_handle_t dev;
+    ze_context_handle_t ctx;
+    ze_module_handle_t mod[XPU_N_MODULES];
+    ze_kernel_handle_t k[XPU_K_COUNT];
+    ze_stream *def;        /* the NULL stream */
+    double ns_per_tick;
+    uint64_t ts_mask;
+    pthread_mutex_t mu;    /* kernel arguments and every append */
+};
+
+static void stream_free(xpu_dev *d, ze_stream *s)
+{
+    if (!s) return;
+    if (s->ts) ze.zeMemFree(d->ctx, s->ts);
+    if (s->done) ze.zeEventDestroy(s->done);
+    if (s->pool) ze.zeEventPoolDestroy(s->pool);
+    if (s->list) ze.zeCommandListDestroy(s->list);
+    free(s);
+}
+
+static ah_status stream_new(xpu_dev *d, ze_stream **out, char *err, size_t cap)
+{
+    ze_stream *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s) {
+        snprintf(err, cap, "out of memory");
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    ze_command_queue_desc_t qd = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+                                  .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                                  .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    ze_event_pool_desc_t pd = {.stype = ZE_STRUCTURE_TYPE_EVENT_POOL_DESC,
+                               .flags = ZE_EVENT_POOL_FLAG_HOST_VISIBLE, .count = 1};
+    ze_event_desc_t ed = {.stype = ZE_STRUCTURE_TYPE_EVENT_DESC, .index = 0,
+                          .signal = ZE_EVENT_SCOPE_FLAG_HOST, .wait = ZE_EVENT_SCOPE_FLAG_HOST};
+    ze_host_mem_alloc_desc_t hd = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
+    ze_result_t r = ze.zeCommandListCreateImmediate(d->ctx, d->dev, &qd, &s->list);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeEventPoolCreate(d->ctx, &pd, 1, &d->dev, &s->pool);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeEventCreate(s->pool, &ed, &s->done);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeMemAllocHost(d->ctx, &hd, 2 * sizeof(uint64_t), 8, (void **)&s->ts);
+    if (r != ZE_RESULT_SUCCESS) {
+        stream_free(d, s);
+        snprintf(err, cap, "creating an immediate command list failed (%#x)", (unsigned)r);
+        return AH_ERR_DEVICE;
+    }
+    *out = s;
+    return AH_OK;
+}
+
+static void ze_close(xpu_dev *d)
+{
+    if (!d) return;
+    stream_free(d, d->def);
+    for (int i = 0; i < XPU_K_COUNT; i++)
+        if (d->k[i]) ze.zeKernelDestroy(d->k[i]);
+    for (int i = 0; i < XPU_N_MODULES; i++)
+        if (d->mod[i]) ze.zeModuleDestroy(d->mod[i]);
+    if (d->ctx) ze.zeContextDestroy(d->ctx);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+}
+
+static ah_status ze_open(int index, xpu_dev **out, char *err, size_t cap)
+{
+    *out = NULL;
+    xpu_devinfo info;
+    ah_status s = ze_discover(index, &info, err, cap);
+    if (s != AH_OK) return s;
+    xpu_dev *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, cap, "out of memory");
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_init(&d->mu, NULL);
+    uint32_t n;
+    ze_find(index, &d->drv, &d->dev, &n, err, cap);
+    ze_device_properties_t p = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
+    ze.zeDeviceGetProperties(d->dev, &p);
+    d->ns_per_tick = (double)p.timerResolution; /* ns with the 1.0 properties struct */
+    d->ts_mask = p.timestampValidBits >= 64 ? ~0ull : (1ull << p.timestampValidBits) - 1;
+    ze_context_desc_t cd = {.stype = ZE_STRUCTURE_TYPE_CONTEXT_DESC};
+    ze_result_t r = ze.zeContextCreate(d->drv, &cd, &d->ctx);
+    if (r != ZE_RESULT_SUCCESS) {
+        snprintf(err, cap, "zeContextCreate failed (%#x)", (unsigned)r);
+        ze_close(d);
+        return AH_ERR_DEVICE;
+    }
+    for (int m = 0; m < XPU_N_MODULES; m++) {
+        ze_module_desc_t md = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC, .format = ZE_MODULE_FORMAT_IL_SPIRV,
+                               .inputSize = xpu_spirv[m].size, .pInputModule = xpu_spirv[m].data,
+                               .pBuildFlags = ""};
+        ze_module_build_log_handle_t log = NULL;
+        r = ze.zeModuleCreate(d->ctx, d->dev, &md, &d->mod[m], &log);
+        if (r != ZE_RESULT_SUCCESS) {
+            char text[256] = "";
+            size_t len = sizeof text;
+            if (log) ze.zeModuleBuildLogGetString(log, &len, text);
+            snprintf(err, cap, "zeModuleCreate failed (%#x): %s", (unsigned)r, text);
+        }
+        if (log) ze.zeModuleBuildLogDestroy(log);
+        if (r != ZE_RESULT_SUCCESS) {
+            ze_close(d);
+            return AH_ERR_DEVICE;
+        }
+    }
+    for (int k = 0; k < XPU_K_COUNT; k++) {
+        ze_kernel_desc_t kd = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = xpu_kernel_names[k]};
+        r = ze.zeKernelCreate(d->mod[xpu_kernel_module[k]], &kd, &d->k[k]);
+        if (r == ZE_RESULT_SUCCESS) r = ze.zeKernelSetGroupSize(d->k[k], 64, 1, 1);
+        if (r != ZE_RESULT_SUCCESS) {
+            snprintf(err, cap, "zeKernelCreate %s failed (%#x)", xpu_kernel_names[k], (unsigned)r);
+            ze_close(d);
+            return AH_ERR_DEVICE;
+        }
+    }
+    if ((s = stream_new(d, &d->def, err, cap)) != AH_OK) {
+        ze_close(d);
+        return s;
+    }
+    *out = d;
+    return AH_OK;
+}
+
+static ze_stream *stream_of(xpu_dev *d, void *stream) { return stream ? (ze_stream *)stream : d->def; }
+
+static ah_status ze_alloc(xpu_dev *d, size_t bytes, void **ptr, char *err, size_t cap)
+{
+    ze_device_mem_alloc_desc_t md = {.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
+    ze_result_t r = ze.zeMemAllocDevice(d->ctx, &md, bytes ? bytes : 64, 64, d->dev, ptr);
+    if (r == ZE_RESULT_SUCCESS) return AH_OK;
+    *ptr = NULL;
+    snprintf(err, cap, "zeMemAllocDevice of %zu bytes failed (%#x)", bytes, (unsigned)r);
+    return AH_ERR_OUT_OF_MEMORY;
+}
+
+/* Drain a stream: a barrier signalling its event, waited for on the host. */
+static ah_status drain(xpu_dev *d, ze_stream *s, char *err, size_t cap)
+{
+    pthread_mutex_lock(&d->mu);
+    ze_result_t r = ze.zeCommandListAppendBarrier(s->list, s->done, 0, NULL);
+    pthread_mutex_unlock(&d->mu);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeEventHostSynchronize(s->done, UINT64_MAX);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeEventHostReset(s->done);
+    if (r == ZE_RESULT_SUCCESS) return AH_OK;
+    snprintf(err, cap, "synchronizing the command list failed (%#x)", (unsigned)r);
+    return AH_ERR_DEVICE;
+}
+
+static void ze_free(xpu_dev *d, void *ptr)
+{
+    char err[64];
+    if (!ptr) return;
+    drain(d, d->def, err, sizeof err);
+    ze.zeMemFree(d->ctx, ptr);
+}
+
+static ah_status ze_copy(xpu_dev *d, void *stream, void *dst, const void *src, size_t bytes, char *err,
+                         size_t cap)
+{
+    if (!bytes) return AH_OK;
+    ze_stream *s = stream_of(d, stream);
+    pthread_mutex_lock(&d->mu);
+    ze_result_t r = ze.zeCommandListAppendMemoryCopy(s->list, dst, src, bytes, NULL, 0, NULL);
+    pthread_mutex_unlock(&d->mu);
+    if (r != ZE_RESULT_SUCCESS) {
+        snprintf(err, cap, "zeCommandListAppendMemoryCopy of %zu bytes failed (%#x)", bytes, (unsigned)r);
+        return AH_ERR_DEVICE;
+    }
+    return drain(d, s, err, cap);
+}
+
+static ah_status ze_sync(xpu_dev *d, void *stream, char *err, size_t cap)
+{
+    return drain(d, stream_of(d, stream), err, cap);
+}
+
+static ah_status ze_stream_create(xpu_dev *d, void **stream, char *err, size_t cap)
+{
+    ze_stream *s;
+    ah_status st = stream_new(d, &s, err, cap);
+    *stream = st == AH_OK ? s : NULL;
+    return st;
+}
+
+static void ze_stream_destroy(xpu_dev *d, void *stream)
+{
+    char err[64];
+    if (!stream) return;
+    drain(d, stream, err, sizeof err);
+    stream_free(d, stream);
+}
+
+static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy, const xpu_arg *args,
+                           int n_args, char *err, size_t cap)
+{
+    if (!gx || !gy) return AH_OK;
+    ze_stream *s = stream_of(d, stream);
+    ze_group_count_t g = {(gx + 63) / 64, gy, 1};
+    pthread_mutex_lock(&d->mu);
+    ze_result_t r = ZE_RESULT_SUCCESS;
+    for (int i = 0; i < n_args && r == ZE_RESULT_SUCCESS; i++)
+        r = args[i].host_bytes ? ZE_RESULT_ERROR_INVALID_ARGUMENT /* foreign memory: never on a GPU */
+                               : ze.zeKernelSetArgumentValue(d->k[k], (uint32_t)i, args[i].size, args[i].val);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendLaunchKernel(s->list, d->k[k], &g, NULL, 0, NULL);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendBarrier(s->list, NULL, 0, NULL);
+    pthread_mutex_unlock(&d->mu);
+    if (r == ZE_RESULT_SUCCESS) return AH_OK;
+    snprintf(err, cap, "launching %s failed (%#x)", xpu_kernel_names[k], (unsigned)r);
+    return AH_ERR_DEVICE;
+}
+
+static ah_status stamp(xpu_dev *d, ze_stream *s, int i, char *err, size_t cap)
+{
+    pthread_mutex_lock(&d->mu);
+    ze_result_t r = ze.zeCommandListAppendBarrier(s->list, NULL, 0, NULL);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendWriteGlobalTimestamp(s->list, s->ts + i, NULL, 0, NULL);
+    pthread_mutex_unlock(&d->mu);
+    if (r == ZE_RESULT_SUCCESS) return AH_OK;
+    snprintf(err, cap, "zeCommandListAppendWriteGlobalTimestamp failed (%#x)", (unsigned)r);
+    return AH_ERR_DEVICE;
+}
+
+static ah_status ze_timer_start(xpu_dev *d, void *stream, char *err, size_t cap)
+{
+    return stamp(d, stream_of(d, stream), 0, err, cap);
+}
+
+static ah_status ze_timer_stop(xpu_dev *d, void *stream, float *ms, char *err, size_t cap)
+{
+    ze_stream *s = stream_of(d, stream);
+    *ms = 0;
+    ah_status st = stamp(d, s, 1, err, cap);
+    if (st == AH_OK) st = drain(d, s, err, cap);
+    if (st != AH_OK) return st;
+    const uint64_t ticks = (s->ts[1] - s->ts[0]) & d->ts_mask;
+    *ms = (float)((double)ticks * d->ns_per_tick * 1e-6);
+    return AH_OK;
+}
+
+const xpu_rt xpu_rt_level_zero = {
+    "level_zero", ze_discover, ze_open, ze_close, ze_alloc, ze_free, ze_copy, ze_sync,
+    ze_stream_create, ze_stream_destroy, ze_launch, ze_timer_start, ze_timer_stop,
+};

@@ -1,0 +1,104 @@
+/*
+ * xpu: attention on Intel GPUs through Level Zero, and on any OpenCL
+ * device through OpenCL, with one set of kernels written in OpenCL C and
+ * compiled to SPIR-V at build time. Both runtimes are loaded with dlopen
+ * and sit behind one driver table (xpu_rt), so the plugin loads and probes
+ * on a machine with neither.
+ */
+#ifndef XPU_H
+#define XPU_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <attnhost/plugin.h>
+#include <attnhost/plugin_util.h>
+
+/* Kernels, in the order of xpu_kernel_names. */
+enum {
+    XPU_K_ATTN = 0,
+    XPU_K_SPLIT_MERGE,
+    XPU_K_WRITE_KV,
+    XPU_K_MERGE_STATES,
+    XPU_K_COUNT
+};
+extern const char *const xpu_kernel_names[XPU_K_COUNT];
+/* The module (program) each kernel lives in: 0 attn, 1 kv, 2 merge. */
+extern const int xpu_kernel_module[XPU_K_COUNT];
+#define XPU_N_MODULES 3
+
+/* Embedded kernel binaries, generated at build time (kernels_embed.c). */
+typedef struct xpu_blob {
+    const unsigned char *data;
+    size_t size;
+} xpu_blob;
+extern const xpu_blob xpu_spirv[XPU_N_MODULES];   /* SPIR-V 1.x modules */
+extern const xpu_blob xpu_spirbc[XPU_N_MODULES];  /* the same, round-tripped to spir64 LLVM bitcode */
+extern const xpu_blob xpu_source[XPU_N_MODULES];  /* OpenCL C, headers inlined */
+
+/* One kernel argument: a device pointer or a scalar of size bytes. A
+ * pointer with host_bytes > 0 is host memory the plugin did not allocate
+ * (a CPU device only, see plugin.c): the runtime wraps those bytes for the
+ * launch and, with writes set, makes the kernel's stores visible there
+ * before the launch returns. */
+typedef struct xpu_arg {
+    int is_ptr;
+    uint32_t size;
+    const void *val; /* the scalar, or the address of the pointer value */
+    size_t host_bytes;
+    int writes;
+} xpu_arg;
+#define XPU_PTR(p) ((xpu_arg){1, sizeof(void *), &(p), 0, 0})
+#define XPU_VAL(v) ((xpu_arg){0, sizeof(v), &(v), 0, 0})
+/* A tensor's pointer: its host extent when foreign (x: an xpu_ext). */
+#define XPU_TPTR(p, x, w) ((xpu_arg){1, sizeof(void *), &(p), (x).foreign ? (x).bytes : 0, (w)})
+
+/* What a tensor check learnt about a tensor's memory. */
+typedef struct xpu_ext {
+    size_t bytes;  /* extent of the view from its data pointer */
+    int foreign;   /* not from the plugin's mem_alloc */
+} xpu_ext;
+
+typedef enum xpu_runtime_id { XPU_RT_AUTO = 0, XPU_RT_LEVEL_ZERO = 1, XPU_RT_OPENCL = 2 } xpu_runtime_id;
+
+/* What discovery found about one device. */
+typedef struct xpu_devinfo {
+    char name[128];
+    char driver[64];
+    char tier[32];     /* "portable" (OpenCL C 1.2 kernels) */
+    int is_gpu;        /* GPU (or accelerator), else a CPU device */
+    uint32_t compute_units;
+    uint64_t memory;
+    uint32_t count;    /* devices of this runtime */
+} xpu_devinfo;
+
+typedef struct xpu_dev xpu_dev; /* a runtime's open device */
+
+/* The driver table every runtime fills. All calls are thread-safe. err
+ * receives the reason of a failure. */
+typedef struct xpu_rt {
+    const char *name;
+    /* Discover device index without opening it (probe). */
+    ah_status (*discover)(int index, xpu_devinfo *info, char *err, size_t cap);
+    ah_status (*open)(int index, xpu_dev **out, char *err, size_t cap);
+    void (*close)(xpu_dev *d);
+    ah_status (*alloc)(xpu_dev *d, size_t bytes, void **ptr, char *err, size_t cap);
+    void (*free)(xpu_dev *d, void *ptr);
+    /* Blocking copy (host memory may be reused once it returns). */
+    ah_status (*copy)(xpu_dev *d, void *stream, void *dst, const void *src, size_t bytes,
+                      char *err, size_t cap);
+    ah_status (*sync)(xpu_dev *d, void *stream, char *err, size_t cap);
+    ah_status (*stream_create)(xpu_dev *d, void **stream, char *err, size_t cap);
+    void (*stream_destroy)(xpu_dev *d, void *stream);
+    /* Enqueue kernel k over gx x gy work-items (rounded up to the group). */
+    ah_status (*launch)(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy,
+                        const xpu_arg *args, int n_args, char *err, size_t cap);
+    ah_status (*timer_start)(xpu_dev *d, void *stream, char *err, size_t cap);
+    ah_status (*timer_stop)(xpu_dev *d, void *stream, float *ms, char *err, size_t cap);
+} xpu_rt;
+
+extern const xpu_rt xpu_rt_opencl;
+extern const xpu_rt xpu_rt_level_zero;
+
+#endif
