@@ -8,11 +8,11 @@ sh scripts/deps.sh
 sh scripts/build.sh build -DATTNHOST_WERROR=ON
 (cd build && ctest --output-on-failure -j "$(nproc)")
 # the Debian packages: build, check, install into a throw-away root
-# (tests/packaging/run.sh; skips when not root; ATTNHOST_PACKAGING_CHROOT=1
-# adds apt-get in a bookworm chroot)
+# and apt-get install them in a bookworm chroot (tests/packaging/run.sh;
+# skips when not root; ATTNHOST_PACKAGING_CHROOT=0 leaves out the chroot)
 if [ "${ATTNHOST_SKIP_PACKAGING:-0}" != 1 ]; then
   [ "$(id -u)" = 0 ] && sh scripts/deps.sh packaging
-  sh tests/packaging/run.sh build-deb
+  ATTNHOST_PACKAGING_CHROOT=${ATTNHOST_PACKAGING_CHROOT:-1} sh tests/packaging/run.sh build-deb
 fi
 if [ "${ATTNHOST_SKIP_SANITIZERS:-0}" != 1 ]; then
   # sanitizer build: host and CPU plugins only, to keep CI inside its budget

@@ -14,9 +14,10 @@
 #    against libattnhost-dev is found once dropped into the plugin
 #    directory, a plugin of ABI 1 is rejected naming both versions, and
 #    deleting a plugin package's files takes it out of `list`;
-# 4. with ATTNHOST_PACKAGING_CHROOT=1, the real thing: apt-get install
-#    ./*.deb in a debootstrap minbase chroot of bookworm (downloads ~100 MB),
-#    then apt-get remove of the plugin package.
+# 4. with ATTNHOST_PACKAGING_CHROOT=1 (scripts/test.sh sets it), the real
+#    thing: apt-get install ./*.deb in a debootstrap minbase chroot of
+#    bookworm (downloads ~100 MB; about a minute), the same checks, then
+#    apt-get remove of the plugin package; skipped when the mirror is unreachable.
 # Skips (exit 0, with a message) when not root or without dpkg-deb.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -182,12 +183,17 @@ if [ "${ATTNHOST_PACKAGING_CHROOT:-0}" = 1 ]; then
   t1=$(date +%s)
   command -v debootstrap >/dev/null || fail "ATTNHOST_PACKAGING_CHROOT=1 needs debootstrap"
   ch=$work/chroot
-  debootstrap --variant=minbase bookworm "$ch" "${ATTNHOST_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
-    >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; fail "debootstrap"; }
+  # no mirror (no network) is a skip, not a failure of the packages
+  if ! debootstrap --variant=minbase bookworm "$ch" "${ATTNHOST_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+      >"$work/debootstrap.log" 2>&1; then
+    tail -5 "$work/debootstrap.log"
+    echo "packaging tests (bookworm chroot): SKIPPED: debootstrap failed (no mirror?)"
+    exit 0
+  fi
   t2=$(date +%s)
   mkdir -p "$ch/debs" && cp "$pk"/*.deb "$ch/debs/"
   mount -t proc proc "$ch/proc"
-  trap 'umount "$ch/proc" 2>/dev/null; rm -rf "$work"' EXIT
+  trap 'umount "$ch/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
   inch() { chroot "$ch" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }
   inch apt-get update -qq
   inch sh -c 'apt-get install -y -qq /debs/*.deb' >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; fail "apt-get install"; }
