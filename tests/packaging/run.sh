@@ -158,6 +158,24 @@ install -m 0644 "$work/vendor/acme_attn.so" "$plugdir/"
 ah list --plugin acme_attn | grep -q 'acme_attn 1.0.0 (Acme Corp, cpu) \[available\]' || fail "acme_attn not available"
 ok "the vendor example built with pkg-config against libattnhost-dev is found in the plugin directory"
 
+# the same example packaged by a vendor with CPack against the unpacked -dev package
+cmake -S examples/vendor_plugin -B "$work/vendor-build" -DCMAKE_PREFIX_PATH="$root/usr" \
+  -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/vendor-build" >/dev/null
+(cd "$work/vendor-build" && cpack -G DEB >/dev/null 2>&1)
+vdeb=$(ls "$work"/vendor-build/attnhost-plugin-acme_*.deb)
+dpkg-deb -f "$vdeb" Provides | grep -qx attnhost-plugin || fail "attnhost-plugin-acme: Provides"
+dpkg-deb -f "$vdeb" Depends | grep -q "$lib (>= " || fail "attnhost-plugin-acme: Depends"
+dpkg-deb -c "$vdeb" | grep -q "\./usr/lib/$triplet/attnhost/plugins/acme_attn.so$" || fail "attnhost-plugin-acme: file list"
+if command -v lintian >/dev/null; then
+  lint=$(lintian --suppress-tags initial-upload-closes-no-bugs "$vdeb" 2>&1 | grep -E '^[EW]: ' || true)
+  [ -z "$lint" ] || fail "lintian on the vendor package: $lint"
+fi
+rm -f "$plugdir/acme_attn.so"
+dpkg-deb -x "$vdeb" "$root"
+ah list --plugin acme_attn | grep -q 'acme_attn 1.0.0 (Acme Corp, cpu) \[available\]' || fail "packaged acme_attn not available"
+ok "the vendor example packaged with CPack (attnhost-plugin-acme) is lintian-clean and found once unpacked"
+
 # a plugin of ABI major 1, rejected with both versions named
 PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_LIBDIR="$pcdir" sh -c \
   'cc -std=c11 -fPIC -shared -fvisibility=hidden $(pkg-config --cflags attnhost-plugin) -o "$1" "$2"' \
