@@ -1,11 +1,13 @@
 #!/bin/sh
 # Install the Debian packages attnhost builds with (run as root). Quiet when
-# everything is already there.
+# everything is already there. `deps.sh packaging` also installs what the
+# package tests use (dpkg-dev for dpkg-shlibdeps, file, lintian, debootstrap).
 set -eu
 pkgs="cmake make gcc g++ pkg-config libinih-dev libjson-c-dev libdlpack-dev libopenblas-dev clang libclang-rt-dev valgrind python3-numpy python3-pytest"
 # xpu: OpenCL C -> SPIR-V (clang-14, llvm-spirv-14), spirv-val, the Level Zero
 # and OpenCL headers and loaders, and PoCL, which runs its kernels on the CPU
 pkgs="$pkgs clang-14 llvm-spirv-14 spirv-tools libze1 libze-dev ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd"
+[ "${1:-}" = packaging ] && pkgs="dpkg-dev file lintian debootstrap"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -21,7 +23,7 @@ fi
 # a GPU): hipcc + HIP headers for gfx90a, clang-19 for gfx942. Measured on
 # Debian 12: 133 MB to download, ~700 MB installed, ~30 s to install.
 # ATTNHOST_DEPS_ROCM=0 skips it; a failure only skips that plugin.
-if [ "${ATTNHOST_DEPS_ROCM:-1}" != 0 ]; then
+if [ "${ATTNHOST_DEPS_ROCM:-1}" != 0 ] && [ "${1:-}" != packaging ]; then
   rocm="hipcc libamdhip64-dev rocm-device-libs clang-19 llvm-19 lld-19"
   missing=""
   for p in $rocm; do

@@ -1,12 +1,19 @@
 #!/bin/sh
 # The test suite on a fresh machine: install what is needed, build, run every
-# CPU test (GPU tests skip without a device), then the same tests built with
-# AddressSanitizer + UndefinedBehaviorSanitizer.
+# CPU test (GPU tests skip without a device), the Debian packages' install
+# tests, then the same unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh
 sh scripts/build.sh build -DATTNHOST_WERROR=ON
 (cd build && ctest --output-on-failure -j "$(nproc)")
+# the Debian packages: build, check, install into a throw-away root
+# and apt-get install them in a bookworm chroot (tests/packaging/run.sh;
+# skips when not root; ATTNHOST_PACKAGING_CHROOT=0 leaves out the chroot)
+if [ "${ATTNHOST_SKIP_PACKAGING:-0}" != 1 ]; then
+  [ "$(id -u)" = 0 ] && sh scripts/deps.sh packaging
+  ATTNHOST_PACKAGING_CHROOT=${ATTNHOST_PACKAGING_CHROOT:-1} sh tests/packaging/run.sh build-deb
+fi
 if [ "${ATTNHOST_SKIP_SANITIZERS:-0}" != 1 ]; then
   # sanitizer build: host and CPU plugins only, to keep CI inside its budget
   sh scripts/build.sh build-asan -DATTNHOST_SANITIZE=address -DATTNHOST_PLUGINS=cpu_amx

@@ -44,6 +44,7 @@ int cmd_check(cli_common *c);
 int cmd_bench(cli_common *c);
 int cmd_config(cli_common *c);
 int cmd_run(cli_common *c);
+int cmd_doctor(cli_common *c);
 int cmd_model(cli_common *c);
 
 #endif

@@ -1,16 +1,9 @@
 /*
  * attnhost: choose and run attention backends from the command line.
  *
- *   attnhost list [--json]                       plugins found, probes, capabilities
- *   attnhost explain [--model M] [--layer N]     the decision table with reasons
- *   attnhost bind [--model M]                    the per-layer binding, graph level
- *   attnhost check [--plugin NAME]               the conformance suite
- *   attnhost bench [--plugin NAME] [shape...]    standard shapes, TFLOP/s, GB/s
- *   attnhost config --dump [--effective]         every configuration key
- *   attnhost run [--model M]                     bind, prefill, decode, check, time
- *   attnhost model import config.json [-o F]     a Hugging Face config as a model description
- *
- * Every subcommand takes --config F (default: the installed INI when it
+ * The commands and options are declared once, in cli_help.def: the dispatch
+ * table below, `attnhost --help` and the man page attnhost(1) all come from
+ * it. Every subcommand takes --config F (default: the installed INI when it
  * exists, else the embedded default).
  */
 #include <errno.h>
@@ -22,29 +15,83 @@
 
 #include "cli.h"
 
+static const struct cli_cmd_entry {
+    const char *name;
+    int (*fn)(cli_common *);
+    const char *synopsis, *summary;
+} cli_cmds[] = {
+#define CLI_CMD(name, fn, synopsis, summary) {name, fn, synopsis, summary},
+#define CLI_OPT(scope, flag, arg, doc)
+#include "cli_help.def"
+#undef CLI_CMD
+#undef CLI_OPT
+};
+
+static const struct cli_opt_entry {
+    const char *scope, *flag, *arg, *doc;
+} cli_opts[] = {
+#define CLI_CMD(name, fn, synopsis, summary)
+#define CLI_OPT(scope, flag, arg, doc) {scope, flag, arg, doc},
+#include "cli_help.def"
+#undef CLI_CMD
+#undef CLI_OPT
+};
+
+#define N_CMDS (sizeof cli_cmds / sizeof cli_cmds[0])
+#define N_OPTS (sizeof cli_opts / sizeof cli_opts[0])
+
+/* "term" in a column of width `col` after `indent` spaces, then text wrapped
+ * at 79 columns, continuation lines indented to the text column. */
+static void help_item(FILE *f, int indent, int col, const char *term, const char *text)
+{
+    int at = fprintf(f, "%*s%-*s", indent, "", col, term);
+    if (at > indent + col) { /* the term overflows its column: text on the next line */
+        fputc('\n', f);
+        at = fprintf(f, "%*s", indent + col, "");
+    }
+    int start = at;
+    while (*text) {
+        size_t w = strcspn(text, " ");
+        if (at > start && at + 1 + (int)w > 79) {
+            fputc('\n', f);
+            at = fprintf(f, "%*s", start, "");
+        } else if (at > start) {
+            fputc(' ', f);
+            at++;
+        }
+        at += fprintf(f, "%.*s", (int)w, text);
+        text += w;
+        while (*text == ' ') text++;
+    }
+    fputc('\n', f);
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: attnhost <command> [options]\n\n"
-            "commands:\n"
-            "  list      plugins found, their probe results and capabilities\n"
-            "  explain   the selection decision table with every candidate's reasons\n"
-            "  bind      the per-layer binding and the model's CUDA-graph level\n"
-            "  check     run the conformance suite against every plugin or one\n"
-            "  bench     time standard shapes through a plugin\n"
-            "  config    --dump: every configuration key with its default and doc\n"
-            "  run       bind a model, run prefill and decode steps, check, time\n"
-            "  model     import a Hugging Face config.json (model import F [-o M]); show a model\n\n"
-            "common options:\n"
-            "  --config F       INI configuration (default: installed, else embedded)\n"
-            "  --model M        model description INI (default: the built-in demo model)\n"
-            "  --plugin NAME    restrict to one plugin (check, bench, list); force it on\n"
-            "                   every layer (explain, bind, run)\n"
-            "  --plugin-dir D   search D for plugins first (repeatable)\n"
-            "  --layer N        explain one layer\n"
-            "  --json           machine-readable output (list, bench)\n"
-            "  --no-cache       scan every plugin afresh, write no cache\n"
-            "  --in-process     scan in this process (no fork)\n");
+    char term[128];
+    fprintf(f, "usage: attnhost <command> [options]\n"
+               "       attnhost --help | --version\n\ncommands:\n");
+    for (size_t i = 0; i < N_CMDS; i++) {
+        snprintf(term, sizeof term, "%s %s", cli_cmds[i].name, cli_cmds[i].synopsis);
+        help_item(f, 2, 8, term, cli_cmds[i].summary);
+    }
+    /* the common options, then each command's own, in the table's order */
+    for (size_t s = 0; s <= N_CMDS; s++) {
+        const char *scope = s == 0 ? "" : cli_cmds[s - 1].name;
+        int header = 0;
+        for (size_t i = 0; i < N_OPTS; i++) {
+            if (strcmp(cli_opts[i].scope, scope)) continue;
+            if (!header) {
+                if (*scope) fprintf(f, "\n%s options:\n", scope);
+                else fprintf(f, "\ncommon options:\n");
+                header = 1;
+            }
+            snprintf(term, sizeof term, "%s%s%s", cli_opts[i].flag, *cli_opts[i].arg ? " " : "",
+                     cli_opts[i].arg);
+            help_item(f, 2, 24, term, cli_opts[i].doc);
+        }
+    }
+    fprintf(f, "\nFiles, environment and exit status: man attnhost.\n");
 }
 
 ah_host *cli_host(const cli_common *c)
@@ -146,12 +193,6 @@ static int parse_common(int argc, char **argv, cli_common *c)
 
 int main(int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*fn)(cli_common *);
-    } cmds[] = {{"list", cmd_list},   {"explain", cmd_explain}, {"bind", cmd_bind},
-                {"check", cmd_check}, {"bench", cmd_bench},     {"config", cmd_config},
-                {"run", cmd_run},     {"model", cmd_model}};
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -162,10 +203,10 @@ int main(int argc, char **argv)
                AH_ABI_MINOR(ah_abi_version()));
         return 0;
     }
-    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-        if (!strcmp(argv[1], cmds[i].name)) {
+    for (size_t i = 0; i < N_CMDS; i++)
+        if (!strcmp(argv[1], cli_cmds[i].name)) {
             cli_common c = {0};
-            int rc = parse_common(argc - 2, argv + 2, &c) ? 2 : cmds[i].fn(&c);
+            int rc = parse_common(argc - 2, argv + 2, &c) ? 2 : cli_cmds[i].fn(&c);
             for (unsigned d = 0; d < c.n_plugin_dirs; d++) free((char *)c.plugin_dirs[d]);
             return rc;
         }

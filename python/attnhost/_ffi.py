@@ -419,12 +419,12 @@ def _candidates() -> list:
         out.append(("ATTNHOST_LIB", env))
         return out  # an explicit choice: no silent fallback
     here = Path(__file__).resolve().parent
-    for name in ("libattnhost.so", "libattnhost.so.0"):
+    for name in ("libattnhost.so", f"libattnhost.so.{ABI_MAJOR}"):
         for d in (here, here / "lib"):
             if (d / name).exists():
                 out.append(("beside the package", str(d / name)))
     found = ctypes.util.find_library("attnhost")
-    for name in ([found] if found else []) + ["libattnhost.so.0", "libattnhost.so"]:
+    for name in ([found] if found else []) + [f"libattnhost.so.{ABI_MAJOR}", "libattnhost.so"]:
         out.append(("the library path", name))
     return out
 
