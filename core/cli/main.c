@@ -6,6 +6,8 @@
  *   attnhost bind [--model M]                    the per-layer binding, graph level
  *   attnhost check [--plugin NAME]               the conformance suite
  *   attnhost bench [--plugin NAME] [shape...]    standard shapes, TFLOP/s, GB/s
+ *   attnhost bench --model M [--quick]           a model's layer specs at the zoo's steps
+ *   attnhost tune [--model M]                    time every candidate, record for policy = measured
  *   attnhost config --dump [--effective]         every configuration key
  *   attnhost run [--model M]                     bind, prefill, decode, check, time
  *   attnhost model import config.json [-o F]     a Hugging Face config as a model description
@@ -31,7 +33,10 @@ static void usage(FILE *f)
             "  explain   the selection decision table with every candidate's reasons\n"
             "  bind      the per-layer binding and the model's CUDA-graph level\n"
             "  check     run the conformance suite against every plugin or one\n"
-            "  bench     time standard shapes through a plugin\n"
+            "  bench     time standard shapes through a plugin; --model M: a model's layer\n"
+            "            specs at the zoo's steps, default binding and every plugin\n"
+            "  tune      time every candidate of a model's layer specs; record the table\n"
+            "            that [select] policy = measured orders candidates by\n"
             "  config    --dump: every configuration key with its default and doc\n"
             "  run       bind a model, run prefill and decode steps, check, time\n"
             "  model     import a Hugging Face config.json (model import F [-o M]); show a model\n\n"
@@ -151,7 +156,8 @@ int main(int argc, char **argv)
         int (*fn)(cli_common *);
     } cmds[] = {{"list", cmd_list},   {"explain", cmd_explain}, {"bind", cmd_bind},
                 {"check", cmd_check}, {"bench", cmd_bench},     {"config", cmd_config},
-                {"run", cmd_run},     {"model", cmd_model}};
+                {"run", cmd_run},     {"model", cmd_model},
+                {"tune", cmd_tune}};
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
