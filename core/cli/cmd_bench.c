@@ -308,9 +308,14 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
         const char *plugs[64];
         ah_selection *psel[64];
         uint32_t np = 0;
+        /* a CPU plugin at a GPU's steps takes minutes and says nothing: with the
+         * default on a GPU, CPU plugins run only when --plugin names them */
+        const ah_plugin_info *dpi = dp ? ah_host_find_plugin(h, dp) : NULL;
+        int gpu_default = dpi && dpi->device_kind != AH_DEVICE_CPU;
         for (size_t k = 0; k < ah_host_plugin_count(h) && np < 64; k++) {
             const ah_plugin_info *in = ah_host_plugin(h, k);
             if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name))) continue;
+            if (gpu_default && !c->plugin && in->device_kind == AH_DEVICE_CPU) continue;
             ah_error e2;
             if (ah_host_select_forced(h, m1, in->name, &psel[np], &e2) == AH_OK) plugs[np++] = in->name;
         }

@@ -109,15 +109,31 @@ int cmd_tune(cli_common *c)
             const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
             double best = -1;
             const char *best_name = NULL;
-            for (size_t k = 0; k < ah_host_plugin_count(h); k++) {
+            /* the candidates: valid here, in the default order, and of the device
+             * kind the default order puts first (policy measured reorders only those) */
+            ah_selection *sels[64];
+            const ah_plugin_info *cand[64];
+            uint32_t nc = 0;
+            int gpu = 0;
+            for (size_t k = 0; k < ah_host_plugin_count(h) && nc < 64; k++) {
                 const ah_plugin_info *in = ah_host_plugin(h, k);
                 if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)))
                     continue;
                 uint32_t rank = p == AH_PHASE_PREFILL ? in->caps->prefill_rank : in->caps->decode_rank;
                 if (rank == AH_RANK_NONE) continue; /* never in the default order */
-                ah_selection *sel = NULL;
                 ah_error e2;
-                if (ah_host_select_forced(h, m1, in->name, &sel, &e2) != AH_OK) continue;
+                if (ah_host_select_forced(h, m1, in->name, &sels[nc], &e2) != AH_OK) continue;
+                cand[nc++] = in;
+                gpu |= in->device_kind != AH_DEVICE_CPU;
+            }
+            for (uint32_t k = 0; k < nc; k++) {
+                const ah_plugin_info *in = cand[k];
+                ah_selection *sel = sels[k];
+                if (gpu && in->device_kind == AH_DEVICE_CPU) { /* GPU before CPU stands */
+                    printf("  %-8s %-18s skipped: a GPU plugin serves this spec\n", phase, in->name);
+                    ah_selection_destroy(sel);
+                    continue;
+                }
                 double total = 0;
                 int ok = 1;
                 printf("  %-8s %-18s", phase, in->name);

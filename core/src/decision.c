@@ -120,7 +120,9 @@ static int run_candidates(ah_host *h, decision_entry *e, const ah_name_list *nam
 
 /* ---- [select] policy = measured ------------------------------------------------
  * Only a default-order list is reordered, and only among the candidates that
- * passed every check: the fastest in the tune table wins, unless a candidate
+ * passed every check and run on the device kind of the priority winner (the
+ * default order's GPU-before-CPU stands; the measured time replaces the
+ * rank): the fastest in the tune table wins, unless a candidate
  * earlier in the priority order is within MEASURED_TIE of it (a tie keeps
  * the priority order). Every valid candidate must be tuned, on the same
  * steps, or the priority order stands; the decision's list_source says
@@ -157,9 +159,13 @@ static int measured_order(ah_host *h, decision_entry *e, const ah_layer_spec *sp
     int n_valid = 0, best = -1;
     const char *untuned = NULL, *why = NULL, *steps0 = NULL;
     int same_steps = 1;
+    const ah_plugin_info *lead = ah_host_find_plugin(h, e->cands[winner].plugin);
     for (uint32_t k = 0; k < n; k++) {
         e->ms[k] = -1;
         if (!valid_candidate(&e->cands[k])) continue;
+        /* GPU before CPU stays: only the priority winner's device kind is reordered */
+        const ah_plugin_info *in = ah_host_find_plugin(h, e->cands[k].plugin);
+        if (!in || !lead || in->device_kind != lead->device_kind) continue;
         n_valid++;
         const char *steps, *w;
         double ms;
