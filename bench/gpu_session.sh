@@ -5,9 +5,13 @@
 #   bash bench/gpu_session.sh [part]  (there, from the repository root, .deps carried)
 #
 # part: all (default), build (only), check (build + list + conformance of every plugin +
-# host overhead) or bench (build + `attnhost bench` of every GPU plugin + the
+# host overhead), bench (build + `attnhost bench` of every GPU plugin + the
 # PyTorch SDPA peer + device copy bandwidth + the real FlashInfer when
-# its wheels are carried in .whl: sh scripts/gpu_wheels.sh). Every step runs under a time
+# its wheels are carried in .whl: sh scripts/gpu_wheels.sh) or zoo (build +
+# `attnhost bench --model` of ZOO_MODELS, `attnhost tune` of each and the
+# bindings it gives under [select] policy = measured against priority,
+# bench/peers/zoo_peers.py, one table from bench/zoo_table.py; --quick steps
+# unless ZOO_FULL=1; not part of all). Every step runs under a time
 # limit; logs go to $OUT (default ./gpu-out) and a summary prints last.
 # Timings span BATCH calls back to back (default 10; BATCH=1: one call on
 # an idle GPU per timing, the host's launch time included).
@@ -88,6 +92,35 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
             > "$OUT/peer_flashinfer.log" 2>&1
         note "peer (real FlashInfer): rc=$?"; grep "^|" "$OUT/peer_flashinfer.log" | tee -a "$summary"
     fi
+fi
+if [ "$part" = zoo ]; then
+    zoo_models=${ZOO_MODELS:-llama-3-8b qwen2.5-7b llama-3-70b-tp8 gemma-2-9b gpt-oss-120b deepseek-v3}
+    q=--quick; [ -n "${ZOO_FULL:-}" ] && q=
+    files=
+    for m in $zoo_models; do
+        timeout 150 $AH bench --no-cache --model examples/models/$m.ini $q --back-to-back $BATCH \
+            --iters 10 --json > "$OUT/zoo_$m.json" 2> "$OUT/zoo_$m.err"
+        note "zoo bench $m: rc=$?"; files="$files $OUT/zoo_$m.json"
+    done
+    printf '[search]\ncache = %s/cache/scan-cache\n[select]\npolicy = measured\n' "$OUT" > "$OUT/measured.ini"
+    for m in $zoo_models; do
+        timeout 120 $AH tune --config "$OUT/measured.ini" --model examples/models/$m.ini $q --iters 10 \
+            > "$OUT/tune_$m.log" 2>&1
+        note "tune $m: rc=$?"; grep -E "fastest|recorded|warning" "$OUT/tune_$m.log" | tee -a "$summary"
+        { echo "== $m priority"; $AH bind --no-cache --model examples/models/$m.ini
+          echo "== $m measured"; $AH bind --config "$OUT/measured.ini" --model examples/models/$m.ini; } \
+            >> "$OUT/bind_policy.log" 2>&1
+    done
+    if ls .whl/flashinfer_python-*.whl > /dev/null 2>&1; then # carried: sh scripts/gpu_wheels.sh
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1 && export PYTHONPATH=/tmp/site \
+            FLASHINFER_WORKSPACE_BASE=/tmp/fi-jit FLASHINFER_CUDA_ARCH_LIST=9.0a
+    fi
+    timeout 240 python3 -W ignore bench/peers/zoo_peers.py $files --reps 20 --batch $BATCH \
+        > "$OUT/zoo_peers.json" 2> "$OUT/zoo_peers.log"
+    note "zoo peers: rc=$?"
+    python3 bench/zoo_table.py $files --peers "$OUT/zoo_peers.json" > "$OUT/zoo_table.md" 2>&1
+    tee -a "$summary" < "$OUT/zoo_table.md"
 fi
 echo "==== summary"
 cat "$summary"

@@ -46,5 +46,6 @@ int cmd_config(cli_common *c);
 int cmd_run(cli_common *c);
 int cmd_doctor(cli_common *c);
 int cmd_model(cli_common *c);
+int cmd_tune(cli_common *c);
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "workload.h"
+#include "zoo.h"
 
 typedef struct shape {
     const char *phase;  /* "decode" or "prefill" */
@@ -55,7 +56,7 @@ static void *bw_read(void *arg)
     return NULL;
 }
 
-static double cpu_read_gbs(unsigned threads)
+double cpu_read_gbs(unsigned threads)
 {
     size_t bytes = (size_t)1 << 30, n = bytes / 8;
     uint64_t *buf = malloc(bytes);
@@ -84,7 +85,7 @@ static double cpu_read_gbs(unsigned threads)
 }
 
 /* Device bandwidth: a large device-to-device copy, bytes read plus written. */
-static double device_copy_gbs(ah_device *d)
+double device_copy_gbs(ah_device *d)
 {
     size_t bytes = (size_t)1 << 30;
     void *a = NULL, *b = NULL;
@@ -207,6 +208,171 @@ out:
     return rc;
 }
 
+
+/* ---- the zoo: bench --model and custom layer shapes ----------------------------- */
+
+typedef struct zoo_opts {
+    zoo_step steps[32];
+    uint32_t n_steps, max_ctx, max_batch;
+    int quick, iters, b2b;
+    double peak;
+} zoo_opts;
+
+typedef struct zoo_row {
+    const char *backend;   /* "default" or a plugin */
+    const char *prefill, *decode;
+    zoo_timing t;
+    int ok;
+    char why[256];
+} zoo_row;
+
+static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spec *sp,
+                      uint32_t first_layer, uint32_t n_layers, const zoo_step *st, const zoo_row *r,
+                      const zoo_opts *o, double bw, int *first)
+{
+    char label[128];
+    zoo_spec_label(sp, label, sizeof label);
+    if (!c->json) {
+        if (!r->ok) {
+            printf("  %-22s %-18s skipped: %s\n", st->name, r->backend, r->why);
+            return;
+        }
+        printf("  %-22s %-18s %9.3f ms %8.2f TFLOP/s %8.1f GB/s %5.1f%% bw", st->name, r->backend,
+               r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? 100 * r->t.gbs / bw : 0);
+        if (o->peak > 0) printf(" %5.1f%% peak", 100 * r->t.tflops / o->peak);
+        if (!strcmp(r->backend, "default")) printf("  (%s / %s)", r->prefill, r->decode);
+        printf("%s\n", r->t.wall ? " wall clock" : "");
+        return;
+    }
+    printf("%s\n  {\"model\": ", *first ? "" : ",");
+    cli_json_str(stdout, ah_model_name(m));
+    printf(", \"spec\": \"%s\", \"first_layer\": %u, \"layers\": %u, \"heads\": \"%u/%u\", "
+           "\"qk_head_size\": %u, \"v_head_size\": %u, \"dtype\": \"%s\", \"kv_dtype\": \"%s\", "
+           "\"window\": %u, \"softcap\": %g, \"sinks\": %s, \"mla\": %s, \"causal\": %s, ",
+           label, first_layer, n_layers, sp->num_q_heads, sp->num_kv_heads, sp->qk_head_size,
+           sp->v_head_size, ah_dtype_name(sp->q_dtype), ah_dtype_name(sp->kv_dtype),
+           sp->sliding_window, sp->softcap, sp->use_sinks ? "true" : "false",
+           sp->use_mla ? "true" : "false", ah_spec_causal(sp) ? "true" : "false");
+    printf("\"step\": \"%s\", \"n_decode\": %u, \"decode_context\": %u, \"n_prefill\": %u, "
+           "\"prefill_len\": %u, \"prefill_context\": %u, \"backend\": \"%s\", \"prefill_plugin\": "
+           "\"%s\", \"decode_plugin\": \"%s\"",
+           st->name, st->n_dec, st->dec_ctx, st->n_pre, st->pre_len, st->pre_ctx, r->backend,
+           r->prefill, r->decode);
+    if (!r->ok) {
+        printf(", \"skipped\": ");
+        cli_json_str(stdout, r->why);
+        printf("}");
+    } else {
+        printf(", \"median_ms\": %.4f, \"tflops\": %.3f, \"gbs\": %.1f, \"bw_fraction\": %.3f",
+               r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? r->t.gbs / bw : 0);
+        if (o->peak > 0) printf(", \"compute_fraction\": %.3f", r->t.tflops / o->peak);
+        printf(", \"timer\": \"%s\", \"back_to_back\": %d}", r->t.wall ? "wall" : "device", o->b2b);
+    }
+    *first = 0;
+}
+
+/* Every distinct layer spec of m at every step: through the default
+ * binding and through each plugin that can serve the spec, forced. */
+static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o)
+{
+    uint32_t first_l[256], count[256];
+    uint32_t ns = zoo_distinct_specs(m, first_l, count, 256);
+    double bw = 0;
+    int first = 1, rc = 0;
+    if (c->json) {
+        printf("{\"model\": ");
+        cli_json_str(stdout, ah_model_name(m));
+        printf(", \"results\": [");
+    } else
+        printf("model %s: %u distinct attention layer spec%s, %u steps, median of %d runs%s\n",
+               ah_model_name(m), ns, ns == 1 ? "" : "s", o->n_steps, o->iters,
+               o->b2b > 1 ? " of forwards back to back" : "");
+    for (uint32_t i = 0; i < ns; i++) {
+        const ah_layer_spec *sp = ah_model_layer(m, first_l[i]);
+        ah_error err;
+        ah_model *m1 = zoo_one_layer(sp, &err);
+        ah_selection *def = NULL;
+        char label[128];
+        zoo_spec_label(sp, label, sizeof label);
+        if (!m1) {
+            fprintf(stderr, "attnhost bench: layer %u: %s\n", first_l[i], err.msg);
+            rc = 1;
+            continue;
+        }
+        const char *dp = NULL, *dd = NULL; /* the default winners (host-owned names) */
+        if (ah_host_select(h, m1, &def, &err) == AH_OK) {
+            dp = ah_host_find_plugin(h, ah_selection_decision(def, 0, AH_PHASE_PREFILL)->plugin)->name;
+            dd = ah_host_find_plugin(h, ah_selection_decision(def, 0, AH_PHASE_DECODE)->plugin)->name;
+        }
+        /* the plugins that can serve it, forced */
+        const char *plugs[64];
+        ah_selection *psel[64];
+        uint32_t np = 0;
+        /* a CPU plugin at a GPU's steps takes minutes and says nothing: with the
+         * default on a GPU, CPU plugins run only when --plugin names them */
+        const ah_plugin_info *dpi = dp ? ah_host_find_plugin(h, dp) : NULL;
+        int gpu_default = dpi && dpi->device_kind != AH_DEVICE_CPU;
+        for (size_t k = 0; k < ah_host_plugin_count(h) && np < 64; k++) {
+            const ah_plugin_info *in = ah_host_plugin(h, k);
+            if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name))) continue;
+            if (gpu_default && !c->plugin && in->device_kind == AH_DEVICE_CPU) continue;
+            ah_error e2;
+            if (ah_host_select_forced(h, m1, in->name, &psel[np], &e2) == AH_OK) plugs[np++] = in->name;
+        }
+        if (!c->json)
+            printf("\nspec %s (layer %u, %u layer%s): default %s%s%s%s\n", label, first_l[i], count[i],
+                   count[i] == 1 ? "" : "s", dp ? "prefill " : "none: ", dp ? dp : err.msg,
+                   dp ? ", decode " : "", dp ? dd : "");
+        for (uint32_t k = 0; k < o->n_steps; k++) {
+            const zoo_step *st = &o->steps[k];
+            zoo_row def_row = {.backend = "default", .prefill = dp ? dp : "", .decode = dd ? dd : "",
+                               .why = "no backend can serve it"};
+            int def_done = !dp;
+            for (uint32_t j = 0; j < np; j++) {
+                zoo_row r = {.backend = plugs[j], .prefill = plugs[j], .decode = plugs[j]};
+                r.ok = !zoo_time(h, m1, psel[j], st, o->iters, o->b2b, &r.t, &bw, r.why, sizeof r.why);
+                if (!r.ok) rc = 1;
+                /* the default binding is this plugin in the step's phases: the same run */
+                int dec_ok = !st->n_dec || (dd && !strcmp(dd, plugs[j]));
+                int pre_ok = !st->n_pre || (dp && !strcmp(dp, plugs[j]));
+                if (!def_done && dec_ok && pre_ok) {
+                    def_row.t = r.t;
+                    def_row.ok = r.ok;
+                    snprintf(def_row.why, sizeof def_row.why, "%s", r.why);
+                    def_done = 1;
+                }
+                if (j == 0 && !def_done) { /* run it first, so it prints first */
+                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, &def_row.t, &bw,
+                                           def_row.why, sizeof def_row.why);
+                    if (!def_row.ok) rc = 1;
+                    def_done = 1;
+                }
+                if (j == 0) print_row(c, m, sp, first_l[i], count[i], st, &def_row, o, bw, &first);
+                print_row(c, m, sp, first_l[i], count[i], st, &r, o, bw, &first);
+            }
+            if (!np) {
+                if (def) {
+                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, &def_row.t, &bw,
+                                           def_row.why, sizeof def_row.why);
+                    if (!def_row.ok) rc = 1;
+                }
+                print_row(c, m, sp, first_l[i], count[i], st, &def_row, o, bw, &first);
+            }
+        }
+        for (uint32_t j = 0; j < np; j++) ah_selection_destroy(psel[j]);
+        ah_selection_destroy(def);
+        ah_model_destroy(m1);
+    }
+    if (c->json) {
+        printf("\n], \"bw_ceiling_gbs\": %.1f", bw);
+        if (o->peak > 0) printf(", \"peak_tflops\": %.1f", o->peak);
+        printf("}\n");
+    } else
+        printf("\nbandwidth ceiling measured in this run: %.1f GB/s (the first device timed)%s\n", bw,
+               o->peak > 0 ? "" : "; no compute peak given (--peak-tflops)");
+    return rc;
+}
+
 static int parse_u32(const char *opt, const char *v, uint32_t *out)
 {
     char *end;
@@ -222,7 +388,11 @@ static int parse_u32(const char *opt, const char *v, uint32_t *out)
 int cmd_bench(cli_common *c)
 {
     shape custom = {"decode", 16, 4096, 1, 32, 8, 128, "bf16", "auto", 16, 1};
-    int have_custom = 0, iters = 20, quick = 0, batch_given = 0;
+    int have_custom = 0, iters = 20, quick = 0, batch_given = 0, zoo = c->model != NULL;
+    zoo_opts zo = {0};
+    uint32_t window = 0;
+    double softcap = 0;
+    int sinks = 0, mla = 0;
     uint32_t back_to_back = 1;
     const char *peak_env = secure_getenv("ATTNHOST_PEAK_TFLOPS");
     double peak = peak_env ? atof(peak_env) : 0;
@@ -231,7 +401,21 @@ int cmd_bench(cli_common *c)
         int bad = 0;
         if (!strcmp(a, "--quick")) quick = 1;
         else if (!strcmp(a, "--non-causal")) custom.causal = 0, have_custom = 1;
+        else if (!strcmp(a, "--sinks")) sinks = zoo = 1;
+        else if (!strcmp(a, "--mla")) mla = zoo = 1;
         else if (!v) bad = 1;
+        else if (!strcmp(a, "--step")) {
+            if (zo.n_steps == 32 || zoo_parse_step(v, &zo.steps[zo.n_steps])) {
+                fprintf(stderr, "attnhost bench: --step: '%s' is not dBxC, pBxL[@C] or "
+                        "mDxC+PxL[@K] (or more than 32 steps)\n", v);
+                return 2;
+            }
+            zo.n_steps++, zoo = 1, i++;
+        }
+        else if (!strcmp(a, "--window")) bad = parse_u32(a, v, &window), zoo = 1, i++;
+        else if (!strcmp(a, "--softcap")) softcap = atof(v), zoo = 1, bad = !(softcap > 0), i++;
+        else if (!strcmp(a, "--max-context")) bad = parse_u32(a, v, &zo.max_ctx), i++;
+        else if (!strcmp(a, "--max-batch")) bad = parse_u32(a, v, &zo.max_batch), i++;
         else if (!strcmp(a, "--phase")) custom.phase = v, have_custom = 1, i++;
         else if (!strcmp(a, "--batch")) bad = parse_u32(a, v, &custom.batch), have_custom = batch_given = 1, i++;
         else if (!strcmp(a, "--context")) bad = parse_u32(a, v, &custom.context), have_custom = 1, i++;
@@ -258,6 +442,56 @@ int cmd_bench(cli_common *c)
     if (back_to_back > 1000) {
         fprintf(stderr, "attnhost bench: --back-to-back: %u is more than 1000\n", back_to_back);
         return 2;
+    }
+    if (zoo) {
+        if (c->model && (have_custom || window || softcap > 0 || sinks || mla)) {
+            fprintf(stderr, "attnhost bench: --model takes its shapes from the model; shape "
+                    "options (--heads, --window, --mla, ...) are for a custom layer without it\n");
+            return 2;
+        }
+        ah_host *h = cli_host(c);
+        if (!h) return 1;
+        ah_model *m = NULL;
+        ah_error err;
+        if (c->model) m = cli_model(c);
+        else {
+            char text[1536];
+            int n = snprintf(text, sizeof text, "[model]\nname = custom\nnum_layers = 1\n"
+                             "num_q_heads = %u\ndtype = %s\nkv_dtype = %s\n", custom.hq,
+                             custom.dtype, custom.kv_dtype);
+            if (mla)
+                n += snprintf(text + n, sizeof text - (size_t)n, "mla = true\nkv_lora_rank = 512\n"
+                              "qk_rope_head_dim = 64\nblock_size = %u\n",
+                              custom.block == 16 ? 64u : custom.block);
+            else
+                n += snprintf(text + n, sizeof text - (size_t)n, "num_kv_heads = %u\nhead_size = %u\n"
+                              "block_size = %u\nattn_type = %s\n", custom.hk, custom.head,
+                              custom.block, custom.causal ? "decoder" : "encoder_only");
+            if (window) n += snprintf(text + n, sizeof text - (size_t)n, "sliding_window = %u\n", window);
+            if (softcap > 0) n += snprintf(text + n, sizeof text - (size_t)n, "softcap = %g\n", softcap);
+            if (sinks) snprintf(text + n, sizeof text - (size_t)n, "sinks = true\n");
+            if (ah_model_parse(text, "<bench custom layer>", &m, &err) != AH_OK) {
+                fprintf(stderr, "attnhost bench: %s\n", err.msg);
+                m = NULL;
+            }
+        }
+        int rc = 1;
+        if (m) {
+            if (!zo.n_steps) zo.n_steps = zoo_standard_steps(quick, zo.steps, 32);
+            uint32_t kept = 0; /* clamped steps that became the same run once */
+            for (uint32_t k = 0; k < zo.n_steps; k++) {
+                zoo_clamp(&zo.steps[k], zo.max_ctx, zo.max_batch);
+                int dup = 0;
+                for (uint32_t j = 0; j < kept && !dup; j++) dup = !strcmp(zo.steps[j].name, zo.steps[k].name);
+                if (!dup) zo.steps[kept++] = zo.steps[k];
+            }
+            zo.n_steps = kept;
+            zo.quick = quick, zo.iters = iters, zo.b2b = (int)back_to_back, zo.peak = peak;
+            rc = bench_model(c, h, m, &zo);
+        }
+        ah_model_destroy(m);
+        ah_host_destroy(h);
+        return rc;
     }
     if (!strcmp(custom.phase, "prefill")) { /* one long prompt unless told otherwise */
         if (custom.query == 1) custom.query = custom.context, custom.context = 0;

@@ -41,6 +41,8 @@ static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *
     ah_error err;
     /* explain shows the whole decision table even when a layer cannot be
      * served, then the error */
+    if (fn == explain && *ah_host_tune_table_note(h))
+        fprintf(stderr, "attnhost: warning: %s\n", ah_host_tune_table_note(h));
     ah_status s = fn == explain ? ah_host_explain(h, m, c->plugin, &sel, &err)
                   : c->plugin   ? ah_host_select_forced(h, m, c->plugin, &sel, &err)
                                 : ah_host_select(h, m, &sel, &err);
@@ -108,6 +110,8 @@ static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_
             for (uint32_t k = 0; k < d->n_candidates; k++) {
                 const ah_candidate *cd = &d->candidates[k];
                 printf("  %-2s %-16s", cd->chosen ? "->" : "", cd->plugin);
+                double ms = ah_decision_candidate_ms(d, k); /* [select] policy = measured */
+                if (ms >= 0) printf(" [measured %.4g ms]", ms);
                 if (!cd->n_reasons) printf(" ok\n");
                 for (uint32_t r = 0; r < cd->n_reasons; r++) {
                     const ah_reason *x = &cd->reasons[r];

@@ -21,6 +21,9 @@ static const ah_key_arg arg_scan = {scan_choices, 0, 0};
 static const ah_key_choice fallback_choices[] = {
     {"error", AH_FALLBACK_ERROR}, {"warn", AH_FALLBACK_WARN}, {"allow", AH_FALLBACK_ALLOW}, {NULL, 0}};
 static const ah_key_arg arg_fallback = {fallback_choices, 0, 0};
+static const ah_key_choice policy_choices[] = {
+    {"priority", AH_POLICY_PRIORITY}, {"measured", AH_POLICY_MEASURED}, {NULL, 0}};
+static const ah_key_arg arg_policy = {policy_choices, 0, 0};
 static const ah_key_arg arg_timeout = {NULL, 1, 3600000};
 
 /* The struct each section's keys live in. */

@@ -24,6 +24,12 @@ typedef enum ah_fallback {
     AH_FALLBACK_ALLOW = 2  /* the same, silently */
 } ah_fallback;
 
+/* [select] policy: how the default order's valid candidates are ordered. */
+typedef enum ah_policy {
+    AH_POLICY_PRIORITY = 0, /* the first that fits */
+    AH_POLICY_MEASURED = 1  /* the fastest in the tune table (tune_table.c) */
+} ah_policy;
+
 /* One [layer.<range>] section. */
 typedef struct ah_layer_rule {
     char *section;          /* "layer.0-3", for messages */
@@ -52,6 +58,7 @@ typedef struct ah_config {
     char *force;
     ah_fallback fallback;
     int require_checked;     /* only plugins with a passing check record here */
+    ah_policy policy;        /* priority or measured */
     /* [run] */
     int validate;
     /* [layer.<range>] in file order; later rules win */

@@ -4,6 +4,7 @@
  * host for its lifetime, so binding an 80-layer model costs a handful of
  * evaluations. A decision is immutable once cached; selections point at it.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "alloc.h"
 #include "select_int.h"
 #include "strbuf.h"
+#include "tune_table.h"
 
 #include <attnhost/plugin_util.h>
 
@@ -19,19 +21,28 @@ typedef struct decision_entry {
     ah_decision d;
     ah_candidate *cands;
     ah_string_arena strings; /* every string the decision owns */
+    double *ms;              /* [select] policy = measured: each candidate's time, < 0 none */
     struct decision_entry *next;
 } decision_entry;
 
 struct ah_decision_cache {
     decision_entry *head;
     uint32_t hits, misses;
+    ah_tune_table *tune; /* read on first need (tune_table.c) */
 };
+
+ah_tune_table **ah__tune_slot(ah_host *h)
+{
+    if (!h->decisions) h->decisions = ah__calloc(1, sizeof *h->decisions);
+    return h->decisions ? &h->decisions->tune : NULL;
+}
 
 static void entry_free(decision_entry *e)
 {
     if (!e) return;
     for (uint32_t i = 0; i < e->d.n_candidates; i++) ah__free((void *)e->cands[i].reasons);
     ah__free(e->cands);
+    ah__free(e->ms);
     ah__arena_free(&e->strings);
     ah__free(e->key);
     ah__free(e);
@@ -44,6 +55,7 @@ void ah__decision_cache_free(ah_decision_cache *c)
         n = e->next;
         entry_free(e);
     }
+    ah__tune_table_free(c->tune);
     ah__free(c);
 }
 
@@ -106,6 +118,123 @@ static int run_candidates(ah_host *h, decision_entry *e, const ah_name_list *nam
     return winner;
 }
 
+/* ---- [select] policy = measured ------------------------------------------------
+ * Only a default-order list is reordered, and only among the candidates that
+ * passed every check and run on the device kind of the priority winner (the
+ * default order's GPU-before-CPU stands; the measured time replaces the
+ * rank): the fastest in the tune table wins, unless a candidate
+ * earlier in the priority order is within MEASURED_TIE of it (a tie keeps
+ * the priority order). Every valid candidate must be tuned, on the same
+ * steps, or the priority order stands; the decision's list_source says
+ * which happened and why. */
+#define MEASURED_TIE 0.03
+
+static int valid_candidate(const ah_candidate *c)
+{
+    return c->n_reasons == 0 ||
+           (c->n_reasons == 1 && c->reasons[0].code == AH_REASON_LOST_ON_PRIORITY);
+}
+
+/* Set candidate k's only reason (a loser's). */
+static int lost(decision_entry *e, uint32_t k, const char *field, const char *value,
+                const char *supported)
+{
+    ah_candidate *c = &e->cands[k];
+    ah__free((void *)c->reasons);
+    c->reasons = NULL;
+    c->n_reasons = 0;
+    ah_reason_list r;
+    ah__reason_list_init(&r, &e->strings);
+    ah__reason_add(&r.sink, AH_REASON_LOST_ON_PRIORITY, field, value, supported);
+    c->reasons = r.items;
+    c->n_reasons = r.n;
+    return r.oom ? -1 : 0;
+}
+
+static int measured_order(ah_host *h, decision_entry *e, const ah_layer_spec *spec,
+                          const ah_layer_spec *pin, ah_phase phase, int winner)
+{
+    uint32_t n = e->d.n_candidates;
+    if (!(e->ms = ah__malloc((n ? n : 1) * sizeof *e->ms))) return -1;
+    int n_valid = 0, best = -1;
+    const char *untuned = NULL, *why = NULL, *steps0 = NULL;
+    int same_steps = 1;
+    const ah_plugin_info *lead = ah_host_find_plugin(h, e->cands[winner].plugin);
+    for (uint32_t k = 0; k < n; k++) {
+        e->ms[k] = -1;
+        if (!valid_candidate(&e->cands[k])) continue;
+        /* GPU before CPU stays: only the priority winner's device kind is reordered */
+        const ah_plugin_info *in = ah_host_find_plugin(h, e->cands[k].plugin);
+        if (!in || !lead || in->device_kind != lead->device_kind) continue;
+        n_valid++;
+        const char *steps, *w;
+        double ms;
+        if (!ah__tune_lookup(h, e->cands[k].plugin, spec, phase, &ms, &steps, &w)) {
+            if (!untuned) untuned = e->cands[k].plugin, why = w;
+            continue;
+        }
+        e->ms[k] = ms;
+        if (!steps0) steps0 = steps;
+        else same_steps &= strcmp(steps0, steps) == 0;
+        if (best < 0 || ms < e->ms[best]) best = (int)k;
+    }
+    char note[512];
+    if (untuned)
+        snprintf(note, sizeof note, "; policy measured: %s untuned (%s), priority order", untuned,
+                 why ? why : "run attnhost tune");
+    else if (!same_steps)
+        snprintf(note, sizeof note, "; policy measured: candidates tuned on different steps "
+                 "(run attnhost tune again), priority order");
+    else if (n_valid < 2)
+        snprintf(note, sizeof note, "; policy measured: one valid candidate");
+    else {
+        int pick = best; /* the first in priority order within the tie margin */
+        for (uint32_t k = 0; k < n; k++)
+            if (e->ms[k] >= 0 && e->ms[k] <= e->ms[best] * (1 + MEASURED_TIE)) {
+                pick = (int)k;
+                break;
+            }
+        if (pick == winner)
+            snprintf(note, sizeof note, "; policy measured: %s %s (%.4g ms)",
+                     e->cands[pick].plugin, pick == best ? "fastest" : "within 3%% of the fastest, "
+                     "first by priority", e->ms[pick]);
+        else
+            snprintf(note, sizeof note, "; policy measured: %s fastest (%.4g ms; %s, first by "
+                     "priority, %.4g ms)", e->cands[pick].plugin, e->ms[pick],
+                     e->cands[winner].plugin, e->ms[winner]);
+        char value[64], sup[256];
+        for (uint32_t k = 0; k < n; k++) {
+            if (e->ms[k] < 0 || (int)k == pick) continue;
+            snprintf(value, sizeof value, "%.4g ms", e->ms[k]);
+            snprintf(sup, sizeof sup, "%s won at %.4g ms ([select] policy = measured)",
+                     e->cands[pick].plugin, e->ms[pick]);
+            if (lost(e, k, "measured", value, sup)) return -1;
+        }
+        if (pick != winner) {
+            ah_candidate *c = &e->cands[pick];
+            ah__free((void *)c->reasons);
+            c->reasons = NULL;
+            c->n_reasons = 0;
+            e->cands[winner].chosen = 0;
+            c->chosen = 1;
+            e->d.plugin = c->plugin;
+            ah_reason_list r; /* the spec as the new winner runs it */
+            ah__reason_list_init(&r, &e->strings);
+            ah__evaluate_candidate(h, c->plugin, spec, pin, &r, &e->d.spec);
+            ah__free(r.items);
+            if (r.oom) return -1;
+        }
+    }
+    ah_strbuf src = {0};
+    ah__strbuf_printf(&src, "%s%s", e->d.list_source, note);
+    char *text = ah__strbuf_take(&src);
+    const char *kept = text ? ah__arena_keep(&e->strings, text) : NULL;
+    ah__free(text);
+    if (!kept) return -1;
+    e->d.list_source = kept;
+    return 0;
+}
+
 static decision_entry *decide(ah_host *h, const ah_layer_spec *spec, const ah_layer_spec *pin,
                               const ah_layer_plan *p)
 {
@@ -117,6 +246,9 @@ static decision_entry *decide(ah_host *h, const ah_layer_spec *spec, const ah_la
     if (!e->d.list_source) goto fail;
     int winner = run_candidates(h, e, &p->list, spec, pin, &oom);
     if (oom) goto fail;
+    if (winner >= 0 && p->is_default && !p->forced && h->config.policy == AH_POLICY_MEASURED &&
+        measured_order(h, e, spec, pin, p->phase, winner))
+        goto fail;
     if (winner < 0 && !p->forced && h->config.fallback != AH_FALLBACK_ERROR) {
         /* fallback: every other plugin, in the phase's default order */
         ah_name_list all = {0}, rest = {0};
@@ -178,4 +310,12 @@ const ah_decision *ah__decision_for(ah_host *h, const ah_layer_spec *spec,
     }
     pthread_mutex_unlock(&h->lock);
     return &e->d;
+}
+
+double ah_decision_candidate_ms(const ah_decision *d, uint32_t k)
+{
+    if (!d || k >= d->n_candidates) return -1;
+    const decision_entry *e =
+        (const decision_entry *)(const void *)((const char *)d - offsetof(decision_entry, d));
+    return e->ms ? e->ms[k] : -1;
 }

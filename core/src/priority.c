@@ -163,6 +163,7 @@ int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_laye
             if (ah__names_push(&p->list, chosen->items[k])) return -1;
         return 0;
     }
+    p->is_default = 1; /* [select] policy = measured may reorder it (decision.c) */
     return ah__default_order(h, phase, &p->list, p->source, sizeof p->source);
 }
 

@@ -22,6 +22,7 @@ typedef struct ah_layer_plan {
     ah_name_list list;
     const char *forced; /* borrowed; set when a backend is forced */
     ah_phase phase;     /* the phase the list is for (the fallback's order) */
+    int is_default;     /* the list is the default order ([select] policy may reorder it) */
     char source[128];   /* "[select] priority", "[layer.0-3] backend",
                            "default (ranks, GPU first: cuda sm_90, cpu)", ... */
 } ah_layer_plan;

@@ -205,7 +205,7 @@ static const bad_case bad_cases[] = {
      "bad.ini:2: [select] force: 'a' is also in disable (line 3)"},
     {"[select]\nfalback = warn\n",
      "bad.ini:2: [select] falback: unknown key; this section takes priority, prefill_priority, "
-     "decode_priority, disable, force, fallback, require_checked"},
+     "decode_priority, disable, force, fallback, require_checked, policy"},
     {"[search]\nscan_timeout_ms = 10s\n",
      "bad.ini:2: [search] scan_timeout_ms: '10s' is not a whole number"},
     {"[search]\nscan_timeout_ms = -5\n",

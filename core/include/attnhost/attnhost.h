@@ -652,6 +652,69 @@ ah_status ah_model_import_hf_opts(const char *json_text, const char *source,
 /* 1 when this library was built with the importer (json-c). */
 int ah_model_import_available(void);
 
+/* ---------------------------------------------------------------------------
+ * Measured speed: the tune table and [select] policy = measured
+ *
+ * `attnhost tune` times every valid candidate of each distinct layer spec
+ * of a model, per phase, on a few standard steps, and records the times
+ * with ah_host_record_tune in the file tune-table beside the scan cache.
+ * An entry is keyed like a check record (above): the plugin file's path,
+ * identity and content hash, its name and version, its [plugin.<name>]
+ * keys, the host ABI, the driver fingerprint and the device it probed;
+ * then the layer spec as the model describes it (ah_model_layer: before
+ * kv_dtype, layout and block size are resolved) and the phase. Any other
+ * key does not apply: a changed plugin file is untuned until tuned again.
+ * The file is written atomically and may be shared read-only (another
+ * user's file that nobody else can write is read, never written); a
+ * corrupt or foreign-version file is ignored as a whole with a warning
+ * (ah_host_tune_table_note).
+ *
+ * With [select] policy = measured, a layer whose candidates come from the
+ * default order (no [select] or [layer.<range>] list, nothing forced)
+ * takes, among the candidates that pass every check, the fastest in the
+ * table; an earlier candidate in the priority order within 3% of it keeps
+ * the win. When a valid candidate is untuned, or candidates were tuned on
+ * different steps, the priority order stands. The decision's list_source
+ * ends in "; policy measured: ..." saying what happened, and each valid
+ * loser's reason is AH_REASON_LOST_ON_PRIORITY with field "measured".
+ * The table is read once per host, at the first selection under policy
+ * measured or the first call below; records made afterwards are for
+ * hosts created later.
+ * ------------------------------------------------------------------------ */
+
+typedef struct ah_tune_entry {
+    uint32_t struct_size;
+    const char *plugin;         /* a plugin available on this host */
+    const ah_layer_spec *spec;  /* as the model describes the layer (ah_model_layer) */
+    ah_phase phase;
+    double ms;                  /* the phase's time: the sum of the step medians, > 0 */
+    const char *steps;          /* the steps timed ("d16x4096,d64x8192"); candidates are
+                                   compared only when tuned on the same steps */
+} ah_tune_entry;
+
+/* Record n measurements (one atomic write). Replaces the entries of the
+ * same plugin path, configuration, device, spec and phase; drops entries
+ * of files gone from disk. AH_ERR_NOT_FOUND / AH_ERR_UNAVAILABLE: no such
+ * plugin or not available here; AH_ERR_IO: not written (no scan cache, a
+ * read-only directory, another user's file), the reason in err;
+ * AH_ERR_INVALID_ARGUMENT: a bad entry. Thread safety: any thread (two
+ * processes at once: the last rename wins). */
+ah_status ah_host_record_tune(ah_host *host, const ah_tune_entry *entries, size_t n,
+                              ah_error *err);
+/* The measured time of plugin for (spec, phase) on this host: AH_OK and
+ * *ms, or AH_ERR_NOT_FOUND. Thread safety: any thread. */
+ah_status ah_host_tuned(ah_host *host, const char *plugin, const ah_layer_spec *spec,
+                        ah_phase phase, double *ms);
+/* Where the tune table lives for this host ("" without a scan cache), and
+ * why it was ignored when it was, else "". Host-owned. Thread safety: any
+ * thread. */
+const char *ah_host_tune_table_path(ah_host *host);
+const char *ah_host_tune_table_note(ah_host *host);
+/* The measured time (ms) [select] policy = measured used for candidate k of
+ * a decision; negative when none (untuned, not valid, or policy priority).
+ * Thread safety: any thread. */
+double ah_decision_candidate_ms(const ah_decision *d, uint32_t k);
+
 #ifdef __cplusplus
 }
 #endif

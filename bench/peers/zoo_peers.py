@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The zoo's peers: the same (model, layer spec, step) rows that
+`attnhost bench --model M --json` timed, on PyTorch SDPA (cuDNN and
+FlashAttention-2, dense KV) and, when it imports, the real FlashInfer
+(paged KV, page 16). Reads one or more attnhost JSON files, writes one JSON
+object ({"device": ..., "peers": [...]}) on stdout for bench/zoo_table.py.
+
+Each step is the attnhost step: n_decode requests of one new token on
+decode_context cached tokens, then n_prefill requests of prefill_len new
+tokens on prefill_context cached (a mixed step is both, timed as one
+decode call and one prefill call back to back). Medians of CUDA-event
+timings after warm-up (peerlib.py); --batch N times N calls back to back
+per timing, as `attnhost bench --back-to-back N` does.
+
+What SDPA cannot express is left out and the row says so ("approx"):
+soft-cap, sinks, a window inside a prefill (a decode's window is exact: the
+last W keys), FP8 KV (run in the query dtype). A cached prefix in a causal
+prefill uses torch's lower-right causal bias. MLA runs as GQA with 576-wide
+keys and 512-wide values where a backend accepts it.
+
+    python3 zoo_peers.py zoo-llama-3-8b.json [...] [--reps 20] [--batch 10] > peers.json
+"""
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel
+
+from peerlib import BACKENDS, median_ms, refusal
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def rows_of(files):
+    """Distinct (model, spec, step) rows with their shapes, in file order."""
+    seen, out = set(), []
+    for path in files:
+        with open(path) as f:
+            doc = json.load(f)
+        for r in doc["results"]:
+            key = (r["model"], r["spec"], r["step"])
+            if key not in seen:
+                seen.add(key)
+                out.append(r)
+    return out
+
+
+def approximations(r):
+    a = []
+    if r["softcap"]:
+        a.append("no softcap")
+    if r["sinks"]:
+        a.append("no sinks")
+    if r["window"] and r["n_prefill"]:
+        a.append("no window in prefill")
+    if r["kv_dtype"] not in DT:
+        a.append(f"{r['dtype']} KV, not {r['kv_dtype']}")
+    return a
+
+
+def sdpa_step(r, backend, reps, batch):
+    dt = DT.get(r["dtype"], torch.bfloat16)
+    hq, hk = (int(x) for x in r["heads"].split("/"))
+    dq, dv = r["qk_head_size"], r["v_head_size"]
+    calls = []
+    if r["n_decode"]:
+        ctx = r["decode_context"] + 1
+        if r["window"]:
+            ctx = min(ctx, r["window"])  # a decode's window: exactly the last W keys
+        n = r["n_decode"]
+        q = torch.randn(n, hq, 1, dq, device="cuda", dtype=dt)
+        k = torch.randn(n, hk, ctx, dq, device="cuda", dtype=dt)
+        v = torch.randn(n, hk, ctx, dv, device="cuda", dtype=dt)
+        calls.append((q, k, v, None, False))
+    if r["n_prefill"]:
+        n, L, c = r["n_prefill"], r["prefill_len"], r["prefill_context"]
+        q = torch.randn(n, hq, L, dq, device="cuda", dtype=dt)
+        k = torch.randn(n, hk, c + L, dq, device="cuda", dtype=dt)
+        v = torch.randn(n, hk, c + L, dv, device="cuda", dtype=dt)
+        mask, causal = None, r["causal"]
+        if causal and c:
+            from torch.nn.attention.bias import causal_lower_right
+            mask, causal = causal_lower_right(L, c + L), False
+        calls.append((q, k, v, mask, causal))
+
+    def one(q, k, v, mask, causal):
+        gqa = q.shape[1] != k.shape[1]
+        return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                                      enable_gqa=gqa)
+
+    fns = [one(*c) for c in calls]
+    with sdpa_kernel([BACKENDS[backend]]):
+        for fn in fns:
+            fn()  # raises when the backend refuses the shape
+        return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)
+
+
+def flashinfer_step(fi, ws, r, reps, batch):
+    """ws: two workspaces, the decode wrapper's and the prefill wrapper's."""
+    if r["mla"]:
+        raise RuntimeError("MLA: the FlashInfer MLA wrapper is not wired in this peer")
+    dt = DT.get(r["dtype"], torch.bfloat16)
+    hq, hk = (int(x) for x in r["heads"].split("/"))
+    d, page = r["qk_head_size"], 16
+    window_left = r["window"] - 1 if r["window"] else -1
+    cap = float(r["softcap"]) if r["softcap"] else 0.0
+    fns = []
+
+    def paged(n, seq):
+        pages = (seq + page - 1) // page
+        kc = torch.randn(n * pages, page, hk, d, device="cuda", dtype=dt)
+        vc = torch.randn(n * pages, page, hk, d, device="cuda", dtype=dt)
+        indices = torch.randperm(n * pages, device="cuda", dtype=torch.int32)
+        indptr = torch.arange(n + 1, device="cuda", dtype=torch.int32) * pages
+        last = torch.full((n,), seq - (pages - 1) * page, device="cuda", dtype=torch.int32)
+        return kc, vc, indices, indptr, last
+
+    if r["n_decode"]:
+        n = r["n_decode"]
+        kc, vc, indices, indptr, last = paged(n, r["decode_context"] + 1)
+        w = fi.BatchDecodeWithPagedKVCacheWrapper(ws[0], "NHD", use_tensor_cores=hq // hk >= 4)
+        w.plan(indptr, indices, last, hq, hk, d, page, window_left=window_left,
+               logits_soft_cap=cap, q_data_type=dt, kv_data_type=dt)
+        q = torch.randn(n, hq, d, device="cuda", dtype=dt)
+        fns.append(lambda w=w, q=q, kc=kc, vc=vc: w.run(q, (kc, vc)))
+    if r["n_prefill"]:
+        n, L, c = r["n_prefill"], r["prefill_len"], r["prefill_context"]
+        kc, vc, indices, indptr, last = paged(n, c + L)
+        qo = torch.arange(n + 1, device="cuda", dtype=torch.int32) * L
+        w2 = fi.BatchPrefillWithPagedKVCacheWrapper(ws[1], "NHD")
+        w2.plan(qo, indptr, indices, last, hq, hk, d, page, causal=r["causal"],
+                window_left=window_left, logits_soft_cap=cap, q_data_type=dt, kv_data_type=dt)
+        q = torch.randn(n * L, hq, d, device="cuda", dtype=dt)
+        fns.append(lambda w=w2, q=q, kc=kc, vc=vc: w.run(q, (kc, vc)))
+    return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+", help="attnhost bench --model M --json outputs")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--no-flashinfer", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print(json.dumps({"skipped": "no CUDA device", "peers": []}))
+        return 77
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "peers": []}
+    fi = None
+    if not args.no_flashinfer:
+        try:
+            import flashinfer as fi
+            out["flashinfer"] = fi.__version__
+        except Exception as e:  # not carried in: SDPA only
+            out["flashinfer"] = f"not available: {refusal(e)}"
+    ws = [torch.zeros(256 << 20, dtype=torch.uint8, device="cuda") for _ in range(2)] if fi else None
+    for r in rows_of(args.files):
+        base = {"model": r["model"], "spec": r["spec"], "step": r["step"]}
+        approx = approximations(r)
+        peers = [("sdpa-cudnn", lambda r=r: sdpa_step(r, "cudnn", args.reps, args.batch)),
+                 ("sdpa-fa2", lambda r=r: sdpa_step(r, "flash", args.reps, args.batch))]
+        if fi:
+            peers.append(("flashinfer", lambda r=r: flashinfer_step(fi, ws, r, args.reps, args.batch)))
+        for name, fn in peers:
+            row = dict(base, peer=name)
+            try:
+                row["median_ms"] = round(fn(), 4)
+                a = [x for x in approx if not (name == "flashinfer" and x in ("no softcap", "no window in prefill"))]
+                if a:
+                    row["approx"] = ", ".join(a)
+            except Exception as e:  # the peer refuses the shape: say why, go on
+                row["skipped"] = refusal(e)
+            out["peers"].append(row)
+            print(f"# {r['model']} {r['spec']} {r['step']} {name}: "
+                  f"{row.get('median_ms', row.get('skipped'))}", file=sys.stderr, flush=True)
+            torch.cuda.empty_cache()
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""One table of the zoo: model x layer spec x step, with the time of the
+default binding, of each plugin forced, and of each peer, and the ratio of
+the default to the best peer (below 1: attnhost's default is faster).
+
+    python3 bench/zoo_table.py zoo-*.json [--peers peers.json] [--metric ms|tflops|gbs]
+
+Inputs: `attnhost bench --model M --json` outputs and the JSON of
+bench/peers/zoo_peers.py. A peer row that only approximates the step
+(soft-cap, sinks or a prefill window left out) is marked *; one that
+refused the shape is "-". Prints Markdown.
+"""
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--peers", action="append", default=[])
+    args = ap.parse_args()
+    rows, order, plugins = {}, [], []
+    ceilings = []
+    for path in args.files:
+        with open(path) as f:
+            doc = json.load(f)
+        ceilings.append(f"{doc.get('model', path)}: {doc.get('bw_ceiling_gbs', 0):.0f} GB/s")
+        for r in doc["results"]:
+            key = (r["model"], r["spec"], r["step"])
+            if key not in rows:
+                rows[key] = {"layers": r["layers"], "attnhost": {}, "peers": {}, "default": None}
+                order.append(key)
+            cell = f"{r['median_ms']:.3f}" if "median_ms" in r else "-"
+            if r["backend"] == "default":
+                rows[key]["default"] = r.get("median_ms")
+                rows[key]["bind"] = f"{r['prefill_plugin']}/{r['decode_plugin']}"
+                rows[key]["default_cell"] = cell
+            else:
+                rows[key]["attnhost"][r["backend"]] = cell
+                if r["backend"] not in plugins:
+                    plugins.append(r["backend"])
+    peers, device = [], ""
+    for path in args.peers:
+        with open(path) as f:
+            doc = json.load(f)
+        device = doc.get("device", device)
+        for p in doc.get("peers", []):
+            key = (p["model"], p["spec"], p["step"])
+            if key not in rows:
+                continue
+            if p["peer"] not in peers:
+                peers.append(p["peer"])
+            ms = p.get("median_ms")
+            rows[key]["peers"][p["peer"]] = (ms, "approx" in p)
+    head = ["model", "spec (layers)", "step", "default (prefill/decode)"] + plugins + peers + \
+        ["default / best peer"]
+    print(f"zoo: median ms per step{', ' + device if device else ''}; "
+          f"bandwidth ceilings {'; '.join(ceilings)}\n")
+    print("| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    for key in order:
+        r = rows[key]
+        cells = [key[0], f"{key[1]} ({r['layers']})", key[2],
+                 f"{r.get('default_cell', '-')} ({r.get('bind', '?')})"]
+        cells += [r["attnhost"].get(p, "") for p in plugins]
+        best = None
+        for p in peers:
+            ms, approx = r["peers"].get(p, (None, False))
+            cells.append("-" if ms is None else f"{ms:.3f}{'*' if approx else ''}")
+            if ms is not None and not approx and (best is None or ms < best):
+                best = ms
+        ratio = f"{r['default'] / best:.2f}" if best and r["default"] else ""
+        cells.append(ratio)
+        print("| " + " | ".join(cells) + " |")
+    if peers:
+        print("\n* the peer left out a feature it cannot express (soft-cap, sinks, a prefill "
+              "window, FP8 KV); not counted in the ratio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

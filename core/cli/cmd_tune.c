@@ -1,0 +1,183 @@
+/*
+ * attnhost tune: time every valid candidate of each distinct layer spec of
+ * a model, per phase, at a few of the zoo's steps (zoo_tune_steps), and
+ * record the times in the tune table beside the scan cache, for [select]
+ * policy = measured. A candidate is a plugin available here that can serve
+ * the spec in both phases (forced) and whose rank for the phase lets it
+ * into the default order. The time of a (spec, phase) is the sum of its
+ * steps' medians.
+ *
+ *   attnhost tune [--model M] [--plugin P] [--quick] [--iters N]
+ *                 [--max-context N] [--max-batch N] [--dry-run]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "cli.h"
+#include "zoo.h"
+
+static int opt_u32(const char *opt, const char *v, uint32_t *out)
+{
+    char *end;
+    unsigned long x = v ? strtoul(v, &end, 10) : 0;
+    if (!v || *end || !x || x > 1u << 30) {
+        fprintf(stderr, "attnhost tune: %s: '%s' is not a positive integer\n", opt, v ? v : "");
+        return -1;
+    }
+    *out = (uint32_t)x;
+    return 0;
+}
+
+int cmd_tune(cli_common *c)
+{
+    uint32_t iters = 10, max_ctx = 0, max_batch = 0;
+    int quick = 0, dry = 0;
+    for (int i = 0; i < c->argc; i++) {
+        const char *a = c->argv[i], *v = i + 1 < c->argc ? c->argv[i + 1] : NULL;
+        if (!strcmp(a, "--quick")) quick = 1;
+        else if (!strcmp(a, "--dry-run")) dry = 1;
+        else if (!strcmp(a, "--iters")) {
+            if (opt_u32(a, v, &iters)) return 2;
+            i++;
+        } else if (!strcmp(a, "--max-context")) {
+            if (opt_u32(a, v, &max_ctx)) return 2;
+            i++;
+        } else if (!strcmp(a, "--max-batch")) {
+            if (opt_u32(a, v, &max_batch)) return 2;
+            i++;
+        } else {
+            fprintf(stderr, "attnhost tune: bad option '%s'\n", a);
+            return 2;
+        }
+    }
+    ah_host *h = cli_host(c);
+    if (!h) return 1;
+    ah_model *m = cli_model(c);
+    if (!m) {
+        ah_host_destroy(h);
+        return 1;
+    }
+    if (*ah_host_tune_table_note(h)) fprintf(stderr, "attnhost tune: warning: %s\n", ah_host_tune_table_note(h));
+    uint32_t first_l[256], count[256];
+    uint32_t ns = zoo_distinct_specs(m, first_l, count, 256);
+    ah_tune_entry *entries = calloc((size_t)ns * AH_PHASE_COUNT * ah_host_plugin_count(h) + 1, sizeof *entries);
+    char (*steps_text)[256] = calloc(AH_PHASE_COUNT, sizeof *steps_text);
+    size_t n_entries = 0;
+    int rc = 0;
+    if (!entries || !steps_text) {
+        fprintf(stderr, "attnhost tune: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    zoo_step steps[AH_PHASE_COUNT][8];
+    uint32_t n_steps[AH_PHASE_COUNT];
+    for (int p = 0; p < AH_PHASE_COUNT; p++) {
+        n_steps[p] = zoo_tune_steps((ah_phase)p, quick, steps[p], 8);
+        size_t len = 0;
+        uint32_t kept = 0; /* clamped steps that became the same run once */
+        for (uint32_t k = 0; k < n_steps[p]; k++) {
+            zoo_clamp(&steps[p][k], max_ctx, max_batch);
+            int dup = 0;
+            for (uint32_t j = 0; j < kept && !dup; j++) dup = !strcmp(steps[p][j].name, steps[p][k].name);
+            if (dup) continue;
+            steps[p][kept] = steps[p][k];
+            len += (size_t)snprintf(steps_text[p] + len, len < 256 ? 256 - len : 0, "%s%s",
+                                    kept ? "," : "", steps[p][kept].name);
+            kept++;
+        }
+        n_steps[p] = kept;
+    }
+    printf("tune %s: %u distinct attention layer spec%s; decode steps %s, prefill steps %s; "
+           "median of %u runs each\n", ah_model_name(m), ns, ns == 1 ? "" : "s",
+           steps_text[AH_PHASE_DECODE], steps_text[AH_PHASE_PREFILL], iters);
+    for (uint32_t i = 0; i < ns; i++) {
+        const ah_layer_spec *sp = ah_model_layer(m, first_l[i]);
+        char label[128];
+        zoo_spec_label(sp, label, sizeof label);
+        ah_error err;
+        ah_model *m1 = zoo_one_layer(sp, &err);
+        if (!m1) {
+            fprintf(stderr, "attnhost tune: layer %u: %s\n", first_l[i], err.msg);
+            rc = 1;
+            continue;
+        }
+        printf("\nspec %s (layer %u, %u layer%s)\n", label, first_l[i], count[i], count[i] == 1 ? "" : "s");
+        for (int p = 0; p < AH_PHASE_COUNT; p++) {
+            const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
+            double best = -1;
+            const char *best_name = NULL;
+            /* the candidates: valid here, in the default order, and of the device
+             * kind the default order puts first (policy measured reorders only those) */
+            ah_selection *sels[64];
+            const ah_plugin_info *cand[64];
+            uint32_t nc = 0;
+            int gpu = 0;
+            for (size_t k = 0; k < ah_host_plugin_count(h) && nc < 64; k++) {
+                const ah_plugin_info *in = ah_host_plugin(h, k);
+                if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)))
+                    continue;
+                uint32_t rank = p == AH_PHASE_PREFILL ? in->caps->prefill_rank : in->caps->decode_rank;
+                if (rank == AH_RANK_NONE) continue; /* never in the default order */
+                ah_error e2;
+                if (ah_host_select_forced(h, m1, in->name, &sels[nc], &e2) != AH_OK) continue;
+                cand[nc++] = in;
+                gpu |= in->device_kind != AH_DEVICE_CPU;
+            }
+            for (uint32_t k = 0; k < nc; k++) {
+                const ah_plugin_info *in = cand[k];
+                ah_selection *sel = sels[k];
+                if (gpu && in->device_kind == AH_DEVICE_CPU) { /* GPU before CPU stands */
+                    printf("  %-8s %-18s skipped: a GPU plugin serves this spec\n", phase, in->name);
+                    ah_selection_destroy(sel);
+                    continue;
+                }
+                double total = 0;
+                int ok = 1;
+                printf("  %-8s %-18s", phase, in->name);
+                for (uint32_t s = 0; s < n_steps[p] && ok; s++) {
+                    zoo_timing t;
+                    char why[512];
+                    if (zoo_time(h, m1, sel, &steps[p][s], (int)iters, 1, &t, NULL, why, sizeof why)) {
+                        printf(" %s: failed: %s", steps[p][s].name, why);
+                        ok = 0;
+                        rc = 1;
+                    } else {
+                        printf(" %s %.4g ms", steps[p][s].name, t.ms);
+                        total += t.ms;
+                    }
+                }
+                ah_selection_destroy(sel);
+                if (!ok || !(total > 0)) {
+                    printf("\n");
+                    continue;
+                }
+                printf("  = %.4g ms\n", total);
+                entries[n_entries++] = (ah_tune_entry){sizeof(ah_tune_entry), in->name, sp,
+                                                       (ah_phase)p, total, steps_text[p]};
+                if (best < 0 || total < best) best = total, best_name = in->name;
+            }
+            if (best_name) printf("  %-8s fastest: %s\n", phase, best_name);
+        }
+        /* the entries point at sp, which lives in m: record before m goes */
+        ah_model_destroy(m1);
+    }
+    if (dry) printf("\n--dry-run: %zu measurements not recorded\n", n_entries);
+    else if (n_entries) {
+        ah_error err;
+        if (ah_host_record_tune(h, entries, n_entries, &err) != AH_OK) {
+            fprintf(stderr, "attnhost tune: warning: %s\n", err.msg);
+            rc = 1;
+        } else
+            printf("\nrecorded %zu measurement%s in %s ([select] policy = measured uses them)\n",
+                   n_entries, n_entries == 1 ? "" : "s", ah_host_tune_table_path(h));
+    }
+out:
+    free(entries);
+    free(steps_text);
+    ah_model_destroy(m);
+    ah_host_destroy(h);
+    return rc;
+}

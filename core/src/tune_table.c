@@ -1,0 +1,628 @@
+/*
+ * The measured-speed table: what `attnhost tune` timed, per plugin file,
+ * device and layer spec, so [select] policy = measured can order a
+ * layer's valid candidates by speed on this machine.
+ *
+ * An entry is keyed like a check record (check_records.c), from the scan
+ * cache's pieces: the plugin file's path, identity (device, inode, size,
+ * mtime, ctime) and content hash as the scan took them, the plugin's name
+ * and version, the config hash of its [plugin.<name>] keys, the host ABI,
+ * the driver fingerprint, and the device the plugin probed (kind, name,
+ * arch, compute capability, driver version; the CPU model for a CPU
+ * plugin); then the layer spec as the model describes it (before the
+ * backend resolves kv_dtype, layout and block size) and the phase. It
+ * applies only when every part matches: an upgraded or touched plugin
+ * file, another configuration of its keys, another device or driver is
+ * "not tuned here".
+ *
+ * File format (little-endian), tune-table beside the scan cache:
+ *   "AHTUNETB" | u32 format (1) | u32 count
+ *   count x ( u32 length | entry )
+ *   u64 FNV-1a of everything before
+ * entry: path, plugin, plugin version (strings: u32 length + bytes), u64
+ *   dev, ino, size, mtime_ns, ctime_ns, content hash, config hash, driver
+ *   fingerprint, u32 abi, device kind, compute capability, device name,
+ *   arch, driver version, host cpu, spec key, u32 phase, u64 ms (IEEE
+ *   double bits), steps, u64 tuned_at, attnhost version
+ * Any bytes are safe to read: a bad file is ignored as a whole, with a
+ * warning, never partly believed. Written through the scan cache's atomic
+ * writer (0600 temp file + rename). A file of another user (root's, shared
+ * read-only) is read when nobody else may write it, and never written.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "scan_int.h"
+#include "select_int.h"
+#include "strbuf.h"
+#include "tune_table.h"
+
+#define TT_MAGIC "AHTUNETB"
+#define TT_FORMAT 1u
+#define TT_HEADER 16u
+#define TT_MAX_FILE (32u << 20)
+#define TT_MAX_STR 4096u
+#define TT_MAX_ENTRIES 65536u
+
+typedef struct tt_entry {
+    char *path, *plugin, *plugin_version;
+    uint64_t dev, ino, size, mtime_ns, ctime_ns, content_hash, config_hash, driver_fp;
+    uint32_t abi, device_kind, compute_capability;
+    char *device_name, *arch, *driver_version, *host_cpu;
+    char *spec;
+    uint32_t phase;
+    double ms;
+    char *steps;
+    uint64_t tuned_at;
+    char *version;
+} tt_entry;
+
+struct ah_tune_table {
+    tt_entry *e;
+    uint32_t n, cap;
+    char *path;       /* "" without a scan cache */
+    char *note;       /* why the file was ignored, or NULL */
+    int read_only;    /* another user's file: read, never written */
+    char **why;       /* stale notes handed out by lookups, freed with the table */
+    uint32_t n_why;
+};
+
+/* ---- entries ------------------------------------------------------------------ */
+
+static void entry_free(tt_entry *e)
+{
+    char **s[] = {&e->path, &e->plugin,         &e->plugin_version, &e->device_name, &e->arch,
+                  &e->driver_version, &e->host_cpu, &e->spec, &e->steps, &e->version};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        ah__free(*s[i]);
+        *s[i] = NULL;
+    }
+}
+
+static void table_clear(ah_tune_table *t)
+{
+    for (uint32_t i = 0; i < t->n; i++) entry_free(&t->e[i]);
+    ah__free(t->e);
+    t->e = NULL;
+    t->n = t->cap = 0;
+}
+
+void ah__tune_table_free(ah_tune_table *t)
+{
+    if (!t) return;
+    table_clear(t);
+    for (uint32_t i = 0; i < t->n_why; i++) ah__free(t->why[i]);
+    ah__free(t->why);
+    ah__free(t->path);
+    ah__free(t->note);
+    ah__free(t);
+}
+
+static int table_push(ah_tune_table *t, const tt_entry *e)
+{
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 16;
+        tt_entry *g = ah__realloc(t->e, cap * sizeof *g);
+        if (!g) return -1;
+        t->e = g;
+        t->cap = cap;
+    }
+    t->e[t->n++] = *e;
+    return 0;
+}
+
+static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
+
+static int same_device(const tt_entry *a, const tt_entry *b)
+{
+    return a->device_kind == b->device_kind && a->compute_capability == b->compute_capability &&
+           a->driver_fp == b->driver_fp && streq(a->device_name, b->device_name) &&
+           streq(a->arch, b->arch) && streq(a->driver_version, b->driver_version) &&
+           streq(a->host_cpu, b->host_cpu);
+}
+
+static int same_file(const tt_entry *a, const tt_entry *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
+           a->content_hash == b->content_hash && streq(a->plugin_version, b->plugin_version);
+}
+
+/* Same path, configuration, ABI, device, spec and phase: a new measurement
+ * replaces the old one. */
+static int same_slot(const tt_entry *a, const tt_entry *b)
+{
+    return streq(a->path, b->path) && streq(a->plugin, b->plugin) &&
+           a->config_hash == b->config_hash && a->abi == b->abi && same_device(a, b) &&
+           streq(a->spec, b->spec) && a->phase == b->phase;
+}
+
+char *ah__tune_spec_key(const ah_layer_spec *s)
+{
+    ah_strbuf k = {0};
+    ah__strbuf_printf(&k, "%d/%u/%u/%u/%u/%d/%d/%u/%d/%u/%a/%a/%u/%u/%u/%u", s->attn_type,
+                      s->num_q_heads, s->num_kv_heads, s->qk_head_size, s->v_head_size, s->q_dtype,
+                      s->kv_dtype, s->block_size, s->kv_layout, s->sliding_window, s->softcap,
+                      s->scale, s->use_mla, s->use_sinks, s->use_alibi,
+                      s->struct_size > offsetof(ah_layer_spec, fp8_attention) ? s->fp8_attention : 0);
+    return ah__strbuf_take(&k);
+}
+
+/* The key of plugin rec as host h scanned it, for (spec, phase); strings
+ * borrowed except spec (the caller frees it). */
+static tt_entry key_of(const ah_host *h, const ah_plugin_rec *rec, char *spec, ah_phase phase)
+{
+    tt_entry k;
+    memset(&k, 0, sizeof k);
+    k.path = (char *)rec->info.path;
+    k.plugin = (char *)rec->info.name;
+    k.plugin_version = (char *)rec->info.version;
+    k.dev = (uint64_t)rec->dev;
+    k.ino = (uint64_t)rec->ino;
+    k.size = (uint64_t)rec->size;
+    k.mtime_ns = (uint64_t)rec->mtime_ns;
+    k.ctime_ns = (uint64_t)rec->ctime_ns;
+    k.content_hash = rec->content_hash;
+    k.config_hash = ah__config_hash(&h->config, rec->info.name, rec->info.caps);
+    k.driver_fp = ah__driver_fingerprint(&h->hw);
+    k.abi = AH_ABI_VERSION;
+    k.device_kind = (uint32_t)rec->info.device_kind;
+    k.compute_capability = rec->probe.compute_capability;
+    k.device_name = (char *)rec->probe.device_name;
+    k.arch = (char *)rec->probe.arch;
+    k.driver_version = (char *)rec->probe.driver_version;
+    k.host_cpu = rec->info.device_kind == AH_DEVICE_CPU ? (char *)h->hw.cpu_model : (char *)"";
+    k.spec = spec;
+    k.phase = (uint32_t)phase;
+    return k;
+}
+
+/* ---- encoding ------------------------------------------------------------------ */
+
+static void put_str(ah_buf *b, const char *s)
+{
+    size_t n = s ? strnlen(s, TT_MAX_STR) : 0;
+    ah__buf_u32(b, (uint32_t)n);
+    ah__buf_put(b, s ? s : "", n);
+}
+
+static void encode_entry(ah_buf *b, const tt_entry *e)
+{
+    put_str(b, e->path);
+    put_str(b, e->plugin);
+    put_str(b, e->plugin_version);
+    uint64_t u64s[] = {e->dev,          e->ino,         e->size,     e->mtime_ns,
+                       e->ctime_ns,     e->content_hash, e->config_hash, e->driver_fp};
+    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) ah__buf_u64(b, u64s[i]);
+    ah__buf_u32(b, e->abi);
+    ah__buf_u32(b, e->device_kind);
+    ah__buf_u32(b, e->compute_capability);
+    put_str(b, e->device_name);
+    put_str(b, e->arch);
+    put_str(b, e->driver_version);
+    put_str(b, e->host_cpu);
+    put_str(b, e->spec);
+    ah__buf_u32(b, e->phase);
+    uint64_t bits;
+    memcpy(&bits, &e->ms, sizeof bits);
+    ah__buf_u64(b, bits);
+    put_str(b, e->steps);
+    ah__buf_u64(b, e->tuned_at);
+    put_str(b, e->version);
+}
+
+static void put_u32_at(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+
+static int encode_table(const ah_tune_table *t, ah_buf *b)
+{
+    ah__buf_put(b, TT_MAGIC, 8);
+    ah__buf_u32(b, TT_FORMAT);
+    ah__buf_u32(b, t->n);
+    for (uint32_t i = 0; i < t->n && !b->oom; i++) {
+        size_t at = b->len;
+        ah__buf_u32(b, 0);
+        encode_entry(b, &t->e[i]);
+        if (!b->oom) put_u32_at(b->p + at, (uint32_t)(b->len - at - 4));
+    }
+    if (!b->oom) ah__buf_u64(b, ah__hash_bytes(AH__HASH_SEED, b->p, b->len));
+    return b->oom ? -1 : 0;
+}
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t n, off;
+    int bad, oom;
+} reader;
+
+static uint32_t rd32(reader *r)
+{
+    if (r->bad || r->n - r->off < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    const uint8_t *p = r->p + r->off;
+    r->off += 4;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(reader *r)
+{
+    uint64_t lo = rd32(r);
+    return lo | (uint64_t)rd32(r) << 32;
+}
+
+static char *rdstr(reader *r)
+{
+    uint32_t len = rd32(r);
+    if (r->bad || len > TT_MAX_STR || r->n - r->off < len || memchr(r->p + r->off, 0, len)) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *s = ah__malloc((size_t)len + 1);
+    if (!s) {
+        r->oom = r->bad = 1;
+        return NULL;
+    }
+    memcpy(s, r->p + r->off, len);
+    s[len] = '\0';
+    r->off += len;
+    return s;
+}
+
+/* 0 fine, 1 malformed, -1 out of memory. */
+static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
+{
+    reader r = {p, n, 0, 0, 0};
+    memset(e, 0, sizeof *e);
+    e->path = rdstr(&r);
+    e->plugin = rdstr(&r);
+    e->plugin_version = rdstr(&r);
+    uint64_t *u64s[] = {&e->dev,     &e->ino,          &e->size,        &e->mtime_ns,
+                        &e->ctime_ns, &e->content_hash, &e->config_hash, &e->driver_fp};
+    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) *u64s[i] = rd64(&r);
+    e->abi = rd32(&r);
+    e->device_kind = rd32(&r);
+    e->compute_capability = rd32(&r);
+    e->device_name = rdstr(&r);
+    e->arch = rdstr(&r);
+    e->driver_version = rdstr(&r);
+    e->host_cpu = rdstr(&r);
+    e->spec = rdstr(&r);
+    e->phase = rd32(&r);
+    uint64_t bits = rd64(&r);
+    memcpy(&e->ms, &bits, sizeof bits);
+    e->steps = rdstr(&r);
+    e->tuned_at = rd64(&r);
+    e->version = rdstr(&r);
+    if (!r.bad && (r.off != n || e->phase >= AH_PHASE_COUNT || !*e->path || !isfinite(e->ms) ||
+                   e->ms <= 0))
+        r.bad = 1;
+    if (r.bad) {
+        entry_free(e);
+        return r.oom ? -1 : 1;
+    }
+    return 0;
+}
+
+static int parse(ah_tune_table *t, const uint8_t *p, size_t n, char *why, size_t cap)
+{
+    if (n < TT_HEADER + 8 || memcmp(p, TT_MAGIC, 8) != 0) {
+        snprintf(why, cap, "not a tune table");
+        return 1;
+    }
+    uint64_t sum = 0;
+    for (int i = 7; i >= 0; i--) sum = sum << 8 | p[n - 8 + (size_t)i];
+    if (ah__hash_bytes(AH__HASH_SEED, p, n - 8) != sum) {
+        snprintf(why, cap, "checksum mismatch (corrupt)");
+        return 1;
+    }
+    reader r = {p, n - 8, 8, 0, 0};
+    uint32_t format = rd32(&r), count = rd32(&r);
+    if (format != TT_FORMAT) {
+        snprintf(why, cap, "written by another attnhost version (format %u)", format);
+        return 1;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t len = rd32(&r);
+        tt_entry e;
+        int d = r.bad || len > r.n - r.off ? 1 : decode_entry(r.p + r.off, len, &e);
+        if (d < 0) return -1;
+        if (d > 0) {
+            snprintf(why, cap, "malformed entry %u (corrupt)", i);
+            return 1;
+        }
+        if (table_push(t, &e) != 0) {
+            entry_free(&e);
+            return -1;
+        }
+        r.off += len;
+    }
+    if (r.bad || r.off != r.n) {
+        snprintf(why, cap, "malformed entry table (corrupt)");
+        return 1;
+    }
+    return 0;
+}
+
+/* Read t->path into t. A refused file leaves t empty with t->note set; a
+ * file of another user is read-only to us. -1 on out-of-memory. */
+static int load(ah_tune_table *t)
+{
+    char why[512] = "";
+    int refused = 0;
+    if (!*t->path) return 0;
+    int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) return 0;
+        snprintf(why, sizeof why, "%s", strerror(errno));
+        refused = 1;
+    } else {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(why, sizeof why, "not a regular file");
+            refused = 1;
+            t->read_only = 1;
+        } else if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+            snprintf(why, sizeof why, "not owned by this user or root, or writable by others");
+            refused = 1;
+            t->read_only = 1;
+        } else if (st.st_size > (off_t)TT_MAX_FILE) {
+            snprintf(why, sizeof why, "too large");
+            refused = 1;
+        } else {
+            t->read_only = st.st_uid != geteuid();
+            size_t n = (size_t)st.st_size, got = 0;
+            uint8_t *p = ah__malloc(n ? n : 1);
+            if (!p) {
+                close(fd);
+                return -1;
+            }
+            while (got < n) {
+                ssize_t r = read(fd, p + got, n - got);
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) break;
+                got += (size_t)r;
+            }
+            int pr = parse(t, p, got, why, sizeof why);
+            ah__free(p);
+            if (pr < 0) {
+                close(fd);
+                return -1;
+            }
+            refused = pr;
+        }
+        close(fd);
+    }
+    if (refused) {
+        table_clear(t);
+        if (!(t->note = ah__asprintf("tune table %s ignored: %s", t->path, why))) return -1;
+    }
+    return 0;
+}
+
+static char *table_path(const ah_host *h)
+{
+    const char *chk = h->check_path; /* check-records beside the scan cache; "": none */
+    if (!chk || !*chk) return ah__strdup("");
+    const char *slash = strrchr(chk, '/');
+    if (!slash) return ah__strdup("tune-table");
+    return ah__asprintf("%.*s/tune-table", (int)(slash - chk), chk);
+}
+
+static ah_tune_table *table_new(const ah_host *h)
+{
+    ah_tune_table *t = ah__calloc(1, sizeof *t);
+    if (!t) return NULL;
+    if (!(t->path = table_path(h)) || load(t) != 0) {
+        ah__tune_table_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+ah_tune_table *ah__tune_table_get(ah_host *h)
+{
+    pthread_mutex_lock(&h->lock);
+    ah_tune_table **slot = ah__tune_slot(h);
+    ah_tune_table *t = slot ? *slot : NULL;
+    if (slot && !t && (t = *slot = table_new(h)) && t->note) ah__log(AH_LOG_WARN, "%s", t->note);
+    pthread_mutex_unlock(&h->lock);
+    return t;
+}
+
+/* Keep a stale note for the table's lifetime (under the lock). */
+static const char *keep_why(ah_host *h, ah_tune_table *t, char *s)
+{
+    if (!s) return NULL;
+    pthread_mutex_lock(&h->lock);
+    char **g = ah__realloc(t->why, (t->n_why + 1) * sizeof *g);
+    if (g) {
+        t->why = g;
+        g[t->n_why++] = s;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (!g) ah__free(s);
+    return g ? s : NULL;
+}
+
+int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, ah_phase phase,
+                    double *ms, const char **steps, const char **why)
+{
+    *why = NULL;
+    ah_tune_table *t = ah__tune_table_get(h);
+    int i = ah__host_find(h, plugin);
+    if (!t || i < 0) return 0;
+    const ah_plugin_rec *rec = h->scan.plugins[i];
+    if (!rec->info.caps || !rec->info.path) return 0;
+    char *sk = ah__tune_spec_key(spec);
+    if (!sk) return 0;
+    tt_entry key = key_of(h, rec, sk, phase);
+    int found = 0, stale = 0, other_device = 0;
+    for (uint32_t k = 0; k < t->n && !found; k++) {
+        const tt_entry *e = &t->e[k];
+        if (!streq(e->spec, sk) || e->phase != (uint32_t)phase || !streq(e->path, key.path)) continue;
+        if (same_slot(e, &key) && same_file(e, &key)) {
+            *ms = e->ms;
+            *steps = e->steps;
+            found = 1;
+        } else if (same_slot(e, &key)) stale = 1;
+        else other_device = 1;
+    }
+    ah__free(sk);
+    if (!found && stale)
+        *why = keep_why(h, t, ah__asprintf("the plugin file of %s changed since it was tuned (run "
+                                           "attnhost tune)", plugin));
+    else if (!found && other_device)
+        *why = keep_why(h, t, ah__asprintf("%s was tuned on another device, driver or "
+                                           "configuration (run attnhost tune)", plugin));
+    return found;
+}
+
+/* ---- public API ------------------------------------------------------------------ */
+
+static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err) vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n, ah_error *err)
+{
+    if (err) err->msg[0] = '\0';
+    if (!h || (!entries && n))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_tune: NULL argument");
+    for (size_t k = 0; k < n; k++) {
+        const ah_tune_entry *x = &entries[k];
+        if (x->struct_size < sizeof *x || !x->plugin || !x->spec ||
+            (unsigned)x->phase >= AH_PHASE_COUNT || !isfinite(x->ms) || x->ms <= 0)
+            return fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "ah_host_record_tune: entry %zu: a short struct, a NULL plugin or spec, a "
+                        "bad phase or a time that is not positive", k);
+        int i = ah__host_find(h, x->plugin);
+        if (i < 0) return fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", x->plugin);
+        if (h->scan.plugins[i]->info.state != AH_PLUGIN_AVAILABLE)
+            return fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s", x->plugin,
+                        h->scan.plugins[i]->info.reason);
+    }
+    char *path = table_path(h);
+    if (!path) goto oom;
+    if (!*path) {
+        ah__free(path);
+        return fail(err, AH_ERR_IO, "tune table not written: no scan cache ([search] cache), so "
+                    "no tune table");
+    }
+    /* Read the file afresh: another process may have written it since. */
+    ah_tune_table *t = ah__calloc(1, sizeof *t);
+    if (!t) {
+        ah__free(path);
+        goto oom;
+    }
+    t->path = path;
+    if (load(t) != 0) {
+        ah__tune_table_free(t);
+        goto oom;
+    }
+    if (t->read_only) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s is another user's (read-only here)%s%s", t->path,
+                 t->note ? ": " : "", t->note ? t->note : "");
+        ah__tune_table_free(t);
+        return fail(err, AH_ERR_IO, "tune table not written: %s", msg);
+    }
+    uint64_t now = (uint64_t)time(NULL);
+    for (size_t k = 0; k < n; k++) {
+        const ah_tune_entry *x = &entries[k];
+        const ah_plugin_rec *rec = h->scan.plugins[ah__host_find(h, x->plugin)];
+        char *sk = ah__tune_spec_key(x->spec);
+        if (!sk) goto oom_t;
+        tt_entry key = key_of(h, rec, sk, x->phase), e = key;
+        /* replace the same slot; drop entries of vanished files */
+        uint32_t kept = 0;
+        for (uint32_t j = 0; j < t->n; j++) {
+            struct stat st;
+            if (same_slot(&t->e[j], &key) || stat(t->e[j].path, &st) != 0) entry_free(&t->e[j]);
+            else t->e[kept++] = t->e[j];
+        }
+        t->n = kept;
+        while (t->n >= TT_MAX_ENTRIES) { /* the oldest goes */
+            uint32_t old = 0;
+            for (uint32_t j = 1; j < t->n; j++)
+                if (t->e[j].tuned_at < t->e[old].tuned_at) old = j;
+            entry_free(&t->e[old]);
+            t->e[old] = t->e[--t->n];
+        }
+        e.ms = x->ms;
+        e.tuned_at = now;
+        e.path = ah__strdup(key.path);
+        e.plugin = ah__strdup(key.plugin);
+        e.plugin_version = ah__strdup(key.plugin_version ? key.plugin_version : "");
+        e.device_name = ah__strdup(key.device_name);
+        e.arch = ah__strdup(key.arch);
+        e.driver_version = ah__strdup(key.driver_version);
+        e.host_cpu = ah__strdup(key.host_cpu);
+        e.spec = sk;
+        e.steps = ah__strdup(x->steps ? x->steps : "");
+        e.version = ah__strdup(AH_VERSION_STRING);
+        if (!e.path || !e.plugin || !e.plugin_version || !e.device_name || !e.arch ||
+            !e.driver_version || !e.host_cpu || !e.steps || !e.version || table_push(t, &e) != 0) {
+            entry_free(&e);
+            goto oom_t;
+        }
+    }
+    ah_buf b = {0};
+    if (encode_table(t, &b) != 0) {
+        ah__buf_free(&b);
+        goto oom_t;
+    }
+    char why[900];
+    int w = ah__write_file_atomic(t->path, b.p, b.len, why, sizeof why);
+    ah__buf_free(&b);
+    ah__tune_table_free(t);
+    if (w != 0) return fail(err, AH_ERR_IO, "tune table not written: %s", why);
+    return AH_OK;
+oom_t:
+    ah__tune_table_free(t);
+oom:
+    return fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while writing the tune table");
+}
+
+ah_status ah_host_tuned(ah_host *h, const char *plugin, const ah_layer_spec *spec, ah_phase phase,
+                        double *ms)
+{
+    if (!h || !plugin || !spec || !ms || (unsigned)phase >= AH_PHASE_COUNT)
+        return AH_ERR_INVALID_ARGUMENT;
+    const char *steps, *why;
+    *ms = 0;
+    return ah__tune_lookup(h, plugin, spec, phase, ms, &steps, &why) ? AH_OK : AH_ERR_NOT_FOUND;
+}
+
+const char *ah_host_tune_table_path(ah_host *h)
+{
+    ah_tune_table *t = h ? ah__tune_table_get(h) : NULL;
+    return t ? t->path : "";
+}
+
+const char *ah_host_tune_table_note(ah_host *h)
+{
+    ah_tune_table *t = h ? ah__tune_table_get(h) : NULL;
+    return t && t->note ? t->note : "";
+}

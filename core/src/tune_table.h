@@ -1,0 +1,32 @@
+/*
+ * The measured-speed table (`attnhost tune`, [select] policy = measured):
+ * per plugin file, device and layer spec, the time each phase's tuning
+ * steps took. Private to libattnhost; the public side is the
+ * ah_host_*tune* functions in attnhost.h.
+ */
+#ifndef AH_TUNE_TABLE_H
+#define AH_TUNE_TABLE_H
+
+#include "host_int.h"
+
+typedef struct ah_tune_table ah_tune_table;
+
+/* The table of host h, read from disk on the first call (under h->lock)
+ * and kept until the host goes; never NULL except on out-of-memory. */
+ah_tune_table *ah__tune_table_get(ah_host *h);
+void ah__tune_table_free(ah_tune_table *t);
+
+/* The measured time of plugin for (spec, phase) on this host: 1 with *ms
+ * and *steps (table-owned); 0 when none applies, with *why (table-owned,
+ * may be NULL) saying why the nearest entry does not. */
+int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, ah_phase phase,
+                    double *ms, const char **steps, const char **why);
+
+/* The slot in the host's decision cache that holds the table (decision.c),
+ * created when missing; the caller holds h->lock. NULL on out-of-memory. */
+ah_tune_table **ah__tune_slot(ah_host *h);
+
+/* The key text of an unresolved layer spec, as the table stores it; caller frees. */
+char *ah__tune_spec_key(const ah_layer_spec *spec);
+
+#endif

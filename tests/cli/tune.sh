@@ -1,0 +1,74 @@
+#!/bin/sh
+# attnhost tune and [select] policy = measured end to end on the CPU, with
+# two test plugins of different speeds (tests/select_plugins/speed_plugin.c):
+# spd_slow ranks higher and busy-waits 20 ms per forward; spd_fast ranks
+# lower. The tune table lives beside the scan cache under $WORK.
+#   tune.sh <attnhost> <speed plugin dir> <work dir>
+set -u
+AH=$1 SPEED=$2 WORK=$3
+rm -rf "$WORK" && mkdir -p "$WORK/plugins" "$WORK/cache" && chmod 700 "$WORK/plugins"
+cp "$SPEED"/spd_fast.so "$SPEED"/spd_slow.so "$WORK/plugins/"
+cd "$WORK"
+fail() { echo "FAIL: $*"; exit 1; }
+cat > m.ini <<'M'
+[model]
+name = tiny
+num_layers = 2
+num_q_heads = 2
+num_kv_heads = 1
+head_size = 16
+dtype = fp32
+M
+sed 's/num_q_heads = 2/num_q_heads = 4/' m.ini > untuned.ini
+printf '[search]\ncache = %s/cache/scan-cache\n[select]\npolicy = measured\n' "$WORK" > measured.ini
+printf '[search]\ncache = %s/cache/scan-cache\n[select]\npolicy = priority\n' "$WORK" > priority.ini
+run() { cmd=$1 cfg=$2; shift 2; ATTNHOST_PLUGIN_PATH= "$AH" "$cmd" --config "$cfg" --plugin-dir "$WORK/plugins" "$@"; }
+winner() { run bind "$1" --model "$2" 2>&1 | awk '$1 == "0" {print $2 "/" $3}'; }
+
+[ "$(winner measured.ini m.ini)" = "spd_slow/spd_slow" ] || fail "untuned: priority (spd_slow) should win"
+run tune measured.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > tune.log 2>&1 ||
+    { cat tune.log; fail "tune failed"; }
+grep -q "recorded 4 measurements" tune.log || { cat tune.log; fail "tune did not record 4 measurements"; }
+[ "$(winner measured.ini m.ini)" = "spd_fast/spd_fast" ] || fail "measured: spd_fast should win"
+run explain measured.ini --model m.ini --layer 0 > explain.log 2>&1
+grep -q "policy measured: spd_fast fastest" explain.log || { cat explain.log; fail "explain: why it won"; }
+grep -q "spd_slow *\[measured [0-9.]* ms\] lost_on_priority: measured" explain.log ||
+    { cat explain.log; fail "explain: measured times"; }
+[ "$(winner priority.ini m.ini)" = "spd_slow/spd_slow" ] || fail "policy priority: spd_slow should win"
+# an untuned spec keeps the priority order, and says so
+[ "$(winner measured.ini untuned.ini)" = "spd_slow/spd_slow" ] || fail "untuned spec: spd_slow should win"
+run explain measured.ini --model untuned.ini --layer 0 2>&1 | grep -q "untuned" || fail "explain: untuned"
+# an explicit priority list is never reordered
+printf '[select]\npriority = spd_slow, spd_fast\n' >> measured.ini
+[ "$(winner measured.ini m.ini)" = "spd_slow/spd_slow" ] || fail "explicit list: spd_slow should win"
+sed -i '/^priority = /d' measured.ini
+# a changed plugin file invalidates its entries
+sleep 1 && touch "$WORK/plugins/spd_fast.so"
+[ "$(winner measured.ini m.ini)" = "spd_slow/spd_slow" ] || fail "changed file: priority should win"
+run explain measured.ini --model m.ini --layer 0 2>&1 | grep -q "changed since it was tuned" ||
+    fail "explain: changed plugin file"
+run tune measured.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > tune2.log 2>&1 || fail "retune"
+[ "$(winner measured.ini m.ini)" = "spd_fast/spd_fast" ] || fail "retuned: spd_fast should win"
+# a corrupt table: a warning, the priority order, and the next tune replaces it
+cp cache/tune-table good-table
+printf 'AHTUNETB garbage' > cache/tune-table
+run explain measured.ini --model m.ini --layer 0 > corrupt.log 2>&1
+grep -q "warning: tune table .* ignored: " corrupt.log || { cat corrupt.log; fail "corrupt: no warning"; }
+[ "$(winner measured.ini m.ini)" = "spd_slow/spd_slow" ] || fail "corrupt: priority should win"
+run tune measured.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > tune3.log 2>&1 || fail "tune over corrupt"
+[ "$(winner measured.ini m.ini)" = "spd_fast/spd_fast" ] || fail "replaced: spd_fast should win"
+# a table this user may not write: read where trusted, never written, a warning
+if [ "$(id -u)" = 0 ]; then
+    chown 65534 cache/tune-table    # another user's: not trusted, not written
+    run tune measured.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > ro.log 2>&1 &&
+        fail "tune wrote another user's table"
+    grep -q "warning: tune table not written: .*read-only" ro.log || { cat ro.log; fail "read-only: no warning"; }
+else
+    chmod 555 cache                 # a shared, read-only directory: read, not written
+    [ "$(winner measured.ini m.ini)" = "spd_fast/spd_fast" ] || fail "read-only dir: the table is read"
+    run tune measured.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > ro.log 2>&1 &&
+        fail "tune wrote into a read-only directory"
+    grep -q "warning: tune table not written" ro.log || { cat ro.log; fail "read-only: no warning"; }
+    chmod 755 cache
+fi
+echo "tune: ok"

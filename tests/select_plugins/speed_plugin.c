@@ -1,0 +1,61 @@
+/*
+ * speed_plugin: the test backend (a CPU backend that really computes) that
+ * also busy-waits in every forward, so `attnhost tune` and [select] policy
+ * = measured can be tested on a machine without a GPU: two builds of
+ * different speeds and ranks, and the slower one ranked higher. Compile
+ * definitions: SPEED_NAME (a string), SPEED_RANK (both phases) and
+ * SPEED_DELAY_US (the default of its [plugin.<name>] key delay_us, the
+ * busy-wait per forward in microseconds).
+ */
+#include <time.h>
+
+#include <attnhost/plugin_util.h>
+
+#include "common.h"
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+static int64_t delay_us;
+
+static ah_status speed_ctx_create(const ah_host_services *host, const ah_context_options *opts,
+                                  ah_context **out, const char **why)
+{
+    __atomic_store_n(&delay_us, host->config_int(host, "delay_us"), __ATOMIC_SEQ_CST);
+    return abi_ops.context_create(host, opts, out, why);
+}
+
+static ah_status speed_forward(ah_state *s, const ah_forward_args *a)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t wait_ns = __atomic_load_n(&delay_us, __ATOMIC_SEQ_CST) * 1000;
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) < wait_ns);
+    return abi_ops.forward(s, a);
+}
+
+static const ah_config_key keys[] = {
+    AH_KEY_BOOL_ROW("usable", "true", "false: the probe reports the device unusable (for tests)"),
+    AH_KEY_INT_ROW("delay_us", STR(SPEED_DELAY_US), 0, 10000000,
+                   "busy-wait per forward, in microseconds (for the tune tests)")};
+
+static ah_caps caps;
+static ah_plugin_ops ops;
+
+__attribute__((constructor)) static void init(void)
+{
+    caps = abi_caps;
+    caps.prefill_rank = SPEED_RANK;
+    caps.decode_rank = SPEED_RANK;
+    caps.config_keys = keys;
+    caps.n_config_keys = 2;
+    ops = abi_ops;
+    ops.context_create = speed_ctx_create;
+    ops.forward = speed_forward;
+}
+
+static const ah_plugin_descriptor desc = {
+    sizeof(ah_plugin_descriptor), AH_ABI_VERSION, SPEED_NAME, "1.0", "attnhost tests", "MIT",
+    "speed test plugin", AH_DEVICE_CPU, &caps, &ops};
+ABI_ENTRY(desc)
