@@ -195,6 +195,11 @@ const char *ah_model_name(const ah_model *model);
 uint32_t ah_model_num_layers(const ah_model *model);
 /* The layer's spec as described: kv_dtype and kv_layout may be AUTO here. */
 const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer);
+/* The model's KV-cache groups (ABI 2.1; ah_layer_spec.kv_group): 1 + the
+ * largest kv_group of a layer with a KV cache, 1 for a model without
+ * groups. An engine passes this many entries in ah_batch.kv_groups, or
+ * none when it is 1. */
+uint32_t ah_model_num_kv_groups(const ah_model *model);
 
 /* The built-in demo model: global, sliding-window and MLA layers. */
 const char *ah_demo_model_text(void);
@@ -476,6 +481,24 @@ ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
                             const ah_limits *limits, ah_error *err);
 ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
                                  const ah_limits *limits, int32_t seq_len_fill, ah_error *err);
+
+/* KV-cache groups (ABI 2.1). Validation reads the paging of the spec's
+ * kv_group (ah_batch.kv_groups[g], or the batch's own fields for group 0
+ * without groups) and checks it against that group's num_blocks: a batch
+ * describing fewer groups than the spec's kv_group + 1 is refused. Released
+ * entries (negative block-table entries, see ah_kv_group) are accepted only
+ * where the spec's sliding window hides the whole block from every query
+ * token of the request (ah_binding_plan uses the smallest window over the
+ * group's layers, and refuses them for plugins without
+ * AH_FEAT_RELEASED_BLOCKS); elsewhere the message names the group, row,
+ * column and value and says which position still sees the block.
+ *
+ * The batch a plugin of group g sees: a copy of batch whose block_table,
+ * slot_mapping, their host copies, block_table_stride and num_blocks are
+ * group g's (pointers, not copies of the arrays) and whose num_kv_groups is
+ * 0. AH_ERR_INVALID_ARGUMENT (message in err) when the batch describes no
+ * group g. Thread safety: any thread (pure). */
+ah_status ah_batch_group_view(const ah_batch *batch, uint32_t group, ah_batch *view, ah_error *err);
 
 /* ---------------------------------------------------------------------------
  * Check records: trust earned on this machine
