@@ -372,6 +372,12 @@ const char *ah_binding_errmsg(const ah_binding *b);
  *    token rows off 16-byte alignment; or no layer with two winners.
  * The split decision is O(num_reqs) on the host copies (free for a batch
  * whose max_query_len is within the threshold) and allocates nothing.
+ * KV-cache groups (ABI 2.1): a model with G > 1 groups needs
+ * batch->num_kv_groups = G and kv_groups (see ah_batch); each state is
+ * planned on its layer's group view (ah_batch_group_view), each group is
+ * validated against its own num_blocks, and a group with released blocks
+ * is refused for a plugin without AH_FEAT_RELEASED_BLOCKS (naming the
+ * layer and plugin).
  * On error nothing was planned. The batch's arrays must outlive the step
  * (see ah_batch). */
 ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mode, void *stream);
@@ -419,7 +425,8 @@ typedef struct ah_kv_cache_desc {
     DLDataType dl_dtype;
 } ah_kv_cache_desc;
 
-/* The key and value cache tensors layer needs for num_blocks blocks.
+/* The key and value cache tensors layer needs for num_blocks blocks (the
+ * cache size of the layer's KV-cache group).
  * AH_ERR_INVALID_ARGUMENT for a layer out of range (the message names it).
  * Thread safety: owner thread. */
 ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,
