@@ -87,7 +87,7 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
              To = {o, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
              Tk = {cache_mem, {kDLCPU, 0}, 4, {kDLBfloat, 16, 1}, shc, NULL, 0}, Tv = Tk;
     ah_batch batch = {sizeof batch, B, B, 1, (uint32_t)ctx, (uint32_t)nblk, &tq, &tsq, &ttb, &tsl,
-                      qsl, seq, tab, slots, (uint32_t)mb, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+                      qsl, seq, tab, slots, (uint32_t)mb, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
     for (int validate = 1; validate >= 0; validate--) {
         ah_host *h = host(cache, ini);
         ah_selection *s = NULL;

@@ -30,15 +30,27 @@
  *    are only range-checked.
  *  - A tree mask (custom_mask, ABI 2.1) needs mask_indptr with each
  *    request's span equal to query_len * seq_len, inside custom_mask_len.
+ *  - KV-cache groups (ABI 2.1): a layer's paging comes from its group's
+ *    entry (ah_batch_group_view), checked against that group's num_blocks;
+ *    messages of a group other than 0 (or of a batch with kv_groups) start
+ *    with "kv group G: ". A negative block-table entry is a released block:
+ *    accepted only for a real request of a decoder layer whose window hides
+ *    the whole block from the request's first query token (position
+ *    seq_len - query_len), hence from all of them; anywhere else the
+ *    message names the row, column, value and the position that still
+ *    sees it. The slot of a new token never lies in a released block (the
+ *    token sees its own position), so the slot check stays as it was.
  *  - limits may be NULL (the reference oracle checks structure only).
  * Arithmetic on sizes is int64, so no product of two uint32 fields wraps.
  */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <attnhost/attnhost.h>
 
+#include "batch_validate.h"
 #include "table_scan.h"
 
 static ah_status fail(ah_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -65,13 +77,7 @@ static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, cons
     if (spec->block_size == 0 && !cacheless) return fail(err, "layer spec: block_size = 0");
     if (b->num_reqs == 0) return fail(err, "num_reqs = 0: a batch needs at least one request");
     if (!b->query_start_loc_host) return fail(err, "query_start_loc_host is NULL");
-    if (!cacheless) {
-        if (b->num_blocks == 0) return fail(err, "num_blocks = 0: the KV cache has no blocks");
-        if (!b->seq_lens_host) return fail(err, "seq_lens_host is NULL");
-        if (!b->block_table_host) return fail(err, "block_table_host is NULL");
-        if (!b->slot_mapping_host) return fail(err, "slot_mapping_host is NULL");
-        if (b->block_table_stride == 0) return fail(err, "block_table_stride = 0");
-    }
+    if (!cacheless && !b->seq_lens_host) return fail(err, "seq_lens_host is NULL");
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER && !ah_batch_encoder_seq_lens(b))
         return fail(err, "encoder_seq_lens_host is NULL (or the batch's struct_size %" PRIu32
                          " predates it): a cross-attention (encoder_decoder) layer reads each "
@@ -87,12 +93,22 @@ static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, cons
     if (b->num_tokens > lim->max_num_tokens)
         return fail(err, "num_tokens = %" PRIu32 " exceeds limits.max_num_tokens = %" PRIu32,
                     b->num_tokens, lim->max_num_tokens);
-    if (b->num_blocks > lim->num_blocks)
-        return fail(err, "num_blocks = %" PRIu32 " exceeds limits.num_blocks = %" PRIu32,
-                    b->num_blocks, lim->num_blocks);
     if (b->max_seq_len > lim->max_seq_len)
         return fail(err, "max_seq_len = %" PRIu32 " exceeds limits.max_seq_len = %" PRIu32,
                     b->max_seq_len, lim->max_seq_len);
+    return AH_OK;
+}
+
+/* The paging fields of a layer with a cache (one group's). */
+static ah_status check_paging(const ah_batch *b, const ah_limits *lim, ah_error *err)
+{
+    if (b->num_blocks == 0) return fail(err, "num_blocks = 0: the KV cache has no blocks");
+    if (!b->block_table_host) return fail(err, "block_table_host is NULL");
+    if (!b->slot_mapping_host) return fail(err, "slot_mapping_host is NULL");
+    if (b->block_table_stride == 0) return fail(err, "block_table_stride = 0");
+    if (lim && b->num_blocks > lim->num_blocks)
+        return fail(err, "num_blocks = %" PRIu32 " exceeds limits.num_blocks = %" PRIu32,
+                    b->num_blocks, lim->num_blocks);
     return AH_OK;
 }
 
@@ -195,9 +211,51 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
     return AH_OK;
 }
 
-/* Block-table rows: wide enough, and every used block inside the cache. */
+/* Why a released entry block_table[r][k] cannot stand, or AH_OK when the
+ * window w hides it from every query token of request r. */
+static ah_status check_released(const ah_batch *b, const ah_layer_spec *spec, uint32_t r, int64_t k,
+                                int32_t v, uint32_t w, const char *why_none, ah_error *err)
+{
+    const int64_t bs = spec->block_size;
+    const int64_t q = (int64_t)b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
+    const int64_t p0 = (int64_t)b->seq_lens_host[r] - q, last = (k + 1) * bs - 1;
+    if (q == 0)
+        return fail(err,
+                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block in padded "
+                    "request %" PRIu32 ", whose blocks a kernel may read: padding uses blocks "
+                    "inside the cache",
+                    r, k, v, r);
+    if (spec->attn_type != AH_ATTN_DECODER)
+        return fail(err,
+                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block, but a "
+                    "%s layer reads every key of the request: only sliding-window decoder layers "
+                    "may have released blocks",
+                    r, k, v, ah_attn_type_str(spec->attn_type));
+    if (!w)
+        return fail(err,
+                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 " is outside the cache (%" PRIu32
+                    " blocks): a negative entry marks a released block, but %s, so request %" PRIu32
+                    "'s queries may read every key (positions %" PRId64 "..%" PRId64
+                    " of this block included)",
+                    r, k, v, b->num_blocks, why_none, r, k * bs, last);
+    if (last > p0 - (int64_t)w) {
+        int64_t lo = p0 - (int64_t)w + 1;
+        return fail(err,
+                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block, but "
+                    "request %" PRIu32 "'s first query token (position %" PRId64 ", sliding_window %"
+                    PRIu32 ") still sees keys from position %" PRId64 " on, and the block holds "
+                    "positions %" PRId64 "..%" PRId64 "; only blocks wholly before position %" PRId64
+                    " may be released",
+                    r, k, v, r, p0, w, lo < 0 ? 0 : lo, k * bs, last, lo < 0 ? 0 : lo);
+    }
+    return AH_OK;
+}
+
+/* Block-table rows: wide enough, and every used block inside the cache or
+ * released where no query sees it. */
 static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
-                                   const ah_limits *lim, ah_error *err)
+                                   const ah_limits *lim, uint32_t w, const char *why_none,
+                                   int *released, ah_error *err)
 {
     const int64_t bs = spec->block_size;
     const ah_divider div = ah__divider(spec->block_size);
@@ -217,15 +275,23 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
     if (ah__table_max_unsigned(b->block_table_host, b->block_table_stride, b->seq_lens_host, b->num_reqs,
                                &div) < b->num_blocks)
         return AH_OK;
-    for (uint32_t r = 0; r < b->num_reqs; r++) { /* the slow path only names the culprit */
+    /* the slow path: released entries, or a culprit to name */
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t need = ((int64_t)b->seq_lens_host[r] + bs - 1) / bs;
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
-        for (int64_t k = 0; k < need; k++)
-            if (row[k] < 0 || (int64_t)row[k] >= (int64_t)b->num_blocks)
+        for (int64_t k = 0; k < need; k++) {
+            if (row[k] < 0) {
+                ah_status s = check_released(b, spec, r, k, row[k], w, why_none, err);
+                if (s != AH_OK) return s;
+                *released = 1;
+                continue;
+            }
+            if ((int64_t)row[k] >= (int64_t)b->num_blocks)
                 return fail(err,
                             "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
                             " is outside the cache (%" PRIu32 " blocks)",
                             r, k, row[k], b->num_blocks);
+        }
     }
     return AH_OK;
 }
@@ -334,13 +400,86 @@ ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
     return ah_batch_validate_fill(batch, spec, limits, 0, err);
 }
 
+ah_status ah_batch_group_view(const ah_batch *batch, uint32_t g, ah_batch *view, ah_error *err)
+{
+    if (!batch || !view) return fail(err, "ah_batch_group_view: batch and view are required");
+    if (batch->struct_size < offsetof(ah_batch, block_table_stride) + sizeof batch->block_table_stride)
+        return fail(err, "batch: struct_size %" PRIu32 " is too small", batch->struct_size);
+    const uint32_t n = ah_batch_num_kv_groups(batch);
+    memset(view, 0, sizeof *view);
+    memcpy(view, batch, batch->struct_size < sizeof *view ? batch->struct_size : sizeof *view);
+    view->struct_size = sizeof *view;
+    view->num_kv_groups = 0;
+    view->kv_groups = NULL;
+    if (!n) {
+        if (g == 0) return AH_OK;
+        return fail(err,
+                    "num_kv_groups = 0 (the batch's own block_table is group 0 and there is no "
+                    "other), but the layer is in kv_group %" PRIu32 ": pass every group in kv_groups",
+                    g);
+    }
+    if (!batch->kv_groups)
+        return fail(err, "num_kv_groups = %" PRIu32 " but kv_groups is NULL", n);
+    if (g >= n)
+        return fail(err,
+                    "num_kv_groups = %" PRIu32 ", but the layer is in kv_group %" PRIu32
+                    ": kv_groups needs an entry per group of the model",
+                    n, g);
+    const ah_kv_group *e = &batch->kv_groups[g];
+    if (e->struct_size < offsetof(ah_kv_group, block_table_stride) + sizeof e->block_table_stride)
+        return fail(err, "kv_groups[%" PRIu32 "].struct_size = %" PRIu32 " is too small (need %zu)", g,
+                    e->struct_size, offsetof(ah_kv_group, block_table_stride) + sizeof(uint32_t));
+    if (!e->block_table_host) return AH_OK; /* the batch's own fields */
+    view->num_blocks = e->num_blocks;
+    view->block_table = e->block_table;
+    view->slot_mapping = e->slot_mapping;
+    view->block_table_host = e->block_table_host;
+    view->slot_mapping_host = e->slot_mapping_host;
+    view->block_table_stride = e->block_table_stride;
+    return AH_OK;
+}
+
+/* Prefix "kv group G: " to err's message. */
+static ah_status in_group(ah_status s, uint32_t g, ah_error *err)
+{
+    if (s == AH_OK || !err || g == UINT32_MAX) return s;
+    char tmp[sizeof err->msg];
+    snprintf(tmp, sizeof tmp, "%s", err->msg);
+    snprintf(err->msg, sizeof err->msg, "kv group %" PRIu32 ": %.990s", g, tmp);
+    return s;
+}
+
 ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
                                  const ah_limits *limits, int32_t seq_len_fill, ah_error *err)
 {
     if (!batch) return fail(err, "batch is NULL");
     if (!spec) return fail(err, "layer spec is NULL");
+    const uint32_t g = ah_spec_kv_group(spec);
+    const int grouped = g || (batch->struct_size >= offsetof(ah_batch, block_table_stride) + sizeof(uint32_t) &&
+                              ah_batch_num_kv_groups(batch));
+    ah_batch view;
+    if (!ah_spec_cacheless(spec)) {
+        ah_status s = ah_batch_group_view(batch, g, &view, err);
+        if (s != AH_OK) return s;
+        batch = &view;
+    }
+    const int causal_window = spec->attn_type == AH_ATTN_DECODER;
+    return ah__batch_validate_group(batch, spec, limits, seq_len_fill, grouped ? g : UINT32_MAX,
+                                    causal_window ? spec->sliding_window : 0,
+                                    "the layer has no sliding window", NULL, err);
+}
+
+ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *spec,
+                                   const ah_limits *limits, int32_t seq_len_fill, uint32_t group,
+                                   uint32_t release_window, const char *release_why, int *released,
+                                   ah_error *err)
+{
+    int rel = 0;
+    if (released) *released = 0;
     ah_status s = check_counts(batch, spec, limits, err);
     if (s != AH_OK) return s;
+    if (!ah_spec_cacheless(spec) && (s = check_paging(batch, limits, err)) != AH_OK)
+        return in_group(s, group, err);
     int64_t max_q, max_s, min_s;
     s = check_lengths(batch, spec, limits, seq_len_fill, &max_q, &max_s, &min_s, err);
     if (s != AH_OK) return s;
@@ -348,9 +487,12 @@ ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spe
         (s = check_mask(batch, err)) != AH_OK)
         return s;
     if (ah_spec_cacheless(spec)) return AH_OK;
-    s = check_block_table(batch, spec, limits, err);
-    if (s != AH_OK) return s;
+    s = check_block_table(batch, spec, limits, release_window, release_why, &rel, err);
+    if (s != AH_OK) return in_group(s, group, err);
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER && (s = check_encoder(batch, spec, limits, err)) != AH_OK)
-        return s;
-    return check_slots(batch, spec, err);
+        return in_group(s, group, err);
+    s = check_slots(batch, spec, err);
+    if (s != AH_OK) return in_group(s, group, err);
+    if (released) *released = rel;
+    return AH_OK;
 }

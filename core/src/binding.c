@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "batch_split.h"
+#include "batch_validate.h"
 #include "device_int.h"
 #include "host_int.h"
 #include "tensor_check.h"
@@ -74,13 +75,25 @@ struct ah_binding {
     uint32_t n_plans[LIST_COUNT];
     int32_t mask_bad[LIST_COUNT]; /* per list: a decoder state whose plugin lacks
                                      AH_FEAT_TREE_MASK, or -1 */
-    uint32_t *checks;      /* states whose specs validate a batch (distinct block sizes) */
+    uint32_t *checks;      /* states whose specs validate a batch (distinct groups,
+                              block sizes, kinds and fills) */
     uint32_t n_checks;
+    /* KV-cache groups (ABI 2.1), fixed at creation */
+    uint32_t n_groups;     /* 1 + the largest kv_group of a cache layer */
+    uint32_t *release_w;   /* per group: the window that may hide released
+                              blocks (the smallest over its layers), 0: none */
+    const char **release_why; /* per group: why release_w is 0 (static text) */
+    char (*release_buf)[96];  /* per group: the text release_why points at */
+    int32_t *released_bad[LIST_COUNT]; /* per list and group: a state of the
+                                          group whose plugin lacks
+                                          AH_FEAT_RELEASED_BLOCKS, or -1 */
+    int *released;         /* per group: the last validated batch has released blocks */
+    ah_batch *gbatch;      /* per group: the planned batch with the group's paging */
     int32_t *qsl_host;     /* the prefill part's rebased query_start_loc */
     void **qsl_dev;        /* per device: its copy (NULL: the host buffer serves) */
     uint8_t *dev_prefill;  /* per device: serves a prefill part */
-    ah_batch_part dpart;   /* the decode part */
-    ah_batch_part *pparts; /* per device: the prefill part */
+    ah_batch_part *dparts; /* per group: the decode part */
+    ah_batch_part *pparts; /* per group and device (g * n_devs + d): the prefill part */
     /* the last planned step */
     ah_phase phase;
     int planned;
@@ -223,20 +236,89 @@ static uint32_t row_granule(const ah_layer_spec *s)
     return g;
 }
 
-/* A batch is validated once per distinct block size, attention kind and
- * padding fill among the states that may plan it. Padded requests
- * (captured batches) must then carry a seq_len every such plugin accepts;
- * plugins that declare different fills cannot share padded batches. */
+/* A batch is validated once per distinct KV-cache group, block size,
+ * attention kind and padding fill among the states that may plan it.
+ * Padded requests (captured batches) must then carry a seq_len every such
+ * plugin accepts; plugins that declare different fills cannot share padded
+ * batches. */
 static void check_add(ah_binding *b, uint32_t state)
 {
     const bound_state *s = &b->states[state];
     for (uint32_t c = 0; c < b->n_checks; c++) {
         const bound_state *cs = &b->states[b->checks[c]];
         if (cs->spec.block_size == s->spec.block_size && cs->spec.attn_type == s->spec.attn_type &&
-            seq_len_fill(b, cs) == seq_len_fill(b, s))
+            cs->spec.kv_group == s->spec.kv_group && seq_len_fill(b, cs) == seq_len_fill(b, s))
             return;
     }
     b->checks[b->n_checks++] = state;
+}
+
+/* KV-cache groups: how many, a group's layers agreeing in their resolved
+ * paging (kv_layout AUTO resolves per backend), the window that decides
+ * which released blocks a group may have, and per plan list the first
+ * state of each group whose plugin cannot skip released blocks. */
+static ah_status prepare_groups(ah_binding *b, ah_error *err)
+{
+    uint32_t G = 1;
+    for (uint32_t i = 0; i < b->n_states; i++)
+        if (!ah_spec_cacheless(&b->states[i].spec) && b->states[i].spec.kv_group + 1 > G)
+            G = b->states[i].spec.kv_group + 1;
+    b->n_groups = G;
+    if (!(b->release_w = ah__calloc(G, sizeof *b->release_w)) ||
+        !(b->release_why = ah__calloc(G, sizeof *b->release_why)) ||
+        !(b->release_buf = ah__calloc(G, sizeof *b->release_buf)) ||
+        !(b->released = ah__calloc(G, sizeof *b->released)) ||
+        !(b->gbatch = ah__calloc(G, sizeof *b->gbatch)) ||
+        !(b->dparts = ah__calloc(G, sizeof *b->dparts)))
+        return AH_ERR_OUT_OF_MEMORY;
+    for (int li = 0; li < LIST_COUNT; li++) {
+        if (!(b->released_bad[li] = ah__calloc(G, sizeof(int32_t)))) return AH_ERR_OUT_OF_MEMORY;
+        for (uint32_t g = 0; g < G; g++) b->released_bad[li][g] = -1;
+    }
+    uint32_t *first = ah__calloc(G, sizeof *first); /* a state of each group + 1 */
+    if (!first) return AH_ERR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < b->n_states; i++) {
+        const bound_state *bs = &b->states[i];
+        if (ah_spec_cacheless(&bs->spec)) continue;
+        const uint32_t g = bs->spec.kv_group;
+        if (!first[g]) {
+            first[g] = i + 1;
+            b->release_w[g] = UINT32_MAX;
+        }
+        const bound_state *a = &b->states[first[g] - 1];
+        if (G > 1 && (a->spec.kv_layout != bs->spec.kv_layout || a->spec.block_size != bs->spec.block_size)) {
+            snprintf(err->msg, sizeof err->msg,
+                     "layers %u (%s) and %u (%s) are both in kv_group %u but resolve to kv_layout "
+                     "%s / %s, block_size %u / %u: a group shares one cache layout; set kv_layout "
+                     "in the model description",
+                     a->first_layer, plugin_name(b, a->slot), bs->first_layer,
+                     plugin_name(b, bs->slot), g, ah_kv_layout_str(a->spec.kv_layout),
+                     ah_kv_layout_str(bs->spec.kv_layout), a->spec.block_size, bs->spec.block_size);
+            ah__free(first);
+            return AH_ERR_INVALID_ARGUMENT;
+        }
+        uint32_t w = bs->spec.attn_type == AH_ATTN_DECODER ? bs->spec.sliding_window : 0;
+        if (!w && b->release_w[g]) {
+            snprintf(b->release_buf[g], sizeof b->release_buf[g],
+                     "layer %u of kv_group %u has no sliding window", bs->first_layer, g);
+            b->release_why[g] = b->release_buf[g];
+        }
+        if (w < b->release_w[g]) b->release_w[g] = w;
+    }
+    ah__free(first);
+    for (uint32_t g = 0; g < G; g++) {
+        if (b->release_w[g] == UINT32_MAX) b->release_w[g] = 0;
+        if (!b->release_why[g]) b->release_why[g] = "the group has no sliding window";
+    }
+    for (int li = 0; li < LIST_COUNT; li++)
+        for (uint32_t i = 0; i < b->n_plans[li]; i++) {
+            const uint32_t si = b->plans[li][i].state;
+            const bound_state *bs = &b->states[si];
+            if (ah_spec_cacheless(&bs->spec)) continue;
+            int32_t *bad = &b->released_bad[li][bs->spec.kv_group];
+            if (*bad < 0 && !(caps_of(b, bs->slot)->features & AH_FEAT_RELEASED_BLOCKS)) *bad = (int32_t)si;
+        }
+    return AH_OK;
 }
 
 /* Everything a step needs, fixed at creation: which layers split, the
@@ -291,6 +373,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
         }
     }
     if (b->decode_qmax == UINT32_MAX) b->decode_qmax = 1; /* no attention layer */
+    ah_status gs = prepare_groups(b, err);
+    if (gs != AH_OK) return gs;
     if (!n_split) b->split_why = WHY_SAME;
     if (b->split_why) return AH_OK;
     /* split buffers: the rebased query_start_loc on the host and, on each
@@ -299,7 +383,7 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     if (!(b->qsl_host = ah__calloc(1, qbytes)) ||
         !(b->qsl_dev = ah__calloc(b->n_devs, sizeof(void *))) ||
         !(b->dev_prefill = ah__calloc(b->n_devs, 1)) ||
-        !(b->pparts = ah__calloc(b->n_devs, sizeof(ah_batch_part))))
+        !(b->pparts = ah__calloc((size_t)b->n_devs * b->n_groups, sizeof(ah_batch_part))))
         return AH_ERR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < b->n_plans[LIST_SPLIT]; i++) {
         const plan_item *it = &b->plans[LIST_SPLIT][i];
@@ -417,7 +501,16 @@ void ah_binding_destroy(ah_binding *b)
         ah__device_close(b->devs[i]);
     }
     for (int p = 0; p < AH_PHASE_COUNT; p++) ah__free(b->layer_state[p]);
-    for (int i = 0; i < LIST_COUNT; i++) ah__free(b->plans[i]);
+    for (int i = 0; i < LIST_COUNT; i++) {
+        ah__free(b->plans[i]);
+        ah__free(b->released_bad[i]);
+    }
+    ah__free(b->release_w);
+    ah__free(b->release_why);
+    ah__free(b->release_buf);
+    ah__free(b->released);
+    ah__free(b->gbatch);
+    ah__free(b->dparts);
     ah__free(b->layer_split);
     ah__free(b->checks);
     ah__free(b->qsl_host);
@@ -436,7 +529,7 @@ ah_phase ah_binding_phase(const ah_binding *b) { return b->phase; }
  * goes to each device that plans one, on the step's stream. */
 static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_split_scan *sc, void *stream)
 {
-    ah__batch_part_decode(&b->dpart, batch, sc);
+    for (uint32_t g = 0; g < b->n_groups; g++) ah__batch_part_decode(&b->dparts[g], &b->gbatch[g], sc);
     ah__split_rebase_qsl(batch, sc->nd, b->qsl_host);
     const size_t bytes = ((size_t)batch->num_reqs - sc->nd + 1) * sizeof(int32_t);
     for (uint32_t d = 0; d < b->n_devs; d++) {
@@ -453,7 +546,8 @@ static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_spli
                             plugin_name(b, slot), ops->context_error(ctx));
             dst = b->qsl_dev[d];
         }
-        ah__batch_part_prefill(&b->pparts[d], batch, sc, b->qsl_host, dst);
+        for (uint32_t g = 0; g < b->n_groups; g++)
+            ah__batch_part_prefill(&b->pparts[(size_t)g * b->n_devs + d], &b->gbatch[g], sc, b->qsl_host, dst);
     }
     return AH_OK;
 }
@@ -476,12 +570,30 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     whole->struct_size = sizeof *whole;
     const ah_batch *batch = whole;
     if ((unsigned)mode > AH_PLAN_REPLAY) return fail(b, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
+    /* KV-cache groups: every group's view of the batch (pointers only) */
+    const uint32_t nk = ah_batch_num_kv_groups(batch);
+    if (nk ? nk != b->n_groups : b->n_groups > 1)
+        return fail(b, AH_ERR_INVALID_ARGUMENT,
+                    "batch: num_kv_groups = %u, but the model has %u KV-cache groups: pass kv_groups "
+                    "with one entry per group%s",
+                    nk, b->n_groups, b->n_groups == 1 ? " (or none)" : "");
+    for (uint32_t g = 0; g < b->n_groups; g++) {
+        ah_error err;
+        ah_status s = ah_batch_group_view(batch, g, &b->gbatch[g], &err);
+        if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
+        b->released[g] = 0;
+    }
     if (b->validate)
         for (uint32_t c = 0; c < b->n_checks; c++) {
             ah_error err;
             const bound_state *cs = &b->states[b->checks[c]];
-            ah_status s = ah_batch_validate_fill(batch, &cs->spec, &b->limits, seq_len_fill(b, cs), &err);
+            const uint32_t g = ah_spec_cacheless(&cs->spec) ? 0 : cs->spec.kv_group;
+            int rel = 0;
+            ah_status s = ah__batch_validate_group(&b->gbatch[g], &cs->spec, &b->limits, seq_len_fill(b, cs),
+                                                   nk ? g : UINT32_MAX, b->release_w[g],
+                                                   b->release_why[g], &rel, &err);
             if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
+            if (rel) b->released[g] = 1;
         }
 
     /* decode requests: query_len <= decode_qmax; split when they lead */
@@ -529,6 +641,16 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
                     "feature",
                     bad->first_layer, plugin_name(b, bad->slot));
     }
+    /* Released blocks go only to plugins that never read them. */
+    for (uint32_t g = 0; g < b->n_groups; g++)
+        if (b->released[g] && b->released_bad[list][g] >= 0) {
+            const bound_state *bad = &b->states[b->released_bad[list][g]];
+            return fail(b, AH_ERR_UNSUPPORTED,
+                        "batch: kv group %u has released blocks (negative block_table entries), but "
+                        "layer %u's %s does not claim the released_blocks feature, so it might read "
+                        "them: keep those blocks in the table for this plugin",
+                        g, bad->first_layer, plugin_name(b, bad->slot));
+        }
     if (split) {
         ah_status s = build_parts(b, batch, &sc, stream);
         if (s != AH_OK) return s;
@@ -536,9 +658,10 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     for (uint32_t i = 0; i < b->n_plans[list]; i++) {
         const plan_item *it = &b->plans[list][i];
         bound_state *bs = &b->states[it->state];
-        const ah_batch *part = it->part == PART_WHOLE    ? batch
-                               : it->part == PART_DECODE ? &b->dpart.batch
-                                                         : &b->pparts[bs->dev_idx].batch;
+        const uint32_t g = ah_spec_cacheless(&bs->spec) ? 0 : bs->spec.kv_group;
+        const ah_batch *part = it->part == PART_WHOLE    ? &b->gbatch[g]
+                               : it->part == PART_DECODE ? &b->dparts[g].batch
+                                                         : &b->pparts[(size_t)g * b->n_devs + bs->dev_idx].batch;
         const ah_plugin_ops *ops = ops_of(b, bs->slot);
         ah_status s = ops->plan(bs->st, part, mode, stream);
         if (s != AH_OK)
@@ -583,13 +706,19 @@ static bound_state *planned_state(ah_binding *b, uint32_t layer)
 
 static int split_layer(const ah_binding *b, uint32_t layer) { return b->split && b->layer_split[layer]; }
 
+/* The planned batch as bs's KV-cache group sees it. */
+static const ah_batch *group_batch(const ah_binding *b, const bound_state *bs)
+{
+    return &b->gbatch[ah_spec_cacheless(&bs->spec) ? 0 : bs->spec.kv_group];
+}
+
 static ah_status check_kv_args(ah_binding *b, uint32_t layer, const bound_state *bs,
                                const ah_kv_write_args *a)
 {
     if (!b->validate) return AH_OK;
     DLDevice dev = ah_device_dl(bs->dev);
     char why[512];
-    ah_status s = ah__check_kv_write_args(&bs->spec, &b->batch, a, &dev, why, sizeof why);
+    ah_status s = ah__check_kv_write_args(&bs->spec, group_batch(b, bs), a, &dev, why, sizeof why);
     return s == AH_OK ? s : fail(b, s, "layer %u: %s", layer, why);
 }
 
@@ -712,7 +841,7 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
         /* once, on the whole tensors, before any split */
         DLDevice dev = ah_device_dl(bs->dev);
         char why[512];
-        ah_status s = ah__check_forward_args(&bs->spec, &b->batch, a, &dev, why, sizeof why);
+        ah_status s = ah__check_forward_args(&bs->spec, group_batch(b, bs), a, &dev, why, sizeof why);
         if (s != AH_OK) return fail(b, s, "layer %u: %s", layer, why);
     }
     if (bs->spec.attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))

@@ -55,6 +55,7 @@ static const ah_key_arg arg_heads = {NULL, 1, 4096};
 static const ah_key_arg arg_head_size = {NULL, 1, 4096};
 static const ah_key_arg arg_block_size = {NULL, 1, 65536};
 static const ah_key_arg arg_window = {NULL, 0, 2147483647};
+static const ah_key_arg arg_kv_group = {NULL, 0, AH_MAX_KV_GROUPS - 1};
 static const ah_key_arg arg_softcap = {NULL, 0, 1e6};
 static const ah_key_arg arg_scale = {NULL, 0, 1e6};
 
@@ -350,6 +351,7 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     spec->block_size = v->block_size;
     spec->kv_layout = (ah_kv_layout)v->kv_layout;
     spec->sliding_window = v->sliding_window;
+    spec->kv_group = v->kv_group;
     spec->softcap = v->softcap;
     spec->scale = v->scale;
     spec->use_mla = (uint32_t)v->mla;
@@ -417,7 +419,8 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                 {AH_MK_kv_layout, s->kv_layout},       {AH_MK_sliding_window, s->sliding_window},
                 {AH_MK_softcap, s->softcap},           {AH_MK_scale, s->scale},
                 {AH_MK_mla, s->use_mla},               {AH_MK_sinks, s->use_sinks},
-                {AH_MK_alibi, s->use_alibi},           {AH_MK_fp8_attention, s->fp8_attention}};
+                {AH_MK_alibi, s->use_alibi},           {AH_MK_fp8_attention, s->fp8_attention},
+                {AH_MK_kv_group, ah_spec_kv_group(s)}};
     for (size_t j = 0; j < sizeof vals / sizeof *vals; j++)
         if (out_of_range(vals[j].key, vals[j].v)) {
             char what[300];
@@ -453,6 +456,79 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
         s->attn_type != AH_ATTN_DECODER)
         return check_fail(msg, cap, keys, AH_MK_causal, AH_MK_attn_type,
                           "causal = true applies only to decoder layers");
+    if (ah_spec_kv_group(s) && ah_spec_cacheless(s))
+        return check_fail(msg, cap, keys, AH_MK_kv_group, AH_MK_attn_type,
+                          "kv_group = %u on a cacheless (%s) layer, which has no KV cache: leave "
+                          "it in group 0",
+                          s->kv_group, ah__key_choice_name(&model_keys[AH_MK_attn_type], (int)s->attn_type));
+    return AH_OK;
+}
+
+static ah_dtype group_kv_dtype(const ah_layer_spec *s)
+{
+    return s->kv_dtype == AH_DTYPE_AUTO ? s->q_dtype : s->kv_dtype;
+}
+
+ah_status ah__model_groups_check(ah_model *m, char *msg, size_t cap)
+{
+    /* Does the model declare groups? Without any, KV dtype and layout may
+     * still differ between layers, as before groups existed. */
+    int declared = 0;
+    for (uint32_t i = 0; i < m->num_layers && !declared; i++)
+        declared = m->kinds[i] == AH_LAYER_ATTENTION && ah_spec_kv_group(&m->layers[i]) != 0;
+    /* first[g]: the first cache layer of group g, or UINT32_MAX */
+    uint32_t first[AH_MAX_KV_GROUPS], top = 0;
+    for (uint32_t g = 0; g < AH_MAX_KV_GROUPS; g++) first[g] = UINT32_MAX;
+    m->num_kv_groups = 1;
+    for (uint32_t i = 0; i < m->num_layers; i++) {
+        const ah_layer_spec *s = &m->layers[i];
+        if (m->kinds[i] != AH_LAYER_ATTENTION || ah_spec_cacheless(s)) continue;
+        const uint32_t g = ah_spec_kv_group(s);
+        if (g >= AH_MAX_KV_GROUPS) { /* the layer check bounds it; kept for safety */
+            snprintf(msg, cap, "layer %u: kv_group = %u is not below %u", i, g, AH_MAX_KV_GROUPS);
+            return AH_ERR_CONFIG;
+        }
+        if (g > top) top = g;
+        if (first[g] == UINT32_MAX) {
+            first[g] = i;
+            continue;
+        }
+        const ah_layer_spec *a = &m->layers[first[g]];
+        const char *what = NULL;
+        char av[32], bv[32];
+        if (a->block_size != s->block_size) {
+            what = "block_size";
+            snprintf(av, sizeof av, "%u", a->block_size);
+            snprintf(bv, sizeof bv, "%u", s->block_size);
+        } else if (declared && group_kv_dtype(a) != group_kv_dtype(s)) {
+            what = "kv_dtype";
+            snprintf(av, sizeof av, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_dtype], group_kv_dtype(a)));
+            snprintf(bv, sizeof bv, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_dtype], group_kv_dtype(s)));
+        } else if (declared && a->kv_layout != s->kv_layout && a->kv_layout != AH_KV_LAYOUT_AUTO &&
+                   s->kv_layout != AH_KV_LAYOUT_AUTO) {
+            what = "kv_layout";
+            snprintf(av, sizeof av, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_layout], a->kv_layout));
+            snprintf(bv, sizeof bv, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_layout], s->kv_layout));
+        }
+        if (what) {
+            snprintf(msg, cap,
+                     "layers %u and %u are both in kv_group %u but differ in %s (%s and %s): the "
+                     "layers of a KV-cache group share one block table, so one block_size%s (put "
+                     "them in different groups with kv_group, or make them agree)",
+                     first[g], i, g, what, av, bv,
+                     declared ? ", kv_dtype and kv_layout" : "");
+            return AH_ERR_CONFIG;
+        }
+    }
+    for (uint32_t g = 0; g < top; g++)
+        if (first[g] == UINT32_MAX) {
+            snprintf(msg, cap,
+                     "layer %u: kv_group = %u, but no layer with a KV cache is in group %u: groups "
+                     "are numbered from 0 without gaps",
+                     first[top], top, g);
+            return AH_ERR_CONFIG;
+        }
+    m->num_kv_groups = top + 1;
     return AH_OK;
 }
 
@@ -530,6 +606,11 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
         ah_status st = resolve_layer(&c, &l, i, &m->layers[i], &m->kinds[i]);
         if (st != AH_OK) return st;
     }
+    char gmsg[512];
+    if (ah__model_groups_check(m, gmsg, sizeof gmsg) != AH_OK) {
+        if (err) snprintf(err->msg, sizeof err->msg, "%s: %s", p->source, gmsg);
+        return AH_ERR_CONFIG;
+    }
     return AH_OK;
 }
 
@@ -598,6 +679,8 @@ void ah_model_destroy(ah_model *model)
 const char *ah_model_name(const ah_model *model) { return model ? model->name : NULL; }
 
 uint32_t ah_model_num_layers(const ah_model *model) { return model ? model->num_layers : 0; }
+
+uint32_t ah_model_num_kv_groups(const ah_model *model) { return model ? model->num_kv_groups : 0; }
 
 const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer)
 {

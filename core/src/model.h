@@ -14,6 +14,7 @@ struct ah_model {
     ah_layer_spec *layers;  /* kv_dtype/kv_layout may be AUTO; zeros for
                                non-attention layers */
     ah_layer_kind *kinds;
+    uint32_t num_kv_groups; /* 1 + the largest kv_group of a cache layer (1 without any) */
 };
 
 /* The model-description keys, in model_keys.def order (K_name, ...). */
@@ -34,6 +35,16 @@ const char *ah__model_key_name(int k);
  * naming the line of the later one. A non-attention layer is always fine. */
 ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char *msg, size_t cap,
                                 int keys[2]);
+
+/* The model-wide check of KV-cache groups, after every layer passed
+ * ah__model_layer_check: groups numbered without gaps, and a group's
+ * cache layers agree in block size (they share one block table) and, in a
+ * model that declares groups (a kv_group above 0), in KV dtype (AUTO read
+ * as the query dtype) and KV layout (AUTO agrees with either; the binding
+ * checks the resolved layouts). A model without groups keeps mixing KV
+ * dtypes and layouts as before. Sets m->num_kv_groups. On a fault returns
+ * AH_ERR_CONFIG with the message (naming both layers, no prefix) in msg. */
+ah_status ah__model_groups_check(ah_model *m, char *msg, size_t cap);
 
 /* ah_model_create with source naming the model in messages instead of its
  * name ("config.json: layer 3: ..."). */

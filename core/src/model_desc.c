@@ -125,6 +125,11 @@ ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model 
             s->struct_size = sizeof *s;
         }
     }
+    char msg[512];
+    if (ah__model_groups_check(m, msg, sizeof msg) != AH_OK) {
+        ah_model_destroy(m);
+        return desc_fail(err, AH_ERR_CONFIG, "%s: %s", source, msg);
+    }
     *out = m;
     return AH_OK;
 }
@@ -143,8 +148,8 @@ ah_status ah_model_create(const ah_model_desc *desc, ah_model **out, ah_error *e
  * ranks of another) and, in the default column, where the table has no
  * default. Head sizes are one entry, "head_size = X" or the pair. */
 enum {
-    V_ATTN, V_CAUSAL, V_QH, V_KVH, V_HS, V_DTYPE, V_KVDTYPE, V_BLOCK, V_LAYOUT, V_WINDOW, V_SOFTCAP, V_SCALE,
-    V_SINKS, V_ALIBI, V_FP8, V_MLA, V_RANK, V_ROPE, V_COUNT
+    V_ATTN, V_CAUSAL, V_QH, V_KVH, V_HS, V_DTYPE, V_KVDTYPE, V_BLOCK, V_LAYOUT, V_GROUP, V_WINDOW, V_SOFTCAP,
+    V_SCALE, V_SINKS, V_ALIBI, V_FP8, V_MLA, V_RANK, V_ROPE, V_COUNT
 };
 
 typedef struct layer_text {
@@ -173,6 +178,7 @@ static void layer_render(const ah_layer_spec *s, layer_text *t)
     PUT(V_KVDTYPE, "kv_dtype = %s", ah_dtype_name(s->kv_dtype));
     PUT(V_BLOCK, "block_size = %u", s->block_size);
     PUT(V_LAYOUT, "kv_layout = %s", ah_kv_layout_str(s->kv_layout));
+    PUT(V_GROUP, "kv_group = %u", s->kv_group);
     PUT(V_WINDOW, "sliding_window = %u", s->sliding_window);
     PUT(V_SOFTCAP, "softcap = %.9g", (double)s->softcap);
     PUT(V_SCALE, "scale = %.9g", (double)s->scale);
@@ -189,7 +195,8 @@ static void defaults_render(layer_text *t)
     static const char *const def[V_COUNT] = {
         [V_ATTN] = "attn_type = decoder", [V_DTYPE] = "dtype = bf16",
         [V_KVDTYPE] = "kv_dtype = auto",  [V_BLOCK] = "block_size = 16",
-        [V_LAYOUT] = "kv_layout = auto",  [V_WINDOW] = "sliding_window = 0",
+        [V_LAYOUT] = "kv_layout = auto",  [V_GROUP] = "kv_group = 0",
+        [V_WINDOW] = "sliding_window = 0",
         [V_SOFTCAP] = "softcap = 0",      [V_SCALE] = "scale = 0",
         [V_SINKS] = "sinks = false",      [V_ALIBI] = "alibi = false",
         [V_FP8] = "fp8_attention = false", [V_MLA] = "mla = false",

@@ -74,7 +74,8 @@ const char *ah_device_kind_str(ah_device_kind k)
 
 static const char *const feature_names[] = {"mla", "sinks", "sliding_window", "alibi", "softcap",
                                     "non_causal", "sparse", "lse", "cascade", "diff_head_sizes",
-                                    "tree_mask", "cacheless", "cross_attention", "causal_flag"};
+                                    "tree_mask", "cacheless", "cross_attention", "causal_flag",
+                                    "released_blocks"};
 _Static_assert(sizeof feature_names / sizeof feature_names[0] == AH_FEATURE_COUNT, "one name per value");
 
 const char *ah_feature_name(uint32_t bit)

@@ -181,6 +181,17 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     const ah_layer_spec *sp = in->spec;
     s = ah_batch_validate(in->batch, sp, NULL, err);
     if (s != AH_OK) return s;
+    /* the layer's KV-cache group: its block table (released entries are
+     * never read: attend_row reads only the keys the window shows) */
+    ah_batch gview;
+    ah_ref_inputs gin;
+    memset(&gin, 0, sizeof gin);
+    memcpy(&gin, in, in->struct_size < sizeof gin ? in->struct_size : sizeof gin);
+    if (!ah_spec_cacheless(sp)) {
+        if ((s = ah_batch_group_view(in->batch, ah_spec_kv_group(sp), &gview, err)) != AH_OK) return s;
+        gin.batch = &gview;
+        in = &gin;
+    }
     if (ah_spec_cacheless(sp)) {
         if (!AH_HAS_FIELD(in, ah_ref_inputs, value) || !in->q || !in->key || !in->value || !out)
             return fail(err, AH_ERR_INVALID_ARGUMENT,
@@ -222,6 +233,9 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
     ah_status s = check_spec(spec, err);
     if (s != AH_OK) return s;
     if (!batch) return fail(err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
+    ah_batch gview; /* the layer's KV-cache group: its slots and cache */
+    if ((s = ah_batch_group_view(batch, ah_spec_kv_group(spec), &gview, err)) != AH_OK) return s;
+    batch = &gview;
     if (!batch->slot_mapping_host)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "slot_mapping_host is NULL");
     if (!key || !key_cache || (!spec->use_mla && (!value || !value_cache)))

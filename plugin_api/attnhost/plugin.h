@@ -56,8 +56,9 @@ extern "C" {
  * ah_context_options. Fields a later minor appends say which minor.
  * ABI 2.1 added encoder and cross attention (cacheless encoder layers,
  * ah_batch.encoder_seq_lens), the decoder causal flag
- * (ah_layer_spec.causal) and tree masks (ah_batch.custom_mask), with the
- * feature bits that claim them. */
+ * (ah_layer_spec.causal), tree masks (ah_batch.custom_mask) and KV-cache
+ * groups with released blocks (ah_layer_spec.kv_group, ah_batch.kv_groups,
+ * AH_FEAT_RELEASED_BLOCKS), with the feature bits that claim them. */
 #define AH_ABI_VERSION_MAJOR 2
 #define AH_ABI_VERSION_MINOR 1
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
@@ -237,9 +238,17 @@ typedef enum ah_feature {
                                           a cache (see ah_attn_type) */
     AH_FEAT_CROSS_ATTENTION = 1u << 12, /* ENCODER_DECODER layers over
                                           ah_batch.encoder_seq_lens */
-    AH_FEAT_CAUSAL_FLAG = 1u << 13     /* decoder layers with causal = OFF */
+    AH_FEAT_CAUSAL_FLAG = 1u << 13,    /* decoder layers with causal = OFF */
+    AH_FEAT_RELEASED_BLOCKS = 1u << 14 /* ABI 2.1: the plugin never reads a
+                                          block-table entry its layer's window
+                                          hides from every query of the
+                                          request, so released (negative)
+                                          entries there are safe (see
+                                          ah_kv_group); a batch with released
+                                          entries is planned only on plugins
+                                          claiming it */
 } ah_feature;
-#define AH_FEATURE_COUNT 14 /* bits 0 .. AH_FEATURE_COUNT - 1 */
+#define AH_FEATURE_COUNT 15 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
 /* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
  * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
@@ -398,7 +407,23 @@ typedef struct ah_layer_spec {
      * its attention type (see ah_causal; read it through ah_spec_causal,
      * which treats a spec too short to hold it as BY_TYPE). */
     uint32_t causal;
+    /* ABI 2.1. The layer's KV-cache group (vLLM's kv_cache_groups): layers
+     * of one group share a block size, KV dtype and layout, and read their
+     * block table, slot mapping and num_blocks from the batch's group entry
+     * (ah_batch.kv_groups). The host hands each state a batch whose
+     * block_table, slot_mapping, host copies, stride and num_blocks are its
+     * group's, so a plugin reads the usual fields and may ignore this one;
+     * it makes the specs, hence the states, of different groups differ.
+     * 0 for a model with one group (and for a spec too short to hold it:
+     * read it through ah_spec_kv_group). */
+    uint32_t kv_group;
 } ah_layer_spec;
+
+/* The layer's KV-cache group: 0 when the spec predates the field. */
+static inline uint32_t ah_spec_kv_group(const ah_layer_spec *s)
+{
+    return s->struct_size >= offsetof(ah_layer_spec, kv_group) + sizeof s->kv_group ? s->kv_group : 0;
+}
 
 /* 1 when a query at position p of this layer sees only keys j <= p. */
 static inline int ah_spec_causal(const ah_layer_spec *s)
@@ -573,6 +598,44 @@ typedef struct ah_caps {
  * gets token-row views of q, key, value, out and lse for its part.
  * ------------------------------------------------------------------------- */
 
+/* ABI 2.1. One KV-cache group's paging of a step (vLLM's per-group
+ * BlockTable in a hybrid KV-cache manager): the group's own block table,
+ * slot mapping and cache size, for requests and tokens in the batch's order.
+ * A group's layers share block size, KV dtype and layout, so one table
+ * serves them all; groups differ in block size, in what they hold, and in
+ * which blocks are still allocated.
+ *
+ * Released blocks. An entry block_table[r][k] < 0 says the engine released
+ * that block (a sliding-window group frees the blocks its window no longer
+ * sees, as vLLM's SlidingWindowManager does). The host accepts it only
+ * where every layer of the group has a sliding window W that hides the
+ * whole block from every query token of request r: with the request's
+ * first query at position p0 = seq_lens[r] - query_len_r, the block's last
+ * position (k + 1) * block_size - 1 must be <= p0 - W. Every other entry a
+ * request's seq_len covers must lie inside the group's cache. Such a batch
+ * is planned only on plugins that claim AH_FEAT_RELEASED_BLOCKS; they never
+ * read a released entry (they read no key the window hides). Padded
+ * requests and cross layers never have released entries.
+ *
+ * Lifetime: as the batch's own arrays (see ah_batch): the entry array and
+ * everything it points to stay valid and unchanged until the step's last
+ * forward has completed on its stream. */
+#define AH_MAX_KV_GROUPS 64 /* kv_group values are 0 .. AH_MAX_KV_GROUPS - 1 */
+
+typedef struct ah_kv_group {
+    uint32_t struct_size;
+    uint32_t num_blocks;              /* blocks in this group's KV cache (its
+                                         layers' cache tensors' dim 0) */
+    const DLTensor *block_table;      /* [num_reqs, >= blocks per request] int32,
+                                         in the group's block size */
+    const DLTensor *slot_mapping;     /* [num_tokens] int64: block * block_size
+                                         + offset in this group's cache;
+                                         negative: padding, not written */
+    const int32_t *block_table_host;  /* row-major, block_table_stride per row */
+    const int64_t *slot_mapping_host;
+    uint32_t block_table_stride;      /* elements per row in block_table_host */
+} ah_kv_group;
+
 typedef struct ah_batch {
     uint32_t struct_size;
     uint32_t num_reqs;
@@ -627,6 +690,22 @@ typedef struct ah_batch {
     const uint8_t *custom_mask_host;
     const int64_t *mask_indptr_host;
     uint64_t custom_mask_len;
+
+    /* ABI 2.1. KV-cache groups (see ah_kv_group and ah_layer_spec.kv_group).
+     * num_kv_groups 0 (or a struct_size that does not cover these fields):
+     * one group, group 0, whose paging is this batch's own block_table,
+     * slot_mapping, host copies, block_table_stride and num_blocks, so a
+     * one-group model is unchanged. Otherwise num_kv_groups is the model's
+     * number of groups (ah_model_num_kv_groups; any other count is refused)
+     * and kv_groups[g] is group g's paging for g in 0 .. num_kv_groups - 1;
+     * an entry whose block_table_host is NULL stands for this batch's own
+     * fields (so an engine may keep group 0 where it always was). Each
+     * group is checked against its own num_blocks; limits.num_blocks and
+     * limits.max_blocks_per_req bound every group. Plugins never read these
+     * fields: the host plans each state on a batch whose paging fields are
+     * its layer's group's and whose num_kv_groups is 0. */
+    uint32_t num_kv_groups;
+    const ah_kv_group *kv_groups;
 } ah_batch;
 
 /* The 2.1 fields of a batch, NULL when its struct_size does not cover them. */
@@ -639,6 +718,12 @@ static inline const uint8_t *ah_batch_custom_mask(const ah_batch *b)
 {
     return b->struct_size >= offsetof(ah_batch, custom_mask_len) + sizeof(uint64_t)
                ? b->custom_mask_host : NULL;
+}
+/* The batch's KV-cache group count as the host reads it: 0 when its
+ * struct_size does not cover kv_groups. */
+static inline uint32_t ah_batch_num_kv_groups(const ah_batch *b)
+{
+    return b->struct_size >= offsetof(ah_batch, kv_groups) + sizeof(void *) ? b->num_kv_groups : 0;
 }
 
 /* Sizes a state must accommodate: the engine's maxima, fixed at state

@@ -146,6 +146,7 @@ class ah_layer_spec(Structure):
         ("use_alibi", c_uint32),
         ("fp8_attention", c_uint32),
         ("causal", c_uint32),  # ABI 2.1
+        ("kv_group", c_uint32),  # ABI 2.1
     ]
 
 
@@ -222,6 +223,20 @@ class ah_batch(Structure):
         ("custom_mask_host", c_void_p),
         ("mask_indptr_host", c_void_p),
         ("custom_mask_len", c_uint64),
+        ("num_kv_groups", c_uint32),  # ABI 2.1
+        ("kv_groups", c_void_p),  # const ah_kv_group *
+    ]
+
+
+class ah_kv_group(Structure):  # ABI 2.1
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_blocks", c_uint32),
+        ("block_table", c_void_p),  # const DLTensor *
+        ("slot_mapping", c_void_p),
+        ("block_table_host", c_void_p),  # const int32_t *
+        ("slot_mapping_host", c_void_p),  # const int64_t *
+        ("block_table_stride", c_uint32),
     ]
 
 
@@ -397,7 +412,7 @@ STRUCTS = {
     cls.__name__: cls
     for cls in (
         DLDevice, DLDataType, DLTensor, DLManagedTensor, ah_int_set, ah_hw_facts,
-        ah_probe_info, ah_layer_spec, ah_config_key, ah_caps, ah_batch, ah_limits,
+        ah_probe_info, ah_layer_spec, ah_config_key, ah_caps, ah_batch, ah_kv_group, ah_limits,
         ah_model_desc, ah_hf_import_options,
         ah_forward_args, ah_error, ah_host_options, ah_plugin_info, ah_reason,
         ah_candidate, ah_decision, ah_binding_options, ah_kv_cache_desc, ah_ref_inputs,

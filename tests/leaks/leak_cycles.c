@@ -71,7 +71,7 @@ static int run_step(ah_binding *b)
     DLTensor t_qsl = tensor(qsl, 1, s_qsl, kDLInt, 32), t_seq = tensor(seq, 1, s_seq, kDLInt, 32);
     DLTensor t_bt = tensor(bt, 2, s_bt, kDLInt, 32), t_sl = tensor(slots, 1, s_sl, kDLInt, 64);
     ah_batch batch = {sizeof batch, REQS, TOK, 3, 22, NBLK, &t_qsl, &t_seq, &t_bt, &t_sl,
-                      qsl, seq, bt, slots, STRIDE, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+                      qsl, seq, bt, slots, STRIDE, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
     float *q = floats(TOK * HQ * D, 1), *k = floats(TOK * HK * D, 2), *v = floats(TOK * HK * D, 3);
     float *out = floats(TOK * HQ * D, 4), *kc = floats(NBLK * BS * HK * D, 5);
     float *vc = floats(NBLK * BS * HK * D, 6);

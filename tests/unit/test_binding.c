@@ -88,7 +88,7 @@ static void setup(fixture *f)
     f->ttab = tensor(f->table, 2, f->sh_tab, kDLInt, 32);
     f->tslot = tensor(f->slots, 1, f->sh_slot, kDLInt, 64);
     f->batch = (ah_batch){sizeof(ah_batch), R, (uint32_t)T, 5, 23, NB, &f->tqsl, &f->tseq, &f->ttab,
-                          &f->tslot, f->qsl, f->seq, f->table, f->slots, MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+                          &f->tslot, f->qsl, f->seq, f->table, f->slots, MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
 }
 
 static void teardown(fixture *f)

@@ -108,7 +108,7 @@ static void step_init(step *s, DLDevice dev)
     s->ttab = tensor(s->table, 2, s->sh_tab, kDLInt, 32, dev);
     s->tslot = tensor(s->slots, 1, s->sh_slot, kDLInt, 64, dev);
     s->batch = (ah_batch){sizeof(ah_batch), 1, T, T, T, NB, &s->tqsl, &s->tseq, &s->ttab,
-                          &s->tslot, s->qsl, s->seq, s->table, s->slots, MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+                          &s->tslot, s->qsl, s->seq, s->table, s->slots, MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
 }
 
 static ah_forward_args fwd(step *s)

@@ -57,12 +57,14 @@ static void patterns(void)
         ah_model_destroy(m);
     }
     /* Sections apply in file order; [model] is the default wherever it sits. */
-    m = parse("[layers.2-5]\nblock_size = 64\n[layers.0-3]\nblock_size = 32\n"
+    m = parse("[layers.2-5]\nblock_size = 64\nkv_group = 1\n[layers.0-3]\nblock_size = 32\nkv_group = 0\n"
               "[model]\nname = order\nnum_layers = 6\nnum_q_heads = 4\nhead_size = 32\nblock_size = 8\n");
     if (m) {
         uint32_t bs[6];
         for (uint32_t i = 0; i < 6; i++) bs[i] = ah_model_layer(m, i)->block_size;
         CHECK(bs[0] == 32 && bs[1] == 32 && bs[2] == 32 && bs[3] == 32 && bs[4] == 64 && bs[5] == 64);
+        CHECK(ah_model_layer(m, 3)->kv_group == 0 && ah_model_layer(m, 4)->kv_group == 1);
+        CHECK(ah_model_num_kv_groups(m) == 2);
         ah_model_destroy(m);
     }
     /* head_size sets both sizes; qk/v_head_size in the same section refine
@@ -184,7 +186,7 @@ typedef struct bad_case {
 #define LAYER_KEYS                                                                               \
     "kind, attn_type, causal, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, "  \
     "dtype, "                                                                                    \
-    "kv_dtype, block_size, kv_layout, sliding_window, softcap, scale, sinks, alibi, "             \
+    "kv_dtype, block_size, kv_layout, kv_group, sliding_window, softcap, scale, sinks, alibi, "             \
     "fp8_attention, mla, kv_lora_rank, qk_rope_head_dim"
 
 static const bad_case bad_cases[] = {

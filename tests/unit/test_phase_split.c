@@ -230,7 +230,7 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
     s->tslot = tensor(s->slots, 1, s->sh_slot, kDLInt, 64);
     s->batch = (ah_batch){sizeof(ah_batch), (uint32_t)n, (uint32_t)T, (uint32_t)maxq, (uint32_t)maxs, NB,
                           &s->tqsl, &s->tseq, &s->ttab, &s->tslot, s->qsl, s->seq, s->table, s->slots,
-                          MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+                          MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
     g_qbase = s->q, g_obase = s->out;
 }
 

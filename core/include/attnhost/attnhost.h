@@ -195,6 +195,11 @@ const char *ah_model_name(const ah_model *model);
 uint32_t ah_model_num_layers(const ah_model *model);
 /* The layer's spec as described: kv_dtype and kv_layout may be AUTO here. */
 const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer);
+/* The model's KV-cache groups (ABI 2.1; ah_layer_spec.kv_group): 1 + the
+ * largest kv_group of a layer with a KV cache, 1 for a model without
+ * groups. An engine passes this many entries in ah_batch.kv_groups, or
+ * none when it is 1. */
+uint32_t ah_model_num_kv_groups(const ah_model *model);
 
 /* The built-in demo model: global, sliding-window and MLA layers. */
 const char *ah_demo_model_text(void);
@@ -367,6 +372,12 @@ const char *ah_binding_errmsg(const ah_binding *b);
  *    token rows off 16-byte alignment; or no layer with two winners.
  * The split decision is O(num_reqs) on the host copies (free for a batch
  * whose max_query_len is within the threshold) and allocates nothing.
+ * KV-cache groups (ABI 2.1): a model with G > 1 groups needs
+ * batch->num_kv_groups = G and kv_groups (see ah_batch); each state is
+ * planned on its layer's group view (ah_batch_group_view), each group is
+ * validated against its own num_blocks, and a group with released blocks
+ * is refused for a plugin without AH_FEAT_RELEASED_BLOCKS (naming the
+ * layer and plugin).
  * On error nothing was planned. The batch's arrays must outlive the step
  * (see ah_batch). */
 ah_status ah_binding_plan(ah_binding *b, const ah_batch *batch, ah_plan_mode mode, void *stream);
@@ -414,7 +425,8 @@ typedef struct ah_kv_cache_desc {
     DLDataType dl_dtype;
 } ah_kv_cache_desc;
 
-/* The key and value cache tensors layer needs for num_blocks blocks.
+/* The key and value cache tensors layer needs for num_blocks blocks (the
+ * cache size of the layer's KV-cache group).
  * AH_ERR_INVALID_ARGUMENT for a layer out of range (the message names it).
  * Thread safety: owner thread. */
 ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,
@@ -476,6 +488,24 @@ ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
                             const ah_limits *limits, ah_error *err);
 ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
                                  const ah_limits *limits, int32_t seq_len_fill, ah_error *err);
+
+/* KV-cache groups (ABI 2.1). Validation reads the paging of the spec's
+ * kv_group (ah_batch.kv_groups[g], or the batch's own fields for group 0
+ * without groups) and checks it against that group's num_blocks: a batch
+ * describing fewer groups than the spec's kv_group + 1 is refused. Released
+ * entries (negative block-table entries, see ah_kv_group) are accepted only
+ * where the spec's sliding window hides the whole block from every query
+ * token of the request (ah_binding_plan uses the smallest window over the
+ * group's layers, and refuses them for plugins without
+ * AH_FEAT_RELEASED_BLOCKS); elsewhere the message names the group, row,
+ * column and value and says which position still sees the block.
+ *
+ * The batch a plugin of group g sees: a copy of batch whose block_table,
+ * slot_mapping, their host copies, block_table_stride and num_blocks are
+ * group g's (pointers, not copies of the arrays) and whose num_kv_groups is
+ * 0. AH_ERR_INVALID_ARGUMENT (message in err) when the batch describes no
+ * group g. Thread safety: any thread (pure). */
+ah_status ah_batch_group_view(const ah_batch *batch, uint32_t group, ah_batch *view, ah_error *err);
 
 /* ---------------------------------------------------------------------------
  * Check records: trust earned on this machine

@@ -59,11 +59,15 @@ typedef struct ah_ref_inputs {
     const void *value;
 } ah_ref_inputs;
 
-/* out [T, Hq, v_head], lse [T, Hq] (may be NULL). */
+/* out [T, Hq, v_head], lse [T, Hq] (may be NULL). The layer's KV-cache
+ * group (spec->kv_group, ABI 2.1) picks the batch's paging
+ * (ah_batch_group_view); the oracle reads only the keys a query sees, so
+ * released block-table entries (see ah_kv_group) are never followed. */
 ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *lse, ah_error *err);
 
 /* Store new K [T, Hk, qk_head] and V [T, Hk, v_head] (q dtype) into the
- * caches at the batch's slot_mapping, as write_kv must: converted to the KV
+ * caches at the batch's slot_mapping (the spec's KV-cache group's), as
+ * write_kv must: converted to the KV
  * dtype, divided by the scale for FP8 (nearest-even, saturating). Negative
  * slots are skipped. value/value_cache are ignored for MLA. */
 ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,

@@ -142,9 +142,19 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
         if (nblk > b->block_table_stride)
             return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "seq_lens[%u] = %d needs %u blocks, block table rows hold %u", r, sl, nblk, b->block_table_stride);
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        /* Released blocks (AH_FEAT_RELEASED_BLOCKS): a negative entry is
+         * fine where the window hides the whole block from the request's
+         * first query (so from all of them): no item, no pre-packing and no
+         * kernel reads a key before that query's window (plan and
+         * plan_prepack start there). */
+        const int32_t qlen = q1 - q0;
+        const int64_t lo = st->L.window && !st->L.cross && qlen > 0
+                               ? (int64_t)sl - qlen - (int64_t)st->L.window + 1 : 0;
         for (uint32_t i = 0; i < nblk; i++) {
+            if (row[i] < 0 && (int64_t)(i + 1) * bs <= lo) continue;
             if (row[i] < 0 || (uint32_t)row[i] >= b->num_blocks)
-                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table[%u][%u] = %d is outside the cache's %u blocks", r, i, row[i], b->num_blocks);
+                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table[%u][%u] = %d is outside the cache's %u blocks%s", r, i, row[i], b->num_blocks,
+                               row[i] < 0 ? " (a released block a query still sees)" : "");
             if (row[i] > max_block) max_block = row[i];
         }
     }
@@ -233,6 +243,16 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
     }
 }
 
+/* The first 16-key piece of request r any query of it sees. */
+static uint32_t first_piece(const ah_state *st, uint32_t r)
+{
+    const cpu_amx_layer *L = &st->L;
+    const int32_t qlen = st->qsl[r + 1] - st->qsl[r];
+    int32_t lo, hi;
+    cpu_amx_visible(L, st->seq_lens[r] - qlen, &lo, &hi);
+    return lo > 0 ? (uint32_t)lo / 16 : 0;
+}
+
 /* Most bytes of pre-packed K/V one forward may use; a larger prefill packs
  * per item as before. */
 #define CPU_AMX_PP_MAX ((size_t)512 << 20)
@@ -274,8 +294,13 @@ static ah_status plan_prepack(ah_state *st, uint32_t tq)
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of pre-packed K/V", total * 2);
     for (uint32_t r = 0; r < st->num_reqs; r++) {
         if (st->pp_off[r] == CPU_AMX_NO_PP) continue;
+        /* Pieces before the first query's window are never read (items
+         * start at its lower bound): skip them, so a released block there
+         * is never touched. Block sizes are multiples of 16, so the piece
+         * holding the bound lies in a visible block. */
+        const uint32_t p_lo = first_piece(st, r);
         for (uint32_t kvh = 0; kvh < L->hk; kvh++)
-            for (uint32_t p = 0; p < st->pp_np[r]; p += 32) {
+            for (uint32_t p = p_lo; p < st->pp_np[r]; p += 32) {
                 cpu_amx_pptask t = {r, kvh, p, p + 32 < st->pp_np[r] ? p + 32 : st->pp_np[r]};
                 st->pp_tasks[st->n_pp_tasks++] = t;
             }
