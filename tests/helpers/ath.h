@@ -194,6 +194,9 @@ int ath_work_refill(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
 int ath_work_upload(ath_host *h, ath_work *w);
 void ath_work_free(ath_host *h, ath_work *w);
 ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse);
+/* Forward arguments over the driver's own tensors (lse may be NULL). */
+ah_forward_args ath_forward_args(const DLTensor *q, const DLTensor *key_cache, const DLTensor *value_cache,
+                                 DLTensor *out, DLTensor *lse, void *stream);
 ah_kv_write_args ath_work_write_args(ath_work *w, void *stream);
 /* The oracle over w's host data: out [T, Hq, dv], lse [T, Hq] (may be
  * NULL); 0, or -1 with the oracle's message in why. */

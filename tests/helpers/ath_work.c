@@ -350,23 +350,31 @@ void ath_work_free(ath_host *h, ath_work *w)
     memset(w, 0, sizeof *w);
 }
 
-ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse)
+ah_forward_args ath_forward_args(const DLTensor *q, const DLTensor *key_cache, const DLTensor *value_cache,
+                                 DLTensor *out, DLTensor *lse, void *stream)
 {
     ah_forward_args a;
     memset(&a, 0, sizeof a);
     a.struct_size = sizeof a;
-    a.q = &w->d_q.t;
+    a.q = q;
+    a.key_cache = key_cache;
+    a.value_cache = value_cache;
+    a.out = out;
+    a.lse = lse;
+    a.stream = stream;
+    return a;
+}
+
+ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse)
+{
+    ah_forward_args a = ath_forward_args(&w->d_q.t, &w->d_kc.t, w->vc ? &w->d_vc.t : NULL, &w->d_out.t,
+                                         want_lse ? &w->d_lse.t : NULL, stream);
     a.key = w->knew ? &w->d_k.t : NULL;
     a.value = w->vnew ? &w->d_v.t : NULL;
-    a.key_cache = &w->d_kc.t;
-    a.value_cache = w->vc ? &w->d_vc.t : NULL;
-    a.out = &w->d_out.t;
-    a.lse = want_lse ? &w->d_lse.t : NULL;
     a.sinks = w->s.sinks ? &w->d_sinks.t : NULL;
     a.alibi_slopes = w->s.alibi ? &w->d_slopes.t : NULL;
     a.k_scale = w->s.k_scale;
     a.v_scale = w->s.v_scale;
-    a.stream = stream;
     return a;
 }
 

@@ -123,14 +123,7 @@ static double time_shape(ath_host *h, const shape *s, int reps)
     ath_tensor_host(&tkc, kc, bf, 4, sc);
     ath_tensor_host(&tvc, vc, bf, 4, sc);
     ath_tensor_host(&tlse, lse, ath_f32, 2, sl2);
-    ah_forward_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.struct_size = sizeof fa;
-    fa.q = &tq.t;
-    fa.key_cache = &tkc.t;
-    fa.value_cache = &tvc.t;
-    fa.out = &tout.t;
-    fa.lse = &tlse.t;
+    ah_forward_args fa = ath_forward_args(&tq.t, &tkc.t, &tvc.t, &tout.t, &tlse.t, NULL);
     if (ops->plan(st, &B.b, AH_PLAN_EAGER, NULL) != AH_OK) {
         fprintf(stderr, "plan: %s\n", ops->state_error(st));
         goto done;

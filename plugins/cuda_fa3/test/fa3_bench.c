@@ -103,14 +103,7 @@ static int bench(const shape *s)
         fprintf(stderr, "state_create: %s\n", ops->context_error(H.ctx));
         return 1;
     }
-    ah_forward_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.struct_size = sizeof fa;
-    fa.q = &q.t;
-    fa.key_cache = &kc.t;
-    fa.value_cache = &vc.t;
-    fa.out = &out.t;
-    fa.stream = H.stream;
+    ah_forward_args fa = ath_forward_args(&q.t, &kc.t, &vc.t, &out.t, NULL, H.stream);
     fa.k_scale = fa.v_scale = s->kv8 ? 0.25f : 0.f;
     float ms[30];
     int rc = 0;

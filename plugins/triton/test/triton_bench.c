@@ -106,7 +106,7 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
         printf("%s: %s %s\n", s->kind, O->context_error(ctx), st ? O->state_error(st) : "");
         return;
     }
-    ah_forward_args a = {sizeof a, &q.t, NULL, NULL, &kc.t, &vc.t, &out.t, NULL, NULL, NULL, 0, 0, stream};
+    ah_forward_args a = ath_forward_args(&q.t, &kc.t, &vc.t, &out.t, NULL, stream);
     float ms = time_forward(ctx, st, &a, reps);
     double kv_bytes = 2.0 * s->batch * (double)s->seq * s->hk * s->d * 2;
     double io_bytes = 2.0 * B.num_tokens * s->hq * s->d * 2;
