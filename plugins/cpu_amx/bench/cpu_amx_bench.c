@@ -3,6 +3,7 @@
  *
  *   cpu_amx_bench [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G]
  *                 [--decode B:CTX,...] [--prefill T,...] [--blas] [--set KEY=VALUE]
+ *                 [--plugin PATH]
  *
  * Shapes follow the plugin's targets: bf16 queries and cache, 32 query heads
  * over 8 KV heads, head size 128, block size 16, NHD. Decode: B requests of
@@ -13,7 +14,9 @@
  * figures are compared with (peaks.h); --blas times OpenBLAS sbgemm on the
  * prefill's two GEMM shapes, to decide whether a GEMM step should go to BLAS.
  * --set passes one more [plugin.cpu_amx] key (e.g. amx_decode=0); the figure
- * lines then carry it as set=KEY=VALUE.
+ * lines then carry it as set=KEY=VALUE. --plugin: another build of the
+ * plugin (a baseline commit's, build_base.sh) instead of this tree's.
+ * The plugin gets the host's own services (tests/helpers/ath.h).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -27,17 +30,13 @@
 
 #include <attnhost/plugin_util.h>
 
-#include "../test/host_stub.h"
+#include "ath.h"
 #include "peaks.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint16_t rand_bf16_from(uint64_t *st)
 {
-    uint64_t x = *st;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *st = x;
+    const uint64_t x = ath_rand_u64(st);
     /* Magnitudes in [1/16, 2), random sign: no zeros, no denormals. */
     return (uint16_t)(((x >> 8) & 0x8000) | (0x3d80 + ((x >> 20) % 0x280)));
 }
@@ -73,25 +72,20 @@ static void *big_alloc(size_t bytes)
     return p;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct shape {
     uint32_t nreq, qlen, ctx; /* decode: qlen 1; prefill: nreq 1, qlen = ctx */
 } shape;
 
 /* Time one shape; returns the median seconds, or a negative value on error. */
 static double last_cpu_s; /* median process CPU seconds of the last time_shape */
-static double time_shape(stub_host *h, const shape *s, int reps)
+static double time_shape(ath_host *h, const shape *s, int reps)
 {
     const uint32_t HQ = 32, HK = 8, D = 128, BS = 16;
-    const ah_plugin_ops *ops = h->desc->ops;
+    const ah_plugin_ops *ops = h->ops;
+    const ah_context_options dev0 = {sizeof dev0, 0};
     ah_context *ctx;
     const char *why;
-    if (ops->context_create(&h->svc, &stub_device0, &ctx, &why) != AH_OK) {
+    if (ops->context_create(&h->svc, &dev0, &ctx, &why) != AH_OK) {
         fprintf(stderr, "context_create: %s\n", why);
         return -1;
     }
@@ -109,72 +103,48 @@ static double time_shape(stub_host *h, const shape *s, int reps)
     uint16_t *kc = big_alloc(cache_n * 2), *vc = big_alloc(cache_n * 2), *q = malloc((size_t)T * HQ * D * 2),
              *out = malloc((size_t)T * HQ * D * 2);
     float *lse = malloc((size_t)T * HQ * 4);
-    int32_t *qsl = malloc((s->nreq + 1) * 4), *sl = malloc(s->nreq * 4), *bt = malloc((size_t)nblocks * 4);
-    int64_t *slots = malloc((size_t)T * 8);
     fill_bf16(kc, cache_n, 1);
     fill_bf16(vc, cache_n, 2);
     fill_bf16(q, (size_t)T * HQ * D, 3);
-    /* Blocks handed out in a shuffled order, as a long-running engine's are. */
-    for (uint32_t i = 0; i < nblocks; i++) bt[i] = (int32_t)i;
-    for (uint32_t i = nblocks - 1; i > 0; i--) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        uint32_t j = (uint32_t)(rng % (i + 1));
-        int32_t t = bt[i];
-        bt[i] = bt[j], bt[j] = t;
-    }
-    for (uint32_t r = 0; r <= s->nreq; r++) qsl[r] = (int32_t)(r * s->qlen);
-    for (uint32_t r = 0; r < s->nreq; r++) sl[r] = (int32_t)s->ctx;
-    for (uint32_t t = 0; t < T; t++) slots[t] = -1;
-    ah_batch b;
-    memset(&b, 0, sizeof b);
-    b.struct_size = sizeof b;
-    b.num_reqs = s->nreq;
-    b.num_tokens = T;
-    b.max_query_len = s->qlen;
-    b.max_seq_len = s->ctx;
-    b.num_blocks = nblocks;
-    b.query_start_loc_host = qsl;
-    b.seq_lens_host = sl;
-    b.block_table_host = bt;
-    b.slot_mapping_host = slots;
-    b.block_table_stride = bpr;
-    int64_t sh[8][4];
-    DLTensor tq, tkc, tvc, tout, tlse;
-    stub_tensor(&tq, q, AH_DTYPE_BF16, 3, sh[0], (int64_t[]){T, HQ, D});
-    stub_tensor(&tout, out, AH_DTYPE_BF16, 3, sh[1], (int64_t[]){T, HQ, D});
-    stub_tensor(&tkc, kc, AH_DTYPE_BF16, 4, sh[2], (int64_t[]){nblocks, BS, HK, D});
-    stub_tensor(&tvc, vc, AH_DTYPE_BF16, 4, sh[3], (int64_t[]){nblocks, BS, HK, D});
-    stub_tensor(&tlse, lse, AH_DTYPE_FP32, 2, sh[4], (int64_t[]){T, HQ});
-    ah_forward_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.struct_size = sizeof fa;
-    fa.q = &tq;
-    fa.key_cache = &tkc;
-    fa.value_cache = &tvc;
-    fa.out = &tout;
-    fa.lse = &tlse;
+    /* Blocks handed out in a shuffled order, as a long-running engine's
+     * are; no new tokens (every slot -1). */
+    int32_t *ql = malloc(s->nreq * 4), *sl = malloc(s->nreq * 4);
+    for (uint32_t r = 0; r < s->nreq; r++) ql[r] = (int32_t)s->qlen, sl[r] = (int32_t)s->ctx;
+    ath_batch_spec bsp = {.num_reqs = s->nreq, .qlens = ql, .seqlens = sl, .block_size = BS, .no_slots = 1};
+    ath_batch B;
     double *t = malloc(sizeof(double) * (size_t)(reps + 1)), med = -1;
     double *tc = malloc(sizeof(double) * (size_t)(reps + 1));
-    if (ops->plan(st, &b, AH_PLAN_EAGER, NULL) != AH_OK) {
+    if (ath_batch_build(NULL, &B, &bsp, &rng)) goto done;
+    const int64_t sq[3] = {T, HQ, D}, sc[4] = {nblocks, BS, HK, D}, sl2[2] = {T, HQ};
+    const DLDataType bf = ah_dtype_to_dl(AH_DTYPE_BF16);
+    ath_tensor tq, tkc, tvc, tout, tlse;
+    ath_tensor_host(&tq, q, bf, 3, sq);
+    ath_tensor_host(&tout, out, bf, 3, sq);
+    ath_tensor_host(&tkc, kc, bf, 4, sc);
+    ath_tensor_host(&tvc, vc, bf, 4, sc);
+    ath_tensor_host(&tlse, lse, ath_f32, 2, sl2);
+    ah_forward_args fa = ath_forward_args(&tq.t, &tkc.t, &tvc.t, &tout.t, &tlse.t, NULL);
+    if (ops->plan(st, &B.b, AH_PLAN_EAGER, NULL) != AH_OK) {
         fprintf(stderr, "plan: %s\n", ops->state_error(st));
         goto done;
     }
     for (int r = -1; r < reps; r++) {
         double t0 = bench_now(), c0 = bench_cpu_now();
-        if (ops->plan(st, &b, AH_PLAN_EAGER, NULL) != AH_OK || ops->forward(st, &fa) != AH_OK) {
+        if (ops->plan(st, &B.b, AH_PLAN_EAGER, NULL) != AH_OK || ops->forward(st, &fa) != AH_OK) {
             fprintf(stderr, "forward: %s\n", ops->state_error(st));
             goto done;
         }
         if (r >= 0) t[r] = bench_now() - t0, tc[r] = bench_cpu_now() - c0;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    qsort(tc, (size_t)reps, sizeof *tc, cmp_double);
+    ath_sort_d(t, reps);
+    ath_sort_d(tc, reps);
     med = t[reps / 2];
     last_cpu_s = tc[reps / 2];
 done:
     free(t);
     free(tc);
-    free(kc), free(vc), free(q), free(out), free(lse), free(qsl), free(sl), free(bt), free(slots);
+    free(kc), free(vc), free(q), free(out), free(lse), free(ql), free(sl);
+    ath_batch_free(NULL, &B);
     ops->state_destroy(st);
     ops->context_destroy(ctx);
     return med;
@@ -219,7 +189,7 @@ static void bench_blas(int threads, uint32_t T, int reps)
                 if (kind == 1 && which == 1) sg(101, 111, 111, (int)T, D, (int)T, 1.0f, af, (int)T, bf, D, 0.0f, c, D);
                 if (r >= 0) ts[r] = bench_now() - t0;
             }
-            qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+            ath_sort_d(ts, reps);
             double fl = 2.0 * T * T * D;
             printf("blas %s %s T=%u threads=%d median_ms=%.3f GFLOP/s=%.1f\n", kind ? "sgemm" : "sbgemm",
                    which ? "PV" : "QK^T", T, threads, ts[reps / 2] * 1e3, fl / ts[reps / 2] / 1e9);
@@ -231,12 +201,13 @@ static void bench_blas(int threads, uint32_t T, int reps)
 
 int main(int argc, char **argv)
 {
-    const char *isa = "auto", *threads = "0", *decode = NULL, *prefill = NULL, *set = NULL;
+    const char *plugin = CPU_AMX_SO, *isa = "auto", *threads = "0", *decode = NULL, *prefill = NULL, *set = NULL;
     int reps = 7, peaks = 0, blas = 0;
     double bw_gib = 2.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--isa")) isa = v, i++;
+        else if (!strcmp(a, "--plugin")) plugin = v, i++;
         else if (!strcmp(a, "--threads")) threads = v, i++;
         else if (!strcmp(a, "--reps")) reps = atoi(v), i++;
         else if (!strcmp(a, "--decode")) decode = v, i++;
@@ -248,26 +219,24 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--set") && strchr(v, '=')) set = v, i++;
         else {
             fprintf(stderr, "usage: %s [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G] "
-                            "[--decode B:CTX,...] [--prefill T,...] [--blas] [--no-thp] [--set KEY=VALUE]\n", argv[0]);
+                            "[--decode B:CTX,...] [--prefill T,...] [--blas] [--no-thp] [--set KEY=VALUE] [--plugin PATH]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
-    stub_host h;
-    if (stub_host_init(&h, CPU_AMX_SO) != 0) return 1;
-    stub_host_set(&h, "isa", isa);
-    stub_host_set(&h, "threads", threads);
+    ath_host h;
+    if (ath_load(&h, plugin) != 0 || ath_set(&h, "isa", isa) || ath_set(&h, "threads", threads)) return 1;
     char setkey[64] = "", setnote[96] = "";
     if (set) {
         size_t kl = (size_t)(strchr(set, '=') - set);
         snprintf(setkey, sizeof setkey, "%.*s", (int)(kl < 63 ? kl : 63), set);
-        stub_host_set(&h, setkey, strchr(set, '=') + 1);
+        if (ath_set(&h, setkey, strchr(set, '=') + 1)) return 1;
         snprintf(setnote, sizeof setnote, " set=%s", set);
     }
     ah_probe_info pi;
     memset(&pi, 0, sizeof pi);
     pi.struct_size = sizeof pi;
-    h.desc->ops->probe(&h.svc, &pi);
+    h.ops->probe(&h.svc, &pi);
     if (!pi.usable) {
         fprintf(stderr, "cpu_amx not usable: %s\n", pi.reason);
         return 1;

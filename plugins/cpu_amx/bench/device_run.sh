@@ -72,7 +72,7 @@ step 25 "$OUT/bench_amx.log" $BENCH --isa amx --set amx_interleave=0 --prefill $
 # prefill and two decode shapes with another commit's kernels, in this run.
 if [ -d build-amx-base/src ]; then
     step 60 "$OUT/base.log" env EXTRA_CFLAGS="-I$D/usr/include" bash plugins/cpu_amx/bench/build_base.sh build-amx-base &&
-        step 30 "$OUT/base.log" build-amx-base/cpu_amx_bench --threads 16 --isa amx --decode 16:4096,64:4096 --prefill $PRE --reps 7
+        step 30 "$OUT/base.log" $BENCH --plugin build-amx-base/cpu_amx.so --isa amx --decode 16:4096,64:4096 --prefill $PRE --reps 7
 fi
 step 65 "$OUT/torch.log" python3 bench/peers/torch_cpu_attention.py --threads 16 --reps 7 --decode $DEC --prefill $PRE
 python3 plugins/cpu_amx/bench/summary.py "$OUT" > "$OUT/summary.log" 2>&1
@@ -84,7 +84,7 @@ step 25 "$G" $BENCH --isa amx --prefill $PRE --reps 7
 step 15 "$G" $BENCH --isa amx --decode 16:4096,32:8192,64:4096 --reps 7
 step 20 "$G" $B/bin/cpu_amx_bench --threads 1 --isa amx --prefill 2048 --reps 3
 echo "=== $(( $(date +%s) - T0 )) s"; head -3 "$OUT/env.log"
-grep -E "checks|^exit|^isa .*skipped|==|conformance|FAIL|unavailable|error|TIMEOUT" "$L"; grep -h TIMEOUT "$OUT"/*.log
+grep -E "checks|^exit|^isa .*skipped|==|conformance|FAIL|CHECK failed|unavailable|error|TIMEOUT" "$L"; grep -h TIMEOUT "$OUT"/*.log
 cat "$OUT/summary.log"
 grep -hE "^(decode|prefill)" "$G" | cut -d' ' -f2-
 if [ -f "$OUT/base.log" ]; then

@@ -1,7 +1,8 @@
 /*
- * cpu_amx kernel test: dlopens the plugin and runs every ISA path this CPU
- * offers over random batches against a double-precision reference written
- * here from the oracle's definition (core/include/attnhost/reference.h):
+ * cpu_amx kernel test: loads the plugin with the host's services
+ * (tests/helpers/ath.h) and runs every ISA path this CPU offers over random
+ * batches against the double-precision oracle (attnhost/reference.h:
+ * attention, write_kv and merge_states):
  * prefill, extend, decode and mixed batches; MHA/GQA/MQA and wide groups;
  * MLA (576/512, V inside the key cache); bf16/fp16/fp32 queries; bf16, fp16,
  * fp32 and FP8 E4M3/E5M2 caches with scales; NHD and HND; sliding window,
@@ -17,7 +18,8 @@
 
 #include <attnhost/plugin_util.h>
 
-#include "host_stub.h"
+#include "ath.h"
+#include "check.h"
 
 /* Two threads exercise the split-KV merge. Under ThreadSanitizer one: the
  * libgomp Debian ships is not instrumented, so its barriers would read as
@@ -29,26 +31,8 @@
 #define TEST_THREADS "2"
 #endif
 
-static int failures, checks;
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        checks++;                                                           \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static double urand(void) /* [-1, 1) */
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
-}
+static const ah_context_options device0 = {sizeof(ah_context_options), 0};
 
 typedef struct tcase {
     const char *name;
@@ -62,400 +46,185 @@ typedef struct tcase {
     int mla, sinks, alibi;
     float k_scale, v_scale;
     int nreq;
-    int qlen[6], seq[6];
+    int32_t qlen[6], seq[6];
     const char *split_min; /* NULL: default */
 } tcase;
 
-static size_t kv_off(const tcase *c, uint32_t hsz, uint32_t blk, uint32_t slot, uint32_t h, uint32_t ch)
+/* The case as a workload on host memory: blocks shuffled, one spare table
+ * column and three spare blocks, queries in [-2, 2), caches and new K/V in
+ * [-1, 1) (FP8: quantised with the scales). A bidirectional case is a
+ * decoder layer with the causal flag off (ABI 2.1); the spec's scale stays
+ * 0, the plugin's default. */
+static int world_build(ath_work *w, const tcase *c)
 {
-    size_t per_block = (size_t)c->bs * c->hk * hsz;
-    if (c->layout == AH_KV_LAYOUT_HND) return blk * per_block + ((size_t)h * c->bs + slot) * hsz + ch;
-    return blk * per_block + ((size_t)slot * c->hk + h) * hsz + ch;
+    ath_shape s;
+    memset(&s, 0, sizeof s);
+    s.attn = c->type;
+    if (c->type == AH_ATTN_ENCODER || c->type == AH_ATTN_ENCODER_ONLY) {
+        s.attn = AH_ATTN_DECODER;
+        s.causal = AH_CAUSAL_OFF;
+    }
+    s.q_dtype = c->qdt, s.kv_dtype = c->kvdt;
+    s.hq = c->hq, s.hk = c->hk, s.d = c->d, s.dv = c->dv, s.mla = (uint32_t)c->mla;
+    s.layout = c->layout, s.window = c->window, s.softcap = c->softcap;
+    s.sinks = (uint32_t)c->sinks, s.alibi = (uint32_t)c->alibi;
+    s.k_scale = c->k_scale, s.v_scale = c->v_scale;
+    s.scale = 1.f, s.q_amp = 2.f, s.new_kv = 1;
+    s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->nreq, .qlens = c->qlen, .seqlens = c->seq,
+                               .block_size = c->bs, .table_pad = 1, .extra_blocks = 3,
+                               .no_slots = c->type == AH_ATTN_ENCODER_DECODER};
+    if (ath_work_build(NULL, w, &s, &rng)) return -1;
+    w->spec.scale = 0.0f;
+    w->lim.max_seq_len = 20000;
+    if (c->type == AH_ATTN_ENCODER_DECODER) w->B.b.encoder_seq_lens_host = w->B.seq; /* ABI 2.1 */
+    return 0;
 }
 
-typedef struct world {
-    const tcase *c;
-    uint32_t T, nblocks, bt_stride;
-    int32_t qsl[7], seq[6], *bt;
-    int64_t *slots;
-    void *q, *knew, *vnew, *kc, *vc, *kc_expect, *vc_expect;
-    float sinks[128], alibi[128];
-    double *ref_out, *ref_lse;
-} world;
-
-static void *fill(size_t n, ah_dtype t, double amp)
-{
-    void *p = calloc(n ? n : 1, ah_dtype_size(t));
-    for (size_t i = 0; i < n; i++) ah_store_f32(p, i, t, (float)(amp * urand()));
-    return p;
-}
-
-/* Random caches (quantised with the scales for FP8), tables and new tokens.
- * ramp > 0 scales the cached key at position p of a request by 1 + ramp *
+/* ramp > 0 scales the cached key at position p of a request by 1 + ramp *
  * p / seq_len, so scores keep rising along the sequence and the kernels'
  * running max moves far beyond its first value (their lazy rescale paths). */
-static void world_build(world *w, const tcase *c, float ramp)
+static void ramp_keys(ath_work *w, const tcase *c, float ramp)
 {
-    memset(w, 0, sizeof *w);
-    w->c = c;
-    uint32_t maxblk = 0, total_blk = 0;
-    for (int r = 0; r < c->nreq; r++) {
-        w->qsl[r + 1] = w->qsl[r] + c->qlen[r];
-        w->seq[r] = c->seq[r];
-        uint32_t nb = ((uint32_t)c->seq[r] + c->bs - 1) / c->bs;
-        if (nb > maxblk) maxblk = nb;
-        total_blk += nb;
-    }
-    w->T = (uint32_t)w->qsl[c->nreq];
-    w->bt_stride = maxblk + 1;
-    w->nblocks = total_blk + 3;
-    /* A random permutation of the blocks, handed out to requests in turn. */
-    uint32_t *perm = malloc(w->nblocks * sizeof *perm);
-    for (uint32_t i = 0; i < w->nblocks; i++) perm[i] = i;
-    for (uint32_t i = w->nblocks - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)((urand() + 1) * 0.5 * (i + 1)) % (i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    w->bt = calloc((size_t)c->nreq * w->bt_stride, 4);
-    uint32_t next = 0;
-    for (int r = 0; r < c->nreq; r++)
-        for (uint32_t i = 0; i < w->bt_stride; i++)
-            w->bt[(size_t)r * w->bt_stride + i] = i * c->bs < (uint32_t)c->seq[r] ? (int32_t)perm[next++] : 0;
-    free(perm);
-    const int fp8 = c->kvdt == AH_DTYPE_FP8_E4M3 || c->kvdt == AH_DTYPE_FP8_E5M2;
-    const double ka = fp8 ? 1.0 / c->k_scale : 1.0, va = fp8 ? 1.0 / c->v_scale : 1.0;
-    size_t kn = (size_t)w->nblocks * c->bs * c->hk * c->d, vn = (size_t)w->nblocks * c->bs * c->hk * c->dv;
-    w->kc = fill(kn, c->kvdt, ka);
-    w->vc = c->mla ? NULL : fill(vn, c->kvdt, va);
     for (int r = 0; ramp > 0 && r < c->nreq; r++)
         for (int32_t p = 0; p < c->seq[r]; p++) {
-            const uint32_t blk = (uint32_t)w->bt[(size_t)r * w->bt_stride + (uint32_t)p / c->bs], off = (uint32_t)p % c->bs;
+            const uint32_t blk = (uint32_t)w->B.bt[(size_t)r * w->B.width + (uint32_t)p / c->bs];
             const float f = 1.0f + ramp * (float)p / (float)c->seq[r];
             for (uint32_t h = 0; h < c->hk; h++)
                 for (uint32_t ch = 0; ch < c->d; ch++) {
-                    const size_t at = kv_off(c, c->d, blk, off, h, ch);
+                    const size_t at = ah_kv_offset(c->layout, c->bs, c->hk, c->d, blk, (uint32_t)p % c->bs, h, ch);
                     ah_store_f32(w->kc, at, c->kvdt, ah_load_f32(w->kc, at, c->kvdt) * f);
                 }
         }
-    w->q = fill((size_t)w->T * c->hq * c->d, c->qdt, 2.0);
-    w->knew = fill((size_t)w->T * c->hk * c->d, c->qdt, 1.0);
-    w->vnew = c->mla ? NULL : fill((size_t)w->T * c->hk * c->dv, c->qdt, 1.0);
-    for (uint32_t h = 0; h < c->hq; h++) {
-        w->sinks[h] = (float)(1.5 * urand());
-        w->alibi[h] = (float)(0.1 * (urand() + 1.0));
-    }
-    /* Slots of the new tokens: the last query_len positions (none for cross). */
-    w->slots = malloc((w->T + 1) * sizeof *w->slots);
-    for (int r = 0; r < c->nreq; r++)
-        for (int i = 0; i < c->qlen[r]; i++) {
-            int32_t p = c->seq[r] - c->qlen[r] + i;
-            w->slots[w->qsl[r] + i] = c->type == AH_ATTN_ENCODER_DECODER || p < 0
-                                          ? -1
-                                          : (int64_t)w->bt[(size_t)r * w->bt_stride + (uint32_t)p / c->bs] * c->bs + p % c->bs;
-        }
-    /* What write_kv must leave in the caches. */
-    w->kc_expect = malloc(kn * ah_dtype_size(c->kvdt));
-    memcpy(w->kc_expect, w->kc, kn * ah_dtype_size(c->kvdt));
-    if (!c->mla) {
-        w->vc_expect = malloc(vn * ah_dtype_size(c->kvdt));
-        memcpy(w->vc_expect, w->vc, vn * ah_dtype_size(c->kvdt));
-    }
-    for (uint32_t t = 0; t < w->T; t++) {
-        if (w->slots[t] < 0) continue;
-        uint32_t blk = (uint32_t)(w->slots[t] / c->bs), off = (uint32_t)(w->slots[t] % c->bs);
-        for (uint32_t h = 0; h < c->hk; h++) {
-            for (uint32_t ch = 0; ch < c->d; ch++) {
-                float v = ah_load_f32(w->knew, ((size_t)t * c->hk + h) * c->d + ch, c->qdt);
-                ah_store_f32(w->kc_expect, kv_off(c, c->d, blk, off, h, ch), c->kvdt, fp8 ? v * (1.0f / c->k_scale) : v);
-            }
-            if (!c->mla)
-                for (uint32_t ch = 0; ch < c->dv; ch++) {
-                    float v = ah_load_f32(w->vnew, ((size_t)t * c->hk + h) * c->dv + ch, c->qdt);
-                    ah_store_f32(w->vc_expect, kv_off(c, c->dv, blk, off, h, ch), c->kvdt, fp8 ? v * (1.0f / c->v_scale) : v);
-                }
-        }
-    }
 }
 
-static void world_free(world *w)
+static void *dup(const void *p, size_t n)
 {
-    void *p[] = {w->bt, w->slots, w->q, w->knew, w->vnew, w->kc, w->vc, w->kc_expect, w->vc_expect, w->ref_out, w->ref_lse};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
-}
-
-/* The oracle, in double precision, over the expected (written) caches. */
-static void reference(world *w)
-{
-    const tcase *c = w->c;
-    const int fp8 = c->kvdt == AH_DTYPE_FP8_E4M3 || c->kvdt == AH_DTYPE_FP8_E5M2;
-    const double ks = fp8 ? c->k_scale : 1.0, vs = fp8 ? c->v_scale : 1.0;
-    const double scale = 1.0 / sqrt((double)c->d);
-    w->ref_out = calloc((size_t)w->T * c->hq * c->dv, sizeof(double));
-    w->ref_lse = calloc((size_t)w->T * c->hq, sizeof(double));
-    double *s = malloc(sizeof(double) * 20000);
-    for (int r = 0; r < c->nreq; r++)
-        for (int i = 0; i < c->qlen[r]; i++) {
-            uint32_t t = (uint32_t)(w->qsl[r] + i);
-            int32_t p = c->seq[r] - c->qlen[r] + i;
-            for (uint32_t h = 0; h < c->hq; h++) {
-                uint32_t kh = h / (c->hq / c->hk);
-                double mx = -INFINITY;
-                for (int32_t j = 0; j < c->seq[r]; j++) {
-                    int vis = 1;
-                    if (c->type == AH_ATTN_DECODER) vis = j <= p && (!c->window || j > p - (int32_t)c->window);
-                    else if (c->type != AH_ATTN_ENCODER_DECODER) vis = !c->window || abs(j - p) < (int32_t)c->window;
-                    if (!vis) {
-                        s[j] = -INFINITY;
-                        continue;
-                    }
-                    uint32_t blk = (uint32_t)w->bt[(size_t)r * w->bt_stride + (uint32_t)j / c->bs], off = (uint32_t)j % c->bs;
-                    double dot = 0;
-                    for (uint32_t ch = 0; ch < c->d; ch++)
-                        dot += (double)ah_load_f32(w->q, ((size_t)t * c->hq + h) * c->d + ch, c->qdt) *
-                               (double)ah_load_f32(w->kc_expect, kv_off(c, c->d, blk, off, kh, ch), c->kvdt) * ks;
-                    double x = scale * dot;
-                    if (c->softcap > 0) x = c->softcap * tanh(x / c->softcap);
-                    if (c->alibi) x += (double)w->alibi[h] * (double)(j - p);
-                    s[j] = x;
-                    if (x > mx) mx = x;
-                }
-                if (c->sinks && w->sinks[h] > mx) mx = w->sinks[h];
-                double *o = w->ref_out + ((size_t)t * c->hq + h) * c->dv;
-                if (mx == -INFINITY) {
-                    w->ref_lse[(size_t)t * c->hq + h] = -INFINITY;
-                    continue;
-                }
-                double sum = c->sinks ? exp(w->sinks[h] - mx) : 0.0;
-                for (int32_t j = 0; j < c->seq[r]; j++) {
-                    if (s[j] == -INFINITY) continue;
-                    double e = exp(s[j] - mx);
-                    sum += e;
-                    uint32_t blk = (uint32_t)w->bt[(size_t)r * w->bt_stride + (uint32_t)j / c->bs], off = (uint32_t)j % c->bs;
-                    for (uint32_t ch = 0; ch < c->dv; ch++)
-                        o[ch] += e * (c->mla ? (double)ah_load_f32(w->kc_expect, kv_off(c, c->d, blk, off, 0, ch), c->kvdt) * ks
-                                             : (double)ah_load_f32(w->vc_expect, kv_off(c, c->dv, blk, off, kh, ch), c->kvdt) * vs);
-                }
-                for (uint32_t ch = 0; ch < c->dv; ch++) o[ch] /= sum;
-                w->ref_lse[(size_t)t * c->hq + h] = mx + log(sum);
-            }
-        }
-    free(s);
-}
-
-static int64_t shp[32][4];
-static int nshp;
-static DLTensor *mk(DLTensor *t, void *data, ah_dtype dt, int ndim, int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    int64_t s[4] = {a, b, c, d};
-    stub_tensor(t, data, dt, ndim, shp[nshp++ % 32], s);
-    return t;
-}
-
-static void cache_shape(const tcase *c, const world *w, uint32_t hsz, int64_t *s)
-{
-    s[0] = w->nblocks;
-    s[1] = c->layout == AH_KV_LAYOUT_HND ? c->hk : c->bs;
-    s[2] = c->layout == AH_KV_LAYOUT_HND ? c->bs : c->hk;
-    s[3] = hsz;
-}
-
-static ah_layer_spec spec_of(const tcase *c)
-{
-    ah_layer_spec s;
-    memset(&s, 0, sizeof s);
-    s.struct_size = sizeof s;
-    s.attn_type = c->type;
-    if (ah_spec_cacheless(&s)) { /* the bidirectional rule on a decoder layer (ABI 2.1) */
-        s.attn_type = AH_ATTN_DECODER;
-        s.causal = AH_CAUSAL_OFF;
-    }
-    s.num_q_heads = c->hq;
-    s.num_kv_heads = c->hk;
-    s.qk_head_size = c->d;
-    s.v_head_size = c->dv;
-    s.q_dtype = c->qdt;
-    s.kv_dtype = c->kvdt;
-    s.block_size = c->bs;
-    s.kv_layout = c->layout;
-    s.sliding_window = c->window;
-    s.softcap = c->softcap;
-    s.scale = 0.0f;
-    s.use_mla = (uint32_t)c->mla;
-    s.use_sinks = (uint32_t)c->sinks;
-    s.use_alibi = (uint32_t)c->alibi;
-    return s;
-}
-
-static ah_batch batch_of(const world *w, DLTensor *tq, DLTensor *ts, DLTensor *tb, DLTensor *tsl)
-{
-    const tcase *c = w->c;
-    ah_batch b;
-    memset(&b, 0, sizeof b);
-    b.struct_size = sizeof b;
-    b.num_reqs = (uint32_t)c->nreq;
-    b.num_tokens = w->T;
-    for (int r = 0; r < c->nreq; r++) {
-        if ((uint32_t)c->qlen[r] > b.max_query_len) b.max_query_len = (uint32_t)c->qlen[r];
-        if ((uint32_t)c->seq[r] > b.max_seq_len) b.max_seq_len = (uint32_t)c->seq[r];
-    }
-    b.num_blocks = w->nblocks;
-    b.query_start_loc = mk(tq, (void *)w->qsl, AH_DTYPE_FP32, 1, c->nreq + 1, 0, 0, 0);
-    b.seq_lens = mk(ts, (void *)w->seq, AH_DTYPE_FP32, 1, c->nreq, 0, 0, 0);
-    b.block_table = mk(tb, w->bt, AH_DTYPE_FP32, 2, c->nreq, w->bt_stride, 0, 0);
-    b.slot_mapping = mk(tsl, w->slots, AH_DTYPE_FP32, 1, w->T, 0, 0, 0);
-    b.query_start_loc_host = w->qsl;
-    b.seq_lens_host = w->seq;
-    b.block_table_host = w->bt;
-    b.slot_mapping_host = w->slots;
-    b.block_table_stride = w->bt_stride;
-    if (c->type == AH_ATTN_ENCODER_DECODER) b.encoder_seq_lens_host = w->seq; /* ABI 2.1 */
-    return b;
+    void *q = malloc(n ? n : 1);
+    if (q && n) memcpy(q, p, n);
+    return q;
 }
 
 static double tol_of(ah_dtype t) { return t == AH_DTYPE_BF16 ? 2.5e-2 : t == AH_DTYPE_FP16 ? 3e-3 : 2e-4; }
 
-/* One case on one ISA path: write_kv, forward, compare. */
-static void run_case(stub_host *h, const tcase *c, const char *isa, float ramp)
+/* One case on one ISA path: write_kv against the oracle's writer (bit for
+ * bit), forward against the oracle over the caches that writer left. */
+static void run_case(ath_host *h, const tcase *c, const char *isa, float ramp)
 {
-    world w;
-    world_build(&w, c, ramp);
-    reference(&w);
-    stub_host_set(h, "isa", isa);
-    stub_host_set(h, "split_min", c->split_min ? c->split_min : "256");
-    const ah_plugin_ops *ops = h->desc->ops;
+    ath_work w;
+    CHECK_MSG(ath_set(h, "isa", isa) == 0 && ath_set(h, "split_min", c->split_min ? c->split_min : "256") == 0,
+              "%s/%s: config", c->name, isa);
+    if (world_build(&w, c)) {
+        CHECK_MSG(0, "%s/%s: workload", c->name, isa);
+        ath_work_free(NULL, &w);
+        return;
+    }
+    ramp_keys(&w, c, ramp);
+    const size_t ke = ah_dtype_size(c->kvdt), kbytes = w.kc_elems * ke, vbytes = w.vc_elems * ke;
+    const uint32_t T = w.B.num_tokens;
+    /* What write_kv must leave in the caches, and the oracle over them. */
+    void *kx = dup(w.kc, kbytes), *vx = c->mla ? NULL : dup(w.vc, vbytes), *kc = w.kc, *vc = w.vc;
+    double *ref_out = calloc((size_t)T * c->hq * c->dv + 1, sizeof(double)), *ref_lse = calloc((size_t)T * c->hq + 1, sizeof(double));
+    char why[256] = "";
+    w.kc = kx, w.vc = vx;
+    int ref_ok = ath_work_reference_write(&w, why, sizeof why) == 0 && ath_work_reference(&w, ref_out, ref_lse, why, sizeof why) == 0;
+    w.kc = kc, w.vc = vc;
+    CHECK_MSG(ref_ok, "%s/%s: oracle: %s", c->name, isa, why);
+    const ah_plugin_ops *ops = h->ops;
     ah_context *ctx = NULL;
-    const char *why = NULL;
-    if (ops->context_create(&h->svc, &stub_device0, &ctx, &why) != AH_OK) {
-        EXPECT(0, "%s/%s: context_create: %s", c->name, isa, why);
-        world_free(&w);
-        return;
-    }
-    ah_layer_spec spec = spec_of(c);
-    ah_limits lim = {sizeof lim, (uint32_t)c->nreq, w.T, w.bt_stride, 20000, w.nblocks};
     ah_state *st = NULL;
-    if (ops->state_create(ctx, &spec, &lim, &st) != AH_OK) {
-        EXPECT(0, "%s/%s: state_create: %s", c->name, isa, ops->context_error(ctx));
-        ops->context_destroy(ctx);
-        world_free(&w);
-        return;
+    const char *cwhy = NULL;
+    if (ops->context_create(&h->svc, &device0, &ctx, &cwhy) != AH_OK) {
+        CHECK_MSG(0, "%s/%s: context_create: %s", c->name, isa, cwhy);
+        goto out;
     }
-    DLTensor tq, ts, tb, tsl, q, k, v, kc, vc, out, lse, sinks, alibi;
-    ah_batch b = batch_of(&w, &tq, &ts, &tb, &tsl);
-    ah_status rc = ops->plan(st, &b, AH_PLAN_EAGER, NULL);
-    EXPECT(rc == AH_OK, "%s/%s: plan: %s", c->name, isa, ops->state_error(st));
-    int64_t ks[4], vs[4];
-    cache_shape(c, &w, c->d, ks);
-    cache_shape(c, &w, c->dv, vs);
-    mk(&kc, w.kc, c->kvdt, 4, ks[0], ks[1], ks[2], ks[3]);
-    if (!c->mla) mk(&vc, w.vc, c->kvdt, 4, vs[0], vs[1], vs[2], vs[3]);
-    ah_kv_write_args wa = {sizeof wa, mk(&k, w.knew, c->qdt, 3, w.T, c->hk, c->d, 0),
-                           c->mla ? NULL : mk(&v, w.vnew, c->qdt, 3, w.T, c->hk, c->dv, 0),
-                           &kc, c->mla ? NULL : &vc, c->k_scale, c->v_scale, NULL};
+    if (ops->state_create(ctx, &w.spec, &w.lim, &st) != AH_OK) {
+        CHECK_MSG(0, "%s/%s: state_create: %s", c->name, isa, ops->context_error(ctx));
+        goto out;
+    }
+    ah_status rc = ops->plan(st, &w.B.b, AH_PLAN_EAGER, NULL);
+    CHECK_MSG(rc == AH_OK, "%s/%s: plan: %s", c->name, isa, ops->state_error(st));
+    ah_kv_write_args wa = ath_work_write_args(&w, NULL);
     rc = ops->write_kv(st, &wa);
-    EXPECT(rc == AH_OK, "%s/%s: write_kv: %s", c->name, isa, ops->state_error(st));
-    size_t kbytes = (size_t)ks[0] * ks[1] * ks[2] * ks[3] * ah_dtype_size(c->kvdt);
-    EXPECT(memcmp(w.kc, w.kc_expect, kbytes) == 0, "%s/%s: key cache after write_kv differs", c->name, isa);
-    if (!c->mla)
-        EXPECT(memcmp(w.vc, w.vc_expect, (size_t)vs[0] * vs[1] * vs[2] * vs[3] * ah_dtype_size(c->kvdt)) == 0,
-               "%s/%s: value cache after write_kv differs", c->name, isa);
+    CHECK_MSG(rc == AH_OK, "%s/%s: write_kv: %s", c->name, isa, ops->state_error(st));
+    CHECK_MSG(memcmp(w.kc, kx, kbytes) == 0, "%s/%s: key cache after write_kv differs", c->name, isa);
+    if (!c->mla) CHECK_MSG(memcmp(w.vc, vx, vbytes) == 0, "%s/%s: value cache after write_kv differs", c->name, isa);
 
-    size_t on = (size_t)w.T * c->hq * c->dv;
-    void *o = malloc(on * ah_dtype_size(c->qdt) + 1);
-    float *l = malloc(((size_t)w.T * c->hq + 1) * sizeof(float));
+    const size_t on = (size_t)T * c->hq * c->dv;
+    unsigned char *o = w.out_host;
     memset(o, 0x7f, on * ah_dtype_size(c->qdt)); /* garbage the kernel must overwrite */
-    ah_forward_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.struct_size = sizeof fa;
-    fa.q = mk(&q, w.q, c->qdt, 3, w.T, c->hq, c->d, 0);
-    fa.key_cache = &kc;
-    fa.value_cache = c->mla ? NULL : &vc;
-    fa.out = mk(&out, o, c->qdt, 3, w.T, c->hq, c->dv, 0);
-    fa.lse = mk(&lse, l, AH_DTYPE_FP32, 2, w.T, c->hq, 0, 0);
-    fa.sinks = c->sinks ? mk(&sinks, w.sinks, AH_DTYPE_FP32, 1, c->hq, 0, 0, 0) : NULL;
-    fa.alibi_slopes = c->alibi ? mk(&alibi, w.alibi, AH_DTYPE_FP32, 1, c->hq, 0, 0, 0) : NULL;
-    fa.k_scale = c->k_scale;
-    fa.v_scale = c->v_scale;
+    ah_forward_args fa = ath_work_args(&w, NULL, 1);
+    fa.key = fa.value = NULL; /* paged layers: the caches only */
     rc = ops->forward(st, &fa);
-    EXPECT(rc == AH_OK, "%s/%s: forward: %s", c->name, isa, ops->state_error(st));
-    double worst = 0, worst_l = 0;
-    size_t bad = 0;
+    CHECK_MSG(rc == AH_OK, "%s/%s: forward: %s", c->name, isa, ops->state_error(st));
     const double tol = tol_of(c->qdt);
-    for (size_t i = 0; i < on; i++) {
-        double e = fabs((double)ah_load_f32(o, i, c->qdt) - w.ref_out[i]);
-        if (!(e <= tol)) bad++;
-        if (!(e <= worst)) worst = e;
-    }
-    for (size_t i = 0; i < (size_t)w.T * c->hq; i++) {
-        double r = w.ref_lse[i], g = l[i];
-        double e = (r == -INFINITY && g == -INFINITY) ? 0 : fabs(g - r);
-        if (!(e <= worst_l)) worst_l = e;
-    }
-    EXPECT(bad == 0, "%s/%s: %zu of %zu outputs off by more than %g (worst %g)", c->name, isa, bad, on, tol, worst);
-    EXPECT(worst_l <= 2e-3, "%s/%s: lse off by %g", c->name, isa, worst_l);
-    printf("  %-28s %-10s T=%-4u max|err| out %.2e lse %.2e\n", c->name, isa, w.T, worst, worst_l);
+    const ath_cmp co = ath_compare(o, c->qdt, ref_out, on, tol, 0), cl = ath_compare(w.lse_host, AH_DTYPE_FP32, ref_lse, (size_t)T * c->hq, 0, 0);
+    CHECK_MSG(co.over == 0, "%s/%s: %zu of %zu outputs off by more than %g (worst %g)", c->name, isa, co.over, on, tol, co.max_abs);
+    CHECK_MSG(cl.max_abs <= 2e-3, "%s/%s: lse off by %g", c->name, isa, cl.max_abs);
+    printf("  %-28s %-10s T=%-4u max|err| out %.2e lse %.2e\n", c->name, isa, T, co.max_abs, cl.max_abs);
 
     /* Bad input: a wrong q shape is refused and the output is left alone. */
-    memcpy(l, l, 0);
-    unsigned char probe_byte = ((unsigned char *)o)[0];
-    mk(&q, w.q, c->qdt, 3, w.T, c->hq + 1, c->d, 0);
+    unsigned char probe_byte = o[0];
+    w.d_q.shape[1] = c->hq + 1;
     rc = ops->forward(st, &fa);
-    EXPECT(rc == AH_ERR_INVALID_ARGUMENT && strstr(ops->state_error(st), "q dim 1"),
-           "%s/%s: bad q shape gave %d '%s'", c->name, isa, rc, ops->state_error(st));
-    EXPECT(((unsigned char *)o)[0] == probe_byte, "%s/%s: failed forward wrote output", c->name, isa);
-    free(o);
-    free(l);
-    ops->state_destroy(st);
-    ops->context_destroy(ctx);
-    world_free(&w);
+    w.d_q.shape[1] = c->hq;
+    CHECK_MSG(rc == AH_ERR_INVALID_ARGUMENT && strstr(ops->state_error(st), "q dim 1"),
+              "%s/%s: bad q shape gave %d '%s'", c->name, isa, rc, ops->state_error(st));
+    CHECK_MSG(o[0] == probe_byte, "%s/%s: failed forward wrote output", c->name, isa);
+out:
+    if (st) ops->state_destroy(st);
+    if (ctx) ops->context_destroy(ctx);
+    free(kx), free(vx), free(ref_out), free(ref_lse);
+    ath_work_free(NULL, &w);
 }
 
-static void test_merge(stub_host *h)
+static void test_merge(ath_host *h)
 {
-    const ah_plugin_ops *ops = h->desc->ops;
+    const ah_plugin_ops *ops = h->ops;
     ah_context *ctx = NULL;
     const char *why = NULL;
-    stub_host_set(h, "isa", "auto");
-    if (ops->context_create(&h->svc, &stub_device0, &ctx, &why) != AH_OK) {
-        EXPECT(0, "merge: context_create: %s", why);
+    ath_set(h, "isa", "auto");
+    if (ops->context_create(&h->svc, &device0, &ctx, &why) != AH_OK) {
+        CHECK_MSG(0, "merge: context_create: %s", why);
         return;
     }
-    const uint32_t T = 5, H = 3, D = 48;
+    enum { T = 5, H = 3, D = 48, N = T * H * D };
+    const int64_t sv[3] = {T, H, D}, sl[2] = {T, H}, sbad[3] = {T, H, D - 16};
     for (int dti = 0; dti < 3; dti++) {
         ah_dtype dt = dti == 0 ? AH_DTYPE_FP32 : dti == 1 ? AH_DTYPE_FP16 : AH_DTYPE_BF16;
-        void *a = fill(T * H * D, dt, 1), *b = fill(T * H * D, dt, 1), *o = fill(T * H * D, dt, 1);
-        float la[15], lb[15], lo[15];
-        for (int i = 0; i < 15; i++) {
-            la[i] = (float)(3 * urand());
-            lb[i] = (float)(3 * urand());
+        const size_t e = ah_dtype_size(dt);
+        void *a = malloc(N * e), *b = malloc(N * e), *o = malloc(N * e);
+        ath_fill_uniform(a, N, dt, 1, 1, &rng);
+        ath_fill_uniform(b, N, dt, 1, 1, &rng);
+        ath_fill_uniform(o, N, dt, 1, 1, &rng);
+        float la[T * H], lb[T * H], lo[T * H];
+        double da[N], db[N], dla[T * H], dlb[T * H], ro[N], rl[T * H];
+        for (int i = 0; i < T * H; i++) {
+            la[i] = (float)ath_rand_range(&rng, -3, 3);
+            lb[i] = (float)ath_rand_range(&rng, -3, 3);
         }
         la[4] = -INFINITY;
         la[7] = lb[7] = -INFINITY;
-        DLTensor ta, tb, to, tla, tlb, tlo;
-        ah_merge_args m = {sizeof m, mk(&ta, a, dt, 3, T, H, D, 0), mk(&tla, la, AH_DTYPE_FP32, 2, T, H, 0, 0),
-                           mk(&tb, b, dt, 3, T, H, D, 0), mk(&tlb, lb, AH_DTYPE_FP32, 2, T, H, 0, 0),
-                           mk(&to, o, dt, 3, T, H, D, 0), mk(&tlo, lo, AH_DTYPE_FP32, 2, T, H, 0, 0), NULL};
-        EXPECT(ops->merge_states(ctx, &m) == AH_OK, "merge: %s", ops->context_error(ctx));
-        double worst = 0;
-        for (uint32_t r = 0; r < T * H; r++) {
-            double M = fmax(la[r], lb[r]);
-            double wa = M == -INFINITY ? 0 : exp(la[r] - M), wb = M == -INFINITY ? 0 : exp(lb[r] - M);
-            double lref = M == -INFINITY ? -INFINITY : M + log(wa + wb);
-            EXPECT((lref == -INFINITY && lo[r] == -INFINITY) || fabs(lo[r] - lref) < 1e-5, "merge lse row %u: %g vs %g", r, lo[r], lref);
-            for (uint32_t c = 0; c < D; c++) {
-                double ref = M == -INFINITY ? 0 : (wa * ah_load_f32(a, r * D + c, dt) + wb * ah_load_f32(b, r * D + c, dt)) / (wa + wb);
-                double e = fabs(ah_load_f32(o, r * D + c, dt) - ref);
-                if (e > worst) worst = e;
-            }
-        }
-        EXPECT(worst <= tol_of(dt) / 4, "merge %s: worst error %g", ah_dtype_name(dt), worst);
+        for (int i = 0; i < T * H; i++) dla[i] = la[i], dlb[i] = lb[i];
+        for (int i = 0; i < N; i++) da[i] = ah_load_f32(a, (size_t)i, dt), db[i] = ah_load_f32(b, (size_t)i, dt);
+        ah_reference_merge_states(T, H, D, da, dla, db, dlb, ro, rl);
+        const DLDataType vt = ah_dtype_to_dl(dt);
+        ath_tensor ta, tb, to, tla, tlb, tlo;
+        ath_tensor_host(&ta, a, vt, 3, sv), ath_tensor_host(&tb, b, vt, 3, sv), ath_tensor_host(&to, o, vt, 3, sv);
+        ath_tensor_host(&tla, la, ath_f32, 2, sl), ath_tensor_host(&tlb, lb, ath_f32, 2, sl);
+        ath_tensor_host(&tlo, lo, ath_f32, 2, sl);
+        ah_merge_args m = {sizeof m, &ta.t, &tla.t, &tb.t, &tlb.t, &to.t, &tlo.t, NULL};
+        CHECK_MSG(ops->merge_states(ctx, &m) == AH_OK, "merge: %s", ops->context_error(ctx));
+        for (int r = 0; r < T * H; r++)
+            CHECK_MSG((rl[r] == -INFINITY && lo[r] == -INFINITY) || fabs(lo[r] - rl[r]) < 1e-5, "merge lse row %d: %g vs %g", r, lo[r], rl[r]);
+        const ath_cmp co = ath_compare(o, dt, ro, N, 0, 0);
+        CHECK_MSG(co.max_abs <= tol_of(dt) / 4, "merge %s: worst error %g", ah_dtype_name(dt), co.max_abs);
         /* out aliasing v_a is allowed. */
-        m.out = &ta;
-        EXPECT(ops->merge_states(ctx, &m) == AH_OK && memcmp(a, o, (size_t)T * H * D * ah_dtype_size(dt)) == 0,
-               "merge in place into v_a differs (%s)", ah_dtype_name(dt));
+        m.out = &ta.t;
+        CHECK_MSG(ops->merge_states(ctx, &m) == AH_OK && memcmp(a, o, N * e) == 0,
+                  "merge in place into v_a differs (%s)", ah_dtype_name(dt));
         /* A shape mismatch is refused. */
-        mk(&tb, b, dt, 3, T, H, D - 16, 0);
-        EXPECT(ops->merge_states(ctx, &m) == AH_ERR_INVALID_ARGUMENT, "merge accepted mismatched shapes");
+        ath_tensor_host(&tb, b, vt, 3, sbad);
+        CHECK_MSG(ops->merge_states(ctx, &m) == AH_ERR_INVALID_ARGUMENT, "merge accepted mismatched shapes");
         free(a);
         free(b);
         free(o);
@@ -463,41 +232,41 @@ static void test_merge(stub_host *h)
     ops->context_destroy(ctx);
 }
 
-static void test_forced_paths(stub_host *h)
+static void test_forced_paths(ath_host *h)
 {
-    const ah_plugin_ops *ops = h->desc->ops;
+    const ah_plugin_ops *ops = h->ops;
     ah_context *ctx = NULL;
     const char *why = NULL;
     /* Malformed values never reach the plugin: the host refuses them against
      * the declared key table (tests/unit/test_plugin_keys.c). */
-    stub_host_set(h, "threads", TEST_THREADS);
+    ath_set(h, "threads", TEST_THREADS);
     /* Every path the CPU lacks must be refused, by probe and by context_create. */
     const char *paths[] = {"amx", "avx512bf16", "avx512", "avx2", "scalar"};
     for (int i = 0; i < 5; i++) {
-        stub_host_set(h, "isa", paths[i]);
+        ath_set(h, "isa", paths[i]);
         ah_probe_info pi;
         memset(&pi, 0, sizeof pi);
         pi.struct_size = sizeof pi;
         ops->probe(&h->svc, &pi);
-        ah_status rc = ops->context_create(&h->svc, &stub_device0, &ctx, &why);
+        ah_status rc = ops->context_create(&h->svc, &device0, &ctx, &why);
         if (pi.usable) {
-            EXPECT(rc == AH_OK && strcmp(pi.arch, paths[i]) == 0 && pi.multiprocessors == (uint32_t)atoi(TEST_THREADS),
+            CHECK_MSG(rc == AH_OK && strcmp(pi.arch, paths[i]) == 0 && pi.multiprocessors == (uint32_t)atoi(TEST_THREADS),
                    "probe says %s usable (arch %s, %u threads) but context_create gave %d", paths[i], pi.arch, pi.multiprocessors, rc);
             if (rc == AH_OK) ops->context_destroy(ctx);
         } else {
-            EXPECT(rc == AH_ERR_UNAVAILABLE && ctx == NULL && strstr(why, paths[i]) && strstr(pi.reason, "lacks"),
+            CHECK_MSG(rc == AH_ERR_UNAVAILABLE && ctx == NULL && strstr(why, paths[i]) && strstr(pi.reason, "lacks"),
                    "forced %s on a CPU without it: rc %d why '%s' reason '%s'", paths[i], rc, why ? why : "", pi.reason);
             printf("  forced isa=%s refused: %s\n", paths[i], pi.reason);
         }
     }
-    stub_host_set(h, "isa", "auto");
+    ath_set(h, "isa", "auto");
 }
 
 int main(int argc, char **argv)
 {
-    stub_host h;
-    if (stub_host_init(&h, argc > 1 ? argv[1] : CPU_AMX_SO) != 0) return 77;
-    stub_host_set(&h, "threads", TEST_THREADS);
+    ath_host h;
+    if (ath_load(&h, argc > 1 ? argv[1] : CPU_AMX_SO) != 0) return 77;
+    ath_set(&h, "threads", TEST_THREADS);
     const char *paths[] = {"scalar", "avx2", "avx512", "avx512bf16", "amx"};
     /* argv[2] restricts the run to one path. */
     const char *only = argc > 2 ? argv[2] : NULL;
@@ -554,8 +323,8 @@ int main(int argc, char **argv)
         ah_probe_info pi;
         memset(&pi, 0, sizeof pi);
         pi.struct_size = sizeof pi;
-        stub_host_set(&h, "isa", paths[p]);
-        h.desc->ops->probe(&h.svc, &pi);
+        ath_set(&h, "isa", paths[p]);
+        h.ops->probe(&h.svc, &pi);
         if (!pi.usable) {
             printf("isa %s: skipped: %s\n", paths[p], pi.reason);
             continue;
@@ -568,22 +337,22 @@ int main(int argc, char **argv)
             /* The amx path's other decode kernel (vdpbf16ps), as amx_decode = 0
              * picks it, and the prefill's tile products in one burst per row
              * block (amx_interleave = 0). */
-            stub_host_set(&h, "amx_decode", "0");
-            stub_host_set(&h, "amx_interleave", "0");
+            ath_set(&h, "amx_decode", "0");
+            ath_set(&h, "amx_interleave", "0");
             printf("isa amx, amx_decode = 0, amx_interleave = 0:\n");
             for (int i = 0; i < ncases; i++) run_case(&h, &cases[i], paths[p], 0.0f);
             for (int i = 0; i < nramped; i++) run_case(&h, &ramped[i], paths[p], 6.0f);
-            stub_host_set(&h, "amx_decode", "1");
-            stub_host_set(&h, "amx_interleave", "1");
+            ath_set(&h, "amx_decode", "1");
+            ath_set(&h, "amx_interleave", "1");
         }
     }
     if (ran_paths == 0 && only) {
         printf("skipped: isa %s is not usable here\n", only);
         return 77;
     }
-    EXPECT(ran_paths > 0, "no ISA path ran");
+    CHECK_MSG(ran_paths > 0, "no ISA path ran");
     test_merge(&h);
     test_forced_paths(&h);
-    printf("cpu_amx_test: %d checks, %d failed\n", checks, failures);
-    return failures ? 1 : 0;
+    ath_close(&h);
+    return check_report("cpu_amx_test");
 }

@@ -21,7 +21,8 @@
  *     tokens in all, KV8 1 = fp8 e4m3 cache): for a profiler that should
  *     see one kind of launch (ncu -k ... --launch-skip 3 --launch-count 1)
  * Options: --batch=N (forwards per timing), --zero-v (V all zeros), and
- * the harness's (fa3_harness.h). --fp8-attention gives the layers
+ * fa3_options.h's. The plugin gets the host's own services
+ * (tests/helpers/ath.h). --fp8-attention gives the layers
  * fp8_attention, so fp8-KV d128 shapes run with e4m3 GEMMs; they print as
  * "f8c" instead of "kv8".
  */
@@ -30,16 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fa3_harness.h"
+#include "fa3_options.h"
 
-static fa3h H;
+static ath_host H;
+static ath_args A;
 static int bench_batch = 1, bench_zero_v = 0; /* --batch, --zero-v (bench_args) */
-
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct shape {
     const char *kind;
@@ -51,7 +47,7 @@ static int bench(const shape *s)
 {
     const ah_plugin_ops *ops = H.ops;
     const ah_dtype dt = AH_DTYPE_BF16;
-    int qlen[64], seqlen[64];
+    int32_t qlen[64], seqlen[64];
     for (int r = 0; r < s->n; r++) qlen[r] = s->qlen, seqlen[r] = s->seqlen;
     const int T = s->n * s->qlen, width = (s->seqlen + s->bs - 1) / s->bs + 1;
     const int nb = s->n * (width - 1) + 2;
@@ -68,19 +64,19 @@ static int bench(const shape *s)
     sp.block_size = (uint32_t)s->bs;
     sp.kv_layout = AH_KV_LAYOUT_NHD;
     sp.scale = 1.0f / sqrtf((float)s->d);
-    sp.fp8_attention = (uint32_t)fa3h_fp8_attention(); /* --fp8-attention: the model allows FP8 math */
-    fa3h_tensor q, out, kc, vc;
+    sp.fp8_attention = (uint32_t)fa3_fp8_attention(&A); /* --fp8-attention: the model allows FP8 math */
+    ath_tensor q, out, kc, vc;
     int64_t s_q[3] = {T, s->hq, s->d}, s_c[4] = {nb, s->bs, s->hk, s->d};
-    if (fa3h_tensor_alloc(&H, &q, dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, dt, 3, s_q) ||
-        fa3h_tensor_alloc(&H, &kc, kdt, 4, s_c) || fa3h_tensor_alloc(&H, &vc, kdt, 4, s_c))
+    if (ath_tensor_new(&H, &q, dt, 3, s_q) || ath_tensor_new(&H, &out, dt, 3, s_q) ||
+        ath_tensor_new(&H, &kc, kdt, 4, s_c) || ath_tensor_new(&H, &vc, kdt, 4, s_c))
         return 1;
     /* Random contents: fill a host chunk once and tile it over each buffer. */
     const size_t chunk = 1u << 24;
     void *hbuf = malloc(chunk * 2), *h8 = malloc(chunk * 2);
-    unsigned seed = 99;
-    fa3h_fill(hbuf, chunk, dt, 1.0f, &seed);
-    fa3h_fill(h8, chunk * 2, AH_DTYPE_FP8_E4M3, 4.0f, &seed); /* real = stored * 0.25 */
-    fa3h_tensor *bufs[3] = {&q, &kc, &vc};
+    uint64_t rng = ath_seed(99);
+    ath_fill_uniform(hbuf, chunk, dt, 1.0f, 1.0f, &rng);
+    ath_fill_uniform(h8, chunk * 2, AH_DTYPE_FP8_E4M3, 1.0f, 0.25f, &rng); /* real = stored * 0.25 */
+    ath_tensor *bufs[3] = {&q, &kc, &vc};
     /* --zero-v (power study): V all zeros. The tensor cores draw
      * less power on zeros, so a power-capped kernel runs faster on them:
      * timings depend on the data, not only on the work. */
@@ -89,28 +85,25 @@ static int bench(const shape *s)
         const void *src = i == 2 && zeros ? zeros : i > 0 && s->kv8 ? h8 : hbuf;
         for (size_t off = 0; off < bufs[i]->bytes; off += chunk * 2) {
             size_t n = bufs[i]->bytes - off < chunk * 2 ? bufs[i]->bytes - off : chunk * 2;
-            ops->mem_copy(H.ctx, (char *)bufs[i]->dev + off, src, n, AH_COPY_HOST_TO_DEVICE, H.stream);
+            ops->mem_copy(H.ctx, (char *)bufs[i]->t.data + off, src, n, AH_COPY_HOST_TO_DEVICE, H.stream);
         }
     }
     free(zeros);
     free(hbuf);
     free(h8);
-    fa3h_batch B;
-    if (fa3h_batch_make(&H, &B, s->n, qlen, seqlen, s->bs, nb, width, s->shuffled, 5, 0, 0)) return 1;
+    ath_batch B;
+    const ath_batch_spec bsp = {.num_reqs = (uint32_t)s->n, .qlens = qlen, .seqlens = seqlen,
+                                .block_size = (uint32_t)s->bs, .table_width = (uint32_t)width,
+                                .num_blocks = (uint32_t)nb, .ordered = !s->shuffled};
+    uint64_t brng = ath_seed(5);
+    if (ath_batch_build(&H, &B, &bsp, &brng)) return 1;
     ah_limits lim = {sizeof lim, (uint32_t)s->n, (uint32_t)T, (uint32_t)width, (uint32_t)s->seqlen, (uint32_t)nb};
     ah_state *st = NULL;
     if (ops->state_create(H.ctx, &sp, &lim, &st) != AH_OK) {
         fprintf(stderr, "state_create: %s\n", ops->context_error(H.ctx));
         return 1;
     }
-    ah_forward_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.struct_size = sizeof fa;
-    fa.q = &q.t;
-    fa.key_cache = &kc.t;
-    fa.value_cache = &vc.t;
-    fa.out = &out.t;
-    fa.stream = H.stream;
+    ah_forward_args fa = ath_forward_args(&q.t, &kc.t, &vc.t, &out.t, NULL, H.stream);
     fa.k_scale = fa.v_scale = s->kv8 ? 0.25f : 0.f;
     float ms[30];
     int rc = 0;
@@ -137,7 +130,7 @@ static int bench(const shape *s)
         rc = 1;
     }
     if (!rc) {
-        qsort(ms, 30, sizeof ms[0], cmp_f);
+        ath_sort_f(ms, 30);
         const double med = ms[15];
         /* FLOPs: 2 GEMMs of 2*L*S*D per head; causal counts the visible half. */
         double flops = 0, kv_bytes = 0;
@@ -149,17 +142,17 @@ static int bench(const shape *s)
         }
         printf("RESULT fa3 %-7s %-4s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s "
                "%7.1f GB/s\n",
-               s->kind, s->kv8 ? (fa3h_fp8_attention() ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
+               s->kind, s->kv8 ? (fa3_fp8_attention(&A) ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
                flops / med / 1e9, kv_bytes / med / 1e6);
         fflush(stdout);
     }
     ops->state_destroy(st);
-    fa3h_batch_free(&H, &B);
-    fa3h_tensor_free(&H, &q), fa3h_tensor_free(&H, &out), fa3h_tensor_free(&H, &kc), fa3h_tensor_free(&H, &vc);
+    ath_batch_free(&H, &B);
+    ath_tensor_free(&H, &q), ath_tensor_free(&H, &out), ath_tensor_free(&H, &kc), ath_tensor_free(&H, &vc);
     return rc;
 }
 
-/* Options of fa3_bench itself (the harness's are in fa3_harness.h):
+/* Options of fa3_bench itself (the shared ones are in fa3_options.h):
  *   --batch=N   forwards per timing, 1..1000 (default 1)
  *   --zero-v    V all zeros */
 static int bench_args(int *argc, char **argv)
@@ -187,30 +180,30 @@ static int bench_args(int *argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (bench_args(&argc, argv) || fa3h_args(&argc, argv)) {
-        fprintf(stderr, "usage: fa3_bench [--batch=N] [--zero-v] [harness options] [plugin.so [all|final|prefill|decode|fp8|one D CAUSAL L KV8]]\n");
+    if (bench_args(&argc, argv) || ath_take_options(&argc, argv, fa3_opts, FA3_N_OPTS, &A)) {
+        fprintf(stderr, "usage: fa3_bench [--batch=N] [--zero-v] [options] [plugin.so [all|final|prefill|decode|fp8|one D CAUSAL L KV8]]\n");
         return 2;
     }
     const char *path = argc > 1 ? argv[1] : FA3_PLUGIN_PATH;
     const char *which = argc > 2 ? argv[2] : "all";
-    int rc = fa3h_open(&H, path);
+    int rc = fa3_open(&H, path, &A);
     if (rc) return rc;
     int failed = 0;
     if (!strcmp(which, "one")) {
         if (argc != 7) {
             fprintf(stderr, "usage: fa3_bench plugin.so one D CAUSAL L KV8\n");
-            fa3h_close(&H);
+            ath_close(&H);
             return 2;
         }
         const int d = atoi(argv[3]), causal = atoi(argv[4]), L = atoi(argv[5]), kv8 = atoi(argv[6]);
         if ((d != 64 && d != 128 && d != 256) || L < 256 || L > 16384 || 16384 % L) {
             fprintf(stderr, "one: D must be 64/128/256 and L a power of two in [256, 16384], not D %d L %d\n", d, L);
-            fa3h_close(&H);
+            ath_close(&H);
             return 2;
         }
         shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L, L, L, causal != 0, 0, kv8 != 0};
         failed = bench(&s);
-        fa3h_close(&H);
+        ath_close(&H);
         return failed ? 1 : 0;
     }
     const int all = !strcmp(which, "all"), fin = !strcmp(which, "final");
@@ -234,6 +227,6 @@ int main(int argc, char **argv)
             failed += bench(&s);
         }
     }
-    fa3h_close(&H);
+    ath_close(&H);
     return failed ? 1 : 0;
 }

@@ -9,15 +9,18 @@
  * bits); every line prints max|err| and the relative L2 error, the figures
  * the README quotes for both settings.
  *
- *   fa3_check [harness options] [plugin.so] [case-name-substring]
- * (harness options: fa3_harness.h)
+ *   fa3_check [options] [plugin.so] [case-name-substring]
+ * Options (fa3_options.h): --max-splits=N, --vt-scratch-mib=N,
+ * --vt-min-reads=N (the plugin's keys max_splits, fp8_vt_scratch_mib,
+ * fp8_vt_min_reads), --fp8-attention, --device=N. The plugin gets the
+ * host's own services (tests/helpers/ath.h).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fa3_harness.h"
+#include "fa3_options.h"
 
 #define MAXR 64
 
@@ -30,48 +33,41 @@ typedef struct tcase {
     int window;
     float softcap;
     int sinks, lse, shuffled, write_kv;
-    int n, qlen[MAXR], seqlen[MAXR];
-    int n2, qlen2[MAXR], seqlen2[MAXR]; /* n2 > 0: capture with batch 1, replay batch 2 */
+    int n;
+    int32_t qlen[MAXR], seqlen[MAXR];
+    int n2;
+    int32_t qlen2[MAXR], seqlen2[MAXR]; /* n2 > 0: capture with batch 1, replay batch 2 */
     int kv8;                 /* 1: fp8 e4m3 KV cache, real = stored * scale */
     float k_scale, v_scale;  /* the FP8 descale factors */
 } tcase;
 
-static fa3h H;
+static ath_host H;
+static ath_args A;
 
 static int compare(const char *what, const tcase *c, const ah_batch *b, const void *out, const float *lse,
                    const double *ref, const double *ref_lse)
 {
     const size_t rows = (size_t)b->num_tokens * c->hq;
-    const int fp8_gemm = c->kv8 && c->d == 128 && fa3h_fp8_attention();
+    const int fp8_gemm = c->kv8 && c->d == 128 && fa3_fp8_attention(&A);
     const double atol = fp8_gemm ? 4e-2 : c->dt == AH_DTYPE_BF16 ? 1.2e-2 : 4e-3, rtol = fp8_gemm ? 5e-2 : 2e-2;
-    double worst = 0, worst_lse = 0, e2 = 0, r2 = 0;
-    size_t bad = 0, bad_lse = 0;
-    for (size_t i = 0; i < rows * c->d; i++) {
-        double g = ah_load_f32(out, i, c->dt), r = ref[i], err = fabs(g - r);
-        e2 += (g - r) * (g - r);
-        r2 += r * r;
-        if (!(err <= atol + rtol * fabs(r))) {
-            if (bad < 3) fprintf(stderr, "  %s: out[row %zu, ch %zu] = %g, reference %g\n", what, i / c->d, i % c->d, g, r);
-            bad++;
-        }
-        if (err > worst || err != err) worst = err != err ? INFINITY : err;
+    const ath_cmp co = ath_compare(out, c->dt, ref, rows * c->d, atol, rtol);
+    /* FP8 compute: Q's rounding moves a row's logits by up to ~2^-4 of
+     * |scale q.k|, and so its LSE; 5e-2 still catches any error of layout
+     * or scaling. */
+    ath_cmp cl;
+    memset(&cl, 0, sizeof cl);
+    if (lse) cl = ath_compare(lse, AH_DTYPE_FP32, ref_lse, rows, fp8_gemm ? 5e-2 : 1e-2, 1e-3);
+    if (co.over) {
+        const size_t i = co.first_over;
+        fprintf(stderr, "  %s: %zu outputs off; out[row %zu, ch %zu] = %g, reference %g\n", what, co.over, i / c->d,
+                i % c->d, ah_load_f32(out, i, c->dt), ref[i]);
     }
-    if (lse)
-        for (size_t i = 0; i < rows; i++) {
-            double g = lse[i], r = ref_lse[i];
-            /* FP8 compute: Q's rounding moves a row's logits by up to ~2^-4
-             * of |scale q.k|, and so its LSE; 5e-2 still catches any error
-             * of layout or scaling. */
-            int ok = (isinf(r) && g == r) || fabs(g - r) <= (fp8_gemm ? 5e-2 : 1e-2) + 1e-3 * fabs(r);
-            if (!ok) {
-                if (bad_lse < 3) fprintf(stderr, "  %s: lse[row %zu] = %g, reference %g\n", what, i, g, r);
-                bad_lse++;
-            }
-            if (!isinf(r) && fabs(g - r) > worst_lse) worst_lse = fabs(g - r);
-        }
-    printf("  %-8s max|err| out %.3g (rel L2 %.3g) lse %.3g  %s%s\n", what, worst, r2 > 0 ? sqrt(e2 / r2) : 0.0,
-           worst_lse, bad || bad_lse ? "FAIL" : "ok", fp8_gemm ? " [fp8 compute]" : "");
-    return bad || bad_lse;
+    if (cl.over)
+        fprintf(stderr, "  %s: %zu LSEs off; lse[row %zu] = %g, reference %g\n", what, cl.over, cl.first_over,
+                lse[cl.first_over], ref_lse[cl.first_over]);
+    printf("  %-8s max|err| out %.3g (rel L2 %.3g) lse %.3g  %s%s\n", what, co.max_abs, co.rel_l2, cl.max_abs,
+           co.over || cl.over ? "FAIL" : "ok", fp8_gemm ? " [fp8 compute]" : "");
+    return co.over || cl.over;
 }
 
 static void batch_dims(const tcase *c, int *T, int *maxT, int *nb, int *width, int *maxn)
@@ -96,25 +92,21 @@ static void batch_dims(const tcase *c, int *T, int *maxT, int *nb, int *width, i
     *maxn = c->n > c->n2 ? c->n : c->n2;
 }
 
-static int check_against_ref(const tcase *c, const ah_layer_spec *sp, const ah_batch *b, const void *hq,
-                             const void *hk, const void *hv, const float *hsinks, fa3h_tensor *out,
-                             fa3h_tensor *lse, const char *what)
+static int check_against_ref(const tcase *c, ath_work *w, const char *what)
 {
-    const size_t rows = (size_t)b->num_tokens * c->hq;
-    void *ho = malloc(out->bytes);
-    float *hl = lse ? malloc(lse->bytes) : NULL;
-    double *ref = malloc(sizeof(double) * rows * c->d), *ref_lse = malloc(sizeof(double) * (rows ? rows : 1));
+    const size_t rows = (size_t)w->B.num_tokens * c->hq;
+    void *ho = malloc(w->d_out.bytes);
+    float *hl = c->lse ? malloc(w->d_lse.bytes) : NULL;
+    double *ref = malloc(sizeof(double) * rows * c->d + 8), *ref_lse = malloc(sizeof(double) * (rows ? rows : 1));
+    char why[256];
     int fail = 1;
-    if (!ho || (lse && !hl) || !ref || !ref_lse) goto done;
-    if (fa3h_download(&H, ho, out) || (lse && fa3h_download(&H, hl, lse))) goto done;
-    ah_ref_inputs in = {sizeof in, sp, b, hq, hk, hv, hsinks, NULL, c->kv8 ? c->k_scale : 0.f,
-                        c->kv8 ? c->v_scale : 0.f, NULL, NULL};
-    ah_error err;
-    if (ah_reference_attention(&in, ref, ref_lse, &err) != AH_OK) {
-        fprintf(stderr, "  reference: %s\n", err.msg);
+    if (!ho || (c->lse && !hl) || !ref || !ref_lse) goto done;
+    if (ath_download(&H, ho, &w->d_out) || (hl && ath_download(&H, hl, &w->d_lse))) goto done;
+    if (ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
+        fprintf(stderr, "  reference: %s\n", why);
         goto done;
     }
-    fail = compare(what, c, b, ho, hl, ref, ref_lse);
+    fail = compare(what, c, &w->B.b, ho, hl, ref, ref_lse);
 done:
     free(ho);
     free(hl);
@@ -123,83 +115,58 @@ done:
     return fail;
 }
 
-static int run_case(const tcase *c, unsigned seed)
+/* The case as a workload: values in [-1, 1) (an FP8 cache's stored values
+ * over [-1/scale, 1/scale], saturating at 448, so the dequantized cache
+ * spans about [-1, 1] like the others), a table one column wider than the
+ * longest request of either batch over a pool of 5 spare blocks. */
+static int build(ath_work *w, const tcase *c, uint64_t *rng)
+{
+    int T, maxT, nb, width, maxn;
+    batch_dims(c, &T, &maxT, &nb, &width, &maxn);
+    ath_shape s;
+    memset(&s, 0, sizeof s);
+    s.attn = c->type;
+    s.q_dtype = c->dt;
+    s.kv_dtype = c->kv8 ? AH_DTYPE_FP8_E4M3 : c->dt;
+    s.hq = (uint32_t)c->hq, s.hk = (uint32_t)c->hk, s.d = (uint32_t)c->d;
+    s.layout = c->layout, s.window = (uint32_t)c->window, s.softcap = c->softcap;
+    s.sinks = (uint32_t)c->sinks, s.fp8_attention = (uint32_t)fa3_fp8_attention(&A);
+    s.k_scale = c->kv8 ? c->k_scale : 0.f, s.v_scale = c->kv8 ? c->v_scale : 0.f;
+    s.new_kv = c->write_kv;
+    s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->n, .qlens = c->qlen, .seqlens = c->seqlen,
+                               .block_size = (uint32_t)c->bs, .table_width = (uint32_t)width,
+                               .num_blocks = (uint32_t)nb, .ordered = !c->shuffled,
+                               .cap_reqs = (uint32_t)maxn, .cap_tokens = (uint32_t)maxT};
+    if (ath_work_build(&H, w, &s, rng)) return 1;
+    w->lim.max_seq_len = 0;
+    for (int r = 0; r < c->n; r++)
+        if ((uint32_t)c->seqlen[r] > w->lim.max_seq_len) w->lim.max_seq_len = (uint32_t)c->seqlen[r];
+    for (int r = 0; r < c->n2; r++)
+        if ((uint32_t)c->seqlen2[r] > w->lim.max_seq_len) w->lim.max_seq_len = (uint32_t)c->seqlen2[r];
+    return 0;
+}
+
+static int run_case(const tcase *c, uint64_t seed)
 {
     printf("%s\n", c->name);
-    int T, maxT, nb, width, maxn, fail = 1;
-    batch_dims(c, &T, &maxT, &nb, &width, &maxn);
+    int fail = 1;
     const ah_plugin_ops *ops = H.ops;
-    ah_layer_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.struct_size = sizeof sp;
-    sp.attn_type = c->type;
-    sp.num_q_heads = (uint32_t)c->hq;
-    sp.num_kv_heads = (uint32_t)c->hk;
-    sp.qk_head_size = sp.v_head_size = (uint32_t)c->d;
-    sp.q_dtype = c->dt;
-    sp.kv_dtype = c->kv8 ? AH_DTYPE_FP8_E4M3 : c->dt;
-    sp.block_size = (uint32_t)c->bs;
-    sp.kv_layout = c->layout;
-    sp.sliding_window = (uint32_t)c->window;
-    sp.softcap = c->softcap;
-    sp.scale = 1.0f / sqrtf((float)c->d);
-    sp.use_sinks = (uint32_t)c->sinks;
-    sp.fp8_attention = (uint32_t)fa3h_fp8_attention();
-
-    const size_t es = ah_dtype_size(c->dt), kes = ah_dtype_size(sp.kv_dtype);
-    const size_t cache_n = (size_t)nb * c->bs * c->hk * c->d, q_n = (size_t)maxT * c->hq * c->d;
-    void *hk = malloc(cache_n * kes), *hv = malloc(cache_n * kes), *hq = malloc(q_n * es);
-    float sinks[256];
-    fa3h_tensor q, kc, vc, out, lse, ts;
-    memset(&q, 0, sizeof q), memset(&kc, 0, sizeof kc), memset(&vc, 0, sizeof vc);
-    memset(&out, 0, sizeof out), memset(&lse, 0, sizeof lse), memset(&ts, 0, sizeof ts);
-    fa3h_batch B;
-    memset(&B, 0, sizeof B);
     ah_state *st = NULL;
     ah_graph *g = NULL;
-    if (!hk || !hv || !hq) goto done;
-    /* FP8: stored values spread over [-1/scale, 1/scale] (saturating at
-     * 448), so the dequantized cache spans about [-1, 1] like the others. */
-    fa3h_fill(hk, cache_n, sp.kv_dtype, c->kv8 ? 1.0f / c->k_scale : 1.0f, &seed);
-    fa3h_fill(hv, cache_n, sp.kv_dtype, c->kv8 ? 1.0f / c->v_scale : 1.0f, &seed);
-    fa3h_fill(hq, q_n, c->dt, 1.0f, &seed);
-    for (int i = 0; i < c->hq; i++) sinks[i] = -1.0f + 3.0f * (float)((seed = seed * 1103515245u + 12345u) >> 16 & 1023) / 1023.f;
-    int64_t s_q[3] = {maxT, c->hq, c->d}, s_lse[2] = {maxT, c->hq}, s_s[1] = {c->hq};
-    int64_t s_c[4] = {nb, c->layout == AH_KV_LAYOUT_HND ? c->hk : c->bs, c->layout == AH_KV_LAYOUT_HND ? c->bs : c->hk,
-                      c->d};
-    if (fa3h_tensor_alloc(&H, &q, c->dt, 3, s_q) || fa3h_tensor_alloc(&H, &out, c->dt, 3, s_q) ||
-        fa3h_tensor_alloc(&H, &kc, sp.kv_dtype, 4, s_c) || fa3h_tensor_alloc(&H, &vc, sp.kv_dtype, 4, s_c) ||
-        fa3h_tensor_alloc(&H, &lse, AH_DTYPE_FP32, 2, s_lse) || fa3h_tensor_alloc(&H, &ts, AH_DTYPE_FP32, 1, s_s))
-        goto done;
-    if (fa3h_upload(&H, &q, hq) || fa3h_upload(&H, &kc, hk) || fa3h_upload(&H, &vc, hv) || fa3h_upload(&H, &ts, sinks))
-        goto done;
-    if (fa3h_batch_make(&H, &B, c->n, c->qlen, c->seqlen, c->bs, nb, width, c->shuffled, seed, maxn, maxT)) goto done;
-    ah_limits lim = {sizeof lim, (uint32_t)maxn, (uint32_t)maxT, (uint32_t)width, 0, (uint32_t)nb};
-    for (int r = 0; r < c->n; r++)
-        if ((uint32_t)c->seqlen[r] > lim.max_seq_len) lim.max_seq_len = (uint32_t)c->seqlen[r];
-    for (int r = 0; r < c->n2; r++)
-        if ((uint32_t)c->seqlen2[r] > lim.max_seq_len) lim.max_seq_len = (uint32_t)c->seqlen2[r];
-    if (ops->state_create(H.ctx, &sp, &lim, &st) != AH_OK) {
+    ath_work w;
+    uint64_t rng = ath_seed(seed);
+    if (build(&w, c, &rng)) goto done;
+    if (ops->state_create(H.ctx, &w.spec, &w.lim, &st) != AH_OK) {
         fprintf(stderr, "  state_create: %s\n", ops->context_error(H.ctx));
         goto done;
     }
-    ah_forward_args fa;
-    memset(&fa, 0, sizeof fa);
-    fa.struct_size = sizeof fa;
-    fa.q = &q.t;
-    fa.key_cache = &kc.t;
-    fa.value_cache = &vc.t;
-    fa.out = &out.t;
-    fa.lse = c->lse ? &lse.t : NULL;
-    fa.sinks = c->sinks ? &ts.t : NULL;
-    fa.stream = H.stream;
-    fa.k_scale = c->kv8 ? c->k_scale : 0.f;
-    fa.v_scale = c->kv8 ? c->v_scale : 0.f;
+    ah_forward_args fa = ath_work_args(&w, H.stream, c->lse);
+    fa.key = fa.value = NULL; /* the new K/V go in through write_kv */
 
     if (c->kv8 && !c->n2) {
         /* A negative descale is refused with a message, before any launch. */
         fa.k_scale = -c->k_scale;
-        if (ops->plan(st, &B.b, AH_PLAN_EAGER, H.stream) != AH_OK || ops->forward(st, &fa) == AH_OK) {
+        if (ops->plan(st, &w.B.b, AH_PLAN_EAGER, H.stream) != AH_OK || ops->forward(st, &fa) == AH_OK) {
             fprintf(stderr, "  forward accepted k_scale %g (or plan failed: %s)\n", (double)fa.k_scale,
                     ops->state_error(st));
             goto done;
@@ -211,42 +178,27 @@ static int run_case(const tcase *c, unsigned seed)
     if (c->write_kv) {
         /* New K/V for every query token go into the cache through write_kv,
          * the host copy through the oracle's writer; then attention reads them. */
-        const size_t kv_n = (size_t)maxT * c->hk * c->d;
-        void *nk = malloc(kv_n * es), *nv = malloc(kv_n * es);
-        fa3h_tensor tk, tv;
-        int64_t s_kv[3] = {maxT, c->hk, c->d};
-        int bad = !nk || !nv;
-        if (!bad) {
-            fa3h_fill(nk, kv_n, c->dt, 1.0f, &seed);
-            fa3h_fill(nv, kv_n, c->dt, 1.0f, &seed);
-            bad = fa3h_tensor_alloc(&H, &tk, c->dt, 3, s_kv) || fa3h_tensor_alloc(&H, &tv, c->dt, 3, s_kv) ||
-                  fa3h_upload(&H, &tk, nk) || fa3h_upload(&H, &tv, nv);
-        }
-        if (!bad && ops->plan(st, &B.b, AH_PLAN_EAGER, H.stream) != AH_OK) bad = 1;
-        ah_kv_write_args wa = {sizeof wa, &tk.t, &tv.t, &kc.t, &vc.t, fa.k_scale, fa.v_scale, H.stream};
+        char why[256];
+        int bad = ops->plan(st, &w.B.b, AH_PLAN_EAGER, H.stream) != AH_OK;
+        ah_kv_write_args wa = ath_work_write_args(&w, H.stream);
         if (!bad && ops->write_kv(st, &wa) != AH_OK) {
             fprintf(stderr, "  write_kv: %s\n", ops->state_error(st));
             bad = 1;
         }
-        ah_error err;
-        if (!bad && ah_reference_write_kv(&sp, &B.b, nk, nv, hk, hv, fa.k_scale, fa.v_scale, &err) != AH_OK) {
-            fprintf(stderr, "  reference write_kv: %s\n", err.msg);
+        if (!bad && ath_work_reference_write(&w, why, sizeof why)) {
+            fprintf(stderr, "  reference write_kv: %s\n", why);
             bad = 1;
         }
         if (!bad) {
-            void *dk = malloc(kc.bytes);
-            bad = !dk || fa3h_download(&H, dk, &kc) || memcmp(dk, hk, kc.bytes);
+            void *dk = malloc(w.d_kc.bytes);
+            bad = !dk || ath_download(&H, dk, &w.d_kc) || memcmp(dk, w.kc, w.d_kc.bytes);
             printf("  write_kv cache bytes %s\n", bad ? "DIFFER" : "match");
             free(dk);
         }
-        fa3h_tensor_free(&H, &tk);
-        fa3h_tensor_free(&H, &tv);
-        free(nk);
-        free(nv);
         if (bad) goto done;
     }
 
-    if (ops->plan(st, &B.b, c->n2 ? AH_PLAN_CAPTURE : AH_PLAN_EAGER, H.stream) != AH_OK) {
+    if (ops->plan(st, &w.B.b, c->n2 ? AH_PLAN_CAPTURE : AH_PLAN_EAGER, H.stream) != AH_OK) {
         fprintf(stderr, "  plan: %s\n", ops->state_error(st));
         goto done;
     }
@@ -259,7 +211,7 @@ static int run_case(const tcase *c, unsigned seed)
             fprintf(stderr, "  synchronize: %s\n", ops->context_error(H.ctx));
             goto done;
         }
-        fail = check_against_ref(c, &sp, &B.b, hq, hk, hv, sinks, &out, c->lse ? &lse : NULL, "eager");
+        fail = check_against_ref(c, &w, "eager");
         goto done;
     }
     /* Graph: capture batch 1, replay it, then rewrite to batch 2 and replay. */
@@ -272,12 +224,14 @@ static int run_case(const tcase *c, unsigned seed)
         fprintf(stderr, "  replay: %s\n", ops->context_error(H.ctx));
         goto done;
     }
-    fail = check_against_ref(c, &sp, &B.b, hq, hk, hv, sinks, &out, c->lse ? &lse : NULL, "graph-1");
-    if (fa3h_batch_rewrite(&H, &B, c->n2, c->qlen2, c->seqlen2, c->bs, nb, c->shuffled, seed + 7)) {
+    fail = check_against_ref(c, &w, "graph-1");
+    ath_batch_spec b2 = w.s.batch;
+    b2.num_reqs = (uint32_t)c->n2, b2.qlens = c->qlen2, b2.seqlens = c->seqlen2;
+    if (ath_batch_refill(&H, &w.B, &b2, &rng)) {
         fail = 1;
         goto done;
     }
-    if (ops->plan(st, &B.b, AH_PLAN_REPLAY, H.stream) != AH_OK) {
+    if (ops->plan(st, &w.B.b, AH_PLAN_REPLAY, H.stream) != AH_OK) {
         fprintf(stderr, "  plan(REPLAY): %s\n", ops->state_error(st));
         fail = 1;
         goto done;
@@ -287,14 +241,11 @@ static int run_case(const tcase *c, unsigned seed)
         fail = 1;
         goto done;
     }
-    fail |= check_against_ref(c, &sp, &B.b, hq, hk, hv, sinks, &out, c->lse ? &lse : NULL, "graph-2");
+    fail |= check_against_ref(c, &w, "graph-2");
 done:
     if (g) ops->graph_destroy(H.ctx, g);
     if (st) ops->state_destroy(st);
-    fa3h_batch_free(&H, &B);
-    fa3h_tensor_free(&H, &q), fa3h_tensor_free(&H, &out), fa3h_tensor_free(&H, &kc);
-    fa3h_tensor_free(&H, &vc), fa3h_tensor_free(&H, &lse), fa3h_tensor_free(&H, &ts);
-    free(hk), free(hv), free(hq);
+    ath_work_free(&H, &w);
     return fail;
 }
 
@@ -356,13 +307,13 @@ static const tcase cases[] = {
 
 int main(int argc, char **argv)
 {
-    if (fa3h_args(&argc, argv)) {
-        fprintf(stderr, "usage: fa3_check [harness options] [plugin.so [case-substring]]\n");
+    if (ath_take_options(&argc, argv, fa3_opts, FA3_N_OPTS, &A)) {
+        fprintf(stderr, "usage: fa3_check [options] [plugin.so [case-substring]]\n");
         return 2;
     }
     const char *path = argc > 1 ? argv[1] : FA3_PLUGIN_PATH;
     const char *only = argc > 2 ? argv[2] : NULL;
-    int rc = fa3h_open(&H, path);
+    int rc = fa3_open(&H, path, &A);
     if (rc) return rc;
     int failed = 0, ran = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -375,7 +326,7 @@ int main(int argc, char **argv)
      * give the same answers (--vt-min-reads=1 makes the first stream use
      * the scratch). */
     void *first = H.stream, *second = NULL;
-    if (fa3h_vt_min_reads_set() && fa3h_fp8_attention() && H.ops->stream_create(H.ctx, &second) == AH_OK) {
+    if ((A.given & FA3_OPT_VT_MIN_READS) && fa3_fp8_attention(&A) && H.ops->stream_create(H.ctx, &second) == AH_OK) {
         const tcase *c = &cases[0];
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             if (cases[i].kv8 && cases[i].d == 128) {
@@ -390,6 +341,6 @@ int main(int argc, char **argv)
         H.ops->stream_destroy(H.ctx, second);
     }
     printf("%d of %d cases passed\n", ran - failed, ran);
-    fa3h_close(&H);
+    ath_close(&H);
     return failed ? 1 : 0;
 }

@@ -23,7 +23,7 @@
 
 #include <attnhost/plugin_util.h>
 
-#include "fi_harness.h"
+#include "ath.h"
 
 static int g_reps = 50;
 /* --batch N: each timing spans N forwards back to back, divided by N.
@@ -32,19 +32,7 @@ static int g_reps = 50;
 static int g_batch = 1;
 static double g_plan_us; /* the last time_forward's median plan time */
 
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(float *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_f);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double copy_bandwidth(fi_plugin *p)
+static double copy_bandwidth(ath_host *p)
 {
     const size_t bytes = (size_t)2 << 30;
     void *a = NULL, *b = NULL;
@@ -65,29 +53,31 @@ static double copy_bandwidth(fi_plugin *p)
     }
     p->ops->mem_free(p->ctx, a);
     p->ops->mem_free(p->ctx, b);
-    const double ms = median(t, 20);
+    const double ms = ath_median_f(t, 20);
     return 2.0 * (double)bytes / (ms * 1e-3) / 1e9;
 }
 
 /* Median forward time in ms of shape s; with graph=1 the forward is
  * captured once and replayed (launch overhead excluded as engines do). */
-static double time_forward(fi_plugin *p, fi_shape *s, int cascade_off, double *kv_bytes,
+static double time_forward(ath_host *p, ath_shape *s, int cascade_off, double *kv_bytes,
                            double *flops)
 {
-    fi_work w;
+    ath_work w;
     ah_state *st = NULL;
     double res = -1;
-    if (fi_work_build(p, &w, s, 99)) goto out;
-    if (cascade_off) w.batch.common_prefix_len = 0;
+    uint64_t rng = ath_seed(99);
+    s->batch.extra_blocks = 2;
+    if (ath_work_build(p, &w, s, &rng)) goto out;
+    if (cascade_off) w.B.b.common_prefix_len = 0;
     if (p->ops->state_create(p->ctx, &w.spec, &w.lim, &st) != AH_OK) {
         fprintf(stderr, "state_create: %s\n", p->ops->context_error(p->ctx));
         goto out;
     }
-    if (p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream) != AH_OK) {
+    if (p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream) != AH_OK) {
         fprintf(stderr, "plan: %s\n", p->ops->state_error(st));
         goto out;
     }
-    ah_forward_args a = fi_work_args(&w, s, p->stream, 0);
+    ah_forward_args a = ath_work_args(&w, p->stream, 0);
     float *t = malloc(sizeof(float) * (size_t)g_reps);
     for (int i = 0; i < 5; i++) p->ops->forward(st, &a);
     for (int i = 0; i < g_reps; i++) {
@@ -101,48 +91,47 @@ static double time_forward(fi_plugin *p, fi_shape *s, int cascade_off, double *k
         p->ops->timer_stop(p->ctx, p->stream, &t[i]);
         t[i] /= (float)g_batch;
     }
-    res = median(t, g_reps);
+    res = ath_median_f(t, g_reps);
     int planned = 0;
     for (; planned < g_reps; planned++) {
         p->ops->timer_start(p->ctx, p->stream);
-        if (p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream) != AH_OK) break;
+        if (p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream) != AH_OK) break;
         p->ops->timer_stop(p->ctx, p->stream, &t[planned]);
     }
-    g_plan_us = planned == g_reps ? 1e3 * median(t, g_reps) : -1;
+    g_plan_us = planned == g_reps ? 1e3 * ath_median_f(t, g_reps) : -1;
     free(t);
     /* Bytes a perfect kernel reads: each request's visible KV once (shared
      * prefix once when cascading), plus q and out. */
     const double kv_row = (double)s->hk * (s->d + (s->mla ? 0 : s->dv)) * ah_dtype_size(s->kv_dtype);
     double rows = 0, fl = 0;
-    for (uint32_t r = 0; r < s->num_reqs; r++) {
-        double ctx = s->seqlens[r] - (cascade_off ? 0 : (double)w.batch.common_prefix_len);
+    const ath_batch_spec *b = &s->batch;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        double ctx = b->seqlens[r] - (cascade_off ? 0 : (double)w.B.b.common_prefix_len);
         rows += ctx;
         const int bidir = s->attn == AH_ATTN_ENCODER || s->attn == AH_ATTN_ENCODER_ONLY ||
                           s->attn == AH_ATTN_ENCODER_DECODER;
-        for (int32_t i = 0; i < s->qlens[r]; i++)
-            fl += bidir ? (double)s->seqlens[r] : (double)(s->seqlens[r] - s->qlens[r] + i + 1);
+        for (int32_t i = 0; i < b->qlens[r]; i++)
+            fl += bidir ? (double)b->seqlens[r] : (double)(b->seqlens[r] - b->qlens[r] + i + 1);
     }
-    rows += cascade_off ? 0 : w.batch.common_prefix_len;
-    *kv_bytes = rows * kv_row + (double)w.num_tokens * s->hq * (s->d + s->dv) * ah_dtype_size(s->q_dtype);
+    rows += cascade_off ? 0 : w.B.b.common_prefix_len;
+    *kv_bytes = rows * kv_row + (double)w.B.num_tokens * s->hq * (s->d + s->dv) * ah_dtype_size(s->q_dtype);
     *flops = fl * 2.0 * s->hq * (s->d + s->dv);
 out:
     if (st) p->ops->state_destroy(st);
-    fi_work_free(p, &w);
+    ath_work_free(p, &w);
     return res;
 }
 
-static fi_shape shape(uint32_t hq, uint32_t hk, uint32_t d, uint32_t bs, uint32_t R,
-                      int32_t *ql, int32_t *sl)
+static ath_shape shape(uint32_t hq, uint32_t hk, uint32_t d, uint32_t bs, uint32_t R,
+                       int32_t *ql, int32_t *sl)
 {
-    fi_shape s;
+    ath_shape s;
     memset(&s, 0, sizeof s);
     s.q_dtype = s.kv_dtype = AH_DTYPE_BF16;
-    s.hq = hq, s.hk = hk, s.d = s.dv = d, s.block_size = bs;
+    s.hq = hq, s.hk = hk, s.d = s.dv = d;
     s.layout = AH_KV_LAYOUT_NHD;
     s.attn = AH_ATTN_DECODER;
-    s.num_reqs = R;
-    s.qlens = ql;
-    s.seqlens = sl;
+    s.batch = (ath_batch_spec){.num_reqs = R, .qlens = ql, .seqlens = sl, .block_size = bs};
     return s;
 }
 
@@ -160,11 +149,11 @@ static void row(const char *name, double ms, double bytes, double flops, double 
 
 /* The absorbed-MLA decode row: B32 (--mla-reqs, 1-256) x 4k keys, 16
  * heads, page 64. */
-static void mla_row(fi_plugin *p, double bw, int mr)
+static void mla_row(ath_host *p, double bw, int mr)
 {
     static int32_t ql[256], sl[256];
     for (int r = 0; r < mr; r++) ql[r] = 1, sl[r] = 4096;
-    fi_shape s = shape(16, 1, 576, 64, (uint32_t)mr, ql, sl);
+    ath_shape s = shape(16, 1, 576, 64, (uint32_t)mr, ql, sl);
     s.dv = 512;
     s.mla = 1;
     double bytes, flops;
@@ -207,8 +196,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    fi_plugin p;
-    int rc = fi_plugin_open(&p, path);
+    ath_host p;
+    int rc = ath_open(&p, path, 0);
     if (rc) return rc;
     const double bw = copy_bandwidth(&p);
     printf("device: %s (%s), %u SMs; device-to-device copy: %.0f GB/s (read+write)\n",
@@ -221,7 +210,7 @@ int main(int argc, char **argv)
     const int ctxs[3] = {4096, 8192, 16384};
     if (dec_only == 3) {
         mla_row(&p, bw, mla_reqs);
-        fi_plugin_close(&p);
+        ath_close(&p);
         return 0;
     }
     if (!tc_only) {
@@ -232,25 +221,25 @@ int main(int argc, char **argv)
          * cost; one shape for a profiler). */
         if (only_ctx && only_ctx != ctxs[c]) continue;
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
-        fi_shape s = shape(32, 8, 128, (uint32_t)page, 64, ql, sl);
+        ath_shape s = shape(32, 8, 128, (uint32_t)page, 64, ql, sl);
         if (hnd) s.layout = AH_KV_LAYOUT_HND;
-        s.ordered_blocks = ordered;
+        s.batch.ordered = ordered;
         if (kv) {
             s.kv_dtype = kv[1] == '4' ? AH_DTYPE_FP8_E4M3 : AH_DTYPE_FP8_E5M2;
             s.k_scale = s.v_scale = 0.01f;
         }
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%d%s%s%s%s", ctxs[c], page, hnd ? " hnd" : "",
-                 s.ordered_blocks ? " ordered" : "", kv ? " kv " : "", kv ? kv : "");
+                 s.batch.ordered ? " ordered" : "", kv ? " kv " : "", kv ? kv : "");
         row(name, ms, bytes, flops, bw);
     }
     if (dec_only == 1) {
-        fi_plugin_close(&p);
+        ath_close(&p);
         return 0;
     }
     for (int pg = 0; pg < 2; pg++) {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
-        fi_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
+        ath_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         snprintf(name, sizeof name, "decode B64 ctx4096 32/8 d128 page%d", pg ? 16 : 1);
         row(name, ms, bytes, flops, bw);
@@ -259,7 +248,7 @@ int main(int argc, char **argv)
         const int Rs[3] = {1, 4, 16};
         for (int i = 0; i < 3; i++) {
             for (int r = 0; r < Rs[i]; r++) ql[r] = 1, sl[r] = 32768;
-            fi_shape s = shape(32, 8, 128, 16, (uint32_t)Rs[i], ql, sl);
+            ath_shape s = shape(32, 8, 128, 16, (uint32_t)Rs[i], ql, sl);
             double ms = time_forward(&p, &s, 1, &bytes, &flops);
             snprintf(name, sizeof name, "decode B%d ctx32768 32/8 d128 (split-KV)", Rs[i]);
             row(name, ms, bytes, flops, bw);
@@ -267,7 +256,7 @@ int main(int argc, char **argv)
     }
     {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
-        fi_shape s = shape(32, 8, 128, 16, 64, ql, sl);
+        ath_shape s = shape(32, 8, 128, 16, 64, ql, sl);
         s.kv_dtype = AH_DTYPE_FP8_E4M3;
         s.k_scale = s.v_scale = 0.01f;
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
@@ -277,14 +266,14 @@ int main(int argc, char **argv)
     /* Page size 1 at a long context too (one page lookup per key). */
     for (int pg = 0; pg < 2; pg++) {
         for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 16384;
-        fi_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
+        ath_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
         snprintf(name, sizeof name, "decode B64 ctx16384 32/8 d128 page%d", pg ? 16 : 1);
         row(name, ms, bytes, flops, bw);
     }
     } /* decode shapes */
     if (dec_only) {
-        fi_plugin_close(&p);
+        ath_close(&p);
         return 0;
     }
     /* Cascade: decode requests sharing a prefix, each with a short suffix of
@@ -296,8 +285,8 @@ int main(int argc, char **argv)
             double on_ms = 0;
             for (int on = 1; on >= 0; on--) {
                 for (int r = 0; r < R[c]; r++) ql[r] = 1, sl[r] = P[c] + S[c];
-                fi_shape s = shape(32, 8, 128, 16, (uint32_t)R[c], ql, sl);
-                s.prefix_blocks = (uint32_t)P[c] / 16;
+                ath_shape s = shape(32, 8, 128, 16, (uint32_t)R[c], ql, sl);
+                s.batch.prefix_blocks = (uint32_t)P[c] / 16;
                 double ms = time_forward(&p, &s, !on, &bytes, &flops);
                 snprintf(name, sizeof name, "cascade B%d prefix%d+%d decode %s", R[c], P[c], S[c],
                          on ? "on" : "off");
@@ -311,7 +300,7 @@ int main(int argc, char **argv)
     /* Prefill (causal, no cache) and extend. */
     {
         ql[0] = sl[0] = 4096;
-        fi_shape s = shape(32, 8, 128, 16, 1, ql, sl);
+        ath_shape s = shape(32, 8, 128, 16, 1, ql, sl);
         /* Time first, then print: bytes/flops are outputs of time_forward
          * (argument evaluation order is unspecified in C). */
         double ms = time_forward(&p, &s, 1, &bytes, &flops);
@@ -345,6 +334,6 @@ int main(int argc, char **argv)
                 row(name, ms, bytes, flops, bw);
             }
     }
-    fi_plugin_close(&p);
+    ath_close(&p);
     return 0;
 }

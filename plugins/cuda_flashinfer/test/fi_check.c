@@ -16,13 +16,13 @@
 #include <attnhost/plugin_util.h>
 #include <attnhost/reference.h>
 
-#include "fi_harness.h"
+#include "ath.h"
 
 static int g_fail, g_pass;
 
 typedef struct fi_case {
     const char *name;
-    fi_shape s;
+    ath_shape s;
     int32_t qlens[16], seqlens[16];
     int graph; /* 0 eager; 1 capture plan+forward; 2 capture forward only */
 } fi_case;
@@ -32,51 +32,48 @@ static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk,
 
 static double tol_for(ah_dtype q) { return q == AH_DTYPE_BF16 ? 3e-2 : 1.2e-2; }
 
-/* Compare the device output/LSE with the oracle; prints one line. */
-static int compare(fi_plugin *p, fi_work *w, const fi_shape *s, const char *name, int want_lse)
+/* The case's batch: spare_blocks more table columns and 2 + spare * R more
+ * pool blocks than the lengths need (room for graph replays). */
+static void case_batch(fi_case *c, uint32_t spare)
 {
-    const size_t n_out = (size_t)w->num_tokens * s->hq * s->dv, n_lse = (size_t)w->num_tokens * s->hq;
+    ath_batch_spec *b = &c->s.batch;
+    b->qlens = c->qlens;
+    b->seqlens = c->seqlens;
+    b->table_pad = spare;
+    b->extra_blocks = 2 + spare * b->num_reqs;
+}
+
+/* Compare the device output/LSE with the oracle; prints one line. */
+static int compare(ath_host *p, ath_work *w, const char *name, int want_lse)
+{
+    const ath_shape *s = &w->s;
+    const size_t n_out = (size_t)w->B.num_tokens * s->hq * w->spec.v_head_size, n_lse = (size_t)w->B.num_tokens * s->hq;
     double *ref = malloc(8 * (n_out + 1)), *ref_lse = malloc(8 * (n_lse + 1));
     void *got = malloc(w->d_out.bytes + 1);
-    float *got_lse = malloc(4 * (n_lse + 1));
-    ah_ref_inputs in = {sizeof in, &w->spec, &w->batch, w->q, w->kc, w->vc, w->sinks, w->slopes,
-                        s->k_scale, s->v_scale, NULL, NULL};
-    ah_error err;
+    float *got_lse = malloc(w->d_lse.bytes + 4);
+    char why[256];
     int ok = 1;
-    if (ah_reference_attention(&in, ref, ref_lse, &err) != AH_OK) {
-        printf("FAIL %-40s reference: %s\n", name, err.msg);
+    if (ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
+        printf("FAIL %-40s reference: %s\n", name, why);
         ok = 0;
         goto done;
     }
-    if (p->ops->synchronize(p->ctx, p->stream) != AH_OK || fi_download(p, got, &w->d_out) ||
-        (want_lse && fi_download(p, got_lse, &w->d_lse))) {
+    if (p->ops->synchronize(p->ctx, p->stream) != AH_OK || ath_download(p, got, &w->d_out) ||
+        (want_lse && ath_download(p, got_lse, &w->d_lse))) {
         printf("FAIL %-40s device: %s\n", name, p->ops->context_error(p->ctx));
         ok = 0;
         goto done;
     }
-    double worst = 0, worst_lse = 0;
-    size_t at = 0;
-    const double tol = tol_for(s->q_dtype);
-    for (size_t i = 0; i < n_out; i++) {
-        const double g = ah_load_f32(got, i, s->q_dtype), e = fabs(g - ref[i]) / (1.0 + fabs(ref[i]));
-        if (!(e <= worst)) { /* NaN counts as worst */
-            worst = isnan(e) ? INFINITY : e;
-            at = i;
-        }
-    }
-    if (want_lse)
-        for (size_t i = 0; i < n_lse; i++) {
-            double e;
-            if (isinf(ref_lse[i])) e = isinf(got_lse[i]) && got_lse[i] < 0 ? 0 : INFINITY;
-            else e = fabs(got_lse[i] - ref_lse[i]);
-            if (!(e <= worst_lse)) worst_lse = isnan(e) ? INFINITY : e;
-        }
-    ok = worst <= tol && worst_lse <= 2e-2;
+    /* Outputs: |err| / (1 + |ref|), NaN counting as worst; LSE: |err|, an
+     * empty row's -inf matching only -inf. */
+    const ath_cmp co = ath_compare(got, s->q_dtype, ref, n_out, 0, 0);
+    const double worst_lse = want_lse ? ath_compare(got_lse, AH_DTYPE_FP32, ref_lse, n_lse, 0, 0).max_abs : 0;
+    ok = co.max_rel1 <= tol_for(s->q_dtype) && worst_lse <= 2e-2;
     printf("%s %-44s T=%-4u max_err=%.2e lse_err=%.2e%s\n", ok ? "ok  " : "FAIL", name,
-           w->num_tokens, worst, worst_lse, ok ? "" : " <--");
+           w->B.num_tokens, co.max_rel1, worst_lse, ok ? "" : " <--");
     if (!ok)
-        printf("     first worst at %zu: got %g want %g\n", at, ah_load_f32(got, at, s->q_dtype),
-               ref[at]);
+        printf("     first worst at %zu: got %g want %g\n", co.worst_at,
+               ah_load_f32(got, co.worst_at, s->q_dtype), ref[co.worst_at]);
 done:
     free(ref);
     free(ref_lse);
@@ -96,68 +93,68 @@ done:
         }                                                                                      \
     } while (0)
 
-static void run_case(fi_plugin *p, fi_case *c, uint64_t seed)
+static void run_case(ath_host *p, fi_case *c, uint64_t seed)
 {
-    fi_work w;
+    ath_work w;
     ah_state *st = NULL;
     ah_graph *g = NULL;
-    c->s.qlens = c->qlens;
-    c->s.seqlens = c->seqlens;
-    if (fi_work_build(p, &w, &c->s, seed)) {
+    uint64_t rng = ath_seed(seed);
+    if (ath_work_build(p, &w, &c->s, &rng)) {
         printf("FAIL %-44s workload\n", c->name);
         g_fail++;
-        fi_work_free(p, &w);
+        ath_work_free(p, &w);
         return;
     }
     TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
-    ah_forward_args a = fi_work_args(&w, &c->s, p->stream, 1);
+    ah_forward_args a = ath_work_args(&w, p->stream, 1);
     if (!c->graph) {
-        TRY(p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream), "plan");
+        TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
         TRY(p->ops->forward(st, &a), "forward");
-        compare(p, &w, &c->s, c->name, 1);
+        compare(p, &w, c->name, 1);
         goto out;
     }
     /* Graph: capture, then replay twice on new lengths/tables/values. */
-    if (c->graph == 2) TRY(p->ops->plan(st, &w.batch, AH_PLAN_CAPTURE, p->stream), "plan(CAPTURE)");
+    if (c->graph == 2) TRY(p->ops->plan(st, &w.B.b, AH_PLAN_CAPTURE, p->stream), "plan(CAPTURE)");
     TRY(p->ops->graph_begin(p->ctx, p->stream), "graph_begin");
-    if (c->graph == 1) TRY(p->ops->plan(st, &w.batch, AH_PLAN_CAPTURE, p->stream), "plan(CAPTURE)");
+    if (c->graph == 1) TRY(p->ops->plan(st, &w.B.b, AH_PLAN_CAPTURE, p->stream), "plan(CAPTURE)");
     TRY(p->ops->forward(st, &a), "forward (captured)");
     TRY(p->ops->graph_end(p->ctx, p->stream, &g), "graph_end");
+    const uint32_t bs = c->s.batch.block_size, R = c->s.batch.num_reqs;
     for (int rep = 0; rep < 2; rep++) {
         /* Same token counts, new lengths: shuffle the context lengths. */
-        for (uint32_t r = 0; r < c->s.num_reqs; r++) {
+        for (uint32_t r = 0; r < R; r++) {
             const int32_t base = c->qlens[r];
-            const int32_t cap = (int32_t)(w.max_blocks * c->s.block_size) - base;
+            const int32_t cap = (int32_t)(w.B.width * bs) - base;
             c->seqlens[r] = base + (int32_t)((seed * 31 + r * 17 + rep * 101) % (uint64_t)(cap > 1 ? cap : 1));
-            if (c->seqlens[r] > (int32_t)(w.max_blocks * c->s.block_size))
-                c->seqlens[r] = (int32_t)(w.max_blocks * c->s.block_size);
+            if (c->seqlens[r] > (int32_t)(w.B.width * bs)) c->seqlens[r] = (int32_t)(w.B.width * bs);
         }
         /* The cache layout was sized for the old lengths: keep every new
          * length inside the original total so the block pool suffices. */
         uint32_t need = 0;
-        for (uint32_t r = 0; r < c->s.num_reqs; r++)
-            need += (c->seqlens[r] + c->s.block_size - 1) / c->s.block_size;
-        if (need + 2 > w.num_blocks)
-            for (uint32_t r = 0; r < c->s.num_reqs; r++) c->seqlens[r] = c->qlens[r] + rep * 3;
-        if (fi_work_refill(p, &w, &c->s, seed + 1000 + rep)) {
+        for (uint32_t r = 0; r < R; r++) need += (c->seqlens[r] + bs - 1) / bs;
+        if (need + 2 > w.B.num_blocks)
+            for (uint32_t r = 0; r < R; r++) c->seqlens[r] = c->qlens[r] + rep * 3;
+        uint64_t rr = ath_seed(seed + 1000 + rep);
+        if (ath_work_refill(p, &w, &c->s, &rr)) {
             printf("FAIL %-44s refill\n", c->name);
             g_fail++;
             goto out;
         }
-        TRY(p->ops->plan(st, &w.batch, AH_PLAN_REPLAY, p->stream), "plan(REPLAY)");
+        TRY(p->ops->plan(st, &w.B.b, AH_PLAN_REPLAY, p->stream), "plan(REPLAY)");
         TRY(p->ops->graph_launch(p->ctx, g, p->stream), "graph_launch");
         char name[96];
         snprintf(name, sizeof name, "%s replay %d", c->name, rep);
-        compare(p, &w, &c->s, name, 1);
+        compare(p, &w, name, 1);
     }
 out:
     if (g) p->ops->graph_destroy(p->ctx, g);
     if (st) p->ops->state_destroy(st);
-    fi_work_free(p, &w);
+    ath_work_free(p, &w);
 }
 
-/* write_kv: random new K/V into a random cache; compare the whole cache. */
-static void check_write_kv(fi_plugin *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
+/* write_kv: random new K/V in [-2, 2) into a random cache; compare the
+ * whole cache with the oracle's writer's. */
+static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
                            uint64_t seed)
 {
     fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 2, mla ? 576 : 128, 16);
@@ -168,135 +165,63 @@ static void check_write_kv(fi_plugin *p, ah_dtype q, ah_dtype kv, ah_kv_layout l
     c->s.layout = lay;
     c->s.k_scale = 0.5f;
     c->s.v_scale = 2.f;
-    c->s.num_reqs = 3;
+    c->s.new_kv = 1;
+    c->s.new_amp = 2.f;
+    c->s.batch.num_reqs = 3;
     int32_t ql[3] = {5, 1, 9}, sl[3] = {40, 17, 9};
     memcpy(c->qlens, ql, sizeof ql);
     memcpy(c->seqlens, sl, sizeof sl);
-    c->s.qlens = c->qlens;
-    c->s.seqlens = c->seqlens;
-    fi_work w;
+    case_batch(c, 0);
+    ath_work w;
     ah_state *st = NULL;
-    fi_tensor dk = {0}, dv = {0};
-    void *hk = NULL, *hv = NULL, *gk = NULL, *gv = NULL;
-    char name[96];
+    void *gk = NULL, *gv = NULL;
+    char name[96], why[256];
     snprintf(name, sizeof name, "write_kv %s/%s %s%s", ah_dtype_name(q), ah_dtype_name(kv),
              lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "");
     c->name = name;
-    if (fi_work_build(p, &w, &c->s, seed)) {
+    uint64_t rng = ath_seed(seed);
+    if (ath_work_build(p, &w, &c->s, &rng)) {
         g_fail++;
-        fi_work_free(p, &w);
+        ath_work_free(p, &w);
         return;
     }
-    uint64_t rng = seed;
-    const size_t nk = (size_t)w.num_tokens * c->s.hk * c->s.d, nv = (size_t)w.num_tokens * c->s.hk * c->s.dv;
-    const size_t qe = ah_dtype_size(q);
-    hk = malloc(nk * qe);
-    hv = malloc(nv * qe);
-    for (size_t i = 0; i < nk; i++) ah_store_f32(hk, i, q, (float)(fi_rand_unit(&rng) * 4 - 2));
-    for (size_t i = 0; i < nv; i++) ah_store_f32(hv, i, q, (float)(fi_rand_unit(&rng) * 4 - 2));
-    const int64_t shk[3] = {w.num_tokens, c->s.hk, c->s.d}, shv[3] = {w.num_tokens, c->s.hk, c->s.dv};
-    if (fi_tensor_alloc(p, &dk, q, 3, shk) || fi_tensor_alloc(p, &dv, q, 3, shv) ||
-        fi_upload(p, &dk, hk) || fi_upload(p, &dv, hv)) {
-        g_fail++;
-        goto out;
-    }
     TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
-    TRY(p->ops->plan(st, &w.batch, AH_PLAN_EAGER, p->stream), "plan");
-    ah_kv_write_args a = {sizeof a, &dk.t, mla ? NULL : &dv.t, &w.d_kc.t, mla ? NULL : &w.d_vc.t,
-                          c->s.k_scale, c->s.v_scale, p->stream};
+    TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
+    ah_kv_write_args a = ath_work_write_args(&w, p->stream);
     TRY(p->ops->write_kv(st, &a), "write_kv");
-    ah_error err;
-    if (ah_reference_write_kv(&w.spec, &w.batch, hk, hv, w.kc, w.vc, c->s.k_scale, c->s.v_scale,
-                              &err) != AH_OK) {
-        printf("FAIL %-44s reference: %s\n", name, err.msg);
+    if (ath_work_reference_write(&w, why, sizeof why)) {
+        printf("FAIL %-44s reference: %s\n", name, why);
         g_fail++;
         goto out;
     }
     gk = malloc(w.d_kc.bytes);
     gv = mla ? NULL : malloc(w.d_vc.bytes);
     p->ops->synchronize(p->ctx, p->stream);
-    fi_download(p, gk, &w.d_kc);
-    if (!mla) fi_download(p, gv, &w.d_vc);
-    size_t diff = 0;
-    const unsigned char *a1 = gk, *b1 = w.kc;
-    for (size_t i = 0; i < w.d_kc.bytes; i++) diff += a1[i] != b1[i];
-    if (!mla) {
-        a1 = gv;
-        b1 = w.vc;
-        for (size_t i = 0; i < w.d_vc.bytes; i++) diff += a1[i] != b1[i];
-    }
+    ath_download(p, gk, &w.d_kc);
+    if (!mla) ath_download(p, gv, &w.d_vc);
+    size_t diff = ath_bytes_differ(gk, w.kc, w.d_kc.bytes);
+    if (!mla) diff += ath_bytes_differ(gv, w.vc, w.d_vc.bytes);
     printf("%s %-44s differing bytes=%zu\n", diff ? "FAIL" : "ok  ", name, diff);
     diff ? g_fail++ : g_pass++;
 out:
-    free(hk);
-    free(hv);
     free(gk);
     free(gv);
-    fi_tensor_free(p, &dk);
-    fi_tensor_free(p, &dv);
     if (st) p->ops->state_destroy(st);
-    fi_work_free(p, &w);
+    ath_work_free(p, &w);
 }
 
-static void check_merge(fi_plugin *p, ah_dtype dt, uint64_t seed)
+static void check_merge(ath_host *p, ah_dtype dt, uint64_t seed)
 {
-    const uint32_t T = 37, H = 6, D = 128;
-    const size_t n = (size_t)T * H * D, nl = (size_t)T * H;
-    const size_t e = ah_dtype_size(dt);
-    void *va = malloc(n * e), *vb = malloc(n * e), *vo = malloc(n * e);
-    float *la = malloc(4 * nl), *lb = malloc(4 * nl), *lo = malloc(4 * nl);
-    double *da = malloc(8 * n), *db = malloc(8 * n), *dla = malloc(8 * nl), *dlb = malloc(8 * nl),
-           *ro = malloc(8 * n), *rl = malloc(8 * nl);
+    /* Every 11th row's second part empty; out aliases v_a, as the ABI allows. */
+    const ath_merge_spec m = {dt, 37, 6, 128, 1.f, 0, 0, 11, 3, 1};
     uint64_t rng = seed;
-    for (size_t i = 0; i < n; i++) {
-        ah_store_f32(va, i, dt, (float)(fi_rand_unit(&rng) * 2 - 1));
-        ah_store_f32(vb, i, dt, (float)(fi_rand_unit(&rng) * 2 - 1));
-        da[i] = ah_load_f32(va, i, dt);
-        db[i] = ah_load_f32(vb, i, dt);
-    }
-    for (size_t i = 0; i < nl; i++) {
-        la[i] = (float)(fi_rand_unit(&rng) * 10 - 5);
-        lb[i] = i % 11 == 3 ? -INFINITY : (float)(fi_rand_unit(&rng) * 10 - 5);
-        dla[i] = la[i];
-        dlb[i] = lb[i];
-    }
-    ah_reference_merge_states(T, H, D, da, dla, db, dlb, ro, rl);
-    fi_tensor ta, tb, tla, tlb, tlo;
-    const int64_t sv[3] = {T, H, D}, sl[2] = {T, H};
-    fi_tensor_alloc(p, &ta, dt, 3, sv);
-    fi_tensor_alloc(p, &tb, dt, 3, sv);
-    fi_tensor_alloc(p, &tla, AH_DTYPE_FP32, 2, sl);
-    fi_tensor_alloc(p, &tlb, AH_DTYPE_FP32, 2, sl);
-    fi_tensor_alloc(p, &tlo, AH_DTYPE_FP32, 2, sl);
-    fi_upload(p, &ta, va);
-    fi_upload(p, &tb, vb);
-    fi_upload(p, &tla, la);
-    fi_upload(p, &tlb, lb);
-    /* out aliases v_a, as the ABI allows. */
-    ah_merge_args m = {sizeof m, &ta.t, &tla.t, &tb.t, &tlb.t, &ta.t, &tlo.t, p->stream};
-    double worst = 0, worst_l = 0;
-    int ok = p->ops->merge_states(p->ctx, &m) == AH_OK;
-    if (ok) {
-        p->ops->synchronize(p->ctx, p->stream);
-        fi_download(p, vo, &ta);
-        fi_download(p, lo, &tlo);
-        for (size_t i = 0; i < n; i++) {
-            double d = fabs(ah_load_f32(vo, i, dt) - ro[i]);
-            if (!(d <= worst)) worst = d;
-        }
-        for (size_t i = 0; i < nl; i++) {
-            double d = fabs(lo[i] - rl[i]);
-            if (!(d <= worst_l)) worst_l = d;
-        }
-        ok = worst <= tol_for(dt) && worst_l <= 1e-4;
-    }
+    ath_cmp co, cl;
+    char why[256];
+    int ok = ath_merge_run(p, &m, &rng, &co, &cl, why, sizeof why) == 0;
+    ok = ok && co.max_abs <= tol_for(dt) && cl.max_abs <= 1e-4;
     printf("%s merge_states %-31s max_err=%.2e lse_err=%.2e\n", ok ? "ok  " : "FAIL",
-           ah_dtype_name(dt), worst, worst_l);
+           ah_dtype_name(dt), ok ? co.max_abs : 0, ok ? cl.max_abs : 0);
     ok ? g_pass++ : g_fail++;
-    fi_tensor *ts[] = {&ta, &tb, &tla, &tlb, &tlo};
-    for (int i = 0; i < 5; i++) fi_tensor_free(p, ts[i]);
-    free(va), free(vb), free(vo), free(la), free(lb), free(lo);
-    free(da), free(db), free(dla), free(dlb), free(ro), free(rl);
 }
 
 /* ---- the case table --------------------------------------------------------------- */
@@ -312,7 +237,7 @@ static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk,
     c.s.hq = hq;
     c.s.hk = hk;
     c.s.d = c.s.dv = d;
-    c.s.block_size = bs;
+    c.s.batch.block_size = bs;
     c.s.layout = AH_KV_LAYOUT_NHD;
     c.s.attn = AH_ATTN_DECODER;
     return c;
@@ -321,12 +246,12 @@ static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk,
 /* Lengths: kind 0 decode, 1 prefill (no cache), 2 extend, 3 mixed. */
 static void lengths(fi_case *c, int kind, uint32_t R, int32_t max_ctx, uint64_t *rng)
 {
-    c->s.num_reqs = R;
+    c->s.batch.num_reqs = R;
     for (uint32_t r = 0; r < R; r++) {
-        int32_t ctx = 1 + (int32_t)(fi_rand_u64(rng) % (uint64_t)max_ctx);
+        int32_t ctx = 1 + (int32_t)(ath_rand_u64(rng) % (uint64_t)max_ctx);
         int32_t q = 1;
         if (kind == 1 || kind == 2 || (kind == 3 && r % 2 == 0))
-            q = 1 + (int32_t)(fi_rand_u64(rng) % 90);
+            q = 1 + (int32_t)(ath_rand_u64(rng) % 90);
         c->qlens[r] = q;
         c->seqlens[r] = kind == 1 ? q : ctx + (kind == 0 ? 0 : q);
         if (kind == 0 && c->seqlens[r] < 1) c->seqlens[r] = 1;
@@ -344,8 +269,8 @@ int main(int argc, char **argv)
     /* Line-buffered, and each case named on stderr before it runs: a run
      * cut off by a time limit still shows how far it got. */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    fi_plugin p;
-    int rc = fi_plugin_open(&p, path);
+    ath_host p;
+    int rc = ath_open(&p, path, 0);
     if (rc) return rc;
     printf("device: %s (%s), %u SMs\n", p.probe.device_name, p.probe.arch, p.probe.multiprocessors);
 
@@ -467,7 +392,7 @@ int main(int argc, char **argv)
             if (k == 1) continue;
             cases[n] = base_case("", qt, 8, 2, 128, 16);
             lengths(&cases[n], k, 5, 150, &rng);
-            cases[n].s.prefix_blocks = 5;
+            cases[n].s.batch.prefix_blocks = 5;
             for (int r = 0; r < 5; r++) cases[n].seqlens[r] += 80;
             if (k == 3) cases[n].s.sinks = 1;
             ADD("%s cascade %s%s", qn, kinds[k], k == 3 ? " +sinks" : "");
@@ -477,12 +402,13 @@ int main(int argc, char **argv)
             for (int k = 0; k < 4; k += 3) {
                 cases[n] = base_case("", qt, 8, 2, 128, 16);
                 lengths(&cases[n], k, 4, 200, &rng);
-                cases[n].s.spare_blocks = 6;
+                cases[n].s.batch.table_pad = 6; /* case_batch */
                 cases[n].graph = gm;
                 ADD("%s graph(%s) %s", qn, gm == 1 ? "plan+fwd" : "fwd", kinds[k]);
             }
     }
     for (int i = 0; i < n; i++) {
+        case_batch(&cases[i], cases[i].s.batch.table_pad);
         fprintf(stderr, "case %d/%d: %s\n", i + 1, n, cases[i].name);
         run_case(&p, &cases[i], 1000 + (uint64_t)i);
     }
@@ -493,6 +419,6 @@ int main(int argc, char **argv)
         check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7);
     }
     printf("summary: %d passed, %d failed\n", g_pass, g_fail);
-    fi_plugin_close(&p);
+    ath_close(&p);
     return g_fail ? 1 : 0;
 }

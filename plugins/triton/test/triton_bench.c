@@ -6,6 +6,8 @@
  * warm-up, on random data; plus the device-to-device copy bandwidth as
  * the HBM ceiling. Prints one line per shape: ms, TFLOP/s, GB/s.
  *
+ * The plugin gets the host's own services (tests/helpers/ath.h).
+ *
  * Usage: triton_bench [--splits LIST] [--quick]
  *   --splits: comma-separated num_kv_splits values to try for decode
  *             (default "auto").
@@ -15,16 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tk_test_util.h"
+#include "ath.h"
 
-static tk_plugin P;
+static ath_host P;
 static const ah_plugin_ops *O;
-
-static int cmpf(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
+static const ah_context_options dev0 = {sizeof(ah_context_options), 0};
 
 /* Median ms of reps timed runs of forward (after warm-up). */
 static float time_forward(ah_context *ctx, ah_state *st, const ah_forward_args *a, int reps)
@@ -41,18 +38,18 @@ static float time_forward(ah_context *ctx, ah_state *st, const ah_forward_args *
         }
         O->timer_stop(ctx, a->stream, &t[i]);
     }
-    qsort(t, reps, sizeof *t, cmpf);
+    ath_sort_f(t, reps);
     float m = t[reps / 2];
     free(t);
     return m;
 }
 
-static void fill_random(ah_context *ctx, tk_dev *d, uint64_t *rng)
+static void fill_random(ah_context *ctx, ath_tensor *d, uint64_t *rng)
 {
     /* Random bf16 in [-1, 1): upload in chunks to bound host memory. */
     size_t chunk = 64u << 20, done = 0;
     uint16_t *buf = malloc(chunk);
-    for (size_t i = 0; i < chunk / 2; i++) buf[i] = ah_f32_to_bf16(tk_uniform(rng, -1, 1));
+    ath_fill_uniform(buf, chunk / 2, AH_DTYPE_BF16, 1.f, 1.f, rng);
     while (done < d->bytes) {
         size_t n = d->bytes - done < chunk ? d->bytes - done : chunk;
         O->mem_copy(ctx, (char *)d->t.data + done, buf, n, AH_COPY_HOST_TO_DEVICE, NULL);
@@ -70,21 +67,24 @@ typedef struct shape {
 
 static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t *rng, int reps)
 {
-    uint32_t *ql = malloc(4 * s->batch), *sl = malloc(4 * s->batch);
+    int32_t *ql = malloc(4 * s->batch), *sl = malloc(4 * s->batch);
     for (uint32_t r = 0; r < s->batch; r++) {
-        ql[r] = s->q_len;
-        sl[r] = s->seq;
+        ql[r] = (int32_t)s->q_len;
+        sl[r] = (int32_t)s->seq;
     }
-    tk_batch B;
-    if (tk_batch_make(&P, ctx, &B, s->batch, ql, sl, s->bs, 0, 0, rng)) {
+    /* A pitched table, as engines pad them; unused entries would fault. */
+    const ath_batch_spec bsp = {.num_reqs = s->batch, .qlens = ql, .seqlens = sl, .block_size = s->bs,
+                                .table_pad = 3, .unused_entry = 0x3fffffff};
+    ath_batch B;
+    if (ath_batch_build(&P, &B, &bsp, rng)) {
         printf("%s: setup failed\n", s->kind);
         return;
     }
     DLDataType bf = ah_dtype_to_dl(AH_DTYPE_BF16);
     int64_t sq[3] = {B.num_tokens, s->hq, s->d}, sc[4] = {B.num_blocks, s->bs, s->hk, s->d};
-    tk_dev q, out, kc, vc;
-    if (tk_dev_alloc(&P, ctx, &q, bf, 3, sq) || tk_dev_alloc(&P, ctx, &out, bf, 3, sq) ||
-        tk_dev_alloc(&P, ctx, &kc, bf, 4, sc) || tk_dev_alloc(&P, ctx, &vc, bf, 4, sc)) {
+    ath_tensor q, out, kc, vc;
+    if (ath_tensor_alloc(&P, &q, bf, 3, sq) || ath_tensor_alloc(&P, &out, bf, 3, sq) ||
+        ath_tensor_alloc(&P, &kc, bf, 4, sc) || ath_tensor_alloc(&P, &vc, bf, 4, sc)) {
         printf("%s: out of device memory\n", s->kind);
         return;
     }
@@ -97,7 +97,7 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
                           .q_dtype = AH_DTYPE_BF16, .kv_dtype = AH_DTYPE_BF16, .block_size = s->bs,
                           .kv_layout = AH_KV_LAYOUT_NHD};
     spec.scale = 1.0f / sqrtf((float)s->d);
-    ah_limits lim = {sizeof lim, B.num_reqs, B.num_tokens, B.bt_stride, B.max_seq, B.num_blocks};
+    ah_limits lim = {sizeof lim, B.num_reqs, B.num_tokens, B.width, B.max_seq, B.num_blocks};
     ah_state *st = NULL;
     void *stream = NULL;
     O->stream_create(ctx, &stream);
@@ -106,7 +106,7 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
         printf("%s: %s %s\n", s->kind, O->context_error(ctx), st ? O->state_error(st) : "");
         return;
     }
-    ah_forward_args a = {sizeof a, &q.t, NULL, NULL, &kc.t, &vc.t, &out.t, NULL, NULL, NULL, 0, 0, stream};
+    ah_forward_args a = ath_forward_args(&q.t, &kc.t, &vc.t, &out.t, NULL, stream);
     float ms = time_forward(ctx, st, &a, reps);
     double kv_bytes = 2.0 * s->batch * (double)s->seq * s->hk * s->d * 2;
     double io_bytes = 2.0 * B.num_tokens * s->hq * s->d * 2;
@@ -121,11 +121,11 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     fflush(stdout);
     O->state_destroy(st);
     O->stream_destroy(ctx, stream);
-    tk_dev_free(&P, ctx, &q);
-    tk_dev_free(&P, ctx, &out);
-    tk_dev_free(&P, ctx, &kc);
-    tk_dev_free(&P, ctx, &vc);
-    tk_batch_free(&P, ctx, &B);
+    ath_tensor_free(&P, &q);
+    ath_tensor_free(&P, &out);
+    ath_tensor_free(&P, &kc);
+    ath_tensor_free(&P, &vc);
+    ath_batch_free(&P, &B);
     free(ql);
     free(sl);
 }
@@ -141,7 +141,7 @@ static void copy_bandwidth(ah_context *ctx)
         O->mem_copy(ctx, b, a, bytes, AH_COPY_DEVICE_TO_DEVICE, NULL);
         O->timer_stop(ctx, NULL, &t[i < 3 ? 0 : i - 3]);
     }
-    qsort(t, 20, sizeof *t, cmpf);
+    ath_sort_f(t, 20);
     printf("hbm      device-to-device copy of %zu MiB: %.3f ms, %.1f GB/s (read + write)\n",
            bytes >> 20, t[10], 2.0 * bytes / t[10] / 1e6);
     O->mem_free(ctx, a);
@@ -160,16 +160,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (tk_plugin_open(&P, TK_PLUGIN_PATH)) return 1;
+    if (ath_load(&P, TK_PLUGIN_PATH)) return 1;
     O = P.ops;
-    ah_probe_info pi;
-    memset(&pi, 0, sizeof pi);
-    pi.struct_size = sizeof pi;
-    O->probe(&P.host, &pi);
-    if (!pi.usable) {
-        printf("skipped: %s\n", pi.reason);
-        return 77;
-    }
+    int prc = ath_probe(&P);
+    if (prc) return prc;
+    const ah_probe_info pi = P.probe;
     printf("device: %s (%s, %u SMs), %s\n", pi.device_name, pi.arch, pi.multiprocessors,
            pi.driver_version);
     uint64_t rng = 0x243f6a8885a308d3ull;
@@ -178,13 +173,14 @@ int main(int argc, char **argv)
     char list[256];
     snprintf(list, sizeof list, "%s", splits);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        tk_plugin_set(&P, "num_kv_splits", strcmp(tok, "auto") ? tok : "0"); /* 0: auto */
+        if (ath_set(&P, "num_kv_splits", strcmp(tok, "auto") ? tok : "0")) return 2; /* 0: auto */
         ah_context *ctx = NULL;
         const char *why = NULL;
-        if (O->context_create(&P.host, &P.opts, &ctx, &why) != AH_OK) {
+        if (O->context_create(&P.svc, &dev0, &ctx, &why) != AH_OK) {
             printf("context: %s\n", why);
             return 1;
         }
+        P.ctx = ctx;
         if (tok == list) copy_bandwidth(ctx);
         for (int i = 0; i < 3; i++) {
             shape s = {"decode", 64, 1, seqs[i], 32, 8, 128, 16, 0};
@@ -192,19 +188,20 @@ int main(int argc, char **argv)
         }
         O->context_destroy(ctx);
     }
-    tk_plugin_set(&P, "num_kv_splits", "0"); /* auto */
+    ath_set(&P, "num_kv_splits", "0"); /* auto */
     ah_context *ctx = NULL;
     const char *why = NULL;
-    if (O->context_create(&P.host, &P.opts, &ctx, &why) != AH_OK) {
+    if (O->context_create(&P.svc, &dev0, &ctx, &why) != AH_OK) {
         printf("context: %s\n", why);
         return 1;
     }
+    P.ctx = ctx;
     for (int bidir = 0; bidir < 2; bidir++)
         for (int i = 0; i < 3; i++) {
             shape s = {bidir ? "prefill-nc" : "prefill", 16384 / seqs[i], seqs[i], seqs[i], 32, 8,
                        128, 16, bidir};
             bench(ctx, &s, "-", &rng, quick ? 5 : 10);
         }
-    O->context_destroy(ctx);
+    ath_close(&P);
     return 0;
 }

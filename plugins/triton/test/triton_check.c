@@ -11,6 +11,8 @@
  * merge_states, and rejection of bad input without writing anything.
  * Outputs are poisoned before each run so unwritten elements show.
  *
+ * The plugin gets the host's own services (tests/helpers/ath.h).
+ *
  * Usage: triton_check [--quick] [--seed N] [--plugin PATH]
  * Exit: 0 all passed, 1 a failure, 77 skipped (no usable CUDA device).
  */
@@ -21,7 +23,7 @@
 
 #include <attnhost/reference.h>
 
-#include "tk_test_util.h"
+#include "ath.h"
 
 typedef enum { K_MIXED, K_DECODE, K_PREFILL, K_CROSS } tk_kind;
 
@@ -39,69 +41,47 @@ typedef struct tcase {
     float k_scale, v_scale;
 } tcase;
 
-static tk_plugin P;
+static ath_host P;
 static const ah_plugin_ops *O;
+static const ah_context_options dev0 = {sizeof(ah_context_options), 0};
 static int g_fail, g_pass, g_cc;
-
-static DLDataType dl_of(ah_dtype t) { return ah_dtype_to_dl(t); }
-
-/* Random values stored in dtype t (FP8 through the reference's encoder). */
-static void fill(void *buf, size_t n, ah_dtype t, float lo, float hi, uint64_t *rng)
-{
-    for (size_t i = 0; i < n; i++) ah_store_f32(buf, i, t, tk_uniform(rng, lo, hi));
-}
-
-static void poison(void *buf, size_t bytes) { memset(buf, 0xff, bytes); }
 
 /* rel-L2 and max-abs (relative to max |ref|) against the conformance
  * suite's tolerances; counts NaN/unwritten elements as failures. */
-static int compare(const char *what, const void *out, ah_dtype t, const double *ref, size_t n,
-                   ah_dtype kv, char *msg, size_t cap)
+static int verdict(const char *what, const ath_cmp *c, ah_dtype t, ah_dtype kv, char *msg, size_t cap)
 {
     double r = t == AH_DTYPE_FP16 ? 2e-3 : 1.6e-2;
     if ((kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2) && r < 5e-3) r = 5e-3;
-    double num = 0, den = 0, maxabs = 0, maxref = 0;
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        double o = t == AH_DTYPE_FP32 ? ((const float *)out)[i] : ah_load_f32(out, i, t);
-        if (isinf(ref[i]) && ref[i] < 0) {
-            if (!(isinf(o) && o < 0)) bad++;
-            continue;
-        }
-        if (!isfinite(o)) {
-            bad++;
-            continue;
-        }
-        double e = fabs(o - ref[i]);
-        num += e * e;
-        den += ref[i] * ref[i];
-        if (e > maxabs) maxabs = e;
-        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
-    }
-    double rel = sqrt(num) / (sqrt(den) > 1e-30 ? sqrt(den) : 1e-30);
-    double lim_abs = 8 * r * (maxref > 1e-30 ? maxref : 1.0);
+    double rel = c->rel_l2, lim_abs = 8 * r * (c->max_ref > 1e-30 ? c->max_ref : 1.0);
     if (t == AH_DTYPE_FP32) { /* LSE: absolute error in nats */
-        rel = maxabs;
+        rel = c->max_abs;
         r = 2e-2;
         lim_abs = 2e-2;
     }
-    int ok = !bad && rel <= r && maxabs <= lim_abs;
+    int ok = !c->nonfinite && rel <= r && c->max_abs <= lim_abs;
     snprintf(msg + strlen(msg), cap - strlen(msg), " %s[rel %.2e max %.2e%s%zu bad]", what, rel,
-             maxabs, ok ? " " : " FAIL ", bad);
+             c->max_abs, ok ? " " : " FAIL ", c->nonfinite);
     return ok;
 }
 
-static void lengths(const tcase *c, uint64_t *rng, uint32_t *ql, uint32_t *sl)
+static int compare(const char *what, const void *out, ah_dtype t, const double *ref, size_t n,
+                   ah_dtype kv, char *msg, size_t cap)
+{
+    const ath_cmp c = ath_compare(out, t, ref, n, 0, 0);
+    return verdict(what, &c, t, kv, msg, cap);
+}
+
+static void lengths(const tcase *c, uint64_t *rng, int32_t *ql, int32_t *sl)
 {
     for (uint32_t r = 0; r < c->reqs; r++) {
-        uint32_t s = 1 + (uint32_t)(tk_rand(rng) % c->max_seq);
-        uint32_t q;
+        int32_t s = 1 + (int32_t)(ath_rand_u64(rng) % c->max_seq);
+        int32_t q;
         switch (c->kind) {
         case K_DECODE: q = 1; break;
         case K_PREFILL: q = s; break;
-        case K_CROSS: q = 1 + (uint32_t)(tk_rand(rng) % 70); break;
+        case K_CROSS: q = 1 + (int32_t)(ath_rand_u64(rng) % 70); break;
         default: /* mixed: decode, extend, whole prefill */
-            q = r % 3 == 0 ? 1 : r % 3 == 1 ? 1 + (uint32_t)(tk_rand(rng) % s) : s;
+            q = r % 3 == 0 ? 1 : r % 3 == 1 ? 1 + (int32_t)(ath_rand_u64(rng) % (uint32_t)s) : s;
         }
         if (c->type != AH_ATTN_DECODER && c->kind != K_CROSS) q = s; /* encoders: whole sequence */
         if (c->kind != K_CROSS && q > s) q = s;
@@ -110,133 +90,71 @@ static void lengths(const tcase *c, uint64_t *rng, uint32_t *ql, uint32_t *sl)
     }
 }
 
-typedef struct run_io {
-    tk_batch B;
-    ah_layer_spec spec;
-    void *q, *key, *val, *kc, *vc;
-    float *sinks, *alibi;
-    size_t cache_elems, q_elems, kv_elems;
-    tk_dev dq, dk, dv, dkc, dvc, dout, dlse, dsinks, dalibi;
-} run_io;
-
-static void io_free(run_io *io, ah_context *ctx)
-{
-    free(io->q); free(io->key); free(io->val); free(io->kc); free(io->vc);
-    free(io->sinks); free(io->alibi);
-    tk_dev *d[] = {&io->dq, &io->dk, &io->dv, &io->dkc, &io->dvc, &io->dout, &io->dlse,
-                   &io->dsinks, &io->dalibi};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) tk_dev_free(&P, ctx, d[i]);
-    tk_batch_free(&P, ctx, &io->B);
-}
-
-/* Inputs for case c on lengths ql/sl; device copies; spec. */
-static int io_make(run_io *io, ah_context *ctx, const tcase *c, const uint32_t *ql, const uint32_t *sl,
+/* Inputs for case c on lengths ql/sl and their device copies: a pitched
+ * table (3 spare columns; unused entries would fault), 7 spare blocks,
+ * values in [-2, 2) (FP8 caches: / scale), new K/V for write_kv, tensors
+ * of at least min_rows tokens (a captured graph's buffers are sized for
+ * the largest batch it replays). */
+static int io_make(ath_host *h, ath_work *io, const tcase *c, const int32_t *ql, const int32_t *sl,
                    uint32_t min_rows, uint64_t *rng)
 {
-    memset(io, 0, sizeof *io);
-    if (tk_batch_make(&P, ctx, &io->B, c->reqs, ql, sl, c->bs, 7, c->kind == K_CROSS, rng)) return -1;
-    ah_layer_spec *s = &io->spec;
-    *s = (ah_layer_spec){.struct_size = sizeof(ah_layer_spec), .attn_type = c->type, .num_q_heads = c->hq,
-                         .num_kv_heads = c->hk, .qk_head_size = c->d, .v_head_size = c->d, .q_dtype = c->q,
-                         .kv_dtype = c->kv, .block_size = c->bs, .kv_layout = c->layout,
-                         .sliding_window = c->window, .softcap = c->softcap,
-                         .use_sinks = (uint32_t)c->sinks, .use_alibi = (uint32_t)c->alibi};
-    s->scale = 1.0f / sqrtf((float)c->d);
-    uint32_t T = io->B.num_tokens;
-    /* Tensors hold at least min_rows tokens (a captured graph's buffers
-     * are sized for the largest batch it replays). */
-    uint32_t rows = T > min_rows ? T : min_rows;
-    io->q_elems = (size_t)T * c->hq * c->d;
-    io->kv_elems = (size_t)rows * c->hk * c->d;
-    io->cache_elems = (size_t)io->B.num_blocks * c->bs * c->hk * c->d;
-    size_t qb = ah_dtype_size(c->q), cb = ah_dtype_size(c->kv);
-    size_t q_alloc = (size_t)rows * c->hq * c->d;
-    io->q = malloc(q_alloc * qb + 16);
-    io->key = malloc(io->kv_elems * qb + 16);
-    io->val = malloc(io->kv_elems * qb + 16);
-    io->kc = malloc(io->cache_elems * cb);
-    io->vc = malloc(io->cache_elems * cb);
-    io->sinks = malloc(4 * c->hq);
-    io->alibi = malloc(4 * c->hq);
-    if (!io->q || !io->key || !io->val || !io->kc || !io->vc || !io->sinks || !io->alibi) return -1;
-    float ks = c->k_scale ? c->k_scale : 1, vs = c->v_scale ? c->v_scale : 1;
-    int fp8 = c->kv == AH_DTYPE_FP8_E4M3 || c->kv == AH_DTYPE_FP8_E5M2;
-    fill(io->q, q_alloc, c->q, -2.f, 2.f, rng);
-    fill(io->key, io->kv_elems, c->q, -2.f, 2.f, rng);
-    fill(io->val, io->kv_elems, c->q, -2.f, 2.f, rng);
-    fill(io->kc, io->cache_elems, c->kv, fp8 ? -2.f / ks : -2.f, fp8 ? 2.f / ks : 2.f, rng);
-    fill(io->vc, io->cache_elems, c->kv, fp8 ? -2.f / vs : -2.f, fp8 ? 2.f / vs : 2.f, rng);
-    for (uint32_t h = 0; h < c->hq; h++) {
-        io->sinks[h] = tk_uniform(rng, -1.f, 3.f);
-        io->alibi[h] = exp2f(-8.0f * (float)(h + 1) / (float)c->hq);
-    }
-    int64_t sq[3] = {rows ? rows : 1, c->hq, c->d}, sk[3] = {rows ? rows : 1, c->hk, c->d};
-    int64_t sc[4] = {io->B.num_blocks, c->bs, c->hk, c->d}, sl2[2] = {rows ? rows : 1, c->hq}, sh = c->hq;
-    if (c->layout == AH_KV_LAYOUT_HND) {
-        sc[1] = c->hk;
-        sc[2] = c->bs;
-    }
-    DLDataType f32 = {kDLFloat, 32, 1};
-    if (tk_dev_alloc(&P, ctx, &io->dq, dl_of(c->q), 3, sq) || tk_upload(&P, ctx, &io->dq, io->q) ||
-        tk_dev_alloc(&P, ctx, &io->dk, dl_of(c->q), 3, sk) || tk_upload(&P, ctx, &io->dk, io->key) ||
-        tk_dev_alloc(&P, ctx, &io->dv, dl_of(c->q), 3, sk) || tk_upload(&P, ctx, &io->dv, io->val) ||
-        tk_dev_alloc(&P, ctx, &io->dkc, dl_of(c->kv), 4, sc) || tk_upload(&P, ctx, &io->dkc, io->kc) ||
-        tk_dev_alloc(&P, ctx, &io->dvc, dl_of(c->kv), 4, sc) || tk_upload(&P, ctx, &io->dvc, io->vc) ||
-        tk_dev_alloc(&P, ctx, &io->dout, dl_of(c->q), 3, sq) ||
-        tk_dev_alloc(&P, ctx, &io->dlse, f32, 2, sl2) ||
-        tk_dev_alloc(&P, ctx, &io->dsinks, f32, 1, &sh) || tk_upload(&P, ctx, &io->dsinks, io->sinks) ||
-        tk_dev_alloc(&P, ctx, &io->dalibi, f32, 1, &sh) || tk_upload(&P, ctx, &io->dalibi, io->alibi))
-        return -1;
-    return 0;
+    ath_shape s;
+    memset(&s, 0, sizeof s);
+    s.attn = c->type, s.q_dtype = c->q, s.kv_dtype = c->kv;
+    s.hq = c->hq, s.hk = c->hk, s.d = c->d, s.layout = c->layout;
+    s.window = c->window, s.softcap = c->softcap, s.sinks = (uint32_t)c->sinks, s.alibi = (uint32_t)c->alibi;
+    s.k_scale = c->k_scale, s.v_scale = c->v_scale;
+    s.scale = 1.0f / sqrtf((float)c->d);
+    s.q_amp = s.kv_amp = s.new_amp = 2.f;
+    s.new_kv = 1;
+    s.min_rows = min_rows;
+    s.batch = (ath_batch_spec){.num_reqs = c->reqs, .qlens = ql, .seqlens = sl, .block_size = c->bs,
+                               .table_pad = 3, .extra_blocks = 7, .no_slots = c->kind == K_CROSS,
+                               .unused_entry = 0x3fffffff};
+    return ath_work_build(h, io, &s, rng);
 }
 
-static ah_limits limits_for(const tk_batch *B, uint32_t extra)
+static ah_limits limits_for(const ath_batch *B, uint32_t extra)
 {
     return (ah_limits){sizeof(ah_limits), B->num_reqs + extra, B->num_tokens + 64 * extra,
-                       B->bt_stride, B->max_seq, B->num_blocks};
+                       B->width, B->max_seq, B->num_blocks};
 }
 
 /* Check the device caches against the reference's write, the outputs
  * against the reference's attention. Appends to msg; returns 1 if fine. */
-static int verify(run_io *io, ah_context *ctx, const tcase *c, int check_cache, char *msg, size_t cap)
+static int verify(ath_host *h, ath_work *io, const tcase *c, int check_cache, char *msg, size_t cap)
 {
     int ok = 1;
-    size_t cb = ah_dtype_size(c->kv);
-    ah_error err = {{0}};
+    const size_t kb = io->d_kc.bytes, vb = io->d_vc.bytes;
+    char why[256];
     if (check_cache) {
-        if (ah_reference_write_kv(&io->spec, &io->B.b, io->key, io->val, io->kc, io->vc, c->k_scale,
-                                  c->v_scale, &err) != AH_OK) {
-            snprintf(msg + strlen(msg), cap - strlen(msg), " reference write_kv: %s", err.msg);
+        if (ath_work_reference_write(io, why, sizeof why)) {
+            snprintf(msg + strlen(msg), cap - strlen(msg), " reference write_kv: %s", why);
             return 0;
         }
-        void *kd = malloc(io->cache_elems * cb), *vd = malloc(io->cache_elems * cb);
-        tk_download(&P, ctx, kd, &io->dkc);
-        tk_download(&P, ctx, vd, &io->dvc);
-        size_t diff = 0;
-        for (size_t i = 0; i < io->cache_elems * cb; i++)
-            diff += ((uint8_t *)kd)[i] != ((uint8_t *)io->kc)[i];
-        for (size_t i = 0; i < io->cache_elems * cb; i++)
-            diff += ((uint8_t *)vd)[i] != ((uint8_t *)io->vc)[i];
+        void *kd = malloc(kb), *vd = malloc(vb);
+        ath_download(h, kd, &io->d_kc);
+        ath_download(h, vd, &io->d_vc);
+        size_t diff = ath_bytes_differ(kd, io->kc, kb) + ath_bytes_differ(vd, io->vc, vb);
         snprintf(msg + strlen(msg), cap - strlen(msg), " cache[%zu bytes differ]", diff);
         ok &= diff == 0;
         free(kd);
         free(vd);
     }
     uint32_t T = io->B.num_tokens;
-    double *ref = malloc(sizeof(double) * (io->q_elems + 1)), *rlse = malloc(sizeof(double) * ((size_t)T * c->hq + 1));
-    ah_ref_inputs in = {sizeof in, &io->spec, &io->B.b, io->q, io->kc, io->vc,
-                        c->sinks ? io->sinks : NULL, c->alibi ? io->alibi : NULL, c->k_scale, c->v_scale, NULL, NULL};
-    if (ah_reference_attention(&in, ref, rlse, &err) != AH_OK) {
-        snprintf(msg + strlen(msg), cap - strlen(msg), " reference: %s", err.msg);
+    const size_t q_elems = (size_t)T * c->hq * c->d;
+    double *ref = malloc(sizeof(double) * (q_elems + 1)), *rlse = malloc(sizeof(double) * ((size_t)T * c->hq + 1));
+    if (ath_work_reference(io, ref, rlse, why, sizeof why)) {
+        snprintf(msg + strlen(msg), cap - strlen(msg), " reference: %s", why);
         free(ref);
         free(rlse);
         return 0;
     }
-    void *out = malloc(io->dout.bytes);
-    float *lse = malloc(io->dlse.bytes);
-    tk_download(&P, ctx, out, &io->dout);
-    tk_download(&P, ctx, lse, &io->dlse);
-    ok &= compare("out", out, c->q, ref, io->q_elems, c->kv, msg, cap);
+    void *out = malloc(io->d_out.bytes);
+    float *lse = malloc(io->d_lse.bytes);
+    ath_download(h, out, &io->d_out);
+    ath_download(h, lse, &io->d_lse);
+    ok &= compare("out", out, c->q, ref, q_elems, c->kv, msg, cap);
     ok &= compare("lse", lse, AH_DTYPE_FP32, rlse, (size_t)T * c->hq, c->kv, msg, cap);
     free(out);
     free(lse);
@@ -245,20 +163,14 @@ static int verify(run_io *io, ah_context *ctx, const tcase *c, int check_cache, 
     return ok;
 }
 
-static ah_forward_args fwd_args(run_io *io, const tcase *c, void *stream)
+/* 0xff in the outputs, so elements a kernel leaves unwritten show. */
+static void poison_outputs(ath_host *h, ath_work *io)
 {
-    return (ah_forward_args){sizeof(ah_forward_args), &io->dq.t, &io->dk.t, &io->dv.t, &io->dkc.t,
-                             &io->dvc.t, &io->dout.t, &io->dlse.t,
-                             c->sinks ? &io->dsinks.t : NULL, c->alibi ? &io->dalibi.t : NULL,
-                             c->k_scale, c->v_scale, stream};
-}
-
-static void poison_outputs(run_io *io, ah_context *ctx)
-{
-    void *buf = malloc(io->dout.bytes > io->dlse.bytes ? io->dout.bytes : io->dlse.bytes);
-    poison(buf, io->dout.bytes);
-    tk_upload(&P, ctx, &io->dout, buf);
-    tk_upload(&P, ctx, &io->dlse, buf);
+    const size_t n = io->d_out.bytes > io->d_lse.bytes ? io->d_out.bytes : io->d_lse.bytes;
+    void *buf = malloc(n);
+    memset(buf, 0xff, n);
+    ath_upload(h, &io->d_out, buf);
+    ath_upload(h, &io->d_lse, buf);
     free(buf);
 }
 
@@ -284,29 +196,29 @@ static void report(const char *name, int ok, const char *msg)
 static void run_eager(ah_context *ctx, const tcase *c, uint64_t *rng)
 {
     char msg[1024] = "";
-    uint32_t ql[512], sl[512];
+    int32_t ql[512], sl[512];
     lengths(c, rng, ql, sl);
-    run_io io;
+    ath_work io;
     ah_state *st = NULL;
     int ok = 0;
-    if (io_make(&io, ctx, c, ql, sl, 0, rng)) {
+    if (io_make(&P, &io, c, ql, sl, 0, rng)) {
         snprintf(msg, sizeof msg, " setup failed");
         goto done;
     }
     ah_limits lim = limits_for(&io.B, 0);
     TRY("state_create", O->state_create(ctx, &io.spec, &lim, &st));
-    poison_outputs(&io, ctx);
+    poison_outputs(&P, &io);
     TRY("plan", O->plan(st, &io.B.b, AH_PLAN_EAGER, NULL));
-    ah_kv_write_args w = {sizeof w, &io.dk.t, &io.dv.t, &io.dkc.t, &io.dvc.t, c->k_scale, c->v_scale, NULL};
+    ah_kv_write_args w = ath_work_write_args(&io, NULL);
     if (c->kind != K_CROSS) TRY("write_kv", O->write_kv(st, &w));
-    ah_forward_args a = fwd_args(&io, c, NULL);
+    ah_forward_args a = ath_work_args(&io, NULL, 1);
     TRY("forward", O->forward(st, &a));
     TRY("synchronize", O->synchronize(ctx, NULL));
-    ok = verify(&io, ctx, c, c->kind != K_CROSS, msg, sizeof msg);
+    ok = verify(&P, &io, c, c->kind != K_CROSS, msg, sizeof msg);
 done:
     report(c->name, ok, msg);
     if (st) O->state_destroy(st);
-    io_free(&io, ctx);
+    ath_work_free(&P, &io);
 }
 
 /* Graph: capture with one batch, replay with another of other lengths
@@ -316,10 +228,10 @@ static void run_graph(ah_context *ctx, const tcase *c, uint64_t *rng)
     char msg[1024] = "";
     char name[96];
     snprintf(name, sizeof name, "graph %s", c->name);
-    uint32_t ql[512], sl[512], ql2[512], sl2[512];
+    int32_t ql[512], sl[512], ql2[512], sl2[512];
     lengths(c, rng, ql, sl);
     lengths(c, rng, ql2, sl2);
-    run_io a_io, b_io;
+    ath_work a_io, b_io;
     memset(&a_io, 0, sizeof a_io);
     memset(&b_io, 0, sizeof b_io);
     ah_state *st = NULL;
@@ -327,37 +239,37 @@ static void run_graph(ah_context *ctx, const tcase *c, uint64_t *rng)
     void *stream = NULL;
     int ok = 0;
     tcase c2 = *c;
-    if (io_make(&a_io, ctx, c, ql, sl, 0, rng)) goto done;
+    if (io_make(&P, &a_io, c, ql, sl, 0, rng)) goto done;
     c2.reqs = c->reqs > 2 ? c->reqs - 1 : c->reqs; /* the replay: fewer requests too */
-    if (io_make(&b_io, ctx, &c2, ql2, sl2, a_io.B.num_tokens, rng)) goto done;
+    if (io_make(&P, &b_io, &c2, ql2, sl2, a_io.B.num_tokens, rng)) goto done;
     /* Limits cover both; the replay's tensors must be the captured ones, so
      * replay data is copied into the captured buffers. */
     ah_limits lim = limits_for(&a_io.B, 2);
-    if (b_io.B.bt_stride > lim.max_blocks_per_req) lim.max_blocks_per_req = b_io.B.bt_stride;
+    if (b_io.B.width > lim.max_blocks_per_req) lim.max_blocks_per_req = b_io.B.width;
     if (b_io.B.max_seq > lim.max_seq_len) lim.max_seq_len = b_io.B.max_seq;
     if (b_io.B.num_tokens > lim.max_num_tokens) lim.max_num_tokens = b_io.B.num_tokens;
     TRY("stream_create", O->stream_create(ctx, &stream));
     TRY("state_create", O->state_create(ctx, &a_io.spec, &lim, &st));
     TRY("plan(CAPTURE)", O->plan(st, &a_io.B.b, AH_PLAN_CAPTURE, stream));
     /* Capture forward over b's tensors (sized for b): replay computes b. */
-    ah_forward_args fa = fwd_args(&b_io, &c2, stream);
+    ah_forward_args fa = ath_work_args(&b_io, stream, 1);
     TRY("graph_begin", O->graph_begin(ctx, stream));
     ah_status fs = O->forward(st, &fa);
     ah_status es = O->graph_end(ctx, stream, &g);
     TRY("forward (capturing)", fs);
     TRY("graph_end", es);
-    poison_outputs(&b_io, ctx);
+    poison_outputs(&P, &b_io);
     TRY("plan(REPLAY)", O->plan(st, &b_io.B.b, AH_PLAN_REPLAY, stream));
     TRY("graph_launch", O->graph_launch(ctx, g, stream));
     TRY("synchronize", O->synchronize(ctx, stream));
-    ok = verify(&b_io, ctx, &c2, 0, msg, sizeof msg);
+    ok = verify(&P, &b_io, &c2, 0, msg, sizeof msg);
 done:
     report(name, ok, msg);
     if (g) O->graph_destroy(ctx, g);
     if (st) O->state_destroy(st);
     if (stream) O->stream_destroy(ctx, stream);
-    io_free(&a_io, ctx);
-    io_free(&b_io, ctx);
+    ath_work_free(&P, &a_io);
+    ath_work_free(&P, &b_io);
 }
 
 /* Deterministic mode: request 0 alone and inside a larger batch give the
@@ -365,46 +277,45 @@ done:
 static void run_deterministic(const char *path, const tcase *c, uint64_t *rng)
 {
     char msg[1024] = "";
-    tk_plugin p2;
+    ath_host p2;
     ah_context *ctx = NULL;
     ah_state *s1 = NULL, *s2 = NULL;
-    run_io big, one;
+    ath_work big, one;
     memset(&big, 0, sizeof big);
     memset(&one, 0, sizeof one);
     ah_state *st = NULL;
     int ok = 0;
     const char *why = NULL;
-    if (tk_plugin_open(&p2, path)) goto done;
-    tk_plugin_set(&p2, "deterministic", "true");
-    tk_plugin_set(&p2, "num_kv_splits", "8");
-    tk_plugin_set(&p2, "split_tile", "128");
-    if (p2.ops->context_create(&p2.host, &p2.opts, &ctx, &why) != AH_OK) {
+    memset(&p2, 0, sizeof p2);
+    if (ath_load(&p2, path) || ath_set(&p2, "deterministic", "true") || ath_set(&p2, "num_kv_splits", "8") ||
+        ath_set(&p2, "split_tile", "128"))
+        goto done;
+    if (p2.ops->context_create(&p2.svc, &dev0, &ctx, &why) != AH_OK) {
         snprintf(msg, sizeof msg, " context: %s", why);
         goto done;
     }
+    p2.ctx = ctx;
     {
-        uint32_t ql[64], sl[64];
+        int32_t ql[64], sl[64];
         lengths(c, rng, ql, sl);
         tcase c1 = *c;
         c1.reqs = 1;
         uint64_t seed = *rng;
-        if (io_make(&big, ctx, c, ql, sl, 0, rng)) goto done;
+        if (io_make(&p2, &big, c, ql, sl, 0, rng)) goto done;
         /* Same request 0 data: rebuild with the same seed, one request. */
         uint64_t r2 = seed;
-        if (io_make(&one, ctx, &c1, ql, sl, 0, &r2)) goto done;
+        if (io_make(&p2, &one, &c1, ql, sl, 0, &r2)) goto done;
         /* Make request 0's cache rows and query identical: copy big's. */
         size_t qb = ah_dtype_size(c->q), cb = ah_dtype_size(c->kv);
         memcpy(one.q, big.q, (size_t)c->hq * c->d * qb);
         uint32_t nb = (sl[0] + c->bs - 1) / c->bs;
         size_t per_block = (size_t)c->bs * c->hk * c->d;
         for (uint32_t j = 0; j < nb; j++) {
-            size_t bb = (size_t)big.B.block_table[j], bo = (size_t)one.B.block_table[j];
+            size_t bb = (size_t)big.B.bt[j], bo = (size_t)one.B.bt[j];
             memcpy((char *)one.kc + bo * per_block * cb, (char *)big.kc + bb * per_block * cb, per_block * cb);
             memcpy((char *)one.vc + bo * per_block * cb, (char *)big.vc + bb * per_block * cb, per_block * cb);
         }
-        tk_upload(&p2, ctx, &one.dq, one.q);
-        tk_upload(&p2, ctx, &one.dkc, one.kc);
-        tk_upload(&p2, ctx, &one.dvc, one.vc);
+        ath_work_upload(&p2, &one);
         ah_limits l1 = limits_for(&big.B, 0), l2 = limits_for(&one.B, 0);
         const ah_plugin_ops *o = p2.ops;
         if (o->state_create(ctx, &big.spec, &l1, &s1) || o->state_create(ctx, &one.spec, &l2, &s2) ||
@@ -412,15 +323,15 @@ static void run_deterministic(const char *path, const tcase *c, uint64_t *rng)
             snprintf(msg, sizeof msg, " setup: %s", o->context_error(ctx));
             goto done;
         }
-        ah_forward_args fb = fwd_args(&big, c, NULL), f1 = fwd_args(&one, &c1, NULL);
+        ah_forward_args fb = ath_work_args(&big, NULL, 1), f1 = ath_work_args(&one, NULL, 1);
         if (o->forward(s1, &fb) || o->forward(s2, &f1) || o->synchronize(ctx, NULL)) {
             snprintf(msg, sizeof msg, " forward: %s / %s", o->state_error(s1), o->state_error(s2));
             goto done;
         }
         size_t n = (size_t)c->hq * c->d * qb;
-        char *ob = malloc(big.dout.bytes), *o1 = malloc(one.dout.bytes);
-        tk_download(&p2, ctx, ob, &big.dout);
-        tk_download(&p2, ctx, o1, &one.dout);
+        char *ob = malloc(big.d_out.bytes), *o1 = malloc(one.d_out.bytes);
+        ath_download(&p2, ob, &big.d_out);
+        ath_download(&p2, o1, &one.d_out);
         ok = memcmp(ob, o1, n) == 0;
         snprintf(msg, sizeof msg, " request 0 alone vs in %u requests: %s", c->reqs,
                  ok ? "bitwise equal" : "DIFFER");
@@ -432,61 +343,24 @@ done:
     if (ctx) {
         if (s1) p2.ops->state_destroy(s1);
         if (s2) p2.ops->state_destroy(s2);
-        io_free(&big, ctx);
-        io_free(&one, ctx);
-        p2.ops->context_destroy(ctx);
+        ath_work_free(&p2, &big);
+        ath_work_free(&p2, &one);
     }
+    ath_close(&p2);
     (void)st;
 }
 
-static void run_merge(ah_context *ctx, ah_dtype t, uint32_t T, uint32_t H, uint32_t D, uint64_t *rng)
+static void run_merge(ah_dtype t, uint32_t T, uint32_t H, uint32_t D, uint64_t *rng)
 {
-    char msg[512] = "", name[64];
+    char msg[512] = "", name[64], why[256];
     snprintf(name, sizeof name, "merge_states %s T%u H%u D%u", ah_dtype_name(t), T, H, D);
-    size_t n = (size_t)T * H * D, m = (size_t)T * H, eb = ah_dtype_size(t);
-    void *va = malloc(n * eb), *vb = malloc(n * eb), *vo = malloc(n * eb);
-    float *la = malloc(4 * m), *lb = malloc(4 * m), *lo = malloc(4 * m);
-    double *da = malloc(8 * n), *db = malloc(8 * n), *dla = malloc(8 * m), *dlb = malloc(8 * m),
-           *ro = malloc(8 * n), *rl = malloc(8 * m);
-    fill(va, n, t, -2, 2, rng);
-    fill(vb, n, t, -2, 2, rng);
-    for (size_t i = 0; i < m; i++) {
-        la[i] = tk_uniform(rng, -5, 5);
-        lb[i] = tk_uniform(rng, -5, 5);
-        if (i % 7 == 0) la[i] = -INFINITY; /* an empty part */
-        if (i % 21 == 0) lb[i] = -INFINITY; /* both empty */
-        dla[i] = la[i];
-        dlb[i] = lb[i];
-    }
-    for (size_t i = 0; i < n; i++) {
-        da[i] = ah_load_f32(va, i, t);
-        db[i] = ah_load_f32(vb, i, t);
-    }
-    ah_reference_merge_states(T, H, D, da, dla, db, dlb, ro, rl);
-    tk_dev a, b, o, l1, l2, l3;
-    int64_t sv[3] = {T, H, D}, sl[2] = {T, H};
-    DLDataType f32 = {kDLFloat, 32, 1};
-    int ok = 0;
-    ah_state *st = NULL;
-    tk_dev_alloc(&P, ctx, &a, dl_of(t), 3, sv); tk_upload(&P, ctx, &a, va);
-    tk_dev_alloc(&P, ctx, &b, dl_of(t), 3, sv); tk_upload(&P, ctx, &b, vb);
-    tk_dev_alloc(&P, ctx, &o, dl_of(t), 3, sv);
-    tk_dev_alloc(&P, ctx, &l1, f32, 2, sl); tk_upload(&P, ctx, &l1, la);
-    tk_dev_alloc(&P, ctx, &l2, f32, 2, sl); tk_upload(&P, ctx, &l2, lb);
-    tk_dev_alloc(&P, ctx, &l3, f32, 2, sl);
-    ah_merge_args ma = {sizeof ma, &a.t, &l1.t, &b.t, &l2.t, &o.t, &l3.t, NULL};
-    TRY("merge_states", O->merge_states(ctx, &ma));
-    TRY("synchronize", O->synchronize(ctx, NULL));
-    tk_download(&P, ctx, vo, &o);
-    tk_download(&P, ctx, lo, &l3);
-    ok = compare("out", vo, t, ro, n, t, msg, sizeof msg);
-    ok &= compare("lse", lo, AH_DTYPE_FP32, rl, m, t, msg, sizeof msg);
-done:
+    /* Every 7th row's first part empty, every 21st both. */
+    const ath_merge_spec m = {t, T, H, D, 2.f, 7, 0, 21, 0, 0};
+    ath_cmp co, cl;
+    int ok = ath_merge_run(&P, &m, rng, &co, &cl, why, sizeof why) == 0;
+    if (!ok) snprintf(msg, sizeof msg, " merge_states: %s", why);
+    else ok = verdict("out", &co, t, t, msg, sizeof msg) & verdict("lse", &cl, AH_DTYPE_FP32, t, msg, sizeof msg);
     report(name, ok, msg);
-    tk_dev *all[] = {&a, &b, &o, &l1, &l2, &l3};
-    for (int i = 0; i < 6; i++) tk_dev_free(&P, ctx, all[i]);
-    free(va); free(vb); free(vo); free(la); free(lb); free(lo);
-    free(da); free(db); free(dla); free(dlb); free(ro); free(rl);
 }
 
 /* Bad input: a q tensor of the wrong dtype must fail with a message and
@@ -494,27 +368,27 @@ done:
 static void run_bad_input(ah_context *ctx, const tcase *c, uint64_t *rng)
 {
     char msg[1024] = "";
-    uint32_t ql[64], sl[64];
+    int32_t ql[64], sl[64];
     lengths(c, rng, ql, sl);
-    run_io io;
+    ath_work io;
     ah_state *st = NULL;
     int ok = 0;
-    if (io_make(&io, ctx, c, ql, sl, 0, rng)) goto done;
+    if (io_make(&P, &io, c, ql, sl, 0, rng)) goto done;
     ah_limits lim = limits_for(&io.B, 0);
     TRY("state_create", O->state_create(ctx, &io.spec, &lim, &st));
     TRY("plan", O->plan(st, &io.B.b, AH_PLAN_EAGER, NULL));
-    poison_outputs(&io, ctx);
-    ah_forward_args a = fwd_args(&io, c, NULL);
-    DLTensor badq = io.dq.t;
+    poison_outputs(&P, &io);
+    ah_forward_args a = ath_work_args(&io, NULL, 1);
+    DLTensor badq = io.d_q.t;
     badq.dtype.bits = 32;
     badq.dtype.code = kDLFloat;
     a.q = &badq;
     ah_status s = O->forward(st, &a);
     O->synchronize(ctx, NULL);
-    char *out = malloc(io.dout.bytes);
-    tk_download(&P, ctx, out, &io.dout);
+    char *out = malloc(io.d_out.bytes);
+    ath_download(&P, out, &io.d_out);
     size_t touched = 0;
-    for (size_t i = 0; i < io.dout.bytes; i++) touched += (uint8_t)out[i] != 0xff;
+    for (size_t i = 0; i < io.d_out.bytes; i++) touched += (uint8_t)out[i] != 0xff;
     free(out);
     ok = s == AH_ERR_INVALID_ARGUMENT && touched == 0 && strstr(O->state_error(st), "q") != NULL;
     snprintf(msg, sizeof msg, " status %d, \"%s\", %zu output bytes touched", s, O->state_error(st),
@@ -522,7 +396,7 @@ static void run_bad_input(ah_context *ctx, const tcase *c, uint64_t *rng)
 done:
     report("bad input rejected, nothing written", ok, msg);
     if (st) O->state_destroy(st);
-    io_free(&io, ctx);
+    ath_work_free(&P, &io);
 }
 
 int main(int argc, char **argv)
@@ -539,16 +413,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (tk_plugin_open(&P, path)) return 1;
+    if (ath_load(&P, path)) return 1;
     O = P.ops;
-    ah_probe_info pi;
-    memset(&pi, 0, sizeof pi);
-    pi.struct_size = sizeof pi;
-    O->probe(&P.host, &pi);
-    if (!pi.usable) {
-        printf("skipped: %s\n", pi.reason);
-        return 77;
-    }
+    int prc = ath_probe(&P);
+    if (prc) return prc;
+    const ah_probe_info pi = P.probe;
     g_cc = (int)pi.compute_capability;
     printf("device: %s (%s, %u SMs), %s\n", pi.device_name, pi.arch, pi.multiprocessors,
            pi.driver_version);
@@ -556,7 +425,7 @@ int main(int argc, char **argv)
     const char *why = NULL;
     /* A device index past the process's devices is UNAVAILABLE, with a reason. */
     ah_context_options past = {sizeof past, (int32_t)pi.device_count};
-    ah_status ps = O->context_create(&P.host, &past, &ctx, &why);
+    ah_status ps = O->context_create(&P.svc, &past, &ctx, &why);
     if (ps != AH_ERR_UNAVAILABLE || ctx || !why || !*why) {
         printf("FAIL context_create(device %u): status %d, want UNAVAILABLE with a reason\n",
                pi.device_count, (int)ps);
@@ -566,10 +435,11 @@ int main(int argc, char **argv)
     printf("ok   %-52s%s\n", "device index past the last", why);
     g_pass++;
     ctx = NULL;
-    if (O->context_create(&P.host, &P.opts, &ctx, &why) != AH_OK) {
+    if (O->context_create(&P.svc, &dev0, &ctx, &why) != AH_OK) {
         printf("FAIL context_create: %s\n", why);
         return 1;
     }
+    P.ctx = ctx; /* the helpers' device memory and copies */
     const ah_dtype BF = AH_DTYPE_BF16, FH = AH_DTYPE_FP16, E4 = AH_DTYPE_FP8_E4M3, E5 = AH_DTYPE_FP8_E5M2;
     const ah_kv_layout NHD = AH_KV_LAYOUT_NHD, HND = AH_KV_LAYOUT_HND;
     const ah_attn_type DEC = AH_ATTN_DECODER;
@@ -611,11 +481,11 @@ int main(int argc, char **argv)
     run_graph(ctx, &cases[0], &rng);  /* mixed: unified kernel */
     run_graph(ctx, &cases[9], &rng);  /* pure decode: split-KV */
     run_graph(ctx, &cases[13], &rng); /* decode with every feature */
-    run_merge(ctx, BF, 37, 8, 128, &rng);
-    run_merge(ctx, FH, 19, 4, 80, &rng);
+    run_merge(BF, 37, 8, 128, &rng);
+    run_merge(FH, 19, 4, 80, &rng);
     run_bad_input(ctx, &cases[0], &rng);
-    O->context_destroy(ctx);
     run_deterministic(path, &cases[9], &rng);
+    ath_close(&P);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
