@@ -52,7 +52,9 @@ int ath_load(ath_host *h, const char *path)
         fprintf(stderr, "%s: out of memory\n", path);
         return -1;
     }
-    h->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* RTLD_NODELETE, as the host loads plugins: a plugin's worker threads
+     * (OpenMP) may outlive its dlclose at exit */
+    h->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h->dl) {
         fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
         return -1;
