@@ -152,7 +152,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->box_rows = R;
     p->kv_hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
     p->num_blocks = (int)a->key_cache->shape[0];
-    p->causal = sp->attn_type == AH_ATTN_DECODER;
+    p->causal = ah_spec_causal(sp);
     p->cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
     p->window = (int)sp->sliding_window;
     p->scale = scale;

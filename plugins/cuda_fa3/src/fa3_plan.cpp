@@ -251,7 +251,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
 
     const ah_layer_spec *sp = &st->spec;
     const int G = st->group, tpt = st->tpt, BN = sp->qk_head_size == 256 ? 64 : 128;
-    const int causal = sp->attn_type == AH_ATTN_DECODER, cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
+    const int causal = ah_spec_causal(sp), cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
     const int W = (int)sp->sliding_window;
     const int Hk = (int)sp->num_kv_heads;
 

@@ -70,9 +70,11 @@ static const ah_caps fi_caps = {
     AH_INT_SET_LIST(fi_block_sizes),
     16,
     AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
-        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE,
-    AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
-        AH_BIT(AH_ATTN_ENCODER_DECODER),
+        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG,
+    /* decoder layers over the paged cache, causal or not; cacheless encoder
+     * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
+     * served yet */
+    AH_BIT(AH_ATTN_DECODER),
     AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     AH_KV_LAYOUT_NHD,
     80,
@@ -625,8 +627,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         p.vg = fi_geom(s, vh);
     }
     p.plan = st->pb;
-    p.var.attn = s->attn_type == AH_ATTN_DECODER   ? FI_ATTN_CAUSAL
-                 : s->attn_type == AH_ATTN_ENCODER_DECODER ? FI_ATTN_CROSS
+    p.var.attn = s->attn_type == AH_ATTN_ENCODER_DECODER ? FI_ATTN_CROSS
+                 : ah_spec_causal(s)                       ? FI_ATTN_CAUSAL
                                                            : FI_ATTN_BIDIR;
     p.var.window = (int)s->sliding_window;
     p.var.qk_scale = scale * ks;

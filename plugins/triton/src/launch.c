@@ -208,7 +208,7 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
 
     const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
     const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
-    const int causal = sp->attn_type == AH_ATTN_DECODER;
+    const int causal = ah_spec_causal(sp);
     const int window = sp->attn_type == AH_ATTN_ENCODER_DECODER ? 0 : (int)sp->sliding_window;
     const int group = (int)(sp->num_q_heads / sp->num_kv_heads);
     const int softcap = sp->softcap > 0;

@@ -67,9 +67,11 @@ static const ah_caps tk_caps = {
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
     .preferred_block_size = 16,
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
-                AH_FEAT_NON_CAUSAL | AH_FEAT_LSE,
-    .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) |
-                  AH_BIT(AH_ATTN_ENCODER_ONLY) | AH_BIT(AH_ATTN_ENCODER_DECODER),
+                AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG,
+    /* decoder layers over the paged cache, causal or not; cacheless encoder
+     * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
+     * served yet */
+    .attn_types = AH_BIT(AH_ATTN_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
 #ifdef TK_HIP

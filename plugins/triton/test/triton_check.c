@@ -25,7 +25,7 @@
 
 #include "ath.h"
 
-typedef enum { K_MIXED, K_DECODE, K_PREFILL, K_CROSS } tk_kind;
+typedef enum { K_MIXED, K_DECODE, K_PREFILL } tk_kind;
 
 typedef struct tcase {
     const char *name;
@@ -79,12 +79,11 @@ static void lengths(const tcase *c, uint64_t *rng, int32_t *ql, int32_t *sl)
         switch (c->kind) {
         case K_DECODE: q = 1; break;
         case K_PREFILL: q = s; break;
-        case K_CROSS: q = 1 + (int32_t)(ath_rand_u64(rng) % 70); break;
         default: /* mixed: decode, extend, whole prefill */
             q = r % 3 == 0 ? 1 : r % 3 == 1 ? 1 + (int32_t)(ath_rand_u64(rng) % (uint32_t)s) : s;
         }
-        if (c->type != AH_ATTN_DECODER && c->kind != K_CROSS) q = s; /* encoders: whole sequence */
-        if (c->kind != K_CROSS && q > s) q = s;
+        if (c->type != AH_ATTN_DECODER) q = s; /* bidirectional: the whole sequence */
+        if (q > s) q = s;
         ql[r] = q;
         sl[r] = s;
     }
@@ -100,7 +99,10 @@ static int io_make(ath_host *h, ath_work *io, const tcase *c, const int32_t *ql,
 {
     ath_shape s;
     memset(&s, 0, sizeof s);
-    s.attn = c->type, s.q_dtype = c->q, s.kv_dtype = c->kv;
+    /* the "encoder" cases: decoder layers with causal = OFF (ABI 2.1), the
+     * bidirectional attention over the paged cache the plugin serves */
+    s.attn = AH_ATTN_DECODER, s.q_dtype = c->q, s.kv_dtype = c->kv;
+    s.causal = c->type == AH_ATTN_DECODER ? AH_CAUSAL_BY_TYPE : AH_CAUSAL_OFF;
     s.hq = c->hq, s.hk = c->hk, s.d = c->d, s.layout = c->layout;
     s.window = c->window, s.softcap = c->softcap, s.sinks = (uint32_t)c->sinks, s.alibi = (uint32_t)c->alibi;
     s.k_scale = c->k_scale, s.v_scale = c->v_scale;
@@ -109,7 +111,7 @@ static int io_make(ath_host *h, ath_work *io, const tcase *c, const int32_t *ql,
     s.new_kv = 1;
     s.min_rows = min_rows;
     s.batch = (ath_batch_spec){.num_reqs = c->reqs, .qlens = ql, .seqlens = sl, .block_size = c->bs,
-                               .table_pad = 3, .extra_blocks = 7, .no_slots = c->kind == K_CROSS,
+                               .table_pad = 3, .extra_blocks = 7,
                                .unused_entry = 0x3fffffff};
     return ath_work_build(h, io, &s, rng);
 }
@@ -210,11 +212,11 @@ static void run_eager(ah_context *ctx, const tcase *c, uint64_t *rng)
     poison_outputs(&P, &io);
     TRY("plan", O->plan(st, &io.B.b, AH_PLAN_EAGER, NULL));
     ah_kv_write_args w = ath_work_write_args(&io, NULL);
-    if (c->kind != K_CROSS) TRY("write_kv", O->write_kv(st, &w));
+    TRY("write_kv", O->write_kv(st, &w));
     ah_forward_args a = ath_work_args(&io, NULL, 1);
     TRY("forward", O->forward(st, &a));
     TRY("synchronize", O->synchronize(ctx, NULL));
-    ok = verify(&P, &io, c, c->kind != K_CROSS, msg, sizeof msg);
+    ok = verify(&P, &io, c, 1, msg, sizeof msg);
 done:
     report(c->name, ok, msg);
     if (st) O->state_destroy(st);
@@ -462,7 +464,6 @@ int main(int argc, char **argv)
         {"encoder fp16 window16 alibi d64", K_PREFILL, AH_ATTN_ENCODER, FH, FH, 4, 2, 64, 16, NHD, 16, 0, 0, 1, 4, 150, 0, 0},
         {"encoder-only bf16 sinks softcap d128", K_PREFILL, AH_ATTN_ENCODER_ONLY, BF, BF, 8, 8, 128, 32, HND, 0, 20.f, 1, 0, 3, 200, 0, 0},
         {"encoder-only bf16 gqa4 d128 long", K_PREFILL, AH_ATTN_ENCODER_ONLY, BF, BF, 8, 2, 128, 16, NHD, 0, 0, 0, 0, 2, 1100, 0, 0},
-        {"cross fp16 d64", K_CROSS, AH_ATTN_ENCODER_DECODER, FH, FH, 8, 2, 64, 16, NHD, 0, 0, 0, 0, 4, 180, 0, 0},
         {"mixed bf16 fp8e4m3 kv scales", K_MIXED, DEC, BF, E4, 8, 2, 128, 16, NHD, 0, 0, 0, 0, 6, 300, 0.05f, 0.02f},
         {"mixed fp16 fp8e5m2 kv scales hnd", K_MIXED, DEC, FH, E5, 8, 2, 64, 16, HND, 0, 0, 0, 0, 6, 300, 0.5f, 0.25f},
         {"decode bf16 fp8e4m3 kv window sinks", K_DECODE, DEC, BF, E4, 16, 2, 128, 16, NHD, 100, 0, 1, 0, 6, 1500, 0.03f, 0.07f},
