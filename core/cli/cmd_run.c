@@ -388,6 +388,7 @@ int cmd_run(cli_common *c)
     int rc = 1;
     part enc = {0}, dec = {0};
     uint8_t *keep = NULL, *keep_enc = NULL, *keep_dec = NULL;
+    uint32_t *req_max = NULL;
     run_size z = {0};
     if (!m) goto out;
     /* --plugin forces that backend on every layer, as check and bench do */
@@ -407,7 +408,8 @@ int cmd_run(cli_common *c)
     z.enc = calloc(nreq, sizeof *z.enc);
     z.prompt = calloc(nreq, sizeof *z.prompt);
     z.chunk = calloc(nreq, sizeof *z.chunk);
-    if (!keep || !keep_enc || !keep_dec || !z.enc || !z.prompt || !z.chunk) {
+    req_max = calloc(nreq, sizeof *req_max);
+    if (!keep || !keep_enc || !keep_dec || !z.enc || !z.prompt || !z.chunk || !req_max) {
         fprintf(stderr, "attnhost run: out of host memory\n");
         goto out;
     }
@@ -491,14 +493,18 @@ int cmd_run(cli_common *c)
         if (part_select(c, h, m, keep_enc, &enc)) goto out;
         enc.max_seq = max_e;
         enc.max_tokens = sum_e;
-        wl_estimate(h, enc.sel, nreq, enc.max_seq, enc.max_tokens, &enc.mem);
+        wl_estimate(h, enc.sel, nreq, enc.max_seq, enc.max_tokens, NULL, &enc.mem);
     }
     if (has_dec) {
         if (part_select(c, h, m, keep_dec, &dec)) goto out;
         dec.max_seq = n_cross && max_e > max_l ? max_e : max_l;
         dec.max_tokens = n_cross && sum_e > sum_c ? sum_e : sum_c;
         if (dec.max_tokens < nreq) dec.max_tokens = nreq;
-        wl_estimate(h, dec.sel, nreq, dec.max_seq, dec.max_tokens, &dec.mem);
+        for (uint32_t r = 0; r < nreq; r++) {
+            req_max[r] = z.prompt[r] + steps;
+            if (n_cross && z.enc[r] > req_max[r]) req_max[r] = z.enc[r];
+        }
+        wl_estimate(h, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max, &dec.mem);
     }
     /* the encoder's part is gone before the decoder's is made */
     uint64_t need_enc = enc.mem.kv + enc.mem.act + enc.mem.oracle + enc.mem.other;
@@ -584,7 +590,7 @@ int cmd_run(cli_common *c)
     if (has_dec) {
         workload *w = &dec.w;
         progress("attnhost run: binding the decoder layers");
-        if (wl_create(w, h, dec.m, dec.sel, nreq, dec.max_seq, dec.max_tokens, seed + 1)) {
+        if (wl_create_sized(w, h, dec.m, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max, seed + 1)) {
             progress_clear();
             fprintf(stderr, "attnhost run: %s\n", w->err);
             goto out;
@@ -682,6 +688,7 @@ out:
     free(z.enc);
     free(z.prompt);
     free(z.chunk);
+    free(req_max);
     ah_selection_destroy(sel);
     ah_model_destroy(m);
     ah_host_destroy(h);

@@ -106,13 +106,25 @@ static uint32_t cached_block_size(const ah_selection *sel)
     return 0;
 }
 
+/* Blocks in the cache: each request's own, one spare. */
+static uint32_t blocks_needed(uint32_t bs, uint32_t num_reqs, uint32_t max_seq_len, const uint32_t *req_max)
+{
+    if (!bs) return 1;
+    uint64_t nb = 1;
+    for (uint32_t r = 0; r < num_reqs; r++) {
+        uint32_t s = req_max && req_max[r] < max_seq_len ? req_max[r] : max_seq_len;
+        nb += (s + bs - 1) / bs;
+    }
+    return nb > UINT32_MAX ? UINT32_MAX : (uint32_t)nb;
+}
+
 void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_t max_seq_len,
-                 uint32_t max_tokens, wl_mem *out)
+                 uint32_t max_tokens, const uint32_t *req_max, wl_mem *out)
 {
     memset(out, 0, sizeof *out);
     uint32_t bs = cached_block_size(sel);
     uint32_t mb = bs ? (max_seq_len + bs - 1) / bs : 1;
-    uint32_t nb = num_reqs * mb + 1;
+    uint32_t nb = blocks_needed(bs, num_reqs, max_seq_len, req_max);
     /* the shared activations: the largest per-token size of each, per device kind */
     uint64_t act[AH_DEVICE_KIND_COUNT][5] = {{0}};
     int used[AH_DEVICE_KIND_COUNT] = {0};
@@ -236,7 +248,13 @@ static void layer_views(workload *w, uint32_t l, uint32_t max_tokens)
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed)
 {
-    (void)h;
+    return wl_create_sized(w, h, m, sel, num_reqs, max_seq_len, max_tokens, NULL, seed);
+}
+
+int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
+                    uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
+                    const uint32_t *req_max, uint64_t seed)
+{
     memset(w, 0, sizeof *w);
     w->m = m;
     w->rng = seed ? seed : 0x9e3779b97f4a7c15ull;
@@ -259,15 +277,16 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
     w->block_size = bs;
     uint32_t mb = bs ? (max_seq_len + bs - 1) / bs : 1;
     w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len,
-                            bs ? num_reqs * mb + 1 : 1};
+                            blocks_needed(bs, num_reqs, max_seq_len, req_max)};
     ah_binding_options bo = {sizeof bo, w->limits, 0, 0};
     ah_error err;
     if (ah_binding_create(h, sel, &bo, &w->b, &err) != AH_OK) return wl_fail(w, "%s", err.msg);
     w->layers = calloc(w->num_layers, sizeof *w->layers);
     w->context = calloc(num_reqs, sizeof *w->context);
     w->enc_lens = calloc(num_reqs, sizeof *w->enc_lens);
+    w->req_cap = calloc(num_reqs, sizeof *w->req_cap);
     w->blocks = malloc((size_t)num_reqs * mb * sizeof *w->blocks);
-    if (!w->layers || !w->context || !w->enc_lens || !w->blocks) return wl_fail(w, "out of host memory");
+    if (!w->layers || !w->context || !w->enc_lens || !w->req_cap || !w->blocks) return wl_fail(w, "out of host memory");
     /* requests own a random permutation of the blocks: paging is exercised */
     uint32_t nb = w->limits.num_blocks;
     int32_t *perm = malloc(nb * sizeof *perm);
@@ -279,8 +298,18 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
         perm[i] = perm[j];
         perm[j] = t;
     }
-    if (bs) memcpy(w->blocks, perm, (size_t)num_reqs * mb * sizeof *w->blocks);
-    else memset(w->blocks, 0, (size_t)num_reqs * mb * sizeof *w->blocks);
+    /* request r owns the blocks its longest sequence needs; the rest of
+     * its row repeats its first block (never read) */
+    memset(w->blocks, 0, (size_t)num_reqs * mb * sizeof *w->blocks);
+    for (uint32_t r = 0; r < num_reqs; r++)
+        w->req_cap[r] = req_max && req_max[r] < max_seq_len ? req_max[r] : max_seq_len;
+    for (uint32_t r = 0, next = 0; bs && r < num_reqs; r++) {
+        uint32_t s = w->req_cap[r];
+        uint32_t own = (s + bs - 1) / bs;
+        for (uint32_t k = 0; k < mb; k++)
+            w->blocks[(size_t)r * mb + k] = k < own ? perm[next + k] : perm[next];
+        next += own;
+    }
     free(perm);
 
     /* per device, the largest activation of each kind over its layers */
@@ -348,6 +377,7 @@ void wl_destroy(workload *w)
     free(w->layers);
     free(w->context);
     free(w->enc_lens);
+    free(w->req_cap);
     free(w->blocks);
     free(w->ref);
     ah_binding_destroy(w->b);
@@ -363,7 +393,7 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
     qsl[0] = 0;
     for (uint32_t r = 0; r < w->num_reqs; r++) {
         uint32_t q = query_lens[r], ctx = encoder_pass || !bs ? 0 : w->context[r], s = ctx + q;
-        if (!q || s > w->limits.max_seq_len || T + q > w->limits.max_num_tokens)
+        if (!q || s > w->req_cap[r] || T + q > w->limits.max_num_tokens)
             return wl_fail(w, "request %u: %u new tokens over %u do not fit the limits", r, q, ctx);
         for (uint32_t i = 0; bs && i < q; i++) {
             uint32_t pos = ctx + i;

@@ -56,6 +56,7 @@ typedef struct workload {
     uint32_t num_reqs;
     uint32_t *context;       /* tokens already in the cache */
     uint32_t *enc_lens;      /* encoder tokens per request (cross layers) */
+    uint32_t *req_cap;       /* tokens request r's blocks hold */
     int32_t *blocks;         /* [num_reqs * max_blocks_per_req] */
     /* the current batch */
     ah_batch batch;
@@ -74,17 +75,23 @@ typedef struct workload {
  * tokens (encoder tokens included), max_tokens query tokens per step. */
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed);
+/* The same where request r's sequences (encoder tokens included) never pass
+ * req_max[r] tokens: the cache holds each request's own blocks. */
+int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
+                    uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
+                    const uint32_t *req_max, uint64_t seed);
 void wl_destroy(workload *w);
 
 /* What a workload of these sizes will allocate, in bytes of host memory
  * (device memory too where the plugin's device is the CPU), before any of
  * it is: KV caches with their host mirrors, the shared activations with
- * theirs, the oracle's buffers and the batch. */
+ * theirs, the oracle's buffers and the batch. req_max as wl_create_sized
+ * (NULL: every request up to max_seq_len). */
 typedef struct wl_mem {
     uint64_t kv, act, oracle, other;
 } wl_mem;
 void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_t max_seq_len,
-                 uint32_t max_tokens, wl_mem *out);
+                 uint32_t max_tokens, const uint32_t *req_max, wl_mem *out);
 
 /* Plan a step where request r gets query_lens[r] new tokens after its
  * context (cacheless layers: its whole sequence). With encoder_pass the
