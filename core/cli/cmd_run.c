@@ -391,6 +391,13 @@ int cmd_run(cli_common *c)
     uint32_t *req_max = NULL;
     run_size z = {0};
     if (!m) goto out;
+    uint32_t n = ah_model_num_layers(m);
+    keep = calloc(n ? n : 1, 1);
+    if (!keep) goto out;
+    if (layers && parse_layers(layers, n, keep)) {
+        rc = 2;
+        goto out;
+    }
     /* --plugin forces that backend on every layer, as check and bench do */
     ah_status st = c->plugin ? ah_host_select_forced(h, m, c->plugin, &sel, &err)
                              : ah_host_select(h, m, &sel, &err);
@@ -401,8 +408,6 @@ int cmd_run(cli_common *c)
     if (*ah_selection_warnings(sel)) fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
     cli_print_binding(m, sel);
 
-    uint32_t n = ah_model_num_layers(m);
-    keep = calloc(n, 1);
     keep_enc = calloc(n, 1);
     keep_dec = calloc(n, 1);
     z.enc = calloc(nreq, sizeof *z.enc);
@@ -413,12 +418,7 @@ int cmd_run(cli_common *c)
         fprintf(stderr, "attnhost run: out of host memory\n");
         goto out;
     }
-    if (layers) {
-        if (parse_layers(layers, n, keep)) {
-            rc = 2;
-            goto out;
-        }
-    } else memset(keep, 1, n);
+    if (!layers) memset(keep, 1, n);
 
     /* what runs: the layers' roles; what is skipped and why */
     uint32_t n_run = 0, n_cl = 0, n_self = 0, n_cross = 0, n_other = 0, n_unsel = 0;
