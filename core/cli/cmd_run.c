@@ -347,7 +347,7 @@ static void print_pass(const char *what, const tally *t, uint32_t pass_bad_befor
 int cmd_run(cli_common *c)
 {
     uint32_t steps = 8, nreq = 4, longest = 250;
-    int sized = 0; /* the user chose the size */
+    int p_set = 0, s_set = 0; /* the user chose the prompts, the steps */
     uint64_t seed = 42, max_mem = 0;
     const char *layers = NULL;
     for (int i = 0; i < c->argc; i++) {
@@ -366,13 +366,12 @@ int cmd_run(cli_common *c)
         i++;
         if (!strcmp(a, "--steps")) {
             if (parse_u32(a, v, 0, &steps)) return 2;
-            sized = 1;
+            s_set = 1;
         } else if (!strcmp(a, "--batch")) {
             if (parse_u32(a, v, 1, &nreq)) return 2;
-            sized = 1;
         } else if (!strcmp(a, "--prompt-len")) {
             if (parse_u32(a, v, 1, &longest)) return 2;
-            sized = 1;
+            p_set = 1;
         } else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 0);
         else if (!strcmp(a, "--layers")) layers = v;
         else if (!(max_mem = parse_size(v))) {
@@ -470,10 +469,12 @@ int cmd_run(cli_common *c)
     size_fill(&z);
     double work = work_of(sel, keep, &z);
     int shrunk = 0;
-    while (!sized && work > WORK_BUDGET) {
-        if (z.longest > 16) z.longest = z.longest * 3 / 4 > 16 ? z.longest * 3 / 4 : 16;
-        else if (z.window && z.long_chunk > 4) z.long_chunk /= 2;
-        else if (z.steps > 2) z.steps /= 2;
+    /* what the user did not choose shrinks: prompts, the long prompt's
+     * computed chunk, decode steps */
+    while (work > WORK_BUDGET) {
+        if (!p_set && z.longest > 16) z.longest = z.longest * 3 / 4 > 16 ? z.longest * 3 / 4 : 16;
+        else if (!p_set && z.window && z.long_chunk > 4) z.long_chunk /= 2;
+        else if (!s_set && z.steps > 2) z.steps /= 2;
         else break;
         shrunk = 1;
         size_fill(&z);

@@ -7,7 +7,7 @@
  *   attnhost check [--plugin NAME]               the conformance suite
  *   attnhost bench [--plugin NAME] [shape...]    standard shapes, TFLOP/s, GB/s
  *   attnhost config --dump [--effective]         every configuration key
- *   attnhost run [--model M]                     bind, prefill, decode, check, time
+ *   attnhost run [--model M] [--layers N] ...    run the model as its engine would, check, time
  *   attnhost model import config.json [-o F]     a Hugging Face config as a model description
  *
  * Every subcommand takes --config F (default: the installed INI when it
@@ -33,7 +33,8 @@ static void usage(FILE *f)
             "  check     run the conformance suite against every plugin or one\n"
             "  bench     time standard shapes through a plugin\n"
             "  config    --dump: every configuration key with its default and doc\n"
-            "  run       bind a model, run prefill and decode steps, check, time\n"
+            "  run       run a model as its engine would (encoder pass, cross K/V, prefill,\n"
+            "            decode steps), check every layer against the oracle, time\n"
             "  model     import a Hugging Face config.json (model import F [-o M]); show a model\n\n"
             "common options:\n"
             "  --config F       INI configuration (default: installed, else embedded)\n"
@@ -44,7 +45,17 @@ static void usage(FILE *f)
             "  --layer N        explain one layer\n"
             "  --json           machine-readable output (list, bench)\n"
             "  --no-cache       scan every plugin afresh, write no cache\n"
-            "  --in-process     scan in this process (no fork)\n");
+            "  --in-process     scan in this process (no fork)\n\n"
+            "run options (each layer of each pass is checked against the oracle):\n"
+            "  --batch N        requests (default 4)\n"
+            "  --prompt-len N   the longest prompt or encoder input (default 250; with sliding\n"
+            "                   windows one prompt goes past the largest window)\n"
+            "  --steps N        decode steps (default 8; none for encoder-only models)\n"
+            "  --layers N|LIST  run the first N layers, or those listed (0-3,32-35)\n"
+            "  --max-memory S   memory budget (512M, 2G; default half of MemAvailable): a run\n"
+            "                   that needs more is refused before allocating\n"
+            "  --seed S         random data seed\n"
+            "  The default size shrinks for models whose check would take long, and says so.\n");
 }
 
 ah_host *cli_host(const cli_common *c)
