@@ -338,9 +338,8 @@ static int run_layers(workload *w, const char *pass, int store_kv, double *ms, t
     return 0;
 }
 
-static void print_pass(const char *what, const tally *t, uint32_t pass_bad_before)
+static void print_pass(const char *what, const tally *t)
 {
-    (void)pass_bad_before;
     if (!t->ok) printf("  %s: %u layer(s) outside tolerance, the first layer %u\n", what, t->n_bad, t->bad_layer);
 }
 
@@ -582,7 +581,7 @@ int cmd_run(cli_common *c)
         progress_clear();
         printf("encoder: %u sequences, %u tokens, %u layers, %.2f ms, %.0f tokens/s, max rel error %.2e %s\n",
                nreq, sum_e, n_cl, ms, sum_e / (ms / 1e3), t.worst, t.ok ? "ok" : "FAIL");
-        print_pass("encoder", &t, 0);
+        print_pass("encoder", &t);
         all.ok &= t.ok;
         all.worst = t.worst > all.worst ? t.worst : all.worst;
         fflush(stdout);
@@ -637,7 +636,7 @@ int cmd_run(cli_common *c)
         printf("prefill: %u requests, %u tokens, %u layers, %.2f ms, %.0f tokens/s, max rel error %.2e %s\n",
                nreq, sum_c, n_self + n_cross, prefill_ms, sum_c / (prefill_ms / 1e3), t.worst,
                t.ok ? "ok" : "FAIL");
-        print_pass("prefill", &t, 0);
+        print_pass("prefill", &t);
         all.ok &= t.ok;
         all.worst = t.worst > all.worst ? t.worst : all.worst;
         fflush(stdout);
@@ -669,7 +668,7 @@ int cmd_run(cli_common *c)
             double med = times[steps / 2];
             printf("decode:  %u steps x %u requests, median %.3f ms/step, %.0f tokens/s, max rel error %.2e %s\n",
                    steps, nreq, med, nreq / (med / 1e3), d.worst, d.ok ? "ok" : "FAIL");
-            print_pass("decode", &d, 0);
+            print_pass("decode", &d);
         }
         all.ok &= d.ok;
         all.worst = d.worst > all.worst ? d.worst : all.worst;
