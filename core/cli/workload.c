@@ -4,10 +4,12 @@
  * layers were bound to, with host mirrors so the oracle can check results.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <attnhost/plugin_util.h>
 #include <attnhost/reference.h>
@@ -71,6 +73,115 @@ static void fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
     }
 }
 
+int wl_role(const ah_selection *sel, uint32_t l)
+{
+    if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) return WL_NONE;
+    const ah_layer_spec *s = &ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
+    return ah_spec_cacheless(s) ? WL_CACHELESS
+           : s->attn_type == AH_ATTN_ENCODER_DECODER ? WL_CROSS : WL_SELF;
+}
+
+/* Per-token element counts of a layer's activations: q, k, v, out, lse. */
+static void act_elems(const ah_layer_spec *s, size_t e[5])
+{
+    e[0] = (size_t)s->num_q_heads * s->qk_head_size;
+    e[1] = (size_t)s->num_kv_heads * s->qk_head_size;
+    e[2] = s->use_mla ? 0 : (size_t)s->num_kv_heads * s->v_head_size;
+    e[3] = (size_t)s->num_q_heads * s->v_head_size;
+    e[4] = s->num_q_heads;
+}
+
+static uint64_t cache_bytes(const ah_layer_spec *s, uint32_t num_blocks)
+{
+    uint64_t d = s->qk_head_size + (s->use_mla ? 0 : s->v_head_size);
+    return (uint64_t)num_blocks * s->block_size * s->num_kv_heads * d * ah_dtype_size(s->kv_dtype);
+}
+
+static uint32_t cached_block_size(const ah_selection *sel)
+{
+    for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) {
+        int r = wl_role(sel, l);
+        if (r == WL_SELF || r == WL_CROSS) return ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
+    }
+    return 0;
+}
+
+/* Blocks in the cache: each request's own, one spare. */
+static uint32_t blocks_needed(uint32_t bs, uint32_t num_reqs, uint32_t max_seq_len, const uint32_t *req_max)
+{
+    if (!bs) return 1;
+    uint64_t nb = 1;
+    for (uint32_t r = 0; r < num_reqs; r++) {
+        uint32_t s = req_max && req_max[r] < max_seq_len ? req_max[r] : max_seq_len;
+        nb += (s + bs - 1) / bs;
+    }
+    return nb > UINT32_MAX ? UINT32_MAX : (uint32_t)nb;
+}
+
+void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_t max_seq_len,
+                 uint32_t max_tokens, const uint32_t *req_max, wl_mem *out)
+{
+    memset(out, 0, sizeof *out);
+    uint32_t bs = cached_block_size(sel);
+    uint32_t mb = bs ? (max_seq_len + bs - 1) / bs : 1;
+    uint32_t nb = blocks_needed(bs, num_reqs, max_seq_len, req_max);
+    /* the shared activations: the largest per-token size of each, per device kind */
+    uint64_t act[AH_DEVICE_KIND_COUNT][5] = {{0}};
+    int used[AH_DEVICE_KIND_COUNT] = {0};
+    uint64_t ref = 0;
+    for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) {
+        int role = wl_role(sel, l);
+        if (role == WL_NONE) continue;
+        const ah_decision *d = ah_selection_decision(sel, l, AH_PHASE_PREFILL);
+        const ah_plugin_info *pi = d->plugin ? ah_host_find_plugin(h, d->plugin) : NULL;
+        ah_device_kind kind = pi ? pi->device_kind : AH_DEVICE_CPU;
+        const ah_layer_spec *s = &d->spec;
+        /* a host mirror always; the device side is host memory on a CPU plugin */
+        int sides = kind == AH_DEVICE_CPU ? 2 : 1;
+        if (role != WL_CACHELESS) out->kv += sides * cache_bytes(s, nb);
+        size_t e[5];
+        act_elems(s, e);
+        for (int i = 0; i < 5; i++) {
+            uint64_t b = (uint64_t)e[i] * (i == 4 ? 4 : ah_dtype_size(s->q_dtype));
+            if (b > act[kind][i]) act[kind][i] = b;
+        }
+        used[kind] = sides;
+        uint64_t r = (uint64_t)e[3] * 8;
+        if (r > ref) ref = r;
+    }
+    for (int k = 0; k < AH_DEVICE_KIND_COUNT; k++)
+        for (int i = 0; i < 5; i++) out->act += (uint64_t)used[k] * act[k][i] * max_tokens;
+    /* the oracle: one layer's output in double, its score rows */
+    out->oracle = ref * max_tokens + 8ull * 16 * (max_seq_len + max_tokens);
+    /* block table, slots, per-request state */
+    out->other = 2ull * ((uint64_t)num_reqs * mb * 4 * 2 + (uint64_t)max_tokens * 8 + num_reqs * 16) +
+                 (uint64_t)ah_selection_num_layers(sel) * sizeof(wl_layer);
+}
+
+/* The device's shared activation buffers, made or grown to hold every
+ * layer of the workload on it (sized in wl_create before any view). */
+static wl_arena *arena_of(workload *w, ah_device *dev)
+{
+    for (uint32_t i = 0; i < w->n_arenas; i++)
+        if (w->arenas[i].dev == dev) return &w->arenas[i];
+    if (w->n_arenas == WL_MAX_DEVS) return NULL;
+    wl_arena *a = &w->arenas[w->n_arenas++];
+    a->dev = dev;
+    return a;
+}
+
+/* A view of an arena buffer with this layer's shape. */
+static void view(ah_mirror *v, const ah_mirror *arena, DLDataType dt, int ndim, const int64_t *shape)
+{
+    *v = *arena;
+    v->t.dtype = dt;
+    v->t.ndim = ndim;
+    for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
+    v->t.shape = v->shape;
+    v->t.strides = NULL;
+    v->t.byte_offset = 0;
+}
+
 static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
 {
     wl_layer *L = &w->layers[l];
@@ -79,34 +190,27 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
         ah_device_kind_of(ah_binding_device(w->b, l, AH_PHASE_DECODE)) != ah_device_kind_of(L->dev))
         return wl_fail(w, "layer %u: prefill and decode are bound to different devices", l);
     const ah_layer_spec *s = &L->spec;
-    ah_kv_cache_desc kd, vd;
-    if (ah_binding_kv_cache_desc(w->b, l, w->limits.num_blocks, &kd, &vd) != AH_OK)
-        return wl_fail(w, "%s", ah_binding_errmsg(w->b));
-    DLDataType kvt = ah_dtype_to_dl(s->kv_dtype), qt = ah_dtype_to_dl(s->q_dtype);
+    DLDataType kvt = ah_dtype_to_dl(s->kv_dtype);
     DLDataType f32 = {kDLFloat, 32, 1};
     int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
     L->k_scale = fp8 ? 1.0f / 64 : 1.0f;
     L->v_scale = fp8 ? 1.0f / 48 : 1.0f;
-    if (tensor_init(w, &L->kcache, L->dev, kvt, kd.ndim, kd.shape)) return -1;
-    size_t ncache = L->kcache.bytes / ah_dtype_size(s->kv_dtype);
-    fill_random(&w->rng, L->kcache.host, ncache, s->kv_dtype);
-    if (to_device(w, &L->kcache, L->kcache.bytes)) return -1;
-    if (!s->use_mla) {
-        if (tensor_init(w, &L->vcache, L->dev, kvt, vd.ndim, vd.shape)) return -1;
-        fill_random(&w->rng, L->vcache.host, L->vcache.bytes / ah_dtype_size(s->kv_dtype),
-                    s->kv_dtype);
-        if (to_device(w, &L->vcache, L->vcache.bytes)) return -1;
+    if (L->role != WL_CACHELESS) {
+        ah_kv_cache_desc kd, vd;
+        if (ah_binding_kv_cache_desc(w->b, l, w->limits.num_blocks, &kd, &vd) != AH_OK)
+            return wl_fail(w, "%s", ah_binding_errmsg(w->b));
+        if (tensor_init(w, &L->kcache, L->dev, kvt, kd.ndim, kd.shape)) return -1;
+        size_t ncache = L->kcache.bytes / ah_dtype_size(s->kv_dtype);
+        fill_random(&w->rng, L->kcache.host, ncache, s->kv_dtype);
+        if (to_device(w, &L->kcache, L->kcache.bytes)) return -1;
+        if (!s->use_mla) {
+            if (tensor_init(w, &L->vcache, L->dev, kvt, vd.ndim, vd.shape)) return -1;
+            fill_random(&w->rng, L->vcache.host, L->vcache.bytes / ah_dtype_size(s->kv_dtype),
+                        s->kv_dtype);
+            if (to_device(w, &L->vcache, L->vcache.bytes)) return -1;
+        }
     }
-    int64_t qs[3] = {max_tokens, s->num_q_heads, s->qk_head_size};
-    int64_t ks[3] = {max_tokens, s->num_kv_heads, s->qk_head_size};
-    int64_t vs[3] = {max_tokens, s->num_kv_heads, s->v_head_size};
-    int64_t os[3] = {max_tokens, s->num_q_heads, s->v_head_size};
-    int64_t ls[2] = {max_tokens, s->num_q_heads};
     int64_t hs[1] = {s->num_q_heads};
-    if (tensor_init(w, &L->q, L->dev, qt, 3, qs) || tensor_init(w, &L->k, L->dev, qt, 3, ks) ||
-        tensor_init(w, &L->out, L->dev, qt, 3, os) || tensor_init(w, &L->lse, L->dev, f32, 2, ls))
-        return -1;
-    if (!s->use_mla && tensor_init(w, &L->v, L->dev, qt, 3, vs)) return -1;
     if (s->use_sinks) {
         if (tensor_init(w, &L->sinks, L->dev, f32, 1, hs)) return -1;
         for (uint32_t h = 0; h < s->num_q_heads; h++) ((float *)L->sinks.host)[h] = 2 * next_f(&w->rng);
@@ -118,36 +222,71 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
             ((float *)L->alibi.host)[h] = exp2f(-8.0f * (float)(h + 1) / (float)s->num_q_heads);
         if (to_device(w, &L->alibi, L->alibi.bytes)) return -1;
     }
+    (void)max_tokens;
     return 0;
+}
+
+/* The views of layer l into its device's buffers. */
+static void layer_views(workload *w, uint32_t l, uint32_t max_tokens)
+{
+    wl_layer *L = &w->layers[l];
+    const ah_layer_spec *s = &L->spec;
+    wl_arena *a = arena_of(w, L->dev);
+    DLDataType qt = ah_dtype_to_dl(s->q_dtype), f32 = {kDLFloat, 32, 1};
+    int64_t qs[3] = {max_tokens, s->num_q_heads, s->qk_head_size};
+    int64_t ks[3] = {max_tokens, s->num_kv_heads, s->qk_head_size};
+    int64_t vs[3] = {max_tokens, s->num_kv_heads, s->v_head_size};
+    int64_t os[3] = {max_tokens, s->num_q_heads, s->v_head_size};
+    int64_t ls[2] = {max_tokens, s->num_q_heads};
+    view(&L->q, &a->m[0], qt, 3, qs);
+    view(&L->k, &a->m[1], qt, 3, ks);
+    if (!s->use_mla) view(&L->v, &a->m[2], qt, 3, vs);
+    view(&L->out, &a->m[3], qt, 3, os);
+    view(&L->lse, &a->m[4], f32, 2, ls);
 }
 
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed)
+{
+    return wl_create_sized(w, h, m, sel, num_reqs, max_seq_len, max_tokens, NULL, seed);
+}
+
+int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
+                    uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
+                    const uint32_t *req_max, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
     w->m = m;
     w->rng = seed ? seed : 0x9e3779b97f4a7c15ull;
     w->num_layers = ah_selection_num_layers(sel);
     w->num_reqs = num_reqs;
-    uint32_t bs = 0;
+    uint32_t bs = 0, n_attn = 0;
     for (uint32_t l = 0; l < w->num_layers; l++) {
-        if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) continue; /* nothing to run */
+        int role = wl_role(sel, l);
+        if (role == WL_NONE) continue; /* nothing to run */
+        n_attn++;
+        if (role == WL_CROSS) w->has_cross = 1;
+        if (role == WL_CACHELESS) continue;
         uint32_t lbs = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
         if (bs && lbs != bs)
-            return wl_fail(w, "layer %u has block size %u, layer 0 %u: one batch serves one "
-                              "block size (use a model or config with one)", l, lbs, bs);
+            return wl_fail(w, "layer %u has block size %u, an earlier layer %u: one batch serves "
+                              "one block size (use a model or config with one)", l, lbs, bs);
         bs = lbs;
     }
-    if (!bs) return wl_fail(w, "the model has no attention layers");
-    uint32_t mb = (max_seq_len + bs - 1) / bs;
-    w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len, num_reqs * mb + 1};
+    if (!n_attn) return wl_fail(w, "the model has no attention layers");
+    w->block_size = bs;
+    uint32_t mb = bs ? (max_seq_len + bs - 1) / bs : 1;
+    w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len,
+                            blocks_needed(bs, num_reqs, max_seq_len, req_max)};
     ah_binding_options bo = {sizeof bo, w->limits, 0, 0};
     ah_error err;
     if (ah_binding_create(h, sel, &bo, &w->b, &err) != AH_OK) return wl_fail(w, "%s", err.msg);
     w->layers = calloc(w->num_layers, sizeof *w->layers);
     w->context = calloc(num_reqs, sizeof *w->context);
+    w->enc_lens = calloc(num_reqs, sizeof *w->enc_lens);
+    w->req_cap = calloc(num_reqs, sizeof *w->req_cap);
     w->blocks = malloc((size_t)num_reqs * mb * sizeof *w->blocks);
-    if (!w->layers || !w->context || !w->blocks) return wl_fail(w, "out of host memory");
+    if (!w->layers || !w->context || !w->enc_lens || !w->req_cap || !w->blocks) return wl_fail(w, "out of host memory");
     /* requests own a random permutation of the blocks: paging is exercised */
     uint32_t nb = w->limits.num_blocks;
     int32_t *perm = malloc(nb * sizeof *perm);
@@ -159,23 +298,63 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
         perm[i] = perm[j];
         perm[j] = t;
     }
-    memcpy(w->blocks, perm, (size_t)num_reqs * mb * sizeof *w->blocks);
+    /* request r owns the blocks its longest sequence needs; the rest of
+     * its row repeats its first block (never read) */
+    memset(w->blocks, 0, (size_t)num_reqs * mb * sizeof *w->blocks);
+    for (uint32_t r = 0; r < num_reqs; r++)
+        w->req_cap[r] = req_max && req_max[r] < max_seq_len ? req_max[r] : max_seq_len;
+    for (uint32_t r = 0, next = 0; bs && r < num_reqs; r++) {
+        uint32_t s = w->req_cap[r];
+        uint32_t own = (s + bs - 1) / bs;
+        for (uint32_t k = 0; k < mb; k++)
+            w->blocks[(size_t)r * mb + k] = k < own ? perm[next + k] : perm[next];
+        next += own;
+    }
     free(perm);
 
+    /* per device, the largest activation of each kind over its layers */
+    size_t need[WL_MAX_DEVS][5] = {{0}};
+    size_t ref = 0;
     for (uint32_t l = 0; l < w->num_layers; l++) {
-        if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) continue; /* dev stays NULL */
-        w->layers[l].spec = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
+        wl_layer *L = &w->layers[l];
+        L->role = wl_role(sel, l);
+        if (L->role == WL_NONE) continue; /* dev stays NULL */
+        L->spec = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
         if (layer_init(w, l, max_tokens)) return -1;
-        if (!w->meta_dev || ah_device_kind_of(w->meta_dev) == AH_DEVICE_CPU)
-            w->meta_dev = w->layers[l].dev;
+        if (!w->meta_dev || ah_device_kind_of(w->meta_dev) == AH_DEVICE_CPU) w->meta_dev = L->dev;
+        wl_arena *a = arena_of(w, L->dev);
+        if (!a) return wl_fail(w, "more than %d devices", WL_MAX_DEVS);
+        size_t e[5];
+        act_elems(&L->spec, e);
+        for (int i = 0; i < 5; i++) {
+            size_t b = e[i] * (i == 4 ? 4 : ah_dtype_size(L->spec.q_dtype));
+            size_t *n = &need[a - w->arenas][i];
+            if (b > *n) *n = b;
+        }
+        if (e[3] > ref) ref = e[3];
     }
+    DLDataType u8 = {kDLUInt, 8, 1};
+    for (uint32_t d = 0; d < w->n_arenas; d++)
+        for (int i = 0; i < 5; i++) {
+            int64_t n[1] = {(int64_t)(need[d][i] * max_tokens)};
+            if (tensor_init(w, &w->arenas[d].m[i], w->arenas[d].dev, u8, 1, n)) return -1;
+        }
+    for (uint32_t l = 0; l < w->num_layers; l++)
+        if (w->layers[l].dev) layer_views(w, l, max_tokens);
+    w->ref_cap = ref * max_tokens;
+    w->ref = malloc((w->ref_cap ? w->ref_cap : 1) * sizeof *w->ref);
+    if (!w->ref) return wl_fail(w, "out of host memory");
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    w->threads = nc < 1 ? 1 : nc > 16 ? 16 : (uint32_t)nc;
+
     DLDataType i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1};
     int64_t s_qsl[1] = {num_reqs + 1}, s_req[1] = {num_reqs}, s_tab[2] = {num_reqs, mb},
             s_tok[1] = {max_tokens};
     if (tensor_init(w, &w->qsl, w->meta_dev, i32, 1, s_qsl) ||
         tensor_init(w, &w->seqlens, w->meta_dev, i32, 1, s_req) ||
         tensor_init(w, &w->table, w->meta_dev, i32, 2, s_tab) ||
-        tensor_init(w, &w->slots, w->meta_dev, i64, 1, s_tok))
+        tensor_init(w, &w->slots, w->meta_dev, i64, 1, s_tok) ||
+        tensor_init(w, &w->encl, w->meta_dev, i32, 1, s_req))
         return -1;
     memcpy(w->table.host, w->blocks, w->table.bytes);
     return to_device(w, &w->table, w->table.bytes);
@@ -184,73 +363,134 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
 void wl_destroy(workload *w)
 {
     for (uint32_t l = 0; w->layers && l < w->num_layers; l++) {
-        wl_layer *L = &w->layers[l];
-        ah_mirror *all[] = {&L->kcache, &L->vcache, &L->q, &L->k, &L->v, &L->out, &L->lse,
-                            &L->sinks, &L->alibi};
+        wl_layer *L = &w->layers[l]; /* q .. lse are views: the arenas own them */
+        ah_mirror *all[] = {&L->kcache, &L->vcache, &L->sinks, &L->alibi};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ah_mirror_free(all[i]);
     }
+    for (uint32_t d = 0; d < w->n_arenas; d++)
+        for (int i = 0; i < 5; i++) ah_mirror_free(&w->arenas[d].m[i]);
     ah_mirror_free(&w->qsl);
     ah_mirror_free(&w->seqlens);
     ah_mirror_free(&w->table);
     ah_mirror_free(&w->slots);
+    ah_mirror_free(&w->encl);
     free(w->layers);
     free(w->context);
+    free(w->enc_lens);
+    free(w->req_cap);
     free(w->blocks);
+    free(w->ref);
     ah_binding_destroy(w->b);
     memset(w, 0, sizeof *w);
 }
 
-int wl_step(workload *w, const uint32_t *query_lens)
+int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
 {
-    int32_t *qsl = w->qsl.host, *sl = w->seqlens.host;
+    int32_t *qsl = w->qsl.host, *sl = w->seqlens.host, *el = w->encl.host;
     int64_t *slots = w->slots.host;
-    uint32_t bs = 0, mb = w->limits.max_blocks_per_req;
-    for (uint32_t l = 0; l < w->num_layers && !bs; l++) bs = w->layers[l].spec.block_size; /* attention */
+    uint32_t bs = w->block_size, mb = w->limits.max_blocks_per_req;
     uint32_t T = 0, maxq = 0, maxs = 0;
     qsl[0] = 0;
     for (uint32_t r = 0; r < w->num_reqs; r++) {
-        uint32_t q = query_lens[r], s = w->context[r] + q;
-        if (!q || s > w->limits.max_seq_len || T + q > w->limits.max_num_tokens)
-            return wl_fail(w, "request %u: %u new tokens over %u do not fit the limits", r, q,
-                           w->context[r]);
-        for (uint32_t i = 0; i < q; i++) {
-            uint32_t pos = w->context[r] + i;
+        uint32_t q = query_lens[r], ctx = encoder_pass || !bs ? 0 : w->context[r], s = ctx + q;
+        if (!q || s > w->req_cap[r] || T + q > w->limits.max_num_tokens)
+            return wl_fail(w, "request %u: %u new tokens over %u do not fit the limits", r, q, ctx);
+        for (uint32_t i = 0; bs && i < q; i++) {
+            uint32_t pos = ctx + i;
             slots[T + i] = (int64_t)w->blocks[r * mb + pos / bs] * bs + pos % bs;
         }
         T += q;
         qsl[r + 1] = (int32_t)T;
         sl[r] = (int32_t)s;
+        el[r] = (int32_t)(encoder_pass ? q : w->enc_lens[r]);
         maxq = q > maxq ? q : maxq;
         maxs = s > maxs ? s : maxs;
+        if (w->has_cross && (uint32_t)el[r] > maxs) maxs = (uint32_t)el[r];
     }
     w->qsl.shape[0] = w->num_reqs + 1;
     w->slots.shape[0] = T;
     if (to_device(w, &w->qsl, w->qsl.bytes) || to_device(w, &w->seqlens, w->seqlens.bytes) ||
-        to_device(w, &w->slots, T * sizeof(int64_t)))
+        (bs && to_device(w, &w->slots, T * sizeof(int64_t))) ||
+        (w->has_cross && to_device(w, &w->encl, w->encl.bytes)))
         return -1;
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
         if (!L->dev) continue; /* not attention */
-        const ah_layer_spec *s = &L->spec;
-        ah_mirror *fresh[] = {&L->q, &L->k, &L->v};
-        for (int i = 0; i < 3; i++) {
-            if (!fresh[i]->host || !fresh[i]->t.data) continue;
-            size_t per_tok = (size_t)fresh[i]->shape[1] * fresh[i]->shape[2];
-            fill_random(&w->rng, fresh[i]->host, T * per_tok, s->q_dtype);
-            fresh[i]->t.shape[0] = T;
-            if (to_device(w, fresh[i], T * per_tok * ah_dtype_size(s->q_dtype))) return -1;
-        }
-        L->out.shape[0] = T;
-        L->lse.shape[0] = T;
+        ah_mirror *rows[] = {&L->q, &L->k, &L->v, &L->out, &L->lse};
+        for (int i = 0; i < 5; i++)
+            if (rows[i]->t.data) rows[i]->shape[0] = T;
     }
     w->batch = (ah_batch){
         .struct_size = sizeof(ah_batch), .num_reqs = w->num_reqs, .num_tokens = T,
-        .max_query_len = maxq, .max_seq_len = maxs, .num_blocks = w->limits.num_blocks,
-        .query_start_loc = &w->qsl.t, .seq_lens = &w->seqlens.t, .block_table = &w->table.t,
-        .slot_mapping = &w->slots.t, .query_start_loc_host = qsl, .seq_lens_host = sl,
-        .block_table_host = w->blocks, .slot_mapping_host = slots, .block_table_stride = mb};
+        .max_query_len = maxq, .max_seq_len = maxs, .num_blocks = bs ? w->limits.num_blocks : 0,
+        .query_start_loc = &w->qsl.t, .seq_lens = &w->seqlens.t,
+        .block_table = bs ? &w->table.t : NULL, .slot_mapping = bs ? &w->slots.t : NULL,
+        .query_start_loc_host = qsl, .seq_lens_host = sl,
+        .block_table_host = bs ? w->blocks : NULL, .slot_mapping_host = bs ? slots : NULL,
+        .block_table_stride = bs ? mb : 0,
+        .encoder_seq_lens = w->has_cross ? &w->encl.t : NULL,
+        .encoder_seq_lens_host = w->has_cross ? el : NULL};
+    w->enc_pass = encoder_pass;
     if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, ah_device_stream(w->meta_dev)) != AH_OK)
         return wl_fail(w, "%s", ah_binding_errmsg(w->b));
+    return 0;
+}
+
+int wl_fill(workload *w, uint32_t l)
+{
+    wl_layer *L = &w->layers[l];
+    if (!L->dev) return 0;
+    const ah_layer_spec *s = &L->spec;
+    uint32_t T = w->batch.num_tokens;
+    ah_mirror *fresh[] = {&L->q, &L->k, &L->v};
+    for (int i = 0; i < 3; i++) {
+        if (!fresh[i]->t.data) continue; /* MLA: no value */
+        if (i == 0 && w->enc_pass) continue; /* the encoder pass only stores K/V */
+        size_t n = (size_t)T * fresh[i]->shape[1] * fresh[i]->shape[2];
+        fill_random(&w->rng, fresh[i]->host, n, s->q_dtype);
+        if (to_device(w, fresh[i], n * ah_dtype_size(s->q_dtype))) return -1;
+    }
+    return 0;
+}
+
+int wl_step(workload *w, const uint32_t *query_lens)
+{
+    if (wl_plan(w, query_lens, 0)) return -1;
+    for (uint32_t l = 0; l < w->num_layers; l++)
+        if (wl_fill(w, l)) return -1;
+    return 0;
+}
+
+int wl_forward(workload *w, uint32_t l, int store_kv)
+{
+    wl_layer *L = &w->layers[l];
+    if (!L->dev) return 0; /* not attention */
+    int mla = L->spec.use_mla, kv = L->role == WL_CACHELESS || (L->role == WL_SELF && store_kv);
+    int cache = L->role != WL_CACHELESS;
+    ah_forward_args a = {
+        .struct_size = sizeof a, .q = &L->q.t, .key = kv ? &L->k.t : NULL,
+        .value = kv && !mla ? &L->v.t : NULL, .key_cache = cache ? &L->kcache.t : NULL,
+        .value_cache = cache && !mla ? &L->vcache.t : NULL, .out = &L->out.t, .lse = NULL,
+        .sinks = L->spec.use_sinks ? &L->sinks.t : NULL,
+        .alibi_slopes = L->spec.use_alibi ? &L->alibi.t : NULL, .k_scale = L->k_scale,
+        .v_scale = L->v_scale, .stream = ah_device_stream(L->dev)};
+    if (ah_binding_forward(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
+    return 0;
+}
+
+int wl_write_cross(workload *w, uint32_t l)
+{
+    wl_layer *L = &w->layers[l];
+    const ah_layer_spec *s = &L->spec;
+    int mla = s->use_mla;
+    ah_kv_write_args a = {sizeof a,          &L->k.t,    mla ? NULL : &L->v.t, &L->kcache.t,
+                          mla ? NULL : &L->vcache.t, L->k_scale, L->v_scale,
+                          ah_device_stream(L->dev)};
+    if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
+    ah_error err;
+    if (ah_reference_write_kv(s, &w->batch, L->k.host, mla ? NULL : L->v.host, L->kcache.host,
+                              mla ? NULL : L->vcache.host, L->k_scale, L->v_scale, &err) != AH_OK)
+        return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
     return 0;
 }
 
@@ -258,26 +498,21 @@ int wl_forward_all(workload *w, int store_kv) { return wl_enqueue_all(w, store_k
 
 int wl_enqueue_all(workload *w, int store_kv)
 {
-    for (uint32_t l = 0; l < w->num_layers; l++) {
-        wl_layer *L = &w->layers[l];
-        if (!L->dev) continue; /* not attention */
-        ah_forward_args a = {
-            .struct_size = sizeof a, .q = &L->q.t, .key = store_kv ? &L->k.t : NULL,
-            .value = store_kv && !L->spec.use_mla ? &L->v.t : NULL, .key_cache = &L->kcache.t,
-            .value_cache = L->spec.use_mla ? NULL : &L->vcache.t, .out = &L->out.t, .lse = NULL,
-            .sinks = L->spec.use_sinks ? &L->sinks.t : NULL,
-            .alibi_slopes = L->spec.use_alibi ? &L->alibi.t : NULL, .k_scale = L->k_scale,
-            .v_scale = L->v_scale, .stream = ah_device_stream(L->dev)};
-        if (ah_binding_forward(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
-    }
+    for (uint32_t l = 0; l < w->num_layers; l++)
+        if (wl_forward(w, l, store_kv)) return -1;
     return 0;
 }
 
 int wl_sync(workload *w)
 {
-    for (uint32_t l = 0; l < w->num_layers; l++)
-        if (w->layers[l].dev && ah_device_sync(w->layers[l].dev) != AH_OK)
-            return wl_fail(w, "layer %u: %s", l, ah_device_errmsg(w->layers[l].dev));
+    for (uint32_t l = 0; l < w->num_layers; l++) {
+        ah_device *d = w->layers[l].dev;
+        if (!d) continue;
+        int seen = 0; /* one wait per device */
+        for (uint32_t k = 0; k < l && !seen; k++) seen = w->layers[k].dev == d;
+        if (!seen && ah_device_sync(d) != AH_OK)
+            return wl_fail(w, "layer %u: %s", l, ah_device_errmsg(d));
+    }
     return 0;
 }
 
@@ -294,43 +529,159 @@ double wl_tolerance(const ah_layer_spec *s)
     return t;
 }
 
+/* The oracle over pieces of the batch, in threads: a piece is some query
+ * rows of one request, as a one-request batch of its own (a causal layer's
+ * rows split further, each piece's seq_len ending at its last row; a cross
+ * layer's rows too, its keys being the encoder's). */
+typedef struct ref_piece {
+    uint32_t r, a, b; /* request r's query rows [a, b) */
+} ref_piece;
+
+typedef struct ref_job {
+    workload *w;
+    const wl_layer *L;
+    const ref_piece *pieces;
+    uint32_t n;
+    uint32_t next; /* taken with __atomic */
+    ah_status st;
+    char msg[sizeof(((ah_error *)0)->msg)];
+    pthread_mutex_t mu;
+} ref_job;
+
+static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
+{
+    const workload *w = j->w;
+    const wl_layer *L = j->L;
+    const ah_layer_spec *s = &L->spec;
+    const ah_batch *b = &w->batch;
+    int32_t t0 = b->query_start_loc_host[p->r], q = b->query_start_loc_host[p->r + 1] - t0;
+    int32_t qsl[2] = {0, (int32_t)(p->b - p->a)};
+    int32_t sl = b->seq_lens_host[p->r];
+    if (L->role == WL_SELF && ah_spec_causal(s)) sl -= q - (int32_t)p->b; /* rows past b unseen */
+    ah_batch pb = *b;
+    pb.num_reqs = 1;
+    pb.num_tokens = p->b - p->a;
+    pb.query_start_loc_host = qsl;
+    pb.seq_lens_host = &sl;
+    if (b->block_table_host) pb.block_table_host = b->block_table_host + (size_t)p->r * b->block_table_stride;
+    if (b->slot_mapping_host) pb.slot_mapping_host = b->slot_mapping_host + t0 + p->a;
+    if (b->encoder_seq_lens_host) pb.encoder_seq_lens_host = b->encoder_seq_lens_host + p->r;
+    size_t row = (size_t)t0 + p->a;
+    size_t qe = (size_t)s->num_q_heads * s->qk_head_size, oe = (size_t)s->num_q_heads * s->v_head_size;
+    size_t ke = (size_t)s->num_kv_heads * s->qk_head_size, ve = (size_t)s->num_kv_heads * s->v_head_size;
+    size_t es = ah_dtype_size(s->q_dtype);
+    int nocache = L->role == WL_CACHELESS;
+    ah_ref_inputs in = {sizeof in, s, &pb, (const char *)L->q.host + row * qe * es,
+                        nocache ? NULL : L->kcache.host,
+                        nocache || s->use_mla ? NULL : L->vcache.host,
+                        s->use_sinks ? L->sinks.host : NULL, s->use_alibi ? L->alibi.host : NULL,
+                        L->k_scale, L->v_scale,
+                        nocache ? (const char *)L->k.host + (size_t)t0 * ke * es : NULL,
+                        nocache ? (const char *)L->v.host + (size_t)t0 * ve * es : NULL};
+    return ah_reference_attention(&in, w->ref + row * oe, NULL, err);
+}
+
+static void *ref_worker(void *arg)
+{
+    ref_job *j = arg;
+    for (;;) {
+        uint32_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (i >= j->n) break;
+        ah_error err;
+        ah_status st = ref_piece_run(j, &j->pieces[i], &err);
+        if (st != AH_OK) {
+            pthread_mutex_lock(&j->mu);
+            if (j->st == AH_OK) {
+                j->st = st;
+                snprintf(j->msg, sizeof j->msg, "%s", err.msg);
+            }
+            pthread_mutex_unlock(&j->mu);
+        }
+    }
+    return NULL;
+}
+
+static int reference(workload *w, uint32_t l)
+{
+    const wl_layer *L = &w->layers[l];
+    const ah_batch *b = &w->batch;
+    /* pieces of about equal work: rows x visible keys */
+    int split = L->role == WL_CROSS || (L->role == WL_SELF && ah_spec_causal(&L->spec));
+    uint64_t total = 0;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        uint64_t q = (uint64_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
+        uint64_t k = L->role == WL_CROSS ? (uint64_t)b->encoder_seq_lens_host[r]
+                     : L->role == WL_CACHELESS ? q : (uint64_t)b->seq_lens_host[r];
+        total += q * (k ? k : 1);
+    }
+    uint64_t grain = total / (8ull * w->threads) + 1;
+    uint32_t cap = b->num_reqs + (uint32_t)(total / grain) + 2, n = 0;
+    ref_piece *pieces = malloc(cap * sizeof *pieces);
+    if (!pieces) return wl_fail(w, "out of host memory");
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        uint32_t q = (uint32_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
+        uint64_t k = L->role == WL_CROSS ? (uint64_t)b->encoder_seq_lens_host[r]
+                     : L->role == WL_CACHELESS ? q : (uint64_t)b->seq_lens_host[r];
+        uint32_t step = split ? (uint32_t)(grain / (k ? k : 1)) : q;
+        if (step < 1) step = 1;
+        for (uint32_t a = 0; a < q && n < cap; a += step) {
+            uint32_t e = q - a < step || n + 1 == cap ? q : a + step;
+            pieces[n++] = (ref_piece){r, a, e};
+            if (e == q) break;
+        }
+    }
+    ref_job j = {w, L, pieces, n, 0, AH_OK, "", PTHREAD_MUTEX_INITIALIZER};
+    uint32_t nt = w->threads < n ? w->threads : n;
+    pthread_t th[16];
+    uint32_t started = 0;
+    for (uint32_t i = 1; i < nt; i++)
+        if (pthread_create(&th[started], NULL, ref_worker, &j) == 0) started++;
+    ref_worker(&j);
+    for (uint32_t i = 0; i < started; i++) pthread_join(th[i], NULL);
+    free(pieces);
+    if (j.st != AH_OK) return wl_fail(w, "layer %u: reference: %s", l, j.msg);
+    return 0;
+}
+
+int wl_check_layer(workload *w, uint32_t l, int store_kv, double *rel)
+{
+    wl_layer *L = &w->layers[l];
+    *rel = 0;
+    if (!L->dev) return 0; /* not attention */
+    const ah_layer_spec *s = &L->spec;
+    uint32_t T = w->batch.num_tokens;
+    ah_error err;
+    if (L->role == WL_SELF && store_kv &&
+        ah_reference_write_kv(s, &w->batch, L->k.host, s->use_mla ? NULL : L->v.host,
+                              L->kcache.host, s->use_mla ? NULL : L->vcache.host, L->k_scale,
+                              L->v_scale, &err) != AH_OK)
+        return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
+    size_t n = (size_t)T * s->num_q_heads * s->v_head_size;
+    if (n > w->ref_cap) return wl_fail(w, "layer %u: %zu outputs, room for %zu", l, n, w->ref_cap);
+    if (to_host(w, &L->out, n * ah_dtype_size(s->q_dtype))) return -1;
+    if (reference(w, l)) return -1;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double got = ah_load_f32(L->out.host, i, s->q_dtype), d = got - w->ref[i];
+        num += d * d;
+        den += w->ref[i] * w->ref[i];
+    }
+    double e = sqrt(num / (den > 0 ? den : 1));
+    if (e != e) e = INFINITY; /* NaN never passes */
+    *rel = e;
+    return 0;
+}
+
 int wl_check(workload *w, double *max_err, int *ok)
 {
     *max_err = 0;
     *ok = 1;
-    uint32_t T = w->batch.num_tokens;
     for (uint32_t l = 0; l < w->num_layers; l++) {
-        wl_layer *L = &w->layers[l];
-        if (!L->dev) continue; /* not attention */
-        const ah_layer_spec *s = &L->spec;
-        ah_error err;
-        if (ah_reference_write_kv(s, &w->batch, L->k.host, s->use_mla ? NULL : L->v.host,
-                                  L->kcache.host, s->use_mla ? NULL : L->vcache.host, L->k_scale,
-                                  L->v_scale, &err) != AH_OK)
-            return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
-        size_t n = (size_t)T * s->num_q_heads * s->v_head_size;
-        if (to_host(w, &L->out, n * ah_dtype_size(s->q_dtype))) return -1;
-        double *ref = malloc(n * sizeof *ref);
-        if (!ref) return wl_fail(w, "out of host memory");
-        ah_ref_inputs in = {sizeof in, s, &w->batch, L->q.host, L->kcache.host,
-                            s->use_mla ? NULL : L->vcache.host,
-                            s->use_sinks ? L->sinks.host : NULL,
-                            s->use_alibi ? L->alibi.host : NULL, L->k_scale, L->v_scale, NULL, NULL};
-        if (ah_reference_attention(&in, ref, NULL, &err) != AH_OK) {
-            free(ref);
-            return wl_fail(w, "layer %u: reference: %s", l, err.msg);
-        }
-        double num = 0, den = 0;
-        for (size_t i = 0; i < n; i++) {
-            double got = ah_load_f32(L->out.host, i, s->q_dtype), d = got - ref[i];
-            num += d * d;
-            den += ref[i] * ref[i];
-        }
-        free(ref);
-        double rel = sqrt(num / (den > 0 ? den : 1));
-        if (rel != rel) rel = INFINITY; /* NaN never passes */
+        double rel;
+        if (!w->layers[l].dev) continue;
+        if (wl_check_layer(w, l, 1, &rel)) return -1;
         if (rel > *max_err) *max_err = rel;
-        if (!(rel <= wl_tolerance(s))) *ok = 0;
+        if (!(rel <= wl_tolerance(&w->layers[l].spec))) *ok = 0;
     }
     return 0;
 }

@@ -1,8 +1,20 @@
 /*
  * A workload: a bound model, its KV caches and one step's batch, with
  * random data on the plugins' devices and host mirrors for the oracle.
- * Serves `attnhost run` (prefill then decode steps, checked against the
- * oracle) and `attnhost bench` (timed steps).
+ * Serves `attnhost run` (an engine's passes, layer by layer, each layer
+ * checked against the oracle) and `attnhost bench` (timed steps).
+ *
+ * Layers take three roles, as ABI 2.1 defines them:
+ *   cacheless (ENCODER, ENCODER_ONLY): attend over the step's own packed
+ *     K/V (query_start_loc as cu_seqlens); no cache;
+ *   self (DECODER): paged, K/V stored at slot_mapping, causal by default;
+ *   cross (ENCODER_DECODER): read enc_lens[r] encoder tokens that
+ *     wl_write_cross stored once in the layer's cache on an encoder pass.
+ * Non-attention layers (layer kinds) have dev NULL and are never touched.
+ *
+ * Activations (q, k, v, out, lse) are one set of buffers per device shared
+ * by every layer: a layer's data is made, run and checked before the next
+ * layer's, so memory holds the KV caches and one layer's activations.
  */
 #ifndef AH_CLI_WORKLOAD_H
 #define AH_CLI_WORKLOAD_H
@@ -13,15 +25,23 @@
 
 #include "mirror.h"
 
+enum { WL_NONE = 0, WL_CACHELESS = 1, WL_SELF = 2, WL_CROSS = 3 };
 
 typedef struct wl_layer {
-    ah_device *dev;
+    ah_device *dev;           /* NULL: not attention, nothing to run */
+    int role;                 /* WL_* */
     ah_layer_spec spec;
-    ah_mirror kcache, vcache; /* vcache unused for MLA */
-    ah_mirror q, k, v, out, lse;
+    ah_mirror kcache, vcache; /* self and cross layers; vcache unused for MLA */
+    ah_mirror q, k, v, out, lse; /* views of the device's shared buffers */
     ah_mirror sinks, alibi;
     float k_scale, v_scale;
 } wl_layer;
+
+#define WL_MAX_DEVS 8
+typedef struct wl_arena {
+    ah_device *dev;
+    ah_mirror m[5]; /* q, k, v, out, lse */
+} wl_arena;
 
 typedef struct workload {
     ah_binding *b;
@@ -30,25 +50,69 @@ typedef struct workload {
     wl_layer *layers;
     ah_device *meta_dev;     /* where the batch metadata lives */
     ah_limits limits;
+    uint32_t block_size;     /* of the cached layers; 0: every layer is cacheless */
+    int has_cross;           /* a cross layer: batches carry encoder_seq_lens */
     /* per-request state */
     uint32_t num_reqs;
     uint32_t *context;       /* tokens already in the cache */
+    uint32_t *enc_lens;      /* encoder tokens per request (cross layers) */
+    uint32_t *req_cap;       /* tokens request r's blocks hold */
     int32_t *blocks;         /* [num_reqs * max_blocks_per_req] */
     /* the current batch */
     ah_batch batch;
-    ah_mirror qsl, seqlens, table, slots;
+    int enc_pass;            /* the planned batch is an encoder pass */
+    ah_mirror qsl, seqlens, table, slots, encl;
+    wl_arena arenas[WL_MAX_DEVS];
+    uint32_t n_arenas;
+    double *ref;             /* the oracle's output for one layer */
+    size_t ref_cap;
+    uint32_t threads;        /* oracle threads */
     uint64_t rng;
     char err[1024];
 } workload;
 
 /* Bind sel into a workload sized for num_reqs requests of up to max_seq_len
- * tokens, max_tokens query tokens per step. */
+ * tokens (encoder tokens included), max_tokens query tokens per step. */
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed);
+/* The same where request r's sequences (encoder tokens included) never pass
+ * req_max[r] tokens: the cache holds each request's own blocks. */
+int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
+                    uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
+                    const uint32_t *req_max, uint64_t seed);
 void wl_destroy(workload *w);
 
-/* Prepare a step where request r gets query_lens[r] new tokens (0: idle),
- * with fresh random q/k/v; plan it. */
+/* What a workload of these sizes will allocate, in bytes of host memory
+ * (device memory too where the plugin's device is the CPU), before any of
+ * it is: KV caches with their host mirrors, the shared activations with
+ * theirs, the oracle's buffers and the batch. req_max as wl_create_sized
+ * (NULL: every request up to max_seq_len). */
+typedef struct wl_mem {
+    uint64_t kv, act, oracle, other;
+} wl_mem;
+void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_t max_seq_len,
+                 uint32_t max_tokens, const uint32_t *req_max, wl_mem *out);
+
+/* Plan a step where request r gets query_lens[r] new tokens after its
+ * context (cacheless layers: its whole sequence). With encoder_pass the
+ * batch is the encoder pass: request r's query_lens[r] = enc_lens[r]
+ * encoder tokens at positions 0.., whose K/V wl_write_cross stores into the
+ * cross layers' caches. */
+int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass);
+/* Fresh random q/k/v for layer l's tokens of the planned batch. */
+int wl_fill(workload *w, uint32_t l);
+/* One layer of the planned batch: cacheless layers get their K/V, cross
+ * layers none, self layers their new tokens' K/V when store_kv. No wait. */
+int wl_forward(workload *w, uint32_t l, int store_kv);
+/* Store layer l's (a cross layer's) encoder K/V on the encoder pass, and
+ * the same on the host mirror. */
+int wl_write_cross(workload *w, uint32_t l);
+/* Compare layer l's output with the oracle (after wl_sync): *rel gets the
+ * relative L2 error. Mirrors a self layer's K/V write on the host first
+ * when store_kv. */
+int wl_check_layer(workload *w, uint32_t l, int store_kv, double *rel);
+
+/* Plan a step and fill every layer (as wl_plan + wl_fill). */
 int wl_step(workload *w, const uint32_t *query_lens);
 /* Run every layer, storing the new tokens' K/V first when store_kv, and
  * wait for the devices. */
@@ -64,5 +128,7 @@ int wl_check(workload *w, double *max_err, int *ok);
 double wl_tolerance(const ah_layer_spec *s);
 /* Advance contexts after a step (wl_forward_all does it). */
 void wl_advance(workload *w);
+/* The role of a selection's layer (WL_NONE for a non-attention layer). */
+int wl_role(const ah_selection *sel, uint32_t l);
 
 #endif
