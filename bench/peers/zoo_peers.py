@@ -55,7 +55,7 @@ def approximations(r):
         a.append("no sinks")
     if r["window"] and r["n_prefill"]:
         a.append("no window in prefill")
-    if r["kv_dtype"] not in DT:
+    if r["kv_dtype"] not in DT and r["kv_dtype"] != "auto":  # auto: the query's dtype
         a.append(f"{r['dtype']} KV, not {r['kv_dtype']}")
     return a
 
