@@ -253,8 +253,8 @@ static uint32_t first_piece(const ah_state *st, uint32_t r)
     return lo > 0 ? (uint32_t)lo / 16 : 0;
 }
 
-/* Most bytes of pre-packed K/V one forward may use; a larger prefill packs
- * per item as before. */
+/* Most bytes of pre-packed K/V one forward may use; a request that would
+ * pass it packs each chunk in the items that read it. */
 #define CPU_AMX_PP_MAX ((size_t)512 << 20)
 
 /* Which requests get their K and V packed once for all their items: bf16
@@ -410,8 +410,8 @@ ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
 /* ---- finishing rows ------------------------------------------------------- */
 
 /* ah_f32_to_bf16 (round to nearest even, NaN kept quiet) without a
- * branch, so that row_out's loop vectorises: the output conversion of a
- * prefill item (128 rows x head size) was a visible share of its time. */
+ * branch, so that row_out's loop vectorises: a scalar output conversion of
+ * a prefill item (128 rows x head size) is a visible share of its time. */
 static inline uint16_t bf16_of(float f)
 {
     uint32_t u;

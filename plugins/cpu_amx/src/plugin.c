@@ -136,9 +136,9 @@ static ah_status cpu_resolve(const ah_host_services *host, cpu_amx_path *path, i
     uint32_t *dst[6] = {split_min, tile_min, amx_dec, pf, ilv, tpf};
     for (int i = 0; i < 6; i++)
         *dst[i] = host && host->config_int ? (uint32_t)host->config_int(host, keys[i]) : 0;
-    /* prefetch auto: software prefetch pays on the EPYC (decode 9.0 vs 5.4
+    /* prefetch auto: software prefetch pays on the EPYC (decode 11.9 vs 5.1
      * GB/cpu-s without) but costs on the Xeon with AMX, whose own
-     * prefetchers keep up with the decode kernels (README figures). */
+     * prefetchers keep up with the decode kernels (DECISIONS.md). */
     if (*pf == (uint32_t)-1) *pf = *path == CPU_AMX_AMX ? 0u : 4u;
     return AH_OK;
 }

@@ -280,8 +280,9 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
         } else {
             /* About 16 programs per SM, rounded up to a power of two, no
              * more splits than the longest request has split_tile keys. On
-             * an H100 (132 SMs), batch 64 x 8 KV heads gets 8 splits: the
-             * best of the counts measured there (README, "Measured"). */
+             * an H100 (132 SMs), batch 64 x 8 KV heads gets 8 splits, the
+             * best of the counts measured there at 8k and 16k context
+             * (DECISIONS.md). */
             uint32_t group = st->spec.num_q_heads / st->spec.num_kv_heads;
             uint64_t programs = (uint64_t)st->grid_reqs * st->spec.num_kv_heads *
                                 tk_cdiv(group, TK_DECODE_BLOCK_H);
