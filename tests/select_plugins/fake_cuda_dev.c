@@ -75,7 +75,14 @@ static const ah_caps caps = {
     .decode_query_len_max = 1,
 };
 
-static const ah_plugin_descriptor desc = {
-    sizeof(ah_plugin_descriptor), AH_ABI_VERSION, "fake_cuda_dev", "1.0", "attnhost tests", "MIT",
-    "fake CUDA plugin on host memory (tests)", AH_DEVICE_CUDA, &caps, &fake_ops};
+static const ah_plugin_descriptor desc = {sizeof(ah_plugin_descriptor),
+                                          AH_ABI_VERSION,
+                                          "fake_cuda_dev",
+                                          "1.0",
+                                          "attnhost tests",
+                                          "MIT",
+                                          "fake CUDA plugin on host memory (tests)",
+                                          AH_DEVICE_CUDA,
+                                          &caps,
+                                          &fake_ops};
 ABI_ENTRY(desc)

@@ -22,7 +22,6 @@ typedef struct own_state {
 } own_state;
 
 
-
 static ah_status own_st_create(ah_context *c, const ah_layer_spec *spec, const ah_limits *lim,
                                ah_state **out)
 {
@@ -58,7 +57,10 @@ static void own_st_destroy(ah_state *s)
     o->host->free(o->host, o);
 }
 
-static const char *own_st_error(const ah_state *s) { return abi_ops.state_error(((const own_state *)s)->inner); }
+static const char *own_st_error(const ah_state *s)
+{
+    return abi_ops.state_error(((const own_state *)s)->inner);
+}
 
 static ah_status own_plan(ah_state *s, const ah_batch *b, ah_plan_mode m, void *stream)
 {

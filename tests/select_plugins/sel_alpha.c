@@ -7,7 +7,8 @@
 #include "common.h"
 
 static const uint32_t heads[] = {64, 128};
-static const ah_config_key keys[] = {AH_KEY_ENUM_ROW("mode", "fast", "fast|exact", "an example key")};
+static const ah_config_key keys[] = {
+    AH_KEY_ENUM_ROW("mode", "fast", "fast|exact", "an example key")};
 
 static void alpha_rules(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink)
 {

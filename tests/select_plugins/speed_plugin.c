@@ -57,5 +57,5 @@ __attribute__((constructor)) static void init(void)
 
 static const ah_plugin_descriptor desc = {
     sizeof(ah_plugin_descriptor), AH_ABI_VERSION, SPEED_NAME, "1.0", "attnhost tests", "MIT",
-    "speed test plugin", AH_DEVICE_CPU, &caps, &ops};
+    "speed test plugin",          AH_DEVICE_CPU,  &caps,      &ops};
 ABI_ENTRY(desc)
