@@ -372,19 +372,12 @@ static const ah_config_key abi_keys[] = {
     AH_KEY_BOOL_ROW("usable", "true", "false: the probe reports the device unusable (for tests)")};
 
 const ah_caps abi_caps = {
-    .struct_size = sizeof(ah_caps),
-    .q_dtypes = AH_BIT(AH_DTYPE_FP32),
-    .kv_dtypes = AH_BIT(AH_DTYPE_FP32),
+    ABI_CAPS_COMMON,
     .qk_head_sizes = AH_INT_SET_RANGE(1, 1024, 1),
     .v_head_sizes = AH_INT_SET_RANGE(1, 1024, 1),
     .block_sizes = AH_INT_SET_RANGE(1, 1024, 1),
-    .preferred_block_size = 16,
     .features = AH_FEAT_DIFF_HEAD_SIZES,
-    .attn_types = AH_BIT(AH_ATTN_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
-    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .graph_level = AH_GRAPH_NEVER,
-    .caller_output = 1,
     .config_keys = abi_keys,
     .n_config_keys = 1,
     .prefill_rank = AH_RANK_SECONDARY,

@@ -74,9 +74,21 @@ uint32_t *abi_bugs(ah_context *ctx);
     static const ah_plugin_descriptor abi_probe_desc = ABI_DESC(NAME, &abi_caps, &abi_probe_ops); \
     ABI_ENTRY(abi_probe_desc)
 
-#define ABI_DESC(NAME, CAPS, OPS) \
+/* A descriptor of the tests' vendor and licence: NAME, its SUMMARY, device
+ * KIND, CAPS and OPS. */
+#define ABI_DESC_OF(NAME, SUMMARY, KIND, CAPS, OPS) \
     { \
         sizeof(ah_plugin_descriptor), AH_ABI_VERSION, NAME, "1.0", "attnhost tests", "MIT", \
-            "ABI test plugin", AH_DEVICE_CPU, CAPS, OPS \
+            SUMMARY, KIND, CAPS, OPS \
     }
+#define ABI_DESC(NAME, CAPS, OPS) ABI_DESC_OF(NAME, "ABI test plugin", AH_DEVICE_CPU, CAPS, OPS)
+
+/* The caps fields every test plugin shares with the backend (abi_caps): fp32
+ * queries and KV cache, decoder layers, NHD, preferred block size 16, caller
+ * output. A plugin's initializer adds the fields it sets itself. */
+#define ABI_CAPS_COMMON \
+    .struct_size = sizeof(ah_caps), .q_dtypes = AH_BIT(AH_DTYPE_FP32), \
+    .kv_dtypes = AH_BIT(AH_DTYPE_FP32), .preferred_block_size = 16, \
+    .attn_types = AH_BIT(AH_ATTN_DECODER), .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD), \
+    .preferred_kv_layout = AH_KV_LAYOUT_NHD, .caller_output = 1
 #endif

@@ -59,14 +59,6 @@ __attribute__((constructor)) static void init(void)
     ops.probe = rank_probe;
 }
 
-static const ah_plugin_descriptor desc = {sizeof(ah_plugin_descriptor),
-                                          AH_ABI_VERSION,
-                                          RANK_NAME,
-                                          "1.0",
-                                          "attnhost tests",
-                                          "MIT",
-                                          "rank test plugin",
-                                          (ah_device_kind)RANK_KIND,
-                                          &caps,
-                                          &ops};
+static const ah_plugin_descriptor desc =
+    ABI_DESC_OF(RANK_NAME, "rank test plugin", (ah_device_kind)RANK_KIND, &caps, &ops);
 ABI_ENTRY(desc)

@@ -213,19 +213,47 @@ static void test_device_index(void)
     ah_host_destroy(h);
 }
 
+/* A binding of model(D) on the one plugin PLUGIN, and a CPU step for it. */
+typedef struct bound {
+    ah_host *h;
+    ah_model *m;
+    ah_selection *sel;
+    ah_binding *b;
+    step *s;
+} bound;
+
+static void bound_open(bound *f, const char *plugin)
+{
+    char ini[128];
+    snprintf(ini, sizeof ini, "[select]\npriority = %s\n", plugin);
+    f->h = host_with(ini);
+    f->m = model(D);
+    f->sel = select_ok(f->h, f->m);
+    f->b = NULL;
+    ah_error err;
+    ah_binding_options o = opts(0);
+    CHECK_MSG(ah_binding_create(f->h, f->sel, &o, &f->b, &err) == AH_OK, "%s", err.msg);
+    f->s = calloc(1, sizeof *f->s);
+    step_init(f->s, (DLDevice){kDLCPU, 0});
+}
+
+static void bound_close(bound *f)
+{
+    free(f->s);
+    ah_binding_destroy(f->b);
+    ah_selection_destroy(f->sel);
+    ah_model_destroy(f->m);
+    ah_host_destroy(f->h);
+}
+
 /* The batch padded to three requests as a CUDA-graph engine does: the
  * test backend declares graph_seq_len_fill = 0. */
 static void test_padding_through_plan(void)
 {
-    ah_host *h = host_with("[select]\npriority = abi_good\n");
-    ah_model *m = model(D);
-    ah_selection *sel = select_ok(h, m);
-    ah_binding *b = NULL;
-    ah_error err;
-    ah_binding_options o = opts(0);
-    CHECK_MSG(ah_binding_create(h, sel, &o, &b, &err) == AH_OK, "%s", err.msg);
-    step *s = calloc(1, sizeof *s);
-    step_init(s, (DLDevice){kDLCPU, 0});
+    bound f;
+    bound_open(&f, "abi_good");
+    ah_binding *b = f.b;
+    step *s = f.s;
     s->batch.num_reqs = 3;
     s->qsl[2] = s->qsl[3] = T;
     s->seq[1] = s->seq[2] = 0;
@@ -237,11 +265,7 @@ static void test_padding_through_plan(void)
     s->seq[2] = 1;
     CHECK(ah_binding_plan(b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(b), "seq_lens[2] = 1 for padded request 2 (query_len 0)");
-    free(s);
-    ah_binding_destroy(b);
-    ah_selection_destroy(sel);
-    ah_model_destroy(m);
-    ah_host_destroy(h);
+    bound_close(&f);
 }
 
 static void test_cpu_fallback(void)
@@ -333,15 +357,10 @@ static void test_explain_unservable(void)
  * overwrites the buffer layer 0 returned. */
 static void test_plugin_owned_output(void)
 {
-    ah_host *h = host_with("[select]\npriority = fake_cuda_own_out\n");
-    ah_model *m = model(D);
-    ah_selection *sel = select_ok(h, m);
-    ah_binding *b = NULL;
-    ah_error err;
-    ah_binding_options o = opts(0);
-    CHECK_MSG(ah_binding_create(h, sel, &o, &b, &err) == AH_OK, "%s", err.msg);
-    step *s = calloc(1, sizeof *s);
-    step_init(s, (DLDevice){kDLCPU, 0});
+    bound f;
+    bound_open(&f, "fake_cuda_own_out");
+    ah_binding *b = f.b;
+    step *s = f.s;
     CHECK_MSG(ah_binding_plan(b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
               ah_binding_errmsg(b));
     DLTensor out0, out1;
@@ -361,11 +380,7 @@ static void test_plugin_owned_output(void)
     CHECK_MSG(ah_binding_forward(b, 1, &a) == AH_OK, "%s", ah_binding_errmsg(b));
     CHECK(out1.data == out0.data);
     CHECK(memcmp(first, out0.data, sizeof first) != 0);
-    free(s);
-    ah_binding_destroy(b);
-    ah_selection_destroy(sel);
-    ah_model_destroy(m);
-    ah_host_destroy(h);
+    bound_close(&f);
 }
 
 int main(void)
