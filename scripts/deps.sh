@@ -3,7 +3,7 @@
 # everything is already there. `deps.sh packaging` also installs what the
 # package tests use (dpkg-dev for dpkg-shlibdeps, file, lintian, debootstrap).
 set -eu
-pkgs="cmake make gcc g++ pkg-config libinih-dev libjson-c-dev libdlpack-dev libopenblas-dev clang libclang-rt-dev valgrind python3-numpy python3-pytest"
+pkgs="cmake make gcc g++ pkg-config clang-format libinih-dev libjson-c-dev libdlpack-dev libopenblas-dev clang libclang-rt-dev valgrind python3-numpy python3-pytest"
 # xpu: OpenCL C -> SPIR-V (clang-14, llvm-spirv-14), spirv-val, the Level Zero
 # and OpenCL headers and loaders, and PoCL, which runs its kernels on the CPU
 pkgs="$pkgs clang-14 llvm-spirv-14 spirv-tools libze1 libze-dev ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd"

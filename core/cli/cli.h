@@ -10,18 +10,18 @@
 
 /* Options every subcommand understands. */
 typedef struct cli_common {
-    const char *config;      /* --config F */
-    const char *model;       /* --model M */
-    const char *plugin;      /* --plugin NAME */
+    const char *config;          /* --config F */
+    const char *model;           /* --model M */
+    const char *plugin;          /* --plugin NAME */
     const char *plugin_dirs[64]; /* --plugin-dir D (repeatable) */
     unsigned n_plugin_dirs;
-    int json;                /* --json */
-    int no_cache;            /* --no-cache */
-    int in_process;          /* --in-process */
-    int layer;               /* --layer N, -1: all */
+    int json;                   /* --json */
+    int no_cache;               /* --no-cache */
+    int in_process;             /* --in-process */
+    int layer;                  /* --layer N, -1: all */
     int ignore_require_checked; /* set by check: the host it makes ignores
                                    [select] require_checked */
-    int argc;                /* what is left for the subcommand */
+    int argc;                   /* what is left for the subcommand */
     char **argv;
 } cli_common;
 

@@ -21,7 +21,7 @@
 #include "zoo.h"
 
 typedef struct shape {
-    const char *phase;  /* "decode" or "prefill" */
+    const char *phase; /* "decode" or "prefill" */
     uint32_t batch, context, query;
     uint32_t hq, hk, head;
     const char *dtype, *kv_dtype;
@@ -185,11 +185,12 @@ static int bench_shape(ah_host *h, const char *plugin, const shape *s, int iters
         if (peak_tflops > 0) printf(", \"compute_fraction\": %.3f", tflops / peak_tflops);
         printf(", \"back_to_back\": %d}", back_to_back);
     } else {
-        printf("%-8s b%-4u ctx%-6u q%-5u %2u/%-2u d%-3u %-5s kv %-8s %-10s %9.3f ms %8.2f TFLOP/s %8.1f GB/s "
-               "%5.1f%% bw",
-               s->phase, s->batch, s->context, s->query, s->hq, s->hk, s->head, s->dtype, s->kv_dtype,
-               s->causal ? "causal" : "non-causal", med * 1e3, tflops, gbs,
-               *bw_gbs > 0 ? 100 * gbs / *bw_gbs : 0);
+        printf(
+            "%-8s b%-4u ctx%-6u q%-5u %2u/%-2u d%-3u %-5s kv %-8s %-10s %9.3f ms %8.2f TFLOP/s %8.1f GB/s "
+            "%5.1f%% bw",
+            s->phase, s->batch, s->context, s->query, s->hq, s->hk, s->head, s->dtype, s->kv_dtype,
+            s->causal ? "causal" : "non-causal", med * 1e3, tflops, gbs,
+            *bw_gbs > 0 ? 100 * gbs / *bw_gbs : 0);
         if (peak_tflops > 0) printf(" %5.1f%% peak", 100 * tflops / peak_tflops);
         printf("\n");
     }
@@ -219,7 +220,7 @@ typedef struct zoo_opts {
 } zoo_opts;
 
 typedef struct zoo_row {
-    const char *backend;   /* "default" or a plugin */
+    const char *backend; /* "default" or a plugin */
     const char *prefill, *decode;
     zoo_timing t;
     int ok;
@@ -301,8 +302,10 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
         }
         const char *dp = NULL, *dd = NULL; /* the default winners (host-owned names) */
         if (ah_host_select(h, m1, &def, &err) == AH_OK) {
-            dp = ah_host_find_plugin(h, ah_selection_decision(def, 0, AH_PHASE_PREFILL)->plugin)->name;
-            dd = ah_host_find_plugin(h, ah_selection_decision(def, 0, AH_PHASE_DECODE)->plugin)->name;
+            dp = ah_host_find_plugin(h, ah_selection_decision(def, 0, AH_PHASE_PREFILL)->plugin)
+                     ->name;
+            dd = ah_host_find_plugin(h, ah_selection_decision(def, 0, AH_PHASE_DECODE)->plugin)
+                     ->name;
         }
         /* the plugins that can serve it, forced */
         const char *plugs[64];
@@ -314,23 +317,29 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
         int gpu_default = dpi && dpi->device_kind != AH_DEVICE_CPU;
         for (size_t k = 0; k < ah_host_plugin_count(h) && np < 64; k++) {
             const ah_plugin_info *in = ah_host_plugin(h, k);
-            if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name))) continue;
+            if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)))
+                continue;
             if (gpu_default && !c->plugin && in->device_kind == AH_DEVICE_CPU) continue;
             ah_error e2;
-            if (ah_host_select_forced(h, m1, in->name, &psel[np], &e2) == AH_OK) plugs[np++] = in->name;
+            if (ah_host_select_forced(h, m1, in->name, &psel[np], &e2) == AH_OK)
+                plugs[np++] = in->name;
         }
         if (!c->json)
-            printf("\nspec %s (layer %u, %u layer%s): default %s%s%s%s\n", label, first_l[i], count[i],
-                   count[i] == 1 ? "" : "s", dp ? "prefill " : "none: ", dp ? dp : err.msg,
-                   dp ? ", decode " : "", dp ? dd : "");
+            printf("\nspec %s (layer %u, %u layer%s): default %s%s%s%s\n", label, first_l[i],
+                   count[i], count[i] == 1 ? "" : "s",
+                   dp ? "prefill " : "none: ", dp ? dp : err.msg, dp ? ", decode " : "",
+                   dp ? dd : "");
         for (uint32_t k = 0; k < o->n_steps; k++) {
             const zoo_step *st = &o->steps[k];
-            zoo_row def_row = {.backend = "default", .prefill = dp ? dp : "", .decode = dd ? dd : "",
+            zoo_row def_row = {.backend = "default",
+                               .prefill = dp ? dp : "",
+                               .decode = dd ? dd : "",
                                .why = "no backend can serve it"};
             int def_done = !dp;
             for (uint32_t j = 0; j < np; j++) {
                 zoo_row r = {.backend = plugs[j], .prefill = plugs[j], .decode = plugs[j]};
-                r.ok = !zoo_time(h, m1, psel[j], st, o->iters, o->b2b, &r.t, &bw, r.why, sizeof r.why);
+                r.ok =
+                    !zoo_time(h, m1, psel[j], st, o->iters, o->b2b, &r.t, &bw, r.why, sizeof r.why);
                 if (!r.ok) rc = 1;
                 /* the default binding is this plugin in the step's phases: the same run */
                 int dec_ok = !st->n_dec || (dd && !strcmp(dd, plugs[j]));
@@ -368,8 +377,8 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
         if (o->peak > 0) printf(", \"peak_tflops\": %.1f", o->peak);
         printf("}\n");
     } else
-        printf("\nbandwidth ceiling measured in this run: %.1f GB/s (the first device timed)%s\n", bw,
-               o->peak > 0 ? "" : "; no compute peak given (--peak-tflops)");
+        printf("\nbandwidth ceiling measured in this run: %.1f GB/s (the first device timed)%s\n",
+               bw, o->peak > 0 ? "" : "; no compute peak given (--peak-tflops)");
     return rc;
 }
 
@@ -406,22 +415,27 @@ int cmd_bench(cli_common *c)
         else if (!v) bad = 1;
         else if (!strcmp(a, "--step")) {
             if (zo.n_steps == 32 || zoo_parse_step(v, &zo.steps[zo.n_steps])) {
-                fprintf(stderr, "attnhost bench: --step: '%s' is not dBxC, pBxL[@C] or "
-                        "mDxC+PxL[@K] (or more than 32 steps)\n", v);
+                fprintf(stderr,
+                        "attnhost bench: --step: '%s' is not dBxC, pBxL[@C] or "
+                        "mDxC+PxL[@K] (or more than 32 steps)\n",
+                        v);
                 return 2;
             }
             zo.n_steps++, zoo = 1, i++;
-        }
-        else if (!strcmp(a, "--window")) bad = parse_u32(a, v, &window), zoo = 1, i++;
+        } else if (!strcmp(a, "--window")) bad = parse_u32(a, v, &window), zoo = 1, i++;
         else if (!strcmp(a, "--softcap")) softcap = atof(v), zoo = 1, bad = !(softcap > 0), i++;
         else if (!strcmp(a, "--max-context")) bad = parse_u32(a, v, &zo.max_ctx), i++;
         else if (!strcmp(a, "--max-batch")) bad = parse_u32(a, v, &zo.max_batch), i++;
         else if (!strcmp(a, "--phase")) custom.phase = v, have_custom = 1, i++;
-        else if (!strcmp(a, "--batch")) bad = parse_u32(a, v, &custom.batch), have_custom = batch_given = 1, i++;
-        else if (!strcmp(a, "--context")) bad = parse_u32(a, v, &custom.context), have_custom = 1, i++;
+        else if (!strcmp(a, "--batch"))
+            bad = parse_u32(a, v, &custom.batch), have_custom = batch_given = 1, i++;
+        else if (!strcmp(a, "--context"))
+            bad = parse_u32(a, v, &custom.context), have_custom = 1, i++;
         else if (!strcmp(a, "--query")) bad = parse_u32(a, v, &custom.query), have_custom = 1, i++;
-        else if (!strcmp(a, "--head-size")) bad = parse_u32(a, v, &custom.head), have_custom = 1, i++;
-        else if (!strcmp(a, "--block-size")) bad = parse_u32(a, v, &custom.block), have_custom = 1, i++;
+        else if (!strcmp(a, "--head-size"))
+            bad = parse_u32(a, v, &custom.head), have_custom = 1, i++;
+        else if (!strcmp(a, "--block-size"))
+            bad = parse_u32(a, v, &custom.block), have_custom = 1, i++;
         else if (!strcmp(a, "--dtype")) custom.dtype = v, have_custom = 1, i++;
         else if (!strcmp(a, "--kv-dtype")) custom.kv_dtype = v, have_custom = 1, i++;
         else if (!strcmp(a, "--iters")) bad = parse_u32(a, v, (uint32_t *)&iters), i++;
@@ -445,7 +459,8 @@ int cmd_bench(cli_common *c)
     }
     if (zoo) {
         if (c->model && (have_custom || window || softcap > 0 || sinks || mla)) {
-            fprintf(stderr, "attnhost bench: --model takes its shapes from the model; shape "
+            fprintf(stderr,
+                    "attnhost bench: --model takes its shapes from the model; shape "
                     "options (--heads, --window, --mla, ...) are for a custom layer without it\n");
             return 2;
         }
@@ -456,19 +471,25 @@ int cmd_bench(cli_common *c)
         if (c->model) m = cli_model(c);
         else {
             char text[1536];
-            int n = snprintf(text, sizeof text, "[model]\nname = custom\nnum_layers = 1\n"
-                             "num_q_heads = %u\ndtype = %s\nkv_dtype = %s\n", custom.hq,
-                             custom.dtype, custom.kv_dtype);
+            int n = snprintf(text, sizeof text,
+                             "[model]\nname = custom\nnum_layers = 1\n"
+                             "num_q_heads = %u\ndtype = %s\nkv_dtype = %s\n",
+                             custom.hq, custom.dtype, custom.kv_dtype);
             if (mla)
-                n += snprintf(text + n, sizeof text - (size_t)n, "mla = true\nkv_lora_rank = 512\n"
+                n += snprintf(text + n, sizeof text - (size_t)n,
+                              "mla = true\nkv_lora_rank = 512\n"
                               "qk_rope_head_dim = 64\nblock_size = %u\n",
                               custom.block == 16 ? 64u : custom.block);
             else
-                n += snprintf(text + n, sizeof text - (size_t)n, "num_kv_heads = %u\nhead_size = %u\n"
-                              "block_size = %u\nattn_type = %s\n", custom.hk, custom.head,
-                              custom.block, custom.causal ? "decoder" : "encoder_only");
-            if (window) n += snprintf(text + n, sizeof text - (size_t)n, "sliding_window = %u\n", window);
-            if (softcap > 0) n += snprintf(text + n, sizeof text - (size_t)n, "softcap = %g\n", softcap);
+                n += snprintf(text + n, sizeof text - (size_t)n,
+                              "num_kv_heads = %u\nhead_size = %u\n"
+                              "block_size = %u\nattn_type = %s\n",
+                              custom.hk, custom.head, custom.block,
+                              custom.causal ? "decoder" : "encoder_only");
+            if (window)
+                n += snprintf(text + n, sizeof text - (size_t)n, "sliding_window = %u\n", window);
+            if (softcap > 0)
+                n += snprintf(text + n, sizeof text - (size_t)n, "softcap = %g\n", softcap);
             if (sinks) snprintf(text + n, sizeof text - (size_t)n, "sinks = true\n");
             if (ah_model_parse(text, "<bench custom layer>", &m, &err) != AH_OK) {
                 fprintf(stderr, "attnhost bench: %s\n", err.msg);
@@ -482,7 +503,8 @@ int cmd_bench(cli_common *c)
             for (uint32_t k = 0; k < zo.n_steps; k++) {
                 zoo_clamp(&zo.steps[k], zo.max_ctx, zo.max_batch);
                 int dup = 0;
-                for (uint32_t j = 0; j < kept && !dup; j++) dup = !strcmp(zo.steps[j].name, zo.steps[k].name);
+                for (uint32_t j = 0; j < kept && !dup; j++)
+                    dup = !strcmp(zo.steps[j].name, zo.steps[k].name);
                 if (!dup) zo.steps[kept++] = zo.steps[k];
             }
             zo.n_steps = kept;
@@ -509,7 +531,8 @@ int cmd_bench(cli_common *c)
         ah_error err;
         if (ah_model_parse(model_text(&custom), "<bench shape>", &m, &err) == AH_OK &&
             ah_host_select(h, m, &sel, &err) == AH_OK) {
-            const ah_plugin_info *p = ah_host_find_plugin(h, ah_selection_decision(sel, 0, AH_PHASE_DECODE)->plugin);
+            const ah_plugin_info *p =
+                ah_host_find_plugin(h, ah_selection_decision(sel, 0, AH_PHASE_DECODE)->plugin);
             plugin = p->name; /* host-owned: outlives sel */
         }
         ah_selection_destroy(sel);
@@ -532,23 +555,28 @@ int cmd_bench(cli_common *c)
         for (int b = 0; b < 2; b++)
             for (int k = 0; k < 2; k++)
                 if (!quick || (b == 0 && k == 0))
-                    std[n++] = (shape){"decode", dec_b[b], dec_ctx[k], 1, 32, 8, 128, "bf16", "auto", 16, 1};
+                    std[n++] = (shape){"decode", dec_b[b], dec_ctx[k], 1,  32, 8,
+                                       128,      "bf16",   "auto",     16, 1};
         for (int k = 0; k < 2; k++)
             for (int causal = 1; causal >= (cpu ? 1 : 0); causal--)
                 if (!quick || k == 0)
-                    std[n++] = (shape){"prefill", 1, 0, pre_len[k], 32, 8, 128, "bf16", "auto", 16, causal};
+                    std[n++] = (shape){"prefill", 1,      0,      pre_len[k], 32,    8,
+                                       128,       "bf16", "auto", 16,         causal};
     }
     double bw = 0;
     int first = 1, rc = 0;
     if (c->json) printf("{\"plugin\": \"%s\", \"results\": [", plugin);
     else if (back_to_back > 1)
-        printf("plugin %s, median of %d runs of %u forwards back to back\n", plugin, iters, back_to_back);
+        printf("plugin %s, median of %d runs of %u forwards back to back\n", plugin, iters,
+               back_to_back);
     else printf("plugin %s, median of %d runs\n", plugin, iters);
     for (int i = 0; i < n; i++)
-        if (bench_shape(h, plugin, &std[i], iters, (int)back_to_back, peak, &bw, c->json, &first)) rc = 1;
+        if (bench_shape(h, plugin, &std[i], iters, (int)back_to_back, peak, &bw, c->json, &first))
+            rc = 1;
     if (c->json) printf("\n], \"bw_ceiling_gbs\": %.1f}\n", bw);
-    else printf("bandwidth ceiling measured in this run: %.1f GB/s%s\n", bw,
-                cpu ? " (all cores reading)" : " (device copy, read + write)");
+    else
+        printf("bandwidth ceiling measured in this run: %.1f GB/s%s\n", bw,
+               cpu ? " (all cores reading)" : " (device copy, read + write)");
     ah_host_destroy(h);
     return rc;
 }

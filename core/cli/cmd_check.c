@@ -21,9 +21,8 @@ static void record(ah_host *h, const char *plugin, const ah_conformance_summary 
         return;
     }
     printf("recorded in %s: %s %s on this device: %u passed, %u failed, %u skipped, graph %s\n",
-           ah_host_check_records_path(h), plugin,
-           s->failed || !s->passed ? "FAILED" : "passed", s->passed, s->failed, s->skipped,
-           ah_graph_level_str(s->graph_level));
+           ah_host_check_records_path(h), plugin, s->failed || !s->passed ? "FAILED" : "passed",
+           s->passed, s->failed, s->skipped, ah_graph_level_str(s->graph_level));
 }
 
 int cmd_check(cli_common *c)
@@ -37,7 +36,8 @@ int cmd_check(cli_common *c)
         if (!strcmp(c->argv[i], "--quick")) o.quick = 1;
         else if (!strcmp(c->argv[i], "--verbose")) o.verbose = 1;
         else if (!strcmp(c->argv[i], "--no-record")) no_record = 1;
-        else if (!strcmp(c->argv[i], "--seed") && i + 1 < c->argc) o.seed = strtoull(c->argv[++i], NULL, 0);
+        else if (!strcmp(c->argv[i], "--seed") && i + 1 < c->argc)
+            o.seed = strtoull(c->argv[++i], NULL, 0);
         else {
             fprintf(stderr, "attnhost check: unknown option '%s'\n", c->argv[i]);
             return 2;
@@ -76,7 +76,8 @@ int cmd_check(cli_common *c)
     }
     printf("conformance: %u plugins, %u cases: %u passed, %u failed, %u skipped\n", sum.plugins,
            sum.cases, sum.passed, sum.failed, sum.skipped);
-    if (s != AH_OK) fprintf(stderr, "attnhost check: %s: %s\n", ah_status_str(s), ah_host_errmsg(h));
+    if (s != AH_OK)
+        fprintf(stderr, "attnhost check: %s: %s\n", ah_status_str(s), ah_host_errmsg(h));
     ah_host_destroy(h);
     return s != AH_OK || sum.failed ? 1 : 0;
 }

@@ -34,7 +34,7 @@ static const char *const dev_names[DEV_COUNT] = {"cpu", "nvidia", "amd", "intel"
 /* Device kind -> plugin package. One row per plugin a package ships. */
 static const struct fit_rule {
     const char *package;
-    const char *plugin;  /* the plugin name the package's .so declares */
+    const char *plugin; /* the plugin name the package's .so declares */
     enum dev dev;
     unsigned min_cc, max_cc; /* NVIDIA compute capability x10, 0: no bound */
     const char *archs;       /* AMD: gfx targets the plugin has binaries for, NULL: any */
@@ -82,7 +82,7 @@ typedef struct facts {
     char how[DEV_COUNT][256];     /* where the devices were seen */
     int runtime_found[DEV_COUNT]; /* -1 not checked, 0 no, 1 yes */
     char runtime_file[DEV_COUNT][256];
-    char cc_note[256];            /* why compute capabilities are unknown */
+    char cc_note[256]; /* why compute capabilities are unknown */
 } facts;
 
 /* snprintf that truncates silently (paths and names here are short; a cut
@@ -128,15 +128,22 @@ static void note_how(char *how, const char *what)
  * Level Zero runs their initialisers). */
 static int find_library_file(const char *name, char *out, size_t n)
 {
-    static const char *const dirs[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-                                       "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-                                       "/usr/lib64", "/usr/lib", "/usr/local/lib", "/opt/rocm/lib",
-                                       "/usr/local/cuda/compat", "/usr/lib/wsl/lib"};
+    static const char *const dirs[] = {"/lib/x86_64-linux-gnu",
+                                       "/usr/lib/x86_64-linux-gnu",
+                                       "/lib/aarch64-linux-gnu",
+                                       "/usr/lib/aarch64-linux-gnu",
+                                       "/usr/lib64",
+                                       "/usr/lib",
+                                       "/usr/local/lib",
+                                       "/opt/rocm/lib",
+                                       "/usr/local/cuda/compat",
+                                       "/usr/lib/wsl/lib"};
     char p[512];
     const char *ld = getenv("LD_LIBRARY_PATH");
     if (ld && *ld) {
         char *copy = strdup(ld), *save = NULL;
-        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+        for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d;
+             d = strtok_r(NULL, ":", &save)) {
             sfmt(p, sizeof p, "%s/%s", d, name);
             if (exists(p)) {
                 sfmt(out, n, "%s", p);
@@ -189,7 +196,8 @@ static void detect_nvidia(facts *f)
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)))
-            if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9') nodes++;
+            if (!strncmp(e->d_name, "nvidia", 6) && e->d_name[6] >= '0' && e->d_name[6] <= '9')
+                nodes++;
         closedir(d);
     }
     if (nodes) {
@@ -319,8 +327,8 @@ static void detect(facts *f)
         if (!f->n[k] || f->root || f->runtime_found[k] >= 0) continue;
         f->runtime_found[k] = 0;
         for (int i = 0; i < 3 && runtimes[r].files[i] && !f->runtime_found[k]; i++)
-            f->runtime_found[k] =
-                find_library_file(runtimes[r].files[i], f->runtime_file[k], sizeof f->runtime_file[k]);
+            f->runtime_found[k] = find_library_file(runtimes[r].files[i], f->runtime_file[k],
+                                                    sizeof f->runtime_file[k]);
     }
 }
 
@@ -406,7 +414,8 @@ int cmd_doctor(cli_common *c)
     size_t nfit = 0, nmaybe = 0, ninstall = 0, nremove = 0;
     int verdict[N_RULES];
     char why[N_RULES][300];
-    for (size_t i = 0; i < N_RULES; i++) verdict[i] = rule_fits(f, &rules[i], why[i], sizeof why[i]);
+    for (size_t i = 0; i < N_RULES; i++)
+        verdict[i] = rule_fits(f, &rules[i], why[i], sizeof why[i]);
     for (size_t i = 0; i < N_RULES; i++)
         if (verdict[i] == 1 && !listed(fit, nfit, rules[i].package)) {
             fit_needs[nfit] = rules[i].needs;
@@ -485,7 +494,8 @@ int cmd_doctor(cli_common *c)
             fprintf(o, ", \"path\": ");
             cli_json_str(o, p->path);
             fprintf(o, ", \"state\": \"%s\", \"runs_here\": %s, \"reason\": ",
-                    ah_plugin_state_str(p->state), p->state == AH_PLUGIN_AVAILABLE ? "true" : "false");
+                    ah_plugin_state_str(p->state),
+                    p->state == AH_PLUGIN_AVAILABLE ? "true" : "false");
             cli_json_str(o, p->reason);
             fprintf(o, "}");
         }
@@ -509,20 +519,23 @@ int cmd_doctor(cli_common *c)
     printf("This machine\n");
     if (hw)
         printf("  CPU: %s, %u logical cores%s\n       usable ISA: %s%s%s\n", hw->cpu_model,
-               hw->cpu_logical_cores, f->x86 ? " (x86-64)" : "", isa, *hw->amx_note ? "; AMX: " : "",
-               hw->amx_note);
-    else printf("  CPU: %s (no hardware facts: the host could not start)\n", f->x86 ? "x86-64" : "not x86-64");
+               hw->cpu_logical_cores, f->x86 ? " (x86-64)" : "", isa,
+               *hw->amx_note ? "; AMX: " : "", hw->amx_note);
+    else
+        printf("  CPU: %s (no hardware facts: the host could not start)\n",
+               f->x86 ? "x86-64" : "not x86-64");
     unsigned ngpu = 0;
     for (int k = DEV_NVIDIA; k < DEV_COUNT; k++) {
         for (unsigned i = 0; i < f->n[k]; i++)
-            printf("  GPU: %s%s%s%s\n", f->g[k][i].name, *f->g[k][i].arch ? " (" : "", f->g[k][i].arch,
-                   *f->g[k][i].arch ? ")" : "");
+            printf("  GPU: %s%s%s%s\n", f->g[k][i].name, *f->g[k][i].arch ? " (" : "",
+                   f->g[k][i].arch, *f->g[k][i].arch ? ")" : "");
         if (f->n[k]) {
             printf("       seen in %s", f->how[k]);
             if (f->runtime_found[k] == 1) printf("; runtime %s", f->runtime_file[k]);
             for (size_t r = 0; r < sizeof runtimes / sizeof runtimes[0]; r++)
                 if (runtimes[r].dev == (enum dev)k && f->runtime_found[k] == 0)
-                    printf("; runtime %s NOT found: install %s", runtimes[r].files[0], runtimes[r].package);
+                    printf("; runtime %s NOT found: install %s", runtimes[r].files[0],
+                           runtimes[r].package);
             printf("\n");
         }
         ngpu += f->n[k];
@@ -537,8 +550,9 @@ int cmd_doctor(cli_common *c)
     }
     for (size_t i = 0; i < nmaybe; i++) printf("  %-34s may fit: %s\n", maybe[i], maybe_why[i]);
     if (nmaybe)
-        printf("  (the packages that may fit are not in the apt-get line: once the driver answers,\n"
-               "   attnhost doctor knows; `attnhost list` after installing shows each probe)\n");
+        printf(
+            "  (the packages that may fit are not in the apt-get line: once the driver answers,\n"
+            "   attnhost doctor knows; `attnhost list` after installing shows each probe)\n");
 
     printf("\nInstalled plugins\n");
     if (!h) printf("  unknown: the host could not start (see above)\n");
@@ -549,7 +563,8 @@ int cmd_doctor(cli_common *c)
         printf("  %-16s %-12s %s\n", p->name, ah_plugin_state_str(p->state),
                r ? r->package : "(not an attnhost package)");
         if (p->state != AH_PLUGIN_AVAILABLE)
-            printf("    cannot run here: %s\n", *p->reason ? p->reason : ah_plugin_state_str(p->state));
+            printf("    cannot run here: %s\n",
+                   *p->reason ? p->reason : ah_plugin_state_str(p->state));
         printf("    %s\n", p->path);
     }
 

@@ -27,7 +27,8 @@ static void caps_text(const ah_caps *c, FILE *f)
     ah_format_attn_types(c->attn_types, b, sizeof b);
     fprintf(f, "    attn_types    %s\n", b);
     ah_format_layouts(c->kv_layouts, b, sizeof b);
-    fprintf(f, "    kv_layouts    %s (preferred %s)\n", b, ah_kv_layout_str(c->preferred_kv_layout));
+    fprintf(f, "    kv_layouts    %s (preferred %s)\n", b,
+            ah_kv_layout_str(c->preferred_kv_layout));
     fprintf(f, "    cuda_graphs   %s (seq_len fill %d)\n", ah_graph_level_str(c->graph_level),
             c->graph_seq_len_fill);
     fprintf(f, "    execution     %s, %s output\n",
@@ -73,8 +74,9 @@ static void caps_json(const ah_caps *c, FILE *f)
     ah_format_layouts(c->kv_layouts, b, sizeof b);
     fprintf(f, ", \"kv_layouts\": ");
     cli_json_str(f, b);
-    fprintf(f, ", \"cuda_graph_level\": \"%s\", \"graph_seq_len_fill\": %d, "
-               "\"forward_writes_kv\": %s, \"caller_output\": %s}",
+    fprintf(f,
+            ", \"cuda_graph_level\": \"%s\", \"graph_seq_len_fill\": %d, "
+            "\"forward_writes_kv\": %s, \"caller_output\": %s}",
             ah_graph_level_str(c->graph_level), c->graph_seq_len_fill,
             c->forward_writes_kv ? "true" : "false", c->caller_output ? "true" : "false");
 }
@@ -103,8 +105,9 @@ static void check_json(ah_host *h, const ah_plugin_info *p, FILE *f)
         fprintf(f, "null");
         return;
     }
-    fprintf(f, "{\"ok\": %s, \"date\": \"%s\", \"checked_at\": \"%s\", \"passed\": %u, "
-               "\"failed\": %u, \"skipped\": %u, \"graph_level\": \"%s\", \"attnhost_version\": ",
+    fprintf(f,
+            "{\"ok\": %s, \"date\": \"%s\", \"checked_at\": \"%s\", \"passed\": %u, "
+            "\"failed\": %u, \"skipped\": %u, \"graph_level\": \"%s\", \"attnhost_version\": ",
             r.ok ? "true" : "false", r.date, r.time_utc, r.passed, r.failed, r.skipped,
             ah_graph_level_str(r.graph_level));
     cli_json_str(f, r.attnhost_version);
@@ -134,14 +137,17 @@ static void list_json(ah_host *h, const char *only)
         fprintf(f, ", \"from_cache\": %s, \"scan_ms\": %.3f", p->from_cache ? "true" : "false",
                 p->scan_ms);
         if (p->probe) {
-            fprintf(f, ", \"probe\": {\"usable\": %s, \"device_name\": ", p->probe->usable ? "true" : "false");
+            fprintf(f, ", \"probe\": {\"usable\": %s, \"device_name\": ",
+                    p->probe->usable ? "true" : "false");
             cli_json_str(f, p->probe->device_name);
             fprintf(f, ", \"arch\": ");
             cli_json_str(f, p->probe->arch);
-            fprintf(f, ", \"compute_capability\": %u, \"multiprocessors\": %u, \"memory_bytes\": %llu, "
-                       "\"driver_version\": ",
-                    p->probe->compute_capability, p->probe->multiprocessors,
-                    (unsigned long long)p->probe->memory_bytes);
+            fprintf(
+                f,
+                ", \"compute_capability\": %u, \"multiprocessors\": %u, \"memory_bytes\": %llu, "
+                "\"driver_version\": ",
+                p->probe->compute_capability, p->probe->multiprocessors,
+                (unsigned long long)p->probe->memory_bytes);
             cli_json_str(f, p->probe->driver_version);
             fprintf(f, "}");
         }

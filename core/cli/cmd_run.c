@@ -104,10 +104,22 @@ static uint64_t parse_size(const char *s)
     while (*end == ' ') end++;
     double mul = 1;
     switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1048576.0; end++; break;
-    case 'G': mul = 1073741824.0; end++; break;
-    case 'T': mul = 1099511627776.0; end++; break;
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'M':
+        mul = 1048576.0;
+        end++;
+        break;
+    case 'G':
+        mul = 1073741824.0;
+        end++;
+        break;
+    case 'T':
+        mul = 1099511627776.0;
+        end++;
+        break;
     default: break;
     }
     if (mul > 1 && (*end == 'i' || *end == 'I')) end++;
@@ -136,7 +148,8 @@ static int parse_u32(const char *opt, const char *v, uint32_t lo, uint32_t *out)
     errno = 0;
     unsigned long n = strtoul(v, &end, 10);
     if (errno || *end || end == v || *v == '-' || n < lo || n > 1000000) {
-        fprintf(stderr, "attnhost run: %s: '%s' is not a whole number in %u..1000000\n", opt, v, lo);
+        fprintf(stderr, "attnhost run: %s: '%s' is not a whole number in %u..1000000\n", opt, v,
+                lo);
         return -1;
     }
     *out = (uint32_t)n;
@@ -165,8 +178,8 @@ static int parse_layers(const char *v, uint32_t n, uint8_t *keep)
             p = end;
         }
         if (a > b || b >= n) {
-            fprintf(stderr, "attnhost run: --layers: %lu-%lu is outside the model's layers 0-%u\n", a, b,
-                    n - 1);
+            fprintf(stderr, "attnhost run: --layers: %lu-%lu is outside the model's layers 0-%u\n",
+                    a, b, n - 1);
             return -1;
         }
         for (unsigned long l = a; l <= b; l++) keep[l] = 1;
@@ -175,7 +188,8 @@ static int parse_layers(const char *v, uint32_t n, uint8_t *keep)
     }
     return 0;
 bad:
-    fprintf(stderr, "attnhost run: --layers: '%s' is not a count (N) or a list of layers (0-3,32)\n", v);
+    fprintf(stderr,
+            "attnhost run: --layers: '%s' is not a count (N) or a list of layers (0-3,32)\n", v);
     return -1;
 }
 
@@ -191,10 +205,10 @@ static uint32_t prompt_of(uint32_t longest, uint32_t r)
 /* The shape of a run. */
 typedef struct run_size {
     uint32_t nreq, steps, longest, long_chunk;
-    uint32_t window;        /* the largest sliding window of the run's self layers */
-    uint32_t *enc;          /* encoder tokens per request */
-    uint32_t *prompt;       /* decoder prompt per request */
-    uint32_t *chunk;        /* of it, computed in the prefill step (the rest is cached) */
+    uint32_t window;  /* the largest sliding window of the run's self layers */
+    uint32_t *enc;    /* encoder tokens per request */
+    uint32_t *prompt; /* decoder prompt per request */
+    uint32_t *chunk;  /* of it, computed in the prefill step (the rest is cached) */
 } run_size;
 
 static void size_fill(run_size *z)
@@ -215,7 +229,7 @@ static void size_fill(run_size *z)
 /* Sum over query positions p in [a, b) of min(p + 1, w) (w 0: no window). */
 static double causal_keys(double a, double b, double w)
 {
-#define F(n) (w <= 0 || (n) <= w ? (n) * ((n) + 1) / 2 : w * (w + 1) / 2 + ((n) - w) * w)
+#define F(n) (w <= 0 || (n) <= w ? (n) * ((n) + 1) / 2 : w * (w + 1) / 2 + ((n)-w) * w)
     return F(b) - F(a);
 #undef F
 }
@@ -340,7 +354,9 @@ static int run_layers(workload *w, const char *pass, int store_kv, double *ms, t
 
 static void print_pass(const char *what, const tally *t)
 {
-    if (!t->ok) printf("  %s: %u layer(s) outside tolerance, the first layer %u\n", what, t->n_bad, t->bad_layer);
+    if (!t->ok)
+        printf("  %s: %u layer(s) outside tolerance, the first layer %u\n", what, t->n_bad,
+               t->bad_layer);
 }
 
 int cmd_run(cli_common *c)
@@ -352,14 +368,17 @@ int cmd_run(cli_common *c)
     for (int i = 0; i < c->argc; i++) {
         const char *a = c->argv[i], *v = i + 1 < c->argc ? c->argv[i + 1] : NULL;
         int takes = !strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--batch") ||
-                    !strcmp(a, "--prompt-len") || !strcmp(a, "--layers") || !strcmp(a, "--max-memory");
+                    !strcmp(a, "--prompt-len") || !strcmp(a, "--layers") ||
+                    !strcmp(a, "--max-memory");
         if (takes && !v) {
             fprintf(stderr, "attnhost run: %s needs a value\n", a);
             return 2;
         }
         if (!takes) {
-            fprintf(stderr, "attnhost run: unknown option '%s' (options: --steps N, --batch N, "
-                            "--prompt-len N, --layers N|LIST, --max-memory SIZE, --seed S)\n", a);
+            fprintf(stderr,
+                    "attnhost run: unknown option '%s' (options: --steps N, --batch N, "
+                    "--prompt-len N, --layers N|LIST, --max-memory SIZE, --seed S)\n",
+                    a);
             return 2;
         }
         i++;
@@ -374,7 +393,9 @@ int cmd_run(cli_common *c)
         } else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 0);
         else if (!strcmp(a, "--layers")) layers = v;
         else if (!(max_mem = parse_size(v))) {
-            fprintf(stderr, "attnhost run: --max-memory: '%s' is not a size (512M, 2G, 1.5GiB, bytes)\n", v);
+            fprintf(stderr,
+                    "attnhost run: --max-memory: '%s' is not a size (512M, 2G, 1.5GiB, bytes)\n",
+                    v);
             return 2;
         }
     }
@@ -403,7 +424,8 @@ int cmd_run(cli_common *c)
         fprintf(stderr, "attnhost run: %s\n", err.msg);
         goto out;
     }
-    if (*ah_selection_warnings(sel)) fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
+    if (*ah_selection_warnings(sel))
+        fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
     cli_print_binding(m, sel);
 
     keep_enc = calloc(n, 1);
@@ -427,8 +449,9 @@ int cmd_run(cli_common *c)
         if (role == WL_NONE) {
             n_other++;
             if (olen < sizeof other - 40)
-                olen += (size_t)snprintf(other + olen, sizeof other - olen, "%s%u (%s)", olen ? ", " : "",
-                                         l, ah_layer_kind_str(ah_selection_layer_kind(sel, l)));
+                olen += (size_t)snprintf(other + olen, sizeof other - olen, "%s%u (%s)",
+                                         olen ? ", " : "", l,
+                                         ah_layer_kind_str(ah_selection_layer_kind(sel, l)));
             keep[l] = 0;
             continue;
         }
@@ -452,9 +475,12 @@ int cmd_run(cli_common *c)
     if (n_other)
         printf("skipped, not attention: %u layer%s: %s%s\n", n_other, n_other > 1 ? "s" : "", other,
                olen >= sizeof other - 40 ? ", ..." : "");
-    if (n_unsel) printf("skipped, not in --layers %s: %u layer%s\n", layers, n_unsel, n_unsel > 1 ? "s" : "");
+    if (n_unsel)
+        printf("skipped, not in --layers %s: %u layer%s\n", layers, n_unsel,
+               n_unsel > 1 ? "s" : "");
     if (!n_run) {
-        fprintf(stderr, "attnhost run: no attention layer to run%s\n", layers ? " in --layers" : "");
+        fprintf(stderr, "attnhost run: no attention layer to run%s\n",
+                layers ? " in --layers" : "");
         goto out;
     }
     int has_dec = n_self + n_cross > 0;
@@ -530,33 +556,40 @@ int cmd_run(cli_common *c)
     if (n_cl || n_cross)
         sl += snprintf(shape + sl, sizeof shape - sl, ", %u..%u encoder tokens", min_e, max_e);
     if (has_dec) {
-        if (max_p) sl += snprintf(shape + sl, sizeof shape - sl, ", prompts %u..%u tokens", min_p, max_p);
+        if (max_p)
+            sl += snprintf(shape + sl, sizeof shape - sl, ", prompts %u..%u tokens", min_p, max_p);
         uint32_t r = nreq - 1;
         if (z.window && z.prompt[r] > z.chunk[r])
-            sl += snprintf(shape + sl, sizeof shape - sl,
-                           " (request %u: %u tokens, past the %u-token window; the first %u already "
-                           "cached, %u computed)", r, z.prompt[r], z.window, z.prompt[r] - z.chunk[r], z.chunk[r]);
+            sl +=
+                snprintf(shape + sl, sizeof shape - sl,
+                         " (request %u: %u tokens, past the %u-token window; the first %u already "
+                         "cached, %u computed)",
+                         r, z.prompt[r], z.window, z.prompt[r] - z.chunk[r], z.chunk[r]);
         snprintf(shape + sl, sizeof shape - sl, ", %u decode step%s", steps, steps == 1 ? "" : "s");
     }
     printf("size: %s\n", shape);
-    printf("memory: %s (KV caches %s, activations %s, oracle and batch %s) of a %s budget (%s)\n", b_need,
-           b_kv, b_act, b_or, b_budget, max_mem ? "--max-memory" : "half of MemAvailable");
+    printf("memory: %s (KV caches %s, activations %s, oracle and batch %s) of a %s budget (%s)\n",
+           b_need, b_kv, b_act, b_or, b_budget, max_mem ? "--max-memory" : "half of MemAvailable");
     if (shrunk)
         printf("note: the default size was shrunk so that checking every layer against the oracle "
                "stays near half a minute (%.1e multiply-adds); --prompt-len N, --batch N and "
-               "--steps N choose the size, --layers N runs a subset\n", work);
+               "--steps N choose the size, --layers N runs a subset\n",
+               work);
     else if (work > 4 * WORK_BUDGET)
         printf("note: checking every layer against the oracle takes %.1e multiply-adds: expect "
-               "minutes; --layers N runs a subset\n", work);
+               "minutes; --layers N runs a subset\n",
+               work);
     if (need > budget) {
-        fprintf(stderr,
-                "attnhost run: this run needs %s (KV caches %s, activations %s, oracle and batch %s), "
-                "more than its memory budget of %s (%s); run a subset of the layers (--layers N), "
-                "shorter prompts (--prompt-len N) or fewer requests (--batch N)%s\n",
-                b_need, b_kv, b_act, b_or, b_budget,
-                max_mem ? "--max-memory" : "half of MemAvailable; --max-memory sets it",
-                z.window ? " (one prompt covers the model's largest sliding window, so the KV caches "
-                           "grow with --layers)" : "");
+        fprintf(
+            stderr,
+            "attnhost run: this run needs %s (KV caches %s, activations %s, oracle and batch %s), "
+            "more than its memory budget of %s (%s); run a subset of the layers (--layers N), "
+            "shorter prompts (--prompt-len N) or fewer requests (--batch N)%s\n",
+            b_need, b_kv, b_act, b_or, b_budget,
+            max_mem ? "--max-memory" : "half of MemAvailable; --max-memory sets it",
+            z.window ? " (one prompt covers the model's largest sliding window, so the KV caches "
+                       "grow with --layers)"
+                     : "");
         goto out;
     }
     fflush(stdout);
@@ -579,8 +612,9 @@ int cmd_run(cli_common *c)
             goto out;
         }
         progress_clear();
-        printf("encoder: %u sequences, %u tokens, %u layers, %.2f ms, %.0f tokens/s, max rel error %.2e %s\n",
-               nreq, sum_e, n_cl, ms, sum_e / (ms / 1e3), t.worst, t.ok ? "ok" : "FAIL");
+        printf(
+            "encoder: %u sequences, %u tokens, %u layers, %.2f ms, %.0f tokens/s, max rel error %.2e %s\n",
+            nreq, sum_e, n_cl, ms, sum_e / (ms / 1e3), t.worst, t.ok ? "ok" : "FAIL");
         print_pass("encoder", &t);
         all.ok &= t.ok;
         all.worst = t.worst > all.worst ? t.worst : all.worst;
@@ -590,7 +624,8 @@ int cmd_run(cli_common *c)
     if (has_dec) {
         workload *w = &dec.w;
         progress("attnhost run: binding the decoder layers");
-        if (wl_create_sized(w, h, dec.m, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max, seed + 1)) {
+        if (wl_create_sized(w, h, dec.m, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max,
+                            seed + 1)) {
             progress_clear();
             fprintf(stderr, "attnhost run: %s\n", w->err);
             goto out;
@@ -607,7 +642,8 @@ int cmd_run(cli_common *c)
             uint32_t i = 0;
             for (uint32_t l = 0; l < w->num_layers; l++) {
                 if (w->layers[l].role != WL_CROSS) continue;
-                progress("attnhost run: encoder K/V into cross layer %u (%u of %u)", l, ++i, n_cross);
+                progress("attnhost run: encoder K/V into cross layer %u (%u of %u)", l, ++i,
+                         n_cross);
                 if (wl_fill(w, l) || wl_write_cross(w, l) || wl_sync(w)) {
                     progress_clear();
                     fprintf(stderr, "attnhost run: encoder K/V: %s\n", w->err);
@@ -615,8 +651,9 @@ int cmd_run(cli_common *c)
                 }
             }
             progress_clear();
-            printf("cross K/V: %u encoder tokens written once into %u cross layers' caches, %.2f ms\n",
-                   sum_e, n_cross, now_ms() - t0);
+            printf(
+                "cross K/V: %u encoder tokens written once into %u cross layers' caches, %.2f ms\n",
+                sum_e, n_cross, now_ms() - t0);
         }
         for (uint32_t r = 0; r < nreq; r++) w->context[r] = z.prompt[r] - z.chunk[r];
         if (wl_plan(w, z.chunk, 0)) {
@@ -633,9 +670,10 @@ int cmd_run(cli_common *c)
         }
         wl_advance(w);
         progress_clear();
-        printf("prefill: %u requests, %u tokens, %u layers, %.2f ms, %.0f tokens/s, max rel error %.2e %s\n",
-               nreq, sum_c, n_self + n_cross, prefill_ms, sum_c / (prefill_ms / 1e3), t.worst,
-               t.ok ? "ok" : "FAIL");
+        printf(
+            "prefill: %u requests, %u tokens, %u layers, %.2f ms, %.0f tokens/s, max rel error %.2e %s\n",
+            nreq, sum_c, n_self + n_cross, prefill_ms, sum_c / (prefill_ms / 1e3), t.worst,
+            t.ok ? "ok" : "FAIL");
         print_pass("prefill", &t);
         all.ok &= t.ok;
         all.worst = t.worst > all.worst ? t.worst : all.worst;
@@ -666,8 +704,9 @@ int cmd_run(cli_common *c)
         if (steps) {
             qsort(times, steps, sizeof *times, cmp_double);
             double med = times[steps / 2];
-            printf("decode:  %u steps x %u requests, median %.3f ms/step, %.0f tokens/s, max rel error %.2e %s\n",
-                   steps, nreq, med, nreq / (med / 1e3), d.worst, d.ok ? "ok" : "FAIL");
+            printf(
+                "decode:  %u steps x %u requests, median %.3f ms/step, %.0f tokens/s, max rel error %.2e %s\n",
+                steps, nreq, med, nreq / (med / 1e3), d.worst, d.ok ? "ok" : "FAIL");
             print_pass("decode", &d);
         }
         all.ok &= d.ok;
@@ -676,7 +715,8 @@ int cmd_run(cli_common *c)
         free(ones);
     }
     printf("%s: every layer's output %s the double-precision oracle (%u layer%s checked)\n",
-           all.ok ? "PASS" : "FAIL", all.ok ? "matches" : "does NOT match", n_run, n_run > 1 ? "s" : "");
+           all.ok ? "PASS" : "FAIL", all.ok ? "matches" : "does NOT match", n_run,
+           n_run > 1 ? "s" : "");
     rc = all.ok ? 0 : 1;
 out:
     progress_clear();

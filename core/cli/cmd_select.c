@@ -12,12 +12,12 @@ static const char *phase_name(int p) { return p == AH_PHASE_PREFILL ? "prefill" 
 
 static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
 {
-    size_t n = (size_t)snprintf(b, cap, "%s %u/%u heads qk %u v %u %s kv %s block %u %s",
-                                ah_attn_type_str(s->attn_type), s->num_q_heads, s->num_kv_heads,
-                                s->qk_head_size, s->v_head_size, ah_dtype_name(s->q_dtype),
-                                ah_dtype_name(s->kv_dtype), s->block_size,
-                                ah_kv_layout_str(s->kv_layout));
-    if (s->sliding_window && n < cap) n += (size_t)snprintf(b + n, cap - n, " window %u", s->sliding_window);
+    size_t n = (size_t)snprintf(
+        b, cap, "%s %u/%u heads qk %u v %u %s kv %s block %u %s", ah_attn_type_str(s->attn_type),
+        s->num_q_heads, s->num_kv_heads, s->qk_head_size, s->v_head_size, ah_dtype_name(s->q_dtype),
+        ah_dtype_name(s->kv_dtype), s->block_size, ah_kv_layout_str(s->kv_layout));
+    if (s->sliding_window && n < cap)
+        n += (size_t)snprintf(b + n, cap - n, " window %u", s->sliding_window);
     if (s->softcap > 0 && n < cap) n += (size_t)snprintf(b + n, cap - n, " softcap %g", s->softcap);
     if (s->use_mla && n < cap) n += (size_t)snprintf(b + n, cap - n, " mla");
     if (s->use_sinks && n < cap) n += (size_t)snprintf(b + n, cap - n, " sinks");
@@ -28,7 +28,7 @@ static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
 static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel);
 
 static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *, const ah_model *,
-                                                  const ah_selection *))
+                                                   const ah_selection *))
 {
     ah_host *h = cli_host(c);
     if (!h) return 1;
@@ -48,7 +48,8 @@ static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *
                                 : ah_host_select(h, m, &sel, &err);
     int rc;
     if (s != AH_OK && sel) {
-        if (*ah_selection_warnings(sel)) fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
+        if (*ah_selection_warnings(sel))
+            fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
         fn(c, h, m, sel);
         fflush(stdout);
         fprintf(stderr, "attnhost: %s\n", err.msg);
@@ -57,7 +58,8 @@ static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *
         fprintf(stderr, "attnhost: %s\n", err.msg);
         rc = 1;
     } else {
-        if (*ah_selection_warnings(sel)) fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
+        if (*ah_selection_warnings(sel))
+            fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
         rc = fn(c, h, m, sel);
     }
     ah_selection_destroy(sel);
@@ -82,7 +84,9 @@ static void print_plugin_keys(const ah_host *h, const char *plugin)
         if (!v || is_default) continue;
         printf("%s%s = %s", shown++ ? ", " : " ", caps->config_keys[i].name, v);
     }
-    printf("%s\n", shown ? "" : caps && caps->n_config_keys ? " every key at its default" : " no keys");
+    printf("%s\n", shown                         ? ""
+                   : caps && caps->n_config_keys ? " every key at its default"
+                                                 : " no keys");
 }
 
 static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel)
@@ -122,7 +126,8 @@ static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_
         }
     }
     /* Each plugin bound above once, in order of first appearance. */
-    printf("\nplugin keys in force (not at their default; all: attnhost config --dump --effective)\n");
+    printf(
+        "\nplugin keys in force (not at their default; all: attnhost config --dump --effective)\n");
     const char *done[64];
     size_t n_done = 0;
     for (uint32_t l = 0; l < n; l++)

@@ -60,11 +60,13 @@ int cmd_tune(cli_common *c)
         ah_host_destroy(h);
         return 1;
     }
-    if (*ah_host_tune_table_note(h)) fprintf(stderr, "attnhost tune: warning: %s\n", ah_host_tune_table_note(h));
+    if (*ah_host_tune_table_note(h))
+        fprintf(stderr, "attnhost tune: warning: %s\n", ah_host_tune_table_note(h));
     uint32_t first_l[256], count[256];
     uint32_t ns = zoo_distinct_specs(m, first_l, count, 256);
-    ah_tune_entry *entries = calloc((size_t)ns * AH_PHASE_COUNT * ah_host_plugin_count(h) + 1, sizeof *entries);
-    char (*steps_text)[256] = calloc(AH_PHASE_COUNT, sizeof *steps_text);
+    ah_tune_entry *entries =
+        calloc((size_t)ns * AH_PHASE_COUNT * ah_host_plugin_count(h) + 1, sizeof *entries);
+    char(*steps_text)[256] = calloc(AH_PHASE_COUNT, sizeof *steps_text);
     size_t n_entries = 0;
     int rc = 0;
     if (!entries || !steps_text) {
@@ -81,7 +83,8 @@ int cmd_tune(cli_common *c)
         for (uint32_t k = 0; k < n_steps[p]; k++) {
             zoo_clamp(&steps[p][k], max_ctx, max_batch);
             int dup = 0;
-            for (uint32_t j = 0; j < kept && !dup; j++) dup = !strcmp(steps[p][j].name, steps[p][k].name);
+            for (uint32_t j = 0; j < kept && !dup; j++)
+                dup = !strcmp(steps[p][j].name, steps[p][k].name);
             if (dup) continue;
             steps[p][kept] = steps[p][k];
             len += (size_t)snprintf(steps_text[p] + len, len < 256 ? 256 - len : 0, "%s%s",
@@ -91,8 +94,9 @@ int cmd_tune(cli_common *c)
         n_steps[p] = kept;
     }
     printf("tune %s: %u distinct attention layer spec%s; decode steps %s, prefill steps %s; "
-           "median of %u runs each\n", ah_model_name(m), ns, ns == 1 ? "" : "s",
-           steps_text[AH_PHASE_DECODE], steps_text[AH_PHASE_PREFILL], iters);
+           "median of %u runs each\n",
+           ah_model_name(m), ns, ns == 1 ? "" : "s", steps_text[AH_PHASE_DECODE],
+           steps_text[AH_PHASE_PREFILL], iters);
     for (uint32_t i = 0; i < ns; i++) {
         const ah_layer_spec *sp = ah_model_layer(m, first_l[i]);
         char label[128];
@@ -104,7 +108,8 @@ int cmd_tune(cli_common *c)
             rc = 1;
             continue;
         }
-        printf("\nspec %s (layer %u, %u layer%s)\n", label, first_l[i], count[i], count[i] == 1 ? "" : "s");
+        printf("\nspec %s (layer %u, %u layer%s)\n", label, first_l[i], count[i],
+               count[i] == 1 ? "" : "s");
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
             double best = -1;
@@ -119,7 +124,8 @@ int cmd_tune(cli_common *c)
                 const ah_plugin_info *in = ah_host_plugin(h, k);
                 if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)))
                     continue;
-                uint32_t rank = p == AH_PHASE_PREFILL ? in->caps->prefill_rank : in->caps->decode_rank;
+                uint32_t rank =
+                    p == AH_PHASE_PREFILL ? in->caps->prefill_rank : in->caps->decode_rank;
                 if (rank == AH_RANK_NONE) continue; /* never in the default order */
                 ah_error e2;
                 if (ah_host_select_forced(h, m1, in->name, &sels[nc], &e2) != AH_OK) continue;
@@ -130,7 +136,8 @@ int cmd_tune(cli_common *c)
                 const ah_plugin_info *in = cand[k];
                 ah_selection *sel = sels[k];
                 if (gpu && in->device_kind == AH_DEVICE_CPU) { /* GPU before CPU stands */
-                    printf("  %-8s %-18s skipped: a GPU plugin serves this spec\n", phase, in->name);
+                    printf("  %-8s %-18s skipped: a GPU plugin serves this spec\n", phase,
+                           in->name);
                     ah_selection_destroy(sel);
                     continue;
                 }
@@ -140,7 +147,8 @@ int cmd_tune(cli_common *c)
                 for (uint32_t s = 0; s < n_steps[p] && ok; s++) {
                     zoo_timing t;
                     char why[512];
-                    if (zoo_time(h, m1, sel, &steps[p][s], (int)iters, 1, &t, NULL, why, sizeof why)) {
+                    if (zoo_time(h, m1, sel, &steps[p][s], (int)iters, 1, &t, NULL, why,
+                                 sizeof why)) {
                         printf(" %s: failed: %s", steps[p][s].name, why);
                         ok = 0;
                         rc = 1;
@@ -155,8 +163,8 @@ int cmd_tune(cli_common *c)
                     continue;
                 }
                 printf("  = %.4g ms\n", total);
-                entries[n_entries++] = (ah_tune_entry){sizeof(ah_tune_entry), in->name, sp,
-                                                       (ah_phase)p, total, steps_text[p]};
+                entries[n_entries++] = (ah_tune_entry){
+                    sizeof(ah_tune_entry), in->name, sp, (ah_phase)p, total, steps_text[p]};
                 if (best < 0 || total < best) best = total, best_name = in->name;
             }
             if (best_name) printf("  %-8s fastest: %s\n", phase, best_name);

@@ -149,9 +149,10 @@ static int parse_common(int argc, char **argv, cli_common *c)
     int out = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        const char **val = !strcmp(a, "--config") ? &c->config
-                           : !strcmp(a, "--model") ? &c->model
-                           : !strcmp(a, "--plugin") ? &c->plugin : NULL;
+        const char **val = !strcmp(a, "--config")   ? &c->config
+                           : !strcmp(a, "--model")  ? &c->model
+                           : !strcmp(a, "--plugin") ? &c->plugin
+                                                    : NULL;
         if (val || !strcmp(a, "--plugin-dir") || !strcmp(a, "--layer")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "attnhost: %s needs a value\n", a);
@@ -176,8 +177,7 @@ static int parse_common(int argc, char **argv, cli_common *c)
                     return -1;
                 }
                 c->plugin_dirs[c->n_plugin_dirs++] = abs; /* freed by main */
-            }
-            else {
+            } else {
                 fprintf(stderr, "attnhost: at most 64 --plugin-dir options\n");
                 return -1;
             }
@@ -193,7 +193,8 @@ static int parse_common(int argc, char **argv, cli_common *c)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }

@@ -63,7 +63,10 @@ static void fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
         if ((i & 3) == 0) r = next_u64(rng);
         uint16_t bits = (uint16_t)(r >> ((i & 3) * 16));
         switch (t) {
-        case AH_DTYPE_FP32: ((uint32_t *)host)[i] = ((uint32_t)(bits & 0x807f) << 16 | 0x3f000000u) ^ (uint32_t)(r & 0xffff); break;
+        case AH_DTYPE_FP32:
+            ((uint32_t *)host)[i] =
+                ((uint32_t)(bits & 0x807f) << 16 | 0x3f000000u) ^ (uint32_t)(r & 0xffff);
+            break;
         case AH_DTYPE_BF16: ((uint16_t *)host)[i] = (uint16_t)((bits & 0x807f) | 0x3f00); break;
         case AH_DTYPE_FP16: ((uint16_t *)host)[i] = (uint16_t)((bits & 0x83ff) | 0x3800); break;
         case AH_DTYPE_FP8_E4M3: ((uint8_t *)host)[i] = (uint8_t)((bits & 0x87) | 0x30); break;
@@ -77,8 +80,9 @@ int wl_role(const ah_selection *sel, uint32_t l)
 {
     if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) return WL_NONE;
     const ah_layer_spec *s = &ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
-    return ah_spec_cacheless(s) ? WL_CACHELESS
-           : s->attn_type == AH_ATTN_ENCODER_DECODER ? WL_CROSS : WL_SELF;
+    return ah_spec_cacheless(s)                      ? WL_CACHELESS
+           : s->attn_type == AH_ATTN_ENCODER_DECODER ? WL_CROSS
+                                                     : WL_SELF;
 }
 
 /* Per-token element counts of a layer's activations: q, k, v, out, lse. */
@@ -101,13 +105,15 @@ static uint32_t cached_block_size(const ah_selection *sel)
 {
     for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) {
         int r = wl_role(sel, l);
-        if (r == WL_SELF || r == WL_CROSS) return ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
+        if (r == WL_SELF || r == WL_CROSS)
+            return ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
     }
     return 0;
 }
 
 /* Blocks in the cache: each request's own, one spare. */
-static uint32_t blocks_needed(uint32_t bs, uint32_t num_reqs, uint32_t max_seq_len, const uint32_t *req_max)
+static uint32_t blocks_needed(uint32_t bs, uint32_t num_reqs, uint32_t max_seq_len,
+                              const uint32_t *req_max)
 {
     if (!bs) return 1;
     uint64_t nb = 1;
@@ -154,8 +160,9 @@ void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_
     /* the oracle: one layer's output in double, its score rows */
     out->oracle = ref * max_tokens + 8ull * 16 * (max_seq_len + max_tokens);
     /* block table, slots, per-request state */
-    out->other = 2ull * ((uint64_t)num_reqs * mb * 4 * 2 + (uint64_t)max_tokens * 8 + num_reqs * 16) +
-                 (uint64_t)ah_selection_num_layers(sel) * sizeof(wl_layer);
+    out->other =
+        2ull * ((uint64_t)num_reqs * mb * 4 * 2 + (uint64_t)max_tokens * 8 + num_reqs * 16) +
+        (uint64_t)ah_selection_num_layers(sel) * sizeof(wl_layer);
 }
 
 /* The device's shared activation buffers, made or grown to hold every
@@ -171,7 +178,8 @@ static wl_arena *arena_of(workload *w, ah_device *dev)
 }
 
 /* A view of an arena buffer with this layer's shape. */
-static void view(ah_mirror *v, const ah_mirror *arena, DLDataType dt, int ndim, const int64_t *shape)
+static void view(ah_mirror *v, const ah_mirror *arena, DLDataType dt, int ndim,
+                 const int64_t *shape)
 {
     *v = *arena;
     v->t.dtype = dt;
@@ -213,7 +221,8 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
     int64_t hs[1] = {s->num_q_heads};
     if (s->use_sinks) {
         if (tensor_init(w, &L->sinks, L->dev, f32, 1, hs)) return -1;
-        for (uint32_t h = 0; h < s->num_q_heads; h++) ((float *)L->sinks.host)[h] = 2 * next_f(&w->rng);
+        for (uint32_t h = 0; h < s->num_q_heads; h++)
+            ((float *)L->sinks.host)[h] = 2 * next_f(&w->rng);
         if (to_device(w, &L->sinks, L->sinks.bytes)) return -1;
     }
     if (s->use_alibi) {
@@ -269,15 +278,18 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
         if (role == WL_CACHELESS) continue;
         uint32_t lbs = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
         if (bs && lbs != bs)
-            return wl_fail(w, "layer %u has block size %u, an earlier layer %u: one batch serves "
-                              "one block size (use a model or config with one)", l, lbs, bs);
+            return wl_fail(w,
+                           "layer %u has block size %u, an earlier layer %u: one batch serves "
+                           "one block size (use a model or config with one)",
+                           l, lbs, bs);
         bs = lbs;
     }
     if (!n_attn) return wl_fail(w, "the model has no attention layers");
     w->block_size = bs;
     uint32_t mb = bs ? (max_seq_len + bs - 1) / bs : 1;
-    w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len,
-                            blocks_needed(bs, num_reqs, max_seq_len, req_max)};
+    w->limits = (ah_limits){sizeof(ah_limits), num_reqs,
+                            max_tokens,        mb,
+                            max_seq_len,       blocks_needed(bs, num_reqs, max_seq_len, req_max)};
     ah_binding_options bo = {sizeof bo, w->limits, 0, 0};
     ah_error err;
     if (ah_binding_create(h, sel, &bo, &w->b, &err) != AH_OK) return wl_fail(w, "%s", err.msg);
@@ -286,7 +298,8 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
     w->enc_lens = calloc(num_reqs, sizeof *w->enc_lens);
     w->req_cap = calloc(num_reqs, sizeof *w->req_cap);
     w->blocks = malloc((size_t)num_reqs * mb * sizeof *w->blocks);
-    if (!w->layers || !w->context || !w->enc_lens || !w->req_cap || !w->blocks) return wl_fail(w, "out of host memory");
+    if (!w->layers || !w->context || !w->enc_lens || !w->req_cap || !w->blocks)
+        return wl_fail(w, "out of host memory");
     /* requests own a random permutation of the blocks: paging is exercised */
     uint32_t nb = w->limits.num_blocks;
     int32_t *perm = malloc(nb * sizeof *perm);
@@ -420,16 +433,23 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
         for (int i = 0; i < 5; i++)
             if (rows[i]->t.data) rows[i]->shape[0] = T;
     }
-    w->batch = (ah_batch){
-        .struct_size = sizeof(ah_batch), .num_reqs = w->num_reqs, .num_tokens = T,
-        .max_query_len = maxq, .max_seq_len = maxs, .num_blocks = bs ? w->limits.num_blocks : 0,
-        .query_start_loc = &w->qsl.t, .seq_lens = &w->seqlens.t,
-        .block_table = bs ? &w->table.t : NULL, .slot_mapping = bs ? &w->slots.t : NULL,
-        .query_start_loc_host = qsl, .seq_lens_host = sl,
-        .block_table_host = bs ? w->blocks : NULL, .slot_mapping_host = bs ? slots : NULL,
-        .block_table_stride = bs ? mb : 0,
-        .encoder_seq_lens = w->has_cross ? &w->encl.t : NULL,
-        .encoder_seq_lens_host = w->has_cross ? el : NULL};
+    w->batch = (ah_batch){.struct_size = sizeof(ah_batch),
+                          .num_reqs = w->num_reqs,
+                          .num_tokens = T,
+                          .max_query_len = maxq,
+                          .max_seq_len = maxs,
+                          .num_blocks = bs ? w->limits.num_blocks : 0,
+                          .query_start_loc = &w->qsl.t,
+                          .seq_lens = &w->seqlens.t,
+                          .block_table = bs ? &w->table.t : NULL,
+                          .slot_mapping = bs ? &w->slots.t : NULL,
+                          .query_start_loc_host = qsl,
+                          .seq_lens_host = sl,
+                          .block_table_host = bs ? w->blocks : NULL,
+                          .slot_mapping_host = bs ? slots : NULL,
+                          .block_table_stride = bs ? mb : 0,
+                          .encoder_seq_lens = w->has_cross ? &w->encl.t : NULL,
+                          .encoder_seq_lens_host = w->has_cross ? el : NULL};
     w->enc_pass = encoder_pass;
     if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, ah_device_stream(w->meta_dev)) != AH_OK)
         return wl_fail(w, "%s", ah_binding_errmsg(w->b));
@@ -444,7 +464,7 @@ int wl_fill(workload *w, uint32_t l)
     uint32_t T = w->batch.num_tokens;
     ah_mirror *fresh[] = {&L->q, &L->k, &L->v};
     for (int i = 0; i < 3; i++) {
-        if (!fresh[i]->t.data) continue; /* MLA: no value */
+        if (!fresh[i]->t.data) continue;     /* MLA: no value */
         if (i == 0 && w->enc_pass) continue; /* the encoder pass only stores K/V */
         size_t n = (size_t)T * fresh[i]->shape[1] * fresh[i]->shape[2];
         fill_random(&w->rng, fresh[i]->host, n, s->q_dtype);
@@ -467,13 +487,19 @@ int wl_forward(workload *w, uint32_t l, int store_kv)
     if (!L->dev) return 0; /* not attention */
     int mla = L->spec.use_mla, kv = L->role == WL_CACHELESS || (L->role == WL_SELF && store_kv);
     int cache = L->role != WL_CACHELESS;
-    ah_forward_args a = {
-        .struct_size = sizeof a, .q = &L->q.t, .key = kv ? &L->k.t : NULL,
-        .value = kv && !mla ? &L->v.t : NULL, .key_cache = cache ? &L->kcache.t : NULL,
-        .value_cache = cache && !mla ? &L->vcache.t : NULL, .out = &L->out.t, .lse = NULL,
-        .sinks = L->spec.use_sinks ? &L->sinks.t : NULL,
-        .alibi_slopes = L->spec.use_alibi ? &L->alibi.t : NULL, .k_scale = L->k_scale,
-        .v_scale = L->v_scale, .stream = ah_device_stream(L->dev)};
+    ah_forward_args a = {.struct_size = sizeof a,
+                         .q = &L->q.t,
+                         .key = kv ? &L->k.t : NULL,
+                         .value = kv && !mla ? &L->v.t : NULL,
+                         .key_cache = cache ? &L->kcache.t : NULL,
+                         .value_cache = cache && !mla ? &L->vcache.t : NULL,
+                         .out = &L->out.t,
+                         .lse = NULL,
+                         .sinks = L->spec.use_sinks ? &L->sinks.t : NULL,
+                         .alibi_slopes = L->spec.use_alibi ? &L->alibi.t : NULL,
+                         .k_scale = L->k_scale,
+                         .v_scale = L->v_scale,
+                         .stream = ah_device_stream(L->dev)};
     if (ah_binding_forward(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     return 0;
 }
@@ -483,9 +509,9 @@ int wl_write_cross(workload *w, uint32_t l)
     wl_layer *L = &w->layers[l];
     const ah_layer_spec *s = &L->spec;
     int mla = s->use_mla;
-    ah_kv_write_args a = {sizeof a,          &L->k.t,    mla ? NULL : &L->v.t, &L->kcache.t,
-                          mla ? NULL : &L->vcache.t, L->k_scale, L->v_scale,
-                          ah_device_stream(L->dev)};
+    ah_kv_write_args a = {
+        sizeof a,   &L->k.t,    mla ? NULL : &L->v.t,    &L->kcache.t, mla ? NULL : &L->vcache.t,
+        L->k_scale, L->v_scale, ah_device_stream(L->dev)};
     if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     ah_error err;
     if (ah_reference_write_kv(s, &w->batch, L->k.host, mla ? NULL : L->v.host, L->kcache.host,
@@ -525,7 +551,8 @@ void wl_advance(workload *w)
 double wl_tolerance(const ah_layer_spec *s)
 {
     double t = s->q_dtype == AH_DTYPE_FP32 ? 1e-4 : s->q_dtype == AH_DTYPE_FP16 ? 5e-3 : 2e-2;
-    if (s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2) t = t < 2e-2 ? 2e-2 : t;
+    if (s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2)
+        t = t < 2e-2 ? 2e-2 : t;
     return t;
 }
 
@@ -563,19 +590,27 @@ static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
     pb.num_tokens = p->b - p->a;
     pb.query_start_loc_host = qsl;
     pb.seq_lens_host = &sl;
-    if (b->block_table_host) pb.block_table_host = b->block_table_host + (size_t)p->r * b->block_table_stride;
+    if (b->block_table_host)
+        pb.block_table_host = b->block_table_host + (size_t)p->r * b->block_table_stride;
     if (b->slot_mapping_host) pb.slot_mapping_host = b->slot_mapping_host + t0 + p->a;
     if (b->encoder_seq_lens_host) pb.encoder_seq_lens_host = b->encoder_seq_lens_host + p->r;
     size_t row = (size_t)t0 + p->a;
-    size_t qe = (size_t)s->num_q_heads * s->qk_head_size, oe = (size_t)s->num_q_heads * s->v_head_size;
-    size_t ke = (size_t)s->num_kv_heads * s->qk_head_size, ve = (size_t)s->num_kv_heads * s->v_head_size;
+    size_t qe = (size_t)s->num_q_heads * s->qk_head_size,
+           oe = (size_t)s->num_q_heads * s->v_head_size;
+    size_t ke = (size_t)s->num_kv_heads * s->qk_head_size,
+           ve = (size_t)s->num_kv_heads * s->v_head_size;
     size_t es = ah_dtype_size(s->q_dtype);
     int nocache = L->role == WL_CACHELESS;
-    ah_ref_inputs in = {sizeof in, s, &pb, (const char *)L->q.host + row * qe * es,
+    ah_ref_inputs in = {sizeof in,
+                        s,
+                        &pb,
+                        (const char *)L->q.host + row * qe * es,
                         nocache ? NULL : L->kcache.host,
                         nocache || s->use_mla ? NULL : L->vcache.host,
-                        s->use_sinks ? L->sinks.host : NULL, s->use_alibi ? L->alibi.host : NULL,
-                        L->k_scale, L->v_scale,
+                        s->use_sinks ? L->sinks.host : NULL,
+                        s->use_alibi ? L->alibi.host : NULL,
+                        L->k_scale,
+                        L->v_scale,
                         nocache ? (const char *)L->k.host + (size_t)t0 * ke * es : NULL,
                         nocache ? (const char *)L->v.host + (size_t)t0 * ve * es : NULL};
     return ah_reference_attention(&in, w->ref + row * oe, NULL, err);
@@ -610,8 +645,9 @@ static int reference(workload *w, uint32_t l)
     uint64_t total = 0;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         uint64_t q = (uint64_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
-        uint64_t k = L->role == WL_CROSS ? (uint64_t)b->encoder_seq_lens_host[r]
-                     : L->role == WL_CACHELESS ? q : (uint64_t)b->seq_lens_host[r];
+        uint64_t k = L->role == WL_CROSS       ? (uint64_t)b->encoder_seq_lens_host[r]
+                     : L->role == WL_CACHELESS ? q
+                                               : (uint64_t)b->seq_lens_host[r];
         total += q * (k ? k : 1);
     }
     uint64_t grain = total / (8ull * w->threads) + 1;
@@ -620,8 +656,9 @@ static int reference(workload *w, uint32_t l)
     if (!pieces) return wl_fail(w, "out of host memory");
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         uint32_t q = (uint32_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
-        uint64_t k = L->role == WL_CROSS ? (uint64_t)b->encoder_seq_lens_host[r]
-                     : L->role == WL_CACHELESS ? q : (uint64_t)b->seq_lens_host[r];
+        uint64_t k = L->role == WL_CROSS       ? (uint64_t)b->encoder_seq_lens_host[r]
+                     : L->role == WL_CACHELESS ? q
+                                               : (uint64_t)b->seq_lens_host[r];
         uint32_t step = split ? (uint32_t)(grain / (k ? k : 1)) : q;
         if (step < 1) step = 1;
         for (uint32_t a = 0; a < q && n < cap; a += step) {

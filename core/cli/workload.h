@@ -28,10 +28,10 @@
 enum { WL_NONE = 0, WL_CACHELESS = 1, WL_SELF = 2, WL_CROSS = 3 };
 
 typedef struct wl_layer {
-    ah_device *dev;           /* NULL: not attention, nothing to run */
-    int role;                 /* WL_* */
+    ah_device *dev; /* NULL: not attention, nothing to run */
+    int role;       /* WL_* */
     ah_layer_spec spec;
-    ah_mirror kcache, vcache; /* self and cross layers; vcache unused for MLA */
+    ah_mirror kcache, vcache;    /* self and cross layers; vcache unused for MLA */
     ah_mirror q, k, v, out, lse; /* views of the device's shared buffers */
     ah_mirror sinks, alibi;
     float k_scale, v_scale;
@@ -48,25 +48,25 @@ typedef struct workload {
     const ah_model *m;
     uint32_t num_layers;
     wl_layer *layers;
-    ah_device *meta_dev;     /* where the batch metadata lives */
+    ah_device *meta_dev; /* where the batch metadata lives */
     ah_limits limits;
-    uint32_t block_size;     /* of the cached layers; 0: every layer is cacheless */
-    int has_cross;           /* a cross layer: batches carry encoder_seq_lens */
+    uint32_t block_size; /* of the cached layers; 0: every layer is cacheless */
+    int has_cross;       /* a cross layer: batches carry encoder_seq_lens */
     /* per-request state */
     uint32_t num_reqs;
-    uint32_t *context;       /* tokens already in the cache */
-    uint32_t *enc_lens;      /* encoder tokens per request (cross layers) */
-    uint32_t *req_cap;       /* tokens request r's blocks hold */
-    int32_t *blocks;         /* [num_reqs * max_blocks_per_req] */
+    uint32_t *context;  /* tokens already in the cache */
+    uint32_t *enc_lens; /* encoder tokens per request (cross layers) */
+    uint32_t *req_cap;  /* tokens request r's blocks hold */
+    int32_t *blocks;    /* [num_reqs * max_blocks_per_req] */
     /* the current batch */
     ah_batch batch;
-    int enc_pass;            /* the planned batch is an encoder pass */
+    int enc_pass; /* the planned batch is an encoder pass */
     ah_mirror qsl, seqlens, table, slots, encl;
     wl_arena arenas[WL_MAX_DEVS];
     uint32_t n_arenas;
-    double *ref;             /* the oracle's output for one layer */
+    double *ref; /* the oracle's output for one layer */
     size_t ref_cap;
-    uint32_t threads;        /* oracle threads */
+    uint32_t threads; /* oracle threads */
     uint64_t rng;
     char err[1024];
 } workload;

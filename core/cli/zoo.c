@@ -18,7 +18,8 @@ static void step_name(zoo_step *s)
         snprintf(s->name, sizeof s->name, "m%ux%u+%ux%u@%u", s->n_dec, s->dec_ctx, s->n_pre,
                  s->pre_len, s->pre_ctx);
     else if (s->n_dec) snprintf(s->name, sizeof s->name, "d%ux%u", s->n_dec, s->dec_ctx);
-    else if (s->pre_ctx) snprintf(s->name, sizeof s->name, "p%ux%u@%u", s->n_pre, s->pre_len, s->pre_ctx);
+    else if (s->pre_ctx)
+        snprintf(s->name, sizeof s->name, "p%ux%u@%u", s->n_pre, s->pre_len, s->pre_ctx);
     else snprintf(s->name, sizeof s->name, "p%ux%u", s->n_pre, s->pre_len);
 }
 
@@ -37,10 +38,10 @@ int zoo_parse_step(const char *t, zoo_step *s)
     memset(s, 0, sizeof *s);
     const char *p = t + 1;
     int ok = -1;
-    if (t[0] == 'd')
-        ok = num(&p, &s->n_dec) || *p++ != 'x' || num(&p, &s->dec_ctx) ? -1 : 0;
+    if (t[0] == 'd') ok = num(&p, &s->n_dec) || *p++ != 'x' || num(&p, &s->dec_ctx) ? -1 : 0;
     else if (t[0] == 'p' || t[0] == 'm') {
-        if (t[0] == 'm' && (num(&p, &s->n_dec) || *p++ != 'x' || num(&p, &s->dec_ctx) || *p++ != '+'))
+        if (t[0] == 'm' &&
+            (num(&p, &s->n_dec) || *p++ != 'x' || num(&p, &s->dec_ctx) || *p++ != '+'))
             return -1;
         ok = num(&p, &s->n_pre) || *p++ != 'x' || num(&p, &s->pre_len) ? -1 : 0;
         if (!ok && *p == '@') p++, ok = num(&p, &s->pre_ctx);
@@ -74,16 +75,17 @@ uint32_t zoo_standard_steps(int quick, zoo_step *out, uint32_t cap)
 {
     /* decode B1/B16/B64/B256 over 4k..32k; prefill 1x8k, 4x2k; 30 decodes on
      * 4k then 2 chunks of 512 on 1k cached: a chunked-prefill step */
-    static const char *const full[] = {"d1x32768", "d16x4096", "d16x16384", "d64x8192",
-                                       "d64x32768", "d256x4096", "p1x8192", "p4x2048",
-                                       "m30x4096+2x512@1024"};
+    static const char *const full[] = {"d1x32768", "d16x4096",  "d16x16384",
+                                       "d64x8192", "d64x32768", "d256x4096",
+                                       "p1x8192",  "p4x2048",   "m30x4096+2x512@1024"};
     static const char *const q[] = {"d16x4096", "d64x8192", "p4x2048", "m30x4096+2x512@1024"};
     return quick ? from_names(q, 4, out, cap) : from_names(full, 9, out, cap);
 }
 
 uint32_t zoo_tune_steps(ah_phase phase, int quick, zoo_step *out, uint32_t cap)
 {
-    static const char *const dec[] = {"d16x4096", "d64x8192"}, *const pre[] = {"p1x8192", "p4x2048"};
+    static const char *const dec[] = {"d16x4096", "d64x8192"}, *const pre[] = {"p1x8192",
+                                                                               "p4x2048"};
     return from_names(phase == AH_PHASE_DECODE ? dec : pre, quick ? 1 : 2, out, cap);
 }
 
@@ -123,12 +125,14 @@ ah_model *zoo_one_layer(const ah_layer_spec *spec, ah_error *err)
 
 void zoo_spec_label(const ah_layer_spec *s, char *b, size_t cap)
 {
-    size_t n = (size_t)snprintf(b, cap, "%u/%u d%u", s->num_q_heads, s->num_kv_heads, s->qk_head_size);
+    size_t n =
+        (size_t)snprintf(b, cap, "%u/%u d%u", s->num_q_heads, s->num_kv_heads, s->qk_head_size);
 #define ADD(...) \
     if (n < cap) n += (size_t)snprintf(b + n, cap - n, __VA_ARGS__)
     if (s->v_head_size != s->qk_head_size) ADD("/%u", s->v_head_size);
     ADD(" %s", ah_dtype_name(s->q_dtype));
-    if (s->kv_dtype != AH_DTYPE_AUTO && s->kv_dtype != s->q_dtype) ADD(" kv-%s", ah_dtype_name(s->kv_dtype));
+    if (s->kv_dtype != AH_DTYPE_AUTO && s->kv_dtype != s->q_dtype)
+        ADD(" kv-%s", ah_dtype_name(s->kv_dtype));
     if (s->sliding_window) ADD(" w%u", s->sliding_window);
     if (s->softcap > 0) ADD(" cap%g", s->softcap);
     if (s->use_sinks) ADD(" sinks");
@@ -167,8 +171,8 @@ void zoo_work(const ah_layer_spec *s, const zoo_step *st, double *flops, double 
                             : (double)s->num_kv_heads * (s->qk_head_size + s->v_head_size) *
                                   ah_dtype_size(s->kv_dtype);
     *flops = 2.0 * s->num_q_heads * (s->qk_head_size + s->v_head_size) * keys;
-    *bytes = rows * row +
-             tokens * s->num_q_heads * (s->qk_head_size + s->v_head_size) * ah_dtype_size(s->q_dtype);
+    *bytes = rows * row + tokens * s->num_q_heads * (s->qk_head_size + s->v_head_size) *
+                              ah_dtype_size(s->q_dtype);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -190,7 +194,8 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
     workload w = {0};
     int rc = -1;
     uint32_t R = st->n_dec + st->n_pre, T = st->n_dec + st->n_pre * st->pre_len;
-    uint32_t max_seq = st->dec_ctx + 1 > st->pre_ctx + st->pre_len ? st->dec_ctx + 1 : st->pre_ctx + st->pre_len;
+    uint32_t max_seq =
+        st->dec_ctx + 1 > st->pre_ctx + st->pre_len ? st->dec_ctx + 1 : st->pre_ctx + st->pre_len;
     uint32_t *q = malloc(R * sizeof *q);
     double *ms = malloc((size_t)iters * sizeof *ms);
     memset(out, 0, sizeof *out);

@@ -18,9 +18,9 @@
 #include <attnhost/attnhost.h>
 
 typedef struct zoo_step {
-    char name[48];                     /* "d64x8192", "p4x2048", "m30x4096+2x512@1024" */
-    uint32_t n_dec, dec_ctx;           /* decode requests, first, each on dec_ctx cached tokens */
-    uint32_t n_pre, pre_len, pre_ctx;  /* then prefill requests: pre_len new on pre_ctx cached */
+    char name[48];                    /* "d64x8192", "p4x2048", "m30x4096+2x512@1024" */
+    uint32_t n_dec, dec_ctx;          /* decode requests, first, each on dec_ctx cached tokens */
+    uint32_t n_pre, pre_len, pre_ctx; /* then prefill requests: pre_len new on pre_ctx cached */
 } zoo_step;
 
 /* "dBxC" (B decodes on C cached), "pBxL[@C]" (B prefills of L new tokens on
@@ -54,8 +54,8 @@ typedef struct zoo_timing {
  * iters timings of b2b forwards each. 0 fine; -1 with why in err.
  * bw_gbs (may be NULL): when it holds 0, the bandwidth ceiling of the
  * step's device is measured into it (cpu_read_gbs or device_copy_gbs). */
-int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *step, int iters,
-             int b2b, zoo_timing *out, double *bw_gbs, char *err, size_t cap);
+int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *step,
+             int iters, int b2b, zoo_timing *out, double *bw_gbs, char *err, size_t cap);
 
 /* The FLOPs and bytes of step on a resolved spec. */
 void zoo_work(const ah_layer_spec *s, const zoo_step *step, double *flops, double *bytes);

@@ -6,7 +6,4 @@
  */
 #include "scan_int.h"
 
-int main(int argc, char **argv)
-{
-    return ah__scanner_main(argc, argv);
-}
+int main(int argc, char **argv) { return ah__scanner_main(argc, argv); }

@@ -51,7 +51,8 @@ void ah__batch_part_decode(ah_batch_part *p, const ah_batch *b, const ah_split_s
     p->seq_shape = s->nd;
     p->table_shape[0] = s->nd;
     p->table_shape[1] = b->block_table && b->block_table->ndim > 1 && b->block_table->shape
-                            ? b->block_table->shape[1] : 1;
+                            ? b->block_table->shape[1]
+                            : 1;
     p->slots_shape = s->nd_tokens;
     p->batch.query_start_loc = view(&p->qsl, b->query_start_loc, 0, &p->qsl_shape);
     p->batch.seq_lens = view(&p->seq, b->seq_lens, 0, &p->seq_shape);
@@ -82,7 +83,8 @@ void ah__batch_part_prefill(ah_batch_part *p, const ah_batch *b, const ah_split_
     p->seq_shape = np;
     p->table_shape[0] = np;
     p->table_shape[1] = b->block_table && b->block_table->ndim > 1 && b->block_table->shape
-                            ? b->block_table->shape[1] : 1;
+                            ? b->block_table->shape[1]
+                            : 1;
     p->slots_shape = p->batch.num_tokens;
     p->batch.query_start_loc = view(&p->qsl, b->query_start_loc, 0, &p->qsl_shape);
     if (p->batch.query_start_loc) {

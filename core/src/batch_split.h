@@ -12,11 +12,11 @@
 
 /* What one pass over query_start_loc_host found. */
 typedef struct ah_split_scan {
-    uint32_t nd;           /* leading requests of query_len <= qmax */
-    uint32_t nd_tokens;    /* their tokens: query_start_loc[nd] */
-    uint32_t nd_max_q;     /* their longest query and sequence */
+    uint32_t nd;        /* leading requests of query_len <= qmax */
+    uint32_t nd_tokens; /* their tokens: query_start_loc[nd] */
+    uint32_t nd_max_q;  /* their longest query and sequence */
     uint32_t nd_max_seq;
-    int decode_later;      /* a request of query_len <= qmax follows a longer one */
+    int decode_later; /* a request of query_len <= qmax follows a longer one */
 } ah_split_scan;
 
 void ah__split_scan(const ah_batch *b, uint32_t qmax, ah_split_scan *out);

@@ -79,14 +79,15 @@ static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, cons
     if (!b->query_start_loc_host) return fail(err, "query_start_loc_host is NULL");
     if (!cacheless && !b->seq_lens_host) return fail(err, "seq_lens_host is NULL");
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER && !ah_batch_encoder_seq_lens(b))
-        return fail(err, "encoder_seq_lens_host is NULL (or the batch's struct_size %" PRIu32
-                         " predates it): a cross-attention (encoder_decoder) layer reads each "
-                         "request's encoder_seq_lens[r] encoder tokens",
+        return fail(err,
+                    "encoder_seq_lens_host is NULL (or the batch's struct_size %" PRIu32
+                    " predates it): a cross-attention (encoder_decoder) layer reads each "
+                    "request's encoder_seq_lens[r] encoder tokens",
                     b->struct_size);
     if (!lim) return AH_OK;
     if (lim->struct_size < sizeof(ah_limits))
-        return fail(err, "limits: struct_size %" PRIu32 " is too small (need %zu)", lim->struct_size,
-                    sizeof(ah_limits));
+        return fail(err, "limits: struct_size %" PRIu32 " is too small (need %zu)",
+                    lim->struct_size, sizeof(ah_limits));
     if (b->num_reqs > lim->max_num_reqs)
         return fail(err, "num_reqs = %" PRIu32 " exceeds limits.max_num_reqs = %" PRIu32,
                     b->num_reqs, lim->max_num_reqs);
@@ -140,12 +141,15 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
                 continue;
             }
             if (first_pad >= 0)
-                return fail(err, "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
-                                 " has query_len %" PRId64 " after padded request %" PRId64,
+                return fail(err,
+                            "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                            " has query_len %" PRId64 " after padded request %" PRId64,
                             r + 1, qsl[r + 1], r, q, first_pad);
             if (lim && q > lim->max_seq_len)
-                return fail(err, "request %" PRIu32 " has query_len %" PRId64
-                                 " above limits.max_seq_len = %" PRIu32, r, q, lim->max_seq_len);
+                return fail(err,
+                            "request %" PRIu32 " has query_len %" PRId64
+                            " above limits.max_seq_len = %" PRIu32,
+                            r, q, lim->max_seq_len);
             if (q > *max_q) *max_q = q;
             if (q > *max_s) *max_s = q;
             if (q < *min_s) *min_s = q;
@@ -169,8 +173,7 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
                         " (query_len 0); padded requests come after every real request",
                         r + 1, qsl[r + 1], r, q, first_pad);
         int64_t s = sl[r];
-        if (s < 1)
-            return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
+        if (s < 1) return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
         if (cacheless && s != q)
             return fail(err,
                         "seq_lens[%" PRIu32 "] = %" PRId64 ", but request %" PRIu32
@@ -183,17 +186,21 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
                         "'s query_len %" PRId64 " (the cache holds the new tokens too)",
                         r, s, r, q);
         if (lim && s > lim->max_seq_len)
-            return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " exceeds limits.max_seq_len = %" PRIu32,
+            return fail(err,
+                        "seq_lens[%" PRIu32 "] = %" PRId64 " exceeds limits.max_seq_len = %" PRIu32,
                         r, s, lim->max_seq_len);
         if (q > *max_q) *max_q = q;
         if (s > *max_s) *max_s = s;
         if (s < *min_s) *min_s = s;
     }
     if (first_pad == 0)
-        return fail(err, "query_start_loc[1] = %" PRId32 ": every request is padding (query_len 0); "
-                         "a batch needs at least one real request", qsl[1]);
+        return fail(err,
+                    "query_start_loc[1] = %" PRId32 ": every request is padding (query_len 0); "
+                    "a batch needs at least one real request",
+                    qsl[1]);
     if ((int64_t)qsl[b->num_reqs] != (int64_t)b->num_tokens)
-        return fail(err, "query_start_loc[%" PRIu32 "] = %" PRId32 ", expected num_tokens = %" PRIu32,
+        return fail(err,
+                    "query_start_loc[%" PRIu32 "] = %" PRId32 ", expected num_tokens = %" PRIu32,
                     b->num_reqs, qsl[b->num_reqs], b->num_tokens);
     if (b->max_query_len < *max_q)
         return fail(err, "max_query_len = %" PRIu32 " is below the longest query (%" PRId64 ")",
@@ -221,7 +228,8 @@ static ah_status check_released(const ah_batch *b, const ah_layer_spec *spec, ui
     const int64_t p0 = (int64_t)b->seq_lens_host[r] - q, last = (k + 1) * bs - 1;
     if (q == 0)
         return fail(err,
-                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block in padded "
+                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                    ": a released block in padded "
                     "request %" PRIu32 ", whose blocks a kernel may read: padding uses blocks "
                     "inside the cache",
                     r, k, v, r);
@@ -233,7 +241,8 @@ static ah_status check_released(const ah_batch *b, const ah_layer_spec *spec, ui
                     r, k, v, ah_attn_type_str(spec->attn_type));
     if (!w)
         return fail(err,
-                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 " is outside the cache (%" PRIu32
+                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                    " is outside the cache (%" PRIu32
                     " blocks): a negative entry marks a released block, but %s, so request %" PRIu32
                     "'s queries may read every key (positions %" PRId64 "..%" PRId64
                     " of this block included)",
@@ -242,10 +251,11 @@ static ah_status check_released(const ah_batch *b, const ah_layer_spec *spec, ui
         int64_t lo = p0 - (int64_t)w + 1;
         return fail(err,
                     "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block, but "
-                    "request %" PRIu32 "'s first query token (position %" PRId64 ", sliding_window %"
-                    PRIu32 ") still sees keys from position %" PRId64 " on, and the block holds "
-                    "positions %" PRId64 "..%" PRId64 "; only blocks wholly before position %" PRId64
-                    " may be released",
+                    "request %" PRIu32 "'s first query token (position %" PRId64
+                    ", sliding_window %" PRIu32 ") still sees keys from position %" PRId64
+                    " on, and the block holds "
+                    "positions %" PRId64 "..%" PRId64
+                    "; only blocks wholly before position %" PRId64 " may be released",
                     r, k, v, r, p0, w, lo < 0 ? 0 : lo, k * bs, last, lo < 0 ? 0 : lo);
     }
     return AH_OK;
@@ -272,8 +282,8 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
                         "), above limits.max_blocks_per_req = %" PRIu32,
                         r, need, b->seq_lens_host[r], lim->max_blocks_per_req);
     }
-    if (ah__table_max_unsigned(b->block_table_host, b->block_table_stride, b->seq_lens_host, b->num_reqs,
-                               &div) < b->num_blocks)
+    if (ah__table_max_unsigned(b->block_table_host, b->block_table_stride, b->seq_lens_host,
+                               b->num_reqs, &div) < b->num_blocks)
         return AH_OK;
     /* the slow path: released entries, or a culprit to name */
     for (uint32_t r = 0; r < b->num_reqs; r++) {
@@ -317,13 +327,15 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
             if (cross) continue;
             int64_t pos = first_pos + (t - t0);
             /* shift and mask for power-of-two block sizes */
-            uint32_t blk = (uint32_t)ah__div(&div, (uint64_t)pos), off = (uint32_t)ah__mod(&div, (uint64_t)pos);
+            uint32_t blk = (uint32_t)ah__div(&div, (uint64_t)pos),
+                     off = (uint32_t)ah__mod(&div, (uint64_t)pos);
             int64_t want = (int64_t)row[blk] * bs + off;
             if (slot != want)
                 return fail(err,
                             "slot_mapping[%" PRId32 "] = %" PRId64 ", but token position %" PRId64
-                            " of request %" PRIu32 " lives at slot %" PRId64 " (block_table[%" PRIu32
-                            "][%" PRId64 "] = %" PRId32 ", block_size %" PRId64 ")",
+                            " of request %" PRIu32 " lives at slot %" PRId64
+                            " (block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                            ", block_size %" PRId64 ")",
                             t, slot, pos, r, want, r, pos / bs, row[pos / bs], bs);
         }
     }
@@ -338,14 +350,17 @@ static ah_status check_encoder(const ah_batch *b, const ah_layer_spec *spec, con
     const int64_t bs = spec->block_size;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t e = el[r];
-        if (e < 0) return fail(err, "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 0)", r, e);
+        if (e < 0)
+            return fail(err, "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 0)", r, e);
         if (e > (int64_t)b->max_seq_len)
             return fail(err,
                         "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " exceeds max_seq_len = %" PRIu32
                         " (which bounds encoder lengths too)",
                         r, e, b->max_seq_len);
         if (lim && e > (int64_t)lim->max_seq_len)
-            return fail(err, "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " exceeds limits.max_seq_len = %" PRIu32,
+            return fail(err,
+                        "encoder_seq_lens[%" PRIu32 "] = %" PRId64
+                        " exceeds limits.max_seq_len = %" PRIu32,
                         r, e, lim->max_seq_len);
         int64_t need = (e + bs - 1) / bs;
         if (need > (int64_t)b->block_table_stride)
@@ -355,8 +370,9 @@ static ah_status check_encoder(const ah_batch *b, const ah_layer_spec *spec, con
                         ") needs %" PRId64 " blocks",
                         b->block_table_stride, r, e, bs, need);
         if (lim && need > (int64_t)lim->max_blocks_per_req)
-            return fail(err, "request %" PRIu32 "'s encoder tokens need %" PRId64
-                             " blocks, above limits.max_blocks_per_req = %" PRIu32,
+            return fail(err,
+                        "request %" PRIu32 "'s encoder tokens need %" PRId64
+                        " blocks, above limits.max_blocks_per_req = %" PRIu32,
                         r, need, lim->max_blocks_per_req);
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
         for (int64_t k = 0; k < need; k++)
@@ -403,7 +419,8 @@ ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
 ah_status ah_batch_group_view(const ah_batch *batch, uint32_t g, ah_batch *view, ah_error *err)
 {
     if (!batch || !view) return fail(err, "ah_batch_group_view: batch and view are required");
-    if (batch->struct_size < offsetof(ah_batch, block_table_stride) + sizeof batch->block_table_stride)
+    if (batch->struct_size <
+        offsetof(ah_batch, block_table_stride) + sizeof batch->block_table_stride)
         return fail(err, "batch: struct_size %" PRIu32 " is too small", batch->struct_size);
     const uint32_t n = ah_batch_num_kv_groups(batch);
     memset(view, 0, sizeof *view);
@@ -415,11 +432,11 @@ ah_status ah_batch_group_view(const ah_batch *batch, uint32_t g, ah_batch *view,
         if (g == 0) return AH_OK;
         return fail(err,
                     "num_kv_groups = 0 (the batch's own block_table is group 0 and there is no "
-                    "other), but the layer is in kv_group %" PRIu32 ": pass every group in kv_groups",
+                    "other), but the layer is in kv_group %" PRIu32
+                    ": pass every group in kv_groups",
                     g);
     }
-    if (!batch->kv_groups)
-        return fail(err, "num_kv_groups = %" PRIu32 " but kv_groups is NULL", n);
+    if (!batch->kv_groups) return fail(err, "num_kv_groups = %" PRIu32 " but kv_groups is NULL", n);
     if (g >= n)
         return fail(err,
                     "num_kv_groups = %" PRIu32 ", but the layer is in kv_group %" PRIu32
@@ -427,8 +444,9 @@ ah_status ah_batch_group_view(const ah_batch *batch, uint32_t g, ah_batch *view,
                     n, g);
     const ah_kv_group *e = &batch->kv_groups[g];
     if (e->struct_size < offsetof(ah_kv_group, block_table_stride) + sizeof e->block_table_stride)
-        return fail(err, "kv_groups[%" PRIu32 "].struct_size = %" PRIu32 " is too small (need %zu)", g,
-                    e->struct_size, offsetof(ah_kv_group, block_table_stride) + sizeof(uint32_t));
+        return fail(err, "kv_groups[%" PRIu32 "].struct_size = %" PRIu32 " is too small (need %zu)",
+                    g, e->struct_size,
+                    offsetof(ah_kv_group, block_table_stride) + sizeof(uint32_t));
     if (!e->block_table_host) return AH_OK; /* the batch's own fields */
     view->num_blocks = e->num_blocks;
     view->block_table = e->block_table;
@@ -455,8 +473,9 @@ ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spe
     if (!batch) return fail(err, "batch is NULL");
     if (!spec) return fail(err, "layer spec is NULL");
     const uint32_t g = ah_spec_kv_group(spec);
-    const int grouped = g || (batch->struct_size >= offsetof(ah_batch, block_table_stride) + sizeof(uint32_t) &&
-                              ah_batch_num_kv_groups(batch));
+    const int grouped =
+        g || (batch->struct_size >= offsetof(ah_batch, block_table_stride) + sizeof(uint32_t) &&
+              ah_batch_num_kv_groups(batch));
     ah_batch view;
     if (!ah_spec_cacheless(spec)) {
         ah_status s = ah_batch_group_view(batch, g, &view, err);
@@ -489,7 +508,8 @@ ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *s
     if (ah_spec_cacheless(spec)) return AH_OK;
     s = check_block_table(batch, spec, limits, release_window, release_why, &rel, err);
     if (s != AH_OK) return in_group(s, group, err);
-    if (spec->attn_type == AH_ATTN_ENCODER_DECODER && (s = check_encoder(batch, spec, limits, err)) != AH_OK)
+    if (spec->attn_type == AH_ATTN_ENCODER_DECODER &&
+        (s = check_encoder(batch, spec, limits, err)) != AH_OK)
         return in_group(s, group, err);
     s = check_slots(batch, spec, err);
     if (s != AH_OK) return in_group(s, group, err);

@@ -24,10 +24,10 @@ enum { PART_WHOLE = 0, PART_DECODE = 1, PART_PREFILL = 2 };
 enum { LIST_DECODE = 0, LIST_PREFILL = 1, LIST_SPLIT = 2, LIST_COUNT };
 
 typedef struct bound_state {
-    int slot;             /* plugin slot in the host */
-    int role;             /* -1: serves both phases of its layers; else the ah_phase */
-    ah_context *ctx;      /* the plugin's context on the binding's device */
-    ah_layer_spec spec;   /* resolved */
+    int slot;           /* plugin slot in the host */
+    int role;           /* -1: serves both phases of its layers; else the ah_phase */
+    ah_context *ctx;    /* the plugin's context on the binding's device */
+    ah_layer_spec spec; /* resolved */
     ah_state *st;
     ah_device *dev;       /* the binding's device of that plugin */
     uint32_t dev_idx;     /* index of dev in the binding's devs */
@@ -67,42 +67,42 @@ struct ah_binding {
     uint32_t *layer_state[AH_PHASE_COUNT]; /* layer -> index into states */
     uint32_t num_layers;
     /* fixed at creation */
-    uint8_t *layer_split;  /* 1: the layer's decode and prefill states differ */
-    uint32_t decode_qmax;  /* a request is decode when its query_len <= this */
-    const char *split_why; /* why no batch of this binding can be split, or NULL */
+    uint8_t *layer_split;   /* 1: the layer's decode and prefill states differ */
+    uint32_t decode_qmax;   /* a request is decode when its query_len <= this */
+    const char *split_why;  /* why no batch of this binding can be split, or NULL */
     uint32_t split_granule; /* the decode part's tokens must be a multiple of it */
     plan_item *plans[LIST_COUNT];
     uint32_t n_plans[LIST_COUNT];
     int32_t mask_bad[LIST_COUNT]; /* per list: a decoder state whose plugin lacks
                                      AH_FEAT_TREE_MASK, or -1 */
-    uint32_t *checks;      /* states whose specs validate a batch (distinct groups,
-                              block sizes, kinds and fills) */
+    uint32_t *checks;             /* states whose specs validate a batch (distinct groups,
+                                     block sizes, kinds and fills) */
     uint32_t n_checks;
     /* KV-cache groups (ABI 2.1), fixed at creation */
-    uint32_t n_groups;     /* 1 + the largest kv_group of a cache layer */
-    uint32_t *release_w;   /* per group: the window that may hide released
-                              blocks (the smallest over its layers), 0: none */
-    const char **release_why; /* per group: why release_w is 0 (static text) */
-    char (*release_buf)[96];  /* per group: the text release_why points at */
+    uint32_t n_groups;                 /* 1 + the largest kv_group of a cache layer */
+    uint32_t *release_w;               /* per group: the window that may hide released
+                                          blocks (the smallest over its layers), 0: none */
+    const char **release_why;          /* per group: why release_w is 0 (static text) */
+    char (*release_buf)[96];           /* per group: the text release_why points at */
     int32_t *released_bad[LIST_COUNT]; /* per list and group: a state of the
                                           group whose plugin lacks
                                           AH_FEAT_RELEASED_BLOCKS, or -1 */
-    int *released;         /* per group: the last validated batch has released blocks */
-    ah_batch *gbatch;      /* per group: the planned batch with the group's paging */
-    int32_t *qsl_host;     /* the prefill part's rebased query_start_loc */
-    void **qsl_dev;        /* per device: its copy (NULL: the host buffer serves) */
-    uint8_t *dev_prefill;  /* per device: serves a prefill part */
-    ah_batch_part *dparts; /* per group: the decode part */
-    ah_batch_part *pparts; /* per group and device (g * n_devs + d): the prefill part */
+    int *released;                     /* per group: the last validated batch has released blocks */
+    ah_batch *gbatch;                  /* per group: the planned batch with the group's paging */
+    int32_t *qsl_host;                 /* the prefill part's rebased query_start_loc */
+    void **qsl_dev;                    /* per device: its copy (NULL: the host buffer serves) */
+    uint8_t *dev_prefill;              /* per device: serves a prefill part */
+    ah_batch_part *dparts;             /* per group: the decode part */
+    ah_batch_part *pparts;             /* per group and device (g * n_devs + d): the prefill part */
     /* the last planned step */
     ah_phase phase;
     int planned;
     int split;
     uint32_t nd, nd_tokens;
     const char *why;
-    ah_batch batch;       /* the last planned batch (the engine's pointers), as
-                             ABI 2.1 sees it: fields its struct_size does not
-                             cover are zero */
+    ah_batch batch; /* the last planned batch (the engine's pointers), as
+                       ABI 2.1 sees it: fields its struct_size does not
+                       cover are zero */
     char errmsg[1024];
 };
 
@@ -197,12 +197,16 @@ static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, int rol
 static ah_status check_limits(const ah_limits *l, ah_error *err)
 {
     if (l->struct_size < sizeof(ah_limits)) {
-        snprintf(err->msg, sizeof err->msg, "ah_limits.struct_size %u is too small", l->struct_size);
+        snprintf(err->msg, sizeof err->msg, "ah_limits.struct_size %u is too small",
+                 l->struct_size);
         return AH_ERR_ABI;
     }
-    const char *zero = !l->max_num_reqs ? "max_num_reqs" : !l->max_num_tokens ? "max_num_tokens"
-                       : !l->max_blocks_per_req ? "max_blocks_per_req" : !l->max_seq_len ? "max_seq_len"
-                       : !l->num_blocks ? "num_blocks" : NULL;
+    const char *zero = !l->max_num_reqs         ? "max_num_reqs"
+                       : !l->max_num_tokens     ? "max_num_tokens"
+                       : !l->max_blocks_per_req ? "max_blocks_per_req"
+                       : !l->max_seq_len        ? "max_seq_len"
+                       : !l->num_blocks         ? "num_blocks"
+                                                : NULL;
     if (zero) {
         snprintf(err->msg, sizeof err->msg, "limits: %s must be at least 1", zero);
         return AH_ERR_INVALID_ARGUMENT;
@@ -224,13 +228,15 @@ static int plan_add(ah_binding *b, int list, uint32_t state, uint32_t part)
 static uint32_t row_granule(const ah_layer_spec *s)
 {
     const size_t e = ah_dtype_size(s->q_dtype);
-    const size_t rows[5] = {s->num_q_heads * s->qk_head_size * e, s->num_kv_heads * s->qk_head_size * e,
-                            s->num_kv_heads * s->v_head_size * e, s->num_q_heads * s->v_head_size * e,
-                            s->num_q_heads * sizeof(float)};
+    const size_t rows[5] = {s->num_q_heads * s->qk_head_size * e,
+                            s->num_kv_heads * s->qk_head_size * e,
+                            s->num_kv_heads * s->v_head_size * e,
+                            s->num_q_heads * s->v_head_size * e, s->num_q_heads * sizeof(float)};
     uint32_t g = 1;
     for (int i = 0; i < 5; i++) {
         uint32_t need = 16;
-        while (need > 1 && rows[i] % need) need /= 2; /* the largest power of two dividing it, up to 16 */
+        while (need > 1 && rows[i] % need)
+            need /= 2; /* the largest power of two dividing it, up to 16 */
         if (16 / need > g) g = 16 / need;
     }
     return g;
@@ -286,7 +292,8 @@ static ah_status prepare_groups(ah_binding *b, ah_error *err)
             b->release_w[g] = UINT32_MAX;
         }
         const bound_state *a = &b->states[first[g] - 1];
-        if (G > 1 && (a->spec.kv_layout != bs->spec.kv_layout || a->spec.block_size != bs->spec.block_size)) {
+        if (G > 1 && (a->spec.kv_layout != bs->spec.kv_layout ||
+                      a->spec.block_size != bs->spec.block_size)) {
             snprintf(err->msg, sizeof err->msg,
                      "layers %u (%s) and %u (%s) are both in kv_group %u but resolve to kv_layout "
                      "%s / %s, block_size %u / %u: a group shares one cache layout; set kv_layout "
@@ -316,7 +323,8 @@ static ah_status prepare_groups(ah_binding *b, ah_error *err)
             const bound_state *bs = &b->states[si];
             if (ah_spec_cacheless(&bs->spec)) continue;
             int32_t *bad = &b->released_bad[li][bs->spec.kv_group];
-            if (*bad < 0 && !(caps_of(b, bs->slot)->features & AH_FEAT_RELEASED_BLOCKS)) *bad = (int32_t)si;
+            if (*bad < 0 && !(caps_of(b, bs->slot)->features & AH_FEAT_RELEASED_BLOCKS))
+                *bad = (int32_t)si;
         }
     return AH_OK;
 }
@@ -340,7 +348,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     b->decode_qmax = UINT32_MAX;
     b->split_granule = 1;
     for (uint32_t l = 0; l < L; l++) {
-        const uint32_t sd = b->layer_state[AH_PHASE_DECODE][l], sp = b->layer_state[AH_PHASE_PREFILL][l];
+        const uint32_t sd = b->layer_state[AH_PHASE_DECODE][l],
+                       sp = b->layer_state[AH_PHASE_PREFILL][l];
         if (sp == NO_STATE) continue; /* not attention: nothing to plan */
         const bound_state *D = &b->states[sd], *P = &b->states[sp];
         uint32_t qmax = caps_of(b, D->slot)->decode_query_len_max;
@@ -368,7 +377,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
         b->mask_bad[li] = -1;
         for (uint32_t i = 0; i < b->n_plans[li] && b->mask_bad[li] < 0; i++) {
             const bound_state *bs = &b->states[b->plans[li][i].state];
-            if (bs->spec.attn_type == AH_ATTN_DECODER && !(caps_of(b, bs->slot)->features & AH_FEAT_TREE_MASK))
+            if (bs->spec.attn_type == AH_ATTN_DECODER &&
+                !(caps_of(b, bs->slot)->features & AH_FEAT_TREE_MASK))
                 b->mask_bad[li] = (int32_t)b->plans[li][i].state;
         }
     }
@@ -393,7 +403,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
         if (!b->dev_prefill[d] || !ops_of(b, ah__device_slot(b->devs[d]))->mem_alloc) continue;
         ah_status s = ah_device_alloc(b->devs[d], qbytes, &b->qsl_dev[d]);
         if (s != AH_OK) {
-            snprintf(err->msg, sizeof err->msg, "%s: allocating the split batch's query_start_loc: %s",
+            snprintf(err->msg, sizeof err->msg,
+                     "%s: allocating the split batch's query_start_loc: %s",
                      plugin_name(b, ah__device_slot(b->devs[d])), ah_device_errmsg(b->devs[d]));
             return s;
         }
@@ -527,9 +538,11 @@ ah_phase ah_binding_phase(const ah_binding *b) { return b->phase; }
 
 /* Build the two parts of a split step; the prefill part's query_start_loc
  * goes to each device that plans one, on the step's stream. */
-static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_split_scan *sc, void *stream)
+static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_split_scan *sc,
+                             void *stream)
 {
-    for (uint32_t g = 0; g < b->n_groups; g++) ah__batch_part_decode(&b->dparts[g], &b->gbatch[g], sc);
+    for (uint32_t g = 0; g < b->n_groups; g++)
+        ah__batch_part_decode(&b->dparts[g], &b->gbatch[g], sc);
     ah__split_rebase_qsl(batch, sc->nd, b->qsl_host);
     const size_t bytes = ((size_t)batch->num_reqs - sc->nd + 1) * sizeof(int32_t);
     for (uint32_t d = 0; d < b->n_devs; d++) {
@@ -547,7 +560,8 @@ static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_spli
             dst = b->qsl_dev[d];
         }
         for (uint32_t g = 0; g < b->n_groups; g++)
-            ah__batch_part_prefill(&b->pparts[(size_t)g * b->n_devs + d], &b->gbatch[g], sc, b->qsl_host, dst);
+            ah__batch_part_prefill(&b->pparts[(size_t)g * b->n_devs + d], &b->gbatch[g], sc,
+                                   b->qsl_host, dst);
     }
     return AH_OK;
 }
@@ -557,7 +571,8 @@ static const char *const part_names[] = {"", " (decode part)", " (prefill part)"
 /* The smallest ah_batch accepted: ABI 2.0's. */
 #define BATCH_SIZE_20 (offsetof(ah_batch, common_prefix_len) + sizeof(uint32_t))
 
-ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_mode mode, void *stream)
+ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_mode mode,
+                          void *stream)
 {
     b->planned = 0;
     if (!engine_batch || engine_batch->struct_size < BATCH_SIZE_20)
@@ -566,17 +581,20 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
      * binding owns (plugins may keep the pointer until the step ends). */
     ah_batch *whole = &b->batch;
     memset(whole, 0, sizeof *whole);
-    memcpy(whole, engine_batch, engine_batch->struct_size < sizeof *whole ? engine_batch->struct_size : sizeof *whole);
+    memcpy(whole, engine_batch,
+           engine_batch->struct_size < sizeof *whole ? engine_batch->struct_size : sizeof *whole);
     whole->struct_size = sizeof *whole;
     const ah_batch *batch = whole;
-    if ((unsigned)mode > AH_PLAN_REPLAY) return fail(b, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
+    if ((unsigned)mode > AH_PLAN_REPLAY)
+        return fail(b, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
     /* KV-cache groups: every group's view of the batch (pointers only) */
     const uint32_t nk = ah_batch_num_kv_groups(batch);
     if (nk ? nk != b->n_groups : b->n_groups > 1)
-        return fail(b, AH_ERR_INVALID_ARGUMENT,
-                    "batch: num_kv_groups = %u, but the model has %u KV-cache groups: pass kv_groups "
-                    "with one entry per group%s",
-                    nk, b->n_groups, b->n_groups == 1 ? " (or none)" : "");
+        return fail(
+            b, AH_ERR_INVALID_ARGUMENT,
+            "batch: num_kv_groups = %u, but the model has %u KV-cache groups: pass kv_groups "
+            "with one entry per group%s",
+            nk, b->n_groups, b->n_groups == 1 ? " (or none)" : "");
     for (uint32_t g = 0; g < b->n_groups; g++) {
         ah_error err;
         ah_status s = ah_batch_group_view(batch, g, &b->gbatch[g], &err);
@@ -589,9 +607,9 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
             const bound_state *cs = &b->states[b->checks[c]];
             const uint32_t g = ah_spec_cacheless(&cs->spec) ? 0 : cs->spec.kv_group;
             int rel = 0;
-            ah_status s = ah__batch_validate_group(&b->gbatch[g], &cs->spec, &b->limits, seq_len_fill(b, cs),
-                                                   nk ? g : UINT32_MAX, b->release_w[g],
-                                                   b->release_why[g], &rel, &err);
+            ah_status s = ah__batch_validate_group(&b->gbatch[g], &cs->spec, &b->limits,
+                                                   seq_len_fill(b, cs), nk ? g : UINT32_MAX,
+                                                   b->release_w[g], b->release_why[g], &rel, &err);
             if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
             if (rel) b->released[g] = 1;
         }
@@ -609,12 +627,12 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
             list = LIST_PREFILL;
             nd = nd_tokens = 0;
             if (sc.nd || sc.decode_later) {
-                why = sc.decode_later                      ? WHY_ORDER
-                      : b->split_why                       ? b->split_why
-                      : mode != AH_PLAN_EAGER              ? WHY_GRAPH
-                      : batch->common_prefix_len           ? WHY_CASCADE
-                      : sc.nd_tokens % b->split_granule    ? WHY_ALIGN
-                                                           : NULL;
+                why = sc.decode_later                   ? WHY_ORDER
+                      : b->split_why                    ? b->split_why
+                      : mode != AH_PLAN_EAGER           ? WHY_GRAPH
+                      : batch->common_prefix_len        ? WHY_CASCADE
+                      : sc.nd_tokens % b->split_granule ? WHY_ALIGN
+                                                        : NULL;
                 if (!why) {
                     why = "";
                     split = 1;
@@ -645,11 +663,12 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     for (uint32_t g = 0; g < b->n_groups; g++)
         if (b->released[g] && b->released_bad[list][g] >= 0) {
             const bound_state *bad = &b->states[b->released_bad[list][g]];
-            return fail(b, AH_ERR_UNSUPPORTED,
-                        "batch: kv group %u has released blocks (negative block_table entries), but "
-                        "layer %u's %s does not claim the released_blocks feature, so it might read "
-                        "them: keep those blocks in the table for this plugin",
-                        g, bad->first_layer, plugin_name(b, bad->slot));
+            return fail(
+                b, AH_ERR_UNSUPPORTED,
+                "batch: kv group %u has released blocks (negative block_table entries), but "
+                "layer %u's %s does not claim the released_blocks feature, so it might read "
+                "them: keep those blocks in the table for this plugin",
+                g, bad->first_layer, plugin_name(b, bad->slot));
         }
     if (split) {
         ah_status s = build_parts(b, batch, &sc, stream);
@@ -659,9 +678,10 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
         const plan_item *it = &b->plans[list][i];
         bound_state *bs = &b->states[it->state];
         const uint32_t g = ah_spec_cacheless(&bs->spec) ? 0 : bs->spec.kv_group;
-        const ah_batch *part = it->part == PART_WHOLE    ? &b->gbatch[g]
-                               : it->part == PART_DECODE ? &b->dparts[g].batch
-                                                         : &b->pparts[(size_t)g * b->n_devs + bs->dev_idx].batch;
+        const ah_batch *part = it->part == PART_WHOLE ? &b->gbatch[g]
+                               : it->part == PART_DECODE
+                                   ? &b->dparts[g].batch
+                                   : &b->pparts[(size_t)g * b->n_devs + bs->dev_idx].batch;
         const ah_plugin_ops *ops = ops_of(b, bs->slot);
         ah_status s = ops->plan(bs->st, part, mode, stream);
         if (s != AH_OK)
@@ -685,7 +705,8 @@ static ah_status attention_layer(ah_binding *b, uint32_t layer)
     const char *kind = ah_layer_kind_str(ah_selection_layer_kind(b->sel, layer));
     return fail(b, AH_ERR_INVALID_ARGUMENT,
                 "layer %u is a %s layer, not attention: the model declares it so, and nothing "
-                "is bound to it", layer, kind);
+                "is bound to it",
+                layer, kind);
 }
 
 /* The layer's state in the planned phase, or NULL with errmsg set. */
@@ -704,7 +725,10 @@ static bound_state *planned_state(ah_binding *b, uint32_t layer)
     return &b->states[b->layer_state[b->phase][layer]];
 }
 
-static int split_layer(const ah_binding *b, uint32_t layer) { return b->split && b->layer_split[layer]; }
+static int split_layer(const ah_binding *b, uint32_t layer)
+{
+    return b->split && b->layer_split[layer];
+}
 
 /* The planned batch as bs's KV-cache group sees it. */
 static const ah_batch *group_batch(const ah_binding *b, const bound_state *bs)
@@ -723,7 +747,8 @@ static ah_status check_kv_args(ah_binding *b, uint32_t layer, const bound_state 
 }
 
 /* The plugin's write_kv on its state (args already checked). */
-static ah_status call_write_kv(ah_binding *b, uint32_t layer, bound_state *bs, const ah_kv_write_args *a)
+static ah_status call_write_kv(ah_binding *b, uint32_t layer, bound_state *bs,
+                               const ah_kv_write_args *a)
 {
     const ah_plugin_ops *ops = ops_of(b, bs->slot);
     if (!ops->write_kv)
@@ -735,7 +760,8 @@ static ah_status call_write_kv(ah_binding *b, uint32_t layer, bound_state *bs, c
                              plugin_name(b, bs->slot), ops->state_error(bs->st));
 }
 
-static ah_status call_forward(ah_binding *b, uint32_t layer, bound_state *bs, const ah_forward_args *a)
+static ah_status call_forward(ah_binding *b, uint32_t layer, bound_state *bs,
+                              const ah_forward_args *a)
 {
     const ah_plugin_ops *ops = ops_of(b, bs->slot);
     ah_status s = ops->forward(bs->st, a);
@@ -787,7 +813,8 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
 {
     bound_state *st[2] = {&b->states[b->layer_state[AH_PHASE_DECODE][layer]],
                           &b->states[b->layer_state[AH_PHASE_PREFILL][layer]]};
-    const int64_t rows[2][2] = {{0, b->nd_tokens}, {b->nd_tokens, b->batch.num_tokens - b->nd_tokens}};
+    const int64_t rows[2][2] = {{0, b->nd_tokens},
+                                {b->nd_tokens, b->batch.num_tokens - b->nd_tokens}};
     part_views v[2];
     ah_forward_args pa[2];
     for (int i = 0; i < 2; i++) {
@@ -801,8 +828,8 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
     if (a->key && !ah_spec_cacheless(&st[1]->spec))
         for (int i = 0; i < 2; i++) {
             if (attend && caps_of(b, st[i]->slot)->forward_writes_kv) continue;
-            ah_kv_write_args kv = {sizeof kv,         pa[i].key,     pa[i].value,   a->key_cache,
-                                   a->value_cache,    a->k_scale,    a->v_scale,    a->stream};
+            ah_kv_write_args kv = {sizeof kv,      pa[i].key,  pa[i].value, a->key_cache,
+                                   a->value_cache, a->k_scale, a->v_scale,  a->stream};
             ah_status s = call_write_kv(b, layer, st[i], &kv);
             if (s != AH_OK) return s;
         }
@@ -820,14 +847,14 @@ ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_a
     if (!a || a->struct_size < sizeof(ah_kv_write_args))
         return fail(b, AH_ERR_ABI, "ah_kv_write_args missing or struct_size too small");
     if (ah_spec_cacheless(&bs->spec))
-        return fail(b, AH_ERR_INVALID_ARGUMENT, "layer %u: write_kv on a cacheless (%s) layer: it has no KV cache",
-                    layer, ah_attn_type_str(bs->spec.attn_type));
+        return fail(b, AH_ERR_INVALID_ARGUMENT,
+                    "layer %u: write_kv on a cacheless (%s) layer: it has no KV cache", layer,
+                    ah_attn_type_str(bs->spec.attn_type));
     ah_status s = check_kv_args(b, layer, bs, a);
     if (s != AH_OK) return s;
     if (!split_layer(b, layer)) return call_write_kv(b, layer, bs, a);
-    ah_forward_args fa = {sizeof fa,      NULL,       a->key,     a->value,  a->key_cache,
-                          a->value_cache, NULL,       NULL,       NULL,      NULL,
-                          a->k_scale,     a->v_scale, a->stream};
+    ah_forward_args fa = {sizeof fa, NULL, a->key, a->value,   a->key_cache, a->value_cache, NULL,
+                          NULL,      NULL, NULL,   a->k_scale, a->v_scale,   a->stream};
     return forward_split(b, layer, &fa, 0);
 }
 
@@ -841,13 +868,15 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
         /* once, on the whole tensors, before any split */
         DLDevice dev = ah_device_dl(bs->dev);
         char why[512];
-        ah_status s = ah__check_forward_args(&bs->spec, group_batch(b, bs), a, &dev, why, sizeof why);
+        ah_status s =
+            ah__check_forward_args(&bs->spec, group_batch(b, bs), a, &dev, why, sizeof why);
         if (s != AH_OK) return fail(b, s, "layer %u: %s", layer, why);
     }
     if (bs->spec.attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
         return fail(b, AH_ERR_INVALID_ARGUMENT,
                     "layer %u: key/value set on a cross-attention layer, whose cache is written "
-                    "only by ah_binding_write_kv on the encoder pass", layer);
+                    "only by ah_binding_write_kv on the encoder pass",
+                    layer);
     if (split_layer(b, layer)) return forward_split(b, layer, a, 1);
     if (a->key && !ah_spec_cacheless(&bs->spec) && !caps_of(b, bs->slot)->forward_writes_kv) {
         ah_kv_write_args kv = {sizeof kv,      a->key,     a->value,   a->key_cache,
@@ -901,7 +930,8 @@ ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_b
         return fail(b, AH_ERR_INVALID_ARGUMENT, "layer %u out of range (the model has %u)", layer,
                     b->num_layers);
     if (!key || !value)
-        return fail(b, AH_ERR_INVALID_ARGUMENT, "ah_binding_kv_cache_desc: key and value are required");
+        return fail(b, AH_ERR_INVALID_ARGUMENT,
+                    "ah_binding_kv_cache_desc: key and value are required");
     if (attention_layer(b, layer) != AH_OK) return AH_ERR_INVALID_ARGUMENT;
     const ah_layer_spec *s = &b->states[b->layer_state[AH_PHASE_PREFILL][layer]].spec;
     cache_desc(s, num_blocks, s->qk_head_size, key);

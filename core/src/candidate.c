@@ -44,8 +44,8 @@ void ah__reason_list_init(ah_reason_list *r, ah_string_arena *arena)
     r->arena = arena;
 }
 
-void ah__reason_add(ah_reason_sink *sink, ah_reason_code code, const char *field,
-                       const char *value, const char *supported)
+void ah__reason_add(ah_reason_sink *sink, ah_reason_code code, const char *field, const char *value,
+                    const char *supported)
 {
     ah_reason_list *r = (ah_reason_list *)sink;
     ah_reason *grown = ah__realloc(r->items, (r->n + 1) * sizeof *grown);
@@ -63,10 +63,11 @@ void ah__reason_add(ah_reason_sink *sink, ah_reason_code code, const char *field
     else r->n++;
 }
 
-static void reasonf(ah_reason_list *r, ah_reason_code code, const char *field, const char *supported,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void reasonf(ah_reason_list *r, ah_reason_code code, const char *field, const char *supported,
-                    const char *fmt, ...)
+static void reasonf(ah_reason_list *r, ah_reason_code code, const char *field,
+                    const char *supported, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void reasonf(ah_reason_list *r, ah_reason_code code, const char *field,
+                    const char *supported, const char *fmt, ...)
 {
     char value[256];
     va_list ap;
@@ -79,7 +80,7 @@ static void reasonf(ah_reason_list *r, ah_reason_code code, const char *field, c
 /* Fill what the layer left to the backend: KV dtype, scale, layout and
  * block size (pinned by the other phase's winner when set). */
 ah_layer_spec ah__resolve_spec(const ah_layer_spec *in, const ah_caps *caps,
-                                  const ah_layer_spec *pin)
+                               const ah_layer_spec *pin)
 {
     ah_layer_spec s = *in;
     s.struct_size = sizeof s;
@@ -143,7 +144,8 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
         ah_format_int_set(&c->v_head_sizes, sup, sizeof sup);
         reasonf(r, AH_REASON_HEAD_SIZE, "v_head_size", sup, "%u", s->v_head_size);
     }
-    if (s->qk_head_size != s->v_head_size && !s->use_mla && !(c->features & AH_FEAT_DIFF_HEAD_SIZES))
+    if (s->qk_head_size != s->v_head_size && !s->use_mla &&
+        !(c->features & AH_FEAT_DIFF_HEAD_SIZES))
         reasonf(r, AH_REASON_FEATURE, "diff_head_sizes", "qk_head_size == v_head_size",
                 "qk %u, v %u", s->qk_head_size, s->v_head_size);
     if (!ah_int_set_contains(&c->block_sizes, s->block_size)) {
@@ -186,7 +188,7 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
 /* Check one candidate; reasons go into r. Returns the spec as resolved for
  * this candidate in *resolved. */
 void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *spec,
-                     const ah_layer_spec *pin, ah_reason_list *r, ah_layer_spec *resolved)
+                            const ah_layer_spec *pin, ah_reason_list *r, ah_layer_spec *resolved)
 {
     int i = ah__host_find(h, name);
     *resolved = ah__resolve_spec(spec, NULL, pin);
@@ -203,11 +205,12 @@ void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *s
     const ah_plugin_rec *rec = h->scan.plugins[i];
     if (rec->info.state == AH_PLUGIN_REJECTED || rec->info.state == AH_PLUGIN_QUARANTINED) {
         ah__reason_add(&r->sink, AH_REASON_QUARANTINED, "plugin", rec->info.reason,
-                   ah_plugin_state_str(rec->info.state));
+                       ah_plugin_state_str(rec->info.state));
         return;
     }
     if (rec->info.state == AH_PLUGIN_UNAVAILABLE) {
-        ah__reason_add(&r->sink, AH_REASON_UNAVAILABLE, "probe", rec->info.reason, "a usable device");
+        ah__reason_add(&r->sink, AH_REASON_UNAVAILABLE, "probe", rec->info.reason,
+                       "a usable device");
         return;
     }
     for (uint32_t k = 0; k < h->config.disable.n; k++)
@@ -231,6 +234,7 @@ void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *s
     void (*cb)(const ah_layer_spec *, const ah_probe_info *, ah_reason_sink *) =
         s == AH_OK ? h->slots[i].lp->caps_live.check_combination : NULL;
     pthread_mutex_unlock(&h->lock);
-    if (s != AH_OK) ah__reason_add(&r->sink, AH_REASON_UNAVAILABLE, "load", err.msg, "a loadable plugin");
+    if (s != AH_OK)
+        ah__reason_add(&r->sink, AH_REASON_UNAVAILABLE, "load", err.msg, "a loadable plugin");
     else if (cb) cb(resolved, &rec->probe, &r->sink);
 }

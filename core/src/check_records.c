@@ -65,8 +65,8 @@ typedef struct chk_file {
 
 static void entry_free(chk_entry *e)
 {
-    char **s[] = {&e->path,        &e->plugin, &e->plugin_version, &e->device_name,
-                  &e->arch,        &e->driver_version, &e->host_cpu, &e->version};
+    char **s[] = {&e->path, &e->plugin,         &e->plugin_version, &e->device_name,
+                  &e->arch, &e->driver_version, &e->host_cpu,       &e->version};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         ah__free(*s[i]);
         *s[i] = NULL;
@@ -155,8 +155,8 @@ static void fill_record(const chk_entry *e, ah_check_record *r)
     r->failed = e->failed;
     r->skipped = e->skipped;
     r->ok = e->failed == 0 && e->passed > 0;
-    r->graph_level = e->graph_level < AH_GRAPH_LEVEL_COUNT ? (ah_graph_level)e->graph_level
-                                                           : AH_GRAPH_NEVER;
+    r->graph_level =
+        e->graph_level < AH_GRAPH_LEVEL_COUNT ? (ah_graph_level)e->graph_level : AH_GRAPH_NEVER;
     r->checked_at = (int64_t)e->checked_at;
     time_t t = (time_t)e->checked_at;
     struct tm tm;
@@ -181,8 +181,8 @@ static void encode_entry(ah_buf *b, const chk_entry *e)
     put_str(b, e->path);
     put_str(b, e->plugin);
     put_str(b, e->plugin_version);
-    uint64_t u64s[] = {e->dev, e->ino, e->size, e->mtime_ns, e->ctime_ns, e->content_hash,
-                       e->config_hash};
+    uint64_t u64s[] = {e->dev,      e->ino,          e->size,       e->mtime_ns,
+                       e->ctime_ns, e->content_hash, e->config_hash};
     for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) ah__buf_u64(b, u64s[i]);
     ah__buf_u32(b, e->abi);
     ah__buf_u32(b, e->device_kind);
@@ -201,7 +201,8 @@ static void encode_entry(ah_buf *b, const chk_entry *e)
 
 static void put_u32_at(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
 }
 
 static int encode_file(const chk_file *f, ah_buf *b)
@@ -365,7 +366,8 @@ static int load(chk_file *f, const char *path, load_outcome *out, char **note)
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
             snprintf(why, sizeof why, "not a regular file");
             *out = LOAD_FOREIGN;
-        } else if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        } else if ((st.st_uid != geteuid() && st.st_uid != 0) ||
+                   (st.st_mode & (S_IWGRP | S_IWOTH))) {
             snprintf(why, sizeof why, "not owned by this user or root, or writable by others");
             *out = LOAD_FOREIGN;
         } else if (st.st_size > (off_t)CHK_MAX_FILE) {
@@ -478,9 +480,11 @@ const char *ah__host_not_checked(const ah_host *h, int i, char *buf, size_t cap)
     const char *name = h->scan.plugins[i]->info.name;
     if (sl && sl->found && sl->rec.ok) return NULL;
     if (sl && sl->found)
-        snprintf(buf, cap, "failed on this device on %s: %u of %u cases failed (run attnhost "
-                 "check --plugin %s)", sl->rec.date, sl->rec.failed,
-                 sl->rec.passed + sl->rec.failed + sl->rec.skipped, name);
+        snprintf(buf, cap,
+                 "failed on this device on %s: %u of %u cases failed (run attnhost "
+                 "check --plugin %s)",
+                 sl->rec.date, sl->rec.failed, sl->rec.passed + sl->rec.failed + sl->rec.skipped,
+                 name);
     else if (!h->check_path || !*h->check_path)
         snprintf(buf, cap, "not checked on this device: no scan cache, so no check records");
     else
@@ -508,7 +512,8 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
     if (err) err->msg[0] = '\0';
     if (!h || !plugin || !res || res->struct_size < sizeof *res)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_check: %s",
-                    !h || !plugin || !res ? "NULL argument" : "ah_check_result.struct_size too small");
+                    !h || !plugin || !res ? "NULL argument"
+                                          : "ah_check_result.struct_size too small");
     int i = ah__host_find(h, plugin);
     if (i < 0) return fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", plugin);
     const ah_plugin_rec *rec = h->scan.plugins[i];
@@ -516,8 +521,10 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
         return fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s", plugin,
                     rec->info.reason);
     if (!*h->check_path)
-        return fail(err, AH_ERR_IO, "check record for %s not written: no scan cache ([search] "
-                    "cache), so no check records", plugin);
+        return fail(err, AH_ERR_IO,
+                    "check record for %s not written: no scan cache ([search] "
+                    "cache), so no check records",
+                    plugin);
     chk_file f;
     load_outcome lo;
     char *note = NULL;
@@ -534,7 +541,8 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
     e.passed = res->passed;
     e.failed = res->failed;
     e.skipped = res->skipped;
-    e.graph_level = (uint32_t)res->graph_level < AH_GRAPH_LEVEL_COUNT ? (uint32_t)res->graph_level : 0;
+    e.graph_level =
+        (uint32_t)res->graph_level < AH_GRAPH_LEVEL_COUNT ? (uint32_t)res->graph_level : 0;
     e.checked_at = (uint64_t)time(NULL);
     e.path = ah__strdup(key.path);
     e.plugin = ah__strdup(key.plugin ? key.plugin : "");
@@ -583,8 +591,7 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
     if (w != 0) return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, why);
     return AH_OK;
 oom:
-    return fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while recording the check of %s",
-                plugin);
+    return fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while recording the check of %s", plugin);
 }
 
 ah_status ah_host_plugin_check(const ah_host *h, const char *plugin, ah_check_record *out)

@@ -18,8 +18,10 @@
 static const ah_key_choice scan_choices[] = {
     {"child", AH_SCAN_CHILD}, {"in_process", AH_SCAN_IN_PROCESS}, {NULL, 0}};
 static const ah_key_arg arg_scan = {scan_choices, 0, 0};
-static const ah_key_choice fallback_choices[] = {
-    {"error", AH_FALLBACK_ERROR}, {"warn", AH_FALLBACK_WARN}, {"allow", AH_FALLBACK_ALLOW}, {NULL, 0}};
+static const ah_key_choice fallback_choices[] = {{"error", AH_FALLBACK_ERROR},
+                                                 {"warn", AH_FALLBACK_WARN},
+                                                 {"allow", AH_FALLBACK_ALLOW},
+                                                 {NULL, 0}};
 static const ah_key_arg arg_fallback = {fallback_choices, 0, 0};
 static const ah_key_choice policy_choices[] = {
     {"priority", AH_POLICY_PRIORITY}, {"measured", AH_POLICY_MEASURED}, {NULL, 0}};
@@ -56,7 +58,8 @@ typedef struct parse_state {
 
 static void *section_base(parse_state *st)
 {
-    if (!strcmp(st->table_section, "layer")) return &st->cfg->layer_rules[st->cfg->n_layer_rules - 1];
+    if (!strcmp(st->table_section, "layer"))
+        return &st->cfg->layer_rules[st->cfg->n_layer_rules - 1];
     return st->cfg;
 }
 
@@ -73,8 +76,8 @@ static ah_status apply_defaults(const char *section, void *base)
     return AH_OK;
 }
 
-static ah_status new_layer_rule(parse_state *st, const char *name, const char *range_text, char *msg,
-                                size_t cap)
+static ah_status new_layer_rule(parse_state *st, const char *name, const char *range_text,
+                                char *msg, size_t cap)
 {
     ah_range range;
     char rmsg[256];
@@ -149,8 +152,8 @@ static ah_status on_section(void *user, const char *name, int line, char *msg, s
     return AH_ERR_CONFIG;
 }
 
-static ah_status plugin_key(parse_state *st, const char *key, const char *value, int line, char *msg,
-                            size_t cap)
+static ah_status plugin_key(parse_state *st, const char *key, const char *value, int line,
+                            char *msg, size_t cap)
 {
     ah_config *c = st->cfg;
     for (uint32_t i = 0; i < c->n_plugin_keys; i++)
@@ -186,8 +189,8 @@ static void section_keys(const char *section, char *buf, size_t cap)
             n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", config_keys[i].name);
 }
 
-static ah_status on_key(void *user, const char *section, const char *key, const char *value, int line,
-                        char *msg, size_t cap)
+static ah_status on_key(void *user, const char *section, const char *key, const char *value,
+                        int line, char *msg, size_t cap)
 {
     parse_state *st = user;
     (void)section;
@@ -213,7 +216,8 @@ static ah_status on_key(void *user, const char *section, const char *key, const 
 static size_t key_index(const char *section, const char *name)
 {
     for (size_t i = 0; i < N_KEYS; i++)
-        if (!strcmp(config_keys[i].section, section) && !strcmp(config_keys[i].name, name)) return i;
+        if (!strcmp(config_keys[i].section, section) && !strcmp(config_keys[i].name, name))
+            return i;
     return N_KEYS;
 }
 
@@ -329,7 +333,8 @@ static void dump_entry(ah_strbuf *b, const char *doc, const char *type, const ch
     if (documented) ah__strbuf_printf(b, "\n");
 }
 
-static void dump_key(ah_strbuf *b, const ah_key_def *k, const void *base, int documented, int as_comment)
+static void dump_key(ah_strbuf *b, const ah_key_def *k, const void *base, int documented,
+                     int as_comment)
 {
     char *value = NULL;
     if (base && ah__key_format(k, base, &value)) {
@@ -369,7 +374,8 @@ static int in_tables(const ah_plugin_key_table *t, uint32_t n, const char *plugi
 }
 
 /* One declared plugin's section (see ah__config_dump_plugins). */
-static void dump_plugin(ah_strbuf *b, const ah_config *cfg, const ah_plugin_key_table *t, int effective)
+static void dump_plugin(ah_strbuf *b, const ah_config *cfg, const ah_plugin_key_table *t,
+                        int effective)
 {
     ah__strbuf_printf(b, "[plugin.%s]\n", t->plugin);
     if (!effective) ah__strbuf_printf(b, "\n");
@@ -391,8 +397,7 @@ ah_status ah__config_dump(const ah_config *cfg, int effective, char **text)
 }
 
 ah_status ah__config_dump_plugins(const ah_config *cfg, int effective,
-                                  const ah_plugin_key_table *tables, uint32_t n_tables,
-                                  char **text)
+                                  const ah_plugin_key_table *tables, uint32_t n_tables, char **text)
 {
     *text = NULL;
     if (effective && !cfg) return AH_ERR_INVALID_ARGUMENT;
@@ -442,13 +447,15 @@ ah_status ah__config_dump_plugins(const ah_config *cfg, int effective,
         ah__strbuf_printf(&b, "\n");
     }
     if (s == AH_OK && n_tables && !effective) ah__strbuf_printf(&b, "\n");
-    for (uint32_t t = 0; s == AH_OK && t < n_tables; t++) dump_plugin(&b, cfg, &tables[t], effective);
+    for (uint32_t t = 0; s == AH_OK && t < n_tables; t++)
+        dump_plugin(&b, cfg, &tables[t], effective);
     /* Sections for plugins without a table (not found), as written: one
      * section per plugin even where the file splits it. */
     for (uint32_t i = 0; s == AH_OK && effective && i < cfg->n_plugin_keys; i++) {
         const char *plugin = cfg->plugin_keys[i].plugin;
         int seen = in_tables(tables, n_tables, plugin);
-        for (uint32_t j = 0; j < i && !seen; j++) seen = !strcmp(cfg->plugin_keys[j].plugin, plugin);
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = !strcmp(cfg->plugin_keys[j].plugin, plugin);
         if (seen) continue;
         ah__strbuf_printf(&b, "[plugin.%s]\n", plugin);
         for (uint32_t j = i; j < cfg->n_plugin_keys; j++)
@@ -483,9 +490,12 @@ ah_status ah__plugin_keys_markdown(const ah_plugin_key_table *tables, uint32_t n
     ah_strbuf b = {0};
     for (uint32_t t = 0; t < n_tables; t++) {
         const ah_plugin_key_table *pt = &tables[t];
-        ah__strbuf_printf(&b, "<!-- plugin-keys:%s -->\n#### [plugin.%s]\n\n", pt->plugin, pt->plugin);
+        ah__strbuf_printf(&b, "<!-- plugin-keys:%s -->\n#### [plugin.%s]\n\n", pt->plugin,
+                          pt->plugin);
         if (!pt->n) ah__strbuf_printf(&b, "No keys.\n");
-        else ah__strbuf_printf(&b, "| key | value | default | meaning |\n| --- | --- | --- | --- |\n");
+        else
+            ah__strbuf_printf(&b,
+                              "| key | value | default | meaning |\n| --- | --- | --- | --- |\n");
         for (uint32_t i = 0; i < pt->n; i++) {
             const ah_config_key *k = &pt->keys[i];
             char type[300];

@@ -32,12 +32,12 @@ typedef enum ah_policy {
 
 /* One [layer.<range>] section. */
 typedef struct ah_layer_rule {
-    char *section;          /* "layer.0-3", for messages */
+    char *section; /* "layer.0-3", for messages */
     ah_range range;
-    ah_strlist priority;    /* empty: not set */
+    ah_strlist priority; /* empty: not set */
     ah_strlist prefill_priority;
     ah_strlist decode_priority;
-    char *backend;          /* forced backend for these layers, or NULL */
+    char *backend; /* forced backend for these layers, or NULL */
 } ah_layer_rule;
 
 /* One key of a [plugin.<name>] section. */
@@ -47,18 +47,18 @@ typedef struct ah_plugin_kv {
 } ah_plugin_kv;
 
 typedef struct ah_config {
-    char *source;            /* file name, or "<embedded>" / "<text>" */
+    char *source; /* file name, or "<embedded>" / "<text>" */
     /* [search] */
     ah_strlist search_paths;
-    char *cache_path;        /* NULL: default location; "" (or "none"): no cache */
-    ah_scan_mode scan_mode;  /* AH_SCAN_DEFAULT when not set */
+    char *cache_path;       /* NULL: default location; "" (or "none"): no cache */
+    ah_scan_mode scan_mode; /* AH_SCAN_DEFAULT when not set */
     uint32_t scan_timeout_ms;
     /* [select] */
     ah_strlist priority, prefill_priority, decode_priority, disable;
     char *force;
     ah_fallback fallback;
-    int require_checked;     /* only plugins with a passing check record here */
-    ah_policy policy;        /* priority or measured */
+    int require_checked; /* only plugins with a passing check record here */
+    ah_policy policy;    /* priority or measured */
     /* [run] */
     int validate;
     /* [layer.<range>] in file order; later rules win */

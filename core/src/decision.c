@@ -104,8 +104,8 @@ static int run_candidates(ah_host *h, decision_entry *e, const ah_name_list *nam
         ah_layer_spec resolved;
         ah__evaluate_candidate(h, names->items[k], spec, pin, &r, &resolved);
         if (!r.n && !r.oom && winner >= 0)
-            ah__reason_add(&r.sink, AH_REASON_LOST_ON_PRIORITY, "priority",
-                       e->cands[winner].plugin, "a higher-priority candidate won");
+            ah__reason_add(&r.sink, AH_REASON_LOST_ON_PRIORITY, "priority", e->cands[winner].plugin,
+                           "a higher-priority candidate won");
         if (r.oom || add_candidate(e, names->items[k], &r)) {
             ah__free(r.items);
             *oom = 1;
@@ -186,10 +186,10 @@ static int measured_order(ah_host *h, decision_entry *e, const ah_layer_spec *sp
         snprintf(note, sizeof note, "; policy measured: %s untuned (%s), priority order", untuned,
                  why ? why : "run attnhost tune");
     else if (!same_steps)
-        snprintf(note, sizeof note, "; policy measured: candidates tuned on different steps "
+        snprintf(note, sizeof note,
+                 "; policy measured: candidates tuned on different steps "
                  "(run attnhost tune again), priority order");
-    else if (n_valid < 2)
-        snprintf(note, sizeof note, "; policy measured: one valid candidate");
+    else if (n_valid < 2) snprintf(note, sizeof note, "; policy measured: one valid candidate");
     else {
         int pick = best; /* the first in priority order within the tie margin */
         for (uint32_t k = 0; k < n; k++)
@@ -198,13 +198,16 @@ static int measured_order(ah_host *h, decision_entry *e, const ah_layer_spec *sp
                 break;
             }
         if (pick == winner)
-            snprintf(note, sizeof note, "; policy measured: %s %s (%.4g ms)",
-                     e->cands[pick].plugin, pick == best ? "fastest" : "within 3%% of the fastest, "
-                     "first by priority", e->ms[pick]);
+            snprintf(note, sizeof note, "; policy measured: %s %s (%.4g ms)", e->cands[pick].plugin,
+                     pick == best ? "fastest"
+                                  : "within 3%% of the fastest, "
+                                    "first by priority",
+                     e->ms[pick]);
         else
-            snprintf(note, sizeof note, "; policy measured: %s fastest (%.4g ms; %s, first by "
-                     "priority, %.4g ms)", e->cands[pick].plugin, e->ms[pick],
-                     e->cands[winner].plugin, e->ms[winner]);
+            snprintf(note, sizeof note,
+                     "; policy measured: %s fastest (%.4g ms; %s, first by "
+                     "priority, %.4g ms)",
+                     e->cands[pick].plugin, e->ms[pick], e->cands[winner].plugin, e->ms[winner]);
         char value[64], sup[256];
         for (uint32_t k = 0; k < n; k++) {
             if (e->ms[k] < 0 || (int)k == pick) continue;
@@ -258,7 +261,8 @@ static decision_entry *decide(ah_host *h, const ah_layer_spec *spec, const ah_la
         char src[128];
         if (ah__default_order(h, p->phase, &all, src, sizeof src)) oom = 1;
         for (uint32_t k = 0; !oom && k < all.n; k++)
-            if (!ah__names_has(&p->list, all.items[k]) && ah__names_push(&rest, all.items[k])) oom = 1;
+            if (!ah__names_has(&p->list, all.items[k]) && ah__names_push(&rest, all.items[k]))
+                oom = 1;
         if (!oom) winner = run_candidates(h, e, &rest, spec, pin, &oom);
         ah__free(all.items);
         ah__free(rest.items);
@@ -272,8 +276,8 @@ fail:
 }
 
 /* The cached decision for (spec, pin, plan), computing it on a miss. */
-const ah_decision *ah__decision_for(ah_host *h, const ah_layer_spec *spec,
-                                       const ah_layer_spec *pin, const ah_layer_plan *p)
+const ah_decision *ah__decision_for(ah_host *h, const ah_layer_spec *spec, const ah_layer_spec *pin,
+                                    const ah_layer_plan *p)
 {
     char *key = decision_key(spec, pin, p);
     if (!key) return NULL;

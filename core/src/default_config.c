@@ -8,16 +8,15 @@
  */
 #include "config.h"
 
-static const char default_config[] =
-    "# attnhost built-in configuration\n"
-    "[search]\n"
-    "scan = child\n"
-    "scan_timeout_ms = 10000\n"
-    "\n"
-    "[select]\n"
-    "fallback = warn\n"
-    "\n"
-    "[run]\n"
-    "validate = true\n";
+static const char default_config[] = "# attnhost built-in configuration\n"
+                                     "[search]\n"
+                                     "scan = child\n"
+                                     "scan_timeout_ms = 10000\n"
+                                     "\n"
+                                     "[select]\n"
+                                     "fallback = warn\n"
+                                     "\n"
+                                     "[run]\n"
+                                     "validate = true\n";
 
 const char *ah__default_config_text(void) { return default_config; }

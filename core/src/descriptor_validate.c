@@ -65,17 +65,20 @@ static int dtype_mask_check(uint32_t mask, const char *field, char *why, size_t 
     uint32_t known = (AH_BIT(AH_DTYPE_COUNT) - 1u) & ~AH_BIT(AH_DTYPE_AUTO);
     if (mask == 0) return fail(why, cap, "caps.%s is empty: the plugin serves no dtype", field);
     if (mask & ~known)
-        return fail(why, cap, "caps.%s 0x%x has unknown bits 0x%x (known: fp32, fp16, bf16, "
-                    "fp8_e4m3, fp8_e5m2)", field, mask, mask & ~known);
+        return fail(why, cap,
+                    "caps.%s 0x%x has unknown bits 0x%x (known: fp32, fp16, bf16, "
+                    "fp8_e4m3, fp8_e5m2)",
+                    field, mask, mask & ~known);
     return 0;
 }
 
 static int int_set_check(const ah_int_set *s, const char *field, char *why, size_t cap)
 {
     if (s->struct_size < AH__INT_SET_MIN_SIZE)
-        return fail(why, cap, "caps.%s.struct_size %u is smaller than the ABI 1.0 size %zu "
-                    "(use the AH_INT_SET_* macros)", field, s->struct_size,
-                    (size_t)AH__INT_SET_MIN_SIZE);
+        return fail(why, cap,
+                    "caps.%s.struct_size %u is smaller than the ABI 1.0 size %zu "
+                    "(use the AH_INT_SET_* macros)",
+                    field, s->struct_size, (size_t)AH__INT_SET_MIN_SIZE);
     if (s->n_values == 0 && s->range_step == 0)
         return fail(why, cap, "caps.%s is empty (no values and no range)", field);
     if (s->n_values > 4096)
@@ -163,7 +166,8 @@ int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
         return fail(why, cap, "caps.n_gfx_targets is %u but gfx_targets is NULL", c->n_gfx_targets);
     for (uint32_t i = 0; i < c->n_gfx_targets; i++)
         if (!c->gfx_targets[i]) return fail(why, cap, "caps.gfx_targets[%u] is NULL", i);
-    if (enum_mask_check(c->cpu_isa_required, AH_CPU_ISA_COUNT, 1, "cpu_isa_required", why, cap)) return -1;
+    if (enum_mask_check(c->cpu_isa_required, AH_CPU_ISA_COUNT, 1, "cpu_isa_required", why, cap))
+        return -1;
     if ((unsigned)c->graph_level >= AH_GRAPH_LEVEL_COUNT)
         return fail(why, cap, "caps.graph_level %d is out of range (0..%d)", (int)c->graph_level,
                     AH_GRAPH_LEVEL_COUNT - 1);
@@ -182,17 +186,20 @@ int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
 }
 
 /* Slots that must all be set, or (for the optional groups) all be NULL. */
-#define OP(name) {#name, offsetof(ah_plugin_ops, name)}
+#define OP(name) \
+    { \
+#name, offsetof(ah_plugin_ops, name) \
+    }
 typedef struct op_slot {
     const char *name;
     size_t off;
 } op_slot;
 
-static const op_slot required_ops[] = {
-    OP(probe), OP(context_create), OP(context_destroy), OP(context_error), OP(state_create),
-    OP(state_destroy), OP(state_error), OP(plan), OP(forward)};
-static const op_slot mem_ops[] = {OP(mem_alloc), OP(mem_free), OP(mem_copy), OP(synchronize),
-                                  OP(stream_create), OP(stream_destroy)};
+static const op_slot required_ops[] = {OP(probe),         OP(context_create), OP(context_destroy),
+                                       OP(context_error), OP(state_create),   OP(state_destroy),
+                                       OP(state_error),   OP(plan),           OP(forward)};
+static const op_slot mem_ops[] = {OP(mem_alloc),   OP(mem_free),      OP(mem_copy),
+                                  OP(synchronize), OP(stream_create), OP(stream_destroy)};
 static const op_slot timer_ops[] = {OP(timer_start), OP(timer_stop)};
 static const op_slot graph_ops[] = {OP(graph_begin), OP(graph_end), OP(graph_launch),
                                     OP(graph_destroy)};
@@ -210,10 +217,8 @@ static size_t group_count(const ah_plugin_ops *o, const op_slot *g, size_t n, co
     size_t set = 0;
     *missing = NULL;
     for (size_t i = 0; i < n; i++) {
-        if (slot(o, g[i].off))
-            set++;
-        else if (!*missing)
-            *missing = g[i].name;
+        if (slot(o, g[i].off)) set++;
+        else if (!*missing) *missing = g[i].name;
     }
     return set;
 }
@@ -226,23 +231,28 @@ static int ops_validate(const ah_plugin_ops *o, const ah_caps *c, char *why, siz
     if (group_count(o, required_ops, N(required_ops), &missing) != N(required_ops))
         return fail(why, cap, "required slot ops.%s is NULL", missing);
     if (!o->write_kv && !c->forward_writes_kv)
-        return fail(why, cap, "ops.write_kv is NULL while caps.forward_writes_kv is 0: "
+        return fail(why, cap,
+                    "ops.write_kv is NULL while caps.forward_writes_kv is 0: "
                     "nothing would store new K/V");
     const char *mem_missing;
     size_t m = group_count(o, mem_ops, N(mem_ops), &mem_missing);
     if (m != 0 && m != N(mem_ops))
-        return fail(why, cap, "ops.%s is NULL but other device-memory slots are set "
-                    "(they are all set or all NULL)", mem_missing);
+        return fail(why, cap,
+                    "ops.%s is NULL but other device-memory slots are set "
+                    "(they are all set or all NULL)",
+                    mem_missing);
     size_t t = group_count(o, timer_ops, N(timer_ops), &missing);
     if (t != 0 && t != N(timer_ops))
         return fail(why, cap, "ops.%s is NULL but the other timer slot is set", missing);
     if (c->graph_level > AH_GRAPH_NEVER) {
         if (group_count(o, graph_ops, N(graph_ops), &missing) != N(graph_ops))
-            return fail(why, cap, "caps.graph_level is %d but ops.%s is NULL",
-                        (int)c->graph_level, missing);
+            return fail(why, cap, "caps.graph_level is %d but ops.%s is NULL", (int)c->graph_level,
+                        missing);
         if (m != N(mem_ops))
-            return fail(why, cap, "caps.graph_level is %d but ops.%s is NULL (graphs need the "
-                        "device-memory slots)", (int)c->graph_level, mem_missing);
+            return fail(why, cap,
+                        "caps.graph_level is %d but ops.%s is NULL (graphs need the "
+                        "device-memory slots)",
+                        (int)c->graph_level, mem_missing);
     }
     return 0;
 }

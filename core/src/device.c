@@ -16,7 +16,7 @@ struct ah_device {
     ah_host *host;
     int slot;
     ah_device_kind kind;
-    int32_t index;      /* the device index among those of its kind */
+    int32_t index; /* the device index among those of its kind */
     const ah_plugin_ops *ops;
     ah_context *ctx;
     void *stream;

@@ -143,13 +143,12 @@ static int add_entry(ah_found *f, const char *dir, const char *realdir, const ch
         size_t dlen = (size_t)(slash - target);
         if (dlen == 0) dlen = 1; /* target in "/" */
         if (strlen(realdir) != dlen || strncmp(target, realdir, dlen) != 0)
-            return add(f, path, stem, "refused: symlink %s points to %s, outside %s", path,
-                       target, realdir);
+            return add(f, path, stem, "refused: symlink %s points to %s, outside %s", path, target,
+                       realdir);
         if (stat(path, &st) != 0)
             return add(f, path, stem, "refused: cannot stat %s: %s", path, strerror(errno));
     }
-    if (!S_ISREG(st.st_mode))
-        return add(f, path, stem, "refused: %s is not a regular file", path);
+    if (!S_ISREG(st.st_mode)) return add(f, path, stem, "refused: %s is not a regular file", path);
     const char *why = mode_problem(&st);
     if (why)
         return add(f, path, stem, "refused: plugin file %s %s (mode %04o, uid %u)", path, why,
@@ -169,7 +168,8 @@ static int scan_dir(ah_found *f, const char *entry)
     if (entry[0] != '/')
         return add(f, entry, entry,
                    "refused: search path entry '%s' is relative (the current directory is "
-                   "never searched; give an absolute path)", entry);
+                   "never searched; give an absolute path)",
+                   entry);
     char dir[PATH_MAX];
     size_t len = strlen(entry);
     while (len > 1 && entry[len - 1] == '/') len--;
@@ -192,8 +192,10 @@ static int scan_dir(ah_found *f, const char *entry)
     if (!realpath(dir, real))
         return add(f, dir, dir, "refused: cannot resolve %s: %s", dir, strerror(errno));
     if (ancestors_ok(real, bad, sizeof bad) != 0)
-        return add(f, dir, dir, "refused: plugin directory %s sits in %s, which is "
-                   "world-writable without the sticky bit", dir, bad);
+        return add(f, dir, dir,
+                   "refused: plugin directory %s sits in %s, which is "
+                   "world-writable without the sticky bit",
+                   dir, bad);
 
     DIR *d = opendir(dir);
     if (!d)

@@ -137,7 +137,8 @@ static ah_status check_plugin_keys(ah_host *h, ah_error *err)
         }
         const ah_caps *caps = h->scan.plugins[p]->info.caps;
         if (!caps) continue; /* rejected or quarantined: already reported */
-        const ah_config_key *k = ah__plugin_key_find(caps->config_keys, caps->n_config_keys, kv->key);
+        const ah_config_key *k =
+            ah__plugin_key_find(caps->config_keys, caps->n_config_keys, kv->key);
         char msg[512];
         ah_plugin_value v;
         if (k && ah__plugin_key_parse(k, kv->value, &v, msg, sizeof msg) == 0) continue;
@@ -171,8 +172,9 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
     *out = NULL;
     if (err) err->msg[0] = '\0';
     if (o && o->struct_size < offsetof(ah_host_options, cache_path) + sizeof o->cache_path) {
-        if (err) snprintf(err->msg, sizeof err->msg, "ah_host_options.struct_size %u is too small",
-                          o->struct_size);
+        if (err)
+            snprintf(err->msg, sizeof err->msg, "ah_host_options.struct_size %u is too small",
+                     o->struct_size);
         return AH_ERR_ABI;
     }
     ah_host *h = ah__calloc(1, sizeof *h);
@@ -188,8 +190,9 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
         return s;
     }
     ah__hw_facts_gather(&h->hw);
-    if (o && o->struct_size >= offsetof(ah_host_options, ignore_require_checked) +
-                                   sizeof o->ignore_require_checked &&
+    if (o &&
+        o->struct_size >=
+            offsetof(ah_host_options, ignore_require_checked) + sizeof o->ignore_require_checked &&
         o->ignore_require_checked)
         h->config.require_checked = 0;
 
@@ -201,7 +204,8 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
         goto fail;
     }
     if (o && o->cache_path) cache = ah__strdup(o->cache_path);
-    else if (h->config.cache_path) cache = ah__strdup(strcmp(h->config.cache_path, "none") ? h->config.cache_path : "");
+    else if (h->config.cache_path)
+        cache = ah__strdup(strcmp(h->config.cache_path, "none") ? h->config.cache_path : "");
     else cache = default_cache_path();
     if (!cache) {
         s = oom(err, "naming the scan cache");
@@ -211,7 +215,7 @@ ah_status ah_host_create(const ah_host_options *o, ah_host **out, ah_error *err)
     ah_scan_request req = {0};
     req.dirs = (const char *const *)dirs;
     req.n_dirs = n_dirs;
-    req.mode = o && o->scan_mode != AH_SCAN_DEFAULT ? o->scan_mode
+    req.mode = o && o->scan_mode != AH_SCAN_DEFAULT     ? o->scan_mode
                : h->config.scan_mode != AH_SCAN_DEFAULT ? h->config.scan_mode
                                                         : AH_SCAN_CHILD;
     req.timeout_ms = h->config.scan_timeout_ms ? h->config.scan_timeout_ms : 10000;
@@ -325,8 +329,8 @@ ah_status ah__host_open_context(ah_host *h, int i, int32_t device_index, ah_cont
             ah_context *c = NULL;
             s = sl->lp->ops.context_create(&sl->lp->services, &co, &c, &why);
             if (s != AH_OK) {
-                snprintf(err->msg, sizeof err->msg, "%s: opening device %s:%d failed: %s",
-                         in->name, ah_device_kind_str(in->device_kind), device_index,
+                snprintf(err->msg, sizeof err->msg, "%s: opening device %s:%d failed: %s", in->name,
+                         ah_device_kind_str(in->device_kind), device_index,
                          why && *why ? why : ah_status_str(s));
             } else if (!c) {
                 s = AH_ERR_PLUGIN;
@@ -347,7 +351,8 @@ const char *ah_host_config_warnings(const ah_host *h) { return h->warnings; }
 
 static int table_cmp(const void *a, const void *b)
 {
-    return strcmp(((const ah_plugin_key_table *)a)->plugin, ((const ah_plugin_key_table *)b)->plugin);
+    return strcmp(((const ah_plugin_key_table *)a)->plugin,
+                  ((const ah_plugin_key_table *)b)->plugin);
 }
 
 /* The declared key tables of the plugins the host accepted (available or
@@ -399,7 +404,8 @@ const char *ah_host_plugin_key_value(const ah_host *h, const char *plugin, const
     if (is_default) *is_default = 0;
     int i = h && plugin && key ? ah__host_find(h, plugin) : -1;
     const ah_caps *caps = i < 0 ? NULL : h->scan.plugins[i]->info.caps;
-    const ah_config_key *k = caps ? ah__plugin_key_find(caps->config_keys, caps->n_config_keys, key) : NULL;
+    const ah_config_key *k =
+        caps ? ah__plugin_key_find(caps->config_keys, caps->n_config_keys, key) : NULL;
     if (!k) return NULL;
     const char *set = ah__config_plugin_key(&h->config, plugin, key);
     const char *def = k->default_value ? k->default_value : "";

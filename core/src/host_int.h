@@ -25,30 +25,30 @@ typedef struct ah_plugin_slot {
     ah_loaded_plugin *lp; /* NULL until loaded */
     ah_plugin_ctx *ctxs;  /* one per device index a binding asked for */
     uint32_t n_ctxs;
-    char *load_error;     /* why loading failed, remembered */
+    char *load_error; /* why loading failed, remembered */
 } ah_plugin_slot;
 
 typedef struct ah_decision_cache ah_decision_cache;
 
 /* The check record that applies to one scanned plugin (check_records.c). */
 typedef struct ah_check_slot {
-    int found;            /* a record of this file, configuration and device */
+    int found; /* a record of this file, configuration and device */
     ah_check_record rec;
-    char *stale;          /* when none: why the file's nearest record does not
-                             apply ("the plugin file changed since ..."), or NULL */
+    char *stale; /* when none: why the file's nearest record does not
+                    apply ("the plugin file changed since ..."), or NULL */
 } ah_check_slot;
 
 struct ah_host {
     ah_config config;
     ah_hw_facts hw;
     ah_scan_result scan;
-    ah_plugin_slot *slots;  /* parallel to scan.plugins */
-    char *warnings;         /* configuration warnings, one per line */
+    ah_plugin_slot *slots; /* parallel to scan.plugins */
+    char *warnings;        /* configuration warnings, one per line */
     ah_decision_cache *decisions;
-    ah_check_slot *checks;  /* parallel to scan.plugins, read at creation */
-    char *check_path;       /* check-records beside the scan cache; "": none */
-    char *check_note;       /* why that file was ignored, or NULL */
-    pthread_mutex_t lock;   /* slots and the decision cache */
+    ah_check_slot *checks; /* parallel to scan.plugins, read at creation */
+    char *check_path;      /* check-records beside the scan cache; "": none */
+    char *check_note;      /* why that file was ignored, or NULL */
+    pthread_mutex_t lock;  /* slots and the decision cache */
     char errmsg[1024];
 };
 

@@ -120,9 +120,9 @@ static void gather_x86(ah_hw_facts *hw, uint32_t env_mask)
 
     /* XCR0 is readable only when the OS set CR4.OSXSAVE (CPUID.1:ECX[27]). */
     uint64_t xcr0 = BIT(l1.c, 27) ? xgetbv0() : 0;
-    int avx_state = (xcr0 & 0x6) == 0x6;            /* SSE + YMM */
+    int avx_state = (xcr0 & 0x6) == 0x6;                   /* SSE + YMM */
     int avx512_state = avx_state && (xcr0 & 0xe0) == 0xe0; /* opmask, ZMM_Hi256, Hi16_ZMM */
-    int amx_state = (xcr0 & 0x60000) == 0x60000;   /* XTILECFG, XTILEDATA */
+    int amx_state = (xcr0 & 0x60000) == 0x60000;           /* XTILECFG, XTILEDATA */
 
     const uint32_t avx_bits = AH_ISA_AVX | AH_ISA_AVX2 | AH_ISA_FMA | AH_ISA_F16C;
     const uint32_t avx512_bits = AH_ISA_AVX512F | AH_ISA_AVX512BW | AH_ISA_AVX512VL |
@@ -181,8 +181,7 @@ void ah__hw_facts_gather(ah_hw_facts *hw)
         if (errno || *end || v > 0xffffffffu)
             fprintf(stderr, "attnhost: ignoring ATTNHOST_CPU_ISA_MASK='%s': not a 32-bit number\n",
                     m);
-        else
-            env_mask = (uint32_t)v;
+        else env_mask = (uint32_t)v;
     }
 
 #ifdef AH_X86

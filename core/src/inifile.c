@@ -26,15 +26,16 @@
 typedef struct ini_run {
     const ah_ini_callbacks *cb;
     const char *source;
-    const char *pos;     /* next unread byte of the text */
-    int line;            /* the line last handed to inih */
+    const char *pos; /* next unread byte of the text */
+    int line;        /* the line last handed to inih */
     char section[AH_INI_MAX_LINE + 1];
     int in_section;
-    ah_status status;    /* the first error */
+    ah_status status; /* the first error */
     ah_error *err;
 } ini_run;
 
-static void run_fail(ini_run *r, ah_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void run_fail(ini_run *r, ah_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void run_fail(ini_run *r, ah_status s, const char *fmt, ...)
 {
     if (r->status != AH_OK) return;
@@ -111,7 +112,7 @@ static char *read_line(char *str, int num, void *stream)
     r->pos = nl ? nl + 1 : e;
     r->line++;
     if (r->line == 1 && !strncmp(b, "\xEF\xBB\xBF", 3)) b += 3; /* a UTF-8 byte-order mark */
-    while (b < e && (*b == ' ' || *b == '\t')) b++; /* indentation means nothing */
+    while (b < e && (*b == ' ' || *b == '\t')) b++;             /* indentation means nothing */
     while (e > b && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
     size_t len = (size_t)(e - b);
     char w[AH_INI_MAX_LINE + 8];
@@ -171,7 +172,8 @@ static ah_status read_file(const char *path, const char *source, char **out, ah_
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        if (err) snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", source, strerror(errno));
+        if (err)
+            snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", source, strerror(errno));
         return AH_ERR_IO;
     }
     size_t cap = 4096, len = 0;
@@ -196,7 +198,9 @@ static ah_status read_file(const char *path, const char *source, char **out, ah_
         len += n;
         if (n == 0) {
             if (ferror(f)) {
-                if (err) snprintf(err->msg, sizeof err->msg, "%s: read error: %s", source, strerror(errno));
+                if (err)
+                    snprintf(err->msg, sizeof err->msg, "%s: read error: %s", source,
+                             strerror(errno));
                 s = AH_ERR_IO;
             }
             break;
@@ -209,7 +213,9 @@ static ah_status read_file(const char *path, const char *source, char **out, ah_
         if (strlen(buf) != len) {
             int line = 1;
             for (const char *c = buf; *c; c++) line += *c == '\n';
-            if (err) snprintf(err->msg, sizeof err->msg, "%s:%d: NUL byte: not a text file", source, line);
+            if (err)
+                snprintf(err->msg, sizeof err->msg, "%s:%d: NUL byte: not a text file", source,
+                         line);
             s = AH_ERR_CONFIG;
         }
     }
@@ -337,7 +343,8 @@ void ah__key_describe(const ah_key_def *key, char *buf, size_t cap)
     }
 }
 
-static ah_status parse_uint(const ah_key_def *key, const char *text, uint32_t *v, char *msg, size_t cap)
+static ah_status parse_uint(const ah_key_def *key, const char *text, uint32_t *v, char *msg,
+                            size_t cap)
 {
     const char *p = text;
     uint64_t x = 0;
@@ -359,7 +366,8 @@ bad:
     return AH_ERR_CONFIG;
 }
 
-static ah_status parse_float(const ah_key_def *key, const char *text, float *v, char *msg, size_t cap)
+static ah_status parse_float(const ah_key_def *key, const char *text, float *v, char *msg,
+                             size_t cap)
 {
     char *end;
     errno = 0;
@@ -495,7 +503,8 @@ int ah__key_format(const ah_key_def *key, const void *base, char **out)
         ah_strbuf b = {0};
         /* no space after the comma: the dump of a line the reader accepted
          * must fit the reader's line limit again */
-        for (uint32_t i = 0; i < l->n; i++) ah__strbuf_printf(&b, "%s%s", i ? "," : "", l->items[i]);
+        for (uint32_t i = 0; i < l->n; i++)
+            ah__strbuf_printf(&b, "%s%s", i ? "," : "", l->items[i]);
         *out = ah__strbuf_take(&b);
         break;
     }

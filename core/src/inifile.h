@@ -73,8 +73,8 @@ typedef struct ah_key_def {
     const char *name;
     ah_ini_type type;
     const ah_key_arg *arg;
-    size_t offset;       /* of the value in the section's struct */
-    const char *def;     /* default as INI text; NULL: not set */
+    size_t offset;   /* of the value in the section's struct */
+    const char *def; /* default as INI text; NULL: not set */
     const char *doc;
 } ah_key_def;
 

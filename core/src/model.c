@@ -38,10 +38,13 @@ static const ah_key_choice attn_choices[] = {{"decoder", AH_ATTN_DECODER},
                                              {NULL, 0}};
 static const ah_key_choice dtype_choices[] = {
     {"fp32", AH_DTYPE_FP32}, {"fp16", AH_DTYPE_FP16}, {"bf16", AH_DTYPE_BF16}, {NULL, 0}};
-static const ah_key_choice kv_dtype_choices[] = {
-    {"auto", AH_DTYPE_AUTO},         {"fp16", AH_DTYPE_FP16},         {"bf16", AH_DTYPE_BF16},
-    {"fp32", AH_DTYPE_FP32},         {"fp8_e4m3", AH_DTYPE_FP8_E4M3}, {"fp8_e5m2", AH_DTYPE_FP8_E5M2},
-    {NULL, 0}};
+static const ah_key_choice kv_dtype_choices[] = {{"auto", AH_DTYPE_AUTO},
+                                                 {"fp16", AH_DTYPE_FP16},
+                                                 {"bf16", AH_DTYPE_BF16},
+                                                 {"fp32", AH_DTYPE_FP32},
+                                                 {"fp8_e4m3", AH_DTYPE_FP8_E4M3},
+                                                 {"fp8_e5m2", AH_DTYPE_FP8_E5M2},
+                                                 {NULL, 0}};
 static const ah_key_choice layout_choices[] = {
     {"auto", AH_KV_LAYOUT_AUTO}, {"nhd", AH_KV_LAYOUT_NHD}, {"hnd", AH_KV_LAYOUT_HND}, {NULL, 0}};
 
@@ -172,8 +175,9 @@ static ah_status on_section(void *user, const char *name, int line, char *msg, s
         ah_range range;
         char rmsg[256];
         if (!*text) {
-            snprintf(msg, cap, "no layer range: write [layers.<range>], e.g. [layers.0-3] or "
-                               "[layers.1-47/2]");
+            snprintf(msg, cap,
+                     "no layer range: write [layers.<range>], e.g. [layers.0-3] or "
+                     "[layers.1-47/2]");
             return AH_ERR_CONFIG;
         }
         if (ah__range_parse(text, &range, rmsg, sizeof rmsg)) {
@@ -184,11 +188,14 @@ static ah_status on_section(void *user, const char *name, int line, char *msg, s
         return add_section(p, name, line, 0, range, msg, cap);
     }
     if (!strncmp(name, "layer.", 6))
-        snprintf(msg, cap, "unknown section (a model description uses [layers.%s]; "
-                           "[layer.<range>] belongs in the host configuration)", name + 6);
+        snprintf(msg, cap,
+                 "unknown section (a model description uses [layers.%s]; "
+                 "[layer.<range>] belongs in the host configuration)",
+                 name + 6);
     else
-        snprintf(msg, cap, "unknown section; a model description has [model] and "
-                           "[layers.<range>] sections");
+        snprintf(msg, cap,
+                 "unknown section; a model description has [model] and "
+                 "[layers.<range>] sections");
     return AH_ERR_CONFIG;
 }
 
@@ -197,11 +204,12 @@ static void layer_key_names(char *buf, size_t cap)
     size_t n = 0;
     buf[0] = '\0';
     for (int k = 0; k < N_MKEYS && n < cap; k++)
-        if (is_layer_key(k)) n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", model_keys[k].name);
+        if (is_layer_key(k))
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", model_keys[k].name);
 }
 
-static ah_status on_key(void *user, const char *section, const char *key, const char *value, int line,
-                        char *msg, size_t cap)
+static ah_status on_key(void *user, const char *section, const char *key, const char *value,
+                        int line, char *msg, size_t cap)
 {
     mparse *p = user;
     msection *s = p->cur;
@@ -217,8 +225,8 @@ static ah_status on_key(void *user, const char *section, const char *key, const 
             snprintf(msg, cap, "duplicate key (first set at line %d)", s->key_line[k]);
             return AH_ERR_CONFIG;
         }
-        ah_status st = ah__key_set(d, is_layer_key(k) ? (void *)&s->vals : (void *)&p->model, value,
-                                   msg, cap);
+        ah_status st =
+            ah__key_set(d, is_layer_key(k) ? (void *)&s->vals : (void *)&p->model, value, msg, cap);
         if (st == AH_OK) s->key_line[k] = line;
         return st;
     }
@@ -299,21 +307,23 @@ static ah_status resolve_mla(const resolve_ctx *c, layer_state *l, uint32_t i)
         /* Set as specifically as mla itself: it must agree. Less
          * specifically (a [model] default under a [layers] mla): replaced. */
         if (l->level[keys[j]] >= l->level[AH_MK_mla] && *fields[j] != derived[j]) {
-            const char *why = j == 0 ? "one KV head"
+            const char *why = j == 0   ? "one KV head"
                               : j == 1 ? "kv_lora_rank + qk_rope_head_dim"
                                        : "kv_lora_rank";
-            int key = l->line[keys[j]] == l->line[AH_MK_head_size] && l->level[AH_MK_head_size] ? AH_MK_head_size
-                                                                                        : keys[j];
-            return layer_fail(c, l, key, i, "%s = %u conflicts with mla (line %d), which needs %u (%s)",
-                              model_keys[key].name, *fields[j], l->line[AH_MK_mla], derived[j], why);
+            int key = l->line[keys[j]] == l->line[AH_MK_head_size] && l->level[AH_MK_head_size]
+                          ? AH_MK_head_size
+                          : keys[j];
+            return layer_fail(
+                c, l, key, i, "%s = %u conflicts with mla (line %d), which needs %u (%s)",
+                model_keys[key].name, *fields[j], l->line[AH_MK_mla], derived[j], why);
         }
         *fields[j] = derived[j];
     }
     return AH_OK;
 }
 
-static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i, ah_layer_spec *spec,
-                               ah_layer_kind *kind)
+static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
+                               ah_layer_spec *spec, ah_layer_kind *kind)
 {
     layer_vals *v = &l->vals;
     *kind = (ah_layer_kind)v->kind;
@@ -325,9 +335,11 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
          * contradiction */
         for (int k = 0; k < N_MKEYS; k++)
             if (is_layer_key(k) && k != AH_MK_kind && l->sec[k] && l->sec[k] == l->sec[AH_MK_kind])
-                return layer_fail(c, l, k, i, "%s applies only to attention layers; this is a %s "
-                                  "layer (kind, line %d)", model_keys[k].name,
-                                  ah_layer_kind_str(*kind), l->line[AH_MK_kind]);
+                return layer_fail(c, l, k, i,
+                                  "%s applies only to attention layers; this is a %s "
+                                  "layer (kind, line %d)",
+                                  model_keys[k].name, ah_layer_kind_str(*kind),
+                                  l->line[AH_MK_kind]);
         return AH_OK;
     }
     if (v->mla) {
@@ -358,7 +370,8 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     spec->use_sinks = (uint32_t)v->sinks;
     spec->use_alibi = (uint32_t)v->alibi;
     spec->fp8_attention = (uint32_t)v->fp8_attention;
-    spec->causal = l->level[AH_MK_causal] ? (v->causal ? AH_CAUSAL_ON : AH_CAUSAL_OFF) : AH_CAUSAL_BY_TYPE;
+    spec->causal =
+        l->level[AH_MK_causal] ? (v->causal ? AH_CAUSAL_ON : AH_CAUSAL_OFF) : AH_CAUSAL_BY_TYPE;
     char msg[512];
     int keys[2];
     if (ah__model_layer_check(spec, *kind, msg, sizeof msg, keys) != AH_OK)
@@ -403,7 +416,8 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
     if ((unsigned)kind >= AH_LAYER_KIND_COUNT)
         return check_fail(msg, cap, keys, AH_MK_kind, -1, "kind %d is not a layer kind", (int)kind);
     if (kind != AH_LAYER_ATTENTION) return AH_OK;
-    if (!s->qk_head_size) return check_fail(msg, cap, keys, -1, -1, "head_size (or qk_head_size) is not set");
+    if (!s->qk_head_size)
+        return check_fail(msg, cap, keys, -1, -1, "head_size (or qk_head_size) is not set");
     if (!s->v_head_size)
         return check_fail(msg, cap, keys, AH_MK_qk_head_size, -1,
                           "v_head_size is not set (head_size sets both sizes)");
@@ -412,14 +426,22 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
     const struct {
         int key;
         double v;
-    } vals[] = {{AH_MK_attn_type, s->attn_type},     {AH_MK_num_q_heads, s->num_q_heads},
-                {AH_MK_num_kv_heads, s->num_kv_heads}, {AH_MK_qk_head_size, s->qk_head_size},
-                {AH_MK_v_head_size, s->v_head_size},   {AH_MK_dtype, s->q_dtype},
-                {AH_MK_kv_dtype, s->kv_dtype},         {AH_MK_block_size, s->block_size},
-                {AH_MK_kv_layout, s->kv_layout},       {AH_MK_sliding_window, s->sliding_window},
-                {AH_MK_softcap, s->softcap},           {AH_MK_scale, s->scale},
-                {AH_MK_mla, s->use_mla},               {AH_MK_sinks, s->use_sinks},
-                {AH_MK_alibi, s->use_alibi},           {AH_MK_fp8_attention, s->fp8_attention},
+    } vals[] = {{AH_MK_attn_type, s->attn_type},
+                {AH_MK_num_q_heads, s->num_q_heads},
+                {AH_MK_num_kv_heads, s->num_kv_heads},
+                {AH_MK_qk_head_size, s->qk_head_size},
+                {AH_MK_v_head_size, s->v_head_size},
+                {AH_MK_dtype, s->q_dtype},
+                {AH_MK_kv_dtype, s->kv_dtype},
+                {AH_MK_block_size, s->block_size},
+                {AH_MK_kv_layout, s->kv_layout},
+                {AH_MK_sliding_window, s->sliding_window},
+                {AH_MK_softcap, s->softcap},
+                {AH_MK_scale, s->scale},
+                {AH_MK_mla, s->use_mla},
+                {AH_MK_sinks, s->use_sinks},
+                {AH_MK_alibi, s->use_alibi},
+                {AH_MK_fp8_attention, s->fp8_attention},
                 {AH_MK_kv_group, ah_spec_kv_group(s)}};
     for (size_t j = 0; j < sizeof vals / sizeof *vals; j++)
         if (out_of_range(vals[j].key, vals[j].v)) {
@@ -448,10 +470,12 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                               s->qk_head_size, s->v_head_size);
     }
     if (s->sliding_window && s->attn_type == AH_ATTN_ENCODER_DECODER)
-        return check_fail(msg, cap, keys, AH_MK_sliding_window, AH_MK_attn_type,
-                          "sliding_window does not apply to encoder_decoder (cross-attention) layers");
+        return check_fail(
+            msg, cap, keys, AH_MK_sliding_window, AH_MK_attn_type,
+            "sliding_window does not apply to encoder_decoder (cross-attention) layers");
     if (AH_HAS_FIELD(s, ah_layer_spec, causal) && s->causal > AH_CAUSAL_OFF)
-        return check_fail(msg, cap, keys, AH_MK_causal, -1, "causal %u is not a causal setting", s->causal);
+        return check_fail(msg, cap, keys, AH_MK_causal, -1, "causal %u is not a causal setting",
+                          s->causal);
     if (AH_HAS_FIELD(s, ah_layer_spec, causal) && s->causal == AH_CAUSAL_ON &&
         s->attn_type != AH_ATTN_DECODER)
         return check_fail(msg, cap, keys, AH_MK_causal, AH_MK_attn_type,
@@ -460,7 +484,8 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
         return check_fail(msg, cap, keys, AH_MK_kv_group, AH_MK_attn_type,
                           "kv_group = %u on a cacheless (%s) layer, which has no KV cache: leave "
                           "it in group 0",
-                          s->kv_group, ah__key_choice_name(&model_keys[AH_MK_attn_type], (int)s->attn_type));
+                          s->kv_group,
+                          ah__key_choice_name(&model_keys[AH_MK_attn_type], (int)s->attn_type));
     return AH_OK;
 }
 
@@ -502,21 +527,24 @@ ah_status ah__model_groups_check(ah_model *m, char *msg, size_t cap)
             snprintf(bv, sizeof bv, "%u", s->block_size);
         } else if (declared && group_kv_dtype(a) != group_kv_dtype(s)) {
             what = "kv_dtype";
-            snprintf(av, sizeof av, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_dtype], group_kv_dtype(a)));
-            snprintf(bv, sizeof bv, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_dtype], group_kv_dtype(s)));
+            snprintf(av, sizeof av, "%s",
+                     ah__key_choice_name(&model_keys[AH_MK_kv_dtype], group_kv_dtype(a)));
+            snprintf(bv, sizeof bv, "%s",
+                     ah__key_choice_name(&model_keys[AH_MK_kv_dtype], group_kv_dtype(s)));
         } else if (declared && a->kv_layout != s->kv_layout && a->kv_layout != AH_KV_LAYOUT_AUTO &&
                    s->kv_layout != AH_KV_LAYOUT_AUTO) {
             what = "kv_layout";
-            snprintf(av, sizeof av, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_layout], a->kv_layout));
-            snprintf(bv, sizeof bv, "%s", ah__key_choice_name(&model_keys[AH_MK_kv_layout], s->kv_layout));
+            snprintf(av, sizeof av, "%s",
+                     ah__key_choice_name(&model_keys[AH_MK_kv_layout], a->kv_layout));
+            snprintf(bv, sizeof bv, "%s",
+                     ah__key_choice_name(&model_keys[AH_MK_kv_layout], s->kv_layout));
         }
         if (what) {
             snprintf(msg, cap,
                      "layers %u and %u are both in kv_group %u but differ in %s (%s and %s): the "
                      "layers of a KV-cache group share one block table, so one block_size%s (put "
                      "them in different groups with kv_group, or make them agree)",
-                     first[g], i, g, what, av, bv,
-                     declared ? ", kv_dtype and kv_layout" : "");
+                     first[g], i, g, what, av, bv, declared ? ", kv_dtype and kv_layout" : "");
             return AH_ERR_CONFIG;
         }
     }
@@ -547,20 +575,23 @@ static uint32_t range_max(const ah_range *r)
 static ah_status build(mparse *p, ah_model *m, ah_error *err)
 {
     if (p->model_sec < 0) {
-        if (err) snprintf(err->msg, sizeof err->msg, "%s: no [model] section (it sets name and num_layers)",
-                          p->source);
+        if (err)
+            snprintf(err->msg, sizeof err->msg,
+                     "%s: no [model] section (it sets name and num_layers)", p->source);
         return AH_ERR_CONFIG;
     }
     const msection *ms = &p->secs[p->model_sec];
     for (int k = AH_MK_name; k <= AH_MK_num_layers; k++)
         if (!ms->key_line[k]) {
-            if (err) snprintf(err->msg, sizeof err->msg, "%s:%d: [model] %s: not set (required)",
-                              p->source, ms->line, model_keys[k].name);
+            if (err)
+                snprintf(err->msg, sizeof err->msg, "%s:%d: [model] %s: not set (required)",
+                         p->source, ms->line, model_keys[k].name);
             return AH_ERR_CONFIG;
         }
     if (!p->model.name || !*p->model.name) {
-        if (err) snprintf(err->msg, sizeof err->msg, "%s:%d: [model] name: must not be empty",
-                          p->source, ms->key_line[AH_MK_name]);
+        if (err)
+            snprintf(err->msg, sizeof err->msg, "%s:%d: [model] name: must not be empty", p->source,
+                     ms->key_line[AH_MK_name]);
         return AH_ERR_CONFIG;
     }
     uint32_t n = p->model.num_layers;
@@ -569,9 +600,10 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
         if (sec->is_model) continue;
         uint32_t top = range_max(&sec->range);
         if (top >= n) {
-            if (err) snprintf(err->msg, sizeof err->msg,
-                              "%s:%d: [%s]: layer %u is beyond the model's %u layers (0-%u)",
-                              p->source, sec->line, sec->title, top, n, n - 1);
+            if (err)
+                snprintf(err->msg, sizeof err->msg,
+                         "%s:%d: [%s]: layer %u is beyond the model's %u layers (0-%u)", p->source,
+                         sec->line, sec->title, top, n, n - 1);
             return AH_ERR_CONFIG;
         }
     }
@@ -583,8 +615,9 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
     for (int k = 0; k < N_MKEYS; k++)
         if (is_layer_key(k) && model_keys[k].def &&
             ah__key_set(&model_keys[k], &base.vals, model_keys[k].def, msg, sizeof msg) != AH_OK) {
-            if (err) snprintf(err->msg, sizeof err->msg, "internal: default of %s: %s",
-                              model_keys[k].name, msg);
+            if (err)
+                snprintf(err->msg, sizeof err->msg, "internal: default of %s: %s",
+                         model_keys[k].name, msg);
             return AH_ERR_INTERNAL;
         }
     apply_section(&base, ms, 1, 0);
@@ -720,8 +753,10 @@ ah_status ah__model_keys_dump(char **text)
 {
     ah_strbuf b = {0};
     *text = NULL;
-    ah__strbuf_printf(&b, "# attnhost model description: every key, its documentation and its "
-                          "default.\n# Keys are shown commented out, with their default where they have one.\n\n[model]\n\n");
+    ah__strbuf_printf(
+        &b,
+        "# attnhost model description: every key, its documentation and its "
+        "default.\n# Keys are shown commented out, with their default where they have one.\n\n[model]\n\n");
     for (int k = 0; k < N_MKEYS; k++) {
         const ah_key_def *d = &model_keys[k];
         char type[300];

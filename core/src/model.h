@@ -11,8 +11,8 @@
 struct ah_model {
     char *name;
     uint32_t num_layers;
-    ah_layer_spec *layers;  /* kv_dtype/kv_layout may be AUTO; zeros for
-                               non-attention layers */
+    ah_layer_spec *layers; /* kv_dtype/kv_layout may be AUTO; zeros for
+                              non-attention layers */
     ah_layer_kind *kinds;
     uint32_t num_kv_groups; /* 1 + the largest kv_group of a cache layer (1 without any) */
 };

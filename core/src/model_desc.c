@@ -64,7 +64,8 @@ static void fill_defaults(ah_layer_spec *s)
     if (!s->block_size) s->block_size = 16;
 }
 
-ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model **out, ah_error *err)
+ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model **out,
+                           ah_error *err)
 {
     if (!out) return desc_fail(err, AH_ERR_INVALID_ARGUMENT, "ah_model_create: out is NULL");
     *out = NULL;
@@ -73,7 +74,8 @@ ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model 
         return desc_fail(err, AH_ERR_ABI, "ah_model_desc.struct_size %u is too small (%zu)",
                          d->struct_size, sizeof(ah_model_desc));
     if (!d->name || !*d->name)
-        return desc_fail(err, AH_ERR_CONFIG, "%s: name: not set (required)", source ? source : "<model>");
+        return desc_fail(err, AH_ERR_CONFIG, "%s: name: not set (required)",
+                         source ? source : "<model>");
     if (!source) source = d->name;
     if (strpbrk(d->name, "\n\r"))
         return desc_fail(err, AH_ERR_CONFIG, "%s: name: must be one line", source);
@@ -104,8 +106,9 @@ ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model 
                                "%s: layer %u: an attention layer, but ah_model_desc.layers is NULL",
                                source, i);
             else if (in->struct_size < offsetof(ah_layer_spec, fp8_attention))
-                st = desc_fail(err, AH_ERR_ABI, "%s: layer %u: ah_layer_spec.struct_size %u is too small",
-                               source, i, in->struct_size);
+                st = desc_fail(err, AH_ERR_ABI,
+                               "%s: layer %u: ah_layer_spec.struct_size %u is too small", source, i,
+                               in->struct_size);
             else {
                 memcpy(s, in, in->struct_size < sizeof *s ? in->struct_size : sizeof *s);
                 s->struct_size = sizeof *s;
@@ -148,8 +151,26 @@ ah_status ah_model_create(const ah_model_desc *desc, ah_model **out, ah_error *e
  * ranks of another) and, in the default column, where the table has no
  * default. Head sizes are one entry, "head_size = X" or the pair. */
 enum {
-    V_ATTN, V_CAUSAL, V_QH, V_KVH, V_HS, V_DTYPE, V_KVDTYPE, V_BLOCK, V_LAYOUT, V_GROUP, V_WINDOW, V_SOFTCAP,
-    V_SCALE, V_SINKS, V_ALIBI, V_FP8, V_MLA, V_RANK, V_ROPE, V_COUNT
+    V_ATTN,
+    V_CAUSAL,
+    V_QH,
+    V_KVH,
+    V_HS,
+    V_DTYPE,
+    V_KVDTYPE,
+    V_BLOCK,
+    V_LAYOUT,
+    V_GROUP,
+    V_WINDOW,
+    V_SOFTCAP,
+    V_SCALE,
+    V_SINKS,
+    V_ALIBI,
+    V_FP8,
+    V_MLA,
+    V_RANK,
+    V_ROPE,
+    V_COUNT
 };
 
 typedef struct layer_text {
@@ -193,14 +214,14 @@ static void layer_render(const ah_layer_spec *s, layer_text *t)
 static void defaults_render(layer_text *t)
 {
     static const char *const def[V_COUNT] = {
-        [V_ATTN] = "attn_type = decoder", [V_DTYPE] = "dtype = bf16",
-        [V_KVDTYPE] = "kv_dtype = auto",  [V_BLOCK] = "block_size = 16",
-        [V_LAYOUT] = "kv_layout = auto",  [V_GROUP] = "kv_group = 0",
-        [V_WINDOW] = "sliding_window = 0",
-        [V_SOFTCAP] = "softcap = 0",      [V_SCALE] = "scale = 0",
-        [V_SINKS] = "sinks = false",      [V_ALIBI] = "alibi = false",
-        [V_FP8] = "fp8_attention = false", [V_MLA] = "mla = false",
-        [V_RANK] = "kv_lora_rank = 512",  [V_ROPE] = "qk_rope_head_dim = 64"};
+        [V_ATTN] = "attn_type = decoder",  [V_DTYPE] = "dtype = bf16",
+        [V_KVDTYPE] = "kv_dtype = auto",   [V_BLOCK] = "block_size = 16",
+        [V_LAYOUT] = "kv_layout = auto",   [V_GROUP] = "kv_group = 0",
+        [V_WINDOW] = "sliding_window = 0", [V_SOFTCAP] = "softcap = 0",
+        [V_SCALE] = "scale = 0",           [V_SINKS] = "sinks = false",
+        [V_ALIBI] = "alibi = false",       [V_FP8] = "fp8_attention = false",
+        [V_MLA] = "mla = false",           [V_RANK] = "kv_lora_rank = 512",
+        [V_ROPE] = "qk_rope_head_dim = 64"};
     memset(t, 0, sizeof *t);
     for (int i = 0; i < V_COUNT; i++)
         if (def[i]) {
@@ -268,11 +289,13 @@ ah_status ah_model_to_ini(const ah_model *m, char **text)
         if (m->kinds[i] != AH_LAYER_ATTENTION) continue;
         int seen = 0; /* counted with an earlier identical layer */
         for (uint32_t j = 0; j < i && !seen; j++)
-            seen = m->kinds[j] == AH_LAYER_ATTENTION && !memcmp(&m->layers[i], &m->layers[j], sizeof m->layers[i]);
+            seen = m->kinds[j] == AH_LAYER_ATTENTION &&
+                   !memcmp(&m->layers[i], &m->layers[j], sizeof m->layers[i]);
         if (seen) continue;
         uint32_t same = 0;
         for (uint32_t j = i; j < n; j++)
-            same += m->kinds[j] == AH_LAYER_ATTENTION && !memcmp(&m->layers[i], &m->layers[j], sizeof m->layers[i]);
+            same += m->kinds[j] == AH_LAYER_ATTENTION &&
+                    !memcmp(&m->layers[i], &m->layers[j], sizeof m->layers[i]);
         if (same > best) {
             best = same;
             base = i;
@@ -293,7 +316,8 @@ ah_status ah_model_to_ini(const ah_model *m, char **text)
     /* each layer's section body: what differs from [model] */
     for (uint32_t i = 0; i < n; i++) {
         ah_strbuf lb = {0};
-        if (m->kinds[i] != mkind) ah__strbuf_printf(&lb, "kind = %s\n", ah_layer_kind_str(m->kinds[i]));
+        if (m->kinds[i] != mkind)
+            ah__strbuf_printf(&lb, "kind = %s\n", ah_layer_kind_str(m->kinds[i]));
         if (m->kinds[i] == AH_LAYER_ATTENTION) diff_lines(&lb, &lt[i], &eff);
         if (!(body[i] = ah__strbuf_take(&lb))) goto out;
     }

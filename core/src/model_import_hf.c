@@ -30,14 +30,27 @@
 /* Fields that change what attention computes. A family lists those its
  * mapping reads; any other one set (not null, false, 0, "absolute", or a
  * layer_types of full attention only) is an error. */
-static const char *const ATTENTION_KEYS[] = {
-    "sliding_window",        "use_sliding_window",     "max_window_layers",   "layer_types",
-    "attn_logit_softcapping", "query_pre_attn_scalar", "sliding_window_pattern",
-    "attention_chunk_size",  "no_rope_layers",         "attn_temperature_tuning",
-    "alibi",                 "use_alibi",              "position_embedding_type",
-    "kv_lora_rank",          "attn_layer_period",      "attn_layer_offset",
-    "full_attention_interval", "attention_multiplier", "attn_soft_cap",
-    "logit_softcapping",     NULL};
+static const char *const ATTENTION_KEYS[] = {"sliding_window",
+                                             "use_sliding_window",
+                                             "max_window_layers",
+                                             "layer_types",
+                                             "attn_logit_softcapping",
+                                             "query_pre_attn_scalar",
+                                             "sliding_window_pattern",
+                                             "attention_chunk_size",
+                                             "no_rope_layers",
+                                             "attn_temperature_tuning",
+                                             "alibi",
+                                             "use_alibi",
+                                             "position_embedding_type",
+                                             "kv_lora_rank",
+                                             "attn_layer_period",
+                                             "attn_layer_offset",
+                                             "full_attention_interval",
+                                             "attention_multiplier",
+                                             "attn_soft_cap",
+                                             "logit_softcapping",
+                                             NULL};
 
 typedef struct hf {
     const char *source;
@@ -76,7 +89,8 @@ static const char *jtext(json_object *v)
 static json_object *field(const hf *h, const char *key)
 {
     json_object *v = NULL;
-    if (!json_object_object_get_ex(h->cfg, key, &v) || json_object_is_type(v, json_type_null)) return NULL;
+    if (!json_object_object_get_ex(h->cfg, key, &v) || json_object_is_type(v, json_type_null))
+        return NULL;
     return v;
 }
 
@@ -87,7 +101,9 @@ static ah_status get_uint(hf *h, const char *key, int required, uint32_t def, ui
 {
     json_object *v = field(h, key);
     if (!v) {
-        if (required) return fail(h, "%s%s: not set (required for model_type %s)", h->pre, key, h->model_type);
+        if (required)
+            return fail(h, "%s%s: not set (required for model_type %s)", h->pre, key,
+                        h->model_type);
         *out = def;
         return AH_OK;
     }
@@ -105,14 +121,17 @@ static ah_status get_double(hf *h, const char *key, int required, double def, do
 {
     json_object *v = field(h, key);
     if (!v) {
-        if (required) return fail(h, "%s%s: not set (required for model_type %s)", h->pre, key, h->model_type);
+        if (required)
+            return fail(h, "%s%s: not set (required for model_type %s)", h->pre, key,
+                        h->model_type);
         *out = def;
         return AH_OK;
     }
     if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
         return fail(h, "%s%s = %s: not a number", h->pre, key, jtext(v));
     *out = json_object_get_double(v);
-    if (!isfinite(*out) || *out < 0) return fail(h, "%s%s = %s: not a finite number of 0 or more", h->pre, key, jtext(v));
+    if (!isfinite(*out) || *out < 0)
+        return fail(h, "%s%s = %s: not a finite number of 0 or more", h->pre, key, jtext(v));
     return AH_OK;
 }
 
@@ -123,7 +142,8 @@ static ah_status get_bool(hf *h, const char *key, int def, int *out)
         *out = def;
         return AH_OK;
     }
-    if (!json_object_is_type(v, json_type_boolean)) return fail(h, "%s%s = %s: not true or false", h->pre, key, jtext(v));
+    if (!json_object_is_type(v, json_type_boolean))
+        return fail(h, "%s%s = %s: not true or false", h->pre, key, jtext(v));
     *out = json_object_get_boolean(v);
     return AH_OK;
 }
@@ -137,12 +157,14 @@ static int truthy(json_object *v)
     case json_type_boolean: return json_object_get_boolean(v);
     case json_type_int: return json_object_get_int64(v) != 0;
     case json_type_double: return json_object_get_double(v) != 0;
-    case json_type_string: return *json_object_get_string(v) && strcmp(json_object_get_string(v), "absolute");
+    case json_type_string:
+        return *json_object_get_string(v) && strcmp(json_object_get_string(v), "absolute");
     case json_type_array: {
         size_t n = json_object_array_length(v);
         for (size_t i = 0; i < n; i++) {
             json_object *e = json_object_array_get_idx(v, i);
-            if (!json_object_is_type(e, json_type_string) || strcmp(json_object_get_string(e), "full_attention"))
+            if (!json_object_is_type(e, json_type_string) ||
+                strcmp(json_object_get_string(e), "full_attention"))
                 return 1;
         }
         return 0;
@@ -157,7 +179,8 @@ static int truthy(json_object *v)
 
 static ah_status alloc_layers(hf *h, uint32_t n)
 {
-    if (n < 1 || n > 16384) return fail(h, "%snum_hidden_layers = %u: out of range 1..16384", h->pre, n);
+    if (n < 1 || n > 16384)
+        return fail(h, "%snum_hidden_layers = %u: out of range 1..16384", h->pre, n);
     h->n = n;
     h->specs = ah__calloc(n, sizeof *h->specs);
     h->kinds = ah__calloc(n, sizeof *h->kinds);
@@ -220,16 +243,21 @@ static ah_status get_dtype(hf *h, ah_dtype *out)
     }
     const char *t = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
     if (!strcmp(t, "bfloat16") || !strcmp(t, "bf16")) *out = AH_DTYPE_BF16;
-    else if (!strcmp(t, "float16") || !strcmp(t, "fp16") || !strcmp(t, "half")) *out = AH_DTYPE_FP16;
-    else if (!strcmp(t, "float32") || !strcmp(t, "fp32") || !strcmp(t, "float")) *out = AH_DTYPE_FP32;
+    else if (!strcmp(t, "float16") || !strcmp(t, "fp16") || !strcmp(t, "half"))
+        *out = AH_DTYPE_FP16;
+    else if (!strcmp(t, "float32") || !strcmp(t, "fp32") || !strcmp(t, "float"))
+        *out = AH_DTYPE_FP32;
     else
-        return fail(h, "%s = %s: not a dtype the importer knows (bfloat16, float16, float32); "
-                       "give one (--dtype)", key, jtext(v));
+        return fail(h,
+                    "%s = %s: not a dtype the importer knows (bfloat16, float16, float32); "
+                    "give one (--dtype)",
+                    key, jtext(v));
     return AH_OK;
 }
 
 /* head_dim, else hidden_size / num_attention_heads. */
-static ah_status head_dim(hf *h, const char *heads_key, uint32_t heads, const char *hidden_key, uint32_t *hd)
+static ah_status head_dim(hf *h, const char *heads_key, uint32_t heads, const char *hidden_key,
+                          uint32_t *hd)
 {
     json_object *v = field(h, "head_dim");
     if (v) {
@@ -254,14 +282,16 @@ static ah_status decoder_layers(hf *h, ah_layer_spec *proto)
     uint32_t n = 0, q = 0, kv = 0, hd = 0, qr = 0, kvr = 0;
     ah_dtype dt;
     ah_status s;
-    if ((s = get_uint(h, "num_hidden_layers", REQUIRED, 0, &n)) || (s = get_uint(h, "num_attention_heads", REQUIRED, 0, &q)))
+    if ((s = get_uint(h, "num_hidden_layers", REQUIRED, 0, &n)) ||
+        (s = get_uint(h, "num_attention_heads", REQUIRED, 0, &q)))
         return s;
     if (!q) return fail(h, "%snum_attention_heads = 0: a layer needs heads", h->pre);
     if ((s = get_uint(h, "num_key_value_heads", OPTIONAL, q, &kv))) return s;
     if (!kv || q % kv)
-        return fail(h, "%snum_attention_heads = %u is not a multiple of %snum_key_value_heads = %u", h->pre, q,
-                    h->pre, kv);
-    if ((s = head_dim(h, "num_attention_heads", q, "hidden_size", &hd)) || (s = get_dtype(h, &dt)) ||
+        return fail(h, "%snum_attention_heads = %u is not a multiple of %snum_key_value_heads = %u",
+                    h->pre, q, h->pre, kv);
+    if ((s = head_dim(h, "num_attention_heads", q, "hidden_size", &hd)) ||
+        (s = get_dtype(h, &dt)) ||
         (s = tp_heads(h, "num_attention_heads", q, "num_key_value_heads", kv, &qr, &kvr)) ||
         (s = alloc_layers(h, n)))
         return s;
@@ -293,20 +323,24 @@ static ah_status windows(hf *h, int pattern, int lt_extra, uint8_t *chunked)
                         json_object_array_length(lt), h->pre, h->n);
         for (uint32_t i = 0; i < h->n; i++) {
             json_object *e = json_object_array_get_idx(lt, i);
-            const char *t = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : "";
+            const char *t =
+                json_object_is_type(e, json_type_string) ? json_object_get_string(e) : "";
             if (!strcmp(t, "full_attention")) continue;
             if (!strcmp(t, "sliding_attention")) {
                 if (!w)
-                    return fail(h, "%slayer_types[%u] = \"sliding_attention\" but %ssliding_window is not set",
-                                h->pre, i, h->pre);
+                    return fail(
+                        h,
+                        "%slayer_types[%u] = \"sliding_attention\" but %ssliding_window is not set",
+                        h->pre, i, h->pre);
                 h->specs[i].sliding_window = w;
             } else if (!strcmp(t, "linear_attention") && (lt_extra & LT_LINEAR_GDN)) {
                 h->kinds[i] = AH_LAYER_GDN;
             } else if (!strcmp(t, "chunked_attention") && (lt_extra & LT_CHUNKED) && chunked) {
                 chunked[i] = 1;
             } else {
-                return fail(h, "%slayer_types[%u] = %s: not a layer type the importer knows for "
-                               "model_type %s (full_attention, sliding_attention%s%s)",
+                return fail(h,
+                            "%slayer_types[%u] = %s: not a layer type the importer knows for "
+                            "model_type %s (full_attention, sliding_attention%s%s)",
                             h->pre, i, jtext(e), h->model_type,
                             lt_extra & LT_LINEAR_GDN ? ", linear_attention" : "",
                             lt_extra & LT_CHUNKED ? ", chunked_attention" : "");
@@ -333,7 +367,8 @@ static ah_status windows(hf *h, int pattern, int lt_extra, uint8_t *chunked)
         return AH_OK;
     }
     for (uint32_t i = 0; w && pattern != WIN_NONE && i < h->n; i++)
-        if (pattern == WIN_ALL || (pattern == WIN_EVEN && i % 2 == 0)) h->specs[i].sliding_window = w;
+        if (pattern == WIN_ALL || (pattern == WIN_EVEN && i % 2 == 0))
+            h->specs[i].sliding_window = w;
     return AH_OK;
 }
 
@@ -366,7 +401,8 @@ static ah_status fam_gemma(hf *h, int pattern)
         (s = get_double(h, "query_pre_attn_scalar", g3 ? OPTIONAL : REQUIRED, 256, &qpas)) ||
         (s = get_double(h, "attn_logit_softcapping", OPTIONAL, 0, &cap)))
         return s;
-    if (qpas <= 0) return fail(h, "%squery_pre_attn_scalar = %g: not a positive number", h->pre, qpas);
+    if (qpas <= 0)
+        return fail(h, "%squery_pre_attn_scalar = %g: not a positive number", h->pre, qpas);
     for (uint32_t i = 0; i < h->n; i++) {
         h->specs[i].scale = (float)(1.0 / sqrt(qpas));
         h->specs[i].softcap = (float)cap;
@@ -405,7 +441,9 @@ static ah_status fam_deepseek(hf *h)
         (s = get_uint(h, "v_head_dim", REQUIRED, 0, &vdim)) || (s = get_dtype(h, &dt)))
         return s;
     if (!q) return fail(h, "%snum_attention_heads = 0: a layer needs heads", h->pre);
-    if (!rank || !rope) return fail(h, "%s%s = 0: MLA needs it", h->pre, rank ? "qk_rope_head_dim" : "kv_lora_rank");
+    if (!rank || !rope)
+        return fail(h, "%s%s = 0: MLA needs it", h->pre,
+                    rank ? "qk_rope_head_dim" : "kv_lora_rank");
     double scale = 1.0 / sqrt((double)nope + rope);
     json_object *rs = field(h, "rope_scaling");
     if (rs) {
@@ -422,7 +460,8 @@ static ah_status fam_deepseek(hf *h)
             scale *= m * m;
         }
     }
-    if ((s = tp_heads(h, "num_attention_heads", q, NULL, 0, &qr, NULL)) || (s = alloc_layers(h, n))) return s;
+    if ((s = tp_heads(h, "num_attention_heads", q, NULL, 0, &qr, NULL)) || (s = alloc_layers(h, n)))
+        return s;
     ah_layer_spec sp = base_spec(h, dt, AH_ATTN_DECODER, qr, 1, 0);
     sp.use_mla = 1;
     sp.qk_head_size = rank + rope;
@@ -439,18 +478,22 @@ static ah_status fam_whisper(hf *h)
     uint32_t ne = 0, nd = 0, he = 0, hdec = 0, d = 0, qe = 0, qd = 0;
     ah_dtype dt;
     ah_status s;
-    if ((s = get_uint(h, "encoder_layers", REQUIRED, 0, &ne)) || (s = get_uint(h, "decoder_layers", REQUIRED, 0, &nd)) ||
+    if ((s = get_uint(h, "encoder_layers", REQUIRED, 0, &ne)) ||
+        (s = get_uint(h, "decoder_layers", REQUIRED, 0, &nd)) ||
         (s = get_uint(h, "encoder_attention_heads", REQUIRED, 0, &he)) ||
         (s = get_uint(h, "decoder_attention_heads", REQUIRED, 0, &hdec)) ||
         (s = get_uint(h, "d_model", REQUIRED, 0, &d)) || (s = get_dtype(h, &dt)))
         return s;
-    if (!he || d % he) return fail(h, "d_model = %u is not a multiple of encoder_attention_heads = %u", d, he);
-    if (!hdec || d % hdec) return fail(h, "d_model = %u is not a multiple of decoder_attention_heads = %u", d, hdec);
+    if (!he || d % he)
+        return fail(h, "d_model = %u is not a multiple of encoder_attention_heads = %u", d, he);
+    if (!hdec || d % hdec)
+        return fail(h, "d_model = %u is not a multiple of decoder_attention_heads = %u", d, hdec);
     if ((s = tp_heads(h, "encoder_attention_heads", he, NULL, 0, &qe, NULL)) ||
         (s = tp_heads(h, "decoder_attention_heads", hdec, NULL, 0, &qd, NULL)) ||
         (s = alloc_layers(h, ne + 2 * nd)))
         return s;
-    for (uint32_t i = 0; i < ne; i++) h->specs[i] = base_spec(h, dt, AH_ATTN_ENCODER, qe, qe, d / he);
+    for (uint32_t i = 0; i < ne; i++)
+        h->specs[i] = base_spec(h, dt, AH_ATTN_ENCODER, qe, qe, d / he);
     for (uint32_t i = 0; i < nd; i++) {
         h->specs[ne + 2 * i] = base_spec(h, dt, AH_ATTN_DECODER, qd, qd, d / hdec);
         h->specs[ne + 2 * i + 1] = base_spec(h, dt, AH_ATTN_ENCODER_DECODER, qd, qd, d / hdec);
@@ -463,8 +506,10 @@ static ah_status fam_bert(hf *h)
 {
     json_object *pe = field(h, "position_embedding_type");
     if (truthy(pe))
-        return fail(h, "%sposition_embedding_type = %s: relative position scores are added inside "
-                       "attention, which no layer spec describes (only \"absolute\")", h->pre, jtext(pe));
+        return fail(h,
+                    "%sposition_embedding_type = %s: relative position scores are added inside "
+                    "attention, which no layer spec describes (only \"absolute\")",
+                    h->pre, jtext(pe));
     ah_layer_spec proto;
     ah_status s = decoder_layers(h, &proto);
     for (uint32_t i = 0; !s && i < h->n; i++) h->specs[i].attn_type = AH_ATTN_ENCODER_ONLY;
@@ -479,11 +524,14 @@ static ah_status fam_jamba(hf *h)
     ah_layer_spec proto;
     uint32_t period, offset;
     ah_status s;
-    if ((s = decoder_layers(h, &proto)) || (s = get_uint(h, "attn_layer_period", REQUIRED, 0, &period)) ||
-        (s = get_uint(h, "attn_layer_offset", REQUIRED, 0, &offset)) || (s = windows(h, WIN_ALL, 0, NULL)))
+    if ((s = decoder_layers(h, &proto)) ||
+        (s = get_uint(h, "attn_layer_period", REQUIRED, 0, &period)) ||
+        (s = get_uint(h, "attn_layer_offset", REQUIRED, 0, &offset)) ||
+        (s = windows(h, WIN_ALL, 0, NULL)))
         return s;
     if (!period || offset >= period)
-        return fail(h, "%sattn_layer_offset = %u must be below attn_layer_period = %u", h->pre, offset, period);
+        return fail(h, "%sattn_layer_offset = %u must be below attn_layer_period = %u", h->pre,
+                    offset, period);
     for (uint32_t i = 0; i < h->n; i++)
         if (i % period != offset) h->kinds[i] = AH_LAYER_MAMBA;
     return AH_OK;
@@ -518,7 +566,9 @@ static ah_status fam_llama4(hf *h)
     ah_layer_spec proto;
     uint32_t chunk;
     ah_status s;
-    if ((s = decoder_layers(h, &proto)) || (s = get_uint(h, "attention_chunk_size", OPTIONAL, 0, &chunk))) return s;
+    if ((s = decoder_layers(h, &proto)) ||
+        (s = get_uint(h, "attention_chunk_size", OPTIONAL, 0, &chunk)))
+        return s;
     uint8_t *chunked = ah__calloc(h->n, 1);
     if (!chunked) return fail(h, "out of memory");
     json_object *lt = field(h, "layer_types"), *nr = field(h, "no_rope_layers");
@@ -528,16 +578,18 @@ static ah_status fam_llama4(hf *h)
         s = windows(h, WIN_NONE, LT_CHUNKED, chunked);
     } else if (nr) {
         if (!json_object_is_type(nr, json_type_array) || json_object_array_length(nr) != h->n)
-            s = fail(h, "%sno_rope_layers = %s: not a list of %u entries (num_hidden_layers)", h->pre,
-                     jtext(nr), h->n);
+            s = fail(h, "%sno_rope_layers = %s: not a list of %u entries (num_hidden_layers)",
+                     h->pre, jtext(nr), h->n);
         for (uint32_t i = 0; !s && i < h->n; i++) {
             json_object *e = json_object_array_get_idx(nr, i);
-            if (!json_object_is_type(e, json_type_int) && !json_object_is_type(e, json_type_boolean))
+            if (!json_object_is_type(e, json_type_int) &&
+                !json_object_is_type(e, json_type_boolean))
                 s = fail(h, "%sno_rope_layers[%u] = %s: not 0 or 1", h->pre, i, jtext(e));
             else chunked[i] = chunk && json_object_get_int(e);
         }
     } else {
-        for (uint32_t i = 0; i < h->n; i++) chunked[i] = chunk && (i + 1) % 4; /* every 4th is NoPE */
+        for (uint32_t i = 0; i < h->n; i++)
+            chunked[i] = chunk && (i + 1) % 4; /* every 4th is NoPE */
     }
     uint32_t first = h->n, count = 0;
     for (uint32_t i = 0; !s && i < h->n; i++)
@@ -547,10 +599,11 @@ static ah_status fam_llama4(hf *h)
         }
     ah__free(chunked);
     if (!s && count && !h->o->chunked_virtual_batches)
-        s = fail(h, "%sattention_chunk_size = %u: %u layers (the first is layer %u) use chunked local "
-                    "attention, which no layer spec describes (a chunk is not a sliding window); an "
-                    "engine that runs them as one-chunk virtual batches (vLLM) imports them as plain "
-                    "causal layers with chunked_virtual_batches (--chunked-virtual-batches)",
+        s = fail(h,
+                 "%sattention_chunk_size = %u: %u layers (the first is layer %u) use chunked local "
+                 "attention, which no layer spec describes (a chunk is not a sliding window); an "
+                 "engine that runs them as one-chunk virtual batches (vLLM) imports them as plain "
+                 "causal layers with chunked_virtual_batches (--chunked-virtual-batches)",
                  h->pre, chunk, count, first);
     return s;
 }
@@ -570,7 +623,8 @@ static const family families[] = {
     {"qwen2_moe", "sliding_window use_sliding_window max_window_layers layer_types", fam_qwen},
     {"qwen3", "sliding_window use_sliding_window max_window_layers layer_types", fam_qwen},
     {"qwen3_moe", "sliding_window use_sliding_window max_window_layers layer_types", fam_qwen},
-    {"gemma2", "sliding_window layer_types attn_logit_softcapping query_pre_attn_scalar", fam_gemma2},
+    {"gemma2", "sliding_window layer_types attn_logit_softcapping query_pre_attn_scalar",
+     fam_gemma2},
     {"gemma3_text",
      "sliding_window layer_types attn_logit_softcapping query_pre_attn_scalar sliding_window_pattern",
      fam_gemma3},
@@ -583,7 +637,8 @@ static const family families[] = {
     {"xlm-roberta", "position_embedding_type", fam_bert},
     {"jamba", "sliding_window attn_layer_period attn_layer_offset", fam_jamba},
     {"qwen3_next", "layer_types full_attention_interval", fam_qwen3_next},
-    {"llama4_text", "attention_chunk_size no_rope_layers attn_temperature_tuning layer_types", fam_llama4},
+    {"llama4_text", "attention_chunk_size no_rope_layers attn_temperature_tuning layer_types",
+     fam_llama4},
 };
 
 /* A listed word of a space-separated list. */
@@ -598,16 +653,18 @@ static int has_word(const char *list, const char *w)
 static ah_status import(hf *h, ah_model **out)
 {
     json_object *mt = NULL;
-    if (!json_object_object_get_ex(h->root, "model_type", &mt) || !json_object_is_type(mt, json_type_string))
-        return fail(h, "model_type%s%s: not set (required: it names the model family)", mt ? " = " : "",
-                    mt ? jtext(mt) : "");
+    if (!json_object_object_get_ex(h->root, "model_type", &mt) ||
+        !json_object_is_type(mt, json_type_string))
+        return fail(h, "model_type%s%s: not set (required: it names the model family)",
+                    mt ? " = " : "", mt ? jtext(mt) : "");
     h->model_type = json_object_get_string(mt);
     h->cfg = h->root;
     h->pre = "";
     /* multimodal wrappers: the text model's config */
     if (!strcmp(h->model_type, "llama4") || !strcmp(h->model_type, "gemma3")) {
         json_object *tc = NULL;
-        if (!json_object_object_get_ex(h->root, "text_config", &tc) || !json_object_is_type(tc, json_type_object))
+        if (!json_object_object_get_ex(h->root, "text_config", &tc) ||
+            !json_object_is_type(tc, json_type_object))
             return fail(h, "text_config: not set (required for model_type %s)", h->model_type);
         h->cfg = tc;
         h->pre = "text_config.";
@@ -620,14 +677,16 @@ static ah_status import(hf *h, ah_model **out)
         char known[512];
         size_t n = 0;
         for (size_t i = 0; i < sizeof families / sizeof *families && n < sizeof known; i++)
-            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", families[i].model_type);
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "",
+                                  families[i].model_type);
         return fail(h, "model_type = %s: not a model type the importer knows (%s, llama4, gemma3)",
                     jtext(mt), known);
     }
     for (const char *const *k = ATTENTION_KEYS; *k; k++) {
         json_object *v = field(h, *k);
         if (truthy(v) && !has_word(f->reads, *k))
-            return fail(h, "%s%s = %s changes attention, and the %s importer does not understand it",
+            return fail(h,
+                        "%s%s = %s changes attention, and the %s importer does not understand it",
                         h->pre, *k, jtext(v), f->model_type);
     }
     ah_status s = f->build(h);
@@ -635,8 +694,8 @@ static ah_status import(hf *h, ah_model **out)
     char name[256];
     const char *nm = h->o->name;
     json_object *np = NULL;
-    if (!nm && json_object_object_get_ex(h->root, "_name_or_path", &np) && json_object_is_type(np, json_type_string) &&
-        *json_object_get_string(np)) {
+    if (!nm && json_object_object_get_ex(h->root, "_name_or_path", &np) &&
+        json_object_is_type(np, json_type_string) && *json_object_get_string(np)) {
         const char *p = json_object_get_string(np), *slash = strrchr(p, '/');
         snprintf(name, sizeof name, "%s", slash && slash[1] ? slash + 1 : p);
         nm = name;
@@ -646,8 +705,8 @@ static ah_status import(hf *h, ah_model **out)
     return ah__model_create(&d, h->source, out, h->err);
 }
 
-ah_status ah_model_import_hf_opts(const char *text, const char *source, const ah_hf_import_options *opts,
-                                  ah_model **out, ah_error *err)
+ah_status ah_model_import_hf_opts(const char *text, const char *source,
+                                  const ah_hf_import_options *opts, ah_model **out, ah_error *err)
 {
     if (!out) return AH_ERR_INVALID_ARGUMENT;
     *out = NULL;
@@ -655,7 +714,9 @@ ah_status ah_model_import_hf_opts(const char *text, const char *source, const ah
     ah_hf_import_options o = {sizeof o, AH_DTYPE_AUTO, AH_DTYPE_AUTO, 0, 0, NULL, 0};
     if (opts) {
         if (opts->struct_size < sizeof o) {
-            if (err) snprintf(err->msg, sizeof err->msg, "ah_hf_import_options.struct_size %u is too small", opts->struct_size);
+            if (err)
+                snprintf(err->msg, sizeof err->msg,
+                         "ah_hf_import_options.struct_size %u is too small", opts->struct_size);
             return AH_ERR_ABI;
         }
         o = *opts;
@@ -700,14 +761,15 @@ int ah_model_import_available(void) { return 1; }
 
 #else /* !ATTNHOST_HAVE_JSONC */
 
-ah_status ah_model_import_hf_opts(const char *text, const char *source, const ah_hf_import_options *opts,
-                                  ah_model **out, ah_error *err)
+ah_status ah_model_import_hf_opts(const char *text, const char *source,
+                                  const ah_hf_import_options *opts, ah_model **out, ah_error *err)
 {
     (void)text;
     (void)opts;
     if (out) *out = NULL;
     if (err)
-        snprintf(err->msg, sizeof err->msg, "%s: this libattnhost was built without json-c, so it "
+        snprintf(err->msg, sizeof err->msg,
+                 "%s: this libattnhost was built without json-c, so it "
                  "cannot import a config.json (install libjson-c-dev and rebuild)",
                  source ? source : "<config.json>");
     return AH_ERR_UNSUPPORTED;
@@ -717,7 +779,8 @@ int ah_model_import_available(void) { return 0; }
 
 #endif
 
-ah_status ah_model_import_hf(const char *json_text, const char *source, ah_model **out, ah_error *err)
+ah_status ah_model_import_hf(const char *json_text, const char *source, ah_model **out,
+                             ah_error *err)
 {
     return ah_model_import_hf_opts(json_text, source, NULL, out, err);
 }

@@ -31,7 +31,8 @@ void ah__plugin_key_describe(const ah_config_key *k, char *buf, size_t cap)
     switch (k->type) {
     case AH_KEY_BOOL: snprintf(buf, cap, "true or false"); break;
     case AH_KEY_INT:
-        snprintf(buf, cap, "an integer in %lld..%lld", (long long)k->int_min, (long long)k->int_max);
+        snprintf(buf, cap, "an integer in %lld..%lld", (long long)k->int_min,
+                 (long long)k->int_max);
         break;
     case AH_KEY_FLOAT: snprintf(buf, cap, "a number in %g..%g", k->float_min, k->float_max); break;
     case AH_KEY_ENUM: snprintf(buf, cap, "one of %s", k->choices ? k->choices : ""); break;
@@ -57,7 +58,8 @@ static int choice_index(const char *choices, const char *text)
 
 static int parse_bool(const char *t, int64_t *out)
 {
-    static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
+    static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no",
+                                                                                "off", "0"};
     for (int i = 0; i < 4; i++) {
         if (strcmp(t, yes[i]) == 0) return *out = 1, 0;
         if (strcmp(t, no[i]) == 0) return *out = 0, 0;
@@ -65,8 +67,8 @@ static int parse_bool(const char *t, int64_t *out)
     return -1;
 }
 
-int ah__plugin_key_parse(const ah_config_key *k, const char *text, ah_plugin_value *out,
-                         char *msg, size_t cap)
+int ah__plugin_key_parse(const ah_config_key *k, const char *text, ah_plugin_value *out, char *msg,
+                         size_t cap)
 {
     char want[160];
     ah__plugin_key_describe(k, want, sizeof want);

@@ -15,8 +15,8 @@
 #include <attnhost/plugin.h>
 
 typedef struct ah_plugin_value {
-    int64_t i;      /* BOOL 0/1, INT, ENUM index */
-    double f;       /* FLOAT, INT */
+    int64_t i; /* BOOL 0/1, INT, ENUM index */
+    double f;  /* FLOAT, INT */
 } ah_plugin_value;
 
 /* Parse text as key's type. Returns 0, or -1 with the problem in msg

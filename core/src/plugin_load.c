@@ -86,14 +86,18 @@ ah_status ah__plugin_load(const ah_plugin_rec *rec, const ah_config *config, con
                      state_name(rec->info.state), rec->info.reason ? rec->info.reason : "");
     struct stat st;
     if (stat(path, &st) != 0)
-        return failf(err, AH_ERR_IO, "%s: cannot stat the plugin file: %s (it was scanned; "
-                     "rescan)", path, strerror(errno));
+        return failf(err, AH_ERR_IO,
+                     "%s: cannot stat the plugin file: %s (it was scanned; "
+                     "rescan)",
+                     path, strerror(errno));
     int64_t mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     if (st.st_dev != rec->dev || st.st_ino != rec->ino || st.st_size != rec->size ||
         mtime_ns != rec->mtime_ns || ctime_ns != rec->ctime_ns)
-        return failf(err, AH_ERR_PLUGIN, "%s: the plugin file changed on disk since it was "
-                     "scanned (%s differs); rescan to use it", path,
+        return failf(err, AH_ERR_PLUGIN,
+                     "%s: the plugin file changed on disk since it was "
+                     "scanned (%s differs); rescan to use it",
+                     path,
                      st.st_ino != rec->ino || st.st_dev != rec->dev ? "inode"
                      : st.st_size != rec->size                      ? "size"
                      : mtime_ns != rec->mtime_ns                    ? "mtime"
@@ -142,8 +146,10 @@ ah_status ah__plugin_load(const ah_plugin_rec *rec, const ah_config *config, con
         goto fail;
     }
     if (c != 0) {
-        status = failf(err, AH_ERR_PLUGIN, "%s: descriptor differs between scan and load (%s); "
-                       "rescan", path, why);
+        status = failf(err, AH_ERR_PLUGIN,
+                       "%s: descriptor differs between scan and load (%s); "
+                       "rescan",
+                       path, why);
         goto fail;
     }
     ah__services_bind(p->services_data, d->name, &p->caps_live);

@@ -82,12 +82,11 @@ static void describe(const ranked *r, uint32_t n, char *source, size_t cap)
         seen[k] = 1;
         const ah_probe_info *usable = NULL;
         for (uint32_t j = i; j < n && !usable; j++)
-            if (r[j].in->device_kind == k && r[j].in->state == AH_PLUGIN_AVAILABLE) usable = r[j].in->probe;
+            if (r[j].in->device_kind == k && r[j].in->state == AH_PLUGIN_AVAILABLE)
+                usable = r[j].in->probe;
         add(source, cap, &len, "%s%s", shown++ ? ", " : ": ", ah_device_kind_str(k));
-        if (!usable)
-            add(source, cap, &len, " unusable");
-        else if (k != AH_DEVICE_CPU && usable->arch[0])
-            add(source, cap, &len, " %s", usable->arch);
+        if (!usable) add(source, cap, &len, " unusable");
+        else if (k != AH_DEVICE_CPU && usable->arch[0]) add(source, cap, &len, " %s", usable->arch);
     }
     add(source, cap, &len, ")");
 }
@@ -134,10 +133,12 @@ int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_laye
             p->forced = lr->backend;
             snprintf(p->source, sizeof p->source, "[%s] backend", lr->section);
         }
-        const ah_strlist *ph = phase == AH_PHASE_PREFILL ? &lr->prefill_priority : &lr->decode_priority;
+        const ah_strlist *ph =
+            phase == AH_PHASE_PREFILL ? &lr->prefill_priority : &lr->decode_priority;
         if (!chosen && ph->n) {
             chosen = ph;
-            if (!p->forced) snprintf(p->source, sizeof p->source, "[%s] %s", lr->section, phase_key);
+            if (!p->forced)
+                snprintf(p->source, sizeof p->source, "[%s] %s", lr->section, phase_key);
         } else if (!chosen && lr->priority.n) {
             chosen = &lr->priority;
             if (!p->forced) snprintf(p->source, sizeof p->source, "[%s] priority", lr->section);
@@ -148,7 +149,8 @@ int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_laye
         snprintf(p->source, sizeof p->source, "[select] force");
     }
     if (!chosen) {
-        const ah_strlist *ph = phase == AH_PHASE_PREFILL ? &c->prefill_priority : &c->decode_priority;
+        const ah_strlist *ph =
+            phase == AH_PHASE_PREFILL ? &c->prefill_priority : &c->decode_priority;
         if (ph->n) {
             chosen = ph;
             if (!p->forced) snprintf(p->source, sizeof p->source, "[select] %s", phase_key);
@@ -166,4 +168,3 @@ int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_laye
     p->is_default = 1; /* [select] policy = measured may reorder it (decision.c) */
     return ah__default_order(h, phase, &p->list, p->source, sizeof p->source);
 }
-

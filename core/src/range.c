@@ -1,9 +1,8 @@
 /*
  * Layer ranges ("*", "7", "0-31", "1-47/2", "5-47/6,50", and "8-*" or
- * "1-* / 2" with an open end), the selector of [layer.<range>] and [layers.<range>] sections. The parser is
- * strict: every part must be fully consumed, numbers must fit, start <= end,
- * step >= 1, and an error names the offending part so the user sees which
- * piece of a long list is wrong.
+ * "1-* / 2" with an open end), the selector of [layer.<range>] and [layers.<range>] sections. The
+ * parser is strict: every part must be fully consumed, numbers must fit, start <= end, step >= 1,
+ * and an error names the offending part so the user sees which piece of a long list is wrong.
  */
 #include "range.h"
 

@@ -26,8 +26,8 @@
 #define REC_VERSION 2u
 #define REC_HEADER 12u
 #define STR_NULL 0xffffffffu
-#define MAX_STR 65536u  /* longest string field */
-#define MAX_LIST 4096u  /* longest list (head sizes, gfx targets, config keys) */
+#define MAX_STR 65536u /* longest string field */
+#define MAX_LIST 4096u /* longest list (head sizes, gfx targets, config keys) */
 #define MAX_BODY (64u << 20)
 
 /* ---- buffer ----------------------------------------------------------------- */
@@ -532,8 +532,8 @@ static void rd_probe(rd *r, ah_probe_info *p)
 size_t ah__rec_encoded_size(const uint8_t *p, size_t n)
 {
     if (n < REC_HEADER || memcmp(p, REC_MAGIC, 4) != 0) return 0;
-    uint32_t body = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
-                    (uint32_t)p[11] << 24;
+    uint32_t body =
+        (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
     if (body > MAX_BODY) return 0;
     return REC_HEADER + (size_t)body;
 }
@@ -616,11 +616,10 @@ int ah__rec_decode(const uint8_t *p, size_t n, ah_plugin_rec **out, char *why, s
             rd_fail(&r, "state does not match probe.usable");
     }
     if (r.err) {
-        if (r.oom)
-            snprintf(why, cap, "out of memory");
+        if (r.oom) snprintf(why, cap, "out of memory");
         else
-            snprintf(why, cap, "malformed record: bad or truncated field '%s' at byte %zu",
-                     r.err, r.off);
+            snprintf(why, cap, "malformed record: bad or truncated field '%s' at byte %zu", r.err,
+                     r.off);
         ah__rec_free(rec);
         return -1;
     }
@@ -695,18 +694,18 @@ int ah__scan_req_decode(const uint8_t *p, size_t n, ah_config *config, ah_hw_fac
         snprintf(why, cap, "not a scan request (bad magic or truncated)");
         return -1;
     }
-    uint32_t version = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                       (uint32_t)p[7] << 24;
+    uint32_t version =
+        (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
     if (version != REQ_VERSION) {
         snprintf(why, cap, "scan request version %u, this scanner reads version %u", version,
                  REQ_VERSION);
         return -1;
     }
-    uint32_t body = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
-                    (uint32_t)p[11] << 24;
+    uint32_t body =
+        (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
     if (body > MAX_BODY || REC_HEADER + (size_t)body != n) {
-        snprintf(why, cap, "scan request length mismatch: header says %u body bytes, got %zu",
-                 body, n - REC_HEADER);
+        snprintf(why, cap, "scan request length mismatch: header says %u body bytes, got %zu", body,
+                 n - REC_HEADER);
         return -1;
     }
     rd r = {p, n, REC_HEADER, NULL, 0};
@@ -738,8 +737,7 @@ int ah__scan_req_decode(const uint8_t *p, size_t n, ah_config *config, ah_hw_fac
     }
     if (!r.err && r.off != r.n) rd_fail(&r, "trailing bytes");
     if (r.err) {
-        if (r.oom)
-            snprintf(why, cap, "out of memory");
+        if (r.oom) snprintf(why, cap, "out of memory");
         else
             snprintf(why, cap, "malformed scan request: bad or truncated field '%s' at byte %zu",
                      r.err, r.off);

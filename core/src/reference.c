@@ -78,7 +78,8 @@ static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
         (spec->causal >= AH_CAUSAL_COUNT ||
          (spec->causal == AH_CAUSAL_ON && spec->attn_type != AH_ATTN_DECODER)))
         return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: causal = %" PRIu32 " (%s) is not allowed for attn_type %s", spec->causal,
+                    "layer spec: causal = %" PRIu32 " (%s) is not allowed for attn_type %s",
+                    spec->causal,
                     spec->causal == AH_CAUSAL_ON ? "on: only decoder layers are causal" : "unknown",
                     ah_attn_type_str(spec->attn_type));
     if (!(spec->softcap >= 0) || !isfinite(spec->softcap))
@@ -100,7 +101,8 @@ static int visible(const ah_layer_spec *spec, int64_t j, int64_t p)
 static int32_t key_count(const ah_ref_inputs *in, uint32_t r)
 {
     const ah_batch *b = in->batch;
-    if (ah_spec_cacheless(in->spec)) return b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
+    if (ah_spec_cacheless(in->spec))
+        return b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
     if (in->spec->attn_type == AH_ATTN_ENCODER_DECODER) return ah_batch_encoder_seq_lens(b)[r];
     return b->seq_lens_host[r];
 }
@@ -117,7 +119,8 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     const double ks = ah_kv_scale(in->k_scale, kvt), vs = ah_kv_scale(in->v_scale, kvt);
     const double scale = sp->scale != 0 ? (double)sp->scale : 1.0 / sqrt((double)qk);
     const int32_t seq_len = key_count(in, r);
-    const int32_t *row = b->block_table_host ? b->block_table_host + (size_t)r * b->block_table_stride : NULL;
+    const int32_t *row =
+        b->block_table_host ? b->block_table_host + (size_t)r * b->block_table_stride : NULL;
     const size_t q_off = ((size_t)t * sp->num_q_heads + h) * qk;
     /* MLA: V is the first v_head channels of the key cache row. */
     const void *vcache = sp->use_mla ? in->key_cache : in->value_cache;
@@ -188,7 +191,8 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     memset(&gin, 0, sizeof gin);
     memcpy(&gin, in, in->struct_size < sizeof gin ? in->struct_size : sizeof gin);
     if (!ah_spec_cacheless(sp)) {
-        if ((s = ah_batch_group_view(in->batch, ah_spec_kv_group(sp), &gview, err)) != AH_OK) return s;
+        if ((s = ah_batch_group_view(in->batch, ah_spec_kv_group(sp), &gview, err)) != AH_OK)
+            return s;
         gin.batch = &gview;
         in = &gin;
     }
@@ -199,9 +203,13 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
                         ah_attn_type_str(sp->attn_type));
     } else if (!in->q || !in->key_cache || (!sp->use_mla && !in->value_cache) || !out)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: %s is NULL",
-                    !in->q ? "q" : !in->key_cache ? "key_cache" : !out ? "out" : "value_cache");
+                    !in->q           ? "q"
+                    : !in->key_cache ? "key_cache"
+                    : !out           ? "out"
+                                     : "value_cache");
     if (sp->use_sinks && !in->sinks)
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: the layer uses sinks but sinks is NULL");
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "reference: the layer uses sinks but sinks is NULL");
     if (sp->use_alibi && !in->alibi_slopes)
         return fail(err, AH_ERR_INVALID_ARGUMENT,
                     "reference: the layer uses ALiBi but alibi_slopes is NULL");
@@ -227,8 +235,8 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
 }
 
 ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
-                                const void *value, void *key_cache, void *value_cache, float k_scale,
-                                float v_scale, ah_error *err)
+                                const void *value, void *key_cache, void *value_cache,
+                                float k_scale, float v_scale, ah_error *err)
 {
     ah_status s = check_spec(spec, err);
     if (s != AH_OK) return s;
@@ -240,7 +248,10 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
         return fail(err, AH_ERR_INVALID_ARGUMENT, "slot_mapping_host is NULL");
     if (!key || !key_cache || (!spec->use_mla && (!value || !value_cache)))
         return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
-                    !key ? "key" : !key_cache ? "key_cache" : !value ? "value" : "value_cache");
+                    !key         ? "key"
+                    : !key_cache ? "key_cache"
+                    : !value     ? "value"
+                                 : "value_cache");
     const ah_dtype kvt = kv_dtype_of(spec);
     const int fp8 = ah_dtype_is_fp8(kvt);
     if (fp8 && (!(k_scale >= 0) || !(v_scale >= 0) || !isfinite(k_scale) || !isfinite(v_scale)))
@@ -261,7 +272,8 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
     for (uint32_t t = 0; t < batch->num_tokens; t++) {
         int64_t slot = batch->slot_mapping_host[t];
         if (slot < 0) continue;
-        uint32_t blk = (uint32_t)(slot / spec->block_size), off = (uint32_t)(slot % spec->block_size);
+        uint32_t blk = (uint32_t)(slot / spec->block_size),
+                 off = (uint32_t)(slot % spec->block_size);
         for (uint32_t h = 0; h < hk; h++) {
             size_t kc = ah_kv_offset(spec->kv_layout, spec->block_size, hk, qk, blk, off, h, 0);
             for (uint32_t c = 0; c < qk; c++) {

@@ -83,8 +83,10 @@ typedef struct scanner_state {
 
 static void scanner_give_up(scanner_state *sc, const char *why)
 {
-    ah__log(AH_LOG_WARN, "%s; scanning plugins in a forked child instead, where a plugin "
-            "cannot use a GPU runtime this process has initialised (reinstall attnhost)", why);
+    ah__log(AH_LOG_WARN,
+            "%s; scanning plugins in a forked child instead, where a plugin "
+            "cannot use a GPU runtime this process has initialised (reinstall attnhost)",
+            why);
     ah__free(sc->path);
     sc->path = NULL;
 }
@@ -117,9 +119,8 @@ static ah_plugin_rec *scan_out_of_process(const ah_found_file *f, const ah_scan_
 }
 
 /* Scan (or fetch from the cache) one trusted file. NULL: out of memory. */
-static ah_plugin_rec *scan_file(const ah_found_file *f, const ah_scan_request *req,
-                                ah_cache *cache, ah_scan_result *res, int *dirty,
-                                scanner_state *sc)
+static ah_plugin_rec *scan_file(const ah_found_file *f, const ah_scan_request *req, ah_cache *cache,
+                                ah_scan_result *res, int *dirty, scanner_state *sc)
 {
     double t0 = ah__now_ms();
     ah_plugin_rec id;
@@ -187,8 +188,10 @@ static int mark_shadowed(ah_scan_result *res)
             const ah_plugin_rec *w = res->plugins[j];
             if ((w->info.state == AH_PLUGIN_AVAILABLE || w->info.state == AH_PLUGIN_UNAVAILABLE) &&
                 strcmp(w->info.name, r->info.name) == 0) {
-                if (ah__rec_reason(r, "shadowed by %s (same plugin name '%s', earlier in the "
-                                   "search path)", w->info.path, r->info.name) != 0)
+                if (ah__rec_reason(r,
+                                   "shadowed by %s (same plugin name '%s', earlier in the "
+                                   "search path)",
+                                   w->info.path, r->info.name) != 0)
                     return -1;
                 r->info.state = AH_PLUGIN_REJECTED;
                 r->info.caps = NULL;
@@ -220,8 +223,7 @@ ah_status ah__scan(const ah_scan_request *req, ah_scan_result *out, ah_error *er
     memset(&cache, 0, sizeof cache);
     if (ah__discover(req->dirs, req->n_dirs, &found) != 0) goto oom_nofound;
     if (use_cache) {
-        if (ah__cache_load(&cache, req->cache_path, ah__driver_fingerprint(req->hw)) != 0)
-            goto oom;
+        if (ah__cache_load(&cache, req->cache_path, ah__driver_fingerprint(req->hw)) != 0) goto oom;
         if (cache.note) {
             ah__log(AH_LOG_INFO, "%s", cache.note);
             dirty = 1; /* replace what could not be trusted */
@@ -230,9 +232,9 @@ ah_status ah__scan(const ah_scan_request *req, ah_scan_result *out, ah_error *er
     if (found.n && !(out->plugins = ah__calloc(found.n, sizeof *out->plugins))) goto oom;
     for (uint32_t i = 0; i < found.n; i++) {
         const ah_found_file *f = &found.files[i];
-        ah_plugin_rec *rec =
-            f->reason ? refused(f->path, f->stem, f->reason)
-                      : scan_file(f, req, use_cache ? &cache : NULL, out, &dirty, &sc);
+        ah_plugin_rec *rec = f->reason
+                                 ? refused(f->path, f->stem, f->reason)
+                                 : scan_file(f, req, use_cache ? &cache : NULL, out, &dirty, &sc);
         if (!rec) goto oom;
         out->plugins[out->n++] = rec;
     }

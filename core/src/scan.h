@@ -23,8 +23,8 @@
  * into this record (name, path, caps, probe); the record owns them all. */
 typedef struct ah_plugin_rec {
     ah_plugin_info info;
-    ah_caps caps;          /* normalized deep copy: full size, lists owned,
-                              check_combination NULL */
+    ah_caps caps; /* normalized deep copy: full size, lists owned,
+                     check_combination NULL */
     ah_probe_info probe;
     /* file identity the scan result is keyed on */
     dev_t dev;

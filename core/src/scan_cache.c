@@ -214,7 +214,8 @@ ah_cache_entry *ah__cache_find(ah_cache *c, const ah_plugin_rec *id, const ah_co
         ah_cache_entry *e = &c->e[i];
         if (!e->rec->info.path || strcmp(e->rec->info.path, id->info.path) != 0) continue;
         if (!same_identity(e->rec, id)) return NULL;
-        if (e->config_hash != ah__config_hash(config, e->rec->info.name, e->rec->info.caps)) return NULL;
+        if (e->config_hash != ah__config_hash(config, e->rec->info.name, e->rec->info.caps))
+            return NULL;
         return e;
     }
     return NULL;
@@ -225,10 +226,7 @@ ah_cache_entry *ah__cache_find(ah_cache *c, const ah_plugin_rec *id, const ah_co
  * probe that found the plugin unusable: that depends on the environment
  * (no device, a driver not loaded, a GPU runtime this process cannot use),
  * which the key does not capture, and is cheap to ask again. */
-static int keep(const ah_plugin_rec *rec)
-{
-    return rec->info.state != AH_PLUGIN_UNAVAILABLE;
-}
+static int keep(const ah_plugin_rec *rec) { return rec->info.state != AH_PLUGIN_UNAVAILABLE; }
 
 int ah__cache_put(ah_cache *c, const ah_plugin_rec *rec, const ah_config *config)
 {
@@ -287,13 +285,15 @@ static int parse(ah_cache *c, const char *path, const uint8_t *p, size_t n)
         return set_note(c, "scan cache %s ignored: not a scan cache%s", path, NULL) ? -1 : 1;
     if (ah__hash_bytes(AH__HASH_SEED, p, n - 8) != get64(p + n - 8))
         return set_note(c, "scan cache %s ignored: checksum mismatch (corrupt)%s", path, NULL) ? -1
-                                                                                                : 1;
+                                                                                               : 1;
     if (get32(p + 8) != CACHE_FORMAT || get32(p + 12) != AH_ABI_VERSION)
         return set_note(c, "scan cache %s ignored: written by another attnhost version%s", path,
-                        NULL) ? -1 : 1;
+                        NULL)
+                   ? -1
+                   : 1;
     if (get64(p + 16) != c->fingerprint)
-        return set_note(c, "scan cache %s ignored: drivers or CPU facts changed%s", path, NULL)
-                   ? -1 : 1;
+        return set_note(c, "scan cache %s ignored: drivers or CPU facts changed%s", path, NULL) ? -1
+                                                                                                : 1;
     uint32_t count = get32(p + 24);
     size_t off = CACHE_HEADER, end = n - 8;
     for (uint32_t i = 0; i < count; i++) {
@@ -411,13 +411,17 @@ int ah__cache_save(const ah_cache *c, const char *path, char *why, size_t cap)
         ah__rec_encode(e->rec, &b);
         if (b.oom) break;
         uint32_t len = (uint32_t)(b.len - at - 4);
-        memcpy(b.p + at, (uint8_t[4]){(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-                                      (uint8_t)(len >> 24)}, 4);
+        memcpy(b.p + at,
+               (uint8_t[4]){(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+                            (uint8_t)(len >> 24)},
+               4);
         count++;
     }
     if (!b.oom)
-        memcpy(b.p + 24, (uint8_t[4]){(uint8_t)count, (uint8_t)(count >> 8),
-                                      (uint8_t)(count >> 16), (uint8_t)(count >> 24)}, 4);
+        memcpy(b.p + 24,
+               (uint8_t[4]){(uint8_t)count, (uint8_t)(count >> 8), (uint8_t)(count >> 16),
+                            (uint8_t)(count >> 24)},
+               4);
     if (!b.oom) ah__buf_u64(&b, ah__hash_bytes(AH__HASH_SEED, b.p, b.len));
     if (b.oom) {
         ah__buf_free(&b);

@@ -53,17 +53,14 @@
 
 static const char *status_name(ah_status s)
 {
-    static const char *const n[] = {"ok", "invalid argument", "unsupported", "out of memory",
-                                    "device error", "unavailable", "ABI mismatch",
-                                    "configuration error", "I/O error", "plugin error",
-                                    "not found", "internal error"};
+    static const char *const n[] = {
+        "ok",           "invalid argument", "unsupported",  "out of memory",
+        "device error", "unavailable",      "ABI mismatch", "configuration error",
+        "I/O error",    "plugin error",     "not found",    "internal error"};
     return (unsigned)s < AH_STATUS_COUNT ? n[s] : "unknown status";
 }
 
-static void terminate(char *s, size_t cap)
-{
-    s[cap - 1] = '\0';
-}
+static void terminate(char *s, size_t cap) { s[cap - 1] = '\0'; }
 
 /* Everything after a successful entry call: copy the descriptor, probe. */
 static int describe(ah_plugin_rec *rec, const ah_plugin_descriptor *d, ah_host_services *svc,
@@ -97,8 +94,8 @@ static int describe(ah_plugin_rec *rec, const ah_plugin_descriptor *d, ah_host_s
     if (st != AH_OK) {
         p->usable = 0;
         char r[sizeof p->reason];
-        snprintf(r, sizeof r, "probe failed (%s)%s%.200s", status_name(st), p->reason[0] ? ": " : "",
-                 p->reason);
+        snprintf(r, sizeof r, "probe failed (%s)%s%.200s", status_name(st),
+                 p->reason[0] ? ": " : "", p->reason);
         memcpy(p->reason, r, sizeof r);
     } else if (!p->usable && !p->reason[0]) {
         snprintf(p->reason, sizeof p->reason, "probe says not usable here (no reason given)");
@@ -115,7 +112,8 @@ void ah__scan_one(const char *path, const char *stem, const ah_config *config,
     void *svc_data = NULL;
     void *dl = NULL;
     int oom = 0;
-    if (!rec || ah__rec_set(rec, &rec->info.path, path) || ah__rec_set(rec, &rec->info.name, stem)) {
+    if (!rec || ah__rec_set(rec, &rec->info.path, path) ||
+        ah__rec_set(rec, &rec->info.name, stem)) {
         oom = 1;
         goto out;
     }
@@ -446,8 +444,8 @@ static int start_spawn(child *c, const char *scanner, const char *path, const ch
         goto spawn_fail;
     char parent[32];
     snprintf(parent, sizeof parent, "%ld", (long)getpid());
-    char *argv[] = {(char *)scanner, (char *)AH__SCANNER_ARG, parent, (char *)path, (char *)stem,
-                    NULL};
+    char *argv[] = {
+        (char *)scanner, (char *)AH__SCANNER_ARG, parent, (char *)path, (char *)stem, NULL};
     pid_t pid;
     extern char **environ;
     int e = posix_spawn(&pid, scanner, &fa, &at, argv, environ);
@@ -566,7 +564,8 @@ static int drain(int fd, ah_buf *rec, tail *t)
 
 static void sleep_ms(double ms)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
+    struct timespec ts = {(time_t)(ms / 1000),
+                          (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
     nanosleep(&ts, NULL);
 }
 
@@ -635,7 +634,8 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
             timed_out = out.oom != 2;
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
             reaped = 1;
             break;
         }
@@ -645,8 +645,7 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
         if (rec_open) fds[nf++] = (struct pollfd){c.rec, POLLIN, 0};
         if (err_open) fds[nf++] = (struct pollfd){c.err, POLLIN, 0};
         if (c.req >= 0) fds[nf++] = (struct pollfd){c.req, POLLOUT, 0};
-        if (nf)
-            poll(fds, nf, (int)wait + 1);
+        if (nf) poll(fds, nf, (int)wait + 1);
         else /* both pipes closed: the child is exiting, reap it promptly */
             sleep_ms(wait < 0.2 ? wait : 0.2);
         if (c.req >= 0) send_request(&c);
@@ -674,8 +673,7 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
         *flags = AH__SCAN_HOST_FAILURE | AH__SCAN_NO_SCANNER;
         snprintf(fail, sizeof fail, "the plugin scanner %s failed (exit status %d)", scanner,
                  WEXITSTATUS(status));
-    } else if (timed_out)
-        snprintf(fail, sizeof fail, "timed out after %u ms (killed)", timeout);
+    } else if (timed_out) snprintf(fail, sizeof fail, "timed out after %u ms (killed)", timeout);
     else if (out.oom == 2)
         snprintf(fail, sizeof fail, "garbage record: the child sent more than %u bytes",
                  MAX_RECORD);
@@ -684,10 +682,8 @@ ah_plugin_rec *ah__scan_in_child(const char *path, const char *stem, const ah_sc
                  ah__signal_name(WTERMSIG(status), sig, sizeof sig),
                  WCOREDUMP(status) ? " (core dumped)" : "");
     else if (!lost && WIFEXITED(status) && (WEXITSTATUS(status) != 0 || out.len == 0))
-        snprintf(fail, sizeof fail, "exited with status %d before reporting",
-                 WEXITSTATUS(status));
-    else if (out.len == 0)
-        snprintf(fail, sizeof fail, "exited before reporting");
+        snprintf(fail, sizeof fail, "exited with status %d before reporting", WEXITSTATUS(status));
+    else if (out.len == 0) snprintf(fail, sizeof fail, "exited before reporting");
     else {
         char why[512];
         if (ah__rec_decode(out.p, out.len, &rec, why, sizeof why) == 0) {

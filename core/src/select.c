@@ -19,13 +19,13 @@
 struct ah_selection {
     uint32_t num_layers;
     const ah_decision **dec[AH_PHASE_COUNT];
-    char *warnings;     /* fallback = warn lines; "" when none */
-    ah_graph_level graph_level;     /* both phases */
-    char *error;        /* ah_host_explain's selection that failed; NULL when none */
+    char *warnings;             /* fallback = warn lines; "" when none */
+    ah_graph_level graph_level; /* both phases */
+    char *error;                /* ah_host_explain's selection that failed; NULL when none */
     uint32_t graph_layer;
     ah_graph_level phase_level[AH_PHASE_COUNT]; /* one phase's winners */
     uint32_t phase_layer[AH_PHASE_COUNT];
-    ah_layer_kind *kinds;   /* per layer, copied from the model */
+    ah_layer_kind *kinds; /* per layer, copied from the model */
 };
 
 /* Layer kinds: the decision of a non-attention layer, the same for every
@@ -50,23 +50,24 @@ void ah_selection_destroy(ah_selection *s)
 
 /* "layer 3 (prefill): no backend can serve it: gpu_a: head_size 80 not
  * in {64, 128, 256}; cpu_b: ..." */
-static void explain_failure(const ah_decision *d, uint32_t layer, ah_phase phase, const char *forced,
-                            ah_error *err)
+static void explain_failure(const ah_decision *d, uint32_t layer, ah_phase phase,
+                            const char *forced, ah_error *err)
 {
-    size_t len = (size_t)snprintf(err->msg, sizeof err->msg, "layer %u (%s): %s", layer,
-                                  phase == AH_PHASE_PREFILL ? "prefill" : "decode",
-                                  forced ? "the forced backend cannot serve it" : "no backend can serve it");
+    size_t len =
+        (size_t)snprintf(err->msg, sizeof err->msg, "layer %u (%s): %s", layer,
+                         phase == AH_PHASE_PREFILL ? "prefill" : "decode",
+                         forced ? "the forced backend cannot serve it" : "no backend can serve it");
     if (forced && len < sizeof err->msg)
-        len += (size_t)snprintf(err->msg + len, sizeof err->msg - len, " (%s, never swapped silently)",
-                                d->list_source);
+        len += (size_t)snprintf(err->msg + len, sizeof err->msg - len,
+                                " (%s, never swapped silently)", d->list_source);
     for (uint32_t c = 0; c < d->n_candidates && len < sizeof err->msg; c++) {
         const ah_candidate *cd = &d->candidates[c];
         len += (size_t)snprintf(err->msg + len, sizeof err->msg - len, "%s %s:", c ? ";" : "",
                                 cd->plugin);
         for (uint32_t r = 0; r < cd->n_reasons && len < sizeof err->msg; r++)
-            len += (size_t)snprintf(err->msg + len, sizeof err->msg - len, "%s %s=%s (supported: %s)",
-                                    r ? "," : "", cd->reasons[r].field, cd->reasons[r].value,
-                                    cd->reasons[r].supported);
+            len += (size_t)snprintf(err->msg + len, sizeof err->msg - len,
+                                    "%s %s=%s (supported: %s)", r ? "," : "", cd->reasons[r].field,
+                                    cd->reasons[r].value, cd->reasons[r].supported);
     }
     if (!d->n_candidates && len < sizeof err->msg)
         snprintf(err->msg + len, sizeof err->msg - len, ": the priority list (%s) is empty",
@@ -87,12 +88,13 @@ static int cpu_fallback(const ah_host *h, const ah_decision *d, ah_strbuf *why)
         const ah_plugin_info *in = ah_host_find_plugin(h, cd->plugin);
         if (!in || in->state != AH_PLUGIN_AVAILABLE || in->device_kind == AH_DEVICE_CPU) continue;
         int disabled = 0;
-        for (uint32_t r = 0; r < cd->n_reasons; r++) disabled |= cd->reasons[r].code == AH_REASON_DISABLED;
+        for (uint32_t r = 0; r < cd->n_reasons; r++)
+            disabled |= cd->reasons[r].code == AH_REASON_DISABLED;
         if (disabled || !cd->n_reasons) continue;
         ah__strbuf_printf(why, "%s%s:", found ? "; " : "", cd->plugin);
         for (uint32_t r = 0; r < cd->n_reasons; r++)
-            ah__strbuf_printf(why, "%s %s = %s (supported: %s)", r ? "," : "",
-                              cd->reasons[r].field, cd->reasons[r].value, cd->reasons[r].supported);
+            ah__strbuf_printf(why, "%s %s = %s (supported: %s)", r ? "," : "", cd->reasons[r].field,
+                              cd->reasons[r].value, cd->reasons[r].supported);
         found = 1;
     }
     return found;
@@ -141,7 +143,8 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
                 goto oom;
             }
             /* decode shares the KV cache with prefill: pin its layout and block size */
-            const ah_decision *d = ah__decision_for(h, spec, prefill && prefill->plugin ? &prefill->spec : NULL, &lp);
+            const ah_decision *d =
+                ah__decision_for(h, spec, prefill && prefill->plugin ? &prefill->spec : NULL, &lp);
             const int forced = lp.forced != NULL;
             ah__free(lp.list.items);
             if (!d) goto oom;
@@ -157,7 +160,8 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
                 continue;
             }
             ah_strbuf why = {0};
-            int cpu = !forced && h->config.fallback != AH_FALLBACK_ALLOW && cpu_fallback(h, d, &why);
+            int cpu =
+                !forced && h->config.fallback != AH_FALLBACK_ALLOW && cpu_fallback(h, d, &why);
             if (why.failed) {
                 ah__free(why.data);
                 goto oom;
@@ -175,11 +179,13 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
                 continue;
             }
             if (cpu)
-                ah__strbuf_printf(&warn, "layer %u (%s): fell back to the CPU backend %s although a "
+                ah__strbuf_printf(&warn,
+                                  "layer %u (%s): fell back to the CPU backend %s although a "
                                   "GPU backend is available; the GPU backends refused it: %s\n",
                                   l, phase, d->plugin, why.data);
             else if (d->fallback && h->config.fallback == AH_FALLBACK_WARN)
-                ah__strbuf_printf(&warn, "layer %u (%s): no listed backend fits (%s); fell back to %s\n",
+                ah__strbuf_printf(&warn,
+                                  "layer %u (%s): no listed backend fits (%s); fell back to %s\n",
                                   l, phase, d->list_source, d->plugin);
             ah__free(why.data);
             const ah_plugin_info *in = ah_host_find_plugin(h, d->plugin);
@@ -264,4 +270,3 @@ ah_graph_level ah_selection_graph_level_for(const ah_selection *s, ah_phase phas
 const char *ah_selection_warnings(const ah_selection *s) { return s->warnings; }
 
 const char *ah__selection_error(const ah_selection *s) { return s->error; }
-

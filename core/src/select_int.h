@@ -32,7 +32,8 @@ typedef struct ah_layer_plan {
  * not AH_RANK_NONE, GPU device kinds before the CPU, then the phase's rank
  * (higher first), then the name. source (cap > 0) says so and names the
  * device kinds among the candidates. -1 on out-of-memory. */
-int ah__default_order(const ah_host *h, ah_phase phase, ah_name_list *out, char *source, size_t cap);
+int ah__default_order(const ah_host *h, ah_phase phase, ah_name_list *out, char *source,
+                      size_t cap);
 /* The most specific list for layer in phase; -1 on out-of-memory. */
 int ah__plan_for_layer(const ah_host *h, uint32_t layer, ah_phase phase, ah_layer_plan *p);
 
@@ -62,7 +63,8 @@ void ah__reason_add(ah_reason_sink *sink, ah_reason_code code, const char *field
 
 /* Fill what the layer left to the backend: KV dtype, scale, layout and
  * block size (pinned by the other phase's winner when pin is set). */
-ah_layer_spec ah__resolve_spec(const ah_layer_spec *in, const ah_caps *caps, const ah_layer_spec *pin);
+ah_layer_spec ah__resolve_spec(const ah_layer_spec *in, const ah_caps *caps,
+                               const ah_layer_spec *pin);
 /* Check plugin name for spec; reasons go into r, the spec as this
  * candidate would run it into *resolved. */
 void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *spec,

@@ -23,7 +23,7 @@ typedef struct services_data {
     const ah_config *config;
     const ah_config_key *keys; /* declared keys; NULL until bound */
     uint32_t n_keys;
-    int bound;                 /* keys known: the getters answer only these */
+    int bound; /* keys known: the getters answer only these */
     ah_log_level level;
 } services_data;
 
@@ -159,10 +159,7 @@ void ah__services_bind(void *data, const char *plugin_name, const ah_caps *caps)
     d->bound = caps != NULL;
 }
 
-void ah__services_free(void *data)
-{
-    ah__free(data);
-}
+void ah__services_free(void *data) { ah__free(data); }
 
 void ah__log(ah_log_level level, const char *fmt, ...)
 {

@@ -43,7 +43,8 @@ table_max_avx512(const int32_t *table, uint32_t stride, const int32_t *seq_lens,
             m1 = _mm512_max_epu32(m1, _mm512_loadu_si512(row + k + 16));
         }
         for (; k < need; k += 16) {
-            __mmask16 live = need - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (need - k)) - 1);
+            __mmask16 live =
+                need - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (need - k)) - 1);
             m0 = _mm512_max_epu32(m0, _mm512_maskz_loadu_epi32(live, row + k));
         }
     }

@@ -21,10 +21,19 @@ static inline ah_divider ah__divider(uint32_t d)
     while (v.pow2 && (1ull << v.shift) < d) v.shift++;
     return v;
 }
-static inline uint64_t ah__div(const ah_divider *v, uint64_t n) { return v->pow2 ? n >> v->shift : n / v->d; }
-static inline uint64_t ah__mod(const ah_divider *v, uint64_t n) { return v->pow2 ? n & v->mask : n % v->d; }
+static inline uint64_t ah__div(const ah_divider *v, uint64_t n)
+{
+    return v->pow2 ? n >> v->shift : n / v->d;
+}
+static inline uint64_t ah__mod(const ah_divider *v, uint64_t n)
+{
+    return v->pow2 ? n & v->mask : n % v->d;
+}
 /* Blocks that hold n tokens. */
-static inline uint64_t ah__blocks_for(const ah_divider *v, uint64_t n) { return ah__div(v, n + v->d - 1); }
+static inline uint64_t ah__blocks_for(const ah_divider *v, uint64_t n)
+{
+    return ah__div(v, n + v->d - 1);
+}
 
 /* The largest of each request's first ceil(seq_lens[r] / block_size) block
  * ids, read as unsigned so a negative id counts as huge. Rows must already

@@ -122,8 +122,10 @@ static ah_status check_tensor(const DLTensor *t, const want *w, const DLDevice *
 
 static ah_status check_scales(float k, float v, char *err, size_t cap)
 {
-    if (!(k >= 0) || !isfinite(k)) return fail(err, cap, "k_scale = %g must be finite and >= 0", (double)k);
-    if (!(v >= 0) || !isfinite(v)) return fail(err, cap, "v_scale = %g must be finite and >= 0", (double)v);
+    if (!(k >= 0) || !isfinite(k))
+        return fail(err, cap, "k_scale = %g must be finite and >= 0", (double)k);
+    if (!(v >= 0) || !isfinite(v))
+        return fail(err, cap, "v_scale = %g must be finite and >= 0", (double)v);
     return AH_OK;
 }
 
@@ -131,7 +133,8 @@ static ah_status check_scales(float k, float v, char *err, size_t cap)
 static void cache_wants(const ah_layer_spec *s, const ah_batch *b, want *k, want *v)
 {
     const int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
-    const int64_t d1 = hnd ? s->num_kv_heads : s->block_size, d2 = hnd ? s->block_size : s->num_kv_heads;
+    const int64_t d1 = hnd ? s->num_kv_heads : s->block_size,
+                  d2 = hnd ? s->block_size : s->num_kv_heads;
     *k = (want){"key_cache", 4, {b->num_blocks, d1, d2, s->qk_head_size}, 1, s->kv_dtype, DENSE};
     *v = (want){"value_cache", 4, {b->num_blocks, d1, d2, s->v_head_size}, 1, s->kv_dtype, DENSE};
 }
@@ -139,8 +142,10 @@ static void cache_wants(const ah_layer_spec *s, const ah_batch *b, want *k, want
 static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const DLTensor *key,
                               const DLTensor *value, const DLDevice *dev, char *err, size_t cap)
 {
-    const want wk = {"key", 3, {b->num_tokens, s->num_kv_heads, s->qk_head_size}, 0, s->q_dtype, LAST_DIM};
-    const want wv = {"value", 3, {b->num_tokens, s->num_kv_heads, s->v_head_size}, 0, s->q_dtype, LAST_DIM};
+    const want wk = {"key", 3,          {b->num_tokens, s->num_kv_heads, s->qk_head_size},
+                     0,     s->q_dtype, LAST_DIM};
+    const want wv = {"value", 3,          {b->num_tokens, s->num_kv_heads, s->v_head_size},
+                     0,       s->q_dtype, LAST_DIM};
     ah_status st = check_tensor(key, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(value, &wv, dev, err, cap);
     return st;
@@ -170,13 +175,15 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
     if (st != AH_OK) return st;
     const int cacheless = ah_spec_cacheless(spec);
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
-        return fail(err, cap, "%s is set, but a cross-attention (encoder_decoder) layer's cache "
-                              "holds the encoder's K/V, written by ah_binding_write_kv on the "
-                              "encoder pass; forward never writes it (pass NULL)",
+        return fail(err, cap,
+                    "%s is set, but a cross-attention (encoder_decoder) layer's cache "
+                    "holds the encoder's K/V, written by ah_binding_write_kv on the "
+                    "encoder pass; forward never writes it (pass NULL)",
                     a->key ? "key" : "value");
     if (cacheless && !a->key)
-        return fail(err, cap, "key is NULL: a cacheless (%s) layer attends over the new keys "
-                              "and values, packed like q",
+        return fail(err, cap,
+                    "key is NULL: a cacheless (%s) layer attends over the new keys "
+                    "and values, packed like q",
                     ah_attn_type_str(spec->attn_type));
     if (a->key || a->value) {
         st = check_new_kv(spec, batch, a->key, a->value, dev, err, cap);
@@ -187,8 +194,9 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
         if (st != AH_OK) return st;
     }
     if (!a->out)
-        return fail(err, cap, "out is NULL (pass a descriptor; a plugin that does not take "
-                              "the caller's buffer fills it)");
+        return fail(err, cap,
+                    "out is NULL (pass a descriptor; a plugin that does not take "
+                    "the caller's buffer fills it)");
     if (a->out->data) {
         const want wo = {"out", 3, {T, hq, spec->v_head_size}, 0, spec->q_dtype, LAST_DIM};
         st = check_tensor(a->out, &wo, dev, err, cap);

@@ -69,10 +69,10 @@ typedef struct tt_entry {
 struct ah_tune_table {
     tt_entry *e;
     uint32_t n, cap;
-    char *path;       /* "" without a scan cache */
-    char *note;       /* why the file was ignored, or NULL */
-    int read_only;    /* another user's file: read, never written */
-    char **why;       /* stale notes handed out by lookups, freed with the table */
+    char *path;    /* "" without a scan cache */
+    char *note;    /* why the file was ignored, or NULL */
+    int read_only; /* another user's file: read, never written */
+    char **why;    /* stale notes handed out by lookups, freed with the table */
     uint32_t n_why;
 };
 
@@ -80,8 +80,9 @@ struct ah_tune_table {
 
 static void entry_free(tt_entry *e)
 {
-    char **s[] = {&e->path, &e->plugin,         &e->plugin_version, &e->device_name, &e->arch,
-                  &e->driver_version, &e->host_cpu, &e->spec, &e->steps, &e->version};
+    char **s[] = {&e->path,  &e->plugin,         &e->plugin_version, &e->device_name,
+                  &e->arch,  &e->driver_version, &e->host_cpu,       &e->spec,
+                  &e->steps, &e->version};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         ah__free(*s[i]);
         *s[i] = NULL;
@@ -153,7 +154,8 @@ char *ah__tune_spec_key(const ah_layer_spec *s)
                       s->num_q_heads, s->num_kv_heads, s->qk_head_size, s->v_head_size, s->q_dtype,
                       s->kv_dtype, s->block_size, s->kv_layout, s->sliding_window, s->softcap,
                       s->scale, s->use_mla, s->use_sinks, s->use_alibi,
-                      s->struct_size > offsetof(ah_layer_spec, fp8_attention) ? s->fp8_attention : 0);
+                      s->struct_size > offsetof(ah_layer_spec, fp8_attention) ? s->fp8_attention
+                                                                              : 0);
     return ah__strbuf_take(&k);
 }
 
@@ -200,8 +202,8 @@ static void encode_entry(ah_buf *b, const tt_entry *e)
     put_str(b, e->path);
     put_str(b, e->plugin);
     put_str(b, e->plugin_version);
-    uint64_t u64s[] = {e->dev,          e->ino,         e->size,     e->mtime_ns,
-                       e->ctime_ns,     e->content_hash, e->config_hash, e->driver_fp};
+    uint64_t u64s[] = {e->dev,      e->ino,          e->size,        e->mtime_ns,
+                       e->ctime_ns, e->content_hash, e->config_hash, e->driver_fp};
     for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) ah__buf_u64(b, u64s[i]);
     ah__buf_u32(b, e->abi);
     ah__buf_u32(b, e->device_kind);
@@ -222,7 +224,8 @@ static void encode_entry(ah_buf *b, const tt_entry *e)
 
 static void put_u32_at(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
 }
 
 static int encode_table(const ah_tune_table *t, ah_buf *b)
@@ -291,7 +294,7 @@ static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
     e->path = rdstr(&r);
     e->plugin = rdstr(&r);
     e->plugin_version = rdstr(&r);
-    uint64_t *u64s[] = {&e->dev,     &e->ino,          &e->size,        &e->mtime_ns,
+    uint64_t *u64s[] = {&e->dev,      &e->ino,          &e->size,        &e->mtime_ns,
                         &e->ctime_ns, &e->content_hash, &e->config_hash, &e->driver_fp};
     for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) *u64s[i] = rd64(&r);
     e->abi = rd32(&r);
@@ -308,8 +311,8 @@ static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
     e->steps = rdstr(&r);
     e->tuned_at = rd64(&r);
     e->version = rdstr(&r);
-    if (!r.bad && (r.off != n || e->phase >= AH_PHASE_COUNT || !*e->path || !isfinite(e->ms) ||
-                   e->ms <= 0))
+    if (!r.bad &&
+        (r.off != n || e->phase >= AH_PHASE_COUNT || !*e->path || !isfinite(e->ms) || e->ms <= 0))
         r.bad = 1;
     if (r.bad) {
         entry_free(e);
@@ -376,7 +379,8 @@ static int load(ah_tune_table *t)
             snprintf(why, sizeof why, "not a regular file");
             refused = 1;
             t->read_only = 1;
-        } else if ((st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        } else if ((st.st_uid != geteuid() && st.st_uid != 0) ||
+                   (st.st_mode & (S_IWGRP | S_IWOTH))) {
             snprintf(why, sizeof why, "not owned by this user or root, or writable by others");
             refused = 1;
             t->read_only = 1;
@@ -474,7 +478,8 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
     int found = 0, stale = 0, other_device = 0;
     for (uint32_t k = 0; k < t->n && !found; k++) {
         const tt_entry *e = &t->e[k];
-        if (!streq(e->spec, sk) || e->phase != (uint32_t)phase || !streq(e->path, key.path)) continue;
+        if (!streq(e->spec, sk) || e->phase != (uint32_t)phase || !streq(e->path, key.path))
+            continue;
         if (same_slot(e, &key) && same_file(e, &key)) {
             *ms = e->ms;
             *steps = e->steps;
@@ -484,11 +489,15 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
     }
     ah__free(sk);
     if (!found && stale)
-        *why = keep_why(h, t, ah__asprintf("the plugin file of %s changed since it was tuned (run "
-                                           "attnhost tune)", plugin));
+        *why = keep_why(h, t,
+                        ah__asprintf("the plugin file of %s changed since it was tuned (run "
+                                     "attnhost tune)",
+                                     plugin));
     else if (!found && other_device)
-        *why = keep_why(h, t, ah__asprintf("%s was tuned on another device, driver or "
-                                           "configuration (run attnhost tune)", plugin));
+        *why = keep_why(h, t,
+                        ah__asprintf("%s was tuned on another device, driver or "
+                                     "configuration (run attnhost tune)",
+                                     plugin));
     return found;
 }
 
@@ -516,7 +525,8 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
             (unsigned)x->phase >= AH_PHASE_COUNT || !isfinite(x->ms) || x->ms <= 0)
             return fail(err, AH_ERR_INVALID_ARGUMENT,
                         "ah_host_record_tune: entry %zu: a short struct, a NULL plugin or spec, a "
-                        "bad phase or a time that is not positive", k);
+                        "bad phase or a time that is not positive",
+                        k);
         int i = ah__host_find(h, x->plugin);
         if (i < 0) return fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", x->plugin);
         if (h->scan.plugins[i]->info.state != AH_PLUGIN_AVAILABLE)
@@ -527,7 +537,8 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
     if (!path) goto oom;
     if (!*path) {
         ah__free(path);
-        return fail(err, AH_ERR_IO, "tune table not written: no scan cache ([search] cache), so "
+        return fail(err, AH_ERR_IO,
+                    "tune table not written: no scan cache ([search] cache), so "
                     "no tune table");
     }
     /* Read the file afresh: another process may have written it since. */

@@ -69,14 +69,14 @@ static inline ah_status ah_cuda_status(cudaError_t e)
  * the errbuf ERRP and return the mapped status from the enclosing function.
  * The sticky error is cleared with cudaGetLastError so the next call starts
  * clean where the failure was not fatal to the context. */
-#define AH_CUDA_TRY(ERRP, CALL)                                                              \
-    do {                                                                                     \
-        cudaError_t ah_cuda_e_ = (CALL);                                                     \
-        if (ah_cuda_e_ != cudaSuccess) {                                                     \
-            (void)cudaGetLastError();                                                        \
-            return ah_fail((ERRP), ah_cuda_status(ah_cuda_e_), "%s: %s (%s:%d)", #CALL,      \
-                           cudaGetErrorString(ah_cuda_e_), __FILE__, __LINE__);              \
-        }                                                                                    \
+#define AH_CUDA_TRY(ERRP, CALL) \
+    do { \
+        cudaError_t ah_cuda_e_ = (CALL); \
+        if (ah_cuda_e_ != cudaSuccess) { \
+            (void)cudaGetLastError(); \
+            return ah_fail((ERRP), ah_cuda_status(ah_cuda_e_), "%s: %s (%s:%d)", #CALL, \
+                           cudaGetErrorString(ah_cuda_e_), __FILE__, __LINE__); \
+        } \
     } while (0)
 
 /* Check the launch just made (kernel<<<...>>>): bad configurations surface
@@ -91,8 +91,7 @@ static inline ah_status ah_cuda_status(cudaError_t e)
  * only when info itself is unusable. Describes device 0, counts all. */
 static inline ah_status ah_cuda_probe(ah_probe_info *info, uint32_t min_cc)
 {
-    if (!info || info->struct_size < offsetof(ah_probe_info, device_name))
-        return AH_ERR_ABI;
+    if (!info || info->struct_size < offsetof(ah_probe_info, device_name)) return AH_ERR_ABI;
 #define AH_PROBE_HAS(f) AH_HAS_FIELD(info, ah_probe_info, f)
     info->usable = 0;
     dlerror();
@@ -113,8 +112,8 @@ static inline ah_status ah_cuda_probe(ah_probe_info *info, uint32_t min_cc)
     }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        snprintf(info->reason, sizeof info->reason, "CUDA runtime: %s (%s)",
-                 cudaGetErrorString(e), cudaGetErrorName(e));
+        snprintf(info->reason, sizeof info->reason, "CUDA runtime: %s (%s)", cudaGetErrorString(e),
+                 cudaGetErrorName(e));
         dlclose(libcuda);
         return AH_OK;
     }
@@ -337,37 +336,59 @@ static inline void ah_cuda_graph_destroy(ah_cuda_svc *s, ah_graph *g)
 
 /* Define PREFIX##_mem_alloc ... PREFIX##_graph_destroy, each taking the
  * plugin's ah_context and calling the helper on SVC(ctx). */
-#define AH_CUDA_DEFINE_DEVICE_OPS(PREFIX, SVC)                                                   \
-    static ah_status PREFIX##_mem_alloc(ah_context *c, size_t n, void **p)                      \
-    { return ah_cuda_mem_alloc(SVC(c), n, p); }                                                  \
-    static void PREFIX##_mem_free(ah_context *c, void *p) { ah_cuda_mem_free(SVC(c), p); }       \
-    static ah_status PREFIX##_mem_copy(ah_context *c, void *d, const void *s, size_t n,         \
-                                       ah_copy_kind k, void *st)                                 \
-    { return ah_cuda_mem_copy(SVC(c), d, s, n, k, st); }                                         \
-    static ah_status PREFIX##_synchronize(ah_context *c, void *st)                              \
-    { return ah_cuda_synchronize(SVC(c), st); }                                                  \
-    static ah_status PREFIX##_stream_create(ah_context *c, void **st)                           \
-    { return ah_cuda_stream_create(SVC(c), st); }                                                \
-    static void PREFIX##_stream_destroy(ah_context *c, void *st)                                \
-    { ah_cuda_stream_destroy(SVC(c), st); }                                                      \
-    static ah_status PREFIX##_timer_start(ah_context *c, void *st)                              \
-    { return ah_cuda_timer_start(SVC(c), st); }                                                  \
-    static ah_status PREFIX##_timer_stop(ah_context *c, void *st, float *ms)                    \
-    { return ah_cuda_timer_stop(SVC(c), st, ms); }                                               \
-    static ah_status PREFIX##_graph_begin(ah_context *c, void *st)                              \
-    { return ah_cuda_graph_begin(SVC(c), st); }                                                  \
-    static ah_status PREFIX##_graph_end(ah_context *c, void *st, ah_graph **g)                  \
-    { return ah_cuda_graph_end(SVC(c), st, g); }                                                 \
-    static ah_status PREFIX##_graph_launch(ah_context *c, ah_graph *g, void *st)                \
-    { return ah_cuda_graph_launch(SVC(c), g, st); }                                              \
-    static void PREFIX##_graph_destroy(ah_context *c, ah_graph *g)                              \
-    { ah_cuda_graph_destroy(SVC(c), g); }
+#define AH_CUDA_DEFINE_DEVICE_OPS(PREFIX, SVC) \
+    static ah_status PREFIX##_mem_alloc(ah_context *c, size_t n, void **p) \
+    { \
+        return ah_cuda_mem_alloc(SVC(c), n, p); \
+    } \
+    static void PREFIX##_mem_free(ah_context *c, void *p) { ah_cuda_mem_free(SVC(c), p); } \
+    static ah_status PREFIX##_mem_copy(ah_context *c, void *d, const void *s, size_t n, \
+                                       ah_copy_kind k, void *st) \
+    { \
+        return ah_cuda_mem_copy(SVC(c), d, s, n, k, st); \
+    } \
+    static ah_status PREFIX##_synchronize(ah_context *c, void *st) \
+    { \
+        return ah_cuda_synchronize(SVC(c), st); \
+    } \
+    static ah_status PREFIX##_stream_create(ah_context *c, void **st) \
+    { \
+        return ah_cuda_stream_create(SVC(c), st); \
+    } \
+    static void PREFIX##_stream_destroy(ah_context *c, void *st) \
+    { \
+        ah_cuda_stream_destroy(SVC(c), st); \
+    } \
+    static ah_status PREFIX##_timer_start(ah_context *c, void *st) \
+    { \
+        return ah_cuda_timer_start(SVC(c), st); \
+    } \
+    static ah_status PREFIX##_timer_stop(ah_context *c, void *st, float *ms) \
+    { \
+        return ah_cuda_timer_stop(SVC(c), st, ms); \
+    } \
+    static ah_status PREFIX##_graph_begin(ah_context *c, void *st) \
+    { \
+        return ah_cuda_graph_begin(SVC(c), st); \
+    } \
+    static ah_status PREFIX##_graph_end(ah_context *c, void *st, ah_graph **g) \
+    { \
+        return ah_cuda_graph_end(SVC(c), st, g); \
+    } \
+    static ah_status PREFIX##_graph_launch(ah_context *c, ah_graph *g, void *st) \
+    { \
+        return ah_cuda_graph_launch(SVC(c), g, st); \
+    } \
+    static void PREFIX##_graph_destroy(ah_context *c, ah_graph *g) \
+    { \
+        ah_cuda_graph_destroy(SVC(c), g); \
+    }
 
 /* The twelve device slots of ah_plugin_ops, in order (after workspace_size). */
-#define AH_CUDA_DEVICE_OPS(PREFIX)                                                               \
-    PREFIX##_mem_alloc, PREFIX##_mem_free, PREFIX##_mem_copy, PREFIX##_synchronize,              \
-        PREFIX##_stream_create, PREFIX##_stream_destroy, PREFIX##_timer_start,                   \
-        PREFIX##_timer_stop, PREFIX##_graph_begin, PREFIX##_graph_end, PREFIX##_graph_launch,    \
+#define AH_CUDA_DEVICE_OPS(PREFIX) \
+    PREFIX##_mem_alloc, PREFIX##_mem_free, PREFIX##_mem_copy, PREFIX##_synchronize, \
+        PREFIX##_stream_create, PREFIX##_stream_destroy, PREFIX##_timer_start, \
+        PREFIX##_timer_stop, PREFIX##_graph_begin, PREFIX##_graph_end, PREFIX##_graph_launch, \
         PREFIX##_graph_destroy
 
 #endif /* ATTNHOST_CUDA_SERVICES_H */

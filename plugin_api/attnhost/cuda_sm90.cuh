@@ -42,7 +42,8 @@ __device__ __forceinline__ void mbar_fence_init()
 // One arrival that also announces tx_bytes the copy engine will deliver.
 __device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t tx_bytes)
 {
-    AH_SM90_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(tx_bytes) : "memory");
+    AH_SM90_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(tx_bytes)
+                : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t bar)
 {
@@ -61,23 +62,32 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
                 : "memory");
 }
 
-__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) { mbar_init(smem_addr(bar), count); }
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count)
+{
+    mbar_init(smem_addr(bar), count);
+}
 __device__ __forceinline__ void mbar_arrive_tx(uint64_t *bar, uint32_t tx_bytes)
 {
     mbar_arrive_tx(smem_addr(bar), tx_bytes);
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar) { mbar_arrive(smem_addr(bar)); }
-__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) { mbar_wait(smem_addr(bar), parity); }
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
+{
+    mbar_wait(smem_addr(bar), parity);
+}
 
 // ---- bulk copies -------------------------------------------------------------
 
 // bytes (a multiple of 16, both addresses 16-byte aligned) from global src
 // to shared dst as they are, completing on bar.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar)
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_t bytes,
+                                          uint32_t bar)
 {
-    AH_SM90_ASM("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                "l"(src), "r"(bytes), "r"(bar)
-                : "memory");
+    AH_SM90_ASM(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+            "r"(dst),
+        "l"(src), "r"(bytes), "r"(bar)
+        : "memory");
 }
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
 {
@@ -90,14 +100,18 @@ __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t b
 // recent groups are done.
 __device__ __forceinline__ void bulk_store(void *dst, uint32_t src, uint32_t bytes)
 {
-    AH_SM90_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src), "r"(bytes)
+    AH_SM90_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(src),
+                "r"(bytes)
                 : "memory");
 }
 __device__ __forceinline__ void bulk_store(void *dst, const void *src, uint32_t bytes)
 {
     bulk_store(dst, smem_addr(src), bytes);
 }
-__device__ __forceinline__ void bulk_commit() { AH_SM90_ASM("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_commit()
+{
+    AH_SM90_ASM("cp.async.bulk.commit_group;" ::: "memory");
+}
 template <int N> __device__ __forceinline__ void bulk_wait_read()
 {
     AH_SM90_ASM("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");

@@ -28,52 +28,54 @@
 #include <stdio.h>
 
 /* X(field, HIP symbol, return, parameters) */
-#define AH_HIP_FUNCS(X)                                                                      \
-    X(init, hipInit, hipError_t, (unsigned))                                                 \
-    X(driver_version, hipDriverGetVersion, hipError_t, (int *))                              \
-    X(runtime_version, hipRuntimeGetVersion, hipError_t, (int *))                            \
-    X(device_count, hipGetDeviceCount, hipError_t, (int *))                                  \
-    X(device_get, hipDeviceGet, hipError_t, (hipDevice_t *, int))                            \
-    X(device_name, hipDeviceGetName, hipError_t, (char *, int, hipDevice_t))                 \
-    X(device_attr, hipDeviceGetAttribute, hipError_t, (int *, hipDeviceAttribute_t, int))    \
-    X(device_props, hipGetDeviceProperties, hipError_t, (hipDeviceProp_t *, int))            \
-    X(device_mem, hipDeviceTotalMem, hipError_t, (size_t *, hipDevice_t))                    \
-    X(set_device, hipSetDevice, hipError_t, (int))                                           \
-    X(ctx_retain, hipDevicePrimaryCtxRetain, hipError_t, (hipCtx_t *, hipDevice_t))          \
-    X(ctx_release, hipDevicePrimaryCtxRelease, hipError_t, (hipDevice_t))                    \
-    X(ctx_set_current, hipCtxSetCurrent, hipError_t, (hipCtx_t))                             \
-    X(module_load, hipModuleLoadData, hipError_t, (hipModule_t *, const void *))             \
-    X(module_unload, hipModuleUnload, hipError_t, (hipModule_t))                             \
-    X(module_function, hipModuleGetFunction, hipError_t, (hipFunction_t *, hipModule_t, const char *)) \
-    X(launch, hipModuleLaunchKernel, hipError_t,                                             \
-      (hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,  \
-       hipStream_t, void **, void **))                                                       \
-    X(mem_alloc, hipMalloc, hipError_t, (void **, size_t))                                   \
-    X(mem_free, hipFree, hipError_t, (void *))                                               \
-    X(host_alloc, hipHostMalloc, hipError_t, (void **, size_t, unsigned))                    \
-    X(host_free, hipHostFree, hipError_t, (void *))                                          \
-    X(copy_async, hipMemcpyAsync, hipError_t, (void *, const void *, size_t, hipMemcpyKind, hipStream_t)) \
+#define AH_HIP_FUNCS(X) \
+    X(init, hipInit, hipError_t, (unsigned)) \
+    X(driver_version, hipDriverGetVersion, hipError_t, (int *)) \
+    X(runtime_version, hipRuntimeGetVersion, hipError_t, (int *)) \
+    X(device_count, hipGetDeviceCount, hipError_t, (int *)) \
+    X(device_get, hipDeviceGet, hipError_t, (hipDevice_t *, int)) \
+    X(device_name, hipDeviceGetName, hipError_t, (char *, int, hipDevice_t)) \
+    X(device_attr, hipDeviceGetAttribute, hipError_t, (int *, hipDeviceAttribute_t, int)) \
+    X(device_props, hipGetDeviceProperties, hipError_t, (hipDeviceProp_t *, int)) \
+    X(device_mem, hipDeviceTotalMem, hipError_t, (size_t *, hipDevice_t)) \
+    X(set_device, hipSetDevice, hipError_t, (int)) \
+    X(ctx_retain, hipDevicePrimaryCtxRetain, hipError_t, (hipCtx_t *, hipDevice_t)) \
+    X(ctx_release, hipDevicePrimaryCtxRelease, hipError_t, (hipDevice_t)) \
+    X(ctx_set_current, hipCtxSetCurrent, hipError_t, (hipCtx_t)) \
+    X(module_load, hipModuleLoadData, hipError_t, (hipModule_t *, const void *)) \
+    X(module_unload, hipModuleUnload, hipError_t, (hipModule_t)) \
+    X(module_function, hipModuleGetFunction, hipError_t, \
+      (hipFunction_t *, hipModule_t, const char *)) \
+    X(launch, hipModuleLaunchKernel, hipError_t, \
+      (hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+       hipStream_t, void **, void **)) \
+    X(mem_alloc, hipMalloc, hipError_t, (void **, size_t)) \
+    X(mem_free, hipFree, hipError_t, (void *)) \
+    X(host_alloc, hipHostMalloc, hipError_t, (void **, size_t, unsigned)) \
+    X(host_free, hipHostFree, hipError_t, (void *)) \
+    X(copy_async, hipMemcpyAsync, hipError_t, \
+      (void *, const void *, size_t, hipMemcpyKind, hipStream_t)) \
     X(copy_htod, hipMemcpyHtoDAsync, hipError_t, (hipDeviceptr_t, void *, size_t, hipStream_t)) \
     X(copy_dtoh, hipMemcpyDtoHAsync, hipError_t, (void *, hipDeviceptr_t, size_t, hipStream_t)) \
-    X(copy_dtod, hipMemcpyDtoDAsync, hipError_t,                                             \
-      (hipDeviceptr_t, hipDeviceptr_t, size_t, hipStream_t))                                 \
-    X(copy_2d, hipMemcpy2DAsync, hipError_t,                                                 \
-      (void *, size_t, const void *, size_t, size_t, size_t, hipMemcpyKind, hipStream_t))    \
-    X(stream_create, hipStreamCreateWithFlags, hipError_t, (hipStream_t *, unsigned))        \
-    X(stream_destroy, hipStreamDestroy, hipError_t, (hipStream_t))                           \
-    X(stream_sync, hipStreamSynchronize, hipError_t, (hipStream_t))                          \
-    X(event_create, hipEventCreateWithFlags, hipError_t, (hipEvent_t *, unsigned))           \
-    X(event_destroy, hipEventDestroy, hipError_t, (hipEvent_t))                              \
-    X(event_record, hipEventRecord, hipError_t, (hipEvent_t, hipStream_t))                   \
-    X(event_sync, hipEventSynchronize, hipError_t, (hipEvent_t))                             \
-    X(event_elapsed, hipEventElapsedTime, hipError_t, (float *, hipEvent_t, hipEvent_t))     \
+    X(copy_dtod, hipMemcpyDtoDAsync, hipError_t, \
+      (hipDeviceptr_t, hipDeviceptr_t, size_t, hipStream_t)) \
+    X(copy_2d, hipMemcpy2DAsync, hipError_t, \
+      (void *, size_t, const void *, size_t, size_t, size_t, hipMemcpyKind, hipStream_t)) \
+    X(stream_create, hipStreamCreateWithFlags, hipError_t, (hipStream_t *, unsigned)) \
+    X(stream_destroy, hipStreamDestroy, hipError_t, (hipStream_t)) \
+    X(stream_sync, hipStreamSynchronize, hipError_t, (hipStream_t)) \
+    X(event_create, hipEventCreateWithFlags, hipError_t, (hipEvent_t *, unsigned)) \
+    X(event_destroy, hipEventDestroy, hipError_t, (hipEvent_t)) \
+    X(event_record, hipEventRecord, hipError_t, (hipEvent_t, hipStream_t)) \
+    X(event_sync, hipEventSynchronize, hipError_t, (hipEvent_t)) \
+    X(event_elapsed, hipEventElapsedTime, hipError_t, (float *, hipEvent_t, hipEvent_t)) \
     X(capture_begin, hipStreamBeginCapture, hipError_t, (hipStream_t, hipStreamCaptureMode)) \
-    X(capture_end, hipStreamEndCapture, hipError_t, (hipStream_t, hipGraph_t *))             \
-    X(graph_instantiate, hipGraphInstantiateWithFlags, hipError_t,                           \
-      (hipGraphExec_t *, hipGraph_t, unsigned long long))                                    \
-    X(graph_launch, hipGraphLaunch, hipError_t, (hipGraphExec_t, hipStream_t))               \
-    X(graph_exec_destroy, hipGraphExecDestroy, hipError_t, (hipGraphExec_t))                 \
-    X(graph_destroy, hipGraphDestroy, hipError_t, (hipGraph_t))                              \
+    X(capture_end, hipStreamEndCapture, hipError_t, (hipStream_t, hipGraph_t *)) \
+    X(graph_instantiate, hipGraphInstantiateWithFlags, hipError_t, \
+      (hipGraphExec_t *, hipGraph_t, unsigned long long)) \
+    X(graph_launch, hipGraphLaunch, hipError_t, (hipGraphExec_t, hipStream_t)) \
+    X(graph_exec_destroy, hipGraphExecDestroy, hipError_t, (hipGraphExec_t)) \
+    X(graph_destroy, hipGraphDestroy, hipError_t, (hipGraph_t)) \
     X(error_string, hipGetErrorString, const char *, (hipError_t))
 
 typedef struct ah_hip_api {
@@ -99,12 +101,12 @@ static void ah_hip_load_once_(void)
         return;
     }
     ah_hip_api t;
-#define AH_HIP_RESOLVE(field, sym, ret, params)                                                   \
-    *(void **)&t.field = dlsym(lib, #sym);                                                        \
-    if (!t.field) {                                                                               \
+#define AH_HIP_RESOLVE(field, sym, ret, params) \
+    *(void **)&t.field = dlsym(lib, #sym); \
+    if (!t.field) { \
         snprintf(ah_hip_why_, sizeof ah_hip_why_, "libamdhip64.so lacks %s (ROCm too old)", #sym); \
-        dlclose(lib);                                                                             \
-        return;                                                                                   \
+        dlclose(lib); \
+        return; \
     }
     AH_HIP_FUNCS(AH_HIP_RESOLVE)
 #undef AH_HIP_RESOLVE

@@ -84,12 +84,12 @@ typedef enum ah_status {
     AH_ERR_INVALID_ARGUMENT = 1, /* bad input: shape, range, pointer */
     AH_ERR_UNSUPPORTED = 2,      /* valid request this backend cannot serve */
     AH_ERR_OUT_OF_MEMORY = 3,
-    AH_ERR_DEVICE = 4,           /* driver or kernel failure */
-    AH_ERR_UNAVAILABLE = 5,      /* no usable device here */
-    AH_ERR_ABI = 6,              /* version or struct-size mismatch */
-    AH_ERR_CONFIG = 7,           /* bad configuration or model description */
-    AH_ERR_IO = 8,               /* file system */
-    AH_ERR_PLUGIN = 9,           /* a plugin misbehaved (crash, garbage) */
+    AH_ERR_DEVICE = 4,      /* driver or kernel failure */
+    AH_ERR_UNAVAILABLE = 5, /* no usable device here */
+    AH_ERR_ABI = 6,         /* version or struct-size mismatch */
+    AH_ERR_CONFIG = 7,      /* bad configuration or model description */
+    AH_ERR_IO = 8,          /* file system */
+    AH_ERR_PLUGIN = 9,      /* a plugin misbehaved (crash, garbage) */
     AH_ERR_NOT_FOUND = 10,
     AH_ERR_INTERNAL = 11,
     AH_STATUS_COUNT
@@ -174,11 +174,7 @@ typedef enum ah_kv_layout {
 /* The two phases a layer is bound for. A batch's request is a decode
  * request when its query length is at most the decode winner's
  * decode_query_len_max (1 for most plugins); the rest are prefill. */
-typedef enum ah_phase {
-    AH_PHASE_PREFILL = 0,
-    AH_PHASE_DECODE = 1,
-    AH_PHASE_COUNT
-} ah_phase;
+typedef enum ah_phase { AH_PHASE_PREFILL = 0, AH_PHASE_DECODE = 1, AH_PHASE_COUNT } ah_phase;
 
 /* How much a plugin asks to be preferred (GStreamer's ranks). The host
  * orders a layer's default candidates GPU plugins first, then by rank
@@ -219,34 +215,34 @@ typedef enum ah_graph_level {
 /* Feature flags (ah_caps.features). A layer needing a feature the plugin does
  * not claim is rejected with a reason naming the feature. */
 typedef enum ah_feature {
-    AH_FEAT_MLA = 1u << 0,            /* absorbed MLA: one KV head, V = K[..., :v_head] */
-    AH_FEAT_SINKS = 1u << 1,          /* per-head attention-sink logits */
+    AH_FEAT_MLA = 1u << 0,   /* absorbed MLA: one KV head, V = K[..., :v_head] */
+    AH_FEAT_SINKS = 1u << 1, /* per-head attention-sink logits */
     AH_FEAT_SLIDING_WINDOW = 1u << 2,
     AH_FEAT_ALIBI = 1u << 3,
-    AH_FEAT_SOFTCAP = 1u << 4,        /* logits soft-cap: c * tanh(s / c) */
-    AH_FEAT_NON_CAUSAL = 1u << 5,     /* bidirectional attention */
-    AH_FEAT_SPARSE = 1u << 6,         /* block-sparse attention */
-    AH_FEAT_LSE = 1u << 7,            /* forward can return log-sum-exp */
-    AH_FEAT_CASCADE = 1u << 8,        /* shared-prefix (cascade) attention */
+    AH_FEAT_SOFTCAP = 1u << 4,         /* logits soft-cap: c * tanh(s / c) */
+    AH_FEAT_NON_CAUSAL = 1u << 5,      /* bidirectional attention */
+    AH_FEAT_SPARSE = 1u << 6,          /* block-sparse attention */
+    AH_FEAT_LSE = 1u << 7,             /* forward can return log-sum-exp */
+    AH_FEAT_CASCADE = 1u << 8,         /* shared-prefix (cascade) attention */
     AH_FEAT_DIFF_HEAD_SIZES = 1u << 9, /* qk_head_size != v_head_size */
     /* ABI 2.1 */
-    AH_FEAT_TREE_MASK = 1u << 10,      /* ah_batch.custom_mask on decoder layers
-                                          (speculative tree verification); a
-                                          batch with a mask is planned only on
-                                          plugins claiming it */
-    AH_FEAT_CACHELESS = 1u << 11,      /* ENCODER / ENCODER_ONLY layers without
-                                          a cache (see ah_attn_type) */
+    AH_FEAT_TREE_MASK = 1u << 10,       /* ah_batch.custom_mask on decoder layers
+                                           (speculative tree verification); a
+                                           batch with a mask is planned only on
+                                           plugins claiming it */
+    AH_FEAT_CACHELESS = 1u << 11,       /* ENCODER / ENCODER_ONLY layers without
+                                           a cache (see ah_attn_type) */
     AH_FEAT_CROSS_ATTENTION = 1u << 12, /* ENCODER_DECODER layers over
                                           ah_batch.encoder_seq_lens */
-    AH_FEAT_CAUSAL_FLAG = 1u << 13,    /* decoder layers with causal = OFF */
-    AH_FEAT_RELEASED_BLOCKS = 1u << 14 /* ABI 2.1: the plugin never reads a
-                                          block-table entry its layer's window
-                                          hides from every query of the
-                                          request, so released (negative)
-                                          entries there are safe (see
-                                          ah_kv_group); a batch with released
-                                          entries is planned only on plugins
-                                          claiming it */
+    AH_FEAT_CAUSAL_FLAG = 1u << 13,     /* decoder layers with causal = OFF */
+    AH_FEAT_RELEASED_BLOCKS = 1u << 14  /* ABI 2.1: the plugin never reads a
+                                           block-table entry its layer's window
+                                           hides from every query of the
+                                           request, so released (negative)
+                                           entries there are safe (see
+                                           ah_kv_group); a batch with released
+                                           entries is planned only on plugins
+                                           claiming it */
 } ah_feature;
 #define AH_FEATURE_COUNT 15 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
@@ -287,10 +283,17 @@ typedef struct ah_int_set {
 } ah_int_set;
 
 #define AH_INT_SET_LIST(arr) \
-    { sizeof(ah_int_set), (uint32_t)(sizeof(arr) / sizeof((arr)[0])), (arr), 0, 0, 0 }
-#define AH_INT_SET_RANGE(lo, hi, step) { sizeof(ah_int_set), 0, NULL, (lo), (hi), (step) }
+    { \
+        sizeof(ah_int_set), (uint32_t)(sizeof(arr) / sizeof((arr)[0])), (arr), 0, 0, 0 \
+    }
+#define AH_INT_SET_RANGE(lo, hi, step) \
+    { \
+        sizeof(ah_int_set), 0, NULL, (lo), (hi), (step) \
+    }
 #define AH_INT_SET_LIST_AND_RANGE(arr, lo, hi, step) \
-    { sizeof(ah_int_set), (uint32_t)(sizeof(arr) / sizeof((arr)[0])), (arr), (lo), (hi), (step) }
+    { \
+        sizeof(ah_int_set), (uint32_t)(sizeof(arr) / sizeof((arr)[0])), (arr), (lo), (hi), (step) \
+    }
 #define AH_INT_SET_ANY AH_INT_SET_RANGE(1, UINT32_MAX, 1)
 
 static inline int ah_int_set_contains(const ah_int_set *s, uint32_t x)
@@ -308,13 +311,13 @@ static inline int ah_int_set_contains(const ah_int_set *s, uint32_t x)
 
 typedef struct ah_hw_facts {
     uint32_t struct_size;
-    uint32_t cpu_isa;         /* usable ah_cpu_isa bits */
-    uint32_t cpu_isa_cpuid;   /* what CPUID reports, before OS/permission checks */
+    uint32_t cpu_isa;       /* usable ah_cpu_isa bits */
+    uint32_t cpu_isa_cpuid; /* what CPUID reports, before OS/permission checks */
     uint32_t cpu_logical_cores;
     uint64_t memory_bytes;
     char cpu_vendor[16];
     char cpu_model[64];
-    char amx_note[96];        /* why AMX is not usable, or "" */
+    char amx_note[96]; /* why AMX is not usable, or "" */
 } ah_hw_facts;
 
 /* ----------------------------------------------------------------------------
@@ -361,13 +364,13 @@ typedef struct ah_host_services {
 
 typedef struct ah_probe_info {
     uint32_t struct_size;
-    int32_t usable;            /* 1: can run here; 0: reason says why not */
-    char reason[256];          /* "libcuda.so.1 not found", ... */
+    int32_t usable;   /* 1: can run here; 0: reason says why not */
+    char reason[256]; /* "libcuda.so.1 not found", ... */
     char device_name[128];
-    char arch[32];             /* "sm_90", "gfx942", "avx512bf16", ... */
+    char arch[32];               /* "sm_90", "gfx942", "avx512bf16", ... */
     uint32_t compute_capability; /* CUDA major*10+minor, else 0 */
     uint32_t device_count;
-    uint32_t multiprocessors;  /* SMs, CUs, or CPU cores */
+    uint32_t multiprocessors; /* SMs, CUs, or CPU cores */
     uint64_t memory_bytes;
     char driver_version[64];
 } ah_probe_info;
@@ -380,23 +383,23 @@ typedef struct ah_probe_info {
 
 typedef struct ah_layer_spec {
     uint32_t struct_size;
-    ah_attn_type attn_type;       /* decoder layers are causal, others not */
+    ah_attn_type attn_type; /* decoder layers are causal, others not */
     uint32_t num_q_heads;
     uint32_t num_kv_heads;
     uint32_t qk_head_size;
-    uint32_t v_head_size;         /* MLA absorbed: qk 576, v 512, kv_heads 1 */
-    ah_dtype q_dtype;             /* also the output dtype */
+    uint32_t v_head_size; /* MLA absorbed: qk 576, v 512, kv_heads 1 */
+    ah_dtype q_dtype;     /* also the output dtype */
     ah_dtype kv_dtype;
-    uint32_t block_size;          /* tokens per KV-cache block */
+    uint32_t block_size; /* tokens per KV-cache block */
     ah_kv_layout kv_layout;
-    uint32_t sliding_window;      /* 0: none; else a query at position p sees
-                                     keys at positions > p - sliding_window */
-    float softcap;                /* 0: none */
-    float scale;                  /* softmax scale; the host fills 1/sqrt(qk) if 0 */
-    uint32_t use_mla;             /* absorbed MLA: V is the first v_head_size
-                                     channels of the key cache */
-    uint32_t use_sinks;           /* forward receives per-head sink logits */
-    uint32_t use_alibi;           /* forward receives per-head ALiBi slopes */
+    uint32_t sliding_window; /* 0: none; else a query at position p sees
+                                keys at positions > p - sliding_window */
+    float softcap;           /* 0: none */
+    float scale;             /* softmax scale; the host fills 1/sqrt(qk) if 0 */
+    uint32_t use_mla;        /* absorbed MLA: V is the first v_head_size
+                                channels of the key cache */
+    uint32_t use_sinks;      /* forward receives per-head sink logits */
+    uint32_t use_alibi;      /* forward receives per-head ALiBi slopes */
     /* ABI 1.1. With an FP8 kv_dtype: 1 lets the plugin compute attention in
      * FP8 (queries and probabilities rounded to the cache's 8-bit format for
      * FP8 tensor-core GEMMs, as FlashAttention-3 does for an FP8 cache);
@@ -422,14 +425,16 @@ typedef struct ah_layer_spec {
 /* The layer's KV-cache group: 0 when the spec predates the field. */
 static inline uint32_t ah_spec_kv_group(const ah_layer_spec *s)
 {
-    return s->struct_size >= offsetof(ah_layer_spec, kv_group) + sizeof s->kv_group ? s->kv_group : 0;
+    return s->struct_size >= offsetof(ah_layer_spec, kv_group) + sizeof s->kv_group ? s->kv_group
+                                                                                    : 0;
 }
 
 /* 1 when a query at position p of this layer sees only keys j <= p. */
 static inline int ah_spec_causal(const ah_layer_spec *s)
 {
     uint32_t c = s->struct_size >= offsetof(ah_layer_spec, causal) + sizeof s->causal
-                     ? s->causal : (uint32_t)AH_CAUSAL_BY_TYPE;
+                     ? s->causal
+                     : (uint32_t)AH_CAUSAL_BY_TYPE;
     return s->attn_type == AH_ATTN_DECODER && c != AH_CAUSAL_OFF;
 }
 /* 1 for layers without a KV cache (ENCODER, ENCODER_ONLY). */
@@ -444,22 +449,22 @@ static inline int ah_spec_cacheless(const ah_layer_spec *s)
 
 typedef enum ah_reason_code {
     AH_REASON_NONE = 0,
-    AH_REASON_UNAVAILABLE = 1,     /* probe said not usable here */
-    AH_REASON_QUARANTINED = 2,     /* the scan recorded a crash or garbage */
-    AH_REASON_DISABLED = 3,        /* [select] disable */
-    AH_REASON_DEVICE = 4,          /* compute capability, gfx target, CPU ISA */
+    AH_REASON_UNAVAILABLE = 1, /* probe said not usable here */
+    AH_REASON_QUARANTINED = 2, /* the scan recorded a crash or garbage */
+    AH_REASON_DISABLED = 3,    /* [select] disable */
+    AH_REASON_DEVICE = 4,      /* compute capability, gfx target, CPU ISA */
     AH_REASON_DTYPE = 5,
     AH_REASON_KV_DTYPE = 6,
     AH_REASON_HEAD_SIZE = 7,
     AH_REASON_BLOCK_SIZE = 8,
     AH_REASON_ATTN_TYPE = 9,
-    AH_REASON_FEATURE = 10,        /* MLA, sinks, window, ALiBi, soft-cap, ... */
+    AH_REASON_FEATURE = 10, /* MLA, sinks, window, ALiBi, soft-cap, ... */
     AH_REASON_KV_LAYOUT = 11,
-    AH_REASON_COMBINATION = 12,    /* from check_combination */
+    AH_REASON_COMBINATION = 12,      /* from check_combination */
     AH_REASON_LOST_ON_PRIORITY = 13, /* valid, but a higher-priority one won */
-    AH_REASON_NOT_FOUND = 14,      /* named in a priority list, not installed */
-    AH_REASON_NOT_CHECKED = 15,    /* [select] require_checked: no passing
-                                      `attnhost check` on this device */
+    AH_REASON_NOT_FOUND = 14,        /* named in a priority list, not installed */
+    AH_REASON_NOT_CHECKED = 15,      /* [select] require_checked: no passing
+                                        `attnhost check` on this device */
     AH_REASON_CODE_COUNT
 } ah_reason_code;
 
@@ -493,21 +498,36 @@ typedef enum ah_key_type {
 } ah_key_type;
 
 typedef struct ah_config_key {
-    const char *name;          /* [a-z0-9_]+ */
+    const char *name; /* [a-z0-9_]+ */
     ah_key_type type;
-    const char *default_value; /* written as in the INI; must itself be valid */
-    int64_t int_min, int_max;  /* AH_KEY_INT: inclusive bounds */
+    const char *default_value;   /* written as in the INI; must itself be valid */
+    int64_t int_min, int_max;    /* AH_KEY_INT: inclusive bounds */
     double float_min, float_max; /* AH_KEY_FLOAT: inclusive bounds */
-    const char *choices;       /* AH_KEY_ENUM: "auto|on|off" */
-    const char *doc;           /* one sentence for --dump and the docs */
+    const char *choices;         /* AH_KEY_ENUM: "auto|on|off" */
+    const char *doc;             /* one sentence for --dump and the docs */
 } ah_config_key;
 
 /* Table rows in a line each. */
-#define AH_KEY_BOOL_ROW(name, def, doc) {name, AH_KEY_BOOL, def, 0, 1, 0, 0, NULL, doc}
-#define AH_KEY_INT_ROW(name, def, lo, hi, doc) {name, AH_KEY_INT, def, lo, hi, 0, 0, NULL, doc}
-#define AH_KEY_FLOAT_ROW(name, def, lo, hi, doc) {name, AH_KEY_FLOAT, def, 0, 0, lo, hi, NULL, doc}
-#define AH_KEY_ENUM_ROW(name, def, choices, doc) {name, AH_KEY_ENUM, def, 0, 0, 0, 0, choices, doc}
-#define AH_KEY_STRING_ROW(name, def, doc) {name, AH_KEY_STRING, def, 0, 0, 0, 0, NULL, doc}
+#define AH_KEY_BOOL_ROW(name, def, doc) \
+    { \
+        name, AH_KEY_BOOL, def, 0, 1, 0, 0, NULL, doc \
+    }
+#define AH_KEY_INT_ROW(name, def, lo, hi, doc) \
+    { \
+        name, AH_KEY_INT, def, lo, hi, 0, 0, NULL, doc \
+    }
+#define AH_KEY_FLOAT_ROW(name, def, lo, hi, doc) \
+    { \
+        name, AH_KEY_FLOAT, def, 0, 0, lo, hi, NULL, doc \
+    }
+#define AH_KEY_ENUM_ROW(name, def, choices, doc) \
+    { \
+        name, AH_KEY_ENUM, def, 0, 0, 0, 0, choices, doc \
+    }
+#define AH_KEY_STRING_ROW(name, def, doc) \
+    { \
+        name, AH_KEY_STRING, def, 0, 0, 0, 0, NULL, doc \
+    }
 
 /* ----------------------------------------------------------------------------
  * Capability descriptor: static, const, answerable without a device.
@@ -515,30 +535,30 @@ typedef struct ah_config_key {
 
 typedef struct ah_caps {
     uint32_t struct_size;
-    uint32_t q_dtypes;           /* AH_BIT(ah_dtype) mask */
-    uint32_t kv_dtypes;          /* AH_BIT(ah_dtype) mask of concrete KV dtypes */
+    uint32_t q_dtypes;  /* AH_BIT(ah_dtype) mask */
+    uint32_t kv_dtypes; /* AH_BIT(ah_dtype) mask of concrete KV dtypes */
     ah_int_set qk_head_sizes;
     ah_int_set v_head_sizes;
-    ah_int_set block_sizes;      /* a list and/or a multiple-of range */
+    ah_int_set block_sizes; /* a list and/or a multiple-of range */
     uint32_t preferred_block_size;
-    uint32_t features;           /* ah_feature mask */
-    uint32_t attn_types;         /* AH_BIT(ah_attn_type) mask */
-    uint32_t kv_layouts;         /* AH_BIT(ah_kv_layout) mask */
+    uint32_t features;   /* ah_feature mask */
+    uint32_t attn_types; /* AH_BIT(ah_attn_type) mask */
+    uint32_t kv_layouts; /* AH_BIT(ah_kv_layout) mask */
     ah_kv_layout preferred_kv_layout;
     /* Device requirements. */
     uint32_t min_compute_capability; /* CUDA major*10+minor; 0: no bound */
     uint32_t max_compute_capability; /* 0: no bound */
     const char *const *gfx_targets;  /* HIP targets served; NULL: any */
     uint32_t n_gfx_targets;
-    uint32_t cpu_isa_required;       /* ah_cpu_isa bits that must all be usable */
+    uint32_t cpu_isa_required; /* ah_cpu_isa bits that must all be usable */
     /* CUDA graphs. */
     ah_graph_level graph_level;
-    int32_t graph_seq_len_fill;  /* seq_len the engine writes into padded slots */
+    int32_t graph_seq_len_fill; /* seq_len the engine writes into padded slots */
     /* Execution properties. */
-    uint32_t forward_writes_kv;  /* 1: forward stores k/v itself; write_kv unused */
-    uint32_t caller_output;      /* 1: writes into the caller's out tensor;
-                                    0: see ah_forward_args.out */
-    uint32_t max_head_groups;    /* largest num_q_heads/num_kv_heads; 0: any */
+    uint32_t forward_writes_kv; /* 1: forward stores k/v itself; write_kv unused */
+    uint32_t caller_output;     /* 1: writes into the caller's out tensor;
+                                   0: see ah_forward_args.out */
+    uint32_t max_head_groups;   /* largest num_q_heads/num_kv_heads; 0: any */
     /* Plugin config keys. */
     const ah_config_key *config_keys;
     uint32_t n_config_keys;
@@ -624,25 +644,25 @@ typedef struct ah_caps {
 
 typedef struct ah_kv_group {
     uint32_t struct_size;
-    uint32_t num_blocks;              /* blocks in this group's KV cache (its
-                                         layers' cache tensors' dim 0) */
-    const DLTensor *block_table;      /* [num_reqs, >= blocks per request] int32,
-                                         in the group's block size */
-    const DLTensor *slot_mapping;     /* [num_tokens] int64: block * block_size
-                                         + offset in this group's cache;
-                                         negative: padding, not written */
-    const int32_t *block_table_host;  /* row-major, block_table_stride per row */
+    uint32_t num_blocks;             /* blocks in this group's KV cache (its
+                                        layers' cache tensors' dim 0) */
+    const DLTensor *block_table;     /* [num_reqs, >= blocks per request] int32,
+                                        in the group's block size */
+    const DLTensor *slot_mapping;    /* [num_tokens] int64: block * block_size
+                                        + offset in this group's cache;
+                                        negative: padding, not written */
+    const int32_t *block_table_host; /* row-major, block_table_stride per row */
     const int64_t *slot_mapping_host;
-    uint32_t block_table_stride;      /* elements per row in block_table_host */
+    uint32_t block_table_stride; /* elements per row in block_table_host */
 } ah_kv_group;
 
 typedef struct ah_batch {
     uint32_t struct_size;
     uint32_t num_reqs;
-    uint32_t num_tokens;        /* query_start_loc[num_reqs] */
+    uint32_t num_tokens; /* query_start_loc[num_reqs] */
     uint32_t max_query_len;
     uint32_t max_seq_len;
-    uint32_t num_blocks;        /* blocks in the KV cache, for bounds checks */
+    uint32_t num_blocks;             /* blocks in the KV cache, for bounds checks */
     const DLTensor *query_start_loc; /* [num_reqs + 1] */
     const DLTensor *seq_lens;        /* [num_reqs] */
     const DLTensor *block_table;     /* [num_reqs, >= max blocks per request] */
@@ -652,8 +672,8 @@ typedef struct ah_batch {
     const int32_t *seq_lens_host;
     const int32_t *block_table_host; /* row-major, block_table_stride per row */
     const int64_t *slot_mapping_host;
-    uint32_t block_table_stride;     /* elements per row in block_table_host */
-    uint32_t common_prefix_len;      /* tokens every request shares (cascade), 0: none */
+    uint32_t block_table_stride; /* elements per row in block_table_host */
+    uint32_t common_prefix_len;  /* tokens every request shares (cascade), 0: none */
 
     /* ABI 2.1. Encoder lengths for cross layers (ENCODER_DECODER): request
      * r's cross keys are the encoder_seq_lens[r] tokens at positions 0 ..
@@ -685,8 +705,8 @@ typedef struct ah_batch {
      * batch's offsets). custom_mask_len: elements in custom_mask, which
      * must hold mask_indptr[num_reqs]. A batch with a mask is planned only
      * on plugins claiming AH_FEAT_TREE_MASK (see ah_binding_plan). */
-    const DLTensor *custom_mask;     /* [custom_mask_len] uint8 */
-    const DLTensor *mask_indptr;     /* [num_reqs + 1] int64 */
+    const DLTensor *custom_mask; /* [custom_mask_len] uint8 */
+    const DLTensor *mask_indptr; /* [num_reqs + 1] int64 */
     const uint8_t *custom_mask_host;
     const int64_t *mask_indptr_host;
     uint64_t custom_mask_len;
@@ -712,12 +732,14 @@ typedef struct ah_batch {
 static inline const int32_t *ah_batch_encoder_seq_lens(const ah_batch *b)
 {
     return b->struct_size >= offsetof(ah_batch, encoder_seq_lens_host) + sizeof(void *)
-               ? b->encoder_seq_lens_host : NULL;
+               ? b->encoder_seq_lens_host
+               : NULL;
 }
 static inline const uint8_t *ah_batch_custom_mask(const ah_batch *b)
 {
     return b->struct_size >= offsetof(ah_batch, custom_mask_len) + sizeof(uint64_t)
-               ? b->custom_mask_host : NULL;
+               ? b->custom_mask_host
+               : NULL;
 }
 /* The batch's KV-cache group count as the host reads it: 0 when its
  * struct_size does not cover kv_groups. */
@@ -734,15 +756,15 @@ typedef struct ah_limits {
     uint32_t max_num_tokens;
     uint32_t max_blocks_per_req;
     uint32_t max_seq_len;
-    uint32_t num_blocks;        /* blocks in the KV cache */
+    uint32_t num_blocks; /* blocks in the KV cache */
 } ah_limits;
 
 /* plan() modes. */
 typedef enum ah_plan_mode {
-    AH_PLAN_EAGER = 0,    /* plan for an immediate forward */
-    AH_PLAN_CAPTURE = 1,  /* plan whose buffers a CUDA graph will capture */
-    AH_PLAN_REPLAY = 2    /* rewrite the captured buffers in place, nothing else:
-                             no allocation, no new launch configuration */
+    AH_PLAN_EAGER = 0,   /* plan for an immediate forward */
+    AH_PLAN_CAPTURE = 1, /* plan whose buffers a CUDA graph will capture */
+    AH_PLAN_REPLAY = 2   /* rewrite the captured buffers in place, nothing else:
+                            no allocation, no new launch configuration */
 } ah_plan_mode;
 
 /* Arguments of forward(). Shapes (T = num_tokens, Hq/Hk heads):
@@ -758,33 +780,33 @@ typedef enum ah_plan_mode {
 typedef struct ah_forward_args {
     uint32_t struct_size;
     const DLTensor *q;
-    const DLTensor *key;        /* new keys: used only when forward_writes_kv */
+    const DLTensor *key; /* new keys: used only when forward_writes_kv */
     const DLTensor *value;
     const DLTensor *key_cache;
     const DLTensor *value_cache;
-    DLTensor *out;              /* caller_output=1: write into out's buffer.
-                                   caller_output=0: the plugin fills this
-                                   descriptor (data, shape, strides, dtype,
-                                   device) with a buffer its state owns. It
-                                   is valid until the next forward on the
-                                   same state, and the host gives layers with
-                                   equal specs one state, so the engine sees
-                                   it overwritten by the next forward on any
-                                   layer sharing the state */
+    DLTensor *out; /* caller_output=1: write into out's buffer.
+                      caller_output=0: the plugin fills this
+                      descriptor (data, shape, strides, dtype,
+                      device) with a buffer its state owns. It
+                      is valid until the next forward on the
+                      same state, and the host gives layers with
+                      equal specs one state, so the engine sees
+                      it overwritten by the next forward on any
+                      layer sharing the state */
     DLTensor *lse;
     const DLTensor *sinks;
     const DLTensor *alibi_slopes;
-    float k_scale;              /* FP8 KV: stored = real / scale; 0 means 1 */
+    float k_scale; /* FP8 KV: stored = real / scale; 0 means 1 */
     float v_scale;
-    void *stream;               /* CUstream / hipStream_t / NULL */
+    void *stream; /* CUstream / hipStream_t / NULL */
 } ah_forward_args;
 
 /* Arguments of write_kv(): store the new tokens' K and V at slot_mapping
  * of the last planned batch, converting (and scaling) to the KV dtype. */
 typedef struct ah_kv_write_args {
     uint32_t struct_size;
-    const DLTensor *key;        /* [T, Hk, qk_head] */
-    const DLTensor *value;      /* [T, Hk, v_head]; NULL for MLA */
+    const DLTensor *key;   /* [T, Hk, qk_head] */
+    const DLTensor *value; /* [T, Hk, v_head]; NULL for MLA */
     const DLTensor *key_cache;
     const DLTensor *value_cache;
     float k_scale, v_scale;
@@ -848,8 +870,8 @@ typedef struct ah_plugin_ops {
 
     /* A state for one layer spec, sized for lim. On failure *out is NULL and
      * the detail is in context_error(ctx). */
-    ah_status (*state_create)(ah_context *ctx, const ah_layer_spec *spec,
-                              const ah_limits *lim, ah_state **out);
+    ah_status (*state_create)(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
+                              ah_state **out);
     void (*state_destroy)(ah_state *st);
     const char *(*state_error)(const ah_state *st);
 
@@ -869,8 +891,7 @@ typedef struct ah_plugin_ops {
 
     /* (optional) Device workspace the state will hold, in bytes, for the
      * given spec and limits. NULL: none, or not reported. */
-    ah_status (*workspace_size)(const ah_layer_spec *spec, const ah_limits *lim,
-                                uint64_t *bytes);
+    ah_status (*workspace_size)(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes);
 
     /* Device memory and streams, so the host's conformance suite, bench and
      * run drive any device through one interface. (optional) all together:
@@ -903,8 +924,8 @@ typedef struct ah_plugin_ops {
 
 typedef struct ah_plugin_descriptor {
     uint32_t struct_size;
-    uint32_t abi_version;   /* AH_ABI_VERSION the plugin was built against */
-    const char *name;       /* [a-z0-9_]+, unique; names its [plugin.<name>] */
+    uint32_t abi_version; /* AH_ABI_VERSION the plugin was built against */
+    const char *name;     /* [a-z0-9_]+, unique; names its [plugin.<name>] */
     const char *version;
     const char *vendor;
     const char *license;
@@ -933,22 +954,30 @@ typedef const ah_plugin_descriptor *(*ah_plugin_entry_fn)(uint32_t host_abi_vers
  * The entry refuses a host of another ABI major and remembers the host's
  * services in ah_plugin_host (static to the plugin). */
 #define AH_PLUGIN_DEFINE(NAME, VERSION, VENDOR, LICENSE, DESCRIPTION, DEVICE, CAPS, OPS) \
-    static const ah_host_services *ah_plugin_host;                                      \
-    static const ah_plugin_descriptor ah_plugin_descriptor_##NAME = {                    \
-        sizeof(ah_plugin_descriptor), AH_ABI_VERSION, #NAME, VERSION, VENDOR, LICENSE,   \
-        DESCRIPTION, DEVICE, CAPS, OPS};                                                 \
-    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
-        uint32_t host_abi_version, const ah_host_services *host, const char **why);      \
-    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
-        uint32_t host_abi_version, const ah_host_services *host, const char **why)       \
-    {                                                                                    \
-        if (AH_ABI_MAJOR(host_abi_version) != AH_ABI_VERSION_MAJOR) {                    \
-            if (why) *why = "plugin " #NAME " needs attnhost ABI major "                 \
-                            AH_PLUGIN_STR(AH_ABI_VERSION_MAJOR);                         \
-            return NULL;                                                                 \
-        }                                                                                \
-        ah_plugin_host = host;                                                           \
-        return &ah_plugin_descriptor_##NAME;                                             \
+    static const ah_host_services *ah_plugin_host; \
+    static const ah_plugin_descriptor ah_plugin_descriptor_##NAME = {sizeof(ah_plugin_descriptor), \
+                                                                     AH_ABI_VERSION, \
+                                                                     #NAME, \
+                                                                     VERSION, \
+                                                                     VENDOR, \
+                                                                     LICENSE, \
+                                                                     DESCRIPTION, \
+                                                                     DEVICE, \
+                                                                     CAPS, \
+                                                                     OPS}; \
+    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry( \
+        uint32_t host_abi_version, const ah_host_services *host, const char **why); \
+    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry( \
+        uint32_t host_abi_version, const ah_host_services *host, const char **why) \
+    { \
+        if (AH_ABI_MAJOR(host_abi_version) != AH_ABI_VERSION_MAJOR) { \
+            if (why) \
+                *why = "plugin " #NAME \
+                       " needs attnhost ABI major " AH_PLUGIN_STR(AH_ABI_VERSION_MAJOR); \
+            return NULL; \
+        } \
+        ah_plugin_host = host; \
+        return &ah_plugin_descriptor_##NAME; \
     }
 #define AH_PLUGIN_STR_(x) #x
 #define AH_PLUGIN_STR(x) AH_PLUGIN_STR_(x)

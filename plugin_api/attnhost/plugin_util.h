@@ -68,8 +68,8 @@ static inline void ah_strlcpy(char *dst, const char *src, size_t cap)
 
 static inline const char *ah_dtype_name(ah_dtype t)
 {
-    static const char *const names[AH_DTYPE_COUNT] = {"auto", "fp32", "fp16", "bf16",
-                                                      "fp8_e4m3", "fp8_e5m2"};
+    static const char *const names[AH_DTYPE_COUNT] = {"auto", "fp32",     "fp16",
+                                                      "bf16", "fp8_e4m3", "fp8_e5m2"};
     return (unsigned)t < AH_DTYPE_COUNT ? names[t] : "?";
 }
 
@@ -91,9 +91,15 @@ static inline DLDataType ah_dtype_to_dl(ah_dtype t)
     DLDataType d = {kDLFloat, 32, 1};
     switch (t) {
     case AH_DTYPE_FP16: d.bits = 16; break;
-    case AH_DTYPE_BF16: d.code = kDLBfloat; d.bits = 16; break;
+    case AH_DTYPE_BF16:
+        d.code = kDLBfloat;
+        d.bits = 16;
+        break;
     case AH_DTYPE_FP8_E4M3:
-    case AH_DTYPE_FP8_E5M2: d.code = kDLUInt; d.bits = 8; break;
+    case AH_DTYPE_FP8_E5M2:
+        d.code = kDLUInt;
+        d.bits = 8;
+        break;
     default: break;
     }
     return d;
@@ -186,7 +192,10 @@ static inline uint8_t ah_f32_to_fp8(float f, ah_dtype t)
 
 /* Load element i of a buffer of type t as float. */
 /* True for the 8-bit KV-cache formats. */
-static inline int ah_dtype_is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+static inline int ah_dtype_is_fp8(ah_dtype t)
+{
+    return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2;
+}
 
 /* The factor an FP8 cache's values are multiplied by (real = stored *
  * scale): the forward's k_scale or v_scale, where 0 means 1, and 1 for a
@@ -260,10 +269,7 @@ static inline int64_t ah_dl_stride(const DLTensor *t, int i)
 }
 
 /* Base address, byte_offset applied. */
-static inline void *ah_dl_data(const DLTensor *t)
-{
-    return (char *)t->data + t->byte_offset;
-}
+static inline void *ah_dl_data(const DLTensor *t) { return (char *)t->data + t->byte_offset; }
 
 #ifdef __cplusplus
 }

@@ -135,7 +135,8 @@ static ah_status st_create(ah_context *c, const ah_layer_spec *spec, const ah_li
                           ((c->bugs & ABI_FP8_MATH_ALLOWED) && spec->fp8_attention));
     s->qsl = h->alloc(h, ((size_t)lim->max_num_reqs + 1) * sizeof(int32_t));
     s->seq = h->alloc(h, ((size_t)lim->max_num_reqs + 1) * sizeof(int32_t));
-    s->bt = h->alloc(h, ((size_t)lim->max_num_reqs * lim->max_blocks_per_req + 1) * sizeof(int32_t));
+    s->bt =
+        h->alloc(h, ((size_t)lim->max_num_reqs * lim->max_blocks_per_req + 1) * sizeof(int32_t));
     s->slots = h->alloc(h, ((size_t)lim->max_num_tokens + 1) * sizeof(int64_t));
     if (!s->qsl || !s->seq || !s->bt || !s->slots) {
         st_destroy(s);
@@ -176,11 +177,15 @@ static float *f32(const DLTensor *t) { return (float *)ah_dl_data(t); }
 static float scale_or_1(float s) { return s != 0 ? s : 1.0f; }
 
 /* x rounded to e4m3, as FP8 tensor cores see it. */
-static double e4m3(double x) { return ah_fp8e4m3_to_f32(ah_f32_to_fp8((float)x, AH_DTYPE_FP8_E4M3)); }
+static double e4m3(double x)
+{
+    return ah_fp8e4m3_to_f32(ah_f32_to_fp8((float)x, AH_DTYPE_FP8_E4M3));
+}
 
 /* n new elements at src into the cache at element offset at: fp32 copied,
  * FP8 stored as value / scale. */
-static void store_row(const DLTensor *cache, ah_dtype t, size_t at, const float *src, size_t n, float scale)
+static void store_row(const DLTensor *cache, ah_dtype t, size_t at, const float *src, size_t n,
+                      float scale)
 {
     if (t == AH_DTYPE_FP32) {
         memcpy(f32(cache) + at, src, n * sizeof(float));
@@ -204,8 +209,8 @@ static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
             if (slot >= cache_slots) continue;
             store_row(a->key_cache, sp->kv_dtype, (size_t)slot * hk * dq, f32(a->key) + t * hk * dq,
                       hk * dq, scale_or_1(a->k_scale));
-            store_row(a->value_cache, sp->kv_dtype, (size_t)slot * hk * dv, f32(a->value) + t * hk * dv,
-                      hk * dv, scale_or_1(a->v_scale));
+            store_row(a->value_cache, sp->kv_dtype, (size_t)slot * hk * dv,
+                      f32(a->value) + t * hk * dv, hk * dv, scale_or_1(a->v_scale));
         }
     }
     return AH_OK;
@@ -242,7 +247,8 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
         size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
         const size_t k0 = (slot * hk + kh) * dq;
         double d = 0;
-        for (size_t c = 0; c < dq; c++) d += q[c] * ah_load_f32(ah_dl_data(a->key_cache), k0 + c, kt) * ks;
+        for (size_t c = 0; c < dq; c++)
+            d += q[c] * ah_load_f32(ah_dl_data(a->key_cache), k0 + c, kt) * ks;
         w[j] = d * scale;
         if (w[j] > m) m = w[j];
     }
@@ -253,7 +259,8 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
         double e = exp(w[j] - m);
         if (s->fp8_math) e = e4m3(e * 256) / 256; /* P in e4m3, 256 against underflow */
         den += e;
-        for (size_t c = 0; c < dv; c++) acc[c] += e * ah_load_f32(ah_dl_data(a->value_cache), v0 + c, kt) * vs;
+        for (size_t c = 0; c < dv; c++)
+            acc[c] += e * ah_load_f32(ah_dl_data(a->value_cache), v0 + c, kt) * vs;
     }
     float *ov = f32(a->out) + ((size_t)t * hq + h) * dv;
     for (size_t c = 0; c < dv; c++) ov[c] = (float)(acc[c] / den);
@@ -267,7 +274,8 @@ static ah_status forward_now(ah_state *s, const ah_forward_args *a)
     const size_t hq = s->spec.num_q_heads;
     if (!a->q || !a->out || !a->key_cache || !a->value_cache)
         return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "forward needs q, out and caches");
-    double *w = malloc(((size_t)s->max_seq + s->spec.v_head_size + s->spec.qk_head_size + 1) * sizeof(double));
+    double *w = malloc(((size_t)s->max_seq + s->spec.v_head_size + s->spec.qk_head_size + 1) *
+                       sizeof(double));
     if (!w) return ah_fail(&s->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
     for (uint32_t r = 0; r < s->num_reqs; r++)
         for (int32_t t = s->qsl[r]; t < s->qsl[r + 1]; t++)
@@ -364,19 +372,12 @@ static const ah_config_key abi_keys[] = {
     AH_KEY_BOOL_ROW("usable", "true", "false: the probe reports the device unusable (for tests)")};
 
 const ah_caps abi_caps = {
-    .struct_size = sizeof(ah_caps),
-    .q_dtypes = AH_BIT(AH_DTYPE_FP32),
-    .kv_dtypes = AH_BIT(AH_DTYPE_FP32),
+    ABI_CAPS_COMMON,
     .qk_head_sizes = AH_INT_SET_RANGE(1, 1024, 1),
     .v_head_sizes = AH_INT_SET_RANGE(1, 1024, 1),
     .block_sizes = AH_INT_SET_RANGE(1, 1024, 1),
-    .preferred_block_size = 16,
     .features = AH_FEAT_DIFF_HEAD_SIZES,
-    .attn_types = AH_BIT(AH_ATTN_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
-    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .graph_level = AH_GRAPH_NEVER,
-    .caller_output = 1,
     .config_keys = abi_keys,
     .n_config_keys = 1,
     .prefill_rank = AH_RANK_SECONDARY,
@@ -386,17 +387,10 @@ const ah_caps abi_caps = {
 };
 
 /* The slots both operation tables fill. */
-#define BACKEND_SLOTS                           \
-    .struct_size = sizeof(ah_plugin_ops),       \
-    .probe = abi_probe,                         \
-    .context_create = ctx_create,               \
-    .context_destroy = ctx_destroy,             \
-    .context_error = ctx_error,                 \
-    .state_create = st_create,                  \
-    .state_destroy = st_destroy,                \
-    .state_error = st_error,                    \
-    .plan = plan,                               \
-    .forward = forward,                         \
+#define BACKEND_SLOTS \
+    .struct_size = sizeof(ah_plugin_ops), .probe = abi_probe, .context_create = ctx_create, \
+    .context_destroy = ctx_destroy, .context_error = ctx_error, .state_create = st_create, \
+    .state_destroy = st_destroy, .state_error = st_error, .plan = plan, .forward = forward, \
     .write_kv = write_kv
 
 const ah_plugin_ops abi_ops = {BACKEND_SLOTS};

@@ -47,35 +47,48 @@ enum {
 uint32_t *abi_bugs(ah_context *ctx);
 
 /* The entry point's signature, declared before it is defined. */
-#define ABI_ENTRY_SIGNATURE                                                              \
-    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(                         \
+#define ABI_ENTRY_SIGNATURE \
+    AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry( \
         uint32_t host_abi_version, const ah_host_services *host, const char **why)
 
 /* An entry that hands out DESC whatever the host is (cases that test the
  * host's own checks must not refuse first). */
-#define ABI_ENTRY(DESC)                                                                  \
-    ABI_ENTRY_SIGNATURE;                                                                 \
-    ABI_ENTRY_SIGNATURE                                                                  \
-    {                                                                                    \
-        (void)host_abi_version;                                                          \
-        (void)why;                                                                       \
-        abi_host = host;                                                                 \
-        return (const ah_plugin_descriptor *)&(DESC);                                    \
+#define ABI_ENTRY(DESC) \
+    ABI_ENTRY_SIGNATURE; \
+    ABI_ENTRY_SIGNATURE \
+    { \
+        (void)host_abi_version; \
+        (void)why; \
+        abi_host = host; \
+        return (const ah_plugin_descriptor *)&(DESC); \
     }
 
 /* A plugin NAME that is the backend with abi_caps and its own PROBE. */
-#define ABI_PROBE_PLUGIN(NAME, PROBE)                                                    \
-    static ah_plugin_ops abi_probe_ops;                                                  \
-    __attribute__((constructor)) static void abi_probe_init(void)                        \
-    {                                                                                    \
-        abi_probe_ops = abi_ops;                                                         \
-        abi_probe_ops.probe = PROBE;                                                     \
-    }                                                                                    \
-    static const ah_plugin_descriptor abi_probe_desc =                                   \
-        ABI_DESC(NAME, &abi_caps, &abi_probe_ops);                                       \
+#define ABI_PROBE_PLUGIN(NAME, PROBE) \
+    static ah_plugin_ops abi_probe_ops; \
+    __attribute__((constructor)) static void abi_probe_init(void) \
+    { \
+        abi_probe_ops = abi_ops; \
+        abi_probe_ops.probe = PROBE; \
+    } \
+    static const ah_plugin_descriptor abi_probe_desc = ABI_DESC(NAME, &abi_caps, &abi_probe_ops); \
     ABI_ENTRY(abi_probe_desc)
 
-#define ABI_DESC(NAME, CAPS, OPS)                                                        \
-    {sizeof(ah_plugin_descriptor), AH_ABI_VERSION, NAME, "1.0", "attnhost tests", "MIT", \
-     "ABI test plugin", AH_DEVICE_CPU, CAPS, OPS}
+/* A descriptor of the tests' vendor and licence: NAME, its SUMMARY, device
+ * KIND, CAPS and OPS. */
+#define ABI_DESC_OF(NAME, SUMMARY, KIND, CAPS, OPS) \
+    { \
+        sizeof(ah_plugin_descriptor), AH_ABI_VERSION, NAME, "1.0", "attnhost tests", "MIT", \
+            SUMMARY, KIND, CAPS, OPS \
+    }
+#define ABI_DESC(NAME, CAPS, OPS) ABI_DESC_OF(NAME, "ABI test plugin", AH_DEVICE_CPU, CAPS, OPS)
+
+/* The caps fields every test plugin shares with the backend (abi_caps): fp32
+ * queries and KV cache, decoder layers, NHD, preferred block size 16, caller
+ * output. A plugin's initializer adds the fields it sets itself. */
+#define ABI_CAPS_COMMON \
+    .struct_size = sizeof(ah_caps), .q_dtypes = AH_BIT(AH_DTYPE_FP32), \
+    .kv_dtypes = AH_BIT(AH_DTYPE_FP32), .preferred_block_size = 16, \
+    .attn_types = AH_BIT(AH_ATTN_DECODER), .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD), \
+    .preferred_kv_layout = AH_KV_LAYOUT_NHD, .caller_output = 1
 #endif

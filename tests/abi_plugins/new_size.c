@@ -28,8 +28,8 @@ static ah_status future(ah_context *ctx)
 static caps_v2 caps;
 static ops_v2 ops;
 static desc_v2 desc = {{sizeof(desc_v2), AH_ABI_VERSION | 7u, "abi_new_size", "2.0",
-                        "attnhost tests", "MIT", "ABI 1.7 plugin", AH_DEVICE_CPU,
-                        &caps.base, &ops.base},
+                        "attnhost tests", "MIT", "ABI 1.7 plugin", AH_DEVICE_CPU, &caps.base,
+                        &ops.base},
                        "https://example.invalid"};
 
 __attribute__((constructor)) static void init(void)

@@ -49,8 +49,8 @@ typedef struct gen {
     const ah_conformance_options *opts;
     ah__conf_case_list *list;
     ah__conf_case base;
-    uint32_t L;        /* longest sequence in generated batches */
-    ah__conf_rng rng;  /* for batch lengths */
+    uint32_t L;       /* longest sequence in generated batches */
+    ah__conf_rng rng; /* for batch lengths */
     int oom;
 } gen;
 
@@ -75,11 +75,11 @@ static void set_shape(gen *g, ah__conf_case *c, shape sh)
     switch (sh) {
     case SHAPE_MIXED:
         c->num_reqs = 4;
-        c->qlen[0] = c->slen[0] = ah__conf_range(r, 2, L / 2);     /* prefill */
-        c->qlen[1] = ah__conf_range(r, 2, 9);                       /* extend */
+        c->qlen[0] = c->slen[0] = ah__conf_range(r, 2, L / 2); /* prefill */
+        c->qlen[1] = ah__conf_range(r, 2, 9);                  /* extend */
         c->slen[1] = c->qlen[1] + ah__conf_range(r, 1, L / 2);
-        c->qlen[2] = 1, c->slen[2] = ah__conf_range(r, L / 2, L);   /* decode, long */
-        c->qlen[3] = 1, c->slen[3] = ah__conf_range(r, 1, bs + 1);  /* decode, short */
+        c->qlen[2] = 1, c->slen[2] = ah__conf_range(r, L / 2, L);  /* decode, long */
+        c->qlen[3] = 1, c->slen[3] = ah__conf_range(r, 1, bs + 1); /* decode, short */
         break;
     case SHAPE_DECODE:
         c->num_reqs = 5;
@@ -112,7 +112,8 @@ static void set_shape(gen *g, ah__conf_case *c, shape sh)
     case SHAPE_UNIFORM: {
         uint32_t q = ah__conf_range(r, 2, 4);
         c->num_reqs = 4;
-        for (uint32_t i = 0; i < 4; i++) c->qlen[i] = q, c->slen[i] = q + ah__conf_range(r, 0, L - q);
+        for (uint32_t i = 0; i < 4; i++)
+            c->qlen[i] = q, c->slen[i] = q + ah__conf_range(r, 0, L - q);
         break;
     }
     }
@@ -120,7 +121,9 @@ static void set_shape(gen *g, ah__conf_case *c, shape sh)
 
 static shape default_shape(ah_attn_type t)
 {
-    return t == AH_ATTN_DECODER ? SHAPE_MIXED : t == AH_ATTN_ENCODER_DECODER ? SHAPE_CROSS : SHAPE_SELF;
+    return t == AH_ATTN_DECODER           ? SHAPE_MIXED
+           : t == AH_ATTN_ENCODER_DECODER ? SHAPE_CROSS
+                                          : SHAPE_SELF;
 }
 
 /* ---- naming and adding --------------------------------------------------- */
@@ -130,13 +133,19 @@ static void name_case(ah__conf_case *c, const char *what)
     const ah_layer_spec *s = &c->spec;
     char extra[96] = "";
     size_t u = 0;
-    if (s->sliding_window) u += (size_t)snprintf(extra + u, sizeof extra - u, " window=%u", s->sliding_window);
-    if (s->softcap > 0 && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " softcap=%g", (double)s->softcap);
-    if (s->use_alibi && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " alibi");
-    if (s->use_sinks && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " sinks");
+    if (s->sliding_window)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " window=%u", s->sliding_window);
+    if (s->softcap > 0 && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " softcap=%g", (double)s->softcap);
+    if (s->use_alibi && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " alibi");
+    if (s->use_sinks && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " sinks");
     if (s->use_mla && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " mla");
-    if (s->causal == AH_CAUSAL_OFF && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " bidir");
-    if (c->tree_mask && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " tree");
+    if (s->causal == AH_CAUSAL_OFF && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " bidir");
+    if (c->tree_mask && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " tree");
     if (c->want_lse && u < sizeof extra) snprintf(extra + u, sizeof extra - u, " lse");
     snprintf(c->name, sizeof c->name, "%-10s q=%s kv=%s hd=%u/%u bs=%u %s h=%u/%u %s%s", what,
              ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype), s->qk_head_size, s->v_head_size,
@@ -233,23 +242,25 @@ static int make_base(gen *g)
     s->q_dtype = pick_q_dtype(c);
     s->kv_dtype = pair_kv_dtype(c, s->q_dtype);
     s->attn_type = (c->attn_types & AH_BIT(AH_ATTN_DECODER)) || !c->attn_types ? AH_ATTN_DECODER
-                   : (c->attn_types & AH_BIT(AH_ATTN_ENCODER_ONLY))             ? AH_ATTN_ENCODER_ONLY
-                   : (c->attn_types & AH_BIT(AH_ATTN_ENCODER))                  ? AH_ATTN_ENCODER
-                                                                                 : AH_ATTN_ENCODER_DECODER;
+                   : (c->attn_types & AH_BIT(AH_ATTN_ENCODER_ONLY)) ? AH_ATTN_ENCODER_ONLY
+                   : (c->attn_types & AH_BIT(AH_ATTN_ENCODER))      ? AH_ATTN_ENCODER
+                                                                    : AH_ATTN_ENCODER_DECODER;
     if (s->attn_type != AH_ATTN_DECODER && !has(c, type_feature((int)s->attn_type))) return 0;
     s->kv_layout = (c->kv_layouts & AH_BIT(c->preferred_kv_layout)) ? c->preferred_kv_layout
-                   : (c->kv_layouts & AH_BIT(AH_KV_LAYOUT_NHD))      ? AH_KV_LAYOUT_NHD
-                                                                     : AH_KV_LAYOUT_HND;
+                   : (c->kv_layouts & AH_BIT(AH_KV_LAYOUT_NHD))     ? AH_KV_LAYOUT_NHD
+                                                                    : AH_KV_LAYOUT_HND;
     uint32_t bpicks[MAX_PICKS], nb = set_picks(&c->block_sizes, 256, bpicks);
     s->block_size = ah_int_set_contains(&c->block_sizes, c->preferred_block_size) &&
                             c->preferred_block_size <= 256
                         ? c->preferred_block_size
-                        : nb ? bpicks[0] : 16;
+                    : nb ? bpicks[0]
+                         : 16;
     /* head size: 128, else 64, else any qk with a v partner */
     const uint32_t pref[2] = {128, 64};
     uint32_t qk = 0, v = 0;
     for (int i = 0; i < 2 && !qk; i++)
-        if (ah_int_set_contains(&c->qk_head_sizes, pref[i]) && pair_v_head(c, pref[i], &v)) qk = pref[i];
+        if (ah_int_set_contains(&c->qk_head_sizes, pref[i]) && pair_v_head(c, pref[i], &v))
+            qk = pref[i];
     uint32_t hp[MAX_PICKS], nh = set_picks(&c->qk_head_sizes, 1024, hp);
     for (uint32_t i = 0; i < nh && !qk; i++)
         if (hp[i] != 576 && pair_v_head(c, hp[i], &v)) qk = hp[i];
@@ -302,7 +313,8 @@ static void gen_head_sizes(gen *g)
     uint32_t hp[MAX_PICKS], nh = set_picks(&c->qk_head_sizes, 1024, hp);
     for (uint32_t i = 0; i < nh; i++) {
         uint32_t v;
-        if (hp[i] == g->base.spec.qk_head_size || hp[i] == 576 || !pair_v_head(c, hp[i], &v)) continue;
+        if (hp[i] == g->base.spec.qk_head_size || hp[i] == 576 || !pair_v_head(c, hp[i], &v))
+            continue;
         ah__conf_case x = variant(g);
         x.spec.qk_head_size = hp[i];
         x.spec.v_head_size = v;
@@ -348,12 +360,13 @@ static void gen_blocks_layouts_groups(gen *g)
         if (nb) x.spec.block_size = bp[0];
         if (!g->opts->quick) add_shaped(g, &x, "layout");
     }
-    if (g->base.spec.use_mla) return; /* MLA has one KV head */
+    if (g->base.spec.use_mla) return;               /* MLA has one KV head */
     const uint32_t groups[2][2] = {{4, 4}, {8, 1}}; /* MHA, MQA */
     for (int i = 0; i < 2; i++) {
         ah__conf_case x = variant(g);
         set_heads(c, &x.spec, groups[i][0], groups[i][1]);
-        if (x.spec.num_kv_heads == g->base.spec.num_kv_heads && x.spec.num_q_heads == g->base.spec.num_q_heads)
+        if (x.spec.num_kv_heads == g->base.spec.num_kv_heads &&
+            x.spec.num_q_heads == g->base.spec.num_q_heads)
             continue;
         add_shaped(g, &x, i ? "mqa" : "mha");
     }
@@ -391,8 +404,8 @@ static void gen_features(gen *g)
             add_shaped(g, &x, "sinks");
         }
     }
-    if (has(c, AH_FEAT_MLA) && !g->base.spec.use_mla && ah_int_set_contains(&c->qk_head_sizes, 576) &&
-        ah_int_set_contains(&c->v_head_sizes, 512)) {
+    if (has(c, AH_FEAT_MLA) && !g->base.spec.use_mla &&
+        ah_int_set_contains(&c->qk_head_sizes, 576) && ah_int_set_contains(&c->v_head_sizes, 512)) {
         x = variant(g);
         x.spec.qk_head_size = 576, x.spec.v_head_size = 512, x.spec.use_mla = 1;
         set_heads(c, &x.spec, 8, 1);
@@ -408,7 +421,8 @@ static void gen_features(gen *g)
         add(g, &x, "lse");
     }
     /* everything at once, where claimed */
-    if (!g->opts->quick && has(c, AH_FEAT_SLIDING_WINDOW) && has(c, AH_FEAT_SOFTCAP) && has(c, AH_FEAT_SINKS)) {
+    if (!g->opts->quick && has(c, AH_FEAT_SLIDING_WINDOW) && has(c, AH_FEAT_SOFTCAP) &&
+        has(c, AH_FEAT_SINKS)) {
         x = variant(g);
         x.spec.sliding_window = 7;
         x.spec.softcap = 2.5f;
@@ -434,7 +448,8 @@ static void gen_attn_types(gen *g)
         ah__conf_case x = variant(g);
         x.spec.attn_type = (ah_attn_type)t;
         add_shaped(g, &x, "attn-type");
-        if (type_feature(t) && (c->q_dtypes & AH_BIT(AH_DTYPE_BF16)) && x.spec.q_dtype != AH_DTYPE_BF16) {
+        if (type_feature(t) && (c->q_dtypes & AH_BIT(AH_DTYPE_BF16)) &&
+            x.spec.q_dtype != AH_DTYPE_BF16) {
             ah__conf_case y = x; /* bf16 too: CPU tile kernels take bf16 rows */
             y.spec.q_dtype = AH_DTYPE_BF16;
             y.spec.kv_dtype = pair_kv_dtype(c, AH_DTYPE_BF16);
@@ -499,13 +514,15 @@ static void gen_merge_graphs(gen *g)
         x.kind = AH__CONF_GRAPH;
         x.graph = (ah_graph_level)lvl;
         x.write_kv = 0;
-        set_shape(g, &x, lvl == AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE ? SHAPE_DECODE
-                         : lvl == AH_GRAPH_UNIFORM_BATCH              ? SHAPE_UNIFORM
-                                                                      : SHAPE_MIXED);
+        set_shape(g, &x,
+                  lvl == AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE ? SHAPE_DECODE
+                  : lvl == AH_GRAPH_UNIFORM_BATCH             ? SHAPE_UNIFORM
+                                                              : SHAPE_MIXED);
         x.write_kv = 0;
-        add(g, &x, lvl == AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE ? "graph-dec"
-                   : lvl == AH_GRAPH_UNIFORM_BATCH             ? "graph-unif"
-                                                               : "graph-mix");
+        add(g, &x,
+            lvl == AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE ? "graph-dec"
+            : lvl == AH_GRAPH_UNIFORM_BATCH             ? "graph-unif"
+                                                        : "graph-mix");
     }
 }
 

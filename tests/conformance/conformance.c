@@ -38,7 +38,9 @@ static ah_status run_plugin(ah_host *host, const ah_plugin_info *info,
         ah__conf_result res;
         double t = now_s();
         ah__conf_run_case(host, info->name, info, &cases.v[i], &res);
-        const char *v = res.verdict == AH__CONF_PASS ? "PASS" : res.verdict == AH__CONF_FAIL ? "FAIL" : "SKIP";
+        const char *v = res.verdict == AH__CONF_PASS   ? "PASS"
+                        : res.verdict == AH__CONF_FAIL ? "FAIL"
+                                                       : "SKIP";
         fprintf(out, "%s  %-4s %-80s rel_l2 %.2e max_abs %.2e  %5.0f ms\n", info->name, v,
                 cases.v[i].name, res.rel_l2, res.max_abs, (now_s() - t) * 1e3);
         if (res.verdict != AH__CONF_PASS && (res.verdict == AH__CONF_FAIL || opts->verbose))
@@ -53,8 +55,8 @@ static ah_status run_plugin(ah_host *host, const ah_plugin_info *info,
             sum->graph_level = cases.v[i].graph;
         fflush(out);
     }
-    fprintf(out, "== %s: %u passed, %u failed, %u skipped in %.1f s\n", info->name, pass, fail, skip,
-            now_s() - t0);
+    fprintf(out, "== %s: %u passed, %u failed, %u skipped in %.1f s\n", info->name, pass, fail,
+            skip, now_s() - t0);
     sum->cases += cases.n;
     sum->passed += pass;
     sum->failed += fail;
@@ -76,8 +78,8 @@ ah_status ah_conformance_run(ah_host *host, const ah_conformance_options *opts,
             return AH_ERR_NOT_FOUND;
         }
         if (p->state != AH_PLUGIN_AVAILABLE) {
-            fprintf(out, "conformance: plugin %s is %s: %s\n", p->name, ah_plugin_state_str(p->state),
-                    p->reason);
+            fprintf(out, "conformance: plugin %s is %s: %s\n", p->name,
+                    ah_plugin_state_str(p->state), p->reason);
             return AH_ERR_UNAVAILABLE;
         }
         return run_plugin(host, p, opts, out, sum);

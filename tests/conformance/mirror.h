@@ -12,9 +12,9 @@
 #include <attnhost/attnhost.h>
 
 typedef struct ah_mirror {
-    DLTensor t;        /* the device tensor; t.shape points at shape */
+    DLTensor t; /* the device tensor; t.shape points at shape */
     int64_t shape[4];
-    void *host;        /* the mirror, calloc'ed, bytes long */
+    void *host; /* the mirror, calloc'ed, bytes long */
     size_t bytes;
     ah_device *dev;
 } ah_mirror;

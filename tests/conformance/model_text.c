@@ -44,7 +44,9 @@ char *ah__conf_model_text(const ah_layer_spec *s)
                      s->sliding_window, (double)s->softcap, (double)s->scale,
                      s->use_mla ? "true" : "false", s->use_sinks ? "true" : "false",
                      s->use_alibi ? "true" : "false", s->fp8_attention ? "true" : "false",
-                     s->causal == AH_CAUSAL_OFF ? "causal = false\n" : s->causal == AH_CAUSAL_ON ? "causal = true\n" : "");
+                     s->causal == AH_CAUSAL_OFF  ? "causal = false\n"
+                     : s->causal == AH_CAUSAL_ON ? "causal = true\n"
+                                                 : "");
     if (n < 0 || (size_t)n >= cap) {
         free(t);
         return NULL;

@@ -38,7 +38,9 @@ static ah_status ctx_create(const ah_host_services *host, const ah_context_optio
 
 static const ah_config_key keys[] = {
     AH_KEY_ENUM_ROW("bug", "none", BUG_CHOICES, "the defect to plant (see mutant_plugin.c)"),
-    AH_KEY_ENUM_ROW("fp8", "off", "off|allowed", "allowed: FP8 math (e4m3 queries and probabilities) where the layer allows it")};
+    AH_KEY_ENUM_ROW(
+        "fp8", "off", "off|allowed",
+        "allowed: FP8 math (e4m3 queries and probabilities) where the layer allows it")};
 
 static ah_caps caps;
 static ah_plugin_ops ops;

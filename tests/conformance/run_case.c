@@ -66,7 +66,8 @@ int ah__conf_bind_prepare(ah__conf_run *r, const char *plugin, ah_phase phase)
     const ah_layer_spec *want = &r->c->spec;
     if (r->spec.kv_dtype != want->kv_dtype || r->spec.kv_layout != want->kv_layout ||
         r->spec.qk_head_size != want->qk_head_size || r->spec.block_size != want->block_size)
-        return ah__conf_fail(r, "resolved spec differs from the model text (kv %s/%s, hd %u, bs %u)",
+        return ah__conf_fail(r,
+                             "resolved spec differs from the model text (kv %s/%s, hd %u, bs %u)",
                              ah_dtype_name(r->spec.kv_dtype), ah_kv_layout_str(r->spec.kv_layout),
                              r->spec.qk_head_size, r->spec.block_size);
     return 0;
@@ -99,7 +100,8 @@ int ah__conf_tensor_alloc_dl(ah__conf_run *r, ah_mirror *t, DLDataType d, int nd
                              const int64_t *shape)
 {
     char why[512];
-    return ah_mirror_init(t, r->dev, d, ndim, shape, why, sizeof why) ? ah__conf_fail(r, "%s", why) : 0;
+    return ah_mirror_init(t, r->dev, d, ndim, shape, why, sizeof why) ? ah__conf_fail(r, "%s", why)
+                                                                      : 0;
 }
 
 int ah__conf_upload(ah__conf_run *r, ah_mirror *t)
@@ -323,8 +325,10 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
     const int32_t *el = ah_batch_encoder_seq_lens(b);
     size_t nctx = 0;
     for (uint32_t q = 0; q < b->num_reqs; q++) {
-        size_t u = (size_t)b->seq_lens_host[q] -
-                   (context_all ? 0 : (size_t)(b->query_start_loc_host[q + 1] - b->query_start_loc_host[q]));
+        size_t u =
+            (size_t)b->seq_lens_host[q] -
+            (context_all ? 0
+                         : (size_t)(b->query_start_loc_host[q + 1] - b->query_start_loc_host[q]));
         nctx += el && (size_t)el[q] > u ? (size_t)el[q] : u;
     }
     int64_t *pslots = malloc(sizeof(int64_t) * (nctx ? nctx : 1));
@@ -362,7 +366,8 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
      * few units, so the softmax is neither flat nor one-hot */
     fill_uniform(g, r->knew.host, r->knew.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 1.0, 1.0);
     if (r->vnew.host)
-        fill_uniform(g, r->vnew.host, r->vnew.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 1.0, 1.0);
+        fill_uniform(g, r->vnew.host, r->vnew.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 1.0,
+                     1.0);
     fill_uniform(g, r->q.host, r->q.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 4.0, 1.0);
     float *sk = r->sinks.host, *sa = r->alibi.host;
     for (uint32_t h = 0; h < s->num_q_heads; h++) {
@@ -388,15 +393,17 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
                           const char *label)
 {
     const ah_layer_spec *s = &r->spec;
-    const size_t no = (size_t)r->T * s->num_q_heads * s->v_head_size, nl = (size_t)r->T * s->num_q_heads;
-    double *ref = malloc(sizeof(double) * (no ? no : 1)), *rl = malloc(sizeof(double) * (nl ? nl : 1));
+    const size_t no = (size_t)r->T * s->num_q_heads * s->v_head_size,
+                 nl = (size_t)r->T * s->num_q_heads;
+    double *ref = malloc(sizeof(double) * (no ? no : 1)),
+           *rl = malloc(sizeof(double) * (nl ? nl : 1));
     if (!ref || !rl) {
         free(ref), free(rl);
         return ah__conf_fail(r, "out of host memory");
     }
-    ah_ref_inputs in = {sizeof in,     s,           &r->batch.b,  r->q.host,
-                        r->kc.host,    r->vc.host,  r->sinks.host, r->alibi.host,
-                        r->k_scale,    r->v_scale,  r->knew.host, r->vnew.host};
+    ah_ref_inputs in = {sizeof in,  s,          &r->batch.b,   r->q.host,
+                        r->kc.host, r->vc.host, r->sinks.host, r->alibi.host,
+                        r->k_scale, r->v_scale, r->knew.host,  r->vnew.host};
     ah_error err = {{0}};
     if (ah_reference_attention(&in, ref, rl, &err) != AH_OK) {
         free(ref), free(rl);
@@ -412,21 +419,26 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
     int rc = 0;
     if (d.n_unwritten || d.n_nan) {
         size_t i = d.first_bad, hv = (size_t)s->num_q_heads * s->v_head_size;
-        rc = ah__conf_fail(r, "%s: out has %zu unwritten and %zu NaN/inf elements (first at token %zu, head %zu, channel %zu)",
-                           label, d.n_unwritten, d.n_nan, i / hv, i % hv / s->v_head_size,
-                           i % s->v_head_size);
-    } else if (!(d.rel_l2 <= tol.rel_l2) || !(d.max_abs <= tol.max_abs_rel * (refmax > 1 ? refmax : 1))) {
-        rc = ah__conf_fail(r, "%s: out error rel_l2 %.3g (tolerance %.3g), max_abs %.3g (tolerance %.3g)",
-                           label, d.rel_l2, tol.rel_l2, d.max_abs, tol.max_abs_rel * (refmax > 1 ? refmax : 1));
+        rc = ah__conf_fail(
+            r,
+            "%s: out has %zu unwritten and %zu NaN/inf elements (first at token %zu, head %zu, channel %zu)",
+            label, d.n_unwritten, d.n_nan, i / hv, i % hv / s->v_head_size, i % s->v_head_size);
+    } else if (!(d.rel_l2 <= tol.rel_l2) ||
+               !(d.max_abs <= tol.max_abs_rel * (refmax > 1 ? refmax : 1))) {
+        rc = ah__conf_fail(
+            r, "%s: out error rel_l2 %.3g (tolerance %.3g), max_abs %.3g (tolerance %.3g)", label,
+            d.rel_l2, tol.rel_l2, d.max_abs, tol.max_abs_rel * (refmax > 1 ? refmax : 1));
     }
     if (lse_host) {
         ah__conf_compare_lse(lse_host, rl, nl, &d);
         const double lse_tol = tol.lse_abs;
         if (d.n_unwritten || d.n_nan)
-            rc = ah__conf_fail(r, "%s: lse has %zu unwritten and %zu wrong non-finite values (first at %zu)",
-                               label, d.n_unwritten, d.n_nan, d.first_bad);
+            rc = ah__conf_fail(
+                r, "%s: lse has %zu unwritten and %zu wrong non-finite values (first at %zu)",
+                label, d.n_unwritten, d.n_nan, d.first_bad);
         else if (!(d.max_abs <= lse_tol))
-            rc = ah__conf_fail(r, "%s: lse max error %.3g (tolerance %.3g)", label, d.max_abs, lse_tol);
+            rc = ah__conf_fail(r, "%s: lse max error %.3g (tolerance %.3g)", label, d.max_abs,
+                               lse_tol);
     }
     free(ref), free(rl);
     return rc;
@@ -456,7 +468,8 @@ static int check_cache(ah__conf_run *r, const uint8_t *got, const uint8_t *want,
                          name, blk, slot, head, ch,
                          written ? "the new token's value differs from the oracle's write"
                                  : "a slot outside slot_mapping was modified",
-                         (double)ah_load_f32(got, e, s->kv_dtype), (double)ah_load_f32(want, e, s->kv_dtype));
+                         (double)ah_load_f32(got, e, s->kv_dtype),
+                         (double)ah_load_f32(want, e, s->kv_dtype));
 }
 
 /* ---- the eager attention case --------------------------------------------- */
@@ -564,14 +577,16 @@ static void run_attention(ah__conf_run *r, const char *plugin)
     }
     if (ah__conf_fetch_outputs(r, &a)) return;
     /* the cache: new slots bit-exact, the rest untouched (kc0 reused as "got") */
-    if (ah_device_copy(r->dev, r->kc0, r->kc.t.data, r->kc.bytes, AH_COPY_DEVICE_TO_HOST) != AH_OK ||
-        (r->vc.t.data &&
-         ah_device_copy(r->dev, r->vc0, r->vc.t.data, r->vc.bytes, AH_COPY_DEVICE_TO_HOST) != AH_OK)) {
+    if (ah_device_copy(r->dev, r->kc0, r->kc.t.data, r->kc.bytes, AH_COPY_DEVICE_TO_HOST) !=
+            AH_OK ||
+        (r->vc.t.data && ah_device_copy(r->dev, r->vc0, r->vc.t.data, r->vc.bytes,
+                                        AH_COPY_DEVICE_TO_HOST) != AH_OK)) {
         ah__conf_fail(r, "copy cache back: %s", ah_device_errmsg(r->dev));
         return;
     }
     check_cache(r, r->kc0, r->kc.host, r->kc.bytes, r->spec.qk_head_size, "key_cache");
-    if (r->vc.t.data) check_cache(r, r->vc0, r->vc.host, r->vc.bytes, r->spec.v_head_size, "value_cache");
+    if (r->vc.t.data)
+        check_cache(r, r->vc0, r->vc.host, r->vc.bytes, r->spec.v_head_size, "value_cache");
     ah__conf_check_output(r, r->out.host, a.lse ? r->lse.host : NULL, "eager");
 }
 
@@ -586,15 +601,21 @@ static void run_merge(ah__conf_run *r, const char *plugin)
     const uint32_t T = 7, H = s->num_q_heads, D = s->v_head_size;
     const int64_t sv[3] = {T, H, D}, sl[2] = {T, H};
     ah_mirror va, vb, la, lb;
-    memset(&va, 0, sizeof va), memset(&vb, 0, sizeof vb), memset(&la, 0, sizeof la), memset(&lb, 0, sizeof lb);
+    memset(&va, 0, sizeof va), memset(&vb, 0, sizeof vb), memset(&la, 0, sizeof la),
+        memset(&lb, 0, sizeof lb);
     double *a = NULL, *b = NULL, *ref = NULL, *rl = NULL, *dla = NULL, *dlb = NULL;
-    if (ah__conf_tensor_alloc(r, &va, s->q_dtype, 3, sv) || ah__conf_tensor_alloc(r, &vb, s->q_dtype, 3, sv) ||
-        ah__conf_tensor_alloc(r, &la, AH_DTYPE_FP32, 2, sl) || ah__conf_tensor_alloc(r, &lb, AH_DTYPE_FP32, 2, sl) ||
-        ah__conf_tensor_alloc(r, &r->out, s->q_dtype, 3, sv) || ah__conf_tensor_alloc(r, &r->lse, AH_DTYPE_FP32, 2, sl))
+    if (ah__conf_tensor_alloc(r, &va, s->q_dtype, 3, sv) ||
+        ah__conf_tensor_alloc(r, &vb, s->q_dtype, 3, sv) ||
+        ah__conf_tensor_alloc(r, &la, AH_DTYPE_FP32, 2, sl) ||
+        ah__conf_tensor_alloc(r, &lb, AH_DTYPE_FP32, 2, sl) ||
+        ah__conf_tensor_alloc(r, &r->out, s->q_dtype, 3, sv) ||
+        ah__conf_tensor_alloc(r, &r->lse, AH_DTYPE_FP32, 2, sl))
         goto done;
     size_t n = (size_t)T * H * D, nl = (size_t)T * H;
-    a = malloc(sizeof(double) * n), b = malloc(sizeof(double) * n), ref = malloc(sizeof(double) * n);
-    rl = malloc(sizeof(double) * nl), dla = malloc(sizeof(double) * nl), dlb = malloc(sizeof(double) * nl);
+    a = malloc(sizeof(double) * n), b = malloc(sizeof(double) * n),
+    ref = malloc(sizeof(double) * n);
+    rl = malloc(sizeof(double) * nl), dla = malloc(sizeof(double) * nl),
+    dlb = malloc(sizeof(double) * nl);
     if (!a || !b || !ref || !rl || !dla || !dlb) {
         ah__conf_fail(r, "out of host memory");
         goto done;
@@ -618,7 +639,8 @@ static void run_merge(ah__conf_run *r, const char *plugin)
     if (ah__conf_upload(r, &va) || ah__conf_upload(r, &vb) || ah__conf_upload(r, &la) ||
         ah__conf_upload(r, &lb) || ah__conf_upload(r, &r->out) || ah__conf_upload(r, &r->lse))
         goto done;
-    ah_merge_args m = {sizeof m, &va.t, &la.t, &vb.t, &lb.t, &r->out.t, &r->lse.t, ah_device_stream(r->dev)};
+    ah_merge_args m = {sizeof m, &va.t,     &la.t,     &vb.t,
+                       &lb.t,    &r->out.t, &r->lse.t, ah_device_stream(r->dev)};
     ah_status st = ah_binding_merge_states(r->bind, 0, &m);
     if (st == AH_ERR_UNSUPPORTED) {
         ah__conf_skip(r, "the plugin offers no merge_states");
@@ -628,7 +650,8 @@ static void run_merge(ah__conf_run *r, const char *plugin)
         ah__conf_fail(r, "merge_states: %s", ah_binding_errmsg(r->bind));
         goto done;
     }
-    if (ah_device_sync(r->dev) != AH_OK || ah__conf_download(r, &r->out) || ah__conf_download(r, &r->lse)) {
+    if (ah_device_sync(r->dev) != AH_OK || ah__conf_download(r, &r->out) ||
+        ah__conf_download(r, &r->lse)) {
         ah__conf_fail(r, "copy back: %s", ah_device_errmsg(r->dev));
         goto done;
     }
@@ -637,7 +660,8 @@ static void run_merge(ah__conf_run *r, const char *plugin)
     ah__conf_compare(r->out.host, s->q_dtype, ref, n, &d);
     note_diff(r, &d);
     if (d.n_nan || d.n_unwritten)
-        ah__conf_fail(r, "merge: out has %zu unwritten and %zu NaN/inf elements", d.n_unwritten, d.n_nan);
+        ah__conf_fail(r, "merge: out has %zu unwritten and %zu NaN/inf elements", d.n_unwritten,
+                      d.n_nan);
     else if (!(d.rel_l2 <= tol))
         ah__conf_fail(r, "merge: out error rel_l2 %.3g (tolerance %.3g)", d.rel_l2, tol);
     ah__conf_compare_lse(r->lse.host, rl, nl, &d);
@@ -654,7 +678,8 @@ done:
 void ah__conf_run_free(ah__conf_run *r)
 {
     batch_free(&r->batch);
-    ah_mirror *ts[] = {&r->q, &r->knew, &r->vnew, &r->kc, &r->vc, &r->out, &r->lse, &r->sinks, &r->alibi};
+    ah_mirror *ts[] = {&r->q,   &r->knew, &r->vnew,  &r->kc,   &r->vc,
+                       &r->out, &r->lse,  &r->sinks, &r->alibi};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ah_mirror_free(ts[i]);
     free(r->kc0), free(r->vc0);
     if (r->bind) ah_binding_destroy(r->bind);

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
         printf("skipped: no available %s plugin\n", gpu ? "GPU" : "CPU");
         return 77;
     }
-    printf("conformance: %d plugins, %u cases: %u passed, %u failed, %u skipped\n", ran, total.cases,
-           total.passed, total.failed, total.skipped);
+    printf("conformance: %d plugins, %u cases: %u passed, %u failed, %u skipped\n", ran,
+           total.cases, total.passed, total.failed, total.skipped);
     return rc || total.failed ? 1 : 0;
 }

@@ -50,7 +50,8 @@ static int graph_step(ah__conf_run *r, ah_graph *g, const ah_forward_args *cap_a
     ah__conf_diff d;
     ah__conf_compare(scratch, r->spec.q_dtype, eager, n, &d);
     free(eager);
-    const double tol = ah__conf_tolerance(r->spec.q_dtype, r->spec.kv_dtype, (int)r->spec.fp8_attention).rel_l2;
+    const double tol =
+        ah__conf_tolerance(r->spec.q_dtype, r->spec.kv_dtype, (int)r->spec.fp8_attention).rel_l2;
     if (!(d.rel_l2 <= tol))
         return ah__conf_fail(r, "replay %d differs from the eager run: rel_l2 %.3g", i, d.rel_l2);
     return 0;
@@ -62,7 +63,8 @@ void ah__conf_run_graph(ah__conf_run *r, const char *plugin)
     const ah_phase ph = ah__conf_phase_of(c);
     if (ah__conf_bind_prepare(r, plugin, ph)) return;
     if (r->caps->graph_level < c->graph) {
-        ah__conf_skip(r, "the plugin claims graph level %s", ah_graph_level_str(r->caps->graph_level));
+        ah__conf_skip(r, "the plugin claims graph level %s",
+                      ah_graph_level_str(r->caps->graph_level));
         return;
     }
     /* sized for every batch of the class: sequences up to max + 16 */
@@ -102,7 +104,8 @@ void ah__conf_run_graph(ah__conf_run *r, const char *plugin)
     ah_graph *g = NULL;
     ah_status es = ah_device_graph_end(r->dev, &g);
     if (fs != AH_OK || es != AH_OK || !g) {
-        ah__conf_fail(r, "capture: %s", fs != AH_OK ? ah_binding_errmsg(r->bind) : ah_device_errmsg(r->dev));
+        ah__conf_fail(r, "capture: %s",
+                      fs != AH_OK ? ah_binding_errmsg(r->bind) : ah_device_errmsg(r->dev));
         if (g) ah_device_graph_destroy(r->dev, g);
         return;
     }
@@ -115,7 +118,8 @@ void ah__conf_run_graph(ah__conf_run *r, const char *plugin)
     for (int i = 0; i < REPLAYS; i++) {
         if (i > 0) {
             uint32_t slen[AH_CONF_MAX_REQS];
-            for (uint32_t q = 0; q < c->num_reqs; q++) slen[q] = ah__conf_range(&r->rng, c->qlen[q], L);
+            for (uint32_t q = 0; q < c->num_reqs; q++)
+                slen[q] = ah__conf_range(&r->rng, c->qlen[q], L);
             if (ah__conf_batch_fill(r, &r->batch, c->qlen, slen, 0) ||
                 ah__conf_batch_upload(r, &r->batch) || ah__conf_fill_inputs(r, 1))
                 break;

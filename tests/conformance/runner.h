@@ -35,7 +35,7 @@ typedef struct ah__conf_run {
     uint32_t T, stride, num_blocks;
     ah__conf_batch batch;
     ah_mirror q, knew, vnew, kc, vc, out, lse, sinks, alibi;
-    void *kc0, *vc0;    /* the cache as uploaded, before the plugin's write */
+    void *kc0, *vc0; /* the cache as uploaded, before the plugin's write */
     float k_scale, v_scale;
     ah__conf_result *res;
 } ah__conf_run;

@@ -57,15 +57,15 @@ typedef enum ah__conf_kind {
 typedef struct ah__conf_case {
     char name[192];
     ah__conf_kind kind;
-    ah_layer_spec spec;       /* what the model text asks for (kv dtype/layout concrete) */
+    ah_layer_spec spec; /* what the model text asks for (kv dtype/layout concrete) */
     uint32_t num_reqs;
     uint32_t qlen[AH_CONF_MAX_REQS];
     uint32_t slen[AH_CONF_MAX_REQS];
     int want_lse;
-    int write_kv;             /* new tokens' K/V go through the plugin */
-    ah_graph_level graph;     /* GRAPH: the shape class to capture */
+    int write_kv;                    /* new tokens' K/V go through the plugin */
+    ah_graph_level graph;            /* GRAPH: the shape class to capture */
     uint32_t elen[AH_CONF_MAX_REQS]; /* cross layers: encoder_seq_lens (ABI 2.1) */
-    int tree_mask;            /* decoder: a random tree mask per request (ABI 2.1) */
+    int tree_mask;                   /* decoder: a random tree mask per request (ABI 2.1) */
     uint64_t seed;
 } ah__conf_case;
 

@@ -9,8 +9,8 @@
 
 #include "conformance.h"
 
-static int run(const char *dir, const char *bug, const char *fp8, ah_conformance_summary *sum, char *first,
-               size_t cap)
+static int run(const char *dir, const char *bug, const char *fp8, ah_conformance_summary *sum,
+               char *first, size_t cap)
 {
     char cfg[128];
     snprintf(cfg, sizeof cfg, "[plugin.conf_mutant]\nbug = %s\nfp8 = %s\n", bug, fp8);
@@ -54,8 +54,9 @@ int main(int argc, char **argv)
 {
     if (argc != 2) return 2;
     /* The first two must pass: the correct backend, and it as an FP8 backend. */
-    const char *bugs[] = {"none", "none", "skip_head", "window", "gqa", "stray_write", "drop_write", "nan", "lse",
-                          "stale_replay", "fp8_math"};
+    const char *bugs[] = {"none", "none",         "skip_head",  "window",
+                          "gqa",  "stray_write",  "drop_write", "nan",
+                          "lse",  "stale_replay", "fp8_math"};
     int bad = 0;
     for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
         ah_conformance_summary s;
@@ -67,8 +68,8 @@ int main(int argc, char **argv)
             continue;
         }
         int ok = i < 2 ? s.failed == 0 && s.passed > 0 : s.failed > 0;
-        printf("bug %-12s fp8 %-7s: %u cases, %u passed, %u failed, %u skipped: %s\n", bugs[i], fp8, s.cases,
-               s.passed, s.failed, s.skipped, ok ? "as expected" : "NOT AS EXPECTED");
+        printf("bug %-12s fp8 %-7s: %u cases, %u passed, %u failed, %u skipped: %s\n", bugs[i], fp8,
+               s.cases, s.passed, s.failed, s.skipped, ok ? "as expected" : "NOT AS EXPECTED");
         fputs(first, stdout);
         bad += !ok;
     }

@@ -105,7 +105,8 @@ static int build_mutant(fz *f, built *x)
         x->seq[r] = (int32_t)sl[r];
         uint32_t need = (sl[r] + bs - 1) / bs;
         for (uint32_t k = 0; k < need; k++)
-            x->bt[(size_t)r * x->b.block_table_stride + k] = (int32_t)(next_block++ % x->b.num_blocks);
+            x->bt[(size_t)r * x->b.block_table_stride + k] =
+                (int32_t)(next_block++ % x->b.num_blocks);
         for (uint32_t i = 0; i < ql[r]; i++) {
             uint32_t pos = sl[r] - ql[r] + i;
             int32_t blk = x->bt[(size_t)r * x->b.block_table_stride + pos / bs];
@@ -152,7 +153,7 @@ static void check_accepted(const built *x)
               x->qsl[b->num_reqs], b->num_tokens);
     if (x->use_lim) {
         FZ_ASSERT(b->num_reqs <= x->lim.max_num_reqs && b->num_tokens <= x->lim.max_num_tokens &&
-                  b->num_blocks <= x->lim.num_blocks && b->max_seq_len <= x->lim.max_seq_len,
+                      b->num_blocks <= x->lim.num_blocks && b->max_seq_len <= x->lim.max_seq_len,
                   "limits exceeded");
     }
     int padded = 0;
@@ -180,7 +181,8 @@ static void check_accepted(const built *x)
         for (int32_t t = x->qsl[r]; t < x->qsl[r + 1]; t++) {
             int64_t slot = x->slots[t];
             if (slot < 0) continue;
-            FZ_ASSERT(slot < (int64_t)b->num_blocks * bs, "slot %" PRId64 " outside the cache", slot);
+            FZ_ASSERT(slot < (int64_t)b->num_blocks * bs, "slot %" PRId64 " outside the cache",
+                      slot);
             if (!cross) {
                 int64_t pos = s - q + (t - x->qsl[r]);
                 FZ_ASSERT(slot / bs == row[pos / bs] && slot % bs == pos % bs,
@@ -230,11 +232,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ah_error err;
         err.msg[0] = '\0';
         ah_status s = ah_batch_validate(&x.b, &x.spec, x.use_lim ? &x.lim : NULL, &err);
-        if (s == AH_OK)
-            check_accepted(&x);
+        if (s == AH_OK) check_accepted(&x);
         else
-            FZ_ASSERT(s == AH_ERR_INVALID_ARGUMENT && err.msg[0], "status %d, message '%s'",
-                      (int)s, err.msg);
+            FZ_ASSERT(s == AH_ERR_INVALID_ARGUMENT && err.msg[0], "status %d, message '%s'", (int)s,
+                      err.msg);
     }
     free(x.qsl);
     free(x.seq);

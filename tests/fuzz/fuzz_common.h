@@ -58,14 +58,14 @@ static inline char *fz_text(const uint8_t *data, size_t size)
     return t;
 }
 
-#define FZ_ASSERT(cond, ...)                                                   \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "fuzz property broken: %s: ", #cond);              \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            abort();                                                           \
-        }                                                                      \
+#define FZ_ASSERT(cond, ...) \
+    do { \
+        if (!(cond)) { \
+            fprintf(stderr, "fuzz property broken: %s: ", #cond); \
+            fprintf(stderr, __VA_ARGS__); \
+            fputc('\n', stderr); \
+            abort(); \
+        } \
     } while (0)
 
 #endif

@@ -44,12 +44,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ah_config again;
         ah_error err2;
         ah_status s2 = ah__config_load(&again, NULL, dump, "<fuzz>", &err2);
-        FZ_ASSERT(s2 == AH_OK, "the effective dump does not parse: %s\n--- input:\n%s\n--- dump:\n%s",
-                  err2.msg, text, dump);
+        FZ_ASSERT(s2 == AH_OK,
+                  "the effective dump does not parse: %s\n--- input:\n%s\n--- dump:\n%s", err2.msg,
+                  text, dump);
         char *dump2 = NULL;
         if (ah__config_dump(&again, 1, &dump2) == AH_OK) {
-            FZ_ASSERT(strcmp(dump, dump2) == 0, "dump is not stable\n--- first:\n%s\n--- second:\n%s",
-                      dump, dump2);
+            FZ_ASSERT(strcmp(dump, dump2) == 0,
+                      "dump is not stable\n--- first:\n%s\n--- second:\n%s", dump, dump2);
             ah__free(dump2);
         }
         ah__config_free(&again);

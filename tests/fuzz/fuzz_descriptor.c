@@ -91,19 +91,49 @@ static uint32_t mask(fz *f)
     return k & 0x80 ? fz_u32(f) : k; /* mostly small masks, sometimes any bits */
 }
 
-static char *maybe_str(fz *f, arena *a)
-{
-    return fz_u8(f) == 0xee ? NULL : keep(a, fz_str(f, 80));
-}
+static char *maybe_str(fz *f, arena *a) { return fz_u8(f) == 0xee ? NULL : keep(a, fz_str(f, 80)); }
 
 /* Texts a key's parser has opinions about, for names, defaults and
  * choices: spellings of booleans, numbers at and past the int64 and double
  * limits, NaN and infinities, choice lists with empty entries. */
-static const char *const key_texts[] = {
-    "0", "1", "-1", "true", "false", "yes", "off", "on", "auto", "", " 1", "1 ", "+5", "0x10",
-    "08", "9223372036854775807", "9223372036854775808", "-9223372036854775808",
-    "-9223372036854775809", "1e308", "1e309", "-0", "0.5", "nan", "inf", "-inf", "1e-320",
-    "a|b|c", "auto|on|off", "a||b", "|a", "a|", "|", "au", "a", "b", "threads", "x_1"};
+static const char *const key_texts[] = {"0",
+                                        "1",
+                                        "-1",
+                                        "true",
+                                        "false",
+                                        "yes",
+                                        "off",
+                                        "on",
+                                        "auto",
+                                        "",
+                                        " 1",
+                                        "1 ",
+                                        "+5",
+                                        "0x10",
+                                        "08",
+                                        "9223372036854775807",
+                                        "9223372036854775808",
+                                        "-9223372036854775808",
+                                        "-9223372036854775809",
+                                        "1e308",
+                                        "1e309",
+                                        "-0",
+                                        "0.5",
+                                        "nan",
+                                        "inf",
+                                        "-inf",
+                                        "1e-320",
+                                        "a|b|c",
+                                        "auto|on|off",
+                                        "a||b",
+                                        "|a",
+                                        "a|",
+                                        "|",
+                                        "au",
+                                        "a",
+                                        "b",
+                                        "threads",
+                                        "x_1"};
 #define N_KEY_TEXTS (sizeof key_texts / sizeof *key_texts)
 
 static const char *key_text(fz *f, arena *a)
@@ -222,7 +252,8 @@ static void check_keys(const ah_caps *c, const ah_caps *back)
         char msg[256];
         FZ_ASSERT(ah__plugin_key_parse(k, k->default_value, &v, msg, sizeof msg) == 0,
                   "accepted key '%s' has a default its row refuses: %s", k->name, msg);
-        const ah_config_key *kb = ah__plugin_key_find(back->config_keys, back->n_config_keys, k->name);
+        const ah_config_key *kb =
+            ah__plugin_key_find(back->config_keys, back->n_config_keys, k->name);
         FZ_ASSERT(kb && kb->type == k->type, "key '%s' lost in the record codec", k->name);
         FZ_ASSERT(ah__plugin_key_parse(kb, kb->default_value, &w, msg, sizeof msg) == 0 &&
                       ah__plugin_value_equal(k, &v, k->default_value, &w, kb->default_value),
@@ -290,10 +321,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[512];
     why[0] = '\0';
     int rc = ah__descriptor_validate(&d, why, sizeof why);
-    if (rc != 0)
-        FZ_ASSERT(why[0] != '\0', "refused without a reason");
-    else
-        roundtrip(&d);
+    if (rc != 0) FZ_ASSERT(why[0] != '\0', "refused without a reason");
+    else roundtrip(&d);
     for (int i = 0; i < a.n; i++) free(a.ptrs[i]);
     return 0;
 }

@@ -112,11 +112,8 @@ static void fuzz_request(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size >= 4 && memcmp(data, "AHSQ", 4) == 0)
-        fuzz_request(data, size);
-    else if (size >= 4 && memcmp(data, "AHRC", 4) == 0)
-        fuzz_message(data, size);
-    else
-        fuzz_cache(data, size);
+    if (size >= 4 && memcmp(data, "AHSQ", 4) == 0) fuzz_request(data, size);
+    else if (size >= 4 && memcmp(data, "AHRC", 4) == 0) fuzz_message(data, size);
+    else fuzz_cache(data, size);
     return 0;
 }

@@ -33,14 +33,16 @@ typedef struct ath_host {
     const ah_plugin_ops *ops;
     ah_host_services svc; /* the host's own services, bound to this plugin */
     void *svc_data;
-    ah_hw_facts hw;       /* the host's facts (ah__hw_facts_gather) */
+    ah_hw_facts hw; /* the host's facts (ah__hw_facts_gather) */
     struct ah_config *config;
     char name[64];
-    struct { char key[64], val[192]; } set[16]; /* [plugin.<name>] keys set by the driver */
+    struct {
+        char key[64], val[192];
+    } set[16]; /* [plugin.<name>] keys set by the driver */
     int n_set;
     ah_probe_info probe;
-    ah_context *ctx;      /* ath_context's, or one the driver created */
-    void *stream;         /* ath_context's (NULL: the default stream) */
+    ah_context *ctx; /* ath_context's, or one the driver created */
+    void *stream;    /* ath_context's (NULL: the default stream) */
 } ath_host;
 
 /* dlopen the plugin, give its entry the host's services, validate its
@@ -76,8 +78,8 @@ typedef struct ath_opt {
 typedef struct ath_args {
     const char *keys[16], *vals[16];
     int n;
-    uint32_t given;  /* bit k: opts[k] was on the command line */
-    int32_t device;  /* --device=N (0) */
+    uint32_t given; /* bit k: opts[k] was on the command line */
+    int32_t device; /* --device=N (0) */
 } ath_args;
 int ath_take_options(int *argc, char **argv, const ath_opt *opts, int n_opts, ath_args *out);
 int ath_apply(ath_host *h, const ath_args *a);
@@ -85,7 +87,7 @@ int ath_apply(ath_host *h, const ath_args *a);
 /* ---- deterministic random numbers (xorshift64) ------------------------------ */
 
 uint64_t ath_rand_u64(uint64_t *s);
-double ath_rand_unit(uint64_t *s);                      /* [0, 1), 53 bits */
+double ath_rand_unit(uint64_t *s);                        /* [0, 1), 53 bits */
 double ath_rand_range(uint64_t *s, double lo, double hi); /* [lo, hi) */
 /* The state k ath_rand_u64 steps after s. */
 uint64_t ath_rand_jump(uint64_t s, uint64_t k);
@@ -125,14 +127,14 @@ typedef struct ath_batch_spec {
     uint32_t num_reqs;
     const int32_t *qlens, *seqlens;
     uint32_t block_size;
-    uint32_t table_width;   /* 0: the longest request's blocks + table_pad */
+    uint32_t table_width; /* 0: the longest request's blocks + table_pad */
     uint32_t table_pad;
-    uint32_t num_blocks;    /* 0: the blocks the requests use + extra_blocks */
+    uint32_t num_blocks; /* 0: the blocks the requests use + extra_blocks */
     uint32_t extra_blocks;
-    uint32_t prefix_blocks; /* leading blocks shared by every request (cascade) */
-    int ordered;            /* blocks in pool order, not shuffled */
-    int no_slots;           /* every slot -1 (cross attention: no new keys) */
-    int32_t unused_entry;   /* table entries past a request's blocks */
+    uint32_t prefix_blocks;        /* leading blocks shared by every request (cascade) */
+    int ordered;                   /* blocks in pool order, not shuffled */
+    int no_slots;                  /* every slot -1 (cross attention: no new keys) */
+    int32_t unused_entry;          /* table entries past a request's blocks */
     uint32_t cap_reqs, cap_tokens; /* room for ath_batch_refill (0: this batch) */
 } ath_batch_spec;
 
@@ -167,7 +169,7 @@ typedef struct ath_shape {
     float q_amp, kv_amp, new_amp;    /* value ranges (0: 1); q_amp also divides the scale */
     int new_kv;                      /* new K/V rows [T, Hk, d|dv] for write_kv */
     uint32_t min_rows;               /* q/out/lse/new-K/V tensors hold at least this many tokens */
-    ath_batch_spec batch;   /* requests, lengths, block size, table and pool */
+    ath_batch_spec batch;            /* requests, lengths, block size, table and pool */
 } ath_shape;
 
 typedef struct ath_work {
@@ -175,7 +177,7 @@ typedef struct ath_work {
     ah_layer_spec spec;
     ah_limits lim;
     ath_batch B;
-    uint32_t rows; /* tokens the per-token tensors hold */
+    uint32_t rows;                   /* tokens the per-token tensors hold */
     void *q, *kc, *vc, *knew, *vnew; /* host data (vc, vnew NULL for MLA) */
     float *sinks, *slopes;
     size_t kc_elems, vc_elems;
@@ -195,8 +197,9 @@ int ath_work_upload(ath_host *h, ath_work *w);
 void ath_work_free(ath_host *h, ath_work *w);
 ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse);
 /* Forward arguments over the driver's own tensors (lse may be NULL). */
-ah_forward_args ath_forward_args(const DLTensor *q, const DLTensor *key_cache, const DLTensor *value_cache,
-                                 DLTensor *out, DLTensor *lse, void *stream);
+ah_forward_args ath_forward_args(const DLTensor *q, const DLTensor *key_cache,
+                                 const DLTensor *value_cache, DLTensor *out, DLTensor *lse,
+                                 void *stream);
 ah_kv_write_args ath_work_write_args(ath_work *w, void *stream);
 /* The oracle over w's host data: out [T, Hq, dv], lse [T, Hq] (may be
  * NULL); 0, or -1 with the oracle's message in why. */
@@ -230,17 +233,17 @@ size_t ath_bytes_differ(const void *a, const void *b, size_t n);
 typedef struct ath_merge_spec {
     ah_dtype dt;
     uint32_t T, H, D;
-    float amp;                  /* values in [-amp, amp); LSEs in [-5, 5) */
+    float amp;                    /* values in [-amp, amp); LSEs in [-5, 5) */
     uint32_t empty_a, empty_a_at; /* LSE row i of a is -inf when i % empty_a == empty_a_at */
     uint32_t empty_b, empty_b_at;
-    int out_in_a;               /* out aliases v_a */
+    int out_in_a; /* out aliases v_a */
 } ath_merge_spec;
 
 /* Random partial states through the plugin's merge_states on h's device,
  * against ah_reference_merge_states: 0 with the comparisons of the merged
  * values and LSEs, or -1 with the reason. */
-int ath_merge_run(ath_host *h, const ath_merge_spec *m, uint64_t *rng, ath_cmp *out, ath_cmp *lse, char *why,
-                  size_t cap);
+int ath_merge_run(ath_host *h, const ath_merge_spec *m, uint64_t *rng, ath_cmp *out, ath_cmp *lse,
+                  char *why, size_t cap);
 
 /* ---- timing ----------------------------------------------------------------- */
 

@@ -19,7 +19,10 @@ uint64_t ath_rand_u64(uint64_t *s)
 
 double ath_rand_unit(uint64_t *s) { return (double)(ath_rand_u64(s) >> 11) / 9007199254740992.0; }
 
-double ath_rand_range(uint64_t *s, double lo, double hi) { return lo + (hi - lo) * ath_rand_unit(s); }
+double ath_rand_range(uint64_t *s, double lo, double hi)
+{
+    return lo + (hi - lo) * ath_rand_unit(s);
+}
 
 uint64_t ath_seed(uint64_t seed)
 {
@@ -32,7 +35,9 @@ uint64_t ath_seed(uint64_t seed)
  * threads fill disjoint ranges of one sequence, bit for bit what one
  * thread would write (a B64 x 16k cache is 2^31 values, seconds of device
  * machine time per benchmark run when filled serially). */
-typedef struct { uint64_t col[64]; } gf2_mat; /* col[j] = M e_j */
+typedef struct {
+    uint64_t col[64];
+} gf2_mat; /* col[j] = M e_j */
 
 static uint64_t gf2_apply(const gf2_mat *m, uint64_t v)
 {
@@ -89,7 +94,8 @@ void ath_fill_uniform(void *buf, size_t n, ah_dtype dt, float amp, float scale, 
     int running[MAX_THREADS] = {0};
     for (size_t t = 0; t < nt; t++) {
         const size_t b = n / nt * t, e = t + 1 == nt ? n : n / nt * (t + 1);
-        jobs[t] = (fill_job){buf, b, e, dt, amp, scale ? scale : 1.f, t ? ath_rand_jump(*rng, b) : *rng};
+        jobs[t] =
+            (fill_job){buf, b, e, dt, amp, scale ? scale : 1.f, t ? ath_rand_jump(*rng, b) : *rng};
         if (t) running[t] = pthread_create(&th[t], NULL, fill_range, &jobs[t]) == 0;
     }
     fill_range(&jobs[0]);

@@ -64,7 +64,8 @@ void ath_tensor_free(ath_host *h, ath_tensor *t)
 int ath_upload(ath_host *h, ath_tensor *t, const void *host)
 {
     if (!t->owned) return 0; /* a host view: nothing to copy */
-    if (h->ops->mem_copy(h->ctx, t->t.data, host, t->bytes, AH_COPY_HOST_TO_DEVICE, h->stream) != AH_OK) {
+    if (h->ops->mem_copy(h->ctx, t->t.data, host, t->bytes, AH_COPY_HOST_TO_DEVICE, h->stream) !=
+        AH_OK) {
         fprintf(stderr, "upload: %s\n", h->ops->context_error(h->ctx));
         return 1;
     }
@@ -77,7 +78,8 @@ int ath_download(ath_host *h, void *host, const ath_tensor *t)
         if (host != t->t.data) memcpy(host, t->t.data, t->bytes);
         return 0;
     }
-    if (h->ops->mem_copy(h->ctx, host, t->t.data, t->bytes, AH_COPY_DEVICE_TO_HOST, h->stream) != AH_OK) {
+    if (h->ops->mem_copy(h->ctx, host, t->t.data, t->bytes, AH_COPY_DEVICE_TO_HOST, h->stream) !=
+        AH_OK) {
         fprintf(stderr, "download: %s\n", h->ops->context_error(h->ctx));
         return 1;
     }
@@ -92,7 +94,8 @@ size_t ath_tensor_elems(const ath_tensor *t)
 }
 
 /* A device tensor with h, else a view of host memory. */
-static int place(ath_host *h, ath_tensor *t, void *host, DLDataType dt, int ndim, const int64_t *shape)
+static int place(ath_host *h, ath_tensor *t, void *host, DLDataType dt, int ndim,
+                 const int64_t *shape)
 {
     if (!h) {
         ath_tensor_host(t, host, dt, ndim, shape);
@@ -103,7 +106,10 @@ static int place(ath_host *h, ath_tensor *t, void *host, DLDataType dt, int ndim
 
 /* ---- paged batches ---------------------------------------------------------- */
 
-static uint32_t blocks_of(int32_t len, uint32_t bs) { return len > 0 ? ((uint32_t)len + bs - 1) / bs : 0; }
+static uint32_t blocks_of(int32_t len, uint32_t bs)
+{
+    return len > 0 ? ((uint32_t)len + bs - 1) / bs : 0;
+}
 
 /* Lengths, table and slots on the host: blocks from a random permutation of
  * the pool (or in pool order), the shared prefix blocks first. */
@@ -130,7 +136,8 @@ static int layout(ath_batch *B, const ath_batch_spec *s, uint64_t *rng)
         const uint32_t np = blocks_of(sl, bs);
         int32_t *row = B->bt + (size_t)r * B->width;
         if (np > B->width || next + (np > P ? np - P : 0) > B->num_blocks || P > B->num_blocks) {
-            fprintf(stderr, "batch: request %u (%d tokens) does not fit the table or the pool\n", r, sl);
+            fprintf(stderr, "batch: request %u (%d tokens) does not fit the table or the pool\n", r,
+                    sl);
             free(perm);
             return 1;
         }
@@ -209,8 +216,10 @@ int ath_batch_build(ath_host *h, ath_batch *B, const ath_batch_spec *s, uint64_t
     }
     const int64_t s_qsl = (int64_t)cr + 1, s_seq = (int64_t)cr, s_bt[2] = {(int64_t)cr, B->width},
                   s_slots = ct ? (int64_t)ct : 1;
-    if (place(h, &B->d_qsl, B->qsl, ath_i32, 1, &s_qsl) || place(h, &B->d_seq, B->seq, ath_i32, 1, &s_seq) ||
-        place(h, &B->d_bt, B->bt, ath_i32, 2, s_bt) || place(h, &B->d_slots, B->slots, ath_i64, 1, &s_slots))
+    if (place(h, &B->d_qsl, B->qsl, ath_i32, 1, &s_qsl) ||
+        place(h, &B->d_seq, B->seq, ath_i32, 1, &s_seq) ||
+        place(h, &B->d_bt, B->bt, ath_i32, 2, s_bt) ||
+        place(h, &B->d_slots, B->slots, ath_i64, 1, &s_slots))
         return 1;
     return layout(B, s, rng) || upload_batch(h, B);
 }
@@ -246,9 +255,14 @@ static void fill_values(ath_work *w, uint64_t *rng)
     const uint32_t dv = w->spec.v_head_size;
     ath_fill_uniform(w->q, (size_t)w->rows * s->hq * s->d, s->q_dtype, or1(s->q_amp), 1.f, rng);
     ath_fill_uniform(w->kc, w->kc_elems, s->kv_dtype, or1(s->kv_amp), or1(s->k_scale), rng);
-    if (w->vc) ath_fill_uniform(w->vc, w->vc_elems, s->kv_dtype, or1(s->kv_amp), or1(s->v_scale), rng);
-    if (w->knew) ath_fill_uniform(w->knew, (size_t)w->rows * s->hk * s->d, s->q_dtype, or1(s->new_amp), 1.f, rng);
-    if (w->vnew) ath_fill_uniform(w->vnew, (size_t)w->rows * s->hk * dv, s->q_dtype, or1(s->new_amp), 1.f, rng);
+    if (w->vc)
+        ath_fill_uniform(w->vc, w->vc_elems, s->kv_dtype, or1(s->kv_amp), or1(s->v_scale), rng);
+    if (w->knew)
+        ath_fill_uniform(w->knew, (size_t)w->rows * s->hk * s->d, s->q_dtype, or1(s->new_amp), 1.f,
+                         rng);
+    if (w->vnew)
+        ath_fill_uniform(w->vnew, (size_t)w->rows * s->hk * dv, s->q_dtype, or1(s->new_amp), 1.f,
+                         rng);
     for (uint32_t h = 0; h < s->hq; h++) {
         w->sinks[h] = (float)ath_rand_range(rng, -1.0, 3.0);
         w->slopes[h] = exp2f(-8.f * (float)(h + 1) / (float)s->hq);
@@ -259,7 +273,8 @@ int ath_work_upload(ath_host *h, ath_work *w)
 {
     if (!h) return 0;
     return ath_upload(h, &w->d_q, w->q) || ath_upload(h, &w->d_kc, w->kc) ||
-           (w->vc && ath_upload(h, &w->d_vc, w->vc)) || (w->knew && ath_upload(h, &w->d_k, w->knew)) ||
+           (w->vc && ath_upload(h, &w->d_vc, w->vc)) ||
+           (w->knew && ath_upload(h, &w->d_k, w->knew)) ||
            (w->vnew && ath_upload(h, &w->d_v, w->vnew)) || ath_upload(h, &w->d_sinks, w->sinks) ||
            ath_upload(h, &w->d_slopes, w->slopes) || upload_batch(h, &w->B);
 }
@@ -290,7 +305,8 @@ int ath_work_build(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
     sp->use_alibi = s->alibi;
     sp->fp8_attention = s->fp8_attention;
     const ath_batch *B = &w->B;
-    w->lim = (ah_limits){sizeof(ah_limits), B->cap_reqs, B->cap_tokens, B->width, B->width * bs, B->num_blocks};
+    w->lim = (ah_limits){sizeof(ah_limits), B->cap_reqs,   B->cap_tokens,
+                         B->width,          B->width * bs, B->num_blocks};
     w->rows = B->cap_tokens > s->min_rows ? B->cap_tokens : s->min_rows;
     if (!w->rows) w->rows = 1;
     const size_t qe = ah_dtype_size(s->q_dtype), ke = ah_dtype_size(s->kv_dtype);
@@ -309,22 +325,26 @@ int ath_work_build(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
         w->lse_host = malloc(4 * R * s->hq + 4);
     }
     if (!w->q || !w->kc || (!s->mla && !w->vc) || (s->new_kv && !w->knew) ||
-        (s->new_kv && !s->mla && !w->vnew) || !w->sinks || !w->slopes || (!h && (!w->out_host || !w->lse_host))) {
+        (s->new_kv && !s->mla && !w->vnew) || !w->sinks || !w->slopes ||
+        (!h && (!w->out_host || !w->lse_host))) {
         fprintf(stderr, "workload: out of memory\n");
         return 1;
     }
     fill_values(w, rng);
     const int hnd = s->layout == AH_KV_LAYOUT_HND;
     const int64_t sh_q[3] = {(int64_t)R, s->hq, d}, sh_out[3] = {(int64_t)R, s->hq, dv},
-                  sh_lse[2] = {(int64_t)R, s->hq}, sh_h[1] = {s->hq}, sh_k[3] = {(int64_t)R, s->hk, d},
-                  sh_v[3] = {(int64_t)R, s->hk, dv};
+                  sh_lse[2] = {(int64_t)R, s->hq}, sh_h[1] = {s->hq},
+                  sh_k[3] = {(int64_t)R, s->hk, d}, sh_v[3] = {(int64_t)R, s->hk, dv};
     const int64_t sh_kc[4] = {B->num_blocks, hnd ? s->hk : bs, hnd ? bs : s->hk, d};
     const int64_t sh_vc[4] = {B->num_blocks, hnd ? s->hk : bs, hnd ? bs : s->hk, dv};
     const DLDataType qt = ah_dtype_to_dl(s->q_dtype), kt = ah_dtype_to_dl(s->kv_dtype);
     if (place(h, &w->d_q, w->q, qt, 3, sh_q) || place(h, &w->d_kc, w->kc, kt, 4, sh_kc) ||
-        (w->vc && place(h, &w->d_vc, w->vc, kt, 4, sh_vc)) || (w->knew && place(h, &w->d_k, w->knew, qt, 3, sh_k)) ||
-        (w->vnew && place(h, &w->d_v, w->vnew, qt, 3, sh_v)) || place(h, &w->d_out, w->out_host, qt, 3, sh_out) ||
-        place(h, &w->d_lse, w->lse_host, ath_f32, 2, sh_lse) || place(h, &w->d_sinks, w->sinks, ath_f32, 1, sh_h) ||
+        (w->vc && place(h, &w->d_vc, w->vc, kt, 4, sh_vc)) ||
+        (w->knew && place(h, &w->d_k, w->knew, qt, 3, sh_k)) ||
+        (w->vnew && place(h, &w->d_v, w->vnew, qt, 3, sh_v)) ||
+        place(h, &w->d_out, w->out_host, qt, 3, sh_out) ||
+        place(h, &w->d_lse, w->lse_host, ath_f32, 2, sh_lse) ||
+        place(h, &w->d_sinks, w->sinks, ath_f32, 1, sh_h) ||
         place(h, &w->d_slopes, w->slopes, ath_f32, 1, sh_h))
         return 1;
     return ath_work_upload(h, w);
@@ -340,18 +360,20 @@ int ath_work_refill(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
 void ath_work_free(ath_host *h, ath_work *w)
 {
     if (h) {
-        ath_tensor *ts[] = {&w->d_q, &w->d_kc, &w->d_vc, &w->d_k, &w->d_v, &w->d_out,
-                            &w->d_lse, &w->d_sinks, &w->d_slopes};
+        ath_tensor *ts[] = {&w->d_q,   &w->d_kc,  &w->d_vc,    &w->d_k,     &w->d_v,
+                            &w->d_out, &w->d_lse, &w->d_sinks, &w->d_slopes};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ath_tensor_free(h, ts[i]);
     }
     ath_batch_free(h, &w->B);
-    void *p[] = {w->q, w->kc, w->vc, w->knew, w->vnew, w->sinks, w->slopes, w->out_host, w->lse_host};
+    void *p[] = {w->q,     w->kc,     w->vc,       w->knew,    w->vnew,
+                 w->sinks, w->slopes, w->out_host, w->lse_host};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     memset(w, 0, sizeof *w);
 }
 
-ah_forward_args ath_forward_args(const DLTensor *q, const DLTensor *key_cache, const DLTensor *value_cache,
-                                 DLTensor *out, DLTensor *lse, void *stream)
+ah_forward_args ath_forward_args(const DLTensor *q, const DLTensor *key_cache,
+                                 const DLTensor *value_cache, DLTensor *out, DLTensor *lse,
+                                 void *stream)
 {
     ah_forward_args a;
     memset(&a, 0, sizeof a);
@@ -367,8 +389,8 @@ ah_forward_args ath_forward_args(const DLTensor *q, const DLTensor *key_cache, c
 
 ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse)
 {
-    ah_forward_args a = ath_forward_args(&w->d_q.t, &w->d_kc.t, w->vc ? &w->d_vc.t : NULL, &w->d_out.t,
-                                         want_lse ? &w->d_lse.t : NULL, stream);
+    ah_forward_args a = ath_forward_args(&w->d_q.t, &w->d_kc.t, w->vc ? &w->d_vc.t : NULL,
+                                         &w->d_out.t, want_lse ? &w->d_lse.t : NULL, stream);
     a.key = w->knew ? &w->d_k.t : NULL;
     a.value = w->vnew ? &w->d_v.t : NULL;
     a.sinks = w->s.sinks ? &w->d_sinks.t : NULL;
@@ -380,8 +402,14 @@ ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse)
 
 ah_kv_write_args ath_work_write_args(ath_work *w, void *stream)
 {
-    ah_kv_write_args a = {sizeof a, &w->d_k.t, w->vnew ? &w->d_v.t : NULL, &w->d_kc.t,
-                          w->vc ? &w->d_vc.t : NULL, w->s.k_scale, w->s.v_scale, stream};
+    ah_kv_write_args a = {sizeof a,
+                          &w->d_k.t,
+                          w->vnew ? &w->d_v.t : NULL,
+                          &w->d_kc.t,
+                          w->vc ? &w->d_vc.t : NULL,
+                          w->s.k_scale,
+                          w->s.v_scale,
+                          stream};
     return a;
 }
 
@@ -396,7 +424,8 @@ static ah_batch *without_empty(const ath_batch *B, ah_batch *out, int32_t **arra
     const ah_batch *b = &B->b;
     const int32_t *enc = b->encoder_seq_lens_host;
     int32_t *qsl = arrays[0] = calloc(n + 1, 4), *seq = arrays[1] = calloc(n + 1, 4),
-            *bt = arrays[2] = calloc((size_t)n * B->width + 1, 4), *es = arrays[3] = enc ? calloc(n + 1, 4) : NULL;
+            *bt = arrays[2] = calloc((size_t)n * B->width + 1, 4),
+            *es = arrays[3] = enc ? calloc(n + 1, 4) : NULL;
     if (!qsl || !seq || !bt || (enc && !es)) return NULL;
     uint32_t k = 0;
     for (uint32_t r = 0; r < B->num_reqs; r++) {
@@ -423,9 +452,18 @@ int ath_work_reference(const ath_work *w, double *out, double *lse, char *why, s
     ah_batch compact;
     int32_t *arrays[4] = {NULL, NULL, NULL, NULL};
     const ah_batch *b = without_empty(&w->B, &compact, arrays);
-    ah_ref_inputs in = {sizeof in, &w->spec, b ? b : &w->B.b, w->q, w->kc, w->vc,
-                        w->s.sinks ? w->sinks : NULL, w->s.alibi ? w->slopes : NULL,
-                        w->s.k_scale, w->s.v_scale, w->knew, w->vnew};
+    ah_ref_inputs in = {sizeof in,
+                        &w->spec,
+                        b ? b : &w->B.b,
+                        w->q,
+                        w->kc,
+                        w->vc,
+                        w->s.sinks ? w->sinks : NULL,
+                        w->s.alibi ? w->slopes : NULL,
+                        w->s.k_scale,
+                        w->s.v_scale,
+                        w->knew,
+                        w->vnew};
     ah_error err;
     const ah_status st = ah_reference_attention(&in, out, lse, &err);
     for (int i = 0; i < 4; i++) free(arrays[i]);
@@ -439,8 +477,8 @@ int ath_work_reference(const ath_work *w, double *out, double *lse, char *why, s
 int ath_work_reference_write(ath_work *w, char *why, size_t cap)
 {
     ah_error err;
-    if (ah_reference_write_kv(&w->spec, &w->B.b, w->knew, w->vnew, w->kc, w->vc, w->s.k_scale, w->s.v_scale,
-                              &err) != AH_OK) {
+    if (ah_reference_write_kv(&w->spec, &w->B.b, w->knew, w->vnew, w->kc, w->vc, w->s.k_scale,
+                              w->s.v_scale, &err) != AH_OK) {
         snprintf(why, cap, "%s", err.msg);
         return -1;
     }
@@ -449,7 +487,8 @@ int ath_work_reference_write(ath_work *w, char *why, size_t cap)
 
 /* ---- comparison ------------------------------------------------------------- */
 
-ath_cmp ath_compare(const void *got, ah_dtype dt, const double *ref, size_t n, double atol, double rtol)
+ath_cmp ath_compare(const void *got, ah_dtype dt, const double *ref, size_t n, double atol,
+                    double rtol)
 {
     ath_cmp c;
     memset(&c, 0, sizeof c);
@@ -492,19 +531,20 @@ size_t ath_bytes_differ(const void *a, const void *b, size_t n)
 
 /* ---- merge_states ----------------------------------------------------------- */
 
-int ath_merge_run(ath_host *h, const ath_merge_spec *m, uint64_t *rng, ath_cmp *out, ath_cmp *lse, char *why,
-                  size_t cap)
+int ath_merge_run(ath_host *h, const ath_merge_spec *m, uint64_t *rng, ath_cmp *out, ath_cmp *lse,
+                  char *why, size_t cap)
 {
     const size_t n = (size_t)m->T * m->H * m->D, nl = (size_t)m->T * m->H, e = ah_dtype_size(m->dt);
     void *va = malloc(n * e + 1), *vb = malloc(n * e + 1), *vo = malloc(n * e + 1);
     float *la = malloc(4 * nl + 4), *lb = malloc(4 * nl + 4), *lo = malloc(4 * nl + 4);
-    double *da = malloc(8 * n + 8), *db = malloc(8 * n + 8), *dla = malloc(8 * nl + 8), *dlb = malloc(8 * nl + 8),
-           *ro = malloc(8 * n + 8), *rl = malloc(8 * nl + 8);
+    double *da = malloc(8 * n + 8), *db = malloc(8 * n + 8), *dla = malloc(8 * nl + 8),
+           *dlb = malloc(8 * nl + 8), *ro = malloc(8 * n + 8), *rl = malloc(8 * nl + 8);
     ath_tensor t[6];
     memset(t, 0, sizeof t);
     int rc = -1;
     snprintf(why, cap, "out of memory");
-    if (!va || !vb || !vo || !la || !lb || !lo || !da || !db || !dla || !dlb || !ro || !rl) goto done;
+    if (!va || !vb || !vo || !la || !lb || !lo || !da || !db || !dla || !dlb || !ro || !rl)
+        goto done;
     ath_fill_uniform(va, n, m->dt, m->amp, 1, rng);
     ath_fill_uniform(vb, n, m->dt, m->amp, 1, rng);
     for (size_t i = 0; i < nl; i++) {
@@ -515,18 +555,21 @@ int ath_merge_run(ath_host *h, const ath_merge_spec *m, uint64_t *rng, ath_cmp *
         dla[i] = la[i];
         dlb[i] = lb[i];
     }
-    for (size_t i = 0; i < n; i++) da[i] = ah_load_f32(va, i, m->dt), db[i] = ah_load_f32(vb, i, m->dt);
+    for (size_t i = 0; i < n; i++)
+        da[i] = ah_load_f32(va, i, m->dt), db[i] = ah_load_f32(vb, i, m->dt);
     ah_reference_merge_states(m->T, m->H, m->D, da, dla, db, dlb, ro, rl);
     const int64_t sv[3] = {m->T, m->H, m->D}, sl[2] = {m->T, m->H};
     snprintf(why, cap, "device memory");
     if (ath_tensor_new(h, &t[0], m->dt, 3, sv) || ath_tensor_new(h, &t[1], m->dt, 3, sv) ||
-        (!m->out_in_a && ath_tensor_new(h, &t[2], m->dt, 3, sv)) || ath_tensor_alloc(h, &t[3], ath_f32, 2, sl) ||
-        ath_tensor_alloc(h, &t[4], ath_f32, 2, sl) || ath_tensor_alloc(h, &t[5], ath_f32, 2, sl) ||
-        ath_upload(h, &t[0], va) || ath_upload(h, &t[1], vb) || ath_upload(h, &t[3], la) || ath_upload(h, &t[4], lb))
+        (!m->out_in_a && ath_tensor_new(h, &t[2], m->dt, 3, sv)) ||
+        ath_tensor_alloc(h, &t[3], ath_f32, 2, sl) || ath_tensor_alloc(h, &t[4], ath_f32, 2, sl) ||
+        ath_tensor_alloc(h, &t[5], ath_f32, 2, sl) || ath_upload(h, &t[0], va) ||
+        ath_upload(h, &t[1], vb) || ath_upload(h, &t[3], la) || ath_upload(h, &t[4], lb))
         goto done;
     ath_tensor *to = m->out_in_a ? &t[0] : &t[2]; /* out may alias v_a (the ABI allows it) */
     ah_merge_args a = {sizeof a, &t[0].t, &t[3].t, &t[1].t, &t[4].t, &to->t, &t[5].t, h->stream};
-    if (h->ops->merge_states(h->ctx, &a) != AH_OK || h->ops->synchronize(h->ctx, h->stream) != AH_OK) {
+    if (h->ops->merge_states(h->ctx, &a) != AH_OK ||
+        h->ops->synchronize(h->ctx, h->stream) != AH_OK) {
         snprintf(why, cap, "%s", h->ops->context_error(h->ctx));
         goto done;
     }

@@ -19,8 +19,8 @@ static void check_jump(void)
         uint64_t s = 0x9e3779b97f4a7c15ull;
         const uint64_t jumped = ath_rand_jump(s, ks[i]);
         for (uint64_t k = 0; k < ks[i]; k++) ath_rand_u64(&s);
-        CHECK_MSG(jumped == s, "jump of %llu steps: %016llx, stepping gives %016llx", (unsigned long long)ks[i],
-              (unsigned long long)jumped, (unsigned long long)s);
+        CHECK_MSG(jumped == s, "jump of %llu steps: %016llx, stepping gives %016llx",
+                  (unsigned long long)ks[i], (unsigned long long)jumped, (unsigned long long)s);
     }
 }
 
@@ -49,9 +49,10 @@ static void check_fill(ah_dtype dt, size_t esize, float amp, float scale)
     size_t first = n;
     for (size_t i = 0; i < n * esize && first == n; i++)
         if (a[i] != b[i]) first = i / esize;
-    CHECK_MSG(first == n, "dtype %d: value %zu of %zu differs from the serial fill", (int)dt, first, n);
-    CHECK_MSG(ra == rb, "dtype %d: final state %016llx, serial %016llx", (int)dt, (unsigned long long)ra,
-          (unsigned long long)rb);
+    CHECK_MSG(first == n, "dtype %d: value %zu of %zu differs from the serial fill", (int)dt, first,
+              n);
+    CHECK_MSG(ra == rb, "dtype %d: final state %016llx, serial %016llx", (int)dt,
+              (unsigned long long)ra, (unsigned long long)rb);
     free(a);
     free(b);
 }

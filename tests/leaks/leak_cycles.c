@@ -53,7 +53,8 @@ static float *floats(size_t n, unsigned seed)
 {
     float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
     if (!p) abort();
-    for (size_t i = 0; i < n; i++) p[i] = (float)((i * 2654435761u + seed) % 2000u) / 1000.0f - 1.0f;
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((i * 2654435761u + seed) % 2000u) / 1000.0f - 1.0f;
     return p;
 }
 
@@ -70,8 +71,9 @@ static int run_step(ah_binding *b)
     int64_t s_qsl[] = {REQS + 1}, s_seq[] = {REQS}, s_bt[] = {REQS, STRIDE}, s_sl[] = {TOK};
     DLTensor t_qsl = tensor(qsl, 1, s_qsl, kDLInt, 32), t_seq = tensor(seq, 1, s_seq, kDLInt, 32);
     DLTensor t_bt = tensor(bt, 2, s_bt, kDLInt, 32), t_sl = tensor(slots, 1, s_sl, kDLInt, 64);
-    ah_batch batch = {sizeof batch, REQS, TOK, 3, 22, NBLK, &t_qsl, &t_seq, &t_bt, &t_sl,
-                      qsl, seq, bt, slots, STRIDE, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
+    ah_batch batch = {sizeof batch, REQS, TOK,  3,    22,    NBLK,   &t_qsl, &t_seq, &t_bt,
+                      &t_sl,        qsl,  seq,  bt,   slots, STRIDE, 0,      NULL,   NULL,
+                      NULL,         NULL, NULL, NULL, 0,     0,      NULL};
     float *q = floats(TOK * HQ * D, 1), *k = floats(TOK * HK * D, 2), *v = floats(TOK * HK * D, 3);
     float *out = floats(TOK * HQ * D, 4), *kc = floats(NBLK * BS * HK * D, 5);
     float *vc = floats(NBLK * BS * HK * D, 6);
@@ -116,7 +118,8 @@ static int cycle(const char *const *dirs, uint32_t n_dirs)
     ah_host *h = NULL;
     ah_model *m = NULL;
     ah_error err;
-    if (ah_host_create(&o, &h, &err) != AH_OK || ah_model_parse(model_text, "<leak>", &m, &err) != AH_OK) {
+    if (ah_host_create(&o, &h, &err) != AH_OK ||
+        ah_model_parse(model_text, "<leak>", &m, &err) != AH_OK) {
         fprintf(stderr, "cycle: %s\n", err.msg);
         ah_host_destroy(h);
         return -1;
@@ -131,7 +134,8 @@ static int cycle(const char *const *dirs, uint32_t n_dirs)
         memset(&bo, 0, sizeof bo);
         bo.struct_size = sizeof bo;
         bo.limits = (ah_limits){sizeof bo.limits, 8, 64, STRIDE, STRIDE * BS, NBLK};
-        if (ah_host_select_forced(h, m, p->name, &sel, &err) != AH_OK) continue; /* cannot serve it */
+        if (ah_host_select_forced(h, m, p->name, &sel, &err) != AH_OK)
+            continue; /* cannot serve it */
         if (ah_binding_create(h, sel, &bo, &b, &err) == AH_OK) {
             if (run_step(b) == 0) ran++;
             ah_binding_destroy(b);
@@ -166,8 +170,8 @@ int main(int argc, char **argv)
         if (c == n) heap_end = mi.uordblks;
     }
     printf("cycles: %ld, plugins bound and run per cycle: %d\n", n, ran);
-    printf("heap in use after cycle %ld: %zu bytes; after cycle %ld: %zu bytes\n", n < 100 ? n : 100,
-           heap10, n, heap_end);
+    printf("heap in use after cycle %ld: %zu bytes; after cycle %ld: %zu bytes\n",
+           n < 100 ? n : 100, heap10, n, heap_end);
     if (heap_end > heap10) {
         printf("heap grew by %zu bytes\n", heap_end - heap10);
         return 2;

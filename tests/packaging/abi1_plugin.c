@@ -11,16 +11,21 @@
 
 static const ah_caps caps = {sizeof(ah_caps)};
 static const ah_plugin_ops ops = {sizeof(ah_plugin_ops)};
-static const ah_plugin_descriptor desc = {
-    sizeof(ah_plugin_descriptor), 1u << 16 | 1u, "old_abi1", "0.9.0", "attnhost tests", "Apache-2.0",
-    "a plugin of the ABI 1 era", AH_DEVICE_CPU, &caps, &ops};
+static const ah_plugin_descriptor desc = {sizeof(ah_plugin_descriptor),
+                                          1u << 16 | 1u,
+                                          "old_abi1",
+                                          "0.9.0",
+                                          "attnhost tests",
+                                          "Apache-2.0",
+                                          "a plugin of the ABI 1 era",
+                                          AH_DEVICE_CPU,
+                                          &caps,
+                                          &ops};
 
-AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version,
-                                                           const ah_host_services *host,
-                                                           const char **why);
-AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version,
-                                                           const ah_host_services *host,
-                                                           const char **why)
+AH_EXPORT const ah_plugin_descriptor *
+attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host, const char **why);
+AH_EXPORT const ah_plugin_descriptor *
+attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host, const char **why)
 {
     (void)host_abi_version, (void)host, (void)why;
     return &desc;

@@ -57,25 +57,17 @@ __attribute__((constructor)) static void fake_init(void)
 static const uint32_t heads[] = {64, 128};
 
 static const ah_caps caps = {
-    .struct_size = sizeof(ah_caps),
-    .q_dtypes = AH_BIT(AH_DTYPE_FP32),
-    .kv_dtypes = AH_BIT(AH_DTYPE_FP32),
+    ABI_CAPS_COMMON,
     .qk_head_sizes = AH_INT_SET_LIST(heads),
     .v_head_sizes = AH_INT_SET_LIST(heads),
     .block_sizes = AH_INT_SET_RANGE(1, 1024, 1),
-    .preferred_block_size = 16,
-    .attn_types = AH_BIT(AH_ATTN_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
-    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .graph_level = AH_GRAPH_NEVER,
-    .caller_output = 1,
     .prefill_rank = AH_RANK_PRIMARY,
     .decode_rank = AH_RANK_PRIMARY,
     .mixed_batch = AH_MIXED_WHOLE,
     .decode_query_len_max = 1,
 };
 
-static const ah_plugin_descriptor desc = {
-    sizeof(ah_plugin_descriptor), AH_ABI_VERSION, "fake_cuda_dev", "1.0", "attnhost tests", "MIT",
-    "fake CUDA plugin on host memory (tests)", AH_DEVICE_CUDA, &caps, &fake_ops};
+static const ah_plugin_descriptor desc = ABI_DESC_OF(
+    "fake_cuda_dev", "fake CUDA plugin on host memory (tests)", AH_DEVICE_CUDA, &caps, &fake_ops);
 ABI_ENTRY(desc)

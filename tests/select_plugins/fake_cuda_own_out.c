@@ -22,7 +22,6 @@ typedef struct own_state {
 } own_state;
 
 
-
 static ah_status own_st_create(ah_context *c, const ah_layer_spec *spec, const ah_limits *lim,
                                ah_state **out)
 {
@@ -58,7 +57,10 @@ static void own_st_destroy(ah_state *s)
     o->host->free(o->host, o);
 }
 
-static const char *own_st_error(const ah_state *s) { return abi_ops.state_error(((const own_state *)s)->inner); }
+static const char *own_st_error(const ah_state *s)
+{
+    return abi_ops.state_error(((const own_state *)s)->inner);
+}
 
 static ah_status own_plan(ah_state *s, const ah_batch *b, ah_plan_mode m, void *stream)
 {
@@ -91,9 +93,18 @@ static ah_status own_forward(ah_state *s, const ah_forward_args *a)
     return st;
 }
 
+/* The backend's caps, returning its own output, marginal in both phases
+ * and without config keys. */
+static ah_caps caps;
 static ah_plugin_ops own_ops;
 __attribute__((constructor)) static void own_init(void)
 {
+    caps = abi_caps;
+    caps.caller_output = 0;
+    caps.prefill_rank = AH_RANK_MARGINAL;
+    caps.decode_rank = AH_RANK_MARGINAL;
+    caps.config_keys = NULL;
+    caps.n_config_keys = 0;
     own_ops = abi_ops;
     own_ops.state_create = own_st_create;
     own_ops.state_destroy = own_st_destroy;
@@ -102,26 +113,6 @@ __attribute__((constructor)) static void own_init(void)
     own_ops.write_kv = own_write_kv;
     own_ops.forward = own_forward;
 }
-
-static const ah_caps caps = {
-    .struct_size = sizeof(ah_caps),
-    .q_dtypes = AH_BIT(AH_DTYPE_FP32),
-    .kv_dtypes = AH_BIT(AH_DTYPE_FP32),
-    .qk_head_sizes = AH_INT_SET_RANGE(1, 1024, 1),
-    .v_head_sizes = AH_INT_SET_RANGE(1, 1024, 1),
-    .block_sizes = AH_INT_SET_RANGE(1, 1024, 1),
-    .preferred_block_size = 16,
-    .features = AH_FEAT_DIFF_HEAD_SIZES,
-    .attn_types = AH_BIT(AH_ATTN_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
-    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
-    .graph_level = AH_GRAPH_NEVER,
-    .caller_output = 0,
-    .prefill_rank = AH_RANK_MARGINAL,
-    .decode_rank = AH_RANK_MARGINAL,
-    .mixed_batch = AH_MIXED_WHOLE,
-    .decode_query_len_max = 1,
-};
 
 static const ah_plugin_descriptor desc = ABI_DESC("fake_cuda_own_out", &caps, &own_ops);
 ABI_ENTRY(desc)

@@ -34,11 +34,11 @@ static ah_status rank_probe(const ah_host_services *host, ah_probe_info *info)
         ah_strlcpy(info->arch, "gfx942", sizeof info->arch);
         break;
     case AH_DEVICE_LEVEL_ZERO:
-        ah_strlcpy(info->device_name, "fake Level Zero device (test plugin)", sizeof info->device_name);
+        ah_strlcpy(info->device_name, "fake Level Zero device (test plugin)",
+                   sizeof info->device_name);
         ah_strlcpy(info->arch, "pvc", sizeof info->arch);
         break;
-    default:
-        break;
+    default: break;
     }
     if (!info->usable && (ah_device_kind)RANK_KIND != AH_DEVICE_CPU)
         ah_strlcpy(info->reason, "no such device in this machine (switched off by usable)",
@@ -59,7 +59,6 @@ __attribute__((constructor)) static void init(void)
     ops.probe = rank_probe;
 }
 
-static const ah_plugin_descriptor desc = {
-    sizeof(ah_plugin_descriptor), AH_ABI_VERSION, RANK_NAME, "1.0", "attnhost tests", "MIT",
-    "rank test plugin", (ah_device_kind)RANK_KIND, &caps, &ops};
+static const ah_plugin_descriptor desc =
+    ABI_DESC_OF(RANK_NAME, "rank test plugin", (ah_device_kind)RANK_KIND, &caps, &ops);
 ABI_ENTRY(desc)

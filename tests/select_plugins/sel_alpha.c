@@ -7,7 +7,8 @@
 #include "common.h"
 
 static const uint32_t heads[] = {64, 128};
-static const ah_config_key keys[] = {AH_KEY_ENUM_ROW("mode", "fast", "fast|exact", "an example key")};
+static const ah_config_key keys[] = {
+    AH_KEY_ENUM_ROW("mode", "fast", "fast|exact", "an example key")};
 
 static void alpha_rules(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink)
 {
@@ -20,17 +21,10 @@ static void alpha_rules(const ah_layer_spec *spec, const ah_probe_info *probe, a
 }
 
 static const ah_caps caps = {
-    .struct_size = sizeof(ah_caps),
-    .q_dtypes = AH_BIT(AH_DTYPE_FP32),
-    .kv_dtypes = AH_BIT(AH_DTYPE_FP32),
+    ABI_CAPS_COMMON,
     .qk_head_sizes = AH_INT_SET_LIST(heads),
     .v_head_sizes = AH_INT_SET_LIST(heads),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
-    .preferred_block_size = 16,
-    .attn_types = AH_BIT(AH_ATTN_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
-    .preferred_kv_layout = AH_KV_LAYOUT_NHD,
-    .caller_output = 1,
     .config_keys = keys,
     .n_config_keys = 1,
     .check_combination = alpha_rules,

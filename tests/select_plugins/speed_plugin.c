@@ -55,7 +55,6 @@ __attribute__((constructor)) static void init(void)
     ops.forward = speed_forward;
 }
 
-static const ah_plugin_descriptor desc = {
-    sizeof(ah_plugin_descriptor), AH_ABI_VERSION, SPEED_NAME, "1.0", "attnhost tests", "MIT",
-    "speed test plugin", AH_DEVICE_CPU, &caps, &ops};
+static const ah_plugin_descriptor desc =
+    ABI_DESC_OF(SPEED_NAME, "speed test plugin", AH_DEVICE_CPU, &caps, &ops);
 ABI_ENTRY(desc)

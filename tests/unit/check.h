@@ -10,32 +10,32 @@
 
 static int check_failures, check_count;
 
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        check_count++;                                                          \
-        if (!(cond)) {                                                          \
-            check_failures++;                                                   \
+#define CHECK(cond) \
+    do { \
+        check_count++; \
+        if (!(cond)) { \
+            check_failures++; \
             fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                       \
+        } \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                    \
-    do {                                                                        \
-        check_count++;                                                          \
-        if (!(cond)) {                                                          \
-            check_failures++;                                                   \
+#define CHECK_MSG(cond, ...) \
+    do { \
+        check_count++; \
+        if (!(cond)) { \
+            check_failures++; \
             fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fputc('\n', stderr);                                                \
-        }                                                                       \
+            fprintf(stderr, __VA_ARGS__); \
+            fputc('\n', stderr); \
+        } \
     } while (0)
 
-#define CHECK_STREQ(a, b)                                                       \
+#define CHECK_STREQ(a, b) \
     CHECK_MSG(strcmp((a), (b)) == 0, "\n  got:      \"%s\"\n  expected: \"%s\"", (a), (b))
 
-#define CHECK_CONTAINS(hay, needle)                                             \
-    CHECK_MSG(strstr((hay), (needle)) != NULL, "\n  \"%s\"\n  does not contain \"%s\"", \
-              (hay), (needle))
+#define CHECK_CONTAINS(hay, needle) \
+    CHECK_MSG(strstr((hay), (needle)) != NULL, "\n  \"%s\"\n  does not contain \"%s\"", (hay), \
+              (needle))
 
 /* The host's ABI version as refusals print it ("1.1"), for tests that
  * include plugin.h. */

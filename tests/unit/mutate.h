@@ -19,9 +19,7 @@ static inline size_t mutate_text(char *buf, size_t n, int edits, uint32_t *state
         size_t at = (*state >> 8) % n;
         char ch = alphabet[(*state >> 20) % (sizeof alphabet - 1)];
         switch ((*state >> 28) % 3) {
-        case 0: /* replace a byte */
-            buf[at] = ch;
-            break;
+        case 0: /* replace a byte */ buf[at] = ch; break;
         case 1: /* delete one */
             memmove(buf + at, buf + at + 1, n - at);
             n--;

@@ -18,26 +18,25 @@
 
 /* Two decoder layers, 4 query heads over 2 KV heads of 64 channels, fp32,
  * 16-token blocks: the ABI test backend serves it, and so does cpu_amx. */
-static const char rel_model_text[] =
-    "[model]\n"
-    "name = rel-tiny\n"
-    "num_layers = 2\n"
-    "num_q_heads = 4\n"
-    "num_kv_heads = 2\n"
-    "head_size = 64\n"
-    "dtype = fp32\n"
-    "kv_dtype = fp32\n"
-    "kv_layout = nhd\n"
-    "block_size = 16\n";
+static const char rel_model_text[] = "[model]\n"
+                                     "name = rel-tiny\n"
+                                     "num_layers = 2\n"
+                                     "num_q_heads = 4\n"
+                                     "num_kv_heads = 2\n"
+                                     "head_size = 64\n"
+                                     "dtype = fp32\n"
+                                     "kv_dtype = fp32\n"
+                                     "kv_layout = nhd\n"
+                                     "block_size = 16\n";
 
 #define REL_HQ 4
 #define REL_HK 2
 #define REL_D 64
 #define REL_BS 16
 #define REL_REQS 2
-#define REL_TOKENS 4       /* request 0: 3 new tokens of 20; request 1: 1 of 22 */
-#define REL_BLOCKS 8       /* blocks in the cache */
-#define REL_STRIDE 3       /* block-table row width */
+#define REL_TOKENS 4 /* request 0: 3 new tokens of 20; request 1: 1 of 22 */
+#define REL_BLOCKS 8 /* blocks in the cache */
+#define REL_STRIDE 3 /* block-table row width */
 
 /* Host options over dirs, in-process scan, no cache, no default dirs. */
 static inline ah_host_options rel_host_options(const char *const *dirs, uint32_t n,

@@ -83,23 +83,44 @@ BC(slots_host_null, s->batch.slot_mapping_host = NULL, "NULL")
 BC(prefix_too_long, s->batch.common_prefix_len = 21, "common_prefix_len")
 
 static const batch_case batch_cases[] = {
-#define E(name, want) {#name, bc_##name, want}
-    E(num_reqs_zero, "num_reqs = 0"), E(num_reqs_huge, "num_reqs"),
-    E(num_tokens_more, "num_tokens"), E(num_tokens_overflow, "num_tokens"),
-    E(qsl0_negative, "query_start_loc[0]"), E(qsl_backwards, "query_len"),
-    E(qsl_empty_request, "query_len 0"), E(qsl_overflow, "query_len 2147483644"),
-    E(qsl_int_min, "query_start_loc"), E(seq_negative, "seq_lens[0]"),
-    E(seq_zero, "seq_lens[1]"), E(seq_overflow, "seq_lens[1]"),
-    E(seq_below_query, "query_len"), E(max_query_below, "max_query_len"),
-    E(max_query_huge, "max_query_len"), E(max_seq_below, "max_seq_len"),
-    E(max_seq_huge, "max_seq_len"), E(block_past_cache, "outside the cache"),
-    E(block_negative, "outside the cache"), E(block_int_max, "outside the cache"),
-    E(slot_past_cache, "outside the cache"), E(slot_int64_max, "outside the cache"),
-    E(slot_other_request, "lives at slot"), E(slot_wrong_offset, "lives at slot"),
-    E(table_too_narrow, "too narrow"), E(table_stride_zero, "block_table_stride = 0"),
-    E(num_blocks_zero, "num_blocks = 0"), E(num_blocks_past_limits, "num_blocks"),
-    E(struct_size_small, "struct_size"), E(qsl_host_null, "NULL"), E(seq_host_null, "NULL"),
-    E(table_host_null, "NULL"), E(slots_host_null, "NULL"), E(prefix_too_long, "common_prefix_len"),
+#define E(name, want) \
+    { \
+#name, bc_##name, want \
+    }
+    E(num_reqs_zero, "num_reqs = 0"),
+    E(num_reqs_huge, "num_reqs"),
+    E(num_tokens_more, "num_tokens"),
+    E(num_tokens_overflow, "num_tokens"),
+    E(qsl0_negative, "query_start_loc[0]"),
+    E(qsl_backwards, "query_len"),
+    E(qsl_empty_request, "query_len 0"),
+    E(qsl_overflow, "query_len 2147483644"),
+    E(qsl_int_min, "query_start_loc"),
+    E(seq_negative, "seq_lens[0]"),
+    E(seq_zero, "seq_lens[1]"),
+    E(seq_overflow, "seq_lens[1]"),
+    E(seq_below_query, "query_len"),
+    E(max_query_below, "max_query_len"),
+    E(max_query_huge, "max_query_len"),
+    E(max_seq_below, "max_seq_len"),
+    E(max_seq_huge, "max_seq_len"),
+    E(block_past_cache, "outside the cache"),
+    E(block_negative, "outside the cache"),
+    E(block_int_max, "outside the cache"),
+    E(slot_past_cache, "outside the cache"),
+    E(slot_int64_max, "outside the cache"),
+    E(slot_other_request, "lives at slot"),
+    E(slot_wrong_offset, "lives at slot"),
+    E(table_too_narrow, "too narrow"),
+    E(table_stride_zero, "block_table_stride = 0"),
+    E(num_blocks_zero, "num_blocks = 0"),
+    E(num_blocks_past_limits, "num_blocks"),
+    E(struct_size_small, "struct_size"),
+    E(qsl_host_null, "NULL"),
+    E(seq_host_null, "NULL"),
+    E(table_host_null, "NULL"),
+    E(slots_host_null, "NULL"),
+    E(prefix_too_long, "common_prefix_len"),
 #undef E
 };
 
@@ -155,16 +176,41 @@ FC(v_scale_negative, s->args.v_scale = -1.0f)
 FC(args_struct_size, s->args.struct_size = 4)
 
 static const fwd_case fwd_cases[] = {
-#define E(name, want) {#name, fc_##name, want}
-    E(q_fp16, "q"), E(q_int32, "q"), E(q_lanes, "q"), E(q_head_size, "q"), E(q_rank, "q"),
-    E(q_negative_dim, "q"), E(q_overflowing_dim, "q"), E(q_last_dim_strided, "q"),
-    E(q_misaligned, "aligned"), E(q_byte_offset_misaligned, "aligned"), E(q_on_cuda, "q"),
-    E(q_null, "q"), E(q_data_null, "q"), E(out_shape, "out"), E(out_dtype, "out"),
-    E(out_misaligned, "aligned"), E(out_null, "out"), E(key_rank, "key"), E(key_dtype, "key"),
-    E(key_misaligned, "aligned"), E(value_null, "value"), E(kc_too_few_blocks, "key_cache"),
-    E(kc_wrong_layout, "key_cache"), E(kc_dtype, "key_cache"), E(kc_strided, "key_cache"),
-    E(kc_misaligned, "aligned"), E(kc_null, "key_cache"), E(vc_null, "value_cache"),
-    E(vc_on_cuda, "value_cache"), E(k_scale_nan, "k_scale"), E(v_scale_negative, "v_scale"),
+#define E(name, want) \
+    { \
+#name, fc_##name, want \
+    }
+    E(q_fp16, "q"),
+    E(q_int32, "q"),
+    E(q_lanes, "q"),
+    E(q_head_size, "q"),
+    E(q_rank, "q"),
+    E(q_negative_dim, "q"),
+    E(q_overflowing_dim, "q"),
+    E(q_last_dim_strided, "q"),
+    E(q_misaligned, "aligned"),
+    E(q_byte_offset_misaligned, "aligned"),
+    E(q_on_cuda, "q"),
+    E(q_null, "q"),
+    E(q_data_null, "q"),
+    E(out_shape, "out"),
+    E(out_dtype, "out"),
+    E(out_misaligned, "aligned"),
+    E(out_null, "out"),
+    E(key_rank, "key"),
+    E(key_dtype, "key"),
+    E(key_misaligned, "aligned"),
+    E(value_null, "value"),
+    E(kc_too_few_blocks, "key_cache"),
+    E(kc_wrong_layout, "key_cache"),
+    E(kc_dtype, "key_cache"),
+    E(kc_strided, "key_cache"),
+    E(kc_misaligned, "aligned"),
+    E(kc_null, "key_cache"),
+    E(vc_null, "value_cache"),
+    E(vc_on_cuda, "value_cache"),
+    E(k_scale_nan, "k_scale"),
+    E(v_scale_negative, "v_scale"),
     E(args_struct_size, "struct_size"),
 #undef E
 };

@@ -204,7 +204,9 @@ static void test_block_table(void)
     fixture_init(&f);
     f.b.block_table_stride = 2; /* request 1 needs 3 */
     f.bt[2] = 0, f.bt[3] = 1;   /* keep rows 0/1 plausible under the new stride */
-    EXPECT_FAIL(&f, "block_table_stride = 2 is too narrow: request 1 (seq_len 9, block_size 4) needs 3 blocks");
+    EXPECT_FAIL(
+        &f,
+        "block_table_stride = 2 is too narrow: request 1 (seq_len 9, block_size 4) needs 3 blocks");
     fixture_init(&f);
     f.lim.max_blocks_per_req = 2;
     EXPECT_FAIL(&f, "request 1 needs 3 blocks (seq_len 9), above limits.max_blocks_per_req = 2");

@@ -45,19 +45,26 @@ static void setup(fixture *f)
 {
     memset(f, 0, sizeof *f);
     static const char *dirs[] = {ATTNHOST_SELECT_PLUGIN_DIR};
-    ah_host_options o = {.struct_size = sizeof o, .config_text = "[select]\npriority = sel_beta\n",
-                         .plugin_dirs = dirs, .n_plugin_dirs = 1, .no_default_dirs = 1, .cache_path = ""};
+    ah_host_options o = {.struct_size = sizeof o,
+                         .config_text = "[select]\npriority = sel_beta\n",
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 1,
+                         .no_default_dirs = 1,
+                         .cache_path = ""};
     ah_error err;
     CHECK_MSG(ah_host_create(&o, &f->h, &err) == AH_OK, "%s", err.msg);
     CHECK(ah_model_parse("[model]\nname = t\nnum_layers = 3\nnum_q_heads = 4\nnum_kv_heads = 2\n"
-                         "head_size = 32\ndtype = fp32\nblock_size = 16\n", "t", &f->m, &err) == AH_OK);
+                         "head_size = 32\ndtype = fp32\nblock_size = 16\n",
+                         "t", &f->m, &err) == AH_OK);
     CHECK(ah_host_select(f->h, f->m, &f->sel, &err) == AH_OK);
     ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), R, 64, MAXB, MAXB * BS, NB}, 0, 0};
     CHECK_MSG(ah_binding_create(f->h, f->sel, &bo, &f->b, &err) == AH_OK, "%s", err.msg);
     uint64_t s = 7;
-    for (size_t i = 0; i < sizeof f->kc / sizeof f->kc[0]; i++) f->kc[i] = frand(&s), f->vc[i] = frand(&s);
+    for (size_t i = 0; i < sizeof f->kc / sizeof f->kc[0]; i++)
+        f->kc[i] = frand(&s), f->vc[i] = frand(&s);
     for (size_t i = 0; i < sizeof f->q / sizeof f->q[0]; i++) f->q[i] = frand(&s);
-    for (size_t i = 0; i < sizeof f->k / sizeof f->k[0]; i++) f->k[i] = frand(&s), f->v[i] = frand(&s);
+    for (size_t i = 0; i < sizeof f->k / sizeof f->k[0]; i++)
+        f->k[i] = frand(&s), f->v[i] = frand(&s);
     /* request 0: 20 cached + 3 new; request 1: 5 new (a prefill) */
     int32_t ctx[R] = {20, 0}, ql[R] = {3, 5};
     for (int r = 0; r < R; r++)
@@ -76,7 +83,8 @@ static void setup(fixture *f)
     f->sh_q[1] = f->sh_o[1] = HQ, f->sh_k[1] = HK;
     f->sh_q[2] = f->sh_k[2] = f->sh_o[2] = D;
     f->sh_c[0] = NB, f->sh_c[1] = BS, f->sh_c[2] = HK, f->sh_c[3] = D;
-    f->sh_qsl[0] = R + 1, f->sh_seq[0] = R, f->sh_tab[0] = R, f->sh_tab[1] = MAXB, f->sh_slot[0] = T;
+    f->sh_qsl[0] = R + 1, f->sh_seq[0] = R, f->sh_tab[0] = R, f->sh_tab[1] = MAXB,
+    f->sh_slot[0] = T;
     f->tq = tensor(f->q, 3, f->sh_q, kDLFloat, 32);
     f->tk = tensor(f->k, 3, f->sh_k, kDLFloat, 32);
     f->tv = tensor(f->v, 3, f->sh_k, kDLFloat, 32);
@@ -87,8 +95,31 @@ static void setup(fixture *f)
     f->tseq = tensor(f->seq, 1, f->sh_seq, kDLInt, 32);
     f->ttab = tensor(f->table, 2, f->sh_tab, kDLInt, 32);
     f->tslot = tensor(f->slots, 1, f->sh_slot, kDLInt, 64);
-    f->batch = (ah_batch){sizeof(ah_batch), R, (uint32_t)T, 5, 23, NB, &f->tqsl, &f->tseq, &f->ttab,
-                          &f->tslot, f->qsl, f->seq, f->table, f->slots, MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
+    f->batch = (ah_batch){sizeof(ah_batch),
+                          R,
+                          (uint32_t)T,
+                          5,
+                          23,
+                          NB,
+                          &f->tqsl,
+                          &f->tseq,
+                          &f->ttab,
+                          &f->tslot,
+                          f->qsl,
+                          f->seq,
+                          f->table,
+                          f->slots,
+                          MAXB,
+                          0,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          0,
+                          0,
+                          NULL};
 }
 
 static void teardown(fixture *f)
@@ -101,8 +132,8 @@ static void teardown(fixture *f)
 
 static ah_forward_args args(fixture *f)
 {
-    ah_forward_args a = {sizeof a, &f->tq, &f->tk, &f->tv, &f->tkc, &f->tvc, &f->to, NULL, NULL, NULL,
-                         1.0f, 1.0f, NULL};
+    ah_forward_args a = {sizeof a, &f->tq, &f->tk, &f->tv, &f->tkc, &f->tvc, &f->to,
+                         NULL,     NULL,   NULL,   1.0f,   1.0f,    NULL};
     return a;
 }
 
@@ -136,12 +167,16 @@ static void test_forward_matches_oracle(void)
     for (int i = 0; i < 8 * HQ * D; i++) worst = fmax(worst, fabs(ref[i] - f->out[i]));
     CHECK_MSG(worst < 1e-5, "max abs error %g", worst);
     /* layers share one device */
-    CHECK(ah_binding_device(f->b, 0, AH_PHASE_PREFILL) == ah_binding_device(f->b, 2, AH_PHASE_DECODE));
+    CHECK(ah_binding_device(f->b, 0, AH_PHASE_PREFILL) ==
+          ah_binding_device(f->b, 2, AH_PHASE_DECODE));
     ah_kv_cache_desc kd, vd;
     CHECK(ah_binding_kv_cache_desc(f->b, 0, NB, &kd, &vd) == AH_OK);
-    CHECK(kd.ndim == 4 && kd.shape[0] == NB && kd.shape[1] == BS && kd.shape[2] == HK && kd.shape[3] == D);
-    CHECK(kd.strides[3] == 1 && kd.strides[2] == D && kd.strides[1] == HK * D && kd.strides[0] == BS * HK * D);
-    CHECK(vd.ndim == 4 && vd.shape[3] == D && kd.kv_dtype == AH_DTYPE_FP32 && kd.dl_dtype.bits == 32);
+    CHECK(kd.ndim == 4 && kd.shape[0] == NB && kd.shape[1] == BS && kd.shape[2] == HK &&
+          kd.shape[3] == D);
+    CHECK(kd.strides[3] == 1 && kd.strides[2] == D && kd.strides[1] == HK * D &&
+          kd.strides[0] == BS * HK * D);
+    CHECK(vd.ndim == 4 && vd.shape[3] == D && kd.kv_dtype == AH_DTYPE_FP32 &&
+          kd.dl_dtype.bits == 32);
     CHECK(ah_binding_kv_cache_desc(f->b, 3, NB, &kd, &vd) == AH_ERR_INVALID_ARGUMENT);
     CHECK_STREQ(ah_binding_errmsg(f->b), "layer 3 out of range (the model has 3)");
     teardown(f);
@@ -165,7 +200,8 @@ static void test_errors_write_nothing(void)
     CHECK(ah_binding_plan(f->b, &f->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(f->b), "batch: ");
     CHECK_CONTAINS(ah_binding_errmsg(f->b), "block_table[1][0]");
-    CHECK(ah_binding_forward(f->b, 0, &a) == AH_ERR_INVALID_ARGUMENT); /* the failed plan planned nothing */
+    CHECK(ah_binding_forward(f->b, 0, &a) ==
+          AH_ERR_INVALID_ARGUMENT); /* the failed plan planned nothing */
     f->table[MAXB + 0] = saved;
     CHECK(ah_binding_plan(f->b, &f->batch, AH_PLAN_EAGER, NULL) == AH_OK);
     /* a q tensor of the wrong head size */

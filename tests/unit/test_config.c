@@ -138,7 +138,8 @@ static void defaults(void)
     ah__config_free(&c);
 
     /* The same section twice continues it. */
-    CHECK(load_text(&c, "[select]\nforce = a\n[run]\nvalidate = false\n[select]\nfallback = allow\n",
+    CHECK(load_text(&c,
+                    "[select]\nforce = a\n[run]\nvalidate = false\n[select]\nfallback = allow\n",
                     &err) == AH_OK);
     CHECK(c.fallback == AH_FALLBACK_ALLOW && c.force && !strcmp(c.force, "a") && !c.validate);
     ah__config_free(&c);
@@ -150,7 +151,8 @@ static void defaults(void)
 
     /* An indented line after a key is a key of its own, not (as inih would
      * have it) a continuation of the previous value. */
-    CHECK(load_text(&c, "[select]\nfallback = allow\n    force = a\n\tdisable = b\n", &err) == AH_OK);
+    CHECK(load_text(&c, "[select]\nfallback = allow\n    force = a\n\tdisable = b\n", &err) ==
+          AH_OK);
     CHECK(c.fallback == AH_FALLBACK_ALLOW && c.force && !strcmp(c.force, "a") && c.disable.n == 1);
     ah__config_free(&c);
 
@@ -168,8 +170,8 @@ static void defaults(void)
     CHECK_STREQ(err.msg, "t.ini:2: [plugin.p]: line is longer than 197 characters");
 
     /* CRLF line ends, a UTF-8 BOM, no final newline. */
-    CHECK_MSG(load_text(&c, "\xEF\xBB\xBF[run]\r\nvalidate = false\r\n[select]\r\nforce = x", &err) ==
-                  AH_OK,
+    CHECK_MSG(load_text(&c, "\xEF\xBB\xBF[run]\r\nvalidate = false\r\n[select]\r\nforce = x",
+                        &err) == AH_OK,
               "%s", err.msg);
     CHECK(c.validate == 0 && c.force && !strcmp(c.force, "x"));
     ah__config_free(&c);
@@ -192,10 +194,12 @@ static const bad_case bad_cases[] = {
      "bad.ini:2: [select] priority: 'flash-infer' is not a plugin name (a-z, 0-9 and _ only)"},
     {"[select]\nforce = Triton\n",
      "bad.ini:2: [select] force: 'Triton' is not a plugin name (a-z, 0-9 and _ only)"},
-    {"[search]\ncache =;x\n", "bad.ini:2: [search] cache: ';x' starts with ';', which reads as a comment"},
+    {"[search]\ncache =;x\n",
+     "bad.ini:2: [search] cache: ';x' starts with ';', which reads as a comment"},
     {"[search]\npaths = /a,;b\n",
      "bad.ini:2: [search] paths: entry ';b' starts with ';', which reads as a comment"},
-    {"[plugin.cpu_amx]\nisa =#amx\n", "bad.ini:2: [plugin.cpu_amx] isa: '#amx' starts with '#', which reads as a comment"},
+    {"[plugin.cpu_amx]\nisa =#amx\n",
+     "bad.ini:2: [plugin.cpu_amx] isa: '#amx' starts with '#', which reads as a comment"},
     {"[select]\nforce =\n", "bad.ini:2: [select] force: empty value; expected a plugin name"},
     {"[select]\nfallback = warn\nfallback = error\n",
      "bad.ini:3: [select] fallback: duplicate key (first set at line 2)"},
@@ -210,12 +214,14 @@ static const bad_case bad_cases[] = {
      "bad.ini:2: [search] scan_timeout_ms: '10s' is not a whole number"},
     {"[search]\nscan_timeout_ms = -5\n",
      "bad.ini:2: [search] scan_timeout_ms: '-5' is not a whole number"},
-    {"[search]\nscan_timeout_ms =\n", "bad.ini:2: [search] scan_timeout_ms: '' is not a whole number"},
+    {"[search]\nscan_timeout_ms =\n",
+     "bad.ini:2: [search] scan_timeout_ms: '' is not a whole number"},
     {"[search]\nscan_timeout_ms = 0\n",
      "bad.ini:2: [search] scan_timeout_ms: '0' is out of range 1..3600000"},
     {"[search]\nscan_timeout_ms = 99999999999\n",
      "bad.ini:2: [search] scan_timeout_ms: '99999999999' is out of range 1..3600000"},
-    {"[search]\nscan = thread\n", "bad.ini:2: [search] scan: 'thread' is not one of child, in_process"},
+    {"[search]\nscan = thread\n",
+     "bad.ini:2: [search] scan: 'thread' is not one of child, in_process"},
     {"[search]\npaths = /a, ,/b\n", "bad.ini:2: [search] paths: empty entry in '/a, ,/b'"},
     {"[run]\nvalidate = yes\n", "bad.ini:2: [run] validate: 'yes' is not one of true, false"},
     {"[layer.3-1]\nbackend = a\n",
@@ -234,7 +240,8 @@ static const bad_case bad_cases[] = {
     {"[layer.0-3]\nfallback = warn\n",
      "bad.ini:2: [layer.0-3] fallback: unknown key; this section takes priority, "
      "prefill_priority, decode_priority, backend"},
-    {"[layer.*]\ndecode_priority = a,,\n", "bad.ini:2: [layer.*] decode_priority: empty entry in 'a,,'"},
+    {"[layer.*]\ndecode_priority = a,,\n",
+     "bad.ini:2: [layer.*] decode_priority: empty entry in 'a,,'"},
     {"[plugin.Foo]\nx = 1\n",
      "bad.ini:1: [plugin.Foo]: 'Foo' is not a plugin name (a-z, 0-9 and _ only)"},
     {"[plugin.cuda-fa3]\n",
@@ -251,7 +258,8 @@ static const bad_case bad_cases[] = {
     {"[]\n",
      "bad.ini:1: []: unknown section; expected [search], [select], [run], [layer.<range>] or "
      "[plugin.<name>]"},
-    {"[select]\nfallback warn\n", "bad.ini:2: [select]: expected 'key = value', got 'fallback warn'"},
+    {"[select]\nfallback warn\n",
+     "bad.ini:2: [select]: expected 'key = value', got 'fallback warn'"},
     {"[select]\nfallback ; = warn\n",
      "bad.ini:2: [select]: expected 'key = value', got 'fallback ; = warn'"},
     {"\n\nfallback\n", "bad.ini:3: expected 'key = value', got 'fallback'"},
@@ -275,7 +283,8 @@ static void malformed(void)
         CHECK_MSG(s == AH_ERR_CONFIG, "case %zu: status %d", i, (int)s);
         CHECK_STREQ(err.msg, bad_cases[i].message);
         CHECK_MSG(is_empty(&c), "case %zu left the config non-empty", i);
-        CHECK_MSG(ah__alloc_live() == live, "case %zu leaked %ld blocks", i, ah__alloc_live() - live);
+        CHECK_MSG(ah__alloc_live() == live, "case %zu leaked %ld blocks", i,
+                  ah__alloc_live() - live);
         /* No error detail wanted: same status, no crash. */
         CHECK(ah__config_load(&c, NULL, bad_cases[i].text, "bad.ini", NULL) == AH_ERR_CONFIG);
     }
@@ -294,7 +303,8 @@ static void files(void)
     ah_error err;
     char expected[512];
     CHECK(ah__config_load(&c, path, NULL, NULL, &err) == AH_ERR_CONFIG);
-    snprintf(expected, sizeof expected, "%s:5: [run] validate: 'maybe' is not one of true, false", path);
+    snprintf(expected, sizeof expected, "%s:5: [run] validate: 'maybe' is not one of true, false",
+             path);
     CHECK_STREQ(err.msg, expected);
 
     FILE *f = fopen(path, "w");
@@ -309,7 +319,8 @@ static void files(void)
     fputs("[select]\nforce = a b\n", f);
     fclose(f);
     CHECK(ah__config_load(&c, path, NULL, "site.ini", &err) == AH_ERR_CONFIG);
-    CHECK_STREQ(err.msg, "site.ini:2: [select] force: 'a b' is not a plugin name (a-z, 0-9 and _ only)");
+    CHECK_STREQ(err.msg,
+                "site.ini:2: [select] force: 'a b' is not a plugin name (a-z, 0-9 and _ only)");
     /* A NUL byte is not silently the end of the text. */
     f = fopen(path, "wb");
     fwrite("[run]\nvalidate = true\n\0[select]\n", 1, 32, f);
@@ -445,8 +456,8 @@ static void dump(void)
     CHECK_MSG(doc && strstr(doc, text), "docs/configuration.md lacks the current dump; "
                                         "regenerate it with `test_config --dump`");
     /* The installed default file and the built-in text say the same. */
-    CHECK(ah__config_load(&a, ATTNHOST_SOURCE_DIR "/examples/configs/attnhost.ini", NULL, "x", &err) ==
-          AH_OK);
+    CHECK(ah__config_load(&a, ATTNHOST_SOURCE_DIR "/examples/configs/attnhost.ini", NULL, "x",
+                          &err) == AH_OK);
     CHECK(ah__config_load(&b, NULL, NULL, "x", &err) == AH_OK);
     ah__config_dump(&a, 1, &da);
     ah__config_dump(&b, 1, &db);
@@ -528,14 +539,15 @@ static void dump_plugins(void)
     for (int md = 0; md < 2; md++) {
         ah__fault_inject_after(0);
         char *t2 = NULL;
-        CHECK((md ? ah__plugin_keys_markdown(t, 2, &t2) : ah__config_dump_plugins(&a, 1, t, 2, &t2)) ==
-              AH_OK);
+        CHECK((md ? ah__plugin_keys_markdown(t, 2, &t2)
+                  : ah__config_dump_plugins(&a, 1, t, 2, &t2)) == AH_OK);
         long n = ah__alloc_count();
         ah__free(t2);
         for (long i = 1; i <= n; i++) {
             long live = ah__alloc_live();
             ah__fault_inject_after(i);
-            ah_status s = md ? ah__plugin_keys_markdown(t, 2, &t2) : ah__config_dump_plugins(&a, 1, t, 2, &t2);
+            ah_status s = md ? ah__plugin_keys_markdown(t, 2, &t2)
+                             : ah__config_dump_plugins(&a, 1, t, 2, &t2);
             ah__fault_inject_after(0);
             CHECK(s == AH_ERR_OUT_OF_MEMORY && t2 == NULL);
             CHECK(ah__alloc_live() == live);

@@ -21,14 +21,14 @@ static void set_slot(ah_plugin_ops *o, size_t off, int on)
 
 #define SLOT(name) offsetof(ah_plugin_ops, name)
 
-static const size_t required[] = {SLOT(probe),        SLOT(context_create), SLOT(context_destroy),
+static const size_t required[] = {SLOT(probe),         SLOT(context_create), SLOT(context_destroy),
                                   SLOT(context_error), SLOT(state_create),   SLOT(state_destroy),
                                   SLOT(state_error),   SLOT(plan),           SLOT(forward)};
 static const char *const required_names[] = {"probe",         "context_create", "context_destroy",
                                              "context_error", "state_create",   "state_destroy",
                                              "state_error",   "plan",           "forward"};
-static const size_t mem[] = {SLOT(mem_alloc), SLOT(mem_free), SLOT(mem_copy), SLOT(synchronize),
-                             SLOT(stream_create), SLOT(stream_destroy)};
+static const size_t mem[] = {SLOT(mem_alloc),   SLOT(mem_free),      SLOT(mem_copy),
+                             SLOT(synchronize), SLOT(stream_create), SLOT(stream_destroy)};
 static const size_t graph[] = {SLOT(graph_begin), SLOT(graph_end), SLOT(graph_launch),
                                SLOT(graph_destroy)};
 
@@ -65,12 +65,13 @@ static void reset(void)
     caps.n_config_keys = 1;
     memset(&ops, 0, sizeof ops);
     ops.struct_size = sizeof ops;
-    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) set_slot(&ops, required[i], 1);
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        set_slot(&ops, required[i], 1);
     set_slot(&ops, SLOT(write_kv), 1);
     for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) set_slot(&ops, mem[i], 1);
     for (size_t i = 0; i < sizeof graph / sizeof graph[0]; i++) set_slot(&ops, graph[i], 1);
     desc = (ah_plugin_descriptor){sizeof desc, AH_ABI_VERSION, "cuda_test", "1.0", "v", "MIT",
-                                  "d", AH_DEVICE_CUDA, &caps, &ops};
+                                  "d",         AH_DEVICE_CUDA, &caps,       &ops};
 }
 
 static char why[512];
@@ -82,19 +83,19 @@ static int validate(void)
 }
 
 /* Break something with STMT; expect a refusal whose reason contains TEXT. */
-#define REFUSED(STMT, TEXT)                                                       \
-    do {                                                                          \
-        reset();                                                                  \
-        STMT;                                                                     \
-        CHECK_MSG(validate() == -1, "accepted after: %s", #STMT);                 \
-        CHECK_CONTAINS(why, TEXT);                                                \
+#define REFUSED(STMT, TEXT) \
+    do { \
+        reset(); \
+        STMT; \
+        CHECK_MSG(validate() == -1, "accepted after: %s", #STMT); \
+        CHECK_CONTAINS(why, TEXT); \
     } while (0)
 
-#define ACCEPTED(STMT)                                                            \
-    do {                                                                          \
-        reset();                                                                  \
-        STMT;                                                                     \
-        CHECK_MSG(validate() == 0, "refused after %s: %s", #STMT, why);           \
+#define ACCEPTED(STMT) \
+    do { \
+        reset(); \
+        STMT; \
+        CHECK_MSG(validate() == 0, "refused after %s: %s", #STMT, why); \
     } while (0)
 
 static void test_top_level(void)
@@ -115,8 +116,7 @@ static void test_top_level(void)
     REFUSED(desc.name = "0123456789012345678901234567890123456789012345678901234567890123",
             "is not [a-z0-9_]{1,63}");
     ACCEPTED(desc.name = "012345678901234567890123456789012345678901234567890123456789012");
-    ACCEPTED(desc.version = NULL; desc.vendor = NULL; desc.license = NULL;
-             desc.description = NULL);
+    ACCEPTED(desc.version = NULL; desc.vendor = NULL; desc.license = NULL; desc.description = NULL);
     REFUSED(desc.device_kind = AH_DEVICE_KIND_COUNT, "device_kind 4 is out of range");
     REFUSED(desc.device_kind = (ah_device_kind)-1, "device_kind -1 is out of range");
     REFUSED(desc.caps = NULL, "caps is NULL");
@@ -133,7 +133,8 @@ static void test_sizes(void)
     ACCEPTED(ops.struct_size = (uint32_t)AH__OPS_MIN_SIZE; caps.forward_writes_kv = 1;
              caps.graph_level = AH_GRAPH_NEVER);
     /* Cut ops short of write_kv: forward must store KV itself. */
-    REFUSED(ops.struct_size = (uint32_t)AH__OPS_MIN_SIZE; caps.graph_level = AH_GRAPH_NEVER,
+    REFUSED(ops.struct_size = (uint32_t)AH__OPS_MIN_SIZE;
+            caps.graph_level = AH_GRAPH_NEVER,
             "ops.write_kv is NULL while caps.forward_writes_kv is 0");
     /* Cut ops short of the graph slots while caps claims graphs. */
     REFUSED(ops.struct_size = (uint32_t)offsetof(ah_plugin_ops, graph_begin),
@@ -181,8 +182,8 @@ static void test_slots(void)
     REFUSED(ops.write_kv = NULL, "ops.write_kv is NULL while caps.forward_writes_kv is 0");
     ACCEPTED(ops.write_kv = NULL; caps.forward_writes_kv = 1);
     REFUSED(ops.mem_copy = NULL, "ops.mem_copy is NULL but other device-memory slots are set");
-    ACCEPTED(for (size_t i = 0; i < 6; i++) set_slot(&ops, mem[i], 0); for (size_t i = 0; i < 4; i++)
-                 set_slot(&ops, graph[i], 0);
+    ACCEPTED(for (size_t i = 0; i < 6; i++) set_slot(&ops, mem[i], 0);
+             for (size_t i = 0; i < 4; i++) set_slot(&ops, graph[i], 0);
              caps.graph_level = AH_GRAPH_NEVER);
     REFUSED(for (size_t i = 0; i < 6; i++) set_slot(&ops, mem[i], 0),
             "caps.graph_level is 2 but ops.mem_alloc is NULL");
@@ -202,14 +203,18 @@ static void test_caps(void)
     REFUSED(caps.kv_dtypes = 0, "caps.kv_dtypes is empty");
     REFUSED(caps.qk_head_sizes = (ah_int_set)AH_INT_SET_RANGE(0, 0, 0),
             "caps.qk_head_sizes is empty");
-    REFUSED(caps.v_head_sizes = (ah_int_set)AH_INT_SET_RANGE(0, 0, 0), "caps.v_head_sizes is empty");
+    REFUSED(caps.v_head_sizes = (ah_int_set)AH_INT_SET_RANGE(0, 0, 0),
+            "caps.v_head_sizes is empty");
     REFUSED(caps.v_head_sizes = (ah_int_set)AH_INT_SET_RANGE(256, 32, 32),
             "caps.v_head_sizes range 256..32 is empty");
-    REFUSED(caps.qk_head_sizes.values = NULL, "caps.qk_head_sizes has n_values 2 but values is NULL");
-    REFUSED(caps.qk_head_sizes = (ah_int_set)AH_INT_SET_LIST(with_zero), "caps.qk_head_sizes lists 0");
+    REFUSED(caps.qk_head_sizes.values = NULL,
+            "caps.qk_head_sizes has n_values 2 but values is NULL");
+    REFUSED(caps.qk_head_sizes = (ah_int_set)AH_INT_SET_LIST(with_zero),
+            "caps.qk_head_sizes lists 0");
     REFUSED(caps.qk_head_sizes.n_values = 5000, "at most 4096");
     REFUSED(caps.block_sizes = (ah_int_set)AH_INT_SET_RANGE(0, 0, 0), "caps.block_sizes is empty");
-    REFUSED(caps.preferred_block_size = 48, "caps.preferred_block_size 48 is not in caps.block_sizes");
+    REFUSED(caps.preferred_block_size = 48,
+            "caps.preferred_block_size 48 is not in caps.block_sizes");
     REFUSED(caps.preferred_block_size = 0, "caps.preferred_block_size 0");
     ACCEPTED(caps.preferred_block_size = 128); /* in the range part */
     REFUSED(caps.features = 1u << 15, "caps.features 0x8000 has unknown bits 0x8000");
@@ -240,8 +245,10 @@ static void test_caps(void)
     ACCEPTED(caps.config_keys = docless);
     static const ah_config_key badname[] = {AH_KEY_STRING_ROW("Threads", "", NULL)};
     REFUSED(caps.config_keys = badname, "caps.config_keys[0].name 'Threads' is not [a-z0-9_]+");
-    static const ah_config_key twice[] = {AH_KEY_BOOL_ROW("a", "true", NULL), AH_KEY_BOOL_ROW("a", "false", NULL)};
-    REFUSED(caps.config_keys = twice; caps.n_config_keys = 2, "caps.config_keys: 'a' is declared twice");
+    static const ah_config_key twice[] = {AH_KEY_BOOL_ROW("a", "true", NULL),
+                                          AH_KEY_BOOL_ROW("a", "false", NULL)};
+    REFUSED(caps.config_keys = twice;
+            caps.n_config_keys = 2, "caps.config_keys: 'a' is declared twice");
     static const ah_config_key badtype[] = {{"a", (ah_key_type)9, "1", 0, 0, 0, 0, NULL, NULL}};
     REFUSED(caps.config_keys = badtype, "caps.config_keys 'a': type 9 is out of range (0..4)");
     static const ah_config_key empty_range[] = {AH_KEY_INT_ROW("n", "3", 5, 1, NULL)};
@@ -253,7 +260,8 @@ static void test_caps(void)
     static const ah_config_key no_default[] = {AH_KEY_BOOL_ROW("b", NULL, NULL)};
     REFUSED(caps.config_keys = no_default, "caps.config_keys 'b': default_value is NULL");
     static const ah_config_key bad_default[] = {AH_KEY_INT_ROW("n", "65", 0, 64, NULL)};
-    REFUSED(caps.config_keys = bad_default, "caps.config_keys 'n': default '65' is not an integer in 0..64");
+    REFUSED(caps.config_keys = bad_default,
+            "caps.config_keys 'n': default '65' is not an integer in 0..64");
     static const ah_config_key bad_choice[] = {AH_KEY_ENUM_ROW("m", "c", "a|b", NULL)};
     REFUSED(caps.config_keys = bad_choice, "default 'c' is not one of a|b");
     REFUSED(caps.mixed_batch = AH_MIXED_BATCH_COUNT, "caps.mixed_batch 2 is out of range (0..1)");

@@ -28,8 +28,12 @@ enum { HQ = 4, HK = 2, D = 64, BS = 16, NB = 4, MAXB = 2, T = 3 };
 static ah_host *host_with(const char *ini)
 {
     static const char *dirs[] = {FAKE_DIR, GOOD_DIR};
-    ah_host_options o = {.struct_size = sizeof o, .config_text = ini, .plugin_dirs = dirs,
-                         .n_plugin_dirs = 2, .no_default_dirs = 1, .cache_path = ""};
+    ah_host_options o = {.struct_size = sizeof o,
+                         .config_text = ini,
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 2,
+                         .no_default_dirs = 1,
+                         .cache_path = ""};
     ah_host *h = NULL;
     ah_error err;
     CHECK_MSG(ah_host_create(&o, &h, &err) == AH_OK, "%s", err.msg);
@@ -59,8 +63,8 @@ static ah_selection *select_ok(ah_host *h, const ah_model *m)
 
 static ah_binding_options opts(int32_t device_index)
 {
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 4, 16, MAXB, MAXB * BS, NB}, 0,
-                             device_index};
+    ah_binding_options bo = {
+        sizeof bo, {sizeof(ah_limits), 4, 16, MAXB, MAXB * BS, NB}, 0, device_index};
     return bo;
 }
 
@@ -76,7 +80,8 @@ typedef struct step {
     ah_batch batch;
 } step;
 
-static DLTensor tensor(void *data, int ndim, int64_t *shape, DLDataTypeCode code, int bits, DLDevice dev)
+static DLTensor tensor(void *data, int ndim, int64_t *shape, DLDataTypeCode code, int bits,
+                       DLDevice dev)
 {
     DLTensor t = {data, dev, ndim, {(uint8_t)code, (uint8_t)bits, 1}, shape, NULL, 0};
     return t;
@@ -85,7 +90,8 @@ static DLTensor tensor(void *data, int ndim, int64_t *shape, DLDataTypeCode code
 static void step_init(step *s, DLDevice dev)
 {
     memset(s, 0, sizeof *s);
-    for (size_t i = 0; i < sizeof s->q / sizeof s->q[0]; i++) s->q[i] = (float)((i * 7) % 13) / 13.0f;
+    for (size_t i = 0; i < sizeof s->q / sizeof s->q[0]; i++)
+        s->q[i] = (float)((i * 7) % 13) / 13.0f;
     for (size_t i = 0; i < sizeof s->k / sizeof s->k[0]; i++)
         s->k[i] = (float)((i * 5) % 11) / 11.0f, s->v[i] = (float)((i * 3) % 17) / 17.0f;
     s->qsl[1] = T;
@@ -107,14 +113,37 @@ static void step_init(step *s, DLDevice dev)
     s->tseq = tensor(s->seq, 1, s->sh_seq, kDLInt, 32, dev);
     s->ttab = tensor(s->table, 2, s->sh_tab, kDLInt, 32, dev);
     s->tslot = tensor(s->slots, 1, s->sh_slot, kDLInt, 64, dev);
-    s->batch = (ah_batch){sizeof(ah_batch), 1, T, T, T, NB, &s->tqsl, &s->tseq, &s->ttab,
-                          &s->tslot, s->qsl, s->seq, s->table, s->slots, MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
+    s->batch = (ah_batch){sizeof(ah_batch),
+                          1,
+                          T,
+                          T,
+                          T,
+                          NB,
+                          &s->tqsl,
+                          &s->tseq,
+                          &s->ttab,
+                          &s->tslot,
+                          s->qsl,
+                          s->seq,
+                          s->table,
+                          s->slots,
+                          MAXB,
+                          0,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          0,
+                          0,
+                          NULL};
 }
 
 static ah_forward_args fwd(step *s)
 {
-    ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc, &s->tvc, &s->to, NULL, NULL,
-                         NULL, 1.0f, 1.0f, NULL};
+    ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc, &s->tvc, &s->to,
+                         NULL,     NULL,   NULL,   1.0f,   1.0f,    NULL};
     return a;
 }
 
@@ -159,7 +188,8 @@ static void test_device_index(void)
     /* tensors on cuda:1 run on b1; one on cuda:0 is refused naming both */
     step *s = calloc(1, sizeof *s);
     step_init(s, (DLDevice){kDLCUDA, 1});
-    CHECK_MSG(ah_binding_plan(b1, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(b1));
+    CHECK_MSG(ah_binding_plan(b1, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(b1));
     ah_forward_args a = fwd(s);
     CHECK_MSG(ah_binding_forward(b1, 0, &a) == AH_OK, "%s", ah_binding_errmsg(b1));
     s->tq.device.device_id = 0;
@@ -183,34 +213,59 @@ static void test_device_index(void)
     ah_host_destroy(h);
 }
 
+/* A binding of model(D) on the one plugin PLUGIN, and a CPU step for it. */
+typedef struct bound {
+    ah_host *h;
+    ah_model *m;
+    ah_selection *sel;
+    ah_binding *b;
+    step *s;
+} bound;
+
+static void bound_open(bound *f, const char *plugin)
+{
+    char ini[128];
+    snprintf(ini, sizeof ini, "[select]\npriority = %s\n", plugin);
+    f->h = host_with(ini);
+    f->m = model(D);
+    f->sel = select_ok(f->h, f->m);
+    f->b = NULL;
+    ah_error err;
+    ah_binding_options o = opts(0);
+    CHECK_MSG(ah_binding_create(f->h, f->sel, &o, &f->b, &err) == AH_OK, "%s", err.msg);
+    f->s = calloc(1, sizeof *f->s);
+    step_init(f->s, (DLDevice){kDLCPU, 0});
+}
+
+static void bound_close(bound *f)
+{
+    free(f->s);
+    ah_binding_destroy(f->b);
+    ah_selection_destroy(f->sel);
+    ah_model_destroy(f->m);
+    ah_host_destroy(f->h);
+}
+
 /* The batch padded to three requests as a CUDA-graph engine does: the
  * test backend declares graph_seq_len_fill = 0. */
 static void test_padding_through_plan(void)
 {
-    ah_host *h = host_with("[select]\npriority = abi_good\n");
-    ah_model *m = model(D);
-    ah_selection *sel = select_ok(h, m);
-    ah_binding *b = NULL;
-    ah_error err;
-    ah_binding_options o = opts(0);
-    CHECK_MSG(ah_binding_create(h, sel, &o, &b, &err) == AH_OK, "%s", err.msg);
-    step *s = calloc(1, sizeof *s);
-    step_init(s, (DLDevice){kDLCPU, 0});
+    bound f;
+    bound_open(&f, "abi_good");
+    ah_binding *b = f.b;
+    step *s = f.s;
     s->batch.num_reqs = 3;
     s->qsl[2] = s->qsl[3] = T;
     s->seq[1] = s->seq[2] = 0;
-    CHECK_MSG(ah_binding_plan(b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(b));
+    CHECK_MSG(ah_binding_plan(b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(b));
     ah_forward_args a = fwd(s);
     CHECK_MSG(ah_binding_forward(b, 0, &a) == AH_OK, "%s", ah_binding_errmsg(b));
     /* seq_len 1 is not this backend's fill */
     s->seq[2] = 1;
     CHECK(ah_binding_plan(b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(b), "seq_lens[2] = 1 for padded request 2 (query_len 0)");
-    free(s);
-    ah_binding_destroy(b);
-    ah_selection_destroy(sel);
-    ah_model_destroy(m);
-    ah_host_destroy(h);
+    bound_close(&f);
 }
 
 static void test_cpu_fallback(void)
@@ -235,9 +290,10 @@ static void test_cpu_fallback(void)
     ah_error err;
     sel = NULL;
     CHECK(ah_host_select(h, m, &sel, &err) == AH_ERR_NOT_FOUND && !sel);
-    CHECK_CONTAINS(err.msg, "layer 1 (prefill): only the CPU backend abi_good can serve it and "
-                            "[select] fallback = error; the GPU backends refused it: fake_cuda_dev: "
-                            "qk_head_size = 80");
+    CHECK_CONTAINS(err.msg,
+                   "layer 1 (prefill): only the CPU backend abi_good can serve it and "
+                   "[select] fallback = error; the GPU backends refused it: fake_cuda_dev: "
+                   "qk_head_size = 80");
     /* explain shows every layer anyway, and such a selection cannot be bound */
     CHECK(ah_host_explain(h, m, NULL, &sel, &err) == AH_ERR_NOT_FOUND && sel);
     CHECK_CONTAINS(err.msg, "layer 1 (prefill): only the CPU backend abi_good");
@@ -301,23 +357,20 @@ static void test_explain_unservable(void)
  * overwrites the buffer layer 0 returned. */
 static void test_plugin_owned_output(void)
 {
-    ah_host *h = host_with("[select]\npriority = fake_cuda_own_out\n");
-    ah_model *m = model(D);
-    ah_selection *sel = select_ok(h, m);
-    ah_binding *b = NULL;
-    ah_error err;
-    ah_binding_options o = opts(0);
-    CHECK_MSG(ah_binding_create(h, sel, &o, &b, &err) == AH_OK, "%s", err.msg);
-    step *s = calloc(1, sizeof *s);
-    step_init(s, (DLDevice){kDLCPU, 0});
-    CHECK_MSG(ah_binding_plan(b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(b));
+    bound f;
+    bound_open(&f, "fake_cuda_own_out");
+    ah_binding *b = f.b;
+    step *s = f.s;
+    CHECK_MSG(ah_binding_plan(b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(b));
     DLTensor out0, out1;
     memset(&out0, 0, sizeof out0);
     memset(&out1, 0, sizeof out1);
     ah_forward_args a = fwd(s);
     a.out = &out0;
     CHECK_MSG(ah_binding_forward(b, 0, &a) == AH_OK, "%s", ah_binding_errmsg(b));
-    CHECK(out0.data && out0.ndim == 3 && out0.shape[0] == T && out0.shape[1] == HQ && out0.shape[2] == D);
+    CHECK(out0.data && out0.ndim == 3 && out0.shape[0] == T && out0.shape[1] == HQ &&
+          out0.shape[2] == D);
     static float first[T * HQ * D];
     memcpy(first, out0.data, sizeof first);
     /* the next layer, other queries: the same buffer, now its result */
@@ -327,11 +380,7 @@ static void test_plugin_owned_output(void)
     CHECK_MSG(ah_binding_forward(b, 1, &a) == AH_OK, "%s", ah_binding_errmsg(b));
     CHECK(out1.data == out0.data);
     CHECK(memcmp(first, out0.data, sizeof first) != 0);
-    free(s);
-    ah_binding_destroy(b);
-    ah_selection_destroy(sel);
-    ah_model_destroy(m);
-    ah_host_destroy(h);
+    bound_close(&f);
 }
 
 int main(void)

@@ -28,7 +28,7 @@ static const char *dirs[2];
 static const char config_text[] = "[select]\npriority = abi_good\n";
 
 typedef struct outcome {
-    const char *step;  /* the call that failed, NULL when all succeeded */
+    const char *step; /* the call that failed, NULL when all succeeded */
     ah_status status;
     char msg[1200];
     float out[2][REL_Q_ELEMS]; /* both layers' outputs, when all succeeded */
@@ -65,13 +65,13 @@ static void run_once(outcome *o)
     if (failed(o, "ah_model_parse", ah_model_parse(rel_model_text, "<rel>", &m, &err), err.msg))
         goto out;
     if (failed(o, "ah_host_select", ah_host_select(h, m, &sel, &err), err.msg)) goto out;
-    if (failed(o, "ah_binding_create", ah_binding_create(h, sel, &bo, &b, &err), err.msg))
-        goto out;
+    if (failed(o, "ah_binding_create", ah_binding_create(h, sel, &bo, &b, &err), err.msg)) goto out;
     if (failed(o, "ah_binding_plan", ah_binding_plan(b, &s.batch, AH_PLAN_EAGER, NULL),
                ah_binding_errmsg(b)))
         goto out;
     for (uint32_t l = 0; l < 2; l++) {
-        if (failed(o, "ah_binding_forward", ah_binding_forward(b, l, &s.args), ah_binding_errmsg(b)))
+        if (failed(o, "ah_binding_forward", ah_binding_forward(b, l, &s.args),
+                   ah_binding_errmsg(b)))
             goto out;
         memcpy(o->out[l], s.out, sizeof o->out[l]);
     }
@@ -102,17 +102,17 @@ int main(void)
     printf("fault-free run: %ld allocations, %zu plugins scanned\n", total, golden.n_plugins);
 
     long n, injected = 0, absorbed = 0, per_step[8] = {0};
-    static const char *const steps[] = {"ah_host_create", "ah_model_parse", "ah_host_select",
-                                        "ah_binding_create", "ah_binding_plan",
-                                        "ah_binding_forward"};
+    static const char *const steps[] = {"ah_host_create",  "ah_model_parse",
+                                        "ah_host_select",  "ah_binding_create",
+                                        "ah_binding_plan", "ah_binding_forward"};
     for (n = 1;; n++) {
         ah__fault_inject_after(n);
         run_once(&o);
         long count = ah__alloc_count();
         ah__fault_inject_after(0);
         long leaked = ah__alloc_live() - live0;
-        CHECK_MSG(leaked == 0, "n=%ld (%s): %ld allocations leaked", n, o.step ? o.step : "absorbed",
-                  leaked);
+        CHECK_MSG(leaked == 0, "n=%ld (%s): %ld allocations leaked", n,
+                  o.step ? o.step : "absorbed", leaked);
         if (count < n) { /* the n-th allocation never happened: every site was failed */
             CHECK_MSG(o.step == NULL, "n=%ld: no fault fired, yet %s failed: %s", n, o.step, o.msg);
             break;
@@ -128,8 +128,8 @@ int main(void)
         } else {
             if (absorbed < 16) printf("  n=%ld: failure absorbed, results unchanged\n", n);
             absorbed++;
-            CHECK_MSG(o.n_plugins == golden.n_plugins, "n=%ld: absorbed, but %zu plugins, not %zu", n,
-                      o.n_plugins, golden.n_plugins);
+            CHECK_MSG(o.n_plugins == golden.n_plugins, "n=%ld: absorbed, but %zu plugins, not %zu",
+                      n, o.n_plugins, golden.n_plugins);
             CHECK_MSG(memcmp(o.out, golden.out, sizeof o.out) == 0 &&
                           o.cache_hash == golden.cache_hash,
                       "n=%ld: absorbed, but the results differ from the fault-free run", n);
@@ -140,7 +140,8 @@ int main(void)
         }
     }
     printf("injected %ld allocation failures (every site of the path); %ld absorbed with "
-           "identical results\n", injected, absorbed);
+           "identical results\n",
+           injected, absorbed);
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         printf("  %-20s %ld failures ended in AH_ERR_OUT_OF_MEMORY\n", steps[i], per_step[i]);
 
@@ -158,7 +159,8 @@ int main(void)
         ah__fault_inject_after(0);
         if (st == AH_OK) {
             const ah_plugin_info *p = ah_host_find_plugin(h, "abi_good");
-            CHECK_MSG(p && p->state == AH_PLUGIN_UNAVAILABLE && strstr(p->reason, "config key usable"),
+            CHECK_MSG(p && p->state == AH_PLUGIN_UNAVAILABLE &&
+                          strstr(p->reason, "config key usable"),
                       "n=%ld: abi_good is %s (%s) although its config switches it off", n,
                       p ? ah_plugin_state_str(p->state) : "missing", p ? p->reason : "");
         } else {

@@ -31,7 +31,10 @@
 
 typedef int (*one_fn)(const uint8_t *, size_t);
 
-static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 /* Feed every file of dir to fn, in name order; returns how many. */
 static int replay_dir(const char *dir, one_fn fn)

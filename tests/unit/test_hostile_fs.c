@@ -250,7 +250,7 @@ static void test_replaced(void)
     h = host_over(dirs, 2, AH_SCAN_CHILD, cache, NULL);
     pi = h ? by_path(h, p) : NULL;
     CHECK_MSG(pi && !pi->from_cache, "an in-place change with forged size and mtime came from "
-              "the cache");
+                                     "the cache");
     if (h) serves_good(h);
     ah_host_destroy(h);
     n_cases += 3;
@@ -424,9 +424,9 @@ static void test_race(void)
             const char *want = r.final_kind[i] == 1 ? "abi_good" : "abi_new_size";
             int first = r.final_kind[i] == 2 && !seen_other;
             if (r.final_kind[i] == 2) seen_other = 1;
-            CHECK_MSG(strcmp(pi->name, want) == 0 &&
-                          (first ? pi->state == AH_PLUGIN_AVAILABLE
-                                 : pi->state == AH_PLUGIN_REJECTED && strstr(pi->reason, "shadowed")),
+            CHECK_MSG(strcmp(pi->name, want) == 0 && (first ? pi->state == AH_PLUGIN_AVAILABLE
+                                                            : pi->state == AH_PLUGIN_REJECTED &&
+                                                                  strstr(pi->reason, "shadowed")),
                       "%s holds %s, but its record says %s, %s: %s%s", p, want, pi->name,
                       ah_plugin_state_str(pi->state), pi->reason,
                       pi->from_cache ? " (from the cache)" : "");
@@ -435,7 +435,8 @@ static void test_race(void)
         ah_host_destroy(h);
     }
     printf("race: %d scans (%d records) against %ld concurrent writes, abi_good served in "
-           "every one\n", scans, records, r.writes);
+           "every one\n",
+           scans, records, r.writes);
     n_cases++;
 }
 

@@ -16,14 +16,22 @@ static const struct {
     uint32_t bit;
     const char *flag;
 } flags[] = {
-    {AH_ISA_SSE42, "sse4_2"},          {AH_ISA_AVX, "avx"},
-    {AH_ISA_AVX2, "avx2"},             {AH_ISA_FMA, "fma"},
-    {AH_ISA_F16C, "f16c"},             {AH_ISA_AVX512F, "avx512f"},
-    {AH_ISA_AVX512BW, "avx512bw"},     {AH_ISA_AVX512VL, "avx512vl"},
-    {AH_ISA_AVX512DQ, "avx512dq"},     {AH_ISA_AVX512_VNNI, "avx512_vnni"},
-    {AH_ISA_AVX512_BF16, "avx512_bf16"}, {AH_ISA_AVX512_FP16, "avx512_fp16"},
-    {AH_ISA_AMX_TILE, "amx_tile"},     {AH_ISA_AMX_BF16, "amx_bf16"},
-    {AH_ISA_AMX_INT8, "amx_int8"},     {AH_ISA_AMX_FP16, "amx_fp16"},
+    {AH_ISA_SSE42, "sse4_2"},
+    {AH_ISA_AVX, "avx"},
+    {AH_ISA_AVX2, "avx2"},
+    {AH_ISA_FMA, "fma"},
+    {AH_ISA_F16C, "f16c"},
+    {AH_ISA_AVX512F, "avx512f"},
+    {AH_ISA_AVX512BW, "avx512bw"},
+    {AH_ISA_AVX512VL, "avx512vl"},
+    {AH_ISA_AVX512DQ, "avx512dq"},
+    {AH_ISA_AVX512_VNNI, "avx512_vnni"},
+    {AH_ISA_AVX512_BF16, "avx512_bf16"},
+    {AH_ISA_AVX512_FP16, "avx512_fp16"},
+    {AH_ISA_AMX_TILE, "amx_tile"},
+    {AH_ISA_AMX_BF16, "amx_bf16"},
+    {AH_ISA_AMX_INT8, "amx_int8"},
+    {AH_ISA_AMX_FP16, "amx_fp16"},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 #define AMX_BITS (AH_ISA_AMX_TILE | AH_ISA_AMX_BF16 | AH_ISA_AMX_INT8 | AH_ISA_AMX_FP16)
@@ -71,14 +79,15 @@ static void test_against_kernel(const ah_hw_facts *hw)
             /* The kernel lists AMX when it enabled the state; using it
              * also needs this process's permission request. */
             CHECK_MSG(!usable || kernel, "%s usable but not in /proc/cpuinfo", flags[i].flag);
-            if (kernel && !usable) printf("  note: %s listed by the kernel: %s\n", flags[i].flag,
-                                          hw->amx_note);
+            if (kernel && !usable)
+                printf("  note: %s listed by the kernel: %s\n", flags[i].flag, hw->amx_note);
         } else {
             CHECK_MSG(kernel == usable, "%s: kernel %d, attnhost %d", flags[i].flag, kernel,
                       usable);
         }
-        if (kernel) CHECK_MSG(hw->cpu_isa_cpuid & flags[i].bit, "%s missing from CPUID view",
-                              flags[i].flag);
+        if (kernel)
+            CHECK_MSG(hw->cpu_isa_cpuid & flags[i].bit, "%s missing from CPUID view",
+                      flags[i].flag);
     }
 }
 
@@ -92,8 +101,8 @@ static void test_invariants(const ah_hw_facts *hw)
     CHECK(memchr(hw->cpu_model, 0, sizeof hw->cpu_model) != NULL);
     CHECK(memchr(hw->amx_note, 0, sizeof hw->amx_note) != NULL);
 #if defined(__x86_64__)
-    CHECK(strcmp(hw->cpu_vendor, "GenuineIntel") == 0 || strcmp(hw->cpu_vendor, "AuthenticAMD") == 0 ||
-          hw->cpu_vendor[0] != '\0');
+    CHECK(strcmp(hw->cpu_vendor, "GenuineIntel") == 0 ||
+          strcmp(hw->cpu_vendor, "AuthenticAMD") == 0 || hw->cpu_vendor[0] != '\0');
     CHECK(hw->cpu_model[0] != '\0' && hw->cpu_model[0] != ' ');
     CHECK(hw->cpu_isa & AH_ISA_SSE42); /* every x86-64 machine this targets */
 #endif

@@ -22,9 +22,9 @@
 
 /* ---- the model ----------------------------------------------------------- */
 
-#define MODEL_OF(dtype)                                                                         \
-    "[model]\nname = two-groups\nnum_layers = 4\nnum_q_heads = 4\nnum_kv_heads = 2\n"           \
-    "head_size = 64\ndtype = " dtype "\nblock_size = 16\nkv_layout = nhd\n"                     \
+#define MODEL_OF(dtype) \
+    "[model]\nname = two-groups\nnum_layers = 4\nnum_q_heads = 4\nnum_kv_heads = 2\n" \
+    "head_size = 64\ndtype = " dtype "\nblock_size = 16\nkv_layout = nhd\n" \
     "[layers.1-3/2]\nkv_group = 1\nblock_size = 32\nsliding_window = 24\n"
 #define MODEL MODEL_OF("fp32")
 
@@ -58,26 +58,36 @@ static void test_model(void)
     ah_model_destroy(c);
     specs[3].block_size = 16; /* group 1 now mixes 32 and 16 */
     CHECK(ah_model_create(&d, &c, &err) == AH_ERR_CONFIG && !c);
-    CHECK_CONTAINS(err.msg, "c-groups: layers 1 and 3 are both in kv_group 1 but differ in block_size (32 and 16)");
+    CHECK_CONTAINS(
+        err.msg,
+        "c-groups: layers 1 and 3 are both in kv_group 1 but differ in block_size (32 and 16)");
     specs[3].block_size = 32;
     specs[3].kv_dtype = AH_DTYPE_FP16; /* declared groups share a KV dtype too */
     CHECK(ah_model_create(&d, &c, &err) == AH_ERR_CONFIG);
-    CHECK_CONTAINS(err.msg, "layers 1 and 3 are both in kv_group 1 but differ in kv_dtype (fp32 and fp16)");
+    CHECK_CONTAINS(err.msg,
+                   "layers 1 and 3 are both in kv_group 1 but differ in kv_dtype (fp32 and fp16)");
     ah_model_destroy(m);
 
     /* INI: mismatched block sizes in a group, a gap, a cacheless layer */
-    CHECK(ah_model_parse(MODEL "[layers.3]\nblock_size = 64\n", "g.ini", &m, &err) == AH_ERR_CONFIG);
-    CHECK_CONTAINS(err.msg, "g.ini: layers 1 and 3 are both in kv_group 1 but differ in block_size (32 and 64)");
-    CHECK(ah_model_parse(MODEL "[layers.3]\nkv_group = 2\n[layers.1]\nkv_group = 0\nblock_size = 16\n"
-                         "sliding_window = 0\n", "g.ini", &m, &err) == AH_ERR_CONFIG);
-    CHECK_CONTAINS(err.msg, "layer 3: kv_group = 2, but no layer with a KV cache is in group 1");
-    CHECK(ah_model_parse(MODEL "[layers.0]\nattn_type = encoder_only\nkv_group = 1\n", "g.ini", &m, &err) ==
+    CHECK(ah_model_parse(MODEL "[layers.3]\nblock_size = 64\n", "g.ini", &m, &err) ==
           AH_ERR_CONFIG);
+    CHECK_CONTAINS(
+        err.msg,
+        "g.ini: layers 1 and 3 are both in kv_group 1 but differ in block_size (32 and 64)");
+    CHECK(ah_model_parse(MODEL
+                         "[layers.3]\nkv_group = 2\n[layers.1]\nkv_group = 0\nblock_size = 16\n"
+                         "sliding_window = 0\n",
+                         "g.ini", &m, &err) == AH_ERR_CONFIG);
+    CHECK_CONTAINS(err.msg, "layer 3: kv_group = 2, but no layer with a KV cache is in group 1");
+    CHECK(ah_model_parse(MODEL "[layers.0]\nattn_type = encoder_only\nkv_group = 1\n", "g.ini", &m,
+                         &err) == AH_ERR_CONFIG);
     CHECK_CONTAINS(err.msg, "kv_group = 1 on a cacheless (encoder_only) layer");
     CHECK(ah_model_parse(MODEL "[layers.0]\nkv_group = 64\n", "g.ini", &m, &err) == AH_ERR_CONFIG);
     /* a model without groups keeps mixing KV dtypes in group 0 */
     CHECK_MSG(ah_model_parse("[model]\nname = x\nnum_layers = 2\nnum_q_heads = 4\nhead_size = 64\n"
-                             "[layers.1]\nkv_dtype = fp8_e4m3\n", "x", &m, &err) == AH_OK, "%s", err.msg);
+                             "[layers.1]\nkv_dtype = fp8_e4m3\n",
+                             "x", &m, &err) == AH_OK,
+              "%s", err.msg);
     CHECK(ah_model_num_kv_groups(m) == 1);
     ah_model_destroy(m);
 }
@@ -99,9 +109,16 @@ typedef struct vfix {
 static void vfix_init(vfix *f)
 {
     memset(f, 0, sizeof *f);
-    ah_layer_spec s = {.struct_size = sizeof s, .attn_type = AH_ATTN_DECODER, .num_q_heads = 2,
-                       .num_kv_heads = 2, .qk_head_size = 8, .v_head_size = 8, .q_dtype = AH_DTYPE_FP16,
-                       .kv_dtype = AH_DTYPE_FP16, .block_size = 4, .kv_layout = AH_KV_LAYOUT_NHD};
+    ah_layer_spec s = {.struct_size = sizeof s,
+                       .attn_type = AH_ATTN_DECODER,
+                       .num_q_heads = 2,
+                       .num_kv_heads = 2,
+                       .qk_head_size = 8,
+                       .v_head_size = 8,
+                       .q_dtype = AH_DTYPE_FP16,
+                       .kv_dtype = AH_DTYPE_FP16,
+                       .block_size = 4,
+                       .kv_layout = AH_KV_LAYOUT_NHD};
     f->s0 = s;
     s.block_size = 8, s.kv_group = 1, s.sliding_window = 6;
     f->s1 = s;
@@ -118,10 +135,19 @@ static void vfix_init(vfix *f)
     const int64_t s1[4] = {1 * 8 + 3, 3 * 8 + 1, 3 * 8 + 2, 3 * 8 + 3};
     memcpy(f->sl0, s0, sizeof s0);
     memcpy(f->sl1, s1, sizeof s1);
-    f->b = (ah_batch){.struct_size = sizeof(ah_batch), .num_reqs = 2, .num_tokens = 4, .max_query_len = 3,
-                      .max_seq_len = 20, .num_blocks = 16, .query_start_loc_host = f->qsl,
-                      .seq_lens_host = f->sl, .block_table_host = f->bt0, .slot_mapping_host = f->sl0,
-                      .block_table_stride = 5, .num_kv_groups = 2, .kv_groups = f->g};
+    f->b = (ah_batch){.struct_size = sizeof(ah_batch),
+                      .num_reqs = 2,
+                      .num_tokens = 4,
+                      .max_query_len = 3,
+                      .max_seq_len = 20,
+                      .num_blocks = 16,
+                      .query_start_loc_host = f->qsl,
+                      .seq_lens_host = f->sl,
+                      .block_table_host = f->bt0,
+                      .slot_mapping_host = f->sl0,
+                      .block_table_stride = 5,
+                      .num_kv_groups = 2,
+                      .kv_groups = f->g};
     f->g[0] = (ah_kv_group){.struct_size = sizeof(ah_kv_group)}; /* the batch's own fields */
     f->g[1] = (ah_kv_group){sizeof(ah_kv_group), 6, NULL, NULL, f->bt1, f->sl1, 3};
 }
@@ -143,15 +169,18 @@ static void test_validate(void)
     ah_batch v;
     CHECK(ah_batch_group_view(&f.b, 1, &v, &err) == AH_OK);
     CHECK(v.block_table_host == f.bt1 && v.slot_mapping_host == f.sl1 && v.num_blocks == 6 &&
-          v.block_table_stride == 3 && v.num_kv_groups == 0 && !v.kv_groups && v.seq_lens_host == f.sl);
-    CHECK(ah_batch_group_view(&f.b, 0, &v, &err) == AH_OK && v.block_table_host == f.bt0 && v.num_blocks == 16);
+          v.block_table_stride == 3 && v.num_kv_groups == 0 && !v.kv_groups &&
+          v.seq_lens_host == f.sl);
+    CHECK(ah_batch_group_view(&f.b, 0, &v, &err) == AH_OK && v.block_table_host == f.bt0 &&
+          v.num_blocks == 16);
 
     /* released where the window still sees it: r0's block 1 holds 8..15,
      * and position 19 sees 14.. */
     f.bt1[1] = -1;
     CHECK(vcheck(&f, &f.s1, &err) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(err.msg, "kv group 1: block_table[0][1] = -1: a released block, but request 0's first "
-                            "query token (position 19, sliding_window 6) still sees keys from position 14 on");
+    CHECK_CONTAINS(
+        err.msg, "kv group 1: block_table[0][1] = -1: a released block, but request 0's first "
+                 "query token (position 19, sliding_window 6) still sees keys from position 14 on");
     vfix_init(&f);
     f.bt1[3] = -2; /* r1's block 0 (0..7) is seen from position 4 by its first query (9) */
     CHECK(vcheck(&f, &f.s1, &err) == AH_ERR_INVALID_ARGUMENT);
@@ -160,8 +189,9 @@ static void test_validate(void)
     vfix_init(&f);
     f.bt0[0] = -1;
     CHECK(vcheck(&f, &f.s0, &err) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(err.msg, "kv group 0: block_table[0][0] = -1 is outside the cache (16 blocks): a "
-                            "negative entry marks a released block, but the layer has no sliding window");
+    CHECK_CONTAINS(err.msg,
+                   "kv group 0: block_table[0][0] = -1 is outside the cache (16 blocks): a "
+                   "negative entry marks a released block, but the layer has no sliding window");
     /* each group against its own cache */
     vfix_init(&f);
     f.bt1[2] = 6;
@@ -175,7 +205,9 @@ static void test_validate(void)
     vfix_init(&f);
     f.sl1[0] = 2 * 8 + 3; /* the slot of block 1 in the other group's numbering */
     CHECK(vcheck(&f, &f.s1, &err) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(err.msg, "kv group 1: slot_mapping[0] = 19, but token position 19 of request 0 lives at slot 11");
+    CHECK_CONTAINS(
+        err.msg,
+        "kv group 1: slot_mapping[0] = 19, but token position 19 of request 0 lives at slot 11");
     /* group counts */
     vfix_init(&f);
     f.b.num_kv_groups = 1;
@@ -204,7 +236,7 @@ static void test_validate(void)
 enum { L = 4, HQ = 4, HK = 2, D = 64, NR = 5, MAXT = 48, GUARD = 8 };
 static const uint32_t BS[2] = {16, 32}, NB[2] = {40, 24};
 enum { STRIDE = 8 };
-#define ROWS(g) ((size_t)BS[g] * HK * D) /* floats per block */
+#define ROWS(g) ((size_t)BS[g] * HK * D)               /* floats per block */
 #define CACHE_MAX ((size_t)(24 + GUARD) * 32 * HK * D) /* the larger of the two groups */
 
 typedef struct gstep {
@@ -245,12 +277,14 @@ static void gstep_fill(gstep *s, int release)
         const int g = group_of(l);
         const size_t guard = GUARD * ROWS(g), n = (size_t)NB[g] * ROWS(g);
         for (size_t i = 0; i < guard; i++) s->kc[l][i] = s->vc[l][i] = NAN;
-        for (size_t i = 0; i < n; i++) s->kc[l][guard + i] = frand(&rng), s->vc[l][guard + i] = frand(&rng);
+        for (size_t i = 0; i < n; i++)
+            s->kc[l][guard + i] = frand(&rng), s->vc[l][guard + i] = frand(&rng);
         s->tkc[l] = tensor(s->kc[l] + guard, 4, s->sh_c[g]);
         s->tvc[l] = tensor(s->vc[l] + guard, 4, s->sh_c[g]);
     }
     for (size_t i = 0; i < sizeof s->q / sizeof s->q[0]; i++) s->q[i] = frand(&rng);
-    for (size_t i = 0; i < sizeof s->k / sizeof s->k[0]; i++) s->k[i] = frand(&rng), s->v[i] = frand(&rng);
+    for (size_t i = 0; i < sizeof s->k / sizeof s->k[0]; i++)
+        s->k[i] = frand(&rng), s->v[i] = frand(&rng);
     int next[2] = {3, 1}, maxs = 0, maxq = 0;
     s->qsl[0] = 0;
     for (int r = 0; r < NR; r++) {
@@ -259,12 +293,14 @@ static void gstep_fill(gstep *s, int release)
             for (int j = 0; j < STRIDE; j++) {
                 int32_t *e = &s->table[g][r * STRIDE + j];
                 *e = j < (S[r] + (int)BS[g] - 1) / (int)BS[g] ? next[g]++ : 0;
-                if (g == 1 && release && (j + 1) * 32 <= p0 - 23) *e = j % 2 ? -1 : -(1 << 24); /* far: a read faults */
+                if (g == 1 && release && (j + 1) * 32 <= p0 - 23)
+                    *e = j % 2 ? -1 : -(1 << 24); /* far: a read faults */
             }
         for (int i = 0; i < Q[r]; i++)
             for (int g = 0; g < 2; g++) {
                 int pos = p0 + i;
-                s->slots[g][s->qsl[r] + i] = (int64_t)s->table[g][r * STRIDE + pos / (int)BS[g]] * BS[g] + pos % (int)BS[g];
+                s->slots[g][s->qsl[r] + i] =
+                    (int64_t)s->table[g][r * STRIDE + pos / (int)BS[g]] * BS[g] + pos % (int)BS[g];
             }
         s->qsl[r + 1] = s->qsl[r] + Q[r];
         s->seq[r] = S[r];
@@ -274,19 +310,29 @@ static void gstep_fill(gstep *s, int release)
     CHECK(next[0] <= (int)NB[0] && next[1] <= (int)NB[1]);
     const int T = s->qsl[NR];
     s->sh_q[0] = s->sh_k[0] = T, s->sh_q[1] = HQ, s->sh_k[1] = HK, s->sh_q[2] = s->sh_k[2] = D;
-    for (int g = 0; g < 2; g++) s->sh_c[g][0] = NB[g], s->sh_c[g][1] = BS[g], s->sh_c[g][2] = HK, s->sh_c[g][3] = D;
+    for (int g = 0; g < 2; g++)
+        s->sh_c[g][0] = NB[g], s->sh_c[g][1] = BS[g], s->sh_c[g][2] = HK, s->sh_c[g][3] = D;
     s->tq = tensor(s->q, 3, s->sh_q);
     s->tk = tensor(s->k, 3, s->sh_k);
     s->tv = tensor(s->v, 3, s->sh_k);
     s->to = tensor(s->out, 3, s->sh_q);
     /* group 0 where a one-group batch has it, group 1 in its entry */
     s->groups[0] = (ah_kv_group){.struct_size = sizeof(ah_kv_group)};
-    s->groups[1] = (ah_kv_group){sizeof(ah_kv_group), NB[1], NULL, NULL, s->table[1], s->slots[1], STRIDE};
-    s->batch = (ah_batch){.struct_size = sizeof(ah_batch), .num_reqs = NR, .num_tokens = (uint32_t)T,
-                          .max_query_len = (uint32_t)maxq, .max_seq_len = (uint32_t)maxs, .num_blocks = NB[0],
-                          .query_start_loc_host = s->qsl, .seq_lens_host = s->seq,
-                          .block_table_host = s->table[0], .slot_mapping_host = s->slots[0],
-                          .block_table_stride = STRIDE, .num_kv_groups = 2, .kv_groups = s->groups};
+    s->groups[1] =
+        (ah_kv_group){sizeof(ah_kv_group), NB[1], NULL, NULL, s->table[1], s->slots[1], STRIDE};
+    s->batch = (ah_batch){.struct_size = sizeof(ah_batch),
+                          .num_reqs = NR,
+                          .num_tokens = (uint32_t)T,
+                          .max_query_len = (uint32_t)maxq,
+                          .max_seq_len = (uint32_t)maxs,
+                          .num_blocks = NB[0],
+                          .query_start_loc_host = s->qsl,
+                          .seq_lens_host = s->seq,
+                          .block_table_host = s->table[0],
+                          .slot_mapping_host = s->slots[0],
+                          .block_table_stride = STRIDE,
+                          .num_kv_groups = 2,
+                          .kv_groups = s->groups};
 }
 
 static gstep *gstep_new(void)
@@ -303,7 +349,8 @@ static gstep *gstep_new(void)
 
 static void gstep_free(gstep *s)
 {
-    for (int l = 0; s && l < L; l++) free(s->kc[l]), free(s->vc[l]), free(s->kref[l]), free(s->vref[l]);
+    for (int l = 0; s && l < L; l++)
+        free(s->kc[l]), free(s->vc[l]), free(s->kref[l]), free(s->vref[l]);
     free(s);
 }
 
@@ -314,7 +361,8 @@ typedef struct env {
     ah_binding *b;
 } env;
 
-static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins", ATTNHOST_SELECT_PLUGIN_DIR};
+static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins",
+                             ATTNHOST_SELECT_PLUGIN_DIR};
 
 /* forced: bind every layer to cpu_amx; else by ini's priorities. drop:
  * features cpu_amx loses before the binding. */
@@ -327,13 +375,18 @@ static int env_open(env *e, const char *ini, int forced, uint32_t drop)
 static int env_open_model(env *e, const char *ini, int forced, uint32_t drop, const char *model)
 {
     memset(e, 0, sizeof *e);
-    ah_host_options o = {.struct_size = sizeof o, .config_text = ini, .plugin_dirs = dirs, .n_plugin_dirs = 2,
-                         .no_default_dirs = 1, .cache_path = ""};
+    ah_host_options o = {.struct_size = sizeof o,
+                         .config_text = ini,
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 2,
+                         .no_default_dirs = 1,
+                         .cache_path = ""};
     ah_error err;
     CHECK_MSG(ah_host_create(&o, &e->h, &err) == AH_OK, "%s", err.msg);
     const ah_plugin_info *amx = ah_host_find_plugin(e->h, "cpu_amx");
     if (!amx || amx->state != AH_PLUGIN_AVAILABLE) {
-        printf("test_kv_groups: cpu_amx not available here, skipped: %s\n", amx ? amx->reason : "not built");
+        printf("test_kv_groups: cpu_amx not available here, skipped: %s\n",
+               amx ? amx->reason : "not built");
         ah_host_destroy(e->h);
         e->h = NULL;
         return -1;
@@ -374,17 +427,30 @@ static void gstep_check(env *e, gstep *s, const char *what)
         memcpy(s->kref[l], s->kc[l], all * sizeof(float));
         memcpy(s->vref[l], s->vc[l], all * sizeof(float));
         ah_error err;
-        CHECK_MSG(ah_reference_write_kv(&d->spec, &s->batch, s->k, s->v, s->kref[l] + guard, s->vref[l] + guard,
-                                        1, 1, &err) == AH_OK, "%s", err.msg);
+        CHECK_MSG(ah_reference_write_kv(&d->spec, &s->batch, s->k, s->v, s->kref[l] + guard,
+                                        s->vref[l] + guard, 1, 1, &err) == AH_OK,
+                  "%s", err.msg);
         for (size_t i = 0; i < sizeof s->out / sizeof s->out[0]; i++) s->out[i] = NAN;
-        ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to, NULL, NULL,
-                             NULL, 1.0f, 1.0f, NULL};
-        CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what, ah_binding_errmsg(e->b));
-        CHECK_MSG(memcmp(s->kref[l] + guard, s->kc[l] + guard, (all - guard) * sizeof(float)) == 0 &&
-                      memcmp(s->vref[l] + guard, s->vc[l] + guard, (all - guard) * sizeof(float)) == 0,
-                  "%s: layer %d: K/V written elsewhere than the group's slots", what, l);
-        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, s->q, s->kref[l] + guard, s->vref[l] + guard,
-                            NULL, NULL, 1, 1, NULL, NULL};
+        ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to,
+                             NULL,     NULL,   NULL,   1.0f,   1.0f,       NULL};
+        CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what,
+                  ah_binding_errmsg(e->b));
+        CHECK_MSG(
+            memcmp(s->kref[l] + guard, s->kc[l] + guard, (all - guard) * sizeof(float)) == 0 &&
+                memcmp(s->vref[l] + guard, s->vc[l] + guard, (all - guard) * sizeof(float)) == 0,
+            "%s: layer %d: K/V written elsewhere than the group's slots", what, l);
+        ah_ref_inputs in = {sizeof in,
+                            &d->spec,
+                            &s->batch,
+                            s->q,
+                            s->kref[l] + guard,
+                            s->vref[l] + guard,
+                            NULL,
+                            NULL,
+                            1,
+                            1,
+                            NULL,
+                            NULL};
         CHECK_MSG(ah_reference_attention(&in, s->ref, NULL, &err) == AH_OK, "%s", err.msg);
         double worst = 0;
         uint32_t nan = 0, refnan = 0;
@@ -397,8 +463,11 @@ static void gstep_check(env *e, gstep *s, const char *what)
             double diff = fabs(s->out[i] - s->ref[i]);
             if (diff > worst) worst = diff;
         }
-        CHECK_MSG(!refnan, "%s: layer %d: the oracle read a released block (%u NaN)", what, l, refnan);
-        CHECK_MSG(!nan, "%s: layer %d: %u NaN outputs (a released block read, or rows never written)", what, l, nan);
+        CHECK_MSG(!refnan, "%s: layer %d: the oracle read a released block (%u NaN)", what, l,
+                  refnan);
+        CHECK_MSG(!nan,
+                  "%s: layer %d: %u NaN outputs (a released block read, or rows never written)",
+                  what, l, nan);
         CHECK_MSG(worst < 1e-4, "%s: layer %d: max abs error %g", what, l, worst);
     }
 }
@@ -412,35 +481,41 @@ static void test_cpu_amx_groups(void)
     int released = 0;
     for (int i = 0; i < NR * STRIDE; i++) released += s->table[1][i] < 0;
     CHECK(released == 4); /* r0: blocks 0, 1; r1: 0; r3: 0 */
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
     gstep_check(&e, s, "cpu_amx, two groups");
 
     /* a released block a query still sees: refused before any plan */
     gstep_fill(s, 1);
     s->table[1][2 * STRIDE + 0] = -1; /* r2 (seq 17) sees all of its block 0 */
     CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b), "batch: kv group 1: block_table[2][0] = -1: a released block, but "
-                                           "request 2's first query token (position 16, sliding_window 24)");
-    CHECK(ah_binding_forward(e.b, 0, &(ah_forward_args){.struct_size = sizeof(ah_forward_args)}) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(ah_binding_errmsg(e.b),
+                   "batch: kv group 1: block_table[2][0] = -1: a released block, but "
+                   "request 2's first query token (position 16, sliding_window 24)");
+    CHECK(ah_binding_forward(e.b, 0, &(ah_forward_args){.struct_size = sizeof(ah_forward_args)}) ==
+          AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(e.b), "no planned batch");
     /* released in the full-attention group */
     gstep_fill(s, 1);
     s->table[0][0] = -1;
     CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b), "batch: kv group 0: block_table[0][0] = -1 is outside the cache (40 "
-                                           "blocks): a negative entry marks a released block, but layer 0 of "
-                                           "kv_group 0 has no sliding window");
+    CHECK_CONTAINS(ah_binding_errmsg(e.b),
+                   "batch: kv group 0: block_table[0][0] = -1 is outside the cache (40 "
+                   "blocks): a negative entry marks a released block, but layer 0 of "
+                   "kv_group 0 has no sliding window");
     /* the wrong number of groups */
     gstep_fill(s, 1);
     s->batch.num_kv_groups = 0;
     CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b), "batch: num_kv_groups = 0, but the model has 2 KV-cache groups");
+    CHECK_CONTAINS(ah_binding_errmsg(e.b),
+                   "batch: num_kv_groups = 0, but the model has 2 KV-cache groups");
     s->batch.num_kv_groups = 3;
     CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(e.b), "num_kv_groups = 3, but the model has 2");
     /* without released blocks, the same step plans */
     gstep_fill(s, 0);
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
     gstep_check(&e, s, "cpu_amx, two groups, nothing released");
     env_close(&e);
 
@@ -448,11 +523,13 @@ static void test_cpu_amx_groups(void)
     if (!env_open(&e, "", 1, AH_FEAT_RELEASED_BLOCKS)) {
         gstep_fill(s, 1);
         CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_UNSUPPORTED);
-        CHECK_CONTAINS(ah_binding_errmsg(e.b), "batch: kv group 1 has released blocks (negative block_table "
-                                               "entries), but layer 1's cpu_amx does not claim the "
-                                               "released_blocks feature");
+        CHECK_CONTAINS(ah_binding_errmsg(e.b),
+                       "batch: kv group 1 has released blocks (negative block_table "
+                       "entries), but layer 1's cpu_amx does not claim the "
+                       "released_blocks feature");
         gstep_fill(s, 0);
-        CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+        CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+                  ah_binding_errmsg(e.b));
         env_close(&e);
     }
     gstep_free(s);
@@ -464,16 +541,21 @@ static void test_cpu_amx_groups(void)
 static void test_split_groups(void)
 {
     env e;
-    if (env_open(&e, "[select]\nprefill_priority = cpu_amx\ndecode_priority = sel_beta\nfallback = allow\n", 0, 0))
+    if (env_open(
+            &e,
+            "[select]\nprefill_priority = cpu_amx\ndecode_priority = sel_beta\nfallback = allow\n",
+            0, 0))
         return;
     CHECK_STREQ(ah_selection_decision(e.sel, 0, AH_PHASE_DECODE)->plugin, "sel_beta");
     CHECK_STREQ(ah_selection_decision(e.sel, 1, AH_PHASE_DECODE)->plugin, "cpu_amx");
     gstep *s = gstep_new();
     gstep_fill(s, 1);
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
     uint32_t dtok = 0;
     const char *why = NULL;
-    CHECK_MSG(ah_binding_split(e.b, &dtok, &why) == 3 && dtok == 3, "not split: %s", why ? why : "");
+    CHECK_MSG(ah_binding_split(e.b, &dtok, &why) == 3 && dtok == 3, "not split: %s",
+              why ? why : "");
     gstep_check(&e, s, "split, two groups");
     /* a released block in group 0 would reach sel_beta: the full layers
      * see it anyway, so validation refuses it first */
@@ -494,11 +576,13 @@ static void test_bf16(void)
     if (env_open_model(&e, "", 1, 0, MODEL_OF("bf16"))) return;
     gstep *s = gstep_new();
     gstep_fill(s, 1);
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
     const uint32_t T = s->batch.num_tokens;
     static uint16_t q[MAXT * HQ * D], k[MAXT * HK * D], v[MAXT * HK * D], out[MAXT * HQ * D];
     for (uint32_t i = 0; i < T * HQ * D; i++) q[i] = ah_f32_to_bf16(s->q[i]);
-    for (uint32_t i = 0; i < T * HK * D; i++) k[i] = ah_f32_to_bf16(s->k[i]), v[i] = ah_f32_to_bf16(s->v[i]);
+    for (uint32_t i = 0; i < T * HK * D; i++)
+        k[i] = ah_f32_to_bf16(s->k[i]), v[i] = ah_f32_to_bf16(s->v[i]);
     DLTensor tq = s->tq, tk = s->tk, tv = s->tv, to = s->to;
     tq.data = q, tk.data = k, tv.data = v, to.data = out;
     tq.dtype = tk.dtype = tv.dtype = to.dtype = (DLDataType){kDLBfloat, 16, 1};
@@ -506,7 +590,8 @@ static void test_bf16(void)
         const int g = group_of(l);
         const size_t n = (GUARD + (size_t)NB[g]) * ROWS(g), guard = GUARD * ROWS(g);
         uint16_t *kc = calloc(n, 2), *vc = calloc(n, 2), *kr = calloc(n, 2), *vr = calloc(n, 2);
-        for (size_t i = 0; i < n; i++) kc[i] = ah_f32_to_bf16(s->kc[l][i]), vc[i] = ah_f32_to_bf16(s->vc[l][i]);
+        for (size_t i = 0; i < n; i++)
+            kc[i] = ah_f32_to_bf16(s->kc[l][i]), vc[i] = ah_f32_to_bf16(s->vc[l][i]);
         memcpy(kr, kc, n * 2);
         memcpy(vr, vc, n * 2);
         DLTensor tkc = s->tkc[l], tvc = s->tvc[l];
@@ -514,10 +599,14 @@ static void test_bf16(void)
         tkc.dtype = tvc.dtype = (DLDataType){kDLBfloat, 16, 1};
         const ah_decision *d = ah_selection_decision(e.sel, (uint32_t)l, AH_PHASE_PREFILL);
         ah_error err;
-        CHECK(ah_reference_write_kv(&d->spec, &s->batch, k, v, kr + guard, vr + guard, 1, 1, &err) == AH_OK);
-        ah_forward_args a = {sizeof a, &tq, &tk, &tv, &tkc, &tvc, &to, NULL, NULL, NULL, 1.0f, 1.0f, NULL};
-        CHECK_MSG(ah_binding_forward(e.b, (uint32_t)l, &a) == AH_OK, "bf16: %s", ah_binding_errmsg(e.b));
-        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, q, kr + guard, vr + guard, NULL, NULL, 1, 1, NULL, NULL};
+        CHECK(ah_reference_write_kv(&d->spec, &s->batch, k, v, kr + guard, vr + guard, 1, 1,
+                                    &err) == AH_OK);
+        ah_forward_args a = {sizeof a, &tq,  &tk,  &tv,  &tkc, &tvc, &to,
+                             NULL,     NULL, NULL, 1.0f, 1.0f, NULL};
+        CHECK_MSG(ah_binding_forward(e.b, (uint32_t)l, &a) == AH_OK, "bf16: %s",
+                  ah_binding_errmsg(e.b));
+        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, q, kr + guard, vr + guard,
+                            NULL,      NULL,     1,         1, NULL,       NULL};
         CHECK_MSG(ah_reference_attention(&in, s->ref, NULL, &err) == AH_OK, "%s", err.msg);
         double worst = 0;
         for (uint32_t i = 0; i < T * HQ * D; i++) {

@@ -57,12 +57,14 @@ static void patterns(void)
         ah_model_destroy(m);
     }
     /* Sections apply in file order; [model] is the default wherever it sits. */
-    m = parse("[layers.2-5]\nblock_size = 64\nkv_group = 1\n[layers.0-3]\nblock_size = 32\nkv_group = 0\n"
-              "[model]\nname = order\nnum_layers = 6\nnum_q_heads = 4\nhead_size = 32\nblock_size = 8\n");
+    m = parse(
+        "[layers.2-5]\nblock_size = 64\nkv_group = 1\n[layers.0-3]\nblock_size = 32\nkv_group = 0\n"
+        "[model]\nname = order\nnum_layers = 6\nnum_q_heads = 4\nhead_size = 32\nblock_size = 8\n");
     if (m) {
         uint32_t bs[6];
         for (uint32_t i = 0; i < 6; i++) bs[i] = ah_model_layer(m, i)->block_size;
-        CHECK(bs[0] == 32 && bs[1] == 32 && bs[2] == 32 && bs[3] == 32 && bs[4] == 64 && bs[5] == 64);
+        CHECK(bs[0] == 32 && bs[1] == 32 && bs[2] == 32 && bs[3] == 32 && bs[4] == 64 &&
+              bs[5] == 64);
         CHECK(ah_model_layer(m, 3)->kv_group == 0 && ah_model_layer(m, 4)->kv_group == 1);
         CHECK(ah_model_num_kv_groups(m) == 2);
         ah_model_destroy(m);
@@ -139,7 +141,8 @@ static void mla(void)
     m = parse("[model]\nname = small\nnum_layers = 1\nnum_q_heads = 16\nmla = true\n"
               "kv_lora_rank = 256\nqk_rope_head_dim = 32\n");
     if (m) {
-        CHECK(ah_model_layer(m, 0)->qk_head_size == 288 && ah_model_layer(m, 0)->v_head_size == 256);
+        CHECK(ah_model_layer(m, 0)->qk_head_size == 288 &&
+              ah_model_layer(m, 0)->v_head_size == 256);
         ah_model_destroy(m);
     }
     /* Explicit sizes that agree are fine. */
@@ -167,8 +170,9 @@ static void mla(void)
     }
     /* mla = true in [model], switched off for some layers in [layers]: the
      * MLA ranks set in [model] do not apply there, and need not. */
-    m = parse("[model]\nname = mix\nnum_layers = 2\nnum_q_heads = 8\nmla = true\nkv_lora_rank = 256\n"
-              "[layers.1]\nmla = false\nhead_size = 64\n");
+    m = parse(
+        "[model]\nname = mix\nnum_layers = 2\nnum_q_heads = 8\nmla = true\nkv_lora_rank = 256\n"
+        "[layers.1]\nmla = false\nhead_size = 64\n");
     if (m) {
         CHECK(ah_model_layer(m, 0)->qk_head_size == 320);
         CHECK(!ah_model_layer(m, 1)->use_mla && ah_model_layer(m, 1)->qk_head_size == 64 &&
@@ -183,10 +187,10 @@ typedef struct bad_case {
 
 #define HEAD "[model]\nname = x\nnum_layers = 8\n"
 #define GOOD HEAD "num_q_heads = 8\nhead_size = 64\n"
-#define LAYER_KEYS                                                                               \
-    "kind, attn_type, causal, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, "  \
-    "dtype, "                                                                                    \
-    "kv_dtype, block_size, kv_layout, kv_group, sliding_window, softcap, scale, sinks, alibi, "             \
+#define LAYER_KEYS \
+    "kind, attn_type, causal, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, " \
+    "dtype, " \
+    "kv_dtype, block_size, kv_layout, kv_group, sliding_window, softcap, scale, sinks, alibi, " \
     "fp8_attention, mla, kv_lora_rank, qk_rope_head_dim"
 
 static const bad_case bad_cases[] = {
@@ -196,7 +200,8 @@ static const bad_case bad_cases[] = {
     {"\n[model]\nnum_layers = 2\n", "m.ini:2: [model] name: not set (required)"},
     {"[model]\nname =\nnum_layers = 2\n", "m.ini:2: [model] name: must not be empty"},
     {HEAD, "m.ini:1: layer 0: head_size (or qk_head_size) is not set"},
-    {HEAD "v_head_size = 64\nnum_q_heads = 2\n", "m.ini:1: layer 0: head_size (or qk_head_size) is not set"},
+    {HEAD "v_head_size = 64\nnum_q_heads = 2\n",
+     "m.ini:1: layer 0: head_size (or qk_head_size) is not set"},
     {HEAD "qk_head_size = 64\nnum_q_heads = 2\n",
      "m.ini:4: layer 0: v_head_size is not set (head_size sets both sizes)"},
     {HEAD "head_size = 64\n", "m.ini:1: layer 0: num_q_heads is not set"},
@@ -232,7 +237,8 @@ static const bad_case bad_cases[] = {
      "m.ini:6: [layers.1-20/9]: layer 19 is beyond the model's 8 layers (0-7)"},
     {GOOD "[layers.0,8-*]\nsliding_window = 64\n",
      "m.ini:6: [layers.0,8-*]: layer 8 is beyond the model's 8 layers (0-7)"},
-    {GOOD "[layers.5-2]\n", "m.ini:6: [layers.5-2]: bad layer range: part '5-2': start 5 is after end 2"},
+    {GOOD "[layers.5-2]\n",
+     "m.ini:6: [layers.5-2]: bad layer range: part '5-2': start 5 is after end 2"},
     {GOOD "[layers.]\n",
      "m.ini:6: [layers.]: no layer range: write [layers.<range>], e.g. [layers.0-3] or "
      "[layers.1-47/2]"},
@@ -243,11 +249,13 @@ static const bad_case bad_cases[] = {
      "m.ini:6: [select]: unknown section; a model description has [model] and [layers.<range>] "
      "sections"},
     {GOOD "[model]\n", "m.ini:6: [model]: appears twice (first at line 1)"},
-    {GOOD "[layers.0]\nname = y\n", "m.ini:7: [layers.0] name: 'name' belongs in [model]; it cannot vary per layer"},
+    {GOOD "[layers.0]\nname = y\n",
+     "m.ini:7: [layers.0] name: 'name' belongs in [model]; it cannot vary per layer"},
     {GOOD "[layers.0]\nnum_layers = 4\n",
      "m.ini:7: [layers.0] num_layers: 'num_layers' belongs in [model]; it cannot vary per layer"},
     {GOOD "head_size = 32\n", "m.ini:6: [model] head_size: duplicate key (first set at line 5)"},
-    {GOOD "[layers.0]\nwindow = 4\n", "m.ini:7: [layers.0] window: unknown key; per-layer keys are " LAYER_KEYS},
+    {GOOD "[layers.0]\nwindow = 4\n",
+     "m.ini:7: [layers.0] window: unknown key; per-layer keys are " LAYER_KEYS},
     {GOOD "heads = 4\n",
      "m.ini:6: [model] heads: unknown key; [model] takes name, num_layers and the per-layer keys "
      "are " LAYER_KEYS},
@@ -257,7 +265,8 @@ static const bad_case bad_cases[] = {
     {GOOD "head_size2 = 1\n",
      "m.ini:6: [model] head_size2: unknown key; [model] takes name, num_layers and the per-layer "
      "keys are " LAYER_KEYS},
-    {GOOD "dtype = fp8_e4m3\n", "m.ini:6: [model] dtype: 'fp8_e4m3' is not one of fp32, fp16, bf16"},
+    {GOOD "dtype = fp8_e4m3\n",
+     "m.ini:6: [model] dtype: 'fp8_e4m3' is not one of fp32, fp16, bf16"},
     {GOOD "kv_dtype = int8\n",
      "m.ini:6: [model] kv_dtype: 'int8' is not one of auto, fp16, bf16, fp32, fp8_e4m3, fp8_e5m2"},
     {GOOD "kv_layout = bshd\n", "m.ini:6: [model] kv_layout: 'bshd' is not one of auto, nhd, hnd"},
@@ -272,7 +281,8 @@ static const bad_case bad_cases[] = {
     {GOOD "sinks = 1\n", "m.ini:6: [model] sinks: '1' is not one of true, false"},
     {GOOD "block_size = 0\n", "m.ini:6: [model] block_size: '0' is out of range 1..65536"},
     {GOOD "sliding_window = -1\n", "m.ini:6: [model] sliding_window: '-1' is not a whole number"},
-    {GOOD "[layers.0]\nhead_size\n", "m.ini:7: [layers.0]: expected 'key = value', got 'head_size'"},
+    {GOOD "[layers.0]\nhead_size\n",
+     "m.ini:7: [layers.0]: expected 'key = value', got 'head_size'"},
 };
 
 static void errors(void)
@@ -332,7 +342,8 @@ static void examples(void)
     char w[128];
     ah_model *m = load_example("llama-3-8b.ini");
     if (m) {
-        CHECK(m->num_layers == 32 && m->layers[31].num_q_heads == 32 && m->layers[31].num_kv_heads == 8);
+        CHECK(m->num_layers == 32 && m->layers[31].num_q_heads == 32 &&
+              m->layers[31].num_kv_heads == 8);
         CHECK(m->layers[0].qk_head_size == 128 && m->layers[0].sliding_window == 0);
         ah_model_destroy(m);
     }
@@ -361,14 +372,17 @@ static void examples(void)
     if (m) {
         windows(m, w);
         CHECK_STREQ(w, "WgWgWgWgWgWgWgWgWgWgWgWgWgWgWgWgWgWg");
-        CHECK(m->layers[1].use_sinks && m->layers[0].use_sinks && m->layers[0].sliding_window == 128);
+        CHECK(m->layers[1].use_sinks && m->layers[0].use_sinks &&
+              m->layers[0].sliding_window == 128);
         ah_model_destroy(m);
     }
     m = load_example("whisper-large-v3.ini");
     if (m) {
         CHECK(m->num_layers == 96);
-        CHECK(m->layers[0].attn_type == AH_ATTN_ENCODER && m->layers[31].attn_type == AH_ATTN_ENCODER);
-        CHECK(m->layers[32].attn_type == AH_ATTN_DECODER && m->layers[94].attn_type == AH_ATTN_DECODER);
+        CHECK(m->layers[0].attn_type == AH_ATTN_ENCODER &&
+              m->layers[31].attn_type == AH_ATTN_ENCODER);
+        CHECK(m->layers[32].attn_type == AH_ATTN_DECODER &&
+              m->layers[94].attn_type == AH_ATTN_DECODER);
         CHECK(m->layers[33].attn_type == AH_ATTN_ENCODER_DECODER &&
               m->layers[95].attn_type == AH_ATTN_ENCODER_DECODER);
         CHECK(m->layers[50].num_kv_heads == 20 && m->layers[50].q_dtype == AH_DTYPE_FP16);

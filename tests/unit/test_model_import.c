@@ -44,7 +44,8 @@ static void round_trip(const ah_model *m)
         CHECK_STREQ(ah_model_name(back), ah_model_name(m));
         CHECK(ah_model_num_layers(back) == ah_model_num_layers(m));
         for (uint32_t i = 0; i < ah_model_num_layers(m); i++) {
-            CHECK_MSG(ah_model_layer_kind(back, i) == ah_model_layer_kind(m, i), "layer %u kind", i);
+            CHECK_MSG(ah_model_layer_kind(back, i) == ah_model_layer_kind(m, i), "layer %u kind",
+                      i);
             CHECK_MSG(!memcmp(ah_model_layer(back, i), ah_model_layer(m, i), sizeof(ah_layer_spec)),
                       "%s: layer %u differs after the round trip:\n%s", ah_model_name(m), i, text);
         }
@@ -59,7 +60,8 @@ static void round_trip(const ah_model *m)
 
 static ah_layer_spec gqa(uint32_t q, uint32_t kv, uint32_t hd)
 {
-    ah_layer_spec s = {.struct_size = sizeof s, .num_q_heads = q, .num_kv_heads = kv, .qk_head_size = hd};
+    ah_layer_spec s = {
+        .struct_size = sizeof s, .num_q_heads = q, .num_kv_heads = kv, .qk_head_size = hd};
     return s;
 }
 
@@ -70,19 +72,21 @@ static void create(void)
     l[2].use_mla = 1; /* 576/512, one KV head */
     l[3].v_head_size = 64;
     l[3].softcap = 30.5f;
-    ah_layer_kind kinds[5] = {AH_LAYER_ATTENTION, AH_LAYER_ATTENTION, AH_LAYER_ATTENTION, AH_LAYER_ATTENTION,
-                              AH_LAYER_MAMBA};
+    ah_layer_kind kinds[5] = {AH_LAYER_ATTENTION, AH_LAYER_ATTENTION, AH_LAYER_ATTENTION,
+                              AH_LAYER_ATTENTION, AH_LAYER_MAMBA};
     ah_layer_spec five[5] = {l[0], l[1], l[2], l[3], {0}};
     ah_model_desc d = {sizeof d, "made", 5, five, kinds};
     ah_model *m = NULL;
     ah_error err = {""};
     CHECK_MSG(ah_model_create(&d, &m, &err) == AH_OK, "%s", err.msg);
     if (m) {
-        const ah_layer_spec *s0 = ah_model_layer(m, 0), *s2 = ah_model_layer(m, 2), *s3 = ah_model_layer(m, 3);
+        const ah_layer_spec *s0 = ah_model_layer(m, 0), *s2 = ah_model_layer(m, 2),
+                            *s3 = ah_model_layer(m, 3);
         CHECK(s0->q_dtype == AH_DTYPE_BF16 && s0->block_size == 16 && s0->v_head_size == 128);
         CHECK(s2->num_kv_heads == 1 && s2->qk_head_size == 576 && s2->v_head_size == 512);
         CHECK(s3->qk_head_size == 128 && s3->v_head_size == 64 && s3->softcap == 30.5f);
-        CHECK(ah_model_layer_kind(m, 4) == AH_LAYER_MAMBA && ah_model_layer(m, 4)->num_q_heads == 0);
+        CHECK(ah_model_layer_kind(m, 4) == AH_LAYER_MAMBA &&
+              ah_model_layer(m, 4)->num_q_heads == 0);
         CHECK(ah_model_layer_kind(m, 5) == AH_LAYER_KIND_COUNT);
         round_trip(m);
         ah_model_destroy(m);
@@ -92,21 +96,39 @@ static void create(void)
         ah_layer_spec s;
         const char *msg;
     } bad[] = {
-        {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 32, .num_kv_heads = 6, .qk_head_size = 64},
+        {{.struct_size = sizeof(ah_layer_spec),
+          .num_q_heads = 32,
+          .num_kv_heads = 6,
+          .qk_head_size = 64},
          "made: layer 0: num_q_heads 32 is not a multiple of num_kv_heads 6"},
-        {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 8}, "made: layer 0: head_size (or qk_head_size) is not set"},
-        {{.struct_size = sizeof(ah_layer_spec), .qk_head_size = 64}, "made: layer 0: num_q_heads is not set"},
-        {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 8, .qk_head_size = 64, .use_mla = 1, .v_head_size = 32,
+        {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 8},
+         "made: layer 0: head_size (or qk_head_size) is not set"},
+        {{.struct_size = sizeof(ah_layer_spec), .qk_head_size = 64},
+         "made: layer 0: num_q_heads is not set"},
+        {{.struct_size = sizeof(ah_layer_spec),
+          .num_q_heads = 8,
+          .qk_head_size = 64,
+          .use_mla = 1,
+          .v_head_size = 32,
           .num_kv_heads = 8},
          "made: layer 0: num_kv_heads = 8 conflicts with mla, which needs 1 (one KV head)"},
-        {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 8, .use_mla = 1, .attn_type = AH_ATTN_ENCODER},
+        {{.struct_size = sizeof(ah_layer_spec),
+          .num_q_heads = 8,
+          .use_mla = 1,
+          .attn_type = AH_ATTN_ENCODER},
          "made: layer 0: mla needs attn_type = decoder, not encoder"},
-        {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 8, .qk_head_size = 64, .sliding_window = 8,
+        {{.struct_size = sizeof(ah_layer_spec),
+          .num_q_heads = 8,
+          .qk_head_size = 64,
+          .sliding_window = 8,
           .attn_type = AH_ATTN_ENCODER_DECODER},
          "made: layer 0: sliding_window does not apply to encoder_decoder (cross-attention) layers"},
         {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 5000, .qk_head_size = 64},
          "made: layer 0: num_q_heads = 5000 is not allowed (whole number, 1..4096)"},
-        {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 8, .qk_head_size = 64, .q_dtype = AH_DTYPE_FP8_E4M3},
+        {{.struct_size = sizeof(ah_layer_spec),
+          .num_q_heads = 8,
+          .qk_head_size = 64,
+          .q_dtype = AH_DTYPE_FP8_E4M3},
          "made: layer 0: dtype = 4 is not allowed (one of fp32, fp16, bf16)"},
         {{.struct_size = sizeof(ah_layer_spec), .num_q_heads = 8, .qk_head_size = 64, .scale = NAN},
          "made: layer 0: scale = nan is not allowed (number, 0..1e+06)"},
@@ -121,8 +143,10 @@ static void create(void)
         CHECK(ah__alloc_live() == live);
     }
     /* the INI path says the same about the same layer */
-    CHECK(ah_model_parse("[model]\nname = made\nnum_layers = 1\nnum_q_heads = 32\nnum_kv_heads = 6\n"
-                         "head_size = 64\n", "m.ini", &m, &err) == AH_ERR_CONFIG);
+    CHECK(
+        ah_model_parse("[model]\nname = made\nnum_layers = 1\nnum_q_heads = 32\nnum_kv_heads = 6\n"
+                       "head_size = 64\n",
+                       "m.ini", &m, &err) == AH_ERR_CONFIG);
     CHECK_STREQ(err.msg, "m.ini:5: layer 0: num_q_heads 32 is not a multiple of num_kv_heads 6");
     ah_model_desc nd = {sizeof nd, "", 1, l, NULL};
     CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
@@ -154,12 +178,15 @@ static void kinds(void)
 {
     ah_model *m = NULL;
     ah_error err = {""};
-    const char *jamba = "[model]\nname = j\nnum_layers = 16\nkind = mamba\nnum_q_heads = 32\nnum_kv_heads = 8\n"
-                        "head_size = 128\n[layers.4-15/8]\nkind = attention\n[layers.15]\nkind = mlp_only\n";
+    const char *jamba =
+        "[model]\nname = j\nnum_layers = 16\nkind = mamba\nnum_q_heads = 32\nnum_kv_heads = 8\n"
+        "head_size = 128\n[layers.4-15/8]\nkind = attention\n[layers.15]\nkind = mlp_only\n";
     CHECK_MSG(ah_model_parse(jamba, "j.ini", &m, &err) == AH_OK, "%s", err.msg);
     if (m) {
         for (uint32_t i = 0; i < 16; i++) {
-            ah_layer_kind want = i == 4 || i == 12 ? AH_LAYER_ATTENTION : i == 15 ? AH_LAYER_MLP_ONLY : AH_LAYER_MAMBA;
+            ah_layer_kind want = i == 4 || i == 12 ? AH_LAYER_ATTENTION
+                                 : i == 15         ? AH_LAYER_MLP_ONLY
+                                                   : AH_LAYER_MAMBA;
             CHECK_MSG(ah_model_layer_kind(m, i) == want, "layer %u", i);
         }
         CHECK(ah_model_layer(m, 4)->num_q_heads == 32 && ah_model_layer(m, 5)->num_q_heads == 0);
@@ -170,14 +197,19 @@ static void kinds(void)
     CHECK_STREQ(ah_layer_kind_str(AH_LAYER_KIND_COUNT), "?");
     /* an attention key in the section that makes the layer non-attention */
     CHECK(ah_model_parse("[model]\nname = j\nnum_layers = 4\nnum_q_heads = 8\nhead_size = 64\n"
-                         "[layers.1]\nkind = gdn\nsliding_window = 64\n", "j.ini", &m, &err) == AH_ERR_CONFIG);
-    CHECK_STREQ(err.msg, "j.ini:8: layer 1: sliding_window applies only to attention layers; this is a gdn "
-                         "layer (kind, line 7)");
-    CHECK(ah_model_parse("[model]\nname = j\nnum_layers = 4\nkind = conv\n", "j.ini", &m, &err) == AH_ERR_CONFIG);
-    CHECK_STREQ(err.msg, "j.ini:4: [model] kind: 'conv' is not one of attention, mamba, linear_attention, "
-                         "gdn, mlp_only, other");
+                         "[layers.1]\nkind = gdn\nsliding_window = 64\n",
+                         "j.ini", &m, &err) == AH_ERR_CONFIG);
+    CHECK_STREQ(err.msg,
+                "j.ini:8: layer 1: sliding_window applies only to attention layers; this is a gdn "
+                "layer (kind, line 7)");
+    CHECK(ah_model_parse("[model]\nname = j\nnum_layers = 4\nkind = conv\n", "j.ini", &m, &err) ==
+          AH_ERR_CONFIG);
+    CHECK_STREQ(err.msg,
+                "j.ini:4: [model] kind: 'conv' is not one of attention, mamba, linear_attention, "
+                "gdn, mlp_only, other");
     /* a model of no attention layer at all is a model */
-    CHECK(ah_model_parse("[model]\nname = s\nnum_layers = 2\nkind = mamba\n", "s.ini", &m, &err) == AH_OK);
+    CHECK(ah_model_parse("[model]\nname = s\nnum_layers = 2\nkind = mamba\n", "s.ini", &m, &err) ==
+          AH_OK);
     if (m) {
         round_trip(m);
         ah_model_destroy(m);
@@ -187,9 +219,13 @@ static void kinds(void)
 /* Selection and binding skip non-attention layers. */
 static void kinds_bound(void)
 {
-    ah_host_options o = {sizeof o, .config_text = "[select]\nfallback = allow\n",
-                         .plugin_dirs = (const char *[]){ATTNHOST_BUILD_DIR "/lib/attnhost/plugins"},
-                         .n_plugin_dirs = 1, .no_default_dirs = 1, .scan_mode = AH_SCAN_IN_PROCESS,
+    ah_host_options o = {sizeof o,
+                         .config_text = "[select]\nfallback = allow\n",
+                         .plugin_dirs =
+                             (const char *[]){ATTNHOST_BUILD_DIR "/lib/attnhost/plugins"},
+                         .n_plugin_dirs = 1,
+                         .no_default_dirs = 1,
+                         .scan_mode = AH_SCAN_IN_PROCESS,
                          .cache_path = ""};
     ah_host *h = NULL;
     ah_error err = {""};
@@ -204,8 +240,10 @@ static void kinds_bound(void)
         return;
     }
     ah_model *m = NULL;
-    CHECK(ah_model_parse("[model]\nname = hy\nnum_layers = 4\nnum_q_heads = 4\nhead_size = 64\ndtype = fp32\n"
-                         "[layers.0,2]\nkind = mamba\n", "hy.ini", &m, &err) == AH_OK);
+    CHECK(ah_model_parse(
+              "[model]\nname = hy\nnum_layers = 4\nnum_q_heads = 4\nhead_size = 64\ndtype = fp32\n"
+              "[layers.0,2]\nkind = mamba\n",
+              "hy.ini", &m, &err) == AH_OK);
     ah_selection *sel = NULL;
     CHECK_MSG(ah_host_select(h, m, &sel, &err) == AH_OK, "%s", err.msg);
     if (sel) {
@@ -274,11 +312,11 @@ static const char *rep(const char *unit, int times)
 
 typedef struct hf_case {
     const char *file, *name;
-    const char *pattern;      /* layer_char per layer */
-    uint32_t layer;           /* the attention layer checked in detail */
+    const char *pattern; /* layer_char per layer */
+    uint32_t layer;      /* the attention layer checked in detail */
     uint32_t q, kv, qk, v, window;
     ah_dtype dtype;
-    float softcap, scale;     /* scale 0: the default */
+    float softcap, scale; /* scale 0: the default */
     uint32_t sinks, mla;
 } hf_case;
 
@@ -306,24 +344,37 @@ static void hf_families(void)
     snprintf(whisper, sizeof whisper, "%s%s", rep("E", 32), rep("gC", 32));
     const double ds_scale = pow(0.1 * log(40.0) + 1.0, 2) / sqrt(192.0);
     const hf_case cases[] = {
-        {"llama-2-7b.json", "Llama-2-7b-hf", rep("g", 32), 5, 32, 32, 128, 128, 0, AH_DTYPE_FP16, 0, 0, 0, 0},
-        {"llama-3-70b.json", "Meta-Llama-3-70B", rep("g", 80), 79, 64, 8, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"llama-3.1-8b.json", "llama", rep("g", 32), 0, 32, 8, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"qwen2.5-7b.json", "qwen2", rep("g", 28), 27, 28, 4, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"qwen2-7b-swa.json", "qwen2", q2swa, 21, 28, 4, 128, 128, 32768, AH_DTYPE_BF16, 0, 0, 0, 0},
+        {"llama-2-7b.json", "Llama-2-7b-hf", rep("g", 32), 5, 32, 32, 128, 128, 0, AH_DTYPE_FP16, 0,
+         0, 0, 0},
+        {"llama-3-70b.json", "Meta-Llama-3-70B", rep("g", 80), 79, 64, 8, 128, 128, 0,
+         AH_DTYPE_BF16, 0, 0, 0, 0},
+        {"llama-3.1-8b.json", "llama", rep("g", 32), 0, 32, 8, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0,
+         0},
+        {"qwen2.5-7b.json", "qwen2", rep("g", 28), 27, 28, 4, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0,
+         0},
+        {"qwen2-7b-swa.json", "qwen2", q2swa, 21, 28, 4, 128, 128, 32768, AH_DTYPE_BF16, 0, 0, 0,
+         0},
         {"qwen3-8b.json", "qwen3", rep("g", 36), 3, 32, 8, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"mistral-7b-v0.1.json", "mistral", rep("W", 32), 9, 32, 8, 128, 128, 4096, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"mixtral-8x7b.json", "mixtral", rep("g", 32), 9, 32, 8, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"phi-3-mini-4k.json", "Phi-3-mini-4k-instruct", rep("W", 32), 0, 32, 32, 96, 96, 2047, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"gemma-2-9b.json", "gemma2", rep("Wg", 21), 0, 16, 8, 256, 256, 4096, AH_DTYPE_FP32, 50, 0.0625f, 0, 0},
+        {"mistral-7b-v0.1.json", "mistral", rep("W", 32), 9, 32, 8, 128, 128, 4096, AH_DTYPE_BF16,
+         0, 0, 0, 0},
+        {"mixtral-8x7b.json", "mixtral", rep("g", 32), 9, 32, 8, 128, 128, 0, AH_DTYPE_BF16, 0, 0,
+         0, 0},
+        {"phi-3-mini-4k.json", "Phi-3-mini-4k-instruct", rep("W", 32), 0, 32, 32, 96, 96, 2047,
+         AH_DTYPE_BF16, 0, 0, 0, 0},
+        {"gemma-2-9b.json", "gemma2", rep("Wg", 21), 0, 16, 8, 256, 256, 4096, AH_DTYPE_FP32, 50,
+         0.0625f, 0, 0},
         {"gemma-3-12b.json", "gemma3", g3, 5, 16, 8, 256, 256, 0, AH_DTYPE_BF16, 0, 0.0625f, 0, 0},
-        {"gpt-oss-120b.json", "gpt_oss", rep("Wg", 18), 0, 64, 8, 64, 64, 128, AH_DTYPE_BF16, 0, 0, 1, 0},
+        {"gpt-oss-120b.json", "gpt_oss", rep("Wg", 18), 0, 64, 8, 64, 64, 128, AH_DTYPE_BF16, 0, 0,
+         1, 0},
         {"deepseek-v3.json", "deepseek_v3", rep("g", 61), 60, 128, 1, 576, 512, 0, AH_DTYPE_BF16, 0,
          (float)ds_scale, 0, 1},
-        {"whisper-large-v3.json", "whisper-large-v3", whisper, 33, 20, 20, 64, 64, 0, AH_DTYPE_FP16, 0, 0, 0, 0},
-        {"bert-base-uncased.json", "bert", rep("B", 12), 11, 12, 12, 64, 64, 0, AH_DTYPE_FP32, 0, 0, 0, 0},
+        {"whisper-large-v3.json", "whisper-large-v3", whisper, 33, 20, 20, 64, 64, 0, AH_DTYPE_FP16,
+         0, 0, 0, 0},
+        {"bert-base-uncased.json", "bert", rep("B", 12), 11, 12, 12, 64, 64, 0, AH_DTYPE_FP32, 0, 0,
+         0, 0},
         {"jamba-v0.1.json", "jamba", jamba, 12, 32, 8, 128, 128, 0, AH_DTYPE_BF16, 0, 0, 0, 0},
-        {"qwen3-next-80b-a3b.json", "qwen3_next", qnext, 47, 16, 2, 256, 256, 0, AH_DTYPE_BF16, 0, 0, 0, 0},
+        {"qwen3-next-80b-a3b.json", "qwen3_next", qnext, 47, 16, 2, 256, 256, 0, AH_DTYPE_BF16, 0,
+         0, 0, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         const hf_case *e = &cases[c];
@@ -342,11 +393,13 @@ static void hf_families(void)
         CHECK_MSG(s->qk_head_size == e->qk && s->v_head_size == e->v, "%s: qk %u v %u", e->file,
                   s->qk_head_size, s->v_head_size);
         CHECK_MSG(s->sliding_window == e->window, "%s: window %u", e->file, s->sliding_window);
-        CHECK_MSG(s->q_dtype == e->dtype && s->kv_dtype == AH_DTYPE_AUTO, "%s: dtype %d", e->file, s->q_dtype);
+        CHECK_MSG(s->q_dtype == e->dtype && s->kv_dtype == AH_DTYPE_AUTO, "%s: dtype %d", e->file,
+                  s->q_dtype);
         CHECK_MSG(s->softcap == e->softcap, "%s: softcap %g", e->file, s->softcap);
-        CHECK_MSG(fabsf(s->scale - e->scale) < 1e-7f, "%s: scale %.9g, expected %.9g", e->file, s->scale,
-                  e->scale);
-        CHECK_MSG(s->use_sinks == e->sinks && s->use_mla == e->mla && !s->use_alibi, "%s: flags", e->file);
+        CHECK_MSG(fabsf(s->scale - e->scale) < 1e-7f, "%s: scale %.9g, expected %.9g", e->file,
+                  s->scale, e->scale);
+        CHECK_MSG(s->use_sinks == e->sinks && s->use_mla == e->mla && !s->use_alibi, "%s: flags",
+                  e->file);
         CHECK(s->block_size == 16);
         round_trip(m);
         ah_model_destroy(m);
@@ -373,23 +426,28 @@ static void hf_families(void)
     ah_model_destroy(m);
     o.tensor_parallel = 3;
     CHECK(import_file("llama-3-70b.json", &o, &err) == NULL);
-    CHECK_STREQ(err.msg, "llama-3-70b.json: num_attention_heads = 64 is not a multiple of tensor_parallel = 3");
+    CHECK_STREQ(
+        err.msg,
+        "llama-3-70b.json: num_attention_heads = 64 is not a multiple of tensor_parallel = 3");
 
     /* Llama 4: chunked layers refused, or plain causal layers for an engine
      * that runs them as virtual batches */
     CHECK(import_file("llama-4-scout.json", NULL, &err) == NULL);
-    CHECK_STREQ(err.msg, "llama-4-scout.json: text_config.attention_chunk_size = 8192: 36 layers (the first "
-                         "is layer 0) use chunked local attention, which no layer spec describes (a chunk is "
-                         "not a sliding window); an engine that runs them as one-chunk virtual batches "
-                         "(vLLM) imports them as plain causal layers with chunked_virtual_batches "
-                         "(--chunked-virtual-batches)");
+    CHECK_STREQ(
+        err.msg,
+        "llama-4-scout.json: text_config.attention_chunk_size = 8192: 36 layers (the first "
+        "is layer 0) use chunked local attention, which no layer spec describes (a chunk is "
+        "not a sliding window); an engine that runs them as one-chunk virtual batches "
+        "(vLLM) imports them as plain causal layers with chunked_virtual_batches "
+        "(--chunked-virtual-batches)");
     ah_hf_import_options v = {sizeof v, .chunked_virtual_batches = 1};
     m = import_file("llama-4-scout.json", &v, &err);
     CHECK_MSG(m != NULL, "%s", err.msg);
     if (m) {
         CHECK(ah_model_num_layers(m) == 48);
         const ah_layer_spec *s = ah_model_layer(m, 3);
-        CHECK(s->num_q_heads == 40 && s->num_kv_heads == 8 && s->qk_head_size == 128 && !s->sliding_window);
+        CHECK(s->num_q_heads == 40 && s->num_kv_heads == 8 && s->qk_head_size == 128 &&
+              !s->sliding_window);
         CHECK(s->q_dtype == AH_DTYPE_BF16);
         ah_model_destroy(m);
     }
@@ -405,10 +463,12 @@ static void hf_refusals(void)
 {
     static const bad_json bad[] = {
         {"{\"model_type\": \"llama\",", "c.json: not valid JSON: the text ends early"},
-        {"{\"model_type\": \"llama\"]", "c.json: not valid JSON at offset 22: object value separator ',' expected"},
+        {"{\"model_type\": \"llama\"]",
+         "c.json: not valid JSON at offset 22: object value separator ',' expected"},
         {"{} x", "c.json: not valid JSON: text after the object at offset 3"},
         {"[1, 2]", "c.json: not a config.json: the top level is [1,2], not an object"},
-        {"{\"num_hidden_layers\": 2}", "c.json: model_type: not set (required: it names the model family)"},
+        {"{\"num_hidden_layers\": 2}",
+         "c.json: model_type: not set (required: it names the model family)"},
         {"{\"model_type\": \"rwkv\"}",
          "c.json: model_type = \"rwkv\": not a model type the importer knows (llama, mistral, mixtral, phi3, "
          "qwen2, qwen2_moe, qwen3, qwen3_moe, gemma2, gemma3_text, gpt_oss, deepseek_v2, deepseek_v3, whisper, "
@@ -418,7 +478,8 @@ static void hf_refusals(void)
          "c.json: num_attention_heads = 32 is not a multiple of num_key_value_heads = 6"},
         {"{" LLAMA ", \"num_attention_heads\": 3}",
          "c.json: hidden_size = 256 is not a multiple of num_attention_heads = 3 (and head_dim is not set)"},
-        {"{" LLAMA ", \"num_attention_heads\": \"8\"}", "c.json: num_attention_heads = \"8\": not a whole number"},
+        {"{" LLAMA ", \"num_attention_heads\": \"8\"}",
+         "c.json: num_attention_heads = \"8\": not a whole number"},
         {"{" LLAMA ", \"num_attention_heads\": 8, \"torch_dtype\": \"int8\"}",
          "c.json: torch_dtype = \"int8\": not a dtype the importer knows (bfloat16, float16, float32); give "
          "one (--dtype)"},
@@ -444,7 +505,8 @@ static void hf_refusals(void)
          "\"position_embedding_type\": \"relative_key\"}",
          "c.json: position_embedding_type = \"relative_key\": relative position scores are added inside "
          "attention, which no layer spec describes (only \"absolute\")"},
-        {"{\"model_type\": \"gemma3\"}", "c.json: text_config: not set (required for model_type gemma3)"},
+        {"{\"model_type\": \"gemma3\"}",
+         "c.json: text_config: not set (required for model_type gemma3)"},
         {"{\"model_type\": \"gemma3\", \"text_config\": {\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
          "\"alibi\": true}}",
          "c.json: text_config.alibi = true changes attention, and the gemma3_text importer does not "
@@ -457,7 +519,8 @@ static void hf_refusals(void)
         ah_model *m = (ah_model *)&m;
         ah_error err = {""};
         long live = ah__alloc_live();
-        CHECK_MSG(ah_model_import_hf(bad[i].text, "c.json", &m, &err) == AH_ERR_CONFIG, "case %zu", i);
+        CHECK_MSG(ah_model_import_hf(bad[i].text, "c.json", &m, &err) == AH_ERR_CONFIG, "case %zu",
+                  i);
         CHECK(m == NULL);
         CHECK_STREQ(err.msg, bad[i].msg);
         CHECK_MSG(ah__alloc_live() == live, "case %zu leaked", i);
@@ -479,7 +542,8 @@ static void causal_flag(void)
     ah_error err = {""};
     CHECK_MSG(ah_model_create(&d, &m, &err) == AH_OK, "%s", err.msg);
     if (m) {
-        CHECK(ah_model_layer(m, 0)->causal == AH_CAUSAL_BY_TYPE && ah_model_layer(m, 1)->causal == AH_CAUSAL_OFF);
+        CHECK(ah_model_layer(m, 0)->causal == AH_CAUSAL_BY_TYPE &&
+              ah_model_layer(m, 1)->causal == AH_CAUSAL_OFF);
         round_trip(m);
         ah_model_destroy(m);
     }

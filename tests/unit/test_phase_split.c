@@ -23,13 +23,13 @@ enum { L = 2, HQ = 4, HK = 2, D = 64, BS = 16, NB = 40, MAXB = 8, MAXR = 8, MAXT
 /* ---- hooks on the plugins' plan and forward -------------------------------- */
 
 typedef struct call {
-    int who;           /* hook index */
-    int forward;       /* 0: plan */
+    int who;     /* hook index */
+    int forward; /* 0: plan */
     uint32_t reqs, toks, maxq;
-    int arrays_ok;     /* device tensors hold what the host copies say */
-    int qsl_is_host;   /* query_start_loc tensor data == query_start_loc_host */
+    int arrays_ok;      /* device tensors hold what the host copies say */
+    int qsl_is_host;    /* query_start_loc tensor data == query_start_loc_host */
     int64_t row0, rows; /* forward: q's first token row in the engine's q, its rows */
-    int out_same_row;  /* forward: out starts at the same token row as q */
+    int out_same_row;   /* forward: out starts at the same token row as q */
 } call;
 
 static call g_log[64];
@@ -39,7 +39,8 @@ static ah_plugin_ops g_orig[2];
 
 static int arrays_match(const ah_batch *b)
 {
-    const int32_t *qsl = b->query_start_loc->data, *seq = b->seq_lens->data, *tab = b->block_table->data;
+    const int32_t *qsl = b->query_start_loc->data, *seq = b->seq_lens->data,
+                  *tab = b->block_table->data;
     const int64_t *slot = b->slot_mapping->data;
     if (b->query_start_loc->shape[0] != b->num_reqs + 1 || b->seq_lens->shape[0] != b->num_reqs ||
         b->block_table->shape[0] != b->num_reqs || b->slot_mapping->shape[0] != b->num_tokens)
@@ -49,12 +50,14 @@ static int arrays_match(const ah_batch *b)
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         if (seq[r] != b->seq_lens_host[r]) return 0;
         for (int j = 0; j < MAXB; j++)
-            if (tab[r * b->block_table->shape[1] + j] != b->block_table_host[r * b->block_table_stride + j])
+            if (tab[r * b->block_table->shape[1] + j] !=
+                b->block_table_host[r * b->block_table_stride + j])
                 return 0;
     }
     for (uint32_t t = 0; t < b->num_tokens; t++)
         if (slot[t] != b->slot_mapping_host[t]) return 0;
-    return b->query_start_loc_host[0] == 0 && (uint32_t)b->query_start_loc_host[b->num_reqs] == b->num_tokens;
+    return b->query_start_loc_host[0] == 0 &&
+           (uint32_t)b->query_start_loc_host[b->num_reqs] == b->num_tokens;
 }
 
 static ah_status hook_plan(int who, ah_state *st, const ah_batch *b, ah_plan_mode m, void *stream)
@@ -84,8 +87,14 @@ static ah_status hook_forward(int who, ah_state *st, const ah_forward_args *a)
     return g_orig[who].forward(st, a);
 }
 
-static ah_status plan0(ah_state *s, const ah_batch *b, ah_plan_mode m, void *st) { return hook_plan(0, s, b, m, st); }
-static ah_status plan1(ah_state *s, const ah_batch *b, ah_plan_mode m, void *st) { return hook_plan(1, s, b, m, st); }
+static ah_status plan0(ah_state *s, const ah_batch *b, ah_plan_mode m, void *st)
+{
+    return hook_plan(0, s, b, m, st);
+}
+static ah_status plan1(ah_state *s, const ah_batch *b, ah_plan_mode m, void *st)
+{
+    return hook_plan(1, s, b, m, st);
+}
 static ah_status fwd0(ah_state *s, const ah_forward_args *a) { return hook_forward(0, s, a); }
 static ah_status fwd1(ah_state *s, const ah_forward_args *a) { return hook_forward(1, s, a); }
 
@@ -125,20 +134,27 @@ typedef struct env {
     ah_binding *b;
 } env;
 
-static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins", ATTNHOST_SELECT_PLUGIN_DIR};
+static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins",
+                             ATTNHOST_SELECT_PLUGIN_DIR};
 
 /* tweak (may be NULL) runs on the loaded plugin `name` before the binding. */
 static int env_open(env *e, const char *ini, const char *tweak_name, void (*tweak)(ah_caps *))
 {
     memset(e, 0, sizeof *e);
-    ah_host_options o = {.struct_size = sizeof o, .config_text = ini, .plugin_dirs = dirs,
-                         .n_plugin_dirs = 2, .no_default_dirs = 1, .cache_path = "",
-                         };
+    ah_host_options o = {
+        .struct_size = sizeof o,
+        .config_text = ini,
+        .plugin_dirs = dirs,
+        .n_plugin_dirs = 2,
+        .no_default_dirs = 1,
+        .cache_path = "",
+    };
     ah_error err;
     CHECK_MSG(ah_host_create(&o, &e->h, &err) == AH_OK, "%s", err.msg);
     const ah_plugin_info *amx = ah_host_find_plugin(e->h, "cpu_amx");
     if (!amx || amx->state != AH_PLUGIN_AVAILABLE) {
-        printf("test_phase_split: cpu_amx not available here, skipped: %s\n", amx ? amx->reason : "not built");
+        printf("test_phase_split: cpu_amx not available here, skipped: %s\n",
+               amx ? amx->reason : "not built");
         ah_host_destroy(e->h);
         return -1;
     }
@@ -197,11 +213,13 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
     for (int l = 0; l < L; l++)
         for (size_t i = 0; i < CACHE_N; i++) s->kc[l][i] = frand(&rng), s->vc[l][i] = frand(&rng);
     for (size_t i = 0; i < sizeof s->q / sizeof s->q[0]; i++) s->q[i] = frand(&rng);
-    for (size_t i = 0; i < sizeof s->k / sizeof s->k[0]; i++) s->k[i] = frand(&rng), s->v[i] = frand(&rng);
+    for (size_t i = 0; i < sizeof s->k / sizeof s->k[0]; i++)
+        s->k[i] = frand(&rng), s->v[i] = frand(&rng);
     int next = 1, maxq = 0, maxs = 0;
     s->qsl[0] = 0;
     for (int r = 0; r < n; r++) {
-        for (int j = 0; j < MAXB; j++) s->table[r * MAXB + j] = j < (sl[r] + BS - 1) / BS ? next++ : 0;
+        for (int j = 0; j < MAXB; j++)
+            s->table[r * MAXB + j] = j < (sl[r] + BS - 1) / BS ? next++ : 0;
         for (int i = 0; i < ql[r]; i++) {
             int pos = sl[r] - ql[r] + i;
             s->slots[s->qsl[r] + i] = (int64_t)s->table[r * MAXB + pos / BS] * BS + pos % BS;
@@ -215,7 +233,8 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
     const int T = s->qsl[n];
     s->sh_q[0] = s->sh_k[0] = T, s->sh_q[1] = HQ, s->sh_k[1] = HK, s->sh_q[2] = s->sh_k[2] = D;
     s->sh_c[0] = NB, s->sh_c[1] = BS, s->sh_c[2] = HK, s->sh_c[3] = D;
-    s->sh_qsl[0] = n + 1, s->sh_seq[0] = n, s->sh_tab[0] = n, s->sh_tab[1] = MAXB, s->sh_slot[0] = T;
+    s->sh_qsl[0] = n + 1, s->sh_seq[0] = n, s->sh_tab[0] = n, s->sh_tab[1] = MAXB,
+    s->sh_slot[0] = T;
     s->tq = tensor(s->q, 3, s->sh_q, kDLFloat, 32);
     s->tk = tensor(s->k, 3, s->sh_k, kDLFloat, 32);
     s->tv = tensor(s->v, 3, s->sh_k, kDLFloat, 32);
@@ -228,9 +247,31 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
     s->tseq = tensor(s->seq, 1, s->sh_seq, kDLInt, 32);
     s->ttab = tensor(s->table, 2, s->sh_tab, kDLInt, 32);
     s->tslot = tensor(s->slots, 1, s->sh_slot, kDLInt, 64);
-    s->batch = (ah_batch){sizeof(ah_batch), (uint32_t)n, (uint32_t)T, (uint32_t)maxq, (uint32_t)maxs, NB,
-                          &s->tqsl, &s->tseq, &s->ttab, &s->tslot, s->qsl, s->seq, s->table, s->slots,
-                          MAXB, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
+    s->batch = (ah_batch){sizeof(ah_batch),
+                          (uint32_t)n,
+                          (uint32_t)T,
+                          (uint32_t)maxq,
+                          (uint32_t)maxs,
+                          NB,
+                          &s->tqsl,
+                          &s->tseq,
+                          &s->ttab,
+                          &s->tslot,
+                          s->qsl,
+                          s->seq,
+                          s->table,
+                          s->slots,
+                          MAXB,
+                          0,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL,
+                          0,
+                          0,
+                          NULL};
     g_qbase = s->q, g_obase = s->out;
 }
 
@@ -244,15 +285,19 @@ static void step_check(env *e, step *s, const char *what)
         memcpy(s->kref[l], s->kc[l], sizeof s->kref[l]);
         memcpy(s->vref[l], s->vc[l], sizeof s->vref[l]);
         ah_error err;
-        CHECK(ah_reference_write_kv(&d->spec, &s->batch, s->k, s->v, s->kref[l], s->vref[l], 1, 1, &err) == AH_OK);
+        CHECK(ah_reference_write_kv(&d->spec, &s->batch, s->k, s->v, s->kref[l], s->vref[l], 1, 1,
+                                    &err) == AH_OK);
         for (size_t i = 0; i < sizeof s->out / sizeof s->out[0]; i++) s->out[i] = NAN;
-        ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to, NULL, NULL,
-                             NULL, 1.0f, 1.0f, NULL};
-        CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what, ah_binding_errmsg(e->b));
+        ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to,
+                             NULL,     NULL,   NULL,   1.0f,   1.0f,       NULL};
+        CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what,
+                  ah_binding_errmsg(e->b));
         CHECK_MSG(memcmp(s->kref[l], s->kc[l], sizeof s->kref[l]) == 0 &&
-                  memcmp(s->vref[l], s->vc[l], sizeof s->vref[l]) == 0, "%s: layer %d K/V cache", what, l);
+                      memcmp(s->vref[l], s->vc[l], sizeof s->vref[l]) == 0,
+                  "%s: layer %d K/V cache", what, l);
         static double ref[MAXT * HQ * D];
-        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, s->q, s->kref[l], s->vref[l], NULL, NULL, 1, 1, NULL, NULL};
+        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, s->q, s->kref[l], s->vref[l],
+                            NULL,      NULL,     1,         1,    NULL,       NULL};
         CHECK(ah_reference_attention(&in, ref, NULL, &err) == AH_OK);
         uint32_t unwritten = 0, bad_row = UINT32_MAX;
         double worst = 0;
@@ -266,8 +311,10 @@ static void step_check(env *e, step *s, const char *what)
                 double diff = fabs(o - ref[t * HQ * D + i]);
                 if (diff > worst) worst = diff, bad_row = t;
             }
-        CHECK_MSG(unwritten == 0, "%s: layer %d: %u output elements never written", what, l, unwritten);
-        CHECK_MSG(worst < 1e-4, "%s: layer %d: max abs error %g (token %u)", what, l, worst, bad_row);
+        CHECK_MSG(unwritten == 0, "%s: layer %d: %u output elements never written", what, l,
+                  unwritten);
+        CHECK_MSG(worst < 1e-4, "%s: layer %d: max abs error %g (token %u)", what, l, worst,
+                  bad_row);
         for (uint32_t i = T * HQ * D; i < MAXT * HQ * D; i++)
             if (!isnan(s->out[i])) {
                 CHECK_MSG(0, "%s: layer %d wrote past the batch's tokens", what, l);
@@ -295,7 +342,8 @@ static void test_split_amx_prefill(void)
     /* graphs: sel_beta's level for captured decode batches, cpu_amx's for the rest */
     uint32_t gl = 9;
     CHECK(ah_selection_graph_level(e.sel, NULL) == AH_GRAPH_NEVER);
-    CHECK(ah_selection_graph_level_for(e.sel, AH_PHASE_DECODE, &gl) == AH_GRAPH_UNIFORM_BATCH && gl == 0);
+    CHECK(ah_selection_graph_level_for(e.sel, AH_PHASE_DECODE, &gl) == AH_GRAPH_UNIFORM_BATCH &&
+          gl == 0);
     CHECK(ah_selection_graph_level_for(e.sel, AH_PHASE_PREFILL, NULL) == AH_GRAPH_NEVER);
     CHECK(ah_selection_graph_level_for(e.sel, (ah_phase)7, NULL) == AH_GRAPH_NEVER);
     hook(e.h, "sel_beta", 0);
@@ -307,7 +355,8 @@ static void test_split_amx_prefill(void)
     /* ordered mixed batch: split */
     step_fill(s, 7, ORD_Q, ORD_S);
     g_n = 0;
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
     CHECK(ah_binding_phase(e.b) == AH_PHASE_PREFILL);
     CHECK(ah_binding_split(e.b, &toks, &why) == 5 && toks == 5);
     CHECK_STREQ(why, "");
@@ -383,7 +432,8 @@ static void test_split_device_copy(void)
     const char *why = "x";
     step_fill(s, 7, ORD_Q, ORD_S);
     g_n = 0;
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
     CHECK(ah_binding_split(e.b, NULL, &why) == 5);
     CHECK_STREQ(why, "");
     const call *c = nth(1, 0, 0);
@@ -391,7 +441,8 @@ static void test_split_device_copy(void)
     step_check(&e, s, "device copy");
     /* graph capture of a mixed batch: whole on the prefill winner */
     g_n = 0;
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_CAPTURE, NULL) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_CAPTURE, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
     CHECK(ah_binding_split(e.b, NULL, &why) == 0);
     CHECK_CONTAINS(why, "graph");
     CHECK(count(0, 0) == 0 && count(1, 0) == 1 && nth(1, 0, 0)->reqs == 7);

@@ -24,15 +24,19 @@ static void refused(const ah_config_key *k, const char *text, const char *want_m
     char msg[256] = "";
     ah_plugin_value v;
     int rc = ah__plugin_key_parse(k, text, &v, msg, sizeof msg);
-    CHECK_MSG(rc == -1, "line %d: '%s' was accepted by key %s", line, text ? text : "(null)", k->name);
-    if (want_msg) CHECK_MSG(strcmp(msg, want_msg) == 0, "line %d: got \"%s\", want \"%s\"", line, msg, want_msg);
+    CHECK_MSG(rc == -1, "line %d: '%s' was accepted by key %s", line, text ? text : "(null)",
+              k->name);
+    if (want_msg)
+        CHECK_MSG(strcmp(msg, want_msg) == 0, "line %d: got \"%s\", want \"%s\"", line, msg,
+                  want_msg);
 }
 #define REFUSED(k, text, msg) refused(k, text, msg, __LINE__)
 
 static void bools(void)
 {
     const ah_config_key k = AH_KEY_BOOL_ROW("flag", "true", "doc");
-    static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
+    static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no",
+                                                                                "off", "0"};
     ah_plugin_value v;
     for (int i = 0; i < 4; i++) {
         CHECK(parses(&k, yes[i], &v) && v.i == 1);
@@ -194,7 +198,8 @@ static void other(void)
     CHECK(ah__plugin_value_equal(&keys[0], &x, "on", &y, "true"));
     CHECK(parses(&keys[0], "0", &y) && !ah__plugin_value_equal(&keys[0], &x, "on", &y, "0"));
     const ah_config_key s = AH_KEY_STRING_ROW("s", "", "d");
-    CHECK(!ah__plugin_value_equal(&s, &x, "a", &y, "b") && ah__plugin_value_equal(&s, &x, "a", &y, "a"));
+    CHECK(!ah__plugin_value_equal(&s, &x, "a", &y, "b") &&
+          ah__plugin_value_equal(&s, &x, "a", &y, "a"));
 }
 
 int main(void)

@@ -160,8 +160,10 @@ static void test_round_trip(void)
         CHECK(d->caps.v_head_sizes.n_values == 3 && d->caps.v_head_sizes.values[2] == 256 &&
               d->caps.v_head_sizes.range_max == 512);
         CHECK(strcmp(d->caps.gfx_targets[1], "gfx942") == 0);
-        CHECK(strcmp(d->caps.config_keys[1].choices, "a|b") == 0 && d->caps.config_keys[1].doc == NULL);
-        CHECK(d->caps.config_keys[1].type == AH_KEY_ENUM && d->caps.config_keys[0].type == AH_KEY_INT);
+        CHECK(strcmp(d->caps.config_keys[1].choices, "a|b") == 0 &&
+              d->caps.config_keys[1].doc == NULL);
+        CHECK(d->caps.config_keys[1].type == AH_KEY_ENUM &&
+              d->caps.config_keys[0].type == AH_KEY_INT);
         CHECK(d->caps.config_keys[0].int_min == -3 && d->caps.config_keys[0].int_max == 64);
         CHECK(strcmp(d->caps.config_keys[0].doc, "worker threads") == 0);
         CHECK(d->caps.prefill_rank == 300 && d->caps.decode_rank == 17);

@@ -35,14 +35,14 @@ typedef struct problem {
     ah_layer_spec spec;
     uint32_t R, qlen[MAXR], slen[MAXR];
     uint32_t T, num_blocks, stride;
-    float *q;             /* [T, Hq, qk] */
-    float *k[MAXR];       /* [slen, Hk, qk] contiguous */
-    float *v[MAXR];       /* [slen, Hk, vh] */
+    float *q;       /* [T, Hq, qk] */
+    float *k[MAXR]; /* [slen, Hk, qk] contiguous */
+    float *v[MAXR]; /* [slen, Hk, vh] */
     float sinks[64], slopes[64];
     int32_t qsl[MAXR + 1], sl[MAXR], *bt;
     int64_t *slots;
     ah_batch batch;
-    float *kc, *vc;       /* paged caches (fp32) */
+    float *kc, *vc; /* paged caches (fp32) */
 } problem;
 
 static ah_layer_spec make_spec(uint32_t hq, uint32_t hk, uint32_t qk, uint32_t vh, uint32_t bs)
@@ -83,8 +83,8 @@ static void problem_init(problem *p, ah_layer_spec spec, uint32_t R, const uint3
         /* MLA: V is the head of K, so make the contiguous V say the same */
         if (spec.use_mla)
             for (uint32_t j = 0; j < slen[r]; j++)
-                memcpy(p->v[r] + (size_t)j * spec.v_head_size, p->k[r] + (size_t)j * spec.qk_head_size,
-                       sizeof(float) * spec.v_head_size);
+                memcpy(p->v[r] + (size_t)j * spec.v_head_size,
+                       p->k[r] + (size_t)j * spec.qk_head_size, sizeof(float) * spec.v_head_size);
     }
     p->T = (uint32_t)p->qsl[R];
     p->q = malloc(sizeof(float) * p->T * spec.num_q_heads * spec.qk_head_size);
@@ -152,8 +152,7 @@ static void problem_page(problem *p, uint32_t spare)
                 continue;
             }
             uint32_t pos = p->slen[r] - p->qlen[r] + i;
-            p->slots[p->qsl[r] + i] =
-                (int64_t)p->bt[r * p->stride + pos / bs] * bs + pos % bs;
+            p->slots[p->qsl[r] + i] = (int64_t)p->bt[r * p->stride + pos / bs] * bs + pos % bs;
         }
     }
     free(perm);
@@ -188,8 +187,9 @@ static void problem_free(problem *p)
 
 static ah_status run_ref(problem *p, double *out, double *lse)
 {
-    ah_ref_inputs in = {sizeof in, &p->spec, &p->batch, p->q, p->kc,
-                        p->spec.use_mla ? NULL : p->vc, p->sinks, p->slopes, 0, 0, NULL, NULL};
+    ah_ref_inputs in = {
+        sizeof in, &p->spec,  &p->batch, p->q, p->kc, p->spec.use_mla ? NULL : p->vc,
+        p->sinks,  p->slopes, 0,         0,    NULL,  NULL};
     ah_error err = {{0}};
     ah_status s = ah_reference_attention(&in, out, lse, &err);
     if (s != AH_OK) fprintf(stderr, "reference failed: %s\n", err.msg);
@@ -244,7 +244,8 @@ static void naive(const problem *p, double *out, double *lse)
                 }
                 double total = sum;
                 if (s->use_sinks) total += exp(p->sinks[h] - mx);
-                for (uint32_t c = 0; c < vh; c++) out[((size_t)t * hq + h) * vh + c] = acc[c] / total;
+                for (uint32_t c = 0; c < vh; c++)
+                    out[((size_t)t * hq + h) * vh + c] = acc[c] / total;
                 lse[(size_t)t * hq + h] = mx + log(total);
             }
         }
@@ -308,7 +309,8 @@ static void test_against_naive(void)
         {"everything", 8, 2, 16, 8, 4, AH_ATTN_DECODER, 6, 1.5f, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ah_layer_spec s = make_spec(cases[i].hq, cases[i].hk, cases[i].qk, cases[i].vh, cases[i].bs);
+        ah_layer_spec s =
+            make_spec(cases[i].hq, cases[i].hk, cases[i].qk, cases[i].vh, cases[i].bs);
         s.attn_type = cases[i].type;
         if (ah_spec_cacheless(&s)) { /* encoder rows: a decoder layer with causal = off */
             s.attn_type = AH_ATTN_DECODER;
@@ -413,8 +415,8 @@ static void test_visibility(void)
     struct {
         ah_attn_type type;
         uint32_t window;
-    } cases[] = {{AH_ATTN_DECODER, 0},      {AH_ATTN_DECODER, 1},      {AH_ATTN_DECODER, 3},
-                 {AH_ATTN_ENCODER, 0},      {AH_ATTN_ENCODER_ONLY, 2}, {AH_ATTN_ENCODER, 5},
+    } cases[] = {{AH_ATTN_DECODER, 0},         {AH_ATTN_DECODER, 1},        {AH_ATTN_DECODER, 3},
+                 {AH_ATTN_ENCODER, 0},         {AH_ATTN_ENCODER_ONLY, 2},   {AH_ATTN_ENCODER, 5},
                  {AH_ATTN_ENCODER_DECODER, 0}, {AH_ATTN_ENCODER_DECODER, 2}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ah_layer_spec s = make_spec(1, 1, 4, S, 5);
@@ -543,7 +545,7 @@ static void test_merge_halves(void)
     p.sl[0] = (int32_t)half; /* first half: keys 0..7 */
     CHECK(run_ref(&p, a, la) == AH_OK);
     int32_t row[8];
-    memcpy(row, p.bt, sizeof(int32_t) * p.stride); /* stride is 5 here */
+    memcpy(row, p.bt, sizeof(int32_t) * p.stride);                /* stride is 5 here */
     for (uint32_t k = 0; k < 2; k++) p.bt[k] = row[k + half / 4]; /* second half: keys 8..15 */
     CHECK(run_ref(&p, b, lb) == AH_OK);
     ah_reference_merge_states(Q, 2, 8, a, la, b, lb, m, lm);
@@ -584,8 +586,8 @@ static void test_write_kv(void)
     b.block_table_stride = 2;
     float key[12], val[12];
     for (int i = 0; i < 12; i++) {
-        key[i] = 0.5f;   /* / 0.25 = 2.0 -> e4m3 0x40 */
-        val[i] = -3.0f;  /* / 2.0 = -1.5 -> e4m3 0xbc */
+        key[i] = 0.5f;  /* / 0.25 = 2.0 -> e4m3 0x40 */
+        val[i] = -3.0f; /* / 2.0 = -1.5 -> e4m3 0xbc */
     }
     key[1] = 1000.0f; /* saturates at 448 -> 0x7e */
     uint8_t kc[16], vc[16];
@@ -596,7 +598,7 @@ static void test_write_kv(void)
     /* NHD: offset = block*8 + (slot*2 + head)*2 + ch; slot 2 is block 1 slot 0 */
     CHECK(kc[8] == 0x40 && kc[9] == 0x7e && kc[10] == 0x40 && kc[11] == 0x40);
     CHECK(vc[8] == 0xbc && vc[11] == 0xbc);
-    CHECK(kc[0] == 0x40 && kc[3] == 0x40 && vc[0] == 0xbc); /* token 2 -> slot 0 */
+    CHECK(kc[0] == 0x40 && kc[3] == 0x40 && vc[0] == 0xbc);            /* token 2 -> slot 0 */
     for (int i = 4; i < 8; i++) CHECK(kc[i] == 0xee && vc[i] == 0xee); /* slot 1: untouched */
     for (int i = 12; i < 16; i++) CHECK(kc[i] == 0xee);
     /* e5m2: 2.0 -> 0x40 */
@@ -649,8 +651,8 @@ static void test_fp8_read(void)
     b.block_table_host = bt;
     b.slot_mapping_host = slots;
     b.block_table_stride = 1;
-    b.encoder_seq_lens_host = sl; /* a cross layer: two encoder tokens */
-    float q[2] = {0, 0}; /* equal weights */
+    b.encoder_seq_lens_host = sl;                          /* a cross layer: two encoder tokens */
+    float q[2] = {0, 0};                                   /* equal weights */
     uint8_t kc[8] = {0}, vc[8] = {0x40, 0x38, 0x48, 0xb8}; /* 2, 1, 4, -1 */
     ah_ref_inputs in = {sizeof in, &s, &b, q, kc, vc, NULL, NULL, 0.5f, 3.0f, NULL, NULL};
     double out[2], lse[1];
@@ -683,12 +685,14 @@ static void test_fp8_encode(void)
             uint8_t want = 0;
             if (x != x) {
                 want = fmt ? 0x7e : 0x7f;
-            } else if (fabsf(x) >= (fmt ? 57344.0f : 448.0f)) { /* the search's doubles lose the gap up there */
+            } else if (fabsf(x) >=
+                       (fmt ? 57344.0f : 448.0f)) { /* the search's doubles lose the gap up there */
                 want = (uint8_t)((fmt ? 0x7b : 0x7e) | (x < 0 ? 0x80 : 0));
             } else {
                 double best = INFINITY;
                 for (int c = 0; c < 128; c++) { /* magnitudes; finite ones only */
-                    const double v = fmt ? ah_fp8e5m2_to_f32((uint8_t)c) : ah_fp8e4m3_to_f32((uint8_t)c);
+                    const double v =
+                        fmt ? ah_fp8e5m2_to_f32((uint8_t)c) : ah_fp8e4m3_to_f32((uint8_t)c);
                     if (!isfinite(v)) continue;
                     const double d = fabs(fabs((double)x) - v);
                     if (d < best || (d == best && (c & 1) == 0)) best = d, want = (uint8_t)c;
@@ -696,7 +700,8 @@ static void test_fp8_encode(void)
                 if (signbit(x)) want |= 0x80;
             }
             if (got != want && bad++ < 4)
-                CHECK_MSG(0, "%s(%g = 0x%04x): 0x%02x, want 0x%02x", fmt ? "e5m2" : "e4m3", x, h, got, want);
+                CHECK_MSG(0, "%s(%g = 0x%04x): 0x%02x, want 0x%02x", fmt ? "e5m2" : "e4m3", x, h,
+                          got, want);
         }
         CHECK_MSG(bad == 0, "%s: %ld bf16 inputs encoded wrongly", fmt ? "e5m2" : "e4m3", bad);
     }
@@ -710,7 +715,8 @@ static void test_errors(void)
     problem_page(&p, 0);
     double out[9 * 4 * 8];
     ah_error err = {{0}};
-    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc, NULL, NULL, 0, 0, NULL, NULL};
+    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc,
+                        NULL,      NULL,    0,        0,   NULL, NULL};
     p.spec.use_sinks = 1;
     CHECK(ah_reference_attention(&in, out, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(err.msg, "sinks");
@@ -736,7 +742,8 @@ static void test_parse_int(void)
     CHECK(ah_parse_int("65536", 0, 65536, &v) && v == 65536);
     v = 7;
     const char *bad[] = {"", "lots", "64MiB", "6 4", "1.5", "65537", "-1", "99999999999999999999"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK(!ah_parse_int(bad[i], 0, 65536, &v) && v == 7);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(!ah_parse_int(bad[i], 0, 65536, &v) && v == 7);
 }
 
 int main(void)

@@ -26,9 +26,10 @@ static ah_hw_facts hw;
 static const char *scanner;
 static char tmp_root[] = "/tmp/ah_test_scan_XXXXXX";
 
-static const char *const cases[] = {"good", "wrong_major", "old_size", "new_size", "null_slot",
-                                    "no_entry", "bad_caps", "segv", "hang", "ctor_abort", "noisy",
-                                    "exit", "flip", "refuse", "garbage", "undefined"};
+static const char *const cases[] = {"good",      "wrong_major", "old_size", "new_size",
+                                    "null_slot", "no_entry",    "bad_caps", "segv",
+                                    "hang",      "ctor_abort",  "noisy",    "exit",
+                                    "flip",      "refuse",      "garbage",  "undefined"};
 #define N_CASES (sizeof cases / sizeof cases[0])
 
 static char *case_dir(const char *c)
@@ -97,10 +98,8 @@ static void expect(const ah_scan_result *r, const char *c, ah_plugin_state st, c
     if (!p) return;
     CHECK_MSG(p->info.state == st, "case %s: state %d, expected %d (%s)", c, (int)p->info.state,
               (int)st, p->info.reason);
-    if (reason && !*reason)
-        CHECK_STREQ(p->info.reason, "");
-    else if (reason)
-        CHECK_CONTAINS(p->info.reason, reason);
+    if (reason && !*reason) CHECK_STREQ(p->info.reason, "");
+    else if (reason) CHECK_CONTAINS(p->info.reason, reason);
     int accepted = st == AH_PLUGIN_AVAILABLE || st == AH_PLUGIN_UNAVAILABLE;
     CHECK_MSG((p->info.caps != NULL) == accepted && (p->info.probe != NULL) == accepted,
               "case %s: caps/probe presence", c);
@@ -145,8 +144,9 @@ static void test_child_mode(int fork_child)
     expect(&r, "no_entry", AH_PLUGIN_QUARANTINED, "no symbol attnhost_plugin_entry");
     expect(&r, "bad_caps", AH_PLUGIN_REJECTED, "caps.kv_dtypes 0x1004 has unknown bits 0x1000");
     expect(&r, "segv", AH_PLUGIN_QUARANTINED, "killed by SIGSEGV");
-    expect(&r, "segv", AH_PLUGIN_QUARANTINED, "last stderr: abi_segv: probing the device | "
-                                              "abi_segv: about to crash");
+    expect(&r, "segv", AH_PLUGIN_QUARANTINED,
+           "last stderr: abi_segv: probing the device | "
+           "abi_segv: about to crash");
     if (!fork_child) {
         expect(&r, "hang", AH_PLUGIN_QUARANTINED, "timed out after 1500 ms");
         expect(&r, "hang", AH_PLUGIN_QUARANTINED, "abi_hang: waiting for a device");
@@ -190,8 +190,9 @@ static void test_child_mode(int fork_child)
     if (n) CHECK_STREQ(n->info.version, "2.0");
     /* The hang ended at the time limit, not later. */
     const ah_plugin_rec *h = find(&r, "/hang/");
-    if (h) CHECK_MSG(h->info.scan_ms >= TIMEOUT_MS && h->info.scan_ms < TIMEOUT_MS + 1000,
-                     "hang took %.0f ms", h->info.scan_ms);
+    if (h)
+        CHECK_MSG(h->info.scan_ms >= TIMEOUT_MS && h->info.scan_ms < TIMEOUT_MS + 1000,
+                  "hang took %.0f ms", h->info.scan_ms);
     ah__scan_result_free(&r);
 }
 
@@ -199,9 +200,9 @@ static void test_child_mode(int fork_child)
 
 static void test_in_process(void)
 {
-    static const char *const safe[] = {"good",     "wrong_major", "old_size", "new_size",
-                                       "null_slot", "no_entry",   "bad_caps", "flip",
-                                       "refuse",   "undefined"};
+    static const char *const safe[] = {"good",      "wrong_major", "old_size", "new_size",
+                                       "null_slot", "no_entry",    "bad_caps", "flip",
+                                       "refuse",    "undefined"};
     const size_t n = sizeof safe / sizeof safe[0];
     const char *dirs[16];
     for (size_t i = 0; i < n; i++) dirs[i] = case_dir(safe[i]);
@@ -415,8 +416,15 @@ static void test_discovery(void)
     mkdir(mkpath("%s/openparent/%s", "plugins"), 0755);
     copy_file(case_so("good"), mkpath("%s/openparent/plugins/%s", "abi_good.so"), 0755);
 
-    const char *dirs[] = {ww, wf, ln, mkpath("%s/%s", "openparent/plugins"), "plugins", "",
-                          "./", mkpath("%s/%s", "does-not-exist"), case_dir("good")};
+    const char *dirs[] = {ww,
+                          wf,
+                          ln,
+                          mkpath("%s/%s", "openparent/plugins"),
+                          "plugins",
+                          "",
+                          "./",
+                          mkpath("%s/%s", "does-not-exist"),
+                          case_dir("good")};
     ah_scan_result r;
     if (scan(dirs, sizeof dirs / sizeof dirs[0], AH_SCAN_CHILD, NULL, NULL, &r) != AH_OK) return;
     for (uint32_t i = 0; i < r.n; i++)
@@ -491,9 +499,16 @@ static void run_tiny_batch(ah_loaded_plugin *p)
     const char *why = NULL;
     ah_context_options co = {sizeof co, 0};
     CHECK(o->context_create(&p->services, &co, &ctx, &why) == AH_OK);
-    ah_layer_spec spec = {.struct_size = sizeof spec, .attn_type = AH_ATTN_DECODER, .num_q_heads = 1,
-                          .num_kv_heads = 1, .qk_head_size = 2, .v_head_size = 2, .q_dtype = AH_DTYPE_FP32,
-                          .kv_dtype = AH_DTYPE_FP32, .block_size = 4, .kv_layout = AH_KV_LAYOUT_NHD,
+    ah_layer_spec spec = {.struct_size = sizeof spec,
+                          .attn_type = AH_ATTN_DECODER,
+                          .num_q_heads = 1,
+                          .num_kv_heads = 1,
+                          .qk_head_size = 2,
+                          .v_head_size = 2,
+                          .q_dtype = AH_DTYPE_FP32,
+                          .kv_dtype = AH_DTYPE_FP32,
+                          .block_size = 4,
+                          .kv_layout = AH_KV_LAYOUT_NHD,
                           .scale = 1.0f};
     ah_limits lim = {sizeof lim, 1, 2, 1, 4, 1};
     ah_state *st = NULL;

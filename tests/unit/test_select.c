@@ -39,8 +39,9 @@ static ah_model *model(const char *text)
     return m;
 }
 
-#define LLAMA_SMALL "[model]\nname = t\nnum_layers = 4\nnum_q_heads = 8\nnum_kv_heads = 2\n" \
-                    "head_size = 64\ndtype = fp32\n"
+#define LLAMA_SMALL \
+    "[model]\nname = t\nnum_layers = 4\nnum_q_heads = 8\nnum_kv_heads = 2\n" \
+    "head_size = 64\ndtype = fp32\n"
 
 static const ah_candidate *cand(const ah_decision *d, const char *name)
 {
@@ -49,7 +50,8 @@ static const ah_candidate *cand(const ah_decision *d, const char *name)
     return NULL;
 }
 
-static int has_reason(const ah_candidate *c, ah_reason_code code, const char *field, const char *value)
+static int has_reason(const ah_candidate *c, ah_reason_code code, const char *field,
+                      const char *value)
 {
     for (uint32_t i = 0; c && i < c->n_reasons; i++)
         if (c->reasons[i].code == code && (!field || !strcmp(c->reasons[i].field, field)) &&
@@ -64,7 +66,8 @@ static int order_is(const ah_decision *d, const char *names)
     char got[512] = "";
     size_t len = 0;
     for (uint32_t i = 0; i < d->n_candidates && len < sizeof got; i++)
-        len += (size_t)snprintf(got + len, sizeof got - len, "%s%s", i ? " " : "", d->candidates[i].plugin);
+        len += (size_t)snprintf(got + len, sizeof got - len, "%s%s", i ? " " : "",
+                                d->candidates[i].plugin);
     if (strcmp(got, names) == 0) return 1;
     fprintf(stderr, "candidates: got '%s', want '%s'\n", got, names);
     return 0;
@@ -90,7 +93,8 @@ static void test_default_order(void)
                      "no gamma accelerator in this machine"));
     /* resolved spec: kv dtype and block size from the winner */
     CHECK(d->spec.kv_dtype == AH_DTYPE_FP32 && d->spec.block_size == 16);
-    CHECK(d->spec.kv_layout == AH_KV_LAYOUT_NHD && d->spec.scale > 0.124f && d->spec.scale < 0.126f);
+    CHECK(d->spec.kv_layout == AH_KV_LAYOUT_NHD && d->spec.scale > 0.124f &&
+          d->spec.scale < 0.126f);
     ah_selection_destroy(s);
     ah_model_destroy(m);
     ah_host_destroy(h);
@@ -118,8 +122,9 @@ static void test_reasons_and_priority(void)
 
     /* 8 KV heads at head 64: only the plugin's own rule says no */
     h = host_with("[select]\npriority = sel_alpha, sel_beta\n");
-    m = model("[model]\nname = t\nnum_layers = 1\nnum_q_heads = 8\nnum_kv_heads = 8\nhead_size = 64\n"
-              "dtype = fp32\n");
+    m = model(
+        "[model]\nname = t\nnum_layers = 1\nnum_q_heads = 8\nnum_kv_heads = 8\nhead_size = 64\n"
+        "dtype = fp32\n");
     CHECK(ah_host_select(h, m, &s, &err) == AH_OK);
     d = ah_selection_decision(s, 0, AH_PHASE_PREFILL);
     CHECK_STREQ(d->plugin, "sel_beta");
@@ -182,7 +187,8 @@ static void test_layers_and_phases(void)
     ah_error err;
     CHECK_MSG(ah_host_select(h, m, &s, &err) == AH_OK, "%s", err.msg);
     CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->plugin, "sel_alpha");
-    CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->list_source, "[select] prefill_priority");
+    CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->list_source,
+                "[select] prefill_priority");
     CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_DECODE)->plugin, "sel_beta");
     /* decode shares the prefill winner's KV cache: block size 16, not beta's 32 */
     CHECK(ah_selection_decision(s, 0, AH_PHASE_DECODE)->spec.block_size == 16);
@@ -197,20 +203,24 @@ static void test_layers_and_phases(void)
 
 static void test_cache_and_graph_level(void)
 {
-    ah_host *h = host_with("[select]\npriority = sel_beta, sel_alpha\n[layer.5]\nbackend = sel_alpha\n");
+    ah_host *h =
+        host_with("[select]\npriority = sel_beta, sel_alpha\n[layer.5]\nbackend = sel_alpha\n");
     ah_model *m = model("[model]\nname = t\nnum_layers = 80\nnum_q_heads = 8\nnum_kv_heads = 2\n"
                         "head_size = 128\ndtype = fp32\n");
     ah_selection *s = NULL;
     ah_error err;
     CHECK(ah_host_select(h, m, &s, &err) == AH_OK);
     /* identical layers share one cached decision */
-    CHECK(ah_selection_decision(s, 0, AH_PHASE_PREFILL) == ah_selection_decision(s, 79, AH_PHASE_PREFILL));
-    CHECK(ah_selection_decision(s, 0, AH_PHASE_PREFILL) != ah_selection_decision(s, 5, AH_PHASE_PREFILL));
+    CHECK(ah_selection_decision(s, 0, AH_PHASE_PREFILL) ==
+          ah_selection_decision(s, 79, AH_PHASE_PREFILL));
+    CHECK(ah_selection_decision(s, 0, AH_PHASE_PREFILL) !=
+          ah_selection_decision(s, 5, AH_PHASE_PREFILL));
     uint32_t layer = 99;
     CHECK(ah_selection_graph_level(s, &layer) == AH_GRAPH_NEVER && layer == 5);
     ah_selection *s2 = NULL;
     CHECK(ah_host_select(h, m, &s2, &err) == AH_OK);
-    CHECK(ah_selection_decision(s2, 3, AH_PHASE_DECODE) == ah_selection_decision(s, 3, AH_PHASE_DECODE));
+    CHECK(ah_selection_decision(s2, 3, AH_PHASE_DECODE) ==
+          ah_selection_decision(s, 3, AH_PHASE_DECODE));
     ah_selection_destroy(s2);
     ah_selection_destroy(s);
     ah_host_destroy(h);
@@ -273,11 +283,11 @@ static ah_host *machine(const char *plugins, const char *ini)
     uint32_t n = 0;
     char list[256];
     snprintf(list, sizeof list, "%s", plugins);
-    for (char *save = NULL, *w = strtok_r(list, " ", &save); w && n < 16; w = strtok_r(NULL, " ", &save)) {
+    for (char *save = NULL, *w = strtok_r(list, " ", &save); w && n < 16;
+         w = strtok_r(NULL, " ", &save)) {
         if (!strcmp(w, "sel"))
             snprintf(paths[n], sizeof paths[n], "%s", ATTNHOST_SELECT_PLUGIN_DIR);
-        else
-            snprintf(paths[n], sizeof paths[n], "%s/ranks/%s", ATTNHOST_SELECT_PLUGIN_DIR, w);
+        else snprintf(paths[n], sizeof paths[n], "%s/ranks/%s", ATTNHOST_SELECT_PLUGIN_DIR, w);
         dirs[n] = paths[n];
         n++;
     }
@@ -292,7 +302,8 @@ static ah_host *machine(const char *plugins, const char *ini)
     CHECK_MSG(s == AH_OK, "%s: %s", plugins, err.msg);
     for (uint32_t i = 0; h && i < n; i++)
         if (strcmp(dirs[i], ATTNHOST_SELECT_PLUGIN_DIR) != 0)
-            CHECK_MSG(ah_host_find_plugin(h, strrchr(dirs[i], '/') + 1) != NULL, "%s not found", dirs[i]);
+            CHECK_MSG(ah_host_find_plugin(h, strrchr(dirs[i], '/') + 1) != NULL, "%s not found",
+                      dirs[i]);
     return h;
 }
 
@@ -331,7 +342,8 @@ static void test_ranks_gpu_first(void)
             CHECK_STREQ(d->list_source, cases[i].source);
             snprintf(want, sizeof want, "%s rk_cpu", cases[i].gpu);
             CHECK(order_is(d, want));
-            CHECK(has_reason(cand(d, "rk_cpu"), AH_REASON_LOST_ON_PRIORITY, "priority", cases[i].gpu));
+            CHECK(has_reason(cand(d, "rk_cpu"), AH_REASON_LOST_ON_PRIORITY, "priority",
+                             cases[i].gpu));
         }
         ah_selection_destroy(s);
         ah_host_destroy(h);
@@ -383,7 +395,8 @@ static void test_ranks_vendor(void)
     s = select_small(h);
     if (s) {
         CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->plugin, "rk_cuda");
-        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->list_source, "[select] priority");
+        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->list_source,
+                    "[select] priority");
     }
     ah_selection_destroy(s);
     ah_host_destroy(h);
@@ -428,7 +441,8 @@ static void test_ranks_none(void)
     ah_host_destroy(h);
 
     /* nothing listed fits and the fallback does not reach for it */
-    h = machine("rk_hidden rk_cpu", "[select]\npriority = rk_cpu\ndisable = rk_cpu\nfallback = allow\n");
+    h = machine("rk_hidden rk_cpu",
+                "[select]\npriority = rk_cpu\ndisable = rk_cpu\nfallback = allow\n");
     if (!h) return;
     ah_model *m = model(LLAMA_SMALL);
     ah_error err;
@@ -455,7 +469,8 @@ static void test_ranks_per_phase(void)
         CHECK(order_is(pre, "rk_cuda rk_cdecode rk_cpu"));
         CHECK_STREQ(dec->plugin, "rk_cdecode");
         CHECK(order_is(dec, "rk_cdecode rk_cuda rk_cpu"));
-        CHECK(has_reason(cand(dec, "rk_cuda"), AH_REASON_LOST_ON_PRIORITY, "priority", "rk_cdecode"));
+        CHECK(
+            has_reason(cand(dec, "rk_cuda"), AH_REASON_LOST_ON_PRIORITY, "priority", "rk_cdecode"));
     }
     ah_selection_destroy(s);
     ah_host_destroy(h);
@@ -484,7 +499,8 @@ static void test_ranks_older_minor(void)
  * device kind among the candidates. */
 static void test_ranks_whole_machine(void)
 {
-    ah_host *h = machine("rk_cuda rk_hip rk_ze rk_cpu rk_vendor rk_hidden rk_cdecode rk_old sel", NULL);
+    ah_host *h =
+        machine("rk_cuda rk_hip rk_ze rk_cpu rk_vendor rk_hidden rk_cdecode rk_old sel", NULL);
     if (!h) return;
     ah_selection *s = select_small(h);
     if (s) {
@@ -494,7 +510,8 @@ static void test_ranks_whole_machine(void)
                             "rk_cpu sel_alpha sel_beta sel_gamma rk_old"));
         CHECK(order_is(dec, "rk_cdecode rk_vendor rk_cuda rk_ze rk_hip "
                             "rk_cpu sel_alpha sel_beta sel_gamma rk_old"));
-        CHECK_STREQ(pre->list_source, "default (ranks, GPU first: cuda sm_90, level_zero pvc, hip gfx942, cpu)");
+        CHECK_STREQ(pre->list_source,
+                    "default (ranks, GPU first: cuda sm_90, level_zero pvc, hip gfx942, cpu)");
         CHECK_STREQ(pre->plugin, "rk_vendor");
         CHECK_STREQ(dec->plugin, "rk_cdecode");
     }

@@ -63,8 +63,8 @@ static int run_step(worker *w, const ah_selection *sel, uint32_t seed_unused)
             fail_once(w, "forward: %s%s", ah_binding_errmsg(b), "");
             rc = -1;
         } else if (memcmp(s.out, golden[l], sizeof golden[l]) != 0) {
-            fail_once(w, "layer %s output differs from the single-threaded run%s",
-                      l ? "1" : "0", "");
+            fail_once(w, "layer %s output differs from the single-threaded run%s", l ? "1" : "0",
+                      "");
             rc = -1;
         }
     }
@@ -142,7 +142,8 @@ int main(void)
     CHECK_MSG(ah_model_parse(rel_model_text, "<rel>", &shared_model, &err) == AH_OK, "model: %s",
               err.msg);
     if (!host || !shared_model) return check_report("test_stress_threads");
-    CHECK_MSG(ah_host_select(host, shared_model, &shared_sel, &err) == AH_OK, "select: %s", err.msg);
+    CHECK_MSG(ah_host_select(host, shared_model, &shared_sel, &err) == AH_OK, "select: %s",
+              err.msg);
     if (!shared_sel) return check_report("test_stress_threads");
 
     /* the single-threaded answer */
@@ -176,7 +177,8 @@ int main(void)
     pthread_barrier_destroy(&start);
     CHECK(steps == THREADS * ITERATIONS);
     printf("%d threads x %d iterations: %d bound steps ran and matched the single-threaded "
-           "output\n", THREADS, ITERATIONS, steps);
+           "output\n",
+           THREADS, ITERATIONS, steps);
     ah_selection_destroy(shared_sel);
     ah_model_destroy(shared_model);
     ah_host_destroy(host);

@@ -71,8 +71,9 @@ static void fixture_init(fixture *f, ah_kv_layout layout)
     tens_init(&f->lse, 2, (int64_t[]){5, 8}, AH_DTYPE_FP32, f->dev);
     tens_init(&f->sinks, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
     tens_init(&f->alibi, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
-    f->fa = (ah_forward_args){sizeof f->fa, &f->q.t, &f->k.t, &f->v.t, &f->kc.t, &f->vc.t,
-                              &f->out.t, &f->lse.t, &f->sinks.t, &f->alibi.t, 0.5f, 0, NULL};
+    f->fa = (ah_forward_args){sizeof f->fa, &f->q.t,   &f->k.t,   &f->v.t,     &f->kc.t,
+                              &f->vc.t,     &f->out.t, &f->lse.t, &f->sinks.t, &f->alibi.t,
+                              0.5f,         0,         NULL};
     f->wa = (ah_kv_write_args){sizeof f->wa, &f->k.t, &f->v.t, &f->kc.t, &f->vc.t, 0, 0, NULL};
 }
 
@@ -81,11 +82,11 @@ static ah_status fwd(fixture *f, char *msg)
     return ah__check_forward_args(&f->spec, &f->batch, &f->fa, &f->dev, msg, 256);
 }
 
-#define EXPECT_FWD_FAIL(f, text)                                                  \
-    do {                                                                          \
-        char m_[256] = "";                                                        \
-        CHECK(fwd(f, m_) == AH_ERR_INVALID_ARGUMENT);                             \
-        CHECK_CONTAINS(m_, text);                                                 \
+#define EXPECT_FWD_FAIL(f, text) \
+    do { \
+        char m_[256] = ""; \
+        CHECK(fwd(f, m_) == AH_ERR_INVALID_ARGUMENT); \
+        CHECK_CONTAINS(m_, text); \
     } while (0)
 
 static void test_good(void)

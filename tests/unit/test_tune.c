@@ -98,7 +98,8 @@ int main(void)
     record(1.0, 5.0, "d16x4096", D);
     CHECK_STREQ(winner("measured", NULL, model_text, D, buf, sizeof buf), "spd_fast");
     CHECK_STREQ(winner("priority", NULL, model_text, D, buf, sizeof buf), "spd_slow");
-    CHECK_STREQ(winner("measured", NULL, model_text, P, buf, sizeof buf), "spd_slow"); /* untuned phase */
+    CHECK_STREQ(winner("measured", NULL, model_text, P, buf, sizeof buf),
+                "spd_slow"); /* untuned phase */
 
     /* explain's view: times per candidate, the reason, the note */
     ah_host *h = host_with("measured", NULL, cache);
@@ -143,9 +144,11 @@ int main(void)
     ah_model_destroy(m);
 
     /* forced and explicit lists are never reordered */
-    CHECK_STREQ(winner("measured", "force = spd_slow\n", model_text, D, buf, sizeof buf), "spd_slow");
-    CHECK_STREQ(winner("measured", "priority = spd_slow, spd_fast\n", model_text, D, buf, sizeof buf),
+    CHECK_STREQ(winner("measured", "force = spd_slow\n", model_text, D, buf, sizeof buf),
                 "spd_slow");
+    CHECK_STREQ(
+        winner("measured", "priority = spd_slow, spd_fast\n", model_text, D, buf, sizeof buf),
+        "spd_slow");
 
     /* a tie within 3% keeps the priority order */
     record(1.0, 1.02, "d16x4096", D);

@@ -74,21 +74,21 @@ const char *ah_status_str(ah_status s);
  * ------------------------------------------------------------------------ */
 
 typedef enum ah_scan_mode {
-    AH_SCAN_DEFAULT = 0,    /* what the config says; child process if it says nothing */
-    AH_SCAN_CHILD = 1,      /* probe new plugins in a child process with a time limit
-                               (the spawned attnhost-plugin-scanner) */
-    AH_SCAN_IN_PROCESS = 2  /* no child: for environments that cannot start one */
+    AH_SCAN_DEFAULT = 0,   /* what the config says; child process if it says nothing */
+    AH_SCAN_CHILD = 1,     /* probe new plugins in a child process with a time limit
+                              (the spawned attnhost-plugin-scanner) */
+    AH_SCAN_IN_PROCESS = 2 /* no child: for environments that cannot start one */
 } ah_scan_mode;
 
 typedef struct ah_host_options {
     uint32_t struct_size;
-    const char *config_path;  /* INI file; NULL: config_text, or built-in defaults */
-    const char *config_text;  /* INI text used when config_path is NULL */
+    const char *config_path;        /* INI file; NULL: config_text, or built-in defaults */
+    const char *config_text;        /* INI text used when config_path is NULL */
     const char *const *plugin_dirs; /* searched before [search] paths; may be NULL */
     uint32_t n_plugin_dirs;
-    int no_default_dirs;      /* 1: skip the install dir and $ATTNHOST_PLUGIN_PATH */
+    int no_default_dirs; /* 1: skip the install dir and $ATTNHOST_PLUGIN_PATH */
     ah_scan_mode scan_mode;
-    const char *cache_path;   /* NULL: [search] cache or the default; "": no cache */
+    const char *cache_path;     /* NULL: [search] cache or the default; "": no cache */
     int ignore_require_checked; /* 1: [select] require_checked does not apply to this
                                    host (`attnhost check`, which earns the records,
                                    runs plugins not checked yet) */
@@ -131,17 +131,17 @@ const char *ah_plugin_state_str(ah_plugin_state s);
  * quarantined plugins. */
 typedef struct ah_plugin_info {
     uint32_t struct_size;
-    const char *name;        /* from the descriptor, or the file stem */
+    const char *name; /* from the descriptor, or the file stem */
     const char *path;
     const char *version, *vendor, *license, *description;
     ah_device_kind device_kind;
     ah_plugin_state state;
-    const char *reason;      /* why not available; "" when available */
-    const ah_caps *caps;     /* check_combination is NULL in this copy */
+    const char *reason;  /* why not available; "" when available */
+    const ah_caps *caps; /* check_combination is NULL in this copy */
     const ah_probe_info *probe;
     int has_check_combination;
-    int from_cache;          /* 1: the scan result came from the cache */
-    double scan_ms;          /* cost of the scan that produced this result */
+    int from_cache; /* 1: the scan result came from the cache */
+    double scan_ms; /* cost of the scan that produced this result */
 } ah_plugin_info;
 
 size_t ah_host_plugin_count(const ah_host *host);
@@ -211,26 +211,26 @@ const char *ah_demo_model_text(void);
 
 typedef struct ah_reason {
     ah_reason_code code;
-    const char *field;      /* "head_size", "kv_dtype", ... */
-    const char *value;      /* the offending value */
-    const char *supported;  /* what the plugin supports */
+    const char *field;     /* "head_size", "kv_dtype", ... */
+    const char *value;     /* the offending value */
+    const char *supported; /* what the plugin supports */
 } ah_reason;
 
 typedef struct ah_candidate {
     const char *plugin;
-    uint32_t n_reasons;     /* 0: chosen; a valid candidate behind the winner
-                               has one reason, AH_REASON_LOST_ON_PRIORITY */
+    uint32_t n_reasons; /* 0: chosen; a valid candidate behind the winner
+                           has one reason, AH_REASON_LOST_ON_PRIORITY */
     const ah_reason *reasons;
     int chosen;
 } ah_candidate;
 
 typedef struct ah_decision {
-    const char *plugin;       /* the winner; NULL when none could serve */
-    const char *list_source;  /* where the priority list came from */
+    const char *plugin;      /* the winner; NULL when none could serve */
+    const char *list_source; /* where the priority list came from */
     uint32_t n_candidates;
     const ah_candidate *candidates;
-    ah_layer_spec spec;       /* resolved: kv_dtype, kv_layout, scale filled */
-    int fallback;             /* 1: no listed candidate fit, another was taken */
+    ah_layer_spec spec; /* resolved: kv_dtype, kv_layout, scale filled */
+    int fallback;       /* 1: no listed candidate fit, another was taken */
 } ah_decision;
 
 /* Choose a plugin for every layer and phase. Fails when a layer cannot be
@@ -274,7 +274,8 @@ ah_graph_level ah_selection_graph_level(const ah_selection *sel, uint32_t *layer
  * prefill winners, bounds graphs of every other batch (a mixed batch is
  * captured whole on the prefill winners, see ah_binding_plan). *layer as
  * above; an unknown phase gives NEVER. */
-ah_graph_level ah_selection_graph_level_for(const ah_selection *sel, ah_phase phase, uint32_t *layer);
+ah_graph_level ah_selection_graph_level_for(const ah_selection *sel, ah_phase phase,
+                                            uint32_t *layer);
 /* Warnings from fallback = warn, one per line; "" when none. Two kinds of
  * fallback: no listed backend fits a layer and another is taken; and a CPU
  * fallback, where a layer is bound to a CPU backend while a GPU backend is
@@ -293,12 +294,13 @@ const char *ah_feature_name(uint32_t feature_bit);
 
 /* Text for capability sets, as explain and list print them; each writes a
  * NUL-terminated string of at most cap bytes into buf. */
-void ah_format_int_set(const ah_int_set *s, char *buf, size_t cap); /* "{64, 128}", "16..256 step 16" */
-void ah_format_dtype_mask(uint32_t mask, char *buf, size_t cap);    /* "{bf16, fp16}" */
-void ah_format_attn_types(uint32_t mask, char *buf, size_t cap);    /* "{decoder, encoder}" */
-void ah_format_layouts(uint32_t mask, char *buf, size_t cap);       /* "{nhd, hnd}" */
-void ah_format_features(uint32_t mask, char *buf, size_t cap);      /* "mla, sinks" or "none" */
-void ah_format_isa(uint32_t mask, char *buf, size_t cap);           /* "avx512f, amx_bf16" */
+void ah_format_int_set(const ah_int_set *s, char *buf,
+                       size_t cap); /* "{64, 128}", "16..256 step 16" */
+void ah_format_dtype_mask(uint32_t mask, char *buf, size_t cap); /* "{bf16, fp16}" */
+void ah_format_attn_types(uint32_t mask, char *buf, size_t cap); /* "{decoder, encoder}" */
+void ah_format_layouts(uint32_t mask, char *buf, size_t cap);    /* "{nhd, hnd}" */
+void ah_format_features(uint32_t mask, char *buf, size_t cap);   /* "mla, sinks" or "none" */
+void ah_format_isa(uint32_t mask, char *buf, size_t cap);        /* "avx512f, amx_bf16" */
 
 /* ---------------------------------------------------------------------------
  * Binding and execution
@@ -307,7 +309,7 @@ void ah_format_isa(uint32_t mask, char *buf, size_t cap);           /* "avx512f,
 typedef struct ah_binding_options {
     uint32_t struct_size;
     ah_limits limits;
-    int no_validation; /* 1: skip batch and tensor checks (trusted engines) */
+    int no_validation;    /* 1: skip batch and tensor checks (trusted engines) */
     int32_t device_index; /* the device (of each bound plugin's kind) the
                              binding runs on: CUDA device 1 for tensors on
                              cuda:1. At least 0; CPU plugins always run on
@@ -418,7 +420,7 @@ ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_
  * DLPack terms; kv_dtype says which FP8. */
 typedef struct ah_kv_cache_desc {
     uint32_t struct_size;
-    int32_t ndim;          /* 0: no such tensor (MLA has no value cache) */
+    int32_t ndim; /* 0: no such tensor (MLA has no value cache) */
     int64_t shape[6];
     int64_t strides[6];
     ah_dtype kv_dtype;
@@ -536,22 +538,22 @@ ah_status ah_batch_group_view(const ah_batch *batch, uint32_t group, ah_batch *v
 /* The outcome of one conformance run of one plugin. */
 typedef struct ah_check_result {
     uint32_t struct_size;
-    uint32_t passed, failed, skipped;  /* cases */
-    ah_graph_level graph_level;        /* the highest CUDA-graph level whose capture and
-                                          replay cases ran and passed; NEVER when none did */
+    uint32_t passed, failed, skipped; /* cases */
+    ah_graph_level graph_level;       /* the highest CUDA-graph level whose capture and
+                                         replay cases ran and passed; NEVER when none did */
 } ah_check_result;
 
 /* A stored record, as ah_host_plugin_check returns it. */
 typedef struct ah_check_record {
     uint32_t struct_size;
-    int ok;                            /* 1: it passed (no failed case, at least one passed):
-                                          it counts for [select] require_checked */
+    int ok; /* 1: it passed (no failed case, at least one passed):
+               it counts for [select] require_checked */
     uint32_t passed, failed, skipped;
     ah_graph_level graph_level;
-    int64_t checked_at;                /* seconds since the epoch */
-    char date[16];                     /* checked_at as "2026-11-27" (UTC) */
-    char time_utc[24];                 /* "2026-11-27T09:14:03Z" */
-    char attnhost_version[32];         /* the attnhost that ran the suite */
+    int64_t checked_at;        /* seconds since the epoch */
+    char date[16];             /* checked_at as "2026-11-27" (UTC) */
+    char time_utc[24];         /* "2026-11-27T09:14:03Z" */
+    char attnhost_version[32]; /* the attnhost that ran the suite */
 } ah_check_record;
 
 /* Record a conformance run of plugin (by name: the file the host scanned
@@ -628,13 +630,13 @@ ah_layer_kind ah_selection_layer_kind(const ah_selection *sel, uint32_t layer);
  * struct_size may be that of ABI 1.0 (without fp8_attention). */
 typedef struct ah_model_desc {
     uint32_t struct_size;
-    const char *name;              /* required, not empty, one line */
-    uint32_t num_layers;           /* 1..16384 */
-    const ah_layer_spec *layers;   /* num_layers specs; a non-attention
-                                      layer's entry is ignored (may be zeros).
-                                      May be NULL when no layer is attention */
-    const ah_layer_kind *kinds;    /* num_layers kinds; NULL: every layer is
-                                      attention */
+    const char *name;            /* required, not empty, one line */
+    uint32_t num_layers;         /* 1..16384 */
+    const ah_layer_spec *layers; /* num_layers specs; a non-attention
+                                    layer's entry is ignored (may be zeros).
+                                    May be NULL when no layer is attention */
+    const ah_layer_kind *kinds;  /* num_layers kinds; NULL: every layer is
+                                    attention */
 } ah_model_desc;
 
 /* Build a model from desc. AH_ERR_CONFIG with the message in err for a
@@ -652,15 +654,15 @@ ah_status ah_model_to_ini(const ah_model *model, char **text);
 /* Options of a Hugging Face import; NULL options: every default. */
 typedef struct ah_hf_import_options {
     uint32_t struct_size;
-    ah_dtype dtype;            /* AUTO: torch_dtype (or dtype), fp32 when the
-                                  config names none, as transformers does */
-    ah_dtype kv_dtype;         /* AUTO: the same as dtype */
-    uint32_t block_size;       /* 0: 16 */
-    uint32_t tensor_parallel;  /* 0 or 1: whole heads; N: the heads of one of N
-                                  ranks (query heads / N, KV heads / N, or 1
-                                  KV head replicated when N exceeds them) */
-    const char *name;          /* NULL: the config's _name_or_path (its last
-                                  part), else its model_type */
+    ah_dtype dtype;              /* AUTO: torch_dtype (or dtype), fp32 when the
+                                    config names none, as transformers does */
+    ah_dtype kv_dtype;           /* AUTO: the same as dtype */
+    uint32_t block_size;         /* 0: 16 */
+    uint32_t tensor_parallel;    /* 0 or 1: whole heads; N: the heads of one of N
+                                    ranks (query heads / N, KV heads / N, or 1
+                                    KV head replicated when N exceeds them) */
+    const char *name;            /* NULL: the config's _name_or_path (its last
+                                    part), else its model_type */
     int chunked_virtual_batches; /* 1: the engine runs Llama 4's chunked
                                     local attention as virtual batches of
                                     one chunk (vLLM does), so those layers
@@ -714,12 +716,12 @@ int ah_model_import_available(void);
 
 typedef struct ah_tune_entry {
     uint32_t struct_size;
-    const char *plugin;         /* a plugin available on this host */
-    const ah_layer_spec *spec;  /* as the model describes the layer (ah_model_layer) */
+    const char *plugin;        /* a plugin available on this host */
+    const ah_layer_spec *spec; /* as the model describes the layer (ah_model_layer) */
     ah_phase phase;
-    double ms;                  /* the phase's time: the sum of the step medians, > 0 */
-    const char *steps;          /* the steps timed ("d16x4096,d64x8192"); candidates are
-                                   compared only when tuned on the same steps */
+    double ms;         /* the phase's time: the sum of the step medians, > 0 */
+    const char *steps; /* the steps timed ("d16x4096,d64x8192"); candidates are
+                          compared only when tuned on the same steps */
 } ah_tune_entry;
 
 /* Record n measurements (one atomic write). Replaces the entries of the
@@ -729,8 +731,7 @@ typedef struct ah_tune_entry {
  * read-only directory, another user's file), the reason in err;
  * AH_ERR_INVALID_ARGUMENT: a bad entry. Thread safety: any thread (two
  * processes at once: the last rename wins). */
-ah_status ah_host_record_tune(ah_host *host, const ah_tune_entry *entries, size_t n,
-                              ah_error *err);
+ah_status ah_host_record_tune(ah_host *host, const ah_tune_entry *entries, size_t n, ah_error *err);
 /* The measured time of plugin for (spec, phase) on this host: AH_OK and
  * *ms, or AH_ERR_NOT_FOUND. Thread safety: any thread. */
 ah_status ah_host_tuned(ah_host *host, const char *plugin, const ah_layer_spec *spec,

@@ -71,8 +71,8 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
  * dtype, divided by the scale for FP8 (nearest-even, saturating). Negative
  * slots are skipped. value/value_cache are ignored for MLA. */
 ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
-                                const void *value, void *key_cache, void *value_cache, float k_scale,
-                                float v_scale, ah_error *err);
+                                const void *value, void *key_cache, void *value_cache,
+                                float k_scale, float v_scale, ah_error *err);
 
 /* LSE merge of two partial results: [T, H, D] values, [T, H] lse. */
 void ah_reference_merge_states(uint32_t T, uint32_t H, uint32_t D, const double *v_a,
