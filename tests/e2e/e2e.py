@@ -65,8 +65,18 @@ def main() -> int:
                 os.environ["ATTNHOST_LIB"] = str(lib)
                 break
 
+    import attnhost
     import engine
     import tiny_models
+
+    want = a.plugin or ("cpu_amx" if a.device == "cpu" else None)
+    if want:
+        with attnhost.Host(cache_path="") as h:
+            p = h.plugin(want)
+            if p is None or not p.available:
+                why = "not built" if p is None else f"{p.state}: {p.reason}"
+                print(f"e2e: skipped: plugin {want} {why}")
+                return 77
 
     dtype = a.dtype or ("fp32" if a.device == "cpu" else "bf16")
     plugin = a.plugin or ("cpu_amx" if a.device == "cpu" else None)
