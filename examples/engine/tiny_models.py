@@ -24,17 +24,21 @@ def make_config(family: str):
         return tf.Qwen2Config(**_COMMON, use_sliding_window=False,
                               architectures=["Qwen2ForCausalLM"])
     if family == "gemma2":
-        # windows of 8 under prompts of up to 70 tokens; soft-cap; a
+        # windows of 8 under prompts of up to 70 tokens; a soft-cap low enough
+        # to bite (5; Gemma-2 ships 50); a
         # query_pre_attn_scalar that is not head_dim, so the scale matters
         c = dict(_COMMON, num_hidden_layers=4)
         return tf.Gemma2Config(**c, sliding_window=8, query_pre_attn_scalar=24,
-                               attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                               attn_logit_softcapping=5.0, final_logit_softcapping=30.0,
                                layer_types=["sliding_attention", "full_attention"] * 2,
                                architectures=["Gemma2ForCausalLM"])
     if family == "gpt_oss":
         c = dict(_COMMON, num_hidden_layers=4, intermediate_size=128)
         return tf.GptOssConfig(**c, sliding_window=8, num_local_experts=4,
                                num_experts_per_tok=2,
+                               rope_parameters=dict(rope_type="yarn", factor=32.0, beta_fast=32.0,
+                                                    beta_slow=1.0, truncate=False,
+                                                    original_max_position_embeddings=16),
                                layer_types=["sliding_attention", "full_attention"] * 2,
                                architectures=["GptOssForCausalLM"])
     raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES)}")
