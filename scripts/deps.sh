@@ -36,3 +36,18 @@ if [ "${ATTNHOST_DEPS_ROCM:-1}" != 0 ] && [ "${1:-}" != packaging ]; then
       echo "rocm_aiter's toolchain not installed: the plugin will be skipped"
   fi
 fi
+
+# PyTorch and transformers for the end-to-end tests (tests/e2e: tiny Hugging
+# Face models through examples/engine on cpu_amx). PyPI has only the CUDA
+# build of torch for Linux x86_64: measured on Debian 12 (Python 3.11), torch
+# 2.11.0 + transformers 5.24.0 and their dependencies are 2.75 GB to
+# download, ~4.5 GB installed, 139 s to download and install. The versions are
+# the GPU machine's torch and the transformers the tests were written
+# against. ATTNHOST_DEPS_TORCH=0 skips it; a failure only skips those tests.
+if [ "${ATTNHOST_DEPS_TORCH:-1}" != 0 ] && [ "${1:-}" != packaging ] &&
+   ! /usr/bin/python3 -c 'import torch, transformers' 2>/dev/null; then
+  echo "installing (e2e tests): torch 2.11.0, transformers 5.24.0 from PyPI"
+  /usr/bin/python3 -m pip install -q --break-system-packages --progress-bar off \
+      torch==2.11.0 transformers==5.24.0 >/dev/null 2>&1 ||
+    echo "torch/transformers not installed: the e2e tests will be skipped"
+fi
