@@ -10,8 +10,9 @@ import torch
 
 FAMILIES = ("llama", "qwen2", "gemma2", "gpt_oss")
 
-_COMMON = dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-               num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+# head_dim 64: the smallest head size every GPU plugin serves
+_COMMON = dict(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                max_position_embeddings=512, tie_word_embeddings=False)
 
 

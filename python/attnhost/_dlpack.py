@@ -53,7 +53,9 @@ def capsule(obj: Any, stream: Optional[int] = None) -> Tuple[Any, int]:
         if stream is None:
             cap = obj.__dlpack__()
         else:
-            cap = obj.__dlpack__(stream=stream)
+            # DLPack forbids 0 for CUDA (ambiguous); the CUDA runtime's 0 is
+            # the legacy default stream, which DLPack calls 1
+            cap = obj.__dlpack__(stream=stream or 1)
     except AttributeError:
         raise TypeError(
             f"{type(obj).__name__} does not implement the DLPack protocol (__dlpack__); pass a "
