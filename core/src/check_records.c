@@ -25,26 +25,19 @@
  * note, never partly believed. Written through the scan cache's atomic
  * writer (0600 temp file + rename).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "host_int.h"
+#include "record_file.h"
 #include "scan_int.h"
 
-#define CHK_MAGIC "AHCHECKR"
-#define CHK_FORMAT 1u
-#define CHK_HEADER 16u
-#define CHK_MAX_FILE (16u << 20)
 #define CHK_MAX_STR 4096u
-#define CHK_MAX_ENTRIES 4096u
 
 typedef struct chk_entry {
     char *path, *plugin, *plugin_version;
@@ -80,17 +73,14 @@ static void file_free(chk_file *f)
     memset(f, 0, sizeof *f);
 }
 
+static const ah_rf_format chk_format;
+
 static int file_push(chk_file *f, const chk_entry *e)
 {
-    if (f->n == f->cap) {
-        uint32_t cap = f->cap ? f->cap * 2 : 16;
-        chk_entry *g = ah__realloc(f->e, cap * sizeof *g);
-        if (!g) return -1;
-        f->e = g;
-        f->cap = cap;
-    }
-    f->e[f->n++] = *e;
-    return 0;
+    void *arr = f->e;
+    int rc = ah__rf_push(&chk_format, &arr, &f->n, &f->cap, e);
+    f->e = arr;
+    return rc;
 }
 
 static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
@@ -116,6 +106,8 @@ static int same_slot(const chk_entry *a, const chk_entry *b)
     return streq(a->path, b->path) && a->config_hash == b->config_hash && a->abi == b->abi &&
            same_device(a, b);
 }
+
+static int same_slot_v(const void *a, const void *b) { return same_slot(a, b); }
 
 static int applies(const chk_entry *e, const chk_entry *key)
 {
@@ -169,12 +161,7 @@ static void fill_record(const chk_entry *e, ah_check_record *r)
 
 /* ---- encoding ------------------------------------------------------------------ */
 
-static void put_str(ah_buf *b, const char *s)
-{
-    size_t n = s ? strnlen(s, CHK_MAX_STR) : 0;
-    ah__buf_u32(b, (uint32_t)n);
-    ah__buf_put(b, s ? s : "", n);
-}
+static void put_str(ah_buf *b, const char *s) { ah__rf_put_str(b, s, CHK_MAX_STR); }
 
 static void encode_entry(ah_buf *b, const chk_entry *e)
 {
@@ -199,74 +186,21 @@ static void encode_entry(ah_buf *b, const chk_entry *e)
     put_str(b, e->version);
 }
 
-static void put_u32_at(uint8_t *p, uint32_t v)
+static void encode_nth(ah_buf *b, const void *f, uint32_t i)
 {
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static int encode_file(const chk_file *f, ah_buf *b)
-{
-    ah__buf_put(b, CHK_MAGIC, 8);
-    ah__buf_u32(b, CHK_FORMAT);
-    ah__buf_u32(b, f->n);
-    for (uint32_t i = 0; i < f->n && !b->oom; i++) {
-        size_t at = b->len;
-        ah__buf_u32(b, 0);
-        encode_entry(b, &f->e[i]);
-        if (!b->oom) put_u32_at(b->p + at, (uint32_t)(b->len - at - 4));
-    }
-    if (!b->oom) ah__buf_u64(b, ah__hash_bytes(AH__HASH_SEED, b->p, b->len));
-    return b->oom ? -1 : 0;
+    encode_entry(b, &((const chk_file *)f)->e[i]);
 }
 
 /* ---- decoding: any bytes in, an entry or an error out ------------------------- */
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n, off;
-    int bad, oom;
-} reader;
-
-static uint32_t rd32(reader *r)
-{
-    if (r->bad || r->n - r->off < 4) {
-        r->bad = 1;
-        return 0;
-    }
-    const uint8_t *p = r->p + r->off;
-    r->off += 4;
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(reader *r)
-{
-    uint64_t lo = rd32(r);
-    return lo | (uint64_t)rd32(r) << 32;
-}
-
-static char *rdstr(reader *r)
-{
-    uint32_t len = rd32(r);
-    if (r->bad || len > CHK_MAX_STR || r->n - r->off < len || memchr(r->p + r->off, 0, len)) {
-        r->bad = 1;
-        return NULL;
-    }
-    char *s = ah__malloc((size_t)len + 1);
-    if (!s) {
-        r->oom = r->bad = 1;
-        return NULL;
-    }
-    memcpy(s, r->p + r->off, len);
-    s[len] = '\0';
-    r->off += len;
-    return s;
-}
+#define rd32 ah__rf_u32
+#define rd64 ah__rf_u64
+#define rdstr ah__rf_str
 
 /* 0 fine, 1 malformed, -1 out of memory; *e owns its strings on 0. */
 static int decode_entry(const uint8_t *p, size_t n, chk_entry *e)
 {
-    reader r = {p, n, 0, 0, 0};
+    ah_rf_reader r = {p, n, 0, CHK_MAX_STR, 0, 0};
     memset(e, 0, sizeof *e);
     e->path = rdstr(&r);
     e->plugin = rdstr(&r);
@@ -299,109 +233,44 @@ static int decode_entry(const uint8_t *p, size_t n, chk_entry *e)
     return 0;
 }
 
-/* Parse a whole image into f. 0 fine; 1 refused (*why set); -1 OOM. */
-static int parse(chk_file *f, const uint8_t *p, size_t n, char *why, size_t cap)
+/* Take one entry of the file into f (ah_rf_take). */
+static int take(void *f, const uint8_t *p, size_t n)
 {
-    if (n < CHK_HEADER + 8 || memcmp(p, CHK_MAGIC, 8) != 0) {
-        snprintf(why, cap, "not a check-record file");
-        return 1;
+    chk_entry e;
+    int d = decode_entry(p, n, &e);
+    if (d == 0 && file_push(f, &e) != 0) {
+        entry_free(&e);
+        return -1;
     }
-    uint64_t sum = (uint64_t)p[n - 8] | (uint64_t)p[n - 7] << 8 | (uint64_t)p[n - 6] << 16 |
-                   (uint64_t)p[n - 5] << 24 | (uint64_t)p[n - 4] << 32 | (uint64_t)p[n - 3] << 40 |
-                   (uint64_t)p[n - 2] << 48 | (uint64_t)p[n - 1] << 56;
-    if (ah__hash_bytes(AH__HASH_SEED, p, n - 8) != sum) {
-        snprintf(why, cap, "checksum mismatch (corrupt)");
-        return 1;
-    }
-    reader r = {p, n - 8, 8, 0, 0};
-    uint32_t format = rd32(&r), count = rd32(&r);
-    if (format != CHK_FORMAT) {
-        snprintf(why, cap, "written by another attnhost version (format %u)", format);
-        return 1;
-    }
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t len = rd32(&r);
-        chk_entry e;
-        int d = r.bad || len > r.n - r.off ? 1 : decode_entry(r.p + r.off, len, &e);
-        if (d < 0) return -1;
-        if (d > 0 || file_push(f, &e) != 0) {
-            if (d == 0) {
-                entry_free(&e);
-                return -1;
-            }
-            snprintf(why, cap, "malformed record %u (corrupt)", i);
-            return 1;
-        }
-        r.off += len;
-    }
-    if (r.bad || r.off != r.n) {
-        snprintf(why, cap, "malformed record table (corrupt)");
-        return 1;
-    }
-    return 0;
+    return d;
 }
 
-typedef enum load_outcome {
-    LOAD_NONE = 0,    /* no file: empty */
-    LOAD_OK = 1,      /* read */
-    LOAD_IGNORED = 2, /* there, but refused: *note says why; ours to replace */
-    LOAD_FOREIGN = 3  /* there, but another user's: read-only to us */
-} load_outcome;
+static void entry_free_v(void *e) { entry_free(e); }
 
-/* Read path into f (empty on anything but LOAD_OK, *note set when the
- * file was refused). -1 on out-of-memory. */
-static int load(chk_file *f, const char *path, load_outcome *out, char **note)
+static const ah_rf_format chk_format = {
+    .magic = "AHCHECKR",
+    .format = 1,
+    .max_str = CHK_MAX_STR,
+    .max_file = 16u << 20,
+    .max_entries = 4096,
+    .label = "check records",
+    .not_this = "not a check-record file",
+    .entry_word = "record",
+    .large_is_foreign = 1,
+    .entry_size = sizeof(chk_entry),
+    .path_off = offsetof(chk_entry, path),
+    .stamp_off = offsetof(chk_entry, checked_at),
+    .entry_free = entry_free_v,
+};
+
+/* Read path into f (empty on anything but AH_RF_OK, *note set when the
+ * file was refused; *read_only: another user's). -1 on out-of-memory. */
+static int load(chk_file *f, const char *path, ah_rf_outcome *out, int *read_only, char **note)
 {
     memset(f, 0, sizeof *f);
-    *out = LOAD_NONE;
-    *note = NULL;
-    char why[512] = "";
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) {
-        if (errno == ENOENT) return 0;
-        snprintf(why, sizeof why, "%s", strerror(errno));
-        *out = LOAD_IGNORED;
-    } else {
-        struct stat st;
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            snprintf(why, sizeof why, "not a regular file");
-            *out = LOAD_FOREIGN;
-        } else if ((st.st_uid != geteuid() && st.st_uid != 0) ||
-                   (st.st_mode & (S_IWGRP | S_IWOTH))) {
-            snprintf(why, sizeof why, "not owned by this user or root, or writable by others");
-            *out = LOAD_FOREIGN;
-        } else if (st.st_size > (off_t)CHK_MAX_FILE) {
-            snprintf(why, sizeof why, "too large");
-            *out = st.st_uid == geteuid() ? LOAD_IGNORED : LOAD_FOREIGN;
-        } else {
-            size_t n = (size_t)st.st_size, got = 0;
-            uint8_t *p = ah__malloc(n ? n : 1);
-            if (!p) {
-                close(fd);
-                return -1;
-            }
-            while (got < n) {
-                ssize_t r = read(fd, p + got, n - got);
-                if (r < 0 && errno == EINTR) continue;
-                if (r <= 0) break;
-                got += (size_t)r;
-            }
-            int pr = parse(f, p, got, why, sizeof why);
-            ah__free(p);
-            if (pr < 0) {
-                file_free(f);
-                close(fd);
-                return -1;
-            }
-            *out = pr ? (st.st_uid == geteuid() ? LOAD_IGNORED : LOAD_FOREIGN) : LOAD_OK;
-        }
-        close(fd);
-    }
-    if (*out != LOAD_OK) {
-        file_free(f);
-        if (!(*note = ah__asprintf("check records %s ignored: %s", path, why))) return -1;
-    }
-    return 0;
+    int rc = ah__rf_load(&chk_format, path, take, f, out, read_only, note);
+    if (rc != 0 || *out != AH_RF_OK) file_free(f);
+    return rc;
 }
 
 /* ---- the host's view ---------------------------------------------------------- */
@@ -427,13 +296,7 @@ static char *stale_note(const chk_file *f, const chk_entry *key)
     return NULL;
 }
 
-static char *records_path(const char *cache)
-{
-    if (!cache || !*cache) return ah__strdup("");
-    const char *slash = strrchr(cache, '/');
-    if (!slash) return ah__strdup("check-records");
-    return ah__asprintf("%.*s/check-records", (int)(slash - cache), cache);
-}
+static char *records_path(const char *cache) { return ah__rf_beside(cache, "check-records"); }
 
 ah_status ah__host_checks_init(ah_host *h, const char *cache_path, ah_error *err)
 {
@@ -442,8 +305,9 @@ ah_status ah__host_checks_init(ah_host *h, const char *cache_path, ah_error *err
     if (!h->checks || !h->check_path) goto oom;
     if (!*h->check_path) return AH_OK;
     chk_file f;
-    load_outcome lo;
-    if (load(&f, h->check_path, &lo, &h->check_note) != 0) goto oom;
+    ah_rf_outcome lo;
+    int ro;
+    if (load(&f, h->check_path, &lo, &ro, &h->check_note) != 0) goto oom;
     if (h->check_note) ah__log(AH_LOG_WARN, "%s", h->check_note);
     for (uint32_t i = 0; i < h->scan.n; i++) {
         const ah_plugin_rec *rec = h->scan.plugins[i];
@@ -526,10 +390,11 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
                     "cache), so no check records",
                     plugin);
     chk_file f;
-    load_outcome lo;
+    ah_rf_outcome lo;
+    int ro;
     char *note = NULL;
-    if (load(&f, h->check_path, &lo, &note) != 0) goto oom;
-    if (lo == LOAD_FOREIGN) {
+    if (load(&f, h->check_path, &lo, &ro, &note) != 0) goto oom;
+    if (ro && lo != AH_RF_OK) {
         char msg[900];
         snprintf(msg, sizeof msg, "%s (read-only here)", note ? note : h->check_path);
         ah__free(note);
@@ -559,36 +424,17 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
         goto oom;
     }
     /* Replace the record of the same slot; drop those of vanished files. */
-    uint32_t kept = 0;
-    for (uint32_t k = 0; k < f.n; k++) {
-        struct stat st;
-        if (same_slot(&f.e[k], &e) || stat(f.e[k].path, &st) != 0) entry_free(&f.e[k]);
-        else f.e[kept++] = f.e[k];
-    }
-    f.n = kept;
-    while (f.n >= CHK_MAX_ENTRIES) { /* the oldest goes */
-        uint32_t old = 0;
-        for (uint32_t k = 1; k < f.n; k++)
-            if (f.e[k].checked_at < f.e[old].checked_at) old = k;
-        entry_free(&f.e[old]);
-        f.e[old] = f.e[--f.n];
-    }
+    ah__rf_prune(&chk_format, f.e, &f.n, same_slot_v, &e);
     if (file_push(&f, &e) != 0) {
         entry_free(&e);
         file_free(&f);
         goto oom;
     }
-    ah_buf b = {0};
-    int enc = encode_file(&f, &b);
-    file_free(&f);
-    if (enc != 0) {
-        ah__buf_free(&b);
-        goto oom;
-    }
     char why[900];
-    int w = ah__write_file_atomic(h->check_path, b.p, b.len, why, sizeof why);
-    ah__buf_free(&b);
-    if (w != 0) return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, why);
+    int w = ah__rf_save(&chk_format, h->check_path, f.n, encode_nth, &f, why, sizeof why);
+    file_free(&f);
+    if (w < 0) goto oom;
+    if (w > 0) return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, why);
     return AH_OK;
 oom:
     return fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while recording the check of %s", plugin);

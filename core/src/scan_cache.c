@@ -36,6 +36,7 @@
 
 #include "alloc.h"
 #include "plugin_keys.h"
+#include "record_file.h"
 #include "scan_int.h"
 
 #define CACHE_MAGIC "AHSCACHE"
@@ -348,17 +349,11 @@ int ah__cache_load(ah_cache *c, const char *path, uint64_t fingerprint)
     } else if (st.st_size > (off_t)CACHE_MAX) {
         rc = set_note(c, "scan cache %s ignored: too large%s", path, NULL);
     } else {
-        size_t n = (size_t)st.st_size, got = 0;
-        uint8_t *p = ah__malloc(n ? n : 1);
+        size_t got;
+        uint8_t *p = ah__rf_read_fd(fd, (size_t)st.st_size, &got);
         if (!p) {
             close(fd);
             return -1;
-        }
-        while (got < n) {
-            ssize_t r = read(fd, p + got, n - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            got += (size_t)r;
         }
         int pr = parse(c, path, p, got);
         ah__free(p);

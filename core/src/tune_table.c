@@ -29,29 +29,23 @@
  * writer (0600 temp file + rename). A file of another user (root's, shared
  * read-only) is read when nobody else may write it, and never written.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "alloc.h"
+#include "record_file.h"
 #include "scan_int.h"
 #include "select_int.h"
 #include "strbuf.h"
 #include "tune_table.h"
 
-#define TT_MAGIC "AHTUNETB"
-#define TT_FORMAT 1u
-#define TT_HEADER 16u
-#define TT_MAX_FILE (32u << 20)
 #define TT_MAX_STR 4096u
-#define TT_MAX_ENTRIES 65536u
 
 typedef struct tt_entry {
     char *path, *plugin, *plugin_version;
@@ -108,17 +102,14 @@ void ah__tune_table_free(ah_tune_table *t)
     ah__free(t);
 }
 
+static const ah_rf_format tt_format;
+
 static int table_push(ah_tune_table *t, const tt_entry *e)
 {
-    if (t->n == t->cap) {
-        uint32_t cap = t->cap ? t->cap * 2 : 16;
-        tt_entry *g = ah__realloc(t->e, cap * sizeof *g);
-        if (!g) return -1;
-        t->e = g;
-        t->cap = cap;
-    }
-    t->e[t->n++] = *e;
-    return 0;
+    void *arr = t->e;
+    int rc = ah__rf_push(&tt_format, &arr, &t->n, &t->cap, e);
+    t->e = arr;
+    return rc;
 }
 
 static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
@@ -146,6 +137,8 @@ static int same_slot(const tt_entry *a, const tt_entry *b)
            a->config_hash == b->config_hash && a->abi == b->abi && same_device(a, b) &&
            streq(a->spec, b->spec) && a->phase == b->phase;
 }
+
+static int same_slot_v(const void *a, const void *b) { return same_slot(a, b); }
 
 char *ah__tune_spec_key(const ah_layer_spec *s)
 {
@@ -190,12 +183,7 @@ static tt_entry key_of(const ah_host *h, const ah_plugin_rec *rec, char *spec, a
 
 /* ---- encoding ------------------------------------------------------------------ */
 
-static void put_str(ah_buf *b, const char *s)
-{
-    size_t n = s ? strnlen(s, TT_MAX_STR) : 0;
-    ah__buf_u32(b, (uint32_t)n);
-    ah__buf_put(b, s ? s : "", n);
-}
+static void put_str(ah_buf *b, const char *s) { ah__rf_put_str(b, s, TT_MAX_STR); }
 
 static void encode_entry(ah_buf *b, const tt_entry *e)
 {
@@ -222,74 +210,21 @@ static void encode_entry(ah_buf *b, const tt_entry *e)
     put_str(b, e->version);
 }
 
-static void put_u32_at(uint8_t *p, uint32_t v)
+static void encode_nth(ah_buf *b, const void *t, uint32_t i)
 {
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static int encode_table(const ah_tune_table *t, ah_buf *b)
-{
-    ah__buf_put(b, TT_MAGIC, 8);
-    ah__buf_u32(b, TT_FORMAT);
-    ah__buf_u32(b, t->n);
-    for (uint32_t i = 0; i < t->n && !b->oom; i++) {
-        size_t at = b->len;
-        ah__buf_u32(b, 0);
-        encode_entry(b, &t->e[i]);
-        if (!b->oom) put_u32_at(b->p + at, (uint32_t)(b->len - at - 4));
-    }
-    if (!b->oom) ah__buf_u64(b, ah__hash_bytes(AH__HASH_SEED, b->p, b->len));
-    return b->oom ? -1 : 0;
+    encode_entry(b, &((const ah_tune_table *)t)->e[i]);
 }
 
 /* ---- decoding ------------------------------------------------------------------ */
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n, off;
-    int bad, oom;
-} reader;
-
-static uint32_t rd32(reader *r)
-{
-    if (r->bad || r->n - r->off < 4) {
-        r->bad = 1;
-        return 0;
-    }
-    const uint8_t *p = r->p + r->off;
-    r->off += 4;
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(reader *r)
-{
-    uint64_t lo = rd32(r);
-    return lo | (uint64_t)rd32(r) << 32;
-}
-
-static char *rdstr(reader *r)
-{
-    uint32_t len = rd32(r);
-    if (r->bad || len > TT_MAX_STR || r->n - r->off < len || memchr(r->p + r->off, 0, len)) {
-        r->bad = 1;
-        return NULL;
-    }
-    char *s = ah__malloc((size_t)len + 1);
-    if (!s) {
-        r->oom = r->bad = 1;
-        return NULL;
-    }
-    memcpy(s, r->p + r->off, len);
-    s[len] = '\0';
-    r->off += len;
-    return s;
-}
+#define rd32 ah__rf_u32
+#define rd64 ah__rf_u64
+#define rdstr ah__rf_str
 
 /* 0 fine, 1 malformed, -1 out of memory. */
 static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
 {
-    reader r = {p, n, 0, 0, 0};
+    ah_rf_reader r = {p, n, 0, TT_MAX_STR, 0, 0};
     memset(e, 0, sizeof *e);
     e->path = rdstr(&r);
     e->plugin = rdstr(&r);
@@ -321,110 +256,51 @@ static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
     return 0;
 }
 
-static int parse(ah_tune_table *t, const uint8_t *p, size_t n, char *why, size_t cap)
+/* Take one entry of the file into t (ah_rf_take). */
+static int take(void *t, const uint8_t *p, size_t n)
 {
-    if (n < TT_HEADER + 8 || memcmp(p, TT_MAGIC, 8) != 0) {
-        snprintf(why, cap, "not a tune table");
-        return 1;
+    tt_entry e;
+    int d = decode_entry(p, n, &e);
+    if (d == 0 && table_push(t, &e) != 0) {
+        entry_free(&e);
+        return -1;
     }
-    uint64_t sum = 0;
-    for (int i = 7; i >= 0; i--) sum = sum << 8 | p[n - 8 + (size_t)i];
-    if (ah__hash_bytes(AH__HASH_SEED, p, n - 8) != sum) {
-        snprintf(why, cap, "checksum mismatch (corrupt)");
-        return 1;
-    }
-    reader r = {p, n - 8, 8, 0, 0};
-    uint32_t format = rd32(&r), count = rd32(&r);
-    if (format != TT_FORMAT) {
-        snprintf(why, cap, "written by another attnhost version (format %u)", format);
-        return 1;
-    }
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t len = rd32(&r);
-        tt_entry e;
-        int d = r.bad || len > r.n - r.off ? 1 : decode_entry(r.p + r.off, len, &e);
-        if (d < 0) return -1;
-        if (d > 0) {
-            snprintf(why, cap, "malformed entry %u (corrupt)", i);
-            return 1;
-        }
-        if (table_push(t, &e) != 0) {
-            entry_free(&e);
-            return -1;
-        }
-        r.off += len;
-    }
-    if (r.bad || r.off != r.n) {
-        snprintf(why, cap, "malformed entry table (corrupt)");
-        return 1;
-    }
-    return 0;
+    return d;
 }
+
+static void entry_free_v(void *e) { entry_free(e); }
+
+static const ah_rf_format tt_format = {
+    .magic = "AHTUNETB",
+    .format = 1,
+    .max_str = TT_MAX_STR,
+    .max_file = 32u << 20,
+    .max_entries = 65536,
+    .label = "tune table",
+    .not_this = "not a tune table",
+    .entry_word = "entry",
+    .large_is_foreign = 0,
+    .entry_size = sizeof(tt_entry),
+    .path_off = offsetof(tt_entry, path),
+    .stamp_off = offsetof(tt_entry, tuned_at),
+    .entry_free = entry_free_v,
+};
 
 /* Read t->path into t. A refused file leaves t empty with t->note set; a
  * file of another user is read-only to us. -1 on out-of-memory. */
 static int load(ah_tune_table *t)
 {
-    char why[512] = "";
-    int refused = 0;
     if (!*t->path) return 0;
-    int fd = open(t->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) {
-        if (errno == ENOENT) return 0;
-        snprintf(why, sizeof why, "%s", strerror(errno));
-        refused = 1;
-    } else {
-        struct stat st;
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            snprintf(why, sizeof why, "not a regular file");
-            refused = 1;
-            t->read_only = 1;
-        } else if ((st.st_uid != geteuid() && st.st_uid != 0) ||
-                   (st.st_mode & (S_IWGRP | S_IWOTH))) {
-            snprintf(why, sizeof why, "not owned by this user or root, or writable by others");
-            refused = 1;
-            t->read_only = 1;
-        } else if (st.st_size > (off_t)TT_MAX_FILE) {
-            snprintf(why, sizeof why, "too large");
-            refused = 1;
-        } else {
-            t->read_only = st.st_uid != geteuid();
-            size_t n = (size_t)st.st_size, got = 0;
-            uint8_t *p = ah__malloc(n ? n : 1);
-            if (!p) {
-                close(fd);
-                return -1;
-            }
-            while (got < n) {
-                ssize_t r = read(fd, p + got, n - got);
-                if (r < 0 && errno == EINTR) continue;
-                if (r <= 0) break;
-                got += (size_t)r;
-            }
-            int pr = parse(t, p, got, why, sizeof why);
-            ah__free(p);
-            if (pr < 0) {
-                close(fd);
-                return -1;
-            }
-            refused = pr;
-        }
-        close(fd);
-    }
-    if (refused) {
-        table_clear(t);
-        if (!(t->note = ah__asprintf("tune table %s ignored: %s", t->path, why))) return -1;
-    }
-    return 0;
+    ah_rf_outcome out;
+    int rc = ah__rf_load(&tt_format, t->path, take, t, &out, &t->read_only, &t->note);
+    if (rc == 0 && out == AH_RF_IGNORED) table_clear(t);
+    return rc;
 }
 
 static char *table_path(const ah_host *h)
 {
-    const char *chk = h->check_path; /* check-records beside the scan cache; "": none */
-    if (!chk || !*chk) return ah__strdup("");
-    const char *slash = strrchr(chk, '/');
-    if (!slash) return ah__strdup("tune-table");
-    return ah__asprintf("%.*s/tune-table", (int)(slash - chk), chk);
+    /* check-records beside the scan cache; "": none */
+    return ah__rf_beside(h->check_path, "tune-table");
 }
 
 static ah_tune_table *table_new(const ah_host *h)
@@ -567,20 +443,7 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
         if (!sk) goto oom_t;
         tt_entry key = key_of(h, rec, sk, x->phase), e = key;
         /* replace the same slot; drop entries of vanished files */
-        uint32_t kept = 0;
-        for (uint32_t j = 0; j < t->n; j++) {
-            struct stat st;
-            if (same_slot(&t->e[j], &key) || stat(t->e[j].path, &st) != 0) entry_free(&t->e[j]);
-            else t->e[kept++] = t->e[j];
-        }
-        t->n = kept;
-        while (t->n >= TT_MAX_ENTRIES) { /* the oldest goes */
-            uint32_t old = 0;
-            for (uint32_t j = 1; j < t->n; j++)
-                if (t->e[j].tuned_at < t->e[old].tuned_at) old = j;
-            entry_free(&t->e[old]);
-            t->e[old] = t->e[--t->n];
-        }
+        ah__rf_prune(&tt_format, t->e, &t->n, same_slot_v, &key);
         e.ms = x->ms;
         e.tuned_at = now;
         e.path = ah__strdup(key.path);
@@ -599,16 +462,11 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
             goto oom_t;
         }
     }
-    ah_buf b = {0};
-    if (encode_table(t, &b) != 0) {
-        ah__buf_free(&b);
-        goto oom_t;
-    }
     char why[900];
-    int w = ah__write_file_atomic(t->path, b.p, b.len, why, sizeof why);
-    ah__buf_free(&b);
+    int w = ah__rf_save(&tt_format, t->path, t->n, encode_nth, t, why, sizeof why);
+    if (w < 0) goto oom_t;
     ah__tune_table_free(t);
-    if (w != 0) return fail(err, AH_ERR_IO, "tune table not written: %s", why);
+    if (w > 0) return fail(err, AH_ERR_IO, "tune table not written: %s", why);
     return AH_OK;
 oom_t:
     ah__tune_table_free(t);

@@ -1,0 +1,248 @@
+/*
+ * Per-machine record files beside the scan cache: the framing, reader and
+ * writer that check_records.c and tune_table.c share (see record_file.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "record_file.h"
+
+/* ---- decoding: any bytes in, values or r->bad out ---------------------------- */
+
+uint32_t ah__rf_u32(ah_rf_reader *r)
+{
+    if (r->bad || r->n - r->off < 4) {
+        r->bad = 1;
+        return 0;
+    }
+    const uint8_t *p = r->p + r->off;
+    r->off += 4;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+uint64_t ah__rf_u64(ah_rf_reader *r)
+{
+    uint64_t lo = ah__rf_u32(r);
+    return lo | (uint64_t)ah__rf_u32(r) << 32;
+}
+
+char *ah__rf_str(ah_rf_reader *r)
+{
+    uint32_t len = ah__rf_u32(r);
+    if (r->bad || len > r->max_str || r->n - r->off < len || memchr(r->p + r->off, 0, len)) {
+        r->bad = 1;
+        return NULL;
+    }
+    char *s = ah__malloc((size_t)len + 1);
+    if (!s) {
+        r->oom = r->bad = 1;
+        return NULL;
+    }
+    memcpy(s, r->p + r->off, len);
+    s[len] = '\0';
+    r->off += len;
+    return s;
+}
+
+/* ---- encoding ------------------------------------------------------------------ */
+
+void ah__rf_put_str(ah_buf *b, const char *s, uint32_t max)
+{
+    size_t n = s ? strnlen(s, max) : 0;
+    ah__buf_u32(b, (uint32_t)n);
+    ah__buf_put(b, s ? s : "", n);
+}
+
+static void put_u32_at(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static int encode(const ah_rf_format *fmt, uint32_t n,
+                  void (*enc)(ah_buf *b, const void *ctx, uint32_t i), const void *ctx, ah_buf *b)
+{
+    ah__buf_put(b, fmt->magic, 8);
+    ah__buf_u32(b, fmt->format);
+    ah__buf_u32(b, n);
+    for (uint32_t i = 0; i < n && !b->oom; i++) {
+        size_t at = b->len;
+        ah__buf_u32(b, 0);
+        enc(b, ctx, i);
+        if (!b->oom) put_u32_at(b->p + at, (uint32_t)(b->len - at - 4));
+    }
+    if (!b->oom) ah__buf_u64(b, ah__hash_bytes(AH__HASH_SEED, b->p, b->len));
+    return b->oom ? -1 : 0;
+}
+
+/* Parse a whole image. 0 fine; 1 refused (*why set); -1 out of memory. */
+static int parse(const ah_rf_format *fmt, const uint8_t *p, size_t n, ah_rf_take take, void *ctx,
+                 char *why, size_t cap)
+{
+    if (n < 16 + 8 || memcmp(p, fmt->magic, 8) != 0) {
+        snprintf(why, cap, "%s", fmt->not_this);
+        return 1;
+    }
+    uint64_t sum = 0;
+    for (int i = 7; i >= 0; i--) sum = sum << 8 | p[n - 8 + (size_t)i];
+    if (ah__hash_bytes(AH__HASH_SEED, p, n - 8) != sum) {
+        snprintf(why, cap, "checksum mismatch (corrupt)");
+        return 1;
+    }
+    ah_rf_reader r = {p, n - 8, 8, fmt->max_str, 0, 0};
+    uint32_t format = ah__rf_u32(&r), count = ah__rf_u32(&r);
+    if (format != fmt->format) {
+        snprintf(why, cap, "written by another attnhost version (format %u)", format);
+        return 1;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t len = ah__rf_u32(&r);
+        int d = r.bad || len > r.n - r.off ? 1 : take(ctx, r.p + r.off, len);
+        if (d < 0) return -1;
+        if (d > 0) {
+            snprintf(why, cap, "malformed %s %u (corrupt)", fmt->entry_word, i);
+            return 1;
+        }
+        r.off += len;
+    }
+    if (r.bad || r.off != r.n) {
+        snprintf(why, cap, "malformed %s table (corrupt)", fmt->entry_word);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- entry arrays ------------------------------------------------------------- */
+
+int ah__rf_push(const ah_rf_format *fmt, void **arr, uint32_t *n, uint32_t *cap, const void *entry)
+{
+    if (*n == *cap) {
+        uint32_t c = *cap ? *cap * 2 : 16;
+        void *g = ah__realloc(*arr, c * fmt->entry_size);
+        if (!g) return -1;
+        *arr = g;
+        *cap = c;
+    }
+    memcpy((char *)*arr + (size_t)(*n)++ * fmt->entry_size, entry, fmt->entry_size);
+    return 0;
+}
+
+void ah__rf_prune(const ah_rf_format *fmt, void *arr, uint32_t *n,
+                  int (*same)(const void *entry, const void *key), const void *key)
+{
+    size_t sz = fmt->entry_size;
+    char *e = arr;
+#define AT(k) (e + (size_t)(k)*sz)
+#define STAMP(k) (*(const uint64_t *)(const void *)(AT(k) + fmt->stamp_off))
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < *n; k++) {
+        struct stat st;
+        const char *path = *(char *const *)(const void *)(AT(k) + fmt->path_off);
+        if (same(AT(k), key) || stat(path, &st) != 0) fmt->entry_free(AT(k));
+        else memmove(AT(kept++), AT(k), sz);
+    }
+    *n = kept;
+    while (*n >= fmt->max_entries) { /* the oldest goes */
+        uint32_t old = 0;
+        for (uint32_t k = 1; k < *n; k++)
+            if (STAMP(k) < STAMP(old)) old = k;
+        fmt->entry_free(AT(old));
+        memmove(AT(old), AT(--*n), sz);
+    }
+#undef STAMP
+#undef AT
+}
+
+/* ---- files -------------------------------------------------------------------- */
+
+uint8_t *ah__rf_read_fd(int fd, size_t n, size_t *got)
+{
+    uint8_t *p = ah__malloc(n ? n : 1);
+    *got = 0;
+    if (!p) return NULL;
+    while (*got < n) {
+        ssize_t r = read(fd, p + *got, n - *got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        *got += (size_t)r;
+    }
+    return p;
+}
+
+int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_take take, void *ctx,
+                ah_rf_outcome *out, int *read_only, char **note)
+{
+    char why[512] = "";
+    *out = AH_RF_NONE;
+    *read_only = 0;
+    *note = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) return 0;
+        snprintf(why, sizeof why, "%s", strerror(errno));
+        *out = AH_RF_IGNORED;
+    } else {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(why, sizeof why, "not a regular file");
+            *out = AH_RF_IGNORED;
+            *read_only = 1;
+        } else if ((st.st_uid != geteuid() && st.st_uid != 0) ||
+                   (st.st_mode & (S_IWGRP | S_IWOTH))) {
+            snprintf(why, sizeof why, "not owned by this user or root, or writable by others");
+            *out = AH_RF_IGNORED;
+            *read_only = 1;
+        } else if (st.st_size > (off_t)fmt->max_file) {
+            snprintf(why, sizeof why, "too large");
+            *out = AH_RF_IGNORED;
+            *read_only = fmt->large_is_foreign && st.st_uid != geteuid();
+        } else {
+            *read_only = st.st_uid != geteuid();
+            size_t got;
+            uint8_t *p = ah__rf_read_fd(fd, (size_t)st.st_size, &got);
+            if (!p) {
+                close(fd);
+                return -1;
+            }
+            int pr = parse(fmt, p, got, take, ctx, why, sizeof why);
+            ah__free(p);
+            if (pr < 0) {
+                close(fd);
+                return -1;
+            }
+            *out = pr ? AH_RF_IGNORED : AH_RF_OK;
+        }
+        close(fd);
+    }
+    if (*out != AH_RF_OK && !(*note = ah__asprintf("%s %s ignored: %s", fmt->label, path, why)))
+        return -1;
+    return 0;
+}
+
+int ah__rf_save(const ah_rf_format *fmt, const char *path, uint32_t n,
+                void (*enc)(ah_buf *b, const void *ctx, uint32_t i), const void *ctx, char *why,
+                size_t cap)
+{
+    ah_buf b = {0};
+    if (encode(fmt, n, enc, ctx, &b) != 0) {
+        ah__buf_free(&b);
+        return -1;
+    }
+    int w = ah__write_file_atomic(path, b.p, b.len, why, cap);
+    ah__buf_free(&b);
+    return w != 0 ? 1 : 0;
+}
+
+char *ah__rf_beside(const char *path, const char *name)
+{
+    if (!path || !*path) return ah__strdup("");
+    const char *slash = strrchr(path, '/');
+    if (!slash) return ah__strdup(name);
+    return ah__asprintf("%.*s/%s", (int)(slash - path), path, name);
+}
