@@ -47,6 +47,8 @@ fi
 if [ "${ATTNHOST_DEPS_TORCH:-1}" != 0 ] && [ "${1:-}" != packaging ] &&
    ! /usr/bin/python3 -c 'import torch, transformers' 2>/dev/null; then
   echo "installing (e2e tests): torch 2.11.0, transformers 5.24.0 from PyPI"
+  /usr/bin/python3 -m pip --version >/dev/null 2>&1 ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null
   /usr/bin/python3 -m pip install -q --break-system-packages --progress-bar off \
       torch==2.11.0 transformers==5.24.0 >/dev/null 2>&1 ||
     echo "torch/transformers not installed: the e2e tests will be skipped"
