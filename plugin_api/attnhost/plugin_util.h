@@ -206,6 +206,37 @@ static inline float ah_kv_scale(float scale, ah_dtype kv_dtype)
     return ah_dtype_is_fp8(kv_dtype) && scale != 0.0f ? scale : 1.0f;
 }
 
+/* A spec against the plugin's own caps: the sets and ranges a host-selected
+ * spec always meets, checked again at state_create because a plugin may
+ * be driven without the host (its own test drivers, a validation-off
+ * engine). Returns AH_OK, or AH_ERR_ABI / AH_ERR_UNSUPPORTED with the field
+ * and value in e. Rules that span fields stay in the plugin. */
+static inline ah_status ah_spec_check_caps(const ah_layer_spec *s, const ah_caps *c, ah_errbuf *e)
+{
+    if (!s || !AH_HAS_FIELD(s, ah_layer_spec, use_alibi))
+        return ah_fail(e, AH_ERR_ABI, "layer spec is missing or too old");
+    if ((unsigned)s->q_dtype >= AH_DTYPE_COUNT || !(c->q_dtypes & AH_BIT(s->q_dtype)))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "query dtype %s is not served",
+                       ah_dtype_name(s->q_dtype));
+    if ((unsigned)s->kv_dtype >= AH_DTYPE_COUNT || !(c->kv_dtypes & AH_BIT(s->kv_dtype)))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "KV dtype %s is not served",
+                       ah_dtype_name(s->kv_dtype));
+    if (!ah_int_set_contains(&c->qk_head_sizes, s->qk_head_size) ||
+        !ah_int_set_contains(&c->v_head_sizes, s->v_head_size))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "head sizes qk %u / v %u are not served",
+                       s->qk_head_size, s->v_head_size);
+    if (!ah_int_set_contains(&c->block_sizes, s->block_size))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u is not served", s->block_size);
+    if ((unsigned)s->kv_layout >= AH_KV_LAYOUT_COUNT || !(c->kv_layouts & AH_BIT(s->kv_layout)))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "KV layout %d is not served", (int)s->kv_layout);
+    if ((unsigned)s->attn_type >= AH_ATTN_TYPE_COUNT || !(c->attn_types & AH_BIT(s->attn_type)))
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "attention type %d is not served", (int)s->attn_type);
+    if (s->num_kv_heads == 0 || s->num_q_heads == 0 || s->num_q_heads % s->num_kv_heads)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "%u query heads do not divide into %u KV heads",
+                       s->num_q_heads, s->num_kv_heads);
+    return AH_OK;
+}
+
 static inline float ah_load_f32(const void *base, size_t i, ah_dtype t)
 {
     switch (t) {

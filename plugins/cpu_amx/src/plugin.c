@@ -213,22 +213,8 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
 {
     *out = NULL;
     const ah_caps *c = &cpu_caps;
-    if (!spec || !AH_HAS_FIELD(spec, ah_layer_spec, use_alibi))
-        return ah_fail(&ctx->err, AH_ERR_ABI, "layer spec is missing or too old");
-    if ((unsigned)spec->q_dtype >= AH_DTYPE_COUNT || !(c->q_dtypes & AH_BIT(spec->q_dtype)))
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "query dtype %s is not fp32, fp16 or bf16", ah_dtype_name(spec->q_dtype));
-    if ((unsigned)spec->kv_dtype >= AH_DTYPE_COUNT || !(c->kv_dtypes & AH_BIT(spec->kv_dtype)))
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "KV dtype %s is not supported", ah_dtype_name(spec->kv_dtype));
-    if (!ah_int_set_contains(&c->qk_head_sizes, spec->qk_head_size) || !ah_int_set_contains(&c->v_head_sizes, spec->v_head_size))
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "head sizes qk %u / v %u are not 32..256 step 16, 512 or (qk) 576", spec->qk_head_size, spec->v_head_size);
-    if (!ah_int_set_contains(&c->block_sizes, spec->block_size))
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "block size %u is not a multiple of 16 up to 4096", spec->block_size);
-    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "KV layout %d is neither NHD nor HND", (int)spec->kv_layout);
-    if ((unsigned)spec->attn_type >= AH_ATTN_TYPE_COUNT)
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "attention type %d is unknown", (int)spec->attn_type);
-    if (spec->num_kv_heads == 0 || spec->num_q_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "%u query heads do not divide into %u KV heads", spec->num_q_heads, spec->num_kv_heads);
+    ah_status rc = ah_spec_check_caps(spec, c, &ctx->err);
+    if (rc != AH_OK) return rc;
     if (spec->use_mla && (spec->num_kv_heads != 1 || spec->v_head_size > spec->qk_head_size))
         return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "MLA needs one KV head and v_head_size <= qk_head_size");
     if (!spec->use_mla && spec->qk_head_size == 576)
@@ -262,7 +248,7 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     L->mla = spec->use_mla != 0;
     L->sinks = spec->use_sinks != 0;
     L->alibi = spec->use_alibi != 0;
-    ah_status rc = cpu_amx_scratch_create(st);
+    rc = cpu_amx_scratch_create(st);
     if (rc != AH_OK) {
         ah_strlcpy(ctx->err.msg, st->err.msg, sizeof ctx->err.msg);
         ctx->host->free(ctx->host, st);
