@@ -58,9 +58,11 @@ extern "C" {
  * ah_batch.encoder_seq_lens), the decoder causal flag
  * (ah_layer_spec.causal), tree masks (ah_batch.custom_mask) and KV-cache
  * groups with released blocks (ah_layer_spec.kv_group, ah_batch.kv_groups,
- * AH_FEAT_RELEASED_BLOCKS), with the feature bits that claim them. */
+ * AH_FEAT_RELEASED_BLOCKS), with the feature bits that claim them.
+ * ABI 2.2 added context parallelism: AH_FEAT_EMPTY_KV and the host-only
+ * ah_batch.cp_local_seq_lens. */
 #define AH_ABI_VERSION_MAJOR 2
-#define AH_ABI_VERSION_MINOR 1
+#define AH_ABI_VERSION_MINOR 2
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
 #define AH_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
 #define AH_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -243,8 +245,16 @@ typedef enum ah_feature {
                                            ah_kv_group); a batch with released
                                            entries is planned only on plugins
                                            claiming it */
+    /* ABI 2.2 */
+    AH_FEAT_EMPTY_KV = 1u << 15 /* decoder requests with seq_len 0 (query
+                                   length 1): out 0 and lse -inf, no cache
+                                   read, and merge_states takes lse -inf
+                                   as "no keys". Only the host makes such
+                                   requests: a context-parallel rank
+                                   holding none of a request's keys yet
+                                   (see ah_binding_options.cp) */
 } ah_feature;
-#define AH_FEATURE_COUNT 15 /* bits 0 .. AH_FEATURE_COUNT - 1 */
+#define AH_FEATURE_COUNT 16 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
 /* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
  * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
@@ -726,6 +736,17 @@ typedef struct ah_batch {
      * its layer's group's and whose num_kv_groups is 0. */
     uint32_t num_kv_groups;
     const ah_kv_group *kv_groups;
+
+    /* ABI 2.2. Context parallelism (ah_binding_options.cp): seq_lens are
+     * the requests' global lengths, block_table and slot_mapping this
+     * rank's shard, and cp_local_seq_lens (tensor and host copy,
+     * [num_reqs] int32; optional) this rank's share of each request's
+     * keys, ah_cp_local_len(seq_lens[r]). Given, they are checked against
+     * that and the device tensor is used as it is; NULL: the host computes
+     * them. Plugins never read these fields: they see a batch whose
+     * seq_lens are the local lengths. */
+    const DLTensor *cp_local_seq_lens;
+    const int32_t *cp_local_seq_lens_host;
 } ah_batch;
 
 /* The 2.1 fields of a batch, NULL when its struct_size does not cover them. */
@@ -739,6 +760,12 @@ static inline const uint8_t *ah_batch_custom_mask(const ah_batch *b)
 {
     return b->struct_size >= offsetof(ah_batch, custom_mask_len) + sizeof(uint64_t)
                ? b->custom_mask_host
+               : NULL;
+}
+static inline const int32_t *ah_batch_cp_local_seq_lens(const ah_batch *b)
+{
+    return b->struct_size >= offsetof(ah_batch, cp_local_seq_lens_host) + sizeof(void *)
+               ? b->cp_local_seq_lens_host
                : NULL;
 }
 /* The batch's KV-cache group count as the host reads it: 0 when its

@@ -306,6 +306,69 @@ void ah_format_isa(uint32_t mask, char *buf, size_t cap);        /* "avx512f, am
  * Binding and execution
  * ------------------------------------------------------------------------ */
 
+/* ---------------------------------------------------------------------------
+ * Context parallelism (ABI 2.2): a request's KV cache sharded by position
+ * over the ranks of a group, as vLLM's decode context parallel does.
+ *
+ * KV position p lives on rank (p / interleave) % world_size, at index
+ * (p / (interleave * world_size)) * interleave + p % interleave of that
+ * rank's shard (vLLM's cp_kv_cache_interleave_size). Each rank's engine
+ * keeps its shard in its own paged cache: its block_table rows cover its
+ * local lengths, and its slot_mapping gives a slot for each new token it
+ * holds and a negative slot for the others. Every rank sees every query
+ * token (q, key and value replicated, as under DCP).
+ *
+ * A step: each rank attends over its shard (its plugin's forward with LSE
+ * into the binding's buffers), the partial outputs and LSEs are
+ * all-gathered over the group, and each rank merges them into its out
+ * with its plugin's merge_states, on the engine's stream (graph-capturable
+ * over NCCL). Every rank ends with the whole result. A request whose query
+ * spans several tokens (prefill, speculative verification) is planned as
+ * one query token per request, each seeing the local keys at or before
+ * its own global position, so the result is exact for any query length.
+ * Sinks count once (rank 0's); sliding windows are exact when the window
+ * is a multiple of interleave * world_size (checked at binding creation).
+ * ------------------------------------------------------------------------ */
+
+/* Ranks emulated in one process (tests, CPU-only engines): an in-memory
+ * all-gather between the bindings that share the group, one per rank and
+ * each used from its own thread. A rank that does not arrive within the
+ * time-out fails every waiting rank with a message, and the group stays
+ * failed. Thread safety: create and destroy from one thread; the group is
+ * used by its ranks' threads at once. */
+typedef struct ah_cp_local_group ah_cp_local_group;
+ah_status ah_cp_local_group_create(uint32_t world_size, ah_cp_local_group **out, ah_error *err);
+void ah_cp_local_group_destroy(ah_cp_local_group *g);
+
+typedef struct ah_cp_options {
+    uint32_t struct_size;
+    uint32_t world_size; /* ranks in the group; 0 or 1: no context parallelism */
+    uint32_t rank;       /* this binding's rank, 0 .. world_size - 1 */
+    uint32_t interleave; /* consecutive KV positions per rank; 0: 1 */
+    /* The collective, one of: */
+    void *nccl_comm;                /* the engine's ncclComm_t (owned by the engine;
+                                       libnccl.so.2 is loaded with dlopen) */
+    ah_cp_local_group *local_group; /* ranks in this process */
+    const char *nccl_library;       /* NULL: "libnccl.so.2" */
+    uint32_t timeout_ms;            /* how long a rank waits for the others at a
+                                       step's check (and, in a local group, at an
+                                       all-gather); 0: 60000 */
+} ah_cp_options;
+
+/* Where KV position pos lives: the rank, and (local, may be NULL) its index
+ * in that rank's shard. interleave 0 means 1. Thread safety: any thread. */
+uint32_t ah_cp_rank_of(uint64_t pos, uint32_t world_size, uint32_t interleave, uint64_t *local);
+/* How many of positions 0 .. n - 1 rank holds: its local length of a
+ * request of n tokens. */
+uint64_t ah_cp_local_len(uint64_t n, uint32_t world_size, uint32_t rank, uint32_t interleave);
+
+/* NCCL communicators for n devices of this process (ncclCommInitAll), for
+ * tools and tests that drive every rank from one process; comms[i] is rank
+ * i on devices[i]. Destroy each with ah_cp_nccl_comm_destroy. */
+ah_status ah_cp_nccl_comms_create(uint32_t n, const int32_t *devices, const char *nccl_library,
+                                  void **comms, ah_error *err);
+void ah_cp_nccl_comm_destroy(void *comm);
+
 typedef struct ah_binding_options {
     uint32_t struct_size;
     ah_limits limits;
@@ -314,6 +377,7 @@ typedef struct ah_binding_options {
                              binding runs on: CUDA device 1 for tensors on
                              cuda:1. At least 0; CPU plugins always run on
                              device 0 whatever this says */
+    const ah_cp_options *cp; /* ABI 2.2: context parallelism; NULL: none */
 } ah_binding_options;
 
 /* Open the selected plugins (dlopen, context, one state per distinct

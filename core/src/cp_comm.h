@@ -1,0 +1,62 @@
+/*
+ * The collectives of context parallelism, behind one interface: NCCL for
+ * ranks on CUDA devices (libnccl.so.2 with dlopen, so the library loads
+ * without it) and the local group for ranks emulated in one process.
+ * A binding opens one comm for its rank and uses only what a step needs:
+ * an all-gather of bytes on the engine's stream, and a blocking exchange
+ * of a few integers with a time-out (the step's check).
+ */
+#ifndef AH_CP_COMM_H
+#define AH_CP_COMM_H
+
+#include <stddef.h>
+
+#include <attnhost/attnhost.h>
+
+/* Memory and stream of the rank's device as the comm sees them: copies and
+ * a wait on the engine's stream through the bound plugin's ops; ops NULL
+ * (or without mem_copy) means host memory. */
+typedef struct ah__cp_mem {
+    const ah_plugin_ops *ops;
+    ah_context *ctx;
+    ah_device_kind kind;
+    int32_t index; /* device index (CUDA ordinal) */
+    void *stream;  /* the engine's stream of the step */
+} ah__cp_mem;
+
+typedef struct ah__cp_comm ah__cp_comm;
+
+/* Open the comm of o (world_size > 1) for a rank whose buffers live on
+ * mem's device: checks the rank and world against the communicator, and
+ * for NCCL that the communicator is on mem's CUDA device. */
+ah_status ah__cp_comm_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp_comm **out,
+                           ah_error *err);
+void ah__cp_comm_close(ah__cp_comm *c);
+
+/* 1: the all-gather is enqueued on the stream and may be captured in a
+ * CUDA graph (NCCL); 0: it runs on the host (the local group). */
+int ah__cp_comm_capturable(const ah__cp_comm *c);
+const char *ah__cp_comm_name(const ah__cp_comm *c); /* "nccl", "local group" */
+
+/* recv[k * bytes .. (k + 1) * bytes) = rank k's send, for every rank k,
+ * ordered on mem->stream after what is already there. */
+ah_status ah__cp_comm_all_gather(ah__cp_comm *c, const ah__cp_mem *mem, const void *send,
+                                 void *recv, size_t bytes, ah_error *err);
+
+/* all[k * n + i] = rank k's mine[i] (host memory), blocking until every
+ * rank has contributed or the time-out passes (then an error naming the
+ * ranks that did not arrive, when the transport knows them). */
+ah_status ah__cp_comm_exchange(ah__cp_comm *c, const ah__cp_mem *mem, const int32_t *mine,
+                               int32_t *all, uint32_t n, ah_error *err);
+
+/* The NCCL transport (cp_nccl.c), used by ah__cp_comm_open. */
+typedef struct ah__cp_nccl ah__cp_nccl;
+ah_status ah__cp_nccl_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp_nccl **out,
+                           ah_error *err);
+void ah__cp_nccl_close(ah__cp_nccl *n);
+ah_status ah__cp_nccl_all_gather(ah__cp_nccl *n, const ah__cp_mem *mem, const void *send,
+                                 void *recv, size_t bytes, ah_error *err);
+ah_status ah__cp_nccl_exchange(ah__cp_nccl *n, const ah__cp_mem *mem, const int32_t *mine,
+                               int32_t *all, uint32_t count, ah_error *err);
+
+#endif
