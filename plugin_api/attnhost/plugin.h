@@ -237,7 +237,7 @@ typedef enum ah_feature {
     AH_FEAT_CROSS_ATTENTION = 1u << 12, /* ENCODER_DECODER layers over
                                           ah_batch.encoder_seq_lens */
     AH_FEAT_CAUSAL_FLAG = 1u << 13,     /* decoder layers with causal = OFF */
-    AH_FEAT_RELEASED_BLOCKS = 1u << 14  /* ABI 2.1: the plugin never reads a
+    AH_FEAT_RELEASED_BLOCKS = 1u << 14, /* ABI 2.1: the plugin never reads a
                                            block-table entry its layer's window
                                            hides from every query of the
                                            request, so released (negative)
