@@ -418,8 +418,9 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
 /* What the context-parallel step needs of a state. */
 static ah__cp_state cp_state(const ah_binding *b, const bound_state *bs)
 {
-    return (ah__cp_state){&bs->spec,    caps_of(b, bs->slot), ops_of(b, bs->slot), bs->ctx,
-                          plugin_name(b, bs->slot), bs->first_layer,  bs->dev};
+    return (ah__cp_state){&bs->spec, caps_of(b, bs->slot),     ops_of(b, bs->slot),
+                          bs->ctx,   plugin_name(b, bs->slot), bs->first_layer,
+                          bs->dev};
 }
 
 static ah_status create_cp(ah_binding *b, const ah_cp_options *o, const ah_limits *engine,
@@ -438,7 +439,7 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
 {
     *out = NULL;
     err->msg[0] = '\0';
-    if (!o || o->struct_size < offsetof(ah_binding_options, cp)) {
+    if (!o || o->struct_size < offsetof(ah_binding_options, device_index) + sizeof(int32_t)) {
         snprintf(err->msg, sizeof err->msg, "ah_binding_options missing or struct_size too small");
         return AH_ERR_ABI;
     }
@@ -502,9 +503,9 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
         /* One state serves both phases of a layer when one plugin wins both
          * with one spec and takes mixed batches whole; otherwise each role
          * has its own state, so a split step plans both parts at once. */
-        const int shared = cp || (slot[0] == slot[1] &&
-                                  memcmp(&d[0]->spec, &d[1]->spec, sizeof d[0]->spec) == 0 &&
-                                  caps_of(b, slot[0])->mixed_batch == AH_MIXED_WHOLE);
+        const int shared =
+            cp || (slot[0] == slot[1] && memcmp(&d[0]->spec, &d[1]->spec, sizeof d[0]->spec) == 0 &&
+                   caps_of(b, slot[0])->mixed_batch == AH_MIXED_WHOLE);
         ah_layer_spec local = d[0]->spec;
         if (cp && (s = ah__cp_local_spec(cpo, l, plugin_name(b, slot[0]), &d[0]->spec, &local,
                                          err)) != AH_OK) {
@@ -520,7 +521,8 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
             b->layer_state[p][l] = (uint32_t)idx;
         }
     }
-    if ((s = prepare_steps(b, err)) != AH_OK || (cp && (s = create_cp(b, cpo, &o->limits, err)) != AH_OK)) {
+    if ((s = prepare_steps(b, err)) != AH_OK ||
+        (cp && (s = create_cp(b, cpo, &o->limits, err)) != AH_OK)) {
         if (s == AH_ERR_OUT_OF_MEMORY && !err->msg[0])
             snprintf(err->msg, sizeof err->msg, "out of memory while binding");
         ah_binding_destroy(b);
@@ -635,10 +637,9 @@ static ah_status choose_step(ah_binding *b, const ah_batch *batch, ah_plan_mode 
             const bound_state *cs = &b->states[b->checks[i]];
             const uint32_t g = ah_spec_cacheless(&cs->spec) ? 0 : cs->spec.kv_group;
             int rel = 0;
-            ah_status s = ah__batch_validate_group(&b->gbatch[g], &cs->spec, &b->limits,
-                                                   seq_len_fill(b, cs), nk ? g : UINT32_MAX,
-                                                   b->release_w[g], b->release_why[g], &rel,
-                                                   b->cp != NULL, &err);
+            ah_status s = ah__batch_validate_group(
+                &b->gbatch[g], &cs->spec, &b->limits, seq_len_fill(b, cs), nk ? g : UINT32_MAX,
+                b->release_w[g], b->release_why[g], &rel, b->cp != NULL, &err);
             if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
             if (rel) b->released[g] = 1;
         }

@@ -34,9 +34,9 @@
 typedef struct cp_tensor {
     DLTensor t;
     int64_t shape[2];
-    void *dev;      /* device buffer (NULL on host memory: host serves) */
-    size_t cap;     /* bytes of dev / host */
-    int32_t *host;  /* host copy */
+    void *dev;     /* device buffer (NULL on host memory: host serves) */
+    size_t cap;    /* bytes of dev / host */
+    int32_t *host; /* host copy */
 } cp_tensor;
 
 struct ah__cp {
@@ -267,8 +267,8 @@ ah_status ah__cp_create(const ah_cp_options *o, const ah_limits *engine_limits,
         }
         causal = c;
         const size_t hq = s->spec->num_q_heads;
-        const size_t r = hq * s->spec->v_head_size * ah_dtype_size(s->spec->q_dtype) +
-                         hq * sizeof(float);
+        const size_t r =
+            hq * s->spec->v_head_size * ah_dtype_size(s->spec->q_dtype) + hq * sizeof(float);
         if (r > row) row = r;
         if (hq > max_hq) max_hq = (uint32_t)hq;
     }
@@ -306,8 +306,7 @@ ah_status ah__cp_create(const ah_cp_options *o, const ah_limits *engine_limits,
     float *ninf = ah__calloc(max_hq, sizeof *ninf);
     if (!ninf) goto oom;
     for (uint32_t h = 0; h < max_hq; h++) ninf[h] = -INFINITY;
-    s = cp_copy(cp, cp->neg_sinks, ninf, max_hq * sizeof(float), AH_COPY_HOST_TO_DEVICE, NULL,
-                err);
+    s = cp_copy(cp, cp->neg_sinks, ninf, max_hq * sizeof(float), AH_COPY_HOST_TO_DEVICE, NULL, err);
     if (s == AH_OK) s = ah_device_sync(cp->dev);
     ah__free(ninf);
     if (s != AH_OK) goto fail;
@@ -360,16 +359,15 @@ static ah_status bad(ah_error *err, const char *fmt, ...)
 }
 
 /* The engine's global structure: what the local batch will not show. */
-static ah_status check_global(const ah__cp *cp, const ah_batch *b, uint32_t *real,
-                              int *multi, ah_error *err)
+static ah_status check_global(const ah__cp *cp, const ah_batch *b, uint32_t *real, int *multi,
+                              ah_error *err)
 {
     if (!b->query_start_loc_host || !b->seq_lens_host || !b->slot_mapping_host)
         return bad(err, "query_start_loc, seq_lens and slot_mapping need their host copies");
     if (!b->num_reqs || b->num_reqs > cp->limits.max_num_reqs)
         return bad(err, "num_reqs = %u (1 .. limits.max_num_reqs = %u)", b->num_reqs,
                    cp->limits.max_num_reqs);
-    if (ah_batch_custom_mask(b))
-        return bad(err, "custom_mask is set: tree masks are not sharded");
+    if (ah_batch_custom_mask(b)) return bad(err, "custom_mask is set: tree masks are not sharded");
     if (b->common_prefix_len)
         return bad(err, "common_prefix_len = %u: cascade batches are not sharded",
                    b->common_prefix_len);
@@ -389,8 +387,9 @@ static ah_status check_global(const ah__cp *cp, const ah_batch *b, uint32_t *rea
         if (*real != b->num_reqs)
             return bad(err, "request %u has query tokens after padded request %u", r, *real);
         if (sl[r] < q)
-            return bad(err, "seq_lens[%u] = %d is less than its query_len %" PRId64
-                            " (seq_lens are the global lengths, new tokens included)",
+            return bad(err,
+                       "seq_lens[%u] = %d is less than its query_len %" PRId64
+                       " (seq_lens are the global lengths, new tokens included)",
                        r, sl[r], q);
         if ((uint32_t)sl[r] > cp->limits.max_seq_len)
             return bad(err, "seq_lens[%u] = %d exceeds limits.max_seq_len = %u", r, sl[r],
@@ -500,9 +499,8 @@ static ah_status expand(ah__cp *cp, const ah_batch *b, uint32_t real, void *stre
             lb->block_table_stride = w;
         } else {
             ah_kv_group *kg = &cp->groups[g];
-            *kg = (ah_kv_group){sizeof *kg,         view.num_blocks,        &tb->t,
-                                view.slot_mapping,  tb->host,               view.slot_mapping_host,
-                                w};
+            *kg = (ah_kv_group){sizeof *kg, view.num_blocks,        &tb->t, view.slot_mapping,
+                                tb->host,   view.slot_mapping_host, w};
         }
     }
     if (ng) lb->kv_groups = cp->groups;
@@ -540,17 +538,16 @@ ah_status ah__cp_local_batch(ah__cp *cp, const ah_batch *b, ah_plan_mode mode, v
     lb->cp_local_seq_lens_host = NULL;
     if (multi) {
         if (mode != AH_PLAN_EAGER)
-            return bad(err,
-                       "a request's query spans several tokens, which a rank plans as one "
-                       "request per token; a captured graph cannot replay that: capture "
-                       "steps whose queries are one token");
+            return bad(err, "a request's query spans several tokens, which a rank plans as one "
+                            "request per token; a captured graph cannot replay that: capture "
+                            "steps whose queries are one token");
         if ((s = expand(cp, b, real, stream, lb, err)) != AH_OK) return s;
     } else {
         /* one token per query: the engine's requests with the local lengths */
         uint32_t max_len = 0;
         for (uint32_t r = 0; r < b->num_reqs; r++) {
-            int32_t len = r < real ? (int32_t)ah_cp_local_len((uint64_t)sl[r], cp->world,
-                                                              cp->rank, cp->interleave)
+            int32_t len = r < real ? (int32_t)ah_cp_local_len((uint64_t)sl[r], cp->world, cp->rank,
+                                                              cp->interleave)
                                    : sl[r]; /* padding keeps the backend's fill */
             cp->lens.host[r] = len;
             if ((uint32_t)len > max_len) max_len = (uint32_t)len;
@@ -585,8 +582,8 @@ static int32_t batch_checksum(const ah_batch *b)
 
 ah_status ah__cp_agree(ah__cp *cp, ah_status mine, const ah_batch *b, void *stream, ah_error *err)
 {
-    const int32_t me[CP_CHECK_INTS] = {(int32_t)mine, (int32_t)b->num_reqs,
-                                       (int32_t)b->num_tokens, batch_checksum(b)};
+    const int32_t me[CP_CHECK_INTS] = {(int32_t)mine, (int32_t)b->num_reqs, (int32_t)b->num_tokens,
+                                       batch_checksum(b)};
     int32_t all[CP_CHECK_INTS * AH__CP_MAX_WORLD];
     cp->mem.stream = stream;
     ah_error xerr;
@@ -622,10 +619,7 @@ ah_status ah__cp_agree(ah__cp *cp, ah_status mine, const ah_batch *b, void *stre
 
 /* ---- forward: partials, gather, merge ------------------------------------ */
 
-static int dense(const DLTensor *t)
-{
-    return !t->strides || ah_dl_is_contiguous(t);
-}
+static int dense(const DLTensor *t) { return !t->strides || ah_dl_is_contiguous(t); }
 
 ah_status ah__cp_forward_begin(ah__cp *cp, const ah__cp_state *st, const ah_forward_args *a,
                                ah_forward_args *local, ah_error *err)
@@ -654,16 +648,21 @@ ah_status ah__cp_forward_begin(ah__cp *cp, const ah__cp_state *st, const ah_forw
     cp->out_shape[2] = Dv;
     cp->out_view.shape = cp->out_shape;
     cp->out_view.ndim = 3;
-    cp->lse_view = (DLTensor){(char *)cp->send + cp->step_lse_off, a->out->device, 2,
-                              (DLDataType){kDLFloat, 32, 1}, cp->lse_shape, NULL, 0};
+    cp->lse_view = (DLTensor){(char *)cp->send + cp->step_lse_off,
+                              a->out->device,
+                              2,
+                              (DLDataType){kDLFloat, 32, 1},
+                              cp->lse_shape,
+                              NULL,
+                              0};
     cp->lse_shape[0] = T;
     cp->lse_shape[1] = Hq;
     local->out = &cp->out_view;
     local->lse = &cp->lse_view;
     if (sp->use_sinks && cp->rank) { /* a sink counts once: rank 0's */
         cp->sink_shape[0] = Hq;
-        cp->sink_view = (DLTensor){cp->neg_sinks, a->out->device, 1,
-                                   (DLDataType){kDLFloat, 32, 1}, cp->sink_shape, NULL, 0};
+        cp->sink_view = (DLTensor){cp->neg_sinks,  a->out->device, 1, (DLDataType){kDLFloat, 32, 1},
+                                   cp->sink_shape, NULL,           0};
         local->sinks = &cp->sink_view;
     }
     return AH_OK;
@@ -690,8 +689,8 @@ ah_status ah__cp_forward_end(ah__cp *cp, const ah__cp_state *st, const ah_forwar
                              ah_error *err)
 {
     cp->mem.stream = a->stream;
-    ah_status s = ah__cp_comm_all_gather(cp->comm, &cp->mem, cp->send, cp->recv,
-                                         cp->step_stride, err);
+    ah_status s =
+        ah__cp_comm_all_gather(cp->comm, &cp->mem, cp->send, cp->recv, cp->step_stride, err);
     if (s != AH_OK) return s;
     DLTensor va, la, vb, lb, tmp[2];
     int64_t sva[3], sla[3], svb[3], slb[3], stmp[2][2];
@@ -699,7 +698,7 @@ ah_status ah__cp_forward_end(ah__cp *cp, const ah__cp_state *st, const ah_forwar
         stmp[i][0] = cp->step_tokens;
         stmp[i][1] = cp->step_hq;
         tmp[i] = (DLTensor){cp->lse_tmp[i], a->out->device, 2, (DLDataType){kDLFloat, 32, 1},
-                            stmp[i], NULL, 0};
+                            stmp[i],        NULL,           0};
     }
     gathered(cp, 0, a->out, 0, &va, sva);
     gathered(cp, 0, a->out, 1, &la, sla);
@@ -708,9 +707,9 @@ ah_status ah__cp_forward_end(ah__cp *cp, const ah__cp_state *st, const ah_forwar
         gathered(cp, k, a->out, 1, &lb, slb);
         const int last = k + 1 == cp->world;
         DLTensor *lse_out = last ? a->lse : &tmp[(k - 1) % 2];
-        ah_merge_args m = {sizeof m, k == 1 ? &va : a->out, k == 1 ? &la : &tmp[k % 2],
-                           &vb,      &lb,                   a->out,
-                           lse_out,  a->stream};
+        ah_merge_args m = {
+            sizeof m, k == 1 ? &va : a->out, k == 1 ? &la : &tmp[k % 2], &vb, &lb, a->out, lse_out,
+            a->stream};
         s = st->ops->merge_states(st->ctx, &m);
         if (s != AH_OK) {
             snprintf(err->msg, sizeof err->msg,

@@ -25,8 +25,8 @@ struct ah_cp_local_group {
     pthread_cond_t cv;
     uint64_t generation; /* barriers completed */
     uint32_t arrived;
-    uint8_t *here;      /* per rank: arrived at the current barrier */
-    const void **buf;   /* per rank: the buffer it published */
+    uint8_t *here;    /* per rank: arrived at the current barrier */
+    const void **buf; /* per rank: the buffer it published */
     int failed;
     char why[512];
 };
@@ -104,8 +104,7 @@ static ah_status group_barrier(ah_cp_local_group *g, uint32_t rank, const void *
         while (g->generation == gen && !g->failed)
             if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT &&
                 g->generation == gen && !g->failed) {
-                int n = snprintf(g->why, sizeof g->why,
-                                 "context parallel (local group): rank(s)");
+                int n = snprintf(g->why, sizeof g->why, "context parallel (local group): rank(s)");
                 for (uint32_t k = 0; k < g->world && n < (int)sizeof g->why - 16; k++)
                     if (!g->here[k]) n += snprintf(g->why + n, sizeof g->why - (size_t)n, " %u", k);
                 snprintf(g->why + n, sizeof g->why - (size_t)n,

@@ -146,8 +146,7 @@ static void name_case(ah__conf_case *c, const char *what)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " bidir");
     if (c->tree_mask && u < sizeof extra)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " tree");
-    if (c->want_lse && u < sizeof extra)
-        u += (size_t)snprintf(extra + u, sizeof extra - u, " lse");
+    if (c->want_lse && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " lse");
     if (c->cp_world && u < sizeof extra)
         snprintf(extra + u, sizeof extra - u, " cp=%ux%u", c->cp_world, c->cp_interleave);
     snprintf(c->name, sizeof c->name, "%-10s q=%s kv=%s hd=%u/%u bs=%u %s h=%u/%u %s%s", what,

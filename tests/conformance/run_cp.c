@@ -48,8 +48,7 @@ static int mirror(cp_rank *k, ah_mirror *m, DLDataType dt, int ndim, const int64
                   const void *init)
 {
     char why[512];
-    if (ah_mirror_init(m, k->dev, dt, ndim, shape, why, sizeof why))
-        return rank_fail(k, "%s", why);
+    if (ah_mirror_init(m, k->dev, dt, ndim, shape, why, sizeof why)) return rank_fail(k, "%s", why);
     if (init) memcpy(m->host, init, m->bytes);
     return ah_mirror_upload(m, 0, why, sizeof why) ? rank_fail(k, "%s", why) : 0;
 }
@@ -65,8 +64,8 @@ static int shard_paging(cp_rank *k)
                    I = k->cpo.interleave;
     uint32_t maxb = 0, total = 0;
     for (uint32_t q = 0; q < R; q++) {
-        uint32_t nb = ((uint32_t)ah_cp_local_len((uint64_t)g->seq_lens_host[q], W, k->rank, I) +
-                       bs - 1) / bs;
+        uint32_t nb =
+            ((uint32_t)ah_cp_local_len((uint64_t)g->seq_lens_host[q], W, k->rank, I) + bs - 1) / bs;
         total += nb;
         if (nb > maxb) maxb = nb;
     }
@@ -79,7 +78,8 @@ static int shard_paging(cp_rank *k)
     /* blocks from the top down, so a shard's ids differ from the whole's */
     uint32_t next = k->num_blocks - 1;
     for (uint32_t q = 0; q < R; q++) {
-        const uint32_t len = (uint32_t)ah_cp_local_len((uint64_t)g->seq_lens_host[q], W, k->rank, I);
+        const uint32_t len =
+            (uint32_t)ah_cp_local_len((uint64_t)g->seq_lens_host[q], W, k->rank, I);
         k->local[q] = (int32_t)len;
         int32_t *row = k->bt + (size_t)q * k->stride;
         for (uint32_t j = 0; j < (len + bs - 1) / bs; j++) row[j] = (int32_t)next--;
@@ -109,8 +109,7 @@ static int shard_cache(cp_rank *k)
     const int64_t skc[4] = {k->num_blocks, d1, d2, s->qk_head_size},
                   svc[4] = {k->num_blocks, d1, d2, s->v_head_size};
     const DLDataType kt = ah_dtype_to_dl(s->kv_dtype);
-    if (mirror(k, &k->kc, kt, 4, skc, NULL) ||
-        (!s->use_mla && mirror(k, &k->vc, kt, 4, svc, NULL)))
+    if (mirror(k, &k->kc, kt, 4, skc, NULL) || (!s->use_mla && mirror(k, &k->vc, kt, 4, svc, NULL)))
         return -1;
     const size_t esz = ah_dtype_size(s->kv_dtype);
     for (uint32_t q = 0; q < R; q++) {
@@ -251,7 +250,7 @@ static void *run_rank(void *arg)
 
 static void rank_free(cp_rank *k)
 {
-    ah_mirror *ms[] = {&k->q,    &k->knew,  &k->vnew,    &k->kc,   &k->vc,   &k->out, &k->lse,
+    ah_mirror *ms[] = {&k->q,     &k->knew,  &k->vnew, &k->kc,      &k->vc,   &k->out,    &k->lse,
                        &k->sinks, &k->d_qsl, &k->d_sl, &k->d_local, &k->d_bt, &k->d_slots};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) ah_mirror_free(ms[i]);
     free(k->local), free(k->bt), free(k->slots);
@@ -278,8 +277,7 @@ void ah__conf_run_cp(ah__conf_run *r, const char *plugin, uint32_t cp_devices)
     /* the whole batch and cache (on an ordinary binding's device) and the
      * oracle's cache after the new tokens' write */
     if (ah__conf_bind_open(r, AH_PHASE_DECODE) ||
-        ah__conf_batch_fill(r, &r->batch, c->qlen, c->slen, 1) ||
-        ah__conf_fill_inputs(r, 0))
+        ah__conf_batch_fill(r, &r->batch, c->qlen, c->slen, 1) || ah__conf_fill_inputs(r, 0))
         return;
     ah_error err = {{0}};
     if (ah_reference_write_kv(&r->spec, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host,
@@ -309,7 +307,7 @@ void ah__conf_run_cp(ah__conf_run *r, const char *plugin, uint32_t cp_devices)
         cp_rank *k = &ranks[i];
         k->r = r;
         k->rank = i;
-        k->cpo = (ah_cp_options){sizeof k->cpo, W,    i,    c->cp_interleave,
+        k->cpo = (ah_cp_options){sizeof k->cpo,          W,     i,    c->cp_interleave,
                                  nccl ? comms[i] : NULL, group, NULL, 30000};
         if (pthread_create(&th[i], NULL, run_rank, k)) {
             rank_fail(k, "cannot start its thread");

@@ -64,10 +64,10 @@ typedef struct ah__conf_case {
     uint32_t qlen[AH_CONF_MAX_REQS];
     uint32_t slen[AH_CONF_MAX_REQS];
     int want_lse;
-    int write_kv;                    /* new tokens' K/V go through the plugin */
-    ah_graph_level graph;            /* GRAPH: the shape class to capture */
-    uint32_t elen[AH_CONF_MAX_REQS]; /* cross layers: encoder_seq_lens (ABI 2.1) */
-    int tree_mask;                   /* decoder: a random tree mask per request (ABI 2.1) */
+    int write_kv;                     /* new tokens' K/V go through the plugin */
+    ah_graph_level graph;             /* GRAPH: the shape class to capture */
+    uint32_t elen[AH_CONF_MAX_REQS];  /* cross layers: encoder_seq_lens (ABI 2.1) */
+    int tree_mask;                    /* decoder: a random tree mask per request (ABI 2.1) */
     uint32_t cp_world, cp_interleave; /* CP: ranks and KV interleave (ABI 2.2) */
     uint64_t seed;
 } ah__conf_case;
