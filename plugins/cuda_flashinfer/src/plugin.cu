@@ -71,8 +71,11 @@ static const ah_caps fi_caps = {
     AH_INT_SET_LIST(fi_v_sizes),
     AH_INT_SET_LIST(fi_block_sizes),
     16,
+    /* EMPTY_KV: a request with no keys plans no pages and reads no table
+     * entry; every kernel gives its rows out 0, LSE -inf (split_keys,
+     * finish_state, merge_partials) */
     AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
-        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG,
+        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV,
     /* decoder layers over the paged cache, causal or not; cacheless encoder
      * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
      * served yet */
@@ -443,13 +446,14 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     const int64_t bt_stride = b->block_table->ndim == 2 ? ah_dl_stride(b->block_table, 0) : 0;
     const uint32_t bs = st->spec.block_size;
     int all_decode = 1;
-    int64_t tiles = 0, max_seq = 0;
+    int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX;
     for (int r = 0; r < R; r++) {
         const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
         const int64_t sl = b->seq_lens_host[r];
         if (ql != 1) all_decode = 0;
         tiles += ((int64_t)ql * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS;
         if (sl > max_seq) max_seq = sl;
+        if (sl < min_seq) min_seq = sl;
         if ((sl + bs - 1) / bs > st->lim.max_blocks_per_req)
             return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                            "plan: request %d needs %lld blocks > max_blocks_per_req %u", r,
@@ -480,8 +484,12 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         st->grid_tiles =
             graph ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R) : (int)tiles;
         st->prefix_len = (int)b->common_prefix_len;
+        /* The prefix pass gives every row request 0's first prefix_len keys,
+         * so every request must hold them: one with fewer (a request with no
+         * keys, AH_FEAT_EMPTY_KV, whose table row may be garbage) is planned
+         * without the cascade. */
         st->cascade = !graph && st->tc && R > 1 && b->common_prefix_len >= bs &&
-                      2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= max_seq;
+                      2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq;
         if (st->cascade)
             fi_prefix_splits(st, T, st->prefix_len, &st->prefix_splits, &st->prefix_chunk);
         if (graph) {
