@@ -326,6 +326,24 @@ def test_cp_binding_errors(host, cp_selection):
         attnhost.BatchBuilder(cb).build([1], [3], [[0]], cp_local_seq_lens=[1, 2])
 
 
+def test_older_library_refused(monkeypatch):
+    """On a library older than ABI 2.2 the package refuses context
+    parallelism (such a library would ignore the group and each rank would
+    attend over its shard alone)."""
+    lib = _ffi.load()
+    monkeypatch.setattr(lib, "ah_abi_version", lambda: 2 << 16 | 1)
+    with pytest.raises(attnhost.UnsupportedError, match=r"ABI 2\.2.*speaks ABI 2\.1"):
+        attnhost.LocalCpGroup(2)
+
+
+def test_nccl_failure_carries_the_message():
+    """NcclComms that cannot be made raise with the library's message
+    (here: no such NCCL, or no NCCL in this build)."""
+    with pytest.raises(attnhost.AttnhostError) as e:
+        attnhost.NcclComms([0, 1], library="/nonexistent/libnccl.so.2")
+    assert e.value.message
+
+
 def test_group_outlives_its_bindings(host, cp_selection, monkeypatch):
     """A closed LocalCpGroup waits for the bindings made on it."""
     lib = _ffi.load()
