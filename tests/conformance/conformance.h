@@ -22,6 +22,9 @@ typedef struct ah_conformance_options {
     int quick;          /* fewer cases, for CI */
     int verbose;        /* print the reason of every failure in detail */
     FILE *out;          /* one line per case and a summary; NULL: stdout */
+    uint32_t cp_devices; /* context-parallel cases: 0 or 1: every rank on
+                            device 0 (a local group); N: cases of up to N
+                            ranks on devices 0 .. N - 1 over NCCL */
 } ah_conformance_options;
 
 typedef struct ah_conformance_summary {
