@@ -87,7 +87,7 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
              To = {o, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
              Tk = {cache_mem, {kDLCPU, 0}, 4, {kDLBfloat, 16, 1}, shc, NULL, 0}, Tv = Tk;
     ah_batch batch = {sizeof batch, B, B, 1, (uint32_t)ctx, (uint32_t)nblk, &tq, &tsq, &ttb, &tsl,
-                      qsl, seq, tab, slots, (uint32_t)mb, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL};
+                      qsl, seq, tab, slots, (uint32_t)mb, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL};
     for (int validate = 1; validate >= 0; validate--) {
         ah_host *h = host(cache, ini);
         ah_selection *s = NULL;
@@ -95,7 +95,7 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
         ah_error err;
         ah_host_select(h, m, &s, &err);
         ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), B, 8192, (uint32_t)mb, (uint32_t)ctx + 16,
-                                             (uint32_t)nblk}, !validate, 0};
+                                             (uint32_t)nblk}, !validate, 0, NULL};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             ah_selection_destroy(s);
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
         double c = now_us();
         ah_host_select(h, m, &s2, &err);
         double d = now_us();
-        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0, 0};
+        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0, 0, NULL};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             return 1;

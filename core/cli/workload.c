@@ -290,7 +290,7 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
     w->limits = (ah_limits){sizeof(ah_limits), num_reqs,
                             max_tokens,        mb,
                             max_seq_len,       blocks_needed(bs, num_reqs, max_seq_len, req_max)};
-    ah_binding_options bo = {sizeof bo, w->limits, 0, 0};
+    ah_binding_options bo = {sizeof bo, w->limits, 0, 0, NULL};
     ah_error err;
     if (ah_binding_create(h, sel, &bo, &w->b, &err) != AH_OK) return wl_fail(w, "%s", err.msg);
     w->layers = calloc(w->num_layers, sizeof *w->layers);

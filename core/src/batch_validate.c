@@ -116,8 +116,8 @@ static ah_status check_paging(const ah_batch *b, const ah_limits *lim, ah_error 
 /* query_start_loc and seq_lens, request by request; *max_q and *max_s get
  * the real maxima. */
 static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
-                               int32_t fill, int64_t *max_q, int64_t *max_s, int64_t *min_s,
-                               ah_error *err)
+                               int32_t fill, int empty_kv, int64_t *max_q, int64_t *max_s,
+                               int64_t *min_s, ah_error *err)
 {
     const int32_t *qsl = b->query_start_loc_host, *sl = b->seq_lens_host;
     const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
@@ -173,6 +173,11 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
                         " (query_len 0); padded requests come after every real request",
                         r + 1, qsl[r + 1], r, q, first_pad);
         int64_t s = sl[r];
+        if (empty_kv && s == 0 && q == 1 && spec->attn_type == AH_ATTN_DECODER) {
+            if (q > *max_q) *max_q = q;
+            *min_s = 0;
+            continue;
+        }
         if (s < 1) return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
         if (cacheless && s != q)
             return fail(err,
@@ -485,13 +490,13 @@ ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spe
     const int causal_window = spec->attn_type == AH_ATTN_DECODER;
     return ah__batch_validate_group(batch, spec, limits, seq_len_fill, grouped ? g : UINT32_MAX,
                                     causal_window ? spec->sliding_window : 0,
-                                    "the layer has no sliding window", NULL, err);
+                                    "the layer has no sliding window", NULL, 0, err);
 }
 
 ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *spec,
                                    const ah_limits *limits, int32_t seq_len_fill, uint32_t group,
                                    uint32_t release_window, const char *release_why, int *released,
-                                   ah_error *err)
+                                   int empty_kv, ah_error *err)
 {
     int rel = 0;
     if (released) *released = 0;
@@ -500,7 +505,7 @@ ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *s
     if (!ah_spec_cacheless(spec) && (s = check_paging(batch, limits, err)) != AH_OK)
         return in_group(s, group, err);
     int64_t max_q, max_s, min_s;
-    s = check_lengths(batch, spec, limits, seq_len_fill, &max_q, &max_s, &min_s, err);
+    s = check_lengths(batch, spec, limits, seq_len_fill, empty_kv, &max_q, &max_s, &min_s, err);
     if (s != AH_OK) return s;
     if (ah_batch_custom_mask(batch) && spec->attn_type == AH_ATTN_DECODER &&
         (s = check_mask(batch, err)) != AH_OK)

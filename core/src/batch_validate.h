@@ -15,10 +15,12 @@
  * of this size hides the block from every query of the request; 0 refuses
  * every released entry, naming why (release_why, static text, says what
  * makes every key visible). *released (may be NULL) is set to 1 when the
- * batch has an accepted released entry, else 0. */
+ * batch has an accepted released entry, else 0. empty_kv: a decoder
+ * request of query length 1 may have seq_len 0 (a context-parallel rank's
+ * batch, where the rank holds none of its keys yet). */
 ah_status ah__batch_validate_group(const ah_batch *view, const ah_layer_spec *spec,
                                    const ah_limits *limits, int32_t seq_len_fill, uint32_t group,
                                    uint32_t release_window, const char *release_why, int *released,
-                                   ah_error *err);
+                                   int empty_kv, ah_error *err);
 
 #endif

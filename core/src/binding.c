@@ -11,6 +11,7 @@
 #include "alloc.h"
 #include "batch_split.h"
 #include "batch_validate.h"
+#include "cp.h"
 #include "device_int.h"
 #include "host_int.h"
 #include "tensor_check.h"
@@ -57,7 +58,9 @@ static const char WHY_OUTPUT[] = "a winner returns its own output buffer (caller
 struct ah_binding {
     ah_host *host;
     const ah_selection *sel;
-    ah_limits limits;
+    ah_limits limits;     /* the states': under context parallelism a step may
+                             plan a request per query token */
+    ah__cp *cp;           /* context parallelism, or NULL */
     int32_t device_index; /* ah_binding_options.device_index */
     int validate;
     bound_state *states;
@@ -412,12 +415,31 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     return AH_OK;
 }
 
+/* What the context-parallel step needs of a state. */
+static ah__cp_state cp_state(const ah_binding *b, const bound_state *bs)
+{
+    return (ah__cp_state){&bs->spec, caps_of(b, bs->slot),     ops_of(b, bs->slot),
+                          bs->ctx,   plugin_name(b, bs->slot), bs->first_layer,
+                          bs->dev};
+}
+
+static ah_status create_cp(ah_binding *b, const ah_cp_options *o, const ah_limits *engine,
+                           ah_error *err)
+{
+    ah__cp_state *st = ah__calloc(b->n_states ? b->n_states : 1, sizeof *st);
+    if (!st) return AH_ERR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < b->n_states; i++) st[i] = cp_state(b, &b->states[i]);
+    ah_status s = ah__cp_create(o, engine, st, b->n_states, b->n_groups, &b->cp, err);
+    ah__free(st);
+    return s;
+}
+
 ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_binding_options *o,
                             ah_binding **out, ah_error *err)
 {
     *out = NULL;
     err->msg[0] = '\0';
-    if (!o || o->struct_size < sizeof(ah_binding_options)) {
+    if (!o || o->struct_size < offsetof(ah_binding_options, device_index) + sizeof(int32_t)) {
         snprintf(err->msg, sizeof err->msg, "ah_binding_options missing or struct_size too small");
         return AH_ERR_ABI;
     }
@@ -438,7 +460,10 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     if (!b) goto oom;
     b->host = h;
     b->sel = sel;
+    const ah_cp_options *cpo = AH_HAS_FIELD(o, ah_binding_options, cp) ? o->cp : NULL;
+    const int cp = ah__cp_wanted(cpo);
     b->limits = o->limits;
+    if (cp) ah__cp_state_limits(&o->limits, &b->limits);
     b->device_index = o->device_index;
     b->validate = !o->no_validation && h->config.validate;
     b->why = "";
@@ -454,7 +479,9 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
             continue;
         }
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
-            d[p] = ah_selection_decision(sel, l, (ah_phase)p);
+            /* a context-parallel rank plans one-token queries only: the
+             * decode winner serves both phases */
+            d[p] = ah_selection_decision(sel, l, cp ? AH_PHASE_DECODE : (ah_phase)p);
             if (!d[p] || !d[p]->plugin) {
                 snprintf(err->msg, sizeof err->msg, "layer %u (%s): no backend was selected", l,
                          p == AH_PHASE_PREFILL ? "prefill" : "decode");
@@ -476,11 +503,17 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
         /* One state serves both phases of a layer when one plugin wins both
          * with one spec and takes mixed batches whole; otherwise each role
          * has its own state, so a split step plans both parts at once. */
-        const int shared = slot[0] == slot[1] &&
-                           memcmp(&d[0]->spec, &d[1]->spec, sizeof d[0]->spec) == 0 &&
-                           caps_of(b, slot[0])->mixed_batch == AH_MIXED_WHOLE;
+        const int shared =
+            cp || (slot[0] == slot[1] && memcmp(&d[0]->spec, &d[1]->spec, sizeof d[0]->spec) == 0 &&
+                   caps_of(b, slot[0])->mixed_batch == AH_MIXED_WHOLE);
+        ah_layer_spec local = d[0]->spec;
+        if (cp && (s = ah__cp_local_spec(cpo, l, plugin_name(b, slot[0]), &d[0]->spec, &local,
+                                         err)) != AH_OK) {
+            ah_binding_destroy(b);
+            return s;
+        }
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
-            int idx = state_for(b, slot[p], &d[p]->spec, shared ? -1 : p, l, err, &s);
+            int idx = state_for(b, slot[p], cp ? &local : &d[p]->spec, shared ? -1 : p, l, err, &s);
             if (idx < 0) {
                 ah_binding_destroy(b);
                 return s;
@@ -488,7 +521,8 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
             b->layer_state[p][l] = (uint32_t)idx;
         }
     }
-    if ((s = prepare_steps(b, err)) != AH_OK) {
+    if ((s = prepare_steps(b, err)) != AH_OK ||
+        (cp && (s = create_cp(b, cpo, &o->limits, err)) != AH_OK)) {
         if (s == AH_ERR_OUT_OF_MEMORY && !err->msg[0])
             snprintf(err->msg, sizeof err->msg, "out of memory while binding");
         ah_binding_destroy(b);
@@ -505,6 +539,7 @@ oom:
 void ah_binding_destroy(ah_binding *b)
 {
     if (!b) return;
+    ah__cp_destroy(b->cp); /* its buffers live on the binding's device */
     for (uint32_t i = 0; i < b->n_states; i++)
         if (b->states[i].st) ops_of(b, b->states[i].slot)->state_destroy(b->states[i].st);
     for (uint32_t i = 0; i < b->n_devs; i++) {
@@ -566,25 +601,20 @@ static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_spli
     return AH_OK;
 }
 
-static const char *const part_names[] = {"", " (decode part)", " (prefill part)"};
+/* How a step is served: which plan list, split or not, and why not. */
+typedef struct step_choice {
+    ah_phase phase;
+    int list, split;
+    uint32_t nd, nd_tokens;
+    const char *why;
+    ah_split_scan sc;
+} step_choice;
 
-/* The smallest ah_batch accepted: ABI 2.0's. */
-#define BATCH_SIZE_20 (offsetof(ah_batch, common_prefix_len) + sizeof(uint32_t))
-
-ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_mode mode,
-                          void *stream)
+/* Validate the batch and choose how the step is served; nothing is
+ * planned or copied yet. */
+static ah_status choose_step(ah_binding *b, const ah_batch *batch, ah_plan_mode mode,
+                             step_choice *c)
 {
-    b->planned = 0;
-    if (!engine_batch || engine_batch->struct_size < BATCH_SIZE_20)
-        return fail(b, AH_ERR_ABI, "batch missing or ah_batch.struct_size too small");
-    /* A 2.0 batch has no 2.1 fields: read it into a zeroed 2.1 struct the
-     * binding owns (plugins may keep the pointer until the step ends). */
-    ah_batch *whole = &b->batch;
-    memset(whole, 0, sizeof *whole);
-    memcpy(whole, engine_batch,
-           engine_batch->struct_size < sizeof *whole ? engine_batch->struct_size : sizeof *whole);
-    whole->struct_size = sizeof *whole;
-    const ah_batch *batch = whole;
     if ((unsigned)mode > AH_PLAN_REPLAY)
         return fail(b, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
     /* KV-cache groups: every group's view of the batch (pointers only) */
@@ -602,58 +632,60 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
         b->released[g] = 0;
     }
     if (b->validate)
-        for (uint32_t c = 0; c < b->n_checks; c++) {
+        for (uint32_t i = 0; i < b->n_checks; i++) {
             ah_error err;
-            const bound_state *cs = &b->states[b->checks[c]];
+            const bound_state *cs = &b->states[b->checks[i]];
             const uint32_t g = ah_spec_cacheless(&cs->spec) ? 0 : cs->spec.kv_group;
             int rel = 0;
-            ah_status s = ah__batch_validate_group(&b->gbatch[g], &cs->spec, &b->limits,
-                                                   seq_len_fill(b, cs), nk ? g : UINT32_MAX,
-                                                   b->release_w[g], b->release_why[g], &rel, &err);
+            ah_status s = ah__batch_validate_group(
+                &b->gbatch[g], &cs->spec, &b->limits, seq_len_fill(b, cs), nk ? g : UINT32_MAX,
+                b->release_w[g], b->release_why[g], &rel, b->cp != NULL, &err);
             if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
             if (rel) b->released[g] = 1;
         }
 
     /* decode requests: query_len <= decode_qmax; split when they lead */
-    ah_phase phase = AH_PHASE_DECODE;
-    int list = LIST_DECODE, split = 0;
-    uint32_t nd = batch->num_reqs, nd_tokens = batch->num_tokens;
-    const char *why = "";
-    ah_split_scan sc;
+    c->phase = AH_PHASE_DECODE;
+    c->list = LIST_DECODE;
+    c->split = 0;
+    c->nd = batch->num_reqs;
+    c->nd_tokens = batch->num_tokens;
+    c->why = "";
     if (batch->max_query_len > b->decode_qmax) {
-        ah__split_scan(batch, b->decode_qmax, &sc);
-        if (sc.nd < batch->num_reqs) {
-            phase = AH_PHASE_PREFILL;
-            list = LIST_PREFILL;
-            nd = nd_tokens = 0;
-            if (sc.nd || sc.decode_later) {
-                why = sc.decode_later                   ? WHY_ORDER
-                      : b->split_why                    ? b->split_why
-                      : mode != AH_PLAN_EAGER           ? WHY_GRAPH
-                      : batch->common_prefix_len        ? WHY_CASCADE
-                      : sc.nd_tokens % b->split_granule ? WHY_ALIGN
-                                                        : NULL;
+        ah_split_scan *sc = &c->sc;
+        ah__split_scan(batch, b->decode_qmax, sc);
+        if (sc->nd < batch->num_reqs) {
+            c->phase = AH_PHASE_PREFILL;
+            c->list = LIST_PREFILL;
+            c->nd = c->nd_tokens = 0;
+            if (sc->nd || sc->decode_later) {
+                const char *why = sc->decode_later                   ? WHY_ORDER
+                                  : b->split_why                     ? b->split_why
+                                  : mode != AH_PLAN_EAGER            ? WHY_GRAPH
+                                  : batch->common_prefix_len         ? WHY_CASCADE
+                                  : sc->nd_tokens % b->split_granule ? WHY_ALIGN
+                                                                     : NULL;
+                c->why = why ? why : "";
                 if (!why) {
-                    why = "";
-                    split = 1;
-                    list = LIST_SPLIT;
-                    nd = sc.nd;
-                    nd_tokens = sc.nd_tokens;
+                    c->split = 1;
+                    c->list = LIST_SPLIT;
+                    c->nd = sc->nd;
+                    c->nd_tokens = sc->nd_tokens;
                 }
             }
         }
     }
     /* A tree mask goes only to plugins that claim it: whole on the prefill
      * winners when a decode winner lacks it, an error when one of those does. */
-    if (batch->custom_mask_host && b->mask_bad[list] >= 0 && list != LIST_PREFILL) {
-        list = LIST_PREFILL;
-        phase = AH_PHASE_PREFILL;
-        split = 0;
-        nd = nd_tokens = 0;
-        why = WHY_MASK;
+    if (batch->custom_mask_host && b->mask_bad[c->list] >= 0 && c->list != LIST_PREFILL) {
+        c->list = LIST_PREFILL;
+        c->phase = AH_PHASE_PREFILL;
+        c->split = 0;
+        c->nd = c->nd_tokens = 0;
+        c->why = WHY_MASK;
     }
-    if (batch->custom_mask_host && b->mask_bad[list] >= 0) {
-        const bound_state *bad = &b->states[b->mask_bad[list]];
+    if (batch->custom_mask_host && b->mask_bad[c->list] >= 0) {
+        const bound_state *bad = &b->states[b->mask_bad[c->list]];
         return fail(b, AH_ERR_UNSUPPORTED,
                     "batch: custom_mask is set, but layer %u's %s does not claim the tree_mask "
                     "feature",
@@ -661,8 +693,8 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     }
     /* Released blocks go only to plugins that never read them. */
     for (uint32_t g = 0; g < b->n_groups; g++)
-        if (b->released[g] && b->released_bad[list][g] >= 0) {
-            const bound_state *bad = &b->states[b->released_bad[list][g]];
+        if (b->released[g] && b->released_bad[c->list][g] >= 0) {
+            const bound_state *bad = &b->states[b->released_bad[c->list][g]];
             return fail(
                 b, AH_ERR_UNSUPPORTED,
                 "batch: kv group %u has released blocks (negative block_table entries), but "
@@ -670,12 +702,46 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
                 "them: keep those blocks in the table for this plugin",
                 g, bad->first_layer, plugin_name(b, bad->slot));
         }
-    if (split) {
-        ah_status s = build_parts(b, batch, &sc, stream);
-        if (s != AH_OK) return s;
+    return AH_OK;
+}
+
+static const char *const part_names[] = {"", " (decode part)", " (prefill part)"};
+
+/* The smallest ah_batch accepted: ABI 2.0's. */
+#define BATCH_SIZE_20 (offsetof(ah_batch, common_prefix_len) + sizeof(uint32_t))
+
+ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_mode mode,
+                          void *stream)
+{
+    b->planned = 0;
+    if (!engine_batch || engine_batch->struct_size < BATCH_SIZE_20)
+        return fail(b, AH_ERR_ABI, "batch missing or ah_batch.struct_size too small");
+    /* An older batch lacks the later fields: read it into a zeroed full
+     * struct the binding owns (plugins may keep the pointer until the step
+     * ends). */
+    ah_batch *whole = &b->batch;
+    memset(whole, 0, sizeof *whole);
+    memcpy(whole, engine_batch,
+           engine_batch->struct_size < sizeof *whole ? engine_batch->struct_size : sizeof *whole);
+    whole->struct_size = sizeof *whole;
+    const ah_batch *batch = whole;
+    ah_status s = AH_OK;
+    if (b->cp) { /* this rank's share of the step */
+        ah_error err;
+        if ((s = ah__cp_local_batch(b->cp, whole, mode, stream, &batch, &err)) != AH_OK)
+            fail(b, s, "%s", err.msg);
     }
-    for (uint32_t i = 0; i < b->n_plans[list]; i++) {
-        const plan_item *it = &b->plans[list][i];
+    step_choice c;
+    if (s == AH_OK) s = choose_step(b, batch, mode, &c);
+    if (b->cp) { /* every rank runs the step, or none does */
+        ah_error err;
+        ah_status all = ah__cp_agree(b->cp, s, whole, stream, &err);
+        if (s == AH_OK && all != AH_OK) return fail(b, all, "%s", err.msg);
+    }
+    if (s != AH_OK) return s;
+    if (c.split && (s = build_parts(b, batch, &c.sc, stream)) != AH_OK) return s;
+    for (uint32_t i = 0; i < b->n_plans[c.list]; i++) {
+        const plan_item *it = &b->plans[c.list][i];
         bound_state *bs = &b->states[it->state];
         const uint32_t g = ah_spec_cacheless(&bs->spec) ? 0 : bs->spec.kv_group;
         const ah_batch *part = it->part == PART_WHOLE ? &b->gbatch[g]
@@ -683,16 +749,16 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
                                    ? &b->dparts[g].batch
                                    : &b->pparts[(size_t)g * b->n_devs + bs->dev_idx].batch;
         const ah_plugin_ops *ops = ops_of(b, bs->slot);
-        ah_status s = ops->plan(bs->st, part, mode, stream);
+        s = ops->plan(bs->st, part, mode, stream);
         if (s != AH_OK)
             return fail(b, s, "layer %u: %s plan%s failed: %s", bs->first_layer,
                         plugin_name(b, bs->slot), part_names[it->part], ops->state_error(bs->st));
     }
-    b->phase = phase;
-    b->split = split;
-    b->nd = nd;
-    b->nd_tokens = nd_tokens;
-    b->why = why;
+    b->phase = c.phase;
+    b->split = c.split;
+    b->nd = c.nd;
+    b->nd_tokens = c.nd_tokens;
+    b->why = c.why;
     b->planned = 1;
     return AH_OK;
 }
@@ -840,6 +906,34 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
     return AH_OK;
 }
 
+/* One state's K/V store (unless its forward stores them) and attention. */
+static ah_status forward_one(ah_binding *b, uint32_t layer, bound_state *bs,
+                             const ah_forward_args *a)
+{
+    if (a->key && !ah_spec_cacheless(&bs->spec) && !caps_of(b, bs->slot)->forward_writes_kv) {
+        ah_kv_write_args kv = {sizeof kv,      a->key,     a->value,   a->key_cache,
+                               a->value_cache, a->k_scale, a->v_scale, a->stream};
+        ah_status s = call_write_kv(b, layer, bs, &kv);
+        if (s != AH_OK) return s;
+    }
+    return call_forward(b, layer, bs, a);
+}
+
+/* A context-parallel rank: attention over its shard into its partial
+ * buffer, then every rank's partial gathered and merged into a->out. */
+static ah_status forward_cp(ah_binding *b, uint32_t layer, bound_state *bs,
+                            const ah_forward_args *a)
+{
+    const ah__cp_state st = cp_state(b, bs);
+    ah_forward_args local;
+    ah_error err;
+    ah_status s = ah__cp_forward_begin(b->cp, &st, a, &local, &err);
+    if (s != AH_OK) return fail(b, s, "%s", err.msg);
+    if ((s = forward_one(b, layer, bs, &local)) != AH_OK) return s;
+    s = ah__cp_forward_end(b->cp, &st, a, &err);
+    return s == AH_OK ? s : fail(b, s, "%s", err.msg);
+}
+
 ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *a)
 {
     bound_state *bs = planned_state(b, layer);
@@ -877,14 +971,9 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
                     "layer %u: key/value set on a cross-attention layer, whose cache is written "
                     "only by ah_binding_write_kv on the encoder pass",
                     layer);
+    if (b->cp) return forward_cp(b, layer, bs, a);
     if (split_layer(b, layer)) return forward_split(b, layer, a, 1);
-    if (a->key && !ah_spec_cacheless(&bs->spec) && !caps_of(b, bs->slot)->forward_writes_kv) {
-        ah_kv_write_args kv = {sizeof kv,      a->key,     a->value,   a->key_cache,
-                               a->value_cache, a->k_scale, a->v_scale, a->stream};
-        ah_status s = call_write_kv(b, layer, bs, &kv);
-        if (s != AH_OK) return s;
-    }
-    return call_forward(b, layer, bs, a);
+    return forward_one(b, layer, bs, a);
 }
 
 ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_args *a)

@@ -24,6 +24,9 @@ typedef struct ah__cp_mem {
     void *stream;  /* the engine's stream of the step */
 } ah__cp_mem;
 
+#define AH__CP_MAX_WORLD 1024   /* ranks in a group, at most */
+#define AH__CP_TIMEOUT_MS 60000 /* ah_cp_options.timeout_ms 0 */
+
 typedef struct ah__cp_comm ah__cp_comm;
 
 /* Open the comm of o (world_size > 1) for a rank whose buffers live on

@@ -86,7 +86,6 @@ typedef struct cuda_lib {
 
 #define NCCL_DEFAULT_LIBRARY "libnccl.so.2"
 #define CUDA_LIBRARY "libcuda.so.1"
-#define DEFAULT_TIMEOUT_MS 60000u
 
 static ah_status failf(ah_error *err, ah_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -352,7 +351,7 @@ ah_status ah__cp_nccl_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp
     n->world = o->world_size;
     n->rank = o->rank;
     n->device = mem->index;
-    n->timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
+    n->timeout_ms = o->timeout_ms ? o->timeout_ms : AH__CP_TIMEOUT_MS;
 
     int count, rank, device;
     if (comm_query(n, lib->comm_count, "ncclCommCount", &count, err) ||

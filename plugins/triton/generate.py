@@ -108,9 +108,12 @@ P_REDUCE = [
     ("split_stride", "i32", 0), ("stride_ot", "i32", 1), ("stride_oh", "i32", 1),
     ("num_q_heads", "i32", 0), ("use_sinks", "i32", 0), ("store_lse", "i32", 0),
 ]
+# The LSE pointers carry no 16-byte hint: the host merges ranks' slices of an
+# all-gathered buffer, which start at k * T * H floats (one load per program,
+# so the hint would buy nothing).
 P_MERGE = [
-    ("va_ptr", "Q", 1), ("la_ptr", "f32ptr", 1), ("vb_ptr", "Q", 1), ("lb_ptr", "f32ptr", 1),
-    ("out_ptr", "Q", 1), ("lse_out_ptr", "f32ptr", 1),
+    ("va_ptr", "Q", 1), ("la_ptr", "f32ptr", 0), ("vb_ptr", "Q", 1), ("lb_ptr", "f32ptr", 0),
+    ("out_ptr", "Q", 1), ("lse_out_ptr", "f32ptr", 0),
     ("num_heads", "i32", 0), ("head_dim", "i32", 1), ("stride_at", "i32", 1), ("stride_ah", "i32", 1),
     ("stride_bt", "i32", 1), ("stride_bh", "i32", 1), ("stride_ot", "i32", 1),
     ("stride_oh", "i32", 1), ("store_lse", "i32", 0),

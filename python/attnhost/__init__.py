@@ -24,6 +24,16 @@ from ._dlpack import Tensor
 from ._ffi import ABI_MAJOR, ABI_MINOR, library_path
 from .batch import Batch, BatchBuilder
 from .binding import Binding, DeviceInfo, KVCacheDesc, Split
+from .cp import (
+    CpGroup,
+    LocalCpGroup,
+    NcclComm,
+    NcclComms,
+    cp_local_index,
+    cp_local_len,
+    cp_rank_of,
+    default_nccl_library,
+)
 from .errors import (
     AbiMismatchError,
     AttnhostError,
@@ -49,9 +59,11 @@ __version__ = "0.2.0"
 
 __all__ = [
     "ABI_MAJOR", "ABI_MINOR", "AbiMismatchError", "AttnhostError", "Batch", "BatchBuilder",
-    "Binding", "Candidate", "ConfigError", "Decision", "DeviceError", "DeviceInfo", "Host",
-    "IOError_", "InternalError", "InvalidArgumentError", "KVCacheDesc", "LayerSpec",
-    "LibraryNotFoundError", "Model", "NotFoundError", "OutOfMemoryError", "PagedKVCache",
-    "PluginError", "PluginInfo", "ProbeInfo", "Reason", "Selection", "Split", "Status",
-    "Tensor", "UnavailableError", "UnsupportedError", "abi_version", "library_path", "version",
+    "Binding", "Candidate", "ConfigError", "CpGroup", "Decision", "DeviceError", "DeviceInfo",
+    "Host", "IOError_", "InternalError", "InvalidArgumentError", "KVCacheDesc", "LayerSpec",
+    "LibraryNotFoundError", "LocalCpGroup", "Model", "NcclComm", "NcclComms", "NotFoundError",
+    "OutOfMemoryError", "PagedKVCache", "PluginError", "PluginInfo", "ProbeInfo", "Reason",
+    "Selection", "Split", "Status", "Tensor", "UnavailableError", "UnsupportedError",
+    "abi_version", "cp_local_index", "cp_local_len", "cp_rank_of", "default_nccl_library",
+    "library_path", "version",
 ]

@@ -31,12 +31,12 @@ from ctypes import (
 from pathlib import Path
 from typing import Optional
 
-from .errors import AbiMismatchError, LibraryNotFoundError
+from .errors import AbiMismatchError, LibraryNotFoundError, Status, UnsupportedError
 
 #: The ABI major this package was written for (AH_ABI_VERSION_MAJOR).
 ABI_MAJOR = 2
 #: The ABI minor it knows the structures of; a newer minor only appends.
-ABI_MINOR = 0
+ABI_MINOR = 2
 
 c_enum = c_int
 
@@ -225,6 +225,8 @@ class ah_batch(Structure):
         ("custom_mask_len", c_uint64),
         ("num_kv_groups", c_uint32),  # ABI 2.1
         ("kv_groups", c_void_p),  # const ah_kv_group *
+        ("cp_local_seq_lens", c_void_p),  # ABI 2.2: const DLTensor *
+        ("cp_local_seq_lens_host", c_void_p),  # const int32_t *
     ]
 
 
@@ -365,12 +367,26 @@ class ah_decision(Structure):
     ]
 
 
+class ah_cp_options(Structure):  # ABI 2.2
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("world_size", c_uint32),
+        ("rank", c_uint32),
+        ("interleave", c_uint32),
+        ("nccl_comm", c_void_p),
+        ("local_group", c_void_p),  # ah_cp_local_group *
+        ("nccl_library", c_char_p),
+        ("timeout_ms", c_uint32),
+    ]
+
+
 class ah_binding_options(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
         ("limits", ah_limits),
         ("no_validation", c_int),
         ("device_index", c_int32),
+        ("cp", POINTER(ah_cp_options)),  # ABI 2.2
     ]
 
 
@@ -415,7 +431,8 @@ STRUCTS = {
         ah_probe_info, ah_layer_spec, ah_config_key, ah_caps, ah_batch, ah_kv_group, ah_limits,
         ah_model_desc, ah_hf_import_options,
         ah_forward_args, ah_error, ah_host_options, ah_plugin_info, ah_reason,
-        ah_candidate, ah_decision, ah_binding_options, ah_kv_cache_desc, ah_ref_inputs,
+        ah_candidate, ah_decision, ah_cp_options, ah_binding_options, ah_kv_cache_desc,
+        ah_ref_inputs,
     )
 }
 
@@ -517,6 +534,16 @@ def _declare(lib: ctypes.CDLL) -> None:
        POINTER(ah_error))
     fn("ah_reference_write_kv", c_enum, POINTER(ah_layer_spec), _P, c_void_p, c_void_p,
        c_void_p, c_void_p, c_float, c_float, POINTER(ah_error))
+    # ABI 2.2 (context parallelism): declared where the library has them;
+    # require() refuses their use on an older library.
+    if hasattr(lib, "ah_cp_local_len"):
+        fn("ah_cp_local_group_create", c_enum, c_uint32, POINTER(_P), POINTER(ah_error))
+        fn("ah_cp_local_group_destroy", None, _P)
+        fn("ah_cp_rank_of", c_uint32, c_uint64, c_uint32, c_uint32, POINTER(c_uint64))
+        fn("ah_cp_local_len", c_uint64, c_uint64, c_uint32, c_uint32, c_uint32)
+        fn("ah_cp_nccl_comms_create", c_enum, c_uint32, POINTER(c_int32), c_char_p,
+           POINTER(c_void_p), POINTER(ah_error))
+        fn("ah_cp_nccl_comm_destroy", None, c_void_p)
 
 
 _lib: Optional[ctypes.CDLL] = None
@@ -560,6 +587,23 @@ def load() -> ctypes.CDLL:
             f"library")
     _declare(lib)
     _lib = lib
+    return lib
+
+
+def require(minor: int, symbol: str, what: str) -> ctypes.CDLL:
+    """The library, when it speaks ABI 2.minor or newer and exports symbol;
+    else :class:`UnsupportedError` naming what needs it and what the library
+    speaks. A feature of a newer minor must not reach an older library:
+    it would ignore the fields it does not know."""
+    lib = load()
+    abi = int(lib.ah_abi_version())
+    if (abi & 0xFFFF) < minor or not hasattr(lib, symbol):
+        have = f"ABI {abi >> 16}.{abi & 0xFFFF}"
+        if (abi & 0xFFFF) >= minor:
+            have += f" but does not export {symbol}"
+        raise UnsupportedError(
+            Status.UNSUPPORTED, f"{what} needs libattnhost ABI {ABI_MAJOR}.{minor}; "
+            f"{_lib_path} speaks {have}")
     return lib
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import ctypes
 import itertools
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 from . import _ffi
 from ._dlpack import OwnedTensor
 from ._handle import Handle
 from .binding import Binding
+from .cp import _local_lens, _locate
 from .errors import InvalidArgumentError, error_for
 from .kvcache import aligned_empty
 
@@ -34,6 +35,7 @@ class Batch:
         self.c.struct_size = ctypes.sizeof(_ffi.ah_batch)
         self._addr = ctypes.addressof(self.c)
         self.num_reqs = self.num_tokens = self.max_query_len = self.max_seq_len = 0
+        self._cp_given = False
 
     @property
     def query_start_loc(self):
@@ -50,6 +52,12 @@ class Batch:
     @property
     def slot_mapping(self):
         return self.builder._slots[: self.num_tokens]
+
+    @property
+    def cp_local_seq_lens(self):
+        """The local lengths passed to the library under context
+        parallelism, or None when it computes them."""
+        return self.builder._cpl[: self.num_reqs] if self._cp_given else None
 
     @property
     def query_lens(self):
@@ -80,6 +88,13 @@ class BatchBuilder(Handle):
     Device copies live on the device of the first layer bound to a non-CPU
     plugin (allocated and copied through that binding device); on CPU-only
     bindings the device tensors are the host arrays themselves.
+
+    On a binding with context parallelism (``Binding(..., cp=...)``) the
+    batches are the rank's: seq_lens stay the requests' whole lengths,
+    block_ids cover the rank's shard of each request (its
+    :func:`attnhost.cp_local_len`), and the slot mapping gives the rank's
+    slot of each new token it holds (:func:`attnhost.cp_rank_of`,
+    :func:`attnhost.cp_local_index`) and -1 for the others.
     """
 
     def __init__(self, binding: Binding, num_blocks: Optional[int] = None,
@@ -111,6 +126,10 @@ class BatchBuilder(Handle):
         self._table = buf(R * MB, np.int32).reshape(R, MB)
         self._table[:] = 0
         self._slots = buf(T, np.int64)
+        self._cpl = buf(R, np.int32)
+        cp = binding.cp
+        self._cp = ((cp.world_size, cp.rank, cp.interleave)
+                    if cp is not None and cp.world_size > 1 else None)
         self._iota = np.arange(T, dtype=np.int64)
         self._req_idx = np.arange(R, dtype=np.int64)
 
@@ -126,10 +145,10 @@ class BatchBuilder(Handle):
                 break
         self._dev = dev
         self._dev_bufs = []
-        host = (self._qsl, self._seq, self._table, self._slots)
+        host = (self._qsl, self._seq, self._table, self._slots, self._cpl)
         i32, i64 = (_ffi.kDLInt, 32), (_ffi.kDLInt, 64)
-        dts = (i32, i32, i32, i64)
-        shapes = ((R + 1,), (R,), (R, MB), (T,))
+        dts = (i32, i32, i32, i64, i32)
+        shapes = ((R + 1,), (R,), (R, MB), (T,), (R,))
         if dev is None:
             self._tensors = [OwnedTensor(a.ctypes.data, (_ffi.kDLCPU, 0), dt, sh, a)
                              for a, dt, sh in zip(host, dts, shapes)]
@@ -150,7 +169,7 @@ class BatchBuilder(Handle):
         self._batch = Batch(self)
         c = self._batch.c
         c.query_start_loc, c.seq_lens, c.block_table, c.slot_mapping = (
-            t.ptr for t in self._tensors)
+            t.ptr for t in self._tensors[:4])
         c.query_start_loc_host = self._qsl.ctypes.data
         c.seq_lens_host = self._seq.ctypes.data
         c.block_table_host = self._table.ctypes.data
@@ -173,7 +192,8 @@ class BatchBuilder(Handle):
         return _ffi.load().ah_device_stream(self._dev)
 
     def build(self, query_lens: Sequence[int], context_lens: Sequence[int],
-              block_ids: Any, common_prefix_len: int = 0) -> Batch:
+              block_ids: Any, common_prefix_len: int = 0,
+              cp_local_seq_lens: Union[None, bool, Sequence[int]] = None) -> Batch:
         """The batch of requests r = 0..n-1 with query_lens[r] new tokens
         after context_lens[r] cached ones, whose KV lives in the blocks
         block_ids[r] (the request's logical block i is block_ids[r][i]).
@@ -182,6 +202,12 @@ class BatchBuilder(Handle):
         engine's block table) or a sequence of per-request sequences.
         Decode requests (query length 1) first lets the host split the
         batch for free (as vLLM and SGLang order them).
+
+        Under context parallelism block_ids[r] covers the rank's share of
+        request r, and cp_local_seq_lens is what the batch tells the
+        library of it (ah_batch.cp_local_seq_lens): None, the library
+        computes it; True, the builder's own count; a sequence, those
+        lengths as given (the library checks them at plan).
 
         Returns this builder's :class:`Batch` (the same object every step).
         Raises :class:`InvalidArgumentError` naming the field, request and
@@ -205,6 +231,7 @@ class BatchBuilder(Handle):
             r = int(np.argmin(ctx))
             raise _bad(f"context_lens[{r}] = {int(ctx[r])}: must be >= 0")
         seq = ctx + q
+        given = self._check_cp_lens(cp_local_seq_lens, n)
         qsl = self._qsl
         qsl[0] = 0
         np.cumsum(q, out=qsl[1: n + 1], dtype=np.int32)
@@ -216,7 +243,13 @@ class BatchBuilder(Handle):
             r = int(np.argmax(seq))
             raise _bad(f"seq_lens[{r}] = {max_seq} exceeds max_seq_len = {self.max_seq_len}")
         bs = self.block_size
-        need = (seq + bs - 1) // bs
+        held = seq if self._cp is None else _local_lens(seq, *self._cp)
+
+        def covers(r: int) -> str:
+            s = f"seq_lens[{r}] = {int(seq[r])}"
+            return s if self._cp is None else f"{s} ({int(held[r])} on cp rank {self._cp[1]})"
+
+        need = (held + bs - 1) // bs
         MB = self.max_blocks_per_req
         table = self._table
 
@@ -228,7 +261,7 @@ class BatchBuilder(Handle):
                 raise _bad(f"block_ids has {w} columns: more than max_blocks_per_req = {MB}")
             if int(need.max()) > w:
                 r = int(np.argmax(need))
-                raise _bad(f"block_ids[{r}]: {w} blocks for seq_lens[{r}] = {int(seq[r])}, "
+                raise _bad(f"block_ids[{r}]: {w} blocks for {covers(r)}, "
                            f"which needs {int(need[r])} blocks of {bs}")
             table[:n, :w] = block_ids
         else:
@@ -238,8 +271,8 @@ class BatchBuilder(Handle):
             short = np.nonzero(lens < need)[0]
             if short.size:
                 r = int(short[0])
-                raise _bad(f"block_ids[{r}]: {int(lens[r])} blocks for seq_lens[{r}] = "
-                           f"{int(seq[r])}, which needs {int(need[r])} blocks of {bs}")
+                raise _bad(f"block_ids[{r}]: {int(lens[r])} blocks for {covers(r)}, "
+                           f"which needs {int(need[r])} blocks of {bs}")
             if lens.max() > MB:
                 r = int(np.argmax(lens))
                 raise _bad(f"block_ids[{r}] has {int(lens[r])} blocks: more than "
@@ -256,11 +289,24 @@ class BatchBuilder(Handle):
         # slot of token t of request r: position p = ctx[r] + (t - qsl[r])
         r_of_t = np.repeat(self._req_idx[:n], q)
         pos = self._iota[:T] - (qsl[:n].astype(np.int64) - ctx)[r_of_t]
-        blk = table[r_of_t, pos // bs]
-        np.add(blk.astype(np.int64) * bs, pos % bs, out=self._slots[:T])
+        if self._cp is None:
+            blk = table[r_of_t, pos // bs]
+            np.add(blk.astype(np.int64) * bs, pos % bs, out=self._slots[:T])
+        else:  # the rank's slot of the tokens it holds, -1 for the others'
+            world, rank, interleave = self._cp
+            owner, local = _locate(pos, world, interleave)
+            mine = owner == rank
+            local = np.where(mine, local, 0)
+            blk = table[r_of_t, local // bs].astype(np.int64)
+            np.copyto(self._slots[:T], np.where(mine, blk * bs + local % bs, -1))
+        if given is True:
+            self._cpl[:n] = held
 
         b = self._batch
         c = b.c
+        b._cp_given = given is not None
+        c.cp_local_seq_lens = self._tensors[4].ptr if b._cp_given else None
+        c.cp_local_seq_lens_host = self._cpl.ctypes.data if b._cp_given else None
         b.num_reqs, b.num_tokens = n, T
         b.max_query_len, b.max_seq_len = int(q.max()), max_seq
         c.num_reqs, c.num_tokens = n, T
@@ -271,21 +317,49 @@ class BatchBuilder(Handle):
         t[1].shape[0] = n
         t[2].shape[0] = n
         t[3].shape[0] = T
+        t[4].shape[0] = n
         if self._dev is not None:
-            self._upload(n, T)
+            self._upload(n, T, b._cp_given)
         return b
+
+    def _check_cp_lens(self, lens: Union[None, bool, Sequence[int]], n: int) -> Any:
+        """None, True, or the given local lengths, copied into the
+        builder's buffer; raises on a binding without context parallelism
+        and on a length that is no int32 per request."""
+        import numpy as np
+
+        if lens is None or lens is False:
+            return None
+        if self._cp is None:
+            raise _bad("cp_local_seq_lens given, but the binding has no context parallelism "
+                       "(Binding(..., cp=...))")
+        if lens is True:
+            return True
+        a = np.asarray(lens, dtype=np.int64)
+        if a.shape != (n,):
+            raise _bad(f"cp_local_seq_lens has shape {a.shape}: expected ({n},), one per "
+                       f"request")
+        bad = np.nonzero((a < 0) | (a > np.iinfo(np.int32).max))[0]
+        if bad.size:
+            r = int(bad[0])
+            raise _bad(f"cp_local_seq_lens[{r}] = {int(a[r])}: not an int32 length")
+        self._cpl[:n] = a
+        return a
 
     def _iota_any(self, n: int):
         import numpy as np
 
         return self._iota[:n] if n <= self._iota.shape[0] else np.arange(n, dtype=np.int64)
 
-    def _upload(self, n: int, T: int) -> None:
+    def _upload(self, n: int, T: int, cp_lens: bool) -> None:
         lib = _ffi.load()
         for host, dev, nbytes in ((self._qsl, self._dev_bufs[0], (n + 1) * 4),
                                   (self._seq, self._dev_bufs[1], n * 4),
                                   (self._table, self._dev_bufs[2], n * self.max_blocks_per_req * 4),
-                                  (self._slots, self._dev_bufs[3], T * 8)):
+                                  (self._slots, self._dev_bufs[3], T * 8),
+                                  (self._cpl, self._dev_bufs[4], n * 4 if cp_lens else 0)):
+            if not nbytes:
+                continue
             st = lib.ah_device_copy(self._dev, dev, host.ctypes.data, nbytes, 0)
             if st:
                 raise error_for(st, _ffi.s(lib.ah_device_errmsg(self._dev)))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
 from . import _ffi
 from ._dlpack import OwnedTensor, Tensor, capsule, dl_dtype_name
 from ._handle import Handle
+from .cp import CpGroup
 from .errors import InvalidArgumentError, error_for
 from .model import DTYPES
 from .selection import PHASES, Selection, phase_index
@@ -78,15 +79,22 @@ class Binding(Handle):
         validate: check every batch and tensor before a plugin sees it
             (False: trusted engines; errors then go unreported).
         device_index: the device (of each bound plugin's kind) to run on.
+        cp: context parallelism (ABI 2.2): this binding's rank of a group
+            (:class:`CpGroup`); its batches then carry the rank's shard of
+            the KV cache (see :class:`BatchBuilder`), and plan and forward
+            are collective: every rank of the group calls them, each from
+            its own thread or process. None: no context parallelism.
 
     Owner-thread object: one call at a time (a second thread's concurrent
     call raises RuntimeError); many bindings may run at once on one host.
-    Keeps its selection and host alive.
+    Keeps its selection and host alive, and its cp group's
+    :class:`LocalCpGroup` or :class:`NcclComms`.
     """
 
     def __init__(self, host: "Host", selection: Selection, *, max_num_reqs: int,
                  max_num_tokens: int, max_blocks_per_req: int, max_seq_len: int,
-                 num_blocks: int, validate: bool = True, device_index: int = 0) -> None:
+                 num_blocks: int, validate: bool = True, device_index: int = 0,
+                 cp: Optional[CpGroup] = None) -> None:
         lib = _ffi.load()
         if selection.host is not host:
             raise ValueError("the selection was made by another host")
@@ -97,12 +105,20 @@ class Binding(Handle):
         o.limits = lim
         o.no_validation = 0 if validate else 1
         o.device_index = device_index
+        parents: Tuple[Handle, ...] = (selection, host)
+        self._cp_c: Any = None
+        if cp is not None:
+            cpo, cp_parents, keep = cp._to_c()
+            o.cp = ctypes.pointer(cpo)
+            parents += cp_parents
+            self._cp_c = (cpo, keep)
         out, err = ctypes.c_void_p(), _ffi.ah_error()
         st = lib.ah_binding_create(host._handle(), selection._handle(), ctypes.byref(o),
                                    ctypes.byref(out), ctypes.byref(err))
         if st:
             raise error_for(st, _ffi.s(err.msg))
-        self._adopt(out.value, lib.ah_binding_destroy, (selection, host))
+        self._adopt(out.value, lib.ah_binding_destroy, parents)
+        self.cp = cp
         self.host = host
         self.selection = selection
         self.limits = {"max_num_reqs": max_num_reqs, "max_num_tokens": max_num_tokens,
@@ -189,7 +205,11 @@ class Binding(Handle):
     def plan(self, batch: "Batch", mode: str = "eager", stream: Optional[int] = None) -> None:
         """Validate the batch (unless validate=False), split it by phase and
         plan every bound state. The binding holds the batch (and so its
-        arrays) until the next plan. On error nothing was planned."""
+        arrays) until the next plan. On error nothing was planned.
+
+        Under context parallelism every rank plans its own batch of the
+        same requests at once; when one rank's batch is wrong, every
+        rank's plan raises (the wrong rank's message names the request)."""
         m = _MODES.get(mode)
         if m is None:
             raise ValueError(f"mode = {mode!r}: expected eager, capture or replay")
@@ -218,6 +238,11 @@ class Binding(Handle):
         torch CUDA tensors the current stream is used when stream is None.
         Errors raise :class:`AttnhostError` naming the tensor and value;
         nothing is written then.
+
+        Under context parallelism every rank calls forward for the same
+        layer with the same q, key and value (all of the step's tokens);
+        each stores only the tokens its slot mapping places on it, and
+        every rank's out receives the whole result.
         """
         p = self._enter()
         try:
@@ -247,7 +272,8 @@ class Binding(Handle):
     def __repr__(self) -> str:
         if self.closed:
             return "attnhost.Binding(closed)"
-        return f"attnhost.Binding({self.num_layers} layers, limits={self.limits})"
+        cp = "" if self.cp is None else f", cp rank {self.cp.rank} of {self.cp.world_size}"
+        return f"attnhost.Binding({self.num_layers} layers, limits={self.limits}{cp})"
 
 
 def _imp(x: Any, keep: list, stream: Optional[int]) -> Optional[int]:

@@ -146,7 +146,9 @@ static void name_case(ah__conf_case *c, const char *what)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " bidir");
     if (c->tree_mask && u < sizeof extra)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " tree");
-    if (c->want_lse && u < sizeof extra) snprintf(extra + u, sizeof extra - u, " lse");
+    if (c->want_lse && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " lse");
+    if (c->cp_world && u < sizeof extra)
+        snprintf(extra + u, sizeof extra - u, " cp=%ux%u", c->cp_world, c->cp_interleave);
     snprintf(c->name, sizeof c->name, "%-10s q=%s kv=%s hd=%u/%u bs=%u %s h=%u/%u %s%s", what,
              ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype), s->qk_head_size, s->v_head_size,
              s->block_size, s->kv_layout == AH_KV_LAYOUT_HND ? "hnd" : "nhd", s->num_q_heads,
@@ -526,6 +528,60 @@ static void gen_merge_graphs(gen *g)
     }
 }
 
+/* Context parallelism (ABI 2.2), where the plugin returns LSE and serves
+ * ranks that hold no key of a request: decode batches with sequences
+ * shorter than the world (some ranks empty), a mixed batch (queries of
+ * several tokens, one request per token on a rank), a block-sized
+ * interleave, a window spanning shards, sinks (counted once) and MLA. */
+static void gen_context_parallel(gen *g)
+{
+    const ah_caps *c = g->caps;
+    if (!has(c, AH_FEAT_LSE) || !has(c, AH_FEAT_EMPTY_KV) ||
+        g->base.spec.attn_type != AH_ATTN_DECODER)
+        return;
+    uint32_t worlds[2] = {2, 4}, nw = 2;
+    if (g->opts->cp_devices > 1) { /* over NCCL: as many ranks as devices */
+        worlds[0] = g->opts->cp_devices < AH_CONF_MAX_CP ? g->opts->cp_devices : AH_CONF_MAX_CP;
+        nw = 1;
+    }
+    for (uint32_t w = 0; w < nw; w++) {
+        ah__conf_case x = variant(g);
+        x.kind = AH__CONF_CP;
+        x.cp_world = worlds[w];
+        x.cp_interleave = 1;
+        set_shape(g, &x, SHAPE_DECODE);
+        x.slen[0] = 1; /* ranks after 0 hold nothing of it */
+        x.slen[1] = x.cp_world - 1 > 1 ? x.cp_world - 1 : 2;
+        add(g, &x, "cp-decode");
+        set_shape(g, &x, SHAPE_MIXED);
+        add(g, &x, "cp-mixed");
+        x.cp_interleave = x.spec.block_size;
+        set_shape(g, &x, SHAPE_DECODE);
+        add(g, &x, "cp-interlv");
+        x.cp_interleave = 2;
+        if (has(c, AH_FEAT_SLIDING_WINDOW)) {
+            ah__conf_case y = x;
+            y.spec.sliding_window = 2 * x.cp_world * 3; /* a multiple of 2 x world */
+            set_shape(g, &y, SHAPE_MIXED);
+            add(g, &y, "cp-window");
+        }
+        if (has(c, AH_FEAT_SINKS)) {
+            ah__conf_case y = x;
+            y.spec.use_sinks = 1;
+            set_shape(g, &y, SHAPE_DECODE);
+            add(g, &y, "cp-sinks");
+        }
+        if (has(c, AH_FEAT_MLA) && ah_int_set_contains(&c->qk_head_sizes, 576) &&
+            ah_int_set_contains(&c->v_head_sizes, 512)) {
+            ah__conf_case y = x;
+            y.spec.qk_head_size = 576, y.spec.v_head_size = 512, y.spec.use_mla = 1;
+            set_heads(c, &y.spec, 8, 1);
+            set_shape(g, &y, SHAPE_DECODE);
+            add(g, &y, "cp-mla");
+        }
+    }
+}
+
 ah_status ah__conf_make_cases(const ah_plugin_info *info, const ah_conformance_options *opts,
                               ah__conf_case_list *out)
 {
@@ -547,6 +603,7 @@ ah_status ah__conf_make_cases(const ah_plugin_info *info, const ah_conformance_o
     gen_attn_types(&g);
     gen_batches(&g);
     gen_merge_graphs(&g);
+    gen_context_parallel(&g);
     if (g.oom) {
         ah__conf_case_list_free(out);
         return AH_ERR_OUT_OF_MEMORY;

@@ -37,7 +37,7 @@ static ah_status run_plugin(ah_host *host, const ah_plugin_info *info,
     for (uint32_t i = 0; i < cases.n; i++) {
         ah__conf_result res;
         double t = now_s();
-        ah__conf_run_case(host, info->name, info, &cases.v[i], &res);
+        ah__conf_run_case(host, info->name, info, &cases.v[i], opts->cp_devices, &res);
         const char *v = res.verdict == AH__CONF_PASS   ? "PASS"
                         : res.verdict == AH__CONF_FAIL ? "FAIL"
                                                        : "SKIP";

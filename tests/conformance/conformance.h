@@ -17,11 +17,14 @@ extern "C" {
 #endif
 
 typedef struct ah_conformance_options {
-    const char *plugin; /* NULL: every available plugin */
-    uint64_t seed;      /* cases are seeded from this and their index */
-    int quick;          /* fewer cases, for CI */
-    int verbose;        /* print the reason of every failure in detail */
-    FILE *out;          /* one line per case and a summary; NULL: stdout */
+    const char *plugin;  /* NULL: every available plugin */
+    uint64_t seed;       /* cases are seeded from this and their index */
+    int quick;           /* fewer cases, for CI */
+    int verbose;         /* print the reason of every failure in detail */
+    FILE *out;           /* one line per case and a summary; NULL: stdout */
+    uint32_t cp_devices; /* context-parallel cases: 0 or 1: every rank on
+                            device 0 (a local group); N: cases of up to N
+                            ranks on devices 0 .. N - 1 over NCCL */
 } ah_conformance_options;
 
 typedef struct ah_conformance_summary {

@@ -689,7 +689,7 @@ void ah__conf_run_free(ah__conf_run *r)
 }
 
 void ah__conf_run_case(ah_host *host, const char *plugin, const ah_plugin_info *info,
-                       const ah__conf_case *c, ah__conf_result *res)
+                       const ah__conf_case *c, uint32_t cp_devices, ah__conf_result *res)
 {
     memset(res, 0, sizeof *res);
     res->verdict = AH__CONF_PASS;
@@ -704,6 +704,7 @@ void ah__conf_run_case(ah_host *host, const char *plugin, const ah_plugin_info *
     case AH__CONF_ATTENTION: run_attention(&r, plugin); break;
     case AH__CONF_MERGE: run_merge(&r, plugin); break;
     case AH__CONF_GRAPH: ah__conf_run_graph(&r, plugin); break;
+    case AH__CONF_CP: ah__conf_run_cp(&r, plugin, cp_devices); break;
     }
     ah__conf_run_free(&r);
 }

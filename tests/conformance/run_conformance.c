@@ -5,7 +5,7 @@
  * 1: a case failed or the suite could not run; 77: no plugin of that class
  * is available here (CTest counts it as skipped).
  *
- *   run_conformance [--quick] [--verbose] [--seed N] [--class cpu|gpu]
+ *   run_conformance [--quick] [--verbose] [--seed N] [--class cpu|gpu] [--cp-devices N]
  *                   [--plugin NAME] DIR...
  */
 #include <stdio.h>
@@ -33,6 +33,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--verbose")) o.verbose = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) o.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) o.plugin = argv[++i];
+        else if (!strcmp(argv[i], "--cp-devices") && i + 1 < argc)
+            o.cp_devices = (uint32_t)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--class") && i + 1 < argc) gpu = !strcmp(argv[++i], "gpu");
         else if (argv[i][0] != '-' && n_dirs < 16) dirs[n_dirs++] = argv[i];
         else {

@@ -86,5 +86,8 @@ void ah__conf_run_free(ah__conf_run *r);
 
 /* run_graph.c */
 void ah__conf_run_graph(ah__conf_run *r, const char *plugin);
+/* run_cp.c: ranks share one device (a local group), or with cp_devices at
+ * least the case's world, run on devices 0 .. world - 1 over NCCL. */
+void ah__conf_run_cp(ah__conf_run *r, const char *plugin, uint32_t cp_devices);
 
 #endif

@@ -47,11 +47,13 @@ static inline double ah__conf_uniform(ah__conf_rng *r, double lo, double hi)
 /* ---- cases --------------------------------------------------------------- */
 
 #define AH_CONF_MAX_REQS 8
+#define AH_CONF_MAX_CP 8 /* context-parallel ranks in a case */
 
 typedef enum ah__conf_kind {
     AH__CONF_ATTENTION = 0, /* eager forward (with the KV write) vs the oracle */
     AH__CONF_GRAPH = 1,     /* capture once, replay with other batches */
-    AH__CONF_MERGE = 2      /* merge_states vs the oracle's merge */
+    AH__CONF_MERGE = 2,     /* merge_states vs the oracle's merge */
+    AH__CONF_CP = 3         /* context-parallel ranks, each vs the whole oracle */
 } ah__conf_kind;
 
 typedef struct ah__conf_case {
@@ -62,10 +64,11 @@ typedef struct ah__conf_case {
     uint32_t qlen[AH_CONF_MAX_REQS];
     uint32_t slen[AH_CONF_MAX_REQS];
     int want_lse;
-    int write_kv;                    /* new tokens' K/V go through the plugin */
-    ah_graph_level graph;            /* GRAPH: the shape class to capture */
-    uint32_t elen[AH_CONF_MAX_REQS]; /* cross layers: encoder_seq_lens (ABI 2.1) */
-    int tree_mask;                   /* decoder: a random tree mask per request (ABI 2.1) */
+    int write_kv;                     /* new tokens' K/V go through the plugin */
+    ah_graph_level graph;             /* GRAPH: the shape class to capture */
+    uint32_t elen[AH_CONF_MAX_REQS];  /* cross layers: encoder_seq_lens (ABI 2.1) */
+    int tree_mask;                    /* decoder: a random tree mask per request (ABI 2.1) */
+    uint32_t cp_world, cp_interleave; /* CP: ranks and KV interleave (ABI 2.2) */
     uint64_t seed;
 } ah__conf_case;
 
@@ -91,8 +94,9 @@ typedef struct ah__conf_result {
     char detail[768];       /* why it failed or was skipped */
 } ah__conf_result;
 
-/* Run one case against plugin on host. */
+/* Run one case against plugin on host (cp_devices: see
+ * ah_conformance_options). */
 void ah__conf_run_case(ah_host *host, const char *plugin, const ah_plugin_info *info,
-                       const ah__conf_case *c, ah__conf_result *res);
+                       const ah__conf_case *c, uint32_t cp_devices, ah__conf_result *res);
 
 #endif

@@ -64,7 +64,7 @@ static ah_selection *select_ok(ah_host *h, const ah_model *m)
 static ah_binding_options opts(int32_t device_index)
 {
     ah_binding_options bo = {
-        sizeof bo, {sizeof(ah_limits), 4, 16, MAXB, MAXB * BS, NB}, 0, device_index};
+        sizeof bo, {sizeof(ah_limits), 4, 16, MAXB, MAXB * BS, NB}, 0, device_index, NULL};
     return bo;
 }
 
@@ -137,6 +137,8 @@ static void step_init(step *s, DLDevice dev)
                           NULL,
                           0,
                           0,
+                          NULL,
+                          NULL,
                           NULL};
 }
 

@@ -401,7 +401,7 @@ static int env_open_model(env *e, const char *ini, int forced, uint32_t drop, co
         CHECK(slot >= 0 && ah__host_open_context(e->h, slot, 0, &ctx, &err) == AH_OK);
         e->h->slots[slot].lp->caps_live.features &= ~drop;
     }
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 8, MAXT, STRIDE, 128, 40}, 0, 0};
+    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 8, MAXT, STRIDE, 128, 40}, 0, 0, NULL};
     CHECK_MSG(ah_binding_create(e->h, e->sel, &bo, &e->b, &err) == AH_OK, "%s", err.msg);
     return e->b ? 0 : -1;
 }

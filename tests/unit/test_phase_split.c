@@ -168,7 +168,8 @@ static int env_open(env *e, const char *ini, const char *tweak_name, void (*twea
         CHECK(slot >= 0 && ah__host_open_context(e->h, slot, 0, &ctx, &err) == AH_OK);
         tweak(&e->h->slots[slot].lp->caps_live);
     }
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB}, 0, 0};
+    ah_binding_options bo = {
+        sizeof bo, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB}, 0, 0, NULL};
     CHECK_MSG(ah_binding_create(e->h, e->sel, &bo, &e->b, &err) == AH_OK, "%s", err.msg);
     return e->b ? 0 : -1;
 }
@@ -271,6 +272,8 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
                           NULL,
                           0,
                           0,
+                          NULL,
+                          NULL,
                           NULL};
     g_qbase = s->q, g_obase = s->out;
 }

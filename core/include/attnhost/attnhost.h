@@ -372,11 +372,11 @@ void ah_cp_nccl_comm_destroy(void *comm);
 typedef struct ah_binding_options {
     uint32_t struct_size;
     ah_limits limits;
-    int no_validation;    /* 1: skip batch and tensor checks (trusted engines) */
-    int32_t device_index; /* the device (of each bound plugin's kind) the
-                             binding runs on: CUDA device 1 for tensors on
-                             cuda:1. At least 0; CPU plugins always run on
-                             device 0 whatever this says */
+    int no_validation;       /* 1: skip batch and tensor checks (trusted engines) */
+    int32_t device_index;    /* the device (of each bound plugin's kind) the
+                                binding runs on: CUDA device 1 for tensors on
+                                cuda:1. At least 0; CPU plugins always run on
+                                device 0 whatever this says */
     const ah_cp_options *cp; /* ABI 2.2: context parallelism; NULL: none */
 } ah_binding_options;
 

@@ -458,11 +458,13 @@ static void finish_item(const cpu_amx_run *run, const cpu_amx_item *it, const cp
         float mult, lse;
         if (L->sinks) {
             float sink = run->sinks[head];
-            float M = m > sink ? m : sink;
+            float M = l > 0 && m > sink ? m : sink;
             float em = l > 0 ? expf(m - M) : 0.0f;
-            float tot = l * em + expf(sink - M);
-            mult = em / tot;
-            lse = M + logf(tot);
+            float tot = l * em + (sink == -INFINITY ? 0.0f : expf(sink - M));
+            /* no key and a sink of -inf (a context-parallel rank after the
+             * first adds none): nothing to attend */
+            mult = tot > 0 ? em / tot : 0.0f;
+            lse = tot > 0 ? M + logf(tot) : -INFINITY;
         } else {
             mult = l > 0 ? 1.0f / l : 0.0f;
             lse = l > 0 ? m + logf(l) : -INFINITY;

@@ -56,7 +56,7 @@ static const ah_caps cpu_caps = {
                  * the same kernels, cross layers over encoder_seq_lens, decoder
                  * layers with causal = off, tree masks (a portable fp32 kernel) */
                 AH_FEAT_TREE_MASK | AH_FEAT_CACHELESS | AH_FEAT_CROSS_ATTENTION | AH_FEAT_CAUSAL_FLAG |
-                AH_FEAT_RELEASED_BLOCKS,
+                AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),

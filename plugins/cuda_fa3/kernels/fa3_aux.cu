@@ -1,7 +1,8 @@
 // The small kernels around the forward pass: the split-KV combine (FA3's
-// "combine" step), the KV-cache write (with FP8 quantization), the LSE merge
-// of two partial results, and the one host helper every forward instance
-// shares: the driver's tensor-map encoder, fetched through the runtime.
+// "combine" step), the KV-cache write (with FP8 quantization), and the one
+// host helper every forward instance shares: the driver's tensor-map
+// encoder, fetched through the runtime. (merge_states is the shared
+// attnhost/cuda_merge.cuh, in src/fa3_merge.cu.)
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -116,24 +117,6 @@ __global__ void write_kv_kernel(const fa3_kv_write w)
     }
 }
 
-__global__ void merge_kernel(const void *va, const float *la, const void *vb, const float *lb, void *out,
-                             float *lse_out, int64_t rows, int D, int dtype)
-{
-    const int warps = blockDim.x / 32, lane = threadIdx.x & 31;
-    for (int64_t r = blockIdx.x * (int64_t)warps + threadIdx.x / 32; r < rows; r += (int64_t)gridDim.x * warps) {
-        const float a = la[r], b = lb[r];
-        const float mx = fmaxf(a, b), mu = mx == -INFINITY ? 0.f : mx;
-        const float wa = expf(a - mu), wb = expf(b - mu), tot = wa + wb;
-        const float ia = tot > 0.f ? wa / tot : 0.f, ib = tot > 0.f ? wb / tot : 0.f;
-        for (int c = lane; c < D; c += 32) {
-            const size_t i = (size_t)r * D + c;
-            const float x = load_el(va, i, dtype), y = load_el(vb, i, dtype);
-            store_el(out, i, dtype, ia * x + ib * y); // reads precede the write: out may alias va
-        }
-        if (lse_out && lane == 0) lse_out[r] = tot > 0.f ? mu + logf(tot) : -INFINITY;
-    }
-}
-
 } // namespace fa3
 
 template <int D> static size_t smem_max()
@@ -170,16 +153,5 @@ extern "C" int fa3_launch_write_kv(const fa3_kv_write *w)
     int64_t blocks = (n + 255) / 256;
     if (blocks > 4096) blocks = 4096;
     fa3::write_kv_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)w->stream>>>(*w);
-    return (int)cudaGetLastError();
-}
-
-extern "C" int fa3_launch_merge(const void *va, const float *la, const void *vb, const float *lb, void *out,
-                                float *lse_out, int64_t rows, int head_dim, int dtype, void *stream)
-{
-    if (rows == 0) return 0;
-    int64_t blocks = (rows + 7) / 8;
-    if (blocks > 4096) blocks = 4096;
-    fa3::merge_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(va, la, vb, lb, out, lse_out, rows,
-                                                                           head_dim, dtype);
     return (int)cudaGetLastError();
 }

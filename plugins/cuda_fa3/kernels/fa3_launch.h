@@ -59,10 +59,6 @@ typedef struct fa3_kv_write {
 } fa3_kv_write;
 int fa3_launch_write_kv(const fa3_kv_write *w);
 
-/* out = LSE-weighted merge of (a, lse_a) and (b, lse_b); [rows, D] */
-int fa3_launch_merge(const void *va, const float *la, const void *vb, const float *lb, void *out,
-                     float *lse_out, int64_t rows, int head_dim, int dtype, void *stream);
-
 #ifdef __cplusplus
 }
 #endif

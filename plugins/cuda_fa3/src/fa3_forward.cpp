@@ -1,6 +1,6 @@
 /*
- * forward(), write_kv() and merge_states(): check the tensors against the
- * layer spec and the last plan, fill the kernel parameters and launch.
+ * forward() and write_kv(): check the tensors against the layer spec and
+ * the last plan, fill the kernel parameters and launch.
  * A bad tensor is refused with a message naming it, and nothing runs.
  */
 #include <math.h>
@@ -238,44 +238,6 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     if (rc) {
         (void)cudaGetLastError();
         return ah_fail(e, AH_ERR_DEVICE, "write_kv kernel launch: %s", cudaGetErrorString((cudaError_t)rc));
-    }
-    return AH_OK;
-}
-
-ah_status fa3_merge_states(ah_context *ctx, const ah_merge_args *a)
-{
-    ah_errbuf *e = &ctx->svc.err;
-    if (!a || !a->v_a || !a->v_b || !a->lse_a || !a->lse_b || !a->out)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: a tensor is NULL");
-    AH_CUDA_TRY(e, fa3_use_device(ctx));
-    const DLTensor *va = a->v_a;
-    if (va->ndim != 3) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a must be [T, H, D]");
-    const int64_t T = va->shape[0], H = va->shape[1], D = va->shape[2];
-    ah_dtype dt = ah_dl_dtype_is(va, AH_DTYPE_BF16) ? AH_DTYPE_BF16
-                  : ah_dl_dtype_is(va, AH_DTYPE_FP16) ? AH_DTYPE_FP16
-                                                      : AH_DTYPE_AUTO;
-    if (dt == AH_DTYPE_AUTO) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a must be fp16 or bf16");
-    const DLTensor *vs[3] = {a->v_a, a->v_b, a->out};
-    const char *vn[3] = {"v_a", "v_b", "out"};
-    for (int i = 0; i < 3; i++)
-        if (vs[i]->ndim != 3 || vs[i]->shape[0] != T || vs[i]->shape[1] != H || vs[i]->shape[2] != D ||
-            !ah_dl_dtype_is(vs[i], dt) || !ah_dl_is_contiguous(vs[i]))
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s must be a contiguous %s [%lld, %lld, %lld]",
-                           vn[i], ah_dtype_name(dt), (long long)T, (long long)H, (long long)D);
-    const DLTensor *ls[3] = {a->lse_a, a->lse_b, a->lse_out};
-    const char *ln[3] = {"lse_a", "lse_b", "lse_out"};
-    for (int i = 0; i < 3; i++)
-        if (ls[i] && (ls[i]->ndim != 2 || ls[i]->shape[0] != T || ls[i]->shape[1] != H ||
-                      !ah_dl_dtype_is(ls[i], AH_DTYPE_FP32) || !ah_dl_is_contiguous(ls[i])))
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s must be a contiguous float32 [%lld, %lld]",
-                           ln[i], (long long)T, (long long)H);
-    int rc = fa3_launch_merge(ah_dl_data(a->v_a), (const float *)ah_dl_data(a->lse_a), ah_dl_data(a->v_b),
-                              (const float *)ah_dl_data(a->lse_b), ah_dl_data(a->out),
-                              a->lse_out ? (float *)ah_dl_data(a->lse_out) : NULL, T * H, (int)D, fa3_dt(dt),
-                              a->stream);
-    if (rc) {
-        (void)cudaGetLastError();
-        return ah_fail(e, AH_ERR_DEVICE, "merge kernel launch: %s", cudaGetErrorString((cudaError_t)rc));
     }
     return AH_OK;
 }

@@ -1,7 +1,7 @@
 /*
- * The order of the work list for the persistent grid (the sort by cost,
- * then the rounds), in plain C so that a CPU test checks it
- * (test/test_fa3_order.c).
+ * The work items' key ranges and the order of the work list for the
+ * persistent grid (the sort by cost, then the rounds), in plain C so that a
+ * CPU test checks them (test/test_fa3_order.c).
  *
  * CTA c of a grid of g runs items c, c + g, c + 2g, ..., a round of g at a
  * time. Items come sorted longest first. Plain round-robin would hand CTA 0
@@ -22,6 +22,29 @@
 static inline int fa3_tiles(int lo, int hi, int BN)
 {
     return hi > lo ? (hi + BN - 1) / BN - lo / BN : 0;
+}
+
+/* The keys [*lo, *hi) that a query tile of q_ntok tokens from position
+ * pos0 sees in a request of seq keys: causal and window limits applied, so
+ * the kernels never visit an invisible KV tile. Nothing visible gives
+ * [0, 0): an item of no tiles, which the kernels finish without a KV load
+ * or a block-table read (out 0, LSE -inf, or the sink's). That is how a
+ * decode request with no keys (seq 0, pos0 -1: AH_FEAT_EMPTY_KV) is
+ * served: its cost is 0, so it is never split and never shares V^T, and
+ * its block-table row is never read. */
+static inline void fa3_item_keys(int causal, int cross, int window, int seq, int pos0, int q_ntok,
+                                 int32_t *lo, int32_t *hi)
+{
+    const int pmax = pos0 + q_ntok - 1;
+    int a = 0, b = seq;
+    if (!cross) {
+        if (causal) b = pmax + 1 < seq ? pmax + 1 : seq;
+        else if (window) b = pmax + window < seq ? pmax + window : seq;
+        if (window) a = pos0 - window + 1 > 0 ? pos0 - window + 1 : 0;
+    }
+    if (a >= b) a = b = 0;
+    *lo = a;
+    *hi = b;
 }
 
 /* An item's sort key: its cost in tiles, then V^T publishers (fa3_work's

@@ -270,22 +270,13 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             w.q_ntok = qlen - t0 < tpt ? qlen - t0 : tpt;
             if (w.q_ntok > max_ntok) max_ntok = w.q_ntok;
             w.pos0 = seq - qlen + t0;
-            const int pmax = w.pos0 + w.q_ntok - 1;
-            int lo = 0, hi = seq;
-            if (!cross) {
-                if (causal) hi = pmax + 1 < seq ? pmax + 1 : seq;
-                else if (W) hi = pmax + W < seq ? pmax + W : seq;
-                if (W) lo = w.pos0 - W + 1 > 0 ? w.pos0 - W + 1 : 0;
-            }
-            if (lo >= hi) lo = hi = 0;
-            w.kv_lo = lo;
-            w.kv_hi = hi;
+            fa3_item_keys(causal, cross, W, seq, w.pos0, w.q_ntok, &w.kv_lo, &w.kv_hi);
             w.kvh = 0;
             w.part_row = -1;
             w.vt_base = -1;
             w.vt_lo = 0;
             w.vt_pub = 0;
-            const int cost = fa3_tiles(lo, hi, BN);
+            const int cost = fa3_tiles(w.kv_lo, w.kv_hi, BN);
             if (n >= st->cap_combine)
                 return ah_fail(e, AH_ERR_INTERNAL, "plan: more query tiles than the limits allow");
             st->h_tmp[n] = w;

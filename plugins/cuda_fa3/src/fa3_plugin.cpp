@@ -56,8 +56,10 @@ static const ah_caps fa3_caps = {
     AH_INT_SET_LIST(fa3_head_sizes),
     AH_INT_SET_RANGE(16, 1024, 16),
     16,
+    /* EMPTY_KV: a request with no keys gets a work item of no KV tiles
+     * (fa3_item_keys), finished as out 0, LSE -inf without a table read */
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
-        AH_FEAT_CAUSAL_FLAG,
+        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV,
     /* decoder layers over the paged cache, causal or not; cacheless encoder
      * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
      * served yet */

@@ -108,6 +108,8 @@ int fa3_capturing(void *stream);
 /* fa3_forward.cpp */
 ah_status fa3_forward(ah_state *st, const ah_forward_args *args);
 ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *args);
+
+/* fa3_merge.cu */
 ah_status fa3_merge_states(ah_context *ctx, const ah_merge_args *args);
 
 #endif

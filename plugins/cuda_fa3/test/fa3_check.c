@@ -41,6 +41,18 @@ typedef struct tcase {
     float k_scale, v_scale;  /* the FP8 descale factors */
 } tcase;
 
+/* Does either batch hold a request with no keys (AH_FEAT_EMPTY_KV)? Then
+ * the table entries past each request's blocks, a whole row for such a
+ * request, point far past the cache, so that reading one shows. */
+static int has_empty_kv(const tcase *c)
+{
+    for (int r = 0; r < c->n; r++)
+        if (c->seqlen[r] == 0) return 1;
+    for (int r = 0; r < c->n2; r++)
+        if (c->seqlen2[r] == 0) return 1;
+    return 0;
+}
+
 static ath_host H;
 static ath_args A;
 
@@ -139,6 +151,7 @@ static int build(ath_work *w, const tcase *c, uint64_t *rng)
     s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->n, .qlens = c->qlen, .seqlens = c->seqlen,
                                .block_size = (uint32_t)c->bs, .table_width = (uint32_t)width,
                                .num_blocks = (uint32_t)nb, .ordered = !c->shuffled,
+                               .unused_entry = has_empty_kv(c) ? 0x7ffffff0 : 0,
                                .cap_reqs = (uint32_t)maxn, .cap_tokens = (uint32_t)maxT};
     if (ath_work_build(&H, w, &s, rng)) return 1;
     w->lim.max_seq_len = 0;
@@ -295,6 +308,20 @@ static const tcase cases[] = {
      {33, 200}, 0, {0}, {0}, 1, 1.f / 128, 1.f / 256},
     {"fp8kv d128 bf16 graph: mixed capture, replay other lengths", BF, 16, 4, 128, 16, NHD, DEC, 0, 0, 1, 1, 1, 0, 4,
      {1, 1, 120, 3}, {900, 2000, 300, 40}, 4, {1, 200, 1, 1}, {3100, 200, 10, 1}, 1, 0.03f, 0.03f},
+    /* Decode requests with no keys (a context-parallel rank holding none of
+     * them yet): out 0, LSE -inf (a sink's logit with sinks), beside long
+     * split-KV requests; their table rows point far past the cache, which
+     * a read would show (a fault, or keys that move the LSE off -inf). */
+    {"d128 bf16 GQA 32/8 decode, empty KV, split-KV, lse", BF, 32, 8, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 6,
+     {1, 1, 1, 1, 1, 1}, {0, 3000, 0, 17, 1, 0}, 0, {0}, {0}, 0, 0.f, 0.f},
+    {"d64 fp16 decode, empty KV, sinks, window 100", FP, 8, 2, 64, 32, NHD, DEC, 100, 0, 1, 1, 1, 0, 4,
+     {1, 1, 1, 1}, {0, 500, 0, 2}, 0, {0}, {0}, 0, 0.f, 0.f},
+    {"d256 bf16 non-causal decode, empty KV", BF, 8, 4, 256, 16, NHD, ENC, 0, 0, 0, 1, 1, 0, 3, {1, 1, 1},
+     {0, 900, 0}, 0, {0}, {0}, 0, 0.f, 0.f},
+    {"d128 fp16 graph: decode with empty KV, replay other empties", FP, 16, 4, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 3,
+     {1, 1, 1}, {0, 4000, 50}, 3, {1, 1, 1}, {3000, 0, 0}, 0, 0.f, 0.f},
+    {"fp8kv d128 bf16 GQA 32/8 decode, empty KV, split-KV, lse", BF, 32, 8, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 5,
+     {1, 1, 1, 1, 1}, {0, 2048, 0, 700, 0}, 0, {0}, {0}, 1, 0.01f, 0.004f},
 };
 
 int main(int argc, char **argv)

@@ -1,6 +1,8 @@
 /*
- * The work list's order for the persistent grid (src/fa3_order.h), on the
- * CPU: it is a permutation; causal prefill's items (lengths 1 to L / 128
+ * The work items' key ranges and the work list's order for the persistent
+ * grid (src/fa3_order.h), on the CPU: a decode request with no keys
+ * (AH_FEAT_EMPTY_KV) gets an item of no tiles, sorted last and laid out
+ * once; the order is a permutation; causal prefill's items (lengths 1 to L / 128
  * tiles) leave no CTA more than 1% above the average load, where plain
  * round-robin leaves CTA 0 ~6% above; rounds of equal items keep their
  * order; V^T publishers run in the first round and never after one of
@@ -163,8 +165,62 @@ static void test_publishers_lead(void)
     }
 }
 
+/* Key ranges as plan computes them (fa3_item_keys). */
+static void test_item_keys(void)
+{
+    int32_t lo, hi;
+    /* Decode token at position 999 of 1000 keys: all of them; a window of
+     * 256 keeps the last 256. */
+    fa3_item_keys(1, 0, 0, 1000, 999, 1, &lo, &hi);
+    CHECK(lo == 0 && hi == 1000);
+    fa3_item_keys(1, 0, 256, 1000, 999, 1, &lo, &hi);
+    CHECK(lo == 744 && hi == 1000);
+    /* Causal prefill tile of 16 tokens from position 100: keys up to 115. */
+    fa3_item_keys(1, 0, 0, 200, 100, 16, &lo, &hi);
+    CHECK(lo == 0 && hi == 116);
+    /* A decode request with no keys (seq 0, its token at position -1), causal
+     * or not, with or without a window: the empty range [0, 0), no tiles. */
+    for (int causal = 0; causal <= 1; causal++)
+        for (int window = 0; window <= 4096; window += 4096) {
+            lo = hi = -7;
+            fa3_item_keys(causal, 0, window, 0, -1, 1, &lo, &hi);
+            CHECK_MSG(lo == 0 && hi == 0, "causal %d window %d: [%d, %d)", causal, window, lo, hi);
+            CHECK(fa3_tiles(lo, hi, BN) == 0);
+        }
+}
+
+/* A decode batch mixing requests with keys and requests without: the empty
+ * items sort last, and the layout keeps every item exactly once. */
+static void test_empty_items_order(void)
+{
+    enum { N = 300 };
+    static fa3_work items[N], tmp[N], out[N];
+    static int32_t key[N];
+    static int bucket[2 * 64 + 3];
+    int max_key = 0, empty = 0;
+    for (int k = 0; k < N; k++) {
+        memset(&items[k], 0, sizeof items[k]);
+        items[k].req = k;
+        const int seq = k % 3 == 0 ? 0 : 1 + (k * 37) % (60 * BN);
+        fa3_item_keys(1, 0, 0, seq, seq - 1, 1, &items[k].kv_lo, &items[k].kv_hi);
+        empty += seq == 0;
+        key[k] = fa3_sort_key(&items[k], BN);
+        max_key = key[k] > max_key ? key[k] : max_key;
+    }
+    fa3_sort_by_key(tmp, items, key, N, max_key, bucket);
+    for (int k = N - empty; k < N; k++) CHECK(tmp[k].kv_hi == 0 && tmp[k].req % 3 == 0);
+    fa3_order_rounds(out, tmp, N, GRID, BN);
+    static char seen[N];
+    memset(seen, 0, sizeof seen);
+    int dup = 0;
+    for (int k = 0; k < N; k++) dup += seen[out[k].req]++ != 0;
+    CHECK(dup == 0);
+}
+
 int main(void)
 {
+    test_item_keys();
+    test_empty_items_order();
     for (int L = 4096; L <= 16384; L *= 2) test_causal_balance(L);
     test_flat_rounds_keep_order();
     test_publishers_lead();

@@ -146,9 +146,6 @@ cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tile
 /* Does the tensor-core kernel exist for this head size? */
 bool prefill_supported(int d, int dv);
 cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st);
-cudaError_t launch_merge_states(int q_dtype, const void *va, const float *la, const void *vb,
-                                const float *lb, void *out, float *lse_out, int T, int H, int D,
-                                cudaStream_t st);
 cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t src_stride_t,
                             int64_t src_stride_h, void *cache, const kv_geom &g, int d,
                             const int64_t *slot_mapping, int num_tokens, int num_kv_heads,

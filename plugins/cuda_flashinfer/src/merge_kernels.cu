@@ -1,11 +1,10 @@
 /*
- * Combining attention states and storing KV:
+ * Combining split-KV states and storing KV (the ABI's merge_states is the
+ * shared attnhost/cuda_merge.cuh):
  *  - merge_partials: the split-KV / cascade reduction. S partial states
  *    (fp32 values each normalised by its own denominator, base-2 LSE) of one
  *    (token, head) become the final output in the query dtype and the
  *    natural-log LSE; attention sinks enter here, once.
- *  - merge_states: the ABI's merge operation on two results in the query
- *    dtype with natural-log LSEs.
  *  - write_kv: new tokens' K or V into the paged cache at slot_mapping,
  *    converted (and divided by the scale for FP8).
  */
@@ -61,42 +60,6 @@ cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream
             cfg.numAttrs = 1;
         }
         return cudaLaunchKernelEx(&cfg, merge_partials_kernel<QT>, m);
-    })
-    return cudaPeekAtLastError();
-}
-
-template <typename QT>
-__global__ void merge_states_kernel(const QT *va, const float *la, const QT *vb, const float *lb,
-                                    QT *out, float *lse_out, int D)
-{
-    const int64_t row = blockIdx.x;
-    const float a = la[row], b = lb[row], M = fmaxf(a, b);
-    float wa = 0.f, wb = 0.f, sum = 0.f;
-    if (M != -INFINITY) {
-        wa = expf(a - M);
-        wb = expf(b - M);
-        sum = wa + wb;
-        wa /= sum;
-        wb /= sum;
-    }
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        const float x = to_f32(va[row * D + d]), y = to_f32(vb[row * D + d]);
-        out[row * D + d] = from_f32<QT>(M == -INFINITY ? 0.f : wa * x + wb * y);
-    }
-    /* Every thread has read its elements of va before this point in program
-     * order; lse_out may alias nothing the others still read. */
-    if (threadIdx.x == 0 && lse_out) lse_out[row] = M == -INFINITY ? -INFINITY : M + logf(sum);
-}
-
-cudaError_t launch_merge_states(int q_dtype, const void *va, const float *la, const void *vb,
-                                const float *lb, void *out, float *lse_out, int T, int H, int D,
-                                cudaStream_t st)
-{
-    if ((int64_t)T * H == 0) return cudaSuccess;
-    FI_DISPATCH_QTYPE(q_dtype, QT, {
-        merge_states_kernel<QT><<<T * H, 128, 0, st>>>(
-            static_cast<const QT *>(va), la, static_cast<const QT *>(vb), lb,
-            static_cast<QT *>(out), lse_out, D);
     })
     return cudaPeekAtLastError();
 }

@@ -4,7 +4,8 @@
  * Host-side only: checks what the host hands in, sizes every device buffer
  * at state creation from ah_limits, and turns plan/forward into launches of
  * the kernels (plan_kernels.cu, decode_kernel.cuh, prefill_kernel.cuh,
- * merge_kernels.cu). The choices made in plan:
+ * merge_kernels.cu; merge_states is the shared attnhost/cuda_merge.cuh).
+ * The choices made in plan:
  *   - path: the bandwidth-bound decode kernel when every request has one
  *     query token (or the head size has no tensor-core kernel, i.e. MLA);
  *     the tensor-core kernel otherwise (prefill, extend, mixed batches);
@@ -20,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include <attnhost/cuda_merge.cuh>
 #include <attnhost/cuda_services.h>
 #include <attnhost/plugin.h>
 #include <attnhost/plugin_util.h>
@@ -69,8 +71,11 @@ static const ah_caps fi_caps = {
     AH_INT_SET_LIST(fi_v_sizes),
     AH_INT_SET_LIST(fi_block_sizes),
     16,
+    /* EMPTY_KV: a request with no keys plans no pages and reads no table
+     * entry; every kernel gives its rows out 0, LSE -inf (split_keys,
+     * finish_state, merge_partials) */
     AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
-        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG,
+        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV,
     /* decoder layers over the paged cache, causal or not; cacheless encoder
      * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
      * served yet */
@@ -441,13 +446,14 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     const int64_t bt_stride = b->block_table->ndim == 2 ? ah_dl_stride(b->block_table, 0) : 0;
     const uint32_t bs = st->spec.block_size;
     int all_decode = 1;
-    int64_t tiles = 0, max_seq = 0;
+    int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX;
     for (int r = 0; r < R; r++) {
         const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
         const int64_t sl = b->seq_lens_host[r];
         if (ql != 1) all_decode = 0;
         tiles += ((int64_t)ql * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS;
         if (sl > max_seq) max_seq = sl;
+        if (sl < min_seq) min_seq = sl;
         if ((sl + bs - 1) / bs > st->lim.max_blocks_per_req)
             return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                            "plan: request %d needs %lld blocks > max_blocks_per_req %u", r,
@@ -478,8 +484,12 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         st->grid_tiles =
             graph ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R) : (int)tiles;
         st->prefix_len = (int)b->common_prefix_len;
+        /* The prefix pass gives every row request 0's first prefix_len keys,
+         * so every request must hold them: one with fewer (a request with no
+         * keys, AH_FEAT_EMPTY_KV, whose table row may be garbage) is planned
+         * without the cascade. */
         st->cascade = !graph && st->tc && R > 1 && b->common_prefix_len >= bs &&
-                      2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= max_seq;
+                      2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq;
         if (st->cascade)
             fi_prefix_splits(st, T, st->prefix_len, &st->prefix_splits, &st->prefix_chunk);
         if (graph) {
@@ -745,43 +755,12 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
     return AH_OK;
 }
 
+/* The shared LSE merge (attnhost/cuda_merge.cuh) on the context's device. */
 static ah_status fi_merge_states(ah_context *ctx, const ah_merge_args *a)
 {
-    ah_errbuf *e = &ctx->svc.err;
-    if (!a || a->struct_size < sizeof(ah_merge_args))
-        return ah_fail(e, AH_ERR_ABI, "merge_states: args struct too small");
-    if (!a->v_a || !a->v_b || !a->lse_a || !a->lse_b || !a->out)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a, v_b, lse_a, lse_b, out required");
-    ah_dtype dt = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16) ? AH_DTYPE_BF16
-                  : ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16) ? AH_DTYPE_FP16
-                                                          : AH_DTYPE_AUTO;
-    if (dt == AH_DTYPE_AUTO)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "merge_states: values must be fp16 or bf16");
-    if (a->v_a->ndim != 3)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a must be [T, H, D]");
-    const int64_t vshape[3] = {a->v_a->shape[0], a->v_a->shape[1], a->v_a->shape[2]};
-    const int64_t lshape[2] = {vshape[0], vshape[1]};
-    ah_status rc;
-    if ((rc = fi_check_tensor(e, "v_b", a->v_b, dt, 3, vshape)) != AH_OK) return rc;
-    if ((rc = fi_check_tensor(e, "out", a->out, dt, 3, vshape)) != AH_OK) return rc;
-    if ((rc = fi_check_tensor(e, "lse_a", a->lse_a, AH_DTYPE_FP32, 2, lshape)) != AH_OK) return rc;
-    if ((rc = fi_check_tensor(e, "lse_b", a->lse_b, AH_DTYPE_FP32, 2, lshape)) != AH_OK) return rc;
-    if (a->lse_out &&
-        (rc = fi_check_tensor(e, "lse_out", a->lse_out, AH_DTYPE_FP32, 2, lshape)) != AH_OK)
-        return rc;
-    if (!ah_dl_is_contiguous(a->v_a) || !ah_dl_is_contiguous(a->v_b) || !ah_dl_is_contiguous(a->out) ||
-        !ah_dl_is_contiguous(a->lse_a) || !ah_dl_is_contiguous(a->lse_b) ||
-        (a->lse_out && !ah_dl_is_contiguous(a->lse_out)))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: tensors must be densely packed");
-    cudaError_t ce = fi_use_device(ctx);
-    if (ce != cudaSuccess) return fi_cuda_fail(e, "merge_states: cudaSetDevice", ce);
-    ce = launch_merge_states(
-        fi_dtype_id(dt), ah_dl_data(a->v_a), (const float *)ah_dl_data(a->lse_a), ah_dl_data(a->v_b),
-        (const float *)ah_dl_data(a->lse_b), ah_dl_data(a->out),
-        a->lse_out ? (float *)ah_dl_data(a->lse_out) : NULL, (int)vshape[0], (int)vshape[1],
-        (int)vshape[2], (cudaStream_t)a->stream);
-    if (ce != cudaSuccess) return fi_cuda_fail(e, "merge_states", ce);
-    return AH_OK;
+    const cudaError_t ce = fi_use_device(ctx);
+    if (ce != cudaSuccess) return fi_cuda_fail(&ctx->svc.err, "merge_states: cudaSetDevice", ce);
+    return ah_cuda_merge::merge_states(a, &ctx->svc.err);
 }
 
 /* ---- descriptor --------------------------------------------------------------------- */

@@ -258,6 +258,16 @@ static void lengths(fi_case *c, int kind, uint32_t R, int32_t max_ctx, uint64_t 
     }
 }
 
+/* Requests 0, 2, 4, ... of a decode batch without keys (a context-parallel
+ * rank holding none of them yet: AH_FEAT_EMPTY_KV), their table rows far
+ * past the cache: out 0 and LSE -inf (with sinks, the sink's logit), which
+ * a read of the row would break (a fault, or keys that move the LSE). */
+static void empty_kv(fi_case *c)
+{
+    for (uint32_t r = 0; r < c->s.batch.num_reqs; r += 2) c->seqlens[r] = 0;
+    c->s.batch.unused_entry = 0x7ffffff0;
+}
+
 int main(int argc, char **argv)
 {
     const char *path = FI_PLUGIN_PATH;
@@ -393,6 +403,50 @@ int main(int argc, char **argv)
             for (int r = 0; r < 5; r++) cases[n].seqlens[r] += 80;
             if (k == 3) cases[n].s.sinks = 1;
             ADD("%s cascade %s%s", qn, kinds[k], k == 3 ? " +sinks" : "");
+        }
+        /* decode with empty requests on every decode kernel: register-load
+         * (d64, d128), streaming (d256, FP8), split-KV, MLA on tensor and
+         * CUDA cores, sinks with a window, page size 1 */
+        {
+            const uint32_t dd[3] = {64, 128, 256};
+            for (int di = 0; di < 3; di++) {
+                cases[n] = base_case("", qt, 8, 2, dd[di], 16);
+                lengths(&cases[n], 0, 5, 300, &rng);
+                empty_kv(&cases[n]);
+                ADD("%s decode empty-kv d%u", qn, dd[di]);
+            }
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            lengths(&cases[n], 0, 3, 100, &rng);
+            cases[n].seqlens[1] = 4097;
+            empty_kv(&cases[n]);
+            ADD("%s decode empty-kv split-kv", qn);
+            for (int fi = 0; fi < 2; fi++) {
+                cases[n] = base_case("", qt, 8, 2, fi ? 64 : 128, 16);
+                cases[n].s.kv_dtype = fi ? AH_DTYPE_FP8_E5M2 : AH_DTYPE_FP8_E4M3;
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                lengths(&cases[n], 0, 5, 300, &rng);
+                empty_kv(&cases[n]);
+                ADD("%s decode empty-kv kv %s d%u", qn, ah_dtype_name(cases[n].s.kv_dtype), fi ? 64 : 128);
+            }
+            for (int f8 = 0; f8 < 2; f8++) {
+                cases[n] = base_case("", qt, 16, 1, 576, 64);
+                cases[n].s.dv = 512;
+                cases[n].s.mla = 1;
+                if (f8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+                lengths(&cases[n], 0, 3, 300, &rng);
+                empty_kv(&cases[n]);
+                ADD("%s mla decode empty-kv%s", qn, f8 ? " fp8" : "");
+            }
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.sinks = 1, cases[n].s.window = 37;
+            lengths(&cases[n], 0, 4, 300, &rng);
+            empty_kv(&cases[n]);
+            ADD("%s decode empty-kv sinks window 37", qn);
+            cases[n] = base_case("", qt, 8, 2, 128, 1);
+            lengths(&cases[n], 0, 3, 200, &rng);
+            empty_kv(&cases[n]);
+            ADD("%s decode empty-kv page1", qn);
         }
         /* CUDA graphs: capture plan+forward, and forward only */
         for (int gm = 1; gm <= 2; gm++)

@@ -10,9 +10,14 @@ the split's normalised partial output and log2-unit LSE to fp32 workspace.
 The number of splits a request uses depends only on its own visible length
 (min(num_splits, ceil(len / split_tile))), so a request's result does not
 depend on the rest of the batch; programs past it write LSE -inf.
+A request without keys (seq_len 0) has one split of length 0: every
+program writes LSE -inf and returns before reading its block-table row
+(garbage there) or the cache.
 
 Stage 2, grid (num_reqs, num_q_heads): merges the splits (and the sink) in a
 fixed order in fp32 and writes the output in the query dtype and the LSE.
+Splits with LSE -inf weigh nothing and their partial outputs are not read;
+with none left the output is 0 and the LSE -inf (the sink's, with sinks).
 """
 import triton
 import triton.language as tl

@@ -22,6 +22,11 @@ ALiBi term per score, pages by shift and mask, the scale folded into the
 exponent. Sinks, windows, LSE and every attention type still apply.
 FP8 caches: K and V convert exactly to the query dtype; k_scale is folded
 into the score scale and v_scale into the final normalisation by the caller.
+A request without keys (seq_len 0, one query token: a context-parallel rank
+holding none of its keys yet) has an empty key range, so its programs run no
+tile and read neither its block-table row, which may be garbage, nor the
+cache; l = 0 normalises as 1 (out 0) and the LSE is log(0) = -inf (the
+sink's, with sinks: attention over the sink alone).
 """
 import triton
 import triton.language as tl

@@ -126,11 +126,11 @@ static ah_status tk_go(ah_context *ctx, const tk_entry *e, CUfunction f, tk_args
 /* ---- tensor checks ---------------------------------------------------------- */
 
 /* A device tensor of the given dtype and rank, innermost dimension dense,
- * base 16-byte aligned, other strides multiples of 16 elements that fit in
- * int32 (what the kernels' vectorised loads were compiled for). shape[i]
+ * base align-byte aligned, other strides multiples of 16 elements that fit
+ * in int32 (what the kernels' vectorised loads were compiled for). shape[i]
  * must equal want[i] where want[i] >= 0, and be >= -want[i]-1 otherwise. */
-static ah_status tk_tensor(ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt, int ndim,
-                           const int64_t *want)
+static ah_status tk_tensor_aligned(ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt,
+                                   int ndim, const int64_t *want, unsigned align)
 {
     if (!t || !t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s missing", name);
     if (!ah_dl_dtype_is(t, dt))
@@ -146,8 +146,8 @@ static ah_status tk_tensor(ah_errbuf *e, const DLTensor *t, const char *name, ah
     }
     if (ah_dl_stride(t, ndim - 1) != 1 && t->shape[ndim - 1] != 1)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: innermost dimension not contiguous", name);
-    if (((uintptr_t)ah_dl_data(t)) % 16)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: data not 16-byte aligned", name);
+    if (((uintptr_t)ah_dl_data(t)) % align)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: data not %u-byte aligned", name, align);
     for (int i = 0; i < ndim - 1; i++) {
         int64_t s = ah_dl_stride(t, i);
         if (ndim >= 3 && (s % 16 || s < 0 || s > INT_MAX))
@@ -158,6 +158,12 @@ static ah_status tk_tensor(ah_errbuf *e, const DLTensor *t, const char *name, ah
     return AH_OK;
 }
 
+/* Pointers the kernels were compiled to assume 16-byte aligned. */
+static ah_status tk_tensor(ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt, int ndim,
+                           const int64_t *want)
+{
+    return tk_tensor_aligned(e, t, name, dt, ndim, want, 16);
+}
 
 /* Cache strides (block, slot, head) for the layer's layout. */
 static ah_status tk_cache(ah_state *st, const DLTensor *t, const char *name, int64_t s[3])
@@ -301,29 +307,49 @@ ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
 {
     ah_errbuf *err = &ctx->err;
     if (!a || a->struct_size < sizeof(ah_merge_args))
-        return ah_fail(err, AH_ERR_ABI, "merge args missing or from an older ABI");
-    if (!a->v_a || !a->v_a->data || a->v_a->ndim != 3)
-        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "v_a must be a [tokens, heads, dim] tensor");
+        return ah_fail(err, AH_ERR_ABI, "merge_states: args missing or from an older ABI");
+    if (!a->v_a || !a->v_a->data)
+        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a missing");
+    if (a->v_a->ndim != 3)
+        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a has %d dims, want [T, H, D]",
+                       a->v_a->ndim);
     ah_dtype dt = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16) ? AH_DTYPE_BF16
                   : ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16) ? AH_DTYPE_FP16 : AH_DTYPE_AUTO;
-    if (dt == AH_DTYPE_AUTO) return ah_fail(err, AH_ERR_UNSUPPORTED, "v_a: want fp16 or bf16");
+    if (dt == AH_DTYPE_AUTO)
+        return ah_fail(err, AH_ERR_UNSUPPORTED, "merge_states: v_a dtype code %d bits %d, want fp16 or bf16",
+                       a->v_a->dtype.code, a->v_a->dtype.bits);
     const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
-    if (D < 16 || D > 256 || D % 16 || H > 65535 || T > INT_MAX)
-        return ah_fail(err, AH_ERR_UNSUPPORTED, "merge of head dim %lld: want a multiple of 16 up to 256",
-                       (long long)D);
+    /* D: the v head sizes the caps claim; one program per (token, head) row
+     * and the grid's limits bound T and H. */
+    if (D < 16 || D > 256 || D % 16)
+        return ah_fail(err, AH_ERR_UNSUPPORTED,
+                       "merge_states: v_a head dim %lld, want a multiple of 16 up to 256", (long long)D);
+    if (T < 0 || T > INT_MAX || H < 0 || H > 65535)
+        return ah_fail(err, AH_ERR_UNSUPPORTED,
+                       "merge_states: v_a is [%lld, %lld, %lld]: at most 2^31-1 tokens and 65535 heads",
+                       (long long)T, (long long)H, (long long)D);
     const int64_t vshape[3] = {T, H, D}, lshape[2] = {T, H};
     ah_status s;
-    if ((s = tk_tensor(err, a->v_b, "v_b", dt, 3, vshape)) ||
-        (s = tk_tensor(err, a->out, "out", dt, 3, vshape)) ||
-        (s = tk_tensor(err, a->v_a, "v_a", dt, 3, vshape)) ||
-        (s = tk_tensor(err, a->lse_a, "lse_a", AH_DTYPE_FP32, 2, lshape)) ||
-        (s = tk_tensor(err, a->lse_b, "lse_b", AH_DTYPE_FP32, 2, lshape)))
+    /* LSEs need only float alignment (generate.py compiles their pointers
+     * without the 16-byte hint): a rank's slice of an all-gathered LSE
+     * buffer starts at k * T * H floats. */
+    if ((s = tk_tensor(err, a->v_a, "merge_states: v_a", dt, 3, vshape)) ||
+        (s = tk_tensor(err, a->v_b, "merge_states: v_b", dt, 3, vshape)) ||
+        (s = tk_tensor(err, a->out, "merge_states: out", dt, 3, vshape)) ||
+        (s = tk_tensor_aligned(err, a->lse_a, "merge_states: lse_a", AH_DTYPE_FP32, 2, lshape, 4)) ||
+        (s = tk_tensor_aligned(err, a->lse_b, "merge_states: lse_b", AH_DTYPE_FP32, 2, lshape, 4)))
         return s;
-    if (a->lse_out && (s = tk_tensor(err, a->lse_out, "lse_out", AH_DTYPE_FP32, 2, lshape))) return s;
-    const DLTensor *l[3] = {a->lse_a, a->lse_b, a->lse_out};
+    if (a->lse_out &&
+        (s = tk_tensor_aligned(err, a->lse_out, "merge_states: lse_out", AH_DTYPE_FP32, 2, lshape, 4)))
+        return s;
+    /* The kernel indexes the LSEs as t * H + h. */
+    const struct { const DLTensor *t; const char *name; } l[3] = {
+        {a->lse_a, "lse_a"}, {a->lse_b, "lse_b"}, {a->lse_out, "lse_out"}};
     for (int i = 0; i < 3; i++)
-        if (l[i] && (ah_dl_stride(l[i], 0) != H || ah_dl_stride(l[i], 1) != 1))
-            return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "LSE tensors must be dense [tokens, heads]");
+        if (l[i].t && T > 1 && H > 0 && ah_dl_stride(l[i].t, 0) != H)
+            return ah_fail(err, AH_ERR_INVALID_ARGUMENT,
+                           "merge_states: %s is not a dense [tokens, heads] tensor (row stride %lld, "
+                           "want %lld)", l[i].name, (long long)ah_dl_stride(l[i].t, 0), (long long)H);
     const tk_entry *e = tk_find(ctx, "merge_states", dt, dt, (uint32_t)D);
     if (!e) return ah_fail(err, AH_ERR_UNSUPPORTED, "no merge_states kernel for %s on %s",
                            ah_dtype_name(dt), ctx->arch);

@@ -66,8 +66,13 @@ static const ah_caps tk_caps = {
     .v_head_sizes = AH_INT_SET_RANGE(16, 256, 16),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
     .preferred_block_size = 16,
+    /* EMPTY_KV: a request with seq_len 0 gets no key tiles in the unified
+     * kernel and no non-empty split in split-KV stage 1, so neither reads
+     * its block-table row; both normalisations guard 0/0 and LSE is
+     * log(0) = -inf (the kernels' docstrings). merge_states takes -inf as
+     * "no keys" (kernels/merge_states.py). */
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
-                AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG,
+                AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV,
     /* decoder layers over the paged cache, causal or not; cacheless encoder
      * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
      * served yet */

@@ -204,6 +204,18 @@ def check(name, out, lse, ref_o, ref_l, tol=2e-3):
     return ok
 
 
+def check_empty(name, out, lse, qlens, lens, sinks):
+    """Requests with no keys (AH_FEAT_EMPTY_KV): their rows are exactly 0
+    and their LSE is -inf, or the sink's when the layer has sinks (the
+    reference's attention over the sink alone)."""
+    qsl = np.concatenate([[0], np.cumsum(qlens)])
+    rows = [t for r, L in enumerate(lens) if L == 0 for t in range(qsl[r], qsl[r + 1])]
+    want = np.full(out.shape[1], -np.inf) if sinks is None else sinks.astype(np.float64)
+    ok = all(np.all(out[t] == 0) and np.allclose(lse[t], want, atol=1e-5) for t in rows)
+    print(f"{'ok' if ok else 'FAIL'} {name}: {len(rows)} empty rows", flush=True)
+    return ok
+
+
 def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=0, softcap=0.0,
                 use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False):
     _RANGES.clear()
@@ -231,7 +243,11 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
         HEAD_PAD=pad, BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain)
     ro, rl = ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap,
                            sinks, alibi)
-    return check(("unified plain " if plain else "unified ") + name, out, lse, ro, rl)
+    name = ("unified plain " if plain else "unified ") + name
+    ok = check(name, out, lse, ro, rl)
+    if 0 in lens:
+        ok = check_empty(name, out, lse, qlens, lens, sinks) and ok
+    return ok
 
 
 def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, window=0, softcap=0.0,
@@ -262,7 +278,11 @@ def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, windo
         hq, int(use_sinks), 1, HEAD_PAD=pad, MAX_SPLITS=64)
     ro, rl = ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, 1, window, softcap,
                            sinks if use_sinks else None, alibi)
-    return check(f"decode {name} splits {splits}", out, lse, ro, rl)
+    name = f"decode {name} splits {splits}"
+    ok = check(name, out, lse, ro, rl)
+    if 0 in lens:
+        ok = check_empty(name, out, lse, qlens, lens, sinks if use_sinks else None) and ok
+    return ok
 
 
 def run_merge(rng):
@@ -337,6 +357,17 @@ def main():
         run_decode(rng, "group20 (two head blocks) hnd", [150, 97], 40, 2, 64, 16, "HND", 3, 32),
         run_decode(rng, "window+softcap+sinks+alibi", [300, 20, 170], 4, 2, 64, 16, "NHD", 5, 32,
                    window=57, softcap=30.0, use_sinks=True, use_alibi=True),
+        # Requests with no keys (a context-parallel rank holding none of
+        # their keys yet) in decode-shaped batches, block-table rows garbage.
+        run_unified(rng, "empty kv", [1, 1, 1], [0, 45, 0], 4, 2, 64, 16, "NHD"),
+        run_unified(rng, "empty kv window+softcap+sinks+alibi", [1, 1], [0, 77], 4, 2, 64, 16, "NHD",
+                    window=23, softcap=20.0, use_sinks=True, use_alibi=True),
+        run_unified(rng, "empty kv", [1, 1, 1], [0, 45, 0], 4, 2, 64, 16, "HND", plain=True),
+        run_unified(rng, "empty kv all", [1, 1], [0, 0], 4, 2, 64, 16, "NHD", plain=True),
+        run_decode(rng, "empty kv", [0, 200, 0, 64], 8, 2, 64, 16, "NHD", 4, 64),
+        run_decode(rng, "empty kv window+softcap+sinks+alibi", [0, 130], 4, 2, 64, 16, "NHD", 3, 32,
+                   window=57, softcap=30.0, use_sinks=True, use_alibi=True),
+        run_decode(rng, "empty kv all", [0, 0], 4, 1, 64, 16, "HND", 2, 32),
         run_merge(rng),
         run_kv_write(rng),
     ]

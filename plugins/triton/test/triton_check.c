@@ -8,7 +8,9 @@
  * fp16/bf16, fp8 e4m3/e5m2 caches with scales, sliding window, soft-cap,
  * ALiBi, sinks, the four attention types, LSE. Also: CUDA-graph capture and
  * replay with other lengths, deterministic mode (bitwise batch invariance),
- * merge_states, and rejection of bad input without writing anything.
+ * merge_states, requests without keys (AH_FEAT_EMPTY_KV: seq_len 0 in
+ * decode batches, garbage block-table rows) on the split-KV and unified
+ * paths, and rejection of bad input without writing anything.
  * Outputs are poisoned before each run so unwritten elements show.
  *
  * The plugin gets the host's own services (tests/helpers/ath.h).
@@ -124,6 +126,57 @@ static ah_limits limits_for(const ath_batch *B, uint32_t extra)
 
 /* Check the device caches against the reference's write, the outputs
  * against the reference's attention. Appends to msg; returns 1 if fine. */
+/* Requests without keys (AH_FEAT_EMPTY_KV): every third of a decode batch. */
+static int is_empty_req(uint32_t r) { return r % 3 == 0; }
+
+static void empty_lengths(const tcase *c, int32_t *ql, int32_t *sl)
+{
+    for (uint32_t r = 0; r < c->reqs; r++)
+        if (is_empty_req(r)) ql[r] = 1, sl[r] = 0;
+}
+
+/* The oracle takes no request without keys (seq_len >= 1): it sees them as
+ * one key at a valid block (host copies only; the plugin got seq_len 0 and
+ * a garbage row), and their rows are then set to what they must be: out 0,
+ * LSE -inf (the sink's with sinks). Returns the patched request count. */
+static uint32_t empty_patch_batch(ath_work *io)
+{
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < io->B.num_reqs; r++)
+        if (io->B.seq[r] == 0) {
+            io->B.seq[r] = 1;
+            io->B.bt[(size_t)r * io->B.width] = 0;
+            if (io->B.max_seq < 1) io->B.max_seq = io->B.b.max_seq_len = 1;
+            n++;
+        }
+    return n;
+}
+
+static void empty_patch_ref(const ath_work *io, const tcase *c, double *ref, double *rlse)
+{
+    for (uint32_t r = 0; r < io->B.num_reqs; r++) {
+        if (!is_empty_req(r)) continue;
+        const int32_t t = io->B.qsl[r];
+        for (uint32_t hh = 0; hh < c->hq; hh++) {
+            rlse[(size_t)t * c->hq + hh] = c->sinks ? (double)io->sinks[hh] : -INFINITY;
+            for (uint32_t d = 0; d < c->d; d++) ref[((size_t)t * c->hq + hh) * c->d + d] = 0;
+        }
+    }
+}
+
+/* Empty rows exactly 0 (a tolerance would hide a read of garbage). */
+static int empty_rows_zero(const ath_work *io, const tcase *c, const void *out, char *msg, size_t cap)
+{
+    size_t bad = 0;
+    for (uint32_t r = 0; r < io->B.num_reqs; r++) {
+        if (!is_empty_req(r)) continue;
+        const size_t t = (size_t)io->B.qsl[r], n = (size_t)c->hq * c->d;
+        for (size_t i = 0; i < n; i++) bad += ah_load_f32(out, t * n + i, c->q) != 0.0f;
+    }
+    snprintf(msg + strlen(msg), cap - strlen(msg), " empty[%zu nonzero]", bad);
+    return bad == 0;
+}
+
 static int verify(ath_host *h, ath_work *io, const tcase *c, int check_cache, char *msg, size_t cap)
 {
     int ok = 1;
@@ -146,16 +199,19 @@ static int verify(ath_host *h, ath_work *io, const tcase *c, int check_cache, ch
     uint32_t T = io->B.num_tokens;
     const size_t q_elems = (size_t)T * c->hq * c->d;
     double *ref = malloc(sizeof(double) * (q_elems + 1)), *rlse = malloc(sizeof(double) * ((size_t)T * c->hq + 1));
+    const uint32_t empties = empty_patch_batch(io);
     if (ath_work_reference(io, ref, rlse, why, sizeof why)) {
         snprintf(msg + strlen(msg), cap - strlen(msg), " reference: %s", why);
         free(ref);
         free(rlse);
         return 0;
     }
+    if (empties) empty_patch_ref(io, c, ref, rlse);
     void *out = malloc(io->d_out.bytes);
     float *lse = malloc(io->d_lse.bytes);
     ath_download(h, out, &io->d_out);
     ath_download(h, lse, &io->d_lse);
+    if (empties) ok &= empty_rows_zero(io, c, out, msg, cap);
     ok &= compare("out", out, c->q, ref, q_elems, c->kv, msg, cap);
     ok &= compare("lse", lse, AH_DTYPE_FP32, rlse, (size_t)T * c->hq, c->kv, msg, cap);
     free(out);
@@ -195,11 +251,14 @@ static void report(const char *name, int ok, const char *msg)
     } while (0)
 
 /* Eager: plan, write_kv, forward, compare. */
-static void run_eager(ah_context *ctx, const tcase *c, uint64_t *rng)
+static void run_eager(ah_context *ctx, const tcase *c, int empty, uint64_t *rng)
 {
     char msg[1024] = "";
+    char name[96];
+    snprintf(name, sizeof name, "%s%s", empty ? "empty kv " : "", c->name);
     int32_t ql[512], sl[512];
     lengths(c, rng, ql, sl);
+    if (empty) empty_lengths(c, ql, sl);
     ath_work io;
     ah_state *st = NULL;
     int ok = 0;
@@ -216,23 +275,28 @@ static void run_eager(ah_context *ctx, const tcase *c, uint64_t *rng)
     ah_forward_args a = ath_work_args(&io, NULL, 1);
     TRY("forward", O->forward(st, &a));
     TRY("synchronize", O->synchronize(ctx, NULL));
-    ok = verify(&P, &io, c, 1, msg, sizeof msg);
+    ok = verify(&P, &io, c, !empty, msg, sizeof msg);
 done:
-    report(c->name, ok, msg);
+    report(name, ok, msg);
     if (st) O->state_destroy(st);
     ath_work_free(&P, &io);
 }
 
 /* Graph: capture with one batch, replay with another of other lengths
- * (same request count bound), compare the replay with the reference. */
-static void run_graph(ah_context *ctx, const tcase *c, uint64_t *rng)
+ * (same request count bound), compare the replay with the reference.
+ * replay (same layer as c, or NULL: c) shapes the replayed batch; empty:
+ * its every third request has no keys. */
+static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int empty, uint64_t *rng)
 {
     char msg[1024] = "";
-    char name[96];
-    snprintf(name, sizeof name, "graph %s", c->name);
+    char name[160];
+    if (!replay) replay = c;
+    if (replay == c) snprintf(name, sizeof name, "graph %s%s", empty ? "empty kv " : "", c->name);
+    else snprintf(name, sizeof name, "graph %s, replay %s%s", c->name, empty ? "empty kv " : "",
+                  replay->name);
     int32_t ql[512], sl[512], ql2[512], sl2[512];
     lengths(c, rng, ql, sl);
-    lengths(c, rng, ql2, sl2);
+    lengths(replay, rng, ql2, sl2);
     ath_work a_io, b_io;
     memset(&a_io, 0, sizeof a_io);
     memset(&b_io, 0, sizeof b_io);
@@ -240,9 +304,10 @@ static void run_graph(ah_context *ctx, const tcase *c, uint64_t *rng)
     ah_graph *g = NULL;
     void *stream = NULL;
     int ok = 0;
-    tcase c2 = *c;
+    tcase c2 = *replay;
     if (io_make(&P, &a_io, c, ql, sl, 0, rng)) goto done;
     c2.reqs = c->reqs > 2 ? c->reqs - 1 : c->reqs; /* the replay: fewer requests too */
+    if (empty) empty_lengths(&c2, ql2, sl2);
     if (io_make(&P, &b_io, &c2, ql2, sl2, a_io.B.num_tokens, rng)) goto done;
     /* Limits cover both; the replay's tensors must be the captured ones, so
      * replay data is copied into the captured buffers. */
@@ -477,11 +542,27 @@ int main(int argc, char **argv)
             continue;
         }
         if (quick && c->max_seq > 1000 && c->kind == K_PREFILL) continue;
-        run_eager(ctx, c, &rng);
+        run_eager(ctx, c, 0, &rng);
     }
-    run_graph(ctx, &cases[0], &rng);  /* mixed: unified kernel */
-    run_graph(ctx, &cases[9], &rng);  /* pure decode: split-KV */
-    run_graph(ctx, &cases[13], &rng); /* decode with every feature */
+    run_graph(ctx, &cases[0], NULL, 0, &rng);  /* mixed: unified kernel */
+    run_graph(ctx, &cases[9], NULL, 0, &rng);  /* pure decode: split-KV */
+    run_graph(ctx, &cases[13], NULL, 0, &rng); /* decode with every feature */
+    /* Requests without keys in decode batches: split-KV (eager, every KV
+     * dtype and head pad, with and without sinks) and, replayed from a
+     * graph captured on a mixed batch, the unified kernel. */
+    const size_t empty_cases[] = {9, 10, 11, 13, 19, 20};
+    for (size_t i = 0; i < sizeof empty_cases / sizeof empty_cases[0]; i++) {
+        const tcase *c = &cases[empty_cases[i]];
+        if ((c->kv == E4 || c->kv == E5) && g_cc < 90) continue;
+        run_eager(ctx, c, 1, &rng);
+    }
+    run_graph(ctx, &cases[9], NULL, 1, &rng);
+    const tcase dec0 = {"decode bf16 gqa4 d128 bs16 nhd", K_DECODE, DEC, BF, BF, 8, 2, 128, 16, NHD,
+                        0, 0, 0, 0, 7, 300, 0, 0};
+    run_graph(ctx, &cases[0], &dec0, 1, &rng);
+    const tcase dec6 = {"decode bf16 window+softcap+sinks+alibi", K_DECODE, DEC, BF, BF, 8, 2, 128, 16,
+                        NHD, 37, 30.f, 1, 1, 6, 300, 0, 0};
+    run_graph(ctx, &cases[6], &dec6, 1, &rng);
     run_merge(BF, 37, 8, 128, &rng);
     run_merge(FH, 19, 4, 80, &rng);
     run_bad_input(ctx, &cases[0], &rng);
