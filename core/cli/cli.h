@@ -47,5 +47,7 @@ int cmd_run(cli_common *c);
 int cmd_doctor(cli_common *c);
 int cmd_model(cli_common *c);
 int cmd_tune(cli_common *c);
+/* bench --cp N (bench_cp.c): cmd_bench hands over when --cp is given. */
+int cmd_bench_cp(cli_common *c);
 
 #endif

@@ -403,6 +403,8 @@ int cmd_bench(cli_common *c)
     double softcap = 0;
     int sinks = 0, mla = 0;
     uint32_t back_to_back = 1;
+    for (int i = 0; i < c->argc; i++)
+        if (!strcmp(c->argv[i], "--cp")) return cmd_bench_cp(c);
     const char *peak_env = secure_getenv("ATTNHOST_PEAK_TFLOPS");
     double peak = peak_env ? atof(peak_env) : 0;
     for (int i = 0; i < c->argc; i++) {

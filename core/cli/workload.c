@@ -53,10 +53,7 @@ static int to_host(workload *w, ah_mirror *t, size_t bytes)
     return ah_mirror_download(t, bytes, w->err, sizeof w->err);
 }
 
-/* Random values of type t with random signs and mantissas, magnitudes in
- * [0.5, 1): written as bit patterns, so filling gigabytes of KV cache for a
- * benchmark stays cheap. Never zeros. */
-static void fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
+void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
 {
     uint64_t r = 0;
     for (size_t i = 0; i < n; i++) {
@@ -209,12 +206,12 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
             return wl_fail(w, "%s", ah_binding_errmsg(w->b));
         if (tensor_init(w, &L->kcache, L->dev, kvt, kd.ndim, kd.shape)) return -1;
         size_t ncache = L->kcache.bytes / ah_dtype_size(s->kv_dtype);
-        fill_random(&w->rng, L->kcache.host, ncache, s->kv_dtype);
+        wl_fill_random(&w->rng, L->kcache.host, ncache, s->kv_dtype);
         if (to_device(w, &L->kcache, L->kcache.bytes)) return -1;
         if (!s->use_mla) {
             if (tensor_init(w, &L->vcache, L->dev, kvt, vd.ndim, vd.shape)) return -1;
-            fill_random(&w->rng, L->vcache.host, L->vcache.bytes / ah_dtype_size(s->kv_dtype),
-                        s->kv_dtype);
+            wl_fill_random(&w->rng, L->vcache.host, L->vcache.bytes / ah_dtype_size(s->kv_dtype),
+                           s->kv_dtype);
             if (to_device(w, &L->vcache, L->vcache.bytes)) return -1;
         }
     }
@@ -467,7 +464,7 @@ int wl_fill(workload *w, uint32_t l)
         if (!fresh[i]->t.data) continue;     /* MLA: no value */
         if (i == 0 && w->enc_pass) continue; /* the encoder pass only stores K/V */
         size_t n = (size_t)T * fresh[i]->shape[1] * fresh[i]->shape[2];
-        fill_random(&w->rng, fresh[i]->host, n, s->q_dtype);
+        wl_fill_random(&w->rng, fresh[i]->host, n, s->q_dtype);
         if (to_device(w, fresh[i], n * ah_dtype_size(s->q_dtype))) return -1;
     }
     return 0;

@@ -19,6 +19,7 @@
 #ifndef AH_CLI_WORKLOAD_H
 #define AH_CLI_WORKLOAD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <attnhost/attnhost.h>
@@ -128,6 +129,10 @@ int wl_check(workload *w, double *max_err, int *ok);
 double wl_tolerance(const ah_layer_spec *s);
 /* Advance contexts after a step (wl_forward_all does it). */
 void wl_advance(workload *w);
+/* n random values of type t at host: random signs and mantissas,
+ * magnitudes in [0.5, 1), never zero; written as bit patterns, so
+ * gigabytes of KV cache fill cheaply. */
+void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t);
 /* The role of a selection's layer (WL_NONE for a non-attention layer). */
 int wl_role(const ah_selection *sel, uint32_t l);
 
