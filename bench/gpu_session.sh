@@ -11,7 +11,10 @@
 # `attnhost bench --model` of ZOO_MODELS, `attnhost tune` of each and the
 # bindings it gives under [select] policy = measured against priority,
 # bench/peers/zoo_peers.py, one table from bench/zoo_table.py; --quick steps
-# unless ZOO_FULL=1; not part of all). Every step runs under a time
+# unless ZOO_FULL=1; not part of all) or cp (build + context parallelism on every
+# GPU of the machine: the conformance suite's cp- cases over NCCL on 2 and 4 GPUs
+# (check runs them with the ranks sharing one GPU), the Python package's NCCL test, and
+# `attnhost bench --cp N`; not part of all). Parts combine: check,cp. Every step runs under a time
 # limit; logs go to $OUT (default ./gpu-out) and a summary prints last.
 # Timings span BATCH calls back to back (default 10; BATCH=1: one call on
 # an idle GPU per timing, the host's launch time included).
@@ -21,6 +24,7 @@
 # alternation, ROUNDS times (default 2): before and after in one call.
 set -u
 part=${1:-all}
+has() { [ "$part" = all ] || [[ ",$part," == *",$1,"* ]]; }
 gpu_plugins=${GPU_PLUGINS:-cuda_fa3 cuda_flashinfer triton}
 BASE=${BASE:-}
 ROUNDS=${ROUNDS:-2}
@@ -56,7 +60,7 @@ note "build: rc=$rc in $(( $(date +%s) - start )) s${BASE:+, base rc=$(cat "$OUT
 AH=$B/bin/attnhost
 [ "$part" = build ] && exit 0
 
-if [ "$part" = all ] || [ "$part" = check ]; then
+if has check; then
     timeout 60 $AH list --no-cache > "$OUT/list.log" 2>&1
     grep -E "^\S+ .*\[" "$OUT/list.log" | tee -a "$summary"
     for p in $gpu_plugins; do
@@ -74,7 +78,7 @@ if [ "$part" = all ] || [ "$part" = check ]; then
     note "host overhead:"; tee -a "$summary" < "$OUT/bench_host.log"
 fi
 
-if [ "$part" = all ] || [ "$part" = bench ]; then
+if has bench; then
     for p in $gpu_plugins; do
         for r in $(seq "$ROUNDS"); do
             for t in $B ${BASE:+build-base}; do
@@ -93,7 +97,7 @@ if [ "$part" = all ] || [ "$part" = bench ]; then
         note "peer (real FlashInfer): rc=$?"; grep "^|" "$OUT/peer_flashinfer.log" | tee -a "$summary"
     fi
 fi
-if [ "$part" = zoo ]; then
+if [[ ",$part," == *",zoo,"* ]]; then
     zoo_models=${ZOO_MODELS:-llama-3-8b qwen2.5-7b llama-3-70b-tp8 gemma-2-9b gpt-oss-120b deepseek-v3}
     q=--quick; [ -n "${ZOO_FULL:-}" ] && q=
     files=
@@ -121,6 +125,30 @@ if [ "$part" = zoo ]; then
     note "zoo peers: rc=$?"
     python3 bench/zoo_table.py $files --peers "$OUT/zoo_peers.json" > "$OUT/zoo_table.md" 2>&1
     tee -a "$summary" < "$OUT/zoo_table.md"
+fi
+if [[ ",$part," == *",cp,"* ]]; then
+    ngpu=$(nvidia-smi -L | wc -l)
+    # NCCL from PyTorch's wheel; NVLink multicast stays off (the machine's rule)
+    nccl=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0] + '/lib')" 2>/dev/null)
+    export LD_LIBRARY_PATH=$nccl:$LD_LIBRARY_PATH NCCL_NVLS_ENABLE=0
+    for p in $gpu_plugins; do
+        for n in 2 4; do
+            [ "$ngpu" -ge $n ] || continue
+            timeout 200 $B/bin/run_conformance --class gpu --plugin $p --match cp- --cp-devices $n \
+                $B/lib/attnhost/plugins > "$OUT/cp_nccl${n}_$p.log" 2>&1
+            note "cp $p, NCCL over $n GPUs: rc=$? $(grep -E '^conformance:' "$OUT/cp_nccl${n}_$p.log")"
+            grep -E " FAIL " -A1 "$OUT/cp_nccl${n}_$p.log" | head -6 | tee -a "$summary"
+        done
+    done
+    if [ "$ngpu" -ge 2 ]; then
+        ATTNHOST_CP_PLUGIN=${gpu_plugins%% *} ATTNHOST_LIB=$PWD/$B/lib/libattnhost.so timeout 200 \
+            python3 -m pytest -q -p no:cacheprovider python/tests/test_cp.py -k nccl > "$OUT/cp_python.log" 2>&1
+        note "cp python (NCCL, 2 GPUs): rc=$? $(tail -1 "$OUT/cp_python.log")"
+    fi
+    for p in $gpu_plugins; do
+        timeout 300 $AH bench --no-cache --plugin $p --cp "$ngpu" > "$OUT/cp_bench_$p.log" 2>&1
+        note "bench --cp $ngpu $p: rc=$?"; tee -a "$summary" < "$OUT/cp_bench_$p.log"
+    done
 fi
 echo "==== summary"
 cat "$summary"

@@ -41,8 +41,14 @@ namespace {
 /* Loads and stores of the value type through float. */
 template <typename T> struct value;
 template <> struct value<__half> {
-    static __device__ __forceinline__ float load(const __half *p, int64_t i) { return __half2float(p[i]); }
-    static __device__ __forceinline__ void store(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+    static __device__ __forceinline__ float load(const __half *p, int64_t i)
+    {
+        return __half2float(p[i]);
+    }
+    static __device__ __forceinline__ void store(__half *p, int64_t i, float v)
+    {
+        p[i] = __float2half_rn(v);
+    }
 };
 template <> struct value<__nv_bfloat16> {
     static __device__ __forceinline__ float load(const __nv_bfloat16 *p, int64_t i)
@@ -65,7 +71,8 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 {
     const int lane = threadIdx.x % 32;
     const int64_t stride = (int64_t)gridDim.x * kRowsPerBlock;
-    for (int64_t r = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32; r < rows; r += stride) {
+    for (int64_t r = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32; r < rows;
+         r += stride) {
         const float a = la[r], b = lb[r], mx = fmaxf(a, b);
         float wa = 0.f, wb = 0.f, lse = -INFINITY;
         if (mx != -INFINITY) {
@@ -93,7 +100,8 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
 inline ah_status check_tensor(ah_errbuf *e, const char *name, const DLTensor *t, ah_dtype dt,
                               int ndim, const int64_t *shape)
 {
-    if (!t || !t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s is missing", name);
+    if (!t || !t->data)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s is missing", name);
     if (!ah_dl_dtype_is(t, dt))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s must be %s", name,
                        ah_dtype_name(dt));
@@ -101,8 +109,9 @@ inline ah_status check_tensor(ah_errbuf *e, const char *name, const DLTensor *t,
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         if (ndim == 3)
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s must be [%lld, %lld, %lld]",
-                           name, (long long)shape[0], (long long)shape[1], (long long)shape[2]);
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "merge_states: %s must be [%lld, %lld, %lld]", name, (long long)shape[0],
+                           (long long)shape[1], (long long)shape[2]);
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "merge_states: %s must be [%lld, %lld]", name,
                        (long long)shape[0], (long long)shape[1]);
     }
@@ -116,9 +125,10 @@ template <typename T> cudaError_t launch(const ah_merge_args *a, int64_t rows, i
     int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
     if (blocks > kMaxBlocks) blocks = kMaxBlocks;
     merge_states_kernel<T><<<(unsigned)blocks, 32 * kRowsPerBlock, 0, (cudaStream_t)a->stream>>>(
-        static_cast<const T *>(ah_dl_data(a->v_a)), static_cast<const float *>(ah_dl_data(a->lse_a)),
-        static_cast<const T *>(ah_dl_data(a->v_b)), static_cast<const float *>(ah_dl_data(a->lse_b)),
-        static_cast<T *>(ah_dl_data(a->out)),
+        static_cast<const T *>(ah_dl_data(a->v_a)),
+        static_cast<const float *>(ah_dl_data(a->lse_a)),
+        static_cast<const T *>(ah_dl_data(a->v_b)),
+        static_cast<const float *>(ah_dl_data(a->lse_b)), static_cast<T *>(ah_dl_data(a->out)),
         a->lse_out ? static_cast<float *>(ah_dl_data(a->lse_out)) : nullptr, rows, D);
     return cudaGetLastError();
 }
@@ -150,7 +160,8 @@ inline ah_status merge_states(const ah_merge_args *a, ah_errbuf *e)
         (s = check_tensor(e, "out", a->out, dt, 3, vshape)) != AH_OK ||
         (s = check_tensor(e, "lse_a", a->lse_a, AH_DTYPE_FP32, 2, lshape)) != AH_OK ||
         (s = check_tensor(e, "lse_b", a->lse_b, AH_DTYPE_FP32, 2, lshape)) != AH_OK ||
-        (a->lse_out && (s = check_tensor(e, "lse_out", a->lse_out, AH_DTYPE_FP32, 2, lshape)) != AH_OK))
+        (a->lse_out &&
+         (s = check_tensor(e, "lse_out", a->lse_out, AH_DTYPE_FP32, 2, lshape)) != AH_OK))
         return s;
     const int64_t rows = vshape[0] * vshape[1];
     if (rows == 0) return AH_OK;

@@ -608,6 +608,12 @@ ah_status ah__conf_make_cases(const ah_plugin_info *info, const ah_conformance_o
         ah__conf_case_list_free(out);
         return AH_ERR_OUT_OF_MEMORY;
     }
+    if (opts->match) { /* keep the cases named so; seeds stay as generated */
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < out->n; i++)
+            if (strstr(out->v[i].name, opts->match)) out->v[n++] = out->v[i];
+        out->n = n;
+    }
     return AH_OK;
 }
 

@@ -25,6 +25,7 @@ typedef struct ah_conformance_options {
     uint32_t cp_devices; /* context-parallel cases: 0 or 1: every rank on
                             device 0 (a local group); N: cases of up to N
                             ranks on devices 0 .. N - 1 over NCCL */
+    const char *match;   /* run only the cases whose name contains it; NULL: all */
 } ah_conformance_options;
 
 typedef struct ah_conformance_summary {

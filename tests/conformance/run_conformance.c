@@ -6,6 +6,7 @@
  * is available here (CTest counts it as skipped).
  *
  *   run_conformance [--quick] [--verbose] [--seed N] [--class cpu|gpu] [--cp-devices N]
+ *                   [--match TEXT]
  *                   [--plugin NAME] DIR...
  */
 #include <stdio.h>
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--verbose")) o.verbose = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) o.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) o.plugin = argv[++i];
+        else if (!strcmp(argv[i], "--match") && i + 1 < argc) o.match = argv[++i];
         else if (!strcmp(argv[i], "--cp-devices") && i + 1 < argc)
             o.cp_devices = (uint32_t)strtoul(argv[++i], NULL, 0);
         else if (!strcmp(argv[i], "--class") && i + 1 < argc) gpu = !strcmp(argv[++i], "gpu");

@@ -30,7 +30,7 @@ static int run(const char *dir, const char *bug, const char *fp8, ah_conformance
         return -1;
     }
     FILE *log = tmpfile();
-    ah_conformance_options o = {"conf_mutant", 7, 1, 1, log ? log : stdout, 0};
+    ah_conformance_options o = {"conf_mutant", 7, 1, 1, log ? log : stdout, 0, NULL};
     ah_status s = ah_conformance_run(h, &o, sum);
     if (log) { /* the clean run and surprising runs in full, else the first failure */
         int all = strcmp(bug, "none") == 0 || sum->failed == 0, shown = 0, after_fail = 0;

@@ -73,7 +73,7 @@ static ah_conformance_summary check_and_record(ah_host *h, ah_status *rec_status
 {
     ah_conformance_summary sum;
     FILE *log = tmpfile();
-    ah_conformance_options o = {"conf_mutant", 7, 1, 0, log ? log : stdout, 0};
+    ah_conformance_options o = {"conf_mutant", 7, 1, 0, log ? log : stdout, 0, NULL};
     CHECK(ah_conformance_run(h, &o, &sum) == AH_OK);
     if (log) fclose(log);
     ah_check_result r = {sizeof r, sum.passed, sum.failed, sum.skipped, sum.graph_level};
