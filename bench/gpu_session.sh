@@ -30,6 +30,8 @@ BASE=${BASE:-}
 ROUNDS=${ROUNDS:-2}
 OUT=${OUT:-$PWD/gpu-out}
 BATCH=${BATCH:-10}
+# bench --cp shapes: B16 at 256k and 1M tokens, B32 at 128k (CP_STEPS='': the full set)
+cp_steps=${CP_STEPS---step d16x262144 --step d32x131072 --step d16x1048576}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 B=build-gpu
@@ -135,7 +137,7 @@ if [[ ",$part," == *",cp,"* ]]; then
         for n in 2 4; do
             [ "$ngpu" -ge $n ] || continue
             timeout 200 $B/bin/run_conformance --class gpu --plugin $p --match cp- --cp-devices $n \
-                $B/lib/attnhost/plugins > "$OUT/cp_nccl${n}_$p.log" 2>&1
+                $PWD/$B/lib/attnhost/plugins > "$OUT/cp_nccl${n}_$p.log" 2>&1
             note "cp $p, NCCL over $n GPUs: rc=$? $(grep -E '^conformance:' "$OUT/cp_nccl${n}_$p.log")"
             grep -E " FAIL " -A1 "$OUT/cp_nccl${n}_$p.log" | head -6 | tee -a "$summary"
         done
@@ -146,7 +148,7 @@ if [[ ",$part," == *",cp,"* ]]; then
         note "cp python (NCCL, 2 GPUs): rc=$? $(tail -1 "$OUT/cp_python.log")"
     fi
     for p in $gpu_plugins; do
-        timeout 300 $AH bench --no-cache --plugin $p --cp "$ngpu" > "$OUT/cp_bench_$p.log" 2>&1
+        timeout 300 $AH bench --no-cache --plugin $p --cp "$ngpu" $cp_steps > "$OUT/cp_bench_$p.log" 2>&1
         note "bench --cp $ngpu $p: rc=$?"; tee -a "$summary" < "$OUT/cp_bench_$p.log"
     done
 fi

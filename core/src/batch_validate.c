@@ -472,8 +472,9 @@ static ah_status in_group(ah_status s, uint32_t g, ah_error *err)
     return s;
 }
 
-ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
-                                 const ah_limits *limits, int32_t seq_len_fill, ah_error *err)
+static ah_status validate(const ah_batch *batch, const ah_layer_spec *spec,
+                          const ah_limits *limits, int32_t seq_len_fill, int empty_kv,
+                          ah_error *err)
 {
     if (!batch) return fail(err, "batch is NULL");
     if (!spec) return fail(err, "layer spec is NULL");
@@ -490,7 +491,18 @@ ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spe
     const int causal_window = spec->attn_type == AH_ATTN_DECODER;
     return ah__batch_validate_group(batch, spec, limits, seq_len_fill, grouped ? g : UINT32_MAX,
                                     causal_window ? spec->sliding_window : 0,
-                                    "the layer has no sliding window", NULL, 0, err);
+                                    "the layer has no sliding window", NULL, empty_kv, err);
+}
+
+ah_status ah_batch_validate_fill(const ah_batch *batch, const ah_layer_spec *spec,
+                                 const ah_limits *limits, int32_t seq_len_fill, ah_error *err)
+{
+    return validate(batch, spec, limits, seq_len_fill, 0, err);
+}
+
+ah_status ah__batch_validate_oracle(const ah_batch *batch, const ah_layer_spec *spec, ah_error *err)
+{
+    return validate(batch, spec, NULL, 0, 1, err);
 }
 
 ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *spec,

@@ -23,4 +23,9 @@ ah_status ah__batch_validate_group(const ah_batch *view, const ah_layer_spec *sp
                                    uint32_t release_window, const char *release_why, int *released,
                                    int empty_kv, ah_error *err);
 
+/* What the oracle accepts: ah_batch_validate's rules, and decoder requests
+ * of query length 1 with seq_len 0 (a context-parallel rank's share). */
+ah_status ah__batch_validate_oracle(const ah_batch *batch, const ah_layer_spec *spec,
+                                    ah_error *err);
+
 #endif

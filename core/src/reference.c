@@ -19,6 +19,8 @@
 #include <attnhost/plugin_util.h>
 #include <attnhost/reference.h>
 
+#include "batch_validate.h"
+
 #include "alloc.h"
 
 static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
@@ -182,7 +184,7 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     ah_status s = check_spec(in->spec, err);
     if (s != AH_OK) return s;
     const ah_layer_spec *sp = in->spec;
-    s = ah_batch_validate(in->batch, sp, NULL, err);
+    s = ah__batch_validate_oracle(in->batch, sp, err);
     if (s != AH_OK) return s;
     /* the layer's KV-cache group: its block table (released entries are
      * never read: attend_row reads only the keys the window shows) */

@@ -147,7 +147,9 @@ static void problem_page(problem *p, uint32_t spare)
             }
         }
         for (uint32_t i = 0; i < p->qlen[r]; i++) {
-            if (s->attn_type == AH_ATTN_ENCODER_DECODER) { /* decoder queries write nothing */
+            /* decoder queries of a cross layer write nothing; nor does an
+             * empty request's (its token lives on another rank) */
+            if (s->attn_type == AH_ATTN_ENCODER_DECODER || p->slen[r] < p->qlen[r]) {
                 p->slots[p->qsl[r] + i] = -1;
                 continue;
             }
@@ -528,6 +530,47 @@ static void test_sinks_identity(void)
     problem_free(&p);
 }
 
+/* A decode request with seq_len 0 (a context-parallel rank holding none of
+ * its keys): out 0 and lse -inf, or the sink's logit with a sink; the
+ * request beside it is unchanged. */
+static void test_empty_request(void)
+{
+    ah_layer_spec s = make_spec(4, 2, 8, 8, 4);
+    const uint32_t ql[2] = {1, 1}, sl[2] = {0, 6}, sl1[1] = {6};
+    problem p, one;
+    problem_init(&p, s, 2, ql, sl);
+    problem_page(&p, 1);
+    problem_init(&one, s, 1, ql, sl1);
+    for (uint32_t r = 0; r < 2; r++) p.bt[r * p.stride] = r ? p.bt[r * p.stride] : 99999;
+    memcpy(one.q, p.q + 4 * 8, sizeof(float) * 4 * 8); /* request 1's query */
+    memcpy(one.k[0], p.k[1], sizeof(float) * 6 * 2 * 8);
+    memcpy(one.v[0], p.v[1], sizeof(float) * 6 * 2 * 8);
+    problem_page(&one, 0);
+    for (int sinks = 0; sinks < 2; sinks++) {
+        p.spec.use_sinks = one.spec.use_sinks = (uint32_t)sinks;
+        memcpy(one.sinks, p.sinks, sizeof p.sinks);
+        double o[2 * 4 * 8], l[2 * 4], o1[4 * 8], l1[4];
+        CHECK(run_ref(&p, o, l) == AH_OK);
+        CHECK(run_ref(&one, o1, l1) == AH_OK);
+        for (int h = 0; h < 4; h++) {
+            CHECK(sinks ? l[h] == (double)p.sinks[h] : l[h] == -INFINITY);
+            for (int c = 0; c < 8; c++) CHECK(o[h * 8 + c] == 0.0);
+            CHECK(fabs(l[4 + h] - l1[h]) < 1e-12);
+        }
+        for (int i = 0; i < 4 * 8; i++) CHECK(fabs(o[4 * 8 + i] - o1[i]) < 1e-12);
+    }
+    /* a prefill query needs keys: seq_len 0 with query_len 2 is refused */
+    const uint32_t ql2[1] = {2}, sl2[1] = {0};
+    problem bad;
+    problem_init(&bad, s, 1, ql2, sl2);
+    problem_page(&bad, 1);
+    double ob[2 * 4 * 8], lb[2 * 4];
+    CHECK(run_ref(&bad, ob, lb) == AH_ERR_INVALID_ARGUMENT);
+    problem_free(&p);
+    problem_free(&one);
+    problem_free(&bad);
+}
+
 /* Split one cross-attention request's keys into two halves (the second a
  * request whose block table starts mid-way), merge by LSE: the whole. */
 static void test_merge_halves(void)
@@ -755,6 +798,7 @@ int main(void)
     test_visibility();
     test_softcap_limits();
     test_sinks_identity();
+    test_empty_request();
     test_merge_halves();
     test_write_kv();
     test_fp8_read();

@@ -25,7 +25,10 @@
  *   encoder-decoder (cross): every cache position j < encoder_seq_lens[r]
  * and on decoder layers, with a tree mask, only keys whose mask byte
  * custom_mask[mask_indptr[r] + i * seq_len + j] is nonzero.
- * With no visible key and no sink the output is 0 and lse is -inf.
+ * With no visible key and no sink the output is 0 and lse is -inf. The
+ * oracle takes the batches ah_batch_validate does, and decoder requests of
+ * query length 1 with seq_len 0 (a context-parallel rank holding none of
+ * the request's keys: AH_FEAT_EMPTY_KV).
  */
 #ifndef ATTNHOST_REFERENCE_H
 #define ATTNHOST_REFERENCE_H
