@@ -107,7 +107,8 @@ typedef struct ath_tensor {
     int owned; /* device memory of h->ctx to free */
 } ath_tensor;
 
-/* Device memory of h->ctx (the plugin's mem_alloc); 0 or 1 (printed). */
+/* Device memory of h->ctx (the plugin's mem_alloc), tagged with the DLPack device
+ * type the host gives the plugin's device kind; 0 or 1 (printed). */
 int ath_tensor_alloc(ath_host *h, ath_tensor *t, DLDataType dt, int ndim, const int64_t *shape);
 int ath_tensor_new(ath_host *h, ath_tensor *t, ah_dtype dt, int ndim, const int64_t *shape);
 /* A CPU tensor over host memory (nothing to free). */
@@ -236,7 +237,10 @@ typedef struct ath_merge_spec {
     float amp;                    /* values in [-amp, amp); LSEs in [-5, 5) */
     uint32_t empty_a, empty_a_at; /* LSE row i of a is -inf when i % empty_a == empty_a_at */
     uint32_t empty_b, empty_b_at;
-    int out_in_a; /* out aliases v_a */
+    int out_in_a;  /* out aliases v_a */
+    int nan_empty; /* an empty part's rows hold NaN on the device (the oracle
+                      gets the random values): a merge that reads a part of
+                      LSE -inf instead of passing the other through fails */
 } ath_merge_spec;
 
 /* Random partial states through the plugin's merge_states on h's device,

@@ -30,8 +30,12 @@ static void describe(ath_tensor *t, DLDataType dt, int ndim, const int64_t *shap
 
 int ath_tensor_alloc(ath_host *h, ath_tensor *t, DLDataType dt, int ndim, const int64_t *shape)
 {
+    /* tagged as the host tags its devices' memory (ah_device_dl): a CPU
+     * plugin's is kDLCPU, a Level Zero plugin's kDLExtDev */
+    static const DLDeviceType types[AH_DEVICE_KIND_COUNT] = {kDLCPU, kDLCUDA, kDLROCM, kDLExtDev};
+    const ah_device_kind kind = h->desc ? h->desc->device_kind : AH_DEVICE_CUDA;
     describe(t, dt, ndim, shape);
-    t->t.device.device_type = kDLCUDA;
+    t->t.device.device_type = kind < AH_DEVICE_KIND_COUNT ? types[kind] : kDLCUDA;
     void *p = NULL;
     if (h->ops->mem_alloc(h->ctx, t->bytes ? t->bytes : 16, &p) != AH_OK) {
         fprintf(stderr, "mem_alloc(%zu): %s\n", t->bytes, h->ops->context_error(h->ctx));
@@ -558,6 +562,10 @@ int ath_merge_run(ath_host *h, const ath_merge_spec *m, uint64_t *rng, ath_cmp *
     for (size_t i = 0; i < n; i++)
         da[i] = ah_load_f32(va, i, m->dt), db[i] = ah_load_f32(vb, i, m->dt);
     ah_reference_merge_states(m->T, m->H, m->D, da, dla, db, dlb, ro, rl);
+    for (size_t i = 0; m->nan_empty && i < n; i++) {
+        if (la[i / m->D] == -INFINITY) ah_store_f32(va, i, m->dt, NAN);
+        if (lb[i / m->D] == -INFINITY) ah_store_f32(vb, i, m->dt, NAN);
+    }
     const int64_t sv[3] = {m->T, m->H, m->D}, sl[2] = {m->T, m->H};
     snprintf(why, cap, "device memory");
     if (ath_tensor_new(h, &t[0], m->dt, 3, sv) || ath_tensor_new(h, &t[1], m->dt, 3, sv) ||

@@ -213,7 +213,7 @@ out:
 static void check_merge(ath_host *p, ah_dtype dt, uint64_t seed)
 {
     /* Every 11th row's second part empty; out aliases v_a, as the ABI allows. */
-    const ath_merge_spec m = {dt, 37, 6, 128, 1.f, 0, 0, 11, 3, 1};
+    const ath_merge_spec m = {dt, 37, 6, 128, 1.f, 0, 0, 11, 3, 1, 0};
     uint64_t rng = seed;
     ath_cmp co, cl;
     char why[256];

@@ -14,7 +14,11 @@
  *                              one wave per (32 queries, head, request),
  *                              v_mfma_f32_32x32x8, online softmax, LSE
  *   ra_write_kv                new K/V into the NHD cache at slot_mapping
- *   ra_merge_<dt>              merge_states
+ *   ra_merge_<dt>              merge_states (a part of LSE -inf is not read)
+ * A decode request with seq_len 0 (AH_FEAT_EMPTY_KV) walks no key in either
+ * attention kernel (ra_decode_keys, ra_prefill_keys): its block-table row
+ * and the cache are never read, and its row ends as out 0, LSE -inf (the
+ * sink's logit with a finite sink).
  * <dt>: bf16 (the _1k bf16 MFMAs) or fp16; D: 64, 128, 256.
  */
 typedef __INT64_TYPE__ int64_t;
@@ -98,8 +102,8 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
     const int q0 = p.query_start_loc[r], q1 = p.query_start_loc[r + 1];
     const int seq = p.seq_lens[r], G = p.num_q_heads / p.num_kv_heads, H = p.num_q_heads;
     if (q1 <= q0) return; /* a padded request */
-    const int k0 = part * RA_PARTITION;
-    const int k1 = k0 + RA_PARTITION < seq ? k0 + RA_PARTITION : seq;
+    int kstart, k1; /* empty past the request's end and for seq 0 */
+    ra_decode_keys(part, seq, p.window, &kstart, &k1);
     const int qp = seq - 1, t = q1 - 1;
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
     const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache, *V = (const uint16_t *)p.v_cache;
@@ -112,9 +116,6 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
     float4_t o[D / 16];
     for (int dt = 0; dt < D / 16; dt++) o[dt] = float4_t{};
     float m = -INFINITY, l = 0.0f;
-    const int kfirst = ra_first_key(qp, p.window);
-    int kstart = (kfirst / RA_DEC_KEYS) * RA_DEC_KEYS;
-    if (kstart < k0) kstart = k0;
     for (int kc = kstart; kc < k1; kc += RA_DEC_KEYS) {
         float4_t s = float4_t{};
         const int key_a = kc + ra_m16_ab_mn(lane);
@@ -205,9 +206,8 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
     const int q0 = qtile * RA_PRE_QUERIES;
     if (q0 >= ql) return;
     const int hk = h / (p.num_q_heads / p.num_kv_heads);
-    const int qlast = q0 + RA_PRE_QUERIES < ql ? q0 + RA_PRE_QUERIES - 1 : ql - 1;
-    const int kend = seq - ql + qlast + 1;
-    const int kstart = (ra_first_key(seq - ql + q0, p.window) / RA_PRE_KEYS) * RA_PRE_KEYS;
+    int kstart, kend; /* empty for seq 0 */
+    ra_prefill_keys(q0, ql, seq, p.window, &kstart, &kend);
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
     const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache, *V = (const uint16_t *)p.v_cache;
 
@@ -299,7 +299,7 @@ template <int BF> RA_DEV void merge(const ra_merge_params &p)
     const uint16_t *b = (const uint16_t *)p.v_b + (int64_t)row * p.head_size;
     uint16_t *o = (uint16_t *)p.out + (int64_t)row * p.head_size;
     for (int d = lane; d < p.head_size; d += 64)
-        o[d] = elt<BF>::from_f32(wa * elt<BF>::to_f32(a[d]) + wb * elt<BF>::to_f32(b[d]));
+        o[d] = elt<BF>::from_f32(RA_MERGE_VALUE(wa, elt<BF>::to_f32(a[d]), wb, elt<BF>::to_f32(b[d])));
     if (p.lse_out && lane == 0) p.lse_out[row] = lse;
 }
 

@@ -87,6 +87,34 @@ RA_HD int ra_first_key(int qp_lo, int window)
     return f > 0 ? f : 0;
 }
 
+/* ---- the keys a wave walks ---------------------------------------------------- */
+
+/* Decode: the keys partition `part` of a request of seq_len keys walks,
+ * [*kstart, *kend): the partition's 256 keys from the first one the
+ * request's (last) query sees, rounded down to an MFMA step. Empty for a
+ * partition past the request's end (the grid covers the batch's longest
+ * request) and for a request with seq_len 0 (AH_FEAT_EMPTY_KV: a
+ * context-parallel rank holding none of its keys), whose block-table row
+ * is then never read; such a wave writes the partial (m -inf, l 0). */
+RA_HD void ra_decode_keys(int part, int seq_len, int window, int *kstart, int *kend)
+{
+    const int k0 = part * RA_PARTITION, first = (ra_first_key(seq_len - 1, window) / RA_DEC_KEYS) * RA_DEC_KEYS;
+    *kend = k0 + RA_PARTITION < seq_len ? k0 + RA_PARTITION : seq_len;
+    *kstart = first > k0 ? first : k0;
+}
+
+/* Prefill/extend: the keys the wave of queries q0 .. q0 + 31 of a request
+ * (ql new tokens, seq_len keys) walks, [*kstart, *kend): up to its last
+ * query's position, from the first key its first query sees rounded down
+ * to a 32-key step. Empty for a request with seq_len 0 (one query at
+ * position -1), whose row then ends as out 0, LSE -inf. */
+RA_HD void ra_prefill_keys(int q0, int ql, int seq_len, int window, int *kstart, int *kend)
+{
+    const int qlast = q0 + RA_PRE_QUERIES < ql ? q0 + RA_PRE_QUERIES - 1 : ql - 1;
+    *kend = seq_len - ql + qlast + 1;
+    *kstart = (ra_first_key(seq_len - ql + q0, window) / RA_PRE_KEYS) * RA_PRE_KEYS;
+}
+
 /* ---- logits and the online softmax ----------------------------------------- */
 
 /* scale * dot, soft-capped when softcap > 0 (c * tanh(s / c)), written with
@@ -155,7 +183,10 @@ RA_HD float ra_lse_add(ra_lse_acc *a, float m, float l, float *old_scale)
 RA_HD float ra_lse_value(ra_lse_acc a) { return a.l > 0.0f ? a.m + logf(a.l) : -INFINITY; }
 
 /* Two normalised partial results by their LSEs (merge_states). Writes the
- * weights of a and b; returns the merged LSE. */
+ * weights of a and b; returns the merged LSE. A part of LSE -inf (no key:
+ * an empty context-parallel shard) gets weight exactly 0, and the kernel
+ * does not read a part of weight 0 (RA_MERGE_VALUE), so the other passes
+ * through whatever the empty part's rows hold; both empty: 0, -inf. */
 RA_HD float ra_merge2(float lse_a, float lse_b, float *wa, float *wb)
 {
     if (lse_a == -INFINITY && lse_b == -INFINITY) {
@@ -169,6 +200,12 @@ RA_HD float ra_merge2(float lse_a, float lse_b, float *wa, float *wb)
     *wb = eb / (ea + eb);
     return m + logf(ea + eb);
 }
+
+/* One merged element from the parts' values, each read (load(p, i)) only
+ * when its weight is not 0, so a NaN or garbage row of an empty part never
+ * enters the sum. */
+#define RA_MERGE_VALUE(wa, load_a, wb, load_b) \
+    (((wa) != 0.0f ? (wa) * (load_a) : 0.0f) + ((wb) != 0.0f ? (wb) * (load_b) : 0.0f))
 
 /* ---- bf16 and fp16 bits ----------------------------------------------------- */
 

@@ -8,6 +8,10 @@
  * decode kernel (256-key partitions, GQA heads sharing a K/V read) and its
  * LSE reduce; any other batch runs the prefill/extend kernel over the paged
  * cache. write_kv stores new K/V; merge_states merges two partial results.
+ * A decode request with seq_len 0 (AH_FEAT_EMPTY_KV) needs nothing here:
+ * the decode grid covers the batch's longest request (none when every
+ * request is empty, and then only the reduce runs), and each kernel gives
+ * such a request no key to walk.
  *
  * Unverified on hardware: the kernels' index logic runs on the CPU through
  * an MFMA model (test/test_mfma_model.c) and the code objects pass resource
@@ -466,7 +470,11 @@ static const ah_caps ra_caps = {
     .v_head_sizes = AH_INT_SET_LIST(ra_head_list),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
     .preferred_block_size = 16,
-    .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_LSE,
+    /* EMPTY_KV: a request with seq_len 0 walks no key in the decode or the
+     * prefill kernel (ra_decode_keys, ra_prefill_keys: its table row is
+     * never read) and ends as out 0, LSE -inf; merge_states does not read
+     * a part of LSE -inf. */
+    .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_LSE | AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,

@@ -9,7 +9,14 @@
  *   - prefill/extend over the paged cache: 32x32x8 MFMAs, FA2-style online
  *     softmax over 32-key steps;
  *   each with causal masks, sliding windows, sinks and soft-caps, bf16 and
- *   fp16, head sizes 64..256, shuffled block tables.
+ *   fp16, head sizes 64..256, shuffled block tables;
+ *   - requests with no keys (AH_FEAT_EMPTY_KV: seq_len 0, query length 1),
+ *   beside others in decode batches, alone, and in a mixed batch the
+ *   prefill kernel takes whole; with finite and -inf sinks. Their rows
+ *   must be exactly 0 with LSE exactly -inf (the sink's logit), and every
+ *   table entry past a request's blocks (an empty request's whole row) is
+ *   garbage far past the cache: every cache read is bounds-checked;
+ *   - merge_states' weights and values, a part of LSE -inf holding NaN.
  * This is what can be verified without an AMD GPU; the HIP kernels mirror
  * these loops step for step (kernels/attn.hip).
  */
@@ -118,6 +125,11 @@ static void test_layouts(void)
 
 /* ---- a paged batch --------------------------------------------------------- */
 
+enum { SINKS_NONE, SINKS_ON, SINKS_NEG_INF }; /* cfg.use_sinks; -inf: ranks after 0 under CP */
+
+/* Block-table entries past a request's blocks: far past any cache. */
+#define RA_GARBAGE_BLOCK 0x7ffffff0
+
 typedef struct cfg {
     const char *name;
     int bf16, D, Hq, Hk, bs, window, use_sinks;
@@ -128,7 +140,7 @@ typedef struct cfg {
 
 typedef struct batch {
     cfg c;
-    int T, nblk, tw;
+    int T, nblk, tw, max_seq;
     int qsl[5];
     int32_t *table;      /* [nreq][tw] */
     float *q, *kc, *vc;  /* q [T][Hq][D]; caches NHD [nblk][bs][Hk][D] */
@@ -148,7 +160,11 @@ static void batch_make(batch *b, const cfg *c)
     }
     b->T = b->qsl[c->nreq];
     b->nblk += 3;
-    b->table = calloc((size_t)c->nreq * b->tw, sizeof *b->table);
+    if (b->tw < 1) b->tw = 1; /* a row even when every request is empty */
+    b->table = malloc(sizeof *b->table * (size_t)c->nreq * b->tw);
+    for (int i = 0; i < c->nreq * b->tw; i++) b->table[i] = RA_GARBAGE_BLOCK;
+    for (int r = 0; r < c->nreq; r++)
+        if (c->seqlen[r] > b->max_seq) b->max_seq = c->seqlen[r];
     /* blocks handed out in a shuffled order */
     int *perm = malloc(sizeof *perm * b->nblk);
     for (int i = 0; i < b->nblk; i++) perm[i] = i;
@@ -168,13 +184,26 @@ static void batch_make(batch *b, const cfg *c)
     for (size_t i = 0; i < nq; i++) b->q[i] = round16(frand(), c->bf16);
     for (size_t i = 0; i < nk; i++) b->kc[i] = round16(frand(), c->bf16), b->vc[i] = round16(frand(), c->bf16);
     b->sinks = malloc(sizeof(float) * c->Hq);
-    for (int h = 0; h < c->Hq; h++) b->sinks[h] = 2.0f * frand();
+    for (int h = 0; h < c->Hq; h++) b->sinks[h] = c->use_sinks == SINKS_NEG_INF ? -INFINITY : 2.0f * frand();
     b->scale = 1.0f / sqrtf((float)c->D);
 }
 
 static void batch_free(batch *b)
 {
     free(b->table), free(b->q), free(b->kc), free(b->vc), free(b->sinks);
+}
+
+/* A cache element the models read, bounds-checked: a read through a
+ * garbage table entry (past a request's blocks) is counted, not made. */
+static long g_bad_reads;
+static float kv_at(const batch *b, const float *cache, int64_t off)
+{
+    const int64_t n = (int64_t)b->nblk * b->c.bs * b->c.Hk * b->c.D;
+    if (off < 0 || off >= n) {
+        g_bad_reads++;
+        return NAN;
+    }
+    return cache[off];
 }
 
 /* The oracle (core/include/attnhost/reference.h's definition), in double. */
@@ -205,7 +234,7 @@ static void oracle(const batch *b, int r, int i, int h, double *out, double *lse
         den += p;
         for (int e = 0; e < c->D; e++) out[e] += p * b->vc[ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e)];
     }
-    if (c->use_sinks) den += exp(b->sinks[h] - mx);
+    if (c->use_sinks && b->sinks[h] != -INFINITY) den += exp(b->sinks[h] - mx);
     for (int e = 0; e < c->D; e++) out[e] = den > 0 ? out[e] / den : 0;
     *lse = den > 0 ? mx + log(den) : -INFINITY;
     free(s);
@@ -231,22 +260,24 @@ static void wave_sum_xor(float v[64], int mask_lo, int mask_hi)
 
 /* ---- decode: one wave per (request, KV head, 256-key partition) ------------ */
 
-/* Runs the decode kernel's loop for request r (its last query token) and
- * the reduce kernel; writes out [Hq][D] and lse [Hq]. */
+/* Runs the decode kernel's loop for request r (its last query token) over
+ * every partition of the grid, which covers the batch's longest request,
+ * and the reduce kernel over the request's own; writes out [Hq][D] and
+ * lse [Hq]. */
 static void decode_model(const batch *b, int r, float *out, float *lse)
 {
     const cfg *c = &b->c;
     const int G = c->Hq / c->Hk, D = c->D, seq = c->seqlen[r], qp = seq - 1, t = b->qsl[r + 1] - 1;
     const int32_t *tab = b->table + r * b->tw;
-    const int P = ra_num_partitions(seq);
+    const int P = ra_num_partitions(b->max_seq);
     float *po = calloc((size_t)P * c->Hq * D, sizeof(float)), *pm = malloc(sizeof(float) * P * c->Hq),
           *pl = malloc(sizeof(float) * P * c->Hq);
     for (int hk = 0; hk < c->Hk; hk++)
         for (int p = 0; p < P; p++) {
             static float bq[16][64][4], o[16][64][4];
             float m[64], l[64];
-            const int k0 = p * RA_PARTITION, k1 = k0 + RA_PARTITION < seq ? k0 + RA_PARTITION : seq;
-            const int kfirst = ra_first_key(qp, c->window);
+            int kstart, k1;
+            ra_decode_keys(p, seq, c->window, &kstart, &k1);
             for (int lane = 0; lane < 64; lane++) {
                 m[lane] = -INFINITY, l[lane] = 0;
                 const int g = ra_m16_ab_mn(lane);
@@ -257,15 +288,14 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                         o[dt][lane][it] = 0;
                     }
             }
-            const int kstart = k0 > (kfirst / 16) * 16 ? k0 : (kfirst / 16) * 16;
             for (int kc = kstart; kc < k1; kc += RA_DEC_KEYS) {
                 float s[64][4] = {{0}}, a[64][4], mx[64], ps[64];
                 for (int dt = 0; dt < D / 16; dt++) {
                     for (int lane = 0; lane < 64; lane++)
                         for (int it = 0; it < 4; it++) {
                             const int key = kc + ra_m16_ab_mn(lane);
-                            a[lane][it] = key < k1 ? b->kc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                         dt * 16 + ra_m16_ab_k(lane, it))] : 0.0f;
+                            a[lane][it] = key < k1 ? kv_at(b, b->kc, ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                         dt * 16 + ra_m16_ab_k(lane, it))) : 0.0f;
                         }
                     ra_model_mfma_16x16x16(a, bq[dt], s);
                 }
@@ -297,8 +327,8 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                     for (int lane = 0; lane < 64; lane++)
                         for (int it = 0; it < 4; it++) {
                             const int key = kc + ra_m16_ab_k(lane, it);
-                            a[lane][it] = key < k1 ? b->vc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                         dt * 16 + ra_m16_ab_mn(lane))] : 0.0f;
+                            a[lane][it] = key < k1 ? kv_at(b, b->vc, ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                         dt * 16 + ra_m16_ab_mn(lane))) : 0.0f;
                         }
                     ra_model_mfma_16x16x16(a, s, o[dt]);
                 }
@@ -320,7 +350,7 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
         ra_lse_acc acc = ra_lse_init();
         float *o = out + (size_t)h * D, os;
         for (int e = 0; e < D; e++) o[e] = 0;
-        for (int p = 0; p < P; p++) {
+        for (int p = 0; p < ra_num_partitions(seq); p++) {
             const float w = ra_lse_add(&acc, pm[p * c->Hq + h], pl[p * c->Hq + h], &os);
             for (int e = 0; e < D; e++) o[e] = o[e] * os + w * po[((size_t)p * c->Hq + h) * D + e];
         }
@@ -345,9 +375,9 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
         for (int q0 = 0; q0 < ql; q0 += RA_PRE_QUERIES) {
             static float bq[32][64][4], o[8][64][16];
             float m[64], l[64];
-            const int hk = h / G, qp0 = seq - ql + q0;
-            const int qlast = q0 + RA_PRE_QUERIES < ql ? q0 + RA_PRE_QUERIES - 1 : ql - 1;
-            const int kend = seq - ql + qlast + 1, kstart = (ra_first_key(qp0, c->window) / 32) * 32;
+            const int hk = h / G;
+            int kstart, kend;
+            ra_prefill_keys(q0, ql, seq, c->window, &kstart, &kend);
             for (int lane = 0; lane < 64; lane++) {
                 m[lane] = -INFINITY, l[lane] = 0;
                 const int qi = q0 + ra_m32_ab_mn(lane);
@@ -364,8 +394,8 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                     for (int lane = 0; lane < 64; lane++)
                         for (int it = 0; it < 4; it++) {
                             const int key = kc + ra_m32_ab_mn(lane);
-                            a[lane][it] = key < kend ? b->kc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                           dt * 8 + ra_m32_ab_k(lane, it))] : 0.0f;
+                            a[lane][it] = key < kend ? kv_at(b, b->kc, ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                           dt * 8 + ra_m32_ab_k(lane, it))) : 0.0f;
                         }
                     ra_model_mfma_32x32x8(a, bq[dt], s);
                 }
@@ -402,8 +432,8 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                         for (int lane = 0; lane < 64; lane++)
                             for (int it = 0; it < 4; it++) {
                                 const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
-                                a[lane][it] = key < kend ? b->vc[ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                               dt * 32 + ra_m32_ab_mn(lane))] : 0.0f;
+                                a[lane][it] = key < kend ? kv_at(b, b->vc, ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                               dt * 32 + ra_m32_ab_mn(lane))) : 0.0f;
                             }
                         ra_model_mfma_32x32x8(a, pb, o[dt]);
                     }
@@ -429,6 +459,8 @@ static void run_case(const cfg *c, int decode)
 {
     batch b;
     batch_make(&b, c);
+    g_bad_reads = 0;
+    long empty_wrong = 0;
     double err = 0, lerr = 0, *ref = malloc(sizeof(double) * c->D), rl;
     for (int r = 0; r < c->nreq; r++) {
         const int ql = c->qlen[r];
@@ -442,6 +474,11 @@ static void run_case(const cfg *c, int decode)
                 for (int e = 0; e < c->D; e++)
                     err = fmax(err, fabs(ref[e] - out[((size_t)row * c->Hq + h) * c->D + e]));
                 const float gl = lse[row * c->Hq + h];
+                if (c->seqlen[r] == 0) { /* no keys: exactly 0, and the sink's logit or -inf */
+                    const float want = c->use_sinks == SINKS_ON ? b.sinks[h] : -INFINITY;
+                    for (int e = 0; e < c->D; e++) empty_wrong += out[((size_t)row * c->Hq + h) * c->D + e] != 0.0f;
+                    empty_wrong += !(gl == want);
+                }
                 if (rl == -INFINITY) lerr = fmax(lerr, gl == -INFINITY ? 0 : INFINITY);
                 else lerr = fmax(lerr, fabs(rl - gl));
             }
@@ -452,7 +489,11 @@ static void run_case(const cfg *c, int decode)
     const double tol = c->bf16 ? 1.5e-2 : 4e-3, ltol = c->bf16 ? 4e-3 : 1e-3;
     CHECK(err < tol && lerr < ltol, "%s %s: max |out - oracle| %.3g (tol %.3g), max |lse - oracle| %.3g",
           decode ? "decode" : "prefill", c->name, err, tol, lerr);
-    printf("%-7s %-34s max|out-oracle| %.2e  max|lse-oracle| %.2e\n", decode ? "decode" : "prefill", c->name,
+    CHECK(g_bad_reads == 0, "%s %s: %ld cache reads through garbage table entries", decode ? "decode" : "prefill",
+          c->name, g_bad_reads);
+    CHECK(empty_wrong == 0, "%s %s: %ld values of requests without keys are not exactly 0 / -inf (sink)",
+          decode ? "decode" : "prefill", c->name, empty_wrong);
+    printf("%-7s %-42s max|out-oracle| %.2e  max|lse-oracle| %.2e\n", decode ? "decode" : "prefill", c->name,
            err, lerr);
     free(ref);
     batch_free(&b);
@@ -469,6 +510,14 @@ int main(void)
         {"bf16 D128 GQA 16 window 100 sinks", 1, 128, 16, 1, 16, 100, 1, 0, 2, {1, 1}, {900, 60}},
         {"bf16 D64 GQA 6 softcap 30 sinks", 1, 64, 12, 2, 64, 0, 1, 30.0f, 2, {1, 1}, {520, 7}},
         {"fp16 D128 window 300 softcap 5", 0, 128, 4, 1, 16, 300, 0, 5.0f, 1, {1}, {1000}},
+        /* requests without keys (AH_FEAT_EMPTY_KV) beside others, and alone */
+        {"bf16 D128 GQA 8 seq 0/700/0/33", 1, 128, 16, 2, 16, 0, 0, 0, 4, {1, 1, 1, 1}, {0, 700, 0, 33}},
+        {"fp16 D64 GQA 4 seq 0/515 sinks", 0, 64, 8, 2, 32, 0, SINKS_ON, 0, 2, {1, 1}, {0, 515}},
+        {"bf16 D256 seq 300/0 sinks -inf", 1, 256, 2, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {300, 0}},
+        {"bf16 D128 window 100 sinks seq 0/900", 1, 128, 16, 1, 16, 100, SINKS_ON, 0, 2, {1, 1}, {0, 900}},
+        {"fp16 D128 all empty", 0, 128, 4, 1, 16, 0, 0, 0, 3, {1, 1, 1}, {0, 0, 0}},
+        {"bf16 D64 all empty sinks", 1, 64, 8, 2, 16, 0, SINKS_ON, 0, 2, {1, 1}, {0, 0}},
+        {"fp16 D64 all empty sinks -inf", 0, 64, 8, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {0, 0}},
     };
     static const cfg pre[] = {
         {"bf16 D64 chunk 77 of 300, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 2, {77, 1}, {300, 40}},
@@ -476,6 +525,10 @@ int main(void)
         {"bf16 D256 GQA 2 chunk 40 of 90", 1, 256, 2, 1, 16, 0, 0, 0, 1, {40}, {90}},
         {"bf16 D128 window 50 sinks", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}},
         {"bf16 D64 softcap 20 sinks window 7", 1, 64, 2, 1, 16, 7, 1, 20.0f, 1, {65}, {65}},
+        /* a mixed batch the host could not split goes whole to prefill */
+        {"bf16 D64 chunk 77 of 300, seq 0, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 3, {77, 1, 1}, {300, 0, 40}},
+        {"fp16 D128 seq 0 sinks, prompt 40", 0, 128, 4, 2, 16, 0, SINKS_ON, 0, 2, {1, 40}, {0, 40}},
+        {"bf16 D64 seq 0 sinks -inf, chunk 5 of 9", 1, 64, 4, 4, 16, 0, SINKS_NEG_INF, 0, 2, {1, 5}, {0, 9}},
     };
     for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) run_case(&dec[i], 1);
     for (size_t i = 0; i < sizeof pre / sizeof *pre; i++) run_case(&pre[i], 0);
@@ -486,6 +539,15 @@ int main(void)
               fabs(wa + wb - 1.0) < 1e-6, "merge2 %g %g %g", lse, wa, wb);
     CHECK(ra_merge2(-INFINITY, -INFINITY, &wa, &wb) == -INFINITY && wa == 0 && wb == 0, "merge2 empty");
     CHECK(ra_merge2(-INFINITY, 3.0f, &wa, &wb) == 3.0f && wa == 0 && wb == 1, "merge2 one side");
+    /* the merge kernel's element: a part of LSE -inf is not read, so its
+     * NaN rows (anything an empty rank's rows hold) never reach the sum */
+    const float nan = NAN;
+    ra_merge2(-INFINITY, 3.0f, &wa, &wb);
+    CHECK(RA_MERGE_VALUE(wa, nan, wb, 0.75f) == 0.75f, "merge of an empty a over NaN");
+    ra_merge2(2.0f, -INFINITY, &wa, &wb);
+    CHECK(RA_MERGE_VALUE(wa, -1.5f, wb, nan) == -1.5f, "merge of an empty b over NaN");
+    ra_merge2(-INFINITY, -INFINITY, &wa, &wb);
+    CHECK(RA_MERGE_VALUE(wa, nan, wb, nan) == 0.0f, "merge of two empty parts over NaN");
     if (g_fail) printf("%d failures\n", g_fail);
     else printf("all passed\n");
     return g_fail ? 1 : 0;

@@ -393,7 +393,7 @@ static void run_merge(ah_dtype t, uint32_t T, uint32_t H, uint32_t D, uint64_t *
     char msg[512] = "", name[64], why[256];
     snprintf(name, sizeof name, "merge_states %s T%u H%u D%u", ah_dtype_name(t), T, H, D);
     /* Every 7th row's first part empty, every 21st both. */
-    const ath_merge_spec m = {t, T, H, D, 2.f, 7, 0, 21, 0, 0};
+    const ath_merge_spec m = {t, T, H, D, 2.f, 7, 0, 21, 0, 0, 0};
     ath_cmp co, cl;
     int ok = ath_merge_run(&P, &m, rng, &co, &cl, why, sizeof why) == 0;
     if (!ok) snprintf(msg, sizeof msg, " merge_states: %s", why);

@@ -4,7 +4,10 @@
  * xpu_attn: one work-item per (work item of the plan, query head). A work
  * item is one query token and a key range [k0, k1) of its request: the
  * whole visible range (prefill, extend, short decode) or one split-KV chunk
- * of a long decode. Every query length runs through the same kernel, so a
+ * of a long decode. A decode request with no keys (seq_len 0, a
+ * context-parallel rank holding none yet) has the empty range [0, 0): the
+ * key loop never runs, so neither its block-table row nor the cache is
+ * read, and it writes out 0 and LSE -inf (the sink's with a finite sink). Every query length runs through the same kernel, so a
  * plan serves any mix of decode and prefill requests. The work-item walks
  * its keys with an online softmax (scale, soft-cap, ALiBi, causal or
  * bidirectional visibility, sliding window) and either writes the output
@@ -85,8 +88,11 @@ __kernel void xpu_attn(__global const uchar *q, long q_ts, long q_hs, int q_dt,
         part_lse[(long)dst * hq + h] = s > 0.0f ? m + log(s) : XPU_NEG_INF;
         return;
     }
+    /* The sink is one more logit in the denominator. A -inf sink (every
+     * context-parallel rank after 0 gets one) adds nothing, so a row with
+     * no key keeps tot 0 and ends 0 / -inf without exp(-inf - -inf). */
     float mm = m, tot = s;
-    if (flags & 2) {
+    if ((flags & 2) && sinks[h] > XPU_NEG_INF) {
         const float sk = sinks[h];
         mm = fmax(m, sk);
         tot = (s > 0.0f ? s * exp(m - mm) : 0.0f) + exp(sk - mm);

@@ -2,7 +2,10 @@
  * merge_states, portable tier: one work-item per (token, head) combines two
  * partial results over disjoint key sets by their log-sum-exp:
  *   out = (e^la a + e^lb b) / (e^la + e^lb),  lse_out = log(e^la + e^lb);
- * both parts empty gives 0 and -inf. out may alias a. Strides in elements.
+ * both parts empty gives 0 and -inf. A part of weight 0 (lse -inf: a
+ * context-parallel rank that held no key) is never read, so whatever its
+ * rows hold, the other part passes through. out may alias a, lse_out
+ * la or lb. Strides in elements.
  */
 #include "common.clh"
 
@@ -26,7 +29,11 @@ __kernel void xpu_merge_states(__global const uchar *a, long a_ts, long a_hs,
         return;
     }
     const float wa = exp(xa - m), wb = exp(xb - m), den = wa + wb;
-    for (int c = 0; c < dv; c++)
-        xpu_store(out, ob + c, dt, (wa * xpu_load(a, ab + c, dt) + wb * xpu_load(b, bb + c, dt)) / den);
+    for (int c = 0; c < dv; c++) {
+        float v = 0.0f;
+        if (wa > 0.0f) v += wa * xpu_load(a, ab + c, dt);
+        if (wb > 0.0f) v += wb * xpu_load(b, bb + c, dt);
+        xpu_store(out, ob + c, dt, v / den);
+    }
     if (has_lo) lo[(long)t * lo_ts + h] = m + log(den);
 }

@@ -45,7 +45,7 @@ static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
         .qk_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), .v_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
         .block_sizes = AH_INT_SET_LIST(xpu_block_sizes), .preferred_block_size = 16,                      \
         .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |            \
-                    AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES,                           \
+                    AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES | AH_FEAT_EMPTY_KV,        \
         .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |  \
                       AH_BIT(AH_ATTN_ENCODER_DECODER),                                                    \
         .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),                                \
@@ -55,6 +55,9 @@ static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
         .mixed_batch = AH_MIXED_WHOLE, .decode_query_len_max = 1,                                         \
     }
 
+/* EMPTY_KV: a request with seq_len 0 copies no block-table entry in the
+ * plan and gets the empty key range in xpu_attn (out 0, LSE -inf), and
+ * merge_states never reads a part whose LSE is -inf. */
 static const ah_caps xpu_caps_gpu = XPU_CAPS(AH_RANK_PRIMARY);
 static const ah_caps xpu_caps_cpu = XPU_CAPS(AH_RANK_MARGINAL);
 
@@ -421,7 +424,9 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "the batch lacks its host copies");
     const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->spec.block_size, hq = st->spec.num_q_heads;
     ah_status s;
-    /* block table, compacted to the widest request of this batch */
+    /* block table, compacted to the widest request of this batch; only a
+     * request's own blocks are copied, so the row of a request with no
+     * keys (AH_FEAT_EMPTY_KV), which may be garbage, is never read */
     uint32_t W = 1;
     st->max_block = -1;
     for (uint32_t r = 0; r < R; r++) {
@@ -440,7 +445,10 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
         }
     }
     /* work items: one per query token, long visible ranges cut into chunks
-     * when the batch has too few query rows to fill the device */
+     * when the batch has too few query rows to fill the device. Every token
+     * gets at least one item, so every output row is written; a token with
+     * no visible key (a request with seq_len 0) gets one unsplit item of
+     * the empty range, which xpu_attn ends as out 0, LSE -inf. */
     const uint64_t lanes = (uint64_t)(st->ctx->info.compute_units ? st->ctx->info.compute_units : 1) * 256u;
     const uint64_t rows = (uint64_t)T * hq;
     uint64_t chunk = UINT64_MAX;

@@ -1,0 +1,227 @@
+/*
+ * Requests without keys on xpu (AH_FEAT_EMPTY_KV), beyond what the
+ * conformance suite's cp-* cases reach: xpu.so is loaded through its ABI
+ * with the host's services (tests/helpers/ath.h) and runs decode batches in
+ * which every third request has seq_len 0 and a block-table row of garbage
+ * (0x7ffffff0, far past the cache), and batches of nothing but such
+ * requests. The other requests run on the split-KV path (chunks of 16 keys)
+ * and on the unsplit one (enough query rows to fill the device), with
+ * fp32/fp16/bf16 queries, an FP8 cache, GQA, a window, a finite sink and a
+ * -inf sink (what a context-parallel rank after 0 passes). Empty rows must
+ * be exactly 0 with LSE exactly -inf (the sink's logit with a finite sink);
+ * the rest must match the oracle. Outputs are poisoned first, so unwritten
+ * rows show. merge_states runs with parts of LSE -inf whose rows hold NaN:
+ * the other part must pass through.
+ *
+ * Usage: xpu_empty_kv PLUGIN.so
+ * Exit: 0 all passed, 1 a failure, 77 skipped (no usable xpu device).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ath.h"
+
+enum { SINK_NONE, SINK_FINITE, SINK_NEG_INF };
+
+typedef struct ecase {
+    const char *name;
+    ah_dtype q, kv;
+    uint32_t hq, hk, d, reqs, window;
+    int sinks;     /* SINK_* */
+    int all_empty; /* every request without keys */
+} ecase;
+
+static ath_host P;
+static int g_fail, g_pass;
+
+static void report(const char *name, int ok, const char *msg)
+{
+    printf("%-4s %-46s%s\n", ok ? "ok" : "FAIL", name, msg);
+    fflush(stdout);
+    if (ok) g_pass++;
+    else g_fail++;
+}
+
+static int is_empty(const ecase *c, uint32_t r) { return c->all_empty || r % 3 == 0; }
+
+/* Tolerances of the conformance suite's comparison, per output dtype. */
+static double tol_of(ah_dtype q, ah_dtype kv)
+{
+    double t = q == AH_DTYPE_FP32 ? 1e-4 : q == AH_DTYPE_FP16 ? 2e-3 : 1.6e-2;
+    if ((kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2) && t < 5e-3) t = 5e-3;
+    return t;
+}
+
+static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
+{
+    char name[128], msg[512] = "";
+    snprintf(name, sizeof name, "%s %s", path_name, c->name);
+    const ah_plugin_ops *O = P.ops;
+    int32_t ql[64], sl[64];
+    for (uint32_t r = 0; r < c->reqs; r++) {
+        ql[r] = 1;
+        sl[r] = is_empty(c, r) ? 0 : 1 + (int32_t)(ath_rand_u64(rng) % 300);
+    }
+    ath_shape s;
+    memset(&s, 0, sizeof s);
+    s.attn = AH_ATTN_DECODER, s.q_dtype = c->q, s.kv_dtype = c->kv;
+    s.hq = c->hq, s.hk = c->hk, s.d = c->d, s.layout = AH_KV_LAYOUT_NHD;
+    s.window = c->window, s.sinks = c->sinks != SINK_NONE;
+    s.k_scale = s.v_scale = c->kv == c->q ? 0.f : 0.5f;
+    s.q_amp = s.kv_amp = 2.f;
+    s.batch = (ath_batch_spec){.num_reqs = c->reqs, .qlens = ql, .seqlens = sl, .block_size = 16,
+                               .table_pad = 2, .extra_blocks = 3, .unused_entry = 0x7ffffff0};
+    ath_work io;
+    ah_state *st = NULL;
+    int ok = 0;
+    double *ref = NULL, *rlse = NULL;
+    void *out = NULL;
+    float *lse = NULL;
+    if (ath_work_build(&P, &io, &s, rng)) {
+        snprintf(msg, sizeof msg, " setup failed");
+        goto done;
+    }
+    if (c->sinks == SINK_NEG_INF) {
+        for (uint32_t h = 0; h < c->hq; h++) io.sinks[h] = -INFINITY;
+        if (ath_work_upload(&P, &io)) goto done;
+    }
+    ah_limits lim = {sizeof lim, io.B.num_reqs, io.B.num_tokens, io.B.width,
+                     io.B.max_seq ? io.B.max_seq : 1, io.B.num_blocks};
+    const size_t T = io.B.num_tokens, nl = T * c->hq, no = nl * c->d;
+    out = malloc(io.d_out.bytes);
+    lse = malloc(io.d_lse.bytes);
+    memset(out, 0xff, io.d_out.bytes);
+    memset(lse, 0xff, io.d_lse.bytes);
+    if (ath_upload(&P, &io.d_out, out) || ath_upload(&P, &io.d_lse, lse)) goto done;
+    ah_forward_args a = ath_work_args(&io, NULL, 1);
+    if (O->state_create(P.ctx, &io.spec, &lim, &st) != AH_OK) {
+        snprintf(msg, sizeof msg, " state_create: %s", O->context_error(P.ctx));
+        goto done;
+    }
+    if (O->plan(st, &io.B.b, AH_PLAN_EAGER, NULL) != AH_OK || O->forward(st, &a) != AH_OK ||
+        O->synchronize(P.ctx, NULL) != AH_OK) {
+        snprintf(msg, sizeof msg, " %s", O->state_error(st));
+        goto done;
+    }
+    if (ath_download(&P, out, &io.d_out) || ath_download(&P, lse, &io.d_lse)) goto done;
+    /* The oracle takes no request without keys: it sees one key at block 0
+     * (host copies only), and those rows are then set to what they must be. */
+    for (uint32_t r = 0; r < c->reqs; r++)
+        if (is_empty(c, r)) io.B.seq[r] = 1, io.B.bt[(size_t)r * io.B.width] = 0;
+    if (io.B.b.max_seq_len < 1) io.B.b.max_seq_len = io.B.max_seq = 1;
+    ref = malloc(sizeof(double) * (no + 1));
+    rlse = malloc(sizeof(double) * (nl + 1));
+    char why[256];
+    if (ath_work_reference(&io, ref, rlse, why, sizeof why)) {
+        snprintf(msg, sizeof msg, " reference: %s", why);
+        goto done;
+    }
+    size_t bad_empty = 0, n_empty = 0;
+    for (uint32_t r = 0; r < c->reqs; r++) {
+        if (!is_empty(c, r)) continue;
+        n_empty++;
+        const size_t t = (size_t)io.B.qsl[r];
+        for (uint32_t h = 0; h < c->hq; h++) {
+            const float want = c->sinks == SINK_FINITE ? io.sinks[h] : -INFINITY;
+            const float got = lse[t * c->hq + h];
+            bad_empty += !(got == want);
+            rlse[t * c->hq + h] = want;
+            for (uint32_t e = 0; e < c->d; e++) {
+                const size_t i = (t * c->hq + h) * c->d + e;
+                bad_empty += ah_load_f32(out, i, c->q) != 0.0f; /* exactly 0: no tolerance */
+                ref[i] = 0;
+            }
+        }
+    }
+    const double tol = tol_of(c->q, c->kv);
+    const ath_cmp co = ath_compare(out, c->q, ref, no, tol, tol);
+    const ath_cmp cl = ath_compare(lse, AH_DTYPE_FP32, rlse, nl, 2e-2, 0);
+    snprintf(msg, sizeof msg, " %zu empty (%zu wrong)  out rel_l2 %.2e over %zu  lse max_abs %.2e over %zu",
+             n_empty, bad_empty, co.rel_l2, co.over, cl.max_abs, cl.over);
+    ok = bad_empty == 0 && co.over == 0 && co.nonfinite == 0 && cl.over == 0 && cl.nonfinite == 0;
+done:
+    report(name, ok, msg);
+    if (st) O->state_destroy(st);
+    ath_work_free(&P, &io);
+    free(ref), free(rlse), free(out), free(lse);
+}
+
+static void run_merge(ah_dtype dt, int out_in_a, uint64_t *rng)
+{
+    char name[96], msg[320] = "", why[256];
+    snprintf(name, sizeof name, "merge_states %s, -inf parts hold NaN%s", ah_dtype_name(dt),
+             out_in_a ? ", out = a" : "");
+    /* a empty on rows 0, 5, 10...; b on rows 0, 3, 6...: both on 0, 15, ... */
+    const ath_merge_spec m = {dt, 23, 6, 128, 2.f, 5, 0, 3, 0, out_in_a, 1};
+    ath_cmp co, cl;
+    int ok = ath_merge_run(&P, &m, rng, &co, &cl, why, sizeof why) == 0;
+    if (!ok) snprintf(msg, sizeof msg, " %s", why);
+    else {
+        const double tol = tol_of(dt, dt);
+        ok = co.nonfinite == 0 && cl.nonfinite == 0 && co.max_rel1 <= tol && cl.max_abs <= 1e-5;
+        snprintf(msg, sizeof msg, " out max_rel %.2e nonfinite %zu  lse max_abs %.2e nonfinite %zu",
+                 co.max_rel1, co.nonfinite, cl.max_abs, cl.nonfinite);
+    }
+    report(name, ok, msg);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: xpu_empty_kv PLUGIN.so\n");
+        return 2;
+    }
+    int rc = ath_load(&P, argv[1]);
+    if (rc) return 1;
+    if ((rc = ath_probe(&P)) != 0) {
+        ath_close(&P);
+        return rc;
+    }
+    if (!(P.desc->caps->features & AH_FEAT_EMPTY_KV)) {
+        printf("FAIL xpu does not claim AH_FEAT_EMPTY_KV\n");
+        ath_close(&P);
+        return 1;
+    }
+    uint64_t rng = ath_seed(7);
+    /* decode batches of few query rows take the split-KV path (the device
+     * has compute_units * 256 lanes); 24 requests of 32 heads fill it */
+    static const ecase split[] = {
+        {"fp16 d128 gqa4", AH_DTYPE_FP16, AH_DTYPE_FP16, 8, 2, 128, 9, 0, SINK_NONE, 0},
+        {"bf16 d64 window 32, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 1, 64, 7, 32, SINK_FINITE, 0},
+        {"fp32 d128 sinks -inf", AH_DTYPE_FP32, AH_DTYPE_FP32, 4, 4, 128, 6, 0, SINK_NEG_INF, 0},
+        {"fp16 e4m3 cache d64", AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 8, 2, 64, 5, 0, SINK_NONE, 0},
+        {"bf16 d128 all empty, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 2, 128, 4, 0, SINK_FINITE, 1},
+        {"fp16 d64 all empty, sinks -inf", AH_DTYPE_FP16, AH_DTYPE_FP16, 4, 2, 64, 3, 0, SINK_NEG_INF, 1},
+    };
+    static const ecase unsplit[] = {
+        {"fp16 d64 32 heads", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 8, 64, 24, 0, SINK_NONE, 0},
+        {"bf16 d64 32 heads sinks -inf", AH_DTYPE_BF16, AH_DTYPE_BF16, 32, 4, 64, 24, 0, SINK_NEG_INF, 0},
+        {"fp32 d64 32 heads window 16, sinks", AH_DTYPE_FP32, AH_DTYPE_FP32, 32, 8, 64, 24, 16, SINK_FINITE, 0},
+    };
+    /* the split path at two chunk floors: the default and 16 keys */
+    static const char *const floors[] = {"128", "16"};
+    for (int f = 0; f < 2; f++) {
+        if (ath_set(&P, "split_chunk_min", floors[f]) || ath_context(&P, 0, 0)) {
+            ath_close(&P);
+            return 1;
+        }
+        char path_name[48];
+        snprintf(path_name, sizeof path_name, "split(min %s)", floors[f]);
+        for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) run_case(&split[i], path_name, &rng);
+        if (f == 0)
+            for (size_t i = 0; i < sizeof unsplit / sizeof unsplit[0]; i++) run_case(&unsplit[i], "unsplit", &rng);
+        if (f == 0)
+            for (int dt = 0; dt < 3; dt++) {
+                const ah_dtype t[3] = {AH_DTYPE_FP32, AH_DTYPE_FP16, AH_DTYPE_BF16};
+                run_merge(t[dt], 0, &rng);
+                run_merge(t[dt], 1, &rng);
+            }
+        P.ops->context_destroy(P.ctx);
+        P.ctx = NULL;
+    }
+    printf("xpu_empty_kv: %d passed, %d failed\n", g_pass, g_fail);
+    ath_close(&P);
+    return g_fail ? 1 : 0;
+}
