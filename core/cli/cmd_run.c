@@ -257,7 +257,8 @@ static double work_of(const ah_selection *sel, const uint8_t *keep, const run_si
 
 /* A copy of the model in which only the layers keep[] marks (and whose
  * kind is attention) stay attention; the others become "other" layers, so
- * the numbering stays the model's. */
+ * the numbering stays the model's. KV-cache groups keep their order but
+ * are numbered again over the kept cache layers, so none is empty. */
 static ah_model *sub_model(const ah_model *m, const uint8_t *keep, ah_error *err)
 {
     uint32_t n = ah_model_num_layers(m);
@@ -267,9 +268,19 @@ static ah_model *sub_model(const ah_model *m, const uint8_t *keep, ah_error *err
     if (!specs || !kinds) {
         snprintf(err->msg, sizeof err->msg, "out of host memory");
     } else {
+        uint32_t renum[AH_MAX_KV_GROUPS], used = 0;
+        for (uint32_t g = 0; g < AH_MAX_KV_GROUPS; g++) renum[g] = UINT32_MAX;
         for (uint32_t l = 0; l < n; l++) {
             specs[l] = *ah_model_layer(m, l);
             kinds[l] = keep[l] ? ah_model_layer_kind(m, l) : AH_LAYER_OTHER;
+            uint32_t g = ah_spec_kv_group(&specs[l]);
+            if (kinds[l] != AH_LAYER_ATTENTION || ah_spec_cacheless(&specs[l]) ||
+                g >= AH_MAX_KV_GROUPS) {
+                specs[l].kv_group = 0;
+                continue;
+            }
+            if (renum[g] == UINT32_MAX) renum[g] = used++;
+            specs[l].kv_group = renum[g];
         }
         ah_model_desc d = {sizeof d, ah_model_name(m), n, specs, kinds};
         if (ah_model_create(&d, &out, err) != AH_OK) out = NULL;
@@ -350,6 +361,29 @@ static int run_layers(workload *w, const char *pass, int store_kv, double *ms, t
         tally_add(t, l, e, &L->spec);
     }
     return 0;
+}
+
+/* The KV-cache groups of a decoder workload, one line each. */
+static void print_groups(const workload *w)
+{
+    printf("kv groups: %u, each with its own block table, slots and cache\n", w->n_groups);
+    for (uint32_t g = 0; g < w->n_groups; g++) {
+        const wl_group *G = &w->groups[g];
+        uint32_t n = 0, first = UINT32_MAX;
+        for (uint32_t l = 0; l < w->num_layers; l++)
+            if (w->layers[l].dev && w->layers[l].role != WL_CACHELESS &&
+                ah_spec_kv_group(&w->layers[l].spec) == g) {
+                n++;
+                if (first == UINT32_MAX) first = l;
+            }
+        printf("  group %u: %u layer%s (the first %u), block size %u, %u blocks", g, n,
+               n == 1 ? "" : "s", first, G->block_size, G->num_blocks);
+        if (G->window)
+            printf(", window %u: %s", G->window,
+                   G->release ? "releases the blocks it passes"
+                              : "keeps every block (a plugin does not claim released_blocks)");
+        printf("\n");
+    }
 }
 
 static void print_pass(const char *what, const tally *t)
@@ -630,6 +664,7 @@ int cmd_run(cli_common *c)
             fprintf(stderr, "attnhost run: %s\n", w->err);
             goto out;
         }
+        if (w->n_groups > 1) print_groups(w);
         if (n_cross) {
             /* each request's encoder K/V, once, into every cross layer's cache */
             memcpy(w->enc_lens, z.enc, nreq * sizeof *z.enc);
@@ -714,6 +749,11 @@ int cmd_run(cli_common *c)
         free(times);
         free(ones);
     }
+    if (has_dec && dec.w.n_groups > 1)
+        for (uint32_t g = 0; g < dec.w.n_groups; g++)
+            if (dec.w.groups[g].release)
+                printf("kv group %u: %llu block-table entries released as the window passed them\n",
+                       g, (unsigned long long)dec.w.groups[g].released);
     printf("%s: every layer's output %s the double-precision oracle (%u layer%s checked)\n",
            all.ok ? "PASS" : "FAIL", all.ok ? "matches" : "does NOT match", n_run,
            n_run > 1 ? "s" : "");

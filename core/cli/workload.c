@@ -98,12 +98,36 @@ static uint64_t cache_bytes(const ah_layer_spec *s, uint32_t num_blocks)
     return (uint64_t)num_blocks * s->block_size * s->num_kv_heads * d * ah_dtype_size(s->kv_dtype);
 }
 
-static uint32_t cached_block_size(const ah_selection *sel)
+/* The KV-cache groups of a selection's cache layers: *n gets their count
+ * (1 when there is none), bs[g] group g's block size (0: no cache layer),
+ * window[g] its smallest sliding window (0: a layer without one). -1, with
+ * msg, when a group's layers resolved to different block sizes. */
+static int group_shapes(const ah_selection *sel, uint32_t *n, uint32_t bs[AH_MAX_KV_GROUPS],
+                        uint32_t window[AH_MAX_KV_GROUPS], char *msg, size_t cap)
 {
+    uint32_t first[AH_MAX_KV_GROUPS];
+    *n = 1;
+    for (uint32_t g = 0; g < AH_MAX_KV_GROUPS; g++) bs[g] = window[g] = 0;
     for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) {
-        int r = wl_role(sel, l);
-        if (r == WL_SELF || r == WL_CROSS)
-            return ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
+        int role = wl_role(sel, l);
+        if (role != WL_SELF && role != WL_CROSS) continue;
+        const ah_layer_spec *s = &ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
+        uint32_t g = ah_spec_kv_group(s) < AH_MAX_KV_GROUPS ? ah_spec_kv_group(s) : 0;
+        uint32_t w = role == WL_SELF ? s->sliding_window : 0;
+        if (g + 1 > *n) *n = g + 1;
+        if (!bs[g]) {
+            bs[g] = s->block_size;
+            window[g] = w;
+            first[g] = l;
+        } else if (bs[g] != s->block_size) {
+            snprintf(msg, cap,
+                     "layers %u and %u of kv_group %u resolved to block sizes %u and %u: a "
+                     "group's layers share one block table (set block_size in the model)",
+                     first[g], l, g, bs[g], s->block_size);
+            return -1;
+        } else if (!w || w < window[g]) {
+            window[g] = window[g] && w ? w : 0;
+        }
     }
     return 0;
 }
@@ -125,9 +149,13 @@ void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_
                  uint32_t max_tokens, const uint32_t *req_max, wl_mem *out)
 {
     memset(out, 0, sizeof *out);
-    uint32_t bs = cached_block_size(sel);
-    uint32_t mb = bs ? (max_seq_len + bs - 1) / bs : 1;
-    uint32_t nb = blocks_needed(bs, num_reqs, max_seq_len, req_max);
+    uint32_t G, bs[AH_MAX_KV_GROUPS], win[AH_MAX_KV_GROUPS];
+    char msg[256];
+    group_shapes(sel, &G, bs, win, msg, sizeof msg); /* a fault: wl_create says it */
+    uint64_t tables = 0;
+    for (uint32_t g = 0; g < G; g++)
+        tables += (uint64_t)num_reqs * (bs[g] ? (max_seq_len + bs[g] - 1) / bs[g] : 1) * 4 * 2 +
+                  (uint64_t)max_tokens * 8;
     /* the shared activations: the largest per-token size of each, per device kind */
     uint64_t act[AH_DEVICE_KIND_COUNT][5] = {{0}};
     int used[AH_DEVICE_KIND_COUNT] = {0};
@@ -141,7 +169,10 @@ void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_
         const ah_layer_spec *s = &d->spec;
         /* a host mirror always; the device side is host memory on a CPU plugin */
         int sides = kind == AH_DEVICE_CPU ? 2 : 1;
-        if (role != WL_CACHELESS) out->kv += sides * cache_bytes(s, nb);
+        if (role != WL_CACHELESS) {
+            uint32_t g = ah_spec_kv_group(s) < G ? ah_spec_kv_group(s) : 0;
+            out->kv += sides * cache_bytes(s, blocks_needed(bs[g], num_reqs, max_seq_len, req_max));
+        }
         size_t e[5];
         act_elems(s, e);
         for (int i = 0; i < 5; i++) {
@@ -158,8 +189,7 @@ void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_
     out->oracle = ref * max_tokens + 8ull * 16 * (max_seq_len + max_tokens);
     /* block table, slots, per-request state */
     out->other =
-        2ull * ((uint64_t)num_reqs * mb * 4 * 2 + (uint64_t)max_tokens * 8 + num_reqs * 16) +
-        (uint64_t)ah_selection_num_layers(sel) * sizeof(wl_layer);
+        2ull * (tables + num_reqs * 16) + (uint64_t)ah_selection_num_layers(sel) * sizeof(wl_layer);
 }
 
 /* The device's shared activation buffers, made or grown to hold every
@@ -202,7 +232,8 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
     L->v_scale = fp8 ? 1.0f / 48 : 1.0f;
     if (L->role != WL_CACHELESS) {
         ah_kv_cache_desc kd, vd;
-        if (ah_binding_kv_cache_desc(w->b, l, w->limits.num_blocks, &kd, &vd) != AH_OK)
+        const wl_group *G = &w->groups[ah_spec_kv_group(s) < w->n_groups ? ah_spec_kv_group(s) : 0];
+        if (ah_binding_kv_cache_desc(w->b, l, G->num_blocks, &kd, &vd) != AH_OK)
             return wl_fail(w, "%s", ah_binding_errmsg(w->b));
         if (tensor_init(w, &L->kcache, L->dev, kvt, kd.ndim, kd.shape)) return -1;
         size_t ncache = L->kcache.bytes / ah_dtype_size(s->kv_dtype);
@@ -251,6 +282,35 @@ static void layer_views(workload *w, uint32_t l, uint32_t max_tokens)
     view(&L->lse, &a->m[4], f32, 2, ls);
 }
 
+/* Request r owns the blocks of group G that its longest sequence needs,
+ * a random permutation of the group's cache (paging is exercised); the
+ * rest of its row repeats its first block (never read). */
+static int group_blocks(workload *w, wl_group *G)
+{
+    G->blocks = calloc((size_t)w->num_reqs * G->row, sizeof *G->blocks);
+    int32_t *perm = malloc(G->num_blocks * sizeof *perm);
+    if (!G->blocks || !perm) {
+        free(perm);
+        return wl_fail(w, "out of host memory");
+    }
+    uint32_t nb = G->num_blocks;
+    for (uint32_t i = 0; i < nb; i++) perm[i] = (int32_t)i;
+    for (uint32_t i = nb - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(next_u64(&w->rng) % (i + 1));
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (uint32_t r = 0, next = 0; G->block_size && r < w->num_reqs; r++) {
+        uint32_t own = (w->req_cap[r] + G->block_size - 1) / G->block_size;
+        for (uint32_t k = 0; k < G->row; k++)
+            G->blocks[(size_t)r * G->row + k] = k < own ? perm[next + k] : perm[next];
+        next += own;
+    }
+    free(perm);
+    return 0;
+}
+
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed)
 {
@@ -266,27 +326,46 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
     w->rng = seed ? seed : 0x9e3779b97f4a7c15ull;
     w->num_layers = ah_selection_num_layers(sel);
     w->num_reqs = num_reqs;
-    uint32_t bs = 0, n_attn = 0;
+    uint32_t n_attn = 0;
     for (uint32_t l = 0; l < w->num_layers; l++) {
         int role = wl_role(sel, l);
         if (role == WL_NONE) continue; /* nothing to run */
         n_attn++;
         if (role == WL_CROSS) w->has_cross = 1;
-        if (role == WL_CACHELESS) continue;
-        uint32_t lbs = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec.block_size;
-        if (bs && lbs != bs)
-            return wl_fail(w,
-                           "layer %u has block size %u, an earlier layer %u: one batch serves "
-                           "one block size (use a model or config with one)",
-                           l, lbs, bs);
-        bs = lbs;
+        if (role != WL_CACHELESS) w->has_cache = 1;
     }
     if (!n_attn) return wl_fail(w, "the model has no attention layers");
-    w->block_size = bs;
-    uint32_t mb = bs ? (max_seq_len + bs - 1) / bs : 1;
-    w->limits = (ah_limits){sizeof(ah_limits), num_reqs,
-                            max_tokens,        mb,
-                            max_seq_len,       blocks_needed(bs, num_reqs, max_seq_len, req_max)};
+    uint32_t bs[AH_MAX_KV_GROUPS], win[AH_MAX_KV_GROUPS];
+    if (group_shapes(sel, &w->n_groups, bs, win, w->err, sizeof w->err)) return -1;
+    w->groups = calloc(w->n_groups, sizeof *w->groups);
+    w->kvg = calloc(w->n_groups, sizeof *w->kvg);
+    if (!w->groups || !w->kvg) return wl_fail(w, "out of host memory");
+    /* limits bound every group: the longest row, the largest cache */
+    uint32_t mb = 1, nb = 1;
+    for (uint32_t g = 0; g < w->n_groups; g++) {
+        wl_group *G = &w->groups[g];
+        G->block_size = bs[g];
+        G->window = win[g];
+        G->release = win[g] > 0;
+        G->row = bs[g] ? (max_seq_len + bs[g] - 1) / bs[g] : 1;
+        G->num_blocks = blocks_needed(bs[g], num_reqs, max_seq_len, req_max);
+        mb = G->row > mb ? G->row : mb;
+        nb = G->num_blocks > nb ? G->num_blocks : nb;
+    }
+    /* a group releases blocks only where every plugin of its layers skips
+     * them (AH_FEAT_RELEASED_BLOCKS), as an engine would decide */
+    for (uint32_t l = 0; l < w->num_layers; l++) {
+        if (wl_role(sel, l) != WL_SELF) continue;
+        for (int ph = 0; ph < AH_PHASE_COUNT; ph++) {
+            const ah_decision *d = ah_selection_decision(sel, l, (ah_phase)ph);
+            const ah_plugin_info *pi = d->plugin ? ah_host_find_plugin(h, d->plugin) : NULL;
+            uint32_t g = ah_spec_kv_group(&d->spec);
+            if (g < w->n_groups &&
+                (!pi || !pi->caps || !(pi->caps->features & AH_FEAT_RELEASED_BLOCKS)))
+                w->groups[g].release = 0;
+        }
+    }
+    w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len, nb};
     ah_binding_options bo = {sizeof bo, w->limits, 0, 0, NULL};
     ah_error err;
     if (ah_binding_create(h, sel, &bo, &w->b, &err) != AH_OK) return wl_fail(w, "%s", err.msg);
@@ -294,33 +373,12 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
     w->context = calloc(num_reqs, sizeof *w->context);
     w->enc_lens = calloc(num_reqs, sizeof *w->enc_lens);
     w->req_cap = calloc(num_reqs, sizeof *w->req_cap);
-    w->blocks = malloc((size_t)num_reqs * mb * sizeof *w->blocks);
-    if (!w->layers || !w->context || !w->enc_lens || !w->req_cap || !w->blocks)
+    if (!w->layers || !w->context || !w->enc_lens || !w->req_cap)
         return wl_fail(w, "out of host memory");
-    /* requests own a random permutation of the blocks: paging is exercised */
-    uint32_t nb = w->limits.num_blocks;
-    int32_t *perm = malloc(nb * sizeof *perm);
-    if (!perm) return wl_fail(w, "out of host memory");
-    for (uint32_t i = 0; i < nb; i++) perm[i] = (int32_t)i;
-    for (uint32_t i = nb - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(next_u64(&w->rng) % (i + 1));
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    /* request r owns the blocks its longest sequence needs; the rest of
-     * its row repeats its first block (never read) */
-    memset(w->blocks, 0, (size_t)num_reqs * mb * sizeof *w->blocks);
     for (uint32_t r = 0; r < num_reqs; r++)
         w->req_cap[r] = req_max && req_max[r] < max_seq_len ? req_max[r] : max_seq_len;
-    for (uint32_t r = 0, next = 0; bs && r < num_reqs; r++) {
-        uint32_t s = w->req_cap[r];
-        uint32_t own = (s + bs - 1) / bs;
-        for (uint32_t k = 0; k < mb; k++)
-            w->blocks[(size_t)r * mb + k] = k < own ? perm[next + k] : perm[next];
-        next += own;
-    }
-    free(perm);
+    for (uint32_t g = 0; g < w->n_groups; g++)
+        if (group_blocks(w, &w->groups[g])) return -1;
 
     /* per device, the largest activation of each kind over its layers */
     size_t need[WL_MAX_DEVS][5] = {{0}};
@@ -358,16 +416,21 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
     w->threads = nc < 1 ? 1 : nc > 16 ? 16 : (uint32_t)nc;
 
     DLDataType i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1};
-    int64_t s_qsl[1] = {num_reqs + 1}, s_req[1] = {num_reqs}, s_tab[2] = {num_reqs, mb},
-            s_tok[1] = {max_tokens};
+    int64_t s_qsl[1] = {num_reqs + 1}, s_req[1] = {num_reqs}, s_tok[1] = {max_tokens};
     if (tensor_init(w, &w->qsl, w->meta_dev, i32, 1, s_qsl) ||
         tensor_init(w, &w->seqlens, w->meta_dev, i32, 1, s_req) ||
-        tensor_init(w, &w->table, w->meta_dev, i32, 2, s_tab) ||
-        tensor_init(w, &w->slots, w->meta_dev, i64, 1, s_tok) ||
         tensor_init(w, &w->encl, w->meta_dev, i32, 1, s_req))
         return -1;
-    memcpy(w->table.host, w->blocks, w->table.bytes);
-    return to_device(w, &w->table, w->table.bytes);
+    for (uint32_t g = 0; g < w->n_groups; g++) {
+        wl_group *G = &w->groups[g];
+        int64_t s_tab[2] = {num_reqs, G->row};
+        if (tensor_init(w, &G->table, w->meta_dev, i32, 2, s_tab) ||
+            tensor_init(w, &G->slots, w->meta_dev, i64, 1, s_tok))
+            return -1;
+        memcpy(G->table.host, G->blocks, G->table.bytes);
+        if (to_device(w, &G->table, G->table.bytes)) return -1;
+    }
+    return 0;
 }
 
 void wl_destroy(workload *w)
@@ -381,34 +444,68 @@ void wl_destroy(workload *w)
         for (int i = 0; i < 5; i++) ah_mirror_free(&w->arenas[d].m[i]);
     ah_mirror_free(&w->qsl);
     ah_mirror_free(&w->seqlens);
-    ah_mirror_free(&w->table);
-    ah_mirror_free(&w->slots);
     ah_mirror_free(&w->encl);
+    for (uint32_t g = 0; w->groups && g < w->n_groups; g++) {
+        ah_mirror_free(&w->groups[g].table);
+        ah_mirror_free(&w->groups[g].slots);
+        free(w->groups[g].blocks);
+    }
+    free(w->groups);
+    free(w->kvg);
     free(w->layers);
     free(w->context);
     free(w->enc_lens);
     free(w->req_cap);
-    free(w->blocks);
     free(w->ref);
     ah_binding_destroy(w->b);
     memset(w, 0, sizeof *w);
 }
 
+/* Group G's table and slots for the planned step: the new tokens' slots;
+ * with release, the blocks the window hides from each request's first
+ * query (position ctx[r]) marked released. Uploads both. */
+static int group_plan(workload *w, wl_group *G, const uint32_t *ctx, const int32_t *qsl,
+                      int encoder_pass)
+{
+    const uint32_t bs = G->block_size, row = G->row;
+    int32_t *tab = G->table.host;
+    int64_t *slots = G->slots.host;
+    for (uint32_t r = 0; r < w->num_reqs; r++) {
+        uint32_t t0 = (uint32_t)qsl[r], q = (uint32_t)qsl[r + 1] - t0;
+        for (uint32_t i = 0; i < q; i++) {
+            uint32_t pos = ctx[r] + i;
+            slots[t0 + i] = (int64_t)G->blocks[(size_t)r * row + pos / bs] * bs + pos % bs;
+        }
+        /* block k is hidden when its last position (k + 1) * bs - 1 is at
+         * most ctx - window: no query of this step or a later one sees it */
+        if (!G->release || encoder_pass || ctx[r] + 1 <= G->window) continue;
+        uint32_t hidden = (ctx[r] + 1 - G->window) / bs;
+        for (uint32_t k = 0; k < hidden && k < row; k++)
+            if (tab[(size_t)r * row + k] >= 0) {
+                tab[(size_t)r * row + k] = -1;
+                G->released++;
+            }
+    }
+    G->slots.shape[0] = qsl[w->num_reqs];
+    return to_device(w, &G->slots, (size_t)qsl[w->num_reqs] * sizeof(int64_t)) ||
+           to_device(w, &G->table, G->table.bytes);
+}
+
 int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
 {
     int32_t *qsl = w->qsl.host, *sl = w->seqlens.host, *el = w->encl.host;
-    int64_t *slots = w->slots.host;
-    uint32_t bs = w->block_size, mb = w->limits.max_blocks_per_req;
     uint32_t T = 0, maxq = 0, maxs = 0;
+    uint32_t *ctx = calloc(w->num_reqs, sizeof *ctx);
+    if (!ctx) return wl_fail(w, "out of host memory");
     qsl[0] = 0;
     for (uint32_t r = 0; r < w->num_reqs; r++) {
-        uint32_t q = query_lens[r], ctx = encoder_pass || !bs ? 0 : w->context[r], s = ctx + q;
-        if (!q || s > w->req_cap[r] || T + q > w->limits.max_num_tokens)
-            return wl_fail(w, "request %u: %u new tokens over %u do not fit the limits", r, q, ctx);
-        for (uint32_t i = 0; bs && i < q; i++) {
-            uint32_t pos = ctx + i;
-            slots[T + i] = (int64_t)w->blocks[r * mb + pos / bs] * bs + pos % bs;
+        uint32_t q = query_lens[r], c = encoder_pass || !w->has_cache ? 0 : w->context[r];
+        uint32_t s = c + q;
+        if (!q || s > w->req_cap[r] || T + q > w->limits.max_num_tokens) {
+            free(ctx);
+            return wl_fail(w, "request %u: %u new tokens over %u do not fit the limits", r, q, c);
         }
+        ctx[r] = c;
         T += q;
         qsl[r + 1] = (int32_t)T;
         sl[r] = (int32_t)s;
@@ -417,10 +514,14 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
         maxs = s > maxs ? s : maxs;
         if (w->has_cross && (uint32_t)el[r] > maxs) maxs = (uint32_t)el[r];
     }
+    for (uint32_t g = 0; w->has_cache && g < w->n_groups; g++)
+        if (w->groups[g].block_size && group_plan(w, &w->groups[g], ctx, qsl, encoder_pass)) {
+            free(ctx);
+            return -1;
+        }
+    free(ctx);
     w->qsl.shape[0] = w->num_reqs + 1;
-    w->slots.shape[0] = T;
     if (to_device(w, &w->qsl, w->qsl.bytes) || to_device(w, &w->seqlens, w->seqlens.bytes) ||
-        (bs && to_device(w, &w->slots, T * sizeof(int64_t))) ||
         (w->has_cross && to_device(w, &w->encl, w->encl.bytes)))
         return -1;
     for (uint32_t l = 0; l < w->num_layers; l++) {
@@ -430,23 +531,34 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
         for (int i = 0; i < 5; i++)
             if (rows[i]->t.data) rows[i]->shape[0] = T;
     }
+    /* group 0 in the batch's own fields; with several groups, every group
+     * in kv_groups (group 0 again: an entry may also stand for them) */
+    const wl_group *g0 = &w->groups[0];
+    const int pg = w->has_cache;
+    for (uint32_t g = 0; g < w->n_groups; g++) {
+        wl_group *G = &w->groups[g];
+        w->kvg[g] = (ah_kv_group){sizeof(ah_kv_group), G->num_blocks, &G->table.t, &G->slots.t,
+                                  G->table.host,       G->slots.host, G->row};
+    }
     w->batch = (ah_batch){.struct_size = sizeof(ah_batch),
                           .num_reqs = w->num_reqs,
                           .num_tokens = T,
                           .max_query_len = maxq,
                           .max_seq_len = maxs,
-                          .num_blocks = bs ? w->limits.num_blocks : 0,
+                          .num_blocks = pg ? g0->num_blocks : 0,
                           .query_start_loc = &w->qsl.t,
                           .seq_lens = &w->seqlens.t,
-                          .block_table = bs ? &w->table.t : NULL,
-                          .slot_mapping = bs ? &w->slots.t : NULL,
+                          .block_table = pg ? &g0->table.t : NULL,
+                          .slot_mapping = pg ? &g0->slots.t : NULL,
                           .query_start_loc_host = qsl,
                           .seq_lens_host = sl,
-                          .block_table_host = bs ? w->blocks : NULL,
-                          .slot_mapping_host = bs ? slots : NULL,
-                          .block_table_stride = bs ? mb : 0,
+                          .block_table_host = pg ? g0->table.host : NULL,
+                          .slot_mapping_host = pg ? g0->slots.host : NULL,
+                          .block_table_stride = pg ? g0->row : 0,
                           .encoder_seq_lens = w->has_cross ? &w->encl.t : NULL,
-                          .encoder_seq_lens_host = w->has_cross ? el : NULL};
+                          .encoder_seq_lens_host = w->has_cross ? el : NULL,
+                          .num_kv_groups = w->n_groups > 1 ? w->n_groups : 0,
+                          .kv_groups = w->n_groups > 1 ? w->kvg : NULL};
     w->enc_pass = encoder_pass;
     if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, ah_device_stream(w->meta_dev)) != AH_OK)
         return wl_fail(w, "%s", ah_binding_errmsg(w->b));
@@ -587,9 +699,20 @@ static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
     pb.num_tokens = p->b - p->a;
     pb.query_start_loc_host = qsl;
     pb.seq_lens_host = &sl;
-    if (b->block_table_host)
-        pb.block_table_host = b->block_table_host + (size_t)p->r * b->block_table_stride;
-    if (b->slot_mapping_host) pb.slot_mapping_host = b->slot_mapping_host + t0 + p->a;
+    /* the layer's group's paging in the piece's own fields, as one group */
+    ah_layer_spec one = *s;
+    one.kv_group = 0;
+    pb.num_kv_groups = 0;
+    pb.kv_groups = NULL;
+    if (L->role != WL_CACHELESS) {
+        const wl_group *G = &w->groups[ah_spec_kv_group(s)];
+        pb.num_blocks = G->num_blocks;
+        pb.block_table = &G->table.t;
+        pb.slot_mapping = &G->slots.t;
+        pb.block_table_stride = G->row;
+        pb.block_table_host = (const int32_t *)G->table.host + (size_t)p->r * G->row;
+        pb.slot_mapping_host = (const int64_t *)G->slots.host + t0 + p->a;
+    }
     if (b->encoder_seq_lens_host) pb.encoder_seq_lens_host = b->encoder_seq_lens_host + p->r;
     size_t row = (size_t)t0 + p->a;
     size_t qe = (size_t)s->num_q_heads * s->qk_head_size,
@@ -599,7 +722,7 @@ static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
     size_t es = ah_dtype_size(s->q_dtype);
     int nocache = L->role == WL_CACHELESS;
     ah_ref_inputs in = {sizeof in,
-                        s,
+                        &one,
                         &pb,
                         (const char *)L->q.host + row * qe * es,
                         nocache ? NULL : L->kcache.host,

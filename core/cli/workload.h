@@ -12,6 +12,10 @@
  *     wl_write_cross stored once in the layer's cache on an encoder pass.
  * Non-attention layers (layer kinds) have dev NULL and are never touched.
  *
+ * KV-cache groups (ABI 2.1): each group of the model has its own paging
+ * (wl_group), and a model of several groups gets batches with one
+ * ah_kv_group per group, as vLLM's hybrid KV-cache manager passes them.
+ *
  * Activations (q, k, v, out, lse) are one set of buffers per device shared
  * by every layer: a layer's data is made, run and checked before the next
  * layer's, so memory holds the KV caches and one layer's activations.
@@ -38,6 +42,25 @@ typedef struct wl_layer {
     float k_scale, v_scale;
 } wl_layer;
 
+/* One KV-cache group's paging (vLLM's per-group block table): its own
+ * block size, cache size and blocks per request; each step's table and
+ * slot mapping. A sliding-window group whose layers' plugins all claim
+ * released_blocks releases, at each step, the blocks its window hides from
+ * every query of a request (vLLM's SlidingWindowManager): their table
+ * entries become -1 from then on. The blocks stay the request's, so the
+ * cache is sized as for a group that releases nothing. */
+typedef struct wl_group {
+    uint32_t block_size;    /* 0: the group has no cache layer */
+    uint32_t row;           /* table entries per request */
+    uint32_t num_blocks;    /* blocks in each cache of the group's layers */
+    uint32_t window;        /* the smallest sliding window of its layers; 0: a
+                               layer without one (or a cross layer) */
+    int release;            /* releases the blocks its window hides */
+    int32_t *blocks;        /* [num_reqs * row]: each request's blocks */
+    ah_mirror table, slots; /* the step's: blocks, released entries -1; slots */
+    uint64_t released;      /* table entries released so far */
+} wl_group;
+
 #define WL_MAX_DEVS 8
 typedef struct wl_arena {
     ah_device *dev;
@@ -51,18 +74,20 @@ typedef struct workload {
     wl_layer *layers;
     ah_device *meta_dev; /* where the batch metadata lives */
     ah_limits limits;
-    uint32_t block_size; /* of the cached layers; 0: every layer is cacheless */
-    int has_cross;       /* a cross layer: batches carry encoder_seq_lens */
+    int has_cache;     /* a self or cross layer: batches carry paging */
+    int has_cross;     /* a cross layer: batches carry encoder_seq_lens */
+    uint32_t n_groups; /* KV-cache groups: 1 + the largest kv_group */
+    wl_group *groups;  /* [n_groups] */
+    ah_kv_group *kvg;  /* [n_groups]: the batch's entries when n_groups > 1 */
     /* per-request state */
     uint32_t num_reqs;
     uint32_t *context;  /* tokens already in the cache */
     uint32_t *enc_lens; /* encoder tokens per request (cross layers) */
     uint32_t *req_cap;  /* tokens request r's blocks hold */
-    int32_t *blocks;    /* [num_reqs * max_blocks_per_req] */
     /* the current batch */
     ah_batch batch;
     int enc_pass; /* the planned batch is an encoder pass */
-    ah_mirror qsl, seqlens, table, slots, encl;
+    ah_mirror qsl, seqlens, encl;
     wl_arena arenas[WL_MAX_DEVS];
     uint32_t n_arenas;
     double *ref; /* the oracle's output for one layer */

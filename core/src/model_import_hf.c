@@ -13,10 +13,13 @@
  *  - A missing required field, a value of the wrong type, a contradiction
  *    (heads not divisible) or an unknown layer_types entry is refused,
  *    naming the field and its value.
+ *  - KV-cache groups (kv_groups = HYBRID): one group per class of cache
+ *    layers, numbered in the order of their first layer (assign_groups).
  * Built only with json-c; without it the entry points say so.
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +66,7 @@ typedef struct hf {
     uint32_t n;
     ah_layer_spec *specs;
     ah_layer_kind *kinds;
+    uint8_t *chunked; /* Llama 4: the layers of chunked local attention (NULL: none) */
 } hf;
 
 static ah_status fail(hf *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -569,7 +573,7 @@ static ah_status fam_llama4(hf *h)
     if ((s = decoder_layers(h, &proto)) ||
         (s = get_uint(h, "attention_chunk_size", OPTIONAL, 0, &chunk)))
         return s;
-    uint8_t *chunked = ah__calloc(h->n, 1);
+    uint8_t *chunked = h->chunked = ah__calloc(h->n, 1);
     if (!chunked) return fail(h, "out of memory");
     json_object *lt = field(h, "layer_types"), *nr = field(h, "no_rope_layers");
     if (nr && json_object_is_type(nr, json_type_array) && !json_object_array_length(nr))
@@ -597,7 +601,6 @@ static ah_status fam_llama4(hf *h)
             count++;
             if (first == h->n) first = i;
         }
-    ah__free(chunked);
     if (!s && count && !h->o->chunked_virtual_batches)
         s = fail(h,
                  "%sattention_chunk_size = %u: %u layers (the first is layer %u) use chunked local "
@@ -606,6 +609,55 @@ static ah_status fam_llama4(hf *h)
                  "causal layers with chunked_virtual_batches (--chunked-virtual-batches)",
                  h->pre, chunk, count, first);
     return s;
+}
+
+/* ---------------------------------------------------------------------------
+ * KV-cache groups
+ * ------------------------------------------------------------------------ */
+
+/* What decides a cache layer's group under AH_HF_KV_GROUPS_HYBRID: the
+ * fields vLLM's KV-cache specs differ in (a sliding window, a chunked
+ * local layer, cross attention, the shape of one token's K/V). Dtype and
+ * block size are the import's, the same for every layer. */
+typedef struct kv_class {
+    uint32_t window, kv_heads, qk, v, mla, cross, chunked;
+} kv_class;
+
+static kv_class class_of(const hf *h, uint32_t i)
+{
+    const ah_layer_spec *s = &h->specs[i];
+    return (kv_class){s->sliding_window,
+                      s->num_kv_heads,
+                      s->qk_head_size,
+                      s->v_head_size,
+                      s->use_mla,
+                      s->attn_type == AH_ATTN_ENCODER_DECODER,
+                      h->chunked ? h->chunked[i] : 0};
+}
+
+/* kv_group per cache layer: the class's number in order of first layer.
+ * Non-attention and cacheless layers stay in group 0. */
+static ah_status assign_groups(hf *h)
+{
+    if (h->o->kv_groups == AH_HF_KV_GROUPS_ONE) return AH_OK;
+    kv_class seen[AH_MAX_KV_GROUPS];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (h->kinds[i] != AH_LAYER_ATTENTION || ah_spec_cacheless(&h->specs[i])) continue;
+        kv_class c = class_of(h, i);
+        uint32_t g = 0;
+        while (g < n && memcmp(&seen[g], &c, sizeof c)) g++;
+        if (g == n) {
+            if (n == AH_MAX_KV_GROUPS)
+                return fail(h,
+                            "layer %u would open KV-cache group %u (kv_groups = hybrid); a "
+                            "model has at most %u",
+                            i, n, AH_MAX_KV_GROUPS);
+            seen[n++] = c;
+        }
+        h->specs[i].kv_group = g;
+    }
+    return AH_OK;
 }
 
 typedef struct family {
@@ -690,6 +742,7 @@ static ah_status import(hf *h, ah_model **out)
                         h->pre, *k, jtext(v), f->model_type);
     }
     ah_status s = f->build(h);
+    if (s == AH_OK) s = assign_groups(h);
     if (s != AH_OK) return s;
     char name[256];
     const char *nm = h->o->name;
@@ -711,15 +764,20 @@ ah_status ah_model_import_hf_opts(const char *text, const char *source,
     if (!out) return AH_ERR_INVALID_ARGUMENT;
     *out = NULL;
     if (!source) source = "<config.json>";
-    ah_hf_import_options o = {sizeof o, AH_DTYPE_AUTO, AH_DTYPE_AUTO, 0, 0, NULL, 0};
+    ah_hf_import_options o = {sizeof o, AH_DTYPE_AUTO, AH_DTYPE_AUTO, 0, 0, NULL, 0, 0, 0};
     if (opts) {
-        if (opts->struct_size < sizeof o) {
+        /* the first version ended with chunked_virtual_batches; later
+         * fields keep their defaults unless struct_size covers them */
+        const size_t first = offsetof(ah_hf_import_options, chunked_virtual_batches) + sizeof(int);
+        if (opts->struct_size < first) {
             if (err)
                 snprintf(err->msg, sizeof err->msg,
-                         "ah_hf_import_options.struct_size %u is too small", opts->struct_size);
+                         "ah_hf_import_options.struct_size %u is too small (at least %zu)",
+                         opts->struct_size, first);
             return AH_ERR_ABI;
         }
-        o = *opts;
+        memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+        o.struct_size = sizeof o;
     }
     if (!text) {
         if (err) snprintf(err->msg, sizeof err->msg, "%s: no JSON text given", source);
@@ -727,6 +785,13 @@ ah_status ah_model_import_hf_opts(const char *text, const char *source,
     }
     if ((unsigned)o.dtype > AH_DTYPE_BF16 || (unsigned)o.kv_dtype >= AH_DTYPE_COUNT) {
         if (err) snprintf(err->msg, sizeof err->msg, "%s: dtype or kv_dtype out of range", source);
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    if (o.kv_groups > AH_HF_KV_GROUPS_HYBRID) {
+        if (err)
+            snprintf(err->msg, sizeof err->msg,
+                     "%s: kv_groups = %u is not an ah_hf_kv_groups (0 one, 1 hybrid)", source,
+                     o.kv_groups);
         return AH_ERR_INVALID_ARGUMENT;
     }
     hf h = {.source = source, .o = &o, .err = err};
@@ -754,6 +819,7 @@ ah_status ah_model_import_hf_opts(const char *text, const char *source,
     json_object_put(h.root);
     ah__free(h.specs);
     ah__free(h.kinds);
+    ah__free(h.chunked);
     return s;
 }
 

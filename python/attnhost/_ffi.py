@@ -353,6 +353,8 @@ class ah_hf_import_options(Structure):
         ("tensor_parallel", c_uint32),
         ("name", c_char_p),
         ("chunked_virtual_batches", c_int),
+        ("reserved", c_uint32),  # never read: the old tail padding
+        ("kv_groups", c_uint32),  # ah_hf_kv_groups
     ]
 
 
@@ -484,6 +486,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("ah_model_destroy", None, _P)
     fn("ah_model_name", cp, _P)
     fn("ah_model_num_layers", c_uint32, _P)
+    fn("ah_model_num_kv_groups", c_uint32, _P)
     fn("ah_model_layer", POINTER(ah_layer_spec), _P, c_uint32)
     fn("ah_demo_model_text", cp)
     fn("ah_model_create", c_enum, POINTER(ah_model_desc), POINTER(_P), POINTER(ah_error))

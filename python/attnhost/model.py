@@ -16,6 +16,7 @@ DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 ATTN_TYPES = ("decoder", "encoder", "encoder_only", "encoder_decoder")
 KV_LAYOUTS = ("auto", "nhd", "hnd")
 LAYER_KINDS = ("attention", "mamba", "linear_attention", "gdn", "mlp_only", "other")
+HF_KV_GROUPS = ("one", "hybrid")  # ah_hf_kv_groups
 
 
 @dataclass
@@ -50,6 +51,7 @@ class LayerSpec:
     kv_lora_rank: Optional[int] = None
     qk_rope_head_dim: Optional[int] = None
     kind: str = "attention"  # a non-attention layer of a hybrid model: "mamba", "gdn", ...
+    kv_group: int = 0  # the layer's KV-cache group (ABI 2.1)
 
     def _check_choices(self) -> None:
         for name, choices in (("attn_type", ATTN_TYPES), ("dtype", DTYPES[1:]),
@@ -107,6 +109,7 @@ class LayerSpec:
         c.scale = self.scale
         c.use_mla, c.use_sinks = int(self.mla), int(self.sinks)
         c.use_alibi, c.fp8_attention = int(self.alibi), int(self.fp8_attention)
+        c.kv_group = self.kv_group
         return c
 
     @classmethod
@@ -120,7 +123,8 @@ class LayerSpec:
             kv_dtype=_name(DTYPES, c.kv_dtype), block_size=c.block_size,
             kv_layout=_name(KV_LAYOUTS, c.kv_layout), sliding_window=c.sliding_window,
             softcap=float(c.softcap), scale=float(c.scale), sinks=bool(c.use_sinks),
-            alibi=bool(c.use_alibi), fp8_attention=bool(c.fp8_attention), mla=bool(c.use_mla))
+            alibi=bool(c.use_alibi), fp8_attention=bool(c.fp8_attention), mla=bool(c.use_mla),
+            kv_group=c.kv_group)
 
     def describe(self) -> str:
         """One line, as ``attnhost explain`` prints a spec."""
@@ -204,12 +208,15 @@ class Model(Handle):
                        dtype: Optional[str] = None, kv_dtype: Optional[str] = None,
                        block_size: int = 0, tensor_parallel: int = 0,
                        name: Optional[str] = None, chunked_virtual_batches: bool = False,
-                       source: Optional[str] = None) -> "Model":
+                       kv_groups: str = "one", source: Optional[str] = None) -> "Model":
         """A model from a Hugging Face ``config.json``: a dict, or the path
         of the file (``ah_model_import_hf``; docs/configuration.md lists the
         families). ``dtype`` overrides ``torch_dtype``; ``tensor_parallel``
-        gives the heads of one rank. A config the importer cannot describe
-        exactly raises :class:`ConfigError` naming the field."""
+        gives the heads of one rank. ``kv_groups="hybrid"`` puts each class
+        of cache layers (sliding window, KV shape) in a KV-cache group of
+        its own, as vLLM's hybrid KV-cache manager does; "one" (the
+        default) keeps every layer in group 0. A config the importer cannot
+        describe exactly raises :class:`ConfigError` naming the field."""
         lib = _ffi.load()
         if isinstance(config, dict):
             text, src = json.dumps(config), source or "<config>"
@@ -219,10 +226,13 @@ class Model(Handle):
         for what, v, choices in (("dtype", dtype, DTYPES[1:4]), ("kv_dtype", kv_dtype, DTYPES[1:])):
             if v is not None and v not in choices:
                 raise ValueError(f"{what} = {v!r}: expected one of {', '.join(choices)}")
+        if kv_groups not in HF_KV_GROUPS:
+            raise ValueError(f"kv_groups = {kv_groups!r}: expected one of {', '.join(HF_KV_GROUPS)}")
         o = _ffi.ah_hf_import_options(
             ctypes.sizeof(_ffi.ah_hf_import_options), DTYPES.index(dtype) if dtype else 0,
             DTYPES.index(kv_dtype) if kv_dtype else 0, block_size, tensor_parallel,
-            name.encode() if name else None, int(chunked_virtual_batches))
+            name.encode() if name else None, int(chunked_virtual_batches), 0,
+            HF_KV_GROUPS.index(kv_groups))
         out, err = ctypes.c_void_p(), _ffi.ah_error()
         st = lib.ah_model_import_hf_opts(text.encode(), src.encode(), ctypes.byref(o),
                                          ctypes.byref(out), ctypes.byref(err))
@@ -266,6 +276,11 @@ class Model(Handle):
     @property
     def num_layers(self) -> int:
         return int(_ffi.load().ah_model_num_layers(self._handle()))
+
+    @property
+    def num_kv_groups(self) -> int:
+        """KV-cache groups: 1 + the largest kv_group of a layer with a cache."""
+        return int(_ffi.load().ah_model_num_kv_groups(self._handle()))
 
     def layer(self, i: int) -> LayerSpec:
         """Layer i as described (kv_dtype and kv_layout may be "auto")."""

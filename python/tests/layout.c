@@ -35,7 +35,7 @@ int main(void)
     S(ah_reason, F(ah_reason, code); F(ah_reason, field); F(ah_reason, value); F(ah_reason, supported));
     S(ah_candidate, F(ah_candidate, plugin); F(ah_candidate, n_reasons); F(ah_candidate, reasons); F(ah_candidate, chosen));
     S(ah_model_desc, F(ah_model_desc, struct_size); F(ah_model_desc, name); F(ah_model_desc, num_layers); F(ah_model_desc, layers); F(ah_model_desc, kinds));
-    S(ah_hf_import_options, F(ah_hf_import_options, struct_size); F(ah_hf_import_options, dtype); F(ah_hf_import_options, kv_dtype); F(ah_hf_import_options, block_size); F(ah_hf_import_options, tensor_parallel); F(ah_hf_import_options, name); F(ah_hf_import_options, chunked_virtual_batches));
+    S(ah_hf_import_options, F(ah_hf_import_options, struct_size); F(ah_hf_import_options, dtype); F(ah_hf_import_options, kv_dtype); F(ah_hf_import_options, block_size); F(ah_hf_import_options, tensor_parallel); F(ah_hf_import_options, name); F(ah_hf_import_options, chunked_virtual_batches); F(ah_hf_import_options, reserved); F(ah_hf_import_options, kv_groups));
     S(ah_decision, F(ah_decision, plugin); F(ah_decision, list_source); F(ah_decision, n_candidates); F(ah_decision, candidates); F(ah_decision, spec); F(ah_decision, fallback));
     S(ah_cp_options, F(ah_cp_options, struct_size); F(ah_cp_options, world_size); F(ah_cp_options, rank); F(ah_cp_options, interleave); F(ah_cp_options, nccl_comm); F(ah_cp_options, local_group); F(ah_cp_options, nccl_library); F(ah_cp_options, timeout_ms));
     S(ah_binding_options, F(ah_binding_options, struct_size); F(ah_binding_options, limits); F(ah_binding_options, no_validation); F(ah_binding_options, device_index); F(ah_binding_options, cp));

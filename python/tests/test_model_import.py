@@ -48,6 +48,20 @@ def test_from_hf_config_path_and_dict():
     assert [j.layer_kind(i) for i in range(8)] == ["mamba"] * 4 + ["attention"] + ["mamba"] * 3
 
 
+def test_from_hf_config_kv_groups():
+    _needs_importer()
+    one = attnhost.Model.from_hf_config(CONFIGS / "gpt-oss-120b.json")
+    assert one.num_kv_groups == 1 and {l.kv_group for l in one.layers()} == {0}
+    m = attnhost.Model.from_hf_config(CONFIGS / "gpt-oss-120b.json", kv_groups="hybrid")
+    assert m.num_kv_groups == 2
+    assert [(l.sliding_window, l.kv_group) for l in list(m.layers())[:4]] == [(128, 0), (0, 1)] * 2
+    assert "kv_group = 1" in m.text
+    back = attnhost.Model.from_specs("back", list(m.layers()))
+    assert back.num_kv_groups == 2 and back.layer(3).kv_group == 1
+    with pytest.raises(ValueError, match="kv_groups"):
+        attnhost.Model.from_hf_config(CONFIGS / "gpt-oss-120b.json", kv_groups="two")
+
+
 def test_from_hf_config_refusals():
     _needs_importer()
     with pytest.raises(attnhost.ConfigError, match='model_type = "rwkv"'):

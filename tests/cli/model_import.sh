@@ -1,7 +1,8 @@
 #!/bin/sh
 # attnhost model import end to end: a config.json to a description that
-# binds, a hybrid model's non-attention layers in bind, a refusal naming the
-# field, and the shipped examples generated from the test configs.
+# binds, a hybrid model's non-attention layers in bind, KV-cache groups, a
+# refusal naming the field, and the shipped examples generated from the test
+# configs.
 # usage: model_import.sh ATTNHOST SOURCE_DIR WORK_DIR
 set -eu
 AH=$1 SRC=$2 WORK=$3
@@ -26,6 +27,18 @@ same "$WORK/q.ini" "$SRC/examples/models/qwen2.5-7b.ini" || fail "examples/model
 "$AH" bind --no-cache --model "$WORK/jamba.ini" > "$WORK/bind.txt" || { cat "$WORK/bind.txt"; fail "bind jamba"; }
 grep -q "^0 .*mamba layer: not attention" "$WORK/bind.txt" || fail "bind lists no mamba layer"
 grep -q "^4 .*decoder 32/8 heads" "$WORK/bind.txt" || fail "bind: attention layer 4"
+
+# KV-cache groups: one by default, one per class of cache layers with
+# --kv-groups hybrid (gemma-2: windowed layers group 0, global layers 1)
+"$AH" model import "$CFG/gemma-2-9b.json" | grep -q "kv_group" && fail "kv_group without --kv-groups"
+"$AH" model import "$CFG/gemma-2-9b.json" --kv-groups hybrid -o "$WORK/g2.ini" 2>"$WORK/err"
+grep -q "(42 layers, 2 KV-cache groups)" "$WORK/err" || { cat "$WORK/err"; fail "group count"; }
+head -1 "$WORK/g2.ini" | grep -q "(2 KV-cache groups)\.$" || fail "groups comment"
+"$AH" model show --model "$WORK/g2.ini" > "$WORK/show.txt"
+grep -q "^0 .* window 4096 .*kv_group 0$" "$WORK/show.txt" || { cat "$WORK/show.txt"; fail "show group 0"; }
+grep -q "^41 .*kv_group 1$" "$WORK/show.txt" || fail "show group 1"
+if "$AH" model import "$CFG/gemma-2-9b.json" --kv-groups two 2>"$WORK/err"; then fail "--kv-groups two accepted"; fi
+grep -q -- "--kv-groups two: one of one, hybrid" "$WORK/err" || { cat "$WORK/err"; fail "message"; }
 
 # the DeepSeek scale as the shipped example writes it
 "$AH" model import "$CFG/deepseek-v3.json" | grep -q "^scale = 0.135233775$" || fail "deepseek scale"

@@ -15,6 +15,15 @@
  * The property beyond "no crash": when the validator accepts a batch, an
  * independent check (written here, not shared with the core) confirms every
  * index a plugin would follow is in bounds: a false accept is a crash.
+ *
+ * The ABI 2.1/2.2 fields come from the bytes after the batch (an "ext"
+ * byte, 0 in every older seed, so those decode as before): encoder_seq_lens
+ * (cross layers), a tree mask (custom_mask, mask_indptr), KV-cache groups
+ * (counts that match the spec's kv_group or not, a NULL kv_groups, entries
+ * standing for the batch's own fields, entries too small, own tables with
+ * released entries under a sliding window) and cp_local_seq_lens, which
+ * ah_batch_validate must ignore: the verdict with them equals the verdict
+ * without.
  */
 #include <inttypes.h>
 
@@ -28,6 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_TOKENS 1024u
 #define MAX_STRIDE 64u
 
+#define MAX_GROUPS 4u
+#define MAX_MASK (1u << 20)
+
 typedef struct built {
     ah_batch b;
     ah_layer_spec spec;
@@ -35,6 +47,13 @@ typedef struct built {
     int use_lim;
     int32_t *qsl, *seq, *bt;
     int64_t *slots;
+    /* ABI 2.1/2.2 */
+    int32_t *enc, *cp;
+    int64_t *indptr;
+    uint8_t *mask;
+    ah_kv_group groups[MAX_GROUPS];
+    int32_t *gbt[MAX_GROUPS];
+    int64_t *gslots[MAX_GROUPS];
 } built;
 
 static void *xcalloc(size_t n, size_t sz)
@@ -141,12 +160,127 @@ static int build_mutant(fz *f, built *x)
     return 1;
 }
 
+/* A group entry of its own: the batch's table and slots copied at exactly
+ * their lengths, then the first blocks of one request released (-1) and,
+ * sometimes, one entry or slot overwritten. */
+static void build_group_entry(fz *f, built *x, uint32_t g)
+{
+    const ah_batch *b = &x->b;
+    size_t nbt = (size_t)b->num_reqs * b->block_table_stride;
+    x->gbt[g] = xcalloc(nbt, sizeof *x->gbt[g]);
+    x->gslots[g] = xcalloc(b->num_tokens, sizeof *x->gslots[g]);
+    if (b->block_table_host) memcpy(x->gbt[g], x->bt, nbt * sizeof *x->bt);
+    if (b->slot_mapping_host) memcpy(x->gslots[g], x->slots, b->num_tokens * sizeof *x->slots);
+    uint8_t rel = fz_u8(f);
+    if (nbt && rel) {
+        uint32_t r = (rel >> 4) % b->num_reqs, k = rel & 15;
+        for (uint32_t i = 0; i < k && i < b->block_table_stride; i++)
+            x->gbt[g][(size_t)r * b->block_table_stride + i] = -1;
+    }
+    uint8_t poke = fz_u8(f);
+    uint32_t idx = fz_u16(f), v = fz_u32(f);
+    if (poke == 1 && nbt) x->gbt[g][idx % nbt] = (int32_t)v;
+    if (poke == 2 && b->num_tokens) x->gslots[g][idx % b->num_tokens] = (int64_t)(int32_t)v;
+    x->groups[g] = (ah_kv_group){sizeof(ah_kv_group), b->num_blocks,        NULL, NULL, x->gbt[g],
+                                 x->gslots[g],        b->block_table_stride};
+    if (poke == 3) x->groups[g].num_blocks = v;
+    if (poke == 4) x->groups[g].struct_size = v % sizeof(ah_kv_group);
+}
+
+/* The ABI 2.1/2.2 fields, each from the input when ext asks for it. */
+static void build_ext(fz *f, built *x, uint8_t ext)
+{
+    ah_batch *b = &x->b;
+    const uint32_t n = b->num_reqs;
+    const int32_t *qsl = b->query_start_loc_host, *seq = b->seq_lens_host;
+    if (ext & 1) { /* encoder lengths: small, or raw */
+        x->enc = xcalloc(n, sizeof *x->enc);
+        uint8_t raw = fz_u8(f);
+        for (uint32_t r = 0; r < n; r++) x->enc[r] = raw & 1 ? (int32_t)fz_u32(f) : fz_u8(f) % 48;
+        b->encoder_seq_lens_host = x->enc;
+    }
+    int sane = qsl && seq; /* lengths small enough for mask offsets not to overflow */
+    for (uint32_t r = 0; sane && r < n; r++)
+        sane = qsl[r + 1] - (int64_t)qsl[r] >= 0 && qsl[r + 1] - (int64_t)qsl[r] <= MAX_TOKENS &&
+               seq[r] >= 0 && seq[r] <= (int32_t)MAX_MASK;
+    if ((ext & 2) && sane) { /* a tree mask: valid spans, then one nudge */
+        x->indptr = xcalloc((size_t)n + 1, sizeof *x->indptr);
+        x->indptr[0] = fz_u8(f);
+        for (uint32_t r = 0; r < n; r++)
+            x->indptr[r + 1] = x->indptr[r] + ((int64_t)qsl[r + 1] - qsl[r]) * seq[r];
+        uint32_t idx = fz_u16(f);
+        int8_t d = (int8_t)fz_u8(f);
+        if (d) x->indptr[idx % (n + 1)] += d;
+        int64_t len = x->indptr[n] + (int8_t)fz_u8(f) % 3;
+        b->custom_mask_len = len < 0 ? 0 : (uint64_t)len;
+        if (b->custom_mask_len <= MAX_MASK) {
+            x->mask = xcalloc(b->custom_mask_len, 1);
+            b->custom_mask_host = x->mask;
+            b->mask_indptr_host = x->indptr;
+        }
+    }
+    if (ext & 4) { /* KV-cache groups */
+        uint8_t c = fz_u8(f);
+        b->num_kv_groups = c & 0x80 ? c % (MAX_GROUPS + 2) : 1 + c % MAX_GROUPS;
+        x->spec.kv_group = fz_u8(f) % (MAX_GROUPS + 1);
+        uint32_t have = b->num_kv_groups < MAX_GROUPS ? b->num_kv_groups : MAX_GROUPS;
+        for (uint32_t g = 0; g < have; g++) {
+            uint8_t kind = fz_u8(f) % 3;
+            if (kind == 0) /* the batch's own fields */
+                x->groups[g] = (ah_kv_group){.struct_size = sizeof(ah_kv_group)};
+            else if (kind == 1) build_group_entry(f, x, g);
+            else
+                x->groups[g] =
+                    (ah_kv_group){.struct_size = (uint32_t)(fz_u8(f) % sizeof(ah_kv_group))};
+        }
+        /* an array of exactly the claimed entries, or NULL */
+        if (!(c & 0x40) && b->num_kv_groups <= MAX_GROUPS) b->kv_groups = x->groups;
+        else if (c & 0x40) b->kv_groups = NULL;
+        else b->num_kv_groups = have; /* never point past the array */
+    }
+    if (ext & 8) /* a sliding window: released entries may stand */
+        x->spec.sliding_window = fz_u16(f) % 600;
+    if (ext & 16) { /* context parallelism: validation never reads these */
+        x->cp = xcalloc(n, sizeof *x->cp);
+        for (uint32_t r = 0; r < n; r++) x->cp[r] = (int32_t)fz_u32(f);
+        b->cp_local_seq_lens_host = x->cp;
+    }
+}
+
 /* The independent check of an accepted batch. */
 static void check_accepted(const built *x)
 {
-    const ah_batch *b = &x->b;
+    /* the layer's group's paging: an entry of its own, else the batch's */
+    ah_batch view = x->b;
+    const ah_batch *b = &view;
+    const int32_t *bt = x->bt;
+    const int64_t *slots_of = x->slots;
+    const uint32_t g = x->spec.kv_group;
+    const int cacheless = ah_spec_cacheless(&x->spec);
+    if (!cacheless && x->b.num_kv_groups) {
+        FZ_ASSERT(x->b.kv_groups && g < x->b.num_kv_groups, "kv_group %u of %u groups accepted", g,
+                  x->b.num_kv_groups);
+        const ah_kv_group *e = &x->b.kv_groups[g];
+        FZ_ASSERT(e->struct_size >= offsetof(ah_kv_group, block_table_stride) + sizeof(uint32_t),
+                  "kv_groups[%u].struct_size %u accepted", g, e->struct_size);
+        if (e->block_table_host) {
+            view.num_blocks = e->num_blocks;
+            view.block_table_stride = e->block_table_stride;
+            bt = x->gbt[g];
+            slots_of = x->gslots[g];
+            FZ_ASSERT(e->block_table_host == bt && e->slot_mapping_host == slots_of, "entry");
+        }
+    } else if (!cacheless) {
+        FZ_ASSERT(g == 0, "kv_group %u accepted without kv_groups", g);
+    }
     const int64_t bs = x->spec.block_size;
     const int cross = x->spec.attn_type == AH_ATTN_ENCODER_DECODER;
+    if (cacheless) { /* no cache: the queries and lengths only */
+        FZ_ASSERT(b->num_reqs >= 1 && x->qsl[0] == 0 &&
+                      x->qsl[b->num_reqs] == (int64_t)b->num_tokens,
+                  "cacheless: counts");
+        return;
+    }
     FZ_ASSERT(b->num_reqs >= 1 && b->num_blocks >= 1 && b->block_table_stride >= 1, "counts");
     FZ_ASSERT(x->qsl[0] == 0, "qsl[0] = %" PRId32, x->qsl[0]);
     FZ_ASSERT(x->qsl[b->num_reqs] == (int64_t)b->num_tokens, "qsl end %" PRId32 " vs %" PRIu32,
@@ -173,18 +307,40 @@ static void check_accepted(const built *x)
         FZ_ASSERT(need <= b->block_table_stride, "request %u: %" PRId64 " blocks, stride %u", r,
                   need, b->block_table_stride);
         if (x->use_lim) FZ_ASSERT(need <= x->lim.max_blocks_per_req, "request %u too long", r);
-        const int32_t *row = x->bt + (size_t)r * b->block_table_stride;
-        for (int64_t k = 0; k < need; k++)
-            FZ_ASSERT(row[k] >= 0 && row[k] < (int64_t)b->num_blocks,
+        const int32_t *row = bt + (size_t)r * b->block_table_stride;
+        const int64_t w = x->spec.attn_type == AH_ATTN_DECODER ? x->spec.sliding_window : 0;
+        for (int64_t k = 0; k < need; k++) {
+            if (row[k] < 0) { /* released: no query of the request may see the block */
+                FZ_ASSERT(w > 0 && (k + 1) * bs - 1 <= s - q - w,
+                          "released block_table[%u][%" PRId64 "] accepted (seq %" PRId64
+                          ", q %" PRId64 ", window %" PRId64 ")",
+                          r, k, s, q, w);
+                continue;
+            }
+            FZ_ASSERT(row[k] < (int64_t)b->num_blocks,
                       "block_table[%u][%" PRId64 "] = %" PRId32 " outside %u blocks", r, k, row[k],
                       b->num_blocks);
+        }
+        if (cross) { /* the encoder tokens' blocks, all inside the cache */
+            int64_t e = x->enc[r], ne = (e + bs - 1) / bs;
+            FZ_ASSERT(e >= 0 && e <= b->max_seq_len && ne <= b->block_table_stride,
+                      "request %u: encoder length %" PRId64, r, e);
+            for (int64_t k = 0; k < ne; k++)
+                FZ_ASSERT(row[k] >= 0 && row[k] < (int64_t)b->num_blocks,
+                          "cross block_table[%u][%" PRId64 "] = %" PRId32, r, k, row[k]);
+        }
+        if (b->custom_mask_host && x->spec.attn_type == AH_ATTN_DECODER)
+            FZ_ASSERT(x->indptr[r] >= 0 && x->indptr[r + 1] - x->indptr[r] == q * s &&
+                          (uint64_t)x->indptr[r + 1] <= b->custom_mask_len,
+                      "request %u: mask span", r);
         for (int32_t t = x->qsl[r]; t < x->qsl[r + 1]; t++) {
-            int64_t slot = x->slots[t];
+            int64_t slot = slots_of[t];
             if (slot < 0) continue;
             FZ_ASSERT(slot < (int64_t)b->num_blocks * bs, "slot %" PRId64 " outside the cache",
                       slot);
             if (!cross) {
                 int64_t pos = s - q + (t - x->qsl[r]);
+                FZ_ASSERT(row[pos / bs] >= 0, "token %" PRId64 " written to a released block", pos);
                 FZ_ASSERT(slot / bs == row[pos / bs] && slot % bs == pos % bs,
                           "slot %" PRId64 " is not token %" PRId64 "'s place", slot, pos);
             }
@@ -229,9 +385,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         x.b.seq_lens_host = nulls == 0xf2 ? NULL : x.seq;
         x.b.block_table_host = nulls == 0xf3 ? NULL : x.bt;
         x.b.slot_mapping_host = nulls == 0xf4 ? NULL : x.slots;
+        uint8_t ext = fz_u8(&f);
+        if (ext && x.b.struct_size == sizeof x.b) build_ext(&f, &x, ext);
         ah_error err;
         err.msg[0] = '\0';
         ah_status s = ah_batch_validate(&x.b, &x.spec, x.use_lim ? &x.lim : NULL, &err);
+        if (x.cp) { /* the same verdict without cp_local_seq_lens */
+            ah_batch nocp = x.b;
+            nocp.cp_local_seq_lens_host = NULL;
+            ah_error e2;
+            ah_status s2 = ah_batch_validate(&nocp, &x.spec, x.use_lim ? &x.lim : NULL, &e2);
+            FZ_ASSERT(s2 == s, "cp_local_seq_lens changed the verdict: %d vs %d", (int)s, (int)s2);
+        }
         if (s == AH_OK) check_accepted(&x);
         else
             FZ_ASSERT(s == AH_ERR_INVALID_ARGUMENT && err.msg[0], "status %d, message '%s'", (int)s,
@@ -241,5 +406,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(x.seq);
     free(x.bt);
     free(x.slots);
+    free(x.enc);
+    free(x.cp);
+    free(x.indptr);
+    free(x.mask);
+    for (uint32_t g = 0; g < MAX_GROUPS; g++) {
+        free(x.gbt[g]);
+        free(x.gslots[g]);
+    }
     return 0;
 }

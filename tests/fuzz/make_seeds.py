@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the binary seed corpora (record, batch, descriptor) of the fuzz
-targets. The text corpora (config, model) are copies of the example files
+targets; the batch seeds named abi21_* and abi22_* cover the ABI 2.1/2.2
+fields (abi21_seeds). The text corpora (config, model) are copies of the example files
 plus hand-written edge cases and are kept as they are.
 
 Records follow the encoding documented at the top of core/src/record_codec.c;
@@ -96,6 +97,98 @@ def records():
     return [good, unavailable, hip, rejected, quarantined]
 
 
+def u16(v):
+    return struct.pack("<H", v & 0xFFFF)
+
+
+def mutant(attn=0, reqs=((3, 5), (0, 0), (7, 20)), ext=b""):
+    """A valid fuzz_batch mutant (block size 16, limits equal to the batch,
+    overwrite 11: none), then the ABI 2.1/2.2 bytes. With these requests
+    (query_len, seq_len) are (4, 9), (1, 1), (8, 28): two blocks of width."""
+    body = bytes([1 | 4, attn, 4, len(reqs) - 1]) + b"".join(bytes(r) for r in reqs)
+    body += bytes([0, 0, 0, 11]) + u16(0) + u32(0)  # slack, prefix, overwrite none
+    body += bytes(5) + bytes([0])  # limits = the batch's; no NULL arrays
+    return body + ext
+
+
+# The ext byte's bits (fuzz_batch.c build_ext), each followed by its bytes:
+ENC, MASK, GROUPS, WINDOW, CP = 1, 2, 4, 8, 16
+
+
+def enc(*lens, raw=False):
+    return bytes([1 if raw else 0]) + b"".join(u32(v) if raw else bytes([v]) for v in lens)
+
+
+def mask(first=0, nudge_at=0, nudge=0, len_delta=0):
+    return bytes([first]) + u16(nudge_at) + bytes([nudge & 0xFF, len_delta & 0xFF])
+
+
+def groups(count, kv_group, *entries, null=False, raw_count=False):
+    # raw: a byte with 0x80 set whose value % 6 is the count; else 1 + c % 4
+    c = next(b for b in range(0x80, 0xC0) if b % 6 == count) if raw_count else (count - 1) % 4
+    return bytes([c | (0x40 if null else 0), kv_group]) + b"".join(entries)
+
+
+OWN = bytes([0])  # an entry standing for the batch's own fields
+
+
+def entry(release_req=0, release_blocks=0, poke=0, idx=0, value=0):
+    return bytes([1, (release_req << 4) | release_blocks, poke]) + u16(idx) + u32(value)
+
+
+def small_entry(size):
+    return bytes([2, size])
+
+
+def abi21_seeds():
+    """fuzz_batch seeds for the ABI 2.1/2.2 fields (the verdict each aims at
+    in its name); the replay test requires them."""
+    seeds = {
+        "enc_cross_ok": mutant(3, ext=bytes([ENC]) + enc(10, 0, 20)),
+        "enc_negative": mutant(3, ext=bytes([ENC]) + enc(5, -1, 3, raw=True)),
+        "enc_past_max": mutant(3, ext=bytes([ENC]) + enc(5, 4000, 3, raw=True)),
+        "mask_ok": mutant(ext=bytes([MASK]) + mask()),
+        "mask_offset_ok": mutant(ext=bytes([MASK]) + mask(first=7)),
+        "mask_short": mutant(ext=bytes([MASK]) + mask(len_delta=-1)),
+        "mask_bad_span": mutant(ext=bytes([MASK]) + mask(nudge_at=2, nudge=1)),
+        "groups_own_ok": mutant(ext=bytes([GROUPS]) + groups(2, 1, OWN, OWN)),
+        "groups_entry_ok": mutant(ext=bytes([GROUPS]) + groups(2, 1, OWN, entry())),
+        "groups_entry_bad_block": mutant(ext=bytes([GROUPS]) +
+                                         groups(2, 1, OWN, entry(poke=1, idx=4, value=99))),
+        "groups_entry_bad_slot": mutant(ext=bytes([GROUPS]) +
+                                        groups(2, 1, OWN, entry(poke=2, idx=3, value=5))),
+        "groups_entry_few_blocks": mutant(ext=bytes([GROUPS]) +
+                                          groups(2, 1, OWN, entry(poke=3, value=1))),
+        "groups_entry_small": mutant(ext=bytes([GROUPS]) + groups(2, 1, OWN, small_entry(4))),
+        "groups_count_zero": mutant(ext=bytes([GROUPS]) + groups(0, 1, raw_count=True)),
+        "groups_count_short": mutant(ext=bytes([GROUPS]) + groups(1, 2, OWN)),
+        "groups_null": mutant(ext=bytes([GROUPS]) + groups(2, 1, OWN, OWN, null=True)),
+        # request 2: first query at position 20; block 0 (positions 0..15)
+        # is hidden by a window of 4, not by one of 100
+        "released_ok": mutant(ext=bytes([GROUPS | WINDOW]) +
+                              groups(1, 0, entry(release_req=2, release_blocks=1)) + u16(4)),
+        "released_visible": mutant(ext=bytes([GROUPS | WINDOW]) +
+                                   groups(1, 0, entry(release_req=2, release_blocks=1)) + u16(100)),
+        "released_no_window": mutant(ext=bytes([GROUPS]) +
+                                     groups(1, 0, entry(release_req=2, release_blocks=1))),
+        "released_new_token": mutant(ext=bytes([GROUPS | WINDOW]) +
+                                     groups(1, 0, entry(release_req=2, release_blocks=2)) + u16(4)),
+        "released_cross": mutant(3, ext=bytes([ENC | GROUPS | WINDOW]) + enc(4, 1, 8) +
+                                 groups(1, 0, entry(release_req=2, release_blocks=1)) + u16(4)),
+        "all_fields": mutant(ext=bytes([ENC | MASK | GROUPS | WINDOW | CP]) + enc(1, 2, 3) +
+                             mask() + groups(2, 1, OWN, entry(release_req=2, release_blocks=1)) +
+                             u16(4) + u32(5) + u32(1) + u32(14)),
+    }
+    for name, data in seeds.items():
+        write("batch", "abi21_" + name, data)
+    write("batch", "abi22_cp_local", mutant(ext=bytes([CP]) + u32(5) + u32(1) + u32(14)))
+    write("batch", "abi22_cp_local_garbage", mutant(ext=bytes([CP]) + u32(-7) + u32(1 << 31) + u32(0)))
+    write("batch", "abi22_cp_local_released",
+          mutant(ext=bytes([GROUPS | WINDOW | CP]) +
+                 groups(1, 0, entry(release_req=2, release_blocks=1)) + u16(4) + u32(4) + u32(1) +
+                 u32(14)))
+
+
 def main():
     recs = records()
     for i, r in enumerate(recs):
@@ -118,6 +211,8 @@ def main():
     raw += u32(0) + u32(1) + u32(3) + u32(4) + u32(5) + u32(0) + u32(1) + u64(4) + u64(17) + u64(18)
     write("batch", "raw_valid", raw)
     write("batch", "empty", b"")
+
+    abi21_seeds()
 
     # fuzz_descriptor: a few shapes; the fuzzer takes it from there.
     write("descriptor", "full_sizes", bytes([5, 0, 6]) + b"abi_ok" + bytes([0] * 40))

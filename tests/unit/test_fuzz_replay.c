@@ -67,8 +67,32 @@ static int replay_dir(const char *dir, one_fn fn)
     return n;
 }
 
+/* Seeds that must be in the batch corpus: one per ABI 2.1/2.2 batch field
+ * (tests/fuzz/make_seeds.py writes them), so a corpus that lost them fails
+ * here instead of silently covering less. */
+static const char *const batch_required[] = {
+    "abi21_enc_cross_ok", "abi21_mask_ok",    "abi21_groups_entry_ok", "abi21_groups_null",
+    "abi21_released_ok",  "abi21_all_fields", "abi22_cp_local",        "abi22_cp_local_released"};
+
+static int require_batch_seeds(void)
+{
+    for (size_t i = 0; i < sizeof batch_required / sizeof *batch_required; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/fuzz/corpus/batch/%s", ATTNHOST_SOURCE_DIR,
+                 batch_required[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            fprintf(stderr, "%s is missing: rerun tests/fuzz/make_seeds.py\n", path);
+            return 1;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
 int main(void)
 {
+    if (require_batch_seeds()) return 1;
     static const struct {
         const char *name;
         one_fn fn;

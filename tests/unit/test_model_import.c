@@ -6,6 +6,7 @@
  * layer with the expected specs, and its refusals, each naming the field.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -408,7 +409,8 @@ static void hf_families(void)
     CHECK(fabs(ds_scale - 0.13523377) < 1e-8);
 
     /* options: tensor parallel, dtype, block size, name */
-    ah_hf_import_options o = {sizeof o, AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 64, 8, "l3-70b-tp8", 0};
+    ah_hf_import_options o = {
+        sizeof o, AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 64, 8, "l3-70b-tp8", 0, 0, AH_HF_KV_GROUPS_ONE};
     ah_error err = {""};
     ah_model *m = import_file("llama-3-70b.json", &o, &err);
     CHECK_MSG(m != NULL, "%s", err.msg);
@@ -449,6 +451,122 @@ static void hf_families(void)
         CHECK(s->num_q_heads == 40 && s->num_kv_heads == 8 && s->qk_head_size == 128 &&
               !s->sliding_window);
         CHECK(s->q_dtype == AH_DTYPE_BF16);
+        ah_model_destroy(m);
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Hugging Face import: KV-cache groups (kv_groups = HYBRID)
+ * ------------------------------------------------------------------------ */
+
+/* Per layer: its kv_group as a digit (0-9, then a-z), '.' for layers
+ * without a cache (not attention, cacheless). */
+static void group_pattern(const ah_model *m, char *out, size_t cap)
+{
+    uint32_t n = ah_model_num_layers(m), i = 0;
+    for (; i < n && i + 1 < cap; i++) {
+        const ah_layer_spec *s = ah_model_layer(m, i);
+        uint32_t g = s->kv_group;
+        out[i] = ah_model_layer_kind(m, i) != AH_LAYER_ATTENTION || ah_spec_cacheless(s) ? '.'
+                 : g < 10 ? (char)('0' + g)
+                          : (char)('a' + g - 10);
+    }
+    out[i] = '\0';
+}
+
+static void hf_groups(void)
+{
+    char g3[64], q2swa[64], jamba[64], qnext[64], whisper[128], l4[64];
+    snprintf(g3, sizeof g3, "%s", rep("000001", 8));
+    snprintf(q2swa, sizeof q2swa, "%s%s", rep("0", 21), rep("1", 7));
+    snprintf(jamba, sizeof jamba, "%s", rep("....0...", 4));
+    snprintf(qnext, sizeof qnext, "%s", rep("...0", 12));
+    snprintf(whisper, sizeof whisper, "%s%s", rep(".", 32), rep("01", 32));
+    snprintf(l4, sizeof l4, "%s", rep("0001", 12)); /* chunked RoPE layers, global NoPE layers */
+    static const struct {
+        const char *file;
+        uint32_t groups;
+    } counts[] = {
+        {"gemma-2-9b.json", 2},   {"gemma-3-12b.json", 2},        {"gpt-oss-120b.json", 2},
+        {"qwen2-7b-swa.json", 2}, {"mistral-7b-v0.1.json", 1},    {"llama-3-70b.json", 1},
+        {"deepseek-v3.json", 1},  {"whisper-large-v3.json", 2},   {"bert-base-uncased.json", 1},
+        {"jamba-v0.1.json", 1},   {"qwen3-next-80b-a3b.json", 1},
+    };
+    const char *want[] = {rep("01", 21), g3,      rep("01", 18), q2swa, rep("0", 32), rep("0", 80),
+                          rep("0", 61),  whisper, rep(".", 12),  jamba, qnext};
+    ah_hf_import_options o = {sizeof o, .kv_groups = AH_HF_KV_GROUPS_HYBRID};
+    char pat[128];
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+        ah_error err = {""};
+        ah_model *m = import_file(counts[c].file, &o, &err);
+        CHECK_MSG(m != NULL, "%s: %s", counts[c].file, err.msg);
+        if (!m) continue;
+        CHECK_MSG(ah_model_num_kv_groups(m) == counts[c].groups, "%s: %u groups", counts[c].file,
+                  ah_model_num_kv_groups(m));
+        group_pattern(m, pat, sizeof pat);
+        CHECK_MSG(!strcmp(pat, want[c]), "%s: groups %s, expected %s", counts[c].file, pat,
+                  want[c]);
+        round_trip(m); /* kv_group survives INI text */
+        ah_model_destroy(m);
+        /* the default, and options of the layout before kv_groups (its
+         * struct_size takes in the tail padding where reserved now lies,
+         * here filled with garbage), keep one group */
+        typedef struct {
+            uint32_t struct_size;
+            ah_dtype dtype, kv_dtype;
+            uint32_t block_size, tensor_parallel;
+            const char *name;
+            int chunked_virtual_batches;
+        } opts_2_1;
+        ah_hf_import_options old;
+        memset(&old, 0xff, sizeof old);
+        opts_2_1 o21 = {sizeof o21, AH_DTYPE_AUTO, AH_DTYPE_AUTO, 0, 0, NULL, 0};
+        memcpy(&old, &o21, sizeof o21);
+        ah_model *one = import_file(counts[c].file, c % 2 ? NULL : &old, &err);
+        CHECK_MSG(one && ah_model_num_kv_groups(one) == 1, "%s: default groups: %s", counts[c].file,
+                  err.msg);
+        ah_model_destroy(one);
+    }
+    /* gemma-2: the windowed layers (0, 2, ...) are group 0, the global
+     * layers group 1; a block size applies to both */
+    o.block_size = 32;
+    ah_error err = {""};
+    ah_model *m = import_file("gemma-2-9b.json", &o, &err);
+    CHECK_MSG(m != NULL, "%s", err.msg);
+    if (m) {
+        CHECK(ah_model_layer(m, 0)->sliding_window == 4096 && ah_model_layer(m, 0)->kv_group == 0);
+        CHECK(ah_model_layer(m, 1)->sliding_window == 0 && ah_model_layer(m, 1)->kv_group == 1);
+        CHECK(ah_model_layer(m, 41)->block_size == 32 && ah_model_layer(m, 41)->kv_group == 1);
+        char *text = NULL;
+        CHECK(ah_model_to_ini(m, &text) == AH_OK);
+        CHECK_CONTAINS(text, "kv_group = 1");
+        ah__free(text);
+        ah_model_destroy(m);
+    }
+    /* Llama 4 under virtual batches: chunked local layers and the global
+     * NoPE layers are different groups (vLLM's chunked local attention
+     * spec), though both are plain causal layers here */
+    o.block_size = 0;
+    o.chunked_virtual_batches = 1;
+    m = import_file("llama-4-scout.json", &o, &err);
+    CHECK_MSG(m != NULL, "%s", err.msg);
+    if (m) {
+        CHECK(ah_model_num_kv_groups(m) == 2);
+        group_pattern(m, pat, sizeof pat);
+        CHECK_MSG(!strcmp(pat, l4), "llama-4-scout: groups %s, expected %s", pat, l4);
+        ah_model_destroy(m);
+    }
+    /* Gemma 2 with layer_types that start global: group 0 is the first
+     * layer's class, whichever it is */
+    static const char *gl =
+        "{\"model_type\": \"gemma2\", \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+        "\"num_key_value_heads\": 4, \"head_dim\": 64, \"query_pre_attn_scalar\": 64, "
+        "\"sliding_window\": 128, \"layer_types\": [\"full_attention\", \"sliding_attention\", "
+        "\"sliding_attention\", \"full_attention\"]}";
+    CHECK(ah_model_import_hf_opts(gl, "g.json", &o, &m, &err) == AH_OK);
+    if (m) {
+        group_pattern(m, pat, sizeof pat);
+        CHECK_STREQ(pat, "0110");
         ah_model_destroy(m);
     }
 }
@@ -528,8 +646,12 @@ static void hf_refusals(void)
     ah_model *m = NULL;
     ah_error err;
     CHECK(ah_model_import_hf(NULL, "c.json", &m, &err) == AH_ERR_INVALID_ARGUMENT);
-    ah_hf_import_options small = {4, AH_DTYPE_AUTO, AH_DTYPE_AUTO, 0, 0, NULL, 0};
+    ah_hf_import_options small = {.struct_size = 4};
     CHECK(ah_model_import_hf_opts("{}", "c.json", &small, &m, &err) == AH_ERR_ABI);
+    CHECK_CONTAINS(err.msg, "ah_hf_import_options.struct_size 4 is too small");
+    ah_hf_import_options range = {.struct_size = sizeof range, .kv_groups = 2};
+    CHECK(ah_model_import_hf_opts("{}", "c.json", &range, &m, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_STREQ(err.msg, "c.json: kv_groups = 2 is not an ah_hf_kv_groups (0 one, 1 hybrid)");
 }
 
 /* The causal flag (ABI 2.1) goes through C, INI text and back. */
@@ -561,6 +683,7 @@ int main(void)
     kinds_bound();
     if (ah_model_import_available()) {
         hf_families();
+        hf_groups();
         hf_refusals();
     } else {
         ah_model *m = NULL;

@@ -715,7 +715,24 @@ ah_status ah_model_create(const ah_model_desc *desc, ah_model **out, ah_error *e
  * when the name cannot stand in INI text (';' or '#'). */
 ah_status ah_model_to_ini(const ah_model *model, char **text);
 
-/* Options of a Hugging Face import; NULL options: every default. */
+/* KV-cache groups of an imported model (ah_hf_import_options.kv_groups). */
+typedef enum ah_hf_kv_groups {
+    AH_HF_KV_GROUPS_ONE = 0,   /* every layer in group 0: one block table */
+    AH_HF_KV_GROUPS_HYBRID = 1 /* one group per class of cache layers, as
+                                  vLLM's hybrid KV-cache manager groups them:
+                                  layers that agree in sliding window, KV
+                                  heads, head sizes and MLA, self or cross
+                                  attention, and (Llama 4 under
+                                  chunked_virtual_batches) chunked or global
+                                  share a group. Groups are numbered in the
+                                  order of their first layer (group 0 is the
+                                  first cache layer's); cacheless encoder
+                                  layers stay in group 0 */
+} ah_hf_kv_groups;
+
+/* Options of a Hugging Face import; NULL options: every default. Fields
+ * are appended; the importer reads a field only when struct_size covers
+ * it, so a caller built against an older header gets its default. */
 typedef struct ah_hf_import_options {
     uint32_t struct_size;
     ah_dtype dtype;              /* AUTO: torch_dtype (or dtype), fp32 when the
@@ -732,6 +749,12 @@ typedef struct ah_hf_import_options {
                                     one chunk (vLLM does), so those layers
                                     are plain causal layers here; 0: refuse
                                     them */
+    uint32_t reserved;           /* never read: it fills what was the tail
+                                    padding of the struct before kv_groups
+                                    (sizeof 40 on 64-bit targets), so an
+                                    older caller's struct_size never covers
+                                    kv_groups */
+    uint32_t kv_groups;          /* an ah_hf_kv_groups; default ONE */
 } ah_hf_import_options;
 
 /* A model from a Hugging Face config.json (its text); source names it in
