@@ -472,9 +472,8 @@ static ah_status in_group(ah_status s, uint32_t g, ah_error *err)
     return s;
 }
 
-static ah_status validate(const ah_batch *batch, const ah_layer_spec *spec,
-                          const ah_limits *limits, int32_t seq_len_fill, int empty_kv,
-                          ah_error *err)
+static ah_status validate(const ah_batch *batch, const ah_layer_spec *spec, const ah_limits *limits,
+                          int32_t seq_len_fill, int empty_kv, ah_error *err)
 {
     if (!batch) return fail(err, "batch is NULL");
     if (!spec) return fail(err, "layer spec is NULL");
