@@ -53,6 +53,7 @@ typedef struct cp_run {
     ah_cp_local_group *group; /* CPU plugins, or NULL */
     pthread_barrier_t bar;
     atomic_int failed;
+    double *copy_gbs; /* the device's copy bandwidth, measured once (0: not yet) */
 } cp_run;
 
 typedef struct cp_rank {
@@ -335,6 +336,14 @@ static void *rank_main(void *arg)
     bad = time_forward(r, b, &d, &r->step_ms);
     if (sync_point(r, bad) || !cp) {
         r->local_ms = r->step_ms;
+        if (!bad && !*run->copy_gbs) { /* the ceiling, once, with the cache freed */
+            ah_binding *keep = b;
+            data_free(&d);
+            *run->copy_gbs =
+                ah_device_kind_of(ah_binding_device(keep, 0, AH_PHASE_DECODE)) == AH_DEVICE_CPU
+                    ? cpu_read_gbs(ah_host_hw_facts(run->h)->cpu_logical_cores)
+                    : device_copy_gbs(ah_binding_device(keep, 0, AH_PHASE_DECODE));
+        }
         goto out;
     }
     /* 3: the same shard alone, every rank at once as in the step */
@@ -354,9 +363,10 @@ out:
  * 0 fine; -1 with why. */
 static int run_world(ah_host *h, const ah_selection *sel, const ah_layer_spec *sp, cp_shape s,
                      uint32_t world, uint32_t interleave, int iters, int b2b, int nccl,
-                     double *step, double *local, char *why, size_t cap)
+                     double *copy_gbs, double *step, double *local, char *why, size_t cap)
 {
     cp_run run = {.h = h,
+                  .copy_gbs = copy_gbs,
                   .sel = sel,
                   .spec = sp,
                   .s = s,
@@ -557,11 +567,12 @@ int cmd_bench_cp(cli_common *c)
                "median of %u runs%s, the slowest rank\n",
                pi->name, label, sp->block_size, interleave, on_cpu ? "local group" : "NCCL", iters,
                b2b > 1 ? " of forwards back to back" : "");
-        printf("%6s %8s %5s %10s %10s %11s %9s %10s\n", "batch", "context", "ranks", "step ms",
-               "local ms", "comm+merge", "vs 1 rank", "efficiency");
+        printf("%6s %8s %5s %10s %10s %11s %9s %10s %8s %6s\n", "batch", "context", "ranks",
+               "step ms", "local ms", "comm+merge", "vs 1 rank", "efficiency", "KV GB/s", "of bw");
     }
     /* A rank's budget: 90% of a device (CPU ranks share the host's memory). */
     int first = 1;
+    double copy_gbs = 0; /* measured by the first one-rank run */
     rc = 0;
     for (uint32_t i = 0; i < n_shapes; i++) {
         double t1 = 0;
@@ -584,10 +595,12 @@ int cmd_bench_cp(cli_common *c)
                          need / 1073741824.0,
                          (on_cpu ? (double)mem / w : (double)mem) / 1073741824.0);
             else if (run_world(h, sel, sp, shapes[i], w, interleave, (int)iters, (int)b2b, !on_cpu,
-                               &step, &local, why, sizeof why))
+                               &copy_gbs, &step, &local, why, sizeof why))
                 rc = 1;
             if (w == 1 && !why[0]) t1 = step;
             double share = step > 0 ? 1 - local / step : 0;
+            /* the rank's attention alone: its shard's bytes over its time */
+            double gbs = local > 0 ? (double)need / (local * 1e-3) / 1e9 : 0;
             double speedup = t1 > 0 && step > 0 ? t1 / step : 0;
             double eff = speedup / w;
             if (c->json) {
@@ -599,22 +612,31 @@ int cmd_bench_cp(cli_common *c)
                     printf("}");
                 } else
                     printf(", \"step_ms\": %.4f, \"local_ms\": %.4f, \"collective_share\": %.3f, "
-                           "\"speedup\": %.3f, \"efficiency\": %.3f, \"shard_bytes\": %llu}",
-                           step, local, share, speedup, eff, (unsigned long long)need);
+                           "\"speedup\": %.3f, \"efficiency\": %.3f, \"shard_bytes\": %llu, "
+                           "\"local_gbs\": %.1f}",
+                           step, local, share, speedup, eff, (unsigned long long)need, gbs);
                 first = 0;
             } else if (why[0])
                 printf("%6u %8u %5u skipped: %s\n", shapes[i].batch, shapes[i].context, w, why);
             else if (speedup > 0)
-                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %8.2fx %9.1f%%\n", shapes[i].batch,
-                       shapes[i].context, w, step, local, 100 * share, speedup, 100 * eff);
+                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %8.2fx %9.1f%% %8.0f %5.0f%%\n",
+                       shapes[i].batch, shapes[i].context, w, step, local, 100 * share, speedup,
+                       100 * eff, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0);
             else
-                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %9s %10s\n", shapes[i].batch,
-                       shapes[i].context, w, step, local, 100 * share, "-", "-");
+                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %9s %10s %8.0f %5.0f%%\n",
+                       shapes[i].batch, shapes[i].context, w, step, local, 100 * share, "-", "-",
+                       gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0);
             fflush(stdout);
         }
     }
+    if (c->json) printf("\n], \"copy_gbs\": %.1f", copy_gbs);
+    else
+        printf("KV GB/s: the rank's shard over its attention alone; of bw: of the %s's %.0f GB/s "
+               "(%s, this run)\n",
+               on_cpu ? "host" : "device", copy_gbs,
+               on_cpu ? "every core reading" : "a 1 GiB device copy, read + written");
     /* The engine's question: at this batch, how long a context fits. */
-    if (c->json) printf("\n], \"longest_context\": [");
+    if (c->json) printf(", \"longest_context\": [");
     else if (on_cpu)
         printf("\nlongest context whose KV shards fit 90%% of the host's %.1f GiB, shared by the "
                "ranks, per batch:\n",
