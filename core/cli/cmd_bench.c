@@ -382,7 +382,7 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
     return rc;
 }
 
-static int parse_u32(const char *opt, const char *v, uint32_t *out)
+int cli_parse_count(const char *opt, const char *v, uint32_t *out)
 {
     char *end;
     unsigned long x = strtoul(v, &end, 10);
@@ -424,24 +424,25 @@ int cmd_bench(cli_common *c)
                 return 2;
             }
             zo.n_steps++, zoo = 1, i++;
-        } else if (!strcmp(a, "--window")) bad = parse_u32(a, v, &window), zoo = 1, i++;
+        } else if (!strcmp(a, "--window")) bad = cli_parse_count(a, v, &window), zoo = 1, i++;
         else if (!strcmp(a, "--softcap")) softcap = atof(v), zoo = 1, bad = !(softcap > 0), i++;
-        else if (!strcmp(a, "--max-context")) bad = parse_u32(a, v, &zo.max_ctx), i++;
-        else if (!strcmp(a, "--max-batch")) bad = parse_u32(a, v, &zo.max_batch), i++;
+        else if (!strcmp(a, "--max-context")) bad = cli_parse_count(a, v, &zo.max_ctx), i++;
+        else if (!strcmp(a, "--max-batch")) bad = cli_parse_count(a, v, &zo.max_batch), i++;
         else if (!strcmp(a, "--phase")) custom.phase = v, have_custom = 1, i++;
         else if (!strcmp(a, "--batch"))
-            bad = parse_u32(a, v, &custom.batch), have_custom = batch_given = 1, i++;
+            bad = cli_parse_count(a, v, &custom.batch), have_custom = batch_given = 1, i++;
         else if (!strcmp(a, "--context"))
-            bad = parse_u32(a, v, &custom.context), have_custom = 1, i++;
-        else if (!strcmp(a, "--query")) bad = parse_u32(a, v, &custom.query), have_custom = 1, i++;
+            bad = cli_parse_count(a, v, &custom.context), have_custom = 1, i++;
+        else if (!strcmp(a, "--query"))
+            bad = cli_parse_count(a, v, &custom.query), have_custom = 1, i++;
         else if (!strcmp(a, "--head-size"))
-            bad = parse_u32(a, v, &custom.head), have_custom = 1, i++;
+            bad = cli_parse_count(a, v, &custom.head), have_custom = 1, i++;
         else if (!strcmp(a, "--block-size"))
-            bad = parse_u32(a, v, &custom.block), have_custom = 1, i++;
+            bad = cli_parse_count(a, v, &custom.block), have_custom = 1, i++;
         else if (!strcmp(a, "--dtype")) custom.dtype = v, have_custom = 1, i++;
         else if (!strcmp(a, "--kv-dtype")) custom.kv_dtype = v, have_custom = 1, i++;
-        else if (!strcmp(a, "--iters")) bad = parse_u32(a, v, (uint32_t *)&iters), i++;
-        else if (!strcmp(a, "--back-to-back")) bad = parse_u32(a, v, &back_to_back), i++;
+        else if (!strcmp(a, "--iters")) bad = cli_parse_count(a, v, (uint32_t *)&iters), i++;
+        else if (!strcmp(a, "--back-to-back")) bad = cli_parse_count(a, v, &back_to_back), i++;
         else if (!strcmp(a, "--peak-tflops")) peak = atof(v), i++;
         else if (!strcmp(a, "--heads")) {
             if (sscanf(v, "%u/%u", &custom.hq, &custom.hk) != 2 || !custom.hq || !custom.hk) {
