@@ -532,6 +532,11 @@ ah_status ah__cp_local_batch(ah__cp *cp, const ah_batch *b, ah_plan_mode mode, v
         s = check_slots(cp, b, real, ng ? g : UINT32_MAX, view.slot_mapping_host, err);
         if (s != AH_OK) return s;
     }
+    if (mode != AH_PLAN_EAGER && !ah__cp_comm_capturable(cp->comm))
+        return bad(err,
+                   "plan mode %s: a %s's all-gather runs on the host, so a CUDA graph cannot "
+                   "capture it (capture over NCCL)",
+                   mode == AH_PLAN_CAPTURE ? "capture" : "replay", ah__cp_comm_name(cp->comm));
     ah_batch *lb = &cp->local;
     *lb = *b;
     lb->cp_local_seq_lens = NULL;

@@ -558,6 +558,12 @@ static void gen_context_parallel(gen *g)
         x.cp_interleave = x.spec.block_size;
         set_shape(g, &x, SHAPE_DECODE);
         add(g, &x, "cp-interlv");
+        if (g->opts->cp_devices > 1 &&
+            c->graph_level >= AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE) { /* NCCL captures */
+            ah__conf_case y = x;
+            y.graph = AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE;
+            add(g, &y, "cp-graph");
+        }
         x.cp_interleave = 2;
         if (has(c, AH_FEAT_SLIDING_WINDOW)) {
             ah__conf_case y = x;

@@ -220,7 +220,8 @@ static void *run_rank(void *arg)
         return NULL;
     }
     void *stream = ah_device_stream(k->dev);
-    if (ah_binding_plan(k->bind, &k->b, AH_PLAN_EAGER, stream) != AH_OK) {
+    const int graph = r->c->graph != AH_GRAPH_NEVER;
+    if (ah_binding_plan(k->bind, &k->b, graph ? AH_PLAN_CAPTURE : AH_PLAN_EAGER, stream) != AH_OK) {
         rank_fail(k, "plan: %s", ah_binding_errmsg(k->bind));
         return NULL;
     }
@@ -238,7 +239,30 @@ static void *run_rank(void *arg)
     a.k_scale = r->k_scale;
     a.v_scale = r->v_scale;
     a.stream = stream;
-    if (ah_binding_forward(k->bind, 0, &a) != AH_OK) {
+    if (graph) { /* capture the step (forward, all-gather, merges), replay it */
+        ah_graph *gr = NULL;
+        if (ah_device_graph_begin(k->dev) != AH_OK) {
+            rank_fail(k, "graph begin: %s", ah_device_errmsg(k->dev));
+            return NULL;
+        }
+        ah_status fs = ah_binding_forward(k->bind, 0, &a);
+        ah_status es = ah_device_graph_end(k->dev, &gr);
+        if (fs != AH_OK || es != AH_OK || !gr) {
+            rank_fail(k, "capture: %s",
+                      fs != AH_OK ? ah_binding_errmsg(k->bind) : ah_device_errmsg(k->dev));
+            if (gr) ah_device_graph_destroy(k->dev, gr);
+            return NULL;
+        }
+        /* the capture ran nothing: the outputs still hold the poison */
+        ah_status rs = ah_binding_plan(k->bind, &k->b, AH_PLAN_REPLAY, stream);
+        ah_status ls = rs == AH_OK ? ah_device_graph_launch(k->dev, gr) : rs;
+        ah_device_graph_destroy(k->dev, gr);
+        if (ls != AH_OK) {
+            rank_fail(k, "replay: %s",
+                      rs != AH_OK ? ah_binding_errmsg(k->bind) : ah_device_errmsg(k->dev));
+            return NULL;
+        }
+    } else if (ah_binding_forward(k->bind, 0, &a) != AH_OK) {
         rank_fail(k, "forward: %s", ah_binding_errmsg(k->bind));
         return NULL;
     }

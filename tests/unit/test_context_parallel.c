@@ -178,7 +178,7 @@ typedef struct rank {
     int64_t sqsl, ssl, sbt[2], sslots, sq[3], skv[3], sc[4], sl2[2];
     ah_batch batch;
     int skip_plan; /* this rank stops before the step (a failed rank) */
-    int bad_local, bad_slot, other_batch;
+    int bad_local, bad_slot, other_batch, capture;
     ah_status plan, fwd;
     char msg[1024];
 } rank;
@@ -252,7 +252,7 @@ static void *run(void *arg)
     }
     build(k);
     if (k->skip_plan) return NULL;
-    k->plan = ah_binding_plan(k->b, &k->batch, AH_PLAN_EAGER, NULL);
+    k->plan = ah_binding_plan(k->b, &k->batch, k->capture ? AH_PLAN_CAPTURE : AH_PLAN_EAGER, NULL);
     snprintf(k->msg, sizeof k->msg, "%s", ah_binding_errmsg(k->b));
     if (k->plan != AH_OK) return NULL;
     ah_forward_args a = {sizeof a, &k->tq, &k->tk, &k->tv, &k->tkc, &k->tvc, &k->tout,
@@ -294,6 +294,7 @@ static void bad_local_on_1(rank *k) { k->bad_local = k->cp.rank == 1; }
 static void bad_slot_on_2(rank *k) { k->bad_slot = k->cp.rank == 2; }
 static void other_batch_on_1(rank *k) { k->other_batch = k->cp.rank == 1; }
 static void rank_1_stops(rank *k) { k->skip_plan = k->cp.rank == 1; }
+static void capture(rank *k) { k->capture = 1; }
 
 static void test_steps(ah_host *h)
 {
@@ -329,6 +330,12 @@ static void test_steps(ah_host *h)
                   strstr(ranks[1].msg, "batch differs from rank 0's"),
               "%s / %s", ranks[0].msg, ranks[1].msg);
     CHECK(ranks[0].plan != AH_OK && ranks[1].plan != AH_OK);
+    /* a local group copies on the host: no graph can capture its step */
+    step(h, sel, 2, 0, ranks, capture);
+    for (uint32_t i = 0; i < 2; i++) {
+        CHECK(ranks[i].plan == AH_ERR_INVALID_ARGUMENT);
+        CHECK_MSG(strstr(ranks[i].msg, "a CUDA graph cannot capture it"), "%s", ranks[i].msg);
+    }
     /* a rank that never arrives: the others time out, naming it */
     step(h, sel, 3, 300, ranks, rank_1_stops);
     for (uint32_t i = 0; i < 3; i += 2) {
