@@ -431,7 +431,9 @@ static ah_status fam_gpt_oss(hf *h)
  * kv_lora_rank, one KV head; scale as DeepSeek computes it:
  * (qk_nope_head_dim + qk_rope_head_dim)^-1/2, times mscale^2 with YaRN's
  * mscale = 0.1 * mscale_all_dim * ln(factor) + 1 when rope_scaling sets
- * mscale_all_dim (and factor > 1). */
+ * mscale_all_dim (and factor > 1). transformers 5 writes rope_scaling as
+ * rope_parameters (rope_theta and rope_type beside the YaRN fields): read
+ * whichever the config has. */
 static ah_status fam_deepseek(hf *h)
 {
     uint32_t n = 0, q = 0, qr = 0, rank = 0, rope = 0, nope = 0, vdim = 0;
@@ -449,13 +451,16 @@ static ah_status fam_deepseek(hf *h)
         return fail(h, "%s%s = 0: MLA needs it", h->pre,
                     rank ? "qk_rope_head_dim" : "kv_lora_rank");
     double scale = 1.0 / sqrt((double)nope + rope);
-    json_object *rs = field(h, "rope_scaling");
+    const char *rname = field(h, "rope_scaling") ? "rope_scaling" : "rope_parameters";
+    json_object *rs = field(h, rname);
     if (rs) {
         if (!json_object_is_type(rs, json_type_object))
-            return fail(h, "%srope_scaling = %s: not an object", h->pre, jtext(rs));
+            return fail(h, "%s%s = %s: not an object", h->pre, rname, jtext(rs));
+        char pre[64];
+        snprintf(pre, sizeof pre, "%s%s.", h->pre, rname);
         hf sub = *h;
         sub.cfg = rs;
-        sub.pre = "rope_scaling.";
+        sub.pre = pre;
         double mall, factor;
         if ((s = get_double(&sub, "mscale_all_dim", OPTIONAL, 0, &mall))) return s;
         if (mall) {

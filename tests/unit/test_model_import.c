@@ -408,6 +408,26 @@ static void hf_families(void)
     /* the shipped DeepSeek example's scale, to the digit it is written with */
     CHECK(fabs(ds_scale - 0.13523377) < 1e-8);
 
+    /* transformers 5 saves rope_scaling as rope_parameters: the same
+     * mscale; sizes other than DeepSeek's (the e2e tiny model's) */
+    static const char *ds5 =
+        "{\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+        "\"kv_lora_rank\": 64, \"qk_rope_head_dim\": 32, \"qk_nope_head_dim\": 48, "
+        "\"v_head_dim\": 40, \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 10000.0, "
+        "\"factor\": 4.0, \"mscale_all_dim\": 1.0}}";
+    ah_model *m5 = NULL;
+    ah_error err5 = {""};
+    CHECK_MSG(ah_model_import_hf(ds5, "ds5.json", &m5, &err5) == AH_OK, "%s", err5.msg);
+    if (m5) {
+        const ah_layer_spec *s = ah_model_layer(m5, 2);
+        const double want = pow(0.1 * log(4.0) + 1.0, 2) / sqrt(80.0);
+        CHECK(s->use_mla && s->num_q_heads == 4 && s->num_kv_heads == 1);
+        CHECK(s->qk_head_size == 96 && s->v_head_size == 64);
+        CHECK_MSG(fabsf(s->scale - (float)want) < 1e-7f, "scale %.9g, expected %.9g", s->scale,
+                  want);
+        ah_model_destroy(m5);
+    }
+
     /* options: tensor parallel, dtype, block size, name */
     ah_hf_import_options o = {
         sizeof o, AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 64, 8, "l3-70b-tp8", 0, 0, AH_HF_KV_GROUPS_ONE};
