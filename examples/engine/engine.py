@@ -2,7 +2,7 @@
 own modules (embeddings, projections, rotary, norms, MLP from
 ``transformers``) with attention through attnhost over a paged KV cache.
 
-What it shows, in about 300 lines:
+What it shows, in about 350 lines:
 
 - the model description comes from the model's own config
   (``attnhost.Model.from_hf_config``), so windows, soft-caps, scales and
@@ -12,6 +12,9 @@ What it shows, in about 300 lines:
   module calls :func:`attnhost_attention`, which hands the step's new
   query/key/value to ``Binding.forward`` (that stores K/V in the paged
   cache through the slot mapping and attends over the cached context);
+- DeepSeek's MLA layers are served absorbed (:func:`mla_attention`): the
+  cache holds the compressed kv and the roped k_pe, W_UK is folded into the
+  query and W_UV applied to the output, as vLLM's MLA backend does;
 - each step is ONE flat sequence of tokens ([1, T]) of several requests:
   decodes first (one token each), then prefill chunks, so a binding whose
   decode and prefill winners differ splits the step; position ids carry each
@@ -22,6 +25,7 @@ What it shows, in about 300 lines:
 
     python3 examples/engine/engine.py                       # CPU, fp32, cpu_amx
     python3 examples/engine/engine.py --device cuda --dtype bf16 --plugin cuda_fa3
+    python3 examples/engine/engine.py --family deepseek_v3     # MLA, absorbed
 
 (set ``ATTNHOST_LIB`` to the build's ``lib/libattnhost.so``; a build tree
 ``build/`` beside the sources is found without it.)
@@ -30,6 +34,7 @@ What it shows, in about 300 lines:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import sys
@@ -74,6 +79,49 @@ def attnhost_attention(module, query, key, value, attention_mask, scaling=None, 
     return out.unsqueeze(0), None
 
 
+def mla_attention(module, hidden_states, position_embeddings, attention_mask=None, **kwargs):
+    """DeepSeek's multi-head latent attention served absorbed, as vLLM's MLA
+    backend does. The cache holds one KV "head" per token: the normalized
+    compressed kv (kv_lora_rank channels) then the roped k_pe
+    (qk_rope_head_dim); V is its first kv_lora_rank channels. W_UK goes into
+    the query (per head, q_nope @ W_UK -> kv_lora_rank channels, then the
+    roped q_pe) and W_UV onto the output (per head, kv_lora_rank ->
+    v_head_dim) before o_proj, so K and V are never expanded per head. The
+    scale is the model's (1/sqrt(qk_nope + qk_rope) times any YaRN mscale^2),
+    which Engine.check_scales compares with the imported one. Replaces the
+    forward of transformers' DeepseekV3Attention (its projections, norms and
+    rotary are used as they are) while the model's attention is attnhost's."""
+    m = module
+    eng = _ACTIVE[-1]
+    T = hidden_states.shape[1]
+    H, dn, dr, r = m.num_heads, m.qk_nope_head_dim, m.qk_rope_head_dim, m.kv_lora_rank
+    if m.q_lora_rank is None:
+        q = m.q_proj(hidden_states)
+    else:
+        q = m.q_b_proj(m.q_a_layernorm(m.q_a_proj(hidden_states)))
+    q_nope, q_pe = q.view(1, T, H, dn + dr).transpose(1, 2).split([dn, dr], dim=-1)
+    ckv, k_pe = m.kv_a_proj_with_mqa(hidden_states).split([r, dr], dim=-1)
+    ckv = m.kv_a_layernorm(ckv)
+    hf = sys.modules[type(m).__module__]       # the model's own rotary
+    interleave = m.config.rope_interleave
+    rope = hf.apply_rotary_pos_emb_interleave if interleave else hf.apply_rotary_pos_emb
+    q_pe, k_pe = rope(q_pe, k_pe.view(1, 1, T, dr), *position_embeddings)
+    # kv_b_proj.weight is [H * (qk_nope + v_head), kv_lora_rank]: per head W_UK then W_UV
+    w_uk, w_uv = m.kv_b_proj.weight.view(H, dn + m.v_head_dim, r).split([dn, m.v_head_dim], dim=1)
+    q_lat = torch.einsum("htd,hdr->thr", q_nope[0], w_uk)
+    query = torch.cat((q_lat, q_pe[0].transpose(0, 1)), dim=-1).contiguous()   # [T, H, r + dr]
+    key = torch.cat((ckv[0], k_pe[0, 0]), dim=-1).unsqueeze(1).contiguous()    # [T, 1, r + dr]
+    out = torch.empty(T, H, r, dtype=query.dtype, device=query.device)
+    kc, _ = eng.cache.tensors(m.layer_idx)
+    eng.binding.forward(m.layer_idx, query, key, None, kc, None, out)
+    o = torch.einsum("thr,hvr->thv", out, w_uv).reshape(1, T, H * m.v_head_dim)
+    return m.o_proj(o), None
+
+
+def _is_mla(module) -> bool:
+    return hasattr(module, "kv_lora_rank") and hasattr(module, "kv_b_proj")
+
+
 def _no_mask(*args, **kwargs):
     return None
 
@@ -94,10 +142,20 @@ def register_attention() -> None:
 
 
 def set_attention(model, name: str) -> None:
+    """Switch model's attention to name; for attnhost, MLA modules' forward
+    becomes :func:`mla_attention` (the attention function hook only sees
+    expanded per-head K/V), and any other name gives theirs back."""
     if hasattr(model, "set_attn_implementation"):
         model.set_attn_implementation(name)
     else:
         model.config._attn_implementation = name
+    for mod in model.modules():
+        if not _is_mla(mod):
+            continue
+        if name == ATTN_NAME:
+            mod.forward = functools.partial(mla_attention, mod)
+        else:
+            mod.__dict__.pop("forward", None)
 
 
 @dataclass

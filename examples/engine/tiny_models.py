@@ -8,7 +8,7 @@ from typing import Dict, List
 
 import torch
 
-FAMILIES = ("llama", "qwen2", "gemma2", "gpt_oss")
+FAMILIES = ("llama", "qwen2", "gemma2", "gpt_oss", "deepseek_v3", "deepseek_v3_small")
 
 # head_dim 64: the smallest head size every GPU plugin serves
 _COMMON = dict(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
@@ -42,7 +42,35 @@ def make_config(family: str):
                                                     original_max_position_embeddings=16),
                                layer_types=["sliding_attention", "full_attention"] * 2,
                                architectures=["GptOssForCausalLM"])
+    if family.startswith("deepseek_v3"):
+        return _deepseek_v3(tf, small=family == "deepseek_v3_small")
     raise ValueError(f"family {family!r}: expected one of {', '.join(FAMILIES)}")
+
+
+def _deepseek_v3(tf, small: bool):
+    """DeepSeek-style MLA, which attnhost serves absorbed: one KV head of
+    kv_lora_rank + qk_rope_head_dim channels, V its first kv_lora_rank.
+    deepseek_v3 has DeepSeek's own 512 + 64 (= 576, v 512: what the GPU MLA
+    kernels serve), the q LoRA path, interleaved rotary and a YaRN mscale in
+    the scale; deepseek_v3_small has 64 + 32 (= 96, v 64: cpu_amx serves
+    it), no q LoRA (as DeepSeek-V2-Lite) and plain rotary. qk_nope_head_dim,
+    v_head_dim and the rank all differ, so a mixed-up W_UK/W_UV split
+    fails. One dense layer, then a tiny MoE (4 experts, 2 per token, one
+    shared)."""
+    c = dict(_COMMON, num_hidden_layers=3, num_key_value_heads=4)
+    del c["head_dim"]
+    moe = dict(first_k_dense_replace=1, n_routed_experts=4, num_experts_per_tok=2,
+               n_shared_experts=1, moe_intermediate_size=64, n_group=1, topk_group=1)
+    if small:
+        mla = dict(kv_lora_rank=64, q_lora_rank=None, qk_rope_head_dim=32, rope_interleave=False,
+                   rope_parameters=dict(rope_type="default", rope_theta=10000.0))
+    else:
+        mla = dict(kv_lora_rank=512, q_lora_rank=96, qk_rope_head_dim=64, rope_interleave=True,
+                   rope_parameters=dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
+                                        mscale=1.0, mscale_all_dim=1.0, beta_fast=32.0,
+                                        beta_slow=1.0, original_max_position_embeddings=128))
+    return tf.DeepseekV3Config(**c, **moe, **mla, qk_nope_head_dim=48, v_head_dim=40,
+                               architectures=["DeepseekV3ForCausalLM"])
 
 
 def build_model(family: str, dtype: str = "fp32", device: str = "cpu", seed: int = 0):
