@@ -352,10 +352,10 @@ static void *rank_main(void *arg)
               ? rank_fail(r, "%s", err.msg)
               : plan(r, lb, &d, &lbatch, 0) || time_forward(r, lb, &d, &r->local_ms);
     sync_point(r, bad);
-out:
+out: /* the data lives on the bindings' devices: free it first */
+    data_free(&d);
     ah_binding_destroy(lb);
     ah_binding_destroy(b);
-    data_free(&d);
     return NULL;
 }
 
