@@ -31,9 +31,9 @@
  * The four warps' online-softmax states are merged through shared memory at
  * the end; with num_splits > 1 the CTA writes a partial state (split-KV).
  * A KV head's last head block runs past the group when GB does not divide
- * it (decode_heads.h): its padding heads get zero queries and the ALiBi
- * slope of some real head (padded_head), so their logits stay finite, and
- * are never stored.
+ * it (decode_heads.h): its padding heads repeat the last real head's query
+ * and read the ALiBi slope of some real head (padded_head), so their logits
+ * stay finite; they are never stored.
  */
 #ifndef FI_DECODE_STREAM_CUH
 #define FI_DECODE_STREAM_CUH
