@@ -372,6 +372,23 @@ static void gen_blocks_layouts_groups(gen *g)
             continue;
         add_shaped(g, &x, i ? "mqa" : "mha");
     }
+    /* Groups that no power of two above 1 divides, or only 2 (the query
+     * heads per KV head of Llama-3.2-3B: 3, Qwen2.5-14B/32B: 5, Qwen2-1.5B:
+     * 6, Qwen2.5-7B: 7), in a mixed batch and a decode one: a kernel that
+     * serves a group's heads in power-of-two blocks pads the last block of
+     * each KV head, and must keep the padding out of every head's result. */
+    const uint32_t odd[4][2] = {{12, 4}, {10, 2}, {12, 2}, {14, 2}};
+    for (int i = 0; i < 4; i++) {
+        if (c->max_head_groups && odd[i][0] / odd[i][1] > c->max_head_groups) continue;
+        for (int decode = 0; decode < 2; decode++) {
+            if (decode && g->base.spec.attn_type != AH_ATTN_DECODER) continue;
+            ah__conf_case x = variant(g);
+            x.spec.num_q_heads = odd[i][0];
+            x.spec.num_kv_heads = odd[i][1];
+            set_shape(g, &x, decode ? SHAPE_DECODE : default_shape(x.spec.attn_type));
+            add(g, &x, decode ? "group-dec" : "group");
+        }
+    }
 }
 
 static void gen_features(gen *g)

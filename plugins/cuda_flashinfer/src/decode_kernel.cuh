@@ -3,9 +3,10 @@
  * of every decode instantiation (qk == v head sizes go to the streaming
  * kernel in decode_stream.cuh).
  *
- * One CTA per (query token, block of GB query heads sharing a
- * KV head, KV partition). Written for the memory-bound case of one or a few
- * query tokens per request, where the whole cost is reading K and V once.
+ * One CTA per (query token, block of GB query heads sharing a KV head, KV
+ * partition; a KV head's last block padded past the group when GB does not
+ * divide it, decode_heads.h). Written for the memory-bound case of one or a
+ * few query tokens per request, where the whole cost is reading K and V once.
  *
  * Shape of the work: a "row group" of TX threads owns one key at a time;
  * each thread holds 8 channels of the key (16 bytes for 16-bit caches, 8 for
@@ -72,17 +73,21 @@ template <typename KT> __device__ __forceinline__ void cvt8(const uint4 &raw, fl
 
 namespace fi {
 
+/* CTAs per SM the registers are fitted for: 4 for FP8 caches at GB 2 (the
+ * 128 registers ptxas chose unasked before head blocks could be padded;
+ * without the bound it now picks 147-151, 3 CTAs per SM), else 0: no
+ * bound, as before (an explicit 1 moves ptxas's choice too). */
+template <typename KT, int GB> constexpr int decode_mla_minb() { return elem<KT>::fp8 && GB == 2 ? 4 : 0; }
+
 template <typename QT, typename KT, int D, int DV, int GB>
-__global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
+__global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(const attn_params p)
 {
     using C = decode_cfg<QT, KT, D, DV, GB>;
     __shared__ float sm_acc[C::ROWS][GB][DV];
     __shared__ float sm_m[C::ROWS][GB], sm_l[C::ROWS][GB];
 
-    const int t = blockIdx.x, split = blockIdx.z;
-    const int blocks_per_kv = p.group / GB;
-    const int hk = blockIdx.y / blocks_per_kv;
-    const int h0 = hk * p.group + (blockIdx.y % blocks_per_kv) * GB;
+    const decode_cta cta(p, GB); /* the launcher's grid is tokens-first */
+    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0, nh = cta.nh;
     const int tx = threadIdx.x % C::TX, row = threadIdx.x / C::TX;
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
@@ -98,12 +103,15 @@ __global__ void __launch_bounds__(128) decode_kernel(const attn_params p)
     float slope[GB];
 #pragma unroll
     for (int g = 0; g < GB; g++) {
-        slope[g] = p.var.alibi ? p.var.slopes[h0 + g] : 0.f;
+        /* Heads from nh on are padding (decode_heads.h): they repeat the
+         * last real head. */
+        const int h = h0 + min(g, nh - 1);
+        slope[g] = p.var.alibi ? p.var.slopes[h] : 0.f;
 #pragma unroll
         for (int c = 0; c < C::CPT; c++) {
             const int ch = tx + c * C::TX;
             if (ch < C::NCH) {
-                uint4 raw = ldg16(qbase + (int64_t)(h0 + g) * p.q_stride_h + ch * 8);
+                uint4 raw = ldg16(qbase + (int64_t)h * p.q_stride_h + ch * 8);
                 cvt16<QT>(raw, &q[g][c * 8]);
             } else {
 #pragma unroll
@@ -269,7 +277,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                         using MC = mla_tc_cfg;
                         attn_params q = p;
                         q.stages = stages_or(p.stages, MC::MAX_NS);
-                        const dim3 grid(p.num_tokens, (p.group + GB - 1) / GB, p.num_splits);
+                        const dim3 grid(p.num_tokens, head_blocks_per_kv(p.group, GB), p.num_splits);
                         return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS, MC::smem(q.stages),
                                                    MC::smem(MC::MAX_NS), grid, q, st, occupancy);
                     } else {
@@ -284,7 +292,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                      * read the same pages. Tokens go to grid y, so only up to
                      * its limit; beyond, the tokens-first grid. */
                     attn_params q = p;
-                    const int hblocks = p.num_kv_heads * (p.group / GB);
+                    const int hblocks = p.num_kv_heads * head_blocks_per_kv(p.group, GB);
                     q.head_fastest = p.num_tokens <= 65535;
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
@@ -305,8 +313,10 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                                                    grid, q, st, occupancy);
                     }
                 } else {
-                    const dim3 grid(p.num_tokens, p.num_kv_heads * (p.group / GB), p.num_splits);
-                    return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, p, st,
+                    attn_params q = p;
+                    q.head_fastest = 0;
+                    const dim3 grid(p.num_tokens, p.num_kv_heads * head_blocks_per_kv(p.group, GB), p.num_splits);
+                    return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, q, st,
                                                occupancy);
                 }
             })

@@ -9,7 +9,9 @@
  * chunks of key rows.
  *
  * Four warps per (query token, block of GB <= 8 query heads sharing a KV
- * head, KV partition), the streaming kernel's grid, and HPC such head
+ * head, KV partition), the streaming kernel's grid (a KV head's last block
+ * padded past the group when GB does not divide it: decode_heads.h; padding
+ * rows of Q stay zero and are never stored), and HPC such head
  * blocks per CTA: with HPC = 4 (the launcher's choice where the merge
  * buffers fit and the keys are not split), one CTA of 16 warps reads four
  * neighbouring heads of each slot of an NHD cache together. A warp takes steps of
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     /* Head block threadIdx.x / 32 / WPH of the CTA's HPC (the HPC == 1
      * spellings here and for phase tell the compiler that warp < WPH). */
     const decode_cta cta(p, GB, HPC, HPC == 1 ? 0 : threadIdx.x / 32 / C::WPH);
-    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0;
+    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0, nh = cta.nh;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const int phase = HPC == 1 ? warp : warp % C::WPH; /* this warp's steps: phase, phase + WPH, ... */
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
@@ -119,20 +121,22 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     const int first = a + phase * C::STEP;
     const int nsteps = b > first ? (b - first + C::STEP * C::WPH - 1) / (C::STEP * C::WPH) : 0;
 
-    /* Q's A fragments: head g, the channels of k-step s above. */
+    /* Q's A fragments: head g, the channels of k-step s above. Rows from
+     * nh on (past the group, or past GB) stay zero: their logits are finite
+     * and never stored. */
     uint32_t qa[C::KS][2];
     {
         const uint32_t *qw = reinterpret_cast<const uint32_t *>(static_cast<const QT *>(p.q) +
                                                                 (int64_t)t * p.q_stride_t +
-                                                                (int64_t)(h0 + (g < GB ? g : 0)) * p.q_stride_h);
+                                                                (int64_t)(h0 + (g < nh ? g : 0)) * p.q_stride_h);
 #pragma unroll
         for (int s = 0; s < C::KS; s++) {
             const int w = 4 * (tq + 4 * (s / 2)) + 2 * (s % 2);
-            qa[s][0] = g < GB ? qw[w] : 0u;
-            qa[s][1] = g < GB ? qw[w + 1] : 0u;
+            qa[s][0] = g < nh ? qw[w] : 0u;
+            qa[s][1] = g < nh ? qw[w + 1] : 0u;
         }
     }
-    const float slope = p.var.alibi && g < GB ? p.var.slopes[h0 + g] : 0.f;
+    const float slope = p.var.alibi && g < nh ? p.var.slopes[h0 + g] : 0.f;
 
     const QT *kc = static_cast<const QT *>(p.k_cache) + (int64_t)hk * p.kg.stride_head;
     const QT *vc = static_cast<const QT *>(p.v_cache) + (int64_t)hk * p.vg.stride_head;

@@ -30,6 +30,10 @@
  *     shuffles never meet a lane that left the loop.
  * The four warps' online-softmax states are merged through shared memory at
  * the end; with num_splits > 1 the CTA writes a partial state (split-KV).
+ * A KV head's last head block runs past the group when GB does not divide
+ * it (decode_heads.h): its padding heads repeat the last real head's query
+ * and read the ALiBi slope of some real head (padded_head), so their logits
+ * stay finite; they are never stored.
  */
 #ifndef FI_DECODE_STREAM_CUH
 #define FI_DECODE_STREAM_CUH
@@ -40,6 +44,13 @@
 #include "mma_frag.cuh"
 
 namespace fi {
+
+/* A head index of the block's KV rows' loop: h itself, or for a padding
+ * head past the last query head, the last one, whose per-head values (the
+ * ALiBi slope) are then read in bounds and left unused. Clamped against the
+ * launch's head count rather than the block's real heads so the key loops
+ * keep no count of them live. */
+__device__ __forceinline__ int padded_head(const attn_params &p, int h) { return min(h, p.num_qo_heads - 1); }
 
 template <typename KT, int D, int GB> struct stream_cfg {
     static constexpr int THREADS = 128, NW = 4, MAX_NS = 4;
@@ -154,12 +165,14 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
     };
     float q[GB][C::CPL], acc[GB][C::CPL], m[GB], l[GB];
 
-    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int lane)
+    /* Heads from nh on are padding (decode_heads.h): they repeat the last
+     * real head's query. */
+    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh, int lane)
     {
         const QT *qrow = qtok + lane * C::CPL;
 #pragma unroll
         for (int g = 0; g < GB; g++) {
-            const QT *qp = qrow + (int64_t)(h0 + g) * q_stride_h;
+            const QT *qp = qrow + (int64_t)(h0 + min(g, nh - 1)) * q_stride_h;
 #pragma unroll
             for (int c = 0; c < C::CPL; c++) {
                 q[g][c] = to_f32(qp[c]);
@@ -196,7 +209,7 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
             const int own_g = idx % GB, own_j = kb + row0 + idx / GB;
             float lg = -INFINITY;
             if (own_j < b) {
-                const float slope = p.var.alibi ? p.var.slopes[h0 + own_g] : 0.f;
+                const float slope = p.var.alibi ? p.var.slopes[padded_head(p, h0 + own_g)] : 0.f;
                 lg = logit2(p.var, s[0], slope, own_j, pos);
             }
             sh.sc[warp][idx] = lg;
@@ -295,10 +308,12 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
     float m[2], l[2];   /* heads 2t, 2t+1; l sums this lane's keys only */
     float qinv[2];      /* FP8: the inverse of heads 2t, 2t+1's query scale */
 
-    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int lane)
+    /* Heads from nh on are padding (decode_heads.h): they repeat the last
+     * real head's query. */
+    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh, int lane)
     {
         const int g = lane / 4, t = lane % 4;
-        const uint32_t *qp = reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + g) * q_stride_h);
+        const uint32_t *qp = reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + min(g, nh - 1)) * q_stride_h);
         if constexpr (FP8) {
             float2 q[KS][2];
             float amax = 0.f;
@@ -377,7 +392,8 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 const int h = 2 * t + e;
                 const float dot = FP8 ? s[e] * qinv[e] : s[e];
                 lg[e] = -INFINITY;
-                if (j < b && h < GB) lg[e] = logit2(p.var, dot, p.var.alibi ? p.var.slopes[h0 + h] : 0.f, j, pos);
+                if (j < b && h < GB)
+                    lg[e] = logit2(p.var, dot, p.var.alibi ? p.var.slopes[padded_head(p, h0 + h)] : 0.f, j, pos);
                 mt[e] = lg[e];
 #pragma unroll
                 for (int off = 4; off < 32; off *= 2) mt[e] = fmaxf(mt[e], __shfl_xor_sync(0xffffffffu, mt[e], off));
@@ -465,7 +481,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     __shared__ float sm_m[C::NW][GB], sm_l[C::NW][GB];
 
     const decode_cta cta(p, GB);
-    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0;
+    const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0, nh = cta.nh;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int ns = p.stages;
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
@@ -505,7 +521,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     };
 
     Math math;
-    math.init(static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t, p.q_stride_h, h0, lane);
+    math.init(static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t, p.q_stride_h, h0, nh, lane);
 
     if (ntiles > 0) fetch_pages(0);
     stage_pipeline(

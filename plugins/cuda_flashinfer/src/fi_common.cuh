@@ -216,19 +216,20 @@ struct split_keys {
 /* A decode CTA's place in the grid its launcher builds: (tokens, head
  * blocks, splits), or with head_fastest (head blocks, tokens, splits), so
  * the CTAs running together read the same pages' slots, whose heads lie
- * side by side in an NHD cache. Token t, KV partition split, KV head hk and
- * h0, the first of the GB query heads the CTA serves. */
+ * side by side in an NHD cache. Token t, KV partition split, KV head hk,
+ * h0, the first of the GB query heads the CTA serves, and nh, how many of
+ * them are real (GB but in a KV head's last block when GB does not divide
+ * the group: decode_heads.h). */
 struct decode_cta {
-    int t, split, hk, h0;
+    int t, split, hk, h0, nh;
     /* Head block sub of the hpc a CTA serves (the launcher's grid has
      * hpc-sized runs of head blocks). */
     __device__ __forceinline__ decode_cta(const attn_params &p, int gb, int hpc = 1, int sub = 0)
     {
         t = p.head_fastest ? blockIdx.y : blockIdx.x;
         split = blockIdx.z;
-        const int hb = (p.head_fastest ? blockIdx.x : blockIdx.y) * hpc + sub, blocks_per_kv = p.group / gb;
-        hk = hb / blocks_per_kv;
-        h0 = hk * p.group + (hb % blocks_per_kv) * gb;
+        const head_block b(p.group, gb, (p.head_fastest ? blockIdx.x : blockIdx.y) * hpc + sub);
+        hk = b.hk, h0 = b.h0, nh = b.nh;
     }
 };
 
@@ -307,13 +308,16 @@ __device__ __forceinline__ void store_state(const attn_params &p, bool final_out
 
 /* A CTA's NR partial states of each of its GB heads (h0..), accumulators
  * [NR][GB][DV] and their maxima and sums [NR][GB] in shared memory, merged
- * and stored (store_state); each thread takes channels of its own. */
+ * and stored (store_state) for the block's real heads (padding heads past
+ * the group, decode_heads.h, are neither read nor stored); each thread
+ * takes channels of its own. */
 template <typename QT, int NR, int GB, int DV, int THREADS>
 __device__ __forceinline__ void merge_cta_states(const attn_params &p, const float *sm_acc, const float (*sm_m)[GB],
                                                  const float (*sm_l)[GB], int t, int h0, int split)
 {
     const bool final_out = p.num_splits == 1 && !p.partial;
-    for (int e = threadIdx.x; e < GB * DV; e += THREADS) {
+    const int nh = head_block_real(p.group, GB, h0);
+    for (int e = threadIdx.x; e < nh * DV; e += THREADS) {
         const int g = e / DV, d = e % DV;
         float M = -INFINITY;
 #pragma unroll

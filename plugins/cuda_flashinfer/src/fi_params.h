@@ -11,6 +11,8 @@
 
 #include <cuda_runtime.h>
 
+#include "decode_heads.h"
+
 namespace fi {
 
 /* Element types the kernels are instantiated for. */
@@ -150,11 +152,6 @@ cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t 
                             int64_t src_stride_h, void *cache, const kv_geom &g, int d,
                             const int64_t *slot_mapping, int num_tokens, int num_kv_heads,
                             float inv_scale, cudaStream_t st);
-
-/* The decode kernel's head-group width for a group size (1, 2, 4 or 8; at
- * most 1024 / head size, MLA at most 2; MLA on a 16-bit cache with a group
- * below 16 or a multiple of it: 16, the tensor-core MLA kernel). */
-int decode_group_block(int group, bool mla, bool kv16, int d);
 
 } // namespace fi
 

@@ -111,13 +111,4 @@ cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &
     return cudaSuccess;
 }
 
-int decode_group_block(int group, bool mla, bool kv16, int d)
-{
-    if (mla && kv16 && (group % 16 == 0 || group < 16)) return 16; /* decode_mla_tc.cuh */
-    const int cap = mla ? 2 : d >= 256 ? 4 : 8;
-    for (int gb = cap; gb > 1; gb >>= 1)
-        if (group % gb == 0) return gb;
-    return 1;
-}
-
 } // namespace fi

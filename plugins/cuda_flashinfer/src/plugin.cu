@@ -387,7 +387,7 @@ static double wave_fill(const ah_state *st, int64_t ctas, int per_sm)
 static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, int *splits, int *stages)
 {
     const double fill = FI_DECODE_FILL;
-    const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * ((st->group + st->gb - 1) / st->gb);
+    const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * head_blocks_per_kv(st->group, st->gb);
     *splits = 1;
     *stages = wave_fill(st, base, st->occupancy[3]) >= fill - 1e-9 ? 3 : 4;
     if (base <= 0 || !st->ws_rows || *stages == 3) return;

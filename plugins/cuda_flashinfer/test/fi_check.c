@@ -6,7 +6,11 @@
  * ah_reference_write_kv, merge_states against ah_reference_merge_states, and
  * CUDA-graph capture/replay against the oracle on new lengths and tables.
  *
- *   fi_check [--quick] [--plugin PATH]     exit 0 all pass, 1 a failure, 77 no GPU
+ *   fi_check [--quick] [--match TEXT] [--list] [--plugin PATH]
+ *     exit 0 all pass, 1 a failure, 77 no GPU. --match runs only the cases
+ *     whose name contains TEXT (the checks of write_kv and merge_states
+ *     too when it is "write_kv" or "merge_states"); --list prints the cases'
+ *     names and runs nothing (no GPU needed).
  */
 #include <math.h>
 #include <stdio.h>
@@ -271,27 +275,30 @@ static void empty_kv(fi_case *c)
 int main(int argc, char **argv)
 {
     const char *path = FI_PLUGIN_PATH;
-    int quick = 0;
+    const char *match = NULL;
+    int quick = 0, list = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--list")) list = 1;
+        else if (!strcmp(argv[i], "--match") && i + 1 < argc) match = argv[++i];
         else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
     }
     /* Line-buffered, and each case named on stderr before it runs: a run
      * cut off by a time limit still shows how far it got. */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    ath_host p;
-    int rc = ath_open(&p, path, 0);
-    if (rc) return rc;
-    printf("device: %s (%s), %u SMs\n", p.probe.device_name, p.probe.arch, p.probe.multiprocessors);
 
-    static fi_case cases[400];
-    static char names[400][96];
+    static fi_case cases[512];
+    static char names[512][96];
     int n = 0;
     uint64_t rng = 12345;
     const ah_dtype qts[2] = {AH_DTYPE_BF16, AH_DTYPE_FP16};
     const char *kinds[4] = {"decode", "prefill", "extend", "mixed"};
 #define ADD(...)                                                                               \
     do {                                                                                       \
+        if (n + 1 >= (int)(sizeof cases / sizeof cases[0])) {                                 \
+            fprintf(stderr, "fi_check: more cases than the table holds\n");                    \
+            return 1;                                                                          \
+        }                                                                                      \
         snprintf(names[n], sizeof names[n], __VA_ARGS__);                                      \
         cases[n].name = names[n];                                                              \
         n++;                                                                                   \
@@ -448,6 +455,106 @@ int main(int argc, char **argv)
             empty_kv(&cases[n]);
             ADD("%s decode empty-kv page1", qn);
         }
+        /* Decode over groups that no power-of-two block divides (3, 5, 6,
+         * 7: Llama-3.2-3B, Qwen2.5-14B, Qwen2-1.5B, Qwen2.5-7B): each KV
+         * head's last head block runs past the group, on every decode
+         * kernel: register loads (16-bit d128, d64), streaming on CUDA
+         * cores (16-bit d256, FP8 d64 and d256) and on tensor cores (FP8
+         * d128). Lengths up to 300 keys take 2 partitions (split-KV). */
+        {
+            const uint32_t og[4][2] = {{12, 4}, {10, 2}, {12, 2}, {14, 2}};
+            const struct {
+                uint32_t d;
+                ah_dtype kv; /* AH_DTYPE_COUNT: the query's type */
+            } pv[6] = {{128, AH_DTYPE_COUNT},    {64, AH_DTYPE_COUNT},     {256, AH_DTYPE_COUNT},
+                       {128, AH_DTYPE_FP8_E4M3}, {64, AH_DTYPE_FP8_E5M2}, {256, AH_DTYPE_FP8_E4M3}};
+            for (int gi = 0; gi < 4; gi++)
+                for (int v = 0; v < 6; v++) {
+                    if (quick && v % 2 != gi % 2) continue;
+                    cases[n] = base_case("", qt, og[gi][0], og[gi][1], pv[v].d, 16);
+                    if (pv[v].kv != AH_DTYPE_COUNT) {
+                        cases[n].s.kv_dtype = pv[v].kv;
+                        cases[n].s.k_scale = 0.05f;
+                        cases[n].s.v_scale = 0.02f;
+                    }
+                    lengths(&cases[n], 0, 4, 300, &rng);
+                    ADD("%s decode h%u/%u d%u%s%s", qn, og[gi][0], og[gi][1], pv[v].d,
+                        pv[v].kv != AH_DTYPE_COUNT ? " kv " : "",
+                        pv[v].kv != AH_DTYPE_COUNT ? ah_dtype_name(pv[v].kv) : "");
+                }
+            /* Four padded head blocks per CTA of the register-load kernel
+             * (no split: at most 256 keys; the merge buffers fit at GB x
+             * (D + 2) <= 768): 28/4 at d64 (blocks of 8), 12/4 at d128
+             * (blocks of 4). Then Qwen2.5-7B's 28/4 and Qwen2.5-14B's 40/8
+             * with split-KV. */
+            const uint32_t hp[2][3] = {{28, 4, 64}, {12, 4, 128}};
+            for (int i = 0; i < 2; i++) {
+                cases[n] = base_case("", qt, hp[i][0], hp[i][1], hp[i][2], 16);
+                lengths(&cases[n], 0, 4, 250, &rng);
+                ADD("%s decode h%u/%u d%u one partition", qn, hp[i][0], hp[i][1], hp[i][2]);
+            }
+            cases[n] = base_case("", qt, 28, 4, 128, 16);
+            lengths(&cases[n], 0, 2, 5000, &rng);
+            cases[n].seqlens[0] = 4000 + 89;
+            ADD("%s decode h28/4 split-kv", qn);
+            cases[n] = base_case("", qt, 40, 8, 128, 16);
+            lengths(&cases[n], 0, 1, 5000, &rng);
+            cases[n].seqlens[0] = 4000 + 13;
+            ADD("%s decode h40/8 split-kv", qn);
+            /* sinks (finish_state and the split merge read them per head),
+             * a window, ALiBi slopes (read per head in the key loops) */
+            cases[n] = base_case("", qt, 14, 2, 128, 16);
+            cases[n].s.sinks = 1;
+            lengths(&cases[n], 0, 4, 300, &rng);
+            ADD("%s decode h14/2 sinks", qn);
+            cases[n] = base_case("", qt, 28, 4, 128, 16);
+            cases[n].s.sinks = 1;
+            lengths(&cases[n], 0, 2, 5000, &rng);
+            cases[n].seqlens[1] = 3000 + 7;
+            ADD("%s decode h28/4 sinks split-kv", qn);
+            cases[n] = base_case("", qt, 14, 2, 128, 16);
+            cases[n].s.window = 37;
+            lengths(&cases[n], 0, 4, 300, &rng);
+            ADD("%s decode h14/2 sliding-window 37", qn);
+            cases[n] = base_case("", qt, 12, 4, 64, 16);
+            cases[n].s.window = 20, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1, cases[n].s.sinks = 1;
+            lengths(&cases[n], 0, 4, 200, &rng);
+            ADD("%s decode h12/4 d64 window+softcap+alibi+sinks", qn);
+            const struct {
+                uint32_t d;
+                ah_dtype kv;
+            } av[2] = {{256, AH_DTYPE_COUNT}, {128, AH_DTYPE_FP8_E4M3}};
+            for (int a = 0; a < 2; a++) {
+                cases[n] = base_case("", qt, 14, 2, av[a].d, 16);
+                cases[n].s.alibi = 1;
+                if (av[a].kv != AH_DTYPE_COUNT) {
+                    cases[n].s.kv_dtype = av[a].kv;
+                    cases[n].s.k_scale = 0.05f;
+                    cases[n].s.v_scale = 0.02f;
+                }
+                lengths(&cases[n], 0, 4, 300, &rng);
+                ADD("%s decode h14/2 d%u alibi%s", qn, av[a].d, a ? " kv fp8_e4m3" : "");
+            }
+            /* MLA on CUDA cores (FP8): 3 heads in blocks of 2 */
+            cases[n] = base_case("", qt, 3, 1, 576, 64);
+            cases[n].s.dv = 512;
+            cases[n].s.mla = 1;
+            cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+            lengths(&cases[n], 0, 3, 300, &rng);
+            ADD("%s mla decode fp8 h3/1", qn);
+            cases[n] = base_case("", qt, 14, 2, 128, 16);
+            lengths(&cases[n], 0, 5, 300, &rng);
+            empty_kv(&cases[n]);
+            ADD("%s decode empty-kv h14/2", qn);
+            cases[n] = base_case("", qt, 14, 2, 128, 16);
+            lengths(&cases[n], 3, 4, 300, &rng);
+            ADD("%s mixed h14/2", qn);
+            cases[n] = base_case("", qt, 28, 4, 128, 16);
+            lengths(&cases[n], 0, 4, 200, &rng);
+            cases[n].s.batch.table_pad = 6; /* case_batch */
+            cases[n].graph = 1;
+            ADD("%s graph(plan+fwd) decode h28/4", qn);
+        }
         /* CUDA graphs: capture plan+forward, and forward only */
         for (int gm = 1; gm <= 2; gm++)
             for (int k = 0; k < 4; k += 3) {
@@ -458,13 +565,24 @@ int main(int argc, char **argv)
                 ADD("%s graph(%s) %s", qn, gm == 1 ? "plan+fwd" : "fwd", kinds[k]);
             }
     }
+    if (list) {
+        for (int i = 0; i < n; i++)
+            if (!match || strstr(cases[i].name, match)) printf("%s\n", cases[i].name);
+        return 0;
+    }
+    ath_host p;
+    int rc = ath_open(&p, path, 0);
+    if (rc) return rc;
+    printf("device: %s (%s), %u SMs\n", p.probe.device_name, p.probe.arch, p.probe.multiprocessors);
     for (int i = 0; i < n; i++) {
+        if (match && !strstr(cases[i].name, match)) continue;
         case_batch(&cases[i], cases[i].s.batch.table_pad);
         fprintf(stderr, "case %d/%d: %s\n", i + 1, n, cases[i].name);
         run_case(&p, &cases[i], 1000 + (uint64_t)i);
     }
     for (int qi = 0; qi < 2; qi++) {
-        check_merge(&p, qts[qi], 77 + qi);
+        if (!match || strstr("merge_states", match)) check_merge(&p, qts[qi], 77 + qi);
+        if (match && !strstr("write_kv", match)) continue;
         check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5);
         check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6);
         check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7);
