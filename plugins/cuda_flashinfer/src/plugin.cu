@@ -96,7 +96,7 @@ static const ah_caps fi_caps = {
     0,
     fi_check_combination,
     AH_RANK_PRIMARY,
-    AH_RANK_PRIMARY,
+    AH_RANK_PRIMARY + 64, /* decode: ahead of cuda_fa3 (DECISIONS.md, "Decode rank") */
     AH_MIXED_WHOLE, /* one plan serves decode and prefill requests together */
     1,
 };
