@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <attnhost/plugin_util.h>
 
@@ -60,6 +61,7 @@ typedef struct cp_rank {
     cp_run *run;
     uint32_t rank;
     double step_ms, local_ms; /* medians */
+    double plan_us;           /* median host time of ah_binding_plan (the step's check) */
     char why[1024];
 } cp_rank;
 
@@ -249,6 +251,35 @@ static int plan(cp_rank *r, ah_binding *b, cp_data *d, ah_batch *batch, int cp)
 
 /* Median of iters device-timer timings of b2b forwards each, after three
  * warm-ups. */
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+/* The host's time of planning the step again (with context parallelism:
+ * the local batch, its lengths' copy and the step's check with every rank,
+ * which waits for the stream), median of the iterations. */
+static int time_plan(cp_rank *r, ah_binding *b, cp_data *d, const ah_batch *batch, double *us)
+{
+    const int n = r->run->iters;
+    float *t = malloc((size_t)n * sizeof *t);
+    if (!t) return rank_fail(r, "out of host memory");
+    for (int i = 0; i < n; i++) {
+        double t0 = now_us();
+        if (ah_binding_plan(b, batch, AH_PLAN_EAGER, ah_device_stream(d->dev)) != AH_OK) {
+            free(t);
+            return rank_fail(r, "plan: %s", ah_binding_errmsg(b));
+        }
+        t[i] = (float)(now_us() - t0);
+    }
+    qsort(t, (size_t)n, sizeof *t, cmp_float);
+    *us = t[n / 2];
+    free(t);
+    return 0;
+}
+
 static int time_forward(cp_rank *r, ah_binding *b, cp_data *d, double *median_ms)
 {
     const cp_run *run = r->run;
@@ -332,8 +363,8 @@ static void *rank_main(void *arg)
                   ? rank_fail(r, "%s", err.msg)
                   : data_init(r, b, &d) || plan(r, b, &d, &batch, cp);
     if (sync_point(r, bad)) goto out;
-    /* 2: the sharded step */
-    bad = time_forward(r, b, &d, &r->step_ms);
+    /* 2: the sharded step, then its plan alone */
+    bad = time_forward(r, b, &d, &r->step_ms) || time_plan(r, b, &d, &batch, &r->plan_us);
     if (sync_point(r, bad) || !cp) {
         r->local_ms = r->step_ms;
         if (!bad && !*run->copy_gbs) { /* the ceiling, once, with the cache freed */
@@ -363,7 +394,8 @@ out: /* the data lives on the bindings' devices: free it first */
  * 0 fine; -1 with why. */
 static int run_world(ah_host *h, const ah_selection *sel, const ah_layer_spec *sp, cp_shape s,
                      uint32_t world, uint32_t interleave, int iters, int b2b, int nccl,
-                     double *copy_gbs, double *step, double *local, char *why, size_t cap)
+                     double *copy_gbs, double *step, double *local, double *plan_us, char *why,
+                     size_t cap)
 {
     cp_run run = {.h = h,
                   .copy_gbs = copy_gbs,
@@ -414,6 +446,9 @@ static int run_world(ah_host *h, const ah_selection *sel, const ah_layer_spec *s
         } else if (ranks[i].step_ms > ranks[slow].step_ms) slow = i;
     *step = ranks[slow].step_ms;
     *local = ranks[slow].local_ms;
+    *plan_us = 0;
+    for (uint32_t i = 0; i < world; i++)
+        if (ranks[i].plan_us > *plan_us) *plan_us = ranks[i].plan_us;
     rc = 0;
 out:
     for (uint32_t i = 0; i < world; i++) ah_cp_nccl_comm_destroy(comms[i]);
@@ -556,8 +591,9 @@ int cmd_bench_cp(cli_common *c)
                "median of %u runs%s, the slowest rank\n",
                pi->name, label, sp->block_size, interleave, on_cpu ? "local group" : "NCCL", iters,
                b2b > 1 ? " of forwards back to back" : "");
-        printf("%6s %8s %5s %10s %10s %11s %9s %10s %8s %6s\n", "batch", "context", "ranks",
-               "step ms", "local ms", "comm+merge", "vs 1 rank", "efficiency", "KV GB/s", "of bw");
+        printf("%6s %8s %5s %10s %10s %11s %9s %10s %8s %6s %8s\n", "batch", "context", "ranks",
+               "step ms", "local ms", "comm+merge", "vs 1 rank", "efficiency", "KV GB/s", "of bw",
+               "plan us");
     }
     /* A rank's budget: 90% of a device (CPU ranks share the host's memory). */
     int first = 1;
@@ -569,7 +605,7 @@ int cmd_bench_cp(cli_common *c)
             uint32_t w = worlds[k];
             double budget = 0.9 * (double)mem / (on_cpu ? w : 1);
             char why[1280] = "";
-            double step = 0, local = 0;
+            double step = 0, local = 0, plan_us = 0;
             uint64_t need = 0;
             for (uint32_t r = 0; r < w; r++) {
                 uint64_t b = shard_bytes(sp, &shapes[i], w, r, interleave);
@@ -584,7 +620,7 @@ int cmd_bench_cp(cli_common *c)
                          need / 1073741824.0,
                          (on_cpu ? (double)mem / w : (double)mem) / 1073741824.0);
             else if (run_world(h, sel, sp, shapes[i], w, interleave, (int)iters, (int)b2b, !on_cpu,
-                               &copy_gbs, &step, &local, why, sizeof why))
+                               &copy_gbs, &step, &local, &plan_us, why, sizeof why))
                 rc = 1;
             if (w == 1 && !why[0]) t1 = step;
             double share = step > 0 ? 1 - local / step : 0;
@@ -602,26 +638,28 @@ int cmd_bench_cp(cli_common *c)
                 } else
                     printf(", \"step_ms\": %.4f, \"local_ms\": %.4f, \"collective_share\": %.3f, "
                            "\"speedup\": %.3f, \"efficiency\": %.3f, \"shard_bytes\": %llu, "
-                           "\"local_gbs\": %.1f}",
-                           step, local, share, speedup, eff, (unsigned long long)need, gbs);
+                           "\"local_gbs\": %.1f, \"plan_us\": %.1f}",
+                           step, local, share, speedup, eff, (unsigned long long)need, gbs,
+                           plan_us);
                 first = 0;
             } else if (why[0])
                 printf("%6u %8u %5u skipped: %s\n", shapes[i].batch, shapes[i].context, w, why);
             else if (speedup > 0)
-                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %8.2fx %9.1f%% %8.0f %5.0f%%\n",
+                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %8.2fx %9.1f%% %8.0f %5.0f%% %8.1f\n",
                        shapes[i].batch, shapes[i].context, w, step, local, 100 * share, speedup,
-                       100 * eff, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0);
+                       100 * eff, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0, plan_us);
             else
-                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %9s %10s %8.0f %5.0f%%\n",
+                printf("%6u %8u %5u %10.3f %10.3f %10.1f%% %9s %10s %8.0f %5.0f%% %8.1f\n",
                        shapes[i].batch, shapes[i].context, w, step, local, 100 * share, "-", "-",
-                       gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0);
+                       gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0, plan_us);
             fflush(stdout);
         }
     }
     if (c->json) printf("\n], \"copy_gbs\": %.1f", copy_gbs);
     else
         printf("KV GB/s: the rank's shard over its attention alone; of bw: of the %s's %.0f GB/s "
-               "(%s, this run)\n",
+               "(%s, this run); plan us: the host's time of ah_binding_plan (with ranks: the "
+               "local batch and the step's check), the slowest rank\n",
                on_cpu ? "host" : "device", copy_gbs,
                on_cpu ? "every core reading" : "a 1 GiB device copy, read + written");
     /* The engine's question: at this batch, how long a context fits. */
