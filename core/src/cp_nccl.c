@@ -469,7 +469,7 @@ static ah_status wait_check(ah__cp_nccl *n, void *stream, ah_error *err)
 {
     const cuda_lib *c = n->cuda;
     double t0 = now_ms();
-    long sleep_ns = 2000; /* short at first: a healthy check lands in microseconds */
+    long sleep_ns = 10000;
     for (;;) {
         cu_result q = c->stream_query(stream);
         if (q == CU_SUCCESS) return AH_OK;
@@ -495,6 +495,10 @@ static ah_status wait_check(ah__cp_nccl *n, void *stream, ah_error *err)
                              "ncclCommAbort the communicator before reusing it "
                              "(ah_cp_options.timeout_ms sets the wait)",
                              n->rank, n->world, n->timeout_ms);
+        /* a healthy check lands in tens of microseconds: poll without
+         * sleeping for the first 0.2 ms (a sleep overshoots by as much),
+         * then back off up to 1 ms for a rank that is late */
+        if (waited < 0.2) continue;
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < 1000000) sleep_ns *= 2;
