@@ -53,7 +53,8 @@ static void fill_bf16(uint16_t *p, size_t n, uint64_t seed)
         int id = 0, nt = 1;
 #endif
         uint64_t st = seed * 0x9e3779b97f4a7c15ull + (uint64_t)id * 0xbf58476d1ce4e5b9ull + 1;
-        size_t per = (n + (size_t)nt - 1) / (size_t)nt, lo = per * (size_t)id, hi = lo + per < n ? lo + per : n;
+        size_t per = (n + (size_t)nt - 1) / (size_t)nt, lo = per * (size_t)id,
+               hi = lo + per < n ? lo + per : n;
         for (size_t i = lo; i < hi; i++) p[i] = rand_bf16_from(&st);
     }
 }
@@ -89,9 +90,16 @@ static double time_shape(ath_host *h, const shape *s, int reps)
         fprintf(stderr, "context_create: %s\n", why);
         return -1;
     }
-    ah_layer_spec spec = {.struct_size = sizeof spec, .attn_type = AH_ATTN_DECODER, .num_q_heads = HQ,
-                          .num_kv_heads = HK, .qk_head_size = D, .v_head_size = D, .q_dtype = AH_DTYPE_BF16,
-                          .kv_dtype = AH_DTYPE_BF16, .block_size = BS, .kv_layout = AH_KV_LAYOUT_NHD};
+    ah_layer_spec spec = {.struct_size = sizeof spec,
+                          .attn_type = AH_ATTN_DECODER,
+                          .num_q_heads = HQ,
+                          .num_kv_heads = HK,
+                          .qk_head_size = D,
+                          .v_head_size = D,
+                          .q_dtype = AH_DTYPE_BF16,
+                          .kv_dtype = AH_DTYPE_BF16,
+                          .block_size = BS,
+                          .kv_layout = AH_KV_LAYOUT_NHD};
     const uint32_t bpr = (s->ctx + BS - 1) / BS, nblocks = bpr * s->nreq, T = s->nreq * s->qlen;
     ah_limits lim = {sizeof lim, s->nreq, T, bpr, s->ctx, nblocks};
     ah_state *st;
@@ -100,8 +108,8 @@ static double time_shape(ath_host *h, const shape *s, int reps)
         return -1;
     }
     size_t cache_n = (size_t)nblocks * BS * HK * D;
-    uint16_t *kc = big_alloc(cache_n * 2), *vc = big_alloc(cache_n * 2), *q = malloc((size_t)T * HQ * D * 2),
-             *out = malloc((size_t)T * HQ * D * 2);
+    uint16_t *kc = big_alloc(cache_n * 2), *vc = big_alloc(cache_n * 2),
+             *q = malloc((size_t)T * HQ * D * 2), *out = malloc((size_t)T * HQ * D * 2);
     float *lse = malloc((size_t)T * HQ * 4);
     fill_bf16(kc, cache_n, 1);
     fill_bf16(vc, cache_n, 2);
@@ -110,7 +118,8 @@ static double time_shape(ath_host *h, const shape *s, int reps)
      * are; no new tokens (every slot -1). */
     int32_t *ql = malloc(s->nreq * 4), *sl = malloc(s->nreq * 4);
     for (uint32_t r = 0; r < s->nreq; r++) ql[r] = (int32_t)s->qlen, sl[r] = (int32_t)s->ctx;
-    ath_batch_spec bsp = {.num_reqs = s->nreq, .qlens = ql, .seqlens = sl, .block_size = BS, .no_slots = 1};
+    ath_batch_spec bsp = {
+        .num_reqs = s->nreq, .qlens = ql, .seqlens = sl, .block_size = BS, .no_slots = 1};
     ath_batch B;
     double *t = malloc(sizeof(double) * (size_t)(reps + 1)), med = -1;
     double *tc = malloc(sizeof(double) * (size_t)(reps + 1));
@@ -156,8 +165,9 @@ done:
 typedef void (*sbgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
                           const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta,
                           float *c, int ldc);
-typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
-                         int lda, const float *b, int ldb, float beta, float *c, int ldc);
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc);
 static void bench_blas(int threads, uint32_t T, int reps)
 {
     void *dl = dlopen("libopenblas.so.0", RTLD_NOW);
@@ -172,7 +182,8 @@ static void bench_blas(int threads, uint32_t T, int reps)
     if (!sb) printf("blas: this OpenBLAS has no cblas_sbgemm (built without BFLOAT16)\n");
     const int D = 128;
     uint16_t *a = malloc((size_t)T * T * 2), *bm = malloc((size_t)T * D * 2);
-    float *af = malloc((size_t)T * T * 4), *bf = malloc((size_t)T * D * 4), *c = malloc((size_t)T * T * 4);
+    float *af = malloc((size_t)T * T * 4), *bf = malloc((size_t)T * D * 4),
+          *c = malloc((size_t)T * T * 4);
     for (size_t i = 0; i < (size_t)T * T; i++) a[i] = rand_bf16(), af[i] = ah_bf16_to_f32(a[i]);
     for (size_t i = 0; i < (size_t)T * D; i++) bm[i] = rand_bf16(), bf[i] = ah_bf16_to_f32(bm[i]);
     /* S = Q K^T: [T x 128] x [128 x T]; O = P V: [T x T] x [T x 128]. */
@@ -183,16 +194,21 @@ static void bench_blas(int threads, uint32_t T, int reps)
             double *ts = malloc(sizeof(double) * (size_t)reps);
             for (int r = -1; r < reps; r++) {
                 double t0 = bench_now();
-                if (kind == 0 && which == 0) sb(101, 111, 112, (int)T, (int)T, D, 1.0f, bm, D, bm, D, 0.0f, c, (int)T);
-                if (kind == 0 && which == 1) sb(101, 111, 111, (int)T, D, (int)T, 1.0f, a, (int)T, bm, D, 0.0f, c, D);
-                if (kind == 1 && which == 0) sg(101, 111, 112, (int)T, (int)T, D, 1.0f, bf, D, bf, D, 0.0f, c, (int)T);
-                if (kind == 1 && which == 1) sg(101, 111, 111, (int)T, D, (int)T, 1.0f, af, (int)T, bf, D, 0.0f, c, D);
+                if (kind == 0 && which == 0)
+                    sb(101, 111, 112, (int)T, (int)T, D, 1.0f, bm, D, bm, D, 0.0f, c, (int)T);
+                if (kind == 0 && which == 1)
+                    sb(101, 111, 111, (int)T, D, (int)T, 1.0f, a, (int)T, bm, D, 0.0f, c, D);
+                if (kind == 1 && which == 0)
+                    sg(101, 111, 112, (int)T, (int)T, D, 1.0f, bf, D, bf, D, 0.0f, c, (int)T);
+                if (kind == 1 && which == 1)
+                    sg(101, 111, 111, (int)T, D, (int)T, 1.0f, af, (int)T, bf, D, 0.0f, c, D);
                 if (r >= 0) ts[r] = bench_now() - t0;
             }
             ath_sort_d(ts, reps);
             double fl = 2.0 * T * T * D;
-            printf("blas %s %s T=%u threads=%d median_ms=%.3f GFLOP/s=%.1f\n", kind ? "sgemm" : "sbgemm",
-                   which ? "PV" : "QK^T", T, threads, ts[reps / 2] * 1e3, fl / ts[reps / 2] / 1e9);
+            printf("blas %s %s T=%u threads=%d median_ms=%.3f GFLOP/s=%.1f\n",
+                   kind ? "sgemm" : "sbgemm", which ? "PV" : "QK^T", T, threads, ts[reps / 2] * 1e3,
+                   fl / ts[reps / 2] / 1e9);
             free(ts);
         }
     }
@@ -201,7 +217,8 @@ static void bench_blas(int threads, uint32_t T, int reps)
 
 int main(int argc, char **argv)
 {
-    const char *plugin = CPU_AMX_SO, *isa = "auto", *threads = "0", *decode = NULL, *prefill = NULL, *set = NULL;
+    const char *plugin = CPU_AMX_SO, *isa = "auto", *threads = "0", *decode = NULL, *prefill = NULL,
+               *set = NULL;
     int reps = 7, peaks = 0, blas = 0;
     double bw_gib = 2.0;
     for (int i = 1; i < argc; i++) {
@@ -218,14 +235,18 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--no-thp")) use_thp = 0;
         else if (!strcmp(a, "--set") && strchr(v, '=')) set = v, i++;
         else {
-            fprintf(stderr, "usage: %s [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G] "
-                            "[--decode B:CTX,...] [--prefill T,...] [--blas] [--no-thp] [--set KEY=VALUE] [--plugin PATH]\n", argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--isa P] [--threads N] [--reps N] [--peaks] [--bw-gib G] "
+                "[--decode B:CTX,...] [--prefill T,...] [--blas] [--no-thp] [--set KEY=VALUE] [--plugin PATH]\n",
+                argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
     ath_host h;
-    if (ath_load(&h, plugin) != 0 || ath_set(&h, "isa", isa) || ath_set(&h, "threads", threads)) return 1;
+    if (ath_load(&h, plugin) != 0 || ath_set(&h, "isa", isa) || ath_set(&h, "threads", threads))
+        return 1;
     char setkey[64] = "", setnote[96] = "";
     if (set) {
         size_t kl = (size_t)(strchr(set, '=') - set);
@@ -242,14 +263,16 @@ int main(int argc, char **argv)
         return 1;
     }
     const int nt = (int)pi.multiprocessors;
-    printf("machine: %s, %u logical cores; path %s, %d threads\n", pi.device_name, h.hw.cpu_logical_cores, pi.arch, nt);
+    printf("machine: %s, %u logical cores; path %s, %d threads\n", pi.device_name,
+           h.hw.cpu_logical_cores, pi.arch, nt);
     double dram = 0, bf16peak = 0, amxpeak = 0, bf16cpu = 0;
     if (peaks && (h.hw.cpu_isa & AH_ISA_AVX512F)) {
         dram = peak_dram_read_gbs((size_t)(bw_gib * 1073741824.0), nt);
         printf("peak dram_read GB/s=%.1f (%d threads, %.1f GiB buffer)\n", dram, nt, bw_gib);
         if (h.hw.cpu_isa & AH_ISA_AVX512_BF16) {
             bf16peak = peak_avx512bf16_gflops(nt, &bf16cpu);
-            printf("peak avx512bf16 GFLOP/s=%.1f GFLOP/cpu-s=%.1f (vdpbf16ps, %d threads)\n", bf16peak, bf16cpu, nt);
+            printf("peak avx512bf16 GFLOP/s=%.1f GFLOP/cpu-s=%.1f (vdpbf16ps, %d threads)\n",
+                   bf16peak, bf16cpu, nt);
         }
         if (h.hw.cpu_isa & AH_ISA_AMX_BF16) {
             amxpeak = peak_amx_bf16_gflops(nt);
@@ -260,12 +283,14 @@ int main(int argc, char **argv)
     if (decode) {
         snprintf(buf, sizeof buf, "%s", decode);
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            shape s = {(uint32_t)atoi(tok), 1, strchr(tok, ':') ? (uint32_t)atoi(strchr(tok, ':') + 1) : 4096};
+            shape s = {(uint32_t)atoi(tok), 1,
+                       strchr(tok, ':') ? (uint32_t)atoi(strchr(tok, ':') + 1) : 4096};
             double sec = time_shape(&h, &s, reps);
             if (sec < 0) return 1;
             double bytes = (double)s.nreq * s.ctx * 8 * 128 * 2 * 2;
-            printf("decode path=%s%s threads=%d B=%u ctx=%u median_ms=%.3f GB/s=%.1f GB/cpu-s=%.1f", pi.arch, setnote, nt,
-                   s.nreq, s.ctx, sec * 1e3, bytes / sec / 1e9, bytes / last_cpu_s / 1e9);
+            printf("decode path=%s%s threads=%d B=%u ctx=%u median_ms=%.3f GB/s=%.1f GB/cpu-s=%.1f",
+                   pi.arch, setnote, nt, s.nreq, s.ctx, sec * 1e3, bytes / sec / 1e9,
+                   bytes / last_cpu_s / 1e9);
             if (dram > 0) printf(" frac_dram=%.2f", bytes / sec / 1e9 / dram);
             printf("\n");
             fflush(stdout);
@@ -279,10 +304,11 @@ int main(int argc, char **argv)
             double sec = time_shape(&h, &s, reps);
             if (sec < 0) return 1;
             double fl = 4.0 * 32 * 128 * (double)T * (T + 1) / 2;
-            printf("prefill path=%s%s threads=%d T=%u median_ms=%.3f GFLOP/s=%.1f GFLOP/cpu-s=%.1f", pi.arch, setnote, nt,
-                   T, sec * 1e3, fl / sec / 1e9, fl / last_cpu_s / 1e9);
-            if (bf16peak > 0) printf(" frac_avx512bf16_peak=%.2f (cpu-time basis %.2f)", fl / sec / 1e9 / bf16peak,
-                                     fl / last_cpu_s / 1e9 / bf16cpu);
+            printf("prefill path=%s%s threads=%d T=%u median_ms=%.3f GFLOP/s=%.1f GFLOP/cpu-s=%.1f",
+                   pi.arch, setnote, nt, T, sec * 1e3, fl / sec / 1e9, fl / last_cpu_s / 1e9);
+            if (bf16peak > 0)
+                printf(" frac_avx512bf16_peak=%.2f (cpu-time basis %.2f)",
+                       fl / sec / 1e9 / bf16peak, fl / last_cpu_s / 1e9 / bf16cpu);
             if (amxpeak > 0) printf(" frac_amx_peak=%.2f", fl / sec / 1e9 / amxpeak);
             printf("\n");
             fflush(stdout);

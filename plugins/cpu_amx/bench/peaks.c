@@ -36,9 +36,10 @@ double peak_dram_read_gbs(size_t bytes, int threads)
     bytes &= ~(size_t)4095;
     char *buf = aligned_alloc(4096, bytes);
     if (!buf) return 0;
-    /* First touch from the reading threads (NUMA placement), non-zero data. */
+        /* First touch from the reading threads (NUMA placement), non-zero data. */
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (long i = 0; i < (long)(bytes / 8); i++) ((uint64_t *)buf)[i] = (uint64_t)i * 0x9e3779b97f4a7c15ull;
+    for (long i = 0; i < (long)(bytes / 8); i++)
+        ((uint64_t *)buf)[i] = (uint64_t)i * 0x9e3779b97f4a7c15ull;
     double best = 0;
     for (int rep = 0; rep < 6; rep++) {
         double t0 = bench_now();
@@ -83,10 +84,12 @@ double peak_avx512bf16_gflops(int threads, double *per_cpu_s)
             /* 12 independent chains in named registers hide the latency
              * (an array here ends up in memory and measures the store
              * forwarding instead). */
-            __m512 c0 = _mm512_set1_ps(0), c1 = _mm512_set1_ps(1), c2 = _mm512_set1_ps(2), c3 = _mm512_set1_ps(3),
-                   c4 = _mm512_set1_ps(4), c5 = _mm512_set1_ps(5), c6 = _mm512_set1_ps(6), c7 = _mm512_set1_ps(7),
-                   c8 = _mm512_set1_ps(8), c9 = _mm512_set1_ps(9), c10 = _mm512_set1_ps(10), c11 = _mm512_set1_ps(11);
-            __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+            __m512 c0 = _mm512_set1_ps(0), c1 = _mm512_set1_ps(1), c2 = _mm512_set1_ps(2),
+                   c3 = _mm512_set1_ps(3), c4 = _mm512_set1_ps(4), c5 = _mm512_set1_ps(5),
+                   c6 = _mm512_set1_ps(6), c7 = _mm512_set1_ps(7), c8 = _mm512_set1_ps(8),
+                   c9 = _mm512_set1_ps(9), c10 = _mm512_set1_ps(10), c11 = _mm512_set1_ps(11);
+            __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80),
+                     b = (__m512bh)_mm512_set1_epi32(0x3c003c00);
             for (long it = 0; it < iters / 12; it++) {
                 c0 = _mm512_dpbf16_ps(c0, a, b);
                 c1 = _mm512_dpbf16_ps(c1, a, b);

@@ -10,12 +10,12 @@
 
 #include <stddef.h>
 
-double peak_dram_read_gbs(size_t bytes, int threads);     /* AVX-512F */
+double peak_dram_read_gbs(size_t bytes, int threads); /* AVX-512F */
 /* AVX-512-BF16; *per_cpu_s: flops per second of process CPU time, a
  * figure that holds up when other processes share the cores. */
 double peak_avx512bf16_gflops(int threads, double *per_cpu_s);
-double peak_amx_bf16_gflops(int threads);                 /* AMX-BF16 */
-double bench_now(void);                                   /* seconds, monotonic */
-double bench_cpu_now(void);                               /* process CPU seconds */
+double peak_amx_bf16_gflops(int threads); /* AMX-BF16 */
+double bench_now(void);                   /* seconds, monotonic */
+double bench_cpu_now(void);               /* process CPU seconds */
 
 #endif

@@ -40,18 +40,18 @@ typedef enum cpu_amx_path {
 
 /* Everything about the layer the kernels need, resolved once per state. */
 typedef struct cpu_amx_layer {
-    uint32_t hq, hk, group;   /* group = hq / hk */
-    uint32_t d, dv;           /* qk and v head sizes */
-    uint32_t dpad;            /* d rounded up to 32 (AMX K step) */
+    uint32_t hq, hk, group; /* group = hq / hk */
+    uint32_t d, dv;         /* qk and v head sizes */
+    uint32_t dpad;          /* d rounded up to 32 (AMX K step) */
     ah_dtype q_dtype, kv_dtype;
     uint32_t block_size;
-    int causal;               /* decoder, unless its causal flag is OFF */
-    int cross;                /* encoder-decoder: every key visible, encoder_seq_lens keys */
-    int cacheless;            /* encoder / encoder-only: keys are the new rows (ABI 2.1) */
-    uint32_t window;          /* 0: none */
-    float softcap;            /* 0: none */
+    int causal;      /* decoder, unless its causal flag is OFF */
+    int cross;       /* encoder-decoder: every key visible, encoder_seq_lens keys */
+    int cacheless;   /* encoder / encoder-only: keys are the new rows (ABI 2.1) */
+    uint32_t window; /* 0: none */
+    float softcap;   /* 0: none */
     float scale;
-    int mla;                  /* V = K[..., :dv], value cache unused */
+    int mla; /* V = K[..., :dv], value cache unused */
     int sinks, alibi;
 } cpu_amx_layer;
 
@@ -62,18 +62,18 @@ typedef struct cpu_amx_run {
     int64_t q_ts, q_hs;
     void *out;
     int64_t o_ts, o_hs;
-    float *lse;               /* NULL: not wanted */
+    float *lse; /* NULL: not wanted */
     int64_t l_ts, l_hs;
     const void *kc, *vc;      /* vc == kc for MLA */
     int64_t k_bs, k_ts, k_hs; /* block, token-in-block, head strides of the key cache */
     int64_t v_bs, v_ts, v_hs;
     const float *sinks, *alibi;
-    float k_scale, v_scale;   /* 1 when not FP8 or given as 0 */
+    float k_scale, v_scale; /* 1 when not FP8 or given as 0 */
     const int32_t *qsl, *seq_lens, *block_table;
     uint32_t bt_stride;
-    uint32_t pf_dist;         /* prefetch the 16-key piece this many ahead; 0: none */
-    uint32_t interleave;      /* AMX prefill: interleave tile stages with softmax rows */
-    uint32_t tile_pf;         /* tile kernel: prefetch the pre-packed K/V chunk after next */
+    uint32_t pf_dist;    /* prefetch the 16-key piece this many ahead; 0: none */
+    uint32_t interleave; /* AMX prefill: interleave tile stages with softmax rows */
+    uint32_t tile_pf;    /* tile kernel: prefetch the pre-packed K/V chunk after next */
     /* K and V of prefill requests packed once per forward (cpu_amx_prepack
      * below): request r's block starts at pp + pp_off[r] (CPU_AMX_NO_PP:
      * none) and holds pp_np[r] pieces per KV head. */
@@ -91,25 +91,25 @@ typedef struct cpu_amx_run {
 typedef struct cpu_amx_item {
     uint32_t req, kvh, nkv;
     uint32_t t0, t1, g0, g1;
-    int32_t pos0;             /* position of token t0 */
+    int32_t pos0; /* position of token t0 */
     int32_t k0, k1;
     int32_t part;
-    uint32_t nparts;          /* merge entries: parts [part, part + nparts) */
+    uint32_t nparts; /* merge entries: parts [part, part + nparts) */
     uint32_t rows;
     uint64_t cost;
 } cpu_amx_item;
 
 /* Per-thread scratch, 64-byte aligned buffers. */
 typedef struct cpu_amx_scratch {
-    float *q;                 /* RMAX x dpad, fp32, scale folded in */
-    float *o;                 /* RMAX x dv accumulators */
-    float *m, *l;             /* RMAX running max and sum */
-    float *s;                 /* RMAX x KCHUNK scores */
-    float *kf, *vf;           /* KVROWS x dpad, KVROWS x dv converted keys/values */
-    uint16_t *qb;             /* RMAX x dpad bf16 queries (tile path) */
-    uint16_t *pb;             /* RMAX x KCHUNK bf16 probabilities */
-    uint16_t *kp;             /* KCHUNK/16 x dpad/2 x 16 x 2: K^T pair-interleaved */
-    uint16_t *vp;             /* KCHUNK/2 x dv x 2: V pair-interleaved over tokens */
+    float *q;       /* RMAX x dpad, fp32, scale folded in */
+    float *o;       /* RMAX x dv accumulators */
+    float *m, *l;   /* RMAX running max and sum */
+    float *s;       /* RMAX x KCHUNK scores */
+    float *kf, *vf; /* KVROWS x dpad, KVROWS x dv converted keys/values */
+    uint16_t *qb;   /* RMAX x dpad bf16 queries (tile path) */
+    uint16_t *pb;   /* RMAX x KCHUNK bf16 probabilities */
+    uint16_t *kp;   /* KCHUNK/16 x dpad/2 x 16 x 2: K^T pair-interleaved */
+    uint16_t *vp;   /* KCHUNK/2 x dv x 2: V pair-interleaved over tokens */
 } cpu_amx_scratch;
 
 /* Pre-packed K and V (bf16 tile kernel): for request r with pp_off[r] !=
@@ -136,9 +136,9 @@ typedef void (*cpu_amx_attend_fn)(const cpu_amx_run *run, const cpu_amx_item *it
 
 typedef struct cpu_amx_kernels {
     const char *name;
-    cpu_amx_attend_fn attend;      /* any dtypes, fp32 arithmetic */
-    cpu_amx_attend_fn attend_bf16; /* bf16 q and KV, bf16 products; NULL: none */
-    cpu_amx_attend_fn attend_dec;  /* bf16 q and KV, few rows per KV head; NULL: none */
+    cpu_amx_attend_fn attend;         /* any dtypes, fp32 arithmetic */
+    cpu_amx_attend_fn attend_bf16;    /* bf16 q and KV, bf16 products; NULL: none */
+    cpu_amx_attend_fn attend_dec;     /* bf16 q and KV, few rows per KV head; NULL: none */
     cpu_amx_attend_fn attend_dec_amx; /* the same on AMX tiles (falls back to attend_dec
                                          where it does not fit); NULL: none */
     void (*prepack)(const cpu_amx_run *run, const cpu_amx_pptask *t); /* with attend_bf16 */

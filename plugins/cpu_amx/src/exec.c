@@ -40,8 +40,15 @@ ah_status cpu_amx_scratch_create(ah_state *st)
     const ah_host_services *h = st->ctx->host;
     const cpu_amx_layer *L = &st->L;
     const size_t R = CPU_AMX_RMAX, K = CPU_AMX_KCHUNK;
-    const size_t sizes[10] = {R * L->dpad * 4, R * L->dv * 4, R * 4, R * 4, R * K * 4,
-                              CPU_AMX_KVROWS * L->dpad * 4, CPU_AMX_KVROWS * L->dv * 4, R * L->dpad * 2, R * K * 2,
+    const size_t sizes[10] = {R * L->dpad * 4,
+                              R * L->dv * 4,
+                              R * 4,
+                              R * 4,
+                              R * K * 4,
+                              CPU_AMX_KVROWS * L->dpad * 4,
+                              CPU_AMX_KVROWS * L->dv * 4,
+                              R * L->dpad * 2,
+                              R * K * 2,
                               K * L->dpad * 2 + K * L->dv * 2};
     size_t per = 0;
     for (int i = 0; i < 10; i++) per += align64(sizes[i]);
@@ -49,11 +56,14 @@ ah_status cpu_amx_scratch_create(ah_state *st)
     const int nt = st->ctx->threads;
     size_t total = (size_t)nt * per + 64 + (size_t)nt * sizeof(cpu_amx_scratch);
     char *mem = h->alloc(h, total);
-    if (!mem) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch", total);
+    if (!mem)
+        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
+                       total);
     memset(mem, 0, total);
     st->ws_mem = mem;
     st->ws = (cpu_amx_scratch *)mem;
-    char *base = (char *)(((uintptr_t)(mem + (size_t)nt * sizeof(cpu_amx_scratch)) + 63) & ~(uintptr_t)63);
+    char *base =
+        (char *)(((uintptr_t)(mem + (size_t)nt * sizeof(cpu_amx_scratch)) + 63) & ~(uintptr_t)63);
     for (int t = 0; t < nt; t++) {
         char *c = base + (size_t)t * per;
         cpu_amx_scratch *w = &st->ws[t];
@@ -105,12 +115,15 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     const int nocache = st->L.cacheless;
     const int32_t *lens = st->L.cross ? ah_batch_encoder_seq_lens(b) : b->seq_lens_host;
     if (R && !b->query_start_loc_host)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks a host copy of query_start_loc");
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "batch lacks a host copy of query_start_loc");
     if (R && !nocache && (!lens || !b->block_table_host))
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks host copies of %s or block_table",
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "batch lacks host copies of %s or block_table",
                        st->L.cross ? "encoder_seq_lens" : "seq_lens");
     if (T && !nocache && !b->slot_mapping_host)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch lacks a host copy of slot_mapping");
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "batch lacks a host copy of slot_mapping");
     uint32_t stride = b->block_table_stride;
     if (nocache) {
         stride = 1;
@@ -125,22 +138,30 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
         !cpu_amx_reserve(h, (void **)&st->slots, &st->cap_slots, (size_t)T + 1, 8))
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the plan's batch copy");
     if (R && b->query_start_loc_host[0] != 0)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[0] is %d, not 0", b->query_start_loc_host[0]);
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[0] is %d, not 0",
+                       b->query_start_loc_host[0]);
     int32_t max_block = -1;
     for (uint32_t r = 0; r < R; r++) {
         int32_t q0 = b->query_start_loc_host[r], q1 = b->query_start_loc_host[r + 1];
         if (q1 < q0 || (uint32_t)q1 > T)
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[%u..%u] = %d..%d is not monotonic within num_tokens %u", r, r + 1, q0, q1, T);
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                           "query_start_loc[%u..%u] = %d..%d is not monotonic within num_tokens %u",
+                           r, r + 1, q0, q1, T);
         if (nocache) {
             st->seq_lens[r] = q1 - q0;
-            for (uint32_t i = 0; i < stride; i++) st->bt[(size_t)r * stride + i] = q0 + (int32_t)(i * bs);
+            for (uint32_t i = 0; i < stride; i++)
+                st->bt[(size_t)r * stride + i] = q0 + (int32_t)(i * bs);
             continue;
         }
         int32_t sl = lens[r];
-        if (sl < 0) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s[%u] = %d is negative", st->L.cross ? "encoder_seq_lens" : "seq_lens", r, sl);
+        if (sl < 0)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s[%u] = %d is negative",
+                           st->L.cross ? "encoder_seq_lens" : "seq_lens", r, sl);
         uint32_t nblk = ((uint32_t)sl + bs - 1) / bs;
         if (nblk > b->block_table_stride)
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "seq_lens[%u] = %d needs %u blocks, block table rows hold %u", r, sl, nblk, b->block_table_stride);
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                           "seq_lens[%u] = %d needs %u blocks, block table rows hold %u", r, sl,
+                           nblk, b->block_table_stride);
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
         /* Released blocks (AH_FEAT_RELEASED_BLOCKS): a negative entry is
          * fine where the window hides the whole block from the request's
@@ -149,21 +170,28 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
          * plan_prepack start there). */
         const int32_t qlen = q1 - q0;
         const int64_t lo = st->L.window && !st->L.cross && qlen > 0
-                               ? (int64_t)sl - qlen - (int64_t)st->L.window + 1 : 0;
+                               ? (int64_t)sl - qlen - (int64_t)st->L.window + 1
+                               : 0;
         for (uint32_t i = 0; i < nblk; i++) {
             if (row[i] < 0 && (int64_t)(i + 1) * bs <= lo) continue;
             if (row[i] < 0 || (uint32_t)row[i] >= b->num_blocks)
-                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table[%u][%u] = %d is outside the cache's %u blocks%s", r, i, row[i], b->num_blocks,
+                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                               "block_table[%u][%u] = %d is outside the cache's %u blocks%s", r, i,
+                               row[i], b->num_blocks,
                                row[i] < 0 ? " (a released block a query still sees)" : "");
             if (row[i] > max_block) max_block = row[i];
         }
     }
     if (R && (uint32_t)b->query_start_loc_host[R] != T)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[num_reqs] = %d, num_tokens = %u", b->query_start_loc_host[R], T);
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "query_start_loc[num_reqs] = %d, num_tokens = %u",
+                       b->query_start_loc_host[R], T);
     for (uint32_t t = 0; t < T && !nocache; t++) {
         int64_t s = b->slot_mapping_host[t];
         if (s >= (int64_t)b->num_blocks * bs)
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "slot_mapping[%u] = %lld is outside the cache's %u slots", t, (long long)s, b->num_blocks * bs);
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                           "slot_mapping[%u] = %lld is outside the cache's %u slots", t,
+                           (long long)s, b->num_blocks * bs);
     }
     /* the tree mask: decoder layers only, each request's block inside it */
     st->mask = NULL;
@@ -178,8 +206,10 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
             int64_t a = b->mask_indptr_host[r];
             if (a < 0 || b->mask_indptr_host[r + 1] - a != q * lens[r] ||
                 (uint64_t)b->mask_indptr_host[r + 1] > b->custom_mask_len)
-                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "mask_indptr[%u..%u] does not frame request %u's [%lld x %d] mask inside custom_mask_len %llu",
-                               r, r + 1, r, (long long)q, lens[r], (unsigned long long)b->custom_mask_len);
+                return ah_fail(
+                    &st->err, AH_ERR_INVALID_ARGUMENT,
+                    "mask_indptr[%u..%u] does not frame request %u's [%lld x %d] mask inside custom_mask_len %llu",
+                    r, r + 1, r, (long long)q, lens[r], (unsigned long long)b->custom_mask_len);
         }
         memcpy(st->mask_ip, b->mask_indptr_host, (R + 1) * 8);
         st->mask = mask;
@@ -217,9 +247,11 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
         cpu_amx_row(L, it, i, &tok, &head, &toff, &kk);
         const uint32_t kvh = it->kvh + kk;
         const int32_t p = it->pos0 + (int32_t)toff;
-        const uint8_t *mrow = st->mask + st->mask_ip[r] + (int64_t)(tok - (uint32_t)run->qsl[r]) * sl;
+        const uint8_t *mrow =
+            st->mask + st->mask_ip[r] + (int64_t)(tok - (uint32_t)run->qsl[r]) * sl;
         float *q = ws->q, *o = ws->o + (size_t)i * L->dv;
-        const char *qs = (const char *)run->q + ((int64_t)tok * run->q_ts + (int64_t)head * run->q_hs) * (int64_t)qsz;
+        const char *qs = (const char *)run->q +
+                         ((int64_t)tok * run->q_ts + (int64_t)head * run->q_hs) * (int64_t)qsz;
         for (uint32_t c = 0; c < L->d; c++) q[c] = ah_load_f32(qs, c, L->q_dtype) * L->scale;
         float m = -INFINITY, l = 0.0f;
         memset(o, 0, L->dv * sizeof(float));
@@ -227,14 +259,21 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
         cpu_amx_visible(L, p, &lo, &hi);
         for (int32_t j = it->k0; j < it->k1; j++) {
             if (j < lo || j > hi || !mrow[j]) continue;
-            const char *kr = (const char *)run->kc + cpu_amx_kv_row(run, r, j, run->k_bs, run->k_ts, run->k_hs, kvh) * (int64_t)ksz;
+            const char *kr =
+                (const char *)run->kc +
+                cpu_amx_kv_row(run, r, j, run->k_bs, run->k_ts, run->k_hs, kvh) * (int64_t)ksz;
             float x = 0.0f;
-            for (uint32_t c = 0; c < L->d; c++) x += q[c] * ah_load_f32(kr, c, L->kv_dtype) * run->k_scale;
+            for (uint32_t c = 0; c < L->d; c++)
+                x += q[c] * ah_load_f32(kr, c, L->kv_dtype) * run->k_scale;
             if (L->softcap != 0.0f) x = L->softcap * tanhf(x / L->softcap);
             if (L->alibi) x += run->alibi[head] * (float)(j - p);
-            float mn = x > m ? x : m, alpha = m == -INFINITY ? 0.0f : expf(m - mn), e = expf(x - mn);
-            const char *vr = (const char *)vc + cpu_amx_kv_row(run, r, j, run->v_bs, run->v_ts, run->v_hs, kvh) * (int64_t)ksz;
-            for (uint32_t c = 0; c < L->dv; c++) o[c] = o[c] * alpha + e * ah_load_f32(vr, c, L->kv_dtype) * run->v_scale;
+            float mn = x > m ? x : m, alpha = m == -INFINITY ? 0.0f : expf(m - mn),
+                  e = expf(x - mn);
+            const char *vr =
+                (const char *)vc +
+                cpu_amx_kv_row(run, r, j, run->v_bs, run->v_ts, run->v_hs, kvh) * (int64_t)ksz;
+            for (uint32_t c = 0; c < L->dv; c++)
+                o[c] = o[c] * alpha + e * ah_load_f32(vr, c, L->kv_dtype) * run->v_scale;
             l = l * alpha + e;
             m = mn;
         }
@@ -266,8 +305,11 @@ static ah_status plan_prepack(ah_state *st, uint32_t tq)
     const cpu_amx_layer *L = &st->L;
     const ah_host_services *h = st->ctx->host;
     st->n_pp_tasks = 0;
-    if (!st->ctx->k->prepack || L->q_dtype != AH_DTYPE_BF16 || L->kv_dtype != AH_DTYPE_BF16 || !st->num_reqs) return AH_OK;
-    if (!cpu_amx_reserve(h, (void **)&st->pp_off, &st->cap_pp_off, st->num_reqs, sizeof *st->pp_off) ||
+    if (!st->ctx->k->prepack || L->q_dtype != AH_DTYPE_BF16 || L->kv_dtype != AH_DTYPE_BF16 ||
+        !st->num_reqs)
+        return AH_OK;
+    if (!cpu_amx_reserve(h, (void **)&st->pp_off, &st->cap_pp_off, st->num_reqs,
+                         sizeof *st->pp_off) ||
         !cpu_amx_reserve(h, (void **)&st->pp_np, &st->cap_pp_np, st->num_reqs, sizeof *st->pp_np))
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate the pre-packing plan");
     const uint32_t ng = L->group >= CPU_AMX_RMAX ? CPU_AMX_RMAX : L->group;
@@ -277,7 +319,8 @@ static ah_status plan_prepack(ah_state *st, uint32_t tq)
         const uint32_t qlen = (uint32_t)(st->qsl[r + 1] - st->qsl[r]);
         st->pp_off[r] = CPU_AMX_NO_PP;
         st->pp_np[r] = 0;
-        if (qlen <= tq || (uint64_t)tq * ng < st->ctx->tile_min_rows || st->seq_lens[r] <= 0) continue;
+        if (qlen <= tq || (uint64_t)tq * ng < st->ctx->tile_min_rows || st->seq_lens[r] <= 0)
+            continue;
         const uint32_t np = ((uint32_t)st->seq_lens[r] + 15) / 16 + 1;
         const size_t need = (size_t)L->hk * np * CPU_AMX_PP_PIECE(L);
         if ((total + need) * 2 > CPU_AMX_PP_MAX) continue;
@@ -290,8 +333,10 @@ static ah_status plan_prepack(ah_state *st, uint32_t tq)
     /* 32 elements more: the packed pieces start on a 64-byte boundary (the
      * packing stores and the vdpbf16ps loads are aligned ones). */
     if (!cpu_amx_reserve(h, (void **)&st->pp, &st->cap_pp, total + 32, 2) ||
-        !cpu_amx_reserve(h, (void **)&st->pp_tasks, &st->cap_pp_tasks, ntasks, sizeof *st->pp_tasks))
-        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of pre-packed K/V", total * 2);
+        !cpu_amx_reserve(h, (void **)&st->pp_tasks, &st->cap_pp_tasks, ntasks,
+                         sizeof *st->pp_tasks))
+        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY,
+                       "cannot allocate %zu bytes of pre-packed K/V", total * 2);
     for (uint32_t r = 0; r < st->num_reqs; r++) {
         if (st->pp_off[r] == CPU_AMX_NO_PP) continue;
         /* Pieces before the first query's window are never read (items
@@ -352,7 +397,9 @@ ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
                     it.part = -1;
                     it.cost = (uint64_t)it.rows * (uint64_t)(it.k1 - it.k0 + 16) + 64;
                     total += it.cost;
-                    if (!push_item(st, &it)) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate work items");
+                    if (!push_item(st, &it))
+                        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY,
+                                       "cannot allocate work items");
                 }
     }
 
@@ -374,7 +421,8 @@ ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
             cpu_amx_item m = it;
             m.part = (int32_t)nparts;
             m.nparts = ns;
-            if (!cpu_amx_reserve(st->ctx->host, (void **)&st->merges, &st->cap_merges, st->n_merges + 1, sizeof *st->merges))
+            if (!cpu_amx_reserve(st->ctx->host, (void **)&st->merges, &st->cap_merges,
+                                 st->n_merges + 1, sizeof *st->merges))
                 return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate merge list");
             st->merges[st->n_merges++] = m;
             uint32_t chunk = ((len + ns - 1) / ns + 15) & ~15u;
@@ -389,14 +437,16 @@ ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
                 p.part = (int32_t)(nparts + s);
                 p.cost = (uint64_t)p.rows * (uint64_t)(p.k1 - p.k0 + 16) + 64;
                 if (s == 0) st->items[i] = p;
-                else if (!push_item(st, &p)) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate work items");
+                else if (!push_item(st, &p))
+                    return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate work items");
             }
             nparts += ns;
         }
     }
     if (nparts) {
         size_t need = (size_t)nparts * CPU_AMX_RMAX;
-        if (!cpu_amx_reserve(st->ctx->host, (void **)&st->part_o, &st->cap_part_o, need * L->dv, 4) ||
+        if (!cpu_amx_reserve(st->ctx->host, (void **)&st->part_o, &st->cap_part_o, need * L->dv,
+                             4) ||
             !cpu_amx_reserve(st->ctx->host, (void **)&st->part_lse, &st->cap_part_lse, need, 4))
             return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "cannot allocate split-KV partials");
     }
@@ -420,12 +470,13 @@ static inline uint16_t bf16_of(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
 }
 
-static void row_out(const cpu_amx_run *run, uint32_t tok, uint32_t head, const float *o,
-                    float mult, float lse)
+static void row_out(const cpu_amx_run *run, uint32_t tok, uint32_t head, const float *o, float mult,
+                    float lse)
 {
     const cpu_amx_layer *L = run->L;
     const size_t qsz = ah_dtype_size(L->q_dtype);
-    char *dst = (char *)run->out + ((int64_t)tok * run->o_ts + (int64_t)head * run->o_hs) * (int64_t)qsz;
+    char *dst =
+        (char *)run->out + ((int64_t)tok * run->o_ts + (int64_t)head * run->o_hs) * (int64_t)qsz;
     if (L->q_dtype == AH_DTYPE_FP32) {
         float *d = (float *)dst;
         for (uint32_t c = 0; c < L->dv; c++) d[c] = o[c] * mult;
@@ -507,9 +558,11 @@ static void merge_item(const cpu_amx_run *run, const cpu_amx_item *m, uint32_t r
 void cpu_amx_execute(ah_state *st, const cpu_amx_run *run)
 {
     const cpu_amx_kernels *k = st->ctx->k;
-    const int tile_ok = k->attend_bf16 && st->L.q_dtype == AH_DTYPE_BF16 && st->L.kv_dtype == AH_DTYPE_BF16;
+    const int tile_ok =
+        k->attend_bf16 && st->L.q_dtype == AH_DTYPE_BF16 && st->L.kv_dtype == AH_DTYPE_BF16;
     const uint32_t tile_min = st->ctx->tile_min_rows;
-    const cpu_amx_attend_fn dec = st->ctx->amx_decode && k->attend_dec_amx ? k->attend_dec_amx : k->attend_dec;
+    const cpu_amx_attend_fn dec =
+        st->ctx->amx_decode && k->attend_dec_amx ? k->attend_dec_amx : k->attend_dec;
     const int nt = st->ctx->threads;
     const long n = (long)st->n_items;
     /* Pack the prefill requests' K and V once (every item of them reads
@@ -546,7 +599,8 @@ void cpu_amx_execute(ah_state *st, const cpu_amx_run *run)
 #endif
         const cpu_amx_item *m = &st->merges[i / CPU_AMX_MERGE_SLICES];
         const uint32_t sl = (uint32_t)(i % CPU_AMX_MERGE_SLICES);
-        const uint32_t r0 = m->rows * sl / CPU_AMX_MERGE_SLICES, r1 = m->rows * (sl + 1) / CPU_AMX_MERGE_SLICES;
+        const uint32_t r0 = m->rows * sl / CPU_AMX_MERGE_SLICES,
+                       r1 = m->rows * (sl + 1) / CPU_AMX_MERGE_SLICES;
         if (r1 > r0) merge_item(run, m, r0, r1, st->part_o, st->part_lse, ws->o);
     }
 }

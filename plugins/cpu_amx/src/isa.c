@@ -8,8 +8,8 @@
 
 #include "cpu_amx.h"
 
-static const char *const path_names[CPU_AMX_PATH_COUNT] = {"scalar", "avx2", "avx512",
-                                                           "avx512bf16", "amx"};
+static const char *const path_names[CPU_AMX_PATH_COUNT] = {"scalar", "avx2", "avx512", "avx512bf16",
+                                                           "amx"};
 
 const char *cpu_amx_path_name(cpu_amx_path p)
 {
@@ -19,8 +19,8 @@ const char *cpu_amx_path_name(cpu_amx_path p)
 uint32_t cpu_amx_path_needs(cpu_amx_path p)
 {
     const uint32_t avx2 = AH_ISA_AVX | AH_ISA_AVX2 | AH_ISA_FMA | AH_ISA_F16C;
-    const uint32_t avx512 = avx2 | AH_ISA_AVX512F | AH_ISA_AVX512BW | AH_ISA_AVX512VL |
-                            AH_ISA_AVX512DQ;
+    const uint32_t avx512 =
+        avx2 | AH_ISA_AVX512F | AH_ISA_AVX512BW | AH_ISA_AVX512VL | AH_ISA_AVX512DQ;
     switch (p) {
     case CPU_AMX_SCALAR: return 0;
     case CPU_AMX_AVX2: return avx2;

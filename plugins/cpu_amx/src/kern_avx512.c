@@ -10,4 +10,5 @@
 #include "kern_fp32.inc"
 
 
-const cpu_amx_kernels cpu_amx_kernels_avx512 = {"avx512", cpu_amx_k_avx512_attend, NULL, NULL, NULL, NULL};
+const cpu_amx_kernels cpu_amx_kernels_avx512 = {"avx512", cpu_amx_k_avx512_attend, NULL, NULL, NULL,
+                                                NULL};

@@ -87,10 +87,9 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
         break;
     case AH_DTYPE_FP16:
         for (i = 0; i < n; i += 16)
-            v_store(dst + i,
-                    v_mul(_mm512_cvtph_ps(_mm256_loadu_si256(
-                              (const __m256i *)((const uint16_t *)src + i))),
-                          v_set1(scale)));
+            v_store(dst + i, v_mul(_mm512_cvtph_ps(_mm256_loadu_si256(
+                                       (const __m256i *)((const uint16_t *)src + i))),
+                                   v_set1(scale)));
         break;
     case AH_DTYPE_FP8_E4M3:
     case AH_DTYPE_FP8_E5M2: {
@@ -101,7 +100,8 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
         const __m512i sh = _mm512_set1_epi32(e4 ? 20 : 21);
         const vf rebias = v_set1(scale * (e4 ? 0x1p120f : 0x1p112f));
         for (i = 0; i < n; i += 16) {
-            __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((const uint8_t *)src + i)));
+            __m512i b =
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((const uint8_t *)src + i)));
             __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7f));
             __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
             vf f = v_mul(_mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_sllv_epi32(mag, sh))),
@@ -140,7 +140,8 @@ static inline void fold16(const __m512 *a, float *s)
     for (int i = 0; i < 2; i++)
         z[i] = v_add(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
                      _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xdd));
-    v_store(s, v_add(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xdd)));
+    v_store(s,
+            v_add(_mm512_shuffle_f32x4(z[0], z[1], 0x88), _mm512_shuffle_f32x4(z[0], z[1], 0xdd)));
 }
 
 /* s[j] = dot(q, k + j*ld) for j < 16; d % 16 == 0. Four rows at a time
@@ -200,7 +201,8 @@ static inline vf v_exp(vf x)
 {
     vf keep = _mm256_cmp_ps(x, v_set1(AH_EXP_LO), _CMP_GE_OQ);
     x = _mm256_min_ps(_mm256_max_ps(x, v_set1(AH_EXP_LO)), v_set1(88.0f));
-    vf n = _mm256_round_ps(v_mul(x, v_set1(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    vf n = _mm256_round_ps(v_mul(x, v_set1(1.44269504f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     vf r = _mm256_fnmadd_ps(n, v_set1(0.693145752f), x);
     r = _mm256_fnmadd_ps(n, v_set1(1.42860677e-6f), r);
     vf p = v_set1(1.0f / 720);
@@ -210,7 +212,8 @@ static inline vf v_exp(vf x)
     p = v_fma(p, r, v_set1(0.5f));
     p = v_fma(p, r, v_set1(1.0f));
     p = v_fma(p, r, v_set1(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(v_mul(p, _mm256_castsi256_ps(e)), keep);
 }
 
@@ -224,13 +227,16 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
         break;
     case AH_DTYPE_BF16:
         for (i = 0; i < n; i += 8) {
-            __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
+            __m256i w = _mm256_cvtepu16_epi32(
+                _mm_loadu_si128((const __m128i *)((const uint16_t *)src + i)));
             v_store(dst + i, v_mul(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), sc));
         }
         break;
     case AH_DTYPE_FP16:
         for (i = 0; i < n; i += 8)
-            v_store(dst + i, v_mul(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i))), sc));
+            v_store(dst + i, v_mul(_mm256_cvtph_ps(_mm_loadu_si128(
+                                       (const __m128i *)((const uint16_t *)src + i))),
+                                   sc));
         break;
     case AH_DTYPE_FP8_E4M3:
     case AH_DTYPE_FP8_E5M2: {
@@ -238,10 +244,12 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
         const __m256i sh = _mm256_set1_epi32(e4 ? 20 : 21);
         const vf rebias = v_set1(scale * (e4 ? 0x1p120f : 0x1p112f));
         for (i = 0; i < n; i += 8) {
-            __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)src + i)));
+            __m256i b =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)src + i)));
             __m256i mag = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
             __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
-            vf f = v_mul(_mm256_castsi256_ps(_mm256_or_si256(sign, _mm256_sllv_epi32(mag, sh))), rebias);
+            vf f = v_mul(_mm256_castsi256_ps(_mm256_or_si256(sign, _mm256_sllv_epi32(mag, sh))),
+                         rebias);
             __m256i special;
             vf sv;
             if (e4) {
@@ -275,7 +283,8 @@ static inline void dots16(const float *q, const float *k, uint32_t ld, uint32_t 
         vf h1 = _mm256_hadd_ps(a[0], a[1]), h2 = _mm256_hadd_ps(a[2], a[3]);
         vf h3 = _mm256_hadd_ps(a[4], a[5]), h4 = _mm256_hadd_ps(a[6], a[7]);
         vf g1 = _mm256_hadd_ps(h1, h2), g2 = _mm256_hadd_ps(h3, h4);
-        v_store(s + 8 * h, v_add(_mm256_permute2f128_ps(g1, g2, 0x20), _mm256_permute2f128_ps(g1, g2, 0x31)));
+        v_store(s + 8 * h,
+                v_add(_mm256_permute2f128_ps(g1, g2, 0x20), _mm256_permute2f128_ps(g1, g2, 0x31)));
     }
 }
 

@@ -23,19 +23,37 @@ static const uint32_t v_sizes_extra[] = {512};
 
 /* isa's choices, in the order of isa_paths. */
 #define CPU_ISA_CHOICES "auto|amx|avx512bf16|avx512|avx2|scalar"
-static const cpu_amx_path isa_paths[] = {CPU_AMX_PATH_COUNT /* auto */, CPU_AMX_AMX,
-                                         CPU_AMX_AVX512BF16, CPU_AMX_AVX512, CPU_AMX_AVX2,
+static const cpu_amx_path isa_paths[] = {CPU_AMX_PATH_COUNT /* auto */,
+                                         CPU_AMX_AMX,
+                                         CPU_AMX_AVX512BF16,
+                                         CPU_AMX_AVX512,
+                                         CPU_AMX_AVX2,
                                          CPU_AMX_SCALAR};
 
 static const ah_config_key cpu_keys[] = {
-    AH_KEY_ENUM_ROW("isa", "auto", CPU_ISA_CHOICES, "kernel path; auto takes the best this CPU has; a path the CPU lacks makes the plugin unavailable"),
-    AH_KEY_INT_ROW("threads", "0", 0, 4096, "OpenMP threads; 0: OMP_NUM_THREADS or every logical core"),
-    AH_KEY_INT_ROW("split_min", "256", 16, 1 << 20, "fewest keys per split-KV chunk when a batch has too few items to fill the threads"),
-    AH_KEY_INT_ROW("tile_min_rows", "8", 1, 1 << 20, "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"),
-    AH_KEY_BOOL_ROW("amx_decode", "true", "amx path, bf16 decode: true runs Q.K and P.V on AMX tiles, false on vdpbf16ps (the avx512bf16 decode kernel)"),
-    AH_KEY_INT_ROW("prefetch", "-1", -1, 64, "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers); -1 (auto): 0 on the amx path (the Xeon's own prefetchers do better), else 4"),
-    AH_KEY_BOOL_ROW("amx_interleave", "true", "amx path, prefill: true issues each row block's tile products in small stages between the next block's softmax rows, false in one burst after it"),
-    AH_KEY_BOOL_ROW("tile_prefetch", "true", "bf16 tile kernel (prefill): true prefetches the pre-packed K/V chunk after next into L2, a few lines per softmax row; false leaves it to the hardware prefetchers"),
+    AH_KEY_ENUM_ROW(
+        "isa", "auto", CPU_ISA_CHOICES,
+        "kernel path; auto takes the best this CPU has; a path the CPU lacks makes the plugin unavailable"),
+    AH_KEY_INT_ROW("threads", "0", 0, 4096,
+                   "OpenMP threads; 0: OMP_NUM_THREADS or every logical core"),
+    AH_KEY_INT_ROW(
+        "split_min", "256", 16, 1 << 20,
+        "fewest keys per split-KV chunk when a batch has too few items to fill the threads"),
+    AH_KEY_INT_ROW(
+        "tile_min_rows", "8", 1, 1 << 20,
+        "bf16 q and cache: rows (query tokens x heads per KV head) from which the bf16 tile kernel (AMX / vdpbf16ps) replaces the fp32 one"),
+    AH_KEY_BOOL_ROW(
+        "amx_decode", "true",
+        "amx path, bf16 decode: true runs Q.K and P.V on AMX tiles, false on vdpbf16ps (the avx512bf16 decode kernel)"),
+    AH_KEY_INT_ROW(
+        "prefetch", "-1", -1, 64,
+        "pieces of 16 keys ahead that the decode and fp32 kernels prefetch into L2 (0: none, leave it to the hardware prefetchers); -1 (auto): 0 on the amx path (the Xeon's own prefetchers do better), else 4"),
+    AH_KEY_BOOL_ROW(
+        "amx_interleave", "true",
+        "amx path, prefill: true issues each row block's tile products in small stages between the next block's softmax rows, false in one burst after it"),
+    AH_KEY_BOOL_ROW(
+        "tile_prefetch", "true",
+        "bf16 tile kernel (prefill): true prefetches the pre-packed K/V chunk after next into L2, a few lines per softmax row; false leaves it to the hardware prefetchers"),
 };
 
 static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
@@ -55,8 +73,8 @@ static const ah_caps cpu_caps = {
                 /* ABI 2.1, on every ISA path: encoder layers on packed rows through
                  * the same kernels, cross layers over encoder_seq_lens, decoder
                  * layers with causal = off, tree masks (a portable fp32 kernel) */
-                AH_FEAT_TREE_MASK | AH_FEAT_CACHELESS | AH_FEAT_CROSS_ATTENTION | AH_FEAT_CAUSAL_FLAG |
-                AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV,
+                AH_FEAT_TREE_MASK | AH_FEAT_CACHELESS | AH_FEAT_CROSS_ATTENTION |
+                AH_FEAT_CAUSAL_FLAG | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
@@ -84,7 +102,8 @@ static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
     (void)probe;
     if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
         snprintf(v, sizeof v, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
-        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v, "a whole number of query heads per KV head");
+        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v,
+                  "a whole number of query heads per KV head");
     }
     if (spec->use_mla) {
         if (spec->num_kv_heads != 1) {
@@ -93,7 +112,8 @@ static void cpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
         }
         if (spec->v_head_size > spec->qk_head_size) {
             snprintf(v, sizeof v, "%u > %u", spec->v_head_size, spec->qk_head_size);
-            sink->add(sink, AH_REASON_COMBINATION, "v_head_size", v, "<= qk_head_size with MLA (V is the head of the key)");
+            sink->add(sink, AH_REASON_COMBINATION, "v_head_size", v,
+                      "<= qk_head_size with MLA (V is the head of the key)");
         }
     } else if (spec->qk_head_size == 576) {
         sink->add(sink, AH_REASON_COMBINATION, "qk_head_size", "576", "576 only with MLA");
@@ -106,24 +126,27 @@ static _Thread_local char why_buf[256];
 
 /* Resolve the path and thread count; on failure write the reason to why. */
 static ah_status cpu_resolve(const ah_host_services *host, cpu_amx_path *path, int *threads,
-                             uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec, uint32_t *pf,
-                             uint32_t *ilv, uint32_t *tpf, char *why, size_t cap)
+                             uint32_t *split_min, uint32_t *tile_min, uint32_t *amx_dec,
+                             uint32_t *pf, uint32_t *ilv, uint32_t *tpf, char *why, size_t cap)
 {
     const uint32_t isa = host && host->hw ? host->hw->cpu_isa : 0;
-    const cpu_amx_path want = isa_paths[host && host->config_int ? host->config_int(host, "isa") : 0];
+    const cpu_amx_path want =
+        isa_paths[host && host->config_int ? host->config_int(host, "isa") : 0];
     int is_auto = want == CPU_AMX_PATH_COUNT;
     *path = want;
     if (is_auto) *path = cpu_amx_path_best(isa);
     uint32_t need = cpu_amx_path_needs(*path), missing = need & ~isa;
     if (missing) {
-        static const char *const names[] = {"SSE4.2", "AVX", "AVX2", "FMA", "F16C", "AVX512F",
-                                            "AVX512BW", "AVX512VL", "AVX512DQ", "AVX512-VNNI",
-                                            "AVX512-BF16", "AVX512-FP16", "AMX-TILE", "AMX-BF16",
-                                            "AMX-INT8", "AMX-FP16"};
+        static const char *const names[] = {"SSE4.2",   "AVX",         "AVX2",        "FMA",
+                                            "F16C",     "AVX512F",     "AVX512BW",    "AVX512VL",
+                                            "AVX512DQ", "AVX512-VNNI", "AVX512-BF16", "AVX512-FP16",
+                                            "AMX-TILE", "AMX-BF16",    "AMX-INT8",    "AMX-FP16"};
         int bit = __builtin_ctz(missing);
         const char *note = host->hw && host->hw->amx_note[0] && bit >= 12 ? host->hw->amx_note : "";
-        snprintf(why, cap, "[plugin.cpu_amx] isa = %s needs %s, which this CPU lacks or the OS has not enabled%s%s",
-                 cpu_amx_path_name(*path), names[bit], note[0] ? ": " : "", note);
+        snprintf(
+            why, cap,
+            "[plugin.cpu_amx] isa = %s needs %s, which this CPU lacks or the OS has not enabled%s%s",
+            cpu_amx_path_name(*path), names[bit], note[0] ? ": " : "", note);
         return AH_ERR_UNAVAILABLE;
     }
     int t = host && host->config_int ? (int)host->config_int(host, "threads") : 0;
@@ -132,7 +155,8 @@ static ah_status cpu_resolve(const ah_host_services *host, cpu_amx_path *path, i
 #endif
     if (t <= 0) t = 1;
     *threads = t;
-    const char *keys[6] = {"split_min", "tile_min_rows", "amx_decode", "prefetch", "amx_interleave", "tile_prefetch"};
+    const char *keys[6] = {"split_min", "tile_min_rows",  "amx_decode",
+                           "prefetch",  "amx_interleave", "tile_prefetch"};
     uint32_t *dst[6] = {split_min, tile_min, amx_dec, pf, ilv, tpf};
     for (int i = 0; i < 6; i++)
         *dst[i] = host && host->config_int ? (uint32_t)host->config_int(host, keys[i]) : 0;
@@ -149,11 +173,13 @@ static ah_status cpu_probe(const ah_host_services *host, ah_probe_info *info)
     int threads;
     uint32_t sm, tm, ad, pf, il, tp;
     char why[256];
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, &tp, why, sizeof why);
+    ah_status rc =
+        cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, &tp, why, sizeof why);
     info->usable = rc == AH_OK;
     if (rc != AH_OK) ah_strlcpy(info->reason, why, sizeof info->reason);
     const ah_hw_facts *hw = host ? host->hw : NULL;
-    ah_strlcpy(info->device_name, hw && hw->cpu_model[0] ? hw->cpu_model : "x86-64 CPU", sizeof info->device_name);
+    ah_strlcpy(info->device_name, hw && hw->cpu_model[0] ? hw->cpu_model : "x86-64 CPU",
+               sizeof info->device_name);
     ah_strlcpy(info->arch, rc == AH_OK ? cpu_amx_path_name(path) : "none", sizeof info->arch);
     info->compute_capability = 0;
     info->device_count = 1;
@@ -174,7 +200,8 @@ static ah_status cpu_context_create(const ah_host_services *host, const ah_conte
     cpu_amx_path path;
     int threads;
     uint32_t sm, tm, ad, pf, il, tp;
-    ah_status rc = cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, &tp, why_buf, sizeof why_buf);
+    ah_status rc =
+        cpu_resolve(host, &path, &threads, &sm, &tm, &ad, &pf, &il, &tp, why_buf, sizeof why_buf);
     if (rc != AH_OK) {
         if (why) *why = why_buf;
         return rc;
@@ -216,18 +243,22 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     ah_status rc = ah_spec_check_caps(spec, c, &ctx->err);
     if (rc != AH_OK) return rc;
     if (spec->use_mla && (spec->num_kv_heads != 1 || spec->v_head_size > spec->qk_head_size))
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "MLA needs one KV head and v_head_size <= qk_head_size");
+        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED,
+                       "MLA needs one KV head and v_head_size <= qk_head_size");
     if (!spec->use_mla && spec->qk_head_size == 576)
         return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "qk head size 576 is served only for MLA");
     if (!(spec->softcap >= 0.0f) || !isfinite(spec->softcap))
-        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0", (double)spec->softcap);
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0",
+                       (double)spec->softcap);
 
     ah_state *st = ctx->host->alloc(ctx->host, sizeof *st);
     if (!st) return ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of memory creating a state");
     memset(st, 0, sizeof *st);
     st->ctx = ctx;
     memcpy(&st->spec, spec, sizeof st->spec);
-    if (lim) memcpy(&st->lim, lim, lim->struct_size < sizeof st->lim ? lim->struct_size : sizeof st->lim);
+    if (lim)
+        memcpy(&st->lim, lim,
+               lim->struct_size < sizeof st->lim ? lim->struct_size : sizeof st->lim);
     cpu_amx_layer *L = &st->L;
     L->hq = spec->num_q_heads;
     L->hk = spec->num_kv_heads;
@@ -262,8 +293,9 @@ static void cpu_state_destroy(ah_state *st)
 {
     if (!st) return;
     const ah_host_services *h = st->ctx->host;
-    void *bufs[] = {st->ws_mem, st->qsl, st->seq_lens, st->bt, st->slots, st->items, st->merges, st->part_o, st->part_lse,
-                    st->pp, st->pp_off, st->pp_np, st->pp_tasks, st->mask_ip};
+    void *bufs[] = {st->ws_mem, st->qsl,    st->seq_lens, st->bt,       st->slots,
+                    st->items,  st->merges, st->part_o,   st->part_lse, st->pp,
+                    st->pp_off, st->pp_np,  st->pp_tasks, st->mask_ip};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) h->free(h, bufs[i]);
     h->free(h, st);
 }
@@ -275,7 +307,8 @@ static ah_status cpu_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode
     (void)stream;
     if (!batch) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
     if (mode != AH_PLAN_EAGER)
-        return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "cpu_amx has no graph capture (graph level NEVER); plan mode %d", (int)mode);
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED,
+                       "cpu_amx has no graph capture (graph level NEVER); plan mode %d", (int)mode);
     return cpu_amx_plan(st, batch);
 }
 
@@ -286,18 +319,25 @@ static ah_status check_tensor(ah_state *st, const DLTensor *t, const char *name,
 {
     if (!t) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     if (t->device.device_type != kDLCPU)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s is not in host memory (device type %d)", name, (int)t->device.device_type);
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%s is not in host memory (device type %d)", name,
+                       (int)t->device.device_type);
     if (!ah_dl_dtype_is(t, dt))
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has DLPack dtype code %u bits %u lanes %u, expected %s", name,
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%s has DLPack dtype code %u bits %u lanes %u, expected %s", name,
                        t->dtype.code, t->dtype.bits, t->dtype.lanes, ah_dtype_name(dt));
-    if (t->ndim != ndim) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim, ndim);
+    if (t->ndim != ndim)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name,
+                       t->ndim, ndim);
     for (int i = 0; i < ndim; i++)
         if (shape[i] >= 0 && t->shape[i] != shape[i])
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld", name, i,
-                           (long long)t->shape[i], (long long)shape[i]);
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld",
+                           name, i, (long long)t->shape[i], (long long)shape[i]);
     if (ah_dl_stride(t, ndim - 1) != 1)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s: the last dimension must be contiguous", name);
-    if (!t->data && ah_dl_numel(t) > 0) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has no data", name);
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%s: the last dimension must be contiguous", name);
+    if (!t->data && ah_dl_numel(t) > 0)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has no data", name);
     return AH_OK;
 }
 
@@ -311,7 +351,8 @@ static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, 
     ah_status rc = check_tensor(st, t, name, L->kv_dtype, 4, shape);
     if (rc != AH_OK) return rc;
     if (t->shape[0] <= st->max_block)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s holds %lld blocks, the plan references block %d", name,
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%s holds %lld blocks, the plan references block %d", name,
                        (long long)t->shape[0], st->max_block);
     *bs_str = ah_dl_stride(t, 0);
     *ts_str = ah_dl_stride(t, hnd ? 2 : 1);
@@ -323,7 +364,8 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
 {
     const cpu_amx_layer *L = &st->L;
     if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward args are NULL");
-    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
+    if (!st->planned)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
     const int64_t T = st->num_tokens;
     cpu_amx_run run;
     memset(&run, 0, sizeof run);
@@ -336,7 +378,8 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
         run.pp_off = st->pp_off;
         run.pp_np = st->pp_np;
     }
-    int64_t qs[3] = {T, L->hq, L->d}, os[3] = {T, L->hq, L->dv}, ls[2] = {T, L->hq}, hs[1] = {L->hq};
+    int64_t qs[3] = {T, L->hq, L->d}, os[3] = {T, L->hq, L->dv}, ls[2] = {T, L->hq},
+            hs[1] = {L->hq};
     ah_status rc;
     if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;
     if ((rc = check_tensor(st, a->out, "out", L->q_dtype, 3, os)) != AH_OK) return rc;
@@ -351,13 +394,16 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
         run.k_hs = ah_dl_stride(a->key, 1);
         run.v_bs = run.v_ts = ah_dl_stride(a->value, 0);
         run.v_hs = ah_dl_stride(a->value, 1);
-    } else if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &run.k_bs, &run.k_ts, &run.k_hs)) != AH_OK) {
+    } else if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &run.k_bs, &run.k_ts,
+                                 &run.k_hs)) != AH_OK) {
         return rc;
     } else if (L->mla) {
         run.vc = ah_dl_data(a->key_cache);
         run.v_bs = run.k_bs, run.v_ts = run.k_ts, run.v_hs = run.k_hs;
     } else {
-        if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &run.v_bs, &run.v_ts, &run.v_hs)) != AH_OK) return rc;
+        if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &run.v_bs, &run.v_ts,
+                              &run.v_hs)) != AH_OK)
+            return rc;
         run.vc = ah_dl_data(a->value_cache);
     }
     if (!L->cacheless) run.kc = ah_dl_data(a->key_cache);
@@ -372,7 +418,8 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
         run.sinks = ah_dl_data(a->sinks);
     }
     if (L->alibi) {
-        if ((rc = check_tensor(st, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs)) != AH_OK) return rc;
+        if ((rc = check_tensor(st, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs)) != AH_OK)
+            return rc;
         run.alibi = ah_dl_data(a->alibi_slopes);
     }
     run.k_scale = ah_kv_scale(a->k_scale, L->kv_dtype);
@@ -404,8 +451,9 @@ static int float_dtype_of(const DLTensor *t, ah_dtype *out)
     return 0;
 }
 
-static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_t s_ts, int64_t s_hs,
-                       char *cache, int64_t c_bs, int64_t c_ts, int64_t c_hs, uint32_t hsz, float scale)
+static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_t s_ts,
+                       int64_t s_hs, char *cache, int64_t c_bs, int64_t c_ts, int64_t c_hs,
+                       uint32_t hsz, float scale)
 {
     const cpu_amx_layer *L = &st->L;
     const size_t ssz = ah_dtype_size(sdt), csz = ah_dtype_size(L->kv_dtype);
@@ -437,8 +485,11 @@ static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
 {
     const cpu_amx_layer *L = &st->L;
     if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv args are NULL");
-    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
-    if (L->cacheless) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv on a cacheless (encoder) layer: it has no cache");
+    if (!st->planned)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
+    if (L->cacheless)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "write_kv on a cacheless (encoder) layer: it has no cache");
     ah_dtype kdt, vdt = AH_DTYPE_FP32;
     if (!a->key || !float_dtype_of(a->key, &kdt))
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "key is NULL or not fp32/fp16/bf16");
@@ -450,22 +501,25 @@ static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &kb, &kt, &kh)) != AH_OK) return rc;
     if (!L->mla) {
         if (!a->value || !float_dtype_of(a->value, &vdt))
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "value is NULL or not fp32/fp16/bf16");
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                           "value is NULL or not fp32/fp16/bf16");
         if ((rc = check_tensor(st, a->value, "value", vdt, 3, vs)) != AH_OK) return rc;
-        if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &vb, &vt, &vh)) != AH_OK) return rc;
+        if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &vb, &vt, &vh)) != AH_OK)
+            return rc;
     }
     for (uint32_t t = 0; t < st->num_tokens; t++)
         if (st->slots[t] >= a->key_cache->shape[0] * (int64_t)L->block_size ||
             (!L->mla && st->slots[t] >= a->value_cache->shape[0] * (int64_t)L->block_size))
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "slot_mapping[%u] = %lld is outside the cache tensors", t,
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                           "slot_mapping[%u] = %lld is outside the cache tensors", t,
                            (long long)st->slots[t]);
     const float ksc = ah_kv_scale(a->k_scale, L->kv_dtype);
     const float vsc = ah_kv_scale(a->v_scale, L->kv_dtype);
     write_rows(st, ah_dl_data(a->key), kdt, ah_dl_stride(a->key, 0), ah_dl_stride(a->key, 1),
                ah_dl_data(a->key_cache), kb, kt, kh, L->d, ksc);
     if (!L->mla)
-        write_rows(st, ah_dl_data(a->value), vdt, ah_dl_stride(a->value, 0), ah_dl_stride(a->value, 1),
-                   ah_dl_data(a->value_cache), vb, vt, vh, L->dv, vsc);
+        write_rows(st, ah_dl_data(a->value), vdt, ah_dl_stride(a->value, 0),
+                   ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), vb, vt, vh, L->dv, vsc);
     return AH_OK;
 }
 
@@ -475,21 +529,30 @@ static ah_status merge_check(ah_context *ctx, const DLTensor *t, const char *nam
                              const int64_t *shape, int is_lse, ah_dtype *dt)
 {
     if (!t) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
-    if (t->device.device_type != kDLCPU) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s is not in host memory", name);
+    if (t->device.device_type != kDLCPU)
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s is not in host memory", name);
     if (is_lse ? !ah_dl_dtype_is(t, AH_DTYPE_FP32) : !float_dtype_of(t, dt))
-        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name, is_lse ? "fp32" : "fp32, fp16 or bf16");
-    if (t->ndim != ndim) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim, ndim);
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name,
+                       is_lse ? "fp32" : "fp32, fp16 or bf16");
+    if (t->ndim != ndim)
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name,
+                       t->ndim, ndim);
     for (int i = 0; i < ndim; i++)
         if (t->shape[i] != shape[i])
-            return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld", name, i, (long long)t->shape[i], (long long)shape[i]);
-    if (!ah_dl_is_contiguous(t)) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s must be contiguous", name);
+            return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld",
+                           name, i, (long long)t->shape[i], (long long)shape[i]);
+    if (!ah_dl_is_contiguous(t))
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "%s must be contiguous", name);
     return AH_OK;
 }
 
 static ah_status cpu_merge_states(ah_context *ctx, const ah_merge_args *a)
 {
-    if (!a || !a->v_a) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "merge args or v_a are NULL");
-    if (a->v_a->ndim != 3) return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "v_a has %d dims, expected 3 [T, H, D]", a->v_a->ndim);
+    if (!a || !a->v_a)
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "merge args or v_a are NULL");
+    if (a->v_a->ndim != 3)
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "v_a has %d dims, expected 3 [T, H, D]",
+                       a->v_a->ndim);
     const int64_t *sh = a->v_a->shape, lsh[2] = {sh[0], sh[1]};
     ah_dtype da, db, dout, dl;
     ah_status rc;
@@ -546,6 +609,7 @@ static const ah_plugin_ops cpu_ops = {
     .merge_states = cpu_merge_states,
 };
 
-AH_PLUGIN_DEFINE(cpu_amx, "1.0.0", "attnhost", "Apache-2.0",
-                 "Paged attention on x86-64 CPUs: AMX, AVX-512-BF16, AVX-512, AVX2 and scalar kernels",
-                 AH_DEVICE_CPU, &cpu_caps, &cpu_ops)
+AH_PLUGIN_DEFINE(
+    cpu_amx, "1.0.0", "attnhost", "Apache-2.0",
+    "Paged attention on x86-64 CPUs: AMX, AVX-512-BF16, AVX-512, AVX2 and scalar kernels",
+    AH_DEVICE_CPU, &cpu_caps, &cpu_ops)

@@ -16,12 +16,12 @@ struct ah_context {
     cpu_amx_path path;
     const cpu_amx_kernels *k;
     int threads;
-    uint32_t split_min;       /* fewest keys a split-KV chunk gets */
-    uint32_t tile_min_rows;   /* rows from which the bf16 tile kernel is used */
-    uint32_t amx_decode;      /* amx path: decode on AMX tiles (1) or vdpbf16ps (0) */
-    uint32_t prefetch;        /* pieces of 16 keys the kernels prefetch ahead; 0: none */
-    uint32_t amx_interleave;  /* amx prefill: tile products in stages between softmax rows */
-    uint32_t tile_prefetch;   /* tile kernel: prefetch the pre-packed K/V chunk after next */
+    uint32_t split_min;      /* fewest keys a split-KV chunk gets */
+    uint32_t tile_min_rows;  /* rows from which the bf16 tile kernel is used */
+    uint32_t amx_decode;     /* amx path: decode on AMX tiles (1) or vdpbf16ps (0) */
+    uint32_t prefetch;       /* pieces of 16 keys the kernels prefetch ahead; 0: none */
+    uint32_t amx_interleave; /* amx prefill: tile products in stages between softmax rows */
+    uint32_t tile_prefetch;  /* tile kernel: prefetch the pre-packed K/V chunk after next */
     ah_errbuf err;
 };
 
@@ -32,11 +32,11 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     void *ws_mem;
-    cpu_amx_scratch *ws;      /* one per thread */
+    cpu_amx_scratch *ws; /* one per thread */
     /* Last plan. */
     int planned;
     uint32_t num_reqs, num_tokens, bt_stride;
-    int32_t max_block;        /* largest block id the plan references, -1: none */
+    int32_t max_block; /* largest block id the plan references, -1: none */
     int32_t *qsl, *seq_lens, *bt;
     int64_t *slots;
     size_t cap_qsl, cap_seq, cap_bt, cap_slots;
@@ -51,7 +51,7 @@ struct ah_state {
     float *part_o, *part_lse;
     size_t cap_part_o, cap_part_lse;
     /* Pre-packed K/V of prefill requests (cpu_amx.h), filled per forward. */
-    uint16_t *pp;             /* run.pp is this rounded up to 64 bytes */
+    uint16_t *pp; /* run.pp is this rounded up to 64 bytes */
     uint64_t *pp_off;
     uint32_t *pp_np;
     cpu_amx_pptask *pp_tasks;

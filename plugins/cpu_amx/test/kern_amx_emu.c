@@ -36,11 +36,13 @@ static void emu_loadconfig(const void *cfg)
 }
 static void emu_loadd(int t, const void *base, long stride)
 {
-    for (int r = 0; r < emu.rows[t]; r++) memcpy(emu.data[t][r], (const char *)base + r * stride, emu.colsb[t]);
+    for (int r = 0; r < emu.rows[t]; r++)
+        memcpy(emu.data[t][r], (const char *)base + r * stride, emu.colsb[t]);
 }
 static void emu_stored(int t, void *base, long stride)
 {
-    for (int r = 0; r < emu.rows[t]; r++) memcpy((char *)base + r * stride, emu.data[t][r], emu.colsb[t]);
+    for (int r = 0; r < emu.rows[t]; r++)
+        memcpy((char *)base + r * stride, emu.data[t][r], emu.colsb[t]);
 }
 static void emu_zero(int t) { memset(emu.data[t], 0, sizeof emu.data[t]); }
 static float bf(const uint8_t *p)
@@ -76,5 +78,9 @@ static void emu_dpbf16ps(int c, int a, int b)
 #include "../src/kern_dec.inc"
 #include "../src/kern_dec_amx.inc"
 
-const cpu_amx_kernels cpu_amx_kernels_amx = {"amx", cpu_amx_k_amx_attend, cpu_amx_k_amx_attend_bf16, cpu_amx_k_amx_attend_dec, cpu_amx_k_amx_attend_dec_amx,
+const cpu_amx_kernels cpu_amx_kernels_amx = {"amx",
+                                             cpu_amx_k_amx_attend,
+                                             cpu_amx_k_amx_attend_bf16,
+                                             cpu_amx_k_amx_attend_dec,
+                                             cpu_amx_k_amx_attend_dec_amx,
                                              cpu_amx_k_amx_prepack};

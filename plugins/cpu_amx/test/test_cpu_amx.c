@@ -70,8 +70,12 @@ static int world_build(ath_work *w, const tcase *c)
     s.sinks = (uint32_t)c->sinks, s.alibi = (uint32_t)c->alibi;
     s.k_scale = c->k_scale, s.v_scale = c->v_scale;
     s.scale = 1.f, s.q_amp = 2.f, s.new_kv = 1;
-    s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->nreq, .qlens = c->qlen, .seqlens = c->seq,
-                               .block_size = c->bs, .table_pad = 1, .extra_blocks = 3,
+    s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->nreq,
+                               .qlens = c->qlen,
+                               .seqlens = c->seq,
+                               .block_size = c->bs,
+                               .table_pad = 1,
+                               .extra_blocks = 3,
                                .no_slots = c->type == AH_ATTN_ENCODER_DECODER};
     if (ath_work_build(NULL, w, &s, &rng)) return -1;
     w->spec.scale = 0.0f;
@@ -91,7 +95,8 @@ static void ramp_keys(ath_work *w, const tcase *c, float ramp)
             const float f = 1.0f + ramp * (float)p / (float)c->seq[r];
             for (uint32_t h = 0; h < c->hk; h++)
                 for (uint32_t ch = 0; ch < c->d; ch++) {
-                    const size_t at = ah_kv_offset(c->layout, c->bs, c->hk, c->d, blk, (uint32_t)p % c->bs, h, ch);
+                    const size_t at = ah_kv_offset(c->layout, c->bs, c->hk, c->d, blk,
+                                                   (uint32_t)p % c->bs, h, ch);
                     ah_store_f32(w->kc, at, c->kvdt, ah_load_f32(w->kc, at, c->kvdt) * f);
                 }
         }
@@ -104,14 +109,18 @@ static void *dup(const void *p, size_t n)
     return q;
 }
 
-static double tol_of(ah_dtype t) { return t == AH_DTYPE_BF16 ? 2.5e-2 : t == AH_DTYPE_FP16 ? 3e-3 : 2e-4; }
+static double tol_of(ah_dtype t)
+{
+    return t == AH_DTYPE_BF16 ? 2.5e-2 : t == AH_DTYPE_FP16 ? 3e-3 : 2e-4;
+}
 
 /* One case on one ISA path: write_kv against the oracle's writer (bit for
  * bit), forward against the oracle over the caches that writer left. */
 static void run_case(ath_host *h, const tcase *c, const char *isa, float ramp)
 {
     ath_work w;
-    CHECK_MSG(ath_set(h, "isa", isa) == 0 && ath_set(h, "split_min", c->split_min ? c->split_min : "256") == 0,
+    CHECK_MSG(ath_set(h, "isa", isa) == 0 &&
+                  ath_set(h, "split_min", c->split_min ? c->split_min : "256") == 0,
               "%s/%s: config", c->name, isa);
     if (world_build(&w, c)) {
         CHECK_MSG(0, "%s/%s: workload", c->name, isa);
@@ -123,10 +132,12 @@ static void run_case(ath_host *h, const tcase *c, const char *isa, float ramp)
     const uint32_t T = w.B.num_tokens;
     /* What write_kv must leave in the caches, and the oracle over them. */
     void *kx = dup(w.kc, kbytes), *vx = c->mla ? NULL : dup(w.vc, vbytes), *kc = w.kc, *vc = w.vc;
-    double *ref_out = calloc((size_t)T * c->hq * c->dv + 1, sizeof(double)), *ref_lse = calloc((size_t)T * c->hq + 1, sizeof(double));
+    double *ref_out = calloc((size_t)T * c->hq * c->dv + 1, sizeof(double)),
+           *ref_lse = calloc((size_t)T * c->hq + 1, sizeof(double));
     char why[256] = "";
     w.kc = kx, w.vc = vx;
-    int ref_ok = ath_work_reference_write(&w, why, sizeof why) == 0 && ath_work_reference(&w, ref_out, ref_lse, why, sizeof why) == 0;
+    int ref_ok = ath_work_reference_write(&w, why, sizeof why) == 0 &&
+                 ath_work_reference(&w, ref_out, ref_lse, why, sizeof why) == 0;
     w.kc = kc, w.vc = vc;
     CHECK_MSG(ref_ok, "%s/%s: oracle: %s", c->name, isa, why);
     const ah_plugin_ops *ops = h->ops;
@@ -146,8 +157,11 @@ static void run_case(ath_host *h, const tcase *c, const char *isa, float ramp)
     ah_kv_write_args wa = ath_work_write_args(&w, NULL);
     rc = ops->write_kv(st, &wa);
     CHECK_MSG(rc == AH_OK, "%s/%s: write_kv: %s", c->name, isa, ops->state_error(st));
-    CHECK_MSG(memcmp(w.kc, kx, kbytes) == 0, "%s/%s: key cache after write_kv differs", c->name, isa);
-    if (!c->mla) CHECK_MSG(memcmp(w.vc, vx, vbytes) == 0, "%s/%s: value cache after write_kv differs", c->name, isa);
+    CHECK_MSG(memcmp(w.kc, kx, kbytes) == 0, "%s/%s: key cache after write_kv differs", c->name,
+              isa);
+    if (!c->mla)
+        CHECK_MSG(memcmp(w.vc, vx, vbytes) == 0, "%s/%s: value cache after write_kv differs",
+                  c->name, isa);
 
     const size_t on = (size_t)T * c->hq * c->dv;
     unsigned char *o = w.out_host;
@@ -157,10 +171,13 @@ static void run_case(ath_host *h, const tcase *c, const char *isa, float ramp)
     rc = ops->forward(st, &fa);
     CHECK_MSG(rc == AH_OK, "%s/%s: forward: %s", c->name, isa, ops->state_error(st));
     const double tol = tol_of(c->qdt);
-    const ath_cmp co = ath_compare(o, c->qdt, ref_out, on, tol, 0), cl = ath_compare(w.lse_host, AH_DTYPE_FP32, ref_lse, (size_t)T * c->hq, 0, 0);
-    CHECK_MSG(co.over == 0, "%s/%s: %zu of %zu outputs off by more than %g (worst %g)", c->name, isa, co.over, on, tol, co.max_abs);
+    const ath_cmp co = ath_compare(o, c->qdt, ref_out, on, tol, 0),
+                  cl = ath_compare(w.lse_host, AH_DTYPE_FP32, ref_lse, (size_t)T * c->hq, 0, 0);
+    CHECK_MSG(co.over == 0, "%s/%s: %zu of %zu outputs off by more than %g (worst %g)", c->name,
+              isa, co.over, on, tol, co.max_abs);
     CHECK_MSG(cl.max_abs <= 2e-3, "%s/%s: lse off by %g", c->name, isa, cl.max_abs);
-    printf("  %-28s %-10s T=%-4u max|err| out %.2e lse %.2e\n", c->name, isa, T, co.max_abs, cl.max_abs);
+    printf("  %-28s %-10s T=%-4u max|err| out %.2e lse %.2e\n", c->name, isa, T, co.max_abs,
+           cl.max_abs);
 
     /* Bad input: a wrong q shape is refused and the output is left alone. */
     unsigned char probe_byte = o[0];
@@ -205,26 +222,31 @@ static void test_merge(ath_host *h)
         la[4] = -INFINITY;
         la[7] = lb[7] = -INFINITY;
         for (int i = 0; i < T * H; i++) dla[i] = la[i], dlb[i] = lb[i];
-        for (int i = 0; i < N; i++) da[i] = ah_load_f32(a, (size_t)i, dt), db[i] = ah_load_f32(b, (size_t)i, dt);
+        for (int i = 0; i < N; i++)
+            da[i] = ah_load_f32(a, (size_t)i, dt), db[i] = ah_load_f32(b, (size_t)i, dt);
         ah_reference_merge_states(T, H, D, da, dla, db, dlb, ro, rl);
         const DLDataType vt = ah_dtype_to_dl(dt);
         ath_tensor ta, tb, to, tla, tlb, tlo;
-        ath_tensor_host(&ta, a, vt, 3, sv), ath_tensor_host(&tb, b, vt, 3, sv), ath_tensor_host(&to, o, vt, 3, sv);
+        ath_tensor_host(&ta, a, vt, 3, sv), ath_tensor_host(&tb, b, vt, 3, sv),
+            ath_tensor_host(&to, o, vt, 3, sv);
         ath_tensor_host(&tla, la, ath_f32, 2, sl), ath_tensor_host(&tlb, lb, ath_f32, 2, sl);
         ath_tensor_host(&tlo, lo, ath_f32, 2, sl);
         ah_merge_args m = {sizeof m, &ta.t, &tla.t, &tb.t, &tlb.t, &to.t, &tlo.t, NULL};
         CHECK_MSG(ops->merge_states(ctx, &m) == AH_OK, "merge: %s", ops->context_error(ctx));
         for (int r = 0; r < T * H; r++)
-            CHECK_MSG((rl[r] == -INFINITY && lo[r] == -INFINITY) || fabs(lo[r] - rl[r]) < 1e-5, "merge lse row %d: %g vs %g", r, lo[r], rl[r]);
+            CHECK_MSG((rl[r] == -INFINITY && lo[r] == -INFINITY) || fabs(lo[r] - rl[r]) < 1e-5,
+                      "merge lse row %d: %g vs %g", r, lo[r], rl[r]);
         const ath_cmp co = ath_compare(o, dt, ro, N, 0, 0);
-        CHECK_MSG(co.max_abs <= tol_of(dt) / 4, "merge %s: worst error %g", ah_dtype_name(dt), co.max_abs);
+        CHECK_MSG(co.max_abs <= tol_of(dt) / 4, "merge %s: worst error %g", ah_dtype_name(dt),
+                  co.max_abs);
         /* out aliasing v_a is allowed. */
         m.out = &ta.t;
         CHECK_MSG(ops->merge_states(ctx, &m) == AH_OK && memcmp(a, o, N * e) == 0,
                   "merge in place into v_a differs (%s)", ah_dtype_name(dt));
         /* A shape mismatch is refused. */
         ath_tensor_host(&tb, b, vt, 3, sbad);
-        CHECK_MSG(ops->merge_states(ctx, &m) == AH_ERR_INVALID_ARGUMENT, "merge accepted mismatched shapes");
+        CHECK_MSG(ops->merge_states(ctx, &m) == AH_ERR_INVALID_ARGUMENT,
+                  "merge accepted mismatched shapes");
         free(a);
         free(b);
         free(o);
@@ -250,12 +272,16 @@ static void test_forced_paths(ath_host *h)
         ops->probe(&h->svc, &pi);
         ah_status rc = ops->context_create(&h->svc, &device0, &ctx, &why);
         if (pi.usable) {
-            CHECK_MSG(rc == AH_OK && strcmp(pi.arch, paths[i]) == 0 && pi.multiprocessors == (uint32_t)atoi(TEST_THREADS),
-                   "probe says %s usable (arch %s, %u threads) but context_create gave %d", paths[i], pi.arch, pi.multiprocessors, rc);
+            CHECK_MSG(rc == AH_OK && strcmp(pi.arch, paths[i]) == 0 &&
+                          pi.multiprocessors == (uint32_t)atoi(TEST_THREADS),
+                      "probe says %s usable (arch %s, %u threads) but context_create gave %d",
+                      paths[i], pi.arch, pi.multiprocessors, rc);
             if (rc == AH_OK) ops->context_destroy(ctx);
         } else {
-            CHECK_MSG(rc == AH_ERR_UNAVAILABLE && ctx == NULL && strstr(why, paths[i]) && strstr(pi.reason, "lacks"),
-                   "forced %s on a CPU without it: rc %d why '%s' reason '%s'", paths[i], rc, why ? why : "", pi.reason);
+            CHECK_MSG(rc == AH_ERR_UNAVAILABLE && ctx == NULL && strstr(why, paths[i]) &&
+                          strstr(pi.reason, "lacks"),
+                      "forced %s on a CPU without it: rc %d why '%s' reason '%s'", paths[i], rc,
+                      why ? why : "", pi.reason);
             printf("  forced isa=%s refused: %s\n", paths[i], pi.reason);
         }
     }
@@ -270,9 +296,12 @@ int main(int argc, char **argv)
     const char *paths[] = {"scalar", "avx2", "avx512", "avx512bf16", "amx"};
     /* argv[2] restricts the run to one path. */
     const char *only = argc > 2 ? argv[2] : NULL;
-    const ah_dtype BF = AH_DTYPE_BF16, F16 = AH_DTYPE_FP16, F32 = AH_DTYPE_FP32, E4 = AH_DTYPE_FP8_E4M3, E5 = AH_DTYPE_FP8_E5M2;
+    const ah_dtype BF = AH_DTYPE_BF16, F16 = AH_DTYPE_FP16, F32 = AH_DTYPE_FP32,
+                   E4 = AH_DTYPE_FP8_E4M3, E5 = AH_DTYPE_FP8_E5M2;
     const ah_kv_layout NHD = AH_KV_LAYOUT_NHD, HND = AH_KV_LAYOUT_HND;
     const ah_attn_type DEC = AH_ATTN_DECODER;
+    /* Not reformatted: one case a row, fields in tcase's order. */
+    // clang-format off
     const tcase cases[] = {
         {"decode gqa bf16", DEC, 8, 2, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 4, {1, 1, 1, 1}, {1, 17, 100, 333}, NULL},
         {"prefill mha bf16 bs32", DEC, 4, 4, 64, 64, BF, BF, 32, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {70, 33}, {70, 33}, NULL},
@@ -306,17 +335,22 @@ int main(int argc, char **argv)
         {"decode window bf16 HND", DEC, 8, 2, 128, 128, BF, BF, 32, HND, 37, 0, 0, 1, 0, 1, 1, 3, {1, 1, 1}, {5, 90, 200}, NULL},
         {"empty and zero-len rows", DEC, 4, 2, 32, 32, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 3, {0, 2, 1}, {5, 2, 1}, NULL},
     };
+    // clang-format on
     /* Rising scores (world_build's ramp): MQA (one KV head per decode item,
      * consecutive AMX units on the same head), GQA 4 over two KV heads,
      * groups of 8 (the AMX kernel's transposed S^T), and prefill/extend (the
      * tile kernel's 16-row softmax step). */
+    /* Not reformatted: one case a row, fields in tcase's order. */
+    // clang-format off
     const tcase ramped[] = {
         {"decode mqa rising bf16", DEC, 4, 1, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 1, 0, 1, 1, 2, {1, 1}, {700, 1001}, NULL},
         {"decode gqa4 rising bf16", DEC, 8, 2, 128, 64, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {1, 1}, {333, 500}, NULL},
         {"decode group 8 rising bf16", DEC, 16, 2, 64, 64, BF, BF, 32, HND, 0, 0, 0, 0, 0, 1, 1, 2, {1, 1}, {95, 600}, NULL},
         {"extend gqa4 rising bf16", DEC, 8, 2, 128, 128, BF, BF, 16, NHD, 0, 0, 0, 0, 0, 1, 1, 2, {300, 40}, {300, 1001}, NULL},
     };
-    const int ncases = (int)(sizeof cases / sizeof cases[0]), nramped = (int)(sizeof ramped / sizeof ramped[0]);
+    // clang-format on
+    const int ncases = (int)(sizeof cases / sizeof cases[0]),
+              nramped = (int)(sizeof ramped / sizeof ramped[0]);
     int ran_paths = 0;
     for (int p = 0; p < 5; p++) {
         if (only && strcmp(only, paths[p]) != 0) continue;

@@ -23,8 +23,8 @@ encode_tiled_fn encode_tiled()
         tried = true;
         void *p = nullptr;
         cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) ==
-                cudaSuccess &&
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                             &q) == cudaSuccess &&
             q == cudaDriverEntryPointSuccess)
             fn = reinterpret_cast<encode_tiled_fn>(p);
     }
@@ -56,8 +56,7 @@ __device__ __forceinline__ void store_el(void *b, size_t i, int t, float v)
 
 // One warp per output row: combine the row's split partials by their LSE,
 // adding the sink's mass once. Rows whose every split saw no key stay 0.
-template <int D>
-__global__ void combine_kernel(const fa3_params p, int dtype)
+template <int D> __global__ void combine_kernel(const fa3_params p, int dtype)
 {
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, nwarps = blockDim.x / 32;
     const int n_jobs = p.counts->n_combine;
@@ -68,7 +67,8 @@ __global__ void combine_kernel(const fa3_params p, int dtype)
             const int t = r / p.group, g = r - t * p.group;
             const int tok = job.q_tok0 + t, head = job.kvh * p.group + g;
             float mx = -INFINITY;
-            for (int s = 0; s < job.nsplit; s++) mx = fmaxf(mx, p.part_lse[job.part_row + s * job.rows + r]);
+            for (int s = 0; s < job.nsplit; s++)
+                mx = fmaxf(mx, p.part_lse[job.part_row + s * job.rows + r]);
             const float sink = p.sinks ? p.sinks[head] : -INFINITY;
             mx = fmaxf(mx, sink);
             const float mu = mx == -INFINITY ? 0.f : mx;
@@ -87,9 +87,11 @@ __global__ void combine_kernel(const fa3_params p, int dtype)
             const float inv = total > 0.f ? p.v_scale / total : 0.f;
             const size_t o = (size_t)tok * p.out_tok_stride + (size_t)head * p.out_head_stride;
 #pragma unroll
-            for (int i = 0; i < D / 32; i++) store_el(p.out, o + i * 32 + lane, dtype, acc[i] * inv);
+            for (int i = 0; i < D / 32; i++)
+                store_el(p.out, o + i * 32 + lane, dtype, acc[i] * inv);
             if (p.lse && lane == 0)
-                p.lse[(size_t)tok * p.num_q_heads + head] = total > 0.f ? mu + log2f(total) * ln2 : -INFINITY;
+                p.lse[(size_t)tok * p.num_q_heads + head] =
+                    total > 0.f ? mu + log2f(total) * ln2 : -INFINITY;
         }
     }
 }
@@ -98,7 +100,8 @@ __global__ void write_kv_kernel(const fa3_kv_write w)
 {
     const int64_t per_tok = (int64_t)w.num_kv_heads * w.head_dim;
     const int64_t n = (int64_t)w.num_tokens * per_tok;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / per_tok, rem = i - t * per_tok;
         const int h = (int)(rem / w.head_dim), c = (int)(rem - (int64_t)h * w.head_dim);
         const int64_t slot = w.slot_mapping[t];
@@ -110,10 +113,10 @@ __global__ void write_kv_kernel(const fa3_kv_write w)
         // IEEE float division (the build uses fast math, so '/' would not be),
         // as the reference writer divides; the store rounds to nearest even
         // and saturates at the format's largest finite value.
-        store_el(w.k_cache, blk * w.k_strides[0] + off * w.k_strides[1] + h * w.k_strides[2] + c, w.cache_dtype,
-                 q8 ? __fdiv_rn(k, w.k_scale) : k);
-        store_el(w.v_cache, blk * w.v_strides[0] + off * w.v_strides[1] + h * w.v_strides[2] + c, w.cache_dtype,
-                 q8 ? __fdiv_rn(v, w.v_scale) : v);
+        store_el(w.k_cache, blk * w.k_strides[0] + off * w.k_strides[1] + h * w.k_strides[2] + c,
+                 w.cache_dtype, q8 ? __fdiv_rn(k, w.k_scale) : k);
+        store_el(w.v_cache, blk * w.v_strides[0] + off * w.v_strides[1] + h * w.v_strides[2] + c,
+                 w.cache_dtype, q8 ? __fdiv_rn(v, w.v_scale) : v);
     }
 }
 
@@ -121,7 +124,8 @@ __global__ void write_kv_kernel(const fa3_kv_write w)
 
 template <int D> static size_t smem_max()
 {
-    const size_t a = fa3::smem_bytes<D, __nv_bfloat16>(), b = fa3::smem_bytes<D, __nv_bfloat16, __nv_fp8_e4m3>();
+    const size_t a = fa3::smem_bytes<D, __nv_bfloat16>(),
+                 b = fa3::smem_bytes<D, __nv_bfloat16, __nv_fp8_e4m3>();
     return a > b ? a : b;
 }
 
@@ -134,7 +138,8 @@ extern "C" size_t fa3_fwd_smem_bytes(int head_dim)
     }
 }
 
-extern "C" int fa3_launch_combine(const fa3_params *p, int head_dim, int dtype, int grid, void *stream)
+extern "C" int fa3_launch_combine(const fa3_params *p, int head_dim, int dtype, int grid,
+                                  void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     switch (head_dim) {

@@ -31,14 +31,22 @@ extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t err
         return h ? fa3_fwd_d128_fp16_f8c(L, err, errlen) : fa3_fwd_d128_bf16_f8c(L, err, errlen);
     if (L->kv_dtype == FA3_T_FP8_E4M3) {
         switch (L->head_dim) {
-        case 64: return h ? fa3_fwd_d64_fp16_kv8(L, err, errlen) : fa3_fwd_d64_bf16_kv8(L, err, errlen);
-        case 128: return h ? fa3_fwd_d128_fp16_kv8(L, err, errlen) : fa3_fwd_d128_bf16_kv8(L, err, errlen);
-        case 256: return h ? fa3_fwd_d256_fp16_kv8(L, err, errlen) : fa3_fwd_d256_bf16_kv8(L, err, errlen);
-        default: snprintf(err, errlen, "forward: head size %d has no FP8-KV instance", L->head_dim); return 1;
+        case 64:
+            return h ? fa3_fwd_d64_fp16_kv8(L, err, errlen) : fa3_fwd_d64_bf16_kv8(L, err, errlen);
+        case 128:
+            return h ? fa3_fwd_d128_fp16_kv8(L, err, errlen)
+                     : fa3_fwd_d128_bf16_kv8(L, err, errlen);
+        case 256:
+            return h ? fa3_fwd_d256_fp16_kv8(L, err, errlen)
+                     : fa3_fwd_d256_bf16_kv8(L, err, errlen);
+        default:
+            snprintf(err, errlen, "forward: head size %d has no FP8-KV instance", L->head_dim);
+            return 1;
         }
     }
     if (L->kv_dtype != L->dtype) {
-        snprintf(err, errlen, "forward: KV dtype code %d with query dtype code %d has no kernel instance",
+        snprintf(err, errlen,
+                 "forward: KV dtype code %d with query dtype code %d has no kernel instance",
                  L->kv_dtype, L->dtype);
         return 1;
     }
@@ -46,6 +54,8 @@ extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t err
     case 64: return h ? fa3_fwd_d64_fp16(L, err, errlen) : fa3_fwd_d64_bf16(L, err, errlen);
     case 128: return h ? fa3_fwd_d128_fp16(L, err, errlen) : fa3_fwd_d128_bf16(L, err, errlen);
     case 256: return h ? fa3_fwd_d256_fp16(L, err, errlen) : fa3_fwd_d256_bf16(L, err, errlen);
-    default: snprintf(err, errlen, "forward: head size %d has no kernel instance", L->head_dim); return 1;
+    default:
+        snprintf(err, errlen, "forward: head size %d has no kernel instance", L->head_dim);
+        return 1;
     }
 }

@@ -43,22 +43,27 @@ template <int D, int STAGES, int SST, typename T, bool OS = false>
 struct fp8c_smem : with_out_stage<D, T, OS> {
     static constexpr int BN = FA3_VT_KEYS;
     static_assert(D == 128, "the FP8-compute kernel is built for head size 128");
-    alignas(1024) T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
-    alignas(1024) uint8_t k[STAGES][BN][D];     // e4m3 as stored, 128-byte swizzled
+    alignas(1024)
+        T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
+    alignas(1024) uint8_t k[STAGES][BN][D]; // e4m3 as stored, 128-byte swizzled
     // e4m3 V^T, keys permuted (pi), 128-byte swizzled; rows D..D+7 are a
     // constant block (row D all ones, the rest zeros) that PV (n = D + 8)
     // turns into the row sums of P, so the softmax adds nothing.
     alignas(1024) uint8_t vt[STAGES][D + 8][BN];
-    alignas(1024) uint8_t v8[SST][BN][D];       // staged e4m3 V, 128-byte swizzled
+    alignas(1024) uint8_t v8[SST][BN][D]; // staged e4m3 V, 128-byte swizzled
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     uint64_t v8_full[SST], v8_empty[SST];
-    int32_t v8_copied[SST]; // kVtShared: a slot without V, giving the first tile the producer copies
+    int32_t
+        v8_copied[SST]; // kVtShared: a slot without V, giving the first tile the producer copies
 };
 
 // Byte offset of (row, byte col) in a tile of 128-byte rows with the
 // 128-byte swizzle: 16-byte unit u of row r sits at u ^ (r % 8).
-__device__ __forceinline__ int sw128(int r, int c) { return r * 128 + ((((c >> 4) ^ r) & 7) << 4) + (c & 15); }
+__device__ __forceinline__ int sw128(int r, int c)
+{
+    return r * 128 + ((((c >> 4) ^ r) & 7) << 4) + (c & 15);
+}
 
 // pi: V^T position 8h + j (h = 0/1 within a 16-key group) holds key
 // 4h + kOff[j]; i.e. position 4t + e holds key 2t + (e & 1) + 8 (e >> 1),
@@ -84,9 +89,11 @@ template <bool VT> __device__ __forceinline__ int vt_source(const fa3_params &p,
 // 16; publishing only after the last tile cost causal 8k ~4%).
 constexpr int kVtEvery = 4;
 // Tile n's V^T stage image for the item's KV head.
-template <int D> __device__ __forceinline__ uint8_t *vt_slab(const fa3_params &p, const fa3_work &it, int n)
+template <int D>
+__device__ __forceinline__ uint8_t *vt_slab(const fa3_params &p, const fa3_work &it, int n)
 {
-    return p.vt + ((size_t)(it.vt_base + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
+    return p.vt +
+           ((size_t)(it.vt_base + n - it.vt_lo) * p.num_kv_heads + it.kvh) * (D * FA3_VT_KEYS);
 }
 // A slab's flag: (epoch << 32) | the lowest tile whose image is out, every
 // tile above it included. A flag of another epoch is an older forward's.
@@ -113,7 +120,8 @@ __device__ __forceinline__ int vt_published(const fa3_params &p, uint64_t flag, 
     int lowest = 0x7fffffff;
     if (lane == 0) {
         if ((uint32_t)(flag >> 32) == p.vt_epoch) lowest = (int)(uint32_t)flag;
-        if (lowest != 0x7fffffff) fence_proxy_async_global(); // the flag, then the copy engine's reads
+        if (lowest != 0x7fffffff)
+            fence_proxy_async_global(); // the flag, then the copy engine's reads
     }
     // A warp reduction, not a shuffle: its result is provably warp-uniform,
     // so the tile counters that depend on it stay on the uniform datapath.
@@ -141,8 +149,8 @@ __device__ __forceinline__ void sts64(uint32_t a, uint2 v)
 }
 
 // Four words a, b, c, d of bytes [x0 x1 x2 x3] -> word i = [a_i b_i c_i d_i].
-__device__ __forceinline__ void tr4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t &o0, uint32_t &o1,
-                                    uint32_t &o2, uint32_t &o3)
+__device__ __forceinline__ void tr4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, uint32_t &o0,
+                                    uint32_t &o1, uint32_t &o2, uint32_t &o3)
 {
     const uint32_t t0 = __byte_perm(a, b, 0x5140), t1 = __byte_perm(a, b, 0x7362);
     const uint32_t t2 = __byte_perm(c, d, 0x5140), t3 = __byte_perm(c, d, 0x7362);
@@ -177,13 +185,15 @@ __device__ __forceinline__ tr_lane transpose_lane(int l)
     t.key0 = 16 * (l >> 1) + 4 * (l & 1);
     return t;
 }
-__device__ __forceinline__ void transpose_v(uint32_t src, uint32_t dst, int hw, int l, const tr_lane &t)
+__device__ __forceinline__ void transpose_v(uint32_t src, uint32_t dst, int hw, int l,
+                                            const tr_lane &t)
 {
     const uint32_t a0 = src + 128 * t.key0;
     for (int it = hw; it < 16; it += 6) {
         const int dq = (l + it) & 15;
         const uint32_t u = ((dq >> 1) ^ (4 * (l & 1))) & 7, a = a0 + 8 * (dq & 1);
-        const uint32_t b0 = a + (u << 4), b1 = a + ((u ^ 1) << 4), b2 = a + ((u ^ 2) << 4), b3 = a + ((u ^ 3) << 4);
+        const uint32_t b0 = a + (u << 4), b1 = a + ((u ^ 1) << 4), b2 = a + ((u ^ 2) << 4),
+                       b3 = a + ((u ^ 3) << 4);
         uint32_t lo[8], hi[8];
         const uint32_t ba[8] = {b0, b1, b0, b1, b2, b3, b2, b3};
 #pragma unroll
@@ -212,7 +222,10 @@ struct v_transposer {
         : trl(transpose_lane(lane & 15)), hw((tid - 32) >> 4), l(lane & 15)
     {
     }
-    __device__ __forceinline__ void operator()(uint32_t src, uint32_t dst) const { transpose_v(src, dst, hw, l, trl); }
+    __device__ __forceinline__ void operator()(uint32_t src, uint32_t dst) const
+    {
+        transpose_v(src, dst, hw, l, trl);
+    }
 };
 
 // Four floats -> four e4m3 bytes (first in the low byte), nearest-even,
@@ -237,7 +250,8 @@ template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w)
 // This thread's e4m3 A-fragments of Q (rows r0 and r0 + 8 of the tile) for
 // every k32 step, and each row's quantization scale (real = q8 * qs).
 template <int D, typename T, typename S>
-__device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa)[D / 32][4], float (&qs)[2])
+__device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa)[D / 32][4],
+                                        float (&qs)[2])
 {
     uint2 raw[D / 32][4];
     float amax[2] = {0.f, 0.f};
@@ -248,7 +262,8 @@ __device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa
             const int r = r0 + (g & 1) * 8, col = 32 * kk + (g >> 1) * 16 + 4 * t;
             raw[kk][g] = lds64(smem_addr(&s.q[col / 64][0][0]) + sw128(r, (col % 64) * 2));
             const float2 x = unpack2<T>(raw[kk][g].x), y = unpack2<T>(raw[kk][g].y);
-            amax[g & 1] = fmaxf(amax[g & 1], fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(y.x), fabsf(y.y))));
+            amax[g & 1] = fmaxf(
+                amax[g & 1], fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(y.x), fabsf(y.y))));
         }
     float inv[2];
 #pragma unroll
@@ -268,19 +283,21 @@ __device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa
 }
 
 template <int N> struct mma8;
-#define FA3_MMA8(N)                                                                                       \
-    template <> struct mma8<N> {                                                                          \
-        static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, int s) \
-        {                                                                                                 \
-            fa3_wgmma_rs_e4m3_n##N(d, a, b, s);                                                           \
-        }                                                                                                 \
+#define FA3_MMA8(N) \
+    template <> struct mma8<N> { \
+        static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], \
+                                                  uint64_t b, int s) \
+        { \
+            fa3_wgmma_rs_e4m3_n##N(d, a, b, s); \
+        } \
     };
 FA3_MMA8(128)
 #undef FA3_MMA8
 
 // S(64 x BN) = Q8 K8^T: A (Q) from registers, B (K, K-major) from the ring.
 template <int D, int BN, typename S>
-__device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 32][4], float (&sacc)[BN / 2])
+__device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 32][4],
+                                         float (&sacc)[BN / 2])
 {
     // One descriptor per GEMM; each k32 step moves the start address by 32
     // bytes = 2 units of the descriptor's 16-byte address field (no carry:
@@ -296,7 +313,8 @@ __device__ __forceinline__ void gemm_qk8(S &s, int st, const uint32_t (&qa)[D / 
 // sum of P as rounded to e4m3 (thread t = 0 of each quad holds it in
 // o[D / 2] and o[D / 2 + 2]; the other columns past D are zero).
 template <int D, int BN, typename S>
-__device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4], float (&o)[D / 2 + 4])
+__device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN / 32][4],
+                                         float (&o)[D / 2 + 4])
 {
     static_assert(D == 128, "PV with the row-sum columns is m64n136");
     static_assert(BN == 128, "a V^T stage is one 128-byte swizzle row per channel");
@@ -340,8 +358,9 @@ __device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (
 // softcap for soft-cap (one multiply per score inside the tanh) and
 // scale_log2 * qs[i] otherwise.
 template <int BN>
-__device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_params &p, const row_info &ri, int n,
-                                            bool prepass, const float (&f)[2], bool need_mask, int lane)
+__device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_params &p,
+                                            const row_info &ri, int n, bool prepass,
+                                            const float (&f)[2], bool need_mask, int lane)
 {
     if (prepass) {
         const float capl = p.softcap * 1.4426950408889634f;
@@ -377,14 +396,15 @@ __device__ __forceinline__ float exp2_fma(float x)
 // Tiles that need masking, as two bounds per item: tile n needs it iff
 // n >= top or n <= bot (tile_needs_mask's conditions, each monotone in n),
 // so the loop tests two integers instead of re-deriving the conditions.
-__device__ __forceinline__ void mask_bounds(const fa3_params &p, const fa3_work &it, int BN, int &top, int &bot)
+__device__ __forceinline__ void mask_bounds(const fa3_params &p, const fa3_work &it, int BN,
+                                            int &top, int &bot)
 {
-    top = it.kv_hi / BN;                     // reaches past kv_hi
-    bot = (it.kv_lo + BN - 1) / BN - 1;      // starts before kv_lo
+    top = it.kv_hi / BN;                // reaches past kv_hi
+    bot = (it.kv_lo + BN - 1) / BN - 1; // starts before kv_lo
     if (p.cross) return;
     const int pmin = it.pos0, pmax = it.pos0 + it.q_ntok - 1;
     if (p.causal) {
-        top = min(top, (pmin + 1) / BN);     // some key after the first query
+        top = min(top, (pmin + 1) / BN); // some key after the first query
         if (p.window && pmax - p.window >= 0) bot = max(bot, (pmax - p.window) / BN);
     } else if (p.window) {
         top = min(top, (pmin + p.window) / BN);
@@ -399,14 +419,15 @@ __device__ __forceinline__ void mask_bounds(const fa3_params &p, const fa3_work 
 // MUFU goes through the MIO queue that the V transpose's shared-memory
 // traffic also fills, and it is the longest part of the softmax.
 template <int BN, int EMU>
-__device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2], float (&alpha)[2],
-                                                const float (&c)[2])
+__device__ __forceinline__ void online_softmax8(float (&sacc)[BN / 2], float (&m)[2],
+                                                float (&alpha)[2], const float (&c)[2])
 {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float mx = m[i];
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sacc[j * 4 + i * 2], sacc[j * 4 + i * 2 + 1]));
+        for (int j = 0; j < BN / 8; j++)
+            mx = fmaxf(mx, fmaxf(sacc[j * 4 + i * 2], sacc[j * 4 + i * 2 + 1]));
         mx = quad_max(mx);
         const float mu = mx == -INFINITY ? 0.f : mx * c[i];
         alpha[i] = exp2f(m[i] * c[i] - mu);
@@ -456,7 +477,8 @@ __global__ void __launch_bounds__(384, 1)
     // Named barrier 5 (1 and 2: the ping-pong): the three transposing warps'
     // V^T stage written.
     constexpr int kBarTranspose = kBarPingPong + 4;
-    Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                        ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
 
     if (tid == 0) {
@@ -505,7 +527,8 @@ __global__ void __launch_bounds__(384, 1)
                     // The producer's first slot of the item says which.
                     const int si = qi % SST;
                     mbar_wait(&s.v8_full[si], (qi / SST) & 1);
-                    copied = __reduce_min_sync(0xffffffffu, (int)lds32(smem_addr(&s.v8_copied[si]))); // uniform
+                    copied = __reduce_min_sync(0xffffffffu,
+                                               (int)lds32(smem_addr(&s.v8_copied[si]))); // uniform
                     named_sync(kBarTranspose, 96); // all three have read it
                     if (tid == 32) mbar_arrive(&s.v8_empty[si]);
                     qi++;
@@ -538,7 +561,8 @@ __global__ void __launch_bounds__(384, 1)
                                 // fill once the store has read it: tile n +
                                 // 1's now, tile n's a tile later (or at the
                                 // item's end).
-                                bulk_store(vt_slab<D>(p, it, n), smem_addr(&s.vt[st][0][0]), D * FA3_VT_KEYS);
+                                bulk_store(vt_slab<D>(p, it, n), smem_addr(&s.vt[st][0][0]),
+                                           D * FA3_VT_KEYS);
                                 bulk_commit();
                                 mbar_arrive(&s.v_full[st]);
                                 if (n + 1 < n_hi) {
@@ -571,42 +595,48 @@ __global__ void __launch_bounds__(384, 1)
             return;
         }
         int qi = 0, copied = 0; // qi: staging slots, as the transposers count them
-        produce<D, BN, T, AHEAD>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
-            const int st = pi % STAGES;
-            const bool first = n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
-            const int src = first ? vt_source<VT>(p, it) : kVtTranspose;
-            uint64_t flag = 0;
-            if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
-            mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
-            load_kv_tile<BN, 1, D, 0, AHEAD>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it, n, lane, pg);
-            if (first) {
-                const int n_lo = it.kv_lo / BN;
-                copied = n + 1;
-                if (src == kVtShared) { // what is out; the transposers learn it from a slot without V
-                    copied = max(vt_published(p, flag, lane), n_lo);
-                    const int si = qi % SST;
-                    mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
-                    if (lane == 0) {
-                        s.v8_copied[si] = copied; // published by the arrival
-                        mbar_arrive(&s.v8_full[si]);
+        produce<D, BN, T, AHEAD>(
+            s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
+                const int st = pi % STAGES;
+                const bool first =
+                    n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
+                const int src = first ? vt_source<VT>(p, it) : kVtTranspose;
+                uint64_t flag = 0;
+                if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
+                mbar_wait(&s.k_empty[st], ((pi / STAGES) & 1) ^ 1);
+                load_kv_tile<BN, 1, D, 0, AHEAD>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it,
+                                                 n, lane, pg);
+                if (first) {
+                    const int n_lo = it.kv_lo / BN;
+                    copied = n + 1;
+                    if (src ==
+                        kVtShared) { // what is out; the transposers learn it from a slot without V
+                        copied = max(vt_published(p, flag, lane), n_lo);
+                        const int si = qi % SST;
+                        mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
+                        if (lane == 0) {
+                            s.v8_copied[si] = copied; // published by the arrival
+                            mbar_arrive(&s.v8_full[si]);
+                        }
+                        qi++;
                     }
-                    qi++;
                 }
-            }
-            if (n >= copied) {
-                mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
-                if (lane == 0) {
-                    mbar_arrive_tx(&s.v_full[st], D * FA3_VT_KEYS);
-                    bulk_load(&s.vt[st][0][0], vt_slab<D>(p, it, n), D * FA3_VT_KEYS, &s.v_full[st]);
-                    mbar_arrive(&s.v_empty[st]); // the filler's part (see the barriers' setup)
+                if (n >= copied) {
+                    mbar_wait(&s.v_empty[st], ((pi / STAGES) & 1) ^ 1);
+                    if (lane == 0) {
+                        mbar_arrive_tx(&s.v_full[st], D * FA3_VT_KEYS);
+                        bulk_load(&s.vt[st][0][0], vt_slab<D>(p, it, n), D * FA3_VT_KEYS,
+                                  &s.v_full[st]);
+                        mbar_arrive(&s.v_empty[st]); // the filler's part (see the barriers' setup)
+                    }
+                    return;
                 }
-                return;
-            }
-            const int si = qi % SST;
-            mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
-            load_kv_tile<BN, 1, D, 0, AHEAD>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p, it, n, lane, pg);
-            qi++;
-        });
+                const int si = qi % SST;
+                mbar_wait(&s.v8_empty[si], ((qi / SST) & 1) ^ 1);
+                load_kv_tile<BN, 1, D, 0, AHEAD>(&s.v8[si][0][0], &tv, &s.v8_full[si], BN * D, p,
+                                                 it, n, lane, pg);
+                qi++;
+            });
         return;
     }
 

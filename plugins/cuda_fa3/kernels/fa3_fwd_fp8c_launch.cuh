@@ -31,24 +31,25 @@ constexpr size_t smem_bytes_fp8c()
     return sizeof(fp8c_smem<128, STAGES, SST, T, OS>) + 1024;
 }
 
-template <typename T>
-int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
+template <typename T> int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
     constexpr int D = 128, STAGES = cfg8::STAGES, STAGES_OS = cfg8::STAGES_OS, SST = cfg8::SST;
     // state_create checks the device against the widening d128 instance's
     // figure (fa3_fwd_smem_bytes), which must cover this kernel too.
-    static_assert(smem_bytes_fp8c<T>() <= smem_bytes<128, T, __nv_fp8_e4m3>(), "FP8 compute needs more shared memory");
+    static_assert(smem_bytes_fp8c<T>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
+                  "FP8 compute needs more shared memory");
     static_assert(smem_bytes_fp8c<T, STAGES_OS, SST, true>() <= smem_bytes<128, T, __nv_fp8_e4m3>(),
                   "FP8 compute with output staging needs more shared memory");
     if (L->head_dim != D) {
-        snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d", L->head_dim);
+        snprintf(err, errlen, "forward: the FP8-compute kernel has head size 128 only, not %d",
+                 L->head_dim);
         return (int)cudaErrorInvalidValue;
     }
     // Q as for every instance; K and V as stored bytes, one 128-byte
     // swizzled box of all D bytes per row.
     CUtensorMap tq, tk, tv;
-    const int de = encode_descs<D, T>(L, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D, CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk,
-                                      &tv, err, errlen);
+    const int de = encode_descs<D, T>(L, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, D,
+                                      CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk, &tv, err, errlen);
     if (de) return de;
     // Decode: the streaming instance. Prefill: output staging, and the
     // exp2 split that suits whether its V^T is shared (p.vt) or not.
@@ -59,16 +60,21 @@ int launch_fwd_fp8c(const fa3_fwd_launch *L, char *err, size_t errlen)
                        : fwd_fp8c_kernel<D, STAGES_OS, SST, T, cfg8::EMU, true>;
         smem = smem_bytes_fp8c<T, STAGES_OS, SST, true>();
     }
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
         kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, L->p);
         e = cudaGetLastError();
     }
-    if (e != cudaSuccess) snprintf(err, errlen, "FP8-compute forward kernel launch: %s", cudaGetErrorString(e));
+    if (e != cudaSuccess)
+        snprintf(err, errlen, "FP8-compute forward kernel launch: %s", cudaGetErrorString(e));
     return (int)e;
 }
 
 } // namespace fa3
 
 #define FA3_FWD_INSTANCE_FP8C(T, NAME) \
-    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) { return fa3::launch_fwd_fp8c<T>(L, err, errlen); }
+    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) \
+    { \
+        return fa3::launch_fwd_fp8c<T>(L, err, errlen); \
+    }

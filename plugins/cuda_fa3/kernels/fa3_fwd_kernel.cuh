@@ -71,17 +71,18 @@ template <> __device__ __forceinline__ uint32_t widen_e4m3x2<__nv_bfloat16>(uint
 
 // wgmma dispatch on element type and N.
 template <typename T, int N> struct mma;
-#define FA3_MMA(TY, NAME, N)                                                                    \
-    template <> struct mma<TY, N> {                                                             \
-        static __device__ __forceinline__ void ss(float (&d)[N / 2], uint64_t a, uint64_t b, int s) \
-        {                                                                                       \
-            fa3_wgmma_ss_##NAME##_n##N(d, a, b, s);                                             \
-        }                                                                                       \
-        static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, \
-                                                  int s)                                        \
-        {                                                                                       \
-            fa3_wgmma_rs_##NAME##_n##N(d, a, b, s);                                             \
-        }                                                                                       \
+#define FA3_MMA(TY, NAME, N) \
+    template <> struct mma<TY, N> { \
+        static __device__ __forceinline__ void ss(float (&d)[N / 2], uint64_t a, uint64_t b, \
+                                                  int s) \
+        { \
+            fa3_wgmma_ss_##NAME##_n##N(d, a, b, s); \
+        } \
+        static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], \
+                                                  uint64_t b, int s) \
+        { \
+            fa3_wgmma_rs_##NAME##_n##N(d, a, b, s); \
+        } \
     };
 FA3_MMA(__nv_bfloat16, bf16, 64)
 FA3_MMA(__nv_bfloat16, bf16, 128)
@@ -99,7 +100,8 @@ template <int D, int BN, int SST> struct fp8_staging {
     alignas(1024) uint8_t v8[SST][BN][D];
     uint64_t k8_full[SST], k8_empty[SST], v8_full[SST], v8_empty[SST];
 };
-template <int D, int BN> struct fp8_staging<D, BN, 0> {};
+template <int D, int BN> struct fp8_staging<D, BN, 0> {
+};
 
 constexpr int kConsumerWarps = 8; // arrivals that free a stage or Q
 
@@ -117,7 +119,8 @@ template <int D, typename T> struct out_stage {
 
 // A kernel's shared memory holds the output staging as member o when OS
 // (a base class, empty otherwise).
-template <int D, typename T, bool OS> struct with_out_stage {};
+template <int D, typename T, bool OS> struct with_out_stage {
+};
 template <int D, typename T> struct with_out_stage<D, T, true> {
     out_stage<D, T> o;
 };
@@ -133,8 +136,8 @@ struct fwd_smem : with_out_stage<D, T, OS> {
     fp8_staging<D, BN, SST> f8;
 };
 
-constexpr int kConvertWarps = 3;  // FP8 KV: producer warps 1-3 widen tiles
-constexpr int kBarPingPong = 1;   // named barriers 1 and 2
+constexpr int kConvertWarps = 3; // FP8 KV: producer warps 1-3 widen tiles
+constexpr int kBarPingPong = 1;  // named barriers 1 and 2
 
 __device__ __forceinline__ float quad_max(float x)
 {
@@ -160,7 +163,8 @@ __device__ __forceinline__ float tanh_fast(float x)
 // get num_blocks: aimed past the cache, the copy engine zero-fills them
 // without reading memory).
 template <int BN>
-__device__ __forceinline__ int kv_tile_page(const fa3_params &p, const fa3_work &it, int n, int lane)
+__device__ __forceinline__ int kv_tile_page(const fa3_params &p, const fa3_work &it, int n,
+                                            int lane)
 {
     const int R = p.box_rows, pos = n * BN + lane * R;
     if (lane * R >= BN || pos >= it.kv_hi || pos + R <= it.kv_lo) return p.num_blocks;
@@ -169,8 +173,9 @@ __device__ __forceinline__ int kv_tile_page(const fa3_params &p, const fa3_work 
 
 // Box c (64 columns) of a KV tile's row block at d: box_rows tokens from
 // token `off` of page `page` (num_blocks: zero fill, no read).
-__device__ __forceinline__ void load_kv_box(uint8_t *d, const CUtensorMap *map, uint64_t *full, const fa3_params &p,
-                                            const fa3_work &it, int c, int page, int off)
+__device__ __forceinline__ void load_kv_box(uint8_t *d, const CUtensorMap *map, uint64_t *full,
+                                            const fa3_params &p, const fa3_work &it, int c,
+                                            int page, int off)
 {
     if (p.kv_hnd) tma_load_4d(d, map, full, c * 64, off, it.kvh, page);
     else tma_load_4d(d, map, full, c * 64, it.kvh, off, page);
@@ -183,8 +188,9 @@ __device__ __forceinline__ void load_kv_box(uint8_t *d, const CUtensorMap *map, 
 // lane's kv_tile_page, read a tile ahead by produce) instead of from the
 // table here.
 template <int BN, int CH, int ROWB, int CHB, bool AHEAD = false>
-__device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *map, uint64_t *full, int tx_bytes,
-                                             const fa3_params &p, const fa3_work &it, int n, int lane, int pg = 0)
+__device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *map, uint64_t *full,
+                                             int tx_bytes, const fa3_params &p, const fa3_work &it,
+                                             int n, int lane, int pg = 0)
 {
     const int R = p.box_rows;
     const int nbox = (BN / R) * CH;
@@ -217,13 +223,14 @@ __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *ma
 // the previous item's Q (iteration iter), then TMA the item's Q tile (D/64
 // swizzled 64-column boxes of group x tpt rows) onto q_full.
 template <int D, typename T, typename S>
-__device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const fa3_params &p, const fa3_work &it,
-                                            int iter, int lane)
+__device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const fa3_params &p,
+                                            const fa3_work &it, int iter, int lane)
 {
     if (iter > 0) mbar_wait(&s.q_empty, (iter - 1) & 1);
     if (lane == 0) mbar_arrive_tx(&s.q_full, 64 * p.group * p.tpt * (D / 64) * (int)sizeof(T));
     __syncwarp();
-    if (lane < D / 64) tma_load_3d(&s.q[lane][0][0], tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
+    if (lane < D / 64)
+        tma_load_3d(&s.q[lane][0][0], tq, &s.q_full, lane * 64, it.kvh * p.group, it.q_tok0);
 }
 
 // The producer warp's loop: for every work item of this CTA (a persistent
@@ -236,8 +243,9 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
 // whole-kernel code changed with it, lost ~2% (FP8) and 2-7% (16-bit), so
 // they read the table at each copy.
 template <int D, int BN, typename T, bool AHEAD, typename S, typename KV>
-__device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk, const CUtensorMap *tv,
-                                        const fa3_params &p, int n_work, int lane, KV &&kv)
+__device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk,
+                                        const CUtensorMap *tv, const fa3_params &p, int n_work,
+                                        int lane, KV &&kv)
 {
     if (lane == 0) {
         tma_prefetch_desc(tq);
@@ -328,7 +336,8 @@ struct row_info {
 
 // Visible key range of one row: the item's range cut by the causal and
 // window limits, so a tile's mask is two compares per score, no branches.
-__device__ __forceinline__ void row_range(const fa3_params &p, const fa3_work &it, int q, int &lo, int &hi)
+__device__ __forceinline__ void row_range(const fa3_params &p, const fa3_work &it, int q, int &lo,
+                                          int &hi)
 {
     lo = it.kv_lo;
     hi = it.kv_hi;
@@ -345,7 +354,8 @@ __device__ __forceinline__ void row_range(const fa3_params &p, const fa3_work &i
 // Row r of item it (0..127) in the item's (token, head-in-group) order: its
 // token offset t in the tile and its query head; false when it maps to no
 // real (token, head).
-__device__ __forceinline__ bool item_row(const fa3_params &p, const fa3_work &it, int r, int &t, int &head)
+__device__ __forceinline__ bool item_row(const fa3_params &p, const fa3_work &it, int r, int &t,
+                                         int &head)
 {
     t = r / p.group;
     head = it.kvh * p.group + (r - t * p.group);
@@ -371,7 +381,8 @@ __device__ __forceinline__ row_info item_rows(const fa3_params &p, const fa3_wor
 // Scores outside each row's visible keys [lo, hi) of key tile n to -inf:
 // two compares per score, no branches.
 template <int BN>
-__device__ __forceinline__ void mask_tile(float (&sacc)[BN / 2], const row_info &ri, int n, int lane)
+__device__ __forceinline__ void mask_tile(float (&sacc)[BN / 2], const row_info &ri, int n,
+                                          int lane)
 {
     const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
 #pragma unroll
@@ -396,14 +407,16 @@ __device__ __forceinline__ void mask_tile(float (&sacc)[BN / 2], const row_info 
 // then 1). `prepass` is fixed per launch, so the branch is uniform and taken
 // once per tile, not per score.
 template <int BN>
-__device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_params &p, const row_info &ri, int n,
-                                           bool prepass, bool need_mask, int lane)
+__device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_params &p,
+                                           const row_info &ri, int n, bool prepass, bool need_mask,
+                                           int lane)
 {
     if (prepass) {
         const float log2e = 1.4426950408889634f;
         if (p.softcap > 0.f) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++) sacc[i] = p.softcap * tanhf(sacc[i] * p.scale / p.softcap) * log2e;
+            for (int i = 0; i < BN / 2; i++)
+                sacc[i] = p.softcap * tanhf(sacc[i] * p.scale / p.softcap) * log2e;
         } else {
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) sacc[i] *= p.scale_log2;
@@ -416,14 +429,15 @@ __device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_para
 // probabilities exp2(s * c - m * c), and return the factor by which the
 // running O and l must be rescaled.
 template <int BN>
-__device__ __forceinline__ void online_softmax(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                               float c)
+__device__ __forceinline__ void online_softmax(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2],
+                                               float (&alpha)[2], float c)
 {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float mx = m[i];
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sacc[j * 4 + i * 2], sacc[j * 4 + i * 2 + 1]));
+        for (int j = 0; j < BN / 8; j++)
+            mx = fmaxf(mx, fmaxf(sacc[j * 4 + i * 2], sacc[j * 4 + i * 2 + 1]));
         mx = quad_max(mx);
         const float mu = mx == -INFINITY ? 0.f : mx * c;
         alpha[i] = exp2f(m[i] * c - mu);
@@ -454,8 +468,7 @@ __device__ __forceinline__ void to_operand(const float (&sacc)[BN / 2], uint32_t
     }
 }
 
-template <int D>
-__device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[2])
+template <int D> __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[2])
 {
 #pragma unroll
     for (int j = 0; j < D / 8; j++) {
@@ -467,7 +480,8 @@ __device__ __forceinline__ void rescale(float (&o)[D / 2], const float (&alpha)[
 }
 
 // Does tile n hold any key that some row of the item must not see?
-__device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_work &it, int n, int BN)
+__device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_work &it, int n,
+                                                int BN)
 {
     const int a = n * BN, b = a + BN - 1;
     if (a < it.kv_lo || b >= it.kv_hi) return true;
@@ -492,9 +506,9 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
 // the whole item loop's ring and descriptor arithmetic off the uniform
 // datapath (measured 1-5% slower).
 template <int D, typename T, bool OS = false>
-__device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri,
-                                         float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         int row_local0, int lane, uint32_t stage = 0)
+__device__ __forceinline__ void
+epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri, float (&o)[D / 2],
+         const float (&m)[2], const float (&l)[2], int row_local0, int lane, uint32_t stage = 0)
 {
     const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const bool split = it.part_row >= 0;
@@ -579,10 +593,12 @@ __global__ void __launch_bounds__(384, 1)
                const __grid_constant__ CUtensorMap tv, const fa3_params p)
 {
     constexpr bool F8 = !std::is_same<KV, T>::value;
-    static_assert(!F8 || (std::is_same<KV, __nv_fp8_e4m3>::value && SST > 0), "FP8 KV needs staging");
+    static_assert(!F8 || (std::is_same<KV, __nv_fp8_e4m3>::value && SST > 0),
+                  "FP8 KV needs staging");
     extern __shared__ uint8_t smem_raw[];
     using Smem = fwd_smem<D, BN, STAGES, T, SST, OS>;
-    Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+    Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                        ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
 
     if (tid == 0) {
@@ -645,26 +661,31 @@ __global__ void __launch_bounds__(384, 1)
             }
         }
         if (tid >= 32) return;
-        produce<D, BN, T, false>(s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int) {
-            if constexpr (F8) {
-                const int si = pi % SST;
-                const uint32_t ph8 = (pi / SST) & 1;
-                mbar_wait(&s.f8.k8_empty[si], ph8 ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p, it, n, lane);
-                mbar_wait(&s.f8.v8_empty[si], ph8 ^ 1);
-                load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p, it, n, lane);
-            } else {
-                const int st = pi % STAGES;
-                const uint32_t ph = (pi / STAGES) & 1;
-                constexpr int tx = BN * D * (int)sizeof(T);
-                mbar_wait(&s.k_empty[st], ph ^ 1);
-                load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk,
-                                                        &s.k_full[st], tx, p, it, n, lane);
-                mbar_wait(&s.v_empty[st], ph ^ 1);
-                load_kv_tile<BN, D / 64, 128, BN * 128>(reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv,
-                                                        &s.v_full[st], tx, p, it, n, lane);
-            }
-        });
+        produce<D, BN, T, false>(
+            s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int) {
+                if constexpr (F8) {
+                    const int si = pi % SST;
+                    const uint32_t ph8 = (pi / SST) & 1;
+                    mbar_wait(&s.f8.k8_empty[si], ph8 ^ 1);
+                    load_kv_tile<BN, 1, D, 0>(&s.f8.k8[si][0][0], &tk, &s.f8.k8_full[si], BN * D, p,
+                                              it, n, lane);
+                    mbar_wait(&s.f8.v8_empty[si], ph8 ^ 1);
+                    load_kv_tile<BN, 1, D, 0>(&s.f8.v8[si][0][0], &tv, &s.f8.v8_full[si], BN * D, p,
+                                              it, n, lane);
+                } else {
+                    const int st = pi % STAGES;
+                    const uint32_t ph = (pi / STAGES) & 1;
+                    constexpr int tx = BN * D * (int)sizeof(T);
+                    mbar_wait(&s.k_empty[st], ph ^ 1);
+                    load_kv_tile<BN, D / 64, 128, BN * 128>(
+                        reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk, &s.k_full[st], tx, p,
+                        it, n, lane);
+                    mbar_wait(&s.v_empty[st], ph ^ 1);
+                    load_kv_tile<BN, D / 64, 128, BN * 128>(
+                        reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv, &s.v_full[st], tx, p,
+                        it, n, lane);
+                }
+            });
         return;
     }
 
@@ -672,7 +693,7 @@ __global__ void __launch_bounds__(384, 1)
     const int cw = wg - 1, warp = (tid % 128) / 32;
     const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
     if (cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
-    uint32_t stage = 0; // this warp's output staging, if any
+    uint32_t stage = 0;                           // this warp's output staging, if any
     if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
     int pi = 0, iter = 0;
     for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
@@ -756,8 +777,8 @@ __global__ void __launch_bounds__(384, 1)
             }
         }
         if (lane == 0) mbar_arrive(&s.q_empty);
-        // Row index among the item's valid rows (token-major, head in group).
-        // The epilogue wants the row maxima in the log2 domain.
+            // Row index among the item's valid rows (token-major, head in group).
+            // The epilogue wants the row maxima in the log2 domain.
 #pragma unroll
         for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
         epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, stage);

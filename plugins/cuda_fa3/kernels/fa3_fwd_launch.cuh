@@ -13,10 +13,10 @@
 
 namespace fa3 {
 
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
-                                    CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                    CUtensorMapFloatOOBfill);
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 // cuTensorMapEncodeTiled lives in libcuda; the runtime hands out its address
 // so the plugin never links the driver library.
@@ -25,18 +25,27 @@ encode_tiled_fn encode_tiled();
 // SST: FP8 staging stages, as many as fit beside the 16-bit ring in the
 // 227 KiB a block may use (d128 and d256 land at 224 KiB plus barriers).
 template <int D> struct cfg;
-template <> struct cfg<64> { static constexpr int BN = 128, STAGES = 3, SST = 3; };
-template <> struct cfg<128> { static constexpr int BN = 128, STAGES = 2, SST = 2; };
-template <> struct cfg<256> { static constexpr int BN = 64, STAGES = 2, SST = 1; };
+template <> struct cfg<64> {
+    static constexpr int BN = 128, STAGES = 3, SST = 3;
+};
+template <> struct cfg<128> {
+    static constexpr int BN = 128, STAGES = 2, SST = 2;
+};
+template <> struct cfg<256> {
+    static constexpr int BN = 64, STAGES = 2, SST = 1;
+};
 
-template <typename T, typename KV> constexpr int sst_of(int sst) { return std::is_same<T, KV>::value ? 0 : sst; }
+template <typename T, typename KV> constexpr int sst_of(int sst)
+{
+    return std::is_same<T, KV>::value ? 0 : sst;
+}
 
 constexpr size_t kSmemOptin = 227 * 1024; // dynamic shared memory a Hopper block may opt into
 
-template <int D, typename T, typename KV, bool OS>
-constexpr size_t smem_bytes_of()
+template <int D, typename T, typename KV, bool OS> constexpr size_t smem_bytes_of()
 {
-    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST), OS>) + 1024;
+    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST), OS>) +
+           1024;
 }
 // The epilogue stages O in shared memory (out_stage) where it fits beside
 // the rings: 16-bit KV at head size 64 and 128.
@@ -44,15 +53,15 @@ template <int D, typename T, typename KV> constexpr bool out_staged()
 {
     return smem_bytes_of<D, T, KV, true>() <= kSmemOptin;
 }
-template <int D, typename T, typename KV = T>
-constexpr size_t smem_bytes()
+template <int D, typename T, typename KV = T> constexpr size_t smem_bytes()
 {
     return smem_bytes_of<D, T, KV, out_staged<D, T, KV>()>();
 }
 
 template <typename T> constexpr CUtensorMapDataType q_tensor_type()
 {
-    return std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    return std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                          : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 }
 
 // The three TMA descriptors of a forward launch: Q in 64-column 128-byte
@@ -61,9 +70,9 @@ template <typename T> constexpr CUtensorMapDataType q_tensor_type()
 // boxes of kv_cols elements by box_rows slots of one head. Returns 0, or a
 // CUDA error with err filled.
 template <int D, typename T>
-int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_t kv_bytes, cuuint32_t kv_cols,
-                 CUtensorMapSwizzle kv_swizzle, CUtensorMap *tq, CUtensorMap *tk, CUtensorMap *tv, char *err,
-                 size_t errlen)
+int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_t kv_bytes,
+                 cuuint32_t kv_cols, CUtensorMapSwizzle kv_swizzle, CUtensorMap *tq,
+                 CUtensorMap *tk, CUtensorMap *tv, char *err, size_t errlen)
 {
     const fa3_params &p = L->p;
     encode_tiled_fn enc = encode_tiled();
@@ -74,12 +83,13 @@ int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_
     const cuuint32_t es = sizeof(T);
     {
         cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)p.num_q_heads, (cuuint64_t)L->num_tokens};
-        cuuint64_t strides[2] = {(cuuint64_t)L->q_head_stride * es, (cuuint64_t)L->q_tok_stride * es};
+        cuuint64_t strides[2] = {(cuuint64_t)L->q_head_stride * es,
+                                 (cuuint64_t)L->q_tok_stride * es};
         cuuint32_t box[3] = {64, (cuuint32_t)p.group, (cuuint32_t)p.tpt};
         cuuint32_t estr[3] = {1, 1, 1};
-        CUresult r = enc(tq, q_tensor_type<T>(), 3, const_cast<void *>(L->q), dims, strides, box, estr,
-                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        CUresult r = enc(tq, q_tensor_type<T>(), 3, const_cast<void *>(L->q), dims, strides, box,
+                         estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS) {
             snprintf(err, errlen, "TMA descriptor for q failed (CUresult %d)", (int)r);
             return (int)cudaErrorInvalidValue;
@@ -94,14 +104,15 @@ int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_
         cuuint64_t dims[4] = {(cuuint64_t)D, a_dim, b_dim, (cuuint64_t)p.num_blocks};
         cuuint64_t strides[3] = {(cuuint64_t)a_str * kv_bytes, (cuuint64_t)b_str * kv_bytes,
                                  (cuuint64_t)sd[0] * kv_bytes};
-        cuuint32_t box[4] = {kv_cols, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u, p.kv_hnd ? 1u : (cuuint32_t)p.box_rows,
-                             1};
+        cuuint32_t box[4] = {kv_cols, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u,
+                             p.kv_hnd ? 1u : (cuuint32_t)p.box_rows, 1};
         cuuint32_t estr[4] = {1, 1, 1, 1};
-        CUresult r = enc(kv ? tv : tk, kv_type, 4, const_cast<void *>(base), dims, strides, box, estr,
-                         CU_TENSOR_MAP_INTERLEAVE_NONE, kv_swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        CUresult r = enc(kv ? tv : tk, kv_type, 4, const_cast<void *>(base), dims, strides, box,
+                         estr, CU_TENSOR_MAP_INTERLEAVE_NONE, kv_swizzle,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
         if (r != CUDA_SUCCESS) {
-            snprintf(err, errlen, "TMA descriptor for the %s cache failed (CUresult %d)", kv ? "value" : "key", (int)r);
+            snprintf(err, errlen, "TMA descriptor for the %s cache failed (CUresult %d)",
+                     kv ? "value" : "key", (int)r);
             return (int)cudaErrorInvalidValue;
         }
     }
@@ -113,18 +124,20 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
     constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES, SST = sst_of<T, KV>(cfg<D>::SST);
     constexpr bool F8 = SST > 0;
-    static_assert(smem_bytes<D, T, KV>() <= kSmemOptin, "shared memory over the 227 KiB a block may use");
+    static_assert(smem_bytes<D, T, KV>() <= kSmemOptin,
+                  "shared memory over the 227 KiB a block may use");
     const fa3_params &p = L->p;
     // 16-bit KV: 64-column swizzled boxes; FP8: one unswizzled box of all D
     // bytes per row (the converter warps apply the swizzle).
     CUtensorMap tq, tk, tv;
-    const int de = encode_descs<D, T>(L, F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : q_tensor_type<T>(), sizeof(KV),
-                                      F8 ? D : 64, F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
-                                      &tq, &tk, &tv, err, errlen);
+    const int de = encode_descs<D, T>(
+        L, F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : q_tensor_type<T>(), sizeof(KV), F8 ? D : 64,
+        F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk, &tv, err, errlen);
     if (de) return de;
     auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, out_staged<D, T, KV>()>;
     const size_t smem = smem_bytes<D, T, KV>();
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
         kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);
         e = cudaGetLastError();
@@ -136,9 +149,12 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 } // namespace fa3
 
 #define FA3_FWD_INSTANCE(D, T, NAME) \
-    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) { return fa3::launch_fwd<D, T>(L, err, errlen); }
-#define FA3_FWD_INSTANCE_KV8(D, T, NAME)                                      \
-    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen)     \
-    {                                                                         \
-        return fa3::launch_fwd<D, T, __nv_fp8_e4m3>(L, err, errlen);          \
+    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) \
+    { \
+        return fa3::launch_fwd<D, T>(L, err, errlen); \
+    }
+#define FA3_FWD_INSTANCE_KV8(D, T, NAME) \
+    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) \
+    { \
+        return fa3::launch_fwd<D, T, __nv_fp8_e4m3>(L, err, errlen); \
     }

@@ -18,9 +18,9 @@ extern "C" {
 enum { FA3_T_BF16 = 0, FA3_T_FP16 = 1, FA3_T_FP8_E4M3 = 2, FA3_T_FP8_E5M2 = 3 };
 
 typedef struct fa3_fwd_launch {
-    int head_dim;  /* 64, 128, 256 */
-    int dtype;     /* FA3_T_BF16 / FA3_T_FP16: q and out */
-    int kv_dtype;  /* dtype, or FA3_T_FP8_E4M3 (scales folded into p) */
+    int head_dim;    /* 64, 128, 256 */
+    int dtype;       /* FA3_T_BF16 / FA3_T_FP16: q and out */
+    int kv_dtype;    /* dtype, or FA3_T_FP8_E4M3 (scales folded into p) */
     int fp8_compute; /* FP8 KV, head size 128: e4m3 GEMMs instead of widening */
     const void *q;
     int64_t q_tok_stride, q_head_stride; /* elements */
@@ -28,7 +28,7 @@ typedef struct fa3_fwd_launch {
     const void *k_cache, *v_cache;
     /* element strides of (block, slot, head) in each cache; channel stride 1 */
     int64_t k_strides[3], v_strides[3];
-    int grid;      /* persistent CTAs */
+    int grid; /* persistent CTAs */
     void *stream;
     /* FP8 compute: some query tile holds 64 rows or more (prefill), so the
      * kernel gives up a pipeline stage to stage its output (out_stage);
@@ -47,14 +47,14 @@ int fa3_launch_combine(const fa3_params *p, int head_dim, int dtype, int grid, v
 
 /* Store new K/V rows at slot_mapping, converting to the cache dtype. */
 typedef struct fa3_kv_write {
-    const void *key, *value;           /* [T, Hk, D] src dtype */
+    const void *key, *value; /* [T, Hk, D] src dtype */
     int64_t k_tok_stride, k_head_stride, v_tok_stride, v_head_stride;
     void *k_cache, *v_cache;
     int64_t k_strides[3], v_strides[3];
-    const int64_t *slot_mapping;       /* device */
+    const int64_t *slot_mapping; /* device */
     int num_tokens, num_kv_heads, head_dim, block_size;
     int src_dtype, cache_dtype;
-    float k_scale, v_scale;            /* FP8 caches: stored = fp8(real / scale) */
+    float k_scale, v_scale; /* FP8 caches: stored = fp8(real / scale) */
     void *stream;
 } fa3_kv_write;
 int fa3_launch_write_kv(const fa3_kv_write *w);

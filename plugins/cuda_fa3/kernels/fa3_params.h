@@ -28,14 +28,14 @@ extern "C" {
 
 /* One unit of work for a persistent CTA. */
 typedef struct fa3_work {
-    int32_t req;       /* request index */
-    int32_t q_tok0;    /* first query token (global row of q) of the tile */
-    int32_t q_ntok;    /* query tokens in the tile */
-    int32_t kvh;       /* KV head */
-    int32_t kv_lo;     /* key positions [kv_lo, kv_hi) this item covers */
+    int32_t req;    /* request index */
+    int32_t q_tok0; /* first query token (global row of q) of the tile */
+    int32_t q_ntok; /* query tokens in the tile */
+    int32_t kvh;    /* KV head */
+    int32_t kv_lo;  /* key positions [kv_lo, kv_hi) this item covers */
     int32_t kv_hi;
-    int32_t part_row;  /* -1: write out/lse directly; else first partial row */
-    int32_t pos0;      /* position of the tile's first query token */
+    int32_t part_row; /* -1: write out/lse directly; else first partial row */
+    int32_t pos0;     /* position of the tile's first query token */
     /* FP8 compute: V^T of the request's KV tiles vt_lo.. is shared through
      * the V^T scratch, tile n at slab (vt_base + n - vt_lo) * Hk + kvh; -1:
      * not shared. One item per request and KV head, vt_pub, transposes
@@ -64,8 +64,8 @@ typedef struct fa3_counts {
 
 typedef struct fa3_params {
     /* outputs */
-    void *out;            /* [T, Hq, D] q dtype */
-    float *lse;           /* [T, Hq] or NULL */
+    void *out;                               /* [T, Hq, D] q dtype */
+    float *lse;                              /* [T, Hq] or NULL */
     int64_t out_tok_stride, out_head_stride; /* elements */
     /* split partials: rows of D floats, and their lse */
     float *part_o;
@@ -78,20 +78,20 @@ typedef struct fa3_params {
     int32_t bt_stride;
     /* shape */
     int32_t num_q_heads, num_kv_heads, group; /* group = Hq / Hk */
-    int32_t tpt;          /* query tokens per tile: FA3_BLOCK_M / group */
-    int32_t block_size;   /* KV tokens per cache block */
-    int32_t box_rows;     /* KV rows per TMA box: divides block_size and BLOCK_N */
-    int32_t kv_hnd;       /* 1: cache is [blocks, Hk, bs, D]; 0: [blocks, bs, Hk, D] */
-    int32_t num_blocks;   /* TMA coordinate past the cache: zero-filled box */
+    int32_t tpt;                              /* query tokens per tile: FA3_BLOCK_M / group */
+    int32_t block_size;                       /* KV tokens per cache block */
+    int32_t box_rows;   /* KV rows per TMA box: divides block_size and BLOCK_N */
+    int32_t kv_hnd;     /* 1: cache is [blocks, Hk, bs, D]; 0: [blocks, bs, Hk, D] */
+    int32_t num_blocks; /* TMA coordinate past the cache: zero-filled box */
     /* semantics */
-    int32_t causal;       /* decoder */
-    int32_t window;       /* 0: none */
-    int32_t cross;        /* encoder-decoder: no position masks */
-    float scale_log2;     /* softmax scale * log2(e), k_scale folded in */
-    float softcap;        /* 0: none; applied to scale * q.k (k_scale folded) */
-    float scale;          /* softmax scale with k_scale folded, for softcap */
-    float v_scale;        /* multiplies the output (FP8 V) */
-    const float *sinks;   /* [Hq] or NULL */
+    int32_t causal;     /* decoder */
+    int32_t window;     /* 0: none */
+    int32_t cross;      /* encoder-decoder: no position masks */
+    float scale_log2;   /* softmax scale * log2(e), k_scale folded in */
+    float softcap;      /* 0: none; applied to scale * q.k (k_scale folded) */
+    float scale;        /* softmax scale with k_scale folded, for softcap */
+    float v_scale;      /* multiplies the output (FP8 V) */
+    const float *sinks; /* [Hq] or NULL */
     /* FP8 compute, shared V^T (fa3_fwd_fp8c.cuh), or NULL: the scratch of
      * stage images (D rows of 128 bytes per tile and KV head, exactly a V^T
      * ring stage), and a flag per (request, KV head): vt_epoch << 32 | the

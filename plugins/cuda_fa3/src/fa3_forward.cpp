@@ -20,44 +20,49 @@ static int fa3_dt(ah_dtype t)
 }
 
 /* A [T, H, D] activation: dtype, shape, unit channel stride, 16-byte rows. */
-static ah_status fa3_check_act(ah_errbuf *e, const char *name, const DLTensor *t, int64_t T, int64_t H,
-                               int64_t D, ah_dtype dt)
+static ah_status fa3_check_act(ah_errbuf *e, const char *name, const DLTensor *t, int64_t T,
+                               int64_t H, int64_t D, ah_dtype dt)
 {
     if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     if (t->ndim != 3 || t->shape[0] != T || t->shape[1] != H || t->shape[2] != D)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [%lld, %lld, %lld]", name, (long long)T,
-                       (long long)H, (long long)D);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [%lld, %lld, %lld]", name,
+                       (long long)T, (long long)H, (long long)D);
     if (!ah_dl_dtype_is(t, dt))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name, ah_dtype_name(dt));
     if (ah_dl_stride(t, 2) != 1 || ah_dl_stride(t, 1) % 8 || ah_dl_stride(t, 0) % 8 ||
         ((uintptr_t)ah_dl_data(t) & 15))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "%s needs unit channel stride, row strides of 8 elements and 16-byte alignment", name);
+        return ah_fail(
+            e, AH_ERR_INVALID_ARGUMENT,
+            "%s needs unit channel stride, row strides of 8 elements and 16-byte alignment", name);
     if (t->device.device_type != kDLCUDA)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is not CUDA device memory", name);
     return AH_OK;
 }
 
 /* A cache tensor in the spec's layout; strides out: block, slot, head. */
-static ah_status fa3_check_cache(ah_errbuf *e, const char *name, const DLTensor *t, const ah_layer_spec *sp,
-                                 int64_t strides[3])
+static ah_status fa3_check_cache(ah_errbuf *e, const char *name, const DLTensor *t,
+                                 const ah_layer_spec *sp, int64_t strides[3])
 {
     if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     const int hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
-    const int64_t a = hnd ? sp->num_kv_heads : sp->block_size, b = hnd ? sp->block_size : sp->num_kv_heads;
+    const int64_t a = hnd ? sp->num_kv_heads : sp->block_size,
+                  b = hnd ? sp->block_size : sp->num_kv_heads;
     if (t->ndim != 4 || t->shape[1] != a || t->shape[2] != b || t->shape[3] != sp->qk_head_size)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [blocks, %lld, %lld, %u] (%s)", name, (long long)a,
-                       (long long)b, sp->qk_head_size, hnd ? "HND" : "NHD");
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [blocks, %lld, %lld, %u] (%s)", name,
+                       (long long)a, (long long)b, sp->qk_head_size, hnd ? "HND" : "NHD");
     if (!ah_dl_dtype_is(t, sp->kv_dtype))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name, ah_dtype_name(sp->kv_dtype));
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name,
+                       ah_dtype_name(sp->kv_dtype));
     if (ah_dl_stride(t, 3) != 1 || ((uintptr_t)ah_dl_data(t) & 15))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s needs unit channel stride and 16-byte alignment", name);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s needs unit channel stride and 16-byte alignment", name);
     strides[0] = ah_dl_stride(t, 0);
     strides[1] = ah_dl_stride(t, hnd ? 2 : 1);
     strides[2] = ah_dl_stride(t, hnd ? 1 : 2);
     for (int i = 0; i < 3; i++)
         if (strides[i] % 8)
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s strides must be multiples of 8 elements", name);
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s strides must be multiples of 8 elements",
+                           name);
     return AH_OK;
 }
 
@@ -81,29 +86,34 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
     ah_status s;
     if (!a->q || a->q->ndim != 3 || a->q->shape[0] < T)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "q must be [>= %lld, %lld, %lld]", (long long)T, (long long)Hq,
-                       (long long)D);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "q must be [>= %lld, %lld, %lld]", (long long)T,
+                       (long long)Hq, (long long)D);
     const int64_t Tq = a->q->shape[0];
     if ((s = fa3_check_act(e, "q", a->q, Tq, Hq, D, sp->q_dtype)) != AH_OK) return s;
     if (!a->out || a->out->ndim != 3 || a->out->shape[0] < T)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "out must be [>= %lld, %lld, %lld]", (long long)T,
-                       (long long)Hq, (long long)D);
-    if ((s = fa3_check_act(e, "out", a->out, a->out->shape[0], Hq, D, sp->q_dtype)) != AH_OK) return s;
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "out must be [>= %lld, %lld, %lld]",
+                       (long long)T, (long long)Hq, (long long)D);
+    if ((s = fa3_check_act(e, "out", a->out, a->out->shape[0], Hq, D, sp->q_dtype)) != AH_OK)
+        return s;
     fa3_fwd_launch L;
     memset(&L, 0, sizeof L);
     if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, L.k_strides)) != AH_OK) return s;
     if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, L.v_strides)) != AH_OK) return s;
     if (a->key_cache->shape[0] != a->value_cache->shape[0])
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "key_cache and value_cache hold different block counts");
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "key_cache and value_cache hold different block counts");
     if (a->lse) {
-        if (a->lse->ndim != 2 || a->lse->shape[0] < T || a->lse->shape[1] != Hq || !ah_dl_dtype_is(a->lse, AH_DTYPE_FP32) ||
-            !ah_dl_is_contiguous(a->lse))
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "lse must be a contiguous float32 [>= %lld, %lld]",
-                           (long long)T, (long long)Hq);
+        if (a->lse->ndim != 2 || a->lse->shape[0] < T || a->lse->shape[1] != Hq ||
+            !ah_dl_dtype_is(a->lse, AH_DTYPE_FP32) || !ah_dl_is_contiguous(a->lse))
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "lse must be a contiguous float32 [>= %lld, %lld]", (long long)T,
+                           (long long)Hq);
     }
     if (sp->use_sinks) {
-        if (!a->sinks || a->sinks->ndim != 1 || a->sinks->shape[0] != Hq || !ah_dl_dtype_is(a->sinks, AH_DTYPE_FP32))
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "sinks must be float32 [%lld]", (long long)Hq);
+        if (!a->sinks || a->sinks->ndim != 1 || a->sinks->shape[0] != Hq ||
+            !ah_dl_dtype_is(a->sinks, AH_DTYPE_FP32))
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "sinks must be float32 [%lld]",
+                           (long long)Hq);
     }
     const int kv8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3;
     if (kv8 && ((s = fa3_check_fp8_strides(e, L.k_strides, L.v_strides)) != AH_OK)) return s;
@@ -168,7 +178,8 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
          * counter wraps they are cleared (on this stream, before the launch). */
         ah_context *c = st->ctx;
         if (++c->vt_epoch == 0) {
-            AH_CUDA_TRY(e, cudaMemsetAsync(c->vt_flags, 0, fa3_vt_flag_bytes(c->vt_bytes), (cudaStream_t)a->stream));
+            AH_CUDA_TRY(e, cudaMemsetAsync(c->vt_flags, 0, fa3_vt_flag_bytes(c->vt_bytes),
+                                           (cudaStream_t)a->stream));
             c->vt_epoch = 1;
         }
         p->vt = c->vt_scratch;
@@ -190,7 +201,8 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     rc = fa3_launch_combine(p, (int)D, L.dtype, st->grid * 2, a->stream);
     if (rc) {
         (void)cudaGetLastError();
-        return ah_fail(e, AH_ERR_DEVICE, "combine kernel launch: %s", cudaGetErrorString((cudaError_t)rc));
+        return ah_fail(e, AH_ERR_DEVICE, "combine kernel launch: %s",
+                       cudaGetErrorString((cudaError_t)rc));
     }
     return AH_OK;
 }
@@ -212,9 +224,12 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     memset(&w, 0, sizeof w);
     if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, w.k_strides)) != AH_OK) return s;
     if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, w.v_strides)) != AH_OK) return s;
-    if (!st->slot_mapping) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: the planned batch has no slot_mapping");
+    if (!st->slot_mapping)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "write_kv: the planned batch has no slot_mapping");
     if (T < (int64_t)st->num_tokens)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: key has %lld rows, the batch %u tokens", (long long)T,
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "write_kv: key has %lld rows, the batch %u tokens", (long long)T,
                        st->num_tokens);
     w.key = ah_dl_data(a->key);
     w.value = ah_dl_data(a->value);
@@ -237,7 +252,8 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     int rc = fa3_launch_write_kv(&w);
     if (rc) {
         (void)cudaGetLastError();
-        return ah_fail(e, AH_ERR_DEVICE, "write_kv kernel launch: %s", cudaGetErrorString((cudaError_t)rc));
+        return ah_fail(e, AH_ERR_DEVICE, "write_kv kernel launch: %s",
+                       cudaGetErrorString((cudaError_t)rc));
     }
     return AH_OK;
 }

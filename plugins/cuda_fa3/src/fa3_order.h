@@ -59,8 +59,8 @@ static inline int fa3_sort_key(const fa3_work *w, int BN)
 
 /* dst[0..n) = src[0..n) by key descending, stable (a counting sort: keys
  * are bounded by twice the longest item's tiles). bucket: max_key + 2 ints. */
-static inline void fa3_sort_by_key(fa3_work *dst, const fa3_work *src, const int32_t *key, int n, int max_key,
-                                   int *bucket)
+static inline void fa3_sort_by_key(fa3_work *dst, const fa3_work *src, const int32_t *key, int n,
+                                   int max_key, int *bucket)
 {
     for (int c = 0; c < max_key + 2; c++) bucket[c] = 0;
     for (int i = 0; i < n; i++) bucket[max_key - key[i] + 1]++;
@@ -76,7 +76,8 @@ static inline void fa3_order_rounds(fa3_work *dst, const fa3_work *sorted, int n
         const int len = n - first < g ? n - first : g;
         const fa3_work *a = &sorted[first], *z = &sorted[first + len - 1];
         const int flat = fa3_tiles(a->kv_lo, a->kv_hi, BN) == fa3_tiles(z->kv_lo, z->kv_hi, BN);
-        for (int c = 0; c < len; c++) dst[first + (reverse && !flat ? len - 1 - c : c)] = sorted[first + c];
+        for (int c = 0; c < len; c++)
+            dst[first + (reverse && !flat ? len - 1 - c : c)] = sorted[first + c];
         if (!flat) reverse = !reverse;
     }
 }

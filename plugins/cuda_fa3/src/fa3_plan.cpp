@@ -29,7 +29,8 @@ static void fa3_caps_for(const ah_layer_spec *spec, const ah_limits *lim, int sm
 {
     const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
     const int tpt = FA3_BLOCK_M / group;
-    const int64_t base = ((int64_t)lim->max_num_tokens / tpt + lim->max_num_reqs) * spec->num_kv_heads;
+    const int64_t base =
+        ((int64_t)lim->max_num_tokens / tpt + lim->max_num_reqs) * spec->num_kv_heads;
     *cap_combine = (int)base;
     *cap_work = (int)(2 * base + 2 * sms + 64);
     *part_rows = fa3_part_rows_cap(sms);
@@ -70,37 +71,47 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
 {
     *out = NULL;
     ah_errbuf *e = &ctx->svc.err;
-    if (!spec || !lim) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "state_create: spec or limits is NULL");
+    if (!spec || !lim)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "state_create: spec or limits is NULL");
     AH_CUDA_TRY(e, fa3_use_device(ctx));
     const uint32_t d = spec->qk_head_size;
     if (d != 64 && d != 128 && d != 256)
         return ah_fail(e, AH_ERR_UNSUPPORTED, "head size %u: cuda_fa3 serves 64, 128 and 256", d);
     if (spec->v_head_size != d)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "v_head_size %u differs from qk_head_size %u", spec->v_head_size, d);
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "v_head_size %u differs from qk_head_size %u",
+                       spec->v_head_size, d);
     if (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16)
         return ah_fail(e, AH_ERR_UNSUPPORTED, "query dtype %s: cuda_fa3 serves fp16 and bf16",
                        ah_dtype_name(spec->q_dtype));
     if (spec->kv_dtype != spec->q_dtype && spec->kv_dtype != AH_DTYPE_FP8_E4M3)
-        return ah_fail(e, AH_ERR_UNSUPPORTED,
-                       "KV dtype %s with query dtype %s: cuda_fa3 needs them equal, or an fp8_e4m3 cache",
-                       ah_dtype_name(spec->kv_dtype), ah_dtype_name(spec->q_dtype));
+        return ah_fail(
+            e, AH_ERR_UNSUPPORTED,
+            "KV dtype %s with query dtype %s: cuda_fa3 needs them equal, or an fp8_e4m3 cache",
+            ah_dtype_name(spec->kv_dtype), ah_dtype_name(spec->q_dtype));
     if (!spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads are not a multiple of %u KV heads",
-                       spec->num_q_heads, spec->num_kv_heads);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%u query heads are not a multiple of %u KV heads", spec->num_q_heads,
+                       spec->num_kv_heads);
     const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
     if (group > 8)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "%d query heads per KV head: cuda_fa3 packs at most 8", group);
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "%d query heads per KV head: cuda_fa3 packs at most 8", group);
     if (spec->block_size == 0 || spec->block_size % 16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: cuda_fa3 needs a multiple of 16", spec->block_size);
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: cuda_fa3 needs a multiple of 16",
+                       spec->block_size);
     if (spec->use_mla || spec->use_alibi)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "%s is not served by cuda_fa3", spec->use_mla ? "MLA" : "ALiBi");
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "%s is not served by cuda_fa3",
+                       spec->use_mla ? "MLA" : "ALiBi");
     if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "KV layout %d is not resolved", (int)spec->kv_layout);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "KV layout %d is not resolved",
+                       (int)spec->kv_layout);
     if (!lim->max_num_reqs || !lim->max_num_tokens)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "limits: max_num_reqs and max_num_tokens must be > 0");
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "limits: max_num_reqs and max_num_tokens must be > 0");
     if (ctx->smem_optin < fa3_fwd_smem_bytes((int)d))
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "head size %u needs %zu bytes of shared memory, the device allows %zu",
-                       d, fa3_fwd_smem_bytes((int)d), ctx->smem_optin);
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "head size %u needs %zu bytes of shared memory, the device allows %zu", d,
+                       fa3_fwd_smem_bytes((int)d), ctx->smem_optin);
 
     const ah_host_services *host = ctx->host;
     ah_state *st = (ah_state *)host->alloc(host, sizeof *st);
@@ -119,8 +130,8 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     /* FP8 GEMMs only where the model allows FP8 math (the layer's
      * fp8_attention) and the config does not forbid them. */
     const int fp8_off = host->config_int(host, "fp8_compute") == FA3_FP8_COMPUTE_OFF;
-    st->fp8_compute = !fp8_off && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) && spec->fp8_attention &&
-                      spec->kv_dtype == AH_DTYPE_FP8_E4M3;
+    st->fp8_compute = !fp8_off && AH_HAS_FIELD(spec, ah_layer_spec, fp8_attention) &&
+                      spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
     const int vt_mib = (int)host->config_int(host, "fp8_vt_scratch_mib");
     st->vt_min_reads = (int)host->config_int(host, "fp8_vt_min_reads");
     const int vt_layer = st->fp8_compute && d == 128; /* the FP8-compute kernel's head size */
@@ -141,8 +152,9 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
             ctx->vt_scratch = NULL;
             ctx->vt_flags = NULL;
             if (host->log)
-                host->log(host, AH_LOG_WARN,
-                          "cuda_fa3: no device memory for the V^T scratch; FP8 compute transposes V in the kernel");
+                host->log(
+                    host, AH_LOG_WARN,
+                    "cuda_fa3: no device memory for the V^T scratch; FP8 compute transposes V in the kernel");
         }
     }
     if (vt_layer && ctx->vt_scratch)
@@ -150,9 +162,9 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     pthread_mutex_unlock(&ctx->vt_lock);
 
     cudaError_t ce = cudaSuccess;
-#define FA3_ALLOC(call)                                         \
-    do {                                                        \
-        if (ce == cudaSuccess) ce = (call);                     \
+#define FA3_ALLOC(call) \
+    do { \
+        if (ce == cudaSuccess) ce = (call); \
     } while (0)
     FA3_ALLOC(cudaMalloc((void **)&st->d_work, sizeof(fa3_work) * st->cap_work));
     FA3_ALLOC(cudaMalloc((void **)&st->d_combine, sizeof(fa3_combine_job) * st->cap_combine));
@@ -169,7 +181,8 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     st->h_tmp = (fa3_work *)host->alloc(host, sizeof(fa3_work) * st->cap_work);
     if (ce != cudaSuccess || !st->h_cost || !st->h_tmp) {
         ah_status s = ce != cudaSuccess ? ah_cuda_status(ce) : AH_ERR_OUT_OF_MEMORY;
-        ah_fail(e, s, "state_create: %s", ce != cudaSuccess ? cudaGetErrorString(ce) : "out of host memory");
+        ah_fail(e, s, "state_create: %s",
+                ce != cudaSuccess ? cudaGetErrorString(ce) : "out of host memory");
         (void)cudaGetLastError();
         fa3_state_destroy(st);
         return s;
@@ -210,7 +223,8 @@ static int fa3_plan_vt(ah_state *st, int n)
             hi = z > hi ? z : hi;
             reads += z - a;
         }
-        if (hi <= lo || reads < (int64_t)st->vt_min_reads * (hi - lo) || tiles + (hi - lo) > st->cap_vt_tiles)
+        if (hi <= lo || reads < (int64_t)st->vt_min_reads * (hi - lo) ||
+            tiles + (hi - lo) > st->cap_vt_tiles)
             continue;
         for (int k = i; k < j; k++) {
             st->h_tmp[k].vt_base = tiles;
@@ -233,18 +247,23 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
 {
     ah_errbuf *e = &st->err;
     AH_CUDA_TRY(e, fa3_use_device(st->ctx));
-    if (!b || !b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host || !b->block_table)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: the batch lacks host copies or a block table");
+    if (!b || !b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host ||
+        !b->block_table)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "plan: the batch lacks host copies or a block table");
     if (b->num_reqs > st->lim.max_num_reqs || b->num_tokens > st->lim.max_num_tokens)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: batch of %u requests / %u tokens exceeds the limits %u / %u",
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "plan: batch of %u requests / %u tokens exceeds the limits %u / %u",
                        b->num_reqs, b->num_tokens, st->lim.max_num_reqs, st->lim.max_num_tokens);
     if (b->block_table->ndim != 2)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: block_table must be 2-D");
     const int32_t bt_stride = (int32_t)ah_dl_stride(b->block_table, 0);
-    if (mode == AH_PLAN_REPLAY && (!st->planned || (const int32_t *)ah_dl_data(b->block_table) != st->block_table ||
-                                   bt_stride != st->bt_stride))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "plan(REPLAY): the block table must be the captured one, rewritten in place");
+    if (mode == AH_PLAN_REPLAY &&
+        (!st->planned || (const int32_t *)ah_dl_data(b->block_table) != st->block_table ||
+         bt_stride != st->bt_stride))
+        return ah_fail(
+            e, AH_ERR_INVALID_ARGUMENT,
+            "plan(REPLAY): the block table must be the captured one, rewritten in place");
 
     /* The previous plan's copies must have left the staging buffers. */
     if (st->staged_pending) AH_CUDA_TRY(e, cudaEventSynchronize(st->staged));
@@ -295,7 +314,8 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     int64_t part_used = 0;
     for (int i = 0; i < n; i++) {
         fa3_work base = st->h_tmp[i];
-        if (i == 0 || base.req != st->h_tmp[i - 1].req) { /* a new request; the last one's items end at nw */
+        if (i == 0 ||
+            base.req != st->h_tmp[i - 1].req) { /* a new request; the last one's items end at nw */
             if (i) fa3_unshare_unpublished(st, req_w0, nw, req_pub);
             req_w0 = nw;
             req_pub = 0;
@@ -333,7 +353,8 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
                 j->kvh = h;
             }
             for (int k = 0; k < s; k++) {
-                if (nw >= st->cap_work) return ah_fail(e, AH_ERR_INTERNAL, "plan: work list overflow");
+                if (nw >= st->cap_work)
+                    return ah_fail(e, AH_ERR_INTERNAL, "plan: work list overflow");
                 fa3_work w = base;
                 w.kvh = h;
                 if (s > 1) {
@@ -360,9 +381,11 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_work, st->h_work, sizeof(fa3_work) * (size_t)(nw ? nw : 1),
                                    cudaMemcpyHostToDevice, s));
     if (nc)
-        AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_combine, st->h_combine, sizeof(fa3_combine_job) * (size_t)nc,
-                                       cudaMemcpyHostToDevice, s));
-    AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_counts, st->h_counts, sizeof(fa3_counts), cudaMemcpyHostToDevice, s));
+        AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_combine, st->h_combine,
+                                       sizeof(fa3_combine_job) * (size_t)nc, cudaMemcpyHostToDevice,
+                                       s));
+    AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_counts, st->h_counts, sizeof(fa3_counts),
+                                   cudaMemcpyHostToDevice, s));
     AH_CUDA_TRY(e, cudaEventRecord(st->staged, s));
     st->staged_pending = 1;
     st->n_work = nw;

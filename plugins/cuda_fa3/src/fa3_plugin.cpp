@@ -35,27 +35,27 @@ static void fa3_check_combination(const ah_layer_spec *spec, const ah_probe_info
 static const ah_config_key fa3_config_keys[] = {
     AH_KEY_INT_ROW("max_splits", FA3_STR(FA3_MAX_SPLITS), 1, FA3_MAX_SPLITS,
                    "largest number of KV splits per query tile (1 disables split-KV)"),
-    AH_KEY_ENUM_ROW("fp8_compute", "auto", "auto|off",
-                    "fp8 e4m3 KV cache, head size 128: auto = e4m3 GEMMs (Q and P quantized in the kernel, ~2x the "
-                    "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
-                    "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"),
-    AH_KEY_INT_ROW("fp8_vt_scratch_mib", FA3_STR(FA3_VT_SCRATCH_MIB), 0, 65536,
-                   "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) "
-                   "through which the query tiles of a request share V transposed: one per KV head writes it, "
-                   "the others copy it; 0 = every query tile transposes the V tiles it reads"),
-    AH_KEY_INT_ROW("fp8_vt_min_reads", FA3_STR(FA3_VT_MIN_READS), 1, 1 << 20,
-                   "FP8 compute: share a request's transposed V when its KV tiles are read by at least this many "
-                   "query tiles on average"),
+    AH_KEY_ENUM_ROW(
+        "fp8_compute", "auto", "auto|off",
+        "fp8 e4m3 KV cache, head size 128: auto = e4m3 GEMMs (Q and P quantized in the kernel, ~2x the "
+        "tensor rate, errors of a few percent) for layers whose model sets fp8_attention, the cache "
+        "widened to 16 bits elsewhere; off = always widened (the 16-bit GEMMs' accuracy)"),
+    AH_KEY_INT_ROW(
+        "fp8_vt_scratch_mib", FA3_STR(FA3_VT_SCRATCH_MIB), 0, 65536,
+        "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) "
+        "through which the query tiles of a request share V transposed: one per KV head writes it, "
+        "the others copy it; 0 = every query tile transposes the V tiles it reads"),
+    AH_KEY_INT_ROW(
+        "fp8_vt_min_reads", FA3_STR(FA3_VT_MIN_READS), 1, 1 << 20,
+        "FP8 compute: share a request's transposed V when its KV tiles are read by at least this many "
+        "query tiles on average"),
 };
 
 static const ah_caps fa3_caps = {
-    sizeof(ah_caps),
-    AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
+    sizeof(ah_caps), AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
     AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3),
-    AH_INT_SET_LIST(fa3_head_sizes),
-    AH_INT_SET_LIST(fa3_head_sizes),
-    AH_INT_SET_RANGE(16, 1024, 16),
-    16,
+    AH_INT_SET_LIST(fa3_head_sizes), AH_INT_SET_LIST(fa3_head_sizes),
+    AH_INT_SET_RANGE(16, 1024, 16), 16,
     /* EMPTY_KV: a request with no keys gets a work item of no KV tiles
      * (fa3_item_keys), finished as out 0, LSE -inf without a table read */
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
@@ -63,26 +63,14 @@ static const ah_caps fa3_caps = {
     /* decoder layers over the paged cache, causal or not; cacheless encoder
      * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
      * served yet */
-    AH_BIT(AH_ATTN_DECODER),
-    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
-    AH_KV_LAYOUT_NHD,
-    90,
-    90,
-    NULL,
-    0,
-    0,
-    AH_GRAPH_ALWAYS,
-    0,
-    0, /* forward does not write K/V: write_kv does */
-    1, /* caller output */
-    8, /* packing verified for groups 1, 2, 4, 6, 8 */
-    fa3_config_keys,
-    sizeof fa3_config_keys / sizeof fa3_config_keys[0],
-    fa3_check_combination,
+    AH_BIT(AH_ATTN_DECODER), AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), AH_KV_LAYOUT_NHD,
+    90, 90, NULL, 0, 0, AH_GRAPH_ALWAYS, 0, 0, /* forward does not write K/V: write_kv does */
+    1,                                         /* caller output */
+    8,                                         /* packing verified for groups 1, 2, 4, 6, 8 */
+    fa3_config_keys, sizeof fa3_config_keys / sizeof fa3_config_keys[0], fa3_check_combination,
     /* Ranks: just above cuda_flashinfer's PRIMARY in both phases, the
      * order the host's built-in list had before ABI 2.0. */
-    AH_RANK_PRIMARY + 32,
-    AH_RANK_PRIMARY + 32,
+    AH_RANK_PRIMARY + 32, AH_RANK_PRIMARY + 32,
     AH_MIXED_WHOLE, /* one plan takes decode and prefill requests together */
     1,              /* decode_query_len_max */
 };
@@ -94,9 +82,10 @@ static ah_status fa3_probe(const ah_host_services *host, ah_probe_info *info)
     if (s != AH_OK || !info->usable) return s;
     if (info->compute_capability != 90) {
         info->usable = 0;
-        snprintf(info->reason, sizeof info->reason,
-                 "compute capability %u.%u: cuda_fa3's kernels are built for sm_90a (Hopper, 9.0) only",
-                 info->compute_capability / 10, info->compute_capability % 10);
+        snprintf(
+            info->reason, sizeof info->reason,
+            "compute capability %u.%u: cuda_fa3's kernels are built for sm_90a (Hopper, 9.0) only",
+            info->compute_capability / 10, info->compute_capability % 10);
     }
     return AH_OK;
 }
@@ -123,15 +112,16 @@ static ah_status fa3_context_create(const ah_host_services *host, const ah_conte
     ah_status s = ah_cuda_svc_init(&c->svc, device, why);
     if (s != AH_OK) {
         int count = 0;
-        if (s == AH_ERR_UNAVAILABLE && cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && device >= count &&
-            why)
+        if (s == AH_ERR_UNAVAILABLE && cudaGetDeviceCount(&count) == cudaSuccess && count > 0 &&
+            device >= count && why)
             *why = "device_index is past the CUDA devices here (CUDA_VISIBLE_DEVICES applies)";
         (void)cudaGetLastError();
         host->free(host, c);
         return s;
     }
     cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major != 9 || prop.minor != 0) {
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major != 9 ||
+        prop.minor != 0) {
         (void)cudaGetLastError();
         ah_cuda_svc_fini(&c->svc);
         host->free(host, c);
@@ -161,7 +151,8 @@ static void fa3_context_destroy(ah_context *c)
 int fa3_capturing(void *stream)
 {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone) {
         (void)cudaGetLastError();
         return 1;
     }

@@ -24,8 +24,8 @@
 struct ah_context {
     ah_cuda_svc svc;
     const ah_host_services *host;
-    int sms;             /* multiprocessors: the persistent grid */
-    size_t smem_optin;   /* shared memory a block may opt into */
+    int sms;           /* multiprocessors: the persistent grid */
+    size_t smem_optin; /* shared memory a block may opt into */
     /* The shared V^T scratch (FP8 compute), made by the first state
      * that needs it; NULL when fp8_vt_scratch_mib is 0 or the allocation
      * failed. The context is shared by bindings on other threads, so the
@@ -50,10 +50,10 @@ struct ah_state {
     ah_layer_spec spec;
     ah_limits lim;
     ah_errbuf err;
-    int group, tpt;      /* GQA packing: heads per KV head, tokens per tile */
+    int group, tpt; /* GQA packing: heads per KV head, tokens per tile */
     int grid;
-    int fp8_compute;     /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
-    int vt_min_reads;    /* share V^T of requests whose KV tiles are read this often */
+    int fp8_compute;  /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
+    int vt_min_reads; /* share V^T of requests whose KV tiles are read this often */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;
@@ -62,8 +62,8 @@ struct ah_state {
     fa3_combine_job *d_combine, *h_combine;
     fa3_counts *d_counts, *h_counts;
     float *d_part_o, *d_part_lse;
-    int cap_vt_tiles;    /* 128-key tiles the V^T scratch holds for this layer; 0: no sharing */
-    cudaEvent_t staged;  /* the last plan's copies have left the staging */
+    int cap_vt_tiles;   /* 128-key tiles the V^T scratch holds for this layer; 0: no sharing */
+    cudaEvent_t staged; /* the last plan's copies have left the staging */
     int staged_pending;
     /* scratch for sorting work by cost */
     int32_t *h_cost;
@@ -71,11 +71,11 @@ struct ah_state {
     /* the last plan */
     int planned;
     int n_work, n_combine, max_splits;
-    int vt_tiles;        /* tiles the last (eager) plan shares V^T of; 0: none */
-    int stage_out;       /* the last plan's query tiles hold 64 rows or more (see fa3_fwd_launch) */
-    int eager;           /* the last plan was AH_PLAN_EAGER: its counts hold for the next forward */
+    int vt_tiles;  /* tiles the last (eager) plan shares V^T of; 0: none */
+    int stage_out; /* the last plan's query tiles hold 64 rows or more (see fa3_fwd_launch) */
+    int eager;     /* the last plan was AH_PLAN_EAGER: its counts hold for the next forward */
     uint32_t num_tokens;
-    const int32_t *block_table;  /* device */
+    const int32_t *block_table; /* device */
     int32_t bt_stride;
     const int64_t *slot_mapping; /* device, for write_kv */
 };
@@ -90,7 +90,10 @@ static inline size_t fa3_vt_flag_bytes(size_t scratch_bytes)
 /* The context's device made current on the calling thread: every entry
  * point that touches device memory or launches starts here, since the host
  * may call on any thread and other contexts may sit on other devices. */
-static inline cudaError_t fa3_use_device(const ah_context *ctx) { return cudaSetDevice(ctx->svc.device); }
+static inline cudaError_t fa3_use_device(const ah_context *ctx)
+{
+    return cudaSetDevice(ctx->svc.device);
+}
 
 /* fa3_plan.cpp */
 ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,

@@ -64,7 +64,8 @@ static int bench(const shape *s)
     sp.block_size = (uint32_t)s->bs;
     sp.kv_layout = AH_KV_LAYOUT_NHD;
     sp.scale = 1.0f / sqrtf((float)s->d);
-    sp.fp8_attention = (uint32_t)fa3_fp8_attention(&A); /* --fp8-attention: the model allows FP8 math */
+    sp.fp8_attention =
+        (uint32_t)fa3_fp8_attention(&A); /* --fp8-attention: the model allows FP8 math */
     ath_tensor q, out, kc, vc;
     int64_t s_q[3] = {T, s->hq, s->d}, s_c[4] = {nb, s->bs, s->hk, s->d};
     if (ath_tensor_new(&H, &q, dt, 3, s_q) || ath_tensor_new(&H, &out, dt, 3, s_q) ||
@@ -75,7 +76,8 @@ static int bench(const shape *s)
     void *hbuf = malloc(chunk * 2), *h8 = malloc(chunk * 2);
     uint64_t rng = ath_seed(99);
     ath_fill_uniform(hbuf, chunk, dt, 1.0f, 1.0f, &rng);
-    ath_fill_uniform(h8, chunk * 2, AH_DTYPE_FP8_E4M3, 1.0f, 0.25f, &rng); /* real = stored * 0.25 */
+    ath_fill_uniform(h8, chunk * 2, AH_DTYPE_FP8_E4M3, 1.0f, 0.25f,
+                     &rng); /* real = stored * 0.25 */
     ath_tensor *bufs[3] = {&q, &kc, &vc};
     /* --zero-v (power study): V all zeros. The tensor cores draw
      * less power on zeros, so a power-capped kernel runs faster on them:
@@ -85,19 +87,25 @@ static int bench(const shape *s)
         const void *src = i == 2 && zeros ? zeros : i > 0 && s->kv8 ? h8 : hbuf;
         for (size_t off = 0; off < bufs[i]->bytes; off += chunk * 2) {
             size_t n = bufs[i]->bytes - off < chunk * 2 ? bufs[i]->bytes - off : chunk * 2;
-            ops->mem_copy(H.ctx, (char *)bufs[i]->t.data + off, src, n, AH_COPY_HOST_TO_DEVICE, H.stream);
+            ops->mem_copy(H.ctx, (char *)bufs[i]->t.data + off, src, n, AH_COPY_HOST_TO_DEVICE,
+                          H.stream);
         }
     }
     free(zeros);
     free(hbuf);
     free(h8);
     ath_batch B;
-    const ath_batch_spec bsp = {.num_reqs = (uint32_t)s->n, .qlens = qlen, .seqlens = seqlen,
-                                .block_size = (uint32_t)s->bs, .table_width = (uint32_t)width,
-                                .num_blocks = (uint32_t)nb, .ordered = !s->shuffled};
+    const ath_batch_spec bsp = {.num_reqs = (uint32_t)s->n,
+                                .qlens = qlen,
+                                .seqlens = seqlen,
+                                .block_size = (uint32_t)s->bs,
+                                .table_width = (uint32_t)width,
+                                .num_blocks = (uint32_t)nb,
+                                .ordered = !s->shuffled};
     uint64_t brng = ath_seed(5);
     if (ath_batch_build(&H, &B, &bsp, &brng)) return 1;
-    ah_limits lim = {sizeof lim, (uint32_t)s->n, (uint32_t)T, (uint32_t)width, (uint32_t)s->seqlen, (uint32_t)nb};
+    ah_limits lim = {sizeof lim,      (uint32_t)s->n,      (uint32_t)T,
+                     (uint32_t)width, (uint32_t)s->seqlen, (uint32_t)nb};
     ah_state *st = NULL;
     if (ops->state_create(H.ctx, &sp, &lim, &st) != AH_OK) {
         fprintf(stderr, "state_create: %s\n", ops->context_error(H.ctx));
@@ -136,19 +144,24 @@ static int bench(const shape *s)
         double flops = 0, kv_bytes = 0;
         for (int r = 0; r < s->n; r++) {
             double pairs = (double)s->qlen * s->seqlen;
-            if (s->causal && s->qlen > 1) pairs = (double)s->qlen * (s->qlen + 1) / 2 + (double)s->qlen * (s->seqlen - s->qlen);
+            if (s->causal && s->qlen > 1)
+                pairs =
+                    (double)s->qlen * (s->qlen + 1) / 2 + (double)s->qlen * (s->seqlen - s->qlen);
             flops += 4.0 * pairs * s->d * s->hq;
             kv_bytes += 2.0 * s->seqlen * s->hk * s->d * (s->kv8 ? 1 : 2);
         }
-        printf("RESULT fa3 %-7s %-4s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s "
-               "%7.1f GB/s\n",
-               s->kind, s->kv8 ? (fa3_fp8_attention(&A) ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk, s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
-               flops / med / 1e9, kv_bytes / med / 1e6);
+        printf(
+            "RESULT fa3 %-7s %-4s d%-3d hq%-2d hk%-2d bs%-3d batch %-2d q %-5d kv %-5d %-10s %8.3f ms %7.1f TFLOP/s "
+            "%7.1f GB/s\n",
+            s->kind, s->kv8 ? (fa3_fp8_attention(&A) ? "f8c" : "kv8") : "bf16", s->d, s->hq, s->hk,
+            s->bs, s->n, s->qlen, s->seqlen, s->causal ? "causal" : "noncausal", med,
+            flops / med / 1e9, kv_bytes / med / 1e6);
         fflush(stdout);
     }
     ops->state_destroy(st);
     ath_batch_free(&H, &B);
-    ath_tensor_free(&H, &q), ath_tensor_free(&H, &out), ath_tensor_free(&H, &kc), ath_tensor_free(&H, &vc);
+    ath_tensor_free(&H, &q), ath_tensor_free(&H, &out), ath_tensor_free(&H, &kc),
+        ath_tensor_free(&H, &vc);
     return rc;
 }
 
@@ -181,7 +194,9 @@ static int bench_args(int *argc, char **argv)
 int main(int argc, char **argv)
 {
     if (bench_args(&argc, argv) || ath_take_options(&argc, argv, fa3_opts, FA3_N_OPTS, &A)) {
-        fprintf(stderr, "usage: fa3_bench [--batch=N] [--zero-v] [options] [plugin.so [all|final|prefill|decode|fp8|one D CAUSAL L KV8]]\n");
+        fprintf(
+            stderr,
+            "usage: fa3_bench [--batch=N] [--zero-v] [options] [plugin.so [all|final|prefill|decode|fp8|one D CAUSAL L KV8]]\n");
         return 2;
     }
     const char *path = argc > 1 ? argv[1] : FA3_PLUGIN_PATH;
@@ -197,17 +212,22 @@ int main(int argc, char **argv)
         }
         const int d = atoi(argv[3]), causal = atoi(argv[4]), L = atoi(argv[5]), kv8 = atoi(argv[6]);
         if ((d != 64 && d != 128 && d != 256) || L < 256 || L > 16384 || 16384 % L) {
-            fprintf(stderr, "one: D must be 64/128/256 and L a power of two in [256, 16384], not D %d L %d\n", d, L);
+            fprintf(
+                stderr,
+                "one: D must be 64/128/256 and L a power of two in [256, 16384], not D %d L %d\n",
+                d, L);
             ath_close(&H);
             return 2;
         }
-        shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L, L, L, causal != 0, 0, kv8 != 0};
+        shape s = {"prefill", d, 2048 / d,    2048 / d, 128,     16384 / L,
+                   L,         L, causal != 0, 0,        kv8 != 0};
         failed = bench(&s);
         ath_close(&H);
         return failed ? 1 : 0;
     }
     const int all = !strcmp(which, "all"), fin = !strcmp(which, "final");
-    const int pre16 = all || !strcmp(which, "prefill"), dec16 = all || fin || !strcmp(which, "decode");
+    const int pre16 = all || !strcmp(which, "prefill"),
+              dec16 = all || fin || !strcmp(which, "decode");
     const int fp8 = all || fin || !strcmp(which, "fp8");
     for (int kv8 = 0; kv8 <= 1; kv8++) {
         if (kv8 ? !fp8 : !(pre16 || fin)) continue;
@@ -216,7 +236,8 @@ int main(int argc, char **argv)
             for (int causal = 1; causal >= 0; causal--)
                 for (int L = 4096; L <= 16384; L *= 2) {
                     const int d = ds[di];
-                    shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L, L, L, causal, 0, kv8};
+                    shape s = {"prefill", d, 2048 / d, 2048 / d, 128, 16384 / L,
+                               L,         L, causal,   0,        kv8};
                     failed += bench(&s);
                 }
     }

@@ -37,8 +37,8 @@ typedef struct tcase {
     int32_t qlen[MAXR], seqlen[MAXR];
     int n2;
     int32_t qlen2[MAXR], seqlen2[MAXR]; /* n2 > 0: capture with batch 1, replay batch 2 */
-    int kv8;                 /* 1: fp8 e4m3 KV cache, real = stored * scale */
-    float k_scale, v_scale;  /* the FP8 descale factors */
+    int kv8;                            /* 1: fp8 e4m3 KV cache, real = stored * scale */
+    float k_scale, v_scale;             /* the FP8 descale factors */
 } tcase;
 
 /* Does either batch hold a request with no keys (AH_FEAT_EMPTY_KV)? Then
@@ -56,12 +56,15 @@ static int has_empty_kv(const tcase *c)
 static ath_host H;
 static ath_args A;
 
-static int compare(const char *what, const tcase *c, const ah_batch *b, const void *out, const float *lse,
-                   const double *ref, const double *ref_lse)
+static int compare(const char *what, const tcase *c, const ah_batch *b, const void *out,
+                   const float *lse, const double *ref, const double *ref_lse)
 {
     const size_t rows = (size_t)b->num_tokens * c->hq;
     const int fp8_gemm = c->kv8 && c->d == 128 && fa3_fp8_attention(&A);
-    const double atol = fp8_gemm ? 4e-2 : c->dt == AH_DTYPE_BF16 ? 1.2e-2 : 4e-3, rtol = fp8_gemm ? 5e-2 : 2e-2;
+    const double atol = fp8_gemm                 ? 4e-2
+                        : c->dt == AH_DTYPE_BF16 ? 1.2e-2
+                                                 : 4e-3,
+                 rtol = fp8_gemm ? 5e-2 : 2e-2;
     const ath_cmp co = ath_compare(out, c->dt, ref, rows * c->d, atol, rtol);
     /* FP8 compute: Q's rounding moves a row's logits by up to ~2^-4 of
      * |scale q.k|, and so its LSE; 5e-2 still catches any error of layout
@@ -71,14 +74,14 @@ static int compare(const char *what, const tcase *c, const ah_batch *b, const vo
     if (lse) cl = ath_compare(lse, AH_DTYPE_FP32, ref_lse, rows, fp8_gemm ? 5e-2 : 1e-2, 1e-3);
     if (co.over) {
         const size_t i = co.first_over;
-        fprintf(stderr, "  %s: %zu outputs off; out[row %zu, ch %zu] = %g, reference %g\n", what, co.over, i / c->d,
-                i % c->d, ah_load_f32(out, i, c->dt), ref[i]);
+        fprintf(stderr, "  %s: %zu outputs off; out[row %zu, ch %zu] = %g, reference %g\n", what,
+                co.over, i / c->d, i % c->d, ah_load_f32(out, i, c->dt), ref[i]);
     }
     if (cl.over)
-        fprintf(stderr, "  %s: %zu LSEs off; lse[row %zu] = %g, reference %g\n", what, cl.over, cl.first_over,
-                lse[cl.first_over], ref_lse[cl.first_over]);
-    printf("  %-8s max|err| out %.3g (rel L2 %.3g) lse %.3g  %s%s\n", what, co.max_abs, co.rel_l2, cl.max_abs,
-           co.over || cl.over ? "FAIL" : "ok", fp8_gemm ? " [fp8 compute]" : "");
+        fprintf(stderr, "  %s: %zu LSEs off; lse[row %zu] = %g, reference %g\n", what, cl.over,
+                cl.first_over, lse[cl.first_over], ref_lse[cl.first_over]);
+    printf("  %-8s max|err| out %.3g (rel L2 %.3g) lse %.3g  %s%s\n", what, co.max_abs, co.rel_l2,
+           cl.max_abs, co.over || cl.over ? "FAIL" : "ok", fp8_gemm ? " [fp8 compute]" : "");
     return co.over || cl.over;
 }
 
@@ -109,7 +112,8 @@ static int check_against_ref(const tcase *c, ath_work *w, const char *what)
     const size_t rows = (size_t)w->B.num_tokens * c->hq;
     void *ho = malloc(w->d_out.bytes);
     float *hl = c->lse ? malloc(w->d_lse.bytes) : NULL;
-    double *ref = malloc(sizeof(double) * rows * c->d + 8), *ref_lse = malloc(sizeof(double) * (rows ? rows : 1));
+    double *ref = malloc(sizeof(double) * rows * c->d + 8),
+           *ref_lse = malloc(sizeof(double) * (rows ? rows : 1));
     char why[256];
     int fail = 1;
     if (!ho || (c->lse && !hl) || !ref || !ref_lse) goto done;
@@ -148,17 +152,24 @@ static int build(ath_work *w, const tcase *c, uint64_t *rng)
     s.sinks = (uint32_t)c->sinks, s.fp8_attention = (uint32_t)fa3_fp8_attention(&A);
     s.k_scale = c->kv8 ? c->k_scale : 0.f, s.v_scale = c->kv8 ? c->v_scale : 0.f;
     s.new_kv = c->write_kv;
-    s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->n, .qlens = c->qlen, .seqlens = c->seqlen,
-                               .block_size = (uint32_t)c->bs, .table_width = (uint32_t)width,
-                               .num_blocks = (uint32_t)nb, .ordered = !c->shuffled,
+    s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->n,
+                               .qlens = c->qlen,
+                               .seqlens = c->seqlen,
+                               .block_size = (uint32_t)c->bs,
+                               .table_width = (uint32_t)width,
+                               .num_blocks = (uint32_t)nb,
+                               .ordered = !c->shuffled,
                                .unused_entry = has_empty_kv(c) ? 0x7ffffff0 : 0,
-                               .cap_reqs = (uint32_t)maxn, .cap_tokens = (uint32_t)maxT};
+                               .cap_reqs = (uint32_t)maxn,
+                               .cap_tokens = (uint32_t)maxT};
     if (ath_work_build(&H, w, &s, rng)) return 1;
     w->lim.max_seq_len = 0;
     for (int r = 0; r < c->n; r++)
-        if ((uint32_t)c->seqlen[r] > w->lim.max_seq_len) w->lim.max_seq_len = (uint32_t)c->seqlen[r];
+        if ((uint32_t)c->seqlen[r] > w->lim.max_seq_len)
+            w->lim.max_seq_len = (uint32_t)c->seqlen[r];
     for (int r = 0; r < c->n2; r++)
-        if ((uint32_t)c->seqlen2[r] > w->lim.max_seq_len) w->lim.max_seq_len = (uint32_t)c->seqlen2[r];
+        if ((uint32_t)c->seqlen2[r] > w->lim.max_seq_len)
+            w->lim.max_seq_len = (uint32_t)c->seqlen2[r];
     return 0;
 }
 
@@ -227,7 +238,8 @@ static int run_case(const tcase *c, uint64_t seed)
         fprintf(stderr, "  capture: %s / %s\n", ops->context_error(H.ctx), ops->state_error(st));
         goto done;
     }
-    if (ops->graph_launch(H.ctx, g, H.stream) != AH_OK || ops->synchronize(H.ctx, H.stream) != AH_OK) {
+    if (ops->graph_launch(H.ctx, g, H.stream) != AH_OK ||
+        ops->synchronize(H.ctx, H.stream) != AH_OK) {
         fprintf(stderr, "  replay: %s\n", ops->context_error(H.ctx));
         goto done;
     }
@@ -243,7 +255,8 @@ static int run_case(const tcase *c, uint64_t seed)
         fail = 1;
         goto done;
     }
-    if (ops->graph_launch(H.ctx, g, H.stream) != AH_OK || ops->synchronize(H.ctx, H.stream) != AH_OK) {
+    if (ops->graph_launch(H.ctx, g, H.stream) != AH_OK ||
+        ops->synchronize(H.ctx, H.stream) != AH_OK) {
         fprintf(stderr, "  replay: %s\n", ops->context_error(H.ctx));
         fail = 1;
         goto done;
@@ -263,6 +276,8 @@ done:
 #define DEC AH_ATTN_DECODER
 #define ENC AH_ATTN_ENCODER_ONLY
 
+/* Not reformatted: one case a row (some wrap once), fields in tcase's order. */
+// clang-format off
 static const tcase cases[] = {
     {"d128 bf16 causal mixed prefill/decode/chunked, paged bs16, lse", BF, 4, 4, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 0,
      3, {300, 1, 77}, {300, 1000, 500}, 0, {0}, {0}, 0, 0.f, 0.f},
@@ -323,6 +338,7 @@ static const tcase cases[] = {
     {"fp8kv d128 bf16 GQA 32/8 decode, empty KV, split-KV, lse", BF, 32, 8, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 5,
      {1, 1, 1, 1, 1}, {0, 2048, 0, 700, 0}, 0, {0}, {0}, 1, 0.01f, 0.004f},
 };
+// clang-format on
 
 int main(int argc, char **argv)
 {
@@ -345,7 +361,8 @@ int main(int argc, char **argv)
      * give the same answers (--vt-min-reads=1 makes the first stream use
      * the scratch). */
     void *first = H.stream, *second = NULL;
-    if ((A.given & FA3_OPT_VT_MIN_READS) && fa3_fp8_attention(&A) && H.ops->stream_create(H.ctx, &second) == AH_OK) {
+    if ((A.given & FA3_OPT_VT_MIN_READS) && fa3_fp8_attention(&A) &&
+        H.ops->stream_create(H.ctx, &second) == AH_OK) {
         const tcase *c = &cases[0];
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             if (cases[i].kv8 && cases[i].d == 128) {

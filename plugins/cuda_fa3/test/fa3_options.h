@@ -35,8 +35,8 @@ static inline int fa3_open(ath_host *h, const char *path, const ath_args *a)
     if (ath_apply(h, a)) return 2;
     int rc = ath_probe(h);
     if (rc) return rc;
-    printf("device: %s (%s, %u SMs), %s\n", h->probe.device_name, h->probe.arch, h->probe.multiprocessors,
-           h->probe.driver_version);
+    printf("device: %s (%s, %u SMs), %s\n", h->probe.device_name, h->probe.arch,
+           h->probe.multiprocessors, h->probe.driver_version);
     return ath_context(h, a->device, 1);
 }
 

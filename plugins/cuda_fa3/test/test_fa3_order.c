@@ -86,7 +86,8 @@ static void test_flat_rounds_keep_order(void)
     }
     fa3_order_rounds(out, sorted, 6, 2, BN);
     const int want[6] = {0, 1, 2, 3, 5, 4};
-    for (int k = 0; k < 6; k++) CHECK_MSG(out[k].req == want[k], "position %d holds item %d", k, out[k].req);
+    for (int k = 0; k < 6; k++)
+        CHECK_MSG(out[k].req == want[k], "position %d holds item %d", k, out[k].req);
 }
 
 /* Items as plan lays them out (request, query tile, KV head), with plan's
@@ -135,7 +136,8 @@ static int publisher_rounds(fa3_work *items, int n)
             last = k / GRID > last ? k / GRID : last;
         }
     int late = 0;
-    for (int k = 0; k < n; k++) late += !items[k].vt_pub && k / GRID < pub_round[items[k].req][items[k].kvh];
+    for (int k = 0; k < n; k++)
+        late += !items[k].vt_pub && k / GRID < pub_round[items[k].req][items[k].kvh];
     CHECK_MSG(late == 0, "%d readers run in a round before their publisher's", late);
     return last;
 }
@@ -147,8 +149,8 @@ static void test_publishers_lead(void)
         for (int L = 4096; L <= 16384; L *= 2) {
             int len[4] = {L, L, L, L};
             const int n = prefill_items(items, 16384 / L, len, 16, causal);
-            CHECK_MSG(publisher_rounds(items, n) == 0, "causal %d L %d: a publisher after the first round",
-                      causal, L);
+            CHECK_MSG(publisher_rounds(items, n) == 0,
+                      "causal %d L %d: a publisher after the first round", causal, L);
         }
     /* Requests of uneven lengths, causal: the rule still holds. */
     unsigned seed = 7;

@@ -3,7 +3,13 @@
 kernels use. wgmma takes every accumulator register as a separate operand,
 so these wrappers are long and regular; generating them keeps operand lists
 and indices free of typing errors. Run: tools/gen_wgmma.py > kernels/fa3_wgmma.cuh
+The output is laid out as clang-format lays it out under the root's
+.clang-format (the CTest clang_format checks it like any other source):
+lines wrap at 100 columns, continuations align under the open parenthesis
+or the operand list; only the PTX string, which cannot be split, runs past.
 """
+
+COLUMNS = 100
 
 SHAPES = (64, 128, 256)
 # e4m3 PV at head size 128 runs n136: V^T carries 8 more rows, the first
@@ -17,7 +23,24 @@ def regs(n, first):
 
 
 def outs(n):
-    return ", ".join('"+f"(d[%d])' % i for i in range(n))
+    return ['"+f"(d[%d])' % i for i in range(n)]
+
+
+def wrap(head, items, tail):
+    """head, then the comma-separated items packed greedily into lines of at
+    most COLUMNS columns, continuation lines aligned under the first item;
+    tail ends the last line."""
+    indent = " " * len(head)
+    lines, line = [], head
+    for i, item in enumerate(items):
+        word = item + ("," if i + 1 < len(items) else tail)
+        if line not in (head,) and len(line) + 1 + len(word) > COLUMNS:
+            lines.append(line)
+            line = indent + word
+        else:
+            line = line + ("" if line == head else " ") + word
+    lines.append(line)
+    return "\n".join(lines)
 
 
 def emit(n, a_smem, name_t, ptx_t, k, imms, comment):
@@ -26,20 +49,22 @@ def emit(n, a_smem, name_t, ptx_t, k, imms, comment):
     the instruction's trailing immediates (scales, transposes)."""
     nd = n // 2
     a_param, a_ops, a_ins = (
-        ("uint64_t da", "%%%d" % nd, '"l"(da), ') if a_smem else
-        ("const uint32_t (&a)[4]", "{%s}" % regs(4, nd), '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), '))
+        ("uint64_t da", "%%%d" % nd, ['"l"(da)']) if a_smem else
+        ("const uint32_t (&a)[4]", "{%s}" % regs(4, nd), ['"r"(a[%d])' % i for i in range(4)]))
     b = nd + (1 if a_smem else 4)
+    print()
     print(comment)
-    print("__device__ __forceinline__ void fa3_wgmma_%s_%s_n%d(float (&d)[%d], %s, uint64_t db, int scale_d)"
-          % ("ss" if a_smem else "rs", name_t, n, nd, a_param))
+    print(wrap("__device__ __forceinline__ void fa3_wgmma_%s_%s_n%d("
+               % ("ss" if a_smem else "rs", name_t, n),
+               ["float (&d)[%d]" % nd, a_param, "uint64_t db", "int scale_d"], ")"))
     print("{")
-    print('    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (b + 1))
+    print("    asm volatile(")
+    print('        "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (b + 1))
     print('        "wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s {%s}, %s, %%%d, p, %s;\\n}\\n"'
           % (n, k, ptx_t, ptx_t, regs(nd, 0), a_ops, b, imms))
-    print("        : %s" % outs(nd))
-    print('        : %s"l"(db), "r"(scale_d));' % a_ins)
+    print(wrap("        : ", outs(nd), ""))
+    print(wrap("        : ", a_ins + ['"l"(db)', '"r"(scale_d)'], ");"))
     print("}")
-    print()
 
 
 def emit16(n, a_smem, ptx_t, name_t):
@@ -67,7 +92,6 @@ print("// matrix descriptor; and m64nNk32 e4m3 x e4m3 with A from registers (the
 print("// FP8-compute kernel: quantized Q for QK^T, P for PV). Needs sm_90a.")
 print("#pragma once")
 print("#include <stdint.h>")
-print()
 for n in SHAPES:
     for ptx_t, name_t in TYPES:
         emit16(n, True, ptx_t, name_t)

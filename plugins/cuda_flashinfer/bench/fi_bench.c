@@ -8,13 +8,16 @@
  * (plan: the median time of one plan call on an idle GPU, host work and
  * plan kernels together, as an engine pays it once per step).
  *
- *   fi_bench [--plugin PATH] [--reps N] [--batch N] [--quick] [--tc] [--decode | --decode-all | --mla]
- *            [--page N] [--layout nhd|hnd] [--order shuffled|ordered] [--ctx N] [--kv bf16|e4m3|e5m2]
+ *   fi_bench [--plugin PATH] [--reps N] [--batch N] [--quick] [--tc] [--decode | --decode-all |
+ * --mla]
+ *            [--page N] [--layout nhd|hnd] [--order shuffled|ordered] [--ctx N] [--kv
+ * bf16|e4m3|e5m2]
  *            [--mla-reqs N]
- * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only; --decode-all: every decode
- * row; --mla: the MLA decode row only. --page, --layout, --order, --ctx and --kv change the B64 4k-16k decode
- * rows: page size (16), cache layout, page order (shuffled: a random permutation of the cache's pages), one
- * context only, an FP8 cache. --mla-reqs: requests of the MLA row, 1-256 (32).)
+ * (--tc: cascade and prefill shapes only; --decode: the B64 4k-16k decode rows only; --decode-all:
+ * every decode row; --mla: the MLA decode row only. --page, --layout, --order, --ctx and --kv
+ * change the B64 4k-16k decode rows: page size (16), cache layout, page order (shuffled: a random
+ * permutation of the cache's pages), one context only, an FP8 cache. --mla-reqs: requests of the
+ * MLA row, 1-256 (32).)
  */
 #include <math.h>
 #include <stdio.h>
@@ -41,7 +44,8 @@ static double copy_bandwidth(ath_host *p)
     unsigned char *h = malloc(bytes / 64);
     for (size_t i = 0; i < bytes / 64; i++) h[i] = (unsigned char)(i * 131 + 7);
     for (int i = 0; i < 64; i++)
-        p->ops->mem_copy(p->ctx, (char *)a + i * (bytes / 64), h, bytes / 64, AH_COPY_HOST_TO_DEVICE, p->stream);
+        p->ops->mem_copy(p->ctx, (char *)a + i * (bytes / 64), h, bytes / 64,
+                         AH_COPY_HOST_TO_DEVICE, p->stream);
     free(h);
     float t[20];
     for (int i = 0; i < 23; i++) {
@@ -102,7 +106,8 @@ static double time_forward(ath_host *p, ath_shape *s, int cascade_off, double *k
     free(t);
     /* Bytes a perfect kernel reads: each request's visible KV once (shared
      * prefix once when cascading), plus q and out. */
-    const double kv_row = (double)s->hk * (s->d + (s->mla ? 0 : s->dv)) * ah_dtype_size(s->kv_dtype);
+    const double kv_row =
+        (double)s->hk * (s->d + (s->mla ? 0 : s->dv)) * ah_dtype_size(s->kv_dtype);
     double rows = 0, fl = 0;
     const ath_batch_spec *b = &s->batch;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
@@ -114,7 +119,8 @@ static double time_forward(ath_host *p, ath_shape *s, int cascade_off, double *k
             fl += bidir ? (double)b->seqlens[r] : (double)(b->seqlens[r] - b->qlens[r] + i + 1);
     }
     rows += cascade_off ? 0 : w.B.b.common_prefix_len;
-    *kv_bytes = rows * kv_row + (double)w.B.num_tokens * s->hq * (s->d + s->dv) * ah_dtype_size(s->q_dtype);
+    *kv_bytes =
+        rows * kv_row + (double)w.B.num_tokens * s->hq * (s->d + s->dv) * ah_dtype_size(s->q_dtype);
     *flops = fl * 2.0 * s->hq * (s->d + s->dv);
 out:
     if (st) p->ops->state_destroy(st);
@@ -122,8 +128,8 @@ out:
     return res;
 }
 
-static ath_shape shape(uint32_t hq, uint32_t hk, uint32_t d, uint32_t bs, uint32_t R,
-                       int32_t *ql, int32_t *sl)
+static ath_shape shape(uint32_t hq, uint32_t hk, uint32_t d, uint32_t bs, uint32_t R, int32_t *ql,
+                       int32_t *sl)
 {
     ath_shape s;
     memset(&s, 0, sizeof s);
@@ -142,8 +148,8 @@ static void row(const char *name, double ms, double bytes, double flops, double 
         return;
     }
     const double gbs = bytes / (ms * 1e-3) / 1e9, tf = flops / (ms * 1e-3) / 1e12;
-    printf("| %-46s | %8.3f | %7.0f | %5.1f%% | %6.1f | %6.1f |\n", name, ms, gbs, 100.0 * gbs / bw, tf,
-           g_plan_us);
+    printf("| %-46s | %8.3f | %7.0f | %5.1f%% | %6.1f | %6.1f |\n", name, ms, gbs, 100.0 * gbs / bw,
+           tf, g_plan_us);
     fflush(stdout);
 }
 
@@ -178,8 +184,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--page") && v) ok = ah_parse_int(v, 1, 128, &page), i++;
         else if (!strcmp(a, "--ctx") && v) ok = ah_parse_int(v, 1, 1 << 30, &only_ctx), i++;
         else if (!strcmp(a, "--mla-reqs") && v) ok = ah_parse_int(v, 1, 256, &mla_reqs), i++;
-        else if (!strcmp(a, "--layout") && v) ok = (hnd = !strcmp(v, "hnd")) || !strcmp(v, "nhd"), i++;
-        else if (!strcmp(a, "--order") && v) ok = (ordered = !strcmp(v, "ordered")) || !strcmp(v, "shuffled"), i++;
+        else if (!strcmp(a, "--layout") && v)
+            ok = (hnd = !strcmp(v, "hnd")) || !strcmp(v, "nhd"), i++;
+        else if (!strcmp(a, "--order") && v)
+            ok = (ordered = !strcmp(v, "ordered")) || !strcmp(v, "shuffled"), i++;
         else if (!strcmp(a, "--kv") && v) {
             ok = !strcmp(v, "e4m3") || !strcmp(v, "e5m2") || !strcmp(v, "bf16");
             kv = strcmp(v, "bf16") ? v : NULL;
@@ -191,7 +199,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--mla")) dec_only = 3;
         else ok = 0;
         if (!ok) {
-            fprintf(stderr, "fi_bench: bad argument %s%s%s (see the comment at the top of fi_bench.c)\n", a,
+            fprintf(stderr,
+                    "fi_bench: bad argument %s%s%s (see the comment at the top of fi_bench.c)\n", a,
                     v ? " " : "", v ? v : "");
             return 2;
         }
@@ -214,63 +223,64 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!tc_only) {
-    for (int c = 0; c < 3; c++) {
-        if (quick && c) break;
-        /* --page, --layout, --order, --ctx, --kv: this row's cache geometry,
-         * page order and type (how much the layout and the scattered pages
-         * cost; one shape for a profiler). */
-        if (only_ctx && only_ctx != ctxs[c]) continue;
-        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
-        ath_shape s = shape(32, 8, 128, (uint32_t)page, 64, ql, sl);
-        if (hnd) s.layout = AH_KV_LAYOUT_HND;
-        s.batch.ordered = ordered;
-        if (kv) {
-            s.kv_dtype = kv[1] == '4' ? AH_DTYPE_FP8_E4M3 : AH_DTYPE_FP8_E5M2;
-            s.k_scale = s.v_scale = 0.01f;
-        }
-        double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%d%s%s%s%s", ctxs[c], page, hnd ? " hnd" : "",
-                 s.batch.ordered ? " ordered" : "", kv ? " kv " : "", kv ? kv : "");
-        row(name, ms, bytes, flops, bw);
-    }
-    if (dec_only == 1) {
-        ath_close(&p);
-        return 0;
-    }
-    for (int pg = 0; pg < 2; pg++) {
-        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
-        ath_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
-        double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        snprintf(name, sizeof name, "decode B64 ctx4096 32/8 d128 page%d", pg ? 16 : 1);
-        row(name, ms, bytes, flops, bw);
-    }
-    {
-        const int Rs[3] = {1, 4, 16};
-        for (int i = 0; i < 3; i++) {
-            for (int r = 0; r < Rs[i]; r++) ql[r] = 1, sl[r] = 32768;
-            ath_shape s = shape(32, 8, 128, 16, (uint32_t)Rs[i], ql, sl);
+        for (int c = 0; c < 3; c++) {
+            if (quick && c) break;
+            /* --page, --layout, --order, --ctx, --kv: this row's cache geometry,
+             * page order and type (how much the layout and the scattered pages
+             * cost; one shape for a profiler). */
+            if (only_ctx && only_ctx != ctxs[c]) continue;
+            for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = ctxs[c];
+            ath_shape s = shape(32, 8, 128, (uint32_t)page, 64, ql, sl);
+            if (hnd) s.layout = AH_KV_LAYOUT_HND;
+            s.batch.ordered = ordered;
+            if (kv) {
+                s.kv_dtype = kv[1] == '4' ? AH_DTYPE_FP8_E4M3 : AH_DTYPE_FP8_E5M2;
+                s.k_scale = s.v_scale = 0.01f;
+            }
             double ms = time_forward(&p, &s, 1, &bytes, &flops);
-            snprintf(name, sizeof name, "decode B%d ctx32768 32/8 d128 (split-KV)", Rs[i]);
+            snprintf(name, sizeof name, "decode B64 ctx%d 32/8 d128 page%d%s%s%s%s", ctxs[c], page,
+                     hnd ? " hnd" : "", s.batch.ordered ? " ordered" : "", kv ? " kv " : "",
+                     kv ? kv : "");
             row(name, ms, bytes, flops, bw);
         }
-    }
-    {
-        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
-        ath_shape s = shape(32, 8, 128, 16, 64, ql, sl);
-        s.kv_dtype = AH_DTYPE_FP8_E4M3;
-        s.k_scale = s.v_scale = 0.01f;
-        double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        row("decode B64 ctx4096 32/8 d128 kv fp8_e4m3", ms, bytes, flops, bw);
-    }
-    mla_row(&p, bw, mla_reqs);
-    /* Page size 1 at a long context too (one page lookup per key). */
-    for (int pg = 0; pg < 2; pg++) {
-        for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 16384;
-        ath_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
-        double ms = time_forward(&p, &s, 1, &bytes, &flops);
-        snprintf(name, sizeof name, "decode B64 ctx16384 32/8 d128 page%d", pg ? 16 : 1);
-        row(name, ms, bytes, flops, bw);
-    }
+        if (dec_only == 1) {
+            ath_close(&p);
+            return 0;
+        }
+        for (int pg = 0; pg < 2; pg++) {
+            for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
+            ath_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
+            double ms = time_forward(&p, &s, 1, &bytes, &flops);
+            snprintf(name, sizeof name, "decode B64 ctx4096 32/8 d128 page%d", pg ? 16 : 1);
+            row(name, ms, bytes, flops, bw);
+        }
+        {
+            const int Rs[3] = {1, 4, 16};
+            for (int i = 0; i < 3; i++) {
+                for (int r = 0; r < Rs[i]; r++) ql[r] = 1, sl[r] = 32768;
+                ath_shape s = shape(32, 8, 128, 16, (uint32_t)Rs[i], ql, sl);
+                double ms = time_forward(&p, &s, 1, &bytes, &flops);
+                snprintf(name, sizeof name, "decode B%d ctx32768 32/8 d128 (split-KV)", Rs[i]);
+                row(name, ms, bytes, flops, bw);
+            }
+        }
+        {
+            for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 4096;
+            ath_shape s = shape(32, 8, 128, 16, 64, ql, sl);
+            s.kv_dtype = AH_DTYPE_FP8_E4M3;
+            s.k_scale = s.v_scale = 0.01f;
+            double ms = time_forward(&p, &s, 1, &bytes, &flops);
+            row("decode B64 ctx4096 32/8 d128 kv fp8_e4m3", ms, bytes, flops, bw);
+        }
+        mla_row(&p, bw, mla_reqs);
+        /* Page size 1 at a long context too (one page lookup per key). */
+        for (int pg = 0; pg < 2; pg++) {
+            for (int r = 0; r < 64; r++) ql[r] = 1, sl[r] = 16384;
+            ath_shape s = shape(32, 8, 128, pg ? 16 : 1, 64, ql, sl);
+            double ms = time_forward(&p, &s, 1, &bytes, &flops);
+            snprintf(name, sizeof name, "decode B64 ctx16384 32/8 d128 page%d", pg ? 16 : 1);
+            row(name, ms, bytes, flops, bw);
+        }
     } /* decode shapes */
     if (dec_only) {
         ath_close(&p);

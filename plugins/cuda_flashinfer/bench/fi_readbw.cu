@@ -36,13 +36,13 @@
 
 #include "fi_common.cuh"
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "fi_readbw: %s: %s\n", #x, cudaGetErrorString(e_));                    \
-            return 1;                                                                              \
-        }                                                                                          \
+#define CK(x) \
+    do { \
+        cudaError_t e_ = (x); \
+        if (e_ != cudaSuccess) { \
+            fprintf(stderr, "fi_readbw: %s: %s\n", #x, cudaGetErrorString(e_)); \
+            return 1; \
+        } \
     } while (0)
 
 /* U independent 16-byte loads per thread per trip, grid-stride. */
@@ -71,17 +71,19 @@ template <int U> __global__ void read_kernel(const uint4 *__restrict__ p, size_t
 
 __global__ void fill_kernel(uint4 *p, size_t n)
 {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        p[i] = make_uint4((uint32_t)i * 2654435761u, (uint32_t)(i >> 7) + 1u, (uint32_t)i ^ 0x5bd1e995u, 7u);
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = make_uint4((uint32_t)i * 2654435761u, (uint32_t)(i >> 7) + 1u,
+                          (uint32_t)i ^ 0x5bd1e995u, 7u);
 }
 
 /* The paged decode geometry: R requests of CTX keys, HK heads of 256-byte
  * rows (d128 bf16), pages of 16 slots, K and V in two caches. */
 struct paged_geom {
     const unsigned char *k, *v;
-    const int32_t *pages; /* [R][CTX / 16] */
-    int ctx, hpc;         /* keys per request; KV heads per CTA */
-    int hnd;              /* page layout [head][slot] instead of [slot][head] */
+    const int32_t *pages;      /* [R][CTX / 16] */
+    int ctx, hpc;              /* keys per request; KV heads per CTA */
+    int hnd;                   /* page layout [head][slot] instead of [slot][head] */
     unsigned long long *trace; /* if set: [CTA][2] start and end times (ns) */
 };
 constexpr int PG_HK = 8, PG_ROWB = 256, PG_PAGE = 16;
@@ -115,7 +117,8 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
         unsigned char *st = sm + (it % ns) * 16384;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const int row = rr + 8 * i, j = j0 + it * bn + row / hpc, h = blockIdx.x * hpc + row % hpc;
+            const int row = rr + 8 * i, j = j0 + it * bn + row / hpc,
+                      h = blockIdx.x * hpc + row % hpc;
             const int64_t off = pg_row(g, pages, j, h) + cc * 16;
             fi::cp_async16(st + row * PG_ROWB + cc * 16, g.k + off, 16);
             fi::cp_async16(st + 8192 + row * PG_ROWB + cc * 16, g.v + off, 16);
@@ -124,11 +127,13 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
     const int cta = blockIdx.y * gridDim.x + blockIdx.x;
     if (g.trace && threadIdx.x == 0) g.trace[2 * cta] = globaltimer();
     uint32_t acc = 0;
-    fi::stage_pipeline(ns, ntiles, issue, [&](int it) { /* the decode's own pipeline */
-        const unsigned char *st = sm + (it % ns) * 16384;
-        acc ^= *reinterpret_cast<const uint32_t *>(st + threadIdx.x * 16) ^
-               *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
-    });
+    fi::stage_pipeline(
+        ns, ntiles, issue,
+        [&](int it) { /* the decode's own pipeline */
+                      const unsigned char *st = sm + (it % ns) * 16384;
+                      acc ^= *reinterpret_cast<const uint32_t *>(st + threadIdx.x * 16) ^
+                             *reinterpret_cast<const uint32_t *>(st + 8192 + threadIdx.x * 16);
+        });
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
     if (g.trace) {
         __syncthreads();
@@ -142,8 +147,8 @@ __global__ void __launch_bounds__(128) paged_read_kernel(paged_geom g, int ns, u
  * takes more of them. Thread 0 asks for chunk q + 3 as the CTA starts
  * issuing chunk q and files the answer one chunk later, so the atomic's
  * latency is never waited on; the ids travel through `ring`. */
-__global__ void __launch_bounds__(128) paged_chunks_kernel(paged_geom g, int items, int ns, uint32_t *out, int *cnt,
-                                                          int chunk)
+__global__ void __launch_bounds__(128)
+    paged_chunks_kernel(paged_geom g, int items, int ns, uint32_t *out, int *cnt, int chunk)
 {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ int ring[8];
@@ -235,8 +240,10 @@ __global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, u
         __syncwarp();
         if (it + ns - 1 < ntiles) issue(it + ns - 1);
         ah_sm90::mbar_wait(fi::smem_addr(&full[it % ns][warp]), (it / ns) & 1);
-        const unsigned char *st = sm + (it % ns) * BK_STAGE + (warp * 8 + lane / 4) * BK_ROWS + (lane % 4) * 64;
-        acc ^= *reinterpret_cast<const uint32_t *>(st) ^ *reinterpret_cast<const uint32_t *>(st + 32 * BK_ROWS);
+        const unsigned char *st =
+            sm + (it % ns) * BK_STAGE + (warp * 8 + lane / 4) * BK_ROWS + (lane % 4) * 64;
+        acc ^= *reinterpret_cast<const uint32_t *>(st) ^
+               *reinterpret_cast<const uint32_t *>(st + 32 * BK_ROWS);
     }
     if (acc == 0x9e3779b9u) out[blockIdx.x] = acc;
 #endif
@@ -244,7 +251,8 @@ __global__ void __launch_bounds__(128) paged_bulk_kernel(paged_geom g, int ns, u
 
 /* The same paged rows loaded straight into registers (no shared memory):
  * CTA (head, request), U 16-byte loads of K and U of V in flight per thread. */
-template <int U> __global__ void __launch_bounds__(128) paged_ldg_kernel(paged_geom g, uint32_t *out)
+template <int U>
+__global__ void __launch_bounds__(128) paged_ldg_kernel(paged_geom g, uint32_t *out)
 {
     const int r = blockIdx.y, h = blockIdx.x, nch = g.ctx * 16;
     const int32_t *pages = g.pages + (int64_t)r * (g.ctx / PG_PAGE);
@@ -256,9 +264,11 @@ template <int U> __global__ void __launch_bounds__(128) paged_ldg_kernel(paged_g
             const int c = base + u * 128 + threadIdx.x, j = c / 16;
             const int64_t off = pg_row(g, pages, j, h) + (c % 16) * 16;
             asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(k[u].x), "=r"(k[u].y), "=r"(k[u].z), "=r"(k[u].w) : "l"(g.k + off));
+                         : "=r"(k[u].x), "=r"(k[u].y), "=r"(k[u].z), "=r"(k[u].w)
+                         : "l"(g.k + off));
             asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(g.v + off));
+                         : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                         : "l"(g.v + off));
         }
 #pragma unroll
         for (int u = 0; u < U; u++) acc ^= k[u].x ^ k[u].w ^ v[u].y ^ v[u].z;
@@ -300,8 +310,9 @@ template <typename K> static int resident_ctas(K kern, int smem)
 }
 
 /* Median ms of the paged pattern over the 4 GiB buffer (K its first half). */
-static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc, int ns, int bulk,
-                        int hnd, uint32_t *out, int reps, unsigned long long *trace = nullptr)
+static float time_paged(const unsigned char *buf, const int32_t *pages, int R, int ctx, int hpc,
+                        int ns, int bulk, int hnd, uint32_t *out, int reps,
+                        unsigned long long *trace = nullptr)
 {
     const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, hpc, hnd, trace};
     const dim3 grid(PG_HK / hpc, R * hpc);
@@ -330,10 +341,12 @@ static int trace_ctas(const unsigned char *buf, const int32_t *pages, int R, int
         float ms;
         if (chunk) {
             const paged_geom g = {buf, buf + (size_t)R * ctx * PG_SLOT, pages, ctx, 1, 0, d};
-            ms = median_ms([&] {
-                cudaMemsetAsync(cnt, 0, sizeof(int));
-                paged_chunks_kernel<<<resident, 128, smem>>>(g, items, 3, out, cnt, chunk);
-            }, 20);
+            ms = median_ms(
+                [&] {
+                    cudaMemsetAsync(cnt, 0, sizeof(int));
+                    paged_chunks_kernel<<<resident, 128, smem>>>(g, items, 3, out, cnt, chunk);
+                },
+                20);
         } else {
             ms = time_paged(buf, pages, R, ctx, 1, 3, 0, 0, out, 20, d);
         }
@@ -347,8 +360,10 @@ static int trace_ctas(const unsigned char *buf, const int32_t *pages, int R, int
         auto q = [&](double f) { return en[(size_t)(f * (n - 1))]; };
         char how[32];
         snprintf(how, sizeof how, chunk ? "chunks of %2d tiles" : "grid of items     ", chunk);
-        printf("paged B64x16k shuffled, %s, %3d CTAs: %.3f ms; CTA ends, us: min %.1f p10 %.1f p50 %.1f "
-               "p90 %.1f max %.1f\n", how, n, ms, q(0.0), q(0.1), q(0.5), q(0.9), q(1.0));
+        printf(
+            "paged B64x16k shuffled, %s, %3d CTAs: %.3f ms; CTA ends, us: min %.1f p10 %.1f p50 %.1f "
+            "p90 %.1f max %.1f\n",
+            how, n, ms, q(0.0), q(0.1), q(0.5), q(0.9), q(1.0));
     }
     cudaFree(d);
     cudaFree(cnt);
@@ -391,15 +406,17 @@ int main(int argc, char **argv)
     for (auto &s : shapes) {
         for (int u : {4, 8}) {
             const int blocks = sms * s[0];
-            const float ms = u == 4 ? time_read<4>(p, n, out, blocks, s[1], 30) : time_read<8>(p, n, out, blocks, s[1], 30);
+            const float ms = u == 4 ? time_read<4>(p, n, out, blocks, s[1], 30)
+                                    : time_read<8>(p, n, out, blocks, s[1], 30);
             CK(cudaGetLastError());
             const double gbs = bytes / (ms * 1e-3) / 1e9;
             best = std::max(best, gbs);
-            printf("read  %3d CTAs/SM x %4d threads, %d loads in flight: %.3f ms  %.0f GB/s\n", s[0], s[1], u,
-                   ms, gbs);
+            printf("read  %3d CTAs/SM x %4d threads, %d loads in flight: %.3f ms  %.0f GB/s\n",
+                   s[0], s[1], u, ms, gbs);
         }
     }
-    const float cms = median_ms([&] { cudaMemcpyAsync(q, p, bytes, cudaMemcpyDeviceToDevice); }, 20);
+    const float cms =
+        median_ms([&] { cudaMemcpyAsync(q, p, bytes, cudaMemcpyDeviceToDevice); }, 20);
     CK(cudaGetLastError());
     printf("copy  (read + write): %.3f ms  %.0f GB/s\n", cms, 2.0 * bytes / (cms * 1e-3) / 1e9);
     printf("HBM read bandwidth (best read-only kernel): %.0f GB/s\n", best);
@@ -422,37 +439,53 @@ int main(int argc, char **argv)
             }
             if (order == 2)
                 for (int r = 0; r < R; r++)
-                    std::sort(perm.begin() + r * (ctx / PG_PAGE), perm.begin() + (r + 1) * (ctx / PG_PAGE));
+                    std::sort(perm.begin() + r * (ctx / PG_PAGE),
+                              perm.begin() + (r + 1) * (ctx / PG_PAGE));
             CK(cudaMemcpy(d_pages, perm.data(), sizeof(int32_t) * np, cudaMemcpyHostToDevice));
             /* copy: 0 cp.async, 1 bulk copies (sm_90), 2 bulk copies into an HND cache */
             for (int copy = 0; copy < (pr.major >= 9 ? 3 : 1); copy++)
                 for (int hpc : {1, 8})
                     for (int ns : {3, 4}) {
-                        const float ms = time_paged(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx,
-                                                    hpc, ns, copy > 0, copy == 2, out, 20);
+                        const float ms =
+                            time_paged(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx,
+                                       hpc, ns, copy > 0, copy == 2, out, 20);
                         CK(cudaGetLastError());
                         const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-                        printf("paged%s B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
-                               "(%.1f%% of read)\n", copy == 0 ? "     " : copy == 1 ? " bulk" : " bulk hnd",
-                               order_name, hpc, hpc > 1 ? "s" : " ", ns, ms, gbs, 100.0 * gbs / best);
+                        printf(
+                            "paged%s B64x16k %s pages, %d KV head%s per CTA, %d stages: %.3f ms  %.0f GB/s "
+                            "(%.1f%% of read)\n",
+                            copy == 0   ? "     "
+                            : copy == 1 ? " bulk"
+                                        : " bulk hnd",
+                            order_name, hpc, hpc > 1 ? "s" : " ", ns, ms, gbs, 100.0 * gbs / best);
                     }
             {
                 const paged_geom g = {reinterpret_cast<const unsigned char *>(p),
-                                      reinterpret_cast<const unsigned char *>(p) + (size_t)R * ctx * PG_SLOT,
-                                      d_pages, ctx, 1, 0, nullptr};
+                                      reinterpret_cast<const unsigned char *>(p) +
+                                          (size_t)R * ctx * PG_SLOT,
+                                      d_pages,
+                                      ctx,
+                                      1,
+                                      0,
+                                      nullptr};
                 for (int u : {4, 8, 16}) {
-                    const float ms = median_ms([&] {
-                        if (u == 4) paged_ldg_kernel<4><<<dim3(PG_HK, R), 128>>>(g, out);
-                        else if (u == 8) paged_ldg_kernel<8><<<dim3(PG_HK, R), 128>>>(g, out);
-                        else paged_ldg_kernel<16><<<dim3(PG_HK, R), 128>>>(g, out);
-                    }, 20);
+                    const float ms = median_ms(
+                        [&] {
+                            if (u == 4) paged_ldg_kernel<4><<<dim3(PG_HK, R), 128>>>(g, out);
+                            else if (u == 8) paged_ldg_kernel<8><<<dim3(PG_HK, R), 128>>>(g, out);
+                            else paged_ldg_kernel<16><<<dim3(PG_HK, R), 128>>>(g, out);
+                        },
+                        20);
                     CK(cudaGetLastError());
                     const double gbs = kv_bytes / (ms * 1e-3) / 1e9;
-                    printf("paged ldg B64x16k %s pages, %2d loads in flight: %.3f ms  %.0f GB/s (%.1f%% of read)\n",
-                           order_name, 2 * u, ms, gbs, 100.0 * gbs / best);
+                    printf(
+                        "paged ldg B64x16k %s pages, %2d loads in flight: %.3f ms  %.0f GB/s (%.1f%% of read)\n",
+                        order_name, 2 * u, ms, gbs, 100.0 * gbs / best);
                 }
             }
-            if (order == 1 && trace_ctas(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, out)) return 1;
+            if (order == 1 &&
+                trace_ctas(reinterpret_cast<const unsigned char *>(p), d_pages, R, ctx, out))
+                return 1;
         }
         cudaFree(d_pages);
     }

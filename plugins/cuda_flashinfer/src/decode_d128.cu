@@ -4,5 +4,5 @@
 
 namespace fi {
 template cudaError_t decode_launch_hd<128, 128>(int, int, int, const attn_params &, cudaStream_t,
-                                              int *);
+                                                int *);
 }

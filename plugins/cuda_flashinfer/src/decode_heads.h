@@ -68,7 +68,8 @@ FI_HD int decode_group_block(int g, bool mla, bool kv16, int d)
     int best = 1;
     for (int gb = 2; gb <= cap; gb *= 2) {
         const int reads = head_blocks_per_kv(g, gb), best_reads = head_blocks_per_kv(g, best);
-        if (reads < best_reads || (reads == best_reads && reads * gb < best_reads * best)) best = gb;
+        if (reads < best_reads || (reads == best_reads && reads * gb < best_reads * best))
+            best = gb;
     }
     return best;
 }

@@ -31,8 +31,8 @@
 namespace fi {
 
 template <typename QT, typename KT, int D, int DV, int GB> struct decode_cfg {
-    static constexpr int EPT = 8;                 /* channels per thread per chunk */
-    static constexpr int NCH = D / EPT;           /* chunks per K row */
+    static constexpr int EPT = 8;       /* channels per thread per chunk */
+    static constexpr int NCH = D / EPT; /* chunks per K row */
     static constexpr int NCHV = DV / EPT;
     static constexpr int TX = NCH >= 32 ? 32 : NCH;
     static constexpr int CPT = (NCH + TX - 1) / TX; /* chunks per thread */
@@ -77,7 +77,10 @@ namespace fi {
  * 128 registers ptxas chose unasked before head blocks could be padded;
  * without the bound it now picks 147-151, 3 CTAs per SM), else 0: no
  * bound, as before (an explicit 1 moves ptxas's choice too). */
-template <typename KT, int GB> constexpr int decode_mla_minb() { return elem<KT>::fp8 && GB == 2 ? 4 : 0; }
+template <typename KT, int GB> constexpr int decode_mla_minb()
+{
+    return elem<KT>::fp8 && GB == 2 ? 4 : 0;
+}
 
 template <typename QT, typename KT, int D, int DV, int GB>
 __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(const attn_params p)
@@ -227,7 +230,8 @@ __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(
     }
     __syncthreads();
 
-    merge_cta_states<QT, C::ROWS, GB, DV, C::THREADS>(p, &sm_acc[0][0][0], sm_m, sm_l, t, h0, split);
+    merge_cta_states<QT, C::ROWS, GB, DV, C::THREADS>(p, &sm_acc[0][0][0], sm_m, sm_l, t, h0,
+                                                      split);
 }
 
 /* Every decode kernel's launch: at state creation (occupancy set, outside
@@ -235,11 +239,13 @@ __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(
  * (smem_max; 0 for kernels without one) and count its resident CTAs at
  * smem; otherwise launch it. */
 template <typename Kern>
-static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, int smem_max, const dim3 &grid,
-                                       const attn_params &q, cudaStream_t st, int *occupancy)
+static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, int smem_max,
+                                       const dim3 &grid, const attn_params &q, cudaStream_t st,
+                                       int *occupancy)
 {
     if (occupancy) {
-        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
+        cudaError_t e =
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
         if (e != cudaSuccess) return e;
         return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, threads, smem);
     }
@@ -255,38 +261,48 @@ static cudaError_t regs_launch(dim3 grid, const attn_params &q, cudaStream_t st,
 {
     unsigned &blocks = q.head_fastest ? grid.x : grid.y;
     blocks /= HPC;
-    const cudaError_t e = occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, regs_cfg<D, GB, HPC>::THREADS, 0,
-                                              0, grid, q, st, occupancy);
+    const cudaError_t e =
+        occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, regs_cfg<D, GB, HPC>::THREADS, 0, 0,
+                            grid, q, st, occupancy);
     if (occupancy) *occupancy *= HPC;
     return e;
 }
 
 /* The pipeline depth asked for (plan's choice), or the deepest when unset. */
-__host__ __forceinline__ int stages_or(int asked, int max_ns) { return asked >= 2 && asked <= max_ns ? asked : max_ns; }
+__host__ __forceinline__ int stages_or(int asked, int max_ns)
+{
+    return asked >= 2 && asked <= max_ns ? asked : max_ns;
+}
 
 /* Launch for one head size; instantiated per head size in decode_d*.cu. */
 template <int D, int DV>
 cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_params &p,
                              cudaStream_t st, int *occupancy)
 {
-    FI_DISPATCH_QTYPE(q_dtype, QT, {
-        FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
-            FI_DISPATCH_GROUP_BLOCK(gb, GB, {
+    FI_DISPATCH_QTYPE(
+        q_dtype, QT,
+        {FI_DISPATCH_KVTYPE(
+            kv_dtype, QT, KT, {FI_DISPATCH_GROUP_BLOCK(gb, GB, {
                 if constexpr (GB == 16) {
-                    if constexpr (D == mla_tc_cfg::D && DV == mla_tc_cfg::DV && std::is_same<QT, KT>::value) {
+                    if constexpr (D == mla_tc_cfg::D && DV == mla_tc_cfg::DV &&
+                                  std::is_same<QT, KT>::value) {
                         using MC = mla_tc_cfg;
                         attn_params q = p;
                         q.stages = stages_or(p.stages, MC::MAX_NS);
-                        const dim3 grid(p.num_tokens, head_blocks_per_kv(p.group, GB), p.num_splits);
-                        return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS, MC::smem(q.stages),
-                                                   MC::smem(MC::MAX_NS), grid, q, st, occupancy);
+                        const dim3 grid(p.num_tokens, head_blocks_per_kv(p.group, GB),
+                                        p.num_splits);
+                        return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS,
+                                                   MC::smem(q.stages), MC::smem(MC::MAX_NS), grid,
+                                                   q, st, occupancy);
                     } else {
-                        FI_UNSUPPORTED("decode head-group block of 16 (MLA, 16-bit cache)", GB, "1, 2, 4, 8");
+                        FI_UNSUPPORTED("decode head-group block of 16 (MLA, 16-bit cache)", GB,
+                                       "1, 2, 4, 8");
                     }
                 } else if constexpr (D != DV && GB > 2) {
                     FI_UNSUPPORTED("MLA decode head-group block", GB, "1, 2");
                 } else if constexpr (D == DV && GB * D > 1024) {
-                    FI_UNSUPPORTED("decode head-group block at this head size", GB, "GB x D <= 1024");
+                    FI_UNSUPPORTED("decode head-group block at this head size", GB,
+                                   "GB x D <= 1024");
                 } else if constexpr (D == DV) {
                     /* Head blocks fastest in the grid: the CTAs running together
                      * read the same pages. Tokens go to grid y, so only up to
@@ -309,19 +325,18 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                         using SC = stream_cfg<KT, D, GB>;
                         auto kern = decode_stream_kernel<QT, KT, D, GB, tc_fits<QT, KT, D, GB>()>;
                         q.stages = stages_or(p.stages, SC::MAX_NS);
-                        return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS),
-                                                   grid, q, st, occupancy);
+                        return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages),
+                                                   SC::smem(SC::MAX_NS), grid, q, st, occupancy);
                     }
                 } else {
                     attn_params q = p;
                     q.head_fastest = 0;
-                    const dim3 grid(p.num_tokens, p.num_kv_heads * head_blocks_per_kv(p.group, GB), p.num_splits);
-                    return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, q, st,
-                                               occupancy);
+                    const dim3 grid(p.num_tokens, p.num_kv_heads * head_blocks_per_kv(p.group, GB),
+                                    p.num_splits);
+                    return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, q,
+                                               st, occupancy);
                 }
-            })
-        })
-    })
+            })})})
     return cudaSuccess;
 }
 

@@ -31,17 +31,18 @@ struct mla_tc_cfg {
     /* At most 3 stages (108 KiB): two CTAs per SM, whose 8 warps hide the
      * latency of S's mma chains (4 stages leave one CTA per SM). */
     static constexpr int D = 576, DV = 512, GB = 16, THREADS = 128, NW = 4, MAX_NS = 3;
-    static constexpr int CR = D * 2 / 16;        /* 16-byte chunks per row: 72 */
-    static constexpr int BN = 32;                /* keys per stage */
-    static constexpr int STAGE = BN * D * 2;     /* 36 KiB */
-    static constexpr int KS = D / 16;            /* k-steps of S */
-    static constexpr int NT = DV / NW / 8;       /* 8-channel output tiles per warp: 16 */
+    static constexpr int CR = D * 2 / 16;         /* 16-byte chunks per row: 72 */
+    static constexpr int BN = 32;                 /* keys per stage */
+    static constexpr int STAGE = BN * D * 2;      /* 36 KiB */
+    static constexpr int KS = D / 16;             /* k-steps of S */
+    static constexpr int NT = DV / NW / 8;        /* 8-channel output tiles per warp: 16 */
     static constexpr int CPT = BN * CR / THREADS; /* 16-byte copies per thread per stage: 18 */
     static_assert(CPT * THREADS == BN * CR, "stage copy must split evenly");
     static constexpr int smem(int ns) { return ns * STAGE; }
 };
 
-template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params p)
+template <typename QT>
+__global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params p)
 {
     using C = mla_tc_cfg;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -73,12 +74,14 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
             qa[k][3] = q1[8 * k + 4 + tq];
         }
     }
-    const float sl0 = p.var.alibi ? p.var.slopes[hq0] : 0.f, sl1 = p.var.alibi ? p.var.slopes[hq1] : 0.f;
+    const float sl0 = p.var.alibi ? p.var.slopes[hq0] : 0.f,
+                sl1 = p.var.alibi ? p.var.slopes[hq1] : 0.f;
 
     float o[C::NT][4]; /* heads g (0, 1) and g + 8 (2, 3) x channels 128 warp + 8 nt + 2tq (+1) */
 #pragma unroll
     for (int i = 0; i < C::NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f; /* heads g, g + 8; l: this lane's keys */
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f,
+          l1 = 0.f; /* heads g, g + 8; l: this lane's keys */
 
     const QT *kc = static_cast<const QT *>(p.k_cache);
     const int shift = p.kg.page_shift, mask = (1 << shift) - 1;
@@ -86,7 +89,8 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
         unsigned char *st = smem + (it % ns) * C::STAGE;
 #pragma unroll
         for (int i = 0; i < C::CPT; i++) {
-            const int e = threadIdx.x + i * C::THREADS, row = e / C::CR, ch = e % C::CR, j = a + it * C::BN + row;
+            const int e = threadIdx.x + i * C::THREADS, row = e / C::CR, ch = e % C::CR,
+                      j = a + it * C::BN + row;
             const bool ok = j < b;
             const int64_t off = ok ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
                                          (int64_t)(j & mask) * p.kg.stride_slot + ch * 8
@@ -127,7 +131,8 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int j = jb + 8 * u + (e & 1);
-                    lg[u][e] = j < b ? logit2(p.var, s[u][e], e < 2 ? sl0 : sl1, j, pos) : -INFINITY;
+                    lg[u][e] =
+                        j < b ? logit2(p.var, s[u][e], e < 2 ? sl0 : sl1, j, pos) : -INFINITY;
                     if (e < 2) mt0 = fmaxf(mt0, lg[u][e]);
                     else mt1 = fmaxf(mt1, lg[u][e]);
                 }
@@ -138,7 +143,8 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
             }
             /* Rescale only when some head's maximum moved; alpha is 0 while m is -inf. */
             if (!__all_sync(0xffffffffu, mt0 == m0 && mt1 == m1)) {
-                const float al0 = mt0 == m0 ? 1.f : exp2f(m0 - mt0), al1 = mt1 == m1 ? 1.f : exp2f(m1 - mt1);
+                const float al0 = mt0 == m0 ? 1.f : exp2f(m0 - mt0),
+                            al1 = mt1 == m1 ? 1.f : exp2f(m1 - mt1);
                 l0 *= al0;
                 l1 *= al1;
 #pragma unroll
@@ -184,8 +190,8 @@ template <typename QT> __global__ void __launch_bounds__(128, 2) decode_mla_tc_k
 #pragma unroll
         for (int e = 0; e < 4; e++)
             if (h0 + g + (e < 2 ? 0 : 8) < p.group)
-                store_state<QT>(p, final_out, t, h0 + g + (e < 2 ? 0 : 8), split, d + (e & 1), C::DV, o[i][e],
-                                e < 2 ? l0 : l1, e < 2 ? m0 : m1);
+                store_state<QT>(p, final_out, t, h0 + g + (e < 2 ? 0 : 8), split, d + (e & 1),
+                                C::DV, o[i][e], e < 2 ? l0 : l1, e < 2 ? m0 : m1);
     }
 }
 

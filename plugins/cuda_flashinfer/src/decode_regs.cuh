@@ -54,7 +54,10 @@ namespace fi {
 
 /* Do the merge buffers of HPC head blocks (4 warps' states each) fit in
  * static shared memory? */
-constexpr bool regs_merge_fits(int d, int gb, int hpc) { return 4 * hpc * gb * (d + 2) * 4 <= 48 * 1024; }
+constexpr bool regs_merge_fits(int d, int gb, int hpc)
+{
+    return 4 * hpc * gb * (d + 2) * 4 <= 48 * 1024;
+}
 
 template <int D, int GB, int HPC_ = 1> struct regs_cfg {
     static constexpr int HPC = HPC_;              /* head blocks per CTA */
@@ -111,8 +114,9 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     const decode_cta cta(p, GB, HPC, HPC == 1 ? 0 : threadIdx.x / 32 / C::WPH);
     const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0, nh = cta.nh;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
-    const int phase = HPC == 1 ? warp : warp % C::WPH; /* this warp's steps: phase, phase + WPH, ... */
-    allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
+    const int phase =
+        HPC == 1 ? warp : warp % C::WPH; /* this warp's steps: phase, phase + WPH, ... */
+    allow_dependent_launch();            /* the split merge may be scheduled now; it waits for us */
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
@@ -126,9 +130,9 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
      * and never stored. */
     uint32_t qa[C::KS][2];
     {
-        const uint32_t *qw = reinterpret_cast<const uint32_t *>(static_cast<const QT *>(p.q) +
-                                                                (int64_t)t * p.q_stride_t +
-                                                                (int64_t)(h0 + (g < nh ? g : 0)) * p.q_stride_h);
+        const uint32_t *qw = reinterpret_cast<const uint32_t *>(
+            static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t +
+            (int64_t)(h0 + (g < nh ? g : 0)) * p.q_stride_h);
 #pragma unroll
         for (int s = 0; s < C::KS; s++) {
             const int w = 4 * (tq + 4 * (s / 2)) + 2 * (s % 2);
@@ -154,7 +158,8 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     };
     auto load_k = [&](int n) {
         const int j = base(n) + g;
-        const QT *row = kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
+        const QT *row =
+            kc + (int64_t)pk * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot;
 #pragma unroll
         for (int i = 0; i < C::KCH; i++) kr[i] = ld_stream16(row + 8 * (tq + 4 * i), j < b);
     };
@@ -162,7 +167,8 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int j = base(n) + 2 * tq + e;
-            const QT *row = vc + (int64_t)pv[e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
+            const QT *row =
+                vc + (int64_t)pv[e] * p.vg.stride_page + (int64_t)(j & mask) * p.vg.stride_slot;
 #pragma unroll
             for (int c = 0; c < C::VCH; c++) vr[e][c] = ld_stream16(row + 8 * (g + 8 * c), j < b);
         }
@@ -204,7 +210,8 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
             const float al = mt == m ? 1.f : exp2f(m - mt);
             l *= al;
             m = mt;
-            const float al0 = __shfl_sync(0xffffffffu, al, 8 * tq), al1 = __shfl_sync(0xffffffffu, al, 8 * tq + 4);
+            const float al0 = __shfl_sync(0xffffffffu, al, 8 * tq),
+                        al1 = __shfl_sync(0xffffffffu, al, 8 * tq + 4);
 #pragma unroll
             for (int i = 0; i < C::KS; i++) {
                 o[i][0] *= al0, o[i][1] *= al1;
@@ -219,8 +226,10 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
         for (int i = 0; i < C::KS; i++) {
             const int r0 = i, r1 = C::KS + i; /* list entries of rows g and g + 8 */
             const int sel = i % 2 ? 0x7632 : 0x5410;
-            const uint32_t a0 = __byte_perm(word(vr[0][r0 / 8], (r0 % 8) / 2), word(vr[1][r0 / 8], (r0 % 8) / 2), sel);
-            const uint32_t a1 = __byte_perm(word(vr[0][r1 / 8], (r1 % 8) / 2), word(vr[1][r1 / 8], (r1 % 8) / 2), sel);
+            const uint32_t a0 = __byte_perm(word(vr[0][r0 / 8], (r0 % 8) / 2),
+                                            word(vr[1][r0 / 8], (r0 % 8) / 2), sel);
+            const uint32_t a1 = __byte_perm(word(vr[0][r1 / 8], (r1 % 8) / 2),
+                                            word(vr[1][r1 / 8], (r1 % 8) / 2), sel);
             mma_op<QT>::run_k8(o[i], a0, a1, pb);
         }
         if (n + 1 < nsteps) {
@@ -255,8 +264,9 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     } else {
 #pragma unroll 1
         for (int c = 0; c < HPC; c++)
-            merge_cta_states<QT, C::WPH, GB, D, C::THREADS>(p, sm_acc + c * C::WPH * GB * D, sm_m + c * C::WPH,
-                                                            sm_l + c * C::WPH, t, decode_cta(p, GB, HPC, c).h0, split);
+            merge_cta_states<QT, C::WPH, GB, D, C::THREADS>(p, sm_acc + c * C::WPH * GB * D,
+                                                            sm_m + c * C::WPH, sm_l + c * C::WPH, t,
+                                                            decode_cta(p, GB, HPC, c).h0, split);
     }
 }
 

@@ -50,20 +50,23 @@ namespace fi {
  * ALiBi slope) are then read in bounds and left unused. Clamped against the
  * launch's head count rather than the block's real heads so the key loops
  * keep no count of them live. */
-__device__ __forceinline__ int padded_head(const attn_params &p, int h) { return min(h, p.num_qo_heads - 1); }
+__device__ __forceinline__ int padded_head(const attn_params &p, int h)
+{
+    return min(h, p.num_qo_heads - 1);
+}
 
 template <typename KT, int D, int GB> struct stream_cfg {
     static constexpr int THREADS = 128, NW = 4, MAX_NS = 4;
     static constexpr int ES = (int)sizeof(KT);
-    static constexpr int ROWB = D * ES;          /* bytes of one key row */
-    static constexpr int CR = ROWB / 16;         /* 16-byte chunks per row */
-    static constexpr int BN = 8192 / ROWB;       /* keys per stage: 8 KiB of K + 8 of V */
+    static constexpr int ROWB = D * ES;           /* bytes of one key row */
+    static constexpr int CR = ROWB / 16;          /* 16-byte chunks per row */
+    static constexpr int BN = 8192 / ROWB;        /* keys per stage: 8 KiB of K + 8 of V */
     static constexpr int LPT = BN * CR / THREADS; /* row chunks per thread per stage */
-    static constexpr int KW = BN / NW;           /* keys per warp per stage */
-    static constexpr int CPL = D / 32;           /* channels per lane */
+    static constexpr int KW = BN / NW;            /* keys per warp per stage */
+    static constexpr int CPL = D / 32;            /* channels per lane */
     static constexpr int NKW = KW < 32 / GB ? KW : 32 / GB; /* keys per reduction */
-    static constexpr int N0 = NKW * GB;          /* partial sums per reduction (<= 32) */
-    static constexpr int STAGE = 2 * BN * ROWB;  /* bytes */
+    static constexpr int N0 = NKW * GB;                     /* partial sums per reduction (<= 32) */
+    static constexpr int STAGE = 2 * BN * ROWB;             /* bytes */
     static constexpr int MERGE = NW * GB * D * 4;
     /* Dynamic shared memory for ns stages (the merge reuses the stages). */
     static constexpr int smem(int ns) { return ns * STAGE > MERGE ? ns * STAGE : MERGE; }
@@ -167,7 +170,8 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
 
     /* Heads from nh on are padding (decode_heads.h): they repeat the last
      * real head's query. */
-    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh, int lane)
+    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh,
+                                         int lane)
     {
         const QT *qrow = qtok + lane * C::CPL;
 #pragma unroll
@@ -184,8 +188,9 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
     }
 
     /* This warp's KW keys of the tile at stage st (keys kb.., valid below b). */
-    __device__ __forceinline__ void tile(const attn_params &p, shared_t &sh, const unsigned char *st, int kb, int b,
-                                         int pos, int h0, int warp, int lane)
+    __device__ __forceinline__ void tile(const attn_params &p, shared_t &sh,
+                                         const unsigned char *st, int kb, int b, int pos, int h0,
+                                         int warp, int lane)
     {
         const KT *Kt = reinterpret_cast<const KT *>(st);
         const KT *Vt = reinterpret_cast<const KT *>(st + C::BN * C::ROWB);
@@ -258,12 +263,14 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
     }
 
     /* The warp's state into the merge buffers ([NW][GB][D], [NW][GB]). */
-    __device__ __forceinline__ void store(float *sm_acc, float (*sm_m)[GB], float (*sm_l)[GB], int warp, int lane)
+    __device__ __forceinline__ void store(float *sm_acc, float (*sm_m)[GB], float (*sm_l)[GB],
+                                          int warp, int lane)
     {
 #pragma unroll
         for (int g = 0; g < GB; g++) {
 #pragma unroll
-            for (int c = 0; c < C::CPL; c++) sm_acc[(warp * GB + g) * D + lane * C::CPL + c] = acc[g][c];
+            for (int c = 0; c < C::CPL; c++)
+                sm_acc[(warp * GB + g) * D + lane * C::CPL + c] = acc[g][c];
             if (lane == 0) {
                 sm_m[warp][g] = m[g];
                 sm_l[warp][g] = l[g];
@@ -298,8 +305,8 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
     using C = stream_cfg<KT, D, GB>;
     static constexpr bool FP8 = elem<KT>::fp8;
     using MT = std::conditional_t<FP8, half, QT>; /* mma operand type */
-    static constexpr int KS = D / 16; /* k-steps of S, 16-channel row blocks of O^T */
-    static constexpr int BL = FP8 ? 64 : 32; /* channels per ldmatrix.x4 */
+    static constexpr int KS = D / 16;             /* k-steps of S, 16-channel row blocks of O^T */
+    static constexpr int BL = FP8 ? 64 : 32;      /* channels per ldmatrix.x4 */
     static_assert(GB <= 8 && C::KW % 8 == 0 && KS % 2 == 0, "tensor-core decode shape");
     static_assert(!FP8 || C::CR == 8, "fp8 rows of 8 chunks (head size 128)");
     struct shared_t {};
@@ -310,10 +317,12 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
 
     /* Heads from nh on are padding (decode_heads.h): they repeat the last
      * real head's query. */
-    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh, int lane)
+    __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh,
+                                         int lane)
     {
         const int g = lane / 4, t = lane % 4;
-        const uint32_t *qp = reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + min(g, nh - 1)) * q_stride_h);
+        const uint32_t *qp =
+            reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + min(g, nh - 1)) * q_stride_h);
         if constexpr (FP8) {
             float2 q[KS][2];
             float amax = 0.f;
@@ -321,7 +330,8 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
             for (int k = 0; k < KS; k++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    q[k][h] = g < GB ? unpack2(qp[8 * k + 2 * t + h], (QT *)nullptr) : make_float2(0.f, 0.f);
+                    q[k][h] = g < GB ? unpack2(qp[8 * k + 2 * t + h], (QT *)nullptr)
+                                     : make_float2(0.f, 0.f);
                     amax = fmaxf(amax, fmaxf(fabsf(q[k][h].x), fabsf(q[k][h].y)));
                 }
             amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
@@ -335,7 +345,8 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
 #pragma unroll
                 for (int h = 0; h < 2; h++) qf[k][h] = pack2<half>(q[k][h].x * qs, q[k][h].y * qs);
 #pragma unroll
-            for (int h = 0; h < 2; h++) qinv[h] = __shfl_sync(0xffffffffu, ldexpf(1.f, -sh), 4 * (2 * t + h));
+            for (int h = 0; h < 2; h++)
+                qinv[h] = __shfl_sync(0xffffffffu, ldexpf(1.f, -sh), 4 * (2 * t + h));
         } else {
 #pragma unroll
             for (int k = 0; k < KS; k++) {
@@ -354,12 +365,13 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
     /* Two fp8 values (the low 16 bits of w) as an fp16 pair. */
     static __device__ __forceinline__ uint32_t f16x2(uint32_t w)
     {
-        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), elem<KT>::kind);
+        const __half2_raw h =
+            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), elem<KT>::kind);
         return (uint32_t)h.x | ((uint32_t)h.y << 16);
     }
 
-    __device__ __forceinline__ void tile(const attn_params &p, shared_t &, const unsigned char *st, int kb, int b,
-                                         int pos, int h0, int warp, int lane)
+    __device__ __forceinline__ void tile(const attn_params &p, shared_t &, const unsigned char *st,
+                                         int kb, int b, int pos, int h0, int warp, int lane)
     {
         const int g = lane / 4, t = lane % 4;
         const uint32_t ks = smem_addr(st), vs = ks + C::BN * C::ROWB;
@@ -393,10 +405,13 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 const float dot = FP8 ? s[e] * qinv[e] : s[e];
                 lg[e] = -INFINITY;
                 if (j < b && h < GB)
-                    lg[e] = logit2(p.var, dot, p.var.alibi ? p.var.slopes[padded_head(p, h0 + h)] : 0.f, j, pos);
+                    lg[e] =
+                        logit2(p.var, dot, p.var.alibi ? p.var.slopes[padded_head(p, h0 + h)] : 0.f,
+                               j, pos);
                 mt[e] = lg[e];
 #pragma unroll
-                for (int off = 4; off < 32; off *= 2) mt[e] = fmaxf(mt[e], __shfl_xor_sync(0xffffffffu, mt[e], off));
+                for (int off = 4; off < 32; off *= 2)
+                    mt[e] = fmaxf(mt[e], __shfl_xor_sync(0xffffffffu, mt[e], off));
                 mt[e] = fmaxf(mt[e], m[e]);
             }
             /* Rescale only when some head's maximum moved (rare after the
@@ -436,7 +451,8 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
         }
     }
 
-    __device__ __forceinline__ void store(float *sm_acc, float (*sm_m)[GB], float (*sm_l)[GB], int warp, int lane)
+    __device__ __forceinline__ void store(float *sm_acc, float (*sm_m)[GB], float (*sm_l)[GB],
+                                          int warp, int lane)
     {
         const int g = lane / 4, t = lane % 4;
         /* Channels of O^T's rows g and g + 8 within each 16-channel block. */
@@ -513,10 +529,12 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
         for (int i = 0; i < C::LPT; i++) {
             const int row = rr + i * (C::THREADS / C::CR), j = a + it * C::BN + row;
             const bool ok = j < b;
-            const int64_t off = (int64_t)pg[i] * p.kg.stride_page + (int64_t)(j & mask) * p.kg.stride_slot + head_off;
+            const int64_t off = (int64_t)pg[i] * p.kg.stride_page +
+                                (int64_t)(j & mask) * p.kg.stride_slot + head_off;
             unsigned char *dk = st + (TC ? (int)swz<C::CR>(row, cc) : row * C::ROWB + cc * 16);
             cp_async16(dk, ok ? (const void *)(kc + off) : (const void *)kc, ok ? 16 : 0);
-            cp_async16(dk + C::BN * C::ROWB, ok ? (const void *)(vc + off) : (const void *)vc, ok ? 16 : 0);
+            cp_async16(dk + C::BN * C::ROWB, ok ? (const void *)(vc + off) : (const void *)vc,
+                       ok ? 16 : 0);
         }
     };
 
@@ -530,7 +548,9 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
             issue(it);
             if (it + 1 < ntiles) fetch_pages(it + 1);
         },
-        [&](int it) { math.tile(p, msh, smem + (it % ns) * C::STAGE, a + it * C::BN, b, pos, h0, warp, lane); });
+        [&](int it) {
+            math.tile(p, msh, smem + (it % ns) * C::STAGE, a + it * C::BN, b, pos, h0, warp, lane);
+        });
     __syncthreads(); /* the stage buffers become the merge buffer */
 
     float *sm_acc = reinterpret_cast<float *>(smem); /* [NW][GB][D] */

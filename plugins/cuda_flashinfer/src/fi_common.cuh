@@ -27,21 +27,38 @@ namespace fi {
 /* ---- element types ------------------------------------------------------ */
 
 /* Storage types for FP8 caches: one byte, decoded by a tag type. */
-struct e4m3 { uint8_t x; };
-struct e5m2 { uint8_t x; };
+struct e4m3 {
+    uint8_t x;
+};
+struct e5m2 {
+    uint8_t x;
+};
 
 template <typename T> struct elem;
-template <> struct elem<half> { static constexpr bool fp8 = false; };
-template <> struct elem<__nv_bfloat16> { static constexpr bool fp8 = false; };
-template <> struct elem<e4m3> { static constexpr bool fp8 = true; static constexpr __nv_fp8_interpretation_t kind = __NV_E4M3; };
-template <> struct elem<e5m2> { static constexpr bool fp8 = true; static constexpr __nv_fp8_interpretation_t kind = __NV_E5M2; };
+template <> struct elem<half> {
+    static constexpr bool fp8 = false;
+};
+template <> struct elem<__nv_bfloat16> {
+    static constexpr bool fp8 = false;
+};
+template <> struct elem<e4m3> {
+    static constexpr bool fp8 = true;
+    static constexpr __nv_fp8_interpretation_t kind = __NV_E4M3;
+};
+template <> struct elem<e5m2> {
+    static constexpr bool fp8 = true;
+    static constexpr __nv_fp8_interpretation_t kind = __NV_E5M2;
+};
 
 __device__ __forceinline__ float to_f32(half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <typename T> __device__ __forceinline__ T from_f32(float v);
 template <> __device__ __forceinline__ half from_f32<half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
 
 /* Two floats packed as one 32-bit register of T pairs (mma operands, stores). */
 template <typename T> __device__ __forceinline__ uint32_t pack2(float a, float b);
@@ -61,15 +78,16 @@ template <typename T> struct vec16 {
     static constexpr int N = 16 / (int)sizeof(T);
 };
 
-__device__ __forceinline__ float2 unpack2(uint32_t w, half *) {
+__device__ __forceinline__ float2 unpack2(uint32_t w, half *)
+{
     return __half22float2(*reinterpret_cast<half2 *>(&w));
 }
-__device__ __forceinline__ float2 unpack2(uint32_t w, __nv_bfloat16 *) {
+__device__ __forceinline__ float2 unpack2(uint32_t w, __nv_bfloat16 *)
+{
     return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&w));
 }
 
-template <typename T>
-__device__ __forceinline__ void cvt16(const uint4 &raw, float *f)
+template <typename T> __device__ __forceinline__ void cvt16(const uint4 &raw, float *f)
 {
     if constexpr (elem<T>::fp8) {
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -97,8 +115,7 @@ __device__ __forceinline__ void cvt16(const uint4 &raw, float *f)
 
 /* 8 FP8 bytes (one uint2) to 8 values of the 16-bit type Q, packed in a uint4:
  * how the tensor-core kernel stages an FP8 cache tile in shared memory. */
-template <typename KV, typename Q>
-__device__ __forceinline__ uint4 fp8x8_to(uint2 raw)
+template <typename KV, typename Q> __device__ __forceinline__ uint4 fp8x8_to(uint2 raw)
 {
     const uint32_t w[2] = {raw.x, raw.y};
     uint32_t o[4];
@@ -133,8 +150,8 @@ using ah_sm90::smem_addr;
 /* 16-byte asynchronous copy; src_bytes 0 writes zeros without reading. */
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-                 "l"(src), "r"(src_bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait()
@@ -201,7 +218,8 @@ __device__ __forceinline__ void visible_range(const variant &v, int p, int seq_l
  * partition's last stage is partial. */
 struct split_keys {
     int a, b, ntiles;
-    __device__ __forceinline__ split_keys(const attn_params &p, int pos, int seq_len, int split, int bn)
+    __device__ __forceinline__ split_keys(const attn_params &p, int pos, int seq_len, int split,
+                                          int bn)
     {
         int lo, hi;
         visible_range(p.var, pos, seq_len, p.kv_begin, &lo, &hi);
@@ -289,13 +307,14 @@ __device__ __forceinline__ void finish_state(const variant &v, int h, float L, f
  * normalised into the output (and LSE) when the launch is final, else the
  * partial state of split `split` for the merge kernel. */
 template <typename QT>
-__device__ __forceinline__ void store_state(const attn_params &p, bool final_out, int t, int h, int split,
-                                            int d, int dv, float O, float L, float M)
+__device__ __forceinline__ void store_state(const attn_params &p, bool final_out, int t, int h,
+                                            int split, int d, int dv, float O, float L, float M)
 {
     if (final_out) {
         float f, lse2;
         finish_state(p.var, h, L, M, &f, &lse2);
-        QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
+        QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
+                (int64_t)h * p.o.out_stride_h;
         o[d] = from_f32<QT>(O * f * p.var.v_scale);
         if (d == 0 && p.o.lse) p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
     } else {
@@ -312,8 +331,9 @@ __device__ __forceinline__ void store_state(const attn_params &p, bool final_out
  * the group, decode_heads.h, are neither read nor stored); each thread
  * takes channels of its own. */
 template <typename QT, int NR, int GB, int DV, int THREADS>
-__device__ __forceinline__ void merge_cta_states(const attn_params &p, const float *sm_acc, const float (*sm_m)[GB],
-                                                 const float (*sm_l)[GB], int t, int h0, int split)
+__device__ __forceinline__ void merge_cta_states(const attn_params &p, const float *sm_acc,
+                                                 const float (*sm_m)[GB], const float (*sm_l)[GB],
+                                                 int t, int h0, int split)
 {
     const bool final_out = p.num_splits == 1 && !p.partial;
     const int nh = head_block_real(p.group, GB, h0);

@@ -14,48 +14,87 @@
 
 #include <stdio.h>
 
-#define FI_UNSUPPORTED(what, value, set)                                                  \
-    do {                                                                                  \
-        fprintf(stderr, "cuda_flashinfer: unsupported %s %d (supported: %s)\n", what,     \
-                (int)(value), set);                                                       \
-        return cudaErrorInvalidValue;                                                     \
+#define FI_UNSUPPORTED(what, value, set) \
+    do { \
+        fprintf(stderr, "cuda_flashinfer: unsupported %s %d (supported: %s)\n", what, \
+                (int)(value), set); \
+        return cudaErrorInvalidValue; \
     } while (0)
 
 /* 16-bit query/output type. */
-#define FI_DISPATCH_QTYPE(code, QT, ...)                                                  \
-    switch (code) {                                                                       \
-    case FI_F16: { using QT = half; __VA_ARGS__ } break;                                  \
-    case FI_BF16: { using QT = __nv_bfloat16; __VA_ARGS__ } break;                        \
-    default: FI_UNSUPPORTED("query dtype", code, "fp16, bf16");                           \
+#define FI_DISPATCH_QTYPE(code, QT, ...) \
+    switch (code) { \
+    case FI_F16: { \
+        using QT = half; \
+        __VA_ARGS__ \
+    } break; \
+    case FI_BF16: { \
+        using QT = __nv_bfloat16; \
+        __VA_ARGS__ \
+    } break; \
+    default: FI_UNSUPPORTED("query dtype", code, "fp16, bf16"); \
     }
 
 /* KV type: the query's own 16-bit type or an FP8 format. */
-#define FI_DISPATCH_KVTYPE(code, QT, KT, ...)                                             \
-    switch (code) {                                                                       \
-    case FI_F16:                                                                          \
-    case FI_BF16: { using KT = QT; __VA_ARGS__ } break;                                   \
-    case FI_E4M3: { using KT = e4m3; __VA_ARGS__ } break;                                 \
-    case FI_E5M2: { using KT = e5m2; __VA_ARGS__ } break;                                 \
-    default: FI_UNSUPPORTED("kv dtype", code, "same as query, fp8_e4m3, fp8_e5m2");       \
+#define FI_DISPATCH_KVTYPE(code, QT, KT, ...) \
+    switch (code) { \
+    case FI_F16: \
+    case FI_BF16: { \
+        using KT = QT; \
+        __VA_ARGS__ \
+    } break; \
+    case FI_E4M3: { \
+        using KT = e4m3; \
+        __VA_ARGS__ \
+    } break; \
+    case FI_E5M2: { \
+        using KT = e5m2; \
+        __VA_ARGS__ \
+    } break; \
+    default: FI_UNSUPPORTED("kv dtype", code, "same as query, fp8_e4m3, fp8_e5m2"); \
     }
 
-#define FI_DISPATCH_HEAD_DIM(d, D, ...)                                                   \
-    switch (d) {                                                                          \
-    case 64: { constexpr int D = 64; __VA_ARGS__ } break;                                 \
-    case 128: { constexpr int D = 128; __VA_ARGS__ } break;                               \
-    case 256: { constexpr int D = 256; __VA_ARGS__ } break;                               \
-    default: FI_UNSUPPORTED("head size", d, "64, 128, 256");                              \
+#define FI_DISPATCH_HEAD_DIM(d, D, ...) \
+    switch (d) { \
+    case 64: { \
+        constexpr int D = 64; \
+        __VA_ARGS__ \
+    } break; \
+    case 128: { \
+        constexpr int D = 128; \
+        __VA_ARGS__ \
+    } break; \
+    case 256: { \
+        constexpr int D = 256; \
+        __VA_ARGS__ \
+    } break; \
+    default: FI_UNSUPPORTED("head size", d, "64, 128, 256"); \
     }
 
 /* Query heads one decode CTA serves from a single read of its KV rows. */
-#define FI_DISPATCH_GROUP_BLOCK(gb, GB, ...)                                              \
-    switch (gb) {                                                                         \
-    case 1: { constexpr int GB = 1; __VA_ARGS__ } break;                                  \
-    case 2: { constexpr int GB = 2; __VA_ARGS__ } break;                                  \
-    case 4: { constexpr int GB = 4; __VA_ARGS__ } break;                                  \
-    case 8: { constexpr int GB = 8; __VA_ARGS__ } break;                                  \
-    case 16: { constexpr int GB = 16; __VA_ARGS__ } break;                                \
-    default: FI_UNSUPPORTED("decode head-group block", gb, "1, 2, 4, 8, 16");             \
+#define FI_DISPATCH_GROUP_BLOCK(gb, GB, ...) \
+    switch (gb) { \
+    case 1: { \
+        constexpr int GB = 1; \
+        __VA_ARGS__ \
+    } break; \
+    case 2: { \
+        constexpr int GB = 2; \
+        __VA_ARGS__ \
+    } break; \
+    case 4: { \
+        constexpr int GB = 4; \
+        __VA_ARGS__ \
+    } break; \
+    case 8: { \
+        constexpr int GB = 8; \
+        __VA_ARGS__ \
+    } break; \
+    case 16: { \
+        constexpr int GB = 16; \
+        __VA_ARGS__ \
+    } break; \
+    default: FI_UNSUPPORTED("decode head-group block", gb, "1, 2, 4, 8, 16"); \
     }
 
 #endif

@@ -34,13 +34,13 @@ struct kv_geom {
 
 /* The attention variant: what the hooks in fi_common.cuh apply. */
 struct variant {
-    int attn;          /* attn_kind */
-    int window;        /* 0: none */
-    float qk_scale;    /* softmax scale * k dequant scale */
-    float v_scale;     /* value dequant scale (1 unless FP8) */
-    float softcap;     /* 0: none */
+    int attn;       /* attn_kind */
+    int window;     /* 0: none */
+    float qk_scale; /* softmax scale * k dequant scale */
+    float v_scale;  /* value dequant scale (1 unless FP8) */
+    float softcap;  /* 0: none */
     float inv_softcap;
-    int alibi;         /* slopes != NULL */
+    int alibi;           /* slopes != NULL */
     const float *slopes; /* [Hq] */
     const float *sinks;  /* [Hq] or NULL */
 };
@@ -56,30 +56,30 @@ struct variant {
 
 /* Planned batch metadata, all device buffers owned by the state. */
 struct plan_bufs {
-    int32_t *qo_indptr;     /* [reqs+1] */
-    int32_t *kv_indptr;     /* [reqs+1] pages */
-    int32_t *kv_indices;    /* [sum pages] */
+    int32_t *qo_indptr;        /* [reqs+1] */
+    int32_t *kv_indptr;        /* [reqs+1] pages */
+    int32_t *kv_indices;       /* [sum pages] */
     int32_t *kv_last_page_len; /* [reqs] */
-    int32_t *seq_lens;      /* [reqs] */
-    int32_t *token_req;     /* [tokens] request of each query token */
-    int32_t *token_pos;     /* [tokens] position of each query token */
-    int32_t *tile_indptr;   /* [reqs+1] tensor-core q tiles per request */
-    int32_t *tile_req;      /* [tiles] */
-    int32_t *tile_row0;     /* [tiles] first packed row of the tile */
-    int32_t *num_tiles;     /* [1] */
+    int32_t *seq_lens;         /* [reqs] */
+    int32_t *token_req;        /* [tokens] request of each query token */
+    int32_t *token_pos;        /* [tokens] position of each query token */
+    int32_t *tile_indptr;      /* [reqs+1] tensor-core q tiles per request */
+    int32_t *tile_req;         /* [tiles] */
+    int32_t *tile_row0;        /* [tiles] first packed row of the tile */
+    int32_t *num_tiles;        /* [1] */
 };
 
 /* Output side shared by decode and prefill: either the final result (out in
  * the query dtype, optional lse) or a partial state (fp32 values normalised by
  * their own denominator, base-2 lse) in a workspace slot for a later merge. */
 struct out_desc {
-    void *out;             /* final: [T, Hq, DV] in q dtype */
+    void *out; /* final: [T, Hq, DV] in q dtype */
     int64_t out_stride_t, out_stride_h;
-    float *lse;            /* final: [T, Hq] natural log, or NULL */
+    float *lse; /* final: [T, Hq] natural log, or NULL */
     int64_t lse_stride_t;
-    float *part_o;         /* partial: [S][T][Hq][DV] */
-    float *part_lse;       /* partial: [S][T][Hq], base 2 */
-    int part_slot;         /* slot of split 0 in this pass */
+    float *part_o;   /* partial: [S][T][Hq][DV] */
+    float *part_lse; /* partial: [S][T][Hq], base 2 */
+    int part_slot;   /* slot of split 0 in this pass */
 };
 
 struct attn_params {
@@ -92,15 +92,15 @@ struct attn_params {
     variant var;
     out_desc o;
     int num_tokens, num_qo_heads, num_kv_heads, group; /* group = Hq / Hk */
-    int kv_begin;         /* keys below this are left out (cascade suffix) */
-    int num_splits;       /* decode: KV partitions per query row */
-    int shared_prefix;    /* prefill: rows = every token, keys = request 0's [0, prefix_len) */
+    int kv_begin;      /* keys below this are left out (cascade suffix) */
+    int num_splits;    /* decode: KV partitions per query row */
+    int shared_prefix; /* prefill: rows = every token, keys = request 0's [0, prefix_len) */
     int prefix_len;
-    int partial;          /* write out_desc partial state instead of the result */
-    int kv_splits;        /* tensor-core kernel, partial only: grid z cuts keys into */
-    int kv_chunk;         /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
-    int head_fastest;     /* decode_stream grid: x = head block, y = token (set by its launcher) */
-    int stages;           /* decode_stream pipeline depth, 2-4 (chosen in plan) */
+    int partial;      /* write out_desc partial state instead of the result */
+    int kv_splits;    /* tensor-core kernel, partial only: grid z cuts keys into */
+    int kv_chunk;     /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
+    int head_fastest; /* decode_stream grid: x = head block, y = token (set by its launcher) */
+    int stages;       /* decode_stream pipeline depth, 2-4 (chosen in plan) */
 };
 
 struct merge_params {
@@ -120,11 +120,11 @@ struct merge_params {
  * decode request's full pages in address order, for plans whose attention
  * cannot depend on key order otherwise (plan_kernels.cu). */
 cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
-                        const int32_t *block_table, int64_t bt_stride, int num_reqs,
-                        int num_tokens, int page_shift, int group, int max_pages,
-                        int sort_pages, const plan_bufs &pb, cudaStream_t st);
-cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb,
-                          const attn_params &p, cudaStream_t st);
+                        const int32_t *block_table, int64_t bt_stride, int num_reqs, int num_tokens,
+                        int page_shift, int group, int max_pages, int sort_pages,
+                        const plan_bufs &pb, cudaStream_t st);
+cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, const attn_params &p,
+                          cudaStream_t st);
 /* Compute capability (major * 10 + minor) of the current device; 0 if unknown. */
 int current_cc(void);
 /* Launch the split merge as a programmatic dependent of the kernel before it

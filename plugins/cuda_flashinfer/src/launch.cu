@@ -13,8 +13,7 @@ namespace fi {
 
 template <int D, int DV>
 cudaError_t decode_launch_hd(int, int, int, const attn_params &, cudaStream_t, int *);
-template <int D>
-cudaError_t prefill_launch_hd(int, int, const attn_params &, int, cudaStream_t);
+template <int D> cudaError_t prefill_launch_hd(int, int, const attn_params &, int, cudaStream_t);
 
 extern template cudaError_t decode_launch_hd<64, 64>(int, int, int, const attn_params &,
                                                      cudaStream_t, int *);
@@ -25,17 +24,21 @@ extern template cudaError_t decode_launch_hd<256, 256>(int, int, int, const attn
 extern template cudaError_t decode_launch_hd<576, 512>(int, int, int, const attn_params &,
                                                        cudaStream_t, int *);
 extern template cudaError_t prefill_launch_hd<64>(int, int, const attn_params &, int, cudaStream_t);
-extern template cudaError_t prefill_launch_hd<128>(int, int, const attn_params &, int, cudaStream_t);
-extern template cudaError_t prefill_launch_hd<256>(int, int, const attn_params &, int, cudaStream_t);
+extern template cudaError_t prefill_launch_hd<128>(int, int, const attn_params &, int,
+                                                   cudaStream_t);
+extern template cudaError_t prefill_launch_hd<256>(int, int, const attn_params &, int,
+                                                   cudaStream_t);
 
 static cudaError_t decode_any(int q_dtype, int kv_dtype, int d, int dv, int gb,
                               const attn_params *p, cudaStream_t st, int *occ)
 {
     static const attn_params none = {};
     const attn_params &pp = p ? *p : none;
-    if (d == 576 && dv == 512) return decode_launch_hd<576, 512>(q_dtype, kv_dtype, gb, pp, st, occ);
+    if (d == 576 && dv == 512)
+        return decode_launch_hd<576, 512>(q_dtype, kv_dtype, gb, pp, st, occ);
     if (d != dv) FI_UNSUPPORTED("qk/v head size pair with qk", d, "equal sizes, or MLA 576/512");
-    FI_DISPATCH_HEAD_DIM(d, D, { return decode_launch_hd<D, D>(q_dtype, kv_dtype, gb, pp, st, occ); })
+    FI_DISPATCH_HEAD_DIM(d, D,
+                         { return decode_launch_hd<D, D>(q_dtype, kv_dtype, gb, pp, st, occ); })
     return cudaSuccess;
 }
 
@@ -58,8 +61,9 @@ int current_cc(void)
     int c = cc[dev].load(std::memory_order_relaxed);
     if (c == 0) {
         int maj = 0, min = 0;
-        const bool ok = cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+        const bool ok =
+            cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
         if (!ok) (void)cudaGetLastError();
         c = ok ? maj * 10 + min : -1;
         cc[dev].store(c, std::memory_order_relaxed);
@@ -107,7 +111,8 @@ bool prefill_supported(int d, int dv) { return d == dv && (d == 64 || d == 128 |
 cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &p, int grid_tiles,
                            cudaStream_t st)
 {
-    FI_DISPATCH_HEAD_DIM(d, D, { return prefill_launch_hd<D>(q_dtype, kv_dtype, p, grid_tiles, st); })
+    FI_DISPATCH_HEAD_DIM(d, D,
+                         { return prefill_launch_hd<D>(q_dtype, kv_dtype, p, grid_tiles, st); })
     return cudaSuccess;
 }
 

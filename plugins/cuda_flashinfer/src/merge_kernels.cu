@@ -77,7 +77,8 @@ __global__ void write_kv_kernel(const QT *src, int64_t sst, int64_t ssh, KT *cac
     const QT *s = src + (int64_t)t * sst + (int64_t)h * ssh;
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
         const float v = to_f32(s[c]);
-        if constexpr (elem<KT>::fp8) reinterpret_cast<uint8_t *>(cache)[off + c] = to_fp8<KT>(v * inv_scale);
+        if constexpr (elem<KT>::fp8)
+            reinterpret_cast<uint8_t *>(cache)[off + c] = to_fp8<KT>(v * inv_scale);
         else cache[off + c] = from_f32<QT>(v);
     }
 }
@@ -88,13 +89,11 @@ cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t 
                             float inv_scale, cudaStream_t st)
 {
     if (num_tokens == 0) return cudaSuccess;
-    FI_DISPATCH_QTYPE(q_dtype, QT, {
-        FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
-            write_kv_kernel<QT, KT><<<dim3(num_tokens, num_kv_heads), 128, 0, st>>>(
-                static_cast<const QT *>(src), src_stride_t, src_stride_h, static_cast<KT *>(cache),
-                g, d, slot_mapping, inv_scale);
-        })
-    })
+    FI_DISPATCH_QTYPE(q_dtype, QT, {FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
+                          write_kv_kernel<QT, KT><<<dim3(num_tokens, num_kv_heads), 128, 0, st>>>(
+                              static_cast<const QT *>(src), src_stride_t, src_stride_h,
+                              static_cast<KT *>(cache), g, d, slot_mapping, inv_scale);
+                      })})
     return cudaPeekAtLastError();
 }
 

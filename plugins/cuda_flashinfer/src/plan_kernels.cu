@@ -34,8 +34,8 @@ static constexpr int FILL_THREADS = 128, SORT_ITEMS = 8;
 static_assert(FILL_THREADS * SORT_ITEMS == FI_SORT_RUN, "one sort covers one run");
 
 __global__ void __launch_bounds__(PLAN_THREADS)
-plan_scan_kernel(const int32_t *qsl, const int32_t *seq_lens, int num_reqs, int page_shift,
-                 int group, plan_bufs pb)
+    plan_scan_kernel(const int32_t *qsl, const int32_t *seq_lens, int num_reqs, int page_shift,
+                     int group, plan_bufs pb)
 {
     using scan = cub::BlockScan<int2, PLAN_THREADS>;
     __shared__ typename scan::TempStorage tmp;
@@ -111,7 +111,8 @@ __device__ void fill_sorted(const int32_t *row, int n, int32_t *out)
  * where sort allows it and r is a decode request (all but the last page,
  * which stays last); CTA (r, 0) also the request's token and tile lists. */
 __global__ void __launch_bounds__(FILL_THREADS)
-plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int sort, plan_bufs pb)
+    plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int sort,
+                     plan_bufs pb)
 {
     const int r = blockIdx.x, p0 = blockIdx.y * FI_SORT_RUN;
     const int k0 = pb.kv_indptr[r], np = pb.kv_indptr[r + 1] - k0;
@@ -135,16 +136,17 @@ plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int s
 }
 
 cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
-                        const int32_t *block_table, int64_t bt_stride, int num_reqs,
-                        int num_tokens, int page_shift, int group, int max_pages,
-                        int sort_pages, const plan_bufs &pb, cudaStream_t st)
+                        const int32_t *block_table, int64_t bt_stride, int num_reqs, int num_tokens,
+                        int page_shift, int group, int max_pages, int sort_pages,
+                        const plan_bufs &pb, cudaStream_t st)
 {
     (void)num_tokens;
     plan_scan_kernel<<<1, PLAN_THREADS, 0, st>>>(query_start_loc, seq_lens, num_reqs, page_shift,
                                                  group, pb);
     cudaError_t e = cudaPeekAtLastError();
     if (e != cudaSuccess || num_reqs == 0) return e;
-    const dim3 grid(num_reqs, max_pages > FI_SORT_RUN ? (max_pages + FI_SORT_RUN - 1) / FI_SORT_RUN : 1);
+    const dim3 grid(num_reqs,
+                    max_pages > FI_SORT_RUN ? (max_pages + FI_SORT_RUN - 1) / FI_SORT_RUN : 1);
     plan_fill_kernel<<<grid, FILL_THREADS, 0, st>>>(block_table, bt_stride, group, sort_pages, pb);
     return cudaPeekAtLastError();
 }

@@ -97,7 +97,7 @@ static const ah_caps fi_caps = {
     fi_check_combination,
     AH_RANK_PRIMARY,
     AH_RANK_PRIMARY + 64, /* decode: ahead of cuda_fa3 (DECISIONS.md, "Decode rank") */
-    AH_MIXED_WHOLE, /* one plan serves decode and prefill requests together */
+    AH_MIXED_WHOLE,       /* one plan serves decode and prefill requests together */
     1,
 };
 
@@ -265,8 +265,9 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         return ah_fail(e, AH_ERR_ABI, "state_create: layer spec or limits too small");
     const int mla = spec->use_mla != 0;
     if (!spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "num_q_heads %u not a multiple of num_kv_heads %u",
-                       spec->num_q_heads, spec->num_kv_heads);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "num_q_heads %u not a multiple of num_kv_heads %u", spec->num_q_heads,
+                       spec->num_kv_heads);
     const int qk = (int)spec->qk_head_size, vh = (int)spec->v_head_size;
     if (mla ? !(qk == 576 && vh == 512) : !(qk == vh && (qk == 64 || qk == 128 || qk == 256)))
         return ah_fail(e, AH_ERR_UNSUPPORTED,
@@ -286,8 +287,9 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         return ah_fail(e, AH_ERR_UNSUPPORTED, "kv layout %d unsupported (NHD, HND)",
                        (int)spec->kv_layout);
     if (!lim->max_num_reqs || !lim->max_num_tokens || !lim->max_blocks_per_req)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "limits: max_num_reqs, max_num_tokens and "
-                                                   "max_blocks_per_req must be positive");
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "limits: max_num_reqs, max_num_tokens and "
+                       "max_blocks_per_req must be positive");
 
     const ah_host_services *host = ctx->host;
     ah_state *st = (ah_state *)host->alloc(host, sizeof *st);
@@ -340,7 +342,8 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         }
         st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
     }
-    for (int ns = 3; ns <= 4; ns++) st->occupancy[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns);
+    for (int ns = 3; ns <= 4; ns++)
+        st->occupancy[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns);
     if (st->tc) {
         attn_params none = {};
         ce = launch_prefill(qt, kvt, qk, none, 0, 0);
@@ -384,10 +387,12 @@ static double wave_fill(const ah_state *st, int64_t ctas, int per_sm)
     return waves / ceil(waves);
 }
 
-static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, int *splits, int *stages)
+static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, int *splits,
+                             int *stages)
 {
     const double fill = FI_DECODE_FILL;
-    const int64_t base = (int64_t)tokens * st->spec.num_kv_heads * head_blocks_per_kv(st->group, st->gb);
+    const int64_t base =
+        (int64_t)tokens * st->spec.num_kv_heads * head_blocks_per_kv(st->group, st->gb);
     *splits = 1;
     *stages = wave_fill(st, base, st->occupancy[3]) >= fill - 1e-9 ? 3 : 4;
     if (base <= 0 || !st->ws_rows || *stages == 3) return;
@@ -411,7 +416,8 @@ static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, in
  * SM for the fast kernel, 2 for the general one) without spilling into a second,
  * each range at least 512 keys, the partial states (ranges + the suffix)
  * within the workspace. */
-static void fi_prefix_splits(const ah_state *st, int tokens, int prefix_len, int *splits, int *chunk)
+static void fi_prefix_splits(const ah_state *st, int tokens, int prefix_len, int *splits,
+                             int *chunk)
 {
     const int rows = st->qt == st->kvt ? fi::prefill_fast_rows(st->spec.qk_head_size) : 64;
     const int64_t ctas = ((int64_t)tokens * st->group + rows - 1) / rows * st->spec.num_kv_heads;
@@ -432,7 +438,8 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     ah_errbuf *e = &st->err;
     if (!b || b->struct_size < offsetof(ah_batch, common_prefix_len))
         return ah_fail(e, AH_ERR_ABI, "plan: batch struct too small");
-    if ((unsigned)mode > AH_PLAN_REPLAY) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: mode %d", mode);
+    if ((unsigned)mode > AH_PLAN_REPLAY)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: mode %d", mode);
     const int R = (int)b->num_reqs, T = (int)b->num_tokens;
     if (b->num_reqs > st->lim.max_num_reqs || b->num_tokens > st->lim.max_num_tokens)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
@@ -459,7 +466,8 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
                            "plan: request %d needs %lld blocks > max_blocks_per_req %u", r,
                            (long long)((sl + bs - 1) / bs), st->lim.max_blocks_per_req);
     }
-    if (b->block_table->ndim == 2 && R && b->block_table->shape[1] < (int64_t)((max_seq + bs - 1) / bs))
+    if (b->block_table->ndim == 2 && R &&
+        b->block_table->shape[1] < (int64_t)((max_seq + bs - 1) / bs))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: block_table has %lld columns, needs %lld",
                        (long long)b->block_table->shape[1], (long long)((max_seq + bs - 1) / bs));
 
@@ -480,9 +488,11 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         st->splits = 1;
         st->stages = 4;
         if (st->path == FI_PATH_DECODE)
-            fi_choose_decode(st, T, graph ? (int64_t)st->lim.max_seq_len : max_seq, &st->splits, &st->stages);
-        st->grid_tiles =
-            graph ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R) : (int)tiles;
+            fi_choose_decode(st, T, graph ? (int64_t)st->lim.max_seq_len : max_seq, &st->splits,
+                             &st->stages);
+        st->grid_tiles = graph
+                             ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R)
+                             : (int)tiles;
         st->prefix_len = (int)b->common_prefix_len;
         /* The prefix pass gives every row request 0's first prefix_len keys,
          * so every request must hold them: one with fewer (a request with no
@@ -583,7 +593,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     const ah_layer_spec *s = &st->spec;
     if (!a || a->struct_size < offsetof(ah_forward_args, stream) + sizeof(void *))
         return ah_fail(e, AH_ERR_ABI, "forward: args struct too small");
-    if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
+    if (!st->planned)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
     const int T = st->num_tokens, Hq = (int)s->num_q_heads, Hk = (int)s->num_kv_heads;
     const int qk = (int)s->qk_head_size, vh = (int)s->v_head_size;
     const int64_t qshape[3] = {T, Hq, qk}, oshape[3] = {T, Hq, vh}, lshape[2] = {T, Hq};
@@ -611,8 +622,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "the layer uses sinks: sinks [%d] missing", Hq);
     if (s->use_alibi &&
         (!a->alibi_slopes || !a->alibi_slopes->data || ah_dl_numel(a->alibi_slopes) < Hq))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "the layer uses ALiBi: alibi_slopes [%d] missing",
-                       Hq);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "the layer uses ALiBi: alibi_slopes [%d] missing", Hq);
     if (T == 0) return AH_OK;
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cudaSetDevice", ce);
@@ -638,8 +649,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     }
     p.plan = st->pb;
     p.var.attn = s->attn_type == AH_ATTN_ENCODER_DECODER ? FI_ATTN_CROSS
-                 : ah_spec_causal(s)                       ? FI_ATTN_CAUSAL
-                                                           : FI_ATTN_BIDIR;
+                 : ah_spec_causal(s)                     ? FI_ATTN_CAUSAL
+                                                         : FI_ATTN_BIDIR;
     p.var.window = (int)s->sliding_window;
     p.var.qk_scale = scale * ks;
     p.var.v_scale = st->mla ? ks : vs;
@@ -687,15 +698,17 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         pre.kv_chunk = st->prefix_splits > 1 ? st->prefix_chunk : 0;
         pre.var.sinks = NULL;
         ce = launch_prefill(st->qt, st->kvt, qk, pre,
-                            (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS), stream);
+                            (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS),
+                            stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade prefix", ce);
         attn_params suf = p;
         suf.kv_begin = st->prefix_len;
         suf.partial = 1;
         suf.o.part_slot = st->prefix_splits;
         suf.var.sinks = NULL;
-        ce = st->path == FI_PATH_DECODE ? launch_decode(st->qt, st->kvt, qk, vh, st->gb, suf, stream)
-                                        : launch_prefill(st->qt, st->kvt, qk, suf, st->grid_tiles, stream);
+        ce = st->path == FI_PATH_DECODE
+                 ? launch_decode(st->qt, st->kvt, qk, vh, st->gb, suf, stream)
+                 : launch_prefill(st->qt, st->kvt, qk, suf, st->grid_tiles, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade suffix", ce);
         m.num_parts = st->prefix_splits + 1;
         ce = launch_merge_partials(st->qt, m, stream);
@@ -727,7 +740,8 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
     if (!a || a->struct_size < sizeof(ah_kv_write_args))
         return ah_fail(e, AH_ERR_ABI, "write_kv: args struct too small");
     if (!st->planned || !st->slot_mapping)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: no planned batch with a slot_mapping");
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "write_kv: no planned batch with a slot_mapping");
     const int T = st->num_tokens, Hk = (int)s->num_kv_heads;
     const int qk = (int)s->qk_head_size, vh = (int)s->v_head_size;
     const int64_t kshape[3] = {T, Hk, qk}, vshape[3] = {T, Hk, vh};
@@ -735,7 +749,8 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
     if ((rc = fi_check_tensor(e, "key", a->key, s->q_dtype, 3, kshape)) != AH_OK) return rc;
     if (!st->mla && (rc = fi_check_tensor(e, "value", a->value, s->q_dtype, 3, vshape)) != AH_OK)
         return rc;
-    if (!a->key_cache || !a->key_cache->data || (!st->mla && (!a->value_cache || !a->value_cache->data)))
+    if (!a->key_cache || !a->key_cache->data ||
+        (!st->mla && (!a->value_cache || !a->value_cache->data)))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: cache tensor missing");
     if (!ah_dl_is_contiguous(a->key_cache) || (!st->mla && !ah_dl_is_contiguous(a->value_cache)))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: KV caches must be densely packed");
@@ -749,8 +764,8 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
                              st->slot_mapping, T, Hk, 1.f / ks, stream);
     if (ce == cudaSuccess && !st->mla)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->value), ah_dl_stride(a->value, 0),
-                             ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), fi_geom(s, vh), vh,
-                             st->slot_mapping, T, Hk, 1.f / vs, stream);
+                             ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), fi_geom(s, vh),
+                             vh, st->slot_mapping, T, Hk, 1.f / vs, stream);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "write_kv", ce);
     return AH_OK;
 }

@@ -5,9 +5,9 @@
  * LSE, partial states and the cascade prefix pass are all handled. FP8
  * caches, soft-cap and ALiBi go through prefill_kernel.cuh instead.
  *
- * One CTA of 4 warps per (64 packed rows, or 128 at d128, KV head, key range); rows pack the GQA group
- * (row = token * group + head-in-group) so one K/V tile serves all query
- * heads of the KV head. What makes it fast, compared with the general kernel:
+ * One CTA of 4 warps per (64 packed rows, or 128 at d128, KV head, key range); rows pack the GQA
+ * group (row = token * group + head-in-group) so one K/V tile serves all query heads of the KV
+ * head. What makes it fast, compared with the general kernel:
  *   - Q is read into registers once (ldmatrix) at d64, so each tile's
  *     S = Q K^T reads only K from shared memory; at d128 (32 rows per warp)
  *     and d256 it stays in shared memory;
@@ -40,14 +40,14 @@ template <int D, int MT_ = 1> struct fast_cfg {
     static constexpr int MT = MT_;
     static constexpr int THREADS = 128, NW = 4, BQ = NW * 16 * MT;
     static constexpr int BK = D <= 128 ? 64 : 32;
-    static constexpr int NS = D <= 64 ? 3 : 2;      /* pipeline stages */
+    static constexpr int NS = D <= 64 ? 3 : 2;        /* pipeline stages */
     static constexpr bool QREG = D <= 128 && MT == 1; /* Q fragments in registers */
-    static constexpr int CH = D / 8;                /* 16-byte chunks per row */
-    static constexpr int TILE = BK * D;             /* elements of one K (or V) tile */
-    static constexpr int STAGE = 2 * TILE;          /* K then V */
+    static constexpr int CH = D / 8;                  /* 16-byte chunks per row */
+    static constexpr int TILE = BK * D;               /* elements of one K (or V) tile */
+    static constexpr int STAGE = 2 * TILE;            /* K then V */
     static constexpr int QTILE = BQ * D;
-    static constexpr int TPR = THREADS / BK;        /* loader threads per key row */
-    static constexpr int CPT = CH / TPR;            /* chunks per thread per tensor */
+    static constexpr int TPR = THREADS / BK; /* loader threads per key row */
+    static constexpr int CPT = CH / TPR;     /* chunks per thread per tensor */
     /* With Q in registers its staging buffer is the last stage (first written
      * after every warp has read Q); otherwise Q keeps its own region. */
     static constexpr size_t SMEM = (size_t)(NS * STAGE + (QREG ? 0 : QTILE)) * 2;
@@ -55,7 +55,7 @@ template <int D, int MT_ = 1> struct fast_cfg {
     static_assert(!QREG || QTILE <= STAGE, "Q staged in one stage");
     static_assert(CPT * TPR == CH && TPR * BK == THREADS, "tile copy must split evenly");
     static_assert(FI_TILE_ROWS % BQ == 0, "a plan tile splits into whole CTAs");
-    static constexpr int SUB = FI_TILE_ROWS / BQ;   /* CTAs per plan tile */
+    static constexpr int SUB = FI_TILE_ROWS / BQ; /* CTAs per plan tile */
 };
 
 /* x ^ k, computed where it is used: an opaque XOR the compiler cannot hoist
@@ -77,7 +77,8 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
     using C = fast_cfg<D, MT_>;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     const uint32_t sbase = smem_addr(smem_raw);
-    const uint32_t qbase = C::QREG ? sbase + (C::NS - 1) * C::STAGE * 2 : sbase + C::NS * C::STAGE * 2;
+    const uint32_t qbase =
+        C::QREG ? sbase + (C::NS - 1) * C::STAGE * 2 : sbase + C::NS * C::STAGE * 2;
     __shared__ int s_lo, s_hi, s_maxlo, s_minhi;
     __shared__ int2 s_rng[C::BQ]; /* each row's visible keys, read by masked tiles only */
 
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
      * blocks) and their visible key ranges; the CTA keeps their union (tiles
      * to visit) and intersection (tiles that need no mask). */
     constexpr int MT = C::MT, NR = 2 * MT; /* row r: block r / 2, half r % 2 */
-    int r_lo[NR], r_hi[NR]; /* kept in s_rng, not registers, past the prologue */
+    int r_lo[NR], r_hi[NR];                /* kept in s_rng, not registers, past the prologue */
     if (tid == 0) {
         s_lo = INT_MAX;
         s_hi = INT_MIN;
@@ -114,7 +115,8 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
             row_keys(p, cr, p.plan.token_pos[tok0 + rho / G], &r_lo[i], &r_hi[i]);
             row_keys_fold(r_lo[i], r_hi[i], &s_lo, &s_hi, &s_maxlo, &s_minhi);
         }
-        if (t4 == 0) s_rng[(warp * MT + i / 2) * 16 + g8 + (i % 2) * 8] = make_int2(r_lo[i], r_hi[i]);
+        if (t4 == 0)
+            s_rng[(warp * MT + i / 2) * 16 + g8 + (i % 2) * 8] = make_int2(r_lo[i], r_hi[i]);
     }
 
     /* Q tile, swizzled, as cp.async group 0. */
@@ -125,8 +127,9 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
         const QT *src = ok ? qg + (int64_t)(tok0 + rho / G) * p.q_stride_t +
                                  (int64_t)(hk * G + rho % G) * p.q_stride_h + ch * 8
                            : qg;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(qbase + swz<C::CH>(rr, ch)),
-                     "l"(src), "r"(ok ? 16 : 0));
+        asm volatile(
+            "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(qbase + swz<C::CH>(rr, ch)),
+            "l"(src), "r"(ok ? 16 : 0));
     }
     cp_async_commit();
     __syncthreads(); /* the range atomics are visible */
@@ -157,8 +160,10 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
         const int64_t slot = j & pmask;
         const QT *ks = kc, *vs = vc;
         if (ok && MT > 1) { /* no per-thread 64-bit bases live across the loop */
-            ks = kc + ((int64_t)hk * p.kg.stride_head + pgn * p.kg.stride_page + slot * p.kg.stride_slot + lh * 8);
-            vs = vc + ((int64_t)hk * p.vg.stride_head + pgn * p.vg.stride_page + slot * p.vg.stride_slot + lh * 8);
+            ks = kc + ((int64_t)hk * p.kg.stride_head + pgn * p.kg.stride_page +
+                       slot * p.kg.stride_slot + lh * 8);
+            vs = vc + ((int64_t)hk * p.vg.stride_head + pgn * p.vg.stride_page +
+                       slot * p.vg.stride_slot + lh * 8);
         } else if (ok) {
             ks = kbase + pgn * p.kg.stride_page + slot * p.kg.stride_slot;
             vs = vbase + pgn * p.vg.stride_page + slot * p.vg.stride_slot;
@@ -169,8 +174,9 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
             const uint32_t o = ld_off ^ (uint32_t)(i * C::TPR * 16);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(st + o),
                          "l"(ks + i * C::TPR * 8), "r"(nb));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(st + C::TILE * 2 + o),
-                         "l"(vs + i * C::TPR * 8), "r"(nb));
+            asm volatile(
+                "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(st + C::TILE * 2 + o),
+                "l"(vs + i * C::TPR * 8), "r"(nb));
         }
     };
 
@@ -232,14 +238,16 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int n = 0; n < C::BK / 8; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+            for (int n = 0; n < C::BK / 8; n++)
+                s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
         for (int kd = 0; kd < D / 16; kd++) {
             uint32_t qa[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 if constexpr (C::QREG) {
-                    qa[mt][0] = qf[kd][0], qa[mt][1] = qf[kd][1], qa[mt][2] = qf[kd][2], qa[mt][3] = qf[kd][3];
+                    qa[mt][0] = qf[kd][0], qa[mt][1] = qf[kd][1], qa[mt][2] = qf[kd][2],
+                    qa[mt][3] = qf[kd][3];
                 } else {
                     ldsm_x4(qa[mt], q_off + (uint32_t)(mt * 16 * C::CH * 16) +
                                         (MT > 1 ? xor_here(a_off, kd << 5) : a_off ^ (kd << 5)));
@@ -248,7 +256,8 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
 #pragma unroll
             for (int np = 0; np < C::BK / 16; np++) {
                 uint32_t b[4];
-                ldsm_x4(b, kt + np * 16 * C::CH * 16 + (MT > 1 ? xor_here(b_off, kd << 5) : b_off ^ (kd << 5)));
+                ldsm_x4(b, kt + np * 16 * C::CH * 16 +
+                               (MT > 1 ? xor_here(b_off, kd << 5) : b_off ^ (kd << 5)));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     mma_op<QT>::run(s[mt][2 * np], qa[mt], b[0], b[1]);
@@ -280,7 +289,8 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
             const int mt = r / 2, i = r % 2;
             float mx = s[mt][0][2 * i];
 #pragma unroll
-            for (int n = 0; n < C::BK / 8; n++) mx = fmaxf(mx, fmaxf(s[mt][n][2 * i], s[mt][n][2 * i + 1]));
+            for (int n = 0; n < C::BK / 8; n++)
+                mx = fmaxf(mx, fmaxf(s[mt][n][2 * i], s[mt][n][2 * i + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float mn = fmaxf(m[r], mx * sl2);
@@ -319,7 +329,8 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
 #pragma unroll
             for (int dp = 0; dp < D / 16; dp++) {
                 uint32_t b[4];
-                ldsm_x4_t(b, vt + kk * 16 * C::CH * 16 + (MT > 1 ? xor_here(a_off, dp << 5) : a_off ^ (dp << 5)));
+                ldsm_x4_t(b, vt + kk * 16 * C::CH * 16 +
+                                 (MT > 1 ? xor_here(a_off, dp << 5) : a_off ^ (dp << 5)));
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
                     mma_op<QT>::run(o[mt][2 * dp], a[mt], b[0], b[1]);
@@ -386,7 +397,8 @@ cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, i
         /* grid_tiles 0: prepare only (raise the shared-memory limits of every
          * kernel), done once at state creation, never inside a capture. */
         if (grid_tiles <= 0) {
-            cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+            cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)C::SMEM);
 #ifdef FI_HAVE_SM90
             if (e == cudaSuccess && prefill_sm90_on(D)) e = launch_prefill_sm90(q_dtype, p, 0, st);
 #endif

@@ -48,8 +48,8 @@ __device__ __forceinline__ void stage_rows(QT *dst, const KT *cache, const kv_ge
         if constexpr (elem<KT>::fp8) {
             uint4 v = make_uint4(0, 0, 0, 0);
             if (j < kend) {
-                uint2 raw = __ldg(reinterpret_cast<const uint2 *>(cache + kv_row(g, pages, j, hk) +
-                                                                  ch * 8));
+                uint2 raw = __ldg(
+                    reinterpret_cast<const uint2 *>(cache + kv_row(g, pages, j, hk) + ch * 8));
                 v = fp8x8_to<KT, QT>(raw);
             }
             *reinterpret_cast<uint4 *>(d) = v;
@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
     using C = prefill_cfg<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     QT *Qs = reinterpret_cast<QT *>(smem_raw);
-    QT *Ks = Qs + C::BQ * C::LD;           /* [2][BK][LD] */
-    QT *Vs = Ks + 2 * C::BK * C::LD;       /* [2][BK][LD] */
+    QT *Ks = Qs + C::BQ * C::LD;     /* [2][BK][LD] */
+    QT *Vs = Ks + 2 * C::BK * C::LD; /* [2][BK][LD] */
     __shared__ int s_lo, s_hi;
 
     const int hk = blockIdx.y, G = p.group;
@@ -265,22 +265,21 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
  * between the two. */
 template <int D>
 cudaError_t prefill_general_launch(int q_dtype, int kv_dtype, const attn_params &p, int grid_tiles,
-                              cudaStream_t st)
+                                   cudaStream_t st)
 {
     using C = prefill_cfg<D>;
-    FI_DISPATCH_QTYPE(q_dtype, QT, {
-        FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
-            auto kern = prefill_kernel<QT, KT, D>;
-            /* grid_tiles 0: prepare only (raise the shared-memory limit), done
-             * once at state creation, never inside a graph capture. */
-            if (grid_tiles <= 0)
-                return cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)C::SMEM);
-            dim3 grid(grid_tiles * C::SUB, p.num_kv_heads, p.kv_splits > 1 ? p.kv_splits : 1);
-            kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
-            return cudaPeekAtLastError();
-        })
-    })
+    FI_DISPATCH_QTYPE(q_dtype, QT, {FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
+                          auto kern = prefill_kernel<QT, KT, D>;
+                          /* grid_tiles 0: prepare only (raise the shared-memory limit), done
+                           * once at state creation, never inside a graph capture. */
+                          if (grid_tiles <= 0)
+                              return cudaFuncSetAttribute(
+                                  kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+                          dim3 grid(grid_tiles * C::SUB, p.num_kv_heads,
+                                    p.kv_splits > 1 ? p.kv_splits : 1);
+                          kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
+                          return cudaPeekAtLastError();
+                      })})
     return cudaSuccess;
 }
 

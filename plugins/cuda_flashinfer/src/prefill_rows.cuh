@@ -42,7 +42,8 @@ __device__ __forceinline__ bool cta_rows_find(const attn_params &p, cta_rows *r)
         r->tok0 = 0;
         r->seq_len = p.prefix_len;
     } else {
-        const int nt = *p.plan.num_tiles, ti = xi / SUB, sub = HEADS_FIRST ? SUB - 1 - xi % SUB : xi % SUB;
+        const int nt = *p.plan.num_tiles, ti = xi / SUB,
+                  sub = HEADS_FIRST ? SUB - 1 - xi % SUB : xi % SUB;
         if (ti >= nt) return false;
         req = p.plan.tile_req[HEADS_FIRST ? nt - 1 - ti : ti];
         r->row0 = p.plan.tile_row0[HEADS_FIRST ? nt - 1 - ti : ti] + sub * BQ;
@@ -57,7 +58,8 @@ __device__ __forceinline__ bool cta_rows_find(const attn_params &p, cta_rows *r)
 }
 
 /* Keys [lo, hi) a row of the CTA at token position pos sees. */
-__device__ __forceinline__ void row_keys(const attn_params &p, const cta_rows &r, int pos, int *lo, int *hi)
+__device__ __forceinline__ void row_keys(const attn_params &p, const cta_rows &r, int pos, int *lo,
+                                         int *hi)
 {
     visible_range(p.var, pos, r.seq_len, r.kv_begin, lo, hi);
     if (p.kv_chunk > 0) { /* split keys: this CTA's range only */
@@ -71,7 +73,8 @@ __device__ __forceinline__ void row_keys(const attn_params &p, const cta_rows &r
  * [lo, hi) folded into the CTA's bounds in shared memory, the union
  * [s_lo, s_hi) of its rows' ranges (the tiles to visit) and their
  * intersection [s_maxlo, s_minhi) (the tiles that need no mask). */
-__device__ __forceinline__ void row_keys_fold(int lo, int hi, int *s_lo, int *s_hi, int *s_maxlo, int *s_minhi)
+__device__ __forceinline__ void row_keys_fold(int lo, int hi, int *s_lo, int *s_hi, int *s_maxlo,
+                                              int *s_minhi)
 {
     atomicMax(s_maxlo, lo);
     atomicMin(s_minhi, hi);

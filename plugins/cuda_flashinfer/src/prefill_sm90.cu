@@ -44,7 +44,7 @@ namespace sm90 {
 constexpr int D = 128, BQ = 128, BK = 128, THREADS = 384, NST = 2; /* NST: K/V stages */
 constexpr uint32_t QHALF = BQ * 128, KVHALF = BK * 128; /* bytes of one 64-channel half */
 constexpr uint32_t QB = 2 * QHALF, KVB = 2 * KVHALF;
-constexpr uint32_t K0 = QB, V0 = QB + NST * KVB; /* K stage s at K0 + s * KVB, V likewise */
+constexpr uint32_t K0 = QB, V0 = QB + NST * KVB;   /* K stage s at K0 + s * KVB, V likewise */
 constexpr size_t SMEM = QB + 2 * NST * KVB + 1024; /* + slack to align the base to 1024 B */
 static_assert(BQ == FI_TILE_ROWS, "one CTA per plan tile");
 
@@ -62,7 +62,10 @@ __device__ __forceinline__ void named_arrive(int id, int n)
 {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wait_copies()
 {
@@ -145,9 +148,11 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
         const QT *qg = static_cast<const QT *>(p.q);
         const int rho = row0 + lr;
         const bool ok = rho < nrows;
-        const QT *src = ok ? qg + (int64_t)(tok0 + rho / G) * p.q_stride_t + (int64_t)(hk * G + rho % G) * p.q_stride_h + lh * 8
+        const QT *src = ok ? qg + (int64_t)(tok0 + rho / G) * p.q_stride_t +
+                                 (int64_t)(hk * G + rho % G) * p.q_stride_h + lh * 8
                            : qg;
-        copy_row<QT>(sbase + (uint32_t)lr * 128u + (uint32_t)((lh ^ (lr & 7)) << 4), QHALF, src, ok);
+        copy_row<QT>(sbase + (uint32_t)lr * 128u + (uint32_t)((lh ^ (lr & 7)) << 4), QHALF, src,
+                     ok);
         commit();
     }
     __syncthreads(); /* the range atomics are visible */
@@ -171,7 +176,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
             for (int h = 0; h < 2; h++) {
                 const int j = kv_lo + it * BK + r0 + 64 * h;
                 const bool ok = j < kv_hi;
-                const QT *src = ok ? cache + ((int64_t)hk * g.stride_head + (int64_t)(h ? pg1 : pg0) * g.stride_page +
+                const QT *src = ok ? cache + ((int64_t)hk * g.stride_head +
+                                              (int64_t)(h ? pg1 : pg0) * g.stride_page +
                                               (int64_t)(j & pmask) * g.stride_slot + lh * 8)
                                    : cache;
                 copy_row<QT>(st + off + (uint32_t)h * 64u * 128u, KVHALF, src, ok);
@@ -244,8 +250,11 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
             const uint32_t kt = sbase + K0 + (uint32_t)(it % NST) * KVB;
 #pragma unroll
             for (int kd = 0; kd < D / 16; kd++)
-                MMA::ss(s, wgmma_desc(qw + (uint32_t)(kd >> 2) * QHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
-                        wgmma_desc(kt + (uint32_t)(kd >> 2) * KVHALF + (uint32_t)(kd & 3) * 32u, 16, 1024),
+                MMA::ss(s,
+                        wgmma_desc(qw + (uint32_t)(kd >> 2) * QHALF + (uint32_t)(kd & 3) * 32u, 16,
+                                   1024),
+                        wgmma_desc(kt + (uint32_t)(kd >> 2) * KVHALF + (uint32_t)(kd & 3) * 32u, 16,
+                                   1024),
                         kd > 0);
             wgmma_commit();
         };
@@ -273,7 +282,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
             for (int i = 0; i < 2; i++) {
                 float mx = s[2 * i];
 #pragma unroll
-                for (int n = 0; n < BK / 8; n++) mx = fmaxf(mx, fmaxf(s[4 * n + 2 * i], s[4 * n + 2 * i + 1]));
+                for (int n = 0; n < BK / 8; n++)
+                    mx = fmaxf(mx, fmaxf(s[4 * n + 2 * i], s[4 * n + 2 * i + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float mn = fmaxf(m[i], mx * sl2);
@@ -364,13 +374,14 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
                 float f, lse2;
                 finish_state(p.var, h, L, M, &f, &lse2);
                 f *= p.var.v_scale;
-                QT *orow =
-                    static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t + (int64_t)h * p.o.out_stride_h;
+                QT *orow = static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t +
+                           (int64_t)h * p.o.out_stride_h;
 #pragma unroll
                 for (int n = 0; n < D / 8; n++)
                     *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t4) =
                         pack2<QT>(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
-                if (t4 == 0 && p.o.lse) p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+                if (t4 == 0 && p.o.lse)
+                    p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
             } else {
                 const int64_t slot = (int64_t)(p.o.part_slot + blockIdx.z) * p.num_tokens + tok;
                 const float f = L > 0.f ? p.var.v_scale / L : 0.f;
@@ -379,7 +390,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
                 for (int n = 0; n < D / 8; n++)
                     *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t4) =
                         make_float2(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
-                if (t4 == 0) p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
+                if (t4 == 0)
+                    p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
             }
         }
     }
@@ -390,18 +402,18 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
 cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st)
 {
     if (grid_tiles <= 0) {
-        cudaError_t e = cudaFuncSetAttribute(prefill_sm90_kernel<__nv_bfloat16>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::SMEM);
+        cudaError_t e =
+            cudaFuncSetAttribute(prefill_sm90_kernel<__nv_bfloat16>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::SMEM);
         if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(prefill_sm90_kernel<half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)sm90::SMEM);
+            e = cudaFuncSetAttribute(prefill_sm90_kernel<half>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::SMEM);
         return e;
     }
     const dim3 grid(grid_tiles * p.num_kv_heads, 1, p.kv_splits > 1 ? p.kv_splits : 1);
     if (q_dtype == FI_BF16)
         prefill_sm90_kernel<__nv_bfloat16><<<grid, sm90::THREADS, sm90::SMEM, st>>>(p);
-    else
-        prefill_sm90_kernel<half><<<grid, sm90::THREADS, sm90::SMEM, st>>>(p);
+    else prefill_sm90_kernel<half><<<grid, sm90::THREADS, sm90::SMEM, st>>>(p);
     return cudaPeekAtLastError();
 }
 

@@ -51,7 +51,8 @@ static void case_batch(fi_case *c, uint32_t spare)
 static int compare(ath_host *p, ath_work *w, const char *name, int want_lse)
 {
     const ath_shape *s = &w->s;
-    const size_t n_out = (size_t)w->B.num_tokens * s->hq * w->spec.v_head_size, n_lse = (size_t)w->B.num_tokens * s->hq;
+    const size_t n_out = (size_t)w->B.num_tokens * s->hq * w->spec.v_head_size,
+                 n_lse = (size_t)w->B.num_tokens * s->hq;
     double *ref = malloc(8 * (n_out + 1)), *ref_lse = malloc(8 * (n_lse + 1));
     void *got = malloc(w->d_out.bytes + 1);
     float *got_lse = malloc(w->d_lse.bytes + 4);
@@ -71,7 +72,8 @@ static int compare(ath_host *p, ath_work *w, const char *name, int want_lse)
     /* Outputs: |err| / (1 + |ref|), NaN counting as worst; LSE: |err|, an
      * empty row's -inf matching only -inf. */
     const ath_cmp co = ath_compare(got, s->q_dtype, ref, n_out, 0, 0);
-    const double worst_lse = want_lse ? ath_compare(got_lse, AH_DTYPE_FP32, ref_lse, n_lse, 0, 0).max_abs : 0;
+    const double worst_lse =
+        want_lse ? ath_compare(got_lse, AH_DTYPE_FP32, ref_lse, n_lse, 0, 0).max_abs : 0;
     ok = co.max_rel1 <= tol_for(s->q_dtype) && worst_lse <= 2e-2;
     printf("%s %-44s T=%-4u max_err=%.2e lse_err=%.2e%s\n", ok ? "ok  " : "FAIL", name,
            w->B.num_tokens, co.max_rel1, worst_lse, ok ? "" : " <--");
@@ -87,14 +89,14 @@ done:
     return ok;
 }
 
-#define TRY(call, what)                                                                        \
-    do {                                                                                       \
-        if ((call) != AH_OK) {                                                                 \
-            printf("FAIL %-44s %s: %s\n", c->name, what,                                       \
-                   st ? p->ops->state_error(st) : p->ops->context_error(p->ctx));             \
-            g_fail++;                                                                          \
-            goto out;                                                                          \
-        }                                                                                      \
+#define TRY(call, what) \
+    do { \
+        if ((call) != AH_OK) { \
+            printf("FAIL %-44s %s: %s\n", c->name, what, \
+                   st ? p->ops->state_error(st) : p->ops->context_error(p->ctx)); \
+            g_fail++; \
+            goto out; \
+        } \
     } while (0)
 
 static void run_case(ath_host *p, fi_case *c, uint64_t seed)
@@ -129,8 +131,10 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
         for (uint32_t r = 0; r < R; r++) {
             const int32_t base = c->qlens[r];
             const int32_t cap = (int32_t)(w.B.width * bs) - base;
-            c->seqlens[r] = base + (int32_t)((seed * 31 + r * 17 + rep * 101) % (uint64_t)(cap > 1 ? cap : 1));
-            if (c->seqlens[r] > (int32_t)(w.B.width * bs)) c->seqlens[r] = (int32_t)(w.B.width * bs);
+            c->seqlens[r] =
+                base + (int32_t)((seed * 31 + r * 17 + rep * 101) % (uint64_t)(cap > 1 ? cap : 1));
+            if (c->seqlens[r] > (int32_t)(w.B.width * bs))
+                c->seqlens[r] = (int32_t)(w.B.width * bs);
         }
         /* The cache layout was sized for the old lengths: keep every new
          * length inside the original total so the block pool suffices. */
@@ -293,15 +297,15 @@ int main(int argc, char **argv)
     uint64_t rng = 12345;
     const ah_dtype qts[2] = {AH_DTYPE_BF16, AH_DTYPE_FP16};
     const char *kinds[4] = {"decode", "prefill", "extend", "mixed"};
-#define ADD(...)                                                                               \
-    do {                                                                                       \
-        if (n + 1 >= (int)(sizeof cases / sizeof cases[0])) {                                 \
-            fprintf(stderr, "fi_check: more cases than the table holds\n");                    \
-            return 1;                                                                          \
-        }                                                                                      \
-        snprintf(names[n], sizeof names[n], __VA_ARGS__);                                      \
-        cases[n].name = names[n];                                                              \
-        n++;                                                                                   \
+#define ADD(...) \
+    do { \
+        if (n + 1 >= (int)(sizeof cases / sizeof cases[0])) { \
+            fprintf(stderr, "fi_check: more cases than the table holds\n"); \
+            return 1; \
+        } \
+        snprintf(names[n], sizeof names[n], __VA_ARGS__); \
+        cases[n].name = names[n]; \
+        n++; \
     } while (0)
 
     for (int qi = 0; qi < 2; qi++) {
@@ -388,7 +392,8 @@ int main(int argc, char **argv)
             lengths(&cases[n], k, 4, 300, &rng);
             ADD("%s %s sinks", qn, kn);
             cases[n] = base_case("", qt, 8, 8, 64, 16);
-            cases[n].s.window = 20, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1, cases[n].s.sinks = 1;
+            cases[n].s.window = 20, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1,
+            cases[n].s.sinks = 1;
             lengths(&cases[n], k, 3, 200, &rng);
             ADD("%s %s window+softcap+alibi+sinks", qn, kn);
         }
@@ -434,7 +439,8 @@ int main(int argc, char **argv)
                 cases[n].s.v_scale = 0.02f;
                 lengths(&cases[n], 0, 5, 300, &rng);
                 empty_kv(&cases[n]);
-                ADD("%s decode empty-kv kv %s d%u", qn, ah_dtype_name(cases[n].s.kv_dtype), fi ? 64 : 128);
+                ADD("%s decode empty-kv kv %s d%u", qn, ah_dtype_name(cases[n].s.kv_dtype),
+                    fi ? 64 : 128);
             }
             for (int f8 = 0; f8 < 2; f8++) {
                 cases[n] = base_case("", qt, 16, 1, 576, 64);
@@ -466,7 +472,7 @@ int main(int argc, char **argv)
             const struct {
                 uint32_t d;
                 ah_dtype kv; /* AH_DTYPE_COUNT: the query's type */
-            } pv[6] = {{128, AH_DTYPE_COUNT},    {64, AH_DTYPE_COUNT},     {256, AH_DTYPE_COUNT},
+            } pv[6] = {{128, AH_DTYPE_COUNT},    {64, AH_DTYPE_COUNT},    {256, AH_DTYPE_COUNT},
                        {128, AH_DTYPE_FP8_E4M3}, {64, AH_DTYPE_FP8_E5M2}, {256, AH_DTYPE_FP8_E4M3}};
             for (int gi = 0; gi < 4; gi++)
                 for (int v = 0; v < 6; v++) {
@@ -517,7 +523,8 @@ int main(int argc, char **argv)
             lengths(&cases[n], 0, 4, 300, &rng);
             ADD("%s decode h14/2 sliding-window 37", qn);
             cases[n] = base_case("", qt, 12, 4, 64, 16);
-            cases[n].s.window = 20, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1, cases[n].s.sinks = 1;
+            cases[n].s.window = 20, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1,
+            cases[n].s.sinks = 1;
             lengths(&cases[n], 0, 4, 200, &rng);
             ADD("%s decode h12/4 d64 window+softcap+alibi+sinks", qn);
             const struct {

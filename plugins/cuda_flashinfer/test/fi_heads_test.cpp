@@ -25,14 +25,14 @@ using namespace fi;
 
 static int g_fail;
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            g_fail++;                                                                              \
-        }                                                                                          \
+#define CHECK(cond, ...) \
+    do { \
+        if (!(cond)) { \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__); \
+            printf("\n"); \
+            g_fail++; \
+        } \
     } while (0)
 
 /* The rule before padding: the largest power-of-two divisor of g up to the cap. */
@@ -52,19 +52,21 @@ static void check_choice(int g, bool mla, bool kv16, int d)
         return;
     }
     const int cap = decode_group_cap(mla, d);
-    CHECK(gb >= 1 && gb <= cap && (gb & (gb - 1)) == 0, "g=%d d=%d mla=%d: gb %d not a power of two <= %d", g, d,
-          mla, gb, cap);
+    CHECK(gb >= 1 && gb <= cap && (gb & (gb - 1)) == 0,
+          "g=%d d=%d mla=%d: gb %d not a power of two <= %d", g, d, mla, gb, cap);
     /* Fewest reads, then fewest padding heads, over every candidate. */
     for (int c = 1; c <= cap; c *= 2) {
         const int rc = head_blocks_per_kv(g, c), rg = head_blocks_per_kv(g, gb);
-        CHECK(rg < rc || (rg == rc && rg * gb <= rc * c), "g=%d d=%d mla=%d: gb %d (%d reads) loses to %d (%d reads)",
-              g, d, mla, gb, rg, c, rc);
+        CHECK(rg < rc || (rg == rc && rg * gb <= rc * c),
+              "g=%d d=%d mla=%d: gb %d (%d reads) loses to %d (%d reads)", g, d, mla, gb, rg, c,
+              rc);
     }
     /* Where the old block already read the fewest times, nothing changes. */
     if (head_blocks_per_kv(g, old) == head_blocks_per_kv(g, gb))
         CHECK(gb == old, "g=%d d=%d mla=%d: gb %d, was %d with as few reads", g, d, mla, gb, old);
     if ((g & (g - 1)) == 0 || g % cap == 0)
-        CHECK(gb == old, "g=%d d=%d mla=%d: divisible group moved from %d to %d", g, d, mla, old, gb);
+        CHECK(gb == old, "g=%d d=%d mla=%d: divisible group moved from %d to %d", g, d, mla, old,
+              gb);
 }
 
 static void check_grid(int hk_count, int g, int gb)
@@ -73,20 +75,24 @@ static void check_grid(int hk_count, int g, int gb)
     std::vector<int> served(hq, 0);
     for (int hb = 0; hb < hk_count * per_kv; hb++) {
         const head_block b(g, gb, hb);
-        CHECK(b.hk >= 0 && b.hk < hk_count, "Hk=%d g=%d gb=%d block %d: KV head %d", hk_count, g, gb, hb, b.hk);
-        CHECK(b.nh >= 1 && b.nh <= gb, "Hk=%d g=%d gb=%d block %d: %d real heads", hk_count, g, gb, hb, b.nh);
+        CHECK(b.hk >= 0 && b.hk < hk_count, "Hk=%d g=%d gb=%d block %d: KV head %d", hk_count, g,
+              gb, hb, b.hk);
+        CHECK(b.nh >= 1 && b.nh <= gb, "Hk=%d g=%d gb=%d block %d: %d real heads", hk_count, g, gb,
+              hb, b.nh);
         CHECK(b.h0 >= b.hk * g && b.h0 + b.nh <= (b.hk + 1) * g,
-              "Hk=%d g=%d gb=%d block %d: heads [%d, %d) outside KV head %d's group", hk_count, g, gb, hb, b.h0,
-              b.h0 + b.nh, b.hk);
+              "Hk=%d g=%d gb=%d block %d: heads [%d, %d) outside KV head %d's group", hk_count, g,
+              gb, hb, b.h0, b.h0 + b.nh, b.hk);
         const bool last = hb % per_kv == per_kv - 1;
-        CHECK(last || b.nh == gb, "Hk=%d g=%d gb=%d block %d: padding before the last block", hk_count, g, gb, hb);
+        CHECK(last || b.nh == gb, "Hk=%d g=%d gb=%d block %d: padding before the last block",
+              hk_count, g, gb, hb);
         if (g % gb == 0)
-            CHECK(b.nh == gb && b.h0 == hb * gb, "Hk=%d g=%d gb=%d block %d: divisible grid changed", hk_count, g,
-                  gb, hb);
+            CHECK(b.nh == gb && b.h0 == hb * gb,
+                  "Hk=%d g=%d gb=%d block %d: divisible grid changed", hk_count, g, gb, hb);
         for (int h = b.h0; h < b.h0 + b.nh && h < hq; h++) served[h]++;
     }
     for (int h = 0; h < hq; h++)
-        CHECK(served[h] == 1, "Hk=%d g=%d gb=%d: head %d served %d times", hk_count, g, gb, h, served[h]);
+        CHECK(served[h] == 1, "Hk=%d g=%d gb=%d: head %d served %d times", hk_count, g, gb, h,
+              served[h]);
 }
 
 int main(void)
@@ -95,9 +101,9 @@ int main(void)
     static const struct {
         int g, d, gb;
     } want[] = {
-        {1, 128, 1}, {2, 128, 2}, {4, 128, 4}, {8, 128, 8}, {16, 128, 8}, {3, 128, 4}, {5, 128, 8},
-        {6, 128, 8}, {7, 128, 8}, {12, 128, 8}, {7, 64, 8},  {3, 256, 4}, {5, 256, 4}, {6, 256, 4},
-        {7, 256, 4}, {8, 256, 4}, {2, 256, 2}, {1, 256, 1},
+        {1, 128, 1}, {2, 128, 2}, {4, 128, 4}, {8, 128, 8},  {16, 128, 8}, {3, 128, 4},
+        {5, 128, 8}, {6, 128, 8}, {7, 128, 8}, {12, 128, 8}, {7, 64, 8},   {3, 256, 4},
+        {5, 256, 4}, {6, 256, 4}, {7, 256, 4}, {8, 256, 4},  {2, 256, 2},  {1, 256, 1},
     };
     for (const auto &w : want) {
         const int gb = decode_group_block(w.g, false, true, w.d);

@@ -18,13 +18,13 @@
 
 static int g_fail;
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "fi_plan_test: %s: %s\n", #x, cudaGetErrorString(e_));                 \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CK(x) \
+    do { \
+        cudaError_t e_ = (x); \
+        if (e_ != cudaSuccess) { \
+            fprintf(stderr, "fi_plan_test: %s: %s\n", #x, cudaGetErrorString(e_)); \
+            exit(1); \
+        } \
     } while (0)
 
 static int32_t *upload(const std::vector<int32_t> &v)
@@ -38,8 +38,8 @@ static int32_t *upload(const std::vector<int32_t> &v)
 /* Plan one batch (qlens[r] query tokens for request r) with page size 16
  * and GQA group 4, and return kv_indptr and kv_indices. */
 static void plan(const std::vector<int32_t> &qlens, const std::vector<int32_t> &lens,
-                 const std::vector<int32_t> &table, int cols, int sort, std::vector<int32_t> *indptr,
-                 std::vector<int32_t> *indices)
+                 const std::vector<int32_t> &table, int cols, int sort,
+                 std::vector<int32_t> *indptr, std::vector<int32_t> *indices)
 {
     const int R = (int)lens.size();
     std::vector<int32_t> qsl(R + 1, 0);
@@ -57,8 +57,10 @@ static void plan(const std::vector<int32_t> &qlens, const std::vector<int32_t> &
     };
     fi::plan_bufs pb;
     pb.qo_indptr = alloc(R + 1), pb.kv_indptr = alloc(R + 1), pb.kv_indices = alloc(npages);
-    pb.kv_last_page_len = alloc(R), pb.seq_lens = alloc(R), pb.token_req = alloc(T), pb.token_pos = alloc(T);
-    pb.tile_indptr = alloc(R + 1), pb.tile_req = alloc(tiles), pb.tile_row0 = alloc(tiles), pb.num_tiles = alloc(1);
+    pb.kv_last_page_len = alloc(R), pb.seq_lens = alloc(R), pb.token_req = alloc(T),
+    pb.token_pos = alloc(T);
+    pb.tile_indptr = alloc(R + 1), pb.tile_req = alloc(tiles), pb.tile_row0 = alloc(tiles),
+    pb.num_tiles = alloc(1);
     CK(fi::launch_plan(d_qsl, d_lens, d_table, cols, R, T, 4, 4, cols, sort, pb, 0));
     CK(cudaDeviceSynchronize());
     indptr->resize(R + 1);
@@ -84,7 +86,8 @@ int main()
     }
     /* Pages per request: none, one, two (nothing to sort), three, one run
      * plus the last page, a run and a bit, several runs with a partial one. */
-    const std::vector<int> pages = {0, 1, 2, 3, 100, FI_SORT_RUN + 1, FI_SORT_RUN + 2, 2 * FI_SORT_RUN + 500};
+    const std::vector<int> pages = {
+        0, 1, 2, 3, 100, FI_SORT_RUN + 1, FI_SORT_RUN + 2, 2 * FI_SORT_RUN + 500};
     const int R = (int)pages.size(), cols = *std::max_element(pages.begin(), pages.end());
     std::mt19937 rng(7);
     for (int c = 0; c < 4; c++) {
@@ -111,7 +114,8 @@ int main()
             check(what, ip0[r + 1] - ip0[r] == np && ip1[r] == ip0[r] && ip1[r + 1] == ip0[r + 1]);
             if (ip0[r + 1] - ip0[r] != np) continue;
             const int32_t *got0 = &idx0[ip0[r]], *got1 = &idx1[ip1[r]];
-            snprintf(what, sizeof what, "%s, %d pages up to %d: table order without sorting", kind, np, top);
+            snprintf(what, sizeof what, "%s, %d pages up to %d: table order without sorting", kind,
+                     np, top);
             check(what, std::equal(row, row + np, got0));
             bool ok = np == 0 || got1[np - 1] == row[np - 1];
             const int full = qlens[r] == 1 && np > 2 ? np - 1 : 0;

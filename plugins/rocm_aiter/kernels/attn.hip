@@ -29,7 +29,8 @@ typedef __UINT16_TYPE__ uint16_t;
 #define logf __builtin_logf
 #define fabsf __builtin_fabsf
 #define INFINITY __builtin_inff()
-#define RA_KERNEL extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(64, 64)))
+#define RA_KERNEL \
+    extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(64, 64)))
 #define RA_DEV __attribute__((device)) static inline
 
 #include "ra_layout.h"
@@ -54,15 +55,27 @@ template <> struct elt<1> {
     typedef short4_t v4;
     RA_DEV float to_f32(uint16_t b) { return ra_bf16_to_f32(b); }
     RA_DEV uint16_t from_f32(float f) { return ra_f32_to_bf16(f); }
-    RA_DEV float4_t mfma16(v4 a, v4 b, float4_t c) { return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0); }
-    RA_DEV float16_t mfma32(v4 a, v4 b, float16_t c) { return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, c, 0, 0, 0); }
+    RA_DEV float4_t mfma16(v4 a, v4 b, float4_t c)
+    {
+        return __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
+    }
+    RA_DEV float16_t mfma32(v4 a, v4 b, float16_t c)
+    {
+        return __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a, b, c, 0, 0, 0);
+    }
 };
 template <> struct elt<0> {
     typedef half4_t v4;
     RA_DEV float to_f32(uint16_t b) { return (float)__builtin_bit_cast(_Float16, b); }
     RA_DEV uint16_t from_f32(float f) { return __builtin_bit_cast(uint16_t, (_Float16)f); }
-    RA_DEV float4_t mfma16(v4 a, v4 b, float4_t c) { return __builtin_amdgcn_mfma_f32_16x16x16f16(a, b, c, 0, 0, 0); }
-    RA_DEV float16_t mfma32(v4 a, v4 b, float16_t c) { return __builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, 0, 0, 0); }
+    RA_DEV float4_t mfma16(v4 a, v4 b, float4_t c)
+    {
+        return __builtin_amdgcn_mfma_f32_16x16x16f16(a, b, c, 0, 0, 0);
+    }
+    RA_DEV float16_t mfma32(v4 a, v4 b, float16_t c)
+    {
+        return __builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, 0, 0, 0);
+    }
 };
 
 /* 4 consecutive 16-bit elements (8-byte aligned: D % 4 == 0), or zeros. */
@@ -73,7 +86,8 @@ template <int BF> RA_DEV typename elt<BF>::v4 load4(const uint16_t *p, bool ok)
     return __builtin_bit_cast(v4, *(const short4_t *)p);
 }
 /* 4 elements from 4 rows (V^T operands). */
-template <int BF> RA_DEV typename elt<BF>::v4 gather4(const uint16_t *p, const int64_t off[4], const bool ok[4])
+template <int BF>
+RA_DEV typename elt<BF>::v4 gather4(const uint16_t *p, const int64_t off[4], const bool ok[4])
 {
     short4_t s;
     s.x = ok[0] ? (short)p[off[0]] : 0;
@@ -98,20 +112,23 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
 {
     typedef typename elt<BF>::v4 v4;
     const int lane = lane_id(), part = (int)__builtin_amdgcn_workgroup_id_x();
-    const int hk = (int)__builtin_amdgcn_workgroup_id_y(), r = (int)__builtin_amdgcn_workgroup_id_z();
+    const int hk = (int)__builtin_amdgcn_workgroup_id_y(),
+              r = (int)__builtin_amdgcn_workgroup_id_z();
     const int q0 = p.query_start_loc[r], q1 = p.query_start_loc[r + 1];
     const int seq = p.seq_lens[r], G = p.num_q_heads / p.num_kv_heads, H = p.num_q_heads;
     if (q1 <= q0) return; /* a padded request */
-    int kstart, k1; /* empty past the request's end and for seq 0 */
+    int kstart, k1;       /* empty past the request's end and for seq 0 */
     ra_decode_keys(part, seq, p.window, &kstart, &k1);
     const int qp = seq - 1, t = q1 - 1;
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
-    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache, *V = (const uint16_t *)p.v_cache;
+    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache,
+                   *V = (const uint16_t *)p.v_cache;
 
     const int g_b = ra_m16_ab_mn(lane);
     v4 bq[D / 16];
     for (int dt = 0; dt < D / 16; dt++)
-        bq[dt] = load4<BF>(Q + t * p.stride_q_t + (int64_t)(hk * G + g_b) * p.stride_q_h + dt * 16 + ra_m16_ab_k(lane, 0),
+        bq[dt] = load4<BF>(Q + t * p.stride_q_t + (int64_t)(hk * G + g_b) * p.stride_q_h + dt * 16 +
+                               ra_m16_ab_k(lane, 0),
                            g_b < G);
     float4_t o[D / 16];
     for (int dt = 0; dt < D / 16; dt++) o[dt] = float4_t{};
@@ -121,14 +138,18 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
         const int key_a = kc + ra_m16_ab_mn(lane);
         const bool ka = key_a < k1;
         for (int dt = 0; dt < D / 16; dt++) {
-            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
-                                                           dt * 16 + ra_m16_ab_k(lane, 0)) : 0), ka);
+            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads,
+                                                           D, hk, dt * 16 + ra_m16_ab_k(lane, 0))
+                                           : 0),
+                                   ka);
             s = elt<BF>::mfma16(a, bq[dt], s);
         }
         float mx = -INFINITY;
         for (int it = 0; it < 4; it++) {
             const int key = kc + ra_m16_c_m(lane, it);
-            s[it] = key < k1 && ra_visible(key, qp, seq, p.window) ? ra_logit(s[it], p.scale, p.softcap) : -INFINITY;
+            s[it] = key < k1 && ra_visible(key, qp, seq, p.window)
+                        ? ra_logit(s[it], p.scale, p.softcap)
+                        : -INFINITY;
             mx = mx > s[it] ? mx : s[it];
         }
         mx = __builtin_fmaxf(mx, shfl_xor(mx, 16));
@@ -149,7 +170,9 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
         for (int it = 0; it < 4; it++) {
             const int key = kc + ra_m16_ab_k(lane, it);
             ok[it] = key < k1;
-            off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk, ra_m16_ab_mn(lane)) : 0;
+            off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
+                                             ra_m16_ab_mn(lane))
+                             : 0;
         }
         for (int dt = 0; dt < D / 16; dt++) {
             o[dt] *= al;
@@ -161,7 +184,8 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
     const int64_t row = ((int64_t)r * H + hk * G + g) * p.max_parts + part;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int dt = 0; dt < D / 16; dt++)
-        for (int it = 0; it < 4; it++) p.part_o[row * D + dt * 16 + ra_m16_c_m(lane, it)] = o[dt][it] * inv;
+        for (int it = 0; it < 4; it++)
+            p.part_o[row * D + dt * 16 + ra_m16_c_m(lane, it)] = o[dt][it] * inv;
     if (lane < 16) {
         p.part_ml[row * 2] = m;
         p.part_ml[row * 2 + 1] = l;
@@ -171,7 +195,8 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
 /* One wave per (query head, request): merge the partitions by LSE, then the sink. */
 template <int BF, int D> RA_DEV void decode_reduce(const ra_attn_params &p)
 {
-    const int lane = lane_id(), h = (int)__builtin_amdgcn_workgroup_id_x(), r = (int)__builtin_amdgcn_workgroup_id_y();
+    const int lane = lane_id(), h = (int)__builtin_amdgcn_workgroup_id_x(),
+              r = (int)__builtin_amdgcn_workgroup_id_y();
     const int q0 = p.query_start_loc[r], q1 = p.query_start_loc[r + 1];
     if (q1 <= q0) return;
     const int np = ra_num_partitions(p.seq_lens[r]), t = q1 - 1;
@@ -181,8 +206,10 @@ template <int BF, int D> RA_DEV void decode_reduce(const ra_attn_params &p)
     for (int i = 0; i < D / 64; i++) o[i] = 0.0f;
     for (int part = 0; part < np; part++) {
         float os;
-        const float w = ra_lse_add(&acc, p.part_ml[(row0 + part) * 2], p.part_ml[(row0 + part) * 2 + 1], &os);
-        for (int i = 0; i < D / 64; i++) o[i] = o[i] * os + w * p.part_o[(row0 + part) * D + i * 64 + lane];
+        const float w =
+            ra_lse_add(&acc, p.part_ml[(row0 + part) * 2], p.part_ml[(row0 + part) * 2 + 1], &os);
+        for (int i = 0; i < D / 64; i++)
+            o[i] = o[i] * os + w * p.part_o[(row0 + part) * D + i * 64 + lane];
     }
     if (p.use_sinks) {
         float os;
@@ -201,7 +228,8 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
 {
     typedef typename elt<BF>::v4 v4;
     const int lane = lane_id(), qtile = (int)__builtin_amdgcn_workgroup_id_x();
-    const int h = (int)__builtin_amdgcn_workgroup_id_y(), r = (int)__builtin_amdgcn_workgroup_id_z();
+    const int h = (int)__builtin_amdgcn_workgroup_id_y(),
+              r = (int)__builtin_amdgcn_workgroup_id_z();
     const int t0 = p.query_start_loc[r], ql = p.query_start_loc[r + 1] - t0, seq = p.seq_lens[r];
     const int q0 = qtile * RA_PRE_QUERIES;
     if (q0 >= ql) return;
@@ -209,13 +237,15 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
     int kstart, kend; /* empty for seq 0 */
     ra_prefill_keys(q0, ql, seq, p.window, &kstart, &kend);
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
-    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache, *V = (const uint16_t *)p.v_cache;
+    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache,
+                   *V = (const uint16_t *)p.v_cache;
 
     const int qi_b = q0 + ra_m32_ab_mn(lane);
     v4 bq[D / 8];
     for (int dt = 0; dt < D / 8; dt++)
-        bq[dt] = load4<BF>(Q + (int64_t)(t0 + (qi_b < ql ? qi_b : 0)) * p.stride_q_t + h * p.stride_q_h + dt * 8 +
-                               ra_m32_ab_k(lane, 0), qi_b < ql);
+        bq[dt] = load4<BF>(Q + (int64_t)(t0 + (qi_b < ql ? qi_b : 0)) * p.stride_q_t +
+                               h * p.stride_q_h + dt * 8 + ra_m32_ab_k(lane, 0),
+                           qi_b < ql);
     float16_t o[D / 32];
     for (int dt = 0; dt < D / 32; dt++) o[dt] = float16_t{};
     float m = -INFINITY, l = 0.0f;
@@ -225,14 +255,17 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
         const int key_a = kc + ra_m32_ab_mn(lane);
         const bool ka = key_a < kend;
         for (int dt = 0; dt < D / 8; dt++) {
-            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
-                                                           dt * 8 + ra_m32_ab_k(lane, 0)) : 0), ka);
+            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads,
+                                                           D, hk, dt * 8 + ra_m32_ab_k(lane, 0))
+                                           : 0),
+                                   ka);
             s = elt<BF>::mfma32(a, bq[dt], s);
         }
         float mx = -INFINITY;
         for (int it = 0; it < 16; it++) {
             const int key = kc + ra_m32_c_m(lane, it);
-            s[it] = ra_visible(key, qp, kend, p.window) ? ra_logit(s[it], p.scale, p.softcap) : -INFINITY;
+            s[it] = ra_visible(key, qp, kend, p.window) ? ra_logit(s[it], p.scale, p.softcap)
+                                                        : -INFINITY;
             mx = mx > s[it] ? mx : s[it];
         }
         mx = __builtin_fmaxf(mx, shfl_xor(mx, 32));
@@ -246,16 +279,20 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
         l = l * al + ps;
         m = mn;
         for (int dt = 0; dt < D / 32; dt++) o[dt] *= al;
-        for (int kk = 0; kk < 4; kk++) { /* 8 keys per MFMA: C items 4kk..4kk+3 are P^T's B operand */
+        /* 8 keys per MFMA: C items 4kk..4kk+3 are P^T's B operand */
+        for (int kk = 0; kk < 4; kk++) {
             const v4 pb = pack_p<BF>(s[4 * kk], s[4 * kk + 1], s[4 * kk + 2], s[4 * kk + 3]);
             int64_t off[4];
             bool ok[4];
             for (int it = 0; it < 4; it++) {
                 const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
                 ok[it] = key < kend;
-                off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk, ra_m32_ab_mn(lane)) : 0;
+                off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
+                                                 ra_m32_ab_mn(lane))
+                                 : 0;
             }
-            for (int dt = 0; dt < D / 32; dt++) o[dt] = elt<BF>::mfma32(gather4<BF>(V + dt * 32, off, ok), pb, o[dt]);
+            for (int dt = 0; dt < D / 32; dt++)
+                o[dt] = elt<BF>::mfma32(gather4<BF>(V + dt * 32, off, ok), pb, o[dt]);
         }
     }
     const int qi = q0 + ra_m32_c_n(lane);
@@ -268,7 +305,8 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
     const float f = acc.l > 0.0f ? os / acc.l : 0.0f;
     uint16_t *O = (uint16_t *)p.out + (int64_t)(t0 + qi) * p.stride_o_t + h * p.stride_o_h;
     for (int dt = 0; dt < D / 32; dt++)
-        for (int it = 0; it < 16; it++) O[dt * 32 + ra_m32_c_m(lane, it)] = elt<BF>::from_f32(o[dt][it] * f);
+        for (int it = 0; it < 16; it++)
+            O[dt * 32 + ra_m32_c_m(lane, it)] = elt<BF>::from_f32(o[dt][it] * f);
     if (p.lse && lane < 32) p.lse[(int64_t)(t0 + qi) * p.num_q_heads + h] = ra_lse_value(acc);
 }
 
@@ -299,12 +337,13 @@ template <int BF> RA_DEV void merge(const ra_merge_params &p)
     const uint16_t *b = (const uint16_t *)p.v_b + (int64_t)row * p.head_size;
     uint16_t *o = (uint16_t *)p.out + (int64_t)row * p.head_size;
     for (int d = lane; d < p.head_size; d += 64)
-        o[d] = elt<BF>::from_f32(RA_MERGE_VALUE(wa, elt<BF>::to_f32(a[d]), wb, elt<BF>::to_f32(b[d])));
+        o[d] =
+            elt<BF>::from_f32(RA_MERGE_VALUE(wa, elt<BF>::to_f32(a[d]), wb, elt<BF>::to_f32(b[d])));
     if (p.lse_out && lane == 0) p.lse_out[row] = lse;
 }
 
-#define RA_INSTANCES(NAME, BF, D)                                                                 \
-    RA_KERNEL void ra_decode_##NAME##_d##D(ra_attn_params p) { decode<BF, D>(p); }               \
+#define RA_INSTANCES(NAME, BF, D) \
+    RA_KERNEL void ra_decode_##NAME##_d##D(ra_attn_params p) { decode<BF, D>(p); } \
     RA_KERNEL void ra_decode_reduce_##NAME##_d##D(ra_attn_params p) { decode_reduce<BF, D>(p); } \
     RA_KERNEL void ra_prefill_##NAME##_d##D(ra_attn_params p) { prefill<BF, D>(p); }
 RA_INSTANCES(bf16, 1, 64)

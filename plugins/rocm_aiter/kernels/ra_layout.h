@@ -36,10 +36,10 @@
 #endif
 
 #define RA_WAVE 64
-#define RA_PARTITION 256 /* keys per decode partition (one workgroup) */
-#define RA_DEC_KEYS 16   /* keys per decode MFMA step (16x16x16) */
-#define RA_DEC_GROUP 16  /* query heads per KV head a decode wave serves */
-#define RA_PRE_KEYS 32   /* keys per prefill step (32x32x8) */
+#define RA_PARTITION 256  /* keys per decode partition (one workgroup) */
+#define RA_DEC_KEYS 16    /* keys per decode MFMA step (16x16x16) */
+#define RA_DEC_GROUP 16   /* query heads per KV head a decode wave serves */
+#define RA_PRE_KEYS 32    /* keys per prefill step (32x32x8) */
 #define RA_PRE_QUERIES 32 /* query rows per prefill wave */
 
 /* ---- MFMA 32x32x8 fragments: (lane, item) -> matrix element -------------- */
@@ -98,7 +98,8 @@ RA_HD int ra_first_key(int qp_lo, int window)
  * is then never read; such a wave writes the partial (m -inf, l 0). */
 RA_HD void ra_decode_keys(int part, int seq_len, int window, int *kstart, int *kend)
 {
-    const int k0 = part * RA_PARTITION, first = (ra_first_key(seq_len - 1, window) / RA_DEC_KEYS) * RA_DEC_KEYS;
+    const int k0 = part * RA_PARTITION,
+              first = (ra_first_key(seq_len - 1, window) / RA_DEC_KEYS) * RA_DEC_KEYS;
     *kend = k0 + RA_PARTITION < seq_len ? k0 + RA_PARTITION : seq_len;
     *kstart = first > k0 ? first : k0;
 }
@@ -132,10 +133,7 @@ RA_HD float ra_logit(float dot, float scale, float softcap)
 
 /* exp(s - m) that is 0 for a masked logit and never NaN when every logit so
  * far was masked (m == -inf). */
-RA_HD float ra_exp_shift(float s, float m)
-{
-    return (s == -INFINITY) ? 0.0f : expf(s - m);
-}
+RA_HD float ra_exp_shift(float s, float m) { return (s == -INFINITY) ? 0.0f : expf(s - m); }
 
 /* The factor that rescales an accumulator from running max m_old to m_new. */
 RA_HD float ra_rescale(float m_old, float m_new)
@@ -211,7 +209,10 @@ RA_HD float ra_merge2(float lse_a, float lse_b, float *wa, float *wb)
 
 RA_HD float ra_bf16_to_f32(uint16_t h)
 {
-    union { uint32_t u; float f; } c;
+    union {
+        uint32_t u;
+        float f;
+    } c;
     c.u = (uint32_t)h << 16;
     return c.f;
 }
@@ -219,7 +220,10 @@ RA_HD float ra_bf16_to_f32(uint16_t h)
 /* Round to nearest even; NaN stays NaN. */
 RA_HD uint16_t ra_f32_to_bf16(float f)
 {
-    union { uint32_t u; float f; } c;
+    union {
+        uint32_t u;
+        float f;
+    } c;
     c.f = f;
     if ((c.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((c.u >> 16) | 0x40);
     c.u += 0x7fffu + ((c.u >> 16) & 1u);

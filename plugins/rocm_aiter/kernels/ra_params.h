@@ -8,8 +8,8 @@
 #define RA_PARAMS_H
 
 typedef struct ra_attn_params {
-    const void *q;              /* [T, Hq, D] (stride_q_t, stride_q_h) */
-    const void *k_cache;        /* NHD [blocks, block_size, Hk, D], dense */
+    const void *q;       /* [T, Hq, D] (stride_q_t, stride_q_h) */
+    const void *k_cache; /* NHD [blocks, block_size, Hk, D], dense */
     const void *v_cache;
     void *out;                  /* [T, Hq, D] (stride_o_t, stride_o_h) */
     float *lse;                 /* [T, Hq] dense, or NULL */
@@ -27,8 +27,8 @@ typedef struct ra_attn_params {
 } ra_attn_params;
 
 typedef struct ra_kv_params {
-    const void *key, *value;    /* [T, Hk, D] (stride_t, stride_h) each */
-    void *k_cache, *v_cache;    /* NHD, dense */
+    const void *key, *value;       /* [T, Hk, D] (stride_t, stride_h) each */
+    void *k_cache, *v_cache;       /* NHD, dense */
     const long long *slot_mapping; /* [T]; negative: padding */
     long long stride_k_t, stride_k_h, stride_v_t, stride_v_h;
     int num_tokens, num_kv_heads, head_size, pad_;
@@ -38,8 +38,8 @@ typedef struct ra_merge_params {
     const void *v_a, *v_b;      /* [T, H, D] dense */
     const float *lse_a, *lse_b; /* [T, H] */
     void *out;
-    float *lse_out;             /* or NULL */
-    int rows, head_size;        /* rows = T * H */
+    float *lse_out;      /* or NULL */
+    int rows, head_size; /* rows = T * H */
 } ra_merge_params;
 
 #endif

@@ -93,12 +93,13 @@ struct ah_context {
     ah_errbuf err;
 };
 
-#define RA_HIP(CTX, ERRP, CALL)                                                                  \
-    do {                                                                                         \
-        hipError_t ra_e_ = (CALL);                                                               \
-        if (ra_e_ != hipSuccess)                                                                 \
-            return ah_fail((ERRP), ra_e_ == hipErrorOutOfMemory ? AH_ERR_OUT_OF_MEMORY : AH_ERR_DEVICE, \
-                           "%s: %s", #CALL, ah_hip_errstr((CTX)->hip, ra_e_));                   \
+#define RA_HIP(CTX, ERRP, CALL) \
+    do { \
+        hipError_t ra_e_ = (CALL); \
+        if (ra_e_ != hipSuccess) \
+            return ah_fail((ERRP), \
+                           ra_e_ == hipErrorOutOfMemory ? AH_ERR_OUT_OF_MEMORY : AH_ERR_DEVICE, \
+                           "%s: %s", #CALL, ah_hip_errstr((CTX)->hip, ra_e_)); \
     } while (0)
 
 static ah_status ra_probe(const ah_host_services *host, ah_probe_info *info)
@@ -120,7 +121,8 @@ static ah_status ra_probe(const ah_host_services *host, ah_probe_info *info)
     hipDeviceProp_t p;
     memset(&p, 0, sizeof p);
     if ((e = hip->device_props(&p, 0)) != hipSuccess) {
-        snprintf(info->reason, sizeof info->reason, "hipGetDeviceProperties: %s", ah_hip_errstr(hip, e));
+        snprintf(info->reason, sizeof info->reason, "hipGetDeviceProperties: %s",
+                 ah_hip_errstr(hip, e));
         return AH_OK;
     }
     hip->driver_version(&drv);
@@ -134,15 +136,16 @@ static ah_status ra_probe(const ah_host_services *host, ah_probe_info *info)
     if (!ra_image_for(info->arch)) {
         char built[96];
         ra_targets_text(built, sizeof built);
-        snprintf(info->reason, sizeof info->reason, "%s: no code object for this target (built for %s)",
-                 info->arch, built);
+        snprintf(info->reason, sizeof info->reason,
+                 "%s: no code object for this target (built for %s)", info->arch, built);
         return AH_OK;
     }
     info->usable = 1;
     if (host && host->log)
-        host->log(host, AH_LOG_INFO,
-                  "rocm_aiter: kernels unverified on hardware until `attnhost check --plugin rocm_aiter` "
-                  "passes on this GPU");
+        host->log(
+            host, AH_LOG_INFO,
+            "rocm_aiter: kernels unverified on hardware until `attnhost check --plugin rocm_aiter` "
+            "passes on this GPU");
     return AH_OK;
 }
 
@@ -154,8 +157,8 @@ static ah_status ra_context_create(const ah_host_services *host, const ah_contex
     const ah_hip_api *hip = ah_hip_load(why);
     if (!hip) return AH_ERR_UNAVAILABLE;
     int n = 0;
-    if (hip->init(0) != hipSuccess || hip->device_count(&n) != hipSuccess || opts->device_index < 0 ||
-        opts->device_index >= n) {
+    if (hip->init(0) != hipSuccess || hip->device_count(&n) != hipSuccess ||
+        opts->device_index < 0 || opts->device_index >= n) {
         *why = "no such AMD GPU";
         return AH_ERR_UNAVAILABLE;
     }
@@ -179,7 +182,8 @@ static ah_status ra_context_create(const ah_host_services *host, const ah_contex
     }
     c->hip = hip;
     c->device = opts->device_index;
-    if (hip->set_device(c->device) != hipSuccess || hip->module_load(&c->module, img->begin) != hipSuccess) {
+    if (hip->set_device(c->device) != hipSuccess ||
+        hip->module_load(&c->module, img->begin) != hipSuccess) {
         free(c);
         *why = "hipModuleLoadData failed for the embedded code object";
         return AH_ERR_DEVICE;
@@ -189,12 +193,12 @@ static ah_status ra_context_create(const ah_host_services *host, const ah_contex
     for (int bf = 0; bf < 2; bf++) {
         for (int f = 0; f < RA_FAMILIES; f++)
             for (int d = 0; d < RA_HEAD_SIZES; d++) {
-                snprintf(name, sizeof name, "ra_%s_%s_d%u", ra_family_names[f], bf ? "bf16" : "fp16",
-                         ra_head_sizes[d]);
+                snprintf(name, sizeof name, "ra_%s_%s_d%u", ra_family_names[f],
+                         bf ? "bf16" : "fp16", ra_head_sizes[d]);
                 ok &= hip->module_function(&c->attn[bf][f][d], c->module, name) == hipSuccess;
             }
-        ok &= hip->module_function(&c->merge[bf], c->module, bf ? "ra_merge_bf16" : "ra_merge_fp16") ==
-              hipSuccess;
+        ok &= hip->module_function(&c->merge[bf], c->module,
+                                   bf ? "ra_merge_bf16" : "ra_merge_fp16") == hipSuccess;
     }
     ok &= hip->module_function(&c->write_kv, c->module, "ra_write_kv") == hipSuccess;
     ok &= hip->event_create(&c->t0, 0) == hipSuccess && hip->event_create(&c->t1, 0) == hipSuccess;
@@ -231,9 +235,11 @@ static void ra_mem_free(ah_context *c, void *p)
 {
     if (p) c->hip->mem_free(p);
 }
-static ah_status ra_mem_copy(ah_context *c, void *dst, const void *src, size_t n, ah_copy_kind kind, void *s)
+static ah_status ra_mem_copy(ah_context *c, void *dst, const void *src, size_t n, ah_copy_kind kind,
+                             void *s)
 {
-    static const hipMemcpyKind kinds[] = {hipMemcpyHostToDevice, hipMemcpyDeviceToHost, hipMemcpyDeviceToDevice};
+    static const hipMemcpyKind kinds[] = {hipMemcpyHostToDevice, hipMemcpyDeviceToHost,
+                                          hipMemcpyDeviceToDevice};
     RA_HIP(c, &c->err, c->hip->copy_async(dst, src, n, kinds[kind], (hipStream_t)s));
     if (kind == AH_COPY_DEVICE_TO_HOST) RA_HIP(c, &c->err, c->hip->stream_sync((hipStream_t)s));
     return AH_OK;
@@ -275,7 +281,7 @@ struct ah_state {
     int bf, hidx, max_parts;
     float *part_o, *part_ml; /* decode partials */
     const ah_batch *batch;
-    int decode;              /* the planned batch has no query longer than 1 */
+    int decode; /* the planned batch has no query longer than 1 */
     ah_errbuf err;
 };
 
@@ -289,18 +295,21 @@ static int ra_head_index(uint32_t d)
 static ah_status ra_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
 {
     const uint64_t parts = (uint64_t)ra_num_partitions((int)lim->max_seq_len);
-    *bytes = (uint64_t)lim->max_num_reqs * spec->num_q_heads * parts * (spec->v_head_size + 2) * sizeof(float);
+    *bytes = (uint64_t)lim->max_num_reqs * spec->num_q_heads * parts * (spec->v_head_size + 2) *
+             sizeof(float);
     return AH_OK;
 }
 
-static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const ah_limits *lim, ah_state **out)
+static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const ah_limits *lim,
+                                 ah_state **out)
 {
     *out = NULL;
     const int hidx = ra_head_index(spec->qk_head_size);
     if (hidx < 0 || spec->v_head_size != spec->qk_head_size || spec->kv_dtype != spec->q_dtype ||
         (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16))
-        return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "rocm_aiter: unsupported layer (head %u/%u, %s/%s)",
-                       spec->qk_head_size, spec->v_head_size, ah_dtype_name(spec->q_dtype),
+        return ah_fail(&c->err, AH_ERR_UNSUPPORTED,
+                       "rocm_aiter: unsupported layer (head %u/%u, %s/%s)", spec->qk_head_size,
+                       spec->v_head_size, ah_dtype_name(spec->q_dtype),
                        ah_dtype_name(spec->kv_dtype));
     ah_state *st = calloc(1, sizeof *st);
     if (!st) return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
@@ -312,11 +321,13 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
     st->max_parts = ra_num_partitions((int)lim->max_seq_len);
     const size_t rows = (size_t)lim->max_num_reqs * spec->num_q_heads * (size_t)st->max_parts;
     if (c->hip->set_device(c->device) != hipSuccess ||
-        c->hip->mem_alloc((void **)&st->part_o, rows * spec->v_head_size * sizeof(float) + 4) != hipSuccess ||
+        c->hip->mem_alloc((void **)&st->part_o, rows * spec->v_head_size * sizeof(float) + 4) !=
+            hipSuccess ||
         c->hip->mem_alloc((void **)&st->part_ml, rows * 2 * sizeof(float) + 4) != hipSuccess) {
         if (st->part_o) c->hip->mem_free(st->part_o);
         free(st);
-        return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "rocm_aiter: decode workspace of %zu partial rows", rows);
+        return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY,
+                       "rocm_aiter: decode workspace of %zu partial rows", rows);
     }
     *out = st;
     return AH_OK;
@@ -335,22 +346,25 @@ static const char *ra_state_error(const ah_state *st) { return st->err.msg; }
 static ah_status ra_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
     (void)stream;
-    if (mode != AH_PLAN_EAGER) return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "rocm_aiter: no graph capture");
+    if (mode != AH_PLAN_EAGER)
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "rocm_aiter: no graph capture");
     /* Bounds the kernels rely on (the host checks them too unless validation is off). */
     if (b->num_reqs > st->lim.max_num_reqs || b->max_seq_len > st->lim.max_seq_len)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "rocm_aiter: batch beyond the state's limits");
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "rocm_aiter: batch beyond the state's limits");
     st->batch = b;
     st->decode = b->max_query_len <= 1;
     return AH_OK;
 }
 
-static ah_status ra_launch(ah_state *st, hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, void *arg,
-                           void *stream)
+static ah_status ra_launch(ah_state *st, hipFunction_t f, unsigned gx, unsigned gy, unsigned gz,
+                           void *arg, void *stream)
 {
     ah_context *c = st->ctx;
     void *args[] = {arg};
     if (gx == 0 || gy == 0 || gz == 0) return AH_OK;
-    RA_HIP(c, &st->err, c->hip->launch(f, gx, gy, gz, RA_WAVE, 1, 1, 0, (hipStream_t)stream, args, NULL));
+    RA_HIP(c, &st->err,
+           c->hip->launch(f, gx, gy, gz, RA_WAVE, 1, 1, 0, (hipStream_t)stream, args, NULL));
     return AH_OK;
 }
 
@@ -391,16 +405,16 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     ah_status r;
     if (st->decode) {
         const unsigned parts = (unsigned)ra_num_partitions((int)b->max_seq_len);
-        r = ra_launch(st, fn[RA_FAMILY_DECODE * RA_HEAD_SIZES + st->hidx], parts, s->num_kv_heads, b->num_reqs, &p,
-                      a->stream);
+        r = ra_launch(st, fn[RA_FAMILY_DECODE * RA_HEAD_SIZES + st->hidx], parts, s->num_kv_heads,
+                      b->num_reqs, &p, a->stream);
         if (r == AH_OK)
-            r = ra_launch(st, fn[RA_FAMILY_REDUCE * RA_HEAD_SIZES + st->hidx], s->num_q_heads, b->num_reqs, 1, &p,
-                          a->stream);
+            r = ra_launch(st, fn[RA_FAMILY_REDUCE * RA_HEAD_SIZES + st->hidx], s->num_q_heads,
+                          b->num_reqs, 1, &p, a->stream);
         return r;
     }
     const unsigned tiles = (b->max_query_len + RA_PRE_QUERIES - 1) / RA_PRE_QUERIES;
-    return ra_launch(st, fn[RA_FAMILY_PREFILL * RA_HEAD_SIZES + st->hidx], tiles, s->num_q_heads, b->num_reqs, &p,
-                     a->stream);
+    return ra_launch(st, fn[RA_FAMILY_PREFILL * RA_HEAD_SIZES + st->hidx], tiles, s->num_q_heads,
+                     b->num_reqs, &p, a->stream);
 }
 
 static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
@@ -429,7 +443,8 @@ static ah_status ra_merge_states(ah_context *c, const ah_merge_args *a)
     const int bf = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16);
     if (!bf && !ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16))
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "rocm_aiter: merge_states takes bf16 or fp16");
-    if (!ah_dl_is_contiguous(a->v_a) || !ah_dl_is_contiguous(a->v_b) || !ah_dl_is_contiguous(a->out))
+    if (!ah_dl_is_contiguous(a->v_a) || !ah_dl_is_contiguous(a->v_b) ||
+        !ah_dl_is_contiguous(a->out))
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "rocm_aiter: merge_states takes dense tensors");
     ra_merge_params p;
     memset(&p, 0, sizeof p);
@@ -443,21 +458,24 @@ static ah_status ra_merge_states(ah_context *c, const ah_merge_args *a)
     p.head_size = (int)a->v_a->shape[2];
     void *args[] = {&p};
     if (p.rows == 0) return AH_OK;
-    RA_HIP(c, &c->err, c->hip->launch(c->merge[bf], (unsigned)p.rows, 1, 1, RA_WAVE, 1, 1, 0,
-                                      (hipStream_t)a->stream, args, NULL));
+    RA_HIP(c, &c->err,
+           c->hip->launch(c->merge[bf], (unsigned)p.rows, 1, 1, RA_WAVE, 1, 1, 0,
+                          (hipStream_t)a->stream, args, NULL));
     return AH_OK;
 }
 
 /* ---- the descriptor -------------------------------------------------------------------- */
 
-static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink)
+static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
+                                 ah_reason_sink *sink)
 {
     (void)probe;
     if (spec->kv_dtype != spec->q_dtype)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
                   "the query dtype (16-bit caches only)");
     if (spec->qk_head_size != spec->v_head_size)
-        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size", "equal head sizes");
+        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
+                  "equal head sizes");
 }
 
 static const uint32_t ra_head_list[] = {64, 128, 256};
@@ -474,7 +492,8 @@ static const ah_caps ra_caps = {
      * prefill kernel (ra_decode_keys, ra_prefill_keys: its table row is
      * never read) and ends as out 0, LSE -inf; merge_states does not read
      * a part of LSE -inf. */
-    .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_LSE | AH_FEAT_EMPTY_KV,
+    .features =
+        AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_LSE | AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
@@ -516,8 +535,9 @@ static const ah_plugin_ops ra_ops = {
     .timer_stop = ra_timer_stop,
 };
 
-AH_PLUGIN_DEFINE(rocm_aiter, "0.1", "attnhost", "MIT",
-                 "AITER-class MFMA attention for AMD Instinct (gfx90a, gfx942) through HIP: paged decode "
-                 "with 256-key partitions, prefill/extend, KV write, merge_states; unverified on hardware "
-                 "until `attnhost check --plugin rocm_aiter` passes on an AMD GPU",
-                 AH_DEVICE_HIP, &ra_caps, &ra_ops)
+AH_PLUGIN_DEFINE(
+    rocm_aiter, "0.1", "attnhost", "MIT",
+    "AITER-class MFMA attention for AMD Instinct (gfx90a, gfx942) through HIP: paged decode "
+    "with 256-key partitions, prefill/extend, KV write, merge_states; unverified on hardware "
+    "until `attnhost check --plugin rocm_aiter` passes on an AMD GPU",
+    AH_DEVICE_HIP, &ra_caps, &ra_ops)

@@ -27,7 +27,8 @@ static inline int ra_isa_m16_c_lane(int i, int j) { return j + 16 * (i / 4); }
 static inline int ra_isa_m16_c_item(int i) { return i % 4; }
 
 /* a, b: [64][4] per lane; c: [64][16] per lane, updated in place. */
-static inline void ra_model_mfma_32x32x8(const float a[64][4], const float b[64][4], float c[64][16])
+static inline void ra_model_mfma_32x32x8(const float a[64][4], const float b[64][4],
+                                         float c[64][16])
 {
     float A[32][8], B[8][32];
     for (int i = 0; i < 32; i++)
@@ -44,7 +45,8 @@ static inline void ra_model_mfma_32x32x8(const float a[64][4], const float b[64]
 }
 
 /* a, b: [64][4]; c: [64][4]. */
-static inline void ra_model_mfma_16x16x16(const float a[64][4], const float b[64][4], float c[64][4])
+static inline void ra_model_mfma_16x16x16(const float a[64][4], const float b[64][4],
+                                          float c[64][4])
 {
     float A[16][16], B[16][16];
     for (int i = 0; i < 16; i++)

@@ -19,8 +19,8 @@ int main(int argc, char **argv)
     *(void **)&entry = dlsym(so, AH_PLUGIN_ENTRY_SYMBOL);
     const char *why = NULL;
     const ah_plugin_descriptor *d = entry ? entry(AH_ABI_VERSION, NULL, &why) : NULL;
-    if (!d || strcmp(d->name, "rocm_aiter") || d->device_kind != AH_DEVICE_HIP || d->caps->n_gfx_targets == 0 ||
-        d->caps->prefill_rank != AH_RANK_PRIMARY) {
+    if (!d || strcmp(d->name, "rocm_aiter") || d->device_kind != AH_DEVICE_HIP ||
+        d->caps->n_gfx_targets == 0 || d->caps->prefill_rank != AH_RANK_PRIMARY) {
         printf("FAIL descriptor\n");
         return 1;
     }
@@ -33,8 +33,9 @@ int main(int argc, char **argv)
     }
     printf("targets:");
     for (uint32_t i = 0; i < d->caps->n_gfx_targets; i++) printf(" %s", d->caps->gfx_targets[i]);
-    printf("\nprobe: usable=%d reason=\"%s\" device=\"%s\" arch=%s CUs=%u memory=%llu driver=\"%s\"\n",
-           info.usable, info.reason, info.device_name, info.arch, info.multiprocessors,
-           (unsigned long long)info.memory_bytes, info.driver_version);
+    printf(
+        "\nprobe: usable=%d reason=\"%s\" device=\"%s\" arch=%s CUs=%u memory=%llu driver=\"%s\"\n",
+        info.usable, info.reason, info.device_name, info.arch, info.multiprocessors,
+        (unsigned long long)info.memory_bytes, info.driver_version);
     return 0;
 }

@@ -23,13 +23,13 @@ static void cu_load_once(void)
         g_why = g_why_buf;
         return;
     }
-#define AH_CU_RESOLVE(ret, sym, field, params)                                              \
-    *(void **)&g_cu.field = dlsym(lib, #sym);                                                \
-    if (!g_cu.field) {                                                                       \
+#define AH_CU_RESOLVE(ret, sym, field, params) \
+    *(void **)&g_cu.field = dlsym(lib, #sym); \
+    if (!g_cu.field) { \
         snprintf(g_why_buf, sizeof g_why_buf, "libcuda.so.1 lacks %s (driver too old)", #sym); \
-        g_why = g_why_buf;                                                                   \
-        dlclose(lib);                                                                        \
-        return;                                                                              \
+        g_why = g_why_buf; \
+        dlclose(lib); \
+        return; \
     }
     AH_CU_FUNCS(AH_CU_RESOLVE)
 #undef AH_CU_RESOLVE

@@ -60,47 +60,47 @@ typedef struct CUDA_MEMCPY2D_st {
 } CUDA_MEMCPY2D;
 
 /* X(return, name in libcuda, our field, parameters) */
-#define AH_CU_FUNCS(X)                                                                          \
-    X(CUresult, cuInit, init, (unsigned int))                                                   \
-    X(CUresult, cuDriverGetVersion, driver_version, (int *))                                    \
-    X(CUresult, cuDeviceGetCount, device_count, (int *))                                        \
-    X(CUresult, cuDeviceGet, device_get, (CUdevice *, int))                                     \
-    X(CUresult, cuDeviceGetName, device_name, (char *, int, CUdevice))                          \
-    X(CUresult, cuDeviceGetAttribute, device_attr, (int *, int, CUdevice))                      \
-    X(CUresult, cuDeviceTotalMem_v2, device_mem, (size_t *, CUdevice))                          \
-    X(CUresult, cuDevicePrimaryCtxRetain, ctx_retain, (CUcontext *, CUdevice))                  \
-    X(CUresult, cuDevicePrimaryCtxRelease_v2, ctx_release, (CUdevice))                          \
-    X(CUresult, cuCtxSetCurrent, ctx_set_current, (CUcontext))                                  \
-    X(CUresult, cuModuleLoadData, module_load, (CUmodule *, const void *))                      \
-    X(CUresult, cuModuleUnload, module_unload, (CUmodule))                                      \
-    X(CUresult, cuModuleGetFunction, module_function, (CUfunction *, CUmodule, const char *))   \
-    X(CUresult, cuFuncSetAttribute, func_set_attr, (CUfunction, int, int))                      \
-    X(CUresult, cuLaunchKernel, launch,                                                         \
-      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,        \
-       CUstream, void **, void **))                                                             \
-    X(CUresult, cuMemAlloc_v2, mem_alloc, (CUdeviceptr *, size_t))                              \
-    X(CUresult, cuMemFree_v2, mem_free, (CUdeviceptr))                                          \
-    X(CUresult, cuMemAllocHost_v2, host_alloc, (void **, size_t))                               \
-    X(CUresult, cuMemFreeHost, host_free, (void *))                                             \
+#define AH_CU_FUNCS(X) \
+    X(CUresult, cuInit, init, (unsigned int)) \
+    X(CUresult, cuDriverGetVersion, driver_version, (int *)) \
+    X(CUresult, cuDeviceGetCount, device_count, (int *)) \
+    X(CUresult, cuDeviceGet, device_get, (CUdevice *, int)) \
+    X(CUresult, cuDeviceGetName, device_name, (char *, int, CUdevice)) \
+    X(CUresult, cuDeviceGetAttribute, device_attr, (int *, int, CUdevice)) \
+    X(CUresult, cuDeviceTotalMem_v2, device_mem, (size_t *, CUdevice)) \
+    X(CUresult, cuDevicePrimaryCtxRetain, ctx_retain, (CUcontext *, CUdevice)) \
+    X(CUresult, cuDevicePrimaryCtxRelease_v2, ctx_release, (CUdevice)) \
+    X(CUresult, cuCtxSetCurrent, ctx_set_current, (CUcontext)) \
+    X(CUresult, cuModuleLoadData, module_load, (CUmodule *, const void *)) \
+    X(CUresult, cuModuleUnload, module_unload, (CUmodule)) \
+    X(CUresult, cuModuleGetFunction, module_function, (CUfunction *, CUmodule, const char *)) \
+    X(CUresult, cuFuncSetAttribute, func_set_attr, (CUfunction, int, int)) \
+    X(CUresult, cuLaunchKernel, launch, \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+       void **, void **)) \
+    X(CUresult, cuMemAlloc_v2, mem_alloc, (CUdeviceptr *, size_t)) \
+    X(CUresult, cuMemFree_v2, mem_free, (CUdeviceptr)) \
+    X(CUresult, cuMemAllocHost_v2, host_alloc, (void **, size_t)) \
+    X(CUresult, cuMemFreeHost, host_free, (void *)) \
     X(CUresult, cuMemcpyHtoDAsync_v2, copy_htod, (CUdeviceptr, const void *, size_t, CUstream)) \
-    X(CUresult, cuMemcpyDtoHAsync_v2, copy_dtoh, (void *, CUdeviceptr, size_t, CUstream))       \
-    X(CUresult, cuMemcpyDtoDAsync_v2, copy_dtod, (CUdeviceptr, CUdeviceptr, size_t, CUstream))  \
-    X(CUresult, cuMemcpy2DAsync_v2, copy_2d, (const CUDA_MEMCPY2D *, CUstream))                 \
-    X(CUresult, cuStreamCreate, stream_create, (CUstream *, unsigned))                          \
-    X(CUresult, cuStreamDestroy_v2, stream_destroy, (CUstream))                                 \
-    X(CUresult, cuStreamSynchronize, stream_sync, (CUstream))                                   \
-    X(CUresult, cuEventCreate, event_create, (CUevent *, unsigned))                             \
-    X(CUresult, cuEventDestroy_v2, event_destroy, (CUevent))                                    \
-    X(CUresult, cuEventRecord, event_record, (CUevent, CUstream))                               \
-    X(CUresult, cuEventSynchronize, event_sync, (CUevent))                                      \
-    X(CUresult, cuEventElapsedTime, event_elapsed, (float *, CUevent, CUevent))                 \
-    X(CUresult, cuStreamBeginCapture_v2, capture_begin, (CUstream, int))                        \
-    X(CUresult, cuStreamEndCapture, capture_end, (CUstream, CUgraph *))                         \
-    X(CUresult, cuGraphInstantiateWithFlags, graph_instantiate,                                 \
-      (CUgraphExec *, CUgraph, unsigned long long))                                             \
-    X(CUresult, cuGraphLaunch, graph_launch, (CUgraphExec, CUstream))                           \
-    X(CUresult, cuGraphExecDestroy, graph_exec_destroy, (CUgraphExec))                         \
-    X(CUresult, cuGraphDestroy, graph_destroy, (CUgraph))                                       \
+    X(CUresult, cuMemcpyDtoHAsync_v2, copy_dtoh, (void *, CUdeviceptr, size_t, CUstream)) \
+    X(CUresult, cuMemcpyDtoDAsync_v2, copy_dtod, (CUdeviceptr, CUdeviceptr, size_t, CUstream)) \
+    X(CUresult, cuMemcpy2DAsync_v2, copy_2d, (const CUDA_MEMCPY2D *, CUstream)) \
+    X(CUresult, cuStreamCreate, stream_create, (CUstream *, unsigned)) \
+    X(CUresult, cuStreamDestroy_v2, stream_destroy, (CUstream)) \
+    X(CUresult, cuStreamSynchronize, stream_sync, (CUstream)) \
+    X(CUresult, cuEventCreate, event_create, (CUevent *, unsigned)) \
+    X(CUresult, cuEventDestroy_v2, event_destroy, (CUevent)) \
+    X(CUresult, cuEventRecord, event_record, (CUevent, CUstream)) \
+    X(CUresult, cuEventSynchronize, event_sync, (CUevent)) \
+    X(CUresult, cuEventElapsedTime, event_elapsed, (float *, CUevent, CUevent)) \
+    X(CUresult, cuStreamBeginCapture_v2, capture_begin, (CUstream, int)) \
+    X(CUresult, cuStreamEndCapture, capture_end, (CUstream, CUgraph *)) \
+    X(CUresult, cuGraphInstantiateWithFlags, graph_instantiate, \
+      (CUgraphExec *, CUgraph, unsigned long long)) \
+    X(CUresult, cuGraphLaunch, graph_launch, (CUgraphExec, CUstream)) \
+    X(CUresult, cuGraphExecDestroy, graph_exec_destroy, (CUgraphExec)) \
+    X(CUresult, cuGraphDestroy, graph_destroy, (CUgraph)) \
     X(CUresult, cuGetErrorString, error_string, (CUresult, const char **))
 
 typedef struct ah_cu_api {

@@ -30,36 +30,59 @@ static CUresult a_init(unsigned f) { return R(g_hip->init(f)); }
 static CUresult a_driver_version(int *v) { return R(g_hip->driver_version(v)); }
 static CUresult a_device_count(int *n) { return R(g_hip->device_count(n)); }
 static CUresult a_device_get(CUdevice *d, int i) { return R(g_hip->device_get(d, i)); }
-static CUresult a_device_name(char *n, int len, CUdevice d) { return R(g_hip->device_name(n, len, d)); }
+static CUresult a_device_name(char *n, int len, CUdevice d)
+{
+    return R(g_hip->device_name(n, len, d));
+}
 static CUresult a_device_attr(int *v, int attr, CUdevice d)
 {
     hipDeviceAttribute_t a;
     switch (attr) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: a = hipDeviceAttributeMultiprocessorCount; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: a = hipDeviceAttributeComputeCapabilityMajor; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: a = hipDeviceAttributeComputeCapabilityMinor; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        a = hipDeviceAttributeComputeCapabilityMajor;
+        break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        a = hipDeviceAttributeComputeCapabilityMinor;
+        break;
     /* HIP has no opt-in beyond the per-block maximum (64 KB of LDS). */
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: a = hipDeviceAttributeMaxSharedMemoryPerBlock; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        a = hipDeviceAttributeMaxSharedMemoryPerBlock;
+        break;
     default: return R(hipErrorInvalidValue);
     }
     return R(g_hip->device_attr(v, a, d));
 }
 static CUresult a_device_mem(size_t *b, CUdevice d) { return R(g_hip->device_mem(b, d)); }
-static CUresult a_ctx_retain(CUcontext *c, CUdevice d) { return R(g_hip->ctx_retain((hipCtx_t *)c, d)); }
+static CUresult a_ctx_retain(CUcontext *c, CUdevice d)
+{
+    return R(g_hip->ctx_retain((hipCtx_t *)c, d));
+}
 static CUresult a_ctx_release(CUdevice d) { return R(g_hip->ctx_release(d)); }
 static CUresult a_ctx_set_current(CUcontext c) { return R(g_hip->ctx_set_current((hipCtx_t)c)); }
-static CUresult a_module_load(CUmodule *m, const void *img) { return R(g_hip->module_load((hipModule_t *)m, img)); }
+static CUresult a_module_load(CUmodule *m, const void *img)
+{
+    return R(g_hip->module_load((hipModule_t *)m, img));
+}
 static CUresult a_module_unload(CUmodule m) { return R(g_hip->module_unload((hipModule_t)m)); }
 static CUresult a_module_function(CUfunction *f, CUmodule m, const char *name)
 {
     return R(g_hip->module_function((hipFunction_t *)f, (hipModule_t)m, name));
 }
 /* Kernels never ask for more LDS than a block gets without opting in. */
-static CUresult a_func_set_attr(CUfunction f, int attr, int v) { (void)f; (void)attr; (void)v; return 0; }
-static CUresult a_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                         unsigned bz, unsigned smem, CUstream s, void **params, void **extra)
+static CUresult a_func_set_attr(CUfunction f, int attr, int v)
 {
-    return R(g_hip->launch((hipFunction_t)f, gx, gy, gz, bx, by, bz, smem, (hipStream_t)s, params, extra));
+    (void)f;
+    (void)attr;
+    (void)v;
+    return 0;
+}
+static CUresult a_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                         void **extra)
+{
+    return R(g_hip->launch((hipFunction_t)f, gx, gy, gz, bx, by, bz, smem, (hipStream_t)s, params,
+                           extra));
 }
 static CUresult a_mem_alloc(CUdeviceptr *p, size_t n)
 {
@@ -69,7 +92,10 @@ static CUresult a_mem_alloc(CUdeviceptr *p, size_t n)
     return R(e);
 }
 static CUresult a_mem_free(CUdeviceptr p) { return R(g_hip->mem_free(DP(p))); }
-static CUresult a_host_alloc(void **p, size_t n) { return R(g_hip->host_alloc(p, n, hipHostMallocDefault)); }
+static CUresult a_host_alloc(void **p, size_t n)
+{
+    return R(g_hip->host_alloc(p, n, hipHostMallocDefault));
+}
 static CUresult a_host_free(void *p) { return R(g_hip->host_free(p)); }
 static CUresult a_copy_htod(CUdeviceptr d, const void *s, size_t n, CUstream st)
 {
@@ -90,21 +116,26 @@ static CUresult a_copy_2d(const CUDA_MEMCPY2D *c, CUstream st)
         c->srcXInBytes || c->srcY || c->dstXInBytes || c->dstY)
         return R(hipErrorInvalidValue);
     return R(g_hip->copy_2d((void *)(uintptr_t)c->dstDevice, c->dstPitch,
-                       (const void *)(uintptr_t)c->srcDevice, c->srcPitch, c->WidthInBytes, c->Height,
-                       hipMemcpyDeviceToDevice, (hipStream_t)st));
+                            (const void *)(uintptr_t)c->srcDevice, c->srcPitch, c->WidthInBytes,
+                            c->Height, hipMemcpyDeviceToDevice, (hipStream_t)st));
 }
 static CUresult a_stream_create(CUstream *s, unsigned f)
 {
-    return R(g_hip->stream_create((hipStream_t *)s, f == CU_STREAM_NON_BLOCKING ? hipStreamNonBlocking : 0));
+    return R(g_hip->stream_create((hipStream_t *)s,
+                                  f == CU_STREAM_NON_BLOCKING ? hipStreamNonBlocking : 0));
 }
 static CUresult a_stream_destroy(CUstream s) { return R(g_hip->stream_destroy((hipStream_t)s)); }
 static CUresult a_stream_sync(CUstream s) { return R(g_hip->stream_sync((hipStream_t)s)); }
 static CUresult a_event_create(CUevent *e, unsigned f)
 {
-    return R(g_hip->event_create((hipEvent_t *)e, f == CU_EVENT_DISABLE_TIMING ? hipEventDisableTiming : 0));
+    return R(g_hip->event_create((hipEvent_t *)e,
+                                 f == CU_EVENT_DISABLE_TIMING ? hipEventDisableTiming : 0));
 }
 static CUresult a_event_destroy(CUevent e) { return R(g_hip->event_destroy((hipEvent_t)e)); }
-static CUresult a_event_record(CUevent e, CUstream s) { return R(g_hip->event_record((hipEvent_t)e, (hipStream_t)s)); }
+static CUresult a_event_record(CUevent e, CUstream s)
+{
+    return R(g_hip->event_record((hipEvent_t)e, (hipStream_t)s));
+}
 static CUresult a_event_sync(CUevent e) { return R(g_hip->event_sync((hipEvent_t)e)); }
 static CUresult a_event_elapsed(float *ms, CUevent a, CUevent b)
 {
@@ -115,13 +146,22 @@ static CUresult a_capture_begin(CUstream s, int mode)
     (void)mode; /* the plugin always captures thread-locally */
     return R(g_hip->capture_begin((hipStream_t)s, hipStreamCaptureModeThreadLocal));
 }
-static CUresult a_capture_end(CUstream s, CUgraph *g) { return R(g_hip->capture_end((hipStream_t)s, (hipGraph_t *)g)); }
+static CUresult a_capture_end(CUstream s, CUgraph *g)
+{
+    return R(g_hip->capture_end((hipStream_t)s, (hipGraph_t *)g));
+}
 static CUresult a_graph_instantiate(CUgraphExec *e, CUgraph g, unsigned long long f)
 {
     return R(g_hip->graph_instantiate((hipGraphExec_t *)e, (hipGraph_t)g, f));
 }
-static CUresult a_graph_launch(CUgraphExec e, CUstream s) { return R(g_hip->graph_launch((hipGraphExec_t)e, (hipStream_t)s)); }
-static CUresult a_graph_exec_destroy(CUgraphExec e) { return R(g_hip->graph_exec_destroy((hipGraphExec_t)e)); }
+static CUresult a_graph_launch(CUgraphExec e, CUstream s)
+{
+    return R(g_hip->graph_launch((hipGraphExec_t)e, (hipStream_t)s));
+}
+static CUresult a_graph_exec_destroy(CUgraphExec e)
+{
+    return R(g_hip->graph_exec_destroy((hipGraphExec_t)e));
+}
 static CUresult a_graph_destroy(CUgraph g) { return R(g_hip->graph_destroy((hipGraph_t)g)); }
 static CUresult a_error_string(CUresult r, const char **s)
 {
@@ -134,14 +174,45 @@ static void hip_load_once(void)
     g_hip = ah_hip_load(&g_why);
     if (!g_hip) return;
     void *lib = g_hip->lib;
-    g_api = (ah_cu_api){lib, a_init, a_driver_version, a_device_count, a_device_get, a_device_name,
-                        a_device_attr, a_device_mem, a_ctx_retain, a_ctx_release, a_ctx_set_current,
-                        a_module_load, a_module_unload, a_module_function, a_func_set_attr, a_launch,
-                        a_mem_alloc, a_mem_free, a_host_alloc, a_host_free, a_copy_htod, a_copy_dtoh,
-                        a_copy_dtod, a_copy_2d, a_stream_create, a_stream_destroy, a_stream_sync,
-                        a_event_create, a_event_destroy, a_event_record, a_event_sync,
-                        a_event_elapsed, a_capture_begin, a_capture_end, a_graph_instantiate,
-                        a_graph_launch, a_graph_exec_destroy, a_graph_destroy, a_error_string};
+    g_api = (ah_cu_api){lib,
+                        a_init,
+                        a_driver_version,
+                        a_device_count,
+                        a_device_get,
+                        a_device_name,
+                        a_device_attr,
+                        a_device_mem,
+                        a_ctx_retain,
+                        a_ctx_release,
+                        a_ctx_set_current,
+                        a_module_load,
+                        a_module_unload,
+                        a_module_function,
+                        a_func_set_attr,
+                        a_launch,
+                        a_mem_alloc,
+                        a_mem_free,
+                        a_host_alloc,
+                        a_host_free,
+                        a_copy_htod,
+                        a_copy_dtoh,
+                        a_copy_dtod,
+                        a_copy_2d,
+                        a_stream_create,
+                        a_stream_destroy,
+                        a_stream_sync,
+                        a_event_create,
+                        a_event_destroy,
+                        a_event_record,
+                        a_event_sync,
+                        a_event_elapsed,
+                        a_capture_begin,
+                        a_capture_end,
+                        a_graph_instantiate,
+                        a_graph_launch,
+                        a_graph_exec_destroy,
+                        a_graph_destroy,
+                        a_error_string};
 }
 
 const ah_cu_api *tk_cu_load(const char **why)

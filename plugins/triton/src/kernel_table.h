@@ -10,17 +10,17 @@
 #include <stdint.h>
 
 typedef struct tk_entry {
-    const char *kernel;     /* "unified_attention", "decode_split_stage1", ... */
-    const char *arch;       /* "sm80", "sm90", "gfx942", ... */
-    uint8_t q_dtype;        /* ah_dtype of queries/outputs */
-    uint8_t kv_dtype;       /* ah_dtype of the cache (q_dtype where none) */
-    uint16_t head_pad;      /* HEAD_PAD: serves head sizes up to it */
-    uint16_t block_m;       /* BLOCK_M (unified), BLOCK_H (stage 1), MAX_SPLITS (reduce) */
-    uint16_t tile_n;        /* keys per tile, 0 where none */
+    const char *kernel; /* "unified_attention", "decode_split_stage1", ... */
+    const char *arch;   /* "sm80", "sm90", "gfx942", ... */
+    uint8_t q_dtype;    /* ah_dtype of queries/outputs */
+    uint8_t kv_dtype;   /* ah_dtype of the cache (q_dtype where none) */
+    uint16_t head_pad;  /* HEAD_PAD: serves head sizes up to it */
+    uint16_t block_m;   /* BLOCK_M (unified), BLOCK_H (stage 1), MAX_SPLITS (reduce) */
+    uint16_t tile_n;    /* keys per tile, 0 where none */
     uint16_t num_warps;
-    uint32_t shared;        /* dynamic shared memory, bytes */
-    const char *signature;  /* one letter a parameter: p pointer, i int32, f float32 */
-    const char *symbol;     /* the function's name inside the image */
+    uint32_t shared;       /* dynamic shared memory, bytes */
+    const char *signature; /* one letter a parameter: p pointer, i int32, f float32 */
+    const char *symbol;    /* the function's name inside the image */
     const unsigned char *image, *image_end;
 } tk_entry;
 

@@ -41,13 +41,15 @@ ah_status tk_function(ah_context *ctx, const tk_entry *e, const char *want, CUfu
     const ah_cu_api *cu = ctx->cu;
     size_t i = (size_t)(e - ah_tk_table);
     if (strcmp(e->signature, want) != 0)
-        return ah_fail(err, AH_ERR_INTERNAL,
-                       "%s (%s): generated signature %s, launcher packs %s: regenerate or fix launch.c",
-                       e->kernel, e->arch, e->signature, want);
+        return ah_fail(
+            err, AH_ERR_INTERNAL,
+            "%s (%s): generated signature %s, launcher packs %s: regenerate or fix launch.c",
+            e->kernel, e->arch, e->signature, want);
     if (!ctx->funcs[i]) {
         if ((size_t)e->shared > (size_t)ctx->smem_optin)
-            return ah_fail(err, AH_ERR_UNSUPPORTED, "%s needs %u bytes of shared memory, device has %d",
-                           e->kernel, e->shared, ctx->smem_optin);
+            return ah_fail(err, AH_ERR_UNSUPPORTED,
+                           "%s needs %u bytes of shared memory, device has %d", e->kernel,
+                           e->shared, ctx->smem_optin);
         ah_status s = tk_ctx_bind(ctx, err);
         if (s) return s;
         CUmodule m;
@@ -55,10 +57,12 @@ ah_status tk_function(ah_context *ctx, const tk_entry *e, const char *want, CUfu
         CUfunction f;
         CUresult r = cu->module_function(&f, m, e->symbol);
         if (!r && e->shared > 49152)
-            r = cu->func_set_attr(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->shared);
+            r = cu->func_set_attr(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                  (int)e->shared);
         if (r) {
             cu->module_unload(m);
-            return tk_cu_fail(cu, err, r, "loading a kernel (cuModuleGetFunction/cuFuncSetAttribute)");
+            return tk_cu_fail(cu, err, r,
+                              "loading a kernel (cuModuleGetFunction/cuFuncSetAttribute)");
         }
         ctx->modules[i] = m;
         ctx->funcs[i] = f;
@@ -101,8 +105,9 @@ ah_status tk_launch(ah_context *ctx, const tk_entry *e, CUfunction f, unsigned g
 {
     /* AMD's wavefronts are 64 lanes: Triton's num_warps counts wavefronts. */
     unsigned lanes = e->arch[0] == 'g' ? 64u : 32u;
-    TK_CU(ctx, err, ctx->cu->launch(f, gx, gy, gz, lanes * e->num_warps, 1, 1, e->shared, stream,
-                                    params, NULL));
+    TK_CU(ctx, err,
+          ctx->cu->launch(f, gx, gy, gz, lanes * e->num_warps, 1, 1, e->shared, stream, params,
+                          NULL));
     return AH_OK;
 }
 
@@ -142,7 +147,8 @@ static ah_status tk_tensor_aligned(ah_errbuf *e, const DLTensor *t, const char *
         int64_t w = want[i];
         if (w >= 0 ? t->shape[i] != w : t->shape[i] < -w - 1)
             return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, want %s%lld", name, i,
-                           (long long)t->shape[i], w >= 0 ? "" : ">= ", (long long)(w >= 0 ? w : -w - 1));
+                           (long long)t->shape[i],
+                           w >= 0 ? "" : ">= ", (long long)(w >= 0 ? w : -w - 1));
     }
     if (ah_dl_stride(t, ndim - 1) != 1 && t->shape[ndim - 1] != 1)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: innermost dimension not contiguous", name);
@@ -205,8 +211,10 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
     if (a->lse && (s = tk_tensor(err, a->lse, "lse", AH_DTYPE_FP32, 2, lshape))) return s;
     if (a->lse && (ah_dl_stride(a->lse, 0) != Hq || ah_dl_stride(a->lse, 1) != 1))
         return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "lse must be a dense [tokens, heads] tensor");
-    if (sp->use_sinks && (s = tk_tensor(err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hshape))) return s;
-    if (sp->use_alibi && (s = tk_tensor(err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hshape)))
+    if (sp->use_sinks && (s = tk_tensor(err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hshape)))
+        return s;
+    if (sp->use_alibi &&
+        (s = tk_tensor(err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hshape)))
         return s;
     if (ks[0] > INT_MAX || vs[0] > INT_MAX)
         return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "cache block stride exceeds int32");
@@ -225,43 +233,97 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
 
     if (!st->decode) {
         const tk_entry *e = st->k.unified;
-        arg_t(&g, a->q); arg_t(&g, a->key_cache); arg_t(&g, a->value_cache); arg_t(&g, a->out);
-        arg_t(&g, a->lse); arg_t(&g, sp->use_sinks ? a->sinks : NULL);
+        arg_t(&g, a->q);
+        arg_t(&g, a->key_cache);
+        arg_t(&g, a->value_cache);
+        arg_t(&g, a->out);
+        arg_t(&g, a->lse);
+        arg_t(&g, sp->use_sinks ? a->sinks : NULL);
         arg_t(&g, sp->use_alibi ? a->alibi_slopes : NULL);
-        arg_p(&g, st->d_block_table); arg_p(&g, st->d_seq_lens); arg_p(&g, st->d_qsl);
+        arg_p(&g, st->d_block_table);
+        arg_p(&g, st->d_seq_lens);
+        arg_p(&g, st->d_qsl);
         arg_p(&g, st->d_counts);
-        arg_f(&g, sp->scale * k_scale); arg_f(&g, softcap ? sp->softcap : 1.0f); arg_f(&g, v_scale);
-        arg_i(&g, group); arg_i(&g, st->heads); arg_i(&g, D); arg_i(&g, st->lim.max_blocks_per_req);
-        arg_i(&g, sqt); arg_i(&g, sqh); arg_i(&g, sot); arg_i(&g, soh); arg_i(&g, Hq);
-        arg_i(&g, ks[0]); arg_i(&g, ks[1]); arg_i(&g, ks[2]);
-        arg_i(&g, vs[0]); arg_i(&g, vs[1]); arg_i(&g, vs[2]);
-        arg_i(&g, sp->block_size); arg_i(&g, window); arg_i(&g, causal); arg_i(&g, softcap);
-        arg_i(&g, sp->use_alibi != 0); arg_i(&g, sp->use_sinks != 0); arg_i(&g, a->lse != NULL);
+        arg_f(&g, sp->scale * k_scale);
+        arg_f(&g, softcap ? sp->softcap : 1.0f);
+        arg_f(&g, v_scale);
+        arg_i(&g, group);
+        arg_i(&g, st->heads);
+        arg_i(&g, D);
+        arg_i(&g, st->lim.max_blocks_per_req);
+        arg_i(&g, sqt);
+        arg_i(&g, sqh);
+        arg_i(&g, sot);
+        arg_i(&g, soh);
+        arg_i(&g, Hq);
+        arg_i(&g, ks[0]);
+        arg_i(&g, ks[1]);
+        arg_i(&g, ks[2]);
+        arg_i(&g, vs[0]);
+        arg_i(&g, vs[1]);
+        arg_i(&g, vs[2]);
+        arg_i(&g, sp->block_size);
+        arg_i(&g, window);
+        arg_i(&g, causal);
+        arg_i(&g, softcap);
+        arg_i(&g, sp->use_alibi != 0);
+        arg_i(&g, sp->use_sinks != 0);
+        arg_i(&g, a->lse != NULL);
         uint32_t block_q = e->block_m / (uint32_t)st->heads;
         unsigned gx = (st->grid_tokens + block_q - 1) / block_q + st->grid_reqs;
         return tk_go(ctx, e, st->k.f_unified, &g, gx, (unsigned)(Hq / st->heads), 1, cs, err);
     }
 
     const tk_entry *e1 = st->k.stage1, *e2 = st->k.reduce;
-    arg_t(&g, a->q); arg_t(&g, a->key_cache); arg_t(&g, a->value_cache);
-    arg_p(&g, st->d_mid_o); arg_p(&g, st->d_mid_lse);
+    arg_t(&g, a->q);
+    arg_t(&g, a->key_cache);
+    arg_t(&g, a->value_cache);
+    arg_p(&g, st->d_mid_o);
+    arg_p(&g, st->d_mid_lse);
     arg_t(&g, sp->use_alibi ? a->alibi_slopes : NULL);
-    arg_p(&g, st->d_block_table); arg_p(&g, st->d_seq_lens); arg_p(&g, st->d_counts);
-    arg_f(&g, sp->scale * k_scale); arg_f(&g, softcap ? sp->softcap : 1.0f);
-    arg_i(&g, group); arg_i(&g, D); arg_i(&g, st->lim.max_blocks_per_req); arg_i(&g, sqt);
-    arg_i(&g, sqh); arg_i(&g, ks[0]); arg_i(&g, ks[1]); arg_i(&g, ks[2]);
-    arg_i(&g, vs[0]); arg_i(&g, vs[1]); arg_i(&g, vs[2]);
-    arg_i(&g, sp->block_size); arg_i(&g, window); arg_i(&g, st->num_splits);
-    arg_i(&g, ctx->cfg.split_tile); arg_i(&g, st->split_cap); arg_i(&g, Hq); arg_i(&g, softcap);
+    arg_p(&g, st->d_block_table);
+    arg_p(&g, st->d_seq_lens);
+    arg_p(&g, st->d_counts);
+    arg_f(&g, sp->scale * k_scale);
+    arg_f(&g, softcap ? sp->softcap : 1.0f);
+    arg_i(&g, group);
+    arg_i(&g, D);
+    arg_i(&g, st->lim.max_blocks_per_req);
+    arg_i(&g, sqt);
+    arg_i(&g, sqh);
+    arg_i(&g, ks[0]);
+    arg_i(&g, ks[1]);
+    arg_i(&g, ks[2]);
+    arg_i(&g, vs[0]);
+    arg_i(&g, vs[1]);
+    arg_i(&g, vs[2]);
+    arg_i(&g, sp->block_size);
+    arg_i(&g, window);
+    arg_i(&g, st->num_splits);
+    arg_i(&g, ctx->cfg.split_tile);
+    arg_i(&g, st->split_cap);
+    arg_i(&g, Hq);
+    arg_i(&g, softcap);
     arg_i(&g, sp->use_alibi != 0);
     unsigned hb = (unsigned)(sp->num_kv_heads * ((group + e1->block_m - 1) / e1->block_m));
-    if ((s = tk_go(ctx, e1, st->k.f_stage1, &g, st->grid_reqs, hb, (unsigned)st->num_splits, cs, err)))
+    if ((s = tk_go(ctx, e1, st->k.f_stage1, &g, st->grid_reqs, hb, (unsigned)st->num_splits, cs,
+                   err)))
         return s;
     tk_args r = {0};
-    arg_p(&r, st->d_mid_o); arg_p(&r, st->d_mid_lse); arg_t(&r, a->out); arg_t(&r, a->lse);
-    arg_t(&r, sp->use_sinks ? a->sinks : NULL); arg_p(&r, st->d_counts);
-    arg_f(&r, v_scale); arg_i(&r, D); arg_i(&r, st->num_splits); arg_i(&r, st->split_cap);
-    arg_i(&r, sot); arg_i(&r, soh); arg_i(&r, Hq); arg_i(&r, sp->use_sinks != 0);
+    arg_p(&r, st->d_mid_o);
+    arg_p(&r, st->d_mid_lse);
+    arg_t(&r, a->out);
+    arg_t(&r, a->lse);
+    arg_t(&r, sp->use_sinks ? a->sinks : NULL);
+    arg_p(&r, st->d_counts);
+    arg_f(&r, v_scale);
+    arg_i(&r, D);
+    arg_i(&r, st->num_splits);
+    arg_i(&r, st->split_cap);
+    arg_i(&r, sot);
+    arg_i(&r, soh);
+    arg_i(&r, Hq);
+    arg_i(&r, sp->use_sinks != 0);
     arg_i(&r, a->lse != NULL);
     return tk_go(ctx, e2, st->k.f_reduce, &r, st->grid_reqs, (unsigned)Hq, 1, cs, err);
 }
@@ -290,15 +352,28 @@ ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a)
     const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
     const tk_entry *e = st->k.kv_write;
     tk_args g = {0};
-    arg_t(&g, a->key); arg_t(&g, a->value); arg_t(&g, a->key_cache); arg_t(&g, a->value_cache);
-    arg_p(&g, st->d_slots); arg_p(&g, st->d_counts);
-    arg_f(&g, k_scale); arg_f(&g, v_scale); arg_i(&g, D); arg_i(&g, sp->block_size);
-    arg_i(&g, ah_dl_stride(a->key, 0)); arg_i(&g, ah_dl_stride(a->key, 1));
-    arg_i(&g, ah_dl_stride(a->value, 0)); arg_i(&g, ah_dl_stride(a->value, 1));
-    arg_i(&g, ks[0]); arg_i(&g, ks[1]); arg_i(&g, ks[2]);
-    arg_i(&g, vs[0]); arg_i(&g, vs[1]); arg_i(&g, vs[2]);
-    return tk_go(ctx, e, st->k.f_kv_write, &g, st->grid_tokens, (unsigned)Hk, 1, (CUstream)a->stream,
-                 err);
+    arg_t(&g, a->key);
+    arg_t(&g, a->value);
+    arg_t(&g, a->key_cache);
+    arg_t(&g, a->value_cache);
+    arg_p(&g, st->d_slots);
+    arg_p(&g, st->d_counts);
+    arg_f(&g, k_scale);
+    arg_f(&g, v_scale);
+    arg_i(&g, D);
+    arg_i(&g, sp->block_size);
+    arg_i(&g, ah_dl_stride(a->key, 0));
+    arg_i(&g, ah_dl_stride(a->key, 1));
+    arg_i(&g, ah_dl_stride(a->value, 0));
+    arg_i(&g, ah_dl_stride(a->value, 1));
+    arg_i(&g, ks[0]);
+    arg_i(&g, ks[1]);
+    arg_i(&g, ks[2]);
+    arg_i(&g, vs[0]);
+    arg_i(&g, vs[1]);
+    arg_i(&g, vs[2]);
+    return tk_go(ctx, e, st->k.f_kv_write, &g, st->grid_tokens, (unsigned)Hk, 1,
+                 (CUstream)a->stream, err);
 }
 
 /* ---- merge_states ---------------------------------------------------------- */
@@ -311,23 +386,27 @@ ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
     if (!a->v_a || !a->v_a->data)
         return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a missing");
     if (a->v_a->ndim != 3)
-        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "merge_states: v_a has %d dims, want [T, H, D]",
-                       a->v_a->ndim);
-    ah_dtype dt = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16) ? AH_DTYPE_BF16
-                  : ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16) ? AH_DTYPE_FP16 : AH_DTYPE_AUTO;
+        return ah_fail(err, AH_ERR_INVALID_ARGUMENT,
+                       "merge_states: v_a has %d dims, want [T, H, D]", a->v_a->ndim);
+    ah_dtype dt = ah_dl_dtype_is(a->v_a, AH_DTYPE_BF16)   ? AH_DTYPE_BF16
+                  : ah_dl_dtype_is(a->v_a, AH_DTYPE_FP16) ? AH_DTYPE_FP16
+                                                          : AH_DTYPE_AUTO;
     if (dt == AH_DTYPE_AUTO)
-        return ah_fail(err, AH_ERR_UNSUPPORTED, "merge_states: v_a dtype code %d bits %d, want fp16 or bf16",
+        return ah_fail(err, AH_ERR_UNSUPPORTED,
+                       "merge_states: v_a dtype code %d bits %d, want fp16 or bf16",
                        a->v_a->dtype.code, a->v_a->dtype.bits);
     const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
     /* D: the v head sizes the caps claim; one program per (token, head) row
      * and the grid's limits bound T and H. */
     if (D < 16 || D > 256 || D % 16)
         return ah_fail(err, AH_ERR_UNSUPPORTED,
-                       "merge_states: v_a head dim %lld, want a multiple of 16 up to 256", (long long)D);
+                       "merge_states: v_a head dim %lld, want a multiple of 16 up to 256",
+                       (long long)D);
     if (T < 0 || T > INT_MAX || H < 0 || H > 65535)
-        return ah_fail(err, AH_ERR_UNSUPPORTED,
-                       "merge_states: v_a is [%lld, %lld, %lld]: at most 2^31-1 tokens and 65535 heads",
-                       (long long)T, (long long)H, (long long)D);
+        return ah_fail(
+            err, AH_ERR_UNSUPPORTED,
+            "merge_states: v_a is [%lld, %lld, %lld]: at most 2^31-1 tokens and 65535 heads",
+            (long long)T, (long long)H, (long long)D);
     const int64_t vshape[3] = {T, H, D}, lshape[2] = {T, H};
     ah_status s;
     /* LSEs need only float alignment (generate.py compiles their pointers
@@ -336,33 +415,47 @@ ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
     if ((s = tk_tensor(err, a->v_a, "merge_states: v_a", dt, 3, vshape)) ||
         (s = tk_tensor(err, a->v_b, "merge_states: v_b", dt, 3, vshape)) ||
         (s = tk_tensor(err, a->out, "merge_states: out", dt, 3, vshape)) ||
-        (s = tk_tensor_aligned(err, a->lse_a, "merge_states: lse_a", AH_DTYPE_FP32, 2, lshape, 4)) ||
+        (s = tk_tensor_aligned(err, a->lse_a, "merge_states: lse_a", AH_DTYPE_FP32, 2, lshape,
+                               4)) ||
         (s = tk_tensor_aligned(err, a->lse_b, "merge_states: lse_b", AH_DTYPE_FP32, 2, lshape, 4)))
         return s;
-    if (a->lse_out &&
-        (s = tk_tensor_aligned(err, a->lse_out, "merge_states: lse_out", AH_DTYPE_FP32, 2, lshape, 4)))
+    if (a->lse_out && (s = tk_tensor_aligned(err, a->lse_out, "merge_states: lse_out",
+                                             AH_DTYPE_FP32, 2, lshape, 4)))
         return s;
     /* The kernel indexes the LSEs as t * H + h. */
-    const struct { const DLTensor *t; const char *name; } l[3] = {
-        {a->lse_a, "lse_a"}, {a->lse_b, "lse_b"}, {a->lse_out, "lse_out"}};
+    const struct {
+        const DLTensor *t;
+        const char *name;
+    } l[3] = {{a->lse_a, "lse_a"}, {a->lse_b, "lse_b"}, {a->lse_out, "lse_out"}};
     for (int i = 0; i < 3; i++)
         if (l[i].t && T > 1 && H > 0 && ah_dl_stride(l[i].t, 0) != H)
-            return ah_fail(err, AH_ERR_INVALID_ARGUMENT,
-                           "merge_states: %s is not a dense [tokens, heads] tensor (row stride %lld, "
-                           "want %lld)", l[i].name, (long long)ah_dl_stride(l[i].t, 0), (long long)H);
+            return ah_fail(
+                err, AH_ERR_INVALID_ARGUMENT,
+                "merge_states: %s is not a dense [tokens, heads] tensor (row stride %lld, "
+                "want %lld)",
+                l[i].name, (long long)ah_dl_stride(l[i].t, 0), (long long)H);
     const tk_entry *e = tk_find(ctx, "merge_states", dt, dt, (uint32_t)D);
-    if (!e) return ah_fail(err, AH_ERR_UNSUPPORTED, "no merge_states kernel for %s on %s",
-                           ah_dtype_name(dt), ctx->arch);
+    if (!e)
+        return ah_fail(err, AH_ERR_UNSUPPORTED, "no merge_states kernel for %s on %s",
+                       ah_dtype_name(dt), ctx->arch);
     CUfunction f;
     if ((s = tk_function(ctx, e, tk_sig_merge, &f, err))) return s;
     if ((s = tk_ctx_bind(ctx, err))) return s;
     tk_args g = {0};
-    arg_t(&g, a->v_a); arg_t(&g, a->lse_a); arg_t(&g, a->v_b); arg_t(&g, a->lse_b);
-    arg_t(&g, a->out); arg_t(&g, a->lse_out);
-    arg_i(&g, H); arg_i(&g, D);
-    arg_i(&g, ah_dl_stride(a->v_a, 0)); arg_i(&g, ah_dl_stride(a->v_a, 1));
-    arg_i(&g, ah_dl_stride(a->v_b, 0)); arg_i(&g, ah_dl_stride(a->v_b, 1));
-    arg_i(&g, ah_dl_stride(a->out, 0)); arg_i(&g, ah_dl_stride(a->out, 1));
+    arg_t(&g, a->v_a);
+    arg_t(&g, a->lse_a);
+    arg_t(&g, a->v_b);
+    arg_t(&g, a->lse_b);
+    arg_t(&g, a->out);
+    arg_t(&g, a->lse_out);
+    arg_i(&g, H);
+    arg_i(&g, D);
+    arg_i(&g, ah_dl_stride(a->v_a, 0));
+    arg_i(&g, ah_dl_stride(a->v_a, 1));
+    arg_i(&g, ah_dl_stride(a->v_b, 0));
+    arg_i(&g, ah_dl_stride(a->v_b, 1));
+    arg_i(&g, ah_dl_stride(a->out, 0));
+    arg_i(&g, ah_dl_stride(a->out, 1));
     arg_i(&g, a->lse_out != NULL);
     return tk_go(ctx, e, f, &g, (unsigned)T, (unsigned)H, 1, (CUstream)a->stream, err);
 }

@@ -242,8 +242,8 @@ static ah_status tk_context_create(const ah_host_services *host, const ah_contex
     memset(ctx, 0, sizeof *ctx);
     ctx->host = host;
     ctx->cu = cu;
-    ctx->device = opts && AH_HAS_FIELD(opts, ah_context_options, device_index)
-                      ? opts->device_index : 0;
+    ctx->device =
+        opts && AH_HAS_FIELD(opts, ah_context_options, device_index) ? opts->device_index : 0;
     tk_config_read(host, &ctx->cfg);
     ah_status s = AH_OK;
     ctx->modules = host->alloc(host, ah_tk_table_len * sizeof *ctx->modules);

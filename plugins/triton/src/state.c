@@ -38,8 +38,8 @@ void tk_state_destroy(ah_state *st)
     ah_context *ctx = st->ctx;
     const ah_cu_api *cu = ctx->cu;
     cu->ctx_set_current(ctx->cuctx);
-    CUdeviceptr *bufs[] = {&st->d_counts, &st->d_qsl, &st->d_seq_lens, &st->d_block_table,
-                           &st->d_slots, &st->d_mid_o, &st->d_mid_lse};
+    CUdeviceptr *bufs[] = {&st->d_counts, &st->d_qsl,   &st->d_seq_lens, &st->d_block_table,
+                           &st->d_slots,  &st->d_mid_o, &st->d_mid_lse};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) cu->mem_free(*bufs[i]);
     if (st->staged) {
@@ -68,7 +68,8 @@ static ah_status tk_state_kernels(ah_state *st)
     };
     /* The PLAIN unified kernel serves layers without soft-cap and ALiBi
      * whose page size is a power of two, where the target has it (not AMD). */
-    st->plain = !(sp->softcap > 0) && !sp->use_alibi && (sp->block_size & (sp->block_size - 1)) == 0 &&
+    st->plain = !(sp->softcap > 0) && !sp->use_alibi &&
+                (sp->block_size & (sp->block_size - 1)) == 0 &&
                 tk_find(ctx, "unified_plain", sp->q_dtype, sp->kv_dtype, sp->qk_head_size) != NULL;
     if (st->plain) want[0].name = "unified_plain";
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -88,24 +89,28 @@ static ah_status tk_state_kernels(ah_state *st)
 static ah_status tk_spec_check(ah_context *ctx, const ah_layer_spec *sp, const ah_limits *lim)
 {
     ah_errbuf *e = &ctx->err;
-    if (!sp || !lim || sp->struct_size < sizeof(ah_layer_spec) || lim->struct_size < sizeof(ah_limits))
+    if (!sp || !lim || sp->struct_size < sizeof(ah_layer_spec) ||
+        lim->struct_size < sizeof(ah_limits))
         return ah_fail(e, AH_ERR_ABI, "layer spec or limits missing or from an older ABI");
     if (sp->q_dtype != AH_DTYPE_FP16 && sp->q_dtype != AH_DTYPE_BF16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "q dtype %s: want fp16 or bf16", ah_dtype_name(sp->q_dtype));
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "q dtype %s: want fp16 or bf16",
+                       ah_dtype_name(sp->q_dtype));
     int fp8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3 || sp->kv_dtype == AH_DTYPE_FP8_E5M2;
     if (!fp8 && sp->kv_dtype != sp->q_dtype)
         return ah_fail(e, AH_ERR_UNSUPPORTED, "kv dtype %s with q dtype %s: want the same, or fp8",
                        ah_dtype_name(sp->kv_dtype), ah_dtype_name(sp->q_dtype));
     if (sp->qk_head_size != sp->v_head_size || sp->qk_head_size % 16 || sp->qk_head_size < 16 ||
         sp->qk_head_size > 256)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "head sizes qk %u, v %u: want equal multiples of 16 up to 256",
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "head sizes qk %u, v %u: want equal multiples of 16 up to 256",
                        sp->qk_head_size, sp->v_head_size);
     if (sp->use_mla) return ah_fail(e, AH_ERR_UNSUPPORTED, "MLA is not supported");
     if (!sp->num_kv_heads || !sp->num_q_heads || sp->num_q_heads % sp->num_kv_heads)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads over %u KV heads", sp->num_q_heads,
-                       sp->num_kv_heads);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads over %u KV heads",
+                       sp->num_q_heads, sp->num_kv_heads);
     if (!sp->block_size || sp->block_size % 16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: want a multiple of 16", sp->block_size);
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: want a multiple of 16",
+                       sp->block_size);
     if (sp->kv_layout != AH_KV_LAYOUT_NHD && sp->kv_layout != AH_KV_LAYOUT_HND)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "kv layout %d unresolved", sp->kv_layout);
     if (sp->softcap < 0 || sp->scale < 0)
@@ -141,7 +146,8 @@ ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_l
     if (!st->spec.scale) st->spec.scale = 1.0f / sqrtf((float)spec->qk_head_size);
     st->split_cap = ctx->cfg.num_kv_splits ? ctx->cfg.num_kv_splits : TK_AUTO_SPLIT_CAP;
     if ((s = tk_state_kernels(st))) goto fail;
-    st->heads = tk_heads_per_program(spec->num_q_heads / spec->num_kv_heads, st->k.unified->block_m);
+    st->heads =
+        tk_heads_per_program(spec->num_q_heads / spec->num_kv_heads, st->k.unified->block_m);
 
     const ah_cu_api *cu = ctx->cu;
     struct {
@@ -154,9 +160,11 @@ ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_l
         {&st->d_seq_lens, 4ull * lim->max_num_reqs, "seq_lens"},
         {&st->d_block_table, 4ull * lim->max_num_reqs * lim->max_blocks_per_req, "block table"},
         {&st->d_slots, 8ull * lim->max_num_tokens, "slot mapping"},
-        {&st->d_mid_o, 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap * st->k.stage1->head_pad,
+        {&st->d_mid_o,
+         4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap * st->k.stage1->head_pad,
          "split-KV partial outputs"},
-        {&st->d_mid_lse, 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap, "split-KV LSE"},
+        {&st->d_mid_lse, 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap,
+         "split-KV LSE"},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         CUresult r = cu->mem_alloc(bufs[i].p, bufs[i].bytes);
@@ -185,9 +193,9 @@ fail:
 static ah_status tk_meta_tensor(ah_state *st, const DLTensor *t, const char *name, int64_t min_len,
                                 int bits)
 {
-    if (!t || !t->data)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s missing", name);
-    if (t->dtype.code != (bits == 64 ? kDLInt : kDLInt) || t->dtype.bits != bits || t->dtype.lanes != 1)
+    if (!t || !t->data) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s missing", name);
+    if (t->dtype.code != (bits == 64 ? kDLInt : kDLInt) || t->dtype.bits != bits ||
+        t->dtype.lanes != 1)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s: want int%d", name, bits);
     if (t->ndim < 1 || t->shape[0] < min_len)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch %s: %lld entries, need %lld", name,
@@ -216,11 +224,13 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
         (s = tk_meta_tensor(st, b->seq_lens, "seq_lens", b->num_reqs, 32)) ||
         (s = tk_meta_tensor(st, b->block_table, "block_table", b->num_reqs, 32)))
         return s;
-    if (b->num_tokens && (s = tk_meta_tensor(st, b->slot_mapping, "slot_mapping", b->num_tokens, 64)))
+    if (b->num_tokens &&
+        (s = tk_meta_tensor(st, b->slot_mapping, "slot_mapping", b->num_tokens, 64)))
         return s;
     const DLTensor *bt = b->block_table;
     if (bt->ndim != 2)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table has %d dims, want 2", bt->ndim);
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table has %d dims, want 2",
+                       bt->ndim);
     int64_t bt_cols = bt->shape[1], bt_pitch = bt->strides ? bt->strides[0] : bt->shape[1];
     if (bt->strides && bt->strides[1] != 1)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "block_table rows are not contiguous");
@@ -230,7 +240,8 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
     if (need_cols > lim->max_blocks_per_req || need_cols > bt_cols)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "max_seq_len %u needs %u blocks per request; block_table has %lld columns, "
-                       "limits %u", b->max_seq_len, need_cols, (long long)bt_cols, lim->max_blocks_per_req);
+                       "limits %u",
+                       b->max_seq_len, need_cols, (long long)bt_cols, lim->max_blocks_per_req);
     if (mode == AH_PLAN_REPLAY) {
         if (st->captured_decode < 0)
             return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "REPLAY plan without a CAPTURE plan");
@@ -248,11 +259,14 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
     st->h_counts[1] = (int32_t)b->num_tokens;
     TK_CU(ctx, &st->err, cu->copy_htod(st->d_counts, st->h_counts, 8, cs));
     TK_CU(ctx, &st->err, cu->event_record(st->staged, cs));
-    TK_CU(ctx, &st->err, cu->copy_dtod(st->d_qsl, (CUdeviceptr)(uintptr_t)ah_dl_data(b->query_start_loc),
-                                       4ull * (b->num_reqs + 1), cs));
-    TK_CU(ctx, &st->err, cu->copy_dtod(st->d_seq_lens, (CUdeviceptr)(uintptr_t)ah_dl_data(b->seq_lens),
-                                       4ull * b->num_reqs, cs));
-    uint32_t cols = (uint32_t)(bt_cols < lim->max_blocks_per_req ? bt_cols : lim->max_blocks_per_req);
+    TK_CU(ctx, &st->err,
+          cu->copy_dtod(st->d_qsl, (CUdeviceptr)(uintptr_t)ah_dl_data(b->query_start_loc),
+                        4ull * (b->num_reqs + 1), cs));
+    TK_CU(ctx, &st->err,
+          cu->copy_dtod(st->d_seq_lens, (CUdeviceptr)(uintptr_t)ah_dl_data(b->seq_lens),
+                        4ull * b->num_reqs, cs));
+    uint32_t cols =
+        (uint32_t)(bt_cols < lim->max_blocks_per_req ? bt_cols : lim->max_blocks_per_req);
     CUDA_MEMCPY2D c2 = {0};
     c2.srcMemoryType = CU_MEMORYTYPE_DEVICE;
     c2.srcDevice = (CUdeviceptr)(uintptr_t)ah_dl_data(bt);
@@ -264,8 +278,9 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
     c2.Height = b->num_reqs;
     TK_CU(ctx, &st->err, cu->copy_2d(&c2, cs));
     if (b->num_tokens)
-        TK_CU(ctx, &st->err, cu->copy_dtod(st->d_slots, (CUdeviceptr)(uintptr_t)ah_dl_data(b->slot_mapping),
-                                           8ull * b->num_tokens, cs));
+        TK_CU(ctx, &st->err,
+              cu->copy_dtod(st->d_slots, (CUdeviceptr)(uintptr_t)ah_dl_data(b->slot_mapping),
+                            8ull * b->num_tokens, cs));
 
     st->num_reqs = b->num_reqs;
     st->num_tokens = b->num_tokens;
@@ -284,13 +299,15 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
              * best of the counts measured there at 8k and 16k context
              * (DECISIONS.md). */
             uint32_t group = st->spec.num_q_heads / st->spec.num_kv_heads;
-            uint64_t programs = (uint64_t)st->grid_reqs * st->spec.num_kv_heads *
-                                tk_cdiv(group, TK_DECODE_BLOCK_H);
+            uint64_t programs =
+                (uint64_t)st->grid_reqs * st->spec.num_kv_heads * tk_cdiv(group, TK_DECODE_BLOCK_H);
             uint64_t need = (16ull * (uint64_t)ctx->sms + programs - 1) / programs, want = 1;
             while (want < need) want <<= 1;
-            uint32_t by_len = tk_cdiv(b->max_seq_len ? b->max_seq_len : 1, (uint32_t)ctx->cfg.split_tile);
-            if (mode == AH_PLAN_CAPTURE) by_len = tk_cdiv(lim->max_seq_len ? lim->max_seq_len : 1,
-                                                          (uint32_t)ctx->cfg.split_tile);
+            uint32_t by_len =
+                tk_cdiv(b->max_seq_len ? b->max_seq_len : 1, (uint32_t)ctx->cfg.split_tile);
+            if (mode == AH_PLAN_CAPTURE)
+                by_len =
+                    tk_cdiv(lim->max_seq_len ? lim->max_seq_len : 1, (uint32_t)ctx->cfg.split_tile);
             if (want > by_len) want = by_len;
             if (want < 1) want = 1;
             if (want > (uint64_t)st->split_cap) want = (uint64_t)st->split_cap;

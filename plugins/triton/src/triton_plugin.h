@@ -13,28 +13,28 @@
 #include "cuda_driver.h"
 #include "kernel_table.h"
 
-#define TK_MAX_SPLITS 64      /* decode_split_reduce's MAX_SPLITS */
-#define TK_AUTO_SPLIT_CAP 32  /* workspace splits when num_kv_splits = auto */
-#define TK_DECODE_BLOCK_H 16  /* query heads per stage-1 program */
+#define TK_MAX_SPLITS 64     /* decode_split_reduce's MAX_SPLITS */
+#define TK_AUTO_SPLIT_CAP 32 /* workspace splits when num_kv_splits = auto */
+#define TK_DECODE_BLOCK_H 16 /* query heads per stage-1 program */
 
 typedef struct tk_config {
-    int num_kv_splits;   /* 0: auto (16 when deterministic) */
-    int split_tile;      /* minimum keys per split */
-    int deterministic;   /* fixed splits, independent of the batch */
+    int num_kv_splits; /* 0: auto (16 when deterministic) */
+    int split_tile;    /* minimum keys per split */
+    int deterministic; /* fixed splits, independent of the batch */
 } tk_config;
 
 struct ah_context {
     const ah_host_services *host;
     const ah_cu_api *cu;
-    int device;          /* ah_context_options.device_index */
+    int device; /* ah_context_options.device_index */
     CUdevice dev;
     CUcontext cuctx;
-    int cc;              /* compute capability major*10+minor */
+    int cc; /* compute capability major*10+minor */
     int sms;
     int smem_optin;
-    const char *arch;    /* "sm80" / "sm90": which table entries run here */
+    const char *arch; /* "sm80" / "sm90": which table entries run here */
     tk_config cfg;
-    CUmodule *modules;   /* per table entry, loaded on first use */
+    CUmodule *modules; /* per table entry, loaded on first use */
     CUfunction *funcs;
     CUevent timer_begin, timer_end;
     int timer_running;
@@ -52,30 +52,30 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     tk_kernels k;
-    int heads;           /* query heads per unified program (divides the group) */
-    int plain;           /* k.unified is the PLAIN specialization */
-    int split_cap;       /* workspace splits per (request, head) */
+    int heads;     /* query heads per unified program (divides the group) */
+    int plain;     /* k.unified is the PLAIN specialization */
+    int split_cap; /* workspace splits per (request, head) */
     /* Device metadata, sized from lim: what every kernel reads. */
-    CUdeviceptr d_counts;   /* int32 [num_reqs, num_tokens] */
+    CUdeviceptr d_counts; /* int32 [num_reqs, num_tokens] */
     CUdeviceptr d_qsl, d_seq_lens, d_block_table, d_slots;
     CUdeviceptr d_mid_o, d_mid_lse;
-    int32_t *h_counts;      /* pinned staging for d_counts */
-    CUevent staged;         /* the last counts upload; guards h_counts reuse */
+    int32_t *h_counts; /* pinned staging for d_counts */
+    CUevent staged;    /* the last counts upload; guards h_counts reuse */
     /* The last plan. */
     int planned;
     ah_plan_mode mode;
     uint32_t num_reqs, num_tokens;
-    int decode;             /* pure decode: the split-KV path */
+    int decode; /* pure decode: the split-KV path */
     int num_splits;
     uint32_t grid_reqs, grid_tokens; /* launch extents (maxima when captured) */
-    int captured_decode;    /* path fixed at CAPTURE; -1: nothing captured */
+    int captured_decode;             /* path fixed at CAPTURE; -1: nothing captured */
 };
 
 /* Device errors into an errbuf: "what: driver text". */
 ah_status tk_cu_fail(const ah_cu_api *cu, ah_errbuf *e, CUresult r, const char *what);
-#define TK_CU(CTXP, ERRP, CALL)                                                    \
-    do {                                                                           \
-        CUresult tk_r_ = (CALL);                                                   \
+#define TK_CU(CTXP, ERRP, CALL) \
+    do { \
+        CUresult tk_r_ = (CALL); \
         if (tk_r_ != CUDA_SUCCESS) return tk_cu_fail((CTXP)->cu, (ERRP), tk_r_, #CALL); \
     } while (0)
 

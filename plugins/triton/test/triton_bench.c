@@ -73,8 +73,12 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
         sl[r] = (int32_t)s->seq;
     }
     /* A pitched table, as engines pad them; unused entries would fault. */
-    const ath_batch_spec bsp = {.num_reqs = s->batch, .qlens = ql, .seqlens = sl, .block_size = s->bs,
-                                .table_pad = 3, .unused_entry = 0x3fffffff};
+    const ath_batch_spec bsp = {.num_reqs = s->batch,
+                                .qlens = ql,
+                                .seqlens = sl,
+                                .block_size = s->bs,
+                                .table_pad = 3,
+                                .unused_entry = 0x3fffffff};
     ath_batch B;
     if (ath_batch_build(&P, &B, &bsp, rng)) {
         printf("%s: setup failed\n", s->kind);
@@ -93,8 +97,13 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     fill_random(ctx, &vc, rng);
     ah_layer_spec spec = {.struct_size = sizeof spec,
                           .attn_type = s->bidirectional ? AH_ATTN_ENCODER_ONLY : AH_ATTN_DECODER,
-                          .num_q_heads = s->hq, .num_kv_heads = s->hk, .qk_head_size = s->d, .v_head_size = s->d,
-                          .q_dtype = AH_DTYPE_BF16, .kv_dtype = AH_DTYPE_BF16, .block_size = s->bs,
+                          .num_q_heads = s->hq,
+                          .num_kv_heads = s->hk,
+                          .qk_head_size = s->d,
+                          .v_head_size = s->d,
+                          .q_dtype = AH_DTYPE_BF16,
+                          .kv_dtype = AH_DTYPE_BF16,
+                          .block_size = s->bs,
                           .kv_layout = AH_KV_LAYOUT_NHD};
     spec.scale = 1.0f / sqrtf((float)s->d);
     ah_limits lim = {sizeof lim, B.num_reqs, B.num_tokens, B.width, B.max_seq, B.num_blocks};
@@ -110,14 +119,14 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     float ms = time_forward(ctx, st, &a, reps);
     double kv_bytes = 2.0 * s->batch * (double)s->seq * s->hk * s->d * 2;
     double io_bytes = 2.0 * B.num_tokens * s->hq * s->d * 2;
-    double flops = 4.0 * s->batch * s->hq * (double)s->d *
-                   (s->q_len == 1 ? (double)s->seq
-                                  : (double)s->seq * s->seq / (s->bidirectional ? 1 : 2));
+    double flops =
+        4.0 * s->batch * s->hq * (double)s->d *
+        (s->q_len == 1 ? (double)s->seq : (double)s->seq * s->seq / (s->bidirectional ? 1 : 2));
     printf("%-8s batch %3u q %5u kv %5u hq %u hk %u d %u bs %u %s %-4s: %8.4f ms  %7.1f TFLOP/s  "
            "%7.1f GB/s\n",
            s->kind, s->batch, s->q_len, s->seq, s->hq, s->hk, s->d, s->bs,
-           s->q_len == 1 ? "splits" : "", splits, ms,
-           flops / ms / 1e9, (kv_bytes + io_bytes) / ms / 1e6);
+           s->q_len == 1 ? "splits" : "", splits, ms, flops / ms / 1e9,
+           (kv_bytes + io_bytes) / ms / 1e6);
     fflush(stdout);
     O->state_destroy(st);
     O->stream_destroy(ctx, stream);
@@ -198,8 +207,15 @@ int main(int argc, char **argv)
     P.ctx = ctx;
     for (int bidir = 0; bidir < 2; bidir++)
         for (int i = 0; i < 3; i++) {
-            shape s = {bidir ? "prefill-nc" : "prefill", 16384 / seqs[i], seqs[i], seqs[i], 32, 8,
-                       128, 16, bidir};
+            shape s = {bidir ? "prefill-nc" : "prefill",
+                       16384 / seqs[i],
+                       seqs[i],
+                       seqs[i],
+                       32,
+                       8,
+                       128,
+                       16,
+                       bidir};
             bench(ctx, &s, "-", &rng, quick ? 5 : 10);
         }
     ath_close(&P);

@@ -50,7 +50,8 @@ static int g_fail, g_pass, g_cc;
 
 /* rel-L2 and max-abs (relative to max |ref|) against the conformance
  * suite's tolerances; counts NaN/unwritten elements as failures. */
-static int verdict(const char *what, const ath_cmp *c, ah_dtype t, ah_dtype kv, char *msg, size_t cap)
+static int verdict(const char *what, const ath_cmp *c, ah_dtype t, ah_dtype kv, char *msg,
+                   size_t cap)
 {
     double r = t == AH_DTYPE_FP16 ? 2e-3 : 1.6e-2;
     if ((kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2) && r < 5e-3) r = 5e-3;
@@ -106,14 +107,19 @@ static int io_make(ath_host *h, ath_work *io, const tcase *c, const int32_t *ql,
     s.attn = AH_ATTN_DECODER, s.q_dtype = c->q, s.kv_dtype = c->kv;
     s.causal = c->type == AH_ATTN_DECODER ? AH_CAUSAL_BY_TYPE : AH_CAUSAL_OFF;
     s.hq = c->hq, s.hk = c->hk, s.d = c->d, s.layout = c->layout;
-    s.window = c->window, s.softcap = c->softcap, s.sinks = (uint32_t)c->sinks, s.alibi = (uint32_t)c->alibi;
+    s.window = c->window, s.softcap = c->softcap, s.sinks = (uint32_t)c->sinks,
+    s.alibi = (uint32_t)c->alibi;
     s.k_scale = c->k_scale, s.v_scale = c->v_scale;
     s.scale = 1.0f / sqrtf((float)c->d);
     s.q_amp = s.kv_amp = s.new_amp = 2.f;
     s.new_kv = 1;
     s.min_rows = min_rows;
-    s.batch = (ath_batch_spec){.num_reqs = c->reqs, .qlens = ql, .seqlens = sl, .block_size = c->bs,
-                               .table_pad = 3, .extra_blocks = 7,
+    s.batch = (ath_batch_spec){.num_reqs = c->reqs,
+                               .qlens = ql,
+                               .seqlens = sl,
+                               .block_size = c->bs,
+                               .table_pad = 3,
+                               .extra_blocks = 7,
                                .unused_entry = 0x3fffffff};
     return ath_work_build(h, io, &s, rng);
 }
@@ -121,7 +127,7 @@ static int io_make(ath_host *h, ath_work *io, const tcase *c, const int32_t *ql,
 static ah_limits limits_for(const ath_batch *B, uint32_t extra)
 {
     return (ah_limits){sizeof(ah_limits), B->num_reqs + extra, B->num_tokens + 64 * extra,
-                       B->width, B->max_seq, B->num_blocks};
+                       B->width,          B->max_seq,          B->num_blocks};
 }
 
 /* Check the device caches against the reference's write, the outputs
@@ -136,7 +142,8 @@ static void empty_lengths(const tcase *c, int32_t *ql, int32_t *sl)
 }
 
 /* Empty rows exactly 0 (a tolerance would hide a read of garbage). */
-static int empty_rows_zero(const ath_work *io, const tcase *c, const void *out, char *msg, size_t cap)
+static int empty_rows_zero(const ath_work *io, const tcase *c, const void *out, char *msg,
+                           size_t cap)
 {
     size_t bad = 0;
     for (uint32_t r = 0; r < io->B.num_reqs; r++) {
@@ -169,7 +176,8 @@ static int verify(ath_host *h, ath_work *io, const tcase *c, int check_cache, ch
     }
     uint32_t T = io->B.num_tokens;
     const size_t q_elems = (size_t)T * c->hq * c->d;
-    double *ref = malloc(sizeof(double) * (q_elems + 1)), *rlse = malloc(sizeof(double) * ((size_t)T * c->hq + 1));
+    double *ref = malloc(sizeof(double) * (q_elems + 1)),
+           *rlse = malloc(sizeof(double) * ((size_t)T * c->hq + 1));
     uint32_t empties = 0; /* requests without keys: the oracle gives 0 / -inf (or the sink) */
     for (uint32_t r = 0; r < io->B.num_reqs; r++) empties += io->B.seq[r] == 0;
     if (ath_work_reference(io, ref, rlse, why, sizeof why)) {
@@ -211,14 +219,14 @@ static void report(const char *name, int ok, const char *msg)
     else g_fail++;
 }
 
-#define TRY(what, call)                                                                          \
-    do {                                                                                         \
-        ah_status s_ = (call);                                                                   \
-        if (s_ != AH_OK) {                                                                       \
-            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s: %s", what,               \
-                     st ? O->state_error(st) : O->context_error(ctx));                           \
-            goto done;                                                                           \
-        }                                                                                        \
+#define TRY(what, call) \
+    do { \
+        ah_status s_ = (call); \
+        if (s_ != AH_OK) { \
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %s: %s", what, \
+                     st ? O->state_error(st) : O->context_error(ctx)); \
+            goto done; \
+        } \
     } while (0)
 
 /* Eager: plan, write_kv, forward, compare. */
@@ -257,14 +265,16 @@ done:
  * (same request count bound), compare the replay with the reference.
  * replay (same layer as c, or NULL: c) shapes the replayed batch; empty:
  * its every third request has no keys. */
-static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int empty, uint64_t *rng)
+static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int empty,
+                      uint64_t *rng)
 {
     char msg[1024] = "";
     char name[160];
     if (!replay) replay = c;
     if (replay == c) snprintf(name, sizeof name, "graph %s%s", empty ? "empty kv " : "", c->name);
-    else snprintf(name, sizeof name, "graph %s, replay %s%s", c->name, empty ? "empty kv " : "",
-                  replay->name);
+    else
+        snprintf(name, sizeof name, "graph %s, replay %s%s", c->name, empty ? "empty kv " : "",
+                 replay->name);
     int32_t ql[512], sl[512], ql2[512], sl2[512];
     lengths(c, rng, ql, sl);
     lengths(replay, rng, ql2, sl2);
@@ -325,8 +335,8 @@ static void run_deterministic(const char *path, const tcase *c, uint64_t *rng)
     int ok = 0;
     const char *why = NULL;
     memset(&p2, 0, sizeof p2);
-    if (ath_load(&p2, path) || ath_set(&p2, "deterministic", "true") || ath_set(&p2, "num_kv_splits", "8") ||
-        ath_set(&p2, "split_tile", "128"))
+    if (ath_load(&p2, path) || ath_set(&p2, "deterministic", "true") ||
+        ath_set(&p2, "num_kv_splits", "8") || ath_set(&p2, "split_tile", "128"))
         goto done;
     if (p2.ops->context_create(&p2.svc, &dev0, &ctx, &why) != AH_OK) {
         snprintf(msg, sizeof msg, " context: %s", why);
@@ -350,14 +360,18 @@ static void run_deterministic(const char *path, const tcase *c, uint64_t *rng)
         size_t per_block = (size_t)c->bs * c->hk * c->d;
         for (uint32_t j = 0; j < nb; j++) {
             size_t bb = (size_t)big.B.bt[j], bo = (size_t)one.B.bt[j];
-            memcpy((char *)one.kc + bo * per_block * cb, (char *)big.kc + bb * per_block * cb, per_block * cb);
-            memcpy((char *)one.vc + bo * per_block * cb, (char *)big.vc + bb * per_block * cb, per_block * cb);
+            memcpy((char *)one.kc + bo * per_block * cb, (char *)big.kc + bb * per_block * cb,
+                   per_block * cb);
+            memcpy((char *)one.vc + bo * per_block * cb, (char *)big.vc + bb * per_block * cb,
+                   per_block * cb);
         }
         ath_work_upload(&p2, &one);
         ah_limits l1 = limits_for(&big.B, 0), l2 = limits_for(&one.B, 0);
         const ah_plugin_ops *o = p2.ops;
-        if (o->state_create(ctx, &big.spec, &l1, &s1) || o->state_create(ctx, &one.spec, &l2, &s2) ||
-            o->plan(s1, &big.B.b, AH_PLAN_EAGER, NULL) || o->plan(s2, &one.B.b, AH_PLAN_EAGER, NULL)) {
+        if (o->state_create(ctx, &big.spec, &l1, &s1) ||
+            o->state_create(ctx, &one.spec, &l2, &s2) ||
+            o->plan(s1, &big.B.b, AH_PLAN_EAGER, NULL) ||
+            o->plan(s2, &one.B.b, AH_PLAN_EAGER, NULL)) {
             snprintf(msg, sizeof msg, " setup: %s", o->context_error(ctx));
             goto done;
         }
@@ -397,7 +411,9 @@ static void run_merge(ah_dtype t, uint32_t T, uint32_t H, uint32_t D, uint64_t *
     ath_cmp co, cl;
     int ok = ath_merge_run(&P, &m, rng, &co, &cl, why, sizeof why) == 0;
     if (!ok) snprintf(msg, sizeof msg, " merge_states: %s", why);
-    else ok = verdict("out", &co, t, t, msg, sizeof msg) & verdict("lse", &cl, AH_DTYPE_FP32, t, msg, sizeof msg);
+    else
+        ok = verdict("out", &co, t, t, msg, sizeof msg) &
+             verdict("lse", &cl, AH_DTYPE_FP32, t, msg, sizeof msg);
     report(name, ok, msg);
 }
 
@@ -444,7 +460,8 @@ int main(int argc, char **argv)
     const char *path = TK_PLUGIN_PATH;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0) | 1;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 0) | 1;
         else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--quick] [--seed N] [--plugin PATH]\n", argv[0]);
@@ -478,9 +495,12 @@ int main(int argc, char **argv)
         return 1;
     }
     P.ctx = ctx; /* the helpers' device memory and copies */
-    const ah_dtype BF = AH_DTYPE_BF16, FH = AH_DTYPE_FP16, E4 = AH_DTYPE_FP8_E4M3, E5 = AH_DTYPE_FP8_E5M2;
+    const ah_dtype BF = AH_DTYPE_BF16, FH = AH_DTYPE_FP16, E4 = AH_DTYPE_FP8_E4M3,
+                   E5 = AH_DTYPE_FP8_E5M2;
     const ah_kv_layout NHD = AH_KV_LAYOUT_NHD, HND = AH_KV_LAYOUT_HND;
     const ah_attn_type DEC = AH_ATTN_DECODER;
+    /* Not reformatted: one case a row, fields as the header comment names them. */
+    // clang-format off
     const tcase cases[] = {
         /* name kind type q kv hq hk d bs layout window softcap sinks alibi reqs max_seq ks vs */
         {"mixed bf16 gqa4 d128 bs16 nhd", K_MIXED, DEC, BF, BF, 8, 2, 128, 16, NHD, 0, 0, 0, 0, 7, 300, 0, 0},
@@ -505,6 +525,7 @@ int main(int argc, char **argv)
         {"decode bf16 fp8e4m3 kv window sinks", K_DECODE, DEC, BF, E4, 16, 2, 128, 16, NHD, 100, 0, 1, 0, 6, 1500, 0.03f, 0.07f},
         {"decode fp16 fp8e5m2 kv d256", K_DECODE, DEC, FH, E5, 4, 2, 256, 16, NHD, 0, 0, 0, 0, 4, 800, 0.1f, 0.1f},
     };
+    // clang-format on
     uint64_t rng = seed;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const tcase *c = &cases[i];
@@ -528,12 +549,15 @@ int main(int argc, char **argv)
         run_eager(ctx, c, 1, &rng);
     }
     run_graph(ctx, &cases[9], NULL, 1, &rng);
+    /* Not reformatted: the fields laid out like the cases table above. */
+    // clang-format off
     const tcase dec0 = {"decode bf16 gqa4 d128 bs16 nhd", K_DECODE, DEC, BF, BF, 8, 2, 128, 16, NHD,
                         0, 0, 0, 0, 7, 300, 0, 0};
     run_graph(ctx, &cases[0], &dec0, 1, &rng);
     const tcase dec6 = {"decode bf16 window+softcap+sinks+alibi", K_DECODE, DEC, BF, BF, 8, 2, 128, 16,
                         NHD, 37, 30.f, 1, 1, 6, 300, 0, 0};
     run_graph(ctx, &cases[6], &dec6, 1, &rng);
+    // clang-format on
     run_merge(BF, 37, 8, 128, &rng);
     run_merge(FH, 19, 4, 80, &rng);
     run_bad_input(ctx, &cases[0], &rng);

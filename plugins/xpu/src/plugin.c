@@ -29,30 +29,38 @@ static const uint32_t xpu_head_sizes[] = {64, 96, 128, 192, 256};
 static const uint32_t xpu_block_sizes[] = {16, 32, 64, 128};
 
 static const ah_config_key xpu_keys[] = {
-    AH_KEY_ENUM_ROW("runtime", "auto", "auto|level_zero|opencl", "driver runtime: auto tries Level Zero, then OpenCL"),
-    AH_KEY_INT_ROW("device", "0", 0, 255, "the runtime's device index that binding device index 0 opens (index i opens device + i)"),
-    AH_KEY_INT_ROW("split_chunk_min", "128", 16, 1 << 20, "fewest keys per split-KV chunk when a batch has too few query rows to fill the device"),
+    AH_KEY_ENUM_ROW("runtime", "auto", "auto|level_zero|opencl",
+                    "driver runtime: auto tries Level Zero, then OpenCL"),
+    AH_KEY_INT_ROW(
+        "device", "0", 0, 255,
+        "the runtime's device index that binding device index 0 opens (index i opens device + i)"),
+    AH_KEY_INT_ROW(
+        "split_chunk_min", "128", 16, 1 << 20,
+        "fewest keys per split-KV chunk when a batch has too few query rows to fill the device"),
 };
 
-static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink);
+static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
+                                  ah_reason_sink *sink);
 
-#define XPU_CAPS(RANK)                                                                                    \
-    {                                                                                                     \
-        .struct_size = sizeof(ah_caps),                                                                   \
-        .q_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),                \
-        .kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) |              \
-                     AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2),                               \
-        .qk_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), .v_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
-        .block_sizes = AH_INT_SET_LIST(xpu_block_sizes), .preferred_block_size = 16,                      \
-        .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |            \
-                    AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES | AH_FEAT_EMPTY_KV,        \
-        .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |  \
-                      AH_BIT(AH_ATTN_ENCODER_DECODER),                                                    \
-        .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),                                \
-        .preferred_kv_layout = AH_KV_LAYOUT_NHD, .graph_level = AH_GRAPH_NEVER, .caller_output = 1,      \
-        .config_keys = xpu_keys, .n_config_keys = sizeof xpu_keys / sizeof xpu_keys[0],                   \
-        .check_combination = xpu_check_combination, .prefill_rank = RANK, .decode_rank = RANK,            \
-        .mixed_batch = AH_MIXED_WHOLE, .decode_query_len_max = 1,                                         \
+#define XPU_CAPS(RANK) \
+    { \
+        .struct_size = sizeof(ah_caps), \
+        .q_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16), \
+        .kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) | \
+                     AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2), \
+        .qk_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
+        .v_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
+        .block_sizes = AH_INT_SET_LIST(xpu_block_sizes), .preferred_block_size = 16, \
+        .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP | \
+                    AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES | AH_FEAT_EMPTY_KV, \
+        .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | \
+                      AH_BIT(AH_ATTN_ENCODER_ONLY) | AH_BIT(AH_ATTN_ENCODER_DECODER), \
+        .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), \
+        .preferred_kv_layout = AH_KV_LAYOUT_NHD, .graph_level = AH_GRAPH_NEVER, \
+        .caller_output = 1, .config_keys = xpu_keys, \
+        .n_config_keys = sizeof xpu_keys / sizeof xpu_keys[0], \
+        .check_combination = xpu_check_combination, .prefill_rank = RANK, .decode_rank = RANK, \
+        .mixed_batch = AH_MIXED_WHOLE, .decode_query_len_max = 1, \
     }
 
 /* EMPTY_KV: a request with seq_len 0 copies no block-table entry in the
@@ -61,13 +69,15 @@ static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
 static const ah_caps xpu_caps_gpu = XPU_CAPS(AH_RANK_PRIMARY);
 static const ah_caps xpu_caps_cpu = XPU_CAPS(AH_RANK_MARGINAL);
 
-static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe, ah_reason_sink *sink)
+static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
+                                  ah_reason_sink *sink)
 {
     char v[64];
     (void)probe;
     if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
         snprintf(v, sizeof v, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
-        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v, "a whole number of query heads per KV head");
+        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v,
+                  "a whole number of query heads per KV head");
     }
 }
 
@@ -79,7 +89,8 @@ typedef struct xpu_pick {
     xpu_devinfo info;
 } xpu_pick;
 
-static ah_status xpu_choose(const ah_host_services *host, int offset, xpu_pick *p, char *why, size_t cap)
+static ah_status xpu_choose(const ah_host_services *host, int offset, xpu_pick *p, char *why,
+                            size_t cap)
 {
     const int64_t want = host && host->config_int ? host->config_int(host, "runtime") : 0;
     const int base = host && host->config_int ? (int)host->config_int(host, "device") : 0;
@@ -113,10 +124,10 @@ struct ah_context {
     const xpu_rt *rt;
     xpu_dev *dev;
     xpu_devinfo info;
-    int cpu_kind;            /* the descriptor is AH_DEVICE_CPU */
+    int cpu_kind; /* the descriptor is AH_DEVICE_CPU */
     uint32_t split_chunk_min;
-    void *dummy;             /* a valid pointer for absent optional tensors */
-    pthread_mutex_t mu;      /* the allocation registry */
+    void *dummy;        /* a valid pointer for absent optional tensors */
+    pthread_mutex_t mu; /* the allocation registry */
     xpu_alloc_rec *allocs;
     size_t n_allocs, cap_allocs;
     ah_errbuf err;
@@ -180,7 +191,8 @@ static ah_status xpu_probe(const ah_host_services *host, ah_probe_info *info)
         return AH_OK;
     }
     ah_strlcpy(info->device_name, p.info.name, sizeof info->device_name);
-    snprintf(info->arch, sizeof info->arch, "%.10s %.3s %.12s", p.rt->name, p.info.is_gpu ? "gpu" : "cpu", p.info.tier);
+    snprintf(info->arch, sizeof info->arch, "%.10s %.3s %.12s", p.rt->name,
+             p.info.is_gpu ? "gpu" : "cpu", p.info.tier);
     info->device_count = p.info.count;
     info->multiprocessors = p.info.compute_units;
     info->memory_bytes = p.info.memory;
@@ -188,8 +200,9 @@ static ah_status xpu_probe(const ah_host_services *host, ah_probe_info *info)
     /* the descriptor's kind was fixed at entry from the same discovery */
     if (p.info.is_gpu == xpu_is_cpu_kind()) {
         info->usable = 0;
-        snprintf(info->reason, sizeof info->reason, "device %d (%s) is a %s device, but this plugin serves %s devices here",
-                 p.index, p.info.name, p.info.is_gpu ? "GPU" : "CPU", p.info.is_gpu ? "CPU" : "GPU");
+        snprintf(info->reason, sizeof info->reason,
+                 "device %d (%s) is a %s device, but this plugin serves %s devices here", p.index,
+                 p.info.name, p.info.is_gpu ? "GPU" : "CPU", p.info.is_gpu ? "CPU" : "GPU");
     }
     return AH_OK;
 }
@@ -211,7 +224,8 @@ static ah_status xpu_context_create(const ah_host_services *host, const ah_conte
     xpu_pick p;
     ah_status s = xpu_choose(host, opts ? opts->device_index : 0, &p, xpu_why, sizeof xpu_why);
     if (s == AH_OK && p.info.is_gpu == xpu_is_cpu_kind()) {
-        snprintf(xpu_why, sizeof xpu_why, "device %d (%s) is not of this plugin's device kind here", p.index, p.info.name);
+        snprintf(xpu_why, sizeof xpu_why, "device %d (%s) is not of this plugin's device kind here",
+                 p.index, p.info.name);
         s = AH_ERR_UNAVAILABLE;
     }
     if (s != AH_OK) {
@@ -229,7 +243,8 @@ static ah_status xpu_context_create(const ah_host_services *host, const ah_conte
     c->rt = p.rt;
     c->info = p.info;
     c->cpu_kind = xpu_is_cpu_kind();
-    c->split_chunk_min = host->config_int ? (uint32_t)host->config_int(host, "split_chunk_min") : 128;
+    c->split_chunk_min =
+        host->config_int ? (uint32_t)host->config_int(host, "split_chunk_min") : 128;
     if (c->split_chunk_min < 16) c->split_chunk_min = 128;
     s = p.rt->open(p.index, &c->dev, xpu_why, sizeof xpu_why);
     if (s == AH_OK) s = p.rt->alloc(c->dev, 256, &c->dummy, xpu_why, sizeof xpu_why);
@@ -265,7 +280,8 @@ static void xpu_mem_free(ah_context *c, void *ptr)
     c->rt->free(c->dev, ptr);
 }
 
-static ah_status xpu_mem_copy(ah_context *c, void *dst, const void *src, size_t bytes, ah_copy_kind kind, void *stream)
+static ah_status xpu_mem_copy(ah_context *c, void *dst, const void *src, size_t bytes,
+                              ah_copy_kind kind, void *stream)
 {
     (void)kind;
     return c->rt->copy(c->dev, stream, dst, src, bytes, c->err.msg, sizeof c->err.msg);
@@ -281,7 +297,10 @@ static ah_status xpu_stream_create(ah_context *c, void **stream)
     return c->rt->stream_create(c->dev, stream, c->err.msg, sizeof c->err.msg);
 }
 
-static void xpu_stream_destroy(ah_context *c, void *stream) { c->rt->stream_destroy(c->dev, stream); }
+static void xpu_stream_destroy(ah_context *c, void *stream)
+{
+    c->rt->stream_destroy(c->dev, stream);
+}
 
 static ah_status xpu_timer_start(ah_context *c, void *stream)
 {
@@ -305,7 +324,7 @@ struct ah_state {
     ah_context *ctx;
     ah_layer_spec spec;
     float scale;
-    int mode;                /* 0 causal, 1 bidirectional, 2 cross */
+    int mode; /* 0 causal, 1 bidirectional, 2 cross */
     /* the last plan */
     int planned;
     uint32_t num_tokens, n_items, n_splits, bt_width;
@@ -352,7 +371,8 @@ static ah_status host_need(ah_state *st, int32_t **p, size_t *cap, size_t n)
     return AH_OK;
 }
 
-static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim, ah_state **out)
+static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
+                                  ah_state **out)
 {
     *out = NULL;
     (void)lim;
@@ -362,14 +382,17 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     if (spec->use_mla)
         return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "MLA is not served by xpu yet");
     if (!(spec->softcap >= 0.0f) || !isfinite(spec->softcap))
-        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0", (double)spec->softcap);
+        return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0",
+                       (double)spec->softcap);
     ah_state *st = ctx->host->alloc(ctx->host, sizeof *st);
     if (!st) return ah_fail(&ctx->err, AH_ERR_OUT_OF_MEMORY, "out of memory creating a state");
     memset(st, 0, sizeof *st);
     st->ctx = ctx;
     memcpy(&st->spec, spec, sizeof st->spec);
     st->scale = spec->scale != 0.0f ? spec->scale : 1.0f / sqrtf((float)spec->qk_head_size);
-    st->mode = spec->attn_type == AH_ATTN_DECODER ? 0 : spec->attn_type == AH_ATTN_ENCODER_DECODER ? 2 : 1;
+    st->mode = spec->attn_type == AH_ATTN_DECODER           ? 0
+               : spec->attn_type == AH_ATTN_ENCODER_DECODER ? 2
+                                                            : 1;
     *out = st;
     return AH_OK;
 }
@@ -377,7 +400,8 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
 static void xpu_state_destroy(ah_state *st)
 {
     if (!st) return;
-    xpu_buf *bufs[] = {&st->qsl, &st->seq_lens, &st->bt, &st->slots, &st->items, &st->dest, &st->splits, &st->part_o, &st->part_lse};
+    xpu_buf *bufs[] = {&st->qsl,  &st->seq_lens, &st->bt,     &st->slots,   &st->items,
+                       &st->dest, &st->splits,   &st->part_o, &st->part_lse};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) buf_free(st, bufs[i]);
     const ah_host_services *h = st->ctx->host;
     h->free(h, st->h_items);
@@ -410,7 +434,8 @@ static ah_status upload(ah_state *st, xpu_buf *b, const void *src, size_t bytes,
 {
     ah_context *c = st->ctx;
     ah_status s = buf_need(st, b, bytes, stream);
-    if (s == AH_OK && bytes) s = c->rt->copy(c->dev, stream, b->p, src, bytes, st->err.msg, sizeof st->err.msg);
+    if (s == AH_OK && bytes)
+        s = c->rt->copy(c->dev, stream, b->p, src, bytes, st->err.msg, sizeof st->err.msg);
     return s;
 }
 
@@ -419,10 +444,13 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
     st->planned = 0;
     if (!b) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
     if (mode != AH_PLAN_EAGER)
-        return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "xpu has no graph capture (graph level NEVER); plan mode %d", (int)mode);
-    if (!b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host || !b->slot_mapping_host)
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED,
+                       "xpu has no graph capture (graph level NEVER); plan mode %d", (int)mode);
+    if (!b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host ||
+        !b->slot_mapping_host)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "the batch lacks its host copies");
-    const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->spec.block_size, hq = st->spec.num_q_heads;
+    const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->spec.block_size,
+                   hq = st->spec.num_q_heads;
     ah_status s;
     /* block table, compacted to the widest request of this batch; only a
      * request's own blocks are copied, so the row of a request with no
@@ -434,7 +462,9 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
         if (nb > W) W = nb;
     }
     if (R && W > b->block_table_stride && b->block_table_stride)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "a request needs %u blocks, the table has %u columns", W, b->block_table_stride);
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "a request needs %u blocks, the table has %u columns", W,
+                       b->block_table_stride);
     if ((s = host_need(st, &st->h_bt, &st->h_bt_cap, (size_t)R * W + 1)) != AH_OK) return s;
     for (uint32_t r = 0; r < R; r++) {
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
@@ -449,7 +479,8 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
      * gets at least one item, so every output row is written; a token with
      * no visible key (a request with seq_len 0) gets one unsplit item of
      * the empty range, which xpu_attn ends as out 0, LSE -inf. */
-    const uint64_t lanes = (uint64_t)(st->ctx->info.compute_units ? st->ctx->info.compute_units : 1) * 256u;
+    const uint64_t lanes =
+        (uint64_t)(st->ctx->info.compute_units ? st->ctx->info.compute_units : 1) * 256u;
     const uint64_t rows = (uint64_t)T * hq;
     uint64_t chunk = UINT64_MAX;
     if (rows && rows < lanes) {
@@ -467,7 +498,9 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
                 int64_t lo, hi;
                 visible(st, len - qn + i, len, &lo, &hi);
                 const int64_t range = hi - lo;
-                const uint64_t nc = chunk != UINT64_MAX && (uint64_t)range > chunk ? ((uint64_t)range + chunk - 1) / chunk : 1;
+                const uint64_t nc = chunk != UINT64_MAX && (uint64_t)range > chunk
+                                        ? ((uint64_t)range + chunk - 1) / chunk
+                                        : 1;
                 if (pass) {
                     if (nc > 1) {
                         int32_t *sp = st->h_splits + 4 * n_splits;
@@ -478,7 +511,10 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
                         it[0] = q0 + i;
                         it[1] = (int32_t)r;
                         it[2] = nc > 1 ? (int32_t)(lo + (int64_t)(k * chunk)) : 0;
-                        it[3] = nc > 1 ? (int32_t)(lo + (int64_t)((k + 1) * chunk) < hi ? lo + (int64_t)((k + 1) * chunk) : hi) : (int32_t)len;
+                        it[3] = nc > 1 ? (int32_t)(lo + (int64_t)((k + 1) * chunk) < hi
+                                                       ? lo + (int64_t)((k + 1) * chunk)
+                                                       : hi)
+                                       : (int32_t)len;
                         st->h_dest[n_items + k] = nc > 1 ? (int32_t)(n_parts + k) : -1;
                     }
                 }
@@ -487,23 +523,30 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
             }
         }
         if (!pass) {
-            if ((s = host_need(st, &st->h_items, &st->h_items_cap, 4 * n_items + 4)) != AH_OK) return s;
+            if ((s = host_need(st, &st->h_items, &st->h_items_cap, 4 * n_items + 4)) != AH_OK)
+                return s;
             size_t dcap = st->h_items_cap / 4;
             (void)dcap;
             st->ctx->host->free(st->ctx->host, st->h_dest);
-            st->h_dest = st->ctx->host->alloc(st->ctx->host, (st->h_items_cap / 4 + 1) * sizeof(int32_t));
-            if (!st->h_dest) return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY, "out of host memory planning a batch");
-            if ((s = host_need(st, &st->h_splits, &st->h_splits_cap, 4 * n_splits + 4)) != AH_OK) return s;
+            st->h_dest =
+                st->ctx->host->alloc(st->ctx->host, (st->h_items_cap / 4 + 1) * sizeof(int32_t));
+            if (!st->h_dest)
+                return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY,
+                               "out of host memory planning a batch");
+            if ((s = host_need(st, &st->h_splits, &st->h_splits_cap, 4 * n_splits + 4)) != AH_OK)
+                return s;
         }
     }
     const size_t dv = st->spec.v_head_size;
-    if ((s = upload(st, &st->qsl, b->query_start_loc_host, (R + 1) * sizeof(int32_t), stream)) != AH_OK ||
+    if ((s = upload(st, &st->qsl, b->query_start_loc_host, (R + 1) * sizeof(int32_t), stream)) !=
+            AH_OK ||
         (s = upload(st, &st->seq_lens, b->seq_lens_host, R * sizeof(int32_t), stream)) != AH_OK ||
         (s = upload(st, &st->bt, st->h_bt, (size_t)R * W * sizeof(int32_t), stream)) != AH_OK ||
         (s = upload(st, &st->slots, b->slot_mapping_host, T * sizeof(int64_t), stream)) != AH_OK ||
         (s = upload(st, &st->items, st->h_items, n_items * 4 * sizeof(int32_t), stream)) != AH_OK ||
         (s = upload(st, &st->dest, st->h_dest, n_items * sizeof(int32_t), stream)) != AH_OK ||
-        (s = upload(st, &st->splits, st->h_splits, n_splits * 4 * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &st->splits, st->h_splits, n_splits * 4 * sizeof(int32_t), stream)) !=
+            AH_OK ||
         (s = buf_need(st, &st->part_o, n_parts * hq * dv * sizeof(float), stream)) != AH_OK ||
         (s = buf_need(st, &st->part_lse, n_parts * hq * sizeof(float), stream)) != AH_OK)
         return s;
@@ -520,26 +563,33 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
 /* Check a tensor; *x gets its extent and whether it is foreign memory:
  * allowed on a CPU device through OpenCL (host memory that an engine or a
  * test allocated itself; the launch wraps it), refused elsewhere. */
-static ah_status check_tensor(ah_context *c, ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt, int ndim,
-                              const int64_t *shape, xpu_ext *x)
+static ah_status check_tensor(ah_context *c, ah_errbuf *e, const DLTensor *t, const char *name,
+                              ah_dtype dt, int ndim, const int64_t *shape, xpu_ext *x)
 {
     x->bytes = 0;
     x->foreign = 0;
     if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
     if (!ah_dl_dtype_is(t, dt))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has DLPack dtype code %u bits %u, expected %s", name, t->dtype.code,
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s has DLPack dtype code %u bits %u, expected %s", name, t->dtype.code,
                        t->dtype.bits, ah_dtype_name(dt));
-    if (t->ndim != ndim) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim, ndim);
+    if (t->ndim != ndim)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim,
+                       ndim);
     for (int i = 0; i < ndim; i++)
         if (shape[i] >= 0 && t->shape[i] != shape[i])
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld", name, i, (long long)t->shape[i],
-                           (long long)shape[i]);
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld", name, i,
+                           (long long)t->shape[i], (long long)shape[i]);
     if (ah_dl_stride(t, ndim - 1) != 1)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: the last dimension must be contiguous", name);
-    const int dev_ok = c->cpu_kind ? t->device.device_type == kDLCPU
-                                   : (t->device.device_type == kDLExtDev || (int)t->device.device_type == 14);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: the last dimension must be contiguous",
+                       name);
+    const int dev_ok =
+        c->cpu_kind ? t->device.device_type == kDLCPU
+                    : (t->device.device_type == kDLExtDev || (int)t->device.device_type == 14);
     if (!dev_ok)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is on DLPack device type %d, not this plugin's", name, (int)t->device.device_type);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s is on DLPack device type %d, not this plugin's", name,
+                       (int)t->device.device_type);
     /* extent of the view in bytes, for the allocation check */
     int64_t last = 0;
     for (int i = 0; i < ndim; i++)
@@ -548,14 +598,15 @@ static ah_status check_tensor(ah_context *c, ah_errbuf *e, const DLTensor *t, co
     x->bytes = bytes;
     x->foreign = bytes && !reg_has(c, ah_dl_data(t), bytes);
     if (x->foreign && !(c->cpu_kind && c->rt == &xpu_rt_opencl))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "%s is not memory from the xpu plugin's mem_alloc (%s %s): allocate tensors through the host's device",
-                       name, c->rt->name, c->rt == &xpu_rt_opencl ? "SVM" : "USM device memory");
+        return ah_fail(
+            e, AH_ERR_INVALID_ARGUMENT,
+            "%s is not memory from the xpu plugin's mem_alloc (%s %s): allocate tensors through the host's device",
+            name, c->rt->name, c->rt == &xpu_rt_opencl ? "SVM" : "USM device memory");
     return AH_OK;
 }
 
-static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz, int64_t *bs_s, int64_t *ts_s,
-                             int64_t *hs_s, xpu_ext *x)
+static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz,
+                             int64_t *bs_s, int64_t *ts_s, int64_t *hs_s, xpu_ext *x)
 {
     const int hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
     const int64_t shape[4] = {-1, hnd ? st->spec.num_kv_heads : st->spec.block_size,
@@ -563,7 +614,8 @@ static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, 
     ah_status rc = check_tensor(st->ctx, &st->err, t, name, st->spec.kv_dtype, 4, shape, x);
     if (rc != AH_OK) return rc;
     if (t->shape[0] <= st->max_block)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s holds %lld blocks, the plan references block %d", name,
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%s holds %lld blocks, the plan references block %d", name,
                        (long long)t->shape[0], st->max_block);
     *bs_s = ah_dl_stride(t, 0);
     *ts_s = ah_dl_stride(t, hnd ? 2 : 1);
@@ -578,44 +630,65 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     ah_context *c = st->ctx;
     const ah_layer_spec *sp = &st->spec;
     if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward args are NULL");
-    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
+    if (!st->planned)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
     const int64_t T = st->num_tokens;
-    const int64_t qs[3] = {T, sp->num_q_heads, sp->qk_head_size}, os[3] = {T, sp->num_q_heads, sp->v_head_size};
+    const int64_t qs[3] = {T, sp->num_q_heads, sp->qk_head_size},
+                  os[3] = {T, sp->num_q_heads, sp->v_head_size};
     const int64_t ls[2] = {T, sp->num_q_heads}, hs[1] = {sp->num_q_heads};
     int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
     xpu_ext xq, xo, xk, xv, xl = {0, 0}, xs = {0, 0}, xa = {0, 0};
     ah_status s;
     if ((s = check_tensor(c, &st->err, a->q, "q", sp->q_dtype, 3, qs, &xq)) != AH_OK) return s;
     if ((s = check_tensor(c, &st->err, a->out, "out", sp->q_dtype, 3, os, &xo)) != AH_OK) return s;
-    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs, &xk)) != AH_OK) return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs, &xv)) != AH_OK) return s;
+    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs,
+                         &xk)) != AH_OK)
+        return s;
+    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
+                         &xv)) != AH_OK)
+        return s;
     void *lse = c->dummy, *sinks = c->dummy, *alibi = c->dummy;
     int64_t l_ts = 0;
     int flags = 0;
     if (a->lse) {
-        if ((s = check_tensor(c, &st->err, a->lse, "lse", AH_DTYPE_FP32, 2, ls, &xl)) != AH_OK) return s;
+        if ((s = check_tensor(c, &st->err, a->lse, "lse", AH_DTYPE_FP32, 2, ls, &xl)) != AH_OK)
+            return s;
         lse = ah_dl_data(a->lse), l_ts = ah_dl_stride(a->lse, 0), flags |= 1;
     }
     if (sp->use_sinks) {
-        if ((s = check_tensor(c, &st->err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hs, &xs)) != AH_OK) return s;
+        if ((s = check_tensor(c, &st->err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hs, &xs)) != AH_OK)
+            return s;
         sinks = ah_dl_data(a->sinks), flags |= 2;
     }
     if (sp->use_alibi) {
-        if ((s = check_tensor(c, &st->err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs, &xa)) != AH_OK) return s;
+        if ((s = check_tensor(c, &st->err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs,
+                              &xa)) != AH_OK)
+            return s;
         alibi = ah_dl_data(a->alibi_slopes), flags |= 4;
     }
     const int fp8 = is_fp8(sp->kv_dtype);
-    float k_scale = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f, v_scale = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+    float k_scale = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f,
+          v_scale = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
     if (!isfinite(k_scale) || !isfinite(v_scale))
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite", (double)a->k_scale, (double)a->v_scale);
-    void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache), *out = ah_dl_data(a->out);
-    int64_t q_ts = ah_dl_stride(a->q, 0), q_hs = ah_dl_stride(a->q, 1), o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
-    int q_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), bt_w = (int)st->bt_width, n_items = (int)st->n_items;
-    int hq = (int)sp->num_q_heads, group = (int)(sp->num_q_heads / sp->num_kv_heads), d = (int)sp->qk_head_size;
-    int dv = (int)sp->v_head_size, bsz = (int)sp->block_size, window = (int)sp->sliding_window, mode = st->mode;
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite",
+                       (double)a->k_scale, (double)a->v_scale);
+    void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache),
+         *out = ah_dl_data(a->out);
+    int64_t q_ts = ah_dl_stride(a->q, 0), q_hs = ah_dl_stride(a->q, 1),
+            o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
+    int q_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype),
+        bt_w = (int)st->bt_width, n_items = (int)st->n_items;
+    int hq = (int)sp->num_q_heads, group = (int)(sp->num_q_heads / sp->num_kv_heads),
+        d = (int)sp->qk_head_size;
+    int dv = (int)sp->v_head_size, bsz = (int)sp->block_size, window = (int)sp->sliding_window,
+        mode = st->mode;
     float scale = st->scale, softcap = sp->softcap;
-    void *qsl = st->qsl.p, *sl = st->seq_lens.p, *bt = st->bt.p, *items = st->items.p, *dest = st->dest.p;
+    void *qsl = st->qsl.p, *sl = st->seq_lens.p, *bt = st->bt.p, *items = st->items.p,
+         *dest = st->dest.p;
     void *po = st->part_o.p, *pl = st->part_lse.p;
+    /* Not reformatted: one line per group of the kernel's parameters (xpu_attn, kernels/attn.cl).
+     */
+    // clang-format off
     const xpu_arg args[] = {
         XPU_TPTR(q, xq, 0), XPU_VAL(q_ts), XPU_VAL(q_hs), XPU_VAL(q_dt),
         XPU_TPTR(kc, xk, 0), XPU_VAL(k_bs), XPU_VAL(k_ts), XPU_VAL(k_hs),
@@ -630,17 +703,22 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
         XPU_VAL(hq), XPU_VAL(group), XPU_VAL(d), XPU_VAL(dv), XPU_VAL(bsz),
         XPU_VAL(scale), XPU_VAL(softcap), XPU_VAL(window), XPU_VAL(mode), XPU_VAL(flags),
     };
-    s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN, st->n_items, (uint32_t)hq, args, (int)(sizeof args / sizeof args[0]),
-                      st->err.msg, sizeof st->err.msg);
+    // clang-format on
+    s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN, st->n_items, (uint32_t)hq, args,
+                      (int)(sizeof args / sizeof args[0]), st->err.msg, sizeof st->err.msg);
     if (s != AH_OK || !st->n_splits) return s;
     void *splits = st->splits.p;
     int n_splits = (int)st->n_splits;
+    /* Not reformatted: one line per group of the kernel's parameters (xpu_split_merge,
+     * kernels/attn.cl). */
+    // clang-format off
     const xpu_arg margs[] = {
         XPU_PTR(splits), XPU_VAL(n_splits), XPU_PTR(po), XPU_PTR(pl),
         XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_VAL(q_dt),
         XPU_TPTR(lse, xl, 1), XPU_VAL(l_ts), XPU_TPTR(sinks, xs, 0),
         XPU_VAL(hq), XPU_VAL(dv), XPU_VAL(flags),
     };
+    // clang-format on
     return c->rt->launch(c->dev, a->stream, XPU_K_SPLIT_MERGE, st->n_splits, (uint32_t)hq, margs,
                          (int)(sizeof margs / sizeof margs[0]), st->err.msg, sizeof st->err.msg);
 }
@@ -652,27 +730,42 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     ah_context *c = st->ctx;
     const ah_layer_spec *sp = &st->spec;
     if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv args are NULL");
-    if (!st->planned) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
+    if (!st->planned)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
     const int64_t T = st->num_tokens;
-    const int64_t ks[3] = {T, sp->num_kv_heads, sp->qk_head_size}, vs[3] = {T, sp->num_kv_heads, sp->v_head_size};
+    const int64_t ks[3] = {T, sp->num_kv_heads, sp->qk_head_size},
+                  vs[3] = {T, sp->num_kv_heads, sp->v_head_size};
     int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
     xpu_ext xk, xv, xkc, xvc;
     ah_status s;
     if ((s = check_tensor(c, &st->err, a->key, "key", sp->q_dtype, 3, ks, &xk)) != AH_OK) return s;
-    if ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK) return s;
-    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs, &xkc)) != AH_OK) return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs, &xvc)) != AH_OK) return s;
+    if ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK)
+        return s;
+    if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs,
+                         &xkc)) != AH_OK)
+        return s;
+    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
+                         &xvc)) != AH_OK)
+        return s;
     const int fp8 = is_fp8(sp->kv_dtype);
-    const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f, vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+    const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f,
+                vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
     if (!isfinite(ksc) || !isfinite(vsc) || ksc <= 0.0f || vsc <= 0.0f)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g must be finite and > 0", (double)a->k_scale, (double)a->v_scale);
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "k_scale %g / v_scale %g must be finite and > 0", (double)a->k_scale,
+                       (double)a->v_scale);
     float k_inv = 1.0f / ksc, v_inv = 1.0f / vsc;
-    void *key = ah_dl_data(a->key), *val = ah_dl_data(a->value), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache);
+    void *key = ah_dl_data(a->key), *val = ah_dl_data(a->value), *kc = ah_dl_data(a->key_cache),
+         *vc = ah_dl_data(a->value_cache);
     int64_t key_ts = ah_dl_stride(a->key, 0), key_hs = ah_dl_stride(a->key, 1);
     int64_t val_ts = ah_dl_stride(a->value, 0), val_hs = ah_dl_stride(a->value, 1);
-    int src_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), n = (int)T, hk = (int)sp->num_kv_heads;
+    int src_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), n = (int)T,
+        hk = (int)sp->num_kv_heads;
     int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size, has_v = 1;
     void *slots = st->slots.p;
+    /* Not reformatted: one line per group of the kernel's parameters (xpu_write_kv, kernels/kv.cl).
+     */
+    // clang-format off
     const xpu_arg args[] = {
         XPU_TPTR(key, xk, 0), XPU_VAL(key_ts), XPU_VAL(key_hs),
         XPU_TPTR(val, xv, 0), XPU_VAL(val_ts), XPU_VAL(val_hs), XPU_VAL(src_dt),
@@ -681,6 +774,7 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
         XPU_VAL(k_inv), XPU_VAL(v_inv), XPU_PTR(slots), XPU_VAL(n),
         XPU_VAL(hk), XPU_VAL(d), XPU_VAL(dv), XPU_VAL(bsz), XPU_VAL(has_v),
     };
+    // clang-format on
     return c->rt->launch(c->dev, a->stream, XPU_K_WRITE_KV, (uint32_t)T, (uint32_t)hk, args,
                          (int)(sizeof args / sizeof args[0]), st->err.msg, sizeof st->err.msg);
 }
@@ -690,13 +784,17 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
 static ah_status xpu_merge_states(ah_context *c, const ah_merge_args *a)
 {
     if (!a || !a->v_a || !a->v_b || !a->lse_a || !a->lse_b || !a->out)
-        return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "merge_states needs v_a, lse_a, v_b, lse_b and out");
-    if (a->v_a->ndim != 3) return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "v_a has %d dims, expected 3", a->v_a->ndim);
+        return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT,
+                       "merge_states needs v_a, lse_a, v_b, lse_b and out");
+    if (a->v_a->ndim != 3)
+        return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "v_a has %d dims, expected 3",
+                       a->v_a->ndim);
     ah_dtype dt = AH_DTYPE_AUTO;
     const ah_dtype cand[3] = {AH_DTYPE_FP32, AH_DTYPE_FP16, AH_DTYPE_BF16};
     for (int i = 0; i < 3; i++)
         if (ah_dl_dtype_is(a->v_a, cand[i])) dt = cand[i];
-    if (dt == AH_DTYPE_AUTO) return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "v_a is not fp32, fp16 or bf16");
+    if (dt == AH_DTYPE_AUTO)
+        return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "v_a is not fp32, fp16 or bf16");
     const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
     const int64_t vs[3] = {T, H, D}, ls[2] = {T, H};
     ah_status s;
@@ -711,21 +809,29 @@ static ah_status xpu_merge_states(ah_context *c, const ah_merge_args *a)
     int64_t lo_ts = 0;
     int has_lo = 0;
     if (a->lse_out) {
-        if ((s = check_tensor(c, &c->err, a->lse_out, "lse_out", AH_DTYPE_FP32, 2, ls, &xlo)) != AH_OK) return s;
+        if ((s = check_tensor(c, &c->err, a->lse_out, "lse_out", AH_DTYPE_FP32, 2, ls, &xlo)) !=
+            AH_OK)
+            return s;
         lo = ah_dl_data(a->lse_out), lo_ts = ah_dl_stride(a->lse_out, 0), has_lo = 1;
     }
-    void *va = ah_dl_data(a->v_a), *vb = ah_dl_data(a->v_b), *la = ah_dl_data(a->lse_a), *lb = ah_dl_data(a->lse_b);
+    void *va = ah_dl_data(a->v_a), *vb = ah_dl_data(a->v_b), *la = ah_dl_data(a->lse_a),
+         *lb = ah_dl_data(a->lse_b);
     void *out = ah_dl_data(a->out);
-    int64_t a_ts = ah_dl_stride(a->v_a, 0), a_hs = ah_dl_stride(a->v_a, 1), b_ts = ah_dl_stride(a->v_b, 0), b_hs = ah_dl_stride(a->v_b, 1);
+    int64_t a_ts = ah_dl_stride(a->v_a, 0), a_hs = ah_dl_stride(a->v_a, 1),
+            b_ts = ah_dl_stride(a->v_b, 0), b_hs = ah_dl_stride(a->v_b, 1);
     int64_t o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
     int64_t la_ts = ah_dl_stride(a->lse_a, 0), lb_ts = ah_dl_stride(a->lse_b, 0);
     int n = (int)T, heads = (int)H, dv = (int)D, dti = (int)AH_BIT(dt);
+    /* Not reformatted: one line per group of the kernel's parameters (xpu_merge_states,
+     * kernels/merge.cl). */
+    // clang-format off
     const xpu_arg args[] = {
         XPU_TPTR(va, xva, 0), XPU_VAL(a_ts), XPU_VAL(a_hs), XPU_TPTR(la, xla, 0), XPU_VAL(la_ts),
         XPU_TPTR(vb, xvb, 0), XPU_VAL(b_ts), XPU_VAL(b_hs), XPU_TPTR(lb, xlb, 0), XPU_VAL(lb_ts),
         XPU_TPTR(out, xo, 1), XPU_VAL(o_ts), XPU_VAL(o_hs), XPU_TPTR(lo, xlo, 1), XPU_VAL(lo_ts), XPU_VAL(has_lo),
         XPU_VAL(n), XPU_VAL(heads), XPU_VAL(dv), XPU_VAL(dti),
     };
+    // clang-format on
     return c->rt->launch(c->dev, a->stream, XPU_K_MERGE_STATES, (uint32_t)T, (uint32_t)H, args,
                          (int)(sizeof args / sizeof args[0]), c->err.msg, sizeof c->err.msg);
 }
@@ -755,10 +861,12 @@ static const ah_plugin_ops xpu_ops = {
     .timer_stop = xpu_timer_stop,
 };
 
-#define XPU_DESC(KIND, CAPS)                                                                          \
-    {sizeof(ah_plugin_descriptor), AH_ABI_VERSION, "xpu", "0.1.0", "attnhost", "MIT",                 \
-     "Intel GPUs through Level Zero (OpenCL devices through OpenCL): OpenCL C kernels as SPIR-V", KIND, \
-     CAPS, &xpu_ops}
+#define XPU_DESC(KIND, CAPS) \
+    { \
+        sizeof(ah_plugin_descriptor), AH_ABI_VERSION, "xpu", "0.1.0", "attnhost", "MIT", \
+            "Intel GPUs through Level Zero (OpenCL devices through OpenCL): OpenCL C kernels as SPIR-V", \
+            KIND, CAPS, &xpu_ops \
+    }
 static const ah_plugin_descriptor xpu_desc_gpu = XPU_DESC(AH_DEVICE_LEVEL_ZERO, &xpu_caps_gpu);
 static const ah_plugin_descriptor xpu_desc_cpu = XPU_DESC(AH_DEVICE_CPU, &xpu_caps_cpu);
 
@@ -783,10 +891,10 @@ static int xpu_is_cpu_kind(void)
     return xpu_cpu_kind;
 }
 
-AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host,
-                                                            const char **why);
-AH_EXPORT const ah_plugin_descriptor *attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host,
-                                                            const char **why)
+AH_EXPORT const ah_plugin_descriptor *
+attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host, const char **why);
+AH_EXPORT const ah_plugin_descriptor *
+attnhost_plugin_entry(uint32_t host_abi_version, const ah_host_services *host, const char **why)
 {
     (void)host;
     if (AH_ABI_MAJOR(host_abi_version) != AH_ABI_VERSION_MAJOR) {

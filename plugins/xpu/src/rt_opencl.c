@@ -18,15 +18,37 @@
 
 #include "xpu.h"
 
-#define CL_FNS(X)                                                                                  \
-    X(clGetPlatformIDs) X(clGetDeviceIDs) X(clGetDeviceInfo) X(clGetPlatformInfo)                \
-    X(clCreateContext) X(clReleaseContext) X(clCreateCommandQueueWithProperties)                \
-    X(clReleaseCommandQueue) X(clCreateProgramWithIL) X(clCreateProgramWithBinary)              \
-    X(clCreateProgramWithSource) X(clBuildProgram) X(clGetProgramBuildInfo) X(clReleaseProgram) \
-    X(clCreateKernel) X(clReleaseKernel) X(clSetKernelArg) X(clSetKernelArgSVMPointer)          \
-    X(clEnqueueNDRangeKernel) X(clSVMAlloc) X(clSVMFree) X(clEnqueueSVMMemcpy) X(clFinish)      \
-    X(clEnqueueMarkerWithWaitList) X(clWaitForEvents) X(clGetEventProfilingInfo)               \
-    X(clReleaseEvent) X(clCreateBuffer) X(clEnqueueMapBuffer) X(clEnqueueUnmapMemObject)                 \
+#define CL_FNS(X) \
+    X(clGetPlatformIDs) \
+    X(clGetDeviceIDs) \
+    X(clGetDeviceInfo) \
+    X(clGetPlatformInfo) \
+    X(clCreateContext) \
+    X(clReleaseContext) \
+    X(clCreateCommandQueueWithProperties) \
+    X(clReleaseCommandQueue) \
+    X(clCreateProgramWithIL) \
+    X(clCreateProgramWithBinary) \
+    X(clCreateProgramWithSource) \
+    X(clBuildProgram) \
+    X(clGetProgramBuildInfo) \
+    X(clReleaseProgram) \
+    X(clCreateKernel) \
+    X(clReleaseKernel) \
+    X(clSetKernelArg) \
+    X(clSetKernelArgSVMPointer) \
+    X(clEnqueueNDRangeKernel) \
+    X(clSVMAlloc) \
+    X(clSVMFree) \
+    X(clEnqueueSVMMemcpy) \
+    X(clFinish) \
+    X(clEnqueueMarkerWithWaitList) \
+    X(clWaitForEvents) \
+    X(clGetEventProfilingInfo) \
+    X(clReleaseEvent) \
+    X(clCreateBuffer) \
+    X(clEnqueueMapBuffer) \
+    X(clEnqueueUnmapMemObject) \
     X(clReleaseMemObject)
 
 static struct {
@@ -45,11 +67,11 @@ static void cl_load(void)
         snprintf(cl.why, sizeof cl.why, "libOpenCL.so.1 not found");
         return;
     }
-#define X(f)                                                                         \
-    if (!(*(void **)&cl.f = dlsym(cl.lib, #f))) {                                    \
+#define X(f) \
+    if (!(*(void **)&cl.f = dlsym(cl.lib, #f))) { \
         snprintf(cl.why, sizeof cl.why, "libOpenCL.so.1 lacks %s (OpenCL 2.1 needed)", #f); \
-        cl.lib = NULL;                                                               \
-        return;                                                                      \
+        cl.lib = NULL; \
+        return; \
     }
     CL_FNS(X)
 #undef X
@@ -95,7 +117,8 @@ static ah_status cl_find(int index, cl_device_id *dev, cl_platform_id *plat, uin
         }
     *count = n;
     if (!found) {
-        snprintf(err, cap, n ? "OpenCL device %d does not exist (%u devices)" : "no OpenCL device", index, n);
+        snprintf(err, cap, n ? "OpenCL device %d does not exist (%u devices)" : "no OpenCL device",
+                 index, n);
         return AH_ERR_UNAVAILABLE;
     }
     return AH_OK;
@@ -127,12 +150,14 @@ static ah_status cl_discover(int index, xpu_devinfo *info, char *err, size_t cap
     ah_strlcpy(info->tier, "portable", sizeof info->tier);
     int major = 0, minor = 0;
     if (sscanf(ver, "OpenCL %d.%d", &major, &minor) != 2 || major < 2) {
-        snprintf(err, cap, "OpenCL device %d (%s) is %s; SVM needs OpenCL 2.0 or later", index, info->name, ver);
+        snprintf(err, cap, "OpenCL device %d (%s) is %s; SVM needs OpenCL 2.0 or later", index,
+                 info->name, ver);
         return AH_ERR_UNAVAILABLE;
     }
     if (cl.clGetDeviceInfo(dev, CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL) != CL_SUCCESS ||
         !(svm & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER)) {
-        snprintf(err, cap, "OpenCL device %d (%s) has no coarse-grained buffer SVM", index, info->name);
+        snprintf(err, cap, "OpenCL device %d (%s) has no coarse-grained buffer SVM", index,
+                 info->name);
         return AH_ERR_UNAVAILABLE;
     }
     return AH_OK;
@@ -146,12 +171,12 @@ typedef struct cl_timer {
 struct xpu_dev {
     cl_context ctx;
     cl_device_id dev;
-    cl_command_queue q;      /* the NULL stream */
+    cl_command_queue q; /* the NULL stream */
     cl_program prog[XPU_N_MODULES];
     cl_kernel k[XPU_K_COUNT];
-    pthread_mutex_t mu;      /* kernel arguments and launches; timers */
+    pthread_mutex_t mu; /* kernel arguments and launches; timers */
     cl_timer timers[8];
-    const char *how;         /* which program form was built */
+    const char *how; /* which program form was built */
 };
 
 static void cl_close(xpu_dev *d)
@@ -176,7 +201,8 @@ static int has_ext(cl_device_id dev, const char *name)
     char *s = malloc(n + 1);
     if (!s) return 0;
     s[n] = 0;
-    int yes = cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS && strstr(s, name);
+    int yes =
+        cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS && strstr(s, name);
     free(s);
     return yes;
 }
@@ -184,7 +210,8 @@ static int has_ext(cl_device_id dev, const char *name)
 static int takes_spirv(cl_device_id dev)
 {
     char il[256] = "";
-    if (cl.clGetDeviceInfo(dev, CL_DEVICE_IL_VERSION, sizeof il - 1, il, NULL) != CL_SUCCESS) return 0;
+    if (cl.clGetDeviceInfo(dev, CL_DEVICE_IL_VERSION, sizeof il - 1, il, NULL) != CL_SUCCESS)
+        return 0;
     return strstr(il, "SPIR-V") != NULL;
 }
 
@@ -216,8 +243,10 @@ static ah_status build_one(xpu_dev *d, int m, char *err, size_t cap)
     rc = cl.clBuildProgram(d->prog[m], 1, &d->dev, opts, NULL, NULL);
     if (rc != CL_SUCCESS) {
         char log[256] = "";
-        cl.clGetProgramBuildInfo(d->prog[m], d->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-        snprintf(err, cap, "building the OpenCL program from %s failed (%d): %s", d->how, (int)rc, log);
+        cl.clGetProgramBuildInfo(d->prog[m], d->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log,
+                                 NULL);
+        snprintf(err, cap, "building the OpenCL program from %s failed (%d): %s", d->how, (int)rc,
+                 log);
         return AH_ERR_DEVICE;
     }
     return AH_OK;
@@ -261,7 +290,8 @@ static ah_status cl_open(int index, xpu_dev **out, char *err, size_t cap)
     for (int k = 0; k < XPU_K_COUNT; k++) {
         d->k[k] = cl.clCreateKernel(d->prog[xpu_kernel_module[k]], xpu_kernel_names[k], &rc);
         if (!d->k[k]) {
-            snprintf(err, cap, "kernel %s not found in the program (%d)", xpu_kernel_names[k], (int)rc);
+            snprintf(err, cap, "kernel %s not found in the program (%d)", xpu_kernel_names[k],
+                     (int)rc);
             cl_close(d);
             return AH_ERR_DEVICE;
         }
@@ -270,7 +300,10 @@ static ah_status cl_open(int index, xpu_dev **out, char *err, size_t cap)
     return AH_OK;
 }
 
-static cl_command_queue queue_of(xpu_dev *d, void *stream) { return stream ? (cl_command_queue)stream : d->q; }
+static cl_command_queue queue_of(xpu_dev *d, void *stream)
+{
+    return stream ? (cl_command_queue)stream : d->q;
+}
 
 static ah_status cl_alloc(xpu_dev *d, size_t bytes, void **ptr, char *err, size_t cap)
 {
@@ -340,24 +373,27 @@ static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
     cl_int rc = CL_SUCCESS;
     for (int i = 0; i < n_args && rc == CL_SUCCESS; i++) {
         if (args[i].is_ptr && args[i].host_bytes && n_wrap < 64) {
-            cl_mem m = cl.clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, args[i].host_bytes,
-                                         *(void *const *)args[i].val, &rc);
+            cl_mem m = cl.clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                                         args[i].host_bytes, *(void *const *)args[i].val, &rc);
             if (!m) break;
             wrap[n_wrap++] = m;
             host = 1;
             rc = cl.clSetKernelArg(d->k[k], (cl_uint)i, sizeof m, &m);
         } else {
-            rc = args[i].is_ptr ? cl.clSetKernelArgSVMPointer(d->k[k], (cl_uint)i, *(void *const *)args[i].val)
-                                : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
+            rc = args[i].is_ptr
+                     ? cl.clSetKernelArgSVMPointer(d->k[k], (cl_uint)i, *(void *const *)args[i].val)
+                     : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
         }
     }
     const size_t global[2] = {gx, gy};
-    if (rc == CL_SUCCESS) rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, NULL, 0, NULL, NULL);
+    if (rc == CL_SUCCESS)
+        rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, NULL, 0, NULL, NULL);
     for (int i = 0, w = 0; host && rc == CL_SUCCESS && i < n_args; i++) {
         if (!args[i].is_ptr || !args[i].host_bytes) continue;
         cl_mem m = wrap[w++];
         if (!args[i].writes) continue;
-        void *p = cl.clEnqueueMapBuffer(q, m, CL_TRUE, CL_MAP_READ, 0, args[i].host_bytes, 0, NULL, NULL, &rc);
+        void *p = cl.clEnqueueMapBuffer(q, m, CL_TRUE, CL_MAP_READ, 0, args[i].host_bytes, 0, NULL,
+                                        NULL, &rc);
         if (p) rc = cl.clEnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
     }
     if (host && rc == CL_SUCCESS) rc = cl.clFinish(q);
@@ -407,8 +443,10 @@ static ah_status cl_timer_stop(xpu_dev *d, void *stream, float *ms, char *err, s
     cl_int rc = cl.clEnqueueMarkerWithWaitList(queue_of(d, stream), 0, NULL, &e1);
     if (rc == CL_SUCCESS) rc = cl.clWaitForEvents(1, &e1);
     cl_ulong t0 = 0, t1 = 0;
-    if (rc == CL_SUCCESS) rc = cl.clGetEventProfilingInfo(e0, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
-    if (rc == CL_SUCCESS) rc = cl.clGetEventProfilingInfo(e1, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    if (rc == CL_SUCCESS)
+        rc = cl.clGetEventProfilingInfo(e0, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
+    if (rc == CL_SUCCESS)
+        rc = cl.clGetEventProfilingInfo(e1, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
     cl.clReleaseEvent(e0);
     if (e1) cl.clReleaseEvent(e1);
     if (rc != CL_SUCCESS) {
@@ -420,6 +458,7 @@ static ah_status cl_timer_stop(xpu_dev *d, void *stream, float *ms, char *err, s
 }
 
 const xpu_rt xpu_rt_opencl = {
-    "opencl", cl_discover, cl_open, cl_close, cl_alloc, cl_free, cl_copy, cl_sync,
-    cl_stream_create, cl_stream_destroy, cl_launch, cl_timer_start, cl_timer_stop,
+    "opencl",  cl_discover,    cl_open,       cl_close,         cl_alloc,
+    cl_free,   cl_copy,        cl_sync,       cl_stream_create, cl_stream_destroy,
+    cl_launch, cl_timer_start, cl_timer_stop,
 };

@@ -19,15 +19,38 @@
 
 #include "xpu.h"
 
-#define ZE_FNS(X)                                                                                 \
-    X(zeInit) X(zeDriverGet) X(zeDeviceGet) X(zeDeviceGetProperties) X(zeDeviceGetMemoryProperties) \
-    X(zeDriverGetProperties) X(zeContextCreate) X(zeContextDestroy) X(zeCommandListCreateImmediate) \
-    X(zeCommandListDestroy) X(zeModuleCreate) X(zeModuleDestroy) X(zeModuleBuildLogGetString)   \
-    X(zeModuleBuildLogDestroy) X(zeKernelCreate) X(zeKernelDestroy) X(zeKernelSetGroupSize)      \
-    X(zeKernelSetArgumentValue) X(zeCommandListAppendLaunchKernel) X(zeMemAllocDevice)           \
-    X(zeMemAllocHost) X(zeMemFree) X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendBarrier) \
-    X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate) X(zeEventDestroy)               \
-    X(zeEventHostSynchronize) X(zeEventHostReset) X(zeCommandListAppendWriteGlobalTimestamp)
+#define ZE_FNS(X) \
+    X(zeInit) \
+    X(zeDriverGet) \
+    X(zeDeviceGet) \
+    X(zeDeviceGetProperties) \
+    X(zeDeviceGetMemoryProperties) \
+    X(zeDriverGetProperties) \
+    X(zeContextCreate) \
+    X(zeContextDestroy) \
+    X(zeCommandListCreateImmediate) \
+    X(zeCommandListDestroy) \
+    X(zeModuleCreate) \
+    X(zeModuleDestroy) \
+    X(zeModuleBuildLogGetString) \
+    X(zeModuleBuildLogDestroy) \
+    X(zeKernelCreate) \
+    X(zeKernelDestroy) \
+    X(zeKernelSetGroupSize) \
+    X(zeKernelSetArgumentValue) \
+    X(zeCommandListAppendLaunchKernel) \
+    X(zeMemAllocDevice) \
+    X(zeMemAllocHost) \
+    X(zeMemFree) \
+    X(zeCommandListAppendMemoryCopy) \
+    X(zeCommandListAppendBarrier) \
+    X(zeEventPoolCreate) \
+    X(zeEventPoolDestroy) \
+    X(zeEventCreate) \
+    X(zeEventDestroy) \
+    X(zeEventHostSynchronize) \
+    X(zeEventHostReset) \
+    X(zeCommandListAppendWriteGlobalTimestamp)
 
 static struct {
 #define X(f) __typeof__(&f) f;
@@ -46,16 +69,17 @@ static void ze_load(void)
         snprintf(ze.why, sizeof ze.why, "libze_loader.so.1 not found");
         return;
     }
-#define X(f)                                                                      \
-    if (!(*(void **)&ze.f = dlsym(lib, #f))) {                                    \
-        snprintf(ze.why, sizeof ze.why, "libze_loader.so.1 lacks %s", #f);        \
-        return;                                                                   \
+#define X(f) \
+    if (!(*(void **)&ze.f = dlsym(lib, #f))) { \
+        snprintf(ze.why, sizeof ze.why, "libze_loader.so.1 lacks %s", #f); \
+        return; \
     }
     ZE_FNS(X)
 #undef X
     ze.init = ze.zeInit(ZE_INIT_FLAG_GPU_ONLY);
     if (ze.init != ZE_RESULT_SUCCESS) {
-        snprintf(ze.why, sizeof ze.why, "no Level Zero driver or device (zeInit: %#x)", (unsigned)ze.init);
+        snprintf(ze.why, sizeof ze.why, "no Level Zero driver or device (zeInit: %#x)",
+                 (unsigned)ze.init);
         return;
     }
     ze.lib = lib;
@@ -70,8 +94,8 @@ static ah_status ze_ready(char *err, size_t cap)
 }
 
 /* GPU device index among every driver's devices. */
-static ah_status ze_find(int index, ze_driver_handle_t *drv, ze_device_handle_t *dev, uint32_t *count,
-                         char *err, size_t cap)
+static ah_status ze_find(int index, ze_driver_handle_t *drv, ze_device_handle_t *dev,
+                         uint32_t *count, char *err, size_t cap)
 {
     uint32_t nd = 0;
     if (ze.zeDriverGet(&nd, NULL) != ZE_RESULT_SUCCESS || nd == 0) {
@@ -91,14 +115,17 @@ static ah_status ze_find(int index, ze_driver_handle_t *drv, ze_device_handle_t 
         ze.zeDeviceGet(ds[i], &nv, vs);
         for (uint32_t j = 0; j < nv; j++) {
             ze_device_properties_t p = {.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES};
-            if (ze.zeDeviceGetProperties(vs[j], &p) != ZE_RESULT_SUCCESS || p.type != ZE_DEVICE_TYPE_GPU) continue;
+            if (ze.zeDeviceGetProperties(vs[j], &p) != ZE_RESULT_SUCCESS ||
+                p.type != ZE_DEVICE_TYPE_GPU)
+                continue;
             if ((int)n == index) *drv = ds[i], *dev = vs[j], found = 1;
             n++;
         }
     }
     *count = n;
     if (!found) {
-        snprintf(err, cap, n ? "Level Zero GPU %d does not exist (%u GPUs)" : "no Level Zero GPU", index, n);
+        snprintf(err, cap, n ? "Level Zero GPU %d does not exist (%u GPUs)" : "no Level Zero GPU",
+                 index, n);
         return AH_ERR_UNAVAILABLE;
     }
     return AH_OK;
@@ -121,7 +148,9 @@ static ah_status ze_discover(int index, xpu_devinfo *info, char *err, size_t cap
     ze.zeDeviceGetMemoryProperties(dev, &nm, NULL);
     ze_device_memory_properties_t mp[4];
     if (nm > 4) nm = 4;
-    for (uint32_t i = 0; i < nm; i++) mp[i] = (ze_device_memory_properties_t){.stype = ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES};
+    for (uint32_t i = 0; i < nm; i++)
+        mp[i] =
+            (ze_device_memory_properties_t){.stype = ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES};
     ze.zeDeviceGetMemoryProperties(dev, &nm, mp);
     for (uint32_t i = 0; i < nm; i++) info->memory += mp[i].totalSize;
     ze_driver_properties_t dp = {.stype = ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES};
@@ -135,7 +164,7 @@ typedef struct ze_stream {
     ze_command_list_handle_t list;
     ze_event_pool_handle_t pool;
     ze_event_handle_t done;
-    uint64_t *ts;          /* host USM: two global timestamps */
+    uint64_t *ts; /* host USM: two global timestamps */
 } ze_stream;
 
 struct xpu_dev {
@@ -144,10 +173,10 @@ struct xpu_dev {
     ze_context_handle_t ctx;
     ze_module_handle_t mod[XPU_N_MODULES];
     ze_kernel_handle_t k[XPU_K_COUNT];
-    ze_stream *def;        /* the NULL stream */
+    ze_stream *def; /* the NULL stream */
     double ns_per_tick;
     uint64_t ts_mask;
-    pthread_mutex_t mu;    /* kernel arguments and every append */
+    pthread_mutex_t mu; /* kernel arguments and every append */
 };
 
 static void stream_free(xpu_dev *d, ze_stream *s)
@@ -172,14 +201,18 @@ static ah_status stream_new(xpu_dev *d, ze_stream **out, char *err, size_t cap)
                                   .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
                                   .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
     ze_event_pool_desc_t pd = {.stype = ZE_STRUCTURE_TYPE_EVENT_POOL_DESC,
-                               .flags = ZE_EVENT_POOL_FLAG_HOST_VISIBLE, .count = 1};
-    ze_event_desc_t ed = {.stype = ZE_STRUCTURE_TYPE_EVENT_DESC, .index = 0,
-                          .signal = ZE_EVENT_SCOPE_FLAG_HOST, .wait = ZE_EVENT_SCOPE_FLAG_HOST};
+                               .flags = ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
+                               .count = 1};
+    ze_event_desc_t ed = {.stype = ZE_STRUCTURE_TYPE_EVENT_DESC,
+                          .index = 0,
+                          .signal = ZE_EVENT_SCOPE_FLAG_HOST,
+                          .wait = ZE_EVENT_SCOPE_FLAG_HOST};
     ze_host_mem_alloc_desc_t hd = {.stype = ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC};
     ze_result_t r = ze.zeCommandListCreateImmediate(d->ctx, d->dev, &qd, &s->list);
     if (r == ZE_RESULT_SUCCESS) r = ze.zeEventPoolCreate(d->ctx, &pd, 1, &d->dev, &s->pool);
     if (r == ZE_RESULT_SUCCESS) r = ze.zeEventCreate(s->pool, &ed, &s->done);
-    if (r == ZE_RESULT_SUCCESS) r = ze.zeMemAllocHost(d->ctx, &hd, 2 * sizeof(uint64_t), 8, (void **)&s->ts);
+    if (r == ZE_RESULT_SUCCESS)
+        r = ze.zeMemAllocHost(d->ctx, &hd, 2 * sizeof(uint64_t), 8, (void **)&s->ts);
     if (r != ZE_RESULT_SUCCESS) {
         stream_free(d, s);
         snprintf(err, cap, "creating an immediate command list failed (%#x)", (unsigned)r);
@@ -228,8 +261,10 @@ static ah_status ze_open(int index, xpu_dev **out, char *err, size_t cap)
         return AH_ERR_DEVICE;
     }
     for (int m = 0; m < XPU_N_MODULES; m++) {
-        ze_module_desc_t md = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC, .format = ZE_MODULE_FORMAT_IL_SPIRV,
-                               .inputSize = xpu_spirv[m].size, .pInputModule = xpu_spirv[m].data,
+        ze_module_desc_t md = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC,
+                               .format = ZE_MODULE_FORMAT_IL_SPIRV,
+                               .inputSize = xpu_spirv[m].size,
+                               .pInputModule = xpu_spirv[m].data,
                                .pBuildFlags = ""};
         ze_module_build_log_handle_t log = NULL;
         r = ze.zeModuleCreate(d->ctx, d->dev, &md, &d->mod[m], &log);
@@ -246,7 +281,8 @@ static ah_status ze_open(int index, xpu_dev **out, char *err, size_t cap)
         }
     }
     for (int k = 0; k < XPU_K_COUNT; k++) {
-        ze_kernel_desc_t kd = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC, .pKernelName = xpu_kernel_names[k]};
+        ze_kernel_desc_t kd = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC,
+                               .pKernelName = xpu_kernel_names[k]};
         r = ze.zeKernelCreate(d->mod[xpu_kernel_module[k]], &kd, &d->k[k]);
         if (r == ZE_RESULT_SUCCESS) r = ze.zeKernelSetGroupSize(d->k[k], 64, 1, 1);
         if (r != ZE_RESULT_SUCCESS) {
@@ -263,7 +299,10 @@ static ah_status ze_open(int index, xpu_dev **out, char *err, size_t cap)
     return AH_OK;
 }
 
-static ze_stream *stream_of(xpu_dev *d, void *stream) { return stream ? (ze_stream *)stream : d->def; }
+static ze_stream *stream_of(xpu_dev *d, void *stream)
+{
+    return stream ? (ze_stream *)stream : d->def;
+}
 
 static ah_status ze_alloc(xpu_dev *d, size_t bytes, void **ptr, char *err, size_t cap)
 {
@@ -296,8 +335,8 @@ static void ze_free(xpu_dev *d, void *ptr)
     ze.zeMemFree(d->ctx, ptr);
 }
 
-static ah_status ze_copy(xpu_dev *d, void *stream, void *dst, const void *src, size_t bytes, char *err,
-                         size_t cap)
+static ah_status ze_copy(xpu_dev *d, void *stream, void *dst, const void *src, size_t bytes,
+                         char *err, size_t cap)
 {
     if (!bytes) return AH_OK;
     ze_stream *s = stream_of(d, stream);
@@ -305,7 +344,8 @@ static ah_status ze_copy(xpu_dev *d, void *stream, void *dst, const void *src, s
     ze_result_t r = ze.zeCommandListAppendMemoryCopy(s->list, dst, src, bytes, NULL, 0, NULL);
     pthread_mutex_unlock(&d->mu);
     if (r != ZE_RESULT_SUCCESS) {
-        snprintf(err, cap, "zeCommandListAppendMemoryCopy of %zu bytes failed (%#x)", bytes, (unsigned)r);
+        snprintf(err, cap, "zeCommandListAppendMemoryCopy of %zu bytes failed (%#x)", bytes,
+                 (unsigned)r);
         return AH_ERR_DEVICE;
     }
     return drain(d, s, err, cap);
@@ -332,8 +372,8 @@ static void ze_stream_destroy(xpu_dev *d, void *stream)
     stream_free(d, stream);
 }
 
-static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy, const xpu_arg *args,
-                           int n_args, char *err, size_t cap)
+static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy,
+                           const xpu_arg *args, int n_args, char *err, size_t cap)
 {
     if (!gx || !gy) return AH_OK;
     ze_stream *s = stream_of(d, stream);
@@ -341,9 +381,11 @@ static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
     pthread_mutex_lock(&d->mu);
     ze_result_t r = ZE_RESULT_SUCCESS;
     for (int i = 0; i < n_args && r == ZE_RESULT_SUCCESS; i++)
-        r = args[i].host_bytes ? ZE_RESULT_ERROR_INVALID_ARGUMENT /* foreign memory: never on a GPU */
-                               : ze.zeKernelSetArgumentValue(d->k[k], (uint32_t)i, args[i].size, args[i].val);
-    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendLaunchKernel(s->list, d->k[k], &g, NULL, 0, NULL);
+        r = args[i].host_bytes
+                ? ZE_RESULT_ERROR_INVALID_ARGUMENT /* foreign memory: never on a GPU */
+                : ze.zeKernelSetArgumentValue(d->k[k], (uint32_t)i, args[i].size, args[i].val);
+    if (r == ZE_RESULT_SUCCESS)
+        r = ze.zeCommandListAppendLaunchKernel(s->list, d->k[k], &g, NULL, 0, NULL);
     if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendBarrier(s->list, NULL, 0, NULL);
     pthread_mutex_unlock(&d->mu);
     if (r == ZE_RESULT_SUCCESS) return AH_OK;
@@ -355,7 +397,8 @@ static ah_status stamp(xpu_dev *d, ze_stream *s, int i, char *err, size_t cap)
 {
     pthread_mutex_lock(&d->mu);
     ze_result_t r = ze.zeCommandListAppendBarrier(s->list, NULL, 0, NULL);
-    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendWriteGlobalTimestamp(s->list, s->ts + i, NULL, 0, NULL);
+    if (r == ZE_RESULT_SUCCESS)
+        r = ze.zeCommandListAppendWriteGlobalTimestamp(s->list, s->ts + i, NULL, 0, NULL);
     pthread_mutex_unlock(&d->mu);
     if (r == ZE_RESULT_SUCCESS) return AH_OK;
     snprintf(err, cap, "zeCommandListAppendWriteGlobalTimestamp failed (%#x)", (unsigned)r);
@@ -380,6 +423,7 @@ static ah_status ze_timer_stop(xpu_dev *d, void *stream, float *ms, char *err, s
 }
 
 const xpu_rt xpu_rt_level_zero = {
-    "level_zero", ze_discover, ze_open, ze_close, ze_alloc, ze_free, ze_copy, ze_sync,
-    ze_stream_create, ze_stream_destroy, ze_launch, ze_timer_start, ze_timer_stop,
+    "level_zero", ze_discover,    ze_open,       ze_close,         ze_alloc,
+    ze_free,      ze_copy,        ze_sync,       ze_stream_create, ze_stream_destroy,
+    ze_launch,    ze_timer_start, ze_timer_stop,
 };

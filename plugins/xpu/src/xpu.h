@@ -16,13 +16,7 @@
 #include <attnhost/plugin_util.h>
 
 /* Kernels, in the order of xpu_kernel_names. */
-enum {
-    XPU_K_ATTN = 0,
-    XPU_K_SPLIT_MERGE,
-    XPU_K_WRITE_KV,
-    XPU_K_MERGE_STATES,
-    XPU_K_COUNT
-};
+enum { XPU_K_ATTN = 0, XPU_K_SPLIT_MERGE, XPU_K_WRITE_KV, XPU_K_MERGE_STATES, XPU_K_COUNT };
 extern const char *const xpu_kernel_names[XPU_K_COUNT];
 /* The module (program) each kernel lives in: 0 attn, 1 kv, 2 merge. */
 extern const int xpu_kernel_module[XPU_K_COUNT];
@@ -33,9 +27,10 @@ typedef struct xpu_blob {
     const unsigned char *data;
     size_t size;
 } xpu_blob;
-extern const xpu_blob xpu_spirv[XPU_N_MODULES];   /* SPIR-V 1.x modules */
-extern const xpu_blob xpu_spirbc[XPU_N_MODULES];  /* the same, round-tripped to spir64 LLVM bitcode */
-extern const xpu_blob xpu_source[XPU_N_MODULES];  /* OpenCL C, headers inlined */
+extern const xpu_blob xpu_spirv[XPU_N_MODULES]; /* SPIR-V 1.x modules */
+extern const xpu_blob
+    xpu_spirbc[XPU_N_MODULES]; /* the same, round-tripped to spir64 LLVM bitcode */
+extern const xpu_blob xpu_source[XPU_N_MODULES]; /* OpenCL C, headers inlined */
 
 /* One kernel argument: a device pointer or a scalar of size bytes. A
  * pointer with host_bytes > 0 is host memory the plugin did not allocate
@@ -56,21 +51,25 @@ typedef struct xpu_arg {
 
 /* What a tensor check learnt about a tensor's memory. */
 typedef struct xpu_ext {
-    size_t bytes;  /* extent of the view from its data pointer */
-    int foreign;   /* not from the plugin's mem_alloc */
+    size_t bytes; /* extent of the view from its data pointer */
+    int foreign;  /* not from the plugin's mem_alloc */
 } xpu_ext;
 
-typedef enum xpu_runtime_id { XPU_RT_AUTO = 0, XPU_RT_LEVEL_ZERO = 1, XPU_RT_OPENCL = 2 } xpu_runtime_id;
+typedef enum xpu_runtime_id {
+    XPU_RT_AUTO = 0,
+    XPU_RT_LEVEL_ZERO = 1,
+    XPU_RT_OPENCL = 2
+} xpu_runtime_id;
 
 /* What discovery found about one device. */
 typedef struct xpu_devinfo {
     char name[128];
     char driver[64];
-    char tier[32];     /* "portable" (OpenCL C 1.2 kernels) */
-    int is_gpu;        /* GPU (or accelerator), else a CPU device */
+    char tier[32]; /* "portable" (OpenCL C 1.2 kernels) */
+    int is_gpu;    /* GPU (or accelerator), else a CPU device */
     uint32_t compute_units;
     uint64_t memory;
-    uint32_t count;    /* devices of this runtime */
+    uint32_t count; /* devices of this runtime */
 } xpu_devinfo;
 
 typedef struct xpu_dev xpu_dev; /* a runtime's open device */
@@ -86,8 +85,8 @@ typedef struct xpu_rt {
     ah_status (*alloc)(xpu_dev *d, size_t bytes, void **ptr, char *err, size_t cap);
     void (*free)(xpu_dev *d, void *ptr);
     /* Blocking copy (host memory may be reused once it returns). */
-    ah_status (*copy)(xpu_dev *d, void *stream, void *dst, const void *src, size_t bytes,
-                      char *err, size_t cap);
+    ah_status (*copy)(xpu_dev *d, void *stream, void *dst, const void *src, size_t bytes, char *err,
+                      size_t cap);
     ah_status (*sync)(xpu_dev *d, void *stream, char *err, size_t cap);
     ah_status (*stream_create)(xpu_dev *d, void **stream, char *err, size_t cap);
     void (*stream_destroy)(xpu_dev *d, void *stream);

@@ -71,8 +71,13 @@ static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
     s.window = c->window, s.sinks = c->sinks != SINK_NONE;
     s.k_scale = s.v_scale = c->kv == c->q ? 0.f : 0.5f;
     s.q_amp = s.kv_amp = 2.f;
-    s.batch = (ath_batch_spec){.num_reqs = c->reqs, .qlens = ql, .seqlens = sl, .block_size = 16,
-                               .table_pad = 2, .extra_blocks = 3, .unused_entry = 0x7ffffff0};
+    s.batch = (ath_batch_spec){.num_reqs = c->reqs,
+                               .qlens = ql,
+                               .seqlens = sl,
+                               .block_size = 16,
+                               .table_pad = 2,
+                               .extra_blocks = 3,
+                               .unused_entry = 0x7ffffff0};
     ath_work io;
     ah_state *st = NULL;
     int ok = 0;
@@ -87,8 +92,9 @@ static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
         for (uint32_t h = 0; h < c->hq; h++) io.sinks[h] = -INFINITY;
         if (ath_work_upload(&P, &io)) goto done;
     }
-    ah_limits lim = {sizeof lim, io.B.num_reqs, io.B.num_tokens, io.B.width,
-                     io.B.max_seq ? io.B.max_seq : 1, io.B.num_blocks};
+    ah_limits lim = {
+        sizeof lim,     io.B.num_reqs, io.B.num_tokens, io.B.width, io.B.max_seq ? io.B.max_seq : 1,
+        io.B.num_blocks};
     const size_t T = io.B.num_tokens, nl = T * c->hq, no = nl * c->d;
     out = malloc(io.d_out.bytes);
     lse = malloc(io.d_lse.bytes);
@@ -138,8 +144,9 @@ static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
     const double tol = tol_of(c->q, c->kv);
     const ath_cmp co = ath_compare(out, c->q, ref, no, tol, tol);
     const ath_cmp cl = ath_compare(lse, AH_DTYPE_FP32, rlse, nl, 2e-2, 0);
-    snprintf(msg, sizeof msg, " %zu empty (%zu wrong)  out rel_l2 %.2e over %zu  lse max_abs %.2e over %zu",
-             n_empty, bad_empty, co.rel_l2, co.over, cl.max_abs, cl.over);
+    snprintf(msg, sizeof msg,
+             " %zu empty (%zu wrong)  out rel_l2 %.2e over %zu  lse max_abs %.2e over %zu", n_empty,
+             bad_empty, co.rel_l2, co.over, cl.max_abs, cl.over);
     ok = bad_empty == 0 && co.over == 0 && co.nonfinite == 0 && cl.over == 0 && cl.nonfinite == 0;
 done:
     report(name, ok, msg);
@@ -189,16 +196,21 @@ int main(int argc, char **argv)
      * has compute_units * 256 lanes); 24 requests of 32 heads fill it */
     static const ecase split[] = {
         {"fp16 d128 gqa4", AH_DTYPE_FP16, AH_DTYPE_FP16, 8, 2, 128, 9, 0, SINK_NONE, 0},
-        {"bf16 d64 window 32, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 1, 64, 7, 32, SINK_FINITE, 0},
+        {"bf16 d64 window 32, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 1, 64, 7, 32, SINK_FINITE,
+         0},
         {"fp32 d128 sinks -inf", AH_DTYPE_FP32, AH_DTYPE_FP32, 4, 4, 128, 6, 0, SINK_NEG_INF, 0},
         {"fp16 e4m3 cache d64", AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 8, 2, 64, 5, 0, SINK_NONE, 0},
-        {"bf16 d128 all empty, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 2, 128, 4, 0, SINK_FINITE, 1},
-        {"fp16 d64 all empty, sinks -inf", AH_DTYPE_FP16, AH_DTYPE_FP16, 4, 2, 64, 3, 0, SINK_NEG_INF, 1},
+        {"bf16 d128 all empty, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 2, 128, 4, 0, SINK_FINITE,
+         1},
+        {"fp16 d64 all empty, sinks -inf", AH_DTYPE_FP16, AH_DTYPE_FP16, 4, 2, 64, 3, 0,
+         SINK_NEG_INF, 1},
     };
     static const ecase unsplit[] = {
         {"fp16 d64 32 heads", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 8, 64, 24, 0, SINK_NONE, 0},
-        {"bf16 d64 32 heads sinks -inf", AH_DTYPE_BF16, AH_DTYPE_BF16, 32, 4, 64, 24, 0, SINK_NEG_INF, 0},
-        {"fp32 d64 32 heads window 16, sinks", AH_DTYPE_FP32, AH_DTYPE_FP32, 32, 8, 64, 24, 16, SINK_FINITE, 0},
+        {"bf16 d64 32 heads sinks -inf", AH_DTYPE_BF16, AH_DTYPE_BF16, 32, 4, 64, 24, 0,
+         SINK_NEG_INF, 0},
+        {"fp32 d64 32 heads window 16, sinks", AH_DTYPE_FP32, AH_DTYPE_FP32, 32, 8, 64, 24, 16,
+         SINK_FINITE, 0},
     };
     /* the split path at two chunk floors: the default and 16 keys */
     static const char *const floors[] = {"128", "16"};
@@ -209,9 +221,11 @@ int main(int argc, char **argv)
         }
         char path_name[48];
         snprintf(path_name, sizeof path_name, "split(min %s)", floors[f]);
-        for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) run_case(&split[i], path_name, &rng);
+        for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+            run_case(&split[i], path_name, &rng);
         if (f == 0)
-            for (size_t i = 0; i < sizeof unsplit / sizeof unsplit[0]; i++) run_case(&unsplit[i], "unsplit", &rng);
+            for (size_t i = 0; i < sizeof unsplit / sizeof unsplit[0]; i++)
+                run_case(&unsplit[i], "unsplit", &rng);
         if (f == 0)
             for (int dt = 0; dt < 3; dt++) {
                 const ah_dtype t[3] = {AH_DTYPE_FP32, AH_DTYPE_FP16, AH_DTYPE_BF16};
