@@ -23,7 +23,7 @@ from __future__ import annotations
 from ._dlpack import Tensor
 from ._ffi import ABI_MAJOR, ABI_MINOR, library_path
 from .batch import Batch, BatchBuilder
-from .binding import Binding, DeviceInfo, KVCacheDesc, Split
+from .binding import Binding, DeviceInfo, KVCacheDesc, KVGroup, Split
 from .cp import (
     CpGroup,
     LocalCpGroup,
@@ -60,7 +60,7 @@ __version__ = "0.2.0"
 __all__ = [
     "ABI_MAJOR", "ABI_MINOR", "AbiMismatchError", "AttnhostError", "Batch", "BatchBuilder",
     "Binding", "Candidate", "ConfigError", "CpGroup", "Decision", "DeviceError", "DeviceInfo",
-    "Host", "IOError_", "InternalError", "InvalidArgumentError", "KVCacheDesc", "LayerSpec",
+    "Host", "IOError_", "InternalError", "InvalidArgumentError", "KVCacheDesc", "KVGroup", "LayerSpec",
     "LibraryNotFoundError", "LocalCpGroup", "Model", "NcclComm", "NcclComms", "NotFoundError",
     "OutOfMemoryError", "PagedKVCache", "PluginError", "PluginInfo", "ProbeInfo", "Reason",
     "Selection", "Split", "Status", "Tensor", "UnavailableError", "UnsupportedError",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import sys
-from typing import Any, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi
 from ._dlpack import OwnedTensor
@@ -14,7 +14,7 @@ from ._handle import Handle
 from .binding import Binding
 from .cp import _local_lens, _locate
 from .errors import InvalidArgumentError, error_for
-from .kvcache import aligned_empty
+from .kvcache import aligned_empty, group_counts
 
 
 def _bad(msg: str) -> InvalidArgumentError:
@@ -54,6 +54,18 @@ class Batch:
         return self.builder._slots[: self.num_tokens]
 
     @property
+    def num_kv_groups(self) -> int:
+        """The binding's KV-cache groups (ah_batch.num_kv_groups is this
+        when above 1, else 0)."""
+        return len(self.builder.block_sizes)
+
+    @property
+    def kv_groups(self) -> Tuple["BatchGroup", ...]:
+        """Each group's paging in this batch; group 0's is the batch's own
+        block_table and slot_mapping."""
+        return tuple(BatchGroup(self, g) for g in range(self.num_kv_groups))
+
+    @property
     def cp_local_seq_lens(self):
         """The local lengths passed to the library under context
         parallelism, or None when it computes them."""
@@ -73,6 +85,25 @@ class Batch:
                 f"max_seq_len {self.max_seq_len})")
 
 
+class BatchGroup:
+    """One KV-cache group's paging in a :class:`Batch` (an ah_kv_group):
+    views into the builder's buffers, like the batch's own arrays."""
+
+    def __init__(self, batch: Batch, index: int) -> None:
+        b = batch.builder
+        self.index = index
+        self.block_size = b.block_sizes[index]
+        self.num_blocks = b.group_num_blocks[index]
+        self.release_window = b.release_windows[index]
+        self.block_table = b._tables[index][: batch.num_reqs]
+        self.slot_mapping = b._group_slots[index][: batch.num_tokens]
+        self.released = b._released[index]  # entries the last build marked released
+
+    def __repr__(self) -> str:
+        return (f"attnhost.BatchGroup({self.index}, block size {self.block_size}, "
+                f"{self.num_blocks} blocks, {self.released} released)")
+
+
 class BatchBuilder(Handle):
     """Builds :class:`Batch` objects for a binding: host arrays
     (query_start_loc, seq_lens, block_table, slot_mapping) computed with
@@ -81,9 +112,17 @@ class BatchBuilder(Handle):
 
     Args:
         binding: the binding the batches are planned on.
-        num_blocks: blocks in the KV cache (default: the binding's).
+        num_blocks: blocks in the KV cache (default: the binding's); for a
+            model of several KV-cache groups also one count per group
+            (``PagedKVCache.group_num_blocks``).
         block_size: tokens per block (default: the selection's, which must
-            be one for every layer).
+            be one for every layer; with several groups, each group's).
+
+    A model of several KV-cache groups (``binding.num_kv_groups`` > 1, ABI
+    2.1) pages each group apart: :meth:`build` takes one block-id table per
+    group and fills one ah_kv_group per group, group 0 in the batch's own
+    fields. ``block_sizes`` and ``group_num_blocks`` are per group;
+    ``block_size`` and ``num_blocks`` are group 0's.
 
     Device copies live on the device of the first layer bound to a non-CPU
     plugin (allocated and copied through that binding device); on CPU-only
@@ -108,15 +147,32 @@ class BatchBuilder(Handle):
         self.max_num_tokens = T = lim["max_num_tokens"]
         self.max_blocks_per_req = MB = lim["max_blocks_per_req"]
         self.max_seq_len = lim["max_seq_len"]
-        self.num_blocks = lim["num_blocks"] if num_blocks is None else num_blocks
-        if block_size is None:
+        groups = binding.kv_groups
+        G = len(groups)
+        try:
+            self.group_num_blocks = group_counts(binding, num_blocks, "BatchBuilder")
+        except ValueError as e:
+            raise _bad(str(e)) from None
+        self.num_blocks = self.group_num_blocks[0]
+        if G > 1:
+            if block_size is None:
+                self.block_sizes = tuple(g.block_size for g in groups)
+            elif hasattr(block_size, "__iter__") and len(block_size) == G:
+                self.block_sizes = tuple(int(b) for b in block_size)
+            else:
+                raise _bad(f"block_size = {block_size!r}: the model has {G} KV-cache groups; "
+                           f"give one block size per group, or None for the groups' own")
+        elif block_size is None:
             sizes = {binding.selection.decision(l, p).spec.block_size
                      for l in range(binding.num_layers) for p in (0, 1)}
             if len(sizes) != 1:
                 raise _bad(f"block sizes {sorted(sizes)}: one batch serves one block size; "
                            "pass block_size= and bind the other layers apart")
-            block_size = sizes.pop()
-        self.block_size = int(block_size)
+            self.block_sizes = (sizes.pop(),)
+        else:
+            self.block_sizes = (int(block_size),)
+        self.block_size = self.block_sizes[0]
+        self.release_windows = tuple(g.release_window for g in groups)
 
         def buf(n, dt):
             return aligned_empty(max(1, n) * np.dtype(dt).itemsize).view(dt)
@@ -127,6 +183,14 @@ class BatchBuilder(Handle):
         self._table[:] = 0
         self._slots = buf(T, np.int64)
         self._cpl = buf(R, np.int32)
+        self._tables = [self._table]  # per group; group 0's is the batch's own
+        self._group_slots = [self._slots]
+        for _ in range(1, G):
+            self._tables.append(buf(R * MB, np.int32).reshape(R, MB))
+            self._tables[-1][:] = 0
+            self._group_slots.append(buf(T, np.int64))
+        self._released = [0] * G
+        self._cols = np.arange(MB, dtype=np.int64)
         cp = binding.cp
         self._cp = ((cp.world_size, cp.rank, cp.interleave)
                     if cp is not None and cp.world_size > 1 else None)
@@ -145,10 +209,16 @@ class BatchBuilder(Handle):
                 break
         self._dev = dev
         self._dev_bufs = []
-        host = (self._qsl, self._seq, self._table, self._slots, self._cpl)
+        # tensors 0-4: query_start_loc, seq_lens, group 0's table and slots,
+        # cp_local_seq_lens; then each further group's table and slots
+        host = [self._qsl, self._seq, self._table, self._slots, self._cpl]
         i32, i64 = (_ffi.kDLInt, 32), (_ffi.kDLInt, 64)
-        dts = (i32, i32, i32, i64, i32)
-        shapes = ((R + 1,), (R,), (R, MB), (T,), (R,))
+        dts = [i32, i32, i32, i64, i32]
+        shapes = [(R + 1,), (R,), (R, MB), (T,), (R,)]
+        for g in range(1, G):
+            host += [self._tables[g], self._group_slots[g]]
+            dts += [i32, i64]
+            shapes += [(R, MB), (T,)]
         if dev is None:
             self._tensors = [OwnedTensor(a.ctypes.data, (_ffi.kDLCPU, 0), dt, sh, a)
                              for a, dt, sh in zip(host, dts, shapes)]
@@ -176,6 +246,19 @@ class BatchBuilder(Handle):
         c.slot_mapping_host = self._slots.ctypes.data
         c.block_table_stride = MB
         c.num_blocks = self.num_blocks
+        # entry 0 has no host table: it stands for the batch's own fields
+        self._c_groups = (_ffi.ah_kv_group * G)()
+        for g, e in enumerate(self._c_groups):
+            e.struct_size = ctypes.sizeof(_ffi.ah_kv_group)
+            if g:
+                e.num_blocks = self.group_num_blocks[g]
+                e.block_table, e.slot_mapping = (t.ptr for t in self._tensors[3 + 2 * g:5 + 2 * g])
+                e.block_table_host = self._tables[g].ctypes.data
+                e.slot_mapping_host = self._group_slots[g].ctypes.data
+                e.block_table_stride = MB
+        if G > 1:
+            c.num_kv_groups = G
+            c.kv_groups = ctypes.addressof(self._c_groups)
 
     def _free_device(self, _ptr: int) -> None:
         lib = _ffi.load()
@@ -193,7 +276,8 @@ class BatchBuilder(Handle):
 
     def build(self, query_lens: Sequence[int], context_lens: Sequence[int],
               block_ids: Any, common_prefix_len: int = 0,
-              cp_local_seq_lens: Union[None, bool, Sequence[int]] = None) -> Batch:
+              cp_local_seq_lens: Union[None, bool, Sequence[int]] = None,
+              release_blocks: bool = False) -> Batch:
         """The batch of requests r = 0..n-1 with query_lens[r] new tokens
         after context_lens[r] cached ones, whose KV lives in the blocks
         block_ids[r] (the request's logical block i is block_ids[r][i]).
@@ -242,63 +326,26 @@ class BatchBuilder(Handle):
         if max_seq > self.max_seq_len:
             r = int(np.argmax(seq))
             raise _bad(f"seq_lens[{r}] = {max_seq} exceeds max_seq_len = {self.max_seq_len}")
-        bs = self.block_size
         held = seq if self._cp is None else _local_lens(seq, *self._cp)
-
-        def covers(r: int) -> str:
-            s = f"seq_lens[{r}] = {int(seq[r])}"
-            return s if self._cp is None else f"{s} ({int(held[r])} on cp rank {self._cp[1]})"
-
-        need = (held + bs - 1) // bs
-        MB = self.max_blocks_per_req
-        table = self._table
-
-        if isinstance(block_ids, np.ndarray) and block_ids.ndim == 2:
-            w = block_ids.shape[1]
-            if block_ids.shape[0] != n:
-                raise _bad(f"block_ids has {block_ids.shape[0]} rows for {n} requests")
-            if w > MB:
-                raise _bad(f"block_ids has {w} columns: more than max_blocks_per_req = {MB}")
-            if int(need.max()) > w:
-                r = int(np.argmax(need))
-                raise _bad(f"block_ids[{r}]: {w} blocks for {covers(r)}, "
-                           f"which needs {int(need[r])} blocks of {bs}")
-            table[:n, :w] = block_ids
+        G = len(self.block_sizes)
+        if G == 1:
+            per_group = (block_ids,)
         else:
-            if len(block_ids) != n:
-                raise _bad(f"block_ids has {len(block_ids)} entries for {n} requests")
-            lens = np.fromiter(map(len, block_ids), dtype=np.int64, count=n)
-            short = np.nonzero(lens < need)[0]
-            if short.size:
-                r = int(short[0])
-                raise _bad(f"block_ids[{r}]: {int(lens[r])} blocks for {covers(r)}, "
-                           f"which needs {int(need[r])} blocks of {bs}")
-            if lens.max() > MB:
-                r = int(np.argmax(lens))
-                raise _bad(f"block_ids[{r}] has {int(lens[r])} blocks: more than "
-                           f"max_blocks_per_req = {MB}")
-            total = int(lens.sum())
-            flat = np.fromiter(itertools.chain.from_iterable(block_ids), dtype=np.int64,
-                               count=total)
-            rows = np.repeat(self._req_idx[:n], lens)
-            starts = np.cumsum(lens) - lens
-            cols = self._iota_any(total) - np.repeat(starts, lens)
-            table[rows, cols] = flat
-
-        self._seq[:n] = seq
+            per_group = tuple(block_ids)  # a 3-D array is a table per group too
+            if len(per_group) != G:
+                raise _bad(f"block_ids has {len(per_group)} entries, but the model has {G} "
+                           f"KV-cache groups: give one block-id table (or per-request lists) "
+                           f"per group")
+        if release_blocks and self._cp is not None:
+            raise _bad("release_blocks under context parallelism: the window's blocks are not "
+                       "the rank's; mark released entries in block_ids instead")
         # slot of token t of request r: position p = ctx[r] + (t - qsl[r])
         r_of_t = np.repeat(self._req_idx[:n], q)
         pos = self._iota[:T] - (qsl[:n].astype(np.int64) - ctx)[r_of_t]
-        if self._cp is None:
-            blk = table[r_of_t, pos // bs]
-            np.add(blk.astype(np.int64) * bs, pos % bs, out=self._slots[:T])
-        else:  # the rank's slot of the tokens it holds, -1 for the others'
-            world, rank, interleave = self._cp
-            owner, local = _locate(pos, world, interleave)
-            mine = owner == rank
-            local = np.where(mine, local, 0)
-            blk = table[r_of_t, local // bs].astype(np.int64)
-            np.copyto(self._slots[:T], np.where(mine, blk * bs + local % bs, -1))
+        for g in range(G):
+            self._page(g, per_group[g], n, T, seq, seq - q, held, r_of_t, pos,
+                       release_blocks and self.release_windows[g] > 0)
+        self._seq[:n] = seq
         if given is True:
             self._cpl[:n] = held
 
@@ -318,9 +365,94 @@ class BatchBuilder(Handle):
         t[2].shape[0] = n
         t[3].shape[0] = T
         t[4].shape[0] = n
+        for g in range(1, len(self.block_sizes)):
+            t[3 + 2 * g].shape[0] = n
+            t[4 + 2 * g].shape[0] = T
         if self._dev is not None:
             self._upload(n, T, b._cp_given)
         return b
+
+    def _page(self, g: int, block_ids: Any, n: int, T: int, seq: Any, first_pos: Any,
+              held: Any, r_of_t: Any, pos: Any, release: bool) -> None:
+        """Group g's block table and slot mapping: block_ids copied into the
+        group's table (entries a window hides marked -1 when release), and
+        each new token's slot in the group's blocks."""
+        import numpy as np
+
+        bs = self.block_sizes[g]
+        one = len(self.block_sizes) == 1
+        field = "block_ids" if one else f"block_ids[{g}]"
+        pre = "" if one else f"kv group {g}: "
+
+        def covers(r: int) -> str:
+            s = f"seq_lens[{r}] = {int(seq[r])}"
+            return s if self._cp is None else f"{s} ({int(held[r])} on cp rank {self._cp[1]})"
+
+        need = (held + bs - 1) // bs
+        MB = self.max_blocks_per_req
+        table = self._tables[g]
+
+        if isinstance(block_ids, np.ndarray) and block_ids.ndim == 2:
+            w = block_ids.shape[1]
+            if block_ids.shape[0] != n:
+                raise _bad(f"{pre}{field} has {block_ids.shape[0]} rows for {n} requests")
+            if w > MB:
+                raise _bad(f"{pre}{field} has {w} columns: more than max_blocks_per_req = {MB}")
+            if int(need.max()) > w:
+                r = int(np.argmax(need))
+                raise _bad(f"{pre}{field}[{r}]: {w} blocks for {covers(r)}, "
+                           f"which needs {int(need[r])} blocks of {bs}")
+            table[:n, :w] = block_ids
+        else:
+            if len(block_ids) != n:
+                raise _bad(f"{pre}{field} has {len(block_ids)} entries for {n} requests")
+            lens = np.fromiter(map(len, block_ids), dtype=np.int64, count=n)
+            short = np.nonzero(lens < need)[0]
+            if short.size:
+                r = int(short[0])
+                raise _bad(f"{pre}{field}[{r}]: {int(lens[r])} blocks for {covers(r)}, "
+                           f"which needs {int(need[r])} blocks of {bs}")
+            if lens.max() > MB:
+                r = int(np.argmax(lens))
+                raise _bad(f"{pre}{field}[{r}] has {int(lens[r])} blocks: more than "
+                           f"max_blocks_per_req = {MB}")
+            total = int(lens.sum())
+            flat = np.fromiter(itertools.chain.from_iterable(block_ids), dtype=np.int64,
+                               count=total)
+            rows = np.repeat(self._req_idx[:n], lens)
+            starts = np.cumsum(lens) - lens
+            cols = self._iota_any(total) - np.repeat(starts, lens)
+            table[rows, cols] = flat
+
+        self._released[g] = 0
+        if release:  # blocks wholly before each request's first query minus the window
+            hidden = np.maximum((first_pos - self.release_windows[g] + 1) // bs, 0)
+            mask = self._cols[None, :] < hidden[:, None]
+            table[:n][mask] = -1
+            self._released[g] = int(hidden.sum())
+
+        slots = self._group_slots[g]
+        if self._cp is None:
+            blk = table[r_of_t, pos // bs]
+            mine = None
+            local = pos
+        else:  # the rank's slot of the tokens it holds, -1 for the others'
+            world, rank, interleave = self._cp
+            owner, local = _locate(pos, world, interleave)
+            mine = owner == rank
+            local = np.where(mine, local, 0)
+            blk = table[r_of_t, local // bs]
+        dead = blk < 0 if mine is None else (blk < 0) & mine
+        if dead.any():
+            t = int(np.argmax(dead))
+            r, k = int(r_of_t[t]), int(local[t]) // bs
+            raise _bad(f"{pre}{field}[{r}][{k}] = {int(blk[t])}: a released block, but request "
+                       f"{r}'s new token at position {int(pos[t])} is stored in it")
+        if mine is None:
+            np.add(blk.astype(np.int64) * bs, pos % bs, out=slots[:T])
+        else:
+            blk = blk.astype(np.int64)
+            np.copyto(slots[:T], np.where(mine, blk * bs + local % bs, -1))
 
     def _check_cp_lens(self, lens: Union[None, bool, Sequence[int]], n: int) -> Any:
         """None, True, or the given local lengths, copied into the
@@ -357,13 +489,23 @@ class BatchBuilder(Handle):
                                   (self._seq, self._dev_bufs[1], n * 4),
                                   (self._table, self._dev_bufs[2], n * self.max_blocks_per_req * 4),
                                   (self._slots, self._dev_bufs[3], T * 8),
-                                  (self._cpl, self._dev_bufs[4], n * 4 if cp_lens else 0)):
+                                  (self._cpl, self._dev_bufs[4], n * 4 if cp_lens else 0),
+                                  *self._group_copies(n, T)):
             if not nbytes:
                 continue
             st = lib.ah_device_copy(self._dev, dev, host.ctypes.data, nbytes, 0)
             if st:
                 raise error_for(st, _ffi.s(lib.ah_device_errmsg(self._dev)))
 
+    def _group_copies(self, n: int, T: int) -> List[Tuple[Any, int, int]]:
+        """(host, device, nbytes) of each further group's table and slots."""
+        MB, out = self.max_blocks_per_req, []
+        for g in range(1, len(self.block_sizes)):
+            out += [(self._tables[g], self._dev_bufs[3 + 2 * g], n * MB * 4),
+                    (self._group_slots[g], self._dev_bufs[4 + 2 * g], T * 8)]
+        return out
+
     def __repr__(self) -> str:
         return (f"attnhost.BatchBuilder(max_num_reqs={self.max_num_reqs}, "
-                f"max_num_tokens={self.max_num_tokens}, block_size={self.block_size})")
+                f"max_num_tokens={self.max_num_tokens}, block_size="
+                f"{self.block_size if len(self.block_sizes) == 1 else self.block_sizes})")

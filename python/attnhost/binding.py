@@ -7,7 +7,7 @@ import ctypes
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from . import _ffi
 from ._dlpack import OwnedTensor, Tensor, capsule, dl_dtype_name
@@ -59,6 +59,19 @@ class Split(NamedTuple):
     decode_reqs: int     # leading requests planned on the decode winners
     decode_tokens: int   # their tokens
     why: str             # why decode requests ran on the prefill winners, or ""
+
+
+class KVGroup(NamedTuple):
+    """One KV-cache group of a bound model (ABI 2.1): its layers share one
+    block table, block size and cache size (docs/configuration.md,
+    "KV-cache groups and released blocks")."""
+
+    index: int
+    layers: Tuple[int, ...]  # the group's layers that have a cache
+    block_size: int          # tokens per block, the same for all its layers
+    release_window: int      # the smallest sliding window of its layers: a
+    #                          block wholly before a request's first query
+    #                          minus this may be released; 0: none may be
 
 
 class DeviceInfo(NamedTuple):
@@ -137,6 +150,7 @@ class Binding(Handle):
         self._batch: Optional["Batch"] = None
         self._cpu = all(self.device(l, p).kind == "cpu"
                         for l in range(self.num_layers) for p in (0, 1))
+        self._groups: Optional[Tuple[KVGroup, ...]] = None
 
     # -- description ------------------------------------------------------
 
@@ -154,6 +168,33 @@ class Binding(Handle):
         if not d:
             raise InvalidArgumentError(1, f"layer {layer}: no device bound")
         return d
+
+    @property
+    def kv_groups(self) -> Tuple[KVGroup, ...]:
+        """The model's KV-cache groups, group g at index g: one for a model
+        that declares none. Layers without a cache (encoder, non-attention)
+        belong to none; a layer's group is its spec's ``kv_group``."""
+        if self._groups is None:
+            members: Dict[int, List[int]] = {}
+            for l in range(self.num_layers):
+                d = self.selection.decision(l)
+                if d.kind == "attention" and d.spec.attn_type not in ("encoder", "encoder_only"):
+                    members.setdefault(d.spec.kv_group, []).append(l)
+            groups = []
+            for g in range(1 + max(members, default=0)):
+                layers = members.get(g, [])
+                specs = [self.selection.decision(l, p).spec for l in layers for p in PHASES]
+                window = min((s.sliding_window if s.attn_type == "decoder" else 0
+                              for s in specs), default=0)
+                groups.append(KVGroup(g, tuple(layers), specs[0].block_size if specs else 0,
+                                      window))
+            self._groups = tuple(groups)
+        return self._groups
+
+    @property
+    def num_kv_groups(self) -> int:
+        """len(kv_groups): what ah_batch.num_kv_groups must be when above 1."""
+        return len(self.kv_groups)
 
     def kv_cache_desc(self, layer: int, num_blocks: Optional[int] = None
                       ) -> Tuple[KVCacheDesc, Optional[KVCacheDesc]]:

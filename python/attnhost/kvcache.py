@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi
@@ -23,13 +24,35 @@ def aligned_empty(nbytes: int, align: int = _ALIGN):
     return raw[off: off + nbytes]
 
 
+def group_counts(binding: Binding, num_blocks: Union[None, int, Sequence[int]],
+                 who: str) -> Tuple[int, ...]:
+    """Blocks per KV-cache group: the binding's num_blocks for every group
+    (None), one count for every group (an int), or one count per group."""
+    G = binding.num_kv_groups
+    if num_blocks is None:
+        num_blocks = binding.limits["num_blocks"]
+    if not hasattr(num_blocks, "__iter__"):
+        return (operator.index(num_blocks),) * G
+    counts = tuple(int(n) for n in num_blocks)
+    if len(counts) != G:
+        raise ValueError(f"{who}: num_blocks has {len(counts)} entries, but the model has {G} "
+                         f"KV-cache group{'s' if G > 1 else ''}: give one count per group")
+    for g, n in enumerate(counts):
+        if n < 1:
+            raise ValueError(f"{who}: num_blocks[{g}] = {n} (kv group {g}): must be >= 1")
+    return counts
+
+
 class PagedKVCache:
     """Each layer's key and value caches, with the shape, strides and dtype
     the binding asks for (:meth:`Binding.kv_cache_desc`).
 
     Args:
         binding: the binding whose plugins will read the caches.
-        num_blocks: blocks per cache (default: the binding's num_blocks).
+        num_blocks: blocks per cache (default: the binding's num_blocks);
+            for a model of several KV-cache groups (``binding.kv_groups``)
+            also a sequence of one count per group, each layer's cache
+            then having its group's count (in its group's block size).
         layers: the layers to allocate (default: all).
         allocator: "numpy" (host memory; CPU plugins) or "torch" (on the
             device each layer is bound to: cuda:N for CUDA plugins).
@@ -38,7 +61,8 @@ class PagedKVCache:
     ``key(l)`` / ``value(l)`` are the arrays (NumPy: bfloat16 caches show as
     uint16, FP8 as uint8); ``tensors(l)`` are the same memory as held
     :class:`attnhost.Tensor` objects with the exact DLPack dtype, to pass to
-    :meth:`Binding.forward` without a per-call import.
+    :meth:`Binding.forward` without a per-call import. ``group_num_blocks``
+    holds the blocks of each group's caches; ``num_blocks`` is group 0's.
     """
 
     def __init__(self, binding: Binding, num_blocks: Optional[int] = None,
@@ -47,14 +71,16 @@ class PagedKVCache:
         if allocator not in ("numpy", "torch"):
             raise ValueError(f"allocator = {allocator!r}: expected numpy or torch")
         self.binding = binding
-        self.num_blocks = binding.limits["num_blocks"] if num_blocks is None else num_blocks
+        self.group_num_blocks = group_counts(binding, num_blocks, "PagedKVCache")
+        self.num_blocks = self.group_num_blocks[0]
         self.layers = list(range(binding.num_layers)) if layers is None else list(layers)
         self.allocator = allocator
         self._arrays: Dict[int, Tuple[Any, Any]] = {}
         self._tensors: Dict[int, Tuple[Any, Any]] = {}
         self.descs: Dict[int, Tuple[KVCacheDesc, Optional[KVCacheDesc]]] = {}
         for l in self.layers:
-            kd, vd = binding.kv_cache_desc(l, self.num_blocks)
+            g = binding.selection.decision(l).spec.kv_group
+            kd, vd = binding.kv_cache_desc(l, self.group_num_blocks[g])
             self.descs[l] = (kd, vd)
             dev = binding.device(l, "prefill")
             k = self._alloc(kd, dev, zero)
@@ -96,6 +122,10 @@ class PagedKVCache:
         """The layer's value cache array (None for MLA)."""
         return self._arrays[layer][1]
 
+    def kv_group(self, layer: int) -> int:
+        """The KV-cache group of layer (its spec's kv_group)."""
+        return self.binding.selection.decision(layer).spec.kv_group
+
     def tensors(self, layer: int) -> Tuple[Any, Any]:
         """(key_cache, value_cache) as held tensors for Binding.forward."""
         return self._tensors[layer]
@@ -105,5 +135,6 @@ class PagedKVCache:
         return sum(kd.nbytes + (vd.nbytes if vd else 0) for kd, vd in self.descs.values())
 
     def __repr__(self) -> str:
-        return (f"attnhost.PagedKVCache({len(self.layers)} layers, {self.num_blocks} blocks, "
+        nb = self.num_blocks if len(set(self.group_num_blocks)) == 1 else self.group_num_blocks
+        return (f"attnhost.PagedKVCache({len(self.layers)} layers, {nb} blocks, "
                 f"{self.nbytes / 2**20:.1f} MiB, {self.allocator})")
