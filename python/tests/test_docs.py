@@ -18,12 +18,14 @@ def test_docs_example(cpu_amx, capsys):
     text = (ROOT / "docs" / "python.md").read_text()
     blocks = re.findall(r"<!-- example:begin -->\s*```python\n(.*?)```\s*<!-- example:end -->",
                         text, re.S)
-    assert len(blocks) == 2, "docs/python.md lost its example markers (paged decode, cp)"
+    assert len(blocks) == 3, ("docs/python.md lost its example markers (paged decode, "
+                              "KV-cache groups, cp)")
     for code in blocks:
         exec(compile(code, "docs/python.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "-> cpu_amx" in printed
     assert "INVALID_ARGUMENT layer 0: q: dtype float64" in printed
+    assert "[-1 -1 -1 -1 12 13 14 15]" in printed  # the KV-cache groups example's release
 
 
 def test_overhead_bench_runs(cpu_amx):
