@@ -293,6 +293,13 @@ class BatchBuilder(Handle):
         computes it; True, the builder's own count; a sequence, those
         lengths as given (the library checks them at plan).
 
+        With several KV-cache groups block_ids[g] is group g's block ids
+        (either form above, in the group's block size). release_blocks
+        marks -1 (released) each block of a group with a window that the
+        window hides from all of its request's queries (vLLM's
+        SlidingWindowManager frees them); block_ids may carry such
+        negative entries too, but never where a new token is stored.
+
         Returns this builder's :class:`Batch` (the same object every step).
         Raises :class:`InvalidArgumentError` naming the field, request and
         value when the input does not fit the limits or the block lists;
