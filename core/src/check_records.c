@@ -35,15 +35,13 @@
 #include "alloc.h"
 #include "host_int.h"
 #include "record_file.h"
+#include "record_key.h"
 #include "scan_int.h"
 
 #define CHK_MAX_STR 4096u
 
 typedef struct chk_entry {
-    char *path, *plugin, *plugin_version;
-    uint64_t dev, ino, size, mtime_ns, ctime_ns, content_hash, config_hash;
-    uint32_t abi, device_kind, compute_capability;
-    char *device_name, *arch, *driver_version, *host_cpu;
+    ah_record_key k; /* no driver fingerprint */
     uint32_t passed, failed, skipped, graph_level;
     uint64_t checked_at;
     char *version;
@@ -58,12 +56,9 @@ typedef struct chk_file {
 
 static void entry_free(chk_entry *e)
 {
-    char **s[] = {&e->path, &e->plugin,         &e->plugin_version, &e->device_name,
-                  &e->arch, &e->driver_version, &e->host_cpu,       &e->version};
-    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
-        ah__free(*s[i]);
-        *s[i] = NULL;
-    }
+    ah__record_key_free(&e->k);
+    ah__free(e->version);
+    e->version = NULL;
 }
 
 static void file_free(chk_file *f)
@@ -83,60 +78,14 @@ static int file_push(chk_file *f, const chk_entry *e)
     return rc;
 }
 
-static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
-
-/* The same device: kind, name, arch, compute capability, driver, CPU. */
-static int same_device(const chk_entry *a, const chk_entry *b)
+static int same_slot_v(const void *a, const void *b)
 {
-    return a->device_kind == b->device_kind && a->compute_capability == b->compute_capability &&
-           streq(a->device_name, b->device_name) && streq(a->arch, b->arch) &&
-           streq(a->driver_version, b->driver_version) && streq(a->host_cpu, b->host_cpu);
+    return ah__record_key_same_slot(&((const chk_entry *)a)->k, &((const chk_entry *)b)->k);
 }
-
-static int same_file(const chk_entry *a, const chk_entry *b)
-{
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
-           a->content_hash == b->content_hash;
-}
-
-/* The record a new one replaces: same path, configuration, ABI and device. */
-static int same_slot(const chk_entry *a, const chk_entry *b)
-{
-    return streq(a->path, b->path) && a->config_hash == b->config_hash && a->abi == b->abi &&
-           same_device(a, b);
-}
-
-static int same_slot_v(const void *a, const void *b) { return same_slot(a, b); }
 
 static int applies(const chk_entry *e, const chk_entry *key)
 {
-    return same_slot(e, key) && same_file(e, key);
-}
-
-/* The key of plugin rec as host h scanned it; its strings are borrowed. */
-static chk_entry key_of(const ah_host *h, const ah_plugin_rec *rec)
-{
-    chk_entry k;
-    memset(&k, 0, sizeof k);
-    k.path = (char *)rec->info.path;
-    k.plugin = (char *)rec->info.name;
-    k.plugin_version = (char *)rec->info.version;
-    k.dev = (uint64_t)rec->dev;
-    k.ino = (uint64_t)rec->ino;
-    k.size = (uint64_t)rec->size;
-    k.mtime_ns = (uint64_t)rec->mtime_ns;
-    k.ctime_ns = (uint64_t)rec->ctime_ns;
-    k.content_hash = rec->content_hash;
-    k.config_hash = ah__config_hash(&h->config, rec->info.name, rec->info.caps);
-    k.abi = AH_ABI_VERSION;
-    k.device_kind = (uint32_t)rec->info.device_kind;
-    k.compute_capability = rec->probe.compute_capability;
-    k.device_name = (char *)rec->probe.device_name;
-    k.arch = (char *)rec->probe.arch;
-    k.driver_version = (char *)rec->probe.driver_version;
-    k.host_cpu = rec->info.device_kind == AH_DEVICE_CPU ? (char *)h->hw.cpu_model : (char *)"";
-    return k;
+    return ah__record_key_same_slot(&e->k, &key->k) && ah__record_key_same_file(&e->k, &key->k);
 }
 
 static void fill_record(const chk_entry *e, ah_check_record *r)
@@ -165,19 +114,7 @@ static void put_str(ah_buf *b, const char *s) { ah__rf_put_str(b, s, CHK_MAX_STR
 
 static void encode_entry(ah_buf *b, const chk_entry *e)
 {
-    put_str(b, e->path);
-    put_str(b, e->plugin);
-    put_str(b, e->plugin_version);
-    uint64_t u64s[] = {e->dev,      e->ino,          e->size,       e->mtime_ns,
-                       e->ctime_ns, e->content_hash, e->config_hash};
-    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) ah__buf_u64(b, u64s[i]);
-    ah__buf_u32(b, e->abi);
-    ah__buf_u32(b, e->device_kind);
-    ah__buf_u32(b, e->compute_capability);
-    put_str(b, e->device_name);
-    put_str(b, e->arch);
-    put_str(b, e->driver_version);
-    put_str(b, e->host_cpu);
+    ah__record_key_put(b, &e->k, CHK_MAX_STR, 0);
     ah__buf_u32(b, e->passed);
     ah__buf_u32(b, e->failed);
     ah__buf_u32(b, e->skipped);
@@ -202,30 +139,14 @@ static int decode_entry(const uint8_t *p, size_t n, chk_entry *e)
 {
     ah_rf_reader r = {p, n, 0, CHK_MAX_STR, 0, 0};
     memset(e, 0, sizeof *e);
-    e->path = rdstr(&r);
-    e->plugin = rdstr(&r);
-    e->plugin_version = rdstr(&r);
-    e->dev = rd64(&r);
-    e->ino = rd64(&r);
-    e->size = rd64(&r);
-    e->mtime_ns = rd64(&r);
-    e->ctime_ns = rd64(&r);
-    e->content_hash = rd64(&r);
-    e->config_hash = rd64(&r);
-    e->abi = rd32(&r);
-    e->device_kind = rd32(&r);
-    e->compute_capability = rd32(&r);
-    e->device_name = rdstr(&r);
-    e->arch = rdstr(&r);
-    e->driver_version = rdstr(&r);
-    e->host_cpu = rdstr(&r);
+    ah__record_key_read(&r, &e->k, 0);
     e->passed = rd32(&r);
     e->failed = rd32(&r);
     e->skipped = rd32(&r);
     e->graph_level = rd32(&r);
     e->checked_at = rd64(&r);
     e->version = rdstr(&r);
-    if (!r.bad && (r.off != n || e->graph_level >= AH_GRAPH_LEVEL_COUNT || !*e->path)) r.bad = 1;
+    if (!r.bad && (r.off != n || e->graph_level >= AH_GRAPH_LEVEL_COUNT || !*e->k.path)) r.bad = 1;
     if (r.bad) {
         entry_free(e);
         return r.oom ? -1 : 1;
@@ -258,7 +179,7 @@ static const ah_rf_format chk_format = {
     .entry_word = "record",
     .large_is_foreign = 1,
     .entry_size = sizeof(chk_entry),
-    .path_off = offsetof(chk_entry, path),
+    .path_off = offsetof(chk_entry, k.path),
     .stamp_off = offsetof(chk_entry, checked_at),
     .entry_free = entry_free_v,
 };
@@ -277,19 +198,22 @@ static int load(chk_file *f, const char *path, ah_rf_outcome *out, int *read_onl
 
 /* Why the records of plugin rec's file do not apply, for the reason text:
  * the nearest record's difference, or NULL. */
-static char *stale_note(const chk_file *f, const chk_entry *key)
+static char *stale_note(const chk_file *f, const ah_record_key *key)
 {
     for (uint32_t i = 0; i < f->n; i++) {
-        const chk_entry *e = &f->e[i];
-        if (!streq(e->path, key->path) || e->abi != key->abi) continue;
+        const ah_record_key *e = &f->e[i].k;
+        if (strcmp(e->path, key->path) != 0 || e->abi != key->abi) continue;
         ah_check_record r;
-        fill_record(e, &r);
-        if (same_device(e, key) && e->config_hash == key->config_hash)
+        fill_record(&f->e[i], &r);
+        int device = ah__record_key_same_device(e, key);
+        int file = ah__record_key_same_file(e, key);
+        int config = e->config_hash == key->config_hash;
+        if (device && config)
             return ah__asprintf("the plugin file changed since its check on %s", r.date);
-        if (same_device(e, key) && same_file(e, key))
+        if (device && file)
             return ah__asprintf("its [plugin.%s] keys changed since its check on %s", key->plugin,
                                 r.date);
-        if (same_file(e, key) && e->config_hash == key->config_hash)
+        if (file && config)
             return ah__asprintf("its check on %s was on another device (%s)", r.date,
                                 e->device_name ? e->device_name : "?");
     }
@@ -312,14 +236,14 @@ ah_status ah__host_checks_init(ah_host *h, const char *cache_path, ah_error *err
     for (uint32_t i = 0; i < h->scan.n; i++) {
         const ah_plugin_rec *rec = h->scan.plugins[i];
         if (!rec->info.caps || !rec->info.path) continue;
-        chk_entry key = key_of(h, rec);
+        chk_entry key = {.k = ah__record_key_of(h, rec)};
         ah_check_slot *sl = &h->checks[i];
         for (uint32_t k = 0; k < f.n && !sl->found; k++)
             if (applies(&f.e[k], &key)) {
                 fill_record(&f.e[k], &sl->rec);
                 sl->found = 1;
             }
-        if (!sl->found && f.n) sl->stale = stale_note(&f, &key); /* NULL: none (or no memory) */
+        if (!sl->found && f.n) sl->stale = stale_note(&f, &key.k); /* NULL: none (or no memory) */
     }
     file_free(&f);
     return AH_OK;
@@ -402,23 +326,18 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
     }
     ah__free(note);
 
-    chk_entry key = key_of(h, rec), e = key;
+    ah_record_key key = ah__record_key_of(h, rec);
+    chk_entry e;
+    memset(&e, 0, sizeof e);
+    int copied = ah__record_key_dup(&e.k, &key);
     e.passed = res->passed;
     e.failed = res->failed;
     e.skipped = res->skipped;
     e.graph_level =
         (uint32_t)res->graph_level < AH_GRAPH_LEVEL_COUNT ? (uint32_t)res->graph_level : 0;
     e.checked_at = (uint64_t)time(NULL);
-    e.path = ah__strdup(key.path);
-    e.plugin = ah__strdup(key.plugin ? key.plugin : "");
-    e.plugin_version = ah__strdup(key.plugin_version ? key.plugin_version : "");
-    e.device_name = ah__strdup(key.device_name);
-    e.arch = ah__strdup(key.arch);
-    e.driver_version = ah__strdup(key.driver_version);
-    e.host_cpu = ah__strdup(key.host_cpu);
     e.version = ah__strdup(AH_VERSION_STRING);
-    if (!e.path || !e.plugin || !e.plugin_version || !e.device_name || !e.arch ||
-        !e.driver_version || !e.host_cpu || !e.version) {
+    if (copied != 0 || !e.version) {
         entry_free(&e);
         file_free(&f);
         goto oom;

@@ -100,16 +100,21 @@ static json_object *field(const hf *h, const char *key)
 
 enum { OPTIONAL = 0, REQUIRED = 1 };
 
+/* What an absent field means: fine (the caller took its default) when
+ * OPTIONAL, an error when REQUIRED. */
+static ah_status absent(hf *h, const char *key, int required)
+{
+    if (!required) return AH_OK;
+    return fail(h, "%s%s: not set (required for model_type %s)", h->pre, key, h->model_type);
+}
+
 /* A whole number field into *out; absent: def (OPTIONAL) or an error. */
 static ah_status get_uint(hf *h, const char *key, int required, uint32_t def, uint32_t *out)
 {
     json_object *v = field(h, key);
     if (!v) {
-        if (required)
-            return fail(h, "%s%s: not set (required for model_type %s)", h->pre, key,
-                        h->model_type);
         *out = def;
-        return AH_OK;
+        return absent(h, key, required);
     }
     double d;
     if (json_object_is_type(v, json_type_int)) d = (double)json_object_get_int64(v);
@@ -125,11 +130,8 @@ static ah_status get_double(hf *h, const char *key, int required, double def, do
 {
     json_object *v = field(h, key);
     if (!v) {
-        if (required)
-            return fail(h, "%s%s: not set (required for model_type %s)", h->pre, key,
-                        h->model_type);
         *out = def;
-        return AH_OK;
+        return absent(h, key, required);
     }
     if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
         return fail(h, "%s%s = %s: not a number", h->pre, key, jtext(v));
@@ -138,6 +140,24 @@ static ah_status get_double(hf *h, const char *key, int required, double def, do
         return fail(h, "%s%s = %s: not a finite number of 0 or more", h->pre, key, jtext(v));
     return AH_OK;
 }
+
+/* A required whole-number field and where it goes. */
+typedef struct uint_field {
+    const char *key;
+    uint32_t *out;
+} uint_field;
+
+/* Each of n required whole-number fields, in turn; the first that is
+ * missing or bad is the error. */
+static ah_status get_uints(hf *h, const uint_field *f, size_t n)
+{
+    ah_status s = AH_OK;
+    for (size_t i = 0; i < n && !s; i++) s = get_uint(h, f[i].key, REQUIRED, 0, f[i].out);
+    return s;
+}
+#define GET_UINTS(h, ...) \
+    get_uints((h), (const uint_field[]){__VA_ARGS__}, \
+              sizeof((const uint_field[]){__VA_ARGS__}) / sizeof(uint_field))
 
 static ah_status get_bool(hf *h, const char *key, int def, int *out)
 {
@@ -286,9 +306,7 @@ static ah_status decoder_layers(hf *h, ah_layer_spec *proto)
     uint32_t n = 0, q = 0, kv = 0, hd = 0, qr = 0, kvr = 0;
     ah_dtype dt;
     ah_status s;
-    if ((s = get_uint(h, "num_hidden_layers", REQUIRED, 0, &n)) ||
-        (s = get_uint(h, "num_attention_heads", REQUIRED, 0, &q)))
-        return s;
+    if ((s = GET_UINTS(h, {"num_hidden_layers", &n}, {"num_attention_heads", &q}))) return s;
     if (!q) return fail(h, "%snum_attention_heads = 0: a layer needs heads", h->pre);
     if ((s = get_uint(h, "num_key_value_heads", OPTIONAL, q, &kv))) return s;
     if (!kv || q % kv)
@@ -439,12 +457,10 @@ static ah_status fam_deepseek(hf *h)
     uint32_t n = 0, q = 0, qr = 0, rank = 0, rope = 0, nope = 0, vdim = 0;
     ah_dtype dt;
     ah_status s;
-    if ((s = get_uint(h, "num_hidden_layers", REQUIRED, 0, &n)) ||
-        (s = get_uint(h, "num_attention_heads", REQUIRED, 0, &q)) ||
-        (s = get_uint(h, "kv_lora_rank", REQUIRED, 0, &rank)) ||
-        (s = get_uint(h, "qk_rope_head_dim", REQUIRED, 0, &rope)) ||
-        (s = get_uint(h, "qk_nope_head_dim", REQUIRED, 0, &nope)) ||
-        (s = get_uint(h, "v_head_dim", REQUIRED, 0, &vdim)) || (s = get_dtype(h, &dt)))
+    if ((s = GET_UINTS(h, {"num_hidden_layers", &n}, {"num_attention_heads", &q},
+                       {"kv_lora_rank", &rank}, {"qk_rope_head_dim", &rope},
+                       {"qk_nope_head_dim", &nope}, {"v_head_dim", &vdim})) ||
+        (s = get_dtype(h, &dt)))
         return s;
     if (!q) return fail(h, "%snum_attention_heads = 0: a layer needs heads", h->pre);
     if (!rank || !rope)
@@ -487,11 +503,10 @@ static ah_status fam_whisper(hf *h)
     uint32_t ne = 0, nd = 0, he = 0, hdec = 0, d = 0, qe = 0, qd = 0;
     ah_dtype dt;
     ah_status s;
-    if ((s = get_uint(h, "encoder_layers", REQUIRED, 0, &ne)) ||
-        (s = get_uint(h, "decoder_layers", REQUIRED, 0, &nd)) ||
-        (s = get_uint(h, "encoder_attention_heads", REQUIRED, 0, &he)) ||
-        (s = get_uint(h, "decoder_attention_heads", REQUIRED, 0, &hdec)) ||
-        (s = get_uint(h, "d_model", REQUIRED, 0, &d)) || (s = get_dtype(h, &dt)))
+    if ((s = GET_UINTS(h, {"encoder_layers", &ne}, {"decoder_layers", &nd},
+                       {"encoder_attention_heads", &he}, {"decoder_attention_heads", &hdec},
+                       {"d_model", &d})) ||
+        (s = get_dtype(h, &dt)))
         return s;
     if (!he || d % he)
         return fail(h, "d_model = %u is not a multiple of encoder_attention_heads = %u", d, he);
@@ -534,8 +549,7 @@ static ah_status fam_jamba(hf *h)
     uint32_t period, offset;
     ah_status s;
     if ((s = decoder_layers(h, &proto)) ||
-        (s = get_uint(h, "attn_layer_period", REQUIRED, 0, &period)) ||
-        (s = get_uint(h, "attn_layer_offset", REQUIRED, 0, &offset)) ||
+        (s = GET_UINTS(h, {"attn_layer_period", &period}, {"attn_layer_offset", &offset})) ||
         (s = windows(h, WIN_ALL, 0, NULL)))
         return s;
     if (!period || offset >= period)

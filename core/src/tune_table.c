@@ -3,7 +3,7 @@
  * device and layer spec, so [select] policy = measured can order a
  * layer's valid candidates by speed on this machine.
  *
- * An entry is keyed like a check record (check_records.c), from the scan
+ * An entry is keyed like a check record (record_key.h), from the scan
  * cache's pieces: the plugin file's path, identity (device, inode, size,
  * mtime, ctime) and content hash as the scan took them, the plugin's name
  * and version, the config hash of its [plugin.<name>] keys, the host ABI,
@@ -40,6 +40,7 @@
 
 #include "alloc.h"
 #include "record_file.h"
+#include "record_key.h"
 #include "scan_int.h"
 #include "select_int.h"
 #include "strbuf.h"
@@ -48,10 +49,7 @@
 #define TT_MAX_STR 4096u
 
 typedef struct tt_entry {
-    char *path, *plugin, *plugin_version;
-    uint64_t dev, ino, size, mtime_ns, ctime_ns, content_hash, config_hash, driver_fp;
-    uint32_t abi, device_kind, compute_capability;
-    char *device_name, *arch, *driver_version, *host_cpu;
+    ah_record_key k; /* with the driver fingerprint */
     char *spec;
     uint32_t phase;
     double ms;
@@ -74,9 +72,8 @@ struct ah_tune_table {
 
 static void entry_free(tt_entry *e)
 {
-    char **s[] = {&e->path,  &e->plugin,         &e->plugin_version, &e->device_name,
-                  &e->arch,  &e->driver_version, &e->host_cpu,       &e->spec,
-                  &e->steps, &e->version};
+    ah__record_key_free(&e->k);
+    char **s[] = {&e->spec, &e->steps, &e->version};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
         ah__free(*s[i]);
         *s[i] = NULL;
@@ -114,27 +111,18 @@ static int table_push(ah_tune_table *t, const tt_entry *e)
 
 static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
-static int same_device(const tt_entry *a, const tt_entry *b)
-{
-    return a->device_kind == b->device_kind && a->compute_capability == b->compute_capability &&
-           a->driver_fp == b->driver_fp && streq(a->device_name, b->device_name) &&
-           streq(a->arch, b->arch) && streq(a->driver_version, b->driver_version) &&
-           streq(a->host_cpu, b->host_cpu);
-}
-
+/* The same file, and the same plugin version in it. */
 static int same_file(const tt_entry *a, const tt_entry *b)
 {
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
-           a->content_hash == b->content_hash && streq(a->plugin_version, b->plugin_version);
+    return ah__record_key_same_file(&a->k, &b->k) &&
+           streq(a->k.plugin_version, b->k.plugin_version);
 }
 
-/* Same path, configuration, ABI, device, spec and phase: a new measurement
- * replaces the old one. */
+/* Same path, plugin, configuration, ABI, device, spec and phase: a new
+ * measurement replaces the old one. */
 static int same_slot(const tt_entry *a, const tt_entry *b)
 {
-    return streq(a->path, b->path) && streq(a->plugin, b->plugin) &&
-           a->config_hash == b->config_hash && a->abi == b->abi && same_device(a, b) &&
+    return ah__record_key_same_slot(&a->k, &b->k) && streq(a->k.plugin, b->k.plugin) &&
            streq(a->spec, b->spec) && a->phase == b->phase;
 }
 
@@ -158,24 +146,8 @@ static tt_entry key_of(const ah_host *h, const ah_plugin_rec *rec, char *spec, a
 {
     tt_entry k;
     memset(&k, 0, sizeof k);
-    k.path = (char *)rec->info.path;
-    k.plugin = (char *)rec->info.name;
-    k.plugin_version = (char *)rec->info.version;
-    k.dev = (uint64_t)rec->dev;
-    k.ino = (uint64_t)rec->ino;
-    k.size = (uint64_t)rec->size;
-    k.mtime_ns = (uint64_t)rec->mtime_ns;
-    k.ctime_ns = (uint64_t)rec->ctime_ns;
-    k.content_hash = rec->content_hash;
-    k.config_hash = ah__config_hash(&h->config, rec->info.name, rec->info.caps);
-    k.driver_fp = ah__driver_fingerprint(&h->hw);
-    k.abi = AH_ABI_VERSION;
-    k.device_kind = (uint32_t)rec->info.device_kind;
-    k.compute_capability = rec->probe.compute_capability;
-    k.device_name = (char *)rec->probe.device_name;
-    k.arch = (char *)rec->probe.arch;
-    k.driver_version = (char *)rec->probe.driver_version;
-    k.host_cpu = rec->info.device_kind == AH_DEVICE_CPU ? (char *)h->hw.cpu_model : (char *)"";
+    k.k = ah__record_key_of(h, rec);
+    k.k.driver_fp = ah__driver_fingerprint(&h->hw);
     k.spec = spec;
     k.phase = (uint32_t)phase;
     return k;
@@ -187,19 +159,7 @@ static void put_str(ah_buf *b, const char *s) { ah__rf_put_str(b, s, TT_MAX_STR)
 
 static void encode_entry(ah_buf *b, const tt_entry *e)
 {
-    put_str(b, e->path);
-    put_str(b, e->plugin);
-    put_str(b, e->plugin_version);
-    uint64_t u64s[] = {e->dev,      e->ino,          e->size,        e->mtime_ns,
-                       e->ctime_ns, e->content_hash, e->config_hash, e->driver_fp};
-    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) ah__buf_u64(b, u64s[i]);
-    ah__buf_u32(b, e->abi);
-    ah__buf_u32(b, e->device_kind);
-    ah__buf_u32(b, e->compute_capability);
-    put_str(b, e->device_name);
-    put_str(b, e->arch);
-    put_str(b, e->driver_version);
-    put_str(b, e->host_cpu);
+    ah__record_key_put(b, &e->k, TT_MAX_STR, 1);
     put_str(b, e->spec);
     ah__buf_u32(b, e->phase);
     uint64_t bits;
@@ -226,19 +186,7 @@ static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
 {
     ah_rf_reader r = {p, n, 0, TT_MAX_STR, 0, 0};
     memset(e, 0, sizeof *e);
-    e->path = rdstr(&r);
-    e->plugin = rdstr(&r);
-    e->plugin_version = rdstr(&r);
-    uint64_t *u64s[] = {&e->dev,      &e->ino,          &e->size,        &e->mtime_ns,
-                        &e->ctime_ns, &e->content_hash, &e->config_hash, &e->driver_fp};
-    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) *u64s[i] = rd64(&r);
-    e->abi = rd32(&r);
-    e->device_kind = rd32(&r);
-    e->compute_capability = rd32(&r);
-    e->device_name = rdstr(&r);
-    e->arch = rdstr(&r);
-    e->driver_version = rdstr(&r);
-    e->host_cpu = rdstr(&r);
+    ah__record_key_read(&r, &e->k, 1);
     e->spec = rdstr(&r);
     e->phase = rd32(&r);
     uint64_t bits = rd64(&r);
@@ -247,7 +195,7 @@ static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
     e->tuned_at = rd64(&r);
     e->version = rdstr(&r);
     if (!r.bad &&
-        (r.off != n || e->phase >= AH_PHASE_COUNT || !*e->path || !isfinite(e->ms) || e->ms <= 0))
+        (r.off != n || e->phase >= AH_PHASE_COUNT || !*e->k.path || !isfinite(e->ms) || e->ms <= 0))
         r.bad = 1;
     if (r.bad) {
         entry_free(e);
@@ -281,7 +229,7 @@ static const ah_rf_format tt_format = {
     .entry_word = "entry",
     .large_is_foreign = 0,
     .entry_size = sizeof(tt_entry),
-    .path_off = offsetof(tt_entry, path),
+    .path_off = offsetof(tt_entry, k.path),
     .stamp_off = offsetof(tt_entry, tuned_at),
     .entry_free = entry_free_v,
 };
@@ -354,7 +302,7 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
     int found = 0, stale = 0, other_device = 0;
     for (uint32_t k = 0; k < t->n && !found; k++) {
         const tt_entry *e = &t->e[k];
-        if (!streq(e->spec, sk) || e->phase != (uint32_t)phase || !streq(e->path, key.path))
+        if (!streq(e->spec, sk) || e->phase != (uint32_t)phase || !streq(e->k.path, key.k.path))
             continue;
         if (same_slot(e, &key) && same_file(e, &key)) {
             *ms = e->ms;
@@ -444,20 +392,13 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
         tt_entry key = key_of(h, rec, sk, x->phase), e = key;
         /* replace the same slot; drop entries of vanished files */
         ah__rf_prune(&tt_format, t->e, &t->n, same_slot_v, &key);
+        int copied = ah__record_key_dup(&e.k, &key.k);
         e.ms = x->ms;
         e.tuned_at = now;
-        e.path = ah__strdup(key.path);
-        e.plugin = ah__strdup(key.plugin);
-        e.plugin_version = ah__strdup(key.plugin_version ? key.plugin_version : "");
-        e.device_name = ah__strdup(key.device_name);
-        e.arch = ah__strdup(key.arch);
-        e.driver_version = ah__strdup(key.driver_version);
-        e.host_cpu = ah__strdup(key.host_cpu);
         e.spec = sk;
         e.steps = ah__strdup(x->steps ? x->steps : "");
         e.version = ah__strdup(AH_VERSION_STRING);
-        if (!e.path || !e.plugin || !e.plugin_version || !e.device_name || !e.arch ||
-            !e.driver_version || !e.host_cpu || !e.steps || !e.version || table_push(t, &e) != 0) {
+        if (copied != 0 || !e.steps || !e.version || table_push(t, &e) != 0) {
             entry_free(&e);
             goto oom_t;
         }

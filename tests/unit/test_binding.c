@@ -11,6 +11,7 @@
 #include <attnhost/attnhost.h>
 #include <attnhost/reference.h>
 
+#include "batch_fixture.h"
 #include "check.h"
 
 enum { HQ = 4, HK = 2, D = 32, BS = 16, NB = 16, MAXB = 4, R = 2 };
@@ -24,22 +25,11 @@ typedef struct fixture {
     float q[64 * HQ * D], k[64 * HK * D], v[64 * HK * D], out[64 * HQ * D];
     int32_t qsl[R + 1], seq[R], table[R * MAXB];
     int64_t slots[64];
-    int64_t sh_q[3], sh_k[3], sh_o[3], sh_c[4], sh_qsl[1], sh_seq[1], sh_tab[2], sh_slot[1];
-    DLTensor tq, tk, tv, to, tkc, tvc, tqsl, tseq, ttab, tslot;
+    int64_t sh_q[3], sh_k[3], sh_o[3], sh_c[4];
+    DLTensor tq, tk, tv, to, tkc, tvc;
+    bf_desc desc;
     ah_batch batch;
 } fixture;
-
-static DLTensor tensor(void *data, int ndim, int64_t *shape, DLDataTypeCode code, int bits)
-{
-    DLTensor t = {data, {kDLCPU, 0}, ndim, {(uint8_t)code, (uint8_t)bits, 1}, shape, NULL, 0};
-    return t;
-}
-
-static float frand(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((*s >> 40) * (2.0 / 16777216.0) - 1.0);
-}
 
 static void setup(fixture *f)
 {
@@ -62,10 +52,10 @@ static void setup(fixture *f)
     CHECK_MSG(ah_binding_create(f->h, f->sel, &bo, &f->b, &err) == AH_OK, "%s", err.msg);
     uint64_t s = 7;
     for (size_t i = 0; i < sizeof f->kc / sizeof f->kc[0]; i++)
-        f->kc[i] = frand(&s), f->vc[i] = frand(&s);
-    for (size_t i = 0; i < sizeof f->q / sizeof f->q[0]; i++) f->q[i] = frand(&s);
+        f->kc[i] = bf_frand(&s), f->vc[i] = bf_frand(&s);
+    for (size_t i = 0; i < sizeof f->q / sizeof f->q[0]; i++) f->q[i] = bf_frand(&s);
     for (size_t i = 0; i < sizeof f->k / sizeof f->k[0]; i++)
-        f->k[i] = frand(&s), f->v[i] = frand(&s);
+        f->k[i] = bf_frand(&s), f->v[i] = bf_frand(&s);
     /* request 0: 20 cached + 3 new; request 1: 5 new (a prefill) */
     int32_t ctx[R] = {20, 0}, ql[R] = {3, 5};
     for (int r = 0; r < R; r++)
@@ -84,45 +74,23 @@ static void setup(fixture *f)
     f->sh_q[1] = f->sh_o[1] = HQ, f->sh_k[1] = HK;
     f->sh_q[2] = f->sh_k[2] = f->sh_o[2] = D;
     f->sh_c[0] = NB, f->sh_c[1] = BS, f->sh_c[2] = HK, f->sh_c[3] = D;
-    f->sh_qsl[0] = R + 1, f->sh_seq[0] = R, f->sh_tab[0] = R, f->sh_tab[1] = MAXB,
-    f->sh_slot[0] = T;
-    f->tq = tensor(f->q, 3, f->sh_q, kDLFloat, 32);
-    f->tk = tensor(f->k, 3, f->sh_k, kDLFloat, 32);
-    f->tv = tensor(f->v, 3, f->sh_k, kDLFloat, 32);
-    f->to = tensor(f->out, 3, f->sh_o, kDLFloat, 32);
-    f->tkc = tensor(f->kc, 4, f->sh_c, kDLFloat, 32);
-    f->tvc = tensor(f->vc, 4, f->sh_c, kDLFloat, 32);
-    f->tqsl = tensor(f->qsl, 1, f->sh_qsl, kDLInt, 32);
-    f->tseq = tensor(f->seq, 1, f->sh_seq, kDLInt, 32);
-    f->ttab = tensor(f->table, 2, f->sh_tab, kDLInt, 32);
-    f->tslot = tensor(f->slots, 1, f->sh_slot, kDLInt, 64);
-    f->batch = (ah_batch){sizeof(ah_batch),
-                          R,
-                          (uint32_t)T,
-                          5,
-                          23,
-                          NB,
-                          &f->tqsl,
-                          &f->tseq,
-                          &f->ttab,
-                          &f->tslot,
-                          f->qsl,
-                          f->seq,
-                          f->table,
-                          f->slots,
-                          MAXB,
-                          0,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          0,
-                          0,
-                          NULL,
-                          NULL,
-                          NULL};
+    f->tq = bf_tensor(f->q, 3, f->sh_q, kDLFloat, 32);
+    f->tk = bf_tensor(f->k, 3, f->sh_k, kDLFloat, 32);
+    f->tv = bf_tensor(f->v, 3, f->sh_k, kDLFloat, 32);
+    f->to = bf_tensor(f->out, 3, f->sh_o, kDLFloat, 32);
+    f->tkc = bf_tensor(f->kc, 4, f->sh_c, kDLFloat, 32);
+    f->tvc = bf_tensor(f->vc, 4, f->sh_c, kDLFloat, 32);
+    f->batch = bf_batch(&f->desc, (DLDevice){kDLCPU, 0},
+                        (ah_batch){.num_reqs = R,
+                                   .num_tokens = (uint32_t)T,
+                                   .max_query_len = 5,
+                                   .max_seq_len = 23,
+                                   .num_blocks = NB,
+                                   .query_start_loc_host = f->qsl,
+                                   .seq_lens_host = f->seq,
+                                   .block_table_host = f->table,
+                                   .slot_mapping_host = f->slots,
+                                   .block_table_stride = MAXB});
 }
 
 static void teardown(fixture *f)

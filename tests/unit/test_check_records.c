@@ -20,6 +20,7 @@
 #include <attnhost/attnhost.h>
 
 #include "check.h"
+#include "reliability_fixture.h"
 #include "conformance.h"
 #include "scan_int.h"
 
@@ -49,14 +50,7 @@ static void copy_file(const char *from, const char *to)
 static ah_host *host_with(const char *cfg, const char *cache_path)
 {
     const char *dirs[1] = {plugin_dir};
-    ah_host_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.config_text = cfg;
-    o.plugin_dirs = dirs;
-    o.n_plugin_dirs = 1;
-    o.no_default_dirs = 1;
-    o.scan_mode = AH_SCAN_IN_PROCESS;
+    ah_host_options o = rel_host_options(dirs, 1, cfg);
     o.cache_path = cache_path;
     ah_host *h = NULL;
     ah_error err;

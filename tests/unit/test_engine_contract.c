@@ -18,6 +18,7 @@
 
 #include <attnhost/attnhost.h>
 
+#include "batch_fixture.h"
 #include "check.h"
 
 #define FAKE_DIR ATTNHOST_FAKE_CUDA_PLUGIN_DIR
@@ -75,17 +76,11 @@ typedef struct step {
     float q[T * HQ * D], k[T * HK * D], v[T * HK * D], out[T * HQ * D];
     int32_t qsl[4], seq[3], table[3 * MAXB];
     int64_t slots[T];
-    int64_t sh_q[3], sh_k[3], sh_o[3], sh_c[4], sh_qsl[1], sh_seq[1], sh_tab[2], sh_slot[1];
-    DLTensor tq, tk, tv, to, tkc, tvc, tqsl, tseq, ttab, tslot;
+    int64_t sh_q[3], sh_k[3], sh_o[3], sh_c[4];
+    DLTensor tq, tk, tv, to, tkc, tvc;
+    bf_desc desc;
     ah_batch batch;
 } step;
-
-static DLTensor tensor(void *data, int ndim, int64_t *shape, DLDataTypeCode code, int bits,
-                       DLDevice dev)
-{
-    DLTensor t = {data, dev, ndim, {(uint8_t)code, (uint8_t)bits, 1}, shape, NULL, 0};
-    return t;
-}
 
 static void step_init(step *s, DLDevice dev)
 {
@@ -102,44 +97,23 @@ static void step_init(step *s, DLDevice dev)
     s->sh_q[1] = s->sh_o[1] = HQ, s->sh_k[1] = HK;
     s->sh_q[2] = s->sh_k[2] = s->sh_o[2] = D;
     s->sh_c[0] = NB, s->sh_c[1] = BS, s->sh_c[2] = HK, s->sh_c[3] = D;
-    s->sh_qsl[0] = 2, s->sh_seq[0] = 1, s->sh_tab[0] = 1, s->sh_tab[1] = MAXB, s->sh_slot[0] = T;
-    s->tq = tensor(s->q, 3, s->sh_q, kDLFloat, 32, dev);
-    s->tk = tensor(s->k, 3, s->sh_k, kDLFloat, 32, dev);
-    s->tv = tensor(s->v, 3, s->sh_k, kDLFloat, 32, dev);
-    s->to = tensor(s->out, 3, s->sh_o, kDLFloat, 32, dev);
-    s->tkc = tensor(s->kc, 4, s->sh_c, kDLFloat, 32, dev);
-    s->tvc = tensor(s->vc, 4, s->sh_c, kDLFloat, 32, dev);
-    s->tqsl = tensor(s->qsl, 1, s->sh_qsl, kDLInt, 32, dev);
-    s->tseq = tensor(s->seq, 1, s->sh_seq, kDLInt, 32, dev);
-    s->ttab = tensor(s->table, 2, s->sh_tab, kDLInt, 32, dev);
-    s->tslot = tensor(s->slots, 1, s->sh_slot, kDLInt, 64, dev);
-    s->batch = (ah_batch){sizeof(ah_batch),
-                          1,
-                          T,
-                          T,
-                          T,
-                          NB,
-                          &s->tqsl,
-                          &s->tseq,
-                          &s->ttab,
-                          &s->tslot,
-                          s->qsl,
-                          s->seq,
-                          s->table,
-                          s->slots,
-                          MAXB,
-                          0,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          0,
-                          0,
-                          NULL,
-                          NULL,
-                          NULL};
+    s->tq = bf_tensor_on(s->q, 3, s->sh_q, kDLFloat, 32, dev);
+    s->tk = bf_tensor_on(s->k, 3, s->sh_k, kDLFloat, 32, dev);
+    s->tv = bf_tensor_on(s->v, 3, s->sh_k, kDLFloat, 32, dev);
+    s->to = bf_tensor_on(s->out, 3, s->sh_o, kDLFloat, 32, dev);
+    s->tkc = bf_tensor_on(s->kc, 4, s->sh_c, kDLFloat, 32, dev);
+    s->tvc = bf_tensor_on(s->vc, 4, s->sh_c, kDLFloat, 32, dev);
+    s->batch = bf_batch(&s->desc, dev,
+                        (ah_batch){.num_reqs = 1,
+                                   .num_tokens = T,
+                                   .max_query_len = T,
+                                   .max_seq_len = T,
+                                   .num_blocks = NB,
+                                   .query_start_loc_host = s->qsl,
+                                   .seq_lens_host = s->seq,
+                                   .block_table_host = s->table,
+                                   .slot_mapping_host = s->slots,
+                                   .block_table_stride = MAXB});
 }
 
 static ah_forward_args fwd(step *s)

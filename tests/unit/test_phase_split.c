@@ -14,6 +14,7 @@
 #include <attnhost/attnhost.h>
 #include <attnhost/reference.h>
 
+#include "batch_fixture.h"
 #include "check.h"
 #include "host_int.h"
 
@@ -189,22 +190,11 @@ typedef struct step {
     float q[MAXT * HQ * D], k[MAXT * HK * D], v[MAXT * HK * D], out[MAXT * HQ * D];
     int32_t qsl[MAXR + 1], seq[MAXR], table[MAXR * MAXB];
     int64_t slots[MAXT];
-    int64_t sh_q[3], sh_k[3], sh_c[4], sh_qsl[1], sh_seq[1], sh_tab[2], sh_slot[1];
-    DLTensor tq, tk, tv, to, tkc[L], tvc[L], tqsl, tseq, ttab, tslot;
+    int64_t sh_q[3], sh_k[3], sh_c[4];
+    DLTensor tq, tk, tv, to, tkc[L], tvc[L];
+    bf_desc desc;
     ah_batch batch;
 } step;
-
-static DLTensor tensor(void *data, int ndim, int64_t *shape, DLDataTypeCode code, int bits)
-{
-    DLTensor t = {data, {kDLCPU, 0}, ndim, {(uint8_t)code, (uint8_t)bits, 1}, shape, NULL, 0};
-    return t;
-}
-
-static float frand(uint64_t *s)
-{
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((*s >> 40) * (2.0 / 16777216.0) - 1.0);
-}
 
 /* Requests with query lengths ql and sequence lengths sl (cached = sl - ql),
  * in that order, each in its own blocks. */
@@ -212,10 +202,11 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
 {
     uint64_t rng = 11;
     for (int l = 0; l < L; l++)
-        for (size_t i = 0; i < CACHE_N; i++) s->kc[l][i] = frand(&rng), s->vc[l][i] = frand(&rng);
-    for (size_t i = 0; i < sizeof s->q / sizeof s->q[0]; i++) s->q[i] = frand(&rng);
+        for (size_t i = 0; i < CACHE_N; i++)
+            s->kc[l][i] = bf_frand(&rng), s->vc[l][i] = bf_frand(&rng);
+    for (size_t i = 0; i < sizeof s->q / sizeof s->q[0]; i++) s->q[i] = bf_frand(&rng);
     for (size_t i = 0; i < sizeof s->k / sizeof s->k[0]; i++)
-        s->k[i] = frand(&rng), s->v[i] = frand(&rng);
+        s->k[i] = bf_frand(&rng), s->v[i] = bf_frand(&rng);
     int next = 1, maxq = 0, maxs = 0;
     s->qsl[0] = 0;
     for (int r = 0; r < n; r++) {
@@ -234,47 +225,25 @@ static void step_fill(step *s, int n, const int *ql, const int *sl)
     const int T = s->qsl[n];
     s->sh_q[0] = s->sh_k[0] = T, s->sh_q[1] = HQ, s->sh_k[1] = HK, s->sh_q[2] = s->sh_k[2] = D;
     s->sh_c[0] = NB, s->sh_c[1] = BS, s->sh_c[2] = HK, s->sh_c[3] = D;
-    s->sh_qsl[0] = n + 1, s->sh_seq[0] = n, s->sh_tab[0] = n, s->sh_tab[1] = MAXB,
-    s->sh_slot[0] = T;
-    s->tq = tensor(s->q, 3, s->sh_q, kDLFloat, 32);
-    s->tk = tensor(s->k, 3, s->sh_k, kDLFloat, 32);
-    s->tv = tensor(s->v, 3, s->sh_k, kDLFloat, 32);
-    s->to = tensor(s->out, 3, s->sh_q, kDLFloat, 32);
+    s->tq = bf_tensor(s->q, 3, s->sh_q, kDLFloat, 32);
+    s->tk = bf_tensor(s->k, 3, s->sh_k, kDLFloat, 32);
+    s->tv = bf_tensor(s->v, 3, s->sh_k, kDLFloat, 32);
+    s->to = bf_tensor(s->out, 3, s->sh_q, kDLFloat, 32);
     for (int l = 0; l < L; l++) {
-        s->tkc[l] = tensor(s->kc[l], 4, s->sh_c, kDLFloat, 32);
-        s->tvc[l] = tensor(s->vc[l], 4, s->sh_c, kDLFloat, 32);
+        s->tkc[l] = bf_tensor(s->kc[l], 4, s->sh_c, kDLFloat, 32);
+        s->tvc[l] = bf_tensor(s->vc[l], 4, s->sh_c, kDLFloat, 32);
     }
-    s->tqsl = tensor(s->qsl, 1, s->sh_qsl, kDLInt, 32);
-    s->tseq = tensor(s->seq, 1, s->sh_seq, kDLInt, 32);
-    s->ttab = tensor(s->table, 2, s->sh_tab, kDLInt, 32);
-    s->tslot = tensor(s->slots, 1, s->sh_slot, kDLInt, 64);
-    s->batch = (ah_batch){sizeof(ah_batch),
-                          (uint32_t)n,
-                          (uint32_t)T,
-                          (uint32_t)maxq,
-                          (uint32_t)maxs,
-                          NB,
-                          &s->tqsl,
-                          &s->tseq,
-                          &s->ttab,
-                          &s->tslot,
-                          s->qsl,
-                          s->seq,
-                          s->table,
-                          s->slots,
-                          MAXB,
-                          0,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          NULL,
-                          0,
-                          0,
-                          NULL,
-                          NULL,
-                          NULL};
+    s->batch = bf_batch(&s->desc, (DLDevice){kDLCPU, 0},
+                        (ah_batch){.num_reqs = (uint32_t)n,
+                                   .num_tokens = (uint32_t)T,
+                                   .max_query_len = (uint32_t)maxq,
+                                   .max_seq_len = (uint32_t)maxs,
+                                   .num_blocks = NB,
+                                   .query_start_loc_host = s->qsl,
+                                   .seq_lens_host = s->seq,
+                                   .block_table_host = s->table,
+                                   .slot_mapping_host = s->slots,
+                                   .block_table_stride = MAXB});
     g_qbase = s->q, g_obase = s->out;
 }
 

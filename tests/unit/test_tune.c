@@ -16,6 +16,7 @@
 #include <attnhost/attnhost.h>
 
 #include "check.h"
+#include "reliability_fixture.h"
 
 #define SPEED_DIR ATTNHOST_SELECT_PLUGIN_DIR "/speed"
 
@@ -30,14 +31,7 @@ static ah_host *host_with(const char *policy, const char *extra, const char *cac
     char cfg[512];
     snprintf(cfg, sizeof cfg, "[select]\npolicy = %s\n%s", policy, extra ? extra : "");
     const char *dirs[1] = {SPEED_DIR};
-    ah_host_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.config_text = cfg;
-    o.plugin_dirs = dirs;
-    o.n_plugin_dirs = 1;
-    o.no_default_dirs = 1;
-    o.scan_mode = AH_SCAN_IN_PROCESS;
+    ah_host_options o = rel_host_options(dirs, 1, cfg);
     o.cache_path = cache_path;
     ah_host *h = NULL;
     ah_error err;

@@ -1,0 +1,120 @@
+/*
+ * The key that check records and tune-table entries share (see
+ * record_key.h): taking it from a scanned plugin, comparing, copying and
+ * coding it.
+ */
+#include <string.h>
+
+#include "alloc.h"
+#include "record_key.h"
+
+static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
+
+ah_record_key ah__record_key_of(const ah_host *h, const ah_plugin_rec *rec)
+{
+    ah_record_key k;
+    memset(&k, 0, sizeof k);
+    k.path = (char *)rec->info.path;
+    k.plugin = (char *)rec->info.name;
+    k.plugin_version = (char *)rec->info.version;
+    k.dev = (uint64_t)rec->dev;
+    k.ino = (uint64_t)rec->ino;
+    k.size = (uint64_t)rec->size;
+    k.mtime_ns = (uint64_t)rec->mtime_ns;
+    k.ctime_ns = (uint64_t)rec->ctime_ns;
+    k.content_hash = rec->content_hash;
+    k.config_hash = ah__config_hash(&h->config, rec->info.name, rec->info.caps);
+    k.abi = AH_ABI_VERSION;
+    k.device_kind = (uint32_t)rec->info.device_kind;
+    k.compute_capability = rec->probe.compute_capability;
+    k.device_name = (char *)rec->probe.device_name;
+    k.arch = (char *)rec->probe.arch;
+    k.driver_version = (char *)rec->probe.driver_version;
+    k.host_cpu = rec->info.device_kind == AH_DEVICE_CPU ? (char *)h->hw.cpu_model : (char *)"";
+    return k;
+}
+
+int ah__record_key_dup(ah_record_key *dst, const ah_record_key *src)
+{
+    *dst = *src;
+    dst->path = ah__strdup(src->path);
+    dst->plugin = ah__strdup(src->plugin ? src->plugin : "");
+    dst->plugin_version = ah__strdup(src->plugin_version ? src->plugin_version : "");
+    dst->device_name = ah__strdup(src->device_name);
+    dst->arch = ah__strdup(src->arch);
+    dst->driver_version = ah__strdup(src->driver_version);
+    dst->host_cpu = ah__strdup(src->host_cpu);
+    if (dst->path && dst->plugin && dst->plugin_version && dst->device_name && dst->arch &&
+        dst->driver_version && dst->host_cpu)
+        return 0;
+    ah__record_key_free(dst);
+    return -1;
+}
+
+void ah__record_key_free(ah_record_key *k)
+{
+    char **s[] = {&k->path, &k->plugin,         &k->plugin_version, &k->device_name,
+                  &k->arch, &k->driver_version, &k->host_cpu};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        ah__free(*s[i]);
+        *s[i] = NULL;
+    }
+}
+
+int ah__record_key_same_device(const ah_record_key *a, const ah_record_key *b)
+{
+    return a->device_kind == b->device_kind && a->compute_capability == b->compute_capability &&
+           a->driver_fp == b->driver_fp && streq(a->device_name, b->device_name) &&
+           streq(a->arch, b->arch) && streq(a->driver_version, b->driver_version) &&
+           streq(a->host_cpu, b->host_cpu);
+}
+
+int ah__record_key_same_file(const ah_record_key *a, const ah_record_key *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns &&
+           a->content_hash == b->content_hash;
+}
+
+int ah__record_key_same_slot(const ah_record_key *a, const ah_record_key *b)
+{
+    return streq(a->path, b->path) && a->config_hash == b->config_hash && a->abi == b->abi &&
+           ah__record_key_same_device(a, b);
+}
+
+void ah__record_key_put(ah_buf *b, const ah_record_key *k, uint32_t max_str, int with_driver_fp)
+{
+    ah__rf_put_str(b, k->path, max_str);
+    ah__rf_put_str(b, k->plugin, max_str);
+    ah__rf_put_str(b, k->plugin_version, max_str);
+    uint64_t u64s[] = {k->dev,      k->ino,          k->size,        k->mtime_ns,
+                       k->ctime_ns, k->content_hash, k->config_hash, k->driver_fp};
+    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
+    for (size_t i = 0; i < n64; i++) ah__buf_u64(b, u64s[i]);
+    ah__buf_u32(b, k->abi);
+    ah__buf_u32(b, k->device_kind);
+    ah__buf_u32(b, k->compute_capability);
+    ah__rf_put_str(b, k->device_name, max_str);
+    ah__rf_put_str(b, k->arch, max_str);
+    ah__rf_put_str(b, k->driver_version, max_str);
+    ah__rf_put_str(b, k->host_cpu, max_str);
+}
+
+void ah__record_key_read(ah_rf_reader *r, ah_record_key *k, int with_driver_fp)
+{
+    memset(k, 0, sizeof *k);
+    k->path = ah__rf_str(r);
+    k->plugin = ah__rf_str(r);
+    k->plugin_version = ah__rf_str(r);
+    uint64_t *u64s[] = {&k->dev,      &k->ino,          &k->size,        &k->mtime_ns,
+                        &k->ctime_ns, &k->content_hash, &k->config_hash, &k->driver_fp};
+    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
+    for (size_t i = 0; i < n64; i++) *u64s[i] = ah__rf_u64(r);
+    k->abi = ah__rf_u32(r);
+    k->device_kind = ah__rf_u32(r);
+    k->compute_capability = ah__rf_u32(r);
+    k->device_name = ah__rf_str(r);
+    k->arch = ah__rf_str(r);
+    k->driver_version = ah__rf_str(r);
+    k->host_cpu = ah__rf_str(r);
+}

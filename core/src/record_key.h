@@ -1,0 +1,53 @@
+/*
+ * The key of a per-machine record (check records, tune table): the plugin
+ * file as the scan took it (path, identity, content hash), its name and
+ * version, the config hash of its [plugin.<name>] keys, the host ABI, and
+ * the device the plugin probed (kind, name, arch, compute capability,
+ * driver version; the CPU model for a CPU plugin). A record applies only
+ * while every part still matches. Private to libattnhost.
+ */
+#ifndef AH_RECORD_KEY_H
+#define AH_RECORD_KEY_H
+
+#include <stdint.h>
+
+#include "host_int.h"
+#include "record_file.h"
+
+typedef struct ah_record_key {
+    char *path, *plugin, *plugin_version;
+    uint64_t dev, ino, size, mtime_ns, ctime_ns, content_hash, config_hash;
+    uint64_t driver_fp; /* the driver fingerprint: keyed by the tune table only, else 0 */
+    uint32_t abi, device_kind, compute_capability;
+    char *device_name, *arch, *driver_version, *host_cpu;
+} ah_record_key;
+
+/* The key of plugin rec as host h scanned it, driver_fp 0; its strings are
+ * borrowed from rec and h. */
+ah_record_key ah__record_key_of(const ah_host *h, const ah_plugin_rec *rec);
+
+/* *dst = src with its own copies of the strings (a NULL plugin name or
+ * version as ""). -1 on out-of-memory, *dst then owning nothing. */
+int ah__record_key_dup(ah_record_key *dst, const ah_record_key *src);
+/* Free the strings a decoded or duplicated key owns; NULL them. */
+void ah__record_key_free(ah_record_key *k);
+
+/* The same device: kind, name, arch, compute capability, driver version
+ * and fingerprint, CPU. */
+int ah__record_key_same_device(const ah_record_key *a, const ah_record_key *b);
+/* The same file: device, inode, size, mtime, ctime and content hash. */
+int ah__record_key_same_file(const ah_record_key *a, const ah_record_key *b);
+/* The slot a new record replaces: same path, configuration, ABI and device. */
+int ah__record_key_same_slot(const ah_record_key *a, const ah_record_key *b);
+
+/* Encode k (strings cut at max_str) in the order both files use: path,
+ * plugin, plugin version, u64 dev, ino, size, mtime_ns, ctime_ns, content
+ * hash, config hash, [driver fingerprint,] u32 abi, device kind, compute
+ * capability, device name, arch, driver version, host cpu. with_driver_fp
+ * says whether the file holds the bracketed field. */
+void ah__record_key_put(ah_buf *b, const ah_record_key *k, uint32_t max_str, int with_driver_fp);
+/* Decode what ah__record_key_put wrote into *k (zeroed first); r->bad on
+ * malformed bytes, *k then to be freed all the same. */
+void ah__record_key_read(ah_rf_reader *r, ah_record_key *k, int with_driver_fp);
+
+#endif
