@@ -53,15 +53,14 @@ struct ah__cp {
     void *send, *recv;
     size_t send_cap;
     void *lse_tmp[2];
-    void *neg_sinks; /* [max Hq] float -inf: ranks after 0 add no sink */
     /* the local batch */
     ah_batch local;
     ah_kv_group *groups; /* n_groups local entries (expanded steps) */
     cp_tensor lens, qsl, *tables;
     uint32_t step_tokens;
     /* views handed to the plugin in forward */
-    DLTensor out_view, lse_view, sink_view;
-    int64_t out_shape[3], lse_shape[2], sink_shape[1];
+    DLTensor out_view, lse_view;
+    int64_t out_shape[3], lse_shape[2];
     uint32_t step_hq, step_dv;
     size_t step_stride, step_lse_off;
 };
@@ -119,6 +118,9 @@ ah_status ah__cp_local_spec(const ah_cp_options *o, uint32_t layer, const char *
         }
         local->sliding_window = spec->sliding_window / W;
     }
+    /* a sink is one more term of the softmax's denominator: rank 0's states
+     * add it, the others run without, so the merge counts it once */
+    if (o->rank) local->use_sinks = 0;
     return AH_OK;
 }
 
@@ -299,17 +301,8 @@ ah_status ah__cp_create(const ah_cp_options *o, const ah_limits *engine_limits,
             AH_OK ||
         (s = cp_alloc(cp, T * max_hq * sizeof(float), &cp->lse_tmp[0], err, "merge LSEs")) !=
             AH_OK ||
-        (s = cp_alloc(cp, T * max_hq * sizeof(float), &cp->lse_tmp[1], err, "merge LSEs")) !=
-            AH_OK ||
-        (s = cp_alloc(cp, max_hq * sizeof(float), &cp->neg_sinks, err, "sinks")) != AH_OK)
+        (s = cp_alloc(cp, T * max_hq * sizeof(float), &cp->lse_tmp[1], err, "merge LSEs")) != AH_OK)
         goto fail;
-    float *ninf = ah__calloc(max_hq, sizeof *ninf);
-    if (!ninf) goto oom;
-    for (uint32_t h = 0; h < max_hq; h++) ninf[h] = -INFINITY;
-    s = cp_copy(cp, cp->neg_sinks, ninf, max_hq * sizeof(float), AH_COPY_HOST_TO_DEVICE, NULL, err);
-    if (s == AH_OK) s = ah_device_sync(cp->dev);
-    ah__free(ninf);
-    if (s != AH_OK) goto fail;
     /* one-token steps need only the local lengths */
     if ((s = tensor_reserve(cp, &cp->lens, engine_limits->max_num_reqs, err)) != AH_OK) goto fail;
     *out = cp;
@@ -330,7 +323,6 @@ void ah__cp_destroy(ah__cp *cp)
         cp_free(cp, cp->recv);
         cp_free(cp, cp->lse_tmp[0]);
         cp_free(cp, cp->lse_tmp[1]);
-        cp_free(cp, cp->neg_sinks);
         cp_free(cp, cp->lens.dev);
         cp_free(cp, cp->qsl.dev);
         for (uint32_t g = 0; cp->tables && g < cp->n_groups; g++) cp_free(cp, cp->tables[g].dev);
@@ -664,12 +656,6 @@ ah_status ah__cp_forward_begin(ah__cp *cp, const ah__cp_state *st, const ah_forw
     cp->lse_shape[1] = Hq;
     local->out = &cp->out_view;
     local->lse = &cp->lse_view;
-    if (sp->use_sinks && cp->rank) { /* a sink counts once: rank 0's */
-        cp->sink_shape[0] = Hq;
-        cp->sink_view = (DLTensor){cp->neg_sinks,  a->out->device, 1, (DLDataType){kDLFloat, 32, 1},
-                                   cp->sink_shape, NULL,           0};
-        local->sinks = &cp->sink_view;
-    }
     return AH_OK;
 }
 

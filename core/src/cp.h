@@ -27,7 +27,8 @@ int ah__cp_wanted(const ah_cp_options *o);
 
 /* The spec a rank's state is created with: the layer's window divided by
  * the world size (a window of interleave * world_size positions holds
- * interleave of this rank's), after checking the layer can be sharded.
+ * interleave of this rank's), and sinks on rank 0 only, after checking the
+ * layer can be sharded.
  * AH_ERR_UNSUPPORTED with the reason in err otherwise. */
 ah_status ah__cp_local_spec(const ah_cp_options *o, uint32_t layer, const char *plugin,
                             const ah_layer_spec *spec, ah_layer_spec *local, ah_error *err);

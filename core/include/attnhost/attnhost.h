@@ -326,8 +326,8 @@ void ah_format_isa(uint32_t mask, char *buf, size_t cap);        /* "avx512f, am
  * spans several tokens (prefill, speculative verification) is planned as
  * one query token per request, each seeing the local keys at or before
  * its own global position, so the result is exact for any query length.
- * Sinks count once (rank 0's); sliding windows are exact when the window
- * is a multiple of interleave * world_size (checked at binding creation).
+ * Sinks count once (rank 0's states use them, the others' do not); sliding windows are exact when
+ * the window is a multiple of interleave * world_size (checked at binding creation).
  * ------------------------------------------------------------------------ */
 
 /* Ranks emulated in one process (tests, CPU-only engines): an in-memory

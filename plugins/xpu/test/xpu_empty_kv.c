@@ -7,7 +7,7 @@
  * requests. The other requests run on the split-KV path (chunks of 16 keys)
  * and on the unsplit one (enough query rows to fill the device), with
  * fp32/fp16/bf16 queries, an FP8 cache, GQA, a window, a finite sink and a
- * -inf sink (what a context-parallel rank after 0 passes). Empty rows must
+ * -inf sink (an engine's "no sink"). Empty rows must
  * be exactly 0 with LSE exactly -inf (the sink's logit with a finite sink);
  * the rest must match the oracle. Outputs are poisoned first, so unwritten
  * rows show. merge_states runs with parts of LSE -inf whose rows hold NaN:
