@@ -429,7 +429,7 @@ static ah_status create_cp(ah_binding *b, const ah_cp_options *o, const ah_limit
     ah__cp_state *st = ah__calloc(b->n_states ? b->n_states : 1, sizeof *st);
     if (!st) return AH_ERR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < b->n_states; i++) st[i] = cp_state(b, &b->states[i]);
-    ah_status s = ah__cp_create(o, engine, st, b->n_states, b->n_groups, &b->cp, err);
+    ah_status s = ah__cp_create(o, engine, st, b->n_states, b->n_groups, b->validate, &b->cp, err);
     ah__free(st);
     return s;
 }

@@ -41,7 +41,8 @@ typedef struct cp_tensor {
 
 struct ah__cp {
     uint32_t world, rank, interleave;
-    int causal; /* the decoder layers' causality (one for the whole model) */
+    int validate; /* the binding checks batches (not a trusted engine's) */
+    int causal;   /* the decoder layers' causality (one for the whole model) */
     ah__cp_comm *comm;
     ah_device *dev; /* where the buffers live: every state's device */
     ah__cp_mem mem; /* dev's plugin ops; stream set per step */
@@ -209,7 +210,7 @@ static ah_status tensor_publish(ah__cp *cp, cp_tensor *t, const DLTensor *like, 
 
 ah_status ah__cp_create(const ah_cp_options *o, const ah_limits *engine_limits,
                         const ah__cp_state *states, uint32_t n_states, uint32_t n_groups,
-                        ah__cp **out, ah_error *err)
+                        int validate, ah__cp **out, ah_error *err)
 {
     *out = NULL;
     if (o->world_size > AH__CP_MAX_WORLD) {
@@ -280,6 +281,7 @@ ah_status ah__cp_create(const ah_cp_options *o, const ah_limits *engine_limits,
     cp->rank = o->rank;
     cp->interleave = interleave_of(o);
     cp->causal = causal;
+    cp->validate = validate;
     cp->limits = *engine_limits;
     cp->dev = states[0].dev;
     cp->mem = (ah__cp_mem){states[0].ops, states[0].ctx, ah_device_kind_of(cp->dev),
@@ -506,18 +508,25 @@ ah_status ah__cp_local_batch(ah__cp *cp, const ah_batch *b, ah_plan_mode mode, v
     int multi = 0;
     ah_status s = check_global(cp, b, &real, &multi, err);
     if (s != AH_OK) return s;
+    /* every request's local length, once: checked against the engine's,
+     * and the one-token step's seq_lens (padding keeps the backend's fill) */
     const int32_t *given = ah_batch_cp_local_seq_lens(b);
     const int32_t *sl = b->seq_lens_host;
-    for (uint32_t r = 0; r < real; r++) {
-        const uint64_t want = ah_cp_local_len((uint64_t)sl[r], cp->world, cp->rank, cp->interleave);
-        if (given && (uint64_t)given[r] != want)
+    uint32_t max_len = 0;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        const int32_t len = r < real ? (int32_t)ah_cp_local_len((uint64_t)sl[r], cp->world,
+                                                                cp->rank, cp->interleave)
+                                     : sl[r];
+        if (cp->validate && given && r < real && given[r] != len)
             return bad(err,
-                       "cp_local_seq_lens[%u] = %d, but request %u (seq_len %d) has %" PRIu64
-                       " of its keys on rank %u of %u (interleave %u)",
-                       r, given[r], r, sl[r], want, cp->rank, cp->world, cp->interleave);
+                       "cp_local_seq_lens[%u] = %d, but request %u (seq_len %d) has %d of its "
+                       "keys on rank %u of %u (interleave %u)",
+                       r, given[r], r, sl[r], len, cp->rank, cp->world, cp->interleave);
+        cp->lens.host[r] = len;
+        if ((uint32_t)len > max_len) max_len = (uint32_t)len;
     }
     const uint32_t ng = ah_batch_num_kv_groups(b);
-    for (uint32_t g = 0; g < (ng ? ng : 1); g++) {
+    for (uint32_t g = 0; cp->validate && g < (ng ? ng : 1); g++) {
         ah_batch view;
         if ((s = ah_batch_group_view(b, g, &view, err)) != AH_OK) return s;
         if (!view.slot_mapping_host) return bad(err, "slot_mapping needs its host copy");
@@ -541,14 +550,6 @@ ah_status ah__cp_local_batch(ah__cp *cp, const ah_batch *b, ah_plan_mode mode, v
         if ((s = expand(cp, b, real, stream, lb, err)) != AH_OK) return s;
     } else {
         /* one token per query: the engine's requests with the local lengths */
-        uint32_t max_len = 0;
-        for (uint32_t r = 0; r < b->num_reqs; r++) {
-            int32_t len = r < real ? (int32_t)ah_cp_local_len((uint64_t)sl[r], cp->world, cp->rank,
-                                                              cp->interleave)
-                                   : sl[r]; /* padding keeps the backend's fill */
-            cp->lens.host[r] = len;
-            if ((uint32_t)len > max_len) max_len = (uint32_t)len;
-        }
         if (given && b->cp_local_seq_lens) {
             lb->seq_lens = b->cp_local_seq_lens;
         } else {

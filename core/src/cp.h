@@ -39,10 +39,11 @@ void ah__cp_state_limits(const ah_limits *engine, ah_limits *state);
 
 /* Check every state serves context parallelism (LSE, empty requests,
  * merge_states, its own output buffer, one device), open the collective
- * and size the step's buffers on the states' device. */
+ * and size the step's buffers on the states' device. validate 0 (a trusted
+ * engine) skips the per-token checks of a step's slots and local lengths. */
 ah_status ah__cp_create(const ah_cp_options *o, const ah_limits *engine_limits,
                         const ah__cp_state *states, uint32_t n_states, uint32_t n_groups,
-                        ah__cp **out, ah_error *err);
+                        int validate, ah__cp **out, ah_error *err);
 void ah__cp_destroy(ah__cp *cp);
 
 /* The rank's batch for the engine's: seq_lens the local lengths, and a
