@@ -44,9 +44,8 @@ struct ah__cp {
     int validate; /* the binding checks batches (not a trusted engine's) */
     int causal;   /* the decoder layers' causality (one for the whole model) */
     ah__cp_comm *comm;
-    ah_device *dev; /* where the buffers live: every state's device */
-    ah__cp_mem mem; /* dev's plugin ops; stream set per step */
-    int host_mem;
+    ah_device *dev;   /* where the buffers live: every state's device */
+    ah__cp_mem mem;   /* dev's plugin ops; stream set per step */
     ah_limits limits; /* the engine's */
     uint32_t n_groups;
     uint32_t *group_block; /* block size per KV-cache group */
@@ -154,7 +153,7 @@ static ah_status cp_copy(ah__cp *cp, void *dst, const void *src, size_t bytes, a
                          void *stream, ah_error *err)
 {
     if (!bytes) return AH_OK;
-    if (cp->host_mem) {
+    if (cp->mem.host) {
         memmove(dst, src, bytes);
         return AH_OK;
     }
@@ -177,7 +176,7 @@ static ah_status tensor_reserve(ah__cp *cp, cp_tensor *t, size_t n, ah_error *er
         return AH_ERR_OUT_OF_MEMORY;
     }
     t->host = h;
-    if (!cp->host_mem) {
+    if (!cp->mem.host) {
         cp_free(cp, t->dev);
         t->dev = NULL;
         ah_status s = cp_alloc(cp, bytes, &t->dev, err, "the local batch");
@@ -199,9 +198,9 @@ static ah_status tensor_publish(ah__cp *cp, cp_tensor *t, const DLTensor *like, 
     t->shape[1] = m;
     t->t.ndim = m ? 2 : 1;
     t->t.shape = t->shape;
-    t->t.data = cp->host_mem ? (void *)t->host : t->dev;
+    t->t.data = cp->mem.host ? (void *)t->host : t->dev;
     const size_t elems = (size_t)n * (size_t)(m ? m : 1);
-    return cp->host_mem ? AH_OK
+    return cp->mem.host ? AH_OK
                         : cp_copy(cp, t->dev, t->host, elems * sizeof(int32_t),
                                   AH_COPY_HOST_TO_DEVICE, stream, err);
 }
@@ -284,9 +283,12 @@ ah_status ah__cp_create(const ah_cp_options *o, const ah_limits *engine_limits,
     cp->validate = validate;
     cp->limits = *engine_limits;
     cp->dev = states[0].dev;
-    cp->mem = (ah__cp_mem){states[0].ops, states[0].ctx, ah_device_kind_of(cp->dev),
-                           ah_device_dl(cp->dev).device_id, NULL};
-    cp->host_mem = !states[0].ops->mem_alloc || !states[0].ops->mem_copy;
+    cp->mem = (ah__cp_mem){!states[0].ops->mem_alloc || !states[0].ops->mem_copy,
+                           states[0].ops,
+                           states[0].ctx,
+                           ah_device_kind_of(cp->dev),
+                           ah_device_dl(cp->dev).device_id,
+                           NULL};
     cp->n_groups = n_groups;
     if (!(cp->group_block = ah__calloc(n_groups, sizeof *cp->group_block)) ||
         !(cp->groups = ah__calloc(n_groups, sizeof *cp->groups)) ||

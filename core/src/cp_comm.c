@@ -166,13 +166,11 @@ void ah__cp_comm_close(ah__cp_comm *c)
 int ah__cp_comm_capturable(const ah__cp_comm *c) { return c->nccl != NULL; }
 const char *ah__cp_comm_name(const ah__cp_comm *c) { return c->nccl ? "nccl" : "local group"; }
 
-static int on_host(const ah__cp_mem *m) { return !m->ops || !m->ops->mem_copy; }
-
 /* Wait for what the rank enqueued on its stream (a local group copies on
  * the host's time line). */
 static ah_status mem_sync(const ah__cp_mem *m, ah_error *err)
 {
-    if (on_host(m) || !m->ops->synchronize) return AH_OK;
+    if (m->host || !m->ops->synchronize) return AH_OK;
     ah_status s = m->ops->synchronize(m->ctx, m->stream);
     if (s != AH_OK)
         snprintf(err->msg, sizeof err->msg, "context parallel: synchronize failed: %s",
@@ -213,7 +211,7 @@ ah_status ah__cp_comm_all_gather(ah__cp_comm *c, const ah__cp_mem *mem, const vo
                                  void *recv, size_t bytes, ah_error *err)
 {
     if (c->nccl) return ah__cp_nccl_all_gather(c->nccl, mem, send, recv, bytes, err);
-    return group_gather(c, mem, send, recv, bytes, !on_host(mem), err);
+    return group_gather(c, mem, send, recv, bytes, !mem->host, err);
 }
 
 ah_status ah__cp_comm_exchange(ah__cp_comm *c, const ah__cp_mem *mem, const int32_t *mine,

@@ -14,9 +14,10 @@
 #include <attnhost/attnhost.h>
 
 /* Memory and stream of the rank's device as the comm sees them: copies and
- * a wait on the engine's stream through the bound plugin's ops; ops NULL
- * (or without mem_copy) means host memory. */
+ * a wait on the engine's stream through the bound plugin's ops, unless the
+ * plugin works in host memory (no memory slots). */
 typedef struct ah__cp_mem {
+    int host; /* 1: host memory, plain memcpy */
     const ah_plugin_ops *ops;
     ah_context *ctx;
     ah_device_kind kind;
