@@ -1,6 +1,6 @@
 /*
  * Pieces the binding tests (test_binding, test_phase_split,
- * test_engine_contract) build their engine step from: DLTensors over
+ * test_engine_contract, test_context_parallel) build their engine step from: DLTensors over
  * plain memory, a deterministic fill, and the ah_batch of one KV group
  * with its four batch-description tensors made from the engine's host
  * arrays, so a test names each field once instead of listing them by

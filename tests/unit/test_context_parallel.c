@@ -21,6 +21,7 @@
 
 #include <attnhost/attnhost.h>
 
+#include "batch_fixture.h"
 #include "check.h"
 #include "host_int.h"
 
@@ -174,8 +175,9 @@ typedef struct rank {
     _Alignas(64) float vc[NB * BS * HK * D];
     _Alignas(64) float out[5 * HQ * D];
     _Alignas(64) float lse[5 * HQ];
-    DLTensor tqsl, tsl, tlocal, tbt, tslots, tq, tk, tv, tkc, tvc, tout, tlse;
-    int64_t sqsl, ssl, sbt[2], sslots, sq[3], skv[3], sc[4], sl2[2];
+    bf_desc desc; /* the batch-description tensors */
+    DLTensor tlocal, tq, tk, tv, tkc, tvc, tout, tlse;
+    int64_t ssl, sq[3], skv[3], sc[4], sl2[2];
     ah_batch batch;
     int skip_plan; /* this rank stops before the step (a failed rank) */
     int bad_local, bad_slot, other_batch, capture;
@@ -183,15 +185,9 @@ typedef struct rank {
     char msg[1024];
 } rank;
 
-static void tensor(DLTensor *t, void *data, DLDataType dt, int nd, int64_t *shape)
-{
-    *t = (DLTensor){data, {kDLCPU, 0}, nd, dt, shape, NULL, 0};
-}
-
 static void build(rank *k)
 {
     const uint32_t W = k->cp.world_size, R = k->cp.rank, I = k->cp.interleave;
-    const DLDataType i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1}, f32 = {kDLFloat, 32, 1};
     k->qsl[0] = 0, k->qsl[1] = 3, k->qsl[2] = k->other_batch ? 5 : 4;
     k->sl[0] = 9, k->sl[1] = k->other_batch ? 6 : 5;
     int32_t next = 0;
@@ -211,33 +207,32 @@ static void build(rank *k)
     for (size_t i = 0; i < sizeof k->q / sizeof k->q[0]; i++) k->q[i] = (float)((i * 7) % 11) / 11;
     for (size_t i = 0; i < sizeof k->k / sizeof k->k[0]; i++) k->k[i] = k->v[i] = 0.25f;
     for (size_t i = 0; i < sizeof k->out / sizeof k->out[0]; i++) k->out[i] = 12345.0f;
-    k->sqsl = 3, k->ssl = 2, k->sbt[0] = 2, k->sbt[1] = MAXB, k->sslots = T;
+    k->ssl = 2;
     k->sq[0] = T, k->sq[1] = HQ, k->sq[2] = D;
     k->skv[0] = T, k->skv[1] = HK, k->skv[2] = D;
     k->sc[0] = NB, k->sc[1] = BS, k->sc[2] = HK, k->sc[3] = D;
     k->sl2[0] = T, k->sl2[1] = HQ;
-    tensor(&k->tqsl, k->qsl, i32, 1, &k->sqsl);
-    tensor(&k->tsl, k->sl, i32, 1, &k->ssl);
-    tensor(&k->tlocal, k->local, i32, 1, &k->ssl);
-    tensor(&k->tbt, k->bt, i32, 2, k->sbt);
-    tensor(&k->tslots, k->slots, i64, 1, &k->sslots);
-    tensor(&k->tq, k->q, f32, 3, k->sq);
-    tensor(&k->tk, k->k, f32, 3, k->skv);
-    tensor(&k->tv, k->v, f32, 3, k->skv);
-    tensor(&k->tkc, k->kc, f32, 4, k->sc);
-    tensor(&k->tvc, k->vc, f32, 4, k->sc);
-    tensor(&k->tout, k->out, f32, 3, k->sq);
-    tensor(&k->tlse, k->lse, f32, 2, k->sl2);
-    ah_batch *b = &k->batch;
-    memset(b, 0, sizeof *b);
-    b->struct_size = sizeof *b;
-    b->num_reqs = 2, b->num_tokens = T, b->max_query_len = 3, b->max_seq_len = 9;
-    b->num_blocks = NB;
-    b->query_start_loc = &k->tqsl, b->seq_lens = &k->tsl, b->block_table = &k->tbt;
-    b->slot_mapping = &k->tslots;
-    b->query_start_loc_host = k->qsl, b->seq_lens_host = k->sl, b->block_table_host = k->bt;
-    b->slot_mapping_host = k->slots, b->block_table_stride = MAXB;
-    b->cp_local_seq_lens = &k->tlocal, b->cp_local_seq_lens_host = k->local;
+    k->tlocal = bf_tensor(k->local, 1, &k->ssl, kDLInt, 32);
+    k->tq = bf_tensor(k->q, 3, k->sq, kDLFloat, 32);
+    k->tk = bf_tensor(k->k, 3, k->skv, kDLFloat, 32);
+    k->tv = bf_tensor(k->v, 3, k->skv, kDLFloat, 32);
+    k->tkc = bf_tensor(k->kc, 4, k->sc, kDLFloat, 32);
+    k->tvc = bf_tensor(k->vc, 4, k->sc, kDLFloat, 32);
+    k->tout = bf_tensor(k->out, 3, k->sq, kDLFloat, 32);
+    k->tlse = bf_tensor(k->lse, 2, k->sl2, kDLFloat, 32);
+    k->batch = bf_batch(&k->desc, (DLDevice){kDLCPU, 0},
+                        (ah_batch){.num_reqs = 2,
+                                   .num_tokens = T,
+                                   .max_query_len = 3,
+                                   .max_seq_len = 9,
+                                   .num_blocks = NB,
+                                   .query_start_loc_host = k->qsl,
+                                   .seq_lens_host = k->sl,
+                                   .block_table_host = k->bt,
+                                   .slot_mapping_host = k->slots,
+                                   .block_table_stride = MAXB,
+                                   .cp_local_seq_lens = &k->tlocal,
+                                   .cp_local_seq_lens_host = k->local});
 }
 
 static void *run(void *arg)
