@@ -15,8 +15,8 @@
 #include <attnhost/attnhost.h>
 #include <attnhost/reference.h>
 
+#include "binding_env.h"
 #include "check.h"
-#include "host_int.h"
 
 #include <attnhost/plugin_util.h>
 
@@ -354,13 +354,6 @@ static void gstep_free(gstep *s)
     free(s);
 }
 
-typedef struct env {
-    ah_host *h;
-    ah_model *m;
-    ah_selection *sel;
-    ah_binding *b;
-} env;
-
 static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins",
                              ATTNHOST_SELECT_PLUGIN_DIR};
 
@@ -395,23 +388,11 @@ static int env_open_model(env *e, const char *ini, int forced, uint32_t drop, co
     ah_status s = forced ? ah_host_select_forced(e->h, e->m, "cpu_amx", &e->sel, &err)
                          : ah_host_select(e->h, e->m, &e->sel, &err);
     CHECK_MSG(s == AH_OK, "%s", err.msg);
-    if (drop) {
-        int slot = ah__host_find(e->h, "cpu_amx");
-        ah_context *ctx;
-        CHECK(slot >= 0 && ah__host_open_context(e->h, slot, 0, &ctx, &err) == AH_OK);
-        e->h->slots[slot].lp->caps_live.features &= ~drop;
-    }
+    ah_caps *caps = drop ? live_caps(e->h, "cpu_amx") : NULL;
+    if (caps) caps->features &= ~drop;
     ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 8, MAXT, STRIDE, 128, 40}, 0, 0, NULL};
     CHECK_MSG(ah_binding_create(e->h, e->sel, &bo, &e->b, &err) == AH_OK, "%s", err.msg);
     return e->b ? 0 : -1;
-}
-
-static void env_close(env *e)
-{
-    ah_binding_destroy(e->b);
-    ah_selection_destroy(e->sel);
-    ah_model_destroy(e->m);
-    ah_host_destroy(e->h);
 }
 
 /* Forward every layer over a NaN-poisoned output and compare with the

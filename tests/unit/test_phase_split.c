@@ -15,8 +15,8 @@
 #include <attnhost/reference.h>
 
 #include "batch_fixture.h"
+#include "binding_env.h"
 #include "check.h"
-#include "host_int.h"
 
 enum { L = 2, HQ = 4, HK = 2, D = 64, BS = 16, NB = 40, MAXB = 8, MAXR = 8, MAXT = 64 };
 #define CACHE_N (NB * BS * HK * D)
@@ -128,13 +128,6 @@ static const call *nth(int who, int forward, int k)
 
 /* ---- a model, a host, a binding ------------------------------------------- */
 
-typedef struct env {
-    ah_host *h;
-    ah_model *m;
-    ah_selection *sel;
-    ah_binding *b;
-} env;
-
 static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins",
                              ATTNHOST_SELECT_PLUGIN_DIR};
 
@@ -163,24 +156,12 @@ static int env_open(env *e, const char *ini, const char *tweak_name, void (*twea
                          "head_size = 64\ndtype = fp32\nblock_size = 16\nkv_layout = nhd\n",
                          "t", &e->m, &err) == AH_OK);
     CHECK_MSG(ah_host_select(e->h, e->m, &e->sel, &err) == AH_OK, "%s", err.msg);
-    if (tweak) {
-        int slot = ah__host_find(e->h, tweak_name);
-        ah_context *ctx;
-        CHECK(slot >= 0 && ah__host_open_context(e->h, slot, 0, &ctx, &err) == AH_OK);
-        tweak(&e->h->slots[slot].lp->caps_live);
-    }
+    ah_caps *caps = tweak ? live_caps(e->h, tweak_name) : NULL;
+    if (caps) tweak(caps);
     ah_binding_options bo = {
         sizeof bo, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB}, 0, 0, NULL};
     CHECK_MSG(ah_binding_create(e->h, e->sel, &bo, &e->b, &err) == AH_OK, "%s", err.msg);
     return e->b ? 0 : -1;
-}
-
-static void env_close(env *e)
-{
-    ah_binding_destroy(e->b);
-    ah_selection_destroy(e->sel);
-    ah_model_destroy(e->m);
-    ah_host_destroy(e->h);
 }
 
 /* ---- one step --------------------------------------------------------------- */
