@@ -1,6 +1,6 @@
 /*
  * Head blocks of the decode grid, shared by the plan (host), the launchers
- * and the kernels (device), and by fi_heads_test, which runs on any machine.
+ * and the kernels (device), and by fi_host_test, which runs on any machine.
  *
  * A decode CTA serves a block of GB query heads of one KV head, so one read
  * of the KV rows serves all of them. GB is a power of two (the kernels'

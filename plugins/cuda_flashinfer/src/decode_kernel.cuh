@@ -276,7 +276,7 @@ __host__ __forceinline__ int stages_or(int asked, int max_ns)
 
 /* Launch for one head size; instantiated per head size in decode_d*.cu. */
 template <int D, int DV>
-cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_params &p,
+cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, const attn_params &p,
                              cudaStream_t st, int *occupancy)
 {
     FI_DISPATCH_QTYPE(
@@ -313,13 +313,11 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, const attn_param
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
                     if constexpr (regs_fits<QT, KT, D, GB>()) {
-                        /* Four head blocks per CTA where their merge buffers
-                         * fit, the blocks divide evenly and the keys are not
-                         * split: the CTA reads four neighbouring heads of each
-                         * slot together. Split-KV's short partitions keep one. */
+                        /* Four head blocks per CTA where the plan asks for
+                         * them and their merge buffers fit: the CTA reads four
+                         * neighbouring heads of each slot together. */
                         if constexpr (regs_merge_fits(D, GB, 4))
-                            if (hblocks % 4 == 0 && p.num_splits == 1)
-                                return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
+                            if (hpc == 4) return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
                         return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);
                     } else {
                         using SC = stream_cfg<KT, D, GB>;

@@ -54,23 +54,6 @@
     default: FI_UNSUPPORTED("kv dtype", code, "same as query, fp8_e4m3, fp8_e5m2"); \
     }
 
-#define FI_DISPATCH_HEAD_DIM(d, D, ...) \
-    switch (d) { \
-    case 64: { \
-        constexpr int D = 64; \
-        __VA_ARGS__ \
-    } break; \
-    case 128: { \
-        constexpr int D = 128; \
-        __VA_ARGS__ \
-    } break; \
-    case 256: { \
-        constexpr int D = 256; \
-        __VA_ARGS__ \
-    } break; \
-    default: FI_UNSUPPORTED("head size", d, "64, 128, 256"); \
-    }
-
 /* Query heads one decode CTA serves from a single read of its KV rows. */
 #define FI_DISPATCH_GROUP_BLOCK(gb, GB, ...) \
     switch (gb) { \

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "decode_heads.h"
+#include "scheduler.h"
 
 namespace fi {
 
@@ -47,8 +48,7 @@ struct variant {
 
 /* Rows (tokens x heads of one KV group) of one tensor-core plan tile. A
  * kernel whose CTA covers fewer rows runs FI_TILE_ROWS / rows CTAs per tile;
- * the fast kernel's CTA covers prefill_fast_rows(d) rows, the general
- * kernel's 64. */
+ * prefill_cta_rows (scheduler.h) gives a family's. */
 #define FI_TILE_ROWS 128
 
 /* Pages the plan sorts together when it lists them in address order. */
@@ -123,31 +123,23 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const int32_t *block_table, int64_t bt_stride, int num_reqs, int num_tokens,
                         int page_shift, int group, int max_pages, int sort_pages,
                         const plan_bufs &pb, cudaStream_t st);
-cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, const attn_params &p,
-                          cudaStream_t st);
-/* Compute capability (major * 10 + minor) of the current device; 0 if unknown. */
-int current_cc(void);
-/* Launch the split merge as a programmatic dependent of the kernel before it
- * (compute capability 9.0 and up)? */
-bool merge_pdl(void);
+cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int heads_per_cta,
+                          const attn_params &p, cudaStream_t st);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
  * pipeline depth of `stages` (0 on error). */
 int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);
-cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, const attn_params &p, int grid_tiles,
-                           cudaStream_t st);
-/* CTAs per SM the fast tensor-core kernel is built for at head size d. */
-int prefill_fast_minb(int d);
-/* Rows one CTA of the fast tensor-core kernel covers at head size d. */
-int prefill_fast_rows(int d);
-/* Does the Hopper d128 kernel (prefill_sm90.cu: wgmma, sm_90a) run the fast
- * path here: head size d is 128, it was built, and the current device has
- * compute capability 9.0? */
-bool prefill_sm90_on(int d);
-/* Launches it (grid_tiles 0: raise its shared-memory limit only). */
+/* family as the scheduler chose it; grid_tiles 0 prepares the family's
+ * kernels (shared-memory limits) and launches nothing. */
+cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, prefill_family family,
+                           const attn_params &p, int grid_tiles, cudaStream_t st);
+/* Launches the Hopper kernel (grid_tiles 0: raise its shared-memory limit only). */
 cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st);
 /* Does the tensor-core kernel exist for this head size? */
 bool prefill_supported(int d, int dv);
-cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st);
+/* What the scheduler needs of CUDA device `device` (sms 0: unreadable). */
+sched_device device_facts(int device);
+/* pdl: launch as a programmatic dependent of the kernel before it. */
+cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, bool pdl, cudaStream_t st);
 cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t src_stride_t,
                             int64_t src_stride_h, void *cache, const kv_geom &g, int d,
                             const int64_t *slot_mapping, int num_tokens, int num_kv_heads,

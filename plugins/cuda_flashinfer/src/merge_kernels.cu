@@ -15,7 +15,8 @@ namespace fi {
 
 template <typename QT> __global__ void merge_partials_kernel(const merge_params m)
 {
-    grid_dependency_wait(); /* launched early (merge_pdl): the partials' writer must finish */
+    grid_dependency_wait(); /* launched early (schedule_merge_pdl): the partials' writer must finish
+                             */
     const int t = blockIdx.x, h = blockIdx.y;
     const int64_t stride_part = (int64_t)m.num_tokens * m.num_heads;
     const int64_t row = (int64_t)t * m.num_heads + h;
@@ -42,7 +43,7 @@ template <typename QT> __global__ void merge_partials_kernel(const merge_params 
         m.lse[(int64_t)t * m.lse_stride_t + h] = den > 0.f ? (M + log2f(den)) * FI_LN2 : -INFINITY;
 }
 
-cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream_t st)
+cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, bool pdl, cudaStream_t st)
 {
     if (m.num_tokens == 0) return cudaSuccess;
     FI_DISPATCH_QTYPE(q_dtype, QT, {
@@ -51,7 +52,7 @@ cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, cudaStream
         cfg.gridDim = dim3(m.num_tokens, m.num_heads);
         cfg.blockDim = dim3(128);
         cfg.stream = st;
-        if (merge_pdl()) {
+        if (pdl) {
             /* Programmatic dependent launch: the merge grid is scheduled while
              * the kernel before it drains, and waits for it in the kernel. */
             attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

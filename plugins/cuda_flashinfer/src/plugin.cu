@@ -12,7 +12,8 @@
  *   - split-KV and pipeline depth: when the decode grid cannot fill the GPU
  *     (tokens x head blocks < SMs x resident CTAs), each row's keys are cut
  *     into S partitions and merged by LSE; S comes from the measured
- *     occupancy of the kernel at the chosen depth (fi_choose_decode);
+ *     occupancy of the kernel at the chosen depth (scheduler.h, which makes
+ *     every launch decision);
  *   - cascade: with batch.common_prefix_len >= one block, the shared prefix
  *     is attended once for all rows and merged with each request's suffix.
  * Graph modes fix the launch shapes from the limits (S from max_seq_len, the
@@ -27,13 +28,20 @@
 #include <attnhost/plugin_util.h>
 
 #include "fi_params.h"
+#include "fi_instances.h"
 
 using namespace fi;
 
 /* ---- capabilities ----------------------------------------------------------- */
 
-static const uint32_t fi_qk_sizes[] = {64, 128, 256, 576};
-static const uint32_t fi_v_sizes[] = {64, 128, 256, 512};
+/* The head sizes the decode instances are built for (cmake/instances.cmake);
+ * each also has its tensor-core instance where prefill_supported says so. */
+#define FI_QK_OF(qk, v) qk,
+#define FI_V_OF(qk, v) v,
+static const uint32_t fi_qk_sizes[] = {FI_DECODE_INSTANCES(FI_QK_OF)};
+static const uint32_t fi_v_sizes[] = {FI_DECODE_INSTANCES(FI_V_OF)};
+#undef FI_QK_OF
+#undef FI_V_OF
 static const uint32_t fi_block_sizes[] = {1, 2, 4, 8, 16, 32, 64, 128};
 
 static void fi_check_combination(const ah_layer_spec *s, const ah_probe_info *probe,
@@ -106,7 +114,7 @@ static const ah_caps fi_caps = {
 struct ah_context {
     ah_cuda_svc svc;
     const ah_host_services *host; /* alloc/free of the context and its states */
-    int sms;
+    sched_device dev;
 };
 #define FI_SVC(c) (&(c)->svc)
 AH_CUDA_DEFINE_DEVICE_OPS(fi, FI_SVC)
@@ -151,9 +159,8 @@ static ah_status fi_context_create(const ah_host_services *host, const ah_contex
         host->free(host, c);
         return s;
     }
-    if (cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        c->sms <= 0) {
-        (void)cudaGetLastError();
+    c->dev = device_facts(device);
+    if (c->dev.sms <= 0) {
         ah_cuda_svc_fini(&c->svc);
         host->free(host, c);
         *why = "cannot read the CUDA device's multiprocessor count";
@@ -191,6 +198,7 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     int qt, kvt, group, gb, mla, tc; /* tc: the tensor-core kernel serves this head size */
+    prefill_family family;           /* the tensor-core passes' kernel family */
     int occupancy[5];                /* resident decode CTAs per SM at 3 and 4 stages */
     plan_bufs pb;
     void *plan_mem;
@@ -200,8 +208,9 @@ struct ah_state {
     /* The last plan. */
     int planned;
     ah_plan_mode mode;
-    int num_reqs, num_tokens, path, splits, stages, grid_tiles, cascade, prefix_len;
-    int prefix_splits, prefix_chunk; /* cascade: key ranges of the prefix pass */
+    int num_reqs, num_tokens, path, grid_tiles, cascade, prefix_len;
+    decode_choice decode;
+    prefix_choice prefix; /* cascade: key ranges of the prefix pass */
     const int64_t *slot_mapping;
     /* The captured shape, which replay must keep. */
     int graph_ready, cap_reqs, cap_tokens, cap_path;
@@ -304,6 +313,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->group = (int)(spec->num_q_heads / spec->num_kv_heads);
     st->gb = decode_group_block(st->group, mla, kvt == qt, qk);
     st->tc = prefill_supported(qk, vh);
+    st->family = schedule_prefill_family(ctx->dev, qk, qt, kvt, spec->softcap, spec->use_alibi);
 
     const int64_t R = lim->max_num_reqs, T = lim->max_num_tokens;
     st->max_tiles = (int)((T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R);
@@ -346,7 +356,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         st->occupancy[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns);
     if (st->tc) {
         attn_params none = {};
-        ce = launch_prefill(qt, kvt, qk, none, 0, 0);
+        ce = launch_prefill(qt, kvt, qk, st->family, none, 0, 0);
         if (ce != cudaSuccess) {
             (void)cudaGetLastError();
             fi_state_destroy(st);
@@ -366,71 +376,6 @@ static int fi_dev_i32(const DLTensor *t, int64_t min_elems)
 {
     return t && t->data && t->dtype.code == kDLInt && t->dtype.bits == 32 && t->dtype.lanes == 1 &&
            ah_dl_numel(t) >= min_elems;
-}
-
-/* Decode partitions (split-KV) and pipeline depth. A CTA of the streaming
- * kernel keeps (stages - 1) x 16 KiB in flight, so a lone CTA on an SM is
- * latency-bound: the grid should fill whole waves of (SMs x resident CTAs).
- * At 3 stages 4 CTAs fit per SM, at 4 stages 3 (H100). When the batch alone
- * fills the last wave to FI_DECODE_FILL at 3 stages, take 3 and no split:
- * no merge pass, and the 4th CTA per SM keeps as many bytes in flight.
- * Otherwise 4 stages (a small batch's few CTAs need the deeper pipeline) and
- * the smallest split count whose last wave is at least FI_DECODE_FILL full
- * (or the fullest one), with partitions of at least 256 keys, at most 64 of
- * them, within the workspace. DECISIONS.md has the measurements. */
-#define FI_DECODE_FILL 0.95
-
-/* Fill of the last wave when `ctas` CTAs run `per_sm` to an SM. */
-static double wave_fill(const ah_state *st, int64_t ctas, int per_sm)
-{
-    const double waves = (double)ctas / (double)((int64_t)st->ctx->sms * (per_sm > 0 ? per_sm : 1));
-    return waves / ceil(waves);
-}
-
-static void fi_choose_decode(const ah_state *st, int tokens, int64_t max_seq, int *splits,
-                             int *stages)
-{
-    const double fill = FI_DECODE_FILL;
-    const int64_t base =
-        (int64_t)tokens * st->spec.num_kv_heads * head_blocks_per_kv(st->group, st->gb);
-    *splits = 1;
-    *stages = wave_fill(st, base, st->occupancy[3]) >= fill - 1e-9 ? 3 : 4;
-    if (base <= 0 || !st->ws_rows || *stages == 3) return;
-    int64_t cap = (max_seq + 255) / 256;
-    if (cap > 64) cap = 64;
-    if (cap * tokens > st->ws_rows) cap = st->ws_rows / tokens;
-    double best_eff = 0;
-    for (int64_t s = 1; s <= cap; s++) {
-        const double eff = wave_fill(st, base * s, st->occupancy[*stages]);
-        if (eff >= fill - 1e-9) {
-            *splits = (int)s;
-            return;
-        }
-        if (eff > best_eff + 1e-9) best_eff = eff, *splits = (int)s;
-    }
-}
-
-/* Cascade prefix pass: the tensor-core kernel over every row of the batch
- * has only ceil(T x group / rows per CTA) x Hk CTAs; cut the prefix's keys into
- * ranges so the grid fills one wave of resident CTAs (prefill_fast_minb per
- * SM for the fast kernel, 2 for the general one) without spilling into a second,
- * each range at least 512 keys, the partial states (ranges + the suffix)
- * within the workspace. */
-static void fi_prefix_splits(const ah_state *st, int tokens, int prefix_len, int *splits,
-                             int *chunk)
-{
-    const int rows = st->qt == st->kvt ? fi::prefill_fast_rows(st->spec.qk_head_size) : 64;
-    const int64_t ctas = ((int64_t)tokens * st->group + rows - 1) / rows * st->spec.num_kv_heads;
-    const int per_sm = st->qt == st->kvt ? fi::prefill_fast_minb(st->spec.qk_head_size) : 2;
-    int64_t s = per_sm * (int64_t)st->ctx->sms / ctas;
-    if (s > prefix_len / 512) s = prefix_len / 512;
-    if (s > 32) s = 32;
-    if ((s + 1) * tokens > st->ws_rows) s = st->ws_rows / tokens - 1;
-    if (s < 1) s = 1;
-    int c = (int)((prefix_len + s - 1) / s);
-    c = (c + 63) / 64 * 64;
-    *chunk = c;
-    *splits = (prefix_len + c - 1) / c;
 }
 
 static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
@@ -485,11 +430,14 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     } else {
         const int graph = mode == AH_PLAN_CAPTURE;
         st->path = (all_decode || !st->tc) ? FI_PATH_DECODE : FI_PATH_PREFILL;
-        st->splits = 1;
-        st->stages = 4;
-        if (st->path == FI_PATH_DECODE)
-            fi_choose_decode(st, T, graph ? (int64_t)st->lim.max_seq_len : max_seq, &st->splits,
-                             &st->stages);
+        st->decode = decode_choice{1, 4, 1};
+        if (st->path == FI_PATH_DECODE) {
+            const int64_t keys =
+                decode_visible_keys(graph ? (int64_t)st->lim.max_seq_len : max_seq,
+                                    ah_spec_causal(&st->spec), (int)st->spec.sliding_window);
+            st->decode = schedule_decode(st->ctx->dev, st->occupancy, T, (int)st->spec.num_kv_heads,
+                                         st->group, st->gb, keys, st->ws_rows);
+        }
         st->grid_tiles = graph
                              ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R)
                              : (int)tiles;
@@ -501,7 +449,9 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         st->cascade = !graph && st->tc && R > 1 && b->common_prefix_len >= bs &&
                       2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq;
         if (st->cascade)
-            fi_prefix_splits(st, T, st->prefix_len, &st->prefix_splits, &st->prefix_chunk);
+            st->prefix =
+                schedule_prefix(st->ctx->dev, st->family, (int)st->spec.qk_head_size, T, st->group,
+                                (int)st->spec.num_kv_heads, st->prefix_len, st->ws_rows);
         if (graph) {
             st->cap_reqs = R;
             st->cap_tokens = T;
@@ -515,11 +465,8 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     st->slot_mapping = b->slot_mapping && b->slot_mapping->data
                            ? (const int64_t *)ah_dl_data(b->slot_mapping)
                            : NULL;
-    /* A decode token sees all its keys; only a window, ALiBi or the cascade's
-     * prefix split give a key's position a part in the result. Without them
-     * the fill visits each decode request's pages in address order, deciding
-     * per request on the device, so a graph's replays decide afresh. */
-    const int sort_pages = !st->cascade && !st->spec.sliding_window && !st->spec.use_alibi;
+    const int sort_pages =
+        schedule_sort_pages(st->cascade, (int)st->spec.sliding_window, st->spec.use_alibi);
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce == cudaSuccess)
         ce = launch_plan((const int32_t *)ah_dl_data(b->query_start_loc),
@@ -671,7 +618,7 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     p.num_kv_heads = Hk;
     p.group = st->group;
     p.num_splits = 1;
-    p.stages = st->stages;
+    p.stages = st->decode.stages;
 
     merge_params m;
     memset(&m, 0, sizeof m);
@@ -694,39 +641,40 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         pre.prefix_len = st->prefix_len;
         pre.partial = 1;
         pre.o.part_slot = 0;
-        pre.kv_splits = st->prefix_splits;
-        pre.kv_chunk = st->prefix_splits > 1 ? st->prefix_chunk : 0;
+        pre.kv_splits = st->prefix.splits;
+        pre.kv_chunk = st->prefix.splits > 1 ? st->prefix.chunk : 0;
         pre.var.sinks = NULL;
-        ce = launch_prefill(st->qt, st->kvt, qk, pre,
+        ce = launch_prefill(st->qt, st->kvt, qk, st->family, pre,
                             (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS),
                             stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade prefix", ce);
         attn_params suf = p;
         suf.kv_begin = st->prefix_len;
         suf.partial = 1;
-        suf.o.part_slot = st->prefix_splits;
+        suf.o.part_slot = st->prefix.splits;
         suf.var.sinks = NULL;
         ce = st->path == FI_PATH_DECODE
-                 ? launch_decode(st->qt, st->kvt, qk, vh, st->gb, suf, stream)
-                 : launch_prefill(st->qt, st->kvt, qk, suf, st->grid_tiles, stream);
+                 ? launch_decode(st->qt, st->kvt, qk, vh, st->gb,
+                                 schedule_heads_per_cta(Hk, st->group, st->gb, 1), suf, stream)
+                 : launch_prefill(st->qt, st->kvt, qk, st->family, suf, st->grid_tiles, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade suffix", ce);
-        m.num_parts = st->prefix_splits + 1;
-        ce = launch_merge_partials(st->qt, m, stream);
+        m.num_parts = st->prefix.splits + 1;
+        ce = launch_merge_partials(st->qt, m, schedule_merge_pdl(st->ctx->dev), stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade merge", ce);
         return AH_OK;
     }
     if (st->path == FI_PATH_DECODE) {
-        p.num_splits = st->splits;
-        ce = launch_decode(st->qt, st->kvt, qk, vh, st->gb, p, stream);
+        p.num_splits = st->decode.splits;
+        ce = launch_decode(st->qt, st->kvt, qk, vh, st->gb, st->decode.heads_per_cta, p, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: decode", ce);
-        if (st->splits > 1) {
-            m.num_parts = st->splits;
-            ce = launch_merge_partials(st->qt, m, stream);
+        if (st->decode.splits > 1) {
+            m.num_parts = st->decode.splits;
+            ce = launch_merge_partials(st->qt, m, schedule_merge_pdl(st->ctx->dev), stream);
             if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: split-KV merge", ce);
         }
         return AH_OK;
     }
-    ce = launch_prefill(st->qt, st->kvt, qk, p, st->grid_tiles, stream);
+    ce = launch_prefill(st->qt, st->kvt, qk, st->family, p, st->grid_tiles, stream);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: prefill", ce);
     return AH_OK;
 }

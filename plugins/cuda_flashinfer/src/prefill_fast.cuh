@@ -379,40 +379,40 @@ __global__ void __launch_bounds__(128, 2) prefill_fast_kernel(const attn_params 
     }
 }
 
-/* Which kernel a call takes: the fast one for a 16-bit cache of the query's
- * type and logits without soft-cap or ALiBi. */
-__host__ __forceinline__ bool prefill_fast_ok(int q_dtype, int kv_dtype, const variant &v)
-{
-    return kv_dtype == q_dtype && v.softcap <= 0.f && !v.alibi;
-}
-
 template <int D>
-cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, const attn_params &p, int grid_tiles,
-                              cudaStream_t st)
+cudaError_t prefill_launch_hd(int q_dtype, int kv_dtype, prefill_family family,
+                              const attn_params &p, int grid_tiles, cudaStream_t st)
 {
     constexpr int MT = D == 128 ? 2 : 1; /* 32 rows per warp at d128, 16 elsewhere */
     using C = fast_cfg<D, MT>;
     FI_DISPATCH_QTYPE(q_dtype, QT, {
         auto kern = prefill_fast_kernel<QT, D, MT>;
-        /* grid_tiles 0: prepare only (raise the shared-memory limits of every
-         * kernel), done once at state creation, never inside a capture. */
+        /* grid_tiles 0: prepare only (raise the shared-memory limits of the
+         * family's kernel and of those it stands for), done once at state
+         * creation, never inside a capture. */
         if (grid_tiles <= 0) {
             cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)C::SMEM);
 #ifdef FI_HAVE_SM90
-            if (e == cudaSuccess && prefill_sm90_on(D)) e = launch_prefill_sm90(q_dtype, p, 0, st);
+            if (e == cudaSuccess && family == FI_PREFILL_SM90)
+                e = launch_prefill_sm90(q_dtype, p, 0, st);
 #endif
             if (e != cudaSuccess) return e;
             return prefill_general_launch<D>(q_dtype, kv_dtype, p, grid_tiles, st);
         }
-        if (!prefill_fast_ok(q_dtype, kv_dtype, p.var))
+        switch (family) {
+        case FI_PREFILL_GENERAL:
             return prefill_general_launch<D>(q_dtype, kv_dtype, p, grid_tiles, st);
 #ifdef FI_HAVE_SM90
-        if (prefill_sm90_on(D)) return launch_prefill_sm90(q_dtype, p, grid_tiles, st);
+        case FI_PREFILL_SM90: return launch_prefill_sm90(q_dtype, p, grid_tiles, st);
 #endif
-        const int kz = p.kv_splits > 1 ? p.kv_splits : 1;
-        kern<<<dim3(grid_tiles * C::SUB * p.num_kv_heads, 1, kz), C::THREADS, C::SMEM, st>>>(p);
-        return cudaPeekAtLastError();
+        case FI_PREFILL_FAST: {
+            const int kz = p.kv_splits > 1 ? p.kv_splits : 1;
+            kern<<<dim3(grid_tiles * C::SUB * p.num_kv_heads, 1, kz), C::THREADS, C::SMEM, st>>>(p);
+            return cudaPeekAtLastError();
+        }
+        default: FI_UNSUPPORTED("prefill kernel family", family, "general, fast, sm90 (if built)");
+        }
     })
     return cudaSuccess;
 }

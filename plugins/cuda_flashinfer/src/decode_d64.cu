@@ -1,8 +1,0 @@
-/* Decode kernel instantiations for head size 64 (all query/KV dtypes and
- * head-group blocks); one file per head size so builds compile in parallel. */
-#include "decode_kernel.cuh"
-
-namespace fi {
-template cudaError_t decode_launch_hd<64, 64>(int, int, int, const attn_params &, cudaStream_t,
-                                              int *);
-}

@@ -1,6 +1,0 @@
-/* Tensor-core prefill/extend kernel instantiations for head size 64. */
-#include "prefill_fast.cuh"
-
-namespace fi {
-template cudaError_t prefill_launch_hd<64>(int, int, const attn_params &, int, cudaStream_t);
-}

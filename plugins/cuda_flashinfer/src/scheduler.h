@@ -1,0 +1,158 @@
+/*
+ * The scheduler: every launch decision of the plugin, made by plan on the
+ * host from the batch, the layer and the device's facts. Launchers and
+ * kernels carry the decisions out and decide nothing. Plain C++ without
+ * CUDA calls, so fi_sched_test checks the choices on any machine.
+ */
+#ifndef FI_SCHEDULER_H
+#define FI_SCHEDULER_H
+
+#include <stdint.h>
+
+#include <math.h>
+
+#include "decode_heads.h"
+
+namespace fi {
+
+/* What the scheduler knows of the device, asked once per context. */
+struct sched_device {
+    int sms;         /* streaming multiprocessors */
+    int cc;          /* compute capability, major * 10 + minor; 0: unknown */
+    bool sm90_built; /* the Hopper d128 prefill kernel (prefill_sm90.cu) is in the build */
+};
+
+/* Kernel family of a tensor-core pass (prefill, extend, mixed, cascade). */
+enum prefill_family {
+    FI_PREFILL_GENERAL = 0, /* any KV dtype, soft-cap, ALiBi (prefill_kernel.cuh) */
+    FI_PREFILL_FAST = 1,    /* 16-bit KV of the query's type, plain logits (prefill_fast.cuh) */
+    FI_PREFILL_SM90 = 2     /* FAST's work at d128 on compute capability 9.0 (wgmma) */
+};
+
+inline prefill_family schedule_prefill_family(const sched_device &dev, int d, int q_dtype,
+                                              int kv_dtype, float softcap, bool alibi)
+{
+    if (kv_dtype != q_dtype || softcap > 0.f || alibi) return FI_PREFILL_GENERAL;
+    return dev.sm90_built && dev.cc == 90 && d == 128 ? FI_PREFILL_SM90 : FI_PREFILL_FAST;
+}
+
+/* Query rows (tokens x heads of a KV group) one CTA of the family covers:
+ * the fast kernels 128 at d128 (4 warps of 32 rows), 64 elsewhere (4 warps
+ * of 16); the general kernel 64. */
+inline int prefill_cta_rows(prefill_family f, int d)
+{
+    return f != FI_PREFILL_GENERAL && d == 128 ? 128 : 64;
+}
+
+/* CTAs per SM the family's registers are fitted for: 2 (no spills), 1 for
+ * the Hopper kernel (160 KiB of shared memory per CTA). */
+inline int prefill_ctas_per_sm(prefill_family f) { return f == FI_PREFILL_SM90 ? 1 : 2; }
+
+/* Most keys one decode row sees: a causal window shows `window` keys, a
+ * bidirectional one up to 2 x window - 1; the splits are cut from those. */
+inline int64_t decode_visible_keys(int64_t max_seq, bool causal, int window)
+{
+    if (window <= 0) return max_seq;
+    const int64_t w = causal ? window : 2 * (int64_t)window - 1;
+    return w < max_seq ? w : max_seq;
+}
+
+/* Fill of the last wave when `ctas` CTAs run `per_sm` to an SM. */
+inline double wave_fill(int sms, int64_t ctas, int per_sm)
+{
+    const double waves = (double)ctas / (double)((int64_t)sms * (per_sm > 0 ? per_sm : 1));
+    return waves / ceil(waves);
+}
+
+/* Head blocks one register-load decode CTA serves: four neighbouring ones
+ * where they divide the grid's evenly and the keys are not split (the
+ * merge buffers of four fit; split-KV's short partitions keep one). */
+inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int splits)
+{
+    return ((int64_t)kv_heads * head_blocks_per_kv(group, gb)) % 4 == 0 && splits == 1 ? 4 : 1;
+}
+
+/* Split-KV partitions, pipeline depth and head blocks per CTA of a decode
+ * pass. A CTA of the streaming kernel keeps (stages - 1) x 16 KiB in flight,
+ * so a lone CTA on an SM is latency-bound: the grid should fill whole waves
+ * of (SMs x resident CTAs). At 3 stages 4 CTAs fit per SM, at 4 stages 3
+ * (H100). When the batch alone fills the last wave to decode_fill at 3
+ * stages, take 3 and no split: no merge pass, and the 4th CTA per SM keeps
+ * as many bytes in flight. Otherwise 4 stages (a small batch's few CTAs need
+ * the deeper pipeline) and the smallest split count whose last wave is at
+ * least decode_fill full (or the fullest one), with partitions of at least
+ * 256 keys, at most 64 of them, within the workspace (ws_rows partial rows).
+ * DECISIONS.md has the measurements. */
+struct decode_choice {
+    int splits, stages, heads_per_cta;
+};
+
+constexpr double decode_fill = 0.95;
+
+inline decode_choice schedule_decode(const sched_device &dev, const int occupancy[5], int tokens,
+                                     int kv_heads, int group, int gb, int64_t visible_keys,
+                                     int64_t ws_rows)
+{
+    const int64_t hblocks = (int64_t)kv_heads * head_blocks_per_kv(group, gb);
+    const int64_t base = (int64_t)tokens * hblocks;
+    decode_choice c = {1, 4, 1};
+    c.stages = wave_fill(dev.sms, base, occupancy[3]) >= decode_fill - 1e-9 ? 3 : 4;
+    if (base > 0 && ws_rows && c.stages == 4) {
+        int64_t cap = (visible_keys + 255) / 256;
+        if (cap > 64) cap = 64;
+        if (cap * tokens > ws_rows) cap = ws_rows / tokens;
+        double best_eff = 0;
+        for (int64_t s = 1; s <= cap; s++) {
+            const double eff = wave_fill(dev.sms, base * s, occupancy[c.stages]);
+            if (eff >= decode_fill - 1e-9) {
+                c.splits = (int)s;
+                break;
+            }
+            if (eff > best_eff + 1e-9) best_eff = eff, c.splits = (int)s;
+        }
+    }
+    c.heads_per_cta = schedule_heads_per_cta(kv_heads, group, gb, c.splits);
+    return c;
+}
+
+/* Cascade prefix pass: the tensor-core kernel over every row of the batch
+ * has only ceil(T x group / rows per CTA) x Hk CTAs; cut the prefix's keys
+ * into ranges so the grid fills one wave of resident CTAs without spilling
+ * into a second, each range at least 512 keys and a multiple of 64, the
+ * partial states (ranges + the suffix) within the workspace. */
+struct prefix_choice {
+    int splits, chunk;
+};
+
+inline prefix_choice schedule_prefix(const sched_device &dev, prefill_family f, int d, int tokens,
+                                     int group, int kv_heads, int prefix_len, int64_t ws_rows)
+{
+    const int rows = prefill_cta_rows(f, d);
+    const int64_t ctas = ((int64_t)tokens * group + rows - 1) / rows * kv_heads;
+    int64_t s = prefill_ctas_per_sm(f) * (int64_t)dev.sms / ctas;
+    if (s > prefix_len / 512) s = prefix_len / 512;
+    if (s > 32) s = 32;
+    if ((s + 1) * tokens > ws_rows) s = ws_rows / tokens - 1;
+    if (s < 1) s = 1;
+    int c = (int)((prefix_len + s - 1) / s);
+    c = (c + 63) / 64 * 64;
+    return prefix_choice{(prefix_len + c - 1) / c, c};
+}
+
+/* A decode token sees all its keys; only a window, ALiBi or the cascade's
+ * prefix split give a key's position a part in the result. Without them the
+ * plan's fill visits each decode request's pages in address order, deciding
+ * per request on the device, so a graph's replays decide afresh. */
+inline bool schedule_sort_pages(bool cascade, int window, bool alibi)
+{
+    return !cascade && !window && !alibi;
+}
+
+/* The split merge launched as a programmatic dependent of the kernel before
+ * it (compute capability 9.0 and up): its grid is scheduled while the
+ * kernel drains. */
+inline bool schedule_merge_pdl(const sched_device &dev) { return dev.cc >= 90; }
+
+} // namespace fi
+
+#endif
