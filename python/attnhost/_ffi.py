@@ -347,6 +347,7 @@ class ah_model_desc(Structure):
         ("num_layers", c_uint32),
         ("layers", POINTER(ah_layer_spec)),
         ("kinds", POINTER(c_enum)),
+        ("ragged_forms", POINTER(ah_layer_spec)),  # ABI 2.3: ragged K/V
     ]
 
 
