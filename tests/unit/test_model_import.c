@@ -425,6 +425,12 @@ static void hf_families(void)
         CHECK(s->qk_head_size == 96 && s->v_head_size == 64);
         CHECK_MSG(fabsf(s->scale - (float)want) < 1e-7f, "scale %.9g, expected %.9g", s->scale,
                   want);
+        /* beside it the ragged prefill form (ABI 2.3): non-absorbed
+         * qk_nope + rope / v_head_dim, a KV head per query head, the
+         * same scale */
+        const ah_layer_spec *r = ah_model_layer_ragged(m5, 2);
+        CHECK(r && ah_spec_ragged(r) && !r->use_mla && r->num_q_heads == 4 && r->num_kv_heads == 4);
+        CHECK(r && r->qk_head_size == 80 && r->v_head_size == 40 && r->scale == s->scale);
         ah_model_destroy(m5);
     }
 
