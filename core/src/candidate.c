@@ -176,6 +176,7 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
     if (ah_spec_cacheless(s)) need |= AH_FEAT_CACHELESS; /* ABI 2.1 meanings */
     if (s->attn_type == AH_ATTN_ENCODER_DECODER) need |= AH_FEAT_CROSS_ATTENTION;
     if (s->attn_type == AH_ATTN_DECODER && !ah_spec_causal(s)) need |= AH_FEAT_CAUSAL_FLAG;
+    if (ah_spec_ragged(s)) need |= AH_FEAT_RAGGED_KV; /* ABI 2.3 */
     uint32_t missing = need & ~c->features;
     for (uint32_t bit = 1; missing; bit <<= 1)
         if (missing & bit) {

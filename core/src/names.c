@@ -74,7 +74,8 @@ static const char *const feature_names[] = {"mla",
                                             "cross_attention",
                                             "causal_flag",
                                             "released_blocks",
-                                            "empty_kv"};
+                                            "empty_kv",
+                                            "ragged_kv"};
 _Static_assert(sizeof feature_names / sizeof feature_names[0] == AH_FEATURE_COUNT,
                "one name per value");
 

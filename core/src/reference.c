@@ -99,10 +99,23 @@ static int visible(const ah_layer_spec *spec, int64_t j, int64_t p)
     return w == 0 || (j - p < w && p - j < w);
 }
 
+/* 1 when the keys are packed rows of in->key / in->value, not the cache. */
+static int packed_keys(const ah_layer_spec *s) { return ah_spec_cacheless(s) || ah_spec_ragged(s); }
+
+/* The first packed key row of request r (packed_keys layers). */
+static uint32_t key_row0(const ah_ref_inputs *in, uint32_t r)
+{
+    const ah_batch *b = in->batch;
+    return (uint32_t)(ah_spec_ragged(in->spec) ? ah_batch_cu_seqlens_k(b)[r]
+                                               : b->query_start_loc_host[r]);
+}
+
 /* Where request r's keys come from and how many there are. */
 static int32_t key_count(const ah_ref_inputs *in, uint32_t r)
 {
     const ah_batch *b = in->batch;
+    if (ah_spec_ragged(in->spec))
+        return ah_batch_cu_seqlens_k(b)[r + 1] - ah_batch_cu_seqlens_k(b)[r];
     if (ah_spec_cacheless(in->spec))
         return b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
     if (in->spec->attn_type == AH_ATTN_ENCODER_DECODER) return ah_batch_encoder_seq_lens(b)[r];
@@ -128,9 +141,10 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     const void *vcache = sp->use_mla ? in->key_cache : in->value_cache;
     const uint32_t v_stride_head = sp->use_mla ? qk : vh;
     const double vscale = sp->use_mla ? ks : vs;
-    /* cacheless: keys are the request's new rows, in q dtype, unscaled */
-    const int nocache = ah_spec_cacheless(sp);
-    const uint32_t t0 = (uint32_t)b->query_start_loc_host[r];
+    /* cacheless and ragged: keys are packed rows (the request's new rows,
+     * or its cu_seqlens_k rows), in q dtype, unscaled */
+    const int nocache = packed_keys(sp);
+    const uint32_t t0 = (uint32_t)b->query_start_loc_host[r], k0 = nocache ? key_row0(in, r) : 0;
     const void *kbuf = nocache ? in->key : in->key_cache;
     const void *vbuf = nocache ? in->value : vcache;
     const ah_dtype kt = nocache ? sp->q_dtype : kvt;
@@ -143,7 +157,7 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     for (int32_t j = 0; j < seq_len; j++) {
         score[j] = -INFINITY;
         if (!visible(sp, j, p) || (mask && !mask[j])) continue;
-        size_t k_off = nocache ? ((size_t)(t0 + (uint32_t)j) * sp->num_kv_heads + kh) * qk
+        size_t k_off = nocache ? ((size_t)(k0 + (uint32_t)j) * sp->num_kv_heads + kh) * qk
                                : ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, qk,
                                               (uint32_t)row[j / bs], (uint32_t)(j % bs), kh, 0);
         double dot = 0;
@@ -168,7 +182,7 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
         if (score[j] == -INFINITY) continue;
         double e = exp(score[j] - m);
         den += e;
-        size_t v_off = nocache ? ((size_t)(t0 + (uint32_t)j) * sp->num_kv_heads + kh) * vh
+        size_t v_off = nocache ? ((size_t)(k0 + (uint32_t)j) * sp->num_kv_heads + kh) * vh
                                : ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, v_stride_head,
                                               (uint32_t)row[j / bs], (uint32_t)(j % bs), kh, 0);
         for (uint32_t c = 0; c < vh; c++)
@@ -192,17 +206,17 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     ah_ref_inputs gin;
     memset(&gin, 0, sizeof gin);
     memcpy(&gin, in, in->struct_size < sizeof gin ? in->struct_size : sizeof gin);
-    if (!ah_spec_cacheless(sp)) {
+    if (!packed_keys(sp)) {
         if ((s = ah_batch_group_view(in->batch, ah_spec_kv_group(sp), &gview, err)) != AH_OK)
             return s;
         gin.batch = &gview;
         in = &gin;
     }
-    if (ah_spec_cacheless(sp)) {
+    if (packed_keys(sp)) {
         if (!AH_HAS_FIELD(in, ah_ref_inputs, value) || !in->q || !in->key || !in->value || !out)
             return fail(err, AH_ERR_INVALID_ARGUMENT,
-                        "reference: a cacheless (%s) layer needs q, key, value and out",
-                        ah_attn_type_str(sp->attn_type));
+                        "reference: a %s layer needs q, key, value and out",
+                        ah_spec_ragged(sp) ? "ragged" : ah_attn_type_str(sp->attn_type));
     } else if (!in->q || !in->key_cache || (!sp->use_mla && !in->value_cache) || !out)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: %s is NULL",
                     !in->q           ? "q"
@@ -223,7 +237,10 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     const uint32_t hq = sp->num_q_heads, vh = sp->v_head_size;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
-        int64_t first_pos = ah_spec_cacheless(sp) ? 0 : (int64_t)b->seq_lens_host[r] - (t1 - t0);
+        /* bottom-right: the last query sits at the last key's position */
+        int64_t first_pos = ah_spec_cacheless(sp) ? 0
+                            : ah_spec_ragged(sp)  ? (int64_t)key_count(in, r) - (t1 - t0)
+                                                  : (int64_t)b->seq_lens_host[r] - (t1 - t0);
         for (int32_t t = t0; t < t1; t++)
             for (uint32_t h = 0; h < hq; h++) {
                 double l;

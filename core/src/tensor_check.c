@@ -142,10 +142,10 @@ static void cache_wants(const ah_layer_spec *s, const ah_batch *b, want *k, want
 static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const DLTensor *key,
                               const DLTensor *value, const DLDevice *dev, char *err, size_t cap)
 {
-    const want wk = {"key", 3,          {b->num_tokens, s->num_kv_heads, s->qk_head_size},
-                     0,     s->q_dtype, LAST_DIM};
-    const want wv = {"value", 3,          {b->num_tokens, s->num_kv_heads, s->v_head_size},
-                     0,       s->q_dtype, LAST_DIM};
+    /* a ragged layer's keys are cu_seqlens_k's rows, not the queries' */
+    const int64_t rows = ah_spec_ragged(s) ? b->num_k_tokens : b->num_tokens;
+    const want wk = {"key", 3, {rows, s->num_kv_heads, s->qk_head_size}, 0, s->q_dtype, LAST_DIM};
+    const want wv = {"value", 3, {rows, s->num_kv_heads, s->v_head_size}, 0, s->q_dtype, LAST_DIM};
     ah_status st = check_tensor(key, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(value, &wv, dev, err, cap);
     return st;
@@ -173,13 +173,19 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
     const want wq = {"q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype, LAST_DIM};
     ah_status st = check_tensor(a->q, &wq, dev, err, cap);
     if (st != AH_OK) return st;
-    const int cacheless = ah_spec_cacheless(spec);
+    const int ragged = ah_spec_ragged(spec), cacheless = ah_spec_cacheless(spec) || ragged;
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
         return fail(err, cap,
                     "%s is set, but a cross-attention (encoder_decoder) layer's cache "
                     "holds the encoder's K/V, written by ah_binding_write_kv on the "
                     "encoder pass; forward never writes it (pass NULL)",
                     a->key ? "key" : "value");
+    if (ragged && (!a->key || !a->value))
+        return fail(err, cap,
+                    "%s is NULL: a ragged step attends over the keys and values given in "
+                    "forward, packed by the batch's cu_seqlens_k ([num_k_tokens = %" PRIu32
+                    ", %" PRIu32 ", head size])",
+                    a->key ? "value" : "key", batch->num_k_tokens, spec->num_kv_heads);
     if (cacheless && !a->key)
         return fail(err, cap,
                     "key is NULL: a cacheless (%s) layer attends over the new keys "
@@ -223,9 +229,9 @@ ah_status ah__check_kv_write_args(const ah_layer_spec *spec, const ah_batch *bat
     if (a->struct_size < sizeof(ah_kv_write_args))
         return fail(err, cap, "write_kv args: struct_size %" PRIu32 " < %zu", a->struct_size,
                     sizeof(ah_kv_write_args));
-    if (ah_spec_cacheless(spec))
-        return fail(err, cap, "write_kv on a cacheless (%s) layer: it has no KV cache",
-                    ah_attn_type_str(spec->attn_type));
+    if (ah_spec_cacheless(spec) || ah_spec_ragged(spec))
+        return fail(err, cap, "write_kv on a %s layer: it has no KV cache",
+                    ah_spec_ragged(spec) ? "ragged" : ah_attn_type_str(spec->attn_type));
     ah_status st = check_new_kv(spec, batch, a->key, a->value, dev, err, cap);
     if (st == AH_OK) st = check_caches(spec, batch, a->key_cache, a->value_cache, dev, err, cap);
     if (st == AH_OK) st = check_scales(a->k_scale, a->v_scale, err, cap);

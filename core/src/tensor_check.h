@@ -16,7 +16,9 @@
  * err (cap bytes) such as "q: shape [5, 32, 128], expected [5, 32, 64]".
  * Rules:
  *  - q [T, Hq, qk], out [T, Hq, v] in q_dtype; new key/value (when key is
- *    set) [T, Hk, qk] / [T, Hk, v] in q_dtype; last dim contiguous.
+ *    set) [T, Hk, qk] / [T, Hk, v] in q_dtype; last dim contiguous. A
+ *    ragged layer (ABI 2.3) needs key and value, [num_k_tokens, Hk, qk] /
+ *    [num_k_tokens, Hk, v], and reads no cache.
  *  - out may carry data == NULL: a plugin that does not take the caller's
  *    buffer (caps.caller_output = 0) fills the descriptor itself.
  *  - caches: 4 dims in the spec's layout, dim 0 at least batch->num_blocks,

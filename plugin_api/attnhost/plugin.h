@@ -60,9 +60,11 @@ extern "C" {
  * groups with released blocks (ah_layer_spec.kv_group, ah_batch.kv_groups,
  * AH_FEAT_RELEASED_BLOCKS), with the feature bits that claim them.
  * ABI 2.2 added context parallelism: AH_FEAT_EMPTY_KV and the host-only
- * ah_batch.cp_local_seq_lens. */
+ * ah_batch.cp_local_seq_lens.
+ * ABI 2.3 added ragged K/V for decoder layers (AH_FEAT_RAGGED_KV,
+ * ah_layer_spec.ragged_kv, ah_batch.cu_seqlens_k and num_k_tokens). */
 #define AH_ABI_VERSION_MAJOR 2
-#define AH_ABI_VERSION_MINOR 2
+#define AH_ABI_VERSION_MINOR 3
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
 #define AH_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
 #define AH_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -246,15 +248,20 @@ typedef enum ah_feature {
                                            entries is planned only on plugins
                                            claiming it */
     /* ABI 2.2 */
-    AH_FEAT_EMPTY_KV = 1u << 15 /* decoder requests with seq_len 0 (query
+    AH_FEAT_EMPTY_KV = 1u << 15, /* decoder requests with seq_len 0 (query
                                    length 1): out 0 and lse -inf, no cache
                                    read, and merge_states takes lse -inf
                                    as "no keys". Only the host makes such
                                    requests: a context-parallel rank
                                    holding none of a request's keys yet
                                    (see ah_binding_options.cp) */
+    /* ABI 2.3: ragged K/V */
+    AH_FEAT_RAGGED_KV = 1u << 16, /* decoder layers whose spec says ragged_kv:
+                                     keys and values come packed in forward's
+                                     key/value by ah_batch.cu_seqlens_k, no
+                                     cache (see ah_layer_spec.ragged_kv) */
 } ah_feature;
-#define AH_FEATURE_COUNT 16 /* bits 0 .. AH_FEATURE_COUNT - 1 */
+#define AH_FEATURE_COUNT 17 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
 /* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
  * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
@@ -430,6 +437,27 @@ typedef struct ah_layer_spec {
      * 0 for a model with one group (and for a spec too short to hold it:
      * read it through ah_spec_kv_group). */
     uint32_t kv_group;
+
+    /* ABI 2.3: ragged K/V. 1: a decoder layer whose keys and values are not
+     * in a cache but given to each forward as packed tensors, key [Tk, Hk,
+     * qk_head] and value [Tk, Hk, v_head] in the query dtype, request r's
+     * keys being rows [cu_seqlens_k[r], cu_seqlens_k[r+1]) (see
+     * ah_batch.cu_seqlens_k; Tk = ah_batch.num_k_tokens, which may differ
+     * from num_tokens). With k_len keys and q_len queries, query i sits at
+     * position k_len - q_len + i (bottom-right): causal, it sees keys 0 ..
+     * k_len - q_len + i; with causal = OFF every key (a chunk of context
+     * the engine decompressed, whose partial result it merges by LSE with
+     * merge_states). Windows, soft-cap, sinks, ALiBi and LSE apply as on
+     * the cache, at those positions. Nothing is read from or written to a
+     * cache: block_size, kv_dtype and kv_layout mean nothing here (kv_dtype
+     * is the query dtype), and such a layer never takes write_kv. Needs
+     * AH_FEAT_RAGGED_KV. The host makes these specs: a model layer's
+     * ragged prefill form (MLA's non-absorbed prefill, qk 192 / v 128,
+     * Hq = Hk, over decompressed K/V) is bound beside its paged form and
+     * runs on steps whose batch carries cu_seqlens_k. 0 (and a spec too
+     * short to hold it): the layer reads the paged cache as usual. Read it
+     * through ah_spec_ragged. */
+    uint32_t ragged_kv;
 } ah_layer_spec;
 
 /* The layer's KV-cache group: 0 when the spec predates the field. */
@@ -451,6 +479,13 @@ static inline int ah_spec_causal(const ah_layer_spec *s)
 static inline int ah_spec_cacheless(const ah_layer_spec *s)
 {
     return s->attn_type == AH_ATTN_ENCODER || s->attn_type == AH_ATTN_ENCODER_ONLY;
+}
+/* ABI 2.3: 1 for a decoder layer over ragged K/V (ah_layer_spec.ragged_kv);
+ * 0 when the spec predates the field. */
+static inline int ah_spec_ragged(const ah_layer_spec *s)
+{
+    return s->struct_size >= offsetof(ah_layer_spec, ragged_kv) + sizeof s->ragged_kv &&
+           s->ragged_kv && s->attn_type == AH_ATTN_DECODER;
 }
 
 /* ----------------------------------------------------------------------------
@@ -747,6 +782,25 @@ typedef struct ah_batch {
      * seq_lens are the local lengths. */
     const DLTensor *cp_local_seq_lens;
     const int32_t *cp_local_seq_lens_host;
+
+    /* ABI 2.3: ragged K/V. Key offsets of a ragged step ([num_reqs + 1]
+     * int32, tensor and host copy, cu_seqlens_k[0] = 0, monotonic, ending
+     * at num_k_tokens): request r's keys and values are rows
+     * [cu_seqlens_k[r], cu_seqlens_k[r+1]) of forward's key and value, k_len
+     * = the difference, beside query_start_loc for the queries. A real
+     * request has k_len >= 1, and k_len >= its query_len on a causal
+     * layer; a padded one (query_len 0) has k_len 0. max_seq_len bounds
+     * every k_len too. NULL (or a struct_size that does not cover them): no
+     * ragged keys. Set, the step is a ragged step: each layer with a
+     * ragged prefill form runs that form (ah_layer_spec.ragged_kv) on the
+     * whole batch, the others their prefill winner as usual; the paging
+     * fields still describe the paged cache, which write_kv fills (MLA's
+     * latent, for the decode steps that follow). Plugins see these fields
+     * only in a ragged form's plan: every other state's batch has them
+     * zero. */
+    const DLTensor *cu_seqlens_k;
+    const int32_t *cu_seqlens_k_host;
+    uint32_t num_k_tokens; /* Tk: cu_seqlens_k[num_reqs], the key tensor's rows */
 } ah_batch;
 
 /* The 2.1 fields of a batch, NULL when its struct_size does not cover them. */
@@ -766,6 +820,14 @@ static inline const int32_t *ah_batch_cp_local_seq_lens(const ah_batch *b)
 {
     return b->struct_size >= offsetof(ah_batch, cp_local_seq_lens_host) + sizeof(void *)
                ? b->cp_local_seq_lens_host
+               : NULL;
+}
+/* ABI 2.3: the batch's cu_seqlens_k host copy, NULL when its struct_size
+ * does not cover num_k_tokens. */
+static inline const int32_t *ah_batch_cu_seqlens_k(const ah_batch *b)
+{
+    return b->struct_size >= offsetof(ah_batch, num_k_tokens) + sizeof(uint32_t)
+               ? b->cu_seqlens_k_host
                : NULL;
 }
 /* The batch's KV-cache group count as the host reads it: 0 when its
@@ -803,7 +865,11 @@ typedef enum ah_plan_mode {
  *   sinks, alibi_slopes: [Hq] float32, when the spec asks for them.
  * Cacheless layers (ENCODER, ENCODER_ONLY): key and value are required and
  * are the keys (packed by query_start_loc), key_cache/value_cache are
- * ignored (may be NULL). Cross layers: key and value must be NULL. */
+ * ignored (may be NULL). Cross layers: key and value must be NULL.
+ * Ragged layers (ABI 2.3, ah_layer_spec.ragged_kv): key [Tk, Hk, qk_head]
+ * and value [Tk, Hk, v_head] are required and are the keys, packed by the
+ * batch's cu_seqlens_k (Tk = num_k_tokens); nothing is written, and
+ * key_cache/value_cache are ignored (may be NULL). */
 typedef struct ah_forward_args {
     uint32_t struct_size;
     const DLTensor *q;

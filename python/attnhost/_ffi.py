@@ -36,7 +36,7 @@ from .errors import AbiMismatchError, LibraryNotFoundError, Status, UnsupportedE
 #: The ABI major this package was written for (AH_ABI_VERSION_MAJOR).
 ABI_MAJOR = 2
 #: The ABI minor it knows the structures of; a newer minor only appends.
-ABI_MINOR = 2
+ABI_MINOR = 3
 
 c_enum = c_int
 
@@ -147,6 +147,8 @@ class ah_layer_spec(Structure):
         ("fp8_attention", c_uint32),
         ("causal", c_uint32),  # ABI 2.1
         ("kv_group", c_uint32),  # ABI 2.1
+        # ABI 2.3: ragged K/V
+        ("ragged_kv", c_uint32),
     ]
 
 
@@ -227,6 +229,10 @@ class ah_batch(Structure):
         ("kv_groups", c_void_p),  # const ah_kv_group *
         ("cp_local_seq_lens", c_void_p),  # ABI 2.2: const DLTensor *
         ("cp_local_seq_lens_host", c_void_p),  # const int32_t *
+        # ABI 2.3: ragged K/V
+        ("cu_seqlens_k", c_void_p),  # const DLTensor *
+        ("cu_seqlens_k_host", c_void_p),  # const int32_t *
+        ("num_k_tokens", c_uint32),
     ]
 
 
@@ -341,6 +347,7 @@ class ah_model_desc(Structure):
         ("num_layers", c_uint32),
         ("layers", POINTER(ah_layer_spec)),
         ("kinds", POINTER(c_enum)),
+        ("ragged_forms", POINTER(ah_layer_spec)),  # ABI 2.3: ragged K/V
     ]
 
 

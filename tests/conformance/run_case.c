@@ -53,7 +53,8 @@ int ah__conf_skip(ah__conf_run *r, const char *fmt, ...)
 int ah__conf_bind_prepare(ah__conf_run *r, const char *plugin, ah_phase phase)
 {
     ah_error err = {{0}};
-    char *text = ah__conf_model_text(&r->c->spec);
+    char *text = r->c->kind == AH__CONF_RAGGED ? ah__conf_model_text_ragged(r->c)
+                                               : ah__conf_model_text(&r->c->spec);
     if (!text) return ah__conf_fail(r, "out of memory building the model text");
     ah_status s = ah_model_parse(text, "<conformance case>", &r->model, &err);
     free(text);
@@ -257,6 +258,8 @@ static void batch_free(ah__conf_batch *b)
     free(b->el);
     free(b->mip);
     free(b->mask);
+    free(b->cuk);
+    ah_mirror_free(&b->d_cuk);
     ah_mirror_free(&b->d_el);
     ah_mirror_free(&b->d_mip);
     ah_mirror_free(&b->d_mask);
@@ -488,7 +491,8 @@ void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_de
     memset(a, 0, sizeof *a);
     a->struct_size = sizeof *a;
     a->q = &r->q.t;
-    const int nocache = ah_spec_cacheless(&r->spec); /* keys are the new rows */
+    /* keys are packed rows: the new tokens', or a ragged step's */
+    const int nocache = ah_spec_cacheless(&r->spec) || ah_spec_ragged(&r->spec);
     a->key = with_kv || nocache ? &r->knew.t : NULL;
     a->value = (with_kv || nocache) && r->vnew.t.data ? &r->vnew.t : NULL;
     a->key_cache = nocache ? NULL : &r->kc.t;
@@ -705,6 +709,7 @@ void ah__conf_run_case(ah_host *host, const char *plugin, const ah_plugin_info *
     case AH__CONF_MERGE: run_merge(&r, plugin); break;
     case AH__CONF_GRAPH: ah__conf_run_graph(&r, plugin); break;
     case AH__CONF_CP: ah__conf_run_cp(&r, plugin, cp_devices); break;
+    case AH__CONF_RAGGED: ah__conf_run_ragged(&r, plugin); break;
     }
     ah__conf_run_free(&r);
 }

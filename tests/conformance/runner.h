@@ -17,7 +17,8 @@ typedef struct ah__conf_batch {
     int32_t *qsl, *sl, *bt, *el;
     int64_t *slots, *mip;
     uint8_t *mask;
-    ah_mirror d_qsl, d_sl, d_bt, d_slots, d_el, d_mask, d_mip;
+    int32_t *cuk; /* cu_seqlens_k of a ragged step (ABI 2.3), or NULL */
+    ah_mirror d_qsl, d_sl, d_bt, d_slots, d_el, d_mask, d_mip, d_cuk;
     ah_batch b;
 } ah__conf_batch;
 
@@ -83,6 +84,10 @@ int ah__conf_fetch_outputs(ah__conf_run *r, const ah_forward_args *a);
 ah_phase ah__conf_phase_of(const ah__conf_case *c);
 
 void ah__conf_run_free(ah__conf_run *r);
+
+/* run_ragged.c: a layer's ragged prefill form on a ragged step, against
+ * the oracle (and, for ragged_merge, a prefix chunk merged by LSE). */
+void ah__conf_run_ragged(ah__conf_run *r, const char *plugin);
 
 /* run_graph.c */
 void ah__conf_run_graph(ah__conf_run *r, const char *plugin);

@@ -112,7 +112,7 @@ def mutant(attn=0, reqs=((3, 5), (0, 0), (7, 20)), ext=b""):
 
 
 # The ext byte's bits (fuzz_batch.c build_ext), each followed by its bytes:
-ENC, MASK, GROUPS, WINDOW, CP = 1, 2, 4, 8, 16
+ENC, MASK, GROUPS, WINDOW, CP, RAGGED = 1, 2, 4, 8, 16, 32
 
 
 def enc(*lens, raw=False):
@@ -138,6 +138,30 @@ def entry(release_req=0, release_blocks=0, poke=0, idx=0, value=0):
 
 def small_entry(size):
     return bytes([2, size])
+
+
+def ragged(ctx=(0, 0, 0), causal=True, nudge_at=0, nudge=0, tail=0, raw=None, null=False):
+    """ABI 2.3 ragged keys: how (bit 0 non-causal, 1 raw lengths, 2 NULL),
+    per request a context length (k_len = query_len + it) or a raw k_len,
+    then a nudge of one cu_seqlens_k entry and num_k_tokens' excess."""
+    how = (0 if causal else 1) | (2 if raw else 0) | (4 if null else 0)
+    lens = b"".join(u32(v) for v in raw) if raw else bytes(ctx)
+    return bytes([how]) + lens + u16(nudge_at) + bytes([nudge & 0xFF, tail])
+
+
+def abi23_seeds():
+    """fuzz_batch seeds for the ABI 2.3 ragged keys (verdict in the name)."""
+    seeds = {
+        "ragged_ok": ragged(ctx=(0, 3, 7)),
+        "ragged_bidir_few_keys": ragged(causal=False, raw=(2, 1, 5)),
+        "ragged_causal_few_keys": ragged(raw=(2, 1, 9)),
+        "ragged_not_monotonic": ragged(ctx=(0, 3, 7), nudge_at=2, nudge=-9),
+        "ragged_tail": ragged(ctx=(0, 3, 7), tail=1),
+        "ragged_null": ragged(null=True),
+        "ragged_past_max": ragged(raw=(4, 1, 4000)),
+    }
+    for name, data in seeds.items():
+        write("batch", "abi23_" + name, mutant(ext=bytes([RAGGED]) + data))
 
 
 def abi21_seeds():
@@ -213,6 +237,7 @@ def main():
     write("batch", "empty", b"")
 
     abi21_seeds()
+    abi23_seeds()
 
     # fuzz_descriptor: a few shapes; the fuzzer takes it from there.
     write("descriptor", "full_sizes", bytes([5, 0, 6]) + b"abi_ok" + bytes([0] * 40))

@@ -70,9 +70,17 @@ static int replay_dir(const char *dir, one_fn fn)
 /* Seeds that must be in the batch corpus: one per ABI 2.1/2.2 batch field
  * (tests/fuzz/make_seeds.py writes them), so a corpus that lost them fails
  * here instead of silently covering less. */
-static const char *const batch_required[] = {
-    "abi21_enc_cross_ok", "abi21_mask_ok",    "abi21_groups_entry_ok", "abi21_groups_null",
-    "abi21_released_ok",  "abi21_all_fields", "abi22_cp_local",        "abi22_cp_local_released"};
+static const char *const batch_required[] = {"abi23_ragged_ok",
+                                             "abi23_ragged_bidir_few_keys",
+                                             "abi23_ragged_causal_few_keys",
+                                             "abi21_enc_cross_ok",
+                                             "abi21_mask_ok",
+                                             "abi21_groups_entry_ok",
+                                             "abi21_groups_null",
+                                             "abi21_released_ok",
+                                             "abi21_all_fields",
+                                             "abi22_cp_local",
+                                             "abi22_cp_local_released"};
 
 static int require_batch_seeds(void)
 {

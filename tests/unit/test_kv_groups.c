@@ -51,7 +51,7 @@ static void test_model(void)
     /* the same from C: the spec carries the group */
     ah_layer_spec specs[4];
     for (uint32_t i = 0; i < 4; i++) specs[i] = *ah_model_layer(m, i);
-    ah_model_desc d = {sizeof d, "c-groups", 4, specs, NULL};
+    ah_model_desc d = {sizeof d, "c-groups", 4, specs, NULL, NULL};
     ah_model *c = NULL;
     CHECK_MSG(ah_model_create(&d, &c, &err) == AH_OK, "%s", err.msg);
     CHECK(c && ah_model_num_kv_groups(c) == 2);

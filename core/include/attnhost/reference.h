@@ -23,6 +23,11 @@
  *                            value rows query_start_loc[r] + j, j < query_len),
  *                            p = i, and |j - p| < window if set
  *   encoder-decoder (cross): every cache position j < encoder_seq_lens[r]
+ *   ragged (ragged_kv, ABI 2.3): the packed rows cu_seqlens_k[r] + j of key,
+ *                            value, j < k_len = cu_seqlens_k[r+1] -
+ *                            cu_seqlens_k[r], with p = k_len - query_len[r]
+ *                            + i (bottom-right) and the decoder rules above
+ *                            (causal, or every j when causal = OFF)
  * and on decoder layers, with a tree mask, only keys whose mask byte
  * custom_mask[mask_indptr[r] + i * seq_len + j] is nonzero.
  * With no visible key and no sink the output is 0 and lse is -inf. The
@@ -56,8 +61,9 @@ typedef struct ah_ref_inputs {
     const float *alibi_slopes;
     float k_scale, v_scale; /* 0 means 1 */
     /* Cacheless layers (ENCODER, ENCODER_ONLY): the keys and values, [T, Hk,
-     * qk_head] and [T, Hk, v_head] in q dtype, packed like q. The caches
-     * are not read then and may be NULL. */
+     * qk_head] and [T, Hk, v_head] in q dtype, packed like q. Ragged layers
+     * (ABI 2.3): [Tk, Hk, qk_head] and [Tk, Hk, v_head], packed by the
+     * batch's cu_seqlens_k. The caches are not read then and may be NULL. */
     const void *key;
     const void *value;
 } ah_ref_inputs;

@@ -48,6 +48,8 @@ typedef struct cpu_amx_layer {
     int causal;      /* decoder, unless its causal flag is OFF */
     int cross;       /* encoder-decoder: every key visible, encoder_seq_lens keys */
     int cacheless;   /* encoder / encoder-only: keys are the new rows (ABI 2.1) */
+    int ragged;      /* ragged K/V (ABI 2.3): keys are the cu_seqlens_k rows of
+                        forward's key/value; cacheless is set too */
     uint32_t window; /* 0: none */
     float softcap;   /* 0: none */
     float scale;

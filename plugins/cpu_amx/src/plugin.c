@@ -74,7 +74,9 @@ static const ah_caps cpu_caps = {
                  * the same kernels, cross layers over encoder_seq_lens, decoder
                  * layers with causal = off, tree masks (a portable fp32 kernel) */
                 AH_FEAT_TREE_MASK | AH_FEAT_CACHELESS | AH_FEAT_CROSS_ATTENTION |
-                AH_FEAT_CAUSAL_FLAG | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV,
+                AH_FEAT_CAUSAL_FLAG | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV |
+                /* ABI 2.3: ragged K/V rows go through the cacheless path */
+                AH_FEAT_RAGGED_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
@@ -271,8 +273,11 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     L->block_size = spec->block_size;
     L->causal = ah_spec_causal(spec);
     L->cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
-    L->cacheless = ah_spec_cacheless(spec);
-    if (L->cacheless) L->kv_dtype = spec->q_dtype; /* keys are the new rows */
+    L->ragged = ah_spec_ragged(spec);
+    /* packed rows, new (cacheless) or ragged, take one path: a block table
+     * over the rows (copy_batch) */
+    L->cacheless = ah_spec_cacheless(spec) || L->ragged;
+    if (L->cacheless) L->kv_dtype = spec->q_dtype; /* keys are packed rows in q dtype */
     L->window = spec->sliding_window;
     L->softcap = spec->softcap;
     L->scale = spec->scale != 0.0f ? spec->scale : 1.0f / sqrtf((float)L->d);
@@ -384,8 +389,10 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;
     if ((rc = check_tensor(st, a->out, "out", L->q_dtype, 3, os)) != AH_OK) return rc;
     if (L->cacheless) {
-        /* keys and values are the packed new rows (copy_batch's block table) */
-        int64_t ks[3] = {T, L->hk, L->d}, vs[3] = {T, L->hk, L->dv};
+        /* keys and values are packed rows (copy_batch's block table): the
+         * new tokens', or a ragged step's num_k_tokens */
+        const int64_t Tk = L->ragged ? st->num_k_tokens : T;
+        int64_t ks[3] = {Tk, L->hk, L->d}, vs[3] = {Tk, L->hk, L->dv};
         if ((rc = check_tensor(st, a->key, "key", L->q_dtype, 3, ks)) != AH_OK) return rc;
         if ((rc = check_tensor(st, a->value, "value", L->q_dtype, 3, vs)) != AH_OK) return rc;
         run.kc = ah_dl_data(a->key);
@@ -488,8 +495,8 @@ static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     if (!st->planned)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
     if (L->cacheless)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "write_kv on a cacheless (encoder) layer: it has no cache");
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv on a %s layer: it has no cache",
+                       L->ragged ? "ragged" : "cacheless (encoder)");
     ah_dtype kdt, vdt = AH_DTYPE_FP32;
     if (!a->key || !float_dtype_of(a->key, &kdt))
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "key is NULL or not fp32/fp16/bf16");
