@@ -618,9 +618,14 @@ int wl_write_cross(workload *w, uint32_t l)
     wl_layer *L = &w->layers[l];
     const ah_layer_spec *s = &L->spec;
     int mla = s->use_mla;
-    ah_kv_write_args a = {
-        sizeof a,   &L->k.t,    mla ? NULL : &L->v.t,    &L->kcache.t, mla ? NULL : &L->vcache.t,
-        L->k_scale, L->v_scale, ah_device_stream(L->dev)};
+    ah_kv_write_args a = {.struct_size = sizeof a,
+                          .key = &L->k.t,
+                          .value = mla ? NULL : &L->v.t,
+                          .key_cache = &L->kcache.t,
+                          .value_cache = mla ? NULL : &L->vcache.t,
+                          .k_scale = L->k_scale,
+                          .v_scale = L->v_scale,
+                          .stream = ah_device_stream(L->dev)};
     if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     ah_error err;
     if (ah_reference_write_kv(s, &w->batch, L->k.host, mla ? NULL : L->v.host, L->kcache.host,
@@ -721,18 +726,18 @@ static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
            ve = (size_t)s->num_kv_heads * s->v_head_size;
     size_t es = ah_dtype_size(s->q_dtype);
     int nocache = L->role == WL_CACHELESS;
-    ah_ref_inputs in = {sizeof in,
-                        &one,
-                        &pb,
-                        (const char *)L->q.host + row * qe * es,
-                        nocache ? NULL : L->kcache.host,
-                        nocache || s->use_mla ? NULL : L->vcache.host,
-                        s->use_sinks ? L->sinks.host : NULL,
-                        s->use_alibi ? L->alibi.host : NULL,
-                        L->k_scale,
-                        L->v_scale,
-                        nocache ? (const char *)L->k.host + (size_t)t0 * ke * es : NULL,
-                        nocache ? (const char *)L->v.host + (size_t)t0 * ve * es : NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &one,
+                        .batch = &pb,
+                        .q = (const char *)L->q.host + row * qe * es,
+                        .key_cache = nocache ? NULL : L->kcache.host,
+                        .value_cache = nocache || s->use_mla ? NULL : L->vcache.host,
+                        .sinks = s->use_sinks ? L->sinks.host : NULL,
+                        .alibi_slopes = s->use_alibi ? L->alibi.host : NULL,
+                        .k_scale = L->k_scale,
+                        .v_scale = L->v_scale,
+                        .key = nocache ? (const char *)L->k.host + (size_t)t0 * ke * es : NULL,
+                        .value = nocache ? (const char *)L->v.host + (size_t)t0 * ve * es : NULL};
     return ah_reference_attention(&in, w->ref + row * oe, NULL, err);
 }
 

@@ -37,6 +37,8 @@ char *ah__conf_model_text(const ah_layer_spec *s)
                      "sinks = %s\n"
                      "alibi = %s\n"
                      "fp8_attention = %s\n"
+                     "kv_scales = %s\n"
+                     "q_scale = %s\n"
                      "%s",
                      ah_attn_type_str(s->attn_type), s->num_q_heads, s->num_kv_heads,
                      s->qk_head_size, s->v_head_size, ah_dtype_name(s->q_dtype),
@@ -44,6 +46,7 @@ char *ah__conf_model_text(const ah_layer_spec *s)
                      s->sliding_window, (double)s->softcap, (double)s->scale,
                      s->use_mla ? "true" : "false", s->use_sinks ? "true" : "false",
                      s->use_alibi ? "true" : "false", s->fp8_attention ? "true" : "false",
+                     ah_kv_scales_str(ah_spec_kv_scales(s)), ah_spec_q_scale(s) ? "true" : "false",
                      s->causal == AH_CAUSAL_OFF  ? "causal = false\n"
                      : s->causal == AH_CAUSAL_ON ? "causal = true\n"
                                                  : "");

@@ -103,8 +103,19 @@ static void teardown(fixture *f)
 
 static ah_forward_args args(fixture *f)
 {
-    ah_forward_args a = {sizeof a, &f->tq, &f->tk, &f->tv, &f->tkc, &f->tvc, &f->to,
-                         NULL,     NULL,   NULL,   1.0f,   1.0f,    NULL};
+    ah_forward_args a = {.struct_size = sizeof a,
+                         .q = &f->tq,
+                         .key = &f->tk,
+                         .value = &f->tv,
+                         .key_cache = &f->tkc,
+                         .value_cache = &f->tvc,
+                         .out = &f->to,
+                         .lse = NULL,
+                         .sinks = NULL,
+                         .alibi_slopes = NULL,
+                         .k_scale = 1.0f,
+                         .v_scale = 1.0f,
+                         .stream = NULL};
     return a;
 }
 
@@ -132,7 +143,18 @@ static void test_forward_matches_oracle(void)
     CHECK_MSG(ah_binding_forward(f->b, 1, &a) == AH_OK, "%s", ah_binding_errmsg(f->b));
     CHECK(memcmp(kc, f->kc, sizeof kc) == 0 && memcmp(vc, f->vc, sizeof vc) == 0);
     double ref[8 * HQ * D];
-    ah_ref_inputs in = {sizeof in, &d->spec, &f->batch, f->q, kc, vc, NULL, NULL, 1, 1, NULL, NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &d->spec,
+                        .batch = &f->batch,
+                        .q = f->q,
+                        .key_cache = kc,
+                        .value_cache = vc,
+                        .sinks = NULL,
+                        .alibi_slopes = NULL,
+                        .k_scale = 1,
+                        .v_scale = 1,
+                        .key = NULL,
+                        .value = NULL};
     CHECK(ah_reference_attention(&in, ref, NULL, &err) == AH_OK);
     double worst = 0;
     for (int i = 0; i < 8 * HQ * D; i++) worst = fmax(worst, fabs(ref[i] - f->out[i]));

@@ -189,9 +189,18 @@ static void problem_free(problem *p)
 
 static ah_status run_ref(problem *p, double *out, double *lse)
 {
-    ah_ref_inputs in = {
-        sizeof in, &p->spec,  &p->batch, p->q, p->kc, p->spec.use_mla ? NULL : p->vc,
-        p->sinks,  p->slopes, 0,         0,    NULL,  NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &p->spec,
+                        .batch = &p->batch,
+                        .q = p->q,
+                        .key_cache = p->kc,
+                        .value_cache = p->spec.use_mla ? NULL : p->vc,
+                        .sinks = p->sinks,
+                        .alibi_slopes = p->slopes,
+                        .k_scale = 0,
+                        .v_scale = 0,
+                        .key = NULL,
+                        .value = NULL};
     ah_error err = {{0}};
     ah_status s = ah_reference_attention(&in, out, lse, &err);
     if (s != AH_OK) fprintf(stderr, "reference failed: %s\n", err.msg);
@@ -697,7 +706,18 @@ static void test_fp8_read(void)
     b.encoder_seq_lens_host = sl;                          /* a cross layer: two encoder tokens */
     float q[2] = {0, 0};                                   /* equal weights */
     uint8_t kc[8] = {0}, vc[8] = {0x40, 0x38, 0x48, 0xb8}; /* 2, 1, 4, -1 */
-    ah_ref_inputs in = {sizeof in, &s, &b, q, kc, vc, NULL, NULL, 0.5f, 3.0f, NULL, NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &s,
+                        .batch = &b,
+                        .q = q,
+                        .key_cache = kc,
+                        .value_cache = vc,
+                        .sinks = NULL,
+                        .alibi_slopes = NULL,
+                        .k_scale = 0.5f,
+                        .v_scale = 3.0f,
+                        .key = NULL,
+                        .value = NULL};
     double out[2], lse[1];
     ah_error err = {{0}};
     CHECK(ah_reference_attention(&in, out, lse, &err) == AH_OK);
@@ -706,7 +726,18 @@ static void test_fp8_read(void)
     CHECK(fabs(lse[0] - log(2.0)) < 1e-15);
     /* MLA: V is the key cache's head, so k_scale (not v_scale) applies */
     s.use_mla = 1;
-    ah_ref_inputs mla = {sizeof mla, &s, &b, q, vc, NULL, NULL, NULL, 3.0f, 0.5f, NULL, NULL};
+    ah_ref_inputs mla = {.struct_size = sizeof mla,
+                         .spec = &s,
+                         .batch = &b,
+                         .q = q,
+                         .key_cache = vc,
+                         .value_cache = NULL,
+                         .sinks = NULL,
+                         .alibi_slopes = NULL,
+                         .k_scale = 3.0f,
+                         .v_scale = 0.5f,
+                         .key = NULL,
+                         .value = NULL};
     CHECK(ah_reference_attention(&mla, out, lse, &err) == AH_OK);
     CHECK_MSG(fabs(out[0] - 9.0) < 1e-15 && fabs(out[1]) < 1e-15, "fp8 MLA read: %g %g", out[0],
               out[1]);
@@ -758,8 +789,18 @@ static void test_errors(void)
     problem_page(&p, 0);
     double out[9 * 4 * 8];
     ah_error err = {{0}};
-    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc,
-                        NULL,      NULL,    0,        0,   NULL, NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &p.spec,
+                        .batch = &p.batch,
+                        .q = p.q,
+                        .key_cache = p.kc,
+                        .value_cache = p.vc,
+                        .sinks = NULL,
+                        .alibi_slopes = NULL,
+                        .k_scale = 0,
+                        .v_scale = 0,
+                        .key = NULL,
+                        .value = NULL};
     p.spec.use_sinks = 1;
     CHECK(ah_reference_attention(&in, out, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(err.msg, "sinks");

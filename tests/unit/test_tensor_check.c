@@ -71,10 +71,27 @@ static void fixture_init(fixture *f, ah_kv_layout layout)
     tens_init(&f->lse, 2, (int64_t[]){5, 8}, AH_DTYPE_FP32, f->dev);
     tens_init(&f->sinks, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
     tens_init(&f->alibi, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
-    f->fa = (ah_forward_args){sizeof f->fa, &f->q.t,   &f->k.t,   &f->v.t,     &f->kc.t,
-                              &f->vc.t,     &f->out.t, &f->lse.t, &f->sinks.t, &f->alibi.t,
-                              0.5f,         0,         NULL};
-    f->wa = (ah_kv_write_args){sizeof f->wa, &f->k.t, &f->v.t, &f->kc.t, &f->vc.t, 0, 0, NULL};
+    f->fa = (ah_forward_args){.struct_size = sizeof f->fa,
+                              .q = &f->q.t,
+                              .key = &f->k.t,
+                              .value = &f->v.t,
+                              .key_cache = &f->kc.t,
+                              .value_cache = &f->vc.t,
+                              .out = &f->out.t,
+                              .lse = &f->lse.t,
+                              .sinks = &f->sinks.t,
+                              .alibi_slopes = &f->alibi.t,
+                              .k_scale = 0.5f,
+                              .v_scale = 0,
+                              .stream = NULL};
+    f->wa = (ah_kv_write_args){.struct_size = sizeof f->wa,
+                               .key = &f->k.t,
+                               .value = &f->v.t,
+                               .key_cache = &f->kc.t,
+                               .value_cache = &f->vc.t,
+                               .k_scale = 0,
+                               .v_scale = 0,
+                               .stream = NULL};
 }
 
 static ah_status fwd(fixture *f, char *msg)
@@ -122,7 +139,14 @@ static void test_good(void)
     f.out.shape[2] = 512;
     f.fa.value = f.fa.value_cache = NULL;
     CHECK_MSG(fwd(&f, m) == AH_OK, "MLA: %s", m);
-    f.wa = (ah_kv_write_args){sizeof f.wa, &f.k.t, NULL, &f.kc.t, NULL, 0, 0, NULL};
+    f.wa = (ah_kv_write_args){.struct_size = sizeof f.wa,
+                              .key = &f.k.t,
+                              .value = NULL,
+                              .key_cache = &f.kc.t,
+                              .value_cache = NULL,
+                              .k_scale = 0,
+                              .v_scale = 0,
+                              .stream = NULL};
     CHECK_MSG(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) == AH_OK, "%s",
               m);
 }
