@@ -191,7 +191,7 @@ typedef struct bad_case {
     "kind, attn_type, causal, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, " \
     "dtype, " \
     "kv_dtype, block_size, kv_layout, kv_group, sliding_window, softcap, scale, sinks, alibi, " \
-    "fp8_attention, mla, kv_lora_rank, qk_rope_head_dim"
+    "fp8_attention, kv_scales, q_scale, mla, kv_lora_rank, qk_rope_head_dim"
 
 static const bad_case bad_cases[] = {
     {"", "m.ini: no [model] section (it sets name and num_layers)"},
