@@ -22,7 +22,10 @@ static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
     if (s->use_mla && n < cap) n += (size_t)snprintf(b + n, cap - n, " mla");
     if (s->use_sinks && n < cap) n += (size_t)snprintf(b + n, cap - n, " sinks");
     if (s->use_alibi && n < cap) n += (size_t)snprintf(b + n, cap - n, " alibi");
-    if (s->fp8_attention && n < cap) snprintf(b + n, cap - n, " fp8-attention");
+    if (s->fp8_attention && n < cap) n += (size_t)snprintf(b + n, cap - n, " fp8-attention");
+    if (ah_spec_q_scale(s) && n < cap) n += (size_t)snprintf(b + n, cap - n, " q-scale");
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && n < cap)
+        snprintf(b + n, cap - n, " scales %s", ah_kv_scales_str(ah_spec_kv_scales(s)));
 }
 
 static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel);
