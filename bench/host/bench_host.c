@@ -116,7 +116,7 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
             ah_host_destroy(h);
             goto out;
         }
-        ah_forward_args fa = {sizeof fa, &Tq, NULL, NULL, &Tk, &Tv, &To, NULL, NULL, NULL, 1, 1, NULL};
+        ah_forward_args fa = {.struct_size = sizeof fa, .q = &Tq, .key_cache = &Tk, .value_cache = &Tv, .out = &To, .k_scale = 1, .v_scale = 1};
         static double tp[4096], tf[4096];
         int n = iters * 10 < 4096 ? iters * 10 : 4096, ok = 1;
         for (int i = 0; i < n && ok; i++) {

@@ -23,6 +23,9 @@ static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
     if (s->use_sinks && n < cap) n += (size_t)snprintf(b + n, cap - n, " sinks");
     if (s->use_alibi && n < cap) n += (size_t)snprintf(b + n, cap - n, " alibi");
     if (s->fp8_attention && n < cap) n += (size_t)snprintf(b + n, cap - n, " fp8-attention");
+    if (ah_spec_q_scale(s) && n < cap) n += (size_t)snprintf(b + n, cap - n, " q-scale");
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && n < cap)
+        n += (size_t)snprintf(b + n, cap - n, " scales %s", ah_kv_scales_str(ah_spec_kv_scales(s)));
     if (ah_spec_ragged(s) && n < cap) snprintf(b + n, cap - n, " ragged");
 }
 

@@ -937,6 +937,26 @@ static ah_status call_forward(ah_binding *b, uint32_t layer, bound_state *bs,
                              plugin_name(b, bs->slot), ops->state_error(bs->st));
 }
 
+/* The K/V store of forward's arguments a: new rows key / value (the whole
+ * step's or one part's) into a's caches, with a's scales. */
+static ah_kv_write_args kv_args_of(const ah_forward_args *a, const DLTensor *key,
+                                   const DLTensor *value)
+{
+    ah_kv_write_args kv;
+    memset(&kv, 0, sizeof kv);
+    kv.struct_size = sizeof kv;
+    kv.key = key;
+    kv.value = value;
+    kv.key_cache = a->key_cache;
+    kv.value_cache = a->value_cache;
+    kv.k_scale = a->k_scale;
+    kv.v_scale = a->v_scale;
+    kv.stream = a->stream;
+    kv.k_scale_tensor = a->k_scale_tensor;
+    kv.v_scale_tensor = a->v_scale_tensor;
+    return kv;
+}
+
 /* Token-row views of one part's tensors. */
 typedef struct part_views {
     DLTensor q, key, value, out, lse;
@@ -995,8 +1015,7 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
     if (a->key && !no_cache(&st[1]->spec))
         for (int i = 0; i < 2; i++) {
             if (attend && caps_of(b, st[i]->slot)->forward_writes_kv) continue;
-            ah_kv_write_args kv = {sizeof kv,      pa[i].key,  pa[i].value, a->key_cache,
-                                   a->value_cache, a->k_scale, a->v_scale,  a->stream};
+            const ah_kv_write_args kv = kv_args_of(a, pa[i].key, pa[i].value);
             ah_status s = call_write_kv(b, layer, st[i], &kv);
             if (s != AH_OK) return s;
         }
@@ -1012,8 +1031,7 @@ static ah_status forward_one(ah_binding *b, uint32_t layer, bound_state *bs,
                              const ah_forward_args *a)
 {
     if (a->key && !no_cache(&bs->spec) && !caps_of(b, bs->slot)->forward_writes_kv) {
-        ah_kv_write_args kv = {sizeof kv,      a->key,     a->value,   a->key_cache,
-                               a->value_cache, a->k_scale, a->v_scale, a->stream};
+        const ah_kv_write_args kv = kv_args_of(a, a->key, a->value);
         ah_status s = call_write_kv(b, layer, bs, &kv);
         if (s != AH_OK) return s;
     }
@@ -1035,12 +1053,14 @@ static ah_status forward_cp(ah_binding *b, uint32_t layer, bound_state *bs,
     return s == AH_OK ? s : fail(b, s, "%s", err.msg);
 }
 
-ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *a)
+ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *engine_args)
 {
     bound_state *bs = planned_state(b, layer);
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
-    if (!a || a->struct_size < sizeof(ah_kv_write_args))
+    ah_kv_write_args full; /* an older engine's args, later fields zero */
+    if (!ah__kv_write_args_full(engine_args, &full))
         return fail(b, AH_ERR_ABI, "ah_kv_write_args missing or struct_size too small");
+    const ah_kv_write_args *a = &full;
     if (ah_spec_cacheless(&bs->spec))
         return fail(b, AH_ERR_INVALID_ARGUMENT,
                     "layer %u: write_kv on a cacheless (%s) layer: it has no KV cache", layer,
@@ -1048,12 +1068,22 @@ ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_a
     ah_status s = check_kv_args(b, layer, bs, a);
     if (s != AH_OK) return s;
     if (!split_layer(b, layer)) return call_write_kv(b, layer, bs, a);
-    ah_forward_args fa = {sizeof fa, NULL, a->key, a->value,   a->key_cache, a->value_cache, NULL,
-                          NULL,      NULL, NULL,   a->k_scale, a->v_scale,   a->stream};
+    ah_forward_args fa;
+    memset(&fa, 0, sizeof fa);
+    fa.struct_size = sizeof fa;
+    fa.key = a->key;
+    fa.value = a->value;
+    fa.key_cache = a->key_cache;
+    fa.value_cache = a->value_cache;
+    fa.k_scale = a->k_scale;
+    fa.v_scale = a->v_scale;
+    fa.stream = a->stream;
+    fa.k_scale_tensor = a->k_scale_tensor;
+    fa.v_scale_tensor = a->v_scale_tensor;
     return forward_split(b, layer, &fa, 0);
 }
 
-ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *a)
+ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *engine_args)
 {
     bound_state *bs = planned_state(b, layer);
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
@@ -1061,8 +1091,13 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
      * keys (its paged state was planned for write_kv) */
     if (b->ragged_step && b->layer_ragged[layer] != NO_STATE)
         bs = &b->states[b->layer_ragged[layer]];
-    if (!a || a->struct_size < sizeof(ah_forward_args))
+    /* An older engine's args, later fields zero. Plugins keep no pointer to
+     * the args struct past the call (an emulated graph copies it), so one
+     * on the stack serves. */
+    ah_forward_args full;
+    if (!ah__forward_args_full(engine_args, &full))
         return fail(b, AH_ERR_ABI, "ah_forward_args missing or struct_size too small");
+    const ah_forward_args *a = &full;
     if (b->validate) {
         /* once, on the whole tensors, before any split */
         DLDevice dev = ah_device_dl(bs->dev);

@@ -176,7 +176,10 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
     if (ah_spec_cacheless(s)) need |= AH_FEAT_CACHELESS; /* ABI 2.1 meanings */
     if (s->attn_type == AH_ATTN_ENCODER_DECODER) need |= AH_FEAT_CROSS_ATTENTION;
     if (s->attn_type == AH_ATTN_DECODER && !ah_spec_causal(s)) need |= AH_FEAT_CAUSAL_FLAG;
-    if (ah_spec_ragged(s)) need |= AH_FEAT_RAGGED_KV; /* ABI 2.3 */
+    if (ah_spec_ragged(s)) need |= AH_FEAT_RAGGED_KV;                             /* ABI 2.3 */
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST) need |= AH_FEAT_SCALE_TENSORS; /* ABI 2.3 */
+    if (ah_spec_kv_scales(s) == AH_KV_SCALES_PER_HEAD) need |= AH_FEAT_KV_SCALE_PER_HEAD;
+    if (ah_spec_q_scale(s)) need |= AH_FEAT_Q_SCALE;
     uint32_t missing = need & ~c->features;
     for (uint32_t bit = 1; missing; bit <<= 1)
         if (missing & bit) {

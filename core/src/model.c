@@ -45,6 +45,10 @@ static const ah_key_choice kv_dtype_choices[] = {{"auto", AH_DTYPE_AUTO},
                                                  {"fp8_e4m3", AH_DTYPE_FP8_E4M3},
                                                  {"fp8_e5m2", AH_DTYPE_FP8_E5M2},
                                                  {NULL, 0}};
+static const ah_key_choice kv_scales_choices[] = {{"host", AH_KV_SCALES_HOST},
+                                                  {"tensor", AH_KV_SCALES_TENSOR},
+                                                  {"per_head", AH_KV_SCALES_PER_HEAD},
+                                                  {NULL, 0}};
 static const ah_key_choice layout_choices[] = {
     {"auto", AH_KV_LAYOUT_AUTO}, {"nhd", AH_KV_LAYOUT_NHD}, {"hnd", AH_KV_LAYOUT_HND}, {NULL, 0}};
 
@@ -53,6 +57,7 @@ static const ah_key_arg arg_attn_type = {attn_choices, 0, 0};
 static const ah_key_arg arg_dtype = {dtype_choices, 0, 0};
 static const ah_key_arg arg_kv_dtype = {kv_dtype_choices, 0, 0};
 static const ah_key_arg arg_kv_layout = {layout_choices, 0, 0};
+static const ah_key_arg arg_kv_scales = {kv_scales_choices, 0, 0};
 static const ah_key_arg arg_num_layers = {NULL, 1, 16384};
 static const ah_key_arg arg_heads = {NULL, 1, 4096};
 static const ah_key_arg arg_head_size = {NULL, 1, 4096};
@@ -394,6 +399,8 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     spec->use_sinks = (uint32_t)v->sinks;
     spec->use_alibi = (uint32_t)v->alibi;
     spec->fp8_attention = (uint32_t)v->fp8_attention;
+    spec->kv_scales = (uint32_t)v->kv_scales;
+    spec->use_q_scale = (uint32_t)v->q_scale;
     spec->causal =
         l->level[AH_MK_causal] ? (v->causal ? AH_CAUSAL_ON : AH_CAUSAL_OFF) : AH_CAUSAL_BY_TYPE;
     char msg[512];
@@ -466,7 +473,9 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                 {AH_MK_sinks, s->use_sinks},
                 {AH_MK_alibi, s->use_alibi},
                 {AH_MK_fp8_attention, s->fp8_attention},
-                {AH_MK_kv_group, ah_spec_kv_group(s)}};
+                {AH_MK_kv_group, ah_spec_kv_group(s)},
+                {AH_MK_kv_scales, ah_spec_kv_scales(s)},
+                {AH_MK_q_scale, ah_spec_q_scale(s)}};
     for (size_t j = 0; j < sizeof vals / sizeof *vals; j++)
         if (out_of_range(vals[j].key, vals[j].v)) {
             char what[300];
@@ -509,6 +518,23 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                           "the layer's spec says ragged_kv: a layer's own spec is its paged "
                           "form; its ragged prefill form goes beside it (ragged_prefill, "
                           "ah_model_desc.ragged_forms)");
+    const int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && (!fp8 || ah_spec_cacheless(s)))
+        return check_fail(msg, cap, keys, AH_MK_kv_scales, fp8 ? AH_MK_attn_type : AH_MK_kv_dtype,
+                          "kv_scales = %s needs a KV cache in an FP8 kv_dtype (fp8_e4m3, "
+                          "fp8_e5m2), not %s%s",
+                          ah_kv_scales_str(ah_spec_kv_scales(s)),
+                          fp8 ? "a cacheless " : "kv_dtype ",
+                          fp8 ? ah_attn_type_str(s->attn_type)
+                              : ah__key_choice_name(&model_keys[AH_MK_kv_dtype], (int)s->kv_dtype));
+    if (ah_spec_q_scale(s) && (!fp8 || !s->fp8_attention || ah_spec_cacheless(s)))
+        return check_fail(msg, cap, keys, AH_MK_q_scale,
+                          !fp8 ? AH_MK_kv_dtype : AH_MK_fp8_attention,
+                          "q_scale = true needs fp8_attention = true over an FP8 kv_dtype (the "
+                          "query is quantised only for FP8 attention); the layer has kv_dtype %s, "
+                          "fp8_attention = %s",
+                          ah__key_choice_name(&model_keys[AH_MK_kv_dtype], (int)s->kv_dtype),
+                          s->fp8_attention ? "true" : "false");
     if (ah_spec_kv_group(s) && ah_spec_cacheless(s))
         return check_fail(msg, cap, keys, AH_MK_kv_group, AH_MK_attn_type,
                           "kv_group = %u on a cacheless (%s) layer, which has no KV cache: leave "

@@ -195,6 +195,8 @@ enum {
     V_SINKS,
     V_ALIBI,
     V_FP8,
+    V_KVSCALES,
+    V_QSCALE,
     V_MLA,
     V_RANK,
     V_ROPE,
@@ -235,6 +237,8 @@ static void layer_render(const ah_layer_spec *s, const ah_layer_spec *ragged, la
     PUT(V_SINKS, "sinks = %s", tf(s->use_sinks));
     PUT(V_ALIBI, "alibi = %s", tf(s->use_alibi));
     PUT(V_FP8, "fp8_attention = %s", tf(s->fp8_attention));
+    PUT(V_KVSCALES, "kv_scales = %s", ah_kv_scales_str(ah_spec_kv_scales(s)));
+    PUT(V_QSCALE, "q_scale = %s", tf((uint32_t)ah_spec_q_scale(s)));
     PUT(V_MLA, "mla = %s", tf(s->use_mla));
     if (!ragged->struct_size) PUT(V_RAGGED, "ragged_prefill = false");
     else if (!s->use_mla) PUT(V_RAGGED, "ragged_prefill = true");
@@ -259,6 +263,8 @@ static void defaults_render(layer_text *t)
                                              [V_SINKS] = "sinks = false",
                                              [V_ALIBI] = "alibi = false",
                                              [V_FP8] = "fp8_attention = false",
+                                             [V_KVSCALES] = "kv_scales = host",
+                                             [V_QSCALE] = "q_scale = false",
                                              [V_MLA] = "mla = false",
                                              [V_RANK] = "kv_lora_rank = 512",
                                              [V_ROPE] = "qk_rope_head_dim = 64",

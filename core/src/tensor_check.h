@@ -27,7 +27,7 @@
  *  - lse (optional) [T, Hq] float32 dense; sinks / alibi_slopes [Hq] float32
  *    when the spec uses them.
  *  - every data pointer (data + byte_offset) 16-byte aligned, on dev.
- *  - k_scale / v_scale finite and >= 0. */
+ *  - the FP8 scales as ah__check_scales says. */
 ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batch,
                                  const ah_forward_args *a, const DLDevice *dev, char *err,
                                  size_t cap);
@@ -36,5 +36,34 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
 ah_status ah__check_kv_write_args(const ah_layer_spec *spec, const ah_batch *batch,
                                   const ah_kv_write_args *a, const DLDevice *dev, char *err,
                                   size_t cap);
+
+/* The FP8 scales of one call (plugin.h, "FP8 scales"): the floats, the
+ * tensors, and whether the call carries a query scale (forward does,
+ * write_kv does not). */
+typedef struct ah__scales {
+    float k, v, q;
+    const DLTensor *kt, *vt, *qt;
+    int has_q;
+} ah__scales;
+
+/* Check them against the spec's kv_scales and use_q_scale: the floats
+ * finite and >= 0; HOST takes the floats and no tensor; TENSOR / PER_HEAD
+ * take float32 [1] / [Hk] tensors on dev (dense, 4-byte aligned; v's may
+ * be NULL for MLA) and floats of 0; tensors in host memory hold values
+ * finite and > 0. A query scale only with use_q_scale: then a float > 0
+ * (HOST) or a float32 [1] tensor. AH_ERR_INVALID_ARGUMENT with the field,
+ * index and value in err. */
+ah_status ah__check_scales(const ah_layer_spec *spec, const ah__scales *sc, const DLDevice *dev,
+                           char *err, size_t cap);
+
+/* The smallest forward / write_kv args an engine may pass: ABI 2.2's,
+ * which end at stream. */
+#define AH__FORWARD_ARGS_MIN (offsetof(ah_forward_args, stream) + sizeof(void *))
+#define AH__KV_WRITE_ARGS_MIN (offsetof(ah_kv_write_args, stream) + sizeof(void *))
+
+/* Copy an engine's args of any accepted struct_size into a full struct
+ * whose later fields are zero: 1, or 0 when a is NULL or too short. */
+int ah__forward_args_full(const ah_forward_args *a, ah_forward_args *full);
+int ah__kv_write_args_full(const ah_kv_write_args *a, ah_kv_write_args *full);
 
 #endif

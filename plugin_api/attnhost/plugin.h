@@ -62,7 +62,9 @@ extern "C" {
  * ABI 2.2 added context parallelism: AH_FEAT_EMPTY_KV and the host-only
  * ah_batch.cp_local_seq_lens.
  * ABI 2.3 added ragged K/V for decoder layers (AH_FEAT_RAGGED_KV,
- * ah_layer_spec.ragged_kv, ah_batch.cu_seqlens_k and num_k_tokens). */
+ * ah_layer_spec.ragged_kv, ah_batch.cu_seqlens_k and num_k_tokens), and FP8
+ * scales per KV head and in tensors with the query scale (see "FP8 scales"
+ * below ah_layer_spec). */
 #define AH_ABI_VERSION_MAJOR 2
 #define AH_ABI_VERSION_MINOR 3
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
@@ -165,6 +167,15 @@ typedef enum ah_causal {
     AH_CAUSAL_COUNT
 } ah_causal;
 
+/* ABI 2.3: ah_layer_spec.kv_scales, how an FP8 layer's K and V scales are
+ * handed over (see "FP8 scales" below ah_layer_spec). */
+typedef enum ah_kv_scales {
+    AH_KV_SCALES_HOST = 0,     /* per tensor, host floats k_scale / v_scale */
+    AH_KV_SCALES_TENSOR = 1,   /* per tensor, [1] float32 tensors */
+    AH_KV_SCALES_PER_HEAD = 2, /* per KV head, [Hk] float32 tensors */
+    AH_KV_SCALES_COUNT
+} ah_kv_scales;
+
 /* Layout of one KV-cache tensor (keys or values), outermost first.
  *   NHD: [num_blocks, block_size, num_kv_heads, head_size]
  *   HND: [num_blocks, num_kv_heads, block_size, head_size] */
@@ -260,8 +271,19 @@ typedef enum ah_feature {
                                      keys and values come packed in forward's
                                      key/value by ah_batch.cu_seqlens_k, no
                                      cache (see ah_layer_spec.ragged_kv) */
+    /* ABI 2.3: FP8 scales (see "FP8 scales" below ah_layer_spec) */
+    AH_FEAT_KV_SCALE_PER_HEAD = 1u << 17, /* kv_scales = PER_HEAD: one K and one V
+                                             scale per KV head, in [Hk] tensors
+                                             (needs AH_FEAT_SCALE_TENSORS too) */
+    AH_FEAT_SCALE_TENSORS = 1u << 18,     /* kv_scales = TENSOR (and PER_HEAD):
+                                             scales, the query's too, in float32
+                                             tensors on the plugin's device, read
+                                             when the work runs (graph replay
+                                             included) */
+    AH_FEAT_Q_SCALE = 1u << 19            /* use_q_scale: FP8 attention with the
+                                             engine's query scale */
 } ah_feature;
-#define AH_FEATURE_COUNT 17 /* bits 0 .. AH_FEATURE_COUNT - 1 */
+#define AH_FEATURE_COUNT 20 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
 /* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
  * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
@@ -458,6 +480,13 @@ typedef struct ah_layer_spec {
      * short to hold it): the layer reads the paged cache as usual. Read it
      * through ah_spec_ragged. */
     uint32_t ragged_kv;
+    /* ABI 2.3: FP8 scales (see "FP8 scales" below). kv_scales: an
+     * ah_kv_scales, how the engine hands over the cache's K and V scales;
+     * HOST (0) unless kv_dtype is FP8. use_q_scale: 1 when the engine gives
+     * a query scale for FP8 attention (needs fp8_attention = 1). Read them
+     * through ah_spec_kv_scales / ah_spec_q_scale (0 for a shorter spec). */
+    uint32_t kv_scales;
+    uint32_t use_q_scale;
 } ah_layer_spec;
 
 /* The layer's KV-cache group: 0 when the spec predates the field. */
@@ -466,6 +495,71 @@ static inline uint32_t ah_spec_kv_group(const ah_layer_spec *s)
     return s->struct_size >= offsetof(ah_layer_spec, kv_group) + sizeof s->kv_group ? s->kv_group
                                                                                     : 0;
 }
+
+/* ABI 2.3: how the layer's FP8 scales come (HOST for a spec too short to
+ * say), and whether a query scale comes. */
+static inline ah_kv_scales ah_spec_kv_scales(const ah_layer_spec *s)
+{
+    return s->struct_size >= offsetof(ah_layer_spec, kv_scales) + sizeof s->kv_scales
+               ? (ah_kv_scales)s->kv_scales
+               : AH_KV_SCALES_HOST;
+}
+static inline int ah_spec_q_scale(const ah_layer_spec *s)
+{
+    return s->struct_size >= offsetof(ah_layer_spec, use_q_scale) + sizeof s->use_q_scale &&
+           s->use_q_scale;
+}
+
+/* ----------------------------------------------------------------------------
+ * FP8 scales (ABI 2.3; ABI 2.2 had the per-tensor host floats only).
+ *
+ * An FP8 cache (kv_dtype FP8_E4M3 / FP8_E5M2) holds stored = real / scale,
+ * rounded to nearest-even and saturated to the format's largest finite
+ * value, and is read as real = stored * scale. A layer has one scale for
+ * its keys and one for its values (per tensor), or one of each per KV head
+ * (per head: head h of K is stored and read with k_scale[h]). MLA reads V
+ * from the key cache, so its values take the K scale and no V scale.
+ * The layer spec's kv_scales says how the engine hands the scales over, and
+ * selection keeps plugins that claim the matching feature:
+ *   HOST      host floats k_scale, v_scale in ah_forward_args and
+ *             ah_kv_write_args, per tensor, 0 meaning 1 (ABI 2.2's form; a
+ *             CUDA graph keeps the values it was captured with).
+ *   TENSOR    k_scale_tensor, v_scale_tensor: float32 [1] (AH_FEAT_SCALE_TENSORS).
+ *   PER_HEAD  the same tensors as float32 [Hk] (AH_FEAT_KV_SCALE_PER_HEAD and
+ *             AH_FEAT_SCALE_TENSORS).
+ * Scale tensors live where the cache does: on the plugin's device (host
+ * memory for a CPU plugin), dense, 4-byte aligned, each value finite and
+ * > 0 (no "0 means 1"). A plugin reads their values when its work runs on
+ * the stream, never when it enqueues or captures it and never by copying
+ * them to the host in forward or write_kv: a CUDA graph then replays with
+ * the values the tensors hold at replay. The engine rewrites the values in
+ * place between replays; the tensors' addresses stay those of the capture,
+ * as every captured tensor's do. Their lifetime is that of the other
+ * forward tensors: valid until the work that reads them has completed (for
+ * a graph, until its last replay). With TENSOR or PER_HEAD the floats
+ * k_scale and v_scale must be 0: giving both forms is refused.
+ *
+ * Query scale (use_q_scale = 1, AH_FEAT_Q_SCALE; the layer has an FP8
+ * cache and fp8_attention = 1): the engine's calibrated scale for the
+ * query, q_scale in ah_forward_args (HOST, > 0) or q_scale_tensor (TENSOR
+ * and PER_HEAD; float32 [1], as above). A plugin that computes Q.K^T in FP8
+ * quantises each query element as q8 = fp8(q / q_scale) in the cache's FP8
+ * format (nearest-even, saturating) and multiplies the products by q_scale
+ * (with the K scale, the descale of the FP8 GEMM), instead of deriving a
+ * scale from the query itself. The result it approximates stays attention
+ * of q as given: a plugin that keeps the query in higher precision reads q
+ * and ignores q_scale, and so does the reference oracle (the conformance
+ * suite allows FP8 attention's tolerance). A query element beyond q_scale
+ * times the format's largest finite value (448 for e4m3, 57344 for e5m2)
+ * saturates: fitting the query is the calibration's job.
+ *
+ * The host checks every scale before any plugin runs (unless validation is
+ * off): the form against the spec, dtype, shape, device and alignment of
+ * the tensors, and the values wherever the host can read them (the floats,
+ * and tensors in host memory: kDLCPU, kDLCUDAHost). Values in device memory
+ * are not read (that would take a device sync per call and break capture):
+ * a non-finite or non-positive value there gives non-finite output.
+ * ------------------------------------------------------------------------- */
 
 /* 1 when a query at position p of this layer sees only keys j <= p. */
 static inline int ah_spec_causal(const ah_layer_spec *s)
@@ -892,6 +986,17 @@ typedef struct ah_forward_args {
     float k_scale; /* FP8 KV: stored = real / scale; 0 means 1 */
     float v_scale;
     void *stream; /* CUstream / hipStream_t / NULL */
+    /* ABI 2.3: FP8 scales (see "FP8 scales" below ah_layer_spec). The host
+     * hands plugins args whose struct_size covers these fields (zero for an
+     * older engine's call). k_scale_tensor, v_scale_tensor: float32 [1]
+     * (kv_scales TENSOR) or [Hk] (PER_HEAD), NULL otherwise; v_scale_tensor
+     * is not read for MLA. q_scale (HOST) or q_scale_tensor (float32 [1],
+     * TENSOR and PER_HEAD): the query scale of a layer with use_q_scale,
+     * 0 / NULL otherwise. */
+    const DLTensor *k_scale_tensor;
+    const DLTensor *v_scale_tensor;
+    float q_scale;
+    const DLTensor *q_scale_tensor;
 } ah_forward_args;
 
 /* Arguments of write_kv(): store the new tokens' K and V at slot_mapping
@@ -904,6 +1009,10 @@ typedef struct ah_kv_write_args {
     const DLTensor *value_cache;
     float k_scale, v_scale;
     void *stream;
+    /* ABI 2.3: FP8 scales, as in ah_forward_args (the host hands plugins
+     * args whose struct_size covers them). */
+    const DLTensor *k_scale_tensor;
+    const DLTensor *v_scale_tensor;
 } ah_kv_write_args;
 
 /* merge_states(): combine two partial attention results over disjoint key

@@ -149,6 +149,8 @@ class ah_layer_spec(Structure):
         ("kv_group", c_uint32),  # ABI 2.1
         # ABI 2.3: ragged K/V
         ("ragged_kv", c_uint32),
+        ("kv_scales", c_uint32),  # ABI 2.3: ah_kv_scales
+        ("use_q_scale", c_uint32),  # ABI 2.3
     ]
 
 
@@ -276,6 +278,10 @@ class ah_forward_args(Structure):
         ("k_scale", c_float),
         ("v_scale", c_float),
         ("stream", c_void_p),
+        ("k_scale_tensor", c_void_p),  # ABI 2.3: FP8 scales
+        ("v_scale_tensor", c_void_p),
+        ("q_scale", c_float),
+        ("q_scale_tensor", c_void_p),
     ]
 
 
@@ -429,6 +435,8 @@ class ah_ref_inputs(Structure):
         ("v_scale", c_float),
         ("key", c_void_p),  # cacheless layers (since 2.1)
         ("value", c_void_p),
+        ("k_scales", POINTER(c_float)),  # per-KV-head scales (since 2.3)
+        ("v_scales", POINTER(c_float)),
     ]
 
 
@@ -544,6 +552,9 @@ def _declare(lib: ctypes.CDLL) -> None:
        POINTER(ah_error))
     fn("ah_reference_write_kv", c_enum, POINTER(ah_layer_spec), _P, c_void_p, c_void_p,
        c_void_p, c_void_p, c_float, c_float, POINTER(ah_error))
+    if hasattr(lib, "ah_reference_write_kv_per_head"):  # ABI 2.3
+        fn("ah_reference_write_kv_per_head", c_enum, POINTER(ah_layer_spec), _P, c_void_p,
+           c_void_p, c_void_p, c_void_p, POINTER(c_float), POINTER(c_float), POINTER(ah_error))
     # ABI 2.2 (context parallelism): declared where the library has them;
     # require() refuses their use on an older library.
     if hasattr(lib, "ah_cp_local_len"):

@@ -144,6 +144,11 @@ static void name_case(ah__conf_case *c, const char *what)
     if (s->use_mla && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " mla");
     if (s->causal == AH_CAUSAL_OFF && u < sizeof extra)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " bidir");
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " scales=%s",
+                              ah_kv_scales_str(ah_spec_kv_scales(s)));
+    if (ah_spec_q_scale(s) && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " q_scale");
     if (c->tree_mask && u < sizeof extra)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " tree");
     if (c->want_lse && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " lse");
@@ -549,6 +554,68 @@ static void gen_merge_graphs(gen *g)
     }
 }
 
+/* FP8 scales (ABI 2.3), as claimed, over the first FP8 KV dtype claimed:
+ * scales in tensors; per-head scales, different for each KV head, under
+ * GQA and MHA and in a decode batch (a kernel that reads one head's scale
+ * for another fails them); a query scale for FP8 attention, as a float and
+ * in a tensor; and a graph captured once and replayed after every scale
+ * (the query's too, where claimed) changed. */
+static void gen_scales(gen *g)
+{
+    const ah_caps *c = g->caps;
+    const int tensors = has(c, AH_FEAT_SCALE_TENSORS);
+    const int per_head = tensors && has(c, AH_FEAT_KV_SCALE_PER_HEAD);
+    const ah_kv_scales form = per_head  ? AH_KV_SCALES_PER_HEAD
+                              : tensors ? AH_KV_SCALES_TENSOR
+                                        : AH_KV_SCALES_HOST;
+    ah_dtype fp8 = AH_DTYPE_AUTO;
+    for (int t = AH_DTYPE_FP8_E4M3; t <= AH_DTYPE_FP8_E5M2 && fp8 == AH_DTYPE_AUTO; t++)
+        if (c->kv_dtypes & AH_BIT(t)) fp8 = (ah_dtype)t;
+    if (fp8 == AH_DTYPE_AUTO || ah_spec_cacheless(&g->base.spec)) return;
+    ah__conf_case x;
+    if (tensors) {
+        x = variant(g);
+        x.spec.kv_dtype = fp8;
+        x.spec.kv_scales = AH_KV_SCALES_TENSOR;
+        add_shaped(g, &x, "scales");
+    }
+    if (per_head && !g->base.spec.use_mla) { /* MLA has one KV head: nothing per head */
+        x = variant(g);
+        x.spec.kv_dtype = fp8;
+        x.spec.kv_scales = AH_KV_SCALES_PER_HEAD;
+        add_shaped(g, &x, "scales");
+        set_heads(c, &x.spec, 4, 4);
+        add_shaped(g, &x, "scales");
+        if (g->base.spec.attn_type == AH_ATTN_DECODER) {
+            set_shape(g, &x, SHAPE_DECODE);
+            add(g, &x, "scales");
+        }
+    }
+    if (has(c, AH_FEAT_Q_SCALE)) {
+        x = variant(g);
+        x.spec.kv_dtype = fp8;
+        x.spec.fp8_attention = 1;
+        x.spec.use_q_scale = 1;
+        add_shaped(g, &x, "q-scale");
+        if (tensors) {
+            x.spec.kv_scales = form;
+            add_shaped(g, &x, "q-scale");
+        }
+    }
+    if (tensors && g->base.spec.attn_type == AH_ATTN_DECODER &&
+        c->graph_level >= AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE) {
+        x = variant(g);
+        x.kind = AH__CONF_GRAPH;
+        x.graph = AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE;
+        x.spec.kv_dtype = fp8;
+        x.spec.kv_scales = g->base.spec.use_mla ? AH_KV_SCALES_TENSOR : form;
+        x.spec.fp8_attention = x.spec.use_q_scale = (uint32_t)has(c, AH_FEAT_Q_SCALE);
+        set_shape(g, &x, SHAPE_DECODE);
+        x.write_kv = 0;
+        add(g, &x, "graph-scale");
+    }
+}
+
 /* Context parallelism (ABI 2.2), where the plugin returns LSE and serves
  * ranks that hold no key of a request: decode batches with sequences
  * shorter than the world (some ranks empty), a mixed batch (queries of
@@ -723,6 +790,7 @@ ah_status ah__conf_make_cases(const ah_plugin_info *info, const ah_conformance_o
     gen_attn_types(&g);
     gen_batches(&g);
     gen_merge_graphs(&g);
+    gen_scales(&g);
     gen_context_parallel(&g);
     gen_ragged(&g);
     if (g.oom) {

@@ -38,6 +38,8 @@ static char *model_text(const ah_layer_spec *s, uint32_t num_layers, const char 
                      "sinks = %s\n"
                      "alibi = %s\n"
                      "fp8_attention = %s\n"
+                     "kv_scales = %s\n"
+                     "q_scale = %s\n"
                      "%s%s",
                      num_layers, ah_attn_type_str(s->attn_type), s->num_q_heads, s->num_kv_heads,
                      s->qk_head_size, s->v_head_size, ah_dtype_name(s->q_dtype),
@@ -45,6 +47,7 @@ static char *model_text(const ah_layer_spec *s, uint32_t num_layers, const char 
                      s->sliding_window, (double)s->softcap, (double)s->scale,
                      s->use_mla ? "true" : "false", s->use_sinks ? "true" : "false",
                      s->use_alibi ? "true" : "false", s->fp8_attention ? "true" : "false",
+                     ah_kv_scales_str(ah_spec_kv_scales(s)), ah_spec_q_scale(s) ? "true" : "false",
                      s->causal == AH_CAUSAL_OFF  ? "causal = false\n"
                      : s->causal == AH_CAUSAL_ON ? "causal = true\n"
                                                  : "",

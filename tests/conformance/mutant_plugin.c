@@ -16,7 +16,9 @@
 #include "common.h"
 
 /* `bug` values, in the order of the hooks' bits after "none". */
-#define BUG_CHOICES "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math"
+#define BUG_CHOICES \
+    "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math|head0_scale|" \
+    "scale_at_capture|q_descale"
 
 static ah_status probe(const ah_host_services *host, ah_probe_info *info)
 {
@@ -50,7 +52,8 @@ __attribute__((constructor)) static void init(void)
     caps.qk_head_sizes = caps.v_head_sizes = (ah_int_set)AH_INT_SET_RANGE(32, 128, 32);
     caps.block_sizes = (ah_int_set)AH_INT_SET_RANGE(8, 16, 8);
     caps.kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP8_E4M3);
-    caps.features = AH_FEAT_SLIDING_WINDOW | AH_FEAT_LSE;
+    caps.features = AH_FEAT_SLIDING_WINDOW | AH_FEAT_LSE | AH_FEAT_KV_SCALE_PER_HEAD |
+                    AH_FEAT_SCALE_TENSORS | AH_FEAT_Q_SCALE;
     caps.graph_level = AH_GRAPH_ALWAYS;
     caps.config_keys = keys;
     caps.n_config_keys = sizeof keys / sizeof keys[0];

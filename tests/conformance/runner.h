@@ -36,8 +36,12 @@ typedef struct ah__conf_run {
     uint32_t T, stride, num_blocks;
     ah__conf_batch batch;
     ah_mirror q, knew, vnew, kc, vc, out, lse, sinks, alibi;
-    void *kc0, *vc0; /* the cache as uploaded, before the plugin's write */
-    float k_scale, v_scale;
+    void *kc0, *vc0;        /* the cache as uploaded, before the plugin's write */
+    float k_scale, v_scale; /* FP8: the per-tensor scales, or head 0's */
+    float q_scale;          /* the query scale (use_q_scale), else 0 */
+    /* ABI 2.3: the scale tensors of kv_scales TENSOR ([1]) and PER_HEAD
+     * ([Hk]), and the query's ([1]); refilled by every ah__conf_fill_inputs */
+    ah_mirror ksc, vsc, qsc;
     ah__conf_result *res;
 } ah__conf_run;
 
@@ -69,6 +73,15 @@ int ah__conf_batch_upload(ah__conf_run *r, ah__conf_batch *b);
  * oracle's write_kv, new K/V, q, sinks and slopes, for the current batch.
  * context_all: also the new tokens' positions (no plugin write follows). */
 int ah__conf_fill_inputs(ah__conf_run *r, int context_all);
+
+/* The per-head scales the oracle takes from scale mirror m: its host
+ * values under kv_scales = PER_HEAD, else NULL (the floats serve). */
+const float *ah__conf_head_scales(const ah__conf_run *r, const ah_mirror *m);
+/* The oracle's K/V write of batch's slots with r's scales, whatever their
+ * form. */
+ah_status ah__conf_ref_write_kv(const ah__conf_run *r, const ah_batch *batch, const void *key,
+                                const void *value, void *key_cache, void *value_cache,
+                                ah_error *err);
 
 /* Oracle attention over the host mirrors; compares out (and lse) from the
  * host mirrors; updates res. label prefixes failure messages. */

@@ -406,14 +406,14 @@ ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse)
 
 ah_kv_write_args ath_work_write_args(ath_work *w, void *stream)
 {
-    ah_kv_write_args a = {sizeof a,
-                          &w->d_k.t,
-                          w->vnew ? &w->d_v.t : NULL,
-                          &w->d_kc.t,
-                          w->vc ? &w->d_vc.t : NULL,
-                          w->s.k_scale,
-                          w->s.v_scale,
-                          stream};
+    ah_kv_write_args a = {.struct_size = sizeof a,
+                          .key = &w->d_k.t,
+                          .value = w->vnew ? &w->d_v.t : NULL,
+                          .key_cache = &w->d_kc.t,
+                          .value_cache = w->vc ? &w->d_vc.t : NULL,
+                          .k_scale = w->s.k_scale,
+                          .v_scale = w->s.v_scale,
+                          .stream = stream};
     return a;
 }
 
@@ -456,18 +456,18 @@ int ath_work_reference(const ath_work *w, double *out, double *lse, char *why, s
     ah_batch compact;
     int32_t *arrays[4] = {NULL, NULL, NULL, NULL};
     const ah_batch *b = without_empty(&w->B, &compact, arrays);
-    ah_ref_inputs in = {sizeof in,
-                        &w->spec,
-                        b ? b : &w->B.b,
-                        w->q,
-                        w->kc,
-                        w->vc,
-                        w->s.sinks ? w->sinks : NULL,
-                        w->s.alibi ? w->slopes : NULL,
-                        w->s.k_scale,
-                        w->s.v_scale,
-                        w->knew,
-                        w->vnew};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &w->spec,
+                        .batch = b ? b : &w->B.b,
+                        .q = w->q,
+                        .key_cache = w->kc,
+                        .value_cache = w->vc,
+                        .sinks = w->s.sinks ? w->sinks : NULL,
+                        .alibi_slopes = w->s.alibi ? w->slopes : NULL,
+                        .k_scale = w->s.k_scale,
+                        .v_scale = w->s.v_scale,
+                        .key = w->knew,
+                        .value = w->vnew};
     ah_error err;
     const ah_status st = ah_reference_attention(&in, out, lse, &err);
     for (int i = 0; i < 4; i++) free(arrays[i]);

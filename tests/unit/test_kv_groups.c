@@ -412,26 +412,37 @@ static void gstep_check(env *e, gstep *s, const char *what)
                                         s->vref[l] + guard, 1, 1, &err) == AH_OK,
                   "%s", err.msg);
         for (size_t i = 0; i < sizeof s->out / sizeof s->out[0]; i++) s->out[i] = NAN;
-        ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to,
-                             NULL,     NULL,   NULL,   1.0f,   1.0f,       NULL};
+        ah_forward_args a = {.struct_size = sizeof a,
+                             .q = &s->tq,
+                             .key = &s->tk,
+                             .value = &s->tv,
+                             .key_cache = &s->tkc[l],
+                             .value_cache = &s->tvc[l],
+                             .out = &s->to,
+                             .lse = NULL,
+                             .sinks = NULL,
+                             .alibi_slopes = NULL,
+                             .k_scale = 1.0f,
+                             .v_scale = 1.0f,
+                             .stream = NULL};
         CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what,
                   ah_binding_errmsg(e->b));
         CHECK_MSG(
             memcmp(s->kref[l] + guard, s->kc[l] + guard, (all - guard) * sizeof(float)) == 0 &&
                 memcmp(s->vref[l] + guard, s->vc[l] + guard, (all - guard) * sizeof(float)) == 0,
             "%s: layer %d: K/V written elsewhere than the group's slots", what, l);
-        ah_ref_inputs in = {sizeof in,
-                            &d->spec,
-                            &s->batch,
-                            s->q,
-                            s->kref[l] + guard,
-                            s->vref[l] + guard,
-                            NULL,
-                            NULL,
-                            1,
-                            1,
-                            NULL,
-                            NULL};
+        ah_ref_inputs in = {.struct_size = sizeof in,
+                            .spec = &d->spec,
+                            .batch = &s->batch,
+                            .q = s->q,
+                            .key_cache = s->kref[l] + guard,
+                            .value_cache = s->vref[l] + guard,
+                            .sinks = NULL,
+                            .alibi_slopes = NULL,
+                            .k_scale = 1,
+                            .v_scale = 1,
+                            .key = NULL,
+                            .value = NULL};
         CHECK_MSG(ah_reference_attention(&in, s->ref, NULL, &err) == AH_OK, "%s", err.msg);
         double worst = 0;
         uint32_t nan = 0, refnan = 0;
@@ -582,12 +593,33 @@ static void test_bf16(void)
         ah_error err;
         CHECK(ah_reference_write_kv(&d->spec, &s->batch, k, v, kr + guard, vr + guard, 1, 1,
                                     &err) == AH_OK);
-        ah_forward_args a = {sizeof a, &tq,  &tk,  &tv,  &tkc, &tvc, &to,
-                             NULL,     NULL, NULL, 1.0f, 1.0f, NULL};
+        ah_forward_args a = {.struct_size = sizeof a,
+                             .q = &tq,
+                             .key = &tk,
+                             .value = &tv,
+                             .key_cache = &tkc,
+                             .value_cache = &tvc,
+                             .out = &to,
+                             .lse = NULL,
+                             .sinks = NULL,
+                             .alibi_slopes = NULL,
+                             .k_scale = 1.0f,
+                             .v_scale = 1.0f,
+                             .stream = NULL};
         CHECK_MSG(ah_binding_forward(e.b, (uint32_t)l, &a) == AH_OK, "bf16: %s",
                   ah_binding_errmsg(e.b));
-        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, q, kr + guard, vr + guard,
-                            NULL,      NULL,     1,         1, NULL,       NULL};
+        ah_ref_inputs in = {.struct_size = sizeof in,
+                            .spec = &d->spec,
+                            .batch = &s->batch,
+                            .q = q,
+                            .key_cache = kr + guard,
+                            .value_cache = vr + guard,
+                            .sinks = NULL,
+                            .alibi_slopes = NULL,
+                            .k_scale = 1,
+                            .v_scale = 1,
+                            .key = NULL,
+                            .value = NULL};
         CHECK_MSG(ah_reference_attention(&in, s->ref, NULL, &err) == AH_OK, "%s", err.msg);
         double worst = 0;
         for (uint32_t i = 0; i < T * HQ * D; i++) {

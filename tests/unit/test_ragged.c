@@ -337,7 +337,7 @@ static void test_step(void)
     const char *why = NULL;
     CHECK(ah_binding_split(e.b, NULL, &why) == 0 && why && strstr(why, "ragged step"));
     /* the latent goes to the paged cache (the paged form's write_kv) */
-    ah_kv_write_args w = {sizeof w, &tlat, NULL, &tkc, NULL, 0, 0, NULL};
+    ah_kv_write_args w = {.struct_size = sizeof w, .key = &tlat, .key_cache = &tkc};
     CHECK_MSG(ah_binding_write_kv(e.b, 0, &w) == AH_OK, "%s", ah_binding_errmsg(e.b));
     ah_error err;
     CHECK_MSG(ah_reference_write_kv(paged, &x.b, lat, NULL, kc_ref, NULL, 0, 0, &err) == AH_OK,
@@ -345,7 +345,13 @@ static void test_step(void)
     CHECK_MSG(!memcmp(kc, kc_ref, sizeof kc), "write_kv in a ragged step fills the paged cache");
     /* attention over the packed keys, poisoned output first */
     for (size_t i = 0; i < sizeof out / 4; i++) out[i] = NAN;
-    ah_forward_args a = {sizeof a, &tq, &tk, &tv, &tkc, NULL, &to, &tl, NULL, NULL, 0, 0, NULL};
+    ah_forward_args a = {.struct_size = sizeof a,
+                         .q = &tq,
+                         .key = &tk,
+                         .value = &tv,
+                         .key_cache = &tkc,
+                         .out = &to,
+                         .lse = &tl};
     CHECK_MSG(ah_binding_forward(e.b, 1, &a) == AH_OK, "%s", ah_binding_errmsg(e.b));
     double ref[7 * HQ * V], rl[7 * HQ];
     ah_ref_inputs in = {

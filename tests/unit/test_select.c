@@ -134,6 +134,34 @@ static void test_reasons_and_priority(void)
     ah_host_destroy(h);
 }
 
+/* FP8 scales (ABI 2.3): a layer whose scales come per head, in tensors,
+ * with a query scale needs a plugin claiming each; one that claims none
+ * gets a reason per missing feature, and layers differing only in the
+ * scale form get decisions of their own. */
+static void test_scale_features(void)
+{
+    ah_host *h = host_with("[select]\npriority = sel_beta\n");
+    ah_model *m = model("[model]\nname = t\nnum_layers = 2\nnum_q_heads = 8\nnum_kv_heads = 2\n"
+                        "head_size = 64\ndtype = fp32\nkv_dtype = fp8_e4m3\n"
+                        "fp8_attention = true\n[layers.1]\nkv_scales = per_head\nq_scale = true\n");
+    ah_selection *s = NULL;
+    ah_error err;
+    CHECK(ah_host_explain(h, m, NULL, &s, &err) != AH_OK);
+    if (!s) goto out;
+    const ah_candidate *c0 = cand(ah_selection_decision(s, 0, AH_PHASE_PREFILL), "sel_beta");
+    const ah_candidate *c1 = cand(ah_selection_decision(s, 1, AH_PHASE_PREFILL), "sel_beta");
+    CHECK(has_reason(c0, AH_REASON_KV_DTYPE, NULL, NULL));
+    CHECK(!has_reason(c0, AH_REASON_FEATURE, "scale_tensors", NULL));
+    CHECK(has_reason(c1, AH_REASON_FEATURE, "kv_scale_per_head", "needed"));
+    CHECK(has_reason(c1, AH_REASON_FEATURE, "scale_tensors", "needed"));
+    CHECK(has_reason(c1, AH_REASON_FEATURE, "q_scale", "needed"));
+    CHECK(ah_selection_decision(s, 1, AH_PHASE_PREFILL)->spec.kv_scales == AH_KV_SCALES_PER_HEAD);
+    ah_selection_destroy(s);
+out:
+    ah_model_destroy(m);
+    ah_host_destroy(h);
+}
+
 static void test_force_disable_fallback(void)
 {
     ah_error err;
@@ -535,6 +563,7 @@ int main(void)
 {
     test_default_order();
     test_reasons_and_priority();
+    test_scale_features();
     test_force_disable_fallback();
     test_layers_and_phases();
     test_cache_and_graph_level();

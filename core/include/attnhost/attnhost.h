@@ -310,6 +310,7 @@ const char *ah_reason_code_str(ah_reason_code c);
 const char *ah_graph_level_str(ah_graph_level g);
 const char *ah_attn_type_str(ah_attn_type t);
 const char *ah_kv_layout_str(ah_kv_layout l);
+const char *ah_kv_scales_str(ah_kv_scales k); /* ABI 2.3: "host", "tensor", "per_head" */
 const char *ah_device_kind_str(ah_device_kind k);
 const char *ah_feature_name(uint32_t feature_bit);
 

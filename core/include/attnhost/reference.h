@@ -8,6 +8,11 @@
  *
  *   k_j, v_j   dequantized cache rows: stored value * k_scale (v_scale) for
  *              FP8 caches, else the stored value; for MLA v_j = k_j[:v_head]
+ *              (scaled by k_scale). With per-head scales (ABI 2.3) the
+ *              row of KV head kh takes k_scales[kh] (v_scales[kh]).
+ *   q          the query as given: a query scale (ah_layer_spec.use_q_scale)
+ *              only says how an FP8 backend quantises it, so the oracle,
+ *              which defines the exact result, never reads one
  *   s_j        = scale * dot(q, k_j)
  *   s_j        = softcap * tanh(s_j / softcap)            if softcap > 0
  *   s_j       += slope[h] * (j - p)                       if ALiBi
@@ -66,6 +71,11 @@ typedef struct ah_ref_inputs {
      * batch's cu_seqlens_k. The caches are not read then and may be NULL. */
     const void *key;
     const void *value;
+    /* ABI 2.3: per-KV-head scales, [Hk] host floats each finite and > 0;
+     * NULL: k_scale (v_scale) for every head. v_scales is not read for MLA
+     * (V is the key cache's head, scaled by k_scales). */
+    const float *k_scales;
+    const float *v_scales;
 } ah_ref_inputs;
 
 /* out [T, Hq, v_head], lse [T, Hq] (may be NULL). The layer's KV-cache
@@ -82,6 +92,13 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
 ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
                                 const void *value, void *key_cache, void *value_cache,
                                 float k_scale, float v_scale, ah_error *err);
+/* The same with per-KV-head scales (ABI 2.3): head h of the new K and V is
+ * divided by k_scales[h] and v_scales[h] ([Hk] host floats, finite and
+ * > 0; v_scales is not read for MLA). */
+ah_status ah_reference_write_kv_per_head(const ah_layer_spec *spec, const ah_batch *batch,
+                                         const void *key, const void *value, void *key_cache,
+                                         void *value_cache, const float *k_scales,
+                                         const float *v_scales, ah_error *err);
 
 /* LSE merge of two partial results: [T, H, D] values, [T, H] lse. */
 void ah_reference_merge_states(uint32_t T, uint32_t H, uint32_t D, const double *v_a,

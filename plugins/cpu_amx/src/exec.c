@@ -274,14 +274,14 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
         memset(o, 0, L->dv * sizeof(float));
         int32_t lo, hi;
         cpu_amx_visible(L, p, &lo, &hi);
+        const float ks = run->k_scale[kvh * run->scale_hs], vs = run->v_scale[kvh * run->scale_hs];
         for (int32_t j = it->k0; j < it->k1; j++) {
             if (j < lo || j > hi || !mrow[j]) continue;
             const char *kr =
                 (const char *)run->kc +
                 cpu_amx_kv_row(run, r, j, run->k_bs, run->k_ts, run->k_hs, kvh) * (int64_t)ksz;
             float x = 0.0f;
-            for (uint32_t c = 0; c < L->d; c++)
-                x += q[c] * ah_load_f32(kr, c, L->kv_dtype) * run->k_scale;
+            for (uint32_t c = 0; c < L->d; c++) x += q[c] * ah_load_f32(kr, c, L->kv_dtype) * ks;
             if (L->softcap != 0.0f) x = L->softcap * tanhf(x / L->softcap);
             if (L->alibi) x += run->alibi[head] * (float)(j - p);
             float mn = x > m ? x : m, alpha = m == -INFINITY ? 0.0f : expf(m - mn),
@@ -290,7 +290,7 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
                 (const char *)vc +
                 cpu_amx_kv_row(run, r, j, run->v_bs, run->v_ts, run->v_hs, kvh) * (int64_t)ksz;
             for (uint32_t c = 0; c < L->dv; c++)
-                o[c] = o[c] * alpha + e * ah_load_f32(vr, c, L->kv_dtype) * run->v_scale;
+                o[c] = o[c] * alpha + e * ah_load_f32(vr, c, L->kv_dtype) * vs;
             l = l * alpha + e;
             m = mn;
         }

@@ -75,8 +75,11 @@ static const ah_caps cpu_caps = {
                  * layers with causal = off, tree masks (a portable fp32 kernel) */
                 AH_FEAT_TREE_MASK | AH_FEAT_CACHELESS | AH_FEAT_CROSS_ATTENTION |
                 AH_FEAT_CAUSAL_FLAG | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV |
-                /* ABI 2.3: ragged K/V rows go through the cacheless path */
-                AH_FEAT_RAGGED_KV,
+                /* ABI 2.3: ragged K/V rows go through the cacheless path;
+                 * scales per KV head, in (host-memory) tensors; the query
+                 * scale, which kernels without FP8 math leave unused */
+                AH_FEAT_RAGGED_KV | AH_FEAT_KV_SCALE_PER_HEAD | AH_FEAT_SCALE_TENSORS |
+                AH_FEAT_Q_SCALE,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
@@ -365,6 +368,52 @@ static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, 
     return AH_OK;
 }
 
+/* One of a call's K and V scales (see cpu_amx_run): the tensor's values
+ * when the layer takes scale tensors ([1] or [Hk], *hs 0 or 1), else the
+ * float (0 meaning 1) kept in *one. 1 for a cache that is not FP8. The
+ * query scale needs nothing here: these kernels keep queries in fp32 or
+ * bf16, never FP8, so q_scale leaves the result as it is (plugin.h,
+ * "FP8 scales"). */
+static ah_status scales_of(ah_state *st, const DLTensor *t, float f, const char *name, float *one,
+                           const float **out, uint32_t *hs)
+{
+    const cpu_amx_layer *L = &st->L;
+    *one = ah_kv_scale(f, L->kv_dtype);
+    *out = one;
+    *hs = 0;
+    if (!t || !ah_dtype_is_fp8(L->kv_dtype)) return AH_OK;
+    const int64_t any[1] = {-1};
+    ah_status rc = check_tensor(st, t, name, AH_DTYPE_FP32, 1, any);
+    if (rc != AH_OK) return rc;
+    if (t->shape[0] != 1 && t->shape[0] != (int64_t)L->hk)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%s holds %lld scales, expected 1 or %u (one per KV head)", name,
+                       (long long)t->shape[0], L->hk);
+    *out = ah_dl_data(t);
+    *hs = t->shape[0] > 1;
+    return AH_OK;
+}
+
+/* The K and V scales of forward or write_kv into *k, *v and *hs (one head
+ * stride for both: the host gives both tensors one form). MLA's values are
+ * the key cache's head, so they take the K scales. */
+static ah_status kv_scales_of(ah_state *st, const DLTensor *kt, const DLTensor *vt, float kf,
+                              float vf, float one[2], const float **k, const float **v,
+                              uint32_t *hs)
+{
+    uint32_t vhs;
+    ah_status rc = scales_of(st, kt, kf, "k_scale_tensor", &one[0], k, hs);
+    if (rc == AH_OK && st->L.mla) {
+        *v = *k;
+        return AH_OK;
+    }
+    if (rc == AH_OK) rc = scales_of(st, vt, vf, "v_scale_tensor", &one[1], v, &vhs);
+    if (rc == AH_OK && vhs != *hs)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "k_scale_tensor and v_scale_tensor differ in form (per head or not)");
+    return rc;
+}
+
 static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
 {
     const cpu_amx_layer *L = &st->L;
@@ -429,8 +478,12 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
             return rc;
         run.alibi = ah_dl_data(a->alibi_slopes);
     }
-    run.k_scale = ah_kv_scale(a->k_scale, L->kv_dtype);
-    run.v_scale = ah_kv_scale(a->v_scale, L->kv_dtype);
+    float one[2];
+    const int tensors = AH_HAS_FIELD(a, ah_forward_args, v_scale_tensor);
+    if ((rc = kv_scales_of(st, tensors ? a->k_scale_tensor : NULL,
+                           tensors ? a->v_scale_tensor : NULL, a->k_scale, a->v_scale, one,
+                           &run.k_scale, &run.v_scale, &run.scale_hs)) != AH_OK)
+        return rc;
     run.q = ah_dl_data(a->q);
     run.q_ts = ah_dl_stride(a->q, 0);
     run.q_hs = ah_dl_stride(a->q, 1);
@@ -460,12 +513,11 @@ static int float_dtype_of(const DLTensor *t, ah_dtype *out)
 
 static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_t s_ts,
                        int64_t s_hs, char *cache, int64_t c_bs, int64_t c_ts, int64_t c_hs,
-                       uint32_t hsz, float scale)
+                       uint32_t hsz, const float *scale, uint32_t scale_hs)
 {
     const cpu_amx_layer *L = &st->L;
     const size_t ssz = ah_dtype_size(sdt), csz = ah_dtype_size(L->kv_dtype);
     const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
-    const float inv = 1.0f / scale;
     const long T = (long)st->num_tokens;
     const int nt = st->ctx->threads;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 64)
@@ -474,6 +526,7 @@ static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_
         if (slot < 0) continue;
         int64_t blk = slot / L->block_size, off = slot % L->block_size;
         for (uint32_t h = 0; h < L->hk; h++) {
+            const float inv = 1.0f / scale[h * scale_hs];
             const char *s = src + ((int64_t)t * s_ts + (int64_t)h * s_hs) * (int64_t)ssz;
             char *d = cache + (blk * c_bs + off * c_ts + (int64_t)h * c_hs) * (int64_t)csz;
             if (sdt == L->kv_dtype) {
@@ -520,13 +573,20 @@ static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
             return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                            "slot_mapping[%u] = %lld is outside the cache tensors", t,
                            (long long)st->slots[t]);
-    const float ksc = ah_kv_scale(a->k_scale, L->kv_dtype);
-    const float vsc = ah_kv_scale(a->v_scale, L->kv_dtype);
+    float one[2];
+    const float *ksc, *vsc;
+    uint32_t shs;
+    const int tensors = AH_HAS_FIELD(a, ah_kv_write_args, v_scale_tensor);
+    if ((rc = kv_scales_of(st, tensors ? a->k_scale_tensor : NULL,
+                           tensors ? a->v_scale_tensor : NULL, a->k_scale, a->v_scale, one, &ksc,
+                           &vsc, &shs)) != AH_OK)
+        return rc;
     write_rows(st, ah_dl_data(a->key), kdt, ah_dl_stride(a->key, 0), ah_dl_stride(a->key, 1),
-               ah_dl_data(a->key_cache), kb, kt, kh, L->d, ksc);
+               ah_dl_data(a->key_cache), kb, kt, kh, L->d, ksc, shs);
     if (!L->mla)
         write_rows(st, ah_dl_data(a->value), vdt, ah_dl_stride(a->value, 0),
-                   ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), vb, vt, vh, L->dv, vsc);
+                   ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), vb, vt, vh, L->dv, vsc,
+                   shs);
     return AH_OK;
 }
 
