@@ -5,30 +5,42 @@
  * same source. The index logic is kernels/ra_layout.h's; the CPU model in
  * test/test_mfma_model.c runs these loops lane by lane.
  *
- *   ra_decode_<dt>_d<D>        paged decode, one wave per (KV-head group,
+ *   ra_decode_<dt><kv>_d<D>    paged decode, one wave per (KV-head group,
  *                              256-key partition, request); GQA heads of a KV
  *                              head share each K/V read; S^T = K Q^T and
  *                              O^T += V^T P^T on v_mfma_f32_16x16x16
  *   ra_decode_reduce_<dt>_d<D> LSE merge of the partitions, sinks
- *   ra_prefill_<dt>_d<D>       FA2-style prefill/extend over the paged cache,
+ *   ra_prefill_<dt><kv>_d<D>   FA2-style prefill/extend over the paged cache,
  *                              one wave per (32 queries, head, request),
  *                              v_mfma_f32_32x32x8, online softmax, LSE
- *   ra_write_kv                new K/V into the NHD cache at slot_mapping
+ *   ra_write_kv                new K/V into a 16-bit NHD cache at slot_mapping
+ *   ra_write_kv_<dt><kv>       the same into an FP8 cache: divided by the
+ *                              scale, rounded to OCP FP8 (ra_f32_to_fp8)
  *   ra_merge_<dt>              merge_states (a part of LSE -inf is not read)
  * A decode request with seq_len 0 (AH_FEAT_EMPTY_KV) walks no key in either
  * attention kernel (ra_decode_keys, ra_prefill_keys): its block-table row
  * and the cache are never read, and its row ends as out 0, LSE -inf (the
  * sink's logit with a finite sink).
- * <dt>: bf16 (the _1k bf16 MFMAs) or fp16; D: 64, 128, 256.
+ * <dt>: bf16 (the _1k bf16 MFMAs) or fp16; D: 64, 128, 256; <kv>: empty for
+ * a cache in the query's dtype, _e4m3 or _e5m2 for an OCP FP8 cache, whose
+ * bytes the kernels decode exactly into the query's dtype
+ * (ra_fp8_to_f32: no FP8 instruction, see ra_layout.h) before the same
+ * 16-bit MFMAs. k_scale is folded into the logit scale, v_scale into the
+ * output. The loops that read the cache are unrolled by pragma: the FP8
+ * decode makes their bodies large enough that the unroller would stop and
+ * leave the Q and O fragments in scratch; the other loops are left to the
+ * compiler, which unrolls them at fewer registers.
  */
 typedef __INT64_TYPE__ int64_t;
 typedef __INT32_TYPE__ int32_t;
 typedef __UINT32_TYPE__ uint32_t;
 typedef __UINT16_TYPE__ uint16_t;
+typedef __UINT8_TYPE__ uint8_t;
 #define expf __builtin_expf
 #define logf __builtin_logf
 #define fabsf __builtin_fabsf
 #define INFINITY __builtin_inff()
+#define NAN __builtin_nanf("")
 #define RA_KERNEL \
     extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(64, 64)))
 #define RA_DEV __attribute__((device)) static inline
@@ -78,23 +90,53 @@ template <> struct elt<0> {
     }
 };
 
-/* 4 consecutive 16-bit elements (8-byte aligned: D % 4 == 0), or zeros. */
-template <int BF> RA_DEV typename elt<BF>::v4 load4(const uint16_t *p, bool ok)
-{
-    typedef typename elt<BF>::v4 v4;
-    if (!ok) return v4{};
-    return __builtin_bit_cast(v4, *(const short4_t *)p);
-}
+/* KV-cache elements (RA_KV_*) as MFMA operands of the query's type BF:
+ * raw is the stored element; load4 reads 4 consecutive ones (aligned:
+ * D % 4 == 0), bits1 one, both as the query type's bits, 0 when !ok. */
+template <int BF, int KV> struct kvload {
+    typedef uint8_t raw; /* OCP FP8, decoded exactly (ra_fp8_to_f32) */
+    RA_DEV short cvt(uint32_t b)
+    {
+        return (short)elt<BF>::from_f32(ra_fp8_to_f32(b, KV == RA_KV_E5M2));
+    }
+    RA_DEV typename elt<BF>::v4 load4(const raw *p, bool ok)
+    {
+        const uint32_t w = ok ? *(const uint32_t *)p : 0u;
+        short4_t s;
+        s.x = cvt(w & 0xffu);
+        s.y = cvt((w >> 8) & 0xffu);
+        s.z = cvt((w >> 16) & 0xffu);
+        s.w = cvt(w >> 24);
+        return __builtin_bit_cast(typename elt<BF>::v4, s);
+    }
+    RA_DEV short bits1(const raw *p, int64_t off, bool ok) { return ok ? cvt(p[off]) : (short)0; }
+};
+template <int BF> struct kvload<BF, RA_KV_16> {
+    typedef uint16_t raw; /* the query's type: a bit copy */
+    RA_DEV typename elt<BF>::v4 load4(const raw *p, bool ok)
+    {
+        typedef typename elt<BF>::v4 v4;
+        if (!ok) return v4{};
+        return __builtin_bit_cast(v4, *(const short4_t *)p);
+    }
+    RA_DEV short bits1(const raw *p, int64_t off, bool ok) { return ok ? (short)p[off] : (short)0; }
+};
 /* 4 elements from 4 rows (V^T operands). */
-template <int BF>
-RA_DEV typename elt<BF>::v4 gather4(const uint16_t *p, const int64_t off[4], const bool ok[4])
+template <int BF, int KV>
+RA_DEV typename elt<BF>::v4 gather4(const typename kvload<BF, KV>::raw *p, const int64_t off[4],
+                                    const bool ok[4])
 {
     short4_t s;
-    s.x = ok[0] ? (short)p[off[0]] : 0;
-    s.y = ok[1] ? (short)p[off[1]] : 0;
-    s.z = ok[2] ? (short)p[off[2]] : 0;
-    s.w = ok[3] ? (short)p[off[3]] : 0;
+    s.x = kvload<BF, KV>::bits1(p, off[0], ok[0]);
+    s.y = kvload<BF, KV>::bits1(p, off[1], ok[1]);
+    s.z = kvload<BF, KV>::bits1(p, off[2], ok[2]);
+    s.w = kvload<BF, KV>::bits1(p, off[3], ok[3]);
     return __builtin_bit_cast(typename elt<BF>::v4, s);
+}
+/* 4 consecutive query elements (16-bit), or zeros. */
+template <int BF> RA_DEV typename elt<BF>::v4 load4(const uint16_t *p, bool ok)
+{
+    return kvload<BF, RA_KV_16>::load4(p, ok);
 }
 template <int BF> RA_DEV typename elt<BF>::v4 pack_p(float a, float b, float c, float d)
 {
@@ -108,9 +150,10 @@ template <int BF> RA_DEV typename elt<BF>::v4 pack_p(float a, float b, float c, 
 
 /* ---- paged decode ---------------------------------------------------------- */
 
-template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
+template <int BF, int KV, int D> RA_DEV void decode(const ra_attn_params &p)
 {
     typedef typename elt<BF>::v4 v4;
+    typedef typename kvload<BF, KV>::raw raw;
     const int lane = lane_id(), part = (int)__builtin_amdgcn_workgroup_id_x();
     const int hk = (int)__builtin_amdgcn_workgroup_id_y(),
               r = (int)__builtin_amdgcn_workgroup_id_z();
@@ -121,8 +164,8 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
     ra_decode_keys(part, seq, p.window, &kstart, &k1);
     const int qp = seq - 1, t = q1 - 1;
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
-    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache,
-                   *V = (const uint16_t *)p.v_cache;
+    const uint16_t *Q = (const uint16_t *)p.q;
+    const raw *K = (const raw *)p.k_cache, *V = (const raw *)p.v_cache;
 
     const int g_b = ra_m16_ab_mn(lane);
     v4 bq[D / 16];
@@ -137,11 +180,13 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
         float4_t s = float4_t{};
         const int key_a = kc + ra_m16_ab_mn(lane);
         const bool ka = key_a < k1;
+#pragma unroll
         for (int dt = 0; dt < D / 16; dt++) {
-            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads,
-                                                           D, hk, dt * 16 + ra_m16_ab_k(lane, 0))
-                                           : 0),
-                                   ka);
+            const v4 a = kvload<BF, KV>::load4(
+                K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
+                                        dt * 16 + ra_m16_ab_k(lane, 0))
+                        : 0),
+                ka);
             s = elt<BF>::mfma16(a, bq[dt], s);
         }
         float mx = -INFINITY;
@@ -174,9 +219,10 @@ template <int BF, int D> RA_DEV void decode(const ra_attn_params &p)
                                              ra_m16_ab_mn(lane))
                              : 0;
         }
+#pragma unroll
         for (int dt = 0; dt < D / 16; dt++) {
             o[dt] *= al;
-            o[dt] = elt<BF>::mfma16(gather4<BF>(V + dt * 16, off, ok), pb, o[dt]);
+            o[dt] = elt<BF>::mfma16(gather4<BF, KV>(V + dt * 16, off, ok), pb, o[dt]);
         }
     }
     const int g = ra_m16_c_n(lane);
@@ -218,15 +264,16 @@ template <int BF, int D> RA_DEV void decode_reduce(const ra_attn_params &p)
     }
     const float inv = acc.l > 0.0f ? 1.0f / acc.l : 0.0f;
     uint16_t *O = (uint16_t *)p.out + t * p.stride_o_t + h * p.stride_o_h;
-    for (int i = 0; i < D / 64; i++) O[i * 64 + lane] = elt<BF>::from_f32(o[i] * inv);
+    for (int i = 0; i < D / 64; i++) O[i * 64 + lane] = elt<BF>::from_f32(o[i] * inv * p.v_scale);
     if (p.lse && lane == 0) p.lse[(int64_t)t * p.num_q_heads + h] = ra_lse_value(acc);
 }
 
 /* ---- prefill / extend ------------------------------------------------------- */
 
-template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
+template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
 {
     typedef typename elt<BF>::v4 v4;
+    typedef typename kvload<BF, KV>::raw raw;
     const int lane = lane_id(), qtile = (int)__builtin_amdgcn_workgroup_id_x();
     const int h = (int)__builtin_amdgcn_workgroup_id_y(),
               r = (int)__builtin_amdgcn_workgroup_id_z();
@@ -237,8 +284,8 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
     int kstart, kend; /* empty for seq 0 */
     ra_prefill_keys(q0, ql, seq, p.window, &kstart, &kend);
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
-    const uint16_t *Q = (const uint16_t *)p.q, *K = (const uint16_t *)p.k_cache,
-                   *V = (const uint16_t *)p.v_cache;
+    const uint16_t *Q = (const uint16_t *)p.q;
+    const raw *K = (const raw *)p.k_cache, *V = (const raw *)p.v_cache;
 
     const int qi_b = q0 + ra_m32_ab_mn(lane);
     v4 bq[D / 8];
@@ -254,11 +301,13 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
         float16_t s = float16_t{};
         const int key_a = kc + ra_m32_ab_mn(lane);
         const bool ka = key_a < kend;
+#pragma unroll
         for (int dt = 0; dt < D / 8; dt++) {
-            const v4 a = load4<BF>(K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads,
-                                                           D, hk, dt * 8 + ra_m32_ab_k(lane, 0))
-                                           : 0),
-                                   ka);
+            const v4 a = kvload<BF, KV>::load4(
+                K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
+                                        dt * 8 + ra_m32_ab_k(lane, 0))
+                        : 0),
+                ka);
             s = elt<BF>::mfma32(a, bq[dt], s);
         }
         float mx = -INFINITY;
@@ -291,8 +340,9 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
                                                  ra_m32_ab_mn(lane))
                                  : 0;
             }
+#pragma unroll
             for (int dt = 0; dt < D / 32; dt++)
-                o[dt] = elt<BF>::mfma32(gather4<BF>(V + dt * 32, off, ok), pb, o[dt]);
+                o[dt] = elt<BF>::mfma32(gather4<BF, KV>(V + dt * 32, off, ok), pb, o[dt]);
         }
     }
     const int qi = q0 + ra_m32_c_n(lane);
@@ -302,7 +352,7 @@ template <int BF, int D> RA_DEV void prefill(const ra_attn_params &p)
     acc.l = l;
     float os = 1.0f;
     if (p.use_sinks) ra_lse_add(&acc, p.sinks[h], 1.0f, &os);
-    const float f = acc.l > 0.0f ? os / acc.l : 0.0f;
+    const float f = acc.l > 0.0f ? os / acc.l * (KV == RA_KV_16 ? 1.0f : p.v_scale) : 0.0f;
     uint16_t *O = (uint16_t *)p.out + (int64_t)(t0 + qi) * p.stride_o_t + h * p.stride_o_h;
     for (int dt = 0; dt < D / 32; dt++)
         for (int it = 0; it < 16; it++)
@@ -328,6 +378,25 @@ RA_KERNEL void ra_write_kv(ra_kv_params p)
     }
 }
 
+/* One wave per token into an FP8 cache: real / scale (a correctly rounded
+ * float division, as the oracle's writer does it), rounded to OCP FP8. */
+template <int BF, int KV> RA_DEV void write_kv_fp8(const ra_kv_params &p)
+{
+    const int t = (int)__builtin_amdgcn_workgroup_id_x(), lane = lane_id();
+    const int64_t slot = p.slot_mapping[t];
+    if (slot < 0) return;
+    const uint16_t *k = (const uint16_t *)p.key, *v = (const uint16_t *)p.value;
+    uint8_t *kc = (uint8_t *)p.k_cache, *vc = (uint8_t *)p.v_cache;
+    for (int i = lane; i < p.num_kv_heads * p.head_size; i += 64) {
+        const int h = i / p.head_size, d = i % p.head_size;
+        const int64_t dst = (slot * p.num_kv_heads + h) * p.head_size + d;
+        const float kx = elt<BF>::to_f32(k[t * p.stride_k_t + h * p.stride_k_h + d]);
+        const float vx = elt<BF>::to_f32(v[t * p.stride_v_t + h * p.stride_v_h + d]);
+        kc[dst] = (uint8_t)ra_f32_to_fp8(kx / p.k_scale, KV == RA_KV_E5M2);
+        vc[dst] = (uint8_t)ra_f32_to_fp8(vx / p.v_scale, KV == RA_KV_E5M2);
+    }
+}
+
 template <int BF> RA_DEV void merge(const ra_merge_params &p)
 {
     const int row = (int)__builtin_amdgcn_workgroup_id_x(), lane = lane_id();
@@ -342,15 +411,24 @@ template <int BF> RA_DEV void merge(const ra_merge_params &p)
     if (p.lse_out && lane == 0) p.lse_out[row] = lse;
 }
 
-#define RA_INSTANCES(NAME, BF, D) \
-    RA_KERNEL void ra_decode_##NAME##_d##D(ra_attn_params p) { decode<BF, D>(p); } \
-    RA_KERNEL void ra_decode_reduce_##NAME##_d##D(ra_attn_params p) { decode_reduce<BF, D>(p); } \
-    RA_KERNEL void ra_prefill_##NAME##_d##D(ra_attn_params p) { prefill<BF, D>(p); }
-RA_INSTANCES(bf16, 1, 64)
-RA_INSTANCES(bf16, 1, 128)
-RA_INSTANCES(bf16, 1, 256)
-RA_INSTANCES(fp16, 0, 64)
-RA_INSTANCES(fp16, 0, 128)
-RA_INSTANCES(fp16, 0, 256)
+/* NAME: the query dtype and the cache's suffix; KV: RA_KV_*. */
+#define RA_ATTN(NAME, BF, KV, D) \
+    RA_KERNEL void ra_decode_##NAME##_d##D(ra_attn_params p) { decode<BF, KV, D>(p); } \
+    RA_KERNEL void ra_prefill_##NAME##_d##D(ra_attn_params p) { prefill<BF, KV, D>(p); }
+#define RA_DTYPE(DT, BF, D) \
+    RA_ATTN(DT, BF, RA_KV_16, D) \
+    RA_ATTN(DT##_e4m3, BF, RA_KV_E4M3, D) \
+    RA_ATTN(DT##_e5m2, BF, RA_KV_E5M2, D) \
+    RA_KERNEL void ra_decode_reduce_##DT##_d##D(ra_attn_params p) { decode_reduce<BF, D>(p); }
+RA_DTYPE(bf16, 1, 64)
+RA_DTYPE(bf16, 1, 128)
+RA_DTYPE(bf16, 1, 256)
+RA_DTYPE(fp16, 0, 64)
+RA_DTYPE(fp16, 0, 128)
+RA_DTYPE(fp16, 0, 256)
+RA_KERNEL void ra_write_kv_bf16_e4m3(ra_kv_params p) { write_kv_fp8<1, RA_KV_E4M3>(p); }
+RA_KERNEL void ra_write_kv_bf16_e5m2(ra_kv_params p) { write_kv_fp8<1, RA_KV_E5M2>(p); }
+RA_KERNEL void ra_write_kv_fp16_e4m3(ra_kv_params p) { write_kv_fp8<0, RA_KV_E4M3>(p); }
+RA_KERNEL void ra_write_kv_fp16_e5m2(ra_kv_params p) { write_kv_fp8<0, RA_KV_E5M2>(p); }
 RA_KERNEL void ra_merge_bf16(ra_merge_params p) { merge<1>(p); }
 RA_KERNEL void ra_merge_fp16(ra_merge_params p) { merge<0>(p); }

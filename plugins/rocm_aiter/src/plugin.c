@@ -7,7 +7,11 @@
  * Plan: a batch whose queries are all of length <= 1 runs the split-KV
  * decode kernel (256-key partitions, GQA heads sharing a K/V read) and its
  * LSE reduce; any other batch runs the prefill/extend kernel over the paged
- * cache. write_kv stores new K/V; merge_states merges two partial results.
+ * cache. write_kv stores new K/V (converted to OCP FP8 for an FP8 cache);
+ * merge_states merges two partial results. An FP8 cache is read by the
+ * same kernels, its bytes decoded exactly into the query's dtype
+ * (kernels/ra_layout.h says why not through gfx942's fnuz FP8 hardware);
+ * k_scale joins the logit scale and v_scale the output here.
  * A decode request with seq_len 0 (AH_FEAT_EMPTY_KV) needs nothing here:
  * the decode grid covers the batch's longest request (none when every
  * request is empty, and then only the reduce runs), and each kernel gives
@@ -81,14 +85,30 @@ enum { RA_FAMILY_DECODE, RA_FAMILY_REDUCE, RA_FAMILY_PREFILL, RA_FAMILIES };
 static const char *const ra_family_names[RA_FAMILIES] = {"decode", "decode_reduce", "prefill"};
 enum { RA_HEAD_SIZES = 3 };
 static const uint32_t ra_head_sizes[RA_HEAD_SIZES] = {64, 128, 256};
+/* Cache element types, indexed by RA_KV_* (ra_layout.h): kernel-name suffixes. */
+enum { RA_KV_TYPES = 3 };
+static const char *const ra_kv_suffix[RA_KV_TYPES] = {"", "_e4m3", "_e5m2"};
+
+/* The RA_KV_* of a layer's cache, -1 for one the kernels cannot read (a
+ * 16-bit cache must have the query's dtype). */
+static int ra_kv_type(const ah_layer_spec *s)
+{
+    switch (s->kv_dtype) {
+    case AH_DTYPE_FP8_E4M3: return RA_KV_E4M3;
+    case AH_DTYPE_FP8_E5M2: return RA_KV_E5M2;
+    default: return s->kv_dtype == s->q_dtype ? RA_KV_16 : -1;
+    }
+}
 
 struct ah_context {
     const ah_hip_api *hip;
     int device;
     hipModule_t module;
-    /* [bf16?][family][head size index] */
-    hipFunction_t attn[2][RA_FAMILIES][RA_HEAD_SIZES];
-    hipFunction_t write_kv, merge[2];
+    /* [bf16?][RA_KV_*][family][head size index]; the reduce reads float
+     * partials, so every cache type has the same one */
+    hipFunction_t attn[2][RA_KV_TYPES][RA_FAMILIES][RA_HEAD_SIZES];
+    /* write_kv: [bf16?][RA_KV_*], one bit copy for the 16-bit caches */
+    hipFunction_t write_kv[2][RA_KV_TYPES], merge[2];
     hipEvent_t t0, t1;
     ah_errbuf err;
 };
@@ -191,16 +211,22 @@ static ah_status ra_context_create(const ah_host_services *host, const ah_contex
     int ok = 1;
     char name[64];
     for (int bf = 0; bf < 2; bf++) {
-        for (int f = 0; f < RA_FAMILIES; f++)
-            for (int d = 0; d < RA_HEAD_SIZES; d++) {
-                snprintf(name, sizeof name, "ra_%s_%s_d%u", ra_family_names[f],
-                         bf ? "bf16" : "fp16", ra_head_sizes[d]);
-                ok &= hip->module_function(&c->attn[bf][f][d], c->module, name) == hipSuccess;
-            }
+        const char *dt = bf ? "bf16" : "fp16";
+        for (int kv = 0; kv < RA_KV_TYPES; kv++) {
+            for (int f = 0; f < RA_FAMILIES; f++)
+                for (int d = 0; d < RA_HEAD_SIZES; d++) {
+                    snprintf(name, sizeof name, "ra_%s_%s%s_d%u", ra_family_names[f], dt,
+                             f == RA_FAMILY_REDUCE ? "" : ra_kv_suffix[kv], ra_head_sizes[d]);
+                    ok &=
+                        hip->module_function(&c->attn[bf][kv][f][d], c->module, name) == hipSuccess;
+                }
+            if (kv == RA_KV_16) snprintf(name, sizeof name, "ra_write_kv");
+            else snprintf(name, sizeof name, "ra_write_kv_%s%s", dt, ra_kv_suffix[kv]);
+            ok &= hip->module_function(&c->write_kv[bf][kv], c->module, name) == hipSuccess;
+        }
         ok &= hip->module_function(&c->merge[bf], c->module,
                                    bf ? "ra_merge_bf16" : "ra_merge_fp16") == hipSuccess;
     }
-    ok &= hip->module_function(&c->write_kv, c->module, "ra_write_kv") == hipSuccess;
     ok &= hip->event_create(&c->t0, 0) == hipSuccess && hip->event_create(&c->t1, 0) == hipSuccess;
     if (!ok) {
         hip->module_unload(c->module);
@@ -278,8 +304,8 @@ struct ah_state {
     ah_context *ctx;
     ah_layer_spec spec;
     ah_limits lim;
-    int bf, hidx, max_parts;
-    float *part_o, *part_ml; /* decode partials */
+    int bf, kv, hidx, max_parts; /* kv: RA_KV_* */
+    float *part_o, *part_ml;     /* decode partials */
     const ah_batch *batch;
     int decode; /* the planned batch has no query longer than 1 */
     ah_errbuf err;
@@ -304,8 +330,8 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
                                  ah_state **out)
 {
     *out = NULL;
-    const int hidx = ra_head_index(spec->qk_head_size);
-    if (hidx < 0 || spec->v_head_size != spec->qk_head_size || spec->kv_dtype != spec->q_dtype ||
+    const int hidx = ra_head_index(spec->qk_head_size), kv = ra_kv_type(spec);
+    if (hidx < 0 || spec->v_head_size != spec->qk_head_size || kv < 0 ||
         (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16))
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED,
                        "rocm_aiter: unsupported layer (head %u/%u, %s/%s)", spec->qk_head_size,
@@ -317,6 +343,7 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
     st->spec = *spec;
     st->lim = *lim;
     st->bf = spec->q_dtype == AH_DTYPE_BF16;
+    st->kv = kv;
     st->hidx = hidx;
     st->max_parts = ra_num_partitions((int)lim->max_seq_len);
     const size_t rows = (size_t)lim->max_num_reqs * spec->num_q_heads * (size_t)st->max_parts;
@@ -398,10 +425,11 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     p.block_size = (int)s->block_size;
     p.window = (int)s->sliding_window;
     p.max_parts = st->max_parts;
-    p.scale = s->scale;
+    p.scale = s->scale * ah_kv_scale(a->k_scale, s->kv_dtype);
     p.softcap = s->softcap;
+    p.v_scale = ah_kv_scale(a->v_scale, s->kv_dtype);
     p.use_sinks = p.sinks != NULL;
-    hipFunction_t *fn = st->ctx->attn[st->bf][0];
+    hipFunction_t *fn = st->ctx->attn[st->bf][st->kv][0];
     ah_status r;
     if (st->decode) {
         const unsigned parts = (unsigned)ra_num_partitions((int)b->max_seq_len);
@@ -435,7 +463,10 @@ static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
     p.num_tokens = (int)a->key->shape[0];
     p.num_kv_heads = (int)st->spec.num_kv_heads;
     p.head_size = (int)st->spec.qk_head_size;
-    return ra_launch(st, st->ctx->write_kv, (unsigned)p.num_tokens, 1, 1, &p, a->stream);
+    p.k_scale = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
+    p.v_scale = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
+    return ra_launch(st, st->ctx->write_kv[st->bf][st->kv], (unsigned)p.num_tokens, 1, 1, &p,
+                     a->stream);
 }
 
 static ah_status ra_merge_states(ah_context *c, const ah_merge_args *a)
@@ -470,9 +501,9 @@ static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info 
                                  ah_reason_sink *sink)
 {
     (void)probe;
-    if (spec->kv_dtype != spec->q_dtype)
+    if (ra_kv_type(spec) < 0)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
-                  "the query dtype (16-bit caches only)");
+                  "the query dtype, or fp8_e4m3 / fp8_e5m2");
     if (spec->qk_head_size != spec->v_head_size)
         sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
                   "equal head sizes");
@@ -483,7 +514,10 @@ static const uint32_t ra_head_list[] = {64, 128, 256};
 static const ah_caps ra_caps = {
     .struct_size = sizeof(ah_caps),
     .q_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
-    .kv_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
+    /* FP8: OCP bytes decoded exactly on every target (ra_layout.h), the
+     * math at the query's precision whatever fp8_attention says */
+    .kv_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3) |
+                 AH_BIT(AH_DTYPE_FP8_E5M2),
     .qk_head_sizes = AH_INT_SET_LIST(ra_head_list),
     .v_head_sizes = AH_INT_SET_LIST(ra_head_list),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
@@ -538,6 +572,6 @@ static const ah_plugin_ops ra_ops = {
 AH_PLUGIN_DEFINE(
     rocm_aiter, "0.1", "attnhost", "MIT",
     "AITER-class MFMA attention for AMD Instinct (gfx90a, gfx942) through HIP: paged decode "
-    "with 256-key partitions, prefill/extend, KV write, merge_states; unverified on hardware "
-    "until `attnhost check --plugin rocm_aiter` passes on an AMD GPU",
+    "with 256-key partitions, prefill/extend, FP8 KV (OCP), KV write, merge_states; unverified on "
+    "hardware until `attnhost check --plugin rocm_aiter` passes on an AMD GPU",
     AH_DEVICE_HIP, &ra_caps, &ra_ops)

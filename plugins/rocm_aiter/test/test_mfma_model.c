@@ -131,6 +131,54 @@ static void test_layouts(void)
     CHECK(err < 1e-5, "16x16x16 product error %g", err);
 }
 
+/* ---- FP8: the kernels' decoder and encoder against the host's ---------------- */
+
+static void test_fp8_codec(void)
+{
+    for (int kv = RA_KV_E4M3; kv <= RA_KV_E5M2; kv++) {
+        const ah_dtype t = kv == RA_KV_E5M2 ? AH_DTYPE_FP8_E5M2 : AH_DTYPE_FP8_E4M3;
+        const int e5 = kv == RA_KV_E5M2;
+        float pos[128];
+        int npos = 0, bad = 0, inexact = 0, nenc = 0, badenc = 0;
+        for (int byte = 0; byte < 256; byte++) {
+            const uint8_t x = (uint8_t)byte;
+            const float want = ah_load_f32(&x, 0, t), got = ra_fp8_to_f32(x, e5);
+            if (isnan(want) ? !isnan(got) : memcmp(&want, &got, sizeof got) != 0) bad++;
+            /* the query's 16-bit types hold every FP8 value exactly */
+            if (!isnan(got) && (round16(got, 1) != got || round16(got, 0) != got)) inexact++;
+            if (byte < 0x80 && isfinite(got)) pos[npos++] = got;
+        }
+        CHECK(bad == 0 && inexact == 0, "%s: %d bytes decode differently, %d inexact in 16 bits",
+              ah_dtype_name(t), bad, inexact);
+        /* the encoder: every value, each midpoint (a tie) and its neighbours,
+         * both signs; random floats over the whole range; the specials */
+        float f[2048];
+        int n = 0;
+        for (int i = 0; i < npos; i++) {
+            f[n++] = pos[i];
+            if (i + 1 < npos) {
+                const float m = 0.5f * (pos[i] + pos[i + 1]);
+                f[n++] = m, f[n++] = nextafterf(m, 0.0f), f[n++] = nextafterf(m, INFINITY);
+            }
+        }
+        f[n++] = INFINITY, f[n++] = NAN, f[n++] = 1e30f, f[n++] = 65536.0f, f[n++] = 449.0f;
+        f[n++] = 1e-30f, f[n++] = 1.0e-7f;
+        for (int k = -24; k <= 20 && n < 1000; k++)
+            for (int i = 0; i < 12; i++) f[n++] = ldexpf(frand(), k);
+        for (int i = 0; i < n; i++)
+            for (int sign = 0; sign < 2; sign++) {
+                const float x = sign ? -f[i] : f[i];
+                nenc++;
+                badenc += ra_f32_to_fp8(x, e5) != ah_f32_to_fp8(x, t);
+            }
+        CHECK(badenc == 0, "%s: %d of %d floats encode differently", ah_dtype_name(t), badenc,
+              nenc);
+        printf("fp8 %s: 256 bytes decode as the host's, exact in bf16/fp16; %d floats encode "
+               "as the host's\n",
+               ah_dtype_name(t), nenc);
+    }
+}
+
 /* ---- a paged batch --------------------------------------------------------- */
 
 enum { SINKS_NONE, SINKS_ON, SINKS_NEG_INF }; /* cfg.use_sinks; -inf: ranks after 0 under CP */
@@ -144,17 +192,36 @@ typedef struct cfg {
     float softcap;
     int nreq;
     int qlen[4], seqlen[4];
+    int kv;                 /* RA_KV_*: 0, the query's 16-bit type */
+    float k_scale, v_scale; /* FP8 caches: real = stored * scale */
 } cfg;
 
 typedef struct batch {
     cfg c;
     int T, nblk, tw, max_seq;
     int qsl[5];
-    int32_t *table;     /* [nreq][tw] */
-    float *q, *kc, *vc; /* q [T][Hq][D]; caches NHD [nblk][bs][Hk][D] */
-    float *sinks;       /* [Hq] */
+    int32_t *table;       /* [nreq][tw] */
+    float *q, *kc, *vc;   /* q [T][Hq][D]; 16-bit caches NHD [nblk][bs][Hk][D] */
+    uint8_t *kraw, *vraw; /* FP8 caches: the stored bytes, same layout */
+    float *sinks;         /* [Hq] */
     float scale;
+    float lscale, vscale; /* the kernels' logit scale (scale * k_scale) and v_scale */
 } batch;
+
+static ah_dtype fp8_dtype(int kv)
+{
+    return kv == RA_KV_E5M2 ? AH_DTYPE_FP8_E5M2 : AH_DTYPE_FP8_E4M3;
+}
+
+/* The stored byte of real value x in an FP8 cache of scale s, by the
+ * host's encoder (plugin_util.h), with 1 in 16 bytes a zero of either
+ * sign: -0 (0x80) is what fnuz hardware would read as NaN. */
+static uint8_t fp8_byte(float x, float s, int kv)
+{
+    g_rng = g_rng * 1103515245u + 12345u;
+    if ((g_rng >> 20) % 16 == 0) return (g_rng >> 24) & 1 ? 0x80 : 0x00;
+    return ah_f32_to_fp8(x / s, fp8_dtype(kv));
+}
 
 static void batch_make(batch *b, const cfg *c)
 {
@@ -193,6 +260,15 @@ static void batch_make(batch *b, const cfg *c)
     for (size_t i = 0; i < nq; i++) b->q[i] = round16(frand(), c->bf16);
     for (size_t i = 0; i < nk; i++)
         b->kc[i] = round16(frand(), c->bf16), b->vc[i] = round16(frand(), c->bf16);
+    const float ks = c->kv ? c->k_scale : 1.0f, vs = c->kv ? c->v_scale : 1.0f;
+    b->lscale = 1.0f / sqrtf((float)c->D) * ks;
+    b->vscale = vs;
+    if (c->kv) {
+        b->kraw = malloc(nk);
+        b->vraw = malloc(nk);
+        for (size_t i = 0; i < nk; i++)
+            b->kraw[i] = fp8_byte(b->kc[i], ks, c->kv), b->vraw[i] = fp8_byte(b->vc[i], vs, c->kv);
+    }
     b->sinks = malloc(sizeof(float) * c->Hq);
     for (int h = 0; h < c->Hq; h++)
         b->sinks[h] = c->use_sinks == SINKS_NEG_INF ? -INFINITY : 2.0f * frand();
@@ -202,19 +278,31 @@ static void batch_make(batch *b, const cfg *c)
 static void batch_free(batch *b)
 {
     free(b->table), free(b->q), free(b->kc), free(b->vc), free(b->sinks);
+    free(b->kraw), free(b->vraw);
 }
 
 /* A cache element the models read, bounds-checked: a read through a
  * garbage table entry (past a request's blocks) is counted, not made. */
 static long g_bad_reads;
-static float kv_at(const batch *b, const float *cache, int64_t off)
+static float kv_at(const batch *b, int v, int64_t off)
 {
     const int64_t n = (int64_t)b->nblk * b->c.bs * b->c.Hk * b->c.D;
     if (off < 0 || off >= n) {
         g_bad_reads++;
         return NAN;
     }
-    return cache[off];
+    if (!b->c.kv) return (v ? b->vc : b->kc)[off];
+    /* the kernels' FP8 read: the byte decoded, then the query's type */
+    return round16(ra_fp8_to_f32((v ? b->vraw : b->kraw)[off], b->c.kv == RA_KV_E5M2), b->c.bf16);
+}
+
+/* The real value of a cache element as the oracle defines it: the
+ * host's decoding of the stored byte times the scale. */
+static double kv_real(const batch *b, int v, int64_t off)
+{
+    if (!b->c.kv) return (v ? b->vc : b->kc)[off];
+    const uint8_t x = (v ? b->vraw : b->kraw)[off];
+    return (double)ah_load_f32(&x, 0, fp8_dtype(b->c.kv)) * (v ? b->c.v_scale : b->c.k_scale);
 }
 
 /* The oracle (core/include/attnhost/reference.h's definition), in double. */
@@ -231,7 +319,7 @@ static void oracle(const batch *b, int r, int i, int h, double *out, double *lse
         double d = 0;
         for (int e = 0; e < c->D; e++)
             d += (double)b->q[((size_t)t * c->Hq + h) * c->D + e] *
-                 b->kc[ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e)];
+                 kv_real(b, 0, ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e));
         d *= b->scale;
         if (c->softcap > 0) d = c->softcap * tanh(d / c->softcap);
         s[j] = d;
@@ -244,7 +332,7 @@ static void oracle(const batch *b, int r, int i, int h, double *out, double *lse
         double p = exp(s[j] - mx);
         den += p;
         for (int e = 0; e < c->D; e++)
-            out[e] += p * b->vc[ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e)];
+            out[e] += p * kv_real(b, 1, ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e));
     }
     if (c->use_sinks && b->sinks[h] != -INFINITY) den += exp(b->sinks[h] - mx);
     for (int e = 0; e < c->D; e++) out[e] = den > 0 ? out[e] / den : 0;
@@ -308,7 +396,7 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                         for (int it = 0; it < 4; it++) {
                             const int key = kc + ra_m16_ab_mn(lane);
                             a[lane][it] =
-                                key < k1 ? kv_at(b, b->kc,
+                                key < k1 ? kv_at(b, 0,
                                                  ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
                                                                dt * 16 + ra_m16_ab_k(lane, it)))
                                          : 0.0f;
@@ -320,7 +408,7 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                     for (int it = 0; it < 4; it++) {
                         const int key = kc + ra_m16_c_m(lane, it);
                         s[lane][it] = key < k1 && ra_visible(key, qp, seq, c->window)
-                                          ? ra_logit(s[lane][it], b->scale, c->softcap)
+                                          ? ra_logit(s[lane][it], b->lscale, c->softcap)
                                           : -INFINITY;
                         mx[lane] = fmaxf(mx[lane], s[lane][it]);
                     }
@@ -346,7 +434,7 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                         for (int it = 0; it < 4; it++) {
                             const int key = kc + ra_m16_ab_k(lane, it);
                             a[lane][it] = key < k1
-                                              ? kv_at(b, b->vc,
+                                              ? kv_at(b, 1,
                                                       ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
                                                                     dt * 16 + ra_m16_ab_mn(lane)))
                                               : 0.0f;
@@ -379,7 +467,7 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
             ra_lse_add(&acc, b->sinks[h], 1.0f, &os);
             for (int e = 0; e < D; e++) o[e] *= os;
         }
-        for (int e = 0; e < D; e++) o[e] = acc.l > 0 ? o[e] / acc.l : 0.0f;
+        for (int e = 0; e < D; e++) o[e] = acc.l > 0 ? o[e] * (1.0f / acc.l) * b->vscale : 0.0f;
         lse[h] = ra_lse_value(acc);
     }
     free(po), free(pm), free(pl);
@@ -418,7 +506,7 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                         for (int it = 0; it < 4; it++) {
                             const int key = kc + ra_m32_ab_mn(lane);
                             a[lane][it] = key < kend
-                                              ? kv_at(b, b->kc,
+                                              ? kv_at(b, 0,
                                                       ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
                                                                     dt * 8 + ra_m32_ab_k(lane, it)))
                                               : 0.0f;
@@ -431,7 +519,7 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                     for (int it = 0; it < 16; it++) {
                         const int key = kc + ra_m32_c_m(lane, it);
                         s[lane][it] = ra_visible(key, qp, kend, c->window)
-                                          ? ra_logit(s[lane][it], b->scale, c->softcap)
+                                          ? ra_logit(s[lane][it], b->lscale, c->softcap)
                                           : -INFINITY;
                         mx[lane] = fmaxf(mx[lane], s[lane][it]);
                     }
@@ -460,7 +548,7 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                             for (int it = 0; it < 4; it++) {
                                 const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
                                 a[lane][it] =
-                                    key < kend ? kv_at(b, b->vc,
+                                    key < kend ? kv_at(b, 1,
                                                        ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
                                                                      dt * 32 + ra_m32_ab_mn(lane)))
                                                : 0.0f;
@@ -479,7 +567,7 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                 for (int dt = 0; dt < D / 32; dt++)
                     for (int it = 0; it < 16; it++)
                         out[((size_t)qi * c->Hq + h) * D + dt * 32 + ra_m32_c_m(lane, it)] =
-                            acc.l > 0 ? o[dt][lane][it] * os / acc.l : 0.0f;
+                            acc.l > 0 ? o[dt][lane][it] * (os / acc.l * b->vscale) : 0.0f;
                 lse[(size_t)qi * c->Hq + h] = ra_lse_value(acc);
             }
         }
@@ -537,37 +625,48 @@ int main(void)
 {
     test_layouts();
     printf("layouts: 32x32x8 and 16x16x16 A/B/C fragments, S^T accumulator = P^T operand\n");
+    test_fp8_codec();
     /* Not reformatted: one configuration a row, fields in cfg's order. */
     // clang-format off
     static const cfg dec[] = {
-        {"bf16 D128 GQA 8 seq 700/33/256", 1, 128, 16, 2, 16, 0, 0, 0, 3, {1, 1, 1}, {700, 33, 256}},
-        {"fp16 D64 GQA 4 seq 515", 0, 64, 8, 2, 32, 0, 0, 0, 2, {1, 1}, {515, 1}},
-        {"bf16 D256 MHA seq 300", 1, 256, 2, 2, 16, 0, 0, 0, 1, {1}, {300}},
-        {"bf16 D128 GQA 16 window 100 sinks", 1, 128, 16, 1, 16, 100, 1, 0, 2, {1, 1}, {900, 60}},
-        {"bf16 D64 GQA 6 softcap 30 sinks", 1, 64, 12, 2, 64, 0, 1, 30.0f, 2, {1, 1}, {520, 7}},
-        {"fp16 D128 window 300 softcap 5", 0, 128, 4, 1, 16, 300, 0, 5.0f, 1, {1}, {1000}},
+        {"bf16 D128 GQA 8 seq 700/33/256", 1, 128, 16, 2, 16, 0, 0, 0, 3, {1, 1, 1}, {700, 33, 256}, RA_KV_16, 0, 0},
+        {"fp16 D64 GQA 4 seq 515", 0, 64, 8, 2, 32, 0, 0, 0, 2, {1, 1}, {515, 1}, RA_KV_16, 0, 0},
+        {"bf16 D256 MHA seq 300", 1, 256, 2, 2, 16, 0, 0, 0, 1, {1}, {300}, RA_KV_16, 0, 0},
+        {"bf16 D128 GQA 16 window 100 sinks", 1, 128, 16, 1, 16, 100, 1, 0, 2, {1, 1}, {900, 60}, RA_KV_16, 0, 0},
+        {"bf16 D64 GQA 6 softcap 30 sinks", 1, 64, 12, 2, 64, 0, 1, 30.0f, 2, {1, 1}, {520, 7}, RA_KV_16, 0, 0},
+        {"fp16 D128 window 300 softcap 5", 0, 128, 4, 1, 16, 300, 0, 5.0f, 1, {1}, {1000}, RA_KV_16, 0, 0},
         /* requests without keys (AH_FEAT_EMPTY_KV) beside others, and alone */
-        {"bf16 D128 GQA 8 seq 0/700/0/33", 1, 128, 16, 2, 16, 0, 0, 0, 4, {1, 1, 1, 1}, {0, 700, 0, 33}},
-        {"fp16 D64 GQA 4 seq 0/515 sinks", 0, 64, 8, 2, 32, 0, SINKS_ON, 0, 2, {1, 1}, {0, 515}},
-        {"bf16 D256 seq 300/0 sinks -inf", 1, 256, 2, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {300, 0}},
-        {"bf16 D128 window 100 sinks seq 0/900", 1, 128, 16, 1, 16, 100, SINKS_ON, 0, 2, {1, 1}, {0, 900}},
-        {"fp16 D128 all empty", 0, 128, 4, 1, 16, 0, 0, 0, 3, {1, 1, 1}, {0, 0, 0}},
-        {"bf16 D64 all empty sinks", 1, 64, 8, 2, 16, 0, SINKS_ON, 0, 2, {1, 1}, {0, 0}},
-        {"fp16 D64 all empty sinks -inf", 0, 64, 8, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {0, 0}},
+        {"bf16 D128 GQA 8 seq 0/700/0/33", 1, 128, 16, 2, 16, 0, 0, 0, 4, {1, 1, 1, 1}, {0, 700, 0, 33}, RA_KV_16, 0, 0},
+        {"fp16 D64 GQA 4 seq 0/515 sinks", 0, 64, 8, 2, 32, 0, SINKS_ON, 0, 2, {1, 1}, {0, 515}, RA_KV_16, 0, 0},
+        {"bf16 D256 seq 300/0 sinks -inf", 1, 256, 2, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {300, 0}, RA_KV_16, 0, 0},
+        {"bf16 D128 window 100 sinks seq 0/900", 1, 128, 16, 1, 16, 100, SINKS_ON, 0, 2, {1, 1}, {0, 900}, RA_KV_16, 0, 0},
+        {"fp16 D128 all empty", 0, 128, 4, 1, 16, 0, 0, 0, 3, {1, 1, 1}, {0, 0, 0}, RA_KV_16, 0, 0},
+        {"bf16 D64 all empty sinks", 1, 64, 8, 2, 16, 0, SINKS_ON, 0, 2, {1, 1}, {0, 0}, RA_KV_16, 0, 0},
+        {"fp16 D64 all empty sinks -inf", 0, 64, 8, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {0, 0}, RA_KV_16, 0, 0},
+        /* FP8 caches (OCP bytes, 1 in 16 a signed zero), k/v scales */
+        {"bf16 e4m3 D128 GQA 8 seq 700/33", 1, 128, 16, 2, 16, 0, 0, 0, 2, {1, 1}, {700, 33}, RA_KV_E4M3, 0.0125f, 0.02f},
+        {"fp16 e4m3 D64 window 100 sinks", 0, 64, 8, 2, 32, 100, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_E4M3, 0.01f, 0.005f},
+        {"bf16 e5m2 D256 softcap 30", 1, 256, 4, 1, 16, 0, 0, 30.0f, 1, {1}, {300}, RA_KV_E5M2, 0.5f, 2.0f},
+        {"fp16 e5m2 D128 GQA 4", 0, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {260, 17}, RA_KV_E5M2, 0.25f, 1.0f},
     };
     // clang-format on
     /* Not reformatted: one configuration a row, fields in cfg's order. */
     // clang-format off
     static const cfg pre[] = {
-        {"bf16 D64 chunk 77 of 300, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 2, {77, 1}, {300, 40}},
-        {"fp16 D128 prompt 100", 0, 128, 4, 4, 32, 0, 0, 0, 1, {100}, {100}},
-        {"bf16 D256 GQA 2 chunk 40 of 90", 1, 256, 2, 1, 16, 0, 0, 0, 1, {40}, {90}},
-        {"bf16 D128 window 50 sinks", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}},
-        {"bf16 D64 softcap 20 sinks window 7", 1, 64, 2, 1, 16, 7, 1, 20.0f, 1, {65}, {65}},
+        {"bf16 D64 chunk 77 of 300, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 2, {77, 1}, {300, 40}, RA_KV_16, 0, 0},
+        {"fp16 D128 prompt 100", 0, 128, 4, 4, 32, 0, 0, 0, 1, {100}, {100}, RA_KV_16, 0, 0},
+        {"bf16 D256 GQA 2 chunk 40 of 90", 1, 256, 2, 1, 16, 0, 0, 0, 1, {40}, {90}, RA_KV_16, 0, 0},
+        {"bf16 D128 window 50 sinks", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}, RA_KV_16, 0, 0},
+        {"bf16 D64 softcap 20 sinks window 7", 1, 64, 2, 1, 16, 7, 1, 20.0f, 1, {65}, {65}, RA_KV_16, 0, 0},
         /* a mixed batch the host could not split goes whole to prefill */
-        {"bf16 D64 chunk 77 of 300, seq 0, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 3, {77, 1, 1}, {300, 0, 40}},
-        {"fp16 D128 seq 0 sinks, prompt 40", 0, 128, 4, 2, 16, 0, SINKS_ON, 0, 2, {1, 40}, {0, 40}},
-        {"bf16 D64 seq 0 sinks -inf, chunk 5 of 9", 1, 64, 4, 4, 16, 0, SINKS_NEG_INF, 0, 2, {1, 5}, {0, 9}},
+        {"bf16 D64 chunk 77 of 300, seq 0, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 3, {77, 1, 1}, {300, 0, 40}, RA_KV_16, 0, 0},
+        {"fp16 D128 seq 0 sinks, prompt 40", 0, 128, 4, 2, 16, 0, SINKS_ON, 0, 2, {1, 40}, {0, 40}, RA_KV_16, 0, 0},
+        {"bf16 D64 seq 0 sinks -inf, chunk 5 of 9", 1, 64, 4, 4, 16, 0, SINKS_NEG_INF, 0, 2, {1, 5}, {0, 9}, RA_KV_16, 0, 0},
+        /* FP8 caches */
+        {"bf16 e4m3 D128 chunk 70 of 200, window 50", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}, RA_KV_E4M3, 0.0125f, 0.02f},
+        {"fp16 e4m3 D256 prompt 45", 0, 256, 2, 1, 16, 0, 0, 0, 1, {45}, {45}, RA_KV_E4M3, 0.01f, 0.01f},
+        {"bf16 e5m2 D64 softcap 20 chunk 40 of 90", 1, 64, 4, 2, 32, 0, 0, 20.0f, 1, {40}, {90}, RA_KV_E5M2, 0.5f, 2.0f},
+        {"fp16 e5m2 D128 prompt 33", 0, 128, 2, 2, 16, 0, 0, 0, 1, {33}, {33}, RA_KV_E5M2, 0.25f, 0.5f},
     };
     // clang-format on
     for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) run_case(&dec[i], 1);
