@@ -10,10 +10,11 @@
  *                              head share each K/V read; S^T = K Q^T and
  *                              O^T += V^T P^T on v_mfma_f32_16x16x16
  *   ra_decode_reduce_<dt>_d<D> LSE merge of the partitions, sinks
- *   ra_prefill_<dt><kv>_d<D>   FA2-style prefill/extend over the paged cache,
+ *   ra_prefill_<dt><kv>_d<D>   FA2-style prefill/extend over the paged cache
+ *                              (causal or not: the causal flag),
  *                              one wave per (32 queries, head, request),
  *                              v_mfma_f32_32x32x8, online softmax, LSE
- *   ra_write_kv                new K/V into a 16-bit NHD cache at slot_mapping
+ *   ra_write_kv                new K/V into a 16-bit cache at slot_mapping
  *   ra_write_kv_<dt><kv>       the same into an FP8 cache: divided by the
  *                              scale, rounded to OCP FP8 (ra_f32_to_fp8)
  *   ra_merge_<dt>              merge_states (a part of LSE -inf is not read)
@@ -173,6 +174,8 @@ template <int BF, int KV, int D> RA_DEV void decode(const ra_attn_params &p)
         bq[dt] = load4<BF>(Q + t * p.stride_q_t + (int64_t)(hk * G + g_b) * p.stride_q_h + dt * 16 +
                                ra_m16_ab_k(lane, 0),
                            g_b < G);
+    /* the ALiBi slope of the query head of the lane's C column */
+    const float slope = p.alibi && ra_m16_c_n(lane) < G ? p.alibi[hk * G + ra_m16_c_n(lane)] : 0.0f;
     float4_t o[D / 16];
     for (int dt = 0; dt < D / 16; dt++) o[dt] = float4_t{};
     float m = -INFINITY, l = 0.0f;
@@ -183,8 +186,8 @@ template <int BF, int KV, int D> RA_DEV void decode(const ra_attn_params &p)
 #pragma unroll
         for (int dt = 0; dt < D / 16; dt++) {
             const v4 a = kvload<BF, KV>::load4(
-                K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
-                                        dt * 16 + ra_m16_ab_k(lane, 0))
+                K + (ka ? ra_kv_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
+                                       dt * 16 + ra_m16_ab_k(lane, 0), p.kv_hnd)
                         : 0),
                 ka);
             s = elt<BF>::mfma16(a, bq[dt], s);
@@ -192,8 +195,8 @@ template <int BF, int KV, int D> RA_DEV void decode(const ra_attn_params &p)
         float mx = -INFINITY;
         for (int it = 0; it < 4; it++) {
             const int key = kc + ra_m16_c_m(lane, it);
-            s[it] = key < k1 && ra_visible(key, qp, seq, p.window)
-                        ? ra_logit(s[it], p.scale, p.softcap)
+            s[it] = key < k1 && ra_visible(key, qp, seq, p.window, p.causal)
+                        ? ra_logit(s[it], p.scale, p.softcap, slope, key, qp)
                         : -INFINITY;
             mx = mx > s[it] ? mx : s[it];
         }
@@ -215,8 +218,8 @@ template <int BF, int KV, int D> RA_DEV void decode(const ra_attn_params &p)
         for (int it = 0; it < 4; it++) {
             const int key = kc + ra_m16_ab_k(lane, it);
             ok[it] = key < k1;
-            off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
-                                             ra_m16_ab_mn(lane))
+            off[it] = ok[it] ? ra_kv_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
+                                            ra_m16_ab_mn(lane), p.kv_hnd)
                              : 0;
         }
 #pragma unroll
@@ -282,7 +285,8 @@ template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
     if (q0 >= ql) return;
     const int hk = h / (p.num_q_heads / p.num_kv_heads);
     int kstart, kend; /* empty for seq 0 */
-    ra_prefill_keys(q0, ql, seq, p.window, &kstart, &kend);
+    ra_prefill_keys(q0, ql, seq, p.window, p.causal, &kstart, &kend);
+    const float slope = p.alibi ? p.alibi[h] : 0.0f;
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
     const uint16_t *Q = (const uint16_t *)p.q;
     const raw *K = (const raw *)p.k_cache, *V = (const raw *)p.v_cache;
@@ -304,8 +308,8 @@ template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
 #pragma unroll
         for (int dt = 0; dt < D / 8; dt++) {
             const v4 a = kvload<BF, KV>::load4(
-                K + (ka ? ra_nhd_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
-                                        dt * 8 + ra_m32_ab_k(lane, 0))
+                K + (ka ? ra_kv_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
+                                       dt * 8 + ra_m32_ab_k(lane, 0), p.kv_hnd)
                         : 0),
                 ka);
             s = elt<BF>::mfma32(a, bq[dt], s);
@@ -313,8 +317,9 @@ template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
         float mx = -INFINITY;
         for (int it = 0; it < 16; it++) {
             const int key = kc + ra_m32_c_m(lane, it);
-            s[it] = ra_visible(key, qp, kend, p.window) ? ra_logit(s[it], p.scale, p.softcap)
-                                                        : -INFINITY;
+            s[it] = key < kend && ra_visible(key, qp, seq, p.window, p.causal)
+                        ? ra_logit(s[it], p.scale, p.softcap, slope, key, qp)
+                        : -INFINITY;
             mx = mx > s[it] ? mx : s[it];
         }
         mx = __builtin_fmaxf(mx, shfl_xor(mx, 32));
@@ -336,8 +341,8 @@ template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
             for (int it = 0; it < 4; it++) {
                 const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
                 ok[it] = key < kend;
-                off[it] = ok[it] ? ra_nhd_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
-                                                 ra_m32_ab_mn(lane))
+                off[it] = ok[it] ? ra_kv_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
+                                                ra_m32_ab_mn(lane), p.kv_hnd)
                                  : 0;
             }
 #pragma unroll
@@ -372,7 +377,8 @@ RA_KERNEL void ra_write_kv(ra_kv_params p)
     uint16_t *kc = (uint16_t *)p.k_cache, *vc = (uint16_t *)p.v_cache;
     for (int i = lane; i < p.num_kv_heads * p.head_size; i += 64) {
         const int h = i / p.head_size, d = i % p.head_size;
-        const int64_t dst = (slot * p.num_kv_heads + h) * p.head_size + d;
+        const int64_t dst =
+            ra_slot_offset(slot, p.block_size, p.num_kv_heads, p.head_size, h, d, p.kv_hnd);
         kc[dst] = k[t * p.stride_k_t + h * p.stride_k_h + d];
         vc[dst] = v[t * p.stride_v_t + h * p.stride_v_h + d];
     }
@@ -389,7 +395,8 @@ template <int BF, int KV> RA_DEV void write_kv_fp8(const ra_kv_params &p)
     uint8_t *kc = (uint8_t *)p.k_cache, *vc = (uint8_t *)p.v_cache;
     for (int i = lane; i < p.num_kv_heads * p.head_size; i += 64) {
         const int h = i / p.head_size, d = i % p.head_size;
-        const int64_t dst = (slot * p.num_kv_heads + h) * p.head_size + d;
+        const int64_t dst =
+            ra_slot_offset(slot, p.block_size, p.num_kv_heads, p.head_size, h, d, p.kv_hnd);
         const float kx = elt<BF>::to_f32(k[t * p.stride_k_t + h * p.stride_k_h + d]);
         const float vx = elt<BF>::to_f32(v[t * p.stride_v_t + h * p.stride_v_h + d]);
         kc[dst] = (uint8_t)ra_f32_to_fp8(kx / p.k_scale, KV == RA_KV_E5M2);

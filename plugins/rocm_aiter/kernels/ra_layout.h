@@ -1,7 +1,9 @@
 /*
  * rocm_aiter's index logic, shared by the HIP kernels (kernels/attn.hip) and
- * the host: the MFMA fragment layouts, paged-cache addressing, masks,
- * logits, the online softmax and the LSE merge of key partitions. Plain C
+ * the host: the MFMA fragment layouts, paged-cache addressing (NHD and
+ * HND), masks (causal or not, sliding windows), logits (soft-cap, ALiBi),
+ * FP8 decoding and encoding, the online softmax and the LSE merge of key
+ * partitions. Plain C
  * (C11 or C++/HIP); the CPU tests run the kernels' tile loops through an
  * instruction model with exactly these functions.
  *
@@ -59,25 +61,42 @@ RA_HD int ra_m16_ab_k(int lane, int item) { return 4 * (lane >> 4) + item; }
 RA_HD int ra_m16_c_n(int lane) { return lane & 15; }
 RA_HD int ra_m16_c_m(int lane, int item) { return 4 * (lane >> 4) + item; }
 
-/* ---- paged KV cache, NHD: [num_blocks, block_size, num_kv_heads, head] ---- */
+/* ---- paged KV cache ----------------------------------------------------------
+ *   NHD: [num_blocks, block_size, num_kv_heads, head]
+ *   HND: [num_blocks, num_kv_heads, block_size, head]
+ * Both keep a key's head_size channels contiguous, so the kernels read
+ * them alike; only the offsets differ. */
 
-/* Element offset of channel d of KV head h at position pos of a request
- * whose block-table row is table. Positions are never negative here. */
-RA_HD int64_t ra_nhd_offset(const int32_t *table, int pos, int block_size, int num_kv_heads,
-                            int head_size, int h, int d)
+/* Element offset of channel d of KV head h in cache slot `slot` (block *
+ * block_size + offset in the block; never negative here). */
+RA_HD int64_t ra_slot_offset(int64_t slot, int block_size, int num_kv_heads, int head_size, int h,
+                             int d, int hnd)
 {
-    const int64_t blk = table[pos / block_size];
-    const int64_t slot = blk * block_size + pos % block_size;
+    if (hnd) {
+        const int64_t blk = slot / block_size, off = slot % block_size;
+        return ((blk * num_kv_heads + h) * block_size + off) * head_size + d;
+    }
     return (slot * num_kv_heads + h) * head_size + d;
+}
+
+/* The same at position pos of a request whose block-table row is table. */
+RA_HD int64_t ra_kv_offset(const int32_t *table, int pos, int block_size, int num_kv_heads,
+                           int head_size, int h, int d, int hnd)
+{
+    const int64_t slot = (int64_t)table[pos / block_size] * block_size + pos % block_size;
+    return ra_slot_offset(slot, block_size, num_kv_heads, head_size, h, d, hnd);
 }
 
 /* ---- masks ---------------------------------------------------------------- */
 
-/* Key position kp is visible to the query at position qp (decoder layers:
- * causal, optional sliding window of `window` keys, 0 = none). */
-RA_HD int ra_visible(int kp, int qp, int seq_len, int window)
+/* Key position kp is visible to the query at position qp: kp < seq_len,
+ * and causal: kp <= qp, within a sliding window kp > qp - window; not
+ * causal (a decoder layer with causal = OFF): |kp - qp| < window when
+ * there is a window (0 = none). */
+RA_HD int ra_visible(int kp, int qp, int seq_len, int window, int causal)
 {
-    return kp < seq_len && kp <= qp && (window <= 0 || kp > qp - window);
+    if (kp >= seq_len || (causal && kp > qp)) return 0;
+    return window <= 0 || (kp > qp - window && kp < qp + window);
 }
 
 /* The first key any query at position >= qp_lo can see. */
@@ -105,22 +124,27 @@ RA_HD void ra_decode_keys(int part, int seq_len, int window, int *kstart, int *k
 }
 
 /* Prefill/extend: the keys the wave of queries q0 .. q0 + 31 of a request
- * (ql new tokens, seq_len keys) walks, [*kstart, *kend): up to its last
- * query's position, from the first key its first query sees rounded down
- * to a 32-key step. Empty for a request with seq_len 0 (one query at
- * position -1), whose row then ends as out 0, LSE -inf. */
-RA_HD void ra_prefill_keys(int q0, int ql, int seq_len, int window, int *kstart, int *kend)
+ * (ql new tokens, seq_len keys) walks, [*kstart, *kend): causal, up to
+ * its last query's position; not causal, up to the request's end, or the
+ * last key its last query's window reaches; from the first key its first
+ * query sees, rounded down to a 32-key step. Empty for a request with
+ * seq_len 0 (one query at position -1), whose row then ends as out 0,
+ * LSE -inf. */
+RA_HD void ra_prefill_keys(int q0, int ql, int seq_len, int window, int causal, int *kstart,
+                           int *kend)
 {
     const int qlast = q0 + RA_PRE_QUERIES < ql ? q0 + RA_PRE_QUERIES - 1 : ql - 1;
-    *kend = seq_len - ql + qlast + 1;
+    const int plast = seq_len - ql + qlast;
+    *kend = causal ? plast + 1 : window > 0 && plast + window < seq_len ? plast + window : seq_len;
     *kstart = (ra_first_key(seq_len - ql + q0, window) / RA_PRE_KEYS) * RA_PRE_KEYS;
 }
 
 /* ---- logits and the online softmax ----------------------------------------- */
 
 /* scale * dot, soft-capped when softcap > 0 (c * tanh(s / c)), written with
- * exp so host and device use the same expression. */
-RA_HD float ra_logit(float dot, float scale, float softcap)
+ * exp so host and device use the same expression, plus the ALiBi bias
+ * slope * (kp - qp) (slope 0 without ALiBi). */
+RA_HD float ra_logit(float dot, float scale, float softcap, float slope, int kp, int qp)
 {
     float s = dot * scale;
     if (softcap > 0.0f) {
@@ -128,7 +152,7 @@ RA_HD float ra_logit(float dot, float scale, float softcap)
         const float t = (1.0f - e) / (1.0f + e);
         s = softcap * (s < 0.0f ? -t : t);
     }
-    return s;
+    return s + slope * (float)(kp - qp);
 }
 
 /* exp(s - m) that is 0 for a masked logit and never NaN when every logit so

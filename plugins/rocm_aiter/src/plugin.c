@@ -11,7 +11,9 @@
  * merge_states merges two partial results. An FP8 cache is read by the
  * same kernels, its bytes decoded exactly into the query's dtype
  * (kernels/ra_layout.h says why not through gfx942's fnuz FP8 hardware);
- * k_scale joins the logit scale and v_scale the output here.
+ * k_scale joins the logit scale and v_scale the output here. The causal
+ * flag, the ALiBi slopes and the cache layout (NHD or HND) go to the
+ * kernels as they are.
  * A decode request with seq_len 0 (AH_FEAT_EMPTY_KV) needs nothing here:
  * the decode grid covers the batch's longest request (none when every
  * request is empty, and then only the reduce runs), and each kernel gives
@@ -411,6 +413,7 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     p.seq_lens = (const int *)ah_dl_data(b->seq_lens);
     p.block_table = (const int *)ah_dl_data(b->block_table);
     p.sinks = s->use_sinks && a->sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
+    p.alibi = s->use_alibi && a->alibi_slopes ? (const float *)ah_dl_data(a->alibi_slopes) : NULL;
     p.part_o = st->part_o;
     p.part_ml = st->part_ml;
     p.stride_q_t = ah_dl_stride(a->q, 0);
@@ -429,6 +432,8 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     p.softcap = s->softcap;
     p.v_scale = ah_kv_scale(a->v_scale, s->kv_dtype);
     p.use_sinks = p.sinks != NULL;
+    p.causal = ah_spec_causal(s);
+    p.kv_hnd = s->kv_layout == AH_KV_LAYOUT_HND;
     hipFunction_t *fn = st->ctx->attn[st->bf][st->kv][0];
     ah_status r;
     if (st->decode) {
@@ -463,6 +468,8 @@ static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
     p.num_tokens = (int)a->key->shape[0];
     p.num_kv_heads = (int)st->spec.num_kv_heads;
     p.head_size = (int)st->spec.qk_head_size;
+    p.block_size = (int)st->spec.block_size;
+    p.kv_hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
     p.k_scale = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
     p.v_scale = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     return ra_launch(st, st->ctx->write_kv[st->bf][st->kv], (unsigned)p.num_tokens, 1, 1, &p,
@@ -526,10 +533,10 @@ static const ah_caps ra_caps = {
      * prefill kernel (ra_decode_keys, ra_prefill_keys: its table row is
      * never read) and ends as out 0, LSE -inf; merge_states does not read
      * a part of LSE -inf. */
-    .features =
-        AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_LSE | AH_FEAT_EMPTY_KV,
+    .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_ALIBI |
+                AH_FEAT_NON_CAUSAL | AH_FEAT_CAUSAL_FLAG | AH_FEAT_LSE | AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .gfx_targets = ra_targets,
     .n_gfx_targets = (uint32_t)(sizeof ra_targets / sizeof *ra_targets),

@@ -194,7 +194,9 @@ typedef struct cfg {
     int qlen[4], seqlen[4];
     int kv;                 /* RA_KV_*: 0, the query's 16-bit type */
     float k_scale, v_scale; /* FP8 caches: real = stored * scale */
+    int flags;              /* F_* */
 } cfg;
+enum { F_ALIBI = 1, F_NON_CAUSAL = 2, F_HND = 4 };
 
 typedef struct batch {
     cfg c;
@@ -204,6 +206,7 @@ typedef struct batch {
     float *q, *kc, *vc;   /* q [T][Hq][D]; 16-bit caches NHD [nblk][bs][Hk][D] */
     uint8_t *kraw, *vraw; /* FP8 caches: the stored bytes, same layout */
     float *sinks;         /* [Hq] */
+    float *slopes;        /* [Hq] ALiBi slopes, all 0 without F_ALIBI */
     float scale;
     float lscale, vscale; /* the kernels' logit scale (scale * k_scale) and v_scale */
 } batch;
@@ -273,12 +276,15 @@ static void batch_make(batch *b, const cfg *c)
     for (int h = 0; h < c->Hq; h++)
         b->sinks[h] = c->use_sinks == SINKS_NEG_INF ? -INFINITY : 2.0f * frand();
     b->scale = 1.0f / sqrtf((float)c->D);
+    b->slopes = malloc(sizeof(float) * c->Hq);
+    for (int h = 0; h < c->Hq; h++) /* the ALiBi paper's slopes 2^(-8 (h + 1) / Hq) */
+        b->slopes[h] = c->flags & F_ALIBI ? exp2f(-8.0f * (float)(h + 1) / (float)c->Hq) : 0.0f;
 }
 
 static void batch_free(batch *b)
 {
     free(b->table), free(b->q), free(b->kc), free(b->vc), free(b->sinks);
-    free(b->kraw), free(b->vraw);
+    free(b->kraw), free(b->vraw), free(b->slopes);
 }
 
 /* A cache element the models read, bounds-checked: a read through a
@@ -305,23 +311,41 @@ static double kv_real(const batch *b, int v, int64_t off)
     return (double)ah_load_f32(&x, 0, fp8_dtype(b->c.kv)) * (v ? b->c.v_scale : b->c.k_scale);
 }
 
+/* The oracle's cache offset (reference.h's ah_kv_offset, spelled out). */
+static size_t oracle_offset(const batch *b, int r, int j, int hk, int e)
+{
+    const cfg *c = &b->c;
+    const size_t blk = (size_t)b->table[r * b->tw + j / c->bs], slot = (size_t)(j % c->bs);
+    const size_t per_block = (size_t)c->bs * c->Hk * c->D;
+    if (c->flags & F_HND) return blk * per_block + ((size_t)hk * c->bs + slot) * c->D + e;
+    return blk * per_block + (slot * c->Hk + hk) * c->D + e;
+}
+
+/* The oracle's visibility: causal, j <= p and j > p - window; not causal,
+ * |j - p| < window; no window, every j < seq_len. */
+static int oracle_visible(const cfg *c, int j, int p)
+{
+    if (!(c->flags & F_NON_CAUSAL) && j > p) return 0;
+    return c->window <= 0 || abs(j - p) < c->window;
+}
+
 /* The oracle (core/include/attnhost/reference.h's definition), in double. */
 static void oracle(const batch *b, int r, int i, int h, double *out, double *lse)
 {
     const cfg *c = &b->c;
     const int t = b->qsl[r] + i, qp = c->seqlen[r] - c->qlen[r] + i, hk = h / (c->Hq / c->Hk);
-    const int32_t *tab = b->table + r * b->tw;
     double mx = -INFINITY, den = 0;
     double *s = malloc(sizeof(double) * (size_t)c->seqlen[r]);
     for (int j = 0; j < c->seqlen[r]; j++) {
         s[j] = -INFINITY;
-        if (!ra_visible(j, qp, c->seqlen[r], c->window)) continue;
+        if (!oracle_visible(c, j, qp)) continue;
         double d = 0;
         for (int e = 0; e < c->D; e++)
             d += (double)b->q[((size_t)t * c->Hq + h) * c->D + e] *
-                 kv_real(b, 0, ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e));
+                 kv_real(b, 0, oracle_offset(b, r, j, hk, e));
         d *= b->scale;
         if (c->softcap > 0) d = c->softcap * tanh(d / c->softcap);
+        d += (double)b->slopes[h] * (j - qp);
         s[j] = d;
         if (d > mx) mx = d;
     }
@@ -331,8 +355,7 @@ static void oracle(const batch *b, int r, int i, int h, double *out, double *lse
         if (s[j] == -INFINITY) continue;
         double p = exp(s[j] - mx);
         den += p;
-        for (int e = 0; e < c->D; e++)
-            out[e] += p * kv_real(b, 1, ra_nhd_offset(tab, j, c->bs, c->Hk, c->D, hk, e));
+        for (int e = 0; e < c->D; e++) out[e] += p * kv_real(b, 1, oracle_offset(b, r, j, hk, e));
     }
     if (c->use_sinks && b->sinks[h] != -INFINITY) den += exp(b->sinks[h] - mx);
     for (int e = 0; e < c->D; e++) out[e] = den > 0 ? out[e] / den : 0;
@@ -368,6 +391,7 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
 {
     const cfg *c = &b->c;
     const int G = c->Hq / c->Hk, D = c->D, seq = c->seqlen[r], qp = seq - 1, t = b->qsl[r + 1] - 1;
+    const int causal = !(c->flags & F_NON_CAUSAL);
     const int32_t *tab = b->table + r * b->tw;
     const int P = ra_num_partitions(b->max_seq);
     float *po = calloc((size_t)P * c->Hq * D, sizeof(float)),
@@ -395,11 +419,12 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                     for (int lane = 0; lane < 64; lane++)
                         for (int it = 0; it < 4; it++) {
                             const int key = kc + ra_m16_ab_mn(lane);
-                            a[lane][it] =
-                                key < k1 ? kv_at(b, 0,
-                                                 ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                               dt * 16 + ra_m16_ab_k(lane, it)))
-                                         : 0.0f;
+                            a[lane][it] = key < k1
+                                              ? kv_at(b, 0,
+                                                      ra_kv_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                   dt * 16 + ra_m16_ab_k(lane, it),
+                                                                   c->flags & F_HND))
+                                              : 0.0f;
                         }
                     ra_model_mfma_16x16x16(a, bq[dt], s);
                 }
@@ -407,8 +432,10 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                     mx[lane] = -INFINITY;
                     for (int it = 0; it < 4; it++) {
                         const int key = kc + ra_m16_c_m(lane, it);
-                        s[lane][it] = key < k1 && ra_visible(key, qp, seq, c->window)
-                                          ? ra_logit(s[lane][it], b->lscale, c->softcap)
+                        const int g = ra_m16_c_n(lane);
+                        s[lane][it] = key < k1 && ra_visible(key, qp, seq, c->window, causal)
+                                          ? ra_logit(s[lane][it], b->lscale, c->softcap,
+                                                     g < G ? b->slopes[hk * G + g] : 0.0f, key, qp)
                                           : -INFINITY;
                         mx[lane] = fmaxf(mx[lane], s[lane][it]);
                     }
@@ -435,8 +462,9 @@ static void decode_model(const batch *b, int r, float *out, float *lse)
                             const int key = kc + ra_m16_ab_k(lane, it);
                             a[lane][it] = key < k1
                                               ? kv_at(b, 1,
-                                                      ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                    dt * 16 + ra_m16_ab_mn(lane)))
+                                                      ra_kv_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                   dt * 16 + ra_m16_ab_mn(lane),
+                                                                   c->flags & F_HND))
                                               : 0.0f;
                         }
                     ra_model_mfma_16x16x16(a, s, o[dt]);
@@ -480,6 +508,7 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
 {
     const cfg *c = &b->c;
     const int G = c->Hq / c->Hk, D = c->D, seq = c->seqlen[r], ql = c->qlen[r], t0 = b->qsl[r];
+    const int causal = !(c->flags & F_NON_CAUSAL);
     const int32_t *tab = b->table + r * b->tw;
     for (int h = 0; h < c->Hq; h++)
         for (int q0 = 0; q0 < ql; q0 += RA_PRE_QUERIES) {
@@ -487,7 +516,7 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
             float m[64], l[64];
             const int hk = h / G;
             int kstart, kend;
-            ra_prefill_keys(q0, ql, seq, c->window, &kstart, &kend);
+            ra_prefill_keys(q0, ql, seq, c->window, causal, &kstart, &kend);
             for (int lane = 0; lane < 64; lane++) {
                 m[lane] = -INFINITY, l[lane] = 0;
                 const int qi = q0 + ra_m32_ab_mn(lane);
@@ -507,8 +536,9 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                             const int key = kc + ra_m32_ab_mn(lane);
                             a[lane][it] = key < kend
                                               ? kv_at(b, 0,
-                                                      ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                    dt * 8 + ra_m32_ab_k(lane, it)))
+                                                      ra_kv_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                   dt * 8 + ra_m32_ab_k(lane, it),
+                                                                   c->flags & F_HND))
                                               : 0.0f;
                         }
                     ra_model_mfma_32x32x8(a, bq[dt], s);
@@ -518,8 +548,9 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                     mx[lane] = -INFINITY;
                     for (int it = 0; it < 16; it++) {
                         const int key = kc + ra_m32_c_m(lane, it);
-                        s[lane][it] = ra_visible(key, qp, kend, c->window)
-                                          ? ra_logit(s[lane][it], b->lscale, c->softcap)
+                        s[lane][it] = key < kend && ra_visible(key, qp, seq, c->window, causal)
+                                          ? ra_logit(s[lane][it], b->lscale, c->softcap,
+                                                     b->slopes[h], key, qp)
                                           : -INFINITY;
                         mx[lane] = fmaxf(mx[lane], s[lane][it]);
                     }
@@ -549,8 +580,9 @@ static void prefill_model(const batch *b, int r, float *out /* [qlen][Hq][D] */,
                                 const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
                                 a[lane][it] =
                                     key < kend ? kv_at(b, 1,
-                                                       ra_nhd_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                     dt * 32 + ra_m32_ab_mn(lane)))
+                                                       ra_kv_offset(tab, key, c->bs, c->Hk, D, hk,
+                                                                    dt * 32 + ra_m32_ab_mn(lane),
+                                                                    c->flags & F_HND))
                                                : 0.0f;
                             }
                         ra_model_mfma_32x32x8(a, pb, o[dt]);
@@ -629,44 +661,56 @@ int main(void)
     /* Not reformatted: one configuration a row, fields in cfg's order. */
     // clang-format off
     static const cfg dec[] = {
-        {"bf16 D128 GQA 8 seq 700/33/256", 1, 128, 16, 2, 16, 0, 0, 0, 3, {1, 1, 1}, {700, 33, 256}, RA_KV_16, 0, 0},
-        {"fp16 D64 GQA 4 seq 515", 0, 64, 8, 2, 32, 0, 0, 0, 2, {1, 1}, {515, 1}, RA_KV_16, 0, 0},
-        {"bf16 D256 MHA seq 300", 1, 256, 2, 2, 16, 0, 0, 0, 1, {1}, {300}, RA_KV_16, 0, 0},
-        {"bf16 D128 GQA 16 window 100 sinks", 1, 128, 16, 1, 16, 100, 1, 0, 2, {1, 1}, {900, 60}, RA_KV_16, 0, 0},
-        {"bf16 D64 GQA 6 softcap 30 sinks", 1, 64, 12, 2, 64, 0, 1, 30.0f, 2, {1, 1}, {520, 7}, RA_KV_16, 0, 0},
-        {"fp16 D128 window 300 softcap 5", 0, 128, 4, 1, 16, 300, 0, 5.0f, 1, {1}, {1000}, RA_KV_16, 0, 0},
+        {"bf16 D128 GQA 8 seq 700/33/256", 1, 128, 16, 2, 16, 0, 0, 0, 3, {1, 1, 1}, {700, 33, 256}, RA_KV_16, 0, 0, 0},
+        {"fp16 D64 GQA 4 seq 515", 0, 64, 8, 2, 32, 0, 0, 0, 2, {1, 1}, {515, 1}, RA_KV_16, 0, 0, 0},
+        {"bf16 D256 MHA seq 300", 1, 256, 2, 2, 16, 0, 0, 0, 1, {1}, {300}, RA_KV_16, 0, 0, 0},
+        {"bf16 D128 GQA 16 window 100 sinks", 1, 128, 16, 1, 16, 100, 1, 0, 2, {1, 1}, {900, 60}, RA_KV_16, 0, 0, 0},
+        {"bf16 D64 GQA 6 softcap 30 sinks", 1, 64, 12, 2, 64, 0, 1, 30.0f, 2, {1, 1}, {520, 7}, RA_KV_16, 0, 0, 0},
+        {"fp16 D128 window 300 softcap 5", 0, 128, 4, 1, 16, 300, 0, 5.0f, 1, {1}, {1000}, RA_KV_16, 0, 0, 0},
         /* requests without keys (AH_FEAT_EMPTY_KV) beside others, and alone */
-        {"bf16 D128 GQA 8 seq 0/700/0/33", 1, 128, 16, 2, 16, 0, 0, 0, 4, {1, 1, 1, 1}, {0, 700, 0, 33}, RA_KV_16, 0, 0},
-        {"fp16 D64 GQA 4 seq 0/515 sinks", 0, 64, 8, 2, 32, 0, SINKS_ON, 0, 2, {1, 1}, {0, 515}, RA_KV_16, 0, 0},
-        {"bf16 D256 seq 300/0 sinks -inf", 1, 256, 2, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {300, 0}, RA_KV_16, 0, 0},
-        {"bf16 D128 window 100 sinks seq 0/900", 1, 128, 16, 1, 16, 100, SINKS_ON, 0, 2, {1, 1}, {0, 900}, RA_KV_16, 0, 0},
-        {"fp16 D128 all empty", 0, 128, 4, 1, 16, 0, 0, 0, 3, {1, 1, 1}, {0, 0, 0}, RA_KV_16, 0, 0},
-        {"bf16 D64 all empty sinks", 1, 64, 8, 2, 16, 0, SINKS_ON, 0, 2, {1, 1}, {0, 0}, RA_KV_16, 0, 0},
-        {"fp16 D64 all empty sinks -inf", 0, 64, 8, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {0, 0}, RA_KV_16, 0, 0},
+        {"bf16 D128 GQA 8 seq 0/700/0/33", 1, 128, 16, 2, 16, 0, 0, 0, 4, {1, 1, 1, 1}, {0, 700, 0, 33}, RA_KV_16, 0, 0, 0},
+        {"fp16 D64 GQA 4 seq 0/515 sinks", 0, 64, 8, 2, 32, 0, SINKS_ON, 0, 2, {1, 1}, {0, 515}, RA_KV_16, 0, 0, 0},
+        {"bf16 D256 seq 300/0 sinks -inf", 1, 256, 2, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {300, 0}, RA_KV_16, 0, 0, 0},
+        {"bf16 D128 window 100 sinks seq 0/900", 1, 128, 16, 1, 16, 100, SINKS_ON, 0, 2, {1, 1}, {0, 900}, RA_KV_16, 0, 0, 0},
+        {"fp16 D128 all empty", 0, 128, 4, 1, 16, 0, 0, 0, 3, {1, 1, 1}, {0, 0, 0}, RA_KV_16, 0, 0, 0},
+        {"bf16 D64 all empty sinks", 1, 64, 8, 2, 16, 0, SINKS_ON, 0, 2, {1, 1}, {0, 0}, RA_KV_16, 0, 0, 0},
+        {"fp16 D64 all empty sinks -inf", 0, 64, 8, 2, 16, 0, SINKS_NEG_INF, 0, 2, {1, 1}, {0, 0}, RA_KV_16, 0, 0, 0},
         /* FP8 caches (OCP bytes, 1 in 16 a signed zero), k/v scales */
-        {"bf16 e4m3 D128 GQA 8 seq 700/33", 1, 128, 16, 2, 16, 0, 0, 0, 2, {1, 1}, {700, 33}, RA_KV_E4M3, 0.0125f, 0.02f},
-        {"fp16 e4m3 D64 window 100 sinks", 0, 64, 8, 2, 32, 100, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_E4M3, 0.01f, 0.005f},
-        {"bf16 e5m2 D256 softcap 30", 1, 256, 4, 1, 16, 0, 0, 30.0f, 1, {1}, {300}, RA_KV_E5M2, 0.5f, 2.0f},
-        {"fp16 e5m2 D128 GQA 4", 0, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {260, 17}, RA_KV_E5M2, 0.25f, 1.0f},
+        {"bf16 e4m3 D128 GQA 8 seq 700/33", 1, 128, 16, 2, 16, 0, 0, 0, 2, {1, 1}, {700, 33}, RA_KV_E4M3, 0.0125f, 0.02f, 0},
+        {"fp16 e4m3 D64 window 100 sinks", 0, 64, 8, 2, 32, 100, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_E4M3, 0.01f, 0.005f, 0},
+        {"bf16 e5m2 D256 softcap 30", 1, 256, 4, 1, 16, 0, 0, 30.0f, 1, {1}, {300}, RA_KV_E5M2, 0.5f, 2.0f, 0},
+        {"fp16 e5m2 D128 GQA 4", 0, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {260, 17}, RA_KV_E5M2, 0.25f, 1.0f, 0},
+        /* ALiBi, non-causal layers, HND caches */
+        {"bf16 D128 GQA 4 ALiBi seq 600/40", 1, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {600, 40}, RA_KV_16, 0, 0, F_ALIBI},
+        {"fp16 D64 HND GQA 4 window 90 sinks", 0, 64, 8, 2, 32, 90, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_16, 0, 0, F_HND},
+        {"bf16 e4m3 D256 HND ALiBi softcap 30", 1, 256, 4, 1, 16, 0, 0, 30.0f, 1, {1}, {300}, RA_KV_E4M3, 0.0125f, 0.02f, F_HND | F_ALIBI},
+        {"bf16 D128 non-causal ALiBi HND", 1, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {290, 7}, RA_KV_16, 0, 0, F_NON_CAUSAL | F_ALIBI | F_HND},
     };
     // clang-format on
     /* Not reformatted: one configuration a row, fields in cfg's order. */
     // clang-format off
     static const cfg pre[] = {
-        {"bf16 D64 chunk 77 of 300, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 2, {77, 1}, {300, 40}, RA_KV_16, 0, 0},
-        {"fp16 D128 prompt 100", 0, 128, 4, 4, 32, 0, 0, 0, 1, {100}, {100}, RA_KV_16, 0, 0},
-        {"bf16 D256 GQA 2 chunk 40 of 90", 1, 256, 2, 1, 16, 0, 0, 0, 1, {40}, {90}, RA_KV_16, 0, 0},
-        {"bf16 D128 window 50 sinks", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}, RA_KV_16, 0, 0},
-        {"bf16 D64 softcap 20 sinks window 7", 1, 64, 2, 1, 16, 7, 1, 20.0f, 1, {65}, {65}, RA_KV_16, 0, 0},
+        {"bf16 D64 chunk 77 of 300, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 2, {77, 1}, {300, 40}, RA_KV_16, 0, 0, 0},
+        {"fp16 D128 prompt 100", 0, 128, 4, 4, 32, 0, 0, 0, 1, {100}, {100}, RA_KV_16, 0, 0, 0},
+        {"bf16 D256 GQA 2 chunk 40 of 90", 1, 256, 2, 1, 16, 0, 0, 0, 1, {40}, {90}, RA_KV_16, 0, 0, 0},
+        {"bf16 D128 window 50 sinks", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}, RA_KV_16, 0, 0, 0},
+        {"bf16 D64 softcap 20 sinks window 7", 1, 64, 2, 1, 16, 7, 1, 20.0f, 1, {65}, {65}, RA_KV_16, 0, 0, 0},
         /* a mixed batch the host could not split goes whole to prefill */
-        {"bf16 D64 chunk 77 of 300, seq 0, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 3, {77, 1, 1}, {300, 0, 40}, RA_KV_16, 0, 0},
-        {"fp16 D128 seq 0 sinks, prompt 40", 0, 128, 4, 2, 16, 0, SINKS_ON, 0, 2, {1, 40}, {0, 40}, RA_KV_16, 0, 0},
-        {"bf16 D64 seq 0 sinks -inf, chunk 5 of 9", 1, 64, 4, 4, 16, 0, SINKS_NEG_INF, 0, 2, {1, 5}, {0, 9}, RA_KV_16, 0, 0},
+        {"bf16 D64 chunk 77 of 300, seq 0, 1 of 40", 1, 64, 4, 2, 16, 0, 0, 0, 3, {77, 1, 1}, {300, 0, 40}, RA_KV_16, 0, 0, 0},
+        {"fp16 D128 seq 0 sinks, prompt 40", 0, 128, 4, 2, 16, 0, SINKS_ON, 0, 2, {1, 40}, {0, 40}, RA_KV_16, 0, 0, 0},
+        {"bf16 D64 seq 0 sinks -inf, chunk 5 of 9", 1, 64, 4, 4, 16, 0, SINKS_NEG_INF, 0, 2, {1, 5}, {0, 9}, RA_KV_16, 0, 0, 0},
         /* FP8 caches */
-        {"bf16 e4m3 D128 chunk 70 of 200, window 50", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}, RA_KV_E4M3, 0.0125f, 0.02f},
-        {"fp16 e4m3 D256 prompt 45", 0, 256, 2, 1, 16, 0, 0, 0, 1, {45}, {45}, RA_KV_E4M3, 0.01f, 0.01f},
-        {"bf16 e5m2 D64 softcap 20 chunk 40 of 90", 1, 64, 4, 2, 32, 0, 0, 20.0f, 1, {40}, {90}, RA_KV_E5M2, 0.5f, 2.0f},
-        {"fp16 e5m2 D128 prompt 33", 0, 128, 2, 2, 16, 0, 0, 0, 1, {33}, {33}, RA_KV_E5M2, 0.25f, 0.5f},
+        {"bf16 e4m3 D128 chunk 70 of 200, window 50", 1, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}, RA_KV_E4M3, 0.0125f, 0.02f, 0},
+        {"fp16 e4m3 D256 prompt 45", 0, 256, 2, 1, 16, 0, 0, 0, 1, {45}, {45}, RA_KV_E4M3, 0.01f, 0.01f, 0},
+        {"bf16 e5m2 D64 softcap 20 chunk 40 of 90", 1, 64, 4, 2, 32, 0, 0, 20.0f, 1, {40}, {90}, RA_KV_E5M2, 0.5f, 2.0f, 0},
+        {"fp16 e5m2 D128 prompt 33", 0, 128, 2, 2, 16, 0, 0, 0, 1, {33}, {33}, RA_KV_E5M2, 0.25f, 0.5f, 0},
+        /* ALiBi, non-causal layers (a multimodal prefix), HND caches */
+        {"bf16 D128 ALiBi chunk 70 of 200, 33", 1, 128, 8, 2, 16, 0, 0, 0, 2, {70, 33}, {200, 33}, RA_KV_16, 0, 0, F_ALIBI},
+        {"fp16 D64 non-causal prompt 100", 0, 64, 4, 2, 16, 0, 0, 0, 1, {100}, {100}, RA_KV_16, 0, 0, F_NON_CAUSAL},
+        {"bf16 D64 non-causal window 20 chunk 50 of 130", 1, 64, 4, 1, 16, 20, 1, 0, 2, {50, 9}, {130, 40}, RA_KV_16, 0, 0, F_NON_CAUSAL},
+        {"bf16 D128 non-causal ALiBi HND sinks", 1, 128, 4, 2, 32, 0, 1, 0, 2, {45, 1}, {80, 0}, RA_KV_16, 0, 0, F_NON_CAUSAL | F_ALIBI | F_HND},
+        {"fp16 e5m2 D256 HND window 40", 0, 256, 2, 1, 16, 40, 0, 0, 1, {77}, {150}, RA_KV_E5M2, 0.5f, 2.0f, F_HND},
+        {"bf16 e4m3 D64 HND ALiBi softcap 20", 1, 64, 4, 4, 16, 0, 0, 20.0f, 1, {65}, {65}, RA_KV_E4M3, 0.01f, 0.01f, F_HND | F_ALIBI},
     };
     // clang-format on
     for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) run_case(&dec[i], 1);
