@@ -9,7 +9,8 @@ wavefront 64, kernel-argument size equal to the host's parameter struct;
 prints VGPR/AGPR/SGPR counts and the occupancy they allow (waves per SIMD
 out of 8 from the unified 512-entry VGPR file of gfx90a/gfx942, granule 8). From the
 disassembly (llvm-objdump -d): each attention kernel uses the MFMA its
-tile loop is written for, and every kernel the plugin launches is there.
+tile loop is written for (the absorbed-MLA kernels, ra_decode_*_mla, the
+decode kernel's 16x16x16), and every kernel the plugin launches is there.
 FP8 kernels (names with _e4m3 / _e5m2): the attention kernels use the
 16-bit MFMA of their query dtype and no FP8 instruction at all (gfx942's
 FP8 converts and MFMAs read the fnuz formats, not the OCP bytes of the
@@ -47,6 +48,9 @@ expected = {"ra_write_kv", "ra_merge_bf16", "ra_merge_fp16"}
 for dt in ("bf16", "fp16"):
     for kv in FP8:
         expected.add(f"ra_write_kv_{dt}{kv}")
+    expected.add(f"ra_decode_reduce_{dt}_mla")
+    for kv in ("",) + FP8:
+        expected.add(f"ra_decode_{dt}{kv}_mla")  # absorbed MLA: decode kernel only
     for d in (64, 128, 256):
         expected.add(f"ra_decode_reduce_{dt}_d{d}")
         for kv in ("",) + FP8:
@@ -102,7 +106,7 @@ for n in sorted(names):
         for insn in ("v_div_scale_f32", "v_div_fmas_f32", "v_div_fixup_f32", "v_rndne_f32"):
             need(insn in body, f"{n}: no {insn}")
         continue
-    m = re.match(r"ra_(decode|prefill)_(bf16|fp16)(_e4m3|_e5m2)?_d(\d+)$", n)
+    m = re.match(r"ra_(decode|prefill)_(bf16|fp16)(_e4m3|_e5m2)?_(d\d+|mla)$", n)
     if not m:
         continue
     hits = len(re.findall(mfma[(m.group(1), m.group(2))], body))

@@ -5,11 +5,14 @@
  * same source. The index logic is kernels/ra_layout.h's; the CPU model in
  * test/test_mfma_model.c runs these loops lane by lane.
  *
- *   ra_decode_<dt><kv>_d<D>    paged decode, one wave per (KV-head group,
- *                              256-key partition, request); GQA heads of a KV
- *                              head share each K/V read; S^T = K Q^T and
+ *   ra_decode_<dt><kv>_d<D>    paged decode, one wave per (request, 16 query
+ *                              heads of a KV head, 256-key partition); those
+ *                              heads share each K/V read; S^T = K Q^T and
  *                              O^T += V^T P^T on v_mfma_f32_16x16x16
- *   ra_decode_reduce_<dt>_d<D> LSE merge of the partitions, sinks
+ *   ra_decode_<dt><kv>_mla     the same for absorbed MLA (qk 576, v 512, V
+ *                              inside the key cache), which also serves MLA
+ *                              prefill/extend a wave per query token
+ *   ra_decode_reduce_<dt>_d<D> LSE merge of the partitions, sinks (_mla: 512)
  *   ra_prefill_<dt><kv>_d<D>   FA2-style prefill/extend over the paged cache
  *                              (causal or not: the causal flag),
  *                              one wave per (32 queries, head, request),
@@ -27,10 +30,11 @@
  * bytes the kernels decode exactly into the query's dtype
  * (ra_fp8_to_f32: no FP8 instruction, see ra_layout.h) before the same
  * 16-bit MFMAs. k_scale is folded into the logit scale, v_scale into the
- * output. The loops that read the cache are unrolled by pragma: the FP8
- * decode makes their bodies large enough that the unroller would stop and
- * leave the Q and O fragments in scratch; the other loops are left to the
- * compiler, which unrolls them at fewer registers.
+ * output. The loops that read the cache, and the decode kernel's loops
+ * over its Q and O fragments, are unrolled by pragma: the FP8 decode and
+ * the MLA head sizes make them long enough that the unroller would stop
+ * and leave the fragments in scratch; the prefill kernel's other loops are
+ * left to the compiler, which unrolls them at fewer registers.
  */
 typedef __INT64_TYPE__ int64_t;
 typedef __INT32_TYPE__ int32_t;
@@ -122,16 +126,17 @@ template <int BF> struct kvload<BF, RA_KV_16> {
     }
     RA_DEV short bits1(const raw *p, int64_t off, bool ok) { return ok ? (short)p[off] : (short)0; }
 };
-/* 4 elements from 4 rows (V^T operands). */
+/* Element d of 4 rows (V^T operands): row pointers a lane, so d is an
+ * immediate offset rather than a scalar base per channel step. */
 template <int BF, int KV>
-RA_DEV typename elt<BF>::v4 gather4(const typename kvload<BF, KV>::raw *p, const int64_t off[4],
+RA_DEV typename elt<BF>::v4 gather4(const typename kvload<BF, KV>::raw *const row[4], int d,
                                     const bool ok[4])
 {
     short4_t s;
-    s.x = kvload<BF, KV>::bits1(p, off[0], ok[0]);
-    s.y = kvload<BF, KV>::bits1(p, off[1], ok[1]);
-    s.z = kvload<BF, KV>::bits1(p, off[2], ok[2]);
-    s.w = kvload<BF, KV>::bits1(p, off[3], ok[3]);
+    s.x = kvload<BF, KV>::bits1(row[0], d, ok[0]);
+    s.y = kvload<BF, KV>::bits1(row[1], d, ok[1]);
+    s.z = kvload<BF, KV>::bits1(row[2], d, ok[2]);
+    s.w = kvload<BF, KV>::bits1(row[3], d, ok[3]);
     return __builtin_bit_cast(typename elt<BF>::v4, s);
 }
 /* 4 consecutive query elements (16-bit), or zeros. */
@@ -151,47 +156,58 @@ template <int BF> RA_DEV typename elt<BF>::v4 pack_p(float a, float b, float c, 
 
 /* ---- paged decode ---------------------------------------------------------- */
 
-template <int BF, int KV, int D> RA_DEV void decode(const ra_attn_params &p)
+/* Decode-style waves, DQK/DV the qk/v head sizes (absorbed MLA: 576/512, V
+ * the first DV channels of the key cache, v_cache == k_cache, so V rows
+ * are DQK apart too). Workgroup (x, y, z) = (row, 16-head group of a KV
+ * head, partition). Split mode: row = request, its last token, partials
+ * of 256-key partition z for the reduce. token_rows: row = query token,
+ * one wave over every key it sees, writing out and lse (MLA
+ * prefill/extend, for which there is no prefill kernel). */
+template <int BF, int KV, int DQK, int DV> RA_DEV void decode(const ra_attn_params &p)
 {
     typedef typename elt<BF>::v4 v4;
     typedef typename kvload<BF, KV>::raw raw;
-    const int lane = lane_id(), part = (int)__builtin_amdgcn_workgroup_id_x();
-    const int hk = (int)__builtin_amdgcn_workgroup_id_y(),
-              r = (int)__builtin_amdgcn_workgroup_id_z();
+    const int lane = lane_id(), row = (int)__builtin_amdgcn_workgroup_id_x();
+    const int y = (int)__builtin_amdgcn_workgroup_id_y(),
+              part = p.token_rows ? -1 : (int)__builtin_amdgcn_workgroup_id_z();
+    const int H = p.num_q_heads, G = H / p.num_kv_heads, ng = ra_head_groups(G);
+    const int hk = y / ng, g0 = (y % ng) * RA_DEC_GROUP;
+    const int r = p.token_rows ? ra_request_of(p.query_start_loc, p.num_reqs, row) : row;
     const int q0 = p.query_start_loc[r], q1 = p.query_start_loc[r + 1];
-    const int seq = p.seq_lens[r], G = p.num_q_heads / p.num_kv_heads, H = p.num_q_heads;
     if (q1 <= q0) return; /* a padded request */
-    int kstart, k1;       /* empty past the request's end and for seq 0 */
-    ra_decode_keys(part, seq, p.window, &kstart, &k1);
-    const int qp = seq - 1, t = q1 - 1;
+    const int t = p.token_rows ? row : q1 - 1, seq = p.seq_lens[r];
+    const int qp = seq - (q1 - q0) + (t - q0);
+    int kstart, k1; /* empty past the request's end and for seq 0 */
+    ra_row_keys(part, qp, seq, p.window, p.causal, &kstart, &k1);
     const int32_t *tab = p.block_table + (int64_t)r * p.table_stride;
     const uint16_t *Q = (const uint16_t *)p.q;
     const raw *K = (const raw *)p.k_cache, *V = (const raw *)p.v_cache;
 
-    const int g_b = ra_m16_ab_mn(lane);
-    v4 bq[D / 16];
-    for (int dt = 0; dt < D / 16; dt++)
+    const int g_b = g0 + ra_m16_ab_mn(lane);
+    v4 bq[DQK / 16];
+#pragma unroll
+    for (int dt = 0; dt < DQK / 16; dt++)
         bq[dt] = load4<BF>(Q + t * p.stride_q_t + (int64_t)(hk * G + g_b) * p.stride_q_h + dt * 16 +
                                ra_m16_ab_k(lane, 0),
                            g_b < G);
-    /* the ALiBi slope of the query head of the lane's C column */
-    const float slope = p.alibi && ra_m16_c_n(lane) < G ? p.alibi[hk * G + ra_m16_c_n(lane)] : 0.0f;
-    float4_t o[D / 16];
-    for (int dt = 0; dt < D / 16; dt++) o[dt] = float4_t{};
+    /* the lane's C column: query head g of the KV head, and its ALiBi slope */
+    const int g = g0 + ra_m16_c_n(lane);
+    const float slope = p.alibi && g < G ? p.alibi[hk * G + g] : 0.0f;
+    float4_t o[DV / 16];
+#pragma unroll
+    for (int dt = 0; dt < DV / 16; dt++) o[dt] = float4_t{};
     float m = -INFINITY, l = 0.0f;
     for (int kc = kstart; kc < k1; kc += RA_DEC_KEYS) {
         float4_t s = float4_t{};
         const int key_a = kc + ra_m16_ab_mn(lane);
         const bool ka = key_a < k1;
+        /* one address a lane; the head's channels are immediate offsets */
+        const raw *kp = K + (ka ? ra_kv_offset(tab, key_a, p.block_size, p.num_kv_heads, DQK, hk,
+                                               ra_m16_ab_k(lane, 0), p.kv_hnd)
+                                : 0);
 #pragma unroll
-        for (int dt = 0; dt < D / 16; dt++) {
-            const v4 a = kvload<BF, KV>::load4(
-                K + (ka ? ra_kv_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
-                                       dt * 16 + ra_m16_ab_k(lane, 0), p.kv_hnd)
-                        : 0),
-                ka);
-            s = elt<BF>::mfma16(a, bq[dt], s);
-        }
+        for (int dt = 0; dt < DQK / 16; dt++)
+            s = elt<BF>::mfma16(kvload<BF, KV>::load4(kp + dt * 16, ka), bq[dt], s);
         float mx = -INFINITY;
         for (int it = 0; it < 4; it++) {
             const int key = kc + ra_m16_c_m(lane, it);
@@ -213,31 +229,47 @@ template <int BF, int KV, int D> RA_DEV void decode(const ra_attn_params &p)
         l = l * al + ps;
         m = mn;
         const v4 pb = pack_p<BF>(pr[0], pr[1], pr[2], pr[3]);
-        int64_t off[4];
+        const raw *vp[4];
         bool ok[4];
         for (int it = 0; it < 4; it++) {
             const int key = kc + ra_m16_ab_k(lane, it);
             ok[it] = key < k1;
-            off[it] = ok[it] ? ra_kv_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
-                                            ra_m16_ab_mn(lane), p.kv_hnd)
-                             : 0;
+            vp[it] = V + (ok[it] ? ra_kv_offset(tab, key, p.block_size, p.num_kv_heads, DQK, hk,
+                                                ra_m16_ab_mn(lane), p.kv_hnd)
+                                 : 0);
         }
 #pragma unroll
-        for (int dt = 0; dt < D / 16; dt++) {
+        for (int dt = 0; dt < DV / 16; dt++) {
             o[dt] *= al;
-            o[dt] = elt<BF>::mfma16(gather4<BF, KV>(V + dt * 16, off, ok), pb, o[dt]);
+            o[dt] = elt<BF>::mfma16(gather4<BF, KV>(vp, dt * 16, ok), pb, o[dt]);
         }
     }
-    const int g = ra_m16_c_n(lane);
     if (g >= G) return;
-    const int64_t row = ((int64_t)r * H + hk * G + g) * p.max_parts + part;
+    const int h = hk * G + g;
+    if (p.token_rows) { /* the output itself, as the prefill kernel ends */
+        ra_lse_acc acc;
+        acc.m = m;
+        acc.l = l;
+        float os = 1.0f;
+        if (p.use_sinks) ra_lse_add(&acc, p.sinks[h], 1.0f, &os);
+        const float f = acc.l > 0.0f ? os / acc.l * (KV == RA_KV_16 ? 1.0f : p.v_scale) : 0.0f;
+        uint16_t *O = (uint16_t *)p.out + (int64_t)t * p.stride_o_t + h * p.stride_o_h;
+#pragma unroll
+        for (int dt = 0; dt < DV / 16; dt++)
+            for (int it = 0; it < 4; it++)
+                O[dt * 16 + ra_m16_c_m(lane, it)] = elt<BF>::from_f32(o[dt][it] * f);
+        if (p.lse && lane < 16) p.lse[(int64_t)t * H + h] = ra_lse_value(acc);
+        return;
+    }
+    const int64_t prow = ((int64_t)r * H + h) * p.max_parts + part;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int dt = 0; dt < D / 16; dt++)
+#pragma unroll
+    for (int dt = 0; dt < DV / 16; dt++)
         for (int it = 0; it < 4; it++)
-            p.part_o[row * D + dt * 16 + ra_m16_c_m(lane, it)] = o[dt][it] * inv;
+            p.part_o[prow * DV + dt * 16 + ra_m16_c_m(lane, it)] = o[dt][it] * inv;
     if (lane < 16) {
-        p.part_ml[row * 2] = m;
-        p.part_ml[row * 2 + 1] = l;
+        p.part_ml[prow * 2] = m;
+        p.part_ml[prow * 2 + 1] = l;
     }
 }
 
@@ -305,15 +337,12 @@ template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
         float16_t s = float16_t{};
         const int key_a = kc + ra_m32_ab_mn(lane);
         const bool ka = key_a < kend;
+        const raw *kp = K + (ka ? ra_kv_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
+                                               ra_m32_ab_k(lane, 0), p.kv_hnd)
+                                : 0);
 #pragma unroll
-        for (int dt = 0; dt < D / 8; dt++) {
-            const v4 a = kvload<BF, KV>::load4(
-                K + (ka ? ra_kv_offset(tab, key_a, p.block_size, p.num_kv_heads, D, hk,
-                                       dt * 8 + ra_m32_ab_k(lane, 0), p.kv_hnd)
-                        : 0),
-                ka);
-            s = elt<BF>::mfma32(a, bq[dt], s);
-        }
+        for (int dt = 0; dt < D / 8; dt++)
+            s = elt<BF>::mfma32(kvload<BF, KV>::load4(kp + dt * 8, ka), bq[dt], s);
         float mx = -INFINITY;
         for (int it = 0; it < 16; it++) {
             const int key = kc + ra_m32_c_m(lane, it);
@@ -336,18 +365,18 @@ template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
         /* 8 keys per MFMA: C items 4kk..4kk+3 are P^T's B operand */
         for (int kk = 0; kk < 4; kk++) {
             const v4 pb = pack_p<BF>(s[4 * kk], s[4 * kk + 1], s[4 * kk + 2], s[4 * kk + 3]);
-            int64_t off[4];
+            const raw *vp[4];
             bool ok[4];
             for (int it = 0; it < 4; it++) {
                 const int key = kc + 8 * kk + ra_m32_ab_k(lane, it);
                 ok[it] = key < kend;
-                off[it] = ok[it] ? ra_kv_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
-                                                ra_m32_ab_mn(lane), p.kv_hnd)
-                                 : 0;
+                vp[it] = V + (ok[it] ? ra_kv_offset(tab, key, p.block_size, p.num_kv_heads, D, hk,
+                                                    ra_m32_ab_mn(lane), p.kv_hnd)
+                                     : 0);
             }
 #pragma unroll
             for (int dt = 0; dt < D / 32; dt++)
-                o[dt] = elt<BF>::mfma32(gather4<BF, KV>(V + dt * 32, off, ok), pb, o[dt]);
+                o[dt] = elt<BF>::mfma32(gather4<BF, KV>(vp, dt * 32, ok), pb, o[dt]);
         }
     }
     const int qi = q0 + ra_m32_c_n(lane);
@@ -367,7 +396,8 @@ template <int BF, int KV, int D> RA_DEV void prefill(const ra_attn_params &p)
 
 /* ---- KV write and merge_states ----------------------------------------------- */
 
-/* One wave per token: a bit copy (the cache has the query's 16-bit dtype). */
+/* One wave per token: a bit copy (the cache has the query's 16-bit dtype).
+ * value NULL: absorbed MLA, whose cache holds the keys alone. */
 RA_KERNEL void ra_write_kv(ra_kv_params p)
 {
     const int t = (int)__builtin_amdgcn_workgroup_id_x(), lane = lane_id();
@@ -380,7 +410,7 @@ RA_KERNEL void ra_write_kv(ra_kv_params p)
         const int64_t dst =
             ra_slot_offset(slot, p.block_size, p.num_kv_heads, p.head_size, h, d, p.kv_hnd);
         kc[dst] = k[t * p.stride_k_t + h * p.stride_k_h + d];
-        vc[dst] = v[t * p.stride_v_t + h * p.stride_v_h + d];
+        if (v) vc[dst] = v[t * p.stride_v_t + h * p.stride_v_h + d];
     }
 }
 
@@ -398,8 +428,9 @@ template <int BF, int KV> RA_DEV void write_kv_fp8(const ra_kv_params &p)
         const int64_t dst =
             ra_slot_offset(slot, p.block_size, p.num_kv_heads, p.head_size, h, d, p.kv_hnd);
         const float kx = elt<BF>::to_f32(k[t * p.stride_k_t + h * p.stride_k_h + d]);
-        const float vx = elt<BF>::to_f32(v[t * p.stride_v_t + h * p.stride_v_h + d]);
         kc[dst] = (uint8_t)ra_f32_to_fp8(kx / p.k_scale, KV == RA_KV_E5M2);
+        if (!v) continue;
+        const float vx = elt<BF>::to_f32(v[t * p.stride_v_t + h * p.stride_v_h + d]);
         vc[dst] = (uint8_t)ra_f32_to_fp8(vx / p.v_scale, KV == RA_KV_E5M2);
     }
 }
@@ -420,7 +451,7 @@ template <int BF> RA_DEV void merge(const ra_merge_params &p)
 
 /* NAME: the query dtype and the cache's suffix; KV: RA_KV_*. */
 #define RA_ATTN(NAME, BF, KV, D) \
-    RA_KERNEL void ra_decode_##NAME##_d##D(ra_attn_params p) { decode<BF, KV, D>(p); } \
+    RA_KERNEL void ra_decode_##NAME##_d##D(ra_attn_params p) { decode<BF, KV, D, D>(p); } \
     RA_KERNEL void ra_prefill_##NAME##_d##D(ra_attn_params p) { prefill<BF, KV, D>(p); }
 #define RA_DTYPE(DT, BF, D) \
     RA_ATTN(DT, BF, RA_KV_16, D) \
@@ -433,6 +464,18 @@ RA_DTYPE(bf16, 1, 256)
 RA_DTYPE(fp16, 0, 64)
 RA_DTYPE(fp16, 0, 128)
 RA_DTYPE(fp16, 0, 256)
+/* Absorbed MLA (qk 576, v 512, one KV head): decode and, with token_rows,
+ * prefill/extend; the reduce of 512-channel partials. */
+#define RA_MLA(NAME, BF, KV) \
+    RA_KERNEL void ra_decode_##NAME##_mla(ra_attn_params p) { decode<BF, KV, 576, 512>(p); }
+RA_MLA(bf16, 1, RA_KV_16)
+RA_MLA(bf16_e4m3, 1, RA_KV_E4M3)
+RA_MLA(bf16_e5m2, 1, RA_KV_E5M2)
+RA_MLA(fp16, 0, RA_KV_16)
+RA_MLA(fp16_e4m3, 0, RA_KV_E4M3)
+RA_MLA(fp16_e5m2, 0, RA_KV_E5M2)
+RA_KERNEL void ra_decode_reduce_bf16_mla(ra_attn_params p) { decode_reduce<1, 512>(p); }
+RA_KERNEL void ra_decode_reduce_fp16_mla(ra_attn_params p) { decode_reduce<0, 512>(p); }
 RA_KERNEL void ra_write_kv_bf16_e4m3(ra_kv_params p) { write_kv_fp8<1, RA_KV_E4M3>(p); }
 RA_KERNEL void ra_write_kv_bf16_e5m2(ra_kv_params p) { write_kv_fp8<1, RA_KV_E5M2>(p); }
 RA_KERNEL void ra_write_kv_fp16_e4m3(ra_kv_params p) { write_kv_fp8<0, RA_KV_E4M3>(p); }

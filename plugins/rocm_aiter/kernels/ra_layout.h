@@ -40,7 +40,7 @@
 #define RA_WAVE 64
 #define RA_PARTITION 256  /* keys per decode partition (one workgroup) */
 #define RA_DEC_KEYS 16    /* keys per decode MFMA step (16x16x16) */
-#define RA_DEC_GROUP 16   /* query heads per KV head a decode wave serves */
+#define RA_DEC_GROUP 16   /* query heads of one KV head a decode wave serves */
 #define RA_PRE_KEYS 32    /* keys per prefill step (32x32x8) */
 #define RA_PRE_QUERIES 32 /* query rows per prefill wave */
 
@@ -108,20 +108,48 @@ RA_HD int ra_first_key(int qp_lo, int window)
 
 /* ---- the keys a wave walks ---------------------------------------------------- */
 
-/* Decode: the keys partition `part` of a request of seq_len keys walks,
- * [*kstart, *kend): the partition's 256 keys from the first one the
- * request's (last) query sees, rounded down to an MFMA step. Empty for a
- * partition past the request's end (the grid covers the batch's longest
- * request) and for a request with seq_len 0 (AH_FEAT_EMPTY_KV: a
- * context-parallel rank holding none of its keys), whose block-table row
- * is then never read; such a wave writes the partial (m -inf, l 0). */
-RA_HD void ra_decode_keys(int part, int seq_len, int window, int *kstart, int *kend)
+/* Decode-style waves (one query token, up to 16 of its heads): the keys
+ * the query at position qp of a request of seq_len keys sees, [*kstart,
+ * *kend), from the first one rounded down to an MFMA step; with part >= 0
+ * only those of 256-key partition `part`. A decode query is the request's
+ * last position (qp = seq_len - 1), so it sees the same keys causal or
+ * not. Empty for a partition past the request's end (the grid covers the
+ * batch's longest request) and for a request with seq_len 0
+ * (AH_FEAT_EMPTY_KV: a context-parallel rank holding none of its keys),
+ * whose block-table row is then never read; such a wave writes the
+ * partial (m -inf, l 0), or out 0 and LSE -inf. */
+RA_HD void ra_row_keys(int part, int qp, int seq_len, int window, int causal, int *kstart,
+                       int *kend)
 {
-    const int k0 = part * RA_PARTITION,
-              first = (ra_first_key(seq_len - 1, window) / RA_DEC_KEYS) * RA_DEC_KEYS;
-    *kend = k0 + RA_PARTITION < seq_len ? k0 + RA_PARTITION : seq_len;
-    *kstart = first > k0 ? first : k0;
+    int lo = (ra_first_key(qp, window) / RA_DEC_KEYS) * RA_DEC_KEYS;
+    int hi = causal ? qp + 1 : window > 0 && qp + window < seq_len ? qp + window : seq_len;
+    if (hi > seq_len) hi = seq_len;
+    if (part >= 0) {
+        const int k0 = part * RA_PARTITION;
+        lo = lo > k0 ? lo : k0;
+        hi = hi < k0 + RA_PARTITION ? hi : k0 + RA_PARTITION;
+    }
+    *kstart = lo;
+    *kend = hi;
 }
+
+/* The request of query token t: the r with qsl[r] <= t < qsl[r + 1]
+ * (requests without tokens are skipped), by bisection over the
+ * num_reqs + 1 offsets. */
+RA_HD int ra_request_of(const int *qsl, int num_reqs, int t)
+{
+    int lo = 0, hi = num_reqs;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (qsl[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Decode waves per KV head: its G query heads in groups of 16 (the
+ * 16x16x16 MFMA's N), each group re-reading the KV head's keys. */
+RA_HD int ra_head_groups(int G) { return (G + RA_DEC_GROUP - 1) / RA_DEC_GROUP; }
 
 /* Prefill/extend: the keys the wave of queries q0 .. q0 + 31 of a request
  * (ql new tokens, seq_len keys) walks, [*kstart, *kend): causal, up to

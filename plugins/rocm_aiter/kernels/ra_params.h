@@ -18,7 +18,7 @@ typedef struct ra_attn_params {
     const int *block_table;     /* [R, table_stride] */
     const float *sinks;         /* [Hq] or NULL */
     const float *alibi;         /* [Hq] slopes or NULL */
-    float *part_o;              /* decode: [R, Hq, max_parts, D] */
+    float *part_o;              /* decode: [R, Hq, max_parts, v head] */
     float *part_ml;             /* decode: [R, Hq, max_parts, 2] (max, sum) */
     long long stride_q_t, stride_q_h, stride_o_t, stride_o_h;
     int table_stride, num_reqs, num_q_heads, num_kv_heads;
@@ -28,6 +28,9 @@ typedef struct ra_attn_params {
     float v_scale; /* the FP8 cache's v_scale, 1 for a 16-bit cache */
     int use_sinks;
     int causal, kv_hnd; /* 0/1: causal mask; HND cache layout */
+    int token_rows;     /* decode kernel: 1, a wave per query token over all its
+                           keys, writing out and lse itself (MLA prefill) */
+    int pad_;
 } ra_attn_params;
 
 typedef struct ra_kv_params {

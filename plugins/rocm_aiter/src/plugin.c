@@ -7,17 +7,15 @@
  * Plan: a batch whose queries are all of length <= 1 runs the split-KV
  * decode kernel (256-key partitions, GQA heads sharing a K/V read) and its
  * LSE reduce; any other batch runs the prefill/extend kernel over the paged
- * cache. write_kv stores new K/V (converted to OCP FP8 for an FP8 cache);
- * merge_states merges two partial results. An FP8 cache is read by the
- * same kernels, its bytes decoded exactly into the query's dtype
- * (kernels/ra_layout.h says why not through gfx942's fnuz FP8 hardware);
- * k_scale joins the logit scale and v_scale the output here. The causal
- * flag, the ALiBi slopes and the cache layout (NHD or HND) go to the
- * kernels as they are.
- * A decode request with seq_len 0 (AH_FEAT_EMPTY_KV) needs nothing here:
- * the decode grid covers the batch's longest request (none when every
- * request is empty, and then only the reduce runs), and each kernel gives
- * such a request no key to walk.
+ * cache, or, for absorbed MLA (qk 576 / v 512, no prefill kernel), the
+ * decode kernel a wave per query token. write_kv stores new K/V (converted to OCP FP8 for an FP8
+ * cache); merge_states merges two partial results. An FP8 cache is read by the same kernels, its
+ * bytes decoded exactly into the query's dtype (kernels/ra_layout.h says why not through gfx942's
+ * fnuz FP8 hardware); k_scale joins the logit scale and v_scale the output here. The causal flag,
+ * the ALiBi slopes and the cache layout (NHD or HND) go to the kernels as they are. A decode
+ * request with seq_len 0 (AH_FEAT_EMPTY_KV) needs nothing here: the decode grid covers the batch's
+ * longest request (none when every request is empty, and then only the reduce runs), and each
+ * kernel gives such a request no key to walk.
  *
  * Unverified on hardware: the kernels' index logic runs on the CPU through
  * an MFMA model (test/test_mfma_model.c) and the code objects pass resource
@@ -85,8 +83,13 @@ static void ra_arch_of(const hipDeviceProp_t *p, char *arch, size_t cap)
 
 enum { RA_FAMILY_DECODE, RA_FAMILY_REDUCE, RA_FAMILY_PREFILL, RA_FAMILIES };
 static const char *const ra_family_names[RA_FAMILIES] = {"decode", "decode_reduce", "prefill"};
-enum { RA_HEAD_SIZES = 3 };
-static const uint32_t ra_head_sizes[RA_HEAD_SIZES] = {64, 128, 256};
+/* Head shapes (qk / v) with a kernel, named by the kernels' suffix;
+ * absorbed MLA (576 / 512) has no prefill kernel: its decode kernel serves
+ * prefill too, a wave per query token (token_rows). */
+enum { RA_HEAD_SIZES = 4, RA_SHAPE_MLA = 3 };
+static const uint32_t ra_qk_sizes[RA_HEAD_SIZES] = {64, 128, 256, 576};
+static const uint32_t ra_v_sizes[RA_HEAD_SIZES] = {64, 128, 256, 512};
+static const char *const ra_shape_names[RA_HEAD_SIZES] = {"d64", "d128", "d256", "mla"};
 /* Cache element types, indexed by RA_KV_* (ra_layout.h): kernel-name suffixes. */
 enum { RA_KV_TYPES = 3 };
 static const char *const ra_kv_suffix[RA_KV_TYPES] = {"", "_e4m3", "_e5m2"};
@@ -217,8 +220,9 @@ static ah_status ra_context_create(const ah_host_services *host, const ah_contex
         for (int kv = 0; kv < RA_KV_TYPES; kv++) {
             for (int f = 0; f < RA_FAMILIES; f++)
                 for (int d = 0; d < RA_HEAD_SIZES; d++) {
-                    snprintf(name, sizeof name, "ra_%s_%s%s_d%u", ra_family_names[f], dt,
-                             f == RA_FAMILY_REDUCE ? "" : ra_kv_suffix[kv], ra_head_sizes[d]);
+                    if (f == RA_FAMILY_PREFILL && d == RA_SHAPE_MLA) continue;
+                    snprintf(name, sizeof name, "ra_%s_%s%s_%s", ra_family_names[f], dt,
+                             f == RA_FAMILY_REDUCE ? "" : ra_kv_suffix[kv], ra_shape_names[d]);
                     ok &=
                         hip->module_function(&c->attn[bf][kv][f][d], c->module, name) == hipSuccess;
                 }
@@ -306,17 +310,21 @@ struct ah_state {
     ah_context *ctx;
     ah_layer_spec spec;
     ah_limits lim;
-    int bf, kv, hidx, max_parts; /* kv: RA_KV_* */
+    int bf, kv, hidx, max_parts; /* kv: RA_KV_*; hidx: head shape, RA_SHAPE_MLA */
+    uint32_t group;              /* query heads per KV head */
     float *part_o, *part_ml;     /* decode partials */
     const ah_batch *batch;
     int decode; /* the planned batch has no query longer than 1 */
     ah_errbuf err;
 };
 
-static int ra_head_index(uint32_t d)
+/* The head shape of a layer (RA_SHAPE_MLA for absorbed MLA with one KV
+ * head), -1 for one without a kernel. */
+static int ra_head_index(const ah_layer_spec *s)
 {
     for (int i = 0; i < RA_HEAD_SIZES; i++)
-        if (ra_head_sizes[i] == d) return i;
+        if (ra_qk_sizes[i] == s->qk_head_size && ra_v_sizes[i] == s->v_head_size)
+            return (i == RA_SHAPE_MLA) == (s->use_mla && s->num_kv_heads == 1) ? i : -1;
     return -1;
 }
 
@@ -332,12 +340,11 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
                                  ah_state **out)
 {
     *out = NULL;
-    const int hidx = ra_head_index(spec->qk_head_size), kv = ra_kv_type(spec);
-    if (hidx < 0 || spec->v_head_size != spec->qk_head_size || kv < 0 ||
-        (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16))
+    const int hidx = ra_head_index(spec), kv = ra_kv_type(spec);
+    if (hidx < 0 || kv < 0 || (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16))
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED,
-                       "rocm_aiter: unsupported layer (head %u/%u, %s/%s)", spec->qk_head_size,
-                       spec->v_head_size, ah_dtype_name(spec->q_dtype),
+                       "rocm_aiter: unsupported layer (head %u/%u%s, %s/%s)", spec->qk_head_size,
+                       spec->v_head_size, spec->use_mla ? " MLA" : "", ah_dtype_name(spec->q_dtype),
                        ah_dtype_name(spec->kv_dtype));
     ah_state *st = calloc(1, sizeof *st);
     if (!st) return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
@@ -347,6 +354,7 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
     st->bf = spec->q_dtype == AH_DTYPE_BF16;
     st->kv = kv;
     st->hidx = hidx;
+    st->group = spec->num_q_heads / spec->num_kv_heads;
     st->max_parts = ra_num_partitions((int)lim->max_seq_len);
     const size_t rows = (size_t)lim->max_num_reqs * spec->num_q_heads * (size_t)st->max_parts;
     if (c->hip->set_device(c->device) != hipSuccess ||
@@ -406,7 +414,8 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     memset(&p, 0, sizeof p);
     p.q = ah_dl_data(a->q);
     p.k_cache = ah_dl_data(a->key_cache);
-    p.v_cache = ah_dl_data(a->value_cache);
+    /* absorbed MLA: V is the first v_head_size channels of the key cache */
+    p.v_cache = s->use_mla ? p.k_cache : ah_dl_data(a->value_cache);
     p.out = ah_dl_data(a->out);
     p.lse = a->lse ? (float *)ah_dl_data(a->lse) : NULL;
     p.query_start_loc = (const int *)ah_dl_data(b->query_start_loc);
@@ -430,24 +439,32 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     p.max_parts = st->max_parts;
     p.scale = s->scale * ah_kv_scale(a->k_scale, s->kv_dtype);
     p.softcap = s->softcap;
-    p.v_scale = ah_kv_scale(a->v_scale, s->kv_dtype);
+    /* MLA's V is the key cache's, so its scale is k_scale */
+    p.v_scale = ah_kv_scale(s->use_mla ? a->k_scale : a->v_scale, s->kv_dtype);
     p.use_sinks = p.sinks != NULL;
     p.causal = ah_spec_causal(s);
     p.kv_hnd = s->kv_layout == AH_KV_LAYOUT_HND;
-    hipFunction_t *fn = st->ctx->attn[st->bf][st->kv][0];
+    hipFunction_t(*fn)[RA_HEAD_SIZES] = st->ctx->attn[st->bf][st->kv];
+    /* decode waves: 16 query heads of a KV head each */
+    const unsigned groups = s->num_kv_heads * (unsigned)ra_head_groups((int)st->group);
     ah_status r;
     if (st->decode) {
         const unsigned parts = (unsigned)ra_num_partitions((int)b->max_seq_len);
-        r = ra_launch(st, fn[RA_FAMILY_DECODE * RA_HEAD_SIZES + st->hidx], parts, s->num_kv_heads,
-                      b->num_reqs, &p, a->stream);
+        r = ra_launch(st, fn[RA_FAMILY_DECODE][st->hidx], b->num_reqs, groups, parts, &p,
+                      a->stream);
         if (r == AH_OK)
-            r = ra_launch(st, fn[RA_FAMILY_REDUCE * RA_HEAD_SIZES + st->hidx], s->num_q_heads,
-                          b->num_reqs, 1, &p, a->stream);
+            r = ra_launch(st, fn[RA_FAMILY_REDUCE][st->hidx], s->num_q_heads, b->num_reqs, 1, &p,
+                          a->stream);
         return r;
     }
+    if (st->hidx == RA_SHAPE_MLA) { /* a decode wave per query token over all its keys */
+        p.token_rows = 1;
+        return ra_launch(st, fn[RA_FAMILY_DECODE][st->hidx], b->num_tokens, groups, 1, &p,
+                         a->stream);
+    }
     const unsigned tiles = (b->max_query_len + RA_PRE_QUERIES - 1) / RA_PRE_QUERIES;
-    return ra_launch(st, fn[RA_FAMILY_PREFILL * RA_HEAD_SIZES + st->hidx], tiles, s->num_q_heads,
-                     b->num_reqs, &p, a->stream);
+    return ra_launch(st, fn[RA_FAMILY_PREFILL][st->hidx], tiles, s->num_q_heads, b->num_reqs, &p,
+                     a->stream);
 }
 
 static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
@@ -457,14 +474,16 @@ static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
     ra_kv_params p;
     memset(&p, 0, sizeof p);
     p.key = ah_dl_data(a->key);
-    p.value = ah_dl_data(a->value);
+    /* absorbed MLA: the keys alone (value and value_cache NULL) */
+    const int mla = st->spec.use_mla != 0;
+    p.value = mla ? NULL : ah_dl_data(a->value);
     p.k_cache = ah_dl_data(a->key_cache);
-    p.v_cache = ah_dl_data(a->value_cache);
+    p.v_cache = mla ? NULL : ah_dl_data(a->value_cache);
     p.slot_mapping = (const long long *)ah_dl_data(b->slot_mapping);
     p.stride_k_t = ah_dl_stride(a->key, 0);
     p.stride_k_h = ah_dl_stride(a->key, 1);
-    p.stride_v_t = ah_dl_stride(a->value, 0);
-    p.stride_v_h = ah_dl_stride(a->value, 1);
+    p.stride_v_t = mla ? 0 : ah_dl_stride(a->value, 0);
+    p.stride_v_h = mla ? 0 : ah_dl_stride(a->value, 1);
     p.num_tokens = (int)a->key->shape[0];
     p.num_kv_heads = (int)st->spec.num_kv_heads;
     p.head_size = (int)st->spec.qk_head_size;
@@ -511,12 +530,16 @@ static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info 
     if (ra_kv_type(spec) < 0)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
                   "the query dtype, or fp8_e4m3 / fp8_e5m2");
-    if (spec->qk_head_size != spec->v_head_size)
-        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
-                  "equal head sizes");
+    char v[64];
+    snprintf(v, sizeof v, "qk %u, v %u%s, %u KV heads", spec->qk_head_size, spec->v_head_size,
+             spec->use_mla ? " MLA" : "", spec->num_kv_heads);
+    if (ra_head_index(spec) < 0)
+        sink->add(sink, AH_REASON_COMBINATION, "head_sizes", v,
+                  "qk == v of 64, 128, 256; or absorbed MLA qk 576, v 512, one KV head");
 }
 
-static const uint32_t ra_head_list[] = {64, 128, 256};
+static const uint32_t ra_qk_list[] = {64, 128, 256, 576};
+static const uint32_t ra_v_list[] = {64, 128, 256, 512};
 
 static const ah_caps ra_caps = {
     .struct_size = sizeof(ah_caps),
@@ -525,16 +548,17 @@ static const ah_caps ra_caps = {
      * math at the query's precision whatever fp8_attention says */
     .kv_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3) |
                  AH_BIT(AH_DTYPE_FP8_E5M2),
-    .qk_head_sizes = AH_INT_SET_LIST(ra_head_list),
-    .v_head_sizes = AH_INT_SET_LIST(ra_head_list),
+    .qk_head_sizes = AH_INT_SET_LIST(ra_qk_list),
+    .v_head_sizes = AH_INT_SET_LIST(ra_v_list),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
     .preferred_block_size = 16,
     /* EMPTY_KV: a request with seq_len 0 walks no key in the decode or the
      * prefill kernel (ra_decode_keys, ra_prefill_keys: its table row is
      * never read) and ends as out 0, LSE -inf; merge_states does not read
      * a part of LSE -inf. */
-    .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_ALIBI |
-                AH_FEAT_NON_CAUSAL | AH_FEAT_CAUSAL_FLAG | AH_FEAT_LSE | AH_FEAT_EMPTY_KV,
+    .features = AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP |
+                AH_FEAT_ALIBI | AH_FEAT_NON_CAUSAL | AH_FEAT_CAUSAL_FLAG | AH_FEAT_LSE |
+                AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
@@ -544,7 +568,8 @@ static const ah_caps ra_caps = {
     .graph_seq_len_fill = 0,
     .forward_writes_kv = 0,
     .caller_output = 1,
-    .max_head_groups = RA_DEC_GROUP,
+    /* decode serves any grouping 16 heads a wave; MLA's 8..128 are tested */
+    .max_head_groups = 128,
     .check_combination = ra_check_combination,
     .prefill_rank = AH_RANK_PRIMARY,
     .decode_rank = AH_RANK_PRIMARY,

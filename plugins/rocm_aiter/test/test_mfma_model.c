@@ -196,7 +196,9 @@ typedef struct cfg {
     float k_scale, v_scale; /* FP8 caches: real = stored * scale */
     int flags;              /* F_* */
 } cfg;
-enum { F_ALIBI = 1, F_NON_CAUSAL = 2, F_HND = 4 };
+/* F_MLA: absorbed MLA, D the qk head size (576), V the first 512 channels
+ * of the key cache (one KV head) */
+enum { F_ALIBI = 1, F_NON_CAUSAL = 2, F_HND = 4, F_MLA = 8 };
 
 typedef struct batch {
     cfg c;
@@ -265,7 +267,7 @@ static void batch_make(batch *b, const cfg *c)
         b->kc[i] = round16(frand(), c->bf16), b->vc[i] = round16(frand(), c->bf16);
     const float ks = c->kv ? c->k_scale : 1.0f, vs = c->kv ? c->v_scale : 1.0f;
     b->lscale = 1.0f / sqrtf((float)c->D) * ks;
-    b->vscale = vs;
+    b->vscale = c->flags & F_MLA ? ks : vs; /* MLA: V is the key cache, k_scale */
     if (c->kv) {
         b->kraw = malloc(nk);
         b->vraw = malloc(nk);
@@ -350,15 +352,17 @@ static void oracle(const batch *b, int r, int i, int h, double *out, double *lse
         if (d > mx) mx = d;
     }
     if (c->use_sinks && b->sinks[h] > mx) mx = b->sinks[h];
-    for (int e = 0; e < c->D; e++) out[e] = 0;
+    /* MLA: v_j = k_j[:v_head] */
+    const int DV = c->flags & F_MLA ? 512 : c->D, vsrc = c->flags & F_MLA ? 0 : 1;
+    for (int e = 0; e < DV; e++) out[e] = 0;
     for (int j = 0; j < c->seqlen[r]; j++) {
         if (s[j] == -INFINITY) continue;
         double p = exp(s[j] - mx);
         den += p;
-        for (int e = 0; e < c->D; e++) out[e] += p * kv_real(b, 1, oracle_offset(b, r, j, hk, e));
+        for (int e = 0; e < DV; e++) out[e] += p * kv_real(b, vsrc, oracle_offset(b, r, j, hk, e));
     }
     if (c->use_sinks && b->sinks[h] != -INFINITY) den += exp(b->sinks[h] - mx);
-    for (int e = 0; e < c->D; e++) out[e] = den > 0 ? out[e] / den : 0;
+    for (int e = 0; e < DV; e++) out[e] = den > 0 ? out[e] / den : 0;
     *lse = den > 0 ? mx + log(den) : -INFINITY;
     free(s);
 }
@@ -381,124 +385,172 @@ static void wave_sum_xor(float v[64], int mask_lo, int mask_hi)
     }
 }
 
-/* ---- decode: one wave per (request, KV head, 256-key partition) ------------ */
+/* ---- decode-kernel waves ---------------------------------------------------- */
 
-/* Runs the decode kernel's loop for request r (its last query token) over
- * every partition of the grid, which covers the batch's longest request,
- * and the reduce kernel over the request's own; writes out [Hq][D] and
- * lse [Hq]. */
+/* The v head size: absorbed MLA reads V as the first 512 of the key
+ * cache's 576 channels. */
+static int dv_of(const cfg *c) { return c->flags & F_MLA ? 512 : c->D; }
+
+/* One wave of the decode kernel: request r's query token t at position
+ * qp, the 16 query heads g0.. of KV head hk, the keys of partition part
+ * (-1: all the token sees). Leaves the lanes' O fragments in wave_o and
+ * their running max and sum in m, l, as the kernel's registers hold them. */
+static float wave_o[32][64][4]; /* [DV / 16][lane][item] */
+static void decode_wave(const batch *b, int r, int t, int qp, int hk, int g0, int part, float m[64],
+                        float l[64])
+{
+    static float bq[36][64][4]; /* [DQK / 16] */
+    const cfg *c = &b->c;
+    const int G = c->Hq / c->Hk, DQK = c->D, DV = dv_of(c), seq = c->seqlen[r];
+    const int causal = !(c->flags & F_NON_CAUSAL), hnd = c->flags & F_HND;
+    const int v = c->flags & F_MLA ? 0 : 1; /* MLA: V from the key cache */
+    const int32_t *tab = b->table + r * b->tw;
+    int kstart, k1;
+    ra_row_keys(part, qp, seq, c->window, causal, &kstart, &k1);
+    for (int lane = 0; lane < 64; lane++) {
+        m[lane] = -INFINITY, l[lane] = 0;
+        const int g = g0 + ra_m16_ab_mn(lane);
+        for (int dt = 0; dt < DQK / 16; dt++)
+            for (int it = 0; it < 4; it++)
+                bq[dt][lane][it] = g < G ? b->q[((size_t)t * c->Hq + hk * G + g) * DQK + dt * 16 +
+                                                ra_m16_ab_k(lane, it)]
+                                         : 0.0f;
+        for (int dt = 0; dt < DV / 16; dt++)
+            for (int it = 0; it < 4; it++) wave_o[dt][lane][it] = 0;
+    }
+    for (int kc = kstart; kc < k1; kc += RA_DEC_KEYS) {
+        float s[64][4] = {{0}}, a[64][4], mx[64], ps[64];
+        for (int dt = 0; dt < DQK / 16; dt++) {
+            for (int lane = 0; lane < 64; lane++)
+                for (int it = 0; it < 4; it++) {
+                    const int key = kc + ra_m16_ab_mn(lane);
+                    a[lane][it] = key < k1
+                                      ? kv_at(b, 0,
+                                              ra_kv_offset(tab, key, c->bs, c->Hk, DQK, hk,
+                                                           dt * 16 + ra_m16_ab_k(lane, it), hnd))
+                                      : 0.0f;
+                }
+            ra_model_mfma_16x16x16(a, bq[dt], s);
+        }
+        for (int lane = 0; lane < 64; lane++) {
+            mx[lane] = -INFINITY;
+            const int g = g0 + ra_m16_c_n(lane);
+            for (int it = 0; it < 4; it++) {
+                const int key = kc + ra_m16_c_m(lane, it);
+                s[lane][it] = key < k1 && ra_visible(key, qp, seq, c->window, causal)
+                                  ? ra_logit(s[lane][it], b->lscale, c->softcap,
+                                             g < G ? b->slopes[hk * G + g] : 0.0f, key, qp)
+                                  : -INFINITY;
+                mx[lane] = fmaxf(mx[lane], s[lane][it]);
+            }
+        }
+        wave_max_xor(mx, 16, 32);
+        for (int lane = 0; lane < 64; lane++) {
+            const float mn = fmaxf(m[lane], mx[lane]), al = ra_rescale(m[lane], mn);
+            ps[lane] = 0;
+            for (int it = 0; it < 4; it++) {
+                s[lane][it] = round16(ra_exp_shift(s[lane][it], mn), c->bf16); /* P, 16-bit */
+                ps[lane] += s[lane][it];
+            }
+            for (int dt = 0; dt < DV / 16; dt++)
+                for (int it = 0; it < 4; it++) wave_o[dt][lane][it] *= al;
+            l[lane] *= al;
+            m[lane] = mn;
+        }
+        wave_sum_xor(ps, 16, 32);
+        for (int lane = 0; lane < 64; lane++) l[lane] += ps[lane];
+        for (int dt = 0; dt < DV / 16; dt++) {
+            for (int lane = 0; lane < 64; lane++)
+                for (int it = 0; it < 4; it++) {
+                    const int key = kc + ra_m16_ab_k(lane, it);
+                    a[lane][it] = key < k1 ? kv_at(b, v,
+                                                   ra_kv_offset(tab, key, c->bs, c->Hk, DQK, hk,
+                                                                dt * 16 + ra_m16_ab_mn(lane), hnd))
+                                           : 0.0f;
+                }
+            ra_model_mfma_16x16x16(a, s, wave_o[dt]);
+        }
+    }
+}
+
+/* Split decode of request r (its last query token): every partition of
+ * the grid, which covers the batch's longest request, for every 16-head
+ * group of every KV head, then the reduce kernel over the request's own
+ * partitions; writes out [Hq][DV] and lse [Hq]. */
 static void decode_model(const batch *b, int r, float *out, float *lse)
 {
     const cfg *c = &b->c;
-    const int G = c->Hq / c->Hk, D = c->D, seq = c->seqlen[r], qp = seq - 1, t = b->qsl[r + 1] - 1;
-    const int causal = !(c->flags & F_NON_CAUSAL);
-    const int32_t *tab = b->table + r * b->tw;
+    const int G = c->Hq / c->Hk, DV = dv_of(c), seq = c->seqlen[r], t = b->qsl[r + 1] - 1;
     const int P = ra_num_partitions(b->max_seq);
-    float *po = calloc((size_t)P * c->Hq * D, sizeof(float)),
+    float *po = calloc((size_t)P * c->Hq * DV, sizeof(float)),
           *pm = malloc(sizeof(float) * P * c->Hq), *pl = malloc(sizeof(float) * P * c->Hq);
     for (int hk = 0; hk < c->Hk; hk++)
-        for (int p = 0; p < P; p++) {
-            static float bq[16][64][4], o[16][64][4];
-            float m[64], l[64];
-            int kstart, k1;
-            ra_decode_keys(p, seq, c->window, &kstart, &k1);
-            for (int lane = 0; lane < 64; lane++) {
-                m[lane] = -INFINITY, l[lane] = 0;
-                const int g = ra_m16_ab_mn(lane);
-                for (int dt = 0; dt < D / 16; dt++)
-                    for (int it = 0; it < 4; it++) {
-                        bq[dt][lane][it] = g < G ? b->q[((size_t)t * c->Hq + hk * G + g) * D +
-                                                        dt * 16 + ra_m16_ab_k(lane, it)]
-                                                 : 0.0f;
-                        o[dt][lane][it] = 0;
-                    }
-            }
-            for (int kc = kstart; kc < k1; kc += RA_DEC_KEYS) {
-                float s[64][4] = {{0}}, a[64][4], mx[64], ps[64];
-                for (int dt = 0; dt < D / 16; dt++) {
-                    for (int lane = 0; lane < 64; lane++)
-                        for (int it = 0; it < 4; it++) {
-                            const int key = kc + ra_m16_ab_mn(lane);
-                            a[lane][it] = key < k1
-                                              ? kv_at(b, 0,
-                                                      ra_kv_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                   dt * 16 + ra_m16_ab_k(lane, it),
-                                                                   c->flags & F_HND))
-                                              : 0.0f;
-                        }
-                    ra_model_mfma_16x16x16(a, bq[dt], s);
-                }
+        for (int g0 = 0; g0 < G; g0 += RA_DEC_GROUP)
+            for (int p = 0; p < P; p++) {
+                float m[64], l[64];
+                decode_wave(b, r, t, seq - 1, hk, g0, p, m, l);
+                /* partials: normalised output, m, l (lanes of one query agree) */
                 for (int lane = 0; lane < 64; lane++) {
-                    mx[lane] = -INFINITY;
-                    for (int it = 0; it < 4; it++) {
-                        const int key = kc + ra_m16_c_m(lane, it);
-                        const int g = ra_m16_c_n(lane);
-                        s[lane][it] = key < k1 && ra_visible(key, qp, seq, c->window, causal)
-                                          ? ra_logit(s[lane][it], b->lscale, c->softcap,
-                                                     g < G ? b->slopes[hk * G + g] : 0.0f, key, qp)
-                                          : -INFINITY;
-                        mx[lane] = fmaxf(mx[lane], s[lane][it]);
-                    }
-                }
-                wave_max_xor(mx, 16, 32);
-                for (int lane = 0; lane < 64; lane++) {
-                    const float mn = fmaxf(m[lane], mx[lane]), al = ra_rescale(m[lane], mn);
-                    ps[lane] = 0;
-                    for (int it = 0; it < 4; it++) {
-                        s[lane][it] =
-                            round16(ra_exp_shift(s[lane][it], mn), c->bf16); /* P, 16-bit */
-                        ps[lane] += s[lane][it];
-                    }
-                    for (int dt = 0; dt < D / 16; dt++)
-                        for (int it = 0; it < 4; it++) o[dt][lane][it] *= al;
-                    l[lane] *= al;
-                    m[lane] = mn;
-                }
-                wave_sum_xor(ps, 16, 32);
-                for (int lane = 0; lane < 64; lane++) l[lane] += ps[lane];
-                for (int dt = 0; dt < D / 16; dt++) {
-                    for (int lane = 0; lane < 64; lane++)
-                        for (int it = 0; it < 4; it++) {
-                            const int key = kc + ra_m16_ab_k(lane, it);
-                            a[lane][it] = key < k1
-                                              ? kv_at(b, 1,
-                                                      ra_kv_offset(tab, key, c->bs, c->Hk, D, hk,
-                                                                   dt * 16 + ra_m16_ab_mn(lane),
-                                                                   c->flags & F_HND))
-                                              : 0.0f;
-                        }
-                    ra_model_mfma_16x16x16(a, s, o[dt]);
+                    const int g = g0 + ra_m16_c_n(lane);
+                    if (g >= G) continue;
+                    const int h = hk * G + g;
+                    pm[p * c->Hq + h] = m[lane], pl[p * c->Hq + h] = l[lane];
+                    for (int dt = 0; dt < DV / 16; dt++)
+                        for (int it = 0; it < 4; it++)
+                            po[((size_t)p * c->Hq + h) * DV + dt * 16 + ra_m16_c_m(lane, it)] =
+                                l[lane] > 0 ? wave_o[dt][lane][it] / l[lane] : 0.0f;
                 }
             }
-            /* partials: normalised output, m, l (lanes of one query agree) */
-            for (int lane = 0; lane < 64; lane++) {
-                const int g = ra_m16_c_n(lane);
-                if (g >= G) continue;
-                const int h = hk * G + g;
-                pm[p * c->Hq + h] = m[lane], pl[p * c->Hq + h] = l[lane];
-                for (int dt = 0; dt < D / 16; dt++)
-                    for (int it = 0; it < 4; it++)
-                        po[((size_t)p * c->Hq + h) * D + dt * 16 + ra_m16_c_m(lane, it)] =
-                            l[lane] > 0 ? o[dt][lane][it] / l[lane] : 0.0f;
-            }
-        }
     /* the reduce kernel: LSE merge of the partitions, then the sink */
     for (int h = 0; h < c->Hq; h++) {
         ra_lse_acc acc = ra_lse_init();
-        float *o = out + (size_t)h * D, os;
-        for (int e = 0; e < D; e++) o[e] = 0;
+        float *o = out + (size_t)h * DV, os;
+        for (int e = 0; e < DV; e++) o[e] = 0;
         for (int p = 0; p < ra_num_partitions(seq); p++) {
             const float w = ra_lse_add(&acc, pm[p * c->Hq + h], pl[p * c->Hq + h], &os);
-            for (int e = 0; e < D; e++) o[e] = o[e] * os + w * po[((size_t)p * c->Hq + h) * D + e];
+            for (int e = 0; e < DV; e++)
+                o[e] = o[e] * os + w * po[((size_t)p * c->Hq + h) * DV + e];
         }
         if (c->use_sinks) {
             ra_lse_add(&acc, b->sinks[h], 1.0f, &os);
-            for (int e = 0; e < D; e++) o[e] *= os;
+            for (int e = 0; e < DV; e++) o[e] *= os;
         }
-        for (int e = 0; e < D; e++) o[e] = acc.l > 0 ? o[e] * (1.0f / acc.l) * b->vscale : 0.0f;
+        for (int e = 0; e < DV; e++) o[e] = acc.l > 0 ? o[e] * (1.0f / acc.l) * b->vscale : 0.0f;
         lse[h] = ra_lse_value(acc);
     }
     free(po), free(pm), free(pl);
+}
+
+/* The decode kernel with token_rows (absorbed-MLA prefill/extend): a wave
+ * per query token of the batch and 16-head group, over every key the token
+ * sees, its request found by ra_request_of; writes out [qlen][Hq][DV] and
+ * lse [qlen][Hq] of request r. */
+static void token_model(const batch *b, int r, float *out, float *lse)
+{
+    const cfg *c = &b->c;
+    const int G = c->Hq / c->Hk, DV = dv_of(c);
+    for (int t = 0; t < b->T; t++) {
+        if (ra_request_of(b->qsl, c->nreq, t) != r) continue;
+        const int i = t - b->qsl[r], qp = c->seqlen[r] - c->qlen[r] + i;
+        for (int hk = 0; hk < c->Hk; hk++)
+            for (int g0 = 0; g0 < G; g0 += RA_DEC_GROUP) {
+                float m[64], l[64];
+                decode_wave(b, r, t, qp, hk, g0, -1, m, l);
+                for (int lane = 0; lane < 64; lane++) {
+                    const int g = g0 + ra_m16_c_n(lane), h = hk * G + g;
+                    if (g >= G) continue;
+                    ra_lse_acc acc;
+                    acc.m = m[lane], acc.l = l[lane];
+                    float os = 1.0f;
+                    if (c->use_sinks) ra_lse_add(&acc, b->sinks[h], 1.0f, &os);
+                    for (int dt = 0; dt < DV / 16; dt++)
+                        for (int it = 0; it < 4; it++)
+                            out[((size_t)i * c->Hq + h) * DV + dt * 16 + ra_m16_c_m(lane, it)] =
+                                acc.l > 0 ? wave_o[dt][lane][it] * (os / acc.l * b->vscale) : 0.0f;
+                    lse[(size_t)i * c->Hq + h] = ra_lse_value(acc);
+                }
+            }
+    }
 }
 
 /* ---- prefill: one wave per (request, query head, 32-query tile) ------------ */
@@ -611,24 +663,26 @@ static void run_case(const cfg *c, int decode)
     batch_make(&b, c);
     g_bad_reads = 0;
     long empty_wrong = 0;
-    double err = 0, lerr = 0, *ref = malloc(sizeof(double) * c->D), rl;
+    const int DV = dv_of(c);
+    double err = 0, lerr = 0, *ref = malloc(sizeof(double) * DV), rl;
     for (int r = 0; r < c->nreq; r++) {
         const int ql = c->qlen[r];
-        float *out = malloc(sizeof(float) * (size_t)ql * c->Hq * c->D),
+        float *out = malloc(sizeof(float) * (size_t)ql * c->Hq * DV),
               *lse = malloc(sizeof(float) * ql * c->Hq);
         if (decode) decode_model(&b, r, out, lse);
+        else if (c->flags & F_MLA) token_model(&b, r, out, lse);
         else prefill_model(&b, r, out, lse);
         for (int i = decode ? ql - 1 : 0; i < ql; i++)
             for (int h = 0; h < c->Hq; h++) {
                 oracle(&b, r, i, h, ref, &rl);
                 const int row = decode ? 0 : i;
-                for (int e = 0; e < c->D; e++)
-                    err = fmax(err, fabs(ref[e] - out[((size_t)row * c->Hq + h) * c->D + e]));
+                for (int e = 0; e < DV; e++)
+                    err = fmax(err, fabs(ref[e] - out[((size_t)row * c->Hq + h) * DV + e]));
                 const float gl = lse[row * c->Hq + h];
                 if (c->seqlen[r] == 0) { /* no keys: exactly 0, and the sink's logit or -inf */
                     const float want = c->use_sinks == SINKS_ON ? b.sinks[h] : -INFINITY;
-                    for (int e = 0; e < c->D; e++)
-                        empty_wrong += out[((size_t)row * c->Hq + h) * c->D + e] != 0.0f;
+                    for (int e = 0; e < DV; e++)
+                        empty_wrong += out[((size_t)row * c->Hq + h) * DV + e] != 0.0f;
                     empty_wrong += !(gl == want);
                 }
                 if (rl == -INFINITY) lerr = fmax(lerr, gl == -INFINITY ? 0 : INFINITY);
@@ -685,6 +739,13 @@ int main(void)
         {"fp16 D64 HND GQA 4 window 90 sinks", 0, 64, 8, 2, 32, 90, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_16, 0, 0, F_HND},
         {"bf16 e4m3 D256 HND ALiBi softcap 30", 1, 256, 4, 1, 16, 0, 0, 30.0f, 1, {1}, {300}, RA_KV_E4M3, 0.0125f, 0.02f, F_HND | F_ALIBI},
         {"bf16 D128 non-causal ALiBi HND", 1, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {290, 7}, RA_KV_16, 0, 0, F_NON_CAUSAL | F_ALIBI | F_HND},
+        /* more than 16 query heads a KV head: 16-head groups */
+        {"bf16 D128 GQA 40 ALiBi seq 300/0", 1, 128, 40, 1, 16, 0, SINKS_ON, 0, 2, {1, 1}, {300, 0}, RA_KV_16, 0, 0, F_ALIBI},
+        /* absorbed MLA: qk 576, v 512 inside the key cache, one KV head */
+        {"MLA bf16 16 heads seq 700/33", 1, 576, 16, 1, 64, 0, 0, 0, 2, {1, 1}, {700, 33}, RA_KV_16, 0, 0, F_MLA},
+        {"MLA bf16 128 heads seq 300/0/20", 1, 576, 128, 1, 16, 0, 0, 0, 3, {1, 1, 1}, {300, 0, 20}, RA_KV_16, 0, 0, F_MLA},
+        {"MLA bf16 e4m3 8 heads seq 520", 1, 576, 8, 1, 64, 0, 0, 0, 1, {1}, {520}, RA_KV_E4M3, 0.0125f, 0.02f, F_MLA},
+        {"MLA fp16 e5m2 24 heads HND seq 260/9", 0, 576, 24, 1, 16, 0, 0, 0, 2, {1, 1}, {260, 9}, RA_KV_E5M2, 0.5f, 2.0f, F_MLA | F_HND},
     };
     // clang-format on
     /* Not reformatted: one configuration a row, fields in cfg's order. */
@@ -711,6 +772,9 @@ int main(void)
         {"bf16 D128 non-causal ALiBi HND sinks", 1, 128, 4, 2, 32, 0, 1, 0, 2, {45, 1}, {80, 0}, RA_KV_16, 0, 0, F_NON_CAUSAL | F_ALIBI | F_HND},
         {"fp16 e5m2 D256 HND window 40", 0, 256, 2, 1, 16, 40, 0, 0, 1, {77}, {150}, RA_KV_E5M2, 0.5f, 2.0f, F_HND},
         {"bf16 e4m3 D64 HND ALiBi softcap 20", 1, 64, 4, 4, 16, 0, 0, 20.0f, 1, {65}, {65}, RA_KV_E4M3, 0.01f, 0.01f, F_HND | F_ALIBI},
+        /* absorbed MLA prefill/extend: the decode kernel a wave per query token */
+        {"MLA bf16 16 heads chunk 20 of 300, 1 of 40", 1, 576, 16, 1, 64, 0, 0, 0, 2, {20, 1}, {300, 40}, RA_KV_16, 0, 0, F_MLA},
+        {"MLA bf16 e4m3 32 heads prompt 17, seq 0", 1, 576, 32, 1, 16, 0, 0, 0, 3, {17, 0, 1}, {17, 0, 0}, RA_KV_E4M3, 0.0125f, 0.02f, F_MLA},
     };
     // clang-format on
     for (size_t i = 0; i < sizeof dec / sizeof *dec; i++) run_case(&dec[i], 1);
