@@ -313,8 +313,14 @@ struct ah_state {
     int bf, kv, hidx, max_parts; /* kv: RA_KV_*; hidx: head shape, RA_SHAPE_MLA */
     uint32_t group;              /* query heads per KV head */
     float *part_o, *part_ml;     /* decode partials */
+    /* Graph plans: the batch's metadata copied here, at the addresses the
+     * captured kernels read: query_start_loc [max_num_reqs + 1], seq_lens
+     * [max_num_reqs], block table [max_num_reqs][max_blocks_per_req]. */
+    int32_t *g_qsl, *g_seq, *g_table;
+    uint32_t graph_reqs; /* requests of the captured decode grid, 0: none */
     const ah_batch *batch;
     int decode; /* the planned batch has no query longer than 1 */
+    int graph;  /* the plan is CAPTURE or REPLAY: kernels read g_* */
     ah_errbuf err;
 };
 
@@ -357,15 +363,20 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
     st->group = spec->num_q_heads / spec->num_kv_heads;
     st->max_parts = ra_num_partitions((int)lim->max_seq_len);
     const size_t rows = (size_t)lim->max_num_reqs * spec->num_q_heads * (size_t)st->max_parts;
+    const size_t meta = (size_t)lim->max_num_reqs * (2 + lim->max_blocks_per_req) + 1;
     if (c->hip->set_device(c->device) != hipSuccess ||
         c->hip->mem_alloc((void **)&st->part_o, rows * spec->v_head_size * sizeof(float) + 4) !=
             hipSuccess ||
-        c->hip->mem_alloc((void **)&st->part_ml, rows * 2 * sizeof(float) + 4) != hipSuccess) {
+        c->hip->mem_alloc((void **)&st->part_ml, rows * 2 * sizeof(float) + 4) != hipSuccess ||
+        c->hip->mem_alloc((void **)&st->g_qsl, meta * sizeof(int32_t)) != hipSuccess) {
         if (st->part_o) c->hip->mem_free(st->part_o);
+        if (st->part_ml) c->hip->mem_free(st->part_ml);
         free(st);
         return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY,
                        "rocm_aiter: decode workspace of %zu partial rows", rows);
     }
+    st->g_seq = st->g_qsl + lim->max_num_reqs + 1;
+    st->g_table = st->g_seq + lim->max_num_reqs;
     *out = st;
     return AH_OK;
 }
@@ -375,22 +386,66 @@ static void ra_state_destroy(ah_state *st)
     if (!st) return;
     st->ctx->hip->mem_free(st->part_o);
     st->ctx->hip->mem_free(st->part_ml);
+    st->ctx->hip->mem_free(st->g_qsl);
     free(st);
 }
 
 static const char *ra_state_error(const ah_state *st) { return st->err.msg; }
 
+static const char *const ra_mode_names[] = {"EAGER", "CAPTURE", "REPLAY"};
+
+/* Graphs (UNIFORM_SINGLE_TOKEN_DECODE): CAPTURE and REPLAY copy the
+ * batch's query_start_loc, seq_lens and block table into the state's
+ * buffers on the stream, which the captured kernels read; the decode grid
+ * is fixed at capture (its requests, the partitions of max_seq_len), so a
+ * replay rewrites those buffers and nothing else. EAGER plans read the
+ * batch's tensors. */
 static ah_status ra_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
-    (void)stream;
-    if (mode != AH_PLAN_EAGER)
-        return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "rocm_aiter: no graph capture");
     /* Bounds the kernels rely on (the host checks them too unless validation is off). */
     if (b->num_reqs > st->lim.max_num_reqs || b->max_seq_len > st->lim.max_seq_len)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "rocm_aiter: batch beyond the state's limits");
+                       "rocm_aiter: batch of %u requests, max_seq_len %u beyond the state's "
+                       "limits %u, %u",
+                       b->num_reqs, b->max_seq_len, st->lim.max_num_reqs, st->lim.max_seq_len);
     st->batch = b;
     st->decode = b->max_query_len <= 1;
+    st->graph = mode != AH_PLAN_EAGER;
+    if (!st->graph) return AH_OK;
+    const char *mname = ra_mode_names[mode];
+    if (!st->decode)
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED,
+                       "rocm_aiter: plan(%s): graphs take decode batches (graph level "
+                       "uniform_single_token_decode), this one has max_query_len %u",
+                       mname, b->max_query_len);
+    if (mode == AH_PLAN_REPLAY && b->num_reqs != st->graph_reqs)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "rocm_aiter: plan(REPLAY): num_reqs %u, the captured graph has %u "
+                       "(pad the batch to the captured size)",
+                       b->num_reqs, st->graph_reqs);
+    const int64_t cols = b->block_table->ndim == 2 ? b->block_table->shape[1] : -1;
+    if (cols < 0 || cols > st->lim.max_blocks_per_req)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "rocm_aiter: plan(%s): block_table has %lld columns, the limits %u", mname,
+                       (long long)cols, st->lim.max_blocks_per_req);
+    const ah_hip_api *hip = st->ctx->hip;
+    hipStream_t s = (hipStream_t)stream;
+    const size_t n = b->num_reqs;
+    RA_HIP(st->ctx, &st->err,
+           hip->copy_async(st->g_qsl, ah_dl_data(b->query_start_loc), (n + 1) * sizeof(int32_t),
+                           hipMemcpyDeviceToDevice, s));
+    if (n) {
+        RA_HIP(st->ctx, &st->err,
+               hip->copy_async(st->g_seq, ah_dl_data(b->seq_lens), n * sizeof(int32_t),
+                               hipMemcpyDeviceToDevice, s));
+        if (cols)
+            RA_HIP(st->ctx, &st->err,
+                   hip->copy_2d(st->g_table, st->lim.max_blocks_per_req * sizeof(int32_t),
+                                ah_dl_data(b->block_table),
+                                (size_t)ah_dl_stride(b->block_table, 0) * sizeof(int32_t),
+                                (size_t)cols * sizeof(int32_t), n, hipMemcpyDeviceToDevice, s));
+    }
+    if (mode == AH_PLAN_CAPTURE) st->graph_reqs = b->num_reqs;
     return AH_OK;
 }
 
@@ -418,9 +473,9 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     p.v_cache = s->use_mla ? p.k_cache : ah_dl_data(a->value_cache);
     p.out = ah_dl_data(a->out);
     p.lse = a->lse ? (float *)ah_dl_data(a->lse) : NULL;
-    p.query_start_loc = (const int *)ah_dl_data(b->query_start_loc);
-    p.seq_lens = (const int *)ah_dl_data(b->seq_lens);
-    p.block_table = (const int *)ah_dl_data(b->block_table);
+    p.query_start_loc = st->graph ? st->g_qsl : (const int *)ah_dl_data(b->query_start_loc);
+    p.seq_lens = st->graph ? st->g_seq : (const int *)ah_dl_data(b->seq_lens);
+    p.block_table = st->graph ? st->g_table : (const int *)ah_dl_data(b->block_table);
     p.sinks = s->use_sinks && a->sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
     p.alibi = s->use_alibi && a->alibi_slopes ? (const float *)ah_dl_data(a->alibi_slopes) : NULL;
     p.part_o = st->part_o;
@@ -429,7 +484,8 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     p.stride_q_h = ah_dl_stride(a->q, 1);
     p.stride_o_t = ah_dl_stride(a->out, 0);
     p.stride_o_h = ah_dl_stride(a->out, 1);
-    p.table_stride = (int)ah_dl_stride(b->block_table, 0);
+    p.table_stride =
+        st->graph ? (int)st->lim.max_blocks_per_req : (int)ah_dl_stride(b->block_table, 0);
     p.num_reqs = (int)b->num_reqs;
     p.num_q_heads = (int)s->num_q_heads;
     p.num_kv_heads = (int)s->num_kv_heads;
@@ -448,8 +504,9 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     /* decode waves: 16 query heads of a KV head each */
     const unsigned groups = s->num_kv_heads * (unsigned)ra_head_groups((int)st->group);
     ah_status r;
-    if (st->decode) {
-        const unsigned parts = (unsigned)ra_num_partitions((int)b->max_seq_len);
+    if (st->decode) { /* a graph's grid covers every length the limits allow */
+        const unsigned parts =
+            (unsigned)ra_num_partitions((int)(st->graph ? st->lim.max_seq_len : b->max_seq_len));
         r = ra_launch(st, fn[RA_FAMILY_DECODE][st->hidx], b->num_reqs, groups, parts, &p,
                       a->stream);
         if (r == AH_OK)
@@ -521,6 +578,59 @@ static ah_status ra_merge_states(ah_context *c, const ah_merge_args *a)
     return AH_OK;
 }
 
+/* ---- graphs ------------------------------------------------------------------------------ */
+
+struct ah_graph {
+    hipGraph_t graph;
+    hipGraphExec_t exec;
+};
+
+static ah_status ra_graph_begin(ah_context *c, void *stream)
+{
+    if (!stream)
+        return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT,
+                       "graph_begin: the default stream cannot be captured; pass a stream");
+    RA_HIP(c, &c->err, c->hip->capture_begin((hipStream_t)stream, hipStreamCaptureModeThreadLocal));
+    return AH_OK;
+}
+
+static ah_status ra_graph_end(ah_context *c, void *stream, ah_graph **out)
+{
+    *out = NULL;
+    hipGraph_t graph = NULL;
+    RA_HIP(c, &c->err, c->hip->capture_end((hipStream_t)stream, &graph));
+    ah_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        c->hip->graph_destroy(graph);
+        return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "graph_end: out of host memory");
+    }
+    g->graph = graph;
+    const hipError_t e = c->hip->graph_instantiate(&g->exec, graph, 0);
+    if (e != hipSuccess) {
+        c->hip->graph_destroy(graph);
+        free(g);
+        return ah_fail(&c->err, e == hipErrorOutOfMemory ? AH_ERR_OUT_OF_MEMORY : AH_ERR_DEVICE,
+                       "hipGraphInstantiateWithFlags: %s", ah_hip_errstr(c->hip, e));
+    }
+    *out = g;
+    return AH_OK;
+}
+
+static ah_status ra_graph_launch(ah_context *c, ah_graph *g, void *stream)
+{
+    if (!g) return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "graph_launch: graph is NULL");
+    RA_HIP(c, &c->err, c->hip->graph_launch(g->exec, (hipStream_t)stream));
+    return AH_OK;
+}
+
+static void ra_graph_destroy(ah_context *c, ah_graph *g)
+{
+    if (!g) return;
+    if (g->exec) c->hip->graph_exec_destroy(g->exec);
+    if (g->graph) c->hip->graph_destroy(g->graph);
+    free(g);
+}
+
 /* ---- the descriptor -------------------------------------------------------------------- */
 
 static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
@@ -564,7 +674,9 @@ static const ah_caps ra_caps = {
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .gfx_targets = ra_targets,
     .n_gfx_targets = (uint32_t)(sizeof ra_targets / sizeof *ra_targets),
-    .graph_level = AH_GRAPH_NEVER,
+    /* decode batches (ra_plan), as vLLM's ROCM_AITER_FA; host logic tested
+     * against a fake libamdhip64 (test/fake_hip.c), never run on a GPU */
+    .graph_level = AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE,
     .graph_seq_len_fill = 0,
     .forward_writes_kv = 0,
     .caller_output = 1,
@@ -599,6 +711,10 @@ static const ah_plugin_ops ra_ops = {
     .stream_destroy = ra_stream_destroy,
     .timer_start = ra_timer_start,
     .timer_stop = ra_timer_stop,
+    .graph_begin = ra_graph_begin,
+    .graph_end = ra_graph_end,
+    .graph_launch = ra_graph_launch,
+    .graph_destroy = ra_graph_destroy,
 };
 
 AH_PLUGIN_DEFINE(
