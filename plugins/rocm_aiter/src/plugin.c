@@ -337,8 +337,10 @@ static int ra_head_index(const ah_layer_spec *s)
 static ah_status ra_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
 {
     const uint64_t parts = (uint64_t)ra_num_partitions((int)lim->max_seq_len);
+    /* decode partials, and the metadata graph plans copy (ra_plan) */
     *bytes = (uint64_t)lim->max_num_reqs * spec->num_q_heads * parts * (spec->v_head_size + 2) *
-             sizeof(float);
+                 sizeof(float) +
+             ((uint64_t)lim->max_num_reqs * (2 + lim->max_blocks_per_req) + 1) * sizeof(int32_t);
     return AH_OK;
 }
 
