@@ -7,8 +7,10 @@
  *   magic (8 bytes) | u32 format | u32 count
  *   count x ( u32 length | entry )
  *   u64 FNV-1a of everything before
- * Entries are the caller's: encoded with ah__rf_put_str / ah__buf_*,
- * decoded with an ah_rf_reader, which is safe on any bytes.
+ * Entries are the caller's, held in an ah_rf_entries this module manages:
+ * the format's encode writes one with ah__rf_put_str / ah__buf_*, its
+ * decode reads one back through an ah_rf_reader, which is safe on any
+ * bytes.
  */
 #ifndef AH_RECORD_FILE_H
 #define AH_RECORD_FILE_H
@@ -17,6 +19,11 @@
 #include <stdint.h>
 
 #include "scan_int.h"
+
+typedef struct ah_rf_reader ah_rf_reader;
+
+/* The largest entry a format may have (decoding builds one on the stack). */
+#define AH_RF_ENTRY_MAX 256
 
 typedef struct ah_rf_format {
     const char *magic;               /* 8 bytes */
@@ -28,20 +35,25 @@ typedef struct ah_rf_format {
     const char *not_this;            /* "not a check-record file" */
     const char *entry_word;          /* "record": in "malformed record 3 (corrupt)" */
     int large_is_foreign;            /* a too-large file of another user is read-only */
-    size_t entry_size;               /* sizeof the caller's entry */
-    size_t path_off;                 /* offsetof its char *path */
+    size_t entry_size;               /* sizeof the caller's entry: AH_RF_ENTRY_MAX at most */
+    size_t path_off;                 /* offsetof its char *path (never empty in a file) */
     size_t stamp_off;                /* offsetof its uint64_t time of recording */
     void (*entry_free)(void *entry); /* frees what an entry owns */
+    /* Write an entry's fields; read them back from r into a zeroed entry,
+     * returning 0 when a value read is out of range (r->bad covers the
+     * bytes themselves). */
+    void (*encode)(ah_buf *b, const void *entry);
+    int (*decode)(ah_rf_reader *r, void *entry);
 } ah_rf_format;
 
 /* ---- entry decoding ---------------------------------------------------------- */
 
-typedef struct ah_rf_reader {
+struct ah_rf_reader {
     const uint8_t *p;
     size_t n, off;
     uint32_t max_str;
     int bad, oom;
-} ah_rf_reader;
+};
 
 uint32_t ah__rf_u32(ah_rf_reader *r);
 uint64_t ah__rf_u64(ah_rf_reader *r);
@@ -55,12 +67,21 @@ void ah__rf_put_str(ah_buf *b, const char *s, uint32_t max);
 
 /* ---- entry arrays ------------------------------------------------------------- */
 
-/* Append a copy of *entry to *arr (fmt->entry_size each). -1 on out-of-memory. */
-int ah__rf_push(const ah_rf_format *fmt, void **arr, uint32_t *n, uint32_t *cap, const void *entry);
+/* A file's entries, fmt->entry_size bytes each; zeroed is empty. */
+typedef struct ah_rf_entries {
+    void *e;
+    uint32_t n, cap;
+} ah_rf_entries;
+
+/* Append *entry (the array takes what it owns). -1 on out-of-memory, the
+ * entry still the caller's. */
+int ah__rf_add(const ah_rf_format *fmt, ah_rf_entries *a, const void *entry);
+/* Free every entry and the array; a is empty after. */
+void ah__rf_clear(const ah_rf_format *fmt, ah_rf_entries *a);
 /* Before recording key: free and drop the entries same(entry, key) says it
  * replaces and those whose file is gone, then the oldest while n is at
  * fmt->max_entries. */
-void ah__rf_prune(const ah_rf_format *fmt, void *arr, uint32_t *n,
+void ah__rf_prune(const ah_rf_format *fmt, ah_rf_entries *a,
                   int (*same)(const void *entry, const void *key), const void *key);
 
 /* ---- files -------------------------------------------------------------------- */
@@ -69,26 +90,22 @@ void ah__rf_prune(const ah_rf_format *fmt, void *arr, uint32_t *n,
  * (fewer on a short read). NULL on out-of-memory. */
 uint8_t *ah__rf_read_fd(int fd, size_t n, size_t *got);
 
-/* Called per decoded frame entry: 0 taken, 1 malformed, -1 out of memory. */
-typedef int (*ah_rf_take)(void *ctx, const uint8_t *p, size_t n);
-
 typedef enum ah_rf_outcome {
     AH_RF_NONE = 0,   /* no file */
-    AH_RF_OK = 1,     /* read: every entry went to take */
+    AH_RF_OK = 1,     /* read: a holds every entry */
     AH_RF_IGNORED = 2 /* there, but refused: *note says why */
 } ah_rf_outcome;
 
-/* Read path, owned by this user or root and writable by nobody else,
- * handing each entry to take. *read_only: the file is another user's (or
- * not one we may replace). On anything but AH_RF_OK the caller drops what
- * take was given. -1 on out-of-memory. */
-int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_take take, void *ctx,
-                ah_rf_outcome *out, int *read_only, char **note);
+/* Read path, owned by this user or root and writable by nobody else, into
+ * the empty a; a stays empty on anything but AH_RF_OK. *read_only: the
+ * file is another user's (or not one we may replace). -1 on
+ * out-of-memory. */
+int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_entries *a, ah_rf_outcome *out,
+                int *read_only, char **note);
 
-/* Encode n entries through enc and write them atomically to path.
- * 0 written; 1 not written (why set); -1 out of memory. */
-int ah__rf_save(const ah_rf_format *fmt, const char *path, uint32_t n,
-                void (*enc)(ah_buf *b, const void *ctx, uint32_t i), const void *ctx, char *why,
+/* Write a's entries atomically to path. 0 written; 1 not written (why
+ * set); -1 out of memory. */
+int ah__rf_save(const ah_rf_format *fmt, const char *path, const ah_rf_entries *a, char *why,
                 size_t cap);
 
 /* path's directory with name in it: "" without a path, name without a '/'. */
