@@ -47,16 +47,12 @@ typedef struct chk_entry {
     char *version;
 } chk_entry;
 
-_Static_assert(sizeof(chk_entry) <= AH_RF_ENTRY_MAX, "a check record fits the file's decoder");
+_Static_assert(sizeof(chk_entry) <= AH_RF_ENTRY_MAX && offsetof(chk_entry, k) == 0,
+               "a check record is an entry of record_file.h");
 
 /* ---- entries ------------------------------------------------------------------ */
 
-static void entry_free(chk_entry *e)
-{
-    ah__record_key_free(&e->k);
-    ah__free(e->version);
-    e->version = NULL;
-}
+static const ah_rf_format chk_format;
 
 static const chk_entry *rec_at(const ah_rf_entries *f, uint32_t k)
 {
@@ -95,32 +91,16 @@ static void fill_record(const chk_entry *e, ah_check_record *r)
 
 /* ---- the file's entries --------------------------------------------------------- */
 
-static void encode_entry(ah_buf *b, const void *entry)
-{
-    const chk_entry *e = entry;
-    ah__record_key_put(b, &e->k, CHK_MAX_STR, 0);
-    ah__buf_u32(b, e->passed);
-    ah__buf_u32(b, e->failed);
-    ah__buf_u32(b, e->skipped);
-    ah__buf_u32(b, e->graph_level);
-    ah__buf_u64(b, e->checked_at);
-    ah__rf_put_str(b, e->version, CHK_MAX_STR);
-}
+static const ah_rf_field chk_fields[] = {
+    {AH_RF_U32, offsetof(chk_entry, passed)},     {AH_RF_U32, offsetof(chk_entry, failed)},
+    {AH_RF_U32, offsetof(chk_entry, skipped)},    {AH_RF_U32, offsetof(chk_entry, graph_level)},
+    {AH_RF_U64, offsetof(chk_entry, checked_at)}, {AH_RF_STR, offsetof(chk_entry, version)},
+};
 
-static int decode_entry(ah_rf_reader *r, void *entry)
+static int chk_valid(const void *entry)
 {
-    chk_entry *e = entry;
-    ah__record_key_read(r, &e->k, 0);
-    e->passed = ah__rf_u32(r);
-    e->failed = ah__rf_u32(r);
-    e->skipped = ah__rf_u32(r);
-    e->graph_level = ah__rf_u32(r);
-    e->checked_at = ah__rf_u64(r);
-    e->version = ah__rf_str(r);
-    return e->graph_level < AH_GRAPH_LEVEL_COUNT;
+    return ((const chk_entry *)entry)->graph_level < AH_GRAPH_LEVEL_COUNT;
 }
-
-static void entry_free_v(void *e) { entry_free(e); }
 
 static const ah_rf_format chk_format = {
     .magic = "AHCHECKR",
@@ -133,11 +113,11 @@ static const ah_rf_format chk_format = {
     .entry_word = "record",
     .large_is_foreign = 1,
     .entry_size = sizeof(chk_entry),
-    .path_off = offsetof(chk_entry, k.path),
+    .key_fp = 0,
+    .field = chk_fields,
+    .n_fields = sizeof chk_fields / sizeof chk_fields[0],
     .stamp_off = offsetof(chk_entry, checked_at),
-    .entry_free = entry_free_v,
-    .encode = encode_entry,
-    .decode = decode_entry,
+    .valid = chk_valid,
 };
 
 /* ---- the host's view ---------------------------------------------------------- */
@@ -286,7 +266,7 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
     /* Replace the record of the same slot; drop those of vanished files. */
     if (copied == 0 && e.version) ah__rf_prune(&chk_format, &f, same_slot_v, &e);
     if (copied != 0 || !e.version || ah__rf_add(&chk_format, &f, &e) != 0) {
-        entry_free(&e);
+        ah__rf_entry_free(&chk_format, &e);
         ah__rf_clear(&chk_format, &f);
         goto oom;
     }

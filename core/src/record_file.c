@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "record_file.h"
+#include "record_key.h"
 
 /* ---- decoding: any bytes in, values or r->bad out ---------------------------- */
 
@@ -65,6 +66,71 @@ static void put_u32_at(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* Fields move through memcpy: a double's bits travel as its u64. */
+static void put_entry(const ah_rf_format *fmt, ah_buf *b, const void *entry)
+{
+    ah__record_key_put(b, entry, fmt->max_str, fmt->key_fp);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
+        const char *at = (const char *)entry + f->off;
+        uint32_t u32;
+        uint64_t u64;
+        const char *str;
+        switch (f->kind) {
+        case AH_RF_U32:
+            memcpy(&u32, at, sizeof u32);
+            ah__buf_u32(b, u32);
+            break;
+        case AH_RF_U64:
+        case AH_RF_F64:
+            memcpy(&u64, at, sizeof u64);
+            ah__buf_u64(b, u64);
+            break;
+        case AH_RF_STR:
+            memcpy(&str, at, sizeof str);
+            ah__rf_put_str(b, str, fmt->max_str);
+            break;
+        }
+    }
+}
+
+static void read_entry(const ah_rf_format *fmt, ah_rf_reader *r, void *entry)
+{
+    ah__record_key_read(r, entry, fmt->key_fp);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
+        char *at = (char *)entry + f->off;
+        uint32_t u32;
+        uint64_t u64;
+        char *str;
+        switch (f->kind) {
+        case AH_RF_U32:
+            u32 = ah__rf_u32(r);
+            memcpy(at, &u32, sizeof u32);
+            break;
+        case AH_RF_U64:
+        case AH_RF_F64:
+            u64 = ah__rf_u64(r);
+            memcpy(at, &u64, sizeof u64);
+            break;
+        case AH_RF_STR:
+            str = ah__rf_str(r);
+            memcpy(at, &str, sizeof str);
+            break;
+        }
+    }
+}
+
+void ah__rf_entry_free(const ah_rf_format *fmt, void *entry)
+{
+    ah__record_key_free(entry);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++)
+        if (f->kind == AH_RF_STR) {
+            char *str, *none = NULL;
+            memcpy(&str, (char *)entry + f->off, sizeof str);
+            ah__free(str);
+            memcpy((char *)entry + f->off, &none, sizeof none);
+        }
+}
+
 static int encode(const ah_rf_format *fmt, const ah_rf_entries *a, ah_buf *b)
 {
     ah__buf_put(b, fmt->magic, 8);
@@ -73,7 +139,7 @@ static int encode(const ah_rf_format *fmt, const ah_rf_entries *a, ah_buf *b)
     for (uint32_t i = 0; i < a->n && !b->oom; i++) {
         size_t at = b->len;
         ah__buf_u32(b, 0);
-        fmt->encode(b, (const char *)a->e + (size_t)i * fmt->entry_size);
+        put_entry(fmt, b, (const char *)a->e + (size_t)i * fmt->entry_size);
         if (!b->oom) put_u32_at(b->p + at, (uint32_t)(b->len - at - 4));
     }
     if (!b->oom) ah__buf_u64(b, ah__hash_bytes(AH__HASH_SEED, b->p, b->len));
@@ -87,11 +153,11 @@ static int take(const ah_rf_format *fmt, ah_rf_entries *a, const uint8_t *p, siz
     _Alignas(16) char entry[AH_RF_ENTRY_MAX];
     ah_rf_reader r = {p, n, 0, fmt->max_str, 0, 0};
     memset(entry, 0, fmt->entry_size);
-    const int valid = fmt->decode(&r, entry);
-    const char *path = *(char *const *)(const void *)(entry + fmt->path_off);
-    if (!r.bad && (!valid || r.off != n || !path || !*path)) r.bad = 1;
+    read_entry(fmt, &r, entry);
+    const char *path = ((const ah_record_key *)(const void *)entry)->path;
+    if (!r.bad && (r.off != n || !path || !*path || !fmt->valid(entry))) r.bad = 1;
     if (r.bad || ah__rf_add(fmt, a, entry) != 0) {
-        fmt->entry_free(entry);
+        ah__rf_entry_free(fmt, entry);
         return r.bad && !r.oom ? 1 : -1;
     }
     return 0;
@@ -151,7 +217,8 @@ int ah__rf_add(const ah_rf_format *fmt, ah_rf_entries *a, const void *entry)
 
 void ah__rf_clear(const ah_rf_format *fmt, ah_rf_entries *a)
 {
-    for (uint32_t i = 0; i < a->n; i++) fmt->entry_free((char *)a->e + (size_t)i * fmt->entry_size);
+    for (uint32_t i = 0; i < a->n; i++)
+        ah__rf_entry_free(fmt, (char *)a->e + (size_t)i * fmt->entry_size);
     ah__free(a->e);
     memset(a, 0, sizeof *a);
 }
@@ -167,8 +234,8 @@ void ah__rf_prune(const ah_rf_format *fmt, ah_rf_entries *a,
     uint32_t kept = 0;
     for (uint32_t k = 0; k < *n; k++) {
         struct stat st;
-        const char *path = *(char *const *)(const void *)(AT(k) + fmt->path_off);
-        if (same(AT(k), key) || stat(path, &st) != 0) fmt->entry_free(AT(k));
+        const char *path = ((const ah_record_key *)(const void *)AT(k))->path;
+        if (same(AT(k), key) || stat(path, &st) != 0) ah__rf_entry_free(fmt, AT(k));
         else memmove(AT(kept++), AT(k), sz);
     }
     *n = kept;
@@ -176,7 +243,7 @@ void ah__rf_prune(const ah_rf_format *fmt, ah_rf_entries *a,
         uint32_t old = 0;
         for (uint32_t k = 1; k < *n; k++)
             if (STAMP(k) < STAMP(old)) old = k;
-        fmt->entry_free(AT(old));
+        ah__rf_entry_free(fmt, AT(old));
         memmove(AT(old), AT(--*n), sz);
     }
 #undef STAMP

@@ -7,10 +7,11 @@
  *   magic (8 bytes) | u32 format | u32 count
  *   count x ( u32 length | entry )
  *   u64 FNV-1a of everything before
- * Entries are the caller's, held in an ah_rf_entries this module manages:
- * the format's encode writes one with ah__rf_put_str / ah__buf_*, its
- * decode reads one back through an ah_rf_reader, which is safe on any
- * bytes.
+ * An entry is the caller's struct: an ah_record_key at offset 0, then the
+ * fields its format lists, written in that order (ah_record_key's encoding,
+ * then u32, u64, a double's bits, or u32 length + bytes per field). This
+ * module keeps the entries in an ah_rf_entries, encodes, decodes (safe on
+ * any bytes) and frees them.
  */
 #ifndef AH_RECORD_FILE_H
 #define AH_RECORD_FILE_H
@@ -25,25 +26,35 @@ typedef struct ah_rf_reader ah_rf_reader;
 /* The largest entry a format may have (decoding builds one on the stack). */
 #define AH_RF_ENTRY_MAX 256
 
+/* An entry's field after its key: kind and offset in the caller's struct. */
+typedef enum ah_rf_kind {
+    AH_RF_U32 = 0, /* uint32_t */
+    AH_RF_U64 = 1, /* uint64_t */
+    AH_RF_F64 = 2, /* double, stored as its bits */
+    AH_RF_STR = 3  /* char *, owned by the entry */
+} ah_rf_kind;
+
+typedef struct ah_rf_field {
+    ah_rf_kind kind;
+    size_t off;
+} ah_rf_field;
+
 typedef struct ah_rf_format {
-    const char *magic;               /* 8 bytes */
-    uint32_t format;                 /* the version this build writes and reads */
-    uint32_t max_str;                /* longest string an entry holds */
-    size_t max_file;                 /* larger files are refused unread */
-    uint32_t max_entries;            /* recording drops the oldest beyond this */
-    const char *label;               /* "check records": the ignored note's subject */
-    const char *not_this;            /* "not a check-record file" */
-    const char *entry_word;          /* "record": in "malformed record 3 (corrupt)" */
-    int large_is_foreign;            /* a too-large file of another user is read-only */
-    size_t entry_size;               /* sizeof the caller's entry: AH_RF_ENTRY_MAX at most */
-    size_t path_off;                 /* offsetof its char *path (never empty in a file) */
+    const char *magic;        /* 8 bytes */
+    uint32_t format;          /* the version this build writes and reads */
+    uint32_t max_str;         /* longest string an entry holds */
+    size_t max_file;          /* larger files are refused unread */
+    uint32_t max_entries;     /* recording drops the oldest beyond this */
+    const char *label;        /* "check records": the ignored note's subject */
+    const char *not_this;     /* "not a check-record file" */
+    const char *entry_word;   /* "record": in "malformed record 3 (corrupt)" */
+    int large_is_foreign;     /* a too-large file of another user is read-only */
+    size_t entry_size;        /* sizeof the caller's entry: AH_RF_ENTRY_MAX at most */
+    int key_fp;               /* the entry's ah_record_key (at offset 0) holds driver_fp */
+    const ah_rf_field *field; /* the fields after the key, in file order */
+    uint32_t n_fields;
     size_t stamp_off;                /* offsetof its uint64_t time of recording */
-    void (*entry_free)(void *entry); /* frees what an entry owns */
-    /* Write an entry's fields; read them back from r into a zeroed entry,
-     * returning 0 when a value read is out of range (r->bad covers the
-     * bytes themselves). */
-    void (*encode)(ah_buf *b, const void *entry);
-    int (*decode)(ah_rf_reader *r, void *entry);
+    int (*valid)(const void *entry); /* the values read are in range */
 } ah_rf_format;
 
 /* ---- entry decoding ---------------------------------------------------------- */
@@ -73,6 +84,8 @@ typedef struct ah_rf_entries {
     uint32_t n, cap;
 } ah_rf_entries;
 
+/* Free what an entry owns (its key's strings and its string fields). */
+void ah__rf_entry_free(const ah_rf_format *fmt, void *entry);
 /* Append *entry (the array takes what it owns). -1 on out-of-memory, the
  * entry still the caller's. */
 int ah__rf_add(const ah_rf_format *fmt, ah_rf_entries *a, const void *entry);

@@ -58,7 +58,8 @@ typedef struct tt_entry {
     char *version;
 } tt_entry;
 
-_Static_assert(sizeof(tt_entry) <= AH_RF_ENTRY_MAX, "a tune entry fits the file's decoder");
+_Static_assert(sizeof(tt_entry) <= AH_RF_ENTRY_MAX && offsetof(tt_entry, k) == 0,
+               "a tune entry is an entry of record_file.h");
 
 struct ah_tune_table {
     ah_rf_entries a; /* tt_entry */
@@ -70,16 +71,6 @@ struct ah_tune_table {
 };
 
 /* ---- entries ------------------------------------------------------------------ */
-
-static void entry_free(tt_entry *e)
-{
-    ah__record_key_free(&e->k);
-    char **s[] = {&e->spec, &e->steps, &e->version};
-    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
-        ah__free(*s[i]);
-        *s[i] = NULL;
-    }
-}
 
 static const ah_rf_format tt_format;
 
@@ -141,35 +132,17 @@ static tt_entry key_of(const ah_host *h, const ah_plugin_rec *rec, char *spec, a
 
 /* ---- the file's entries --------------------------------------------------------- */
 
-static void encode_entry(ah_buf *b, const void *entry)
+static const ah_rf_field tt_fields[] = {
+    {AH_RF_STR, offsetof(tt_entry, spec)},     {AH_RF_U32, offsetof(tt_entry, phase)},
+    {AH_RF_F64, offsetof(tt_entry, ms)},       {AH_RF_STR, offsetof(tt_entry, steps)},
+    {AH_RF_U64, offsetof(tt_entry, tuned_at)}, {AH_RF_STR, offsetof(tt_entry, version)},
+};
+
+static int tt_valid(const void *entry)
 {
     const tt_entry *e = entry;
-    ah__record_key_put(b, &e->k, TT_MAX_STR, 1);
-    ah__rf_put_str(b, e->spec, TT_MAX_STR);
-    ah__buf_u32(b, e->phase);
-    uint64_t bits;
-    memcpy(&bits, &e->ms, sizeof bits);
-    ah__buf_u64(b, bits);
-    ah__rf_put_str(b, e->steps, TT_MAX_STR);
-    ah__buf_u64(b, e->tuned_at);
-    ah__rf_put_str(b, e->version, TT_MAX_STR);
-}
-
-static int decode_entry(ah_rf_reader *r, void *entry)
-{
-    tt_entry *e = entry;
-    ah__record_key_read(r, &e->k, 1);
-    e->spec = ah__rf_str(r);
-    e->phase = ah__rf_u32(r);
-    uint64_t bits = ah__rf_u64(r);
-    memcpy(&e->ms, &bits, sizeof bits);
-    e->steps = ah__rf_str(r);
-    e->tuned_at = ah__rf_u64(r);
-    e->version = ah__rf_str(r);
     return e->phase < AH_PHASE_COUNT && isfinite(e->ms) && e->ms > 0;
 }
-
-static void entry_free_v(void *e) { entry_free(e); }
 
 static const ah_rf_format tt_format = {
     .magic = "AHTUNETB",
@@ -182,11 +155,11 @@ static const ah_rf_format tt_format = {
     .entry_word = "entry",
     .large_is_foreign = 0,
     .entry_size = sizeof(tt_entry),
-    .path_off = offsetof(tt_entry, k.path),
+    .key_fp = 1,
+    .field = tt_fields,
+    .n_fields = sizeof tt_fields / sizeof tt_fields[0],
     .stamp_off = offsetof(tt_entry, tuned_at),
-    .entry_free = entry_free_v,
-    .encode = encode_entry,
-    .decode = decode_entry,
+    .valid = tt_valid,
 };
 
 /* Read t->path into t. A refused file leaves t empty with t->note set; a
@@ -352,7 +325,7 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
         e.steps = ah__strdup(x->steps ? x->steps : "");
         e.version = ah__strdup(AH_VERSION_STRING);
         if (copied != 0 || !e.steps || !e.version || ah__rf_add(&tt_format, &t->a, &e) != 0) {
-            entry_free(&e);
+            ah__rf_entry_free(&tt_format, &e);
             goto oom_t;
         }
     }

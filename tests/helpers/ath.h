@@ -181,6 +181,12 @@ typedef struct ath_shape {
     ath_batch_spec batch;            /* requests, lengths, block size, table and pool */
 } ath_shape;
 
+/* A layer of hq query and hk KV heads of head size d (qk and v), q and KV
+ * cache in one dtype dt, block size bs, NHD, the default scale: what the
+ * bench drivers time; they change what differs. */
+ah_layer_spec ath_spec(ah_attn_type attn, uint32_t hq, uint32_t hk, uint32_t d, ah_dtype dt,
+                       uint32_t bs);
+
 typedef struct ath_work {
     ath_shape s;
     ah_layer_spec spec;

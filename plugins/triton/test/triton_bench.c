@@ -93,16 +93,8 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     fill_random(ctx, &q, rng);
     fill_random(ctx, &kc, rng);
     fill_random(ctx, &vc, rng);
-    ah_layer_spec spec = {.struct_size = sizeof spec,
-                          .attn_type = s->bidirectional ? AH_ATTN_ENCODER_ONLY : AH_ATTN_DECODER,
-                          .num_q_heads = s->hq,
-                          .num_kv_heads = s->hk,
-                          .qk_head_size = s->d,
-                          .v_head_size = s->d,
-                          .q_dtype = AH_DTYPE_BF16,
-                          .kv_dtype = AH_DTYPE_BF16,
-                          .block_size = s->bs,
-                          .kv_layout = AH_KV_LAYOUT_NHD};
+    const ah_layer_spec spec = ath_spec(s->bidirectional ? AH_ATTN_ENCODER_ONLY : AH_ATTN_DECODER,
+                                        s->hq, s->hk, s->d, AH_DTYPE_BF16, s->bs);
     ah_limits lim = {sizeof lim, B.num_reqs, B.num_tokens, B.width, B.max_seq, B.num_blocks};
     ah_state *st = NULL;
     void *stream = NULL;
