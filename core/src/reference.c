@@ -119,6 +119,9 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     const uint32_t qk = sp->qk_head_size, vh = sp->v_head_size, bs = sp->block_size;
     const uint32_t kh = h / (sp->num_q_heads / sp->num_kv_heads);
     const double ks = ah_kv_scale(in->k_scale, kvt), vs = ah_kv_scale(in->v_scale, kvt);
+    /* The default in double, not ah_spec_scale's float: a bound layer's
+     * spec arrives resolved, so only a spec handed to the oracle directly
+     * takes it, and there the oracle's own precision is the point. */
     const double scale = sp->scale != 0 ? (double)sp->scale : 1.0 / sqrt((double)qk);
     const int32_t seq_len = key_count(in, r);
     const int32_t *row =
