@@ -27,18 +27,6 @@ static ah_status fail(char *err, size_t cap, const char *fmt, ...)
     return AH_ERR_INVALID_ARGUMENT;
 }
 
-typedef enum packing {
-    LAST_DIM = 0, /* innermost stride 1; outer dims may be views */
-    DENSE = 1     /* row-major, no gaps */
-} packing;
-
-/* What one tensor must look like: what a kernel addresses (the plugins'
- * own check, ah_dl_check), then how it is packed. */
-typedef struct want {
-    ah_dl_want dl;
-    packing pack;
-} want;
-
 static const char *dl_device_name(int type)
 {
     switch (type) {
@@ -51,12 +39,14 @@ static const char *dl_device_name(int type)
     }
 }
 
-static ah_status check_tensor(const DLTensor *t, const want *w, const DLDevice *dev, char *err,
-                              size_t cap)
+/* What a kernel addresses (ah_dl_check, the plugins' own check), then the
+ * device and the alignment. */
+static ah_status check_tensor(const DLTensor *t, const ah_dl_want *w, const DLDevice *dev,
+                              char *err, size_t cap)
 {
     ah_errbuf e;
-    if (ah_dl_check(t, &w->dl, &e) != AH_OK) return fail(err, cap, "%s", e.msg);
-    const char *name = w->dl.name;
+    if (ah_dl_check(t, w, &e) != AH_OK) return fail(err, cap, "%s", e.msg);
+    const char *name = w->name;
     if (dev && ((int)t->device.device_type != (int)dev->device_type ||
                 t->device.device_id != dev->device_id))
         return fail(err, cap, "%s: on %s:%d, expected %s:%d (the plugin's device)", name,
@@ -65,11 +55,6 @@ static ah_status check_tensor(const DLTensor *t, const want *w, const DLDevice *
     uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
     if (addr % 16)
         return fail(err, cap, "%s: data address %#" PRIxPTR " is not 16-byte aligned", name, addr);
-    if (w->pack == DENSE && !ah_dl_is_contiguous(t)) {
-        char got[96];
-        ah_dl_fmt_dims(got, sizeof got, t->strides, t->ndim, 0);
-        return fail(err, cap, "%s: strides %s, expected a densely packed tensor", name, got);
-    }
     return AH_OK;
 }
 
@@ -83,19 +68,19 @@ static ah_status check_scales(float k, float v, char *err, size_t cap)
 }
 
 /* The cache tensors' expectations for a spec. */
-static void cache_wants(const ah_layer_spec *s, const ah_batch *b, want *k, want *v)
+static void cache_wants(const ah_layer_spec *s, const ah_batch *b, ah_dl_want *k, ah_dl_want *v)
 {
-    *k = (want){ah_dl_cache_want("key_cache", s, b->num_blocks, s->qk_head_size), DENSE};
-    *v = (want){ah_dl_cache_want("value_cache", s, b->num_blocks, s->v_head_size), DENSE};
+    *k = ah_dl_cache_want("key_cache", s, b->num_blocks, s->qk_head_size);
+    *v = ah_dl_cache_want("value_cache", s, b->num_blocks, s->v_head_size);
 }
 
 static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const DLTensor *key,
                               const DLTensor *value, const DLDevice *dev, char *err, size_t cap)
 {
-    const want wk = {{"key", 3, {b->num_tokens, s->num_kv_heads, s->qk_head_size}, 0, s->q_dtype},
-                     LAST_DIM};
-    const want wv = {{"value", 3, {b->num_tokens, s->num_kv_heads, s->v_head_size}, 0, s->q_dtype},
-                     LAST_DIM};
+    const ah_dl_want wk = {"key", 3,          {b->num_tokens, s->num_kv_heads, s->qk_head_size},
+                           0,     s->q_dtype, 0};
+    const ah_dl_want wv = {"value", 3,          {b->num_tokens, s->num_kv_heads, s->v_head_size},
+                           0,       s->q_dtype, 0};
     ah_status st = check_tensor(key, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(value, &wv, dev, err, cap);
     return st;
@@ -104,7 +89,7 @@ static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const D
 static ah_status check_caches(const ah_layer_spec *s, const ah_batch *b, const DLTensor *kc,
                               const DLTensor *vc, const DLDevice *dev, char *err, size_t cap)
 {
-    want wk, wv;
+    ah_dl_want wk, wv;
     cache_wants(s, b, &wk, &wv);
     ah_status st = check_tensor(kc, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(vc, &wv, dev, err, cap);
@@ -120,7 +105,7 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
         return fail(err, cap, "forward args: struct_size %" PRIu32 " < %zu", a->struct_size,
                     sizeof(ah_forward_args));
     const uint32_t T = batch->num_tokens, hq = spec->num_q_heads;
-    const want wq = {{"q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype}, LAST_DIM};
+    const ah_dl_want wq = {"q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype, 0};
     ah_status st = check_tensor(a->q, &wq, dev, err, cap);
     if (st != AH_OK) return st;
     const int cacheless = ah_spec_cacheless(spec);
@@ -142,18 +127,18 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
                     "out is NULL (pass a descriptor; a plugin that does not take "
                     "the caller's buffer fills it)");
     if (a->out->data) {
-        const want wo = {{"out", 3, {T, hq, spec->v_head_size}, 0, spec->q_dtype}, LAST_DIM};
+        const ah_dl_want wo = {"out", 3, {T, hq, spec->v_head_size}, 0, spec->q_dtype, 0};
         st = check_tensor(a->out, &wo, dev, err, cap);
         if (st != AH_OK) return st;
     }
     if (a->lse) {
-        const want wl = {{"lse", 2, {T, hq}, 0, AH_DTYPE_FP32}, DENSE};
+        const ah_dl_want wl = {"lse", 2, {T, hq}, 0, AH_DTYPE_FP32, 1};
         st = check_tensor(a->lse, &wl, dev, err, cap);
         if (st != AH_OK) return st;
     }
-    const want wh = {{"sinks", 1, {hq}, 0, AH_DTYPE_FP32}, DENSE};
+    const ah_dl_want wh = {"sinks", 1, {hq}, 0, AH_DTYPE_FP32, 1};
     if (spec->use_sinks && (st = check_tensor(a->sinks, &wh, dev, err, cap)) != AH_OK) return st;
-    const want wa = {{"alibi_slopes", 1, {hq}, 0, AH_DTYPE_FP32}, DENSE};
+    const ah_dl_want wa = {"alibi_slopes", 1, {hq}, 0, AH_DTYPE_FP32, 1};
     if (spec->use_alibi && (st = check_tensor(a->alibi_slopes, &wa, dev, err, cap)) != AH_OK)
         return st;
     return check_scales(a->k_scale, a->v_scale, err, cap);

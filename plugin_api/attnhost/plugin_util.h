@@ -363,13 +363,16 @@ static inline void *ah_dl_data(const DLTensor *t) { return (char *)t->data + t->
 
 /* What a kernel addresses through one tensor. dim0_min: shape[0] may be
  * larger than wanted (a caller's larger buffer, a cache with more blocks;
- * 0 with dim0_min accepts any count). */
+ * 0 with dim0_min accepts any count). dense: row-major without gaps (a
+ * kernel that indexes it as one array); else only the innermost stride
+ * must be 1. */
 typedef struct ah_dl_want {
     const char *name;
     int ndim;
     int64_t shape[4];
     int dim0_min;
     ah_dtype dtype;
+    int dense;
 } ah_dl_want;
 
 /* "[a, b, c]" (">= a" first with dim0_min) of n dims into buf (cap bytes). */
@@ -396,7 +399,7 @@ static inline const char *ah_dl_code_name(uint8_t code)
 }
 
 /* Check t against w: present, w->ndim dims, each extent as wanted, dtype
- * w->dtype, data set, innermost stride 1. Returns AH_OK, or
+ * w->dtype, data set, densely packed or innermost stride 1. Returns AH_OK, or
  * AH_ERR_INVALID_ARGUMENT with the tensor, what it has and what is wanted
  * in e ("q: shape [5, 32, 128], expected [5, 32, 64]"). The host's own
  * tensor checks begin with this one, so a plugin's message reads like the
@@ -425,6 +428,11 @@ static inline ah_status ah_dl_check(const DLTensor *t, const ah_dl_want *w, ah_e
                        ah_dl_code_name(d.code), d.bits, ah_dtype_name(w->dtype));
     }
     if (!t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: data is NULL", w->name);
+    if (w->dense && !ah_dl_is_contiguous(t)) {
+        ah_dl_fmt_dims(got, sizeof got, t->strides, t->ndim, 0);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s: strides %s, expected a densely packed tensor", w->name, got);
+    }
     const int last = t->ndim - 1;
     if (last >= 0 && t->strides && t->shape[last] != 1 && t->strides[last] != 1)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: last dimension has stride %lld, expected 1",
@@ -433,7 +441,8 @@ static inline ah_status ah_dl_check(const DLTensor *t, const ah_dl_want *w, ah_e
 }
 
 /* The want of a [blocks, ., ., head_size] cache in the spec's layout,
- * holding at least min_blocks blocks. */
+ * holding at least min_blocks blocks, densely packed (ah_kv_offset's
+ * addressing). */
 static inline ah_dl_want ah_dl_cache_want(const char *name, const ah_layer_spec *s,
                                           int64_t min_blocks, uint32_t head_size)
 {
@@ -443,7 +452,8 @@ static inline ah_dl_want ah_dl_cache_want(const char *name, const ah_layer_spec 
                           {min_blocks, hnd ? s->num_kv_heads : s->block_size,
                            hnd ? s->block_size : s->num_kv_heads, head_size},
                           1,
-                          s->kv_dtype};
+                          s->kv_dtype,
+                          1};
     return w;
 }
 

@@ -320,14 +320,14 @@ static ah_status cpu_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode
 static ah_status check_rows(ah_state *st, const DLTensor *t, const char *name, uint32_t heads,
                             uint32_t hsz)
 {
-    const ah_dl_want w = {name, 3, {st->num_tokens, heads, hsz}, 1, st->L.q_dtype};
+    const ah_dl_want w = {name, 3, {st->num_tokens, heads, hsz}, 1, st->L.q_dtype, 0};
     return ah_dl_check(t, &w, &st->err);
 }
 
 static ah_status check_vec(ah_state *st, const DLTensor *t, const char *name, int ndim)
 {
-    const ah_dl_want w = {
-        name, ndim, {ndim == 2 ? st->num_tokens : st->L.hq, st->L.hq}, 1, AH_DTYPE_FP32};
+    const ah_dl_want w = {name, ndim,          {ndim == 2 ? st->num_tokens : st->L.hq, st->L.hq},
+                          1,    AH_DTYPE_FP32, 0};
     return ah_dl_check(t, &w, &st->err);
 }
 

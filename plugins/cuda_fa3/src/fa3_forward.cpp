@@ -30,7 +30,7 @@ static int fa3_dt(ah_dtype t)
 static ah_status fa3_check_act(ah_errbuf *e, const char *name, const DLTensor *t, int64_t T,
                                int64_t H, int64_t D, ah_dtype dt)
 {
-    const ah_dl_want w = {name, 3, {T, H, D}, 1, dt};
+    const ah_dl_want w = {name, 3, {T, H, D}, 1, dt, 0};
     ah_status s = ah_dl_check(t, &w, e);
     if (s != AH_OK) return s;
     if (ah_dl_stride(t, 1) % 8 || ah_dl_stride(t, 0) % 8 || ((uintptr_t)ah_dl_data(t) & 15))
@@ -88,11 +88,10 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     if (a->key_cache->shape[0] != a->value_cache->shape[0])
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "key_cache and value_cache hold different block counts");
-    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32},
-                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32};
+    /* lse dense: the kernels index it as t * Hq + h */
+    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1},
+                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0};
     if (a->lse && (s = ah_dl_check(a->lse, &wl, e)) != AH_OK) return s;
-    if (a->lse && !ah_dl_is_contiguous(a->lse)) /* the kernels index it as t * Hq + h */
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "lse must be a contiguous [tokens, heads]");
     if (sp->use_sinks && (s = ah_dl_check(a->sinks, &ws, e)) != AH_OK) return s;
     const int kv8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3;
     if (kv8 && ((s = fa3_check_fp8_strides(e, L.k_strides, L.v_strides)) != AH_OK)) return s;

@@ -158,7 +158,7 @@ static ah_status tk_tensor_aligned(ah_errbuf *e, const ah_dl_want *w, const DLTe
 static ah_status tk_rows(ah_state *st, const DLTensor *t, const char *name, ah_dtype dt,
                          int64_t heads, int64_t hsz)
 {
-    const ah_dl_want w = {name, 3, {st->num_tokens, heads, hsz}, 1, dt};
+    const ah_dl_want w = {name, 3, {st->num_tokens, heads, hsz}, 1, dt, 0};
     return tk_tensor_aligned(&st->err, &w, t, 16);
 }
 
@@ -190,12 +190,11 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
         (s = tk_cache(st, a->value_cache, "value_cache", vs)))
         return s;
-    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32},
-                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32},
-                     wa = {"alibi_slopes", 1, {Hq}, 0, AH_DTYPE_FP32};
+    /* lse dense: the kernels index it as t * Hq + h */
+    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1},
+                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0},
+                     wa = {"alibi_slopes", 1, {Hq}, 0, AH_DTYPE_FP32, 0};
     if (a->lse && (s = tk_tensor_aligned(err, &wl, a->lse, 16))) return s;
-    if (a->lse && ah_dl_stride(a->lse, 0) != Hq) /* the kernels index it as t * Hq + h */
-        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "lse must be a dense [tokens, heads] tensor");
     if (sp->use_sinks && (s = tk_tensor_aligned(err, &ws, a->sinks, 16))) return s;
     if (sp->use_alibi && (s = tk_tensor_aligned(err, &wa, a->alibi_slopes, 16))) return s;
     if (ks[0] > INT_MAX || vs[0] > INT_MAX)
@@ -385,12 +384,13 @@ ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
             err, AH_ERR_UNSUPPORTED,
             "merge_states: v_a is [%lld, %lld, %lld]: at most 2^31-1 tokens and 65535 heads",
             (long long)T, (long long)H, (long long)D);
-    const ah_dl_want wv[3] = {{"merge_states: v_a", 3, {T, H, D}, 0, dt},
-                              {"merge_states: v_b", 3, {T, H, D}, 0, dt},
-                              {"merge_states: out", 3, {T, H, D}, 0, dt}},
-                     wl[3] = {{"merge_states: lse_a", 2, {T, H}, 0, AH_DTYPE_FP32},
-                              {"merge_states: lse_b", 2, {T, H}, 0, AH_DTYPE_FP32},
-                              {"merge_states: lse_out", 2, {T, H}, 0, AH_DTYPE_FP32}};
+    const ah_dl_want wv[3] = {{"merge_states: v_a", 3, {T, H, D}, 0, dt, 0},
+                              {"merge_states: v_b", 3, {T, H, D}, 0, dt, 0},
+                              {"merge_states: out", 3, {T, H, D}, 0, dt, 0}};
+    /* dense: the kernel indexes the LSEs as t * H + h */
+    const ah_dl_want wl[3] = {{"merge_states: lse_a", 2, {T, H}, 0, AH_DTYPE_FP32, 1},
+                              {"merge_states: lse_b", 2, {T, H}, 0, AH_DTYPE_FP32, 1},
+                              {"merge_states: lse_out", 2, {T, H}, 0, AH_DTYPE_FP32, 1}};
     ah_status s;
     /* LSEs need only float alignment (generate.py compiles their pointers
      * without the 16-byte hint): a rank's slice of an all-gathered LSE
@@ -402,18 +402,6 @@ ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
         (s = tk_tensor_aligned(err, &wl[1], a->lse_b, 4)))
         return s;
     if (a->lse_out && (s = tk_tensor_aligned(err, &wl[2], a->lse_out, 4))) return s;
-    /* The kernel indexes the LSEs as t * H + h. */
-    const struct {
-        const DLTensor *t;
-        const char *name;
-    } l[3] = {{a->lse_a, "lse_a"}, {a->lse_b, "lse_b"}, {a->lse_out, "lse_out"}};
-    for (int i = 0; i < 3; i++)
-        if (l[i].t && T > 1 && H > 0 && ah_dl_stride(l[i].t, 0) != H)
-            return ah_fail(
-                err, AH_ERR_INVALID_ARGUMENT,
-                "merge_states: %s is not a dense [tokens, heads] tensor (row stride %lld, "
-                "want %lld)",
-                l[i].name, (long long)ah_dl_stride(l[i].t, 0), (long long)H);
     const tk_entry *e = tk_find(ctx, "merge_states", dt, dt, (uint32_t)D);
     if (!e)
         return ah_fail(err, AH_ERR_UNSUPPORTED, "no merge_states kernel for %s on %s",
