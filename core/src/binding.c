@@ -1098,6 +1098,13 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
     if (!ah__forward_args_full(engine_args, &full))
         return fail(b, AH_ERR_ABI, "ah_forward_args missing or struct_size too small");
     const ah_forward_args *a = &full;
+    /* validation on or off: a plugin's forward would store these K/V */
+    if (bs->spec.attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
+        return fail(b, AH_ERR_INVALID_ARGUMENT,
+                    "layer %u: %s is set, but a cross-attention (encoder_decoder) layer's cache "
+                    "holds the encoder's K/V, written by ah_binding_write_kv on the encoder "
+                    "pass; forward never writes it (pass NULL)",
+                    layer, a->key ? "key" : "value");
     if (b->validate) {
         /* once, on the whole tensors, before any split */
         DLDevice dev = ah_device_dl(bs->dev);
@@ -1106,11 +1113,6 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
             ah__check_forward_args(&bs->spec, group_batch(b, bs), a, &dev, why, sizeof why);
         if (s != AH_OK) return fail(b, s, "layer %u: %s", layer, why);
     }
-    if (bs->spec.attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
-        return fail(b, AH_ERR_INVALID_ARGUMENT,
-                    "layer %u: key/value set on a cross-attention layer, whose cache is written "
-                    "only by ah_binding_write_kv on the encoder pass",
-                    layer);
     if (b->cp) return forward_cp(b, layer, bs, a);
     if (split_layer(b, layer)) return forward_split(b, layer, a, 1);
     return forward_one(b, layer, bs, a);

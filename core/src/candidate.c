@@ -4,7 +4,6 @@
  * last the plugin's own check_combination. Every failed check becomes a
  * structured reason (code, field, offending value, supported set).
  */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +84,7 @@ ah_layer_spec ah__resolve_spec(const ah_layer_spec *in, const ah_caps *caps,
     ah_layer_spec s = *in;
     s.struct_size = sizeof s;
     if (s.kv_dtype == AH_DTYPE_AUTO) s.kv_dtype = s.q_dtype;
-    if (s.scale == 0.0f) s.scale = (float)(1.0 / sqrt((double)s.qk_head_size));
+    s.scale = ah_spec_scale(&s);
     if (s.kv_layout == AH_KV_LAYOUT_AUTO)
         s.kv_layout = pin ? pin->kv_layout : caps ? caps->preferred_kv_layout : AH_KV_LAYOUT_NHD;
     if (s.block_size == 0)

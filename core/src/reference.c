@@ -152,6 +152,9 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
                                                            : ah_kv_scale(in->k_scale, kvt);
     const double vs = in->v_scales && ah_dtype_is_fp8(kvt) ? (double)in->v_scales[kh]
                                                            : ah_kv_scale(in->v_scale, kvt);
+    /* The default in double, not ah_spec_scale's float: a bound layer's
+     * spec arrives resolved, so only a spec handed to the oracle directly
+     * takes it, and there the oracle's own precision is the point. */
     const double scale = sp->scale != 0 ? (double)sp->scale : 1.0 / sqrt((double)qk);
     const int32_t seq_len = key_count(in, r);
     const int32_t *row =

@@ -28,45 +28,6 @@ static ah_status fail(char *err, size_t cap, const char *fmt, ...)
     return AH_ERR_INVALID_ARGUMENT;
 }
 
-typedef enum packing {
-    LAST_DIM = 0, /* innermost stride 1; outer dims may be views */
-    DENSE = 1     /* row-major, no gaps */
-} packing;
-
-/* What one tensor must look like. dim0_min: shape[0] >= shape[0] wanted
- * instead of ==. align: bytes the data address must be a multiple of; 0
- * means 16 (what vector loads of token rows need). */
-typedef struct want {
-    const char *name;
-    int ndim;
-    int64_t shape[4];
-    int dim0_min;
-    ah_dtype dtype;
-    packing pack;
-    unsigned align;
-} want;
-
-static void fmt_dims(char *buf, size_t cap, const int64_t *d, int n, int dim0_min)
-{
-    size_t used = 0;
-    used += (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < n && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%s%" PRId64, i ? ", " : "",
-                                 i == 0 && dim0_min ? ">= " : "", d[i]);
-    if (used < cap) snprintf(buf + used, cap - used, "]");
-}
-
-static const char *dl_code_name(uint8_t code)
-{
-    switch (code) {
-    case kDLInt: return "int";
-    case kDLUInt: return "uint";
-    case kDLFloat: return "float";
-    case kDLBfloat: return "bfloat";
-    default: return "code";
-    }
-}
-
 static const char *dl_device_name(int type)
 {
     switch (type) {
@@ -79,49 +40,32 @@ static const char *dl_device_name(int type)
     }
 }
 
-static ah_status check_tensor(const DLTensor *t, const want *w, const DLDevice *dev, char *err,
-                              size_t cap)
+/* What a kernel addresses (ah_dl_check, the plugins' own check), then the
+ * device and the alignment: align bytes (0: 16, what vector loads of token
+ * rows need). */
+static ah_status check_aligned(const DLTensor *t, const ah_dl_want *w, unsigned align,
+                               const DLDevice *dev, char *err, size_t cap)
 {
-    char got[96], exp[96];
-    if (!t) return fail(err, cap, "%s is NULL", w->name);
-    if (t->ndim != w->ndim || !t->shape) {
-        fmt_dims(exp, sizeof exp, w->shape, w->ndim, w->dim0_min);
-        return fail(err, cap, "%s: %d dims, expected %d %s", w->name, t->ndim, w->ndim, exp);
-    }
-    int bad = 0;
-    for (int i = 0; i < w->ndim; i++)
-        if (i == 0 && w->dim0_min ? t->shape[0] < w->shape[0] : t->shape[i] != w->shape[i]) bad = 1;
-    if (bad) {
-        fmt_dims(got, sizeof got, t->shape, t->ndim, 0);
-        fmt_dims(exp, sizeof exp, w->shape, w->ndim, w->dim0_min);
-        return fail(err, cap, "%s: shape %s, expected %s", w->name, got, exp);
-    }
-    if (!ah_dl_dtype_is(t, w->dtype)) {
-        DLDataType d = ah_dtype_to_dl(w->dtype);
-        return fail(err, cap, "%s: dtype %s%u (lanes %u), expected %s%u for %s", w->name,
-                    dl_code_name(t->dtype.code), t->dtype.bits, t->dtype.lanes,
-                    dl_code_name(d.code), d.bits, ah_dtype_name(w->dtype));
-    }
+    ah_errbuf e;
+    if (ah_dl_check(t, w, &e) != AH_OK) return fail(err, cap, "%s", e.msg);
+    const char *name = w->name;
     if (dev && ((int)t->device.device_type != (int)dev->device_type ||
                 t->device.device_id != dev->device_id))
-        return fail(err, cap, "%s: on %s:%d, expected %s:%d (the plugin's device)", w->name,
+        return fail(err, cap, "%s: on %s:%d, expected %s:%d (the plugin's device)", name,
                     dl_device_name((int)t->device.device_type), t->device.device_id,
                     dl_device_name((int)dev->device_type), dev->device_id);
-    if (!t->data) return fail(err, cap, "%s: data is NULL", w->name);
     uintptr_t addr = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    const unsigned align = w->align ? w->align : 16;
+    if (!align) align = 16;
     if (addr % align)
-        return fail(err, cap, "%s: data address %#" PRIxPTR " is not %u-byte aligned", w->name,
-                    addr, align);
-    if (w->pack == DENSE && !ah_dl_is_contiguous(t)) {
-        fmt_dims(got, sizeof got, t->strides, t->ndim, 0);
-        return fail(err, cap, "%s: strides %s, expected a densely packed tensor", w->name, got);
-    }
-    int last = t->ndim - 1;
-    if (t->strides && t->shape[last] != 1 && t->strides[last] != 1)
-        return fail(err, cap, "%s: last dimension has stride %" PRId64 ", expected 1", w->name,
-                    t->strides[last]);
+        return fail(err, cap, "%s: data address %#" PRIxPTR " is not %u-byte aligned", name, addr,
+                    align);
     return AH_OK;
+}
+
+static ah_status check_tensor(const DLTensor *t, const ah_dl_want *w, const DLDevice *dev,
+                              char *err, size_t cap)
+{
+    return check_aligned(t, w, 16, dev, err, cap);
 }
 
 /* ---- FP8 scales (plugin.h, "FP8 scales") -------------------------------- */
@@ -137,8 +81,8 @@ static int host_readable(const DLTensor *t)
 static ah_status check_scale_tensor(const DLTensor *t, const char *name, int64_t n,
                                     const DLDevice *dev, char *err, size_t cap)
 {
-    const want w = {name, 1, {n}, 0, AH_DTYPE_FP32, DENSE, 4};
-    ah_status st = check_tensor(t, &w, dev, err, cap);
+    const ah_dl_want w = {name, 1, {n}, 0, AH_DTYPE_FP32, 1};
+    ah_status st = check_aligned(t, &w, 4, dev, err, cap);
     if (st != AH_OK || !host_readable(t)) return st;
     const float *x = (const float *)((const char *)t->data + t->byte_offset);
     for (int64_t i = 0; i < n; i++)
@@ -210,14 +154,10 @@ ah_status ah__check_scales(const ah_layer_spec *spec, const ah__scales *sc, cons
 }
 
 /* The cache tensors' expectations for a spec. */
-static void cache_wants(const ah_layer_spec *s, const ah_batch *b, want *k, want *v)
+static void cache_wants(const ah_layer_spec *s, const ah_batch *b, ah_dl_want *k, ah_dl_want *v)
 {
-    const int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
-    const int64_t d1 = hnd ? s->num_kv_heads : s->block_size,
-                  d2 = hnd ? s->block_size : s->num_kv_heads;
-    *k = (want){"key_cache", 4, {b->num_blocks, d1, d2, s->qk_head_size}, 1, s->kv_dtype, DENSE, 0};
-    *v =
-        (want){"value_cache", 4, {b->num_blocks, d1, d2, s->v_head_size}, 1, s->kv_dtype, DENSE, 0};
+    *k = ah_dl_cache_want("key_cache", s, b->num_blocks, s->qk_head_size);
+    *v = ah_dl_cache_want("value_cache", s, b->num_blocks, s->v_head_size);
 }
 
 static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const DLTensor *key,
@@ -225,10 +165,8 @@ static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const D
 {
     /* a ragged layer's keys are cu_seqlens_k's rows, not the queries' */
     const int64_t rows = ah_spec_ragged(s) ? b->num_k_tokens : b->num_tokens;
-    const want wk = {"key",    3, {rows, s->num_kv_heads, s->qk_head_size}, 0, s->q_dtype,
-                     LAST_DIM, 0};
-    const want wv = {"value",  3, {rows, s->num_kv_heads, s->v_head_size}, 0, s->q_dtype,
-                     LAST_DIM, 0};
+    const ah_dl_want wk = {"key", 3, {rows, s->num_kv_heads, s->qk_head_size}, 0, s->q_dtype, 0};
+    const ah_dl_want wv = {"value", 3, {rows, s->num_kv_heads, s->v_head_size}, 0, s->q_dtype, 0};
     ah_status st = check_tensor(key, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(value, &wv, dev, err, cap);
     return st;
@@ -237,7 +175,7 @@ static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const D
 static ah_status check_caches(const ah_layer_spec *s, const ah_batch *b, const DLTensor *kc,
                               const DLTensor *vc, const DLDevice *dev, char *err, size_t cap)
 {
-    want wk, wv;
+    ah_dl_want wk, wv;
     cache_wants(s, b, &wk, &wv);
     ah_status st = check_tensor(kc, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(vc, &wv, dev, err, cap);
@@ -253,16 +191,10 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
         return fail(err, cap, "forward args: struct_size %" PRIu32 " < %zu", a->struct_size,
                     sizeof(ah_forward_args));
     const uint32_t T = batch->num_tokens, hq = spec->num_q_heads;
-    const want wq = {"q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype, LAST_DIM, 0};
+    const ah_dl_want wq = {"q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype, 0};
     ah_status st = check_tensor(a->q, &wq, dev, err, cap);
     if (st != AH_OK) return st;
     const int ragged = ah_spec_ragged(spec), cacheless = ah_spec_cacheless(spec) || ragged;
-    if (spec->attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
-        return fail(err, cap,
-                    "%s is set, but a cross-attention (encoder_decoder) layer's cache "
-                    "holds the encoder's K/V, written by ah_binding_write_kv on the "
-                    "encoder pass; forward never writes it (pass NULL)",
-                    a->key ? "key" : "value");
     if (ragged && (!a->key || !a->value))
         return fail(err, cap,
                     "%s is NULL: a ragged step attends over the keys and values given in "
@@ -287,18 +219,18 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
                     "out is NULL (pass a descriptor; a plugin that does not take "
                     "the caller's buffer fills it)");
     if (a->out->data) {
-        const want wo = {"out", 3, {T, hq, spec->v_head_size}, 0, spec->q_dtype, LAST_DIM, 0};
+        const ah_dl_want wo = {"out", 3, {T, hq, spec->v_head_size}, 0, spec->q_dtype, 0};
         st = check_tensor(a->out, &wo, dev, err, cap);
         if (st != AH_OK) return st;
     }
     if (a->lse) {
-        const want wl = {"lse", 2, {T, hq}, 0, AH_DTYPE_FP32, DENSE, 0};
+        const ah_dl_want wl = {"lse", 2, {T, hq}, 0, AH_DTYPE_FP32, 1};
         st = check_tensor(a->lse, &wl, dev, err, cap);
         if (st != AH_OK) return st;
     }
-    const want wh = {"sinks", 1, {hq}, 0, AH_DTYPE_FP32, DENSE, 0};
+    const ah_dl_want wh = {"sinks", 1, {hq}, 0, AH_DTYPE_FP32, 1};
     if (spec->use_sinks && (st = check_tensor(a->sinks, &wh, dev, err, cap)) != AH_OK) return st;
-    const want wa = {"alibi_slopes", 1, {hq}, 0, AH_DTYPE_FP32, DENSE, 0};
+    const ah_dl_want wa = {"alibi_slopes", 1, {hq}, 0, AH_DTYPE_FP32, 1};
     if (spec->use_alibi && (st = check_tensor(a->alibi_slopes, &wa, dev, err, cap)) != AH_OK)
         return st;
     const ah__scales sc = {a->k_scale,        a->v_scale,        a->q_scale, a->k_scale_tensor,
@@ -314,9 +246,6 @@ ah_status ah__check_kv_write_args(const ah_layer_spec *spec, const ah_batch *bat
     if (a->struct_size < sizeof(ah_kv_write_args))
         return fail(err, cap, "write_kv args: struct_size %" PRIu32 " < %zu", a->struct_size,
                     sizeof(ah_kv_write_args));
-    if (ah_spec_cacheless(spec) || ah_spec_ragged(spec))
-        return fail(err, cap, "write_kv on a %s layer: it has no KV cache",
-                    ah_spec_ragged(spec) ? "ragged" : ah_attn_type_str(spec->attn_type));
     ah_status st = check_new_kv(spec, batch, a->key, a->value, dev, err, cap);
     if (st == AH_OK) st = check_caches(spec, batch, a->key_cache, a->value_cache, dev, err, cap);
     const ah__scales sc = {a->k_scale,        a->v_scale, 0, a->k_scale_tensor,

@@ -14,7 +14,9 @@
 /* Check forward arguments against a resolved spec and the planned batch on
  * device dev. On failure returns AH_ERR_INVALID_ARGUMENT with a message in
  * err (cap bytes) such as "q: shape [5, 32, 128], expected [5, 32, 64]".
- * Rules:
+ * Each tensor is first checked as a plugin checks it (ah_dl_check: rank,
+ * shape, dtype, data, innermost stride), then for device, alignment and
+ * packing. Rules:
  *  - q [T, Hq, qk], out [T, Hq, v] in q_dtype; new key/value (when key is
  *    set) [T, Hk, qk] / [T, Hk, v] in q_dtype; last dim contiguous. A
  *    ragged layer (ABI 2.3) needs key and value, [num_k_tokens, Hk, qk] /
@@ -32,7 +34,10 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
                                  const ah_forward_args *a, const DLDevice *dev, char *err,
                                  size_t cap);
 
-/* The same for write_kv: key, value (not for MLA), both caches, scales. */
+/* The same for write_kv: key, value (not for MLA), both caches, scales.
+ * The binding has refused write_kv on a cacheless layer, and forward's
+ * key and value on a cross-attention layer, before either check (those
+ * hold with validation off too). */
 ah_status ah__check_kv_write_args(const ah_layer_spec *spec, const ah_batch *batch,
                                   const ah_kv_write_args *a, const DLDevice *dev, char *err,
                                   size_t cap);

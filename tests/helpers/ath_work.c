@@ -283,6 +283,18 @@ int ath_work_upload(ath_host *h, ath_work *w)
            ath_upload(h, &w->d_slopes, w->slopes) || upload_batch(h, &w->B);
 }
 
+ah_layer_spec ath_spec(ah_attn_type attn, uint32_t hq, uint32_t hk, uint32_t d, ah_dtype dt,
+                       uint32_t bs)
+{
+    ah_layer_spec sp = {.struct_size = sizeof sp, .attn_type = attn, .q_dtype = dt, .kv_dtype = dt};
+    sp.num_q_heads = hq;
+    sp.num_kv_heads = hk;
+    sp.qk_head_size = sp.v_head_size = d;
+    sp.block_size = bs;
+    sp.kv_layout = AH_KV_LAYOUT_NHD;
+    return sp;
+}
+
 int ath_work_build(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
 {
     memset(w, 0, sizeof *w);
@@ -290,16 +302,10 @@ int ath_work_build(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
     const uint32_t d = s->d, dv = s->dv ? s->dv : s->d, bs = s->batch.block_size;
     if (ath_batch_build(h, &w->B, &s->batch, rng)) return 1;
     ah_layer_spec *sp = &w->spec;
-    sp->struct_size = sizeof *sp;
-    sp->attn_type = s->attn;
+    *sp = ath_spec(s->attn, s->hq, s->hk, d, s->q_dtype, bs);
     sp->causal = s->causal;
-    sp->num_q_heads = s->hq;
-    sp->num_kv_heads = s->hk;
-    sp->qk_head_size = d;
     sp->v_head_size = dv;
-    sp->q_dtype = s->q_dtype;
     sp->kv_dtype = s->kv_dtype;
-    sp->block_size = bs;
     sp->kv_layout = s->layout;
     sp->sliding_window = s->window;
     sp->softcap = s->softcap;

@@ -151,7 +151,6 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     if (R && b->query_start_loc_host[0] != 0)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[0] is %d, not 0",
                        b->query_start_loc_host[0]);
-    int32_t max_block = -1;
     for (uint32_t r = 0; r < R; r++) {
         int32_t q0 = b->query_start_loc_host[r], q1 = b->query_start_loc_host[r + 1];
         if (q1 < q0 || (uint32_t)q1 > T)
@@ -195,7 +194,6 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
                                "block_table[%u][%u] = %d is outside the cache's %u blocks%s", r, i,
                                row[i], b->num_blocks,
                                row[i] < 0 ? " (a released block a query still sees)" : "");
-            if (row[i] > max_block) max_block = row[i];
         }
     }
     if (R && (uint32_t)b->query_start_loc_host[R] != T)
@@ -242,7 +240,7 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     st->num_tokens = T;
     st->num_k_tokens = Tk;
     st->bt_stride = stride;
-    st->max_block = max_block;
+    st->num_blocks = nocache ? 0 : b->num_blocks;
     return AH_OK;
 }
 
@@ -373,7 +371,6 @@ static ah_status plan_prepack(ah_state *st, uint32_t tq)
 ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
 {
     const cpu_amx_layer *L = &st->L;
-    st->planned = 0;
     ah_status rc = copy_batch(st, b);
     if (rc != AH_OK) return rc;
     st->n_items = st->n_merges = 0;
@@ -470,7 +467,6 @@ ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
     rc = plan_prepack(st, tq);
     if (rc != AH_OK) return rc;
     qsort(st->items, st->n_items, sizeof *st->items, cmp_cost_desc);
-    st->planned = 1;
     return AH_OK;
 }
 
