@@ -252,6 +252,10 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     const int G = st->group, tpt = st->tpt, BN = FA3_BLOCK_N(sp->qk_head_size);
     const int causal = ah_spec_causal(sp), cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
     const int W = (int)sp->sliding_window;
+    /* a cross layer's keys are each request's encoder tokens, all visible */
+    const int32_t *key_lens = cross ? ah_batch_encoder_seq_lens(b) : b->seq_lens_host;
+    if (!key_lens)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: a cross layer needs encoder_seq_lens");
     const int Hk = (int)sp->num_kv_heads;
 
     /* Pass 1: one item per (request, query tile); its cost in KV tiles. */
@@ -261,7 +265,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     int64_t total_cost = 0;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         const int q0 = b->query_start_loc_host[r], qlen = b->query_start_loc_host[r + 1] - q0;
-        const int seq = b->seq_lens_host[r];
+        const int seq = key_lens[r];
         for (int t0 = 0; t0 < qlen; t0 += tpt) {
             fa3_work w;
             w.req = (int32_t)r;
@@ -313,7 +317,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
          * is not split and loads every tile the others read, each up to the
          * request's end (copies zero-fill past an item's range). */
         if (base.vt_base >= 0 && !req_pub && s == 1 && base.kv_lo / FA3_VT_KEYS == base.vt_lo &&
-            base.kv_hi == (int32_t)b->seq_lens_host[base.req]) {
+            base.kv_hi == key_lens[base.req]) {
             base.vt_pub = 1;
             req_pub = 1;
         }

@@ -59,14 +59,15 @@ const ah_caps fa3_caps = {
     /* EMPTY_KV: a request with no keys gets a work item of no KV tiles
      * (fa3_item_keys), finished as out 0, LSE -inf without a table read */
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
-        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV,
-    /* decoder layers over the paged cache, causal or not; cacheless encoder
-     * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
-     * served yet */
-    AH_BIT(AH_ATTN_DECODER), AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), AH_KV_LAYOUT_NHD,
-    90, 90, NULL, 0, 0, AH_GRAPH_ALWAYS, 0, 0, /* forward does not write K/V: write_kv does */
-    1,                                         /* caller output */
-    8,                                         /* packing verified for groups 1, 2, 4, 6, 8 */
+        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION,
+    /* decoder layers over the paged cache, causal or not, and cross layers
+     * over each request's encoder_seq_lens keys (no position masks); not the
+     * cacheless encoder layers (packed K/V, no cache) */
+    AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
+    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), AH_KV_LAYOUT_NHD, 90, 90, NULL, 0, 0,
+    AH_GRAPH_ALWAYS, 0, 0, /* forward does not write K/V: write_kv does */
+    1,                     /* caller output */
+    8,                     /* packing verified for groups 1, 2, 4, 6, 8 */
     fa3_config_keys, sizeof fa3_config_keys / sizeof fa3_config_keys[0], fa3_check_combination,
     /* Ranks: just above cuda_flashinfer's PRIMARY in both phases, the
      * order the host's built-in list had before ABI 2.0. */

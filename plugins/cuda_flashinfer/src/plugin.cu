@@ -210,12 +210,12 @@ struct ah_state {
     int64_t ws_rows; /* (token, partition) rows the workspace holds */
     int max_tiles;
     /* The last plan. */
-    int planned;
     ah_plan_mode mode;
     int num_reqs, num_tokens, path, grid_tiles, cascade, prefix_len;
     decode_choice decode;
     prefix_choice prefix; /* cascade: key ranges of the prefix pass */
     const int64_t *slot_mapping;
+    uint32_t num_blocks; /* the batch's: its block ids and slots lie inside */
     /* The captured shape, which replay must keep. */
     int graph_ready, cap_reqs, cap_tokens, cap_path;
 };
@@ -472,6 +472,7 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     }
     st->num_reqs = R;
     st->num_tokens = T;
+    st->num_blocks = b->num_blocks;
     st->mode = mode;
     st->slot_mapping = b->slot_mapping && b->slot_mapping->data
                            ? (const int64_t *)ah_dl_data(b->slot_mapping)
@@ -486,33 +487,12 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
             (int)st->lim.max_blocks_per_req, sort_pages, st->pb, (cudaStream_t)stream);
     if (ce != cudaSuccess) {
         (void)cudaGetLastError();
-        st->planned = 0;
         return ah_fail(e, AH_ERR_DEVICE, "plan: kernel launch: %s", cudaGetErrorString(ce));
     }
-    st->planned = 1;
     return AH_OK;
 }
 
 /* ---- forward ------------------------------------------------------------------------ */
-
-static ah_status fi_check_tensor(ah_errbuf *e, const char *name, const DLTensor *t, ah_dtype dt,
-                                 int ndim, const int64_t *shape)
-{
-    if (!t || !t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is missing", name);
-    if (!ah_dl_dtype_is(t, dt))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: dtype code %d bits %d, expected %s", name,
-                       t->dtype.code, t->dtype.bits, ah_dtype_name(dt));
-    if (t->ndim != ndim)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name, t->ndim,
-                       ndim);
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] >= 0 && t->shape[i] != shape[i])
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: dim %d is %lld, expected %lld", name, i,
-                           (long long)t->shape[i], (long long)shape[i]);
-    if (ndim && ah_dl_stride(t, ndim - 1) != 1)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: last dim must be contiguous", name);
-    return AH_OK;
-}
 
 static int fi_aligned16(const DLTensor *t, size_t elem)
 {
@@ -548,46 +528,39 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
 {
     ah_errbuf *e = &st->err;
     const ah_layer_spec *s = &st->spec;
-    if (!a || a->struct_size < offsetof(ah_forward_args, stream) + sizeof(void *))
-        return ah_fail(e, AH_ERR_ABI, "forward: args struct too small");
-    if (!st->planned)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
     const int T = st->num_tokens, Hq = (int)s->num_q_heads, Hk = (int)s->num_kv_heads;
     const int qk = (int)s->qk_head_size, vh = (int)s->v_head_size;
-    const int64_t qshape[3] = {T, Hq, qk}, oshape[3] = {T, Hq, vh}, lshape[2] = {T, Hq};
+    /* What the kernels address (the host checks the same with validation
+     * on; with it off these keep them inside the tensors): q and out rows,
+     * dense caches of the planned batch's blocks in the layer's layout, lse
+     * rows, and [Hq] sinks and slopes. */
+    const ah_dl_want wq = {"q", 3, {T, Hq, qk}, 0, s->q_dtype, 0};
+    const ah_dl_want wo = {"out", 3, {T, Hq, vh}, 0, s->q_dtype, 0};
+    const ah_dl_want wl = {"lse", 2, {T, Hq}, 0, AH_DTYPE_FP32, 0};
+    const ah_dl_want wk = ah_dl_cache_want("key_cache", s, st->num_blocks, (uint32_t)qk);
+    const ah_dl_want wv = ah_dl_cache_want("value_cache", s, st->num_blocks, (uint32_t)vh);
+    const ah_dl_want wh = {"sinks", 1, {Hq}, 1, AH_DTYPE_FP32, 1};
+    const ah_dl_want wa = {"alibi_slopes", 1, {Hq}, 1, AH_DTYPE_FP32, 1};
     ah_status rc;
-    if ((rc = fi_check_tensor(e, "q", a->q, s->q_dtype, 3, qshape)) != AH_OK) return rc;
-    if ((rc = fi_check_tensor(e, "out", a->out, s->q_dtype, 3, oshape)) != AH_OK) return rc;
-    if (a->lse && (rc = fi_check_tensor(e, "lse", a->lse, AH_DTYPE_FP32, 2, lshape)) != AH_OK)
+    if ((rc = ah_dl_check(a->q, &wq, e)) != AH_OK || (rc = ah_dl_check(a->out, &wo, e)) != AH_OK ||
+        (a->lse && (rc = ah_dl_check(a->lse, &wl, e)) != AH_OK) ||
+        (rc = ah_dl_check(a->key_cache, &wk, e)) != AH_OK ||
+        (!st->mla && (rc = ah_dl_check(a->value_cache, &wv, e)) != AH_OK) ||
+        (s->use_sinks && (rc = ah_dl_check(a->sinks, &wh, e)) != AH_OK) ||
+        (s->use_alibi && (rc = ah_dl_check(a->alibi_slopes, &wa, e)) != AH_OK))
         return rc;
-    const int64_t kshape[4] = {-1, s->kv_layout == AH_KV_LAYOUT_HND ? Hk : (int64_t)s->block_size,
-                               s->kv_layout == AH_KV_LAYOUT_HND ? (int64_t)s->block_size : Hk, qk};
-    const int64_t vshape[4] = {kshape[0], kshape[1], kshape[2], vh};
-    if ((rc = fi_check_tensor(e, "key_cache", a->key_cache, s->kv_dtype, 4, kshape)) != AH_OK)
-        return rc;
-    if (!st->mla &&
-        (rc = fi_check_tensor(e, "value_cache", a->value_cache, s->kv_dtype, 4, vshape)) != AH_OK)
-        return rc;
-    if (!ah_dl_is_contiguous(a->key_cache) || (!st->mla && !ah_dl_is_contiguous(a->value_cache)))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "KV caches must be densely packed");
     const size_t qe = ah_dtype_size(s->q_dtype), ke = ah_dtype_size(s->kv_dtype);
     if (!fi_aligned16(a->q, qe) || !fi_aligned16(a->out, qe) || !fi_aligned16(a->key_cache, ke) ||
         (!st->mla && !fi_aligned16(a->value_cache, ke)))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "q, out and the KV caches need 16-byte aligned data and strides");
-    if (s->use_sinks && (!a->sinks || !a->sinks->data || ah_dl_numel(a->sinks) < Hq))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "the layer uses sinks: sinks [%d] missing", Hq);
-    if (s->use_alibi &&
-        (!a->alibi_slopes || !a->alibi_slopes->data || ah_dl_numel(a->alibi_slopes) < Hq))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "the layer uses ALiBi: alibi_slopes [%d] missing", Hq);
     if (T == 0) return AH_OK;
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cudaSetDevice", ce);
 
     const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
     const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
-    const float scale = s->scale != 0.f ? s->scale : 1.f / sqrtf((float)qk);
+    const float scale = ah_spec_scale(s);
     cudaStream_t stream = (cudaStream_t)a->stream;
 
     attn_params p;
@@ -695,23 +668,23 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
 {
     ah_errbuf *e = &st->err;
     const ah_layer_spec *s = &st->spec;
-    if (!a || a->struct_size < sizeof(ah_kv_write_args))
-        return ah_fail(e, AH_ERR_ABI, "write_kv: args struct too small");
-    if (!st->planned || !st->slot_mapping)
+    if (!st->slot_mapping)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "write_kv: no planned batch with a slot_mapping");
+                       "write_kv: the planned batch has no slot_mapping");
     const int T = st->num_tokens, Hk = (int)s->num_kv_heads;
     const int qk = (int)s->qk_head_size, vh = (int)s->v_head_size;
-    const int64_t kshape[3] = {T, Hk, qk}, vshape[3] = {T, Hk, vh};
+    /* What the kernel addresses (see fi_forward): new rows and the caches
+     * of the planned batch's blocks, which its slots stay inside. */
+    const ah_dl_want wk = {"key", 3, {T, Hk, qk}, 0, s->q_dtype, 0};
+    const ah_dl_want wv = {"value", 3, {T, Hk, vh}, 0, s->q_dtype, 0};
+    const ah_dl_want wkc = ah_dl_cache_want("key_cache", s, st->num_blocks, (uint32_t)qk);
+    const ah_dl_want wvc = ah_dl_cache_want("value_cache", s, st->num_blocks, (uint32_t)vh);
     ah_status rc;
-    if ((rc = fi_check_tensor(e, "key", a->key, s->q_dtype, 3, kshape)) != AH_OK) return rc;
-    if (!st->mla && (rc = fi_check_tensor(e, "value", a->value, s->q_dtype, 3, vshape)) != AH_OK)
+    if ((rc = ah_dl_check(a->key, &wk, e)) != AH_OK ||
+        (rc = ah_dl_check(a->key_cache, &wkc, e)) != AH_OK ||
+        (!st->mla && ((rc = ah_dl_check(a->value, &wv, e)) != AH_OK ||
+                      (rc = ah_dl_check(a->value_cache, &wvc, e)) != AH_OK)))
         return rc;
-    if (!a->key_cache || !a->key_cache->data ||
-        (!st->mla && (!a->value_cache || !a->value_cache->data)))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: cache tensor missing");
-    if (!ah_dl_is_contiguous(a->key_cache) || (!st->mla && !ah_dl_is_contiguous(a->value_cache)))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: KV caches must be densely packed");
     const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
     const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     cudaStream_t stream = (cudaStream_t)a->stream;

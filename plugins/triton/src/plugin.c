@@ -51,6 +51,9 @@ static void tk_check_combination(const ah_layer_spec *spec, const ah_probe_info 
     if (spec->qk_head_size != spec->v_head_size)
         sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
                   "equal qk and v head sizes");
+    if (spec->attn_type == AH_ATTN_ENCODER_DECODER && spec->use_alibi)
+        sink->add(sink, AH_REASON_COMBINATION, "alibi", "on a cross layer",
+                  "ALiBi on decoder layers (a cross query has no position among its keys)");
 }
 
 const ah_caps tk_caps = {
@@ -72,11 +75,12 @@ const ah_caps tk_caps = {
      * log(0) = -inf (the kernels' docstrings). merge_states takes -inf as
      * "no keys" (kernels/merge_states.py). */
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
-                AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV,
-    /* decoder layers over the paged cache, causal or not; cacheless encoder
-     * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
-     * served yet */
-    .attn_types = AH_BIT(AH_ATTN_DECODER),
+                AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV |
+                AH_FEAT_CROSS_ATTENTION,
+    /* decoder layers over the paged cache, causal or not, and cross layers
+     * (the plan hands the kernels encoder_seq_lens as the sequence, every
+     * key visible); not the cacheless encoder layers (packed K/V, no cache) */
+    .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
 #ifdef TK_HIP

@@ -198,9 +198,14 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "batch of %u requests, %u tokens: limits are 1..%u requests, %u tokens",
                        b->num_reqs, b->num_tokens, lim->max_num_reqs, lim->max_num_tokens);
+    /* A cross layer's keys are each request's encoder tokens, all visible
+     * (causal 0, no window): the kernels take them as the sequence. */
+    const int cross = st->spec.attn_type == AH_ATTN_ENCODER_DECODER;
+    const DLTensor *key_lens = cross ? b->encoder_seq_lens : b->seq_lens;
     ah_status s;
     if ((s = tk_meta_tensor(st, b->query_start_loc, "query_start_loc", b->num_reqs + 1, 32)) ||
-        (s = tk_meta_tensor(st, b->seq_lens, "seq_lens", b->num_reqs, 32)) ||
+        (s = tk_meta_tensor(st, key_lens, cross ? "encoder_seq_lens" : "seq_lens", b->num_reqs,
+                            32)) ||
         (s = tk_meta_tensor(st, b->block_table, "block_table", b->num_reqs, 32)))
         return s;
     if (b->num_tokens &&
@@ -242,7 +247,7 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
           cu->copy_dtod(st->d_qsl, (CUdeviceptr)(uintptr_t)ah_dl_data(b->query_start_loc),
                         4ull * (b->num_reqs + 1), cs));
     TK_CU(ctx, &st->err,
-          cu->copy_dtod(st->d_seq_lens, (CUdeviceptr)(uintptr_t)ah_dl_data(b->seq_lens),
+          cu->copy_dtod(st->d_seq_lens, (CUdeviceptr)(uintptr_t)ah_dl_data(key_lens),
                         4ull * b->num_reqs, cs));
     uint32_t cols =
         (uint32_t)(bt_cols < lim->max_blocks_per_req ? bt_cols : lim->max_blocks_per_req);
