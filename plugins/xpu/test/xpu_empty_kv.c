@@ -13,7 +13,8 @@
  * rows show. merge_states runs with parts of LSE -inf whose rows hold NaN:
  * the other part must pass through.
  *
- * Usage: xpu_empty_kv PLUGIN.so
+ * Usage: xpu_empty_kv PLUGIN.so [KEY=VALUE...] ([plugin.xpu] keys: a runtime
+ * and tier to run them on)
  * Exit: 0 all passed, 1 a failure, 77 skipped (no usable xpu device).
  */
 #include <math.h>
@@ -176,12 +177,17 @@ static void run_merge(ah_dtype dt, int out_in_a, uint64_t *rng)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: xpu_empty_kv PLUGIN.so\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: xpu_empty_kv PLUGIN.so [KEY=VALUE...]\n");
         return 2;
     }
     int rc = ath_load(&P, argv[1]);
     if (rc) return 1;
+    for (int i = 2; i < argc; i++)
+        if (ath_set_kv(&P, argv[i])) {
+            ath_close(&P);
+            return 2;
+        }
     if ((rc = ath_probe(&P)) != 0) {
         ath_close(&P);
         return rc;
