@@ -22,7 +22,6 @@
  * past the block's range is loaded as zeros, so nothing past a request's
  * keys (nor its block-table row) is read.
  *
- * flags: 1 write lse, 2 sinks, 4 ALiBi, 8 V rows aligned for block reads.
  */
 #include "common.clh"
 #include "mma.clh"
@@ -63,20 +62,8 @@ static inline uint xpu_load_vcol(__global const uchar *vc, long vb, int c0, int 
 }
 
 __attribute__((intel_reqd_sub_group_size(XPU_SG))) __attribute__((reqd_work_group_size(XPU_SG, 1, 1)))
-__kernel void xpu_attn_intel(__global const uchar *q, long q_ts, long q_hs, int q_dt,
-                             __global const uchar *kc, long k_bs, long k_ts, long k_hs,
-                             __global const uchar *vc, long v_bs, long v_ts, long v_hs,
-                             int kv_dt, float k_scale, float v_scale,
-                             __global uchar *out, long o_ts, long o_hs,
-                             __global float *lse, long l_ts,
-                             __global const float *sinks, __global const float *alibi,
-                             __global const int *qsl, __global const int *seq_lens,
-                             __global const int *bt, int bt_stride,
-                             __global const int4 *items, __global const int *dest, int n_items,
-                             __global float *part_o, __global float *part_lse,
-                             int hq, int group, int d, int dv, int block_size,
-                             float scale, float softcap, int window, int mode, int flags,
-                             __global const int2 *blocks, int n_blocks, int hpr, int n_hchunks)
+__kernel void xpu_attn_intel(XPU_ATTN_PARAMS, __global const int2 *blocks, int n_blocks, int hpr,
+                             int n_hchunks)
 {
     const int b = (int)get_group_id(0), y = (int)get_global_id(1);
     /* a remainder is taken by subtraction: LLVM pairs a division with its
@@ -103,13 +90,7 @@ __kernel void xpu_attn_intel(__global const uchar *q, long q_ts, long q_hs, int 
         rt[m] = w.x;
         const long p = (long)len - qlen + (w.x - q0);
         long lo = w.z, hi2 = w.w;
-        if (mode == 0) {
-            if (hi2 > p + 1) hi2 = p + 1;
-            if (window > 0 && lo < p - window + 1) lo = p - window + 1;
-        } else if (mode == 1 && window > 0) {
-            if (lo < p - window + 1) lo = p - window + 1;
-            if (hi2 > p + window) hi2 = p + window;
-        }
+        xpu_visible(p, mode, window, &lo, &hi2);
         if (!rvalid[m] || hi2 < lo) hi2 = lo;
         rp[m] = p, rlo[m] = lo, rhi[m] = hi2;
         if (hi2 > lo) {
@@ -213,17 +194,10 @@ __kernel void xpu_attn_intel(__global const uchar *q, long q_ts, long q_hs, int 
             if (l == 0) part_lse[(long)dst * hq + h] = s0 > 0.0f ? mm0 + log(s0) : XPU_NEG_INF;
             continue;
         }
-        float mm = mm0, tot = s0;
-        if ((flags & 2) && sinks[h] > XPU_NEG_INF) {
-            const float sk = sinks[h];
-            mm = fmax(mm0, sk);
-            tot = (s0 > 0.0f ? s0 * exp(mm0 - mm) : 0.0f) + exp(sk - mm);
-        }
-        const float f = tot > 0.0f ? v_scale * exp(mm0 - mm) / tot : 0.0f;
+        float row_lse;
+        const float f = v_scale * xpu_finish(mm0, s0, flags, sinks, h, &row_lse);
         const long ob = (long)rt[m] * o_ts + (long)h * o_hs;
-        for (int nt = 0; nt < nnt; nt++)
-            xpu_store(out, ob + nt * XPU_SG + l, q_dt, s0 > 0.0f ? acc[nt][m] * f : 0.0f);
-        if ((flags & 1) && l == 0)
-            lse[(long)rt[m] * l_ts + h] = tot > 0.0f ? mm + log(tot) : XPU_NEG_INF;
+        for (int nt = 0; nt < nnt; nt++) xpu_store(out, ob + nt * XPU_SG + l, q_dt, acc[nt][m] * f);
+        if ((flags & 1) && l == 0) lse[(long)rt[m] * l_ts + h] = row_lse;
     }
 }

@@ -4,6 +4,7 @@
  * the words of a missing device.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "xpu.h"
 
@@ -33,4 +34,17 @@ ah_status xpu_no_device(char *err, size_t cap, const char *what, int index, uint
     if (n) snprintf(err, cap, "%s %d does not exist (%u of them)", what, index, n);
     else snprintf(err, cap, "no %s", what);
     return AH_ERR_UNAVAILABLE;
+}
+
+void *xpu_open_begin(ah_status (*discover)(int, xpu_devinfo *, char *, size_t), int index,
+                     size_t size, ah_status *st, char *err, size_t cap)
+{
+    xpu_devinfo info;
+    if ((*st = discover(index, &info, err, cap)) != AH_OK) return NULL;
+    void *d = calloc(1, size);
+    if (!d) {
+        snprintf(err, cap, "out of memory");
+        *st = AH_ERR_OUT_OF_MEMORY;
+    }
+    return d;
 }

@@ -272,15 +272,10 @@ static ah_status build_one(xpu_dev *d, xpu_kernels kern, int m, char *err, size_
 
 static ah_status cl_open(int index, xpu_kernels kern, xpu_dev **out, char *err, size_t cap)
 {
+    ah_status s;
+    xpu_dev *d = xpu_open_begin(cl_discover, index, sizeof *d, &s, err, cap);
     *out = NULL;
-    xpu_devinfo info;
-    ah_status s = cl_discover(index, &info, err, cap);
-    if (s != AH_OK) return s;
-    xpu_dev *d = calloc(1, sizeof *d);
-    if (!d) {
-        snprintf(err, cap, "out of memory");
-        return AH_ERR_OUT_OF_MEMORY;
-    }
+    if (!d) return s;
     pthread_mutex_init(&d->mu, NULL);
     cl_platform_id plat;
     uint32_t n;

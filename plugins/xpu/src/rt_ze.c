@@ -247,15 +247,10 @@ static void ze_close(xpu_dev *d)
 
 static ah_status ze_open(int index, xpu_kernels kern, xpu_dev **out, char *err, size_t cap)
 {
+    ah_status s;
+    xpu_dev *d = xpu_open_begin(ze_discover, index, sizeof *d, &s, err, cap);
     *out = NULL;
-    xpu_devinfo info;
-    ah_status s = ze_discover(index, &info, err, cap);
-    if (s != AH_OK) return s;
-    xpu_dev *d = calloc(1, sizeof *d);
-    if (!d) {
-        snprintf(err, cap, "out of memory");
-        return AH_ERR_OUT_OF_MEMORY;
-    }
+    if (!d) return s;
     pthread_mutex_init(&d->mu, NULL);
     uint32_t n;
     ze_find(index, &d->drv, &d->dev, &n, err, cap);

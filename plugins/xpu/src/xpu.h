@@ -141,6 +141,11 @@ typedef struct xpu_rt {
 int xpu_modules_of(xpu_kernels kern);
 int xpu_kernel_present(xpu_kernels kern, int k);
 const xpu_blob *xpu_module_spirv(xpu_kernels kern, int m);
+/* The start of a runtime's open: device index discovered (a failure says
+ * why in err), then a zeroed device of size bytes; NULL with *st set on a
+ * failure. */
+void *xpu_open_begin(ah_status (*discover)(int, xpu_devinfo *, char *, size_t), int index,
+                     size_t size, ah_status *st, char *err, size_t cap);
 /* "no <what>", or "<what> <index> does not exist (<n> of them)". */
 ah_status xpu_no_device(char *err, size_t cap, const char *what, int index, uint32_t n);
 
