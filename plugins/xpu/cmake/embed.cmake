@@ -1,7 +1,9 @@
 # cmake -P embed.cmake: writes OUT, a C file defining xpu_spirv, xpu_spirbc
 # and xpu_source (xpu.h) from the SPIR-V modules (SPV), their spir64
 # bitcode round trips (BC) and the OpenCL C sources (CL, common.clh
-# inlined from CLH), each list in module order, joined by '|'.
+# inlined from CLH), each list in module order, and xpu_intel_spirv from
+# the Intel tier's modules (INTEL, in xpu_intel_variant's order); lists
+# joined by '|'.
 function(blob var file)
   file(READ "${file}" hex HEX)
   string(LENGTH "${hex}" n)
@@ -12,7 +14,7 @@ function(blob var file)
   set(${var}_n ${n} PARENT_SCOPE)
 endfunction()
 
-foreach(v SPV BC CL)
+foreach(v SPV BC CL INTEL)
   string(REPLACE "|" ";" ${v} "${${v}}")
 endforeach()
 file(READ "${CLH}" clh)
@@ -39,6 +41,15 @@ foreach(i RANGE ${last})
   string(APPEND out "static const unsigned char src_${i}[] = {\n${a}0x00};\n")
   string(APPEND source_table "    {src_${i}, ${a_n}},\n")
 endforeach()
+set(intel_table "")
+set(i 0)
+foreach(f ${INTEL})
+  blob(a "${f}")
+  string(APPEND out "static const unsigned char intel_${i}[] = {\n${a}};\n")
+  string(APPEND intel_table "    {intel_${i}, ${a_n}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND out "\nconst xpu_blob xpu_intel_spirv[XPU_N_INTEL] = {\n${intel_table}};\n")
 string(APPEND out "\nconst xpu_blob xpu_spirv[XPU_N_MODULES] = {\n${spirv_table}};\n")
 string(APPEND out "const xpu_blob xpu_spirbc[XPU_N_MODULES] = {\n${spirbc_table}};\n")
 string(APPEND out "const xpu_blob xpu_source[XPU_N_MODULES] = {\n${source_table}};\n")

@@ -17,25 +17,12 @@
  * xpu_split_merge: one work-item per (split token, head): the LSE merge of
  * a token's chunks, the sink folded into the denominator.
  *
- * Element types are masks, 1 << ah_dtype (common.clh). Strides are in elements. Visibility modes: 0 causal decoder, 1
- * bidirectional (encoder, encoder-only), 2 cross-attention (every key).
- * flags: 1 write lse, 2 sinks, 4 ALiBi.
+ * Element types are masks, 1 << ah_dtype (common.clh); the parameters,
+ * strides, visibility modes and flags are XPU_ATTN_PARAMS (common.clh).
  */
 #include "common.clh"
 
-__kernel void xpu_attn(__global const uchar *q, long q_ts, long q_hs, int q_dt,
-                       __global const uchar *kc, long k_bs, long k_ts, long k_hs,
-                       __global const uchar *vc, long v_bs, long v_ts, long v_hs,
-                       int kv_dt, float k_scale, float v_scale,
-                       __global uchar *out, long o_ts, long o_hs,
-                       __global float *lse, long l_ts,
-                       __global const float *sinks, __global const float *alibi,
-                       __global const int *qsl, __global const int *seq_lens,
-                       __global const int *bt, int bt_stride,
-                       __global const int4 *items, __global const int *dest, int n_items,
-                       __global float *part_o, __global float *part_lse,
-                       int hq, int group, int d, int dv, int block_size,
-                       float scale, float softcap, int window, int mode, int flags)
+__kernel void xpu_attn(XPU_ATTN_PARAMS)
 {
     const int it = (int)get_global_id(0), h = (int)get_global_id(1);
     if (it >= n_items || h >= hq) return;
@@ -44,13 +31,7 @@ __kernel void xpu_attn(__global const uchar *q, long q_ts, long q_hs, int q_dt,
     const int q0 = qsl[r], qlen = qsl[r + 1] - q0, len = seq_lens[r];
     const long p = (long)len - qlen + (t - q0);
     long lo = w.z, hi = w.w;
-    if (mode == 0) {
-        if (hi > p + 1) hi = p + 1;
-        if (window > 0 && lo < p - window + 1) lo = p - window + 1;
-    } else if (mode == 1 && window > 0) {
-        if (lo < p - window + 1) lo = p - window + 1;
-        if (hi > p + window) hi = p + window;
-    }
+    xpu_visible(p, mode, window, &lo, &hi);
     const int kvh = h / group;
     float qv[XPU_MAX_D], acc[XPU_MAX_D];
     const long qb = (long)t * q_ts + (long)h * q_hs;
@@ -88,19 +69,11 @@ __kernel void xpu_attn(__global const uchar *q, long q_ts, long q_hs, int q_dt,
         part_lse[(long)dst * hq + h] = s > 0.0f ? m + log(s) : XPU_NEG_INF;
         return;
     }
-    /* The sink is one more logit in the denominator. A -inf sink (every
-     * context-parallel rank after 0 gets one) adds nothing, so a row with
-     * no key keeps tot 0 and ends 0 / -inf without exp(-inf - -inf). */
-    float mm = m, tot = s;
-    if ((flags & 2) && sinks[h] > XPU_NEG_INF) {
-        const float sk = sinks[h];
-        mm = fmax(m, sk);
-        tot = (s > 0.0f ? s * exp(m - mm) : 0.0f) + exp(sk - mm);
-    }
-    const float f = tot > 0.0f ? exp(m - mm) / tot : 0.0f;
+    float row_lse;
+    const float f = xpu_finish(m, s, flags, sinks, h, &row_lse);
     const long ob = (long)t * o_ts + (long)h * o_hs;
-    for (int c = 0; c < dv; c++) xpu_store(out, ob + c, q_dt, s > 0.0f ? acc[c] * f : 0.0f);
-    if (flags & 1) lse[(long)t * l_ts + h] = tot > 0.0f ? mm + log(tot) : XPU_NEG_INF;
+    for (int c = 0; c < dv; c++) xpu_store(out, ob + c, q_dt, acc[c] * f);
+    if (flags & 1) lse[(long)t * l_ts + h] = row_lse;
 }
 
 /* splits[i] = (token, first partial, number of partials, 0). */

@@ -21,10 +21,6 @@
 
 #include "xpu.h"
 
-const char *const xpu_kernel_names[XPU_K_COUNT] = {"xpu_attn", "xpu_split_merge", "xpu_write_kv",
-                                                   "xpu_merge_states"};
-const int xpu_kernel_module[XPU_K_COUNT] = {0, 0, 1, 2};
-
 static const uint32_t xpu_head_sizes[] = {64, 96, 128, 192, 256};
 static const uint32_t xpu_block_sizes[] = {16, 32, 64, 128};
 
@@ -34,6 +30,12 @@ static const ah_config_key xpu_keys[] = {
     AH_KEY_INT_ROW(
         "device", "0", 0, 255,
         "the runtime's device index that binding device index 0 opens (index i opens device + i)"),
+    AH_KEY_ENUM_ROW("tier", "auto", "auto|portable|subgroup|xmx",
+                    "kernel tier: auto takes the best the device offers (xmx: matrix engines, "
+                    "subgroup: Intel sub-groups, portable: OpenCL C 1.2)"),
+    AH_KEY_ENUM_ROW("sub_group_size", "auto", "auto|8|16",
+                    "the Intel tiers' sub-group size: auto takes 8 for xmx where the device has "
+                    "it (Arc), else 16"),
     AH_KEY_INT_ROW(
         "split_chunk_min", "128", 16, 1 << 20,
         "fewest keys per split-KV chunk when a batch has too few query rows to fill the device"),
@@ -87,26 +89,79 @@ typedef struct xpu_pick {
     const xpu_rt *rt;
     int index;
     xpu_devinfo info;
+    xpu_kernels kern;
 } xpu_pick;
+
+static int64_t key_int(const ah_host_services *host, const char *key)
+{
+    return host && host->config_int ? host->config_int(host, key) : 0;
+}
+
+/* The tier ([plugin.xpu] tier, auto: the best the device offers) and the
+ * Intel tiers' sub-group size. xmx takes 8 lanes where the device has
+ * them, else 16: Arc's dpas is 8 lanes wide and PVC has no sub-group of 8
+ * (a module of the other width compiles, but without dpas on Arc). */
+static ah_status xpu_tier_choose(const ah_host_services *host, const xpu_devinfo *info,
+                                 xpu_kernels *kern, char *why, size_t cap)
+{
+    static const xpu_tier want_tier[4] = {XPU_TIER_XMX, XPU_TIER_PORTABLE, XPU_TIER_SUBGROUP,
+                                          XPU_TIER_XMX};
+    static const int want_sg[3] = {0, 8, 16};
+    const int64_t tk = key_int(host, "tier"), sk = key_int(host, "sub_group_size");
+    const int forced = tk != 0;
+    xpu_tier t = want_tier[tk >= 0 && tk < 4 ? tk : 0];
+    if (!forced && t == XPU_TIER_XMX && !info->xmx) t = XPU_TIER_SUBGROUP;
+    if (!forced && t == XPU_TIER_SUBGROUP && !info->sg_sizes) t = XPU_TIER_PORTABLE;
+    kern->tier = t;
+    kern->sg = 0;
+    if (t == XPU_TIER_PORTABLE) return AH_OK;
+    if (!info->sg_sizes) {
+        snprintf(why, cap,
+                 "[plugin.xpu] tier = %s: %s takes no SPIR-V with cl_intel_subgroups and required "
+                 "sub-group sizes of 8 or 16",
+                 xpu_tier_names[t], info->name);
+        return AH_ERR_UNAVAILABLE;
+    }
+    if (t == XPU_TIER_XMX && !info->xmx) {
+        snprintf(why, cap,
+                 "[plugin.xpu] tier = xmx: %s has no matrix engines "
+                 "(cl_intel_subgroup_matrix_multiply_accumulate)",
+                 info->name);
+        return AH_ERR_UNAVAILABLE;
+    }
+    const int native =
+        t == XPU_TIER_XMX ? ((info->sg_sizes & 8) ? 8 : 16) : ((info->sg_sizes & 16) ? 16 : 8);
+    const int sg = want_sg[sk >= 0 && sk < 3 ? sk : 0] ? want_sg[sk] : native;
+    if (!(info->sg_sizes & (uint32_t)sg) || (t == XPU_TIER_XMX && sg != native)) {
+        snprintf(why, cap,
+                 "[plugin.xpu] sub_group_size = %d: the %s tier on %s runs sub-groups of %d", sg,
+                 xpu_tier_names[t], info->name, native);
+        return AH_ERR_UNAVAILABLE;
+    }
+    kern->sg = sg;
+    return AH_OK;
+}
 
 static ah_status xpu_choose(const ah_host_services *host, int offset, xpu_pick *p, char *why,
                             size_t cap)
 {
-    const int64_t want = host && host->config_int ? host->config_int(host, "runtime") : 0;
-    const int base = host && host->config_int ? (int)host->config_int(host, "device") : 0;
+    const int64_t want = key_int(host, "runtime");
+    const int base = (int)key_int(host, "device");
     char e1[200] = "", e2[200] = "";
     memset(p, 0, sizeof *p);
     p->index = base + offset;
     if (want != XPU_RT_OPENCL) {
         p->rt = &xpu_rt_level_zero;
-        if (xpu_rt_level_zero.discover(p->index, &p->info, e1, sizeof e1) == AH_OK) return AH_OK;
+        if (xpu_rt_level_zero.discover(p->index, &p->info, e1, sizeof e1) == AH_OK)
+            return xpu_tier_choose(host, &p->info, &p->kern, why, cap);
         if (want == XPU_RT_LEVEL_ZERO) {
             snprintf(why, cap, "[plugin.xpu] runtime = level_zero: %s", e1);
             return AH_ERR_UNAVAILABLE;
         }
     }
     p->rt = &xpu_rt_opencl;
-    if (xpu_rt_opencl.discover(p->index, &p->info, e2, sizeof e2) == AH_OK) return AH_OK;
+    if (xpu_rt_opencl.discover(p->index, &p->info, e2, sizeof e2) == AH_OK)
+        return xpu_tier_choose(host, &p->info, &p->kern, why, cap);
     if (want == XPU_RT_OPENCL) snprintf(why, cap, "[plugin.xpu] runtime = opencl: %s", e2);
     else snprintf(why, cap, "level_zero: %s; opencl: %s", e1, e2);
     return AH_ERR_UNAVAILABLE;
@@ -124,7 +179,8 @@ struct ah_context {
     const xpu_rt *rt;
     xpu_dev *dev;
     xpu_devinfo info;
-    int cpu_kind; /* the descriptor is AH_DEVICE_CPU */
+    xpu_kernels kern; /* the tier the device was opened with */
+    int cpu_kind;     /* the descriptor is AH_DEVICE_CPU */
     uint32_t split_chunk_min;
     void *dummy;        /* a valid pointer for absent optional tensors */
     pthread_mutex_t mu; /* the allocation registry */
@@ -191,8 +247,10 @@ static ah_status xpu_probe(const ah_host_services *host, ah_probe_info *info)
         return AH_OK;
     }
     ah_strlcpy(info->device_name, p.info.name, sizeof info->device_name);
-    snprintf(info->arch, sizeof info->arch, "%.10s %.3s %.12s", p.rt->name,
-             p.info.is_gpu ? "gpu" : "cpu", p.info.tier);
+    char sg[8] = "";
+    if (p.kern.sg) snprintf(sg, sizeof sg, "%d", p.kern.sg);
+    snprintf(info->arch, sizeof info->arch, "%.10s %.3s %s%s", p.rt->name,
+             p.info.is_gpu ? "gpu" : "cpu", xpu_tier_names[p.kern.tier], sg);
     info->device_count = p.info.count;
     info->multiprocessors = p.info.compute_units;
     info->memory_bytes = p.info.memory;
@@ -242,11 +300,12 @@ static ah_status xpu_context_create(const ah_host_services *host, const ah_conte
     c->host = host;
     c->rt = p.rt;
     c->info = p.info;
+    c->kern = p.kern;
     c->cpu_kind = xpu_is_cpu_kind();
     c->split_chunk_min =
         host->config_int ? (uint32_t)host->config_int(host, "split_chunk_min") : 128;
     if (c->split_chunk_min < 16) c->split_chunk_min = 128;
-    s = p.rt->open(p.index, &c->dev, xpu_why, sizeof xpu_why);
+    s = p.rt->open(p.index, p.kern, &c->dev, xpu_why, sizeof xpu_why);
     if (s == AH_OK) s = p.rt->alloc(c->dev, 256, &c->dummy, xpu_why, sizeof xpu_why);
     if (s != AH_OK) {
         xpu_context_destroy(c);
@@ -325,14 +384,19 @@ struct ah_state {
     ah_layer_spec spec;
     float scale;
     int mode; /* 0 causal, 1 bidirectional, 2 cross */
+    /* Attention through the Intel tier's kernel (fp16 and bf16 queries on
+     * a device opened with an Intel tier; fp32 takes the portable one). Its
+     * row blocks: hpr query heads of a KV head times up to tpb work items,
+     * the group's heads in n_hchunks chunks (attn_intel.cl). */
+    int intel, hpr, tpb, n_hchunks;
     /* the last plan */
     int planned;
-    uint32_t num_tokens, n_items, n_splits, bt_width;
+    uint32_t num_tokens, n_items, n_splits, bt_width, n_blocks;
     int32_t max_block;
-    xpu_buf qsl, seq_lens, bt, slots, items, dest, splits, part_o, part_lse;
+    xpu_buf qsl, seq_lens, bt, slots, items, dest, splits, part_o, part_lse, blocks;
     /* host staging */
-    int32_t *h_items, *h_dest, *h_splits, *h_bt;
-    size_t h_items_cap, h_splits_cap, h_bt_cap;
+    int32_t *h_items, *h_dest, *h_splits, *h_bt, *h_blocks;
+    size_t h_items_cap, h_splits_cap, h_bt_cap, h_blocks_cap;
     ah_errbuf err;
 };
 
@@ -393,6 +457,12 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     st->mode = spec->attn_type == AH_ATTN_DECODER           ? 0
                : spec->attn_type == AH_ATTN_ENCODER_DECODER ? 2
                                                             : 1;
+    const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
+    st->intel = ctx->kern.tier != XPU_TIER_PORTABLE &&
+                (spec->q_dtype == AH_DTYPE_FP16 || spec->q_dtype == AH_DTYPE_BF16);
+    st->hpr = group < 8 ? group : 8;
+    st->tpb = 8 / st->hpr;
+    st->n_hchunks = (group + st->hpr - 1) / st->hpr;
     *out = st;
     return AH_OK;
 }
@@ -400,14 +470,15 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
 static void xpu_state_destroy(ah_state *st)
 {
     if (!st) return;
-    xpu_buf *bufs[] = {&st->qsl,  &st->seq_lens, &st->bt,     &st->slots,   &st->items,
-                       &st->dest, &st->splits,   &st->part_o, &st->part_lse};
+    xpu_buf *bufs[] = {&st->qsl,  &st->seq_lens, &st->bt,     &st->slots,    &st->items,
+                       &st->dest, &st->splits,   &st->part_o, &st->part_lse, &st->blocks};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) buf_free(st, bufs[i]);
     const ah_host_services *h = st->ctx->host;
     h->free(h, st->h_items);
     h->free(h, st->h_dest);
     h->free(h, st->h_splits);
     h->free(h, st->h_bt);
+    h->free(h, st->h_blocks);
     h->free(h, st);
 }
 
@@ -437,6 +508,31 @@ static ah_status upload(ah_state *st, xpu_buf *b, const void *src, size_t bytes,
     if (s == AH_OK && bytes)
         s = c->rt->copy(c->dev, stream, b->p, src, bytes, st->err.msg, sizeof st->err.msg);
     return s;
+}
+
+/* The Intel kernel's row blocks over the plan's work items: up to tpb
+ * consecutive unsplit items of one request (consecutive query tokens,
+ * which read the same keys), or one split-KV item. blocks[i] = (first
+ * item, number of items). */
+static ah_status plan_blocks(ah_state *st, size_t n_items, size_t *n_blocks)
+{
+    ah_status s = host_need(st, &st->h_blocks, &st->h_blocks_cap, 2 * n_items + 2);
+    if (s != AH_OK) return s;
+    size_t nb = 0;
+    for (size_t i = 0; i < n_items; i++) {
+        int32_t *cur = st->h_blocks + 2 * (nb ? nb - 1 : 0);
+        const int joins = nb && st->h_dest[i] < 0 && st->h_dest[cur[0]] < 0 && cur[1] < st->tpb &&
+                          st->h_items[4 * (size_t)cur[0] + 1] == st->h_items[4 * i + 1];
+        if (joins) {
+            cur[1]++;
+        } else {
+            st->h_blocks[2 * nb] = (int32_t)i;
+            st->h_blocks[2 * nb + 1] = 1;
+            nb++;
+        }
+    }
+    *n_blocks = nb;
+    return AH_OK;
 }
 
 static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
@@ -537,6 +633,11 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
                 return s;
         }
     }
+    size_t n_blocks = 0;
+    if (st->intel && ((s = plan_blocks(st, n_items, &n_blocks)) != AH_OK ||
+                      (s = upload(st, &st->blocks, st->h_blocks, n_blocks * 2 * sizeof(int32_t),
+                                  stream)) != AH_OK))
+        return s;
     const size_t dv = st->spec.v_head_size;
     if ((s = upload(st, &st->qsl, b->query_start_loc_host, (R + 1) * sizeof(int32_t), stream)) !=
             AH_OK ||
@@ -553,6 +654,7 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
     st->num_tokens = T;
     st->n_items = (uint32_t)n_items;
     st->n_splits = (uint32_t)n_splits;
+    st->n_blocks = (uint32_t)n_blocks;
     st->bt_width = W;
     st->planned = 1;
     return AH_OK;
@@ -685,9 +787,15 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     float scale = st->scale, softcap = sp->softcap;
     void *qsl = st->qsl.p, *sl = st->seq_lens.p, *bt = st->bt.p, *items = st->items.p,
          *dest = st->dest.p;
-    void *po = st->part_o.p, *pl = st->part_lse.p;
-    /* Not reformatted: one line per group of the kernel's parameters (xpu_attn, kernels/attn.cl).
-     */
+    void *po = st->part_o.p, *pl = st->part_lse.p, *blocks = st->blocks.p;
+    int n_blocks = (int)st->n_blocks, hpr = st->hpr, n_hchunks = st->n_hchunks;
+    /* the Intel kernel block-reads V's rows where every row it reads starts
+     * 16-byte aligned (its 2-byte elements from a multiple of 8 lanes) */
+    const int64_t vstr = v_bs | v_ts | v_hs;
+    if (st->intel && ah_dtype_size(sp->kv_dtype) == 2 && (uintptr_t)vc % 16 == 0 && vstr % 8 == 0)
+        flags |= 8;
+    /* Not reformatted: one line per group of the kernel's parameters (xpu_attn, kernels/attn.cl;
+     * xpu_attn_intel takes the same, then the last line's). */
     // clang-format off
     const xpu_arg args[] = {
         XPU_TPTR(q, xq, 0), XPU_VAL(q_ts), XPU_VAL(q_hs), XPU_VAL(q_dt),
@@ -702,10 +810,18 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
         XPU_PTR(po), XPU_PTR(pl),
         XPU_VAL(hq), XPU_VAL(group), XPU_VAL(d), XPU_VAL(dv), XPU_VAL(bsz),
         XPU_VAL(scale), XPU_VAL(softcap), XPU_VAL(window), XPU_VAL(mode), XPU_VAL(flags),
+        XPU_PTR(blocks), XPU_VAL(n_blocks), XPU_VAL(hpr), XPU_VAL(n_hchunks),
     };
     // clang-format on
-    s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN, st->n_items, (uint32_t)hq, args,
-                      (int)(sizeof args / sizeof args[0]), st->err.msg, sizeof st->err.msg);
+    const int n_args = (int)(sizeof args / sizeof args[0]);
+    const uint32_t sg = (uint32_t)c->kern.sg;
+    if (st->intel)
+        s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN_INTEL, st->n_blocks * sg,
+                          sp->num_kv_heads * (uint32_t)n_hchunks, sg, args, n_args, st->err.msg,
+                          sizeof st->err.msg);
+    else
+        s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN, st->n_items, (uint32_t)hq, 0, args,
+                          n_args - 4, st->err.msg, sizeof st->err.msg);
     if (s != AH_OK || !st->n_splits) return s;
     void *splits = st->splits.p;
     int n_splits = (int)st->n_splits;
@@ -719,7 +835,7 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
         XPU_VAL(hq), XPU_VAL(dv), XPU_VAL(flags),
     };
     // clang-format on
-    return c->rt->launch(c->dev, a->stream, XPU_K_SPLIT_MERGE, st->n_splits, (uint32_t)hq, margs,
+    return c->rt->launch(c->dev, a->stream, XPU_K_SPLIT_MERGE, st->n_splits, (uint32_t)hq, 0, margs,
                          (int)(sizeof margs / sizeof margs[0]), st->err.msg, sizeof st->err.msg);
 }
 
@@ -775,7 +891,7 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
         XPU_VAL(hk), XPU_VAL(d), XPU_VAL(dv), XPU_VAL(bsz), XPU_VAL(has_v),
     };
     // clang-format on
-    return c->rt->launch(c->dev, a->stream, XPU_K_WRITE_KV, (uint32_t)T, (uint32_t)hk, args,
+    return c->rt->launch(c->dev, a->stream, XPU_K_WRITE_KV, (uint32_t)T, (uint32_t)hk, 0, args,
                          (int)(sizeof args / sizeof args[0]), st->err.msg, sizeof st->err.msg);
 }
 
@@ -832,7 +948,7 @@ static ah_status xpu_merge_states(ah_context *c, const ah_merge_args *a)
         XPU_VAL(n), XPU_VAL(heads), XPU_VAL(dv), XPU_VAL(dti),
     };
     // clang-format on
-    return c->rt->launch(c->dev, a->stream, XPU_K_MERGE_STATES, (uint32_t)T, (uint32_t)H, args,
+    return c->rt->launch(c->dev, a->stream, XPU_K_MERGE_STATES, (uint32_t)T, (uint32_t)H, 0, args,
                          (int)(sizeof args / sizeof args[0]), c->err.msg, sizeof c->err.msg);
 }
 

@@ -116,12 +116,47 @@ static ah_status cl_find(int index, cl_device_id *dev, cl_platform_id *plat, uin
                 }
         }
     *count = n;
-    if (!found) {
-        snprintf(err, cap, n ? "OpenCL device %d does not exist (%u devices)" : "no OpenCL device",
-                 index, n);
-        return AH_ERR_UNAVAILABLE;
-    }
-    return AH_OK;
+    return found ? AH_OK : xpu_no_device(err, cap, "OpenCL device", index, n);
+}
+
+static int has_ext(cl_device_id dev, const char *name)
+{
+    size_t n = 0;
+    if (cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS || !n) return 0;
+    char *s = malloc(n + 1);
+    if (!s) return 0;
+    s[n] = 0;
+    int yes =
+        cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS && strstr(s, name);
+    free(s);
+    return yes;
+}
+
+static int takes_spirv(cl_device_id dev)
+{
+    char il[256] = "";
+    if (cl.clGetDeviceInfo(dev, CL_DEVICE_IL_VERSION, sizeof il - 1, il, NULL) != CL_SUCCESS)
+        return 0;
+    return strstr(il, "SPIR-V") != NULL;
+}
+
+/* CL_DEVICE_SUB_GROUP_SIZES_INTEL (cl_intel_required_subgroup_size) */
+#define XPU_CL_SUB_GROUP_SIZES 0x4108
+
+/* The sub-group sizes of 8 and 16 the Intel tiers can require here (bits
+ * 8 and 16): SPIR-V, cl_intel_subgroups and required sub-group sizes. */
+static uint32_t intel_sg_sizes(cl_device_id dev)
+{
+    if (!takes_spirv(dev) || !has_ext(dev, "cl_intel_subgroups") ||
+        !has_ext(dev, "cl_intel_required_subgroup_size"))
+        return 0;
+    size_t sizes[16], n = 0;
+    if (cl.clGetDeviceInfo(dev, XPU_CL_SUB_GROUP_SIZES, sizeof sizes, sizes, &n) != CL_SUCCESS)
+        return 0;
+    uint32_t mask = 0;
+    for (size_t i = 0; i < n / sizeof sizes[0]; i++)
+        if (sizes[i] == 8 || sizes[i] == 16) mask |= (uint32_t)sizes[i];
+    return mask;
 }
 
 static ah_status cl_discover(int index, xpu_devinfo *info, char *err, size_t cap)
@@ -147,7 +182,8 @@ static ah_status cl_discover(int index, xpu_devinfo *info, char *err, size_t cap
     info->is_gpu = (type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
     info->compute_units = cu;
     info->memory = mem;
-    ah_strlcpy(info->tier, "portable", sizeof info->tier);
+    info->sg_sizes = intel_sg_sizes(dev);
+    info->xmx = info->sg_sizes && has_ext(dev, "cl_intel_subgroup_matrix_multiply_accumulate");
     int major = 0, minor = 0;
     if (sscanf(ver, "OpenCL %d.%d", &major, &minor) != 2 || major < 2) {
         snprintf(err, cap, "OpenCL device %d (%s) is %s; SVM needs OpenCL 2.0 or later", index,
@@ -172,7 +208,7 @@ struct xpu_dev {
     cl_context ctx;
     cl_device_id dev;
     cl_command_queue q; /* the NULL stream */
-    cl_program prog[XPU_N_MODULES];
+    cl_program prog[XPU_N_MODULES + 1];
     cl_kernel k[XPU_K_COUNT];
     pthread_mutex_t mu; /* kernel arguments and launches; timers */
     cl_timer timers[8];
@@ -184,7 +220,7 @@ static void cl_close(xpu_dev *d)
     if (!d) return;
     for (int i = 0; i < XPU_K_COUNT; i++)
         if (d->k[i]) cl.clReleaseKernel(d->k[i]);
-    for (int i = 0; i < XPU_N_MODULES; i++)
+    for (int i = 0; i < XPU_N_MODULES + 1; i++)
         if (d->prog[i]) cl.clReleaseProgram(d->prog[i]);
     for (int i = 0; i < 8; i++)
         if (d->timers[i].ev) cl.clReleaseEvent(d->timers[i].ev);
@@ -194,33 +230,15 @@ static void cl_close(xpu_dev *d)
     free(d);
 }
 
-static int has_ext(cl_device_id dev, const char *name)
-{
-    size_t n = 0;
-    if (cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS || !n) return 0;
-    char *s = malloc(n + 1);
-    if (!s) return 0;
-    s[n] = 0;
-    int yes =
-        cl.clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, n, s, NULL) == CL_SUCCESS && strstr(s, name);
-    free(s);
-    return yes;
-}
-
-static int takes_spirv(cl_device_id dev)
-{
-    char il[256] = "";
-    if (cl.clGetDeviceInfo(dev, CL_DEVICE_IL_VERSION, sizeof il - 1, il, NULL) != CL_SUCCESS)
-        return 0;
-    return strstr(il, "SPIR-V") != NULL;
-}
-
-static ah_status build_one(xpu_dev *d, int m, char *err, size_t cap)
+/* The Intel module is SPIR-V only: discovery offers its tiers only to a
+ * device that takes SPIR-V. */
+static ah_status build_one(xpu_dev *d, xpu_kernels kern, int m, char *err, size_t cap)
 {
     cl_int rc = CL_SUCCESS;
     const char *opts = "";
     if (takes_spirv(d->dev)) {
-        d->prog[m] = cl.clCreateProgramWithIL(d->ctx, xpu_spirv[m].data, xpu_spirv[m].size, &rc);
+        const xpu_blob *b = xpu_module_spirv(kern, m);
+        d->prog[m] = cl.clCreateProgramWithIL(d->ctx, b->data, b->size, &rc);
         d->how = "SPIR-V";
     } else if (has_ext(d->dev, "cl_khr_spir")) {
         const unsigned char *bin = xpu_spirbc[m].data;
@@ -242,7 +260,7 @@ static ah_status build_one(xpu_dev *d, int m, char *err, size_t cap)
     }
     rc = cl.clBuildProgram(d->prog[m], 1, &d->dev, opts, NULL, NULL);
     if (rc != CL_SUCCESS) {
-        char log[256] = "";
+        char log[512] = "";
         cl.clGetProgramBuildInfo(d->prog[m], d->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log,
                                  NULL);
         snprintf(err, cap, "building the OpenCL program from %s failed (%d): %s", d->how, (int)rc,
@@ -252,17 +270,12 @@ static ah_status build_one(xpu_dev *d, int m, char *err, size_t cap)
     return AH_OK;
 }
 
-static ah_status cl_open(int index, xpu_dev **out, char *err, size_t cap)
+static ah_status cl_open(int index, xpu_kernels kern, xpu_dev **out, char *err, size_t cap)
 {
+    ah_status s;
+    xpu_dev *d = xpu_open_begin(cl_discover, index, sizeof *d, &s, err, cap);
     *out = NULL;
-    xpu_devinfo info;
-    ah_status s = cl_discover(index, &info, err, cap);
-    if (s != AH_OK) return s;
-    xpu_dev *d = calloc(1, sizeof *d);
-    if (!d) {
-        snprintf(err, cap, "out of memory");
-        return AH_ERR_OUT_OF_MEMORY;
-    }
+    if (!d) return s;
     pthread_mutex_init(&d->mu, NULL);
     cl_platform_id plat;
     uint32_t n;
@@ -282,12 +295,13 @@ static ah_status cl_open(int index, xpu_dev **out, char *err, size_t cap)
         cl_close(d);
         return AH_ERR_DEVICE;
     }
-    for (int m = 0; m < XPU_N_MODULES; m++)
-        if ((s = build_one(d, m, err, cap)) != AH_OK) {
+    for (int m = 0; m < xpu_modules_of(kern); m++)
+        if ((s = build_one(d, kern, m, err, cap)) != AH_OK) {
             cl_close(d);
             return s;
         }
     for (int k = 0; k < XPU_K_COUNT; k++) {
+        if (!xpu_kernel_present(kern, k)) continue;
         d->k[k] = cl.clCreateKernel(d->prog[xpu_kernel_module[k]], xpu_kernel_names[k], &rc);
         if (!d->k[k]) {
             snprintf(err, cap, "kernel %s not found in the program (%d)", xpu_kernel_names[k],
@@ -362,7 +376,7 @@ static void cl_stream_destroy(xpu_dev *d, void *stream)
  * buffer for the launch; a blocking map of each written one after the
  * kernel makes the stores visible in the host memory, and the launch
  * completes before it returns. */
-static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy,
+static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy, uint32_t lx,
                            const xpu_arg *args, int n_args, char *err, size_t cap)
 {
     if (!gx || !gy) return AH_OK;
@@ -385,9 +399,10 @@ static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
                      : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
         }
     }
-    const size_t global[2] = {gx, gy};
+    const size_t global[2] = {gx, gy}, local[2] = {lx, 1};
     if (rc == CL_SUCCESS)
-        rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, NULL, 0, NULL, NULL);
+        rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, lx ? local : NULL, 0, NULL,
+                                       NULL);
     for (int i = 0, w = 0; host && rc == CL_SUCCESS && i < n_args; i++) {
         if (!args[i].is_ptr || !args[i].host_bytes) continue;
         cl_mem m = wrap[w++];

@@ -25,6 +25,7 @@
     X(zeDeviceGet) \
     X(zeDeviceGetProperties) \
     X(zeDeviceGetMemoryProperties) \
+    X(zeDeviceGetComputeProperties) \
     X(zeDriverGetProperties) \
     X(zeContextCreate) \
     X(zeContextDestroy) \
@@ -123,12 +124,16 @@ static ah_status ze_find(int index, ze_driver_handle_t *drv, ze_device_handle_t 
         }
     }
     *count = n;
-    if (!found) {
-        snprintf(err, cap, n ? "Level Zero GPU %d does not exist (%u GPUs)" : "no Level Zero GPU",
-                 index, n);
-        return AH_ERR_UNAVAILABLE;
-    }
-    return AH_OK;
+    return found ? AH_OK : xpu_no_device(err, cap, "Level Zero GPU", index, n);
+}
+
+/* Level Zero lists no OpenCL extensions: the matrix engines are known by
+ * device ID, the GPUs whose dpas the Intel tier's xmx modules were
+ * compiled for (ocloc: pvc with sub-groups of 16, acm-g10 with 8). */
+static int has_xmx(uint32_t id)
+{
+    return (id >= 0x0bd0 && id <= 0x0bdb) || id == 0x0b69 || id == 0x0b6e || /* Max (PVC) */
+           (id >= 0x5690 && id <= 0x56c2) || (id >= 0x4f80 && id <= 0x4f88); /* Arc, Flex (DG2) */
 }
 
 static ah_status ze_discover(int index, xpu_devinfo *info, char *err, size_t cap)
@@ -156,7 +161,12 @@ static ah_status ze_discover(int index, xpu_devinfo *info, char *err, size_t cap
     ze_driver_properties_t dp = {.stype = ZE_STRUCTURE_TYPE_DRIVER_PROPERTIES};
     ze.zeDriverGetProperties(drv, &dp);
     snprintf(info->driver, sizeof info->driver, "Level Zero driver %u", dp.driverVersion);
-    ah_strlcpy(info->tier, "portable", sizeof info->tier);
+    ze_device_compute_properties_t cp = {.stype = ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES};
+    if (ze.zeDeviceGetComputeProperties(dev, &cp) == ZE_RESULT_SUCCESS)
+        for (uint32_t i = 0; i < cp.numSubGroupSizes && i < ZE_SUBGROUPSIZE_COUNT; i++)
+            if (cp.subGroupSizes[i] == 8 || cp.subGroupSizes[i] == 16)
+                info->sg_sizes |= cp.subGroupSizes[i];
+    info->xmx = info->sg_sizes && has_xmx(p.deviceId);
     return AH_OK;
 }
 
@@ -171,7 +181,7 @@ struct xpu_dev {
     ze_driver_handle_t drv;
     ze_device_handle_t dev;
     ze_context_handle_t ctx;
-    ze_module_handle_t mod[XPU_N_MODULES];
+    ze_module_handle_t mod[XPU_N_MODULES + 1];
     ze_kernel_handle_t k[XPU_K_COUNT];
     ze_stream *def; /* the NULL stream */
     double ns_per_tick;
@@ -228,24 +238,19 @@ static void ze_close(xpu_dev *d)
     stream_free(d, d->def);
     for (int i = 0; i < XPU_K_COUNT; i++)
         if (d->k[i]) ze.zeKernelDestroy(d->k[i]);
-    for (int i = 0; i < XPU_N_MODULES; i++)
+    for (int i = 0; i < XPU_N_MODULES + 1; i++)
         if (d->mod[i]) ze.zeModuleDestroy(d->mod[i]);
     if (d->ctx) ze.zeContextDestroy(d->ctx);
     pthread_mutex_destroy(&d->mu);
     free(d);
 }
 
-static ah_status ze_open(int index, xpu_dev **out, char *err, size_t cap)
+static ah_status ze_open(int index, xpu_kernels kern, xpu_dev **out, char *err, size_t cap)
 {
+    ah_status s;
+    xpu_dev *d = xpu_open_begin(ze_discover, index, sizeof *d, &s, err, cap);
     *out = NULL;
-    xpu_devinfo info;
-    ah_status s = ze_discover(index, &info, err, cap);
-    if (s != AH_OK) return s;
-    xpu_dev *d = calloc(1, sizeof *d);
-    if (!d) {
-        snprintf(err, cap, "out of memory");
-        return AH_ERR_OUT_OF_MEMORY;
-    }
+    if (!d) return s;
     pthread_mutex_init(&d->mu, NULL);
     uint32_t n;
     ze_find(index, &d->drv, &d->dev, &n, err, cap);
@@ -260,16 +265,17 @@ static ah_status ze_open(int index, xpu_dev **out, char *err, size_t cap)
         ze_close(d);
         return AH_ERR_DEVICE;
     }
-    for (int m = 0; m < XPU_N_MODULES; m++) {
+    for (int m = 0; m < xpu_modules_of(kern); m++) {
+        const xpu_blob *b = xpu_module_spirv(kern, m);
         ze_module_desc_t md = {.stype = ZE_STRUCTURE_TYPE_MODULE_DESC,
                                .format = ZE_MODULE_FORMAT_IL_SPIRV,
-                               .inputSize = xpu_spirv[m].size,
-                               .pInputModule = xpu_spirv[m].data,
+                               .inputSize = b->size,
+                               .pInputModule = b->data,
                                .pBuildFlags = ""};
         ze_module_build_log_handle_t log = NULL;
         r = ze.zeModuleCreate(d->ctx, d->dev, &md, &d->mod[m], &log);
         if (r != ZE_RESULT_SUCCESS) {
-            char text[256] = "";
+            char text[512] = "";
             size_t len = sizeof text;
             if (log) ze.zeModuleBuildLogGetString(log, &len, text);
             snprintf(err, cap, "zeModuleCreate failed (%#x): %s", (unsigned)r, text);
@@ -281,10 +287,13 @@ static ah_status ze_open(int index, xpu_dev **out, char *err, size_t cap)
         }
     }
     for (int k = 0; k < XPU_K_COUNT; k++) {
+        if (!xpu_kernel_present(kern, k)) continue;
+        /* the Intel kernel requires one sub-group per work-group */
+        const uint32_t group = k == XPU_K_ATTN_INTEL ? (uint32_t)kern.sg : 64;
         ze_kernel_desc_t kd = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC,
                                .pKernelName = xpu_kernel_names[k]};
         r = ze.zeKernelCreate(d->mod[xpu_kernel_module[k]], &kd, &d->k[k]);
-        if (r == ZE_RESULT_SUCCESS) r = ze.zeKernelSetGroupSize(d->k[k], 64, 1, 1);
+        if (r == ZE_RESULT_SUCCESS) r = ze.zeKernelSetGroupSize(d->k[k], group, 1, 1);
         if (r != ZE_RESULT_SUCCESS) {
             snprintf(err, cap, "zeKernelCreate %s failed (%#x)", xpu_kernel_names[k], (unsigned)r);
             ze_close(d);
@@ -372,12 +381,13 @@ static void ze_stream_destroy(xpu_dev *d, void *stream)
     stream_free(d, stream);
 }
 
-static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy,
+static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy, uint32_t lx,
                            const xpu_arg *args, int n_args, char *err, size_t cap)
 {
     if (!gx || !gy) return AH_OK;
     ze_stream *s = stream_of(d, stream);
-    ze_group_count_t g = {(gx + 63) / 64, gy, 1};
+    /* lx is the group size the kernel was created with (ze_open) */
+    ze_group_count_t g = {lx ? gx / lx : (gx + 63) / 64, gy, 1};
     pthread_mutex_lock(&d->mu);
     ze_result_t r = ZE_RESULT_SUCCESS;
     for (int i = 0; i < n_args && r == ZE_RESULT_SUCCESS; i++)

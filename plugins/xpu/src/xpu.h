@@ -15,12 +15,22 @@
 #include <attnhost/plugin.h>
 #include <attnhost/plugin_util.h>
 
-/* Kernels, in the order of xpu_kernel_names. */
-enum { XPU_K_ATTN = 0, XPU_K_SPLIT_MERGE, XPU_K_WRITE_KV, XPU_K_MERGE_STATES, XPU_K_COUNT };
+/* Kernels, in the order of xpu_kernel_names. XPU_K_ATTN_INTEL exists only
+ * on a device opened with an Intel tier. */
+enum {
+    XPU_K_ATTN = 0,
+    XPU_K_SPLIT_MERGE,
+    XPU_K_WRITE_KV,
+    XPU_K_MERGE_STATES,
+    XPU_K_ATTN_INTEL,
+    XPU_K_COUNT
+};
 extern const char *const xpu_kernel_names[XPU_K_COUNT];
-/* The module (program) each kernel lives in: 0 attn, 1 kv, 2 merge. */
+/* The module (program) each kernel lives in: 0 attn, 1 kv, 2 merge (the
+ * portable tier, every device), 3 the Intel tier's attention. */
 extern const int xpu_kernel_module[XPU_K_COUNT];
 #define XPU_N_MODULES 3
+#define XPU_MOD_INTEL 3
 
 /* Embedded kernel binaries, generated at build time (kernels_embed.c). */
 typedef struct xpu_blob {
@@ -31,6 +41,28 @@ extern const xpu_blob xpu_spirv[XPU_N_MODULES]; /* SPIR-V 1.x modules */
 extern const xpu_blob
     xpu_spirbc[XPU_N_MODULES]; /* the same, round-tripped to spir64 LLVM bitcode */
 extern const xpu_blob xpu_source[XPU_N_MODULES]; /* OpenCL C, headers inlined */
+
+/* The kernel tiers. The Intel tiers run attn_intel.cl with sub-groups of
+ * 8 or 16 lanes: "subgroup" computes its matrix products with sub-group
+ * shuffles (cl_intel_subgroups), "xmx" with the matrix engines
+ * (cl_intel_subgroup_matrix_multiply_accumulate: dpas). */
+typedef enum xpu_tier { XPU_TIER_PORTABLE = 0, XPU_TIER_SUBGROUP, XPU_TIER_XMX } xpu_tier;
+extern const char *const xpu_tier_names[3];
+/* The Intel tier's SPIR-V, one module per tier and sub-group size:
+ * xpu_intel_spirv[xpu_intel_variant(tier, sg)]. */
+#define XPU_N_INTEL 4
+extern const xpu_blob xpu_intel_spirv[XPU_N_INTEL];
+static inline int xpu_intel_variant(xpu_tier tier, int sg)
+{
+    return (tier == XPU_TIER_XMX ? 2 : 0) + (sg == 8 ? 1 : 0);
+}
+
+/* What a device is opened with: the tier and, for an Intel tier, its
+ * sub-group size (8 or 16). */
+typedef struct xpu_kernels {
+    xpu_tier tier;
+    int sg;
+} xpu_kernels;
 
 /* One kernel argument: a device pointer or a scalar of size bytes. A
  * pointer with host_bytes > 0 is host memory the plugin did not allocate
@@ -65,8 +97,12 @@ typedef enum xpu_runtime_id {
 typedef struct xpu_devinfo {
     char name[128];
     char driver[64];
-    char tier[32]; /* "portable" (OpenCL C 1.2 kernels) */
-    int is_gpu;    /* GPU (or accelerator), else a CPU device */
+    int is_gpu; /* GPU (or accelerator), else a CPU device */
+    /* what the Intel tiers need: sub-group sizes of 8 and 16 (bits 8 and
+     * 16) with required sub-group sizes and SPIR-V, and the matrix
+     * engines; 0 where the portable tier is all the device runs */
+    uint32_t sg_sizes;
+    int xmx;
     uint32_t compute_units;
     uint64_t memory;
     uint32_t count; /* devices of this runtime */
@@ -80,7 +116,9 @@ typedef struct xpu_rt {
     const char *name;
     /* Discover device index without opening it (probe). */
     ah_status (*discover)(int index, xpu_devinfo *info, char *err, size_t cap);
-    ah_status (*open)(int index, xpu_dev **out, char *err, size_t cap);
+    /* Open device index with the portable modules and, for an Intel tier,
+     * the Intel module of that tier and sub-group size. */
+    ah_status (*open)(int index, xpu_kernels kern, xpu_dev **out, char *err, size_t cap);
     void (*close)(xpu_dev *d);
     ah_status (*alloc)(xpu_dev *d, size_t bytes, void **ptr, char *err, size_t cap);
     void (*free)(xpu_dev *d, void *ptr);
@@ -90,12 +128,26 @@ typedef struct xpu_rt {
     ah_status (*sync)(xpu_dev *d, void *stream, char *err, size_t cap);
     ah_status (*stream_create)(xpu_dev *d, void **stream, char *err, size_t cap);
     void (*stream_destroy)(xpu_dev *d, void *stream);
-    /* Enqueue kernel k over gx x gy work-items (rounded up to the group). */
-    ah_status (*launch)(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy,
+    /* Enqueue kernel k over gx x gy work-items in groups of lx x 1 (lx 0:
+     * the runtime's choice, gx rounded up to it; else gx is a multiple). */
+    ah_status (*launch)(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy, uint32_t lx,
                         const xpu_arg *args, int n_args, char *err, size_t cap);
     ah_status (*timer_start)(xpu_dev *d, void *stream, char *err, size_t cap);
     ah_status (*timer_stop)(xpu_dev *d, void *stream, float *ms, char *err, size_t cap);
 } xpu_rt;
+
+/* rt_common.c: how many modules a device opened with kern builds, whether
+ * kernel k is among them, and the SPIR-V module m is built from. */
+int xpu_modules_of(xpu_kernels kern);
+int xpu_kernel_present(xpu_kernels kern, int k);
+const xpu_blob *xpu_module_spirv(xpu_kernels kern, int m);
+/* The start of a runtime's open: device index discovered (a failure says
+ * why in err), then a zeroed device of size bytes; NULL with *st set on a
+ * failure. */
+void *xpu_open_begin(ah_status (*discover)(int, xpu_devinfo *, char *, size_t), int index,
+                     size_t size, ah_status *st, char *err, size_t cap);
+/* "no <what>", or "<what> <index> does not exist (<n> of them)". */
+ah_status xpu_no_device(char *err, size_t cap, const char *what, int index, uint32_t n);
 
 extern const xpu_rt xpu_rt_opencl;
 extern const xpu_rt xpu_rt_level_zero;

@@ -6,14 +6,14 @@
  * (0x7ffffff0, far past the cache), and batches of nothing but such
  * requests. The other requests run on the split-KV path (chunks of 16 keys)
  * and on the unsplit one (enough query rows to fill the device), with
- * fp32/fp16/bf16 queries, an FP8 cache, GQA, a window, a finite sink and a
- * -inf sink (an engine's "no sink"). Empty rows must
- * be exactly 0 with LSE exactly -inf (the sink's logit with a finite sink);
- * the rest must match the oracle. Outputs are poisoned first, so unwritten
- * rows show. merge_states runs with parts of LSE -inf whose rows hold NaN:
- * the other part must pass through.
+ * fp32/fp16/bf16 queries, an FP8 cache, GQA (up to 16 heads a KV head), a window, a finite sink and
+ * a -inf sink (an engine's "no sink"). Empty rows must be exactly 0 with LSE exactly -inf (the
+ * sink's logit with a finite sink); the rest must match the oracle. Outputs are poisoned first, so
+ * unwritten rows show. merge_states runs with parts of LSE -inf whose rows hold NaN: the other part
+ * must pass through.
  *
- * Usage: xpu_empty_kv PLUGIN.so
+ * Usage: xpu_empty_kv PLUGIN.so [KEY=VALUE...] ([plugin.xpu] keys: a runtime
+ * and tier to run them on)
  * Exit: 0 all passed, 1 a failure, 77 skipped (no usable xpu device).
  */
 #include <math.h>
@@ -176,12 +176,17 @@ static void run_merge(ah_dtype dt, int out_in_a, uint64_t *rng)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: xpu_empty_kv PLUGIN.so\n");
+    if (argc < 2) {
+        fprintf(stderr, "usage: xpu_empty_kv PLUGIN.so [KEY=VALUE...]\n");
         return 2;
     }
     int rc = ath_load(&P, argv[1]);
     if (rc) return 1;
+    for (int i = 2; i < argc; i++)
+        if (ath_set_kv(&P, argv[i])) {
+            ath_close(&P);
+            return 2;
+        }
     if ((rc = ath_probe(&P)) != 0) {
         ath_close(&P);
         return rc;
@@ -200,6 +205,9 @@ int main(int argc, char **argv)
          0},
         {"fp32 d128 sinks -inf", AH_DTYPE_FP32, AH_DTYPE_FP32, 4, 4, 128, 6, 0, SINK_NEG_INF, 0},
         {"fp16 e4m3 cache d64", AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 8, 2, 64, 5, 0, SINK_NONE, 0},
+        /* 16 query heads per KV head: the Intel tier's rows hold 8 heads,
+         * so each KV head's group runs as two chunks */
+        {"fp16 d128 gqa16", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 2, 128, 7, 0, SINK_FINITE, 0},
         {"bf16 d128 all empty, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 2, 128, 4, 0, SINK_FINITE,
          1},
         {"fp16 d64 all empty, sinks -inf", AH_DTYPE_FP16, AH_DTYPE_FP16, 4, 2, 64, 3, 0,
