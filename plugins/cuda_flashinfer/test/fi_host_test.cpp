@@ -21,28 +21,18 @@
  *     family follows dtype, soft-cap, ALiBi and the device; the cascade's
  *     prefix ranges cover the prefix in multiples of 64 keys.
  *
- *   fi_host_test      exit 0 when every check holds
+ *   fi_host_test      exit 0 when every check holds (tests/unit/check.h)
  */
 #include <stdio.h>
 
 #include <vector>
 
+#include "check.h"
 #include "decode_heads.h"
 #include "scheduler.h"
 
 using namespace fi;
 
-static int g_fail;
-
-#define CHECK(cond, ...) \
-    do { \
-        if (!(cond)) { \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__); \
-            printf("\n"); \
-            g_fail++; \
-        } \
-    } while (0)
 
 /* The rule before padding: the largest power-of-two divisor of g up to the cap. */
 static int divisor_block(int g, bool mla, bool kv16, int d)
@@ -57,25 +47,26 @@ static void check_choice(int g, bool mla, bool kv16, int d)
 {
     const int gb = decode_group_block(g, mla, kv16, d), old = divisor_block(g, mla, kv16, d);
     if (mla && kv16 && (g % 16 == 0 || g < 16)) {
-        CHECK(gb == 16, "mla g=%d: gb %d, want 16 (tensor-core MLA)", g, gb);
+        CHECK_MSG(gb == 16, "mla g=%d: gb %d, want 16 (tensor-core MLA)", g, gb);
         return;
     }
     const int cap = decode_group_cap(mla, d);
-    CHECK(gb >= 1 && gb <= cap && (gb & (gb - 1)) == 0,
-          "g=%d d=%d mla=%d: gb %d not a power of two <= %d", g, d, mla, gb, cap);
+    CHECK_MSG(gb >= 1 && gb <= cap && (gb & (gb - 1)) == 0,
+              "g=%d d=%d mla=%d: gb %d not a power of two <= %d", g, d, mla, gb, cap);
     /* Fewest reads, then fewest padding heads, over every candidate. */
     for (int c = 1; c <= cap; c *= 2) {
         const int rc = head_blocks_per_kv(g, c), rg = head_blocks_per_kv(g, gb);
-        CHECK(rg < rc || (rg == rc && rg * gb <= rc * c),
-              "g=%d d=%d mla=%d: gb %d (%d reads) loses to %d (%d reads)", g, d, mla, gb, rg, c,
-              rc);
+        CHECK_MSG(rg < rc || (rg == rc && rg * gb <= rc * c),
+                  "g=%d d=%d mla=%d: gb %d (%d reads) loses to %d (%d reads)", g, d, mla, gb, rg, c,
+                  rc);
     }
     /* Where the old block already read the fewest times, nothing changes. */
     if (head_blocks_per_kv(g, old) == head_blocks_per_kv(g, gb))
-        CHECK(gb == old, "g=%d d=%d mla=%d: gb %d, was %d with as few reads", g, d, mla, gb, old);
+        CHECK_MSG(gb == old, "g=%d d=%d mla=%d: gb %d, was %d with as few reads", g, d, mla, gb,
+                  old);
     if ((g & (g - 1)) == 0 || g % cap == 0)
-        CHECK(gb == old, "g=%d d=%d mla=%d: divisible group moved from %d to %d", g, d, mla, old,
-              gb);
+        CHECK_MSG(gb == old, "g=%d d=%d mla=%d: divisible group moved from %d to %d", g, d, mla,
+                  old, gb);
 }
 
 static void check_grid(int hk_count, int g, int gb)
@@ -84,24 +75,24 @@ static void check_grid(int hk_count, int g, int gb)
     std::vector<int> served(hq, 0);
     for (int hb = 0; hb < hk_count * per_kv; hb++) {
         const head_block b(g, gb, hb);
-        CHECK(b.hk >= 0 && b.hk < hk_count, "Hk=%d g=%d gb=%d block %d: KV head %d", hk_count, g,
-              gb, hb, b.hk);
-        CHECK(b.nh >= 1 && b.nh <= gb, "Hk=%d g=%d gb=%d block %d: %d real heads", hk_count, g, gb,
-              hb, b.nh);
-        CHECK(b.h0 >= b.hk * g && b.h0 + b.nh <= (b.hk + 1) * g,
-              "Hk=%d g=%d gb=%d block %d: heads [%d, %d) outside KV head %d's group", hk_count, g,
-              gb, hb, b.h0, b.h0 + b.nh, b.hk);
+        CHECK_MSG(b.hk >= 0 && b.hk < hk_count, "Hk=%d g=%d gb=%d block %d: KV head %d", hk_count,
+                  g, gb, hb, b.hk);
+        CHECK_MSG(b.nh >= 1 && b.nh <= gb, "Hk=%d g=%d gb=%d block %d: %d real heads", hk_count, g,
+                  gb, hb, b.nh);
+        CHECK_MSG(b.h0 >= b.hk * g && b.h0 + b.nh <= (b.hk + 1) * g,
+                  "Hk=%d g=%d gb=%d block %d: heads [%d, %d) outside KV head %d's group", hk_count,
+                  g, gb, hb, b.h0, b.h0 + b.nh, b.hk);
         const bool last = hb % per_kv == per_kv - 1;
-        CHECK(last || b.nh == gb, "Hk=%d g=%d gb=%d block %d: padding before the last block",
-              hk_count, g, gb, hb);
+        CHECK_MSG(last || b.nh == gb, "Hk=%d g=%d gb=%d block %d: padding before the last block",
+                  hk_count, g, gb, hb);
         if (g % gb == 0)
-            CHECK(b.nh == gb && b.h0 == hb * gb,
-                  "Hk=%d g=%d gb=%d block %d: divisible grid changed", hk_count, g, gb, hb);
+            CHECK_MSG(b.nh == gb && b.h0 == hb * gb,
+                      "Hk=%d g=%d gb=%d block %d: divisible grid changed", hk_count, g, gb, hb);
         for (int h = b.h0; h < b.h0 + b.nh && h < hq; h++) served[h]++;
     }
     for (int h = 0; h < hq; h++)
-        CHECK(served[h] == 1, "Hk=%d g=%d gb=%d: head %d served %d times", hk_count, g, gb, h,
-              served[h]);
+        CHECK_MSG(served[h] == 1, "Hk=%d g=%d gb=%d: head %d served %d times", hk_count, g, gb, h,
+                  served[h]);
 }
 
 /* An H100's 132 SMs, 4 decode CTAs per SM at 3 stages, 3 at 4. */
@@ -113,50 +104,50 @@ static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_row
     const int gb = decode_group_block(g, false, true, 128);
     const decode_choice c = schedule_decode(h100, h100_occ, tokens, hk, g, gb, keys, ws_rows);
     const int64_t base = (int64_t)tokens * hk * head_blocks_per_kv(g, gb);
-    CHECK(c.stages == 3 || c.stages == 4, "T=%d keys=%lld: %d stages", tokens, (long long)keys,
-          c.stages);
-    CHECK(c.splits >= 1 && c.splits <= 64, "T=%d keys=%lld: %d splits", tokens, (long long)keys,
-          c.splits);
-    CHECK(c.splits == 1 || c.splits <= (keys + 255) / 256,
-          "T=%d keys=%lld: %d splits leave partitions under 256 keys", tokens, (long long)keys,
-          c.splits);
-    CHECK(c.splits == 1 || (int64_t)c.splits * tokens <= ws_rows,
-          "T=%d: %d splits overflow %lld workspace rows", tokens, c.splits, (long long)ws_rows);
-    CHECK(c.stages == 4 || c.splits == 1, "T=%d: split at 3 stages", tokens);
+    CHECK_MSG(c.stages == 3 || c.stages == 4, "T=%d keys=%lld: %d stages", tokens, (long long)keys,
+              c.stages);
+    CHECK_MSG(c.splits >= 1 && c.splits <= 64, "T=%d keys=%lld: %d splits", tokens, (long long)keys,
+              c.splits);
+    CHECK_MSG(c.splits == 1 || c.splits <= (keys + 255) / 256,
+              "T=%d keys=%lld: %d splits leave partitions under 256 keys", tokens, (long long)keys,
+              c.splits);
+    CHECK_MSG(c.splits == 1 || (int64_t)c.splits * tokens <= ws_rows,
+              "T=%d: %d splits overflow %lld workspace rows", tokens, c.splits, (long long)ws_rows);
+    CHECK_MSG(c.stages == 4 || c.splits == 1, "T=%d: split at 3 stages", tokens);
     const double fill = wave_fill(h100.sms, base * c.splits, h100_occ[c.stages]);
     for (int s = 1; s < c.splits; s++)
-        CHECK(wave_fill(h100.sms, base * s, h100_occ[c.stages]) < decode_fill - 1e-9 &&
-                  wave_fill(h100.sms, base * s, h100_occ[c.stages]) <= fill + 1e-9,
-              "T=%d keys=%lld: %d splits chosen, %d fill as well", tokens, (long long)keys,
-              c.splits, s);
-    CHECK(c.heads_per_cta == 1 ||
-              (c.heads_per_cta == 4 && c.splits == 1 && (hk * head_blocks_per_kv(g, gb)) % 4 == 0),
-          "T=%d Hk=%d g=%d: %d heads per CTA with %d splits", tokens, hk, g, c.heads_per_cta,
-          c.splits);
+        CHECK_MSG(wave_fill(h100.sms, base * s, h100_occ[c.stages]) < decode_fill - 1e-9 &&
+                      wave_fill(h100.sms, base * s, h100_occ[c.stages]) <= fill + 1e-9,
+                  "T=%d keys=%lld: %d splits chosen, %d fill as well", tokens, (long long)keys,
+                  c.splits, s);
+    CHECK_MSG(c.heads_per_cta == 1 || (c.heads_per_cta == 4 && c.splits == 1 &&
+                                       (hk * head_blocks_per_kv(g, gb)) % 4 == 0),
+              "T=%d Hk=%d g=%d: %d heads per CTA with %d splits", tokens, hk, g, c.heads_per_cta,
+              c.splits);
 }
 
 static void check_scheduler(void)
 {
-    CHECK(decode_visible_keys(8192, true, 0) == 8192, "no window: every key");
-    CHECK(decode_visible_keys(8192, true, 128) == 128, "causal window 128: 128 keys");
-    CHECK(decode_visible_keys(100, true, 128) == 100, "window past the sequence");
-    CHECK(decode_visible_keys(8192, false, 128) == 255, "bidirectional window 128: 255 keys");
+    CHECK_MSG(decode_visible_keys(8192, true, 0) == 8192, "no window: every key");
+    CHECK_MSG(decode_visible_keys(8192, true, 128) == 128, "causal window 128: 128 keys");
+    CHECK_MSG(decode_visible_keys(100, true, 128) == 100, "window past the sequence");
+    CHECK_MSG(decode_visible_keys(8192, false, 128) == 255, "bidirectional window 128: 255 keys");
 
     /* gpt-oss's windowed layers (64/8, window 128) at 16 x 4096: the 128
      * visible keys are one partition; the full layers split. */
     const decode_choice win =
         schedule_decode(h100, h100_occ, 16, 8, 8, 8, decode_visible_keys(4096, true, 128), 1 << 16);
-    CHECK(win.splits == 1, "windowed decode split into %d", win.splits);
+    CHECK_MSG(win.splits == 1, "windowed decode split into %d", win.splits);
     const decode_choice full = schedule_decode(h100, h100_occ, 16, 8, 8, 8, 4096, 1 << 16);
-    CHECK(full.splits > 1, "16 x 4096 decode of 128 CTAs not split (%d)", full.splits);
+    CHECK_MSG(full.splits > 1, "16 x 4096 decode of 128 CTAs not split (%d)", full.splits);
     /* A batch that fills its waves alone: 3 stages, no split, 4 heads a CTA. */
     const decode_choice big = schedule_decode(h100, h100_occ, 1056, 8, 4, 4, 8192, 1 << 16);
-    CHECK(big.stages == 3 && big.splits == 1 && big.heads_per_cta == 4,
-          "1056 x 8 CTAs: %d stages, %d splits, %d heads per CTA", big.stages, big.splits,
-          big.heads_per_cta);
+    CHECK_MSG(big.stages == 3 && big.splits == 1 && big.heads_per_cta == 4,
+              "1056 x 8 CTAs: %d stages, %d splits, %d heads per CTA", big.stages, big.splits,
+              big.heads_per_cta);
     /* No workspace: never split. */
-    CHECK(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 1 << 16, 0).splits == 1, "split without "
-                                                                               "a workspace");
+    CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 1 << 16, 0).splits == 1, "split without "
+                                                                                   "a workspace");
     for (int tokens : {1, 3, 16, 64, 100, 256})
         for (int hk : {1, 2, 4, 8})
             for (int g : {1, 4, 7, 8})
@@ -164,39 +155,41 @@ static void check_scheduler(void)
                     for (int64_t ws : {64, 4096, 65536}) check_decode(tokens, hk, g, keys, ws);
 
     const sched_device a100 = {108, 80, true}, no90 = {132, 90, false};
-    CHECK(schedule_prefill_family(h100, 128, 1, 1, 0.f, false) == FI_PREFILL_SM90, "H100 d128");
-    CHECK(schedule_prefill_family(no90, 128, 1, 1, 0.f, false) == FI_PREFILL_FAST,
-          "d128 without the sm_90a kernel");
-    CHECK(schedule_prefill_family(a100, 128, 1, 1, 0.f, false) == FI_PREFILL_FAST, "A100 d128");
-    CHECK(schedule_prefill_family(h100, 64, 1, 1, 0.f, false) == FI_PREFILL_FAST, "H100 d64");
-    CHECK(schedule_prefill_family(h100, 128, 1, 2, 0.f, false) == FI_PREFILL_GENERAL, "FP8 KV");
-    CHECK(schedule_prefill_family(h100, 128, 1, 1, 30.f, false) == FI_PREFILL_GENERAL, "soft-cap");
-    CHECK(schedule_prefill_family(h100, 128, 1, 1, 0.f, true) == FI_PREFILL_GENERAL, "ALiBi");
-    CHECK(prefill_cta_rows(FI_PREFILL_SM90, 128) == 128 &&
-              prefill_cta_rows(FI_PREFILL_FAST, 64) == 64 &&
-              prefill_cta_rows(FI_PREFILL_GENERAL, 128) == 64,
-          "rows per CTA");
+    CHECK_MSG(schedule_prefill_family(h100, 128, 1, 1, 0.f, false) == FI_PREFILL_SM90, "H100 d128");
+    CHECK_MSG(schedule_prefill_family(no90, 128, 1, 1, 0.f, false) == FI_PREFILL_FAST,
+              "d128 without the sm_90a kernel");
+    CHECK_MSG(schedule_prefill_family(a100, 128, 1, 1, 0.f, false) == FI_PREFILL_FAST, "A100 d128");
+    CHECK_MSG(schedule_prefill_family(h100, 64, 1, 1, 0.f, false) == FI_PREFILL_FAST, "H100 d64");
+    CHECK_MSG(schedule_prefill_family(h100, 128, 1, 2, 0.f, false) == FI_PREFILL_GENERAL, "FP8 KV");
+    CHECK_MSG(schedule_prefill_family(h100, 128, 1, 1, 30.f, false) == FI_PREFILL_GENERAL,
+              "soft-cap");
+    CHECK_MSG(schedule_prefill_family(h100, 128, 1, 1, 0.f, true) == FI_PREFILL_GENERAL, "ALiBi");
+    CHECK_MSG(prefill_cta_rows(FI_PREFILL_SM90, 128) == 128 &&
+                  prefill_cta_rows(FI_PREFILL_FAST, 64) == 64 &&
+                  prefill_cta_rows(FI_PREFILL_GENERAL, 128) == 64,
+              "rows per CTA");
 
     for (int tokens : {2, 16, 300})
         for (int prefix : {16, 512, 1000, 4096, 100000})
             for (int64_t ws : {(int64_t)tokens * 2, (int64_t)tokens * 40}) {
                 const prefix_choice p =
                     schedule_prefix(h100, FI_PREFILL_SM90, 128, tokens, 4, 8, prefix, ws);
-                CHECK(p.chunk % 64 == 0 && p.splits >= 1 && (int64_t)p.splits * p.chunk >= prefix &&
-                          (int64_t)(p.splits - 1) * p.chunk < prefix,
-                      "prefix %d over %d tokens: %d ranges of %d", prefix, tokens, p.splits,
-                      p.chunk);
-                CHECK(p.splits == 1 || ((int64_t)p.splits + 1) * tokens <= ws,
-                      "prefix %d: %d ranges overflow %lld workspace rows", prefix, p.splits,
-                      (long long)ws);
-                CHECK(p.splits <= 32, "prefix %d: %d ranges", prefix, p.splits);
+                CHECK_MSG(
+                    p.chunk % 64 == 0 && p.splits >= 1 && (int64_t)p.splits * p.chunk >= prefix &&
+                        (int64_t)(p.splits - 1) * p.chunk < prefix,
+                    "prefix %d over %d tokens: %d ranges of %d", prefix, tokens, p.splits, p.chunk);
+                CHECK_MSG(p.splits == 1 || ((int64_t)p.splits + 1) * tokens <= ws,
+                          "prefix %d: %d ranges overflow %lld workspace rows", prefix, p.splits,
+                          (long long)ws);
+                CHECK_MSG(p.splits <= 32, "prefix %d: %d ranges", prefix, p.splits);
             }
 
-    CHECK(schedule_sort_pages(false, 0, false), "plain decode sorts its pages");
-    CHECK(!schedule_sort_pages(true, 0, false) && !schedule_sort_pages(false, 128, false) &&
-              !schedule_sort_pages(false, 0, true),
-          "cascade, window or ALiBi keep table order");
-    CHECK(schedule_merge_pdl(h100) && !schedule_merge_pdl(a100), "PDL from compute capability 9.0");
+    CHECK_MSG(schedule_sort_pages(false, 0, false), "plain decode sorts its pages");
+    CHECK_MSG(!schedule_sort_pages(true, 0, false) && !schedule_sort_pages(false, 128, false) &&
+                  !schedule_sort_pages(false, 0, true),
+              "cascade, window or ALiBi keep table order");
+    CHECK_MSG(schedule_merge_pdl(h100) && !schedule_merge_pdl(a100),
+              "PDL from compute capability 9.0");
 }
 
 int main(void)
@@ -212,12 +205,12 @@ int main(void)
     };
     for (const auto &w : want) {
         const int gb = decode_group_block(w.g, false, true, w.d);
-        CHECK(gb == w.gb, "g=%d d=%d: gb %d, want %d", w.g, w.d, gb, w.gb);
+        CHECK_MSG(gb == w.gb, "g=%d d=%d: gb %d, want %d", w.g, w.d, gb, w.gb);
     }
-    CHECK(decode_group_block(3, true, false, 576) == 2, "FP8 MLA g=3: gb %d, want 2",
-          decode_group_block(3, true, false, 576));
-    CHECK(decode_group_block(128, true, false, 576) == 2, "FP8 MLA g=128");
-    CHECK(decode_group_block(24, true, true, 576) == 2, "16-bit MLA g=24 (CUDA cores)");
+    CHECK_MSG(decode_group_block(3, true, false, 576) == 2, "FP8 MLA g=3: gb %d, want 2",
+              decode_group_block(3, true, false, 576));
+    CHECK_MSG(decode_group_block(128, true, false, 576) == 2, "FP8 MLA g=128");
+    CHECK_MSG(decode_group_block(24, true, true, 576) == 2, "16-bit MLA g=24 (CUDA cores)");
 
     const int ds[4] = {64, 128, 256, 576};
     for (int g = 1; g <= 130; g++)
@@ -229,6 +222,5 @@ int main(void)
     for (int hk = 1; hk <= 9; hk++)
         for (int g = 1; g <= 40; g++)
             for (int gb = 1; gb <= 16; gb *= 2) check_grid(hk, g, gb);
-    printf("%s\n", g_fail ? "fi_host_test: FAILED" : "fi_host_test: ok");
-    return g_fail ? 1 : 0;
+    return check_report("fi_host_test");
 }

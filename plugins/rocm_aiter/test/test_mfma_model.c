@@ -28,18 +28,9 @@
 #include <attnhost/plugin_util.h>
 
 #include "../kernels/ra_layout.h"
+#include "check.h"
 #include "mfma_model.h"
 
-static int g_fail;
-#define CHECK(c, ...) \
-    do { \
-        if (!(c)) { \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__); \
-            printf("\n"); \
-            g_fail++; \
-        } \
-    } while (0)
 
 static unsigned g_rng = 12345;
 static float frand(void)
@@ -60,25 +51,25 @@ static void test_layouts(void)
 {
     for (int lane = 0; lane < 64; lane++)
         for (int it = 0; it < 4; it++) {
-            CHECK(ra_isa_m32_ab_lane(ra_m32_ab_mn(lane), ra_m32_ab_k(lane, it)) == lane &&
-                      ra_m32_ab_k(lane, it) % 4 == it,
-                  "32x32x8 A/B lane %d item %d", lane, it);
-            CHECK(ra_isa_m16_ab_lane(ra_m16_ab_mn(lane), ra_m16_ab_k(lane, it)) == lane &&
-                      ra_m16_ab_k(lane, it) % 4 == it,
-                  "16x16x16 A/B lane %d item %d", lane, it);
+            CHECK_MSG(ra_isa_m32_ab_lane(ra_m32_ab_mn(lane), ra_m32_ab_k(lane, it)) == lane &&
+                          ra_m32_ab_k(lane, it) % 4 == it,
+                      "32x32x8 A/B lane %d item %d", lane, it);
+            CHECK_MSG(ra_isa_m16_ab_lane(ra_m16_ab_mn(lane), ra_m16_ab_k(lane, it)) == lane &&
+                          ra_m16_ab_k(lane, it) % 4 == it,
+                      "16x16x16 A/B lane %d item %d", lane, it);
             int i = ra_m16_c_m(lane, it), j = ra_m16_c_n(lane);
-            CHECK(ra_isa_m16_c_lane(i, j) == lane && ra_isa_m16_c_item(i) == it, "16x16 C %d %d",
-                  lane, it);
+            CHECK_MSG(ra_isa_m16_c_lane(i, j) == lane && ra_isa_m16_c_item(i) == it,
+                      "16x16 C %d %d", lane, it);
             /* S^T's accumulator is P^T's B operand, register for register */
-            CHECK(ra_m16_c_m(lane, it) == ra_m16_ab_k(lane, it), "16x16 C->B %d %d", lane, it);
+            CHECK_MSG(ra_m16_c_m(lane, it) == ra_m16_ab_k(lane, it), "16x16 C->B %d %d", lane, it);
         }
     for (int lane = 0; lane < 64; lane++)
         for (int it = 0; it < 16; it++) {
             int i = ra_m32_c_m(lane, it), j = ra_m32_c_n(lane);
-            CHECK(ra_isa_m32_c_lane(i, j) == lane && ra_isa_m32_c_item(i) == it, "32x32 C %d %d",
-                  lane, it);
-            CHECK(ra_m32_c_m(lane, it) == 8 * (it / 4) + ra_m32_ab_k(lane, it % 4),
-                  "32x32 C->B %d %d", lane, it);
+            CHECK_MSG(ra_isa_m32_c_lane(i, j) == lane && ra_isa_m32_c_item(i) == it,
+                      "32x32 C %d %d", lane, it);
+            CHECK_MSG(ra_m32_c_m(lane, it) == 8 * (it / 4) + ra_m32_ab_k(lane, it % 4),
+                      "32x32 C->B %d %d", lane, it);
         }
     /* every element placed exactly once */
     int seen32[32][32] = {{0}}, seen16[16][16] = {{0}};
@@ -87,9 +78,9 @@ static void test_layouts(void)
         for (int it = 0; it < 4; it++) seen16[ra_m16_c_m(lane, it)][ra_m16_c_n(lane)]++;
     }
     for (int i = 0; i < 32; i++)
-        for (int j = 0; j < 32; j++) CHECK(seen32[i][j] == 1, "32x32 C element %d,%d", i, j);
+        for (int j = 0; j < 32; j++) CHECK_MSG(seen32[i][j] == 1, "32x32 C element %d,%d", i, j);
     for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) CHECK(seen16[i][j] == 1, "16x16 C element %d,%d", i, j);
+        for (int j = 0; j < 16; j++) CHECK_MSG(seen16[i][j] == 1, "16x16 C element %d,%d", i, j);
 
     /* one product each, packed by the kernels' functions */
     float A[32][8], B[8][32], a[64][4], b[64][4], c[64][16] = {{0}};
@@ -109,7 +100,7 @@ static void test_layouts(void)
                 ref += (double)A[ra_m32_c_m(lane, it)][k] * B[k][ra_m32_c_n(lane)];
             err = fmax(err, fabs(ref - c[lane][it]));
         }
-    CHECK(err < 1e-5, "32x32x8 product error %g", err);
+    CHECK_MSG(err < 1e-5, "32x32x8 product error %g", err);
     float A16[16][16], B16[16][16], c16[64][4] = {{0}};
     for (int i = 0; i < 16; i++)
         for (int k = 0; k < 16; k++)
@@ -128,7 +119,7 @@ static void test_layouts(void)
                 ref += (double)A16[ra_m16_c_m(lane, it)][k] * B16[k][ra_m16_c_n(lane)];
             err = fmax(err, fabs(ref - c16[lane][it]));
         }
-    CHECK(err < 1e-5, "16x16x16 product error %g", err);
+    CHECK_MSG(err < 1e-5, "16x16x16 product error %g", err);
 }
 
 /* ---- FP8: the kernels' decoder and encoder against the host's ---------------- */
@@ -148,8 +139,9 @@ static void test_fp8_codec(void)
             if (!isnan(got) && (round16(got, 1) != got || round16(got, 0) != got)) inexact++;
             if (byte < 0x80 && isfinite(got)) pos[npos++] = got;
         }
-        CHECK(bad == 0 && inexact == 0, "%s: %d bytes decode differently, %d inexact in 16 bits",
-              ah_dtype_name(t), bad, inexact);
+        CHECK_MSG(bad == 0 && inexact == 0,
+                  "%s: %d bytes decode differently, %d inexact in 16 bits", ah_dtype_name(t), bad,
+                  inexact);
         /* the encoder: every value, each midpoint (a tie) and its neighbours,
          * both signs; random floats over the whole range; the specials */
         float f[2048];
@@ -171,8 +163,8 @@ static void test_fp8_codec(void)
                 nenc++;
                 badenc += ra_f32_to_fp8(x, e5) != ah_f32_to_fp8(x, t);
             }
-        CHECK(badenc == 0, "%s: %d of %d floats encode differently", ah_dtype_name(t), badenc,
-              nenc);
+        CHECK_MSG(badenc == 0, "%s: %d of %d floats encode differently", ah_dtype_name(t), badenc,
+                  nenc);
         printf("fp8 %s: 256 bytes decode as the host's, exact in bf16/fp16; %d floats encode "
                "as the host's\n",
                ah_dtype_name(t), nenc);
@@ -693,14 +685,14 @@ static void run_case(const cfg *c, int decode)
     /* P is rounded to 16 bits before PV, as on the GPU; the output then
      * rounds to the q dtype. bf16 P: relative 2^-9 per term. */
     const double tol = c->bf16 ? 1.5e-2 : 4e-3, ltol = c->bf16 ? 4e-3 : 1e-3;
-    CHECK(err < tol && lerr < ltol,
-          "%s %s: max |out - oracle| %.3g (tol %.3g), max |lse - oracle| %.3g",
-          decode ? "decode" : "prefill", c->name, err, tol, lerr);
-    CHECK(g_bad_reads == 0, "%s %s: %ld cache reads through garbage table entries",
-          decode ? "decode" : "prefill", c->name, g_bad_reads);
-    CHECK(empty_wrong == 0,
-          "%s %s: %ld values of requests without keys are not exactly 0 / -inf (sink)",
-          decode ? "decode" : "prefill", c->name, empty_wrong);
+    CHECK_MSG(err < tol && lerr < ltol,
+              "%s %s: max |out - oracle| %.3g (tol %.3g), max |lse - oracle| %.3g",
+              decode ? "decode" : "prefill", c->name, err, tol, lerr);
+    CHECK_MSG(g_bad_reads == 0, "%s %s: %ld cache reads through garbage table entries",
+              decode ? "decode" : "prefill", c->name, g_bad_reads);
+    CHECK_MSG(empty_wrong == 0,
+              "%s %s: %ld values of requests without keys are not exactly 0 / -inf (sink)",
+              decode ? "decode" : "prefill", c->name, empty_wrong);
     printf("%-7s %-42s max|out-oracle| %.2e  max|lse-oracle| %.2e\n", decode ? "decode" : "prefill",
            c->name, err, lerr);
     free(ref);
@@ -782,22 +774,21 @@ int main(void)
     /* merge_states' weights */
     float wa, wb;
     const float lse = ra_merge2(1.0f, 2.0f, &wa, &wb);
-    CHECK(fabs(lse - log(exp(1.0) + exp(2.0))) < 1e-6 && fabs(wa - 1.0 / (1.0 + exp(1.0))) < 1e-6 &&
-              fabs(wa + wb - 1.0) < 1e-6,
-          "merge2 %g %g %g", lse, wa, wb);
-    CHECK(ra_merge2(-INFINITY, -INFINITY, &wa, &wb) == -INFINITY && wa == 0 && wb == 0,
-          "merge2 empty");
-    CHECK(ra_merge2(-INFINITY, 3.0f, &wa, &wb) == 3.0f && wa == 0 && wb == 1, "merge2 one side");
+    CHECK_MSG(fabs(lse - log(exp(1.0) + exp(2.0))) < 1e-6 &&
+                  fabs(wa - 1.0 / (1.0 + exp(1.0))) < 1e-6 && fabs(wa + wb - 1.0) < 1e-6,
+              "merge2 %g %g %g", lse, wa, wb);
+    CHECK_MSG(ra_merge2(-INFINITY, -INFINITY, &wa, &wb) == -INFINITY && wa == 0 && wb == 0,
+              "merge2 empty");
+    CHECK_MSG(ra_merge2(-INFINITY, 3.0f, &wa, &wb) == 3.0f && wa == 0 && wb == 1,
+              "merge2 one side");
     /* the merge kernel's element: a part of LSE -inf is not read, so its
      * NaN rows (anything an empty rank's rows hold) never reach the sum */
     const float nan = NAN;
     ra_merge2(-INFINITY, 3.0f, &wa, &wb);
-    CHECK(RA_MERGE_VALUE(wa, nan, wb, 0.75f) == 0.75f, "merge of an empty a over NaN");
+    CHECK_MSG(RA_MERGE_VALUE(wa, nan, wb, 0.75f) == 0.75f, "merge of an empty a over NaN");
     ra_merge2(2.0f, -INFINITY, &wa, &wb);
-    CHECK(RA_MERGE_VALUE(wa, -1.5f, wb, nan) == -1.5f, "merge of an empty b over NaN");
+    CHECK_MSG(RA_MERGE_VALUE(wa, -1.5f, wb, nan) == -1.5f, "merge of an empty b over NaN");
     ra_merge2(-INFINITY, -INFINITY, &wa, &wb);
-    CHECK(RA_MERGE_VALUE(wa, nan, wb, nan) == 0.0f, "merge of two empty parts over NaN");
-    if (g_fail) printf("%d failures\n", g_fail);
-    else printf("all passed\n");
-    return g_fail ? 1 : 0;
+    CHECK_MSG(RA_MERGE_VALUE(wa, nan, wb, nan) == 0.0f, "merge of two empty parts over NaN");
+    return check_report("rocm_aiter_mfma_model");
 }
