@@ -37,6 +37,7 @@ struct ah_state {
     int planned;
     uint32_t num_reqs, num_tokens, bt_stride;
     uint32_t num_k_tokens; /* ragged layers: rows of key/value */
+    int context_keys;      /* a ragged context step: queries after every key */
     int32_t max_block;     /* largest block id the plan references, -1: none */
     int32_t *qsl, *seq_lens, *bt;
     int64_t *slots;
