@@ -16,6 +16,13 @@
  *     request's prompt is longer than the largest window, so the windows
  *     apply: its first tokens are already in the cache (earlier chunks of a
  *     chunked prefill), its last chunk is computed.
+ *   ragged prefill forms (DeepSeek's MLA, ABI 2.3): where every form is
+ *     bound, the prefill is a ragged step as vLLM's MLA prefill runs it:
+ *     the new tokens' latent into the paged cache, the form over their own
+ *     K/V, then over the cached context (half the prompt of every other
+ *     request) in context steps merged by LSE; the decode steps stay
+ *     absorbed. Where a form is unbound (no plugin serves it), run says so
+ *     and prefills through the paged form.
  *
  * Non-attention layers (layer kinds) are skipped and listed. The memory a
  * run needs is computed before anything is allocated, and a run over the
@@ -205,6 +212,7 @@ static uint32_t prompt_of(uint32_t longest, uint32_t r)
 /* The shape of a run. */
 typedef struct run_size {
     uint32_t nreq, steps, longest, long_chunk;
+    int ragged;       /* a ragged prefill: every other request has cached context */
     uint32_t window;  /* the largest sliding window of the run's self layers */
     uint32_t *enc;    /* encoder tokens per request */
     uint32_t *prompt; /* decoder prompt per request */
@@ -216,6 +224,8 @@ static void size_fill(run_size *z)
     for (uint32_t r = 0; r < z->nreq; r++) {
         z->enc[r] = prompt_of(z->longest, r);
         z->prompt[r] = z->chunk[r] = prompt_of(z->longest, r);
+        /* its first half cached: earlier chunks of a chunked prefill */
+        if (z->ragged && r % 2) z->chunk[r] = z->prompt[r] - z->prompt[r] / 2;
     }
     if (z->window) { /* the last request goes past the largest window */
         uint32_t r = z->nreq - 1, len = z->window + 32;
@@ -242,15 +252,21 @@ static double work_of(const ah_selection *sel, const uint8_t *keep, const run_si
         int role = wl_role(sel, l);
         if (role == WL_NONE || !keep[l]) continue;
         const ah_layer_spec *s = &ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
-        double per = (double)s->num_q_heads * (s->qk_head_size + s->v_head_size), keys = 0;
+        /* a ragged prefill attends with the form's head sizes */
+        const ah_layer_spec *p = z->ragged && ah_selection_ragged_decision(sel, l)
+                                     ? &ah_selection_ragged_decision(sel, l)->spec
+                                     : s;
+        double per = (double)s->num_q_heads * (s->qk_head_size + s->v_head_size);
+        double per_p = (double)p->num_q_heads * (p->qk_head_size + p->v_head_size);
         for (uint32_t r = 0; r < z->nreq; r++) {
             double e = z->enc[r], L = z->prompt[r], c = z->chunk[r], st = z->steps;
-            if (role == WL_CACHELESS) keys += e * e;
-            else if (role == WL_CROSS) keys += (c + st) * e;
-            else if (ah_spec_causal(s)) keys += causal_keys(L - c, L + st, s->sliding_window);
-            else keys += c * L + st * (L + st);
+            if (role == WL_CACHELESS) total += per * e * e;
+            else if (role == WL_CROSS) total += per * (c + st) * e;
+            else if (ah_spec_causal(s))
+                total += per_p * causal_keys(L - c, L, s->sliding_window) +
+                         per * causal_keys(L, L + st, s->sliding_window);
+            else total += per_p * c * L + per * st * (L + st);
         }
-        total += per * keys;
     }
     return total;
 }
@@ -523,6 +539,21 @@ int cmd_run(cli_common *c)
     int has_dec = n_self + n_cross > 0;
     if (!has_dec) steps = 0; /* an encoder-only model has no decode steps */
 
+    /* ragged prefill forms (ABI 2.3): a ragged prefill where all are bound */
+    int64_t r_unbound = -1;
+    char r_why[320] = "";
+    const uint32_t n_forms =
+        has_dec ? wl_ragged_forms(sel, keep_dec, &r_unbound, r_why, sizeof r_why) : 0;
+    const ah_layer_spec *rform = NULL; /* the first form, for the output line */
+    int positional = 0; /* a form whose window or ALiBi needs the context in one step */
+    for (uint32_t l = 0; l < n && n_forms; l++) {
+        const ah_decision *d = ah_selection_ragged_decision(sel, l);
+        if (!d || !keep_dec[l] || wl_role(sel, l) != WL_SELF) continue;
+        if (!rform) rform = &d->spec;
+        positional |= d->spec.sliding_window > 0 || d->spec.use_alibi;
+    }
+    z.ragged = n_forms && r_unbound < 0;
+
     /* the size: the default shrinks until the oracle's work fits its budget */
     z.nreq = nreq;
     z.steps = steps;
@@ -556,7 +587,7 @@ int cmd_run(cli_common *c)
         if (part_select(c, h, m, keep_enc, &enc)) goto out;
         enc.max_seq = max_e;
         enc.max_tokens = sum_e;
-        wl_estimate(h, enc.sel, nreq, enc.max_seq, enc.max_tokens, NULL, &enc.mem);
+        wl_estimate(h, enc.sel, nreq, enc.max_seq, enc.max_tokens, NULL, 0, &enc.mem);
     }
     if (has_dec) {
         if (part_select(c, h, m, keep_dec, &dec)) goto out;
@@ -567,7 +598,7 @@ int cmd_run(cli_common *c)
             req_max[r] = z.prompt[r] + steps;
             if (n_cross && z.enc[r] > req_max[r]) req_max[r] = z.enc[r];
         }
-        wl_estimate(h, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max, &dec.mem);
+        wl_estimate(h, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max, z.ragged, &dec.mem);
     }
     /* the encoder's part is gone before the decoder's is made */
     uint64_t need_enc = enc.mem.kv + enc.mem.act + enc.mem.oracle + enc.mem.other;
@@ -602,6 +633,10 @@ int cmd_run(cli_common *c)
                          " (request %u: %u tokens, past the %u-token window; the first %u already "
                          "cached, %u computed)",
                          r, z.prompt[r], z.window, z.prompt[r] - z.chunk[r], z.chunk[r]);
+        if (z.ragged && nreq > 1)
+            sl += snprintf(shape + sl, sizeof shape - sl,
+                           " (requests 1, 3, ...: the first half already cached, attended in "
+                           "context steps)");
         snprintf(shape + sl, sizeof shape - sl, ", %u decode step%s", steps, steps == 1 ? "" : "s");
     }
     printf("size: %s\n", shape);
@@ -662,7 +697,7 @@ int cmd_run(cli_common *c)
         workload *w = &dec.w;
         progress("attnhost run: binding the decoder layers");
         if (wl_create_sized(w, h, dec.m, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max,
-                            seed + 1)) {
+                            z.ragged, seed + 1)) {
             progress_clear();
             fprintf(stderr, "attnhost run: %s\n", w->err);
             goto out;
@@ -693,7 +728,27 @@ int cmd_run(cli_common *c)
                 "cross K/V: %u encoder tokens written once into %u cross layers' caches, %.2f ms\n",
                 sum_e, n_cross, now_ms() - t0);
         }
-        for (uint32_t r = 0; r < nreq; r++) w->context[r] = z.prompt[r] - z.chunk[r];
+        uint32_t max_ctx = 0;
+        for (uint32_t r = 0; r < nreq; r++) {
+            w->context[r] = z.prompt[r] - z.chunk[r];
+            if (w->context[r] > max_ctx) max_ctx = w->context[r];
+        }
+        /* the context in two steps, as a bounded workspace would cut it,
+         * unless a window or ALiBi needs it in one (see ah_ragged_keys) */
+        w->ragged_step = z.ragged;
+        w->ctx_chunk = positional ? 0 : (max_ctx + 1) / 2;
+        char form[200] = "";
+        if (z.ragged)
+            snprintf(form, sizeof form, ", ragged form (qk %u / v %u over packed K/V)",
+                     rform->qk_head_size, rform->v_head_size);
+        else if (n_forms) {
+            const ah_layer_spec *pf =
+                &ah_selection_decision(sel, (uint32_t)r_unbound, AH_PHASE_PREFILL)->spec;
+            snprintf(form, sizeof form, ", %s form (paged)", pf->use_mla ? "absorbed" : "paged");
+            printf("note: layer %lld's ragged prefill form is not bound: %s; the prefill runs "
+                   "through the %s form\n",
+                   (long long)r_unbound, r_why, pf->use_mla ? "absorbed" : "paged");
+        }
         if (wl_plan(w, z.chunk, 0)) {
             progress_clear();
             fprintf(stderr, "attnhost run: prefill: %s\n", w->err);
@@ -707,11 +762,17 @@ int cmd_run(cli_common *c)
             goto out;
         }
         wl_advance(w);
+        w->ragged_step = 0; /* decode steps run the paged (absorbed) form */
         progress_clear();
-        printf(
-            "prefill: %u requests, %u tokens, %u layers, %.2f ms, %.0f tokens/s, max rel error %.2e %s\n",
-            nreq, sum_c, n_self + n_cross, prefill_ms, sum_c / (prefill_ms / 1e3), t.worst,
-            t.ok ? "ok" : "FAIL");
+        if (z.ragged && w->n_ctx) {
+            size_t fl = strlen(form) - 1; /* before the closing parenthesis */
+            snprintf(form + fl, sizeof form - fl, ", %u context step%s merged by LSE)", w->n_ctx,
+                     w->n_ctx > 1 ? "s" : "");
+        }
+        printf("prefill: %u requests, %u tokens, %u layers%s, %.2f ms, %.0f tokens/s, max rel "
+               "error %.2e %s\n",
+               nreq, sum_c, n_self + n_cross, form, prefill_ms, sum_c / (prefill_ms / 1e3), t.worst,
+               t.ok ? "ok" : "FAIL");
         print_pass("prefill", &t);
         all.ok &= t.ok;
         all.worst = t.worst > all.worst ? t.worst : all.worst;

@@ -82,6 +82,35 @@ int wl_role(const ah_selection *sel, uint32_t l)
                                                      : WL_SELF;
 }
 
+uint32_t wl_ragged_forms(const ah_selection *sel, const uint8_t *keep, int64_t *unbound, char *why,
+                         size_t cap)
+{
+    uint32_t n = 0;
+    *unbound = -1;
+    for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) {
+        const ah_decision *d = ah_selection_ragged_decision(sel, l);
+        if (wl_role(sel, l) != WL_SELF || !d || (keep && !keep[l])) continue;
+        n++;
+        if (*unbound >= 0 || ah_selection_ragged_bound(sel, l)) continue;
+        *unbound = l;
+        const ah_candidate *c = d->n_candidates ? &d->candidates[0] : NULL;
+        if (d->plugin)
+            snprintf(why, cap, "its backend %s is not on the device of the layer's prefill winner",
+                     d->plugin);
+        else if (c && c->n_reasons)
+            snprintf(why, cap, "no backend serves it (%s: %s = %s, supported: %s)", c->plugin,
+                     c->reasons[0].field, c->reasons[0].value, c->reasons[0].supported);
+        else snprintf(why, cap, "no backend serves it");
+    }
+    return n;
+}
+
+/* 1 when layer l of sel runs its ragged prefill form in a ragged workload. */
+static int runs_ragged(const ah_selection *sel, uint32_t l)
+{
+    return wl_role(sel, l) == WL_SELF && ah_selection_ragged_bound(sel, l);
+}
+
 /* Per-token element counts of a layer's activations: q, k, v, out, lse. */
 static void act_elems(const ah_layer_spec *s, size_t e[5])
 {
@@ -145,8 +174,17 @@ static uint32_t blocks_needed(uint32_t bs, uint32_t num_reqs, uint32_t max_seq_l
     return nb > UINT32_MAX ? UINT32_MAX : (uint32_t)nb;
 }
 
+/* Key rows a step may carry: every request's capacity. */
+static uint64_t key_rows(uint32_t num_reqs, uint32_t max_seq_len, const uint32_t *req_max)
+{
+    uint64_t n = 0;
+    for (uint32_t r = 0; r < num_reqs; r++)
+        n += req_max && req_max[r] < max_seq_len ? req_max[r] : max_seq_len;
+    return n;
+}
+
 void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_t max_seq_len,
-                 uint32_t max_tokens, const uint32_t *req_max, wl_mem *out)
+                 uint32_t max_tokens, const uint32_t *req_max, int ragged, wl_mem *out)
 {
     memset(out, 0, sizeof *out);
     uint32_t G, bs[AH_MAX_KV_GROUPS], win[AH_MAX_KV_GROUPS];
@@ -182,7 +220,22 @@ void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_
         used[kind] = sides;
         uint64_t r = (uint64_t)e[3] * 8;
         if (r > ref) ref = r;
+        if (ragged && runs_ragged(sel, l)) {
+            /* q, three outputs and LSEs per query token; a pass's keys and
+             * values, and the whole step's on the host, per key row */
+            const ah_layer_spec *rs = &ah_selection_ragged_decision(sel, l)->spec;
+            act_elems(rs, e);
+            const uint64_t es = ah_dtype_size(rs->q_dtype);
+            const uint64_t per_tok = (e[0] + 3 * e[3]) * es + 3 * e[4] * 4,
+                           per_key = (e[1] + e[2]) * es;
+            const uint64_t b = sides * (per_tok * max_tokens +
+                                        per_key * key_rows(num_reqs, max_seq_len, req_max)) +
+                               per_key * key_rows(num_reqs, max_seq_len, req_max);
+            if (b > out->act) out->act = b;
+            if ((uint64_t)e[3] * 8 > ref) ref = (uint64_t)e[3] * 8;
+        }
     }
+    /* the paged forms' shared buffers (beside the largest ragged form's) */
     for (int k = 0; k < AH_DEVICE_KIND_COUNT; k++)
         for (int i = 0; i < 5; i++) out->act += (uint64_t)used[k] * act[k][i] * max_tokens;
     /* the oracle: one layer's output in double, its score rows */
@@ -249,6 +302,27 @@ static const float *head_scales(const wl_layer *L, const ah_mirror *m)
 }
 
 /* The oracle's K/V write of the step's new tokens with the layer's scales. */
+/* The layer's new K/V into its cache, with its scales in the form the
+ * layer takes them. */
+static ah_kv_write_args kv_write_args(const wl_layer *L)
+{
+    const int mla = L->spec.use_mla;
+    ah_kv_write_args a = {.struct_size = sizeof a,
+                          .key = &L->k.t,
+                          .value = mla ? NULL : &L->v.t,
+                          .key_cache = &L->kcache.t,
+                          .value_cache = mla ? NULL : &L->vcache.t,
+                          .stream = ah_device_stream(L->dev)};
+    if (ah_spec_kv_scales(&L->spec) == AH_KV_SCALES_HOST) {
+        a.k_scale = L->k_scale;
+        a.v_scale = L->v_scale;
+    } else {
+        a.k_scale_tensor = &L->ksc.t;
+        a.v_scale_tensor = mla ? NULL : &L->vsc.t;
+    }
+    return a;
+}
+
 static ah_status ref_write_kv(const workload *w, const wl_layer *L, ah_error *err)
 {
     const ah_layer_spec *s = &L->spec;
@@ -298,6 +372,11 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
             ((float *)L->sinks.host)[h] = 2 * next_f(&w->rng);
         if (to_device(w, &L->sinks, L->sinks.bytes)) return -1;
     }
+    if (s->use_sinks && L->ragged) {
+        if (tensor_init(w, &L->nosinks, L->dev, f32, 1, hs)) return -1;
+        for (uint32_t h = 0; h < s->num_q_heads; h++) ((float *)L->nosinks.host)[h] = -INFINITY;
+        if (to_device(w, &L->nosinks, L->nosinks.bytes)) return -1;
+    }
     if (s->use_alibi) {
         if (tensor_init(w, &L->alibi, L->dev, f32, 1, hs)) return -1;
         for (uint32_t h = 0; h < s->num_q_heads; h++)
@@ -325,6 +404,19 @@ static void layer_views(workload *w, uint32_t l, uint32_t max_tokens)
     if (!s->use_mla) view(&L->v, &a->m[2], qt, 3, vs);
     view(&L->out, &a->m[3], qt, 3, os);
     view(&L->lse, &a->m[4], f32, 2, ls);
+    if (!L->ragged) return;
+    const ah_layer_spec *r = &L->rspec;
+    int64_t rqs[3] = {max_tokens, r->num_q_heads, r->qk_head_size};
+    int64_t rks[3] = {w->max_keys, r->num_kv_heads, r->qk_head_size};
+    int64_t rvs[3] = {w->max_keys, r->num_kv_heads, r->v_head_size};
+    int64_t ros[3] = {max_tokens, r->num_q_heads, r->v_head_size};
+    view(&L->rq, &a->m[WL_RQ], qt, 3, rqs);
+    view(&L->rk, &a->m[WL_RK], qt, 3, rks);
+    view(&L->rv, &a->m[WL_RV], qt, 3, rvs);
+    for (int i = 0; i < 3; i++) {
+        view(&L->rout[i], &a->m[WL_ROUT + i], qt, 3, ros);
+        view(&L->rlse[i], &a->m[WL_RLSE + i], f32, 2, ls);
+    }
 }
 
 /* Request r owns the blocks of group G that its longest sequence needs,
@@ -359,12 +451,12 @@ static int group_blocks(workload *w, wl_group *G)
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed)
 {
-    return wl_create_sized(w, h, m, sel, num_reqs, max_seq_len, max_tokens, NULL, seed);
+    return wl_create_sized(w, h, m, sel, num_reqs, max_seq_len, max_tokens, NULL, 0, seed);
 }
 
 int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
                     uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
-                    const uint32_t *req_max, uint64_t seed)
+                    const uint32_t *req_max, int ragged, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
     w->m = m;
@@ -424,34 +516,59 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
         w->req_cap[r] = req_max && req_max[r] < max_seq_len ? req_max[r] : max_seq_len;
     for (uint32_t g = 0; g < w->n_groups; g++)
         if (group_blocks(w, &w->groups[g])) return -1;
+    w->max_keys = (uint32_t)key_rows(num_reqs, max_seq_len, req_max);
 
-    /* per device, the largest activation of each kind over its layers */
-    size_t need[WL_MAX_DEVS][5] = {{0}};
-    size_t ref = 0;
+    /* per device, the largest activation of each kind over its layers (per
+     * token, per key row for the ragged keys and values) */
+    size_t need[WL_MAX_DEVS][WL_BUFS] = {{0}};
+    size_t ref = 0, rkey = 0, rval = 0;
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
         L->role = wl_role(sel, l);
         if (L->role == WL_NONE) continue; /* dev stays NULL */
         L->spec = ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec;
+        L->ragged = ragged && runs_ragged(sel, l);
+        if (L->ragged) L->rspec = ah_selection_ragged_decision(sel, l)->spec;
         if (layer_init(w, l, max_tokens)) return -1;
         if (!w->meta_dev || ah_device_kind_of(w->meta_dev) == AH_DEVICE_CPU) w->meta_dev = L->dev;
         wl_arena *a = arena_of(w, L->dev);
         if (!a) return wl_fail(w, "more than %d devices", WL_MAX_DEVS);
         size_t e[5];
         act_elems(&L->spec, e);
+        size_t *n = need[a - w->arenas];
         for (int i = 0; i < 5; i++) {
             size_t b = e[i] * (i == 4 ? 4 : ah_dtype_size(L->spec.q_dtype));
-            size_t *n = &need[a - w->arenas][i];
-            if (b > *n) *n = b;
+            if (b > n[i]) n[i] = b;
         }
         if (e[3] > ref) ref = e[3];
+        if (!L->ragged) continue;
+        act_elems(&L->rspec, e);
+        const size_t es = ah_dtype_size(L->rspec.q_dtype);
+        const size_t rb[WL_BUFS - WL_RQ] = {e[0] * es, e[1] * es, e[2] * es, e[3] * es, e[3] * es,
+                                            e[3] * es, e[4] * 4,  e[4] * 4,  e[4] * 4};
+        for (int i = 0; i < WL_BUFS - WL_RQ; i++)
+            if (rb[i] > n[WL_RQ + i]) n[WL_RQ + i] = rb[i];
+        if (e[3] > ref) ref = e[3];
+        if (e[1] * es > rkey) rkey = e[1] * es;
+        if (e[2] * es > rval) rval = e[2] * es;
     }
     DLDataType u8 = {kDLUInt, 8, 1};
     for (uint32_t d = 0; d < w->n_arenas; d++)
-        for (int i = 0; i < 5; i++) {
-            int64_t n[1] = {(int64_t)(need[d][i] * max_tokens)};
+        for (int i = 0; i < WL_BUFS; i++) {
+            /* the ragged keys and values have key rows, the rest token rows */
+            const size_t rows = i == WL_RK || i == WL_RV ? w->max_keys : max_tokens;
+            int64_t n[1] = {(int64_t)(need[d][i] * rows)};
             if (tensor_init(w, &w->arenas[d].m[i], w->arenas[d].dev, u8, 1, n)) return -1;
         }
+    if (rkey) { /* the step's ragged K/V, each request's context then new rows */
+        w->krow0 = calloc(num_reqs + 1, sizeof *w->krow0);
+        w->rkf = malloc(rkey * w->max_keys);
+        w->rvf = malloc((rval ? rval : 1) * w->max_keys);
+        DLDataType i32 = {kDLInt, 32, 1};
+        int64_t s_cuk[1] = {num_reqs + 1};
+        if (!w->krow0 || !w->rkf || !w->rvf) return wl_fail(w, "out of host memory");
+        if (tensor_init(w, &w->cuk, w->meta_dev, i32, 1, s_cuk)) return -1;
+    }
     for (uint32_t l = 0; l < w->num_layers; l++)
         if (w->layers[l].dev) layer_views(w, l, max_tokens);
     w->ref_cap = ref * max_tokens;
@@ -483,14 +600,18 @@ void wl_destroy(workload *w)
     for (uint32_t l = 0; w->layers && l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l]; /* q .. lse are views: the arenas own them */
         ah_mirror *all[] = {&L->kcache, &L->vcache, &L->sinks, &L->alibi,
-                            &L->ksc,    &L->vsc,    &L->qsc};
+                            &L->ksc,    &L->vsc,    &L->qsc,   &L->nosinks};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ah_mirror_free(all[i]);
     }
     for (uint32_t d = 0; d < w->n_arenas; d++)
-        for (int i = 0; i < 5; i++) ah_mirror_free(&w->arenas[d].m[i]);
+        for (int i = 0; i < WL_BUFS; i++) ah_mirror_free(&w->arenas[d].m[i]);
     ah_mirror_free(&w->qsl);
     ah_mirror_free(&w->seqlens);
     ah_mirror_free(&w->encl);
+    ah_mirror_free(&w->cuk);
+    free(w->krow0);
+    free(w->rkf);
+    free(w->rvf);
     for (uint32_t g = 0; w->groups && g < w->n_groups; g++) {
         ah_mirror_free(&w->groups[g].table);
         ah_mirror_free(&w->groups[g].slots);
@@ -537,6 +658,53 @@ static int group_plan(workload *w, wl_group *G, const uint32_t *ctx, const int32
            to_device(w, &G->table, G->table.bytes);
 }
 
+/* The keys of a ragged step's pass into the batch: pass < 0, the new
+ * tokens over their own keys (bottom-right); else context step `pass`,
+ * keys [pass * chunk, (pass + 1) * chunk) of each request's context (none
+ * for a request whose context is shorter). Uploads cu_seqlens_k. */
+static int ragged_keys(workload *w, int64_t pass, uint32_t *first, uint32_t *count)
+{
+    const int32_t *qsl = w->qsl.host, *sl = w->seqlens.host;
+    int32_t *cuk = w->cuk.host;
+    cuk[0] = 0;
+    for (uint32_t r = 0; r < w->num_reqs; r++) {
+        const uint32_t q = (uint32_t)(qsl[r + 1] - qsl[r]), ctx = (uint32_t)sl[r] - q;
+        const uint32_t cc = w->ctx_chunk ? w->ctx_chunk : ctx;
+        uint32_t a = pass < 0 ? ctx : (uint32_t)pass * cc, b = pass < 0 ? ctx + q : a + cc;
+        if (pass >= 0 && b > ctx) b = ctx;
+        if (a > b) a = b;
+        first[r] = a;
+        count[r] = b - a;
+        cuk[r + 1] = cuk[r] + (int32_t)(b - a);
+    }
+    w->batch.cu_seqlens_k = &w->cuk.t;
+    w->batch.cu_seqlens_k_host = cuk;
+    w->batch.num_k_tokens = (uint32_t)cuk[w->num_reqs];
+    w->batch.ragged_keys = pass < 0 ? AH_RAGGED_KEYS_BOTTOM_RIGHT : AH_RAGGED_KEYS_CONTEXT;
+    return to_device(w, &w->cuk, w->cuk.bytes);
+}
+
+/* A ragged step's layout: each request's rows in rkf / rvf, the number of
+ * context steps, the new tokens' keys in the batch. */
+static int ragged_plan(workload *w)
+{
+    if (!w->krow0) return wl_fail(w, "a ragged step, but no layer runs a ragged prefill form");
+    const int32_t *qsl = w->qsl.host, *sl = w->seqlens.host;
+    uint32_t max_ctx = 0;
+    w->krow0[0] = 0;
+    for (uint32_t r = 0; r < w->num_reqs; r++) {
+        const uint32_t ctx = (uint32_t)(sl[r] - (qsl[r + 1] - qsl[r]));
+        w->krow0[r + 1] = w->krow0[r] + (uint32_t)sl[r];
+        if (ctx > max_ctx) max_ctx = ctx;
+    }
+    w->n_ctx = !max_ctx ? 0 : w->ctx_chunk ? (max_ctx + w->ctx_chunk - 1) / w->ctx_chunk : 1;
+    uint32_t *a = calloc(2 * (size_t)w->num_reqs, sizeof *a);
+    if (!a) return wl_fail(w, "out of host memory");
+    int rc = ragged_keys(w, -1, a, a + w->num_reqs);
+    free(a);
+    return rc;
+}
+
 int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
 {
     int32_t *qsl = w->qsl.host, *sl = w->seqlens.host, *el = w->encl.host;
@@ -573,8 +741,10 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
     for (uint32_t l = 0; l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l];
         if (!L->dev) continue; /* not attention */
-        ah_mirror *rows[] = {&L->q, &L->k, &L->v, &L->out, &L->lse};
-        for (int i = 0; i < 5; i++)
+        ah_mirror *rows[] = {&L->q,       &L->k,       &L->v,       &L->out,
+                             &L->lse,     &L->rq,      &L->rout[0], &L->rout[1],
+                             &L->rout[2], &L->rlse[0], &L->rlse[1], &L->rlse[2]};
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
             if (rows[i]->t.data) rows[i]->shape[0] = T;
     }
     /* group 0 in the batch's own fields; with several groups, every group
@@ -606,9 +776,16 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
                           .num_kv_groups = w->n_groups > 1 ? w->n_groups : 0,
                           .kv_groups = w->n_groups > 1 ? w->kvg : NULL};
     w->enc_pass = encoder_pass;
+    if (w->ragged_step && !encoder_pass && ragged_plan(w)) return -1;
     if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, ah_device_stream(w->meta_dev)) != AH_OK)
         return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     return 0;
+}
+
+/* 1 when layer l runs its ragged form in the planned step. */
+static int ragged_now(const workload *w, const wl_layer *L)
+{
+    return L->ragged && w->ragged_step && !w->enc_pass;
 }
 
 int wl_fill(workload *w, uint32_t l)
@@ -617,13 +794,22 @@ int wl_fill(workload *w, uint32_t l)
     if (!L->dev) return 0;
     const ah_layer_spec *s = &L->spec;
     uint32_t T = w->batch.num_tokens;
-    ah_mirror *fresh[] = {&L->q, &L->k, &L->v};
-    for (int i = 0; i < 3; i++) {
-        if (!fresh[i]->t.data) continue;     /* MLA: no value */
-        if (i == 0 && w->enc_pass) continue; /* the encoder pass only stores K/V */
+    const int ragged = ragged_now(w, L);
+    /* the encoder pass only stores K/V; a ragged step stores the paged
+     * form's K/V (MLA's latent) but attends with the ragged form's q */
+    ah_mirror *fresh[] = {&L->q, &L->k, &L->v, ragged ? &L->rq : NULL};
+    for (int i = 0; i < 4; i++) {
+        if (!fresh[i] || !fresh[i]->t.data) continue; /* MLA: no value */
+        if (i == 0 && (w->enc_pass || ragged)) continue;
         size_t n = (size_t)T * fresh[i]->shape[1] * fresh[i]->shape[2];
         wl_fill_random(&w->rng, fresh[i]->host, n, s->q_dtype);
         if (to_device(w, fresh[i], n * ah_dtype_size(s->q_dtype))) return -1;
+    }
+    if (ragged) { /* the step's whole K/V, per request its context then new rows */
+        const ah_layer_spec *r = &L->rspec;
+        const size_t rows = w->krow0[w->num_reqs];
+        wl_fill_random(&w->rng, w->rkf, rows * r->num_kv_heads * r->qk_head_size, r->q_dtype);
+        wl_fill_random(&w->rng, w->rvf, rows * r->num_kv_heads * r->v_head_size, r->q_dtype);
     }
     return 0;
 }
@@ -636,10 +822,89 @@ int wl_step(workload *w, const uint32_t *query_lens)
     return 0;
 }
 
+/* Plan pass `pass` of the ragged step (see ragged_keys) and put its keys
+ * and values, gathered from rkf / rvf, into layer l's rk / rv. */
+static int ragged_pass(workload *w, uint32_t l, int64_t pass)
+{
+    wl_layer *L = &w->layers[l];
+    const ah_layer_spec *r = &L->rspec;
+    uint32_t *a = calloc(2 * (size_t)w->num_reqs, sizeof *a);
+    if (!a) return wl_fail(w, "out of host memory");
+    uint32_t *n = a + w->num_reqs;
+    if (ragged_keys(w, pass, a, n)) {
+        free(a);
+        return -1;
+    }
+    const size_t es = ah_dtype_size(r->q_dtype),
+                 kb = (size_t)r->num_kv_heads * r->qk_head_size * es,
+                 vb = (size_t)r->num_kv_heads * r->v_head_size * es;
+    size_t dst = 0;
+    for (uint32_t q = 0; q < w->num_reqs; q++) {
+        const size_t src = (size_t)w->krow0[q] + a[q];
+        memcpy((char *)L->rk.host + dst * kb, (const char *)w->rkf + src * kb, n[q] * kb);
+        memcpy((char *)L->rv.host + dst * vb, (const char *)w->rvf + src * vb, n[q] * vb);
+        dst += n[q];
+    }
+    free(a);
+    L->rk.shape[0] = L->rv.shape[0] = (int64_t)dst;
+    if (to_device(w, &L->rk, dst * kb) || to_device(w, &L->rv, dst * vb)) return -1;
+    if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, ah_device_stream(w->meta_dev)) == AH_OK)
+        return 0;
+    if (pass < 0)
+        return wl_fail(w, "layer %u: the new tokens' ragged step: %s", l, ah_binding_errmsg(w->b));
+    return wl_fail(w, "layer %u: context step %lld: %s", l, (long long)pass,
+                   ah_binding_errmsg(w->b));
+}
+
+/* The planned ragged pass of layer l into rout[slot] and rlse[slot]. */
+static int ragged_forward(workload *w, uint32_t l, uint32_t slot, const ah_mirror *sinks)
+{
+    wl_layer *L = &w->layers[l];
+    ah_forward_args a = {.struct_size = sizeof a,
+                         .q = &L->rq.t,
+                         .key = &L->rk.t,
+                         .value = &L->rv.t,
+                         .out = &L->rout[slot].t,
+                         .lse = &L->rlse[slot].t,
+                         .sinks = L->rspec.use_sinks ? &sinks->t : NULL,
+                         .alibi_slopes = L->rspec.use_alibi ? &L->alibi.t : NULL,
+                         .stream = ah_device_stream(L->dev)};
+    if (ah_binding_forward(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
+    return 0;
+}
+
+/* Layer l's ragged prefill (see the top of workload.h): plans each pass
+ * again, since the step's buffers hold one layer's activations. */
+static int forward_ragged(workload *w, uint32_t l, int store_kv)
+{
+    wl_layer *L = &w->layers[l];
+    void *stream = ah_device_stream(L->dev);
+    const ah_kv_write_args kw = kv_write_args(L);
+    if (ragged_pass(w, l, -1)) return -1;
+    if (store_kv && ah_binding_write_kv(w->b, l, &kw) != AH_OK)
+        return wl_fail(w, "%s", ah_binding_errmsg(w->b));
+    if (ragged_forward(w, l, 0, &L->sinks)) return -1;
+    /* context steps: partial results into rout[1], merged with the running
+     * one; every part but the first attends without the sink */
+    uint32_t cur = 0;
+    for (uint32_t c = 0; c < w->n_ctx; c++) {
+        const uint32_t next = 2 - cur;
+        if (ragged_pass(w, l, c) || ragged_forward(w, l, 1, &L->nosinks)) return -1;
+        ah_merge_args m = {sizeof m,      &L->rout[cur].t,  &L->rlse[cur].t,  &L->rout[1].t,
+                           &L->rlse[1].t, &L->rout[next].t, &L->rlse[next].t, stream};
+        if (ah_binding_merge_states(w->b, l, &m) != AH_OK)
+            return wl_fail(w, "layer %u: %s", l, ah_binding_errmsg(w->b));
+        cur = next;
+    }
+    L->rfinal = cur;
+    return 0;
+}
+
 int wl_forward(workload *w, uint32_t l, int store_kv)
 {
     wl_layer *L = &w->layers[l];
     if (!L->dev) return 0; /* not attention */
+    if (ragged_now(w, L)) return forward_ragged(w, l, store_kv);
     int mla = L->spec.use_mla, kv = L->role == WL_CACHELESS || (L->role == WL_SELF && store_kv);
     int cache = L->role != WL_CACHELESS;
     ah_forward_args a = {.struct_size = sizeof a,
@@ -669,21 +934,7 @@ int wl_forward(workload *w, uint32_t l, int store_kv)
 int wl_write_cross(workload *w, uint32_t l)
 {
     wl_layer *L = &w->layers[l];
-    const ah_layer_spec *s = &L->spec;
-    int mla = s->use_mla;
-    ah_kv_write_args a = {.struct_size = sizeof a,
-                          .key = &L->k.t,
-                          .value = mla ? NULL : &L->v.t,
-                          .key_cache = &L->kcache.t,
-                          .value_cache = mla ? NULL : &L->vcache.t,
-                          .stream = ah_device_stream(L->dev)};
-    if (ah_spec_kv_scales(s) == AH_KV_SCALES_HOST) {
-        a.k_scale = L->k_scale;
-        a.v_scale = L->v_scale;
-    } else {
-        a.k_scale_tensor = &L->ksc.t;
-        a.v_scale_tensor = mla ? NULL : &L->vsc.t;
-    }
+    const ah_kv_write_args a = kv_write_args(L);
     if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     ah_error err;
     if (ref_write_kv(w, L, &err) != AH_OK)
@@ -746,10 +997,46 @@ typedef struct ref_job {
     pthread_mutex_t mu;
 } ref_job;
 
+/* A ragged layer's piece: rows [a, b) of request r over its context and
+ * new keys up to row b (bottom-right), one causal pass. */
+static ah_status ref_piece_ragged(ref_job *j, const ref_piece *p, ah_error *err)
+{
+    const workload *w = j->w;
+    const wl_layer *L = j->L;
+    const ah_layer_spec *s = &L->rspec;
+    const ah_batch *b = &w->batch;
+    const int32_t t0 = b->query_start_loc_host[p->r], q = b->query_start_loc_host[p->r + 1] - t0;
+    const int32_t ctx = b->seq_lens_host[p->r] - q;
+    int32_t qsl[2] = {0, (int32_t)(p->b - p->a)}, cuk[2] = {0, ctx + (int32_t)p->b};
+    ah_batch pb = {.struct_size = sizeof pb,
+                   .num_reqs = 1,
+                   .num_tokens = p->b - p->a,
+                   .max_query_len = p->b - p->a,
+                   .max_seq_len = (uint32_t)cuk[1],
+                   .query_start_loc_host = qsl,
+                   .cu_seqlens_k_host = cuk,
+                   .num_k_tokens = (uint32_t)cuk[1]};
+    const size_t es = ah_dtype_size(s->q_dtype), row = (size_t)t0 + p->a;
+    const size_t qe = (size_t)s->num_q_heads * s->qk_head_size,
+                 oe = (size_t)s->num_q_heads * s->v_head_size;
+    const size_t ke = (size_t)s->num_kv_heads * s->qk_head_size,
+                 ve = (size_t)s->num_kv_heads * s->v_head_size;
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = s,
+                        .batch = &pb,
+                        .q = (const char *)L->rq.host + row * qe * es,
+                        .sinks = s->use_sinks ? L->sinks.host : NULL,
+                        .alibi_slopes = s->use_alibi ? L->alibi.host : NULL,
+                        .key = (const char *)w->rkf + (size_t)w->krow0[p->r] * ke * es,
+                        .value = (const char *)w->rvf + (size_t)w->krow0[p->r] * ve * es};
+    return ah_reference_attention(&in, w->ref + row * oe, NULL, err);
+}
+
 static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
 {
     const workload *w = j->w;
     const wl_layer *L = j->L;
+    if (ragged_now(w, L)) return ref_piece_ragged(j, p, err);
     const ah_layer_spec *s = &L->spec;
     const ah_batch *b = &w->batch;
     int32_t t0 = b->query_start_loc_host[p->r], q = b->query_start_loc_host[p->r + 1] - t0;
@@ -869,18 +1156,20 @@ int wl_check_layer(workload *w, uint32_t l, int store_kv, double *rel)
     wl_layer *L = &w->layers[l];
     *rel = 0;
     if (!L->dev) return 0; /* not attention */
-    const ah_layer_spec *s = &L->spec;
+    const int ragged = ragged_now(w, L);
+    const ah_layer_spec *s = ragged ? &L->rspec : &L->spec;
+    ah_mirror *out = ragged ? &L->rout[L->rfinal] : &L->out;
     uint32_t T = w->batch.num_tokens;
     ah_error err;
     if (L->role == WL_SELF && store_kv && ref_write_kv(w, L, &err) != AH_OK)
         return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
     size_t n = (size_t)T * s->num_q_heads * s->v_head_size;
     if (n > w->ref_cap) return wl_fail(w, "layer %u: %zu outputs, room for %zu", l, n, w->ref_cap);
-    if (to_host(w, &L->out, n * ah_dtype_size(s->q_dtype))) return -1;
+    if (to_host(w, out, n * ah_dtype_size(s->q_dtype))) return -1;
     if (reference(w, l)) return -1;
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
-        double got = ah_load_f32(L->out.host, i, s->q_dtype), d = got - w->ref[i];
+        double got = ah_load_f32(out->host, i, s->q_dtype), d = got - w->ref[i];
         num += d * d;
         den += w->ref[i] * w->ref[i];
     }

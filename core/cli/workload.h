@@ -19,6 +19,16 @@
  * Activations (q, k, v, out, lse) are one set of buffers per device shared
  * by every layer: a layer's data is made, run and checked before the next
  * layer's, so memory holds the KV caches and one layer's activations.
+ *
+ * Ragged prefill (ABI 2.3): a workload made with ragged set runs, on a
+ * step planned with ragged_step, each layer whose ragged prefill form is
+ * bound as vLLM's MLA prefill does: the new tokens' latent (or K/V) into
+ * the paged cache with write_kv, the form over the new tokens' own packed
+ * K/V (bottom-right), then over each chunk of the cached context (a context
+ * step, ragged_keys = context), merged by LSE with merge_states. The
+ * oracle checks the merged output against one causal pass over context and
+ * new tokens together. The form's K/V are random, as every input here: an
+ * engine would decompress them from the latent.
  */
 #ifndef AH_CLI_WORKLOAD_H
 #define AH_CLI_WORKLOAD_H
@@ -43,6 +53,13 @@ typedef struct wl_layer {
                                 head h's are 1 + h / 4 times these */
     float q_scale;           /* the query scale of a layer with one, else 0 */
     ah_mirror ksc, vsc, qsc; /* the scale tensors of kv_scales tensor / per_head */
+    /* ragged prefill (ABI 2.3): the form's spec and its views */
+    int ragged; /* the form is bound and the workload runs it */
+    ah_layer_spec rspec;
+    ah_mirror rq, rk, rv;       /* q; one pass's packed keys and values */
+    ah_mirror rout[3], rlse[3]; /* the running, partial and merged results */
+    uint32_t rfinal;            /* which of rout holds the step's output */
+    ah_mirror nosinks;          /* [Hq] of -inf: the context passes' sinks */
 } wl_layer;
 
 /* One KV-cache group's paging (vLLM's per-group block table): its own
@@ -65,9 +82,24 @@ typedef struct wl_group {
 } wl_group;
 
 #define WL_MAX_DEVS 8
+/* A device's shared buffers: the paged form's activations, then the
+ * ragged form's (q, keys, values, three outputs, three LSEs). */
+enum {
+    WL_Q,
+    WL_K,
+    WL_V,
+    WL_OUT,
+    WL_LSE,
+    WL_RQ,
+    WL_RK,
+    WL_RV,
+    WL_ROUT,
+    WL_RLSE = WL_ROUT + 3,
+    WL_BUFS = WL_RLSE + 3
+};
 typedef struct wl_arena {
     ah_device *dev;
-    ah_mirror m[5]; /* q, k, v, out, lse */
+    ah_mirror m[WL_BUFS];
 } wl_arena;
 
 typedef struct workload {
@@ -93,7 +125,15 @@ typedef struct workload {
     ah_mirror qsl, seqlens, encl;
     wl_arena arenas[WL_MAX_DEVS];
     uint32_t n_arenas;
-    double *ref; /* the oracle's output for one layer */
+    /* ragged prefill (ABI 2.3) */
+    int ragged_step;    /* wl_plan makes ragged steps (layers with a form run it) */
+    uint32_t ctx_chunk; /* context keys per context step; 0: the whole context */
+    uint32_t n_ctx;     /* the planned step's context steps */
+    uint32_t max_keys;  /* key rows a step may have (the requests' capacities) */
+    uint32_t *krow0;    /* request r's first row in rkf / rvf */
+    void *rkf, *rvf;    /* host: each request's context then new K/V, the form's */
+    ah_mirror cuk;      /* cu_seqlens_k of the pass planned last */
+    double *ref;        /* the oracle's output for one layer */
     size_t ref_cap;
     uint32_t threads; /* oracle threads */
     uint64_t rng;
@@ -105,10 +145,18 @@ typedef struct workload {
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed);
 /* The same where request r's sequences (encoder tokens included) never pass
- * req_max[r] tokens: the cache holds each request's own blocks. */
+ * req_max[r] tokens: the cache holds each request's own blocks. ragged: set
+ * up the layers whose ragged prefill form is bound to run it (the buffers of
+ * wl_ragged_ready's steps). */
 int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
                     uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
-                    const uint32_t *req_max, uint64_t seed);
+                    const uint32_t *req_max, int ragged, uint64_t seed);
+/* Ragged prefill in a selection: the number of self layers keep[] marks
+ * (NULL: all) with a ragged prefill form, and (when one of them is unbound)
+ * *unbound its layer and why[] the reason; -1 in *unbound when every form
+ * is bound. */
+uint32_t wl_ragged_forms(const ah_selection *sel, const uint8_t *keep, int64_t *unbound, char *why,
+                         size_t cap);
 void wl_destroy(workload *w);
 
 /* What a workload of these sizes will allocate, in bytes of host memory
@@ -120,10 +168,12 @@ typedef struct wl_mem {
     uint64_t kv, act, oracle, other;
 } wl_mem;
 void wl_estimate(ah_host *h, const ah_selection *sel, uint32_t num_reqs, uint32_t max_seq_len,
-                 uint32_t max_tokens, const uint32_t *req_max, wl_mem *out);
+                 uint32_t max_tokens, const uint32_t *req_max, int ragged, wl_mem *out);
 
 /* Plan a step where request r gets query_lens[r] new tokens after its
- * context (cacheless layers: its whole sequence). With encoder_pass the
+ * context (cacheless layers: its whole sequence); with ragged_step set, a
+ * ragged step whose ragged forms run as the top of this file says. With
+ * encoder_pass the
  * batch is the encoder pass: request r's query_lens[r] = enc_lens[r]
  * encoder tokens at positions 0.., whose K/V wl_write_cross stores into the
  * cross layers' caches. */

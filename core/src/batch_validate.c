@@ -42,9 +42,11 @@
  *    token sees its own position), so the slot check stays as it was.
  *  - Ragged layers (ragged_kv, ABI 2.3) read no cache either: their keys
  *    come from cu_seqlens_k, checked here (starts at 0, monotonic, ends at
- *    num_k_tokens; a real request has k_len >= 1, and >= query_len when
- *    causal, since its first query sees keys 0 .. k_len - query_len; a
- *    padded one has none; max_seq_len bounds k_len). seq_lens belong to the
+ *    num_k_tokens; a padded request has none; max_seq_len bounds k_len),
+ *    with ragged_keys: bottom_right, a real request has k_len >= 1, and >=
+ *    query_len when causal, since its first query sees keys 0 .. k_len -
+ *    query_len; context, every key precedes the queries, so any k_len >= 0
+ *    stands (a request without context in this chunk). seq_lens belong to the
  *    paged form, validated with its own spec, so they are not read here;
  *    nor is a tree mask taken (it covers cache positions).
  *  - limits may be NULL (the reference oracle checks structure only).
@@ -253,13 +255,23 @@ static ah_status check_ragged(const ah_batch *b, const ah_layer_spec *spec, cons
     if (ah_batch_custom_mask(b))
         return fail(err, "custom_mask is set, but a ragged layer takes no tree mask (a mask "
                          "covers the paged cache's positions)");
+    const uint32_t place = ah_batch_ragged_keys(b);
+    if (place >= AH_RAGGED_KEYS_COUNT)
+        return fail(err,
+                    "ragged_keys = %" PRIu32 " is unknown (0: bottom_right, the queries at the "
+                    "last key positions; 1: context, every key before every query)",
+                    place);
     if (ck[0] != 0) return fail(err, "cu_seqlens_k[0] = %" PRId32 ", expected 0", ck[0]);
-    const int causal = ah_spec_causal(spec);
+    /* context keys all precede the queries: none needed, all visible */
+    const int context = place == AH_RAGGED_KEYS_CONTEXT;
+    const int causal = ah_spec_causal(spec) && !context;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         const int64_t q = (int64_t)qsl[r + 1] - qsl[r], k = (int64_t)ck[r + 1] - ck[r];
         const char *why = k < 0         ? "(must be >= 0)"
                           : q == 0 && k ? "for a padded request (query_len 0), which owns no keys"
-                          : q > 0 && k == 0 ? "(a real request needs at least one key)"
+                          : q > 0 && k == 0 && !context
+                              ? "(a real request needs at least one key, except in a context "
+                                "step: ragged_keys = context)"
                           : causal && k < q
                               ? "below its query_len: on a causal layer query i sees "
                                 "keys 0 .. k_len - query_len + i, so k_len >= query_len"

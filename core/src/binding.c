@@ -687,8 +687,14 @@ static ah_status choose_step(ah_binding *b, const ah_batch *batch, ah_plan_mode 
         b->gbatch[g].cu_seqlens_k = NULL; /* only ragged forms see the keys' offsets */
         b->gbatch[g].cu_seqlens_k_host = NULL;
         b->gbatch[g].num_k_tokens = 0;
+        b->gbatch[g].ragged_keys = AH_RAGGED_KEYS_BOTTOM_RIGHT;
     }
     const int ragged = ah_batch_cu_seqlens_k(batch) != NULL;
+    if (!ragged && ah_batch_ragged_keys(batch) != AH_RAGGED_KEYS_BOTTOM_RIGHT)
+        return fail(b, AH_ERR_INVALID_ARGUMENT,
+                    "batch: ragged_keys = %u places ragged keys, but cu_seqlens_k is NULL: a "
+                    "context step is a ragged step (give its keys' offsets)",
+                    (unsigned)ah_batch_ragged_keys(batch));
     if (ragged) {
         if (b->ragged_unbound >= 0)
             return fail(b, AH_ERR_UNSUPPORTED,
@@ -711,6 +717,7 @@ static ah_status choose_step(ah_binding *b, const ah_batch *batch, ah_plan_mode 
         b->rbatch.cu_seqlens_k = batch->cu_seqlens_k;
         b->rbatch.cu_seqlens_k_host = batch->cu_seqlens_k_host;
         b->rbatch.num_k_tokens = batch->num_k_tokens;
+        b->rbatch.ragged_keys = ah_batch_ragged_keys(batch);
     }
     for (uint32_t i = 0; ragged && b->validate && i < b->n_rchecks; i++) {
         ah_error err;

@@ -263,10 +263,13 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     const uint32_t hq = sp->num_q_heads, vh = sp->v_head_size;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
-        /* bottom-right: the last query sits at the last key's position */
+        /* bottom-right: the last query sits at the last key's position;
+         * a ragged context step puts the queries after every key */
+        const int context = ah_batch_ragged_keys(b) == AH_RAGGED_KEYS_CONTEXT;
         int64_t first_pos = ah_spec_cacheless(sp) ? 0
-                            : ah_spec_ragged(sp)  ? (int64_t)key_count(in, r) - (t1 - t0)
-                                                  : (int64_t)b->seq_lens_host[r] - (t1 - t0);
+                            : ah_spec_ragged(sp)
+                                ? (int64_t)key_count(in, r) - (context ? 0 : t1 - t0)
+                                : (int64_t)b->seq_lens_host[r] - (t1 - t0);
         for (int32_t t = t0; t < t1; t++)
             for (uint32_t h = 0; h < hq; h++) {
                 double l;

@@ -62,9 +62,9 @@ extern "C" {
  * ABI 2.2 added context parallelism: AH_FEAT_EMPTY_KV and the host-only
  * ah_batch.cp_local_seq_lens.
  * ABI 2.3 added ragged K/V for decoder layers (AH_FEAT_RAGGED_KV,
- * ah_layer_spec.ragged_kv, ah_batch.cu_seqlens_k and num_k_tokens), and FP8
- * scales per KV head and in tensors with the query scale (see "FP8 scales"
- * below ah_layer_spec). */
+ * ah_layer_spec.ragged_kv, ah_batch.cu_seqlens_k, num_k_tokens and
+ * ragged_keys), and FP8 scales per KV head and in tensors with the query
+ * scale (see "FP8 scales" below ah_layer_spec). */
 #define AH_ABI_VERSION_MAJOR 2
 #define AH_ABI_VERSION_MINOR 3
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
@@ -269,7 +269,8 @@ typedef enum ah_feature {
     /* ABI 2.3: ragged K/V */
     AH_FEAT_RAGGED_KV = 1u << 16, /* decoder layers whose spec says ragged_kv:
                                      keys and values come packed in forward's
-                                     key/value by ah_batch.cu_seqlens_k, no
+                                     key/value by ah_batch.cu_seqlens_k, in
+                                     either ah_ragged_keys placement, no
                                      cache (see ah_layer_spec.ragged_kv) */
     /* ABI 2.3: FP8 scales (see "FP8 scales" below ah_layer_spec) */
     AH_FEAT_KV_SCALE_PER_HEAD = 1u << 17, /* kv_scales = PER_HEAD: one K and one V
@@ -465,13 +466,14 @@ typedef struct ah_layer_spec {
      * qk_head] and value [Tk, Hk, v_head] in the query dtype, request r's
      * keys being rows [cu_seqlens_k[r], cu_seqlens_k[r+1]) (see
      * ah_batch.cu_seqlens_k; Tk = ah_batch.num_k_tokens, which may differ
-     * from num_tokens). With k_len keys and q_len queries, query i sits at
-     * position k_len - q_len + i (bottom-right): causal, it sees keys 0 ..
-     * k_len - q_len + i; with causal = OFF every key (a chunk of context
-     * the engine decompressed, whose partial result it merges by LSE with
-     * merge_states). Windows, soft-cap, sinks, ALiBi and LSE apply as on
-     * the cache, at those positions. Nothing is read from or written to a
-     * cache: block_size, kv_dtype and kv_layout mean nothing here (kv_dtype
+     * from num_tokens). Keys sit at positions 0 .. k_len - 1, and the
+     * step's ragged_keys (see ah_batch) places query i of q_len: at k_len -
+     * q_len + i (bottom-right, the default), or at k_len + i (a chunk of
+     * context the engine decompressed, every key before every query).
+     * Causal, a query at p sees keys j <= p; with causal = OFF every key.
+     * Windows, soft-cap, sinks, ALiBi and LSE apply as on the cache, at
+     * those positions. Nothing is read from or written to a cache:
+     * block_size, kv_dtype and kv_layout mean nothing here (kv_dtype
      * is the query dtype), and such a layer never takes write_kv. Needs
      * AH_FEAT_RAGGED_KV. The host makes these specs: a model layer's
      * ragged prefill form (MLA's non-absorbed prefill, qk 192 / v 128,
@@ -881,20 +883,23 @@ typedef struct ah_batch {
      * int32, tensor and host copy, cu_seqlens_k[0] = 0, monotonic, ending
      * at num_k_tokens): request r's keys and values are rows
      * [cu_seqlens_k[r], cu_seqlens_k[r+1]) of forward's key and value, k_len
-     * = the difference, beside query_start_loc for the queries. A real
-     * request has k_len >= 1, and k_len >= its query_len on a causal
-     * layer; a padded one (query_len 0) has k_len 0. max_seq_len bounds
-     * every k_len too. NULL (or a struct_size that does not cover them): no
-     * ragged keys. Set, the step is a ragged step: each layer with a
-     * ragged prefill form runs that form (ah_layer_spec.ragged_kv) on the
-     * whole batch, the others their prefill winner as usual; the paging
-     * fields still describe the paged cache, which write_kv fills (MLA's
-     * latent, for the decode steps that follow). Plugins see these fields
-     * only in a ragged form's plan: every other state's batch has them
-     * zero. */
+     * = the difference, beside query_start_loc for the queries, which
+     * ragged_keys places after them (see ah_ragged_keys, which says what
+     * k_len a real request needs); a padded one (query_len 0) has k_len 0.
+     * max_seq_len bounds every k_len too. NULL (or a struct_size that does
+     * not cover them): no ragged keys. Set, the step is a ragged step: each
+     * layer with a ragged prefill form runs that form (ah_layer_spec.
+     * ragged_kv) on the whole batch, the others their prefill winner as
+     * usual; the paging fields still describe the paged cache, which
+     * write_kv fills (MLA's latent, for the decode steps that follow).
+     * Plugins see these fields and ragged_keys only in a ragged form's
+     * plan: every other state's batch has them zero. */
     const DLTensor *cu_seqlens_k;
     const int32_t *cu_seqlens_k_host;
     uint32_t num_k_tokens; /* Tk: cu_seqlens_k[num_reqs], the key tensor's rows */
+    /* ABI 2.3: ragged K/V. An ah_ragged_keys: where a ragged step's queries
+     * sit after its keys (read it through ah_batch_ragged_keys). */
+    uint32_t ragged_keys;
 } ah_batch;
 
 /* The 2.1 fields of a batch, NULL when its struct_size does not cover them. */
@@ -923,6 +928,38 @@ static inline const int32_t *ah_batch_cu_seqlens_k(const ah_batch *b)
     return b->struct_size >= offsetof(ah_batch, num_k_tokens) + sizeof(uint32_t)
                ? b->cu_seqlens_k_host
                : NULL;
+}
+/* ABI 2.3: where a ragged step's keys lie relative to its queries
+ * (ah_batch.ragged_keys). With k_len keys at positions 0 .. k_len - 1 and
+ * q_len queries:
+ *   BOTTOM_RIGHT  query i at k_len - q_len + i: the keys are the request's
+ *                 sequence up to its last query (context, then the new
+ *                 tokens), so a causal query sees keys 0 .. k_len - q_len
+ *                 + i. A real request has k_len >= 1, and k_len >= q_len
+ *                 on a causal layer.
+ *   CONTEXT       query i at k_len + i: the keys are cached context that
+ *                 precedes every query (vLLM's MLA context chunk), so every
+ *                 key is visible, causal or not; a real request may have
+ *                 k_len 0 (no context in this chunk: output 0, lse -inf,
+ *                 which merge_states treats as empty). A window, and
+ *                 ALiBi's distance, see these positions, so they hold for
+ *                 a chunk that ends right before the queries (the whole
+ *                 context, or its last chunk); chunks further back are
+ *                 exact only on layers without them. With sinks, every
+ *                 partial result counts the sink: an engine that merges
+ *                 parts passes sinks of -inf to all but one of them. */
+typedef enum ah_ragged_keys {
+    AH_RAGGED_KEYS_BOTTOM_RIGHT = 0,
+    AH_RAGGED_KEYS_CONTEXT = 1,
+    AH_RAGGED_KEYS_COUNT
+} ah_ragged_keys;
+/* The batch's ragged_keys: BOTTOM_RIGHT when its struct_size does not
+ * cover the field. */
+static inline uint32_t ah_batch_ragged_keys(const ah_batch *b)
+{
+    return b->struct_size >= offsetof(ah_batch, ragged_keys) + sizeof(uint32_t)
+               ? b->ragged_keys
+               : (uint32_t)AH_RAGGED_KEYS_BOTTOM_RIGHT;
 }
 /* The batch's KV-cache group count as the host reads it: 0 when its
  * struct_size does not cover kv_groups. */

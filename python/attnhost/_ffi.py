@@ -235,6 +235,7 @@ class ah_batch(Structure):
         ("cu_seqlens_k", c_void_p),  # const DLTensor *
         ("cu_seqlens_k_host", c_void_p),  # const int32_t *
         ("num_k_tokens", c_uint32),
+        ("ragged_keys", c_uint32),  # ah_ragged_keys
     ]
 
 

@@ -288,7 +288,8 @@ class BatchBuilder(Handle):
               block_ids: Any, common_prefix_len: int = 0,
               cp_local_seq_lens: Union[None, bool, Sequence[int]] = None,
               release_blocks: bool = False,
-              key_lens: Optional[Sequence[int]] = None) -> Batch:
+              key_lens: Optional[Sequence[int]] = None,
+              context_keys: bool = False) -> Batch:
         """The batch of requests r = 0..n-1 with query_lens[r] new tokens
         after context_lens[r] cached ones, whose KV lives in the blocks
         block_ids[r] (the request's logical block i is block_ids[r][i]).
@@ -317,7 +318,11 @@ class BatchBuilder(Handle):
         each layer with a ragged prefill form runs it; the paging above
         still describes the paged cache that write_kv fills. On a causal
         layer key_lens[r] >= query_lens[r] (the queries sit at the last
-        key positions). None: an ordinary paged step.
+        key positions). None: an ordinary paged step. context_keys makes
+        it a context step (ah_batch.ragged_keys = context): the keys are a
+        chunk of cached context before every query, all visible, and a
+        request may have none (key_lens[r] = 0); its partial output and
+        LSE are merged with merge_states.
 
         Returns this builder's :class:`Batch` (the same object every step).
         Raises :class:`InvalidArgumentError` naming the field, request and
@@ -377,8 +382,8 @@ class BatchBuilder(Handle):
 
         b = self._batch
         c = b.c
-        n_keys = self._ragged_keys(key_lens, n, c)
-        if n_keys:
+        self._ragged_keys(key_lens, context_keys, n, c)
+        if key_lens is not None:
             max_seq = max(max_seq, int(np.asarray(key_lens).max()))
         b._cp_given = given is not None
         c.cp_local_seq_lens = self._tensors[4].ptr if b._cp_given else None
@@ -399,24 +404,30 @@ class BatchBuilder(Handle):
             t[4 + 2 * g].shape[0] = T
         t[-1].shape[0] = n + 1
         if self._dev is not None:
-            self._upload(n, T, b._cp_given, n_keys > 0)
+            self._upload(n, T, b._cp_given, key_lens is not None)
         return b
 
-    def _ragged_keys(self, key_lens: Optional[Sequence[int]], n: int, c: Any) -> int:
-        """cu_seqlens_k from key_lens into the batch (cleared for None);
-        the number of key rows (0 for None)."""
+    def _ragged_keys(self, key_lens: Optional[Sequence[int]], context_keys: bool, n: int,
+                     c: Any) -> None:
+        """cu_seqlens_k from key_lens and ragged_keys into the batch
+        (cleared for None)."""
         import numpy as np
 
         if key_lens is None:
+            if context_keys:
+                raise _bad("context_keys without key_lens: a context step is a ragged step")
             c.cu_seqlens_k = c.cu_seqlens_k_host = None
-            c.num_k_tokens = 0
-            return 0
+            c.num_k_tokens = c.ragged_keys = 0
+            return
         k = np.asarray(key_lens, dtype=np.int64)
         if k.shape != (n,):
             raise _bad(f"key_lens has shape {k.shape}: expected one key count per request ({n})")
-        if k.min() < 1:
+        least = 0 if context_keys else 1
+        if k.min() < least:
             r = int(np.argmin(k))
-            raise _bad(f"key_lens[{r}] = {int(k[r])}: a request needs at least one key")
+            raise _bad(f"key_lens[{r}] = {int(k[r])}: must be >= {least}"
+                       + ("" if context_keys else " (a request needs a key, except in a context "
+                          "step: context_keys=True)"))
         if k.max() > self.max_seq_len:
             r = int(np.argmax(k))
             raise _bad(f"key_lens[{r}] = {int(k[r])} exceeds max_seq_len = {self.max_seq_len}")
@@ -425,7 +436,7 @@ class BatchBuilder(Handle):
         c.cu_seqlens_k = self._tensors[-1].ptr
         c.cu_seqlens_k_host = self._cuk.ctypes.data
         c.num_k_tokens = int(self._cuk[n])
-        return c.num_k_tokens
+        c.ragged_keys = 1 if context_keys else 0  # AH_RAGGED_KEYS_CONTEXT
 
     def _page(self, g: int, block_ids: Any, n: int, T: int, seq: Any, first_pos: Any,
               held: Any, r_of_t: Any, pos: Any, release: bool) -> None:

@@ -22,19 +22,24 @@ ragged_prefill = true
 """
 
 
-def reference(q, k, v, qlens, klens, scale):
+def reference(q, k, v, qlens, klens, scale, context=False):
+    """Output and LSE; context: every key precedes the queries (all seen)."""
     out = np.zeros((q.shape[0], q.shape[1], v.shape[2]))
+    lse = np.full((q.shape[0], q.shape[1]), -np.inf)
     group = q.shape[1] // k.shape[1]
     t0 = k0 = 0
     for ql, kl in zip(qlens, klens):
         for i in range(ql):
-            last = kl - ql + i  # the query's position: it sees keys 0..last
+            last = kl - 1 if context else kl - ql + i  # it sees keys 0..last
             for h in range(q.shape[1]):
+                if last < 0:
+                    continue
                 s = scale * (k[k0: k0 + last + 1, h // group] @ q[t0 + i, h].astype(np.float64))
                 p = np.exp(s - s.max())
                 out[t0 + i, h] = p @ v[k0: k0 + last + 1, h // group] / p.sum()
+                lse[t0 + i, h] = s.max() + np.log(p.sum())
         t0, k0 = t0 + ql, k0 + kl
-    return out
+    return out, lse
 
 
 def test_ragged_step(host, cpu_amx):
@@ -55,10 +60,57 @@ def test_ragged_step(host, cpu_amx):
     v = rng.uniform(-1, 1, (Tk, 2, 32)).astype(np.float32)
     out = np.full((T, 4, 32), np.nan, np.float32)
     b.forward(0, q, k, v, None, None, out)
-    want = reference(q, k, v, qlens, klens, 1 / np.sqrt(32))
+    want, _ = reference(q, k, v, qlens, klens, 1 / np.sqrt(32))
     assert np.abs(out - want).max() < 1e-4
     # too few keys for a causal request: refused naming the field
     with pytest.raises(attnhost.AttnhostError, match=r"cu_seqlens_k\[2\]"):
         b.plan(builder.build(qlens, ctx, blocks, key_lens=[5, 1, 21]))
     # a paged step again: no keys' offsets
     assert builder.build(qlens, ctx, blocks).cu_seqlens_k is None
+
+
+def test_context_step_merged(host, cpu_amx):
+    """vLLM's MLA chunked prefill in one binding: the new tokens causally
+    over their own keys, then a context step (context_keys=True, one
+    request without context) whose partial result, merged by LSE, equals
+    the causal pass over context and new tokens together."""
+    model = attnhost.Model.from_text(MODEL)
+    sel = host.select(model, force="cpu_amx")
+    b = attnhost.Binding(host, sel, max_num_reqs=4, max_num_tokens=32, max_blocks_per_req=4,
+                         max_seq_len=48, num_blocks=16)
+    builder = attnhost.BatchBuilder(b)
+    qlens, ctx = [5, 2, 3], [0, 9, 20]
+    blocks = np.arange(12, dtype=np.int32).reshape(3, 4)
+    rng = np.random.default_rng(5)
+    T, Tc = sum(qlens), sum(ctx)
+    q = rng.uniform(-2, 2, (T, 4, 32)).astype(np.float32)
+    kn, vn = (rng.uniform(-1, 1, (T, 2, 32)).astype(np.float32) for _ in range(2))
+    kc, vc = (rng.uniform(-1, 1, (Tc, 2, 32)).astype(np.float32) for _ in range(2))
+    scale = 1 / np.sqrt(32)
+    outs, lses = [], []
+    for keys, vals, lens, context in ((kn, vn, qlens, False), (kc, vc, ctx, True)):
+        batch = builder.build(qlens, ctx, blocks, key_lens=lens, context_keys=context)
+        b.plan(batch)
+        out = np.full((T, 4, 32), np.nan, np.float32)
+        lse = np.full((T, 4), np.nan, np.float32)
+        b.forward(0, q, keys, vals, None, None, out, lse)
+        want, want_lse = reference(q, keys, vals, qlens, lens, scale, context)
+        assert np.abs(out - want).max() < 1e-4
+        assert np.allclose(lse, want_lse, atol=1e-4)  # -inf where a request has no context
+        outs.append(out)
+        lses.append(lse)
+    # the engine's LSE merge (a request without context keeps its own pass)
+    m = np.maximum(lses[0], lses[1])
+    wa, wb = np.exp(lses[0] - m), np.exp(lses[1] - m)
+    merged = (wa[..., None] * outs[0] + wb[..., None] * outs[1]) / (wa + wb)[..., None]
+    # one causal pass over each request's context followed by its new tokens
+    kf, vf, t0, c0 = [], [], 0, 0
+    for ql, cl in zip(qlens, ctx):
+        kf += [kc[c0: c0 + cl], kn[t0: t0 + ql]]
+        vf += [vc[c0: c0 + cl], vn[t0: t0 + ql]]
+        t0, c0 = t0 + ql, c0 + cl
+    whole, _ = reference(q, np.concatenate(kf), np.concatenate(vf), qlens,
+                         [a + c for a, c in zip(qlens, ctx)], scale)
+    assert np.abs(merged - whole).max() < 1e-4
+    with pytest.raises(attnhost.InvalidArgumentError, match="context_keys without key_lens"):
+        builder.build(qlens, ctx, blocks, context_keys=True)

@@ -676,17 +676,24 @@ static void gen_context_parallel(gen *g)
     }
 }
 
+/* How a ragged case's keys are given. */
+enum { RAGGED_STEP = 0, RAGGED_MERGE = 1, RAGGED_CONTEXT = 2 };
+
 /* A ragged step (ABI 2.3): request lengths that mix a whole prompt (k_len
  * = q_len), chunks over context (k_len > q_len), a single query and, for
- * a non-causal layer, fewer keys than queries. merge: klen is the prefix
- * chunk before the new tokens instead. */
-static void ragged_shape(gen *g, ah__conf_case *c, int merge)
+ * a non-causal layer, fewer keys than queries. RAGGED_MERGE: klen is the
+ * prefix chunk before the new tokens instead; RAGGED_CONTEXT: the context
+ * of a context step. Both give request 0 no context. */
+static void ragged_shape(gen *g, ah__conf_case *c, int how)
 {
     ah__conf_rng *r = &g->rng;
     const uint32_t L = g->L;
-    const int causal = c->spec.causal != AH_CAUSAL_OFF;
+    const int causal = c->spec.causal != AH_CAUSAL_OFF, merge = how != RAGGED_STEP;
     c->kind = AH__CONF_RAGGED;
-    c->ragged_merge = merge;
+    c->ragged_merge = how == RAGGED_MERGE;
+    c->ragged_context = how == RAGGED_CONTEXT;
+    /* a request without context has lse -inf: check it where claimed */
+    if (c->ragged_context && has(g->caps, AH_FEAT_LSE)) c->want_lse = 1;
     c->write_kv = 0;
     c->num_reqs = 4;
     c->qlen[0] = ah__conf_range(r, 2, L / 2);
@@ -695,7 +702,7 @@ static void ragged_shape(gen *g, ah__conf_case *c, int merge)
     c->qlen[3] = ah__conf_range(r, 5, 12);
     for (uint32_t i = 0; i < 4; i++) {
         const uint32_t ctx = i == 0 ? 0 : ah__conf_range(r, 1, i == 2 ? L : L / 2);
-        c->klen[i] = merge ? ah__conf_range(r, 1, L / 2) : c->qlen[i] + ctx;
+        c->klen[i] = !merge ? c->qlen[i] + ctx : i == 0 ? 0 : ah__conf_range(r, 1, L / 2);
         c->slen[i] = 0; /* the runner sizes the paging from klen */
     }
     if (!causal && !merge) c->klen[3] = ah__conf_range(r, 1, c->qlen[3] - 1); /* fewer keys */
@@ -708,7 +715,7 @@ static void gen_ragged(gen *g)
         g->base.spec.use_mla)
         return;
     ah__conf_case x = variant(g);
-    ragged_shape(g, &x, 0);
+    ragged_shape(g, &x, RAGGED_STEP);
     add(g, &x, "ragged");
     if (c->q_dtypes & AH_BIT(AH_DTYPE_BF16) && x.spec.q_dtype != AH_DTYPE_BF16) {
         ah__conf_case y = x; /* the CPU tile kernels take bf16 rows */
@@ -718,12 +725,12 @@ static void gen_ragged(gen *g)
     }
     x = variant(g);
     set_heads(c, &x.spec, 4, 4);
-    ragged_shape(g, &x, 0);
+    ragged_shape(g, &x, RAGGED_STEP);
     add(g, &x, "ragged-mha");
     if (has(c, AH_FEAT_SLIDING_WINDOW)) {
         x = variant(g);
         x.spec.sliding_window = ah__conf_range(&g->rng, 2, 8);
-        ragged_shape(g, &x, 0);
+        ragged_shape(g, &x, RAGGED_STEP);
         add(g, &x, "ragged-win");
     }
     if (has(c, AH_FEAT_SOFTCAP) && has(c, AH_FEAT_SINKS) && has(c, AH_FEAT_ALIBI)) {
@@ -731,25 +738,48 @@ static void gen_ragged(gen *g)
         x.spec.softcap = 2.5f;
         x.spec.use_sinks = 1;
         x.spec.use_alibi = 1;
-        ragged_shape(g, &x, 0);
+        ragged_shape(g, &x, RAGGED_STEP);
         add(g, &x, "ragged-logit");
     }
     if (has(c, AH_FEAT_CAUSAL_FLAG)) {
         x = variant(g);
         x.spec.causal = AH_CAUSAL_OFF;
-        ragged_shape(g, &x, 0);
+        ragged_shape(g, &x, RAGGED_STEP);
         add(g, &x, "ragged-bidir");
         if (has(c, AH_FEAT_SLIDING_WINDOW) && !g->opts->quick) {
             x.spec.sliding_window = ah__conf_range(&g->rng, 3, 9);
-            ragged_shape(g, &x, 0);
+            ragged_shape(g, &x, RAGGED_STEP);
             add(g, &x, "ragged-bidir");
         }
     }
-    const int merge = has(c, AH_FEAT_LSE) && has(c, AH_FEAT_CAUSAL_FLAG);
+    /* context steps, alone and merged: their window and ALiBi see the
+     * chunk right before the queries, so merging stays exact with them */
+    x = variant(g);
+    ragged_shape(g, &x, RAGGED_CONTEXT);
+    add(g, &x, "ragged-ctx");
+    if (has(c, AH_FEAT_SLIDING_WINDOW) && has(c, AH_FEAT_ALIBI)) {
+        x.spec.sliding_window = ah__conf_range(&g->rng, 3, 12);
+        x.spec.use_alibi = 1;
+        ragged_shape(g, &x, RAGGED_CONTEXT);
+        add(g, &x, "ragged-ctx-win");
+        if (has(c, AH_FEAT_CAUSAL_FLAG)) { /* every key visible anyway, but the window */
+            x.spec.causal = AH_CAUSAL_OFF;
+            x.spec.use_alibi = 0;
+            ragged_shape(g, &x, RAGGED_CONTEXT);
+            add(g, &x, "ragged-ctx-bidir");
+        }
+    }
+    const int merge = has(c, AH_FEAT_LSE);
     if (merge) {
         x = variant(g);
-        ragged_shape(g, &x, 1);
+        ragged_shape(g, &x, RAGGED_MERGE);
         add(g, &x, "ragged-merge");
+        if (has(c, AH_FEAT_SLIDING_WINDOW) && has(c, AH_FEAT_ALIBI) && !g->opts->quick) {
+            x.spec.sliding_window = ah__conf_range(&g->rng, 3, 12);
+            x.spec.use_alibi = 1;
+            ragged_shape(g, &x, RAGGED_MERGE);
+            add(g, &x, "ragged-merge-win");
+        }
     }
     /* MLA's non-absorbed prefill: qk 192 / v 128 with a KV head per query
      * head, beside the absorbed 576 / 512 form */
@@ -760,10 +790,10 @@ static void gen_ragged(gen *g)
         x.spec.qk_head_size = 576, x.spec.v_head_size = 512, x.spec.use_mla = 1;
         set_heads(c, &x.spec, 8, 1);
         x.ragged_nope = 128, x.ragged_v = 128;
-        ragged_shape(g, &x, 0);
+        ragged_shape(g, &x, RAGGED_STEP);
         add(g, &x, "ragged-mla");
         if (merge) {
-            ragged_shape(g, &x, 1);
+            ragged_shape(g, &x, RAGGED_MERGE);
             add(g, &x, "ragged-merge");
         }
     }

@@ -9,12 +9,13 @@
  * cache), so the batch keeps valid paging; its slots are all padding, so
  * nothing is written and only attention is compared.
  *
- * ragged_merge runs the prefill of vLLM's MLA backend: a prefix chunk of
- * context through the layer with causal = false (every key visible; a
- * binding of that model of its own, since every ragged form of a binding
- * validates its step's batch), the new tokens through the causal layer,
- * the two merged by their LSE with the plugin's merge_states; the oracle
- * sees one causal pass over chunk and new tokens together.
+ * ragged_context runs a context step (ragged_keys = context): klen[q] keys
+ * of cached context before every query, some request with none, against
+ * the oracle. ragged_merge runs the prefill of vLLM's MLA backend in one
+ * binding: a context step over a prefix chunk of context, the new tokens
+ * bottom-right over their own keys, the two merged by their LSE with the
+ * plugin's merge_states; the oracle sees one causal pass over chunk and
+ * new tokens together.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -36,11 +37,15 @@ static uint32_t keys_of(const ah__conf_case *c, uint32_t q, int which)
                                : c->klen[q] + c->qlen[q];
 }
 
-/* Point the batch at one key set: cu_seqlens_k on the host and device. */
+/* Point the batch at one key set: cu_seqlens_k on the host and device,
+ * and where the keys sit (a prefix chunk, or a context case's keys, before
+ * every query). */
 static int set_keys(ah__conf_run *r, int which)
 {
     const ah__conf_case *c = r->c;
     ah__conf_batch *b = &r->batch;
+    const int context = which == KEYS_CHUNK || (which == KEYS_FULL && c->ragged_context);
+    b->b.ragged_keys = context ? AH_RAGGED_KEYS_CONTEXT : AH_RAGGED_KEYS_BOTTOM_RIGHT;
     b->cuk[0] = 0;
     for (uint32_t q = 0; q < c->num_reqs; q++)
         b->cuk[q + 1] = b->cuk[q] + (int32_t)keys_of(c, q, which);
@@ -91,38 +96,9 @@ static int plan_forward(ah__conf_run *r, ah_binding *bind, const ah_mirror *k, c
     return 0;
 }
 
-/* A binding of the case's model with causal = false, for the prefix
- * chunk: its model, selection and binding go into the three pointers. */
-static int bind_chunk(ah__conf_run *r, const char *plugin, ah_model **m, ah_selection **sel,
-                      ah_binding **bind)
-{
-    ah__conf_case c = *r->c;
-    c.spec.causal = AH_CAUSAL_OFF;
-    char *text = ah__conf_model_text_ragged(&c);
-    if (!text) return ah__conf_fail(r, "out of memory building the model text");
-    ah_error err = {{0}};
-    ah_status s = ah_model_parse(text, "<conformance chunk model>", m, &err);
-    free(text);
-    if (s != AH_OK) return ah__conf_fail(r, "chunk model rejected: %s", err.msg);
-    if (ah_host_select_forced(r->host, *m, plugin, sel, &err) != AH_OK)
-        return ah__conf_skip(r, "plugin refuses the non-causal layer: %s", err.msg);
-    if (!ah_selection_ragged_bound(*sel, 0))
-        return ah__conf_skip(r, "plugin refuses the non-causal layer's ragged form");
-    ah_binding_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    o.limits = r->lim;
-    if (ah_binding_create(r->host, *sel, &o, bind, &err) != AH_OK)
-        return ah__conf_fail(r, "ah_binding_create (chunk model): %s", err.msg);
-    return 0;
-}
-
 /* The merge case's two passes and their merge into r->out / r->lse. */
-static void run_merge(ah__conf_run *r, const char *plugin, const ah_layer_spec *s)
+static void run_merge(ah__conf_run *r, const ah_layer_spec *s)
 {
-    ah_model *cm = NULL;
-    ah_selection *csel = NULL;
-    ah_binding *cbind = NULL;
     const ah__conf_case *c = r->c;
     ah_mirror m[8];
     memset(m, 0, sizeof m);
@@ -153,11 +129,10 @@ static void run_merge(ah__conf_run *r, const char *plugin, const ah_layer_spec *
     if (ah__conf_upload(r, kc) || ah__conf_upload(r, vc) || ah__conf_upload(r, kn) ||
         ah__conf_upload(r, vn))
         goto done;
-    /* the prefix chunk through the non-causal layer, the new tokens
-     * through the causal one */
-    if (bind_chunk(r, plugin, &cm, &csel, &cbind) || set_keys(r, KEYS_CHUNK) ||
-        plan_forward(r, cbind, kc, vc, oc, lc) || set_keys(r, KEYS_NEW) ||
-        plan_forward(r, r->bind, kn, vn, on, ln))
+    /* the prefix chunk in a context step, the new tokens bottom-right:
+     * one binding, two plans */
+    if (set_keys(r, KEYS_CHUNK) || plan_forward(r, r->bind, kc, vc, oc, lc) ||
+        set_keys(r, KEYS_NEW) || plan_forward(r, r->bind, kn, vn, on, ln))
         goto done;
     ah_merge_args ma = {sizeof ma, &on->t,    &ln->t,    &oc->t,
                         &lc->t,    &r->out.t, &r->lse.t, ah_device_stream(r->dev)};
@@ -166,9 +141,6 @@ static void run_merge(ah__conf_run *r, const char *plugin, const ah_layer_spec *
     else if (st != AH_OK) ah__conf_fail(r, "merge_states: %s", ah_binding_errmsg(r->bind));
 done:
     for (int i = 0; i < 8; i++) ah_mirror_free(&m[i]);
-    ah_binding_destroy(cbind);
-    ah_selection_destroy(csel);
-    ah_model_destroy(cm);
 }
 
 void ah__conf_run_ragged(ah__conf_run *r, const char *plugin)
@@ -249,7 +221,7 @@ void ah__conf_run_ragged(ah__conf_run *r, const char *plugin)
         ah__conf_upload(r, &r->sinks) || ah__conf_upload(r, &r->alibi) ||
         ah__conf_poison_outputs(r))
         return;
-    if (c->ragged_merge) run_merge(r, plugin, s);
+    if (c->ragged_merge) run_merge(r, s);
     else if (!set_keys(r, KEYS_FULL))
         plan_forward(r, r->bind, &r->knew, &r->vnew, &r->out, c->want_lse ? &r->lse : NULL);
     if (r->res->verdict != AH__CONF_PASS) return;
@@ -259,5 +231,7 @@ void ah__conf_run_ragged(ah__conf_run *r, const char *plugin)
     a.lse = c->want_lse || c->ragged_merge ? &r->lse.t : NULL;
     if (set_keys(r, KEYS_FULL) || ah__conf_fetch_outputs(r, &a)) return;
     ah__conf_check_output(r, r->out.host, a.lse ? r->lse.host : NULL,
-                          c->ragged_merge ? "ragged merge" : "ragged");
+                          c->ragged_merge     ? "ragged merge"
+                          : c->ragged_context ? "ragged context"
+                                              : "ragged");
 }

@@ -72,13 +72,15 @@ typedef struct ah__conf_case {
     uint32_t cp_world, cp_interleave; /* CP: ranks and KV interleave (ABI 2.2) */
     /* RAGGED (ABI 2.3): each request's key count (k_len) over its qlen
      * queries; for an mla spec the non-absorbed sizes of its ragged form;
-     * ragged_merge: klen is a prefix chunk attended non-causally (by a
-     * binding of the model with causal = false), the new tokens are
-     * attended causally, the two merged by LSE with merge_states and
-     * compared with one causal pass over both (vLLM's MLA prefill) */
+     * ragged_context: a context step (ragged_keys = context), klen the
+     * context before every query (0 for some request); ragged_merge: klen
+     * is a prefix chunk attended in a context step, the new tokens
+     * bottom-right over their own keys, the two merged by LSE with
+     * merge_states and compared with one causal pass over both (vLLM's
+     * MLA prefill) */
     uint32_t klen[AH_CONF_MAX_REQS];
     uint32_t ragged_nope, ragged_v;
-    int ragged_merge;
+    int ragged_merge, ragged_context;
     uint64_t seed;
 } ah__conf_case;
 

@@ -24,9 +24,10 @@
  * released entries under a sliding window) and cp_local_seq_lens, which
  * ah_batch_validate must ignore: the verdict with them equals the verdict
  * without. ABI 2.3: the spec becomes a ragged form (ragged_kv, causal or
- * not) and cu_seqlens_k comes from the key lengths (query length plus
- * context, or raw), with one entry or num_k_tokens nudged; an accepted
- * ragged batch is checked for key offsets a plugin could follow.
+ * not), ragged_keys comes from a byte (bottom-right, context or unknown)
+ * and cu_seqlens_k from the key lengths (query length plus context, or
+ * raw), with one entry or num_k_tokens nudged; an accepted ragged batch is
+ * checked for key offsets a plugin could follow.
  */
 #include <inttypes.h>
 
@@ -252,6 +253,7 @@ static void build_ext(fz *f, built *x, uint8_t ext)
         uint8_t how = fz_u8(f);
         x->spec.ragged_kv = 1;
         x->spec.causal = how & 1 ? AH_CAUSAL_OFF : AH_CAUSAL_BY_TYPE;
+        if (how & 8) b->ragged_keys = fz_u8(f); /* 1: context; above: unknown */
         x->cuk = xcalloc((size_t)n + 1, sizeof *x->cuk);
         for (uint32_t r = 0; r < n; r++) {
             int64_t q = qsl ? (int64_t)qsl[r + 1] - qsl[r] : 0;
@@ -282,12 +284,16 @@ static void check_accepted(const built *x)
                       x->qsl[x->b.num_reqs] == (int64_t)x->b.num_tokens &&
                       k[x->b.num_reqs] == (int64_t)x->b.num_k_tokens,
                   "ragged: counts");
+        /* a context step's keys precede its queries: any count, 0 too */
+        const int context = x->b.ragged_keys == AH_RAGGED_KEYS_CONTEXT;
+        FZ_ASSERT(x->b.ragged_keys < AH_RAGGED_KEYS_COUNT, "ragged_keys %u accepted",
+                  x->b.ragged_keys);
         for (uint32_t r = 0; r < x->b.num_reqs; r++) {
             int64_t q = (int64_t)x->qsl[r + 1] - x->qsl[r], n = (int64_t)k[r + 1] - k[r];
             FZ_ASSERT(q >= 0 && n >= 0 && n <= x->b.max_seq_len, "ragged request %u: k_len", r);
-            FZ_ASSERT(q ? n >= 1 : n == 0,
+            FZ_ASSERT(q ? n >= 1 || context : n == 0,
                       "ragged request %u: %" PRId64 " keys for %" PRId64 " queries", r, n, q);
-            if (ah_spec_causal(&x->spec))
+            if (ah_spec_causal(&x->spec) && !context)
                 FZ_ASSERT(n >= q, "ragged request %u: k_len %" PRId64 " < q %" PRId64, r, n, q);
         }
         return;

@@ -141,13 +141,16 @@ def small_entry(size):
     return bytes([2, size])
 
 
-def ragged(ctx=(0, 0, 0), causal=True, nudge_at=0, nudge=0, tail=0, raw=None, null=False):
-    """ABI 2.3 ragged keys: how (bit 0 non-causal, 1 raw lengths, 2 NULL),
-    per request a context length (k_len = query_len + it) or a raw k_len,
-    then a nudge of one cu_seqlens_k entry and num_k_tokens' excess."""
-    how = (0 if causal else 1) | (2 if raw else 0) | (4 if null else 0)
+def ragged(ctx=(0, 0, 0), causal=True, nudge_at=0, nudge=0, tail=0, raw=None, null=False,
+           keys=None):
+    """ABI 2.3 ragged keys: how (bit 0 non-causal, 1 raw lengths, 2 NULL,
+    3 a ragged_keys byte follows: 1 context), per request a context length
+    (k_len = query_len + it) or a raw k_len, then a nudge of one
+    cu_seqlens_k entry and num_k_tokens' excess."""
+    how = (0 if causal else 1) | (2 if raw else 0) | (4 if null else 0) | (8 if keys else 0)
     lens = b"".join(u32(v) for v in raw) if raw else bytes(ctx)
-    return bytes([how]) + lens + u16(nudge_at) + bytes([nudge & 0xFF, tail])
+    place = bytes([keys]) if keys else b""
+    return bytes([how]) + place + lens + u16(nudge_at) + bytes([nudge & 0xFF, tail])
 
 
 def abi23_seeds():
@@ -160,6 +163,9 @@ def abi23_seeds():
         "ragged_tail": ragged(ctx=(0, 3, 7), tail=1),
         "ragged_null": ragged(null=True),
         "ragged_past_max": ragged(raw=(4, 1, 4000)),
+        # a context step: no key for one request, fewer keys than queries
+        "ragged_context_ok": ragged(raw=(0, 1, 5), keys=1),
+        "ragged_context_unknown": ragged(ctx=(0, 3, 7), keys=9),
     }
     for name, data in seeds.items():
         write("batch", "abi23_" + name, mutant(ext=bytes([RAGGED]) + data))

@@ -76,6 +76,7 @@ static int replay_dir(const char *dir, one_fn fn)
 static const char *const batch_required[] = {"abi23_ragged_ok",
                                              "abi23_ragged_bidir_few_keys",
                                              "abi23_ragged_causal_few_keys",
+                                             "abi23_ragged_context_ok",
                                              "abi21_enc_cross_ok",
                                              "abi21_mask_ok",
                                              "abi21_groups_entry_ok",

@@ -7,7 +7,9 @@
  * and a DeepSeek-shaped step on cpu_amx: write_kv stores the absorbed
  * latent in the paged cache while the ragged form attends over packed
  * decompressed K/V, both compared with the oracle, and each refusal of a
- * ragged step by ah_binding_plan and ah_binding_forward.
+ * ragged step by ah_binding_plan and ah_binding_forward; a context step
+ * (ragged_keys = context) merged by LSE with the new tokens' pass in one
+ * binding equals the oracle's one causal pass.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -177,7 +179,7 @@ static void test_validate(void)
          "query_len 2 (must be >= 0)"},
         {2, 4, 1,
          "cu_seqlens_k[2] = 4 after cu_seqlens_k[1] = 4: request 1 has k_len 0 and "
-         "query_len 2 (a real request needs at least one key)"},
+         "query_len 2 (a real request needs at least one key, except in a context step"},
         {1, 3, 0,
          "cu_seqlens_k[1] = 3 after cu_seqlens_k[0] = 0: request 0 has k_len 3 and "
          "query_len 4 below its query_len"},
@@ -197,6 +199,27 @@ static void test_validate(void)
     rbatch_init(&x);
     x.cuk[1] = 3, x.cuk[2] = 10, x.cuk[3] = 15, x.b.num_k_tokens = 15;
     CHECK_MSG(ah_batch_validate(&x.b, &bidir, NULL, &err) == AH_OK, "%s", err.msg);
+    /* a context step: every key precedes the queries, so a causal layer
+     * takes fewer keys than queries, and a request without context */
+    rbatch_init(&x);
+    x.cuk[1] = 0, x.cuk[2] = 1, x.cuk[3] = 6, x.b.num_k_tokens = 6;
+    CHECK(ah_batch_validate(&x.b, &causal, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "request 0 has k_len 0 and query_len 4 (a real request needs at "
+                            "least one key, except in a context step: ragged_keys = context)");
+    x.b.ragged_keys = AH_RAGGED_KEYS_CONTEXT;
+    CHECK_MSG(ah_batch_validate(&x.b, &causal, NULL, &err) == AH_OK, "%s", err.msg);
+    CHECK_MSG(ah_batch_validate(&x.b, &bidir, NULL, &err) == AH_OK, "%s", err.msg);
+    x.cuk[3] = 9, x.b.num_k_tokens = 9; /* request 2: 8 keys, past max_seq_len */
+    CHECK(ah_batch_validate(&x.b, &causal, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "request 2 has k_len 8 above max_seq_len = 7");
+    x.cuk[3] = 6, x.b.num_k_tokens = 6;
+    x.b.ragged_keys = 7;
+    CHECK(ah_batch_validate(&x.b, &causal, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "ragged_keys = 7 is unknown (0: bottom_right");
+    /* a batch whose struct_size stops before ragged_keys is bottom-right */
+    x.b.struct_size = offsetof(ah_batch, ragged_keys);
+    CHECK(ah_batch_validate(&x.b, &causal, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "request 0 has k_len 0 and query_len 4");
     /* above the limits, and a padded request with keys */
     rbatch_init(&x);
     ah_limits lim = {sizeof lim, 3, 7, STRIDE, 6, NB};
@@ -389,11 +412,111 @@ static void test_step(void)
     env_close(&e);
 }
 
+/* Rows of a per-request key tensor (rows [0, w) of request r at row0[r],
+ * hq * d floats a row) gathered into dst: rows [a, b) of each request. */
+static void gather(float *dst, const float *src, const int32_t *row0, const int32_t *a,
+                   const int32_t *b, size_t per_row)
+{
+    for (int r = 0; r < 3; r++) {
+        size_t n = (size_t)(b[r] - a[r]) * per_row;
+        memcpy(dst, src + ((size_t)row0[r] + (size_t)a[r]) * per_row, n * sizeof *dst);
+        dst += n;
+    }
+}
+
+/* vLLM's MLA chunked prefill in one binding: the new tokens causally over
+ * their own keys, a context step over the cached context (request 0 has
+ * none), each against the oracle, merged by LSE into the causal pass over
+ * context and new tokens together. */
+static void test_context_step(void)
+{
+    env e;
+    if (env_open(&e, MLA_MODEL, "cpu_amx") != 0) {
+        env_close(&e);
+        return;
+    }
+    const ah_layer_spec *rf = &ah_selection_ragged_decision(e.sel, 0)->spec;
+    /* request r: ctx[r] context keys, then q[r] new ones (seq_lens 4, 7, 5) */
+    static const int32_t ctx[3] = {0, 5, 4}, qn[3] = {4, 2, 1}, zero[3] = {0, 0, 0};
+    static const int32_t full0[3] = {0, 4, 11}, cuk_full[4] = {0, 4, 11, 16};
+    static float q[7 * HQ * QK], kf[16 * HQ * QK], vf[16 * HQ * V], kc[9 * HQ * QK], vc[9 * HQ * V],
+        kn[7 * HQ * QK], vn[7 * HQ * V], oc[7 * HQ * V], lc[7 * HQ], on[7 * HQ * V], ln[7 * HQ],
+        om[7 * HQ * V], lm[7 * HQ];
+    fill(q, sizeof q / 4, 11), fill(kf, sizeof kf / 4, 12), fill(vf, sizeof vf / 4, 13);
+    int32_t seq_end[3];
+    for (int r = 0; r < 3; r++) seq_end[r] = ctx[r] + qn[r];
+    gather(kc, kf, full0, zero, ctx, HQ * QK), gather(vc, vf, full0, zero, ctx, HQ * V);
+    gather(kn, kf, full0, ctx, seq_end, HQ * QK), gather(vn, vf, full0, ctx, seq_end, HQ * V);
+    int64_t sh_q[3] = {7, HQ, QK}, sh_kc[3] = {9, HQ, QK}, sh_vc[3] = {9, HQ, V},
+            sh_kn[3] = {7, HQ, QK}, sh_vn[3] = {7, HQ, V}, sh_o[3] = {7, HQ, V}, sh_l[2] = {7, HQ};
+    DLTensor tq = bf_tensor(q, 3, sh_q, kDLFloat, 32), tkc = bf_tensor(kc, 3, sh_kc, kDLFloat, 32),
+             tvc = bf_tensor(vc, 3, sh_vc, kDLFloat, 32),
+             tkn = bf_tensor(kn, 3, sh_kn, kDLFloat, 32),
+             tvn = bf_tensor(vn, 3, sh_vn, kDLFloat, 32),
+             toc = bf_tensor(oc, 3, sh_o, kDLFloat, 32), tlc = bf_tensor(lc, 2, sh_l, kDLFloat, 32),
+             ton = bf_tensor(on, 3, sh_o, kDLFloat, 32), tln = bf_tensor(ln, 2, sh_l, kDLFloat, 32),
+             tom = bf_tensor(om, 3, sh_o, kDLFloat, 32), tlm = bf_tensor(lm, 2, sh_l, kDLFloat, 32);
+    rbatch x;
+    rbatch_init(&x);
+    ah_error err;
+    double ref[7 * HQ * V], rl[7 * HQ];
+    ah_ref_inputs in = {.struct_size = sizeof in, .spec = rf, .batch = &x.b, .q = q};
+    /* the context step: ragged_keys = context, cu_seqlens_k over ctx */
+    x.cuk[0] = 0;
+    for (int r = 0; r < 3; r++) x.cuk[r + 1] = x.cuk[r] + ctx[r];
+    x.b.num_k_tokens = 9;
+    x.b.ragged_keys = AH_RAGGED_KEYS_CONTEXT;
+    CHECK_MSG(ah_binding_plan(e.b, &x.b, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
+    ah_forward_args a = {
+        .struct_size = sizeof a, .q = &tq, .key = &tkc, .value = &tvc, .out = &toc, .lse = &tlc};
+    CHECK_MSG(ah_binding_forward(e.b, 0, &a) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    in.key = kc, in.value = vc;
+    CHECK_MSG(ah_reference_attention(&in, ref, rl, &err) == AH_OK, "%s", err.msg);
+    double worst = 0;
+    for (size_t i = 0; i < sizeof oc / 4; i++) worst = fmax(worst, fabs(oc[i] - ref[i]));
+    for (size_t i = 0; i < sizeof lc / 4; i++)
+        worst = fmax(worst, isinf(rl[i]) ? (isinf(lc[i]) && lc[i] < 0 ? 0 : INFINITY)
+                                         : fabs(lc[i] - rl[i]));
+    CHECK_MSG(worst < 1e-4, "context step off the oracle by %g", worst);
+    /* request 0 has no context: out 0, lse -inf. (Were the context keys
+     * placed bottom-right, request 1's first query would miss the last of
+     * them, and the merge below would not match the oracle.) */
+    CHECK(oc[0] == 0.0f && isinf(lc[0]) && lc[0] < 0 && isinf(rl[0]));
+    /* the new tokens, bottom-right over their own keys */
+    for (int r = 0; r < 3; r++) x.cuk[r + 1] = x.cuk[r] + qn[r];
+    x.b.num_k_tokens = 7;
+    x.b.ragged_keys = AH_RAGGED_KEYS_BOTTOM_RIGHT;
+    CHECK_MSG(ah_binding_plan(e.b, &x.b, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
+    a.key = &tkn, a.value = &tvn, a.out = &ton, a.lse = &tln;
+    CHECK_MSG(ah_binding_forward(e.b, 0, &a) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    ah_merge_args ma = {sizeof ma, &ton, &tln, &toc, &tlc, &tom, &tlm, NULL};
+    CHECK_MSG(ah_binding_merge_states(e.b, 0, &ma) == AH_OK, "%s", ah_binding_errmsg(e.b));
+    /* the oracle's one causal pass over context and new tokens */
+    memcpy(x.cuk, cuk_full, sizeof cuk_full);
+    x.b.num_k_tokens = 16;
+    in.key = kf, in.value = vf;
+    CHECK_MSG(ah_reference_attention(&in, ref, rl, &err) == AH_OK, "%s", err.msg);
+    worst = 0;
+    for (size_t i = 0; i < sizeof om / 4; i++) worst = fmax(worst, fabs(om[i] - ref[i]));
+    for (size_t i = 0; i < sizeof lm / 4; i++) worst = fmax(worst, fabs(lm[i] - rl[i]));
+    CHECK_MSG(worst < 1e-4, "merged context and new tokens off the oracle by %g", worst);
+    /* ragged_keys without cu_seqlens_k: a context step lacks its keys */
+    x.b.cu_seqlens_k = NULL, x.b.cu_seqlens_k_host = NULL;
+    x.b.ragged_keys = AH_RAGGED_KEYS_CONTEXT;
+    CHECK(ah_binding_plan(e.b, &x.b, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(ah_binding_errmsg(e.b), "batch: ragged_keys = 1 places ragged keys, but "
+                                           "cu_seqlens_k is NULL");
+    env_close(&e);
+}
+
 int main(void)
 {
     test_model();
     test_validate();
     test_selection();
     test_step();
+    test_context_step();
     return check_report("test_ragged");
 }

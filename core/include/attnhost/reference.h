@@ -31,8 +31,9 @@
  *   ragged (ragged_kv, ABI 2.3): the packed rows cu_seqlens_k[r] + j of key,
  *                            value, j < k_len = cu_seqlens_k[r+1] -
  *                            cu_seqlens_k[r], with p = k_len - query_len[r]
- *                            + i (bottom-right) and the decoder rules above
- *                            (causal, or every j when causal = OFF)
+ *                            + i (ragged_keys bottom_right) or p = k_len + i
+ *                            (ragged_keys context) and the decoder rules
+ *                            above (causal, or every j when causal = OFF)
  * and on decoder layers, with a tree mask, only keys whose mask byte
  * custom_mask[mask_indptr[r] + i * seq_len + j] is nonzero.
  * With no visible key and no sink the output is 0 and lse is -inf. The

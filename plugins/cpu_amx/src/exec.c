@@ -109,8 +109,8 @@ static int push_item(ah_state *st, const cpu_amx_item *it)
  * kernels address new rows exactly as cache rows. Ragged layers (ABI 2.3)
  * do the same over the rows cu_seqlens_k gives, with seq_len = k_len, so
  * their queries sit bottom-right (position k_len - q_len + i) as paged
- * queries do. Cross layers read encoder_seq_lens keys instead of
- * seq_lens. */
+ * queries do, or after every key in a context step (first_pos). Cross
+ * layers read encoder_seq_lens keys instead of seq_lens. */
 static ah_status copy_batch(ah_state *st, const ah_batch *b)
 {
     const ah_host_services *h = st->ctx->host;
@@ -239,6 +239,7 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     st->num_reqs = R;
     st->num_tokens = T;
     st->num_k_tokens = Tk;
+    st->context_keys = st->L.ragged && ah_batch_ragged_keys(b) == (uint32_t)AH_RAGGED_KEYS_CONTEXT;
     st->bt_stride = stride;
     st->num_blocks = nocache ? 0 : b->num_blocks;
     return AH_OK;
@@ -297,13 +298,20 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
     }
 }
 
+/* The position of request r's first query: its last query sits at the
+ * last key's position, or, in a ragged context step, right after it. */
+static int32_t first_pos(const ah_state *st, uint32_t r)
+{
+    const int32_t qlen = st->qsl[r + 1] - st->qsl[r];
+    return st->seq_lens[r] - (st->context_keys ? 0 : qlen);
+}
+
 /* The first 16-key piece of request r any query of it sees. */
 static uint32_t first_piece(const ah_state *st, uint32_t r)
 {
     const cpu_amx_layer *L = &st->L;
-    const int32_t qlen = st->qsl[r + 1] - st->qsl[r];
     int32_t lo, hi;
-    cpu_amx_visible(L, st->seq_lens[r] - qlen, &lo, &hi);
+    cpu_amx_visible(L, first_pos(st, r), &lo, &hi);
     return lo > 0 ? (uint32_t)lo / 16 : 0;
 }
 
@@ -386,7 +394,7 @@ ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
     uint64_t total = 0;
     for (uint32_t r = 0; r < st->num_reqs; r++) {
         const uint32_t q0 = (uint32_t)st->qsl[r], qlen = (uint32_t)st->qsl[r + 1] - q0;
-        const int32_t sl = st->seq_lens[r], first = sl - (int32_t)qlen;
+        const int32_t sl = st->seq_lens[r], first = first_pos(st, r);
         const uint32_t kvstep = qlen == 1 ? kv_per_decode : 1;
         for (uint32_t kvh = 0; kvh < L->hk; kvh += kvstep)
             for (uint32_t g0 = 0; g0 < G; g0 += ng)

@@ -37,6 +37,7 @@ struct ah_state {
     uint32_t num_reqs, num_tokens, bt_stride;
     uint32_t num_k_tokens; /* ragged layers: rows of key/value */
     uint32_t num_blocks;   /* the batch's: every block id and slot is inside it */
+    int context_keys;      /* a ragged context step: queries after every key */
     int32_t *qsl, *seq_lens, *bt;
     int64_t *slots;
     size_t cap_qsl, cap_seq, cap_bt, cap_slots;
