@@ -399,10 +399,10 @@ static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
                      : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
         }
     }
-    const size_t global[2] = {gx, gy}, local[2] = {lx, 1};
+    const size_t l = lx ? lx : XPU_GROUP;
+    const size_t global[2] = {(gx + l - 1) / l * l, gy}, local[2] = {l, 1};
     if (rc == CL_SUCCESS)
-        rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, lx ? local : NULL, 0, NULL,
-                                       NULL);
+        rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, local, 0, NULL, NULL);
     for (int i = 0, w = 0; host && rc == CL_SUCCESS && i < n_args; i++) {
         if (!args[i].is_ptr || !args[i].host_bytes) continue;
         cl_mem m = wrap[w++];

@@ -289,7 +289,7 @@ static ah_status ze_open(int index, xpu_kernels kern, xpu_dev **out, char *err, 
     for (int k = 0; k < XPU_K_COUNT; k++) {
         if (!xpu_kernel_present(kern, k)) continue;
         /* the Intel kernel requires one sub-group per work-group */
-        const uint32_t group = k == XPU_K_ATTN_INTEL ? (uint32_t)kern.sg : 64;
+        const uint32_t group = k == XPU_K_ATTN_INTEL ? (uint32_t)kern.sg : XPU_GROUP;
         ze_kernel_desc_t kd = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC,
                                .pKernelName = xpu_kernel_names[k]};
         r = ze.zeKernelCreate(d->mod[xpu_kernel_module[k]], &kd, &d->k[k]);
@@ -387,7 +387,7 @@ static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
     if (!gx || !gy) return AH_OK;
     ze_stream *s = stream_of(d, stream);
     /* lx is the group size the kernel was created with (ze_open) */
-    ze_group_count_t g = {lx ? gx / lx : (gx + 63) / 64, gy, 1};
+    ze_group_count_t g = {lx ? gx / lx : (gx + XPU_GROUP - 1) / XPU_GROUP, gy, 1};
     pthread_mutex_lock(&d->mu);
     ze_result_t r = ZE_RESULT_SUCCESS;
     for (int i = 0; i < n_args && r == ZE_RESULT_SUCCESS; i++)

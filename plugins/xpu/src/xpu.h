@@ -110,6 +110,15 @@ typedef struct xpu_devinfo {
 
 typedef struct xpu_dev xpu_dev; /* a runtime's open device */
 
+/* The work-group of the portable kernels (XPU_GROUP x 1), on both
+ * runtimes. Named, not left to the runtime: a work-item holds two
+ * XPU_MAX_D float arrays (2 KB), and PoCL's CPU device runs a work-group
+ * on one thread's stack with every work-item's private arrays in one
+ * frame. Left to choose, PoCL takes groups of up to 4096 work-items (the
+ * size it reports for the kernel) once a launch has 4096 per compute
+ * unit, and such a frame (8.03 MB) overflows its threads' 8 MB stacks. */
+#define XPU_GROUP 64
+
 /* The driver table every runtime fills. All calls are thread-safe. err
  * receives the reason of a failure. */
 typedef struct xpu_rt {
@@ -129,7 +138,7 @@ typedef struct xpu_rt {
     ah_status (*stream_create)(xpu_dev *d, void **stream, char *err, size_t cap);
     void (*stream_destroy)(xpu_dev *d, void *stream);
     /* Enqueue kernel k over gx x gy work-items in groups of lx x 1 (lx 0:
-     * the runtime's choice, gx rounded up to it; else gx is a multiple). */
+     * XPU_GROUP, gx rounded up to it; else gx is a multiple). */
     ah_status (*launch)(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy, uint32_t lx,
                         const xpu_arg *args, int n_args, char *err, size_t cap);
     ah_status (*timer_start)(xpu_dev *d, void *stream, char *err, size_t cap);

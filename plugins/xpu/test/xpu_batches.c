@@ -1,18 +1,26 @@
 /*
- * Requests without keys on xpu (AH_FEAT_EMPTY_KV), beyond what the
- * conformance suite's cp-* cases reach: xpu.so is loaded through its ABI
- * with the host's services (tests/helpers/ath.h) and runs decode batches in
- * which every third request has seq_len 0 and a block-table row of garbage
- * (0x7ffffff0, far past the cache), and batches of nothing but such
- * requests. The other requests run on the split-KV path (chunks of 16 keys)
- * and on the unsplit one (enough query rows to fill the device), with
- * fp32/fp16/bf16 queries, an FP8 cache, GQA (up to 16 heads a KV head), a window, a finite sink and
- * a -inf sink (an engine's "no sink"). Empty rows must be exactly 0 with LSE exactly -inf (the
- * sink's logit with a finite sink); the rest must match the oracle. Outputs are poisoned first, so
- * unwritten rows show. merge_states runs with parts of LSE -inf whose rows hold NaN: the other part
- * must pass through.
+ * Batches on xpu that the conformance suite does not reach, loaded through
+ * its ABI with the host's services (tests/helpers/ath.h):
  *
- * Usage: xpu_empty_kv PLUGIN.so [KEY=VALUE...] ([plugin.xpu] keys: a runtime
+ * - Requests without keys (AH_FEAT_EMPTY_KV): decode batches in which
+ *   every third request has seq_len 0 and a block-table row of garbage
+ *   (0x7ffffff0, far past the cache), and batches of nothing but such
+ *   requests. The other requests run on the split-KV path (chunks of 16
+ *   keys) and on the unsplit one (enough query rows to fill the device),
+ *   with fp32/fp16/bf16 queries, an FP8 cache, GQA (up to 16 heads a KV
+ *   head), a window, a finite sink and a -inf sink (an engine's "no
+ *   sink"). Empty rows must be exactly 0 with LSE exactly -inf (the sink's
+ *   logit with a finite sink); the rest must match the oracle. merge_states
+ *   runs with parts of LSE -inf whose rows hold NaN: the other part must
+ *   pass through.
+ * - A wide prefill: 32 query heads over at least 4096 query rows per
+ *   compute unit, a launch from which PoCL, left to choose, makes
+ *   work-groups of 4096 work-items, more private memory than its threads'
+ *   stacks hold (XPU_GROUP in src/xpu.h). It must match the oracle.
+ *
+ * Outputs are poisoned first, so unwritten rows show.
+ *
+ * Usage: xpu_batches PLUGIN.so [KEY=VALUE...] ([plugin.xpu] keys: a runtime
  * and tier to run them on)
  * Exit: 0 all passed, 1 a failure, 77 skipped (no usable xpu device).
  */
@@ -24,13 +32,15 @@
 #include "ath.h"
 
 enum { SINK_NONE, SINK_FINITE, SINK_NEG_INF };
+enum { EMPTY_THIRD, EMPTY_ALL, EMPTY_NONE }; /* the requests without keys */
 
 typedef struct ecase {
     const char *name;
     ah_dtype q, kv;
     uint32_t hq, hk, d, reqs, window;
-    int sinks;     /* SINK_* */
-    int all_empty; /* every request without keys */
+    int sinks; /* SINK_* */
+    int empty; /* EMPTY_* */
+    int qlen;  /* query tokens a request (a prefill of qlen keys); 0: decode */
 } ecase;
 
 static ath_host P;
@@ -44,7 +54,10 @@ static void report(const char *name, int ok, const char *msg)
     else g_fail++;
 }
 
-static int is_empty(const ecase *c, uint32_t r) { return c->all_empty || r % 3 == 0; }
+static int is_empty(const ecase *c, uint32_t r)
+{
+    return c->empty == EMPTY_ALL || (c->empty == EMPTY_THIRD && r % 3 == 0);
+}
 
 /* Tolerances of the conformance suite's comparison, per output dtype. */
 static double tol_of(ah_dtype q, ah_dtype kv)
@@ -59,10 +72,14 @@ static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
     char name[128], msg[512] = "";
     snprintf(name, sizeof name, "%s %s", path_name, c->name);
     const ah_plugin_ops *O = P.ops;
-    int32_t ql[64], sl[64];
+    int32_t *ql = malloc(2 * sizeof(int32_t) * c->reqs), *sl = ql + c->reqs;
+    if (!ql) {
+        report(name, 0, " out of memory");
+        return;
+    }
     for (uint32_t r = 0; r < c->reqs; r++) {
-        ql[r] = 1;
-        sl[r] = is_empty(c, r) ? 0 : 1 + (int32_t)(ath_rand_u64(rng) % 300);
+        ql[r] = c->qlen ? c->qlen : 1;
+        sl[r] = is_empty(c, r) ? 0 : c->qlen ? c->qlen : 1 + (int32_t)(ath_rand_u64(rng) % 300);
     }
     ath_shape s;
     memset(&s, 0, sizeof s);
@@ -152,7 +169,7 @@ done:
     report(name, ok, msg);
     if (st) O->state_destroy(st);
     ath_work_free(&P, &io);
-    free(ref), free(rlse), free(out), free(lse);
+    free(ref), free(rlse), free(out), free(lse), free(ql);
 }
 
 static void run_merge(ah_dtype dt, int out_in_a, uint64_t *rng)
@@ -177,7 +194,7 @@ static void run_merge(ah_dtype dt, int out_in_a, uint64_t *rng)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: xpu_empty_kv PLUGIN.so [KEY=VALUE...]\n");
+        fprintf(stderr, "usage: xpu_batches PLUGIN.so [KEY=VALUE...]\n");
         return 2;
     }
     int rc = ath_load(&P, argv[1]);
@@ -200,25 +217,30 @@ int main(int argc, char **argv)
     /* decode batches of few query rows take the split-KV path (the device
      * has compute_units * 256 lanes); 24 requests of 32 heads fill it */
     static const ecase split[] = {
-        {"fp16 d128 gqa4", AH_DTYPE_FP16, AH_DTYPE_FP16, 8, 2, 128, 9, 0, SINK_NONE, 0},
-        {"bf16 d64 window 32, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 1, 64, 7, 32, SINK_FINITE,
+        {"fp16 d128 gqa4", AH_DTYPE_FP16, AH_DTYPE_FP16, 8, 2, 128, 9, 0, SINK_NONE, EMPTY_THIRD,
          0},
-        {"fp32 d128 sinks -inf", AH_DTYPE_FP32, AH_DTYPE_FP32, 4, 4, 128, 6, 0, SINK_NEG_INF, 0},
-        {"fp16 e4m3 cache d64", AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 8, 2, 64, 5, 0, SINK_NONE, 0},
+        {"bf16 d64 window 32, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 1, 64, 7, 32, SINK_FINITE,
+         EMPTY_THIRD, 0},
+        {"fp32 d128 sinks -inf", AH_DTYPE_FP32, AH_DTYPE_FP32, 4, 4, 128, 6, 0, SINK_NEG_INF,
+         EMPTY_THIRD, 0},
+        {"fp16 e4m3 cache d64", AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 8, 2, 64, 5, 0, SINK_NONE,
+         EMPTY_THIRD, 0},
         /* 16 query heads per KV head: the Intel tier's rows hold 8 heads,
          * so each KV head's group runs as two chunks */
-        {"fp16 d128 gqa16", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 2, 128, 7, 0, SINK_FINITE, 0},
+        {"fp16 d128 gqa16", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 2, 128, 7, 0, SINK_FINITE,
+         EMPTY_THIRD, 0},
         {"bf16 d128 all empty, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 2, 128, 4, 0, SINK_FINITE,
-         1},
+         EMPTY_ALL, 0},
         {"fp16 d64 all empty, sinks -inf", AH_DTYPE_FP16, AH_DTYPE_FP16, 4, 2, 64, 3, 0,
-         SINK_NEG_INF, 1},
+         SINK_NEG_INF, EMPTY_ALL, 0},
     };
     static const ecase unsplit[] = {
-        {"fp16 d64 32 heads", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 8, 64, 24, 0, SINK_NONE, 0},
+        {"fp16 d64 32 heads", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 8, 64, 24, 0, SINK_NONE,
+         EMPTY_THIRD, 0},
         {"bf16 d64 32 heads sinks -inf", AH_DTYPE_BF16, AH_DTYPE_BF16, 32, 4, 64, 24, 0,
-         SINK_NEG_INF, 0},
+         SINK_NEG_INF, EMPTY_THIRD, 0},
         {"fp32 d64 32 heads window 16, sinks", AH_DTYPE_FP32, AH_DTYPE_FP32, 32, 8, 64, 24, 16,
-         SINK_FINITE, 0},
+         SINK_FINITE, EMPTY_THIRD, 0},
     };
     /* the split path at two chunk floors: the default and 16 keys */
     static const char *const floors[] = {"128", "16"};
@@ -243,7 +265,33 @@ int main(int argc, char **argv)
         P.ops->context_destroy(P.ctx);
         P.ctx = NULL;
     }
-    printf("xpu_empty_kv: %d passed, %d failed\n", g_pass, g_fail);
+    /* The wide prefill: requests of 64 tokens, 32 query heads, at least
+     * 4096 work-items per compute unit in a power of two (so that PoCL's
+     * own choice would be groups of 4096); d 128 bf16 as `attnhost bench`'s
+     * prefill. */
+    uint32_t tokens = 256;
+    while (tokens < 128u * (P.probe.multiprocessors ? P.probe.multiprocessors : 1u)) tokens *= 2;
+    const ecase wide = {"bf16 d128 32/8 heads, 64-token requests",
+                        AH_DTYPE_BF16,
+                        AH_DTYPE_BF16,
+                        32,
+                        8,
+                        128,
+                        tokens / 64,
+                        0,
+                        SINK_NONE,
+                        EMPTY_NONE,
+                        64};
+    if (ath_set(&P, "split_chunk_min", "128") || ath_context(&P, 0, 0)) {
+        ath_close(&P);
+        return 1;
+    }
+    char wide_name[48];
+    snprintf(wide_name, sizeof wide_name, "prefill(%u tokens)", tokens);
+    run_case(&wide, wide_name, &rng);
+    P.ops->context_destroy(P.ctx);
+    P.ctx = NULL;
+    printf("xpu_batches: %d passed, %d failed\n", g_pass, g_fail);
     ath_close(&P);
     return g_fail ? 1 : 0;
 }
