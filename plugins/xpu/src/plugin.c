@@ -21,7 +21,10 @@
 
 #include "xpu.h"
 
-static const uint32_t xpu_head_sizes[] = {64, 96, 128, 192, 256};
+/* 576 / 512: absorbed MLA only (check_combination), through its own
+ * portable kernel on every tier (attn.cl xpu_attn_mla) */
+static const uint32_t xpu_qk_sizes[] = {64, 96, 128, 192, 256, 576};
+static const uint32_t xpu_v_sizes[] = {64, 96, 128, 192, 256, 512};
 static const uint32_t xpu_block_sizes[] = {16, 32, 64, 128};
 
 static const ah_config_key xpu_keys[] = {
@@ -50,11 +53,12 @@ static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
         .q_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16), \
         .kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) | \
                      AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2), \
-        .qk_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
-        .v_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
+        .qk_head_sizes = AH_INT_SET_LIST(xpu_qk_sizes), \
+        .v_head_sizes = AH_INT_SET_LIST(xpu_v_sizes), \
         .block_sizes = AH_INT_SET_LIST(xpu_block_sizes), .preferred_block_size = 16, \
-        .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP | \
-                    AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES | AH_FEAT_EMPTY_KV, \
+        .features = AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | \
+                    AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES | \
+                    AH_FEAT_EMPTY_KV, \
         .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | \
                       AH_BIT(AH_ATTN_ENCODER_ONLY) | AH_BIT(AH_ATTN_ENCODER_DECODER), \
         .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), \
@@ -71,16 +75,42 @@ static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
 static const ah_caps xpu_caps_gpu = XPU_CAPS(AH_RANK_PRIMARY);
 static const ah_caps xpu_caps_cpu = XPU_CAPS(AH_RANK_MARGINAL);
 
+/* Why spec is no layer xpu serves beyond what the caps say (MLA's sizes
+ * and its one KV head), NULL when it is one; the detail in v. */
+static const char *xpu_combination_why(const ah_layer_spec *spec, char *v, size_t cap,
+                                       const char **field)
+{
+    if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
+        snprintf(v, cap, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
+        *field = "num_q_heads/num_kv_heads";
+        return "a whole number of query heads per KV head";
+    }
+    const int mla_sizes = spec->qk_head_size == 576 || spec->v_head_size == 512;
+    if (spec->use_mla && spec->num_kv_heads != 1) {
+        snprintf(v, cap, "%u", spec->num_kv_heads);
+        *field = "num_kv_heads";
+        return "1 with MLA";
+    }
+    if (spec->use_mla && !(spec->qk_head_size == 576 && spec->v_head_size == 512)) {
+        snprintf(v, cap, "%u/%u", spec->qk_head_size, spec->v_head_size);
+        *field = "qk_head_size/v_head_size";
+        return "576/512 with MLA";
+    }
+    if (!spec->use_mla && mla_sizes) {
+        snprintf(v, cap, "%u/%u", spec->qk_head_size, spec->v_head_size);
+        *field = "qk_head_size/v_head_size";
+        return "576 and 512 only with MLA";
+    }
+    return NULL;
+}
+
 static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
                                   ah_reason_sink *sink)
 {
     char v[64];
+    const char *field = NULL, *want = xpu_combination_why(spec, v, sizeof v, &field);
     (void)probe;
-    if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
-        snprintf(v, sizeof v, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
-        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v,
-                  "a whole number of query heads per KV head");
-    }
+    if (want) sink->add(sink, AH_REASON_COMBINATION, field, v, want);
 }
 
 /* ---- runtime and device choice ---------------------------------------------- */
@@ -443,8 +473,9 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     const ah_caps *c = &xpu_caps_gpu;
     ah_status rc = ah_spec_check_caps(spec, c, &ctx->err);
     if (rc != AH_OK) return rc;
-    if (spec->use_mla)
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "MLA is not served by xpu yet");
+    char v[64];
+    const char *field = NULL, *want = xpu_combination_why(spec, v, sizeof v, &field);
+    if (want) return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "%s %s: xpu serves %s", field, v, want);
     if (!(spec->softcap >= 0.0f) || !isfinite(spec->softcap))
         return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0",
                        (double)spec->softcap);
@@ -458,7 +489,10 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
                : spec->attn_type == AH_ATTN_ENCODER_DECODER ? 2
                                                             : 1;
     const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    st->intel = ctx->kern.tier != XPU_TIER_PORTABLE &&
+    /* MLA's rows (8 queries x 512 fp32 accumulators, 576-wide query
+     * operands) are past the Intel kernel's register budget: its portable
+     * kernel serves it on every tier */
+    st->intel = ctx->kern.tier != XPU_TIER_PORTABLE && !spec->use_mla &&
                 (spec->q_dtype == AH_DTYPE_FP16 || spec->q_dtype == AH_DTYPE_BF16);
     st->hpr = group < 8 ? group : 8;
     st->tpb = 8 / st->hpr;
@@ -746,8 +780,10 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs,
                          &xk)) != AH_OK)
         return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
-                         &xv)) != AH_OK)
+    /* MLA's values are the key rows' first v_head_size channels */
+    if (sp->use_mla) v_bs = k_bs, v_ts = k_ts, v_hs = k_hs, xv = xk;
+    else if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts,
+                              &v_hs, &xv)) != AH_OK)
         return s;
     void *lse = c->dummy, *sinks = c->dummy, *alibi = c->dummy;
     int64_t l_ts = 0;
@@ -770,12 +806,14 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     }
     const int fp8 = is_fp8(sp->kv_dtype);
     float k_scale = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f,
-          v_scale = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+          v_scale = sp->use_mla                 ? k_scale
+                    : fp8 && a->v_scale != 0.0f ? a->v_scale
+                                                : 1.0f;
     if (!isfinite(k_scale) || !isfinite(v_scale))
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite",
                        (double)a->k_scale, (double)a->v_scale);
-    void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache),
-         *out = ah_dl_data(a->out);
+    void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache),
+         *vc = sp->use_mla ? kc : ah_dl_data(a->value_cache), *out = ah_dl_data(a->out);
     int64_t q_ts = ah_dl_stride(a->q, 0), q_hs = ah_dl_stride(a->q, 1),
             o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
     int q_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype),
@@ -820,8 +858,8 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
                           sp->num_kv_heads * (uint32_t)n_hchunks, sg, args, n_args, st->err.msg,
                           sizeof st->err.msg);
     else
-        s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN, st->n_items, (uint32_t)hq, 0, args,
-                          n_args - 4, st->err.msg, sizeof st->err.msg);
+        s = c->rt->launch(c->dev, a->stream, sp->use_mla ? XPU_K_ATTN_MLA : XPU_K_ATTN, st->n_items,
+                          (uint32_t)hq, 0, args, n_args - 4, st->err.msg, sizeof st->err.msg);
     if (s != AH_OK || !st->n_splits) return s;
     void *splits = st->splits.p;
     int n_splits = (int)st->n_splits;
@@ -851,33 +889,37 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     const int64_t T = st->num_tokens;
     const int64_t ks[3] = {T, sp->num_kv_heads, sp->qk_head_size},
                   vs[3] = {T, sp->num_kv_heads, sp->v_head_size};
-    int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
-    xpu_ext xk, xv, xkc, xvc;
+    int64_t k_bs, k_ts, k_hs, v_bs = 0, v_ts = 0, v_hs = 0;
+    xpu_ext xk, xv = {0, 0}, xkc, xvc = {0, 0};
     ah_status s;
     if ((s = check_tensor(c, &st->err, a->key, "key", sp->q_dtype, 3, ks, &xk)) != AH_OK) return s;
-    if ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK)
-        return s;
     if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs,
                          &xkc)) != AH_OK)
         return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
-                         &xvc)) != AH_OK)
+    /* MLA writes the key (latent) rows alone: value and value_cache are not read */
+    if (!sp->use_mla &&
+        ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK ||
+         (s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
+                          &xvc)) != AH_OK))
         return s;
     const int fp8 = is_fp8(sp->kv_dtype);
     const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f,
-                vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+                vsc = fp8 && a->v_scale != 0.0f && !sp->use_mla ? a->v_scale : 1.0f;
     if (!isfinite(ksc) || !isfinite(vsc) || ksc <= 0.0f || vsc <= 0.0f)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "k_scale %g / v_scale %g must be finite and > 0", (double)a->k_scale,
                        (double)a->v_scale);
     float k_inv = 1.0f / ksc, v_inv = 1.0f / vsc;
-    void *key = ah_dl_data(a->key), *val = ah_dl_data(a->value), *kc = ah_dl_data(a->key_cache),
-         *vc = ah_dl_data(a->value_cache);
+    void *key = ah_dl_data(a->key), *kc = ah_dl_data(a->key_cache);
+    void *val = sp->use_mla ? c->dummy : ah_dl_data(a->value),
+         *vc = sp->use_mla ? c->dummy : ah_dl_data(a->value_cache);
     int64_t key_ts = ah_dl_stride(a->key, 0), key_hs = ah_dl_stride(a->key, 1);
-    int64_t val_ts = ah_dl_stride(a->value, 0), val_hs = ah_dl_stride(a->value, 1);
+    int64_t val_ts = sp->use_mla ? 0 : ah_dl_stride(a->value, 0),
+            val_hs = sp->use_mla ? 0 : ah_dl_stride(a->value, 1);
     int src_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), n = (int)T,
         hk = (int)sp->num_kv_heads;
-    int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size, has_v = 1;
+    int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size,
+        has_v = !sp->use_mla;
     void *slots = st->slots.p;
     /* Not reformatted: one line per group of the kernel's parameters (xpu_write_kv, kernels/kv.cl).
      */

@@ -22,6 +22,7 @@ enum {
     XPU_K_SPLIT_MERGE,
     XPU_K_WRITE_KV,
     XPU_K_MERGE_STATES,
+    XPU_K_ATTN_MLA,
     XPU_K_ATTN_INTEL,
     XPU_K_COUNT
 };

@@ -13,6 +13,8 @@
  *   logit with a finite sink); the rest must match the oracle. merge_states
  *   runs with parts of LSE -inf whose rows hold NaN: the other part must
  *   pass through.
+ * - Absorbed MLA (576 / 512, one KV head) from an FP8 cache, its values
+ *   under the K scale, and the MLA layers xpu refuses.
  * - A wide prefill: 32 query heads over at least 4096 query rows per
  *   compute unit, a launch from which PoCL, left to choose, makes
  *   work-groups of 4096 work-items, more private memory than its threads'
@@ -41,6 +43,7 @@ typedef struct ecase {
     int sinks; /* SINK_* */
     int empty; /* EMPTY_* */
     int qlen;  /* query tokens a request (a prefill of qlen keys); 0: decode */
+    int mla;   /* absorbed MLA: d 576 (the key's), V its first 512 channels */
 } ecase;
 
 static ath_host P;
@@ -84,9 +87,12 @@ static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
     ath_shape s;
     memset(&s, 0, sizeof s);
     s.attn = AH_ATTN_DECODER, s.q_dtype = c->q, s.kv_dtype = c->kv;
-    s.hq = c->hq, s.hk = c->hk, s.d = c->d, s.layout = AH_KV_LAYOUT_NHD;
+    const uint32_t dv = c->mla ? 512 : c->d;
+    s.hq = c->hq, s.hk = c->hk, s.d = c->d, s.dv = dv, s.mla = (uint32_t)c->mla;
+    s.layout = AH_KV_LAYOUT_NHD;
     s.window = c->window, s.sinks = c->sinks != SINK_NONE;
     s.k_scale = s.v_scale = c->kv == c->q ? 0.f : 0.5f;
+    if (c->mla && s.k_scale != 0.f) s.v_scale = 4.f; /* MLA's values take the K scale */
     s.q_amp = s.kv_amp = 2.f;
     s.batch = (ath_batch_spec){.num_reqs = c->reqs,
                                .qlens = ql,
@@ -112,7 +118,7 @@ static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
     ah_limits lim = {
         sizeof lim,     io.B.num_reqs, io.B.num_tokens, io.B.width, io.B.max_seq ? io.B.max_seq : 1,
         io.B.num_blocks};
-    const size_t T = io.B.num_tokens, nl = T * c->hq, no = nl * c->d;
+    const size_t T = io.B.num_tokens, nl = T * c->hq, no = nl * dv;
     out = malloc(io.d_out.bytes);
     lse = malloc(io.d_lse.bytes);
     memset(out, 0xff, io.d_out.bytes);
@@ -151,8 +157,8 @@ static void run_case(const ecase *c, const char *path_name, uint64_t *rng)
             const float got = lse[t * c->hq + h];
             bad_empty += !(got == want);
             rlse[t * c->hq + h] = want;
-            for (uint32_t e = 0; e < c->d; e++) {
-                const size_t i = (t * c->hq + h) * c->d + e;
+            for (uint32_t e = 0; e < dv; e++) {
+                const size_t i = (t * c->hq + h) * dv + e;
                 bad_empty += ah_load_f32(out, i, c->q) != 0.0f; /* exactly 0: no tolerance */
                 ref[i] = 0;
             }
@@ -191,6 +197,33 @@ static void run_merge(ah_dtype dt, int out_in_a, uint64_t *rng)
     report(name, ok, msg);
 }
 
+/* Layers xpu must refuse at state creation, with the reason. */
+static void run_refusals(void)
+{
+    static const struct {
+        const char *name;
+        uint32_t hk, d, dv, mla;
+        const char *says;
+    } bad[] = {
+        {"mla with 2 KV heads", 2, 576, 512, 1, "1 with MLA"},
+        {"mla 192/128", 1, 192, 128, 1, "576/512 with MLA"},
+        {"qk 576 without mla", 1, 576, 512, 0, "only with MLA"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[96], msg[320] = "";
+        snprintf(name, sizeof name, "refuses %s", bad[i].name);
+        ah_layer_spec sp = ath_spec(AH_ATTN_DECODER, 16, bad[i].hk, bad[i].d, AH_DTYPE_FP16, 16);
+        sp.v_head_size = bad[i].dv, sp.use_mla = bad[i].mla;
+        ah_limits lim = {sizeof lim, 4, 64, 8, 128, 64};
+        ah_state *st = NULL;
+        const ah_status rc = P.ops->state_create(P.ctx, &sp, &lim, &st);
+        const char *why = P.ops->context_error(P.ctx);
+        snprintf(msg, sizeof msg, " %s: %s", ah_status_str(rc), why);
+        report(name, rc == AH_ERR_UNSUPPORTED && !st && strstr(why, bad[i].says), msg);
+        if (st) P.ops->state_destroy(st);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -217,30 +250,34 @@ int main(int argc, char **argv)
     /* decode batches of few query rows take the split-KV path (the device
      * has compute_units * 256 lanes); 24 requests of 32 heads fill it */
     static const ecase split[] = {
-        {"fp16 d128 gqa4", AH_DTYPE_FP16, AH_DTYPE_FP16, 8, 2, 128, 9, 0, SINK_NONE, EMPTY_THIRD,
+        {"fp16 d128 gqa4", AH_DTYPE_FP16, AH_DTYPE_FP16, 8, 2, 128, 9, 0, SINK_NONE, EMPTY_THIRD, 0,
          0},
         {"bf16 d64 window 32, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 1, 64, 7, 32, SINK_FINITE,
-         EMPTY_THIRD, 0},
+         EMPTY_THIRD, 0, 0},
         {"fp32 d128 sinks -inf", AH_DTYPE_FP32, AH_DTYPE_FP32, 4, 4, 128, 6, 0, SINK_NEG_INF,
-         EMPTY_THIRD, 0},
+         EMPTY_THIRD, 0, 0},
         {"fp16 e4m3 cache d64", AH_DTYPE_FP16, AH_DTYPE_FP8_E4M3, 8, 2, 64, 5, 0, SINK_NONE,
-         EMPTY_THIRD, 0},
+         EMPTY_THIRD, 0, 0},
         /* 16 query heads per KV head: the Intel tier's rows hold 8 heads,
          * so each KV head's group runs as two chunks */
         {"fp16 d128 gqa16", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 2, 128, 7, 0, SINK_FINITE,
-         EMPTY_THIRD, 0},
+         EMPTY_THIRD, 0, 0},
         {"bf16 d128 all empty, sinks", AH_DTYPE_BF16, AH_DTYPE_BF16, 4, 2, 128, 4, 0, SINK_FINITE,
-         EMPTY_ALL, 0},
+         EMPTY_ALL, 0, 0},
         {"fp16 d64 all empty, sinks -inf", AH_DTYPE_FP16, AH_DTYPE_FP16, 4, 2, 64, 3, 0,
-         SINK_NEG_INF, EMPTY_ALL, 0},
+         SINK_NEG_INF, EMPTY_ALL, 0, 0},
+        /* MLA through its own kernel on every tier; V from the FP8 key
+         * cache with the K scale (v_scale, set to another value, unread) */
+        {"bf16 e4m3 cache mla 576/512", AH_DTYPE_BF16, AH_DTYPE_FP8_E4M3, 16, 1, 576, 6, 0,
+         SINK_FINITE, EMPTY_THIRD, 0, 1},
     };
     static const ecase unsplit[] = {
         {"fp16 d64 32 heads", AH_DTYPE_FP16, AH_DTYPE_FP16, 32, 8, 64, 24, 0, SINK_NONE,
-         EMPTY_THIRD, 0},
+         EMPTY_THIRD, 0, 0},
         {"bf16 d64 32 heads sinks -inf", AH_DTYPE_BF16, AH_DTYPE_BF16, 32, 4, 64, 24, 0,
-         SINK_NEG_INF, EMPTY_THIRD, 0},
+         SINK_NEG_INF, EMPTY_THIRD, 0, 0},
         {"fp32 d64 32 heads window 16, sinks", AH_DTYPE_FP32, AH_DTYPE_FP32, 32, 8, 64, 24, 16,
-         SINK_FINITE, EMPTY_THIRD, 0},
+         SINK_FINITE, EMPTY_THIRD, 0, 0},
     };
     /* the split path at two chunk floors: the default and 16 keys */
     static const char *const floors[] = {"128", "16"};
@@ -256,6 +293,7 @@ int main(int argc, char **argv)
         if (f == 0)
             for (size_t i = 0; i < sizeof unsplit / sizeof unsplit[0]; i++)
                 run_case(&unsplit[i], "unsplit", &rng);
+        if (f == 0) run_refusals();
         if (f == 0)
             for (int dt = 0; dt < 3; dt++) {
                 const ah_dtype t[3] = {AH_DTYPE_FP32, AH_DTYPE_FP16, AH_DTYPE_BF16};
@@ -281,7 +319,8 @@ int main(int argc, char **argv)
                         0,
                         SINK_NONE,
                         EMPTY_NONE,
-                        64};
+                        64,
+                        0};
     if (ath_set(&P, "split_chunk_min", "128") || ath_context(&P, 0, 0)) {
         ath_close(&P);
         return 1;
