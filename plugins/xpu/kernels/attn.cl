@@ -32,6 +32,7 @@ static inline void xpu_attn_row(XPU_ATTN_PARAMS, __private float *qv, __private 
     if (it >= n_items || h >= hq) return;
     const int4 w = items[it];
     const int t = w.x, r = w.y;
+    if (r < 0) return; /* a graph's padding token: no request */
     const int q0 = qsl[r], qlen = qsl[r + 1] - q0, len = seq_lens[r];
     const long p = (long)len - qlen + (t - q0);
     long lo = w.z, hi = w.w;

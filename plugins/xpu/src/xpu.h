@@ -109,7 +109,8 @@ typedef struct xpu_devinfo {
     uint32_t count; /* devices of this runtime */
 } xpu_devinfo;
 
-typedef struct xpu_dev xpu_dev; /* a runtime's open device */
+typedef struct xpu_dev xpu_dev;     /* a runtime's open device */
+typedef struct xpu_graph xpu_graph; /* launches recorded once, replayable */
 
 /* The work-group of the portable kernels (XPU_GROUP x 1), on both
  * runtimes. Named, not left to the runtime: a work-item holds two
@@ -144,6 +145,15 @@ typedef struct xpu_rt {
                         const xpu_arg *args, int n_args, char *err, size_t cap);
     ah_status (*timer_start)(xpu_dev *d, void *stream, char *err, size_t cap);
     ah_status (*timer_stop)(xpu_dev *d, void *stream, float *ms, char *err, size_t cap);
+    /* Graphs: from graph_begin to graph_end the launches on stream are
+     * recorded, with their arguments' values, into a graph instead of
+     * running (copies, timers and synchronisation still run at once);
+     * graph_launch runs a graph on a stream after what the stream holds.
+     * Launches over foreign host memory cannot be recorded. */
+    ah_status (*graph_begin)(xpu_dev *d, void *stream, char *err, size_t cap);
+    ah_status (*graph_end)(xpu_dev *d, void *stream, xpu_graph **g, char *err, size_t cap);
+    ah_status (*graph_launch)(xpu_dev *d, xpu_graph *g, void *stream, char *err, size_t cap);
+    void (*graph_destroy)(xpu_dev *d, xpu_graph *g);
 } xpu_rt;
 
 /* rt_common.c: how many modules a device opened with kern builds, whether

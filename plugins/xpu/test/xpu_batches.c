@@ -15,6 +15,7 @@
  *   pass through.
  * - Absorbed MLA (576 / 512, one KV head) from an FP8 cache, its values
  *   under the K scale, and the MLA layers xpu refuses.
+ * - plan(REPLAY) without a capture, or of another token count.
  * - A wide prefill: 32 query heads over at least 4096 query rows per
  *   compute unit, a launch from which PoCL, left to choose, makes
  *   work-groups of 4096 work-items, more private memory than its threads'
@@ -224,6 +225,45 @@ static void run_refusals(void)
     }
 }
 
+/* plan(REPLAY) with no capture before it, or of another token count than
+ * the capture's (a recorded launch's size), must be refused. */
+static void run_replay_refusals(uint64_t *rng)
+{
+    int32_t ql[3] = {1, 1, 1}, sl[3] = {40, 7, 90}, ql2[2] = {1, 1};
+    ath_shape s;
+    memset(&s, 0, sizeof s);
+    s.attn = AH_ATTN_DECODER, s.q_dtype = s.kv_dtype = AH_DTYPE_FP16;
+    s.hq = 8, s.hk = 2, s.d = 64, s.layout = AH_KV_LAYOUT_NHD;
+    s.batch = (ath_batch_spec){.num_reqs = 3, .qlens = ql, .seqlens = sl, .block_size = 16};
+    ath_work io, io2;
+    memset(&io2, 0, sizeof io2);
+    ah_state *st = NULL;
+    char msg[320] = "";
+    int ok = 0;
+    if (ath_work_build(&P, &io, &s, rng)) {
+        report("plan(REPLAY) refusals", 0, " setup failed");
+        return;
+    }
+    s.batch.num_reqs = 2, s.batch.qlens = ql2;
+    if (ath_work_build(&P, &io2, &s, rng) ||
+        P.ops->state_create(P.ctx, &io.spec, &io.lim, &st) != AH_OK) {
+        snprintf(msg, sizeof msg, " setup failed");
+        goto done;
+    }
+    const ah_status r0 = P.ops->plan(st, &io.B.b, AH_PLAN_REPLAY, NULL);
+    const int first = r0 != AH_OK && strstr(P.ops->state_error(st), "without an earlier");
+    const ah_status r1 = P.ops->plan(st, &io.B.b, AH_PLAN_CAPTURE, NULL);
+    const ah_status r2 = P.ops->plan(st, &io2.B.b, AH_PLAN_REPLAY, NULL);
+    snprintf(msg, sizeof msg, " %s", P.ops->state_error(st));
+    ok = first && r1 == AH_OK && r2 == AH_ERR_INVALID_ARGUMENT &&
+         strstr(P.ops->state_error(st), "captured with 3");
+done:
+    report("plan(REPLAY) refusals", ok, msg);
+    if (st) P.ops->state_destroy(st);
+    ath_work_free(&P, &io);
+    ath_work_free(&P, &io2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -293,7 +333,7 @@ int main(int argc, char **argv)
         if (f == 0)
             for (size_t i = 0; i < sizeof unsplit / sizeof unsplit[0]; i++)
                 run_case(&unsplit[i], "unsplit", &rng);
-        if (f == 0) run_refusals();
+        if (f == 0) run_refusals(), run_replay_refusals(&rng);
         if (f == 0)
             for (int dt = 0; dt < 3; dt++) {
                 const ah_dtype t[3] = {AH_DTYPE_FP32, AH_DTYPE_FP16, AH_DTYPE_BF16};
