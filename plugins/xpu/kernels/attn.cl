@@ -14,6 +14,8 @@
  * row and log-sum-exp itself (dest < 0; sinks folded in) or writes a
  * normalised partial row and its LSE into the split workspace.
  *
+ * xpu_attn_mla: xpu_attn for absorbed MLA's head sizes (576 / 512).
+ *
  * xpu_split_merge: one work-item per (split token, head): the LSE merge of
  * a token's chunks, the sink folded into the denominator.
  *
@@ -22,18 +24,20 @@
  */
 #include "common.clh"
 
-__kernel void xpu_attn(XPU_ATTN_PARAMS)
+/* One work-item's row over private arrays as long as the kernel's head
+ * sizes: qv for d scaled query elements, acc for dv accumulators. */
+static inline void xpu_attn_row(XPU_ATTN_PARAMS, __private float *qv, __private float *acc)
 {
     const int it = (int)get_global_id(0), h = (int)get_global_id(1);
     if (it >= n_items || h >= hq) return;
     const int4 w = items[it];
     const int t = w.x, r = w.y;
+    if (r < 0) return; /* a graph's padding token: no request */
     const int q0 = qsl[r], qlen = qsl[r + 1] - q0, len = seq_lens[r];
     const long p = (long)len - qlen + (t - q0);
     long lo = w.z, hi = w.w;
     xpu_visible(p, mode, window, &lo, &hi);
     const int kvh = h / group;
-    float qv[XPU_MAX_D], acc[XPU_MAX_D];
     const long qb = (long)t * q_ts + (long)h * q_hs;
     for (int c = 0; c < d; c++) qv[c] = xpu_load(q, qb + c, q_dt) * scale;
     for (int c = 0; c < dv; c++) acc[c] = 0.0f;
@@ -74,6 +78,21 @@ __kernel void xpu_attn(XPU_ATTN_PARAMS)
     const long ob = (long)t * o_ts + (long)h * o_hs;
     for (int c = 0; c < dv; c++) xpu_store(out, ob + c, q_dt, acc[c] * f);
     if (flags & 1) lse[(long)t * l_ts + h] = row_lse;
+}
+
+__kernel void xpu_attn(XPU_ATTN_PARAMS)
+{
+    float qv[XPU_MAX_D], acc[XPU_MAX_D];
+    xpu_attn_row(XPU_ATTN_ARGS, qv, acc);
+}
+
+/* Absorbed MLA (qk 576, v 512, one KV head): vc is the key cache and V a
+ * key row's first dv channels. Its own kernel, so that the other layers'
+ * work-items keep their smaller private arrays. */
+__kernel void xpu_attn_mla(XPU_ATTN_PARAMS)
+{
+    float qv[XPU_MLA_D], acc[XPU_MLA_DV];
+    xpu_attn_row(XPU_ATTN_ARGS, qv, acc);
 }
 
 /* splits[i] = (token, first partial, number of partials, 0). */

@@ -74,6 +74,7 @@ __kernel void xpu_attn_intel(XPU_ATTN_PARAMS, __global const int2 *blocks, int n
     const int2 blk = blocks[b];
     const int bf = (q_dt & XPU_BF16) != 0, aligned = (flags & 8) != 0;
     const int r = items[blk.x].y;
+    if (r < 0) return; /* a graph's padding token (a block of its own) */
     const int q0 = qsl[r], qlen = qsl[r + 1] - q0, len = seq_lens[r];
     __global const int *row = bt + (long)r * bt_stride;
 

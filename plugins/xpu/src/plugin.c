@@ -21,7 +21,10 @@
 
 #include "xpu.h"
 
-static const uint32_t xpu_head_sizes[] = {64, 96, 128, 192, 256};
+/* 576 / 512: absorbed MLA only (check_combination), through its own
+ * portable kernel on every tier (attn.cl xpu_attn_mla) */
+static const uint32_t xpu_qk_sizes[] = {64, 96, 128, 192, 256, 576};
+static const uint32_t xpu_v_sizes[] = {64, 96, 128, 192, 256, 512};
 static const uint32_t xpu_block_sizes[] = {16, 32, 64, 128};
 
 static const ah_config_key xpu_keys[] = {
@@ -50,15 +53,16 @@ static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
         .q_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16), \
         .kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) | \
                      AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2), \
-        .qk_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
-        .v_head_sizes = AH_INT_SET_LIST(xpu_head_sizes), \
+        .qk_head_sizes = AH_INT_SET_LIST(xpu_qk_sizes), \
+        .v_head_sizes = AH_INT_SET_LIST(xpu_v_sizes), \
         .block_sizes = AH_INT_SET_LIST(xpu_block_sizes), .preferred_block_size = 16, \
-        .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP | \
-                    AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES | AH_FEAT_EMPTY_KV, \
+        .features = AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | \
+                    AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_DIFF_HEAD_SIZES | \
+                    AH_FEAT_EMPTY_KV, \
         .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | \
                       AH_BIT(AH_ATTN_ENCODER_ONLY) | AH_BIT(AH_ATTN_ENCODER_DECODER), \
         .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), \
-        .preferred_kv_layout = AH_KV_LAYOUT_NHD, .graph_level = AH_GRAPH_NEVER, \
+        .preferred_kv_layout = AH_KV_LAYOUT_NHD, .graph_level = AH_GRAPH_ALWAYS, \
         .caller_output = 1, .config_keys = xpu_keys, \
         .n_config_keys = sizeof xpu_keys / sizeof xpu_keys[0], \
         .check_combination = xpu_check_combination, .prefill_rank = RANK, .decode_rank = RANK, \
@@ -71,16 +75,42 @@ static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info
 static const ah_caps xpu_caps_gpu = XPU_CAPS(AH_RANK_PRIMARY);
 static const ah_caps xpu_caps_cpu = XPU_CAPS(AH_RANK_MARGINAL);
 
+/* Why spec is no layer xpu serves beyond what the caps say (MLA's sizes
+ * and its one KV head), NULL when it is one; the detail in v. */
+static const char *xpu_combination_why(const ah_layer_spec *spec, char *v, size_t cap,
+                                       const char **field)
+{
+    if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
+        snprintf(v, cap, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
+        *field = "num_q_heads/num_kv_heads";
+        return "a whole number of query heads per KV head";
+    }
+    const int mla_sizes = spec->qk_head_size == 576 || spec->v_head_size == 512;
+    if (spec->use_mla && spec->num_kv_heads != 1) {
+        snprintf(v, cap, "%u", spec->num_kv_heads);
+        *field = "num_kv_heads";
+        return "1 with MLA";
+    }
+    if (spec->use_mla && !(spec->qk_head_size == 576 && spec->v_head_size == 512)) {
+        snprintf(v, cap, "%u/%u", spec->qk_head_size, spec->v_head_size);
+        *field = "qk_head_size/v_head_size";
+        return "576/512 with MLA";
+    }
+    if (!spec->use_mla && mla_sizes) {
+        snprintf(v, cap, "%u/%u", spec->qk_head_size, spec->v_head_size);
+        *field = "qk_head_size/v_head_size";
+        return "576 and 512 only with MLA";
+    }
+    return NULL;
+}
+
 static void xpu_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
                                   ah_reason_sink *sink)
 {
     char v[64];
+    const char *field = NULL, *want = xpu_combination_why(spec, v, sizeof v, &field);
     (void)probe;
-    if (spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads != 0) {
-        snprintf(v, sizeof v, "%u/%u", spec->num_q_heads, spec->num_kv_heads);
-        sink->add(sink, AH_REASON_COMBINATION, "num_q_heads/num_kv_heads", v,
-                  "a whole number of query heads per KV head");
-    }
+    if (want) sink->add(sink, AH_REASON_COMBINATION, field, v, want);
 }
 
 /* ---- runtime and device choice ---------------------------------------------- */
@@ -371,6 +401,32 @@ static ah_status xpu_timer_stop(ah_context *c, void *stream, float *ms)
     return c->rt->timer_stop(c->dev, stream, ms, c->err.msg, sizeof c->err.msg);
 }
 
+/* ---- graphs -------------------------------------------------------------------- */
+
+/* The runtime's graph is the ABI's (ah_graph is opaque to the host). */
+static ah_status xpu_graph_begin(ah_context *c, void *stream)
+{
+    return c->rt->graph_begin(c->dev, stream, c->err.msg, sizeof c->err.msg);
+}
+
+static ah_status xpu_graph_end(ah_context *c, void *stream, ah_graph **out)
+{
+    xpu_graph *g = NULL;
+    ah_status s = c->rt->graph_end(c->dev, stream, &g, c->err.msg, sizeof c->err.msg);
+    *out = (ah_graph *)g;
+    return s;
+}
+
+static ah_status xpu_graph_launch(ah_context *c, ah_graph *g, void *stream)
+{
+    return c->rt->graph_launch(c->dev, (xpu_graph *)g, stream, c->err.msg, sizeof c->err.msg);
+}
+
+static void xpu_graph_destroy(ah_context *c, ah_graph *g)
+{
+    c->rt->graph_destroy(c->dev, (xpu_graph *)g);
+}
+
 /* ---- states -------------------------------------------------------------------- */
 
 /* A device buffer the state grows on demand. */
@@ -378,6 +434,16 @@ typedef struct xpu_buf {
     void *p;
     size_t cap;
 } xpu_buf;
+
+/* A plan's device metadata: what the kernels read besides the tensors. */
+typedef struct xpu_meta {
+    xpu_buf qsl, seq_lens, bt, slots, items, dest, splits, part_o, part_lse, blocks;
+} xpu_meta;
+#define XPU_META_BUFS(m) \
+    { \
+        &(m)->qsl, &(m)->seq_lens, &(m)->bt, &(m)->slots, &(m)->items, &(m)->dest, &(m)->splits, \
+            &(m)->part_o, &(m)->part_lse, &(m)->blocks \
+    }
 
 struct ah_state {
     ah_context *ctx;
@@ -389,11 +455,20 @@ struct ah_state {
      * row blocks: hpr query heads of a KV head times up to tpb work items,
      * the group's heads in n_hchunks chunks (attn_intel.cl). */
     int intel, hpr, tpb, n_hchunks;
-    /* the last plan */
+    ah_limits lim;
+    /* the last plan, and the metadata it wrote: eager plans into their own
+     * buffers, which grow as batches need; CAPTURE and REPLAY plans into
+     * the graph's, sized once from the limits, so that an eager plan
+     * between replays never moves what a recorded launch points to */
     int planned;
     uint32_t num_tokens, n_items, n_splits, bt_width, n_blocks;
     int32_t max_block;
-    xpu_buf qsl, seq_lens, bt, slots, items, dest, splits, part_o, part_lse, blocks;
+    xpu_meta eager, graph, *cur;
+    /* what the CAPTURE plan fixed (0: no capture yet): the launch's query
+     * tokens and table width, and the key cache's blocks at capture */
+    uint32_t g_tokens, g_width;
+    int64_t g_cache_blocks;
+    int replaying; /* inside plan(REPLAY) */
     /* host staging */
     int32_t *h_items, *h_dest, *h_splits, *h_bt, *h_blocks;
     size_t h_items_cap, h_splits_cap, h_bt_cap, h_blocks_cap;
@@ -411,6 +486,10 @@ static ah_status buf_need(ah_state *st, xpu_buf *b, size_t bytes, void *stream)
 {
     if (bytes <= b->cap && b->p) return AH_OK;
     ah_context *c = st->ctx;
+    if (st->replaying) /* a replay never moves the graph's buffers */
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "plan(REPLAY) needs %zu bytes where the captured buffer holds %zu", bytes,
+                       b->cap);
     if (b->p) {
         c->rt->sync(c->dev, stream, st->err.msg, sizeof st->err.msg); /* work may still read it */
         buf_free(st, b);
@@ -439,12 +518,12 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
                                   ah_state **out)
 {
     *out = NULL;
-    (void)lim;
     const ah_caps *c = &xpu_caps_gpu;
     ah_status rc = ah_spec_check_caps(spec, c, &ctx->err);
     if (rc != AH_OK) return rc;
-    if (spec->use_mla)
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "MLA is not served by xpu yet");
+    char v[64];
+    const char *field = NULL, *want = xpu_combination_why(spec, v, sizeof v, &field);
+    if (want) return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "%s %s: xpu serves %s", field, v, want);
     if (!(spec->softcap >= 0.0f) || !isfinite(spec->softcap))
         return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0",
                        (double)spec->softcap);
@@ -453,12 +532,17 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     memset(st, 0, sizeof *st);
     st->ctx = ctx;
     memcpy(&st->spec, spec, sizeof st->spec);
+    if (lim && lim->struct_size >= sizeof st->lim) st->lim = *lim;
+    st->cur = &st->eager;
     st->scale = spec->scale != 0.0f ? spec->scale : 1.0f / sqrtf((float)spec->qk_head_size);
     st->mode = spec->attn_type == AH_ATTN_DECODER           ? 0
                : spec->attn_type == AH_ATTN_ENCODER_DECODER ? 2
                                                             : 1;
     const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    st->intel = ctx->kern.tier != XPU_TIER_PORTABLE &&
+    /* MLA's rows (8 queries x 512 fp32 accumulators, 576-wide query
+     * operands) are past the Intel kernel's register budget: its portable
+     * kernel serves it on every tier */
+    st->intel = ctx->kern.tier != XPU_TIER_PORTABLE && !spec->use_mla &&
                 (spec->q_dtype == AH_DTYPE_FP16 || spec->q_dtype == AH_DTYPE_BF16);
     st->hpr = group < 8 ? group : 8;
     st->tpb = 8 / st->hpr;
@@ -470,9 +554,11 @@ static ah_status xpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
 static void xpu_state_destroy(ah_state *st)
 {
     if (!st) return;
-    xpu_buf *bufs[] = {&st->qsl,  &st->seq_lens, &st->bt,     &st->slots,    &st->items,
-                       &st->dest, &st->splits,   &st->part_o, &st->part_lse, &st->blocks};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) buf_free(st, bufs[i]);
+    xpu_buf *bufs[] = XPU_META_BUFS(&st->eager), *gbufs[] = XPU_META_BUFS(&st->graph);
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        buf_free(st, bufs[i]);
+        buf_free(st, gbufs[i]);
+    }
     const ah_host_services *h = st->ctx->host;
     h->free(h, st->h_items);
     h->free(h, st->h_dest);
@@ -513,15 +599,16 @@ static ah_status upload(ah_state *st, xpu_buf *b, const void *src, size_t bytes,
 /* The Intel kernel's row blocks over the plan's work items: up to tpb
  * consecutive unsplit items of one request (consecutive query tokens,
  * which read the same keys), or one split-KV item. blocks[i] = (first
- * item, number of items). */
-static ah_status plan_blocks(ah_state *st, size_t n_items, size_t *n_blocks)
+ * item, number of items). A graph's plans take tpb 1: their block count
+ * is then the token count, which a replay may not change. */
+static ah_status plan_blocks(ah_state *st, size_t n_items, int tpb, size_t *n_blocks)
 {
     ah_status s = host_need(st, &st->h_blocks, &st->h_blocks_cap, 2 * n_items + 2);
     if (s != AH_OK) return s;
     size_t nb = 0;
     for (size_t i = 0; i < n_items; i++) {
         int32_t *cur = st->h_blocks + 2 * (nb ? nb - 1 : 0);
-        const int joins = nb && st->h_dest[i] < 0 && st->h_dest[cur[0]] < 0 && cur[1] < st->tpb &&
+        const int joins = nb && st->h_dest[i] < 0 && st->h_dest[cur[0]] < 0 && cur[1] < tpb &&
                           st->h_items[4 * (size_t)cur[0] + 1] == st->h_items[4 * i + 1];
         if (joins) {
             cur[1]++;
@@ -535,19 +622,78 @@ static ah_status plan_blocks(ah_state *st, size_t n_items, size_t *n_blocks)
     return AH_OK;
 }
 
+/* What a CAPTURE or REPLAY plan needs of its batch, checked before
+ * anything is written: the state's limits; for a replay, an earlier
+ * capture, the captured token count (a launch's size) and blocks inside
+ * the key cache the capture saw. */
+static ah_status check_graph_batch(ah_state *st, const ah_batch *b, ah_plan_mode mode)
+{
+    const ah_limits *l = &st->lim;
+    if (mode == AH_PLAN_EAGER) return AH_OK;
+    if (!l->max_num_reqs || !l->max_num_tokens || !l->max_blocks_per_req)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "plan(CAPTURE/REPLAY) needs the state's limits (max_num_reqs, "
+                       "max_num_tokens, max_blocks_per_req), given at state_create");
+    if (b->num_reqs > l->max_num_reqs || b->num_tokens > l->max_num_tokens)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%u requests / %u tokens exceed the state's limits %u / %u", b->num_reqs,
+                       b->num_tokens, l->max_num_reqs, l->max_num_tokens);
+    if (mode == AH_PLAN_CAPTURE) return AH_OK;
+    if (!st->g_tokens)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "plan(REPLAY) without an earlier plan(CAPTURE) on this state");
+    if (b->num_tokens != st->g_tokens)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "plan(REPLAY) of %u query tokens; the graph was captured with %u",
+                       b->num_tokens, st->g_tokens);
+    const uint32_t bs = st->spec.block_size;
+    for (uint32_t r = 0; r < b->num_reqs && st->g_cache_blocks; r++) {
+        const uint32_t nb = ((uint32_t)b->seq_lens_host[r] + bs - 1) / bs;
+        const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        for (uint32_t i = 0; i < nb && i < b->block_table_stride; i++)
+            if (row[i] < 0 || row[i] >= st->g_cache_blocks)
+                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                               "request %u's block %d is outside the captured key cache's %lld "
+                               "blocks",
+                               r, row[i], (long long)st->g_cache_blocks);
+    }
+    return AH_OK;
+}
+
+/* A capture's buffers, sized once from the limits (the table W wide). */
+static ah_status graph_buffers(ah_state *st, uint32_t W, void *stream)
+{
+    const size_t R = st->lim.max_num_reqs, T = st->lim.max_num_tokens;
+    xpu_meta *m = &st->graph;
+    ah_status s;
+    if ((s = buf_need(st, &m->qsl, (R + 1) * sizeof(int32_t), stream)) != AH_OK ||
+        (s = buf_need(st, &m->seq_lens, R * sizeof(int32_t), stream)) != AH_OK ||
+        (s = buf_need(st, &m->bt, R * W * sizeof(int32_t), stream)) != AH_OK ||
+        (s = buf_need(st, &m->slots, T * sizeof(int64_t), stream)) != AH_OK ||
+        (s = buf_need(st, &m->items, T * 4 * sizeof(int32_t), stream)) != AH_OK ||
+        (s = buf_need(st, &m->dest, T * sizeof(int32_t), stream)) != AH_OK ||
+        (s = buf_need(st, &m->blocks, T * 2 * sizeof(int32_t), stream)) != AH_OK ||
+        (s = buf_need(st, &m->splits, 0, stream)) != AH_OK ||
+        (s = buf_need(st, &m->part_o, 0, stream)) != AH_OK ||
+        (s = buf_need(st, &m->part_lse, 0, stream)) != AH_OK)
+        return s;
+    return AH_OK;
+}
+
 static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
     st->planned = 0;
     if (!b) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
-    if (mode != AH_PLAN_EAGER)
-        return ah_fail(&st->err, AH_ERR_UNSUPPORTED,
-                       "xpu has no graph capture (graph level NEVER); plan mode %d", (int)mode);
+    if (mode != AH_PLAN_EAGER && mode != AH_PLAN_CAPTURE && mode != AH_PLAN_REPLAY)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "plan mode %d", (int)mode);
     if (!b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host ||
         !b->slot_mapping_host)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "the batch lacks its host copies");
     const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->spec.block_size,
                    hq = st->spec.num_q_heads;
+    const int graph = mode != AH_PLAN_EAGER;
     ah_status s;
+    if ((s = check_graph_batch(st, b, mode)) != AH_OK) return s;
     /* block table, compacted to the widest request of this batch; only a
      * request's own blocks are copied, so the row of a request with no
      * keys (AH_FEAT_EMPTY_KV), which may be garbage, is never read */
@@ -561,6 +707,15 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "a request needs %u blocks, the table has %u columns", W,
                        b->block_table_stride);
+    if (graph) {
+        /* the table's width is a launch argument: the limits' at capture */
+        const uint32_t gw = mode == AH_PLAN_CAPTURE ? st->lim.max_blocks_per_req : st->g_width;
+        if (W > gw)
+            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                           "a request needs %u blocks; the graph's table holds %u a request", W,
+                           gw);
+        W = gw;
+    }
     if ((s = host_need(st, &st->h_bt, &st->h_bt_cap, (size_t)R * W + 1)) != AH_OK) return s;
     for (uint32_t r = 0; r < R; r++) {
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
@@ -579,7 +734,7 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
         (uint64_t)(st->ctx->info.compute_units ? st->ctx->info.compute_units : 1) * 256u;
     const uint64_t rows = (uint64_t)T * hq;
     uint64_t chunk = UINT64_MAX;
-    if (rows && rows < lanes) {
+    if (!graph && rows && rows < lanes) { /* a graph's item count is its token count */
         const uint64_t want_items = lanes / hq > T ? lanes / hq : T;
         chunk = ((uint64_t)b->max_seq_len * T + want_items - 1) / want_items;
         if (chunk < st->ctx->split_chunk_min) chunk = st->ctx->split_chunk_min;
@@ -619,10 +774,8 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
             }
         }
         if (!pass) {
-            if ((s = host_need(st, &st->h_items, &st->h_items_cap, 4 * n_items + 4)) != AH_OK)
+            if ((s = host_need(st, &st->h_items, &st->h_items_cap, 4 * (n_items + T) + 4)) != AH_OK)
                 return s;
-            size_t dcap = st->h_items_cap / 4;
-            (void)dcap;
             st->ctx->host->free(st->ctx->host, st->h_dest);
             st->h_dest =
                 st->ctx->host->alloc(st->ctx->host, (st->h_items_cap / 4 + 1) * sizeof(int32_t));
@@ -633,24 +786,40 @@ static ah_status xpu_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, vo
                 return s;
         }
     }
+    /* A graph launches one item per token of the batch: tokens past the
+     * last request (an engine's padding) get items of no request, which the
+     * kernels skip, so that the count is the same in every replay. */
+    for (; graph && n_items < T; n_items++) {
+        int32_t *it = st->h_items + 4 * n_items;
+        it[0] = (int32_t)n_items, it[1] = -1, it[2] = it[3] = 0;
+        st->h_dest[n_items] = -1;
+    }
     size_t n_blocks = 0;
-    if (st->intel && ((s = plan_blocks(st, n_items, &n_blocks)) != AH_OK ||
-                      (s = upload(st, &st->blocks, st->h_blocks, n_blocks * 2 * sizeof(int32_t),
-                                  stream)) != AH_OK))
+    if (st->intel && (s = plan_blocks(st, n_items, graph ? 1 : st->tpb, &n_blocks)) != AH_OK)
         return s;
+    xpu_meta *m = graph ? &st->graph : &st->eager;
+    if (mode == AH_PLAN_CAPTURE && (s = graph_buffers(st, W, stream)) != AH_OK) return s;
+    st->cur = m;
+    st->replaying = mode == AH_PLAN_REPLAY;
     const size_t dv = st->spec.v_head_size;
-    if ((s = upload(st, &st->qsl, b->query_start_loc_host, (R + 1) * sizeof(int32_t), stream)) !=
+    if ((s = upload(st, &m->blocks, st->h_blocks, n_blocks * 2 * sizeof(int32_t), stream)) !=
             AH_OK ||
-        (s = upload(st, &st->seq_lens, b->seq_lens_host, R * sizeof(int32_t), stream)) != AH_OK ||
-        (s = upload(st, &st->bt, st->h_bt, (size_t)R * W * sizeof(int32_t), stream)) != AH_OK ||
-        (s = upload(st, &st->slots, b->slot_mapping_host, T * sizeof(int64_t), stream)) != AH_OK ||
-        (s = upload(st, &st->items, st->h_items, n_items * 4 * sizeof(int32_t), stream)) != AH_OK ||
-        (s = upload(st, &st->dest, st->h_dest, n_items * sizeof(int32_t), stream)) != AH_OK ||
-        (s = upload(st, &st->splits, st->h_splits, n_splits * 4 * sizeof(int32_t), stream)) !=
+        (s = upload(st, &m->qsl, b->query_start_loc_host, (R + 1) * sizeof(int32_t), stream)) !=
             AH_OK ||
-        (s = buf_need(st, &st->part_o, n_parts * hq * dv * sizeof(float), stream)) != AH_OK ||
-        (s = buf_need(st, &st->part_lse, n_parts * hq * sizeof(float), stream)) != AH_OK)
+        (s = upload(st, &m->seq_lens, b->seq_lens_host, R * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &m->bt, st->h_bt, (size_t)R * W * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &m->slots, b->slot_mapping_host, T * sizeof(int64_t), stream)) != AH_OK ||
+        (s = upload(st, &m->items, st->h_items, n_items * 4 * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &m->dest, st->h_dest, n_items * sizeof(int32_t), stream)) != AH_OK ||
+        (s = upload(st, &m->splits, st->h_splits, n_splits * 4 * sizeof(int32_t), stream)) !=
+            AH_OK ||
+        (s = buf_need(st, &m->part_o, n_parts * hq * dv * sizeof(float), stream)) != AH_OK ||
+        (s = buf_need(st, &m->part_lse, n_parts * hq * sizeof(float), stream)) != AH_OK) {
+        st->replaying = 0;
         return s;
+    }
+    st->replaying = 0;
+    if (mode == AH_PLAN_CAPTURE) st->g_tokens = T, st->g_width = W, st->g_cache_blocks = 0;
     st->num_tokens = T;
     st->n_items = (uint32_t)n_items;
     st->n_splits = (uint32_t)n_splits;
@@ -746,9 +915,16 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs,
                          &xk)) != AH_OK)
         return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
-                         &xv)) != AH_OK)
+    /* MLA's values are the key rows' first v_head_size channels */
+    if (sp->use_mla) v_bs = k_bs, v_ts = k_ts, v_hs = k_hs, xv = xk;
+    else if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts,
+                              &v_hs, &xv)) != AH_OK)
         return s;
+    if (st->cur == &st->graph && !st->g_cache_blocks) { /* what replays' tables may reference */
+        st->g_cache_blocks = a->key_cache->shape[0];
+        if (!sp->use_mla && a->value_cache->shape[0] < st->g_cache_blocks)
+            st->g_cache_blocks = a->value_cache->shape[0];
+    }
     void *lse = c->dummy, *sinks = c->dummy, *alibi = c->dummy;
     int64_t l_ts = 0;
     int flags = 0;
@@ -770,12 +946,14 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     }
     const int fp8 = is_fp8(sp->kv_dtype);
     float k_scale = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f,
-          v_scale = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+          v_scale = sp->use_mla                 ? k_scale
+                    : fp8 && a->v_scale != 0.0f ? a->v_scale
+                                                : 1.0f;
     if (!isfinite(k_scale) || !isfinite(v_scale))
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "k_scale %g / v_scale %g are not finite",
                        (double)a->k_scale, (double)a->v_scale);
-    void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache), *vc = ah_dl_data(a->value_cache),
-         *out = ah_dl_data(a->out);
+    void *q = ah_dl_data(a->q), *kc = ah_dl_data(a->key_cache),
+         *vc = sp->use_mla ? kc : ah_dl_data(a->value_cache), *out = ah_dl_data(a->out);
     int64_t q_ts = ah_dl_stride(a->q, 0), q_hs = ah_dl_stride(a->q, 1),
             o_ts = ah_dl_stride(a->out, 0), o_hs = ah_dl_stride(a->out, 1);
     int q_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype),
@@ -785,9 +963,10 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
     int dv = (int)sp->v_head_size, bsz = (int)sp->block_size, window = (int)sp->sliding_window,
         mode = st->mode;
     float scale = st->scale, softcap = sp->softcap;
-    void *qsl = st->qsl.p, *sl = st->seq_lens.p, *bt = st->bt.p, *items = st->items.p,
-         *dest = st->dest.p;
-    void *po = st->part_o.p, *pl = st->part_lse.p, *blocks = st->blocks.p;
+    const xpu_meta *m = st->cur;
+    void *qsl = m->qsl.p, *sl = m->seq_lens.p, *bt = m->bt.p, *items = m->items.p,
+         *dest = m->dest.p;
+    void *po = m->part_o.p, *pl = m->part_lse.p, *blocks = m->blocks.p;
     int n_blocks = (int)st->n_blocks, hpr = st->hpr, n_hchunks = st->n_hchunks;
     /* the Intel kernel block-reads V's rows where every row it reads starts
      * 16-byte aligned (its 2-byte elements from a multiple of 8 lanes) */
@@ -820,10 +999,10 @@ static ah_status xpu_forward(ah_state *st, const ah_forward_args *a)
                           sp->num_kv_heads * (uint32_t)n_hchunks, sg, args, n_args, st->err.msg,
                           sizeof st->err.msg);
     else
-        s = c->rt->launch(c->dev, a->stream, XPU_K_ATTN, st->n_items, (uint32_t)hq, 0, args,
-                          n_args - 4, st->err.msg, sizeof st->err.msg);
+        s = c->rt->launch(c->dev, a->stream, sp->use_mla ? XPU_K_ATTN_MLA : XPU_K_ATTN, st->n_items,
+                          (uint32_t)hq, 0, args, n_args - 4, st->err.msg, sizeof st->err.msg);
     if (s != AH_OK || !st->n_splits) return s;
-    void *splits = st->splits.p;
+    void *splits = m->splits.p;
     int n_splits = (int)st->n_splits;
     /* Not reformatted: one line per group of the kernel's parameters (xpu_split_merge,
      * kernels/attn.cl). */
@@ -851,34 +1030,38 @@ static ah_status xpu_write_kv(ah_state *st, const ah_kv_write_args *a)
     const int64_t T = st->num_tokens;
     const int64_t ks[3] = {T, sp->num_kv_heads, sp->qk_head_size},
                   vs[3] = {T, sp->num_kv_heads, sp->v_head_size};
-    int64_t k_bs, k_ts, k_hs, v_bs, v_ts, v_hs;
-    xpu_ext xk, xv, xkc, xvc;
+    int64_t k_bs, k_ts, k_hs, v_bs = 0, v_ts = 0, v_hs = 0;
+    xpu_ext xk, xv = {0, 0}, xkc, xvc = {0, 0};
     ah_status s;
     if ((s = check_tensor(c, &st->err, a->key, "key", sp->q_dtype, 3, ks, &xk)) != AH_OK) return s;
-    if ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK)
-        return s;
     if ((s = check_cache(st, a->key_cache, "key_cache", sp->qk_head_size, &k_bs, &k_ts, &k_hs,
                          &xkc)) != AH_OK)
         return s;
-    if ((s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
-                         &xvc)) != AH_OK)
+    /* MLA writes the key (latent) rows alone: value and value_cache are not read */
+    if (!sp->use_mla &&
+        ((s = check_tensor(c, &st->err, a->value, "value", sp->q_dtype, 3, vs, &xv)) != AH_OK ||
+         (s = check_cache(st, a->value_cache, "value_cache", sp->v_head_size, &v_bs, &v_ts, &v_hs,
+                          &xvc)) != AH_OK))
         return s;
     const int fp8 = is_fp8(sp->kv_dtype);
     const float ksc = fp8 && a->k_scale != 0.0f ? a->k_scale : 1.0f,
-                vsc = fp8 && a->v_scale != 0.0f ? a->v_scale : 1.0f;
+                vsc = fp8 && a->v_scale != 0.0f && !sp->use_mla ? a->v_scale : 1.0f;
     if (!isfinite(ksc) || !isfinite(vsc) || ksc <= 0.0f || vsc <= 0.0f)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "k_scale %g / v_scale %g must be finite and > 0", (double)a->k_scale,
                        (double)a->v_scale);
     float k_inv = 1.0f / ksc, v_inv = 1.0f / vsc;
-    void *key = ah_dl_data(a->key), *val = ah_dl_data(a->value), *kc = ah_dl_data(a->key_cache),
-         *vc = ah_dl_data(a->value_cache);
+    void *key = ah_dl_data(a->key), *kc = ah_dl_data(a->key_cache);
+    void *val = sp->use_mla ? c->dummy : ah_dl_data(a->value),
+         *vc = sp->use_mla ? c->dummy : ah_dl_data(a->value_cache);
     int64_t key_ts = ah_dl_stride(a->key, 0), key_hs = ah_dl_stride(a->key, 1);
-    int64_t val_ts = ah_dl_stride(a->value, 0), val_hs = ah_dl_stride(a->value, 1);
+    int64_t val_ts = sp->use_mla ? 0 : ah_dl_stride(a->value, 0),
+            val_hs = sp->use_mla ? 0 : ah_dl_stride(a->value, 1);
     int src_dt = (int)AH_BIT(sp->q_dtype), kv_dt = (int)AH_BIT(sp->kv_dtype), n = (int)T,
         hk = (int)sp->num_kv_heads;
-    int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size, has_v = 1;
-    void *slots = st->slots.p;
+    int d = (int)sp->qk_head_size, dv = (int)sp->v_head_size, bsz = (int)sp->block_size,
+        has_v = !sp->use_mla;
+    void *slots = st->cur->slots.p;
     /* Not reformatted: one line per group of the kernel's parameters (xpu_write_kv, kernels/kv.cl).
      */
     // clang-format off
@@ -975,6 +1158,10 @@ static const ah_plugin_ops xpu_ops = {
     .stream_destroy = xpu_stream_destroy,
     .timer_start = xpu_timer_start,
     .timer_stop = xpu_timer_stop,
+    .graph_begin = xpu_graph_begin,
+    .graph_end = xpu_graph_end,
+    .graph_launch = xpu_graph_launch,
+    .graph_destroy = xpu_graph_destroy,
 };
 
 #define XPU_DESC(KIND, CAPS) \

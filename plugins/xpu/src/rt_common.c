@@ -8,9 +8,10 @@
 
 #include "xpu.h"
 
-const char *const xpu_kernel_names[XPU_K_COUNT] = {"xpu_attn", "xpu_split_merge", "xpu_write_kv",
-                                                   "xpu_merge_states", "xpu_attn_intel"};
-const int xpu_kernel_module[XPU_K_COUNT] = {0, 0, 1, 2, XPU_MOD_INTEL};
+const char *const xpu_kernel_names[XPU_K_COUNT] = {"xpu_attn",     "xpu_split_merge",
+                                                   "xpu_write_kv", "xpu_merge_states",
+                                                   "xpu_attn_mla", "xpu_attn_intel"};
+const int xpu_kernel_module[XPU_K_COUNT] = {0, 0, 1, 2, 0, XPU_MOD_INTEL};
 const char *const xpu_tier_names[3] = {"portable", "subgroup", "xmx"};
 
 int xpu_modules_of(xpu_kernels kern)

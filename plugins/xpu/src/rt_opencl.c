@@ -6,10 +6,12 @@
  * profiling on (markers' timestamps time the stream). Programs come from
  * the embedded SPIR-V where the device takes IL, else from the same
  * modules as spir64 LLVM bitcode (cl_khr_spir, PoCL), else from the
- * embedded OpenCL C source.
+ * embedded OpenCL C source. A graph is a command buffer
+ * (cl_khr_command_buffer) recorded on the stream's queue.
  */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
+#include <CL/cl_ext.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,8 @@
     X(clCreateBuffer) \
     X(clEnqueueMapBuffer) \
     X(clEnqueueUnmapMemObject) \
-    X(clReleaseMemObject)
+    X(clReleaseMemObject) \
+    X(clGetExtensionFunctionAddressForPlatform)
 
 static struct {
 #define X(f) __typeof__(&f) f;
@@ -204,6 +207,36 @@ typedef struct cl_timer {
     cl_event ev;
 } cl_timer;
 
+/* cl_khr_command_buffer's entry points (per platform), the ones the
+ * extension's 0.9.0 (PoCL 3.1) and 1.0 (Intel's CPU runtime) share. */
+typedef struct cl_cmdbuf_fns {
+    clCreateCommandBufferKHR_fn create;
+    clFinalizeCommandBufferKHR_fn finalize;
+    clReleaseCommandBufferKHR_fn release;
+    clEnqueueCommandBufferKHR_fn enqueue;
+    clCommandNDRangeKernelKHR_fn ndrange;
+    cl_command_buffer_flags_khr flags; /* simultaneous use where offered */
+} cl_cmdbuf_fns;
+
+/* A graph's launches run kernel objects of its own, created for each
+ * recorded launch: PoCL 3.1 reads a recorded kernel's arguments when the
+ * command buffer runs, not when the launch was recorded, so a launch on
+ * the shared kernel object in between (an eager forward between replays)
+ * would change what a replay computes. */
+#define CL_GRAPH_KERNELS 8
+
+/* A stream being recorded, or a recorded graph. */
+typedef struct cl_rec {
+    cl_command_queue q; /* the queue it was recorded on */
+    cl_command_buffer_khr cb;
+    cl_kernel ks[CL_GRAPH_KERNELS];
+    int n_ks;
+} cl_rec;
+
+struct xpu_graph {
+    cl_rec r;
+};
+
 struct xpu_dev {
     cl_context ctx;
     cl_device_id dev;
@@ -212,8 +245,17 @@ struct xpu_dev {
     cl_kernel k[XPU_K_COUNT];
     pthread_mutex_t mu; /* kernel arguments and launches; timers */
     cl_timer timers[8];
-    const char *how; /* which program form was built */
+    cl_cmdbuf_fns cb; /* create NULL: no cl_khr_command_buffer */
+    cl_rec rec[8];    /* streams being recorded */
+    const char *how;  /* which program form was built */
 };
+
+static void rec_release(xpu_dev *d, cl_rec *r)
+{
+    for (int i = 0; i < r->n_ks; i++) cl.clReleaseKernel(r->ks[i]);
+    if (r->cb) d->cb.release(r->cb);
+    memset(r, 0, sizeof *r);
+}
 
 static void cl_close(xpu_dev *d)
 {
@@ -222,8 +264,10 @@ static void cl_close(xpu_dev *d)
         if (d->k[i]) cl.clReleaseKernel(d->k[i]);
     for (int i = 0; i < XPU_N_MODULES + 1; i++)
         if (d->prog[i]) cl.clReleaseProgram(d->prog[i]);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 8; i++) {
         if (d->timers[i].ev) cl.clReleaseEvent(d->timers[i].ev);
+        rec_release(d, &d->rec[i]);
+    }
     if (d->q) cl.clReleaseCommandQueue(d->q);
     if (d->ctx) cl.clReleaseContext(d->ctx);
     pthread_mutex_destroy(&d->mu);
@@ -270,6 +314,26 @@ static ah_status build_one(xpu_dev *d, xpu_kernels kern, int m, char *err, size_
     return AH_OK;
 }
 
+static void load_cmdbuf(xpu_dev *d, cl_platform_id plat)
+{
+    if (!has_ext(d->dev, "cl_khr_command_buffer")) return;
+    cl_cmdbuf_fns f = {0};
+#define CB_FN(field, name) \
+    *(void **)&f.field = cl.clGetExtensionFunctionAddressForPlatform(plat, name)
+    CB_FN(create, "clCreateCommandBufferKHR");
+    CB_FN(finalize, "clFinalizeCommandBufferKHR");
+    CB_FN(release, "clReleaseCommandBufferKHR");
+    CB_FN(enqueue, "clEnqueueCommandBufferKHR");
+    CB_FN(ndrange, "clCommandNDRangeKernelKHR");
+#undef CB_FN
+    if (!f.create || !f.finalize || !f.release || !f.enqueue || !f.ndrange) return;
+    cl_device_command_buffer_capabilities_khr caps = 0;
+    cl.clGetDeviceInfo(d->dev, CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR, sizeof caps, &caps, NULL);
+    if (caps & CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR)
+        f.flags = CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR;
+    d->cb = f;
+}
+
 static ah_status cl_open(int index, xpu_kernels kern, xpu_dev **out, char *err, size_t cap)
 {
     ah_status s;
@@ -310,6 +374,7 @@ static ah_status cl_open(int index, xpu_kernels kern, xpu_dev **out, char *err, 
             return AH_ERR_DEVICE;
         }
     }
+    load_cmdbuf(d, plat);
     *out = d;
     return AH_OK;
 }
@@ -372,6 +437,14 @@ static void cl_stream_destroy(xpu_dev *d, void *stream)
     cl.clReleaseCommandQueue((cl_command_queue)stream);
 }
 
+/* The recording on queue q, or NULL (d->mu held). */
+static cl_rec *recording(xpu_dev *d, cl_command_queue q)
+{
+    for (int i = 0; i < 8; i++)
+        if (d->rec[i].cb && d->rec[i].q == q) return &d->rec[i];
+    return NULL;
+}
+
 /* Foreign host memory (a CPU device) is wrapped in a CL_MEM_USE_HOST_PTR
  * buffer for the launch; a blocking map of each written one after the
  * kernel makes the stores visible in the host memory, and the launch
@@ -384,25 +457,46 @@ static ah_status cl_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
     cl_mem wrap[64];
     int n_wrap = 0, host = 0;
     pthread_mutex_lock(&d->mu);
+    cl_rec *rec = recording(d, q);
+    cl_kernel kern = d->k[k];
     cl_int rc = CL_SUCCESS;
+    if (rec && rec->n_ks == CL_GRAPH_KERNELS) {
+        pthread_mutex_unlock(&d->mu);
+        snprintf(err, cap, "a graph records at most %d launches", CL_GRAPH_KERNELS);
+        return AH_ERR_UNSUPPORTED;
+    }
+    if (rec) {
+        kern = cl.clCreateKernel(d->prog[xpu_kernel_module[k]], xpu_kernel_names[k], &rc);
+        if (kern) rec->ks[rec->n_ks++] = kern;
+    }
     for (int i = 0; i < n_args && rc == CL_SUCCESS; i++) {
+        if (rec && args[i].is_ptr && args[i].host_bytes) {
+            pthread_mutex_unlock(&d->mu);
+            snprintf(err, cap,
+                     "%s: argument %d is host memory the plugin did not allocate, which a graph "
+                     "cannot record (each launch wraps it anew)",
+                     xpu_kernel_names[k], i);
+            return AH_ERR_INVALID_ARGUMENT;
+        }
         if (args[i].is_ptr && args[i].host_bytes && n_wrap < 64) {
             cl_mem m = cl.clCreateBuffer(d->ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
                                          args[i].host_bytes, *(void *const *)args[i].val, &rc);
             if (!m) break;
             wrap[n_wrap++] = m;
             host = 1;
-            rc = cl.clSetKernelArg(d->k[k], (cl_uint)i, sizeof m, &m);
+            rc = cl.clSetKernelArg(kern, (cl_uint)i, sizeof m, &m);
         } else {
             rc = args[i].is_ptr
-                     ? cl.clSetKernelArgSVMPointer(d->k[k], (cl_uint)i, *(void *const *)args[i].val)
-                     : cl.clSetKernelArg(d->k[k], (cl_uint)i, args[i].size, args[i].val);
+                     ? cl.clSetKernelArgSVMPointer(kern, (cl_uint)i, *(void *const *)args[i].val)
+                     : cl.clSetKernelArg(kern, (cl_uint)i, args[i].size, args[i].val);
         }
     }
-    const size_t global[2] = {gx, gy}, local[2] = {lx, 1};
-    if (rc == CL_SUCCESS)
-        rc = cl.clEnqueueNDRangeKernel(q, d->k[k], 2, NULL, global, lx ? local : NULL, 0, NULL,
-                                       NULL);
+    const size_t l = lx ? lx : XPU_GROUP;
+    const size_t global[2] = {(gx + l - 1) / l * l, gy}, local[2] = {l, 1};
+    if (rc == CL_SUCCESS && rec)
+        rc = d->cb.ndrange(rec->cb, NULL, NULL, kern, 2, NULL, global, local, 0, NULL, NULL, NULL);
+    else if (rc == CL_SUCCESS)
+        rc = cl.clEnqueueNDRangeKernel(q, kern, 2, NULL, global, local, 0, NULL, NULL);
     for (int i = 0, w = 0; host && rc == CL_SUCCESS && i < n_args; i++) {
         if (!args[i].is_ptr || !args[i].host_bytes) continue;
         cl_mem m = wrap[w++];
@@ -472,8 +566,86 @@ static ah_status cl_timer_stop(xpu_dev *d, void *stream, float *ms, char *err, s
     return AH_OK;
 }
 
+static ah_status cl_graph_begin(xpu_dev *d, void *stream, char *err, size_t cap)
+{
+    if (!d->cb.create) {
+        snprintf(err, cap, "this OpenCL device has no cl_khr_command_buffer: no graphs");
+        return AH_ERR_UNSUPPORTED;
+    }
+    cl_command_queue q = queue_of(d, stream);
+    const cl_command_buffer_properties_khr props[] = {CL_COMMAND_BUFFER_FLAGS_KHR, d->cb.flags, 0};
+    cl_int rc = CL_SUCCESS;
+    ah_status st = AH_OK;
+    pthread_mutex_lock(&d->mu);
+    int slot = -1;
+    for (int i = 0; i < 8; i++)
+        if (!d->rec[i].cb && slot < 0) slot = i;
+    if (recording(d, q)) {
+        snprintf(err, cap, "the stream is already being captured");
+        st = AH_ERR_INVALID_ARGUMENT;
+    } else if (slot < 0) {
+        snprintf(err, cap, "8 streams are being captured already");
+        st = AH_ERR_UNSUPPORTED;
+    } else {
+        d->rec[slot].cb = d->cb.create(1, &q, props, &rc);
+        d->rec[slot].q = q;
+        if (!d->rec[slot].cb) {
+            snprintf(err, cap, "clCreateCommandBufferKHR failed (%d)", (int)rc);
+            st = AH_ERR_DEVICE;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return st;
+}
+
+static ah_status cl_graph_end(xpu_dev *d, void *stream, xpu_graph **out, char *err, size_t cap)
+{
+    cl_command_queue q = queue_of(d, stream);
+    xpu_graph *g = calloc(1, sizeof *g);
+    *out = NULL;
+    pthread_mutex_lock(&d->mu);
+    cl_rec *rec = recording(d, q);
+    if (rec && g) g->r = *rec, memset(rec, 0, sizeof *rec);
+    else if (rec) rec_release(d, rec);
+    pthread_mutex_unlock(&d->mu);
+    if (!rec) {
+        free(g);
+        snprintf(err, cap, "graph_end without graph_begin on this stream");
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    cl_int rc = g ? d->cb.finalize(g->r.cb) : CL_OUT_OF_HOST_MEMORY;
+    if (rc != CL_SUCCESS) {
+        if (g) rec_release(d, &g->r);
+        free(g);
+        snprintf(err, cap, "clFinalizeCommandBufferKHR failed (%d)", (int)rc);
+        return AH_ERR_DEVICE;
+    }
+    *out = g;
+    return AH_OK;
+}
+
+static ah_status cl_graph_launch(xpu_dev *d, xpu_graph *g, void *stream, char *err, size_t cap)
+{
+    cl_command_queue q = queue_of(d, stream);
+    /* on its own queue without naming it: the extension's 0.9.0 takes no
+     * other queue */
+    cl_int rc = q == g->r.q ? d->cb.enqueue(0, NULL, g->r.cb, 0, NULL, NULL)
+                            : d->cb.enqueue(1, &q, g->r.cb, 0, NULL, NULL);
+    if (rc == CL_SUCCESS) return AH_OK;
+    snprintf(err, cap, "clEnqueueCommandBufferKHR failed (%d)", (int)rc);
+    return AH_ERR_DEVICE;
+}
+
+static void cl_graph_destroy(xpu_dev *d, xpu_graph *g)
+{
+    if (!g) return;
+    rec_release(d, &g->r);
+    free(g);
+}
+
 const xpu_rt xpu_rt_opencl = {
-    "opencl",  cl_discover,    cl_open,       cl_close,         cl_alloc,
-    cl_free,   cl_copy,        cl_sync,       cl_stream_create, cl_stream_destroy,
-    cl_launch, cl_timer_start, cl_timer_stop,
+    "opencl",        cl_discover,      cl_open,       cl_close,         cl_alloc,
+    cl_free,         cl_copy,          cl_sync,       cl_stream_create, cl_stream_destroy,
+    cl_launch,       cl_timer_start,   cl_timer_stop, cl_graph_begin,   cl_graph_end,
+    cl_graph_launch, cl_graph_destroy,
 };

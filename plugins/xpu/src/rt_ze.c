@@ -51,7 +51,16 @@
     X(zeEventDestroy) \
     X(zeEventHostSynchronize) \
     X(zeEventHostReset) \
-    X(zeCommandListAppendWriteGlobalTimestamp)
+    X(zeCommandListAppendWriteGlobalTimestamp) \
+    X(zeCommandListCreate) \
+    X(zeCommandListClose) \
+    X(zeCommandQueueCreate) \
+    X(zeCommandQueueDestroy) \
+    X(zeCommandQueueExecuteCommandLists) \
+    X(zeFenceCreate) \
+    X(zeFenceDestroy) \
+    X(zeFenceHostSynchronize) \
+    X(zeFenceReset)
 
 static struct {
 #define X(f) __typeof__(&f) f;
@@ -172,6 +181,7 @@ static ah_status ze_discover(int index, xpu_devinfo *info, char *err, size_t cap
 
 typedef struct ze_stream {
     ze_command_list_handle_t list;
+    ze_command_list_handle_t rec; /* a regular list recording a graph, or NULL */
     ze_event_pool_handle_t pool;
     ze_event_handle_t done;
     uint64_t *ts; /* host USM: two global timestamps */
@@ -196,6 +206,7 @@ static void stream_free(xpu_dev *d, ze_stream *s)
     if (s->done) ze.zeEventDestroy(s->done);
     if (s->pool) ze.zeEventPoolDestroy(s->pool);
     if (s->list) ze.zeCommandListDestroy(s->list);
+    if (s->rec) ze.zeCommandListDestroy(s->rec);
     free(s);
 }
 
@@ -289,7 +300,7 @@ static ah_status ze_open(int index, xpu_kernels kern, xpu_dev **out, char *err, 
     for (int k = 0; k < XPU_K_COUNT; k++) {
         if (!xpu_kernel_present(kern, k)) continue;
         /* the Intel kernel requires one sub-group per work-group */
-        const uint32_t group = k == XPU_K_ATTN_INTEL ? (uint32_t)kern.sg : 64;
+        const uint32_t group = k == XPU_K_ATTN_INTEL ? (uint32_t)kern.sg : XPU_GROUP;
         ze_kernel_desc_t kd = {.stype = ZE_STRUCTURE_TYPE_KERNEL_DESC,
                                .pKernelName = xpu_kernel_names[k]};
         r = ze.zeKernelCreate(d->mod[xpu_kernel_module[k]], &kd, &d->k[k]);
@@ -387,16 +398,19 @@ static ah_status ze_launch(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_
     if (!gx || !gy) return AH_OK;
     ze_stream *s = stream_of(d, stream);
     /* lx is the group size the kernel was created with (ze_open) */
-    ze_group_count_t g = {lx ? gx / lx : (gx + 63) / 64, gy, 1};
+    ze_group_count_t g = {lx ? gx / lx : (gx + XPU_GROUP - 1) / XPU_GROUP, gy, 1};
     pthread_mutex_lock(&d->mu);
     ze_result_t r = ZE_RESULT_SUCCESS;
+    /* a recording stream appends to its graph's list (arguments are
+     * captured at the append) */
+    ze_command_list_handle_t list = s->rec ? s->rec : s->list;
     for (int i = 0; i < n_args && r == ZE_RESULT_SUCCESS; i++)
         r = args[i].host_bytes
                 ? ZE_RESULT_ERROR_INVALID_ARGUMENT /* foreign memory: never on a GPU */
                 : ze.zeKernelSetArgumentValue(d->k[k], (uint32_t)i, args[i].size, args[i].val);
     if (r == ZE_RESULT_SUCCESS)
-        r = ze.zeCommandListAppendLaunchKernel(s->list, d->k[k], &g, NULL, 0, NULL);
-    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendBarrier(s->list, NULL, 0, NULL);
+        r = ze.zeCommandListAppendLaunchKernel(list, d->k[k], &g, NULL, 0, NULL);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandListAppendBarrier(list, NULL, 0, NULL);
     pthread_mutex_unlock(&d->mu);
     if (r == ZE_RESULT_SUCCESS) return AH_OK;
     snprintf(err, cap, "launching %s failed (%#x)", xpu_kernel_names[k], (unsigned)r);
@@ -432,8 +446,93 @@ static ah_status ze_timer_stop(xpu_dev *d, void *stream, float *ms, char *err, s
     return AH_OK;
 }
 
+/* A graph is a regular command list, closed once, executed on a command
+ * queue of its own with a fence. */
+struct xpu_graph {
+    ze_command_list_handle_t list;
+    ze_command_queue_handle_t q;
+    ze_fence_handle_t fence;
+};
+
+static ah_status ze_graph_begin(xpu_dev *d, void *stream, char *err, size_t cap)
+{
+    ze_stream *s = stream_of(d, stream);
+    ze_command_list_desc_t ld = {.stype = ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC};
+    ze_result_t r = ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&d->mu);
+    if (!s->rec) r = ze.zeCommandListCreate(d->ctx, d->dev, &ld, &s->rec);
+    pthread_mutex_unlock(&d->mu);
+    if (r == ZE_RESULT_SUCCESS) return AH_OK;
+    if (r == ZE_RESULT_ERROR_INVALID_ARGUMENT) {
+        snprintf(err, cap, "the stream is already being captured");
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    snprintf(err, cap, "zeCommandListCreate failed (%#x)", (unsigned)r);
+    return AH_ERR_DEVICE;
+}
+
+static void ze_graph_destroy(xpu_dev *d, xpu_graph *g)
+{
+    (void)d;
+    if (!g) return;
+    if (g->fence) ze.zeFenceDestroy(g->fence);
+    if (g->q) ze.zeCommandQueueDestroy(g->q);
+    if (g->list) ze.zeCommandListDestroy(g->list);
+    free(g);
+}
+
+static ah_status ze_graph_end(xpu_dev *d, void *stream, xpu_graph **out, char *err, size_t cap)
+{
+    ze_stream *s = stream_of(d, stream);
+    *out = NULL;
+    pthread_mutex_lock(&d->mu);
+    ze_command_list_handle_t list = s->rec;
+    s->rec = NULL;
+    pthread_mutex_unlock(&d->mu);
+    if (!list) {
+        snprintf(err, cap, "graph_end without graph_begin on this stream");
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+    xpu_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        ze.zeCommandListDestroy(list);
+        snprintf(err, cap, "out of memory");
+        return AH_ERR_OUT_OF_MEMORY;
+    }
+    g->list = list;
+    ze_command_queue_desc_t qd = {.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+                                  .mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+                                  .priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    ze_fence_desc_t fd = {.stype = ZE_STRUCTURE_TYPE_FENCE_DESC};
+    ze_result_t r = ze.zeCommandListClose(list);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeCommandQueueCreate(d->ctx, d->dev, &qd, &g->q);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeFenceCreate(g->q, &fd, &g->fence);
+    if (r != ZE_RESULT_SUCCESS) {
+        ze_graph_destroy(d, g);
+        snprintf(err, cap, "closing the recorded command list failed (%#x)", (unsigned)r);
+        return AH_ERR_DEVICE;
+    }
+    *out = g;
+    return AH_OK;
+}
+
+/* After what the stream holds (drained), the list on the graph's queue,
+ * waited for: a replay is complete when it returns. */
+static ah_status ze_graph_launch(xpu_dev *d, xpu_graph *g, void *stream, char *err, size_t cap)
+{
+    ah_status st = drain(d, stream_of(d, stream), err, cap);
+    if (st != AH_OK) return st;
+    ze_result_t r = ze.zeCommandQueueExecuteCommandLists(g->q, 1, &g->list, g->fence);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeFenceHostSynchronize(g->fence, UINT64_MAX);
+    if (r == ZE_RESULT_SUCCESS) r = ze.zeFenceReset(g->fence);
+    if (r == ZE_RESULT_SUCCESS) return AH_OK;
+    snprintf(err, cap, "executing the recorded command list failed (%#x)", (unsigned)r);
+    return AH_ERR_DEVICE;
+}
+
 const xpu_rt xpu_rt_level_zero = {
-    "level_zero", ze_discover,    ze_open,       ze_close,         ze_alloc,
-    ze_free,      ze_copy,        ze_sync,       ze_stream_create, ze_stream_destroy,
-    ze_launch,    ze_timer_start, ze_timer_stop,
+    "level_zero",    ze_discover,      ze_open,       ze_close,         ze_alloc,
+    ze_free,         ze_copy,          ze_sync,       ze_stream_create, ze_stream_destroy,
+    ze_launch,       ze_timer_start,   ze_timer_stop, ze_graph_begin,   ze_graph_end,
+    ze_graph_launch, ze_graph_destroy,
 };

@@ -22,6 +22,7 @@ enum {
     XPU_K_SPLIT_MERGE,
     XPU_K_WRITE_KV,
     XPU_K_MERGE_STATES,
+    XPU_K_ATTN_MLA,
     XPU_K_ATTN_INTEL,
     XPU_K_COUNT
 };
@@ -108,7 +109,17 @@ typedef struct xpu_devinfo {
     uint32_t count; /* devices of this runtime */
 } xpu_devinfo;
 
-typedef struct xpu_dev xpu_dev; /* a runtime's open device */
+typedef struct xpu_dev xpu_dev;     /* a runtime's open device */
+typedef struct xpu_graph xpu_graph; /* launches recorded once, replayable */
+
+/* The work-group of the portable kernels (XPU_GROUP x 1), on both
+ * runtimes. Named, not left to the runtime: a work-item holds two
+ * XPU_MAX_D float arrays (2 KB), and PoCL's CPU device runs a work-group
+ * on one thread's stack with every work-item's private arrays in one
+ * frame. Left to choose, PoCL takes groups of up to 4096 work-items (the
+ * size it reports for the kernel) once a launch has 4096 per compute
+ * unit, and such a frame (8.03 MB) overflows its threads' 8 MB stacks. */
+#define XPU_GROUP 64
 
 /* The driver table every runtime fills. All calls are thread-safe. err
  * receives the reason of a failure. */
@@ -129,11 +140,20 @@ typedef struct xpu_rt {
     ah_status (*stream_create)(xpu_dev *d, void **stream, char *err, size_t cap);
     void (*stream_destroy)(xpu_dev *d, void *stream);
     /* Enqueue kernel k over gx x gy work-items in groups of lx x 1 (lx 0:
-     * the runtime's choice, gx rounded up to it; else gx is a multiple). */
+     * XPU_GROUP, gx rounded up to it; else gx is a multiple). */
     ah_status (*launch)(xpu_dev *d, void *stream, int k, uint32_t gx, uint32_t gy, uint32_t lx,
                         const xpu_arg *args, int n_args, char *err, size_t cap);
     ah_status (*timer_start)(xpu_dev *d, void *stream, char *err, size_t cap);
     ah_status (*timer_stop)(xpu_dev *d, void *stream, float *ms, char *err, size_t cap);
+    /* Graphs: from graph_begin to graph_end the launches on stream are
+     * recorded, with their arguments' values, into a graph instead of
+     * running (copies, timers and synchronisation still run at once);
+     * graph_launch runs a graph on a stream after what the stream holds.
+     * Launches over foreign host memory cannot be recorded. */
+    ah_status (*graph_begin)(xpu_dev *d, void *stream, char *err, size_t cap);
+    ah_status (*graph_end)(xpu_dev *d, void *stream, xpu_graph **g, char *err, size_t cap);
+    ah_status (*graph_launch)(xpu_dev *d, xpu_graph *g, void *stream, char *err, size_t cap);
+    void (*graph_destroy)(xpu_dev *d, xpu_graph *g);
 } xpu_rt;
 
 /* rt_common.c: how many modules a device opened with kern builds, whether
