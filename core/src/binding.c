@@ -14,6 +14,7 @@
 #include "cp.h"
 #include "device_int.h"
 #include "host_int.h"
+#include "kv_layout.h"
 #include "tensor_check.h"
 
 #include <attnhost/plugin_util.h>
@@ -994,22 +995,40 @@ ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_
                              ops->context_error(ctx));
 }
 
-/* One cache tensor of head size d: [nb, bs, h, d] (NHD) or [nb, h, bs, d]
- * (HND), dense, row-major. */
-static void cache_desc(const ah_layer_spec *s, uint32_t num_blocks, uint32_t d, ah_kv_cache_desc *o)
+/* ABI 2.2's ah_kv_cache_desc: the fields before the layout's. */
+#define KV_DESC_SIZE_22 offsetof(ah_kv_cache_desc, alloc_ndim)
+
+/* One cache tensor of head size d (see kv_layout.h) into *o, as much as
+ * size bytes of it hold. */
+static void cache_desc(const ah_layer_spec *s, uint32_t num_blocks, uint32_t d, int value,
+                       size_t size, ah_kv_cache_desc *o)
 {
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->ndim = 4;
-    int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
-    o->shape[0] = num_blocks;
-    o->shape[1] = hnd ? s->num_kv_heads : s->block_size;
-    o->shape[2] = hnd ? s->block_size : s->num_kv_heads;
-    o->shape[3] = d;
-    o->strides[3] = 1;
-    for (int i = 2; i >= 0; i--) o->strides[i] = o->strides[i + 1] * o->shape[i + 1];
-    o->kv_dtype = s->kv_dtype;
-    o->dl_dtype = ah_dtype_to_dl(s->kv_dtype);
+    ah_kv_cache_desc full;
+    memset(&full, 0, sizeof full);
+    full.struct_size = (uint32_t)size;
+    full.kv_dtype = s->kv_dtype;
+    if (d) {
+        ah__kv_geom g;
+        ah__kv_geom_of(s, num_blocks, d, value, &g);
+        full.ndim = 4;
+        full.dl_dtype = ah_dtype_to_dl(s->kv_dtype);
+        memcpy(full.shape, g.shape, sizeof g.shape);
+        memcpy(full.strides, g.strides, sizeof g.strides);
+        full.alloc_ndim = g.alloc_ndim;
+        memcpy(full.alloc_shape, g.alloc_shape, sizeof g.alloc_shape);
+        full.offset = g.offset;
+        full.in_key_alloc = (uint32_t)(value && ah_kv_layout_is_interleaved(s->kv_layout));
+    }
+    memcpy(o, &full, size);
+}
+
+/* The bytes of an ah_kv_cache_desc the caller's struct_size lets the host
+ * write, or 0 when it is too small. */
+static size_t desc_size(const ah_kv_cache_desc *d)
+{
+    if (d->struct_size == 0) return KV_DESC_SIZE_22;
+    if (d->struct_size < KV_DESC_SIZE_22) return 0;
+    return d->struct_size < sizeof *d ? d->struct_size : sizeof *d;
 }
 
 ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,
@@ -1021,16 +1040,17 @@ ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_b
     if (!key || !value)
         return fail(b, AH_ERR_INVALID_ARGUMENT,
                     "ah_binding_kv_cache_desc: key and value are required");
+    const size_t ks = desc_size(key), vs = desc_size(value);
+    if (!ks || !vs)
+        return fail(b, AH_ERR_ABI,
+                    "ah_binding_kv_cache_desc: %s->struct_size = %u is smaller than ABI 2.2's %zu: "
+                    "set it to sizeof(ah_kv_cache_desc)",
+                    ks ? "value" : "key", ks ? value->struct_size : key->struct_size,
+                    KV_DESC_SIZE_22);
     if (attention_layer(b, layer) != AH_OK) return AH_ERR_INVALID_ARGUMENT;
     const ah_layer_spec *s = &b->states[b->layer_state[AH_PHASE_PREFILL][layer]].spec;
-    cache_desc(s, num_blocks, s->qk_head_size, key);
-    if (s->use_mla) {
-        memset(value, 0, sizeof *value);
-        value->struct_size = sizeof *value;
-        value->kv_dtype = s->kv_dtype;
-    } else {
-        cache_desc(s, num_blocks, s->v_head_size, value);
-    }
+    cache_desc(s, num_blocks, s->qk_head_size, 0, ks, key);
+    cache_desc(s, num_blocks, s->use_mla ? 0 : s->v_head_size, 1, vs, value);
     return AH_OK;
 }
 

@@ -159,6 +159,12 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
     if (!(c->kv_layouts & AH_BIT(s->kv_layout))) {
         ah_format_layouts(c->kv_layouts, sup, sizeof sup);
         reasonf(r, AH_REASON_KV_LAYOUT, "kv_layout", sup, "%s", ah_kv_layout_str(s->kv_layout));
+    } else if (ah_kv_layout_is_interleaved(s->kv_layout) &&
+               (s->use_mla || s->qk_head_size != s->v_head_size)) {
+        reasonf(r, AH_REASON_KV_LAYOUT, "kv_layout",
+                "nhd or hnd (an interleaved layout needs one K/V head size and a value cache)",
+                "%s with %s", ah_kv_layout_str(s->kv_layout),
+                s->use_mla ? "mla" : "qk_head_size != v_head_size");
     }
     if (c->max_head_groups && s->num_q_heads / s->num_kv_heads > c->max_head_groups) {
         snprintf(sup, sizeof sup, "<= %u", c->max_head_groups);

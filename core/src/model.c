@@ -45,8 +45,12 @@ static const ah_key_choice kv_dtype_choices[] = {{"auto", AH_DTYPE_AUTO},
                                                  {"fp8_e4m3", AH_DTYPE_FP8_E4M3},
                                                  {"fp8_e5m2", AH_DTYPE_FP8_E5M2},
                                                  {NULL, 0}};
-static const ah_key_choice layout_choices[] = {
-    {"auto", AH_KV_LAYOUT_AUTO}, {"nhd", AH_KV_LAYOUT_NHD}, {"hnd", AH_KV_LAYOUT_HND}, {NULL, 0}};
+static const ah_key_choice layout_choices[] = {{"auto", AH_KV_LAYOUT_AUTO},
+                                               {"nhd", AH_KV_LAYOUT_NHD},
+                                               {"hnd", AH_KV_LAYOUT_HND},
+                                               {"nhd_interleaved", AH_KV_LAYOUT_NHD_INTERLEAVED},
+                                               {"hnd_interleaved", AH_KV_LAYOUT_HND_INTERLEAVED},
+                                               {NULL, 0}};
 
 static const ah_key_arg arg_kind = {kind_choices, 0, 0};
 static const ah_key_arg arg_attn_type = {attn_choices, 0, 0};
@@ -469,6 +473,14 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                               "qk_rope_head_dim over kv_lora_rank)",
                               s->qk_head_size, s->v_head_size);
     }
+    if (ah_kv_layout_is_interleaved(s->kv_layout) &&
+        (s->use_mla || s->qk_head_size != s->v_head_size))
+        return check_fail(msg, cap, keys, AH_MK_kv_layout,
+                          s->use_mla ? AH_MK_mla : AH_MK_v_head_size,
+                          "kv_layout = %s keeps K and V in one tensor of one head size, which %s",
+                          ah__key_choice_name(&model_keys[AH_MK_kv_layout], (int)s->kv_layout),
+                          s->use_mla ? "mla (no value cache) does not have"
+                                     : "different qk_head_size and v_head_size do not fit");
     if (s->sliding_window && s->attn_type == AH_ATTN_ENCODER_DECODER)
         return check_fail(
             msg, cap, keys, AH_MK_sliding_window, AH_MK_attn_type,

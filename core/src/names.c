@@ -47,7 +47,8 @@ _Static_assert(sizeof attn_type_names / sizeof attn_type_names[0] == AH_ATTN_TYP
 
 const char *ah_attn_type_str(ah_attn_type a) { return NAME_OF(attn_type_names, a); }
 
-static const char *const kv_layout_names[] = {"auto", "nhd", "hnd"};
+static const char *const kv_layout_names[] = {"auto", "nhd", "hnd", "nhd_interleaved",
+                                              "hnd_interleaved"};
 _Static_assert(sizeof kv_layout_names / sizeof kv_layout_names[0] == AH_KV_LAYOUT_COUNT,
                "one name per value");
 

@@ -14,6 +14,8 @@
 #include <attnhost/attnhost.h>
 #include <attnhost/plugin_util.h>
 
+#include "kv_layout.h"
+
 static ah_status fail(char *err, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static ah_status fail(char *err, size_t cap, const char *fmt, ...)
@@ -129,14 +131,63 @@ static ah_status check_scales(float k, float v, char *err, size_t cap)
     return AH_OK;
 }
 
-/* The cache tensors' expectations for a spec. */
+/* The cache tensors' expectations for a spec: dense ones are checked as
+ * such; the views of an interleaved layout (ABI 2.3) by their strides. */
 static void cache_wants(const ah_layer_spec *s, const ah_batch *b, want *k, want *v)
 {
-    const int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
-    const int64_t d1 = hnd ? s->num_kv_heads : s->block_size,
-                  d2 = hnd ? s->block_size : s->num_kv_heads;
-    *k = (want){"key_cache", 4, {b->num_blocks, d1, d2, s->qk_head_size}, 1, s->kv_dtype, DENSE};
-    *v = (want){"value_cache", 4, {b->num_blocks, d1, d2, s->v_head_size}, 1, s->kv_dtype, DENSE};
+    ah__kv_geom g;
+    const packing pack = ah_kv_layout_is_interleaved(s->kv_layout) ? LAST_DIM : DENSE;
+    ah__kv_geom_of(s, b->num_blocks, s->qk_head_size, 0, &g);
+    *k = (want){"key_cache", 4,           {g.shape[0], g.shape[1], g.shape[2], g.shape[3]},
+                1,           s->kv_dtype, pack};
+    ah__kv_geom_of(s, b->num_blocks, s->v_head_size, 1, &g);
+    *v = (want){"value_cache", 4,   {g.shape[0], g.shape[1], g.shape[2], g.shape[3]}, 1,
+                s->kv_dtype,   pack};
+}
+
+/* The two views of an interleaved cache: the strides of views of one
+ * [nb, 2, ...] tensor, one block count, and the value view where its
+ * layout puts it in the key view's allocation. */
+static ah_status check_interleaved(const ah_layer_spec *s, const DLTensor *kc, const DLTensor *vc,
+                                   char *err, size_t cap)
+{
+    ah__kv_geom g;
+    ah__kv_geom_of(s, kc->shape[0], s->qk_head_size, 1, &g);
+    const char *layout = ah_kv_layout_str(s->kv_layout);
+    char got[96], exp[96], whole[96];
+    fmt_dims(exp, sizeof exp, g.strides, 4, 0);
+    fmt_dims(whole, sizeof whole, g.alloc_shape, g.alloc_ndim, 0);
+    const DLTensor *t[2] = {kc, vc};
+    const char *name[2] = {"key_cache", "value_cache"};
+    for (int i = 0; i < 2; i++) {
+        int bad = !t[i]->strides;
+        for (int d = 0; d < 4 && !bad; d++)
+            bad = t[i]->shape[d] != 1 && t[i]->strides[d] != g.strides[d];
+        if (bad) {
+            if (t[i]->strides) fmt_dims(got, sizeof got, t[i]->strides, 4, 0);
+            else snprintf(got, sizeof got, "NULL (dense)");
+            return fail(err, cap,
+                        "%s: strides %s, expected %s: layout %s hands over K = cache[:, 0] and "
+                        "V = cache[:, 1] of one %s tensor",
+                        name[i], got, exp, layout, whole);
+        }
+    }
+    if (vc->shape[0] != kc->shape[0])
+        return fail(err, cap,
+                    "value_cache: %" PRId64 " blocks, key_cache %" PRId64
+                    ": layout %s keeps both in one %s tensor",
+                    vc->shape[0], kc->shape[0], layout, whole);
+    const size_t esz = ah_dtype_size(s->kv_dtype);
+    const uintptr_t ka = (uintptr_t)kc->data + (uintptr_t)kc->byte_offset,
+                    va = (uintptr_t)vc->data + (uintptr_t)vc->byte_offset,
+                    want_va = ka + (uintptr_t)g.offset * esz;
+    if (va != want_va)
+        return fail(err, cap,
+                    "value_cache: address %#" PRIxPTR " (data + byte_offset), expected %#" PRIxPTR
+                    ", key_cache's + %" PRId64 " bytes: layout %s puts V = cache[:, 1] in the "
+                    "key's %s tensor",
+                    va, want_va, g.offset * (int64_t)esz, layout, whole);
+    return AH_OK;
 }
 
 static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const DLTensor *key,
@@ -158,6 +209,8 @@ static ah_status check_caches(const ah_layer_spec *s, const ah_batch *b, const D
     cache_wants(s, b, &wk, &wv);
     ah_status st = check_tensor(kc, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(vc, &wv, dev, err, cap);
+    if (st == AH_OK && ah_kv_layout_is_interleaved(s->kv_layout))
+        st = check_interleaved(s, kc, vc, err, cap);
     return st;
 }
 

@@ -16,7 +16,9 @@
 #include "common.h"
 
 /* `bug` values, in the order of the hooks' bits after "none". */
-#define BUG_CHOICES "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math"
+#define BUG_CHOICES \
+    "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math|" \
+    "value_at_key"
 
 static ah_status probe(const ah_host_services *host, ah_probe_info *info)
 {
@@ -31,7 +33,8 @@ static ah_status ctx_create(const ah_host_services *host, const ah_context_optio
 {
     ah_status s = abi_ops.context_create(host, opts, out, why);
     int64_t bug = host->config_int(host, "bug"); /* index into BUG_CHOICES */
-    if (s == AH_OK && bug > 0) *abi_bugs(*out) = 1u << (bug - 1);
+    /* value_at_key comes after the FP8_MATH_ALLOWED bit, which is no bug */
+    if (s == AH_OK && bug > 0) *abi_bugs(*out) = 1u << (bug - 1 + (bug > 9));
     if (s == AH_OK && host->config_int(host, "fp8") == 1) *abi_bugs(*out) |= ABI_FP8_MATH_ALLOWED;
     return s;
 }
@@ -51,6 +54,7 @@ __attribute__((constructor)) static void init(void)
     caps.block_sizes = (ah_int_set)AH_INT_SET_RANGE(8, 16, 8);
     caps.kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP8_E4M3);
     caps.features = AH_FEAT_SLIDING_WINDOW | AH_FEAT_LSE;
+    caps.kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED);
     caps.graph_level = AH_GRAPH_ALWAYS;
     caps.config_keys = keys;
     caps.n_config_keys = sizeof keys / sizeof keys[0];

@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     /* The first two must pass: the correct backend, and it as an FP8 backend. */
     const char *bugs[] = {"none", "none",         "skip_head",  "window",
                           "gqa",  "stray_write",  "drop_write", "nan",
-                          "lse",  "stale_replay", "fp8_math"};
+                          "lse",  "stale_replay", "fp8_math",   "value_at_key"};
     int bad = 0;
     for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
         ah_conformance_summary s;

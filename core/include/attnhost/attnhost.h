@@ -489,10 +489,32 @@ typedef struct ah_kv_cache_desc {
     int64_t strides[6];
     ah_dtype kv_dtype;
     DLDataType dl_dtype;
+    /* ABI 2.3: KV-cache layout. The memory the engine allocates and where
+     * this tensor lies in it. alloc_shape (alloc_ndim dims) is a dense,
+     * row-major tensor: the tensor's own shape for a dense layout;
+     * [num_blocks, 2, block_size, Hk, head] (nhd_interleaved) or
+     * [num_blocks, 2, Hk, block_size, head] (hnd_interleaved) for an
+     * interleaved one, which key and value share. offset: elements from
+     * the allocation's first element to this tensor's (0 for the key;
+     * block_size * Hk * head for the value of an interleaved layout).
+     * in_key_alloc: 1 when this tensor lies in the key's allocation (the
+     * value of an interleaved layout): allocate once, for the key, and
+     * make the value the view at offset with shape and strides as given. */
+    int32_t alloc_ndim;
+    int64_t alloc_shape[6];
+    int64_t offset;
+    uint32_t in_key_alloc;
 } ah_kv_cache_desc;
 
 /* The key and value cache tensors layer needs for num_blocks blocks (the
- * cache size of the layer's KV-cache group).
+ * cache size of the layer's KV-cache group). The host writes as much of
+ * each struct as its struct_size covers, which the caller sets to
+ * sizeof(ah_kv_cache_desc) of its header; 0 stands for ABI 2.2's size
+ * (the fields before alloc_ndim), so a caller that zeroes the structs and
+ * predates 2.3 gets what it always got. A struct_size between 0 and that
+ * size is AH_ERR_ABI. The block size is the layer's KV-cache block (the
+ * model's, or the one selection resolved for block_size = auto), also when
+ * the plugin runs on smaller kernel blocks (ah_decision.kernel_block_size).
  * AH_ERR_INVALID_ARGUMENT for a layer out of range (the message names it).
  * Thread safety: owner thread. */
 ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,

@@ -77,7 +77,8 @@ static const ah_caps cpu_caps = {
                 AH_FEAT_CAUSAL_FLAG | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) |
+                  AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) | AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .cpu_isa_required = 0,
     .graph_level = AH_GRAPH_NEVER,
@@ -341,12 +342,14 @@ static ah_status check_tensor(ah_state *st, const DLTensor *t, const char *name,
     return AH_OK;
 }
 
-/* A cache tensor: shape per layout, strides into (block, token, head). */
+/* A cache tensor: shape per layout, strides into (block, token, head).
+ * The kernels address every row through these strides, so the views of an
+ * interleaved layout (block stride twice a dense one) need nothing else. */
 static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz,
                              int64_t *bs_str, int64_t *ts_str, int64_t *hs_str)
 {
     const cpu_amx_layer *L = &st->L;
-    const int hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
+    const int hnd = ah_kv_layout_is_hnd(st->spec.kv_layout);
     int64_t shape[4] = {-1, hnd ? L->hk : L->block_size, hnd ? L->block_size : L->hk, hsz};
     ah_status rc = check_tensor(st, t, name, L->kv_dtype, 4, shape);
     if (rc != AH_OK) return rc;
