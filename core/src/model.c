@@ -60,7 +60,8 @@ static const ah_key_arg arg_kv_layout = {layout_choices, 0, 0};
 static const ah_key_arg arg_num_layers = {NULL, 1, 16384};
 static const ah_key_arg arg_heads = {NULL, 1, 4096};
 static const ah_key_arg arg_head_size = {NULL, 1, 4096};
-static const ah_key_arg arg_block_size = {NULL, 1, 65536};
+static const ah_key_choice block_size_choices[] = {{"auto", (int)AH_BLOCK_SIZE_AUTO}, {NULL, 0}};
+static const ah_key_arg arg_block_size = {block_size_choices, 1, 65536};
 static const ah_key_arg arg_window = {NULL, 0, 2147483647};
 static const ah_key_arg arg_kv_group = {NULL, 0, AH_MAX_KV_GROUPS - 1};
 static const ah_key_arg arg_softcap = {NULL, 0, 1e6};
@@ -410,6 +411,9 @@ static int out_of_range(int k, double v)
     if (d->type == AH_INI_BOOL) return v != 0 && v != 1;
     if (d->type == AH_INI_ENUM) return ah__key_choice_name(d, (int)v) == NULL;
     if (d->type == AH_INI_FLOAT && !isfinite(v)) return 1;
+    if (d->type == AH_INI_UINT && d->arg->choices && v >= 0 && v <= UINT32_MAX &&
+        ah__key_choice_name(d, (int)(uint32_t)v))
+        return 0; /* a named value (block_size = auto) */
     return v < d->arg->min || v > d->arg->max;
 }
 
@@ -535,8 +539,10 @@ ah_status ah__model_groups_check(ah_model *m, char *msg, size_t cap)
         char av[32], bv[32];
         if (a->block_size != s->block_size) {
             what = "block_size";
-            snprintf(av, sizeof av, "%u", a->block_size);
-            snprintf(bv, sizeof bv, "%u", s->block_size);
+            if (a->block_size == AH_BLOCK_SIZE_AUTO) snprintf(av, sizeof av, "auto");
+            else snprintf(av, sizeof av, "%u", a->block_size);
+            if (s->block_size == AH_BLOCK_SIZE_AUTO) snprintf(bv, sizeof bv, "auto");
+            else snprintf(bv, sizeof bv, "%u", s->block_size);
         } else if (declared && group_kv_dtype(a) != group_kv_dtype(s)) {
             what = "kv_dtype";
             snprintf(av, sizeof av, "%s",

@@ -61,7 +61,7 @@ static void fill_defaults(ah_layer_spec *s)
     }
     if (!s->v_head_size) s->v_head_size = s->qk_head_size;
     if (s->q_dtype == AH_DTYPE_AUTO) s->q_dtype = AH_DTYPE_BF16;
-    if (!s->block_size) s->block_size = 16;
+    if (!s->block_size) s->block_size = 16; /* AH_BLOCK_SIZE_AUTO stays */
 }
 
 ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model **out,
@@ -197,7 +197,8 @@ static void layer_render(const ah_layer_spec *s, layer_text *t)
     }
     PUT(V_DTYPE, "dtype = %s", ah_dtype_name(s->q_dtype));
     PUT(V_KVDTYPE, "kv_dtype = %s", ah_dtype_name(s->kv_dtype));
-    PUT(V_BLOCK, "block_size = %u", s->block_size);
+    if (s->block_size == AH_BLOCK_SIZE_AUTO) PUT(V_BLOCK, "block_size = auto");
+    else PUT(V_BLOCK, "block_size = %u", s->block_size);
     PUT(V_LAYOUT, "kv_layout = %s", ah_kv_layout_str(s->kv_layout));
     PUT(V_GROUP, "kv_group = %u", s->kv_group);
     PUT(V_WINDOW, "sliding_window = %u", s->sliding_window);

@@ -370,6 +370,20 @@ static void gen_blocks_layouts_groups(gen *g)
         if (nb) x.spec.block_size = bp[0];
         if (!g->opts->quick) add_shaped(g, &x, "layout");
     }
+    /* a cache block the plugin lacks but that is a multiple of one it takes
+     * (ABI 2.3): the host runs it on kernel blocks; sequences cross cache
+     * blocks where the block is small enough */
+    if ((c->kv_layouts & AH_BIT(AH_KV_LAYOUT_NHD)) && !bs->use_mla) {
+        const uint32_t b0 = bs->block_size;
+        for (uint32_t x = 2 * b0; x <= 8192; x += b0) {
+            if (ah_int_set_contains(&c->block_sizes, x)) continue;
+            ah__conf_case k = variant(g);
+            k.spec.kv_layout = AH_KV_LAYOUT_NHD;
+            k.spec.block_size = x;
+            add_shaped(g, &k, "kernel-blk");
+            break;
+        }
+    }
     if (g->base.spec.use_mla) return;               /* MLA has one KV head */
     const uint32_t groups[2][2] = {{4, 4}, {8, 1}}; /* MHA, MQA */
     for (int i = 0; i < 2; i++) {
