@@ -582,7 +582,11 @@ typedef struct ah_caps {
     uint32_t kv_dtypes; /* AH_BIT(ah_dtype) mask of concrete KV dtypes */
     ah_int_set qk_head_sizes;
     ah_int_set v_head_sizes;
-    ah_int_set block_sizes; /* a list and/or a multiple-of range */
+    ah_int_set block_sizes; /* a list and/or a multiple-of range. A
+                               layer whose cache block is not in it but
+                               is a multiple of a member runs on kernel
+                               blocks of that member (ABI 2.3, nhd only):
+                               the plugin sees only its own block size */
     uint32_t preferred_block_size;
     uint32_t features;   /* ah_feature mask */
     uint32_t attn_types; /* AH_BIT(ah_attn_type) mask */
