@@ -90,8 +90,22 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
              Tq = {q, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
              To = {o, {kDLCPU, 0}, 3, {kDLBfloat, 16, 1}, shq, NULL, 0},
              Tk = {cache_mem, {kDLCPU, 0}, 4, {kDLBfloat, 16, 1}, shc, NULL, 0}, Tv = Tk;
-    ah_batch batch = {sizeof batch, B, B, 1, (uint32_t)ctx, (uint32_t)nblk, &tq, &tsq, &ttb, &tsl,
-                      qsl, seq, tab, slots, (uint32_t)mb, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL};
+    /* designated, so fields later ABI minors append start zero */
+    ah_batch batch = {.struct_size = sizeof batch,
+                      .num_reqs = B,
+                      .num_tokens = B,
+                      .max_query_len = 1,
+                      .max_seq_len = (uint32_t)ctx,
+                      .num_blocks = (uint32_t)nblk,
+                      .query_start_loc = &tq,
+                      .seq_lens = &tsq,
+                      .block_table = &ttb,
+                      .slot_mapping = &tsl,
+                      .query_start_loc_host = qsl,
+                      .seq_lens_host = seq,
+                      .block_table_host = tab,
+                      .slot_mapping_host = slots,
+                      .block_table_stride = (uint32_t)mb};
     for (int validate = 1; validate >= 0; validate--) {
         ah_host *h = host(cache, ini);
         ah_selection *s = NULL;
@@ -106,7 +120,7 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
             ah_host_destroy(h);
             goto out;
         }
-        ah_forward_args fa = {sizeof fa, &Tq, NULL, NULL, &Tk, &Tv, &To, NULL, NULL, NULL, 1, 1, NULL};
+        ah_forward_args fa = {.struct_size = sizeof fa, .q = &Tq, .key_cache = &Tk, .value_cache = &Tv, .out = &To, .k_scale = 1, .v_scale = 1};
         static double tp[4096], tf[4096];
         int n = iters * 10 < 4096 ? iters * 10 : 4096, ok = 1;
         for (int i = 0; i < n && ok; i++) {

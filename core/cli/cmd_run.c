@@ -264,8 +264,9 @@ static ah_model *sub_model(const ah_model *m, const uint8_t *keep, ah_error *err
     uint32_t n = ah_model_num_layers(m);
     ah_layer_spec *specs = calloc(n, sizeof *specs);
     ah_layer_kind *kinds = calloc(n, sizeof *kinds);
+    ah_layer_spec *ragged = calloc(n, sizeof *ragged); /* ragged prefill forms */
     ah_model *out = NULL;
-    if (!specs || !kinds) {
+    if (!specs || !kinds || !ragged) {
         snprintf(err->msg, sizeof err->msg, "out of host memory");
     } else {
         uint32_t renum[AH_MAX_KV_GROUPS], used = 0;
@@ -273,6 +274,7 @@ static ah_model *sub_model(const ah_model *m, const uint8_t *keep, ah_error *err
         for (uint32_t l = 0; l < n; l++) {
             specs[l] = *ah_model_layer(m, l);
             kinds[l] = keep[l] ? ah_model_layer_kind(m, l) : AH_LAYER_OTHER;
+            if (ah_model_layer_ragged(m, l)) ragged[l] = *ah_model_layer_ragged(m, l);
             uint32_t g = ah_spec_kv_group(&specs[l]);
             if (kinds[l] != AH_LAYER_ATTENTION || ah_spec_cacheless(&specs[l]) ||
                 g >= AH_MAX_KV_GROUPS) {
@@ -282,11 +284,12 @@ static ah_model *sub_model(const ah_model *m, const uint8_t *keep, ah_error *err
             if (renum[g] == UINT32_MAX) renum[g] = used++;
             specs[l].kv_group = renum[g];
         }
-        ah_model_desc d = {sizeof d, ah_model_name(m), n, specs, kinds};
+        ah_model_desc d = {sizeof d, ah_model_name(m), n, specs, kinds, ragged};
         if (ah_model_create(&d, &out, err) != AH_OK) out = NULL;
     }
     free(specs);
     free(kinds);
+    free(ragged);
     return out;
 }
 

@@ -22,7 +22,38 @@ static void describe_spec(const ah_layer_spec *s, char *b, size_t cap)
     if (s->use_mla && n < cap) n += (size_t)snprintf(b + n, cap - n, " mla");
     if (s->use_sinks && n < cap) n += (size_t)snprintf(b + n, cap - n, " sinks");
     if (s->use_alibi && n < cap) n += (size_t)snprintf(b + n, cap - n, " alibi");
-    if (s->fp8_attention && n < cap) snprintf(b + n, cap - n, " fp8-attention");
+    if (s->fp8_attention && n < cap) n += (size_t)snprintf(b + n, cap - n, " fp8-attention");
+    if (ah_spec_q_scale(s) && n < cap) n += (size_t)snprintf(b + n, cap - n, " q-scale");
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && n < cap)
+        n += (size_t)snprintf(b + n, cap - n, " scales %s", ah_kv_scales_str(ah_spec_kv_scales(s)));
+    if (ah_spec_ragged(s) && n < cap) snprintf(b + n, cap - n, " ragged");
+}
+
+/* One decision's table: winner, spec, list and each candidate's reasons. */
+static void print_decision(const ah_decision *d, uint32_t l, const char *what, const char *note)
+{
+    char spec[256];
+    describe_spec(&d->spec, spec, sizeof spec);
+    printf("\nlayer %u %s: %s%s%s\n  spec: %s\n  list: %s\n", l, what,
+           d->plugin ? d->plugin : "NONE (no backend can serve it)",
+           d->fallback ? " (fallback)" : "", note, spec, d->list_source);
+    if (d->plugin && d->kernel_block_size)
+        printf("  kernel blocks: %s runs each %u-token cache block as %u blocks of %u "
+               "(the host translates the block table)\n",
+               d->plugin, d->spec.block_size, d->spec.block_size / d->kernel_block_size,
+               d->kernel_block_size);
+    for (uint32_t k = 0; k < d->n_candidates; k++) {
+        const ah_candidate *cd = &d->candidates[k];
+        printf("  %-2s %-16s", cd->chosen ? "->" : "", cd->plugin);
+        double ms = ah_decision_candidate_ms(d, k); /* [select] policy = measured */
+        if (ms >= 0) printf(" [measured %.4g ms]", ms);
+        if (!cd->n_reasons) printf(" ok\n");
+        for (uint32_t r = 0; r < cd->n_reasons; r++) {
+            const ah_reason *x = &cd->reasons[r];
+            printf("%s%s: %s = %s; supported: %s\n", r ? "                     " : " ",
+                   ah_reason_code_str(x->code), x->field, x->value, x->supported);
+        }
+    }
 }
 
 static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel);
@@ -117,31 +148,13 @@ static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_
                    ah_layer_kind_str(ah_selection_layer_kind(sel, l)));
             continue;
         }
-        for (int p = 0; p < AH_PHASE_COUNT; p++) {
-            const ah_decision *d = ah_selection_decision(sel, l, (ah_phase)p);
-            char spec[256];
-            describe_spec(&d->spec, spec, sizeof spec);
-            printf("\nlayer %u %s: %s%s\n  spec: %s\n  list: %s\n", l, phase_name(p),
-                   d->plugin ? d->plugin : "NONE (no backend can serve it)",
-                   d->fallback ? " (fallback)" : "", spec, d->list_source);
-            if (d->plugin && d->kernel_block_size)
-                printf("  kernel blocks: %s runs each %u-token cache block as %u blocks of %u "
-                       "(the host translates the block table)\n",
-                       d->plugin, d->spec.block_size, d->spec.block_size / d->kernel_block_size,
-                       d->kernel_block_size);
-            for (uint32_t k = 0; k < d->n_candidates; k++) {
-                const ah_candidate *cd = &d->candidates[k];
-                printf("  %-2s %-16s", cd->chosen ? "->" : "", cd->plugin);
-                double ms = ah_decision_candidate_ms(d, k); /* [select] policy = measured */
-                if (ms >= 0) printf(" [measured %.4g ms]", ms);
-                if (!cd->n_reasons) printf(" ok\n");
-                for (uint32_t r = 0; r < cd->n_reasons; r++) {
-                    const ah_reason *x = &cd->reasons[r];
-                    printf("%s%s: %s = %s; supported: %s\n", r ? "                     " : " ",
-                           ah_reason_code_str(x->code), x->field, x->value, x->supported);
-                }
-            }
-        }
+        for (int p = 0; p < AH_PHASE_COUNT; p++)
+            print_decision(ah_selection_decision(sel, l, (ah_phase)p), l, phase_name(p), "");
+        const ah_decision *rd = ah_selection_ragged_decision(sel, l); /* ABI 2.3 */
+        if (rd)
+            print_decision(
+                rd, l, "ragged prefill form",
+                ah_selection_ragged_bound(sel, l) ? "" : " (not bound: ragged steps refused)");
     }
     /* Each plugin bound above once, in order of first appearance. */
     printf(

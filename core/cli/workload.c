@@ -217,6 +217,50 @@ static void view(ah_mirror *v, const ah_mirror *arena, DLDataType dt, int ndim,
     v->t.byte_offset = 0;
 }
 
+/* Scales in tensors (kv_scales tensor or per_head): K and V [1] or [Hk],
+ * head h's 1 + h / 4 times the per-tensor scale, and the query's [1]. */
+static int scales_init(workload *w, wl_layer *L)
+{
+    const ah_layer_spec *s = &L->spec;
+    const ah_kv_scales form = ah_spec_kv_scales(s);
+    L->q_scale = ah_spec_q_scale(s) ? 1.0f / 32 : 0; /* queries up to 14 in e4m3 */
+    if (form == AH_KV_SCALES_HOST) return 0;
+    const DLDataType f32 = {kDLFloat, 32, 1};
+    const int64_t n = form == AH_KV_SCALES_PER_HEAD ? s->num_kv_heads : 1, one = 1;
+    if (tensor_init(w, &L->ksc, L->dev, f32, 1, &n) ||
+        tensor_init(w, &L->vsc, L->dev, f32, 1, &n) ||
+        tensor_init(w, &L->qsc, L->dev, f32, 1, &one))
+        return -1;
+    for (int64_t h = 0; h < n; h++) {
+        ((float *)L->ksc.host)[h] = L->k_scale * (1 + (float)h / 4);
+        ((float *)L->vsc.host)[h] = L->v_scale * (1 + (float)h / 4);
+    }
+    *(float *)L->qsc.host = L->q_scale;
+    return to_device(w, &L->ksc, L->ksc.bytes) || to_device(w, &L->vsc, L->vsc.bytes) ||
+                   to_device(w, &L->qsc, L->qsc.bytes)
+               ? -1
+               : 0;
+}
+
+/* The per-head scales the oracle takes (NULL: the floats serve). */
+static const float *head_scales(const wl_layer *L, const ah_mirror *m)
+{
+    return ah_spec_kv_scales(&L->spec) == AH_KV_SCALES_PER_HEAD ? m->host : NULL;
+}
+
+/* The oracle's K/V write of the step's new tokens with the layer's scales. */
+static ah_status ref_write_kv(const workload *w, const wl_layer *L, ah_error *err)
+{
+    const ah_layer_spec *s = &L->spec;
+    const int mla = s->use_mla;
+    if (ah_spec_kv_scales(s) == AH_KV_SCALES_PER_HEAD)
+        return ah_reference_write_kv_per_head(s, &w->batch, L->k.host, mla ? NULL : L->v.host,
+                                              L->kcache.host, mla ? NULL : L->vcache.host,
+                                              L->ksc.host, L->vsc.host, err);
+    return ah_reference_write_kv(s, &w->batch, L->k.host, mla ? NULL : L->v.host, L->kcache.host,
+                                 mla ? NULL : L->vcache.host, L->k_scale, L->v_scale, err);
+}
+
 static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
 {
     wl_layer *L = &w->layers[l];
@@ -230,6 +274,7 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
     int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
     L->k_scale = fp8 ? 1.0f / 64 : 1.0f;
     L->v_scale = fp8 ? 1.0f / 48 : 1.0f;
+    if (scales_init(w, L)) return -1;
     if (L->role != WL_CACHELESS) {
         ah_kv_cache_desc kd = {.struct_size = sizeof kd}, vd = {.struct_size = sizeof vd};
         const wl_group *G = &w->groups[ah_spec_kv_group(s) < w->n_groups ? ah_spec_kv_group(s) : 0];
@@ -437,7 +482,8 @@ void wl_destroy(workload *w)
 {
     for (uint32_t l = 0; w->layers && l < w->num_layers; l++) {
         wl_layer *L = &w->layers[l]; /* q .. lse are views: the arenas own them */
-        ah_mirror *all[] = {&L->kcache, &L->vcache, &L->sinks, &L->alibi};
+        ah_mirror *all[] = {&L->kcache, &L->vcache, &L->sinks, &L->alibi,
+                            &L->ksc,    &L->vsc,    &L->qsc};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ah_mirror_free(all[i]);
     }
     for (uint32_t d = 0; d < w->n_arenas; d++)
@@ -606,9 +652,16 @@ int wl_forward(workload *w, uint32_t l, int store_kv)
                          .lse = NULL,
                          .sinks = L->spec.use_sinks ? &L->sinks.t : NULL,
                          .alibi_slopes = L->spec.use_alibi ? &L->alibi.t : NULL,
-                         .k_scale = L->k_scale,
-                         .v_scale = L->v_scale,
                          .stream = ah_device_stream(L->dev)};
+    if (ah_spec_kv_scales(&L->spec) == AH_KV_SCALES_HOST) {
+        a.k_scale = L->k_scale;
+        a.v_scale = L->v_scale;
+        a.q_scale = L->q_scale;
+    } else {
+        a.k_scale_tensor = &L->ksc.t;
+        a.v_scale_tensor = mla ? NULL : &L->vsc.t;
+        a.q_scale_tensor = ah_spec_q_scale(&L->spec) ? &L->qsc.t : NULL;
+    }
     if (ah_binding_forward(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     return 0;
 }
@@ -618,13 +671,22 @@ int wl_write_cross(workload *w, uint32_t l)
     wl_layer *L = &w->layers[l];
     const ah_layer_spec *s = &L->spec;
     int mla = s->use_mla;
-    ah_kv_write_args a = {
-        sizeof a,   &L->k.t,    mla ? NULL : &L->v.t,    &L->kcache.t, mla ? NULL : &L->vcache.t,
-        L->k_scale, L->v_scale, ah_device_stream(L->dev)};
+    ah_kv_write_args a = {.struct_size = sizeof a,
+                          .key = &L->k.t,
+                          .value = mla ? NULL : &L->v.t,
+                          .key_cache = &L->kcache.t,
+                          .value_cache = mla ? NULL : &L->vcache.t,
+                          .stream = ah_device_stream(L->dev)};
+    if (ah_spec_kv_scales(s) == AH_KV_SCALES_HOST) {
+        a.k_scale = L->k_scale;
+        a.v_scale = L->v_scale;
+    } else {
+        a.k_scale_tensor = &L->ksc.t;
+        a.v_scale_tensor = mla ? NULL : &L->vsc.t;
+    }
     if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     ah_error err;
-    if (ah_reference_write_kv(s, &w->batch, L->k.host, mla ? NULL : L->v.host, L->kcache.host,
-                              mla ? NULL : L->vcache.host, L->k_scale, L->v_scale, &err) != AH_OK)
+    if (ref_write_kv(w, L, &err) != AH_OK)
         return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
     return 0;
 }
@@ -721,18 +783,20 @@ static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
            ve = (size_t)s->num_kv_heads * s->v_head_size;
     size_t es = ah_dtype_size(s->q_dtype);
     int nocache = L->role == WL_CACHELESS;
-    ah_ref_inputs in = {sizeof in,
-                        &one,
-                        &pb,
-                        (const char *)L->q.host + row * qe * es,
-                        nocache ? NULL : L->kcache.host,
-                        nocache || s->use_mla ? NULL : L->vcache.host,
-                        s->use_sinks ? L->sinks.host : NULL,
-                        s->use_alibi ? L->alibi.host : NULL,
-                        L->k_scale,
-                        L->v_scale,
-                        nocache ? (const char *)L->k.host + (size_t)t0 * ke * es : NULL,
-                        nocache ? (const char *)L->v.host + (size_t)t0 * ve * es : NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &one,
+                        .batch = &pb,
+                        .q = (const char *)L->q.host + row * qe * es,
+                        .key_cache = nocache ? NULL : L->kcache.host,
+                        .value_cache = nocache || s->use_mla ? NULL : L->vcache.host,
+                        .sinks = s->use_sinks ? L->sinks.host : NULL,
+                        .alibi_slopes = s->use_alibi ? L->alibi.host : NULL,
+                        .k_scale = L->k_scale,
+                        .v_scale = L->v_scale,
+                        .key = nocache ? (const char *)L->k.host + (size_t)t0 * ke * es : NULL,
+                        .value = nocache ? (const char *)L->v.host + (size_t)t0 * ve * es : NULL,
+                        .k_scales = head_scales(L, &L->ksc),
+                        .v_scales = head_scales(L, &L->vsc)};
     return ah_reference_attention(&in, w->ref + row * oe, NULL, err);
 }
 
@@ -808,10 +872,7 @@ int wl_check_layer(workload *w, uint32_t l, int store_kv, double *rel)
     const ah_layer_spec *s = &L->spec;
     uint32_t T = w->batch.num_tokens;
     ah_error err;
-    if (L->role == WL_SELF && store_kv &&
-        ah_reference_write_kv(s, &w->batch, L->k.host, s->use_mla ? NULL : L->v.host,
-                              L->kcache.host, s->use_mla ? NULL : L->vcache.host, L->k_scale,
-                              L->v_scale, &err) != AH_OK)
+    if (L->role == WL_SELF && store_kv && ref_write_kv(w, L, &err) != AH_OK)
         return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
     size_t n = (size_t)T * s->num_q_heads * s->v_head_size;
     if (n > w->ref_cap) return wl_fail(w, "layer %u: %zu outputs, room for %zu", l, n, w->ref_cap);

@@ -39,7 +39,10 @@ typedef struct wl_layer {
     ah_mirror kcache, vcache;    /* self and cross layers; vcache unused for MLA */
     ah_mirror q, k, v, out, lse; /* views of the device's shared buffers */
     ah_mirror sinks, alibi;
-    float k_scale, v_scale;
+    float k_scale, v_scale;  /* FP8 per-tensor scales; under kv_scales = per_head,
+                                head h's are 1 + h / 4 times these */
+    float q_scale;           /* the query scale of a layer with one, else 0 */
+    ah_mirror ksc, vsc, qsc; /* the scale tensors of kv_scales tensor / per_head */
 } wl_layer;
 
 /* One KV-cache group's paging (vLLM's per-group block table): its own

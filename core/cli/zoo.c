@@ -119,7 +119,7 @@ ah_model *zoo_one_layer(const ah_layer_spec *spec, ah_error *err)
     ah_layer_spec s = *spec;
     s.struct_size = sizeof s;
     s.kv_group = 0; /* alone, the layer is its model's only group */
-    ah_model_desc d = {sizeof d, "zoo", 1, &s, NULL};
+    ah_model_desc d = {sizeof d, "zoo", 1, &s, NULL, NULL};
     ah_model *m = NULL;
     return ah_model_create(&d, &m, err) == AH_OK ? m : NULL;
 }

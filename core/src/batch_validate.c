@@ -40,6 +40,13 @@
  *    message names the row, column, value and the position that still
  *    sees it. The slot of a new token never lies in a released block (the
  *    token sees its own position), so the slot check stays as it was.
+ *  - Ragged layers (ragged_kv, ABI 2.3) read no cache either: their keys
+ *    come from cu_seqlens_k, checked here (starts at 0, monotonic, ends at
+ *    num_k_tokens; a real request has k_len >= 1, and >= query_len when
+ *    causal, since its first query sees keys 0 .. k_len - query_len; a
+ *    padded one has none; max_seq_len bounds k_len). seq_lens belong to the
+ *    paged form, validated with its own spec, so they are not read here;
+ *    nor is a tree mask taken (it covers cache positions).
  *  - limits may be NULL (the reference oracle checks structure only).
  * Arithmetic on sizes is int64, so no product of two uint32 fields wraps.
  */
@@ -65,6 +72,12 @@ static ah_status fail(ah_error *err, const char *fmt, ...)
     return AH_ERR_INVALID_ARGUMENT;
 }
 
+/* 1 for layers that read no paged cache: cacheless and ragged ones. */
+static int no_cache(const ah_layer_spec *spec)
+{
+    return ah_spec_cacheless(spec) || ah_spec_ragged(spec);
+}
+
 static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
                               ah_error *err)
 {
@@ -73,7 +86,7 @@ static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, cons
                     b->struct_size, offsetof(ah_batch, block_table_stride) + sizeof(uint32_t));
     if (spec->struct_size < offsetof(ah_layer_spec, block_size) + sizeof spec->block_size)
         return fail(err, "layer spec: struct_size %" PRIu32 " is too small", spec->struct_size);
-    const int cacheless = ah_spec_cacheless(spec);
+    const int cacheless = no_cache(spec);
     if (spec->block_size == 0 && !cacheless) return fail(err, "layer spec: block_size = 0");
     if (b->num_reqs == 0) return fail(err, "num_reqs = 0: a batch needs at least one request");
     if (!b->query_start_loc_host) return fail(err, "query_start_loc_host is NULL");
@@ -119,9 +132,11 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
                                int32_t fill, int empty_kv, int64_t *max_q, int64_t *max_s,
                                int64_t *min_s, ah_error *err)
 {
-    const int32_t *qsl = b->query_start_loc_host, *sl = b->seq_lens_host;
+    const int ragged = ah_spec_ragged(spec);
+    /* a ragged layer's key lengths are cu_seqlens_k's (check_ragged) */
+    const int32_t *qsl = b->query_start_loc_host, *sl = ragged ? NULL : b->seq_lens_host;
     const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
-    const int cacheless = ah_spec_cacheless(spec);
+    const int cacheless = no_cache(spec);
     if (qsl[0] != 0) return fail(err, "query_start_loc[0] = %" PRId32 ", expected 0", qsl[0]);
     *max_q = *max_s = 0;
     *min_s = INT64_MAX;
@@ -216,10 +231,62 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
     if (b->max_seq_len < *max_s)
         return fail(err, "max_seq_len = %" PRIu32 " is below the longest sequence (%" PRId64 ")",
                     b->max_seq_len, *max_s);
-    if (AH_HAS_FIELD(b, ah_batch, common_prefix_len) && b->common_prefix_len > *min_s)
+    if (!ragged && AH_HAS_FIELD(b, ah_batch, common_prefix_len) && b->common_prefix_len > *min_s)
         return fail(err,
                     "common_prefix_len = %" PRIu32 " exceeds the shortest sequence (%" PRId64 ")",
                     b->common_prefix_len, *min_s);
+    return AH_OK;
+}
+
+/* Ragged keys: cu_seqlens_k against the queries, the maxima and the key
+ * tensor's rows. */
+static ah_status check_ragged(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
+                              ah_error *err)
+{
+    const int32_t *ck = ah_batch_cu_seqlens_k(b), *qsl = b->query_start_loc_host;
+    if (!ck)
+        return fail(err,
+                    "cu_seqlens_k_host is NULL (or the batch's struct_size %" PRIu32
+                    " predates it): a ragged layer reads request r's keys at rows "
+                    "cu_seqlens_k[r] .. cu_seqlens_k[r + 1] - 1 of forward's key and value",
+                    b->struct_size);
+    if (ah_batch_custom_mask(b))
+        return fail(err, "custom_mask is set, but a ragged layer takes no tree mask (a mask "
+                         "covers the paged cache's positions)");
+    if (ck[0] != 0) return fail(err, "cu_seqlens_k[0] = %" PRId32 ", expected 0", ck[0]);
+    const int causal = ah_spec_causal(spec);
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        const int64_t q = (int64_t)qsl[r + 1] - qsl[r], k = (int64_t)ck[r + 1] - ck[r];
+        const char *why = k < 0         ? "(must be >= 0)"
+                          : q == 0 && k ? "for a padded request (query_len 0), which owns no keys"
+                          : q > 0 && k == 0 ? "(a real request needs at least one key)"
+                          : causal && k < q
+                              ? "below its query_len: on a causal layer query i sees "
+                                "keys 0 .. k_len - query_len + i, so k_len >= query_len"
+                              : NULL;
+        if (why)
+            return fail(err,
+                        "cu_seqlens_k[%" PRIu32 "] = %" PRId32 " after cu_seqlens_k[%" PRIu32
+                        "] = %" PRId32 ": request %" PRIu32 " has k_len %" PRId64
+                        " and query_len %" PRId64 " %s",
+                        r + 1, ck[r + 1], r, ck[r], r, k, q, why);
+        if (k > (int64_t)b->max_seq_len)
+            return fail(err,
+                        "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                        " has k_len %" PRId64 " above max_seq_len = %" PRIu32
+                        " (which bounds key lengths too)",
+                        r + 1, ck[r + 1], r, k, b->max_seq_len);
+        if (lim && k > (int64_t)lim->max_seq_len)
+            return fail(err,
+                        "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                        " has k_len %" PRId64 " above limits.max_seq_len = %" PRIu32,
+                        r + 1, ck[r + 1], r, k, lim->max_seq_len);
+    }
+    if ((int64_t)ck[b->num_reqs] != (int64_t)b->num_k_tokens)
+        return fail(err,
+                    "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ", expected num_k_tokens = %" PRIu32
+                    " (the key tensor's rows)",
+                    b->num_reqs, ck[b->num_reqs], b->num_k_tokens);
     return AH_OK;
 }
 
@@ -482,7 +549,7 @@ static ah_status validate(const ah_batch *batch, const ah_layer_spec *spec, cons
         g || (batch->struct_size >= offsetof(ah_batch, block_table_stride) + sizeof(uint32_t) &&
               ah_batch_num_kv_groups(batch));
     ah_batch view;
-    if (!ah_spec_cacheless(spec)) {
+    if (!no_cache(spec)) {
         ah_status s = ah_batch_group_view(batch, g, &view, err);
         if (s != AH_OK) return s;
         batch = &view;
@@ -513,11 +580,12 @@ ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *s
     if (released) *released = 0;
     ah_status s = check_counts(batch, spec, limits, err);
     if (s != AH_OK) return s;
-    if (!ah_spec_cacheless(spec) && (s = check_paging(batch, limits, err)) != AH_OK)
+    if (!no_cache(spec) && (s = check_paging(batch, limits, err)) != AH_OK)
         return in_group(s, group, err);
     int64_t max_q, max_s, min_s;
     s = check_lengths(batch, spec, limits, seq_len_fill, empty_kv, &max_q, &max_s, &min_s, err);
     if (s != AH_OK) return s;
+    if (ah_spec_ragged(spec)) return check_ragged(batch, spec, limits, err);
     if (ah_batch_custom_mask(batch) && spec->attn_type == AH_ATTN_DECODER &&
         (s = check_mask(batch, err)) != AH_OK)
         return s;

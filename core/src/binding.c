@@ -20,15 +20,20 @@
 
 #include <attnhost/plugin_util.h>
 
-/* How a state is planned in a step: on the whole batch, or on one part. */
-enum { PART_WHOLE = 0, PART_DECODE = 1, PART_PREFILL = 2 };
+/* How a state is planned in a step: on the whole batch, on one part, or
+ * (a ragged form) on the whole batch with its ragged keys. */
+enum { PART_WHOLE = 0, PART_DECODE = 1, PART_PREFILL = 2, PART_RAGGED = 3 };
 /* The plan lists: the whole batch on the decode states, on the prefill
- * states, or split (each layer's state on its part). */
-enum { LIST_DECODE = 0, LIST_PREFILL = 1, LIST_SPLIT = 2, LIST_COUNT };
+ * states, split (each layer's state on its part), or a ragged step (the
+ * prefill states, and each ragged form on the batch with its keys). */
+enum { LIST_DECODE = 0, LIST_PREFILL = 1, LIST_SPLIT = 2, LIST_RAGGED = 3, LIST_COUNT };
+/* bound_state.role of a layer's ragged prefill form (ABI 2.3) */
+#define ROLE_RAGGED AH_PHASE_COUNT
 
 typedef struct bound_state {
     int slot;           /* plugin slot in the host */
-    int role;           /* -1: serves both phases of its layers; else the ah_phase */
+    int role;           /* -1: serves both phases of its layers; else the ah_phase,
+                           or ROLE_RAGGED */
     ah_context *ctx;    /* the plugin's context on the binding's device */
     ah_layer_spec spec; /* resolved */
     ah_state *st;
@@ -60,6 +65,7 @@ static const char WHY_SAME[] = "every layer's decode and prefill winner is one s
                                "mixed batches whole";
 static const char WHY_MASK[] = "the batch has a tree mask (custom_mask) and a decode winner does "
                                "not claim tree_mask, so the prefill winners take it whole";
+static const char WHY_RAGGED[] = "the batch carries cu_seqlens_k: a ragged step is planned whole";
 static const char WHY_OUTPUT[] = "a winner returns its own output buffer (caller_output = 0), so "
                                  "one output in token order would need a copy";
 
@@ -76,6 +82,9 @@ struct ah_binding {
     ah_device **devs;
     uint32_t n_devs;
     uint32_t *layer_state[AH_PHASE_COUNT]; /* layer -> index into states */
+    uint32_t *layer_ragged;                /* layer -> its ragged form's state, or NO_STATE */
+    int64_t ragged_unbound;                /* a layer whose ragged form is not bound, or -1 */
+    uint32_t n_ragged;                     /* bound ragged forms */
     uint32_t num_layers;
     /* fixed at creation */
     uint8_t *layer_split;   /* 1: the layer's decode and prefill states differ */
@@ -89,6 +98,8 @@ struct ah_binding {
     uint32_t *checks;             /* states whose specs validate a batch (distinct groups,
                                      block sizes, kinds and fills) */
     uint32_t n_checks;
+    uint32_t *rchecks; /* the ragged forms' states, which validate a ragged step */
+    uint32_t n_rchecks;
     /* KV-cache groups (ABI 2.1), fixed at creation */
     uint32_t n_groups;                 /* 1 + the largest kv_group of a cache layer */
     uint32_t *release_w;               /* per group: the window that may hide released
@@ -99,7 +110,9 @@ struct ah_binding {
                                           group whose plugin lacks
                                           AH_FEAT_RELEASED_BLOCKS, or -1 */
     int *released;                     /* per group: the last validated batch has released blocks */
-    ah_batch *gbatch;                  /* per group: the planned batch with the group's paging */
+    ah_batch *gbatch;                  /* per group: the planned batch with the group's paging
+                                          (and no ragged keys) */
+    ah_batch rbatch;                   /* a ragged step's batch for its ragged forms */
     int32_t *qsl_host;                 /* the prefill part's rebased query_start_loc */
     void **qsl_dev;                    /* per device: its copy (NULL: the host buffer serves) */
     uint8_t *dev_prefill;              /* per device: serves a prefill part */
@@ -111,6 +124,7 @@ struct ah_binding {
     ah_phase phase;
     int planned;
     int split;
+    int ragged_step; /* the step carries cu_seqlens_k: ragged forms attend */
     uint32_t nd, nd_tokens;
     const char *why;
     ah_batch batch; /* the last planned batch (the engine's pointers), as
@@ -147,6 +161,10 @@ static const ah_caps *caps_of(const ah_binding *b, int slot)
 {
     return &b->host->slots[slot].lp->caps_live;
 }
+
+/* 1 for a state that reads no paged cache (cacheless, ragged): it has no
+ * KV-cache group and takes the batch of group 0. */
+static int no_cache(const ah_layer_spec *s) { return ah_spec_cacheless(s) || ah_spec_ragged(s); }
 
 /* The seq_len the engine writes into padded requests for bs's plugin. */
 static int32_t seq_len_fill(const ah_binding *b, const bound_state *bs)
@@ -290,7 +308,7 @@ static ah_status prepare_groups(ah_binding *b, ah_error *err)
 {
     uint32_t G = 1;
     for (uint32_t i = 0; i < b->n_states; i++)
-        if (!ah_spec_cacheless(&b->states[i].spec) && b->states[i].spec.kv_group + 1 > G)
+        if (!no_cache(&b->states[i].spec) && b->states[i].spec.kv_group + 1 > G)
             G = b->states[i].spec.kv_group + 1;
     b->n_groups = G;
     if (!(b->release_w = ah__calloc(G, sizeof *b->release_w)) ||
@@ -308,7 +326,7 @@ static ah_status prepare_groups(ah_binding *b, ah_error *err)
     if (!first) return AH_ERR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < b->n_states; i++) {
         const bound_state *bs = &b->states[i];
-        if (ah_spec_cacheless(&bs->spec)) continue;
+        if (no_cache(&bs->spec)) continue;
         const uint32_t g = bs->spec.kv_group;
         if (!first[g]) {
             first[g] = i + 1;
@@ -344,7 +362,7 @@ static ah_status prepare_groups(ah_binding *b, ah_error *err)
         for (uint32_t i = 0; i < b->n_plans[li]; i++) {
             const uint32_t si = b->plans[li][i].state;
             const bound_state *bs = &b->states[si];
-            if (ah_spec_cacheless(&bs->spec)) continue;
+            if (no_cache(&bs->spec)) continue;
             int32_t *bad = &b->released_bad[li][bs->spec.kv_group];
             if (*bad < 0 && !(caps_of(b, bs->slot)->features & AH_FEAT_RELEASED_BLOCKS))
                 *bad = (int32_t)si;
@@ -362,7 +380,7 @@ static ah_status prepare_splits(ah_binding *b, ah_error *err)
         return AH_ERR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < b->n_states; i++) {
         bound_state *bs = &b->states[i];
-        if (!bs->kblock || ah_spec_cacheless(&bs->spec)) continue;
+        if (!bs->kblock || no_cache(&bs->spec)) continue;
         const uint32_t m = bs->spec.block_size / bs->kblock, g = bs->spec.kv_group;
         for (uint32_t k = 0; k < b->n_splits && bs->split < 0; k++)
             if (b->splits[k].group == g && b->splits[k].m == m &&
@@ -408,7 +426,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     for (int i = 0; i < LIST_COUNT; i++)
         if (!(b->plans[i] = ah__calloc(b->n_states ? b->n_states : 1, sizeof(plan_item))))
             return AH_ERR_OUT_OF_MEMORY;
-    if (!(b->checks = ah__calloc(b->n_states ? b->n_states : 1, sizeof(uint32_t))))
+    if (!(b->checks = ah__calloc(b->n_states ? b->n_states : 1, sizeof(uint32_t))) ||
+        !(b->rchecks = ah__calloc(b->n_states ? b->n_states : 1, sizeof(uint32_t))))
         return AH_ERR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < b->n_states; i++)
         for (uint32_t d = 0; d < b->n_devs; d++)
@@ -440,6 +459,16 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
         }
         check_add(b, sp);
         check_add(b, sd);
+        /* a ragged step: the prefill state (for write_kv into the paged
+         * cache) and the ragged form (for attention) both plan it */
+        plan_add(b, LIST_RAGGED, sp, PART_WHOLE);
+        const uint32_t sr = b->layer_ragged[l];
+        if (sr != NO_STATE) {
+            plan_add(b, LIST_RAGGED, sr, PART_RAGGED);
+            uint32_t k = 0;
+            while (k < b->n_rchecks && b->rchecks[k] != sr) k++;
+            if (k == b->n_rchecks) b->rchecks[b->n_rchecks++] = sr;
+        }
     }
     if (!L) b->decode_qmax = 1;
     for (int li = 0; li < LIST_COUNT; li++) {
@@ -538,9 +567,13 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     for (int p = 0; p < AH_PHASE_COUNT; p++)
         if (!(b->layer_state[p] = ah__calloc(b->num_layers ? b->num_layers : 1, sizeof(uint32_t))))
             goto oom;
+    if (!(b->layer_ragged = ah__calloc(b->num_layers ? b->num_layers : 1, sizeof(uint32_t))))
+        goto oom;
+    b->ragged_unbound = -1;
     for (uint32_t l = 0; l < b->num_layers; l++) {
         const ah_decision *d[AH_PHASE_COUNT];
         int slot[AH_PHASE_COUNT];
+        b->layer_ragged[l] = NO_STATE;
         if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) {
             b->layer_state[AH_PHASE_PREFILL][l] = b->layer_state[AH_PHASE_DECODE][l] = NO_STATE;
             continue;
@@ -597,6 +630,27 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
             }
             b->layer_state[p][l] = (uint32_t)idx;
         }
+        /* ABI 2.3: the layer's ragged prefill form, where bound (a
+         * context-parallel rank plans no ragged step) */
+        const ah_decision *rd = ah_selection_ragged_decision(sel, l);
+        if (rd && (cp || !ah_selection_ragged_bound(sel, l))) {
+            if (b->ragged_unbound < 0) b->ragged_unbound = l;
+        } else if (rd) {
+            const int rs = ah__host_find(h, rd->plugin);
+            int idx = rs < 0 ? -1
+                             : state_for(b, rs, &rd->spec, rd->kernel_block_size, ROLE_RAGGED, l,
+                                         err, &s);
+            if (rs < 0) {
+                snprintf(err->msg, sizeof err->msg, "layer %u: plugin %s is gone", l, rd->plugin);
+                s = AH_ERR_NOT_FOUND;
+            }
+            if (idx < 0) {
+                ah_binding_destroy(b);
+                return s;
+            }
+            b->layer_ragged[l] = (uint32_t)idx;
+            b->n_ragged++;
+        }
     }
     if ((s = prepare_steps(b, err)) != AH_OK ||
         (cp && (s = create_cp(b, cpo, &o->limits, err)) != AH_OK)) {
@@ -629,6 +683,8 @@ void ah_binding_destroy(ah_binding *b)
         ah__device_close(b->devs[i]);
     }
     for (int p = 0; p < AH_PHASE_COUNT; p++) ah__free(b->layer_state[p]);
+    ah__free(b->layer_ragged);
+    ah__free(b->rchecks);
     for (int i = 0; i < LIST_COUNT; i++) {
         ah__free(b->plans[i]);
         ah__free(b->released_bad[i]);
@@ -748,12 +804,48 @@ static ah_status choose_step(ah_binding *b, const ah_batch *batch, ah_plan_mode 
         ah_status s = ah_batch_group_view(batch, g, &b->gbatch[g], &err);
         if (s != AH_OK) return fail(b, s, "batch: %s", err.msg);
         b->released[g] = 0;
+        b->gbatch[g].cu_seqlens_k = NULL; /* only ragged forms see the keys' offsets */
+        b->gbatch[g].cu_seqlens_k_host = NULL;
+        b->gbatch[g].num_k_tokens = 0;
+    }
+    const int ragged = ah_batch_cu_seqlens_k(batch) != NULL;
+    if (ragged) {
+        if (b->ragged_unbound >= 0)
+            return fail(b, AH_ERR_UNSUPPORTED,
+                        "batch: cu_seqlens_k is set (a ragged step), but layer %u's ragged "
+                        "prefill form is not bound%s (see ah_selection_ragged_decision): give "
+                        "this layer's prefill batches without cu_seqlens_k",
+                        (unsigned)b->ragged_unbound,
+                        b->cp ? ": a context-parallel binding plans no ragged step" : "");
+        if (!b->n_ragged)
+            return fail(b, AH_ERR_INVALID_ARGUMENT,
+                        "batch: cu_seqlens_k is set (a ragged step), but no layer has a ragged "
+                        "prefill form (model key ragged_prefill), so nothing would read the "
+                        "ragged keys");
+        if (mode != AH_PLAN_EAGER)
+            return fail(b, AH_ERR_UNSUPPORTED,
+                        "batch: cu_seqlens_k is set, and a ragged step is planned eager only "
+                        "(plan mode %d): CUDA graphs capture paged steps",
+                        (int)mode);
+        b->rbatch = b->gbatch[0];
+        b->rbatch.cu_seqlens_k = batch->cu_seqlens_k;
+        b->rbatch.cu_seqlens_k_host = batch->cu_seqlens_k_host;
+        b->rbatch.num_k_tokens = batch->num_k_tokens;
+    }
+    for (uint32_t i = 0; ragged && b->validate && i < b->n_rchecks; i++) {
+        ah_error err;
+        const bound_state *rs = &b->states[b->rchecks[i]];
+        ah_status s =
+            ah__batch_validate_group(&b->rbatch, &rs->spec, &b->limits, seq_len_fill(b, rs),
+                                     UINT32_MAX, 0, "", NULL, 0, &err);
+        if (s != AH_OK)
+            return fail(b, s, "batch: layer %u's ragged form: %s", rs->first_layer, err.msg);
     }
     if (b->validate)
         for (uint32_t i = 0; i < b->n_checks; i++) {
             ah_error err;
             const bound_state *cs = &b->states[b->checks[i]];
-            const uint32_t g = ah_spec_cacheless(&cs->spec) ? 0 : cs->spec.kv_group;
+            const uint32_t g = no_cache(&cs->spec) ? 0 : cs->spec.kv_group;
             int rel = 0;
             ah_status s = ah__batch_validate_group(
                 &b->gbatch[g], &cs->spec, &b->limits, seq_len_fill(b, cs), nk ? g : UINT32_MAX,
@@ -769,7 +861,15 @@ static ah_status choose_step(ah_binding *b, const ah_batch *batch, ah_plan_mode 
     c->nd = batch->num_reqs;
     c->nd_tokens = batch->num_tokens;
     c->why = "";
-    if (batch->max_query_len > b->decode_qmax) {
+    if (ragged) { /* whole: the ragged forms read the whole batch's keys */
+        c->phase = AH_PHASE_PREFILL;
+        c->list = LIST_RAGGED;
+        c->nd = c->nd_tokens = 0;
+        for (uint32_t r = 0; r < batch->num_reqs && !*c->why; r++)
+            if ((uint32_t)(batch->query_start_loc_host[r + 1] - batch->query_start_loc_host[r]) <=
+                b->decode_qmax)
+                c->why = WHY_RAGGED;
+    } else if (batch->max_query_len > b->decode_qmax) {
         ah_split_scan *sc = &c->sc;
         ah__split_scan(batch, b->decode_qmax, sc);
         if (sc->nd < batch->num_reqs) {
@@ -823,7 +923,7 @@ static ah_status choose_step(ah_binding *b, const ah_batch *batch, ah_plan_mode 
     return AH_OK;
 }
 
-static const char *const part_names[] = {"", " (decode part)", " (prefill part)"};
+static const char *const part_names[] = {"", " (decode part)", " (prefill part)", " (ragged form)"};
 
 /* The smallest ah_batch accepted: ABI 2.0's. */
 #define BATCH_SIZE_20 (offsetof(ah_batch, common_prefix_len) + sizeof(uint32_t))
@@ -862,9 +962,10 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     for (uint32_t i = 0; i < b->n_plans[c.list]; i++) {
         const plan_item *it = &b->plans[c.list][i];
         bound_state *bs = &b->states[it->state];
-        const uint32_t g = ah_spec_cacheless(&bs->spec) ? 0 : bs->spec.kv_group;
+        const uint32_t g = no_cache(&bs->spec) ? 0 : bs->spec.kv_group;
         const ah__kv_split *sp = bs->split >= 0 ? &b->splits[bs->split] : NULL;
-        const ah_batch *part = it->part == PART_WHOLE ? (sp ? &sp->batch : &b->gbatch[g])
+        const ah_batch *part = it->part == PART_WHOLE    ? (sp ? &sp->batch : &b->gbatch[g])
+                               : it->part == PART_RAGGED ? &b->rbatch
                                : it->part == PART_DECODE
                                    ? (sp ? &sp->dpart.batch : &b->dparts[g].batch)
                                : sp ? &sp->ppart.batch
@@ -880,6 +981,7 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
     b->nd = c.nd;
     b->nd_tokens = c.nd_tokens;
     b->why = c.why;
+    b->ragged_step = c.list == LIST_RAGGED;
     b->planned = 1;
     return AH_OK;
 }
@@ -917,10 +1019,11 @@ static int split_layer(const ah_binding *b, uint32_t layer)
     return b->split && b->layer_split[layer];
 }
 
-/* The planned batch as bs's KV-cache group sees it. */
+/* The planned batch as bs's KV-cache group (or ragged form) sees it. */
 static const ah_batch *group_batch(const ah_binding *b, const bound_state *bs)
 {
-    return &b->gbatch[ah_spec_cacheless(&bs->spec) ? 0 : bs->spec.kv_group];
+    if (bs->role == ROLE_RAGGED) return &b->rbatch;
+    return &b->gbatch[no_cache(&bs->spec) ? 0 : bs->spec.kv_group];
 }
 
 static ah_status check_kv_args(ah_binding *b, uint32_t layer, const bound_state *bs,
@@ -986,6 +1089,26 @@ static ah_status call_forward(ah_binding *b, uint32_t layer, bound_state *bs,
                              plugin_name(b, bs->slot), ops->state_error(bs->st));
 }
 
+/* The K/V store of forward's arguments a: new rows key / value (the whole
+ * step's or one part's) into a's caches, with a's scales. */
+static ah_kv_write_args kv_args_of(const ah_forward_args *a, const DLTensor *key,
+                                   const DLTensor *value)
+{
+    ah_kv_write_args kv;
+    memset(&kv, 0, sizeof kv);
+    kv.struct_size = sizeof kv;
+    kv.key = key;
+    kv.value = value;
+    kv.key_cache = a->key_cache;
+    kv.value_cache = a->value_cache;
+    kv.k_scale = a->k_scale;
+    kv.v_scale = a->v_scale;
+    kv.stream = a->stream;
+    kv.k_scale_tensor = a->k_scale_tensor;
+    kv.v_scale_tensor = a->v_scale_tensor;
+    return kv;
+}
+
 /* Token-row views of one part's tensors. */
 typedef struct part_views {
     DLTensor q, key, value, out, lse;
@@ -1041,11 +1164,10 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
                         "aligned (its row pitch is not a multiple of 16 bytes)",
                         layer, bad, b->nd_tokens);
     }
-    if (a->key && !ah_spec_cacheless(&st[1]->spec))
+    if (a->key && !no_cache(&st[1]->spec))
         for (int i = 0; i < 2; i++) {
             if (attend && caps_of(b, st[i]->slot)->forward_writes_kv) continue;
-            ah_kv_write_args kv = {sizeof kv,      pa[i].key,  pa[i].value, a->key_cache,
-                                   a->value_cache, a->k_scale, a->v_scale,  a->stream};
+            const ah_kv_write_args kv = kv_args_of(a, pa[i].key, pa[i].value);
             ah_status s = call_write_kv(b, layer, st[i], &kv);
             if (s != AH_OK) return s;
         }
@@ -1060,9 +1182,8 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
 static ah_status forward_one(ah_binding *b, uint32_t layer, bound_state *bs,
                              const ah_forward_args *a)
 {
-    if (a->key && !ah_spec_cacheless(&bs->spec) && !caps_of(b, bs->slot)->forward_writes_kv) {
-        ah_kv_write_args kv = {sizeof kv,      a->key,     a->value,   a->key_cache,
-                               a->value_cache, a->k_scale, a->v_scale, a->stream};
+    if (a->key && !no_cache(&bs->spec) && !caps_of(b, bs->slot)->forward_writes_kv) {
+        const ah_kv_write_args kv = kv_args_of(a, a->key, a->value);
         ah_status s = call_write_kv(b, layer, bs, &kv);
         if (s != AH_OK) return s;
     }
@@ -1084,12 +1205,14 @@ static ah_status forward_cp(ah_binding *b, uint32_t layer, bound_state *bs,
     return s == AH_OK ? s : fail(b, s, "%s", err.msg);
 }
 
-ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *a)
+ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_args *engine_args)
 {
     bound_state *bs = planned_state(b, layer);
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
-    if (!a || a->struct_size < sizeof(ah_kv_write_args))
+    ah_kv_write_args full; /* an older engine's args, later fields zero */
+    if (!ah__kv_write_args_full(engine_args, &full))
         return fail(b, AH_ERR_ABI, "ah_kv_write_args missing or struct_size too small");
+    const ah_kv_write_args *a = &full;
     if (ah_spec_cacheless(&bs->spec))
         return fail(b, AH_ERR_INVALID_ARGUMENT,
                     "layer %u: write_kv on a cacheless (%s) layer: it has no KV cache", layer,
@@ -1097,17 +1220,43 @@ ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_a
     ah_status s = check_kv_args(b, layer, bs, a);
     if (s != AH_OK) return s;
     if (!split_layer(b, layer)) return call_write_kv(b, layer, bs, a);
-    ah_forward_args fa = {sizeof fa, NULL, a->key, a->value,   a->key_cache, a->value_cache, NULL,
-                          NULL,      NULL, NULL,   a->k_scale, a->v_scale,   a->stream};
+    ah_forward_args fa;
+    memset(&fa, 0, sizeof fa);
+    fa.struct_size = sizeof fa;
+    fa.key = a->key;
+    fa.value = a->value;
+    fa.key_cache = a->key_cache;
+    fa.value_cache = a->value_cache;
+    fa.k_scale = a->k_scale;
+    fa.v_scale = a->v_scale;
+    fa.stream = a->stream;
+    fa.k_scale_tensor = a->k_scale_tensor;
+    fa.v_scale_tensor = a->v_scale_tensor;
     return forward_split(b, layer, &fa, 0);
 }
 
-ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *a)
+ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *engine_args)
 {
     bound_state *bs = planned_state(b, layer);
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
-    if (!a || a->struct_size < sizeof(ah_forward_args))
+    /* a ragged step: the layer's ragged form attends over forward's packed
+     * keys (its paged state was planned for write_kv) */
+    if (b->ragged_step && b->layer_ragged[layer] != NO_STATE)
+        bs = &b->states[b->layer_ragged[layer]];
+    /* An older engine's args, later fields zero. Plugins keep no pointer to
+     * the args struct past the call (an emulated graph copies it), so one
+     * on the stack serves. */
+    ah_forward_args full;
+    if (!ah__forward_args_full(engine_args, &full))
         return fail(b, AH_ERR_ABI, "ah_forward_args missing or struct_size too small");
+    const ah_forward_args *a = &full;
+    /* validation on or off: a plugin's forward would store these K/V */
+    if (bs->spec.attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
+        return fail(b, AH_ERR_INVALID_ARGUMENT,
+                    "layer %u: %s is set, but a cross-attention (encoder_decoder) layer's cache "
+                    "holds the encoder's K/V, written by ah_binding_write_kv on the encoder "
+                    "pass; forward never writes it (pass NULL)",
+                    layer, a->key ? "key" : "value");
     if (b->validate) {
         /* once, on the whole tensors, before any split */
         DLDevice dev = ah_device_dl(bs->dev);
@@ -1116,11 +1265,6 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
             ah__check_forward_args(&bs->spec, group_batch(b, bs), a, &dev, why, sizeof why);
         if (s != AH_OK) return fail(b, s, "layer %u: %s", layer, why);
     }
-    if (bs->spec.attn_type == AH_ATTN_ENCODER_DECODER && (a->key || a->value))
-        return fail(b, AH_ERR_INVALID_ARGUMENT,
-                    "layer %u: key/value set on a cross-attention layer, whose cache is written "
-                    "only by ah_binding_write_kv on the encoder pass",
-                    layer);
     if (b->cp) return forward_cp(b, layer, bs, a);
     if (split_layer(b, layer)) return forward_split(b, layer, a, 1);
     return forward_one(b, layer, bs, a);

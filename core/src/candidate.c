@@ -4,7 +4,6 @@
  * last the plugin's own check_combination. Every failed check becomes a
  * structured reason (code, field, offending value, supported set).
  */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +85,7 @@ ah_layer_spec ah__resolve_spec(const ah_layer_spec *in, const ah_caps *caps,
     ah_layer_spec s = *in;
     s.struct_size = sizeof s;
     if (s.kv_dtype == AH_DTYPE_AUTO) s.kv_dtype = s.q_dtype;
-    if (s.scale == 0.0f) s.scale = (float)(1.0 / sqrt((double)s.qk_head_size));
+    s.scale = ah_spec_scale(&s);
     if (s.kv_layout == AH_KV_LAYOUT_AUTO)
         s.kv_layout = pin ? pin->kv_layout : caps ? caps->preferred_kv_layout : AH_KV_LAYOUT_NHD;
     if (s.block_size == 0 || s.block_size == AH_BLOCK_SIZE_AUTO)
@@ -201,6 +200,10 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
     if (ah_spec_cacheless(s)) need |= AH_FEAT_CACHELESS; /* ABI 2.1 meanings */
     if (s->attn_type == AH_ATTN_ENCODER_DECODER) need |= AH_FEAT_CROSS_ATTENTION;
     if (s->attn_type == AH_ATTN_DECODER && !ah_spec_causal(s)) need |= AH_FEAT_CAUSAL_FLAG;
+    if (ah_spec_ragged(s)) need |= AH_FEAT_RAGGED_KV;                             /* ABI 2.3 */
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST) need |= AH_FEAT_SCALE_TENSORS; /* ABI 2.3 */
+    if (ah_spec_kv_scales(s) == AH_KV_SCALES_PER_HEAD) need |= AH_FEAT_KV_SCALE_PER_HEAD;
+    if (ah_spec_q_scale(s)) need |= AH_FEAT_Q_SCALE;
     uint32_t missing = need & ~c->features;
     for (uint32_t bit = 1; missing; bit <<= 1)
         if (missing & bit) {

@@ -47,35 +47,16 @@ typedef struct chk_entry {
     char *version;
 } chk_entry;
 
-typedef struct chk_file {
-    chk_entry *e;
-    uint32_t n, cap;
-} chk_file;
+_Static_assert(sizeof(chk_entry) <= AH_RF_ENTRY_MAX && offsetof(chk_entry, k) == 0,
+               "a check record is an entry of record_file.h");
 
 /* ---- entries ------------------------------------------------------------------ */
 
-static void entry_free(chk_entry *e)
-{
-    ah__record_key_free(&e->k);
-    ah__free(e->version);
-    e->version = NULL;
-}
-
-static void file_free(chk_file *f)
-{
-    for (uint32_t i = 0; i < f->n; i++) entry_free(&f->e[i]);
-    ah__free(f->e);
-    memset(f, 0, sizeof *f);
-}
-
 static const ah_rf_format chk_format;
 
-static int file_push(chk_file *f, const chk_entry *e)
+static const chk_entry *rec_at(const ah_rf_entries *f, uint32_t k)
 {
-    void *arr = f->e;
-    int rc = ah__rf_push(&chk_format, &arr, &f->n, &f->cap, e);
-    f->e = arr;
-    return rc;
+    return (const chk_entry *)f->e + k;
 }
 
 static int same_slot_v(const void *a, const void *b)
@@ -108,65 +89,18 @@ static void fill_record(const chk_entry *e, ah_check_record *r)
     snprintf(r->attnhost_version, sizeof r->attnhost_version, "%s", e->version ? e->version : "");
 }
 
-/* ---- encoding ------------------------------------------------------------------ */
+/* ---- the file's entries --------------------------------------------------------- */
 
-static void put_str(ah_buf *b, const char *s) { ah__rf_put_str(b, s, CHK_MAX_STR); }
+static const ah_rf_field chk_fields[] = {
+    {AH_RF_U32, offsetof(chk_entry, passed)},     {AH_RF_U32, offsetof(chk_entry, failed)},
+    {AH_RF_U32, offsetof(chk_entry, skipped)},    {AH_RF_U32, offsetof(chk_entry, graph_level)},
+    {AH_RF_U64, offsetof(chk_entry, checked_at)}, {AH_RF_STR, offsetof(chk_entry, version)},
+};
 
-static void encode_entry(ah_buf *b, const chk_entry *e)
+static int chk_valid(const void *entry)
 {
-    ah__record_key_put(b, &e->k, CHK_MAX_STR, 0);
-    ah__buf_u32(b, e->passed);
-    ah__buf_u32(b, e->failed);
-    ah__buf_u32(b, e->skipped);
-    ah__buf_u32(b, e->graph_level);
-    ah__buf_u64(b, e->checked_at);
-    put_str(b, e->version);
+    return ((const chk_entry *)entry)->graph_level < AH_GRAPH_LEVEL_COUNT;
 }
-
-static void encode_nth(ah_buf *b, const void *f, uint32_t i)
-{
-    encode_entry(b, &((const chk_file *)f)->e[i]);
-}
-
-/* ---- decoding: any bytes in, an entry or an error out ------------------------- */
-
-#define rd32 ah__rf_u32
-#define rd64 ah__rf_u64
-#define rdstr ah__rf_str
-
-/* 0 fine, 1 malformed, -1 out of memory; *e owns its strings on 0. */
-static int decode_entry(const uint8_t *p, size_t n, chk_entry *e)
-{
-    ah_rf_reader r = {p, n, 0, CHK_MAX_STR, 0, 0};
-    memset(e, 0, sizeof *e);
-    ah__record_key_read(&r, &e->k, 0);
-    e->passed = rd32(&r);
-    e->failed = rd32(&r);
-    e->skipped = rd32(&r);
-    e->graph_level = rd32(&r);
-    e->checked_at = rd64(&r);
-    e->version = rdstr(&r);
-    if (!r.bad && (r.off != n || e->graph_level >= AH_GRAPH_LEVEL_COUNT || !*e->k.path)) r.bad = 1;
-    if (r.bad) {
-        entry_free(e);
-        return r.oom ? -1 : 1;
-    }
-    return 0;
-}
-
-/* Take one entry of the file into f (ah_rf_take). */
-static int take(void *f, const uint8_t *p, size_t n)
-{
-    chk_entry e;
-    int d = decode_entry(p, n, &e);
-    if (d == 0 && file_push(f, &e) != 0) {
-        entry_free(&e);
-        return -1;
-    }
-    return d;
-}
-
-static void entry_free_v(void *e) { entry_free(e); }
 
 static const ah_rf_format chk_format = {
     .magic = "AHCHECKR",
@@ -179,32 +113,24 @@ static const ah_rf_format chk_format = {
     .entry_word = "record",
     .large_is_foreign = 1,
     .entry_size = sizeof(chk_entry),
-    .path_off = offsetof(chk_entry, k.path),
+    .key_fp = 0,
+    .field = chk_fields,
+    .n_fields = sizeof chk_fields / sizeof chk_fields[0],
     .stamp_off = offsetof(chk_entry, checked_at),
-    .entry_free = entry_free_v,
+    .valid = chk_valid,
 };
-
-/* Read path into f (empty on anything but AH_RF_OK, *note set when the
- * file was refused; *read_only: another user's). -1 on out-of-memory. */
-static int load(chk_file *f, const char *path, ah_rf_outcome *out, int *read_only, char **note)
-{
-    memset(f, 0, sizeof *f);
-    int rc = ah__rf_load(&chk_format, path, take, f, out, read_only, note);
-    if (rc != 0 || *out != AH_RF_OK) file_free(f);
-    return rc;
-}
 
 /* ---- the host's view ---------------------------------------------------------- */
 
 /* Why the records of plugin rec's file do not apply, for the reason text:
  * the nearest record's difference, or NULL. */
-static char *stale_note(const chk_file *f, const ah_record_key *key)
+static char *stale_note(const ah_rf_entries *f, const ah_record_key *key)
 {
     for (uint32_t i = 0; i < f->n; i++) {
-        const ah_record_key *e = &f->e[i].k;
+        const ah_record_key *e = &rec_at(f, i)->k;
         if (strcmp(e->path, key->path) != 0 || e->abi != key->abi) continue;
         ah_check_record r;
-        fill_record(&f->e[i], &r);
+        fill_record(rec_at(f, i), &r);
         int device = ah__record_key_same_device(e, key);
         int file = ah__record_key_same_file(e, key);
         int config = e->config_hash == key->config_hash;
@@ -228,10 +154,10 @@ ah_status ah__host_checks_init(ah_host *h, const char *cache_path, ah_error *err
     h->check_path = records_path(cache_path);
     if (!h->checks || !h->check_path) goto oom;
     if (!*h->check_path) return AH_OK;
-    chk_file f;
+    ah_rf_entries f = {0};
     ah_rf_outcome lo;
     int ro;
-    if (load(&f, h->check_path, &lo, &ro, &h->check_note) != 0) goto oom;
+    if (ah__rf_load(&chk_format, h->check_path, &f, &lo, &ro, &h->check_note) != 0) goto oom;
     if (h->check_note) ah__log(AH_LOG_WARN, "%s", h->check_note);
     for (uint32_t i = 0; i < h->scan.n; i++) {
         const ah_plugin_rec *rec = h->scan.plugins[i];
@@ -239,13 +165,13 @@ ah_status ah__host_checks_init(ah_host *h, const char *cache_path, ah_error *err
         chk_entry key = {.k = ah__record_key_of(h, rec)};
         ah_check_slot *sl = &h->checks[i];
         for (uint32_t k = 0; k < f.n && !sl->found; k++)
-            if (applies(&f.e[k], &key)) {
-                fill_record(&f.e[k], &sl->rec);
+            if (applies(rec_at(&f, k), &key)) {
+                fill_record(rec_at(&f, k), &sl->rec);
                 sl->found = 1;
             }
         if (!sl->found && f.n) sl->stale = stale_note(&f, &key.k); /* NULL: none (or no memory) */
     }
-    file_free(&f);
+    ah__rf_clear(&chk_format, &f);
     return AH_OK;
 oom:
     if (err) snprintf(err->msg, sizeof err->msg, "out of memory while reading check records");
@@ -313,11 +239,11 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
                     "check record for %s not written: no scan cache ([search] "
                     "cache), so no check records",
                     plugin);
-    chk_file f;
+    ah_rf_entries f = {0};
     ah_rf_outcome lo;
     int ro;
     char *note = NULL;
-    if (load(&f, h->check_path, &lo, &ro, &note) != 0) goto oom;
+    if (ah__rf_load(&chk_format, h->check_path, &f, &lo, &ro, &note) != 0) goto oom;
     if (ro && lo != AH_RF_OK) {
         char msg[900];
         snprintf(msg, sizeof msg, "%s (read-only here)", note ? note : h->check_path);
@@ -337,21 +263,16 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
         (uint32_t)res->graph_level < AH_GRAPH_LEVEL_COUNT ? (uint32_t)res->graph_level : 0;
     e.checked_at = (uint64_t)time(NULL);
     e.version = ah__strdup(AH_VERSION_STRING);
-    if (copied != 0 || !e.version) {
-        entry_free(&e);
-        file_free(&f);
-        goto oom;
-    }
     /* Replace the record of the same slot; drop those of vanished files. */
-    ah__rf_prune(&chk_format, f.e, &f.n, same_slot_v, &e);
-    if (file_push(&f, &e) != 0) {
-        entry_free(&e);
-        file_free(&f);
+    if (copied == 0 && e.version) ah__rf_prune(&chk_format, &f, same_slot_v, &e);
+    if (copied != 0 || !e.version || ah__rf_add(&chk_format, &f, &e) != 0) {
+        ah__rf_entry_free(&chk_format, &e);
+        ah__rf_clear(&chk_format, &f);
         goto oom;
     }
     char why[900];
-    int w = ah__rf_save(&chk_format, h->check_path, f.n, encode_nth, &f, why, sizeof why);
-    file_free(&f);
+    int w = ah__rf_save(&chk_format, h->check_path, &f, why, sizeof why);
+    ah__rf_clear(&chk_format, &f);
     if (w < 0) goto oom;
     if (w > 0) return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, why);
     return AH_OK;

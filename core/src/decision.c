@@ -63,13 +63,16 @@ void ah__decision_cache_free(ah_decision_cache *c)
 static char *decision_key(const ah_layer_spec *s, const ah_layer_spec *pin, const ah_layer_plan *p)
 {
     ah_strbuf k = {0};
-    /* causal and kv_group (ABI 2.1) travel in the decision's resolved spec,
-     * so layers that differ in them need decisions of their own */
-    ah__strbuf_printf(&k, "%d/%u/%u/%u/%u/%d/%d/%u/%d/%u/%a/%a/%u/%u/%u/%u/%u/%u|", s->attn_type,
-                      s->num_q_heads, s->num_kv_heads, s->qk_head_size, s->v_head_size, s->q_dtype,
-                      s->kv_dtype, s->block_size, s->kv_layout, s->sliding_window, s->softcap,
-                      s->scale, s->use_mla, s->use_sinks, s->use_alibi, s->fp8_attention,
-                      ah_spec_causal(s) ? 1u : 0u, ah_spec_kv_group(s));
+    /* causal and kv_group (ABI 2.1), ragged_kv and the scale forms (ABI
+     * 2.3) travel in the decision's resolved spec, so layers that differ in
+     * them need decisions of their own */
+    ah__strbuf_printf(&k, "%d/%u/%u/%u/%u/%d/%d/%u/%d/%u/%a/%a/%u/%u/%u/%u/%u/%u/%u/%d/%d|",
+                      s->attn_type, s->num_q_heads, s->num_kv_heads, s->qk_head_size,
+                      s->v_head_size, s->q_dtype, s->kv_dtype, s->block_size, s->kv_layout,
+                      s->sliding_window, s->softcap, s->scale, s->use_mla, s->use_sinks,
+                      s->use_alibi, s->fp8_attention, ah_spec_causal(s) ? 1u : 0u,
+                      ah_spec_kv_group(s), (uint32_t)ah_spec_ragged(s), (int)ah_spec_kv_scales(s),
+                      ah_spec_q_scale(s));
     if (pin) ah__strbuf_printf(&k, "pin %d/%u|", pin->kv_layout, pin->block_size);
     ah__strbuf_printf(&k, "%d|%s|", (int)p->phase, p->forced ? p->forced : "");
     for (uint32_t i = 0; i < p->list.n; i++) ah__strbuf_printf(&k, "%s,", p->list.items[i]);

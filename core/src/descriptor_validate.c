@@ -146,6 +146,11 @@ int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
         return fail(why, cap, "caps.preferred_block_size %u is not in caps.block_sizes",
                     c->preferred_block_size);
     if (enum_mask_check(c->features, AH_FEATURE_COUNT, 1, "features", why, cap)) return -1;
+    if ((c->features & AH_FEAT_KV_SCALE_PER_HEAD) && !(c->features & AH_FEAT_SCALE_TENSORS))
+        return fail(why, cap,
+                    "caps.features 0x%x claims kv_scale_per_head without scale_tensors: per-head "
+                    "scales come only in tensors",
+                    c->features);
     if (enum_mask_check(c->attn_types, AH_ATTN_TYPE_COUNT, 0, "attn_types", why, cap)) return -1;
     /* AUTO (bit 0) is a layer-spec wish, never a layout a plugin stores. */
     if (c->kv_layouts == 0) return fail(why, cap, "caps.kv_layouts is empty");

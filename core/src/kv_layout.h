@@ -2,8 +2,9 @@
  * KV-cache geometry: the shape and strides of one cache view (keys or
  * values) a layer spec implies, and the allocation it lies in. One routine
  * serves ah_binding_kv_cache_desc (what the engine allocates) and the
- * tensor checks (what the engine must hand over), so the two cannot
- * disagree.
+ * tensor checks (what the engine must hand over), and it is built on
+ * plugin_util.h's ah_dl_cache_want and ah_kv_view_geometry, which the host's
+ * and the plugins' cache checks use, so none of them can disagree.
  */
 #ifndef AH_KV_LAYOUT_H
 #define AH_KV_LAYOUT_H

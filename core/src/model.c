@@ -45,6 +45,10 @@ static const ah_key_choice kv_dtype_choices[] = {{"auto", AH_DTYPE_AUTO},
                                                  {"fp8_e4m3", AH_DTYPE_FP8_E4M3},
                                                  {"fp8_e5m2", AH_DTYPE_FP8_E5M2},
                                                  {NULL, 0}};
+static const ah_key_choice kv_scales_choices[] = {{"host", AH_KV_SCALES_HOST},
+                                                  {"tensor", AH_KV_SCALES_TENSOR},
+                                                  {"per_head", AH_KV_SCALES_PER_HEAD},
+                                                  {NULL, 0}};
 static const ah_key_choice layout_choices[] = {{"auto", AH_KV_LAYOUT_AUTO},
                                                {"nhd", AH_KV_LAYOUT_NHD},
                                                {"hnd", AH_KV_LAYOUT_HND},
@@ -57,6 +61,7 @@ static const ah_key_arg arg_attn_type = {attn_choices, 0, 0};
 static const ah_key_arg arg_dtype = {dtype_choices, 0, 0};
 static const ah_key_arg arg_kv_dtype = {kv_dtype_choices, 0, 0};
 static const ah_key_arg arg_kv_layout = {layout_choices, 0, 0};
+static const ah_key_arg arg_kv_scales = {kv_scales_choices, 0, 0};
 static const ah_key_arg arg_num_layers = {NULL, 1, 16384};
 static const ah_key_arg arg_heads = {NULL, 1, 4096};
 static const ah_key_arg arg_head_size = {NULL, 1, 4096};
@@ -327,13 +332,36 @@ static ah_status resolve_mla(const resolve_ctx *c, layer_state *l, uint32_t i)
     return AH_OK;
 }
 
+/* The layer's ragged prefill form, from ragged_prefill and (MLA) the
+ * non-absorbed head sizes; *ragged stays zero without one. */
+static ah_status resolve_ragged(const resolve_ctx *c, const layer_state *l, uint32_t i,
+                                const ah_layer_spec *spec, ah_layer_spec *ragged)
+{
+    const layer_vals *v = &l->vals;
+    if (!v->ragged_prefill) return AH_OK;
+    if (spec->use_mla)
+        for (int k = AH_MK_qk_nope_head_dim; k <= AH_MK_v_head_dim; k++)
+            if (!l->level[k])
+                return layer_fail(c, l, AH_MK_ragged_prefill, i,
+                                  "ragged_prefill on an mla layer needs %s: the ragged form is "
+                                  "the non-absorbed one (qk_head_size = qk_nope_head_dim + "
+                                  "qk_rope_head_dim, v_head_size = v_head_dim)",
+                                  model_keys[k].name);
+    ah__model_ragged_form(spec, v->qk_nope_head_dim, v->v_head_dim, ragged);
+    char msg[512];
+    if (ah__model_ragged_check(spec, ragged, msg, sizeof msg) != AH_OK)
+        return layer_fail(c, l, AH_MK_ragged_prefill, i, "%s", msg);
+    return AH_OK;
+}
+
 static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
-                               ah_layer_spec *spec, ah_layer_kind *kind)
+                               ah_layer_spec *spec, ah_layer_spec *ragged, ah_layer_kind *kind)
 {
     layer_vals *v = &l->vals;
     *kind = (ah_layer_kind)v->kind;
     memset(spec, 0, sizeof *spec);
     spec->struct_size = sizeof *spec;
+    memset(ragged, 0, sizeof *ragged);
     if (v->kind != AH_LAYER_ATTENTION) {
         /* attention keys from [model] or other sections do not apply; in
          * the very section that makes the layer non-attention they are a
@@ -351,8 +379,9 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
         ah_status s = resolve_mla(c, l, i);
         if (s != AH_OK) return s;
     } else {
-        static const int mla_only[2] = {AH_MK_kv_lora_rank, AH_MK_qk_rope_head_dim};
-        for (int j = 0; j < 2; j++)
+        static const int mla_only[4] = {AH_MK_kv_lora_rank, AH_MK_qk_rope_head_dim,
+                                        AH_MK_qk_nope_head_dim, AH_MK_v_head_dim};
+        for (int j = 0; j < 4; j++)
             if (l->level[mla_only[j]] && l->level[mla_only[j]] >= l->level[AH_MK_mla])
                 return layer_fail(c, l, mla_only[j], i, "%s applies only to mla layers",
                                   model_keys[mla_only[j]].name);
@@ -375,13 +404,15 @@ static ah_status resolve_layer(const resolve_ctx *c, layer_state *l, uint32_t i,
     spec->use_sinks = (uint32_t)v->sinks;
     spec->use_alibi = (uint32_t)v->alibi;
     spec->fp8_attention = (uint32_t)v->fp8_attention;
+    spec->kv_scales = (uint32_t)v->kv_scales;
+    spec->use_q_scale = (uint32_t)v->q_scale;
     spec->causal =
         l->level[AH_MK_causal] ? (v->causal ? AH_CAUSAL_ON : AH_CAUSAL_OFF) : AH_CAUSAL_BY_TYPE;
     char msg[512];
     int keys[2];
     if (ah__model_layer_check(spec, *kind, msg, sizeof msg, keys) != AH_OK)
         return layer_fail(c, l, keys[1] < 0 ? keys[0] : later(l, keys[0], keys[1]), i, "%s", msg);
-    return AH_OK;
+    return resolve_ragged(c, l, i, spec, ragged);
 }
 
 /* ---------------------------------------------------------------------------
@@ -450,7 +481,9 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                 {AH_MK_sinks, s->use_sinks},
                 {AH_MK_alibi, s->use_alibi},
                 {AH_MK_fp8_attention, s->fp8_attention},
-                {AH_MK_kv_group, ah_spec_kv_group(s)}};
+                {AH_MK_kv_group, ah_spec_kv_group(s)},
+                {AH_MK_kv_scales, ah_spec_kv_scales(s)},
+                {AH_MK_q_scale, ah_spec_q_scale(s)}};
     for (size_t j = 0; j < sizeof vals / sizeof *vals; j++)
         if (out_of_range(vals[j].key, vals[j].v)) {
             char what[300];
@@ -496,6 +529,28 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
         s->attn_type != AH_ATTN_DECODER)
         return check_fail(msg, cap, keys, AH_MK_causal, AH_MK_attn_type,
                           "causal = true applies only to decoder layers");
+    if (ah_spec_ragged(s))
+        return check_fail(msg, cap, keys, AH_MK_ragged_prefill, -1,
+                          "the layer's spec says ragged_kv: a layer's own spec is its paged "
+                          "form; its ragged prefill form goes beside it (ragged_prefill, "
+                          "ah_model_desc.ragged_forms)");
+    const int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && (!fp8 || ah_spec_cacheless(s)))
+        return check_fail(msg, cap, keys, AH_MK_kv_scales, fp8 ? AH_MK_attn_type : AH_MK_kv_dtype,
+                          "kv_scales = %s needs a KV cache in an FP8 kv_dtype (fp8_e4m3, "
+                          "fp8_e5m2), not %s%s",
+                          ah_kv_scales_str(ah_spec_kv_scales(s)),
+                          fp8 ? "a cacheless " : "kv_dtype ",
+                          fp8 ? ah_attn_type_str(s->attn_type)
+                              : ah__key_choice_name(&model_keys[AH_MK_kv_dtype], (int)s->kv_dtype));
+    if (ah_spec_q_scale(s) && (!fp8 || !s->fp8_attention || ah_spec_cacheless(s)))
+        return check_fail(msg, cap, keys, AH_MK_q_scale,
+                          !fp8 ? AH_MK_kv_dtype : AH_MK_fp8_attention,
+                          "q_scale = true needs fp8_attention = true over an FP8 kv_dtype (the "
+                          "query is quantised only for FP8 attention); the layer has kv_dtype %s, "
+                          "fp8_attention = %s",
+                          ah__key_choice_name(&model_keys[AH_MK_kv_dtype], (int)s->kv_dtype),
+                          s->fp8_attention ? "true" : "false");
     if (ah_spec_kv_group(s) && ah_spec_cacheless(s))
         return check_fail(msg, cap, keys, AH_MK_kv_group, AH_MK_attn_type,
                           "kv_group = %u on a cacheless (%s) layer, which has no KV cache: leave "
@@ -642,8 +697,9 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
 
     m->layers = ah__calloc(n, sizeof *m->layers);
     m->kinds = ah__calloc(n, sizeof *m->kinds);
+    m->ragged = ah__calloc(n, sizeof *m->ragged);
     m->name = ah__strdup(p->model.name);
-    if (!m->layers || !m->kinds || !m->name) {
+    if (!m->layers || !m->kinds || !m->ragged || !m->name) {
         if (err) snprintf(err->msg, sizeof err->msg, "%s: out of memory", p->source);
         return AH_ERR_OUT_OF_MEMORY;
     }
@@ -654,7 +710,7 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
         for (uint32_t s = 0; s < p->n_secs; s++)
             if (!p->secs[s].is_model && ah__range_contains(&p->secs[s].range, i))
                 apply_section(&l, &p->secs[s], 2, (int)s + 1);
-        ah_status st = resolve_layer(&c, &l, i, &m->layers[i], &m->kinds[i]);
+        ah_status st = resolve_layer(&c, &l, i, &m->layers[i], &m->ragged[i], &m->kinds[i]);
         if (st != AH_OK) return st;
     }
     char gmsg[512];
@@ -724,6 +780,7 @@ void ah_model_destroy(ah_model *model)
     ah__free(model->name);
     ah__free(model->layers);
     ah__free(model->kinds);
+    ah__free(model->ragged);
     ah__free(model);
 }
 
@@ -736,6 +793,69 @@ uint32_t ah_model_num_kv_groups(const ah_model *model) { return model ? model->n
 const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer)
 {
     return model && layer < model->num_layers ? &model->layers[layer] : NULL;
+}
+
+const ah_layer_spec *ah_model_layer_ragged(const ah_model *model, uint32_t layer)
+{
+    return model && layer < model->num_layers && model->ragged[layer].struct_size
+               ? &model->ragged[layer]
+               : NULL;
+}
+
+void ah__model_ragged_form(const ah_layer_spec *paged, uint32_t qk_nope, uint32_t v_dim,
+                           ah_layer_spec *out)
+{
+    *out = *paged;
+    out->struct_size = sizeof *out;
+    out->ragged_kv = 1;
+    out->kv_group = 0;      /* no cache */
+    out->fp8_attention = 0; /* keys come in the query dtype */
+    out->kv_dtype = paged->q_dtype;
+    if (out->scale == 0.0f) out->scale = (float)(1.0 / sqrt((double)paged->qk_head_size));
+    if (!paged->use_mla) return;
+    out->use_mla = 0;
+    out->num_kv_heads = paged->num_q_heads;
+    out->qk_head_size = qk_nope + (paged->qk_head_size - paged->v_head_size);
+    out->v_head_size = v_dim;
+}
+
+ah_status ah__model_ragged_check(const ah_layer_spec *p, const ah_layer_spec *r, char *msg,
+                                 size_t cap)
+{
+    if (!r->struct_size) return AH_OK;
+    const char *bad = NULL;
+    if (p->attn_type != AH_ATTN_DECODER || ah_spec_ragged(p))
+        bad = "only paged decoder layers have a ragged prefill form";
+    else if (!ah_spec_ragged(r)) bad = "it does not say ragged_kv or is not a decoder layer";
+    else if (r->use_mla) bad = "it is absorbed MLA; a ragged form is non-absorbed";
+    else if (r->num_q_heads != p->num_q_heads) bad = "its num_q_heads differs from the layer's";
+    else if (!r->num_kv_heads || r->num_q_heads % r->num_kv_heads)
+        bad = "its num_q_heads is not a multiple of its num_kv_heads";
+    else if (!p->use_mla &&
+             (r->num_kv_heads != p->num_kv_heads || r->qk_head_size != p->qk_head_size ||
+              r->v_head_size != p->v_head_size))
+        bad = "its heads or head sizes differ from the layer's (only an mla layer's ragged form "
+              "has other sizes)";
+    else if (p->use_mla && r->num_kv_heads != r->num_q_heads)
+        bad = "an mla layer's ragged form has as many KV heads as query heads (decompressed "
+              "K/V per head)";
+    else if (p->use_mla && r->qk_head_size <= p->qk_head_size - p->v_head_size)
+        bad = "its qk_head_size does not exceed the layer's qk_rope_head_dim";
+    else if (!r->qk_head_size || !r->v_head_size || r->qk_head_size > 4096 || r->v_head_size > 4096)
+        bad = "its head sizes are outside 1..4096";
+    else if (r->q_dtype != p->q_dtype || r->kv_dtype != p->q_dtype)
+        bad = "its dtype or kv_dtype is not the layer's dtype";
+    else if (r->sliding_window != p->sliding_window || r->softcap != p->softcap ||
+             r->use_sinks != p->use_sinks || r->use_alibi != p->use_alibi ||
+             ah_spec_causal(r) != ah_spec_causal(p))
+        bad = "its window, soft-cap, sinks, ALiBi or causal flag differs from the layer's";
+    else if (r->scale !=
+             (p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)p->qk_head_size))))
+        bad = "its scale differs from the layer's (both forms compute one softmax)";
+    if (!bad) return AH_OK;
+    snprintf(msg, cap, "ragged prefill form (qk %u / v %u, %u/%u heads): %s", r->qk_head_size,
+             r->v_head_size, r->num_q_heads, r->num_kv_heads, bad);
+    return AH_ERR_CONFIG;
 }
 
 /* Small enough for a 2-core CPU to run in seconds with short sequences, and

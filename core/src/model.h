@@ -14,6 +14,8 @@ struct ah_model {
     ah_layer_spec *layers; /* kv_dtype/kv_layout may be AUTO; zeros for
                               non-attention layers */
     ah_layer_kind *kinds;
+    ah_layer_spec *ragged;  /* per layer, its ragged prefill form (ragged_kv =
+                               1); struct_size 0 where it has none */
     uint32_t num_kv_groups; /* 1 + the largest kv_group of a cache layer (1 without any) */
 };
 
@@ -35,6 +37,19 @@ const char *ah__model_key_name(int k);
  * naming the line of the later one. A non-attention layer is always fine. */
 ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char *msg, size_t cap,
                                 int keys[2]);
+
+/* The ragged prefill form of a paged layer (ah_model_layer_ragged): MLA
+ * non-absorbed over qk_nope + rope / v_head_dim with as many KV heads as
+ * query heads, else the layer's own heads and sizes; everything that is
+ * not about the cache is the layer's (the scale resolved, so both forms
+ * compute the same softmax). qk_nope and v_dim matter for MLA only. */
+void ah__model_ragged_form(const ah_layer_spec *paged, uint32_t qk_nope, uint32_t v_dim,
+                           ah_layer_spec *out);
+
+/* Check a layer's ragged form against its paged form (a zero struct_size:
+ * none, fine). AH_ERR_CONFIG with the message (no prefix) in msg. */
+ah_status ah__model_ragged_check(const ah_layer_spec *paged, const ah_layer_spec *ragged, char *msg,
+                                 size_t cap);
 
 /* The model-wide check of KV-cache groups, after every layer passed
  * ah__model_layer_check: groups numbered without gaps, and a group's

@@ -4,6 +4,7 @@
  * ah_model_to_ini (a model written back as a description that parses to
  * the same model).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -64,15 +65,39 @@ static void fill_defaults(ah_layer_spec *s)
     if (!s->block_size) s->block_size = 16; /* AH_BLOCK_SIZE_AUTO stays */
 }
 
+/* Layer i's ragged prefill form as given (struct_size 0: none), scale 0
+ * filled with the paged form's resolved scale, checked against it. */
+static ah_status take_ragged(const ah_layer_spec *in, const ah_layer_spec *paged,
+                             ah_layer_spec *out, const char *source, uint32_t i, ah_error *err)
+{
+    if (!in->struct_size) return AH_OK;
+    if (in->struct_size < offsetof(ah_layer_spec, ragged_kv) + sizeof in->ragged_kv)
+        return desc_fail(err, AH_ERR_ABI,
+                         "%s: layer %u: ragged_forms[%u].struct_size %u predates ragged_kv", source,
+                         i, i, in->struct_size);
+    *out = *in;
+    out->struct_size = sizeof *out;
+    if (out->scale == 0.0f)
+        out->scale =
+            paged->scale != 0.0f ? paged->scale : (float)(1.0 / sqrt((double)paged->qk_head_size));
+    char msg[512];
+    if (ah__model_ragged_check(paged, out, msg, sizeof msg) != AH_OK)
+        return desc_fail(err, AH_ERR_CONFIG, "%s: layer %u: %s", source, i, msg);
+    return AH_OK;
+}
+
 ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model **out,
                            ah_error *err)
 {
     if (!out) return desc_fail(err, AH_ERR_INVALID_ARGUMENT, "ah_model_create: out is NULL");
     *out = NULL;
     if (!d) return desc_fail(err, AH_ERR_INVALID_ARGUMENT, "ah_model_create: no model description");
-    if (d->struct_size < sizeof(ah_model_desc))
+    const size_t min_size = offsetof(ah_model_desc, kinds) + sizeof d->kinds;
+    if (d->struct_size < min_size)
         return desc_fail(err, AH_ERR_ABI, "ah_model_desc.struct_size %u is too small (%zu)",
-                         d->struct_size, sizeof(ah_model_desc));
+                         d->struct_size, min_size);
+    const ah_layer_spec *ragged_in =
+        AH_HAS_FIELD(d, ah_model_desc, ragged_forms) ? d->ragged_forms : NULL;
     if (!d->name || !*d->name)
         return desc_fail(err, AH_ERR_CONFIG, "%s: name: not set (required)",
                          source ? source : "<model>");
@@ -86,9 +111,10 @@ ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model 
     if (m) {
         m->layers = ah__calloc(d->num_layers, sizeof *m->layers);
         m->kinds = ah__calloc(d->num_layers, sizeof *m->kinds);
+        m->ragged = ah__calloc(d->num_layers, sizeof *m->ragged);
         m->name = ah__strdup(d->name);
     }
-    if (!m || !m->layers || !m->kinds || !m->name) {
+    if (!m || !m->layers || !m->kinds || !m->ragged || !m->name) {
         ah_model_destroy(m);
         return desc_fail(err, AH_ERR_OUT_OF_MEMORY, "%s: out of memory", source);
     }
@@ -119,6 +145,8 @@ ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model 
         int keys[2];
         if (st == AH_OK && ah__model_layer_check(s, kind, msg, sizeof msg, keys) != AH_OK)
             st = desc_fail(err, AH_ERR_CONFIG, "%s: layer %u: %s", source, i, msg);
+        if (st == AH_OK && kind == AH_LAYER_ATTENTION && ragged_in)
+            st = take_ragged(&ragged_in[i], s, &m->ragged[i], source, i, err);
         if (st != AH_OK) {
             ah_model_destroy(m);
             return st;
@@ -167,20 +195,23 @@ enum {
     V_SINKS,
     V_ALIBI,
     V_FP8,
+    V_KVSCALES,
+    V_QSCALE,
     V_MLA,
     V_RANK,
     V_ROPE,
+    V_RAGGED,
     V_COUNT
 };
 
 typedef struct layer_text {
-    char v[V_COUNT][64];
+    char v[V_COUNT][96];
     int set[V_COUNT];
 } layer_text;
 
 static const char *tf(uint32_t b) { return b ? "true" : "false"; }
 
-static void layer_render(const ah_layer_spec *s, layer_text *t)
+static void layer_render(const ah_layer_spec *s, const ah_layer_spec *ragged, layer_text *t)
 {
     memset(t, 0, sizeof *t);
 #define PUT(i, ...) (snprintf(t->v[i], sizeof t->v[i], __VA_ARGS__), t->set[i] = 1)
@@ -207,22 +238,38 @@ static void layer_render(const ah_layer_spec *s, layer_text *t)
     PUT(V_SINKS, "sinks = %s", tf(s->use_sinks));
     PUT(V_ALIBI, "alibi = %s", tf(s->use_alibi));
     PUT(V_FP8, "fp8_attention = %s", tf(s->fp8_attention));
+    PUT(V_KVSCALES, "kv_scales = %s", ah_kv_scales_str(ah_spec_kv_scales(s)));
+    PUT(V_QSCALE, "q_scale = %s", tf((uint32_t)ah_spec_q_scale(s)));
     PUT(V_MLA, "mla = %s", tf(s->use_mla));
+    if (!ragged->struct_size) PUT(V_RAGGED, "ragged_prefill = false");
+    else if (!s->use_mla) PUT(V_RAGGED, "ragged_prefill = true");
+    else
+        PUT(V_RAGGED, "ragged_prefill = true\nqk_nope_head_dim = %u\nv_head_dim = %u",
+            ragged->qk_head_size - (s->qk_head_size - s->v_head_size), ragged->v_head_size);
 #undef PUT
 }
 
 /* The table's defaults in the same form (model_keys.def). */
 static void defaults_render(layer_text *t)
 {
-    static const char *const def[V_COUNT] = {
-        [V_ATTN] = "attn_type = decoder",  [V_DTYPE] = "dtype = bf16",
-        [V_KVDTYPE] = "kv_dtype = auto",   [V_BLOCK] = "block_size = 16",
-        [V_LAYOUT] = "kv_layout = auto",   [V_GROUP] = "kv_group = 0",
-        [V_WINDOW] = "sliding_window = 0", [V_SOFTCAP] = "softcap = 0",
-        [V_SCALE] = "scale = 0",           [V_SINKS] = "sinks = false",
-        [V_ALIBI] = "alibi = false",       [V_FP8] = "fp8_attention = false",
-        [V_MLA] = "mla = false",           [V_RANK] = "kv_lora_rank = 512",
-        [V_ROPE] = "qk_rope_head_dim = 64"};
+    static const char *const def[V_COUNT] = {[V_ATTN] = "attn_type = decoder",
+                                             [V_DTYPE] = "dtype = bf16",
+                                             [V_KVDTYPE] = "kv_dtype = auto",
+                                             [V_BLOCK] = "block_size = 16",
+                                             [V_LAYOUT] = "kv_layout = auto",
+                                             [V_GROUP] = "kv_group = 0",
+                                             [V_WINDOW] = "sliding_window = 0",
+                                             [V_SOFTCAP] = "softcap = 0",
+                                             [V_SCALE] = "scale = 0",
+                                             [V_SINKS] = "sinks = false",
+                                             [V_ALIBI] = "alibi = false",
+                                             [V_FP8] = "fp8_attention = false",
+                                             [V_KVSCALES] = "kv_scales = host",
+                                             [V_QSCALE] = "q_scale = false",
+                                             [V_MLA] = "mla = false",
+                                             [V_RANK] = "kv_lora_rank = 512",
+                                             [V_ROPE] = "qk_rope_head_dim = 64",
+                                             [V_RAGGED] = "ragged_prefill = false"};
     memset(t, 0, sizeof *t);
     for (int i = 0; i < V_COUNT; i++)
         if (def[i]) {
@@ -283,7 +330,7 @@ ah_status ah_model_to_ini(const ah_model *m, char **text)
         if (count[k] > count[mkind]) mkind = (ah_layer_kind)k;
     /* the base: the most common attention layer */
     for (uint32_t i = 0; i < n; i++)
-        if (m->kinds[i] == AH_LAYER_ATTENTION) layer_render(&m->layers[i], &lt[i]);
+        if (m->kinds[i] == AH_LAYER_ATTENTION) layer_render(&m->layers[i], &m->ragged[i], &lt[i]);
     int64_t base = -1;
     uint32_t best = 0;
     for (uint32_t i = 0; i < n; i++) {

@@ -66,7 +66,8 @@ typedef struct hf {
     uint32_t n;
     ah_layer_spec *specs;
     ah_layer_kind *kinds;
-    uint8_t *chunked; /* Llama 4: the layers of chunked local attention (NULL: none) */
+    uint8_t *chunked;      /* Llama 4: the layers of chunked local attention (NULL: none) */
+    ah_layer_spec *ragged; /* per layer, its ragged prefill form (NULL: none) */
 } hf;
 
 static ah_status fail(hf *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -446,7 +447,10 @@ static ah_status fam_gpt_oss(hf *h)
 }
 
 /* DeepSeek V2/V3: absorbed MLA. qk = kv_lora_rank + qk_rope_head_dim, v =
- * kv_lora_rank, one KV head; scale as DeepSeek computes it:
+ * kv_lora_rank, one KV head, for decode; beside it the ragged prefill form
+ * over decompressed K/V (qk = qk_nope_head_dim + qk_rope_head_dim, v =
+ * v_head_dim, a KV head per query head), as vLLM's MLA prefill runs it.
+ * Scale as DeepSeek computes it:
  * (qk_nope_head_dim + qk_rope_head_dim)^-1/2, times mscale^2 with YaRN's
  * mscale = 0.1 * mscale_all_dim * ln(factor) + 1 when rope_scaling sets
  * mscale_all_dim (and factor > 1). transformers 5 writes rope_scaling as
@@ -492,7 +496,14 @@ static ah_status fam_deepseek(hf *h)
     sp.qk_head_size = rank + rope;
     sp.v_head_size = rank;
     sp.scale = (float)scale;
-    for (uint32_t i = 0; i < n; i++) h->specs[i] = sp;
+    ah_layer_spec rf;
+    ah__model_ragged_form(&sp, nope, vdim, &rf);
+    if (nope && vdim && !(h->ragged = ah__calloc(n, sizeof *h->ragged)))
+        return fail(h, "out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        h->specs[i] = sp;
+        if (h->ragged) h->ragged[i] = rf;
+    }
     return AH_OK;
 }
 
@@ -773,7 +784,7 @@ static ah_status import(hf *h, ah_model **out)
         nm = name;
     }
     if (!nm) nm = json_object_get_string(mt);
-    ah_model_desc d = {sizeof d, nm, h->n, h->specs, h->kinds};
+    ah_model_desc d = {sizeof d, nm, h->n, h->specs, h->kinds, h->ragged};
     return ah__model_create(&d, h->source, out, h->err);
 }
 
@@ -839,6 +850,7 @@ ah_status ah_model_import_hf_opts(const char *text, const char *source,
     ah__free(h.specs);
     ah__free(h.kinds);
     ah__free(h.chunked);
+    ah__free(h.ragged);
     return s;
 }
 

@@ -47,12 +47,15 @@ _Static_assert(sizeof attn_type_names / sizeof attn_type_names[0] == AH_ATTN_TYP
 
 const char *ah_attn_type_str(ah_attn_type a) { return NAME_OF(attn_type_names, a); }
 
-static const char *const kv_layout_names[] = {"auto", "nhd", "hnd", "nhd_interleaved",
-                                              "hnd_interleaved"};
-_Static_assert(sizeof kv_layout_names / sizeof kv_layout_names[0] == AH_KV_LAYOUT_COUNT,
+/* one table with the plugins' messages (plugin_util.h) */
+const char *ah_kv_layout_str(ah_kv_layout l) { return ah_kv_layout_name(l); }
+
+/* As the model key kv_scales spells them. */
+static const char *const kv_scales_names[] = {"host", "tensor", "per_head"};
+_Static_assert(sizeof kv_scales_names / sizeof kv_scales_names[0] == AH_KV_SCALES_COUNT,
                "one name per value");
 
-const char *ah_kv_layout_str(ah_kv_layout l) { return NAME_OF(kv_layout_names, l); }
+const char *ah_kv_scales_str(ah_kv_scales k) { return NAME_OF(kv_scales_names, k); }
 
 static const char *const device_kind_names[] = {"cpu", "cuda", "hip", "level_zero"};
 _Static_assert(sizeof device_kind_names / sizeof device_kind_names[0] == AH_DEVICE_KIND_COUNT,
@@ -75,14 +78,18 @@ static const char *const feature_names[] = {"mla",
                                             "cross_attention",
                                             "causal_flag",
                                             "released_blocks",
-                                            "empty_kv"};
+                                            "empty_kv",
+                                            "ragged_kv",
+                                            "kv_scale_per_head",
+                                            "scale_tensors",
+                                            "q_scale"};
 _Static_assert(sizeof feature_names / sizeof feature_names[0] == AH_FEATURE_COUNT,
                "one name per value");
 
 const char *ah_feature_name(uint32_t bit)
 {
     for (unsigned i = 0; i < sizeof feature_names / sizeof feature_names[0]; i++)
-        if (bit == 1u << i) return feature_names[i];
+        if (bit == 1u << i && feature_names[i]) return feature_names[i];
     return "?";
 }
 

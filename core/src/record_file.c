@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "record_file.h"
+#include "record_key.h"
 
 /* ---- decoding: any bytes in, values or r->bad out ---------------------------- */
 
@@ -65,25 +66,106 @@ static void put_u32_at(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
-static int encode(const ah_rf_format *fmt, uint32_t n,
-                  void (*enc)(ah_buf *b, const void *ctx, uint32_t i), const void *ctx, ah_buf *b)
+/* Fields move through memcpy: a double's bits travel as its u64. */
+static void put_entry(const ah_rf_format *fmt, ah_buf *b, const void *entry)
+{
+    ah__record_key_put(b, entry, fmt->max_str, fmt->key_fp);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
+        const char *at = (const char *)entry + f->off;
+        uint32_t u32;
+        uint64_t u64;
+        const char *str;
+        switch (f->kind) {
+        case AH_RF_U32:
+            memcpy(&u32, at, sizeof u32);
+            ah__buf_u32(b, u32);
+            break;
+        case AH_RF_U64:
+        case AH_RF_F64:
+            memcpy(&u64, at, sizeof u64);
+            ah__buf_u64(b, u64);
+            break;
+        case AH_RF_STR:
+            memcpy(&str, at, sizeof str);
+            ah__rf_put_str(b, str, fmt->max_str);
+            break;
+        }
+    }
+}
+
+static void read_entry(const ah_rf_format *fmt, ah_rf_reader *r, void *entry)
+{
+    ah__record_key_read(r, entry, fmt->key_fp);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
+        char *at = (char *)entry + f->off;
+        uint32_t u32;
+        uint64_t u64;
+        char *str;
+        switch (f->kind) {
+        case AH_RF_U32:
+            u32 = ah__rf_u32(r);
+            memcpy(at, &u32, sizeof u32);
+            break;
+        case AH_RF_U64:
+        case AH_RF_F64:
+            u64 = ah__rf_u64(r);
+            memcpy(at, &u64, sizeof u64);
+            break;
+        case AH_RF_STR:
+            str = ah__rf_str(r);
+            memcpy(at, &str, sizeof str);
+            break;
+        }
+    }
+}
+
+void ah__rf_entry_free(const ah_rf_format *fmt, void *entry)
+{
+    ah__record_key_free(entry);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++)
+        if (f->kind == AH_RF_STR) {
+            char *str, *none = NULL;
+            memcpy(&str, (char *)entry + f->off, sizeof str);
+            ah__free(str);
+            memcpy((char *)entry + f->off, &none, sizeof none);
+        }
+}
+
+static int encode(const ah_rf_format *fmt, const ah_rf_entries *a, ah_buf *b)
 {
     ah__buf_put(b, fmt->magic, 8);
     ah__buf_u32(b, fmt->format);
-    ah__buf_u32(b, n);
-    for (uint32_t i = 0; i < n && !b->oom; i++) {
+    ah__buf_u32(b, a->n);
+    for (uint32_t i = 0; i < a->n && !b->oom; i++) {
         size_t at = b->len;
         ah__buf_u32(b, 0);
-        enc(b, ctx, i);
+        put_entry(fmt, b, (const char *)a->e + (size_t)i * fmt->entry_size);
         if (!b->oom) put_u32_at(b->p + at, (uint32_t)(b->len - at - 4));
     }
     if (!b->oom) ah__buf_u64(b, ah__hash_bytes(AH__HASH_SEED, b->p, b->len));
     return b->oom ? -1 : 0;
 }
 
+/* Decode one entry of n bytes and add it to a: 0 taken, 1 malformed, -1
+ * out of memory. */
+static int take(const ah_rf_format *fmt, ah_rf_entries *a, const uint8_t *p, size_t n)
+{
+    _Alignas(16) char entry[AH_RF_ENTRY_MAX];
+    ah_rf_reader r = {p, n, 0, fmt->max_str, 0, 0};
+    memset(entry, 0, fmt->entry_size);
+    read_entry(fmt, &r, entry);
+    const char *path = ((const ah_record_key *)(const void *)entry)->path;
+    if (!r.bad && (r.off != n || !path || !*path || !fmt->valid(entry))) r.bad = 1;
+    if (r.bad || ah__rf_add(fmt, a, entry) != 0) {
+        ah__rf_entry_free(fmt, entry);
+        return r.bad && !r.oom ? 1 : -1;
+    }
+    return 0;
+}
+
 /* Parse a whole image. 0 fine; 1 refused (*why set); -1 out of memory. */
-static int parse(const ah_rf_format *fmt, const uint8_t *p, size_t n, ah_rf_take take, void *ctx,
-                 char *why, size_t cap)
+static int parse(const ah_rf_format *fmt, const uint8_t *p, size_t n, ah_rf_entries *a, char *why,
+                 size_t cap)
 {
     if (n < 16 + 8 || memcmp(p, fmt->magic, 8) != 0) {
         snprintf(why, cap, "%s", fmt->not_this);
@@ -103,7 +185,7 @@ static int parse(const ah_rf_format *fmt, const uint8_t *p, size_t n, ah_rf_take
     }
     for (uint32_t i = 0; i < count; i++) {
         uint32_t len = ah__rf_u32(&r);
-        int d = r.bad || len > r.n - r.off ? 1 : take(ctx, r.p + r.off, len);
+        int d = r.bad || len > r.n - r.off ? 1 : take(fmt, a, r.p + r.off, len);
         if (d < 0) return -1;
         if (d > 0) {
             snprintf(why, cap, "malformed %s %u (corrupt)", fmt->entry_word, i);
@@ -120,31 +202,40 @@ static int parse(const ah_rf_format *fmt, const uint8_t *p, size_t n, ah_rf_take
 
 /* ---- entry arrays ------------------------------------------------------------- */
 
-int ah__rf_push(const ah_rf_format *fmt, void **arr, uint32_t *n, uint32_t *cap, const void *entry)
+int ah__rf_add(const ah_rf_format *fmt, ah_rf_entries *a, const void *entry)
 {
-    if (*n == *cap) {
-        uint32_t c = *cap ? *cap * 2 : 16;
-        void *g = ah__realloc(*arr, c * fmt->entry_size);
+    if (a->n == a->cap) {
+        uint32_t c = a->cap ? a->cap * 2 : 16;
+        void *g = ah__realloc(a->e, c * fmt->entry_size);
         if (!g) return -1;
-        *arr = g;
-        *cap = c;
+        a->e = g;
+        a->cap = c;
     }
-    memcpy((char *)*arr + (size_t)(*n)++ * fmt->entry_size, entry, fmt->entry_size);
+    memcpy((char *)a->e + (size_t)a->n++ * fmt->entry_size, entry, fmt->entry_size);
     return 0;
 }
 
-void ah__rf_prune(const ah_rf_format *fmt, void *arr, uint32_t *n,
+void ah__rf_clear(const ah_rf_format *fmt, ah_rf_entries *a)
+{
+    for (uint32_t i = 0; i < a->n; i++)
+        ah__rf_entry_free(fmt, (char *)a->e + (size_t)i * fmt->entry_size);
+    ah__free(a->e);
+    memset(a, 0, sizeof *a);
+}
+
+void ah__rf_prune(const ah_rf_format *fmt, ah_rf_entries *a,
                   int (*same)(const void *entry, const void *key), const void *key)
 {
     size_t sz = fmt->entry_size;
-    char *e = arr;
+    char *e = a->e;
+    uint32_t *n = &a->n;
 #define AT(k) (e + (size_t)(k)*sz)
 #define STAMP(k) (*(const uint64_t *)(const void *)(AT(k) + fmt->stamp_off))
     uint32_t kept = 0;
     for (uint32_t k = 0; k < *n; k++) {
         struct stat st;
-        const char *path = *(char *const *)(const void *)(AT(k) + fmt->path_off);
-        if (same(AT(k), key) || stat(path, &st) != 0) fmt->entry_free(AT(k));
+        const char *path = ((const ah_record_key *)(const void *)AT(k))->path;
+        if (same(AT(k), key) || stat(path, &st) != 0) ah__rf_entry_free(fmt, AT(k));
         else memmove(AT(kept++), AT(k), sz);
     }
     *n = kept;
@@ -152,7 +243,7 @@ void ah__rf_prune(const ah_rf_format *fmt, void *arr, uint32_t *n,
         uint32_t old = 0;
         for (uint32_t k = 1; k < *n; k++)
             if (STAMP(k) < STAMP(old)) old = k;
-        fmt->entry_free(AT(old));
+        ah__rf_entry_free(fmt, AT(old));
         memmove(AT(old), AT(--*n), sz);
     }
 #undef STAMP
@@ -175,8 +266,8 @@ uint8_t *ah__rf_read_fd(int fd, size_t n, size_t *got)
     return p;
 }
 
-int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_take take, void *ctx,
-                ah_rf_outcome *out, int *read_only, char **note)
+int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_entries *a, ah_rf_outcome *out,
+                int *read_only, char **note)
 {
     char why[512] = "";
     *out = AH_RF_NONE;
@@ -210,8 +301,9 @@ int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_take take, void
                 close(fd);
                 return -1;
             }
-            int pr = parse(fmt, p, got, take, ctx, why, sizeof why);
+            int pr = parse(fmt, p, got, a, why, sizeof why);
             ah__free(p);
+            if (pr != 0) ah__rf_clear(fmt, a);
             if (pr < 0) {
                 close(fd);
                 return -1;
@@ -225,12 +317,11 @@ int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_take take, void
     return 0;
 }
 
-int ah__rf_save(const ah_rf_format *fmt, const char *path, uint32_t n,
-                void (*enc)(ah_buf *b, const void *ctx, uint32_t i), const void *ctx, char *why,
+int ah__rf_save(const ah_rf_format *fmt, const char *path, const ah_rf_entries *a, char *why,
                 size_t cap)
 {
     ah_buf b = {0};
-    if (encode(fmt, n, enc, ctx, &b) != 0) {
+    if (encode(fmt, a, &b) != 0) {
         ah__buf_free(&b);
         return -1;
     }

@@ -7,8 +7,11 @@
  *   magic (8 bytes) | u32 format | u32 count
  *   count x ( u32 length | entry )
  *   u64 FNV-1a of everything before
- * Entries are the caller's: encoded with ah__rf_put_str / ah__buf_*,
- * decoded with an ah_rf_reader, which is safe on any bytes.
+ * An entry is the caller's struct: an ah_record_key at offset 0, then the
+ * fields its format lists, written in that order (ah_record_key's encoding,
+ * then u32, u64, a double's bits, or u32 length + bytes per field). This
+ * module keeps the entries in an ah_rf_entries, encodes, decodes (safe on
+ * any bytes) and frees them.
  */
 #ifndef AH_RECORD_FILE_H
 #define AH_RECORD_FILE_H
@@ -18,30 +21,50 @@
 
 #include "scan_int.h"
 
+typedef struct ah_rf_reader ah_rf_reader;
+
+/* The largest entry a format may have (decoding builds one on the stack). */
+#define AH_RF_ENTRY_MAX 256
+
+/* An entry's field after its key: kind and offset in the caller's struct. */
+typedef enum ah_rf_kind {
+    AH_RF_U32 = 0, /* uint32_t */
+    AH_RF_U64 = 1, /* uint64_t */
+    AH_RF_F64 = 2, /* double, stored as its bits */
+    AH_RF_STR = 3  /* char *, owned by the entry */
+} ah_rf_kind;
+
+typedef struct ah_rf_field {
+    ah_rf_kind kind;
+    size_t off;
+} ah_rf_field;
+
 typedef struct ah_rf_format {
-    const char *magic;               /* 8 bytes */
-    uint32_t format;                 /* the version this build writes and reads */
-    uint32_t max_str;                /* longest string an entry holds */
-    size_t max_file;                 /* larger files are refused unread */
-    uint32_t max_entries;            /* recording drops the oldest beyond this */
-    const char *label;               /* "check records": the ignored note's subject */
-    const char *not_this;            /* "not a check-record file" */
-    const char *entry_word;          /* "record": in "malformed record 3 (corrupt)" */
-    int large_is_foreign;            /* a too-large file of another user is read-only */
-    size_t entry_size;               /* sizeof the caller's entry */
-    size_t path_off;                 /* offsetof its char *path */
+    const char *magic;        /* 8 bytes */
+    uint32_t format;          /* the version this build writes and reads */
+    uint32_t max_str;         /* longest string an entry holds */
+    size_t max_file;          /* larger files are refused unread */
+    uint32_t max_entries;     /* recording drops the oldest beyond this */
+    const char *label;        /* "check records": the ignored note's subject */
+    const char *not_this;     /* "not a check-record file" */
+    const char *entry_word;   /* "record": in "malformed record 3 (corrupt)" */
+    int large_is_foreign;     /* a too-large file of another user is read-only */
+    size_t entry_size;        /* sizeof the caller's entry: AH_RF_ENTRY_MAX at most */
+    int key_fp;               /* the entry's ah_record_key (at offset 0) holds driver_fp */
+    const ah_rf_field *field; /* the fields after the key, in file order */
+    uint32_t n_fields;
     size_t stamp_off;                /* offsetof its uint64_t time of recording */
-    void (*entry_free)(void *entry); /* frees what an entry owns */
+    int (*valid)(const void *entry); /* the values read are in range */
 } ah_rf_format;
 
 /* ---- entry decoding ---------------------------------------------------------- */
 
-typedef struct ah_rf_reader {
+struct ah_rf_reader {
     const uint8_t *p;
     size_t n, off;
     uint32_t max_str;
     int bad, oom;
-} ah_rf_reader;
+};
 
 uint32_t ah__rf_u32(ah_rf_reader *r);
 uint64_t ah__rf_u64(ah_rf_reader *r);
@@ -55,12 +78,23 @@ void ah__rf_put_str(ah_buf *b, const char *s, uint32_t max);
 
 /* ---- entry arrays ------------------------------------------------------------- */
 
-/* Append a copy of *entry to *arr (fmt->entry_size each). -1 on out-of-memory. */
-int ah__rf_push(const ah_rf_format *fmt, void **arr, uint32_t *n, uint32_t *cap, const void *entry);
+/* A file's entries, fmt->entry_size bytes each; zeroed is empty. */
+typedef struct ah_rf_entries {
+    void *e;
+    uint32_t n, cap;
+} ah_rf_entries;
+
+/* Free what an entry owns (its key's strings and its string fields). */
+void ah__rf_entry_free(const ah_rf_format *fmt, void *entry);
+/* Append *entry (the array takes what it owns). -1 on out-of-memory, the
+ * entry still the caller's. */
+int ah__rf_add(const ah_rf_format *fmt, ah_rf_entries *a, const void *entry);
+/* Free every entry and the array; a is empty after. */
+void ah__rf_clear(const ah_rf_format *fmt, ah_rf_entries *a);
 /* Before recording key: free and drop the entries same(entry, key) says it
  * replaces and those whose file is gone, then the oldest while n is at
  * fmt->max_entries. */
-void ah__rf_prune(const ah_rf_format *fmt, void *arr, uint32_t *n,
+void ah__rf_prune(const ah_rf_format *fmt, ah_rf_entries *a,
                   int (*same)(const void *entry, const void *key), const void *key);
 
 /* ---- files -------------------------------------------------------------------- */
@@ -69,26 +103,22 @@ void ah__rf_prune(const ah_rf_format *fmt, void *arr, uint32_t *n,
  * (fewer on a short read). NULL on out-of-memory. */
 uint8_t *ah__rf_read_fd(int fd, size_t n, size_t *got);
 
-/* Called per decoded frame entry: 0 taken, 1 malformed, -1 out of memory. */
-typedef int (*ah_rf_take)(void *ctx, const uint8_t *p, size_t n);
-
 typedef enum ah_rf_outcome {
     AH_RF_NONE = 0,   /* no file */
-    AH_RF_OK = 1,     /* read: every entry went to take */
+    AH_RF_OK = 1,     /* read: a holds every entry */
     AH_RF_IGNORED = 2 /* there, but refused: *note says why */
 } ah_rf_outcome;
 
-/* Read path, owned by this user or root and writable by nobody else,
- * handing each entry to take. *read_only: the file is another user's (or
- * not one we may replace). On anything but AH_RF_OK the caller drops what
- * take was given. -1 on out-of-memory. */
-int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_take take, void *ctx,
-                ah_rf_outcome *out, int *read_only, char **note);
+/* Read path, owned by this user or root and writable by nobody else, into
+ * the empty a; a stays empty on anything but AH_RF_OK. *read_only: the
+ * file is another user's (or not one we may replace). -1 on
+ * out-of-memory. */
+int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_entries *a, ah_rf_outcome *out,
+                int *read_only, char **note);
 
-/* Encode n entries through enc and write them atomically to path.
- * 0 written; 1 not written (why set); -1 out of memory. */
-int ah__rf_save(const ah_rf_format *fmt, const char *path, uint32_t n,
-                void (*enc)(ah_buf *b, const void *ctx, uint32_t i), const void *ctx, char *why,
+/* Write a's entries atomically to path. 0 written; 1 not written (why
+ * set); -1 out of memory. */
+int ah__rf_save(const ah_rf_format *fmt, const char *path, const ah_rf_entries *a, char *why,
                 size_t cap);
 
 /* path's directory with name in it: "" without a path, name without a '/'. */

@@ -98,6 +98,23 @@ static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
     return AH_OK;
 }
 
+/* Per-head scales, where given: finite and > 0. */
+static ah_status check_head_scales(const ah_layer_spec *spec, const float *k, const float *v,
+                                   ah_error *err)
+{
+    for (uint32_t h = 0; h < spec->num_kv_heads; h++) {
+        if (k && (!(k[h] > 0) || !isfinite(k[h])))
+            return fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "reference: k_scales[%" PRIu32 "] = %g must be finite and > 0", h,
+                        (double)k[h]);
+        if (v && (!(v[h] > 0) || !isfinite(v[h])))
+            return fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "reference: v_scales[%" PRIu32 "] = %g must be finite and > 0", h,
+                        (double)v[h]);
+    }
+    return AH_OK;
+}
+
 /* Is key position j visible to a query at position p (before a tree mask)? */
 static int visible(const ah_layer_spec *spec, int64_t j, int64_t p)
 {
@@ -107,10 +124,23 @@ static int visible(const ah_layer_spec *spec, int64_t j, int64_t p)
     return w == 0 || (j - p < w && p - j < w);
 }
 
+/* 1 when the keys are packed rows of in->key / in->value, not the cache. */
+static int packed_keys(const ah_layer_spec *s) { return ah_spec_cacheless(s) || ah_spec_ragged(s); }
+
+/* The first packed key row of request r (packed_keys layers). */
+static uint32_t key_row0(const ah_ref_inputs *in, uint32_t r)
+{
+    const ah_batch *b = in->batch;
+    return (uint32_t)(ah_spec_ragged(in->spec) ? ah_batch_cu_seqlens_k(b)[r]
+                                               : b->query_start_loc_host[r]);
+}
+
 /* Where request r's keys come from and how many there are. */
 static int32_t key_count(const ah_ref_inputs *in, uint32_t r)
 {
     const ah_batch *b = in->batch;
+    if (ah_spec_ragged(in->spec))
+        return ah_batch_cu_seqlens_k(b)[r + 1] - ah_batch_cu_seqlens_k(b)[r];
     if (ah_spec_cacheless(in->spec))
         return b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
     if (in->spec->attn_type == AH_ATTN_ENCODER_DECODER) return ah_batch_encoder_seq_lens(b)[r];
@@ -126,7 +156,13 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     const ah_dtype kvt = kv_dtype_of(sp);
     const uint32_t qk = sp->qk_head_size, vh = sp->v_head_size, bs = sp->block_size;
     const uint32_t kh = h / (sp->num_q_heads / sp->num_kv_heads);
-    const double ks = ah_kv_scale(in->k_scale, kvt), vs = ah_kv_scale(in->v_scale, kvt);
+    const double ks = in->k_scales && ah_dtype_is_fp8(kvt) ? (double)in->k_scales[kh]
+                                                           : ah_kv_scale(in->k_scale, kvt);
+    const double vs = in->v_scales && ah_dtype_is_fp8(kvt) ? (double)in->v_scales[kh]
+                                                           : ah_kv_scale(in->v_scale, kvt);
+    /* The default in double, not ah_spec_scale's float: a bound layer's
+     * spec arrives resolved, so only a spec handed to the oracle directly
+     * takes it, and there the oracle's own precision is the point. */
     const double scale = sp->scale != 0 ? (double)sp->scale : 1.0 / sqrt((double)qk);
     const int32_t seq_len = key_count(in, r);
     const int32_t *row =
@@ -136,9 +172,10 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     const void *vcache = sp->use_mla ? in->key_cache : in->value_cache;
     const uint32_t v_stride_head = sp->use_mla ? qk : vh;
     const double vscale = sp->use_mla ? ks : vs;
-    /* cacheless: keys are the request's new rows, in q dtype, unscaled */
-    const int nocache = ah_spec_cacheless(sp);
-    const uint32_t t0 = (uint32_t)b->query_start_loc_host[r];
+    /* cacheless and ragged: keys are packed rows (the request's new rows,
+     * or its cu_seqlens_k rows), in q dtype, unscaled */
+    const int nocache = packed_keys(sp);
+    const uint32_t t0 = (uint32_t)b->query_start_loc_host[r], k0 = nocache ? key_row0(in, r) : 0;
     const void *kbuf = nocache ? in->key : in->key_cache;
     const void *vbuf = nocache ? in->value : vcache;
     const ah_dtype kt = nocache ? sp->q_dtype : kvt;
@@ -151,7 +188,7 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
     for (int32_t j = 0; j < seq_len; j++) {
         score[j] = -INFINITY;
         if (!visible(sp, j, p) || (mask && !mask[j])) continue;
-        size_t k_off = nocache ? ((size_t)(t0 + (uint32_t)j) * sp->num_kv_heads + kh) * qk
+        size_t k_off = nocache ? ((size_t)(k0 + (uint32_t)j) * sp->num_kv_heads + kh) * qk
                                : ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, qk,
                                               (uint32_t)row[j / bs], (uint32_t)(j % bs), kh, 0);
         double dot = 0;
@@ -176,7 +213,7 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
         if (score[j] == -INFINITY) continue;
         double e = exp(score[j] - m);
         den += e;
-        size_t v_off = nocache ? ((size_t)(t0 + (uint32_t)j) * sp->num_kv_heads + kh) * vh
+        size_t v_off = nocache ? ((size_t)(k0 + (uint32_t)j) * sp->num_kv_heads + kh) * vh
                                : ah_kv_offset(sp->kv_layout, bs, sp->num_kv_heads, v_stride_head,
                                               (uint32_t)row[j / bs], (uint32_t)(j % bs), kh, 0);
         for (uint32_t c = 0; c < vh; c++)
@@ -195,22 +232,25 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     s = ah__batch_validate_oracle(in->batch, sp, err);
     if (s != AH_OK) return s;
     /* the layer's KV-cache group: its block table (released entries are
-     * never read: attend_row reads only the keys the window shows) */
+     * never read: attend_row reads only the keys the window shows); fields
+     * past the caller's struct_size read as zero */
     ah_batch gview;
     ah_ref_inputs gin;
     memset(&gin, 0, sizeof gin);
     memcpy(&gin, in, in->struct_size < sizeof gin ? in->struct_size : sizeof gin);
-    if (!ah_spec_cacheless(sp)) {
+    in = &gin;
+    if (!packed_keys(sp)) {
         if ((s = ah_batch_group_view(in->batch, ah_spec_kv_group(sp), &gview, err)) != AH_OK)
             return s;
         gin.batch = &gview;
-        in = &gin;
     }
-    if (ah_spec_cacheless(sp)) {
+    if ((s = check_head_scales(sp, gin.k_scales, sp->use_mla ? NULL : gin.v_scales, err)) != AH_OK)
+        return s;
+    if (packed_keys(sp)) {
         if (!AH_HAS_FIELD(in, ah_ref_inputs, value) || !in->q || !in->key || !in->value || !out)
             return fail(err, AH_ERR_INVALID_ARGUMENT,
-                        "reference: a cacheless (%s) layer needs q, key, value and out",
-                        ah_attn_type_str(sp->attn_type));
+                        "reference: a %s layer needs q, key, value and out",
+                        ah_spec_ragged(sp) ? "ragged" : ah_attn_type_str(sp->attn_type));
     } else if (!in->q || !in->key_cache || (!sp->use_mla && !in->value_cache) || !out)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: %s is NULL",
                     !in->q           ? "q"
@@ -231,7 +271,10 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     const uint32_t hq = sp->num_q_heads, vh = sp->v_head_size;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
-        int64_t first_pos = ah_spec_cacheless(sp) ? 0 : (int64_t)b->seq_lens_host[r] - (t1 - t0);
+        /* bottom-right: the last query sits at the last key's position */
+        int64_t first_pos = ah_spec_cacheless(sp) ? 0
+                            : ah_spec_ragged(sp)  ? (int64_t)key_count(in, r) - (t1 - t0)
+                                                  : (int64_t)b->seq_lens_host[r] - (t1 - t0);
         for (int32_t t = t0; t < t1; t++)
             for (uint32_t h = 0; h < hq; h++) {
                 double l;
@@ -244,9 +287,12 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
     return AH_OK;
 }
 
-ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
-                                const void *value, void *key_cache, void *value_cache,
-                                float k_scale, float v_scale, ah_error *err)
+/* The write of both public forms: head h's scales are k_scales[h] and
+ * v_scales[h] when given, else k_scale and v_scale (0 meaning 1). */
+static ah_status write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
+                          const void *value, void *key_cache, void *value_cache, float k_scale,
+                          float v_scale, const float *k_scales, const float *v_scales,
+                          ah_error *err)
 {
     ah_status s = check_spec(spec, err);
     if (s != AH_OK) return s;
@@ -267,6 +313,8 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
     if (fp8 && (!(k_scale >= 0) || !(v_scale >= 0) || !isfinite(k_scale) || !isfinite(v_scale)))
         return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: scales k = %g, v = %g must be >= 0",
                     (double)k_scale, (double)v_scale);
+    if ((s = check_head_scales(spec, k_scales, spec->use_mla ? NULL : v_scales, err)) != AH_OK)
+        return s;
     const int64_t cache_slots = (int64_t)batch->num_blocks * spec->block_size;
     /* Check every slot before writing any: bad input writes nothing. */
     for (uint32_t t = 0; t < batch->num_tokens; t++) {
@@ -278,13 +326,14 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
                         t, slot, cache_slots);
     }
     const uint32_t hk = spec->num_kv_heads, qk = spec->qk_head_size, vh = spec->v_head_size;
-    const float ks = ah_kv_scale(k_scale, kvt), vs = ah_kv_scale(v_scale, kvt);
     for (uint32_t t = 0; t < batch->num_tokens; t++) {
         int64_t slot = batch->slot_mapping_host[t];
         if (slot < 0) continue;
         uint32_t blk = (uint32_t)(slot / spec->block_size),
                  off = (uint32_t)(slot % spec->block_size);
         for (uint32_t h = 0; h < hk; h++) {
+            const float ks = k_scales ? k_scales[h] : ah_kv_scale(k_scale, kvt);
+            const float vs = v_scales ? v_scales[h] : ah_kv_scale(v_scale, kvt);
             size_t kc = ah_kv_offset(spec->kv_layout, spec->block_size, hk, qk, blk, off, h, 0);
             for (uint32_t c = 0; c < qk; c++) {
                 /* float32 division, as a device writer does it */
@@ -300,6 +349,25 @@ ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch
         }
     }
     return AH_OK;
+}
+
+ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
+                                const void *value, void *key_cache, void *value_cache,
+                                float k_scale, float v_scale, ah_error *err)
+{
+    return write_kv(spec, batch, key, value, key_cache, value_cache, k_scale, v_scale, NULL, NULL,
+                    err);
+}
+
+ah_status ah_reference_write_kv_per_head(const ah_layer_spec *spec, const ah_batch *batch,
+                                         const void *key, const void *value, void *key_cache,
+                                         void *value_cache, const float *k_scales,
+                                         const float *v_scales, ah_error *err)
+{
+    if (!k_scales || (!v_scales && spec && !spec->use_mla))
+        return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
+                    !k_scales ? "k_scales" : "v_scales");
+    return write_kv(spec, batch, key, value, key_cache, value_cache, 0, 0, k_scales, v_scales, err);
 }
 
 void ah_reference_merge_states(uint32_t T, uint32_t H, uint32_t D, const double *v_a,

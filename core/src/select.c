@@ -33,6 +33,11 @@ struct ah_selection {
     uint32_t n_groups;
     uint32_t *group_bs;
     char (*group_how)[256];
+    /* ABI 2.3: per layer, the decision for its ragged prefill form (NULL:
+     * none) and whether that form is bound (a winner on the device kind of
+     * the layer's prefill winner, whose device holds the engine's tensors) */
+    const ah_decision **ragged;
+    uint8_t *ragged_bound;
 };
 
 /* Layer kinds: the decision of a non-attention layer, the same for every
@@ -52,6 +57,8 @@ void ah_selection_destroy(ah_selection *s)
     ah__free(s->kinds);
     ah__free(s->group_bs);
     ah__free(s->group_how);
+    ah__free(s->ragged);
+    ah__free(s->ragged_bound);
     ah__free(s->warnings);
     ah__free(s->error);
     ah__free(s);
@@ -246,6 +253,30 @@ static int resolve_group_sizes(ah_host *h, const ah_model *m, ah_selection *s,
     return 0;
 }
 
+/* Why a ragged form with decision d is not bound beside the prefill
+ * winner prefill (static or into buf), or NULL when it is bound. */
+static const char *ragged_unbound(const ah_host *h, const ah_decision *d,
+                                  const ah_decision *prefill, char *buf, size_t cap)
+{
+    if (!d->plugin) {
+        const ah_candidate *c = d->n_candidates ? &d->candidates[0] : NULL;
+        if (!c || !c->n_reasons) return "no backend can serve it (empty priority list)";
+        snprintf(buf, cap, "no backend can serve it (%s: %s = %s, supported: %s)", c->plugin,
+                 c->reasons[0].field, c->reasons[0].value, c->reasons[0].supported);
+        return buf;
+    }
+    if (!prefill->plugin) return "the layer's paged form has no prefill winner";
+    const ah_plugin_info *r = ah_host_find_plugin(h, d->plugin);
+    const ah_plugin_info *p = ah_host_find_plugin(h, prefill->plugin);
+    if (p->device_kind == r->device_kind) return NULL;
+    snprintf(buf, cap,
+             "its only backend %s runs on %s while the layer's prefill winner %s runs on %s, "
+             "where the engine's tensors live",
+             d->plugin, ah_device_kind_str(r->device_kind), prefill->plugin,
+             ah_device_kind_str(p->device_kind));
+    return buf;
+}
+
 static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_all, int keep_going,
                              ah_selection **out, ah_error *err)
 {
@@ -261,7 +292,10 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
     for (int p = 0; p < AH_PHASE_COUNT; p++) s->phase_level[p] = AH_GRAPH_ALWAYS;
     for (int p = 0; p < AH_PHASE_COUNT; p++)
         if (!(s->dec[p] = ah__calloc(n ? n : 1, sizeof *s->dec[p]))) goto oom;
-    if (!(s->kinds = ah__calloc(n ? n : 1, sizeof *s->kinds))) goto oom;
+    if (!(s->kinds = ah__calloc(n ? n : 1, sizeof *s->kinds)) ||
+        !(s->ragged = ah__calloc(n ? n : 1, sizeof *s->ragged)) ||
+        !(s->ragged_bound = ah__calloc(n ? n : 1, 1)))
+        goto oom;
     s->n_groups = ah_model_num_kv_groups(m);
     if (!(s->group_bs = ah__calloc(s->n_groups ? s->n_groups : 1, sizeof *s->group_bs)) ||
         !(s->group_how = ah__calloc(s->n_groups ? s->n_groups : 1, sizeof *s->group_how)))
@@ -269,6 +303,8 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
     if (resolve_group_sizes(h, m, s, forced_all, &failed, err)) goto oom;
     if (failed && !keep_going) goto failure;
     uint32_t n_attention = 0;
+    uint32_t n_unbound = 0, first_unbound = 0; /* ragged forms left unbound */
+    char unbound_why[512] = "";
 
     for (uint32_t l = 0; l < n; l++) {
         /* a non-attention layer of a hybrid model: never selected */
@@ -339,7 +375,29 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
                 s->phase_layer[p] = l;
             }
         }
+        /* The ragged prefill form, from the prefill list. Optional: left
+         * unbound, it fails nothing (ragged steps are refused, prefill
+         * runs on the paged form), and it bounds no CUDA-graph level (a
+         * ragged step is planned eager). */
+        const ah_layer_spec *rf = ah_model_layer_ragged(m, l);
+        if (!rf || !prefill) continue;
+        const ah_decision *rd = decide(h, l, AH_PHASE_PREFILL, forced_all, rf, NULL, NULL);
+        if (!rd) goto oom;
+        s->ragged[l] = rd;
+        char why[400];
+        const char *no = ragged_unbound(h, rd, prefill, why, sizeof why);
+        s->ragged_bound[l] = !no;
+        if (no && !n_unbound++) {
+            first_unbound = l;
+            snprintf(unbound_why, sizeof unbound_why, "%s", no);
+        }
     }
+    if (n_unbound && h->config.fallback == AH_FALLBACK_WARN)
+        ah__strbuf_printf(&warn,
+                          "%u layer(s) keep their ragged prefill form unbound (first: layer %u: "
+                          "%s): a batch with cu_seqlens_k is refused for them and prefill runs "
+                          "on the paged form\n",
+                          n_unbound, first_unbound, unbound_why);
     if (!n_attention) s->graph_level = s->phase_level[0] = s->phase_level[1] = AH_GRAPH_NEVER;
     if (!(s->warnings = ah__strbuf_take(&warn))) goto oom;
     if (failed && !keep_going) {
@@ -390,6 +448,16 @@ const ah_decision *ah_selection_decision(const ah_selection *s, uint32_t layer, 
 {
     if (layer >= s->num_layers || (unsigned)phase >= AH_PHASE_COUNT) return NULL;
     return s->dec[phase][layer];
+}
+
+const ah_decision *ah_selection_ragged_decision(const ah_selection *s, uint32_t layer)
+{
+    return s && layer < s->num_layers ? s->ragged[layer] : NULL;
+}
+
+int ah_selection_ragged_bound(const ah_selection *s, uint32_t layer)
+{
+    return s && layer < s->num_layers && s->ragged_bound[layer];
 }
 
 ah_graph_level ah_selection_graph_level(const ah_selection *s, uint32_t *layer)

@@ -58,40 +58,26 @@ typedef struct tt_entry {
     char *version;
 } tt_entry;
 
+_Static_assert(sizeof(tt_entry) <= AH_RF_ENTRY_MAX && offsetof(tt_entry, k) == 0,
+               "a tune entry is an entry of record_file.h");
+
 struct ah_tune_table {
-    tt_entry *e;
-    uint32_t n, cap;
-    char *path;    /* "" without a scan cache */
-    char *note;    /* why the file was ignored, or NULL */
-    int read_only; /* another user's file: read, never written */
-    char **why;    /* stale notes handed out by lookups, freed with the table */
+    ah_rf_entries a; /* tt_entry */
+    char *path;      /* "" without a scan cache */
+    char *note;      /* why the file was ignored, or NULL */
+    int read_only;   /* another user's file: read, never written */
+    char **why;      /* stale notes handed out by lookups, freed with the table */
     uint32_t n_why;
 };
 
 /* ---- entries ------------------------------------------------------------------ */
 
-static void entry_free(tt_entry *e)
-{
-    ah__record_key_free(&e->k);
-    char **s[] = {&e->spec, &e->steps, &e->version};
-    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
-        ah__free(*s[i]);
-        *s[i] = NULL;
-    }
-}
-
-static void table_clear(ah_tune_table *t)
-{
-    for (uint32_t i = 0; i < t->n; i++) entry_free(&t->e[i]);
-    ah__free(t->e);
-    t->e = NULL;
-    t->n = t->cap = 0;
-}
+static const ah_rf_format tt_format;
 
 void ah__tune_table_free(ah_tune_table *t)
 {
     if (!t) return;
-    table_clear(t);
+    ah__rf_clear(&tt_format, &t->a);
     for (uint32_t i = 0; i < t->n_why; i++) ah__free(t->why[i]);
     ah__free(t->why);
     ah__free(t->path);
@@ -99,15 +85,6 @@ void ah__tune_table_free(ah_tune_table *t)
     ah__free(t);
 }
 
-static const ah_rf_format tt_format;
-
-static int table_push(ah_tune_table *t, const tt_entry *e)
-{
-    void *arr = t->e;
-    int rc = ah__rf_push(&tt_format, &arr, &t->n, &t->cap, e);
-    t->e = arr;
-    return rc;
-}
 
 static int streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
@@ -153,70 +130,19 @@ static tt_entry key_of(const ah_host *h, const ah_plugin_rec *rec, char *spec, a
     return k;
 }
 
-/* ---- encoding ------------------------------------------------------------------ */
+/* ---- the file's entries --------------------------------------------------------- */
 
-static void put_str(ah_buf *b, const char *s) { ah__rf_put_str(b, s, TT_MAX_STR); }
+static const ah_rf_field tt_fields[] = {
+    {AH_RF_STR, offsetof(tt_entry, spec)},     {AH_RF_U32, offsetof(tt_entry, phase)},
+    {AH_RF_F64, offsetof(tt_entry, ms)},       {AH_RF_STR, offsetof(tt_entry, steps)},
+    {AH_RF_U64, offsetof(tt_entry, tuned_at)}, {AH_RF_STR, offsetof(tt_entry, version)},
+};
 
-static void encode_entry(ah_buf *b, const tt_entry *e)
+static int tt_valid(const void *entry)
 {
-    ah__record_key_put(b, &e->k, TT_MAX_STR, 1);
-    put_str(b, e->spec);
-    ah__buf_u32(b, e->phase);
-    uint64_t bits;
-    memcpy(&bits, &e->ms, sizeof bits);
-    ah__buf_u64(b, bits);
-    put_str(b, e->steps);
-    ah__buf_u64(b, e->tuned_at);
-    put_str(b, e->version);
+    const tt_entry *e = entry;
+    return e->phase < AH_PHASE_COUNT && isfinite(e->ms) && e->ms > 0;
 }
-
-static void encode_nth(ah_buf *b, const void *t, uint32_t i)
-{
-    encode_entry(b, &((const ah_tune_table *)t)->e[i]);
-}
-
-/* ---- decoding ------------------------------------------------------------------ */
-
-#define rd32 ah__rf_u32
-#define rd64 ah__rf_u64
-#define rdstr ah__rf_str
-
-/* 0 fine, 1 malformed, -1 out of memory. */
-static int decode_entry(const uint8_t *p, size_t n, tt_entry *e)
-{
-    ah_rf_reader r = {p, n, 0, TT_MAX_STR, 0, 0};
-    memset(e, 0, sizeof *e);
-    ah__record_key_read(&r, &e->k, 1);
-    e->spec = rdstr(&r);
-    e->phase = rd32(&r);
-    uint64_t bits = rd64(&r);
-    memcpy(&e->ms, &bits, sizeof bits);
-    e->steps = rdstr(&r);
-    e->tuned_at = rd64(&r);
-    e->version = rdstr(&r);
-    if (!r.bad &&
-        (r.off != n || e->phase >= AH_PHASE_COUNT || !*e->k.path || !isfinite(e->ms) || e->ms <= 0))
-        r.bad = 1;
-    if (r.bad) {
-        entry_free(e);
-        return r.oom ? -1 : 1;
-    }
-    return 0;
-}
-
-/* Take one entry of the file into t (ah_rf_take). */
-static int take(void *t, const uint8_t *p, size_t n)
-{
-    tt_entry e;
-    int d = decode_entry(p, n, &e);
-    if (d == 0 && table_push(t, &e) != 0) {
-        entry_free(&e);
-        return -1;
-    }
-    return d;
-}
-
-static void entry_free_v(void *e) { entry_free(e); }
 
 static const ah_rf_format tt_format = {
     .magic = "AHTUNETB",
@@ -229,9 +155,11 @@ static const ah_rf_format tt_format = {
     .entry_word = "entry",
     .large_is_foreign = 0,
     .entry_size = sizeof(tt_entry),
-    .path_off = offsetof(tt_entry, k.path),
+    .key_fp = 1,
+    .field = tt_fields,
+    .n_fields = sizeof tt_fields / sizeof tt_fields[0],
     .stamp_off = offsetof(tt_entry, tuned_at),
-    .entry_free = entry_free_v,
+    .valid = tt_valid,
 };
 
 /* Read t->path into t. A refused file leaves t empty with t->note set; a
@@ -240,9 +168,7 @@ static int load(ah_tune_table *t)
 {
     if (!*t->path) return 0;
     ah_rf_outcome out;
-    int rc = ah__rf_load(&tt_format, t->path, take, t, &out, &t->read_only, &t->note);
-    if (rc == 0 && out == AH_RF_IGNORED) table_clear(t);
-    return rc;
+    return ah__rf_load(&tt_format, t->path, &t->a, &out, &t->read_only, &t->note);
 }
 
 static char *table_path(const ah_host *h)
@@ -300,8 +226,8 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
     if (!sk) return 0;
     tt_entry key = key_of(h, rec, sk, phase);
     int found = 0, stale = 0, other_device = 0;
-    for (uint32_t k = 0; k < t->n && !found; k++) {
-        const tt_entry *e = &t->e[k];
+    for (uint32_t k = 0; k < t->a.n && !found; k++) {
+        const tt_entry *e = (const tt_entry *)t->a.e + k;
         if (!streq(e->spec, sk) || e->phase != (uint32_t)phase || !streq(e->k.path, key.k.path))
             continue;
         if (same_slot(e, &key) && same_file(e, &key)) {
@@ -391,20 +317,20 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
         if (!sk) goto oom_t;
         tt_entry key = key_of(h, rec, sk, x->phase), e = key;
         /* replace the same slot; drop entries of vanished files */
-        ah__rf_prune(&tt_format, t->e, &t->n, same_slot_v, &key);
+        ah__rf_prune(&tt_format, &t->a, same_slot_v, &key);
         int copied = ah__record_key_dup(&e.k, &key.k);
         e.ms = x->ms;
         e.tuned_at = now;
         e.spec = sk;
         e.steps = ah__strdup(x->steps ? x->steps : "");
         e.version = ah__strdup(AH_VERSION_STRING);
-        if (copied != 0 || !e.steps || !e.version || table_push(t, &e) != 0) {
-            entry_free(&e);
+        if (copied != 0 || !e.steps || !e.version || ah__rf_add(&tt_format, &t->a, &e) != 0) {
+            ah__rf_entry_free(&tt_format, &e);
             goto oom_t;
         }
     }
     char why[900];
-    int w = ah__rf_save(&tt_format, t->path, t->n, encode_nth, t, why, sizeof why);
+    int w = ah__rf_save(&tt_format, t->path, &t->a, why, sizeof why);
     if (w < 0) goto oom_t;
     ah__tune_table_free(t);
     if (w > 0) return fail(err, AH_ERR_IO, "tune table not written: %s", why);

@@ -61,7 +61,10 @@ extern "C" {
  * AH_FEAT_RELEASED_BLOCKS), with the feature bits that claim them.
  * ABI 2.2 added context parallelism: AH_FEAT_EMPTY_KV and the host-only
  * ah_batch.cp_local_seq_lens.
- * ABI 2.3 (KV-cache layout) added the interleaved K/V layouts
+ * ABI 2.3 added ragged K/V for decoder layers (AH_FEAT_RAGGED_KV,
+ * ah_layer_spec.ragged_kv, ah_batch.cu_seqlens_k and num_k_tokens), FP8
+ * scales per KV head and in tensors with the query scale (see "FP8 scales"
+ * below ah_layer_spec), and the interleaved K/V cache layouts
  * (AH_KV_LAYOUT_NHD_INTERLEAVED, AH_KV_LAYOUT_HND_INTERLEAVED). */
 #define AH_ABI_VERSION_MAJOR 2
 #define AH_ABI_VERSION_MINOR 3
@@ -164,6 +167,15 @@ typedef enum ah_causal {
     AH_CAUSAL_OFF = 2,
     AH_CAUSAL_COUNT
 } ah_causal;
+
+/* ABI 2.3: ah_layer_spec.kv_scales, how an FP8 layer's K and V scales are
+ * handed over (see "FP8 scales" below ah_layer_spec). */
+typedef enum ah_kv_scales {
+    AH_KV_SCALES_HOST = 0,     /* per tensor, host floats k_scale / v_scale */
+    AH_KV_SCALES_TENSOR = 1,   /* per tensor, [1] float32 tensors */
+    AH_KV_SCALES_PER_HEAD = 2, /* per KV head, [Hk] float32 tensors */
+    AH_KV_SCALES_COUNT
+} ah_kv_scales;
 
 /* Layout of one KV-cache tensor (keys or values), outermost first.
  *   NHD: [num_blocks, block_size, num_kv_heads, head_size]
@@ -279,15 +291,31 @@ typedef enum ah_feature {
                                            entries is planned only on plugins
                                            claiming it */
     /* ABI 2.2 */
-    AH_FEAT_EMPTY_KV = 1u << 15 /* decoder requests with seq_len 0 (query
+    AH_FEAT_EMPTY_KV = 1u << 15, /* decoder requests with seq_len 0 (query
                                    length 1): out 0 and lse -inf, no cache
                                    read, and merge_states takes lse -inf
                                    as "no keys". Only the host makes such
                                    requests: a context-parallel rank
                                    holding none of a request's keys yet
                                    (see ah_binding_options.cp) */
+    /* ABI 2.3: ragged K/V */
+    AH_FEAT_RAGGED_KV = 1u << 16, /* decoder layers whose spec says ragged_kv:
+                                     keys and values come packed in forward's
+                                     key/value by ah_batch.cu_seqlens_k, no
+                                     cache (see ah_layer_spec.ragged_kv) */
+    /* ABI 2.3: FP8 scales (see "FP8 scales" below ah_layer_spec) */
+    AH_FEAT_KV_SCALE_PER_HEAD = 1u << 17, /* kv_scales = PER_HEAD: one K and one V
+                                             scale per KV head, in [Hk] tensors
+                                             (needs AH_FEAT_SCALE_TENSORS too) */
+    AH_FEAT_SCALE_TENSORS = 1u << 18,     /* kv_scales = TENSOR (and PER_HEAD):
+                                             scales, the query's too, in float32
+                                             tensors on the plugin's device, read
+                                             when the work runs (graph replay
+                                             included) */
+    AH_FEAT_Q_SCALE = 1u << 19            /* use_q_scale: FP8 attention with the
+                                             engine's query scale */
 } ah_feature;
-#define AH_FEATURE_COUNT 16 /* bits 0 .. AH_FEATURE_COUNT - 1 */
+#define AH_FEATURE_COUNT 20 /* bits 0 .. AH_FEATURE_COUNT - 1 */
 
 /* CPU instruction-set facts (ah_hw_facts.cpu_isa). A bit is set only when
  * the CPU has it AND the OS enabled its state (XCR0) AND, for AMX, the Linux
@@ -463,6 +491,34 @@ typedef struct ah_layer_spec {
      * 0 for a model with one group (and for a spec too short to hold it:
      * read it through ah_spec_kv_group). */
     uint32_t kv_group;
+
+    /* ABI 2.3: ragged K/V. 1: a decoder layer whose keys and values are not
+     * in a cache but given to each forward as packed tensors, key [Tk, Hk,
+     * qk_head] and value [Tk, Hk, v_head] in the query dtype, request r's
+     * keys being rows [cu_seqlens_k[r], cu_seqlens_k[r+1]) (see
+     * ah_batch.cu_seqlens_k; Tk = ah_batch.num_k_tokens, which may differ
+     * from num_tokens). With k_len keys and q_len queries, query i sits at
+     * position k_len - q_len + i (bottom-right): causal, it sees keys 0 ..
+     * k_len - q_len + i; with causal = OFF every key (a chunk of context
+     * the engine decompressed, whose partial result it merges by LSE with
+     * merge_states). Windows, soft-cap, sinks, ALiBi and LSE apply as on
+     * the cache, at those positions. Nothing is read from or written to a
+     * cache: block_size, kv_dtype and kv_layout mean nothing here (kv_dtype
+     * is the query dtype), and such a layer never takes write_kv. Needs
+     * AH_FEAT_RAGGED_KV. The host makes these specs: a model layer's
+     * ragged prefill form (MLA's non-absorbed prefill, qk 192 / v 128,
+     * Hq = Hk, over decompressed K/V) is bound beside its paged form and
+     * runs on steps whose batch carries cu_seqlens_k. 0 (and a spec too
+     * short to hold it): the layer reads the paged cache as usual. Read it
+     * through ah_spec_ragged. */
+    uint32_t ragged_kv;
+    /* ABI 2.3: FP8 scales (see "FP8 scales" below). kv_scales: an
+     * ah_kv_scales, how the engine hands over the cache's K and V scales;
+     * HOST (0) unless kv_dtype is FP8. use_q_scale: 1 when the engine gives
+     * a query scale for FP8 attention (needs fp8_attention = 1). Read them
+     * through ah_spec_kv_scales / ah_spec_q_scale (0 for a shorter spec). */
+    uint32_t kv_scales;
+    uint32_t use_q_scale;
 } ah_layer_spec;
 
 /* The layer's KV-cache group: 0 when the spec predates the field. */
@@ -471,6 +527,71 @@ static inline uint32_t ah_spec_kv_group(const ah_layer_spec *s)
     return s->struct_size >= offsetof(ah_layer_spec, kv_group) + sizeof s->kv_group ? s->kv_group
                                                                                     : 0;
 }
+
+/* ABI 2.3: how the layer's FP8 scales come (HOST for a spec too short to
+ * say), and whether a query scale comes. */
+static inline ah_kv_scales ah_spec_kv_scales(const ah_layer_spec *s)
+{
+    return s->struct_size >= offsetof(ah_layer_spec, kv_scales) + sizeof s->kv_scales
+               ? (ah_kv_scales)s->kv_scales
+               : AH_KV_SCALES_HOST;
+}
+static inline int ah_spec_q_scale(const ah_layer_spec *s)
+{
+    return s->struct_size >= offsetof(ah_layer_spec, use_q_scale) + sizeof s->use_q_scale &&
+           s->use_q_scale;
+}
+
+/* ----------------------------------------------------------------------------
+ * FP8 scales (ABI 2.3; ABI 2.2 had the per-tensor host floats only).
+ *
+ * An FP8 cache (kv_dtype FP8_E4M3 / FP8_E5M2) holds stored = real / scale,
+ * rounded to nearest-even and saturated to the format's largest finite
+ * value, and is read as real = stored * scale. A layer has one scale for
+ * its keys and one for its values (per tensor), or one of each per KV head
+ * (per head: head h of K is stored and read with k_scale[h]). MLA reads V
+ * from the key cache, so its values take the K scale and no V scale.
+ * The layer spec's kv_scales says how the engine hands the scales over, and
+ * selection keeps plugins that claim the matching feature:
+ *   HOST      host floats k_scale, v_scale in ah_forward_args and
+ *             ah_kv_write_args, per tensor, 0 meaning 1 (ABI 2.2's form; a
+ *             CUDA graph keeps the values it was captured with).
+ *   TENSOR    k_scale_tensor, v_scale_tensor: float32 [1] (AH_FEAT_SCALE_TENSORS).
+ *   PER_HEAD  the same tensors as float32 [Hk] (AH_FEAT_KV_SCALE_PER_HEAD and
+ *             AH_FEAT_SCALE_TENSORS).
+ * Scale tensors live where the cache does: on the plugin's device (host
+ * memory for a CPU plugin), dense, 4-byte aligned, each value finite and
+ * > 0 (no "0 means 1"). A plugin reads their values when its work runs on
+ * the stream, never when it enqueues or captures it and never by copying
+ * them to the host in forward or write_kv: a CUDA graph then replays with
+ * the values the tensors hold at replay. The engine rewrites the values in
+ * place between replays; the tensors' addresses stay those of the capture,
+ * as every captured tensor's do. Their lifetime is that of the other
+ * forward tensors: valid until the work that reads them has completed (for
+ * a graph, until its last replay). With TENSOR or PER_HEAD the floats
+ * k_scale and v_scale must be 0: giving both forms is refused.
+ *
+ * Query scale (use_q_scale = 1, AH_FEAT_Q_SCALE; the layer has an FP8
+ * cache and fp8_attention = 1): the engine's calibrated scale for the
+ * query, q_scale in ah_forward_args (HOST, > 0) or q_scale_tensor (TENSOR
+ * and PER_HEAD; float32 [1], as above). A plugin that computes Q.K^T in FP8
+ * quantises each query element as q8 = fp8(q / q_scale) in the cache's FP8
+ * format (nearest-even, saturating) and multiplies the products by q_scale
+ * (with the K scale, the descale of the FP8 GEMM), instead of deriving a
+ * scale from the query itself. The result it approximates stays attention
+ * of q as given: a plugin that keeps the query in higher precision reads q
+ * and ignores q_scale, and so does the reference oracle (the conformance
+ * suite allows FP8 attention's tolerance). A query element beyond q_scale
+ * times the format's largest finite value (448 for e4m3, 57344 for e5m2)
+ * saturates: fitting the query is the calibration's job.
+ *
+ * The host checks every scale before any plugin runs (unless validation is
+ * off): the form against the spec, dtype, shape, device and alignment of
+ * the tensors, and the values wherever the host can read them (the floats,
+ * and tensors in host memory: kDLCPU, kDLCUDAHost). Values in device memory
+ * are not read (that would take a device sync per call and break capture):
+ * a non-finite or non-positive value there gives non-finite output.
+ * ------------------------------------------------------------------------- */
 
 /* 1 when a query at position p of this layer sees only keys j <= p. */
 static inline int ah_spec_causal(const ah_layer_spec *s)
@@ -484,6 +605,13 @@ static inline int ah_spec_causal(const ah_layer_spec *s)
 static inline int ah_spec_cacheless(const ah_layer_spec *s)
 {
     return s->attn_type == AH_ATTN_ENCODER || s->attn_type == AH_ATTN_ENCODER_ONLY;
+}
+/* ABI 2.3: 1 for a decoder layer over ragged K/V (ah_layer_spec.ragged_kv);
+ * 0 when the spec predates the field. */
+static inline int ah_spec_ragged(const ah_layer_spec *s)
+{
+    return s->struct_size >= offsetof(ah_layer_spec, ragged_kv) + sizeof s->ragged_kv &&
+           s->ragged_kv && s->attn_type == AH_ATTN_DECODER;
 }
 
 /* ----------------------------------------------------------------------------
@@ -788,6 +916,25 @@ typedef struct ah_batch {
      * seq_lens are the local lengths. */
     const DLTensor *cp_local_seq_lens;
     const int32_t *cp_local_seq_lens_host;
+
+    /* ABI 2.3: ragged K/V. Key offsets of a ragged step ([num_reqs + 1]
+     * int32, tensor and host copy, cu_seqlens_k[0] = 0, monotonic, ending
+     * at num_k_tokens): request r's keys and values are rows
+     * [cu_seqlens_k[r], cu_seqlens_k[r+1]) of forward's key and value, k_len
+     * = the difference, beside query_start_loc for the queries. A real
+     * request has k_len >= 1, and k_len >= its query_len on a causal
+     * layer; a padded one (query_len 0) has k_len 0. max_seq_len bounds
+     * every k_len too. NULL (or a struct_size that does not cover them): no
+     * ragged keys. Set, the step is a ragged step: each layer with a
+     * ragged prefill form runs that form (ah_layer_spec.ragged_kv) on the
+     * whole batch, the others their prefill winner as usual; the paging
+     * fields still describe the paged cache, which write_kv fills (MLA's
+     * latent, for the decode steps that follow). Plugins see these fields
+     * only in a ragged form's plan: every other state's batch has them
+     * zero. */
+    const DLTensor *cu_seqlens_k;
+    const int32_t *cu_seqlens_k_host;
+    uint32_t num_k_tokens; /* Tk: cu_seqlens_k[num_reqs], the key tensor's rows */
 } ah_batch;
 
 /* The 2.1 fields of a batch, NULL when its struct_size does not cover them. */
@@ -807,6 +954,14 @@ static inline const int32_t *ah_batch_cp_local_seq_lens(const ah_batch *b)
 {
     return b->struct_size >= offsetof(ah_batch, cp_local_seq_lens_host) + sizeof(void *)
                ? b->cp_local_seq_lens_host
+               : NULL;
+}
+/* ABI 2.3: the batch's cu_seqlens_k host copy, NULL when its struct_size
+ * does not cover num_k_tokens. */
+static inline const int32_t *ah_batch_cu_seqlens_k(const ah_batch *b)
+{
+    return b->struct_size >= offsetof(ah_batch, num_k_tokens) + sizeof(uint32_t)
+               ? b->cu_seqlens_k_host
                : NULL;
 }
 /* The batch's KV-cache group count as the host reads it: 0 when its
@@ -844,7 +999,11 @@ typedef enum ah_plan_mode {
  *   sinks, alibi_slopes: [Hq] float32, when the spec asks for them.
  * Cacheless layers (ENCODER, ENCODER_ONLY): key and value are required and
  * are the keys (packed by query_start_loc), key_cache/value_cache are
- * ignored (may be NULL). Cross layers: key and value must be NULL. */
+ * ignored (may be NULL). Cross layers: key and value must be NULL.
+ * Ragged layers (ABI 2.3, ah_layer_spec.ragged_kv): key [Tk, Hk, qk_head]
+ * and value [Tk, Hk, v_head] are required and are the keys, packed by the
+ * batch's cu_seqlens_k (Tk = num_k_tokens); nothing is written, and
+ * key_cache/value_cache are ignored (may be NULL). */
 typedef struct ah_forward_args {
     uint32_t struct_size;
     const DLTensor *q;
@@ -867,6 +1026,17 @@ typedef struct ah_forward_args {
     float k_scale; /* FP8 KV: stored = real / scale; 0 means 1 */
     float v_scale;
     void *stream; /* CUstream / hipStream_t / NULL */
+    /* ABI 2.3: FP8 scales (see "FP8 scales" below ah_layer_spec). The host
+     * hands plugins args whose struct_size covers these fields (zero for an
+     * older engine's call). k_scale_tensor, v_scale_tensor: float32 [1]
+     * (kv_scales TENSOR) or [Hk] (PER_HEAD), NULL otherwise; v_scale_tensor
+     * is not read for MLA. q_scale (HOST) or q_scale_tensor (float32 [1],
+     * TENSOR and PER_HEAD): the query scale of a layer with use_q_scale,
+     * 0 / NULL otherwise. */
+    const DLTensor *k_scale_tensor;
+    const DLTensor *v_scale_tensor;
+    float q_scale;
+    const DLTensor *q_scale_tensor;
 } ah_forward_args;
 
 /* Arguments of write_kv(): store the new tokens' K and V at slot_mapping
@@ -879,6 +1049,10 @@ typedef struct ah_kv_write_args {
     const DLTensor *value_cache;
     float k_scale, v_scale;
     void *stream;
+    /* ABI 2.3: FP8 scales, as in ah_forward_args (the host hands plugins
+     * args whose struct_size covers them). */
+    const DLTensor *k_scale_tensor;
+    const DLTensor *v_scale_tensor;
 } ah_kv_write_args;
 
 /* merge_states(): combine two partial attention results over disjoint key

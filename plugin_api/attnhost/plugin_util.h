@@ -73,6 +73,14 @@ static inline const char *ah_dtype_name(ah_dtype t)
     return (unsigned)t < AH_DTYPE_COUNT ? names[t] : "?";
 }
 
+/* As the model key kv_layout spells it ("?" out of range). */
+static inline const char *ah_kv_layout_name(ah_kv_layout l)
+{
+    static const char *const names[AH_KV_LAYOUT_COUNT] = {"auto", "nhd", "hnd", "nhd_interleaved",
+                                                          "hnd_interleaved"};
+    return (unsigned)l < AH_KV_LAYOUT_COUNT ? names[l] : "?";
+}
+
 static inline size_t ah_dtype_size(ah_dtype t)
 {
     switch (t) {
@@ -206,6 +214,16 @@ static inline float ah_kv_scale(float scale, ah_dtype kv_dtype)
     return ah_dtype_is_fp8(kv_dtype) && scale != 0.0f ? scale : 1.0f;
 }
 
+/* The softmax scale of a layer: spec->scale, or 1/sqrt(qk_head_size) when
+ * it is 0. The host resolves the spec with this before state_create, so a
+ * bound plugin always sees the scale filled in; a plugin reads it through
+ * here all the same, so that a driver that skips the host gets the same
+ * value. */
+static inline float ah_spec_scale(const ah_layer_spec *s)
+{
+    return s->scale != 0.0f ? s->scale : (float)(1.0 / sqrt((double)s->qk_head_size));
+}
+
 /* A spec against the plugin's own caps: the sets and ranges a host-selected
  * spec always meets, checked again at state_create because a plugin may
  * be driven without the host (its own test drivers, a validation-off
@@ -235,6 +253,32 @@ static inline ah_status ah_spec_check_caps(const ah_layer_spec *s, const ah_caps
         return ah_fail(e, AH_ERR_UNSUPPORTED, "%u query heads do not divide into %u KV heads",
                        s->num_q_heads, s->num_kv_heads);
     return AH_OK;
+}
+
+/* A sink that keeps the first reason, as "field = value: want supported". */
+typedef struct ah_first_reason {
+    ah_reason_sink sink;
+    ah_errbuf *e;
+    int n;
+} ah_first_reason;
+
+static inline void ah_first_reason_add(ah_reason_sink *sink, ah_reason_code code, const char *field,
+                                       const char *value, const char *supported)
+{
+    ah_first_reason *f = (ah_first_reason *)sink;
+    (void)code;
+    if (f->n++ == 0) ah_fail(f->e, AH_ERR_UNSUPPORTED, "%s = %s: want %s", field, value, supported);
+}
+
+/* The caps' check_combination (its rules across fields) on s, for
+ * state_create, so a plugin states each such rule once. Returns AH_OK, or
+ * AH_ERR_UNSUPPORTED with the first broken rule in e. */
+static inline ah_status ah_spec_check_combination(const ah_layer_spec *s, const ah_caps *c,
+                                                  ah_errbuf *e)
+{
+    ah_first_reason f = {{sizeof(ah_reason_sink), ah_first_reason_add, NULL}, e, 0};
+    if (c->check_combination) c->check_combination(s, NULL, &f.sink);
+    return f.n ? AH_ERR_UNSUPPORTED : AH_OK;
 }
 
 static inline float ah_load_f32(const void *base, size_t i, ah_dtype t)
@@ -301,6 +345,173 @@ static inline int64_t ah_dl_stride(const DLTensor *t, int i)
 
 /* Base address, byte_offset applied. */
 static inline void *ah_dl_data(const DLTensor *t) { return (char *)t->data + t->byte_offset; }
+
+/* ---- the tensors of forward and write_kv ----------------------------------
+ *
+ * What the host guarantees. With validation on (the default), the host
+ * checks every tensor of ah_binding_forward and ah_binding_write_kv once,
+ * before any plugin runs, against the layer spec and the planned batch:
+ * rank, exact shape (caches: at least the batch's num_blocks), dtype,
+ * device type and index, a 16-byte aligned base, innermost stride 1,
+ * densely packed caches (an interleaved layout's two views: the strides of
+ * one [blocks, 2, ...] tensor, one block count, and the value view where
+ * the layout puts it in the key's allocation), lse, sinks and ALiBi
+ * slopes, and finite k_scale / v_scale >= 0; and it validates the batch
+ * (offsets, lengths, block ids and slots inside num_blocks, table width,
+ * limits). Always, validation on or off: args are non-NULL with a
+ * struct_size that covers the ABI's fields; forward and write_kv come only
+ * after a plan of this state that succeeded; write_kv is never called on a
+ * cacheless layer; forward of a cross-attention layer never carries key or
+ * value.
+ *
+ * What a plugin keeps. With validation off the engine is trusted, and a
+ * plugin repeats none of the host's semantic checks. It keeps only what
+ * protects memory from a tensor that does not hold what its kernels
+ * address: the rank, the extents, the element size and the innermost
+ * stride of each tensor it reads or writes (ah_dl_check below), the block
+ * and slot bounds its plan can see, and its kernels' own layout demands
+ * (wider stride multiples, int32 strides) that the host does not know. */
+
+/* What a kernel addresses through one tensor. dim0_min: shape[0] may be
+ * larger than wanted (a caller's larger buffer, a cache with more blocks;
+ * 0 with dim0_min accepts any count). dense: row-major without gaps (a
+ * kernel that indexes it as one array); else only the innermost stride
+ * must be 1. kv_layout (ABI 2.3): a cache view's layout (ah_dl_cache_want
+ * sets it); an interleaved one makes the tensor one of the two views of a
+ * [blocks, 2, ...] allocation, whose strides must be those
+ * ah_kv_view_geometry gives (dense is 0 then). AH_KV_LAYOUT_AUTO for every
+ * other tensor. */
+typedef struct ah_dl_want {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    int dim0_min;
+    ah_dtype dtype;
+    int dense;
+    ah_kv_layout kv_layout;
+} ah_dl_want;
+
+/* ABI 2.3: KV-cache layout. The strides (elements) of a cache view of
+ * shape [blocks, d1, d2, head] in layout l, and in alloc the dense
+ * allocation it lies in, whose rank it returns: 4, the view itself, for a
+ * dense layout; 5, [blocks, 2, d1, d2, head], for an interleaved one,
+ * whose key and value views (index 0 and 1 of dim 1) alternate block by
+ * block, so their block stride is twice a dense one's. */
+static inline int ah_kv_view_geometry(ah_kv_layout l, const int64_t shape[4], int64_t strides[4],
+                                      int64_t alloc[5])
+{
+    const int inter = ah_kv_layout_is_interleaved(l);
+    strides[3] = 1;
+    for (int i = 2; i >= 0; i--) strides[i] = strides[i + 1] * shape[i + 1];
+    if (inter) strides[0] *= 2;
+    alloc[0] = shape[0];
+    alloc[1] = 2;
+    for (int i = 1; i < 4; i++) alloc[i + inter] = shape[i];
+    return 4 + inter;
+}
+
+/* "[a, b, c]" (">= a" first with dim0_min) of n dims into buf (cap bytes). */
+static inline void ah_dl_fmt_dims(char *buf, size_t cap, const int64_t *d, int n, int dim0_min)
+{
+    size_t used = 0;
+    used += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s%lld", i ? ", " : "",
+                                 i == 0 && dim0_min ? ">= " : "", (long long)d[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+}
+
+/* The name of a DLPack dtype code, for messages. */
+static inline const char *ah_dl_code_name(uint8_t code)
+{
+    switch (code) {
+    case kDLInt: return "int";
+    case kDLUInt: return "uint";
+    case kDLFloat: return "float";
+    case kDLBfloat: return "bfloat";
+    default: return "code";
+    }
+}
+
+/* Check t against w: present, w->ndim dims, each extent as wanted, dtype
+ * w->dtype, data set, densely packed or innermost stride 1, and an
+ * interleaved cache view's strides (w->kv_layout). Returns AH_OK, or
+ * AH_ERR_INVALID_ARGUMENT with the tensor, what it has and what is wanted
+ * in e ("q: shape [5, 32, 128], expected [5, 32, 64]"). The host's own
+ * tensor checks begin with this one, so a plugin's message reads like the
+ * host's. */
+static inline ah_status ah_dl_check(const DLTensor *t, const ah_dl_want *w, ah_errbuf *e)
+{
+    char got[96], exp[96];
+    if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", w->name);
+    if (t->ndim != w->ndim || !t->shape) {
+        ah_dl_fmt_dims(exp, sizeof exp, w->shape, w->ndim, w->dim0_min);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: %d dims, expected %d %s", w->name, t->ndim,
+                       w->ndim, exp);
+    }
+    for (int i = 0; i < w->ndim; i++) {
+        if (i == 0 && w->dim0_min ? t->shape[0] >= w->shape[0] : t->shape[i] == w->shape[i])
+            continue;
+        ah_dl_fmt_dims(got, sizeof got, t->shape, t->ndim, 0);
+        ah_dl_fmt_dims(exp, sizeof exp, w->shape, w->ndim, w->dim0_min);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: shape %s, expected %s", w->name, got, exp);
+    }
+    if (!ah_dl_dtype_is(t, w->dtype)) {
+        const DLDataType d = ah_dtype_to_dl(w->dtype);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s: dtype %s%u (lanes %u), expected %s%u for %s", w->name,
+                       ah_dl_code_name(t->dtype.code), t->dtype.bits, t->dtype.lanes,
+                       ah_dl_code_name(d.code), d.bits, ah_dtype_name(w->dtype));
+    }
+    if (!t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: data is NULL", w->name);
+    if (w->dense && !ah_dl_is_contiguous(t)) {
+        ah_dl_fmt_dims(got, sizeof got, t->strides, t->ndim, 0);
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s: strides %s, expected a densely packed tensor", w->name, got);
+    }
+    const int last = t->ndim - 1;
+    if (last >= 0 && t->strides && t->shape[last] != 1 && t->strides[last] != 1)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: last dimension has stride %lld, expected 1",
+                       w->name, (long long)t->strides[last]);
+    if (w->ndim == 4 && ah_kv_layout_is_interleaved(w->kv_layout)) {
+        int64_t strides[4], alloc[5];
+        const int64_t view[4] = {t->shape[0], w->shape[1], w->shape[2], w->shape[3]};
+        const int alloc_ndim = ah_kv_view_geometry(w->kv_layout, view, strides, alloc);
+        int bad = 0;
+        for (int i = 0; i < 4; i++) bad |= t->shape[i] != 1 && ah_dl_stride(t, i) != strides[i];
+        if (bad) {
+            char whole[96];
+            if (t->strides) ah_dl_fmt_dims(got, sizeof got, t->strides, 4, 0);
+            else snprintf(got, sizeof got, "NULL (dense)");
+            ah_dl_fmt_dims(exp, sizeof exp, strides, 4, 0);
+            ah_dl_fmt_dims(whole, sizeof whole, alloc, alloc_ndim, 0);
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "%s: strides %s, expected %s: layout %s hands over K = cache[:, 0] and "
+                           "V = cache[:, 1] of one %s tensor",
+                           w->name, got, exp, ah_kv_layout_name(w->kv_layout), whole);
+        }
+    }
+    return AH_OK;
+}
+
+/* The want of a [blocks, ., ., head_size] cache in the spec's layout,
+ * holding at least min_blocks blocks: densely packed (ah_kv_offset's
+ * addressing), or for an interleaved layout (ABI 2.3) a view with the
+ * strides ah_kv_view_geometry gives. */
+static inline ah_dl_want ah_dl_cache_want(const char *name, const ah_layer_spec *s,
+                                          int64_t min_blocks, uint32_t head_size)
+{
+    const int hnd = ah_kv_layout_is_hnd(s->kv_layout);
+    const ah_dl_want w = {name,
+                          4,
+                          {min_blocks, hnd ? s->num_kv_heads : s->block_size,
+                           hnd ? s->block_size : s->num_kv_heads, head_size},
+                          1,
+                          s->kv_dtype,
+                          !ah_kv_layout_is_interleaved(s->kv_layout),
+                          s->kv_layout};
+    return w;
+}
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,14 @@ wavefront 64, kernel-argument size equal to the host's parameter struct;
 prints VGPR/AGPR/SGPR counts and the occupancy they allow (waves per SIMD
 out of 8 from the unified 512-entry VGPR file of gfx90a/gfx942, granule 8). From the
 disassembly (llvm-objdump -d): each attention kernel uses the MFMA its
-tile loop is written for, and every kernel the plugin launches is there.
+tile loop is written for (the absorbed-MLA kernels, ra_decode_*_mla, the
+decode kernel's 16x16x16), and every kernel the plugin launches is there.
+FP8 kernels (names with _e4m3 / _e5m2): the attention kernels use the
+16-bit MFMA of their query dtype and no FP8 instruction at all (gfx942's
+FP8 converts and MFMAs read the fnuz formats, not the OCP bytes of the
+cache); the writers divide by the scale with the correctly rounded
+sequence (v_div_scale/v_div_fmas/v_div_fixup) and round with v_rndne, as
+the oracle's float writer does.
 """
 import re
 import subprocess
@@ -36,11 +43,19 @@ def need(cond, msg):
         fail.append(msg)
 
 names = {k.get("name") for k in kernels}
+FP8 = ("_e4m3", "_e5m2")
 expected = {"ra_write_kv", "ra_merge_bf16", "ra_merge_fp16"}
 for dt in ("bf16", "fp16"):
+    for kv in FP8:
+        expected.add(f"ra_write_kv_{dt}{kv}")
+    expected.add(f"ra_decode_reduce_{dt}_mla")
+    for kv in ("",) + FP8:
+        expected.add(f"ra_decode_{dt}{kv}_mla")  # absorbed MLA: decode kernel only
     for d in (64, 128, 256):
-        for fam in ("decode", "decode_reduce", "prefill"):
-            expected.add(f"ra_{fam}_{dt}_d{d}")
+        expected.add(f"ra_decode_reduce_{dt}_d{d}")
+        for kv in ("",) + FP8:
+            for fam in ("decode", "prefill"):
+                expected.add(f"ra_{fam}_{dt}{kv}_d{d}")
 need(expected <= names, f"missing kernels: {sorted(expected - names)}")
 
 print(f"{obj}: {len(kernels)} kernels")
@@ -54,7 +69,7 @@ for k in kernels:
     need(iv("group_segment_fixed_size") <= 65536, f"{n}: LDS {iv('group_segment_fixed_size')} > 64 KiB")
     need(iv("wavefront_size") == 64, f"{n}: wavefront {iv('wavefront_size')}")
     need(k.get("uses_dynamic_stack", "false") == "false", f"{n}: dynamic stack")
-    fam = "kv" if n == "ra_write_kv" else "merge" if n.startswith("ra_merge") else "attn"
+    fam = "kv" if n.startswith("ra_write_kv") else "merge" if n.startswith("ra_merge") else "attn"
     need(iv("kernarg_segment_size") == arg_sizes[fam],
          f"{n}: kernel arguments {iv('kernarg_segment_size')} bytes, host struct {arg_sizes[fam]}")
     # gfx90a/gfx942: ArchVGPRs then AGPRs share one 512-entry file a lane;
@@ -80,11 +95,20 @@ mfma = {
     ("prefill", "bf16"): r"v_mfma_f32_32x32x8_?bf16(_1k)?\b",
     ("prefill", "fp16"): r"v_mfma_f32_32x32x8_?f16\b",
 }
+fp8_insn = r"\bv_(cvt|mfma)\w*_(fp8|bf8)\w*"
 for n in sorted(names):
-    m = re.match(r"ra_(decode|prefill)_(bf16|fp16)_d(\d+)$", n)
+    body = "\n".join(funcs.get(n, []))
+    fp8 = any(kv in n for kv in FP8)
+    if fp8:
+        bad = re.search(fp8_insn, body)
+        need(not bad, f"{n}: {bad.group(0) if bad else ''} reads fnuz FP8, not the OCP cache")
+    if n.startswith("ra_write_kv_"):
+        for insn in ("v_div_scale_f32", "v_div_fmas_f32", "v_div_fixup_f32", "v_rndne_f32"):
+            need(insn in body, f"{n}: no {insn}")
+        continue
+    m = re.match(r"ra_(decode|prefill)_(bf16|fp16)(_e4m3|_e5m2)?_(d\d+|mla)$", n)
     if not m:
         continue
-    body = "\n".join(funcs.get(n, []))
     hits = len(re.findall(mfma[(m.group(1), m.group(2))], body))
     need(hits > 0, f"{n}: no {mfma[(m.group(1), m.group(2))]} in the disassembly")
     first = re.search(r"v_mfma_\w+", body)

@@ -36,7 +36,7 @@ from .errors import AbiMismatchError, LibraryNotFoundError, Status, UnsupportedE
 #: The ABI major this package was written for (AH_ABI_VERSION_MAJOR).
 ABI_MAJOR = 2
 #: The ABI minor it knows the structures of; a newer minor only appends.
-ABI_MINOR = 2
+ABI_MINOR = 3
 
 c_enum = c_int
 
@@ -147,6 +147,10 @@ class ah_layer_spec(Structure):
         ("fp8_attention", c_uint32),
         ("causal", c_uint32),  # ABI 2.1
         ("kv_group", c_uint32),  # ABI 2.1
+        # ABI 2.3: ragged K/V
+        ("ragged_kv", c_uint32),
+        ("kv_scales", c_uint32),  # ABI 2.3: ah_kv_scales
+        ("use_q_scale", c_uint32),  # ABI 2.3
     ]
 
 
@@ -227,6 +231,10 @@ class ah_batch(Structure):
         ("kv_groups", c_void_p),  # const ah_kv_group *
         ("cp_local_seq_lens", c_void_p),  # ABI 2.2: const DLTensor *
         ("cp_local_seq_lens_host", c_void_p),  # const int32_t *
+        # ABI 2.3: ragged K/V
+        ("cu_seqlens_k", c_void_p),  # const DLTensor *
+        ("cu_seqlens_k_host", c_void_p),  # const int32_t *
+        ("num_k_tokens", c_uint32),
     ]
 
 
@@ -270,6 +278,10 @@ class ah_forward_args(Structure):
         ("k_scale", c_float),
         ("v_scale", c_float),
         ("stream", c_void_p),
+        ("k_scale_tensor", c_void_p),  # ABI 2.3: FP8 scales
+        ("v_scale_tensor", c_void_p),
+        ("q_scale", c_float),
+        ("q_scale_tensor", c_void_p),
     ]
 
 
@@ -341,6 +353,7 @@ class ah_model_desc(Structure):
         ("num_layers", c_uint32),
         ("layers", POINTER(ah_layer_spec)),
         ("kinds", POINTER(c_enum)),
+        ("ragged_forms", POINTER(ah_layer_spec)),  # ABI 2.3: ragged K/V
     ]
 
 
@@ -428,6 +441,8 @@ class ah_ref_inputs(Structure):
         ("v_scale", c_float),
         ("key", c_void_p),  # cacheless layers (since 2.1)
         ("value", c_void_p),
+        ("k_scales", POINTER(c_float)),  # per-KV-head scales (since 2.3)
+        ("v_scales", POINTER(c_float)),
     ]
 
 
@@ -545,6 +560,9 @@ def _declare(lib: ctypes.CDLL) -> None:
        POINTER(ah_error))
     fn("ah_reference_write_kv", c_enum, POINTER(ah_layer_spec), _P, c_void_p, c_void_p,
        c_void_p, c_void_p, c_float, c_float, POINTER(ah_error))
+    if hasattr(lib, "ah_reference_write_kv_per_head"):  # ABI 2.3
+        fn("ah_reference_write_kv_per_head", c_enum, POINTER(ah_layer_spec), _P, c_void_p,
+           c_void_p, c_void_p, c_void_p, POINTER(c_float), POINTER(c_float), POINTER(ah_error))
     # ABI 2.2 (context parallelism): declared where the library has them;
     # require() refuses their use on an older library.
     if hasattr(lib, "ah_cp_local_len"):

@@ -72,6 +72,11 @@ class Batch:
         return self.builder._cpl[: self.num_reqs] if self._cp_given else None
 
     @property
+    def cu_seqlens_k(self):
+        """A ragged step's key offsets (ABI 2.3), or None on a paged step."""
+        return self.builder._cuk[: self.num_reqs + 1] if self.c.cu_seqlens_k_host else None
+
+    @property
     def query_lens(self):
         import numpy as np
 
@@ -219,6 +224,11 @@ class BatchBuilder(Handle):
             host += [self._tables[g], self._group_slots[g]]
             dts += [i32, i64]
             shapes += [(R, MB), (T,)]
+        # last: cu_seqlens_k of a ragged step (ABI 2.3)
+        self._cuk = buf(R + 1, np.int32)
+        host.append(self._cuk)
+        dts.append(i32)
+        shapes.append((R + 1,))
         if dev is None:
             self._tensors = [OwnedTensor(a.ctypes.data, (_ffi.kDLCPU, 0), dt, sh, a)
                              for a, dt, sh in zip(host, dts, shapes)]
@@ -277,7 +287,8 @@ class BatchBuilder(Handle):
     def build(self, query_lens: Sequence[int], context_lens: Sequence[int],
               block_ids: Any, common_prefix_len: int = 0,
               cp_local_seq_lens: Union[None, bool, Sequence[int]] = None,
-              release_blocks: bool = False) -> Batch:
+              release_blocks: bool = False,
+              key_lens: Optional[Sequence[int]] = None) -> Batch:
         """The batch of requests r = 0..n-1 with query_lens[r] new tokens
         after context_lens[r] cached ones, whose KV lives in the blocks
         block_ids[r] (the request's logical block i is block_ids[r][i]).
@@ -299,6 +310,14 @@ class BatchBuilder(Handle):
         window hides from all of its request's queries (vLLM's
         SlidingWindowManager frees them); block_ids may carry such
         negative entries too, but never where a new token is stored.
+
+        key_lens makes a ragged step (ABI 2.3): request r's keys and values
+        are key_lens[r] rows of the key and value tensors forward takes,
+        packed in request order (ah_batch.cu_seqlens_k, num_k_tokens), and
+        each layer with a ragged prefill form runs it; the paging above
+        still describes the paged cache that write_kv fills. On a causal
+        layer key_lens[r] >= query_lens[r] (the queries sit at the last
+        key positions). None: an ordinary paged step.
 
         Returns this builder's :class:`Batch` (the same object every step).
         Raises :class:`InvalidArgumentError` naming the field, request and
@@ -358,6 +377,9 @@ class BatchBuilder(Handle):
 
         b = self._batch
         c = b.c
+        n_keys = self._ragged_keys(key_lens, n, c)
+        if n_keys:
+            max_seq = max(max_seq, int(np.asarray(key_lens).max()))
         b._cp_given = given is not None
         c.cp_local_seq_lens = self._tensors[4].ptr if b._cp_given else None
         c.cp_local_seq_lens_host = self._cpl.ctypes.data if b._cp_given else None
@@ -375,9 +397,35 @@ class BatchBuilder(Handle):
         for g in range(1, len(self.block_sizes)):
             t[3 + 2 * g].shape[0] = n
             t[4 + 2 * g].shape[0] = T
+        t[-1].shape[0] = n + 1
         if self._dev is not None:
-            self._upload(n, T, b._cp_given)
+            self._upload(n, T, b._cp_given, n_keys > 0)
         return b
+
+    def _ragged_keys(self, key_lens: Optional[Sequence[int]], n: int, c: Any) -> int:
+        """cu_seqlens_k from key_lens into the batch (cleared for None);
+        the number of key rows (0 for None)."""
+        import numpy as np
+
+        if key_lens is None:
+            c.cu_seqlens_k = c.cu_seqlens_k_host = None
+            c.num_k_tokens = 0
+            return 0
+        k = np.asarray(key_lens, dtype=np.int64)
+        if k.shape != (n,):
+            raise _bad(f"key_lens has shape {k.shape}: expected one key count per request ({n})")
+        if k.min() < 1:
+            r = int(np.argmin(k))
+            raise _bad(f"key_lens[{r}] = {int(k[r])}: a request needs at least one key")
+        if k.max() > self.max_seq_len:
+            r = int(np.argmax(k))
+            raise _bad(f"key_lens[{r}] = {int(k[r])} exceeds max_seq_len = {self.max_seq_len}")
+        self._cuk[0] = 0
+        np.cumsum(k, out=self._cuk[1: n + 1], dtype=np.int32)
+        c.cu_seqlens_k = self._tensors[-1].ptr
+        c.cu_seqlens_k_host = self._cuk.ctypes.data
+        c.num_k_tokens = int(self._cuk[n])
+        return c.num_k_tokens
 
     def _page(self, g: int, block_ids: Any, n: int, T: int, seq: Any, first_pos: Any,
               held: Any, r_of_t: Any, pos: Any, release: bool) -> None:
@@ -490,9 +538,10 @@ class BatchBuilder(Handle):
 
         return self._iota[:n] if n <= self._iota.shape[0] else np.arange(n, dtype=np.int64)
 
-    def _upload(self, n: int, T: int, cp_lens: bool) -> None:
+    def _upload(self, n: int, T: int, cp_lens: bool, ragged: bool) -> None:
         lib = _ffi.load()
-        for host, dev, nbytes in ((self._qsl, self._dev_bufs[0], (n + 1) * 4),
+        for host, dev, nbytes in ((self._cuk, self._dev_bufs[-1], (n + 1) * 4 if ragged else 0),
+                                  (self._qsl, self._dev_bufs[0], (n + 1) * 4),
                                   (self._seq, self._dev_bufs[1], n * 4),
                                   (self._table, self._dev_bufs[2], n * self.max_blocks_per_req * 4),
                                   (self._slots, self._dev_bufs[3], T * 8),

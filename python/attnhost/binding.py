@@ -289,8 +289,10 @@ class Binding(Handle):
 
     def forward(self, layer: int, q: Any, key: Any, value: Any, key_cache: Any,
                 value_cache: Any, out: Any, lse: Any = None, sinks: Any = None,
-                alibi_slopes: Any = None, k_scale: float = 1.0, v_scale: float = 1.0,
-                stream: Optional[int] = None) -> None:
+                alibi_slopes: Any = None, k_scale: float = 0.0, v_scale: float = 0.0,
+                stream: Optional[int] = None, k_scale_tensor: Any = None,
+                v_scale_tensor: Any = None, q_scale: float = 0.0,
+                q_scale_tensor: Any = None) -> None:
         """Attention for layer over the last planned batch: stores the new
         tokens' key/value (unless key is None) and writes out [T, Hq, v_head]
         (lse [T, Hq] float32 when given).
@@ -301,6 +303,15 @@ class Binding(Handle):
         torch CUDA tensors the current stream is used when stream is None.
         Errors raise :class:`AttnhostError` naming the tensor and value;
         nothing is written then.
+
+        FP8 scales (docs/python.md, "FP8 scales"): under the layer's
+        ``kv_scales = "host"`` pass k_scale / v_scale as floats (0 means 1);
+        under ``"tensor"`` or ``"per_head"`` pass k_scale_tensor /
+        v_scale_tensor instead, float32 tensors of shape [1] or
+        [num_kv_heads] on the cache's device, which the kernels read when
+        they run (a CUDA graph replays with the values they hold then:
+        update them in place, e.g. ``k_scale_tensor.copy_(new)``). A layer
+        with ``q_scale = True`` takes q_scale (host) or q_scale_tensor ([1]).
 
         Under context parallelism every rank calls forward for the same
         layer with the same q, key and value (all of the step's tokens);
@@ -326,6 +337,10 @@ class Binding(Handle):
             a.k_scale = k_scale
             a.v_scale = v_scale
             a.stream = stream
+            a.k_scale_tensor = _imp(k_scale_tensor, keep, dl_stream)
+            a.v_scale_tensor = _imp(v_scale_tensor, keep, dl_stream)
+            a.q_scale = q_scale
+            a.q_scale_tensor = _imp(q_scale_tensor, keep, dl_stream)
             st = self._fwd(p, layer, self._args_addr)
             if st:
                 raise error_for(st, _ffi.s(self._errmsg(p)))

@@ -15,6 +15,7 @@ from .errors import error_for
 DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 ATTN_TYPES = ("decoder", "encoder", "encoder_only", "encoder_decoder")
 KV_LAYOUTS = ("auto", "nhd", "hnd")
+KV_SCALES = ("host", "tensor", "per_head")  # ah_kv_scales (ABI 2.3)
 LAYER_KINDS = ("attention", "mamba", "linear_attention", "gdn", "mlp_only", "other")
 HF_KV_GROUPS = ("one", "hybrid")  # ah_hf_kv_groups
 
@@ -52,11 +53,13 @@ class LayerSpec:
     qk_rope_head_dim: Optional[int] = None
     kind: str = "attention"  # a non-attention layer of a hybrid model: "mamba", "gdn", ...
     kv_group: int = 0  # the layer's KV-cache group (ABI 2.1)
+    kv_scales: str = "host"  # how FP8 scales come: "host", "tensor", "per_head" (ABI 2.3)
+    q_scale: bool = False  # FP8 attention with the engine's query scale (ABI 2.3)
 
     def _check_choices(self) -> None:
         for name, choices in (("attn_type", ATTN_TYPES), ("dtype", DTYPES[1:]),
                               ("kv_dtype", DTYPES), ("kv_layout", KV_LAYOUTS),
-                              ("kind", LAYER_KINDS)):
+                              ("kind", LAYER_KINDS), ("kv_scales", KV_SCALES)):
             v = getattr(self, name)
             if v not in choices:
                 raise ValueError(f"LayerSpec.{name} = {v!r}: expected one of {', '.join(choices)}")
@@ -110,6 +113,8 @@ class LayerSpec:
         c.use_mla, c.use_sinks = int(self.mla), int(self.sinks)
         c.use_alibi, c.fp8_attention = int(self.alibi), int(self.fp8_attention)
         c.kv_group = self.kv_group
+        c.kv_scales = KV_SCALES.index(self.kv_scales)
+        c.use_q_scale = int(self.q_scale)
         return c
 
     @classmethod
@@ -124,7 +129,8 @@ class LayerSpec:
             kv_layout=_name(KV_LAYOUTS, c.kv_layout), sliding_window=c.sliding_window,
             softcap=float(c.softcap), scale=float(c.scale), sinks=bool(c.use_sinks),
             alibi=bool(c.use_alibi), fp8_attention=bool(c.fp8_attention), mla=bool(c.use_mla),
-            kv_group=c.kv_group)
+            kv_group=c.kv_group, kv_scales=_name(KV_SCALES, c.kv_scales),
+            q_scale=bool(c.use_q_scale))
 
     def describe(self) -> str:
         """One line, as ``attnhost explain`` prints a spec."""
@@ -136,9 +142,11 @@ class LayerSpec:
         if self.softcap > 0:
             s += f" softcap {self.softcap:g}"
         for flag, word in ((self.mla, "mla"), (self.sinks, "sinks"), (self.alibi, "alibi"),
-                           (self.fp8_attention, "fp8-attention")):
+                           (self.fp8_attention, "fp8-attention"), (self.q_scale, "q-scale")):
             if flag:
                 s += " " + word
+        if self.kv_scales != "host":
+            s += f" scales {self.kv_scales}"
         return s
 
 

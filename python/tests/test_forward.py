@@ -125,3 +125,65 @@ def test_reference_matches_c_oracle(setup):
                                         seq_lens=batch.seq_lens,
                                         block_table=batch.block_table), q, kc, vc)
         assert ref.rel_err(mine, got) < 1e-12, f"layer {l}"
+
+
+def test_fp8_per_head_scale_tensors(host, cpu_amx):
+    """FP8 scales per KV head in NumPy float32 tensors (ABI 2.3): forward
+    stores each head's new K/V divided by its own scale, exactly as the C
+    oracle does, attends over them within fp32 rounding of the oracle, and
+    reads the scales when it runs, so scales rewritten in place apply to
+    the next call."""
+    spec = fp32_spec(num_q_heads=8, num_kv_heads=2, kv_dtype="fp8_e4m3", kv_scales="per_head")
+    b = attnhost.Binding(host, host.select(attnhost.Model.from_specs("s", [spec]),
+                                           force="cpu_amx"), **LIMITS)
+    cache = attnhost.PagedKVCache(b)
+    rng = np.random.default_rng(11)
+    for c in (cache.key(0), cache.value(0)):  # finite e4m3 codes of either sign
+        c[...] = rng.integers(0, 0x70, c.shape) | (rng.integers(0, 2, c.shape) << 7)
+    table = scrambled_blocks(rng, 3, 8, LIMITS["num_blocks"])
+    batch = attnhost.BatchBuilder(b).build([1, 3, 1], [17, 5, 40], table)
+    b.plan(batch)
+    d = b.selection.decision(0).spec
+    T = batch.num_tokens
+    q = rng.uniform(-1, 1, (T, d.num_q_heads, d.qk_head_size)).astype(np.float32)
+    k = rng.uniform(-1, 1, (T, d.num_kv_heads, d.qk_head_size)).astype(np.float32)
+    v = rng.uniform(-1, 1, (T, d.num_kv_heads, d.v_head_size)).astype(np.float32)
+    ks = np.array([0.004, 0.011], np.float32)
+    vs = np.array([0.02, 0.007], np.float32)
+    lib = _ffi.load()
+    cspec = _ffi.ah_layer_spec()
+    ctypes.memmove(ctypes.byref(cspec), ctypes.byref(
+        lib.ah_selection_decision(b.selection._handle(), 0, 0).contents.spec),
+        ctypes.sizeof(cspec))
+    fptr = ctypes.POINTER(ctypes.c_float)
+    kc_ref, vc_ref = cache.key(0).copy(), cache.value(0).copy()
+    err = _ffi.ah_error()
+    assert lib.ah_reference_write_kv_per_head(
+        ctypes.byref(cspec), ctypes.addressof(batch.c), k.ctypes.data, v.ctypes.data,
+        kc_ref.ctypes.data, vc_ref.ctypes.data, ks.ctypes.data_as(fptr),
+        vs.ctypes.data_as(fptr), ctypes.byref(err)) == 0, err.msg
+
+    def oracle():
+        got = np.empty((T, d.num_q_heads, d.v_head_size))
+        inp = _ffi.ah_ref_inputs(ctypes.sizeof(_ffi.ah_ref_inputs), ctypes.pointer(cspec),
+                                 ctypes.pointer(batch.c), q.ctypes.data, kc_ref.ctypes.data,
+                                 vc_ref.ctypes.data)
+        inp.k_scales = ks.ctypes.data_as(fptr)
+        inp.v_scales = vs.ctypes.data_as(fptr)
+        assert lib.ah_reference_attention(ctypes.byref(inp), got.ctypes.data, None,
+                                          ctypes.byref(err)) == 0, err.msg
+        return got
+
+    out = np.full((T, d.num_q_heads, d.v_head_size), np.nan, np.float32)
+    b.forward(0, q, k, v, *cache.tensors(0), out, k_scale_tensor=ks, v_scale_tensor=vs)
+    assert np.array_equal(cache.key(0), kc_ref) and np.array_equal(cache.value(0), vc_ref)
+    assert ref.rel_err(out.astype(np.float64), oracle()) < 1e-5
+    ks[:] = [0.009, 0.002]  # rewritten in place: the next forward reads the new values
+    vs[:] = [0.003, 0.05]
+    b.forward(0, q, None, None, *cache.tensors(0), out, k_scale_tensor=ks, v_scale_tensor=vs)
+    assert ref.rel_err(out.astype(np.float64), oracle()) < 1e-5
+    # a scale of 0 in host memory is refused before anything runs
+    vs[1] = 0
+    with pytest.raises(attnhost.AttnhostError) as e:
+        b.forward(0, q, None, None, *cache.tensors(0), out, k_scale_tensor=ks, v_scale_tensor=vs)
+    assert "v_scale_tensor[1] = 0" in e.value.message

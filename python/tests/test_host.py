@@ -94,6 +94,26 @@ def test_selection_reasons(host, cpu_amx):
     assert "head_size" in e.value.message and "40" in e.value.message
 
 
+def test_fp8_scale_specs(host, cpu_amx):
+    # the ABI 2.3 scale forms travel through a model, its text and a
+    # selection; cpu_amx claims them
+    fp8 = dict(kv_dtype="fp8_e4m3", fp8_attention=True)
+    m = attnhost.Model.from_specs("scales", [fp32_spec(**fp8, kv_scales="per_head", q_scale=True),
+                                             fp32_spec(**fp8, kv_scales="tensor")])
+    assert "kv_scales = per_head" in m.text and "q_scale = true" in m.text
+    l0, l1 = m.layer(0), m.layer(1)
+    assert (l0.kv_scales, l0.q_scale, l1.kv_scales, l1.q_scale) == ("per_head", True, "tensor",
+                                                                    False)
+    assert attnhost.Model.from_text(m.text).layer(0) == l0
+    d = host.select(m, force="cpu_amx").decision(0)
+    assert d.plugin == "cpu_amx" and d.spec.kv_scales == "per_head" and d.spec.q_scale
+    with pytest.raises(ValueError, match="kv_scales"):
+        attnhost.Model.from_specs("x", [fp32_spec(**fp8, kv_scales="heads")])
+    with pytest.raises(attnhost.ConfigError) as e:
+        attnhost.Model.from_specs("x", [fp32_spec(kv_scales="tensor")])
+    assert "kv_scales = tensor needs a KV cache in an FP8 kv_dtype" in e.value.message
+
+
 def _run(code, env=None):
     import os
 

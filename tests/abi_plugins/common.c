@@ -9,8 +9,10 @@
  * cache notice a changed key).
  *
  * KV caches are fp32 or, where a plugin's caps claim them, FP8 (stored =
- * real / scale). With ABI_FP8_MATH_ALLOWED (or the defect ABI_BUG_FP8_MATH)
- * an FP8-cache layer computes as an FP8 tensor-core backend would.
+ * real / scale), with scales as host floats or, where the layer says so,
+ * in [1] or [Hk] tensors read when the forward runs (ABI 2.3). With
+ * ABI_FP8_MATH_ALLOWED (or the defect ABI_BUG_FP8_MATH) an FP8-cache layer
+ * computes as an FP8 tensor-core backend would.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -23,6 +25,16 @@
 const ah_host_services *abi_host;
 
 enum { MAX_RECORDED = 64 }; /* forward calls one emulated graph holds */
+enum { MAX_FROZEN = 64 };   /* scales per tensor ABI_BUG_SCALE_CAPTURE keeps */
+
+/* A scale tensor whose values were copied at capture (the defect
+ * ABI_BUG_SCALE_CAPTURE): what a kernel launch that took scales by value
+ * would replay. */
+typedef struct frozen {
+    DLTensor t;
+    int64_t n;
+    float v[MAX_FROZEN];
+} frozen;
 
 /* An emulated graph: the forward calls recorded during its capture. */
 struct ah_graph {
@@ -30,6 +42,7 @@ struct ah_graph {
     struct recorded {
         ah_state *st;
         ah_forward_args a;
+        frozen k, v, q;
     } calls[MAX_RECORDED];
 };
 
@@ -176,6 +189,14 @@ static float *f32(const DLTensor *t) { return (float *)ah_dl_data(t); }
 
 static float scale_or_1(float s) { return s != 0 ? s : 1.0f; }
 
+/* KV head h's scale: the tensor's ([1] or [Hk]) when the call has one,
+ * else the float (0 meaning 1). */
+static float scale_at(const DLTensor *t, float f, size_t h, uint32_t bugs)
+{
+    if (!t) return scale_or_1(f);
+    return f32(t)[t->shape[0] > 1 && !(bugs & ABI_BUG_HEAD0_SCALE) ? h : 0];
+}
+
 /* x rounded to e4m3, as FP8 tensor cores see it. */
 static double e4m3(double x)
 {
@@ -219,10 +240,12 @@ static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
             for (size_t h = 0; h < hk; h++) {
                 store_row(a->key_cache, sp->kv_dtype,
                           row_at(a->key_cache, sp->block_size, (size_t)slot, h),
-                          f32(a->key) + (t * hk + h) * dq, dq, scale_or_1(a->k_scale));
+                          f32(a->key) + (t * hk + h) * dq, dq,
+                          scale_at(a->k_scale_tensor, a->k_scale, h, bugs));
                 store_row(a->value_cache, sp->kv_dtype,
                           row_at(a->value_cache, sp->block_size, (size_t)slot, h),
-                          f32(a->value) + (t * hk + h) * dv, dv, scale_or_1(a->v_scale));
+                          f32(a->value) + (t * hk + h) * dv, dv,
+                          scale_at(a->v_scale_tensor, a->v_scale, h, bugs));
             }
         }
     }
@@ -248,13 +271,19 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
     const int64_t first = sp->sliding_window && pos - win + 1 > 0 ? pos - win + 1 : 0;
     const float *qv = f32(a->q) + ((size_t)t * hq + h) * dq;
     const ah_dtype kt = sp->kv_dtype;
-    const float ks = kt == AH_DTYPE_FP32 ? 1.0f : scale_or_1(a->k_scale);
-    const float vs = kt == AH_DTYPE_FP32 ? 1.0f : scale_or_1(a->v_scale);
-    /* FP8 math: the query row in e4m3 with a per-row scale. */
-    double qmax = 0;
-    for (size_t c = 0; s->fp8_math && c < dq; c++) qmax = fmax(qmax, fabs((double)qv[c]));
-    const double qs = qmax > 0 ? qmax / 448 : 1;
-    for (size_t c = 0; c < dq; c++) q[c] = s->fp8_math ? e4m3(qv[c] / qs) * qs : qv[c];
+    const float ks = kt == AH_DTYPE_FP32 ? 1.0f : scale_at(a->k_scale_tensor, a->k_scale, kh, bugs);
+    const float vs = kt == AH_DTYPE_FP32 ? 1.0f : scale_at(a->v_scale_tensor, a->v_scale, kh, bugs);
+    /* FP8 math: the query row in e4m3, with the engine's q_scale where the
+     * layer gives one, else a per-row scale of its own. */
+    double qmax = 0, qs = 1;
+    if (s->fp8_math && ah_spec_q_scale(sp)) {
+        qs = a->q_scale_tensor ? f32(a->q_scale_tensor)[0] : a->q_scale;
+    } else {
+        for (size_t c = 0; s->fp8_math && c < dq; c++) qmax = fmax(qmax, fabs((double)qv[c]));
+        qs = qmax > 0 ? qmax / 448 : 1;
+    }
+    const double descale = bugs & ABI_BUG_Q_DESCALE ? 1 : qs;
+    for (size_t c = 0; c < dq; c++) q[c] = s->fp8_math ? e4m3(qv[c] / qs) * descale : qv[c];
     double m = -INFINITY, den = 0;
     for (int64_t j = first; j <= pos; j++) {
         size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
@@ -298,13 +327,33 @@ static ah_status forward_now(ah_state *s, const ah_forward_args *a)
     return AH_OK;
 }
 
+/* Copy scale tensor *t's values into f and point *t at the copy. */
+static void freeze(frozen *f, const DLTensor **t)
+{
+    if (!*t) return;
+    f->t = **t;
+    f->n = f->t.shape[0] < MAX_FROZEN ? f->t.shape[0] : MAX_FROZEN;
+    memcpy(f->v, f32(*t), (size_t)f->n * sizeof(float));
+    f->t.data = f->v;
+    f->t.byte_offset = 0;
+    f->t.shape = &f->n;
+    *t = &f->t;
+}
+
 /* While a graph is being captured, forward records instead of running. */
 static ah_status forward(ah_state *s, const ah_forward_args *a)
 {
     struct ah_graph *g = s->ctx->capture;
     if (!g) return forward_now(s, a);
     if (g->n == MAX_RECORDED) return ah_fail(&s->err, AH_ERR_UNSUPPORTED, "graph too long");
-    g->calls[g->n++] = (struct recorded){s, *a};
+    struct recorded *rec = &g->calls[g->n++];
+    rec->st = s;
+    rec->a = *a;
+    if (s->ctx->bugs & ABI_BUG_SCALE_CAPTURE) {
+        freeze(&rec->k, &rec->a.k_scale_tensor);
+        freeze(&rec->v, &rec->a.v_scale_tensor);
+        freeze(&rec->q, &rec->a.q_scale_tensor);
+    }
     return AH_OK;
 }
 

@@ -31,20 +31,26 @@ ah_status abi_probe(const ah_host_services *host, ah_probe_info *info);
 /* Defects a context can be told to have, for the conformance suite's
  * self-test; 0 (the default) is the correct backend. */
 enum {
-    ABI_BUG_SKIP_HEAD = 1u << 0,     /* the last query head's output is never written */
-    ABI_BUG_WINDOW = 1u << 1,        /* the sliding window lets one key too many through */
-    ABI_BUG_GQA = 1u << 2,           /* query head h reads KV head h % Hk, not h / (Hq/Hk) */
-    ABI_BUG_STRAY = 1u << 3,         /* write_kv also writes the slot after each new token's */
-    ABI_BUG_DROP = 1u << 4,          /* write_kv skips the last new token */
-    ABI_BUG_NAN = 1u << 5,           /* one output element is NaN */
-    ABI_BUG_LSE = 1u << 6,           /* the LSE is off by 0.01 */
-    ABI_BUG_STALE = 1u << 7,         /* plan(REPLAY) keeps the captured batch, not the new one */
-    ABI_BUG_FP8_MATH = 1u << 8,      /* FP8 math (below) on every FP8-cache layer, allowed or not */
-    ABI_BUG_VALUE_AT_KEY = 1u << 10, /* forward reads each value at its key's element in the
-                                        key cache tensor (right only when they coincide) */
+    ABI_BUG_SKIP_HEAD = 1u << 0,   /* the last query head's output is never written */
+    ABI_BUG_WINDOW = 1u << 1,      /* the sliding window lets one key too many through */
+    ABI_BUG_GQA = 1u << 2,         /* query head h reads KV head h % Hk, not h / (Hq/Hk) */
+    ABI_BUG_STRAY = 1u << 3,       /* write_kv also writes the slot after each new token's */
+    ABI_BUG_DROP = 1u << 4,        /* write_kv skips the last new token */
+    ABI_BUG_NAN = 1u << 5,         /* one output element is NaN */
+    ABI_BUG_LSE = 1u << 6,         /* the LSE is off by 0.01 */
+    ABI_BUG_STALE = 1u << 7,       /* plan(REPLAY) keeps the captured batch, not the new one */
+    ABI_BUG_FP8_MATH = 1u << 8,    /* FP8 math (below) on every FP8-cache layer, allowed or not */
+    ABI_BUG_HEAD0_SCALE = 1u << 9, /* per-head scales: head 0's serves every head */
+    ABI_BUG_SCALE_CAPTURE = 1u << 10, /* a captured forward keeps the scale tensors'
+                                         values of its capture */
+    ABI_BUG_Q_DESCALE = 1u << 11,     /* FP8 math quantises q with q_scale but leaves
+                                         the products unscaled by it */
+    ABI_BUG_VALUE_AT_KEY = 1u << 12,  /* forward reads each value at its key's element in the
+                                         key cache tensor (right only when they coincide) */
     /* Not a defect: FP8 math where the layer's fp8_attention allows it, as
-     * an FP8 backend does it (query rows and probabilities rounded to e4m3). */
-    ABI_FP8_MATH_ALLOWED = 1u << 9,
+     * an FP8 backend does it (query rows and probabilities rounded to e4m3;
+     * the query with the engine's q_scale where the layer gives one). */
+    ABI_FP8_MATH_ALLOWED = 1u << 13,
 };
 
 /* The defect set of a context made by abi_ops.context_create. */

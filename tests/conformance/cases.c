@@ -144,11 +144,20 @@ static void name_case(ah__conf_case *c, const char *what)
     if (s->use_mla && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " mla");
     if (s->causal == AH_CAUSAL_OFF && u < sizeof extra)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " bidir");
+    if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " scales=%s",
+                              ah_kv_scales_str(ah_spec_kv_scales(s)));
+    if (ah_spec_q_scale(s) && u < sizeof extra)
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " q_scale");
     if (c->tree_mask && u < sizeof extra)
         u += (size_t)snprintf(extra + u, sizeof extra - u, " tree");
     if (c->want_lse && u < sizeof extra) u += (size_t)snprintf(extra + u, sizeof extra - u, " lse");
     if (c->cp_world && u < sizeof extra)
-        snprintf(extra + u, sizeof extra - u, " cp=%ux%u", c->cp_world, c->cp_interleave);
+        u += (size_t)snprintf(extra + u, sizeof extra - u, " cp=%ux%u", c->cp_world,
+                              c->cp_interleave);
+    if (c->kind == AH__CONF_RAGGED && s->use_mla && u < sizeof extra)
+        snprintf(extra + u, sizeof extra - u, " ragged=%u/%u",
+                 c->ragged_nope + s->qk_head_size - s->v_head_size, c->ragged_v);
     snprintf(c->name, sizeof c->name, "%-10s q=%s kv=%s hd=%u/%u bs=%u %s h=%u/%u %s%s", what,
              ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype), s->qk_head_size, s->v_head_size,
              s->block_size, ah_kv_layout_str(s->kv_layout), s->num_q_heads, s->num_kv_heads,
@@ -567,6 +576,68 @@ static void gen_merge_graphs(gen *g)
     }
 }
 
+/* FP8 scales (ABI 2.3), as claimed, over the first FP8 KV dtype claimed:
+ * scales in tensors; per-head scales, different for each KV head, under
+ * GQA and MHA and in a decode batch (a kernel that reads one head's scale
+ * for another fails them); a query scale for FP8 attention, as a float and
+ * in a tensor; and a graph captured once and replayed after every scale
+ * (the query's too, where claimed) changed. */
+static void gen_scales(gen *g)
+{
+    const ah_caps *c = g->caps;
+    const int tensors = has(c, AH_FEAT_SCALE_TENSORS);
+    const int per_head = tensors && has(c, AH_FEAT_KV_SCALE_PER_HEAD);
+    const ah_kv_scales form = per_head  ? AH_KV_SCALES_PER_HEAD
+                              : tensors ? AH_KV_SCALES_TENSOR
+                                        : AH_KV_SCALES_HOST;
+    ah_dtype fp8 = AH_DTYPE_AUTO;
+    for (int t = AH_DTYPE_FP8_E4M3; t <= AH_DTYPE_FP8_E5M2 && fp8 == AH_DTYPE_AUTO; t++)
+        if (c->kv_dtypes & AH_BIT(t)) fp8 = (ah_dtype)t;
+    if (fp8 == AH_DTYPE_AUTO || ah_spec_cacheless(&g->base.spec)) return;
+    ah__conf_case x;
+    if (tensors) {
+        x = variant(g);
+        x.spec.kv_dtype = fp8;
+        x.spec.kv_scales = AH_KV_SCALES_TENSOR;
+        add_shaped(g, &x, "scales");
+    }
+    if (per_head && !g->base.spec.use_mla) { /* MLA has one KV head: nothing per head */
+        x = variant(g);
+        x.spec.kv_dtype = fp8;
+        x.spec.kv_scales = AH_KV_SCALES_PER_HEAD;
+        add_shaped(g, &x, "scales");
+        set_heads(c, &x.spec, 4, 4);
+        add_shaped(g, &x, "scales");
+        if (g->base.spec.attn_type == AH_ATTN_DECODER) {
+            set_shape(g, &x, SHAPE_DECODE);
+            add(g, &x, "scales");
+        }
+    }
+    if (has(c, AH_FEAT_Q_SCALE)) {
+        x = variant(g);
+        x.spec.kv_dtype = fp8;
+        x.spec.fp8_attention = 1;
+        x.spec.use_q_scale = 1;
+        add_shaped(g, &x, "q-scale");
+        if (tensors) {
+            x.spec.kv_scales = form;
+            add_shaped(g, &x, "q-scale");
+        }
+    }
+    if (tensors && g->base.spec.attn_type == AH_ATTN_DECODER &&
+        c->graph_level >= AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE) {
+        x = variant(g);
+        x.kind = AH__CONF_GRAPH;
+        x.graph = AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE;
+        x.spec.kv_dtype = fp8;
+        x.spec.kv_scales = g->base.spec.use_mla ? AH_KV_SCALES_TENSOR : form;
+        x.spec.fp8_attention = x.spec.use_q_scale = (uint32_t)has(c, AH_FEAT_Q_SCALE);
+        set_shape(g, &x, SHAPE_DECODE);
+        x.write_kv = 0;
+        add(g, &x, "graph-scale");
+    }
+}
+
 /* Context parallelism (ABI 2.2), where the plugin returns LSE and serves
  * ranks that hold no key of a request: decode batches with sequences
  * shorter than the world (some ranks empty), a mixed batch (queries of
@@ -627,6 +698,99 @@ static void gen_context_parallel(gen *g)
     }
 }
 
+/* A ragged step (ABI 2.3): request lengths that mix a whole prompt (k_len
+ * = q_len), chunks over context (k_len > q_len), a single query and, for
+ * a non-causal layer, fewer keys than queries. merge: klen is the prefix
+ * chunk before the new tokens instead. */
+static void ragged_shape(gen *g, ah__conf_case *c, int merge)
+{
+    ah__conf_rng *r = &g->rng;
+    const uint32_t L = g->L;
+    const int causal = c->spec.causal != AH_CAUSAL_OFF;
+    c->kind = AH__CONF_RAGGED;
+    c->ragged_merge = merge;
+    c->write_kv = 0;
+    c->num_reqs = 4;
+    c->qlen[0] = ah__conf_range(r, 2, L / 2);
+    c->qlen[1] = ah__conf_range(r, 2, 9);
+    c->qlen[2] = 1;
+    c->qlen[3] = ah__conf_range(r, 5, 12);
+    for (uint32_t i = 0; i < 4; i++) {
+        const uint32_t ctx = i == 0 ? 0 : ah__conf_range(r, 1, i == 2 ? L : L / 2);
+        c->klen[i] = merge ? ah__conf_range(r, 1, L / 2) : c->qlen[i] + ctx;
+        c->slen[i] = 0; /* the runner sizes the paging from klen */
+    }
+    if (!causal && !merge) c->klen[3] = ah__conf_range(r, 1, c->qlen[3] - 1); /* fewer keys */
+}
+
+static void gen_ragged(gen *g)
+{
+    const ah_caps *c = g->caps;
+    if (!has(c, AH_FEAT_RAGGED_KV) || g->base.spec.attn_type != AH_ATTN_DECODER ||
+        g->base.spec.use_mla)
+        return;
+    ah__conf_case x = variant(g);
+    ragged_shape(g, &x, 0);
+    add(g, &x, "ragged");
+    if (c->q_dtypes & AH_BIT(AH_DTYPE_BF16) && x.spec.q_dtype != AH_DTYPE_BF16) {
+        ah__conf_case y = x; /* the CPU tile kernels take bf16 rows */
+        y.spec.q_dtype = AH_DTYPE_BF16;
+        y.spec.kv_dtype = pair_kv_dtype(c, AH_DTYPE_BF16);
+        add(g, &y, "ragged");
+    }
+    x = variant(g);
+    set_heads(c, &x.spec, 4, 4);
+    ragged_shape(g, &x, 0);
+    add(g, &x, "ragged-mha");
+    if (has(c, AH_FEAT_SLIDING_WINDOW)) {
+        x = variant(g);
+        x.spec.sliding_window = ah__conf_range(&g->rng, 2, 8);
+        ragged_shape(g, &x, 0);
+        add(g, &x, "ragged-win");
+    }
+    if (has(c, AH_FEAT_SOFTCAP) && has(c, AH_FEAT_SINKS) && has(c, AH_FEAT_ALIBI)) {
+        x = variant(g);
+        x.spec.softcap = 2.5f;
+        x.spec.use_sinks = 1;
+        x.spec.use_alibi = 1;
+        ragged_shape(g, &x, 0);
+        add(g, &x, "ragged-logit");
+    }
+    if (has(c, AH_FEAT_CAUSAL_FLAG)) {
+        x = variant(g);
+        x.spec.causal = AH_CAUSAL_OFF;
+        ragged_shape(g, &x, 0);
+        add(g, &x, "ragged-bidir");
+        if (has(c, AH_FEAT_SLIDING_WINDOW) && !g->opts->quick) {
+            x.spec.sliding_window = ah__conf_range(&g->rng, 3, 9);
+            ragged_shape(g, &x, 0);
+            add(g, &x, "ragged-bidir");
+        }
+    }
+    const int merge = has(c, AH_FEAT_LSE) && has(c, AH_FEAT_CAUSAL_FLAG);
+    if (merge) {
+        x = variant(g);
+        ragged_shape(g, &x, 1);
+        add(g, &x, "ragged-merge");
+    }
+    /* MLA's non-absorbed prefill: qk 192 / v 128 with a KV head per query
+     * head, beside the absorbed 576 / 512 form */
+    if (has(c, AH_FEAT_MLA) && has(c, AH_FEAT_DIFF_HEAD_SIZES) &&
+        ah_int_set_contains(&c->qk_head_sizes, 576) && ah_int_set_contains(&c->v_head_sizes, 512) &&
+        ah_int_set_contains(&c->qk_head_sizes, 192) && ah_int_set_contains(&c->v_head_sizes, 128)) {
+        x = variant(g);
+        x.spec.qk_head_size = 576, x.spec.v_head_size = 512, x.spec.use_mla = 1;
+        set_heads(c, &x.spec, 8, 1);
+        x.ragged_nope = 128, x.ragged_v = 128;
+        ragged_shape(g, &x, 0);
+        add(g, &x, "ragged-mla");
+        if (merge) {
+            ragged_shape(g, &x, 1);
+            add(g, &x, "ragged-merge");
+        }
+    }
+}
+
 ah_status ah__conf_make_cases(const ah_plugin_info *info, const ah_conformance_options *opts,
                               ah__conf_case_list *out)
 {
@@ -648,7 +812,9 @@ ah_status ah__conf_make_cases(const ah_plugin_info *info, const ah_conformance_o
     gen_attn_types(&g);
     gen_batches(&g);
     gen_merge_graphs(&g);
+    gen_scales(&g);
     gen_context_parallel(&g);
+    gen_ragged(&g);
     if (g.oom) {
         ah__conf_case_list_free(out);
         return AH_ERR_OUT_OF_MEMORY;

@@ -17,8 +17,8 @@
 
 /* `bug` values, in the order of the hooks' bits after "none". */
 #define BUG_CHOICES \
-    "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math|" \
-    "value_at_key"
+    "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math|head0_scale|" \
+    "scale_at_capture|q_descale|value_at_key"
 
 static ah_status probe(const ah_host_services *host, ah_probe_info *info)
 {
@@ -33,8 +33,7 @@ static ah_status ctx_create(const ah_host_services *host, const ah_context_optio
 {
     ah_status s = abi_ops.context_create(host, opts, out, why);
     int64_t bug = host->config_int(host, "bug"); /* index into BUG_CHOICES */
-    /* value_at_key comes after the FP8_MATH_ALLOWED bit, which is no bug */
-    if (s == AH_OK && bug > 0) *abi_bugs(*out) = 1u << (bug - 1 + (bug > 9));
+    if (s == AH_OK && bug > 0) *abi_bugs(*out) = 1u << (bug - 1);
     if (s == AH_OK && host->config_int(host, "fp8") == 1) *abi_bugs(*out) |= ABI_FP8_MATH_ALLOWED;
     return s;
 }
@@ -53,7 +52,8 @@ __attribute__((constructor)) static void init(void)
     caps.qk_head_sizes = caps.v_head_sizes = (ah_int_set)AH_INT_SET_RANGE(32, 128, 32);
     caps.block_sizes = (ah_int_set)AH_INT_SET_RANGE(8, 16, 8);
     caps.kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP8_E4M3);
-    caps.features = AH_FEAT_SLIDING_WINDOW | AH_FEAT_LSE;
+    caps.features = AH_FEAT_SLIDING_WINDOW | AH_FEAT_LSE | AH_FEAT_KV_SCALE_PER_HEAD |
+                    AH_FEAT_SCALE_TENSORS | AH_FEAT_Q_SCALE;
     caps.kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED);
     caps.graph_level = AH_GRAPH_ALWAYS;
     caps.config_keys = keys;

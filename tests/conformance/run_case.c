@@ -53,7 +53,8 @@ int ah__conf_skip(ah__conf_run *r, const char *fmt, ...)
 int ah__conf_bind_prepare(ah__conf_run *r, const char *plugin, ah_phase phase)
 {
     ah_error err = {{0}};
-    char *text = ah__conf_model_text(&r->c->spec);
+    char *text = r->c->kind == AH__CONF_RAGGED ? ah__conf_model_text_ragged(r->c)
+                                               : ah__conf_model_text(&r->c->spec);
     if (!text) return ah__conf_fail(r, "out of memory building the model text");
     ah_status s = ah_model_parse(text, "<conformance case>", &r->model, &err);
     free(text);
@@ -257,6 +258,8 @@ static void batch_free(ah__conf_batch *b)
     free(b->el);
     free(b->mip);
     free(b->mask);
+    free(b->cuk);
+    ah_mirror_free(&b->d_cuk);
     ah_mirror_free(&b->d_el);
     ah_mirror_free(&b->d_mip);
     ah_mirror_free(&b->d_mask);
@@ -270,6 +273,10 @@ static void batch_free(ah__conf_batch *b)
 /* ---- inputs ------------------------------------------------------------- */
 
 static int is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+
+/* Largest amplitude of the random queries: logits of a few units, so the
+ * softmax is neither flat nor one-hot. */
+#define Q_AMP 4.0
 
 static void fill_uniform(ah__conf_rng *g, void *buf, size_t n, ah_dtype t, double amp, double div)
 {
@@ -295,6 +302,68 @@ static void interleave_views(ah__conf_run *r, int64_t d1, int64_t d2)
     r->vview = r->kc.t;
     r->vview.data = (char *)r->kc.t.data + (size_t)per_block * esz;
     r->vhost = (char *)r->kc.host + (size_t)per_block * esz;
+}
+
+/* Random finite values into a cache of head size D, each element stored
+ * as value / its KV head's scale: heads[h] when given, else scale. */
+static void fill_cache(ah__conf_rng *g, void *buf, size_t n, const ah_layer_spec *s, uint32_t D,
+                       const float *heads, double scale)
+{
+    const size_t hk = s->num_kv_heads,
+                 per_head_run = ah_kv_layout_is_hnd(s->kv_layout) ? (size_t)D * s->block_size : D;
+    for (size_t i = 0; i < n; i++) {
+        const double div = heads ? heads[i / per_head_run % hk] : scale;
+        ah_store_f32(buf, i, s->kv_dtype, (float)(ah__conf_uniform(g, -1.0, 1.0) / div));
+    }
+}
+
+const float *ah__conf_head_scales(const ah__conf_run *r, const ah_mirror *m)
+{
+    return ah_spec_kv_scales(&r->spec) == AH_KV_SCALES_PER_HEAD ? m->host : NULL;
+}
+
+ah_status ah__conf_ref_write_kv(const ah__conf_run *r, const ah_batch *batch, const void *key,
+                                const void *value, void *key_cache, void *value_cache,
+                                ah_error *err)
+{
+    if (ah_spec_kv_scales(&r->spec) == AH_KV_SCALES_PER_HEAD)
+        return ah_reference_write_kv_per_head(&r->spec, batch, key, value, key_cache, value_cache,
+                                              r->ksc.host, r->vsc.host, err);
+    return ah_reference_write_kv(&r->spec, batch, key, value, key_cache, value_cache, r->k_scale,
+                                 r->v_scale, err);
+}
+
+/* This fill's scales: fresh random K and V scales (FP8 caches), under
+ * kv_scales = PER_HEAD a different one per KV head (head h's is 1 + 0.75 h
+ * times head 0's, so a plugin that reads one head's scale for another is
+ * off by a large factor), and a query scale that fits the queries with room
+ * to spare. Tensors are rewritten in place, so a graph captured earlier
+ * must read the new values. */
+static int set_scales(ah__conf_run *r)
+{
+    const ah_layer_spec *s = &r->spec;
+    ah__conf_rng *g = &r->rng;
+    const int fp8 = is_fp8(s->kv_dtype);
+    r->k_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
+    r->v_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
+    const double fp8_max = s->kv_dtype == AH_DTYPE_FP8_E5M2 ? 57344.0 : 448.0;
+    r->q_scale = ah_spec_q_scale(s) ? (float)(Q_AMP / fp8_max * ah__conf_uniform(g, 1.25, 2.0)) : 0;
+    const ah_kv_scales form = ah_spec_kv_scales(s);
+    if (form == AH_KV_SCALES_HOST) return 0;
+    const int64_t n = form == AH_KV_SCALES_PER_HEAD ? s->num_kv_heads : 1, one = 1;
+    if (!r->ksc.t.data && (ah__conf_tensor_alloc(r, &r->ksc, AH_DTYPE_FP32, 1, &n) ||
+                           ah__conf_tensor_alloc(r, &r->vsc, AH_DTYPE_FP32, 1, &n) ||
+                           ah__conf_tensor_alloc(r, &r->qsc, AH_DTYPE_FP32, 1, &one)))
+        return -1;
+    float *k = r->ksc.host, *v = r->vsc.host;
+    for (int64_t h = 0; h < n; h++) {
+        k[h] = r->k_scale * (1.0f + 0.75f * (float)h);
+        v[h] = r->v_scale * (1.0f + 0.75f * (float)h);
+    }
+    *(float *)r->qsc.host = r->q_scale;
+    return ah__conf_upload(r, &r->ksc) || ah__conf_upload(r, &r->vsc) || ah__conf_upload(r, &r->qsc)
+               ? -1
+               : 0;
 }
 
 /* Allocate the data tensors once (graph cases refill them in place). */
@@ -335,14 +404,16 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
     const ah_layer_spec *s = &r->spec;
     ah__conf_rng *g = &r->rng;
     const ah_batch *b = &r->batch.b;
+    if (set_scales(r)) return -1;
     const int fp8 = is_fp8(s->kv_dtype);
-    r->k_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
-    r->v_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
     const double kdiv = fp8 ? r->k_scale : 1.0, vdiv = fp8 ? r->v_scale : 1.0;
     size_t esz = ah_dtype_size(s->kv_dtype);
     /* every slot finite and random, so stray reads show */
-    fill_uniform(g, r->kc.host, r->kc.bytes / esz, s->kv_dtype, 1.0, kdiv);
-    if (r->vc.host) fill_uniform(g, r->vc.host, r->vc.bytes / esz, s->kv_dtype, 1.0, vdiv);
+    fill_cache(g, r->kc.host, r->kc.bytes / esz, s, s->qk_head_size,
+               fp8 ? ah__conf_head_scales(r, &r->ksc) : NULL, kdiv);
+    if (r->vc.host)
+        fill_cache(g, r->vc.host, r->vc.bytes / esz, s, s->v_head_size,
+                   fp8 ? ah__conf_head_scales(r, &r->vsc) : NULL, vdiv);
     /* the context: positions before the new tokens (or all of them) */
     const int32_t *el = ah_batch_encoder_seq_lens(b);
     size_t nctx = 0;
@@ -378,8 +449,7 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
     ctx.num_blocks = r->num_blocks;
     ctx.slot_mapping_host = pslots;
     ah_error err = {{0}};
-    ah_status st =
-        ah_reference_write_kv(s, &ctx, pk, pv, r->kc.host, r->vhost, r->k_scale, r->v_scale, &err);
+    ah_status st = ah__conf_ref_write_kv(r, &ctx, pk, pv, r->kc.host, r->vhost, &err);
     free(pslots), free(pk), free(pv);
     if (st != AH_OK) return ah__conf_fail(r, "oracle write_kv of the context: %s", err.msg);
     memcpy(r->kc0, r->kc.host, r->kc.bytes);
@@ -390,7 +460,7 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
     if (r->vnew.host)
         fill_uniform(g, r->vnew.host, r->vnew.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 1.0,
                      1.0);
-    fill_uniform(g, r->q.host, r->q.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, 4.0, 1.0);
+    fill_uniform(g, r->q.host, r->q.bytes / ah_dtype_size(s->q_dtype), s->q_dtype, Q_AMP, 1.0);
     float *sk = r->sinks.host, *sa = r->alibi.host;
     for (uint32_t h = 0; h < s->num_q_heads; h++) {
         sk[h] = (float)ah__conf_uniform(g, -1.0, 3.0);
@@ -423,9 +493,20 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
         free(ref), free(rl);
         return ah__conf_fail(r, "out of host memory");
     }
-    ah_ref_inputs in = {sizeof in,  s,          &r->batch.b,   r->q.host,
-                        r->kc.host, r->vhost,   r->sinks.host, r->alibi.host,
-                        r->k_scale, r->v_scale, r->knew.host,  r->vnew.host};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = s,
+                        .batch = &r->batch.b,
+                        .q = r->q.host,
+                        .key_cache = r->kc.host,
+                        .value_cache = r->vhost,
+                        .sinks = r->sinks.host,
+                        .alibi_slopes = r->alibi.host,
+                        .k_scale = r->k_scale,
+                        .v_scale = r->v_scale,
+                        .key = r->knew.host,
+                        .value = r->vnew.host,
+                        .k_scales = ah__conf_head_scales(r, &r->ksc),
+                        .v_scales = ah__conf_head_scales(r, &r->vsc)};
     ah_error err = {{0}};
     if (ah_reference_attention(&in, ref, rl, &err) != AH_OK) {
         free(ref), free(rl);
@@ -513,7 +594,8 @@ void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_de
     memset(a, 0, sizeof *a);
     a->struct_size = sizeof *a;
     a->q = &r->q.t;
-    const int nocache = ah_spec_cacheless(&r->spec); /* keys are the new rows */
+    /* keys are packed rows: the new tokens', or a ragged step's */
+    const int nocache = ah_spec_cacheless(&r->spec) || ah_spec_ragged(&r->spec);
     a->key = with_kv || nocache ? &r->knew.t : NULL;
     a->value = (with_kv || nocache) && r->vnew.t.data ? &r->vnew.t : NULL;
     a->key_cache = nocache ? NULL : &r->kc.t;
@@ -527,8 +609,15 @@ void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_de
     a->lse = r->c->want_lse ? &r->lse.t : NULL;
     a->sinks = r->spec.use_sinks ? &r->sinks.t : NULL;
     a->alibi_slopes = r->spec.use_alibi ? &r->alibi.t : NULL;
-    a->k_scale = r->k_scale;
-    a->v_scale = r->v_scale;
+    if (ah_spec_kv_scales(&r->spec) == AH_KV_SCALES_HOST) {
+        a->k_scale = r->k_scale;
+        a->v_scale = r->v_scale;
+        a->q_scale = r->q_scale;
+    } else { /* the scales in tensors (ABI 2.3); MLA takes no V scale */
+        a->k_scale_tensor = &r->ksc.t;
+        a->v_scale_tensor = r->spec.use_mla ? NULL : &r->vsc.t;
+        a->q_scale_tensor = ah_spec_q_scale(&r->spec) ? &r->qsc.t : NULL;
+    }
     a->stream = ah_device_stream(r->dev);
 }
 
@@ -586,9 +675,8 @@ static void run_attention(ah__conf_run *r, const char *plugin)
         return;
     /* the oracle's write of the new tokens: what the cache must hold after */
     ah_error err = {{0}};
-    if (c->write_kv &&
-        ah_reference_write_kv(&r->spec, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host,
-                              r->vhost, r->k_scale, r->v_scale, &err) != AH_OK) {
+    if (c->write_kv && ah__conf_ref_write_kv(r, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host,
+                                             r->vhost, &err) != AH_OK) {
         ah__conf_fail(r, "oracle write_kv: %s", err.msg);
         return;
     }
@@ -709,8 +797,8 @@ done:
 void ah__conf_run_free(ah__conf_run *r)
 {
     batch_free(&r->batch);
-    ah_mirror *ts[] = {&r->q,   &r->knew, &r->vnew,  &r->kc,   &r->vc,
-                       &r->out, &r->lse,  &r->sinks, &r->alibi};
+    ah_mirror *ts[] = {&r->q,   &r->knew,  &r->vnew,  &r->kc,  &r->vc,  &r->out,
+                       &r->lse, &r->sinks, &r->alibi, &r->ksc, &r->vsc, &r->qsc};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ah_mirror_free(ts[i]);
     free(r->kc0), free(r->vc0);
     if (r->bind) ah_binding_destroy(r->bind);
@@ -736,6 +824,7 @@ void ah__conf_run_case(ah_host *host, const char *plugin, const ah_plugin_info *
     case AH__CONF_MERGE: run_merge(&r, plugin); break;
     case AH__CONF_GRAPH: ah__conf_run_graph(&r, plugin); break;
     case AH__CONF_CP: ah__conf_run_cp(&r, plugin, cp_devices); break;
+    case AH__CONF_RAGGED: ah__conf_run_ragged(&r, plugin); break;
     }
     ah__conf_run_free(&r);
 }

@@ -304,8 +304,8 @@ void ah__conf_run_cp(ah__conf_run *r, const char *plugin, uint32_t cp_devices)
         ah__conf_batch_fill(r, &r->batch, c->qlen, c->slen, 1) || ah__conf_fill_inputs(r, 0))
         return;
     ah_error err = {{0}};
-    if (ah_reference_write_kv(&r->spec, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host,
-                              r->vc.host, r->k_scale, r->v_scale, &err) != AH_OK) {
+    if (ah__conf_ref_write_kv(r, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host, r->vc.host,
+                              &err) != AH_OK) {
         ah__conf_fail(r, "oracle write_kv: %s", err.msg);
         return;
     }

@@ -17,7 +17,8 @@ typedef struct ah__conf_batch {
     int32_t *qsl, *sl, *bt, *el;
     int64_t *slots, *mip;
     uint8_t *mask;
-    ah_mirror d_qsl, d_sl, d_bt, d_slots, d_el, d_mask, d_mip;
+    int32_t *cuk; /* cu_seqlens_k of a ragged step (ABI 2.3), or NULL */
+    ah_mirror d_qsl, d_sl, d_bt, d_slots, d_el, d_mask, d_mip, d_cuk;
     ah_batch b;
 } ah__conf_batch;
 
@@ -41,8 +42,12 @@ typedef struct ah__conf_run {
      * it, vc stays empty. */
     DLTensor vview;
     int64_t view_strides[4];
-    void *vhost; /* the value cache's first element on the host, or NULL (MLA) */
-    float k_scale, v_scale;
+    void *vhost;            /* the value cache's first element on the host, or NULL (MLA) */
+    float k_scale, v_scale; /* FP8: the per-tensor scales, or head 0's */
+    float q_scale;          /* the query scale (use_q_scale), else 0 */
+    /* ABI 2.3: the scale tensors of kv_scales TENSOR ([1]) and PER_HEAD
+     * ([Hk]), and the query's ([1]); refilled by every ah__conf_fill_inputs */
+    ah_mirror ksc, vsc, qsc;
     ah__conf_result *res;
 } ah__conf_run;
 
@@ -75,6 +80,15 @@ int ah__conf_batch_upload(ah__conf_run *r, ah__conf_batch *b);
  * context_all: also the new tokens' positions (no plugin write follows). */
 int ah__conf_fill_inputs(ah__conf_run *r, int context_all);
 
+/* The per-head scales the oracle takes from scale mirror m: its host
+ * values under kv_scales = PER_HEAD, else NULL (the floats serve). */
+const float *ah__conf_head_scales(const ah__conf_run *r, const ah_mirror *m);
+/* The oracle's K/V write of batch's slots with r's scales, whatever their
+ * form. */
+ah_status ah__conf_ref_write_kv(const ah__conf_run *r, const ah_batch *batch, const void *key,
+                                const void *value, void *key_cache, void *value_cache,
+                                ah_error *err);
+
 /* Oracle attention over the host mirrors; compares out (and lse) from the
  * host mirrors; updates res. label prefixes failure messages. */
 int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *lse_host,
@@ -92,6 +106,10 @@ int ah__conf_fetch_outputs(ah__conf_run *r, const ah_forward_args *a);
 ah_phase ah__conf_phase_of(const ah__conf_case *c);
 
 void ah__conf_run_free(ah__conf_run *r);
+
+/* run_ragged.c: a layer's ragged prefill form on a ragged step, against
+ * the oracle (and, for ragged_merge, a prefix chunk merged by LSE). */
+void ah__conf_run_ragged(ah__conf_run *r, const char *plugin);
 
 /* run_graph.c */
 void ah__conf_run_graph(ah__conf_run *r, const char *plugin);

@@ -53,7 +53,8 @@ typedef enum ah__conf_kind {
     AH__CONF_ATTENTION = 0, /* eager forward (with the KV write) vs the oracle */
     AH__CONF_GRAPH = 1,     /* capture once, replay with other batches */
     AH__CONF_MERGE = 2,     /* merge_states vs the oracle's merge */
-    AH__CONF_CP = 3         /* context-parallel ranks, each vs the whole oracle */
+    AH__CONF_CP = 3,        /* context-parallel ranks, each vs the whole oracle */
+    AH__CONF_RAGGED = 4     /* a layer's ragged prefill form on a ragged step (ABI 2.3) */
 } ah__conf_kind;
 
 typedef struct ah__conf_case {
@@ -69,6 +70,15 @@ typedef struct ah__conf_case {
     uint32_t elen[AH_CONF_MAX_REQS];  /* cross layers: encoder_seq_lens (ABI 2.1) */
     int tree_mask;                    /* decoder: a random tree mask per request (ABI 2.1) */
     uint32_t cp_world, cp_interleave; /* CP: ranks and KV interleave (ABI 2.2) */
+    /* RAGGED (ABI 2.3): each request's key count (k_len) over its qlen
+     * queries; for an mla spec the non-absorbed sizes of its ragged form;
+     * ragged_merge: klen is a prefix chunk attended non-causally (by a
+     * binding of the model with causal = false), the new tokens are
+     * attended causally, the two merged by LSE with merge_states and
+     * compared with one causal pass over both (vLLM's MLA prefill) */
+    uint32_t klen[AH_CONF_MAX_REQS];
+    uint32_t ragged_nope, ragged_v;
+    int ragged_merge;
     uint64_t seed;
 } ah__conf_case;
 
@@ -84,6 +94,8 @@ void ah__conf_case_list_free(ah__conf_case_list *l);
 
 /* A one-layer model description for spec (INI text, malloc'ed). */
 char *ah__conf_model_text(const ah_layer_spec *spec);
+/* A RAGGED case's model: its spec with a ragged prefill form. */
+char *ah__conf_model_text_ragged(const ah__conf_case *c);
 
 /* Outcome of one case. */
 typedef enum ah__conf_verdict { AH__CONF_PASS, AH__CONF_FAIL, AH__CONF_SKIP } ah__conf_verdict;

@@ -23,7 +23,10 @@
  * standing for the batch's own fields, entries too small, own tables with
  * released entries under a sliding window) and cp_local_seq_lens, which
  * ah_batch_validate must ignore: the verdict with them equals the verdict
- * without.
+ * without. ABI 2.3: the spec becomes a ragged form (ragged_kv, causal or
+ * not) and cu_seqlens_k comes from the key lengths (query length plus
+ * context, or raw), with one entry or num_k_tokens nudged; an accepted
+ * ragged batch is checked for key offsets a plugin could follow.
  */
 #include <inttypes.h>
 
@@ -48,7 +51,7 @@ typedef struct built {
     int32_t *qsl, *seq, *bt;
     int64_t *slots;
     /* ABI 2.1/2.2 */
-    int32_t *enc, *cp;
+    int32_t *enc, *cp, *cuk;
     int64_t *indptr;
     uint8_t *mask;
     ah_kv_group groups[MAX_GROUPS];
@@ -245,6 +248,23 @@ static void build_ext(fz *f, built *x, uint8_t ext)
         for (uint32_t r = 0; r < n; r++) x->cp[r] = (int32_t)fz_u32(f);
         b->cp_local_seq_lens_host = x->cp;
     }
+    if (ext & 32) { /* ragged keys (ABI 2.3): per request q + context, or raw */
+        uint8_t how = fz_u8(f);
+        x->spec.ragged_kv = 1;
+        x->spec.causal = how & 1 ? AH_CAUSAL_OFF : AH_CAUSAL_BY_TYPE;
+        x->cuk = xcalloc((size_t)n + 1, sizeof *x->cuk);
+        for (uint32_t r = 0; r < n; r++) {
+            int64_t q = qsl ? (int64_t)qsl[r + 1] - qsl[r] : 0;
+            int64_t k = how & 2 ? (int64_t)(int32_t)fz_u32(f) : q + fz_u8(f) % 24;
+            int64_t next = (int64_t)x->cuk[r] + k;
+            x->cuk[r + 1] = next > INT32_MAX || next < INT32_MIN ? 0 : (int32_t)next;
+        }
+        uint32_t idx = fz_u16(f);
+        int8_t d = (int8_t)fz_u8(f);
+        if (d) x->cuk[idx % (n + 1)] += d;
+        b->num_k_tokens = (uint32_t)x->cuk[n] + (uint32_t)(int8_t)fz_u8(f) % 2;
+        b->cu_seqlens_k_host = how & 4 ? NULL : x->cuk;
+    }
 }
 
 /* The independent check of an accepted batch. */
@@ -256,6 +276,22 @@ static void check_accepted(const built *x)
     const int32_t *bt = x->bt;
     const int64_t *slots_of = x->slots;
     const uint32_t g = x->spec.kv_group;
+    if (ah_spec_ragged(&x->spec)) { /* the queries and the key offsets only */
+        const int32_t *k = x->b.cu_seqlens_k_host;
+        FZ_ASSERT(k && x->b.num_reqs >= 1 && x->qsl[0] == 0 && k[0] == 0 &&
+                      x->qsl[x->b.num_reqs] == (int64_t)x->b.num_tokens &&
+                      k[x->b.num_reqs] == (int64_t)x->b.num_k_tokens,
+                  "ragged: counts");
+        for (uint32_t r = 0; r < x->b.num_reqs; r++) {
+            int64_t q = (int64_t)x->qsl[r + 1] - x->qsl[r], n = (int64_t)k[r + 1] - k[r];
+            FZ_ASSERT(q >= 0 && n >= 0 && n <= x->b.max_seq_len, "ragged request %u: k_len", r);
+            FZ_ASSERT(q ? n >= 1 : n == 0,
+                      "ragged request %u: %" PRId64 " keys for %" PRId64 " queries", r, n, q);
+            if (ah_spec_causal(&x->spec))
+                FZ_ASSERT(n >= q, "ragged request %u: k_len %" PRId64 " < q %" PRId64, r, n, q);
+        }
+        return;
+    }
     const int cacheless = ah_spec_cacheless(&x->spec);
     if (!cacheless && x->b.num_kv_groups) {
         FZ_ASSERT(x->b.kv_groups && g < x->b.num_kv_groups, "kv_group %u of %u groups accepted", g,
@@ -408,6 +444,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(x.slots);
     free(x.enc);
     free(x.cp);
+    free(x.cuk);
     free(x.indptr);
     free(x.mask);
     for (uint32_t g = 0; g < MAX_GROUPS; g++) {

@@ -5,7 +5,9 @@
  * model; a success describes layers a plugin can be handed without further
  * checks (every count and size at least 1, query heads a multiple of KV
  * heads, MLA layers in their absorbed shape, enums in range, a finite
- * non-negative scale and soft-cap).
+ * non-negative scale and soft-cap, FP8 scale forms other than host and a
+ * query scale only over an FP8 cache, the query scale only with FP8
+ * attention).
  */
 #include <math.h>
 
@@ -42,6 +44,16 @@ static void check_layer(const ah_layer_spec *s, uint32_t i)
                   s->qk_head_size, s->v_head_size);
     if (s->attn_type == AH_ATTN_ENCODER_DECODER)
         FZ_ASSERT(s->sliding_window == 0, "layer %u: cross-attention with a window", i);
+    const int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
+    const int cacheless = s->attn_type == AH_ATTN_ENCODER || s->attn_type == AH_ATTN_ENCODER_ONLY;
+    FZ_ASSERT(s->kv_scales < AH_KV_SCALES_COUNT && s->use_q_scale <= 1, "layer %u: scales %u/%u", i,
+              s->kv_scales, s->use_q_scale);
+    if (s->kv_scales != AH_KV_SCALES_HOST)
+        FZ_ASSERT(fp8 && !cacheless, "layer %u: kv_scales %u without an FP8 cache", i,
+                  s->kv_scales);
+    if (s->use_q_scale)
+        FZ_ASSERT(fp8 && !cacheless && s->fp8_attention, "layer %u: q_scale without FP8 attention",
+                  i);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

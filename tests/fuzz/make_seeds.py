@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Regenerate the binary seed corpora (record, batch, descriptor) of the fuzz
-targets; the batch seeds named abi21_* and abi22_* cover the ABI 2.1/2.2
-fields (abi21_seeds). The text corpora (config, model) are copies of the example files
+"""Regenerate the binary seed corpora (record, batch, descriptor, scales) of
+the fuzz targets; the batch seeds named abi21_* and abi22_* cover the ABI
+2.1/2.2 fields (abi21_seeds), the scales seeds the ABI 2.3 FP8 scales
+(scales_seeds). The text corpora (config, model) are copies of the example files
 plus hand-written edge cases and are kept as they are.
 
 Records follow the encoding documented at the top of core/src/record_codec.c;
@@ -112,7 +113,7 @@ def mutant(attn=0, reqs=((3, 5), (0, 0), (7, 20)), ext=b""):
 
 
 # The ext byte's bits (fuzz_batch.c build_ext), each followed by its bytes:
-ENC, MASK, GROUPS, WINDOW, CP = 1, 2, 4, 8, 16
+ENC, MASK, GROUPS, WINDOW, CP, RAGGED = 1, 2, 4, 8, 16, 32
 
 
 def enc(*lens, raw=False):
@@ -138,6 +139,30 @@ def entry(release_req=0, release_blocks=0, poke=0, idx=0, value=0):
 
 def small_entry(size):
     return bytes([2, size])
+
+
+def ragged(ctx=(0, 0, 0), causal=True, nudge_at=0, nudge=0, tail=0, raw=None, null=False):
+    """ABI 2.3 ragged keys: how (bit 0 non-causal, 1 raw lengths, 2 NULL),
+    per request a context length (k_len = query_len + it) or a raw k_len,
+    then a nudge of one cu_seqlens_k entry and num_k_tokens' excess."""
+    how = (0 if causal else 1) | (2 if raw else 0) | (4 if null else 0)
+    lens = b"".join(u32(v) for v in raw) if raw else bytes(ctx)
+    return bytes([how]) + lens + u16(nudge_at) + bytes([nudge & 0xFF, tail])
+
+
+def abi23_seeds():
+    """fuzz_batch seeds for the ABI 2.3 ragged keys (verdict in the name)."""
+    seeds = {
+        "ragged_ok": ragged(ctx=(0, 3, 7)),
+        "ragged_bidir_few_keys": ragged(causal=False, raw=(2, 1, 5)),
+        "ragged_causal_few_keys": ragged(raw=(2, 1, 9)),
+        "ragged_not_monotonic": ragged(ctx=(0, 3, 7), nudge_at=2, nudge=-9),
+        "ragged_tail": ragged(ctx=(0, 3, 7), tail=1),
+        "ragged_null": ragged(null=True),
+        "ragged_past_max": ragged(raw=(4, 1, 4000)),
+    }
+    for name, data in seeds.items():
+        write("batch", "abi23_" + name, mutant(ext=bytes([RAGGED]) + data))
 
 
 def abi21_seeds():
@@ -189,6 +214,60 @@ def abi21_seeds():
                  u32(14)))
 
 
+def f32(x):
+    return struct.pack("<f", x)
+
+
+def scale_tensor(values, device=0, offset=0, ndim=1, fp16=False, null=False):
+    """A fuzz_scales tensor: the how byte (present, rank, device index into
+    cpu, cuda:0, cuda:1, cuda_host, byte offset), its length, the dtype byte
+    (fp32 unless fp16), no strides, the values, the data-NULL byte."""
+    how = 1 | (ndim % 3) << 1 | device << 3 | offset << 5
+    shape = bytes([len(values)]) if ndim else b""
+    return (bytes([how]) + shape + bytes([16 | 4 if fp16 else 0, 0]) +
+            b"".join(f32(v) for v in values) + bytes([7 if null else 0]))
+
+
+NO_TENSOR = bytes([0])
+
+
+def scales_seeds():
+    """fuzz_scales seeds: each scale form accepted, and a refusal of each
+    kind (the verdict each aims at in its name). The mode byte: kv_scales
+    (0 host, 1 tensor, 2 per head), 4 q scale, 8 MLA, device << 4 (0 cpu,
+    1 cuda:0), 64 a forward call (carries the query scale)."""
+    def seed(mode, floats, tensors, heads=2):
+        hk = b"" if mode & 8 else bytes([heads - 1])
+        return bytes([mode]) + hk + b"".join(f32(x) for x in floats) + b"".join(tensors)
+    per_head = [scale_tensor([0.01, 0.02]), scale_tensor([0.5, 0.25]), NO_TENSOR]
+    seeds = {
+        "host_ok": seed(64, (0.5, 0.0, 0.0), [NO_TENSOR] * 3),
+        "host_q_ok": seed(64 | 4, (0.5, 0.25, 0.01), [NO_TENSOR] * 3),
+        "per_head_cpu_ok": seed(64 | 2, (0.0, 0.0, 0.0), per_head),
+        "tensor_cuda_q_ok": seed(64 | 16 | 4 | 1, (0.0, 0.0, 0.0),
+                                 [scale_tensor([-1.0], 1)] * 2 + [scale_tensor([2.0], 1)]),
+        "tensor_mla_no_v_ok": seed(8 | 1, (0.0, 0.0, 0.0),
+                                   [scale_tensor([0.1]), NO_TENSOR, NO_TENSOR]),
+        "per_head_zero_refused": seed(2, (0.0, 0.0, 0.0),
+                                      [scale_tensor([0.01, 0.0]), scale_tensor([1.0, 1.0]),
+                                       NO_TENSOR]),
+        "both_forms_refused": seed(1, (0.5, 0.0, 0.0), [scale_tensor([0.5])] * 2 + [NO_TENSOR]),
+        "wrong_length_refused": seed(2, (0.0, 0.0, 0.0),
+                                     [scale_tensor([0.5])] * 2 + [NO_TENSOR]),
+        "wrong_device_refused": seed(1, (0.0, 0.0, 0.0),
+                                     [scale_tensor([0.5], 1)] * 2 + [NO_TENSOR]),
+        "dtype_refused": seed(1, (0.0, 0.0, 0.0),
+                             [scale_tensor([0.5], fp16=True)] * 2 + [NO_TENSOR]),
+        "misaligned_refused": seed(1, (0.0, 0.0, 0.0),
+                                   [scale_tensor([0.5], offset=2)] * 2 + [NO_TENSOR]),
+        "host_tensor_refused": seed(0, (0.0, 0.0, 0.0), [scale_tensor([0.5])] + [NO_TENSOR] * 2),
+        "q_without_spec_refused": seed(64, (0.0, 0.0, 0.5), [NO_TENSOR] * 3),
+        "nan_float_refused": seed(0, (float("nan"), 0.0, 0.0), [NO_TENSOR] * 3),
+    }
+    for name, data in seeds.items():
+        write("scales", name, data)
+
+
 def main():
     recs = records()
     for i, r in enumerate(recs):
@@ -213,6 +292,8 @@ def main():
     write("batch", "empty", b"")
 
     abi21_seeds()
+    abi23_seeds()
+    scales_seeds()
 
     # fuzz_descriptor: a few shapes; the fuzzer takes it from there.
     write("descriptor", "full_sizes", bytes([5, 0, 6]) + b"abi_ok" + bytes([0] * 40))

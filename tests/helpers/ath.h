@@ -58,6 +58,9 @@ int ath_set_kv(ath_host *h, const char *key_eq_val);
 /* Probe into h->probe: 0 usable; 77 after printing "skipped: <reason>";
  * 1 when the probe call fails. */
 int ath_probe(ath_host *h);
+/* ath_load + ath_probe, then "device: name (arch, N SMs), driver" on
+ * stdout: 0, 77 (skip) or 1. */
+int ath_start(ath_host *h, const char *path);
 /* Open h->ctx on device index `device`, and h->stream when with_stream:
  * 0, or 1 with the reason printed. */
 int ath_context(ath_host *h, int32_t device, int with_stream);
@@ -83,6 +86,11 @@ typedef struct ath_args {
 } ath_args;
 int ath_take_options(int *argc, char **argv, const ath_opt *opts, int n_opts, ath_args *out);
 int ath_apply(ath_host *h, const ath_args *a);
+/* A driver's own options, "--name VALUE": the value when argv[*i] is name
+ * and a value follows (*i moves onto it), else NULL. */
+const char *ath_arg_value(int argc, char **argv, int *i, const char *name);
+/* "usage: prog synopsis" on stderr; returns 2, the exit status for it. */
+int ath_usage(const char *prog, const char *synopsis);
 
 /* ---- deterministic random numbers (xorshift64) ------------------------------ */
 
@@ -172,6 +180,12 @@ typedef struct ath_shape {
     uint32_t min_rows;               /* q/out/lse/new-K/V tensors hold at least this many tokens */
     ath_batch_spec batch;            /* requests, lengths, block size, table and pool */
 } ath_shape;
+
+/* A layer of hq query and hk KV heads of head size d (qk and v), q and KV
+ * cache in one dtype dt, block size bs, NHD, the default scale: what the
+ * bench drivers time; they change what differs. */
+ah_layer_spec ath_spec(ah_attn_type attn, uint32_t hq, uint32_t hk, uint32_t d, ah_dtype dt,
+                       uint32_t bs);
 
 typedef struct ath_work {
     ath_shape s;

@@ -135,6 +135,17 @@ int ath_probe(ath_host *h)
     return 0;
 }
 
+int ath_start(ath_host *h, const char *path)
+{
+    if (ath_load(h, path)) return 1;
+    int rc = ath_probe(h);
+    if (rc) return rc;
+    const ah_probe_info *pi = &h->probe;
+    printf("device: %s (%s, %u SMs), %s\n", pi->device_name, pi->arch, pi->multiprocessors,
+           pi->driver_version);
+    return 0;
+}
+
 int ath_context(ath_host *h, int32_t device, int with_stream)
 {
     const ah_context_options o = {sizeof(ah_context_options), device};
@@ -170,6 +181,18 @@ void ath_close(ath_host *h)
     if (h->config) ah__config_free(h->config);
     free(h->config);
     memset(h, 0, sizeof *h);
+}
+
+const char *ath_arg_value(int argc, char **argv, int *i, const char *name)
+{
+    if (strcmp(argv[*i], name) != 0 || *i + 1 >= argc) return NULL;
+    return argv[++*i];
+}
+
+int ath_usage(const char *prog, const char *synopsis)
+{
+    fprintf(stderr, "usage: %s %s\n", prog, synopsis);
+    return 2;
 }
 
 int ath_take_options(int *argc, char **argv, const ath_opt *opts, int n_opts, ath_args *out)

@@ -283,6 +283,18 @@ int ath_work_upload(ath_host *h, ath_work *w)
            ath_upload(h, &w->d_slopes, w->slopes) || upload_batch(h, &w->B);
 }
 
+ah_layer_spec ath_spec(ah_attn_type attn, uint32_t hq, uint32_t hk, uint32_t d, ah_dtype dt,
+                       uint32_t bs)
+{
+    ah_layer_spec sp = {.struct_size = sizeof sp, .attn_type = attn, .q_dtype = dt, .kv_dtype = dt};
+    sp.num_q_heads = hq;
+    sp.num_kv_heads = hk;
+    sp.qk_head_size = sp.v_head_size = d;
+    sp.block_size = bs;
+    sp.kv_layout = AH_KV_LAYOUT_NHD;
+    return sp;
+}
+
 int ath_work_build(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
 {
     memset(w, 0, sizeof *w);
@@ -290,16 +302,10 @@ int ath_work_build(ath_host *h, ath_work *w, const ath_shape *s, uint64_t *rng)
     const uint32_t d = s->d, dv = s->dv ? s->dv : s->d, bs = s->batch.block_size;
     if (ath_batch_build(h, &w->B, &s->batch, rng)) return 1;
     ah_layer_spec *sp = &w->spec;
-    sp->struct_size = sizeof *sp;
-    sp->attn_type = s->attn;
+    *sp = ath_spec(s->attn, s->hq, s->hk, d, s->q_dtype, bs);
     sp->causal = s->causal;
-    sp->num_q_heads = s->hq;
-    sp->num_kv_heads = s->hk;
-    sp->qk_head_size = d;
     sp->v_head_size = dv;
-    sp->q_dtype = s->q_dtype;
     sp->kv_dtype = s->kv_dtype;
-    sp->block_size = bs;
     sp->kv_layout = s->layout;
     sp->sliding_window = s->window;
     sp->softcap = s->softcap;
@@ -406,14 +412,14 @@ ah_forward_args ath_work_args(ath_work *w, void *stream, int want_lse)
 
 ah_kv_write_args ath_work_write_args(ath_work *w, void *stream)
 {
-    ah_kv_write_args a = {sizeof a,
-                          &w->d_k.t,
-                          w->vnew ? &w->d_v.t : NULL,
-                          &w->d_kc.t,
-                          w->vc ? &w->d_vc.t : NULL,
-                          w->s.k_scale,
-                          w->s.v_scale,
-                          stream};
+    ah_kv_write_args a = {.struct_size = sizeof a,
+                          .key = &w->d_k.t,
+                          .value = w->vnew ? &w->d_v.t : NULL,
+                          .key_cache = &w->d_kc.t,
+                          .value_cache = w->vc ? &w->d_vc.t : NULL,
+                          .k_scale = w->s.k_scale,
+                          .v_scale = w->s.v_scale,
+                          .stream = stream};
     return a;
 }
 
@@ -456,18 +462,18 @@ int ath_work_reference(const ath_work *w, double *out, double *lse, char *why, s
     ah_batch compact;
     int32_t *arrays[4] = {NULL, NULL, NULL, NULL};
     const ah_batch *b = without_empty(&w->B, &compact, arrays);
-    ah_ref_inputs in = {sizeof in,
-                        &w->spec,
-                        b ? b : &w->B.b,
-                        w->q,
-                        w->kc,
-                        w->vc,
-                        w->s.sinks ? w->sinks : NULL,
-                        w->s.alibi ? w->slopes : NULL,
-                        w->s.k_scale,
-                        w->s.v_scale,
-                        w->knew,
-                        w->vnew};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &w->spec,
+                        .batch = b ? b : &w->B.b,
+                        .q = w->q,
+                        .key_cache = w->kc,
+                        .value_cache = w->vc,
+                        .sinks = w->s.sinks ? w->sinks : NULL,
+                        .alibi_slopes = w->s.alibi ? w->slopes : NULL,
+                        .k_scale = w->s.k_scale,
+                        .v_scale = w->s.v_scale,
+                        .key = w->knew,
+                        .value = w->vnew};
     ah_error err;
     const ah_status st = ah_reference_attention(&in, out, lse, &err);
     for (int i = 0; i < 4; i++) free(arrays[i]);

@@ -298,7 +298,14 @@ static void test_plugin(ah_host *h, const ah_model *m, const char *plugin)
     CHECK_CONTAINS(ah_binding_errmsg(b), "layer 2");
     CHECK(ah_binding_forward(b, UINT32_MAX, &s.args) == AH_ERR_INVALID_ARGUMENT);
     CHECK(ah_binding_forward(b, 0, NULL) != AH_OK);
-    ah_kv_write_args kv = {sizeof kv, &s.t_k, &s.t_v, &s.t_kc, &s.t_vc, 0, 0, NULL};
+    ah_kv_write_args kv = {.struct_size = sizeof kv,
+                           .key = &s.t_k,
+                           .value = &s.t_v,
+                           .key_cache = &s.t_kc,
+                           .value_cache = &s.t_vc,
+                           .k_scale = 0,
+                           .v_scale = 0,
+                           .stream = NULL};
     s.t_vc.shape = bad_cache_shape;
     st = ah_binding_write_kv(b, 0, &kv);
     CHECK_MSG(st == AH_ERR_INVALID_ARGUMENT || st == AH_ERR_UNSUPPORTED, "write_kv: %s",

@@ -2,7 +2,9 @@
  * Binding and execution through the public API on the sel_beta test
  * plugin: results against the oracle, phase choice, and the errors that
  * must leave the KV cache and the output untouched (bad batch, bad tensor,
- * forward before plan, layer out of range).
+ * a scale in the wrong form, forward before plan, layer out of range).
+ * Forward args of ABI 2.2's size (an engine built before the FP8 scale
+ * fields) run as before.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -103,8 +105,19 @@ static void teardown(fixture *f)
 
 static ah_forward_args args(fixture *f)
 {
-    ah_forward_args a = {sizeof a, &f->tq, &f->tk, &f->tv, &f->tkc, &f->tvc, &f->to,
-                         NULL,     NULL,   NULL,   1.0f,   1.0f,    NULL};
+    ah_forward_args a = {.struct_size = sizeof a,
+                         .q = &f->tq,
+                         .key = &f->tk,
+                         .value = &f->tv,
+                         .key_cache = &f->tkc,
+                         .value_cache = &f->tvc,
+                         .out = &f->to,
+                         .lse = NULL,
+                         .sinks = NULL,
+                         .alibi_slopes = NULL,
+                         .k_scale = 1.0f,
+                         .v_scale = 1.0f,
+                         .stream = NULL};
     return a;
 }
 
@@ -129,10 +142,22 @@ static void test_forward_matches_oracle(void)
     ah_error err;
     CHECK(ah_reference_write_kv(&d->spec, &f->batch, f->k, f->v, kc, vc, 1, 1, &err) == AH_OK);
     ah_forward_args a = args(f);
+    a.struct_size = offsetof(ah_forward_args, stream) + sizeof(void *); /* ABI 2.2's args */
     CHECK_MSG(ah_binding_forward(f->b, 1, &a) == AH_OK, "%s", ah_binding_errmsg(f->b));
     CHECK(memcmp(kc, f->kc, sizeof kc) == 0 && memcmp(vc, f->vc, sizeof vc) == 0);
     double ref[8 * HQ * D];
-    ah_ref_inputs in = {sizeof in, &d->spec, &f->batch, f->q, kc, vc, NULL, NULL, 1, 1, NULL, NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &d->spec,
+                        .batch = &f->batch,
+                        .q = f->q,
+                        .key_cache = kc,
+                        .value_cache = vc,
+                        .sinks = NULL,
+                        .alibi_slopes = NULL,
+                        .k_scale = 1,
+                        .v_scale = 1,
+                        .key = NULL,
+                        .value = NULL};
     CHECK(ah_reference_attention(&in, ref, NULL, &err) == AH_OK);
     double worst = 0;
     for (int i = 0; i < 8 * HQ * D; i++) worst = fmax(worst, fabs(ref[i] - f->out[i]));
@@ -180,6 +205,28 @@ static void test_errors_write_nothing(void)
     CHECK(ah_binding_forward(f->b, 0, &a) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(f->b), "layer 0: q");
     f->sh_q[2] = D;
+    /* a scale tensor for a layer whose scales are host floats, in forward
+     * and write_kv */
+    float one = 1;
+    int64_t n1 = 1;
+    DLTensor ts = bf_tensor(&one, 1, &n1, kDLFloat, 32);
+    a.k_scale_tensor = &ts;
+    CHECK(ah_binding_forward(f->b, 0, &a) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(ah_binding_errmsg(f->b),
+                   "layer 0: k_scale_tensor is set, but the layer's kv_scales is host");
+    ah_kv_write_args w = {.struct_size = sizeof w,
+                          .key = &f->tk,
+                          .value = &f->tv,
+                          .key_cache = &f->tkc,
+                          .value_cache = &f->tvc,
+                          .v_scale_tensor = &ts};
+    CHECK(ah_binding_write_kv(f->b, 0, &w) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(ah_binding_errmsg(f->b), "v_scale_tensor is set");
+    a.k_scale_tensor = NULL;
+    a.q_scale = 0.5f; /* no query scale on this layer */
+    CHECK(ah_binding_forward(f->b, 0, &a) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(ah_binding_errmsg(f->b), "q_scale is set, but the layer takes no query scale");
+    a.q_scale = 0;
     /* layer out of range */
     CHECK(ah_binding_forward(f->b, 3, &a) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(f->b), "layer 3 out of range (the model has 3)");

@@ -217,8 +217,11 @@ static void test_caps(void)
             "caps.preferred_block_size 48 is not in caps.block_sizes");
     REFUSED(caps.preferred_block_size = 0, "caps.preferred_block_size 0");
     ACCEPTED(caps.preferred_block_size = 128); /* in the range part */
-    REFUSED(caps.features = 1u << 16, "caps.features 0x10000 has unknown bits 0x10000");
-    ACCEPTED(caps.features = (1u << 16) - 1);
+    REFUSED(caps.features = 1u << 20, "caps.features 0x100000 has unknown bits 0x100000");
+    ACCEPTED(caps.features = (1u << AH_FEATURE_COUNT) - 1); /* through AH_FEAT_Q_SCALE (ABI 2.3) */
+    REFUSED(caps.features = AH_FEAT_KV_SCALE_PER_HEAD,
+            "caps.features 0x20000 claims kv_scale_per_head without scale_tensors");
+    ACCEPTED(caps.features = AH_FEAT_KV_SCALE_PER_HEAD | AH_FEAT_SCALE_TENSORS);
     REFUSED(caps.attn_types = 0, "caps.attn_types is empty");
     REFUSED(caps.attn_types = 1u << 4, "caps.attn_types 0x10 has unknown bits 0x10");
     REFUSED(caps.kv_layouts = 0, "caps.kv_layouts is empty");

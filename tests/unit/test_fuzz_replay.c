@@ -28,6 +28,9 @@
 #define LLVMFuzzerTestOneInput fuzz_record_one
 #include "../fuzz/fuzz_record.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_scales_one
+#include "../fuzz/fuzz_scales.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef int (*one_fn)(const uint8_t *, size_t);
 
@@ -70,9 +73,17 @@ static int replay_dir(const char *dir, one_fn fn)
 /* Seeds that must be in the batch corpus: one per ABI 2.1/2.2 batch field
  * (tests/fuzz/make_seeds.py writes them), so a corpus that lost them fails
  * here instead of silently covering less. */
-static const char *const batch_required[] = {
-    "abi21_enc_cross_ok", "abi21_mask_ok",    "abi21_groups_entry_ok", "abi21_groups_null",
-    "abi21_released_ok",  "abi21_all_fields", "abi22_cp_local",        "abi22_cp_local_released"};
+static const char *const batch_required[] = {"abi23_ragged_ok",
+                                             "abi23_ragged_bidir_few_keys",
+                                             "abi23_ragged_causal_few_keys",
+                                             "abi21_enc_cross_ok",
+                                             "abi21_mask_ok",
+                                             "abi21_groups_entry_ok",
+                                             "abi21_groups_null",
+                                             "abi21_released_ok",
+                                             "abi21_all_fields",
+                                             "abi22_cp_local",
+                                             "abi22_cp_local_released"};
 
 static int require_batch_seeds(void)
 {
@@ -96,11 +107,9 @@ int main(void)
     static const struct {
         const char *name;
         one_fn fn;
-    } targets[] = {{"config", fuzz_config_one},
-                   {"model", fuzz_model_one},
-                   {"batch", fuzz_batch_one},
-                   {"descriptor", fuzz_descriptor_one},
-                   {"record", fuzz_record_one}};
+    } targets[] = {{"config", fuzz_config_one}, {"model", fuzz_model_one},
+                   {"batch", fuzz_batch_one},   {"descriptor", fuzz_descriptor_one},
+                   {"record", fuzz_record_one}, {"scales", fuzz_scales_one}};
     int total = 0;
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
         char dir[1024];

@@ -51,7 +51,7 @@ static void test_model(void)
     /* the same from C: the spec carries the group */
     ah_layer_spec specs[4];
     for (uint32_t i = 0; i < 4; i++) specs[i] = *ah_model_layer(m, i);
-    ah_model_desc d = {sizeof d, "c-groups", 4, specs, NULL};
+    ah_model_desc d = {sizeof d, "c-groups", 4, specs, NULL, NULL};
     ah_model *c = NULL;
     CHECK_MSG(ah_model_create(&d, &c, &err) == AH_OK, "%s", err.msg);
     CHECK(c && ah_model_num_kv_groups(c) == 2);
@@ -354,6 +354,15 @@ static void gstep_free(gstep *s)
     free(s);
 }
 
+/* Plan s's step on e eagerly: the status is want, and the binding's
+ * message holds msg (when not NULL). */
+static void expect_plan(env *e, gstep *s, ah_status want, const char *msg)
+{
+    const ah_status got = ah_binding_plan(e->b, &s->batch, AH_PLAN_EAGER, NULL);
+    CHECK_MSG(got == want, "plan gave %d, want %d: %s", got, want, ah_binding_errmsg(e->b));
+    if (msg) CHECK_CONTAINS(ah_binding_errmsg(e->b), msg);
+}
+
 static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins",
                              ATTNHOST_SELECT_PLUGIN_DIR};
 
@@ -412,26 +421,37 @@ static void gstep_check(env *e, gstep *s, const char *what)
                                         s->vref[l] + guard, 1, 1, &err) == AH_OK,
                   "%s", err.msg);
         for (size_t i = 0; i < sizeof s->out / sizeof s->out[0]; i++) s->out[i] = NAN;
-        ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to,
-                             NULL,     NULL,   NULL,   1.0f,   1.0f,       NULL};
+        ah_forward_args a = {.struct_size = sizeof a,
+                             .q = &s->tq,
+                             .key = &s->tk,
+                             .value = &s->tv,
+                             .key_cache = &s->tkc[l],
+                             .value_cache = &s->tvc[l],
+                             .out = &s->to,
+                             .lse = NULL,
+                             .sinks = NULL,
+                             .alibi_slopes = NULL,
+                             .k_scale = 1.0f,
+                             .v_scale = 1.0f,
+                             .stream = NULL};
         CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what,
                   ah_binding_errmsg(e->b));
         CHECK_MSG(
             memcmp(s->kref[l] + guard, s->kc[l] + guard, (all - guard) * sizeof(float)) == 0 &&
                 memcmp(s->vref[l] + guard, s->vc[l] + guard, (all - guard) * sizeof(float)) == 0,
             "%s: layer %d: K/V written elsewhere than the group's slots", what, l);
-        ah_ref_inputs in = {sizeof in,
-                            &d->spec,
-                            &s->batch,
-                            s->q,
-                            s->kref[l] + guard,
-                            s->vref[l] + guard,
-                            NULL,
-                            NULL,
-                            1,
-                            1,
-                            NULL,
-                            NULL};
+        ah_ref_inputs in = {.struct_size = sizeof in,
+                            .spec = &d->spec,
+                            .batch = &s->batch,
+                            .q = s->q,
+                            .key_cache = s->kref[l] + guard,
+                            .value_cache = s->vref[l] + guard,
+                            .sinks = NULL,
+                            .alibi_slopes = NULL,
+                            .k_scale = 1,
+                            .v_scale = 1,
+                            .key = NULL,
+                            .value = NULL};
         CHECK_MSG(ah_reference_attention(&in, s->ref, NULL, &err) == AH_OK, "%s", err.msg);
         double worst = 0;
         uint32_t nan = 0, refnan = 0;
@@ -462,55 +482,47 @@ static void test_cpu_amx_groups(void)
     int released = 0;
     for (int i = 0; i < NR * STRIDE; i++) released += s->table[1][i] < 0;
     CHECK(released == 4); /* r0: blocks 0, 1; r1: 0; r3: 0 */
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
-              ah_binding_errmsg(e.b));
+    expect_plan(&e, s, AH_OK, NULL);
     gstep_check(&e, s, "cpu_amx, two groups");
 
     /* a released block a query still sees: refused before any plan */
     gstep_fill(s, 1);
     s->table[1][2 * STRIDE + 0] = -1; /* r2 (seq 17) sees all of its block 0 */
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b),
-                   "batch: kv group 1: block_table[2][0] = -1: a released block, but "
-                   "request 2's first query token (position 16, sliding_window 24)");
+    expect_plan(&e, s, AH_ERR_INVALID_ARGUMENT,
+                "batch: kv group 1: block_table[2][0] = -1: a released block, but "
+                "request 2's first query token (position 16, sliding_window 24)");
     CHECK(ah_binding_forward(e.b, 0, &(ah_forward_args){.struct_size = sizeof(ah_forward_args)}) ==
           AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(ah_binding_errmsg(e.b), "no planned batch");
     /* released in the full-attention group */
     gstep_fill(s, 1);
     s->table[0][0] = -1;
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b),
-                   "batch: kv group 0: block_table[0][0] = -1 is outside the cache (40 "
-                   "blocks): a negative entry marks a released block, but layer 0 of "
-                   "kv_group 0 has no sliding window");
+    expect_plan(&e, s, AH_ERR_INVALID_ARGUMENT,
+                "batch: kv group 0: block_table[0][0] = -1 is outside the cache (40 "
+                "blocks): a negative entry marks a released block, but layer 0 of "
+                "kv_group 0 has no sliding window");
     /* the wrong number of groups */
     gstep_fill(s, 1);
     s->batch.num_kv_groups = 0;
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b),
-                   "batch: num_kv_groups = 0, but the model has 2 KV-cache groups");
+    expect_plan(&e, s, AH_ERR_INVALID_ARGUMENT,
+                "batch: num_kv_groups = 0, but the model has 2 KV-cache groups");
     s->batch.num_kv_groups = 3;
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b), "num_kv_groups = 3, but the model has 2");
+    expect_plan(&e, s, AH_ERR_INVALID_ARGUMENT, "num_kv_groups = 3, but the model has 2");
     /* without released blocks, the same step plans */
     gstep_fill(s, 0);
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
-              ah_binding_errmsg(e.b));
+    expect_plan(&e, s, AH_OK, NULL);
     gstep_check(&e, s, "cpu_amx, two groups, nothing released");
     env_close(&e);
 
     /* a plugin that does not claim released_blocks never gets them */
     if (!env_open(&e, "", 1, AH_FEAT_RELEASED_BLOCKS)) {
         gstep_fill(s, 1);
-        CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_UNSUPPORTED);
-        CHECK_CONTAINS(ah_binding_errmsg(e.b),
-                       "batch: kv group 1 has released blocks (negative block_table "
-                       "entries), but layer 1's cpu_amx does not claim the "
-                       "released_blocks feature");
+        expect_plan(&e, s, AH_ERR_UNSUPPORTED,
+                    "batch: kv group 1 has released blocks (negative block_table "
+                    "entries), but layer 1's cpu_amx does not claim the "
+                    "released_blocks feature");
         gstep_fill(s, 0);
-        CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
-                  ah_binding_errmsg(e.b));
+        expect_plan(&e, s, AH_OK, NULL);
         env_close(&e);
     }
     gstep_free(s);
@@ -531,8 +543,7 @@ static void test_split_groups(void)
     CHECK_STREQ(ah_selection_decision(e.sel, 1, AH_PHASE_DECODE)->plugin, "cpu_amx");
     gstep *s = gstep_new();
     gstep_fill(s, 1);
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
-              ah_binding_errmsg(e.b));
+    expect_plan(&e, s, AH_OK, NULL);
     uint32_t dtok = 0;
     const char *why = NULL;
     CHECK_MSG(ah_binding_split(e.b, &dtok, &why) == 3 && dtok == 3, "not split: %s",
@@ -542,8 +553,7 @@ static void test_split_groups(void)
      * see it anyway, so validation refuses it first */
     gstep_fill(s, 1);
     s->table[0][STRIDE] = -1;
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_ERR_INVALID_ARGUMENT);
-    CHECK_CONTAINS(ah_binding_errmsg(e.b), "kv group 0: block_table[1][0] = -1");
+    expect_plan(&e, s, AH_ERR_INVALID_ARGUMENT, "kv group 0: block_table[1][0] = -1");
     gstep_free(s);
     env_close(&e);
 }
@@ -557,8 +567,7 @@ static void test_bf16(void)
     if (env_open_model(&e, "", 1, 0, MODEL_OF("bf16"))) return;
     gstep *s = gstep_new();
     gstep_fill(s, 1);
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
-              ah_binding_errmsg(e.b));
+    expect_plan(&e, s, AH_OK, NULL);
     const uint32_t T = s->batch.num_tokens;
     static uint16_t q[MAXT * HQ * D], k[MAXT * HK * D], v[MAXT * HK * D], out[MAXT * HQ * D];
     for (uint32_t i = 0; i < T * HQ * D; i++) q[i] = ah_f32_to_bf16(s->q[i]);
@@ -582,12 +591,33 @@ static void test_bf16(void)
         ah_error err;
         CHECK(ah_reference_write_kv(&d->spec, &s->batch, k, v, kr + guard, vr + guard, 1, 1,
                                     &err) == AH_OK);
-        ah_forward_args a = {sizeof a, &tq,  &tk,  &tv,  &tkc, &tvc, &to,
-                             NULL,     NULL, NULL, 1.0f, 1.0f, NULL};
+        ah_forward_args a = {.struct_size = sizeof a,
+                             .q = &tq,
+                             .key = &tk,
+                             .value = &tv,
+                             .key_cache = &tkc,
+                             .value_cache = &tvc,
+                             .out = &to,
+                             .lse = NULL,
+                             .sinks = NULL,
+                             .alibi_slopes = NULL,
+                             .k_scale = 1.0f,
+                             .v_scale = 1.0f,
+                             .stream = NULL};
         CHECK_MSG(ah_binding_forward(e.b, (uint32_t)l, &a) == AH_OK, "bf16: %s",
                   ah_binding_errmsg(e.b));
-        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, q, kr + guard, vr + guard,
-                            NULL,      NULL,     1,         1, NULL,       NULL};
+        ah_ref_inputs in = {.struct_size = sizeof in,
+                            .spec = &d->spec,
+                            .batch = &s->batch,
+                            .q = q,
+                            .key_cache = kr + guard,
+                            .value_cache = vr + guard,
+                            .sinks = NULL,
+                            .alibi_slopes = NULL,
+                            .k_scale = 1,
+                            .v_scale = 1,
+                            .key = NULL,
+                            .value = NULL};
         CHECK_MSG(ah_reference_attention(&in, s->ref, NULL, &err) == AH_OK, "%s", err.msg);
         double worst = 0;
         for (uint32_t i = 0; i < T * HQ * D; i++) {

@@ -81,7 +81,7 @@ static void test_auto_model(void)
     free(text);
     /* from C: AH_BLOCK_SIZE_AUTO is auto, 0 still 16 */
     ah_layer_spec specs[2] = {*ah_model_layer(m, 0), *ah_model_layer(m, 1)};
-    ah_model_desc d = {sizeof d, "c", 2, specs, NULL};
+    ah_model_desc d = {sizeof d, "c", 2, specs, NULL, NULL};
     ah_model *c = NULL;
     CHECK_MSG(ah_model_create(&d, &c, &err) == AH_OK, "%s", err.msg);
     CHECK(c && ah_model_layer(c, 0)->block_size == AH_BLOCK_SIZE_AUTO);

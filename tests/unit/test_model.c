@@ -88,9 +88,10 @@ static void values(void)
     ah_model *m = parse("[model]\nname = v\nnum_layers = 2\nnum_q_heads = 12\nnum_kv_heads = 4\n"
                         "head_size = 80\ndtype = fp16\nkv_dtype = fp8_e5m2\nblock_size = 32\n"
                         "kv_layout = hnd\nsoftcap = 30.5\nscale = 0.125\nsinks = true\n"
-                        "alibi = true\nfp8_attention = true\n[layers.1]\nattn_type = encoder_only\n"
+                        "alibi = true\nfp8_attention = true\nkv_scales = per_head\n"
+                        "q_scale = true\n[layers.1]\nattn_type = encoder_only\n"
                         "dtype = fp32\nkv_dtype = auto\nkv_layout = nhd\nsinks = false\n"
-                        "fp8_attention = false\n");
+                        "fp8_attention = false\nkv_scales = host\nq_scale = false\n");
     if (!m) return;
     const ah_layer_spec *s = ah_model_layer(m, 0);
     CHECK(s->struct_size == sizeof(ah_layer_spec));
@@ -102,7 +103,9 @@ static void values(void)
     CHECK(s->sliding_window == 0);
     CHECK(s->softcap == 30.5f && s->scale == 0.125f);
     CHECK(s->use_sinks == 1 && s->use_alibi == 1 && s->use_mla == 0 && s->fp8_attention == 1);
+    CHECK(s->kv_scales == AH_KV_SCALES_PER_HEAD && s->use_q_scale == 1);
     const ah_layer_spec *t = ah_model_layer(m, 1);
+    CHECK(t->kv_scales == AH_KV_SCALES_HOST && t->use_q_scale == 0);
     CHECK(t->attn_type == AH_ATTN_ENCODER_ONLY && t->q_dtype == AH_DTYPE_FP32);
     CHECK(t->kv_dtype == AH_DTYPE_AUTO && t->kv_layout == AH_KV_LAYOUT_NHD);
     CHECK(t->use_sinks == 0 && t->use_alibi == 1 && t->softcap == 30.5f && !t->fp8_attention);
@@ -117,7 +120,7 @@ static void values(void)
     CHECK(s->num_kv_heads == 6 && s->q_dtype == AH_DTYPE_BF16 && s->kv_dtype == AH_DTYPE_AUTO);
     CHECK(s->block_size == 16 && s->kv_layout == AH_KV_LAYOUT_AUTO && s->scale == 0.0f);
     CHECK(s->attn_type == AH_ATTN_DECODER && !s->use_sinks && !s->use_alibi && !s->use_mla);
-    CHECK(!s->fp8_attention);
+    CHECK(!s->fp8_attention && s->kv_scales == AH_KV_SCALES_HOST && !s->use_q_scale);
     ah_model_destroy(m);
 
     CHECK(ah_model_name(NULL) == NULL && ah_model_num_layers(NULL) == 0);
@@ -191,9 +194,28 @@ typedef struct bad_case {
     "kind, attn_type, causal, num_q_heads, num_kv_heads, head_size, qk_head_size, v_head_size, " \
     "dtype, " \
     "kv_dtype, block_size, kv_layout, kv_group, sliding_window, softcap, scale, sinks, alibi, " \
-    "fp8_attention, mla, kv_lora_rank, qk_rope_head_dim"
+    "fp8_attention, kv_scales, q_scale, mla, kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, " \
+    "v_head_dim, ragged_prefill"
 
 static const bad_case bad_cases[] = {
+    /* FP8 scales (ABI 2.3): forms other than host need an FP8 cache; a
+     * query scale needs FP8 attention */
+    {GOOD "kv_scales = per_head\n",
+     "m.ini:6: layer 0: kv_scales = per_head needs a KV cache in an FP8 kv_dtype (fp8_e4m3, "
+     "fp8_e5m2), not kv_dtype auto"},
+    {GOOD "kv_dtype = fp8_e4m3\n[layers.2]\nattn_type = encoder_only\nkv_scales = tensor\n",
+     "m.ini:9: layer 2: kv_scales = tensor needs a KV cache in an FP8 kv_dtype (fp8_e4m3, "
+     "fp8_e5m2), not a cacheless encoder_only"},
+    {GOOD "kv_scales = heads\n",
+     "m.ini:6: [model] kv_scales: 'heads' is not one of host, tensor, per_head"},
+    {GOOD "kv_dtype = fp8_e5m2\nq_scale = true\n",
+     "m.ini:7: layer 0: q_scale = true needs fp8_attention = true over an FP8 kv_dtype (the "
+     "query is quantised only for FP8 attention); the layer has kv_dtype fp8_e5m2, "
+     "fp8_attention = false"},
+    {GOOD "q_scale = true\nfp8_attention = true\n",
+     "m.ini:6: layer 0: q_scale = true needs fp8_attention = true over an FP8 kv_dtype (the "
+     "query is quantised only for FP8 attention); the layer has kv_dtype auto, "
+     "fp8_attention = true"},
     {"", "m.ini: no [model] section (it sets name and num_layers)"},
     {"[layers.0]\nhead_size = 64\n", "m.ini: no [model] section (it sets name and num_layers)"},
     {"[model]\nname = x\n", "m.ini:1: [model] num_layers: not set (required)"},

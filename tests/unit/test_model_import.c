@@ -76,7 +76,7 @@ static void create(void)
     ah_layer_kind kinds[5] = {AH_LAYER_ATTENTION, AH_LAYER_ATTENTION, AH_LAYER_ATTENTION,
                               AH_LAYER_ATTENTION, AH_LAYER_MAMBA};
     ah_layer_spec five[5] = {l[0], l[1], l[2], l[3], {0}};
-    ah_model_desc d = {sizeof d, "made", 5, five, kinds};
+    ah_model_desc d = {sizeof d, "made", 5, five, kinds, NULL};
     ah_model *m = NULL;
     ah_error err = {""};
     CHECK_MSG(ah_model_create(&d, &m, &err) == AH_OK, "%s", err.msg);
@@ -135,7 +135,7 @@ static void create(void)
          "made: layer 0: scale = nan is not allowed (number, 0..1e+06)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        ah_model_desc one = {sizeof one, "made", 1, &bad[i].s, NULL};
+        ah_model_desc one = {sizeof one, "made", 1, &bad[i].s, NULL, NULL};
         m = (ah_model *)&m;
         long live = ah__alloc_live();
         CHECK_MSG(ah_model_create(&one, &m, &err) == AH_ERR_CONFIG, "case %zu", i);
@@ -149,7 +149,7 @@ static void create(void)
                        "head_size = 64\n",
                        "m.ini", &m, &err) == AH_ERR_CONFIG);
     CHECK_STREQ(err.msg, "m.ini:5: layer 0: num_q_heads 32 is not a multiple of num_kv_heads 6");
-    ah_model_desc nd = {sizeof nd, "", 1, l, NULL};
+    ah_model_desc nd = {sizeof nd, "", 1, l, NULL, NULL};
     CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
     CHECK_STREQ(err.msg, "<model>: name: not set (required)");
     nd.name = "x";
@@ -425,6 +425,12 @@ static void hf_families(void)
         CHECK(s->qk_head_size == 96 && s->v_head_size == 64);
         CHECK_MSG(fabsf(s->scale - (float)want) < 1e-7f, "scale %.9g, expected %.9g", s->scale,
                   want);
+        /* beside it the ragged prefill form (ABI 2.3): non-absorbed
+         * qk_nope + rope / v_head_dim, a KV head per query head, the
+         * same scale */
+        const ah_layer_spec *r = ah_model_layer_ragged(m5, 2);
+        CHECK(r && ah_spec_ragged(r) && !r->use_mla && r->num_q_heads == 4 && r->num_kv_heads == 4);
+        CHECK(r && r->qk_head_size == 80 && r->v_head_size == 40 && r->scale == s->scale);
         ah_model_destroy(m5);
     }
 
@@ -679,7 +685,7 @@ static void causal_flag(void)
 {
     ah_layer_spec l[2] = {gqa(8, 2, 64), gqa(8, 2, 64)};
     l[1].causal = AH_CAUSAL_OFF;
-    ah_model_desc d = {sizeof d, "prefix-lm", 2, l, NULL};
+    ah_model_desc d = {sizeof d, "prefix-lm", 2, l, NULL, NULL};
     ah_model *m = NULL;
     ah_error err = {""};
     CHECK_MSG(ah_model_create(&d, &m, &err) == AH_OK, "%s", err.msg);

@@ -241,16 +241,37 @@ static void step_check(env *e, step *s, const char *what)
         CHECK(ah_reference_write_kv(&d->spec, &s->batch, s->k, s->v, s->kref[l], s->vref[l], 1, 1,
                                     &err) == AH_OK);
         for (size_t i = 0; i < sizeof s->out / sizeof s->out[0]; i++) s->out[i] = NAN;
-        ah_forward_args a = {sizeof a, &s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to,
-                             NULL,     NULL,   NULL,   1.0f,   1.0f,       NULL};
+        ah_forward_args a = {.struct_size = sizeof a,
+                             .q = &s->tq,
+                             .key = &s->tk,
+                             .value = &s->tv,
+                             .key_cache = &s->tkc[l],
+                             .value_cache = &s->tvc[l],
+                             .out = &s->to,
+                             .lse = NULL,
+                             .sinks = NULL,
+                             .alibi_slopes = NULL,
+                             .k_scale = 1.0f,
+                             .v_scale = 1.0f,
+                             .stream = NULL};
         CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what,
                   ah_binding_errmsg(e->b));
         CHECK_MSG(memcmp(s->kref[l], s->kc[l], sizeof s->kref[l]) == 0 &&
                       memcmp(s->vref[l], s->vc[l], sizeof s->vref[l]) == 0,
                   "%s: layer %d K/V cache", what, l);
         static double ref[MAXT * HQ * D];
-        ah_ref_inputs in = {sizeof in, &d->spec, &s->batch, s->q, s->kref[l], s->vref[l],
-                            NULL,      NULL,     1,         1,    NULL,       NULL};
+        ah_ref_inputs in = {.struct_size = sizeof in,
+                            .spec = &d->spec,
+                            .batch = &s->batch,
+                            .q = s->q,
+                            .key_cache = s->kref[l],
+                            .value_cache = s->vref[l],
+                            .sinks = NULL,
+                            .alibi_slopes = NULL,
+                            .k_scale = 1,
+                            .v_scale = 1,
+                            .key = NULL,
+                            .value = NULL};
         CHECK(ah_reference_attention(&in, ref, NULL, &err) == AH_OK);
         uint32_t unwritten = 0, bad_row = UINT32_MAX;
         double worst = 0;

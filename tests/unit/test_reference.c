@@ -189,9 +189,18 @@ static void problem_free(problem *p)
 
 static ah_status run_ref(problem *p, double *out, double *lse)
 {
-    ah_ref_inputs in = {
-        sizeof in, &p->spec,  &p->batch, p->q, p->kc, p->spec.use_mla ? NULL : p->vc,
-        p->sinks,  p->slopes, 0,         0,    NULL,  NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &p->spec,
+                        .batch = &p->batch,
+                        .q = p->q,
+                        .key_cache = p->kc,
+                        .value_cache = p->spec.use_mla ? NULL : p->vc,
+                        .sinks = p->sinks,
+                        .alibi_slopes = p->slopes,
+                        .k_scale = 0,
+                        .v_scale = 0,
+                        .key = NULL,
+                        .value = NULL};
     ah_error err = {{0}};
     ah_status s = ah_reference_attention(&in, out, lse, &err);
     if (s != AH_OK) fprintf(stderr, "reference failed: %s\n", err.msg);
@@ -697,7 +706,18 @@ static void test_fp8_read(void)
     b.encoder_seq_lens_host = sl;                          /* a cross layer: two encoder tokens */
     float q[2] = {0, 0};                                   /* equal weights */
     uint8_t kc[8] = {0}, vc[8] = {0x40, 0x38, 0x48, 0xb8}; /* 2, 1, 4, -1 */
-    ah_ref_inputs in = {sizeof in, &s, &b, q, kc, vc, NULL, NULL, 0.5f, 3.0f, NULL, NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &s,
+                        .batch = &b,
+                        .q = q,
+                        .key_cache = kc,
+                        .value_cache = vc,
+                        .sinks = NULL,
+                        .alibi_slopes = NULL,
+                        .k_scale = 0.5f,
+                        .v_scale = 3.0f,
+                        .key = NULL,
+                        .value = NULL};
     double out[2], lse[1];
     ah_error err = {{0}};
     CHECK(ah_reference_attention(&in, out, lse, &err) == AH_OK);
@@ -706,10 +726,101 @@ static void test_fp8_read(void)
     CHECK(fabs(lse[0] - log(2.0)) < 1e-15);
     /* MLA: V is the key cache's head, so k_scale (not v_scale) applies */
     s.use_mla = 1;
-    ah_ref_inputs mla = {sizeof mla, &s, &b, q, vc, NULL, NULL, NULL, 3.0f, 0.5f, NULL, NULL};
+    ah_ref_inputs mla = {.struct_size = sizeof mla,
+                         .spec = &s,
+                         .batch = &b,
+                         .q = q,
+                         .key_cache = vc,
+                         .value_cache = NULL,
+                         .sinks = NULL,
+                         .alibi_slopes = NULL,
+                         .k_scale = 3.0f,
+                         .v_scale = 0.5f,
+                         .key = NULL,
+                         .value = NULL};
     CHECK(ah_reference_attention(&mla, out, lse, &err) == AH_OK);
     CHECK_MSG(fabs(out[0] - 9.0) < 1e-15 && fabs(out[1]) < 1e-15, "fp8 MLA read: %g %g", out[0],
               out[1]);
+}
+
+/* Per-KV-head scales (ABI 2.3): write_kv stores head h divided by its own
+ * scale, attention reads it back times the same one, and an invalid scale
+ * is refused naming its index before anything is written. */
+static void test_fp8_per_head(void)
+{
+    ah_layer_spec s = make_spec(2, 2, 2, 2, 2);
+    s.kv_dtype = AH_DTYPE_FP8_E4M3;
+    s.attn_type = AH_ATTN_ENCODER_DECODER; /* every key visible: equal weights */
+    int32_t qsl[2] = {0, 1}, sl[1] = {2}, bt[1] = {0};
+    int64_t slots[2] = {0, 1};
+    ah_batch b;
+    memset(&b, 0, sizeof b);
+    b.struct_size = sizeof b;
+    b.num_reqs = 1;
+    b.num_tokens = 2;
+    b.max_query_len = 1;
+    b.max_seq_len = 2;
+    b.num_blocks = 1;
+    b.query_start_loc_host = qsl;
+    b.seq_lens_host = sl;
+    b.block_table_host = bt;
+    b.slot_mapping_host = slots;
+    b.block_table_stride = 1;
+    b.encoder_seq_lens_host = sl;
+    /* [token, head, ch]: K 1 everywhere; V of token 0 is 2, of token 1 is 4 */
+    float key[8], val[8];
+    for (int i = 0; i < 8; i++) key[i] = 1.0f, val[i] = i < 4 ? 2.0f : 4.0f;
+    const float ks[2] = {0.5f, 0.25f}, vs[2] = {1.0f, 0.5f};
+    uint8_t kc[8], vc[8];
+    ah_error err = {{0}};
+    CHECK(ah_reference_write_kv_per_head(&s, &b, key, val, kc, vc, ks, vs, &err) == AH_OK);
+    /* NHD: (slot*2 + head)*2 + ch. head 0: K 1/0.5 = 2 (0x40), V 2/1 = 2 (0x40), 4/1 = 4
+     * (0x48); head 1: K 1/0.25 = 4 (0x48), V 2/0.5 = 4 (0x48), 4/0.5 = 8 (0x50) */
+    CHECK(kc[0] == 0x40 && kc[2] == 0x48 && kc[4] == 0x40 && kc[6] == 0x48);
+    CHECK(vc[0] == 0x40 && vc[2] == 0x48 && vc[4] == 0x48 && vc[6] == 0x50);
+    /* equal per-head scales write what the per-tensor form writes */
+    uint8_t kt[8], vt[8];
+    const float k2[2] = {0.5f, 0.5f}, v2[2] = {1.0f, 1.0f};
+    CHECK(ah_reference_write_kv_per_head(&s, &b, key, val, kc, vc, k2, v2, &err) == AH_OK);
+    CHECK(ah_reference_write_kv(&s, &b, key, val, kt, vt, 0.5f, 1.0f, &err) == AH_OK);
+    CHECK(memcmp(kc, kt, 8) == 0 && memcmp(vc, vt, 8) == 0);
+    /* read back with the scales it was written with: V is 3 for both heads */
+    CHECK(ah_reference_write_kv_per_head(&s, &b, key, val, kc, vc, ks, vs, &err) == AH_OK);
+    float q[4] = {0, 0, 0, 0};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &s,
+                        .batch = &b,
+                        .q = q,
+                        .key_cache = kc,
+                        .value_cache = vc,
+                        .k_scale = 7.0f, /* not read: the per-head scales serve */
+                        .v_scale = 7.0f,
+                        .k_scales = ks,
+                        .v_scales = vs};
+    b.num_tokens = 1;
+    double out[4], lse[2];
+    CHECK(ah_reference_attention(&in, out, lse, &err) == AH_OK);
+    for (int i = 0; i < 4; i++) CHECK_MSG(fabs(out[i] - 3.0) < 1e-12, "out[%d] = %g", i, out[i]);
+    /* head 0's scale for head 1 halves head 1's values */
+    const float v0[2] = {1.0f, 1.0f};
+    in.v_scales = v0;
+    CHECK(ah_reference_attention(&in, out, lse, &err) == AH_OK);
+    CHECK(fabs(out[0] - 3.0) < 1e-12 && fabs(out[2] - 6.0) < 1e-12);
+    /* refusals name the index; nothing is written */
+    const float bad[2] = {0.5f, 0.0f};
+    in.v_scales = bad;
+    CHECK(ah_reference_attention(&in, out, lse, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "v_scales[1] = 0 must be finite and > 0");
+    b.num_tokens = 2;
+    memset(kc, 0xee, sizeof kc);
+    const float nan_k[2] = {NAN, 0.5f};
+    CHECK(ah_reference_write_kv_per_head(&s, &b, key, val, kc, vc, nan_k, vs, &err) ==
+          AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "k_scales[0] = nan");
+    for (int i = 0; i < 8; i++) CHECK(kc[i] == 0xee);
+    CHECK(ah_reference_write_kv_per_head(&s, &b, key, val, kc, vc, NULL, vs, &err) ==
+          AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "k_scales is NULL");
 }
 
 /* FP8 encoding against a search over all 256 codes: the nearest finite
@@ -758,8 +869,18 @@ static void test_errors(void)
     problem_page(&p, 0);
     double out[9 * 4 * 8];
     ah_error err = {{0}};
-    ah_ref_inputs in = {sizeof in, &p.spec, &p.batch, p.q, p.kc, p.vc,
-                        NULL,      NULL,    0,        0,   NULL, NULL};
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &p.spec,
+                        .batch = &p.batch,
+                        .q = p.q,
+                        .key_cache = p.kc,
+                        .value_cache = p.vc,
+                        .sinks = NULL,
+                        .alibi_slopes = NULL,
+                        .k_scale = 0,
+                        .v_scale = 0,
+                        .key = NULL,
+                        .value = NULL};
     p.spec.use_sinks = 1;
     CHECK(ah_reference_attention(&in, out, NULL, &err) == AH_ERR_INVALID_ARGUMENT);
     CHECK_CONTAINS(err.msg, "sinks");
@@ -802,6 +923,7 @@ int main(void)
     test_merge_halves();
     test_write_kv();
     test_fp8_read();
+    test_fp8_per_head();
     test_fp8_encode();
     test_parse_int();
     test_errors();

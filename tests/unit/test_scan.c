@@ -538,7 +538,14 @@ static void run_tiny_batch(ah_loaded_plugin *p)
     int64_t s3[] = {2, 1, 2}, sc[] = {1, 4, 1, 2};
     DLTensor tk = tensor(k, 3, s3), tv = tensor(v, 3, s3), tq = tensor(q, 3, s3),
              to = tensor(out, 3, s3), tkc = tensor(kc, 4, sc), tvc = tensor(vc, 4, sc);
-    ah_kv_write_args w = {sizeof w, &tk, &tv, &tkc, &tvc, 1, 1, NULL};
+    ah_kv_write_args w = {.struct_size = sizeof w,
+                          .key = &tk,
+                          .value = &tv,
+                          .key_cache = &tkc,
+                          .value_cache = &tvc,
+                          .k_scale = 1,
+                          .v_scale = 1,
+                          .stream = NULL};
     CHECK(o->write_kv(st, &w) == AH_OK);
     ah_forward_args f;
     memset(&f, 0, sizeof f);

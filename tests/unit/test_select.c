@@ -16,17 +16,28 @@
 
 #include "check.h"
 
+static const char *const sel_dir[] = {ATTNHOST_SELECT_PLUGIN_DIR};
+
+/* ah_host_create from ini over the n dirs alone (no default directories,
+ * no scan cache). */
+static ah_status create(const char *ini, const char *const *dirs, uint32_t n, ah_host **h,
+                        ah_error *err)
+{
+    ah_host_options o = {.struct_size = sizeof o,
+                         .config_text = ini,
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = n,
+                         .no_default_dirs = 1,
+                         .cache_path = ""};
+    *h = NULL;
+    return ah_host_create(&o, h, err);
+}
+
 static ah_host *host_with(const char *ini)
 {
-    static const char *dirs[] = {ATTNHOST_SELECT_PLUGIN_DIR};
-    ah_host_options o = {.struct_size = sizeof o, .config_text = ini};
-    o.plugin_dirs = dirs;
-    o.n_plugin_dirs = 1;
-    o.no_default_dirs = 1;
-    o.cache_path = "";
-    ah_host *h = NULL;
+    ah_host *h;
     ah_error err;
-    ah_status s = ah_host_create(&o, &h, &err);
+    ah_status s = create(ini, sel_dir, 1, &h, &err);
     CHECK_MSG(s == AH_OK, "%s", err.msg);
     return h;
 }
@@ -71,6 +82,24 @@ static int order_is(const ah_decision *d, const char *names)
     if (strcmp(got, names) == 0) return 1;
     fprintf(stderr, "candidates: got '%s', want '%s'\n", got, names);
     return 0;
+}
+
+/* Select m on a host with ini: layer 0's prefill winner is winner, and
+ * loser has a reason of code for field = value. */
+static void expect_loser(const char *ini, const ah_model *m, const char *winner, const char *loser,
+                         ah_reason_code code, const char *field, const char *value)
+{
+    ah_host *h = host_with(ini);
+    ah_selection *s = NULL;
+    ah_error err;
+    CHECK_MSG(ah_host_select(h, m, &s, &err) == AH_OK, "%s", err.msg);
+    const ah_decision *d = s ? ah_selection_decision(s, 0, AH_PHASE_PREFILL) : NULL;
+    if (d) {
+        CHECK_STREQ(d->plugin, winner);
+        CHECK(has_reason(cand(d, loser), code, field, value));
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
 }
 
 static void test_default_order(void)
@@ -121,15 +150,38 @@ static void test_reasons_and_priority(void)
     ah_host_destroy(h);
 
     /* 8 KV heads at head 64: only the plugin's own rule says no */
-    h = host_with("[select]\npriority = sel_alpha, sel_beta\n");
     m = model(
         "[model]\nname = t\nnum_layers = 1\nnum_q_heads = 8\nnum_kv_heads = 8\nhead_size = 64\n"
         "dtype = fp32\n");
-    CHECK(ah_host_select(h, m, &s, &err) == AH_OK);
-    d = ah_selection_decision(s, 0, AH_PHASE_PREFILL);
-    CHECK_STREQ(d->plugin, "sel_beta");
-    CHECK(has_reason(cand(d, "sel_alpha"), AH_REASON_COMBINATION, "num_kv_heads", "8"));
+    expect_loser("[select]\npriority = sel_alpha, sel_beta\n", m, "sel_beta", "sel_alpha",
+                 AH_REASON_COMBINATION, "num_kv_heads", "8");
+    ah_model_destroy(m);
+}
+
+/* FP8 scales (ABI 2.3): a layer whose scales come per head, in tensors,
+ * with a query scale needs a plugin claiming each; one that claims none
+ * gets a reason per missing feature, and layers differing only in the
+ * scale form get decisions of their own. */
+static void test_scale_features(void)
+{
+    ah_host *h = host_with("[select]\npriority = sel_beta\n");
+    ah_model *m = model("[model]\nname = t\nnum_layers = 2\nnum_q_heads = 8\nnum_kv_heads = 2\n"
+                        "head_size = 64\ndtype = fp32\nkv_dtype = fp8_e4m3\n"
+                        "fp8_attention = true\n[layers.1]\nkv_scales = per_head\nq_scale = true\n");
+    ah_selection *s = NULL;
+    ah_error err;
+    CHECK(ah_host_explain(h, m, NULL, &s, &err) != AH_OK);
+    if (!s) goto out;
+    const ah_candidate *c0 = cand(ah_selection_decision(s, 0, AH_PHASE_PREFILL), "sel_beta");
+    const ah_candidate *c1 = cand(ah_selection_decision(s, 1, AH_PHASE_PREFILL), "sel_beta");
+    CHECK(has_reason(c0, AH_REASON_KV_DTYPE, NULL, NULL));
+    CHECK(!has_reason(c0, AH_REASON_FEATURE, "scale_tensors", NULL));
+    CHECK(has_reason(c1, AH_REASON_FEATURE, "kv_scale_per_head", "needed"));
+    CHECK(has_reason(c1, AH_REASON_FEATURE, "scale_tensors", "needed"));
+    CHECK(has_reason(c1, AH_REASON_FEATURE, "q_scale", "needed"));
+    CHECK(ah_selection_decision(s, 1, AH_PHASE_PREFILL)->spec.kv_scales == AH_KV_SCALES_PER_HEAD);
     ah_selection_destroy(s);
+out:
     ah_model_destroy(m);
     ah_host_destroy(h);
 }
@@ -165,15 +217,10 @@ static void test_force_disable_fallback(void)
     ah_host_destroy(h);
 
     /* disable */
-    h = host_with("[select]\npriority = sel_beta, sel_alpha\ndisable = sel_beta\n");
     ah_model_destroy(m);
     m = model(LLAMA_SMALL);
-    CHECK(ah_host_select(h, m, &s, &err) == AH_OK);
-    d = ah_selection_decision(s, 0, AH_PHASE_PREFILL);
-    CHECK_STREQ(d->plugin, "sel_alpha");
-    CHECK(has_reason(cand(d, "sel_beta"), AH_REASON_DISABLED, "plugin", "sel_beta"));
-    ah_selection_destroy(s);
-    ah_host_destroy(h);
+    expect_loser("[select]\npriority = sel_beta, sel_alpha\ndisable = sel_beta\n", m, "sel_alpha",
+                 "sel_beta", AH_REASON_DISABLED, "plugin", "sel_beta");
     ah_model_destroy(m);
 }
 
@@ -242,15 +289,9 @@ static void test_cache_and_graph_level(void)
 /* Creates a host from ini and expects it refused with msg. */
 static void host_refused(const char *ini, const char *msg)
 {
-    static const char *dirs[] = {ATTNHOST_SELECT_PLUGIN_DIR};
-    ah_host_options o = {.struct_size = sizeof o, .config_text = ini};
-    o.plugin_dirs = dirs;
-    o.n_plugin_dirs = 1;
-    o.no_default_dirs = 1;
-    o.cache_path = "";
-    ah_host *h = NULL;
+    ah_host *h;
     ah_error err;
-    CHECK_MSG(ah_host_create(&o, &h, &err) == AH_ERR_CONFIG && !h, "accepted: %s", ini);
+    CHECK_MSG(create(ini, sel_dir, 1, &h, &err) == AH_ERR_CONFIG && !h, "accepted: %s", ini);
     CHECK_STREQ(err.msg, msg);
 }
 
@@ -291,14 +332,9 @@ static ah_host *machine(const char *plugins, const char *ini)
         dirs[n] = paths[n];
         n++;
     }
-    ah_host_options o = {.struct_size = sizeof o, .config_text = ini};
-    o.plugin_dirs = dirs;
-    o.n_plugin_dirs = n;
-    o.no_default_dirs = 1;
-    o.cache_path = "";
-    ah_host *h = NULL;
+    ah_host *h;
     ah_error err;
-    ah_status s = ah_host_create(&o, &h, &err);
+    ah_status s = create(ini, dirs, n, &h, &err);
     CHECK_MSG(s == AH_OK, "%s: %s", plugins, err.msg);
     for (uint32_t i = 0; h && i < n; i++)
         if (strcmp(dirs[i], ATTNHOST_SELECT_PLUGIN_DIR) != 0)
@@ -318,6 +354,41 @@ static ah_selection *select_small(ah_host *h)
     return s;
 }
 
+/* Every phase of layer 0 on a machine of plugins (with ini) goes to
+ * winner; where not NULL, order is its candidates, source the list's
+ * source, and loser a candidate that lost to winner on priority. */
+static void expect_phases(const char *plugins, const char *ini, const char *winner,
+                          const char *order, const char *source, const char *loser)
+{
+    ah_host *h = machine(plugins, ini);
+    ah_selection *s = h ? select_small(h) : NULL;
+    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
+        const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
+        CHECK_STREQ(d->plugin, winner);
+        if (order) CHECK(order_is(d, order));
+        if (source) CHECK_STREQ(d->list_source, source);
+        if (loser)
+            CHECK(has_reason(cand(d, loser), AH_REASON_LOST_ON_PRIORITY, "priority", winner));
+    }
+    ah_selection_destroy(s);
+    ah_host_destroy(h);
+}
+
+/* On a machine of plugins (with ini) no backend serves LLAMA_SMALL: the
+ * selection fails with AH_ERR_NOT_FOUND, its message in err. */
+static void expect_no_backend(const char *plugins, const char *ini, ah_error *err)
+{
+    err->msg[0] = '\0';
+    ah_host *h = machine(plugins, ini);
+    if (!h) return;
+    ah_model *m = model(LLAMA_SMALL);
+    ah_selection *s = NULL;
+    CHECK(ah_host_select(h, m, &s, err) == AH_ERR_NOT_FOUND && !s);
+    ah_selection_destroy(s);
+    ah_model_destroy(m);
+    ah_host_destroy(h);
+}
+
 /* One GPU plugin of each kind beside a PRIMARY CPU plugin: the GPU wins
  * both phases whatever its rank (rk_hip is SECONDARY) and its name
  * ("rk_cpu" sorts first). */
@@ -331,22 +402,9 @@ static void test_ranks_gpu_first(void)
         {"rk_ze", "default (ranks, GPU first: level_zero pvc, cpu)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char plugins[64], want[64];
+        char plugins[64];
         snprintf(plugins, sizeof plugins, "%s rk_cpu", cases[i].gpu);
-        ah_host *h = machine(plugins, NULL);
-        if (!h) continue;
-        ah_selection *s = select_small(h);
-        for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
-            const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
-            CHECK_STREQ(d->plugin, cases[i].gpu);
-            CHECK_STREQ(d->list_source, cases[i].source);
-            snprintf(want, sizeof want, "%s rk_cpu", cases[i].gpu);
-            CHECK(order_is(d, want));
-            CHECK(has_reason(cand(d, "rk_cpu"), AH_REASON_LOST_ON_PRIORITY, "priority",
-                             cases[i].gpu));
-        }
-        ah_selection_destroy(s);
-        ah_host_destroy(h);
+        expect_phases(plugins, NULL, cases[i].gpu, plugins, cases[i].source, "rk_cpu");
     }
     /* the HIP plugin's rank really is below the CPU plugin's */
     ah_host *h = machine("rk_hip rk_cpu", NULL);
@@ -378,61 +436,26 @@ static void test_ranks_gpu_first(void)
  * of its kind, though its name sorts after it. */
 static void test_ranks_vendor(void)
 {
-    ah_host *h = machine("rk_cuda rk_vendor rk_cpu", NULL);
-    if (!h) return;
-    ah_selection *s = select_small(h);
-    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
-        const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
-        CHECK_STREQ(d->plugin, "rk_vendor");
-        CHECK(order_is(d, "rk_vendor rk_cuda rk_cpu"));
-        CHECK(has_reason(cand(d, "rk_cuda"), AH_REASON_LOST_ON_PRIORITY, "priority", "rk_vendor"));
-    }
-    ah_selection_destroy(s);
+    expect_phases("rk_cuda rk_vendor rk_cpu", NULL, "rk_vendor", "rk_vendor rk_cuda rk_cpu", NULL,
+                  "rk_cuda");
     /* a list still overrides the ranks */
-    ah_host_destroy(h);
-    h = machine("rk_cuda rk_vendor rk_cpu", "[select]\npriority = rk_cuda, rk_vendor\n");
-    if (!h) return;
-    s = select_small(h);
-    if (s) {
-        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->plugin, "rk_cuda");
-        CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->list_source,
-                    "[select] priority");
-    }
-    ah_selection_destroy(s);
-    ah_host_destroy(h);
+    expect_phases("rk_cuda rk_vendor rk_cpu", "[select]\npriority = rk_cuda, rk_vendor\n",
+                  "rk_cuda", NULL, "[select] priority", NULL);
 }
 
 /* Rank NONE: out of the default order (and so of the fallback), used where
  * a list names it. */
 static void test_ranks_none(void)
 {
-    ah_host *h = machine("rk_hidden rk_cpu", NULL);
-    if (!h) return;
-    ah_selection *s = select_small(h);
-    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
-        const ah_decision *d = ah_selection_decision(s, 0, (ah_phase)p);
-        CHECK_STREQ(d->plugin, "rk_cpu");
-        CHECK(order_is(d, "rk_cpu"));
-        CHECK(!cand(d, "rk_hidden"));
-        CHECK_STREQ(d->list_source, "default (ranks, GPU first: cpu)");
-    }
-    ah_selection_destroy(s);
-    ah_host_destroy(h);
-
-    h = machine("rk_hidden rk_cpu", "[select]\npriority = rk_hidden\n");
-    if (!h) return;
-    s = select_small(h);
-    for (int p = 0; s && p < AH_PHASE_COUNT; p++) {
-        CHECK_STREQ(ah_selection_decision(s, 0, (ah_phase)p)->plugin, "rk_hidden");
-        CHECK_STREQ(ah_selection_decision(s, 0, (ah_phase)p)->list_source, "[select] priority");
-    }
-    ah_selection_destroy(s);
-    ah_host_destroy(h);
+    expect_phases("rk_hidden rk_cpu", NULL, "rk_cpu", "rk_cpu", "default (ranks, GPU first: cpu)",
+                  NULL);
+    expect_phases("rk_hidden rk_cpu", "[select]\npriority = rk_hidden\n", "rk_hidden", NULL,
+                  "[select] priority", NULL);
 
     /* named for decode only: prefill takes the default order */
-    h = machine("rk_hidden rk_cpu", "[select]\ndecode_priority = rk_hidden\n");
+    ah_host *h = machine("rk_hidden rk_cpu", "[select]\ndecode_priority = rk_hidden\n");
     if (!h) return;
-    s = select_small(h);
+    ah_selection *s = select_small(h);
     if (s) {
         CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_PREFILL)->plugin, "rk_cpu");
         CHECK_STREQ(ah_selection_decision(s, 0, AH_PHASE_DECODE)->plugin, "rk_hidden");
@@ -441,18 +464,11 @@ static void test_ranks_none(void)
     ah_host_destroy(h);
 
     /* nothing listed fits and the fallback does not reach for it */
-    h = machine("rk_hidden rk_cpu",
-                "[select]\npriority = rk_cpu\ndisable = rk_cpu\nfallback = allow\n");
-    if (!h) return;
-    ah_model *m = model(LLAMA_SMALL);
     ah_error err;
-    s = NULL;
-    CHECK(ah_host_select(h, m, &s, &err) == AH_ERR_NOT_FOUND && !s);
+    expect_no_backend("rk_hidden rk_cpu",
+                      "[select]\npriority = rk_cpu\ndisable = rk_cpu\nfallback = allow\n", &err);
     CHECK_CONTAINS(err.msg, "rk_cpu: plugin=rk_cpu");
     CHECK(!strstr(err.msg, "rk_hidden"));
-    ah_selection_destroy(s);
-    ah_model_destroy(m);
-    ah_host_destroy(h);
 }
 
 /* Ranks are per phase: rk_cdecode (MARGINAL for prefill, PRIMARY + 96 for
@@ -519,22 +535,17 @@ static void test_ranks_whole_machine(void)
     ah_host_destroy(h);
 
     /* no default candidate at all: the error says the list is empty */
-    h = machine("rk_hidden", NULL);
-    if (!h) return;
-    ah_model *m = model(LLAMA_SMALL);
     ah_error err;
-    s = NULL;
-    CHECK(ah_host_select(h, m, &s, &err) == AH_ERR_NOT_FOUND && !s);
+    expect_no_backend("rk_hidden", NULL, &err);
     CHECK_STREQ(err.msg, "layer 0 (prefill): no backend can serve it: the priority list "
                          "(default (ranks, GPU first: no plugin)) is empty");
-    ah_model_destroy(m);
-    ah_host_destroy(h);
 }
 
 int main(void)
 {
     test_default_order();
     test_reasons_and_priority();
+    test_scale_features();
     test_force_disable_fallback();
     test_layers_and_phases();
     test_cache_and_graph_level();

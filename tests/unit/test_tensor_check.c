@@ -2,7 +2,12 @@
  * Tests of the binding's tensor checks: a well-formed set of forward and
  * write_kv arguments passes in both layouts and for MLA; each defect (rank,
  * shape, dtype, device, alignment, packing, missing sinks/ALiBi, bad lse,
- * bad scales) fails with a message naming the tensor and the values.
+ * bad scales) fails with a message naming the tensor and the values. FP8
+ * scales (ABI 2.3): each form the spec declares takes its own fields and
+ * refuses the others; scale tensors are checked like any tensor, and their
+ * values where the host can read them; args of ABI 2.2's size read the new
+ * fields as zero. Interleaved cache layouts (ABI 2.3): the two views'
+ * strides, block counts and the value view's address.
  */
 #include <stdint.h>
 #include <string.h>
@@ -71,10 +76,27 @@ static void fixture_init(fixture *f, ah_kv_layout layout)
     tens_init(&f->lse, 2, (int64_t[]){5, 8}, AH_DTYPE_FP32, f->dev);
     tens_init(&f->sinks, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
     tens_init(&f->alibi, 1, (int64_t[]){8}, AH_DTYPE_FP32, f->dev);
-    f->fa = (ah_forward_args){sizeof f->fa, &f->q.t,   &f->k.t,   &f->v.t,     &f->kc.t,
-                              &f->vc.t,     &f->out.t, &f->lse.t, &f->sinks.t, &f->alibi.t,
-                              0.5f,         0,         NULL};
-    f->wa = (ah_kv_write_args){sizeof f->wa, &f->k.t, &f->v.t, &f->kc.t, &f->vc.t, 0, 0, NULL};
+    f->fa = (ah_forward_args){.struct_size = sizeof f->fa,
+                              .q = &f->q.t,
+                              .key = &f->k.t,
+                              .value = &f->v.t,
+                              .key_cache = &f->kc.t,
+                              .value_cache = &f->vc.t,
+                              .out = &f->out.t,
+                              .lse = &f->lse.t,
+                              .sinks = &f->sinks.t,
+                              .alibi_slopes = &f->alibi.t,
+                              .k_scale = 0.5f,
+                              .v_scale = 0,
+                              .stream = NULL};
+    f->wa = (ah_kv_write_args){.struct_size = sizeof f->wa,
+                               .key = &f->k.t,
+                               .value = &f->v.t,
+                               .key_cache = &f->kc.t,
+                               .value_cache = &f->vc.t,
+                               .k_scale = 0,
+                               .v_scale = 0,
+                               .stream = NULL};
 }
 
 static ah_status fwd(fixture *f, char *msg)
@@ -122,7 +144,14 @@ static void test_good(void)
     f.out.shape[2] = 512;
     f.fa.value = f.fa.value_cache = NULL;
     CHECK_MSG(fwd(&f, m) == AH_OK, "MLA: %s", m);
-    f.wa = (ah_kv_write_args){sizeof f.wa, &f.k.t, NULL, &f.kc.t, NULL, 0, 0, NULL};
+    f.wa = (ah_kv_write_args){.struct_size = sizeof f.wa,
+                              .key = &f.k.t,
+                              .value = NULL,
+                              .key_cache = &f.kc.t,
+                              .value_cache = NULL,
+                              .k_scale = 0,
+                              .v_scale = 0,
+                              .stream = NULL};
     CHECK_MSG(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) == AH_OK, "%s",
               m);
 }
@@ -278,10 +307,148 @@ static void test_interleaved(void)
     CHECK_CONTAINS(m, "value_cache: address");
 }
 
+/* The fixture on the CPU (a CPU plugin's device), where the host reads
+ * scale values. */
+static void fixture_on_cpu(fixture *f)
+{
+    f->dev = (DLDevice){kDLCPU, 0};
+    tens *all[] = {&f->q, &f->k, &f->v, &f->kc, &f->vc, &f->out, &f->lse, &f->sinks, &f->alibi};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) all[i]->t.device = f->dev;
+}
+
+/* Scale tensors of a fixture: K and V [2] (or [1]) and the query's [1],
+ * float32 on dev, over data the test owns. */
+typedef struct scales {
+    tens k, v, q;
+    _Alignas(16) float kd[4], vd[4], qd[4];
+} scales;
+
+static void scales_init(scales *s, fixture *f, int64_t n)
+{
+    tens_init(&s->k, 1, &n, AH_DTYPE_FP32, f->dev);
+    tens_init(&s->v, 1, &n, AH_DTYPE_FP32, f->dev);
+    tens_init(&s->q, 1, (int64_t[]){1}, AH_DTYPE_FP32, f->dev);
+    for (int i = 0; i < 4; i++)
+        s->kd[i] = 0.01f * (float)(i + 1), s->vd[i] = 0.02f, s->qd[i] = 0.03f;
+    s->k.t.data = s->kd, s->v.t.data = s->vd, s->q.t.data = s->qd;
+    f->fa.k_scale = f->fa.v_scale = 0;
+    f->fa.k_scale_tensor = f->wa.k_scale_tensor = &s->k.t;
+    f->fa.v_scale_tensor = f->wa.v_scale_tensor = &s->v.t;
+}
+
+static void test_scales(void)
+{
+    fixture f;
+    scales s;
+    char m[256] = "";
+    /* per tensor in device memory: the form is checked, the values are not */
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.spec.kv_scales = AH_KV_SCALES_TENSOR;
+    scales_init(&s, &f, 1);
+    s.kd[0] = -1; /* unread: device memory */
+    CHECK_MSG(fwd(&f, m) == AH_OK, "%s", m);
+    CHECK_MSG(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) == AH_OK, "%s",
+              m);
+    s.k.t.byte_offset = 4; /* a scalar inside a larger float32 tensor */
+    CHECK_MSG(fwd(&f, m) == AH_OK, "%s", m);
+    s.k.t.byte_offset = 2;
+    EXPECT_FWD_FAIL(&f, "k_scale_tensor: data address");
+    EXPECT_FWD_FAIL(&f, "is not 4-byte aligned");
+    s.k.t.byte_offset = 0;
+    s.v.shape[0] = 2;
+    EXPECT_FWD_FAIL(&f, "v_scale_tensor: shape [2], expected [1]");
+    s.v.shape[0] = 1;
+    s.k.t.dtype = ah_dtype_to_dl(AH_DTYPE_FP16);
+    EXPECT_FWD_FAIL(&f, "k_scale_tensor: dtype float16 (lanes 1), expected float32 for fp32");
+    s.k.t.dtype = ah_dtype_to_dl(AH_DTYPE_FP32);
+    s.k.t.device = (DLDevice){kDLCPU, 0};
+    EXPECT_FWD_FAIL(&f, "k_scale_tensor: on cpu:0, expected cuda:0");
+    s.k.t.device = f.dev;
+    f.fa.k_scale = 0.5f; /* both forms */
+    EXPECT_FWD_FAIL(&f, "k_scale = 0.5 is set and so is the tensor, but the layer's kv_scales = "
+                        "tensor takes k_scale_tensor only");
+    f.fa.k_scale_tensor = NULL;
+    EXPECT_FWD_FAIL(&f, "k_scale = 0.5 is set, but the layer's kv_scales = tensor");
+    f.fa.k_scale = 0;
+    EXPECT_FWD_FAIL(&f, "k_scale_tensor is NULL: the layer's kv_scales = tensor takes the scale "
+                        "as a float32 [1] tensor");
+    f.wa.v_scale_tensor = NULL;
+    CHECK(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) ==
+          AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(m, "v_scale_tensor is NULL");
+
+    /* per head in host memory: every value is read */
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    fixture_on_cpu(&f);
+    f.spec.kv_scales = AH_KV_SCALES_PER_HEAD;
+    scales_init(&s, &f, 2);
+    CHECK_MSG(fwd(&f, m) == AH_OK, "%s", m);
+    s.vd[1] = 0;
+    EXPECT_FWD_FAIL(&f, "v_scale_tensor[1] = 0: a scale must be finite and > 0");
+    s.vd[1] = INFINITY;
+    EXPECT_FWD_FAIL(&f, "v_scale_tensor[1] = inf");
+    s.vd[1] = 0.5f;
+    s.k.shape[0] = 1; /* per tensor under a per-head spec */
+    EXPECT_FWD_FAIL(&f, "k_scale_tensor: shape [1], expected [2]");
+    s.k.shape[0] = 2;
+    /* MLA takes no V scale: the tensor may be left out */
+    f.spec.use_mla = 1;
+    f.fa.v_scale_tensor = NULL;
+    f.fa.value = f.fa.value_cache = NULL;
+    CHECK_MSG(fwd(&f, m) == AH_OK, "mla: %s", m);
+    f.spec.use_mla = 0;
+    f.fa.v_scale_tensor = &s.v.t;
+    f.fa.value = &f.v.t, f.fa.value_cache = &f.vc.t;
+
+    /* host floats: no tensor */
+    f.spec.kv_scales = AH_KV_SCALES_HOST;
+    EXPECT_FWD_FAIL(&f, "k_scale_tensor is set, but the layer's kv_scales is host: pass k_scale "
+                        "as a float");
+
+    /* the query scale */
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    f.fa.q_scale = 0.1f;
+    EXPECT_FWD_FAIL(&f, "q_scale is set, but the layer takes no query scale");
+    f.spec.fp8_attention = f.spec.use_q_scale = 1;
+    CHECK_MSG(fwd(&f, m) == AH_OK, "%s", m);
+    f.fa.q_scale = 0;
+    EXPECT_FWD_FAIL(&f, "q_scale = 0: the layer has q_scale = true and kv_scales = host");
+    f.fa.q_scale = NAN;
+    EXPECT_FWD_FAIL(&f, "q_scale = nan");
+    f.spec.kv_scales = AH_KV_SCALES_TENSOR;
+    scales_init(&s, &f, 1);
+    f.fa.q_scale = 0;
+    EXPECT_FWD_FAIL(&f, "q_scale_tensor is NULL: the layer's kv_scales = tensor");
+    f.fa.q_scale_tensor = &s.q.t;
+    CHECK_MSG(fwd(&f, m) == AH_OK, "%s", m);
+    f.fa.q_scale = 0.25f;
+    EXPECT_FWD_FAIL(&f, "q_scale = 0.25 is set and so is the tensor");
+    f.fa.q_scale = 0;
+    f.spec.use_q_scale = 0;
+    EXPECT_FWD_FAIL(&f, "q_scale_tensor is set, but the layer takes no query scale");
+
+    /* an engine built against ABI 2.2: the new fields read as zero */
+    fixture_init(&f, AH_KV_LAYOUT_NHD);
+    ah_forward_args old = f.fa, full;
+    old.struct_size = (uint32_t)AH__FORWARD_ARGS_MIN;
+    old.k_scale_tensor = &f.q.t; /* past its struct_size: never read */
+    CHECK(ah__forward_args_full(&old, &full) == 1);
+    CHECK(full.struct_size == sizeof full && full.k_scale_tensor == NULL && full.q_scale == 0);
+    CHECK(full.k_scale == 0.5f && full.q == f.fa.q);
+    CHECK_MSG(ah__check_forward_args(&f.spec, &f.batch, &full, &f.dev, m, sizeof m) == AH_OK, "%s",
+              m);
+    old.struct_size = (uint32_t)AH__FORWARD_ARGS_MIN - 1;
+    CHECK(ah__forward_args_full(&old, &full) == 0);
+    ah_kv_write_args wold = f.wa, wfull;
+    wold.struct_size = (uint32_t)AH__KV_WRITE_ARGS_MIN;
+    CHECK(ah__kv_write_args_full(&wold, &wfull) == 1 && wfull.k_scale_tensor == NULL);
+}
+
 int main(void)
 {
     test_good();
     test_defects();
     test_interleaved();
+    test_scales();
     return check_report("test_tensor_check");
 }

@@ -203,6 +203,13 @@ uint32_t ah_model_num_layers(const ah_model *model);
 /* The layer's spec as described: kv_dtype and kv_layout may be AUTO here,
  * block_size AH_BLOCK_SIZE_AUTO. */
 const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer);
+/* ABI 2.3: ragged K/V. The layer's ragged prefill form (model key
+ * ragged_prefill): the spec, with ragged_kv = 1, that the layer runs on a
+ * ragged step (a batch with cu_seqlens_k), such as MLA's non-absorbed
+ * prefill over decompressed K/V (DeepSeek V3: qk 192 / v 128, 128 KV heads
+ * at TP 1) beside the absorbed paged form (576 / 512, one KV head) that
+ * decodes. NULL for a layer without one (or out of range). */
+const ah_layer_spec *ah_model_layer_ragged(const ah_model *model, uint32_t layer);
 /* The model's KV-cache groups (ABI 2.1; ah_layer_spec.kv_group): 1 + the
  * largest kv_group of a layer with a KV cache, 1 for a model without
  * groups. An engine passes this many entries in ah_batch.kv_groups, or
@@ -279,6 +286,20 @@ void ah_selection_destroy(ah_selection *sel);
 
 uint32_t ah_selection_num_layers(const ah_selection *sel);
 const ah_decision *ah_selection_decision(const ah_selection *sel, uint32_t layer, ah_phase phase);
+/* ABI 2.3: ragged K/V. The decision for the layer's ragged prefill form
+ * (ah_model_layer_ragged), made from the layer's prefill candidates (or
+ * the forced plugin) with the form's spec: NULL when the layer has no such
+ * form. The form is optional: when no candidate serves it (a plugin
+ * without AH_FEAT_RAGGED_KV is refused with the reason "ragged_kv"), or
+ * its winner runs on another device kind than the layer's prefill winner
+ * (which holds the engine's tensors), the selection still succeeds, the
+ * form stays unbound, and ah_selection_warnings says so under [select]
+ * fallback = warn (one line for all such layers). ah_binding_plan then
+ * refuses a ragged step (a batch with cu_seqlens_k) naming the layer.
+ * ah_selection_ragged_bound: 1 when the layer's ragged form is bound.
+ * Thread safety: any thread. */
+const ah_decision *ah_selection_ragged_decision(const ah_selection *sel, uint32_t layer);
+int ah_selection_ragged_bound(const ah_selection *sel, uint32_t layer);
 /* The model's CUDA-graph level: the minimum over its bound layers, both
  * phases; *layer (if not NULL) receives the layer that set it. */
 ah_graph_level ah_selection_graph_level(const ah_selection *sel, uint32_t *layer);
@@ -312,6 +333,7 @@ const char *ah_reason_code_str(ah_reason_code c);
 const char *ah_graph_level_str(ah_graph_level g);
 const char *ah_attn_type_str(ah_attn_type t);
 const char *ah_kv_layout_str(ah_kv_layout l);
+const char *ah_kv_scales_str(ah_kv_scales k); /* ABI 2.3: "host", "tensor", "per_head" */
 const char *ah_device_kind_str(ah_device_kind k);
 const char *ah_feature_name(uint32_t feature_bit);
 
@@ -768,6 +790,14 @@ typedef struct ah_model_desc {
                                     May be NULL when no layer is attention */
     const ah_layer_kind *kinds;  /* num_layers kinds; NULL: every layer is
                                     attention */
+    /* ABI 2.3: ragged K/V. num_layers ragged prefill forms (see
+     * ah_model_layer_ragged), an entry with struct_size 0 for a layer
+     * without one; NULL: no layer has one. A form has ragged_kv = 1, the
+     * layer's query heads, dtype (also as kv_dtype), window, soft-cap,
+     * sinks, ALiBi and causal flag; the layer's heads and head sizes unless
+     * the layer is MLA (then any non-absorbed sizes, qk above the rotary
+     * part); scale 0 is the layer's resolved scale. */
+    const ah_layer_spec *ragged_forms;
 } ah_model_desc;
 
 /* Build a model from desc. AH_ERR_CONFIG with the message in err for a

@@ -8,6 +8,11 @@
  *
  *   k_j, v_j   dequantized cache rows: stored value * k_scale (v_scale) for
  *              FP8 caches, else the stored value; for MLA v_j = k_j[:v_head]
+ *              (scaled by k_scale). With per-head scales (ABI 2.3) the
+ *              row of KV head kh takes k_scales[kh] (v_scales[kh]).
+ *   q          the query as given: a query scale (ah_layer_spec.use_q_scale)
+ *              only says how an FP8 backend quantises it, so the oracle,
+ *              which defines the exact result, never reads one
  *   s_j        = scale * dot(q, k_j)
  *   s_j        = softcap * tanh(s_j / softcap)            if softcap > 0
  *   s_j       += slope[h] * (j - p)                       if ALiBi
@@ -23,6 +28,11 @@
  *                            value rows query_start_loc[r] + j, j < query_len),
  *                            p = i, and |j - p| < window if set
  *   encoder-decoder (cross): every cache position j < encoder_seq_lens[r]
+ *   ragged (ragged_kv, ABI 2.3): the packed rows cu_seqlens_k[r] + j of key,
+ *                            value, j < k_len = cu_seqlens_k[r+1] -
+ *                            cu_seqlens_k[r], with p = k_len - query_len[r]
+ *                            + i (bottom-right) and the decoder rules above
+ *                            (causal, or every j when causal = OFF)
  * and on decoder layers, with a tree mask, only keys whose mask byte
  * custom_mask[mask_indptr[r] + i * seq_len + j] is nonzero.
  * With no visible key and no sink the output is 0 and lse is -inf. The
@@ -60,10 +70,16 @@ typedef struct ah_ref_inputs {
     const float *alibi_slopes;
     float k_scale, v_scale; /* 0 means 1 */
     /* Cacheless layers (ENCODER, ENCODER_ONLY): the keys and values, [T, Hk,
-     * qk_head] and [T, Hk, v_head] in q dtype, packed like q. The caches
-     * are not read then and may be NULL. */
+     * qk_head] and [T, Hk, v_head] in q dtype, packed like q. Ragged layers
+     * (ABI 2.3): [Tk, Hk, qk_head] and [Tk, Hk, v_head], packed by the
+     * batch's cu_seqlens_k. The caches are not read then and may be NULL. */
     const void *key;
     const void *value;
+    /* ABI 2.3: per-KV-head scales, [Hk] host floats each finite and > 0;
+     * NULL: k_scale (v_scale) for every head. v_scales is not read for MLA
+     * (V is the key cache's head, scaled by k_scales). */
+    const float *k_scales;
+    const float *v_scales;
 } ah_ref_inputs;
 
 /* out [T, Hq, v_head], lse [T, Hq] (may be NULL). The layer's KV-cache
@@ -80,6 +96,13 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
 ah_status ah_reference_write_kv(const ah_layer_spec *spec, const ah_batch *batch, const void *key,
                                 const void *value, void *key_cache, void *value_cache,
                                 float k_scale, float v_scale, ah_error *err);
+/* The same with per-KV-head scales (ABI 2.3): head h of the new K and V is
+ * divided by k_scales[h] and v_scales[h] ([Hk] host floats, finite and
+ * > 0; v_scales is not read for MLA). */
+ah_status ah_reference_write_kv_per_head(const ah_layer_spec *spec, const ah_batch *batch,
+                                         const void *key, const void *value, void *key_cache,
+                                         void *value_cache, const float *k_scales,
+                                         const float *v_scales, ah_error *err);
 
 /* LSE merge of two partial results: [T, H, D] values, [T, H] lse. */
 void ah_reference_merge_states(uint32_t T, uint32_t H, uint32_t D, const double *v_a,

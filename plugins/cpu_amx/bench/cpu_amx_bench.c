@@ -90,16 +90,7 @@ static double time_shape(ath_host *h, const shape *s, int reps)
         fprintf(stderr, "context_create: %s\n", why);
         return -1;
     }
-    ah_layer_spec spec = {.struct_size = sizeof spec,
-                          .attn_type = AH_ATTN_DECODER,
-                          .num_q_heads = HQ,
-                          .num_kv_heads = HK,
-                          .qk_head_size = D,
-                          .v_head_size = D,
-                          .q_dtype = AH_DTYPE_BF16,
-                          .kv_dtype = AH_DTYPE_BF16,
-                          .block_size = BS,
-                          .kv_layout = AH_KV_LAYOUT_NHD};
+    const ah_layer_spec spec = ath_spec(AH_ATTN_DECODER, HQ, HK, D, AH_DTYPE_BF16, BS);
     const uint32_t bpr = (s->ctx + BS - 1) / BS, nblocks = bpr * s->nreq, T = s->nreq * s->qlen;
     ah_limits lim = {sizeof lim, s->nreq, T, bpr, s->ctx, nblocks};
     ah_state *st;

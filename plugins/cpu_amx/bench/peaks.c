@@ -90,21 +90,14 @@ double peak_avx512bf16_gflops(int threads, double *per_cpu_s)
                    c9 = _mm512_set1_ps(9), c10 = _mm512_set1_ps(10), c11 = _mm512_set1_ps(11);
             __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80),
                      b = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+#define DP(c) _mm512_dpbf16_ps(c, a, b)
             for (long it = 0; it < iters / 12; it++) {
-                c0 = _mm512_dpbf16_ps(c0, a, b);
-                c1 = _mm512_dpbf16_ps(c1, a, b);
-                c2 = _mm512_dpbf16_ps(c2, a, b);
-                c3 = _mm512_dpbf16_ps(c3, a, b);
-                c4 = _mm512_dpbf16_ps(c4, a, b);
-                c5 = _mm512_dpbf16_ps(c5, a, b);
-                c6 = _mm512_dpbf16_ps(c6, a, b);
-                c7 = _mm512_dpbf16_ps(c7, a, b);
-                c8 = _mm512_dpbf16_ps(c8, a, b);
-                c9 = _mm512_dpbf16_ps(c9, a, b);
-                c10 = _mm512_dpbf16_ps(c10, a, b);
-                c11 = _mm512_dpbf16_ps(c11, a, b);
+                c0 = DP(c0), c1 = DP(c1), c2 = DP(c2), c3 = DP(c3);
+                c4 = DP(c4), c5 = DP(c5), c6 = DP(c6), c7 = DP(c7);
+                c8 = DP(c8), c9 = DP(c9), c10 = DP(c10), c11 = DP(c11);
                 __asm__ volatile("" : "+v"(a), "+v"(b));
             }
+#undef DP
             __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
                                        _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)));
             sum = _mm512_add_ps(sum, _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));

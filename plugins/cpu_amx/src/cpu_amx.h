@@ -48,6 +48,8 @@ typedef struct cpu_amx_layer {
     int causal;      /* decoder, unless its causal flag is OFF */
     int cross;       /* encoder-decoder: every key visible, encoder_seq_lens keys */
     int cacheless;   /* encoder / encoder-only: keys are the new rows (ABI 2.1) */
+    int ragged;      /* ragged K/V (ABI 2.3): keys are the cu_seqlens_k rows of
+                        forward's key/value; cacheless is set too */
     uint32_t window; /* 0: none */
     float softcap;   /* 0: none */
     float scale;
@@ -68,7 +70,11 @@ typedef struct cpu_amx_run {
     int64_t k_bs, k_ts, k_hs; /* block, token-in-block, head strides of the key cache */
     int64_t v_bs, v_ts, v_hs;
     const float *sinks, *alibi;
-    float k_scale, v_scale; /* 1 when not FP8 or given as 0 */
+    /* KV head h's K (V) scale is k_scale[h * scale_hs] (v_scale[...]):
+     * scale_hs 0 for one scale per tensor, 1 for one per KV head; scales
+     * are 1 when the cache is not FP8 */
+    const float *k_scale, *v_scale;
+    uint32_t scale_hs;
     const int32_t *qsl, *seq_lens, *block_table;
     uint32_t bt_stride;
     uint32_t pf_dist;    /* prefetch the 16-key piece this many ahead; 0: none */

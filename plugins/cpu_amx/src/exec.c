@@ -106,17 +106,28 @@ static int push_item(ah_state *st, const cpu_amx_item *it)
  * Cacheless layers get a block table of their own over the packed K/V
  * rows: "block" i of request r is token row query_start_loc[r] + i *
  * block_size (forward sets the block stride to the token stride), so the
- * kernels address new rows exactly as cache rows. Cross layers read
- * encoder_seq_lens keys instead of seq_lens. */
+ * kernels address new rows exactly as cache rows. Ragged layers (ABI 2.3)
+ * do the same over the rows cu_seqlens_k gives, with seq_len = k_len, so
+ * their queries sit bottom-right (position k_len - q_len + i) as paged
+ * queries do. Cross layers read encoder_seq_lens keys instead of
+ * seq_lens. */
 static ah_status copy_batch(ah_state *st, const ah_batch *b)
 {
     const ah_host_services *h = st->ctx->host;
     const uint32_t R = b->num_reqs, T = b->num_tokens, bs = st->L.block_size;
     const int nocache = st->L.cacheless;
     const int32_t *lens = st->L.cross ? ah_batch_encoder_seq_lens(b) : b->seq_lens_host;
+    /* the packed key rows' offsets: the queries' own, or cu_seqlens_k */
+    const int32_t *krow = st->L.ragged ? ah_batch_cu_seqlens_k(b) : b->query_start_loc_host;
+    const uint32_t Tk = st->L.ragged ? b->num_k_tokens : T;
     if (R && !b->query_start_loc_host)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "batch lacks a host copy of query_start_loc");
+    if (R && !krow)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "batch lacks a host copy of cu_seqlens_k (a ragged layer's key offsets)");
+    if (R && krow[0] != 0)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "cu_seqlens_k[0] is %d, not 0", krow[0]);
     if (R && !nocache && (!lens || !b->block_table_host))
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "batch lacks host copies of %s or block_table",
@@ -128,8 +139,8 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     if (nocache) {
         stride = 1;
         for (uint32_t r = 0; r < R; r++) {
-            uint32_t q = (uint32_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
-            if ((q + bs - 1) / bs > stride) stride = (q + bs - 1) / bs;
+            uint32_t k = (uint32_t)(krow[r + 1] - krow[r]);
+            if ((k + bs - 1) / bs > stride) stride = (k + bs - 1) / bs;
         }
     }
     if (!cpu_amx_reserve(h, (void **)&st->qsl, &st->cap_qsl, R + 1, 4) ||
@@ -140,7 +151,6 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     if (R && b->query_start_loc_host[0] != 0)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "query_start_loc[0] is %d, not 0",
                        b->query_start_loc_host[0]);
-    int32_t max_block = -1;
     for (uint32_t r = 0; r < R; r++) {
         int32_t q0 = b->query_start_loc_host[r], q1 = b->query_start_loc_host[r + 1];
         if (q1 < q0 || (uint32_t)q1 > T)
@@ -148,9 +158,14 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
                            "query_start_loc[%u..%u] = %d..%d is not monotonic within num_tokens %u",
                            r, r + 1, q0, q1, T);
         if (nocache) {
-            st->seq_lens[r] = q1 - q0;
+            const int32_t k0 = krow[r], k1 = krow[r + 1];
+            if (k1 < k0 || (uint32_t)k1 > Tk)
+                return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                               "key rows %d..%d of request %u are not monotonic within %u rows", k0,
+                               k1, r, Tk);
+            st->seq_lens[r] = k1 - k0;
             for (uint32_t i = 0; i < stride; i++)
-                st->bt[(size_t)r * stride + i] = q0 + (int32_t)(i * bs);
+                st->bt[(size_t)r * stride + i] = k0 + (int32_t)(i * bs);
             continue;
         }
         int32_t sl = lens[r];
@@ -179,7 +194,6 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
                                "block_table[%u][%u] = %d is outside the cache's %u blocks%s", r, i,
                                row[i], b->num_blocks,
                                row[i] < 0 ? " (a released block a query still sees)" : "");
-            if (row[i] > max_block) max_block = row[i];
         }
     }
     if (R && (uint32_t)b->query_start_loc_host[R] != T)
@@ -224,8 +238,9 @@ static ah_status copy_batch(ah_state *st, const ah_batch *b)
     if (T && !nocache) memcpy(st->slots, b->slot_mapping_host, (size_t)T * 8);
     st->num_reqs = R;
     st->num_tokens = T;
+    st->num_k_tokens = Tk;
     st->bt_stride = stride;
-    st->max_block = max_block;
+    st->num_blocks = nocache ? 0 : b->num_blocks;
     return AH_OK;
 }
 
@@ -257,14 +272,14 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
         memset(o, 0, L->dv * sizeof(float));
         int32_t lo, hi;
         cpu_amx_visible(L, p, &lo, &hi);
+        const float ks = run->k_scale[kvh * run->scale_hs], vs = run->v_scale[kvh * run->scale_hs];
         for (int32_t j = it->k0; j < it->k1; j++) {
             if (j < lo || j > hi || !mrow[j]) continue;
             const char *kr =
                 (const char *)run->kc +
                 cpu_amx_kv_row(run, r, j, run->k_bs, run->k_ts, run->k_hs, kvh) * (int64_t)ksz;
             float x = 0.0f;
-            for (uint32_t c = 0; c < L->d; c++)
-                x += q[c] * ah_load_f32(kr, c, L->kv_dtype) * run->k_scale;
+            for (uint32_t c = 0; c < L->d; c++) x += q[c] * ah_load_f32(kr, c, L->kv_dtype) * ks;
             if (L->softcap != 0.0f) x = L->softcap * tanhf(x / L->softcap);
             if (L->alibi) x += run->alibi[head] * (float)(j - p);
             float mn = x > m ? x : m, alpha = m == -INFINITY ? 0.0f : expf(m - mn),
@@ -273,7 +288,7 @@ static void attend_masked(const ah_state *st, const cpu_amx_run *run, const cpu_
                 (const char *)vc +
                 cpu_amx_kv_row(run, r, j, run->v_bs, run->v_ts, run->v_hs, kvh) * (int64_t)ksz;
             for (uint32_t c = 0; c < L->dv; c++)
-                o[c] = o[c] * alpha + e * ah_load_f32(vr, c, L->kv_dtype) * run->v_scale;
+                o[c] = o[c] * alpha + e * ah_load_f32(vr, c, L->kv_dtype) * vs;
             l = l * alpha + e;
             m = mn;
         }
@@ -356,7 +371,6 @@ static ah_status plan_prepack(ah_state *st, uint32_t tq)
 ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
 {
     const cpu_amx_layer *L = &st->L;
-    st->planned = 0;
     ah_status rc = copy_batch(st, b);
     if (rc != AH_OK) return rc;
     st->n_items = st->n_merges = 0;
@@ -453,7 +467,6 @@ ah_status cpu_amx_plan(ah_state *st, const ah_batch *b)
     rc = plan_prepack(st, tq);
     if (rc != AH_OK) return rc;
     qsort(st->items, st->n_items, sizeof *st->items, cmp_cost_desc);
-    st->planned = 1;
     return AH_OK;
 }
 

@@ -1,8 +1,9 @@
 /*
  * cpu_amx: paged attention on x86-64 CPUs. This file is the ABI face of the
  * plugin: the capability descriptor, the probe, context and state handles,
- * argument checking for forward / write_kv / merge_states, and the mapping
- * of DLTensors onto the kernels' run description (exec.c does the work).
+ * the memory checks of forward / write_kv (the host checks the rest), the
+ * argument checks of merge_states, and the mapping of DLTensors onto the
+ * kernels' run description (exec.c does the work).
  *
  * The ISA path is chosen per context from the host's CPU facts, or forced by
  * [plugin.cpu_amx] isa; a forced path the CPU lacks fails context_create and
@@ -74,7 +75,12 @@ static const ah_caps cpu_caps = {
                  * the same kernels, cross layers over encoder_seq_lens, decoder
                  * layers with causal = off, tree masks (a portable fp32 kernel) */
                 AH_FEAT_TREE_MASK | AH_FEAT_CACHELESS | AH_FEAT_CROSS_ATTENTION |
-                AH_FEAT_CAUSAL_FLAG | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV,
+                AH_FEAT_CAUSAL_FLAG | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_EMPTY_KV |
+                /* ABI 2.3: ragged K/V rows go through the cacheless path;
+                 * scales per KV head, in (host-memory) tensors; the query
+                 * scale, which kernels without FP8 math leave unused */
+                AH_FEAT_RAGGED_KV | AH_FEAT_KV_SCALE_PER_HEAD | AH_FEAT_SCALE_TENSORS |
+                AH_FEAT_Q_SCALE,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
     .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) |
@@ -242,12 +248,8 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     *out = NULL;
     const ah_caps *c = &cpu_caps;
     ah_status rc = ah_spec_check_caps(spec, c, &ctx->err);
+    if (rc == AH_OK) rc = ah_spec_check_combination(spec, c, &ctx->err);
     if (rc != AH_OK) return rc;
-    if (spec->use_mla && (spec->num_kv_heads != 1 || spec->v_head_size > spec->qk_head_size))
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED,
-                       "MLA needs one KV head and v_head_size <= qk_head_size");
-    if (!spec->use_mla && spec->qk_head_size == 576)
-        return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED, "qk head size 576 is served only for MLA");
     if (!(spec->softcap >= 0.0f) || !isfinite(spec->softcap))
         return ah_fail(&ctx->err, AH_ERR_INVALID_ARGUMENT, "softcap %g is not a finite value >= 0",
                        (double)spec->softcap);
@@ -272,11 +274,14 @@ static ah_status cpu_state_create(ah_context *ctx, const ah_layer_spec *spec, co
     L->block_size = spec->block_size;
     L->causal = ah_spec_causal(spec);
     L->cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
-    L->cacheless = ah_spec_cacheless(spec);
-    if (L->cacheless) L->kv_dtype = spec->q_dtype; /* keys are the new rows */
+    L->ragged = ah_spec_ragged(spec);
+    /* packed rows, new (cacheless) or ragged, take one path: a block table
+     * over the rows (copy_batch) */
+    L->cacheless = ah_spec_cacheless(spec) || L->ragged;
+    if (L->cacheless) L->kv_dtype = spec->q_dtype; /* keys are packed rows in q dtype */
     L->window = spec->sliding_window;
     L->softcap = spec->softcap;
-    L->scale = spec->scale != 0.0f ? spec->scale : 1.0f / sqrtf((float)L->d);
+    L->scale = ah_spec_scale(spec);
     L->mla = spec->use_mla != 0;
     L->sinks = spec->use_sinks != 0;
     L->alibi = spec->use_alibi != 0;
@@ -306,7 +311,6 @@ static const char *cpu_state_error(const ah_state *st) { return st->err.msg; }
 static ah_status cpu_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode, void *stream)
 {
     (void)stream;
-    if (!batch) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
     if (mode != AH_PLAN_EAGER)
         return ah_fail(&st->err, AH_ERR_UNSUPPORTED,
                        "cpu_amx has no graph capture (graph level NEVER); plan mode %d", (int)mode);
@@ -315,61 +319,97 @@ static ah_status cpu_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode
 
 /* ---- tensor checks --------------------------------------------------------- */
 
-static ah_status check_tensor(ah_state *st, const DLTensor *t, const char *name, ah_dtype dt,
-                              int ndim, const int64_t *shape)
+/* The host checks forward's and write_kv's tensors against the spec and
+ * the batch unless the engine switched validation off (plugin_util.h).
+ * What stays here protects memory then: each tensor holds what the
+ * kernels address (cpu_amx_plan has checked every block id and slot
+ * against the batch's num_blocks, so a cache of that many blocks holds
+ * them all). */
+
+static ah_status check_rows(ah_state *st, const DLTensor *t, const char *name, int64_t rows,
+                            uint32_t heads, uint32_t hsz)
 {
-    if (!t) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
-    if (t->device.device_type != kDLCPU)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "%s is not in host memory (device type %d)", name,
-                       (int)t->device.device_type);
-    if (!ah_dl_dtype_is(t, dt))
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "%s has DLPack dtype code %u bits %u lanes %u, expected %s", name,
-                       t->dtype.code, t->dtype.bits, t->dtype.lanes, ah_dtype_name(dt));
-    if (t->ndim != ndim)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, expected %d", name,
-                       t->ndim, ndim);
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] >= 0 && t->shape[i] != shape[i])
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, expected %lld",
-                           name, i, (long long)t->shape[i], (long long)shape[i]);
-    if (ah_dl_stride(t, ndim - 1) != 1)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "%s: the last dimension must be contiguous", name);
-    if (!t->data && ah_dl_numel(t) > 0)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "%s has no data", name);
-    return AH_OK;
+    const ah_dl_want w = {name, 3, {rows, heads, hsz}, 1, st->L.q_dtype, 0, AH_KV_LAYOUT_AUTO};
+    return ah_dl_check(t, &w, &st->err);
 }
 
-/* A cache tensor: shape per layout, strides into (block, token, head).
- * The kernels address every row through these strides, so the views of an
- * interleaved layout (block stride twice a dense one) need nothing else. */
+static ah_status check_vec(ah_state *st, const DLTensor *t, const char *name, int ndim)
+{
+    const ah_dl_want w = {name,
+                          ndim,
+                          {ndim == 2 ? st->num_tokens : st->L.hq, st->L.hq},
+                          1,
+                          AH_DTYPE_FP32,
+                          0,
+                          AH_KV_LAYOUT_AUTO};
+    return ah_dl_check(t, &w, &st->err);
+}
+
+/* A cache tensor; its strides into (block, token, head). The kernels address
+ * every row through these strides, so the views of an interleaved layout
+ * (block stride twice a dense one, ah_dl_cache_want) need nothing else. */
 static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz,
                              int64_t *bs_str, int64_t *ts_str, int64_t *hs_str)
 {
-    const cpu_amx_layer *L = &st->L;
-    const int hnd = ah_kv_layout_is_hnd(st->spec.kv_layout);
-    int64_t shape[4] = {-1, hnd ? L->hk : L->block_size, hnd ? L->block_size : L->hk, hsz};
-    ah_status rc = check_tensor(st, t, name, L->kv_dtype, 4, shape);
+    const ah_dl_want w = ah_dl_cache_want(name, &st->spec, st->num_blocks, hsz);
+    ah_status rc = ah_dl_check(t, &w, &st->err);
     if (rc != AH_OK) return rc;
-    if (t->shape[0] <= st->max_block)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "%s holds %lld blocks, the plan references block %d", name,
-                       (long long)t->shape[0], st->max_block);
+    const int hnd = ah_kv_layout_is_hnd(st->spec.kv_layout);
     *bs_str = ah_dl_stride(t, 0);
     *ts_str = ah_dl_stride(t, hnd ? 2 : 1);
     *hs_str = ah_dl_stride(t, hnd ? 1 : 2);
     return AH_OK;
 }
 
+/* One of a call's K and V scales (see cpu_amx_run): the tensor's values
+ * when the layer takes scale tensors ([1] or [Hk], *hs 0 or 1), else the
+ * float (0 meaning 1) kept in *one. 1 for a cache that is not FP8. The
+ * query scale needs nothing here: these kernels keep queries in fp32 or
+ * bf16, never FP8, so q_scale leaves the result as it is (plugin.h,
+ * "FP8 scales"). */
+static ah_status scales_of(ah_state *st, const DLTensor *t, float f, const char *name, float *one,
+                           const float **out, uint32_t *hs)
+{
+    const cpu_amx_layer *L = &st->L;
+    *one = ah_kv_scale(f, L->kv_dtype);
+    *out = one;
+    *hs = 0;
+    if (!t || !ah_dtype_is_fp8(L->kv_dtype)) return AH_OK;
+    const ah_dl_want w = {name, 1, {1}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
+    ah_status rc = ah_dl_check(t, &w, &st->err);
+    if (rc != AH_OK) return rc;
+    if (t->shape[0] != 1 && t->shape[0] != (int64_t)L->hk)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "%s holds %lld scales, expected 1 or %u (one per KV head)", name,
+                       (long long)t->shape[0], L->hk);
+    *out = ah_dl_data(t);
+    *hs = t->shape[0] > 1;
+    return AH_OK;
+}
+
+/* The K and V scales of forward or write_kv into *k, *v and *hs (one head
+ * stride for both: the host gives both tensors one form). MLA's values are
+ * the key cache's head, so they take the K scales. */
+static ah_status kv_scales_of(ah_state *st, const DLTensor *kt, const DLTensor *vt, float kf,
+                              float vf, float one[2], const float **k, const float **v,
+                              uint32_t *hs)
+{
+    uint32_t vhs;
+    ah_status rc = scales_of(st, kt, kf, "k_scale_tensor", &one[0], k, hs);
+    if (rc == AH_OK && st->L.mla) {
+        *v = *k;
+        return AH_OK;
+    }
+    if (rc == AH_OK) rc = scales_of(st, vt, vf, "v_scale_tensor", &one[1], v, &vhs);
+    if (rc == AH_OK && vhs != *hs)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "k_scale_tensor and v_scale_tensor differ in form (per head or not)");
+    return rc;
+}
+
 static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
 {
     const cpu_amx_layer *L = &st->L;
-    if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward args are NULL");
-    if (!st->planned)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "forward before a successful plan");
-    const int64_t T = st->num_tokens;
     cpu_amx_run run;
     memset(&run, 0, sizeof run);
     run.L = L;
@@ -381,16 +421,15 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
         run.pp_off = st->pp_off;
         run.pp_np = st->pp_np;
     }
-    int64_t qs[3] = {T, L->hq, L->d}, os[3] = {T, L->hq, L->dv}, ls[2] = {T, L->hq},
-            hs[1] = {L->hq};
     ah_status rc;
-    if ((rc = check_tensor(st, a->q, "q", L->q_dtype, 3, qs)) != AH_OK) return rc;
-    if ((rc = check_tensor(st, a->out, "out", L->q_dtype, 3, os)) != AH_OK) return rc;
+    if ((rc = check_rows(st, a->q, "q", st->num_tokens, L->hq, L->d)) != AH_OK) return rc;
+    if ((rc = check_rows(st, a->out, "out", st->num_tokens, L->hq, L->dv)) != AH_OK) return rc;
     if (L->cacheless) {
-        /* keys and values are the packed new rows (copy_batch's block table) */
-        int64_t ks[3] = {T, L->hk, L->d}, vs[3] = {T, L->hk, L->dv};
-        if ((rc = check_tensor(st, a->key, "key", L->q_dtype, 3, ks)) != AH_OK) return rc;
-        if ((rc = check_tensor(st, a->value, "value", L->q_dtype, 3, vs)) != AH_OK) return rc;
+        /* keys and values are packed rows (copy_batch's block table): the
+         * new tokens', or a ragged step's num_k_tokens */
+        const int64_t Tk = L->ragged ? st->num_k_tokens : st->num_tokens;
+        if ((rc = check_rows(st, a->key, "key", Tk, L->hk, L->d)) != AH_OK) return rc;
+        if ((rc = check_rows(st, a->value, "value", Tk, L->hk, L->dv)) != AH_OK) return rc;
         run.kc = ah_dl_data(a->key);
         run.vc = ah_dl_data(a->value);
         run.k_bs = run.k_ts = ah_dl_stride(a->key, 0);
@@ -411,22 +450,23 @@ static ah_status cpu_forward(ah_state *st, const ah_forward_args *a)
     }
     if (!L->cacheless) run.kc = ah_dl_data(a->key_cache);
     if (a->lse) {
-        if ((rc = check_tensor(st, a->lse, "lse", AH_DTYPE_FP32, 2, ls)) != AH_OK) return rc;
+        if ((rc = check_vec(st, a->lse, "lse", 2)) != AH_OK) return rc;
         run.lse = ah_dl_data(a->lse);
         run.l_ts = ah_dl_stride(a->lse, 0);
         run.l_hs = 1;
     }
     if (L->sinks) {
-        if ((rc = check_tensor(st, a->sinks, "sinks", AH_DTYPE_FP32, 1, hs)) != AH_OK) return rc;
+        if ((rc = check_vec(st, a->sinks, "sinks", 1)) != AH_OK) return rc;
         run.sinks = ah_dl_data(a->sinks);
     }
     if (L->alibi) {
-        if ((rc = check_tensor(st, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hs)) != AH_OK)
-            return rc;
+        if ((rc = check_vec(st, a->alibi_slopes, "alibi_slopes", 1)) != AH_OK) return rc;
         run.alibi = ah_dl_data(a->alibi_slopes);
     }
-    run.k_scale = ah_kv_scale(a->k_scale, L->kv_dtype);
-    run.v_scale = ah_kv_scale(a->v_scale, L->kv_dtype);
+    float one[2];
+    if ((rc = kv_scales_of(st, a->k_scale_tensor, a->v_scale_tensor, a->k_scale, a->v_scale, one,
+                           &run.k_scale, &run.v_scale, &run.scale_hs)) != AH_OK)
+        return rc;
     run.q = ah_dl_data(a->q);
     run.q_ts = ah_dl_stride(a->q, 0);
     run.q_hs = ah_dl_stride(a->q, 1);
@@ -454,14 +494,14 @@ static int float_dtype_of(const DLTensor *t, ah_dtype *out)
     return 0;
 }
 
-static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_t s_ts,
-                       int64_t s_hs, char *cache, int64_t c_bs, int64_t c_ts, int64_t c_hs,
-                       uint32_t hsz, float scale)
+static void write_rows(const ah_state *st, const char *src, int64_t s_ts, int64_t s_hs, char *cache,
+                       int64_t c_bs, int64_t c_ts, int64_t c_hs, uint32_t hsz, const float *scale,
+                       uint32_t scale_hs)
 {
     const cpu_amx_layer *L = &st->L;
+    const ah_dtype sdt = L->q_dtype;
     const size_t ssz = ah_dtype_size(sdt), csz = ah_dtype_size(L->kv_dtype);
-    const int fp8 = L->kv_dtype == AH_DTYPE_FP8_E4M3 || L->kv_dtype == AH_DTYPE_FP8_E5M2;
-    const float inv = 1.0f / scale;
+    const int fp8 = ah_dtype_is_fp8(L->kv_dtype);
     const long T = (long)st->num_tokens;
     const int nt = st->ctx->threads;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && T > 64)
@@ -470,6 +510,7 @@ static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_
         if (slot < 0) continue;
         int64_t blk = slot / L->block_size, off = slot % L->block_size;
         for (uint32_t h = 0; h < L->hk; h++) {
+            const float inv = 1.0f / scale[h * scale_hs];
             const char *s = src + ((int64_t)t * s_ts + (int64_t)h * s_hs) * (int64_t)ssz;
             char *d = cache + (blk * c_bs + off * c_ts + (int64_t)h * c_hs) * (int64_t)csz;
             if (sdt == L->kv_dtype) {
@@ -487,42 +528,26 @@ static void write_rows(const ah_state *st, const char *src, ah_dtype sdt, int64_
 static ah_status cpu_write_kv(ah_state *st, const ah_kv_write_args *a)
 {
     const cpu_amx_layer *L = &st->L;
-    if (!a) return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv args are NULL");
-    if (!st->planned)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "write_kv before a successful plan");
-    if (L->cacheless)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "write_kv on a cacheless (encoder) layer: it has no cache");
-    ah_dtype kdt, vdt = AH_DTYPE_FP32;
-    if (!a->key || !float_dtype_of(a->key, &kdt))
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "key is NULL or not fp32/fp16/bf16");
-    int64_t ks[3] = {st->num_tokens, L->hk, L->d}, vs[3] = {st->num_tokens, L->hk, L->dv};
-    ah_status rc;
-    if ((rc = check_tensor(st, a->key, "key", kdt, 3, ks)) != AH_OK) return rc;
     int64_t kb, kt, kh, vb = 0, vt = 0, vh = 0;
-    /* Slots must fit the tensors actually passed, not just the plan's cache size. */
-    if ((rc = check_cache(st, a->key_cache, "key_cache", L->d, &kb, &kt, &kh)) != AH_OK) return rc;
-    if (!L->mla) {
-        if (!a->value || !float_dtype_of(a->value, &vdt))
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                           "value is NULL or not fp32/fp16/bf16");
-        if ((rc = check_tensor(st, a->value, "value", vdt, 3, vs)) != AH_OK) return rc;
-        if ((rc = check_cache(st, a->value_cache, "value_cache", L->dv, &vb, &vt, &vh)) != AH_OK)
-            return rc;
-    }
-    for (uint32_t t = 0; t < st->num_tokens; t++)
-        if (st->slots[t] >= a->key_cache->shape[0] * (int64_t)L->block_size ||
-            (!L->mla && st->slots[t] >= a->value_cache->shape[0] * (int64_t)L->block_size))
-            return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                           "slot_mapping[%u] = %lld is outside the cache tensors", t,
-                           (long long)st->slots[t]);
-    const float ksc = ah_kv_scale(a->k_scale, L->kv_dtype);
-    const float vsc = ah_kv_scale(a->v_scale, L->kv_dtype);
-    write_rows(st, ah_dl_data(a->key), kdt, ah_dl_stride(a->key, 0), ah_dl_stride(a->key, 1),
-               ah_dl_data(a->key_cache), kb, kt, kh, L->d, ksc);
+    ah_status rc;
+    if ((rc = check_rows(st, a->key, "key", st->num_tokens, L->hk, L->d)) != AH_OK ||
+        (rc = check_cache(st, a->key_cache, "key_cache", L->d, &kb, &kt, &kh)) != AH_OK)
+        return rc;
+    if (!L->mla &&
+        ((rc = check_rows(st, a->value, "value", st->num_tokens, L->hk, L->dv)) != AH_OK ||
+         (rc = check_cache(st, a->value_cache, "value_cache", L->dv, &vb, &vt, &vh)) != AH_OK))
+        return rc;
+    float one[2];
+    const float *ksc, *vsc;
+    uint32_t shs;
+    if ((rc = kv_scales_of(st, a->k_scale_tensor, a->v_scale_tensor, a->k_scale, a->v_scale, one,
+                           &ksc, &vsc, &shs)) != AH_OK)
+        return rc;
+    write_rows(st, ah_dl_data(a->key), ah_dl_stride(a->key, 0), ah_dl_stride(a->key, 1),
+               ah_dl_data(a->key_cache), kb, kt, kh, L->d, ksc, shs);
     if (!L->mla)
-        write_rows(st, ah_dl_data(a->value), vdt, ah_dl_stride(a->value, 0),
-                   ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), vb, vt, vh, L->dv, vsc);
+        write_rows(st, ah_dl_data(a->value), ah_dl_stride(a->value, 0), ah_dl_stride(a->value, 1),
+                   ah_dl_data(a->value_cache), vb, vt, vh, L->dv, vsc, shs);
     return AH_OK;
 }
 

@@ -34,9 +34,9 @@ struct ah_state {
     void *ws_mem;
     cpu_amx_scratch *ws; /* one per thread */
     /* Last plan. */
-    int planned;
     uint32_t num_reqs, num_tokens, bt_stride;
-    int32_t max_block; /* largest block id the plan references, -1: none */
+    uint32_t num_k_tokens; /* ragged layers: rows of key/value */
+    uint32_t num_blocks;   /* the batch's: every block id and slot is inside it */
     int32_t *qsl, *seq_lens, *bt;
     int64_t *slots;
     size_t cap_qsl, cap_seq, cap_bt, cap_slots;

@@ -72,15 +72,4 @@ static void emu_dpbf16ps(int c, int a, int b)
 #define _tile_dpbf16ps(c, a, b) emu_dpbf16ps((c), (a), (b))
 #define _tile_release() ((void)0)
 
-#include "../src/kern_fp32.inc"
-#define AH_TILE_AMX 1
-#include "../src/kern_tile.inc"
-#include "../src/kern_dec.inc"
-#include "../src/kern_dec_amx.inc"
-
-const cpu_amx_kernels cpu_amx_kernels_amx = {"amx",
-                                             cpu_amx_k_amx_attend,
-                                             cpu_amx_k_amx_attend_bf16,
-                                             cpu_amx_k_amx_attend_dec,
-                                             cpu_amx_k_amx_attend_dec_amx,
-                                             cpu_amx_k_amx_prepack};
+#include "../src/kern_amx.inc"

@@ -184,7 +184,9 @@ static void run_case(ath_host *h, const tcase *c, const char *isa, float ramp)
     w.d_q.shape[1] = c->hq + 1;
     rc = ops->forward(st, &fa);
     w.d_q.shape[1] = c->hq;
-    CHECK_MSG(rc == AH_ERR_INVALID_ARGUMENT && strstr(ops->state_error(st), "q dim 1"),
+    char want_msg[64];
+    snprintf(want_msg, sizeof want_msg, "q: shape [%u, %u,", T, c->hq + 1);
+    CHECK_MSG(rc == AH_ERR_INVALID_ARGUMENT && strstr(ops->state_error(st), want_msg),
               "%s/%s: bad q shape gave %d '%s'", c->name, isa, rc, ops->state_error(st));
     CHECK_MSG(o[0] == probe_byte, "%s/%s: failed forward wrote output", c->name, isa);
 out:

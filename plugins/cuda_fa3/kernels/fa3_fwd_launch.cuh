@@ -26,13 +26,13 @@ encode_tiled_fn encode_tiled();
 // 227 KiB a block may use (d128 and d256 land at 224 KiB plus barriers).
 template <int D> struct cfg;
 template <> struct cfg<64> {
-    static constexpr int BN = 128, STAGES = 3, SST = 3;
+    static constexpr int BN = FA3_BLOCK_N(64), STAGES = 3, SST = 3;
 };
 template <> struct cfg<128> {
-    static constexpr int BN = 128, STAGES = 2, SST = 2;
+    static constexpr int BN = FA3_BLOCK_N(128), STAGES = 2, SST = 2;
 };
 template <> struct cfg<256> {
-    static constexpr int BN = 64, STAGES = 2, SST = 1;
+    static constexpr int BN = FA3_BLOCK_N(256), STAGES = 2, SST = 1;
 };
 
 template <typename T, typename KV> constexpr int sst_of(int sst)

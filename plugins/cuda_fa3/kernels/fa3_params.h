@@ -22,9 +22,15 @@ extern "C" {
  * (token, head-in-group) pair: GQA packing puts the G query heads that share
  * a KV head into one tile, so K/V are read once for all of them. */
 #define FA3_BLOCK_M 128
+/* Keys per KV tile of the forward kernels at head size D (fa3_fwd_launch.cuh
+ * instantiates them with it; the plan splits KV and estimates cost in these
+ * tiles): the K and V rings of two 128-key stages fit shared memory up to
+ * D = 128, at D = 256 only with 64-key tiles. */
+#define FA3_BLOCK_N(D) ((D) == 256 ? 64 : 128)
 #define FA3_MAX_SPLITS 64
-/* Keys per tile of the V^T scratch: the FP8-compute kernel's key tile. */
-#define FA3_VT_KEYS 128
+/* Keys per tile of the V^T scratch: the FP8-compute kernel's key tile, the
+ * head-size-128 tile the plan splits by. */
+#define FA3_VT_KEYS FA3_BLOCK_N(128)
 
 /* One unit of work for a persistent CTA. */
 typedef struct fa3_work {

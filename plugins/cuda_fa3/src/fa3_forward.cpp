@@ -1,7 +1,8 @@
 /*
- * forward() and write_kv(): check the tensors against the layer spec and
- * the last plan, fill the kernel parameters and launch.
- * A bad tensor is refused with a message naming it, and nothing runs.
+ * forward() and write_kv(): check what protects memory and the copy
+ * engine (the host checks the rest), fill the kernel parameters and
+ * launch. A bad tensor is refused with a message naming it, and nothing
+ * runs.
  */
 #include <math.h>
 #include <string.h>
@@ -19,43 +20,36 @@ static int fa3_dt(ah_dtype t)
     }
 }
 
-/* A [T, H, D] activation: dtype, shape, unit channel stride, 16-byte rows. */
+/* The host checks forward's and write_kv's tensors against the spec unless
+ * validation is off (plugin_util.h). What stays here protects memory and
+ * the copy engine's demands: each tensor holds what the kernels address
+ * (ah_dl_check), and its strides and base suit TMA (16-byte aligned base,
+ * 16-byte row strides). */
+
+/* A [>= T, H, D] activation: 16-byte base, row strides of 8 elements. */
 static ah_status fa3_check_act(ah_errbuf *e, const char *name, const DLTensor *t, int64_t T,
                                int64_t H, int64_t D, ah_dtype dt)
 {
-    if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
-    if (t->ndim != 3 || t->shape[0] != T || t->shape[1] != H || t->shape[2] != D)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [%lld, %lld, %lld]", name,
-                       (long long)T, (long long)H, (long long)D);
-    if (!ah_dl_dtype_is(t, dt))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name, ah_dtype_name(dt));
-    if (ah_dl_stride(t, 2) != 1 || ah_dl_stride(t, 1) % 8 || ah_dl_stride(t, 0) % 8 ||
-        ((uintptr_t)ah_dl_data(t) & 15))
-        return ah_fail(
-            e, AH_ERR_INVALID_ARGUMENT,
-            "%s needs unit channel stride, row strides of 8 elements and 16-byte alignment", name);
-    if (t->device.device_type != kDLCUDA)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is not CUDA device memory", name);
+    const ah_dl_want w = {name, 3, {T, H, D}, 1, dt, 0, AH_KV_LAYOUT_AUTO};
+    ah_status s = ah_dl_check(t, &w, e);
+    if (s != AH_OK) return s;
+    if (ah_dl_stride(t, 1) % 8 || ah_dl_stride(t, 0) % 8 || ((uintptr_t)ah_dl_data(t) & 15))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "%s needs row strides of 8 elements and 16-byte alignment", name);
     return AH_OK;
 }
 
-/* A cache tensor in the spec's layout; strides out: block, slot, head. */
+/* A cache tensor in the spec's layout (any block count: TMA zero-fills a
+ * box past the last block); strides out: block, slot, head. */
 static ah_status fa3_check_cache(ah_errbuf *e, const char *name, const DLTensor *t,
                                  const ah_layer_spec *sp, int64_t strides[3])
 {
-    if (!t) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s is NULL", name);
+    const ah_dl_want w = ah_dl_cache_want(name, sp, 0, sp->qk_head_size);
+    ah_status s = ah_dl_check(t, &w, e);
+    if (s != AH_OK) return s;
     const int hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
-    const int64_t a = hnd ? sp->num_kv_heads : sp->block_size,
-                  b = hnd ? sp->block_size : sp->num_kv_heads;
-    if (t->ndim != 4 || t->shape[1] != a || t->shape[2] != b || t->shape[3] != sp->qk_head_size)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be [blocks, %lld, %lld, %u] (%s)", name,
-                       (long long)a, (long long)b, sp->qk_head_size, hnd ? "HND" : "NHD");
-    if (!ah_dl_dtype_is(t, sp->kv_dtype))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s must be %s", name,
-                       ah_dtype_name(sp->kv_dtype));
-    if (ah_dl_stride(t, 3) != 1 || ((uintptr_t)ah_dl_data(t) & 15))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "%s needs unit channel stride and 16-byte alignment", name);
+    if ((uintptr_t)ah_dl_data(t) & 15)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s needs 16-byte alignment", name);
     strides[0] = ah_dl_stride(t, 0);
     strides[1] = ah_dl_stride(t, hnd ? 2 : 1);
     strides[2] = ah_dl_stride(t, hnd ? 1 : 2);
@@ -80,21 +74,13 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
 {
     ah_errbuf *e = &st->err;
     const ah_layer_spec *sp = &st->spec;
-    if (!a) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward: args is NULL");
-    if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "forward: plan() has not run");
     AH_CUDA_TRY(e, fa3_use_device(st->ctx));
     const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
     ah_status s;
-    if (!a->q || a->q->ndim != 3 || a->q->shape[0] < T)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "q must be [>= %lld, %lld, %lld]", (long long)T,
-                       (long long)Hq, (long long)D);
-    const int64_t Tq = a->q->shape[0];
-    if ((s = fa3_check_act(e, "q", a->q, Tq, Hq, D, sp->q_dtype)) != AH_OK) return s;
-    if (!a->out || a->out->ndim != 3 || a->out->shape[0] < T)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "out must be [>= %lld, %lld, %lld]",
-                       (long long)T, (long long)Hq, (long long)D);
-    if ((s = fa3_check_act(e, "out", a->out, a->out->shape[0], Hq, D, sp->q_dtype)) != AH_OK)
+    if ((s = fa3_check_act(e, "q", a->q, T, Hq, D, sp->q_dtype)) != AH_OK ||
+        (s = fa3_check_act(e, "out", a->out, T, Hq, D, sp->q_dtype)) != AH_OK)
         return s;
+    const int64_t Tq = a->q->shape[0];
     fa3_fwd_launch L;
     memset(&L, 0, sizeof L);
     if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, L.k_strides)) != AH_OK) return s;
@@ -102,26 +88,18 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     if (a->key_cache->shape[0] != a->value_cache->shape[0])
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "key_cache and value_cache hold different block counts");
-    if (a->lse) {
-        if (a->lse->ndim != 2 || a->lse->shape[0] < T || a->lse->shape[1] != Hq ||
-            !ah_dl_dtype_is(a->lse, AH_DTYPE_FP32) || !ah_dl_is_contiguous(a->lse))
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                           "lse must be a contiguous float32 [>= %lld, %lld]", (long long)T,
-                           (long long)Hq);
-    }
-    if (sp->use_sinks) {
-        if (!a->sinks || a->sinks->ndim != 1 || a->sinks->shape[0] != Hq ||
-            !ah_dl_dtype_is(a->sinks, AH_DTYPE_FP32))
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "sinks must be float32 [%lld]",
-                           (long long)Hq);
-    }
+    /* lse dense: the kernels index it as t * Hq + h */
+    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO};
+    if (a->lse && (s = ah_dl_check(a->lse, &wl, e)) != AH_OK) return s;
+    if (sp->use_sinks && (s = ah_dl_check(a->sinks, &ws, e)) != AH_OK) return s;
     const int kv8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3;
     if (kv8 && ((s = fa3_check_fp8_strides(e, L.k_strides, L.v_strides)) != AH_OK)) return s;
     /* FP8 KV: real = stored * scale. k_scale folds into the softmax scale,
      * v_scale into the output normalisation; 16-bit caches ignore both. */
     const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
     const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
-    const float scale = (sp->scale != 0.f ? sp->scale : 1.f / sqrtf((float)D)) * k_scale;
+    const float scale = ah_spec_scale(sp) * k_scale;
 
     L.head_dim = (int)D;
     L.dtype = fa3_dt(sp->q_dtype);
@@ -152,7 +130,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->group = st->group;
     p->tpt = st->tpt;
     p->block_size = (int)sp->block_size;
-    const int BN = D == 256 ? 64 : 128;
+    const int BN = FA3_BLOCK_N(D);
     int R = 16;
     for (int c = BN; c >= 16; c /= 2)
         if ((int)sp->block_size % c == 0 && BN % c == 0) {
@@ -211,15 +189,12 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
 {
     ah_errbuf *e = &st->err;
     const ah_layer_spec *sp = &st->spec;
-    if (!a) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: args is NULL");
     AH_CUDA_TRY(e, fa3_use_device(st->ctx));
-    if (!st->planned) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: plan() has not run");
-    if (!a->key || !a->value || a->key->ndim != 3 || a->value->ndim != 3)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "write_kv: key and value must be [T, Hk, D]");
-    const int64_t T = a->key->shape[0], Hk = sp->num_kv_heads, D = sp->qk_head_size;
+    const int64_t T = st->num_tokens, Hk = sp->num_kv_heads, D = sp->qk_head_size;
     ah_status s;
-    if ((s = fa3_check_act(e, "key", a->key, T, Hk, D, sp->q_dtype)) != AH_OK) return s;
-    if ((s = fa3_check_act(e, "value", a->value, T, Hk, D, sp->q_dtype)) != AH_OK) return s;
+    if ((s = fa3_check_act(e, "key", a->key, T, Hk, D, sp->q_dtype)) != AH_OK ||
+        (s = fa3_check_act(e, "value", a->value, T, Hk, D, sp->q_dtype)) != AH_OK)
+        return s;
     fa3_kv_write w;
     memset(&w, 0, sizeof w);
     if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, w.k_strides)) != AH_OK) return s;
@@ -227,10 +202,6 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     if (!st->slot_mapping)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "write_kv: the planned batch has no slot_mapping");
-    if (T < (int64_t)st->num_tokens)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "write_kv: key has %lld rows, the batch %u tokens", (long long)T,
-                       st->num_tokens);
     w.key = ah_dl_data(a->key);
     w.value = ah_dl_data(a->value);
     w.k_tok_stride = ah_dl_stride(a->key, 0);

@@ -74,40 +74,20 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     if (!spec || !lim)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "state_create: spec or limits is NULL");
     AH_CUDA_TRY(e, fa3_use_device(ctx));
+    /* The caps' sets and rules, for drivers that skip the host's selection;
+     * then what the caps cannot say. */
+    ah_status cs = ah_spec_check_caps(spec, &fa3_caps, e);
+    if (cs == AH_OK) cs = ah_spec_check_combination(spec, &fa3_caps, e);
+    if (cs != AH_OK) return cs;
     const uint32_t d = spec->qk_head_size;
-    if (d != 64 && d != 128 && d != 256)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "head size %u: cuda_fa3 serves 64, 128 and 256", d);
-    if (spec->v_head_size != d)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "v_head_size %u differs from qk_head_size %u",
-                       spec->v_head_size, d);
-    if (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "query dtype %s: cuda_fa3 serves fp16 and bf16",
-                       ah_dtype_name(spec->q_dtype));
-    if (spec->kv_dtype != spec->q_dtype && spec->kv_dtype != AH_DTYPE_FP8_E4M3)
-        return ah_fail(
-            e, AH_ERR_UNSUPPORTED,
-            "KV dtype %s with query dtype %s: cuda_fa3 needs them equal, or an fp8_e4m3 cache",
-            ah_dtype_name(spec->kv_dtype), ah_dtype_name(spec->q_dtype));
-    if (!spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "%u query heads are not a multiple of %u KV heads", spec->num_q_heads,
-                       spec->num_kv_heads);
     const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    if (group > 8)
+    if (group > (int)fa3_caps.max_head_groups)
         return ah_fail(e, AH_ERR_UNSUPPORTED,
-                       "%d query heads per KV head: cuda_fa3 packs at most 8", group);
-    if (spec->block_size == 0 || spec->block_size % 16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: cuda_fa3 needs a multiple of 16",
-                       spec->block_size);
+                       "%d query heads per KV head: cuda_fa3 packs at most %u", group,
+                       fa3_caps.max_head_groups);
     if (spec->use_mla || spec->use_alibi)
         return ah_fail(e, AH_ERR_UNSUPPORTED, "%s is not served by cuda_fa3",
                        spec->use_mla ? "MLA" : "ALiBi");
-    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "KV layout %d is not resolved",
-                       (int)spec->kv_layout);
-    if (!lim->max_num_reqs || !lim->max_num_tokens)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "limits: max_num_reqs and max_num_tokens must be > 0");
     if (ctx->smem_optin < fa3_fwd_smem_bytes((int)d))
         return ah_fail(e, AH_ERR_UNSUPPORTED,
                        "head size %u needs %zu bytes of shared memory, the device allows %zu", d,
@@ -269,7 +249,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     if (st->staged_pending) AH_CUDA_TRY(e, cudaEventSynchronize(st->staged));
 
     const ah_layer_spec *sp = &st->spec;
-    const int G = st->group, tpt = st->tpt, BN = sp->qk_head_size == 256 ? 64 : 128;
+    const int G = st->group, tpt = st->tpt, BN = FA3_BLOCK_N(sp->qk_head_size);
     const int causal = ah_spec_causal(sp), cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
     const int W = (int)sp->sliding_window;
     const int Hk = (int)sp->num_kv_heads;

@@ -51,7 +51,7 @@ static const ah_config_key fa3_config_keys[] = {
         "query tiles on average"),
 };
 
-static const ah_caps fa3_caps = {
+const ah_caps fa3_caps = {
     sizeof(ah_caps), AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
     AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3),
     AH_INT_SET_LIST(fa3_head_sizes), AH_INT_SET_LIST(fa3_head_sizes),

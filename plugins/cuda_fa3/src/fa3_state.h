@@ -95,6 +95,10 @@ static inline cudaError_t fa3_use_device(const ah_context *ctx)
     return cudaSetDevice(ctx->svc.device);
 }
 
+/* fa3_plugin.cpp: the capability table; state_create checks a spec
+ * against it. */
+extern const ah_caps fa3_caps;
+
 /* fa3_plan.cpp */
 ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
                            ah_state **out);

@@ -26,7 +26,6 @@
  * fp8_attention, so fp8-KV d128 shapes run with e4m3 GEMMs; they print as
  * "f8c" instead of "kv8".
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,19 +50,10 @@ static int bench(const shape *s)
     for (int r = 0; r < s->n; r++) qlen[r] = s->qlen, seqlen[r] = s->seqlen;
     const int T = s->n * s->qlen, width = (s->seqlen + s->bs - 1) / s->bs + 1;
     const int nb = s->n * (width - 1) + 2;
-    ah_layer_spec sp;
-    memset(&sp, 0, sizeof sp);
-    sp.struct_size = sizeof sp;
-    sp.attn_type = s->causal ? AH_ATTN_DECODER : AH_ATTN_ENCODER_ONLY;
-    sp.num_q_heads = (uint32_t)s->hq;
-    sp.num_kv_heads = (uint32_t)s->hk;
-    sp.qk_head_size = sp.v_head_size = (uint32_t)s->d;
-    sp.q_dtype = dt;
-    sp.kv_dtype = s->kv8 ? AH_DTYPE_FP8_E4M3 : dt;
+    ah_layer_spec sp = ath_spec(s->causal ? AH_ATTN_DECODER : AH_ATTN_ENCODER_ONLY, (uint32_t)s->hq,
+                                (uint32_t)s->hk, (uint32_t)s->d, dt, (uint32_t)s->bs);
+    if (s->kv8) sp.kv_dtype = AH_DTYPE_FP8_E4M3;
     const ah_dtype kdt = sp.kv_dtype;
-    sp.block_size = (uint32_t)s->bs;
-    sp.kv_layout = AH_KV_LAYOUT_NHD;
-    sp.scale = 1.0f / sqrtf((float)s->d);
     sp.fp8_attention =
         (uint32_t)fa3_fp8_attention(&A); /* --fp8-attention: the model allows FP8 math */
     ath_tensor q, out, kc, vc;

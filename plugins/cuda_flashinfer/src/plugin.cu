@@ -62,6 +62,9 @@ static void fi_check_combination(const ah_layer_spec *s, const ah_probe_info *pr
         sink->add(sink, AH_REASON_COMBINATION, "qk_head_size", "576 without MLA",
                   "576 only for absorbed MLA");
     }
+    if (s->attn_type == AH_ATTN_ENCODER_DECODER && s->use_alibi)
+        sink->add(sink, AH_REASON_COMBINATION, "alibi", "on a cross layer",
+                  "ALiBi on decoder layers (a cross query has no position among its keys)");
     const int kv16 = s->kv_dtype == AH_DTYPE_FP16 || s->kv_dtype == AH_DTYPE_BF16;
     if (kv16 && s->kv_dtype != s->q_dtype) {
         snprintf(v, sizeof v, "q %s, kv %s", ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype));
@@ -83,11 +86,12 @@ static const ah_caps fi_caps = {
      * entry; every kernel gives its rows out 0, LSE -inf (split_keys,
      * finish_state, merge_partials) */
     AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
-        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV,
-    /* decoder layers over the paged cache, causal or not; cacheless encoder
-     * layers and cross layers reading encoder_seq_lens (ABI 2.1) are not
-     * served yet */
-    AH_BIT(AH_ATTN_DECODER),
+        AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG |
+        AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION,
+    /* decoder layers over the paged cache, causal or not, and cross layers
+     * over each request's encoder_seq_lens keys; cacheless encoder layers
+     * (packed K/V, no cache) are not served */
+    AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
     AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     AH_KV_LAYOUT_NHD,
     80,
@@ -386,22 +390,28 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     if ((unsigned)mode > AH_PLAN_REPLAY)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: mode %d", mode);
     const int R = (int)b->num_reqs, T = (int)b->num_tokens;
+    /* A cross layer's keys are each request's encoder tokens, all visible
+     * (FI_ATTN_CROSS): the plan lists them in place of the decoder's. */
+    const int cross = st->spec.attn_type == AH_ATTN_ENCODER_DECODER;
+    const DLTensor *key_lens = cross ? b->encoder_seq_lens : b->seq_lens;
+    const int32_t *key_lens_host = cross ? ah_batch_encoder_seq_lens(b) : b->seq_lens_host;
     if (b->num_reqs > st->lim.max_num_reqs || b->num_tokens > st->lim.max_num_tokens)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "plan: %u requests / %u tokens exceed the state's limits %u / %u",
                        b->num_reqs, b->num_tokens, st->lim.max_num_reqs, st->lim.max_num_tokens);
-    if (!fi_dev_i32(b->query_start_loc, R + 1) || !fi_dev_i32(b->seq_lens, R) ||
-        !fi_dev_i32(b->block_table, R ? 1 : 0) || !b->query_start_loc_host || !b->seq_lens_host)
+    if (!fi_dev_i32(b->query_start_loc, R + 1) || !fi_dev_i32(key_lens, R) ||
+        !fi_dev_i32(b->block_table, R ? 1 : 0) || !b->query_start_loc_host || !key_lens_host)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "plan: query_start_loc, seq_lens and block_table must be int32 device "
-                       "tensors (with host copies) covering the batch");
+                       "plan: query_start_loc, %s and block_table must be int32 device "
+                       "tensors (with host copies) covering the batch",
+                       cross ? "encoder_seq_lens" : "seq_lens");
     const int64_t bt_stride = b->block_table->ndim == 2 ? ah_dl_stride(b->block_table, 0) : 0;
     const uint32_t bs = st->spec.block_size;
     int all_decode = 1;
     int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX;
     for (int r = 0; r < R; r++) {
         const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
-        const int64_t sl = b->seq_lens_host[r];
+        const int64_t sl = key_lens_host[r];
         if (ql != 1) all_decode = 0;
         tiles += ((int64_t)ql * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS;
         if (sl > max_seq) max_seq = sl;
@@ -445,8 +455,9 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         /* The prefix pass gives every row request 0's first prefix_len keys,
          * so every request must hold them: one with fewer (a request with no
          * keys, AH_FEAT_EMPTY_KV, whose table row may be garbage) is planned
-         * without the cascade. */
-        st->cascade = !graph && st->tc && R > 1 && b->common_prefix_len >= bs &&
+         * without the cascade, and so is a cross layer (the shared prefix is
+         * the decoder's, not the encoder's). */
+        st->cascade = !graph && !cross && st->tc && R > 1 && b->common_prefix_len >= bs &&
                       2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq;
         if (st->cascade)
             st->prefix =
@@ -469,11 +480,10 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
         schedule_sort_pages(st->cascade, (int)st->spec.sliding_window, st->spec.use_alibi);
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce == cudaSuccess)
-        ce = launch_plan((const int32_t *)ah_dl_data(b->query_start_loc),
-                         (const int32_t *)ah_dl_data(b->seq_lens),
-                         (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T, fi_ilog2(bs),
-                         st->group, (int)st->lim.max_blocks_per_req, sort_pages, st->pb,
-                         (cudaStream_t)stream);
+        ce = launch_plan(
+            (const int32_t *)ah_dl_data(b->query_start_loc), (const int32_t *)ah_dl_data(key_lens),
+            (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T, fi_ilog2(bs), st->group,
+            (int)st->lim.max_blocks_per_req, sort_pages, st->pb, (cudaStream_t)stream);
     if (ce != cudaSuccess) {
         (void)cudaGetLastError();
         st->planned = 0;

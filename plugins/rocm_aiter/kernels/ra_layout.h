@@ -1,7 +1,9 @@
 /*
  * rocm_aiter's index logic, shared by the HIP kernels (kernels/attn.hip) and
- * the host: the MFMA fragment layouts, paged-cache addressing, masks,
- * logits, the online softmax and the LSE merge of key partitions. Plain C
+ * the host: the MFMA fragment layouts, paged-cache addressing (NHD and
+ * HND), masks (causal or not, sliding windows), logits (soft-cap, ALiBi),
+ * FP8 decoding and encoding, the online softmax and the LSE merge of key
+ * partitions. Plain C
  * (C11 or C++/HIP); the CPU tests run the kernels' tile loops through an
  * instruction model with exactly these functions.
  *
@@ -38,7 +40,7 @@
 #define RA_WAVE 64
 #define RA_PARTITION 256  /* keys per decode partition (one workgroup) */
 #define RA_DEC_KEYS 16    /* keys per decode MFMA step (16x16x16) */
-#define RA_DEC_GROUP 16   /* query heads per KV head a decode wave serves */
+#define RA_DEC_GROUP 16   /* query heads of one KV head a decode wave serves */
 #define RA_PRE_KEYS 32    /* keys per prefill step (32x32x8) */
 #define RA_PRE_QUERIES 32 /* query rows per prefill wave */
 
@@ -59,25 +61,42 @@ RA_HD int ra_m16_ab_k(int lane, int item) { return 4 * (lane >> 4) + item; }
 RA_HD int ra_m16_c_n(int lane) { return lane & 15; }
 RA_HD int ra_m16_c_m(int lane, int item) { return 4 * (lane >> 4) + item; }
 
-/* ---- paged KV cache, NHD: [num_blocks, block_size, num_kv_heads, head] ---- */
+/* ---- paged KV cache ----------------------------------------------------------
+ *   NHD: [num_blocks, block_size, num_kv_heads, head]
+ *   HND: [num_blocks, num_kv_heads, block_size, head]
+ * Both keep a key's head_size channels contiguous, so the kernels read
+ * them alike; only the offsets differ. */
 
-/* Element offset of channel d of KV head h at position pos of a request
- * whose block-table row is table. Positions are never negative here. */
-RA_HD int64_t ra_nhd_offset(const int32_t *table, int pos, int block_size, int num_kv_heads,
-                            int head_size, int h, int d)
+/* Element offset of channel d of KV head h in cache slot `slot` (block *
+ * block_size + offset in the block; never negative here). */
+RA_HD int64_t ra_slot_offset(int64_t slot, int block_size, int num_kv_heads, int head_size, int h,
+                             int d, int hnd)
 {
-    const int64_t blk = table[pos / block_size];
-    const int64_t slot = blk * block_size + pos % block_size;
+    if (hnd) {
+        const int64_t blk = slot / block_size, off = slot % block_size;
+        return ((blk * num_kv_heads + h) * block_size + off) * head_size + d;
+    }
     return (slot * num_kv_heads + h) * head_size + d;
+}
+
+/* The same at position pos of a request whose block-table row is table. */
+RA_HD int64_t ra_kv_offset(const int32_t *table, int pos, int block_size, int num_kv_heads,
+                           int head_size, int h, int d, int hnd)
+{
+    const int64_t slot = (int64_t)table[pos / block_size] * block_size + pos % block_size;
+    return ra_slot_offset(slot, block_size, num_kv_heads, head_size, h, d, hnd);
 }
 
 /* ---- masks ---------------------------------------------------------------- */
 
-/* Key position kp is visible to the query at position qp (decoder layers:
- * causal, optional sliding window of `window` keys, 0 = none). */
-RA_HD int ra_visible(int kp, int qp, int seq_len, int window)
+/* Key position kp is visible to the query at position qp: kp < seq_len,
+ * and causal: kp <= qp, within a sliding window kp > qp - window; not
+ * causal (a decoder layer with causal = OFF): |kp - qp| < window when
+ * there is a window (0 = none). */
+RA_HD int ra_visible(int kp, int qp, int seq_len, int window, int causal)
 {
-    return kp < seq_len && kp <= qp && (window <= 0 || kp > qp - window);
+    if (kp >= seq_len || (causal && kp > qp)) return 0;
+    return window <= 0 || (kp > qp - window && kp < qp + window);
 }
 
 /* The first key any query at position >= qp_lo can see. */
@@ -89,38 +108,71 @@ RA_HD int ra_first_key(int qp_lo, int window)
 
 /* ---- the keys a wave walks ---------------------------------------------------- */
 
-/* Decode: the keys partition `part` of a request of seq_len keys walks,
- * [*kstart, *kend): the partition's 256 keys from the first one the
- * request's (last) query sees, rounded down to an MFMA step. Empty for a
- * partition past the request's end (the grid covers the batch's longest
- * request) and for a request with seq_len 0 (AH_FEAT_EMPTY_KV: a
- * context-parallel rank holding none of its keys), whose block-table row
- * is then never read; such a wave writes the partial (m -inf, l 0). */
-RA_HD void ra_decode_keys(int part, int seq_len, int window, int *kstart, int *kend)
+/* Decode-style waves (one query token, up to 16 of its heads): the keys
+ * the query at position qp of a request of seq_len keys sees, [*kstart,
+ * *kend), from the first one rounded down to an MFMA step; with part >= 0
+ * only those of 256-key partition `part`. A decode query is the request's
+ * last position (qp = seq_len - 1), so it sees the same keys causal or
+ * not. Empty for a partition past the request's end (the grid covers the
+ * batch's longest request) and for a request with seq_len 0
+ * (AH_FEAT_EMPTY_KV: a context-parallel rank holding none of its keys),
+ * whose block-table row is then never read; such a wave writes the
+ * partial (m -inf, l 0), or out 0 and LSE -inf. */
+RA_HD void ra_row_keys(int part, int qp, int seq_len, int window, int causal, int *kstart,
+                       int *kend)
 {
-    const int k0 = part * RA_PARTITION,
-              first = (ra_first_key(seq_len - 1, window) / RA_DEC_KEYS) * RA_DEC_KEYS;
-    *kend = k0 + RA_PARTITION < seq_len ? k0 + RA_PARTITION : seq_len;
-    *kstart = first > k0 ? first : k0;
+    int lo = (ra_first_key(qp, window) / RA_DEC_KEYS) * RA_DEC_KEYS;
+    int hi = causal ? qp + 1 : window > 0 && qp + window < seq_len ? qp + window : seq_len;
+    if (hi > seq_len) hi = seq_len;
+    if (part >= 0) {
+        const int k0 = part * RA_PARTITION;
+        lo = lo > k0 ? lo : k0;
+        hi = hi < k0 + RA_PARTITION ? hi : k0 + RA_PARTITION;
+    }
+    *kstart = lo;
+    *kend = hi;
 }
 
+/* The request of query token t: the r with qsl[r] <= t < qsl[r + 1]
+ * (requests without tokens are skipped), by bisection over the
+ * num_reqs + 1 offsets. */
+RA_HD int ra_request_of(const int *qsl, int num_reqs, int t)
+{
+    int lo = 0, hi = num_reqs;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (qsl[mid] <= t) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Decode waves per KV head: its G query heads in groups of 16 (the
+ * 16x16x16 MFMA's N), each group re-reading the KV head's keys. */
+RA_HD int ra_head_groups(int G) { return (G + RA_DEC_GROUP - 1) / RA_DEC_GROUP; }
+
 /* Prefill/extend: the keys the wave of queries q0 .. q0 + 31 of a request
- * (ql new tokens, seq_len keys) walks, [*kstart, *kend): up to its last
- * query's position, from the first key its first query sees rounded down
- * to a 32-key step. Empty for a request with seq_len 0 (one query at
- * position -1), whose row then ends as out 0, LSE -inf. */
-RA_HD void ra_prefill_keys(int q0, int ql, int seq_len, int window, int *kstart, int *kend)
+ * (ql new tokens, seq_len keys) walks, [*kstart, *kend): causal, up to
+ * its last query's position; not causal, up to the request's end, or the
+ * last key its last query's window reaches; from the first key its first
+ * query sees, rounded down to a 32-key step. Empty for a request with
+ * seq_len 0 (one query at position -1), whose row then ends as out 0,
+ * LSE -inf. */
+RA_HD void ra_prefill_keys(int q0, int ql, int seq_len, int window, int causal, int *kstart,
+                           int *kend)
 {
     const int qlast = q0 + RA_PRE_QUERIES < ql ? q0 + RA_PRE_QUERIES - 1 : ql - 1;
-    *kend = seq_len - ql + qlast + 1;
+    const int plast = seq_len - ql + qlast;
+    *kend = causal ? plast + 1 : window > 0 && plast + window < seq_len ? plast + window : seq_len;
     *kstart = (ra_first_key(seq_len - ql + q0, window) / RA_PRE_KEYS) * RA_PRE_KEYS;
 }
 
 /* ---- logits and the online softmax ----------------------------------------- */
 
 /* scale * dot, soft-capped when softcap > 0 (c * tanh(s / c)), written with
- * exp so host and device use the same expression. */
-RA_HD float ra_logit(float dot, float scale, float softcap)
+ * exp so host and device use the same expression, plus the ALiBi bias
+ * slope * (kp - qp) (slope 0 without ALiBi). */
+RA_HD float ra_logit(float dot, float scale, float softcap, float slope, int kp, int qp)
 {
     float s = dot * scale;
     if (softcap > 0.0f) {
@@ -128,7 +180,7 @@ RA_HD float ra_logit(float dot, float scale, float softcap)
         const float t = (1.0f - e) / (1.0f + e);
         s = softcap * (s < 0.0f ? -t : t);
     }
-    return s;
+    return s + slope * (float)(kp - qp);
 }
 
 /* exp(s - m) that is 0 for a masked logit and never NaN when every logit so
@@ -204,6 +256,67 @@ RA_HD float ra_merge2(float lse_a, float lse_b, float *wa, float *wb)
  * enters the sum. */
 #define RA_MERGE_VALUE(wa, load_a, wb, load_b) \
     (((wa) != 0.0f ? (wa) * (load_a) : 0.0f) + ((wb) != 0.0f ? (wb) * (load_b) : 0.0f))
+
+/* ---- FP8 KV caches ---------------------------------------------------------- */
+
+/* KV-cache element types of the kernels: the query's 16-bit type, or the
+ * host's FP8 formats, which are OCP's (AH_DTYPE_FP8_E4M3 is e4m3fn: bias 7,
+ * no infinities, 0x7f/0xff NaN; AH_DTYPE_FP8_E5M2 is IEEE-like: bias 15).
+ * gfx942's FP8 conversions and MFMAs read the fnuz formats instead (bias
+ * 8 / 16, 0x80 NaN, no -0), which would halve every value and turn each
+ * stored -0 into NaN; gfx90a has no FP8 instruction at all. So both targets
+ * decode the OCP bytes here, in integer and float arithmetic that is exact,
+ * into the query's 16-bit type, which holds every FP8 value exactly, and
+ * run the 16-bit MFMAs: the cache is read at the query's precision. */
+#define RA_KV_16 0
+#define RA_KV_E4M3 1
+#define RA_KV_E5M2 2
+
+/* 2^k as a float, for -126 <= k <= 127. */
+RA_HD float ra_pow2(int k)
+{
+    union {
+        uint32_t u;
+        float f;
+    } c;
+    c.u = (uint32_t)(k + 127) << 23;
+    return c.f;
+}
+
+/* The value of an OCP FP8 byte: the significand as an integer times a
+ * power of two, so no denormal float and no FP8 instruction takes part. */
+RA_HD float ra_fp8_to_f32(uint32_t b, int e5m2)
+{
+    const int mb = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    const uint32_t mag = b & 0x7fu, e = mag >> mb, m = mag & ((1u << mb) - 1u);
+    float v;
+    if (e5m2 ? e == 31u : mag == 0x7fu) v = e5m2 && m == 0 ? INFINITY : NAN;
+    else v = (float)(e ? m | (1u << mb) : m) * ra_pow2((e ? (int)e : 1) - bias - mb);
+    return (b & 0x80u) ? -v : v;
+}
+
+/* Encode f into an OCP FP8 byte by nearest-even, saturating to the largest
+ * finite value; NaN gives the format's NaN (plugin_util.h's ah_f32_to_fp8,
+ * bit for bit, which the oracle's write_kv uses). */
+RA_HD uint32_t ra_f32_to_fp8(float f, int e5m2)
+{
+    const uint32_t man_bits = e5m2 ? 2u : 3u, bias = e5m2 ? 15u : 7u, shift = 23u - man_bits;
+    const uint32_t max_code = e5m2 ? 0x7bu : 0x7eu; /* 57344, 448 */
+    union {
+        uint32_t u;
+        float f;
+    } c;
+    c.f = f;
+    const uint32_t au = c.u & 0x7fffffffu, sign = (c.u >> 24) & 0x80u;
+    if (au > 0x7f800000u) return e5m2 ? 0x7eu : 0x7fu;
+    if (au < (128u - bias) << 23) { /* below the smallest normal: the subnormals' quantum */
+        c.u = au;
+        return sign | (uint32_t)__builtin_rintf(c.f * (e5m2 ? 65536.0f : 512.0f));
+    }
+    uint32_t r = (au + (1u << (shift - 1)) - 1u + ((au >> shift) & 1u)) >> shift;
+    r -= (127u - bias) << man_bits;
+    return sign | (r > max_code ? max_code : r);
+}
 
 /* ---- bf16 and fp16 bits ----------------------------------------------------- */
 

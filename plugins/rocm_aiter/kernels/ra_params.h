@@ -9,7 +9,7 @@
 
 typedef struct ra_attn_params {
     const void *q;       /* [T, Hq, D] (stride_q_t, stride_q_h) */
-    const void *k_cache; /* NHD [blocks, block_size, Hk, D], dense */
+    const void *k_cache; /* NHD or HND (kv_hnd), dense; 16-bit or FP8 */
     const void *v_cache;
     void *out;                  /* [T, Hq, D] (stride_o_t, stride_o_h) */
     float *lse;                 /* [T, Hq] dense, or NULL */
@@ -17,21 +17,30 @@ typedef struct ra_attn_params {
     const int *seq_lens;        /* [R] */
     const int *block_table;     /* [R, table_stride] */
     const float *sinks;         /* [Hq] or NULL */
-    float *part_o;              /* decode: [R, Hq, max_parts, D] */
+    const float *alibi;         /* [Hq] slopes or NULL */
+    float *part_o;              /* decode: [R, Hq, max_parts, v head] */
     float *part_ml;             /* decode: [R, Hq, max_parts, 2] (max, sum) */
     long long stride_q_t, stride_q_h, stride_o_t, stride_o_h;
     int table_stride, num_reqs, num_q_heads, num_kv_heads;
     int head_size, block_size, window, max_parts;
-    float scale, softcap;
-    int use_sinks, pad_;
+    float scale;   /* the softmax scale times the FP8 cache's k_scale */
+    float softcap; /* 0: none */
+    float v_scale; /* the FP8 cache's v_scale, 1 for a 16-bit cache */
+    int use_sinks;
+    int causal, kv_hnd; /* 0/1: causal mask; HND cache layout */
+    int token_rows;     /* decode kernel: 1, a wave per query token over all its
+                           keys, writing out and lse itself (MLA prefill) */
+    int pad_;
 } ra_attn_params;
 
 typedef struct ra_kv_params {
     const void *key, *value;       /* [T, Hk, D] (stride_t, stride_h) each */
-    void *k_cache, *v_cache;       /* NHD, dense */
+    void *k_cache, *v_cache;       /* NHD or HND (kv_hnd), dense */
     const long long *slot_mapping; /* [T]; negative: padding */
     long long stride_k_t, stride_k_h, stride_v_t, stride_v_h;
-    int num_tokens, num_kv_heads, head_size, pad_;
+    int num_tokens, num_kv_heads, head_size, block_size, kv_hnd;
+    float k_scale, v_scale; /* FP8 caches: stored = real / scale */
+    int pad_;
 } ra_kv_params;
 
 typedef struct ra_merge_params {

@@ -7,11 +7,15 @@
  * Plan: a batch whose queries are all of length <= 1 runs the split-KV
  * decode kernel (256-key partitions, GQA heads sharing a K/V read) and its
  * LSE reduce; any other batch runs the prefill/extend kernel over the paged
- * cache. write_kv stores new K/V; merge_states merges two partial results.
- * A decode request with seq_len 0 (AH_FEAT_EMPTY_KV) needs nothing here:
- * the decode grid covers the batch's longest request (none when every
- * request is empty, and then only the reduce runs), and each kernel gives
- * such a request no key to walk.
+ * cache, or, for absorbed MLA (qk 576 / v 512, no prefill kernel), the
+ * decode kernel a wave per query token. write_kv stores new K/V (converted to OCP FP8 for an FP8
+ * cache); merge_states merges two partial results. An FP8 cache is read by the same kernels, its
+ * bytes decoded exactly into the query's dtype (kernels/ra_layout.h says why not through gfx942's
+ * fnuz FP8 hardware); k_scale joins the logit scale and v_scale the output here. The causal flag,
+ * the ALiBi slopes and the cache layout (NHD or HND) go to the kernels as they are. A decode
+ * request with seq_len 0 (AH_FEAT_EMPTY_KV) needs nothing here: the decode grid covers the batch's
+ * longest request (none when every request is empty, and then only the reduce runs), and each
+ * kernel gives such a request no key to walk.
  *
  * Unverified on hardware: the kernels' index logic runs on the CPU through
  * an MFMA model (test/test_mfma_model.c) and the code objects pass resource
@@ -79,16 +83,37 @@ static void ra_arch_of(const hipDeviceProp_t *p, char *arch, size_t cap)
 
 enum { RA_FAMILY_DECODE, RA_FAMILY_REDUCE, RA_FAMILY_PREFILL, RA_FAMILIES };
 static const char *const ra_family_names[RA_FAMILIES] = {"decode", "decode_reduce", "prefill"};
-enum { RA_HEAD_SIZES = 3 };
-static const uint32_t ra_head_sizes[RA_HEAD_SIZES] = {64, 128, 256};
+/* Head shapes (qk / v) with a kernel, named by the kernels' suffix;
+ * absorbed MLA (576 / 512) has no prefill kernel: its decode kernel serves
+ * prefill too, a wave per query token (token_rows). */
+enum { RA_HEAD_SIZES = 4, RA_SHAPE_MLA = 3 };
+static const uint32_t ra_qk_sizes[RA_HEAD_SIZES] = {64, 128, 256, 576};
+static const uint32_t ra_v_sizes[RA_HEAD_SIZES] = {64, 128, 256, 512};
+static const char *const ra_shape_names[RA_HEAD_SIZES] = {"d64", "d128", "d256", "mla"};
+/* Cache element types, indexed by RA_KV_* (ra_layout.h): kernel-name suffixes. */
+enum { RA_KV_TYPES = 3 };
+static const char *const ra_kv_suffix[RA_KV_TYPES] = {"", "_e4m3", "_e5m2"};
+
+/* The RA_KV_* of a layer's cache, -1 for one the kernels cannot read (a
+ * 16-bit cache must have the query's dtype). */
+static int ra_kv_type(const ah_layer_spec *s)
+{
+    switch (s->kv_dtype) {
+    case AH_DTYPE_FP8_E4M3: return RA_KV_E4M3;
+    case AH_DTYPE_FP8_E5M2: return RA_KV_E5M2;
+    default: return s->kv_dtype == s->q_dtype ? RA_KV_16 : -1;
+    }
+}
 
 struct ah_context {
     const ah_hip_api *hip;
     int device;
     hipModule_t module;
-    /* [bf16?][family][head size index] */
-    hipFunction_t attn[2][RA_FAMILIES][RA_HEAD_SIZES];
-    hipFunction_t write_kv, merge[2];
+    /* [bf16?][RA_KV_*][family][head size index]; the reduce reads float
+     * partials, so every cache type has the same one */
+    hipFunction_t attn[2][RA_KV_TYPES][RA_FAMILIES][RA_HEAD_SIZES];
+    /* write_kv: [bf16?][RA_KV_*], one bit copy for the 16-bit caches */
+    hipFunction_t write_kv[2][RA_KV_TYPES], merge[2];
     hipEvent_t t0, t1;
     ah_errbuf err;
 };
@@ -191,16 +216,23 @@ static ah_status ra_context_create(const ah_host_services *host, const ah_contex
     int ok = 1;
     char name[64];
     for (int bf = 0; bf < 2; bf++) {
-        for (int f = 0; f < RA_FAMILIES; f++)
-            for (int d = 0; d < RA_HEAD_SIZES; d++) {
-                snprintf(name, sizeof name, "ra_%s_%s_d%u", ra_family_names[f],
-                         bf ? "bf16" : "fp16", ra_head_sizes[d]);
-                ok &= hip->module_function(&c->attn[bf][f][d], c->module, name) == hipSuccess;
-            }
+        const char *dt = bf ? "bf16" : "fp16";
+        for (int kv = 0; kv < RA_KV_TYPES; kv++) {
+            for (int f = 0; f < RA_FAMILIES; f++)
+                for (int d = 0; d < RA_HEAD_SIZES; d++) {
+                    if (f == RA_FAMILY_PREFILL && d == RA_SHAPE_MLA) continue;
+                    snprintf(name, sizeof name, "ra_%s_%s%s_%s", ra_family_names[f], dt,
+                             f == RA_FAMILY_REDUCE ? "" : ra_kv_suffix[kv], ra_shape_names[d]);
+                    ok &=
+                        hip->module_function(&c->attn[bf][kv][f][d], c->module, name) == hipSuccess;
+                }
+            if (kv == RA_KV_16) snprintf(name, sizeof name, "ra_write_kv");
+            else snprintf(name, sizeof name, "ra_write_kv_%s%s", dt, ra_kv_suffix[kv]);
+            ok &= hip->module_function(&c->write_kv[bf][kv], c->module, name) == hipSuccess;
+        }
         ok &= hip->module_function(&c->merge[bf], c->module,
                                    bf ? "ra_merge_bf16" : "ra_merge_fp16") == hipSuccess;
     }
-    ok &= hip->module_function(&c->write_kv, c->module, "ra_write_kv") == hipSuccess;
     ok &= hip->event_create(&c->t0, 0) == hipSuccess && hip->event_create(&c->t1, 0) == hipSuccess;
     if (!ok) {
         hip->module_unload(c->module);
@@ -278,25 +310,37 @@ struct ah_state {
     ah_context *ctx;
     ah_layer_spec spec;
     ah_limits lim;
-    int bf, hidx, max_parts;
-    float *part_o, *part_ml; /* decode partials */
+    int bf, kv, hidx, max_parts; /* kv: RA_KV_*; hidx: head shape, RA_SHAPE_MLA */
+    uint32_t group;              /* query heads per KV head */
+    float *part_o, *part_ml;     /* decode partials */
+    /* Graph plans: the batch's metadata copied here, at the addresses the
+     * captured kernels read: query_start_loc [max_num_reqs + 1], seq_lens
+     * [max_num_reqs], block table [max_num_reqs][max_blocks_per_req]. */
+    int32_t *g_qsl, *g_seq, *g_table;
+    uint32_t graph_reqs; /* requests of the captured decode grid, 0: none */
     const ah_batch *batch;
     int decode; /* the planned batch has no query longer than 1 */
+    int graph;  /* the plan is CAPTURE or REPLAY: kernels read g_* */
     ah_errbuf err;
 };
 
-static int ra_head_index(uint32_t d)
+/* The head shape of a layer (RA_SHAPE_MLA for absorbed MLA with one KV
+ * head), -1 for one without a kernel. */
+static int ra_head_index(const ah_layer_spec *s)
 {
     for (int i = 0; i < RA_HEAD_SIZES; i++)
-        if (ra_head_sizes[i] == d) return i;
+        if (ra_qk_sizes[i] == s->qk_head_size && ra_v_sizes[i] == s->v_head_size)
+            return (i == RA_SHAPE_MLA) == (s->use_mla && s->num_kv_heads == 1) ? i : -1;
     return -1;
 }
 
 static ah_status ra_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
 {
     const uint64_t parts = (uint64_t)ra_num_partitions((int)lim->max_seq_len);
+    /* decode partials, and the metadata graph plans copy (ra_plan) */
     *bytes = (uint64_t)lim->max_num_reqs * spec->num_q_heads * parts * (spec->v_head_size + 2) *
-             sizeof(float);
+                 sizeof(float) +
+             ((uint64_t)lim->max_num_reqs * (2 + lim->max_blocks_per_req) + 1) * sizeof(int32_t);
     return AH_OK;
 }
 
@@ -304,12 +348,11 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
                                  ah_state **out)
 {
     *out = NULL;
-    const int hidx = ra_head_index(spec->qk_head_size);
-    if (hidx < 0 || spec->v_head_size != spec->qk_head_size || spec->kv_dtype != spec->q_dtype ||
-        (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16))
+    const int hidx = ra_head_index(spec), kv = ra_kv_type(spec);
+    if (hidx < 0 || kv < 0 || (spec->q_dtype != AH_DTYPE_BF16 && spec->q_dtype != AH_DTYPE_FP16))
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED,
-                       "rocm_aiter: unsupported layer (head %u/%u, %s/%s)", spec->qk_head_size,
-                       spec->v_head_size, ah_dtype_name(spec->q_dtype),
+                       "rocm_aiter: unsupported layer (head %u/%u%s, %s/%s)", spec->qk_head_size,
+                       spec->v_head_size, spec->use_mla ? " MLA" : "", ah_dtype_name(spec->q_dtype),
                        ah_dtype_name(spec->kv_dtype));
     ah_state *st = calloc(1, sizeof *st);
     if (!st) return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
@@ -317,18 +360,25 @@ static ah_status ra_state_create(ah_context *c, const ah_layer_spec *spec, const
     st->spec = *spec;
     st->lim = *lim;
     st->bf = spec->q_dtype == AH_DTYPE_BF16;
+    st->kv = kv;
     st->hidx = hidx;
+    st->group = spec->num_q_heads / spec->num_kv_heads;
     st->max_parts = ra_num_partitions((int)lim->max_seq_len);
     const size_t rows = (size_t)lim->max_num_reqs * spec->num_q_heads * (size_t)st->max_parts;
+    const size_t meta = (size_t)lim->max_num_reqs * (2 + lim->max_blocks_per_req) + 1;
     if (c->hip->set_device(c->device) != hipSuccess ||
         c->hip->mem_alloc((void **)&st->part_o, rows * spec->v_head_size * sizeof(float) + 4) !=
             hipSuccess ||
-        c->hip->mem_alloc((void **)&st->part_ml, rows * 2 * sizeof(float) + 4) != hipSuccess) {
+        c->hip->mem_alloc((void **)&st->part_ml, rows * 2 * sizeof(float) + 4) != hipSuccess ||
+        c->hip->mem_alloc((void **)&st->g_qsl, meta * sizeof(int32_t)) != hipSuccess) {
         if (st->part_o) c->hip->mem_free(st->part_o);
+        if (st->part_ml) c->hip->mem_free(st->part_ml);
         free(st);
         return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY,
                        "rocm_aiter: decode workspace of %zu partial rows", rows);
     }
+    st->g_seq = st->g_qsl + lim->max_num_reqs + 1;
+    st->g_table = st->g_seq + lim->max_num_reqs;
     *out = st;
     return AH_OK;
 }
@@ -338,22 +388,66 @@ static void ra_state_destroy(ah_state *st)
     if (!st) return;
     st->ctx->hip->mem_free(st->part_o);
     st->ctx->hip->mem_free(st->part_ml);
+    st->ctx->hip->mem_free(st->g_qsl);
     free(st);
 }
 
 static const char *ra_state_error(const ah_state *st) { return st->err.msg; }
 
+static const char *const ra_mode_names[] = {"EAGER", "CAPTURE", "REPLAY"};
+
+/* Graphs (UNIFORM_SINGLE_TOKEN_DECODE): CAPTURE and REPLAY copy the
+ * batch's query_start_loc, seq_lens and block table into the state's
+ * buffers on the stream, which the captured kernels read; the decode grid
+ * is fixed at capture (its requests, the partitions of max_seq_len), so a
+ * replay rewrites those buffers and nothing else. EAGER plans read the
+ * batch's tensors. */
 static ah_status ra_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
-    (void)stream;
-    if (mode != AH_PLAN_EAGER)
-        return ah_fail(&st->err, AH_ERR_UNSUPPORTED, "rocm_aiter: no graph capture");
     /* Bounds the kernels rely on (the host checks them too unless validation is off). */
     if (b->num_reqs > st->lim.max_num_reqs || b->max_seq_len > st->lim.max_seq_len)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
-                       "rocm_aiter: batch beyond the state's limits");
+                       "rocm_aiter: batch of %u requests, max_seq_len %u beyond the state's "
+                       "limits %u, %u",
+                       b->num_reqs, b->max_seq_len, st->lim.max_num_reqs, st->lim.max_seq_len);
     st->batch = b;
     st->decode = b->max_query_len <= 1;
+    st->graph = mode != AH_PLAN_EAGER;
+    if (!st->graph) return AH_OK;
+    const char *mname = ra_mode_names[mode];
+    if (!st->decode)
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED,
+                       "rocm_aiter: plan(%s): graphs take decode batches (graph level "
+                       "uniform_single_token_decode), this one has max_query_len %u",
+                       mname, b->max_query_len);
+    if (mode == AH_PLAN_REPLAY && b->num_reqs != st->graph_reqs)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "rocm_aiter: plan(REPLAY): num_reqs %u, the captured graph has %u "
+                       "(pad the batch to the captured size)",
+                       b->num_reqs, st->graph_reqs);
+    const int64_t cols = b->block_table->ndim == 2 ? b->block_table->shape[1] : -1;
+    if (cols < 0 || cols > st->lim.max_blocks_per_req)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "rocm_aiter: plan(%s): block_table has %lld columns, the limits %u", mname,
+                       (long long)cols, st->lim.max_blocks_per_req);
+    const ah_hip_api *hip = st->ctx->hip;
+    hipStream_t s = (hipStream_t)stream;
+    const size_t n = b->num_reqs;
+    RA_HIP(st->ctx, &st->err,
+           hip->copy_async(st->g_qsl, ah_dl_data(b->query_start_loc), (n + 1) * sizeof(int32_t),
+                           hipMemcpyDeviceToDevice, s));
+    if (n) {
+        RA_HIP(st->ctx, &st->err,
+               hip->copy_async(st->g_seq, ah_dl_data(b->seq_lens), n * sizeof(int32_t),
+                               hipMemcpyDeviceToDevice, s));
+        if (cols)
+            RA_HIP(st->ctx, &st->err,
+                   hip->copy_2d(st->g_table, st->lim.max_blocks_per_req * sizeof(int32_t),
+                                ah_dl_data(b->block_table),
+                                (size_t)ah_dl_stride(b->block_table, 0) * sizeof(int32_t),
+                                (size_t)cols * sizeof(int32_t), n, hipMemcpyDeviceToDevice, s));
+    }
+    if (mode == AH_PLAN_CAPTURE) st->graph_reqs = b->num_reqs;
     return AH_OK;
 }
 
@@ -377,20 +471,23 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     memset(&p, 0, sizeof p);
     p.q = ah_dl_data(a->q);
     p.k_cache = ah_dl_data(a->key_cache);
-    p.v_cache = ah_dl_data(a->value_cache);
+    /* absorbed MLA: V is the first v_head_size channels of the key cache */
+    p.v_cache = s->use_mla ? p.k_cache : ah_dl_data(a->value_cache);
     p.out = ah_dl_data(a->out);
     p.lse = a->lse ? (float *)ah_dl_data(a->lse) : NULL;
-    p.query_start_loc = (const int *)ah_dl_data(b->query_start_loc);
-    p.seq_lens = (const int *)ah_dl_data(b->seq_lens);
-    p.block_table = (const int *)ah_dl_data(b->block_table);
+    p.query_start_loc = st->graph ? st->g_qsl : (const int *)ah_dl_data(b->query_start_loc);
+    p.seq_lens = st->graph ? st->g_seq : (const int *)ah_dl_data(b->seq_lens);
+    p.block_table = st->graph ? st->g_table : (const int *)ah_dl_data(b->block_table);
     p.sinks = s->use_sinks && a->sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
+    p.alibi = s->use_alibi && a->alibi_slopes ? (const float *)ah_dl_data(a->alibi_slopes) : NULL;
     p.part_o = st->part_o;
     p.part_ml = st->part_ml;
     p.stride_q_t = ah_dl_stride(a->q, 0);
     p.stride_q_h = ah_dl_stride(a->q, 1);
     p.stride_o_t = ah_dl_stride(a->out, 0);
     p.stride_o_h = ah_dl_stride(a->out, 1);
-    p.table_stride = (int)ah_dl_stride(b->block_table, 0);
+    p.table_stride =
+        st->graph ? (int)st->lim.max_blocks_per_req : (int)ah_dl_stride(b->block_table, 0);
     p.num_reqs = (int)b->num_reqs;
     p.num_q_heads = (int)s->num_q_heads;
     p.num_kv_heads = (int)s->num_kv_heads;
@@ -398,23 +495,35 @@ static ah_status ra_forward(ah_state *st, const ah_forward_args *a)
     p.block_size = (int)s->block_size;
     p.window = (int)s->sliding_window;
     p.max_parts = st->max_parts;
-    p.scale = s->scale;
+    p.scale = s->scale * ah_kv_scale(a->k_scale, s->kv_dtype);
     p.softcap = s->softcap;
+    /* MLA's V is the key cache's, so its scale is k_scale */
+    p.v_scale = ah_kv_scale(s->use_mla ? a->k_scale : a->v_scale, s->kv_dtype);
     p.use_sinks = p.sinks != NULL;
-    hipFunction_t *fn = st->ctx->attn[st->bf][0];
+    p.causal = ah_spec_causal(s);
+    p.kv_hnd = s->kv_layout == AH_KV_LAYOUT_HND;
+    hipFunction_t(*fn)[RA_HEAD_SIZES] = st->ctx->attn[st->bf][st->kv];
+    /* decode waves: 16 query heads of a KV head each */
+    const unsigned groups = s->num_kv_heads * (unsigned)ra_head_groups((int)st->group);
     ah_status r;
-    if (st->decode) {
-        const unsigned parts = (unsigned)ra_num_partitions((int)b->max_seq_len);
-        r = ra_launch(st, fn[RA_FAMILY_DECODE * RA_HEAD_SIZES + st->hidx], parts, s->num_kv_heads,
-                      b->num_reqs, &p, a->stream);
+    if (st->decode) { /* a graph's grid covers every length the limits allow */
+        const unsigned parts =
+            (unsigned)ra_num_partitions((int)(st->graph ? st->lim.max_seq_len : b->max_seq_len));
+        r = ra_launch(st, fn[RA_FAMILY_DECODE][st->hidx], b->num_reqs, groups, parts, &p,
+                      a->stream);
         if (r == AH_OK)
-            r = ra_launch(st, fn[RA_FAMILY_REDUCE * RA_HEAD_SIZES + st->hidx], s->num_q_heads,
-                          b->num_reqs, 1, &p, a->stream);
+            r = ra_launch(st, fn[RA_FAMILY_REDUCE][st->hidx], s->num_q_heads, b->num_reqs, 1, &p,
+                          a->stream);
         return r;
     }
+    if (st->hidx == RA_SHAPE_MLA) { /* a decode wave per query token over all its keys */
+        p.token_rows = 1;
+        return ra_launch(st, fn[RA_FAMILY_DECODE][st->hidx], b->num_tokens, groups, 1, &p,
+                         a->stream);
+    }
     const unsigned tiles = (b->max_query_len + RA_PRE_QUERIES - 1) / RA_PRE_QUERIES;
-    return ra_launch(st, fn[RA_FAMILY_PREFILL * RA_HEAD_SIZES + st->hidx], tiles, s->num_q_heads,
-                     b->num_reqs, &p, a->stream);
+    return ra_launch(st, fn[RA_FAMILY_PREFILL][st->hidx], tiles, s->num_q_heads, b->num_reqs, &p,
+                     a->stream);
 }
 
 static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
@@ -424,18 +533,25 @@ static ah_status ra_write_kv(ah_state *st, const ah_kv_write_args *a)
     ra_kv_params p;
     memset(&p, 0, sizeof p);
     p.key = ah_dl_data(a->key);
-    p.value = ah_dl_data(a->value);
+    /* absorbed MLA: the keys alone (value and value_cache NULL) */
+    const int mla = st->spec.use_mla != 0;
+    p.value = mla ? NULL : ah_dl_data(a->value);
     p.k_cache = ah_dl_data(a->key_cache);
-    p.v_cache = ah_dl_data(a->value_cache);
+    p.v_cache = mla ? NULL : ah_dl_data(a->value_cache);
     p.slot_mapping = (const long long *)ah_dl_data(b->slot_mapping);
     p.stride_k_t = ah_dl_stride(a->key, 0);
     p.stride_k_h = ah_dl_stride(a->key, 1);
-    p.stride_v_t = ah_dl_stride(a->value, 0);
-    p.stride_v_h = ah_dl_stride(a->value, 1);
+    p.stride_v_t = mla ? 0 : ah_dl_stride(a->value, 0);
+    p.stride_v_h = mla ? 0 : ah_dl_stride(a->value, 1);
     p.num_tokens = (int)a->key->shape[0];
     p.num_kv_heads = (int)st->spec.num_kv_heads;
     p.head_size = (int)st->spec.qk_head_size;
-    return ra_launch(st, st->ctx->write_kv, (unsigned)p.num_tokens, 1, 1, &p, a->stream);
+    p.block_size = (int)st->spec.block_size;
+    p.kv_hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
+    p.k_scale = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
+    p.v_scale = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
+    return ra_launch(st, st->ctx->write_kv[st->bf][st->kv], (unsigned)p.num_tokens, 1, 1, &p,
+                     a->stream);
 }
 
 static ah_status ra_merge_states(ah_context *c, const ah_merge_args *a)
@@ -464,46 +580,110 @@ static ah_status ra_merge_states(ah_context *c, const ah_merge_args *a)
     return AH_OK;
 }
 
+/* ---- graphs ------------------------------------------------------------------------------ */
+
+struct ah_graph {
+    hipGraph_t graph;
+    hipGraphExec_t exec;
+};
+
+static ah_status ra_graph_begin(ah_context *c, void *stream)
+{
+    if (!stream)
+        return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT,
+                       "graph_begin: the default stream cannot be captured; pass a stream");
+    RA_HIP(c, &c->err, c->hip->capture_begin((hipStream_t)stream, hipStreamCaptureModeThreadLocal));
+    return AH_OK;
+}
+
+static ah_status ra_graph_end(ah_context *c, void *stream, ah_graph **out)
+{
+    *out = NULL;
+    hipGraph_t graph = NULL;
+    RA_HIP(c, &c->err, c->hip->capture_end((hipStream_t)stream, &graph));
+    ah_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        c->hip->graph_destroy(graph);
+        return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "graph_end: out of host memory");
+    }
+    g->graph = graph;
+    const hipError_t e = c->hip->graph_instantiate(&g->exec, graph, 0);
+    if (e != hipSuccess) {
+        c->hip->graph_destroy(graph);
+        free(g);
+        return ah_fail(&c->err, e == hipErrorOutOfMemory ? AH_ERR_OUT_OF_MEMORY : AH_ERR_DEVICE,
+                       "hipGraphInstantiateWithFlags: %s", ah_hip_errstr(c->hip, e));
+    }
+    *out = g;
+    return AH_OK;
+}
+
+static ah_status ra_graph_launch(ah_context *c, ah_graph *g, void *stream)
+{
+    if (!g) return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "graph_launch: graph is NULL");
+    RA_HIP(c, &c->err, c->hip->graph_launch(g->exec, (hipStream_t)stream));
+    return AH_OK;
+}
+
+static void ra_graph_destroy(ah_context *c, ah_graph *g)
+{
+    if (!g) return;
+    if (g->exec) c->hip->graph_exec_destroy(g->exec);
+    if (g->graph) c->hip->graph_destroy(g->graph);
+    free(g);
+}
+
 /* ---- the descriptor -------------------------------------------------------------------- */
 
 static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
                                  ah_reason_sink *sink)
 {
     (void)probe;
-    if (spec->kv_dtype != spec->q_dtype)
+    if (ra_kv_type(spec) < 0)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
-                  "the query dtype (16-bit caches only)");
-    if (spec->qk_head_size != spec->v_head_size)
-        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
-                  "equal head sizes");
+                  "the query dtype, or fp8_e4m3 / fp8_e5m2");
+    char v[64];
+    snprintf(v, sizeof v, "qk %u, v %u%s, %u KV heads", spec->qk_head_size, spec->v_head_size,
+             spec->use_mla ? " MLA" : "", spec->num_kv_heads);
+    if (ra_head_index(spec) < 0)
+        sink->add(sink, AH_REASON_COMBINATION, "head_sizes", v,
+                  "qk == v of 64, 128, 256; or absorbed MLA qk 576, v 512, one KV head");
 }
 
-static const uint32_t ra_head_list[] = {64, 128, 256};
+static const uint32_t ra_qk_list[] = {64, 128, 256, 576};
+static const uint32_t ra_v_list[] = {64, 128, 256, 512};
 
 static const ah_caps ra_caps = {
     .struct_size = sizeof(ah_caps),
     .q_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
-    .kv_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
-    .qk_head_sizes = AH_INT_SET_LIST(ra_head_list),
-    .v_head_sizes = AH_INT_SET_LIST(ra_head_list),
+    /* FP8: OCP bytes decoded exactly on every target (ra_layout.h), the
+     * math at the query's precision whatever fp8_attention says */
+    .kv_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3) |
+                 AH_BIT(AH_DTYPE_FP8_E5M2),
+    .qk_head_sizes = AH_INT_SET_LIST(ra_qk_list),
+    .v_head_sizes = AH_INT_SET_LIST(ra_v_list),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),
     .preferred_block_size = 16,
     /* EMPTY_KV: a request with seq_len 0 walks no key in the decode or the
      * prefill kernel (ra_decode_keys, ra_prefill_keys: its table row is
      * never read) and ends as out 0, LSE -inf; merge_states does not read
      * a part of LSE -inf. */
-    .features =
-        AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_LSE | AH_FEAT_EMPTY_KV,
+    .features = AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP |
+                AH_FEAT_ALIBI | AH_FEAT_NON_CAUSAL | AH_FEAT_CAUSAL_FLAG | AH_FEAT_LSE |
+                AH_FEAT_EMPTY_KV,
     .attn_types = AH_BIT(AH_ATTN_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD),
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .gfx_targets = ra_targets,
     .n_gfx_targets = (uint32_t)(sizeof ra_targets / sizeof *ra_targets),
-    .graph_level = AH_GRAPH_NEVER,
+    /* decode batches (ra_plan), as vLLM's ROCM_AITER_FA; host logic tested
+     * against a fake libamdhip64 (test/fake_hip.c), never run on a GPU */
+    .graph_level = AH_GRAPH_UNIFORM_SINGLE_TOKEN_DECODE,
     .graph_seq_len_fill = 0,
     .forward_writes_kv = 0,
     .caller_output = 1,
-    .max_head_groups = RA_DEC_GROUP,
+    /* decode serves any grouping 16 heads a wave; MLA's 8..128 are tested */
+    .max_head_groups = 128,
     .check_combination = ra_check_combination,
     .prefill_rank = AH_RANK_PRIMARY,
     .decode_rank = AH_RANK_PRIMARY,
@@ -533,11 +713,15 @@ static const ah_plugin_ops ra_ops = {
     .stream_destroy = ra_stream_destroy,
     .timer_start = ra_timer_start,
     .timer_stop = ra_timer_stop,
+    .graph_begin = ra_graph_begin,
+    .graph_end = ra_graph_end,
+    .graph_launch = ra_graph_launch,
+    .graph_destroy = ra_graph_destroy,
 };
 
 AH_PLUGIN_DEFINE(
     rocm_aiter, "0.1", "attnhost", "MIT",
     "AITER-class MFMA attention for AMD Instinct (gfx90a, gfx942) through HIP: paged decode "
-    "with 256-key partitions, prefill/extend, KV write, merge_states; unverified on hardware "
-    "until `attnhost check --plugin rocm_aiter` passes on an AMD GPU",
+    "with 256-key partitions, prefill/extend, FP8 KV (OCP), KV write, merge_states; unverified on "
+    "hardware until `attnhost check --plugin rocm_aiter` passes on an AMD GPU",
     AH_DEVICE_HIP, &ra_caps, &ra_ops)

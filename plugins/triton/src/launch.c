@@ -130,57 +130,44 @@ static ah_status tk_go(ah_context *ctx, const tk_entry *e, CUfunction f, tk_args
 
 /* ---- tensor checks ---------------------------------------------------------- */
 
-/* A device tensor of the given dtype and rank, innermost dimension dense,
- * base align-byte aligned, other strides multiples of 16 elements that fit
- * in int32 (what the kernels' vectorised loads were compiled for). shape[i]
- * must equal want[i] where want[i] >= 0, and be >= -want[i]-1 otherwise. */
-static ah_status tk_tensor_aligned(ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt,
-                                   int ndim, const int64_t *want, unsigned align)
+/* The host checks forward's and write_kv's tensors against the spec unless
+ * validation is off (plugin_util.h). What stays here protects memory and
+ * the kernels' compiled assumptions: the tensor holds what the kernels
+ * address (ah_dl_check), its base is align-byte aligned and its outer
+ * strides are multiples of 16 elements that fit in int32 (what the
+ * kernels' vectorised loads were compiled for). */
+static ah_status tk_tensor_aligned(ah_errbuf *e, const ah_dl_want *w, const DLTensor *t,
+                                   unsigned align)
 {
-    if (!t || !t->data) return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s missing", name);
-    if (!ah_dl_dtype_is(t, dt))
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: dtype code %d bits %d, want %s", name,
-                       t->dtype.code, t->dtype.bits, ah_dtype_name(dt));
-    if (t->ndim != ndim)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s has %d dims, want %d", name, t->ndim, ndim);
-    for (int i = 0; i < ndim; i++) {
-        int64_t w = want[i];
-        if (w >= 0 ? t->shape[i] != w : t->shape[i] < -w - 1)
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s dim %d is %lld, want %s%lld", name, i,
-                           (long long)t->shape[i],
-                           w >= 0 ? "" : ">= ", (long long)(w >= 0 ? w : -w - 1));
-    }
-    if (ah_dl_stride(t, ndim - 1) != 1 && t->shape[ndim - 1] != 1)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: innermost dimension not contiguous", name);
+    ah_status s = ah_dl_check(t, w, e);
+    if (s) return s;
     if (((uintptr_t)ah_dl_data(t)) % align)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: data not %u-byte aligned", name, align);
-    for (int i = 0; i < ndim - 1; i++) {
-        int64_t s = ah_dl_stride(t, i);
-        if (ndim >= 3 && (s % 16 || s < 0 || s > INT_MAX))
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: data not %u-byte aligned", w->name, align);
+    for (int i = 0; w->ndim >= 3 && i < w->ndim - 1; i++) {
+        int64_t st = ah_dl_stride(t, i);
+        if (st % 16 || st < 0 || st > INT_MAX)
             return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                           "%s: stride %lld of dim %d must be a multiple of 16 in [0, 2^31)", name,
-                           (long long)s, i);
+                           "%s: stride %lld of dim %d must be a multiple of 16 in [0, 2^31)",
+                           w->name, (long long)st, i);
     }
     return AH_OK;
 }
 
-/* Pointers the kernels were compiled to assume 16-byte aligned. */
-static ah_status tk_tensor(ah_errbuf *e, const DLTensor *t, const char *name, ah_dtype dt, int ndim,
-                           const int64_t *want)
+/* A [>= T, heads, hsz] per-token tensor of the planned batch, 16-byte
+ * aligned. */
+static ah_status tk_rows(ah_state *st, const DLTensor *t, const char *name, ah_dtype dt,
+                         int64_t heads, int64_t hsz)
 {
-    return tk_tensor_aligned(e, t, name, dt, ndim, want, 16);
+    const ah_dl_want w = {name, 3, {st->num_tokens, heads, hsz}, 1, dt, 0, AH_KV_LAYOUT_AUTO};
+    return tk_tensor_aligned(&st->err, &w, t, 16);
 }
 
-/* Cache strides (block, slot, head) for the layer's layout. */
+/* A cache of the planned batch's blocks; its strides (block, slot, head). */
 static ah_status tk_cache(ah_state *st, const DLTensor *t, const char *name, int64_t s[3])
 {
     const ah_layer_spec *sp = &st->spec;
-    int64_t want[4] = {-1, sp->block_size, sp->num_kv_heads, sp->qk_head_size};
-    if (sp->kv_layout == AH_KV_LAYOUT_HND) {
-        want[1] = sp->num_kv_heads;
-        want[2] = sp->block_size;
-    }
-    ah_status r = tk_tensor(&st->err, t, name, sp->kv_dtype, 4, want);
+    const ah_dl_want w = ah_dl_cache_want(name, sp, st->num_blocks, sp->qk_head_size);
+    ah_status r = tk_tensor_aligned(&st->err, &w, t, 16);
     if (r) return r;
     s[0] = ah_dl_stride(t, 0);
     s[1] = ah_dl_stride(t, sp->kv_layout == AH_KV_LAYOUT_HND ? 2 : 1);
@@ -195,27 +182,21 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
     ah_context *ctx = st->ctx;
     const ah_layer_spec *sp = &st->spec;
     ah_errbuf *err = &st->err;
-    if (!a || a->struct_size < sizeof(ah_forward_args))
-        return ah_fail(err, AH_ERR_ABI, "forward args missing or from an older ABI");
-    if (!st->planned) return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "forward before plan");
     const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
-    const int64_t qshape[3] = {-(T + 1), Hq, D};
     ah_status s;
     int64_t ks[3], vs[3];
-    if ((s = tk_tensor(err, a->q, "q", sp->q_dtype, 3, qshape)) ||
-        (s = tk_tensor(err, a->out, "out", sp->q_dtype, 3, qshape)) ||
+    if ((s = tk_rows(st, a->q, "q", sp->q_dtype, Hq, D)) ||
+        (s = tk_rows(st, a->out, "out", sp->q_dtype, Hq, D)) ||
         (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
         (s = tk_cache(st, a->value_cache, "value_cache", vs)))
         return s;
-    const int64_t lshape[2] = {-(T + 1), Hq}, hshape[1] = {Hq};
-    if (a->lse && (s = tk_tensor(err, a->lse, "lse", AH_DTYPE_FP32, 2, lshape))) return s;
-    if (a->lse && (ah_dl_stride(a->lse, 0) != Hq || ah_dl_stride(a->lse, 1) != 1))
-        return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "lse must be a dense [tokens, heads] tensor");
-    if (sp->use_sinks && (s = tk_tensor(err, a->sinks, "sinks", AH_DTYPE_FP32, 1, hshape)))
-        return s;
-    if (sp->use_alibi &&
-        (s = tk_tensor(err, a->alibi_slopes, "alibi_slopes", AH_DTYPE_FP32, 1, hshape)))
-        return s;
+    /* lse dense: the kernels index it as t * Hq + h */
+    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO},
+                     wa = {"alibi_slopes", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO};
+    if (a->lse && (s = tk_tensor_aligned(err, &wl, a->lse, 16))) return s;
+    if (sp->use_sinks && (s = tk_tensor_aligned(err, &ws, a->sinks, 16))) return s;
+    if (sp->use_alibi && (s = tk_tensor_aligned(err, &wa, a->alibi_slopes, 16))) return s;
     if (ks[0] > INT_MAX || vs[0] > INT_MAX)
         return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "cache block stride exceeds int32");
     if ((s = tk_ctx_bind(ctx, err))) return s;
@@ -335,15 +316,11 @@ ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a)
     ah_context *ctx = st->ctx;
     const ah_layer_spec *sp = &st->spec;
     ah_errbuf *err = &st->err;
-    if (!a || a->struct_size < sizeof(ah_kv_write_args))
-        return ah_fail(err, AH_ERR_ABI, "write_kv args missing or from an older ABI");
-    if (!st->planned) return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv before plan");
-    const int64_t T = st->num_tokens, Hk = sp->num_kv_heads, D = sp->qk_head_size;
-    const int64_t shape[3] = {-(T + 1), Hk, D};
+    const int64_t Hk = sp->num_kv_heads, D = sp->qk_head_size;
     ah_status s;
     int64_t ks[3], vs[3];
-    if ((s = tk_tensor(err, a->key, "key", sp->q_dtype, 3, shape)) ||
-        (s = tk_tensor(err, a->value, "value", sp->q_dtype, 3, shape)) ||
+    if ((s = tk_rows(st, a->key, "key", sp->q_dtype, Hk, D)) ||
+        (s = tk_rows(st, a->value, "value", sp->q_dtype, Hk, D)) ||
         (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
         (s = tk_cache(st, a->value_cache, "value_cache", vs)))
         return s;
@@ -407,33 +384,25 @@ ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
             err, AH_ERR_UNSUPPORTED,
             "merge_states: v_a is [%lld, %lld, %lld]: at most 2^31-1 tokens and 65535 heads",
             (long long)T, (long long)H, (long long)D);
-    const int64_t vshape[3] = {T, H, D}, lshape[2] = {T, H};
+    const ah_dl_want wv[3] = {{"merge_states: v_a", 3, {T, H, D}, 0, dt, 0, AH_KV_LAYOUT_AUTO},
+                              {"merge_states: v_b", 3, {T, H, D}, 0, dt, 0, AH_KV_LAYOUT_AUTO},
+                              {"merge_states: out", 3, {T, H, D}, 0, dt, 0, AH_KV_LAYOUT_AUTO}};
+    /* dense: the kernel indexes the LSEs as t * H + h */
+    const ah_dl_want wl[3] = {
+        {"merge_states: lse_a", 2, {T, H}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+        {"merge_states: lse_b", 2, {T, H}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+        {"merge_states: lse_out", 2, {T, H}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO}};
     ah_status s;
     /* LSEs need only float alignment (generate.py compiles their pointers
      * without the 16-byte hint): a rank's slice of an all-gathered LSE
      * buffer starts at k * T * H floats. */
-    if ((s = tk_tensor(err, a->v_a, "merge_states: v_a", dt, 3, vshape)) ||
-        (s = tk_tensor(err, a->v_b, "merge_states: v_b", dt, 3, vshape)) ||
-        (s = tk_tensor(err, a->out, "merge_states: out", dt, 3, vshape)) ||
-        (s = tk_tensor_aligned(err, a->lse_a, "merge_states: lse_a", AH_DTYPE_FP32, 2, lshape,
-                               4)) ||
-        (s = tk_tensor_aligned(err, a->lse_b, "merge_states: lse_b", AH_DTYPE_FP32, 2, lshape, 4)))
+    if ((s = tk_tensor_aligned(err, &wv[0], a->v_a, 16)) ||
+        (s = tk_tensor_aligned(err, &wv[1], a->v_b, 16)) ||
+        (s = tk_tensor_aligned(err, &wv[2], a->out, 16)) ||
+        (s = tk_tensor_aligned(err, &wl[0], a->lse_a, 4)) ||
+        (s = tk_tensor_aligned(err, &wl[1], a->lse_b, 4)))
         return s;
-    if (a->lse_out && (s = tk_tensor_aligned(err, a->lse_out, "merge_states: lse_out",
-                                             AH_DTYPE_FP32, 2, lshape, 4)))
-        return s;
-    /* The kernel indexes the LSEs as t * H + h. */
-    const struct {
-        const DLTensor *t;
-        const char *name;
-    } l[3] = {{a->lse_a, "lse_a"}, {a->lse_b, "lse_b"}, {a->lse_out, "lse_out"}};
-    for (int i = 0; i < 3; i++)
-        if (l[i].t && T > 1 && H > 0 && ah_dl_stride(l[i].t, 0) != H)
-            return ah_fail(
-                err, AH_ERR_INVALID_ARGUMENT,
-                "merge_states: %s is not a dense [tokens, heads] tensor (row stride %lld, "
-                "want %lld)",
-                l[i].name, (long long)ah_dl_stride(l[i].t, 0), (long long)H);
+    if (a->lse_out && (s = tk_tensor_aligned(err, &wl[2], a->lse_out, 4))) return s;
     const tk_entry *e = tk_find(ctx, "merge_states", dt, dt, (uint32_t)D);
     if (!e)
         return ah_fail(err, AH_ERR_UNSUPPORTED, "no merge_states kernel for %s on %s",

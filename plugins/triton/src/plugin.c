@@ -53,7 +53,7 @@ static void tk_check_combination(const ah_layer_spec *spec, const ah_probe_info 
                   "equal qk and v head sizes");
 }
 
-static const ah_caps tk_caps = {
+const ah_caps tk_caps = {
     .struct_size = sizeof(ah_caps),
     .q_dtypes = AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
 #ifdef TK_HIP

@@ -86,37 +86,17 @@ static ah_status tk_state_kernels(ah_state *st)
     return AH_OK;
 }
 
-static ah_status tk_spec_check(ah_context *ctx, const ah_layer_spec *sp, const ah_limits *lim)
+/* The spec against the caps (the host selected it by them; a driver that
+ * skips the host may not have), and what the caps cannot say. */
+static ah_status tk_spec_check(ah_context *ctx, const ah_layer_spec *sp)
 {
     ah_errbuf *e = &ctx->err;
-    if (!sp || !lim || sp->struct_size < sizeof(ah_layer_spec) ||
-        lim->struct_size < sizeof(ah_limits))
-        return ah_fail(e, AH_ERR_ABI, "layer spec or limits missing or from an older ABI");
-    if (sp->q_dtype != AH_DTYPE_FP16 && sp->q_dtype != AH_DTYPE_BF16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "q dtype %s: want fp16 or bf16",
-                       ah_dtype_name(sp->q_dtype));
-    int fp8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3 || sp->kv_dtype == AH_DTYPE_FP8_E5M2;
-    if (!fp8 && sp->kv_dtype != sp->q_dtype)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv dtype %s with q dtype %s: want the same, or fp8",
-                       ah_dtype_name(sp->kv_dtype), ah_dtype_name(sp->q_dtype));
-    if (sp->qk_head_size != sp->v_head_size || sp->qk_head_size % 16 || sp->qk_head_size < 16 ||
-        sp->qk_head_size > 256)
-        return ah_fail(e, AH_ERR_UNSUPPORTED,
-                       "head sizes qk %u, v %u: want equal multiples of 16 up to 256",
-                       sp->qk_head_size, sp->v_head_size);
+    ah_status s = ah_spec_check_caps(sp, &tk_caps, e);
+    if (s == AH_OK) s = ah_spec_check_combination(sp, &tk_caps, e);
+    if (s != AH_OK) return s;
     if (sp->use_mla) return ah_fail(e, AH_ERR_UNSUPPORTED, "MLA is not supported");
-    if (!sp->num_kv_heads || !sp->num_q_heads || sp->num_q_heads % sp->num_kv_heads)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%u query heads over %u KV heads",
-                       sp->num_q_heads, sp->num_kv_heads);
-    if (!sp->block_size || sp->block_size % 16)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u: want a multiple of 16",
-                       sp->block_size);
-    if (sp->kv_layout != AH_KV_LAYOUT_NHD && sp->kv_layout != AH_KV_LAYOUT_HND)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "kv layout %d unresolved", sp->kv_layout);
     if (sp->softcap < 0 || sp->scale < 0)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "negative softcap or scale");
-    if (!lim->max_num_reqs || !lim->max_num_tokens || !lim->max_blocks_per_req)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "limits with a zero maximum");
     return AH_OK;
 }
 
@@ -133,7 +113,7 @@ ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_l
                           ah_state **out)
 {
     *out = NULL;
-    ah_status s = tk_spec_check(ctx, spec, lim);
+    ah_status s = tk_spec_check(ctx, spec);
     if (s) return s;
     if ((s = tk_ctx_bind(ctx, &ctx->err))) return s;
     ah_state *st = ctx->host->alloc(ctx->host, sizeof *st);
@@ -143,7 +123,7 @@ ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_l
     st->spec = *spec;
     st->lim = *lim;
     st->captured_decode = -1;
-    if (!st->spec.scale) st->spec.scale = 1.0f / sqrtf((float)spec->qk_head_size);
+    st->spec.scale = ah_spec_scale(spec);
     st->split_cap = ctx->cfg.num_kv_splits ? ctx->cfg.num_kv_splits : TK_AUTO_SPLIT_CAP;
     if ((s = tk_state_kernels(st))) goto fail;
     st->heads =
@@ -210,11 +190,10 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
     ah_context *ctx = st->ctx;
     const ah_cu_api *cu = ctx->cu;
     CUstream cs = (CUstream)stream;
-    if (!b || b->struct_size < sizeof(ah_batch))
-        return ah_fail(&st->err, AH_ERR_ABI, "batch missing or from an older ABI");
-    if ((unsigned)mode > AH_PLAN_REPLAY)
-        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT, "unknown plan mode %d", mode);
     const ah_limits *lim = &st->lim;
+    /* The host validates the batch's host copies (unless validation is
+     * off), not its device tensors: these checks keep the copies below
+     * inside the engine's tensors and the state's buffers. */
     if (!b->num_reqs || b->num_reqs > lim->max_num_reqs || b->num_tokens > lim->max_num_tokens)
         return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
                        "batch of %u requests, %u tokens: limits are 1..%u requests, %u tokens",
@@ -284,6 +263,7 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
 
     st->num_reqs = b->num_reqs;
     st->num_tokens = b->num_tokens;
+    st->num_blocks = b->num_blocks;
     if (mode != AH_PLAN_REPLAY) {
         st->decode = decode;
         st->mode = mode;
@@ -315,6 +295,5 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
         }
         st->captured_decode = mode == AH_PLAN_CAPTURE ? decode : st->captured_decode;
     }
-    st->planned = 1;
     return AH_OK;
 }

@@ -62,14 +62,17 @@ struct ah_state {
     int32_t *h_counts; /* pinned staging for d_counts */
     CUevent staged;    /* the last counts upload; guards h_counts reuse */
     /* The last plan. */
-    int planned;
     ah_plan_mode mode;
     uint32_t num_reqs, num_tokens;
-    int decode; /* pure decode: the split-KV path */
+    uint32_t num_blocks; /* the batch's: caches hold at least these */
+    int decode;          /* pure decode: the split-KV path */
     int num_splits;
     uint32_t grid_reqs, grid_tokens; /* launch extents (maxima when captured) */
     int captured_decode;             /* path fixed at CAPTURE; -1: nothing captured */
 };
+
+/* The capability table (plugin.c); state_create checks a spec against it. */
+extern const ah_caps tk_caps;
 
 /* Device errors into an errbuf: "what: driver text". */
 ah_status tk_cu_fail(const ah_cu_api *cu, ah_errbuf *e, CUresult r, const char *what);

@@ -12,7 +12,6 @@
  *   --splits: comma-separated num_kv_splits values to try for decode
  *             (default "auto").
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +20,6 @@
 
 static ath_host P;
 static const ah_plugin_ops *O;
-static const ah_context_options dev0 = {sizeof(ah_context_options), 0};
 
 /* Median ms of reps timed runs of forward (after warm-up). */
 static float time_forward(ah_context *ctx, ah_state *st, const ah_forward_args *a, int reps)
@@ -95,17 +93,8 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     fill_random(ctx, &q, rng);
     fill_random(ctx, &kc, rng);
     fill_random(ctx, &vc, rng);
-    ah_layer_spec spec = {.struct_size = sizeof spec,
-                          .attn_type = s->bidirectional ? AH_ATTN_ENCODER_ONLY : AH_ATTN_DECODER,
-                          .num_q_heads = s->hq,
-                          .num_kv_heads = s->hk,
-                          .qk_head_size = s->d,
-                          .v_head_size = s->d,
-                          .q_dtype = AH_DTYPE_BF16,
-                          .kv_dtype = AH_DTYPE_BF16,
-                          .block_size = s->bs,
-                          .kv_layout = AH_KV_LAYOUT_NHD};
-    spec.scale = 1.0f / sqrtf((float)s->d);
+    const ah_layer_spec spec = ath_spec(s->bidirectional ? AH_ATTN_ENCODER_ONLY : AH_ATTN_DECODER,
+                                        s->hq, s->hk, s->d, AH_DTYPE_BF16, s->bs);
     ah_limits lim = {sizeof lim, B.num_reqs, B.num_tokens, B.width, B.max_seq, B.num_blocks};
     ah_state *st = NULL;
     void *stream = NULL;
@@ -162,20 +151,14 @@ int main(int argc, char **argv)
     const char *splits = "auto";
     int quick = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--splits") && i + 1 < argc) splits = argv[++i];
+        const char *v = ath_arg_value(argc, argv, &i, "--splits");
+        if (v) splits = v;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
-        else {
-            fprintf(stderr, "usage: %s [--splits LIST] [--quick]\n", argv[0]);
-            return 2;
-        }
+        else return ath_usage(argv[0], "[--splits LIST] [--quick]");
     }
-    if (ath_load(&P, TK_PLUGIN_PATH)) return 1;
-    O = P.ops;
-    int prc = ath_probe(&P);
+    int prc = ath_start(&P, TK_PLUGIN_PATH);
     if (prc) return prc;
-    const ah_probe_info pi = P.probe;
-    printf("device: %s (%s, %u SMs), %s\n", pi.device_name, pi.arch, pi.multiprocessors,
-           pi.driver_version);
+    O = P.ops;
     uint64_t rng = 0x243f6a8885a308d3ull;
     int reps = quick ? 10 : 30;
     const uint32_t seqs[] = {4096, 8192, 16384};
@@ -183,28 +166,18 @@ int main(int argc, char **argv)
     snprintf(list, sizeof list, "%s", splits);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         if (ath_set(&P, "num_kv_splits", strcmp(tok, "auto") ? tok : "0")) return 2; /* 0: auto */
-        ah_context *ctx = NULL;
-        const char *why = NULL;
-        if (O->context_create(&P.svc, &dev0, &ctx, &why) != AH_OK) {
-            printf("context: %s\n", why);
-            return 1;
-        }
-        P.ctx = ctx;
-        if (tok == list) copy_bandwidth(ctx);
+        if (ath_context(&P, 0, 0)) return 1;
+        if (tok == list) copy_bandwidth(P.ctx);
         for (int i = 0; i < 3; i++) {
             shape s = {"decode", 64, 1, seqs[i], 32, 8, 128, 16, 0};
-            bench(ctx, &s, tok, &rng, reps);
+            bench(P.ctx, &s, tok, &rng, reps);
         }
-        O->context_destroy(ctx);
+        O->context_destroy(P.ctx);
+        P.ctx = NULL;
     }
     ath_set(&P, "num_kv_splits", "0"); /* auto */
-    ah_context *ctx = NULL;
-    const char *why = NULL;
-    if (O->context_create(&P.svc, &dev0, &ctx, &why) != AH_OK) {
-        printf("context: %s\n", why);
-        return 1;
-    }
-    P.ctx = ctx;
+    if (ath_context(&P, 0, 0)) return 1;
+    ah_context *ctx = P.ctx;
     for (int bidir = 0; bidir < 2; bidir++)
         for (int i = 0; i < 3; i++) {
             shape s = {bidir ? "prefill-nc" : "prefill",

@@ -459,23 +459,17 @@ int main(int argc, char **argv)
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     const char *path = TK_PLUGIN_PATH;
     for (int i = 1; i < argc; i++) {
+        const char *v;
         if (!strcmp(argv[i], "--quick")) quick = 1;
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 0) | 1;
-        else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) path = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [--quick] [--seed N] [--plugin PATH]\n", argv[0]);
-            return 2;
-        }
+        else if ((v = ath_arg_value(argc, argv, &i, "--seed"))) seed = strtoull(v, NULL, 0) | 1;
+        else if ((v = ath_arg_value(argc, argv, &i, "--plugin"))) path = v;
+        else return ath_usage(argv[0], "[--quick] [--seed N] [--plugin PATH]");
     }
-    if (ath_load(&P, path)) return 1;
-    O = P.ops;
-    int prc = ath_probe(&P);
+    int prc = ath_start(&P, path);
     if (prc) return prc;
+    O = P.ops;
     const ah_probe_info pi = P.probe;
     g_cc = (int)pi.compute_capability;
-    printf("device: %s (%s, %u SMs), %s\n", pi.device_name, pi.arch, pi.multiprocessors,
-           pi.driver_version);
     ah_context *ctx = NULL;
     const char *why = NULL;
     /* A device index past the process's devices is UNAVAILABLE, with a reason. */
