@@ -8,7 +8,10 @@
  *   per step      ah_binding_plan (validation + dispatch) and one
  *                 ah_binding_forward (tensor checks + dispatch) through the
  *                 no-op plugin, decode at batch 256 with 1k- and 4k-token
- *                 contexts, validation on and off
+ *                 contexts, validation on and off; and at 4k with cache
+ *                 blocks of 256, which the no-op plugin (block sizes up to
+ *                 16) runs as 16 kernel blocks of 16: the host's
+ *                 kernel-block table translation per step
  * Usage: bench_host [--iters N]
  */
 #include <stdio.h>
@@ -57,11 +60,12 @@ static ah_host *host(const char *cache, const char *ini)
                 "head_size = 128\ndtype = bf16\n[layers.1-79/2]\nsliding_window = 4096\n"
 
 /* Median plan and forward cost of a decode step at batch 256 with ctx
- * tokens of context, block 16, through the no-op plugin, validation on and
- * off. */
-static int step_overhead(const char *cache, const char *ini, const ah_model *m, int ctx, int iters)
+ * tokens of context, cache block BS (the model's), through the no-op
+ * plugin, validation on and off. */
+static int step_overhead(const char *cache, const char *ini, const ah_model *m, int ctx, int BS,
+                         int iters)
 {
-    enum { B = 256, BS = 16, HQ = 64, HK = 8, D = 128 };
+    enum { B = 256, HQ = 64, HK = 8, D = 128 };
     const int mb = ctx / BS + 1, nblk = B * mb;
     int32_t *qsl = malloc((B + 1) * sizeof *qsl), *seq = malloc(B * sizeof *seq);
     int32_t *tab = malloc((size_t)B * mb * sizeof *tab);
@@ -127,10 +131,14 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
             double d = now_us();
             tp[i] = c - a, tf[i] = d - c;
         }
+        uint32_t kernel = 0;
+        ah_binding_block_size(b, 0, AH_PHASE_DECODE, &kernel);
+        char blocks[64] = "";
+        if (kernel != (uint32_t)BS) snprintf(blocks, sizeof blocks, ", block %d as %u x %u", BS, BS / kernel, kernel);
         if (!ok) fprintf(stderr, "bench_host: %s\n", ah_binding_errmsg(b));
         else
-            printf("decode step, batch %d, ctx %5d, validation %-3s: plan %6.2f us, forward/layer %5.2f us\n",
-                   B, ctx, validate ? "on" : "off", median(tp, n), median(tf, n));
+            printf("decode step, batch %d, ctx %5d, validation %-3s: plan %6.2f us, forward/layer %5.2f us%s\n",
+                   B, ctx, validate ? "on" : "off", median(tp, n), median(tf, n), blocks);
         ah_binding_destroy(b);
         ah_selection_destroy(s);
         ah_host_destroy(h);
@@ -211,7 +219,13 @@ int main(int argc, char **argv)
 
     /* per-step overhead at batch 256, block 16, two context lengths */
     for (int ctx = 1024; ctx <= 4096; ctx *= 4)
-        if (step_overhead(cache, ini, m, ctx, iters)) return 1;
+        if (step_overhead(cache, ini, m, ctx, 16, iters)) return 1;
+    /* cache blocks of 256 (a hybrid model's alignment) on kernel blocks */
+    ah_model *m256 = NULL;
+    if (ah_model_parse(MODEL80 "[layers.*]\nblock_size = 256\n", "m256", &m256, &err) != AH_OK ||
+        step_overhead(cache, ini, m256, 4096, 256, iters))
+        return 1;
+    ah_model_destroy(m256);
     unlink(cache);
     ah_model_destroy(m);
     return 0;

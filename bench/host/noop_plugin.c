@@ -58,7 +58,7 @@ static const ah_caps caps = {
     .kv_dtypes = AH_BIT(AH_DTYPE_BF16),
     .qk_head_sizes = AH_INT_SET_ANY,
     .v_head_sizes = AH_INT_SET_ANY,
-    .block_sizes = AH_INT_SET_ANY,
+    .block_sizes = AH_INT_SET_RANGE(1, 16, 1), /* a cache block of 256 runs as kernel blocks */
     .preferred_block_size = 16,
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
                 AH_FEAT_NON_CAUSAL | AH_FEAT_LSE,

@@ -157,7 +157,7 @@ static int data_init(cp_rank *r, ah_binding *b, cp_data *d)
     d->mb = (uint32_t)((d->local + bs - 1) / bs);
     if (!d->mb) d->mb = 1;
     d->num_blocks = d->mb * B + 1;
-    ah_kv_cache_desc kd, vd;
+    ah_kv_cache_desc kd = {.struct_size = sizeof kd}, vd = {.struct_size = sizeof vd};
     if (ah_binding_kv_cache_desc(b, 0, d->num_blocks, &kd, &vd) != AH_OK)
         return rank_fail(r, "%s", ah_binding_errmsg(b));
     ah_kv_cache_desc *desc[2] = {&kd, &vd};

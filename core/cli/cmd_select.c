@@ -37,6 +37,11 @@ static void print_decision(const ah_decision *d, uint32_t l, const char *what, c
     printf("\nlayer %u %s: %s%s%s\n  spec: %s\n  list: %s\n", l, what,
            d->plugin ? d->plugin : "NONE (no backend can serve it)",
            d->fallback ? " (fallback)" : "", note, spec, d->list_source);
+    if (d->plugin && d->kernel_block_size)
+        printf("  kernel blocks: %s runs each %u-token cache block as %u blocks of %u "
+               "(the host translates the block table)\n",
+               d->plugin, d->spec.block_size, d->spec.block_size / d->kernel_block_size,
+               d->kernel_block_size);
     for (uint32_t k = 0; k < d->n_candidates; k++) {
         const ah_candidate *cd = &d->candidates[k];
         printf("  %-2s %-16s", cd->chosen ? "->" : "", cd->plugin);
@@ -52,6 +57,18 @@ static void print_decision(const ah_decision *d, uint32_t l, const char *what, c
 }
 
 static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel);
+
+/* The block size of each KV-cache group whose layers say block_size = auto,
+ * and where it came from. */
+static void print_auto_block_sizes(const ah_model *m, const ah_selection *sel)
+{
+    for (uint32_t g = 0; g < ah_model_num_kv_groups(m); g++) {
+        const char *how = "";
+        uint32_t bs = ah_selection_kv_group_block_size(sel, g, &how);
+        if (bs && strncmp(how, "auto", 4) == 0)
+            printf("kv_group %u: block_size %u (%s)\n", g, bs, how);
+    }
+}
 
 static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *, const ah_model *,
                                                    const ah_selection *))
@@ -123,6 +140,7 @@ static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_
         return 2;
     }
     printf("model %s: %u layers\n", ah_model_name(m), n);
+    print_auto_block_sizes(m, sel);
     for (uint32_t l = 0; l < n; l++) {
         if (c->layer >= 0 && (uint32_t)c->layer != l) continue;
         if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) {
@@ -172,12 +190,21 @@ void cli_print_binding(const ah_model *m, const ah_selection *sel)
         }
         char spec[256];
         describe_spec(&pd->spec, spec, sizeof spec);
-        printf("%-6u %-18s %-18s %s\n", l, pd->plugin, dd->plugin, spec);
+        printf("%-6u %-18s %-18s %s", l, pd->plugin, dd->plugin, spec);
+        if (pd->kernel_block_size == dd->kernel_block_size && pd->kernel_block_size)
+            printf(" (kernel blocks of %u)", pd->kernel_block_size);
+        for (int p = 0; p < AH_PHASE_COUNT && pd->kernel_block_size != dd->kernel_block_size; p++) {
+            const ah_decision *d = p ? dd : pd;
+            if (d->kernel_block_size)
+                printf(" (%s: kernel blocks of %u)", phase_name(p), d->kernel_block_size);
+        }
+        printf("\n");
     }
     ah_graph_level g = ah_selection_graph_level(sel, &glayer);
     printf("cuda graph level: %s", ah_graph_level_str(g));
     if (n) printf(" (set by layer %u)", glayer);
     printf("\n");
+    print_auto_block_sizes(m, sel);
 }
 
 static int bind(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel)

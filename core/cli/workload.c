@@ -350,7 +350,7 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
     L->v_scale = fp8 ? 1.0f / 48 : 1.0f;
     if (scales_init(w, L)) return -1;
     if (L->role != WL_CACHELESS) {
-        ah_kv_cache_desc kd, vd;
+        ah_kv_cache_desc kd = {.struct_size = sizeof kd}, vd = {.struct_size = sizeof vd};
         const wl_group *G = &w->groups[ah_spec_kv_group(s) < w->n_groups ? ah_spec_kv_group(s) : 0];
         if (ah_binding_kv_cache_desc(w->b, l, G->num_blocks, &kd, &vd) != AH_OK)
             return wl_fail(w, "%s", ah_binding_errmsg(w->b));

@@ -14,6 +14,8 @@
 #include "cp.h"
 #include "device_int.h"
 #include "host_int.h"
+#include "kv_layout.h"
+#include "kv_split.h"
 #include "tensor_check.h"
 
 #include <attnhost/plugin_util.h>
@@ -38,6 +40,12 @@ typedef struct bound_state {
     ah_device *dev;       /* the binding's device of that plugin */
     uint32_t dev_idx;     /* index of dev in the binding's devs */
     uint32_t first_layer; /* for messages */
+    /* ABI 2.3: KV-cache layout. The kernel block size the plugin runs on
+     * (0: spec.block_size, the cache's) and the kernel-block paging it is
+     * planned on (index into splits, or -1). spec stays the engine's view:
+     * the batch and tensors are checked against the cache's blocks. */
+    uint32_t kblock;
+    int32_t split;
 } bound_state;
 
 typedef struct plan_item {
@@ -110,6 +118,8 @@ struct ah_binding {
     uint8_t *dev_prefill;              /* per device: serves a prefill part */
     ah_batch_part *dparts;             /* per group: the decode part */
     ah_batch_part *pparts;             /* per group and device (g * n_devs + d): the prefill part */
+    ah__kv_split *splits;              /* kernel-block pagings (kv_split.h) */
+    uint32_t n_splits;
     /* the last planned step */
     ah_phase phase;
     int planned;
@@ -177,14 +187,14 @@ static ah_device *device_for(ah_binding *b, int slot, ah_context *ctx, ah_error 
     return *s == AH_OK ? b->devs[b->n_devs++] : NULL;
 }
 
-/* The state for (slot, spec, role), created on first use. Returns its index
- * or -1. */
-static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, int role, uint32_t layer,
-                     ah_error *err, ah_status *s)
+/* The state for (slot, spec, kernel block, role), created on first use.
+ * Returns its index or -1. */
+static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, uint32_t kblock, int role,
+                     uint32_t layer, ah_error *err, ah_status *s)
 {
     for (uint32_t i = 0; i < b->n_states; i++)
         if (b->states[i].slot == slot && b->states[i].role == role &&
-            memcmp(&b->states[i].spec, spec, sizeof *spec) == 0)
+            b->states[i].kblock == kblock && memcmp(&b->states[i].spec, spec, sizeof *spec) == 0)
             return (int)i;
     ah_context *ctx = NULL;
     *s = ah__host_open_context(b->host, slot, b->device_index, &ctx, err);
@@ -206,7 +216,17 @@ static int state_for(ah_binding *b, int slot, const ah_layer_spec *spec, int rol
     bs->dev = dev;
     bs->first_layer = layer;
     bs->ctx = ctx;
-    *s = ops_of(b, slot)->state_create(ctx, spec, &b->limits, &bs->st);
+    bs->kblock = kblock;
+    bs->split = -1;
+    ah_layer_spec as_run = *spec; /* the plugin plans kernel blocks */
+    ah_limits lim = b->limits;
+    if (kblock) {
+        const uint32_t m = spec->block_size / kblock;
+        as_run.block_size = kblock;
+        lim.num_blocks *= m;
+        lim.max_blocks_per_req *= m;
+    }
+    *s = ops_of(b, slot)->state_create(ctx, &as_run, &lim, &bs->st);
     if (*s != AH_OK) {
         snprintf(err->msg, sizeof err->msg, "%s: creating a layer state failed: %s",
                  plugin_name(b, slot), ops_of(b, slot)->context_error(ctx));
@@ -350,6 +370,52 @@ static ah_status prepare_groups(ah_binding *b, ah_error *err)
     return AH_OK;
 }
 
+/* Kernel-block pagings (kv_split.h), one per KV-cache group, kernel blocks
+ * per cache block and device among the states that run on kernel blocks:
+ * the translated table's buffers, sized from the limits, on the host and
+ * (where the plugin has memory slots) on its device. */
+static ah_status prepare_splits(ah_binding *b, ah_error *err)
+{
+    if (!(b->splits = ah__calloc(b->n_states ? b->n_states : 1, sizeof *b->splits)))
+        return AH_ERR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < b->n_states; i++) {
+        bound_state *bs = &b->states[i];
+        if (!bs->kblock || no_cache(&bs->spec)) continue;
+        const uint32_t m = bs->spec.block_size / bs->kblock, g = bs->spec.kv_group;
+        for (uint32_t k = 0; k < b->n_splits && bs->split < 0; k++)
+            if (b->splits[k].group == g && b->splits[k].m == m &&
+                b->splits[k].dev_idx == bs->dev_idx)
+                bs->split = (int32_t)k;
+        if (bs->split >= 0) continue;
+        if ((uint64_t)b->limits.num_blocks * m > INT32_MAX) {
+            snprintf(err->msg, sizeof err->msg,
+                     "layer %u: limits.num_blocks %u x %u kernel blocks per cache block passes "
+                     "2^31 - 1 kernel blocks",
+                     bs->first_layer, b->limits.num_blocks, m);
+            return AH_ERR_INVALID_ARGUMENT;
+        }
+        ah__kv_split *sp = &b->splits[b->n_splits];
+        sp->group = g;
+        sp->m = m;
+        sp->dev_idx = bs->dev_idx;
+        const size_t bytes =
+            (size_t)b->limits.max_num_reqs * b->limits.max_blocks_per_req * m * sizeof(int32_t);
+        if (!(sp->host = ah__calloc(1, bytes))) return AH_ERR_OUT_OF_MEMORY;
+        b->n_splits++;
+        if (ops_of(b, bs->slot)->mem_alloc) {
+            ah_status s = ah_device_alloc(bs->dev, bytes, &sp->dev);
+            if (s != AH_OK) {
+                snprintf(err->msg, sizeof err->msg, "%s: allocating the kernel-block table: %s",
+                         plugin_name(b, bs->slot), ah_device_errmsg(bs->dev));
+                return s;
+            }
+        }
+        sp->table = (DLTensor){NULL, ah_device_dl(bs->dev), 2, {kDLInt, 32, 1}, NULL, NULL, 0};
+        bs->split = (int32_t)(b->n_splits - 1);
+    }
+    return AH_OK;
+}
+
 /* Everything a step needs, fixed at creation: which layers split, the
  * decode threshold, the plan lists, the validation specs and the split
  * buffers (no allocation per step). */
@@ -416,6 +482,7 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     }
     if (b->decode_qmax == UINT32_MAX) b->decode_qmax = 1; /* no attention layer */
     ah_status gs = prepare_groups(b, err);
+    if (gs == AH_OK) gs = prepare_splits(b, err);
     if (gs != AH_OK) return gs;
     if (!n_split) b->split_why = WHY_SAME;
     if (b->split_why) return AH_OK;
@@ -538,7 +605,16 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
          * has its own state, so a split step plans both parts at once. */
         const int shared =
             cp || (slot[0] == slot[1] && memcmp(&d[0]->spec, &d[1]->spec, sizeof d[0]->spec) == 0 &&
+                   d[0]->kernel_block_size == d[1]->kernel_block_size &&
                    caps_of(b, slot[0])->mixed_batch == AH_MIXED_WHOLE);
+        if (cp && d[0]->kernel_block_size) {
+            snprintf(err->msg, sizeof err->msg,
+                     "layer %u: %s runs block size %u on kernel blocks of %u, which context "
+                     "parallelism does not serve: set a block size it takes",
+                     l, plugin_name(b, slot[0]), d[0]->spec.block_size, d[0]->kernel_block_size);
+            ah_binding_destroy(b);
+            return AH_ERR_UNSUPPORTED;
+        }
         ah_layer_spec local = d[0]->spec;
         if (cp && (s = ah__cp_local_spec(cpo, l, plugin_name(b, slot[0]), &d[0]->spec, &local,
                                          err)) != AH_OK) {
@@ -546,7 +622,8 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
             return s;
         }
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
-            int idx = state_for(b, slot[p], cp ? &local : &d[p]->spec, shared ? -1 : p, l, err, &s);
+            int idx = state_for(b, slot[p], cp ? &local : &d[p]->spec, d[p]->kernel_block_size,
+                                shared ? -1 : p, l, err, &s);
             if (idx < 0) {
                 ah_binding_destroy(b);
                 return s;
@@ -560,7 +637,9 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
             if (b->ragged_unbound < 0) b->ragged_unbound = l;
         } else if (rd) {
             const int rs = ah__host_find(h, rd->plugin);
-            int idx = rs < 0 ? -1 : state_for(b, rs, &rd->spec, ROLE_RAGGED, l, err, &s);
+            int idx = rs < 0 ? -1
+                             : state_for(b, rs, &rd->spec, rd->kernel_block_size, ROLE_RAGGED, l,
+                                         err, &s);
             if (rs < 0) {
                 snprintf(err->msg, sizeof err->msg, "layer %u: plugin %s is gone", l, rd->plugin);
                 s = AH_ERR_NOT_FOUND;
@@ -594,6 +673,11 @@ void ah_binding_destroy(ah_binding *b)
     ah__cp_destroy(b->cp); /* its buffers live on the binding's device */
     for (uint32_t i = 0; i < b->n_states; i++)
         if (b->states[i].st) ops_of(b, b->states[i].slot)->state_destroy(b->states[i].st);
+    for (uint32_t k = 0; k < b->n_splits; k++) {
+        if (b->splits[k].dev) ah_device_free(b->devs[b->splits[k].dev_idx], b->splits[k].dev);
+        ah__free(b->splits[k].host);
+    }
+    ah__free(b->splits);
     for (uint32_t i = 0; i < b->n_devs; i++) {
         if (b->qsl_dev && b->qsl_dev[i]) ah_device_free(b->devs[i], b->qsl_dev[i]);
         ah__device_close(b->devs[i]);
@@ -651,6 +735,42 @@ static ah_status build_parts(ah_binding *b, const ah_batch *batch, const ah_spli
         for (uint32_t g = 0; g < b->n_groups; g++)
             ah__batch_part_prefill(&b->pparts[(size_t)g * b->n_devs + d], &b->gbatch[g], sc,
                                    b->qsl_host, dst);
+        for (uint32_t k = 0; k < b->n_splits; k++)
+            if (b->splits[k].dev_idx == d)
+                ah__batch_part_prefill(&b->splits[k].ppart, &b->splits[k].batch, sc, b->qsl_host,
+                                       dst);
+    }
+    for (uint32_t k = 0; k < b->n_splits; k++)
+        ah__batch_part_decode(&b->splits[k].dpart, &b->splits[k].batch, sc);
+    return AH_OK;
+}
+
+/* Each kernel-block paging's table for this step, from its group's host
+ * table, copied to its device on the step's stream. A captured graph keeps
+ * the widest row its limits allow. */
+static ah_status translate_splits(ah_binding *b, ah_plan_mode mode, void *stream)
+{
+    for (uint32_t k = 0; k < b->n_splits; k++) {
+        ah__kv_split *sp = &b->splits[k];
+        const ah_batch *gb = &b->gbatch[sp->group];
+        const bound_state *bs = NULL;
+        for (uint32_t i = 0; i < b->n_states && !bs; i++)
+            if (b->states[i].split == (int32_t)k) bs = &b->states[i];
+        char why[256];
+        uint32_t stride = 0;
+        ah_status s = ah__kv_split_table(gb, bs->spec.block_size, sp->m, b->limits.max_num_reqs,
+                                         b->limits.max_blocks_per_req, mode != AH_PLAN_EAGER,
+                                         sp->host, &stride, why, sizeof why);
+        if (s != AH_OK)
+            return fail(b, s, "kv group %u, kernel blocks of %u: %s", sp->group, bs->kblock, why);
+        ah__kv_split_batch(sp, gb, stride);
+        if (!sp->dev || !gb->num_reqs) continue;
+        const ah_plugin_ops *ops = ops_of(b, bs->slot);
+        s = ops->mem_copy(bs->ctx, sp->dev, sp->host, (size_t)gb->num_reqs * stride * 4,
+                          AH_COPY_HOST_TO_DEVICE, stream);
+        if (s != AH_OK)
+            return fail(b, s, "%s: copying the kernel-block table failed: %s",
+                        plugin_name(b, bs->slot), ops->context_error(bs->ctx));
     }
     return AH_OK;
 }
@@ -844,16 +964,19 @@ ah_status ah_binding_plan(ah_binding *b, const ah_batch *engine_batch, ah_plan_m
         if (s == AH_OK && all != AH_OK) return fail(b, all, "%s", err.msg);
     }
     if (s != AH_OK) return s;
+    if ((s = translate_splits(b, mode, stream)) != AH_OK) return s;
     if (c.split && (s = build_parts(b, batch, &c.sc, stream)) != AH_OK) return s;
     for (uint32_t i = 0; i < b->n_plans[c.list]; i++) {
         const plan_item *it = &b->plans[c.list][i];
         bound_state *bs = &b->states[it->state];
         const uint32_t g = no_cache(&bs->spec) ? 0 : bs->spec.kv_group;
-        const ah_batch *part = it->part == PART_WHOLE    ? &b->gbatch[g]
+        const ah__kv_split *sp = bs->split >= 0 ? &b->splits[bs->split] : NULL;
+        const ah_batch *part = it->part == PART_WHOLE    ? (sp ? &sp->batch : &b->gbatch[g])
                                : it->part == PART_RAGGED ? &b->rbatch
                                : it->part == PART_DECODE
-                                   ? &b->dparts[g].batch
-                                   : &b->pparts[(size_t)g * b->n_devs + bs->dev_idx].batch;
+                                   ? (sp ? &sp->dpart.batch : &b->dparts[g].batch)
+                               : sp ? &sp->ppart.batch
+                                    : &b->pparts[(size_t)g * b->n_devs + bs->dev_idx].batch;
         const ah_plugin_ops *ops = ops_of(b, bs->slot);
         s = ops->plan(bs->st, part, mode, stream);
         if (s != AH_OK)
@@ -920,14 +1043,40 @@ static ah_status check_kv_args(ah_binding *b, uint32_t layer, const bound_state 
     return s == AH_OK ? s : fail(b, s, "layer %u: %s", layer, why);
 }
 
+/* The caches as a state on kernel blocks sees them (kv_split.h): views
+ * into v of the engine's tensors, in place of *kc and *vc. A tensor that
+ * is not 4-dim (validation off) goes as it is, for the plugin to refuse. */
+typedef struct kernel_views {
+    DLTensor kc, vc;
+    int64_t ks[4], kst[4], vs[4], vst[4];
+} kernel_views;
+
+static void kernel_caches(const bound_state *bs, const DLTensor **kc, const DLTensor **vc,
+                          kernel_views *v)
+{
+    if (!bs->kblock || bs->split < 0) return;
+    const uint32_t m = bs->spec.block_size / bs->kblock;
+    if (*kc && (*kc)->ndim == 4 && (*kc)->shape) {
+        ah__kv_split_cache(*kc, m, &v->kc, v->ks, v->kst);
+        *kc = &v->kc;
+    }
+    if (*vc && (*vc)->ndim == 4 && (*vc)->shape) {
+        ah__kv_split_cache(*vc, m, &v->vc, v->vs, v->vst);
+        *vc = &v->vc;
+    }
+}
+
 /* The plugin's write_kv on its state (args already checked). */
 static ah_status call_write_kv(ah_binding *b, uint32_t layer, bound_state *bs,
-                               const ah_kv_write_args *a)
+                               const ah_kv_write_args *args)
 {
     const ah_plugin_ops *ops = ops_of(b, bs->slot);
     if (!ops->write_kv)
         return fail(b, AH_ERR_UNSUPPORTED, "layer %u: %s stores K/V only inside forward", layer,
                     plugin_name(b, bs->slot));
+    ah_kv_write_args kw = *args, *a = &kw;
+    kernel_views v;
+    kernel_caches(bs, &kw.key_cache, &kw.value_cache, &v);
     ah_status s = ops->write_kv(bs->st, a);
     return s == AH_OK ? s
                       : fail(b, s, "layer %u: %s write_kv failed: %s", layer,
@@ -935,10 +1084,13 @@ static ah_status call_write_kv(ah_binding *b, uint32_t layer, bound_state *bs,
 }
 
 static ah_status call_forward(ah_binding *b, uint32_t layer, bound_state *bs,
-                              const ah_forward_args *a)
+                              const ah_forward_args *args)
 {
     const ah_plugin_ops *ops = ops_of(b, bs->slot);
-    ah_status s = ops->forward(bs->st, a);
+    ah_forward_args fa = *args;
+    kernel_views v;
+    kernel_caches(bs, &fa.key_cache, &fa.value_cache, &v);
+    ah_status s = ops->forward(bs->st, &fa);
     return s == AH_OK ? s
                       : fail(b, s, "layer %u: %s forward failed: %s", layer,
                              plugin_name(b, bs->slot), ops->state_error(bs->st));
@@ -1143,22 +1295,40 @@ ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_
                              ops->context_error(ctx));
 }
 
-/* One cache tensor of head size d: [nb, bs, h, d] (NHD) or [nb, h, bs, d]
- * (HND), dense, row-major. */
-static void cache_desc(const ah_layer_spec *s, uint32_t num_blocks, uint32_t d, ah_kv_cache_desc *o)
+/* ABI 2.2's ah_kv_cache_desc: the fields before the layout's. */
+#define KV_DESC_SIZE_22 offsetof(ah_kv_cache_desc, alloc_ndim)
+
+/* One cache tensor of head size d (see kv_layout.h) into *o, as much as
+ * size bytes of it hold. */
+static void cache_desc(const ah_layer_spec *s, uint32_t num_blocks, uint32_t d, int value,
+                       size_t size, ah_kv_cache_desc *o)
 {
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-    o->ndim = 4;
-    int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
-    o->shape[0] = num_blocks;
-    o->shape[1] = hnd ? s->num_kv_heads : s->block_size;
-    o->shape[2] = hnd ? s->block_size : s->num_kv_heads;
-    o->shape[3] = d;
-    o->strides[3] = 1;
-    for (int i = 2; i >= 0; i--) o->strides[i] = o->strides[i + 1] * o->shape[i + 1];
-    o->kv_dtype = s->kv_dtype;
-    o->dl_dtype = ah_dtype_to_dl(s->kv_dtype);
+    ah_kv_cache_desc full;
+    memset(&full, 0, sizeof full);
+    full.struct_size = (uint32_t)size;
+    full.kv_dtype = s->kv_dtype;
+    if (d) {
+        ah__kv_geom g;
+        ah__kv_geom_of(s, num_blocks, d, value, &g);
+        full.ndim = 4;
+        full.dl_dtype = ah_dtype_to_dl(s->kv_dtype);
+        memcpy(full.shape, g.shape, sizeof g.shape);
+        memcpy(full.strides, g.strides, sizeof g.strides);
+        full.alloc_ndim = g.alloc_ndim;
+        memcpy(full.alloc_shape, g.alloc_shape, sizeof g.alloc_shape);
+        full.offset = g.offset;
+        full.in_key_alloc = (uint32_t)(value && ah_kv_layout_is_interleaved(s->kv_layout));
+    }
+    memcpy(o, &full, size);
+}
+
+/* The bytes of an ah_kv_cache_desc the caller's struct_size lets the host
+ * write, or 0 when it is too small. */
+static size_t desc_size(const ah_kv_cache_desc *d)
+{
+    if (d->struct_size == 0) return KV_DESC_SIZE_22;
+    if (d->struct_size < KV_DESC_SIZE_22) return 0;
+    return d->struct_size < sizeof *d ? d->struct_size : sizeof *d;
 }
 
 ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,
@@ -1170,17 +1340,30 @@ ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_b
     if (!key || !value)
         return fail(b, AH_ERR_INVALID_ARGUMENT,
                     "ah_binding_kv_cache_desc: key and value are required");
+    const size_t ks = desc_size(key), vs = desc_size(value);
+    if (!ks || !vs)
+        return fail(b, AH_ERR_ABI,
+                    "ah_binding_kv_cache_desc: %s->struct_size = %u is smaller than ABI 2.2's %zu: "
+                    "set it to sizeof(ah_kv_cache_desc)",
+                    ks ? "value" : "key", ks ? value->struct_size : key->struct_size,
+                    KV_DESC_SIZE_22);
     if (attention_layer(b, layer) != AH_OK) return AH_ERR_INVALID_ARGUMENT;
     const ah_layer_spec *s = &b->states[b->layer_state[AH_PHASE_PREFILL][layer]].spec;
-    cache_desc(s, num_blocks, s->qk_head_size, key);
-    if (s->use_mla) {
-        memset(value, 0, sizeof *value);
-        value->struct_size = sizeof *value;
-        value->kv_dtype = s->kv_dtype;
-    } else {
-        cache_desc(s, num_blocks, s->v_head_size, value);
-    }
+    cache_desc(s, num_blocks, s->qk_head_size, 0, ks, key);
+    cache_desc(s, num_blocks, s->use_mla ? 0 : s->v_head_size, 1, vs, value);
     return AH_OK;
+}
+
+uint32_t ah_binding_block_size(const ah_binding *b, uint32_t layer, ah_phase phase,
+                               uint32_t *kernel)
+{
+    if (kernel) *kernel = 0;
+    if (layer >= b->num_layers || (unsigned)phase >= AH_PHASE_COUNT ||
+        b->layer_state[phase][layer] == NO_STATE)
+        return 0;
+    const bound_state *bs = &b->states[b->layer_state[phase][layer]];
+    if (kernel) *kernel = bs->kblock ? bs->kblock : bs->spec.block_size;
+    return bs->spec.block_size;
 }
 
 uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const char **why)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "kv_split.h"
 #include "select_int.h"
 
 #include <attnhost/plugin_util.h>
@@ -87,13 +88,16 @@ ah_layer_spec ah__resolve_spec(const ah_layer_spec *in, const ah_caps *caps,
     s.scale = ah_spec_scale(&s);
     if (s.kv_layout == AH_KV_LAYOUT_AUTO)
         s.kv_layout = pin ? pin->kv_layout : caps ? caps->preferred_kv_layout : AH_KV_LAYOUT_NHD;
-    if (s.block_size == 0)
+    if (s.block_size == 0 || s.block_size == AH_BLOCK_SIZE_AUTO)
         s.block_size = pin ? pin->block_size : caps ? caps->preferred_block_size : 16;
     return s;
 }
 
+/* Check the resolved spec s against rec's caps; *kernel: the kernel
+ * block size when the plugin lacks s's block size but takes a divisor of
+ * it (else 0). */
 static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec *rec,
-                       const ah_layer_spec *s)
+                       const ah_layer_spec *s, uint32_t *kernel)
 {
     const ah_caps *c = &rec->caps;
     char sup[256];
@@ -147,9 +151,24 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
         !(c->features & AH_FEAT_DIFF_HEAD_SIZES))
         reasonf(r, AH_REASON_FEATURE, "diff_head_sizes", "qk_head_size == v_head_size",
                 "qk %u, v %u", s->qk_head_size, s->v_head_size);
+    *kernel = 0;
     if (!ah_int_set_contains(&c->block_sizes, s->block_size)) {
-        ah_format_int_set(&c->block_sizes, sup, sizeof sup);
-        reasonf(r, AH_REASON_BLOCK_SIZE, "block_size", sup, "%u", s->block_size);
+        /* a multiple of a size it takes: kernel blocks, where the layout
+         * makes a cache block that many kernel blocks back to back */
+        const uint32_t k = ah__kernel_block(&c->block_sizes, s->block_size);
+        if (k && s->kv_layout == AH_KV_LAYOUT_NHD) {
+            *kernel = k;
+        } else {
+            char set[160];
+            ah_format_int_set(&c->block_sizes, set, sizeof set);
+            if (k)
+                snprintf(sup, sizeof sup,
+                         "%s, or a multiple of one with kv_layout nhd (kernel blocks of %u)", set,
+                         k);
+            else snprintf(sup, sizeof sup, "%s or a multiple of one", set);
+            reasonf(r, AH_REASON_BLOCK_SIZE, "block_size", sup, "%u%s%s", s->block_size,
+                    k ? " with kv_layout " : "", k ? ah_kv_layout_str(s->kv_layout) : "");
+        }
     }
     if (!(c->attn_types & AH_BIT(s->attn_type))) {
         ah_format_attn_types(c->attn_types, sup, sizeof sup);
@@ -158,6 +177,12 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
     if (!(c->kv_layouts & AH_BIT(s->kv_layout))) {
         ah_format_layouts(c->kv_layouts, sup, sizeof sup);
         reasonf(r, AH_REASON_KV_LAYOUT, "kv_layout", sup, "%s", ah_kv_layout_str(s->kv_layout));
+    } else if (ah_kv_layout_is_interleaved(s->kv_layout) &&
+               (s->use_mla || s->qk_head_size != s->v_head_size)) {
+        reasonf(r, AH_REASON_KV_LAYOUT, "kv_layout",
+                "nhd or hnd (an interleaved layout needs one K/V head size and a value cache)",
+                "%s with %s", ah_kv_layout_str(s->kv_layout),
+                s->use_mla ? "mla" : "qk_head_size != v_head_size");
     }
     if (c->max_head_groups && s->num_q_heads / s->num_kv_heads > c->max_head_groups) {
         snprintf(sup, sizeof sup, "<= %u", c->max_head_groups);
@@ -189,11 +214,13 @@ static void check_caps(ah_reason_list *r, const ah_host *h, const ah_plugin_rec 
 }
 
 /* Check one candidate; reasons go into r. Returns the spec as resolved for
- * this candidate in *resolved. */
+ * this candidate in *resolved, and its kernel block size in *kernel. */
 void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *spec,
-                            const ah_layer_spec *pin, ah_reason_list *r, ah_layer_spec *resolved)
+                            const ah_layer_spec *pin, ah_reason_list *r, ah_layer_spec *resolved,
+                            uint32_t *kernel)
 {
     int i = ah__host_find(h, name);
+    *kernel = 0;
     *resolved = ah__resolve_spec(spec, NULL, pin);
     if (i < 0) {
         char names[512];
@@ -228,7 +255,7 @@ void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *s
         return;
     }
     *resolved = ah__resolve_spec(spec, &rec->caps, pin);
-    check_caps(r, h, rec, resolved);
+    check_caps(r, h, rec, resolved, kernel);
     if (r->n || r->oom || !rec->info.has_check_combination) return;
 
     ah_error err;
@@ -239,5 +266,9 @@ void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *s
     pthread_mutex_unlock(&h->lock);
     if (s != AH_OK)
         ah__reason_add(&r->sink, AH_REASON_UNAVAILABLE, "load", err.msg, "a loadable plugin");
-    else if (cb) cb(resolved, &rec->probe, &r->sink);
+    else if (cb) { /* the plugin judges the spec it would run: kernel blocks */
+        ah_layer_spec as_run = *resolved;
+        if (*kernel) as_run.block_size = *kernel;
+        cb(&as_run, &rec->probe, &r->sink);
+    }
 }

@@ -105,7 +105,8 @@ static int run_candidates(ah_host *h, decision_entry *e, const ah_name_list *nam
         ah_reason_list r;
         ah__reason_list_init(&r, &e->strings);
         ah_layer_spec resolved;
-        ah__evaluate_candidate(h, names->items[k], spec, pin, &r, &resolved);
+        uint32_t kernel;
+        ah__evaluate_candidate(h, names->items[k], spec, pin, &r, &resolved, &kernel);
         if (!r.n && !r.oom && winner >= 0)
             ah__reason_add(&r.sink, AH_REASON_LOST_ON_PRIORITY, "priority", e->cands[winner].plugin,
                            "a higher-priority candidate won");
@@ -119,6 +120,7 @@ static int run_candidates(ah_host *h, decision_entry *e, const ah_name_list *nam
             e->cands[winner].chosen = 1;
             e->d.plugin = e->cands[winner].plugin;
             e->d.spec = resolved;
+            e->d.kernel_block_size = kernel;
         }
     }
     return winner;
@@ -229,7 +231,8 @@ static int measured_order(ah_host *h, decision_entry *e, const ah_layer_spec *sp
             e->d.plugin = c->plugin;
             ah_reason_list r; /* the spec as the new winner runs it */
             ah__reason_list_init(&r, &e->strings);
-            ah__evaluate_candidate(h, c->plugin, spec, pin, &r, &e->d.spec);
+            ah__evaluate_candidate(h, c->plugin, spec, pin, &r, &e->d.spec,
+                                   &e->d.kernel_block_size);
             ah__free(r.items);
             if (r.oom) return -1;
         }

@@ -154,8 +154,11 @@ int ah__caps_validate(const ah_caps *c, char *why, size_t cap)
     if (enum_mask_check(c->attn_types, AH_ATTN_TYPE_COUNT, 0, "attn_types", why, cap)) return -1;
     /* AUTO (bit 0) is a layer-spec wish, never a layout a plugin stores. */
     if (c->kv_layouts == 0) return fail(why, cap, "caps.kv_layouts is empty");
-    if (c->kv_layouts & ~(AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND)))
-        return fail(why, cap, "caps.kv_layouts 0x%x has unknown bits (known: NHD 0x2, HND 0x4)",
+    const uint32_t known = (AH_BIT(AH_KV_LAYOUT_COUNT) - 1) & ~AH_BIT(AH_KV_LAYOUT_AUTO);
+    if (c->kv_layouts & ~known)
+        return fail(why, cap,
+                    "caps.kv_layouts 0x%x has unknown bits (known: NHD 0x2, HND 0x4, "
+                    "NHD_INTERLEAVED 0x8, HND_INTERLEAVED 0x10)",
                     c->kv_layouts);
     if ((unsigned)c->preferred_kv_layout >= AH_KV_LAYOUT_COUNT ||
         !(c->kv_layouts & AH_BIT(c->preferred_kv_layout)))

@@ -316,7 +316,7 @@ static void choices_text(const ah_key_arg *arg, char *buf, size_t cap)
 
 const char *ah__key_choice_name(const ah_key_def *key, int v)
 {
-    if (key->type != AH_INI_ENUM) return NULL;
+    if ((key->type != AH_INI_ENUM && key->type != AH_INI_UINT) || !key->arg->choices) return NULL;
     for (const ah_key_choice *c = key->arg->choices; c->name; c++)
         if (c->value == v) return c->name;
     return NULL;
@@ -336,7 +336,13 @@ void ah__key_describe(const ah_key_def *key, char *buf, size_t cap)
         break;
     }
     case AH_INI_UINT:
-        snprintf(buf, cap, "whole number, %.0f..%.0f", key->arg->min, key->arg->max);
+        if (key->arg->choices) {
+            char c[256];
+            choices_text(key->arg, c, sizeof c);
+            snprintf(buf, cap, "whole number, %.0f..%.0f, or %s", key->arg->min, key->arg->max, c);
+        } else {
+            snprintf(buf, cap, "whole number, %.0f..%.0f", key->arg->min, key->arg->max);
+        }
         break;
     case AH_INI_FLOAT: snprintf(buf, cap, "number, %g..%g", key->arg->min, key->arg->max); break;
     case AH_INI_BOOL: snprintf(buf, cap, "true or false"); break;
@@ -470,7 +476,14 @@ ah_status ah__key_set(const ah_key_def *key, void *base, const char *text, char 
             snprintf(msg, cap, "'%s' is not one of %s", text, c);
         }
         return AH_ERR_CONFIG;
-    case AH_INI_UINT: return parse_uint(key, text, (uint32_t *)dst, msg, cap);
+    case AH_INI_UINT:
+        /* a UINT key's choices name special values ("auto") */
+        for (const ah_key_choice *c = key->arg->choices; c && c->name; c++)
+            if (!strcmp(c->name, text)) {
+                *(uint32_t *)dst = (uint32_t)c->value;
+                return AH_OK;
+            }
+        return parse_uint(key, text, (uint32_t *)dst, msg, cap);
     case AH_INI_FLOAT: return parse_float(key, text, (float *)dst, msg, cap);
     case AH_INI_BOOL:
         if (!strcmp(text, "true") || !strcmp(text, "false")) {
@@ -514,7 +527,11 @@ int ah__key_format(const ah_key_def *key, const void *base, char **out)
         *out = ah__strdup(name);
         break;
     }
-    case AH_INI_UINT: *out = ah__asprintf("%u", *(const uint32_t *)src); break;
+    case AH_INI_UINT: {
+        const char *name = key->arg->choices ? ah__key_choice_name(key, *(const int *)src) : NULL;
+        *out = name ? ah__strdup(name) : ah__asprintf("%u", *(const uint32_t *)src);
+        break;
+    }
     case AH_INI_FLOAT: *out = ah__asprintf("%.9g", (double)*(const float *)src); break;
     case AH_INI_BOOL: *out = ah__strdup(*(const int *)src ? "true" : "false"); break;
     }

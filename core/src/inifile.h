@@ -64,7 +64,8 @@ typedef struct ah_key_choice {
 } ah_key_choice;
 
 typedef struct ah_key_arg {
-    const ah_key_choice *choices; /* ENUM: terminated by a NULL name */
+    const ah_key_choice *choices; /* ENUM: terminated by a NULL name; UINT: names
+                                     for special values ("auto"), or NULL */
     double min, max;              /* UINT, FLOAT */
 } ah_key_arg;
 
@@ -92,7 +93,8 @@ void ah__key_clear(const ah_key_def *key, void *base);
 /* "error, warn, allow"-style text for a type: the choices, the range, ...,
  * for documentation. */
 void ah__key_describe(const ah_key_def *key, char *buf, size_t cap);
-/* The choice of an ENUM key with value v, or NULL. */
+/* The choice of an ENUM key (or the name of a UINT key's special value)
+ * with value v, or NULL. */
 const char *ah__key_choice_name(const ah_key_def *key, int v);
 
 

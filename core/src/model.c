@@ -49,8 +49,12 @@ static const ah_key_choice kv_scales_choices[] = {{"host", AH_KV_SCALES_HOST},
                                                   {"tensor", AH_KV_SCALES_TENSOR},
                                                   {"per_head", AH_KV_SCALES_PER_HEAD},
                                                   {NULL, 0}};
-static const ah_key_choice layout_choices[] = {
-    {"auto", AH_KV_LAYOUT_AUTO}, {"nhd", AH_KV_LAYOUT_NHD}, {"hnd", AH_KV_LAYOUT_HND}, {NULL, 0}};
+static const ah_key_choice layout_choices[] = {{"auto", AH_KV_LAYOUT_AUTO},
+                                               {"nhd", AH_KV_LAYOUT_NHD},
+                                               {"hnd", AH_KV_LAYOUT_HND},
+                                               {"nhd_interleaved", AH_KV_LAYOUT_NHD_INTERLEAVED},
+                                               {"hnd_interleaved", AH_KV_LAYOUT_HND_INTERLEAVED},
+                                               {NULL, 0}};
 
 static const ah_key_arg arg_kind = {kind_choices, 0, 0};
 static const ah_key_arg arg_attn_type = {attn_choices, 0, 0};
@@ -61,7 +65,8 @@ static const ah_key_arg arg_kv_scales = {kv_scales_choices, 0, 0};
 static const ah_key_arg arg_num_layers = {NULL, 1, 16384};
 static const ah_key_arg arg_heads = {NULL, 1, 4096};
 static const ah_key_arg arg_head_size = {NULL, 1, 4096};
-static const ah_key_arg arg_block_size = {NULL, 1, 65536};
+static const ah_key_choice block_size_choices[] = {{"auto", (int)AH_BLOCK_SIZE_AUTO}, {NULL, 0}};
+static const ah_key_arg arg_block_size = {block_size_choices, 1, 65536};
 static const ah_key_arg arg_window = {NULL, 0, 2147483647};
 static const ah_key_arg arg_kv_group = {NULL, 0, AH_MAX_KV_GROUPS - 1};
 static const ah_key_arg arg_softcap = {NULL, 0, 1e6};
@@ -437,6 +442,9 @@ static int out_of_range(int k, double v)
     if (d->type == AH_INI_BOOL) return v != 0 && v != 1;
     if (d->type == AH_INI_ENUM) return ah__key_choice_name(d, (int)v) == NULL;
     if (d->type == AH_INI_FLOAT && !isfinite(v)) return 1;
+    if (d->type == AH_INI_UINT && d->arg->choices && v >= 0 && v <= UINT32_MAX &&
+        ah__key_choice_name(d, (int)(uint32_t)v))
+        return 0; /* a named value (block_size = auto) */
     return v < d->arg->min || v > d->arg->max;
 }
 
@@ -502,6 +510,14 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                               "qk_rope_head_dim over kv_lora_rank)",
                               s->qk_head_size, s->v_head_size);
     }
+    if (ah_kv_layout_is_interleaved(s->kv_layout) &&
+        (s->use_mla || s->qk_head_size != s->v_head_size))
+        return check_fail(msg, cap, keys, AH_MK_kv_layout,
+                          s->use_mla ? AH_MK_mla : AH_MK_v_head_size,
+                          "kv_layout = %s keeps K and V in one tensor of one head size, which %s",
+                          ah__key_choice_name(&model_keys[AH_MK_kv_layout], (int)s->kv_layout),
+                          s->use_mla ? "mla (no value cache) does not have"
+                                     : "different qk_head_size and v_head_size do not fit");
     if (s->sliding_window && s->attn_type == AH_ATTN_ENCODER_DECODER)
         return check_fail(
             msg, cap, keys, AH_MK_sliding_window, AH_MK_attn_type,
@@ -578,8 +594,10 @@ ah_status ah__model_groups_check(ah_model *m, char *msg, size_t cap)
         char av[32], bv[32];
         if (a->block_size != s->block_size) {
             what = "block_size";
-            snprintf(av, sizeof av, "%u", a->block_size);
-            snprintf(bv, sizeof bv, "%u", s->block_size);
+            if (a->block_size == AH_BLOCK_SIZE_AUTO) snprintf(av, sizeof av, "auto");
+            else snprintf(av, sizeof av, "%u", a->block_size);
+            if (s->block_size == AH_BLOCK_SIZE_AUTO) snprintf(bv, sizeof bv, "auto");
+            else snprintf(bv, sizeof bv, "%u", s->block_size);
         } else if (declared && group_kv_dtype(a) != group_kv_dtype(s)) {
             what = "kv_dtype";
             snprintf(av, sizeof av, "%s",

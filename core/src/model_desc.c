@@ -62,7 +62,7 @@ static void fill_defaults(ah_layer_spec *s)
     }
     if (!s->v_head_size) s->v_head_size = s->qk_head_size;
     if (s->q_dtype == AH_DTYPE_AUTO) s->q_dtype = AH_DTYPE_BF16;
-    if (!s->block_size) s->block_size = 16;
+    if (!s->block_size) s->block_size = 16; /* AH_BLOCK_SIZE_AUTO stays */
 }
 
 /* Layer i's ragged prefill form as given (struct_size 0: none), scale 0
@@ -228,7 +228,8 @@ static void layer_render(const ah_layer_spec *s, const ah_layer_spec *ragged, la
     }
     PUT(V_DTYPE, "dtype = %s", ah_dtype_name(s->q_dtype));
     PUT(V_KVDTYPE, "kv_dtype = %s", ah_dtype_name(s->kv_dtype));
-    PUT(V_BLOCK, "block_size = %u", s->block_size);
+    if (s->block_size == AH_BLOCK_SIZE_AUTO) PUT(V_BLOCK, "block_size = auto");
+    else PUT(V_BLOCK, "block_size = %u", s->block_size);
     PUT(V_LAYOUT, "kv_layout = %s", ah_kv_layout_str(s->kv_layout));
     PUT(V_GROUP, "kv_group = %u", s->kv_group);
     PUT(V_WINDOW, "sliding_window = %u", s->sliding_window);

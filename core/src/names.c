@@ -47,11 +47,8 @@ _Static_assert(sizeof attn_type_names / sizeof attn_type_names[0] == AH_ATTN_TYP
 
 const char *ah_attn_type_str(ah_attn_type a) { return NAME_OF(attn_type_names, a); }
 
-static const char *const kv_layout_names[] = {"auto", "nhd", "hnd"};
-_Static_assert(sizeof kv_layout_names / sizeof kv_layout_names[0] == AH_KV_LAYOUT_COUNT,
-               "one name per value");
-
-const char *ah_kv_layout_str(ah_kv_layout l) { return NAME_OF(kv_layout_names, l); }
+/* one table with the plugins' messages (plugin_util.h) */
+const char *ah_kv_layout_str(ah_kv_layout l) { return ah_kv_layout_name(l); }
 
 /* As the model key kv_scales spells them. */
 static const char *const kv_scales_names[] = {"host", "tensor", "per_head"};

@@ -70,9 +70,17 @@ static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
     if (!dtype_ok(kv_dtype_of(spec)))
         return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: kv_dtype %d is unknown",
                     (int)spec->kv_dtype);
-    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
+    if (spec->kv_layout == AH_KV_LAYOUT_AUTO || (unsigned)spec->kv_layout >= AH_KV_LAYOUT_COUNT)
         return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: kv_layout must be NHD or HND (got %d)", (int)spec->kv_layout);
+                    "layer spec: kv_layout must be a concrete layout (got %d)",
+                    (int)spec->kv_layout);
+    if (ah_kv_layout_is_interleaved(spec->kv_layout) &&
+        (spec->use_mla || spec->qk_head_size != spec->v_head_size))
+        return fail(err, AH_ERR_INVALID_ARGUMENT,
+                    "layer spec: kv_layout %s interleaves K and V of one head size; this layer "
+                    "has %s",
+                    ah_kv_layout_str(spec->kv_layout),
+                    spec->use_mla ? "no value cache (MLA)" : "different qk and v head sizes");
     if ((unsigned)spec->attn_type >= AH_ATTN_TYPE_COUNT)
         return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: attn_type %d is unknown",
                     (int)spec->attn_type);

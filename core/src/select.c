@@ -4,7 +4,9 @@
  * minimum over its bound layers, overall and per phase) and the warnings
  * of fallback = warn.
  * Decode shares the KV cache with prefill, so its layout and block size are
- * pinned to the prefill winner's.
+ * pinned to the prefill winner's. A KV-cache group's layers share one block
+ * table, so `block_size = auto` resolves per group, before the layers are
+ * selected (resolve_group_sizes).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,11 @@ struct ah_selection {
     ah_graph_level phase_level[AH_PHASE_COUNT]; /* one phase's winners */
     uint32_t phase_layer[AH_PHASE_COUNT];
     ah_layer_kind *kinds; /* per layer, copied from the model */
+    /* ABI 2.3: KV-cache layout. Per KV-cache group: the block size its
+     * layers run with, 0 until known, and how it was chosen. */
+    uint32_t n_groups;
+    uint32_t *group_bs;
+    char (*group_how)[256];
     /* ABI 2.3: per layer, the decision for its ragged prefill form (NULL:
      * none) and whether that form is bound (a winner on the device kind of
      * the layer's prefill winner, whose device holds the engine's tensors) */
@@ -48,6 +55,8 @@ void ah_selection_destroy(ah_selection *s)
     if (!s) return;
     for (int p = 0; p < AH_PHASE_COUNT; p++) ah__free(s->dec[p]);
     ah__free(s->kinds);
+    ah__free(s->group_bs);
+    ah__free(s->group_how);
     ah__free(s->ragged);
     ah__free(s->ragged_bound);
     ah__free(s->warnings);
@@ -107,17 +116,141 @@ static int cpu_fallback(const ah_host *h, const ah_decision *d, ah_strbuf *why)
     return found;
 }
 
-/* The layer's candidates for phase: the forced plugin, or the most
- * specific priority list. -1 on out-of-memory. */
-static int layer_plan(ah_host *h, uint32_t l, ah_phase phase, const char *forced_all,
+/* The candidate list of layer l in phase p: every plugin forced, or the
+ * most specific priority list. -1 on out-of-memory (lp freed). */
+static int layer_plan(const ah_host *h, uint32_t l, ah_phase p, const char *forced_all,
                       ah_layer_plan *lp)
 {
-    if (!forced_all) return ah__plan_for_layer(h, l, phase, lp);
+    if (!forced_all) {
+        if (!ah__plan_for_layer(h, l, p, lp)) return 0;
+        ah__free(lp->list.items);
+        return -1;
+    }
     memset(lp, 0, sizeof *lp);
     lp->forced = forced_all;
-    lp->phase = phase;
+    lp->phase = p;
     snprintf(lp->source, sizeof lp->source, "forced by the caller");
     return ah__names_push(&lp->list, forced_all);
+}
+
+/* Layer l's decision in phase p for spec (decode pinned to prefill), and
+ * in *forced (may be NULL) the backend its list forces, or NULL; NULL on
+ * out-of-memory. */
+static const ah_decision *decide(ah_host *h, uint32_t l, ah_phase p, const char *forced_all,
+                                 const ah_layer_spec *spec, const ah_decision *prefill,
+                                 const char **forced)
+{
+    ah_layer_plan lp;
+    if (layer_plan(h, l, p, forced_all, &lp)) return NULL;
+    const ah_decision *d =
+        ah__decision_for(h, spec, prefill && prefill->plugin ? &prefill->spec : NULL, &lp);
+    if (forced) *forced = lp.forced;
+    ah__free(lp.list.items);
+    return d;
+}
+
+/* The layer's spec as selected: its group's block size for block_size =
+ * auto, once the group's size is known. */
+static ah_layer_spec layer_spec(const ah_selection *s, const ah_model *m, uint32_t l)
+{
+    ah_layer_spec sp = *ah_model_layer(m, l);
+    const uint32_t g = ah_spec_kv_group(&sp);
+    if (sp.block_size == AH_BLOCK_SIZE_AUTO && !ah_spec_cacheless(&sp) && g < s->n_groups &&
+        s->group_bs[g])
+        sp.block_size = s->group_bs[g];
+    return sp;
+}
+
+static int cache_layer(const ah_model *m, uint32_t l, uint32_t g)
+{
+    const ah_layer_spec *sp = ah_model_layer(m, l);
+    return ah_model_layer_kind(m, l) == AH_LAYER_ATTENTION && !ah_spec_cacheless(sp) &&
+           ah_spec_kv_group(sp) == g;
+}
+
+/* 1 when every cache layer of group g has a winner in both phases with
+ * block size bs; *bad (when 0) names the first layer that has none. -1 on
+ * out-of-memory. */
+static int group_served(ah_host *h, const ah_model *m, uint32_t g, uint32_t bs,
+                        const char *forced_all, uint32_t *bad)
+{
+    for (uint32_t l = 0; l < ah_model_num_layers(m); l++) {
+        if (!cache_layer(m, l, g)) continue;
+        ah_layer_spec sp = *ah_model_layer(m, l);
+        sp.block_size = bs;
+        const ah_decision *pre = decide(h, l, AH_PHASE_PREFILL, forced_all, &sp, NULL, NULL);
+        const ah_decision *dec =
+            pre && pre->plugin ? decide(h, l, AH_PHASE_DECODE, forced_all, &sp, pre, NULL) : pre;
+        if (!dec) return -1;
+        if (!pre->plugin || !dec->plugin) {
+            *bad = l;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* block_size = auto (ABI 2.3): each group whose layers say auto takes the
+ * preferred size of its first layer's prefill winner when every layer of
+ * the group can be served at it (a backend that lacks the size may still
+ * win another layer: the kernel-block split, or a lower-priority backend),
+ * else the next layer's winner's size, and so on. A group no such size
+ * serves fails the selection, naming each size tried and the layer it
+ * left unserved; its layers are then selected at their own preferred
+ * sizes, so explain still shows every decision. -1 on out-of-memory. */
+static int resolve_group_sizes(ah_host *h, const ah_model *m, ah_selection *s,
+                               const char *forced_all, ah_status *failed, ah_error *err)
+{
+    for (uint32_t g = 0; g < s->n_groups; g++) {
+        uint32_t first = UINT32_MAX;
+        for (uint32_t l = 0; l < ah_model_num_layers(m) && first == UINT32_MAX; l++)
+            if (cache_layer(m, l, g)) first = l;
+        if (first == UINT32_MAX) continue;
+        if (ah_model_layer(m, first)->block_size != AH_BLOCK_SIZE_AUTO) {
+            s->group_bs[g] = ah_model_layer(m, first)->block_size;
+            snprintf(s->group_how[g], sizeof s->group_how[g], "set in the model");
+            continue;
+        }
+        ah_strbuf tried = {0};
+        uint32_t seen[16], n_seen = 0;
+        for (uint32_t l = first; l < ah_model_num_layers(m) && !s->group_bs[g]; l++) {
+            if (!cache_layer(m, l, g)) continue;
+            const ah_decision *d =
+                decide(h, l, AH_PHASE_PREFILL, forced_all, ah_model_layer(m, l), NULL, NULL);
+            if (!d) goto oom;
+            if (!d->plugin) continue; /* the layer's own failure is reported later */
+            const uint32_t bs = d->spec.block_size;
+            int dup = 0;
+            for (uint32_t i = 0; i < n_seen; i++) dup |= seen[i] == bs;
+            if (dup) continue;
+            if (n_seen < sizeof seen / sizeof *seen) seen[n_seen++] = bs;
+            uint32_t bad = 0;
+            int ok = group_served(h, m, g, bs, forced_all, &bad);
+            if (ok < 0) goto oom;
+            if (ok) {
+                s->group_bs[g] = bs;
+                snprintf(s->group_how[g], sizeof s->group_how[g],
+                         "auto: the preferred size of layer %u's prefill winner %s", l, d->plugin);
+            } else {
+                ah__strbuf_printf(&tried, "%s%u (layer %u's %s; layer %u has no backend at it)",
+                                  n_seen > 1 ? ", " : "", bs, l, d->plugin, bad);
+            }
+        }
+        if (!s->group_bs[g] && tried.data && !*failed) {
+            snprintf(err->msg, sizeof err->msg,
+                     "kv_group %u: block_size = auto, but no block size serves every layer of the "
+                     "group (they share one block table); tried %s: set block_size in the model",
+                     g, tried.data);
+            *failed = AH_ERR_NOT_FOUND;
+        }
+        if (tried.failed) goto oom;
+        ah__free(tried.data);
+        continue;
+    oom:
+        ah__free(tried.data);
+        return -1;
+    }
+    return 0;
 }
 
 /* Why a ragged form with decision d is not bound beside the prefill
@@ -163,6 +296,12 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
         !(s->ragged = ah__calloc(n ? n : 1, sizeof *s->ragged)) ||
         !(s->ragged_bound = ah__calloc(n ? n : 1, 1)))
         goto oom;
+    s->n_groups = ah_model_num_kv_groups(m);
+    if (!(s->group_bs = ah__calloc(s->n_groups ? s->n_groups : 1, sizeof *s->group_bs)) ||
+        !(s->group_how = ah__calloc(s->n_groups ? s->n_groups : 1, sizeof *s->group_how)))
+        goto oom;
+    if (resolve_group_sizes(h, m, s, forced_all, &failed, err)) goto oom;
+    if (failed && !keep_going) goto failure;
     uint32_t n_attention = 0;
     uint32_t n_unbound = 0, first_unbound = 0; /* ragged forms left unbound */
     char unbound_why[512] = "";
@@ -177,26 +316,21 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
         }
         if (!n_attention++) /* the levels' layer until one lowers them */
             s->graph_layer = s->phase_layer[0] = s->phase_layer[1] = l;
-        const ah_layer_spec *spec = ah_model_layer(m, l);
+        const ah_layer_spec spec = layer_spec(s, m, l);
         const ah_decision *prefill = NULL;
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
-            ah_layer_plan lp;
-            if (layer_plan(h, l, (ah_phase)p, forced_all, &lp)) {
-                ah__free(lp.list.items);
-                goto oom;
-            }
             /* decode shares the KV cache with prefill: pin its layout and block size */
+            const char *forced_by = NULL;
             const ah_decision *d =
-                ah__decision_for(h, spec, prefill && prefill->plugin ? &prefill->spec : NULL, &lp);
-            const int forced = lp.forced != NULL;
-            ah__free(lp.list.items);
+                decide(h, l, (ah_phase)p, forced_all, &spec, prefill, &forced_by);
             if (!d) goto oom;
+            const int forced = forced_by != NULL;
             s->dec[p][l] = d;
             if (p == AH_PHASE_PREFILL) prefill = d;
             const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
             if (!d->plugin) {
                 if (!failed) {
-                    explain_failure(d, l, (ah_phase)p, forced ? lp.forced : NULL, err);
+                    explain_failure(d, l, (ah_phase)p, forced_by, err);
                     failed = forced ? AH_ERR_UNSUPPORTED : AH_ERR_NOT_FOUND;
                 }
                 if (!keep_going) goto failure;
@@ -247,13 +381,7 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
          * ragged step is planned eager). */
         const ah_layer_spec *rf = ah_model_layer_ragged(m, l);
         if (!rf || !prefill) continue;
-        ah_layer_plan lp;
-        if (layer_plan(h, l, AH_PHASE_PREFILL, forced_all, &lp)) {
-            ah__free(lp.list.items);
-            goto oom;
-        }
-        const ah_decision *rd = ah__decision_for(h, rf, NULL, &lp);
-        ah__free(lp.list.items);
+        const ah_decision *rd = decide(h, l, AH_PHASE_PREFILL, forced_all, rf, NULL, NULL);
         if (!rd) goto oom;
         s->ragged[l] = rd;
         char why[400];
@@ -349,5 +477,12 @@ ah_graph_level ah_selection_graph_level_for(const ah_selection *s, ah_phase phas
 }
 
 const char *ah_selection_warnings(const ah_selection *s) { return s->warnings; }
+
+uint32_t ah_selection_kv_group_block_size(const ah_selection *s, uint32_t group, const char **how)
+{
+    const int known = s && group < s->n_groups && s->group_bs[group];
+    if (how) *how = known ? s->group_how[group] : "";
+    return known ? s->group_bs[group] : 0;
+}
 
 const char *ah__selection_error(const ah_selection *s) { return s->error; }

@@ -66,9 +66,11 @@ void ah__reason_add(ah_reason_sink *sink, ah_reason_code code, const char *field
 ah_layer_spec ah__resolve_spec(const ah_layer_spec *in, const ah_caps *caps,
                                const ah_layer_spec *pin);
 /* Check plugin name for spec; reasons go into r, the spec as this
- * candidate would run it into *resolved. */
+ * candidate would run it into *resolved (the cache's block size), and the
+ * kernel block size it would run on into *kernel (0: the cache's). */
 void ah__evaluate_candidate(ah_host *h, const char *name, const ah_layer_spec *spec,
-                            const ah_layer_spec *pin, ah_reason_list *r, ah_layer_spec *resolved);
+                            const ah_layer_spec *pin, ah_reason_list *r, ah_layer_spec *resolved,
+                            uint32_t *kernel);
 
 /* The cached decision for (spec, pin, plan), computed on a miss; NULL on
  * out-of-memory. */

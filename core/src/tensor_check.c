@@ -15,6 +15,8 @@
 #include <attnhost/attnhost.h>
 #include <attnhost/plugin_util.h>
 
+#include "kv_layout.h"
+
 static ah_status fail(char *err, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static ah_status fail(char *err, size_t cap, const char *fmt, ...)
@@ -81,7 +83,7 @@ static int host_readable(const DLTensor *t)
 static ah_status check_scale_tensor(const DLTensor *t, const char *name, int64_t n,
                                     const DLDevice *dev, char *err, size_t cap)
 {
-    const ah_dl_want w = {name, 1, {n}, 0, AH_DTYPE_FP32, 1};
+    const ah_dl_want w = {name, 1, {n}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
     ah_status st = check_aligned(t, &w, 4, dev, err, cap);
     if (st != AH_OK || !host_readable(t)) return st;
     const float *x = (const float *)((const char *)t->data + t->byte_offset);
@@ -153,11 +155,41 @@ ah_status ah__check_scales(const ah_layer_spec *spec, const ah__scales *sc, cons
     return check_scale("q", sc->q, sc->qt, n ? 1 : 0, 0, fname, dev, err, cap);
 }
 
-/* The cache tensors' expectations for a spec. */
+/* The cache tensors' expectations for a spec: dense ones, or the views of
+ * an interleaved layout (ABI 2.3), strides and all (ah_dl_cache_want). */
 static void cache_wants(const ah_layer_spec *s, const ah_batch *b, ah_dl_want *k, ah_dl_want *v)
 {
     *k = ah_dl_cache_want("key_cache", s, b->num_blocks, s->qk_head_size);
     *v = ah_dl_cache_want("value_cache", s, b->num_blocks, s->v_head_size);
+}
+
+/* The two views of an interleaved cache, beyond what each view's own check
+ * covers: one block count, and the value view where its layout puts it in
+ * the key view's allocation. */
+static ah_status check_interleaved(const ah_layer_spec *s, const DLTensor *kc, const DLTensor *vc,
+                                   char *err, size_t cap)
+{
+    ah__kv_geom g;
+    ah__kv_geom_of(s, kc->shape[0], s->qk_head_size, 1, &g);
+    const char *layout = ah_kv_layout_str(s->kv_layout);
+    char whole[96];
+    ah_dl_fmt_dims(whole, sizeof whole, g.alloc_shape, g.alloc_ndim, 0);
+    if (vc->shape[0] != kc->shape[0])
+        return fail(err, cap,
+                    "value_cache: %" PRId64 " blocks, key_cache %" PRId64
+                    ": layout %s keeps both in one %s tensor",
+                    vc->shape[0], kc->shape[0], layout, whole);
+    const size_t esz = ah_dtype_size(s->kv_dtype);
+    const uintptr_t ka = (uintptr_t)kc->data + (uintptr_t)kc->byte_offset,
+                    va = (uintptr_t)vc->data + (uintptr_t)vc->byte_offset,
+                    want_va = ka + (uintptr_t)g.offset * esz;
+    if (va != want_va)
+        return fail(err, cap,
+                    "value_cache: address %#" PRIxPTR " (data + byte_offset), expected %#" PRIxPTR
+                    ", key_cache's + %" PRId64 " bytes: layout %s puts V = cache[:, 1] in the "
+                    "key's %s tensor",
+                    va, want_va, g.offset * (int64_t)esz, layout, whole);
+    return AH_OK;
 }
 
 static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const DLTensor *key,
@@ -165,8 +197,10 @@ static ah_status check_new_kv(const ah_layer_spec *s, const ah_batch *b, const D
 {
     /* a ragged layer's keys are cu_seqlens_k's rows, not the queries' */
     const int64_t rows = ah_spec_ragged(s) ? b->num_k_tokens : b->num_tokens;
-    const ah_dl_want wk = {"key", 3, {rows, s->num_kv_heads, s->qk_head_size}, 0, s->q_dtype, 0};
-    const ah_dl_want wv = {"value", 3, {rows, s->num_kv_heads, s->v_head_size}, 0, s->q_dtype, 0};
+    const ah_dl_want wk = {
+        "key", 3, {rows, s->num_kv_heads, s->qk_head_size}, 0, s->q_dtype, 0, AH_KV_LAYOUT_AUTO};
+    const ah_dl_want wv = {
+        "value", 3, {rows, s->num_kv_heads, s->v_head_size}, 0, s->q_dtype, 0, AH_KV_LAYOUT_AUTO};
     ah_status st = check_tensor(key, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(value, &wv, dev, err, cap);
     return st;
@@ -179,6 +213,8 @@ static ah_status check_caches(const ah_layer_spec *s, const ah_batch *b, const D
     cache_wants(s, b, &wk, &wv);
     ah_status st = check_tensor(kc, &wk, dev, err, cap);
     if (st == AH_OK && !s->use_mla) st = check_tensor(vc, &wv, dev, err, cap);
+    if (st == AH_OK && ah_kv_layout_is_interleaved(s->kv_layout))
+        st = check_interleaved(s, kc, vc, err, cap);
     return st;
 }
 
@@ -191,7 +227,8 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
         return fail(err, cap, "forward args: struct_size %" PRIu32 " < %zu", a->struct_size,
                     sizeof(ah_forward_args));
     const uint32_t T = batch->num_tokens, hq = spec->num_q_heads;
-    const ah_dl_want wq = {"q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype, 0};
+    const ah_dl_want wq = {
+        "q", 3, {T, hq, spec->qk_head_size}, 0, spec->q_dtype, 0, AH_KV_LAYOUT_AUTO};
     ah_status st = check_tensor(a->q, &wq, dev, err, cap);
     if (st != AH_OK) return st;
     const int ragged = ah_spec_ragged(spec), cacheless = ah_spec_cacheless(spec) || ragged;
@@ -219,18 +256,19 @@ ah_status ah__check_forward_args(const ah_layer_spec *spec, const ah_batch *batc
                     "out is NULL (pass a descriptor; a plugin that does not take "
                     "the caller's buffer fills it)");
     if (a->out->data) {
-        const ah_dl_want wo = {"out", 3, {T, hq, spec->v_head_size}, 0, spec->q_dtype, 0};
+        const ah_dl_want wo = {"out",         3, {T, hq, spec->v_head_size}, 0,
+                               spec->q_dtype, 0, AH_KV_LAYOUT_AUTO};
         st = check_tensor(a->out, &wo, dev, err, cap);
         if (st != AH_OK) return st;
     }
     if (a->lse) {
-        const ah_dl_want wl = {"lse", 2, {T, hq}, 0, AH_DTYPE_FP32, 1};
+        const ah_dl_want wl = {"lse", 2, {T, hq}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
         st = check_tensor(a->lse, &wl, dev, err, cap);
         if (st != AH_OK) return st;
     }
-    const ah_dl_want wh = {"sinks", 1, {hq}, 0, AH_DTYPE_FP32, 1};
+    const ah_dl_want wh = {"sinks", 1, {hq}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
     if (spec->use_sinks && (st = check_tensor(a->sinks, &wh, dev, err, cap)) != AH_OK) return st;
-    const ah_dl_want wa = {"alibi_slopes", 1, {hq}, 0, AH_DTYPE_FP32, 1};
+    const ah_dl_want wa = {"alibi_slopes", 1, {hq}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
     if (spec->use_alibi && (st = check_tensor(a->alibi_slopes, &wa, dev, err, cap)) != AH_OK)
         return st;
     const ah__scales sc = {a->k_scale,        a->v_scale,        a->q_scale, a->k_scale_tensor,

@@ -26,6 +26,10 @@
  *  - caches: 4 dims in the spec's layout, dim 0 at least batch->num_blocks,
  *    kv_dtype (FP8 as uint8), densely packed (plugins index them with
  *    ah_kv_offset). MLA: no value cache is read (value_cache is ignored).
+ *    Interleaved layouts (ABI 2.3): the two views of one [nb, 2, ...]
+ *    tensor: strides as ah_dl_cache_want gives them (checked by ah_dl_check,
+ *    as a plugin checks them), one block count, the value view's address
+ *    the key view's plus block_size * Hk * head elements.
  *  - lse (optional) [T, Hq] float32 dense; sinks / alibi_slopes [Hq] float32
  *    when the spec uses them.
  *  - every data pointer (data + byte_offset) 16-byte aligned, on dev.

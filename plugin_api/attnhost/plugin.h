@@ -63,8 +63,10 @@ extern "C" {
  * ah_batch.cp_local_seq_lens.
  * ABI 2.3 added ragged K/V for decoder layers (AH_FEAT_RAGGED_KV,
  * ah_layer_spec.ragged_kv, ah_batch.cu_seqlens_k, num_k_tokens and
- * ragged_keys), and FP8 scales per KV head and in tensors with the query
- * scale (see "FP8 scales" below ah_layer_spec). */
+ * ragged_keys), FP8 scales per KV head and in tensors with the query scale
+ * (see "FP8 scales" below ah_layer_spec), and the interleaved K/V cache
+ * layouts (AH_KV_LAYOUT_NHD_INTERLEAVED, AH_KV_LAYOUT_HND_INTERLEAVED),
+ * block_size = auto and kernel blocks (attnhost.h). */
 #define AH_ABI_VERSION_MAJOR 2
 #define AH_ABI_VERSION_MINOR 3
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
@@ -178,13 +180,44 @@ typedef enum ah_kv_scales {
 
 /* Layout of one KV-cache tensor (keys or values), outermost first.
  *   NHD: [num_blocks, block_size, num_kv_heads, head_size]
- *   HND: [num_blocks, num_kv_heads, block_size, head_size] */
+ *   HND: [num_blocks, num_kv_heads, block_size, head_size]
+ * Dense: block b of the key cache starts at element b * block_size *
+ * num_kv_heads * head_size of its own allocation, and the value cache has
+ * an allocation of its own. */
 typedef enum ah_kv_layout {
     AH_KV_LAYOUT_AUTO = 0, /* layer spec only: take the backend's preferred */
     AH_KV_LAYOUT_NHD = 1,
     AH_KV_LAYOUT_HND = 2,
+    /* ABI 2.3: KV-cache layout. K and V interleaved per block in one
+     * allocation, vLLM's FlashInfer cache: NHD_INTERLEAVED is one tensor
+     * [num_blocks, 2, block_size, num_kv_heads, head_size] (HND_INTERLEAVED:
+     * [num_blocks, 2, num_kv_heads, block_size, head_size]); index 0 of dim
+     * 1 holds the keys, index 1 the values. A plugin receives two 4-dim
+     * views of it, in the NHD (HND) shape: key_cache = cache[:, 0] and
+     * value_cache = cache[:, 1], whose block stride (strides[0]) is 2 *
+     * block_size * num_kv_heads * head_size elements, and whose first
+     * element (data + byte_offset) lies block_size * num_kv_heads *
+     * head_size elements after the key view's. The engine may put that
+     * offset into data (as PyTorch's DLPack export does) or into
+     * byte_offset; a plugin reads data + byte_offset and the strides (see
+     * ah_dl_data, ah_dl_stride). Layers whose qk and v head sizes differ,
+     * and MLA layers (no value cache), cannot use these layouts. */
+    AH_KV_LAYOUT_NHD_INTERLEAVED = 3,
+    AH_KV_LAYOUT_HND_INTERLEAVED = 4,
     AH_KV_LAYOUT_COUNT
 } ah_kv_layout;
+
+/* ABI 2.3: KV-cache layout. 1 when a view of the layout orders a block
+ * [num_kv_heads, block_size, head_size] (HND, HND_INTERLEAVED). */
+static inline int ah_kv_layout_is_hnd(ah_kv_layout l)
+{
+    return l == AH_KV_LAYOUT_HND || l == AH_KV_LAYOUT_HND_INTERLEAVED;
+}
+/* 1 when K and V share one allocation, interleaved per block. */
+static inline int ah_kv_layout_is_interleaved(ah_kv_layout l)
+{
+    return l == AH_KV_LAYOUT_NHD_INTERLEAVED || l == AH_KV_LAYOUT_HND_INTERLEAVED;
+}
 
 /* The two phases a layer is bound for. A batch's request is a decode
  * request when its query length is at most the decode winner's
@@ -680,11 +713,19 @@ typedef struct ah_caps {
     uint32_t kv_dtypes; /* AH_BIT(ah_dtype) mask of concrete KV dtypes */
     ah_int_set qk_head_sizes;
     ah_int_set v_head_sizes;
-    ah_int_set block_sizes; /* a list and/or a multiple-of range */
+    ah_int_set block_sizes; /* a list and/or a multiple-of range. A
+                               layer whose cache block is not in it but
+                               is a multiple of a member runs on kernel
+                               blocks of that member (ABI 2.3, nhd only):
+                               the plugin sees only its own block size */
     uint32_t preferred_block_size;
     uint32_t features;   /* ah_feature mask */
     uint32_t attn_types; /* AH_BIT(ah_attn_type) mask */
-    uint32_t kv_layouts; /* AH_BIT(ah_kv_layout) mask */
+    uint32_t kv_layouts; /* AH_BIT(ah_kv_layout) mask; an interleaved
+                            layout's bit (ABI 2.3) promises that the plugin
+                            takes K and V as the two views ah_kv_layout
+                            describes (block stride twice a dense one,
+                            value view offset from the key view) */
     ah_kv_layout preferred_kv_layout;
     /* Device requirements. */
     uint32_t min_compute_capability; /* CUDA major*10+minor; 0: no bound */

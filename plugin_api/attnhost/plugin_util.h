@@ -73,6 +73,14 @@ static inline const char *ah_dtype_name(ah_dtype t)
     return (unsigned)t < AH_DTYPE_COUNT ? names[t] : "?";
 }
 
+/* As the model key kv_layout spells it ("?" out of range). */
+static inline const char *ah_kv_layout_name(ah_kv_layout l)
+{
+    static const char *const names[AH_KV_LAYOUT_COUNT] = {"auto", "nhd", "hnd", "nhd_interleaved",
+                                                          "hnd_interleaved"};
+    return (unsigned)l < AH_KV_LAYOUT_COUNT ? names[l] : "?";
+}
+
 static inline size_t ah_dtype_size(ah_dtype t)
 {
     switch (t) {
@@ -345,13 +353,16 @@ static inline void *ah_dl_data(const DLTensor *t) { return (char *)t->data + t->
  * before any plugin runs, against the layer spec and the planned batch:
  * rank, exact shape (caches: at least the batch's num_blocks), dtype,
  * device type and index, a 16-byte aligned base, innermost stride 1,
- * densely packed caches, lse, sinks and ALiBi slopes, and finite k_scale /
- * v_scale >= 0; and it validates the batch (offsets, lengths, block ids and
- * slots inside num_blocks, table width, limits). Always, validation on or
- * off: args are non-NULL with a struct_size that covers the ABI's fields;
- * forward and write_kv come only after a plan of this state that
- * succeeded; write_kv is never called on a cacheless layer; forward of a
- * cross-attention layer never carries key or value.
+ * densely packed caches (an interleaved layout's two views: the strides of
+ * one [blocks, 2, ...] tensor, one block count, and the value view where
+ * the layout puts it in the key's allocation), lse, sinks and ALiBi
+ * slopes, and finite k_scale / v_scale >= 0; and it validates the batch
+ * (offsets, lengths, block ids and slots inside num_blocks, table width,
+ * limits). Always, validation on or off: args are non-NULL with a
+ * struct_size that covers the ABI's fields; forward and write_kv come only
+ * after a plan of this state that succeeded; write_kv is never called on a
+ * cacheless layer; forward of a cross-attention layer never carries key or
+ * value.
  *
  * What a plugin keeps. With validation off the engine is trusted, and a
  * plugin repeats none of the host's semantic checks. It keeps only what
@@ -365,7 +376,11 @@ static inline void *ah_dl_data(const DLTensor *t) { return (char *)t->data + t->
  * larger than wanted (a caller's larger buffer, a cache with more blocks;
  * 0 with dim0_min accepts any count). dense: row-major without gaps (a
  * kernel that indexes it as one array); else only the innermost stride
- * must be 1. */
+ * must be 1. kv_layout (ABI 2.3): a cache view's layout (ah_dl_cache_want
+ * sets it); an interleaved one makes the tensor one of the two views of a
+ * [blocks, 2, ...] allocation, whose strides must be those
+ * ah_kv_view_geometry gives (dense is 0 then). AH_KV_LAYOUT_AUTO for every
+ * other tensor. */
 typedef struct ah_dl_want {
     const char *name;
     int ndim;
@@ -373,7 +388,27 @@ typedef struct ah_dl_want {
     int dim0_min;
     ah_dtype dtype;
     int dense;
+    ah_kv_layout kv_layout;
 } ah_dl_want;
+
+/* ABI 2.3: KV-cache layout. The strides (elements) of a cache view of
+ * shape [blocks, d1, d2, head] in layout l, and in alloc the dense
+ * allocation it lies in, whose rank it returns: 4, the view itself, for a
+ * dense layout; 5, [blocks, 2, d1, d2, head], for an interleaved one,
+ * whose key and value views (index 0 and 1 of dim 1) alternate block by
+ * block, so their block stride is twice a dense one's. */
+static inline int ah_kv_view_geometry(ah_kv_layout l, const int64_t shape[4], int64_t strides[4],
+                                      int64_t alloc[5])
+{
+    const int inter = ah_kv_layout_is_interleaved(l);
+    strides[3] = 1;
+    for (int i = 2; i >= 0; i--) strides[i] = strides[i + 1] * shape[i + 1];
+    if (inter) strides[0] *= 2;
+    alloc[0] = shape[0];
+    alloc[1] = 2;
+    for (int i = 1; i < 4; i++) alloc[i + inter] = shape[i];
+    return 4 + inter;
+}
 
 /* "[a, b, c]" (">= a" first with dim0_min) of n dims into buf (cap bytes). */
 static inline void ah_dl_fmt_dims(char *buf, size_t cap, const int64_t *d, int n, int dim0_min)
@@ -399,7 +434,8 @@ static inline const char *ah_dl_code_name(uint8_t code)
 }
 
 /* Check t against w: present, w->ndim dims, each extent as wanted, dtype
- * w->dtype, data set, densely packed or innermost stride 1. Returns AH_OK, or
+ * w->dtype, data set, densely packed or innermost stride 1, and an
+ * interleaved cache view's strides (w->kv_layout). Returns AH_OK, or
  * AH_ERR_INVALID_ARGUMENT with the tensor, what it has and what is wanted
  * in e ("q: shape [5, 32, 128], expected [5, 32, 64]"). The host's own
  * tensor checks begin with this one, so a plugin's message reads like the
@@ -437,23 +473,43 @@ static inline ah_status ah_dl_check(const DLTensor *t, const ah_dl_want *w, ah_e
     if (last >= 0 && t->strides && t->shape[last] != 1 && t->strides[last] != 1)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s: last dimension has stride %lld, expected 1",
                        w->name, (long long)t->strides[last]);
+    if (w->ndim == 4 && ah_kv_layout_is_interleaved(w->kv_layout)) {
+        int64_t strides[4], alloc[5];
+        const int64_t view[4] = {t->shape[0], w->shape[1], w->shape[2], w->shape[3]};
+        const int alloc_ndim = ah_kv_view_geometry(w->kv_layout, view, strides, alloc);
+        int bad = 0;
+        for (int i = 0; i < 4; i++) bad |= t->shape[i] != 1 && ah_dl_stride(t, i) != strides[i];
+        if (bad) {
+            char whole[96];
+            if (t->strides) ah_dl_fmt_dims(got, sizeof got, t->strides, 4, 0);
+            else snprintf(got, sizeof got, "NULL (dense)");
+            ah_dl_fmt_dims(exp, sizeof exp, strides, 4, 0);
+            ah_dl_fmt_dims(whole, sizeof whole, alloc, alloc_ndim, 0);
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "%s: strides %s, expected %s: layout %s hands over K = cache[:, 0] and "
+                           "V = cache[:, 1] of one %s tensor",
+                           w->name, got, exp, ah_kv_layout_name(w->kv_layout), whole);
+        }
+    }
     return AH_OK;
 }
 
 /* The want of a [blocks, ., ., head_size] cache in the spec's layout,
- * holding at least min_blocks blocks, densely packed (ah_kv_offset's
- * addressing). */
+ * holding at least min_blocks blocks: densely packed (ah_kv_offset's
+ * addressing), or for an interleaved layout (ABI 2.3) a view with the
+ * strides ah_kv_view_geometry gives. */
 static inline ah_dl_want ah_dl_cache_want(const char *name, const ah_layer_spec *s,
                                           int64_t min_blocks, uint32_t head_size)
 {
-    const int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
+    const int hnd = ah_kv_layout_is_hnd(s->kv_layout);
     const ah_dl_want w = {name,
                           4,
                           {min_blocks, hnd ? s->num_kv_heads : s->block_size,
                            hnd ? s->block_size : s->num_kv_heads, head_size},
                           1,
                           s->kv_dtype,
-                          1};
+                          !ah_kv_layout_is_interleaved(s->kv_layout),
+                          s->kv_layout};
     return w;
 }
 

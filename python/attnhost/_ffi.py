@@ -380,6 +380,7 @@ class ah_decision(Structure):
         ("candidates", POINTER(ah_candidate)),
         ("spec", ah_layer_spec),
         ("fallback", c_int),
+        ("kernel_block_size", c_uint32),  # ABI 2.3 (KV-cache layout)
     ]
 
 
@@ -414,6 +415,11 @@ class ah_kv_cache_desc(Structure):
         ("strides", c_int64 * 6),
         ("kv_dtype", c_enum),
         ("dl_dtype", DLDataType),
+        # ABI 2.3 (KV-cache layout)
+        ("alloc_ndim", c_int32),
+        ("alloc_shape", c_int64 * 6),
+        ("offset", c_int64),
+        ("in_key_alloc", c_uint32),
     ]
 
 
@@ -539,6 +545,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("ah_binding_kv_cache_desc", c_enum, _P, c_uint32, c_uint32, POINTER(ah_kv_cache_desc),
        POINTER(ah_kv_cache_desc))
     fn("ah_binding_device", _P, _P, c_uint32, c_enum)
+    fn("ah_binding_block_size", c_uint32, _P, c_uint32, c_enum, POINTER(c_uint32))
+    fn("ah_selection_kv_group_block_size", c_uint32, _P, c_uint32, POINTER(c_char_p))
     fn("ah_device_kind_of", c_enum, _P)
     fn("ah_device_dl", DLDevice, _P)
     fn("ah_device_errmsg", cp, _P)

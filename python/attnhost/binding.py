@@ -32,7 +32,10 @@ class KVCacheDesc:
 
     ``dtype`` is the DLPack element type by NumPy name ("float32",
     "bfloat16", "uint8" for FP8); ``kv_dtype`` the attnhost one ("fp32",
-    "fp8_e4m3", ...).
+    "fp8_e4m3", ...). The memory to allocate (ABI 2.3) is the dense
+    ``alloc_shape``, with this tensor ``offset`` elements into it; an
+    interleaved layout's value has ``in_key_alloc`` set: it is a view into
+    the key's allocation, not one of its own.
     """
 
     shape: Tuple[int, ...]
@@ -40,6 +43,9 @@ class KVCacheDesc:
     dtype: str
     kv_dtype: str
     dl_dtype: Tuple[int, int]   # (DLPack type code, bits)
+    alloc_shape: Tuple[int, ...] = ()
+    offset: int = 0
+    in_key_alloc: bool = False
 
     @property
     def itemsize(self) -> int:
@@ -214,9 +220,25 @@ class Binding(Handle):
             return KVCacheDesc(tuple(d.shape[: d.ndim]), tuple(d.strides[: d.ndim]),
                                dl_dtype_name(d.dl_dtype.code, d.dl_dtype.bits),
                                DTYPES[d.kv_dtype] if 0 <= d.kv_dtype < len(DTYPES) else "?",
-                               (d.dl_dtype.code, d.dl_dtype.bits))
+                               (d.dl_dtype.code, d.dl_dtype.bits),
+                               tuple(d.alloc_shape[: d.alloc_ndim]), int(d.offset),
+                               bool(d.in_key_alloc))
 
         return conv(k), conv(v)  # type: ignore[return-value]
+
+    def block_size(self, layer: int, phase: str = "prefill") -> Tuple[int, int]:
+        """(cache block, kernel block) of layer (ABI 2.3): the block size its
+        block table and slot mapping count in (the model's, or what
+        ``block_size = auto`` resolved to), and the one the plugin bound for
+        phase runs on (smaller when the host splits each cache block)."""
+        if not 0 <= layer < self.num_layers:
+            raise IndexError(f"layer {layer}: the binding has {self.num_layers} layers")
+        kernel = ctypes.c_uint32(0)
+        bs = self._lib.ah_binding_block_size(self._handle(), layer, phase_index(phase),
+                                             ctypes.byref(kernel))
+        if not bs:
+            raise InvalidArgumentError(1, f"layer {layer}: not an attention layer")
+        return int(bs), int(kernel.value)
 
     @property
     def phase(self) -> str:

@@ -84,9 +84,29 @@ class PagedKVCache:
             self.descs[l] = (kd, vd)
             dev = binding.device(l, "prefill")
             k = self._alloc(kd, dev, zero)
-            v = self._alloc(vd, dev, zero) if vd is not None else (None, None)
+            v = (self._view(vd, k) if vd is not None and vd.in_key_alloc
+                 else self._alloc(vd, dev, zero) if vd is not None else (None, None))
             self._arrays[l] = (k[0], v[0])
             self._tensors[l] = (k[1], v[1])
+
+    def _view(self, d: KVCacheDesc, key):
+        """The value of an interleaved layout: d's view into the key's
+        allocation (key as _alloc returned it), offset elements in."""
+        arr, t = key
+        if self.allocator == "numpy":
+            import numpy as np
+
+            base = t.keep
+            view = np.lib.stride_tricks.as_strided(
+                base[d.offset * d.itemsize:].view(_NP_VIEW[d.dtype]), shape=d.shape,
+                strides=tuple(s * d.itemsize for s in d.strides))
+            return view, OwnedTensor(base.ctypes.data + d.offset * d.itemsize,
+                                     (_ffi.kDLCPU, 0), d.dl_dtype, d.shape, base,
+                                     strides=d.strides)
+        import torch
+
+        v = torch.as_strided(arr, d.shape, d.strides, arr.storage_offset() + d.offset)
+        return v, Tensor(v)
 
     def _alloc(self, d: KVCacheDesc, dev, zero: bool):
         if self.allocator == "numpy":
@@ -95,7 +115,10 @@ class PagedKVCache:
             if dev.kind != "cpu":
                 raise ValueError(f"allocator='numpy' gives host memory; the layer is bound to a "
                                  f"{dev.kind} device: use allocator='torch'")
-            buf = aligned_empty(d.nbytes)
+            # the whole allocation (an interleaved layout's [nb, 2, ...]),
+            # so the value's view lies inside it
+            span = d.nbytes if not d.alloc_shape else d.itemsize * _prod(d.alloc_shape)
+            buf = aligned_empty(span)
             if zero:
                 buf[:] = 0
             view = np.lib.stride_tricks.as_strided(
@@ -109,9 +132,15 @@ class PagedKVCache:
         tdt = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                "uint8": torch.uint8}[d.dtype]
         device = "cpu" if dev.kind == "cpu" else f"cuda:{dev.dl_device[1]}"
-        arr = torch.empty_strided(d.shape, d.strides, dtype=tdt, device=device)
-        if zero:
-            arr.zero_()
+        if d.alloc_shape:  # the whole allocation, the tensor a view into it
+            base = torch.empty(d.alloc_shape, dtype=tdt, device=device)
+            if zero:
+                base.zero_()
+            arr = torch.as_strided(base, d.shape, d.strides, d.offset)
+        else:
+            arr = torch.empty_strided(d.shape, d.strides, dtype=tdt, device=device)
+            if zero:
+                arr.zero_()
         return arr, Tensor(arr)
 
     def key(self, layer: int) -> Any:
@@ -133,6 +162,13 @@ class PagedKVCache:
     @property
     def nbytes(self) -> int:
         return sum(kd.nbytes + (vd.nbytes if vd else 0) for kd, vd in self.descs.values())
+
+
+def _prod(shape) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
 
     def __repr__(self) -> str:
         nb = self.num_blocks if len(set(self.group_num_blocks)) == 1 else self.group_num_blocks

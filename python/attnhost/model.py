@@ -14,7 +14,7 @@ from .errors import error_for
 
 DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 ATTN_TYPES = ("decoder", "encoder", "encoder_only", "encoder_decoder")
-KV_LAYOUTS = ("auto", "nhd", "hnd")
+KV_LAYOUTS = ("auto", "nhd", "hnd", "nhd_interleaved", "hnd_interleaved")  # ah_kv_layout
 KV_SCALES = ("host", "tensor", "per_head")  # ah_kv_scales (ABI 2.3)
 LAYER_KINDS = ("attention", "mamba", "linear_attention", "gdn", "mlp_only", "other")
 HF_KV_GROUPS = ("one", "hybrid")  # ah_hf_kv_groups

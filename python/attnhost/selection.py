@@ -62,6 +62,7 @@ class Decision:
     spec: LayerSpec            # resolved: kv_dtype, kv_layout and scale filled
     candidates: Tuple[Candidate, ...]
     kind: str = "attention"    # a non-attention layer's kind: never selected (plugin None)
+    kernel_block_size: int = 0  # ABI 2.3: the plugin runs spec.block_size as blocks of this
 
 
 class Selection(Handle):
@@ -100,7 +101,8 @@ class Selection(Handle):
             cands.append(Candidate(_ffi.s(cd.plugin), bool(cd.chosen), reasons))
         kind = _ffi.s(lib.ah_layer_kind_str(lib.ah_selection_layer_kind(self._handle(), layer)))
         d = Decision(layer, PHASES[p], _ffi.s(c.plugin) or None, _ffi.s(c.list_source),
-                     bool(c.fallback), LayerSpec._from_c(c.spec), tuple(cands), kind)
+                     bool(c.fallback), LayerSpec._from_c(c.spec), tuple(cands), kind,
+                     int(c.kernel_block_size))
         self._cache[(layer, p)] = d
         return d
 

@@ -36,10 +36,10 @@ int main(void)
     S(ah_candidate, F(ah_candidate, plugin); F(ah_candidate, n_reasons); F(ah_candidate, reasons); F(ah_candidate, chosen));
     S(ah_model_desc, F(ah_model_desc, struct_size); F(ah_model_desc, name); F(ah_model_desc, num_layers); F(ah_model_desc, layers); F(ah_model_desc, kinds); F(ah_model_desc, ragged_forms));
     S(ah_hf_import_options, F(ah_hf_import_options, struct_size); F(ah_hf_import_options, dtype); F(ah_hf_import_options, kv_dtype); F(ah_hf_import_options, block_size); F(ah_hf_import_options, tensor_parallel); F(ah_hf_import_options, name); F(ah_hf_import_options, chunked_virtual_batches); F(ah_hf_import_options, reserved); F(ah_hf_import_options, kv_groups));
-    S(ah_decision, F(ah_decision, plugin); F(ah_decision, list_source); F(ah_decision, n_candidates); F(ah_decision, candidates); F(ah_decision, spec); F(ah_decision, fallback));
+    S(ah_decision, F(ah_decision, plugin); F(ah_decision, list_source); F(ah_decision, n_candidates); F(ah_decision, candidates); F(ah_decision, spec); F(ah_decision, fallback); F(ah_decision, kernel_block_size));
     S(ah_cp_options, F(ah_cp_options, struct_size); F(ah_cp_options, world_size); F(ah_cp_options, rank); F(ah_cp_options, interleave); F(ah_cp_options, nccl_comm); F(ah_cp_options, local_group); F(ah_cp_options, nccl_library); F(ah_cp_options, timeout_ms));
     S(ah_binding_options, F(ah_binding_options, struct_size); F(ah_binding_options, limits); F(ah_binding_options, no_validation); F(ah_binding_options, device_index); F(ah_binding_options, cp));
-    S(ah_kv_cache_desc, F(ah_kv_cache_desc, struct_size); F(ah_kv_cache_desc, ndim); F(ah_kv_cache_desc, shape); F(ah_kv_cache_desc, strides); F(ah_kv_cache_desc, kv_dtype); F(ah_kv_cache_desc, dl_dtype));
+    S(ah_kv_cache_desc, F(ah_kv_cache_desc, struct_size); F(ah_kv_cache_desc, ndim); F(ah_kv_cache_desc, shape); F(ah_kv_cache_desc, strides); F(ah_kv_cache_desc, kv_dtype); F(ah_kv_cache_desc, dl_dtype); F(ah_kv_cache_desc, alloc_ndim); F(ah_kv_cache_desc, alloc_shape); F(ah_kv_cache_desc, offset); F(ah_kv_cache_desc, in_key_alloc));
     S(ah_ref_inputs, F(ah_ref_inputs, struct_size); F(ah_ref_inputs, spec); F(ah_ref_inputs, batch); F(ah_ref_inputs, q); F(ah_ref_inputs, key_cache); F(ah_ref_inputs, value_cache); F(ah_ref_inputs, sinks); F(ah_ref_inputs, alibi_slopes); F(ah_ref_inputs, k_scale); F(ah_ref_inputs, v_scale); F(ah_ref_inputs, key); F(ah_ref_inputs, value); F(ah_ref_inputs, k_scales); F(ah_ref_inputs, v_scales));
     printf("}\n");
     return 0;

@@ -11,6 +11,7 @@ np = pytest.importorskip("numpy", reason="the attnhost forward tests need NumPy 
 
 import attnhost  # noqa: E402
 from attnhost import _ffi  # noqa: E402
+from attnhost.model import KV_LAYOUTS  # noqa: E402
 from conftest import fp32_spec  # noqa: E402
 import reference as ref  # noqa: E402
 
@@ -127,13 +128,16 @@ def test_reference_matches_c_oracle(setup):
         assert ref.rel_err(mine, got) < 1e-12, f"layer {l}"
 
 
-def test_fp8_per_head_scale_tensors(host, cpu_amx):
+@pytest.mark.parametrize("layout", ["nhd", "nhd_interleaved", "hnd_interleaved"])
+def test_fp8_per_head_scale_tensors(host, cpu_amx, layout):
     """FP8 scales per KV head in NumPy float32 tensors (ABI 2.3): forward
     stores each head's new K/V divided by its own scale, exactly as the C
     oracle does, attends over them within fp32 rounding of the oracle, and
     reads the scales when it runs, so scales rewritten in place apply to
-    the next call."""
-    spec = fp32_spec(num_q_heads=8, num_kv_heads=2, kv_dtype="fp8_e4m3", kv_scales="per_head")
+    the next call. The same over an interleaved cache (K and V views of one
+    allocation), whose views the oracle reads as dense copies."""
+    spec = fp32_spec(num_q_heads=8, num_kv_heads=2, kv_dtype="fp8_e4m3", kv_scales="per_head",
+                     kv_layout=layout)
     b = attnhost.Binding(host, host.select(attnhost.Model.from_specs("s", [spec]),
                                            force="cpu_amx"), **LIMITS)
     cache = attnhost.PagedKVCache(b)
@@ -155,6 +159,8 @@ def test_fp8_per_head_scale_tensors(host, cpu_amx):
     ctypes.memmove(ctypes.byref(cspec), ctypes.byref(
         lib.ah_selection_decision(b.selection._handle(), 0, 0).contents.spec),
         ctypes.sizeof(cspec))
+    # the oracle's copies of an interleaved cache's views are dense
+    cspec.kv_layout = KV_LAYOUTS.index(layout.replace("_interleaved", ""))
     fptr = ctypes.POINTER(ctypes.c_float)
     kc_ref, vc_ref = cache.key(0).copy(), cache.value(0).copy()
     err = _ffi.ah_error()

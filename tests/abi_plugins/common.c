@@ -133,9 +133,9 @@ static ah_status st_create(ah_context *c, const ah_layer_spec *spec, const ah_li
     const int fp8 = spec->kv_dtype == AH_DTYPE_FP8_E4M3 || spec->kv_dtype == AH_DTYPE_FP8_E5M2;
     if (spec->q_dtype != AH_DTYPE_FP32 || (spec->kv_dtype != AH_DTYPE_FP32 && !fp8))
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "only fp32 queries over an fp32 or fp8 cache");
-    if (spec->kv_layout != AH_KV_LAYOUT_NHD || spec->attn_type != AH_ATTN_DECODER ||
-        spec->use_mla || spec->use_sinks || spec->use_alibi || spec->softcap != 0 ||
-        spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
+    if ((spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_NHD_INTERLEAVED) ||
+        spec->attn_type != AH_ATTN_DECODER || spec->use_mla || spec->use_sinks || spec->use_alibi ||
+        spec->softcap != 0 || spec->num_kv_heads == 0 || spec->num_q_heads % spec->num_kv_heads)
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "unsupported layer spec");
     const ah_host_services *h = c->host;
     state_t *s = h->alloc(h, sizeof *s);
@@ -203,6 +203,15 @@ static double e4m3(double x)
     return ah_fp8e4m3_to_f32(ah_f32_to_fp8((float)x, AH_DTYPE_FP8_E4M3));
 }
 
+/* The element offset of (slot, KV head) in an NHD cache view, through its
+ * strides: a dense cache and an interleaved one's views alike. */
+static size_t row_at(const DLTensor *cache, size_t bs, size_t slot, size_t kh)
+{
+    return (size_t)((int64_t)(slot / bs) * ah_dl_stride(cache, 0) +
+                    (int64_t)(slot % bs) * ah_dl_stride(cache, 1) +
+                    (int64_t)kh * ah_dl_stride(cache, 2));
+}
+
 /* n new elements at src into the cache at element offset at: fp32 copied,
  * FP8 stored as value / scale. */
 static void store_row(const DLTensor *cache, ah_dtype t, size_t at, const float *src, size_t n,
@@ -229,10 +238,12 @@ static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
         for (int64_t slot = s->slots[t]; slot <= s->slots[t] + !!(bugs & ABI_BUG_STRAY); slot++) {
             if (slot >= cache_slots) continue;
             for (size_t h = 0; h < hk; h++) {
-                store_row(a->key_cache, sp->kv_dtype, ((size_t)slot * hk + h) * dq,
+                store_row(a->key_cache, sp->kv_dtype,
+                          row_at(a->key_cache, sp->block_size, (size_t)slot, h),
                           f32(a->key) + (t * hk + h) * dq, dq,
                           scale_at(a->k_scale_tensor, a->k_scale, h, bugs));
-                store_row(a->value_cache, sp->kv_dtype, ((size_t)slot * hk + h) * dv,
+                store_row(a->value_cache, sp->kv_dtype,
+                          row_at(a->value_cache, sp->block_size, (size_t)slot, h),
                           f32(a->value) + (t * hk + h) * dv, dv,
                           scale_at(a->v_scale_tensor, a->v_scale, h, bugs));
             }
@@ -276,7 +287,7 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
     double m = -INFINITY, den = 0;
     for (int64_t j = first; j <= pos; j++) {
         size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
-        const size_t k0 = (slot * hk + kh) * dq;
+        const size_t k0 = row_at(a->key_cache, bs, slot, kh);
         double d = 0;
         for (size_t c = 0; c < dq; c++)
             d += q[c] * ah_load_f32(ah_dl_data(a->key_cache), k0 + c, kt) * ks;
@@ -286,12 +297,12 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
     memset(acc, 0, dv * sizeof *acc);
     for (int64_t j = first; j <= pos; j++) {
         size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
-        const size_t v0 = (slot * hk + kh) * dv;
+        const DLTensor *vc = bugs & ABI_BUG_VALUE_AT_KEY ? a->key_cache : a->value_cache;
+        const size_t v0 = row_at(vc, bs, slot, kh);
         double e = exp(w[j] - m);
         if (s->fp8_math) e = e4m3(e * 256) / 256; /* P in e4m3, 256 against underflow */
         den += e;
-        for (size_t c = 0; c < dv; c++)
-            acc[c] += e * ah_load_f32(ah_dl_data(a->value_cache), v0 + c, kt) * vs;
+        for (size_t c = 0; c < dv; c++) acc[c] += e * ah_load_f32(ah_dl_data(vc), v0 + c, kt) * vs;
     }
     float *ov = f32(a->out) + ((size_t)t * hq + h) * dv;
     for (size_t c = 0; c < dv; c++) ov[c] = (float)(acc[c] / den);

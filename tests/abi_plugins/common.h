@@ -1,7 +1,9 @@
 /*
  * The test backend behind every test plugin (the ABI cases, the selection
  * plugins and the conformance mutant): a small but correct CPU backend (fp32
- * queries and KV cache, NHD layout, causal decoder attention over the paged
+ * queries and KV cache, NHD layout (dense, or K and V interleaved per block
+ * where a plugin's caps claim it: rows are addressed through the cache
+ * tensors' strides), causal decoder attention over the paged
  * cache with GQA, sliding window and LSE, separate write_kv), optional CPU
  * emulation of CUDA graphs, and defect hooks. Each plugin wraps it in its own,
  * deliberately right or wrong, descriptor.
@@ -43,10 +45,12 @@ enum {
                                          values of its capture */
     ABI_BUG_Q_DESCALE = 1u << 11,     /* FP8 math quantises q with q_scale but leaves
                                          the products unscaled by it */
+    ABI_BUG_VALUE_AT_KEY = 1u << 12,  /* forward reads each value at its key's element in the
+                                         key cache tensor (right only when they coincide) */
     /* Not a defect: FP8 math where the layer's fp8_attention allows it, as
      * an FP8 backend does it (query rows and probabilities rounded to e4m3;
      * the query with the engine's q_scale where the layer gives one). */
-    ABI_FP8_MATH_ALLOWED = 1u << 12,
+    ABI_FP8_MATH_ALLOWED = 1u << 13,
 };
 
 /* The defect set of a context made by abi_ops.context_create. */

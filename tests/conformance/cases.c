@@ -160,8 +160,8 @@ static void name_case(ah__conf_case *c, const char *what)
                  c->ragged_nope + s->qk_head_size - s->v_head_size, c->ragged_v);
     snprintf(c->name, sizeof c->name, "%-10s q=%s kv=%s hd=%u/%u bs=%u %s h=%u/%u %s%s", what,
              ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype), s->qk_head_size, s->v_head_size,
-             s->block_size, s->kv_layout == AH_KV_LAYOUT_HND ? "hnd" : "nhd", s->num_q_heads,
-             s->num_kv_heads, ah_attn_type_str(s->attn_type), extra);
+             s->block_size, ah_kv_layout_str(s->kv_layout), s->num_q_heads, s->num_kv_heads,
+             ah_attn_type_str(s->attn_type), extra);
 }
 
 static void add(gen *g, ah__conf_case *c, const char *what)
@@ -259,7 +259,8 @@ static int make_base(gen *g)
     if (s->attn_type != AH_ATTN_DECODER && !has(c, type_feature((int)s->attn_type))) return 0;
     s->kv_layout = (c->kv_layouts & AH_BIT(c->preferred_kv_layout)) ? c->preferred_kv_layout
                    : (c->kv_layouts & AH_BIT(AH_KV_LAYOUT_NHD))     ? AH_KV_LAYOUT_NHD
-                                                                    : AH_KV_LAYOUT_HND;
+                   : (c->kv_layouts & AH_BIT(AH_KV_LAYOUT_HND))     ? AH_KV_LAYOUT_HND
+                                                                    : AH_KV_LAYOUT_NHD_INTERLEAVED;
     uint32_t bpicks[MAX_PICKS], nb = set_picks(&c->block_sizes, 256, bpicks);
     s->block_size = ah_int_set_contains(&c->block_sizes, c->preferred_block_size) &&
                             c->preferred_block_size <= 256
@@ -361,8 +362,15 @@ static void gen_blocks_layouts_groups(gen *g)
         x.spec.block_size = bp[i];
         add_shaped(g, &x, "block-size");
     }
-    for (int l = AH_KV_LAYOUT_NHD; l <= AH_KV_LAYOUT_HND; l++) {
-        if (!(c->kv_layouts & AH_BIT(l)) || l == (int)g->base.spec.kv_layout) continue;
+    /* every claimed layout; the interleaved ones (ABI 2.3) need one K/V
+     * head size, and their random cache holds different K and V, so a
+     * plugin that reads V at the key view's address fails them */
+    const ah_layer_spec *bs = &g->base.spec;
+    for (int l = AH_KV_LAYOUT_NHD; l < AH_KV_LAYOUT_COUNT; l++) {
+        if (!(c->kv_layouts & AH_BIT(l)) || l == (int)bs->kv_layout) continue;
+        if (ah_kv_layout_is_interleaved((ah_kv_layout)l) &&
+            (bs->use_mla || bs->qk_head_size != bs->v_head_size))
+            continue;
         ah__conf_case x = variant(g);
         x.spec.kv_layout = (ah_kv_layout)l;
         add_shaped(g, &x, "layout");
@@ -370,6 +378,20 @@ static void gen_blocks_layouts_groups(gen *g)
         x.spec.kv_layout = (ah_kv_layout)l;
         if (nb) x.spec.block_size = bp[0];
         if (!g->opts->quick) add_shaped(g, &x, "layout");
+    }
+    /* a cache block the plugin lacks but that is a multiple of one it takes
+     * (ABI 2.3): the host runs it on kernel blocks; sequences cross cache
+     * blocks where the block is small enough */
+    if ((c->kv_layouts & AH_BIT(AH_KV_LAYOUT_NHD)) && !bs->use_mla) {
+        const uint32_t b0 = bs->block_size;
+        for (uint32_t x = 2 * b0; x <= 8192; x += b0) {
+            if (ah_int_set_contains(&c->block_sizes, x)) continue;
+            ah__conf_case k = variant(g);
+            k.spec.kv_layout = AH_KV_LAYOUT_NHD;
+            k.spec.block_size = x;
+            add_shaped(g, &k, "kernel-blk");
+            break;
+        }
     }
     if (g->base.spec.use_mla) return;               /* MLA has one KV head */
     const uint32_t groups[2][2] = {{4, 4}, {8, 1}}; /* MHA, MQA */

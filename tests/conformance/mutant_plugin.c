@@ -18,7 +18,7 @@
 /* `bug` values, in the order of the hooks' bits after "none". */
 #define BUG_CHOICES \
     "none|skip_head|window|gqa|stray_write|drop_write|nan|lse|stale_replay|fp8_math|head0_scale|" \
-    "scale_at_capture|q_descale"
+    "scale_at_capture|q_descale|value_at_key"
 
 static ah_status probe(const ah_host_services *host, ah_probe_info *info)
 {
@@ -54,6 +54,7 @@ __attribute__((constructor)) static void init(void)
     caps.kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP8_E4M3);
     caps.features = AH_FEAT_SLIDING_WINDOW | AH_FEAT_LSE | AH_FEAT_KV_SCALE_PER_HEAD |
                     AH_FEAT_SCALE_TENSORS | AH_FEAT_Q_SCALE;
+    caps.kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED);
     caps.graph_level = AH_GRAPH_ALWAYS;
     caps.config_keys = keys;
     caps.n_config_keys = sizeof keys / sizeof keys[0];

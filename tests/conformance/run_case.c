@@ -284,13 +284,33 @@ static void fill_uniform(ah__conf_rng *g, void *buf, size_t n, ah_dtype t, doubl
         ah_store_f32(buf, i, t, (float)(ah__conf_uniform(g, -amp, amp) / div));
 }
 
+/* An interleaved cache: kc's tensor becomes the key view of the whole
+ * [nb, 2, ...] allocation (cache[:, 0]) and vview the value view
+ * (cache[:, 1]), its offset in the data pointer as PyTorch's DLPack export
+ * puts it. */
+static void interleave_views(ah__conf_run *r, int64_t d1, int64_t d2)
+{
+    const ah_layer_spec *s = &r->spec;
+    const int64_t per_block = d1 * d2 * s->qk_head_size;
+    const size_t esz = ah_dtype_size(s->kv_dtype);
+    r->kc.shape[1] = d1;
+    r->view_strides[3] = 1;
+    r->view_strides[2] = s->qk_head_size;
+    r->view_strides[1] = d2 * s->qk_head_size;
+    r->view_strides[0] = 2 * per_block;
+    r->kc.t.strides = r->view_strides;
+    r->vview = r->kc.t;
+    r->vview.data = (char *)r->kc.t.data + (size_t)per_block * esz;
+    r->vhost = (char *)r->kc.host + (size_t)per_block * esz;
+}
+
 /* Random finite values into a cache of head size D, each element stored
  * as value / its KV head's scale: heads[h] when given, else scale. */
 static void fill_cache(ah__conf_rng *g, void *buf, size_t n, const ah_layer_spec *s, uint32_t D,
                        const float *heads, double scale)
 {
     const size_t hk = s->num_kv_heads,
-                 per_head_run = s->kv_layout == AH_KV_LAYOUT_HND ? (size_t)D * s->block_size : D;
+                 per_head_run = ah_kv_layout_is_hnd(s->kv_layout) ? (size_t)D * s->block_size : D;
     for (size_t i = 0; i < n; i++) {
         const double div = heads ? heads[i / per_head_run % hk] : scale;
         ah_store_f32(buf, i, s->kv_dtype, (float)(ah__conf_uniform(g, -1.0, 1.0) / div));
@@ -351,12 +371,13 @@ static int alloc_data(ah__conf_run *r)
 {
     if (r->q.t.data) return 0;
     const ah_layer_spec *s = &r->spec;
-    const int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
+    const int hnd = ah_kv_layout_is_hnd(s->kv_layout);
+    const int inter = ah_kv_layout_is_interleaved(s->kv_layout);
     const int64_t T = r->T, hq = s->num_q_heads, hk = s->num_kv_heads;
     const int64_t d1 = hnd ? hk : s->block_size, d2 = hnd ? s->block_size : hk;
     const int64_t sq[3] = {T, hq, s->qk_head_size}, sk[3] = {T, hk, s->qk_head_size},
                   sv[3] = {T, hk, s->v_head_size};
-    const int64_t skc[4] = {r->num_blocks, d1, d2, s->qk_head_size},
+    const int64_t skc[4] = {r->num_blocks, inter ? 2 * d1 : d1, d2, s->qk_head_size},
                   svc[4] = {r->num_blocks, d1, d2, s->v_head_size};
     const int64_t so[3] = {T, hq, s->v_head_size}, sl[2] = {T, hq}, sh[1] = {hq};
     if (ah__conf_tensor_alloc(r, &r->q, s->q_dtype, 3, sq) ||
@@ -367,9 +388,10 @@ static int alloc_data(ah__conf_run *r)
         ah__conf_tensor_alloc(r, &r->sinks, AH_DTYPE_FP32, 1, sh) ||
         ah__conf_tensor_alloc(r, &r->alibi, AH_DTYPE_FP32, 1, sh))
         return -1;
-    if (!s->use_mla && (ah__conf_tensor_alloc(r, &r->vnew, s->q_dtype, 3, sv) ||
-                        ah__conf_tensor_alloc(r, &r->vc, s->kv_dtype, 4, svc)))
-        return -1;
+    if (!s->use_mla && ah__conf_tensor_alloc(r, &r->vnew, s->q_dtype, 3, sv)) return -1;
+    if (inter) interleave_views(r, d1, d2);
+    else if (!s->use_mla && ah__conf_tensor_alloc(r, &r->vc, s->kv_dtype, 4, svc)) return -1;
+    if (!inter) r->vhost = r->vc.host;
     r->kc0 = malloc(r->kc.bytes);
     r->vc0 = malloc(r->vc.bytes ? r->vc.bytes : 1);
     if (!r->kc0 || !r->vc0) return ah__conf_fail(r, "out of host memory");
@@ -427,7 +449,7 @@ int ah__conf_fill_inputs(ah__conf_run *r, int context_all)
     ctx.num_blocks = r->num_blocks;
     ctx.slot_mapping_host = pslots;
     ah_error err = {{0}};
-    ah_status st = ah__conf_ref_write_kv(r, &ctx, pk, pv, r->kc.host, r->vc.host, &err);
+    ah_status st = ah__conf_ref_write_kv(r, &ctx, pk, pv, r->kc.host, r->vhost, &err);
     free(pslots), free(pk), free(pv);
     if (st != AH_OK) return ah__conf_fail(r, "oracle write_kv of the context: %s", err.msg);
     memcpy(r->kc0, r->kc.host, r->kc.bytes);
@@ -476,7 +498,7 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
                         .batch = &r->batch.b,
                         .q = r->q.host,
                         .key_cache = r->kc.host,
-                        .value_cache = r->vc.host,
+                        .value_cache = r->vhost,
                         .sinks = r->sinks.host,
                         .alibi_slopes = r->alibi.host,
                         .k_scale = r->k_scale,
@@ -534,8 +556,11 @@ static int check_cache(ah__conf_run *r, const uint8_t *got, const uint8_t *want,
     size_t esz = ah_dtype_size(s->kv_dtype), i = 0;
     while (i < bytes && got[i] == want[i]) i++;
     size_t e = i / esz, per_block = (size_t)s->block_size * s->num_kv_heads * head_size;
-    size_t blk = e / per_block, in = e % per_block, slot, head, ch = in % head_size;
-    if (s->kv_layout == AH_KV_LAYOUT_HND) {
+    const int inter = ah_kv_layout_is_interleaved(s->kv_layout); /* [nb, 2, ...]: K then V */
+    size_t blk = e / per_block / (inter ? 2 : 1), in = e % per_block, slot, head,
+           ch = in % head_size;
+    if (inter) name = e / per_block % 2 ? "kv_cache (value half)" : "kv_cache (key half)";
+    if (ah_kv_layout_is_hnd(s->kv_layout)) {
         head = in / head_size / s->block_size;
         slot = in / head_size % s->block_size;
     } else {
@@ -574,7 +599,7 @@ void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_de
     a->key = with_kv || nocache ? &r->knew.t : NULL;
     a->value = (with_kv || nocache) && r->vnew.t.data ? &r->vnew.t : NULL;
     a->key_cache = nocache ? NULL : &r->kc.t;
-    a->value_cache = r->vc.t.data && !nocache ? &r->vc.t : NULL;
+    a->value_cache = nocache ? NULL : ah__conf_value_cache(r);
     if (r->caps->caller_output) {
         a->out = &r->out.t;
     } else {
@@ -594,6 +619,11 @@ void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_de
         a->q_scale_tensor = ah_spec_q_scale(&r->spec) ? &r->qsc.t : NULL;
     }
     a->stream = ah_device_stream(r->dev);
+}
+
+const DLTensor *ah__conf_value_cache(const ah__conf_run *r)
+{
+    return r->vview.data ? &r->vview : r->vc.t.data ? &r->vc.t : NULL;
 }
 
 /* Poison out and lse on the device. */
@@ -646,7 +676,7 @@ static void run_attention(ah__conf_run *r, const char *plugin)
     /* the oracle's write of the new tokens: what the cache must hold after */
     ah_error err = {{0}};
     if (c->write_kv && ah__conf_ref_write_kv(r, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host,
-                                             r->vc.host, &err) != AH_OK) {
+                                             r->vhost, &err) != AH_OK) {
         ah__conf_fail(r, "oracle write_kv: %s", err.msg);
         return;
     }
@@ -672,7 +702,8 @@ static void run_attention(ah__conf_run *r, const char *plugin)
         ah__conf_fail(r, "copy cache back: %s", ah_device_errmsg(r->dev));
         return;
     }
-    check_cache(r, r->kc0, r->kc.host, r->kc.bytes, r->spec.qk_head_size, "key_cache");
+    check_cache(r, r->kc0, r->kc.host, r->kc.bytes, r->spec.qk_head_size,
+                r->vview.data ? "kv_cache" : "key_cache");
     if (r->vc.t.data)
         check_cache(r, r->vc0, r->vc.host, r->vc.bytes, r->spec.v_head_size, "value_cache");
     ah__conf_check_output(r, r->out.host, a.lse ? r->lse.host : NULL, "eager");

@@ -36,7 +36,13 @@ typedef struct ah__conf_run {
     uint32_t T, stride, num_blocks;
     ah__conf_batch batch;
     ah_mirror q, knew, vnew, kc, vc, out, lse, sinks, alibi;
-    void *kc0, *vc0;        /* the cache as uploaded, before the plugin's write */
+    void *kc0, *vc0; /* the cache as uploaded, before the plugin's write */
+    /* An interleaved layout (ABI 2.3): kc holds the whole [nb, 2, ...]
+     * cache and its tensor is the key view; vview is the value view into
+     * it, vc stays empty. */
+    DLTensor vview;
+    int64_t view_strides[4];
+    void *vhost;            /* the value cache's first element on the host, or NULL (MLA) */
     float k_scale, v_scale; /* FP8: the per-tensor scales, or head 0's */
     float q_scale;          /* the query scale (use_q_scale), else 0 */
     /* ABI 2.3: the scale tensors of kv_scales TENSOR ([1]) and PER_HEAD
@@ -92,6 +98,9 @@ int ah__conf_check_output(ah__conf_run *r, const void *out_host, const float *ls
  * their own output buffer), output poisoning before a run, and fetching the
  * outputs after one (from wherever the plugin put them). */
 void ah__conf_forward_args(ah__conf_run *r, ah_forward_args *a, DLTensor *out_desc, int with_kv);
+/* The value cache tensor the plugin gets (the value view of an interleaved
+ * layout), NULL for MLA. */
+const DLTensor *ah__conf_value_cache(const ah__conf_run *r);
 int ah__conf_poison_outputs(ah__conf_run *r);
 int ah__conf_fetch_outputs(ah__conf_run *r, const ah_forward_args *a);
 ah_phase ah__conf_phase_of(const ah__conf_case *c);

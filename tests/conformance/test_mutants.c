@@ -68,7 +68,8 @@ int main(int argc, char **argv)
                                    {"fp8_math", "off"},
                                    {"head0_scale", "off"},
                                    {"scale_at_capture", "off"},
-                                   {"q_descale", "allowed"}};
+                                   {"q_descale", "allowed"},
+                                   {"value_at_key", "off"}};
     int bad = 0;
     for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
         ah_conformance_summary s;

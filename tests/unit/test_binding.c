@@ -165,7 +165,7 @@ static void test_forward_matches_oracle(void)
     /* layers share one device */
     CHECK(ah_binding_device(f->b, 0, AH_PHASE_PREFILL) ==
           ah_binding_device(f->b, 2, AH_PHASE_DECODE));
-    ah_kv_cache_desc kd, vd;
+    ah_kv_cache_desc kd = {.struct_size = sizeof kd}, vd = {.struct_size = sizeof vd};
     CHECK(ah_binding_kv_cache_desc(f->b, 0, NB, &kd, &vd) == AH_OK);
     CHECK(kd.ndim == 4 && kd.shape[0] == NB && kd.shape[1] == BS && kd.shape[2] == HK &&
           kd.shape[3] == D);

@@ -291,7 +291,8 @@ static const bad_case bad_cases[] = {
      "m.ini:6: [model] dtype: 'fp8_e4m3' is not one of fp32, fp16, bf16"},
     {GOOD "kv_dtype = int8\n",
      "m.ini:6: [model] kv_dtype: 'int8' is not one of auto, fp16, bf16, fp32, fp8_e4m3, fp8_e5m2"},
-    {GOOD "kv_layout = bshd\n", "m.ini:6: [model] kv_layout: 'bshd' is not one of auto, nhd, hnd"},
+    {GOOD "kv_layout = bshd\n",
+     "m.ini:6: [model] kv_layout: 'bshd' is not one of auto, nhd, hnd, nhd_interleaved, hnd_interleaved"},
     {GOOD "attn_type = cross\n",
      "m.ini:6: [model] attn_type: 'cross' is not one of decoder, encoder, encoder_only, "
      "encoder_decoder"},
@@ -440,7 +441,9 @@ static void dump(void)
     if (!text) return;
     CHECK_CONTAINS(text, "#num_layers =\n");
     CHECK_CONTAINS(text, "#kv_lora_rank = 512\n");
-    CHECK_CONTAINS(text, "# Value: one of auto, nhd, hnd. Default: auto.\n#kv_layout = auto\n");
+    CHECK_CONTAINS(
+        text,
+        "# Value: one of auto, nhd, hnd, nhd_interleaved, hnd_interleaved. Default: auto.\n#kv_layout = auto\n");
     /* With the required keys filled in, the dump is a valid description
      * whose layers have the table's defaults. */
     static const char *const fill[][2] = {{"#name =\n", "name = dumped\n"},

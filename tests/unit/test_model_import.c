@@ -266,7 +266,7 @@ static void kinds_bound(void)
             a.struct_size = sizeof a;
             CHECK(ah_binding_forward(b, 2, &a) == AH_ERR_INVALID_ARGUMENT);
             CHECK_CONTAINS(ah_binding_errmsg(b), "layer 2 is a mamba layer, not attention");
-            ah_kv_cache_desc k, v;
+            ah_kv_cache_desc k = {.struct_size = sizeof k}, v = {.struct_size = sizeof v};
             CHECK(ah_binding_kv_cache_desc(b, 0, 8, &k, &v) == AH_ERR_INVALID_ARGUMENT);
             CHECK(ah_binding_kv_cache_desc(b, 1, 8, &k, &v) == AH_OK && k.ndim == 4);
             CHECK(ah_binding_device(b, 0, AH_PHASE_PREFILL) == NULL);

@@ -6,7 +6,8 @@
  * scales (ABI 2.3): each form the spec declares takes its own fields and
  * refuses the others; scale tensors are checked like any tensor, and their
  * values where the host can read them; args of ABI 2.2's size read the new
- * fields as zero.
+ * fields as zero. Interleaved cache layouts (ABI 2.3): the two views'
+ * strides, block counts and the value view's address.
  */
 #include <stdint.h>
 #include <string.h>
@@ -250,6 +251,62 @@ static void test_defects(void)
     CHECK_CONTAINS(m, "value_cache is NULL");
 }
 
+/* Interleaved layouts (ABI 2.3): K = cache[:, 0] and V = cache[:, 1] of
+ * one [10, 2, 16, 2, 64] (NHD) or [10, 2, 2, 16, 64] (HND) fp8 tensor. */
+static void interleaved_init(fixture *f, ah_kv_layout layout)
+{
+    fixture_init(f, layout == AH_KV_LAYOUT_NHD_INTERLEAVED ? AH_KV_LAYOUT_NHD : AH_KV_LAYOUT_HND);
+    f->spec.kv_layout = layout;
+    f->spec.v_head_size = 64;
+    f->v.shape[2] = f->vc.shape[3] = f->out.shape[2] = 64;
+    const int hnd = ah_kv_layout_is_hnd(layout);
+    const int64_t s[4] = {2 * 16 * 2 * 64, hnd ? 16 * 64 : 2 * 64, 64, 1};
+    memcpy(f->kc.strides, s, sizeof s);
+    memcpy(f->vc.strides, s, sizeof s);
+    f->kc.t.strides = f->kc.strides;
+    f->vc.t.strides = f->vc.strides;
+    f->vc.t.data = arena + 16 * 2 * 64; /* one byte per fp8 element */
+}
+
+static void test_interleaved(void)
+{
+    for (int l = AH_KV_LAYOUT_NHD_INTERLEAVED; l <= AH_KV_LAYOUT_HND_INTERLEAVED; l++) {
+        fixture f;
+        char m[256] = "";
+        interleaved_init(&f, (ah_kv_layout)l);
+        CHECK_MSG(fwd(&f, m) == AH_OK, "layout %d: %s", l, m);
+        CHECK_MSG(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) == AH_OK,
+                  "%s", m);
+        /* the offset in byte_offset instead of data, as DLPack allows */
+        f.vc.t.data = arena;
+        f.vc.t.byte_offset = 16 * 2 * 64;
+        CHECK_MSG(fwd(&f, m) == AH_OK, "byte_offset: %s", m);
+    }
+    fixture f;
+    interleaved_init(&f, AH_KV_LAYOUT_NHD_INTERLEAVED);
+    f.vc.t.data = arena; /* V read at K's address */
+    EXPECT_FWD_FAIL(&f, "value_cache: address");
+    EXPECT_FWD_FAIL(&f, "key_cache's + 2048 bytes: layout nhd_interleaved puts V = cache[:, 1] in "
+                        "the key's [10, 2, 16, 2, 64] tensor");
+    interleaved_init(&f, AH_KV_LAYOUT_NHD_INTERLEAVED);
+    f.kc.t.strides = NULL; /* a dense key cache */
+    EXPECT_FWD_FAIL(&f, "key_cache: strides NULL (dense), expected [4096, 128, 64, 1]: layout "
+                        "nhd_interleaved hands over K = cache[:, 0] and V = cache[:, 1]");
+    interleaved_init(&f, AH_KV_LAYOUT_HND_INTERLEAVED);
+    f.vc.strides[1] = 128; /* NHD strides under HND */
+    EXPECT_FWD_FAIL(&f, "value_cache: strides [4096, 128, 64, 1], expected [4096, 1024, 64, 1]");
+    interleaved_init(&f, AH_KV_LAYOUT_NHD_INTERLEAVED);
+    f.vc.shape[0] = 12;
+    EXPECT_FWD_FAIL(&f, "value_cache: 12 blocks, key_cache 10");
+    /* write_kv checks the same views */
+    interleaved_init(&f, AH_KV_LAYOUT_NHD_INTERLEAVED);
+    f.vc.t.data = arena;
+    char m[256] = "";
+    CHECK(ah__check_kv_write_args(&f.spec, &f.batch, &f.wa, &f.dev, m, sizeof m) ==
+          AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(m, "value_cache: address");
+}
+
 /* The fixture on the CPU (a CPU plugin's device), where the host reads
  * scale values. */
 static void fixture_on_cpu(fixture *f)
@@ -391,6 +448,7 @@ int main(void)
 {
     test_good();
     test_defects();
+    test_interleaved();
     test_scales();
     return check_report("test_tensor_check");
 }

@@ -193,7 +193,15 @@ void ah_model_destroy(ah_model *model);
 
 const char *ah_model_name(const ah_model *model);
 uint32_t ah_model_num_layers(const ah_model *model);
-/* The layer's spec as described: kv_dtype and kv_layout may be AUTO here. */
+/* ABI 2.3: KV-cache layout. A layer's block_size as the model describes
+ * `block_size = auto` (ah_model_layer, ah_model_desc): selection resolves
+ * it to the preferred size of the layer's prefill winner, one size per
+ * KV-cache group (see ah_selection_kv_group_block_size). UINT32_MAX, so
+ * that 0 keeps meaning 16 for ah_model_desc callers of ABI 2.2. */
+#define AH_BLOCK_SIZE_AUTO UINT32_MAX
+
+/* The layer's spec as described: kv_dtype and kv_layout may be AUTO here,
+ * block_size AH_BLOCK_SIZE_AUTO. */
 const ah_layer_spec *ah_model_layer(const ah_model *model, uint32_t layer);
 /* ABI 2.3: ragged K/V. The layer's ragged prefill form (model key
  * ragged_prefill): the spec, with ragged_kv = 1, that the layer runs on a
@@ -238,6 +246,12 @@ typedef struct ah_decision {
     const ah_candidate *candidates;
     ah_layer_spec spec; /* resolved: kv_dtype, kv_layout, scale filled */
     int fallback;       /* 1: no listed candidate fit, another was taken */
+    /* ABI 2.3: KV-cache layout. 0: the plugin runs on the cache's blocks
+     * (spec.block_size). Else the plugin lacks spec.block_size and runs on
+     * kernel blocks of this size, which divides it: the host plans it with
+     * a block table in kernel blocks and views of the caches in them (see
+     * ah_binding_plan). Only for the nhd layout. */
+    uint32_t kernel_block_size;
 } ah_decision;
 
 /* Choose a plugin for every layer and phase. Fails when a layer cannot be
@@ -305,6 +319,15 @@ ah_graph_level ah_selection_graph_level_for(const ah_selection *sel, ah_phase ph
  * the selection, warn binds and warns, allow binds silently. A forced
  * backend is never a fallback. */
 const char *ah_selection_warnings(const ah_selection *sel);
+/* ABI 2.3: KV-cache layout. The block size the layers of KV-cache group
+ * run with (ah_model_num_kv_groups): the model's, or for `block_size =
+ * auto` the one selection chose, and in *how (may be NULL; static to the
+ * selection) why: "set in the model" or "auto: the preferred size of layer
+ * 3's prefill winner cpu_amx". 0 and "" for a group out of range, one
+ * without a cache layer, or an auto group no size could serve (the
+ * selection failed then, naming the sizes tried). */
+uint32_t ah_selection_kv_group_block_size(const ah_selection *sel, uint32_t group,
+                                          const char **how);
 
 const char *ah_reason_code_str(ah_reason_code c);
 const char *ah_graph_level_str(ah_graph_level g);
@@ -452,6 +475,18 @@ const char *ah_binding_errmsg(const ah_binding *b);
  *    state (one plugin and spec, ah_caps.mixed_batch = WHOLE) plans the
  *    whole batch. ah_binding_forward then runs both parts into the caller's
  *    out tensor, so the output is in the engine's token order with no copy.
+ *  - Kernel blocks (ABI 2.3): a state whose plugin runs the layer's cache
+ *    blocks as m smaller kernel blocks (ah_decision.kernel_block_size) is
+ *    planned on the same batch with a block table in kernel blocks (entry
+ *    e of a row becomes e * m .. e * m + m - 1; a released, negative entry
+ *    stays negative m times; slot numbers are unchanged) and num_blocks
+ *    times m. The binding builds that table from the host copy into a
+ *    buffer sized at creation (limits.max_num_reqs x max_blocks_per_req x
+ *    m), copies it to the plugin's device on `stream`, and hands the
+ *    plugin views of the caches as [num_blocks * m, block / m, Hk, head];
+ *    it costs one pass over the entries the step's sequences cover, and
+ *    that copy. Rows are as wide as the step's widest (limits' widest in
+ *    CAPTURE and REPLAY, so a graph keeps its shape).
  *  - Mixed but not splittable: the whole batch runs on the prefill winners,
  *    and ah_binding_split says why: decode requests not all first; a winner
  *    of a split layer with caller_output = 0; mode CAPTURE or REPLAY (a
@@ -511,14 +546,45 @@ typedef struct ah_kv_cache_desc {
     int64_t strides[6];
     ah_dtype kv_dtype;
     DLDataType dl_dtype;
+    /* ABI 2.3: KV-cache layout. The memory the engine allocates and where
+     * this tensor lies in it. alloc_shape (alloc_ndim dims) is a dense,
+     * row-major tensor: the tensor's own shape for a dense layout;
+     * [num_blocks, 2, block_size, Hk, head] (nhd_interleaved) or
+     * [num_blocks, 2, Hk, block_size, head] (hnd_interleaved) for an
+     * interleaved one, which key and value share. offset: elements from
+     * the allocation's first element to this tensor's (0 for the key;
+     * block_size * Hk * head for the value of an interleaved layout).
+     * in_key_alloc: 1 when this tensor lies in the key's allocation (the
+     * value of an interleaved layout): allocate once, for the key, and
+     * make the value the view at offset with shape and strides as given. */
+    int32_t alloc_ndim;
+    int64_t alloc_shape[6];
+    int64_t offset;
+    uint32_t in_key_alloc;
 } ah_kv_cache_desc;
 
 /* The key and value cache tensors layer needs for num_blocks blocks (the
- * cache size of the layer's KV-cache group).
+ * cache size of the layer's KV-cache group). The host writes as much of
+ * each struct as its struct_size covers, which the caller sets to
+ * sizeof(ah_kv_cache_desc) of its header; 0 stands for ABI 2.2's size
+ * (the fields before alloc_ndim), so a caller that zeroes the structs and
+ * predates 2.3 gets what it always got. A struct_size between 0 and that
+ * size is AH_ERR_ABI. The block size is the layer's KV-cache block (the
+ * model's, or the one selection resolved for block_size = auto), also when
+ * the plugin runs on smaller kernel blocks (ah_decision.kernel_block_size).
  * AH_ERR_INVALID_ARGUMENT for a layer out of range (the message names it).
  * Thread safety: owner thread. */
 ah_status ah_binding_kv_cache_desc(ah_binding *b, uint32_t layer, uint32_t num_blocks,
                                    ah_kv_cache_desc *key, ah_kv_cache_desc *value);
+/* ABI 2.3: KV-cache layout. The block size of layer's KV cache, which its
+ * block table and slot mapping count in (the model's, or what selection
+ * resolved `block_size = auto` to), and in *kernel (may be NULL) the block
+ * size the plugin bound for phase runs on: the same, or a divisor of it
+ * when the host splits each cache block into kernel blocks for that
+ * plugin (ah_decision.kernel_block_size). 0 (and *kernel 0) for a layer
+ * out of range or not attention. Thread safety: owner thread. */
+uint32_t ah_binding_block_size(const ah_binding *b, uint32_t layer, ah_phase phase,
+                               uint32_t *kernel);
 /* The device of the plugin bound to layer in phase. */
 ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase);
 
@@ -712,7 +778,8 @@ ah_layer_kind ah_selection_layer_kind(const ah_selection *sel, uint32_t layer);
  * the INI text: num_kv_heads 0 is num_q_heads (1 for MLA); qk_head_size and
  * v_head_size 0 under use_mla are 576 and 512 (kv_lora_rank 512 plus 64
  * rotary channels); v_head_size 0 is qk_head_size; q_dtype AUTO is bf16;
- * block_size 0 is 16; scale 0 is 1/sqrt(qk_head_size). A spec's
+ * block_size 0 is 16, AH_BLOCK_SIZE_AUTO is `block_size = auto` (ABI 2.3);
+ * scale 0 is 1/sqrt(qk_head_size). A spec's
  * struct_size may be that of ABI 1.0 (without fp8_attention). */
 typedef struct ah_model_desc {
     uint32_t struct_size;

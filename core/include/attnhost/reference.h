@@ -53,7 +53,11 @@ extern "C" {
 /* Host-memory inputs, all densely packed:
  *   q            [T, Hq, qk_head] in spec->q_dtype
  *   key_cache    [num_blocks, ...] in spec->kv_dtype and spec->kv_layout
- *   value_cache  likewise with v_head (ignored for MLA)
+ *   value_cache  likewise with v_head (ignored for MLA). With an
+ *                interleaved layout (ABI 2.3) both point into one
+ *                allocation [num_blocks, 2, ...]: key_cache at its start,
+ *                value_cache block_size * Hk * head elements after it
+ *                (see ah_kv_offset)
  *   sinks, alibi_slopes [Hq], when the spec uses them
  * The batch's host copies give the structure. */
 typedef struct ah_ref_inputs {
@@ -106,14 +110,18 @@ void ah_reference_merge_states(uint32_t T, uint32_t H, uint32_t D, const double 
                                const double *lse_a, const double *v_b, const double *lse_b,
                                double *out, double *lse_out);
 
-/* Element offset of (block, slot-in-block, kv head, channel) in a cache of
- * the given layout. */
+/* Element offset of (block, slot-in-block, kv head, channel) from the
+ * first element of a cache view of the given layout. An interleaved
+ * layout's blocks are twice as far apart (K and V alternate), so the same
+ * offset serves the key view and the value view, each from its own first
+ * element. */
 static inline size_t ah_kv_offset(ah_kv_layout layout, uint32_t block_size, uint32_t num_kv_heads,
                                   uint32_t head_size, uint32_t block, uint32_t slot, uint32_t head,
                                   uint32_t ch)
 {
     size_t per_block = (size_t)block_size * num_kv_heads * head_size;
-    if (layout == AH_KV_LAYOUT_HND)
+    if (ah_kv_layout_is_interleaved(layout)) per_block *= 2;
+    if (ah_kv_layout_is_hnd(layout))
         return block * per_block + ((size_t)head * block_size + slot) * head_size + ch;
     return block * per_block + ((size_t)slot * num_kv_heads + head) * head_size + ch;
 }

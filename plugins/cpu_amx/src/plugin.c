@@ -83,7 +83,8 @@ static const ah_caps cpu_caps = {
                 AH_FEAT_Q_SCALE,
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER) | AH_BIT(AH_ATTN_ENCODER_ONLY) |
                   AH_BIT(AH_ATTN_ENCODER_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) |
+                  AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) | AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
     .cpu_isa_required = 0,
     .graph_level = AH_GRAPH_NEVER,
@@ -328,25 +329,32 @@ static ah_status cpu_plan(ah_state *st, const ah_batch *batch, ah_plan_mode mode
 static ah_status check_rows(ah_state *st, const DLTensor *t, const char *name, int64_t rows,
                             uint32_t heads, uint32_t hsz)
 {
-    const ah_dl_want w = {name, 3, {rows, heads, hsz}, 1, st->L.q_dtype, 0};
+    const ah_dl_want w = {name, 3, {rows, heads, hsz}, 1, st->L.q_dtype, 0, AH_KV_LAYOUT_AUTO};
     return ah_dl_check(t, &w, &st->err);
 }
 
 static ah_status check_vec(ah_state *st, const DLTensor *t, const char *name, int ndim)
 {
-    const ah_dl_want w = {name, ndim,          {ndim == 2 ? st->num_tokens : st->L.hq, st->L.hq},
-                          1,    AH_DTYPE_FP32, 0};
+    const ah_dl_want w = {name,
+                          ndim,
+                          {ndim == 2 ? st->num_tokens : st->L.hq, st->L.hq},
+                          1,
+                          AH_DTYPE_FP32,
+                          0,
+                          AH_KV_LAYOUT_AUTO};
     return ah_dl_check(t, &w, &st->err);
 }
 
-/* A cache tensor; its strides into (block, token, head). */
+/* A cache tensor; its strides into (block, token, head). The kernels address
+ * every row through these strides, so the views of an interleaved layout
+ * (block stride twice a dense one, ah_dl_cache_want) need nothing else. */
 static ah_status check_cache(ah_state *st, const DLTensor *t, const char *name, uint32_t hsz,
                              int64_t *bs_str, int64_t *ts_str, int64_t *hs_str)
 {
     const ah_dl_want w = ah_dl_cache_want(name, &st->spec, st->num_blocks, hsz);
     ah_status rc = ah_dl_check(t, &w, &st->err);
     if (rc != AH_OK) return rc;
-    const int hnd = st->spec.kv_layout == AH_KV_LAYOUT_HND;
+    const int hnd = ah_kv_layout_is_hnd(st->spec.kv_layout);
     *bs_str = ah_dl_stride(t, 0);
     *ts_str = ah_dl_stride(t, hnd ? 2 : 1);
     *hs_str = ah_dl_stride(t, hnd ? 1 : 2);
@@ -367,7 +375,7 @@ static ah_status scales_of(ah_state *st, const DLTensor *t, float f, const char 
     *out = one;
     *hs = 0;
     if (!t || !ah_dtype_is_fp8(L->kv_dtype)) return AH_OK;
-    const ah_dl_want w = {name, 1, {1}, 1, AH_DTYPE_FP32, 1};
+    const ah_dl_want w = {name, 1, {1}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
     ah_status rc = ah_dl_check(t, &w, &st->err);
     if (rc != AH_OK) return rc;
     if (t->shape[0] != 1 && t->shape[0] != (int64_t)L->hk)

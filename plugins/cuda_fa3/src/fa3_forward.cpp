@@ -30,7 +30,7 @@ static int fa3_dt(ah_dtype t)
 static ah_status fa3_check_act(ah_errbuf *e, const char *name, const DLTensor *t, int64_t T,
                                int64_t H, int64_t D, ah_dtype dt)
 {
-    const ah_dl_want w = {name, 3, {T, H, D}, 1, dt, 0};
+    const ah_dl_want w = {name, 3, {T, H, D}, 1, dt, 0, AH_KV_LAYOUT_AUTO};
     ah_status s = ah_dl_check(t, &w, e);
     if (s != AH_OK) return s;
     if (ah_dl_stride(t, 1) % 8 || ah_dl_stride(t, 0) % 8 || ((uintptr_t)ah_dl_data(t) & 15))
@@ -89,8 +89,8 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "key_cache and value_cache hold different block counts");
     /* lse dense: the kernels index it as t * Hq + h */
-    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1},
-                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0};
+    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO};
     if (a->lse && (s = ah_dl_check(a->lse, &wl, e)) != AH_OK) return s;
     if (sp->use_sinks && (s = ah_dl_check(a->sinks, &ws, e)) != AH_OK) return s;
     const int kv8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3;

@@ -158,7 +158,7 @@ static ah_status tk_tensor_aligned(ah_errbuf *e, const ah_dl_want *w, const DLTe
 static ah_status tk_rows(ah_state *st, const DLTensor *t, const char *name, ah_dtype dt,
                          int64_t heads, int64_t hsz)
 {
-    const ah_dl_want w = {name, 3, {st->num_tokens, heads, hsz}, 1, dt, 0};
+    const ah_dl_want w = {name, 3, {st->num_tokens, heads, hsz}, 1, dt, 0, AH_KV_LAYOUT_AUTO};
     return tk_tensor_aligned(&st->err, &w, t, 16);
 }
 
@@ -191,9 +191,9 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         (s = tk_cache(st, a->value_cache, "value_cache", vs)))
         return s;
     /* lse dense: the kernels index it as t * Hq + h */
-    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1},
-                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0},
-                     wa = {"alibi_slopes", 1, {Hq}, 0, AH_DTYPE_FP32, 0};
+    const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO},
+                     wa = {"alibi_slopes", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO};
     if (a->lse && (s = tk_tensor_aligned(err, &wl, a->lse, 16))) return s;
     if (sp->use_sinks && (s = tk_tensor_aligned(err, &ws, a->sinks, 16))) return s;
     if (sp->use_alibi && (s = tk_tensor_aligned(err, &wa, a->alibi_slopes, 16))) return s;
@@ -384,13 +384,14 @@ ah_status tk_merge_states(ah_context *ctx, const ah_merge_args *a)
             err, AH_ERR_UNSUPPORTED,
             "merge_states: v_a is [%lld, %lld, %lld]: at most 2^31-1 tokens and 65535 heads",
             (long long)T, (long long)H, (long long)D);
-    const ah_dl_want wv[3] = {{"merge_states: v_a", 3, {T, H, D}, 0, dt, 0},
-                              {"merge_states: v_b", 3, {T, H, D}, 0, dt, 0},
-                              {"merge_states: out", 3, {T, H, D}, 0, dt, 0}};
+    const ah_dl_want wv[3] = {{"merge_states: v_a", 3, {T, H, D}, 0, dt, 0, AH_KV_LAYOUT_AUTO},
+                              {"merge_states: v_b", 3, {T, H, D}, 0, dt, 0, AH_KV_LAYOUT_AUTO},
+                              {"merge_states: out", 3, {T, H, D}, 0, dt, 0, AH_KV_LAYOUT_AUTO}};
     /* dense: the kernel indexes the LSEs as t * H + h */
-    const ah_dl_want wl[3] = {{"merge_states: lse_a", 2, {T, H}, 0, AH_DTYPE_FP32, 1},
-                              {"merge_states: lse_b", 2, {T, H}, 0, AH_DTYPE_FP32, 1},
-                              {"merge_states: lse_out", 2, {T, H}, 0, AH_DTYPE_FP32, 1}};
+    const ah_dl_want wl[3] = {
+        {"merge_states: lse_a", 2, {T, H}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+        {"merge_states: lse_b", 2, {T, H}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+        {"merge_states: lse_out", 2, {T, H}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO}};
     ah_status s;
     /* LSEs need only float alignment (generate.py compiles their pointers
      * without the 16-byte hint): a rank's slice of an all-gathered LSE
