@@ -55,7 +55,10 @@ const ah_caps fa3_caps = {
     sizeof(ah_caps), AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
     AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3),
     AH_INT_SET_LIST(fa3_head_sizes), AH_INT_SET_LIST(fa3_head_sizes),
-    AH_INT_SET_RANGE(16, 1024, 16), 16,
+    /* preferred 64: one TMA box per page segment of a key tile, so page 16
+     * costs 28% of the prefill and 24% of the decode against page 128, page
+     * 64 within 1% / 4% (DECISIONS.md, "Preferred block size") */
+    AH_INT_SET_RANGE(16, 1024, 16), 64,
     /* EMPTY_KV: a request with no keys gets a work item of no KV tiles
      * (fa3_item_keys), finished as out 0, LSE -inf without a table read */
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
