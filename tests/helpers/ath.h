@@ -140,6 +140,7 @@ typedef struct ath_batch_spec {
     uint32_t table_pad;
     uint32_t num_blocks; /* 0: the blocks the requests use + extra_blocks */
     uint32_t extra_blocks;
+    uint32_t min_blocks;           /* at least this many (a replay over a captured batch's cache) */
     uint32_t prefix_blocks;        /* leading blocks shared by every request (cascade) */
     int ordered;                   /* blocks in pool order, not shuffled */
     int no_slots;                  /* every slot -1 (cross attention: no new keys) */

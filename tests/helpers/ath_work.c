@@ -207,6 +207,7 @@ int ath_batch_build(ath_host *h, ath_batch *B, const ath_batch_spec *s, uint64_t
     }
     B->width = s->table_width ? s->table_width : widest + s->table_pad;
     B->num_blocks = s->num_blocks ? s->num_blocks : used + s->extra_blocks;
+    if (B->num_blocks < s->min_blocks) B->num_blocks = s->min_blocks;
     B->cap_reqs = s->cap_reqs > R ? s->cap_reqs : R;
     B->cap_tokens = s->cap_tokens > T ? s->cap_tokens : T;
     const size_t cr = B->cap_reqs, ct = B->cap_tokens;

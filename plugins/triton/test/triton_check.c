@@ -98,7 +98,7 @@ static void lengths(const tcase *c, uint64_t *rng, int32_t *ql, int32_t *sl)
  * of at least min_rows tokens (a captured graph's buffers are sized for
  * the largest batch it replays). */
 static int io_make(ath_host *h, ath_work *io, const tcase *c, const int32_t *ql, const int32_t *sl,
-                   uint32_t min_rows, uint64_t *rng)
+                   uint32_t min_rows, uint32_t min_blocks, uint64_t *rng)
 {
     ath_shape s;
     memset(&s, 0, sizeof s);
@@ -120,6 +120,7 @@ static int io_make(ath_host *h, ath_work *io, const tcase *c, const int32_t *ql,
                                .block_size = c->bs,
                                .table_pad = 3,
                                .extra_blocks = 7,
+                               .min_blocks = min_blocks,
                                .unused_entry = 0x3fffffff};
     return ath_work_build(h, io, &s, rng);
 }
@@ -241,7 +242,7 @@ static void run_eager(ah_context *ctx, const tcase *c, int empty, uint64_t *rng)
     ath_work io;
     ah_state *st = NULL;
     int ok = 0;
-    if (io_make(&P, &io, c, ql, sl, 0, rng)) {
+    if (io_make(&P, &io, c, ql, sl, 0, 0, rng)) {
         snprintf(msg, sizeof msg, " setup failed");
         goto done;
     }
@@ -286,10 +287,11 @@ static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int 
     void *stream = NULL;
     int ok = 0;
     tcase c2 = *replay;
-    if (io_make(&P, &a_io, c, ql, sl, 0, rng)) goto done;
+    if (io_make(&P, &a_io, c, ql, sl, 0, 0, rng)) goto done;
     c2.reqs = c->reqs > 2 ? c->reqs - 1 : c->reqs; /* the replay: fewer requests too */
     if (empty) empty_lengths(&c2, ql2, sl2);
-    if (io_make(&P, &b_io, &c2, ql2, sl2, a_io.B.num_tokens, rng)) goto done;
+    /* b's cache holds a's blocks too: the captured plan's bounds are a's */
+    if (io_make(&P, &b_io, &c2, ql2, sl2, a_io.B.num_tokens, a_io.B.num_blocks, rng)) goto done;
     /* Limits cover both; the replay's tensors must be the captured ones, so
      * replay data is copied into the captured buffers. */
     ah_limits lim = limits_for(&a_io.B, 2);
@@ -349,10 +351,10 @@ static void run_deterministic(const char *path, const tcase *c, uint64_t *rng)
         tcase c1 = *c;
         c1.reqs = 1;
         uint64_t seed = *rng;
-        if (io_make(&p2, &big, c, ql, sl, 0, rng)) goto done;
+        if (io_make(&p2, &big, c, ql, sl, 0, 0, rng)) goto done;
         /* Same request 0 data: rebuild with the same seed, one request. */
         uint64_t r2 = seed;
-        if (io_make(&p2, &one, &c1, ql, sl, 0, &r2)) goto done;
+        if (io_make(&p2, &one, &c1, ql, sl, 0, 0, &r2)) goto done;
         /* Make request 0's cache rows and query identical: copy big's. */
         size_t qb = ah_dtype_size(c->q), cb = ah_dtype_size(c->kv);
         memcpy(one.q, big.q, (size_t)c->hq * c->d * qb);
@@ -427,7 +429,7 @@ static void run_bad_input(ah_context *ctx, const tcase *c, uint64_t *rng)
     ath_work io;
     ah_state *st = NULL;
     int ok = 0;
-    if (io_make(&P, &io, c, ql, sl, 0, rng)) goto done;
+    if (io_make(&P, &io, c, ql, sl, 0, 0, rng)) goto done;
     ah_limits lim = limits_for(&io.B, 0);
     TRY("state_create", O->state_create(ctx, &io.spec, &lim, &st));
     TRY("plan", O->plan(st, &io.B.b, AH_PLAN_EAGER, NULL));
