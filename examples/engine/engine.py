@@ -200,7 +200,12 @@ class Engine:
         ah_dtype = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[p.dtype]
         cfg = model.config.to_dict()
         self.desc = attnhost.Model.from_hf_config(cfg, dtype=ah_dtype, block_size=block_size)
-        conf = f"[select]\npriority = {plugin}\nfallback = error\n" if plugin else None
+        # The model's tensors live on one device, so no layer may fall back
+        # to a plugin on another (a GPU model's layer that no GPU plugin
+        # serves fails the selection instead of binding to the CPU).
+        conf = "[select]\n" + (f"priority = {plugin}\n" if plugin else "")
+        if plugin or self.device.type != "cpu":
+            conf += "fallback = error\n"
         self.host = attnhost.Host(config_text=conf, cache_path=scan_cache)
         self.selection = self.host.select(self.desc)
         self.block_size = block_size
