@@ -28,6 +28,25 @@ static inline DLTensor bf_tensor(void *data, int ndim, int64_t *shape, DLDataTyp
 }
 
 /* The next value in [-1, 1) of a 64-bit LCG seeded by *s. */
+/* Forward args over q, the new K/V, the caches, out and lse (NULL: none):
+ * no sinks or slopes, unit FP8 scales, the default stream. */
+static inline ah_forward_args bf_forward_args(const DLTensor *q, const DLTensor *k,
+                                              const DLTensor *v, const DLTensor *kc,
+                                              const DLTensor *vc, DLTensor *out, DLTensor *lse)
+{
+    ah_forward_args a = {.struct_size = sizeof a,
+                         .q = q,
+                         .key = k,
+                         .value = v,
+                         .key_cache = kc,
+                         .value_cache = vc,
+                         .out = out,
+                         .lse = lse,
+                         .k_scale = 1.0f,
+                         .v_scale = 1.0f};
+    return a;
+}
+
 static inline float bf_frand(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;

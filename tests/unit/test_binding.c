@@ -105,19 +105,7 @@ static void teardown(fixture *f)
 
 static ah_forward_args args(fixture *f)
 {
-    ah_forward_args a = {.struct_size = sizeof a,
-                         .q = &f->tq,
-                         .key = &f->tk,
-                         .value = &f->tv,
-                         .key_cache = &f->tkc,
-                         .value_cache = &f->tvc,
-                         .out = &f->to,
-                         .lse = NULL,
-                         .sinks = NULL,
-                         .alibi_slopes = NULL,
-                         .k_scale = 1.0f,
-                         .v_scale = 1.0f,
-                         .stream = NULL};
+    ah_forward_args a = bf_forward_args(&f->tq, &f->tk, &f->tv, &f->tkc, &f->tvc, &f->to, NULL);
     return a;
 }
 

@@ -249,19 +249,8 @@ static void *run(void *arg)
     k->plan = ah_binding_plan(k->b, &k->batch, k->capture ? AH_PLAN_CAPTURE : AH_PLAN_EAGER, NULL);
     snprintf(k->msg, sizeof k->msg, "%s", ah_binding_errmsg(k->b));
     if (k->plan != AH_OK) return NULL;
-    ah_forward_args a = {.struct_size = sizeof a,
-                         .q = &k->tq,
-                         .key = &k->tk,
-                         .value = &k->tv,
-                         .key_cache = &k->tkc,
-                         .value_cache = &k->tvc,
-                         .out = &k->tout,
-                         .lse = &k->tlse,
-                         .sinks = NULL,
-                         .alibi_slopes = NULL,
-                         .k_scale = 1.0f,
-                         .v_scale = 1.0f,
-                         .stream = NULL};
+    ah_forward_args a =
+        bf_forward_args(&k->tq, &k->tk, &k->tv, &k->tkc, &k->tvc, &k->tout, &k->tlse);
     k->fwd = ah_binding_forward(k->b, 0, &a);
     snprintf(k->msg, sizeof k->msg, "%s", ah_binding_errmsg(k->b));
     return NULL;

@@ -118,19 +118,7 @@ static void step_init(step *s, DLDevice dev)
 
 static ah_forward_args fwd(step *s)
 {
-    ah_forward_args a = {.struct_size = sizeof a,
-                         .q = &s->tq,
-                         .key = &s->tk,
-                         .value = &s->tv,
-                         .key_cache = &s->tkc,
-                         .value_cache = &s->tvc,
-                         .out = &s->to,
-                         .lse = NULL,
-                         .sinks = NULL,
-                         .alibi_slopes = NULL,
-                         .k_scale = 1.0f,
-                         .v_scale = 1.0f,
-                         .stream = NULL};
+    ah_forward_args a = bf_forward_args(&s->tq, &s->tk, &s->tv, &s->tkc, &s->tvc, &s->to, NULL);
     return a;
 }
 

@@ -15,6 +15,7 @@
 #include <attnhost/attnhost.h>
 #include <attnhost/reference.h>
 
+#include "batch_fixture.h"
 #include "binding_env.h"
 #include "check.h"
 
@@ -421,19 +422,8 @@ static void gstep_check(env *e, gstep *s, const char *what)
                                         s->vref[l] + guard, 1, 1, &err) == AH_OK,
                   "%s", err.msg);
         for (size_t i = 0; i < sizeof s->out / sizeof s->out[0]; i++) s->out[i] = NAN;
-        ah_forward_args a = {.struct_size = sizeof a,
-                             .q = &s->tq,
-                             .key = &s->tk,
-                             .value = &s->tv,
-                             .key_cache = &s->tkc[l],
-                             .value_cache = &s->tvc[l],
-                             .out = &s->to,
-                             .lse = NULL,
-                             .sinks = NULL,
-                             .alibi_slopes = NULL,
-                             .k_scale = 1.0f,
-                             .v_scale = 1.0f,
-                             .stream = NULL};
+        ah_forward_args a =
+            bf_forward_args(&s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to, NULL);
         CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what,
                   ah_binding_errmsg(e->b));
         CHECK_MSG(
@@ -591,19 +581,7 @@ static void test_bf16(void)
         ah_error err;
         CHECK(ah_reference_write_kv(&d->spec, &s->batch, k, v, kr + guard, vr + guard, 1, 1,
                                     &err) == AH_OK);
-        ah_forward_args a = {.struct_size = sizeof a,
-                             .q = &tq,
-                             .key = &tk,
-                             .value = &tv,
-                             .key_cache = &tkc,
-                             .value_cache = &tvc,
-                             .out = &to,
-                             .lse = NULL,
-                             .sinks = NULL,
-                             .alibi_slopes = NULL,
-                             .k_scale = 1.0f,
-                             .v_scale = 1.0f,
-                             .stream = NULL};
+        ah_forward_args a = bf_forward_args(&tq, &tk, &tv, &tkc, &tvc, &to, NULL);
         CHECK_MSG(ah_binding_forward(e.b, (uint32_t)l, &a) == AH_OK, "bf16: %s",
                   ah_binding_errmsg(e.b));
         ah_ref_inputs in = {.struct_size = sizeof in,

@@ -241,19 +241,8 @@ static void step_check(env *e, step *s, const char *what)
         CHECK(ah_reference_write_kv(&d->spec, &s->batch, s->k, s->v, s->kref[l], s->vref[l], 1, 1,
                                     &err) == AH_OK);
         for (size_t i = 0; i < sizeof s->out / sizeof s->out[0]; i++) s->out[i] = NAN;
-        ah_forward_args a = {.struct_size = sizeof a,
-                             .q = &s->tq,
-                             .key = &s->tk,
-                             .value = &s->tv,
-                             .key_cache = &s->tkc[l],
-                             .value_cache = &s->tvc[l],
-                             .out = &s->to,
-                             .lse = NULL,
-                             .sinks = NULL,
-                             .alibi_slopes = NULL,
-                             .k_scale = 1.0f,
-                             .v_scale = 1.0f,
-                             .stream = NULL};
+        ah_forward_args a =
+            bf_forward_args(&s->tq, &s->tk, &s->tv, &s->tkc[l], &s->tvc[l], &s->to, NULL);
         CHECK_MSG(ah_binding_forward(e->b, (uint32_t)l, &a) == AH_OK, "%s: %s", what,
                   ah_binding_errmsg(e->b));
         CHECK_MSG(memcmp(s->kref[l], s->kc[l], sizeof s->kref[l]) == 0 &&
