@@ -8,8 +8,9 @@ pkgs="cmake make gcc g++ pkg-config clang-format libinih-dev libjson-c-dev libdl
 # and OpenCL headers and loaders, PoCL, which runs its kernels on the CPU,
 # and intel-opencl-icd for ocloc (the Intel tier compiled for PVC and Arc
 # and its ISA checked for dpas; it also brings Intel's GPU drivers, which
-# find no GPU here)
-pkgs="$pkgs clang-14 llvm-spirv-14 spirv-tools libze1 libze-dev ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd intel-opencl-icd"
+# find no GPU here), and Oclgrind, a simulated OpenCL device that reports
+# out-of-bounds accesses (the xpu_oclgrind test; it registers no ICD)
+pkgs="$pkgs clang-14 llvm-spirv-14 spirv-tools libze1 libze-dev ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd intel-opencl-icd oclgrind"
 [ "${1:-}" = packaging ] && pkgs="dpkg-dev file lintian debootstrap"
 missing=""
 for p in $pkgs; do
