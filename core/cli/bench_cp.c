@@ -99,9 +99,7 @@ static int sync_point(cp_rank *r, int failed_here)
 typedef struct cp_data {
     ah_device *dev;
     ah_mirror q, out, qsl, seqlens, table, slots;
-    void *kc, *vc;
-    DLTensor kct, vct;
-    int64_t kshape[6], kstrides[6], vshape[6], vstrides[6];
+    ah_mirror kc, vc; /* device only: a shard may be most of the device */
     uint32_t mb, num_blocks;
     uint64_t local; /* this rank's local length of each request */
 } cp_data;
@@ -135,12 +133,8 @@ static int fill_device(cp_rank *r, ah_device *d, void *p, size_t bytes, ah_dtype
 
 static void data_free(cp_data *d)
 {
-    ah_mirror *all[] = {&d->q, &d->out, &d->qsl, &d->seqlens, &d->table, &d->slots};
+    ah_mirror *all[] = {&d->q, &d->out, &d->qsl, &d->seqlens, &d->table, &d->slots, &d->vc, &d->kc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ah_mirror_free(all[i]);
-    if (d->dev) {
-        ah_device_free(d->dev, d->kc);
-        ah_device_free(d->dev, d->vc);
-    }
     memset(d, 0, sizeof *d);
 }
 
@@ -160,28 +154,15 @@ static int data_init(cp_rank *r, ah_binding *b, cp_data *d)
     ah_kv_cache_desc kd = {.struct_size = sizeof kd}, vd = {.struct_size = sizeof vd};
     if (ah_binding_kv_cache_desc(b, 0, d->num_blocks, &kd, &vd) != AH_OK)
         return rank_fail(r, "%s", ah_binding_errmsg(b));
-    ah_kv_cache_desc *desc[2] = {&kd, &vd};
-    void **mem[2] = {&d->kc, &d->vc};
-    DLTensor *t[2] = {&d->kct, &d->vct};
-    int64_t *shape[2] = {d->kshape, d->vshape}, *strides[2] = {d->kstrides, d->vstrides};
+    if (ah_mirror_kv_init(&d->kc, &d->vc, d->dev, &kd, &vd, 0, err, sizeof err))
+        return rank_fail(r, "the KV cache: %s", err);
+    /* what each owns: an interleaved layout's values lie in the key's */
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)r->rank << 32);
-    for (int i = 0; i < 2; i++) {
-        if (!desc[i]->ndim) continue; /* MLA: no value cache */
-        size_t elems = 1;
-        for (int k = 0; k < desc[i]->ndim; k++) {
-            shape[i][k] = desc[i]->shape[k];
-            strides[i][k] = desc[i]->strides[k];
-            elems += (size_t)(desc[i]->shape[k] - 1) * (size_t)desc[i]->strides[k];
-        }
-        size_t bytes = elems * ah_dtype_size(sp->kv_dtype);
-        if (ah_device_alloc(d->dev, bytes, mem[i]) != AH_OK)
-            return rank_fail(r, "allocating %.2f GiB of KV cache: %s", bytes / 1073741824.0,
-                             ah_device_errmsg(d->dev));
-        if (fill_device(r, d->dev, *mem[i], bytes, sp->kv_dtype, &rng)) return -1;
-        *t[i] = (DLTensor){
-            *mem[i], ah_device_dl(d->dev), desc[i]->ndim, desc[i]->dl_dtype, shape[i], strides[i],
-            0};
-    }
+    ah_mirror *own[2] = {&d->kc, &d->vc};
+    for (int i = 0; i < 2; i++)
+        if (own[i]->bytes &&
+            fill_device(r, d->dev, own[i]->t.data, own[i]->bytes, sp->kv_dtype, &rng))
+            return -1;
     DLDataType qt = ah_dtype_to_dl(sp->q_dtype), i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1};
     int64_t s_q[3] = {B, sp->num_q_heads, sp->qk_head_size},
             s_o[3] = {B, sp->num_q_heads, sp->v_head_size}, s_qsl[1] = {B + 1}, s_req[1] = {B},
@@ -286,8 +267,8 @@ static int time_forward(cp_rank *r, ah_binding *b, cp_data *d, double *median_ms
     int fp8 = run->spec->kv_dtype == AH_DTYPE_FP8_E4M3 || run->spec->kv_dtype == AH_DTYPE_FP8_E5M2;
     ah_forward_args a = {.struct_size = sizeof a,
                          .q = &d->q.t,
-                         .key_cache = &d->kct,
-                         .value_cache = d->vc ? &d->vct : NULL,
+                         .key_cache = &d->kc.t,
+                         .value_cache = d->vc.t.data ? &d->vc.t : NULL,
                          .out = &d->out.t,
                          .k_scale = fp8 ? 1.0f / 64 : 1.0f,
                          .v_scale = fp8 ? 1.0f / 48 : 1.0f,

@@ -262,6 +262,7 @@ static void view(ah_mirror *v, const ah_mirror *arena, DLDataType dt, int ndim,
                  const int64_t *shape)
 {
     *v = *arena;
+    v->view = 1; /* the arena frees the buffer */
     v->t.dtype = dt;
     v->t.ndim = ndim;
     for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
@@ -343,7 +344,6 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
         ah_device_kind_of(ah_binding_device(w->b, l, AH_PHASE_DECODE)) != ah_device_kind_of(L->dev))
         return wl_fail(w, "layer %u: prefill and decode are bound to different devices", l);
     const ah_layer_spec *s = &L->spec;
-    DLDataType kvt = ah_dtype_to_dl(s->kv_dtype);
     DLDataType f32 = {kDLFloat, 32, 1};
     int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
     L->k_scale = fp8 ? 1.0f / 64 : 1.0f;
@@ -354,15 +354,15 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
         const wl_group *G = &w->groups[ah_spec_kv_group(s) < w->n_groups ? ah_spec_kv_group(s) : 0];
         if (ah_binding_kv_cache_desc(w->b, l, G->num_blocks, &kd, &vd) != AH_OK)
             return wl_fail(w, "%s", ah_binding_errmsg(w->b));
-        if (tensor_init(w, &L->kcache, L->dev, kvt, kd.ndim, kd.shape)) return -1;
-        size_t ncache = L->kcache.bytes / ah_dtype_size(s->kv_dtype);
-        wl_fill_random(&w->rng, L->kcache.host, ncache, s->kv_dtype);
-        if (to_device(w, &L->kcache, L->kcache.bytes)) return -1;
-        if (!s->use_mla) {
-            if (tensor_init(w, &L->vcache, L->dev, kvt, vd.ndim, vd.shape)) return -1;
-            wl_fill_random(&w->rng, L->vcache.host, L->vcache.bytes / ah_dtype_size(s->kv_dtype),
+        if (ah_mirror_kv_init(&L->kcache, &L->vcache, L->dev, &kd, &vd, 1, w->err, sizeof w->err))
+            return -1;
+        /* every element of what each owns, so an interleaved layout's
+         * values (in the key's allocation) are random too */
+        ah_mirror *own[2] = {&L->kcache, &L->vcache};
+        for (int i = 0; i < 2; i++) {
+            wl_fill_random(&w->rng, own[i]->host, own[i]->bytes / ah_dtype_size(s->kv_dtype),
                            s->kv_dtype);
-            if (to_device(w, &L->vcache, L->vcache.bytes)) return -1;
+            if (to_device(w, own[i], own[i]->bytes)) return -1;
         }
     }
     int64_t hs[1] = {s->num_q_heads};

@@ -46,7 +46,9 @@ typedef struct wl_layer {
     ah_device *dev; /* NULL: not attention, nothing to run */
     int role;       /* WL_* */
     ah_layer_spec spec;
-    ah_mirror kcache, vcache;    /* self and cross layers; vcache unused for MLA */
+    ah_mirror kcache, vcache;    /* self and cross layers, as the binding's kv_cache_desc
+                                    lays them out (an interleaved layout's vcache a view
+                                    into kcache's memory); vcache unused for MLA */
     ah_mirror q, k, v, out, lse; /* views of the device's shared buffers */
     ah_mirror sinks, alibi;
     float k_scale, v_scale;  /* FP8 per-tensor scales; under kv_scales = per_head,

@@ -140,6 +140,9 @@ void zoo_spec_label(const ah_layer_spec *s, char *b, size_t cap)
     if (s->use_mla) ADD(" mla");
     if (s->use_alibi) ADD(" alibi");
     if (!ah_spec_causal(s)) ADD(" non-causal");
+    /* specs that differ only in their cache layout are distinct rows */
+    if (s->kv_layout != AH_KV_LAYOUT_AUTO && s->kv_layout != AH_KV_LAYOUT_NHD)
+        ADD(" %s", ah_kv_layout_str(s->kv_layout));
 #undef ADD
 }
 

@@ -41,7 +41,8 @@ uint32_t zoo_tune_steps(ah_phase phase, int quick, zoo_step *out, uint32_t cap);
 uint32_t zoo_distinct_specs(const ah_model *m, uint32_t *first, uint32_t *count, uint32_t cap);
 /* A one-layer model of spec. */
 ah_model *zoo_one_layer(const ah_layer_spec *spec, ah_error *err);
-/* "28/4 d128 bf16 w4096 cap50 sinks": a spec in a few words. */
+/* "28/4 d128 bf16 w4096 cap50 sinks hnd": a spec in a few words (the
+ * layout when it is not nhd). */
 void zoo_spec_label(const ah_layer_spec *s, char *buf, size_t cap);
 
 typedef struct zoo_timing {

@@ -695,6 +695,19 @@ static void gen_context_parallel(gen *g)
             set_shape(g, &y, SHAPE_DECODE);
             add(g, &y, "cp-mla");
         }
+        /* each claimed interleaved layout (ABI 2.3): a rank's shard in one
+         * allocation, its values a view into it, new tokens written on the
+         * ranks that own them */
+        for (int l = AH_KV_LAYOUT_NHD; l < AH_KV_LAYOUT_COUNT; l++) {
+            if (!ah_kv_layout_is_interleaved((ah_kv_layout)l) || !(c->kv_layouts & AH_BIT(l)) ||
+                l == (int)x.spec.kv_layout || x.spec.use_mla ||
+                x.spec.qk_head_size != x.spec.v_head_size)
+                continue;
+            ah__conf_case y = x;
+            y.spec.kv_layout = (ah_kv_layout)l;
+            set_shape(g, &y, SHAPE_MIXED);
+            add(g, &y, "cp-layout");
+        }
     }
 }
 

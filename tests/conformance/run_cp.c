@@ -95,8 +95,10 @@ static int shard_paging(cp_rank *k)
     return 0;
 }
 
-/* The rank's cache: the context rows it owns, copied from the whole cache
- * as uploaded (before the new tokens); zeros elsewhere. */
+/* The rank's cache, allocated as its binding describes it (an interleaved
+ * layout's value a view into the key's allocation): the context rows it
+ * owns, copied from the whole cache as uploaded (before the new tokens);
+ * zeros elsewhere. */
 static int shard_cache(cp_rank *k)
 {
     ah__conf_run *r = k->r;
@@ -104,14 +106,18 @@ static int shard_cache(cp_rank *k)
     const ah_batch *g = &r->batch.b;
     const uint32_t R = g->num_reqs, bs = s->block_size, W = k->cpo.world_size,
                    I = k->cpo.interleave;
-    const int hnd = s->kv_layout == AH_KV_LAYOUT_HND;
-    const int64_t d1 = hnd ? s->num_kv_heads : bs, d2 = hnd ? bs : s->num_kv_heads;
-    const int64_t skc[4] = {k->num_blocks, d1, d2, s->qk_head_size},
-                  svc[4] = {k->num_blocks, d1, d2, s->v_head_size};
-    const DLDataType kt = ah_dtype_to_dl(s->kv_dtype);
-    if (mirror(k, &k->kc, kt, 4, skc, NULL) || (!s->use_mla && mirror(k, &k->vc, kt, 4, svc, NULL)))
-        return -1;
+    ah_kv_cache_desc kd = {.struct_size = sizeof kd}, vd = {.struct_size = sizeof vd};
+    char why[512];
+    if (ah_binding_kv_cache_desc(k->bind, 0, k->num_blocks, &kd, &vd) != AH_OK)
+        return rank_fail(k, "kv_cache_desc: %s", ah_binding_errmsg(k->bind));
+    if (ah_mirror_kv_init(&k->kc, &k->vc, k->dev, &kd, &vd, 1, why, sizeof why))
+        return rank_fail(k, "%s", why);
     const size_t esz = ah_dtype_size(s->kv_dtype);
+    /* the whole cache's values: in its own copy, or (interleaved) in the
+     * key's at the value view's place */
+    const char *vc0 = s->use_mla   ? NULL
+                      : r->vc.host ? r->vc0
+                                   : (const char *)r->kc0 + ((char *)r->vhost - (char *)r->kc.host);
     for (uint32_t q = 0; q < R; q++) {
         const int32_t ql = g->query_start_loc_host[q + 1] - g->query_start_loc_host[q];
         const uint64_t ctx = (uint64_t)(g->seq_lens_host[q] - ql);
@@ -132,14 +138,14 @@ static int shard_cache(cp_rank *k)
                                                (uint32_t)grow[p / bs], (uint32_t)(p % bs), h, 0),
                              vt = ah_kv_offset(s->kv_layout, bs, s->num_kv_heads, s->v_head_size,
                                                (uint32_t)lrow[lp / bs], (uint32_t)(lp % bs), h, 0);
-                memcpy((char *)k->vc.host + vt * esz, (const char *)r->vc0 + vf * esz,
-                       s->v_head_size * esz);
+                memcpy((char *)k->vc.host + vt * esz, vc0 + vf * esz, s->v_head_size * esz);
             }
         }
     }
-    char why[512];
+    /* the key's upload carries an interleaved value view; a view owns
+     * nothing to copy */
     if (ah_mirror_upload(&k->kc, 0, why, sizeof why) ||
-        (k->vc.host && ah_mirror_upload(&k->vc, 0, why, sizeof why)))
+        ah_mirror_upload(&k->vc, 0, why, sizeof why))
         return rank_fail(k, "%s", why);
     return 0;
 }
@@ -304,7 +310,7 @@ void ah__conf_run_cp(ah__conf_run *r, const char *plugin, uint32_t cp_devices)
         ah__conf_batch_fill(r, &r->batch, c->qlen, c->slen, 1) || ah__conf_fill_inputs(r, 0))
         return;
     ah_error err = {{0}};
-    if (ah__conf_ref_write_kv(r, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host, r->vc.host,
+    if (ah__conf_ref_write_kv(r, &r->batch.b, r->knew.host, r->vnew.host, r->kc.host, r->vhost,
                               &err) != AH_OK) {
         ah__conf_fail(r, "oracle write_kv: %s", err.msg);
         return;
