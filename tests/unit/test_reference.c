@@ -616,6 +616,28 @@ static void test_merge_halves(void)
 
 /* write_kv: hand-encoded FP8 bytes, negative slots skipped, untouched
  * slots left alone, an out-of-range slot writes nothing. */
+/* A batch of one request over host arrays: num_tokens query tokens (its
+ * query is qsl[1] - qsl[0] of them), sl[0] keys, its table row bt of
+ * stride entries in a cache of num_blocks blocks. */
+static ah_batch one_request(int32_t *qsl, int32_t *sl, int32_t *bt, int64_t *slots,
+                            uint32_t num_tokens, uint32_t stride, uint32_t num_blocks)
+{
+    ah_batch b;
+    memset(&b, 0, sizeof b);
+    b.struct_size = sizeof b;
+    b.num_reqs = 1;
+    b.num_tokens = num_tokens;
+    b.max_query_len = (uint32_t)(qsl[1] - qsl[0]);
+    b.max_seq_len = (uint32_t)sl[0];
+    b.num_blocks = num_blocks;
+    b.query_start_loc_host = qsl;
+    b.seq_lens_host = sl;
+    b.block_table_host = bt;
+    b.slot_mapping_host = slots;
+    b.block_table_stride = stride;
+    return b;
+}
+
 static void test_write_kv(void)
 {
     ah_layer_spec s = make_spec(2, 2, 2, 2, 2);
@@ -623,19 +645,7 @@ static void test_write_kv(void)
     s.kv_dtype = AH_DTYPE_FP8_E4M3;
     int32_t qsl[2] = {0, 3}, sl[1] = {3}, bt[2] = {1, 0};
     int64_t slots[3] = {2, -1, 0}; /* position 0 -> block 1 slot 0 -> 2; pos 2 -> block 0 slot 0 */
-    ah_batch b;
-    memset(&b, 0, sizeof b);
-    b.struct_size = sizeof b;
-    b.num_reqs = 1;
-    b.num_tokens = 3;
-    b.max_query_len = 3;
-    b.max_seq_len = 3;
-    b.num_blocks = 2;
-    b.query_start_loc_host = qsl;
-    b.seq_lens_host = sl;
-    b.block_table_host = bt;
-    b.slot_mapping_host = slots;
-    b.block_table_stride = 2;
+    ah_batch b = one_request(qsl, sl, bt, slots, 3, 2, 2);
     float key[12], val[12];
     for (int i = 0; i < 12; i++) {
         key[i] = 0.5f;  /* / 0.25 = 2.0 -> e4m3 0x40 */
@@ -690,19 +700,7 @@ static void test_fp8_read(void)
     s.attn_type = AH_ATTN_ENCODER_DECODER;
     int32_t qsl[2] = {0, 1}, sl[1] = {2}, bt[1] = {0};
     int64_t slots[1] = {-1};
-    ah_batch b;
-    memset(&b, 0, sizeof b);
-    b.struct_size = sizeof b;
-    b.num_reqs = 1;
-    b.num_tokens = 1;
-    b.max_query_len = 1;
-    b.max_seq_len = 2;
-    b.num_blocks = 1;
-    b.query_start_loc_host = qsl;
-    b.seq_lens_host = sl;
-    b.block_table_host = bt;
-    b.slot_mapping_host = slots;
-    b.block_table_stride = 1;
+    ah_batch b = one_request(qsl, sl, bt, slots, 1, 1, 1);
     b.encoder_seq_lens_host = sl;                          /* a cross layer: two encoder tokens */
     float q[2] = {0, 0};                                   /* equal weights */
     uint8_t kc[8] = {0}, vc[8] = {0x40, 0x38, 0x48, 0xb8}; /* 2, 1, 4, -1 */
@@ -753,19 +751,7 @@ static void test_fp8_per_head(void)
     s.attn_type = AH_ATTN_ENCODER_DECODER; /* every key visible: equal weights */
     int32_t qsl[2] = {0, 1}, sl[1] = {2}, bt[1] = {0};
     int64_t slots[2] = {0, 1};
-    ah_batch b;
-    memset(&b, 0, sizeof b);
-    b.struct_size = sizeof b;
-    b.num_reqs = 1;
-    b.num_tokens = 2;
-    b.max_query_len = 1;
-    b.max_seq_len = 2;
-    b.num_blocks = 1;
-    b.query_start_loc_host = qsl;
-    b.seq_lens_host = sl;
-    b.block_table_host = bt;
-    b.slot_mapping_host = slots;
-    b.block_table_stride = 1;
+    ah_batch b = one_request(qsl, sl, bt, slots, 2, 1, 1);
     b.encoder_seq_lens_host = sl;
     /* [token, head, ch]: K 1 everywhere; V of token 0 is 2, of token 1 is 4 */
     float key[8], val[8];
