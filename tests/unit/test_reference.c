@@ -710,12 +710,8 @@ static void test_fp8_read(void)
                         .q = q,
                         .key_cache = kc,
                         .value_cache = vc,
-                        .sinks = NULL,
-                        .alibi_slopes = NULL,
                         .k_scale = 0.5f,
-                        .v_scale = 3.0f,
-                        .key = NULL,
-                        .value = NULL};
+                        .v_scale = 3.0f};
     double out[2], lse[1];
     ah_error err = {{0}};
     CHECK(ah_reference_attention(&in, out, lse, &err) == AH_OK);
@@ -724,18 +720,11 @@ static void test_fp8_read(void)
     CHECK(fabs(lse[0] - log(2.0)) < 1e-15);
     /* MLA: V is the key cache's head, so k_scale (not v_scale) applies */
     s.use_mla = 1;
-    ah_ref_inputs mla = {.struct_size = sizeof mla,
-                         .spec = &s,
-                         .batch = &b,
-                         .q = q,
-                         .key_cache = vc,
-                         .value_cache = NULL,
-                         .sinks = NULL,
-                         .alibi_slopes = NULL,
-                         .k_scale = 3.0f,
-                         .v_scale = 0.5f,
-                         .key = NULL,
-                         .value = NULL};
+    ah_ref_inputs mla = in;
+    mla.key_cache = vc;
+    mla.value_cache = NULL;
+    mla.k_scale = 3.0f;
+    mla.v_scale = 0.5f;
     CHECK(ah_reference_attention(&mla, out, lse, &err) == AH_OK);
     CHECK_MSG(fabs(out[0] - 9.0) < 1e-15 && fabs(out[1]) < 1e-15, "fp8 MLA read: %g %g", out[0],
               out[1]);
