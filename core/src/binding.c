@@ -1242,7 +1242,7 @@ ah_status ah_binding_write_kv(ah_binding *b, uint32_t layer, const ah_kv_write_a
     return forward_split(b, layer, &fa, 0);
 }
 
-ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *engine_args)
+static ah_status forward_layer(ah_binding *b, uint32_t layer, const ah_forward_args *engine_args)
 {
     bound_state *bs = planned_state(b, layer);
     if (!bs) return AH_ERR_INVALID_ARGUMENT;
@@ -1275,6 +1275,15 @@ ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_arg
     if (b->cp) return forward_cp(b, layer, bs, a);
     if (split_layer(b, layer)) return forward_split(b, layer, a, 1);
     return forward_one(b, layer, bs, a);
+}
+
+ah_status ah_binding_forward(ah_binding *b, uint32_t layer, const ah_forward_args *engine_args)
+{
+    ah_status s = forward_layer(b, layer, engine_args);
+    /* A context-parallel rank that fails after the step's check would leave
+     * the others waiting in the layer's all-gather: tell the group. */
+    if (s != AH_OK && b->cp) ah__cp_fail(b->cp, ah_binding_errmsg(b));
+    return s;
 }
 
 ah_status ah_binding_merge_states(ah_binding *b, uint32_t layer, const ah_merge_args *a)

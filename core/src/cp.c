@@ -679,6 +679,8 @@ static void gathered(const ah__cp *cp, uint32_t k, const DLTensor *like, int lse
                     0};
 }
 
+void ah__cp_fail(ah__cp *cp, const char *why) { ah__cp_comm_fail(cp->comm, why); }
+
 ah_status ah__cp_forward_end(ah__cp *cp, const ah__cp_state *st, const ah_forward_args *a,
                              ah_error *err)
 {

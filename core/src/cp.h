@@ -68,5 +68,8 @@ ah_status ah__cp_forward_begin(ah__cp *cp, const ah__cp_state *st, const ah_forw
                                ah_forward_args *local, ah_error *err);
 ah_status ah__cp_forward_end(ah__cp *cp, const ah__cp_state *st, const ah_forward_args *a,
                              ah_error *err);
+/* This rank failed a layer's forward after the step's check: tell the
+ * group (ah__cp_comm_fail), so the other ranks do not wait for it. */
+void ah__cp_fail(ah__cp *cp, const char *why);
 
 #endif

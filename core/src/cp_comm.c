@@ -124,6 +124,22 @@ static ah_status group_barrier(ah_cp_local_group *g, uint32_t rank, const void *
     return AH_ERR_UNAVAILABLE;
 }
 
+void ah__cp_comm_fail(ah__cp_comm *c, const char *why)
+{
+    ah_cp_local_group *g = c->group;
+    if (!g) return;
+    pthread_mutex_lock(&g->mu);
+    if (!g->failed) {
+        snprintf(g->why, sizeof g->why,
+                 "context parallel (local group): rank %u failed: %.400s; the group is failed for "
+                 "good",
+                 c->rank, why);
+        g->failed = 1;
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
 ah_status ah__cp_comm_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp_comm **out,
                            ah_error *err)
 {

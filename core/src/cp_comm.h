@@ -53,6 +53,13 @@ ah_status ah__cp_comm_all_gather(ah__cp_comm *c, const ah__cp_mem *mem, const vo
 ah_status ah__cp_comm_exchange(ah__cp_comm *c, const ah__cp_mem *mem, const int32_t *mine,
                                int32_t *all, uint32_t n, ah_error *err);
 
+/* This rank failed a step after the step's check (its forward refused or
+ * failed): a local group fails for good at once, so the other ranks' next
+ * collective returns an error naming this rank and why, instead of waiting
+ * out the time-out. NCCL has no such signal: the engine aborts its
+ * communicator (docs/context-parallel.md). */
+void ah__cp_comm_fail(ah__cp_comm *c, const char *why);
+
 /* The NCCL transport (cp_nccl.c), used by ah__cp_comm_open. */
 typedef struct ah__cp_nccl ah__cp_nccl;
 ah_status ah__cp_nccl_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp_nccl **out,

@@ -12,7 +12,9 @@
  *    cp_local_seq_lens, a slot for a position another rank holds, batches
  *    that differ between ranks;
  *  - a rank that never arrives fails the others after the time-out with a
- *    message naming it, and the outputs are untouched.
+ *    message naming it, and the outputs are untouched;
+ *  - a rank whose forward is refused after the step's check fails the
+ *    others at once (not after the time-out), naming it and why.
  */
 #include <math.h>
 #include <pthread.h>
@@ -179,7 +181,7 @@ typedef struct rank {
     int64_t ssl, sq[3], skv[3], sc[4], sl2[2];
     ah_batch batch;
     int skip_plan; /* this rank stops before the step (a failed rank) */
-    int bad_local, bad_slot, other_batch, capture;
+    int bad_local, bad_slot, other_batch, capture, bad_forward;
     ah_status plan, fwd;
     char msg[1024];
 } rank;
@@ -251,6 +253,9 @@ static void *run(void *arg)
     if (k->plan != AH_OK) return NULL;
     ah_forward_args a =
         bf_forward_args(&k->tq, &k->tk, &k->tv, &k->tkc, &k->tvc, &k->tout, &k->tlse);
+    DLTensor q = k->tq;
+    int64_t wrong[3] = {k->sq[0], HQ + 1, D};
+    if (k->bad_forward) q.shape = wrong, a.q = &q; /* refused by the host's tensor check */
     k->fwd = ah_binding_forward(k->b, 0, &a);
     snprintf(k->msg, sizeof k->msg, "%s", ah_binding_errmsg(k->b));
     return NULL;
@@ -289,6 +294,7 @@ static void bad_slot_on_2(rank *k) { k->bad_slot = k->cp.rank == 2; }
 static void other_batch_on_1(rank *k) { k->other_batch = k->cp.rank == 1; }
 static void rank_1_stops(rank *k) { k->skip_plan = k->cp.rank == 1; }
 static void capture(rank *k) { k->capture = 1; }
+static void bad_forward_on_1(rank *k) { k->bad_forward = k->cp.rank == 1; }
 
 static void test_steps(ah_host *h)
 {
@@ -336,6 +342,16 @@ static void test_steps(ah_host *h)
         CHECK(ranks[i].plan == AH_ERR_UNAVAILABLE);
         CHECK_MSG(strstr(ranks[i].msg, "rank(s) 1 did not arrive within 300 ms"), "%s",
                   ranks[i].msg);
+        CHECK(untouched(&ranks[i]));
+    }
+    /* a rank refused at forward, after the step's check: the others stop
+     * at once with its reason (the default 60 s time-out never passes) */
+    step(h, sel, 3, 0, ranks, bad_forward_on_1);
+    CHECK_MSG(ranks[1].fwd == AH_ERR_INVALID_ARGUMENT && strstr(ranks[1].msg, "q: shape"), "%s",
+              ranks[1].msg);
+    for (uint32_t i = 0; i < 3; i += 2) {
+        CHECK(ranks[i].plan == AH_OK && ranks[i].fwd == AH_ERR_UNAVAILABLE);
+        CHECK_MSG(strstr(ranks[i].msg, "rank 1 failed: layer 0: q: shape"), "%s", ranks[i].msg);
         CHECK(untouched(&ranks[i]));
     }
     free(ranks);
