@@ -264,7 +264,7 @@ static int time_plan(cp_rank *r, ah_binding *b, cp_data *d, const ah_batch *batc
 static int time_forward(cp_rank *r, ah_binding *b, cp_data *d, double *median_ms)
 {
     const cp_run *run = r->run;
-    int fp8 = run->spec->kv_dtype == AH_DTYPE_FP8_E4M3 || run->spec->kv_dtype == AH_DTYPE_FP8_E5M2;
+    int fp8 = ah_dtype_is_fp8(run->spec->kv_dtype);
     ah_forward_args a = {.struct_size = sizeof a,
                          .q = &d->q.t,
                          .key_cache = &d->kc.t,

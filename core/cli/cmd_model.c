@@ -20,9 +20,8 @@
 
 static int parse_dtype(const char *v, int allow_fp8, ah_dtype *out)
 {
-    static const char *const names[] = {"auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"};
-    for (int i = 1; i < (allow_fp8 ? 6 : 4); i++)
-        if (!strcmp(v, names[i])) {
+    for (int i = 1; i < (allow_fp8 ? AH_DTYPE_COUNT : AH_DTYPE_FP8_E4M3); i++)
+        if (!strcmp(v, ah_dtype_name((ah_dtype)i))) {
             *out = (ah_dtype)i;
             return 0;
         }
@@ -74,10 +73,10 @@ static int import(cli_common *c)
             fprintf(stderr, "attnhost model import: --dtype %s: one of fp32, fp16, bf16\n", v);
             return 2;
         } else if (!strcmp(a, "--kv-dtype") && parse_dtype(v, 1, &o.kv_dtype)) {
-            fprintf(
-                stderr,
-                "attnhost model import: --kv-dtype %s: one of fp32, fp16, bf16, fp8_e4m3, fp8_e5m2\n",
-                v);
+            fprintf(stderr,
+                    "attnhost model import: --kv-dtype %s: one of fp32, fp16, bf16, fp8_e4m3, "
+                    "fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz\n",
+                    v);
             return 2;
         } else if (!strcmp(a, "--block-size") || !strcmp(a, "--tp")) {
             unsigned long n = strtoul(v, &end, 10);

@@ -68,6 +68,9 @@ void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
         case AH_DTYPE_FP16: ((uint16_t *)host)[i] = (uint16_t)((bits & 0x83ff) | 0x3800); break;
         case AH_DTYPE_FP8_E4M3: ((uint8_t *)host)[i] = (uint8_t)((bits & 0x87) | 0x30); break;
         case AH_DTYPE_FP8_E5M2: ((uint8_t *)host)[i] = (uint8_t)((bits & 0x83) | 0x38); break;
+        /* the same bits: values of a quarter to a half (never 0x80, fnuz's NaN) */
+        case AH_DTYPE_FP8_E4M3_FNUZ: ((uint8_t *)host)[i] = (uint8_t)((bits & 0x87) | 0x30); break;
+        case AH_DTYPE_FP8_E5M2_FNUZ: ((uint8_t *)host)[i] = (uint8_t)((bits & 0x83) | 0x38); break;
         default: break;
         }
     }
@@ -345,7 +348,7 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
         return wl_fail(w, "layer %u: prefill and decode are bound to different devices", l);
     const ah_layer_spec *s = &L->spec;
     DLDataType f32 = {kDLFloat, 32, 1};
-    int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
+    int fp8 = ah_dtype_is_fp8(s->kv_dtype);
     L->k_scale = fp8 ? 1.0f / 64 : 1.0f;
     L->v_scale = fp8 ? 1.0f / 48 : 1.0f;
     if (scales_init(w, L)) return -1;
@@ -973,8 +976,7 @@ void wl_advance(workload *w)
 double wl_tolerance(const ah_layer_spec *s)
 {
     double t = s->q_dtype == AH_DTYPE_FP32 ? 1e-4 : s->q_dtype == AH_DTYPE_FP16 ? 5e-3 : 2e-2;
-    if (s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2)
-        t = t < 2e-2 ? 2e-2 : t;
+    if (ah_dtype_is_fp8(s->kv_dtype)) t = t < 2e-2 ? 2e-2 : t;
     return t;
 }
 

@@ -67,7 +67,7 @@ static int dtype_mask_check(uint32_t mask, const char *field, char *why, size_t 
     if (mask & ~known)
         return fail(why, cap,
                     "caps.%s 0x%x has unknown bits 0x%x (known: fp32, fp16, bf16, "
-                    "fp8_e4m3, fp8_e5m2)",
+                    "fp8_e4m3, fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz)",
                     field, mask, mask & ~known);
     return 0;
 }

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <attnhost/plugin_util.h>
+
 #include "alloc.h"
 #include "inifile.h"
 #include "range.h"
@@ -44,6 +46,8 @@ static const ah_key_choice kv_dtype_choices[] = {{"auto", AH_DTYPE_AUTO},
                                                  {"fp32", AH_DTYPE_FP32},
                                                  {"fp8_e4m3", AH_DTYPE_FP8_E4M3},
                                                  {"fp8_e5m2", AH_DTYPE_FP8_E5M2},
+                                                 {"fp8_e4m3fnuz", AH_DTYPE_FP8_E4M3_FNUZ},
+                                                 {"fp8_e5m2fnuz", AH_DTYPE_FP8_E5M2_FNUZ},
                                                  {NULL, 0}};
 static const ah_key_choice kv_scales_choices[] = {{"host", AH_KV_SCALES_HOST},
                                                   {"tensor", AH_KV_SCALES_TENSOR},
@@ -534,11 +538,11 @@ ah_status ah__model_layer_check(const ah_layer_spec *s, ah_layer_kind kind, char
                           "the layer's spec says ragged_kv: a layer's own spec is its paged "
                           "form; its ragged prefill form goes beside it (ragged_prefill, "
                           "ah_model_desc.ragged_forms)");
-    const int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
+    const int fp8 = ah_dtype_is_fp8(s->kv_dtype);
     if (ah_spec_kv_scales(s) != AH_KV_SCALES_HOST && (!fp8 || ah_spec_cacheless(s)))
         return check_fail(msg, cap, keys, AH_MK_kv_scales, fp8 ? AH_MK_attn_type : AH_MK_kv_dtype,
                           "kv_scales = %s needs a KV cache in an FP8 kv_dtype (fp8_e4m3, "
-                          "fp8_e5m2), not %s%s",
+                          "fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz), not %s%s",
                           ah_kv_scales_str(ah_spec_kv_scales(s)),
                           fp8 ? "a cacheless " : "kv_dtype ",
                           fp8 ? ah_attn_type_str(s->attn_type)

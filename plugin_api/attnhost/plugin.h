@@ -66,7 +66,8 @@ extern "C" {
  * ragged_keys), FP8 scales per KV head and in tensors with the query scale
  * (see "FP8 scales" below ah_layer_spec), and the interleaved K/V cache
  * layouts (AH_KV_LAYOUT_NHD_INTERLEAVED, AH_KV_LAYOUT_HND_INTERLEAVED),
- * block_size = auto and kernel blocks (attnhost.h). */
+ * block_size = auto and kernel blocks (attnhost.h), and the fnuz FP8
+ * element types (AH_DTYPE_FP8_E4M3_FNUZ, AH_DTYPE_FP8_E5M2_FNUZ). */
 #define AH_ABI_VERSION_MAJOR 2
 #define AH_ABI_VERSION_MINOR 3
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
@@ -124,6 +125,12 @@ typedef enum ah_dtype {
     AH_DTYPE_BF16 = 3,
     AH_DTYPE_FP8_E4M3 = 4,
     AH_DTYPE_FP8_E5M2 = 5,
+    /* ABI 2.3: the "fnuz" FP8 formats of AMD's MI300 (gfx942), which its
+     * engines keep FP8 KV caches in (torch.float8_e4m3fnuz, _e5m2fnuz):
+     * exponent bias one larger than the OCP format of the same shape, no
+     * infinities, no negative zero, and 0x80 the only NaN. */
+    AH_DTYPE_FP8_E4M3_FNUZ = 6, /* largest finite 240 */
+    AH_DTYPE_FP8_E5M2_FNUZ = 7, /* largest finite 57344 */
     AH_DTYPE_COUNT
 } ah_dtype;
 #define AH_BIT(x) (1u << (x))
@@ -548,7 +555,8 @@ static inline int ah_spec_q_scale(const ah_layer_spec *s)
 /* ----------------------------------------------------------------------------
  * FP8 scales (ABI 2.3; ABI 2.2 had the per-tensor host floats only).
  *
- * An FP8 cache (kv_dtype FP8_E4M3 / FP8_E5M2) holds stored = real / scale,
+ * An FP8 cache (kv_dtype FP8_E4M3 / FP8_E5M2, or their fnuz forms) holds
+ * stored = real / scale,
  * rounded to nearest-even and saturated to the format's largest finite
  * value, and is read as real = stored * scale. A layer has one scale for
  * its keys and one for its values (per tensor), or one of each per KV head

@@ -68,8 +68,8 @@ static inline void ah_strlcpy(char *dst, const char *src, size_t cap)
 
 static inline const char *ah_dtype_name(ah_dtype t)
 {
-    static const char *const names[AH_DTYPE_COUNT] = {"auto", "fp32",     "fp16",
-                                                      "bf16", "fp8_e4m3", "fp8_e5m2"};
+    static const char *const names[AH_DTYPE_COUNT] = {
+        "auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz"};
     return (unsigned)t < AH_DTYPE_COUNT ? names[t] : "?";
 }
 
@@ -88,7 +88,9 @@ static inline size_t ah_dtype_size(ah_dtype t)
     case AH_DTYPE_FP16:
     case AH_DTYPE_BF16: return 2;
     case AH_DTYPE_FP8_E4M3:
-    case AH_DTYPE_FP8_E5M2: return 1;
+    case AH_DTYPE_FP8_E5M2:
+    case AH_DTYPE_FP8_E4M3_FNUZ:
+    case AH_DTYPE_FP8_E5M2_FNUZ: return 1;
     default: return 0;
     }
 }
@@ -105,6 +107,8 @@ static inline DLDataType ah_dtype_to_dl(ah_dtype t)
         break;
     case AH_DTYPE_FP8_E4M3:
     case AH_DTYPE_FP8_E5M2:
+    case AH_DTYPE_FP8_E4M3_FNUZ:
+    case AH_DTYPE_FP8_E5M2_FNUZ:
         d.code = kDLUInt;
         d.bits = 8;
         break;
@@ -178,31 +182,82 @@ static inline float ah_fp8e4m3_to_f32(uint8_t b)
 /* FP8 E5M2 (IEEE-like: infinities and NaNs, max 57344). */
 static inline float ah_fp8e5m2_to_f32(uint8_t b) { return ah_f16_to_f32((uint16_t)(b << 8)); }
 
-/* Encode a float into an FP8 format by nearest-even, saturating to the
- * largest finite value (what every FP8 KV-cache writer does); NaN gives the
- * format's NaN. Normal results round on the exponent-and-mantissa bits as
- * one integer, so a carry moves into the exponent; below the smallest
- * normal the quantum is the subnormals' fixed one. */
+/* FP8 E4M3FNUZ (AMD MI300: bias 8, no infinities, no negative zero, 0x80
+ * the only NaN, max 240). */
+static inline float ah_fp8e4m3fnuz_to_f32(uint8_t b)
+{
+    uint32_t exp = (b >> 3) & 0xfu, man = b & 7u;
+    float v;
+    if (b == 0x80) return NAN;
+    if (exp == 0) v = ldexpf((float)man, -10);
+    else v = ldexpf((float)(8 + man), (int)exp - 11);
+    return b & 0x80 ? -v : v;
+}
+
+/* FP8 E5M2FNUZ (AMD MI300: bias 16, no infinities, no negative zero, 0x80
+ * the only NaN, max 57344). */
+static inline float ah_fp8e5m2fnuz_to_f32(uint8_t b)
+{
+    uint32_t exp = (b >> 2) & 0x1fu, man = b & 3u;
+    float v;
+    if (b == 0x80) return NAN;
+    if (exp == 0) v = ldexpf((float)man, -17);
+    else v = ldexpf((float)(4 + man), (int)exp - 18);
+    return b & 0x80 ? -v : v;
+}
+
+/* Encode a float into an FP8 format (any of the four) by nearest-even,
+ * saturating to the largest finite value (what every FP8 KV-cache writer
+ * does; infinities saturate too); NaN gives the format's NaN. Normal
+ * results round on the exponent-and-mantissa bits as one integer, so a
+ * carry moves into the exponent; below the smallest normal the quantum is
+ * the subnormals' fixed one. A fnuz format has no negative zero (its 0x80
+ * is the NaN), so a negative value that rounds to zero stores 0x00. */
 static inline uint8_t ah_f32_to_fp8(float f, ah_dtype t)
 {
-    const int e4 = t == AH_DTYPE_FP8_E4M3;
-    const uint32_t man_bits = e4 ? 3 : 2, bias = e4 ? 7 : 15, shift = 23 - man_bits;
-    const uint32_t max_code = e4 ? 0x7e : 0x7b; /* 448, 57344 */
+    const int e4 = t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E4M3_FNUZ;
+    const int fnuz = t == AH_DTYPE_FP8_E4M3_FNUZ || t == AH_DTYPE_FP8_E5M2_FNUZ;
+    const uint32_t man_bits = e4 ? 3 : 2, bias = (e4 ? 7 : 15) + (uint32_t)fnuz;
+    const uint32_t shift = 23 - man_bits;
+    /* 448, 57344; fnuz: 240, 57344 (every exponent is finite there) */
+    const uint32_t max_code = fnuz ? 0x7f : e4 ? 0x7e : 0x7b;
     const uint32_t u = ah_f32_to_bits(f), au = u & 0x7fffffffu;
     const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
-    if (au > 0x7f800000u) return e4 ? 0x7f : 0x7e;
-    if (au < (128u - bias) << 23) /* below 2^(1 - bias): multiples of 2^(1 - bias - man_bits) */
-        return (uint8_t)(sign | (uint8_t)nearbyintf(ah_bits_to_f32(au) * (e4 ? 512.0f : 65536.0f)));
+    if (au > 0x7f800000u) return fnuz ? 0x80 : e4 ? 0x7f : 0x7e;
+    if (au < (128u - bias) << 23) { /* below 2^(1 - bias): multiples of 2^(1 - bias - man_bits) */
+        const uint8_t m =
+            (uint8_t)nearbyintf(ldexpf(ah_bits_to_f32(au), (int)(bias - 1u + man_bits)));
+        return fnuz && m == 0 ? 0 : (uint8_t)(sign | m);
+    }
     uint32_t r = (au + (1u << (shift - 1)) - 1u + ((au >> shift) & 1u)) >> shift;
     r -= (127u - bias) << man_bits;
     return (uint8_t)(sign | (r > max_code ? max_code : r));
 }
 
-/* Load element i of a buffer of type t as float. */
 /* True for the 8-bit KV-cache formats. */
 static inline int ah_dtype_is_fp8(ah_dtype t)
 {
-    return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2;
+    return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2 || t == AH_DTYPE_FP8_E4M3_FNUZ ||
+           t == AH_DTYPE_FP8_E5M2_FNUZ;
+}
+
+/* True for the fnuz FP8 formats (AMD MI300's). */
+static inline int ah_dtype_is_fnuz(ah_dtype t)
+{
+    return t == AH_DTYPE_FP8_E4M3_FNUZ || t == AH_DTYPE_FP8_E5M2_FNUZ;
+}
+
+/* The largest finite value of an FP8 format (0 for any other type): what
+ * a store saturates to. */
+static inline float ah_fp8_max(ah_dtype t)
+{
+    switch (t) {
+    case AH_DTYPE_FP8_E4M3: return 448.0f;
+    case AH_DTYPE_FP8_E4M3_FNUZ: return 240.0f;
+    case AH_DTYPE_FP8_E5M2:
+    case AH_DTYPE_FP8_E5M2_FNUZ: return 57344.0f;
+    default: return 0.0f;
+    }
 }
 
 /* The factor an FP8 cache's values are multiplied by (real = stored *
@@ -281,6 +336,7 @@ static inline ah_status ah_spec_check_combination(const ah_layer_spec *s, const 
     return f.n ? AH_ERR_UNSUPPORTED : AH_OK;
 }
 
+/* Load element i of a buffer of type t as float. */
 static inline float ah_load_f32(const void *base, size_t i, ah_dtype t)
 {
     switch (t) {
@@ -289,6 +345,8 @@ static inline float ah_load_f32(const void *base, size_t i, ah_dtype t)
     case AH_DTYPE_BF16: return ah_bf16_to_f32(((const uint16_t *)base)[i]);
     case AH_DTYPE_FP8_E4M3: return ah_fp8e4m3_to_f32(((const uint8_t *)base)[i]);
     case AH_DTYPE_FP8_E5M2: return ah_fp8e5m2_to_f32(((const uint8_t *)base)[i]);
+    case AH_DTYPE_FP8_E4M3_FNUZ: return ah_fp8e4m3fnuz_to_f32(((const uint8_t *)base)[i]);
+    case AH_DTYPE_FP8_E5M2_FNUZ: return ah_fp8e5m2fnuz_to_f32(((const uint8_t *)base)[i]);
     default: return NAN;
     }
 }
@@ -301,7 +359,9 @@ static inline void ah_store_f32(void *base, size_t i, ah_dtype t, float v)
     case AH_DTYPE_FP16: ((uint16_t *)base)[i] = ah_f32_to_f16(v); break;
     case AH_DTYPE_BF16: ((uint16_t *)base)[i] = ah_f32_to_bf16(v); break;
     case AH_DTYPE_FP8_E4M3:
-    case AH_DTYPE_FP8_E5M2: ((uint8_t *)base)[i] = ah_f32_to_fp8(v, t); break;
+    case AH_DTYPE_FP8_E5M2:
+    case AH_DTYPE_FP8_E4M3_FNUZ:
+    case AH_DTYPE_FP8_E5M2_FNUZ: ((uint8_t *)base)[i] = ah_f32_to_fp8(v, t); break;
     default: break;
     }
 }

@@ -12,7 +12,7 @@ from . import _ffi
 from ._handle import Handle
 from .errors import error_for
 
-DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+DTYPES = ("auto", "fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz")
 ATTN_TYPES = ("decoder", "encoder", "encoder_only", "encoder_decoder")
 KV_LAYOUTS = ("auto", "nhd", "hnd", "nhd_interleaved", "hnd_interleaved")  # ah_kv_layout
 KV_SCALES = ("host", "tensor", "per_head")  # ah_kv_scales (ABI 2.3)

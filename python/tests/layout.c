@@ -1,11 +1,14 @@
 /* Sizes and field offsets of the structures the Python package mirrors,
- * as JSON: test_layout.py compares them with its ctypes declarations.
+ * as JSON: test_layout.py compares them with its ctypes declarations; and,
+ * under "ah_dtype", the element types' names in enum order, which
+ * attnhost.model.DTYPES indexes by value.
  * Generated once from attnhost/_ffi.py; a field added to a header but not
  * here or there fails the comparison of sizes. */
 #include <stddef.h>
 #include <stdio.h>
 
 #include <attnhost/attnhost.h>
+#include <attnhost/plugin_util.h>
 #include <attnhost/reference.h>
 
 #define F(T, f) printf("%s\"%s\": %zu", first++ ? ", " : "", #f, offsetof(T, f))
@@ -41,6 +44,8 @@ int main(void)
     S(ah_binding_options, F(ah_binding_options, struct_size); F(ah_binding_options, limits); F(ah_binding_options, no_validation); F(ah_binding_options, device_index); F(ah_binding_options, cp));
     S(ah_kv_cache_desc, F(ah_kv_cache_desc, struct_size); F(ah_kv_cache_desc, ndim); F(ah_kv_cache_desc, shape); F(ah_kv_cache_desc, strides); F(ah_kv_cache_desc, kv_dtype); F(ah_kv_cache_desc, dl_dtype); F(ah_kv_cache_desc, alloc_ndim); F(ah_kv_cache_desc, alloc_shape); F(ah_kv_cache_desc, offset); F(ah_kv_cache_desc, in_key_alloc));
     S(ah_ref_inputs, F(ah_ref_inputs, struct_size); F(ah_ref_inputs, spec); F(ah_ref_inputs, batch); F(ah_ref_inputs, q); F(ah_ref_inputs, key_cache); F(ah_ref_inputs, value_cache); F(ah_ref_inputs, sinks); F(ah_ref_inputs, alibi_slopes); F(ah_ref_inputs, k_scale); F(ah_ref_inputs, v_scale); F(ah_ref_inputs, key); F(ah_ref_inputs, value); F(ah_ref_inputs, k_scales); F(ah_ref_inputs, v_scales));
-    printf("}\n");
+    printf(", \"ah_dtype\": [");
+    for (int t = 0; t < AH_DTYPE_COUNT; t++) printf("%s\"%s\"", t ? ", " : "", ah_dtype_name((ah_dtype)t));
+    printf("]}\n");
     return 0;
 }

@@ -130,7 +130,7 @@ static ah_status st_create(ah_context *c, const ah_layer_spec *spec, const ah_li
                            ah_state **out)
 {
     *out = NULL;
-    const int fp8 = spec->kv_dtype == AH_DTYPE_FP8_E4M3 || spec->kv_dtype == AH_DTYPE_FP8_E5M2;
+    const int fp8 = ah_dtype_is_fp8(spec->kv_dtype);
     if (spec->q_dtype != AH_DTYPE_FP32 || (spec->kv_dtype != AH_DTYPE_FP32 && !fp8))
         return ah_fail(&c->err, AH_ERR_UNSUPPORTED, "only fp32 queries over an fp32 or fp8 cache");
     if ((spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_NHD_INTERLEAVED) ||

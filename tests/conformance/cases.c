@@ -307,7 +307,7 @@ static void gen_dtypes(gen *g)
         ah__conf_case x = variant(g);
         x.spec.kv_dtype = (ah_dtype)t;
         add_shaped(g, &x, "kv-dtype");
-        if (t != AH_DTYPE_FP8_E4M3 && t != AH_DTYPE_FP8_E5M2) continue;
+        if (!ah_dtype_is_fp8((ah_dtype)t)) continue;
         x.spec.fp8_attention = 1; /* the model lets the math run in FP8 */
         add_shaped(g, &x, "fp8-attn");
         if (!g->opts->quick) {
@@ -591,8 +591,8 @@ static void gen_scales(gen *g)
                               : tensors ? AH_KV_SCALES_TENSOR
                                         : AH_KV_SCALES_HOST;
     ah_dtype fp8 = AH_DTYPE_AUTO;
-    for (int t = AH_DTYPE_FP8_E4M3; t <= AH_DTYPE_FP8_E5M2 && fp8 == AH_DTYPE_AUTO; t++)
-        if (c->kv_dtypes & AH_BIT(t)) fp8 = (ah_dtype)t;
+    for (int t = AH_DTYPE_FP8_E4M3; t < AH_DTYPE_COUNT && fp8 == AH_DTYPE_AUTO; t++)
+        if (ah_dtype_is_fp8((ah_dtype)t) && (c->kv_dtypes & AH_BIT(t))) fp8 = (ah_dtype)t;
     if (fp8 == AH_DTYPE_AUTO || ah_spec_cacheless(&g->base.spec)) return;
     ah__conf_case x;
     if (tensors) {

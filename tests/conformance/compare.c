@@ -14,6 +14,7 @@
 #define POISON_16 0x7da5u      /* fp16: NaN (exp 31, mantissa != 0) */
 #define POISON_BF16 0x7fa5u    /* bf16: NaN */
 #define POISON_8 0x7fu         /* fp8 e4m3 NaN; e5m2: 0x7f is NaN too */
+#define POISON_8_FNUZ 0x80u    /* fnuz: the only NaN (0x7f is their largest value) */
 
 static int is_poison(const void *buf, size_t i, ah_dtype t)
 {
@@ -27,6 +28,8 @@ static int is_poison(const void *buf, size_t i, ah_dtype t)
     case AH_DTYPE_BF16: return ((const uint16_t *)buf)[i] == POISON_BF16;
     case AH_DTYPE_FP8_E4M3:
     case AH_DTYPE_FP8_E5M2: return ((const uint8_t *)buf)[i] == POISON_8;
+    case AH_DTYPE_FP8_E4M3_FNUZ:
+    case AH_DTYPE_FP8_E5M2_FNUZ: return ((const uint8_t *)buf)[i] == POISON_8_FNUZ;
     default: return 0;
     }
 }
@@ -44,6 +47,8 @@ void ah__conf_poison(void *buf, size_t n, ah_dtype t)
         case AH_DTYPE_BF16: ((uint16_t *)buf)[i] = POISON_BF16; break;
         case AH_DTYPE_FP8_E4M3:
         case AH_DTYPE_FP8_E5M2: ((uint8_t *)buf)[i] = POISON_8; break;
+        case AH_DTYPE_FP8_E4M3_FNUZ:
+        case AH_DTYPE_FP8_E5M2_FNUZ: ((uint8_t *)buf)[i] = POISON_8_FNUZ; break;
         default: break;
         }
     }
@@ -128,7 +133,7 @@ void ah__conf_compare_lse(const float *out, const double *ref, size_t n, ah__con
  * scale, mask or key costs (O(1)). */
 ah__conf_tol ah__conf_tolerance(ah_dtype q, ah_dtype kv, int fp8_attention)
 {
-    const int fp8 = kv == AH_DTYPE_FP8_E4M3 || kv == AH_DTYPE_FP8_E5M2;
+    const int fp8 = ah_dtype_is_fp8(kv);
     double r;
     switch (q) {
     case AH_DTYPE_FP32: r = 1e-5; break;

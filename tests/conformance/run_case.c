@@ -272,7 +272,7 @@ static void batch_free(ah__conf_batch *b)
 
 /* ---- inputs ------------------------------------------------------------- */
 
-static int is_fp8(ah_dtype t) { return t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E5M2; }
+static int is_fp8(ah_dtype t) { return ah_dtype_is_fp8(t); }
 
 /* Largest amplitude of the random queries: logits of a few units, so the
  * softmax is neither flat nor one-hot. */
@@ -346,7 +346,7 @@ static int set_scales(ah__conf_run *r)
     const int fp8 = is_fp8(s->kv_dtype);
     r->k_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
     r->v_scale = fp8 ? (float)ah__conf_uniform(g, 0.004, 0.02) : 1.0f;
-    const double fp8_max = s->kv_dtype == AH_DTYPE_FP8_E5M2 ? 57344.0 : 448.0;
+    const double fp8_max = ah_fp8_max(s->kv_dtype);
     r->q_scale = ah_spec_q_scale(s) ? (float)(Q_AMP / fp8_max * ah__conf_uniform(g, 1.25, 2.0)) : 0;
     const ah_kv_scales form = ah_spec_kv_scales(s);
     if (form == AH_KV_SCALES_HOST) return 0;

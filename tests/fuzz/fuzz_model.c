@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include <attnhost/attnhost.h>
+#include <attnhost/plugin_util.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,7 +45,7 @@ static void check_layer(const ah_layer_spec *s, uint32_t i)
                   s->qk_head_size, s->v_head_size);
     if (s->attn_type == AH_ATTN_ENCODER_DECODER)
         FZ_ASSERT(s->sliding_window == 0, "layer %u: cross-attention with a window", i);
-    const int fp8 = s->kv_dtype == AH_DTYPE_FP8_E4M3 || s->kv_dtype == AH_DTYPE_FP8_E5M2;
+    const int fp8 = ah_dtype_is_fp8(s->kv_dtype);
     const int cacheless = s->attn_type == AH_ATTN_ENCODER || s->attn_type == AH_ATTN_ENCODER_ONLY;
     FZ_ASSERT(s->kv_scales < AH_KV_SCALES_COUNT && s->use_q_scale <= 1, "layer %u: scales %u/%u", i,
               s->kv_scales, s->use_q_scale);

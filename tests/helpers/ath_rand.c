@@ -74,7 +74,7 @@ typedef struct fill_job {
 static void *fill_range(void *arg)
 {
     fill_job *j = arg;
-    const int fp8 = j->dt == AH_DTYPE_FP8_E4M3 || j->dt == AH_DTYPE_FP8_E5M2;
+    const int fp8 = ah_dtype_is_fp8(j->dt);
     for (size_t i = j->begin; i < j->end; i++) {
         float v = (float)(ath_rand_unit(&j->rng) * 2.0 - 1.0) * j->amp;
         ah_store_f32(j->buf, i, j->dt, fp8 ? v / j->scale : v);

@@ -27,7 +27,7 @@ static void check_jump(void)
 /* n values as ath_fill_uniform documents them, one after another. */
 static void serial_fill(void *buf, size_t n, ah_dtype dt, float amp, float scale, uint64_t *rng)
 {
-    const int fp8 = dt == AH_DTYPE_FP8_E4M3 || dt == AH_DTYPE_FP8_E5M2;
+    const int fp8 = ah_dtype_is_fp8(dt);
     for (size_t i = 0; i < n; i++) {
         const float v = (float)(ath_rand_unit(rng) * 2.0 - 1.0) * amp;
         ah_store_f32(buf, i, dt, fp8 ? v / scale : v);

@@ -198,7 +198,11 @@ static void test_caps(void)
     static const uint32_t with_zero[] = {0, 64};
     REFUSED(caps.q_dtypes = 0, "caps.q_dtypes is empty");
     REFUSED(caps.q_dtypes |= AH_BIT(AH_DTYPE_AUTO), "caps.q_dtypes 0xd has unknown bits 0x1");
-    REFUSED(caps.q_dtypes |= 1u << 6, "caps.q_dtypes");
+    /* the first bit past the dtypes (bits 6 and 7, the fnuz FP8 types, are ABI 2.3's) */
+    REFUSED(caps.q_dtypes |= AH_BIT(AH_DTYPE_COUNT),
+            "caps.q_dtypes 0x10c has unknown bits 0x100 (known: fp32, fp16, bf16, fp8_e4m3, "
+            "fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz)");
+    ACCEPTED(caps.kv_dtypes |= AH_BIT(AH_DTYPE_FP8_E4M3_FNUZ) | AH_BIT(AH_DTYPE_FP8_E5M2_FNUZ));
     REFUSED(caps.kv_dtypes |= 1u << 20, "caps.kv_dtypes 0x100014 has unknown bits 0x100000");
     REFUSED(caps.kv_dtypes = 0, "caps.kv_dtypes is empty");
     REFUSED(caps.qk_head_sizes = (ah_int_set)AH_INT_SET_RANGE(0, 0, 0),

@@ -123,6 +123,16 @@ static void values(void)
     CHECK(!s->fp8_attention && s->kv_scales == AH_KV_SCALES_HOST && !s->use_q_scale);
     ah_model_destroy(m);
 
+    /* The fnuz FP8 caches (ABI 2.3), which take scale tensors as OCP's do. */
+    m = parse("[model]\nname = z\nnum_layers = 2\nnum_q_heads = 8\nhead_size = 128\n"
+              "kv_dtype = fp8_e4m3fnuz\nkv_scales = per_head\n[layers.1]\n"
+              "kv_dtype = fp8_e5m2fnuz\n");
+    if (!m) return;
+    CHECK(ah_model_layer(m, 0)->kv_dtype == AH_DTYPE_FP8_E4M3_FNUZ);
+    CHECK(ah_model_layer(m, 0)->kv_scales == AH_KV_SCALES_PER_HEAD);
+    CHECK(ah_model_layer(m, 1)->kv_dtype == AH_DTYPE_FP8_E5M2_FNUZ);
+    ah_model_destroy(m);
+
     CHECK(ah_model_name(NULL) == NULL && ah_model_num_layers(NULL) == 0);
     CHECK(ah_model_layer(NULL, 0) == NULL);
     ah_model_destroy(NULL);
@@ -202,10 +212,10 @@ static const bad_case bad_cases[] = {
      * query scale needs FP8 attention */
     {GOOD "kv_scales = per_head\n",
      "m.ini:6: layer 0: kv_scales = per_head needs a KV cache in an FP8 kv_dtype (fp8_e4m3, "
-     "fp8_e5m2), not kv_dtype auto"},
+     "fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz), not kv_dtype auto"},
     {GOOD "kv_dtype = fp8_e4m3\n[layers.2]\nattn_type = encoder_only\nkv_scales = tensor\n",
      "m.ini:9: layer 2: kv_scales = tensor needs a KV cache in an FP8 kv_dtype (fp8_e4m3, "
-     "fp8_e5m2), not a cacheless encoder_only"},
+     "fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz), not a cacheless encoder_only"},
     {GOOD "kv_scales = heads\n",
      "m.ini:6: [model] kv_scales: 'heads' is not one of host, tensor, per_head"},
     {GOOD "kv_dtype = fp8_e5m2\nq_scale = true\n",
@@ -290,7 +300,8 @@ static const bad_case bad_cases[] = {
     {GOOD "dtype = fp8_e4m3\n",
      "m.ini:6: [model] dtype: 'fp8_e4m3' is not one of fp32, fp16, bf16"},
     {GOOD "kv_dtype = int8\n",
-     "m.ini:6: [model] kv_dtype: 'int8' is not one of auto, fp16, bf16, fp32, fp8_e4m3, fp8_e5m2"},
+     "m.ini:6: [model] kv_dtype: 'int8' is not one of auto, fp16, bf16, fp32, fp8_e4m3, fp8_e5m2, "
+     "fp8_e4m3fnuz, fp8_e5m2fnuz"},
     {GOOD "kv_layout = bshd\n",
      "m.ini:6: [model] kv_layout: 'bshd' is not one of auto, nhd, hnd, nhd_interleaved, hnd_interleaved"},
     {GOOD "attn_type = cross\n",

@@ -798,44 +798,6 @@ static void test_fp8_per_head(void)
     CHECK_CONTAINS(err.msg, "k_scales is NULL");
 }
 
-/* FP8 encoding against a search over all 256 codes: the nearest finite
- * value, ties to the even code, magnitudes past the largest finite value
- * saturate, NaN encodes as NaN, the sign (of zero too) is kept. Inputs:
- * every bf16 bit pattern, so every binade, both signs, infinities, NaNs and
- * the exact halfway points between FP8 neighbours. */
-static void test_fp8_encode(void)
-{
-    for (int fmt = 0; fmt < 2; fmt++) {
-        const ah_dtype t = fmt ? AH_DTYPE_FP8_E5M2 : AH_DTYPE_FP8_E4M3;
-        long bad = 0;
-        for (uint32_t h = 0; h < 65536; h++) {
-            const float x = ah_bits_to_f32(h << 16);
-            const uint8_t got = ah_f32_to_fp8(x, t);
-            uint8_t want = 0;
-            if (x != x) {
-                want = fmt ? 0x7e : 0x7f;
-            } else if (fabsf(x) >=
-                       (fmt ? 57344.0f : 448.0f)) { /* the search's doubles lose the gap up there */
-                want = (uint8_t)((fmt ? 0x7b : 0x7e) | (x < 0 ? 0x80 : 0));
-            } else {
-                double best = INFINITY;
-                for (int c = 0; c < 128; c++) { /* magnitudes; finite ones only */
-                    const double v =
-                        fmt ? ah_fp8e5m2_to_f32((uint8_t)c) : ah_fp8e4m3_to_f32((uint8_t)c);
-                    if (!isfinite(v)) continue;
-                    const double d = fabs(fabs((double)x) - v);
-                    if (d < best || (d == best && (c & 1) == 0)) best = d, want = (uint8_t)c;
-                }
-                if (signbit(x)) want |= 0x80;
-            }
-            if (got != want && bad++ < 4)
-                CHECK_MSG(0, "%s(%g = 0x%04x): 0x%02x, want 0x%02x", fmt ? "e5m2" : "e4m3", x, h,
-                          got, want);
-        }
-        CHECK_MSG(bad == 0, "%s: %ld bf16 inputs encoded wrongly", fmt ? "e5m2" : "e4m3", bad);
-    }
-}
-
 static void test_errors(void)
 {
     ah_layer_spec s = make_spec(4, 2, 8, 8, 4);
@@ -899,7 +861,6 @@ int main(void)
     test_write_kv();
     test_fp8_read();
     test_fp8_per_head();
-    test_fp8_encode();
     test_parse_int();
     test_errors();
     return check_report("test_reference");

@@ -158,6 +158,29 @@ static void test_reasons_and_priority(void)
     ah_model_destroy(m);
 }
 
+/* A fnuz FP8 cache (ABI 2.3) before a plugin that lists only OCP's or no
+ * FP8 type: refused on kv_dtype, the reason naming the fnuz type and what
+ * the plugin takes. */
+static void test_fnuz_refused(void)
+{
+    ah_host *h = host_with("[select]\npriority = sel_beta\n");
+    ah_model *m = model("[model]\nname = z\nnum_layers = 1\nnum_q_heads = 8\nnum_kv_heads = 2\n"
+                        "head_size = 64\ndtype = fp32\nkv_dtype = fp8_e4m3fnuz\n");
+    ah_selection *s = NULL;
+    ah_error err;
+    CHECK(ah_host_explain(h, m, NULL, &s, &err) != AH_OK);
+    if (!s) goto out;
+    const ah_candidate *c = cand(ah_selection_decision(s, 0, AH_PHASE_PREFILL), "sel_beta");
+    CHECK(has_reason(c, AH_REASON_KV_DTYPE, "kv_dtype", "fp8_e4m3fnuz"));
+    for (uint32_t i = 0; c && i < c->n_reasons; i++)
+        if (c->reasons[i].code == AH_REASON_KV_DTYPE)
+            CHECK_STREQ(c->reasons[i].supported, "{fp32}");
+    ah_selection_destroy(s);
+out:
+    ah_model_destroy(m);
+    ah_host_destroy(h);
+}
+
 /* FP8 scales (ABI 2.3): a layer whose scales come per head, in tensors,
  * with a query scale needs a plugin claiming each; one that claims none
  * gets a reason per missing feature, and layers differing only in the
@@ -546,6 +569,7 @@ int main(void)
     test_default_order();
     test_reasons_and_priority();
     test_scale_features();
+    test_fnuz_refused();
     test_force_disable_fallback();
     test_layers_and_phases();
     test_cache_and_graph_level();

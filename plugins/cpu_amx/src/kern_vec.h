@@ -92,13 +92,17 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
                                    v_set1(scale)));
         break;
     case AH_DTYPE_FP8_E4M3:
-    case AH_DTYPE_FP8_E5M2: {
+    case AH_DTYPE_FP8_E5M2:
+    case AH_DTYPE_FP8_E4M3_FNUZ:
+    case AH_DTYPE_FP8_E5M2_FNUZ: {
         /* Move sign and exponent+mantissa into fp32 position, then rebias by
          * a multiply (exact, and right for subnormals too); the codes with no
-         * finite value (E4M3 0x7f, E5M2 exponent 31) are patched in. */
-        const int e4 = t == AH_DTYPE_FP8_E4M3;
+         * finite value (E4M3 0x7f, E5M2 exponent 31, fnuz 0x80) are patched
+         * in. A fnuz format's bias is one larger, so its rebias is half. */
+        const int e4 = t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E4M3_FNUZ;
+        const int fnuz = ah_dtype_is_fnuz(t);
         const __m512i sh = _mm512_set1_epi32(e4 ? 20 : 21);
-        const vf rebias = v_set1(scale * (e4 ? 0x1p120f : 0x1p112f));
+        const vf rebias = v_set1(scale * (e4 ? 0x1p120f : 0x1p112f) * (fnuz ? 0.5f : 1.0f));
         for (i = 0; i < n; i += 16) {
             __m512i b =
                 _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((const uint8_t *)src + i)));
@@ -108,7 +112,10 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
                          rebias);
             __mmask16 special;
             vf sv;
-            if (e4) {
+            if (fnuz) {
+                special = _mm512_cmpeq_epi32_mask(b, _mm512_set1_epi32(0x80));
+                sv = v_set1(NAN);
+            } else if (e4) {
                 special = _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f));
                 sv = v_set1(NAN);
             } else {
@@ -239,10 +246,13 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
                                    sc));
         break;
     case AH_DTYPE_FP8_E4M3:
-    case AH_DTYPE_FP8_E5M2: {
-        const int e4 = t == AH_DTYPE_FP8_E4M3;
+    case AH_DTYPE_FP8_E5M2:
+    case AH_DTYPE_FP8_E4M3_FNUZ:
+    case AH_DTYPE_FP8_E5M2_FNUZ: { /* as the AVX-512 path */
+        const int e4 = t == AH_DTYPE_FP8_E4M3 || t == AH_DTYPE_FP8_E4M3_FNUZ;
+        const int fnuz = ah_dtype_is_fnuz(t);
         const __m256i sh = _mm256_set1_epi32(e4 ? 20 : 21);
-        const vf rebias = v_set1(scale * (e4 ? 0x1p120f : 0x1p112f));
+        const vf rebias = v_set1(scale * (e4 ? 0x1p120f : 0x1p112f) * (fnuz ? 0.5f : 1.0f));
         for (i = 0; i < n; i += 8) {
             __m256i b =
                 _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const uint8_t *)src + i)));
@@ -252,7 +262,10 @@ static inline void cvt_row(float *dst, const void *src, uint32_t n, ah_dtype t, 
                          rebias);
             __m256i special;
             vf sv;
-            if (e4) {
+            if (fnuz) {
+                special = _mm256_cmpeq_epi32(b, _mm256_set1_epi32(0x80));
+                sv = v_set1(NAN);
+            } else if (e4) {
                 special = _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f));
                 sv = v_set1(NAN);
             } else {

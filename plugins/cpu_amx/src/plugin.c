@@ -64,7 +64,9 @@ static const ah_caps cpu_caps = {
     .struct_size = sizeof(ah_caps),
     .q_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
     .kv_dtypes = AH_BIT(AH_DTYPE_FP32) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16) |
-                 AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2),
+                 AH_BIT(AH_DTYPE_FP8_E4M3) | AH_BIT(AH_DTYPE_FP8_E5M2) |
+                 /* ABI 2.3: every ISA's cvt_row decodes them (kern_vec.h) */
+                 AH_BIT(AH_DTYPE_FP8_E4M3_FNUZ) | AH_BIT(AH_DTYPE_FP8_E5M2_FNUZ),
     .qk_head_sizes = AH_INT_SET_LIST_AND_RANGE(head_sizes_extra, 32, 256, 16),
     .v_head_sizes = AH_INT_SET_LIST_AND_RANGE(v_sizes_extra, 32, 256, 16),
     .block_sizes = AH_INT_SET_RANGE(16, 4096, 16),

@@ -5,7 +5,7 @@
  * attention, write_kv and merge_states):
  * prefill, extend, decode and mixed batches; MHA/GQA/MQA and wide groups;
  * MLA (576/512, V inside the key cache); bf16/fp16/fp32 queries; bf16, fp16,
- * fp32 and FP8 E4M3/E5M2 caches with scales; NHD and HND; sliding window,
+ * fp32 and FP8 E4M3/E5M2 caches (OCP and fnuz) with scales; NHD and HND; sliding window,
  * soft-cap, ALiBi, sinks; causal, bidirectional and cross attention; LSE;
  * split-KV; write_kv (bit-exact) and merge_states; and the errors a forced
  * ISA, a bad config key or a bad tensor must give.
@@ -299,7 +299,8 @@ int main(int argc, char **argv)
     /* argv[2] restricts the run to one path. */
     const char *only = argc > 2 ? argv[2] : NULL;
     const ah_dtype BF = AH_DTYPE_BF16, F16 = AH_DTYPE_FP16, F32 = AH_DTYPE_FP32,
-                   E4 = AH_DTYPE_FP8_E4M3, E5 = AH_DTYPE_FP8_E5M2;
+                   E4 = AH_DTYPE_FP8_E4M3, E5 = AH_DTYPE_FP8_E5M2, E4Z = AH_DTYPE_FP8_E4M3_FNUZ,
+                   E5Z = AH_DTYPE_FP8_E5M2_FNUZ;
     const ah_kv_layout NHD = AH_KV_LAYOUT_NHD, HND = AH_KV_LAYOUT_HND;
     const ah_attn_type DEC = AH_ATTN_DECODER;
     /* Not reformatted: one case a row, fields in tcase's order. */
@@ -314,6 +315,8 @@ int main(int argc, char **argv)
         {"bf16 win/cap/alibi/sink", DEC, 8, 2, 64, 64, BF, BF, 16, HND, 33, 3.0f, 0, 1, 1, 1, 1, 3, {50, 4, 1}, {50, 100, 77}, NULL},
         {"fp8 e4m3 bf16 q", DEC, 8, 2, 128, 128, BF, E4, 16, NHD, 0, 0, 0, 0, 0, 0.05f, 0.02f, 3, {1, 12, 1}, {90, 60, 5}, NULL},
         {"fp8 e5m2 fp16 q HND", DEC, 4, 2, 64, 64, F16, E5, 32, HND, 0, 0, 0, 0, 0, 0.03f, 0.5f, 3, {1, 12, 1}, {90, 60, 5}, NULL},
+        {"fp8 e4m3fnuz bf16 q", DEC, 8, 2, 128, 128, BF, E4Z, 16, NHD, 0, 0, 0, 0, 0, 0.05f, 0.02f, 3, {1, 12, 1}, {90, 60, 5}, NULL},
+        {"fp8 e5m2fnuz fp16 q HND", DEC, 4, 2, 64, 64, F16, E5Z, 32, HND, 0, 0, 0, 0, 0, 0.03f, 0.5f, 3, {1, 12, 1}, {90, 60, 5}, NULL},
         {"fp8 e4m3 fp32 q", DEC, 4, 4, 48, 48, F32, E4, 16, NHD, 0, 0, 0, 1, 0, 2.0f, 1.0f, 2, {3, 1}, {40, 19}, NULL},
         {"mla 576/512 bf16", DEC, 16, 1, 576, 512, BF, BF, 16, NHD, 0, 0, 1, 0, 0, 1, 1, 3, {1, 1, 9}, {50, 130, 40}, NULL},
         {"mla 576/512 fp8 e4m3", DEC, 8, 1, 576, 512, BF, E4, 64, NHD, 0, 0, 1, 0, 0, 0.04f, 0.04f, 2, {1, 5}, {70, 30}, NULL},
