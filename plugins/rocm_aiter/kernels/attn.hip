@@ -99,11 +99,8 @@ template <> struct elt<0> {
  * raw is the stored element; load4 reads 4 consecutive ones (aligned:
  * D % 4 == 0), bits1 one, both as the query type's bits, 0 when !ok. */
 template <int BF, int KV> struct kvload {
-    typedef uint8_t raw; /* OCP FP8, decoded exactly (ra_fp8_to_f32) */
-    RA_DEV short cvt(uint32_t b)
-    {
-        return (short)elt<BF>::from_f32(ra_fp8_to_f32(b, KV == RA_KV_E5M2));
-    }
+    typedef uint8_t raw; /* FP8 (OCP or fnuz), decoded exactly (ra_fp8_to_f32) */
+    RA_DEV short cvt(uint32_t b) { return (short)elt<BF>::from_f32(ra_fp8_to_f32(b, KV)); }
     RA_DEV typename elt<BF>::v4 load4(const raw *p, bool ok)
     {
         const uint32_t w = ok ? *(const uint32_t *)p : 0u;
@@ -415,7 +412,8 @@ RA_KERNEL void ra_write_kv(ra_kv_params p)
 }
 
 /* One wave per token into an FP8 cache: real / scale (a correctly rounded
- * float division, as the oracle's writer does it), rounded to OCP FP8. */
+ * float division, as the oracle's writer does it), rounded to the cache's
+ * FP8 format (ra_f32_to_fp8). */
 template <int BF, int KV> RA_DEV void write_kv_fp8(const ra_kv_params &p)
 {
     const int t = (int)__builtin_amdgcn_workgroup_id_x(), lane = lane_id();
@@ -428,10 +426,10 @@ template <int BF, int KV> RA_DEV void write_kv_fp8(const ra_kv_params &p)
         const int64_t dst =
             ra_slot_offset(slot, p.block_size, p.num_kv_heads, p.head_size, h, d, p.kv_hnd);
         const float kx = elt<BF>::to_f32(k[t * p.stride_k_t + h * p.stride_k_h + d]);
-        kc[dst] = (uint8_t)ra_f32_to_fp8(kx / p.k_scale, KV == RA_KV_E5M2);
+        kc[dst] = (uint8_t)ra_f32_to_fp8(kx / p.k_scale, KV);
         if (!v) continue;
         const float vx = elt<BF>::to_f32(v[t * p.stride_v_t + h * p.stride_v_h + d]);
-        vc[dst] = (uint8_t)ra_f32_to_fp8(vx / p.v_scale, KV == RA_KV_E5M2);
+        vc[dst] = (uint8_t)ra_f32_to_fp8(vx / p.v_scale, KV);
     }
 }
 
@@ -457,6 +455,8 @@ template <int BF> RA_DEV void merge(const ra_merge_params &p)
     RA_ATTN(DT, BF, RA_KV_16, D) \
     RA_ATTN(DT##_e4m3, BF, RA_KV_E4M3, D) \
     RA_ATTN(DT##_e5m2, BF, RA_KV_E5M2, D) \
+    RA_ATTN(DT##_e4m3fnuz, BF, RA_KV_E4M3_FNUZ, D) \
+    RA_ATTN(DT##_e5m2fnuz, BF, RA_KV_E5M2_FNUZ, D) \
     RA_KERNEL void ra_decode_reduce_##DT##_d##D(ra_attn_params p) { decode_reduce<BF, D>(p); }
 RA_DTYPE(bf16, 1, 64)
 RA_DTYPE(bf16, 1, 128)
@@ -471,14 +471,22 @@ RA_DTYPE(fp16, 0, 256)
 RA_MLA(bf16, 1, RA_KV_16)
 RA_MLA(bf16_e4m3, 1, RA_KV_E4M3)
 RA_MLA(bf16_e5m2, 1, RA_KV_E5M2)
+RA_MLA(bf16_e4m3fnuz, 1, RA_KV_E4M3_FNUZ)
+RA_MLA(bf16_e5m2fnuz, 1, RA_KV_E5M2_FNUZ)
 RA_MLA(fp16, 0, RA_KV_16)
 RA_MLA(fp16_e4m3, 0, RA_KV_E4M3)
 RA_MLA(fp16_e5m2, 0, RA_KV_E5M2)
+RA_MLA(fp16_e4m3fnuz, 0, RA_KV_E4M3_FNUZ)
+RA_MLA(fp16_e5m2fnuz, 0, RA_KV_E5M2_FNUZ)
 RA_KERNEL void ra_decode_reduce_bf16_mla(ra_attn_params p) { decode_reduce<1, 512>(p); }
 RA_KERNEL void ra_decode_reduce_fp16_mla(ra_attn_params p) { decode_reduce<0, 512>(p); }
 RA_KERNEL void ra_write_kv_bf16_e4m3(ra_kv_params p) { write_kv_fp8<1, RA_KV_E4M3>(p); }
 RA_KERNEL void ra_write_kv_bf16_e5m2(ra_kv_params p) { write_kv_fp8<1, RA_KV_E5M2>(p); }
 RA_KERNEL void ra_write_kv_fp16_e4m3(ra_kv_params p) { write_kv_fp8<0, RA_KV_E4M3>(p); }
 RA_KERNEL void ra_write_kv_fp16_e5m2(ra_kv_params p) { write_kv_fp8<0, RA_KV_E5M2>(p); }
+RA_KERNEL void ra_write_kv_bf16_e4m3fnuz(ra_kv_params p) { write_kv_fp8<1, RA_KV_E4M3_FNUZ>(p); }
+RA_KERNEL void ra_write_kv_bf16_e5m2fnuz(ra_kv_params p) { write_kv_fp8<1, RA_KV_E5M2_FNUZ>(p); }
+RA_KERNEL void ra_write_kv_fp16_e4m3fnuz(ra_kv_params p) { write_kv_fp8<0, RA_KV_E4M3_FNUZ>(p); }
+RA_KERNEL void ra_write_kv_fp16_e5m2fnuz(ra_kv_params p) { write_kv_fp8<0, RA_KV_E5M2_FNUZ>(p); }
 RA_KERNEL void ra_merge_bf16(ra_merge_params p) { merge<1>(p); }
 RA_KERNEL void ra_merge_fp16(ra_merge_params p) { merge<0>(p); }

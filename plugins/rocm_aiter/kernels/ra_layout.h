@@ -259,18 +259,24 @@ RA_HD float ra_merge2(float lse_a, float lse_b, float *wa, float *wb)
 
 /* ---- FP8 KV caches ---------------------------------------------------------- */
 
-/* KV-cache element types of the kernels: the query's 16-bit type, or the
- * host's FP8 formats, which are OCP's (AH_DTYPE_FP8_E4M3 is e4m3fn: bias 7,
- * no infinities, 0x7f/0xff NaN; AH_DTYPE_FP8_E5M2 is IEEE-like: bias 15).
- * gfx942's FP8 conversions and MFMAs read the fnuz formats instead (bias
- * 8 / 16, 0x80 NaN, no -0), which would halve every value and turn each
- * stored -0 into NaN; gfx90a has no FP8 instruction at all. So both targets
- * decode the OCP bytes here, in integer and float arithmetic that is exact,
- * into the query's 16-bit type, which holds every FP8 value exactly, and
- * run the 16-bit MFMAs: the cache is read at the query's precision. */
+/* KV-cache element types of the kernels: the query's 16-bit type, or one
+ * of the host's FP8 formats: OCP's (AH_DTYPE_FP8_E4M3 is e4m3fn: bias 7,
+ * no infinities, 0x7f/0xff NaN; AH_DTYPE_FP8_E5M2 is IEEE-like: bias 15)
+ * or the fnuz ones MI300 engines keep their caches in (bias 8 / 16, no
+ * infinities, no -0, 0x80 the only NaN). gfx942's FP8 conversions and
+ * MFMAs read only the fnuz formats and gfx90a has no FP8 instruction at
+ * all, so every target decodes all four here, in integer and float
+ * arithmetic that is exact, into the query's 16-bit type, which holds every
+ * FP8 value exactly, and runs the 16-bit MFMAs: the cache is read at the
+ * query's precision, by one code path that the CPU model test checks. */
 #define RA_KV_16 0
 #define RA_KV_E4M3 1
 #define RA_KV_E5M2 2
+#define RA_KV_E4M3_FNUZ 3
+#define RA_KV_E5M2_FNUZ 4
+
+RA_HD int ra_kv_e5m2(int kv) { return kv == RA_KV_E5M2 || kv == RA_KV_E5M2_FNUZ; }
+RA_HD int ra_kv_fnuz(int kv) { return kv == RA_KV_E4M3_FNUZ || kv == RA_KV_E5M2_FNUZ; }
 
 /* 2^k as a float, for -126 <= k <= 127. */
 RA_HD float ra_pow2(int k)
@@ -283,35 +289,44 @@ RA_HD float ra_pow2(int k)
     return c.f;
 }
 
-/* The value of an OCP FP8 byte: the significand as an integer times a
- * power of two, so no denormal float and no FP8 instruction takes part. */
-RA_HD float ra_fp8_to_f32(uint32_t b, int e5m2)
+/* The value of an FP8 byte of cache type kv (RA_KV_E4M3 .. _E5M2_FNUZ):
+ * the significand as an integer times a power of two, so no denormal
+ * float and no FP8 instruction takes part. */
+RA_HD float ra_fp8_to_f32(uint32_t b, int kv)
 {
-    const int mb = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    const int e5m2 = ra_kv_e5m2(kv), fnuz = ra_kv_fnuz(kv);
+    const int mb = e5m2 ? 2 : 3, bias = (e5m2 ? 15 : 7) + fnuz;
     const uint32_t mag = b & 0x7fu, e = mag >> mb, m = mag & ((1u << mb) - 1u);
     float v;
-    if (e5m2 ? e == 31u : mag == 0x7fu) v = e5m2 && m == 0 ? INFINITY : NAN;
+    if (fnuz ? b == 0x80u : e5m2 ? e == 31u : mag == 0x7fu)
+        v = !fnuz && e5m2 && m == 0 ? INFINITY : NAN;
     else v = (float)(e ? m | (1u << mb) : m) * ra_pow2((e ? (int)e : 1) - bias - mb);
     return (b & 0x80u) ? -v : v;
 }
 
-/* Encode f into an OCP FP8 byte by nearest-even, saturating to the largest
- * finite value; NaN gives the format's NaN (plugin_util.h's ah_f32_to_fp8,
- * bit for bit, which the oracle's write_kv uses). */
-RA_HD uint32_t ra_f32_to_fp8(float f, int e5m2)
+/* Encode f into an FP8 byte of cache type kv by nearest-even, saturating
+ * to the largest finite value; NaN gives the format's NaN, and a fnuz
+ * format, which has no -0, stores a negative value that rounds to zero as
+ * 0x00 (plugin_util.h's ah_f32_to_fp8, bit for bit, which the oracle's
+ * write_kv uses). */
+RA_HD uint32_t ra_f32_to_fp8(float f, int kv)
 {
-    const uint32_t man_bits = e5m2 ? 2u : 3u, bias = e5m2 ? 15u : 7u, shift = 23u - man_bits;
-    const uint32_t max_code = e5m2 ? 0x7bu : 0x7eu; /* 57344, 448 */
+    const int e5m2 = ra_kv_e5m2(kv), fnuz = ra_kv_fnuz(kv);
+    const uint32_t man_bits = e5m2 ? 2u : 3u, bias = (e5m2 ? 15u : 7u) + (uint32_t)fnuz;
+    const uint32_t shift = 23u - man_bits;
+    /* 57344, 448; fnuz 57344, 240 */
+    const uint32_t max_code = fnuz ? 0x7fu : e5m2 ? 0x7bu : 0x7eu;
     union {
         uint32_t u;
         float f;
     } c;
     c.f = f;
     const uint32_t au = c.u & 0x7fffffffu, sign = (c.u >> 24) & 0x80u;
-    if (au > 0x7f800000u) return e5m2 ? 0x7eu : 0x7fu;
+    if (au > 0x7f800000u) return fnuz ? 0x80u : e5m2 ? 0x7eu : 0x7fu;
     if (au < (128u - bias) << 23) { /* below the smallest normal: the subnormals' quantum */
         c.u = au;
-        return sign | (uint32_t)__builtin_rintf(c.f * (e5m2 ? 65536.0f : 512.0f));
+        const uint32_t m = (uint32_t)__builtin_rintf(c.f * ra_pow2((int)(bias - 1u + man_bits)));
+        return fnuz && m == 0 ? 0u : sign | m;
     }
     uint32_t r = (au + (1u << (shift - 1)) - 1u + ((au >> shift) & 1u)) >> shift;
     r -= (127u - bias) << man_bits;

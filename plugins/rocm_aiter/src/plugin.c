@@ -91,8 +91,9 @@ static const uint32_t ra_qk_sizes[RA_HEAD_SIZES] = {64, 128, 256, 576};
 static const uint32_t ra_v_sizes[RA_HEAD_SIZES] = {64, 128, 256, 512};
 static const char *const ra_shape_names[RA_HEAD_SIZES] = {"d64", "d128", "d256", "mla"};
 /* Cache element types, indexed by RA_KV_* (ra_layout.h): kernel-name suffixes. */
-enum { RA_KV_TYPES = 3 };
-static const char *const ra_kv_suffix[RA_KV_TYPES] = {"", "_e4m3", "_e5m2"};
+enum { RA_KV_TYPES = 5 };
+static const char *const ra_kv_suffix[RA_KV_TYPES] = {"", "_e4m3", "_e5m2", "_e4m3fnuz",
+                                                      "_e5m2fnuz"};
 
 /* The RA_KV_* of a layer's cache, -1 for one the kernels cannot read (a
  * 16-bit cache must have the query's dtype). */
@@ -101,6 +102,8 @@ static int ra_kv_type(const ah_layer_spec *s)
     switch (s->kv_dtype) {
     case AH_DTYPE_FP8_E4M3: return RA_KV_E4M3;
     case AH_DTYPE_FP8_E5M2: return RA_KV_E5M2;
+    case AH_DTYPE_FP8_E4M3_FNUZ: return RA_KV_E4M3_FNUZ;
+    case AH_DTYPE_FP8_E5M2_FNUZ: return RA_KV_E5M2_FNUZ;
     default: return s->kv_dtype == s->q_dtype ? RA_KV_16 : -1;
     }
 }
@@ -641,7 +644,7 @@ static void ra_check_combination(const ah_layer_spec *spec, const ah_probe_info 
     (void)probe;
     if (ra_kv_type(spec) < 0)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
-                  "the query dtype, or fp8_e4m3 / fp8_e5m2");
+                  "the query dtype, or fp8_e4m3 / fp8_e5m2 / fp8_e4m3fnuz / fp8_e5m2fnuz");
     char v[64];
     snprintf(v, sizeof v, "qk %u, v %u%s, %u KV heads", spec->qk_head_size, spec->v_head_size,
              spec->use_mla ? " MLA" : "", spec->num_kv_heads);
@@ -656,10 +659,12 @@ static const uint32_t ra_v_list[] = {64, 128, 256, 512};
 static const ah_caps ra_caps = {
     .struct_size = sizeof(ah_caps),
     .q_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
-    /* FP8: OCP bytes decoded exactly on every target (ra_layout.h), the
-     * math at the query's precision whatever fp8_attention says */
+    /* FP8: OCP and fnuz bytes decoded exactly in software on every target
+     * (ra_layout.h; gfx942 and gfx90a run the same code), the math at the
+     * query's precision whatever fp8_attention says */
     .kv_dtypes = AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3) |
-                 AH_BIT(AH_DTYPE_FP8_E5M2),
+                 AH_BIT(AH_DTYPE_FP8_E5M2) | AH_BIT(AH_DTYPE_FP8_E4M3_FNUZ) |
+                 AH_BIT(AH_DTYPE_FP8_E5M2_FNUZ),
     .qk_head_sizes = AH_INT_SET_LIST(ra_qk_list),
     .v_head_sizes = AH_INT_SET_LIST(ra_v_list),
     .block_sizes = AH_INT_SET_RANGE(16, 1024, 16),

@@ -124,16 +124,23 @@ static void test_layouts(void)
 
 /* ---- FP8: the kernels' decoder and encoder against the host's ---------------- */
 
+/* The host's dtype of an FP8 cache type (RA_KV_E4M3 .. _E5M2_FNUZ). */
+static ah_dtype fp8_dtype(int kv)
+{
+    static const ah_dtype t[] = {AH_DTYPE_AUTO, AH_DTYPE_FP8_E4M3, AH_DTYPE_FP8_E5M2,
+                                 AH_DTYPE_FP8_E4M3_FNUZ, AH_DTYPE_FP8_E5M2_FNUZ};
+    return t[kv];
+}
+
 static void test_fp8_codec(void)
 {
-    for (int kv = RA_KV_E4M3; kv <= RA_KV_E5M2; kv++) {
-        const ah_dtype t = kv == RA_KV_E5M2 ? AH_DTYPE_FP8_E5M2 : AH_DTYPE_FP8_E4M3;
-        const int e5 = kv == RA_KV_E5M2;
+    for (int kv = RA_KV_E4M3; kv <= RA_KV_E5M2_FNUZ; kv++) {
+        const ah_dtype t = fp8_dtype(kv);
         float pos[128];
         int npos = 0, bad = 0, inexact = 0, nenc = 0, badenc = 0;
         for (int byte = 0; byte < 256; byte++) {
             const uint8_t x = (uint8_t)byte;
-            const float want = ah_load_f32(&x, 0, t), got = ra_fp8_to_f32(x, e5);
+            const float want = ah_load_f32(&x, 0, t), got = ra_fp8_to_f32(x, kv);
             if (isnan(want) ? !isnan(got) : memcmp(&want, &got, sizeof got) != 0) bad++;
             /* the query's 16-bit types hold every FP8 value exactly */
             if (!isnan(got) && (round16(got, 1) != got || round16(got, 0) != got)) inexact++;
@@ -154,14 +161,14 @@ static void test_fp8_codec(void)
             }
         }
         f[n++] = INFINITY, f[n++] = NAN, f[n++] = 1e30f, f[n++] = 65536.0f, f[n++] = 449.0f;
-        f[n++] = 1e-30f, f[n++] = 1.0e-7f;
+        f[n++] = 1e-30f, f[n++] = 1.0e-7f, f[n++] = 241.0f, f[n++] = 0.0f;
         for (int k = -24; k <= 20 && n < 1000; k++)
             for (int i = 0; i < 12; i++) f[n++] = ldexpf(frand(), k);
         for (int i = 0; i < n; i++)
             for (int sign = 0; sign < 2; sign++) {
                 const float x = sign ? -f[i] : f[i];
                 nenc++;
-                badenc += ra_f32_to_fp8(x, e5) != ah_f32_to_fp8(x, t);
+                badenc += ra_f32_to_fp8(x, kv) != ah_f32_to_fp8(x, t);
             }
         CHECK_MSG(badenc == 0, "%s: %d of %d floats encode differently", ah_dtype_name(t), badenc,
                   nenc);
@@ -205,18 +212,14 @@ typedef struct batch {
     float lscale, vscale; /* the kernels' logit scale (scale * k_scale) and v_scale */
 } batch;
 
-static ah_dtype fp8_dtype(int kv)
-{
-    return kv == RA_KV_E5M2 ? AH_DTYPE_FP8_E5M2 : AH_DTYPE_FP8_E4M3;
-}
-
 /* The stored byte of real value x in an FP8 cache of scale s, by the
- * host's encoder (plugin_util.h), with 1 in 16 bytes a zero of either
- * sign: -0 (0x80) is what fnuz hardware would read as NaN. */
+ * host's encoder (plugin_util.h), with 1 in 16 bytes a zero: in an OCP
+ * cache of either sign (its -0, 0x80, is what a fnuz reader would take for
+ * NaN), in a fnuz cache its one zero, 0x00. */
 static uint8_t fp8_byte(float x, float s, int kv)
 {
     g_rng = g_rng * 1103515245u + 12345u;
-    if ((g_rng >> 20) % 16 == 0) return (g_rng >> 24) & 1 ? 0x80 : 0x00;
+    if ((g_rng >> 20) % 16 == 0) return (g_rng >> 24) & 1 && !ra_kv_fnuz(kv) ? 0x80 : 0x00;
     return ah_f32_to_fp8(x / s, fp8_dtype(kv));
 }
 
@@ -293,7 +296,7 @@ static float kv_at(const batch *b, int v, int64_t off)
     }
     if (!b->c.kv) return (v ? b->vc : b->kc)[off];
     /* the kernels' FP8 read: the byte decoded, then the query's type */
-    return round16(ra_fp8_to_f32((v ? b->vraw : b->kraw)[off], b->c.kv == RA_KV_E5M2), b->c.bf16);
+    return round16(ra_fp8_to_f32((v ? b->vraw : b->kraw)[off], b->c.kv), b->c.bf16);
 }
 
 /* The real value of a cache element as the oracle defines it: the
@@ -726,6 +729,10 @@ int main(void)
         {"fp16 e4m3 D64 window 100 sinks", 0, 64, 8, 2, 32, 100, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_E4M3, 0.01f, 0.005f, 0},
         {"bf16 e5m2 D256 softcap 30", 1, 256, 4, 1, 16, 0, 0, 30.0f, 1, {1}, {300}, RA_KV_E5M2, 0.5f, 2.0f, 0},
         {"fp16 e5m2 D128 GQA 4", 0, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {260, 17}, RA_KV_E5M2, 0.25f, 1.0f, 0},
+        /* the fnuz formats of MI300 engines' caches (1 in 16 bytes 0x00) */
+        {"bf16 e4m3fnuz D128 GQA 8 seq 700/33", 1, 128, 16, 2, 16, 0, 0, 0, 2, {1, 1}, {700, 33}, RA_KV_E4M3_FNUZ, 0.0125f, 0.02f, 0},
+        {"fp16 e5m2fnuz D64 window 100 sinks HND", 0, 64, 8, 2, 32, 100, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_E5M2_FNUZ, 0.25f, 1.0f, F_HND},
+        {"MLA bf16 e4m3fnuz 16 heads seq 300", 1, 576, 16, 1, 16, 0, 0, 0, 1, {1}, {300}, RA_KV_E4M3_FNUZ, 0.0125f, 0.02f, F_MLA},
         /* ALiBi, non-causal layers, HND caches */
         {"bf16 D128 GQA 4 ALiBi seq 600/40", 1, 128, 8, 2, 16, 0, 0, 0, 2, {1, 1}, {600, 40}, RA_KV_16, 0, 0, F_ALIBI},
         {"fp16 D64 HND GQA 4 window 90 sinks", 0, 64, 8, 2, 32, 90, 1, 0, 2, {1, 1}, {515, 0}, RA_KV_16, 0, 0, F_HND},
@@ -757,6 +764,8 @@ int main(void)
         {"fp16 e4m3 D256 prompt 45", 0, 256, 2, 1, 16, 0, 0, 0, 1, {45}, {45}, RA_KV_E4M3, 0.01f, 0.01f, 0},
         {"bf16 e5m2 D64 softcap 20 chunk 40 of 90", 1, 64, 4, 2, 32, 0, 0, 20.0f, 1, {40}, {90}, RA_KV_E5M2, 0.5f, 2.0f, 0},
         {"fp16 e5m2 D128 prompt 33", 0, 128, 2, 2, 16, 0, 0, 0, 1, {33}, {33}, RA_KV_E5M2, 0.25f, 0.5f, 0},
+        {"bf16 e4m3fnuz D64 chunk 40 of 90 softcap 20", 1, 64, 4, 2, 32, 0, 0, 20.0f, 1, {40}, {90}, RA_KV_E4M3_FNUZ, 0.01f, 0.01f, 0},
+        {"fp16 e5m2fnuz D128 chunk 70 of 200 window 50", 0, 128, 4, 2, 16, 50, 1, 0, 2, {70, 33}, {200, 33}, RA_KV_E5M2_FNUZ, 0.5f, 2.0f, 0},
         /* ALiBi, non-causal layers (a multimodal prefix), HND caches */
         {"bf16 D128 ALiBi chunk 70 of 200, 33", 1, 128, 8, 2, 16, 0, 0, 0, 2, {70, 33}, {200, 33}, RA_KV_16, 0, 0, F_ALIBI},
         {"fp16 D64 non-causal prompt 100", 0, 64, 4, 2, 16, 0, 0, 0, 1, {100}, {100}, RA_KV_16, 0, 0, F_NON_CAUSAL},
