@@ -512,7 +512,9 @@ static void write_rows(const ah_state *st, const char *src, int64_t s_ts, int64_
         if (slot < 0) continue;
         int64_t blk = slot / L->block_size, off = slot % L->block_size;
         for (uint32_t h = 0; h < L->hk; h++) {
-            const float inv = 1.0f / scale[h * scale_hs];
+            /* stored = real / scale, a float32 division as plugin.h defines it
+             * (a multiply by the reciprocal rounds ties differently) */
+            const float sc = scale[h * scale_hs];
             const char *s = src + ((int64_t)t * s_ts + (int64_t)h * s_hs) * (int64_t)ssz;
             char *d = cache + (blk * c_bs + off * c_ts + (int64_t)h * c_hs) * (int64_t)csz;
             if (sdt == L->kv_dtype) {
@@ -520,7 +522,7 @@ static void write_rows(const ah_state *st, const char *src, int64_t s_ts, int64_
             } else {
                 for (uint32_t c = 0; c < hsz; c++) {
                     float v = ah_load_f32(s, c, sdt);
-                    ah_store_f32(d, c, L->kv_dtype, fp8 ? v * inv : v);
+                    ah_store_f32(d, c, L->kv_dtype, fp8 ? v / sc : v);
                 }
             }
         }
