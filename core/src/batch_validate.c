@@ -53,26 +53,14 @@
  * Arithmetic on sizes is int64, so no product of two uint32 fields wraps.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <attnhost/attnhost.h>
 
 #include "batch_validate.h"
+#include "error.h"
 #include "table_scan.h"
-
-static ah_status fail(ah_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static ah_status fail(ah_error *err, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return AH_ERR_INVALID_ARGUMENT;
-}
 
 /* 1 for layers that read no paged cache: cacheless and ragged ones. */
 static int no_cache(const ah_layer_spec *spec)
@@ -84,47 +72,63 @@ static ah_status check_counts(const ah_batch *b, const ah_layer_spec *spec, cons
                               ah_error *err)
 {
     if (b->struct_size < offsetof(ah_batch, block_table_stride) + sizeof b->block_table_stride)
-        return fail(err, "batch: struct_size %" PRIu32 " is too small (need at least %zu)",
-                    b->struct_size, offsetof(ah_batch, block_table_stride) + sizeof(uint32_t));
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "batch: struct_size %" PRIu32 " is too small (need at least %zu)",
+                        b->struct_size, offsetof(ah_batch, block_table_stride) + sizeof(uint32_t));
     if (spec->struct_size < offsetof(ah_layer_spec, block_size) + sizeof spec->block_size)
-        return fail(err, "layer spec: struct_size %" PRIu32 " is too small", spec->struct_size);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "layer spec: struct_size %" PRIu32 " is too small", spec->struct_size);
     const int cacheless = no_cache(spec);
-    if (spec->block_size == 0 && !cacheless) return fail(err, "layer spec: block_size = 0");
-    if (b->num_reqs == 0) return fail(err, "num_reqs = 0: a batch needs at least one request");
-    if (!b->query_start_loc_host) return fail(err, "query_start_loc_host is NULL");
-    if (!cacheless && !b->seq_lens_host) return fail(err, "seq_lens_host is NULL");
+    if (spec->block_size == 0 && !cacheless)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: block_size = 0");
+    if (b->num_reqs == 0)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "num_reqs = 0: a batch needs at least one request");
+    if (!b->query_start_loc_host)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "query_start_loc_host is NULL");
+    if (!cacheless && !b->seq_lens_host)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "seq_lens_host is NULL");
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER && !ah_batch_encoder_seq_lens(b))
-        return fail(err,
-                    "encoder_seq_lens_host is NULL (or the batch's struct_size %" PRIu32
-                    " predates it): a cross-attention (encoder_decoder) layer reads each "
-                    "request's encoder_seq_lens[r] encoder tokens",
-                    b->struct_size);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "encoder_seq_lens_host is NULL (or the batch's struct_size %" PRIu32
+                        " predates it): a cross-attention (encoder_decoder) layer reads each "
+                        "request's encoder_seq_lens[r] encoder tokens",
+                        b->struct_size);
     if (!lim) return AH_OK;
     if (lim->struct_size < sizeof(ah_limits))
-        return fail(err, "limits: struct_size %" PRIu32 " is too small (need %zu)",
-                    lim->struct_size, sizeof(ah_limits));
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "limits: struct_size %" PRIu32 " is too small (need %zu)", lim->struct_size,
+                        sizeof(ah_limits));
     if (b->num_reqs > lim->max_num_reqs)
-        return fail(err, "num_reqs = %" PRIu32 " exceeds limits.max_num_reqs = %" PRIu32,
-                    b->num_reqs, lim->max_num_reqs);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "num_reqs = %" PRIu32 " exceeds limits.max_num_reqs = %" PRIu32,
+                        b->num_reqs, lim->max_num_reqs);
     if (b->num_tokens > lim->max_num_tokens)
-        return fail(err, "num_tokens = %" PRIu32 " exceeds limits.max_num_tokens = %" PRIu32,
-                    b->num_tokens, lim->max_num_tokens);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "num_tokens = %" PRIu32 " exceeds limits.max_num_tokens = %" PRIu32,
+                        b->num_tokens, lim->max_num_tokens);
     if (b->max_seq_len > lim->max_seq_len)
-        return fail(err, "max_seq_len = %" PRIu32 " exceeds limits.max_seq_len = %" PRIu32,
-                    b->max_seq_len, lim->max_seq_len);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "max_seq_len = %" PRIu32 " exceeds limits.max_seq_len = %" PRIu32,
+                        b->max_seq_len, lim->max_seq_len);
     return AH_OK;
 }
 
 /* The paging fields of a layer with a cache (one group's). */
 static ah_status check_paging(const ah_batch *b, const ah_limits *lim, ah_error *err)
 {
-    if (b->num_blocks == 0) return fail(err, "num_blocks = 0: the KV cache has no blocks");
-    if (!b->block_table_host) return fail(err, "block_table_host is NULL");
-    if (!b->slot_mapping_host) return fail(err, "slot_mapping_host is NULL");
-    if (b->block_table_stride == 0) return fail(err, "block_table_stride = 0");
+    if (b->num_blocks == 0)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "num_blocks = 0: the KV cache has no blocks");
+    if (!b->block_table_host)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "block_table_host is NULL");
+    if (!b->slot_mapping_host)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "slot_mapping_host is NULL");
+    if (b->block_table_stride == 0)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "block_table_stride = 0");
     if (lim && b->num_blocks > lim->num_blocks)
-        return fail(err, "num_blocks = %" PRIu32 " exceeds limits.num_blocks = %" PRIu32,
-                    b->num_blocks, lim->num_blocks);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "num_blocks = %" PRIu32 " exceeds limits.num_blocks = %" PRIu32,
+                        b->num_blocks, lim->num_blocks);
     return AH_OK;
 }
 
@@ -139,18 +143,20 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
     const int32_t *qsl = b->query_start_loc_host, *sl = ragged ? NULL : b->seq_lens_host;
     const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
     const int cacheless = no_cache(spec);
-    if (qsl[0] != 0) return fail(err, "query_start_loc[0] = %" PRId32 ", expected 0", qsl[0]);
+    if (qsl[0] != 0)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "query_start_loc[0] = %" PRId32 ", expected 0", qsl[0]);
     *max_q = *max_s = 0;
     *min_s = INT64_MAX;
     int64_t first_pad = -1;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t q = (int64_t)qsl[r + 1] - qsl[r];
         if (q < 0 || (q == 0 && fill < 0))
-            return fail(err,
-                        "query_start_loc[%" PRIu32 "] = %" PRId32 " after query_start_loc[%" PRIu32
-                        "] = %" PRId32 ": request %" PRIu32 " has query_len %" PRId64
-                        " (must be >= %d)",
-                        r + 1, qsl[r + 1], r, qsl[r], r, q, fill < 0 ? 1 : 0);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "query_start_loc[%" PRIu32 "] = %" PRId32
+                            " after query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                            " has query_len %" PRId64 " (must be >= %d)",
+                            r + 1, qsl[r + 1], r, qsl[r], r, q, fill < 0 ? 1 : 0);
         if (cacheless && !sl) { /* no seq_lens: the query lengths */
             if (q == 0 && fill < 0) continue;
             if (q == 0) {
@@ -158,15 +164,15 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
                 continue;
             }
             if (first_pad >= 0)
-                return fail(err,
-                            "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
-                            " has query_len %" PRId64 " after padded request %" PRId64,
-                            r + 1, qsl[r + 1], r, q, first_pad);
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                                " has query_len %" PRId64 " after padded request %" PRId64,
+                                r + 1, qsl[r + 1], r, q, first_pad);
             if (lim && q > lim->max_seq_len)
-                return fail(err,
-                            "request %" PRIu32 " has query_len %" PRId64
-                            " above limits.max_seq_len = %" PRIu32,
-                            r, q, lim->max_seq_len);
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "request %" PRIu32 " has query_len %" PRId64
+                                " above limits.max_seq_len = %" PRIu32,
+                                r, q, lim->max_seq_len);
             if (q > *max_q) *max_q = q;
             if (q > *max_s) *max_s = q;
             if (q < *min_s) *min_s = q;
@@ -174,69 +180,77 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
         }
         if (q == 0) { /* a padded request */
             if (sl[r] != fill)
-                return fail(err,
-                            "seq_lens[%" PRIu32 "] = %" PRId32 " for padded request %" PRIu32
-                            " (query_len 0): a padded request carries seq_len = %" PRId32
-                            " (the backend's graph_seq_len_fill)",
-                            r, sl[r], r, fill);
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "seq_lens[%" PRIu32 "] = %" PRId32 " for padded request %" PRIu32
+                                " (query_len 0): a padded request carries seq_len = %" PRId32
+                                " (the backend's graph_seq_len_fill)",
+                                r, sl[r], r, fill);
             if (first_pad < 0) first_pad = r;
             if (sl[r] > *max_s) *max_s = sl[r];
             continue;
         }
         if (first_pad >= 0)
-            return fail(err,
-                        "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
-                        " has query_len %" PRId64 " after padded request %" PRId64
-                        " (query_len 0); padded requests come after every real request",
-                        r + 1, qsl[r + 1], r, q, first_pad);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "query_start_loc[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                            " has query_len %" PRId64 " after padded request %" PRId64
+                            " (query_len 0); padded requests come after every real request",
+                            r + 1, qsl[r + 1], r, q, first_pad);
         int64_t s = sl[r];
         if (empty_kv && s == 0 && q == 1 && spec->attn_type == AH_ATTN_DECODER) {
             if (q > *max_q) *max_q = q;
             *min_s = 0;
             continue;
         }
-        if (s < 1) return fail(err, "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
+        if (s < 1)
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 1)", r, s);
         if (cacheless && s != q)
-            return fail(err,
-                        "seq_lens[%" PRIu32 "] = %" PRId64 ", but request %" PRIu32
-                        " has query_len %" PRId64 ": a cacheless (encoder) layer attends over "
-                        "the request's own tokens, so seq_len must equal query_len",
-                        r, s, r, q);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "seq_lens[%" PRIu32 "] = %" PRId64 ", but request %" PRIu32
+                            " has query_len %" PRId64 ": a cacheless (encoder) layer attends over "
+                            "the request's own tokens, so seq_len must equal query_len",
+                            r, s, r, q);
         if (!cross && q > s)
-            return fail(err,
-                        "seq_lens[%" PRIu32 "] = %" PRId64 " is less than request %" PRIu32
-                        "'s query_len %" PRId64 " (the cache holds the new tokens too)",
-                        r, s, r, q);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "seq_lens[%" PRIu32 "] = %" PRId64 " is less than request %" PRIu32
+                            "'s query_len %" PRId64 " (the cache holds the new tokens too)",
+                            r, s, r, q);
         if (lim && s > lim->max_seq_len)
-            return fail(err,
-                        "seq_lens[%" PRIu32 "] = %" PRId64 " exceeds limits.max_seq_len = %" PRIu32,
-                        r, s, lim->max_seq_len);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "seq_lens[%" PRIu32 "] = %" PRId64
+                            " exceeds limits.max_seq_len = %" PRIu32,
+                            r, s, lim->max_seq_len);
         if (q > *max_q) *max_q = q;
         if (s > *max_s) *max_s = s;
         if (s < *min_s) *min_s = s;
     }
     if (first_pad == 0)
-        return fail(err,
-                    "query_start_loc[1] = %" PRId32 ": every request is padding (query_len 0); "
-                    "a batch needs at least one real request",
-                    qsl[1]);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "query_start_loc[1] = %" PRId32 ": every request is padding (query_len 0); "
+                        "a batch needs at least one real request",
+                        qsl[1]);
     if ((int64_t)qsl[b->num_reqs] != (int64_t)b->num_tokens)
-        return fail(err,
-                    "query_start_loc[%" PRIu32 "] = %" PRId32 ", expected num_tokens = %" PRIu32,
-                    b->num_reqs, qsl[b->num_reqs], b->num_tokens);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "query_start_loc[%" PRIu32 "] = %" PRId32
+                        ", expected num_tokens = %" PRIu32,
+                        b->num_reqs, qsl[b->num_reqs], b->num_tokens);
     if (b->max_query_len < *max_q)
-        return fail(err, "max_query_len = %" PRIu32 " is below the longest query (%" PRId64 ")",
-                    b->max_query_len, *max_q);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "max_query_len = %" PRIu32 " is below the longest query (%" PRId64 ")",
+                        b->max_query_len, *max_q);
     if (lim && b->max_query_len > lim->max_num_tokens)
-        return fail(err, "max_query_len = %" PRIu32 " exceeds limits.max_num_tokens = %" PRIu32,
-                    b->max_query_len, lim->max_num_tokens);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "max_query_len = %" PRIu32 " exceeds limits.max_num_tokens = %" PRIu32,
+                        b->max_query_len, lim->max_num_tokens);
     if (b->max_seq_len < *max_s)
-        return fail(err, "max_seq_len = %" PRIu32 " is below the longest sequence (%" PRId64 ")",
-                    b->max_seq_len, *max_s);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "max_seq_len = %" PRIu32 " is below the longest sequence (%" PRId64 ")",
+                        b->max_seq_len, *max_s);
     if (!ragged && AH_HAS_FIELD(b, ah_batch, common_prefix_len) && b->common_prefix_len > *min_s)
-        return fail(err,
-                    "common_prefix_len = %" PRIu32 " exceeds the shortest sequence (%" PRId64 ")",
-                    b->common_prefix_len, *min_s);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "common_prefix_len = %" PRIu32 " exceeds the shortest sequence (%" PRId64
+                        ")",
+                        b->common_prefix_len, *min_s);
     return AH_OK;
 }
 
@@ -247,21 +261,24 @@ static ah_status check_ragged(const ah_batch *b, const ah_layer_spec *spec, cons
 {
     const int32_t *ck = ah_batch_cu_seqlens_k(b), *qsl = b->query_start_loc_host;
     if (!ck)
-        return fail(err,
-                    "cu_seqlens_k_host is NULL (or the batch's struct_size %" PRIu32
-                    " predates it): a ragged layer reads request r's keys at rows "
-                    "cu_seqlens_k[r] .. cu_seqlens_k[r + 1] - 1 of forward's key and value",
-                    b->struct_size);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "cu_seqlens_k_host is NULL (or the batch's struct_size %" PRIu32
+                        " predates it): a ragged layer reads request r's keys at rows "
+                        "cu_seqlens_k[r] .. cu_seqlens_k[r + 1] - 1 of forward's key and value",
+                        b->struct_size);
     if (ah_batch_custom_mask(b))
-        return fail(err, "custom_mask is set, but a ragged layer takes no tree mask (a mask "
-                         "covers the paged cache's positions)");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "custom_mask is set, but a ragged layer takes no tree mask (a mask "
+                        "covers the paged cache's positions)");
     const uint32_t place = ah_batch_ragged_keys(b);
     if (place >= AH_RAGGED_KEYS_COUNT)
-        return fail(err,
-                    "ragged_keys = %" PRIu32 " is unknown (0: bottom_right, the queries at the "
-                    "last key positions; 1: context, every key before every query)",
-                    place);
-    if (ck[0] != 0) return fail(err, "cu_seqlens_k[0] = %" PRId32 ", expected 0", ck[0]);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "ragged_keys = %" PRIu32 " is unknown (0: bottom_right, the queries at the "
+                        "last key positions; 1: context, every key before every query)",
+                        place);
+    if (ck[0] != 0)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "cu_seqlens_k[0] = %" PRId32 ", expected 0",
+                        ck[0]);
     /* context keys all precede the queries: none needed, all visible */
     const int context = place == AH_RAGGED_KEYS_CONTEXT;
     const int causal = ah_spec_causal(spec) && !context;
@@ -277,28 +294,28 @@ static ah_status check_ragged(const ah_batch *b, const ah_layer_spec *spec, cons
                                 "keys 0 .. k_len - query_len + i, so k_len >= query_len"
                               : NULL;
         if (why)
-            return fail(err,
-                        "cu_seqlens_k[%" PRIu32 "] = %" PRId32 " after cu_seqlens_k[%" PRIu32
-                        "] = %" PRId32 ": request %" PRIu32 " has k_len %" PRId64
-                        " and query_len %" PRId64 " %s",
-                        r + 1, ck[r + 1], r, ck[r], r, k, q, why);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "cu_seqlens_k[%" PRIu32 "] = %" PRId32 " after cu_seqlens_k[%" PRIu32
+                            "] = %" PRId32 ": request %" PRIu32 " has k_len %" PRId64
+                            " and query_len %" PRId64 " %s",
+                            r + 1, ck[r + 1], r, ck[r], r, k, q, why);
         if (k > (int64_t)b->max_seq_len)
-            return fail(err,
-                        "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
-                        " has k_len %" PRId64 " above max_seq_len = %" PRIu32
-                        " (which bounds key lengths too)",
-                        r + 1, ck[r + 1], r, k, b->max_seq_len);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                            " has k_len %" PRId64 " above max_seq_len = %" PRIu32
+                            " (which bounds key lengths too)",
+                            r + 1, ck[r + 1], r, k, b->max_seq_len);
         if (lim && k > (int64_t)lim->max_seq_len)
-            return fail(err,
-                        "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
-                        " has k_len %" PRId64 " above limits.max_seq_len = %" PRIu32,
-                        r + 1, ck[r + 1], r, k, lim->max_seq_len);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ": request %" PRIu32
+                            " has k_len %" PRId64 " above limits.max_seq_len = %" PRIu32,
+                            r + 1, ck[r + 1], r, k, lim->max_seq_len);
     }
     if ((int64_t)ck[b->num_reqs] != (int64_t)b->num_k_tokens)
-        return fail(err,
-                    "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ", expected num_k_tokens = %" PRIu32
-                    " (the key tensor's rows)",
-                    b->num_reqs, ck[b->num_reqs], b->num_k_tokens);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "cu_seqlens_k[%" PRIu32 "] = %" PRId32 ", expected num_k_tokens = %" PRIu32
+                        " (the key tensor's rows)",
+                        b->num_reqs, ck[b->num_reqs], b->num_k_tokens);
     return AH_OK;
 }
 
@@ -311,36 +328,37 @@ static ah_status check_released(const ah_batch *b, const ah_layer_spec *spec, ui
     const int64_t q = (int64_t)b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
     const int64_t p0 = (int64_t)b->seq_lens_host[r] - q, last = (k + 1) * bs - 1;
     if (q == 0)
-        return fail(err,
-                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
-                    ": a released block in padded "
-                    "request %" PRIu32 ", whose blocks a kernel may read: padding uses blocks "
-                    "inside the cache",
-                    r, k, v, r);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                        ": a released block in padded "
+                        "request %" PRIu32 ", whose blocks a kernel may read: padding uses blocks "
+                        "inside the cache",
+                        r, k, v, r);
     if (spec->attn_type != AH_ATTN_DECODER)
-        return fail(err,
-                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block, but a "
-                    "%s layer reads every key of the request: only sliding-window decoder layers "
-                    "may have released blocks",
-                    r, k, v, ah_attn_type_str(spec->attn_type));
+        return ah__fail(
+            err, AH_ERR_INVALID_ARGUMENT,
+            "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block, but a "
+            "%s layer reads every key of the request: only sliding-window decoder layers "
+            "may have released blocks",
+            r, k, v, ah_attn_type_str(spec->attn_type));
     if (!w)
-        return fail(err,
-                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
-                    " is outside the cache (%" PRIu32
-                    " blocks): a negative entry marks a released block, but %s, so request %" PRIu32
-                    "'s queries may read every key (positions %" PRId64 "..%" PRId64
-                    " of this block included)",
-                    r, k, v, b->num_blocks, why_none, r, k * bs, last);
+        return ah__fail(
+            err, AH_ERR_INVALID_ARGUMENT,
+            "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 " is outside the cache (%" PRIu32
+            " blocks): a negative entry marks a released block, but %s, so request %" PRIu32
+            "'s queries may read every key (positions %" PRId64 "..%" PRId64
+            " of this block included)",
+            r, k, v, b->num_blocks, why_none, r, k * bs, last);
     if (last > p0 - (int64_t)w) {
         int64_t lo = p0 - (int64_t)w + 1;
-        return fail(err,
-                    "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block, but "
-                    "request %" PRIu32 "'s first query token (position %" PRId64
-                    ", sliding_window %" PRIu32 ") still sees keys from position %" PRId64
-                    " on, and the block holds "
-                    "positions %" PRId64 "..%" PRId64
-                    "; only blocks wholly before position %" PRId64 " may be released",
-                    r, k, v, r, p0, w, lo < 0 ? 0 : lo, k * bs, last, lo < 0 ? 0 : lo);
+        return ah__fail(
+            err, AH_ERR_INVALID_ARGUMENT,
+            "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32 ": a released block, but "
+            "request %" PRIu32 "'s first query token (position %" PRId64 ", sliding_window %" PRIu32
+            ") still sees keys from position %" PRId64 " on, and the block holds "
+            "positions %" PRId64 "..%" PRId64 "; only blocks wholly before position %" PRId64
+            " may be released",
+            r, k, v, r, p0, w, lo < 0 ? 0 : lo, k * bs, last, lo < 0 ? 0 : lo);
     }
     return AH_OK;
 }
@@ -356,15 +374,16 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t need = (int64_t)ah__blocks_for(&div, (uint32_t)b->seq_lens_host[r]);
         if (need > (int64_t)b->block_table_stride)
-            return fail(err,
-                        "block_table_stride = %" PRIu32 " is too narrow: request %" PRIu32
-                        " (seq_len %" PRId32 ", block_size %" PRId64 ") needs %" PRId64 " blocks",
-                        b->block_table_stride, r, b->seq_lens_host[r], bs, need);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "block_table_stride = %" PRIu32 " is too narrow: request %" PRIu32
+                            " (seq_len %" PRId32 ", block_size %" PRId64 ") needs %" PRId64
+                            " blocks",
+                            b->block_table_stride, r, b->seq_lens_host[r], bs, need);
         if (lim && need > (int64_t)lim->max_blocks_per_req)
-            return fail(err,
-                        "request %" PRIu32 " needs %" PRId64 " blocks (seq_len %" PRId32
-                        "), above limits.max_blocks_per_req = %" PRIu32,
-                        r, need, b->seq_lens_host[r], lim->max_blocks_per_req);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "request %" PRIu32 " needs %" PRId64 " blocks (seq_len %" PRId32
+                            "), above limits.max_blocks_per_req = %" PRIu32,
+                            r, need, b->seq_lens_host[r], lim->max_blocks_per_req);
     }
     if (ah__table_max_unsigned(b->block_table_host, b->block_table_stride, b->seq_lens_host,
                                b->num_reqs, &div) < b->num_blocks)
@@ -381,10 +400,10 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
                 continue;
             }
             if ((int64_t)row[k] >= (int64_t)b->num_blocks)
-                return fail(err,
-                            "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
-                            " is outside the cache (%" PRIu32 " blocks)",
-                            r, k, row[k], b->num_blocks);
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                                " is outside the cache (%" PRIu32 " blocks)",
+                                r, k, row[k], b->num_blocks);
         }
     }
     return AH_OK;
@@ -404,10 +423,11 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
             int64_t slot = b->slot_mapping_host[t];
             if (slot < 0) continue;
             if (slot >= cache_slots)
-                return fail(err,
-                            "slot_mapping[%" PRId32 "] = %" PRId64 " is outside the cache (%" PRIu32
-                            " blocks of %" PRId64 " = %" PRId64 " slots)",
-                            t, slot, b->num_blocks, bs, cache_slots);
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "slot_mapping[%" PRId32 "] = %" PRId64
+                                " is outside the cache (%" PRIu32 " blocks of %" PRId64
+                                " = %" PRId64 " slots)",
+                                t, slot, b->num_blocks, bs, cache_slots);
             if (cross) continue;
             int64_t pos = first_pos + (t - t0);
             /* shift and mask for power-of-two block sizes */
@@ -415,12 +435,12 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
                      off = (uint32_t)ah__mod(&div, (uint64_t)pos);
             int64_t want = (int64_t)row[blk] * bs + off;
             if (slot != want)
-                return fail(err,
-                            "slot_mapping[%" PRId32 "] = %" PRId64 ", but token position %" PRId64
-                            " of request %" PRIu32 " lives at slot %" PRId64
-                            " (block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
-                            ", block_size %" PRId64 ")",
-                            t, slot, pos, r, want, r, pos / bs, row[pos / bs], bs);
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "slot_mapping[%" PRId32 "] = %" PRId64
+                                ", but token position %" PRId64 " of request %" PRIu32
+                                " lives at slot %" PRId64 " (block_table[%" PRIu32 "][%" PRId64
+                                "] = %" PRId32 ", block_size %" PRId64 ")",
+                                t, slot, pos, r, want, r, pos / bs, row[pos / bs], bs);
         }
     }
     return AH_OK;
@@ -435,37 +455,38 @@ static ah_status check_encoder(const ah_batch *b, const ah_layer_spec *spec, con
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t e = el[r];
         if (e < 0)
-            return fail(err, "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 0)", r, e);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " (must be >= 0)", r, e);
         if (e > (int64_t)b->max_seq_len)
-            return fail(err,
-                        "encoder_seq_lens[%" PRIu32 "] = %" PRId64 " exceeds max_seq_len = %" PRIu32
-                        " (which bounds encoder lengths too)",
-                        r, e, b->max_seq_len);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "encoder_seq_lens[%" PRIu32 "] = %" PRId64
+                            " exceeds max_seq_len = %" PRIu32 " (which bounds encoder lengths too)",
+                            r, e, b->max_seq_len);
         if (lim && e > (int64_t)lim->max_seq_len)
-            return fail(err,
-                        "encoder_seq_lens[%" PRIu32 "] = %" PRId64
-                        " exceeds limits.max_seq_len = %" PRIu32,
-                        r, e, lim->max_seq_len);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "encoder_seq_lens[%" PRIu32 "] = %" PRId64
+                            " exceeds limits.max_seq_len = %" PRIu32,
+                            r, e, lim->max_seq_len);
         int64_t need = (e + bs - 1) / bs;
         if (need > (int64_t)b->block_table_stride)
-            return fail(err,
-                        "block_table_stride = %" PRIu32 " is too narrow: request %" PRIu32
-                        "'s cross cache (encoder_seq_lens %" PRId64 ", block_size %" PRId64
-                        ") needs %" PRId64 " blocks",
-                        b->block_table_stride, r, e, bs, need);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "block_table_stride = %" PRIu32 " is too narrow: request %" PRIu32
+                            "'s cross cache (encoder_seq_lens %" PRId64 ", block_size %" PRId64
+                            ") needs %" PRId64 " blocks",
+                            b->block_table_stride, r, e, bs, need);
         if (lim && need > (int64_t)lim->max_blocks_per_req)
-            return fail(err,
-                        "request %" PRIu32 "'s encoder tokens need %" PRId64
-                        " blocks, above limits.max_blocks_per_req = %" PRIu32,
-                        r, need, lim->max_blocks_per_req);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "request %" PRIu32 "'s encoder tokens need %" PRId64
+                            " blocks, above limits.max_blocks_per_req = %" PRIu32,
+                            r, need, lim->max_blocks_per_req);
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
         for (int64_t k = 0; k < need; k++)
             if (row[k] < 0 || (int64_t)row[k] >= (int64_t)b->num_blocks)
-                return fail(err,
-                            "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
-                            " is outside the cache (%" PRIu32 " blocks): the cross cache holds "
-                            "request %" PRIu32 "'s %" PRId64 " encoder tokens there",
-                            r, k, row[k], b->num_blocks, r, e);
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "block_table[%" PRIu32 "][%" PRId64 "] = %" PRId32
+                                " is outside the cache (%" PRIu32 " blocks): the cross cache holds "
+                                "request %" PRIu32 "'s %" PRId64 " encoder tokens there",
+                                r, k, row[k], b->num_blocks, r, e);
     }
     return AH_OK;
 }
@@ -474,23 +495,29 @@ static ah_status check_encoder(const ah_batch *b, const ah_layer_spec *spec, con
 static ah_status check_mask(const ah_batch *b, ah_error *err)
 {
     const int64_t *ip = b->mask_indptr_host;
-    if (!ip) return fail(err, "custom_mask_host is set but mask_indptr_host is NULL");
-    if (!b->seq_lens_host) return fail(err, "custom_mask_host is set but seq_lens_host is NULL");
-    if (ip[0] < 0) return fail(err, "mask_indptr[0] = %" PRId64 " (must be >= 0)", ip[0]);
+    if (!ip)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "custom_mask_host is set but mask_indptr_host is NULL");
+    if (!b->seq_lens_host)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "custom_mask_host is set but seq_lens_host is NULL");
+    if (ip[0] < 0)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "mask_indptr[0] = %" PRId64 " (must be >= 0)",
+                        ip[0]);
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int64_t q = (int64_t)b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
         int64_t want = q * (int64_t)b->seq_lens_host[r];
         if (ip[r + 1] - ip[r] != want)
-            return fail(err,
-                        "mask_indptr[%" PRIu32 "] = %" PRId64 " after mask_indptr[%" PRIu32
-                        "] = %" PRId64 ": request %" PRIu32 " needs a [%" PRId64 " x %" PRId32
-                        "] mask block of %" PRId64 " bytes",
-                        r + 1, ip[r + 1], r, ip[r], r, q, b->seq_lens_host[r], want);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "mask_indptr[%" PRIu32 "] = %" PRId64 " after mask_indptr[%" PRIu32
+                            "] = %" PRId64 ": request %" PRIu32 " needs a [%" PRId64 " x %" PRId32
+                            "] mask block of %" PRId64 " bytes",
+                            r + 1, ip[r + 1], r, ip[r], r, q, b->seq_lens_host[r], want);
     }
     if ((uint64_t)ip[b->num_reqs] > b->custom_mask_len)
-        return fail(err,
-                    "mask_indptr[%" PRIu32 "] = %" PRId64 " is past custom_mask_len = %" PRIu64,
-                    b->num_reqs, ip[b->num_reqs], b->custom_mask_len);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "mask_indptr[%" PRIu32 "] = %" PRId64 " is past custom_mask_len = %" PRIu64,
+                        b->num_reqs, ip[b->num_reqs], b->custom_mask_len);
     return AH_OK;
 }
 
@@ -502,10 +529,13 @@ ah_status ah_batch_validate(const ah_batch *batch, const ah_layer_spec *spec,
 
 ah_status ah_batch_group_view(const ah_batch *batch, uint32_t g, ah_batch *view, ah_error *err)
 {
-    if (!batch || !view) return fail(err, "ah_batch_group_view: batch and view are required");
+    if (!batch || !view)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "ah_batch_group_view: batch and view are required");
     if (batch->struct_size <
         offsetof(ah_batch, block_table_stride) + sizeof batch->block_table_stride)
-        return fail(err, "batch: struct_size %" PRIu32 " is too small", batch->struct_size);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "batch: struct_size %" PRIu32 " is too small",
+                        batch->struct_size);
     const uint32_t n = ah_batch_num_kv_groups(batch);
     memset(view, 0, sizeof *view);
     memcpy(view, batch, batch->struct_size < sizeof *view ? batch->struct_size : sizeof *view);
@@ -514,23 +544,26 @@ ah_status ah_batch_group_view(const ah_batch *batch, uint32_t g, ah_batch *view,
     view->kv_groups = NULL;
     if (!n) {
         if (g == 0) return AH_OK;
-        return fail(err,
-                    "num_kv_groups = 0 (the batch's own block_table is group 0 and there is no "
-                    "other), but the layer is in kv_group %" PRIu32
-                    ": pass every group in kv_groups",
-                    g);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "num_kv_groups = 0 (the batch's own block_table is group 0 and there is no "
+                        "other), but the layer is in kv_group %" PRIu32
+                        ": pass every group in kv_groups",
+                        g);
     }
-    if (!batch->kv_groups) return fail(err, "num_kv_groups = %" PRIu32 " but kv_groups is NULL", n);
+    if (!batch->kv_groups)
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "num_kv_groups = %" PRIu32 " but kv_groups is NULL", n);
     if (g >= n)
-        return fail(err,
-                    "num_kv_groups = %" PRIu32 ", but the layer is in kv_group %" PRIu32
-                    ": kv_groups needs an entry per group of the model",
-                    n, g);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "num_kv_groups = %" PRIu32 ", but the layer is in kv_group %" PRIu32
+                        ": kv_groups needs an entry per group of the model",
+                        n, g);
     const ah_kv_group *e = &batch->kv_groups[g];
     if (e->struct_size < offsetof(ah_kv_group, block_table_stride) + sizeof e->block_table_stride)
-        return fail(err, "kv_groups[%" PRIu32 "].struct_size = %" PRIu32 " is too small (need %zu)",
-                    g, e->struct_size,
-                    offsetof(ah_kv_group, block_table_stride) + sizeof(uint32_t));
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "kv_groups[%" PRIu32 "].struct_size = %" PRIu32 " is too small (need %zu)",
+                        g, e->struct_size,
+                        offsetof(ah_kv_group, block_table_stride) + sizeof(uint32_t));
     if (!e->block_table_host) return AH_OK; /* the batch's own fields */
     view->num_blocks = e->num_blocks;
     view->block_table = e->block_table;
@@ -554,8 +587,8 @@ static ah_status in_group(ah_status s, uint32_t g, ah_error *err)
 static ah_status validate(const ah_batch *batch, const ah_layer_spec *spec, const ah_limits *limits,
                           int32_t seq_len_fill, int empty_kv, ah_error *err)
 {
-    if (!batch) return fail(err, "batch is NULL");
-    if (!spec) return fail(err, "layer spec is NULL");
+    if (!batch) return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
+    if (!spec) return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec is NULL");
     const uint32_t g = ah_spec_kv_group(spec);
     const int grouped =
         g || (batch->struct_size >= offsetof(ah_batch, block_table_stride) + sizeof(uint32_t) &&

@@ -25,7 +25,6 @@
  * note, never partly believed. Written through the scan cache's atomic
  * writer (0600 temp file + rename).
  */
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "host_int.h"
 #include "record_file.h"
 #include "record_key.h"
@@ -209,36 +209,25 @@ const char *ah__host_not_checked(const ah_host *h, int i, char *buf, size_t cap)
 
 /* ---- public API ------------------------------------------------------------------ */
 
-static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err) vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_result *res,
                                ah_error *err)
 {
     if (err) err->msg[0] = '\0';
     if (!h || !plugin || !res || res->struct_size < sizeof *res)
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_check: %s",
-                    !h || !plugin || !res ? "NULL argument"
-                                          : "ah_check_result.struct_size too small");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_check: %s",
+                        !h || !plugin || !res ? "NULL argument"
+                                              : "ah_check_result.struct_size too small");
     int i = ah__host_find(h, plugin);
-    if (i < 0) return fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", plugin);
+    if (i < 0) return ah__fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", plugin);
     const ah_plugin_rec *rec = h->scan.plugins[i];
     if (rec->info.state != AH_PLUGIN_AVAILABLE)
-        return fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s", plugin,
-                    rec->info.reason);
+        return ah__fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s", plugin,
+                        rec->info.reason);
     if (!*h->check_path)
-        return fail(err, AH_ERR_IO,
-                    "check record for %s not written: no scan cache ([search] "
-                    "cache), so no check records",
-                    plugin);
+        return ah__fail(err, AH_ERR_IO,
+                        "check record for %s not written: no scan cache ([search] "
+                        "cache), so no check records",
+                        plugin);
     ah_rf_entries f = {0};
     ah_rf_outcome lo;
     int ro;
@@ -248,7 +237,7 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
         char msg[900];
         snprintf(msg, sizeof msg, "%s (read-only here)", note ? note : h->check_path);
         ah__free(note);
-        return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, msg);
+        return ah__fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, msg);
     }
     ah__free(note);
 
@@ -274,10 +263,11 @@ ah_status ah_host_record_check(ah_host *h, const char *plugin, const ah_check_re
     int w = ah__rf_save(&chk_format, h->check_path, &f, why, sizeof why);
     ah__rf_clear(&chk_format, &f);
     if (w < 0) goto oom;
-    if (w > 0) return fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, why);
+    if (w > 0) return ah__fail(err, AH_ERR_IO, "check record for %s not written: %s", plugin, why);
     return AH_OK;
 oom:
-    return fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while recording the check of %s", plugin);
+    return ah__fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while recording the check of %s",
+                    plugin);
 }
 
 ah_status ah_host_plugin_check(const ah_host *h, const char *plugin, ah_check_record *out)

@@ -35,6 +35,7 @@
 
 #include "alloc.h"
 #include "cp_comm.h"
+#include "error.h"
 
 /* ---- NCCL's ABI, as documented ------------------------------------------- */
 
@@ -87,19 +88,6 @@ typedef struct cuda_lib {
 #define NCCL_DEFAULT_LIBRARY "libnccl.so.2"
 #define CUDA_LIBRARY "libcuda.so.1"
 
-static ah_status failf(ah_error *err, ah_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ah_status failf(ah_error *err, ah_status st, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* ---- loading, once per process ------------------------------------------- */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -112,7 +100,7 @@ static int resolve(void *dl, const char *lib, const char *name, void *slot, cons
 {
     void *p = dlsym(dl, name);
     if (!p) {
-        failf(err, AH_ERR_UNAVAILABLE, "context parallel: %s has no %s%s", lib, name, need);
+        ah__fail(err, AH_ERR_UNAVAILABLE, "context parallel: %s has no %s%s", lib, name, need);
         return -1;
     }
     memcpy(slot, &p, sizeof p);
@@ -134,28 +122,29 @@ static ah_status nccl_get(const char *path, nccl_lib **out, ah_error *err)
     pthread_mutex_lock(&g_lock);
     if (g_nccl) {
         if (strcmp(g_nccl->path, want))
-            st = failf(err, AH_ERR_INVALID_ARGUMENT,
-                       "context parallel: NCCL is already loaded from %s in this process; "
-                       "ah_cp_options.nccl_library asks for %s (one NCCL per process: its "
-                       "communicators mean nothing to another copy)",
-                       g_nccl->path, want);
+            st = ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                          "context parallel: NCCL is already loaded from %s in this process; "
+                          "ah_cp_options.nccl_library asks for %s (one NCCL per process: its "
+                          "communicators mean nothing to another copy)",
+                          g_nccl->path, want);
         *out = st == AH_OK ? g_nccl : NULL;
         pthread_mutex_unlock(&g_lock);
         return st;
     }
     nccl_lib *n = ah__calloc(1, sizeof *n);
     if (!n || !(n->path = ah__strdup(want))) {
-        st = failf(err, AH_ERR_OUT_OF_MEMORY, "context parallel: out of memory loading %s", want);
+        st =
+            ah__fail(err, AH_ERR_OUT_OF_MEMORY, "context parallel: out of memory loading %s", want);
         goto fail;
     }
     dlerror();
     n->dl = dlopen(want, RTLD_NOW | RTLD_LOCAL);
     if (!n->dl) {
         const char *e = dlerror();
-        st = failf(err, AH_ERR_UNAVAILABLE,
-                   "context parallel: cannot load the NCCL library %s: %s (install NCCL, or "
-                   "name the file in ah_cp_options.nccl_library)",
-                   want, e ? e : "unknown error");
+        st = ah__fail(err, AH_ERR_UNAVAILABLE,
+                      "context parallel: cannot load the NCCL library %s: %s (install NCCL, or "
+                      "name the file in ah_cp_options.nccl_library)",
+                      want, e ? e : "unknown error");
         goto fail;
     }
     static const char need[] = " (NCCL 2.4 or later is needed)";
@@ -196,18 +185,18 @@ static ah_status cuda_get(cuda_lib **out, ah_error *err)
     }
     cuda_lib *c = ah__calloc(1, sizeof *c);
     if (!c) {
-        st = failf(err, AH_ERR_OUT_OF_MEMORY, "context parallel: out of memory loading %s",
-                   CUDA_LIBRARY);
+        st = ah__fail(err, AH_ERR_OUT_OF_MEMORY, "context parallel: out of memory loading %s",
+                      CUDA_LIBRARY);
         goto fail;
     }
     dlerror();
     c->dl = dlopen(CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (!c->dl) {
         const char *e = dlerror();
-        st = failf(err, AH_ERR_UNAVAILABLE,
-                   "context parallel: cannot load the CUDA driver %s: %s (the step's check "
-                   "over NCCL needs it)",
-                   CUDA_LIBRARY, e ? e : "unknown error");
+        st = ah__fail(err, AH_ERR_UNAVAILABLE,
+                      "context parallel: cannot load the CUDA driver %s: %s (the step's check "
+                      "over NCCL needs it)",
+                      CUDA_LIBRARY, e ? e : "unknown error");
         goto fail;
     }
     static const char need[] = " (a CUDA 11 or later driver is needed)";
@@ -238,8 +227,8 @@ static ah_status cuda_get(cuda_lib **out, ah_error *err)
     if (r != CU_SUCCESS) {
         const char *s = NULL;
         if (c->get_error_string(r, &s) != CU_SUCCESS || !s) s = "unknown error";
-        st = failf(err, AH_ERR_UNAVAILABLE, "context parallel: cuInit failed: %s (CUresult %d)", s,
-                   r);
+        st = ah__fail(err, AH_ERR_UNAVAILABLE, "context parallel: cuInit failed: %s (CUresult %d)",
+                      s, r);
         goto fail;
     }
     g_cuda = c;
@@ -313,10 +302,10 @@ static ah_status buffers_alloc(ah__cp_nccl *n, uint32_t cap, ah_error *err)
         (r = c->mem_alloc_host((void **)&n->h_recv, all)) != CU_SUCCESS ||
         (r = c->mem_alloc(&n->d_send, one)) != CU_SUCCESS ||
         (r = c->mem_alloc(&n->d_recv, all)) != CU_SUCCESS)
-        return failf(err, AH_ERR_OUT_OF_MEMORY,
-                     "context parallel: allocating the step check's %zu bytes (pinned and on "
-                     "CUDA device %d) failed: %s",
-                     one + all, n->device, cu_str(c, r));
+        return ah__fail(err, AH_ERR_OUT_OF_MEMORY,
+                        "context parallel: allocating the step check's %zu bytes (pinned and on "
+                        "CUDA device %d) failed: %s",
+                        one + all, n->device, cu_str(c, r));
     n->cap = cap;
     return AH_OK;
 }
@@ -327,8 +316,8 @@ static int comm_query(const ah__cp_nccl *n, nccl_result_t (*fn)(nccl_comm_t, int
 {
     nccl_result_t r = fn(n->comm, v);
     if (r == NCCL_SUCCESS) return 0;
-    failf(err, AH_ERR_DEVICE, "context parallel: %s on the engine's communicator failed: %s", name,
-          nccl_str(n->nccl, r));
+    ah__fail(err, AH_ERR_DEVICE, "context parallel: %s on the engine's communicator failed: %s",
+             name, nccl_str(n->nccl, r));
     return -1;
 }
 
@@ -337,19 +326,19 @@ ah_status ah__cp_nccl_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp
 {
     *out = NULL;
     if (!o->nccl_comm)
-        return failf(err, AH_ERR_INVALID_ARGUMENT,
-                     "context parallel: ah_cp_options.nccl_comm is NULL");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "context parallel: ah_cp_options.nccl_comm is NULL");
     if (mem->kind != AH_DEVICE_CUDA)
-        return failf(err, AH_ERR_UNSUPPORTED,
-                     "context parallel: NCCL needs the rank's buffers on a CUDA device; the "
-                     "bound plugin's device is %s (use ah_cp_options.local_group for ranks in "
-                     "one process on other devices)",
-                     mem->kind == AH_DEVICE_CPU ? "the CPU" : "not CUDA");
+        return ah__fail(err, AH_ERR_UNSUPPORTED,
+                        "context parallel: NCCL needs the rank's buffers on a CUDA device; the "
+                        "bound plugin's device is %s (use ah_cp_options.local_group for ranks in "
+                        "one process on other devices)",
+                        mem->kind == AH_DEVICE_CPU ? "the CPU" : "not CUDA");
     nccl_lib *lib;
     ah_status st = nccl_get(o->nccl_library, &lib, err);
     if (st != AH_OK) return st;
     ah__cp_nccl *n = ah__calloc(1, sizeof *n);
-    if (!n) return failf(err, AH_ERR_OUT_OF_MEMORY, "context parallel: out of memory");
+    if (!n) return ah__fail(err, AH_ERR_OUT_OF_MEMORY, "context parallel: out of memory");
     n->nccl = lib;
     n->comm = o->nccl_comm;
     n->world = o->world_size;
@@ -365,23 +354,24 @@ ah_status ah__cp_nccl_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp
         goto fail;
     }
     if (count < 0 || (uint32_t)count != o->world_size) {
-        st = failf(err, AH_ERR_INVALID_ARGUMENT,
-                   "context parallel: the NCCL communicator has %d ranks, "
-                   "ah_cp_options.world_size says %u",
-                   count, o->world_size);
+        st = ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                      "context parallel: the NCCL communicator has %d ranks, "
+                      "ah_cp_options.world_size says %u",
+                      count, o->world_size);
         goto fail;
     }
     if (rank < 0 || (uint32_t)rank != o->rank) {
-        st = failf(err, AH_ERR_INVALID_ARGUMENT,
-                   "context parallel: the NCCL communicator is rank %d, ah_cp_options.rank says %u",
-                   rank, o->rank);
+        st = ah__fail(
+            err, AH_ERR_INVALID_ARGUMENT,
+            "context parallel: the NCCL communicator is rank %d, ah_cp_options.rank says %u", rank,
+            o->rank);
         goto fail;
     }
     if (device != mem->index) {
-        st = failf(err, AH_ERR_INVALID_ARGUMENT,
-                   "context parallel: the NCCL communicator is on CUDA device %d, the binding "
-                   "runs on CUDA device %d (ah_binding_options.device_index)",
-                   device, mem->index);
+        st = ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                      "context parallel: the NCCL communicator is on CUDA device %d, the binding "
+                      "runs on CUDA device %d (ah_binding_options.device_index)",
+                      device, mem->index);
         goto fail;
     }
 
@@ -391,17 +381,17 @@ ah_status ah__cp_nccl_open(const ah_cp_options *o, const ah__cp_mem *mem, ah__cp
     cu_result r = c->device_get(&cudev, mem->index);
     if (r == CU_SUCCESS) r = c->primary_ctx_retain(&n->ctx, cudev);
     if (r != CU_SUCCESS) {
-        st =
-            failf(err, AH_ERR_DEVICE, "context parallel: the primary context of CUDA device %d: %s",
-                  mem->index, cu_str(c, r));
+        st = ah__fail(err, AH_ERR_DEVICE,
+                      "context parallel: the primary context of CUDA device %d: %s", mem->index,
+                      cu_str(c, r));
         goto fail;
     }
     if ((r = c->ctx_push(n->ctx)) != CU_SUCCESS) {
         c->primary_ctx_release(cudev);
         n->ctx = NULL;
-        st = failf(err, AH_ERR_DEVICE,
-                   "context parallel: making CUDA device %d's primary context current: %s",
-                   mem->index, cu_str(c, r));
+        st = ah__fail(err, AH_ERR_DEVICE,
+                      "context parallel: making CUDA device %d's primary context current: %s",
+                      mem->index, cu_str(c, r));
         goto fail;
     }
     st = buffers_alloc(n, 16, err);
@@ -434,12 +424,12 @@ void ah__cp_nccl_close(ah__cp_nccl *n)
 ah_status ah__cp_nccl_all_gather(ah__cp_nccl *n, const ah__cp_mem *mem, const void *send,
                                  void *recv, size_t bytes, ah_error *err)
 {
-    if (n->failed) return failf(err, AH_ERR_DEVICE, "%s", n->failure);
+    if (n->failed) return ah__fail(err, AH_ERR_DEVICE, "%s", n->failure);
     nccl_result_t r = n->nccl->all_gather(send, recv, bytes, NCCL_INT8, n->comm, mem->stream);
     if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS)
-        return failf(err, AH_ERR_DEVICE,
-                     "context parallel: ncclAllGather of %zu bytes (rank %u of %u) failed: %s",
-                     bytes, n->rank, n->world, nccl_str(n->nccl, r));
+        return ah__fail(err, AH_ERR_DEVICE,
+                        "context parallel: ncclAllGather of %zu bytes (rank %u of %u) failed: %s",
+                        bytes, n->rank, n->world, nccl_str(n->nccl, r));
     return AH_OK;
 }
 
@@ -460,7 +450,7 @@ static ah_status fail_comm(ah__cp_nccl *n, ah_error *err, const char *fmt, ...)
     vsnprintf(n->failure, sizeof n->failure, fmt, ap);
     va_end(ap);
     n->failed = 1;
-    return failf(err, AH_ERR_DEVICE, "%s", n->failure);
+    return ah__fail(err, AH_ERR_DEVICE, "%s", n->failure);
 }
 
 /* Wait for the stream's work up to the copy back, the communicator's
@@ -508,13 +498,13 @@ static ah_status wait_check(ah__cp_nccl *n, void *stream, ah_error *err)
 ah_status ah__cp_nccl_exchange(ah__cp_nccl *n, const ah__cp_mem *mem, const int32_t *mine,
                                int32_t *all, uint32_t count, ah_error *err)
 {
-    if (n->failed) return failf(err, AH_ERR_DEVICE, "%s", n->failure);
+    if (n->failed) return ah__fail(err, AH_ERR_DEVICE, "%s", n->failure);
     const cuda_lib *c = n->cuda;
     cu_result r = c->ctx_push(n->ctx);
     if (r != CU_SUCCESS)
-        return failf(err, AH_ERR_DEVICE,
-                     "context parallel: making CUDA device %d's primary context current: %s",
-                     n->device, cu_str(c, r));
+        return ah__fail(err, AH_ERR_DEVICE,
+                        "context parallel: making CUDA device %d's primary context current: %s",
+                        n->device, cu_str(c, r));
     ah_status st = AH_OK;
     if (count > n->cap) {
         buffers_free(n); /* pushes the context again: nesting is allowed */
@@ -523,10 +513,10 @@ ah_status ah__cp_nccl_exchange(ah__cp_nccl *n, const ah__cp_mem *mem, const int3
     size_t one = (size_t)count * sizeof(int32_t);
     memcpy(n->h_send, mine, one);
     if ((r = c->memcpy_htod_async(n->d_send, n->h_send, one, mem->stream)) != CU_SUCCESS) {
-        st = failf(err, AH_ERR_DEVICE,
-                   "context parallel: the step's check: copy to CUDA device "
-                   "%d: %s",
-                   n->device, cu_str(c, r));
+        st = ah__fail(err, AH_ERR_DEVICE,
+                      "context parallel: the step's check: copy to CUDA device "
+                      "%d: %s",
+                      n->device, cu_str(c, r));
         goto out;
     }
     nccl_result_t nr =
@@ -541,9 +531,9 @@ ah_status ah__cp_nccl_exchange(ah__cp_nccl *n, const ah__cp_mem *mem, const int3
     }
     if ((r = c->memcpy_dtoh_async(n->h_recv, n->d_recv, one * n->world, mem->stream)) !=
         CU_SUCCESS) {
-        st = failf(err, AH_ERR_DEVICE,
-                   "context parallel: the step's check: copy from CUDA device %d: %s", n->device,
-                   cu_str(c, r));
+        st = ah__fail(err, AH_ERR_DEVICE,
+                      "context parallel: the step's check: copy from CUDA device %d: %s", n->device,
+                      cu_str(c, r));
         goto out;
     }
     if ((st = wait_check(n, mem->stream, err)) != AH_OK) goto out;
@@ -560,8 +550,8 @@ ah_status ah_cp_nccl_comms_create(uint32_t n, const int32_t *devices, const char
                                   void **comms, ah_error *err)
 {
     if (!n || n > 4096 || !devices || !comms)
-        return failf(err, AH_ERR_INVALID_ARGUMENT, "ah_cp_nccl_comms_create: %s",
-                     !n || n > 4096 ? "n must be 1 .. 4096" : "devices and comms are needed");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "ah_cp_nccl_comms_create: %s",
+                        !n || n > 4096 ? "n must be 1 .. 4096" : "devices and comms are needed");
     nccl_lib *lib;
     ah_status st = nccl_get(nccl_library, &lib, err);
     if (st != AH_OK) return st;
@@ -570,7 +560,7 @@ ah_status ah_cp_nccl_comms_create(uint32_t n, const int32_t *devices, const char
     if (!devs || !made) {
         ah__free(devs);
         ah__free(made);
-        return failf(err, AH_ERR_OUT_OF_MEMORY, "ah_cp_nccl_comms_create: out of memory");
+        return ah__fail(err, AH_ERR_OUT_OF_MEMORY, "ah_cp_nccl_comms_create: out of memory");
     }
     char list[256] = "";
     size_t len = 0;
@@ -584,10 +574,10 @@ ah_status ah_cp_nccl_comms_create(uint32_t n, const int32_t *devices, const char
     if (r != NCCL_SUCCESS) {
         char ver[32];
         version_text(lib->version, ver, sizeof ver);
-        st = failf(err, AH_ERR_DEVICE,
-                   "context parallel: ncclCommInitAll over %u CUDA device%s (%s) failed: %s "
-                   "(NCCL %s from %s)",
-                   n, n == 1 ? "" : "s", list, nccl_str(lib, r), ver, lib->path);
+        st = ah__fail(err, AH_ERR_DEVICE,
+                      "context parallel: ncclCommInitAll over %u CUDA device%s (%s) failed: %s "
+                      "(NCCL %s from %s)",
+                      n, n == 1 ? "" : "s", list, nccl_str(lib, r), ver, lib->path);
     } else
         for (uint32_t i = 0; i < n; i++) comms[i] = made[i];
     ah__free(devs);

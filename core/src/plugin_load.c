@@ -16,31 +16,18 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "scan_int.h"
 
 static const char *state_name(ah_plugin_state s)
 {
     static const char *const n[] = {"available", "unavailable", "rejected", "quarantined"};
     return (unsigned)s <= AH_PLUGIN_QUARANTINED ? n[s] : "in an unknown state";
-}
-
-static ah_status failf(ah_error *err, ah_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ah_status failf(ah_error *err, ah_status st, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return st;
 }
 
 /* 0 when the live descriptor matches the record; else -1 and what differs. */
@@ -82,29 +69,29 @@ ah_status ah__plugin_load(const ah_plugin_rec *rec, const ah_config *config, con
     *out = NULL;
     const char *path = rec->info.path ? rec->info.path : "?";
     if (rec->info.state != AH_PLUGIN_AVAILABLE && rec->info.state != AH_PLUGIN_UNAVAILABLE)
-        return failf(err, AH_ERR_PLUGIN, "%s: plugin %s is %s: %s", path, rec->info.name,
-                     state_name(rec->info.state), rec->info.reason ? rec->info.reason : "");
+        return ah__fail(err, AH_ERR_PLUGIN, "%s: plugin %s is %s: %s", path, rec->info.name,
+                        state_name(rec->info.state), rec->info.reason ? rec->info.reason : "");
     struct stat st;
     if (stat(path, &st) != 0)
-        return failf(err, AH_ERR_IO,
-                     "%s: cannot stat the plugin file: %s (it was scanned; "
-                     "rescan)",
-                     path, strerror(errno));
+        return ah__fail(err, AH_ERR_IO,
+                        "%s: cannot stat the plugin file: %s (it was scanned; "
+                        "rescan)",
+                        path, strerror(errno));
     int64_t mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     int64_t ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
     if (st.st_dev != rec->dev || st.st_ino != rec->ino || st.st_size != rec->size ||
         mtime_ns != rec->mtime_ns || ctime_ns != rec->ctime_ns)
-        return failf(err, AH_ERR_PLUGIN,
-                     "%s: the plugin file changed on disk since it was "
-                     "scanned (%s differs); rescan to use it",
-                     path,
-                     st.st_ino != rec->ino || st.st_dev != rec->dev ? "inode"
-                     : st.st_size != rec->size                      ? "size"
-                     : mtime_ns != rec->mtime_ns                    ? "mtime"
-                                                                    : "ctime");
+        return ah__fail(err, AH_ERR_PLUGIN,
+                        "%s: the plugin file changed on disk since it was "
+                        "scanned (%s differs); rescan to use it",
+                        path,
+                        st.st_ino != rec->ino || st.st_dev != rec->dev ? "inode"
+                        : st.st_size != rec->size                      ? "size"
+                        : mtime_ns != rec->mtime_ns                    ? "mtime"
+                                                                       : "ctime");
 
     ah_loaded_plugin *p = ah__calloc(1, sizeof *p);
-    if (!p) return failf(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);
+    if (!p) return ah__fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);
     ah_status status;
     char why[512];
     dlerror();
@@ -113,43 +100,44 @@ ah_status ah__plugin_load(const ah_plugin_rec *rec, const ah_config *config, con
     p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!p->dl) {
         const char *e = dlerror();
-        status = failf(err, AH_ERR_PLUGIN, "%s: dlopen failed: %s", path, e ? e : "unknown error");
+        status =
+            ah__fail(err, AH_ERR_PLUGIN, "%s: dlopen failed: %s", path, e ? e : "unknown error");
         goto fail;
     }
     void *sym = dlsym(p->dl, AH_PLUGIN_ENTRY_SYMBOL);
     if (!sym) {
-        status = failf(err, AH_ERR_PLUGIN, "%s: no symbol " AH_PLUGIN_ENTRY_SYMBOL, path);
+        status = ah__fail(err, AH_ERR_PLUGIN, "%s: no symbol " AH_PLUGIN_ENTRY_SYMBOL, path);
         goto fail;
     }
     ah_plugin_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry);
     if (ah__services_init(&p->services, &p->services_data, rec->info.name, config, hw) != 0) {
-        status = failf(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);
+        status = ah__fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);
         goto fail;
     }
     const char *refusal = NULL;
     const ah_plugin_descriptor *d = entry(AH_ABI_VERSION, &p->services, &refusal);
     if (!d) {
-        status = failf(err, AH_ERR_ABI, "%s: the plugin refused this host: %.512s", path,
-                       refusal ? refusal : "(no reason given)");
+        status = ah__fail(err, AH_ERR_ABI, "%s: the plugin refused this host: %.512s", path,
+                          refusal ? refusal : "(no reason given)");
         goto fail;
     }
     if (ah__descriptor_validate(d, why, sizeof why) != 0) {
-        status = failf(err, AH_ERR_ABI, "%s: %s", path, why);
+        status = ah__fail(err, AH_ERR_ABI, "%s: %s", path, why);
         goto fail;
     }
     ah__caps_normalize(&p->caps_live, d->caps);
     ah__ops_normalize(&p->ops, d->ops);
     int c = compare(rec, d, &p->caps_live, why, sizeof why);
     if (c == -2) {
-        status = failf(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);
+        status = ah__fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory loading %s", path);
         goto fail;
     }
     if (c != 0) {
-        status = failf(err, AH_ERR_PLUGIN,
-                       "%s: descriptor differs between scan and load (%s); "
-                       "rescan",
-                       path, why);
+        status = ah__fail(err, AH_ERR_PLUGIN,
+                          "%s: descriptor differs between scan and load (%s); "
+                          "rescan",
+                          path, why);
         goto fail;
     }
     ah__services_bind(p->services_data, d->name, &p->caps_live);

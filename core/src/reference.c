@@ -12,7 +12,6 @@
  */
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,19 +21,7 @@
 #include "batch_validate.h"
 
 #include "alloc.h"
-
-static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
+#include "error.h"
 
 static ah_dtype kv_dtype_of(const ah_layer_spec *spec)
 {
@@ -46,55 +33,55 @@ static int dtype_ok(ah_dtype t) { return t > AH_DTYPE_AUTO && t < AH_DTYPE_COUNT
 /* What the oracle needs of a spec, with a message naming what is wrong. */
 static ah_status check_spec(const ah_layer_spec *spec, ah_error *err)
 {
-    if (!spec) return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec is NULL");
+    if (!spec) return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec is NULL");
     if (spec->struct_size < sizeof(ah_layer_spec))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: struct_size %" PRIu32 " < %zu",
-                    spec->struct_size, sizeof(ah_layer_spec));
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: struct_size %" PRIu32 " < %zu",
+                        spec->struct_size, sizeof(ah_layer_spec));
     if (!spec->num_q_heads || !spec->num_kv_heads || spec->num_q_heads % spec->num_kv_heads)
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: num_q_heads = %" PRIu32 " is not a positive multiple of "
-                    "num_kv_heads = %" PRIu32,
-                    spec->num_q_heads, spec->num_kv_heads);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "layer spec: num_q_heads = %" PRIu32 " is not a positive multiple of "
+                        "num_kv_heads = %" PRIu32,
+                        spec->num_q_heads, spec->num_kv_heads);
     if (!spec->qk_head_size || !spec->v_head_size)
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: head sizes qk = %" PRIu32 ", v = %" PRIu32 " must be positive",
-                    spec->qk_head_size, spec->v_head_size);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "layer spec: head sizes qk = %" PRIu32 ", v = %" PRIu32 " must be positive",
+                        spec->qk_head_size, spec->v_head_size);
     if (spec->use_mla && spec->v_head_size > spec->qk_head_size)
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: MLA reads V from the key cache, but v_head_size = %" PRIu32
-                    " > qk_head_size = %" PRIu32,
-                    spec->v_head_size, spec->qk_head_size);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "layer spec: MLA reads V from the key cache, but v_head_size = %" PRIu32
+                        " > qk_head_size = %" PRIu32,
+                        spec->v_head_size, spec->qk_head_size);
     if (!dtype_ok(spec->q_dtype) || ah_dtype_is_fp8(spec->q_dtype))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: q_dtype %s is not a query type",
-                    ah_dtype_name(spec->q_dtype));
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: q_dtype %s is not a query type",
+                        ah_dtype_name(spec->q_dtype));
     if (!dtype_ok(kv_dtype_of(spec)))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: kv_dtype %d is unknown",
-                    (int)spec->kv_dtype);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: kv_dtype %d is unknown",
+                        (int)spec->kv_dtype);
     if (spec->kv_layout == AH_KV_LAYOUT_AUTO || (unsigned)spec->kv_layout >= AH_KV_LAYOUT_COUNT)
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: kv_layout must be a concrete layout (got %d)",
-                    (int)spec->kv_layout);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "layer spec: kv_layout must be a concrete layout (got %d)",
+                        (int)spec->kv_layout);
     if (ah_kv_layout_is_interleaved(spec->kv_layout) &&
         (spec->use_mla || spec->qk_head_size != spec->v_head_size))
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: kv_layout %s interleaves K and V of one head size; this layer "
-                    "has %s",
-                    ah_kv_layout_str(spec->kv_layout),
-                    spec->use_mla ? "no value cache (MLA)" : "different qk and v head sizes");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "layer spec: kv_layout %s interleaves K and V of one head size; this layer "
+                        "has %s",
+                        ah_kv_layout_str(spec->kv_layout),
+                        spec->use_mla ? "no value cache (MLA)" : "different qk and v head sizes");
     if ((unsigned)spec->attn_type >= AH_ATTN_TYPE_COUNT)
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: attn_type %d is unknown",
-                    (int)spec->attn_type);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: attn_type %d is unknown",
+                        (int)spec->attn_type);
     if (AH_HAS_FIELD(spec, ah_layer_spec, causal) &&
         (spec->causal >= AH_CAUSAL_COUNT ||
          (spec->causal == AH_CAUSAL_ON && spec->attn_type != AH_ATTN_DECODER)))
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "layer spec: causal = %" PRIu32 " (%s) is not allowed for attn_type %s",
-                    spec->causal,
-                    spec->causal == AH_CAUSAL_ON ? "on: only decoder layers are causal" : "unknown",
-                    ah_attn_type_str(spec->attn_type));
+        return ah__fail(
+            err, AH_ERR_INVALID_ARGUMENT,
+            "layer spec: causal = %" PRIu32 " (%s) is not allowed for attn_type %s", spec->causal,
+            spec->causal == AH_CAUSAL_ON ? "on: only decoder layers are causal" : "unknown",
+            ah_attn_type_str(spec->attn_type));
     if (!(spec->softcap >= 0) || !isfinite(spec->softcap))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: softcap = %g must be >= 0",
-                    (double)spec->softcap);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "layer spec: softcap = %g must be >= 0",
+                        (double)spec->softcap);
     return AH_OK;
 }
 
@@ -104,13 +91,13 @@ static ah_status check_head_scales(const ah_layer_spec *spec, const float *k, co
 {
     for (uint32_t h = 0; h < spec->num_kv_heads; h++) {
         if (k && (!(k[h] > 0) || !isfinite(k[h])))
-            return fail(err, AH_ERR_INVALID_ARGUMENT,
-                        "reference: k_scales[%" PRIu32 "] = %g must be finite and > 0", h,
-                        (double)k[h]);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "reference: k_scales[%" PRIu32 "] = %g must be finite and > 0", h,
+                            (double)k[h]);
         if (v && (!(v[h] > 0) || !isfinite(v[h])))
-            return fail(err, AH_ERR_INVALID_ARGUMENT,
-                        "reference: v_scales[%" PRIu32 "] = %g must be finite and > 0", h,
-                        (double)v[h]);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "reference: v_scales[%" PRIu32 "] = %g must be finite and > 0", h,
+                            (double)v[h]);
     }
     return AH_OK;
 }
@@ -225,7 +212,7 @@ static void attend_row(const ah_ref_inputs *in, uint32_t r, uint32_t t, uint32_t
 
 ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *lse, ah_error *err)
 {
-    if (!in) return fail(err, AH_ERR_INVALID_ARGUMENT, "reference inputs are NULL");
+    if (!in) return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "reference inputs are NULL");
     ah_status s = check_spec(in->spec, err);
     if (s != AH_OK) return s;
     const ah_layer_spec *sp = in->spec;
@@ -248,26 +235,26 @@ ah_status ah_reference_attention(const ah_ref_inputs *in, double *out, double *l
         return s;
     if (packed_keys(sp)) {
         if (!AH_HAS_FIELD(in, ah_ref_inputs, value) || !in->q || !in->key || !in->value || !out)
-            return fail(err, AH_ERR_INVALID_ARGUMENT,
-                        "reference: a %s layer needs q, key, value and out",
-                        ah_spec_ragged(sp) ? "ragged" : ah_attn_type_str(sp->attn_type));
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "reference: a %s layer needs q, key, value and out",
+                            ah_spec_ragged(sp) ? "ragged" : ah_attn_type_str(sp->attn_type));
     } else if (!in->q || !in->key_cache || (!sp->use_mla && !in->value_cache) || !out)
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "reference: %s is NULL",
-                    !in->q           ? "q"
-                    : !in->key_cache ? "key_cache"
-                    : !out           ? "out"
-                                     : "value_cache");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "reference: %s is NULL",
+                        !in->q           ? "q"
+                        : !in->key_cache ? "key_cache"
+                        : !out           ? "out"
+                                         : "value_cache");
     if (sp->use_sinks && !in->sinks)
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "reference: the layer uses sinks but sinks is NULL");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "reference: the layer uses sinks but sinks is NULL");
     if (sp->use_alibi && !in->alibi_slopes)
-        return fail(err, AH_ERR_INVALID_ARGUMENT,
-                    "reference: the layer uses ALiBi but alibi_slopes is NULL");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "reference: the layer uses ALiBi but alibi_slopes is NULL");
 
     const ah_batch *b = in->batch;
     uint32_t nkeys = b->max_seq_len > b->max_query_len ? b->max_seq_len : b->max_query_len;
     double *score = ah__malloc(sizeof(double) * (nkeys ? nkeys : 1));
-    if (!score) return fail(err, AH_ERR_OUT_OF_MEMORY, "reference: out of memory");
+    if (!score) return ah__fail(err, AH_ERR_OUT_OF_MEMORY, "reference: out of memory");
     const uint32_t hq = sp->num_q_heads, vh = sp->v_head_size;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
@@ -299,23 +286,24 @@ static ah_status write_kv(const ah_layer_spec *spec, const ah_batch *batch, cons
 {
     ah_status s = check_spec(spec, err);
     if (s != AH_OK) return s;
-    if (!batch) return fail(err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
+    if (!batch) return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "batch is NULL");
     ah_batch gview; /* the layer's KV-cache group: its slots and cache */
     if ((s = ah_batch_group_view(batch, ah_spec_kv_group(spec), &gview, err)) != AH_OK) return s;
     batch = &gview;
     if (!batch->slot_mapping_host)
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "slot_mapping_host is NULL");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "slot_mapping_host is NULL");
     if (!key || !key_cache || (!spec->use_mla && (!value || !value_cache)))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
-                    !key         ? "key"
-                    : !key_cache ? "key_cache"
-                    : !value     ? "value"
-                                 : "value_cache");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
+                        !key         ? "key"
+                        : !key_cache ? "key_cache"
+                        : !value     ? "value"
+                                     : "value_cache");
     const ah_dtype kvt = kv_dtype_of(spec);
     const int fp8 = ah_dtype_is_fp8(kvt);
     if (fp8 && (!(k_scale >= 0) || !(v_scale >= 0) || !isfinite(k_scale) || !isfinite(v_scale)))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: scales k = %g, v = %g must be >= 0",
-                    (double)k_scale, (double)v_scale);
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                        "write_kv: scales k = %g, v = %g must be >= 0", (double)k_scale,
+                        (double)v_scale);
     if ((s = check_head_scales(spec, k_scales, spec->use_mla ? NULL : v_scales, err)) != AH_OK)
         return s;
     const int64_t cache_slots = (int64_t)batch->num_blocks * spec->block_size;
@@ -323,10 +311,10 @@ static ah_status write_kv(const ah_layer_spec *spec, const ah_batch *batch, cons
     for (uint32_t t = 0; t < batch->num_tokens; t++) {
         int64_t slot = batch->slot_mapping_host[t];
         if (slot >= cache_slots)
-            return fail(err, AH_ERR_INVALID_ARGUMENT,
-                        "slot_mapping[%" PRIu32 "] = %" PRId64 " is outside the cache (%" PRId64
-                        " slots)",
-                        t, slot, cache_slots);
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "slot_mapping[%" PRIu32 "] = %" PRId64 " is outside the cache (%" PRId64
+                            " slots)",
+                            t, slot, cache_slots);
     }
     const uint32_t hk = spec->num_kv_heads, qk = spec->qk_head_size, vh = spec->v_head_size;
     for (uint32_t t = 0; t < batch->num_tokens; t++) {
@@ -368,8 +356,8 @@ ah_status ah_reference_write_kv_per_head(const ah_layer_spec *spec, const ah_bat
                                          const float *v_scales, ah_error *err)
 {
     if (!k_scales || (!v_scales && spec && !spec->use_mla))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
-                    !k_scales ? "k_scales" : "v_scales");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "write_kv: %s is NULL",
+                        !k_scales ? "k_scales" : "v_scales");
     return write_kv(spec, batch, key, value, key_cache, value_cache, 0, 0, k_scales, v_scales, err);
 }
 

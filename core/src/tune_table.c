@@ -30,7 +30,6 @@
  * read-only) is read when nobody else may write it, and never written.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +38,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "record_file.h"
 #include "record_key.h"
 #include "scan_int.h"
@@ -253,43 +253,33 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
 
 /* ---- public API ------------------------------------------------------------------ */
 
-static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static ah_status fail(ah_error *err, ah_status s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err) vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n, ah_error *err)
 {
     if (err) err->msg[0] = '\0';
     if (!h || (!entries && n))
-        return fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_tune: NULL argument");
+        return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_tune: NULL argument");
     for (size_t k = 0; k < n; k++) {
         const ah_tune_entry *x = &entries[k];
         if (x->struct_size < sizeof *x || !x->plugin || !x->spec ||
             (unsigned)x->phase >= AH_PHASE_COUNT || !isfinite(x->ms) || x->ms <= 0)
-            return fail(err, AH_ERR_INVALID_ARGUMENT,
-                        "ah_host_record_tune: entry %zu: a short struct, a NULL plugin or spec, a "
-                        "bad phase or a time that is not positive",
-                        k);
+            return ah__fail(
+                err, AH_ERR_INVALID_ARGUMENT,
+                "ah_host_record_tune: entry %zu: a short struct, a NULL plugin or spec, a "
+                "bad phase or a time that is not positive",
+                k);
         int i = ah__host_find(h, x->plugin);
-        if (i < 0) return fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", x->plugin);
+        if (i < 0) return ah__fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", x->plugin);
         if (h->scan.plugins[i]->info.state != AH_PLUGIN_AVAILABLE)
-            return fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s", x->plugin,
-                        h->scan.plugins[i]->info.reason);
+            return ah__fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s",
+                            x->plugin, h->scan.plugins[i]->info.reason);
     }
     char *path = table_path(h);
     if (!path) goto oom;
     if (!*path) {
         ah__free(path);
-        return fail(err, AH_ERR_IO,
-                    "tune table not written: no scan cache ([search] cache), so "
-                    "no tune table");
+        return ah__fail(err, AH_ERR_IO,
+                        "tune table not written: no scan cache ([search] cache), so "
+                        "no tune table");
     }
     /* Read the file afresh: another process may have written it since. */
     ah_tune_table *t = ah__calloc(1, sizeof *t);
@@ -307,7 +297,7 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
         snprintf(msg, sizeof msg, "%s is another user's (read-only here)%s%s", t->path,
                  t->note ? ": " : "", t->note ? t->note : "");
         ah__tune_table_free(t);
-        return fail(err, AH_ERR_IO, "tune table not written: %s", msg);
+        return ah__fail(err, AH_ERR_IO, "tune table not written: %s", msg);
     }
     uint64_t now = (uint64_t)time(NULL);
     for (size_t k = 0; k < n; k++) {
@@ -333,12 +323,12 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
     int w = ah__rf_save(&tt_format, t->path, &t->a, why, sizeof why);
     if (w < 0) goto oom_t;
     ah__tune_table_free(t);
-    if (w > 0) return fail(err, AH_ERR_IO, "tune table not written: %s", why);
+    if (w > 0) return ah__fail(err, AH_ERR_IO, "tune table not written: %s", why);
     return AH_OK;
 oom_t:
     ah__tune_table_free(t);
 oom:
-    return fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while writing the tune table");
+    return ah__fail(err, AH_ERR_OUT_OF_MEMORY, "out of memory while writing the tune table");
 }
 
 ah_status ah_host_tuned(ah_host *h, const char *plugin, const ah_layer_spec *spec, ah_phase phase,
