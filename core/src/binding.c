@@ -398,6 +398,7 @@ static ah_status prepare_splits(ah_binding *b, ah_error *err)
         sp->group = g;
         sp->m = m;
         sp->dev_idx = bs->dev_idx;
+        sp->owner = i;
         const size_t bytes =
             (size_t)b->limits.max_num_reqs * b->limits.max_blocks_per_req * m * sizeof(int32_t);
         if (!(sp->host = ah__calloc(1, bytes))) return AH_ERR_OUT_OF_MEMORY;
@@ -753,9 +754,7 @@ static ah_status translate_splits(ah_binding *b, ah_plan_mode mode, void *stream
     for (uint32_t k = 0; k < b->n_splits; k++) {
         ah__kv_split *sp = &b->splits[k];
         const ah_batch *gb = &b->gbatch[sp->group];
-        const bound_state *bs = NULL;
-        for (uint32_t i = 0; i < b->n_states && !bs; i++)
-            if (b->states[i].split == (int32_t)k) bs = &b->states[i];
+        const bound_state *bs = &b->states[sp->owner];
         char why[256];
         uint32_t stride = 0;
         ah_status s = ah__kv_split_table(gb, bs->spec.block_size, sp->m, b->limits.max_num_reqs,

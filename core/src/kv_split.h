@@ -39,6 +39,7 @@ ah_status ah__kv_split_table(const ah_batch *b, uint32_t block_size, uint32_t m,
  * of one binding device. */
 typedef struct ah__kv_split {
     uint32_t group, m, dev_idx;
+    uint32_t owner; /* the first state planned on it: its block sizes, plugin and context */
     int32_t *host;  /* max_reqs * max_blocks * m entries */
     void *dev;      /* its copy on the device, or NULL when the host buffer serves */
     DLTensor table; /* [num_reqs, stride] int32 over dev (or host) */
