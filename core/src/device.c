@@ -113,7 +113,8 @@ ah_status ah_device_copy(ah_device *d, void *dst, const void *src, size_t bytes,
         return AH_OK;
     }
     ah_status s = d->ops->mem_copy(d->ctx, dst, src, bytes, kind, d->stream);
-    if (s == AH_OK && kind == AH_COPY_DEVICE_TO_HOST && d->ops->synchronize)
+    /* Complete on return either way: the caller may launch on any stream. */
+    if (s == AH_OK && kind != AH_COPY_DEVICE_TO_DEVICE && d->ops->synchronize)
         s = d->ops->synchronize(d->ctx, d->stream);
     return s == AH_OK ? s : fail(d, s, "device copy");
 }

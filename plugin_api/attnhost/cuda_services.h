@@ -28,11 +28,17 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
 #include "plugin.h"
 #include "plugin_util.h"
+
+/* Page-locked staging for small host-to-device copies (see
+ * ah_cuda_mem_copy): slots of AH_CUDA_STAGE_SLOT_BYTES, used round-robin. */
+#define AH_CUDA_STAGE_SLOTS 16
+#define AH_CUDA_STAGE_SLOT_BYTES ((size_t)64 << 10)
 
 /* The per-context state the helpers need. Zero it, then ah_cuda_svc_init. */
 typedef struct ah_cuda_svc {
@@ -40,7 +46,11 @@ typedef struct ah_cuda_svc {
     int initialised;
     cudaEvent_t timer_begin, timer_end;
     int timer_running;
-    ah_errbuf err; /* the context's last error; context_error returns err.msg */
+    unsigned char *stage;                        /* the slots, allocated on first use */
+    cudaEvent_t stage_done[AH_CUDA_STAGE_SLOTS]; /* recorded after each slot's copy */
+    unsigned stage_next;
+    int stage_unavailable; /* page-locked memory refused: copy synchronously */
+    ah_errbuf err;         /* the context's last error; context_error returns err.msg */
 } ah_cuda_svc;
 
 /* What graph_end hands out. Plugins using these helpers must not define
@@ -197,6 +207,11 @@ static inline void ah_cuda_svc_fini(ah_cuda_svc *s)
     if (!s->initialised) return;
     cudaEventDestroy(s->timer_begin);
     cudaEventDestroy(s->timer_end);
+    if (s->stage) {
+        for (unsigned i = 0; i < AH_CUDA_STAGE_SLOTS; i++) cudaEventDestroy(s->stage_done[i]);
+        cudaFreeHost(s->stage);
+        s->stage = NULL;
+    }
     s->initialised = 0;
 }
 
@@ -217,6 +232,52 @@ static inline void ah_cuda_mem_free(ah_cuda_svc *s, void *ptr)
     if (ptr) cudaFree(ptr);
 }
 
+/* A host-to-device copy of at most one slot, queued from page-locked
+ * staging: the source is copied into the next slot, so the caller may reuse
+ * it at once, and the device copy runs in stream order without the host
+ * waiting for the stream (a split step's query_start_loc, a context-parallel
+ * step's tables: plan must not stall the engine's pipeline). A slot is
+ * reused once the copy queued from it has run. *staged = 0 leaves the copy
+ * to the synchronous path: no page-locked memory, or a stream being captured
+ * (a graph would keep reading a slot that later copies overwrite). */
+static inline ah_status ah_cuda_stage_copy(ah_cuda_svc *s, void *dst, const void *src, size_t bytes,
+                                           cudaStream_t st, int *staged)
+{
+    *staged = 0;
+    if (s->stage_unavailable) return AH_OK;
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    AH_CUDA_TRY(&s->err, cudaStreamIsCapturing(st, &cap));
+    if (cap != cudaStreamCaptureStatusNone) return AH_OK;
+    if (!s->stage) {
+        AH_CUDA_TRY(&s->err, cudaSetDevice(s->device));
+        if (cudaHostAlloc((void **)&s->stage, AH_CUDA_STAGE_SLOTS * AH_CUDA_STAGE_SLOT_BYTES,
+                          cudaHostAllocDefault) != cudaSuccess) {
+            (void)cudaGetLastError();
+            s->stage = NULL;
+            s->stage_unavailable = 1;
+            return AH_OK;
+        }
+        for (unsigned i = 0; i < AH_CUDA_STAGE_SLOTS; i++) {
+            cudaError_t e = cudaEventCreateWithFlags(&s->stage_done[i], cudaEventDisableTiming);
+            if (e != cudaSuccess) {
+                while (i--) cudaEventDestroy(s->stage_done[i]);
+                cudaFreeHost(s->stage);
+                s->stage = NULL;
+                AH_CUDA_TRY(&s->err, e);
+            }
+        }
+    }
+    const unsigned i = s->stage_next;
+    s->stage_next = (i + 1) % AH_CUDA_STAGE_SLOTS;
+    unsigned char *slot = s->stage + (size_t)i * AH_CUDA_STAGE_SLOT_BYTES;
+    AH_CUDA_TRY(&s->err, cudaEventSynchronize(s->stage_done[i]));
+    memcpy(slot, src, bytes);
+    AH_CUDA_TRY(&s->err, cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, st));
+    AH_CUDA_TRY(&s->err, cudaEventRecord(s->stage_done[i], st));
+    *staged = 1;
+    return AH_OK;
+}
+
 static inline ah_status ah_cuda_mem_copy(ah_cuda_svc *s, void *dst, const void *src, size_t bytes,
                                          ah_copy_kind kind, void *stream)
 {
@@ -228,6 +289,11 @@ static inline ah_status ah_cuda_mem_copy(ah_cuda_svc *s, void *dst, const void *
     if (!bytes) return AH_OK;
     if (!dst || !src) return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "mem_copy: NULL pointer");
     cudaStream_t st = (cudaStream_t)stream;
+    if (kind == AH_COPY_HOST_TO_DEVICE && bytes <= AH_CUDA_STAGE_SLOT_BYTES) {
+        int staged = 0;
+        ah_status r = ah_cuda_stage_copy(s, dst, src, bytes, st, &staged);
+        if (r != AH_OK || staged) return r;
+    }
     AH_CUDA_TRY(&s->err, cudaMemcpyAsync(dst, src, bytes, kinds[kind], st));
     /* Host memory is pageable in general: the caller may reuse it at once. */
     if (kind != AH_COPY_DEVICE_TO_DEVICE) AH_CUDA_TRY(&s->err, cudaStreamSynchronize(st));

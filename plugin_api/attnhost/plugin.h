@@ -1187,6 +1187,10 @@ typedef struct ah_plugin_ops {
      * memcpy). */
     ah_status (*mem_alloc)(ah_context *ctx, size_t bytes, void **ptr);
     void (*mem_free)(ah_context *ctx, void *ptr);
+    /* mem_copy runs in stream order. Host to device: src may be reused as
+     * soon as it returns (the copy itself may still be queued, so the
+     * host never waits for the stream's earlier work); device to host: dst
+     * holds the data when it returns. */
     ah_status (*mem_copy)(ah_context *ctx, void *dst, const void *src, size_t bytes,
                           ah_copy_kind kind, void *stream);
     ah_status (*synchronize)(ah_context *ctx, void *stream);

@@ -601,6 +601,7 @@ DLDevice ah_device_dl(const ah_device *d);
 const char *ah_device_errmsg(const ah_device *d);
 ah_status ah_device_alloc(ah_device *d, size_t bytes, void **ptr);
 void ah_device_free(ah_device *d, void *ptr);
+/* Complete when it returns (host to device too), whichever stream runs next. */
 ah_status ah_device_copy(ah_device *d, void *dst, const void *src, size_t bytes, ah_copy_kind kind);
 ah_status ah_device_sync(ah_device *d);
 /* Stream for launches (NULL on CPU devices). Owned by the device. */
