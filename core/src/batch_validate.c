@@ -366,12 +366,17 @@ static ah_status check_released(const ah_batch *b, const ah_layer_spec *spec, ui
 /* Block-table rows: wide enough, and every used block inside the cache or
  * released where no query sees it. */
 static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
-                                   const ah_limits *lim, uint32_t w, const char *why_none,
-                                   int *released, ah_error *err)
+                                   const ah_limits *lim, int64_t longest, uint32_t w,
+                                   const char *why_none, int *released, ah_error *err)
 {
     const int64_t bs = spec->block_size;
     const ah_divider div = ah__divider(spec->block_size);
-    for (uint32_t r = 0; r < b->num_reqs; r++) {
+    /* The longest request (check_lengths') bounds every row's width: one
+     * division, and the per-request loop below only runs to name a culprit. */
+    const int64_t widest = (int64_t)ah__blocks_for(&div, (uint32_t)longest);
+    const int narrow = widest > (int64_t)b->block_table_stride ||
+                       (lim && widest > (int64_t)lim->max_blocks_per_req);
+    for (uint32_t r = 0; narrow && r < b->num_reqs; r++) {
         int64_t need = (int64_t)ah__blocks_for(&div, (uint32_t)b->seq_lens_host[r]);
         if (need > (int64_t)b->block_table_stride)
             return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
@@ -627,7 +632,7 @@ ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *s
     if (s != AH_OK) return s;
     if (!no_cache(spec) && (s = check_paging(batch, limits, err)) != AH_OK)
         return in_group(s, group, err);
-    int64_t max_q, max_s, min_s;
+    int64_t max_q = 0, max_s = 0, min_s = 0;
     s = check_lengths(batch, spec, limits, seq_len_fill, empty_kv, &max_q, &max_s, &min_s, err);
     if (s != AH_OK) return s;
     if (ah_spec_ragged(spec)) return check_ragged(batch, spec, limits, err);
@@ -635,7 +640,7 @@ ah_status ah__batch_validate_group(const ah_batch *batch, const ah_layer_spec *s
         (s = check_mask(batch, err)) != AH_OK)
         return s;
     if (ah_spec_cacheless(spec)) return AH_OK;
-    s = check_block_table(batch, spec, limits, release_window, release_why, &rel, err);
+    s = check_block_table(batch, spec, limits, max_s, release_window, release_why, &rel, err);
     if (s != AH_OK) return in_group(s, group, err);
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER &&
         (s = check_encoder(batch, spec, limits, err)) != AH_OK)
