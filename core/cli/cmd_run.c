@@ -369,10 +369,7 @@ static int run_layers(workload *w, const char *pass, int store_kv, double *ms, t
         if (wl_fill(w, l)) return -1;
         double t0 = now_ms();
         if (wl_forward(w, l, store_kv)) return -1;
-        if (ah_device_sync(L->dev) != AH_OK) {
-            snprintf(w->err, sizeof w->err, "layer %u: %s", l, ah_device_errmsg(L->dev));
-            return -1;
-        }
+        if (wl_sync(w)) return -1;
         *ms += now_ms() - t0;
         progress("attnhost run: %s, layer %u (%u of %u), checking", pass, l, i, n);
         double e;

@@ -308,7 +308,7 @@ static const float *head_scales(const wl_layer *L, const ah_mirror *m)
 /* The oracle's K/V write of the step's new tokens with the layer's scales. */
 /* The layer's new K/V into its cache, with its scales in the form the
  * layer takes them. */
-static ah_kv_write_args kv_write_args(const wl_layer *L)
+static ah_kv_write_args kv_write_args(const workload *w, const wl_layer *L)
 {
     const int mla = L->spec.use_mla;
     ah_kv_write_args a = {.struct_size = sizeof a,
@@ -316,7 +316,7 @@ static ah_kv_write_args kv_write_args(const wl_layer *L)
                           .value = mla ? NULL : &L->v.t,
                           .key_cache = &L->kcache.t,
                           .value_cache = mla ? NULL : &L->vcache.t,
-                          .stream = ah_device_stream(L->dev)};
+                          .stream = w->stream};
     if (ah_spec_kv_scales(&L->spec) == AH_KV_SCALES_HOST) {
         a.k_scale = L->k_scale;
         a.v_scale = L->v_scale;
@@ -555,6 +555,7 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
         if (e[1] * es > rkey) rkey = e[1] * es;
         if (e[2] * es > rval) rval = e[2] * es;
     }
+    w->stream = w->meta_dev ? ah_device_stream(w->meta_dev) : NULL;
     DLDataType u8 = {kDLUInt, 8, 1};
     for (uint32_t d = 0; d < w->n_arenas; d++)
         for (int i = 0; i < WL_BUFS; i++) {
@@ -780,7 +781,7 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
                           .kv_groups = w->n_groups > 1 ? w->kvg : NULL};
     w->enc_pass = encoder_pass;
     if (w->ragged_step && !encoder_pass && ragged_plan(w)) return -1;
-    if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, ah_device_stream(w->meta_dev)) != AH_OK)
+    if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, w->stream) != AH_OK)
         return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     return 0;
 }
@@ -851,8 +852,7 @@ static int ragged_pass(workload *w, uint32_t l, int64_t pass)
     free(a);
     L->rk.shape[0] = L->rv.shape[0] = (int64_t)dst;
     if (to_device(w, &L->rk, dst * kb) || to_device(w, &L->rv, dst * vb)) return -1;
-    if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, ah_device_stream(w->meta_dev)) == AH_OK)
-        return 0;
+    if (ah_binding_plan(w->b, &w->batch, AH_PLAN_EAGER, w->stream) == AH_OK) return 0;
     if (pass < 0)
         return wl_fail(w, "layer %u: the new tokens' ragged step: %s", l, ah_binding_errmsg(w->b));
     return wl_fail(w, "layer %u: context step %lld: %s", l, (long long)pass,
@@ -871,7 +871,7 @@ static int ragged_forward(workload *w, uint32_t l, uint32_t slot, const ah_mirro
                          .lse = &L->rlse[slot].t,
                          .sinks = L->rspec.use_sinks ? &sinks->t : NULL,
                          .alibi_slopes = L->rspec.use_alibi ? &L->alibi.t : NULL,
-                         .stream = ah_device_stream(L->dev)};
+                         .stream = w->stream};
     if (ah_binding_forward(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     return 0;
 }
@@ -881,8 +881,8 @@ static int ragged_forward(workload *w, uint32_t l, uint32_t slot, const ah_mirro
 static int forward_ragged(workload *w, uint32_t l, int store_kv)
 {
     wl_layer *L = &w->layers[l];
-    void *stream = ah_device_stream(L->dev);
-    const ah_kv_write_args kw = kv_write_args(L);
+    void *stream = w->stream;
+    const ah_kv_write_args kw = kv_write_args(w, L);
     if (ragged_pass(w, l, -1)) return -1;
     if (store_kv && ah_binding_write_kv(w->b, l, &kw) != AH_OK)
         return wl_fail(w, "%s", ah_binding_errmsg(w->b));
@@ -920,7 +920,7 @@ int wl_forward(workload *w, uint32_t l, int store_kv)
                          .lse = NULL,
                          .sinks = L->spec.use_sinks ? &L->sinks.t : NULL,
                          .alibi_slopes = L->spec.use_alibi ? &L->alibi.t : NULL,
-                         .stream = ah_device_stream(L->dev)};
+                         .stream = w->stream};
     if (ah_spec_kv_scales(&L->spec) == AH_KV_SCALES_HOST) {
         a.k_scale = L->k_scale;
         a.v_scale = L->v_scale;
@@ -937,7 +937,7 @@ int wl_forward(workload *w, uint32_t l, int store_kv)
 int wl_write_cross(workload *w, uint32_t l)
 {
     wl_layer *L = &w->layers[l];
-    const ah_kv_write_args a = kv_write_args(L);
+    const ah_kv_write_args a = kv_write_args(w, L);
     if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     ah_error err;
     if (ref_write_kv(w, L, &err) != AH_OK)

@@ -110,6 +110,8 @@ typedef struct workload {
     uint32_t num_layers;
     wl_layer *layers;
     ah_device *meta_dev; /* where the batch metadata lives */
+    void *stream;        /* the step's one stream (meta_dev's): plan, writes, forwards and
+                            merges of every layer, whichever plugin runs it (plugin.h) */
     ah_limits limits;
     int has_cache;     /* a self or cross layer: batches carry paging */
     int has_cross;     /* a cross layer: batches carry encoder_seq_lens */

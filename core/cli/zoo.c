@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <attnhost/plugin_util.h>
 
@@ -185,13 +184,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *st, int iters,
              int b2b, zoo_timing *out, double *bw_gbs, char *err, size_t cap)
 {
@@ -219,10 +211,9 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
         snprintf(err, cap, "%s", w.err);
         goto out;
     }
-    ah_device *dev = w.layers[0].dev;
-    /* a step whose phases run on two devices (a mixed step split between two
-     * plugins) is timed by the wall clock: one device's timer sees only its stream */
-    int wall = ah_binding_device(w.b, 0, AH_PHASE_DECODE) != dev;
+    /* every part of the step runs on the workload's one stream, a mixed step
+     * split between two plugins too, so its device's timer sees them all */
+    ah_device *dev = w.meta_dev;
     out->kind = ah_device_kind_of(dev);
     if (bw_gbs && *bw_gbs == 0)
         *bw_gbs = out->kind == AH_DEVICE_CPU ? cpu_read_gbs(ah_host_hw_facts(h)->cpu_logical_cores)
@@ -231,13 +222,12 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
         if (wl_forward_all(&w, 0)) goto fail;
     for (int i = 0; i < iters; i++) {
         float dms = 0;
-        double t0 = now_ms();
-        if (!wall && ah_device_timer_start(dev) != AH_OK) goto fail;
+        if (ah_device_timer_start(dev) != AH_OK) goto fail;
         for (int k = 0; k < b2b; k++)
             if (wl_enqueue_all(&w, 0)) goto fail;
-        if (!wall && ah_device_timer_stop(dev, &dms) != AH_OK) goto fail;
+        if (ah_device_timer_stop(dev, &dms) != AH_OK) goto fail;
         if (wl_sync(&w)) goto fail;
-        ms[i] = (wall ? now_ms() - t0 : (double)dms) / b2b;
+        ms[i] = (double)dms / b2b;
     }
     qsort(ms, (size_t)iters, sizeof *ms, cmp_double);
     double flops, bytes;
@@ -245,7 +235,6 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
     out->ms = ms[iters / 2];
     out->tflops = flops / (out->ms * 1e-3) / 1e12;
     out->gbs = bytes / (out->ms * 1e-3) / 1e9;
-    out->wall = wall;
     rc = 0;
     goto out;
 fail:

@@ -47,7 +47,6 @@ void zoo_spec_label(const ah_layer_spec *s, char *buf, size_t cap);
 
 typedef struct zoo_timing {
     double ms, tflops, gbs;
-    int wall;            /* 1: wall clock (two devices in the step), 0: device timer */
     ah_device_kind kind; /* the device the step ran on (the prefill winner's) */
 } zoo_timing;
 
