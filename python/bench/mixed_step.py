@@ -23,8 +23,8 @@ failure). The table comes last; its "vs split" column is each
 configuration's plan+forward time over the split one's (> 1: split faster).
 
 A split plan copies the prefill part's rebased query_start_loc to the device
-and waits for the stream (ah_binding_plan), so plan+forward of the split
-configuration includes that wait; forward alone does not.
+on the step's stream (ah_binding_plan); plan+forward includes the split's
+second plan and that copy, forward alone does not.
 
     # H100, PyTorch with CUDA, the CUDA plugins built in build-gpu/
     ATTNHOST_LIB=build-gpu/lib/libattnhost.so python3 python/bench/mixed_step.py
