@@ -35,12 +35,15 @@ table_max_avx512(const int32_t *table, uint32_t stride, const int32_t *seq_lens,
                  const ah_divider *block_size)
 {
     __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
+    __m512i m2 = _mm512_setzero_si512(), m3 = _mm512_setzero_si512();
     for (uint32_t r = 0; r < num_reqs; r++) {
         const int32_t *row = table + (size_t)r * stride;
         uint32_t need = need_of(seq_lens, r, block_size), k = 0;
-        for (; k + 32 <= need; k += 32) {
+        for (; k + 64 <= need; k += 64) {
             m0 = _mm512_max_epu32(m0, _mm512_loadu_si512(row + k));
             m1 = _mm512_max_epu32(m1, _mm512_loadu_si512(row + k + 16));
+            m2 = _mm512_max_epu32(m2, _mm512_loadu_si512(row + k + 32));
+            m3 = _mm512_max_epu32(m3, _mm512_loadu_si512(row + k + 48));
         }
         for (; k < need; k += 16) {
             __mmask16 live =
@@ -48,7 +51,8 @@ table_max_avx512(const int32_t *table, uint32_t stride, const int32_t *seq_lens,
             m0 = _mm512_max_epu32(m0, _mm512_maskz_loadu_epi32(live, row + k));
         }
     }
-    return _mm512_reduce_max_epu32(_mm512_max_epu32(m0, m1));
+    return _mm512_reduce_max_epu32(
+        _mm512_max_epu32(_mm512_max_epu32(m0, m1), _mm512_max_epu32(m2, m3)));
 }
 
 __attribute__((target("avx2"))) static uint32_t
