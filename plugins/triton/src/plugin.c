@@ -73,10 +73,13 @@ const ah_caps tk_caps = {
      * kernel and no non-empty split in split-KV stage 1, so neither reads
      * its block-table row; both normalisations guard 0/0 and LSE is
      * log(0) = -inf (the kernels' docstrings). merge_states takes -inf as
-     * "no keys" (kernels/merge_states.py). */
+     * "no keys" (kernels/merge_states.py).
+     * RELEASED_BLOCKS: split-KV splits start at the first key the window
+     * shows; the unified kernel's tiles can start before it, but only its
+     * masked tiles, which mask the K/V loads of negative entries. */
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
                 AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV |
-                AH_FEAT_CROSS_ATTENTION,
+                AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * (the plan hands the kernels encoder_seq_lens as the sequence, every
      * key visible); not the cacheless encoder layers (packed K/V, no cache) */

@@ -87,6 +87,7 @@ class _BoundsChecked:
 
 
 import triton.runtime.interpreter as _interp  # noqa: E402
+from triton.runtime.errors import InterpreterError  # noqa: E402
 
 _interp._interpreter = _BoundsChecked(_interp._interpreter)
 
@@ -138,6 +139,8 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
     for r, (ql, L) in enumerate(zip(qlens, lens)):
         pos_k = np.arange(L)
         blk = bt[r, pos_k // bs]
+        gone = blk < 0  # released: their keys must be hidden from every query
+        blk = np.where(gone, 0, blk)
         sl = pos_k % bs
         for h in range(hq):
             g = h // (hq // hk)
@@ -147,6 +150,8 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
             else:
                 K = kc[blk, g, sl].astype(np.float64)
                 V = vc[blk, g, sl].astype(np.float64)
+            K[gone] = np.nan
+            V[gone] = np.nan
             for i in range(ql):
                 p = L - ql + i
                 s = scale * (K @ q[t0 + i, h].astype(np.float64))
@@ -167,13 +172,13 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
                     continue
                 e = np.exp(s - m)
                 den = e.sum() + (math.exp(sinks[h] - m) if sinks is not None else 0)
-                out[t0 + i, h] = (e @ V) / den
+                out[t0 + i, h] = (e[vis] @ V[vis]) / den
                 lse[t0 + i, h] = m + math.log(den)
         t0 += ql
     return out, lse
 
 
-def make_case(rng, qlens, lens, hq, hk, d, bs, layout):
+def make_case(rng, qlens, lens, hq, hk, d, bs, layout, released_window=0):
     nb = sum((L + bs - 1) // bs for L in lens) + 3
     shape = (nb, bs, hk, d) if layout == "NHD" else (nb, hk, bs, d)
     kc = rng.uniform(-2, 2, shape).astype(np.float16)
@@ -186,8 +191,27 @@ def make_case(rng, qlens, lens, hq, hk, d, bs, layout):
         n = (L + bs - 1) // bs
         bt[r, :n] = perm[k:k + n]
         k += n
+    if released_window:
+        release(bt, qlens, lens, bs, released_window)
     q = rng.uniform(-2, 2, (sum(qlens), hq, d)).astype(np.float16)
     return q, kc, vc, bt
+
+
+def release(bt, qlens, lens, bs, window):
+    """Mark the blocks a sliding window hides from every query of a request
+    released, as an engine's sliding-window manager does
+    (AH_FEAT_RELEASED_BLOCKS): block k of request r is released when its
+    last position (k + 1) * bs - 1 <= p0 - window, p0 being the request's
+    first query position. Entries alternate between -1 and a large negative
+    value, so any load through one lands outside every array."""
+    n = 0
+    for r, (ql, L) in enumerate(zip(qlens, lens)):
+        p0 = L - ql
+        for k in range(bt.shape[1]):
+            if (k + 1) * bs - 1 <= p0 - window:
+                bt[r, k] = -1 if n % 2 else -(1 << 24)
+                n += 1
+    assert n, "the case releases no block"
 
 
 def strides(kc, layout):
@@ -217,9 +241,11 @@ def check_empty(name, out, lse, qlens, lens, sinks):
 
 
 def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=0, softcap=0.0,
-                use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False):
+                use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False,
+                released=False):
     _RANGES.clear()
-    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout)
+    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
+                              released_window=window if released else 0)
     pad = head_pad or max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else None
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -251,10 +277,11 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
 
 
 def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, window=0, softcap=0.0,
-               use_sinks=False, use_alibi=False, tile_n=32):
+               use_sinks=False, use_alibi=False, tile_n=32, released=False):
     _RANGES.clear()
     qlens = [1] * len(lens)
-    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout)
+    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
+                              released_window=window if released else 0)
     pad = max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else np.zeros(hq, np.float32)
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -283,6 +310,16 @@ def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, windo
     if 0 in lens:
         ok = check_empty(name, out, lse, qlens, lens, sinks if use_sinks else None) and ok
     return ok
+
+
+def run_guarded(fn, rng, name, *args, **kw):
+    """fn, with an access outside every array (the bounds check) reported
+    as this case's failure instead of ending the run."""
+    try:
+        return fn(rng, name, *args, **kw)
+    except (AssertionError, InterpreterError) as e:
+        print(f"FAIL {name}: {e}", flush=True)
+        return False
 
 
 def run_merge(rng):
@@ -368,6 +405,27 @@ def main():
         run_decode(rng, "empty kv window+softcap+sinks+alibi", [0, 130], 4, 2, 64, 16, "NHD", 3, 32,
                    window=57, softcap=30.0, use_sinks=True, use_alibi=True),
         run_decode(rng, "empty kv all", [0, 0], 4, 1, 64, 16, "HND", 2, 32),
+        # Released blocks (AH_FEAT_RELEASED_BLOCKS): the entries of blocks a
+        # window hides from every query are negative; tiles start before the
+        # first visible key (tile alignment), so such entries come up in the
+        # masked loop and must never become addresses. Tiles wider than a
+        # page, chunked prefill and decode rows, every specialization.
+        run_guarded(run_unified, rng, "released blocks", [1, 40, 3], [300, 240, 170], 4, 2, 64, 16,
+                    "NHD", window=37, released=True, tile_n=64),
+        run_guarded(run_unified, rng, "released blocks softcap+sinks+alibi hnd", [1, 70], [200, 260],
+                    4, 2, 64, 16, "HND", window=50, softcap=20.0, use_sinks=True, use_alibi=True,
+                    released=True),
+        run_guarded(run_unified, rng, "released blocks bidirectional", [30, 1], [230, 190], 4, 2, 64,
+                    16, "NHD", causal=0, window=41, released=True),
+        run_guarded(run_unified, rng, "released blocks", [1, 40, 3], [300, 240, 170], 4, 2, 64, 16,
+                    "NHD", window=37, released=True, tile_n=64, plain=True),
+        run_guarded(run_unified, rng, "released blocks group4 bs32 hnd", [1, 90], [330, 250], 8, 2, 48,
+                    32, "HND", window=45, use_sinks=True, released=True, tile_n=64, plain=True),
+        run_guarded(run_decode, rng, "released blocks", [300, 170, 64], 8, 2, 64, 16, "NHD", 4, 32,
+                    window=57, released=True, tile_n=64),
+        run_guarded(run_decode, rng, "released blocks softcap+sinks+alibi", [260, 90], 4, 2, 64, 16,
+                    "HND", 3, 32, window=41, softcap=30.0, use_sinks=True, use_alibi=True,
+                    released=True),
         run_merge(rng),
         run_kv_write(rng),
     ]

@@ -10,7 +10,9 @@
  * replay with other lengths, deterministic mode (bitwise batch invariance),
  * merge_states, requests without keys (AH_FEAT_EMPTY_KV: seq_len 0 in
  * decode batches, garbage block-table rows) on the split-KV and unified
- * paths, and rejection of bad input without writing anything.
+ * paths, released blocks (AH_FEAT_RELEASED_BLOCKS: negative entries for
+ * the blocks a window hides) on both paths, and rejection of bad input
+ * without writing anything.
  * Outputs are poisoned before each run so unwritten elements show.
  *
  * The plugin gets the host's own services (tests/helpers/ath.h).
@@ -230,21 +232,51 @@ static void report(const char *name, int ok, const char *msg)
         } \
     } while (0)
 
+/* Released blocks (AH_FEAT_RELEASED_BLOCKS): every block-table entry of a
+ * block the window hides from every query of its request, (k + 1) * bs - 1
+ * <= p0 - window, becomes negative (-1, or far below the cache, so a load
+ * through one faults or reads outside it); the table is uploaded again.
+ * Returns the count released. */
+static uint32_t release_blocks(ath_host *h, ath_work *io, const tcase *c)
+{
+    ath_batch *B = &io->B;
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < B->num_reqs; r++) {
+        const int64_t p0 = B->seq[r] - (B->qsl[r + 1] - B->qsl[r]);
+        for (uint32_t k = 0; k < B->width; k++)
+            if ((int64_t)(k + 1) * c->bs - 1 <= p0 - (int64_t)c->window)
+                B->bt[(size_t)r * B->width + k] = n++ % 2 ? -1 : -(1 << 24);
+    }
+    return ath_upload(h, &B->d_bt, B->bt) ? 0 : n;
+}
+
+/* What run_eager changes in a case's batch. */
+enum { V_PLAIN = 0, V_EMPTY = 1, V_RELEASED = 2 };
+
 /* Eager: plan, write_kv, forward, compare. */
-static void run_eager(ah_context *ctx, const tcase *c, int empty, uint64_t *rng)
+static void run_eager(ah_context *ctx, const tcase *c, int variant, uint64_t *rng)
 {
     char msg[1024] = "";
     char name[96];
-    snprintf(name, sizeof name, "%s%s", empty ? "empty kv " : "", c->name);
+    snprintf(name, sizeof name, "%s%s",
+             variant == V_EMPTY      ? "empty kv "
+             : variant == V_RELEASED ? "released blocks "
+                                     : "",
+             c->name);
     int32_t ql[512], sl[512];
     lengths(c, rng, ql, sl);
-    if (empty) empty_lengths(c, ql, sl);
+    if (variant == V_EMPTY) empty_lengths(c, ql, sl);
     ath_work io;
     ah_state *st = NULL;
     int ok = 0;
     if (io_make(&P, &io, c, ql, sl, 0, 0, rng)) {
         snprintf(msg, sizeof msg, " setup failed");
         goto done;
+    }
+    if (variant == V_RELEASED) {
+        const uint32_t n = release_blocks(&P, &io, c);
+        snprintf(msg, sizeof msg, " %u entries released", n);
+        if (!n) goto done;
     }
     ah_limits lim = limits_for(&io.B, 0);
     TRY("state_create", O->state_create(ctx, &io.spec, &lim, &st));
@@ -530,7 +562,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (quick && c->max_seq > 1000 && c->kind == K_PREFILL) continue;
-        run_eager(ctx, c, 0, &rng);
+        run_eager(ctx, c, V_PLAIN, &rng);
     }
     run_graph(ctx, &cases[0], NULL, 0, &rng);  /* mixed: unified kernel */
     run_graph(ctx, &cases[9], NULL, 0, &rng);  /* pure decode: split-KV */
@@ -542,7 +574,16 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof empty_cases / sizeof empty_cases[0]; i++) {
         const tcase *c = &cases[empty_cases[i]];
         if ((c->kv == E4 || c->kv == E5) && g_cc < 90) continue;
-        run_eager(ctx, c, 1, &rng);
+        run_eager(ctx, c, V_EMPTY, &rng);
+    }
+    /* Released blocks under windowed layers: the unified kernel, general
+     * (soft-cap, ALiBi) and plain, whose key tiles start before the first
+     * visible key, and split-KV decode, FP8 cache included. */
+    const size_t released_cases[] = {6, 7, 13, 19};
+    for (size_t i = 0; i < sizeof released_cases / sizeof released_cases[0]; i++) {
+        const tcase *c = &cases[released_cases[i]];
+        if ((c->kv == E4 || c->kv == E5) && g_cc < 90) continue;
+        run_eager(ctx, c, V_RELEASED, &rng);
     }
     run_graph(ctx, &cases[9], NULL, 1, &rng);
     /* Not reformatted: the fields laid out like the cases table above. */
