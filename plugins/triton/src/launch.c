@@ -162,16 +162,21 @@ static ah_status tk_rows(ah_state *st, const DLTensor *t, const char *name, ah_d
     return tk_tensor_aligned(&st->err, &w, t, 16);
 }
 
-/* A cache of the planned batch's blocks; its strides (block, slot, head). */
+/* A cache of the planned batch's blocks; its strides (block, slot, head).
+ * The kernels address every layout through these: an interleaved layout's
+ * K and V views (one [blocks, 2, ...] allocation) differ from the dense
+ * ones only in their block stride, twice a dense one, and in where the
+ * value view starts, which ah_dl_check verifies against the layout. */
 static ah_status tk_cache(ah_state *st, const DLTensor *t, const char *name, int64_t s[3])
 {
     const ah_layer_spec *sp = &st->spec;
     const ah_dl_want w = ah_dl_cache_want(name, sp, st->num_blocks, sp->qk_head_size);
     ah_status r = tk_tensor_aligned(&st->err, &w, t, 16);
     if (r) return r;
+    const int hnd = ah_kv_layout_is_hnd(sp->kv_layout);
     s[0] = ah_dl_stride(t, 0);
-    s[1] = ah_dl_stride(t, sp->kv_layout == AH_KV_LAYOUT_HND ? 2 : 1);
-    s[2] = ah_dl_stride(t, sp->kv_layout == AH_KV_LAYOUT_HND ? 1 : 2);
+    s[1] = ah_dl_stride(t, hnd ? 2 : 1);
+    s[2] = ah_dl_stride(t, hnd ? 1 : 2);
     return AH_OK;
 }
 

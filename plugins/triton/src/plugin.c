@@ -84,7 +84,10 @@ const ah_caps tk_caps = {
      * (the plan hands the kernels encoder_seq_lens as the sequence, every
      * key visible); not the cacheless encoder layers (packed K/V, no cache) */
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    /* every layout is strides to the kernels (launch.c, tk_cache); the
+     * interleaved ones are two views of one allocation */
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) |
+                  AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) | AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
 #ifdef TK_HIP
     .gfx_targets = tk_gfx_targets,

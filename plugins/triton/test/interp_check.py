@@ -197,6 +197,15 @@ def make_case(rng, qlens, lens, hq, hk, d, bs, layout, released_window=0):
     return q, kc, vc, bt
 
 
+def interleave(kc, vc):
+    """K and V as the two views of one [blocks, 2, ...] allocation (the
+    interleaved layouts): block stride twice a dense one's, V one block's
+    worth after K. The whole allocation is what loads may touch."""
+    base = np.ascontiguousarray(np.stack([kc, vc], axis=1))
+    _RANGES.append((base.ctypes.data, base.ctypes.data + base.nbytes))
+    return base[:, 0], base[:, 1]
+
+
 def release(bt, qlens, lens, bs, window):
     """Mark the blocks a sliding window hides from every query of a request
     released, as an engine's sliding-window manager does
@@ -242,10 +251,12 @@ def check_empty(name, out, lse, qlens, lens, sinks):
 
 def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=0, softcap=0.0,
                 use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False,
-                released=False):
+                released=False, interleaved=False):
     _RANGES.clear()
     q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
                               released_window=window if released else 0)
+    if interleaved:
+        kc, vc = interleave(kc, vc)
     pad = head_pad or max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else None
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -277,11 +288,13 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
 
 
 def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, window=0, softcap=0.0,
-               use_sinks=False, use_alibi=False, tile_n=32, released=False):
+               use_sinks=False, use_alibi=False, tile_n=32, released=False, interleaved=False):
     _RANGES.clear()
     qlens = [1] * len(lens)
     q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
                               released_window=window if released else 0)
+    if interleaved:
+        kc, vc = interleave(kc, vc)
     pad = max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else np.zeros(hq, np.float32)
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -344,26 +357,34 @@ def run_merge(rng):
     return check("merge_states", out, lo, ro, rl)
 
 
-def run_kv_write(rng):
+def run_kv_write(rng, layout="HND", interleaved=False):
     _RANGES.clear()
     Tn, hk, d, bs, nb = 11, 2, 48, 16, 5
     key = rng.uniform(-2, 2, (Tn, hk, d)).astype(np.float16)
     val = rng.uniform(-2, 2, (Tn, hk, d)).astype(np.float16)
-    kc = np.zeros((nb, hk, bs, d), np.float16)  # HND
-    vc = np.zeros((nb, hk, bs, d), np.float16)
+    shape = (nb, hk, bs, d) if layout == "HND" else (nb, bs, hk, d)
+    kc = np.zeros(shape, np.float16)
+    vc = np.zeros(shape, np.float16)
+    if interleaved:
+        kc, vc = interleave(kc, vc)
     slots = rng.permutation(nb * bs)[:Tn].astype(np.int64)
     slots[3] = -1
-    ks, vs = strides(kc, "HND"), strides(vc, "HND")
+    ks, vs = strides(kc, layout), strides(vc, layout)
     kv_write[(Tn + 2, hk)](T(key), T(val), T(kc), T(vc), T(slots), T(np.array([1, Tn], np.int32)),
                            1.0, 1.0, d, bs, hk * d, d, hk * d, d, ks[0], ks[1], ks[2], vs[0], vs[1],
                            vs[2], HEAD_PAD=256, IS_FP8=False)
-    ek, ev = np.zeros_like(kc), np.zeros_like(vc)
+    ek, ev = np.zeros(shape, np.float16), np.zeros(shape, np.float16)
     for t, s in enumerate(slots):
         if s >= 0:
-            ek[s // bs, :, s % bs] = key[t]
-            ev[s // bs, :, s % bs] = val[t]
+            if layout == "HND":
+                ek[s // bs, :, s % bs] = key[t]
+                ev[s // bs, :, s % bs] = val[t]
+            else:
+                ek[s // bs, s % bs] = key[t]
+                ev[s // bs, s % bs] = val[t]
     ok = np.array_equal(ek, kc) and np.array_equal(ev, vc)
-    print(f"{'ok' if ok else 'FAIL'} kv_write (HND, padding slot skipped)")
+    what = layout + (" interleaved" if interleaved else "")
+    print(f"{'ok' if ok else 'FAIL'} kv_write ({what}, padding slot skipped)")
     return ok
 
 
@@ -426,8 +447,24 @@ def main():
         run_guarded(run_decode, rng, "released blocks softcap+sinks+alibi", [260, 90], 4, 2, 64, 16,
                     "HND", 3, 32, window=41, softcap=30.0, use_sinks=True, use_alibi=True,
                     released=True),
+        # Interleaved layouts: K and V views of one [blocks, 2, ...] cache.
+        run_unified(rng, "interleaved nhd window+softcap+sinks+alibi", [1, 50, 100], [130, 50, 120],
+                    4, 2, 64, 16, "NHD", window=23, softcap=20.0, use_sinks=True, use_alibi=True,
+                    interleaved=True),
+        run_unified(rng, "interleaved hnd group3 d48 bs32", [5, 1, 70], [70, 33, 70], 6, 2, 48, 32,
+                    "HND", interleaved=True),
+        run_unified(rng, "interleaved nhd", [1, 37, 90], [40, 37, 150], 4, 2, 64, 16, "NHD",
+                    plain=True, interleaved=True),
+        run_unified(rng, "interleaved hnd tile64", [5, 1, 70], [70, 33, 170], 8, 2, 48, 32, "HND",
+                    tile_n=64, plain=True, interleaved=True),
+        run_decode(rng, "interleaved nhd", [200, 1, 333, 64], 8, 2, 64, 16, "NHD", 4, 64,
+                   interleaved=True),
+        run_decode(rng, "interleaved hnd window+sinks", [150, 97], 8, 2, 64, 16, "HND", 3, 32,
+                   window=40, use_sinks=True, interleaved=True),
         run_merge(rng),
         run_kv_write(rng),
+        run_kv_write(rng, "NHD", interleaved=True),
+        run_kv_write(rng, "HND", interleaved=True),
     ]
     print(f"{sum(res)} passed, {len(res) - sum(res)} failed")
     return 0 if all(res) else 1
