@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from decode_split import decode_split_reduce, decode_split_stage1  # noqa: E402
 from kv_write import kv_write  # noqa: E402
 from merge_states import merge_states  # noqa: E402
+from ragged_attention import ragged_attention  # noqa: E402
 from unified_attention import unified_attention  # noqa: E402
 
 
@@ -335,6 +336,80 @@ def run_guarded(fn, rng, name, *args, **kw):
         return False
 
 
+def ref_ragged(q, k, v, qlens, klens, context, scale, causal, window, softcap, sinks, alibi):
+    """float64 reference.h over ragged K/V: out [T, Hq, v], lse [T, Hq]."""
+    T_, hq, _ = q.shape
+    hk, dv = k.shape[1], v.shape[2]
+    out = np.zeros((T_, hq, dv))
+    lse = np.full((T_, hq), -np.inf)
+    t0 = k0 = 0
+    for ql, L in zip(qlens, klens):
+        pos_k = np.arange(L)
+        for h in range(hq):
+            K = k[k0:k0 + L, h // (hq // hk)].astype(np.float64)
+            V = v[k0:k0 + L, h // (hq // hk)].astype(np.float64)
+            for i in range(ql):
+                p = (L if context else L - ql) + i
+                s = scale * (K @ q[t0 + i, h].astype(np.float64))
+                if softcap > 0:
+                    s = softcap * np.tanh(s / softcap)
+                if alibi is not None:
+                    s = s + alibi[h] * (pos_k - p)
+                vis = np.ones(L, bool)
+                if causal:
+                    vis &= pos_k <= p
+                    if window:
+                        vis &= pos_k > p - window
+                elif window:
+                    vis &= np.abs(pos_k - p) < window
+                s = np.where(vis, s, -np.inf)
+                m = max(s.max() if L else -np.inf, sinks[h] if sinks is not None else -np.inf)
+                if m == -np.inf:
+                    continue
+                e = np.exp(s - m)
+                den = e.sum() + (math.exp(sinks[h] - m) if sinks is not None else 0)
+                out[t0 + i, h] = (e @ V) / den
+                lse[t0 + i, h] = m + math.log(den)
+        t0 += ql
+        k0 += L
+    return out, lse
+
+
+def run_ragged(rng, name, qlens, klens, hq, hk, dqk, dv, pads, causal=1, context=0, window=0,
+               softcap=0.0, use_sinks=False, use_alibi=False, block_m=64, tile_n=32, plain=False):
+    """The ragged kernel: keys and values packed by cu_seqlens_k, queries
+    bottom-right or (context) after every key. pads: (QK_A, QK_B, V_PAD)."""
+    _RANGES.clear()
+    tk = sum(klens)
+    q = rng.uniform(-2, 2, (sum(qlens), hq, dqk)).astype(np.float16)
+    k = rng.uniform(-1, 1, (tk, hk, dqk)).astype(np.float16)
+    v = rng.uniform(-1, 1, (tk, hk, dv)).astype(np.float16)
+    sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else None
+    alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
+    scale = 1 / math.sqrt(dqk)
+    out = np.full((len(q), hq, dv), np.nan, np.float16)
+    lse = np.full((len(q), hq), np.nan, np.float32)
+    qsl = np.concatenate([[0], np.cumsum(qlens)]).astype(np.int32)
+    cuk = np.concatenate([[0], np.cumsum(klens)]).astype(np.int32)
+    group = hq // hk
+    heads = max(h for h in range(1, min(group, block_m) + 1) if group % h == 0)
+    grid = (len(q) // (block_m // heads) + len(qlens) + 1, hq // heads)
+    dummy = np.zeros(hq, np.float32)
+    ragged_attention[grid](
+        T(q), T(k), T(v), T(out), T(lse), T(sinks if use_sinks else dummy),
+        T(alibi if use_alibi else dummy), T(cuk), T(qsl), T(np.array([len(qlens), len(q)], np.int32)),
+        scale, softcap if softcap else 1.0, group, heads, dqk, dv,
+        hq * dqk, dqk, hq * dv, dv, hq, hk * dqk, dqk, hk * dv, dv,
+        window, causal, context, int(softcap > 0), int(use_alibi), int(use_sinks), 1,
+        QK_A=pads[0], QK_B=pads[1], V_PAD=pads[2], BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain)
+    ro, rl = ref_ragged(q, k, v, qlens, klens, context, scale, causal, window, softcap, sinks, alibi)
+    name = ("ragged plain " if plain else "ragged ") + name
+    ok = check(name, out, lse, ro, rl)
+    if context and 0 in klens:
+        ok = check_empty(name, out, lse, qlens, klens, sinks) and ok
+    return ok
+
+
 def run_merge(rng):
     _RANGES.clear()
     Tn, H, D = 9, 3, 80
@@ -461,6 +536,46 @@ def main():
                    interleaved=True),
         run_decode(rng, "interleaved hnd window+sinks", [150, 97], 8, 2, 64, 16, "HND", 3, 32,
                    window=40, use_sinks=True, interleaved=True),
+        # Ragged K/V (AH_FEAT_RAGGED_KV): MLA's non-absorbed prefill (qk 192
+        # as 128 + 64, v 128, a KV head per query head; fp16: the
+        # interpreter's dot takes no bf16);
+        # equal head sizes with GQA; bottom-right and context placement,
+        # windows, soft-cap, sinks, ALiBi, bidirectional with fewer keys
+        # than queries, requests without keys in a context step.
+        run_ragged(rng, "mla 192/128 mha", [37, 1, 70, 9], [37, 50, 150, 20], 4, 4, 192, 128,
+                   (128, 64, 128), block_m=32, tile_n=32),
+        run_ragged(rng, "mla 192/128 tile64", [20, 45], [80, 45], 2, 2, 192, 128, (128, 64, 128),
+                   block_m=32, tile_n=64),
+        run_ragged(rng, "mla 192/128 context", [12, 5, 30], [0, 40, 70], 2, 2, 192, 128,
+                   (128, 64, 128), context=1, use_sinks=True, block_m=32),
+        run_ragged(rng, "mla 192/128 window+softcap+sinks+alibi", [40, 3], [100, 60], 2, 2, 192,
+                   128, (128, 64, 128), window=29, softcap=20.0, use_sinks=True, use_alibi=True,
+                   block_m=32),
+        run_ragged(rng, "gqa4 d64", [1, 30, 66], [40, 30, 90], 8, 2, 64, 64, (64, 0, 64)),
+        run_ragged(rng, "gqa2 d48 window alibi", [25, 60], [25, 100], 4, 2, 48, 48, (64, 0, 64),
+                   window=17, use_alibi=True),
+        run_ragged(rng, "bidirectional fewer keys window", [30, 12, 9], [45, 12, 4], 4, 2, 64, 64,
+                   (64, 0, 64), causal=0, window=7),
+        run_ragged(rng, "bidirectional", [30, 9], [45, 4], 2, 2, 64, 64, (64, 0, 64), causal=0),
+        run_ragged(rng, "context window+alibi", [9, 20, 4], [0, 33, 70], 4, 2, 64, 64, (64, 0, 64),
+                   context=1, window=11, use_alibi=True),
+        run_ragged(rng, "context bidirectional window", [9, 20], [30, 0], 4, 4, 64, 64, (64, 0, 64),
+                   causal=0, context=1, window=12),
+        run_ragged(rng, "qk 128 v 64 in the 128 pads", [17, 33], [40, 33], 2, 1, 128, 64,
+                   (128, 0, 128), tile_n=64),
+        # The PLAIN specialization (no soft-cap, no ALiBi: MLA's layers).
+        run_ragged(rng, "mla 192/128 mha", [37, 1, 70, 9], [37, 50, 150, 20], 4, 4, 192, 128,
+                   (128, 64, 128), block_m=32, tile_n=64, plain=True),
+        run_ragged(rng, "mla 192/128 context sinks", [12, 5, 30], [0, 40, 70], 2, 2, 192, 128,
+                   (128, 64, 128), context=1, use_sinks=True, block_m=32, plain=True),
+        run_ragged(rng, "mla 192/128 window", [40, 3], [100, 60], 2, 2, 192, 128, (128, 64, 128),
+                   window=29, block_m=32, plain=True),
+        run_ragged(rng, "gqa4 d64", [1, 30, 66], [40, 30, 90], 8, 2, 64, 64, (64, 0, 64),
+                   plain=True),
+        run_ragged(rng, "bidirectional fewer keys window", [30, 12, 9], [45, 12, 4], 4, 2, 64, 64,
+                   (64, 0, 64), causal=0, window=7, plain=True),
+        run_ragged(rng, "context bidirectional window", [9, 20], [30, 0], 4, 4, 64, 64, (64, 0, 64),
+                   causal=0, context=1, window=12, plain=True),
         run_merge(rng),
         run_kv_write(rng),
         run_kv_write(rng, "NHD", interleaved=True),
