@@ -62,6 +62,25 @@ PLAIN_CFG = {
     "sm80": {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (32, 32, 4, 3)},
     "sm90": UNIFIED_CFG["sm90"],
 }
+# The ragged kernel (AH_FEAT_RAGGED_KV), per query/key pad: (QK_A, QK_B,
+# V_PAD). Pad 192 is MLA's non-absorbed prefill, qk 192 (128 + 64, two
+# dots) with v 128; the others serve equal head sizes (and any smaller v).
+RAGGED_PADS = {64: (64, 0, 64), 128: (128, 0, 128), 192: (128, 64, 128), 256: (256, 0, 256)}
+# Its launch shapes, (BLOCK_M, TILE_N, num_warps, num_stages): the PLAIN
+# specialization (no soft-cap, no ALiBi: MLA's layers; CUDA targets) as the
+# unified plain kernel where the pads match, pad 192 with three stages on
+# sm_90 (168 KB) and two on sm80 (72 KB); the general one (soft-cap
+# branch: two copies of the key loops, whose buffers do not share shared
+# memory) with two stages where three would not fit.
+RAGGED_PLAIN_CFG = {
+    "sm80": {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 192: (64, 64, 4, 2), 256: (32, 32, 4, 3)},
+    "sm90": {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 192: (128, 64, 8, 3), 256: (64, 32, 8, 2)},
+}
+RAGGED_CFG = {
+    "sm80": {64: (128, 64, 4, 2), 128: (128, 64, 8, 2), 192: (64, 32, 4, 2), 256: (32, 32, 4, 2)},
+    "sm90": {64: (128, 64, 4, 3), 128: (128, 64, 8, 2), 192: (128, 64, 8, 2), 256: (64, 32, 8, 2)},
+    "amd": {64: (64, 64, 4, 2), 128: (64, 32, 4, 2), 192: (64, 32, 4, 2), 256: (32, 32, 4, 1)},
+}
 # Decode stage 1: (BLOCK_H, TILE_N, num_warps, num_stages).
 DECODE_CFG = {
     "sm80": {64: (16, 64, 4, 2), 128: (16, 64, 4, 2), 256: (16, 32, 4, 2)},
@@ -127,6 +146,20 @@ P_KVWRITE = [
     ("stride_ckb", "i32", 1), ("stride_cks", "i32", 1), ("stride_ckh", "i32", 1),
     ("stride_cvb", "i32", 1), ("stride_cvs", "i32", 1), ("stride_cvh", "i32", 1),
 ]
+P_RAGGED = [
+    ("q_ptr", "Q", 1), ("k_ptr", "Q", 1), ("v_ptr", "Q", 1), ("out_ptr", "Q", 1),
+    ("lse_ptr", "f32ptr", 1), ("sinks_ptr", "f32ptr", 1), ("alibi_ptr", "f32ptr", 1),
+    ("cu_seqlens_k", "i32ptr", 1), ("query_start_loc", "i32ptr", 1), ("counts", "i32ptr", 1),
+    ("scale", "f32", 0), ("softcap", "f32", 0),
+    ("group_size", "i32", 0), ("heads", "i32", 0), ("qk_dim", "i32", 1), ("v_dim", "i32", 1),
+    ("stride_qt", "i32", 1), ("stride_qh", "i32", 1), ("stride_ot", "i32", 1),
+    ("stride_oh", "i32", 1), ("num_q_heads", "i32", 0),
+    ("stride_kt", "i32", 1), ("stride_kh", "i32", 1), ("stride_vt", "i32", 1),
+    ("stride_vh", "i32", 1),
+    ("window", "i32", 0), ("causal", "i32", 0), ("context_keys", "i32", 0),
+    ("use_softcap", "i32", 0), ("use_alibi", "i32", 0), ("use_sinks", "i32", 0),
+    ("store_lse", "i32", 0),
+]
 SIG_CHAR = {"Q": "p", "KV": "p", "f32ptr": "p", "i32ptr": "p", "i64ptr": "p", "f32": "f", "i32": "i"}
 
 
@@ -149,7 +182,9 @@ def sources_hash():
 
 
 def specializations(target):
-    """(kernel, q, kv, head_pad, constexprs, params, warps, stages, block_m, tile_n)."""
+    """(kernel, q, kv, head_pad, constexprs, params, warps, stages, block_m, tile_n, v_pad):
+    head_pad bounds the query/key head size, v_pad the value head size
+    (the same but for the ragged kernel's pad 192)."""
     fp8 = TARGETS[target][3]
     fam = target if target in UNIFIED_CFG else "amd"
     out = []
@@ -176,20 +211,34 @@ def specializations(target):
             # One head pad (256, masked to head_dim) serves every head size.
             out.append(("kv_write", q, kv, 256, {"HEAD_PAD": 256, "IS_FP8": kv.startswith("fp8")},
                         P_KVWRITE, 4, 1, 0, 0))
-    return out
+        for pad, (qa, qb, vp) in RAGGED_PADS.items():
+            pads = {"QK_A": qa, "QK_B": qb, "V_PAD": vp}
+            bm, tn, w, st = RAGGED_CFG[fam][pad]
+            out.append(("ragged_attention", q, q, pad,
+                        dict(pads, BLOCK_M=bm, TILE_N=tn, PLAIN=False), P_RAGGED, w, st, bm, tn, vp))
+            if target in RAGGED_PLAIN_CFG:
+                bm, tn, w, st = RAGGED_PLAIN_CFG[target][pad]
+                out.append(("ragged_plain", q, q, pad,
+                            dict(pads, BLOCK_M=bm, TILE_N=tn, PLAIN=True), P_RAGGED, w, st, bm, tn,
+                            vp))
+    return [o if len(o) == 11 else o + (o[3],) for o in out]
 
 
 def kernel_fn(name):
     import decode_split
     import kv_write
     import merge_states
+    import ragged_attention
     import unified_attention
     if name == "unified_plain":
         return unified_attention.unified_attention
+    if name == "ragged_plain":
+        return ragged_attention.ragged_attention
     return {"unified_attention": unified_attention.unified_attention,
             "decode_split_stage1": decode_split.decode_split_stage1,
             "decode_split_reduce": decode_split.decode_split_reduce,
             "merge_states": merge_states.merge_states,
+            "ragged_attention": ragged_attention.ragged_attention,
             "kv_write": kv_write.kv_write}[name]
 
 
@@ -197,7 +246,7 @@ def compile_one(target, spec):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
-    kname, q, kv, pad, consts, params, warps, stages, bm, tn = spec
+    kname, q, kv, pad, consts, params, warps, stages, bm, tn, vpad = spec
     backend, arch, warp, _ = TARGETS[target]
     fn = kernel_fn(kname)
     sig, attrs = {}, {}
@@ -223,7 +272,7 @@ def compile_one(target, spec):
     with open(os.path.join(ADIR, target, fname), "wb") as f:
         f.write(ck.asm[ext])
     sigstr = "".join(SIG_CHAR[p[1]] for p in params)
-    return dict(kernel=kname, arch=target, q=q, kv=kv, pad=pad, bm=bm, tn=tn, warps=warps,
+    return dict(kernel=kname, arch=target, q=q, kv=kv, pad=pad, vpad=vpad, bm=bm, tn=tn, warps=warps,
                 shared=md.shared, sig=sigstr, file=f"{target}/{fname}", symbol=md.name)
 
 
@@ -252,10 +301,10 @@ def write_tables(entries, backend, hdr):
         f.write("const tk_entry ah_tk_table[] = {\n")
         for i, e in enumerate(entries):
             f.write(f'    {{"{e["kernel"]}", "{e["arch"]}", {AH_DTYPE[e["q"]]}, {AH_DTYPE[e["kv"]]}, '
-                    f'{e["pad"]}, {e["bm"]}, {e["tn"]}, {e["warps"]}, {e["shared"]}, "{e["sig"]}", '
+                    f'{e["pad"]}, {e["vpad"]}, {e["bm"]}, {e["tn"]}, {e["warps"]}, {e["shared"]}, "{e["sig"]}", '
                     f'"{e["symbol"]}", ah_tk_img_{i}, ah_tk_img_{i}_end}},\n')
         if not entries:  # keep the array non-empty for C; the length says 0
-            f.write('    {"", "", 0, 0, 0, 0, 0, 0, 0, "", "", 0, 0},\n')
+            f.write('    {"", "", 0, 0, 0, 0, 0, 0, 0, 0, "", "", 0, 0},\n')
         f.write("};\n")
         f.write(f"const unsigned ah_tk_table_len = {len(entries)};\n")
     return [f"kernel_table_{backend}.c", f"kernels_{backend}.S"]

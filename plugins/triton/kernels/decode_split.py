@@ -14,6 +14,10 @@ A request without keys (seq_len 0) has one split of length 0: every
 program writes LSE -inf and returns before reading its block-table row
 (garbage there) or the cache.
 
+Splits cover [seq_len - window, seq_len) only, from its first key: a
+released page (negative block-table entry, AH_FEAT_RELEASED_BLOCKS) holds
+keys the window hides from the request's query, so no split reaches it.
+
 Stage 2, grid (num_reqs, num_q_heads): merges the splits (and the sink) in a
 fixed order in fp32 and writes the output in the query dtype and the LSE.
 Splits with LSE -inf weigh nothing and their partial outputs are not read;

@@ -22,6 +22,9 @@ ALiBi term per score, pages by shift and mask, the scale folded into the
 exponent. Sinks, windows, LSE and every attention type still apply.
 FP8 caches: K and V convert exactly to the query dtype; k_scale is folded
 into the score scale and v_scale into the final normalisation by the caller.
+Released pages (negative block-table entries, hidden by the window from
+every query of the request) are never dereferenced: only masked tiles can
+reach them, and their K/V loads are masked off there.
 A request without keys (seq_len 0, one query token: a context-parallel rank
 holding none of its keys yet) has an empty key range, so its programs run no
 tile and read neither its block-table row, which may be garbage, nor the
@@ -81,6 +84,14 @@ def _attend_tiles(acc, l_i, m_i, q, start, end, start2, end2, k_base, v_base, bt
         k_off = blk * stride_kb + slot * stride_ks
         v_off = blk * stride_vb + slot * stride_vs
         if MASKED:
+            # Tiles start at a multiple of TILE_N, so the window's head tile
+            # can hold keys before the first one any row sees, on pages the
+            # engine released (negative entries, AH_FEAT_RELEASED_BLOCKS).
+            # Their loads are masked, not pointed at some valid page, whose
+            # contents could be NaN (p = 0 times NaN is NaN). Full tiles
+            # start at or after the first key every row sees: no released
+            # page there.
+            n_ok = n_ok & (blk >= 0)
             k = tl.load(k_base + k_off[None, :] + offs_d[:, None],
                         mask=d_mask[:, None] & n_ok[None, :], other=0.0)
             v = tl.load(v_base + v_off[:, None] + offs_d[None, :],

@@ -14,7 +14,9 @@ typedef struct tk_entry {
     const char *arch;   /* "sm80", "sm90", "gfx942", ... */
     uint8_t q_dtype;    /* ah_dtype of queries/outputs */
     uint8_t kv_dtype;   /* ah_dtype of the cache (q_dtype where none) */
-    uint16_t head_pad;  /* HEAD_PAD: serves head sizes up to it */
+    uint16_t head_pad;  /* HEAD_PAD: serves (query/key) head sizes up to it */
+    uint16_t v_pad;     /* value head sizes up to it: head_pad, but for the
+                           ragged kernel's qk 192 (128 + 64) / v 128 */
     uint16_t block_m;   /* BLOCK_M (unified), BLOCK_H (stage 1), MAX_SPLITS (reduce) */
     uint16_t tile_n;    /* keys per tile, 0 where none */
     uint16_t num_warps;

@@ -1,6 +1,7 @@
 /*
  * Kernel lookup, module loading and launches: forward (unified kernel, or
- * split-KV stage 1 + reduce for pure decode), write_kv and merge_states.
+ * split-KV stage 1 + reduce for pure decode; the ragged kernel for a ragged
+ * layer), write_kv and merge_states.
  * Each launch packs its arguments in the order generate.py compiled the
  * kernel with, and checks the packed signature against the table's, so a
  * kernel changed without its launcher fails loudly instead of reading
@@ -17,6 +18,7 @@ const char tk_sig_stage1[] = "pppppppppffiiiiiiiiiiiiiiiiiii";
 const char tk_sig_reduce[] = "ppppppfiiiiiiii";
 const char tk_sig_merge[] = "ppppppiiiiiiiii";
 const char tk_sig_kv_write[] = "ppppppffiiiiiiiiiiii";
+const char tk_sig_ragged[] = "ppppppppppffiiiiiiiiiiiiiiiiiiii";
 
 /* ---- table and modules ------------------------------------------------------ */
 
@@ -33,6 +35,20 @@ const tk_entry *tk_find(const ah_context *ctx, const char *kernel, ah_dtype q, a
             return e;
     }
     return NULL;
+}
+
+const tk_entry *tk_find_ragged(const ah_context *ctx, const char *kernel, ah_dtype q, uint32_t qk,
+                               uint32_t v)
+{
+    const tk_entry *best = NULL;
+    for (unsigned i = 0; i < ah_tk_table_len; i++) {
+        const tk_entry *e = &ah_tk_table[i];
+        if (e->q_dtype != q || e->head_pad < qk || e->v_pad < v || strcmp(e->kernel, kernel) != 0 ||
+            strcmp(e->arch, ctx->arch) != 0)
+            continue;
+        if (!best || e->head_pad + e->v_pad < best->head_pad + best->v_pad) best = e;
+    }
+    return best;
 }
 
 ah_status tk_function(ah_context *ctx, const tk_entry *e, const char *want, CUfunction *out,
@@ -162,34 +178,33 @@ static ah_status tk_rows(ah_state *st, const DLTensor *t, const char *name, ah_d
     return tk_tensor_aligned(&st->err, &w, t, 16);
 }
 
-/* A cache of the planned batch's blocks; its strides (block, slot, head). */
+/* A cache of the planned batch's blocks; its strides (block, slot, head).
+ * The kernels address every layout through these: an interleaved layout's
+ * K and V views (one [blocks, 2, ...] allocation) differ from the dense
+ * ones only in their block stride, twice a dense one, and in where the
+ * value view starts, which ah_dl_check verifies against the layout. */
 static ah_status tk_cache(ah_state *st, const DLTensor *t, const char *name, int64_t s[3])
 {
     const ah_layer_spec *sp = &st->spec;
     const ah_dl_want w = ah_dl_cache_want(name, sp, st->num_blocks, sp->qk_head_size);
     ah_status r = tk_tensor_aligned(&st->err, &w, t, 16);
     if (r) return r;
+    const int hnd = ah_kv_layout_is_hnd(sp->kv_layout);
     s[0] = ah_dl_stride(t, 0);
-    s[1] = ah_dl_stride(t, sp->kv_layout == AH_KV_LAYOUT_HND ? 2 : 1);
-    s[2] = ah_dl_stride(t, sp->kv_layout == AH_KV_LAYOUT_HND ? 1 : 2);
+    s[1] = ah_dl_stride(t, hnd ? 2 : 1);
+    s[2] = ah_dl_stride(t, hnd ? 1 : 2);
     return AH_OK;
 }
 
 /* ---- forward ------------------------------------------------------------- */
 
-ah_status tk_forward(ah_state *st, const ah_forward_args *a)
+/* forward's lse, sinks and alibi_slopes, where the layer and call have them. */
+static ah_status tk_side_tensors(ah_state *st, const ah_forward_args *a)
 {
-    ah_context *ctx = st->ctx;
     const ah_layer_spec *sp = &st->spec;
     ah_errbuf *err = &st->err;
-    const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
+    const int64_t T = st->num_tokens, Hq = sp->num_q_heads;
     ah_status s;
-    int64_t ks[3], vs[3];
-    if ((s = tk_rows(st, a->q, "q", sp->q_dtype, Hq, D)) ||
-        (s = tk_rows(st, a->out, "out", sp->q_dtype, Hq, D)) ||
-        (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
-        (s = tk_cache(st, a->value_cache, "value_cache", vs)))
-        return s;
     /* lse dense: the kernels index it as t * Hq + h */
     const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
                      ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO},
@@ -197,6 +212,82 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
     if (a->lse && (s = tk_tensor_aligned(err, &wl, a->lse, 16))) return s;
     if (sp->use_sinks && (s = tk_tensor_aligned(err, &ws, a->sinks, 16))) return s;
     if (sp->use_alibi && (s = tk_tensor_aligned(err, &wa, a->alibi_slopes, 16))) return s;
+    return AH_OK;
+}
+
+/* A ragged layer: attention over forward's key and value, packed by the
+ * planned cu_seqlens_k; nothing is read from or written to a cache. */
+static ah_status tk_forward_ragged(ah_state *st, const ah_forward_args *a)
+{
+    ah_context *ctx = st->ctx;
+    const ah_layer_spec *sp = &st->spec;
+    ah_errbuf *err = &st->err;
+    const int64_t Tk = st->num_k_tokens, Hq = sp->num_q_heads, Hk = sp->num_kv_heads;
+    const int64_t Dqk = sp->qk_head_size, Dv = sp->v_head_size;
+    const ah_dl_want wk = {"key", 3, {Tk, Hk, Dqk}, 1, sp->q_dtype, 0, AH_KV_LAYOUT_AUTO},
+                     wv = {"value", 3, {Tk, Hk, Dv}, 1, sp->q_dtype, 0, AH_KV_LAYOUT_AUTO};
+    ah_status s;
+    if ((s = tk_rows(st, a->q, "q", sp->q_dtype, Hq, Dqk)) ||
+        (s = tk_rows(st, a->out, "out", sp->q_dtype, Hq, Dv)) ||
+        (s = tk_tensor_aligned(err, &wk, a->key, 16)) ||
+        (s = tk_tensor_aligned(err, &wv, a->value, 16)) || (s = tk_side_tensors(st, a)))
+        return s;
+    if ((s = tk_ctx_bind(ctx, err))) return s;
+    const int softcap = sp->softcap > 0;
+    const tk_entry *e = st->k.ragged;
+    tk_args g = {0};
+    arg_t(&g, a->q);
+    arg_t(&g, a->key);
+    arg_t(&g, a->value);
+    arg_t(&g, a->out);
+    arg_t(&g, a->lse);
+    arg_t(&g, sp->use_sinks ? a->sinks : NULL);
+    arg_t(&g, sp->use_alibi ? a->alibi_slopes : NULL);
+    arg_p(&g, st->d_cuk);
+    arg_p(&g, st->d_qsl);
+    arg_p(&g, st->d_counts);
+    arg_f(&g, sp->scale);
+    arg_f(&g, softcap ? sp->softcap : 1.0f);
+    arg_i(&g, Hq / Hk);
+    arg_i(&g, st->heads);
+    arg_i(&g, Dqk);
+    arg_i(&g, Dv);
+    arg_i(&g, ah_dl_stride(a->q, 0));
+    arg_i(&g, ah_dl_stride(a->q, 1));
+    arg_i(&g, ah_dl_stride(a->out, 0));
+    arg_i(&g, ah_dl_stride(a->out, 1));
+    arg_i(&g, Hq);
+    arg_i(&g, ah_dl_stride(a->key, 0));
+    arg_i(&g, ah_dl_stride(a->key, 1));
+    arg_i(&g, ah_dl_stride(a->value, 0));
+    arg_i(&g, ah_dl_stride(a->value, 1));
+    arg_i(&g, (int)sp->sliding_window);
+    arg_i(&g, ah_spec_causal(sp));
+    arg_i(&g, st->context_keys);
+    arg_i(&g, softcap);
+    arg_i(&g, sp->use_alibi != 0);
+    arg_i(&g, sp->use_sinks != 0);
+    arg_i(&g, a->lse != NULL);
+    uint32_t block_q = e->block_m / (uint32_t)st->heads;
+    unsigned gx = (st->grid_tokens + block_q - 1) / block_q + st->grid_reqs;
+    return tk_go(ctx, e, st->k.f_ragged, &g, gx, (unsigned)(Hq / st->heads), 1, (CUstream)a->stream,
+                 err);
+}
+
+ah_status tk_forward(ah_state *st, const ah_forward_args *a)
+{
+    if (st->ragged) return tk_forward_ragged(st, a);
+    ah_context *ctx = st->ctx;
+    const ah_layer_spec *sp = &st->spec;
+    ah_errbuf *err = &st->err;
+    const int64_t Hq = sp->num_q_heads, D = sp->qk_head_size;
+    ah_status s;
+    int64_t ks[3], vs[3];
+    if ((s = tk_rows(st, a->q, "q", sp->q_dtype, Hq, D)) ||
+        (s = tk_rows(st, a->out, "out", sp->q_dtype, Hq, D)) ||
+        (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
+        (s = tk_cache(st, a->value_cache, "value_cache", vs)) || (s = tk_side_tensors(st, a)))
+        return s;
     if (ks[0] > INT_MAX || vs[0] > INT_MAX)
         return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "cache block stride exceeds int32");
     if ((s = tk_ctx_bind(ctx, err))) return s;
@@ -316,6 +407,10 @@ ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a)
     ah_context *ctx = st->ctx;
     const ah_layer_spec *sp = &st->spec;
     ah_errbuf *err = &st->err;
+    if (st->ragged)
+        return ah_fail(err, AH_ERR_INVALID_ARGUMENT,
+                       "write_kv on a ragged layer, which has no cache (its paged form's state "
+                       "fills the cache)");
     const int64_t Hk = sp->num_kv_heads, D = sp->qk_head_size;
     ah_status s;
     int64_t ks[3], vs[3];

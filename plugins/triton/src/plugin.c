@@ -48,9 +48,12 @@ static void tk_check_combination(const ah_layer_spec *spec, const ah_probe_info 
     if (fp8 && probe && probe->compute_capability && probe->compute_capability < 90)
         sink->add(sink, AH_REASON_DEVICE, "kv_dtype", ah_dtype_name(spec->kv_dtype),
                   "fp8 KV caches need the sm_90 kernels (compute capability 9.0)");
-    if (spec->qk_head_size != spec->v_head_size)
+    /* Different qk and v head sizes: the ragged kernel has a pad for each
+     * (qk 192 / v 128 is MLA's non-absorbed prefill); the paged kernels
+     * have one head size. */
+    if (spec->qk_head_size != spec->v_head_size && !ah_spec_ragged(spec))
         sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
-                  "equal qk and v head sizes");
+                  "equal qk and v head sizes on paged layers (different ones on ragged layers)");
     if (spec->attn_type == AH_ATTN_ENCODER_DECODER && spec->use_alibi)
         sink->add(sink, AH_REASON_COMBINATION, "alibi", "on a cross layer",
                   "ALiBi on decoder layers (a cross query has no position among its keys)");
@@ -73,15 +76,26 @@ const ah_caps tk_caps = {
      * kernel and no non-empty split in split-KV stage 1, so neither reads
      * its block-table row; both normalisations guard 0/0 and LSE is
      * log(0) = -inf (the kernels' docstrings). merge_states takes -inf as
-     * "no keys" (kernels/merge_states.py). */
+     * "no keys" (kernels/merge_states.py).
+     * RELEASED_BLOCKS: split-KV splits start at the first key the window
+     * shows; the unified kernel's tiles can start before it, but only its
+     * masked tiles, which mask the K/V loads of negative entries.
+     * RAGGED_KV: ragged decoder layers, causal or not, with every feature
+     * above, on the ragged kernel (kernels/ragged_attention.py), qk and v
+     * head sizes up to 256 each; DIFF_HEAD_SIZES only there
+     * (check_combination refuses a paged layer with qk != v). */
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
                 AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV |
-                AH_FEAT_CROSS_ATTENTION,
+                AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_RAGGED_KV |
+                AH_FEAT_DIFF_HEAD_SIZES,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * (the plan hands the kernels encoder_seq_lens as the sequence, every
      * key visible); not the cacheless encoder layers (packed K/V, no cache) */
     .attn_types = AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
-    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    /* every layout is strides to the kernels (launch.c, tk_cache); the
+     * interleaved ones are two views of one allocation */
+    .kv_layouts = AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) |
+                  AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) | AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
     .preferred_kv_layout = AH_KV_LAYOUT_NHD,
 #ifdef TK_HIP
     .gfx_targets = tk_gfx_targets,

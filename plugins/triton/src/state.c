@@ -26,6 +26,11 @@ static uint32_t tk_head_pad(uint32_t d) { return d <= 64 ? 64 : d <= 128 ? 128 :
 
 ah_status tk_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
 {
+    /* A ragged layer: counts, query_start_loc and cu_seqlens_k only. */
+    if (ah_spec_ragged(spec)) {
+        *bytes = 8 + 8ull * (lim->max_num_reqs + 1);
+        return AH_OK;
+    }
     /* Without a context the configuration is unknown: report the largest
      * split workspace (auto) so the figure is an upper bound. */
     *bytes = tk_ws_bytes(spec, lim, TK_MAX_SPLITS, tk_head_pad(spec->qk_head_size));
@@ -39,7 +44,7 @@ void tk_state_destroy(ah_state *st)
     const ah_cu_api *cu = ctx->cu;
     cu->ctx_set_current(ctx->cuctx);
     CUdeviceptr *bufs[] = {&st->d_counts, &st->d_qsl,   &st->d_seq_lens, &st->d_block_table,
-                           &st->d_slots,  &st->d_mid_o, &st->d_mid_lse};
+                           &st->d_slots,  &st->d_mid_o, &st->d_mid_lse,  &st->d_cuk};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i]) cu->mem_free(*bufs[i]);
     if (st->staged) {
@@ -55,6 +60,21 @@ static ah_status tk_state_kernels(ah_state *st)
     ah_context *ctx = st->ctx;
     const ah_layer_spec *sp = &st->spec;
     tk_kernels *k = &st->k;
+    if (st->ragged) {
+        /* PLAIN for layers without soft-cap and ALiBi, where the target
+         * has it (not AMD), as for the unified kernel */
+        const char *name = "ragged_attention";
+        if (!(sp->softcap > 0) && !sp->use_alibi &&
+            tk_find_ragged(ctx, "ragged_plain", sp->q_dtype, sp->qk_head_size, sp->v_head_size))
+            name = "ragged_plain";
+        k->ragged = tk_find_ragged(ctx, name, sp->q_dtype, sp->qk_head_size, sp->v_head_size);
+        if (!k->ragged)
+            return ah_fail(&ctx->err, AH_ERR_UNSUPPORTED,
+                           "no %s kernel for q %s, head sizes qk %u / v %u on %s (not generated)",
+                           name, ah_dtype_name(sp->q_dtype), sp->qk_head_size, sp->v_head_size,
+                           ctx->arch);
+        return tk_function(ctx, k->ragged, tk_sig_ragged, &k->f_ragged, &ctx->err);
+    }
     struct {
         const char *name, *sig;
         ah_dtype kv;
@@ -124,12 +144,16 @@ ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_l
     st->lim = *lim;
     st->captured_decode = -1;
     st->spec.scale = ah_spec_scale(spec);
+    st->ragged = ah_spec_ragged(spec);
     st->split_cap = ctx->cfg.num_kv_splits ? ctx->cfg.num_kv_splits : TK_AUTO_SPLIT_CAP;
     if ((s = tk_state_kernels(st))) goto fail;
-    st->heads =
-        tk_heads_per_program(spec->num_q_heads / spec->num_kv_heads, st->k.unified->block_m);
+    st->heads = tk_heads_per_program(spec->num_q_heads / spec->num_kv_heads,
+                                     (st->ragged ? st->k.ragged : st->k.unified)->block_m);
 
+    /* A paged layer's buffers, or a ragged one's (counts, query_start_loc,
+     * cu_seqlens_k); 0 bytes: not this layer's. */
     const ah_cu_api *cu = ctx->cu;
+    const int paged = !st->ragged;
     struct {
         CUdeviceptr *p;
         uint64_t bytes;
@@ -137,16 +161,21 @@ ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_l
     } bufs[] = {
         {&st->d_counts, 8, "counts"},
         {&st->d_qsl, 4ull * (lim->max_num_reqs + 1), "query_start_loc"},
-        {&st->d_seq_lens, 4ull * lim->max_num_reqs, "seq_lens"},
-        {&st->d_block_table, 4ull * lim->max_num_reqs * lim->max_blocks_per_req, "block table"},
-        {&st->d_slots, 8ull * lim->max_num_tokens, "slot mapping"},
+        {&st->d_cuk, st->ragged ? 4ull * (lim->max_num_reqs + 1) : 0, "cu_seqlens_k"},
+        {&st->d_seq_lens, paged ? 4ull * lim->max_num_reqs : 0, "seq_lens"},
+        {&st->d_block_table, paged ? 4ull * lim->max_num_reqs * lim->max_blocks_per_req : 0,
+         "block table"},
+        {&st->d_slots, paged ? 8ull * lim->max_num_tokens : 0, "slot mapping"},
         {&st->d_mid_o,
-         4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap * st->k.stage1->head_pad,
+         paged
+             ? 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap * st->k.stage1->head_pad
+             : 0,
          "split-KV partial outputs"},
-        {&st->d_mid_lse, 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap,
+        {&st->d_mid_lse, paged ? 4ull * lim->max_num_reqs * spec->num_q_heads * st->split_cap : 0,
          "split-KV LSE"},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (!bufs[i].bytes) continue;
         CUresult r = cu->mem_alloc(bufs[i].p, bufs[i].bytes);
         if (r) {
             char what[96];
@@ -185,8 +214,71 @@ static ah_status tk_meta_tensor(ah_state *st, const DLTensor *t, const char *nam
     return AH_OK;
 }
 
+/* The request and token counts into d_counts through pinned memory (wait
+ * until the last upload has left it). */
+static ah_status tk_upload_counts(ah_state *st, const ah_batch *b, CUstream cs)
+{
+    ah_context *ctx = st->ctx;
+    const ah_cu_api *cu = ctx->cu;
+    TK_CU(ctx, &st->err, cu->event_sync(st->staged));
+    st->h_counts[0] = (int32_t)b->num_reqs;
+    st->h_counts[1] = (int32_t)b->num_tokens;
+    TK_CU(ctx, &st->err, cu->copy_htod(st->d_counts, st->h_counts, 8, cs));
+    TK_CU(ctx, &st->err, cu->event_record(st->staged, cs));
+    return AH_OK;
+}
+
+/* A ragged layer's plan: the queries' and keys' offsets and where the
+ * queries sit. The host plans ragged steps eager only (CUDA graphs capture
+ * paged steps), so a ragged state takes no other mode. */
+static ah_status tk_plan_ragged(ah_state *st, const ah_batch *b, ah_plan_mode mode, CUstream cs)
+{
+    ah_context *ctx = st->ctx;
+    const ah_cu_api *cu = ctx->cu;
+    const ah_limits *lim = &st->lim;
+    if (mode != AH_PLAN_EAGER)
+        return ah_fail(&st->err, AH_ERR_UNSUPPORTED,
+                       "ragged layer: plan mode %d; ragged steps are planned eager only (graphs "
+                       "capture paged steps)",
+                       (int)mode);
+    if (!b->num_reqs || b->num_reqs > lim->max_num_reqs || b->num_tokens > lim->max_num_tokens)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "batch of %u requests, %u tokens: limits are 1..%u requests, %u tokens",
+                       b->num_reqs, b->num_tokens, lim->max_num_reqs, lim->max_num_tokens);
+    if (!ah_batch_cu_seqlens_k(b))
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "ragged layer: the batch has no cu_seqlens_k (a ragged layer runs on "
+                       "ragged steps only)");
+    const uint32_t where = ah_batch_ragged_keys(b);
+    if (where >= (uint32_t)AH_RAGGED_KEYS_COUNT)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "batch ragged_keys %u: want bottom-right (0) or context (1)", where);
+    ah_status s;
+    if ((s = tk_meta_tensor(st, b->query_start_loc, "query_start_loc", b->num_reqs + 1, 32)) ||
+        (s = tk_meta_tensor(st, b->cu_seqlens_k, "cu_seqlens_k", b->num_reqs + 1, 32)))
+        return s;
+    if ((s = tk_ctx_bind(ctx, &st->err))) return s;
+    if ((s = tk_upload_counts(st, b, cs))) return s;
+    TK_CU(ctx, &st->err,
+          cu->copy_dtod(st->d_qsl, (CUdeviceptr)(uintptr_t)ah_dl_data(b->query_start_loc),
+                        4ull * (b->num_reqs + 1), cs));
+    TK_CU(ctx, &st->err,
+          cu->copy_dtod(st->d_cuk, (CUdeviceptr)(uintptr_t)ah_dl_data(b->cu_seqlens_k),
+                        4ull * (b->num_reqs + 1), cs));
+    st->num_reqs = b->num_reqs;
+    st->num_tokens = b->num_tokens;
+    st->num_k_tokens = b->num_k_tokens;
+    st->context_keys = where == (uint32_t)AH_RAGGED_KEYS_CONTEXT;
+    st->mode = mode;
+    st->decode = 0;
+    st->grid_reqs = b->num_reqs;
+    st->grid_tokens = b->num_tokens;
+    return AH_OK;
+}
+
 ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
 {
+    if (st->ragged) return tk_plan_ragged(st, b, mode, (CUstream)stream);
     ah_context *ctx = st->ctx;
     const ah_cu_api *cu = ctx->cu;
     CUstream cs = (CUstream)stream;
@@ -237,12 +329,7 @@ ah_status tk_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stre
     }
     if ((s = tk_ctx_bind(ctx, &st->err))) return s;
 
-    /* Counts through pinned memory: wait until the last upload has left it. */
-    TK_CU(ctx, &st->err, cu->event_sync(st->staged));
-    st->h_counts[0] = (int32_t)b->num_reqs;
-    st->h_counts[1] = (int32_t)b->num_tokens;
-    TK_CU(ctx, &st->err, cu->copy_htod(st->d_counts, st->h_counts, 8, cs));
-    TK_CU(ctx, &st->err, cu->event_record(st->staged, cs));
+    if ((s = tk_upload_counts(st, b, cs))) return s;
     TK_CU(ctx, &st->err,
           cu->copy_dtod(st->d_qsl, (CUdeviceptr)(uintptr_t)ah_dl_data(b->query_start_loc),
                         4ull * (b->num_reqs + 1), cs));

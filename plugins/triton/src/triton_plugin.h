@@ -41,9 +41,11 @@ struct ah_context {
     ah_errbuf err;
 };
 
+/* A paged layer's kernels (unified, split-KV stages, kv_write), or a
+ * ragged layer's one (ragged; the others NULL). */
 typedef struct tk_kernels {
-    const tk_entry *unified, *stage1, *reduce, *kv_write;
-    CUfunction f_unified, f_stage1, f_reduce, f_kv_write;
+    const tk_entry *unified, *stage1, *reduce, *kv_write, *ragged;
+    CUfunction f_unified, f_stage1, f_reduce, f_kv_write, f_ragged;
 } tk_kernels;
 
 struct ah_state {
@@ -54,18 +56,22 @@ struct ah_state {
     tk_kernels k;
     int heads;     /* query heads per unified program (divides the group) */
     int plain;     /* k.unified is the PLAIN specialization */
+    int ragged;    /* a ragged layer (ah_spec_ragged): keys packed by cu_seqlens_k */
     int split_cap; /* workspace splits per (request, head) */
     /* Device metadata, sized from lim: what every kernel reads. */
-    CUdeviceptr d_counts; /* int32 [num_reqs, num_tokens] */
-    CUdeviceptr d_qsl, d_seq_lens, d_block_table, d_slots;
+    CUdeviceptr d_counts;                                  /* int32 [num_reqs, num_tokens] */
+    CUdeviceptr d_qsl, d_seq_lens, d_block_table, d_slots; /* paged layers */
+    CUdeviceptr d_cuk; /* ragged layers: cu_seqlens_k [num_reqs + 1] */
     CUdeviceptr d_mid_o, d_mid_lse;
     int32_t *h_counts; /* pinned staging for d_counts */
     CUevent staged;    /* the last counts upload; guards h_counts reuse */
     /* The last plan. */
     ah_plan_mode mode;
     uint32_t num_reqs, num_tokens;
-    uint32_t num_blocks; /* the batch's: caches hold at least these */
-    int decode;          /* pure decode: the split-KV path */
+    uint32_t num_blocks;   /* the batch's: caches hold at least these */
+    uint32_t num_k_tokens; /* ragged: rows of forward's key and value */
+    int context_keys;      /* ragged: queries after every key (AH_RAGGED_KEYS_CONTEXT) */
+    int decode;            /* pure decode: the split-KV path */
     int num_splits;
     uint32_t grid_reqs, grid_tokens; /* launch extents (maxima when captured) */
     int captured_decode;             /* path fixed at CAPTURE; -1: nothing captured */
@@ -88,6 +94,11 @@ ah_status tk_ctx_bind(ah_context *ctx, ah_errbuf *e);
 /* The table entry for a kernel and specialization on ctx's arch, or NULL. */
 const tk_entry *tk_find(const ah_context *ctx, const char *kernel, ah_dtype q, ah_dtype kv,
                         uint32_t head_size);
+/* A ragged kernel ("ragged_attention", "ragged_plain") for q dtype q and
+ * head sizes qk / v on ctx's arch: the entry with the smallest pads that
+ * hold both, or NULL. */
+const tk_entry *tk_find_ragged(const ah_context *ctx, const char *kernel, ah_dtype q, uint32_t qk,
+                               uint32_t v);
 /* Load (once) the module of an entry; check its signature against want. */
 ah_status tk_function(ah_context *ctx, const tk_entry *e, const char *want, CUfunction *out,
                       ah_errbuf *err);
@@ -97,7 +108,7 @@ ah_status tk_launch(ah_context *ctx, const tk_entry *e, CUfunction f, unsigned g
 
 /* Parameter signatures the launcher packs (must equal the table's). */
 extern const char tk_sig_unified[], tk_sig_stage1[], tk_sig_reduce[], tk_sig_merge[],
-    tk_sig_kv_write[];
+    tk_sig_kv_write[], tk_sig_ragged[];
 
 /* ops implemented in state.c and launch.c */
 ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,

@@ -1,8 +1,9 @@
 #!/bin/bash
 # One GPU-machine session for the triton plugin: build (plugin, correctness
 # driver, bench), run the correctness driver, the benchmark with several
-# split counts, the PyTorch peers and HBM copy bandwidth, and (optionally)
-# the Triton JIT tuning sweep. Logs go to $OUT (or ./gpu-out).
+# split counts and ragged MLA prefill, the PyTorch peers and HBM copy
+# bandwidth, and (optionally) the Triton JIT tuning sweep. Logs go to $OUT
+# (or ./gpu-out).
 # Usage: bash plugins/triton/test/gpu_run.sh [--tune]
 # Prefill runs causal and bidirectional; decode runs auto, 2 and 8 splits.
 set -o pipefail
@@ -44,5 +45,5 @@ if [ "${1:-}" = --tune ] && [ $SECONDS -lt 260 ]; then
 fi
 echo "=== summary"; grep -E "passed|FAIL" "$OUT/check.log" | tail -15
 grep -E "passed|failed" "$OUT/conformance.log" | tail -3
-grep -hE "^(decode|prefill|hbm)" "$OUT/bench.log" "$OUT/peers.log" | sed -E 's/ +/ /g'
+grep -hE "^(decode|prefill|ragged|hbm)" "$OUT/bench.log" "$OUT/peers.log" | sed -E 's/ +/ /g'
 grep -h "TFLOP" "$OUT/tune.log" 2>/dev/null

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from decode_split import decode_split_reduce, decode_split_stage1  # noqa: E402
 from kv_write import kv_write  # noqa: E402
 from merge_states import merge_states  # noqa: E402
+from ragged_attention import ragged_attention  # noqa: E402
 from unified_attention import unified_attention  # noqa: E402
 
 
@@ -87,6 +88,7 @@ class _BoundsChecked:
 
 
 import triton.runtime.interpreter as _interp  # noqa: E402
+from triton.runtime.errors import InterpreterError  # noqa: E402
 
 _interp._interpreter = _BoundsChecked(_interp._interpreter)
 
@@ -138,6 +140,8 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
     for r, (ql, L) in enumerate(zip(qlens, lens)):
         pos_k = np.arange(L)
         blk = bt[r, pos_k // bs]
+        gone = blk < 0  # released: their keys must be hidden from every query
+        blk = np.where(gone, 0, blk)
         sl = pos_k % bs
         for h in range(hq):
             g = h // (hq // hk)
@@ -147,6 +151,8 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
             else:
                 K = kc[blk, g, sl].astype(np.float64)
                 V = vc[blk, g, sl].astype(np.float64)
+            K[gone] = np.nan
+            V[gone] = np.nan
             for i in range(ql):
                 p = L - ql + i
                 s = scale * (K @ q[t0 + i, h].astype(np.float64))
@@ -167,13 +173,13 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
                     continue
                 e = np.exp(s - m)
                 den = e.sum() + (math.exp(sinks[h] - m) if sinks is not None else 0)
-                out[t0 + i, h] = (e @ V) / den
+                out[t0 + i, h] = (e[vis] @ V[vis]) / den
                 lse[t0 + i, h] = m + math.log(den)
         t0 += ql
     return out, lse
 
 
-def make_case(rng, qlens, lens, hq, hk, d, bs, layout):
+def make_case(rng, qlens, lens, hq, hk, d, bs, layout, released_window=0):
     nb = sum((L + bs - 1) // bs for L in lens) + 3
     shape = (nb, bs, hk, d) if layout == "NHD" else (nb, hk, bs, d)
     kc = rng.uniform(-2, 2, shape).astype(np.float16)
@@ -186,8 +192,36 @@ def make_case(rng, qlens, lens, hq, hk, d, bs, layout):
         n = (L + bs - 1) // bs
         bt[r, :n] = perm[k:k + n]
         k += n
+    if released_window:
+        release(bt, qlens, lens, bs, released_window)
     q = rng.uniform(-2, 2, (sum(qlens), hq, d)).astype(np.float16)
     return q, kc, vc, bt
+
+
+def interleave(kc, vc):
+    """K and V as the two views of one [blocks, 2, ...] allocation (the
+    interleaved layouts): block stride twice a dense one's, V one block's
+    worth after K. The whole allocation is what loads may touch."""
+    base = np.ascontiguousarray(np.stack([kc, vc], axis=1))
+    _RANGES.append((base.ctypes.data, base.ctypes.data + base.nbytes))
+    return base[:, 0], base[:, 1]
+
+
+def release(bt, qlens, lens, bs, window):
+    """Mark the blocks a sliding window hides from every query of a request
+    released, as an engine's sliding-window manager does
+    (AH_FEAT_RELEASED_BLOCKS): block k of request r is released when its
+    last position (k + 1) * bs - 1 <= p0 - window, p0 being the request's
+    first query position. Entries alternate between -1 and a large negative
+    value, so any load through one lands outside every array."""
+    n = 0
+    for r, (ql, L) in enumerate(zip(qlens, lens)):
+        p0 = L - ql
+        for k in range(bt.shape[1]):
+            if (k + 1) * bs - 1 <= p0 - window:
+                bt[r, k] = -1 if n % 2 else -(1 << 24)
+                n += 1
+    assert n, "the case releases no block"
 
 
 def strides(kc, layout):
@@ -217,9 +251,13 @@ def check_empty(name, out, lse, qlens, lens, sinks):
 
 
 def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=0, softcap=0.0,
-                use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False):
+                use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False,
+                released=False, interleaved=False):
     _RANGES.clear()
-    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout)
+    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
+                              released_window=window if released else 0)
+    if interleaved:
+        kc, vc = interleave(kc, vc)
     pad = head_pad or max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else None
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -251,10 +289,13 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
 
 
 def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, window=0, softcap=0.0,
-               use_sinks=False, use_alibi=False, tile_n=32):
+               use_sinks=False, use_alibi=False, tile_n=32, released=False, interleaved=False):
     _RANGES.clear()
     qlens = [1] * len(lens)
-    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout)
+    q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
+                              released_window=window if released else 0)
+    if interleaved:
+        kc, vc = interleave(kc, vc)
     pad = max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else np.zeros(hq, np.float32)
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -285,6 +326,90 @@ def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, windo
     return ok
 
 
+def run_guarded(fn, rng, name, *args, **kw):
+    """fn, with an access outside every array (the bounds check) reported
+    as this case's failure instead of ending the run."""
+    try:
+        return fn(rng, name, *args, **kw)
+    except (AssertionError, InterpreterError) as e:
+        print(f"FAIL {name}: {e}", flush=True)
+        return False
+
+
+def ref_ragged(q, k, v, qlens, klens, context, scale, causal, window, softcap, sinks, alibi):
+    """float64 reference.h over ragged K/V: out [T, Hq, v], lse [T, Hq]."""
+    T_, hq, _ = q.shape
+    hk, dv = k.shape[1], v.shape[2]
+    out = np.zeros((T_, hq, dv))
+    lse = np.full((T_, hq), -np.inf)
+    t0 = k0 = 0
+    for ql, L in zip(qlens, klens):
+        pos_k = np.arange(L)
+        for h in range(hq):
+            K = k[k0:k0 + L, h // (hq // hk)].astype(np.float64)
+            V = v[k0:k0 + L, h // (hq // hk)].astype(np.float64)
+            for i in range(ql):
+                p = (L if context else L - ql) + i
+                s = scale * (K @ q[t0 + i, h].astype(np.float64))
+                if softcap > 0:
+                    s = softcap * np.tanh(s / softcap)
+                if alibi is not None:
+                    s = s + alibi[h] * (pos_k - p)
+                vis = np.ones(L, bool)
+                if causal:
+                    vis &= pos_k <= p
+                    if window:
+                        vis &= pos_k > p - window
+                elif window:
+                    vis &= np.abs(pos_k - p) < window
+                s = np.where(vis, s, -np.inf)
+                m = max(s.max() if L else -np.inf, sinks[h] if sinks is not None else -np.inf)
+                if m == -np.inf:
+                    continue
+                e = np.exp(s - m)
+                den = e.sum() + (math.exp(sinks[h] - m) if sinks is not None else 0)
+                out[t0 + i, h] = (e @ V) / den
+                lse[t0 + i, h] = m + math.log(den)
+        t0 += ql
+        k0 += L
+    return out, lse
+
+
+def run_ragged(rng, name, qlens, klens, hq, hk, dqk, dv, pads, causal=1, context=0, window=0,
+               softcap=0.0, use_sinks=False, use_alibi=False, block_m=64, tile_n=32, plain=False):
+    """The ragged kernel: keys and values packed by cu_seqlens_k, queries
+    bottom-right or (context) after every key. pads: (QK_A, QK_B, V_PAD)."""
+    _RANGES.clear()
+    tk = sum(klens)
+    q = rng.uniform(-2, 2, (sum(qlens), hq, dqk)).astype(np.float16)
+    k = rng.uniform(-1, 1, (tk, hk, dqk)).astype(np.float16)
+    v = rng.uniform(-1, 1, (tk, hk, dv)).astype(np.float16)
+    sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else None
+    alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
+    scale = 1 / math.sqrt(dqk)
+    out = np.full((len(q), hq, dv), np.nan, np.float16)
+    lse = np.full((len(q), hq), np.nan, np.float32)
+    qsl = np.concatenate([[0], np.cumsum(qlens)]).astype(np.int32)
+    cuk = np.concatenate([[0], np.cumsum(klens)]).astype(np.int32)
+    group = hq // hk
+    heads = max(h for h in range(1, min(group, block_m) + 1) if group % h == 0)
+    grid = (len(q) // (block_m // heads) + len(qlens) + 1, hq // heads)
+    dummy = np.zeros(hq, np.float32)
+    ragged_attention[grid](
+        T(q), T(k), T(v), T(out), T(lse), T(sinks if use_sinks else dummy),
+        T(alibi if use_alibi else dummy), T(cuk), T(qsl), T(np.array([len(qlens), len(q)], np.int32)),
+        scale, softcap if softcap else 1.0, group, heads, dqk, dv,
+        hq * dqk, dqk, hq * dv, dv, hq, hk * dqk, dqk, hk * dv, dv,
+        window, causal, context, int(softcap > 0), int(use_alibi), int(use_sinks), 1,
+        QK_A=pads[0], QK_B=pads[1], V_PAD=pads[2], BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain)
+    ro, rl = ref_ragged(q, k, v, qlens, klens, context, scale, causal, window, softcap, sinks, alibi)
+    name = ("ragged plain " if plain else "ragged ") + name
+    ok = check(name, out, lse, ro, rl)
+    if context and 0 in klens:
+        ok = check_empty(name, out, lse, qlens, klens, sinks) and ok
+    return ok
+
+
 def run_merge(rng):
     _RANGES.clear()
     Tn, H, D = 9, 3, 80
@@ -307,26 +432,34 @@ def run_merge(rng):
     return check("merge_states", out, lo, ro, rl)
 
 
-def run_kv_write(rng):
+def run_kv_write(rng, layout="HND", interleaved=False):
     _RANGES.clear()
     Tn, hk, d, bs, nb = 11, 2, 48, 16, 5
     key = rng.uniform(-2, 2, (Tn, hk, d)).astype(np.float16)
     val = rng.uniform(-2, 2, (Tn, hk, d)).astype(np.float16)
-    kc = np.zeros((nb, hk, bs, d), np.float16)  # HND
-    vc = np.zeros((nb, hk, bs, d), np.float16)
+    shape = (nb, hk, bs, d) if layout == "HND" else (nb, bs, hk, d)
+    kc = np.zeros(shape, np.float16)
+    vc = np.zeros(shape, np.float16)
+    if interleaved:
+        kc, vc = interleave(kc, vc)
     slots = rng.permutation(nb * bs)[:Tn].astype(np.int64)
     slots[3] = -1
-    ks, vs = strides(kc, "HND"), strides(vc, "HND")
+    ks, vs = strides(kc, layout), strides(vc, layout)
     kv_write[(Tn + 2, hk)](T(key), T(val), T(kc), T(vc), T(slots), T(np.array([1, Tn], np.int32)),
                            1.0, 1.0, d, bs, hk * d, d, hk * d, d, ks[0], ks[1], ks[2], vs[0], vs[1],
                            vs[2], HEAD_PAD=256, IS_FP8=False)
-    ek, ev = np.zeros_like(kc), np.zeros_like(vc)
+    ek, ev = np.zeros(shape, np.float16), np.zeros(shape, np.float16)
     for t, s in enumerate(slots):
         if s >= 0:
-            ek[s // bs, :, s % bs] = key[t]
-            ev[s // bs, :, s % bs] = val[t]
+            if layout == "HND":
+                ek[s // bs, :, s % bs] = key[t]
+                ev[s // bs, :, s % bs] = val[t]
+            else:
+                ek[s // bs, s % bs] = key[t]
+                ev[s // bs, s % bs] = val[t]
     ok = np.array_equal(ek, kc) and np.array_equal(ev, vc)
-    print(f"{'ok' if ok else 'FAIL'} kv_write (HND, padding slot skipped)")
+    what = layout + (" interleaved" if interleaved else "")
+    print(f"{'ok' if ok else 'FAIL'} kv_write ({what}, padding slot skipped)")
     return ok
 
 
@@ -368,8 +501,85 @@ def main():
         run_decode(rng, "empty kv window+softcap+sinks+alibi", [0, 130], 4, 2, 64, 16, "NHD", 3, 32,
                    window=57, softcap=30.0, use_sinks=True, use_alibi=True),
         run_decode(rng, "empty kv all", [0, 0], 4, 1, 64, 16, "HND", 2, 32),
+        # Released blocks (AH_FEAT_RELEASED_BLOCKS): the entries of blocks a
+        # window hides from every query are negative; tiles start before the
+        # first visible key (tile alignment), so such entries come up in the
+        # masked loop and must never become addresses. Tiles wider than a
+        # page, chunked prefill and decode rows, every specialization.
+        run_guarded(run_unified, rng, "released blocks", [1, 40, 3], [300, 240, 170], 4, 2, 64, 16,
+                    "NHD", window=37, released=True, tile_n=64),
+        run_guarded(run_unified, rng, "released blocks softcap+sinks+alibi hnd", [1, 70], [200, 260],
+                    4, 2, 64, 16, "HND", window=50, softcap=20.0, use_sinks=True, use_alibi=True,
+                    released=True),
+        run_guarded(run_unified, rng, "released blocks bidirectional", [30, 1], [230, 190], 4, 2, 64,
+                    16, "NHD", causal=0, window=41, released=True),
+        run_guarded(run_unified, rng, "released blocks", [1, 40, 3], [300, 240, 170], 4, 2, 64, 16,
+                    "NHD", window=37, released=True, tile_n=64, plain=True),
+        run_guarded(run_unified, rng, "released blocks group4 bs32 hnd", [1, 90], [330, 250], 8, 2, 48,
+                    32, "HND", window=45, use_sinks=True, released=True, tile_n=64, plain=True),
+        run_guarded(run_decode, rng, "released blocks", [300, 170, 64], 8, 2, 64, 16, "NHD", 4, 32,
+                    window=57, released=True, tile_n=64),
+        run_guarded(run_decode, rng, "released blocks softcap+sinks+alibi", [260, 90], 4, 2, 64, 16,
+                    "HND", 3, 32, window=41, softcap=30.0, use_sinks=True, use_alibi=True,
+                    released=True),
+        # Interleaved layouts: K and V views of one [blocks, 2, ...] cache.
+        run_unified(rng, "interleaved nhd window+softcap+sinks+alibi", [1, 50, 100], [130, 50, 120],
+                    4, 2, 64, 16, "NHD", window=23, softcap=20.0, use_sinks=True, use_alibi=True,
+                    interleaved=True),
+        run_unified(rng, "interleaved hnd group3 d48 bs32", [5, 1, 70], [70, 33, 70], 6, 2, 48, 32,
+                    "HND", interleaved=True),
+        run_unified(rng, "interleaved nhd", [1, 37, 90], [40, 37, 150], 4, 2, 64, 16, "NHD",
+                    plain=True, interleaved=True),
+        run_unified(rng, "interleaved hnd tile64", [5, 1, 70], [70, 33, 170], 8, 2, 48, 32, "HND",
+                    tile_n=64, plain=True, interleaved=True),
+        run_decode(rng, "interleaved nhd", [200, 1, 333, 64], 8, 2, 64, 16, "NHD", 4, 64,
+                   interleaved=True),
+        run_decode(rng, "interleaved hnd window+sinks", [150, 97], 8, 2, 64, 16, "HND", 3, 32,
+                   window=40, use_sinks=True, interleaved=True),
+        # Ragged K/V (AH_FEAT_RAGGED_KV): MLA's non-absorbed prefill (qk 192
+        # as 128 + 64, v 128, a KV head per query head; fp16: the
+        # interpreter's dot takes no bf16);
+        # equal head sizes with GQA; bottom-right and context placement,
+        # windows, soft-cap, sinks, ALiBi, bidirectional with fewer keys
+        # than queries, requests without keys in a context step.
+        run_ragged(rng, "mla 192/128 mha", [37, 1, 70, 9], [37, 50, 150, 20], 4, 4, 192, 128,
+                   (128, 64, 128), block_m=32, tile_n=32),
+        run_ragged(rng, "mla 192/128 tile64", [20, 45], [80, 45], 2, 2, 192, 128, (128, 64, 128),
+                   block_m=32, tile_n=64),
+        run_ragged(rng, "mla 192/128 context", [12, 5, 30], [0, 40, 70], 2, 2, 192, 128,
+                   (128, 64, 128), context=1, use_sinks=True, block_m=32),
+        run_ragged(rng, "mla 192/128 window+softcap+sinks+alibi", [40, 3], [100, 60], 2, 2, 192,
+                   128, (128, 64, 128), window=29, softcap=20.0, use_sinks=True, use_alibi=True,
+                   block_m=32),
+        run_ragged(rng, "gqa4 d64", [1, 30, 66], [40, 30, 90], 8, 2, 64, 64, (64, 0, 64)),
+        run_ragged(rng, "gqa2 d48 window alibi", [25, 60], [25, 100], 4, 2, 48, 48, (64, 0, 64),
+                   window=17, use_alibi=True),
+        run_ragged(rng, "bidirectional fewer keys window", [30, 12, 9], [45, 12, 4], 4, 2, 64, 64,
+                   (64, 0, 64), causal=0, window=7),
+        run_ragged(rng, "bidirectional", [30, 9], [45, 4], 2, 2, 64, 64, (64, 0, 64), causal=0),
+        run_ragged(rng, "context window+alibi", [9, 20, 4], [0, 33, 70], 4, 2, 64, 64, (64, 0, 64),
+                   context=1, window=11, use_alibi=True),
+        run_ragged(rng, "context bidirectional window", [9, 20], [30, 0], 4, 4, 64, 64, (64, 0, 64),
+                   causal=0, context=1, window=12),
+        run_ragged(rng, "qk 128 v 64 in the 128 pads", [17, 33], [40, 33], 2, 1, 128, 64,
+                   (128, 0, 128), tile_n=64),
+        # The PLAIN specialization (no soft-cap, no ALiBi: MLA's layers).
+        run_ragged(rng, "mla 192/128 mha", [37, 1, 70, 9], [37, 50, 150, 20], 4, 4, 192, 128,
+                   (128, 64, 128), block_m=32, tile_n=64, plain=True),
+        run_ragged(rng, "mla 192/128 context sinks", [12, 5, 30], [0, 40, 70], 2, 2, 192, 128,
+                   (128, 64, 128), context=1, use_sinks=True, block_m=32, plain=True),
+        run_ragged(rng, "mla 192/128 window", [40, 3], [100, 60], 2, 2, 192, 128, (128, 64, 128),
+                   window=29, block_m=32, plain=True),
+        run_ragged(rng, "gqa4 d64", [1, 30, 66], [40, 30, 90], 8, 2, 64, 64, (64, 0, 64),
+                   plain=True),
+        run_ragged(rng, "bidirectional fewer keys window", [30, 12, 9], [45, 12, 4], 4, 2, 64, 64,
+                   (64, 0, 64), causal=0, window=7, plain=True),
+        run_ragged(rng, "context bidirectional window", [9, 20], [30, 0], 4, 4, 64, 64, (64, 0, 64),
+                   causal=0, context=1, window=12, plain=True),
         run_merge(rng),
         run_kv_write(rng),
+        run_kv_write(rng, "NHD", interleaved=True),
+        run_kv_write(rng, "HND", interleaved=True),
     ]
     print(f"{sum(res)} passed, {len(res) - sum(res)} failed")
     return 0 if all(res) else 1

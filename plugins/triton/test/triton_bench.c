@@ -1,7 +1,7 @@
 /*
  * Benchmark of the triton plugin through its ABI: paged decode (split-KV
  * path) and causal and bidirectional prefill (unified kernel) on the
- * issue's shapes, timed
+ * issue's shapes, and ragged MLA prefill (qk 192 / v 128), timed
  * with the plugin's event timer (CUDA events), median of many runs after
  * warm-up, on random data; plus the device-to-device copy bandwidth as
  * the HBM ceiling. Prints one line per shape: ms, TFLOP/s, GB/s.
@@ -128,6 +128,79 @@ static void bench(ah_context *ctx, const shape *s, const char *splits, uint64_t 
     free(sl);
 }
 
+/* Ragged prefill (AH_FEAT_RAGGED_KV), MLA's non-absorbed form as
+ * DeepSeek-V3 runs it at TP 8: 16 heads, each its own KV head, qk 192 /
+ * v 128, bf16, causal, keys = the prompt (bottom-right). FLOPs count QK^T
+ * and PV over the causal half. */
+static void bench_ragged(ah_context *ctx, uint32_t batch, uint32_t seq, uint32_t h, uint32_t dqk,
+                         uint32_t dv, uint64_t *rng, int reps)
+{
+    const int64_t T = (int64_t)batch * seq, nr1[1] = {batch + 1}, nr[1] = {batch};
+    const int64_t sq[3] = {T, h, dqk}, sv[3] = {T, h, dv};
+    int32_t *qsl = malloc(4 * (batch + 1)), *sl = malloc(4 * batch);
+    for (uint32_t r = 0; r <= batch; r++) qsl[r] = (int32_t)(r * seq);
+    for (uint32_t r = 0; r < batch; r++) sl[r] = (int32_t)seq;
+    ath_tensor q, k, v, out, dqsl, dsl;
+    memset(&dqsl, 0, sizeof dqsl);
+    memset(&dsl, 0, sizeof dsl);
+    const DLDataType i32 = {kDLInt, 32, 1};
+    if (ath_tensor_new(&P, &q, AH_DTYPE_BF16, 3, sq) ||
+        ath_tensor_new(&P, &k, AH_DTYPE_BF16, 3, sq) ||
+        ath_tensor_new(&P, &v, AH_DTYPE_BF16, 3, sv) ||
+        ath_tensor_new(&P, &out, AH_DTYPE_BF16, 3, sv) ||
+        ath_tensor_alloc(&P, &dqsl, i32, 1, nr1) || ath_tensor_alloc(&P, &dsl, i32, 1, nr) ||
+        ath_upload(&P, &dqsl, qsl) || ath_upload(&P, &dsl, sl)) {
+        printf("ragged: out of device memory\n");
+        return;
+    }
+    fill_random(ctx, &q, rng);
+    fill_random(ctx, &k, rng);
+    fill_random(ctx, &v, rng);
+    ah_layer_spec spec = ath_spec(AH_ATTN_DECODER, h, h, dqk, AH_DTYPE_BF16, 16);
+    spec.v_head_size = dv;
+    spec.ragged_kv = 1;
+    ah_batch b;
+    memset(&b, 0, sizeof b);
+    b.struct_size = sizeof b;
+    b.num_reqs = batch;
+    b.num_tokens = (uint32_t)T;
+    b.max_query_len = b.max_seq_len = seq;
+    b.query_start_loc = b.cu_seqlens_k = &dqsl.t;
+    b.query_start_loc_host = b.cu_seqlens_k_host = qsl;
+    b.seq_lens = &dsl.t;
+    b.seq_lens_host = sl;
+    b.num_k_tokens = (uint32_t)T;
+    b.ragged_keys = AH_RAGGED_KEYS_BOTTOM_RIGHT;
+    ah_limits lim = {sizeof lim, batch, (uint32_t)T, 1, seq, 1};
+    ah_state *st = NULL;
+    void *stream = NULL;
+    O->stream_create(ctx, &stream);
+    if (O->state_create(ctx, &spec, &lim, &st) != AH_OK ||
+        O->plan(st, &b, AH_PLAN_EAGER, stream) != AH_OK) {
+        printf("ragged: %s %s\n", O->context_error(ctx), st ? O->state_error(st) : "");
+        return;
+    }
+    ah_forward_args a = ath_forward_args(&q.t, NULL, NULL, &out.t, NULL, stream);
+    a.key = &k.t;
+    a.value = &v.t;
+    float ms = time_forward(ctx, st, &a, reps);
+    double flops = 2.0 * batch * h * (double)(dqk + dv) * (double)seq * seq / 2;
+    printf("ragged   batch %3u q %5u kv %5u hq %u hk %u d %u/%u causal     : %8.4f ms  %7.1f "
+           "TFLOP/s\n",
+           batch, seq, seq, h, h, dqk, dv, ms, flops / ms / 1e9);
+    fflush(stdout);
+    O->state_destroy(st);
+    O->stream_destroy(ctx, stream);
+    ath_tensor_free(&P, &q);
+    ath_tensor_free(&P, &k);
+    ath_tensor_free(&P, &v);
+    ath_tensor_free(&P, &out);
+    ath_tensor_free(&P, &dqsl);
+    ath_tensor_free(&P, &dsl);
+    free(qsl);
+    free(sl);
+}
+
 static void copy_bandwidth(ah_context *ctx)
 {
     size_t bytes = 2ull << 30;
@@ -191,6 +264,8 @@ int main(int argc, char **argv)
                        bidir};
             bench(ctx, &s, "-", &rng, quick ? 5 : 10);
         }
+    for (int i = 0; i < 3; i++)
+        bench_ragged(ctx, 16384 / seqs[i], seqs[i], 16, 192, 128, &rng, quick ? 5 : 10);
     ath_close(&P);
     return 0;
 }
