@@ -816,6 +816,19 @@ static void gen_ragged(gen *g)
             add(g, &x, "ragged-merge-win");
         }
     }
+    /* qk != v on a ragged layer of its own (the form MLA's non-absorbed
+     * prefill takes: 192 / 128, a KV head per query head), for backends that
+     * serve it without the absorbed form */
+    if (has(c, AH_FEAT_DIFF_HEAD_SIZES) && ah_int_set_contains(&c->qk_head_sizes, 192) &&
+        ah_int_set_contains(&c->v_head_sizes, 128)) {
+        x = variant(g);
+        x.spec.qk_head_size = 192, x.spec.v_head_size = 128, x.spec.use_mla = 0;
+        set_heads(c, &x.spec, 4, 4);
+        ragged_shape(g, &x, RAGGED_STEP);
+        add(g, &x, "ragged-qk!=v");
+        ragged_shape(g, &x, RAGGED_CONTEXT);
+        add(g, &x, "ragged-ctx-qk!=v");
+    }
     /* MLA's non-absorbed prefill: qk 192 / v 128 with a KV head per query
      * head, beside the absorbed 576 / 512 form */
     if (has(c, AH_FEAT_MLA) && has(c, AH_FEAT_DIFF_HEAD_SIZES) &&
