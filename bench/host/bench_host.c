@@ -11,7 +11,9 @@
  *                 contexts, validation on and off; and at 4k with cache
  *                 blocks of 256, which the no-op plugin (block sizes up to
  *                 16) runs as 16 kernel blocks of 16: the host's
- *                 kernel-block table translation per step
+ *                 kernel-block table translation per step; and a mixed
+ *                 step (255 decodes, one 512-token chunk) split between two
+ *                 no-op plugins
  * Usage: bench_host [--iters N]
  */
 #include <stdio.h>
@@ -45,8 +47,12 @@ static const char *dirs[] = {ATTNHOST_BENCH_NOOP_DIR, ATTNHOST_BUILD_PLUGIN_DIR}
 
 static ah_host *host(const char *cache, const char *ini)
 {
-    ah_host_options o = {.struct_size = sizeof o, .config_text = ini, .plugin_dirs = dirs,
-                         .n_plugin_dirs = 2, .no_default_dirs = 1, .cache_path = cache};
+    ah_host_options o = {.struct_size = sizeof o,
+                         .config_text = ini,
+                         .plugin_dirs = dirs,
+                         .n_plugin_dirs = 2,
+                         .no_default_dirs = 1,
+                         .cache_path = cache};
     ah_host *h = NULL;
     ah_error err;
     if (ah_host_create(&o, &h, &err) != AH_OK) {
@@ -56,33 +62,38 @@ static ah_host *host(const char *cache, const char *ini)
     return h;
 }
 
-#define MODEL80 "[model]\nname = m80\nnum_layers = 80\nnum_q_heads = 64\nnum_kv_heads = 8\n" \
-                "head_size = 128\ndtype = bf16\n[layers.1-79/2]\nsliding_window = 4096\n"
+#define MODEL80 \
+    "[model]\nname = m80\nnum_layers = 80\nnum_q_heads = 64\nnum_kv_heads = 8\n" \
+    "head_size = 128\ndtype = bf16\n[layers.1-79/2]\nsliding_window = 4096\n"
 
-/* Median plan and forward cost of a decode step at batch 256 with ctx
- * tokens of context, cache block BS (the model's), through the no-op
- * plugin, validation on and off. */
+/* Median plan and forward cost of a step at batch 256 with ctx tokens of
+ * context, cache block BS (the model's), through the no-op plugins,
+ * validation on and off: all decodes (chunk 0), or 255 decodes then one
+ * prefill chunk of `chunk` new tokens (ending at ctx), which the host
+ * splits where the configuration names two winners. */
 static int step_overhead(const char *cache, const char *ini, const ah_model *m, int ctx, int BS,
-                         int iters)
+                         int iters, int chunk)
 {
     enum { B = 256, HQ = 64, HK = 8, D = 128 };
-    const int mb = ctx / BS + 1, nblk = B * mb;
+    const int mb = ctx / BS + 1, nblk = B * mb, T = chunk ? B - 1 + chunk : B;
     int32_t *qsl = malloc((B + 1) * sizeof *qsl), *seq = malloc(B * sizeof *seq);
     int32_t *tab = malloc((size_t)B * mb * sizeof *tab);
-    int64_t *slots = malloc(B * sizeof *slots);
-    uint16_t *q = malloc((size_t)B * HQ * D * 2), *o = malloc((size_t)B * HQ * D * 2);
+    int64_t *slots = malloc((size_t)T * sizeof *slots);
+    uint16_t *q = malloc((size_t)T * HQ * D * 2), *o = malloc((size_t)T * HQ * D * 2);
     void *cache_mem = aligned_alloc(64, 64); /* never touched: the no-op plugin reads nothing */
     int rc = 1;
     if (!qsl || !seq || !tab || !slots || !q || !o || !cache_mem) goto out;
-    for (int r = 0; r < B; r++) {
+    for (int r = 0, t = 0; r < B; r++) {
+        const int n = chunk && r == B - 1 ? chunk : 1;
         for (int j = 0; j < mb; j++) tab[r * mb + j] = r * mb + j;
-        qsl[r] = r;
+        qsl[r] = t;
         seq[r] = ctx;
-        slots[r] = (int64_t)tab[r * mb + (ctx - 1) / BS] * BS + (ctx - 1) % BS;
+        for (int p = ctx - n; p < ctx; p++, t++)
+            slots[t] = (int64_t)tab[r * mb + p / BS] * BS + p % BS;
     }
-    qsl[B] = B;
-    int64_t sq[1] = {B + 1}, ss[1] = {B}, st[2] = {B, mb}, sl[1] = {B};
-    int64_t shq[3] = {B, HQ, D}, shc[4] = {nblk, BS, HK, D};
+    qsl[B] = T;
+    int64_t sq[1] = {B + 1}, ss[1] = {B}, st[2] = {B, mb}, sl[1] = {T};
+    int64_t shq[3] = {T, HQ, D}, shc[4] = {nblk, BS, HK, D};
     DLTensor tq = {qsl, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, sq, NULL, 0},
              tsq = {seq, {kDLCPU, 0}, 1, {kDLInt, 32, 1}, ss, NULL, 0},
              ttb = {tab, {kDLCPU, 0}, 2, {kDLInt, 32, 1}, st, NULL, 0},
@@ -93,8 +104,8 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
     /* designated, so fields later ABI minors append start zero */
     ah_batch batch = {.struct_size = sizeof batch,
                       .num_reqs = B,
-                      .num_tokens = B,
-                      .max_query_len = 1,
+                      .num_tokens = (uint32_t)T,
+                      .max_query_len = chunk ? (uint32_t)chunk : 1,
                       .max_seq_len = (uint32_t)ctx,
                       .num_blocks = (uint32_t)nblk,
                       .query_start_loc = &tq,
@@ -112,15 +123,25 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
         ah_binding *b = NULL;
         ah_error err;
         ah_host_select(h, m, &s, &err);
-        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), B, 8192, (uint32_t)mb, (uint32_t)ctx + 16,
-                                             (uint32_t)nblk}, !validate, 0, NULL};
+        ah_binding_options bo = {
+            sizeof bo,
+            {sizeof(ah_limits), B, 8192, (uint32_t)mb, (uint32_t)ctx + 16, (uint32_t)nblk},
+            !validate,
+            0,
+            NULL};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             ah_selection_destroy(s);
             ah_host_destroy(h);
             goto out;
         }
-        ah_forward_args fa = {.struct_size = sizeof fa, .q = &Tq, .key_cache = &Tk, .value_cache = &Tv, .out = &To, .k_scale = 1, .v_scale = 1};
+        ah_forward_args fa = {.struct_size = sizeof fa,
+                              .q = &Tq,
+                              .key_cache = &Tk,
+                              .value_cache = &Tv,
+                              .out = &To,
+                              .k_scale = 1,
+                              .v_scale = 1};
         static double tp[4096], tf[4096];
         int n = iters * 10 < 4096 ? iters * 10 : 4096, ok = 1;
         for (int i = 0; i < n && ok; i++) {
@@ -133,12 +154,19 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
         }
         uint32_t kernel = 0;
         ah_binding_block_size(b, 0, AH_PHASE_DECODE, &kernel);
-        char blocks[64] = "";
-        if (kernel != (uint32_t)BS) snprintf(blocks, sizeof blocks, ", block %d as %u x %u", BS, BS / kernel, kernel);
+        char blocks[64] = "", split[64] = "";
+        if (kernel != (uint32_t)BS)
+            snprintf(blocks, sizeof blocks, ", block %d as %u x %u", BS, BS / kernel, kernel);
+        const char *why = "";
+        if (chunk && ah_binding_split(b, NULL, &why))
+            snprintf(split, sizeof split, ", split between two plugins");
+        else if (chunk) snprintf(split, sizeof split, ", whole (%.40s)", why);
         if (!ok) fprintf(stderr, "bench_host: %s\n", ah_binding_errmsg(b));
         else
-            printf("decode step, batch %d, ctx %5d, validation %-3s: plan %6.2f us, forward/layer %5.2f us%s\n",
-                   B, ctx, validate ? "on" : "off", median(tp, n), median(tf, n), blocks);
+            printf(
+                "%s step, batch %d, ctx %5d, validation %-3s: plan %6.2f us, forward/layer %5.2f us%s%s\n",
+                chunk ? "mixed " : "decode", B, ctx, validate ? "on" : "off", median(tp, n),
+                median(tf, n), blocks, split);
         ah_binding_destroy(b);
         ah_selection_destroy(s);
         ah_host_destroy(h);
@@ -174,7 +202,8 @@ int main(int argc, char **argv)
     printf("plugins scanned: %zu\n", n_plugins);
     for (size_t i = 0; i < n_plugins; i++) {
         const ah_plugin_info *p = ah_host_plugin(h, i);
-        printf("  %-16s %-11s cold scan %.2f ms\n", p->name, ah_plugin_state_str(p->state), p->scan_ms);
+        printf("  %-16s %-11s cold scan %.2f ms\n", p->name, ah_plugin_state_str(p->state),
+               p->scan_ms);
     }
     ah_host_destroy(h);
     for (int i = 0; i < iters; i++) {
@@ -201,7 +230,8 @@ int main(int argc, char **argv)
         double c = now_us();
         ah_host_select(h, m, &s2, &err);
         double d = now_us();
-        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0, 0, NULL};
+        ah_binding_options bo = {
+            sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0, 0, NULL};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             return 1;
@@ -219,11 +249,15 @@ int main(int argc, char **argv)
 
     /* per-step overhead at batch 256, block 16, two context lengths */
     for (int ctx = 1024; ctx <= 4096; ctx *= 4)
-        if (step_overhead(cache, ini, m, ctx, 16, iters)) return 1;
+        if (step_overhead(cache, ini, m, ctx, 16, iters, 0)) return 1;
+    /* a chunked-prefill step split between a decode and a prefill winner */
+    const char *split_ini = "[select]\ndecode_priority = bench_noop_decode\n"
+                            "prefill_priority = bench_noop\nfallback = error\n";
+    if (step_overhead(cache, split_ini, m, 4096, 16, iters, 512)) return 1;
     /* cache blocks of 256 (a hybrid model's alignment) on kernel blocks */
     ah_model *m256 = NULL;
     if (ah_model_parse(MODEL80 "[layers.*]\nblock_size = 256\n", "m256", &m256, &err) != AH_OK ||
-        step_overhead(cache, ini, m256, 4096, 256, iters))
+        step_overhead(cache, ini, m256, 4096, 256, iters, 0))
         return 1;
     ah_model_destroy(m256);
     unlink(cache);

@@ -1,7 +1,10 @@
 /*
  * A plugin that does no work: plan and forward return at once. Timing the
  * host against it measures the host's own cost per step (batch validation,
- * tensor checks, dispatch) and nothing of any kernel.
+ * tensor checks, dispatch) and nothing of any kernel. Built twice: as
+ * bench_noop, which takes mixed batches whole, and with NOOP_DECODE as
+ * bench_noop_decode, which takes decodes only, so a mixed step splits
+ * between the two.
  */
 #include <stdlib.h>
 
@@ -22,8 +25,8 @@ static ah_status probe(const ah_host_services *h, ah_probe_info *info)
     ah_strlcpy(info->device_name, "nothing", sizeof info->device_name);
     return AH_OK;
 }
-static ah_status ctx_create(const ah_host_services *h, const ah_context_options *o, ah_context **out,
-                            const char **why)
+static ah_status ctx_create(const ah_host_services *h, const ah_context_options *o,
+                            ah_context **out, const char **why)
 {
     (void)h;
     (void)o;
@@ -33,7 +36,8 @@ static ah_status ctx_create(const ah_host_services *h, const ah_context_options 
 }
 static void ctx_destroy(ah_context *c) { free(c); }
 static const char *ctx_error(const ah_context *c) { return c->err.msg; }
-static ah_status st_create(ah_context *c, const ah_layer_spec *s, const ah_limits *l, ah_state **out)
+static ah_status st_create(ah_context *c, const ah_layer_spec *s, const ah_limits *l,
+                           ah_state **out)
 {
     (void)s, (void)l;
     *out = calloc(1, sizeof **out);
@@ -69,14 +73,28 @@ static const ah_caps caps = {
     .caller_output = 1,
     .prefill_rank = AH_RANK_PRIMARY,
     .decode_rank = AH_RANK_PRIMARY,
+#ifdef NOOP_DECODE
+    .mixed_batch = AH_MIXED_SPLIT,
+#else
     .mixed_batch = AH_MIXED_WHOLE,
+#endif
     .decode_query_len_max = 1,
 };
-static const ah_plugin_ops ops = {.struct_size = sizeof(ah_plugin_ops), .probe = probe,
-                                  .context_create = ctx_create, .context_destroy = ctx_destroy,
-                                  .context_error = ctx_error, .state_create = st_create,
-                                  .state_destroy = st_destroy, .state_error = st_error,
-                                  .plan = plan, .forward = forward};
+static const ah_plugin_ops ops = {.struct_size = sizeof(ah_plugin_ops),
+                                  .probe = probe,
+                                  .context_create = ctx_create,
+                                  .context_destroy = ctx_destroy,
+                                  .context_error = ctx_error,
+                                  .state_create = st_create,
+                                  .state_destroy = st_destroy,
+                                  .state_error = st_error,
+                                  .plan = plan,
+                                  .forward = forward};
 
+#ifdef NOOP_DECODE
+AH_PLUGIN_DEFINE(bench_noop_decode, "1.0", "attnhost", "MIT",
+                 "does nothing, for host timing (decodes only)", AH_DEVICE_CPU, &caps, &ops)
+#else
 AH_PLUGIN_DEFINE(bench_noop, "1.0", "attnhost", "MIT", "does nothing, for host timing",
                  AH_DEVICE_CPU, &caps, &ops)
+#endif
