@@ -434,6 +434,12 @@ static void gen_features(gen *g)
             x.spec.sliding_window = windows[i];
             add_shaped(g, &x, "window");
         }
+        if (has(c, AH_FEAT_RELEASED_BLOCKS) && g->base.spec.attn_type == AH_ATTN_DECODER) {
+            x = variant(g);
+            x.spec.sliding_window = ah__conf_range(&g->rng, 2, 8);
+            x.release = 1;
+            add_shaped(g, &x, "released");
+        }
     }
     if (has(c, AH_FEAT_SOFTCAP)) {
         x = variant(g);

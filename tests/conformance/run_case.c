@@ -159,7 +159,7 @@ int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen
         perm[i] = perm[j];
         perm[j] = t;
     }
-    uint32_t next = 0, max_q = 0, max_s = 0;
+    uint32_t next = 0, max_q = 0, max_s = 0, released = 0;
     const int32_t spare = (int32_t)perm[r->num_blocks - 1]; /* never a request's */
     b->qsl[0] = 0;
     const int cross = r->spec.attn_type == AH_ATTN_ENCODER_DECODER;
@@ -188,6 +188,12 @@ int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen
         }
         int32_t *row = b->bt + (size_t)q * r->stride;
         for (uint32_t k = 0; k < r->stride; k++) row[k] = k < nb ? (int32_t)perm[next++] : spare;
+        /* released: block k's last position is at least W before the first
+         * query's, so no query sees it (plugin.h, ah_kv_group) */
+        const int64_t W = r->spec.sliding_window, p0 = (int64_t)slen[q] - qlen[q];
+        for (uint32_t k = 0; r->c->release && W && k < nb && (int64_t)(k + 1) * bs - 1 <= p0 - W;
+             k++, released++)
+            row[k] = -1;
         b->qsl[q + 1] = b->qsl[q] + (int32_t)qlen[q];
         b->sl[q] = (int32_t)slen[q];
         for (uint32_t i = 0; i < qlen[q]; i++) {
@@ -200,6 +206,7 @@ int ah__conf_batch_fill(ah__conf_run *r, ah__conf_batch *b, const uint32_t *qlen
     }
     free(perm);
     if (next >= r->num_blocks) return ah__conf_fail(r, "internal: block pool too small");
+    if (r->c->release && !released) return ah__conf_fail(r, "internal: no block to release");
     if (max_e > max_s) max_s = max_e; /* max_seq_len bounds encoder lengths too */
     memcpy(b->d_el.host, b->el, sizeof(int32_t) * R);
     memcpy(b->d_mip.host, b->mip, sizeof(int64_t) * (R + 1));

@@ -69,6 +69,8 @@ typedef struct ah__conf_case {
     ah_graph_level graph;             /* GRAPH: the shape class to capture */
     uint32_t elen[AH_CONF_MAX_REQS];  /* cross layers: encoder_seq_lens (ABI 2.1) */
     int tree_mask;                    /* decoder: a random tree mask per request (ABI 2.1) */
+    int release;                      /* windowed decoder: every block the window hides from
+                                         all of a request's queries is released (-1) (ABI 2.1) */
     uint32_t cp_world, cp_interleave; /* CP: ranks and KV interleave (ABI 2.2) */
     /* RAGGED (ABI 2.3): each request's key count (k_len) over its qlen
      * queries; for an mla spec the non-absorbed sizes of its ragged form;
