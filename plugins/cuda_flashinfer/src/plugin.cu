@@ -84,10 +84,17 @@ static const ah_caps fi_caps = {
     16,
     /* EMPTY_KV: a request with no keys plans no pages and reads no table
      * entry; every kernel gives its rows out 0, LSE -inf (split_keys,
-     * finish_state, merge_partials) */
+     * finish_state, merge_partials). RELEASED_BLOCKS: every kernel loads
+     * keys from the first one some row of its CTA sees (split_keys,
+     * the union of a prefill CTA's row ranges), never from a tile or page
+     * boundary before it, so no hidden block's entry becomes an address;
+     * the plan copies entries without following them and sorts none under
+     * a window; the cascade's prefix pass, which reads request 0's
+     * entries for every request's rows, is planned only where no row sees
+     * a block request 0 may have released (schedule_cascade_window) */
     AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
         AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG |
-        AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION,
+        AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys; cacheless encoder layers
      * (packed K/V, no cache) are not served */
@@ -408,11 +415,12 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     const int64_t bt_stride = b->block_table->ndim == 2 ? ah_dl_stride(b->block_table, 0) : 0;
     const uint32_t bs = st->spec.block_size;
     int all_decode = 1;
-    int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX;
+    int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX, min_first_pos = INT64_MAX;
     for (int r = 0; r < R; r++) {
         const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
         const int64_t sl = key_lens_host[r];
         if (ql != 1) all_decode = 0;
+        if (sl - ql < min_first_pos) min_first_pos = sl - ql;
         tiles += ((int64_t)ql * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS;
         if (sl > max_seq) max_seq = sl;
         if (sl < min_seq) min_seq = sl;
@@ -456,9 +464,16 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
          * so every request must hold them: one with fewer (a request with no
          * keys, AH_FEAT_EMPTY_KV, whose table row may be garbage) is planned
          * without the cascade, and so is a cross layer (the shared prefix is
-         * the decoder's, not the encoder's). */
-        st->cascade = !graph && !cross && st->tc && R > 1 && b->common_prefix_len >= bs &&
-                      2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq;
+         * the decoder's, not the encoder's). Under a window, request 0's
+         * entries the window hides from it may be released: the cascade
+         * then needs every row's window to start past them. */
+        st->cascade =
+            !graph && !cross && st->tc && R > 1 && b->common_prefix_len >= bs &&
+            2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq &&
+            schedule_cascade_window((int)st->spec.sliding_window,
+                                    (int64_t)key_lens_host[0] -
+                                        (b->query_start_loc_host[1] - b->query_start_loc_host[0]),
+                                    min_first_pos, (int)bs);
         if (st->cascade)
             st->prefix =
                 schedule_prefix(st->ctx->dev, st->family, (int)st->spec.qk_head_size, T, st->group,

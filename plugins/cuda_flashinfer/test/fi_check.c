@@ -28,7 +28,8 @@ typedef struct fi_case {
     const char *name;
     ath_shape s;
     int32_t qlens[16], seqlens[16];
-    int graph; /* 0 eager; 1 capture plan+forward; 2 capture forward only */
+    int graph;    /* 0 eager; 1 capture plan+forward; 2 capture forward only */
+    int released; /* release the blocks the window hides (release_blocks) */
 } fi_case;
 
 static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk, uint32_t d,
@@ -89,6 +90,52 @@ done:
     return ok;
 }
 
+/* Released blocks (AH_FEAT_RELEASED_BLOCKS), as an engine's sliding-window
+ * group releases them: each request's table entries of the blocks its
+ * window hides from its first query become negative, alternately -1 (a
+ * kernel following it reads just before the cache) and INT32_MIN (a
+ * fault); must: at least one (a case that releases nothing tests
+ * nothing). Then every pool block no entry names any more holds NaN (all
+ * ones in every KV dtype here), so a kernel that reads a key outside the
+ * rows' windows through some other block (an entry clamped to one, a stale
+ * page) turns its output NaN. Uploads the table and the caches; 0 or 1. */
+static int release_blocks(ath_host *p, ath_work *w, int must)
+{
+    ath_batch *B = &w->B;
+    const uint32_t bs = w->spec.block_size, W = w->spec.sliding_window;
+    const size_t ke = ah_dtype_size(w->spec.kv_dtype);
+    const size_t kblock = (size_t)bs * w->spec.num_kv_heads * w->spec.qk_head_size * ke,
+                 vblock = (size_t)bs * w->spec.num_kv_heads * w->spec.v_head_size * ke;
+    unsigned char *named = calloc(B->num_blocks + 1, 1);
+    if (!named) return 1;
+    uint32_t released = 0;
+    for (uint32_t r = 0; r < B->num_reqs; r++) {
+        const int64_t p0 = (int64_t)B->seq[r] - (B->qsl[r + 1] - B->qsl[r]);
+        const int64_t hidden = W && p0 - (int64_t)W + 1 > 0 ? (p0 - W + 1) / bs : 0;
+        const int64_t np = ((int64_t)B->seq[r] + bs - 1) / bs;
+        int32_t *row = B->bt + (size_t)r * B->width;
+        for (int64_t k = 0; k < np; k++) {
+            if (k < hidden) {
+                row[k] = k % 2 ? INT32_MIN : -1;
+                released++;
+            } else {
+                named[row[k]] = 1;
+            }
+        }
+    }
+    for (uint32_t b = 0; b < B->num_blocks; b++)
+        if (!named[b]) {
+            memset((unsigned char *)w->kc + b * kblock, 0xff, kblock);
+            if (w->vc) memset((unsigned char *)w->vc + b * vblock, 0xff, vblock);
+        }
+    free(named);
+    if (must && !released) {
+        fprintf(stderr, "release_blocks: no block hidden from a whole request\n");
+        return 1;
+    }
+    return ath_work_upload(p, w);
+}
+
 #define TRY(call, what) \
     do { \
         if ((call) != AH_OK) { \
@@ -105,7 +152,7 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
     ah_state *st = NULL;
     ah_graph *g = NULL;
     uint64_t rng = ath_seed(seed);
-    if (ath_work_build(p, &w, &c->s, &rng)) {
+    if (ath_work_build(p, &w, &c->s, &rng) || (c->released && release_blocks(p, &w, 1))) {
         printf("FAIL %-44s workload\n", c->name);
         g_fail++;
         ath_work_free(p, &w);
@@ -143,7 +190,7 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
         if (need + 2 > w.B.num_blocks)
             for (uint32_t r = 0; r < R; r++) c->seqlens[r] = c->qlens[r] + rep * 3;
         uint64_t rr = ath_seed(seed + 1000 + rep);
-        if (ath_work_refill(p, &w, &c->s, &rr)) {
+        if (ath_work_refill(p, &w, &c->s, &rr) || (c->released && release_blocks(p, &w, 0))) {
             printf("FAIL %-44s refill\n", c->name);
             g_fail++;
             goto out;
@@ -291,8 +338,8 @@ int main(int argc, char **argv)
      * cut off by a time limit still shows how far it got. */
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    static fi_case cases[512];
-    static char names[512][96];
+    static fi_case cases[768];
+    static char names[768][96];
     int n = 0;
     uint64_t rng = 12345;
     const ah_dtype qts[2] = {AH_DTYPE_BF16, AH_DTYPE_FP16};
@@ -396,6 +443,109 @@ int main(int argc, char **argv)
             cases[n].s.sinks = 1;
             lengths(&cases[n], k, 3, 200, &rng);
             ADD("%s %s window+softcap+alibi+sinks", qn, kn);
+        }
+        /* Released blocks (AH_FEAT_RELEASED_BLOCKS): windows hiding whole
+         * blocks from each request, their entries negative and every
+         * block no entry names NaN (release_blocks), on every kernel that
+         * reads pages: decode by register loads (d64, d128, pages of 1 and
+         * 64), streaming (d256; FP8 on tensor cores at d128, on CUDA cores
+         * at d64), split-KV, MLA on tensor and CUDA cores; extend and
+         * mixed batches on the fast (sm90 at d128 on Hopper) and general
+         * (FP8, soft-cap) tensor-core kernels; bidirectional windows; a
+         * graph replayed over new tables; cascades (below). Their lengths
+         * come from a generator of their own, leaving the other cases'. */
+        {
+            uint64_t rrng = 777 + (uint64_t)qi;
+            const struct {
+                uint32_t d, bs, window;
+                ah_dtype kv; /* AH_DTYPE_COUNT: the query's type */
+                int kind;
+                float softcap;
+            } rv[] = {
+                {128, 16, 37, AH_DTYPE_COUNT, 0, 0},    {64, 16, 20, AH_DTYPE_COUNT, 0, 0},
+                {128, 1, 37, AH_DTYPE_COUNT, 0, 0},     {128, 64, 100, AH_DTYPE_COUNT, 0, 0},
+                {256, 16, 37, AH_DTYPE_COUNT, 0, 0},    {128, 16, 37, AH_DTYPE_FP8_E4M3, 0, 0},
+                {64, 16, 37, AH_DTYPE_FP8_E5M2, 0, 0},  {128, 16, 37, AH_DTYPE_COUNT, 2, 0},
+                {128, 16, 37, AH_DTYPE_COUNT, 3, 0},    {64, 16, 37, AH_DTYPE_COUNT, 3, 0},
+                {256, 32, 70, AH_DTYPE_COUNT, 2, 0},    {128, 16, 37, AH_DTYPE_FP8_E4M3, 3, 0},
+                {128, 16, 37, AH_DTYPE_COUNT, 3, 10.f},
+            };
+            for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++) {
+                if (quick && i % 2) continue;
+                cases[n] = base_case("", qt, 8, 2, rv[i].d, rv[i].bs);
+                cases[n].s.window = rv[i].window;
+                cases[n].s.softcap = rv[i].softcap;
+                if (rv[i].kv != AH_DTYPE_COUNT) {
+                    cases[n].s.kv_dtype = rv[i].kv;
+                    cases[n].s.k_scale = 0.05f;
+                    cases[n].s.v_scale = 0.02f;
+                }
+                cases[n].released = 1;
+                lengths(&cases[n], rv[i].kind, 4, 400, &rrng);
+                ADD("%s %s released d%u page%u window %u%s%s%s", qn, kinds[rv[i].kind], rv[i].d,
+                    rv[i].bs, rv[i].window, rv[i].kv != AH_DTYPE_COUNT ? " kv " : "",
+                    rv[i].kv != AH_DTYPE_COUNT ? ah_dtype_name(rv[i].kv) : "",
+                    rv[i].softcap > 0 ? " softcap" : "");
+            }
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            cases[n].s.window = 2000;
+            cases[n].released = 1;
+            lengths(&cases[n], 0, 2, 5000, &rrng);
+            cases[n].seqlens[0] = 4000 + 97;
+            cases[n].seqlens[1] = 2500 + 3;
+            ADD("%s decode released split-kv window 2000", qn);
+            for (int f8 = 0; f8 < 2; f8++) {
+                cases[n] = base_case("", qt, f8 ? 3 : 16, 1, 576, 64);
+                cases[n].s.dv = 512;
+                cases[n].s.mla = 1;
+                cases[n].s.window = 100;
+                if (f8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+                cases[n].released = 1;
+                lengths(&cases[n], 0, 3, 400, &rrng);
+                cases[n].seqlens[0] = 390;
+                ADD("%s mla decode released window 100%s", qn, f8 ? " fp8 h3/1" : "");
+            }
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.causal = AH_CAUSAL_OFF;
+            cases[n].s.window = 9;
+            cases[n].released = 1;
+            lengths(&cases[n], 2, 3, 200, &rrng);
+            ADD("%s extend bidirectional released window 9", qn);
+            cases[n] = base_case("", qt, 28, 4, 128, 16);
+            cases[n].s.window = 37;
+            cases[n].released = 1;
+            lengths(&cases[n], 0, 4, 200, &rrng);
+            cases[n].seqlens[0] = 180;
+            cases[n].s.batch.table_pad = 6; /* case_batch */
+            cases[n].graph = 1;
+            ADD("%s graph(plan+fwd) decode released window 37", qn);
+            /* Cascades over a shared prefix request 0's window released:
+             * request 1 still sees some of it (the prefix pass would follow
+             * request 0's released entries: the plan takes no cascade);
+             * every window starting past them (the cascade is planned,
+             * its prefix pass sees only the blocks request 0 keeps). */
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.window = 37;
+            cases[n].released = 1;
+            cases[n].s.batch.num_reqs = 3;
+            cases[n].s.batch.prefix_blocks = 5;
+            {
+                const int32_t ql[3] = {1, 1, 1}, sl[3] = {300, 100, 250};
+                memcpy(cases[n].qlens, ql, sizeof ql);
+                memcpy(cases[n].seqlens, sl, sizeof sl);
+            }
+            ADD("%s cascade decode released, prefix still seen", qn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.window = 100;
+            cases[n].released = 1;
+            cases[n].s.batch.num_reqs = 3;
+            cases[n].s.batch.prefix_blocks = 10;
+            {
+                const int32_t ql[3] = {1, 1, 20}, sl[3] = {200, 230, 240};
+                memcpy(cases[n].qlens, ql, sizeof ql);
+                memcpy(cases[n].seqlens, sl, sizeof sl);
+            }
+            ADD("%s cascade mixed released, prefix past", qn);
         }
         /* bidirectional decoder layers (causal = OFF) over the paged cache
          * (query = sequence), with and without window */
