@@ -143,7 +143,7 @@ cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, bool pdl, 
 cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t src_stride_t,
                             int64_t src_stride_h, void *cache, const kv_geom &g, int d,
                             const int64_t *slot_mapping, int num_tokens, int num_kv_heads,
-                            float inv_scale, cudaStream_t st);
+                            float scale, cudaStream_t st);
 
 } // namespace fi
 

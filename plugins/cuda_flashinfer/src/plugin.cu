@@ -707,11 +707,11 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
     if (ce == cudaSuccess)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->key), ah_dl_stride(a->key, 0),
                              ah_dl_stride(a->key, 1), ah_dl_data(a->key_cache), fi_geom(s, qk), qk,
-                             st->slot_mapping, T, Hk, 1.f / ks, stream);
+                             st->slot_mapping, T, Hk, ks, stream);
     if (ce == cudaSuccess && !st->mla)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->value), ah_dl_stride(a->value, 0),
                              ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), fi_geom(s, vh),
-                             vh, st->slot_mapping, T, Hk, 1.f / vs, stream);
+                             vh, st->slot_mapping, T, Hk, vs, stream);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "write_kv", ce);
     return AH_OK;
 }

@@ -207,10 +207,34 @@ out:
     ath_work_free(p, &w);
 }
 
-/* write_kv: random new K/V in [-2, 2) into a random cache; compare the
- * whole cache with the oracle's writer's. */
+/* Scales of 3 significant bits, so an FP8 midpoint (at most 5) times one
+ * is exact in fp16 and bf16, and 7 x 2^k: of those, the ones whose float32
+ * reciprocal is off enough that value x (1 / scale) leaves a quarter of the
+ * ties (1.25 and 1.5 leave none). */
+static const float tie_scales[4] = {1.75f, 0.875f, 3.5f, 0.4375f};
+
+/* n new K or V values of rows of `heads` heads of hs channels (dtype q):
+ * midpoints between neighbouring FP8 values of kv times head h's scale
+ * sc[h % 4], so stored = value / scale is an exact tie, which rounds to
+ * even; value times the reciprocal lands on either side of it. */
+static void fill_ties(void *dst, size_t rows, uint32_t heads, uint32_t hs, ah_dtype q, ah_dtype kv,
+                      const float *sc, uint64_t *rng)
+{
+    const int mb = kv == AH_DTYPE_FP8_E4M3 ? 3 : 2; /* mantissa bits */
+    for (size_t i = 0; i < rows * heads * hs; i++) {
+        const uint64_t r = ath_rand_u64(rng);
+        const double m = (double)((1u << mb) + (uint32_t)(r % (1u << mb))) + 0.5;
+        const double t = ldexp(m, (int)((r >> 8) % 7) - 3 - mb) * ((r >> 16) & 1 ? -1 : 1);
+        ah_store_f32(dst, i, q, (float)(t * sc[(i / hs) % heads % 4]));
+    }
+}
+
+/* write_kv: new K/V into a random cache; compare the whole cache with the
+ * oracle's writer's. Random values in [-2, 2) under scales 0.5 / 2, or with
+ * ties (FP8) values whose quotient by the scale (1.75 / 0.875) is a tie of
+ * the FP8 rounding. */
 static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
-                           uint64_t seed)
+                           uint64_t seed, int ties)
 {
     fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 2, mla ? 576 : 128, 16);
     fi_case *c = &cc;
@@ -218,8 +242,8 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
     c->s.dv = mla ? 512 : 128;
     c->s.mla = mla;
     c->s.layout = lay;
-    c->s.k_scale = 0.5f;
-    c->s.v_scale = 2.f;
+    c->s.k_scale = ties ? tie_scales[0] : 0.5f;
+    c->s.v_scale = ties ? tie_scales[1] : 2.f;
     c->s.new_kv = 1;
     c->s.new_amp = 2.f;
     c->s.batch.num_reqs = 3;
@@ -231,11 +255,20 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
     ah_state *st = NULL;
     void *gk = NULL, *gv = NULL;
     char name[96], why[256];
-    snprintf(name, sizeof name, "write_kv %s/%s %s%s", ah_dtype_name(q), ah_dtype_name(kv),
-             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "");
+    snprintf(name, sizeof name, "write_kv %s/%s %s%s%s", ah_dtype_name(q), ah_dtype_name(kv),
+             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "", ties ? " ties" : "");
     c->name = name;
     uint64_t rng = ath_seed(seed);
-    if (ath_work_build(p, &w, &c->s, &rng)) {
+    int bad = ath_work_build(p, &w, &c->s, &rng);
+    if (!bad && ties) {
+        const float ks[4] = {c->s.k_scale, c->s.k_scale, c->s.k_scale, c->s.k_scale},
+                    vs[4] = {c->s.v_scale, c->s.v_scale, c->s.v_scale, c->s.v_scale};
+        fill_ties(w.knew, w.rows, c->s.hk, c->s.d, q, kv, ks, &rng);
+        if (w.vnew) fill_ties(w.vnew, w.rows, c->s.hk, c->s.dv, q, kv, vs, &rng);
+        bad = ath_work_upload(p, &w);
+    }
+    if (bad) {
+        printf("FAIL %-44s workload\n", name);
         g_fail++;
         ath_work_free(p, &w);
         return;
@@ -244,16 +277,22 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
     TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
     ah_kv_write_args a = ath_work_write_args(&w, p->stream);
     TRY(p->ops->write_kv(st, &a), "write_kv");
+    /* the plugin's caches first: a host plugin's are w's own arrays, which
+     * the oracle's writer then rewrites */
+    gk = malloc(w.d_kc.bytes);
+    gv = mla ? NULL : malloc(w.d_vc.bytes);
+    TRY(p->ops->synchronize(p->ctx, p->stream), "synchronize");
+    if (!gk || (!mla && !gv) || ath_download(p, gk, &w.d_kc) ||
+        (!mla && ath_download(p, gv, &w.d_vc))) {
+        printf("FAIL %-44s download\n", name);
+        g_fail++;
+        goto out;
+    }
     if (ath_work_reference_write(&w, why, sizeof why)) {
         printf("FAIL %-44s reference: %s\n", name, why);
         g_fail++;
         goto out;
     }
-    gk = malloc(w.d_kc.bytes);
-    gv = mla ? NULL : malloc(w.d_vc.bytes);
-    p->ops->synchronize(p->ctx, p->stream);
-    ath_download(p, gk, &w.d_kc);
-    if (!mla) ath_download(p, gv, &w.d_vc);
     size_t diff = ath_bytes_differ(gk, w.kc, w.d_kc.bytes);
     if (!mla) diff += ath_bytes_differ(gv, w.vc, w.d_vc.bytes);
     printf("%s %-44s differing bytes=%zu\n", diff ? "FAIL" : "ok  ", name, diff);
@@ -740,9 +779,11 @@ int main(int argc, char **argv)
     for (int qi = 0; qi < 2; qi++) {
         if (!match || strstr("merge_states", match)) check_merge(&p, qts[qi], 77 + qi);
         if (match && !strstr("write_kv", match)) continue;
-        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7);
+        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 8, 1);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 1, 9, 1);
     }
     printf("summary: %d passed, %d failed\n", g_pass, g_fail);
     ath_close(&p);
