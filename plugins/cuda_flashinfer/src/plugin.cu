@@ -91,10 +91,16 @@ static const ah_caps fi_caps = {
      * the plan copies entries without following them and sorts none under
      * a window; the cascade's prefix pass, which reads request 0's
      * entries for every request's rows, is planned only where no row sees
-     * a block request 0 may have released (schedule_cascade_window) */
+     * a block request 0 may have released (schedule_cascade_window).
+     * SCALE_TENSORS, KV_SCALE_PER_HEAD: every kernel that reads an FP8
+     * cache (streaming decode, MLA on CUDA cores, the general tensor-core
+     * kernel, hence the cascade's passes) and write_kv read the scale
+     * tensors on the device, per KV head (tensor_scales). Q_SCALE: the
+     * query stays in its 16-bit type, so the query scale is not needed */
     AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
         AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG |
-        AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS,
+        AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS |
+        AH_FEAT_SCALE_TENSORS | AH_FEAT_KV_SCALE_PER_HEAD | AH_FEAT_Q_SCALE,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys; cacheless encoder layers
      * (packed K/V, no cache) are not served */
@@ -532,6 +538,40 @@ static kv_geom fi_geom(const ah_layer_spec *s, int d)
     return g;
 }
 
+/* An FP8 layer's scale tensors (kv_scales TENSOR: float32 [1], PER_HEAD:
+ * [Hk]), checked as the kernels address them. Only their addresses go to
+ * the kernels, which read the values when they run (a replayed graph reads
+ * the replay's). k and v stay NULL for host floats (HOST) and 16-bit
+ * caches; MLA's values take the key scales. */
+struct fi_scales {
+    const float *k, *v;
+    int hs; /* 1: one per KV head */
+};
+
+static ah_status fi_scale_tensors(ah_state *st, const DLTensor *kt, const DLTensor *vt,
+                                  fi_scales *out)
+{
+    const ah_layer_spec *s = &st->spec;
+    const ah_kv_scales form = ah_spec_kv_scales(s);
+    *out = fi_scales{NULL, NULL, 0};
+    if (form == AH_KV_SCALES_HOST || !ah_dtype_is_fp8(s->kv_dtype)) return AH_OK;
+    const int per_head = form == AH_KV_SCALES_PER_HEAD;
+    const int64_t n = per_head ? (int64_t)s->num_kv_heads : 1;
+    const ah_dl_want wk = {"k_scale_tensor", 1, {n}, 0, AH_DTYPE_FP32, 1};
+    const ah_dl_want wv = {"v_scale_tensor", 1, {n}, 0, AH_DTYPE_FP32, 1};
+    ah_status rc;
+    if ((rc = ah_dl_check(kt, &wk, &st->err)) != AH_OK ||
+        (!st->mla && (rc = ah_dl_check(vt, &wv, &st->err)) != AH_OK))
+        return rc;
+    out->k = (const float *)ah_dl_data(kt);
+    out->v = st->mla ? out->k : (const float *)ah_dl_data(vt);
+    out->hs = per_head;
+    if ((uintptr_t)out->k % 4 || (uintptr_t)out->v % 4)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "k_scale_tensor and v_scale_tensor need 4-byte aligned data");
+    return AH_OK;
+}
+
 static ah_status fi_cuda_fail(ah_errbuf *e, const char *what, cudaError_t ce)
 {
     (void)cudaGetLastError();
@@ -573,8 +613,19 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cudaSetDevice", ce);
 
-    const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
-    const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
+    /* FP8 scales: host floats folded into the variant here, or tensors the
+     * kernels read per KV head. A query scale (use_q_scale) is left unread:
+     * every kernel keeps the query in its 16-bit type (FP8 caches are
+     * widened to it, or to fp16, for the math), which plugin.h's "FP8
+     * scales" allows. */
+    fi_scales sc;
+    if ((rc = fi_scale_tensors(
+             st, AH_HAS_FIELD(a, ah_forward_args, k_scale_tensor) ? a->k_scale_tensor : NULL,
+             AH_HAS_FIELD(a, ah_forward_args, v_scale_tensor) ? a->v_scale_tensor : NULL, &sc)) !=
+        AH_OK)
+        return rc;
+    const float ks = sc.k ? 1.f : ah_kv_scale(a->k_scale, st->spec.kv_dtype);
+    const float vs = sc.k ? 1.f : ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     const float scale = ah_spec_scale(s);
     cudaStream_t stream = (cudaStream_t)a->stream;
 
@@ -599,6 +650,9 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     p.var.window = (int)s->sliding_window;
     p.var.qk_scale = scale * ks;
     p.var.v_scale = st->mla ? ks : vs;
+    p.var.k_scales = sc.k;
+    p.var.v_scales = sc.v;
+    p.var.scale_hs = sc.hs;
     p.var.softcap = s->softcap;
     p.var.inv_softcap = s->softcap > 0 ? 1.f / s->softcap : 0.f;
     p.var.alibi = s->use_alibi ? 1 : 0;
@@ -700,6 +754,12 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
         (!st->mla && ((rc = ah_dl_check(a->value, &wv, e)) != AH_OK ||
                       (rc = ah_dl_check(a->value_cache, &wvc, e)) != AH_OK)))
         return rc;
+    fi_scales sc;
+    if ((rc = fi_scale_tensors(
+             st, AH_HAS_FIELD(a, ah_kv_write_args, k_scale_tensor) ? a->k_scale_tensor : NULL,
+             AH_HAS_FIELD(a, ah_kv_write_args, v_scale_tensor) ? a->v_scale_tensor : NULL, &sc)) !=
+        AH_OK)
+        return rc;
     const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
     const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     cudaStream_t stream = (cudaStream_t)a->stream;
@@ -707,11 +767,11 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
     if (ce == cudaSuccess)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->key), ah_dl_stride(a->key, 0),
                              ah_dl_stride(a->key, 1), ah_dl_data(a->key_cache), fi_geom(s, qk), qk,
-                             st->slot_mapping, T, Hk, ks, stream);
+                             st->slot_mapping, T, Hk, ks, sc.k, sc.hs, stream);
     if (ce == cudaSuccess && !st->mla)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->value), ah_dl_stride(a->value, 0),
                              ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), fi_geom(s, vh),
-                             vh, st->slot_mapping, T, Hk, vs, stream);
+                             vh, st->slot_mapping, T, Hk, vs, sc.v, sc.hs, stream);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "write_kv", ce);
     return AH_OK;
 }

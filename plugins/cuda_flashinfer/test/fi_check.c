@@ -28,9 +28,19 @@ typedef struct fi_case {
     const char *name;
     ath_shape s;
     int32_t qlens[16], seqlens[16];
-    int graph;    /* 0 eager; 1 capture plan+forward; 2 capture forward only */
-    int released; /* release the blocks the window hides (release_blocks) */
+    int graph;           /* 0 eager; 1 capture plan+forward; 2 capture forward only */
+    int released;        /* release the blocks the window hides (release_blocks) */
+    ah_kv_scales scales; /* FP8: TENSOR, PER_HEAD: scales in device tensors */
+    int q_scale;         /* FP8 attention with a query scale (use_q_scale) */
 } fi_case;
+
+/* A case's FP8 scale tensors on the device (kv_scales TENSOR: [1],
+ * PER_HEAD: [Hk]; the query's [1]) and their values, one per KV head for
+ * the oracle. */
+typedef struct fi_tscales {
+    ath_tensor k, v, q;
+    float kh[16], vh[16], qv;
+} fi_tscales;
 
 static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk, uint32_t d,
                          uint32_t bs);
@@ -48,8 +58,32 @@ static void case_batch(fi_case *c, uint32_t spare)
     b->extra_blocks = 2 + spare * b->num_reqs;
 }
 
-/* Compare the device output/LSE with the oracle; prints one line. */
-static int compare(ath_host *p, ath_work *w, const char *name, int want_lse)
+/* The oracle with per-KV-head scales (a case's scale tensors' values). */
+static int reference_scaled(const ath_work *w, const fi_tscales *t, double *out, double *lse,
+                            char *why, size_t cap)
+{
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &w->spec,
+                        .batch = &w->B.b,
+                        .q = w->q,
+                        .key_cache = w->kc,
+                        .value_cache = w->vc,
+                        .sinks = w->s.sinks ? w->sinks : NULL,
+                        .alibi_slopes = w->s.alibi ? w->slopes : NULL,
+                        .k_scales = t->kh,
+                        .v_scales = t->vh};
+    ah_error err;
+    if (ah_reference_attention(&in, out, lse, &err) != AH_OK) {
+        snprintf(why, cap, "%.200s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Compare the device output/LSE with the oracle (scales: the case's scale
+ * tensors, NULL for the host floats); prints one line. */
+static int compare(ath_host *p, ath_work *w, const char *name, int want_lse,
+                   const fi_tscales *scales)
 {
     const ath_shape *s = &w->s;
     const size_t n_out = (size_t)w->B.num_tokens * s->hq * w->spec.v_head_size,
@@ -59,7 +93,8 @@ static int compare(ath_host *p, ath_work *w, const char *name, int want_lse)
     float *got_lse = malloc(w->d_lse.bytes + 4);
     char why[256];
     int ok = 1;
-    if (ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
+    if (scales ? reference_scaled(w, scales, ref, ref_lse, why, sizeof why)
+               : ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
         printf("FAIL %-40s reference: %s\n", name, why);
         ok = 0;
         goto done;
@@ -136,6 +171,41 @@ static int release_blocks(ath_host *p, ath_work *w, int must)
     return ath_work_upload(p, w);
 }
 
+/* Round r's scale values of c (replays change them, so a kernel that read
+ * them at capture fails): PER_HEAD a different one for each KV head, TENSOR
+ * one for all; the query's (which the plugin may leave unread). Uploaded. */
+static int tscales_set(ath_host *p, fi_tscales *t, const fi_case *c, int r)
+{
+    const float m = 1.f + 0.5f * (float)r;
+    const int per_head = c->scales == AH_KV_SCALES_PER_HEAD;
+    for (uint32_t h = 0; h < c->s.hk && h < 16; h++) {
+        t->kh[h] = c->s.k_scale * m * (per_head ? 1.f + 0.75f * (float)h : 1.3f);
+        t->vh[h] = c->s.v_scale * m * (per_head ? 1.f + 0.5f * (float)h : 0.7f);
+    }
+    t->qv = 0.01f * m;
+    return ath_upload(p, &t->k, t->kh) || (t->v.t.data && ath_upload(p, &t->v, t->vh)) ||
+           ath_upload(p, &t->q, &t->qv);
+}
+
+/* Allocate c's scale tensors and set round 0's values. */
+static int tscales_make(ath_host *p, fi_tscales *t, const fi_case *c)
+{
+    memset(t, 0, sizeof *t);
+    const int64_t n = c->scales == AH_KV_SCALES_PER_HEAD ? (int64_t)c->s.hk : 1, one = 1;
+    if (c->s.hk > 16 || ath_tensor_new(p, &t->k, AH_DTYPE_FP32, 1, &n) ||
+        (!c->s.mla && ath_tensor_new(p, &t->v, AH_DTYPE_FP32, 1, &n)) ||
+        ath_tensor_new(p, &t->q, AH_DTYPE_FP32, 1, &one))
+        return 1;
+    return tscales_set(p, t, c, 0);
+}
+
+static void tscales_free(ath_host *p, fi_tscales *t)
+{
+    ath_tensor_free(p, &t->k);
+    ath_tensor_free(p, &t->v);
+    ath_tensor_free(p, &t->q);
+}
+
 #define TRY(call, what) \
     do { \
         if ((call) != AH_OK) { \
@@ -151,19 +221,35 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
     ath_work w;
     ah_state *st = NULL;
     ah_graph *g = NULL;
+    fi_tscales ts;
+    const fi_tscales *tsp = c->scales != AH_KV_SCALES_HOST ? &ts : NULL;
+    memset(&ts, 0, sizeof ts);
     uint64_t rng = ath_seed(seed);
-    if (ath_work_build(p, &w, &c->s, &rng) || (c->released && release_blocks(p, &w, 1))) {
+    if (ath_work_build(p, &w, &c->s, &rng) || (c->released && release_blocks(p, &w, 1)) ||
+        (tsp && tscales_make(p, &ts, c))) {
         printf("FAIL %-44s workload\n", c->name);
         g_fail++;
+        tscales_free(p, &ts);
         ath_work_free(p, &w);
         return;
     }
+    w.spec.kv_scales = c->scales;
+    w.spec.use_q_scale = (uint32_t)c->q_scale;
+    if (c->q_scale) w.spec.fp8_attention = 1;
     TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
     ah_forward_args a = ath_work_args(&w, p->stream, 1);
+    if (tsp) { /* the tensors, and no host floats beside them */
+        a.k_scale = a.v_scale = 0.f;
+        a.k_scale_tensor = &ts.k.t;
+        a.v_scale_tensor = c->s.mla ? NULL : &ts.v.t;
+        a.q_scale_tensor = c->q_scale ? &ts.q.t : NULL;
+    } else if (c->q_scale) {
+        a.q_scale = 0.01f;
+    }
     if (!c->graph) {
         TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
         TRY(p->ops->forward(st, &a), "forward");
-        compare(p, &w, c->name, 1);
+        compare(p, &w, c->name, 1, tsp);
         goto out;
     }
     /* Graph: capture, then replay twice on new lengths/tables/values. */
@@ -190,7 +276,8 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
         if (need + 2 > w.B.num_blocks)
             for (uint32_t r = 0; r < R; r++) c->seqlens[r] = c->qlens[r] + rep * 3;
         uint64_t rr = ath_seed(seed + 1000 + rep);
-        if (ath_work_refill(p, &w, &c->s, &rr) || (c->released && release_blocks(p, &w, 0))) {
+        if (ath_work_refill(p, &w, &c->s, &rr) || (c->released && release_blocks(p, &w, 0)) ||
+            (tsp && tscales_set(p, &ts, c, rep + 1))) {
             printf("FAIL %-44s refill\n", c->name);
             g_fail++;
             goto out;
@@ -199,11 +286,12 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
         TRY(p->ops->graph_launch(p->ctx, g, p->stream), "graph_launch");
         char name[96];
         snprintf(name, sizeof name, "%s replay %d", c->name, rep);
-        compare(p, &w, name, 1);
+        compare(p, &w, name, 1, tsp);
     }
 out:
     if (g) p->ops->graph_destroy(p->ctx, g);
     if (st) p->ops->state_destroy(st);
+    tscales_free(p, &ts);
     ath_work_free(p, &w);
 }
 
@@ -230,13 +318,16 @@ static void fill_ties(void *dst, size_t rows, uint32_t heads, uint32_t hs, ah_dt
 }
 
 /* write_kv: new K/V into a random cache; compare the whole cache with the
- * oracle's writer's. Random values in [-2, 2) under scales 0.5 / 2, or with
- * ties (FP8) values whose quotient by the scale (1.75 / 0.875) is a tie of
- * the FP8 rounding. */
+ * oracle's writer's. Random values in [-2, 2) under host scales 0.5 / 2,
+ * or with ties (FP8) values whose quotient by the scale is a tie of the
+ * FP8 rounding: host floats 1.75 / 0.875, or in tensors (form TENSOR, or
+ * PER_HEAD with tie_scales[h % 4] / tie_scales[(h + 1) % 4] for KV head h,
+ * where a kernel that took another head's scale would miss by a power of
+ * two). */
 static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
-                           uint64_t seed, int ties)
+                           uint64_t seed, int ties, ah_kv_scales form)
 {
-    fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 2, mla ? 576 : 128, 16);
+    fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 4, mla ? 576 : 128, 16);
     fi_case *c = &cc;
     c->s.kv_dtype = kv;
     c->s.dv = mla ? 512 : 128;
@@ -247,6 +338,7 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
     c->s.new_kv = 1;
     c->s.new_amp = 2.f;
     c->s.batch.num_reqs = 3;
+    c->scales = form;
     int32_t ql[3] = {5, 1, 9}, sl[3] = {40, 17, 9};
     memcpy(c->qlens, ql, sizeof ql);
     memcpy(c->seqlens, sl, sizeof sl);
@@ -254,28 +346,49 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
     ath_work w;
     ah_state *st = NULL;
     void *gk = NULL, *gv = NULL;
+    fi_tscales ts;
+    memset(&ts, 0, sizeof ts);
     char name[96], why[256];
-    snprintf(name, sizeof name, "write_kv %s/%s %s%s%s", ah_dtype_name(q), ah_dtype_name(kv),
-             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "", ties ? " ties" : "");
+    snprintf(name, sizeof name, "write_kv %s/%s %s%s%s%s", ah_dtype_name(q), ah_dtype_name(kv),
+             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "", ties ? " ties" : "",
+             form == AH_KV_SCALES_PER_HEAD ? " per-head tensors"
+             : form == AH_KV_SCALES_TENSOR ? " tensors"
+                                           : "");
     c->name = name;
+    float k4[4], v4[4]; /* head h's scales: k4[h % 4], v4[h % 4] */
+    for (int i = 0; i < 4; i++) {
+        const int ph = form == AH_KV_SCALES_PER_HEAD;
+        k4[i] = ph ? tie_scales[i] : c->s.k_scale;
+        v4[i] = ph ? tie_scales[(i + 1) % 4] : c->s.v_scale;
+    }
     uint64_t rng = ath_seed(seed);
     int bad = ath_work_build(p, &w, &c->s, &rng);
     if (!bad && ties) {
-        const float ks[4] = {c->s.k_scale, c->s.k_scale, c->s.k_scale, c->s.k_scale},
-                    vs[4] = {c->s.v_scale, c->s.v_scale, c->s.v_scale, c->s.v_scale};
-        fill_ties(w.knew, w.rows, c->s.hk, c->s.d, q, kv, ks, &rng);
-        if (w.vnew) fill_ties(w.vnew, w.rows, c->s.hk, c->s.dv, q, kv, vs, &rng);
+        fill_ties(w.knew, w.rows, c->s.hk, c->s.d, q, kv, k4, &rng);
+        if (w.vnew) fill_ties(w.vnew, w.rows, c->s.hk, c->s.dv, q, kv, v4, &rng);
         bad = ath_work_upload(p, &w);
+    }
+    if (!bad && form != AH_KV_SCALES_HOST) {
+        bad = tscales_make(p, &ts, c);
+        for (uint32_t h = 0; h < c->s.hk; h++) ts.kh[h] = k4[h % 4], ts.vh[h] = v4[h % 4];
+        bad = bad || ath_upload(p, &ts.k, ts.kh) || (!mla && ath_upload(p, &ts.v, ts.vh));
     }
     if (bad) {
         printf("FAIL %-44s workload\n", name);
         g_fail++;
+        tscales_free(p, &ts);
         ath_work_free(p, &w);
         return;
     }
+    w.spec.kv_scales = form;
     TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
     TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
     ah_kv_write_args a = ath_work_write_args(&w, p->stream);
+    if (form != AH_KV_SCALES_HOST) {
+        a.k_scale = a.v_scale = 0.f;
+        a.k_scale_tensor = &ts.k.t;
+        a.v_scale_tensor = mla ? NULL : &ts.v.t;
+    }
     TRY(p->ops->write_kv(st, &a), "write_kv");
     /* the plugin's caches first: a host plugin's are w's own arrays, which
      * the oracle's writer then rewrites */
@@ -288,8 +401,12 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
         g_fail++;
         goto out;
     }
-    if (ath_work_reference_write(&w, why, sizeof why)) {
-        printf("FAIL %-44s reference: %s\n", name, why);
+    ah_error err;
+    if (form == AH_KV_SCALES_PER_HEAD
+            ? ah_reference_write_kv_per_head(&w.spec, &w.B.b, w.knew, w.vnew, w.kc, w.vc, ts.kh,
+                                             ts.vh, &err) != AH_OK
+            : ath_work_reference_write(&w, why, sizeof why)) {
+        printf("FAIL %-44s reference: %s\n", name, form == AH_KV_SCALES_PER_HEAD ? err.msg : why);
         g_fail++;
         goto out;
     }
@@ -301,6 +418,7 @@ out:
     free(gk);
     free(gv);
     if (st) p->ops->state_destroy(st);
+    tscales_free(p, &ts);
     ath_work_free(p, &w);
 }
 
@@ -449,6 +567,94 @@ int main(int argc, char **argv)
             lengths(&cases[n], 0, 4, 600, &rng);
             ADD("%s decode kv fp8_e4m3 |q| %s", qn, a ? "1e-6" : "1e5");
         }
+        /* FP8 scales in device tensors (kv_scales TENSOR, PER_HEAD), on every
+         * kernel that reads an FP8 cache: decode on tensor cores (d128,
+         * padded head blocks too) and CUDA cores (d64, d256), split-KV,
+         * MLA on CUDA cores, the general tensor-core kernel (extend,
+         * mixed), the cascade's two passes; with a query scale; graphs
+         * replayed after the scales changed. Per-head scales differ by KV
+         * head (1 + 0.75 h), so a kernel reading another head's fails.
+         * Lengths from a generator of their own. */
+        {
+            uint64_t srng = 4242 + (uint64_t)qi;
+            const struct {
+                uint32_t hq, hk, d;
+                ah_dtype kv;
+                int kind;
+                ah_kv_scales form;
+            } sv[] = {
+                {32, 8, 128, AH_DTYPE_FP8_E4M3, 0, AH_KV_SCALES_PER_HEAD},
+                {14, 2, 128, AH_DTYPE_FP8_E4M3, 0, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 64, AH_DTYPE_FP8_E5M2, 0, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 256, AH_DTYPE_FP8_E4M3, 0, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 128, AH_DTYPE_FP8_E4M3, 2, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 64, AH_DTYPE_FP8_E5M2, 3, AH_KV_SCALES_PER_HEAD},
+                {8, 8, 128, AH_DTYPE_FP8_E4M3, 3, AH_KV_SCALES_TENSOR},
+                {8, 2, 128, AH_DTYPE_FP8_E5M2, 0, AH_KV_SCALES_TENSOR},
+            };
+            for (size_t i = 0; i < sizeof sv / sizeof sv[0]; i++) {
+                if (quick && i % 2) continue;
+                cases[n] = base_case("", qt, sv[i].hq, sv[i].hk, sv[i].d, 16);
+                cases[n].s.kv_dtype = sv[i].kv;
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                cases[n].scales = sv[i].form;
+                lengths(&cases[n], sv[i].kind, 4, 300, &srng);
+                ADD("%s %s kv %s h%u/%u d%u %s scales", qn, kinds[sv[i].kind],
+                    ah_dtype_name(sv[i].kv), sv[i].hq, sv[i].hk, sv[i].d,
+                    sv[i].form == AH_KV_SCALES_PER_HEAD ? "per-head" : "tensor");
+            }
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+            cases[n].s.k_scale = 0.05f;
+            cases[n].s.v_scale = 0.02f;
+            cases[n].scales = AH_KV_SCALES_PER_HEAD;
+            lengths(&cases[n], 0, 2, 5000, &srng);
+            cases[n].seqlens[0] = 4000 + 97;
+            ADD("%s decode kv fp8_e4m3 split-kv per-head scales", qn);
+            for (int k = 0; k < 4; k += 3) {
+                cases[n] = base_case("", qt, 16, 1, 576, 64);
+                cases[n].s.dv = 512;
+                cases[n].s.mla = 1;
+                cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+                cases[n].s.k_scale = 0.03f;
+                cases[n].scales = AH_KV_SCALES_TENSOR;
+                lengths(&cases[n], k, 3, 300, &srng);
+                ADD("%s mla %s fp8 tensor scales", qn, kinds[k]);
+            }
+            cases[n] = base_case("", qt, 8, 4, 128, 16);
+            cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+            cases[n].s.k_scale = 0.05f;
+            cases[n].s.v_scale = 0.02f;
+            cases[n].scales = AH_KV_SCALES_PER_HEAD;
+            lengths(&cases[n], 3, 5, 150, &srng);
+            cases[n].s.batch.prefix_blocks = 5;
+            for (int r = 0; r < 5; r++) cases[n].seqlens[r] += 80;
+            ADD("%s cascade mixed kv fp8_e4m3 per-head scales", qn);
+            for (int f = 0; f < 2; f++) {
+                cases[n] = base_case("", qt, 8, 4, 128, 16);
+                cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                cases[n].scales = f ? AH_KV_SCALES_PER_HEAD : AH_KV_SCALES_HOST;
+                cases[n].q_scale = 1;
+                lengths(&cases[n], 3, 4, 300, &srng);
+                ADD("%s mixed kv fp8_e4m3 q-scale%s", qn, f ? " per-head scales" : "");
+            }
+            for (int gm = 1; gm <= 2; gm++) {
+                cases[n] = base_case("", qt, 8, 4, 128, 16);
+                cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                cases[n].scales = gm == 1 ? AH_KV_SCALES_TENSOR : AH_KV_SCALES_PER_HEAD;
+                cases[n].q_scale = gm == 2;
+                lengths(&cases[n], gm == 1 ? 3 : 0, 4, 200, &srng);
+                cases[n].s.batch.table_pad = 6; /* case_batch */
+                cases[n].graph = gm;
+                ADD("%s graph(%s) %s kv fp8_e4m3 %s scales", qn, gm == 1 ? "plan+fwd" : "fwd",
+                    gm == 1 ? "mixed" : "decode", gm == 1 ? "tensor" : "per-head");
+            }
+        }
         /* MLA absorbed decode (and its per-token path for longer queries) */
         for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
             cases[n] = base_case("", qt, 16, 1, 576, 64);
@@ -533,16 +739,16 @@ int main(int argc, char **argv)
             cases[n].seqlens[0] = 4000 + 97;
             cases[n].seqlens[1] = 2500 + 3;
             ADD("%s decode released split-kv window 2000", qn);
-            for (int f8 = 0; f8 < 2; f8++) {
-                cases[n] = base_case("", qt, f8 ? 3 : 16, 1, 576, 64);
+            for (int fp8 = 0; fp8 < 2; fp8++) {
+                cases[n] = base_case("", qt, fp8 ? 3 : 16, 1, 576, 64);
                 cases[n].s.dv = 512;
                 cases[n].s.mla = 1;
                 cases[n].s.window = 100;
-                if (f8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+                if (fp8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
                 cases[n].released = 1;
                 lengths(&cases[n], 0, 3, 400, &rrng);
                 cases[n].seqlens[0] = 390;
-                ADD("%s mla decode released window 100%s", qn, f8 ? " fp8 h3/1" : "");
+                ADD("%s mla decode released window 100%s", qn, fp8 ? " fp8 h3/1" : "");
             }
             cases[n] = base_case("", qt, 8, 2, 128, 16);
             cases[n].s.causal = AH_CAUSAL_OFF;
@@ -631,14 +837,14 @@ int main(int argc, char **argv)
                 ADD("%s decode empty-kv kv %s d%u", qn, ah_dtype_name(cases[n].s.kv_dtype),
                     fi ? 64 : 128);
             }
-            for (int f8 = 0; f8 < 2; f8++) {
+            for (int fp8 = 0; fp8 < 2; fp8++) {
                 cases[n] = base_case("", qt, 16, 1, 576, 64);
                 cases[n].s.dv = 512;
                 cases[n].s.mla = 1;
-                if (f8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+                if (fp8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
                 lengths(&cases[n], 0, 3, 300, &rng);
                 empty_kv(&cases[n]);
-                ADD("%s mla decode empty-kv%s", qn, f8 ? " fp8" : "");
+                ADD("%s mla decode empty-kv%s", qn, fp8 ? " fp8" : "");
             }
             cases[n] = base_case("", qt, 8, 2, 128, 16);
             cases[n].s.sinks = 1, cases[n].s.window = 37;
@@ -779,11 +985,17 @@ int main(int argc, char **argv)
     for (int qi = 0; qi < 2; qi++) {
         if (!match || strstr("merge_states", match)) check_merge(&p, qts[qi], 77 + qi);
         if (match && !strstr("write_kv", match)) continue;
-        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5, 0);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6, 0);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7, 0);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 8, 1);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 1, 9, 1);
+        const ah_kv_scales H = AH_KV_SCALES_HOST, TS = AH_KV_SCALES_TENSOR,
+                           PH = AH_KV_SCALES_PER_HEAD;
+        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5, 0, H);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6, 0, H);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7, 0, H);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 8, 1, H);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 1, 9, 1, H);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 10, 1, PH);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 0, 11, 1, PH);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 12, 1, TS);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 1, 13, 1, TS);
     }
     printf("summary: %d passed, %d failed\n", g_pass, g_fail);
     ath_close(&p);
