@@ -65,6 +65,10 @@ static void fi_check_combination(const ah_layer_spec *s, const ah_probe_info *pr
     if (s->attn_type == AH_ATTN_ENCODER_DECODER && s->use_alibi)
         sink->add(sink, AH_REASON_COMBINATION, "alibi", "on a cross layer",
                   "ALiBi on decoder layers (a cross query has no position among its keys)");
+    if (ah_kv_layout_is_interleaved(s->kv_layout) &&
+        (s->use_mla || s->qk_head_size != s->v_head_size))
+        sink->add(sink, AH_REASON_COMBINATION, "kv_layout", ah_kv_layout_name(s->kv_layout),
+                  "an interleaved layout only with a value cache of the key's head size");
     const int kv16 = s->kv_dtype == AH_DTYPE_FP16 || s->kv_dtype == AH_DTYPE_BF16;
     if (kv16 && s->kv_dtype != s->q_dtype) {
         snprintf(v, sizeof v, "q %s, kv %s", ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype));
@@ -105,7 +109,10 @@ static const ah_caps fi_caps = {
      * over each request's encoder_seq_lens keys; cacheless encoder layers
      * (packed K/V, no cache) are not served */
     AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
-    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    /* the interleaved layouts are the same geometry with twice the block
+     * stride (fi_geom), which every kernel takes at run time */
+    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) | AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) |
+        AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
     AH_KV_LAYOUT_NHD,
     80,
     0,
@@ -309,9 +316,14 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     if (!spec->block_size || spec->block_size > 128 || (spec->block_size & (spec->block_size - 1)))
         return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u unsupported (powers of two to 128)",
                        spec->block_size);
-    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv layout %d unsupported (NHD, HND)",
+    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND &&
+        !ah_kv_layout_is_interleaved(spec->kv_layout))
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "kv layout %d unsupported (NHD, HND and their interleaved forms)",
                        (int)spec->kv_layout);
+    if (ah_kv_layout_is_interleaved(spec->kv_layout) && mla)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv layout %s: MLA has no value cache",
+                       ah_kv_layout_name(spec->kv_layout));
     if (!lim->max_num_reqs || !lim->max_num_tokens || !lim->max_blocks_per_req)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "limits: max_num_reqs, max_num_tokens and "
@@ -523,12 +535,16 @@ static int fi_aligned16(const DLTensor *t, size_t elem)
     return 1;
 }
 
+/* Element strides of a cache view in the layer's layout. An interleaved
+ * layout's K and V views are [blocks, 2, ...] cut at index 0 and 1 of dim
+ * 1: a dense view's strides but for the block stride, twice as long. */
 static kv_geom fi_geom(const ah_layer_spec *s, int d)
 {
     kv_geom g;
     g.page_shift = fi_ilog2(s->block_size);
-    g.stride_page = (int64_t)s->block_size * s->num_kv_heads * d;
-    if (s->kv_layout == AH_KV_LAYOUT_HND) {
+    g.stride_page = (int64_t)s->block_size * s->num_kv_heads * d *
+                    (ah_kv_layout_is_interleaved(s->kv_layout) ? 2 : 1);
+    if (ah_kv_layout_is_hnd(s->kv_layout)) {
         g.stride_head = (int64_t)s->block_size * d;
         g.stride_slot = d;
     } else {

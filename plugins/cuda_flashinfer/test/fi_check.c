@@ -32,6 +32,10 @@ typedef struct fi_case {
     int released;        /* release the blocks the window hides (release_blocks) */
     ah_kv_scales scales; /* FP8: TENSOR, PER_HEAD: scales in device tensors */
     int q_scale;         /* FP8 attention with a query scale (use_q_scale) */
+    /* 1, 2: the caches interleaved in one allocation (the layout's
+     * *_INTERLEAVED form, fi_inter), the value view's offset in its
+     * byte_offset (1) or in its data (2) */
+    int interleaved;
 } fi_case;
 
 /* A case's FP8 scale tensors on the device (kv_scales TENSOR: [1],
@@ -58,20 +62,88 @@ static void case_batch(fi_case *c, uint32_t spare)
     b->extra_blocks = 2 + spare * b->num_reqs;
 }
 
-/* The oracle with per-KV-head scales (a case's scale tensors' values). */
-static int reference_scaled(const ath_work *w, const fi_tscales *t, double *out, double *lse,
-                            char *why, size_t cap)
+/* An interleaved copy of a workload's caches (the layouts
+ * AH_KV_LAYOUT_*_INTERLEAVED): one device allocation [blocks, 2, ...] with
+ * w's key cache at index 0 and its value cache at index 1 of dim 1, the
+ * two 4-dim views the plugin gets, and the host copy the oracle reads. */
+typedef struct fi_inter {
+    ath_tensor all;
+    DLTensor k, v;
+    int64_t shape[4], strides[4];
+    unsigned char *host;
+    size_t blk; /* bytes of one block of K (or V) */
+} fi_inter;
+
+/* w's caches into it->host, block by block, and up to the device. */
+static int inter_fill(ath_host *p, fi_inter *it, const ath_work *w)
+{
+    for (uint32_t b = 0; b < w->B.num_blocks; b++) {
+        memcpy(it->host + 2 * b * it->blk, (const unsigned char *)w->kc + b * it->blk, it->blk);
+        memcpy(it->host + (2 * b + 1) * it->blk, (const unsigned char *)w->vc + b * it->blk,
+               it->blk);
+    }
+    return ath_upload(p, &it->all, it->host);
+}
+
+/* The interleaved copy of w (qk == v, a value cache), in w's layout's
+ * interleaved form, which w's spec takes; the value view's offset in its
+ * byte_offset (v_in_data 0) or its data pointer. 0 or 1. */
+static int inter_make(ath_host *p, fi_inter *it, ath_work *w, int v_in_data)
+{
+    memset(it, 0, sizeof *it);
+    const ah_layer_spec *sp = &w->spec;
+    const int hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
+    const size_t es = ah_dtype_size(sp->kv_dtype);
+    const int64_t per = (int64_t)sp->block_size * sp->num_kv_heads * sp->qk_head_size;
+    const int64_t n = 2 * per * w->B.num_blocks;
+    it->blk = (size_t)per * es;
+    it->host = malloc(2 * it->blk * w->B.num_blocks + 16);
+    if (!w->vc || sp->qk_head_size != sp->v_head_size || !it->host ||
+        ath_tensor_alloc(p, &it->all, ah_dtype_to_dl(sp->kv_dtype), 1, &n))
+        return 1;
+    const int64_t shape[4] = {w->B.num_blocks, hnd ? sp->num_kv_heads : sp->block_size,
+                              hnd ? sp->block_size : sp->num_kv_heads, sp->qk_head_size};
+    memcpy(it->shape, shape, sizeof shape);
+    it->strides[3] = 1;
+    it->strides[2] = shape[3];
+    it->strides[1] = shape[2] * shape[3];
+    it->strides[0] = 2 * per;
+    it->k = it->all.t;
+    it->k.ndim = 4;
+    it->k.shape = it->shape;
+    it->k.strides = it->strides;
+    it->v = it->k;
+    if (v_in_data) it->v.data = (unsigned char *)it->v.data + it->blk;
+    else it->v.byte_offset += it->blk;
+    w->spec.kv_layout = hnd ? AH_KV_LAYOUT_HND_INTERLEAVED : AH_KV_LAYOUT_NHD_INTERLEAVED;
+    return inter_fill(p, it, w);
+}
+
+static void inter_free(ath_host *p, fi_inter *it)
+{
+    ath_tensor_free(p, &it->all);
+    free(it->host);
+    memset(it, 0, sizeof *it);
+}
+
+/* The oracle over w with per-KV-head scales t (the values of a case's
+ * scale tensors; NULL: w's host floats) and the caches of the interleaved
+ * copy it (NULL: w's own). */
+static int reference_with(const ath_work *w, const fi_tscales *t, const fi_inter *it, double *out,
+                          double *lse, char *why, size_t cap)
 {
     ah_ref_inputs in = {.struct_size = sizeof in,
                         .spec = &w->spec,
                         .batch = &w->B.b,
                         .q = w->q,
-                        .key_cache = w->kc,
-                        .value_cache = w->vc,
+                        .key_cache = it ? (const void *)it->host : w->kc,
+                        .value_cache = it ? (const void *)(it->host + it->blk) : w->vc,
                         .sinks = w->s.sinks ? w->sinks : NULL,
                         .alibi_slopes = w->s.alibi ? w->slopes : NULL,
-                        .k_scales = t->kh,
-                        .v_scales = t->vh};
+                        .k_scale = w->s.k_scale,
+                        .v_scale = w->s.v_scale,
+                        .k_scales = t ? t->kh : NULL,
+                        .v_scales = t ? t->vh : NULL};
     ah_error err;
     if (ah_reference_attention(&in, out, lse, &err) != AH_OK) {
         snprintf(why, cap, "%.200s", err.msg);
@@ -81,9 +153,10 @@ static int reference_scaled(const ath_work *w, const fi_tscales *t, double *out,
 }
 
 /* Compare the device output/LSE with the oracle (scales: the case's scale
- * tensors, NULL for the host floats); prints one line. */
+ * tensors, NULL for the host floats; it: the caches' interleaved copy, or
+ * NULL); prints one line. */
 static int compare(ath_host *p, ath_work *w, const char *name, int want_lse,
-                   const fi_tscales *scales)
+                   const fi_tscales *scales, const fi_inter *it)
 {
     const ath_shape *s = &w->s;
     const size_t n_out = (size_t)w->B.num_tokens * s->hq * w->spec.v_head_size,
@@ -93,8 +166,8 @@ static int compare(ath_host *p, ath_work *w, const char *name, int want_lse,
     float *got_lse = malloc(w->d_lse.bytes + 4);
     char why[256];
     int ok = 1;
-    if (scales ? reference_scaled(w, scales, ref, ref_lse, why, sizeof why)
-               : ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
+    if (scales || it ? reference_with(w, scales, it, ref, ref_lse, why, sizeof why)
+                     : ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
         printf("FAIL %-40s reference: %s\n", name, why);
         ok = 0;
         goto done;
@@ -222,14 +295,18 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
     ah_state *st = NULL;
     ah_graph *g = NULL;
     fi_tscales ts;
+    fi_inter iv;
     const fi_tscales *tsp = c->scales != AH_KV_SCALES_HOST ? &ts : NULL;
+    const fi_inter *ivp = c->interleaved ? &iv : NULL;
     memset(&ts, 0, sizeof ts);
+    memset(&iv, 0, sizeof iv);
     uint64_t rng = ath_seed(seed);
     if (ath_work_build(p, &w, &c->s, &rng) || (c->released && release_blocks(p, &w, 1)) ||
-        (tsp && tscales_make(p, &ts, c))) {
+        (tsp && tscales_make(p, &ts, c)) || (ivp && inter_make(p, &iv, &w, c->interleaved == 2))) {
         printf("FAIL %-44s workload\n", c->name);
         g_fail++;
         tscales_free(p, &ts);
+        inter_free(p, &iv);
         ath_work_free(p, &w);
         return;
     }
@@ -246,10 +323,14 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
     } else if (c->q_scale) {
         a.q_scale = 0.01f;
     }
+    if (ivp) {
+        a.key_cache = &iv.k;
+        a.value_cache = &iv.v;
+    }
     if (!c->graph) {
         TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
         TRY(p->ops->forward(st, &a), "forward");
-        compare(p, &w, c->name, 1, tsp);
+        compare(p, &w, c->name, 1, tsp, ivp);
         goto out;
     }
     /* Graph: capture, then replay twice on new lengths/tables/values. */
@@ -277,7 +358,7 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
             for (uint32_t r = 0; r < R; r++) c->seqlens[r] = c->qlens[r] + rep * 3;
         uint64_t rr = ath_seed(seed + 1000 + rep);
         if (ath_work_refill(p, &w, &c->s, &rr) || (c->released && release_blocks(p, &w, 0)) ||
-            (tsp && tscales_set(p, &ts, c, rep + 1))) {
+            (tsp && tscales_set(p, &ts, c, rep + 1)) || (ivp && inter_fill(p, &iv, &w))) {
             printf("FAIL %-44s refill\n", c->name);
             g_fail++;
             goto out;
@@ -286,12 +367,13 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
         TRY(p->ops->graph_launch(p->ctx, g, p->stream), "graph_launch");
         char name[96];
         snprintf(name, sizeof name, "%s replay %d", c->name, rep);
-        compare(p, &w, name, 1, tsp);
+        compare(p, &w, name, 1, tsp, ivp);
     }
 out:
     if (g) p->ops->graph_destroy(p->ctx, g);
     if (st) p->ops->state_destroy(st);
     tscales_free(p, &ts);
+    inter_free(p, &iv);
     ath_work_free(p, &w);
 }
 
@@ -325,7 +407,7 @@ static void fill_ties(void *dst, size_t rows, uint32_t heads, uint32_t hs, ah_dt
  * where a kernel that took another head's scale would miss by a power of
  * two). */
 static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
-                           uint64_t seed, int ties, ah_kv_scales form)
+                           uint64_t seed, int ties, ah_kv_scales form, int interleaved)
 {
     fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 4, mla ? 576 : 128, 16);
     fi_case *c = &cc;
@@ -347,10 +429,13 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
     ah_state *st = NULL;
     void *gk = NULL, *gv = NULL;
     fi_tscales ts;
+    fi_inter iv;
     memset(&ts, 0, sizeof ts);
-    char name[96], why[256];
-    snprintf(name, sizeof name, "write_kv %s/%s %s%s%s%s", ah_dtype_name(q), ah_dtype_name(kv),
-             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "", ties ? " ties" : "",
+    memset(&iv, 0, sizeof iv);
+    char name[96];
+    snprintf(name, sizeof name, "write_kv %s/%s %s%s%s%s%s", ah_dtype_name(q), ah_dtype_name(kv),
+             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", interleaved ? " interleaved" : "",
+             mla ? " mla" : "", ties ? " ties" : "",
              form == AH_KV_SCALES_PER_HEAD ? " per-head tensors"
              : form == AH_KV_SCALES_TENSOR ? " tensors"
                                            : "");
@@ -373,10 +458,12 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
         for (uint32_t h = 0; h < c->s.hk; h++) ts.kh[h] = k4[h % 4], ts.vh[h] = v4[h % 4];
         bad = bad || ath_upload(p, &ts.k, ts.kh) || (!mla && ath_upload(p, &ts.v, ts.vh));
     }
+    if (!bad && interleaved) bad = inter_make(p, &iv, &w, interleaved == 2);
     if (bad) {
         printf("FAIL %-44s workload\n", name);
         g_fail++;
         tscales_free(p, &ts);
+        inter_free(p, &iv);
         ath_work_free(p, &w);
         return;
     }
@@ -389,29 +476,38 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
         a.k_scale_tensor = &ts.k.t;
         a.v_scale_tensor = mla ? NULL : &ts.v.t;
     }
+    if (interleaved) {
+        a.key_cache = &iv.k;
+        a.value_cache = &iv.v;
+    }
     TRY(p->ops->write_kv(st, &a), "write_kv");
     /* the plugin's caches first: a host plugin's are w's own arrays, which
      * the oracle's writer then rewrites */
-    gk = malloc(w.d_kc.bytes);
-    gv = mla ? NULL : malloc(w.d_vc.bytes);
+    const ath_tensor *tk = interleaved ? &iv.all : &w.d_kc;
+    const ath_tensor *tv = interleaved || mla ? NULL : &w.d_vc;
+    void *hk = interleaved ? (void *)iv.host : w.kc;
+    void *hv = interleaved ? (void *)(iv.host + iv.blk) : w.vc;
+    gk = malloc(tk->bytes);
+    gv = tv ? malloc(tv->bytes) : NULL;
     TRY(p->ops->synchronize(p->ctx, p->stream), "synchronize");
-    if (!gk || (!mla && !gv) || ath_download(p, gk, &w.d_kc) ||
-        (!mla && ath_download(p, gv, &w.d_vc))) {
+    if (!gk || (tv && !gv) || ath_download(p, gk, tk) || (tv && ath_download(p, gv, tv))) {
         printf("FAIL %-44s download\n", name);
         g_fail++;
         goto out;
     }
     ah_error err;
-    if (form == AH_KV_SCALES_PER_HEAD
-            ? ah_reference_write_kv_per_head(&w.spec, &w.B.b, w.knew, w.vnew, w.kc, w.vc, ts.kh,
-                                             ts.vh, &err) != AH_OK
-            : ath_work_reference_write(&w, why, sizeof why)) {
-        printf("FAIL %-44s reference: %s\n", name, form == AH_KV_SCALES_PER_HEAD ? err.msg : why);
+    const ah_status rs = form == AH_KV_SCALES_PER_HEAD
+                             ? ah_reference_write_kv_per_head(&w.spec, &w.B.b, w.knew, w.vnew, hk,
+                                                              hv, ts.kh, ts.vh, &err)
+                             : ah_reference_write_kv(&w.spec, &w.B.b, w.knew, w.vnew, hk, hv,
+                                                     w.s.k_scale, w.s.v_scale, &err);
+    if (rs != AH_OK) {
+        printf("FAIL %-44s reference: %s\n", name, err.msg);
         g_fail++;
         goto out;
     }
-    size_t diff = ath_bytes_differ(gk, w.kc, w.d_kc.bytes);
-    if (!mla) diff += ath_bytes_differ(gv, w.vc, w.d_vc.bytes);
+    size_t diff = ath_bytes_differ(gk, hk, tk->bytes);
+    if (tv) diff += ath_bytes_differ(gv, hv, tv->bytes);
     printf("%s %-44s differing bytes=%zu\n", diff ? "FAIL" : "ok  ", name, diff);
     diff ? g_fail++ : g_pass++;
 out:
@@ -419,6 +515,7 @@ out:
     free(gv);
     if (st) p->ops->state_destroy(st);
     tscales_free(p, &ts);
+    inter_free(p, &iv);
     ath_work_free(p, &w);
 }
 
@@ -654,6 +751,64 @@ int main(int argc, char **argv)
                 ADD("%s graph(%s) %s kv fp8_e4m3 %s scales", qn, gm == 1 ? "plan+fwd" : "fwd",
                     gm == 1 ? "mixed" : "decode", gm == 1 ? "tensor" : "per-head");
             }
+        }
+        /* Interleaved K/V (AH_KV_LAYOUT_NHD_INTERLEAVED, HND_INTERLEAVED):
+         * one allocation, K and V views with twice the block stride, the
+         * value view's offset in its byte_offset or its data, on every
+         * kernel of a value cache: register-load decode (d64, d128),
+         * streaming (d256; FP8 on tensor cores), split-KV, the fast (sm90
+         * at d128 on Hopper) and general (FP8 with per-head scales,
+         * soft-cap) tensor-core kernels, a cascade and a graph replay.
+         * Lengths from a generator of their own. */
+        {
+            uint64_t irng = 5150 + (uint64_t)qi;
+            const struct {
+                uint32_t d;
+                int hnd, kind;
+                ah_dtype kv; /* AH_DTYPE_COUNT: the query's type */
+                float softcap;
+            } iv[] = {
+                {128, 0, 0, AH_DTYPE_COUNT, 0},    {64, 1, 0, AH_DTYPE_COUNT, 0},
+                {256, 0, 0, AH_DTYPE_COUNT, 0},    {128, 1, 0, AH_DTYPE_FP8_E4M3, 0},
+                {128, 0, 2, AH_DTYPE_COUNT, 0},    {64, 1, 3, AH_DTYPE_COUNT, 0},
+                {128, 0, 3, AH_DTYPE_FP8_E5M2, 0}, {128, 1, 3, AH_DTYPE_COUNT, 8.f},
+            };
+            for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++) {
+                if (quick && i % 2) continue;
+                cases[n] = base_case("", qt, 8, 2, iv[i].d, 16);
+                cases[n].s.layout = iv[i].hnd ? AH_KV_LAYOUT_HND : AH_KV_LAYOUT_NHD;
+                cases[n].s.softcap = iv[i].softcap;
+                if (iv[i].kv != AH_DTYPE_COUNT) {
+                    cases[n].s.kv_dtype = iv[i].kv;
+                    cases[n].s.k_scale = 0.05f;
+                    cases[n].s.v_scale = 0.02f;
+                    cases[n].scales = AH_KV_SCALES_PER_HEAD;
+                }
+                cases[n].interleaved = 1 + (int)(i % 2);
+                lengths(&cases[n], iv[i].kind, 4, 300, &irng);
+                ADD("%s %s d%u %s_INTERLEAVED%s%s%s", qn, kinds[iv[i].kind], iv[i].d,
+                    iv[i].hnd ? "HND" : "NHD", iv[i].kv != AH_DTYPE_COUNT ? " kv " : "",
+                    iv[i].kv != AH_DTYPE_COUNT ? ah_dtype_name(iv[i].kv) : "",
+                    iv[i].softcap > 0 ? " softcap" : "");
+            }
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            cases[n].s.layout = AH_KV_LAYOUT_HND;
+            cases[n].interleaved = 1;
+            lengths(&cases[n], 0, 2, 5000, &irng);
+            cases[n].seqlens[0] = 4000 + 97;
+            ADD("%s decode split-kv HND_INTERLEAVED", qn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].interleaved = 2;
+            lengths(&cases[n], 3, 5, 150, &irng);
+            cases[n].s.batch.prefix_blocks = 5;
+            for (int r = 0; r < 5; r++) cases[n].seqlens[r] += 80;
+            ADD("%s cascade mixed NHD_INTERLEAVED", qn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].interleaved = 1;
+            lengths(&cases[n], 3, 4, 200, &irng);
+            cases[n].s.batch.table_pad = 6; /* case_batch */
+            cases[n].graph = 1;
+            ADD("%s graph(plan+fwd) mixed NHD_INTERLEAVED", qn);
         }
         /* MLA absorbed decode (and its per-token path for longer queries) */
         for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
@@ -987,15 +1142,17 @@ int main(int argc, char **argv)
         if (match && !strstr("write_kv", match)) continue;
         const ah_kv_scales H = AH_KV_SCALES_HOST, TS = AH_KV_SCALES_TENSOR,
                            PH = AH_KV_SCALES_PER_HEAD;
-        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5, 0, H);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6, 0, H);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7, 0, H);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 8, 1, H);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 1, 9, 1, H);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 10, 1, PH);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 0, 11, 1, PH);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 12, 1, TS);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 1, 13, 1, TS);
+        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5, 0, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6, 0, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7, 0, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 8, 1, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 1, 9, 1, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 10, 1, PH, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 0, 11, 1, PH, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 12, 1, TS, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 1, 13, 1, TS, 0);
+        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 14, 0, H, 1);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 15, 1, PH, 2);
     }
     printf("summary: %d passed, %d failed\n", g_pass, g_fail);
     ath_close(&p);
