@@ -102,6 +102,9 @@ __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(
     const KT *vc = static_cast<const KT *>(p.v_cache);
     const QT *qbase = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
 
+    /* The key dequantisation from the scale tensors folded into the query
+     * (MLA's values take the key scale: v_scales = k_scales). */
+    const kv_dequant dq = tensor_scales<KT>(p.var, hk);
     float q[GB][C::CPT * 8];
     float slope[GB];
 #pragma unroll
@@ -116,6 +119,10 @@ __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(
             if (ch < C::NCH) {
                 uint4 raw = ldg16(qbase + (int64_t)h * p.q_stride_h + ch * 8);
                 cvt16<QT>(raw, &q[g][c * 8]);
+                if constexpr (elem<KT>::fp8) {
+#pragma unroll
+                    for (int e = 0; e < 8; e++) q[g][c * 8 + e] *= dq.k;
+                }
             } else {
 #pragma unroll
                 for (int e = 0; e < 8; e++) q[g][c * 8 + e] = 0.f;
@@ -230,8 +237,8 @@ __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(
     }
     __syncthreads();
 
-    merge_cta_states<QT, C::ROWS, GB, DV, C::THREADS>(p, &sm_acc[0][0][0], sm_m, sm_l, t, h0,
-                                                      split);
+    merge_cta_states<QT, C::ROWS, GB, DV, C::THREADS>(p, &sm_acc[0][0][0], sm_m, sm_l, t, h0, split,
+                                                      p.var.v_scale * dq.v);
 }
 
 /* Every decode kernel's launch: at state creation (occupancy set, outside

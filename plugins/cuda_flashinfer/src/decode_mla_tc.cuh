@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params
         for (int e = 0; e < 4; e++)
             if (h0 + g + (e < 2 ? 0 : 8) < p.group)
                 store_state<QT>(p, final_out, t, h0 + g + (e < 2 ? 0 : 8), split, d + (e & 1),
-                                C::DV, o[i][e], e < 2 ? l0 : l1, e < 2 ? m0 : m1);
+                                C::DV, o[i][e], e < 2 ? l0 : l1, e < 2 ? m0 : m1, p.var.v_scale);
     }
 }
 

@@ -260,13 +260,14 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
     __syncthreads();
 
     if constexpr (HPC == 1) {
-        merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split);
+        merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split,
+                                                       p.var.v_scale);
     } else {
 #pragma unroll 1
         for (int c = 0; c < HPC; c++)
-            merge_cta_states<QT, C::WPH, GB, D, C::THREADS>(p, sm_acc + c * C::WPH * GB * D,
-                                                            sm_m + c * C::WPH, sm_l + c * C::WPH, t,
-                                                            decode_cta(p, GB, HPC, c).h0, split);
+            merge_cta_states<QT, C::WPH, GB, D, C::THREADS>(
+                p, sm_acc + c * C::WPH * GB * D, sm_m + c * C::WPH, sm_l + c * C::WPH, t,
+                decode_cta(p, GB, HPC, c).h0, split, p.var.v_scale);
     }
 }
 

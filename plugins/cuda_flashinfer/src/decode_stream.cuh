@@ -169,9 +169,10 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
     float q[GB][C::CPL], acc[GB][C::CPL], m[GB], l[GB];
 
     /* Heads from nh on are padding (decode_heads.h): they repeat the last
-     * real head's query. */
+     * real head's query. k_scale: the KV head's key dequantisation from the
+     * scale tensors (tensor_scales), folded into the query once. */
     __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh,
-                                         int lane)
+                                         int lane, float k_scale)
     {
         const QT *qrow = qtok + lane * C::CPL;
 #pragma unroll
@@ -179,7 +180,7 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
             const QT *qp = qrow + (int64_t)(h0 + min(g, nh - 1)) * q_stride_h;
 #pragma unroll
             for (int c = 0; c < C::CPL; c++) {
-                q[g][c] = to_f32(qp[c]);
+                q[g][c] = elem<KT>::fp8 ? to_f32(qp[c]) * k_scale : to_f32(qp[c]);
                 acc[g][c] = 0.f;
             }
             m[g] = -INFINITY;
@@ -316,9 +317,10 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
     float qinv[2];      /* FP8: the inverse of heads 2t, 2t+1's query scale */
 
     /* Heads from nh on are padding (decode_heads.h): they repeat the last
-     * real head's query. */
+     * real head's query. k_scale (FP8): the KV head's key dequantisation
+     * from the scale tensors, folded into the logits' scale-back. */
     __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh,
-                                         int lane)
+                                         int lane, float k_scale)
     {
         const int g = lane / 4, t = lane % 4;
         const uint32_t *qp =
@@ -346,7 +348,7 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 for (int h = 0; h < 2; h++) qf[k][h] = pack2<half>(q[k][h].x * qs, q[k][h].y * qs);
 #pragma unroll
             for (int h = 0; h < 2; h++)
-                qinv[h] = __shfl_sync(0xffffffffu, ldexpf(1.f, -sh), 4 * (2 * t + h));
+                qinv[h] = __shfl_sync(0xffffffffu, ldexpf(1.f, -sh), 4 * (2 * t + h)) * k_scale;
         } else {
 #pragma unroll
             for (int k = 0; k < KS; k++) {
@@ -538,8 +540,10 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
         }
     };
 
+    const kv_dequant dq = tensor_scales<KT>(p.var, hk);
     Math math;
-    math.init(static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t, p.q_stride_h, h0, nh, lane);
+    math.init(static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t, p.q_stride_h, h0, nh, lane,
+              dq.k);
 
     if (ntiles > 0) fetch_pages(0);
     stage_pipeline(
@@ -557,7 +561,8 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     math.store(sm_acc, sm_m, sm_l, warp, lane);
     __syncthreads();
 
-    merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split);
+    merge_cta_states<QT, C::NW, GB, D, C::THREADS>(p, sm_acc, sm_m, sm_l, t, h0, split,
+                                                   p.var.v_scale * dq.v);
 }
 
 } // namespace fi

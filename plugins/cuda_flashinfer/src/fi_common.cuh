@@ -272,14 +272,41 @@ __device__ __forceinline__ void stage_pipeline(int ns, int ntiles, Issue &&issue
     cp_async_wait<0>();
 }
 
-/* A raw dot product q.k (stored units) to the base-2 logit: scale and the
- * key dequantisation scale, soft-cap, ALiBi. */
-__device__ __forceinline__ float logit2(const variant &v, float dot, float slope, int j, int p)
+/* KV head hk's FP8 dequantisation factors from the scale tensors, which a
+ * kernel folds into its score scale (k) and output normalisation (v) once,
+ * where it knows its KV head; 1 and 1 without tensors (the host floats are
+ * in qk_scale and v_scale then), and for 16-bit caches, whose kernels
+ * never read the tensors. */
+struct kv_dequant {
+    float k, v;
+};
+template <typename KT> __device__ __forceinline__ kv_dequant tensor_scales(const variant &v, int hk)
 {
-    float s = dot * v.qk_scale;
+    kv_dequant s = {1.f, 1.f};
+    if constexpr (elem<KT>::fp8)
+        if (v.k_scales) {
+            s.k = v.k_scales[hk * v.scale_hs];
+            s.v = v.v_scales[hk * v.scale_hs];
+        }
+    return s;
+}
+
+/* A raw dot product q.k (stored units) to the base-2 logit under the score
+ * scale qk_scale (softmax scale times the key dequantisation scale):
+ * soft-cap, ALiBi. */
+__device__ __forceinline__ float logit2_at(const variant &v, float qk_scale, float dot, float slope,
+                                           int j, int p)
+{
+    float s = dot * qk_scale;
     if (v.softcap > 0.f) s = v.softcap * tanhf(s * v.inv_softcap);
     if (v.alibi) s += slope * (float)(j - p);
     return s * FI_LOG2E;
+}
+
+/* The same under the variant's own score scale. */
+__device__ __forceinline__ float logit2(const variant &v, float dot, float slope, int j, int p)
+{
+    return logit2_at(v, v.qk_scale, dot, slope, j, p);
 }
 
 /* A finished row's base-2 state (running max M, sum L) and head h's sink
@@ -305,35 +332,37 @@ __device__ __forceinline__ void finish_state(const variant &v, int h, float L, f
 
 /* One channel d (of dv) of head h, token t, from a merged (O, L, M) state:
  * normalised into the output (and LSE) when the launch is final, else the
- * partial state of split `split` for the merge kernel. */
+ * partial state of split `split` for the merge kernel; v_scale: the value
+ * dequantisation of the head's KV head. */
 template <typename QT>
 __device__ __forceinline__ void store_state(const attn_params &p, bool final_out, int t, int h,
-                                            int split, int d, int dv, float O, float L, float M)
+                                            int split, int d, int dv, float O, float L, float M,
+                                            float v_scale)
 {
     if (final_out) {
         float f, lse2;
         finish_state(p.var, h, L, M, &f, &lse2);
         QT *o = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
                 (int64_t)h * p.o.out_stride_h;
-        o[d] = from_f32<QT>(O * f * p.var.v_scale);
+        o[d] = from_f32<QT>(O * f * v_scale);
         if (d == 0 && p.o.lse) p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
     } else {
         const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
         const float f = L > 0.f ? 1.f / L : 0.f;
-        p.o.part_o[(slot * p.num_qo_heads + h) * dv + d] = O * f * p.var.v_scale;
+        p.o.part_o[(slot * p.num_qo_heads + h) * dv + d] = O * f * v_scale;
         if (d == 0) p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
     }
 }
 
 /* A CTA's NR partial states of each of its GB heads (h0..), accumulators
  * [NR][GB][DV] and their maxima and sums [NR][GB] in shared memory, merged
- * and stored (store_state) for the block's real heads (padding heads past
- * the group, decode_heads.h, are neither read nor stored); each thread
- * takes channels of its own. */
+ * and stored (store_state, with the value dequantisation v_scale) for the
+ * block's real heads (padding heads past the group, decode_heads.h, are
+ * neither read nor stored); each thread takes channels of its own. */
 template <typename QT, int NR, int GB, int DV, int THREADS>
 __device__ __forceinline__ void merge_cta_states(const attn_params &p, const float *sm_acc,
                                                  const float (*sm_m)[GB], const float (*sm_l)[GB],
-                                                 int t, int h0, int split)
+                                                 int t, int h0, int split, float v_scale)
 {
     const bool final_out = p.num_splits == 1 && !p.partial;
     const int nh = head_block_real(p.group, GB, h0);
@@ -351,7 +380,7 @@ __device__ __forceinline__ void merge_cta_states(const attn_params &p, const flo
                 O += sm_acc[(r * GB + g) * DV + d] * f;
             }
         }
-        store_state<QT>(p, final_out, t, h0 + g, split, d, DV, O, L, M);
+        store_state<QT>(p, final_out, t, h0 + g, split, d, DV, O, L, M, v_scale);
     }
 }
 

@@ -37,13 +37,22 @@ struct kv_geom {
 struct variant {
     int attn;       /* attn_kind */
     int window;     /* 0: none */
-    float qk_scale; /* softmax scale * k dequant scale */
-    float v_scale;  /* value dequant scale (1 unless FP8) */
+    float qk_scale; /* softmax scale * k dequant scale (host floats) */
+    float v_scale;  /* value dequant scale (1 unless FP8 with host floats) */
     float softcap;  /* 0: none */
     float inv_softcap;
     int alibi;           /* slopes != NULL */
     const float *slopes; /* [Hq] */
     const float *sinks;  /* [Hq] or NULL */
+    /* FP8 scales in device float32 tensors (kv_scales TENSOR, PER_HEAD),
+     * read when a kernel runs, so a replayed graph sees the values of the
+     * replay; KV head hk's are k_scales[hk * scale_hs] and v_scales[...]
+     * (scale_hs 1 per head, 0 one for all; MLA: v_scales = k_scales).
+     * NULL: qk_scale and v_scale hold the host floats. Only FP8
+     * instantiations read them (tensor_scales). Last, so the fields above
+     * keep the offsets the 16-bit kernels' parameter loads had. */
+    const float *k_scales, *v_scales;
+    int scale_hs;
 };
 
 /* Rows (tokens x heads of one KV group) of one tensor-core plan tile. A
@@ -140,10 +149,13 @@ bool prefill_supported(int d, int dv);
 sched_device device_facts(int device);
 /* pdl: launch as a programmatic dependent of the kernel before it. */
 cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, bool pdl, cudaStream_t st);
+/* FP8 caches store value / scale: head h's scale is scales[h * scale_hs]
+ * (a device tensor, read when the kernel runs), or `scale` when scales is
+ * NULL. */
 cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t src_stride_t,
                             int64_t src_stride_h, void *cache, const kv_geom &g, int d,
                             const int64_t *slot_mapping, int num_tokens, int num_kv_heads,
-                            float inv_scale, cudaStream_t st);
+                            float scale, const float *scales, int scale_hs, cudaStream_t st);
 
 } // namespace fi
 

@@ -65,9 +65,14 @@ cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, bool pdl, 
     return cudaPeekAtLastError();
 }
 
+/* FP8: stored = real / scale (plugin.h), an IEEE float32 division rounded
+ * to nearest; a multiply by the reciprocal rounds some values a step apart
+ * after the FP8 rounding (a tie for the quotient is not one for the
+ * product). */
 template <typename QT, typename KT>
 __global__ void write_kv_kernel(const QT *src, int64_t sst, int64_t ssh, KT *cache, kv_geom g,
-                                int d, const int64_t *slots, float inv_scale)
+                                int d, const int64_t *slots, float scale, const float *scales,
+                                int scale_hs)
 {
     const int t = blockIdx.x, h = blockIdx.y;
     const int64_t slot = slots[t];
@@ -76,24 +81,27 @@ __global__ void write_kv_kernel(const QT *src, int64_t sst, int64_t ssh, KT *cac
     const int64_t off = blk * g.stride_page + (slot & ((1 << g.page_shift) - 1)) * g.stride_slot +
                         (int64_t)h * g.stride_head;
     const QT *s = src + (int64_t)t * sst + (int64_t)h * ssh;
-    for (int c = threadIdx.x; c < d; c += blockDim.x) {
-        const float v = to_f32(s[c]);
-        if constexpr (elem<KT>::fp8)
-            reinterpret_cast<uint8_t *>(cache)[off + c] = to_fp8<KT>(v * inv_scale);
-        else cache[off + c] = from_f32<QT>(v);
+    if constexpr (elem<KT>::fp8) {
+        const float sc = scales ? scales[h * scale_hs] : scale;
+        for (int c = threadIdx.x; c < d; c += blockDim.x)
+            reinterpret_cast<uint8_t *>(cache)[off + c] = to_fp8<KT>(__fdiv_rn(to_f32(s[c]), sc));
+    } else {
+        for (int c = threadIdx.x; c < d; c += blockDim.x)
+            cache[off + c] = from_f32<QT>(to_f32(s[c]));
     }
 }
 
 cudaError_t launch_write_kv(int q_dtype, int kv_dtype, const void *src, int64_t src_stride_t,
                             int64_t src_stride_h, void *cache, const kv_geom &g, int d,
                             const int64_t *slot_mapping, int num_tokens, int num_kv_heads,
-                            float inv_scale, cudaStream_t st)
+                            float scale, const float *scales, int scale_hs, cudaStream_t st)
 {
     if (num_tokens == 0) return cudaSuccess;
     FI_DISPATCH_QTYPE(q_dtype, QT, {FI_DISPATCH_KVTYPE(kv_dtype, QT, KT, {
                           write_kv_kernel<QT, KT><<<dim3(num_tokens, num_kv_heads), 128, 0, st>>>(
                               static_cast<const QT *>(src), src_stride_t, src_stride_h,
-                              static_cast<KT *>(cache), g, d, slot_mapping, inv_scale);
+                              static_cast<KT *>(cache), g, d, slot_mapping, scale, scales,
+                              scale_hs);
                       })})
     return cudaPeekAtLastError();
 }

@@ -65,6 +65,10 @@ static void fi_check_combination(const ah_layer_spec *s, const ah_probe_info *pr
     if (s->attn_type == AH_ATTN_ENCODER_DECODER && s->use_alibi)
         sink->add(sink, AH_REASON_COMBINATION, "alibi", "on a cross layer",
                   "ALiBi on decoder layers (a cross query has no position among its keys)");
+    if (ah_kv_layout_is_interleaved(s->kv_layout) &&
+        (s->use_mla || s->qk_head_size != s->v_head_size))
+        sink->add(sink, AH_REASON_COMBINATION, "kv_layout", ah_kv_layout_name(s->kv_layout),
+                  "an interleaved layout only with a value cache of the key's head size");
     const int kv16 = s->kv_dtype == AH_DTYPE_FP16 || s->kv_dtype == AH_DTYPE_BF16;
     if (kv16 && s->kv_dtype != s->q_dtype) {
         snprintf(v, sizeof v, "q %s, kv %s", ah_dtype_name(s->q_dtype), ah_dtype_name(s->kv_dtype));
@@ -84,15 +88,31 @@ static const ah_caps fi_caps = {
     16,
     /* EMPTY_KV: a request with no keys plans no pages and reads no table
      * entry; every kernel gives its rows out 0, LSE -inf (split_keys,
-     * finish_state, merge_partials) */
+     * finish_state, merge_partials). RELEASED_BLOCKS: every kernel loads
+     * keys from the first one some row of its CTA sees (split_keys,
+     * the union of a prefill CTA's row ranges), never from a tile or page
+     * boundary before it, so no hidden block's entry becomes an address;
+     * the plan copies entries without following them and sorts none under
+     * a window; the cascade's prefix pass, which reads request 0's
+     * entries for every request's rows, is planned only where no row sees
+     * a block request 0 may have released (schedule_cascade_window).
+     * SCALE_TENSORS, KV_SCALE_PER_HEAD: every kernel that reads an FP8
+     * cache (streaming decode, MLA on CUDA cores, the general tensor-core
+     * kernel, hence the cascade's passes) and write_kv read the scale
+     * tensors on the device, per KV head (tensor_scales). Q_SCALE: the
+     * query stays in its 16-bit type, so the query scale is not needed */
     AH_FEAT_MLA | AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
         AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CASCADE | AH_FEAT_CAUSAL_FLAG |
-        AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION,
+        AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS |
+        AH_FEAT_SCALE_TENSORS | AH_FEAT_KV_SCALE_PER_HEAD | AH_FEAT_Q_SCALE,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys; cacheless encoder layers
      * (packed K/V, no cache) are not served */
     AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
-    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND),
+    /* the interleaved layouts are the same geometry with twice the block
+     * stride (fi_geom), which every kernel takes at run time */
+    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) | AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) |
+        AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
     AH_KV_LAYOUT_NHD,
     80,
     0,
@@ -296,9 +316,14 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     if (!spec->block_size || spec->block_size > 128 || (spec->block_size & (spec->block_size - 1)))
         return ah_fail(e, AH_ERR_UNSUPPORTED, "block size %u unsupported (powers of two to 128)",
                        spec->block_size);
-    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv layout %d unsupported (NHD, HND)",
+    if (spec->kv_layout != AH_KV_LAYOUT_NHD && spec->kv_layout != AH_KV_LAYOUT_HND &&
+        !ah_kv_layout_is_interleaved(spec->kv_layout))
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "kv layout %d unsupported (NHD, HND and their interleaved forms)",
                        (int)spec->kv_layout);
+    if (ah_kv_layout_is_interleaved(spec->kv_layout) && mla)
+        return ah_fail(e, AH_ERR_UNSUPPORTED, "kv layout %s: MLA has no value cache",
+                       ah_kv_layout_name(spec->kv_layout));
     if (!lim->max_num_reqs || !lim->max_num_tokens || !lim->max_blocks_per_req)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "limits: max_num_reqs, max_num_tokens and "
@@ -408,11 +433,12 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     const int64_t bt_stride = b->block_table->ndim == 2 ? ah_dl_stride(b->block_table, 0) : 0;
     const uint32_t bs = st->spec.block_size;
     int all_decode = 1;
-    int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX;
+    int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX, min_first_pos = INT64_MAX;
     for (int r = 0; r < R; r++) {
         const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
         const int64_t sl = key_lens_host[r];
         if (ql != 1) all_decode = 0;
+        if (sl - ql < min_first_pos) min_first_pos = sl - ql;
         tiles += ((int64_t)ql * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS;
         if (sl > max_seq) max_seq = sl;
         if (sl < min_seq) min_seq = sl;
@@ -456,9 +482,16 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
          * so every request must hold them: one with fewer (a request with no
          * keys, AH_FEAT_EMPTY_KV, whose table row may be garbage) is planned
          * without the cascade, and so is a cross layer (the shared prefix is
-         * the decoder's, not the encoder's). */
-        st->cascade = !graph && !cross && st->tc && R > 1 && b->common_prefix_len >= bs &&
-                      2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq;
+         * the decoder's, not the encoder's). Under a window, request 0's
+         * entries the window hides from it may be released: the cascade
+         * then needs every row's window to start past them. */
+        st->cascade =
+            !graph && !cross && st->tc && R > 1 && b->common_prefix_len >= bs &&
+            2 * (int64_t)T <= st->ws_rows && (int64_t)b->common_prefix_len <= min_seq &&
+            schedule_cascade_window((int)st->spec.sliding_window,
+                                    (int64_t)key_lens_host[0] -
+                                        (b->query_start_loc_host[1] - b->query_start_loc_host[0]),
+                                    min_first_pos, (int)bs);
         if (st->cascade)
             st->prefix =
                 schedule_prefix(st->ctx->dev, st->family, (int)st->spec.qk_head_size, T, st->group,
@@ -502,12 +535,16 @@ static int fi_aligned16(const DLTensor *t, size_t elem)
     return 1;
 }
 
+/* Element strides of a cache view in the layer's layout. An interleaved
+ * layout's K and V views are [blocks, 2, ...] cut at index 0 and 1 of dim
+ * 1: a dense view's strides but for the block stride, twice as long. */
 static kv_geom fi_geom(const ah_layer_spec *s, int d)
 {
     kv_geom g;
     g.page_shift = fi_ilog2(s->block_size);
-    g.stride_page = (int64_t)s->block_size * s->num_kv_heads * d;
-    if (s->kv_layout == AH_KV_LAYOUT_HND) {
+    g.stride_page = (int64_t)s->block_size * s->num_kv_heads * d *
+                    (ah_kv_layout_is_interleaved(s->kv_layout) ? 2 : 1);
+    if (ah_kv_layout_is_hnd(s->kv_layout)) {
         g.stride_head = (int64_t)s->block_size * d;
         g.stride_slot = d;
     } else {
@@ -515,6 +552,40 @@ static kv_geom fi_geom(const ah_layer_spec *s, int d)
         g.stride_head = d;
     }
     return g;
+}
+
+/* An FP8 layer's scale tensors (kv_scales TENSOR: float32 [1], PER_HEAD:
+ * [Hk]), checked as the kernels address them. Only their addresses go to
+ * the kernels, which read the values when they run (a replayed graph reads
+ * the replay's). k and v stay NULL for host floats (HOST) and 16-bit
+ * caches; MLA's values take the key scales. */
+struct fi_scales {
+    const float *k, *v;
+    int hs; /* 1: one per KV head */
+};
+
+static ah_status fi_scale_tensors(ah_state *st, const DLTensor *kt, const DLTensor *vt,
+                                  fi_scales *out)
+{
+    const ah_layer_spec *s = &st->spec;
+    const ah_kv_scales form = ah_spec_kv_scales(s);
+    *out = fi_scales{NULL, NULL, 0};
+    if (form == AH_KV_SCALES_HOST || !ah_dtype_is_fp8(s->kv_dtype)) return AH_OK;
+    const int per_head = form == AH_KV_SCALES_PER_HEAD;
+    const int64_t n = per_head ? (int64_t)s->num_kv_heads : 1;
+    const ah_dl_want wk = {"k_scale_tensor", 1, {n}, 0, AH_DTYPE_FP32, 1};
+    const ah_dl_want wv = {"v_scale_tensor", 1, {n}, 0, AH_DTYPE_FP32, 1};
+    ah_status rc;
+    if ((rc = ah_dl_check(kt, &wk, &st->err)) != AH_OK ||
+        (!st->mla && (rc = ah_dl_check(vt, &wv, &st->err)) != AH_OK))
+        return rc;
+    out->k = (const float *)ah_dl_data(kt);
+    out->v = st->mla ? out->k : (const float *)ah_dl_data(vt);
+    out->hs = per_head;
+    if ((uintptr_t)out->k % 4 || (uintptr_t)out->v % 4)
+        return ah_fail(&st->err, AH_ERR_INVALID_ARGUMENT,
+                       "k_scale_tensor and v_scale_tensor need 4-byte aligned data");
+    return AH_OK;
 }
 
 static ah_status fi_cuda_fail(ah_errbuf *e, const char *what, cudaError_t ce)
@@ -558,8 +629,19 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cudaSetDevice", ce);
 
-    const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
-    const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
+    /* FP8 scales: host floats folded into the variant here, or tensors the
+     * kernels read per KV head. A query scale (use_q_scale) is left unread:
+     * every kernel keeps the query in its 16-bit type (FP8 caches are
+     * widened to it, or to fp16, for the math), which plugin.h's "FP8
+     * scales" allows. */
+    fi_scales sc;
+    if ((rc = fi_scale_tensors(
+             st, AH_HAS_FIELD(a, ah_forward_args, k_scale_tensor) ? a->k_scale_tensor : NULL,
+             AH_HAS_FIELD(a, ah_forward_args, v_scale_tensor) ? a->v_scale_tensor : NULL, &sc)) !=
+        AH_OK)
+        return rc;
+    const float ks = sc.k ? 1.f : ah_kv_scale(a->k_scale, st->spec.kv_dtype);
+    const float vs = sc.k ? 1.f : ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     const float scale = ah_spec_scale(s);
     cudaStream_t stream = (cudaStream_t)a->stream;
 
@@ -584,6 +666,9 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     p.var.window = (int)s->sliding_window;
     p.var.qk_scale = scale * ks;
     p.var.v_scale = st->mla ? ks : vs;
+    p.var.k_scales = sc.k;
+    p.var.v_scales = sc.v;
+    p.var.scale_hs = sc.hs;
     p.var.softcap = s->softcap;
     p.var.inv_softcap = s->softcap > 0 ? 1.f / s->softcap : 0.f;
     p.var.alibi = s->use_alibi ? 1 : 0;
@@ -685,6 +770,12 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
         (!st->mla && ((rc = ah_dl_check(a->value, &wv, e)) != AH_OK ||
                       (rc = ah_dl_check(a->value_cache, &wvc, e)) != AH_OK)))
         return rc;
+    fi_scales sc;
+    if ((rc = fi_scale_tensors(
+             st, AH_HAS_FIELD(a, ah_kv_write_args, k_scale_tensor) ? a->k_scale_tensor : NULL,
+             AH_HAS_FIELD(a, ah_kv_write_args, v_scale_tensor) ? a->v_scale_tensor : NULL, &sc)) !=
+        AH_OK)
+        return rc;
     const float ks = ah_kv_scale(a->k_scale, st->spec.kv_dtype);
     const float vs = ah_kv_scale(a->v_scale, st->spec.kv_dtype);
     cudaStream_t stream = (cudaStream_t)a->stream;
@@ -692,11 +783,11 @@ static ah_status fi_write_kv(ah_state *st, const ah_kv_write_args *a)
     if (ce == cudaSuccess)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->key), ah_dl_stride(a->key, 0),
                              ah_dl_stride(a->key, 1), ah_dl_data(a->key_cache), fi_geom(s, qk), qk,
-                             st->slot_mapping, T, Hk, 1.f / ks, stream);
+                             st->slot_mapping, T, Hk, ks, sc.k, sc.hs, stream);
     if (ce == cudaSuccess && !st->mla)
         ce = launch_write_kv(st->qt, st->kvt, ah_dl_data(a->value), ah_dl_stride(a->value, 0),
                              ah_dl_stride(a->value, 1), ah_dl_data(a->value_cache), fi_geom(s, vh),
-                             vh, st->slot_mapping, T, Hk, 1.f / vs, stream);
+                             vh, st->slot_mapping, T, Hk, vs, sc.v, sc.hs, stream);
     if (ce != cudaSuccess) return fi_cuda_fail(e, "write_kv", ce);
     return AH_OK;
 }

@@ -73,6 +73,12 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
     const int hk = blockIdx.y, G = p.group;
     cta_rows cr;
     if (!cta_rows_find<C::BQ, C::SUB, false>(p, &cr)) return;
+    /* FP8 scale tensors: KV head hk's key scale in the score scale, its
+     * value scale in the output normalisation (16-bit caches read the
+     * variant's where they use them, as they always did). */
+    const kv_dequant dq = tensor_scales<KT>(p.var, hk);
+    auto qk_scale = [&] { return elem<KT>::fp8 ? p.var.qk_scale * dq.k : p.var.qk_scale; };
+    auto v_scale = [&] { return elem<KT>::fp8 ? p.var.v_scale * dq.v : p.var.v_scale; };
     const int row0 = cr.row0, nrows = cr.nrows, tok0 = cr.tok0;
     const int32_t *pages = cr.pages;
 
@@ -179,8 +185,9 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
                 for (int e = 0; e < 2; e++) {
                     const int j = kb + n * 8 + 2 * t4 + e;
                     float &v = s[n][i * 2 + e];
-                    v = (j >= r_lo[i] && j < r_hi[i]) ? logit2(p.var, v, r_slope[i], j, r_pos[i])
-                                                      : -INFINITY;
+                    v = (j >= r_lo[i] && j < r_hi[i])
+                            ? logit2_at(p.var, qk_scale(), v, r_slope[i], j, r_pos[i])
+                            : -INFINITY;
                     mx = fmaxf(mx, v);
                 }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -239,7 +246,7 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
         if (!p.partial) {
             float f, lse2;
             finish_state(p.var, h, L, M, &f, &lse2);
-            f *= p.var.v_scale;
+            f *= v_scale();
             QT *orow = static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t +
                        (int64_t)h * p.o.out_stride_h;
 #pragma unroll
@@ -249,7 +256,7 @@ __global__ void __launch_bounds__(128) prefill_kernel(const attn_params p)
             if (t4 == 0 && p.o.lse) p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
         } else {
             const int64_t slot = (int64_t)(p.o.part_slot + blockIdx.z) * p.num_tokens + tok;
-            const float f = L > 0.f ? p.var.v_scale / L : 0.f;
+            const float f = L > 0.f ? v_scale() / L : 0.f;
             float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * D;
 #pragma unroll
             for (int d = 0; d < D / 8; d++)

@@ -139,6 +139,23 @@ inline prefix_choice schedule_prefix(const sched_device &dev, prefill_family f, 
     return prefix_choice{(prefix_len + c - 1) / c, c};
 }
 
+/* Cascade under a sliding window. The prefix pass reads request 0's page
+ * entries for the rows of every request, and the entries of the blocks
+ * request 0's window hides from its first query (at req0_first_pos) may
+ * be released (negative, AH_FEAT_RELEASED_BLOCKS): every key below
+ * floor((req0_first_pos - window + 1) / block_size) x block_size. The
+ * pass follows none of them when no row sees such a key: the earliest
+ * query of the batch (min_first_pos) starts its window at or past that
+ * bound. Without a window nothing is released. */
+inline bool schedule_cascade_window(int window, int64_t req0_first_pos, int64_t min_first_pos,
+                                    int block_size)
+{
+    if (window <= 0) return true;
+    const int64_t lo0 = req0_first_pos - window + 1, lo = min_first_pos - window + 1;
+    const int64_t kept0 = lo0 > 0 ? lo0 / block_size * block_size : 0;
+    return (lo > 0 ? lo : 0) >= kept0;
+}
+
 /* A decode token sees all its keys; only a window, ALiBi or the cascade's
  * prefix split give a key's position a part in the result. Without them the
  * plan's fill visits each decode request's pages in address order, deciding

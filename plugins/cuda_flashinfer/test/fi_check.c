@@ -28,8 +28,23 @@ typedef struct fi_case {
     const char *name;
     ath_shape s;
     int32_t qlens[16], seqlens[16];
-    int graph; /* 0 eager; 1 capture plan+forward; 2 capture forward only */
+    int graph;           /* 0 eager; 1 capture plan+forward; 2 capture forward only */
+    int released;        /* release the blocks the window hides (release_blocks) */
+    ah_kv_scales scales; /* FP8: TENSOR, PER_HEAD: scales in device tensors */
+    int q_scale;         /* FP8 attention with a query scale (use_q_scale) */
+    /* 1, 2: the caches interleaved in one allocation (the layout's
+     * *_INTERLEAVED form, fi_inter), the value view's offset in its
+     * byte_offset (1) or in its data (2) */
+    int interleaved;
 } fi_case;
+
+/* A case's FP8 scale tensors on the device (kv_scales TENSOR: [1],
+ * PER_HEAD: [Hk]; the query's [1]) and their values, one per KV head for
+ * the oracle. */
+typedef struct fi_tscales {
+    ath_tensor k, v, q;
+    float kh[16], vh[16], qv;
+} fi_tscales;
 
 static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk, uint32_t d,
                          uint32_t bs);
@@ -47,8 +62,101 @@ static void case_batch(fi_case *c, uint32_t spare)
     b->extra_blocks = 2 + spare * b->num_reqs;
 }
 
-/* Compare the device output/LSE with the oracle; prints one line. */
-static int compare(ath_host *p, ath_work *w, const char *name, int want_lse)
+/* An interleaved copy of a workload's caches (the layouts
+ * AH_KV_LAYOUT_*_INTERLEAVED): one device allocation [blocks, 2, ...] with
+ * w's key cache at index 0 and its value cache at index 1 of dim 1, the
+ * two 4-dim views the plugin gets, and the host copy the oracle reads. */
+typedef struct fi_inter {
+    ath_tensor all;
+    DLTensor k, v;
+    int64_t shape[4], strides[4];
+    unsigned char *host;
+    size_t blk; /* bytes of one block of K (or V) */
+} fi_inter;
+
+/* w's caches into it->host, block by block, and up to the device. */
+static int inter_fill(ath_host *p, fi_inter *it, const ath_work *w)
+{
+    for (uint32_t b = 0; b < w->B.num_blocks; b++) {
+        memcpy(it->host + 2 * b * it->blk, (const unsigned char *)w->kc + b * it->blk, it->blk);
+        memcpy(it->host + (2 * b + 1) * it->blk, (const unsigned char *)w->vc + b * it->blk,
+               it->blk);
+    }
+    return ath_upload(p, &it->all, it->host);
+}
+
+/* The interleaved copy of w (qk == v, a value cache), in w's layout's
+ * interleaved form, which w's spec takes; the value view's offset in its
+ * byte_offset (v_in_data 0) or its data pointer. 0 or 1. */
+static int inter_make(ath_host *p, fi_inter *it, ath_work *w, int v_in_data)
+{
+    memset(it, 0, sizeof *it);
+    const ah_layer_spec *sp = &w->spec;
+    const int hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
+    const size_t es = ah_dtype_size(sp->kv_dtype);
+    const int64_t per = (int64_t)sp->block_size * sp->num_kv_heads * sp->qk_head_size;
+    const int64_t n = 2 * per * w->B.num_blocks;
+    it->blk = (size_t)per * es;
+    it->host = malloc(2 * it->blk * w->B.num_blocks + 16);
+    if (!w->vc || sp->qk_head_size != sp->v_head_size || !it->host ||
+        ath_tensor_alloc(p, &it->all, ah_dtype_to_dl(sp->kv_dtype), 1, &n))
+        return 1;
+    const int64_t shape[4] = {w->B.num_blocks, hnd ? sp->num_kv_heads : sp->block_size,
+                              hnd ? sp->block_size : sp->num_kv_heads, sp->qk_head_size};
+    memcpy(it->shape, shape, sizeof shape);
+    it->strides[3] = 1;
+    it->strides[2] = shape[3];
+    it->strides[1] = shape[2] * shape[3];
+    it->strides[0] = 2 * per;
+    it->k = it->all.t;
+    it->k.ndim = 4;
+    it->k.shape = it->shape;
+    it->k.strides = it->strides;
+    it->v = it->k;
+    if (v_in_data) it->v.data = (unsigned char *)it->v.data + it->blk;
+    else it->v.byte_offset += it->blk;
+    w->spec.kv_layout = hnd ? AH_KV_LAYOUT_HND_INTERLEAVED : AH_KV_LAYOUT_NHD_INTERLEAVED;
+    return inter_fill(p, it, w);
+}
+
+static void inter_free(ath_host *p, fi_inter *it)
+{
+    ath_tensor_free(p, &it->all);
+    free(it->host);
+    memset(it, 0, sizeof *it);
+}
+
+/* The oracle over w with per-KV-head scales t (the values of a case's
+ * scale tensors; NULL: w's host floats) and the caches of the interleaved
+ * copy it (NULL: w's own). */
+static int reference_with(const ath_work *w, const fi_tscales *t, const fi_inter *it, double *out,
+                          double *lse, char *why, size_t cap)
+{
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &w->spec,
+                        .batch = &w->B.b,
+                        .q = w->q,
+                        .key_cache = it ? (const void *)it->host : w->kc,
+                        .value_cache = it ? (const void *)(it->host + it->blk) : w->vc,
+                        .sinks = w->s.sinks ? w->sinks : NULL,
+                        .alibi_slopes = w->s.alibi ? w->slopes : NULL,
+                        .k_scale = w->s.k_scale,
+                        .v_scale = w->s.v_scale,
+                        .k_scales = t ? t->kh : NULL,
+                        .v_scales = t ? t->vh : NULL};
+    ah_error err;
+    if (ah_reference_attention(&in, out, lse, &err) != AH_OK) {
+        snprintf(why, cap, "%.200s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Compare the device output/LSE with the oracle (scales: the case's scale
+ * tensors, NULL for the host floats; it: the caches' interleaved copy, or
+ * NULL); prints one line. */
+static int compare(ath_host *p, ath_work *w, const char *name, int want_lse,
+                   const fi_tscales *scales, const fi_inter *it)
 {
     const ath_shape *s = &w->s;
     const size_t n_out = (size_t)w->B.num_tokens * s->hq * w->spec.v_head_size,
@@ -58,7 +166,8 @@ static int compare(ath_host *p, ath_work *w, const char *name, int want_lse)
     float *got_lse = malloc(w->d_lse.bytes + 4);
     char why[256];
     int ok = 1;
-    if (ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
+    if (scales || it ? reference_with(w, scales, it, ref, ref_lse, why, sizeof why)
+                     : ath_work_reference(w, ref, ref_lse, why, sizeof why)) {
         printf("FAIL %-40s reference: %s\n", name, why);
         ok = 0;
         goto done;
@@ -89,6 +198,87 @@ done:
     return ok;
 }
 
+/* Released blocks (AH_FEAT_RELEASED_BLOCKS), as an engine's sliding-window
+ * group releases them: each request's table entries of the blocks its
+ * window hides from its first query become negative, alternately -1 (a
+ * kernel following it reads just before the cache) and INT32_MIN (a
+ * fault); must: at least one (a case that releases nothing tests
+ * nothing). Then every pool block no entry names any more holds NaN (all
+ * ones in every KV dtype here), so a kernel that reads a key outside the
+ * rows' windows through some other block (an entry clamped to one, a stale
+ * page) turns its output NaN. Uploads the table and the caches; 0 or 1. */
+static int release_blocks(ath_host *p, ath_work *w, int must)
+{
+    ath_batch *B = &w->B;
+    const uint32_t bs = w->spec.block_size, W = w->spec.sliding_window;
+    const size_t ke = ah_dtype_size(w->spec.kv_dtype);
+    const size_t kblock = (size_t)bs * w->spec.num_kv_heads * w->spec.qk_head_size * ke,
+                 vblock = (size_t)bs * w->spec.num_kv_heads * w->spec.v_head_size * ke;
+    unsigned char *named = calloc(B->num_blocks + 1, 1);
+    if (!named) return 1;
+    uint32_t released = 0;
+    for (uint32_t r = 0; r < B->num_reqs; r++) {
+        const int64_t p0 = (int64_t)B->seq[r] - (B->qsl[r + 1] - B->qsl[r]);
+        const int64_t hidden = W && p0 - (int64_t)W + 1 > 0 ? (p0 - W + 1) / bs : 0;
+        const int64_t np = ((int64_t)B->seq[r] + bs - 1) / bs;
+        int32_t *row = B->bt + (size_t)r * B->width;
+        for (int64_t k = 0; k < np; k++) {
+            if (k < hidden) {
+                row[k] = k % 2 ? INT32_MIN : -1;
+                released++;
+            } else {
+                named[row[k]] = 1;
+            }
+        }
+    }
+    for (uint32_t b = 0; b < B->num_blocks; b++)
+        if (!named[b]) {
+            memset((unsigned char *)w->kc + b * kblock, 0xff, kblock);
+            if (w->vc) memset((unsigned char *)w->vc + b * vblock, 0xff, vblock);
+        }
+    free(named);
+    if (must && !released) {
+        fprintf(stderr, "release_blocks: no block hidden from a whole request\n");
+        return 1;
+    }
+    return ath_work_upload(p, w);
+}
+
+/* Round r's scale values of c (replays change them, so a kernel that read
+ * them at capture fails): PER_HEAD a different one for each KV head, TENSOR
+ * one for all; the query's (which the plugin may leave unread). Uploaded. */
+static int tscales_set(ath_host *p, fi_tscales *t, const fi_case *c, int r)
+{
+    const float m = 1.f + 0.5f * (float)r;
+    const int per_head = c->scales == AH_KV_SCALES_PER_HEAD;
+    for (uint32_t h = 0; h < c->s.hk && h < 16; h++) {
+        t->kh[h] = c->s.k_scale * m * (per_head ? 1.f + 0.75f * (float)h : 1.3f);
+        t->vh[h] = c->s.v_scale * m * (per_head ? 1.f + 0.5f * (float)h : 0.7f);
+    }
+    t->qv = 0.01f * m;
+    return ath_upload(p, &t->k, t->kh) || (t->v.t.data && ath_upload(p, &t->v, t->vh)) ||
+           ath_upload(p, &t->q, &t->qv);
+}
+
+/* Allocate c's scale tensors and set round 0's values. */
+static int tscales_make(ath_host *p, fi_tscales *t, const fi_case *c)
+{
+    memset(t, 0, sizeof *t);
+    const int64_t n = c->scales == AH_KV_SCALES_PER_HEAD ? (int64_t)c->s.hk : 1, one = 1;
+    if (c->s.hk > 16 || ath_tensor_new(p, &t->k, AH_DTYPE_FP32, 1, &n) ||
+        (!c->s.mla && ath_tensor_new(p, &t->v, AH_DTYPE_FP32, 1, &n)) ||
+        ath_tensor_new(p, &t->q, AH_DTYPE_FP32, 1, &one))
+        return 1;
+    return tscales_set(p, t, c, 0);
+}
+
+static void tscales_free(ath_host *p, fi_tscales *t)
+{
+    ath_tensor_free(p, &t->k);
+    ath_tensor_free(p, &t->v);
+    ath_tensor_free(p, &t->q);
+}
+
 #define TRY(call, what) \
     do { \
         if ((call) != AH_OK) { \
@@ -104,19 +294,43 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
     ath_work w;
     ah_state *st = NULL;
     ah_graph *g = NULL;
+    fi_tscales ts;
+    fi_inter iv;
+    const fi_tscales *tsp = c->scales != AH_KV_SCALES_HOST ? &ts : NULL;
+    const fi_inter *ivp = c->interleaved ? &iv : NULL;
+    memset(&ts, 0, sizeof ts);
+    memset(&iv, 0, sizeof iv);
     uint64_t rng = ath_seed(seed);
-    if (ath_work_build(p, &w, &c->s, &rng)) {
+    if (ath_work_build(p, &w, &c->s, &rng) || (c->released && release_blocks(p, &w, 1)) ||
+        (tsp && tscales_make(p, &ts, c)) || (ivp && inter_make(p, &iv, &w, c->interleaved == 2))) {
         printf("FAIL %-44s workload\n", c->name);
         g_fail++;
+        tscales_free(p, &ts);
+        inter_free(p, &iv);
         ath_work_free(p, &w);
         return;
     }
+    w.spec.kv_scales = c->scales;
+    w.spec.use_q_scale = (uint32_t)c->q_scale;
+    if (c->q_scale) w.spec.fp8_attention = 1;
     TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
     ah_forward_args a = ath_work_args(&w, p->stream, 1);
+    if (tsp) { /* the tensors, and no host floats beside them */
+        a.k_scale = a.v_scale = 0.f;
+        a.k_scale_tensor = &ts.k.t;
+        a.v_scale_tensor = c->s.mla ? NULL : &ts.v.t;
+        a.q_scale_tensor = c->q_scale ? &ts.q.t : NULL;
+    } else if (c->q_scale) {
+        a.q_scale = 0.01f;
+    }
+    if (ivp) {
+        a.key_cache = &iv.k;
+        a.value_cache = &iv.v;
+    }
     if (!c->graph) {
         TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
         TRY(p->ops->forward(st, &a), "forward");
-        compare(p, &w, c->name, 1);
+        compare(p, &w, c->name, 1, tsp, ivp);
         goto out;
     }
     /* Graph: capture, then replay twice on new lengths/tables/values. */
@@ -143,7 +357,8 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
         if (need + 2 > w.B.num_blocks)
             for (uint32_t r = 0; r < R; r++) c->seqlens[r] = c->qlens[r] + rep * 3;
         uint64_t rr = ath_seed(seed + 1000 + rep);
-        if (ath_work_refill(p, &w, &c->s, &rr)) {
+        if (ath_work_refill(p, &w, &c->s, &rr) || (c->released && release_blocks(p, &w, 0)) ||
+            (tsp && tscales_set(p, &ts, c, rep + 1)) || (ivp && inter_fill(p, &iv, &w))) {
             printf("FAIL %-44s refill\n", c->name);
             g_fail++;
             goto out;
@@ -152,30 +367,60 @@ static void run_case(ath_host *p, fi_case *c, uint64_t seed)
         TRY(p->ops->graph_launch(p->ctx, g, p->stream), "graph_launch");
         char name[96];
         snprintf(name, sizeof name, "%s replay %d", c->name, rep);
-        compare(p, &w, name, 1);
+        compare(p, &w, name, 1, tsp, ivp);
     }
 out:
     if (g) p->ops->graph_destroy(p->ctx, g);
     if (st) p->ops->state_destroy(st);
+    tscales_free(p, &ts);
+    inter_free(p, &iv);
     ath_work_free(p, &w);
 }
 
-/* write_kv: random new K/V in [-2, 2) into a random cache; compare the
- * whole cache with the oracle's writer's. */
-static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
-                           uint64_t seed)
+/* Scales of 3 significant bits, so an FP8 midpoint (at most 5) times one
+ * is exact in fp16 and bf16, and 7 x 2^k: of those, the ones whose float32
+ * reciprocal is off enough that value x (1 / scale) leaves a quarter of the
+ * ties (1.25 and 1.5 leave none). */
+static const float tie_scales[4] = {1.75f, 0.875f, 3.5f, 0.4375f};
+
+/* n new K or V values of rows of `heads` heads of hs channels (dtype q):
+ * midpoints between neighbouring FP8 values of kv times head h's scale
+ * sc[h % 4], so stored = value / scale is an exact tie, which rounds to
+ * even; value times the reciprocal lands on either side of it. */
+static void fill_ties(void *dst, size_t rows, uint32_t heads, uint32_t hs, ah_dtype q, ah_dtype kv,
+                      const float *sc, uint64_t *rng)
 {
-    fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 2, mla ? 576 : 128, 16);
+    const int mb = kv == AH_DTYPE_FP8_E4M3 ? 3 : 2; /* mantissa bits */
+    for (size_t i = 0; i < rows * heads * hs; i++) {
+        const uint64_t r = ath_rand_u64(rng);
+        const double m = (double)((1u << mb) + (uint32_t)(r % (1u << mb))) + 0.5;
+        const double t = ldexp(m, (int)((r >> 8) % 7) - 3 - mb) * ((r >> 16) & 1 ? -1 : 1);
+        ah_store_f32(dst, i, q, (float)(t * sc[(i / hs) % heads % 4]));
+    }
+}
+
+/* write_kv: new K/V into a random cache; compare the whole cache with the
+ * oracle's writer's. Random values in [-2, 2) under host scales 0.5 / 2,
+ * or with ties (FP8) values whose quotient by the scale is a tie of the
+ * FP8 rounding: host floats 1.75 / 0.875, or in tensors (form TENSOR, or
+ * PER_HEAD with tie_scales[h % 4] / tie_scales[(h + 1) % 4] for KV head h,
+ * where a kernel that took another head's scale would miss by a power of
+ * two). */
+static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout lay, uint32_t mla,
+                           uint64_t seed, int ties, ah_kv_scales form, int interleaved)
+{
+    fi_case cc = base_case("write_kv", q, mla ? 4 : 8, mla ? 1 : 4, mla ? 576 : 128, 16);
     fi_case *c = &cc;
     c->s.kv_dtype = kv;
     c->s.dv = mla ? 512 : 128;
     c->s.mla = mla;
     c->s.layout = lay;
-    c->s.k_scale = 0.5f;
-    c->s.v_scale = 2.f;
+    c->s.k_scale = ties ? tie_scales[0] : 0.5f;
+    c->s.v_scale = ties ? tie_scales[1] : 2.f;
     c->s.new_kv = 1;
     c->s.new_amp = 2.f;
     c->s.batch.num_reqs = 3;
+    c->scales = form;
     int32_t ql[3] = {5, 1, 9}, sl[3] = {40, 17, 9};
     memcpy(c->qlens, ql, sizeof ql);
     memcpy(c->seqlens, sl, sizeof sl);
@@ -183,38 +428,94 @@ static void check_write_kv(ath_host *p, ah_dtype q, ah_dtype kv, ah_kv_layout la
     ath_work w;
     ah_state *st = NULL;
     void *gk = NULL, *gv = NULL;
-    char name[96], why[256];
-    snprintf(name, sizeof name, "write_kv %s/%s %s%s", ah_dtype_name(q), ah_dtype_name(kv),
-             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", mla ? " mla" : "");
+    fi_tscales ts;
+    fi_inter iv;
+    memset(&ts, 0, sizeof ts);
+    memset(&iv, 0, sizeof iv);
+    char name[96];
+    snprintf(name, sizeof name, "write_kv %s/%s %s%s%s%s%s", ah_dtype_name(q), ah_dtype_name(kv),
+             lay == AH_KV_LAYOUT_HND ? "HND" : "NHD", interleaved ? " interleaved" : "",
+             mla ? " mla" : "", ties ? " ties" : "",
+             form == AH_KV_SCALES_PER_HEAD ? " per-head tensors"
+             : form == AH_KV_SCALES_TENSOR ? " tensors"
+                                           : "");
     c->name = name;
+    float k4[4], v4[4]; /* head h's scales: k4[h % 4], v4[h % 4] */
+    for (int i = 0; i < 4; i++) {
+        const int ph = form == AH_KV_SCALES_PER_HEAD;
+        k4[i] = ph ? tie_scales[i] : c->s.k_scale;
+        v4[i] = ph ? tie_scales[(i + 1) % 4] : c->s.v_scale;
+    }
     uint64_t rng = ath_seed(seed);
-    if (ath_work_build(p, &w, &c->s, &rng)) {
+    int bad = ath_work_build(p, &w, &c->s, &rng);
+    if (!bad && ties) {
+        fill_ties(w.knew, w.rows, c->s.hk, c->s.d, q, kv, k4, &rng);
+        if (w.vnew) fill_ties(w.vnew, w.rows, c->s.hk, c->s.dv, q, kv, v4, &rng);
+        bad = ath_work_upload(p, &w);
+    }
+    if (!bad && form != AH_KV_SCALES_HOST) {
+        bad = tscales_make(p, &ts, c);
+        for (uint32_t h = 0; h < c->s.hk; h++) ts.kh[h] = k4[h % 4], ts.vh[h] = v4[h % 4];
+        bad = bad || ath_upload(p, &ts.k, ts.kh) || (!mla && ath_upload(p, &ts.v, ts.vh));
+    }
+    if (!bad && interleaved) bad = inter_make(p, &iv, &w, interleaved == 2);
+    if (bad) {
+        printf("FAIL %-44s workload\n", name);
         g_fail++;
+        tscales_free(p, &ts);
+        inter_free(p, &iv);
         ath_work_free(p, &w);
         return;
     }
+    w.spec.kv_scales = form;
     TRY(p->ops->state_create(p->ctx, &w.spec, &w.lim, &st), "state_create");
     TRY(p->ops->plan(st, &w.B.b, AH_PLAN_EAGER, p->stream), "plan");
     ah_kv_write_args a = ath_work_write_args(&w, p->stream);
+    if (form != AH_KV_SCALES_HOST) {
+        a.k_scale = a.v_scale = 0.f;
+        a.k_scale_tensor = &ts.k.t;
+        a.v_scale_tensor = mla ? NULL : &ts.v.t;
+    }
+    if (interleaved) {
+        a.key_cache = &iv.k;
+        a.value_cache = &iv.v;
+    }
     TRY(p->ops->write_kv(st, &a), "write_kv");
-    if (ath_work_reference_write(&w, why, sizeof why)) {
-        printf("FAIL %-44s reference: %s\n", name, why);
+    /* the plugin's caches first: a host plugin's are w's own arrays, which
+     * the oracle's writer then rewrites */
+    const ath_tensor *tk = interleaved ? &iv.all : &w.d_kc;
+    const ath_tensor *tv = interleaved || mla ? NULL : &w.d_vc;
+    void *hk = interleaved ? (void *)iv.host : w.kc;
+    void *hv = interleaved ? (void *)(iv.host + iv.blk) : w.vc;
+    gk = malloc(tk->bytes);
+    gv = tv ? malloc(tv->bytes) : NULL;
+    TRY(p->ops->synchronize(p->ctx, p->stream), "synchronize");
+    if (!gk || (tv && !gv) || ath_download(p, gk, tk) || (tv && ath_download(p, gv, tv))) {
+        printf("FAIL %-44s download\n", name);
         g_fail++;
         goto out;
     }
-    gk = malloc(w.d_kc.bytes);
-    gv = mla ? NULL : malloc(w.d_vc.bytes);
-    p->ops->synchronize(p->ctx, p->stream);
-    ath_download(p, gk, &w.d_kc);
-    if (!mla) ath_download(p, gv, &w.d_vc);
-    size_t diff = ath_bytes_differ(gk, w.kc, w.d_kc.bytes);
-    if (!mla) diff += ath_bytes_differ(gv, w.vc, w.d_vc.bytes);
+    ah_error err;
+    const ah_status rs = form == AH_KV_SCALES_PER_HEAD
+                             ? ah_reference_write_kv_per_head(&w.spec, &w.B.b, w.knew, w.vnew, hk,
+                                                              hv, ts.kh, ts.vh, &err)
+                             : ah_reference_write_kv(&w.spec, &w.B.b, w.knew, w.vnew, hk, hv,
+                                                     w.s.k_scale, w.s.v_scale, &err);
+    if (rs != AH_OK) {
+        printf("FAIL %-44s reference: %s\n", name, err.msg);
+        g_fail++;
+        goto out;
+    }
+    size_t diff = ath_bytes_differ(gk, hk, tk->bytes);
+    if (tv) diff += ath_bytes_differ(gv, hv, tv->bytes);
     printf("%s %-44s differing bytes=%zu\n", diff ? "FAIL" : "ok  ", name, diff);
     diff ? g_fail++ : g_pass++;
 out:
     free(gk);
     free(gv);
     if (st) p->ops->state_destroy(st);
+    tscales_free(p, &ts);
+    inter_free(p, &iv);
     ath_work_free(p, &w);
 }
 
@@ -291,8 +592,8 @@ int main(int argc, char **argv)
      * cut off by a time limit still shows how far it got. */
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    static fi_case cases[512];
-    static char names[512][96];
+    static fi_case cases[768];
+    static char names[768][96];
     int n = 0;
     uint64_t rng = 12345;
     const ah_dtype qts[2] = {AH_DTYPE_BF16, AH_DTYPE_FP16};
@@ -363,6 +664,152 @@ int main(int argc, char **argv)
             lengths(&cases[n], 0, 4, 600, &rng);
             ADD("%s decode kv fp8_e4m3 |q| %s", qn, a ? "1e-6" : "1e5");
         }
+        /* FP8 scales in device tensors (kv_scales TENSOR, PER_HEAD), on every
+         * kernel that reads an FP8 cache: decode on tensor cores (d128,
+         * padded head blocks too) and CUDA cores (d64, d256), split-KV,
+         * MLA on CUDA cores, the general tensor-core kernel (extend,
+         * mixed), the cascade's two passes; with a query scale; graphs
+         * replayed after the scales changed. Per-head scales differ by KV
+         * head (1 + 0.75 h), so a kernel reading another head's fails.
+         * Lengths from a generator of their own. */
+        {
+            uint64_t srng = 4242 + (uint64_t)qi;
+            const struct {
+                uint32_t hq, hk, d;
+                ah_dtype kv;
+                int kind;
+                ah_kv_scales form;
+            } sv[] = {
+                {32, 8, 128, AH_DTYPE_FP8_E4M3, 0, AH_KV_SCALES_PER_HEAD},
+                {14, 2, 128, AH_DTYPE_FP8_E4M3, 0, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 64, AH_DTYPE_FP8_E5M2, 0, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 256, AH_DTYPE_FP8_E4M3, 0, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 128, AH_DTYPE_FP8_E4M3, 2, AH_KV_SCALES_PER_HEAD},
+                {8, 4, 64, AH_DTYPE_FP8_E5M2, 3, AH_KV_SCALES_PER_HEAD},
+                {8, 8, 128, AH_DTYPE_FP8_E4M3, 3, AH_KV_SCALES_TENSOR},
+                {8, 2, 128, AH_DTYPE_FP8_E5M2, 0, AH_KV_SCALES_TENSOR},
+            };
+            for (size_t i = 0; i < sizeof sv / sizeof sv[0]; i++) {
+                if (quick && i % 2) continue;
+                cases[n] = base_case("", qt, sv[i].hq, sv[i].hk, sv[i].d, 16);
+                cases[n].s.kv_dtype = sv[i].kv;
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                cases[n].scales = sv[i].form;
+                lengths(&cases[n], sv[i].kind, 4, 300, &srng);
+                ADD("%s %s kv %s h%u/%u d%u %s scales", qn, kinds[sv[i].kind],
+                    ah_dtype_name(sv[i].kv), sv[i].hq, sv[i].hk, sv[i].d,
+                    sv[i].form == AH_KV_SCALES_PER_HEAD ? "per-head" : "tensor");
+            }
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+            cases[n].s.k_scale = 0.05f;
+            cases[n].s.v_scale = 0.02f;
+            cases[n].scales = AH_KV_SCALES_PER_HEAD;
+            lengths(&cases[n], 0, 2, 5000, &srng);
+            cases[n].seqlens[0] = 4000 + 97;
+            ADD("%s decode kv fp8_e4m3 split-kv per-head scales", qn);
+            for (int k = 0; k < 4; k += 3) {
+                cases[n] = base_case("", qt, 16, 1, 576, 64);
+                cases[n].s.dv = 512;
+                cases[n].s.mla = 1;
+                cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+                cases[n].s.k_scale = 0.03f;
+                cases[n].scales = AH_KV_SCALES_TENSOR;
+                lengths(&cases[n], k, 3, 300, &srng);
+                ADD("%s mla %s fp8 tensor scales", qn, kinds[k]);
+            }
+            cases[n] = base_case("", qt, 8, 4, 128, 16);
+            cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+            cases[n].s.k_scale = 0.05f;
+            cases[n].s.v_scale = 0.02f;
+            cases[n].scales = AH_KV_SCALES_PER_HEAD;
+            lengths(&cases[n], 3, 5, 150, &srng);
+            cases[n].s.batch.prefix_blocks = 5;
+            for (int r = 0; r < 5; r++) cases[n].seqlens[r] += 80;
+            ADD("%s cascade mixed kv fp8_e4m3 per-head scales", qn);
+            for (int f = 0; f < 2; f++) {
+                cases[n] = base_case("", qt, 8, 4, 128, 16);
+                cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                cases[n].scales = f ? AH_KV_SCALES_PER_HEAD : AH_KV_SCALES_HOST;
+                cases[n].q_scale = 1;
+                lengths(&cases[n], 3, 4, 300, &srng);
+                ADD("%s mixed kv fp8_e4m3 q-scale%s", qn, f ? " per-head scales" : "");
+            }
+            for (int gm = 1; gm <= 2; gm++) {
+                cases[n] = base_case("", qt, 8, 4, 128, 16);
+                cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
+                cases[n].s.k_scale = 0.05f;
+                cases[n].s.v_scale = 0.02f;
+                cases[n].scales = gm == 1 ? AH_KV_SCALES_TENSOR : AH_KV_SCALES_PER_HEAD;
+                cases[n].q_scale = gm == 2;
+                lengths(&cases[n], gm == 1 ? 3 : 0, 4, 200, &srng);
+                cases[n].s.batch.table_pad = 6; /* case_batch */
+                cases[n].graph = gm;
+                ADD("%s graph(%s) %s kv fp8_e4m3 %s scales", qn, gm == 1 ? "plan+fwd" : "fwd",
+                    gm == 1 ? "mixed" : "decode", gm == 1 ? "tensor" : "per-head");
+            }
+        }
+        /* Interleaved K/V (AH_KV_LAYOUT_NHD_INTERLEAVED, HND_INTERLEAVED):
+         * one allocation, K and V views with twice the block stride, the
+         * value view's offset in its byte_offset or its data, on every
+         * kernel of a value cache: register-load decode (d64, d128),
+         * streaming (d256; FP8 on tensor cores), split-KV, the fast (sm90
+         * at d128 on Hopper) and general (FP8 with per-head scales,
+         * soft-cap) tensor-core kernels, a cascade and a graph replay.
+         * Lengths from a generator of their own. */
+        {
+            uint64_t irng = 5150 + (uint64_t)qi;
+            const struct {
+                uint32_t d;
+                int hnd, kind;
+                ah_dtype kv; /* AH_DTYPE_COUNT: the query's type */
+                float softcap;
+            } iv[] = {
+                {128, 0, 0, AH_DTYPE_COUNT, 0},    {64, 1, 0, AH_DTYPE_COUNT, 0},
+                {256, 0, 0, AH_DTYPE_COUNT, 0},    {128, 1, 0, AH_DTYPE_FP8_E4M3, 0},
+                {128, 0, 2, AH_DTYPE_COUNT, 0},    {64, 1, 3, AH_DTYPE_COUNT, 0},
+                {128, 0, 3, AH_DTYPE_FP8_E5M2, 0}, {128, 1, 3, AH_DTYPE_COUNT, 8.f},
+            };
+            for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++) {
+                if (quick && i % 2) continue;
+                cases[n] = base_case("", qt, 8, 2, iv[i].d, 16);
+                cases[n].s.layout = iv[i].hnd ? AH_KV_LAYOUT_HND : AH_KV_LAYOUT_NHD;
+                cases[n].s.softcap = iv[i].softcap;
+                if (iv[i].kv != AH_DTYPE_COUNT) {
+                    cases[n].s.kv_dtype = iv[i].kv;
+                    cases[n].s.k_scale = 0.05f;
+                    cases[n].s.v_scale = 0.02f;
+                    cases[n].scales = AH_KV_SCALES_PER_HEAD;
+                }
+                cases[n].interleaved = 1 + (int)(i % 2);
+                lengths(&cases[n], iv[i].kind, 4, 300, &irng);
+                ADD("%s %s d%u %s_INTERLEAVED%s%s%s", qn, kinds[iv[i].kind], iv[i].d,
+                    iv[i].hnd ? "HND" : "NHD", iv[i].kv != AH_DTYPE_COUNT ? " kv " : "",
+                    iv[i].kv != AH_DTYPE_COUNT ? ah_dtype_name(iv[i].kv) : "",
+                    iv[i].softcap > 0 ? " softcap" : "");
+            }
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            cases[n].s.layout = AH_KV_LAYOUT_HND;
+            cases[n].interleaved = 1;
+            lengths(&cases[n], 0, 2, 5000, &irng);
+            cases[n].seqlens[0] = 4000 + 97;
+            ADD("%s decode split-kv HND_INTERLEAVED", qn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].interleaved = 2;
+            lengths(&cases[n], 3, 5, 150, &irng);
+            cases[n].s.batch.prefix_blocks = 5;
+            for (int r = 0; r < 5; r++) cases[n].seqlens[r] += 80;
+            ADD("%s cascade mixed NHD_INTERLEAVED", qn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].interleaved = 1;
+            lengths(&cases[n], 3, 4, 200, &irng);
+            cases[n].s.batch.table_pad = 6; /* case_batch */
+            cases[n].graph = 1;
+            ADD("%s graph(plan+fwd) mixed NHD_INTERLEAVED", qn);
+        }
         /* MLA absorbed decode (and its per-token path for longer queries) */
         for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
             cases[n] = base_case("", qt, 16, 1, 576, 64);
@@ -396,6 +843,109 @@ int main(int argc, char **argv)
             cases[n].s.sinks = 1;
             lengths(&cases[n], k, 3, 200, &rng);
             ADD("%s %s window+softcap+alibi+sinks", qn, kn);
+        }
+        /* Released blocks (AH_FEAT_RELEASED_BLOCKS): windows hiding whole
+         * blocks from each request, their entries negative and every
+         * block no entry names NaN (release_blocks), on every kernel that
+         * reads pages: decode by register loads (d64, d128, pages of 1 and
+         * 64), streaming (d256; FP8 on tensor cores at d128, on CUDA cores
+         * at d64), split-KV, MLA on tensor and CUDA cores; extend and
+         * mixed batches on the fast (sm90 at d128 on Hopper) and general
+         * (FP8, soft-cap) tensor-core kernels; bidirectional windows; a
+         * graph replayed over new tables; cascades (below). Their lengths
+         * come from a generator of their own, leaving the other cases'. */
+        {
+            uint64_t rrng = 777 + (uint64_t)qi;
+            const struct {
+                uint32_t d, bs, window;
+                ah_dtype kv; /* AH_DTYPE_COUNT: the query's type */
+                int kind;
+                float softcap;
+            } rv[] = {
+                {128, 16, 37, AH_DTYPE_COUNT, 0, 0},    {64, 16, 20, AH_DTYPE_COUNT, 0, 0},
+                {128, 1, 37, AH_DTYPE_COUNT, 0, 0},     {128, 64, 100, AH_DTYPE_COUNT, 0, 0},
+                {256, 16, 37, AH_DTYPE_COUNT, 0, 0},    {128, 16, 37, AH_DTYPE_FP8_E4M3, 0, 0},
+                {64, 16, 37, AH_DTYPE_FP8_E5M2, 0, 0},  {128, 16, 37, AH_DTYPE_COUNT, 2, 0},
+                {128, 16, 37, AH_DTYPE_COUNT, 3, 0},    {64, 16, 37, AH_DTYPE_COUNT, 3, 0},
+                {256, 32, 70, AH_DTYPE_COUNT, 2, 0},    {128, 16, 37, AH_DTYPE_FP8_E4M3, 3, 0},
+                {128, 16, 37, AH_DTYPE_COUNT, 3, 10.f},
+            };
+            for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++) {
+                if (quick && i % 2) continue;
+                cases[n] = base_case("", qt, 8, 2, rv[i].d, rv[i].bs);
+                cases[n].s.window = rv[i].window;
+                cases[n].s.softcap = rv[i].softcap;
+                if (rv[i].kv != AH_DTYPE_COUNT) {
+                    cases[n].s.kv_dtype = rv[i].kv;
+                    cases[n].s.k_scale = 0.05f;
+                    cases[n].s.v_scale = 0.02f;
+                }
+                cases[n].released = 1;
+                lengths(&cases[n], rv[i].kind, 4, 400, &rrng);
+                ADD("%s %s released d%u page%u window %u%s%s%s", qn, kinds[rv[i].kind], rv[i].d,
+                    rv[i].bs, rv[i].window, rv[i].kv != AH_DTYPE_COUNT ? " kv " : "",
+                    rv[i].kv != AH_DTYPE_COUNT ? ah_dtype_name(rv[i].kv) : "",
+                    rv[i].softcap > 0 ? " softcap" : "");
+            }
+            cases[n] = base_case("", qt, 32, 8, 128, 16);
+            cases[n].s.window = 2000;
+            cases[n].released = 1;
+            lengths(&cases[n], 0, 2, 5000, &rrng);
+            cases[n].seqlens[0] = 4000 + 97;
+            cases[n].seqlens[1] = 2500 + 3;
+            ADD("%s decode released split-kv window 2000", qn);
+            for (int fp8 = 0; fp8 < 2; fp8++) {
+                cases[n] = base_case("", qt, fp8 ? 3 : 16, 1, 576, 64);
+                cases[n].s.dv = 512;
+                cases[n].s.mla = 1;
+                cases[n].s.window = 100;
+                if (fp8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+                cases[n].released = 1;
+                lengths(&cases[n], 0, 3, 400, &rrng);
+                cases[n].seqlens[0] = 390;
+                ADD("%s mla decode released window 100%s", qn, fp8 ? " fp8 h3/1" : "");
+            }
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.causal = AH_CAUSAL_OFF;
+            cases[n].s.window = 9;
+            cases[n].released = 1;
+            lengths(&cases[n], 2, 3, 200, &rrng);
+            ADD("%s extend bidirectional released window 9", qn);
+            cases[n] = base_case("", qt, 28, 4, 128, 16);
+            cases[n].s.window = 37;
+            cases[n].released = 1;
+            lengths(&cases[n], 0, 4, 200, &rrng);
+            cases[n].seqlens[0] = 180;
+            cases[n].s.batch.table_pad = 6; /* case_batch */
+            cases[n].graph = 1;
+            ADD("%s graph(plan+fwd) decode released window 37", qn);
+            /* Cascades over a shared prefix request 0's window released:
+             * request 1 still sees some of it (the prefix pass would follow
+             * request 0's released entries: the plan takes no cascade);
+             * every window starting past them (the cascade is planned,
+             * its prefix pass sees only the blocks request 0 keeps). */
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.window = 37;
+            cases[n].released = 1;
+            cases[n].s.batch.num_reqs = 3;
+            cases[n].s.batch.prefix_blocks = 5;
+            {
+                const int32_t ql[3] = {1, 1, 1}, sl[3] = {300, 100, 250};
+                memcpy(cases[n].qlens, ql, sizeof ql);
+                memcpy(cases[n].seqlens, sl, sizeof sl);
+            }
+            ADD("%s cascade decode released, prefix still seen", qn);
+            cases[n] = base_case("", qt, 8, 2, 128, 16);
+            cases[n].s.window = 100;
+            cases[n].released = 1;
+            cases[n].s.batch.num_reqs = 3;
+            cases[n].s.batch.prefix_blocks = 10;
+            {
+                const int32_t ql[3] = {1, 1, 20}, sl[3] = {200, 230, 240};
+                memcpy(cases[n].qlens, ql, sizeof ql);
+                memcpy(cases[n].seqlens, sl, sizeof sl);
+            }
+            ADD("%s cascade mixed released, prefix past", qn);
         }
         /* bidirectional decoder layers (causal = OFF) over the paged cache
          * (query = sequence), with and without window */
@@ -442,14 +992,14 @@ int main(int argc, char **argv)
                 ADD("%s decode empty-kv kv %s d%u", qn, ah_dtype_name(cases[n].s.kv_dtype),
                     fi ? 64 : 128);
             }
-            for (int f8 = 0; f8 < 2; f8++) {
+            for (int fp8 = 0; fp8 < 2; fp8++) {
                 cases[n] = base_case("", qt, 16, 1, 576, 64);
                 cases[n].s.dv = 512;
                 cases[n].s.mla = 1;
-                if (f8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+                if (fp8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
                 lengths(&cases[n], 0, 3, 300, &rng);
                 empty_kv(&cases[n]);
-                ADD("%s mla decode empty-kv%s", qn, f8 ? " fp8" : "");
+                ADD("%s mla decode empty-kv%s", qn, fp8 ? " fp8" : "");
             }
             cases[n] = base_case("", qt, 8, 2, 128, 16);
             cases[n].s.sinks = 1, cases[n].s.window = 37;
@@ -590,9 +1140,19 @@ int main(int argc, char **argv)
     for (int qi = 0; qi < 2; qi++) {
         if (!match || strstr("merge_states", match)) check_merge(&p, qts[qi], 77 + qi);
         if (match && !strstr("write_kv", match)) continue;
-        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6);
-        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7);
+        const ah_kv_scales H = AH_KV_SCALES_HOST, TS = AH_KV_SCALES_TENSOR,
+                           PH = AH_KV_SCALES_PER_HEAD;
+        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 5, 0, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 6, 0, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_NHD, 1, 7, 0, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 8, 1, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 1, 9, 1, H, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 0, 10, 1, PH, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E5M2, AH_KV_LAYOUT_HND, 0, 11, 1, PH, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 12, 1, TS, 0);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_NHD, 1, 13, 1, TS, 0);
+        check_write_kv(&p, qts[qi], qts[qi], AH_KV_LAYOUT_NHD, 0, 14, 0, H, 1);
+        check_write_kv(&p, qts[qi], AH_DTYPE_FP8_E4M3, AH_KV_LAYOUT_HND, 0, 15, 1, PH, 2);
     }
     printf("summary: %d passed, %d failed\n", g_pass, g_fail);
     ath_close(&p);

@@ -126,6 +126,44 @@ static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_row
               c.splits);
 }
 
+/* Request 0's block k may be released (plugin.h, ah_kv_group) when its
+ * window hides the whole block from its first query p0: (k + 1) x bs - 1
+ * <= p0 - window. */
+static bool releasable(int64_t k, int64_t p0, int window, int bs)
+{
+    return (k + 1) * bs - 1 <= p0 - window;
+}
+
+/* The cascade under a window: planned only when no key a row of the batch
+ * sees (from max(0, p - window + 1) on, p >= min_p0) lies in a block
+ * request 0 may have released, and refused only when the earliest row
+ * sees one (so windowed cascades are not given up without need). */
+static void check_cascade_window(void)
+{
+    CHECK_MSG(schedule_cascade_window(0, 5000, 0, 16), "no window: nothing released");
+    CHECK_MSG(schedule_cascade_window(128, 100, 0, 16), "window past request 0's start");
+    CHECK_MSG(!schedule_cascade_window(128, 4000, 100, 16),
+              "a short request sees blocks request 0 released");
+    /* fi_check's two windowed cascades */
+    CHECK_MSG(!schedule_cascade_window(37, 299, 99, 16), "fi_check: prefix still seen");
+    CHECK_MSG(schedule_cascade_window(100, 199, 199, 16), "fi_check: every window past");
+    for (int window : {1, 7, 16, 37, 128})
+        for (int bs : {1, 4, 16, 64})
+            for (int64_t p0 = 0; p0 < 300; p0 += 7)
+                for (int64_t minp = 0; minp <= p0; minp += 3) {
+                    const int64_t lo = minp - window + 1 > 0 ? minp - window + 1 : 0;
+                    bool hits = false; /* a block of the keys [lo, minp] the earliest row
+                                          sees is releasable (later rows start later) */
+                    for (int64_t j = lo; j <= minp && !hits; j++)
+                        hits = releasable(j / bs, p0, window, bs);
+                    CHECK_MSG(schedule_cascade_window(window, p0, minp, bs) == !hits,
+                              "window %d bs %d p0 %lld min %lld: cascade %d, a released block "
+                              "seen %d",
+                              window, bs, (long long)p0, (long long)minp,
+                              schedule_cascade_window(window, p0, minp, bs), hits);
+                }
+}
+
 static void check_scheduler(void)
 {
     CHECK_MSG(decode_visible_keys(8192, true, 0) == 8192, "no window: every key");
@@ -190,6 +228,7 @@ static void check_scheduler(void)
               "cascade, window or ALiBi keep table order");
     CHECK_MSG(schedule_merge_pdl(h100) && !schedule_merge_pdl(a100),
               "PDL from compute capability 9.0");
+    check_cascade_window();
 }
 
 int main(void)
