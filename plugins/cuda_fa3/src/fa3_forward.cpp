@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fa3_order.h"
 #include "fa3_state.h"
 
 static int fa3_dt(ah_dtype t)
@@ -130,14 +131,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->group = st->group;
     p->tpt = st->tpt;
     p->block_size = (int)sp->block_size;
-    const int BN = FA3_BLOCK_N(D);
-    int R = 16;
-    for (int c = BN; c >= 16; c /= 2)
-        if ((int)sp->block_size % c == 0 && BN % c == 0) {
-            R = c;
-            break;
-        }
-    p->box_rows = R;
+    p->box_rows = fa3_box_rows((int)sp->block_size, FA3_BLOCK_N(D));
     p->kv_hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
     p->num_blocks = (int)a->key_cache->shape[0];
     p->causal = ah_spec_causal(sp);

@@ -60,9 +60,13 @@ const ah_caps fa3_caps = {
      * 64 within 1% / 4% (DECISIONS.md, "Preferred block size") */
     AH_INT_SET_RANGE(16, 1024, 16), 64,
     /* EMPTY_KV: a request with no keys gets a work item of no KV tiles
-     * (fa3_item_keys), finished as out 0, LSE -inf without a table read */
+     * (fa3_item_keys), finished as out 0, LSE -inf without a table read.
+     * RELEASED_BLOCKS: the kernels read a page's entry only for a box
+     * holding a key the item sees (fa3_box_read), so never a block the
+     * window hides from the request's first query; write_kv writes only
+     * the new tokens' slots. */
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
-        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION,
+        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys (no position masks); not the
      * cacheless encoder layers (packed K/V, no cache) */
