@@ -71,10 +71,15 @@ const ah_caps fa3_caps = {
      * over each request's encoder_seq_lens keys (no position masks); not the
      * cacheless encoder layers (packed K/V, no cache) */
     AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
-    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), AH_KV_LAYOUT_NHD, 90, 90, NULL, 0, 0,
-    AH_GRAPH_ALWAYS, 0, 0, /* forward does not write K/V: write_kv does */
-    1,                     /* caller output */
-    8,                     /* packing verified for groups 1, 2, 4, 6, 8 */
+    /* the interleaved layouts (vLLM's FlashInfer cache) are the same pages
+     * at another block stride and value offset, which the TMA descriptors
+     * and write_kv take from the views' strides and addresses */
+    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) | AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) |
+        AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
+    AH_KV_LAYOUT_NHD, 90, 90, NULL, 0, 0, AH_GRAPH_ALWAYS, 0,
+    0, /* forward does not write K/V: write_kv does */
+    1, /* caller output */
+    8, /* packing verified for groups 1, 2, 4, 6, 8 */
     fa3_config_keys, sizeof fa3_config_keys / sizeof fa3_config_keys[0], fa3_check_combination,
     /* Ranks: just above cuda_flashinfer's PRIMARY in both phases, the
      * order the host's built-in list had before ABI 2.0. */

@@ -55,11 +55,88 @@ static int has_empty_kv(const tcase *c)
 }
 
 /* tcase.var: blocks the window hides from every query of a request (see
- * hide_blocks) released, or named at a block of NaN. */
-enum { VAR_RELEASED = 1, VAR_NAN_HIDDEN = 2 };
+ * hide_blocks) released, or named at a block of NaN; the cache in the
+ * case's layout's interleaved form (see kv_inter). */
+enum { VAR_RELEASED = 1, VAR_NAN_HIDDEN = 2, VAR_INTERLEAVED = 4 };
+
+/* An interleaved cache (AH_KV_LAYOUT_NHD_INTERLEAVED, HND_INTERLEAVED):
+ * one device tensor [blocks, 2, d1, d2, D] (allocated as [blocks, 2 d1,
+ * d2, D]) holding the workload's K and V block by block, and the two views
+ * the plugin gets, K = cache[:, 0] and V = cache[:, 1] (its offset in the
+ * data pointer, as PyTorch's DLPack export puts it). The oracle reads the
+ * workload's dense host caches, whose values these are. */
+typedef struct kv_inter {
+    ath_tensor t;
+    DLTensor k, v;
+    int64_t shape[4], strides[4];
+    size_t block_bytes; /* one block of K (or V) */
+} kv_inter;
 
 static ath_host H;
 static ath_args A;
+
+/* The interleaved copy of w's caches on the device, and its views. 0 or 1. */
+static int inter_upload(kv_inter *x, const ath_work *w)
+{
+    const uint32_t nb = w->B.num_blocks;
+    char *host = malloc(2 * x->block_bytes * nb);
+    if (!host) return 1;
+    for (uint32_t b = 0; b < nb; b++) {
+        memcpy(host + (2 * (size_t)b) * x->block_bytes, (const char *)w->kc + b * x->block_bytes,
+               x->block_bytes);
+        memcpy(host + (2 * (size_t)b + 1) * x->block_bytes,
+               (const char *)w->vc + b * x->block_bytes, x->block_bytes);
+    }
+    const int rc = ath_upload(&H, &x->t, host);
+    free(host);
+    return rc;
+}
+
+static int inter_build(kv_inter *x, const ath_work *w)
+{
+    const ah_layer_spec *s = &w->spec;
+    const int hnd = ah_kv_layout_is_hnd(s->kv_layout);
+    const int64_t d1 = hnd ? s->num_kv_heads : s->block_size,
+                  d2 = hnd ? s->block_size : s->num_kv_heads, D = s->qk_head_size;
+    const int64_t shape[4] = {w->B.num_blocks, 2 * d1, d2, D};
+    memset(x, 0, sizeof *x);
+    x->block_bytes = (size_t)(d1 * d2 * D) * ah_dtype_size(s->kv_dtype);
+    if (ath_tensor_new(&H, &x->t, s->kv_dtype, 4, shape)) return 1;
+    const int64_t view[4] = {w->B.num_blocks, d1, d2, D},
+                  strides[4] = {2 * d1 * d2 * D, d2 * D, D, 1};
+    memcpy(x->shape, view, sizeof view);
+    memcpy(x->strides, strides, sizeof strides);
+    x->k = x->t.t;
+    x->k.shape = x->shape;
+    x->k.strides = x->strides;
+    x->v = x->k;
+    x->v.data = (char *)x->t.t.data + x->block_bytes;
+    return inter_upload(x, w);
+}
+
+/* Whether the device caches the plugin wrote (dense, or x's interleaved
+ * one) hold w's host caches byte for byte, K and V. */
+static int caches_match(const ath_work *w, const kv_inter *x)
+{
+    const size_t kb = w->d_kc.bytes, vb = w->d_vc.bytes;
+    char *k = malloc(kb), *v = malloc(vb);
+    int ok = k && v;
+    if (ok && x) {
+        char *all = malloc(2 * kb);
+        ok = all && !ath_download(&H, all, &x->t);
+        for (size_t b = 0; ok && b < kb / x->block_bytes; b++) {
+            memcpy(k + b * x->block_bytes, all + 2 * b * x->block_bytes, x->block_bytes);
+            memcpy(v + b * x->block_bytes, all + (2 * b + 1) * x->block_bytes, x->block_bytes);
+        }
+        free(all);
+    } else if (ok) {
+        ok = !ath_download(&H, k, &w->d_kc) && !ath_download(&H, v, &w->d_vc);
+    }
+    ok = ok && !memcmp(k, w->kc, kb) && !memcmp(v, w->vc, vb);
+    free(k);
+    free(v);
+    return ok;
+}
 
 /* Entries of blocks whose last position is at most p0 - window (p0: the
  * request's first query position), the host's rule for released blocks:
@@ -222,19 +299,29 @@ static int run_case(const tcase *c, uint64_t seed)
 {
     printf("%s\n", c->name);
     const int hide = c->var & (VAR_RELEASED | VAR_NAN_HIDDEN);
+    const int inter = c->var & VAR_INTERLEAVED;
     int fail = 1;
     const ah_plugin_ops *ops = H.ops;
     ah_state *st = NULL;
     ah_graph *g = NULL;
     ath_work w;
+    kv_inter x;
+    memset(&x, 0, sizeof x);
     uint64_t rng = ath_seed(seed);
     if (build(&w, c, &rng)) goto done;
-    if (ops->state_create(H.ctx, &w.spec, &w.lim, &st) != AH_OK) {
+    /* the plugin's layer: the case's layout, or its interleaved form */
+    ah_layer_spec spec = w.spec;
+    if (inter)
+        spec.kv_layout = ah_kv_layout_is_hnd(spec.kv_layout) ? AH_KV_LAYOUT_HND_INTERLEAVED
+                                                             : AH_KV_LAYOUT_NHD_INTERLEAVED;
+    if (ops->state_create(H.ctx, &spec, &w.lim, &st) != AH_OK) {
         fprintf(stderr, "  state_create: %s\n", ops->context_error(H.ctx));
         goto done;
     }
     if (hide && hide_blocks(&w, c) < 0) goto done;
+    if (inter && inter_build(&x, &w)) goto done;
     ah_forward_args fa = ath_work_args(&w, H.stream, c->lse);
+    if (inter) fa.key_cache = &x.k, fa.value_cache = &x.v;
     fa.key = fa.value = NULL; /* the new K/V go in through write_kv */
 
     /* FP8 scales are checked by the host (finite, >= 0) before a plugin
@@ -246,6 +333,7 @@ static int run_case(const tcase *c, uint64_t seed)
         char why[256];
         int bad = ops->plan(st, &w.B.b, AH_PLAN_EAGER, H.stream) != AH_OK;
         ah_kv_write_args wa = ath_work_write_args(&w, H.stream);
+        if (inter) wa.key_cache = &x.k, wa.value_cache = &x.v;
         if (!bad && ops->write_kv(st, &wa) != AH_OK) {
             fprintf(stderr, "  write_kv: %s\n", ops->state_error(st));
             bad = 1;
@@ -255,10 +343,8 @@ static int run_case(const tcase *c, uint64_t seed)
             bad = 1;
         }
         if (!bad) {
-            void *dk = malloc(w.d_kc.bytes);
-            bad = !dk || ath_download(&H, dk, &w.d_kc) || memcmp(dk, w.kc, w.d_kc.bytes);
+            bad = !caches_match(&w, inter ? &x : NULL);
             printf("  write_kv cache bytes %s\n", bad ? "DIFFER" : "match");
-            free(dk);
         }
         if (bad) goto done;
     }
@@ -293,7 +379,8 @@ static int run_case(const tcase *c, uint64_t seed)
     fail = check_against_ref(c, &w, "graph-1");
     ath_batch_spec b2 = w.s.batch;
     b2.num_reqs = (uint32_t)c->n2, b2.qlens = c->qlen2, b2.seqlens = c->seqlen2;
-    if (ath_batch_refill(&H, &w.B, &b2, &rng) || (hide && hide_blocks(&w, c) < 0)) {
+    if (ath_batch_refill(&H, &w.B, &b2, &rng) || (hide && hide_blocks(&w, c) < 0) ||
+        (inter && inter_upload(&x, &w))) {
         fail = 1;
         goto done;
     }
@@ -312,6 +399,7 @@ static int run_case(const tcase *c, uint64_t seed)
 done:
     if (g) ops->graph_destroy(H.ctx, g);
     if (st) ops->state_destroy(st);
+    ath_tensor_free(&H, &x.t);
     ath_work_free(&H, &w);
     return fail;
 }
@@ -409,6 +497,25 @@ static const tcase cases[] = {
     {"fp8kv d128 bf16 window 100, 40 prefills of 256 (query tiles start at keys 0 and 29)", BF, 4, 4, 128, 16, NHD,
      DEC, 100, 0, 0, 1, 1, 0, 40, {X8(256), X8(256), X8(256), X8(256), X8(256)},
      {X8(256), X8(256), X8(256), X8(256), X8(256)}, 0, {0}, {0}, 1, 0.01f, 0.02f, 0},
+    /* K and V interleaved per block in one allocation (vLLM's FlashInfer
+     * cache): the plugin gets the two strided views, the oracle the dense
+     * caches holding the same values; write_kv must land in the right half. */
+    {"d128 bf16 NHD interleaved: mixed prefill/decode/chunked, lse", BF, 8, 2, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 3,
+     {300, 1, 77}, {300, 1000, 500}, 0, {0}, {0}, 0, 0.f, 0.f, VAR_INTERLEAVED},
+    {"d64 fp16 HND interleaved bs32: write_kv then attend", FP, 8, 2, 64, 32, HND, DEC, 0, 0, 0, 1, 1, 1, 2, {40, 1},
+     {40, 300}, 0, {0}, {0}, 0, 0.f, 0.f, VAR_INTERLEAVED},
+    {"d256 bf16 NHD interleaved, window 100, released blocks: decode split, chunked prefill", BF, 8, 4, 256, 32, NHD, DEC,
+     100, 0, 1, 1, 0, 0, 3, {1, 120, 1}, {3000, 700, 1500}, 0, {0}, {0}, 0, 0.f, 0.f, VAR_INTERLEAVED | VAR_RELEASED},
+    {"d128 fp16 HND interleaved, window 300, hidden blocks hold NaN", FP, 16, 4, 128, 16, HND, DEC, 300, 0, 0, 1, 0, 0,
+     3, {1, 64, 1}, {2000, 900, 40}, 0, {0}, {0}, 0, 0.f, 0.f, VAR_INTERLEAVED | VAR_NAN_HIDDEN},
+    {"d128 bf16 NHD interleaved graph: mixed capture, replay other lengths", BF, 16, 4, 128, 16, NHD, DEC, 0, 0, 1, 1, 1,
+     0, 4, {1, 1, 120, 3}, {900, 2000, 300, 40}, 4, {1, 200, 1, 1}, {3100, 200, 10, 1}, 0, 0.f, 0.f, VAR_INTERLEAVED},
+    {"fp8kv d128 bf16 NHD interleaved: write_kv (saturating) then attend", BF, 4, 2, 128, 16, NHD, DEC, 0, 0, 0, 1, 1,
+     1, 2, {40, 1}, {40, 300}, 0, {0}, {0}, 1, 0.002f, 0.01f, VAR_INTERLEAVED},
+    {"fp8kv d128 fp16 HND interleaved bs64: prefill, decode split-KV, sinks", FP, 16, 4, 128, 64, HND, DEC, 0, 0, 1, 1,
+     1, 0, 4, {300, 1, 1, 64}, {300, 3000, 129, 700}, 0, {0}, {0}, 1, 0.01f, 0.004f, VAR_INTERLEAVED},
+    {"fp8kv d64 bf16 NHD interleaved, window 100, released blocks", BF, 8, 2, 64, 32, NHD, DEC, 100, 0, 0, 1, 0, 0, 3,
+     {1, 200, 1}, {1500, 900, 60}, 0, {0}, {0}, 1, 0.02f, 0.05f, VAR_INTERLEAVED | VAR_RELEASED},
 };
 // clang-format on
 
