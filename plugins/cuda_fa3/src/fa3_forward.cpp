@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fa3_order.h"
 #include "fa3_state.h"
 
 static int fa3_dt(ah_dtype t)
@@ -40,14 +41,18 @@ static ah_status fa3_check_act(ah_errbuf *e, const char *name, const DLTensor *t
 }
 
 /* A cache tensor in the spec's layout (any block count: TMA zero-fills a
- * box past the last block); strides out: block, slot, head. */
+ * box past the last block); strides out: block, slot, head. The kernels
+ * address pages through these strides only (the TMA descriptors and
+ * write_kv), so an interleaved layout's view, whose block stride is twice
+ * a dense one's and whose value view starts a block's K later, is served
+ * by the same code as a dense cache. */
 static ah_status fa3_check_cache(ah_errbuf *e, const char *name, const DLTensor *t,
                                  const ah_layer_spec *sp, int64_t strides[3])
 {
     const ah_dl_want w = ah_dl_cache_want(name, sp, 0, sp->qk_head_size);
     ah_status s = ah_dl_check(t, &w, e);
     if (s != AH_OK) return s;
-    const int hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
+    const int hnd = ah_kv_layout_is_hnd(sp->kv_layout);
     if ((uintptr_t)ah_dl_data(t) & 15)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s needs 16-byte alignment", name);
     strides[0] = ah_dl_stride(t, 0);
@@ -130,15 +135,8 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->group = st->group;
     p->tpt = st->tpt;
     p->block_size = (int)sp->block_size;
-    const int BN = FA3_BLOCK_N(D);
-    int R = 16;
-    for (int c = BN; c >= 16; c /= 2)
-        if ((int)sp->block_size % c == 0 && BN % c == 0) {
-            R = c;
-            break;
-        }
-    p->box_rows = R;
-    p->kv_hnd = sp->kv_layout == AH_KV_LAYOUT_HND;
+    p->box_rows = fa3_box_rows((int)sp->block_size, FA3_BLOCK_N(D));
+    p->kv_hnd = ah_kv_layout_is_hnd(sp->kv_layout);
     p->num_blocks = (int)a->key_cache->shape[0];
     p->causal = ah_spec_causal(sp);
     p->cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;

@@ -47,6 +47,42 @@ static inline void fa3_item_keys(int causal, int cross, int window, int seq, int
     *hi = b;
 }
 
+/* Rows of one TMA box of a KV tile: the largest power of two from BN down
+ * to 16 that divides both the block size and BN, so a box never crosses a
+ * page (the block sizes served are multiples of 16). */
+static inline int fa3_box_rows(int block_size, int BN)
+{
+    for (int c = BN; c >= 16; c /= 2)
+        if (block_size % c == 0 && BN % c == 0) return c;
+    return 16;
+}
+
+/* Whether the kernels read the page of the box of R rows from key position
+ * pos for an item of keys [lo, hi): only a box holding one of those keys
+ * (load_kv_tile and kv_tile_page in kernels/fa3_fwd_kernel.cuh; every other
+ * box is aimed past the cache and zero-filled without a table read).
+ *
+ * Released blocks (AH_FEAT_RELEASED_BLOCKS) rest on this: lo is the first
+ * key the item's first query sees (fa3_item_keys, or a split's later
+ * start), at least the first key the request's first query sees, and a
+ * box lies in one page, so every page read holds a visible key; the host
+ * releases only blocks wholly before the request's first visible key. A
+ * tile that begins before lo (tiles are larger than pages) has its hidden
+ * boxes zero-filled, never addressed through their entries. */
+static inline int fa3_box_read(int lo, int hi, int pos, int R) { return pos < hi && pos + R > lo; }
+
+/* Whether an item may publish its request's V^T (FP8 compute, shared V^T;
+ * fa3_work.vt_pub): the images it writes hold exactly the boxes it loads
+ * (fa3_box_read), so its key range must contain every range its readers
+ * load from: it starts at the request's lowest start req_lo and ends at
+ * the request's end seq. With a sliding window the items' starts differ
+ * inside one 128-key tile; a publisher starting after a reader's start
+ * would hand that reader zero-filled V rows of keys it sees. */
+static inline int fa3_vt_can_publish(const fa3_work *w, int req_lo, int seq)
+{
+    return w->kv_lo == req_lo && w->kv_hi == seq;
+}
+
 /* An item's sort key: its cost in tiles, then V^T publishers (fa3_work's
  * vt_pub) ahead of items of equal cost, so that they run in the first rounds
  * and the readers of later rounds find their images out. A publisher loads

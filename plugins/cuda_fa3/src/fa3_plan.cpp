@@ -215,6 +215,16 @@ static int fa3_plan_vt(ah_state *st, int n)
     return tiles;
 }
 
+/* The lowest start of the key ranges of the request whose pass-1 items
+ * begin at items[i] (an item of no keys starts nowhere). */
+static int fa3_req_lo(const fa3_work *items, int i, int n)
+{
+    int lo = 0x7fffffff;
+    for (int j = i; j < n && items[j].req == items[i].req; j++)
+        if (items[j].kv_hi > items[j].kv_lo && items[j].kv_lo < lo) lo = items[j].kv_lo;
+    return lo;
+}
+
 /* A request whose items (h_work[from..to)) found no publisher reads no
  * scratch: no reader would ever see its images out. */
 static void fa3_unshare_unpublished(ah_state *st, int from, int to, int published)
@@ -294,7 +304,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     /* Pass 2: split items longer than a fair share of the machine, within
      * the partial-buffer budget, then replicate over KV heads. */
     const int64_t fair = total_cost / st->grid > 4 ? total_cost / st->grid : 4;
-    int nw = 0, nc = 0, req_w0 = 0, req_pub = 0;
+    int nw = 0, nc = 0, req_w0 = 0, req_pub = 0, req_lo = 0;
     int64_t part_used = 0;
     for (int i = 0; i < n; i++) {
         fa3_work base = st->h_tmp[i];
@@ -303,6 +313,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             if (i) fa3_unshare_unpublished(st, req_w0, nw, req_pub);
             req_w0 = nw;
             req_pub = 0;
+            req_lo = fa3_req_lo(st->h_tmp, i, n);
         }
         const int cost = fa3_tiles(base.kv_lo, base.kv_hi, BN);
         int s = 1;
@@ -314,10 +325,10 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             while (s > 1 && part_used + rows * s * Hk > st->cap_part_rows) s--;
         }
         /* The request's V^T publisher (one per KV head): its first item that
-         * is not split and loads every tile the others read, each up to the
-         * request's end (copies zero-fill past an item's range). */
-        if (base.vt_base >= 0 && !req_pub && s == 1 && base.kv_lo / FA3_VT_KEYS == base.vt_lo &&
-            base.kv_hi == key_lens[base.req]) {
+         * is not split and loads every box the others load (copies
+         * zero-fill past an item's range). */
+        if (base.vt_base >= 0 && !req_pub && s == 1 &&
+            fa3_vt_can_publish(&base, req_lo, key_lens[base.req])) {
             base.vt_pub = 1;
             req_pub = 1;
         }

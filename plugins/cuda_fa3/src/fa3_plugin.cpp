@@ -60,17 +60,26 @@ const ah_caps fa3_caps = {
      * 64 within 1% / 4% (DECISIONS.md, "Preferred block size") */
     AH_INT_SET_RANGE(16, 1024, 16), 64,
     /* EMPTY_KV: a request with no keys gets a work item of no KV tiles
-     * (fa3_item_keys), finished as out 0, LSE -inf without a table read */
+     * (fa3_item_keys), finished as out 0, LSE -inf without a table read.
+     * RELEASED_BLOCKS: the kernels read a page's entry only for a box
+     * holding a key the item sees (fa3_box_read), so never a block the
+     * window hides from the request's first query; write_kv writes only
+     * the new tokens' slots. */
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
-        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION,
+        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys (no position masks); not the
      * cacheless encoder layers (packed K/V, no cache) */
     AH_BIT(AH_ATTN_DECODER) | AH_BIT(AH_ATTN_ENCODER_DECODER),
-    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND), AH_KV_LAYOUT_NHD, 90, 90, NULL, 0, 0,
-    AH_GRAPH_ALWAYS, 0, 0, /* forward does not write K/V: write_kv does */
-    1,                     /* caller output */
-    8,                     /* packing verified for groups 1, 2, 4, 6, 8 */
+    /* the interleaved layouts (vLLM's FlashInfer cache) are the same pages
+     * at another block stride and value offset, which the TMA descriptors
+     * and write_kv take from the views' strides and addresses */
+    AH_BIT(AH_KV_LAYOUT_NHD) | AH_BIT(AH_KV_LAYOUT_HND) | AH_BIT(AH_KV_LAYOUT_NHD_INTERLEAVED) |
+        AH_BIT(AH_KV_LAYOUT_HND_INTERLEAVED),
+    AH_KV_LAYOUT_NHD, 90, 90, NULL, 0, 0, AH_GRAPH_ALWAYS, 0,
+    0, /* forward does not write K/V: write_kv does */
+    1, /* caller output */
+    8, /* packing verified for groups 1, 2, 4, 6, 8 */
     fa3_config_keys, sizeof fa3_config_keys / sizeof fa3_config_keys[0], fa3_check_combination,
     /* Ranks: just above cuda_flashinfer's PRIMARY in both phases, the
      * order the host's built-in list had before ABI 2.0. */

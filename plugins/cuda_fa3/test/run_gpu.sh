@@ -4,7 +4,8 @@
 # math allowed, with V^T shared for every request, and with a scratch too
 # small for every request) and the host's
 # conformance suite (its fp8-attn cases run the FP8 kernel) with fp8_compute
-# auto (the default) and off, and with V^T shared for every request; a bad
+# auto (the default) and off, and with V^T shared for every request;
+# attnhost run over gpt-oss's windowed layer with released blocks; a bad
 # fp8_vt_scratch_mib must be refused; the prefill
 # benchmarks (d128, d64, d256, bf16 KV; d128 with an fp8 e4m3 KV cache,
 # widened and with FP8 compute) and decode (bf16, fp8 both ways); and the
@@ -79,6 +80,16 @@ if [ -x $B/bin/attnhost ]; then
   timeout "$(tmo 75)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/vt1.ini" > "$OUT/attnhost_check_vt1.log" 2>&1
   echo "attnhost check fp8_vt_min_reads=1 rc=$? $(tail -1 "$OUT/attnhost_check_vt1.log") at $(el)" | tee -a "$OUT/steps.txt"
   grep -iE "fail|fp8" "$OUT/attnhost_check_vt1.log" | head -6
+  # Released blocks through the host: gpt-oss's sliding-window group
+  # releases the blocks its window passed during decode, every layer
+  # checked against the oracle (the import needs json-c; skipped without).
+  if timeout 20 $B/bin/attnhost model import tests/data/hf_configs/gpt-oss-120b.json --kv-groups hybrid \
+      -o "$OUT/gpt-oss.ini" > "$OUT/run_released.log" 2>&1; then
+    timeout "$(tmo 60)" $B/bin/attnhost run --no-cache --plugin cuda_fa3 --model "$OUT/gpt-oss.ini" \
+      --batch 4 --prompt-len 300 --steps 3 --layers 2 >> "$OUT/run_released.log" 2>&1
+    echo "attnhost run gpt-oss (released blocks) rc=$? at $(el)" | tee -a "$OUT/steps.txt"
+    grep -E "released|PASS|FAIL|error" "$OUT/run_released.log" | head -4
+  fi
   printf '[plugin.cuda_fa3]\nfp8_vt_scratch_mib = lots\n' > "$OUT/vtbad.ini"
   timeout "$(tmo 30)" $B/bin/attnhost check --plugin cuda_fa3 --config "$OUT/vtbad.ini" > "$OUT/attnhost_check_vtbad.log" 2>&1
   echo "attnhost check fp8_vt_scratch_mib=lots (must refuse) rc=$? at $(el)" | tee -a "$OUT/steps.txt"

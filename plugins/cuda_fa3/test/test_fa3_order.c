@@ -6,7 +6,8 @@
  * tiles) leave no CTA more than 1% above the average load, where plain
  * round-robin leaves CTA 0 ~6% above; rounds of equal items keep their
  * order; V^T publishers run in the first round and never after one of
- * their readers.
+ * their readers; no page the kernels read can be a released block; a V^T
+ * publisher reads every box its readers read.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,117 @@ static void test_item_keys(void)
         }
 }
 
+/* A split of an item's keys into s parts along BN-key tiles, as plan
+ * splits long items: part k of [lo, hi). */
+static void split_part(int lo, int hi, int s, int k, int BNs, int32_t *a, int32_t *z)
+{
+    const int t_lo = lo / BNs, t_hi = (hi + BNs - 1) / BNs;
+    const int ta = t_lo + (t_hi - t_lo) * k / s, tz = t_lo + (t_hi - t_lo) * (k + 1) / s;
+    *a = ta * BNs > lo ? ta * BNs : lo;
+    *z = tz * BNs < hi ? tz * BNs : hi;
+}
+
+/* Page reads of one request (query tiles of tpt tokens, each split in 1..3
+ * parts) that the host may have released: counted in c[0]; c[1] counts
+ * the pages read, c[2] the boxes skipped before an item's first key. */
+static void released_reads(int causal, int W, int bs, int BNs, int seq, int qlen, int tpt,
+                           long c[3])
+{
+    const int p0 = seq - qlen, R = fa3_box_rows(bs, BNs);
+    for (int t0 = 0; t0 < qlen; t0 += tpt) {
+        const int ntok = qlen - t0 < tpt ? qlen - t0 : tpt;
+        int32_t lo, hi;
+        fa3_item_keys(causal, 0, W, seq, p0 + t0, ntok, &lo, &hi);
+        for (int s = 1; s <= 3; s++)
+            for (int k = 0; k < s; k++) {
+                int32_t a, z;
+                split_part(lo, hi, s, k, BNs, &a, &z);
+                for (int pos = a / BNs * BNs; pos < z; pos += R) {
+                    if (!fa3_box_read(a, z, pos, R)) {
+                        c[2] += pos < a;
+                        continue;
+                    }
+                    c[1]++;
+                    c[0] += (pos / bs + 1) * bs - 1 <= p0 - W;
+                }
+            }
+    }
+}
+
+/* Released blocks (AH_FEAT_RELEASED_BLOCKS): over windows, block sizes,
+ * both tile widths, query tiles and KV splits, every page the kernels
+ * read (fa3_box_read over each tile's boxes) holds a key the request's
+ * first query sees, so the host's rule (a block is released only when its
+ * last position is at most p0 - window) never released it. The boxes
+ * skipped in tiles that begin before an item's first key are counted, so
+ * the test is known to reach them. */
+static void test_released_never_read(void)
+{
+    static const int windows[] = {1, 7, 100, 128, 300, 1000}, bss[] = {16, 32, 48, 64, 256, 1024},
+                     seqs[] = {1, 129, 1000, 5000}, qlens[] = {1, 5, 64, 200, 5000},
+                     tpts[] = {16, 64, 128};
+    long c[3] = {0, 0, 0};
+    for (int causal = 0; causal <= 1; causal++)
+        for (size_t wi = 0; wi < sizeof windows / sizeof *windows; wi++)
+            for (size_t bi = 0; bi < sizeof bss / sizeof *bss; bi++)
+                for (int BNs = 64; BNs <= 128; BNs *= 2)
+                    for (size_t si = 0; si < sizeof seqs / sizeof *seqs; si++)
+                        for (size_t qi = 0; qi < sizeof qlens / sizeof *qlens; qi++)
+                            for (size_t ti = 0; ti < sizeof tpts / sizeof *tpts; ti++)
+                                if (qlens[qi] <= seqs[si])
+                                    released_reads(causal, windows[wi], bss[bi], BNs, seqs[si],
+                                                   qlens[qi], tpts[ti], c);
+    const long bad = c[0], read = c[1], skipped = c[2];
+    CHECK_MSG(bad == 0, "%ld page reads of blocks the host may release (of %ld)", bad, read);
+    CHECK_MSG(skipped > 0 && read > 0, "no box before an item's first key was met");
+    /* A decode token at 2999 with a window of 100 sees 2900 on; its
+     * 128-key tile begins at 2816, and pages of 16 up to 2895 (blocks
+     * 0..180) may be released: the boxes 2816..2895 are not read, 2896 is. */
+    int32_t lo, hi;
+    fa3_item_keys(1, 0, 100, 3000, 2999, 1, &lo, &hi);
+    CHECK(lo == 2900 && hi == 3000);
+    CHECK(!fa3_box_read(lo, hi, 2880, 16) && fa3_box_read(lo, hi, 2896, 16));
+}
+
+/* The shared V^T's publisher (fa3_vt_can_publish): without a window the
+ * request's last query tile publishes; with one whose items start at
+ * different keys of the same 128-key tile (window 100 over a 256-token
+ * prefill: starts 0 and 29) none may, since the last tile's images would
+ * miss keys 0..28 that the first tile reads. Wherever an item may
+ * publish, every box another item of the request reads, it reads too. */
+static void test_vt_publisher_window(void)
+{
+    for (int W = 0; W <= 1000; W += W < 8 ? 1 : 37)
+        for (int seq = 128; seq <= 1200; seq += 181) {
+            fa3_work it[16];
+            int n = 0, req_lo = 0x7fffffff, pubs = 0;
+            for (int t0 = 0; t0 < seq && n < 16; t0 += 128, n++) {
+                memset(&it[n], 0, sizeof it[n]);
+                const int ntok = seq - t0 < 128 ? seq - t0 : 128;
+                fa3_item_keys(1, 0, W, seq, t0, ntok, &it[n].kv_lo, &it[n].kv_hi);
+                req_lo = it[n].kv_lo < req_lo ? it[n].kv_lo : req_lo;
+            }
+            for (int p = 0; p < n; p++) {
+                if (!fa3_vt_can_publish(&it[p], req_lo, seq)) continue;
+                pubs++;
+                for (int r = 0; r < n; r++)
+                    for (int pos = it[r].kv_lo / 16 * 16; pos < it[r].kv_hi; pos += 16)
+                        CHECK_MSG(!fa3_box_read(it[r].kv_lo, it[r].kv_hi, pos, 16) ||
+                                      fa3_box_read(it[p].kv_lo, it[p].kv_hi, pos, 16),
+                                  "W %d seq %d: item %d reads box %d, publisher %d does not", W,
+                                  seq, r, pos, p);
+            }
+            if (!W) CHECK_MSG(pubs == 1, "W 0 seq %d: %d publishers", seq, pubs);
+        }
+    fa3_work a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    fa3_item_keys(1, 0, 100, 256, 0, 128, &a.kv_lo, &a.kv_hi);
+    fa3_item_keys(1, 0, 100, 256, 128, 128, &b.kv_lo, &b.kv_hi);
+    CHECK(a.kv_lo == 0 && b.kv_lo == 29 && b.kv_hi == 256);
+    CHECK(!fa3_vt_can_publish(&a, 0, 256) && !fa3_vt_can_publish(&b, 0, 256));
+}
+
 /* A decode batch mixing requests with keys and requests without: the empty
  * items sort last, and the layout keeps every item exactly once. */
 static void test_empty_items_order(void)
@@ -222,6 +334,8 @@ static void test_empty_items_order(void)
 int main(void)
 {
     test_item_keys();
+    test_released_never_read();
+    test_vt_publisher_window();
     test_empty_items_order();
     for (int L = 4096; L <= 16384; L *= 2) test_causal_balance(L);
     test_flat_rounds_keep_order();
