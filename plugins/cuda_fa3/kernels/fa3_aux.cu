@@ -84,7 +84,8 @@ template <int D> __global__ void combine_kernel(const fa3_params p, int dtype)
 #pragma unroll
                 for (int i = 0; i < D / 32; i++) acc[i] += w * p.part_o[row * D + i * 32 + lane];
             }
-            const float inv = total > 0.f ? p.v_scale / total : 0.f;
+            const float vs = p.v_scales ? p.v_scales[job.kvh * p.scale_head_stride] : p.v_scale;
+            const float inv = total > 0.f ? vs / total : 0.f;
             const size_t o = (size_t)tok * p.out_tok_stride + (size_t)head * p.out_head_stride;
 #pragma unroll
             for (int i = 0; i < D / 32; i++)
@@ -110,13 +111,15 @@ __global__ void write_kv_kernel(const fa3_kv_write w)
         const float k = load_el(w.key, t * w.k_tok_stride + h * w.k_head_stride + c, w.src_dtype);
         const float v = load_el(w.value, t * w.v_tok_stride + h * w.v_head_stride + c, w.src_dtype);
         const bool q8 = w.cache_dtype >= FA3_T_FP8_E4M3;
+        const float ks = w.k_scales ? w.k_scales[h * w.scale_head_stride] : w.k_scale;
+        const float vs = w.v_scales ? w.v_scales[h * w.scale_head_stride] : w.v_scale;
         // IEEE float division (the build uses fast math, so '/' would not be),
         // as the reference writer divides; the store rounds to nearest even
         // and saturates at the format's largest finite value.
         store_el(w.k_cache, blk * w.k_strides[0] + off * w.k_strides[1] + h * w.k_strides[2] + c,
-                 w.cache_dtype, q8 ? __fdiv_rn(k, w.k_scale) : k);
+                 w.cache_dtype, q8 ? __fdiv_rn(k, ks) : k);
         store_el(w.v_cache, blk * w.v_strides[0] + off * w.v_strides[1] + h * w.v_strides[2] + c,
-                 w.cache_dtype, q8 ? __fdiv_rn(v, w.v_scale) : v);
+                 w.cache_dtype, q8 ? __fdiv_rn(v, vs) : v);
     }
 }
 

@@ -8,7 +8,8 @@
 //   - Q: the 16-bit tile still lands in shared memory; each consumer thread
 //     reads its own wgmma A-fragment of it, takes the row's absolute maximum
 //     (a quad reduction: the four lanes of a row), quantizes the row to e4m3
-//     with scale amax / 448 and keeps Q in registers (A from registers for
+//     with scale amax / 448 (or the engine's query scale, use_q_scale) and
+//     keeps Q in registers (A from registers for
 //     QK^T). The row's scale multiplies that row's softmax factor, so no
 //     extra pass touches the scores. Q's shared memory is released at once.
 //   - K: copied as stored (e4m3, 128-byte swizzle by the copy engine)
@@ -248,11 +249,17 @@ template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w)
 }
 
 // This thread's e4m3 A-fragments of Q (rows r0 and r0 + 8 of the tile) for
-// every k32 step, and each row's quantization scale (real = q8 * qs).
+// every k32 step, and each row's quantization scale (real = q8 * qs): the
+// engine's query scale where it gives one (use_q_scale: q8 = fp8(q * qinv),
+// qinv the correctly rounded 1 / q_scale, saturating), else the row's
+// |max| / 448. The query scale is read here, per item, so that it holds no
+// register through the key loop.
 template <int D, typename T, typename S>
-__device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa)[D / 32][4],
-                                        float (&qs)[2])
+__device__ __forceinline__ void load_q8(const S &s, const fa3_params &p, int r0, int t,
+                                        uint32_t (&qa)[D / 32][4], float (&qs)[2])
 {
+    const float qscale = p.q_scale_t ? *p.q_scale_t : p.q_scale;
+    const float qinv = qscale > 0.f ? __frcp_rn(qscale) : 1.f;
     uint2 raw[D / 32][4];
     float amax[2] = {0.f, 0.f};
 #pragma unroll
@@ -269,8 +276,8 @@ __device__ __forceinline__ void load_q8(const S &s, int r0, int t, uint32_t (&qa
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const float a = quad_max(amax[i]);
-        qs[i] = a > 0.f ? a * (1.f / 448.f) : 1.f;
-        inv[i] = a > 0.f ? 448.f / a : 1.f;
+        qs[i] = qscale > 0.f ? qscale : a > 0.f ? a * (1.f / 448.f) : 1.f;
+        inv[i] = qscale > 0.f ? qinv : a > 0.f ? 448.f / a : 1.f;
     }
 #pragma unroll
     for (int kk = 0; kk < D / 32; kk++)
@@ -655,16 +662,18 @@ __global__ void __launch_bounds__(384, 1)
         uint32_t qa[D / 32][4];
         float qs[2];
         mbar_wait(&s.q_full, iter & 1);
-        load_q8<D, T, Smem>(s, rl0, lane & 3, qa, qs);
+        load_q8<D, T, Smem>(s, p, rl0, lane & 3, qa, qs);
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.q_empty);
 
         const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
+        const float ks = scales_of(p, it.kvh).k; // V's: at the epilogue
         float expc[2], pf[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            expc[i] = prepass ? 1.f : p.scale_log2 * qs[i];
-            pf[i] = p.softcap > 0.f ? p.scale * qs[i] / p.softcap : p.scale_log2 * qs[i];
+            const float f = qs[i] * ks;
+            expc[i] = prepass ? 1.f : p.scale_log2 * f;
+            pf[i] = p.softcap > 0.f ? p.scale * f / p.softcap : p.scale_log2 * f;
         }
         // O with the row-sum columns (gemm_pv8): o[D / 2 + 2i] of quad lane 0
         // is row i's sum of P.
@@ -789,7 +798,8 @@ __global__ void __launch_bounds__(384, 1)
             m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc[i] - 8.f;
             l[i] = o[D / 2 + 2 * i]; // quad lane 0 only; the epilogue sums the quad
         }
-        epilogue<D, T, OS>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane, stage);
+        epilogue<D, T, OS>(p, it, ri, reinterpret_cast<float(&)[D / 2]>(o), m, l, rl0, lane,
+                           scales_of(p, it.kvh).v, stage);
     }
     if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }

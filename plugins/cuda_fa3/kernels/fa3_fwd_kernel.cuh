@@ -399,30 +399,64 @@ __device__ __forceinline__ void mask_tile(float (&sacc)[BN / 2], const row_info 
     }
 }
 
+// An item's FP8 scales: k multiplies the softmax factor (the host's float
+// is folded into scale and scale_log2 already, so 1 then), v the output
+// normalisation. With scale tensors they are the item's KV head's, read
+// here, when the kernel runs; callers read them where they use them rather
+// than hold them through the key loop (the FP8 instances' consumers are at
+// their register limits).
+struct item_scales {
+    float k, v;
+};
+__device__ __forceinline__ item_scales scales_of(const fa3_params &p, int kvh)
+{
+    item_scales s = {1.f, p.v_scale};
+    if (p.k_scales) {
+        s.k = p.k_scales[kvh * p.scale_head_stride];
+        s.v = p.v_scales[kvh * p.scale_head_stride];
+    }
+    return s;
+}
+
+
 // Scores into the domain the softmax works in, and masking. Without
 // soft-cap (and with a positive scale) the raw scores stay as they are: the
 // scale is folded into the exponent (exp2(s * c - m * c), one FFMA per
-// score) and the row maximum commutes with it. Soft-cap (or a non-positive
-// scale) maps every score into the log2 domain first (the exponent factor is
-// then 1). `prepass` is fixed per launch, so the branch is uniform and taken
-// once per tile, not per score.
+// score) and the row maximum commutes with it. Soft-cap maps every score
+// into the log2 domain first (the exponent factor c is then 1); a
+// non-positive scale multiplies the scores by it (c is then the K scale).
+// `prepass` is fixed per launch, so the branch is uniform and taken once per
+// tile, not per score. kf: the item's one softmax factor (item_factor), the
+// only value the K scale adds to the key loop's registers.
 template <int BN>
 __device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_params &p,
-                                           const row_info &ri, int n, bool prepass, bool need_mask,
-                                           int lane)
+                                           const row_info &ri, int n, bool prepass, float kf,
+                                           bool need_mask, int lane)
 {
     if (prepass) {
         const float log2e = 1.4426950408889634f;
         if (p.softcap > 0.f) {
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++)
-                sacc[i] = p.softcap * tanhf(sacc[i] * p.scale / p.softcap) * log2e;
+            for (int i = 0; i < BN / 2; i++) sacc[i] = p.softcap * tanhf(sacc[i] * kf) * log2e;
         } else {
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) sacc[i] *= p.scale_log2;
         }
     }
     if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
+}
+
+// An item's softmax factor with its K scale ks folded in: soft-cap's
+// argument factor scale * ks / softcap, the exponent factor ks after a
+// non-positive scale's pre-pass, else the exponent factor scale_log2 * ks.
+__device__ __forceinline__ float item_factor(const fa3_params &p, bool prepass, float ks)
+{
+    return p.softcap > 0.f ? p.scale * ks / p.softcap : prepass ? ks : p.scale_log2 * ks;
+}
+// The exponent factor c of online_softmax for an item's factor kf.
+__device__ __forceinline__ float exp_factor(const fa3_params &p, float kf)
+{
+    return p.softcap > 0.f ? 1.f : kf;
 }
 
 // Online softmax: update row maxima (in the score domain), turn scores into
@@ -506,9 +540,10 @@ __device__ __forceinline__ bool tile_needs_mask(const fa3_params &p, const fa3_w
 // the whole item loop's ring and descriptor arithmetic off the uniform
 // datapath (measured 1-5% slower).
 template <int D, typename T, bool OS = false>
-__device__ __forceinline__ void
-epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri, float (&o)[D / 2],
-         const float (&m)[2], const float (&l)[2], int row_local0, int lane, uint32_t stage = 0)
+__device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it,
+                                         const row_info &ri, float (&o)[D / 2], const float (&m)[2],
+                                         const float (&l)[2], int row_local0, int lane,
+                                         float v_scale, uint32_t stage = 0)
 {
     const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const bool split = it.part_row >= 0;
@@ -523,7 +558,7 @@ epilogue(const fa3_params &p, const fa3_work &it, const row_info &ri, float (&o)
         }
         const float inv = lt > 0.f ? 1.f / lt : 0.f;
         lse[i] = lt > 0.f ? (mu + log2f(lt)) * ln2 : -INFINITY;
-        os[i] = inv * (split ? 1.f : p.v_scale);
+        os[i] = inv * (split ? 1.f : v_scale);
     }
     if (!split && p.lse && (lane & 3) == 0) {
 #pragma unroll
@@ -701,9 +736,12 @@ __global__ void __launch_bounds__(384, 1)
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
         const row_info ri = item_rows(p, it, rl0);
         // Scores stay raw (scale folded into the exponent) unless soft-cap
-        // or a non-positive scale needs the pre-pass; see score_prep.
+        // or a non-positive scale needs the pre-pass; see score_prep. The
+        // item's scales (item_scales; a 16-bit cache has none, so constants)
+        // are read where they are used: K's into the item's factor here, V's
+        // at the epilogue.
         const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
-        const float expc = prepass ? 1.f : p.scale_log2;
+        const float kf = item_factor(p, prepass, F8 ? scales_of(p, it.kvh).k : 1.f);
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
@@ -727,8 +765,8 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax<BN>(sacc, m, l, alpha, expc);
+                score_prep<BN>(sacc, p, ri, n, prepass, kf, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax<BN>(sacc, m, l, alpha, exp_factor(p, kf));
                 to_operand<T, BN>(sacc, pa);
             }
             // Steady state: QK^T(n) and PV(n+1) in flight together.
@@ -749,8 +787,8 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<1>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax<BN>(sacc, m, l, alpha, expc);
+                score_prep<BN>(sacc, p, ri, n, prepass, kf, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax<BN>(sacc, m, l, alpha, exp_factor(p, kf));
                 reg_fence(sacc);
                 wgmma_wait<0>();
                 reg_fence(o);
@@ -780,8 +818,9 @@ __global__ void __launch_bounds__(384, 1)
             // Row index among the item's valid rows (token-major, head in group).
             // The epilogue wants the row maxima in the log2 domain.
 #pragma unroll
-        for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
-        epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, stage);
+        for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * exp_factor(p, kf);
+        epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, F8 ? scales_of(p, it.kvh).v : p.v_scale,
+                           stage);
     }
     if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }

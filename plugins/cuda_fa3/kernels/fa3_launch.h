@@ -55,6 +55,10 @@ typedef struct fa3_kv_write {
     int num_tokens, num_kv_heads, head_dim, block_size;
     int src_dtype, cache_dtype;
     float k_scale, v_scale; /* FP8 caches: stored = fp8(real / scale) */
+    /* FP8 scale tensors (read when the kernel runs): KV head h's at
+     * [h * scale_head_stride]; NULL: k_scale, v_scale */
+    const float *k_scales, *v_scales;
+    int scale_head_stride;
     void *stream;
 } fa3_kv_write;
 int fa3_launch_write_kv(const fa3_kv_write *w);

@@ -106,6 +106,19 @@ typedef struct fa3_params {
     uint8_t *vt;
     uint64_t *vt_flags;
     uint32_t vt_epoch;
+    /* FP8 scale tensors (the layer's kv_scales TENSOR or PER_HEAD), read
+     * when the kernels run, so a graph replays with the values they hold
+     * then: KV head h's scales at k_scales[h * scale_head_stride] and
+     * v_scales[...] (stride 0: one per tensor). NULL: the host's floats,
+     * already folded into scale, scale_log2 and v_scale. */
+    const float *k_scales, *v_scales;
+    int32_t scale_head_stride;
+    /* FP8 compute with the engine's query scale (use_q_scale): Q is
+     * quantised as q / q_scale with q_scale from the float32 [1] tensor
+     * q_scale_t (read when the kernel runs) or, without it, q_scale; both
+     * absent (0, NULL): a scale per query row from its largest value. */
+    const float *q_scale_t;
+    float q_scale;
 } fa3_params;
 
 #ifdef __cplusplus

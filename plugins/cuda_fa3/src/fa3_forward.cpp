@@ -75,6 +75,39 @@ static ah_status fa3_check_fp8_strides(ah_errbuf *e, const int64_t ks[3], const 
     return AH_OK;
 }
 
+/* An FP8 scale tensor (plugin.h, "FP8 scales"): n float32 values on the
+ * device, dense and 4-byte aligned; its address into *out. */
+static ah_status fa3_scale_tensor(ah_errbuf *e, const char *name, const DLTensor *t, int64_t n,
+                                  const float **out)
+{
+    const ah_dl_want w = {name, 1, {n}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
+    ah_status s = ah_dl_check(t, &w, e);
+    if (s != AH_OK) return s;
+    if ((uintptr_t)ah_dl_data(t) & 3)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "%s needs 4-byte alignment", name);
+    *out = (const float *)ah_dl_data(t);
+    return AH_OK;
+}
+
+/* The K and V scale tensors of an FP8 layer whose spec hands them over
+ * (kv_scales TENSOR: [1]; PER_HEAD: [Hk], head stride 1), which the kernels
+ * read when they run; NULL for the host's floats (and 16-bit caches). */
+static ah_status fa3_kv_scale_tensors(ah_errbuf *e, const ah_layer_spec *sp, const DLTensor *kt,
+                                      const DLTensor *vt, const float **k, const float **v,
+                                      int32_t *head_stride)
+{
+    *k = *v = NULL;
+    *head_stride = 0;
+    const ah_kv_scales form = ah_spec_kv_scales(sp);
+    if (sp->kv_dtype != AH_DTYPE_FP8_E4M3 || form == AH_KV_SCALES_HOST) return AH_OK;
+    const int per_head = form == AH_KV_SCALES_PER_HEAD;
+    const int64_t n = per_head ? sp->num_kv_heads : 1;
+    ah_status s = fa3_scale_tensor(e, "k_scale_tensor", kt, n, k);
+    if (s == AH_OK) s = fa3_scale_tensor(e, "v_scale_tensor", vt, n, v);
+    *head_stride = per_head;
+    return s;
+}
+
 ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
 {
     ah_errbuf *e = &st->err;
@@ -101,7 +134,21 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     const int kv8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3;
     if (kv8 && ((s = fa3_check_fp8_strides(e, L.k_strides, L.v_strides)) != AH_OK)) return s;
     /* FP8 KV: real = stored * scale. k_scale folds into the softmax scale,
-     * v_scale into the output normalisation; 16-bit caches ignore both. */
+     * v_scale into the output normalisation; 16-bit caches ignore both.
+     * Scale tensors (the floats are 0, so 1 here) are read by the kernels
+     * per item, and the FP8-compute kernel takes the query scale. */
+    fa3_params *p = &L.p;
+    const int scales23 = AH_HAS_FIELD(a, ah_forward_args, q_scale_tensor);
+    if ((s = fa3_kv_scale_tensors(e, sp, scales23 ? a->k_scale_tensor : NULL,
+                                  scales23 ? a->v_scale_tensor : NULL, &p->k_scales, &p->v_scales,
+                                  &p->scale_head_stride)) != AH_OK)
+        return s;
+    if (st->fp8_compute && ah_spec_q_scale(sp) && scales23) {
+        if (ah_spec_kv_scales(sp) == AH_KV_SCALES_HOST) p->q_scale = a->q_scale;
+        else if ((s = fa3_scale_tensor(e, "q_scale_tensor", a->q_scale_tensor, 1, &p->q_scale_t)) !=
+                 AH_OK)
+            return s;
+    }
     const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
     const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
     const float scale = ah_spec_scale(sp) * k_scale;
@@ -118,7 +165,6 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     L.v_cache = ah_dl_data(a->value_cache);
     L.grid = st->grid;
     L.stream = a->stream;
-    fa3_params *p = &L.p;
     p->out = ah_dl_data(a->out);
     p->lse = a->lse ? (float *)ah_dl_data(a->lse) : NULL;
     p->out_tok_stride = ah_dl_stride(a->out, 0);
@@ -217,6 +263,13 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     w.cache_dtype = fa3_dt(sp->kv_dtype);
     w.k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
     w.v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
+    const int scales23 = AH_HAS_FIELD(a, ah_kv_write_args, v_scale_tensor);
+    int32_t head_stride;
+    if ((s = fa3_kv_scale_tensors(e, sp, scales23 ? a->k_scale_tensor : NULL,
+                                  scales23 ? a->v_scale_tensor : NULL, &w.k_scales, &w.v_scales,
+                                  &head_stride)) != AH_OK)
+        return s;
+    w.scale_head_stride = head_stride;
     w.stream = a->stream;
     int rc = fa3_launch_write_kv(&w);
     if (rc) {

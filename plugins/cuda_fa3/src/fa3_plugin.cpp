@@ -65,8 +65,13 @@ const ah_caps fa3_caps = {
      * holding a key the item sees (fa3_box_read), so never a block the
      * window hides from the request's first query; write_kv writes only
      * the new tokens' slots. */
+    /* SCALE_TENSORS, KV_SCALE_PER_HEAD: the kernels read the FP8 scales
+     * from the tensors per item (its KV head's), the combine per job and
+     * write_kv per element; Q_SCALE: the FP8-compute kernel quantises Q
+     * with the engine's scale (the widening kernels keep Q in 16 bits). */
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
-        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS,
+        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS |
+        AH_FEAT_SCALE_TENSORS | AH_FEAT_KV_SCALE_PER_HEAD | AH_FEAT_Q_SCALE,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys (no position masks); not the
      * cacheless encoder layers (packed K/V, no cache) */
