@@ -13,7 +13,9 @@
 
 #include "triton_plugin.h"
 
-const char tk_sig_unified[] = "pppppppppppfffiiiiiiiiiiiiiiiiiiiiii";
+#define TK_SIG_UNIFIED "pppppppppppfffiiiiiiiiiiiiiiiiiiiiii"
+const char tk_sig_unified[] = TK_SIG_UNIFIED;
+const char tk_sig_unified_mask[] = TK_SIG_UNIFIED "p"; /* + mask_meta */
 const char tk_sig_stage1[] = "pppppppppffiiiiiiiiiiiiiiiiiii";
 const char tk_sig_reduce[] = "ppppppfiiiiiiii";
 const char tk_sig_merge[] = "ppppppiiiiiiiii";
@@ -304,7 +306,8 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
     tk_args g = {0};
 
     if (!st->decode) {
-        const tk_entry *e = st->k.unified;
+        const tk_entry *e = st->masked ? st->k.masked : st->k.unified;
+        const int heads = st->masked ? st->heads_masked : st->heads;
         arg_t(&g, a->q);
         arg_t(&g, a->key_cache);
         arg_t(&g, a->value_cache);
@@ -320,7 +323,7 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         arg_f(&g, softcap ? sp->softcap : 1.0f);
         arg_f(&g, v_scale);
         arg_i(&g, group);
-        arg_i(&g, st->heads);
+        arg_i(&g, heads);
         arg_i(&g, D);
         arg_i(&g, st->lim.max_blocks_per_req);
         arg_i(&g, sqt);
@@ -341,9 +344,11 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         arg_i(&g, sp->use_alibi != 0);
         arg_i(&g, sp->use_sinks != 0);
         arg_i(&g, a->lse != NULL);
-        uint32_t block_q = e->block_m / (uint32_t)st->heads;
+        if (st->masked) arg_p(&g, st->d_mask);
+        uint32_t block_q = e->block_m / (uint32_t)heads;
         unsigned gx = (st->grid_tokens + block_q - 1) / block_q + st->grid_reqs;
-        return tk_go(ctx, e, st->k.f_unified, &g, gx, (unsigned)(Hq / st->heads), 1, cs, err);
+        return tk_go(ctx, e, st->masked ? st->k.f_masked : st->k.f_unified, &g, gx,
+                     (unsigned)(Hq / heads), 1, cs, err);
     }
 
     const tk_entry *e1 = st->k.stage1, *e2 = st->k.reduce;

@@ -83,11 +83,16 @@ const ah_caps tk_caps = {
      * RAGGED_KV: ragged decoder layers, causal or not, with every feature
      * above, on the ragged kernel (kernels/ragged_attention.py), qk and v
      * head sizes up to 256 each; DIFF_HEAD_SIZES only there
-     * (check_combination refuses a paged layer with qk != v). */
+     * (check_combination refuses a paged layer with qk != v).
+     * TREE_MASK: plan sends every batch with a mask on a decoder layer,
+     * pure decode included, to the unified kernel's masked specialization
+     * (unified_mask: the general kernel plus the mask's bytes in every
+     * tile); a graph captured with it replays batches with or without a
+     * mask, one captured without it refuses a masked batch (state.c). */
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
                 AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV |
                 AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_RAGGED_KV |
-                AH_FEAT_DIFF_HEAD_SIZES,
+                AH_FEAT_DIFF_HEAD_SIZES | AH_FEAT_TREE_MASK,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * (the plan hands the kernels encoder_seq_lens as the sequence, every
      * key visible); not the cacheless encoder layers (packed K/V, no cache) */

@@ -100,7 +100,7 @@ class T:
         self.arr = arr
         _RANGES.append((arr.ctypes.data, arr.ctypes.data + arr.nbytes))
         self.dtype = _dtype(dtname or {np.float16: "float16", np.float32: "float32", np.int32: "int32",
-                                    np.int64: "int64"}[arr.dtype.type])
+                                    np.int64: "int64", np.uint8: "uint8"}[arr.dtype.type])
         self._st = _Storage(arr)
         self.offset = 0
 
@@ -130,8 +130,10 @@ class T:
         pass
 
 
-def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap, sinks, alibi):
-    """float64 reference.h: out [T, Hq, D], lse [T, Hq]."""
+def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap, sinks, alibi,
+                  tree=None):
+    """float64 reference.h: out [T, Hq, D], lse [T, Hq]. tree: per request
+    its [q_len, seq_len] tree mask, or None."""
     T_, hq, d = q.shape
     hk = kc.shape[2] if layout == "NHD" else kc.shape[1]
     out = np.zeros((T_, hq, d))
@@ -167,6 +169,8 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
                         vis &= pos_k > p - window
                 elif window:
                     vis &= np.abs(pos_k - p) < window
+                if tree is not None:
+                    vis &= tree[r][i] != 0
                 s = np.where(vis, s, -np.inf)
                 m = max(s.max() if L else -np.inf, sinks[h] if sinks is not None else -np.inf)
                 if m == -np.inf:
@@ -224,6 +228,32 @@ def release(bt, qlens, lens, bs, window):
     assert n, "the case releases no block"
 
 
+def make_tree(rng, qlens, lens, lead=5):
+    """Per request a speculative tree's [q_len, seq_len] mask, SGLang's
+    layout (plugin.h): the prefix visible but for random holes, each draft
+    token its ancestors and itself; the first request's second row hides
+    every key (out 0, LSE -inf). Packed after `lead` bytes of garbage, so
+    mask_indptr starts past 0 as a split part's view does. Returns the
+    per-request masks, the packed bytes and mask_indptr."""
+    trees = []
+    for ql, L in zip(qlens, lens):
+        m = np.zeros((ql, L), np.uint8)
+        first = L - ql
+        parent = [0] + [int(rng.integers(0, i)) for i in range(1, ql)]
+        for i in range(ql):
+            m[i, :first] = rng.random(first) > 0.1
+            if i:
+                m[i, first:first + i] = m[parent[i], first:first + i]
+            m[i, first + i] = 1
+        trees.append(m)
+    if qlens[0] > 1:
+        trees[0][1] = 0
+    packed = np.concatenate([rng.integers(0, 256, lead).astype(np.uint8)] +
+                            [m.ravel() for m in trees] + [np.zeros(1, np.uint8)])
+    indptr = lead + np.concatenate([[0], np.cumsum([m.size for m in trees])]).astype(np.int64)
+    return trees, packed, indptr
+
+
 def strides(kc, layout):
     s = [x // kc.itemsize for x in kc.strides]
     return (s[0], s[1], s[2]) if layout == "NHD" else (s[0], s[2], s[1])  # block, slot, head
@@ -252,12 +282,24 @@ def check_empty(name, out, lse, qlens, lens, sinks):
 
 def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=0, softcap=0.0,
                 use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False,
-                released=False, interleaved=False):
+                released=False, interleaved=False, tree=None):
+    """tree: None (the kernel without the mask), "mask" (a tree mask), or
+    "absent" (the masked kernel told there is no mask: address 0, as a
+    graph captured on a masked batch replays one without)."""
     _RANGES.clear()
     q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
                               released_window=window if released else 0)
     if interleaved:
         kc, vc = interleave(kc, vc)
+    trees, extra = None, {}
+    if tree:
+        trees, packed, indptr = make_tree(rng, qlens, lens)
+        T(packed)  # the mask's bytes are an array the loads may touch
+        addr = packed.ctypes.data if tree == "mask" else 0
+        extra = dict(mask_meta=T(np.concatenate([[addr], indptr]).astype(np.int64)),
+                     TREE_MASK=True)
+        if tree == "absent":
+            trees = None
     pad = head_pad or max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else None
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -278,10 +320,10 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
         scale, softcap if softcap else 1.0, 1.0, group, heads, d, bt.shape[1],
         q.shape[1] * d, d, q.shape[1] * d, d, hq, ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
         bs, window, causal, int(softcap > 0), int(use_alibi), int(use_sinks), 1,
-        HEAD_PAD=pad, BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain)
+        HEAD_PAD=pad, BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain, **extra)
     ro, rl = ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap,
-                           sinks, alibi)
-    name = ("unified plain " if plain else "unified ") + name
+                           sinks, alibi, trees)
+    name = ("unified plain " if plain else "unified mask " if tree else "unified ") + name
     ok = check(name, out, lse, ro, rl)
     if 0 in lens:
         ok = check_empty(name, out, lse, qlens, lens, sinks) and ok
@@ -576,6 +618,22 @@ def main():
                    (64, 0, 64), causal=0, window=7, plain=True),
         run_ragged(rng, "context bidirectional window", [9, 20], [30, 0], 4, 4, 64, 64, (64, 0, 64),
                    causal=0, context=1, window=12, plain=True),
+        # Speculative tree verification (AH_FEAT_TREE_MASK): the masked
+        # general kernel, draft tokens over a prefix with holes, a row that
+        # sees nothing; with the logit features, a window, released blocks
+        # and 64-key tiles; bidirectional; several tokens and heads a
+        # program; and the masked kernel without a mask (address 0).
+        run_guarded(run_unified, rng, "tree", [3, 1, 6, 4], [40, 70, 100, 4], 4, 2, 64, 16, "NHD",
+                    tree="mask"),
+        run_guarded(run_unified, rng, "tree window+softcap+sinks+alibi released hnd tile64",
+                    [5, 2, 7], [230, 190, 260], 4, 2, 64, 16, "HND", window=60, softcap=20.0,
+                    use_sinks=True, use_alibi=True, released=True, tile_n=64, tree="mask"),
+        run_guarded(run_unified, rng, "tree bidirectional group3 d48 bs32", [4, 6], [70, 33], 6, 2,
+                    48, 32, "NHD", causal=0, tree="mask"),
+        run_guarded(run_unified, rng, "tree mqa8 block_m 32", [7, 2, 5], [90, 2, 50], 8, 1, 64, 16,
+                    "HND", block_m=32, tree="mask"),
+        run_guarded(run_unified, rng, "no mask (address 0)", [3, 1, 6], [40, 70, 100], 4, 2, 64, 16,
+                    "NHD", window=23, use_sinks=True, tree="absent"),
         run_merge(rng),
         run_kv_write(rng),
         run_kv_write(rng, "NHD", interleaved=True),
