@@ -176,6 +176,10 @@ P_RAGGED = [
 # binaries of the kernels without the feature keep their parameter list and
 # their bytes.
 P_TREE_MASK = [("mask_meta", "i64ptr", 1)]
+# FP8 scales in float32 tensors (kv_scales tensor or per_head), 4-byte
+# aligned; scale_stride 1 per head, 0 per tensor.
+P_SCALES = [("k_scale_ptr", "f32ptr", 0), ("v_scale_ptr", "f32ptr", 0), ("scale_stride", "i32", 0)]
+SCALES_SUFFIX = "_scale_tensors"
 SIG_CHAR = {"Q": "p", "KV": "p", "f32ptr": "p", "i32ptr": "p", "i64ptr": "p", "f32": "f", "i32": "i"}
 
 
@@ -244,10 +248,20 @@ def specializations(target):
                 out.append(("ragged_plain", q, q, pad,
                             dict(pads, BLOCK_M=bm, TILE_N=tn, PLAIN=True), P_RAGGED, w, st, bm, tn,
                             vp))
+    # FP8 caches with their scales in tensors: the kernels that read the
+    # cache (unified in every specialization, stage 1) and kv_write, again
+    # with the scale pointers (the reduction and merge take none).
+    scaled = [o[:4] + (dict(o[4], SCALE_TENSORS=True), o[5] + P_SCALES) + o[6:]
+              for o in out if o[2].startswith("fp8") and
+              o[0] in ("unified_attention", "unified_plain", "unified_mask",
+                       "decode_split_stage1", "kv_write")]
+    out += [(o[0] + SCALES_SUFFIX,) + o[1:] for o in scaled]
     return [o if len(o) == 11 else o + (o[3],) for o in out]
 
 
 def kernel_fn(name):
+    if name.endswith(SCALES_SUFFIX):
+        name = name[:-len(SCALES_SUFFIX)]
     import decode_split
     import kv_write
     import merge_states

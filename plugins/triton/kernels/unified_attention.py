@@ -21,7 +21,10 @@ layer has no soft-cap and no ALiBi and its page size is a power of two: no
 ALiBi term per score, pages by shift and mask, the scale folded into the
 exponent. Sinks, windows, LSE and every attention type still apply.
 FP8 caches: K and V convert exactly to the query dtype; k_scale is folded
-into the score scale and v_scale into the final normalisation by the caller.
+into the score scale and v_scale into the final normalisation by the caller
+(host floats), or, with SCALE_TENSORS (compile-time), read here from float32
+tensors at the program's KV head (scale_stride 1: one scale a head, 0: one
+for the layer), so a replayed graph uses the values they hold then.
 TREE_MASK (compile-time; the general kernel only) adds a speculative
 tree's mask on top of those rules: mask_meta holds the mask's address (0:
 no mask, every key the rules allow) and the batch's mask_indptr; byte
@@ -173,7 +176,9 @@ def unified_attention(
         stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         block_size, window, causal, use_softcap, use_alibi, use_sinks, store_lse,
         HEAD_PAD: tl.constexpr, BLOCK_M: tl.constexpr, TILE_N: tl.constexpr,
-        PLAIN: tl.constexpr, mask_meta=None, TREE_MASK: tl.constexpr = False):
+        PLAIN: tl.constexpr, mask_meta=None, TREE_MASK: tl.constexpr = False,
+        k_scale_ptr=None, v_scale_ptr=None, scale_stride=None,
+        SCALE_TENSORS: tl.constexpr = False):
     tl.static_assert(not (PLAIN and TREE_MASK), "the tree mask is the general kernel's")
     QDT = q_ptr.dtype.element_ty
     # Programs start in grid order; the last q blocks of a request see the
@@ -209,6 +214,11 @@ def unified_attention(
     row_ok = (offs_m // heads < block_q) & (tok < q_len)
     q_pos = ctx_len + tok
     kvh = (hg * heads) // group_size
+    if SCALE_TENSORS:
+        # K's scale multiplies every score of the program's KV head, V's
+        # its output.
+        scale = scale * tl.load(k_scale_ptr + kvh * scale_stride)
+        out_scale = tl.load(v_scale_ptr + kvh * scale_stride)
     offs_d = tl.arange(0, HEAD_PAD)
     d_mask = offs_d < head_dim
 

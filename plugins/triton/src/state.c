@@ -78,26 +78,35 @@ static ah_status tk_state_kernels(ah_state *st)
                            ctx->arch);
         return tk_function(ctx, k->ragged, tk_sig_ragged, &k->f_ragged, &ctx->err);
     }
+    /* FP8 scales in tensors: the forms of the kernels that read them (the
+     * reduction takes none: stage 1 applies V's) */
+    const int sc = st->scale_tensors;
     struct {
         const char *name, *sig;
         ah_dtype kv;
         const tk_entry **e;
         CUfunction *f;
     } want[] = {
-        {"unified_attention", tk_sig_unified, sp->kv_dtype, &k->unified, &k->f_unified},
-        {"decode_split_stage1", tk_sig_stage1, sp->kv_dtype, &k->stage1, &k->f_stage1},
+        {sc ? "unified_attention" TK_SCALES_SUFFIX : "unified_attention",
+         sc ? tk_sig_unified_scales : tk_sig_unified, sp->kv_dtype, &k->unified, &k->f_unified},
+        {sc ? "decode_split_stage1" TK_SCALES_SUFFIX : "decode_split_stage1",
+         sc ? tk_sig_stage1_scales : tk_sig_stage1, sp->kv_dtype, &k->stage1, &k->f_stage1},
         {"decode_split_reduce", tk_sig_reduce, sp->q_dtype, &k->reduce, &k->f_reduce},
-        {"kv_write", tk_sig_kv_write, sp->kv_dtype, &k->kv_write, &k->f_kv_write},
+        {sc ? "kv_write" TK_SCALES_SUFFIX : "kv_write",
+         sc ? tk_sig_kv_write_scales : tk_sig_kv_write, sp->kv_dtype, &k->kv_write, &k->f_kv_write},
         /* decoder layers: batches with a tree mask (cross layers ignore it) */
-        {"unified_mask", tk_sig_unified_mask, sp->kv_dtype, &k->masked, &k->f_masked},
+        {sc ? "unified_mask" TK_SCALES_SUFFIX : "unified_mask",
+         sc ? tk_sig_unified_mask_scales : tk_sig_unified_mask, sp->kv_dtype, &k->masked,
+         &k->f_masked},
     };
     const size_t n_want = sizeof want / sizeof want[0] - (sp->attn_type != AH_ATTN_DECODER);
     /* The PLAIN unified kernel serves layers without soft-cap and ALiBi
      * whose page size is a power of two, where the target has it (not AMD). */
+    const char *plain = sc ? "unified_plain" TK_SCALES_SUFFIX : "unified_plain";
     st->plain = !(sp->softcap > 0) && !sp->use_alibi &&
                 (sp->block_size & (sp->block_size - 1)) == 0 &&
-                tk_find(ctx, "unified_plain", sp->q_dtype, sp->kv_dtype, sp->qk_head_size) != NULL;
-    if (st->plain) want[0].name = "unified_plain";
+                tk_find(ctx, plain, sp->q_dtype, sp->kv_dtype, sp->qk_head_size) != NULL;
+    if (st->plain) want[0].name = plain;
     for (size_t i = 0; i < n_want; i++) {
         const tk_entry *e = tk_find(ctx, want[i].name, sp->q_dtype, want[i].kv, sp->qk_head_size);
         if (!e)
@@ -121,6 +130,20 @@ static ah_status tk_spec_check(ah_context *ctx, const ah_layer_spec *sp)
     if (s == AH_OK) s = ah_spec_check_combination(sp, &tk_caps, e);
     if (s != AH_OK) return s;
     if (sp->use_mla) return ah_fail(e, AH_ERR_UNSUPPORTED, "MLA is not supported");
+    const ah_kv_scales form = ah_spec_kv_scales(sp);
+    const int fp8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3 || sp->kv_dtype == AH_DTYPE_FP8_E5M2;
+    if ((unsigned)form >= AH_KV_SCALES_COUNT || (form != AH_KV_SCALES_HOST && !fp8))
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "kv_scales %u: scale tensors (tensor, per_head) need an FP8 cache, "
+                       "kv_dtype is %s",
+                       (unsigned)form, ah_dtype_name(sp->kv_dtype));
+    /* The kernels keep the query in its dtype and convert the FP8 cache to
+     * it: no FP8 queries, so no query scale to take (AH_FEAT_Q_SCALE is not
+     * claimed). */
+    if (ah_spec_q_scale(sp))
+        return ah_fail(e, AH_ERR_UNSUPPORTED,
+                       "use_q_scale: the kernels take no FP8 queries (Q.K^T runs in the query's "
+                       "dtype over the converted cache), so they take no query scale");
     if (sp->softcap < 0 || sp->scale < 0)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "negative softcap or scale");
     return AH_OK;
@@ -151,6 +174,9 @@ ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_l
     st->captured_decode = -1;
     st->spec.scale = ah_spec_scale(spec);
     st->ragged = ah_spec_ragged(spec);
+    /* ragged layers read no cache: their keys come in the query dtype */
+    st->scale_tensors = !st->ragged && ah_spec_kv_scales(spec) != AH_KV_SCALES_HOST;
+    st->scale_stride = ah_spec_kv_scales(spec) == AH_KV_SCALES_PER_HEAD;
     st->split_cap = ctx->cfg.num_kv_splits ? ctx->cfg.num_kv_splits : TK_AUTO_SPLIT_CAP;
     if ((s = tk_state_kernels(st))) goto fail;
     const uint32_t group = spec->num_q_heads / spec->num_kv_heads;

@@ -62,11 +62,13 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     tk_kernels k;
-    int heads;        /* query heads per unified program (divides the group) */
-    int heads_masked; /* the same for k.masked */
-    int plain;        /* k.unified is the PLAIN specialization */
-    int ragged;       /* a ragged layer (ah_spec_ragged): keys packed by cu_seqlens_k */
-    int split_cap;    /* workspace splits per (request, head) */
+    int heads;         /* query heads per unified program (divides the group) */
+    int heads_masked;  /* the same for k.masked */
+    int plain;         /* k.unified is the PLAIN specialization */
+    int ragged;        /* a ragged layer (ah_spec_ragged): keys packed by cu_seqlens_k */
+    int scale_tensors; /* FP8 scales in float32 tensors (kv_scales tensor, per_head) */
+    int scale_stride;  /* their stride over KV heads: 1 per head, 0 per tensor */
+    int split_cap;     /* workspace splits per (request, head) */
     /* Device metadata, sized from lim: what every kernel reads. */
     CUdeviceptr d_counts;                                  /* int32 [num_reqs, num_tokens] */
     CUdeviceptr d_qsl, d_seq_lens, d_block_table, d_slots; /* paged layers */
@@ -122,6 +124,11 @@ ah_status tk_launch(ah_context *ctx, const tk_entry *e, CUfunction f, unsigned g
 /* Parameter signatures the launcher packs (must equal the table's). */
 extern const char tk_sig_unified[], tk_sig_unified_mask[], tk_sig_stage1[], tk_sig_reduce[],
     tk_sig_merge[], tk_sig_kv_write[], tk_sig_ragged[];
+/* The same with FP8 scales in tensors (generate.py's P_SCALES appended). */
+extern const char tk_sig_unified_scales[], tk_sig_unified_mask_scales[], tk_sig_stage1_scales[],
+    tk_sig_kv_write_scales[];
+/* The table-name suffix of those kernels. */
+#define TK_SCALES_SUFFIX "_scale_tensors"
 
 /* ops implemented in state.c and launch.c */
 ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,
