@@ -18,6 +18,7 @@ Needs: pip install triton==3.6.0 (the version the MANIFEST records).
 import argparse
 import concurrent.futures as cf
 import hashlib
+import inspect
 import os
 import sys
 
@@ -61,6 +62,15 @@ UNIFIED_CFG = {
 PLAIN_CFG = {
     "sm80": {64: (128, 64, 4, 3), 128: (128, 64, 8, 3), 256: (32, 32, 4, 3)},
     "sm90": UNIFIED_CFG["sm90"],
+}
+# The tree-mask kernel (the general one plus the mask's bytes, which the
+# pipeliner buffers too): the general kernel's shapes, but for sm80 at pad
+# 128, where 128/64/8/2 needs 128 KB (past sm_86/89's 99 KB); 128/32/8/2
+# takes 80 KB. Not measured.
+MASK_CFG = {
+    "sm80": {64: UNIFIED_CFG["sm80"][64], 128: (128, 32, 8, 2), 256: UNIFIED_CFG["sm80"][256]},
+    "sm90": UNIFIED_CFG["sm90"],
+    "amd": UNIFIED_CFG["amd"],
 }
 # The ragged kernel (AH_FEAT_RAGGED_KV), per query/key pad: (QK_A, QK_B,
 # V_PAD). Pad 192 is MLA's non-absorbed prefill, qk 192 (128 + 64, two
@@ -160,6 +170,16 @@ P_RAGGED = [
     ("use_softcap", "i32", 0), ("use_alibi", "i32", 0), ("use_sinks", "i32", 0),
     ("store_lse", "i32", 0),
 ]
+# Parameters only some specializations take (kernel order, appended to the
+# list above where taken). A specialization without them compiles each as a
+# constexpr of its default in the kernel's definition (None, False), so the
+# binaries of the kernels without the feature keep their parameter list and
+# their bytes.
+P_TREE_MASK = [("mask_meta", "i64ptr", 1)]
+# FP8 scales in float32 tensors (kv_scales tensor or per_head), 4-byte
+# aligned; scale_stride 1 per head, 0 per tensor.
+P_SCALES = [("k_scale_ptr", "f32ptr", 0), ("v_scale_ptr", "f32ptr", 0), ("scale_stride", "i32", 0)]
+SCALES_SUFFIX = "_scale_tensors"
 SIG_CHAR = {"Q": "p", "KV": "p", "f32ptr": "p", "i32ptr": "p", "i64ptr": "p", "f32": "f", "i32": "i"}
 
 
@@ -197,6 +217,13 @@ def specializations(target):
                 out.append(("unified_attention", q, kv, pad,
                             {"HEAD_PAD": pad, "BLOCK_M": bm, "TILE_N": tn, "PLAIN": False},
                             P_UNIFIED, w, st, bm, tn))
+                # Speculative tree verification (a batch with a tree mask):
+                # the general kernel's loop and parameters plus the mask's.
+                mbm, mtn, mw, mst = MASK_CFG[fam][pad]
+                out.append(("unified_mask", q, kv, pad,
+                            {"HEAD_PAD": pad, "BLOCK_M": mbm, "TILE_N": mtn, "PLAIN": False,
+                             "TREE_MASK": True},
+                            P_UNIFIED + P_TREE_MASK, mw, mst, mbm, mtn))
                 if target in PLAIN_CFG:
                     pbm, ptn, pw, pst = PLAIN_CFG[target][pad]
                     out.append(("unified_plain", q, kv, pad,
@@ -221,16 +248,26 @@ def specializations(target):
                 out.append(("ragged_plain", q, q, pad,
                             dict(pads, BLOCK_M=bm, TILE_N=tn, PLAIN=True), P_RAGGED, w, st, bm, tn,
                             vp))
+    # FP8 caches with their scales in tensors: the kernels that read the
+    # cache (unified in every specialization, stage 1) and kv_write, again
+    # with the scale pointers (the reduction and merge take none).
+    scaled = [o[:4] + (dict(o[4], SCALE_TENSORS=True), o[5] + P_SCALES) + o[6:]
+              for o in out if o[2].startswith("fp8") and
+              o[0] in ("unified_attention", "unified_plain", "unified_mask",
+                       "decode_split_stage1", "kv_write")]
+    out += [(o[0] + SCALES_SUFFIX,) + o[1:] for o in scaled]
     return [o if len(o) == 11 else o + (o[3],) for o in out]
 
 
 def kernel_fn(name):
+    if name.endswith(SCALES_SUFFIX):
+        name = name[:-len(SCALES_SUFFIX)]
     import decode_split
     import kv_write
     import merge_states
     import ragged_attention
     import unified_attention
-    if name == "unified_plain":
+    if name in ("unified_plain", "unified_mask"):
         return unified_attention.unified_attention
     if name == "ragged_plain":
         return ragged_attention.ragged_attention
@@ -252,14 +289,24 @@ def compile_one(target, spec):
     sig, attrs = {}, {}
     type_of = {"Q": "*" + TT_TYPE[q], "KV": "*" + TT_TYPE[kv], "f32ptr": "*fp32",
                "i32ptr": "*i32", "i64ptr": "*i64", "f32": "fp32", "i32": "i32"}
-    for i, (pname, ptype, div16) in enumerate(params):
-        assert fn.arg_names[i] == pname, (kname, i, fn.arg_names[i], pname)
-        sig[pname] = type_of[ptype]
-        if div16:
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    for c in consts:
-        sig[c] = "constexpr"
-    assert list(sig) == list(fn.arg_names), (kname, list(sig), fn.arg_names)
+    # Every argument in the kernel's order: a parameter of the list, a
+    # constexpr the specialization sets, or one it leaves at its default.
+    defaults = {n: p.default for n, p in inspect.signature(fn.fn).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    consts = dict(consts)
+    given = {p[0]: p for p in params}
+    for i, pname in enumerate(fn.arg_names):
+        if pname in given and pname not in consts:
+            _, ptype, div16 = given[pname]
+            sig[pname] = type_of[ptype]
+            if div16:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            assert pname in consts or pname in defaults, (kname, pname)
+            consts.setdefault(pname, defaults.get(pname))
+            sig[pname] = "constexpr"
+    runtime = [n for n in fn.arg_names if sig[n] != "constexpr"]
+    assert runtime == [p[0] for p in params], (kname, runtime, [p[0] for p in params])
     src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
     tgt = GPUTarget(backend, arch, warp)
     opts = make_backend(tgt).parse_options({"num_warps": warps, "num_stages": stages})

@@ -14,6 +14,11 @@ A request without keys (seq_len 0) has one split of length 0: every
 program writes LSE -inf and returns before reading its block-table row
 (garbage there) or the cache.
 
+FP8 scales in float32 tensors (SCALE_TENSORS, compile-time; the caller
+folds host floats into scale and the reduction's out_scale instead): K's
+scale of the program's KV head multiplies its scores, V's its partial
+output, read when the kernel runs (scale_stride 1: a scale a head, 0: one).
+
 Splits cover [seq_len - window, seq_len) only, from its first key: a
 released page (negative block-table entry, AH_FEAT_RELEASED_BLOCKS) holds
 keys the window hides from the request's query, so no split reaches it.
@@ -64,7 +69,9 @@ def decode_split_stage1(
         stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         block_size, window, num_splits, split_tile, split_stride, num_q_heads,
         use_softcap, use_alibi,
-        HEAD_PAD: tl.constexpr, BLOCK_H: tl.constexpr, TILE_N: tl.constexpr):
+        HEAD_PAD: tl.constexpr, BLOCK_H: tl.constexpr, TILE_N: tl.constexpr,
+        k_scale_ptr=None, v_scale_ptr=None, scale_stride=None,
+        SCALE_TENSORS: tl.constexpr = False):
     QDT = q_ptr.dtype.element_ty
     req = tl.program_id(0)
     hb = tl.program_id(1)
@@ -95,6 +102,8 @@ def decode_split_stage1(
         tl.store(lse_row, tl.full([BLOCK_H], float("-inf"), tl.float32), mask=h_ok)
         return
 
+    if SCALE_TENSORS:
+        scale = scale * tl.load(k_scale_ptr + kvh * scale_stride)
     q_row = req.to(tl.int64) * stride_qt + head * stride_qh
     q = tl.load(q_ptr + q_row[:, None] + offs_d[None, :], mask=h_ok[:, None] & d_mask[None, :],
                 other=0.0)
@@ -120,7 +129,11 @@ def decode_split_stage1(
                                       stride_vb, scale, softcap, slope2, pos, False, TILE_N, QDT)
 
     o_row = ((req * num_q_heads + head).to(tl.int64) * split_stride + sp) * HEAD_PAD
-    tl.store(mid_o + o_row[:, None] + offs_d[None, :], acc / l_i[:, None], mask=h_ok[:, None])
+    if SCALE_TENSORS:
+        o = acc * (tl.load(v_scale_ptr + kvh * scale_stride) / l_i)[:, None]
+        tl.store(mid_o + o_row[:, None] + offs_d[None, :], o, mask=h_ok[:, None])
+    else:
+        tl.store(mid_o + o_row[:, None] + offs_d[None, :], acc / l_i[:, None], mask=h_ok[:, None])
     tl.store(lse_row, m_i + tl.math.log2(l_i), mask=h_ok)
 
 

@@ -21,7 +21,16 @@ layer has no soft-cap and no ALiBi and its page size is a power of two: no
 ALiBi term per score, pages by shift and mask, the scale folded into the
 exponent. Sinks, windows, LSE and every attention type still apply.
 FP8 caches: K and V convert exactly to the query dtype; k_scale is folded
-into the score scale and v_scale into the final normalisation by the caller.
+into the score scale and v_scale into the final normalisation by the caller
+(host floats), or, with SCALE_TENSORS (compile-time), read here from float32
+tensors at the program's KV head (scale_stride 1: one scale a head, 0: one
+for the layer), so a replayed graph uses the values they hold then.
+TREE_MASK (compile-time; the general kernel only) adds a speculative
+tree's mask on top of those rules: mask_meta holds the mask's address (0:
+no mask, every key the rules allow) and the batch's mask_indptr; byte
+mask[indptr[r] + i * seq_len + j] != 0 lets query token i of request r see
+key j (SGLang's layout, plugin.h). Every tile loads its bytes, so the
+masked kernel runs every tile through the masked loop.
 Released pages (negative block-table entries, hidden by the window from
 every query of the request) are never dereferenced: only masked tiles can
 reach them, and their K/V loads are masked off there.
@@ -45,9 +54,9 @@ def _tile_start(i, n_first, start, start2, TILE_N: tl.constexpr):
 @triton.jit
 def _attend_tiles(acc, l_i, m_i, q, start, end, start2, end2, k_base, v_base, bt_row, offs_d,
                   d_mask, block_size, page_shift, stride_ks, stride_vs, stride_kb, stride_vb,
-                  scale, softcap, slope2, q_pos, seq_len, window, causal,
+                  scale, softcap, slope2, q_pos, seq_len, window, causal, mask_row, mask_on,
                   MASKED: tl.constexpr, SOFTCAP: tl.constexpr, PLAIN: tl.constexpr,
-                  TILE_N: tl.constexpr, QDT: tl.constexpr):
+                  TILE_N: tl.constexpr, QDT: tl.constexpr, TREE_MASK: tl.constexpr):
     # Tiles of [start, end) then [start2, end2) in one loop: the masked loop
     # serves the window's head and the diagonal tail with one copy of code.
     n_first = tl.cdiv(tl.maximum(end - start, 0), TILE_N)
@@ -114,6 +123,13 @@ def _attend_tiles(acc, l_i, m_i, q, start, end, start2, end2, k_base, v_base, bt
             s = score_transform(qk, scale, softcap, slope2, offs_n, q_pos, SOFTCAP)
             if MASKED:
                 s = tl.where(visible(offs_n, q_pos, seq_len, window, causal), s, float("-inf"))
+            if TREE_MASK:
+                # (masked tiles only: the mask kernel runs no other) Rows
+                # without a mask (padding rows, or none given) read nothing
+                # and keep every key the rules above allow.
+                tree = tl.load(mask_row[:, None] + offs_n[None, :],
+                               mask=mask_on[:, None] & (offs_n < seq_len)[None, :], other=1)
+                s = tl.where(tree != 0, s, float("-inf"))
             acc, l_i, m_i = online_softmax_step(acc, l_i, m_i, s, v.to(QDT))
     return acc, l_i, m_i
 
@@ -121,18 +137,32 @@ def _attend_tiles(acc, l_i, m_i, q, start, end, start2, end2, k_base, v_base, bt
 @triton.jit
 def _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row, offs_d, d_mask,
                    block_size, page_shift, stride_ks, stride_vs, stride_kb, stride_vb, scale,
-                   softcap, slope2, q_pos, seq_len, window, causal, SOFTCAP: tl.constexpr,
-                   PLAIN: tl.constexpr, TILE_N: tl.constexpr, QDT: tl.constexpr):
-    # Unmasked middle [fa, fb), then the masked window head [t0, fa) and
-    # diagonal tail [fb, hi_k).
-    acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, fa, fb, fb, fb, k_base, v_base,
-                                  bt_row, offs_d, d_mask, block_size, page_shift, stride_ks,
-                                  stride_vs, stride_kb, stride_vb, scale, softcap, slope2, q_pos,
-                                  seq_len, window, causal, False, SOFTCAP, PLAIN, TILE_N, QDT)
-    acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, t0, tl.minimum(fa, hi_k), fb, hi_k, k_base,
-                                  v_base, bt_row, offs_d, d_mask, block_size, page_shift, stride_ks,
-                                  stride_vs, stride_kb, stride_vb, scale, softcap, slope2, q_pos,
-                                  seq_len, window, causal, True, SOFTCAP, PLAIN, TILE_N, QDT)
+                   softcap, slope2, q_pos, seq_len, window, causal, mask_row, mask_on,
+                   SOFTCAP: tl.constexpr, PLAIN: tl.constexpr, TILE_N: tl.constexpr,
+                   QDT: tl.constexpr, TREE_MASK: tl.constexpr):
+    if TREE_MASK:
+        # Every tile loads the mask's bytes and masks its scores, so no
+        # tile is free of masking: one masked loop over [t0, hi_k) (half
+        # the code of two loops).
+        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, t0, hi_k, hi_k, hi_k, k_base, v_base,
+                                      bt_row, offs_d, d_mask, block_size, page_shift, stride_ks,
+                                      stride_vs, stride_kb, stride_vb, scale, softcap, slope2,
+                                      q_pos, seq_len, window, causal, mask_row, mask_on, True,
+                                      SOFTCAP, PLAIN, TILE_N, QDT, TREE_MASK)
+    else:
+        # Unmasked middle [fa, fb), then the masked window head [t0, fa)
+        # and diagonal tail [fb, hi_k).
+        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, fa, fb, fb, fb, k_base, v_base,
+                                      bt_row, offs_d, d_mask, block_size, page_shift, stride_ks,
+                                      stride_vs, stride_kb, stride_vb, scale, softcap, slope2,
+                                      q_pos, seq_len, window, causal, mask_row, mask_on, False,
+                                      SOFTCAP, PLAIN, TILE_N, QDT, TREE_MASK)
+        acc, l_i, m_i = _attend_tiles(acc, l_i, m_i, q, t0, tl.minimum(fa, hi_k), fb, hi_k,
+                                      k_base, v_base, bt_row, offs_d, d_mask, block_size,
+                                      page_shift, stride_ks, stride_vs, stride_kb, stride_vb,
+                                      scale, softcap, slope2, q_pos, seq_len, window, causal,
+                                      mask_row, mask_on, True, SOFTCAP, PLAIN, TILE_N, QDT,
+                                      TREE_MASK)
     return acc, l_i, m_i
 
 
@@ -146,7 +176,10 @@ def unified_attention(
         stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
         block_size, window, causal, use_softcap, use_alibi, use_sinks, store_lse,
         HEAD_PAD: tl.constexpr, BLOCK_M: tl.constexpr, TILE_N: tl.constexpr,
-        PLAIN: tl.constexpr):
+        PLAIN: tl.constexpr, mask_meta=None, TREE_MASK: tl.constexpr = False,
+        k_scale_ptr=None, v_scale_ptr=None, scale_stride=None,
+        SCALE_TENSORS: tl.constexpr = False):
+    tl.static_assert(not (PLAIN and TREE_MASK), "the tree mask is the general kernel's")
     QDT = q_ptr.dtype.element_ty
     # Programs start in grid order; the last q blocks of a request see the
     # most keys (causal), so the highest block index runs first: the long
@@ -181,6 +214,11 @@ def unified_attention(
     row_ok = (offs_m // heads < block_q) & (tok < q_len)
     q_pos = ctx_len + tok
     kvh = (hg * heads) // group_size
+    if SCALE_TENSORS:
+        # K's scale multiplies every score of the program's KV head, V's
+        # its output.
+        scale = scale * tl.load(k_scale_ptr + kvh * scale_stride)
+        out_scale = tl.load(v_scale_ptr + kvh * scale_stride)
     offs_d = tl.arange(0, HEAD_PAD)
     d_mask = offs_d < head_dim
 
@@ -236,21 +274,34 @@ def unified_attention(
     bt_row = block_table + req.to(tl.int64) * bt_stride
     k_base = k_cache + kvh.to(tl.int64) * stride_kh
     v_base = v_cache + kvh.to(tl.int64) * stride_vh
+    mask_row = None
+    mask_on = None
+    if TREE_MASK:
+        # Row i of the request's [q_len x seq_len] block; the address is
+        # read here, not passed, so a replayed graph follows the mask the
+        # last plan saw wherever the engine put it.
+        mask_addr = tl.load(mask_meta)
+        mask_on = row_ok & (mask_addr != 0)
+        mask_row = mask_addr.to(tl.pointer_type(tl.uint8)) + (
+            tl.load(mask_meta + 1 + req) + tok.to(tl.int64) * seq_len)
     if PLAIN:
         acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
                                        offs_d, d_mask, block_size, page_shift, stride_ks, stride_vs,
                                        stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
-                                       window, causal, False, True, TILE_N, QDT)
+                                       window, causal, mask_row, mask_on, False, True, TILE_N, QDT,
+                                       TREE_MASK)
     elif use_softcap != 0:
         acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
                                        offs_d, d_mask, block_size, page_shift, stride_ks, stride_vs,
                                        stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
-                                       window, causal, True, False, TILE_N, QDT)
+                                       window, causal, mask_row, mask_on, True, False, TILE_N, QDT,
+                                       TREE_MASK)
     else:
         acc, l_i, m_i = _attend_ranges(acc, l_i, m_i, q, t0, fa, fb, hi_k, k_base, v_base, bt_row,
                                        offs_d, d_mask, block_size, page_shift, stride_ks, stride_vs,
                                        stride_kb, stride_vb, scale, softcap, slope2, q_pos, seq_len,
-                                       window, causal, False, False, TILE_N, QDT)
+                                       window, causal, mask_row, mask_on, False, False, TILE_N, QDT,
+                                       TREE_MASK)
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     o = acc * (out_scale / l_safe)[:, None]

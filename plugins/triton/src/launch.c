@@ -13,11 +13,20 @@
 
 #include "triton_plugin.h"
 
-const char tk_sig_unified[] = "pppppppppppfffiiiiiiiiiiiiiiiiiiiiii";
-const char tk_sig_stage1[] = "pppppppppffiiiiiiiiiiiiiiiiiii";
+#define TK_SIG_UNIFIED "pppppppppppfffiiiiiiiiiiiiiiiiiiiiii"
+#define TK_SIG_STAGE1 "pppppppppffiiiiiiiiiiiiiiiiiii"
+#define TK_SIG_KV_WRITE "ppppppffiiiiiiiiiiii"
+#define TK_SIG_SCALES "ppi" /* k_scale_ptr, v_scale_ptr, scale_stride */
+const char tk_sig_unified[] = TK_SIG_UNIFIED;
+const char tk_sig_unified_mask[] = TK_SIG_UNIFIED "p"; /* + mask_meta */
+const char tk_sig_stage1[] = TK_SIG_STAGE1;
 const char tk_sig_reduce[] = "ppppppfiiiiiiii";
 const char tk_sig_merge[] = "ppppppiiiiiiiii";
-const char tk_sig_kv_write[] = "ppppppffiiiiiiiiiiii";
+const char tk_sig_kv_write[] = TK_SIG_KV_WRITE;
+const char tk_sig_unified_scales[] = TK_SIG_UNIFIED TK_SIG_SCALES;
+const char tk_sig_unified_mask_scales[] = TK_SIG_UNIFIED "p" TK_SIG_SCALES;
+const char tk_sig_stage1_scales[] = TK_SIG_STAGE1 TK_SIG_SCALES;
+const char tk_sig_kv_write_scales[] = TK_SIG_KV_WRITE TK_SIG_SCALES;
 const char tk_sig_ragged[] = "ppppppppppffiiiiiiiiiiiiiiiiiiii";
 
 /* ---- table and modules ------------------------------------------------------ */
@@ -27,7 +36,8 @@ static uint32_t tk_pad_for(uint32_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : 
 const tk_entry *tk_find(const ah_context *ctx, const char *kernel, ah_dtype q, ah_dtype kv,
                         uint32_t head_size)
 {
-    uint32_t pad = strcmp(kernel, "kv_write") == 0 ? 256 : tk_pad_for(head_size);
+    /* kv_write (and its scale-tensor form): one pad, masked to the head size */
+    uint32_t pad = strncmp(kernel, "kv_write", 8) == 0 ? 256 : tk_pad_for(head_size);
     for (unsigned i = 0; i < ah_tk_table_len; i++) {
         const tk_entry *e = &ah_tk_table[i];
         if (e->q_dtype == q && e->kv_dtype == kv && e->head_pad == pad &&
@@ -196,6 +206,28 @@ static ah_status tk_cache(ah_state *st, const DLTensor *t, const char *name, int
     return AH_OK;
 }
 
+/* ---- FP8 scales ------------------------------------------------------------ */
+
+/* A layer with its FP8 scales in tensors (kv_scales tensor or per_head):
+ * K's and V's, float32 [Hk] (per head) or [1], 4-byte aligned. The kernels
+ * read them when they run; they are never read here. */
+static ah_status tk_scale_tensors(ah_state *st, const DLTensor *k, const DLTensor *v)
+{
+    const int64_t n = st->scale_stride ? st->spec.num_kv_heads : 1;
+    const ah_dl_want wk = {"k_scale_tensor", 1, {n}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
+                     wv = {"v_scale_tensor", 1, {n}, 0, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO};
+    ah_status s = tk_tensor_aligned(&st->err, &wk, k, 4);
+    return s ? s : tk_tensor_aligned(&st->err, &wv, v, 4);
+}
+
+/* The scale tensors' kernel arguments (generate.py's P_SCALES). */
+static void arg_scales(tk_args *g, const ah_state *st, const DLTensor *k, const DLTensor *v)
+{
+    arg_t(g, k);
+    arg_t(g, v);
+    arg_i(g, st->scale_stride);
+}
+
 /* ---- forward ------------------------------------------------------------- */
 
 /* forward's lse, sinks and alibi_slopes, where the layer and call have them. */
@@ -290,10 +322,14 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         return s;
     if (ks[0] > INT_MAX || vs[0] > INT_MAX)
         return ah_fail(err, AH_ERR_INVALID_ARGUMENT, "cache block stride exceeds int32");
+    if (st->scale_tensors && (s = tk_scale_tensors(st, a->k_scale_tensor, a->v_scale_tensor)))
+        return s;
     if ((s = tk_ctx_bind(ctx, err))) return s;
 
-    const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
-    const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
+    /* Host floats fold into the score scale and the output's; scale
+     * tensors are the kernels' to read (the floats are 0 then). */
+    const float k_scale = st->scale_tensors ? 1.0f : ah_kv_scale(a->k_scale, sp->kv_dtype);
+    const float v_scale = st->scale_tensors ? 1.0f : ah_kv_scale(a->v_scale, sp->kv_dtype);
     const int causal = ah_spec_causal(sp);
     const int window = sp->attn_type == AH_ATTN_ENCODER_DECODER ? 0 : (int)sp->sliding_window;
     const int group = (int)(sp->num_q_heads / sp->num_kv_heads);
@@ -304,7 +340,8 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
     tk_args g = {0};
 
     if (!st->decode) {
-        const tk_entry *e = st->k.unified;
+        const tk_entry *e = st->masked ? st->k.masked : st->k.unified;
+        const int heads = st->masked ? st->heads_masked : st->heads;
         arg_t(&g, a->q);
         arg_t(&g, a->key_cache);
         arg_t(&g, a->value_cache);
@@ -320,7 +357,7 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         arg_f(&g, softcap ? sp->softcap : 1.0f);
         arg_f(&g, v_scale);
         arg_i(&g, group);
-        arg_i(&g, st->heads);
+        arg_i(&g, heads);
         arg_i(&g, D);
         arg_i(&g, st->lim.max_blocks_per_req);
         arg_i(&g, sqt);
@@ -341,9 +378,12 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
         arg_i(&g, sp->use_alibi != 0);
         arg_i(&g, sp->use_sinks != 0);
         arg_i(&g, a->lse != NULL);
-        uint32_t block_q = e->block_m / (uint32_t)st->heads;
+        if (st->masked) arg_p(&g, st->d_mask);
+        if (st->scale_tensors) arg_scales(&g, st, a->k_scale_tensor, a->v_scale_tensor);
+        uint32_t block_q = e->block_m / (uint32_t)heads;
         unsigned gx = (st->grid_tokens + block_q - 1) / block_q + st->grid_reqs;
-        return tk_go(ctx, e, st->k.f_unified, &g, gx, (unsigned)(Hq / st->heads), 1, cs, err);
+        return tk_go(ctx, e, st->masked ? st->k.f_masked : st->k.f_unified, &g, gx,
+                     (unsigned)(Hq / heads), 1, cs, err);
     }
 
     const tk_entry *e1 = st->k.stage1, *e2 = st->k.reduce;
@@ -377,6 +417,9 @@ ah_status tk_forward(ah_state *st, const ah_forward_args *a)
     arg_i(&g, Hq);
     arg_i(&g, softcap);
     arg_i(&g, sp->use_alibi != 0);
+    /* stage 1 applies V's scale tensor to its partial outputs, so the
+     * reduction's out_scale (v_scale) is 1 then */
+    if (st->scale_tensors) arg_scales(&g, st, a->k_scale_tensor, a->v_scale_tensor);
     unsigned hb = (unsigned)(sp->num_kv_heads * ((group + e1->block_m - 1) / e1->block_m));
     if ((s = tk_go(ctx, e1, st->k.f_stage1, &g, st->grid_reqs, hb, (unsigned)st->num_splits, cs,
                    err)))
@@ -419,9 +462,11 @@ ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a)
         (s = tk_cache(st, a->key_cache, "key_cache", ks)) ||
         (s = tk_cache(st, a->value_cache, "value_cache", vs)))
         return s;
+    if (st->scale_tensors && (s = tk_scale_tensors(st, a->k_scale_tensor, a->v_scale_tensor)))
+        return s;
     if ((s = tk_ctx_bind(ctx, err))) return s;
-    const float k_scale = ah_kv_scale(a->k_scale, sp->kv_dtype);
-    const float v_scale = ah_kv_scale(a->v_scale, sp->kv_dtype);
+    const float k_scale = st->scale_tensors ? 1.0f : ah_kv_scale(a->k_scale, sp->kv_dtype);
+    const float v_scale = st->scale_tensors ? 1.0f : ah_kv_scale(a->v_scale, sp->kv_dtype);
     const tk_entry *e = st->k.kv_write;
     tk_args g = {0};
     arg_t(&g, a->key);
@@ -444,6 +489,7 @@ ah_status tk_write_kv(ah_state *st, const ah_kv_write_args *a)
     arg_i(&g, vs[0]);
     arg_i(&g, vs[1]);
     arg_i(&g, vs[2]);
+    if (st->scale_tensors) arg_scales(&g, st, a->k_scale_tensor, a->v_scale_tensor);
     return tk_go(ctx, e, st->k.f_kv_write, &g, st->grid_tokens, (unsigned)Hk, 1,
                  (CUstream)a->stream, err);
 }

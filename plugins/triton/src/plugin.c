@@ -59,6 +59,12 @@ static void tk_check_combination(const ah_layer_spec *spec, const ah_probe_info 
                   "ALiBi on decoder layers (a cross query has no position among its keys)");
 }
 
+#ifdef TK_HIP
+#define TK_FP8_SCALE_FEATURES 0u /* no FP8 kernels for AMD */
+#else
+#define TK_FP8_SCALE_FEATURES (AH_FEAT_SCALE_TENSORS | AH_FEAT_KV_SCALE_PER_HEAD)
+#endif
+
 const ah_caps tk_caps = {
     .struct_size = sizeof(ah_caps),
     .q_dtypes = AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_BF16),
@@ -83,11 +89,24 @@ const ah_caps tk_caps = {
      * RAGGED_KV: ragged decoder layers, causal or not, with every feature
      * above, on the ragged kernel (kernels/ragged_attention.py), qk and v
      * head sizes up to 256 each; DIFF_HEAD_SIZES only there
-     * (check_combination refuses a paged layer with qk != v). */
+     * (check_combination refuses a paged layer with qk != v).
+     * TREE_MASK: plan sends every batch with a mask on a decoder layer,
+     * pure decode included, to the unified kernel's masked specialization
+     * (unified_mask: the general kernel plus the mask's bytes in every
+     * tile); a graph captured with it replays batches with or without a
+     * mask, one captured without it refuses a masked batch (state.c).
+     * SCALE_TENSORS, KV_SCALE_PER_HEAD (CUDA: AMD has no FP8 kernels):
+     * FP8 layers whose K and V scales come in float32 tensors, [1] or one
+     * a KV head, run kernels that read them on the device when they run
+     * (the unified kernel's specializations and split-KV stage 1 at the
+     * program's KV head, kv_write dividing by them); layers with host
+     * floats keep the kernels without. Not Q_SCALE: the kernels take no
+     * FP8 queries (the cache converts to the query's dtype), so a query
+     * scale would have nothing to scale. */
     .features = AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_ALIBI | AH_FEAT_SOFTCAP |
                 AH_FEAT_NON_CAUSAL | AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV |
                 AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS | AH_FEAT_RAGGED_KV |
-                AH_FEAT_DIFF_HEAD_SIZES,
+                AH_FEAT_DIFF_HEAD_SIZES | AH_FEAT_TREE_MASK | TK_FP8_SCALE_FEATURES,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * (the plan hands the kernels encoder_seq_lens as the sequence, every
      * key visible); not the cacheless encoder layers (packed K/V, no cache) */

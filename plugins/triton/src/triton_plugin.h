@@ -41,12 +41,20 @@ struct ah_context {
     ah_errbuf err;
 };
 
-/* A paged layer's kernels (unified, split-KV stages, kv_write), or a
- * ragged layer's one (ragged; the others NULL). */
+/* A paged layer's kernels (unified, split-KV stages, kv_write, and for a
+ * decoder layer the unified kernel with the tree mask), or a ragged
+ * layer's one (ragged; the others NULL). */
 typedef struct tk_kernels {
-    const tk_entry *unified, *stage1, *reduce, *kv_write, *ragged;
-    CUfunction f_unified, f_stage1, f_reduce, f_kv_write, f_ragged;
+    const tk_entry *unified, *stage1, *reduce, *kv_write, *masked, *ragged;
+    CUfunction f_unified, f_stage1, f_reduce, f_kv_write, f_masked, f_ragged;
 } tk_kernels;
+
+/* What plan stages in pinned memory for the device: the request and token
+ * counts (d_counts) and the tree mask's address (d_mask[0]). */
+typedef struct tk_staging {
+    int32_t counts[2];
+    uint64_t mask_addr;
+} tk_staging;
 
 struct ah_state {
     ah_context *ctx;
@@ -54,17 +62,22 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     tk_kernels k;
-    int heads;     /* query heads per unified program (divides the group) */
-    int plain;     /* k.unified is the PLAIN specialization */
-    int ragged;    /* a ragged layer (ah_spec_ragged): keys packed by cu_seqlens_k */
-    int split_cap; /* workspace splits per (request, head) */
+    int heads;         /* query heads per unified program (divides the group) */
+    int heads_masked;  /* the same for k.masked */
+    int plain;         /* k.unified is the PLAIN specialization */
+    int ragged;        /* a ragged layer (ah_spec_ragged): keys packed by cu_seqlens_k */
+    int scale_tensors; /* FP8 scales in float32 tensors (kv_scales tensor, per_head) */
+    int scale_stride;  /* their stride over KV heads: 1 per head, 0 per tensor */
+    int split_cap;     /* workspace splits per (request, head) */
     /* Device metadata, sized from lim: what every kernel reads. */
     CUdeviceptr d_counts;                                  /* int32 [num_reqs, num_tokens] */
     CUdeviceptr d_qsl, d_seq_lens, d_block_table, d_slots; /* paged layers */
-    CUdeviceptr d_cuk; /* ragged layers: cu_seqlens_k [num_reqs + 1] */
+    CUdeviceptr d_cuk;  /* ragged layers: cu_seqlens_k [num_reqs + 1] */
+    CUdeviceptr d_mask; /* decoder layers: int64 [2 + num_reqs], the tree
+                           mask's address (0: none), then mask_indptr */
     CUdeviceptr d_mid_o, d_mid_lse;
-    int32_t *h_counts; /* pinned staging for d_counts */
-    CUevent staged;    /* the last counts upload; guards h_counts reuse */
+    tk_staging *h_stage; /* pinned */
+    CUevent staged;      /* the last upload from h_stage; guards its reuse */
     /* The last plan. */
     ah_plan_mode mode;
     uint32_t num_reqs, num_tokens;
@@ -72,9 +85,11 @@ struct ah_state {
     uint32_t num_k_tokens; /* ragged: rows of forward's key and value */
     int context_keys;      /* ragged: queries after every key (AH_RAGGED_KEYS_CONTEXT) */
     int decode;            /* pure decode: the split-KV path */
+    int masked;            /* the unified kernel with the tree mask (k.masked) */
     int num_splits;
     uint32_t grid_reqs, grid_tokens; /* launch extents (maxima when captured) */
     int captured_decode;             /* path fixed at CAPTURE; -1: nothing captured */
+    int captured_masked;             /* the captured launch is k.masked */
 };
 
 /* The capability table (plugin.c); state_create checks a spec against it. */
@@ -107,8 +122,13 @@ ah_status tk_launch(ah_context *ctx, const tk_entry *e, CUfunction f, unsigned g
                     unsigned gz, void **params, CUstream stream, ah_errbuf *err);
 
 /* Parameter signatures the launcher packs (must equal the table's). */
-extern const char tk_sig_unified[], tk_sig_stage1[], tk_sig_reduce[], tk_sig_merge[],
-    tk_sig_kv_write[], tk_sig_ragged[];
+extern const char tk_sig_unified[], tk_sig_unified_mask[], tk_sig_stage1[], tk_sig_reduce[],
+    tk_sig_merge[], tk_sig_kv_write[], tk_sig_ragged[];
+/* The same with FP8 scales in tensors (generate.py's P_SCALES appended). */
+extern const char tk_sig_unified_scales[], tk_sig_unified_mask_scales[], tk_sig_stage1_scales[],
+    tk_sig_kv_write_scales[];
+/* The table-name suffix of those kernels. */
+#define TK_SCALES_SUFFIX "_scale_tensors"
 
 /* ops implemented in state.c and launch.c */
 ah_status tk_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_limits *lim,

@@ -100,7 +100,7 @@ class T:
         self.arr = arr
         _RANGES.append((arr.ctypes.data, arr.ctypes.data + arr.nbytes))
         self.dtype = _dtype(dtname or {np.float16: "float16", np.float32: "float32", np.int32: "int32",
-                                    np.int64: "int64"}[arr.dtype.type])
+                                    np.int64: "int64", np.uint8: "uint8"}[arr.dtype.type])
         self._st = _Storage(arr)
         self.offset = 0
 
@@ -130,8 +130,10 @@ class T:
         pass
 
 
-def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap, sinks, alibi):
-    """float64 reference.h: out [T, Hq, D], lse [T, Hq]."""
+def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap, sinks, alibi,
+                  tree=None):
+    """float64 reference.h: out [T, Hq, D], lse [T, Hq]. tree: per request
+    its [q_len, seq_len] tree mask, or None."""
     T_, hq, d = q.shape
     hk = kc.shape[2] if layout == "NHD" else kc.shape[1]
     out = np.zeros((T_, hq, d))
@@ -167,6 +169,8 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
                         vis &= pos_k > p - window
                 elif window:
                     vis &= np.abs(pos_k - p) < window
+                if tree is not None:
+                    vis &= tree[r][i] != 0
                 s = np.where(vis, s, -np.inf)
                 m = max(s.max() if L else -np.inf, sinks[h] if sinks is not None else -np.inf)
                 if m == -np.inf:
@@ -179,11 +183,40 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
     return out, lse
 
 
-def make_case(rng, qlens, lens, hq, hk, d, bs, layout, released_window=0):
+# FP8 formats: (exponent bits, mantissa bits, bias, torch dtype name).
+FP8 = {"e4m3": (4, 3, 7, "float8_e4m3fn"), "e5m2": (5, 2, 15, "float8_e5m2")}
+
+
+def fp8_decode(fmt):
+    """The value of each of the 256 codes (NaN for NaN and infinity)."""
+    eb, mb, bias, _ = FP8[fmt]
+    c = np.arange(256)
+    e, m = (c >> mb) & ((1 << eb) - 1), c & ((1 << mb) - 1)
+    v = np.where(e == 0, m / 2.0 ** mb * 2.0 ** (1 - bias), (1 + m / 2.0 ** mb) * 2.0 ** (e - bias))
+    v = np.where(c >> 7, -v, v)
+    special = (e == 15) & (m == 7) if fmt == "e4m3" else e == 31
+    return np.where(special, np.nan, v)
+
+
+def fp8_cache(rng, shape, fmt):
+    """Random FP8 codes of finite values up to 4 in magnitude."""
+    vals = fp8_decode(fmt)
+    codes = np.flatnonzero(np.isfinite(vals) & (np.abs(vals) <= 4)).astype(np.uint8)
+    return rng.choice(codes, shape)
+
+
+def head_axis(layout):
+    return 2 if layout == "NHD" else 1
+
+
+def make_case(rng, qlens, lens, hq, hk, d, bs, layout, released_window=0, kv_fmt=None):
     nb = sum((L + bs - 1) // bs for L in lens) + 3
     shape = (nb, bs, hk, d) if layout == "NHD" else (nb, hk, bs, d)
-    kc = rng.uniform(-2, 2, shape).astype(np.float16)
-    vc = rng.uniform(-2, 2, shape).astype(np.float16)
+    if kv_fmt:
+        kc, vc = fp8_cache(rng, shape, kv_fmt), fp8_cache(rng, shape, kv_fmt)
+    else:
+        kc = rng.uniform(-2, 2, shape).astype(np.float16)
+        vc = rng.uniform(-2, 2, shape).astype(np.float16)
     cols = max((L + bs - 1) // bs for L in lens) + 2
     bt = np.full((len(lens), cols), 1 << 29, np.int32)
     perm = rng.permutation(nb)
@@ -224,6 +257,47 @@ def release(bt, qlens, lens, bs, window):
     assert n, "the case releases no block"
 
 
+def make_tree(rng, qlens, lens, lead=5):
+    """Per request a speculative tree's [q_len, seq_len] mask, SGLang's
+    layout (plugin.h): the prefix visible but for random holes, each draft
+    token its ancestors and itself; the first request's second row hides
+    every key (out 0, LSE -inf). Packed after `lead` bytes of garbage, so
+    mask_indptr starts past 0 as a split part's view does. Returns the
+    per-request masks, the packed bytes and mask_indptr."""
+    trees = []
+    for ql, L in zip(qlens, lens):
+        m = np.zeros((ql, L), np.uint8)
+        first = L - ql
+        parent = [0] + [int(rng.integers(0, i)) for i in range(1, ql)]
+        for i in range(ql):
+            m[i, :first] = rng.random(first) > 0.1
+            if i:
+                m[i, first:first + i] = m[parent[i], first:first + i]
+            m[i, first + i] = 1
+        trees.append(m)
+    if qlens[0] > 1:
+        trees[0][1] = 0
+    packed = np.concatenate([rng.integers(0, 256, lead).astype(np.uint8)] +
+                            [m.ravel() for m in trees] + [np.zeros(1, np.uint8)])
+    indptr = lead + np.concatenate([[0], np.cumsum([m.size for m in trees])]).astype(np.int64)
+    return trees, packed, indptr
+
+
+def fp8_scales(rng, hk, kc, vc, layout, kv_fmt, scales):
+    """FP8 caches' scales and the caches the reference reads: (K scales, V
+    scales, real K, real V); scales "per_head" ([hk], head h's 1 + h times
+    head 0's, so a kernel reading another head's is far off), "tensor"
+    ([1]) or "host" (floats, the launcher's fold)."""
+    n = hk if scales == "per_head" else 1
+    ks = (rng.uniform(0.3, 0.6) * (1 + np.arange(n))).astype(np.float32)
+    vs = (rng.uniform(0.3, 0.6) * (1 + np.arange(n))[::-1]).astype(np.float32)
+    shape = [1, 1, 1, 1]
+    shape[head_axis(layout)] = n
+    table = fp8_decode(kv_fmt)
+    return (ks, vs, table[kc] * ks.astype(np.float64).reshape(shape),
+            table[vc] * vs.astype(np.float64).reshape(shape))
+
+
 def strides(kc, layout):
     s = [x // kc.itemsize for x in kc.strides]
     return (s[0], s[1], s[2]) if layout == "NHD" else (s[0], s[2], s[1])  # block, slot, head
@@ -252,12 +326,36 @@ def check_empty(name, out, lse, qlens, lens, sinks):
 
 def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=0, softcap=0.0,
                 use_sinks=False, use_alibi=False, head_pad=None, block_m=64, tile_n=32, plain=False,
-                released=False, interleaved=False):
+                released=False, interleaved=False, tree=None, kv_fmt=None, scales=None):
+    """tree: None (the kernel without the mask), "mask" (a tree mask), or
+    "absent" (the masked kernel told there is no mask: address 0, as a
+    graph captured on a masked batch replays one without). kv_fmt: an FP8
+    cache ("e4m3", "e5m2") with scales "host", "tensor" or "per_head"."""
     _RANGES.clear()
     q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
-                              released_window=window if released else 0)
+                              released_window=window if released else 0, kv_fmt=kv_fmt)
     if interleaved:
         kc, vc = interleave(kc, vc)
+    trees, extra = None, {}
+    if tree:
+        trees, packed, indptr = make_tree(rng, qlens, lens)
+        T(packed)  # the mask's bytes are an array the loads may touch
+        addr = packed.ctypes.data if tree == "mask" else 0
+        extra = dict(mask_meta=T(np.concatenate([[addr], indptr]).astype(np.int64)),
+                     TREE_MASK=True)
+        if tree == "absent":
+            trees = None
+    kref, vref, kscale, vscale = kc, vc, 1.0, 1.0
+    if kv_fmt:
+        ks, vs, kref, vref = fp8_scales(rng, hk, kc, vc, layout, kv_fmt, scales)
+        if scales == "host":
+            kscale, vscale = float(ks[0]), float(vs[0])
+        else:
+            extra.update(k_scale_ptr=T(ks), v_scale_ptr=T(vs),
+                         scale_stride=int(scales == "per_head"), SCALE_TENSORS=True)
+        kc, vc = T(kc, FP8[kv_fmt][3]), T(vc, FP8[kv_fmt][3])
+    else:
+        kc, vc = T(kc), T(vc)
     pad = head_pad or max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else None
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -269,19 +367,21 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
     heads = max(h for h in range(1, min(group, block_m) + 1) if group % h == 0)
     block_q = block_m // heads
     grid = (len(q) // block_q + len(qlens) + 1, hq // heads)
-    ks, vs = strides(kc, layout), strides(vc, layout)
+    ks, vs = strides(kc.arr, layout), strides(vc.arr, layout)
     dummy = np.zeros(hq, np.float32)
     unified_attention[grid](
-        T(q), T(kc), T(vc), T(out), T(lse), T(sinks if use_sinks else dummy),
+        T(q), kc, vc, T(out), T(lse), T(sinks if use_sinks else dummy),
         T(alibi if use_alibi else dummy), T(bt), T(np.array(lens, np.int32)), T(qsl),
         T(np.array([len(qlens), len(q)], np.int32)),
-        scale, softcap if softcap else 1.0, 1.0, group, heads, d, bt.shape[1],
+        scale * kscale, softcap if softcap else 1.0, vscale, group, heads, d, bt.shape[1],
         q.shape[1] * d, d, q.shape[1] * d, d, hq, ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
         bs, window, causal, int(softcap > 0), int(use_alibi), int(use_sinks), 1,
-        HEAD_PAD=pad, BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain)
-    ro, rl = ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window, softcap,
-                           sinks, alibi)
-    name = ("unified plain " if plain else "unified ") + name
+        HEAD_PAD=pad, BLOCK_M=block_m, TILE_N=tile_n, PLAIN=plain, **extra)
+    ro, rl = ref_attention(q, kref, vref, bt, qlens, lens, bs, layout, scale, causal, window,
+                           softcap, sinks, alibi, trees)
+    name = ("unified plain " if plain else "unified mask " if tree else "unified ") + name
+    if kv_fmt:
+        name += f" fp8 {kv_fmt} {scales} scales"
     ok = check(name, out, lse, ro, rl)
     if 0 in lens:
         ok = check_empty(name, out, lse, qlens, lens, sinks) and ok
@@ -289,13 +389,25 @@ def run_unified(rng, name, qlens, lens, hq, hk, d, bs, layout, causal=1, window=
 
 
 def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, window=0, softcap=0.0,
-               use_sinks=False, use_alibi=False, tile_n=32, released=False, interleaved=False):
+               use_sinks=False, use_alibi=False, tile_n=32, released=False, interleaved=False,
+               kv_fmt=None, scales=None):
     _RANGES.clear()
     qlens = [1] * len(lens)
     q, kc, vc, bt = make_case(rng, qlens, lens, hq, hk, d, bs, layout,
-                              released_window=window if released else 0)
+                              released_window=window if released else 0, kv_fmt=kv_fmt)
     if interleaved:
         kc, vc = interleave(kc, vc)
+    kref, vref, kscale, vscale, extra = kc, vc, 1.0, 1.0, {}
+    if kv_fmt:
+        ks, vs, kref, vref = fp8_scales(rng, hk, kc, vc, layout, kv_fmt, scales)
+        if scales == "host":
+            kscale, vscale = float(ks[0]), float(vs[0])
+        else:
+            extra = dict(k_scale_ptr=T(ks), v_scale_ptr=T(vs),
+                         scale_stride=int(scales == "per_head"), SCALE_TENSORS=True)
+        kc, vc = T(kc, FP8[kv_fmt][3]), T(vc, FP8[kv_fmt][3])
+    else:
+        kc, vc = T(kc), T(vc)
     pad = max(64, 1 << (d - 1).bit_length())
     sinks = rng.uniform(-1, 3, hq).astype(np.float32) if use_sinks else np.zeros(hq, np.float32)
     alibi = (2.0 ** (-8.0 * np.arange(1, hq + 1) / hq)).astype(np.float32) if use_alibi else None
@@ -306,20 +418,20 @@ def run_decode(rng, name, lens, hq, hk, d, bs, layout, splits, split_tile, windo
     out = np.full(q.shape, np.nan, np.float16)
     lse = np.full(q.shape[:2], np.nan, np.float32)
     counts = np.array([R, R], np.int32)
-    ks, vs = strides(kc, layout), strides(vc, layout)
+    ks, vs = strides(kc.arr, layout), strides(vc.arr, layout)
     group = hq // hk
     decode_split_stage1[(R, hk * ((group + 15) // 16), splits)](
-        T(q), T(kc), T(vc), T(mid_o), T(mid_l), T(alibi if use_alibi else sinks), T(bt),
-        T(np.array(lens, np.int32)), T(counts), scale, softcap if softcap else 1.0,
+        T(q), kc, vc, T(mid_o), T(mid_l), T(alibi if use_alibi else sinks), T(bt),
+        T(np.array(lens, np.int32)), T(counts), scale * kscale, softcap if softcap else 1.0,
         group, d, bt.shape[1], hq * d, d, ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
         bs, window, splits, split_tile, splits, hq, int(softcap > 0), int(use_alibi),
-        HEAD_PAD=pad, BLOCK_H=16, TILE_N=tile_n)
+        HEAD_PAD=pad, BLOCK_H=16, TILE_N=tile_n, **extra)
     decode_split_reduce[(R, hq)](
-        T(mid_o), T(mid_l), T(out), T(lse), T(sinks), T(counts), 1.0, d, splits, splits, hq * d, d,
-        hq, int(use_sinks), 1, HEAD_PAD=pad, MAX_SPLITS=64)
-    ro, rl = ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, 1, window, softcap,
+        T(mid_o), T(mid_l), T(out), T(lse), T(sinks), T(counts), vscale, d, splits, splits, hq * d,
+        d, hq, int(use_sinks), 1, HEAD_PAD=pad, MAX_SPLITS=64)
+    ro, rl = ref_attention(q, kref, vref, bt, qlens, lens, bs, layout, scale, 1, window, softcap,
                            sinks if use_sinks else None, alibi)
-    name = f"decode {name} splits {splits}"
+    name = f"decode {name} splits {splits}" + (f" fp8 {kv_fmt} {scales} scales" if kv_fmt else "")
     ok = check(name, out, lse, ro, rl)
     if 0 in lens:
         ok = check_empty(name, out, lse, qlens, lens, sinks if use_sinks else None) and ok
@@ -430,6 +542,47 @@ def run_merge(rng):
     ro = np.where(den[..., None] > 0, (wa[..., None] * va + wb[..., None] * vb) / np.where(den > 0, den, 1)[..., None], 0)
     rl = np.where(den > 0, ms + np.log(np.where(den > 0, den, 1)), -np.inf)
     return check("merge_states", out, lo, ro, rl)
+
+
+def run_kv_write_scales(rng, scales, layout="NHD"):
+    """kv_write's FP8 path with scales in tensors (SCALE_TENSORS) into a
+    float32 cache: each element must be float32(x / scale of its KV head)
+    bit for bit, the division the reference does (a multiply by the
+    reciprocal rounds some differently). The interpreter's own FP8
+    conversion is not IEEE round-to-nearest-even, so the FP8 rounding
+    itself is left to the GPU checks."""
+    _RANGES.clear()
+    Tn, hk, d, bs, nb = 13, 3, 80, 16, 4
+    key = rng.uniform(-2, 2, (Tn, hk, d)).astype(np.float16)
+    val = rng.uniform(-2, 2, (Tn, hk, d)).astype(np.float16)
+    n = hk if scales == "per_head" else 1
+    ks = rng.uniform(0.01, 3, n).astype(np.float32)
+    vs = rng.uniform(0.01, 3, n).astype(np.float32)
+    shape = (nb, bs, hk, d) if layout == "NHD" else (nb, hk, bs, d)
+    kc = np.zeros(shape, np.float32)
+    vc = np.zeros(shape, np.float32)
+    slots = rng.permutation(nb * bs)[:Tn].astype(np.int64)
+    slots[5] = -1
+    cks, cvs = strides(kc, layout), strides(vc, layout)
+    kv_write[(Tn, hk)](T(key), T(val), T(kc), T(vc), T(slots), T(np.array([1, Tn], np.int32)),
+                       0.0, 0.0, d, bs, hk * d, d, hk * d, d, cks[0], cks[1], cks[2], cvs[0],
+                       cvs[1], cvs[2], HEAD_PAD=256, IS_FP8=True, k_scale_ptr=T(ks),
+                       v_scale_ptr=T(vs), scale_stride=int(n > 1), SCALE_TENSORS=True)
+    ek, ev = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    hs = np.arange(hk) if n > 1 else np.zeros(hk, int)
+    for t, s in enumerate(slots):
+        if s < 0:
+            continue
+        rk = key[t].astype(np.float32) / ks[hs][:, None]
+        rv = val[t].astype(np.float32) / vs[hs][:, None]
+        if layout == "NHD":
+            ek[s // bs, s % bs], ev[s // bs, s % bs] = rk, rv
+        else:
+            ek[s // bs, :, s % bs], ev[s // bs, :, s % bs] = rk, rv
+    ok = np.array_equal(ek.view(np.uint32), kc.view(np.uint32)) and \
+        np.array_equal(ev.view(np.uint32), vc.view(np.uint32))
+    print(f"{'ok' if ok else 'FAIL'} kv_write {scales} scale tensors {layout} (x / scale bitwise)")
+    return ok
 
 
 def run_kv_write(rng, layout="HND", interleaved=False):
@@ -576,6 +729,51 @@ def main():
                    (64, 0, 64), causal=0, window=7, plain=True),
         run_ragged(rng, "context bidirectional window", [9, 20], [30, 0], 4, 4, 64, 64, (64, 0, 64),
                    causal=0, context=1, window=12, plain=True),
+        # Speculative tree verification (AH_FEAT_TREE_MASK): the masked
+        # general kernel, draft tokens over a prefix with holes, a row that
+        # sees nothing; with the logit features, a window, released blocks
+        # and 64-key tiles; bidirectional; several tokens and heads a
+        # program; and the masked kernel without a mask (address 0).
+        run_guarded(run_unified, rng, "tree", [3, 1, 6, 4], [40, 70, 100, 4], 4, 2, 64, 16, "NHD",
+                    tree="mask"),
+        run_guarded(run_unified, rng, "tree window+softcap+sinks+alibi released hnd tile64",
+                    [5, 2, 7], [230, 190, 260], 4, 2, 64, 16, "HND", window=60, softcap=20.0,
+                    use_sinks=True, use_alibi=True, released=True, tile_n=64, tree="mask"),
+        run_guarded(run_unified, rng, "tree bidirectional group3 d48 bs32", [4, 6], [70, 33], 6, 2,
+                    48, 32, "NHD", causal=0, tree="mask"),
+        run_guarded(run_unified, rng, "tree mqa8 block_m 32", [7, 2, 5], [90, 2, 50], 8, 1, 64, 16,
+                    "HND", block_m=32, tree="mask"),
+        run_guarded(run_unified, rng, "no mask (address 0)", [3, 1, 6], [40, 70, 100], 4, 2, 64, 16,
+                    "NHD", window=23, use_sinks=True, tree="absent"),
+        # FP8 caches: scales in tensors (per head, different for every KV
+        # head, and per tensor) read by the unified kernel in each
+        # specialization and by split-KV stage 1, and the host floats the
+        # launcher folds; kv_write dividing by per-head and per-tensor
+        # scale tensors.
+        run_unified(rng, "gqa2", [1, 37, 90], [40, 37, 150], 8, 4, 64, 16, "NHD", kv_fmt="e4m3",
+                    scales="per_head"),
+        run_unified(rng, "window+softcap+sinks+alibi hnd", [1, 50, 100], [130, 50, 120], 6, 3, 64,
+                    16, "HND", window=23, softcap=20.0, use_sinks=True, use_alibi=True,
+                    kv_fmt="e5m2", scales="per_head"),
+        run_unified(rng, "group4 bs32 tile64", [5, 1, 70], [70, 33, 170], 8, 2, 48, 32, "HND",
+                    tile_n=64, plain=True, kv_fmt="e4m3", scales="per_head"),
+        run_unified(rng, "mha", [1, 37, 90], [40, 37, 150], 4, 4, 64, 16, "NHD", plain=True,
+                    kv_fmt="e5m2", scales="tensor"),
+        run_unified(rng, "host", [1, 37, 90], [40, 37, 150], 4, 2, 64, 16, "NHD", plain=True,
+                    kv_fmt="e4m3", scales="host"),
+        run_guarded(run_unified, rng, "tree", [3, 1, 6, 4], [40, 70, 100, 4], 6, 3, 64, 16, "NHD",
+                    tree="mask", kv_fmt="e4m3", scales="per_head"),
+        run_decode(rng, "gqa4", [200, 1, 333, 64], 16, 4, 64, 16, "NHD", 4, 64, kv_fmt="e4m3",
+                   scales="per_head"),
+        run_decode(rng, "window+softcap+sinks+alibi hnd", [300, 20, 170], 6, 3, 64, 16, "HND", 5,
+                   32, window=57, softcap=30.0, use_sinks=True, use_alibi=True, kv_fmt="e5m2",
+                   scales="per_head"),
+        run_decode(rng, "mha", [150, 97], 3, 3, 64, 16, "NHD", 3, 32, kv_fmt="e4m3",
+                   scales="tensor"),
+        run_decode(rng, "host", [150, 97], 4, 2, 64, 16, "NHD", 3, 32, kv_fmt="e5m2",
+                   scales="host"),
+        run_kv_write_scales(rng, "per_head"),
+        run_kv_write_scales(rng, "tensor", "HND"),
         run_merge(rng),
         run_kv_write(rng),
         run_kv_write(rng, "NHD", interleaved=True),

@@ -13,8 +13,11 @@
  * paths, released blocks (AH_FEAT_RELEASED_BLOCKS: negative entries for
  * the blocks a window hides) on both paths, ragged layers
  * (AH_FEAT_RAGGED_KV: packed keys, qk 192 / v 128 and equal head sizes,
- * bottom-right and context placement), and rejection of bad input
- * without writing anything.
+ * bottom-right and context placement), speculative tree masks
+ * (AH_FEAT_TREE_MASK: mixed and pure-decode batches, graphs captured with
+ * a mask replaying another mask elsewhere in memory and no mask, and a
+ * graph captured without one refusing a masked batch), and rejection of
+ * bad input without writing anything.
  * Outputs are poisoned before each run so unwritten elements show.
  *
  * The plugin gets the host's own services (tests/helpers/ath.h).
@@ -254,8 +257,71 @@ static uint32_t release_blocks(ath_host *h, ath_work *io, const tcase *c)
     return ath_upload(h, &B->d_bt, B->bt) ? 0 : n;
 }
 
+/* A speculative tree's mask over a batch (plugin.h, SGLang's layout). */
+typedef struct tk_tree {
+    uint8_t *m;  /* host copy: lead bytes, then every request's block */
+    int64_t *ip; /* mask_indptr, host copy */
+    ath_tensor dm, dip;
+} tk_tree;
+
+static void tree_free(ath_host *h, tk_tree *t)
+{
+    free(t->m);
+    free(t->ip);
+    ath_tensor_free(h, &t->dm);
+    ath_tensor_free(h, &t->dip);
+    memset(t, 0, sizeof *t);
+}
+
+/* Per request a [q_len x seq_len] block of bytes: the prefix visible but
+ * for random holes, each new token its ancestors (a random parent among
+ * the tokens before it) and itself. The blocks start lead bytes into the
+ * tensor (mask_indptr[0] = lead, as a split part's view keeps the whole
+ * batch's offsets). Sets B's mask fields; 0, or 1 on failure. */
+static int tree_build(ath_host *h, ath_batch *B, tk_tree *t, uint32_t lead, uint64_t *rng)
+{
+    memset(t, 0, sizeof *t);
+    const uint32_t R = B->num_reqs;
+    int64_t n = lead;
+    for (uint32_t r = 0; r < R; r++) n += (int64_t)(B->qsl[r + 1] - B->qsl[r]) * B->seq[r];
+    t->m = malloc((size_t)n + 1);
+    t->ip = malloc(sizeof(int64_t) * (R + 1));
+    uint32_t *parent = malloc(sizeof(uint32_t) * (B->max_q + 1));
+    const int64_t sm = n, sip = R + 1;
+    if (!t->m || !t->ip || !parent ||
+        ath_tensor_alloc(h, &t->dm, (DLDataType){kDLUInt, 8, 1}, 1, &sm) ||
+        ath_tensor_alloc(h, &t->dip, ath_i64, 1, &sip)) {
+        free(parent);
+        return 1;
+    }
+    for (uint32_t i = 0; i < lead; i++) t->m[i] = (uint8_t)ath_rand_u64(rng);
+    t->ip[0] = lead;
+    for (uint32_t r = 0; r < R; r++) {
+        const uint32_t q = (uint32_t)(B->qsl[r + 1] - B->qsl[r]), L = (uint32_t)B->seq[r];
+        const uint32_t first = L - q;
+        uint8_t *blk = t->m + t->ip[r];
+        t->ip[r + 1] = t->ip[r] + (int64_t)q * L;
+        for (uint32_t i = 0; i < q; i++) {
+            uint8_t *row = blk + (size_t)i * L;
+            parent[i] = i ? (uint32_t)(ath_rand_u64(rng) % i) : 0;
+            for (uint32_t j = 0; j < first; j++) row[j] = ath_rand_u64(rng) % 10 != 0;
+            memset(row + first, 0, q);
+            if (i) memcpy(row + first, blk + (size_t)parent[i] * L + first, i);
+            row[first + i] = 1;
+        }
+    }
+    free(parent);
+    if (ath_upload(h, &t->dm, t->m) || ath_upload(h, &t->dip, t->ip)) return 1;
+    B->b.custom_mask = &t->dm.t;
+    B->b.mask_indptr = &t->dip.t;
+    B->b.custom_mask_host = t->m;
+    B->b.mask_indptr_host = t->ip;
+    B->b.custom_mask_len = (uint64_t)n;
+    return 0;
+}
+
 /* What run_eager changes in a case's batch. */
-enum { V_PLAIN = 0, V_EMPTY = 1, V_RELEASED = 2 };
+enum { V_PLAIN = 0, V_EMPTY = 1, V_RELEASED = 2, V_TREE = 3 };
 
 /* Eager: plan, write_kv, forward, compare. */
 static void run_eager(ah_context *ctx, const tcase *c, int variant, uint64_t *rng)
@@ -265,15 +331,19 @@ static void run_eager(ah_context *ctx, const tcase *c, int variant, uint64_t *rn
     snprintf(name, sizeof name, "%s%s",
              variant == V_EMPTY      ? "empty kv "
              : variant == V_RELEASED ? "released blocks "
+             : variant == V_TREE     ? "tree mask "
                                      : "",
              c->name);
     int32_t ql[512], sl[512];
     lengths(c, rng, ql, sl);
     if (variant == V_EMPTY) empty_lengths(c, ql, sl);
     ath_work io;
+    tk_tree tree;
+    memset(&tree, 0, sizeof tree);
     ah_state *st = NULL;
     int ok = 0;
-    if (io_make(&P, &io, c, ql, sl, 0, 0, rng)) {
+    if (io_make(&P, &io, c, ql, sl, 0, 0, rng) ||
+        (variant == V_TREE && tree_build(&P, &io.B, &tree, 5, rng))) {
         snprintf(msg, sizeof msg, " setup failed");
         goto done;
     }
@@ -295,29 +365,43 @@ static void run_eager(ah_context *ctx, const tcase *c, int variant, uint64_t *rn
 done:
     report(name, ok, msg);
     if (st) O->state_destroy(st);
+    tree_free(&P, &tree);
     ath_work_free(&P, &io);
 }
+
+/* run_graph's tree masks: on the captured batch, on the replayed one. */
+enum { G_TREE_CAPTURE = 1, G_TREE_REPLAY = 2 };
 
 /* Graph: capture with one batch, replay with another of other lengths
  * (same request count bound), compare the replay with the reference.
  * replay (same layer as c, or NULL: c) shapes the replayed batch; empty:
- * its every third request has no keys. */
-static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int empty,
+ * its every third request has no keys; tree: G_TREE_* (a mask on the
+ * replay alone must be refused: the captured launch applies none). */
+static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int empty, int tree,
                       uint64_t *rng)
 {
     char msg[1024] = "";
-    char name[160];
+    char name[160], tn[48] = "";
+    if (tree)
+        snprintf(tn, sizeof tn, "tree mask %s%s", tree & G_TREE_CAPTURE ? "captured" : "",
+                 tree == G_TREE_CAPTURE  ? ", none replayed "
+                 : tree == G_TREE_REPLAY ? "replayed only (refused) "
+                                         : " and replayed ");
     if (!replay) replay = c;
-    if (replay == c) snprintf(name, sizeof name, "graph %s%s", empty ? "empty kv " : "", c->name);
+    if (replay == c)
+        snprintf(name, sizeof name, "graph %s%s%s", tn, empty ? "empty kv " : "", c->name);
     else
-        snprintf(name, sizeof name, "graph %s, replay %s%s", c->name, empty ? "empty kv " : "",
-                 replay->name);
+        snprintf(name, sizeof name, "graph %s%s, replay %s%s", tn, c->name,
+                 empty ? "empty kv " : "", replay->name);
     int32_t ql[512], sl[512], ql2[512], sl2[512];
     lengths(c, rng, ql, sl);
     lengths(replay, rng, ql2, sl2);
     ath_work a_io, b_io;
+    tk_tree ta, tb;
     memset(&a_io, 0, sizeof a_io);
     memset(&b_io, 0, sizeof b_io);
+    memset(&ta, 0, sizeof ta);
+    memset(&tb, 0, sizeof tb);
     ah_state *st = NULL;
     ah_graph *g = NULL;
     void *stream = NULL;
@@ -328,6 +412,10 @@ static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int 
     if (empty) empty_lengths(&c2, ql2, sl2);
     /* b's cache holds a's blocks too: the captured plan's bounds are a's */
     if (io_make(&P, &b_io, &c2, ql2, sl2, a_io.B.num_tokens, a_io.B.num_blocks, rng)) goto done;
+    /* the replay's mask lies elsewhere than the captured one's */
+    if (((tree & G_TREE_CAPTURE) && tree_build(&P, &a_io.B, &ta, 0, rng)) ||
+        ((tree & G_TREE_REPLAY) && tree_build(&P, &b_io.B, &tb, 3, rng)))
+        goto done;
     /* Limits cover both; the replay's tensors must be the captured ones, so
      * replay data is copied into the captured buffers. */
     ah_limits lim = limits_for(&a_io.B, 2);
@@ -345,6 +433,12 @@ static void run_graph(ah_context *ctx, const tcase *c, const tcase *replay, int 
     TRY("forward (capturing)", fs);
     TRY("graph_end", es);
     poison_outputs(&P, &b_io);
+    if (tree == G_TREE_REPLAY) {
+        const ah_status rs = O->plan(st, &b_io.B.b, AH_PLAN_REPLAY, stream);
+        ok = rs == AH_ERR_INVALID_ARGUMENT && strstr(O->state_error(st), "tree mask");
+        snprintf(msg, sizeof msg, " plan(REPLAY): status %d, \"%s\"", (int)rs, O->state_error(st));
+        goto done;
+    }
     TRY("plan(REPLAY)", O->plan(st, &b_io.B.b, AH_PLAN_REPLAY, stream));
     TRY("graph_launch", O->graph_launch(ctx, g, stream));
     TRY("synchronize", O->synchronize(ctx, stream));
@@ -354,6 +448,8 @@ done:
     if (g) O->graph_destroy(ctx, g);
     if (st) O->state_destroy(st);
     if (stream) O->stream_destroy(ctx, stream);
+    tree_free(&P, &ta);
+    tree_free(&P, &tb);
     ath_work_free(&P, &a_io);
     ath_work_free(&P, &b_io);
 }
@@ -711,9 +807,9 @@ int main(int argc, char **argv)
         if (quick && c->max_seq > 1000 && c->kind == K_PREFILL) continue;
         run_eager(ctx, c, V_PLAIN, &rng);
     }
-    run_graph(ctx, &cases[0], NULL, 0, &rng);  /* mixed: unified kernel */
-    run_graph(ctx, &cases[9], NULL, 0, &rng);  /* pure decode: split-KV */
-    run_graph(ctx, &cases[13], NULL, 0, &rng); /* decode with every feature */
+    run_graph(ctx, &cases[0], NULL, 0, 0, &rng);  /* mixed: unified kernel */
+    run_graph(ctx, &cases[9], NULL, 0, 0, &rng);  /* pure decode: split-KV */
+    run_graph(ctx, &cases[13], NULL, 0, 0, &rng); /* decode with every feature */
     /* Requests without keys in decode batches: split-KV (eager, every KV
      * dtype and head pad, with and without sinks) and, replayed from a
      * graph captured on a mixed batch, the unified kernel. */
@@ -732,16 +828,30 @@ int main(int argc, char **argv)
         if ((c->kv == E4 || c->kv == E5) && g_cc < 90) continue;
         run_eager(ctx, c, V_RELEASED, &rng);
     }
-    run_graph(ctx, &cases[9], NULL, 1, &rng);
+    run_graph(ctx, &cases[9], NULL, 1, 0, &rng);
     /* Not reformatted: the fields laid out like the cases table above. */
     // clang-format off
     const tcase dec0 = {"decode bf16 gqa4 d128 bs16 nhd", K_DECODE, DEC, BF, BF, 8, 2, 128, 16, NHD,
                         0, 0, 0, 0, 7, 300, 0, 0};
-    run_graph(ctx, &cases[0], &dec0, 1, &rng);
+    run_graph(ctx, &cases[0], &dec0, 1, 0, &rng);
     const tcase dec6 = {"decode bf16 window+softcap+sinks+alibi", K_DECODE, DEC, BF, BF, 8, 2, 128, 16,
                         NHD, 37, 30.f, 1, 1, 6, 300, 0, 0};
-    run_graph(ctx, &cases[6], &dec6, 1, &rng);
+    run_graph(ctx, &cases[6], &dec6, 1, 0, &rng);
     // clang-format on
+    /* Speculative tree masks: the masked unified kernel on mixed batches
+     * (general and plain layers, every logit feature, an FP8 cache) and
+     * on pure-decode ones, which it takes from split-KV; graphs. */
+    const size_t tree_cases[] = {0, 6, 7, 9, 13, 17};
+    for (size_t i = 0; i < sizeof tree_cases / sizeof tree_cases[0]; i++) {
+        const tcase *c = &cases[tree_cases[i]];
+        if ((c->kv == E4 || c->kv == E5) && g_cc < 90) continue;
+        run_eager(ctx, c, V_TREE, &rng);
+    }
+    run_graph(ctx, &cases[0], NULL, 0, G_TREE_CAPTURE | G_TREE_REPLAY, &rng);
+    run_graph(ctx, &cases[6], NULL, 0, G_TREE_CAPTURE | G_TREE_REPLAY, &rng);
+    run_graph(ctx, &cases[0], NULL, 0, G_TREE_CAPTURE, &rng);
+    run_graph(ctx, &cases[0], NULL, 0, G_TREE_REPLAY, &rng);
+    run_graph(ctx, &cases[9], NULL, 0, G_TREE_REPLAY, &rng);
     /* Ragged layers: MLA's non-absorbed prefill (qk 192 / v 128, a KV head
      * per query head, DeepSeek-V3's 16 heads at TP 8) on the plain kernel,
      * bottom-right and context; with every logit feature on the general
