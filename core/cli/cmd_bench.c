@@ -109,10 +109,10 @@ static char *model_text(const shape *s)
 {
     static char text[1024];
     snprintf(text, sizeof text,
-             "[model]\nname = bench\nnum_layers = 1\nattn_type = %s\nnum_q_heads = %u\n"
-             "num_kv_heads = %u\nhead_size = %u\ndtype = %s\nkv_dtype = %s\nblock_size = %u\n",
-             s->causal ? "decoder" : "encoder_only", s->hq, s->hk, s->head, s->dtype, s->kv_dtype,
-             s->block);
+             "[model]\nname = bench\nnum_layers = 1\nattn_type = decoder\ncausal = %s\n"
+             "num_q_heads = %u\nnum_kv_heads = %u\nhead_size = %u\ndtype = %s\nkv_dtype = %s\n"
+             "block_size = %u\n",
+             s->causal ? "true" : "false", s->hq, s->hk, s->head, s->dtype, s->kv_dtype, s->block);
     return text;
 }
 
@@ -486,9 +486,9 @@ int cmd_bench(cli_common *c)
             else
                 n += snprintf(text + n, sizeof text - (size_t)n,
                               "num_kv_heads = %u\nhead_size = %u\n"
-                              "block_size = %u\nattn_type = %s\n",
+                              "block_size = %u\ncausal = %s\n",
                               custom.hk, custom.head, custom.block,
-                              custom.causal ? "decoder" : "encoder_only");
+                              custom.causal ? "true" : "false");
             if (window)
                 n += snprintf(text + n, sizeof text - (size_t)n, "sliding_window = %u\n", window);
             if (softcap > 0)
