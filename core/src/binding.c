@@ -69,6 +69,14 @@ static const char WHY_RAGGED[] = "the batch carries cu_seqlens_k: a ragged step 
 static const char WHY_OUTPUT[] = "a winner returns its own output buffer (caller_output = 0), so "
                                  "one output in token order would need a copy";
 
+/* A device's stream for split steps' decode parts, beside the engine's, and
+ * the two events that fork and join them. stream NULL: the device offers no
+ * events, and the parts run in turn on the engine's stream. */
+typedef struct side_stream {
+    void *stream;
+    ah_event *fork, *join;
+} side_stream;
+
 struct ah_binding {
     ah_host *host;
     const ah_selection *sel;
@@ -116,6 +124,7 @@ struct ah_binding {
     int32_t *qsl_host;                 /* the prefill part's rebased query_start_loc */
     void **qsl_dev;                    /* per device: its copy (NULL: the host buffer serves) */
     uint8_t *dev_prefill;              /* per device: serves a prefill part */
+    side_stream *side;                 /* per device: where its decode parts run (ABI 2.4) */
     ah_batch_part *dparts;             /* per group: the decode part */
     ah_batch_part *pparts;             /* per group and device (g * n_devs + d): the prefill part */
     ah__kv_split *splits;              /* kernel-block pagings (kv_split.h) */
@@ -417,6 +426,34 @@ static ah_status prepare_splits(ah_binding *b, ah_error *err)
     return AH_OK;
 }
 
+/* Release device d's side stream and events. */
+static void side_close(ah_binding *b, uint32_t d)
+{
+    const ah_plugin_ops *ops = ops_of(b, ah__device_slot(b->devs[d]));
+    ah_context *ctx = ah__device_context(b->devs[d]);
+    side_stream *ss = &b->side[d];
+    if (ss->fork) ops->event_destroy(ctx, ss->fork);
+    if (ss->join) ops->event_destroy(ctx, ss->join);
+    if (ss->stream) ops->stream_destroy(ctx, ss->stream);
+    memset(ss, 0, sizeof *ss);
+}
+
+/* Device d's side stream and events, where its plugin offers events. */
+static ah_status side_open(ah_binding *b, uint32_t d)
+{
+    const ah_plugin_ops *ops = ops_of(b, ah__device_slot(b->devs[d]));
+    ah_context *ctx = ah__device_context(b->devs[d]);
+    side_stream *ss = &b->side[d];
+    if (!ops->event_create || !ops->event_destroy || !ops->event_record || !ops->stream_wait ||
+        !ops->stream_create || !ops->stream_destroy)
+        return AH_OK;
+    ah_status s = ops->stream_create(ctx, &ss->stream);
+    if (s == AH_OK) s = ops->event_create(ctx, &ss->fork);
+    if (s == AH_OK) s = ops->event_create(ctx, &ss->join);
+    if (s != AH_OK) side_close(b, d);
+    return s;
+}
+
 /* Everything a step needs, fixed at creation: which layers split, the
  * decode threshold, the plan lists, the validation specs and the split
  * buffers (no allocation per step). */
@@ -506,6 +543,20 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
             snprintf(err->msg, sizeof err->msg,
                      "%s: allocating the split batch's query_start_loc: %s",
                      plugin_name(b, ah__device_slot(b->devs[d])), ah_device_errmsg(b->devs[d]));
+            return s;
+        }
+    }
+    if (!(b->side = ah__calloc(b->n_devs, sizeof *b->side))) return AH_ERR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < b->n_plans[LIST_SPLIT]; i++) {
+        const plan_item *it = &b->plans[LIST_SPLIT][i];
+        const uint32_t d = b->states[it->state].dev_idx;
+        if (it->part != PART_DECODE || b->side[d].stream) continue;
+        ah_status s = side_open(b, d);
+        if (s != AH_OK) {
+            snprintf(err->msg, sizeof err->msg, "%s: the split step's decode stream: %s",
+                     plugin_name(b, ah__device_slot(b->devs[d])),
+                     ops_of(b, ah__device_slot(b->devs[d]))
+                         ->context_error(ah__device_context(b->devs[d])));
             return s;
         }
     }
@@ -681,6 +732,7 @@ void ah_binding_destroy(ah_binding *b)
     ah__free(b->splits);
     for (uint32_t i = 0; i < b->n_devs; i++) {
         if (b->qsl_dev && b->qsl_dev[i]) ah_device_free(b->devs[i], b->qsl_dev[i]);
+        if (b->side) side_close(b, i);
         ah__device_close(b->devs[i]);
     }
     for (int p = 0; p < AH_PHASE_COUNT; p++) ah__free(b->layer_state[p]);
@@ -701,6 +753,7 @@ void ah_binding_destroy(ah_binding *b)
     ah__free(b->qsl_host);
     ah__free(b->qsl_dev);
     ah__free(b->dev_prefill);
+    ah__free(b->side);
     ah__free(b->pparts);
     ah__free(b->states);
     ah__free(b->devs);
@@ -1151,9 +1204,29 @@ static const char *part_args(const ah_forward_args *a, int64_t r0, int64_t n, pa
     return bad;
 }
 
-/* Both parts of a split layer: K/V of each part first, then attention, the
- * decode winner on the first nd_tokens rows and the prefill winner on the
- * rest, both writing into the caller's out. */
+/* Device d's side stream after what `stream` queued so far (join = 0), or
+ * `stream` after what the side stream queued (join = 1). */
+static ah_status side_order(ah_binding *b, uint32_t d, void *stream, int join)
+{
+    const int slot = ah__device_slot(b->devs[d]);
+    const ah_plugin_ops *ops = ops_of(b, slot);
+    ah_context *ctx = ah__device_context(b->devs[d]);
+    const side_stream *ss = &b->side[d];
+    void *from = join ? ss->stream : stream, *to = join ? stream : ss->stream;
+    ah_event *e = join ? ss->join : ss->fork;
+    ah_status s = ops->event_record(ctx, e, from);
+    if (s == AH_OK) s = ops->stream_wait(ctx, to, e);
+    return s == AH_OK ? s
+                      : fail(b, s, "%s: ordering the split step's streams failed: %s",
+                             plugin_name(b, slot), ops->context_error(ctx));
+}
+
+/* Both parts of a split layer, each its K/V then its attention: the decode
+ * winner on the first nd_tokens rows and the prefill winner on the rest,
+ * both writing into the caller's out. Where the decode winner's device
+ * has a side stream and both winners are of one device kind, the decode
+ * part runs there, at the same time as the prefill part on the engine's
+ * stream, forked from and joined back into it. */
 static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_args *a, int attend)
 {
     bound_state *st[2] = {&b->states[b->layer_state[AH_PHASE_DECODE][layer]],
@@ -1170,18 +1243,23 @@ static ah_status forward_split(ah_binding *b, uint32_t layer, const ah_forward_a
                         "aligned (its row pitch is not a multiple of 16 bytes)",
                         layer, bad, b->nd_tokens);
     }
-    if (a->key && !no_cache(&st[1]->spec))
-        for (int i = 0; i < 2; i++) {
-            if (attend && caps_of(b, st[i]->slot)->forward_writes_kv) continue;
-            const ah_kv_write_args kv = kv_args_of(a, pa[i].key, pa[i].value);
-            ah_status s = call_write_kv(b, layer, st[i], &kv);
-            if (s != AH_OK) return s;
-        }
-    for (int i = 0; attend && i < 2; i++) {
-        ah_status s = call_forward(b, layer, st[i], &pa[i]);
-        if (s != AH_OK) return s;
+    const uint32_t d = st[0]->dev_idx;
+    const int side = attend && b->side && b->side[d].stream &&
+                     ah_device_kind_of(st[0]->dev) == ah_device_kind_of(st[1]->dev);
+    ah_status s;
+    if (side) {
+        if ((s = side_order(b, d, a->stream, 0)) != AH_OK) return s;
+        pa[0].stream = b->side[d].stream;
     }
-    return AH_OK;
+    for (int i = 0; i < 2; i++) {
+        if (a->key && !no_cache(&st[1]->spec) &&
+            !(attend && caps_of(b, st[i]->slot)->forward_writes_kv)) {
+            const ah_kv_write_args kv = kv_args_of(&pa[i], pa[i].key, pa[i].value);
+            if ((s = call_write_kv(b, layer, st[i], &kv)) != AH_OK) return s;
+        }
+        if (attend && (s = call_forward(b, layer, st[i], &pa[i])) != AH_OK) return s;
+    }
+    return side ? side_order(b, d, a->stream, 1) : AH_OK;
 }
 
 /* One state's K/V store (unless its forward stores them) and attention. */

@@ -323,6 +323,37 @@ static inline void ah_cuda_stream_destroy(ah_cuda_svc *s, void *stream)
     if (stream) cudaStreamDestroy((cudaStream_t)stream);
 }
 
+/* ---- events --------------------------------------------------------------- */
+
+/* An ah_event is a cudaEvent_t (timing off: only ordering). */
+static inline ah_status ah_cuda_event_create(ah_cuda_svc *s, ah_event **out)
+{
+    cudaEvent_t e = NULL;
+    *out = NULL;
+    AH_CUDA_TRY(&s->err, cudaSetDevice(s->device));
+    AH_CUDA_TRY(&s->err, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *out = (ah_event *)e;
+    return AH_OK;
+}
+
+static inline void ah_cuda_event_destroy(ah_cuda_svc *s, ah_event *e)
+{
+    (void)s;
+    if (e) cudaEventDestroy((cudaEvent_t)e);
+}
+
+static inline ah_status ah_cuda_event_record(ah_cuda_svc *s, ah_event *e, void *stream)
+{
+    AH_CUDA_TRY(&s->err, cudaEventRecord((cudaEvent_t)e, (cudaStream_t)stream));
+    return AH_OK;
+}
+
+static inline ah_status ah_cuda_stream_wait(ah_cuda_svc *s, void *stream, ah_event *e)
+{
+    AH_CUDA_TRY(&s->err, cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)e, 0));
+    return AH_OK;
+}
+
 /* ---- timers ----------------------------------------------------------------- */
 
 static inline ah_status ah_cuda_timer_start(ah_cuda_svc *s, void *stream)
@@ -448,13 +479,31 @@ static inline void ah_cuda_graph_destroy(ah_cuda_svc *s, ah_graph *g)
     static void PREFIX##_graph_destroy(ah_context *c, ah_graph *g) \
     { \
         ah_cuda_graph_destroy(SVC(c), g); \
+    } \
+    static ah_status PREFIX##_event_create(ah_context *c, ah_event **e) \
+    { \
+        return ah_cuda_event_create(SVC(c), e); \
+    } \
+    static void PREFIX##_event_destroy(ah_context *c, ah_event *e) \
+    { \
+        ah_cuda_event_destroy(SVC(c), e); \
+    } \
+    static ah_status PREFIX##_event_record(ah_context *c, ah_event *e, void *st) \
+    { \
+        return ah_cuda_event_record(SVC(c), e, st); \
+    } \
+    static ah_status PREFIX##_stream_wait(ah_context *c, void *st, ah_event *e) \
+    { \
+        return ah_cuda_stream_wait(SVC(c), st, e); \
     }
 
-/* The twelve device slots of ah_plugin_ops, in order (after workspace_size). */
+/* The sixteen device slots of ah_plugin_ops, in order (after
+ * workspace_size): memory, streams, timers, graphs, events. */
 #define AH_CUDA_DEVICE_OPS(PREFIX) \
     PREFIX##_mem_alloc, PREFIX##_mem_free, PREFIX##_mem_copy, PREFIX##_synchronize, \
         PREFIX##_stream_create, PREFIX##_stream_destroy, PREFIX##_timer_start, \
         PREFIX##_timer_stop, PREFIX##_graph_begin, PREFIX##_graph_end, PREFIX##_graph_launch, \
-        PREFIX##_graph_destroy
+        PREFIX##_graph_destroy, PREFIX##_event_create, PREFIX##_event_destroy, \
+        PREFIX##_event_record, PREFIX##_stream_wait
 
 #endif /* ATTNHOST_CUDA_SERVICES_H */

@@ -67,9 +67,11 @@ extern "C" {
  * (see "FP8 scales" below ah_layer_spec), and the interleaved K/V cache
  * layouts (AH_KV_LAYOUT_NHD_INTERLEAVED, AH_KV_LAYOUT_HND_INTERLEAVED),
  * block_size = auto and kernel blocks (attnhost.h), and the fnuz FP8
- * element types (AH_DTYPE_FP8_E4M3_FNUZ, AH_DTYPE_FP8_E5M2_FNUZ). */
+ * element types (AH_DTYPE_FP8_E4M3_FNUZ, AH_DTYPE_FP8_E5M2_FNUZ).
+ * ABI 2.4 added device events (ah_plugin_ops.event_create .. stream_wait),
+ * with which a split step's two parts run at the same time. */
 #define AH_ABI_VERSION_MAJOR 2
-#define AH_ABI_VERSION_MINOR 3
+#define AH_ABI_VERSION_MINOR 4
 #define AH_ABI_VERSION ((uint32_t)(AH_ABI_VERSION_MAJOR << 16 | AH_ABI_VERSION_MINOR))
 #define AH_ABI_MAJOR(v) ((uint32_t)(v) >> 16)
 #define AH_ABI_MINOR(v) ((uint32_t)(v)&0xffffu)
@@ -788,9 +790,9 @@ typedef struct ah_caps {
  * block_table and slot_mapping inside forward and write_kv, and CPU plugins
  * may read the host copies there.
  *
- * Streams: plan, write_kv and forward of one step take the same stream,
- * the engine's (a CUstream / hipStream_t; NULL is that runtime's default
- * stream; CPU plugins ignore it). A plugin enqueues its work there and
+ * Streams: plan, write_kv and forward of one step take the same stream
+ * (but a split step's decode part, see Phases below), the engine's (a CUstream / hipStream_t; NULL
+ * is that runtime's default stream; CPU plugins ignore it). A plugin enqueues its work there and
  * never waits for it on the host, except where its docs say so.
  *
  * Phases: a batch may mix decode and prefill requests. A plugin bound for
@@ -805,7 +807,14 @@ typedef struct ah_caps {
  * max_seq_len of a part bound its own requests. Otherwise (decodes not
  * first, plan mode CAPTURE/REPLAY, common_prefix_len set, a winner with
  * caller_output = 0) the prefill winner gets the whole batch. forward then
- * gets token-row views of q, key, value, out and lse for its part.
+ * gets token-row views of q, key, value, out and lse for its part. ABI 2.4:
+ * when the decode winner's device offers events (ah_plugin_ops.event_create
+ * and the rest) and both winners are of the same device kind, the decode
+ * part's write_kv and forward run on a stream the host created on that
+ * device, after an event recorded on the engine's stream at the layer's
+ * forward, and the engine's stream waits for them (a second event) before
+ * its later work: the two parts attend at the same time, each plugin still
+ * sees plan and forward of one part in stream order.
  * ------------------------------------------------------------------------- */
 
 /* ABI 2.1. One KV-cache group's paging of a step (vLLM's per-group
@@ -1126,6 +1135,7 @@ typedef struct ah_context_options {
 typedef struct ah_context ah_context; /* one per plugin and device index per host */
 typedef struct ah_state ah_state;     /* one per bound layer spec: plans, buffers */
 typedef struct ah_graph ah_graph;     /* a captured, replayable graph */
+typedef struct ah_event ah_event;     /* ABI 2.4: a point in a stream's work */
 
 /* ----------------------------------------------------------------------------
  * The operations table.
@@ -1208,6 +1218,19 @@ typedef struct ah_plugin_ops {
     ah_status (*graph_end)(ah_context *ctx, void *stream, ah_graph **out);
     ah_status (*graph_launch)(ah_context *ctx, ah_graph *g, void *stream);
     void (*graph_destroy)(ah_context *ctx, ah_graph *g);
+
+    /* ABI 2.4 (optional, all four together; with stream_create). Events
+     * order the work of two streams of the device: event_record marks
+     * what `stream` has queued so far, stream_wait makes later work on
+     * `stream` wait for the last record of `e` made before the call,
+     * without the host waiting. The host runs a split step's decode part
+     * on a stream of its own beside the engine's, so a decode winner and
+     * a prefill winner on one device attend at the same time (see
+     * "Phases" above ah_kv_group). */
+    ah_status (*event_create)(ah_context *ctx, ah_event **out);
+    void (*event_destroy)(ah_context *ctx, ah_event *e);
+    ah_status (*event_record)(ah_context *ctx, ah_event *e, void *stream);
+    ah_status (*stream_wait)(ah_context *ctx, void *stream, ah_event *e);
 } ah_plugin_ops;
 
 /* ----------------------------------------------------------------------------

@@ -430,6 +430,40 @@ static void graph_destroy(ah_context *c, ah_graph *g)
     free(g);
 }
 
+/* Events: the backend runs synchronously, so any order holds by itself; an
+ * event only remembers that it was recorded, so waiting on one never
+ * recorded is the host's mistake. */
+struct ah_event {
+    int recorded;
+};
+
+static ah_status event_create(ah_context *c, ah_event **e)
+{
+    *e = calloc(1, sizeof **e);
+    return *e ? AH_OK : ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+static void event_destroy(ah_context *c, ah_event *e)
+{
+    (void)c;
+    free(e);
+}
+
+static ah_status event_record(ah_context *c, ah_event *e, void *stream)
+{
+    (void)c, (void)stream;
+    e->recorded = 1;
+    return AH_OK;
+}
+
+static ah_status stream_wait(ah_context *c, void *stream, ah_event *e)
+{
+    (void)stream;
+    return e->recorded
+               ? AH_OK
+               : ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "waiting on an unrecorded event");
+}
+
 static const ah_config_key abi_keys[] = {
     AH_KEY_BOOL_ROW("usable", "true", "false: the probe reports the device unusable (for tests)")};
 
@@ -469,4 +503,8 @@ const ah_plugin_ops abi_graph_ops = {
     .graph_end = graph_end,
     .graph_launch = graph_launch,
     .graph_destroy = graph_destroy,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .stream_wait = stream_wait,
 };

@@ -31,6 +31,7 @@ typedef struct call {
     int qsl_is_host;    /* query_start_loc tensor data == query_start_loc_host */
     int64_t row0, rows; /* forward: q's first token row in the engine's q, its rows */
     int out_same_row;   /* forward: out starts at the same token row as q */
+    void *stream;       /* the stream plan or forward was given */
 } call;
 
 static call g_log[64];
@@ -71,6 +72,7 @@ static ah_status hook_plan(int who, ah_state *st, const ah_batch *b, ah_plan_mod
         uint32_t q = (uint32_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
         if (q > c->maxq) c->maxq = q;
     }
+    c->stream = stream;
     c->arrays_ok = arrays_match(b) && b->max_query_len >= c->maxq;
     c->qsl_is_host = b->query_start_loc->data == (const void *)b->query_start_loc_host;
     return g_orig[who].plan(st, b, m, stream);
@@ -81,6 +83,7 @@ static ah_status hook_forward(int who, ah_state *st, const ah_forward_args *a)
     call *c = &g_log[g_n < 63 ? g_n++ : 63];
     memset(c, 0, sizeof *c);
     c->who = who, c->forward = 1;
+    c->stream = a->stream;
     c->row0 = ((const float *)a->q->data - g_qbase) / (HQ * D);
     c->rows = a->q->shape[0];
     c->out_same_row = ((const float *)a->out->data - g_obase) / (HQ * D) == c->row0 &&
@@ -99,6 +102,25 @@ static ah_status plan1(ah_state *s, const ah_batch *b, ah_plan_mode m, void *st)
 static ah_status fwd0(ah_state *s, const ah_forward_args *a) { return hook_forward(0, s, a); }
 static ah_status fwd1(ah_state *s, const ah_forward_args *a) { return hook_forward(1, s, a); }
 
+/* Event calls in order: 'R' a record on the engine's stream (NULL), 'r'
+ * one on another, 'W' / 'w' a wait of the engine's stream / another. */
+static char g_ev[64];
+static int g_nev;
+static ah_status (*g_record)(ah_context *, ah_event *, void *);
+static ah_status (*g_wait)(ah_context *, void *, ah_event *);
+
+static ah_status hook_record(ah_context *c, ah_event *e, void *stream)
+{
+    if (g_nev < 63) g_ev[g_nev++] = stream ? 'r' : 'R';
+    return g_record(c, e, stream);
+}
+
+static ah_status hook_wait(ah_context *c, void *stream, ah_event *e)
+{
+    if (g_nev < 63) g_ev[g_nev++] = stream ? 'w' : 'W';
+    return g_wait(c, stream, e);
+}
+
 /* Wrap plugin `name`'s plan and forward as hook `who` (the plugin must be
  * loaded: a binding on it exists). */
 static void hook(ah_host *h, const char *name, int who)
@@ -110,6 +132,10 @@ static void hook(ah_host *h, const char *name, int who)
     g_orig[who] = *ops;
     ops->plan = who ? plan1 : plan0;
     ops->forward = who ? fwd1 : fwd0;
+    if (ops->event_record) {
+        g_record = ops->event_record, g_wait = ops->stream_wait;
+        ops->event_record = hook_record, ops->stream_wait = hook_wait;
+    }
 }
 
 static int count(int who, int forward)
@@ -317,7 +343,7 @@ static void test_split_amx_prefill(void)
 
     /* ordered mixed batch: split */
     step_fill(s, 7, ORD_Q, ORD_S);
-    g_n = 0;
+    g_n = 0, g_nev = 0;
     CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
               ah_binding_errmsg(e.b));
     CHECK(ah_binding_phase(e.b) == AH_PHASE_PREFILL);
@@ -335,7 +361,14 @@ static void test_split_amx_prefill(void)
         const call *fd = nth(0, 1, l), *fp = nth(1, 1, l);
         CHECK(fd && fd->row0 == 0 && fd->rows == 5 && fd->out_same_row);
         CHECK(fp && fp->row0 == 5 && fp->rows == 19 && fp->out_same_row);
+        /* sel_beta offers events: its decode part runs on the binding's side
+         * stream, the prefill part on the engine's (NULL here) */
+        CHECK(fd && fd->stream && fp && !fp->stream);
     }
+    /* per layer: fork (record on the engine's stream, the side stream
+     * waits), then join (record on the side stream, the engine's waits) */
+    g_ev[g_nev] = '\0';
+    CHECK_STREQ(g_ev, "RwrWRwrW");
 
     /* decodes not all first: whole on cpu_amx */
     step_fill(s, 7, UNORD_Q, UNORD_S);
