@@ -426,18 +426,19 @@ __device__ __forceinline__ item_scales scales_of(const fa3_params &p, int kvh)
 // into the log2 domain first (the exponent factor c is then 1); a
 // non-positive scale multiplies the scores by it (c is then the K scale).
 // `prepass` is fixed per launch, so the branch is uniform and taken once per
-// tile, not per score. kf: the item's one softmax factor (item_factor), the
-// only value the K scale adds to the key loop's registers.
+// tile, not per score. ks: the item's K scale (a 16-bit cache: the constant
+// 1, so the key loop holds no register for it).
 template <int BN>
 __device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_params &p,
-                                           const row_info &ri, int n, bool prepass, float kf,
+                                           const row_info &ri, int n, bool prepass, float ks,
                                            bool need_mask, int lane)
 {
     if (prepass) {
         const float log2e = 1.4426950408889634f;
         if (p.softcap > 0.f) {
+            const float f = p.scale * ks / p.softcap;
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++) sacc[i] = p.softcap * tanhf(sacc[i] * kf) * log2e;
+            for (int i = 0; i < BN / 2; i++) sacc[i] = p.softcap * tanhf(sacc[i] * f) * log2e;
         } else {
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) sacc[i] *= p.scale_log2;
@@ -446,17 +447,12 @@ __device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_para
     if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
 }
 
-// An item's softmax factor with its K scale ks folded in: soft-cap's
-// argument factor scale * ks / softcap, the exponent factor ks after a
-// non-positive scale's pre-pass, else the exponent factor scale_log2 * ks.
-__device__ __forceinline__ float item_factor(const fa3_params &p, bool prepass, float ks)
+// The exponent factor c of online_softmax for an item with K scale ks: 1
+// after soft-cap's pre-pass, ks after a non-positive scale's, else
+// scale_log2 * ks. Computed once per item, before the key loop.
+__device__ __forceinline__ float exp_factor(const fa3_params &p, bool prepass, float ks)
 {
-    return p.softcap > 0.f ? p.scale * ks / p.softcap : prepass ? ks : p.scale_log2 * ks;
-}
-// The exponent factor c of online_softmax for an item's factor kf.
-__device__ __forceinline__ float exp_factor(const fa3_params &p, float kf)
-{
-    return p.softcap > 0.f ? 1.f : kf;
+    return prepass ? (p.softcap > 0.f ? 1.f : ks) : p.scale_log2 * ks;
 }
 
 // Online softmax: update row maxima (in the score domain), turn scores into
@@ -738,10 +734,11 @@ __global__ void __launch_bounds__(384, 1)
         // Scores stay raw (scale folded into the exponent) unless soft-cap
         // or a non-positive scale needs the pre-pass; see score_prep. The
         // item's scales (item_scales; a 16-bit cache has none, so constants)
-        // are read where they are used: K's into the item's factor here, V's
-        // at the epilogue.
+        // are read where they are used: K's into the exponent factor here
+        // (and soft-cap's argument), V's at the epilogue.
         const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
-        const float kf = item_factor(p, prepass, F8 ? scales_of(p, it.kvh).k : 1.f);
+        const float ks = F8 ? scales_of(p, it.kvh).k : 1.f;
+        const float expc = exp_factor(p, prepass, ks);
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
@@ -765,8 +762,8 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, kf, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax<BN>(sacc, m, l, alpha, exp_factor(p, kf));
+                score_prep<BN>(sacc, p, ri, n, prepass, ks, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax<BN>(sacc, m, l, alpha, expc);
                 to_operand<T, BN>(sacc, pa);
             }
             // Steady state: QK^T(n) and PV(n+1) in flight together.
@@ -787,8 +784,8 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<1>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, kf, tile_needs_mask(p, it, n, BN), lane);
-                online_softmax<BN>(sacc, m, l, alpha, exp_factor(p, kf));
+                score_prep<BN>(sacc, p, ri, n, prepass, ks, tile_needs_mask(p, it, n, BN), lane);
+                online_softmax<BN>(sacc, m, l, alpha, expc);
                 reg_fence(sacc);
                 wgmma_wait<0>();
                 reg_fence(o);
@@ -818,7 +815,7 @@ __global__ void __launch_bounds__(384, 1)
             // Row index among the item's valid rows (token-major, head in group).
             // The epilogue wants the row maxima in the log2 domain.
 #pragma unroll
-        for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * exp_factor(p, kf);
+        for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
         epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, F8 ? scales_of(p, it.kvh).v : p.v_scale,
                            stage);
     }
