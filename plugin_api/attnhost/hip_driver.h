@@ -69,6 +69,7 @@
     X(event_record, hipEventRecord, hipError_t, (hipEvent_t, hipStream_t)) \
     X(event_sync, hipEventSynchronize, hipError_t, (hipEvent_t)) \
     X(event_elapsed, hipEventElapsedTime, hipError_t, (float *, hipEvent_t, hipEvent_t)) \
+    X(stream_wait, hipStreamWaitEvent, hipError_t, (hipStream_t, hipEvent_t, unsigned)) \
     X(capture_begin, hipStreamBeginCapture, hipError_t, (hipStream_t, hipStreamCaptureMode)) \
     X(capture_end, hipStreamEndCapture, hipError_t, (hipStream_t, hipGraph_t *)) \
     X(graph_instantiate, hipGraphInstantiateWithFlags, hipError_t, \

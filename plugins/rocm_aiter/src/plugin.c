@@ -294,6 +294,29 @@ static void ra_stream_destroy(ah_context *c, void *s)
 {
     if (s) c->hip->stream_destroy((hipStream_t)s);
 }
+/* Events order the host's split-step streams (plugin.h, ABI 2.4): a
+ * hipEvent_t (timing off) is the ah_event. */
+static ah_status ra_event_create(ah_context *c, ah_event **e)
+{
+    *e = NULL;
+    RA_HIP(c, &c->err, c->hip->set_device(c->device));
+    RA_HIP(c, &c->err, c->hip->event_create((hipEvent_t *)e, hipEventDisableTiming));
+    return AH_OK;
+}
+static void ra_event_destroy(ah_context *c, ah_event *e)
+{
+    if (e) c->hip->event_destroy((hipEvent_t)e);
+}
+static ah_status ra_event_record(ah_context *c, ah_event *e, void *s)
+{
+    RA_HIP(c, &c->err, c->hip->event_record((hipEvent_t)e, (hipStream_t)s));
+    return AH_OK;
+}
+static ah_status ra_stream_wait(ah_context *c, void *s, ah_event *e)
+{
+    RA_HIP(c, &c->err, c->hip->stream_wait((hipStream_t)s, (hipEvent_t)e, 0));
+    return AH_OK;
+}
 static ah_status ra_timer_start(ah_context *c, void *s)
 {
     RA_HIP(c, &c->err, c->hip->event_record(c->t0, (hipStream_t)s));
@@ -722,6 +745,10 @@ static const ah_plugin_ops ra_ops = {
     .graph_end = ra_graph_end,
     .graph_launch = ra_graph_launch,
     .graph_destroy = ra_graph_destroy,
+    .event_create = ra_event_create,
+    .event_destroy = ra_event_destroy,
+    .event_record = ra_event_record,
+    .stream_wait = ra_stream_wait,
 };
 
 AH_PLUGIN_DEFINE(

@@ -94,6 +94,7 @@ typedef struct CUDA_MEMCPY2D_st {
     X(CUresult, cuEventRecord, event_record, (CUevent, CUstream)) \
     X(CUresult, cuEventSynchronize, event_sync, (CUevent)) \
     X(CUresult, cuEventElapsedTime, event_elapsed, (float *, CUevent, CUevent)) \
+    X(CUresult, cuStreamWaitEvent, stream_wait, (CUstream, CUevent, unsigned)) \
     X(CUresult, cuStreamBeginCapture_v2, capture_begin, (CUstream, int)) \
     X(CUresult, cuStreamEndCapture, capture_end, (CUstream, CUgraph *)) \
     X(CUresult, cuGraphInstantiateWithFlags, graph_instantiate, \

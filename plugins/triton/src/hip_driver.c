@@ -141,6 +141,10 @@ static CUresult a_event_elapsed(float *ms, CUevent a, CUevent b)
 {
     return R(g_hip->event_elapsed(ms, (hipEvent_t)a, (hipEvent_t)b));
 }
+static CUresult a_stream_wait(CUstream s, CUevent e, unsigned f)
+{
+    return R(g_hip->stream_wait((hipStream_t)s, (hipEvent_t)e, f));
+}
 static CUresult a_capture_begin(CUstream s, int mode)
 {
     (void)mode; /* the plugin always captures thread-locally */
@@ -206,6 +210,7 @@ static void hip_load_once(void)
                         a_event_record,
                         a_event_sync,
                         a_event_elapsed,
+                        a_stream_wait,
                         a_capture_begin,
                         a_capture_end,
                         a_graph_instantiate,

@@ -485,6 +485,42 @@ static void tk_graph_destroy(ah_context *ctx, ah_graph *g)
     ctx->host->free(ctx->host, g);
 }
 
+/* Events order the host's split-step streams (plugin.h, ABI 2.4): a CUevent
+ * (timing off) is the ah_event. */
+static ah_status tk_event_create(ah_context *ctx, ah_event **out)
+{
+    *out = NULL;
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    CUevent e;
+    TK_CU(ctx, &ctx->err, ctx->cu->event_create(&e, CU_EVENT_DISABLE_TIMING));
+    *out = (ah_event *)e;
+    return AH_OK;
+}
+
+static void tk_event_destroy(ah_context *ctx, ah_event *e)
+{
+    if (!e) return;
+    ctx->cu->ctx_set_current(ctx->cuctx);
+    ctx->cu->event_destroy((CUevent)e);
+}
+
+static ah_status tk_event_record(ah_context *ctx, ah_event *e, void *stream)
+{
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    TK_CU(ctx, &ctx->err, ctx->cu->event_record((CUevent)e, (CUstream)stream));
+    return AH_OK;
+}
+
+static ah_status tk_stream_wait(ah_context *ctx, void *stream, ah_event *e)
+{
+    ah_status s = tk_ctx_bind(ctx, &ctx->err);
+    if (s) return s;
+    TK_CU(ctx, &ctx->err, ctx->cu->stream_wait((CUstream)stream, (CUevent)e, 0));
+    return AH_OK;
+}
+
 static const char *tk_state_error(const ah_state *st) { return st->err.msg; }
 
 static const ah_plugin_ops tk_ops = {
@@ -513,6 +549,10 @@ static const ah_plugin_ops tk_ops = {
     .graph_end = tk_graph_end,
     .graph_launch = tk_graph_launch,
     .graph_destroy = tk_graph_destroy,
+    .event_create = tk_event_create,
+    .event_destroy = tk_event_destroy,
+    .event_record = tk_event_record,
+    .stream_wait = tk_stream_wait,
 };
 
 #ifdef TK_HIP
