@@ -134,6 +134,28 @@ static ah_status check_paging(const ah_batch *b, const ah_limits *lim, ah_error 
 
 /* query_start_loc and seq_lens, request by request; *max_q and *max_s get
  * the real maxima. */
+/* The common case in one branch-free pass: every request real, with
+ * 1 <= query_len <= seq_len <= max_seq (the maxima and minimum then set).
+ * 0 leaves the batch to check_lengths' loop (padding, an empty
+ * context-parallel shard, or an error to name). Differences wrap in
+ * unsigned arithmetic: an offset going backwards reads as negative. */
+static int lengths_plain(const int32_t *qsl, const int32_t *sl, uint32_t n, uint32_t max_seq,
+                         int64_t *max_q, int64_t *max_s, int64_t *min_s)
+{
+    const int32_t lim = max_seq > INT32_MAX ? INT32_MAX : (int32_t)max_seq;
+    int32_t bad = 0, mq = 0, ms = 0, mn = INT32_MAX;
+    for (uint32_t r = 0; r < n; r++) {
+        const int32_t q = (int32_t)((uint32_t)qsl[r + 1] - (uint32_t)qsl[r]), s = sl[r];
+        bad |= (q < 1) | (s < q) | (s > lim);
+        mq = q > mq ? q : mq;
+        ms = s > ms ? s : ms;
+        mn = s < mn ? s : mn;
+    }
+    if (bad) return 0;
+    *max_q = mq, *max_s = ms, *min_s = mn;
+    return 1;
+}
+
 static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, const ah_limits *lim,
                                int32_t fill, int empty_kv, int64_t *max_q, int64_t *max_s,
                                int64_t *min_s, ah_error *err)
@@ -149,7 +171,10 @@ static ah_status check_lengths(const ah_batch *b, const ah_layer_spec *spec, con
     *max_q = *max_s = 0;
     *min_s = INT64_MAX;
     int64_t first_pad = -1;
-    for (uint32_t r = 0; r < b->num_reqs; r++) {
+    const int plain = sl && !cacheless && !cross &&
+                      lengths_plain(qsl, sl, b->num_reqs, lim ? lim->max_seq_len : INT32_MAX, max_q,
+                                    max_s, min_s);
+    for (uint32_t r = 0; !plain && r < b->num_reqs; r++) {
         int64_t q = (int64_t)qsl[r + 1] - qsl[r];
         if (q < 0 || (q == 0 && fill < 0))
             return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
@@ -414,12 +439,36 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
     return AH_OK;
 }
 
+/* Every slot where the block table puts its token, or padding (< 0), in
+ * one pass that does not stop at the first mismatch; 0 leaves the batch to
+ * check_slots' loop, which names the culprit. */
+static int slots_plain(const ah_batch *b, int64_t bs, const ah_divider *div)
+{
+    int bad = 0;
+    for (uint32_t r = 0; r < b->num_reqs; r++) {
+        const int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
+        const int64_t first_pos = (int64_t)b->seq_lens_host[r] - (t1 - t0);
+        const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
+        for (int32_t t = t0; t < t1; t++) {
+            const int64_t slot = b->slot_mapping_host[t], pos = first_pos + (t - t0);
+            if (slot < 0) continue;
+            if (pos < 0) return 0;
+            bad |= slot != (int64_t)row[ah__div(div, (uint64_t)pos)] * bs +
+                               (int64_t)ah__mod(div, (uint64_t)pos);
+        }
+    }
+    return !bad;
+}
+
 /* Slots: padding, or exactly where the block table puts the token. */
 static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_error *err)
 {
     const int64_t bs = spec->block_size, cache_slots = (int64_t)b->num_blocks * bs;
     const ah_divider div = ah__divider(spec->block_size);
     const int cross = spec->attn_type == AH_ATTN_ENCODER_DECODER;
+    /* a slot equal to its table entry's lies inside the cache: the table
+     * was checked first */
+    if (!cross && slots_plain(b, bs, &div)) return AH_OK;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         int32_t t0 = b->query_start_loc_host[r], t1 = b->query_start_loc_host[r + 1];
         int64_t first_pos = (int64_t)b->seq_lens_host[r] - (t1 - t0);
@@ -435,6 +484,12 @@ static ah_status check_slots(const ah_batch *b, const ah_layer_spec *spec, ah_er
                                 t, slot, b->num_blocks, bs, cache_slots);
             if (cross) continue;
             int64_t pos = first_pos + (t - t0);
+            if (pos < 0)
+                return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                                "slot_mapping[%" PRId32 "] = %" PRId64 ", but request %" PRIu32
+                                " has seq_len %" PRId32 ": its token has no position in the "
+                                "cache (padding is -1)",
+                                t, slot, r, b->seq_lens_host[r]);
             /* shift and mask for power-of-two block sizes */
             uint32_t blk = (uint32_t)ah__div(&div, (uint64_t)pos),
                      off = (uint32_t)ah__mod(&div, (uint64_t)pos);

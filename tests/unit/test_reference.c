@@ -575,6 +575,20 @@ static void test_empty_request(void)
     problem_page(&bad, 1);
     double ob[2 * 4 * 8], lb[2 * 4];
     CHECK(run_ref(&bad, ob, lb) == AH_ERR_INVALID_ARGUMENT);
+    /* the empty request's token has no place in the cache: a slot there is
+     * refused by name, not followed */
+    p.slots[0] = 5;
+    ah_ref_inputs in = {.struct_size = sizeof in,
+                        .spec = &p.spec,
+                        .batch = &p.batch,
+                        .q = p.q,
+                        .key_cache = p.kc,
+                        .value_cache = p.vc,
+                        .sinks = p.sinks};
+    ah_error err = {{0}};
+    double o[2 * 4 * 8], l[2 * 4];
+    CHECK(ah_reference_attention(&in, o, l, &err) == AH_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(err.msg, "slot_mapping[0] = 5, but request 0 has seq_len 0");
     problem_free(&p);
     problem_free(&one);
     problem_free(&bad);
