@@ -18,14 +18,16 @@
  * linked against the static runtime (CUDA::cudart_static) loads and explains
  * itself on a machine with no GPU or no driver.
  *
- * Thread safety: calls on one ah_cuda_svc are not synchronised; the host uses
- * a context from one thread at a time. The timer keeps one pair of events per
- * context, so timers on one context do not nest.
+ * Thread safety: plugin.h lets the host call a context's device slots from
+ * several threads at once (bindings on one device share the context); the
+ * staging slots of mem_copy are taken under a lock. The timer keeps one
+ * pair of events per context, so timers on one context do not nest.
  */
 #ifndef ATTNHOST_CUDA_SERVICES_H
 #define ATTNHOST_CUDA_SERVICES_H
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,7 @@ typedef struct ah_cuda_svc {
     int initialised;
     cudaEvent_t timer_begin, timer_end;
     int timer_running;
+    pthread_mutex_t stage_lock;                  /* guards the four fields below */
     unsigned char *stage;                        /* the slots, allocated on first use */
     cudaEvent_t stage_done[AH_CUDA_STAGE_SLOTS]; /* recorded after each slot's copy */
     unsigned stage_next;
@@ -198,6 +201,7 @@ static inline ah_status ah_cuda_svc_init(ah_cuda_svc *s, int device, const char 
         if (why) *why = "cudaEventCreate failed";
         return AH_ERR_DEVICE;
     }
+    pthread_mutex_init(&s->stage_lock, NULL);
     s->initialised = 1;
     return AH_OK;
 }
@@ -212,6 +216,7 @@ static inline void ah_cuda_svc_fini(ah_cuda_svc *s)
         cudaFreeHost(s->stage);
         s->stage = NULL;
     }
+    pthread_mutex_destroy(&s->stage_lock);
     s->initialised = 0;
 }
 
@@ -240,8 +245,8 @@ static inline void ah_cuda_mem_free(ah_cuda_svc *s, void *ptr)
  * reused once the copy queued from it has run. *staged = 0 leaves the copy
  * to the synchronous path: no page-locked memory, or a stream being captured
  * (a graph would keep reading a slot that later copies overwrite). */
-static inline ah_status ah_cuda_stage_copy(ah_cuda_svc *s, void *dst, const void *src, size_t bytes,
-                                           cudaStream_t st, int *staged)
+static inline ah_status ah_cuda_stage_copy_locked(ah_cuda_svc *s, void *dst, const void *src,
+                                                  size_t bytes, cudaStream_t st, int *staged)
 {
     *staged = 0;
     if (s->stage_unavailable) return AH_OK;
@@ -276,6 +281,17 @@ static inline ah_status ah_cuda_stage_copy(ah_cuda_svc *s, void *dst, const void
     AH_CUDA_TRY(&s->err, cudaEventRecord(s->stage_done[i], st));
     *staged = 1;
     return AH_OK;
+}
+
+/* The same under the context's staging lock (see the top: contexts are
+ * shared between threads). */
+static inline ah_status ah_cuda_stage_copy(ah_cuda_svc *s, void *dst, const void *src, size_t bytes,
+                                           cudaStream_t st, int *staged)
+{
+    pthread_mutex_lock(&s->stage_lock);
+    ah_status r = ah_cuda_stage_copy_locked(s, dst, src, bytes, st, staged);
+    pthread_mutex_unlock(&s->stage_lock);
+    return r;
 }
 
 static inline ah_status ah_cuda_mem_copy(ah_cuda_svc *s, void *dst, const void *src, size_t bytes,
