@@ -474,7 +474,11 @@ const char *ah_binding_errmsg(const ah_binding *b);
  *    prefill winner the prefill part; a layer whose two winners are one
  *    state (one plugin and spec, ah_caps.mixed_batch = WHOLE) plans the
  *    whole batch. ah_binding_forward then runs both parts into the caller's
- *    out tensor, so the output is in the engine's token order with no copy.
+ *    out tensor, so the output is in the engine's token order with no copy;
+ *    where the decode winner's device offers events (ABI 2.4) and both
+ *    winners are of one device kind, the decode part runs on a stream the
+ *    binding created there, forked from `stream` and joined back into it
+ *    within the layer's forward, at the same time as the prefill part.
  *  - Kernel blocks (ABI 2.3): a state whose plugin runs the layer's cache
  *    blocks as m smaller kernel blocks (ah_decision.kernel_block_size) is
  *    planned on the same batch with a block table in kernel blocks (entry
