@@ -16,6 +16,18 @@ uint32_t ah__kernel_block(const ah_int_set *set, uint32_t block_size)
     return 0;
 }
 
+/* Cache block e's m kernel blocks, e * m .. e * m + m - 1 (or e, m times,
+ * for a released entry), four per store: GCC's vector extension, which
+ * every target lowers to its own SIMD. */
+typedef int32_t v4i32 __attribute__((vector_size(16)));
+static void expand4(int32_t *o, int32_t e, int32_t m)
+{
+    const v4i32 ramp = {0, 1, 2, 3};
+    v4i32 v = e < 0 ? (v4i32){e, e, e, e} : (v4i32){0, 0, 0, 0} + e * m + ramp;
+    const v4i32 step = e < 0 ? (v4i32){0, 0, 0, 0} : (v4i32){4, 4, 4, 4};
+    for (int32_t j = 0; j < m; j += 4, v += step) memcpy(o + j, &v, sizeof v);
+}
+
 ah_status ah__kv_split_table(const ah_batch *b, uint32_t bs, uint32_t m, uint32_t max_reqs,
                              uint32_t max_blocks, int fixed_width, int32_t *out, uint32_t *stride,
                              char *err, size_t cap)
@@ -47,6 +59,10 @@ ah_status ah__kv_split_table(const ah_batch *b, uint32_t bs, uint32_t m, uint32_
         const uint32_t need = len > 0 ? (uint32_t)(((uint64_t)len + bs - 1) / bs) : 0;
         const int32_t *row = b->block_table_host + (size_t)r * b->block_table_stride;
         int32_t *o = out + (size_t)r * w;
+        if (m % 4 == 0) { /* four kernel blocks a store (m is 2^k in practice) */
+            for (uint32_t i = 0; i < need; i++) expand4(o + (size_t)i * m, row[i], (int32_t)m);
+            continue;
+        }
         for (uint32_t i = 0; i < need; i++) {
             const int32_t e = row[i];
             if (e < 0) { /* released: every kernel block of it stays released */

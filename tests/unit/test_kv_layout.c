@@ -45,6 +45,15 @@ static void test_split_table(void)
     const int32_t want0[6] = {15, 16, 17, 6, 7, 8}, want1[9] = {-1, -1, -1, 21, 22, 23, 3, 4, 5};
     CHECK(!memcmp(out, want0, sizeof want0) && out[6] == 999); /* the rest of the row untouched */
     CHECK(!memcmp(out + 9, want1, sizeof want1));
+    /* m a multiple of four (the vector path): blocks of 16 as 8 of 2 */
+    int32_t out8[2 * 4 * 8];
+    for (size_t i = 0; i < sizeof out8 / sizeof *out8; i++) out8[i] = 999;
+    CHECK(ah__kv_split_table(&b, 16, 8, 2, 4, 0, out8, &stride, err, sizeof err) == AH_OK &&
+          stride == 16);
+    for (int j = 0; j < 8; j++) {
+        CHECK(out8[j] == 40 + j && out8[8 + j] == 999);      /* request 0: block 5 (13 tokens) */
+        CHECK(out8[16 + j] == -1 && out8[24 + j] == 56 + j); /* request 1: released, 7 */
+    }
     /* a captured graph keeps the limits' width */
     CHECK(ah__kv_split_table(&b, 12, 3, 2, 4, 1, out, &stride, err, sizeof err) == AH_OK &&
           stride == 12 && out[12] == -1 && out[15] == 21);
