@@ -36,7 +36,8 @@ from .errors import AbiMismatchError, LibraryNotFoundError, Status, UnsupportedE
 #: The ABI major this package was written for (AH_ABI_VERSION_MAJOR).
 ABI_MAJOR = 2
 #: The ABI minor it knows the structures of; a newer minor only appends.
-ABI_MINOR = 3
+#: (2.4 added device events to the plugin operations, which Python never sees.)
+ABI_MINOR = 4
 
 c_enum = c_int
 
