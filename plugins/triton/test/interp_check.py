@@ -156,31 +156,42 @@ def ref_attention(q, kc, vc, bt, qlens, lens, bs, layout, scale, causal, window,
             K[gone] = np.nan
             V[gone] = np.nan
             for i in range(ql):
-                p = L - ql + i
-                s = scale * (K @ q[t0 + i, h].astype(np.float64))
-                if softcap > 0:
-                    s = softcap * np.tanh(s / softcap)
-                if alibi is not None:
-                    s = s + alibi[h] * (pos_k - p)
-                vis = np.ones(L, bool)
-                if causal:
-                    vis &= pos_k <= p
-                    if window:
-                        vis &= pos_k > p - window
-                elif window:
-                    vis &= np.abs(pos_k - p) < window
-                if tree is not None:
-                    vis &= tree[r][i] != 0
-                s = np.where(vis, s, -np.inf)
-                m = max(s.max() if L else -np.inf, sinks[h] if sinks is not None else -np.inf)
-                if m == -np.inf:
-                    continue
-                e = np.exp(s - m)
-                den = e.sum() + (math.exp(sinks[h] - m) if sinks is not None else 0)
-                out[t0 + i, h] = (e[vis] @ V[vis]) / den
-                lse[t0 + i, h] = m + math.log(den)
+                row = ref_row(q[t0 + i, h], K, V, pos_k, L - ql + i, scale, causal, window,
+                              softcap, sinks[h] if sinks is not None else None,
+                              alibi[h] if alibi is not None else None,
+                              tree[r][i] != 0 if tree is not None else None)
+                if row:
+                    out[t0 + i, h], lse[t0 + i, h] = row
         t0 += ql
     return out, lse
+
+
+def ref_row(qv, K, V, pos_k, p, scale, causal, window, softcap, sink, slope, shown=None):
+    """One query row at position p over keys K / values V at positions
+    pos_k, as reference.h: (out, lse), or None when it sees nothing. Keys
+    it does not see may hold NaN (released blocks): they are never used.
+    shown: a tree mask's row over the keys, or None."""
+    s = scale * (K @ qv.astype(np.float64))
+    if softcap > 0:
+        s = softcap * np.tanh(s / softcap)
+    if slope is not None:
+        s = s + slope * (pos_k - p)
+    vis = np.ones(len(pos_k), bool)
+    if causal:
+        vis &= pos_k <= p
+        if window:
+            vis &= pos_k > p - window
+    elif window:
+        vis &= np.abs(pos_k - p) < window
+    if shown is not None:
+        vis &= shown
+    s = np.where(vis, s, -np.inf)
+    m = max(s.max() if len(pos_k) else -np.inf, sink if sink is not None else -np.inf)
+    if m == -np.inf:
+        return None
+    e = np.exp(s - m)
+    den = e.sum() + (math.exp(sink - m) if sink is not None else 0)
+    return (e[vis] @ V[vis]) / den, m + math.log(den)
 
 
 # FP8 formats: (exponent bits, mantissa bits, bias, torch dtype name).
@@ -461,27 +472,11 @@ def ref_ragged(q, k, v, qlens, klens, context, scale, causal, window, softcap, s
             K = k[k0:k0 + L, h // (hq // hk)].astype(np.float64)
             V = v[k0:k0 + L, h // (hq // hk)].astype(np.float64)
             for i in range(ql):
-                p = (L if context else L - ql) + i
-                s = scale * (K @ q[t0 + i, h].astype(np.float64))
-                if softcap > 0:
-                    s = softcap * np.tanh(s / softcap)
-                if alibi is not None:
-                    s = s + alibi[h] * (pos_k - p)
-                vis = np.ones(L, bool)
-                if causal:
-                    vis &= pos_k <= p
-                    if window:
-                        vis &= pos_k > p - window
-                elif window:
-                    vis &= np.abs(pos_k - p) < window
-                s = np.where(vis, s, -np.inf)
-                m = max(s.max() if L else -np.inf, sinks[h] if sinks is not None else -np.inf)
-                if m == -np.inf:
-                    continue
-                e = np.exp(s - m)
-                den = e.sum() + (math.exp(sinks[h] - m) if sinks is not None else 0)
-                out[t0 + i, h] = (e @ V) / den
-                lse[t0 + i, h] = m + math.log(den)
+                row = ref_row(q[t0 + i, h], K, V, pos_k, (L if context else L - ql) + i, scale,
+                              causal, window, softcap, sinks[h] if sinks is not None else None,
+                              alibi[h] if alibi is not None else None)
+                if row:
+                    out[t0 + i, h], lse[t0 + i, h] = row
         t0 += ql
         k0 += L
     return out, lse
