@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """One table of the zoo: model x layer spec x step, with the time of the
-default binding, of each plugin forced, and of each peer, and the ratio of
-the default to the best peer (below 1: attnhost's default is faster).
+default binding (its plugins and the cache's block size it resolved), of
+each plugin forced, and of each peer, the default's fraction of the
+ceilings zoo_peers.py measured (HBM read for a decode, dense bf16 matmul
+for a prefill), and the ratio of the default to the best peer (below 1:
+attnhost's default is faster).
 
     python3 bench/zoo_table.py zoo-*.json [--peers peers.json] [--metric ms|tflops|gbs]
 
@@ -13,6 +16,20 @@ refused the shape is "-". Prints Markdown.
 import argparse
 import json
 import sys
+
+
+def of_ceiling(rates, ceil):
+    """The default's GB/s over the HBM read rate for a step with decodes,
+    its TFLOP/s over the matmul rate for one with prefills."""
+    if not rates or not ceil or rates[0] is None:
+        return ""
+    gbs, tflops, n_dec, n_pre = rates
+    out = []
+    if n_dec:
+        out.append(f"{100 * gbs / ceil['hbm_read_gbs']:.0f}% HBM")
+    if n_pre:
+        out.append(f"{100 * tflops / ceil['bf16_matmul_tflops']:.0f}% MMA")
+    return ", ".join(out)
 
 
 def main():
@@ -34,17 +51,20 @@ def main():
             cell = f"{r['median_ms']:.3f}" if "median_ms" in r else "-"
             if r["backend"] == "default":
                 rows[key]["default"] = r.get("median_ms")
-                rows[key]["bind"] = f"{r['prefill_plugin']}/{r['decode_plugin']}"
+                rows[key]["rates"] = (r.get("gbs"), r.get("tflops"), r["n_decode"], r["n_prefill"])
+                rows[key]["bind"] = (f"{r['prefill_plugin']}/{r['decode_plugin']}, "
+                                     f"block {r.get('block_size', '?')}")
                 rows[key]["default_cell"] = cell
             else:
                 rows[key]["attnhost"][r["backend"]] = cell
                 if r["backend"] not in plugins:
                     plugins.append(r["backend"])
-    peers, device = [], ""
+    peers, device, ceil = [], "", {}
     for path in args.peers:
         with open(path) as f:
             doc = json.load(f)
         device = doc.get("device", device)
+        ceil = doc.get("ceilings", ceil)
         for p in doc.get("peers", []):
             key = (p["model"], p["spec"], p["step"])
             if key not in rows:
@@ -53,10 +73,14 @@ def main():
                 peers.append(p["peer"])
             ms = p.get("median_ms")
             rows[key]["peers"][p["peer"]] = (ms, "approx" in p)
-    head = ["model", "spec (layers)", "step", "default (prefill/decode)"] + plugins + peers + \
-        ["default / best peer"]
+    head = ["model", "spec (layers)", "step", "default (prefill/decode, block)"] + plugins + \
+        peers + ["default, of ceiling", "default / best peer"]
     print(f"zoo: median ms per step{', ' + device if device else ''}; "
-          f"bandwidth ceilings {'; '.join(ceilings)}\n")
+          f"bandwidth ceilings {'; '.join(ceilings)}")
+    if ceil:
+        print(f"ceilings measured with the peers: HBM read {ceil['hbm_read_gbs']:.0f} GB/s, "
+              f"dense bf16 matmul {ceil['bf16_matmul_tflops']:.0f} TFLOP/s")
+    print()
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for key in order:
@@ -70,6 +94,7 @@ def main():
             cells.append("-" if ms is None else f"{ms:.3f}{'*' if approx else ''}")
             if ms is not None and not approx and (best is None or ms < best):
                 best = ms
+        cells.append(of_ceiling(r.get("rates"), ceil))
         ratio = f"{r['default'] / best:.2f}" if best and r["default"] else ""
         cells.append(ratio)
         print("| " + " | ".join(cells) + " |")

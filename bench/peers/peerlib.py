@@ -66,3 +66,13 @@ def hbm_gbps(nbytes=2 << 30, reps=20):
     copy = 2 * nbytes / median_ms(lambda: y.copy_(x), reps) / 1e6
     del x, y
     return read, copy
+
+
+def tensor_tflops(n=8192, reps=20):
+    """Dense bf16 matmul TFLOP/s (n x n x n, fp32 accumulate): the tensor
+    ceiling a prefill's rate is a fraction of."""
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    ms = median_ms(lambda: a @ b, reps, warmup=5, batch=5)
+    del a, b
+    return 2 * n ** 3 / ms / 1e9

@@ -2,8 +2,12 @@
 """The zoo's peers: the same (model, layer spec, step) rows that
 `attnhost bench --model M --json` timed, on PyTorch SDPA (cuDNN and
 FlashAttention-2, dense KV) and, when it imports, the real FlashInfer
-(paged KV, page 16). Reads one or more attnhost JSON files, writes one JSON
-object ({"device": ..., "peers": [...]}) on stdout for bench/zoo_table.py.
+(paged KV in the default binding's block size; MLA layers through its MLA
+wrapper, the absorbed form, for decode and for a prefill over cached
+tokens). Reads one or more attnhost JSON files, writes one JSON object
+({"device": ..., "ceilings": ..., "peers": [...]}) on stdout for
+bench/zoo_table.py; the ceilings are the HBM read rate and the dense bf16
+matmul rate, measured in the same run.
 
 Each step is the attnhost step: n_decode requests of one new token on
 decode_context cached tokens, then n_prefill requests of prefill_len new
@@ -19,6 +23,9 @@ prefill uses torch's lower-right causal bias. MLA runs as GQA with 576-wide
 keys and 512-wide values where a backend accepts it.
 
     python3 zoo_peers.py zoo-llama-3-8b.json [...] [--reps 20] [--batch 10] > peers.json
+    python3 zoo_peers.py zoo-*.json --warm-flashinfer   (builds FlashInfer's JIT
+        kernels for every row at small lengths, times nothing: run it while
+        something else holds the GPU's timings, or before them)
 """
 import argparse
 import json
@@ -28,9 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
-from peerlib import BACKENDS, median_ms, refusal
+from peerlib import BACKENDS, hbm_gbps, median_ms, refusal, tensor_tflops
 
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}  # FlashInfer's FP8 KV
 
 
 def rows_of(files):
@@ -97,24 +105,57 @@ def sdpa_step(r, backend, reps, batch):
         return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)
 
 
+def paged_pool(n, seq, page, *shape, dt):
+    """A pool of n requests' pages in a random order: the cache tensors of
+    `shape` per token, their page indices, indptr and last-page lengths."""
+    pages = (seq + page - 1) // page
+    caches = [torch.randn(n * pages, page, *s, device="cuda").to(dt) for s in shape]
+    indices = torch.randperm(n * pages, device="cuda", dtype=torch.int32)
+    indptr = torch.arange(n + 1, device="cuda", dtype=torch.int32) * pages
+    last = torch.full((n,), seq - (pages - 1) * page, device="cuda", dtype=torch.int32)
+    return caches, indices, indptr, last
+
+
+def flashinfer_mla_step(fi, ws, r, reps, batch):
+    """The absorbed MLA form (latent v_head_size wide, rotary the rest of
+    qk) through BatchMLAPagedAttentionWrapper: decode, a prefill over its
+    cached tokens, or both back to back."""
+    dt = DT.get(r["dtype"], torch.bfloat16)
+    kvdt = FP8.get(r["kv_dtype"], dt)
+    hq = int(r["heads"].split("/")[0])
+    ckv, kpe, page = r["v_head_size"], r["qk_head_size"] - r["v_head_size"], r["block_size"]
+    fns = []
+    parts = [(r["n_decode"], 1, r["decode_context"] + 1, ws[0])] if r["n_decode"] else []
+    if r["n_prefill"]:
+        L = r["prefill_len"]
+        parts.append((r["n_prefill"], L, r["prefill_context"] + L, ws[1]))
+    for n, q_len, seq, buf in parts:
+        (c_cache, p_cache), indices, indptr, _ = paged_pool(n, seq, page, (ckv,), (kpe,), dt=kvdt)
+        qo = torch.arange(n + 1, device="cuda", dtype=torch.int32) * q_len
+        lens = torch.full((n,), seq, device="cuda", dtype=torch.int32)
+        w = fi.mla.BatchMLAPagedAttentionWrapper(buf)
+        w.plan(qo, indptr, indices, lens, hq, ckv, kpe, page, r["causal"],
+               r["qk_head_size"] ** -0.5, dt, kvdt)
+        qn = torch.randn(n * q_len, hq, ckv, device="cuda", dtype=dt)
+        qp = torch.randn(n * q_len, hq, kpe, device="cuda", dtype=dt)
+        fns.append(lambda w=w, qn=qn, qp=qp, c=c_cache, p=p_cache: w.run(qn, qp, c, p))
+    return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)
+
+
 def flashinfer_step(fi, ws, r, reps, batch):
     """ws: two workspaces, the decode wrapper's and the prefill wrapper's."""
     if r["mla"]:
-        raise RuntimeError("MLA: the FlashInfer MLA wrapper is not wired in this peer")
+        return flashinfer_mla_step(fi, ws, r, reps, batch)
     dt = DT.get(r["dtype"], torch.bfloat16)
+    kvdt = FP8.get(r["kv_dtype"], dt)
     hq, hk = (int(x) for x in r["heads"].split("/"))
-    d, page = r["qk_head_size"], 16
+    d, page = r["qk_head_size"], r.get("block_size") or 16
     window_left = r["window"] - 1 if r["window"] else -1
     cap = float(r["softcap"]) if r["softcap"] else 0.0
     fns = []
 
     def paged(n, seq):
-        pages = (seq + page - 1) // page
-        kc = torch.randn(n * pages, page, hk, d, device="cuda", dtype=dt)
-        vc = torch.randn(n * pages, page, hk, d, device="cuda", dtype=dt)
-        indices = torch.randperm(n * pages, device="cuda", dtype=torch.int32)
-        indptr = torch.arange(n + 1, device="cuda", dtype=torch.int32) * pages
-        last = torch.full((n,), seq - (pages - 1) * page, device="cuda", dtype=torch.int32)
+        (kc, vc), indices, indptr, last = paged_pool(n, seq, page, (hk, d), (hk, d), dt=kvdt)
         return kc, vc, indices, indptr, last
 
     if r["n_decode"]:
@@ -122,7 +163,7 @@ def flashinfer_step(fi, ws, r, reps, batch):
         kc, vc, indices, indptr, last = paged(n, r["decode_context"] + 1)
         w = fi.BatchDecodeWithPagedKVCacheWrapper(ws[0], "NHD", use_tensor_cores=hq // hk >= 4)
         w.plan(indptr, indices, last, hq, hk, d, page, window_left=window_left,
-               logits_soft_cap=cap, q_data_type=dt, kv_data_type=dt)
+               logits_soft_cap=cap, q_data_type=dt, kv_data_type=kvdt)
         q = torch.randn(n, hq, d, device="cuda", dtype=dt)
         fns.append(lambda w=w, q=q, kc=kc, vc=vc: w.run(q, (kc, vc)))
     if r["n_prefill"]:
@@ -131,10 +172,25 @@ def flashinfer_step(fi, ws, r, reps, batch):
         qo = torch.arange(n + 1, device="cuda", dtype=torch.int32) * L
         w2 = fi.BatchPrefillWithPagedKVCacheWrapper(ws[1], "NHD")
         w2.plan(qo, indptr, indices, last, hq, hk, d, page, causal=r["causal"],
-                window_left=window_left, logits_soft_cap=cap, q_data_type=dt, kv_data_type=dt)
+                window_left=window_left, logits_soft_cap=cap, q_data_type=dt, kv_data_type=kvdt)
         q = torch.randn(n * L, hq, d, device="cuda", dtype=dt)
         fns.append(lambda w=w2, q=q, kc=kc, vc=vc: w.run(q, (kc, vc)))
     return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)
+
+
+def warm(fi, ws, rows):
+    """FlashInfer builds a kernel the first time a configuration runs; the
+    lengths do not select kernels, so each row runs once, shrunk."""
+    for r in rows:
+        small = dict(r, n_decode=min(r["n_decode"], 2), decode_context=min(r["decode_context"], 200),
+                     n_prefill=min(r["n_prefill"], 2), prefill_len=min(r["prefill_len"], 100),
+                     prefill_context=min(r["prefill_context"], 100))
+        try:
+            flashinfer_step(fi, ws, small, 1, 1)
+            print(f"# warm {r['spec']} {r['step']}: ok", file=sys.stderr, flush=True)
+        except Exception as e:
+            print(f"# warm {r['spec']} {r['step']}: {refusal(e)}", file=sys.stderr, flush=True)
+    return 0
 
 
 def main():
@@ -143,6 +199,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--no-flashinfer", action="store_true")
+    ap.add_argument("--warm-flashinfer", action="store_true")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print(json.dumps({"skipped": "no CUDA device", "peers": []}))
@@ -156,6 +213,10 @@ def main():
         except Exception as e:  # not carried in: SDPA only
             out["flashinfer"] = f"not available: {refusal(e)}"
     ws = [torch.zeros(256 << 20, dtype=torch.uint8, device="cuda") for _ in range(2)] if fi else None
+    if args.warm_flashinfer:
+        return warm(fi, ws, rows_of(args.files)) if fi else 1
+    read, _ = hbm_gbps()
+    out["ceilings"] = {"hbm_read_gbs": round(read, 1), "bf16_matmul_tflops": round(tensor_tflops(), 1)}
     for r in rows_of(args.files):
         base = {"model": r["model"], "spec": r["spec"], "step": r["step"]}
         approx = approximations(r)
@@ -167,7 +228,8 @@ def main():
             row = dict(base, peer=name)
             try:
                 row["median_ms"] = round(fn(), 4)
-                a = [x for x in approx if not (name == "flashinfer" and x in ("no softcap", "no window in prefill"))]
+                a = [x for x in approx if not (name == "flashinfer" and (
+                    x in ("no softcap", "no window in prefill") or x.endswith("KV, not fp8_e4m3")))]
                 if a:
                     row["approx"] = ", ".join(a)
             except Exception as e:  # the peer refuses the shape: say why, go on

@@ -222,10 +222,16 @@ typedef struct zoo_opts {
 typedef struct zoo_row {
     const char *backend; /* "default" or a plugin */
     const char *prefill, *decode;
+    uint32_t block; /* the cache's block size the selection resolved */
     zoo_timing t;
     int ok;
     char why[256];
 } zoo_row;
+
+static uint32_t sel_block(const ah_selection *sel)
+{
+    return sel ? ah_selection_decision(sel, 0, AH_PHASE_PREFILL)->spec.block_size : 0;
+}
 
 static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spec *sp,
                       uint32_t first_layer, uint32_t n_layers, const zoo_step *st, const zoo_row *r,
@@ -242,7 +248,7 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? 100 * r->t.gbs / bw : 0);
         if (o->peak > 0) printf(" %5.1f%% peak", 100 * r->t.tflops / o->peak);
         if (!strcmp(r->backend, "default")) printf("  (%s / %s)", r->prefill, r->decode);
-        printf("\n");
+        printf("  block %u\n", r->block);
         return;
     }
     printf("%s\n  {\"model\": ", *first ? "" : ",");
@@ -256,9 +262,9 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
            sp->use_mla ? "true" : "false", ah_spec_causal(sp) ? "true" : "false");
     printf("\"step\": \"%s\", \"n_decode\": %u, \"decode_context\": %u, \"n_prefill\": %u, "
            "\"prefill_len\": %u, \"prefill_context\": %u, \"backend\": \"%s\", \"prefill_plugin\": "
-           "\"%s\", \"decode_plugin\": \"%s\"",
+           "\"%s\", \"decode_plugin\": \"%s\", \"block_size\": %u",
            st->name, st->n_dec, st->dec_ctx, st->n_pre, st->pre_len, st->pre_ctx, r->backend,
-           r->prefill, r->decode);
+           r->prefill, r->decode, r->block);
     if (!r->ok) {
         printf(", \"skipped\": ");
         cli_json_str(stdout, r->why);
@@ -334,17 +340,21 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
             zoo_row def_row = {.backend = "default",
                                .prefill = dp ? dp : "",
                                .decode = dd ? dd : "",
+                               .block = sel_block(def),
                                .why = "no backend can serve it"};
             int def_done = !dp;
             for (uint32_t j = 0; j < np; j++) {
-                zoo_row r = {.backend = plugs[j], .prefill = plugs[j], .decode = plugs[j]};
+                zoo_row r = {.backend = plugs[j],
+                             .prefill = plugs[j],
+                             .decode = plugs[j],
+                             .block = sel_block(psel[j])};
                 r.ok =
                     !zoo_time(h, m1, psel[j], st, o->iters, o->b2b, &r.t, &bw, r.why, sizeof r.why);
                 if (!r.ok) rc = 1;
                 /* the default binding is this plugin in the step's phases: the same run */
                 int dec_ok = !st->n_dec || (dd && !strcmp(dd, plugs[j]));
                 int pre_ok = !st->n_pre || (dp && !strcmp(dp, plugs[j]));
-                if (!def_done && dec_ok && pre_ok) {
+                if (!def_done && dec_ok && pre_ok && r.block == def_row.block) {
                     def_row.t = r.t;
                     def_row.ok = r.ok;
                     snprintf(def_row.why, sizeof def_row.why, "%s", r.why);

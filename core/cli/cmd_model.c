@@ -2,7 +2,7 @@
  * attnhost model: model descriptions.
  *
  *   attnhost model import config.json [-o model.ini] [--dtype D]
- *          [--kv-dtype D] [--block-size N] [--tp N] [--name NAME]
+ *          [--kv-dtype D] [--block-size N|auto] [--tp N] [--name NAME]
  *          [--chunked-virtual-batches] [--kv-groups one|hybrid]
  *       a Hugging Face config.json as a model description (stdout or -o)
  *   attnhost model show [--model M]
@@ -78,6 +78,8 @@ static int import(cli_common *c)
                     "fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz\n",
                     v);
             return 2;
+        } else if (!strcmp(a, "--block-size") && !strcmp(v, "auto")) {
+            o.block_size = AH_BLOCK_SIZE_AUTO; /* the prefill winner's preferred size */
         } else if (!strcmp(a, "--block-size") || !strcmp(a, "--tp")) {
             unsigned long n = strtoul(v, &end, 10);
             if (*end || !n || n > 65536) {
@@ -113,7 +115,7 @@ static int import(cli_common *c)
         fprintf(
             stderr,
             "usage: attnhost model import config.json [-o model.ini] [--dtype D] [--kv-dtype D] "
-            "[--block-size N] [--tp N] [--name NAME] [--chunked-virtual-batches] "
+            "[--block-size N|auto] [--tp N] [--name NAME] [--chunked-virtual-batches] "
             "[--kv-groups one|hybrid]\n");
         return 2;
     }

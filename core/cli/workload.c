@@ -55,6 +55,16 @@ static int to_host(workload *w, ah_mirror *t, size_t bytes)
 
 void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
 {
+    const size_t period = (size_t)1 << 24, esize = ah_dtype_size(t);
+    if (n > period) { /* the first 16M values, then copies of them */
+        wl_fill_random(rng, host, period, t);
+        for (size_t done = period; done < n;) {
+            size_t m = done < n - done ? done : n - done;
+            memcpy((char *)host + done * esize, host, m * esize);
+            done += m;
+        }
+        return;
+    }
     uint64_t r = 0;
     for (size_t i = 0; i < n; i++) {
         if ((i & 3) == 0) r = next_u64(rng);

@@ -212,8 +212,9 @@ double wl_tolerance(const ah_layer_spec *s);
 /* Advance contexts after a step (wl_forward_all does it). */
 void wl_advance(workload *w);
 /* n random values of type t at host: random signs and mantissas,
- * magnitudes in [0.5, 1), never zero; written as bit patterns, so
- * gigabytes of KV cache fill cheaply. */
+ * magnitudes in [0.5, 1), never zero; written as bit patterns. Past 16M
+ * values the first 16M repeat (copied, so gigabytes of KV cache fill in a
+ * second): a kernel reads every address, whatever the values' period. */
 void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t);
 /* The role of a selection's layer (WL_NONE for a non-attention layer). */
 int wl_role(const ah_selection *sel, uint32_t l);

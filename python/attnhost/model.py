@@ -18,6 +18,7 @@ KV_LAYOUTS = ("auto", "nhd", "hnd", "nhd_interleaved", "hnd_interleaved")  # ah_
 KV_SCALES = ("host", "tensor", "per_head")  # ah_kv_scales (ABI 2.3)
 LAYER_KINDS = ("attention", "mamba", "linear_attention", "gdn", "mlp_only", "other")
 HF_KV_GROUPS = ("one", "hybrid")  # ah_hf_kv_groups
+BLOCK_SIZE_AUTO = 0xFFFFFFFF  # AH_BLOCK_SIZE_AUTO: block_size = "auto" (ABI 2.3)
 
 
 @dataclass
@@ -40,7 +41,7 @@ class LayerSpec:
     attn_type: str = "decoder"
     dtype: str = "bf16"
     kv_dtype: str = "auto"
-    block_size: int = 16
+    block_size: Union[int, str] = 16  # "auto": the prefill winner's preferred size
     kv_layout: str = "auto"
     sliding_window: int = 0
     softcap: float = 0.0
@@ -63,6 +64,8 @@ class LayerSpec:
             v = getattr(self, name)
             if v not in choices:
                 raise ValueError(f"LayerSpec.{name} = {v!r}: expected one of {', '.join(choices)}")
+        if isinstance(self.block_size, str) and self.block_size != "auto":
+            raise ValueError(f"LayerSpec.block_size = {self.block_size!r}: a whole number or 'auto'")
 
     def ini_lines(self) -> List[str]:
         """The description lines of this spec: keys left at None or at the
@@ -105,7 +108,7 @@ class LayerSpec:
         c.v_head_size = v or 0
         c.q_dtype = DTYPES.index(self.dtype)
         c.kv_dtype = DTYPES.index(self.kv_dtype)
-        c.block_size = self.block_size
+        c.block_size = _block_size_c(self.block_size)
         c.kv_layout = KV_LAYOUTS.index(self.kv_layout)
         c.sliding_window = self.sliding_window
         c.softcap = self.softcap
@@ -125,7 +128,8 @@ class LayerSpec:
             head_size=c.qk_head_size if same else None,
             qk_head_size=c.qk_head_size, v_head_size=c.v_head_size,
             attn_type=_name(ATTN_TYPES, c.attn_type), dtype=_name(DTYPES, c.q_dtype),
-            kv_dtype=_name(DTYPES, c.kv_dtype), block_size=c.block_size,
+            kv_dtype=_name(DTYPES, c.kv_dtype),
+            block_size="auto" if c.block_size == BLOCK_SIZE_AUTO else c.block_size,
             kv_layout=_name(KV_LAYOUTS, c.kv_layout), sliding_window=c.sliding_window,
             softcap=float(c.softcap), scale=float(c.scale), sinks=bool(c.use_sinks),
             alibi=bool(c.use_alibi), fp8_attention=bool(c.fp8_attention), mla=bool(c.use_mla),
@@ -152,6 +156,14 @@ class LayerSpec:
 
 def _name(table: Sequence[str], i: int) -> str:
     return table[i] if 0 <= i < len(table) else f"?{i}"
+
+
+def _block_size_c(v: Union[int, str]) -> int:
+    if v == "auto":
+        return BLOCK_SIZE_AUTO
+    if isinstance(v, str):
+        raise ValueError(f"block_size = {v!r}: a whole number or 'auto'")
+    return int(v)
 
 
 class Model(Handle):
@@ -214,12 +226,13 @@ class Model(Handle):
     @classmethod
     def from_hf_config(cls, config: Union[Dict[str, Any], str, "os.PathLike[str]"], *,
                        dtype: Optional[str] = None, kv_dtype: Optional[str] = None,
-                       block_size: int = 0, tensor_parallel: int = 0,
+                       block_size: Union[int, str] = 0, tensor_parallel: int = 0,
                        name: Optional[str] = None, chunked_virtual_batches: bool = False,
                        kv_groups: str = "one", source: Optional[str] = None) -> "Model":
         """A model from a Hugging Face ``config.json``: a dict, or the path
         of the file (``ah_model_import_hf``; docs/configuration.md lists the
-        families). ``dtype`` overrides ``torch_dtype``; ``tensor_parallel``
+        families). ``dtype`` overrides ``torch_dtype``; ``block_size`` 0 is
+        16, "auto" the prefill winner's preferred size; ``tensor_parallel``
         gives the heads of one rank. ``kv_groups="hybrid"`` puts each class
         of cache layers (sliding window, KV shape) in a KV-cache group of
         its own, as vLLM's hybrid KV-cache manager does; "one" (the
@@ -238,7 +251,7 @@ class Model(Handle):
             raise ValueError(f"kv_groups = {kv_groups!r}: expected one of {', '.join(HF_KV_GROUPS)}")
         o = _ffi.ah_hf_import_options(
             ctypes.sizeof(_ffi.ah_hf_import_options), DTYPES.index(dtype) if dtype else 0,
-            DTYPES.index(kv_dtype) if kv_dtype else 0, block_size, tensor_parallel,
+            DTYPES.index(kv_dtype) if kv_dtype else 0, _block_size_c(block_size), tensor_parallel,
             name.encode() if name else None, int(chunked_virtual_batches), 0,
             HF_KV_GROUPS.index(kv_groups))
         out, err = ctypes.c_void_p(), _ffi.ah_error()

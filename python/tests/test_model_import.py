@@ -81,3 +81,20 @@ def test_selection_of_kinds(host, cpu_amx):
     d = sel.decision(0)
     assert d.plugin is None and d.kind == "mamba" and d.list_source == "mamba layer: not attention"
     assert sel.decision(1).plugin == "cpu_amx" and sel.decision(1).kind == "attention"
+
+
+def test_block_size_auto(host, cpu_amx):
+    """block_size = "auto" from specs and from an import: the model keeps
+    "auto", and a binding resolves it to the prefill winner's preferred
+    size (cpu_amx: 16)."""
+    L = attnhost.LayerSpec
+    m = attnhost.Model.from_specs("a", [L(num_q_heads=4, num_kv_heads=2, head_size=64,
+                                          dtype="fp32", block_size="auto")])
+    assert m.layer(0).block_size == "auto" and "block_size = auto" in m.to_ini()
+    d = host.select(m, force=cpu_amx.name).decision(0)
+    assert d.spec.block_size == 16
+    with pytest.raises(ValueError, match="block_size = 'big'"):
+        attnhost.Model.from_specs("bad", [L(num_q_heads=4, head_size=64, block_size="big")])
+    _needs_importer()
+    q = attnhost.Model.from_hf_config(CONFIGS / "qwen2.5-7b.json", block_size="auto")
+    assert q.layer(0).block_size == "auto" and "block_size = auto" in q.text
