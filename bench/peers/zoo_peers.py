@@ -133,7 +133,7 @@ def flashinfer_mla_step(fi, ws, r, reps, batch):
         (c_cache, p_cache), indices, indptr, _ = paged_pool(n, seq, page, (ckv,), (kpe,), dt=kvdt)
         qo = torch.arange(n + 1, device="cuda", dtype=torch.int32) * q_len
         lens = torch.full((n,), seq, device="cuda", dtype=torch.int32)
-        w = fi.mla.BatchMLAPagedAttentionWrapper(buf)
+        w = fi.BatchMLAPagedAttentionWrapper(buf)
         w.plan(qo, indptr, indices, lens, hq, ckv, kpe, page, r["causal"],
                r["qk_head_size"] ** -0.5, dt, kvdt)
         qn = torch.randn(n * q_len, hq, ckv, device="cuda", dtype=dt)
