@@ -13,31 +13,75 @@
 
 namespace fi {
 
-template <typename QT> __global__ void merge_partials_kernel(const merge_params m)
+/* Block-wide reductions of merge_partials (blockDim.x = kMergeThreads). */
+constexpr int kMergeThreads = 128;
+
+template <bool MAX> __device__ __forceinline__ float block_reduce(float v, float *scratch)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        const float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? fmaxf(v, u) : v + u;
+    }
+    __syncthreads(); /* scratch is reused by the next call */
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = scratch[0];
+    for (int w = 1; w < kMergeThreads / 32; w++) v = MAX ? fmaxf(v, scratch[w]) : v + scratch[w];
+    return v;
+}
+
+/* One CTA per (token, head). A single long request splits its keys into
+ * up to 64 partitions, so the parts are read in parallel: the LSE maxima
+ * and the denominator by one thread per part, the values by channel groups
+ * of float4 lanes that each sum every G-th part (G = 128 / (dv / 4)),
+ * reduced through shared memory. v head sizes are multiples of 64. */
+template <typename QT>
+__global__ void __launch_bounds__(kMergeThreads) merge_partials_kernel(const merge_params m)
 {
     grid_dependency_wait(); /* launched early (schedule_merge_pdl): the partials' writer must finish
                              */
+    __shared__ float scratch[kMergeThreads / 32];
+    __shared__ float4 sums[kMergeThreads];
     const int t = blockIdx.x, h = blockIdx.y;
     const int64_t stride_part = (int64_t)m.num_tokens * m.num_heads;
     const int64_t row = (int64_t)t * m.num_heads + h;
+    const float *lse = m.part_lse + row;
     const bool has_sink = m.sinks != nullptr;
     const float sink2 = has_sink ? m.sinks[h] * FI_LOG2E : -INFINITY;
     float M = sink2;
-    for (int s = 0; s < m.num_parts; s++) M = fmaxf(M, m.part_lse[s * stride_part + row]);
+    for (int s = threadIdx.x; s < m.num_parts; s += kMergeThreads)
+        M = fmaxf(M, lse[s * stride_part]);
+    M = block_reduce<true>(M, scratch);
     float den = 0.f;
     if (M != -INFINITY) {
-        for (int s = 0; s < m.num_parts; s++) den += exp2f(m.part_lse[s * stride_part + row] - M);
+        for (int s = threadIdx.x; s < m.num_parts; s += kMergeThreads)
+            den += exp2f(lse[s * stride_part] - M);
+        den = block_reduce<false>(den, scratch);
         if (has_sink) den += exp2f(sink2 - M);
     }
+    const int lanes = m.dv / 4, groups = kMergeThreads / lanes;
+    const int lane = threadIdx.x % lanes, g = threadIdx.x / lanes;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (den > 0.f && g < groups) {
+        const float inv = 1.f / den;
+#pragma unroll 4
+        for (int s = g; s < m.num_parts; s += groups) {
+            const float w = exp2f(lse[s * stride_part] - M) * inv;
+            const float4 v =
+                reinterpret_cast<const float4 *>(m.part_o + (s * stride_part + row) * m.dv)[lane];
+            acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+        }
+    }
+    sums[threadIdx.x] = acc;
+    __syncthreads();
     QT *o = static_cast<QT *>(m.out) + (int64_t)t * m.out_stride_t + (int64_t)h * m.out_stride_h;
-    for (int d = threadIdx.x; d < m.dv; d += blockDim.x) {
-        float acc = 0.f;
-        if (den > 0.f)
-            for (int s = 0; s < m.num_parts; s++) {
-                const float w = exp2f(m.part_lse[s * stride_part + row] - M) / den;
-                acc += w * m.part_o[(s * stride_part + row) * m.dv + d];
-            }
-        o[d] = from_f32<QT>(acc);
+    for (int c = threadIdx.x; c < m.dv; c += kMergeThreads) {
+        float v = 0.f;
+        for (int k = 0; k < groups; k++) {
+            const float4 a = sums[k * lanes + c / 4];
+            v += (&a.x)[c % 4];
+        }
+        o[c] = from_f32<QT>(v);
     }
     if (threadIdx.x == 0 && m.lse)
         m.lse[(int64_t)t * m.lse_stride_t + h] = den > 0.f ? (M + log2f(den)) * FI_LN2 : -INFINITY;
@@ -50,7 +94,7 @@ cudaError_t launch_merge_partials(int q_dtype, const merge_params &m, bool pdl, 
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute attr[1];
         cfg.gridDim = dim3(m.num_tokens, m.num_heads);
-        cfg.blockDim = dim3(128);
+        cfg.blockDim = dim3(kMergeThreads);
         cfg.stream = st;
         if (pdl) {
             /* Programmatic dependent launch: the merge grid is scheduled while
