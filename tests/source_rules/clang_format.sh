@@ -9,7 +9,7 @@
 # (which needs Triton) and pinned by the sha256 sums of its MANIFEST, which
 # the triton_artifacts test checks: reformatting them by hand would break
 # that pin. Other generated sources are written already formatted by their
-# generator (plugins/cuda_fa3/tools/gen_wgmma.py). Not C/C++/CUDA/HIP by
+# generator (plugin_api/tools/gen_wgmma.py). Not C/C++/CUDA/HIP by
 # name, so not checked: OpenCL C (.cl, .clh) and cpu_amx's kernel bodies
 # (src/*.inc), whose names are built by a macro (KFN(_chunk) *c) that
 # clang-format 14 reads as a multiplication.

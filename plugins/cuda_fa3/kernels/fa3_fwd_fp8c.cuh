@@ -295,7 +295,7 @@ template <int N> struct mma8;
         static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], \
                                                   uint64_t b, int s) \
         { \
-            fa3_wgmma_rs_e4m3_n##N(d, a, b, s); \
+            ah_wgmma_rs_e4m3_n##N(d, a, b, s); \
         } \
     };
 FA3_MMA8(128)
@@ -328,7 +328,7 @@ __device__ __forceinline__ void gemm_pv8(S &s, int st, const uint32_t (&pa)[BN /
     const uint32_t a = smem_addr(&s.vt[st][0][0]);
     const uint64_t d0 = desc_sw128(a, 16, 1024);
 #pragma unroll
-    for (int kk = 0; kk < BN / 32; kk++) fa3_wgmma_rs_e4m3_n136(o, pa[kk], d0 + 2 * kk, 1);
+    for (int kk = 0; kk < BN / 32; kk++) ah_wgmma_rs_e4m3_n136(o, pa[kk], d0 + 2 * kk, 1);
 }
 
 // O and its row-sum columns times the per-row factors alpha.

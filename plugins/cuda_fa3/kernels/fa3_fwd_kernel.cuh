@@ -31,9 +31,10 @@
 
 #include <type_traits>
 
+#include <attnhost/cuda_wgmma.cuh>
+
 #include "fa3_params.h"
 #include "fa3_sm90.cuh"
-#include "fa3_wgmma.cuh"
 
 namespace fa3 {
 
@@ -69,28 +70,8 @@ template <> __device__ __forceinline__ uint32_t widen_e4m3x2<__nv_bfloat16>(uint
     return elem<__nv_bfloat16>::pack(__low2float(hh), __high2float(hh));
 }
 
-// wgmma dispatch on element type and N.
-template <typename T, int N> struct mma;
-#define FA3_MMA(TY, NAME, N) \
-    template <> struct mma<TY, N> { \
-        static __device__ __forceinline__ void ss(float (&d)[N / 2], uint64_t a, uint64_t b, \
-                                                  int s) \
-        { \
-            fa3_wgmma_ss_##NAME##_n##N(d, a, b, s); \
-        } \
-        static __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], \
-                                                  uint64_t b, int s) \
-        { \
-            fa3_wgmma_rs_##NAME##_n##N(d, a, b, s); \
-        } \
-    };
-FA3_MMA(__nv_bfloat16, bf16, 64)
-FA3_MMA(__nv_bfloat16, bf16, 128)
-FA3_MMA(__nv_bfloat16, bf16, 256)
-FA3_MMA(__half, f16, 64)
-FA3_MMA(__half, f16, 128)
-FA3_MMA(__half, f16, 256)
-#undef FA3_MMA
+// wgmma by element type and N.
+template <typename T, int N> using mma = ah_wgmma<T, N>;
 
 // FP8 KV: the copy engine lands e4m3 tiles, unswizzled ([row][D bytes]), in
 // a staging ring of SST stages; three producer warps widen them into the

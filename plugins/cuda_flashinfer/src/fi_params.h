@@ -132,6 +132,10 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const int32_t *block_table, int64_t bt_stride, int num_reqs, int num_tokens,
                         int page_shift, int group, int max_pages, int sort_pages,
                         const plan_bufs &pb, cudaStream_t st);
+/* Absorbed MLA on Hopper, 64 heads per CTA (decode_mla_sm90.cu; gb 64):
+ * occupancy != NULL reports resident CTAs per SM instead of launching. */
+cudaError_t launch_decode_mla_sm90(int q_dtype, const attn_params &p, cudaStream_t st,
+                                   int *occupancy);
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int heads_per_cta,
                           const attn_params &p, cudaStream_t st);
 /* Largest resident CTAs per SM of the decode kernel for this config at a

@@ -340,7 +340,9 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->kvt = kvt;
     st->mla = mla;
     st->group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    st->gb = decode_group_block(st->group, mla, kvt == qt, qk);
+    st->gb = mla && schedule_mla_sm90(ctx->dev, st->group, kvt == qt)
+                 ? FI_MLA_SM90_HEADS
+                 : decode_group_block(st->group, mla, kvt == qt, qk);
     st->tc = prefill_supported(qk, vh);
     st->family = schedule_prefill_family(ctx->dev, qk, qt, kvt, spec->softcap, spec->use_alibi);
 

@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace sm90;
-    using MMA = wgmma_n128<QT>;
+    using MMA = ah_wgmma<QT, 128>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
     __shared__ int s_lo, s_hi, s_maxlo, s_minhi;
@@ -255,14 +255,14 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
                                    1024),
                         wgmma_desc(kt + (uint32_t)(kd >> 2) * KVHALF + (uint32_t)(kd & 3) * 32u, 16,
                                    1024),
-                        kd > 0);
+                        kd > 0 ? 1 : 0);
             wgmma_commit();
         };
         auto pv = [&](int it) {
             const uint32_t vt = sbase + V0 + (uint32_t)(it % NST) * KVB;
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++)
-                MMA::rs(o, pa[kk], wgmma_desc(vt + (uint32_t)kk * 2048u, KVHALF, 1024));
+                MMA::rs(o, pa[kk], wgmma_desc(vt + (uint32_t)kk * 2048u, KVHALF, 1024), 1);
             wgmma_commit();
         };
         auto softmax = [&](int it, float *alpha) {

@@ -48,6 +48,15 @@ inline int prefill_cta_rows(prefill_family f, int d)
  * the Hopper kernel (160 KiB of shared memory per CTA). */
 inline int prefill_ctas_per_sm(prefill_family f) { return f == FI_PREFILL_SM90 ? 1 : 2; }
 
+/* Absorbed MLA with query heads in multiples of 64 on a 16-bit cache of the
+ * query's type decodes on the Hopper kernel (decode_mla_sm90.cu), 64 heads
+ * per CTA: its head-group block. */
+constexpr int FI_MLA_SM90_HEADS = 64;
+inline bool schedule_mla_sm90(const sched_device &dev, int group, bool kv16)
+{
+    return dev.sm90_built && dev.cc == 90 && kv16 && group % FI_MLA_SM90_HEADS == 0;
+}
+
 /* Most keys one decode row sees: a causal window shows `window` keys, a
  * bidirectional one up to 2 x window - 1; the splits are cut from those. */
 inline int64_t decode_visible_keys(int64_t max_seq, bool causal, int window)

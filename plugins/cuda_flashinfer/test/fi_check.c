@@ -819,6 +819,22 @@ int main(int argc, char **argv)
             lengths(&cases[n], k, 3, 300, &rng);
             ADD("%s mla %s%s", qn, kinds[k], k == 1 ? " fp8" : "");
         }
+        /* MLA with heads in multiples of 64: the Hopper kernel on sm_90
+         * (decode_mla_sm90.cu), 64 heads per CTA, partial key tiles, and a
+         * lone long request split over partitions */
+        for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
+            cases[n] = base_case("", qt, 128, 1, 576, 64);
+            cases[n].s.dv = 512;
+            cases[n].s.mla = 1;
+            lengths(&cases[n], k, 3, 700, &rng);
+            ADD("%s mla h128 %s", qn, kinds[k]);
+        }
+        cases[n] = base_case("", qt, 64, 1, 576, 64);
+        cases[n].s.dv = 512;
+        cases[n].s.mla = 1;
+        lengths(&cases[n], 0, 1, 100, &rng);
+        cases[n].seqlens[0] = 6000 + 37;
+        ADD("%s mla h64 decode split-kv", qn);
         /* features, on decode and mixed batches */
         for (int k = 0; k < 4; k += 3) {
             const char *kn = kinds[k];
@@ -905,6 +921,14 @@ int main(int argc, char **argv)
                 cases[n].seqlens[0] = 390;
                 ADD("%s mla decode released window 100%s", qn, fp8 ? " fp8 h3/1" : "");
             }
+            cases[n] = base_case("", qt, 128, 1, 576, 64);
+            cases[n].s.dv = 512;
+            cases[n].s.mla = 1;
+            cases[n].s.window = 100;
+            cases[n].released = 1;
+            lengths(&cases[n], 0, 3, 400, &rrng);
+            cases[n].seqlens[0] = 390;
+            ADD("%s mla h128 decode released window 100", qn);
             cases[n] = base_case("", qt, 8, 2, 128, 16);
             cases[n].s.causal = AH_CAUSAL_OFF;
             cases[n].s.window = 9;

@@ -1,0 +1,341 @@
+/*
+ * Hopper (sm_90a) decode for absorbed MLA (qk 576 / v 512, one latent KV
+ * head, a 16-bit cache of the query's type) when the query heads come in
+ * multiples of 64 (DeepSeek's 128 at tensor parallel 1 or 2): one CTA of
+ * three warpgroups per (query token, block of 64 heads, KV partition), so
+ * a key read from memory serves 64 heads where decode_mla_tc.cuh's mma.sync
+ * rows serve 16, and S = Q K^T is computed once per 64 heads by wgmma
+ * instead of once per warp.
+ *   - Warpgroup 0 copies 64-key tiles of the latent cache (1152-byte rows,
+ *     one page lookup per row) with cp.async into a two-stage ring, each
+ *     64-channel chunk 128-byte swizzled as wgmma reads it, and arrives on
+ *     the stage's "full" mbarrier once its own copies landed.
+ *   - Warpgroup 1 computes S (64 heads x 64 keys, 36 k-steps of m64n64k16,
+ *     Q and K from shared memory), the online softmax, and O[:, 0:256] +=
+ *     P V with P from registers; it hands P (in the accumulator layout its
+ *     threads hold) and each row's rescale factor to warpgroup 2 through
+ *     shared memory, whose threads hold the same rows.
+ *   - Warpgroup 2 computes O[:, 256:512] += P V. V is each key row's first
+ *     512 channels, read MN-major by the descriptor.
+ * Both consumers release a stage ("empty", one arrival per warp) once their
+ * P V on it retired. Shared memory: Q 72 KiB + 2 x 72 KiB of keys + the P
+ * hand-off, one CTA per SM.
+ */
+#include "fi_common.cuh"
+#include "wgmma_sm90.cuh"
+
+namespace fi {
+
+using ah_sm90::mbar_arrive;
+using ah_sm90::mbar_init;
+using ah_sm90::mbar_wait;
+
+namespace mla90 {
+constexpr int D = 576, DV = 512, H = 64, BK = 64, NST = 2, THREADS = 384;
+constexpr int CHUNKS = D / 64;                   /* 64-channel chunks of a row: 9 */
+constexpr int UNITS = D * 2 / 16;                /* 16-byte units of a row: 72 */
+constexpr uint32_t CHUNK = 64 * 128;             /* bytes of one chunk of 64 rows */
+constexpr uint32_t TILE = CHUNKS * CHUNK;        /* Q, or one stage of keys: 72 KiB */
+constexpr uint32_t K0 = TILE;                    /* stage s at K0 + s * TILE */
+constexpr uint32_t PX = K0 + NST * TILE;         /* P hand-off: 16 words per thread */
+constexpr uint32_t AX = PX + 128 * 16 * 4;       /* row factors: 2 floats per thread */
+constexpr size_t SMEM = AX + 128 * 2 * 4 + 1024; /* + slack to align the base to 1024 B */
+static_assert(SMEM <= 232448, "one CTA's shared memory on sm_90");
+
+/* Unit u of row r of a tile at base: chunk u / 8, 16-byte slot u % 8 XOR
+ * r % 8 (the 128-byte swizzle; atoms of 8 rows x 128 B, 1024-B aligned). */
+__device__ __forceinline__ uint32_t unit_addr(uint32_t base, int r, int u)
+{
+    return base + (uint32_t)(u >> 3) * CHUNK + (uint32_t)r * 128u +
+           (uint32_t)(((u & 7) ^ (r & 7)) << 4);
+}
+__device__ __forceinline__ void copy16(uint32_t dst, const void *src, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wait_copies()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_async_smem()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ float ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+/* Named barriers (0 is __syncthreads): P handed over, P taken, the final
+ * row state handed over. */
+constexpr int BAR_P_FULL = 1, BAR_P_FREE = 2, BAR_STATE = 3;
+} // namespace mla90
+
+template <typename QT>
+__global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_params p)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace mla90;
+    using S_MMA = ah_wgmma<QT, 64>;
+    using O_MMA = ah_wgmma<QT, 256>;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    __shared__ __align__(8) uint64_t s_bar[2 * NST]; /* full, empty */
+    const uint32_t bar0 = smem_addr(s_bar);
+    auto full = [&](int s) { return bar0 + 8u * (uint32_t)s; };
+    auto empty = [&](int s) { return bar0 + 8u * (uint32_t)(NST + s); };
+    allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
+
+    const int hblocks = p.group / H;
+    const int t = (int)blockIdx.x / hblocks, h0 = ((int)blockIdx.x % hblocks) * H;
+    const int split = blockIdx.z;
+    const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
+    const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, BK);
+    const int a = keys.a, b = keys.b, ntiles = keys.ntiles;
+
+    const int tid = threadIdx.x, wg = tid / 128, ct = tid % 128;
+    const int warp = ct / 32, lane = tid % 32, g8 = lane / 4, t4 = lane % 4;
+    if (tid == 0) {
+        for (int s = 0; s < NST; s++) {
+            mbar_init(full(s), 128);
+            mbar_init(empty(s), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    if (wg > 0) { /* Q: 64 heads x 72 units, 18 per consumer thread */
+        const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
+        for (int i = tid - 128; i < H * UNITS; i += 256) {
+            const int row = i / UNITS, u = i % UNITS;
+            copy16(unit_addr(sbase, row, u), qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8, true);
+        }
+        commit();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        /* ---- producer ---- */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        const QT *kc = static_cast<const QT *>(p.k_cache);
+        const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
+        for (int it = 0; it < ntiles; it++) {
+            const int s = it % NST;
+            if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
+            const uint32_t st = sbase + K0 + (uint32_t)s * TILE;
+            for (int i = ct; i < BK * UNITS; i += 128) {
+                const int row = i / UNITS, u = i % UNITS, j = a + it * BK + row;
+                const bool ok = j < b; /* rows past the range are zero: P V reads them */
+                const QT *src = ok ? kc + ((int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
+                                           (int64_t)(j & pmask) * p.kg.stride_slot + u * 8)
+                                   : kc;
+                copy16(unit_addr(st, row, u), src, ok);
+            }
+            commit();
+            wait_copies<0>();
+            fence_async_smem();
+            mbar_arrive(full(s));
+        }
+        return;
+    }
+
+    /* ---- consumers ---- */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int c = wg - 1;            /* 0: S, softmax, channels 0-255; 1: channels 256-511 */
+    const int lrow = warp * 16 + g8; /* this thread's rows lrow and lrow + 8 */
+    uint32_t *px =
+        reinterpret_cast<uint32_t *>(smem_raw + (PX + (sbase - smem_addr(smem_raw)))) + ct * 16;
+    float *ax = reinterpret_cast<float *>(smem_raw + (AX + (sbase - smem_addr(smem_raw)))) + ct * 2;
+    wait_copies<0>(); /* this thread's Q copies */
+    fence_async_smem();
+    named_sync(4, 256); /* every consumer's Q copies */
+
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const float sl[2] = {p.var.alibi ? p.var.slopes[h0 + lrow] : 0.f,
+                         p.var.alibi ? p.var.slopes[h0 + lrow + 8] : 0.f};
+    uint32_t pa[BK / 16][4];
+    const uint32_t vbase = (uint32_t)(c * 4) * CHUNK; /* this warpgroup's 256 V channels */
+
+    for (int it = 0; it < ntiles; it++) {
+        const int s = it % NST;
+        const uint32_t kt = sbase + K0 + (uint32_t)s * TILE;
+        mbar_wait(full(s), (uint32_t)((it / NST) & 1));
+        float alpha[2];
+        if (c == 0) {
+            float sc[32];
+            wgmma_fence();
+#pragma unroll
+            for (int kd = 0; kd < D / 16; kd++)
+                S_MMA::ss(sc,
+                          wgmma_desc(sbase + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u,
+                                     16, 1024),
+                          wgmma_desc(kt + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u,
+                                     16, 1024),
+                          kd > 0 ? 1 : 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 32; i++) reg_fence(sc[i]);
+            const int kb = a + it * BK;
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int j = kb + n * 8 + 2 * t4 + e;
+                        float &v = sc[4 * n + 2 * i + e];
+                        v = j < b ? logit2(p.var, v, sl[i], j, pos) : -INFINITY;
+                        mx = fmaxf(mx, v);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mn = fmaxf(m[i], mx);
+                const float mu = mn == -INFINITY ? 0.f : mn;
+                alpha[i] = ex2(m[i] - mu);
+                m[i] = mn;
+                float rs = 0.f;
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float &v = sc[4 * n + 2 * i + e];
+                        v = ex2(v - mu);
+                        rs += v;
+                    }
+                l[i] = l[i] * alpha[i] + rs;
+            }
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                pa[kk][0] = pack2<QT>(sc[8 * kk], sc[8 * kk + 1]);
+                pa[kk][1] = pack2<QT>(sc[8 * kk + 2], sc[8 * kk + 3]);
+                pa[kk][2] = pack2<QT>(sc[8 * kk + 4], sc[8 * kk + 5]);
+                pa[kk][3] = pack2<QT>(sc[8 * kk + 6], sc[8 * kk + 7]);
+            }
+            if (it > 0) named_sync(BAR_P_FREE, 256); /* warpgroup 2 took the last P */
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++)
+                reinterpret_cast<uint4 *>(px)[kk] =
+                    make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
+            ax[0] = alpha[0];
+            ax[1] = alpha[1];
+            named_arrive(BAR_P_FULL, 256);
+        } else {
+            named_sync(BAR_P_FULL, 256);
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                const uint4 w = reinterpret_cast<const uint4 *>(px)[kk];
+                pa[kk][0] = w.x, pa[kk][1] = w.y, pa[kk][2] = w.z, pa[kk][3] = w.w;
+            }
+            alpha[0] = ax[0];
+            alpha[1] = ax[1];
+            if (it + 1 < ntiles) named_arrive(BAR_P_FREE, 256);
+        }
+#pragma unroll
+        for (int n = 0; n < 32; n++) {
+            o[4 * n] *= alpha[0];
+            o[4 * n + 1] *= alpha[0];
+            o[4 * n + 2] *= alpha[1];
+            o[4 * n + 3] *= alpha[1];
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++)
+            O_MMA::rs(o, pa[kk], wgmma_desc(kt + vbase + (uint32_t)kk * 2048u, CHUNK, 1024), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 128; i++) reg_fence(o[i]);
+        if (lane == 0) mbar_arrive(empty(s));
+    }
+
+    /* Row state: warpgroup 0 reduces its sums and hands (m, l) over. */
+    if (c == 0) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+        }
+        if (ntiles > 0) named_sync(BAR_P_FREE, 256); /* warpgroup 2 read the last factors */
+        ax[0] = m[0], ax[1] = m[1];
+        reinterpret_cast<float *>(px)[0] = l[0];
+        reinterpret_cast<float *>(px)[1] = l[1];
+        named_arrive(BAR_STATE, 256);
+    } else {
+        if (ntiles > 0) named_arrive(BAR_P_FREE, 256);
+        named_sync(BAR_STATE, 256);
+        m[0] = ax[0], m[1] = ax[1];
+        l[0] = reinterpret_cast<const float *>(px)[0];
+        l[1] = reinterpret_cast<const float *>(px)[1];
+    }
+    const bool final_out = p.num_splits == 1 && !p.partial;
+    const int d0 = c * 256;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int h = h0 + lrow + 8 * i;
+        const float M = m[i], L = l[i];
+        if (final_out) {
+            float f, lse2;
+            finish_state(p.var, h, L, M, &f, &lse2);
+            f *= p.var.v_scale;
+            QT *orow = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
+                       (int64_t)h * p.o.out_stride_h + d0;
+#pragma unroll
+            for (int n = 0; n < 32; n++)
+                *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t4) =
+                    pack2<QT>(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
+            if (c == 0 && t4 == 0 && p.o.lse)
+                p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+        } else {
+            const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
+            const float f = L > 0.f ? p.var.v_scale / L : 0.f;
+            float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * DV + d0;
+#pragma unroll
+            for (int n = 0; n < 32; n++)
+                *reinterpret_cast<float2 *>(prow + n * 8 + 2 * t4) =
+                    make_float2(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
+            if (c == 0 && t4 == 0)
+                p.o.part_lse[slot * p.num_qo_heads + h] = L > 0.f ? M + log2f(L) : -INFINITY;
+        }
+    }
+#endif
+}
+
+/* occupancy != NULL: raise the shared-memory limit and report the resident
+ * CTAs per SM (state creation); otherwise launch over (tokens x head
+ * blocks, 1, splits), a token's head blocks side by side, so both read its
+ * pages while they are in L2. */
+cudaError_t launch_decode_mla_sm90(int q_dtype, const attn_params &p, cudaStream_t st,
+                                   int *occupancy)
+{
+    auto kern =
+        q_dtype == FI_BF16 ? decode_mla_sm90_kernel<__nv_bfloat16> : decode_mla_sm90_kernel<half>;
+    if (occupancy) {
+        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)mla90::SMEM);
+        if (e != cudaSuccess) return e;
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, mla90::THREADS,
+                                                             mla90::SMEM);
+    }
+    const dim3 grid((unsigned)(p.num_tokens * (p.group / mla90::H)), 1,
+                    p.num_splits > 1 ? p.num_splits : 1);
+    kern<<<grid, mla90::THREADS, mla90::SMEM, st>>>(p);
+    return cudaPeekAtLastError();
+}
+
+} // namespace fi
