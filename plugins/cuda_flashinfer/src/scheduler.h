@@ -97,6 +97,9 @@ struct decode_choice {
 };
 
 constexpr double decode_fill = 0.95;
+/* Most KV partitions of one decode token (the workspace holds this many
+ * partial rows per token, within its 64 MiB). */
+constexpr int FI_MAX_DECODE_SPLITS = 64;
 
 inline decode_choice schedule_decode(const sched_device &dev, const int occupancy[5], int tokens,
                                      int kv_heads, int group, int gb, int64_t visible_keys,
@@ -108,7 +111,7 @@ inline decode_choice schedule_decode(const sched_device &dev, const int occupanc
     c.stages = wave_fill(dev.sms, base, occupancy[3]) >= decode_fill - 1e-9 ? 3 : 4;
     if (base > 0 && ws_rows && c.stages == 4) {
         int64_t cap = (visible_keys + 255) / 256;
-        if (cap > 64) cap = 64;
+        if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;
         double best_eff = 0;
         for (int64_t s = 1; s <= cap; s++) {
