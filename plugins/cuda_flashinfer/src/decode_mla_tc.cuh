@@ -85,14 +85,23 @@ __global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params
 
     const QT *kc = static_cast<const QT *>(p.k_cache);
     const int shift = p.kg.page_shift, mask = (1 << shift) - 1;
+    /* The stage's pages come one per lane from a single table read per warp
+     * (a read per copy waits on memory before each of the 18: two CTAs'
+     * shared memory leave L1 little); blocks of one token, 33 pages for an
+     * unaligned stage, read per copy. */
+    const bool by_lane = shift >= 1;
     auto issue = [&](int it) {
         unsigned char *st = smem + (it % ns) * C::STAGE;
+        const int p0 = (a + it * C::BN) >> shift, p1 = (min(b, a + (it + 1) * C::BN) - 1) >> shift;
+        const int pg = by_lane && lane <= p1 - p0 ? __ldg(pages + p0 + lane) : 0;
 #pragma unroll
         for (int i = 0; i < C::CPT; i++) {
             const int e = threadIdx.x + i * C::THREADS, row = e / C::CR, ch = e % C::CR,
                       j = a + it * C::BN + row;
             const bool ok = j < b;
-            const int64_t off = ok ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
+            const int lp = __shfl_sync(0xffffffffu, pg, ok ? (j >> shift) - p0 : 0);
+            const int page = by_lane ? lp : ok ? __ldg(pages + (j >> shift)) : 0;
+            const int64_t off = ok ? (int64_t)page * p.kg.stride_page +
                                          (int64_t)(j & mask) * p.kg.stride_slot + ch * 8
                                    : 0;
             cp_async16(st + swz<C::CR>(row, ch), kc + off, ok ? 16 : 0);
