@@ -127,30 +127,17 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 
     if (wg == 0) {
         /* ---- producer ---- */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         const QT *kc = static_cast<const QT *>(p.k_cache);
         const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
-        /* A tile's pages, lane l holding its l-th, read a tile ahead: a
-         * table read per copy would wait on memory (this CTA's shared
-         * memory leaves L1 a few KiB) before each of its 36 copies. Blocks
-         * of fewer than 4 tokens span more pages than lanes: read per copy. */
-        const bool by_lane = shift >= 2;
-        auto tile_pages = [&](int it) {
-            const int p0 = (a + it * BK) >> shift, p1 = (min(b, a + (it + 1) * BK) - 1) >> shift;
-            return by_lane && it < ntiles && lane <= p1 - p0 ? __ldg(pages + p0 + lane) : 0;
-        };
-        int pg = tile_pages(0);
         for (int it = 0; it < ntiles; it++) {
-            const int pg_next = tile_pages(it + 1);
-            const int s = it % NST, p0 = (a + it * BK) >> shift;
+            const int s = it % NST;
             if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
             const uint32_t st = sbase + K0 + (uint32_t)s * TILE;
-            for (int i = ct; i < BK * UNITS; i += 128) { /* 36 trips for every lane */
+            for (int i = ct; i < BK * UNITS; i += 128) {
                 const int row = i / UNITS, u = i % UNITS, j = a + it * BK + row;
                 const bool ok = j < b; /* rows past the range are zero: P V reads them */
-                const int lp = __shfl_sync(0xffffffffu, pg, ok ? (j >> shift) - p0 : 0);
-                const int page = by_lane ? lp : ok ? __ldg(pages + (j >> shift)) : 0;
-                const QT *src = ok ? kc + ((int64_t)page * p.kg.stride_page +
+                const QT *src = ok ? kc + ((int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
                                            (int64_t)(j & pmask) * p.kg.stride_slot + u * 8)
                                    : kc;
                 copy16(unit_addr(st, row, u), src, ok);
@@ -159,13 +146,12 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             wait_copies<0>();
             fence_async_smem();
             mbar_arrive(full(s));
-            pg = pg_next;
         }
         return;
     }
 
     /* ---- consumers ---- */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int c = wg - 1;            /* 0: S, softmax, channels 0-255; 1: channels 256-511 */
     const int lrow = warp * 16 + g8; /* this thread's rows lrow and lrow + 8 */
     uint32_t *px =
