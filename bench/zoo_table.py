@@ -73,6 +73,7 @@ def main():
                 peers.append(p["peer"])
             ms = p.get("median_ms")
             rows[key]["peers"][p["peer"]] = (ms, "approx" in p)
+    plugins.sort()  # one column order, whichever file came first
     head = ["model", "spec (layers)", "step", "default (prefill/decode, block)"] + plugins + \
         peers + ["default, of ceiling", "default / best peer"]
     print(f"zoo: median ms per step{', ' + device if device else ''}; "
