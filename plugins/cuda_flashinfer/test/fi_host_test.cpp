@@ -98,6 +98,7 @@ static void check_grid(int hk_count, int g, int gb)
 /* An H100's 132 SMs, 4 decode CTAs per SM at 3 stages, 3 at 4. */
 static const sched_device h100 = {132, 90, true};
 static const int h100_occ[5] = {0, 0, 0, 4, 3};
+static const sched_device no90x = {132, 90, false}, a100x = {108, 80, true};
 
 static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_rows)
 {
@@ -183,6 +184,22 @@ static void check_scheduler(void)
     CHECK_MSG(big.stages == 3 && big.splits == 1 && big.heads_per_cta == 4,
               "1056 x 8 CTAs: %d stages, %d splits, %d heads per CTA", big.stages, big.splits,
               big.heads_per_cta);
+    /* A lone long request fills the GPU when the workspace holds
+     * FI_MAX_DECODE_SPLITS rows a token: 8 KV heads at 32k split until the
+     * last wave is 95% full (48 ways, 384 of 396 slots), one up to the cap. */
+    const decode_choice lone8 =
+        schedule_decode(h100, h100_occ, 1, 8, 4, 4, 32768, FI_MAX_DECODE_SPLITS);
+    CHECK_MSG(lone8.splits == 48, "1 x 32k, 8 KV heads: %d splits", lone8.splits);
+    const decode_choice lone1 =
+        schedule_decode(h100, h100_occ, 1, 1, 8, 8, 32768, FI_MAX_DECODE_SPLITS);
+    CHECK_MSG(lone1.splits == FI_MAX_DECODE_SPLITS, "1 x 32k, 1 KV head: %d splits", lone1.splits);
+    /* MLA: the Hopper kernel for heads in multiples of 64 on a 16-bit cache. */
+    CHECK_MSG(schedule_mla_sm90(h100, 128, true) && schedule_mla_sm90(h100, 64, true),
+              "MLA 128 / 64 heads not on the Hopper kernel");
+    CHECK_MSG(!schedule_mla_sm90(h100, 16, true) && !schedule_mla_sm90(h100, 96, true) &&
+                  !schedule_mla_sm90(h100, 128, false) && !schedule_mla_sm90(no90x, 128, true) &&
+                  !schedule_mla_sm90(a100x, 128, true),
+              "MLA on the Hopper kernel where it does not apply");
     /* No workspace: never split. */
     CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 1 << 16, 0).splits == 1, "split without "
                                                                                    "a workspace");
