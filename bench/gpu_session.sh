@@ -13,7 +13,9 @@
 # bench/peers/zoo_peers.py with the real FlashInfer when .whl is carried, one
 # table from bench/zoo_table.py; --quick steps unless ZOO_FULL=1, ZOO_TUNE=0
 # skips the tune; resumable: a second call on the same machine goes on where
-# the first stopped; not part of all) or cp (build + context parallelism on every
+# the first stopped; not part of all), features (soft-cap, ALiBi, a window and
+# sinks against the plain layer of the same shape, every GPU plugin; not part
+# of all) or cp (build + context parallelism on every
 # GPU of the machine: the conformance suite's cp- cases over NCCL on 2 and 4 GPUs
 # (check runs them with the ranks sharing one GPU), the Python package's NCCL test, and
 # `attnhost bench --cp N`; not part of all). Parts combine: check,cp. Every step runs under a time
@@ -172,6 +174,17 @@ if [[ ",$part," == *",zoo,"* ]]; then
     python3 bench/zoo_table.py $files --peers "$ZS/zoo_peers.json" > "$ZS/zoo_table.md" 2>&1
     tee -a "$summary" < "$ZS/zoo_table.md"
     tar czf "$OUT/zoo.tgz" -C "$ZS" --exclude cache .
+fi
+if [[ ",$part," == *",features,"* ]]; then
+    # each feature against the plain layer of the same shape (32/8 d128 bf16), every GPU plugin
+    fsteps="--step p1x8192 --step p4x2048 --step d64x8192 --step d16x4096"
+    for p in $gpu_plugins; do
+        for f in "" "--softcap 30" "--alibi" "--window 4096" "--sinks"; do
+            timeout 150 $AH bench --no-cache --plugin $p --heads 32/8 --head-size 128 $f $fsteps \
+                --back-to-back $BATCH --iters 20 > "$OUT/feat.log" 2>&1
+            note "features $p ${f:-plain}: rc=$?"; grep -E "^  [dpm][0-9].* $p " "$OUT/feat.log" | tee -a "$summary"
+        done
+    done
 fi
 if [[ ",$part," == *",cp,"* ]]; then
     ngpu=$(nvidia-smi -L | wc -l)

@@ -411,7 +411,7 @@ int cmd_bench(cli_common *c)
     zoo_opts zo = {0};
     uint32_t window = 0;
     double softcap = 0;
-    int sinks = 0, mla = 0;
+    int sinks = 0, mla = 0, alibi = 0;
     uint32_t back_to_back = 1;
     for (int i = 0; i < c->argc; i++)
         if (!strcmp(c->argv[i], "--cp")) return cmd_bench_cp(c);
@@ -423,6 +423,7 @@ int cmd_bench(cli_common *c)
         if (!strcmp(a, "--quick")) quick = 1;
         else if (!strcmp(a, "--non-causal")) custom.causal = 0, have_custom = 1;
         else if (!strcmp(a, "--sinks")) sinks = zoo = 1;
+        else if (!strcmp(a, "--alibi")) alibi = zoo = 1;
         else if (!strcmp(a, "--mla")) mla = zoo = 1;
         else if (!v) bad = 1;
         else if (!strcmp(a, "--step")) {
@@ -471,7 +472,7 @@ int cmd_bench(cli_common *c)
         return 2;
     }
     if (zoo) {
-        if (c->model && (have_custom || window || softcap > 0 || sinks || mla)) {
+        if (c->model && (have_custom || window || softcap > 0 || sinks || alibi || mla)) {
             fprintf(stderr,
                     "attnhost bench: --model takes its shapes from the model; shape "
                     "options (--heads, --window, --mla, ...) are for a custom layer without it\n");
@@ -503,7 +504,8 @@ int cmd_bench(cli_common *c)
                 n += snprintf(text + n, sizeof text - (size_t)n, "sliding_window = %u\n", window);
             if (softcap > 0)
                 n += snprintf(text + n, sizeof text - (size_t)n, "softcap = %g\n", softcap);
-            if (sinks) snprintf(text + n, sizeof text - (size_t)n, "sinks = true\n");
+            if (sinks) n += snprintf(text + n, sizeof text - (size_t)n, "sinks = true\n");
+            if (alibi) snprintf(text + n, sizeof text - (size_t)n, "alibi = true\n");
             if (ah_model_parse(text, "<bench custom layer>", &m, &err) != AH_OK) {
                 fprintf(stderr, "attnhost bench: %s\n", err.msg);
                 m = NULL;
