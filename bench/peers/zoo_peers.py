@@ -4,7 +4,8 @@
 FlashAttention-2, dense KV) and, when it imports, the real FlashInfer
 (paged KV in the default binding's block size; MLA layers through its MLA
 wrapper, the absorbed form, for decode and for a prefill over cached
-tokens). Reads one or more attnhost JSON files, writes one JSON object
+tokens; a row that ran the layer's ragged prefill form through its ragged
+prefill wrapper, with the form's heads and sizes). Reads one or more attnhost JSON files, writes one JSON object
 ({"device": ..., "ceilings": ..., "peers": [...]}) on stdout for
 bench/zoo_table.py; the ceilings are the HBM read rate and the dense bf16
 matmul rate, measured in the same run.
@@ -68,10 +69,20 @@ def approximations(r):
     return a
 
 
+def heads_and_sizes(r):
+    """(query heads, KV heads, qk size, v size) the step attends with: a row
+    that ran the layer's ragged prefill form (DeepSeek's 192 / 128 over 128
+    KV heads) has the form's."""
+    if r.get("ragged"):
+        hq, hk = (int(x) for x in r["ragged_heads"].split("/"))
+        return hq, hk, r["ragged_qk"], r["ragged_v"]
+    hq, hk = (int(x) for x in r["heads"].split("/"))
+    return hq, hk, r["qk_head_size"], r["v_head_size"]
+
+
 def sdpa_step(r, backend, reps, batch):
     dt = DT.get(r["dtype"], torch.bfloat16)
-    hq, hk = (int(x) for x in r["heads"].split("/"))
-    dq, dv = r["qk_head_size"], r["v_head_size"]
+    hq, hk, dq, dv = heads_and_sizes(r)
     calls = []
     if r["n_decode"]:
         ctx = r["decode_context"] + 1
@@ -142,8 +153,26 @@ def flashinfer_mla_step(fi, ws, r, reps, batch):
     return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)
 
 
+def flashinfer_ragged_step(fi, ws, r, reps, batch):
+    """A prefill over packed (ragged) K/V, each request's cached context and
+    new tokens, as the layer's ragged form runs it (causal, bottom-right)."""
+    dt = DT.get(r["dtype"], torch.bfloat16)
+    hq, hk, dq, dv = heads_and_sizes(r)
+    n, L, c = r["n_prefill"], r["prefill_len"], r["prefill_context"]
+    qo = torch.arange(n + 1, device="cuda", dtype=torch.int32) * L
+    kvp = torch.arange(n + 1, device="cuda", dtype=torch.int32) * (c + L)
+    w = fi.BatchPrefillWithRaggedKVCacheWrapper(ws[1], "NHD")
+    w.plan(qo, kvp, hq, hk, dq, head_dim_vo=dv, causal=r["causal"], q_data_type=dt)
+    q = torch.randn(n * L, hq, dq, device="cuda", dtype=dt)
+    k = torch.randn(n * (c + L), hk, dq, device="cuda", dtype=dt)
+    v = torch.randn(n * (c + L), hk, dv, device="cuda", dtype=dt)
+    return median_ms(lambda: w.run(q, k, v), reps, warmup=3, batch=batch)
+
+
 def flashinfer_step(fi, ws, r, reps, batch):
     """ws: two workspaces, the decode wrapper's and the prefill wrapper's."""
+    if r.get("ragged"):
+        return flashinfer_ragged_step(fi, ws, r, reps, batch)
     if r["mla"]:
         return flashinfer_mla_step(fi, ws, r, reps, batch)
     dt = DT.get(r["dtype"], torch.bfloat16)

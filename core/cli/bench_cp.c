@@ -527,7 +527,7 @@ int cmd_bench_cp(cli_common *c)
         ah_model *full = cli_model(c);
         uint32_t first[1], count[1];
         if (full && zoo_distinct_specs(full, first, count, 1))
-            m = zoo_one_layer(ah_model_layer(full, first[0]), &err);
+            m = zoo_one_layer(full, first[0], &err);
         else if (full) snprintf(err.msg, sizeof err.msg, "the model has no attention layer");
         ah_model_destroy(full);
         if (!full) goto out;

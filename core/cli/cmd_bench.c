@@ -237,8 +237,8 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                       uint32_t first_layer, uint32_t n_layers, const zoo_step *st, const zoo_row *r,
                       const zoo_opts *o, double bw, int *first)
 {
-    char label[128];
-    zoo_spec_label(sp, label, sizeof label);
+    char label[160];
+    zoo_layer_label(m, first_layer, label, sizeof label);
     if (!c->json) {
         if (!r->ok) {
             printf("  %-22s %-18s skipped: %s\n", st->name, r->backend, r->why);
@@ -248,7 +248,7 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? 100 * r->t.gbs / bw : 0);
         if (o->peak > 0) printf(" %5.1f%% peak", 100 * r->t.tflops / o->peak);
         if (!strcmp(r->backend, "default")) printf("  (%s / %s)", r->prefill, r->decode);
-        printf("  block %u\n", r->block);
+        printf("  block %u%s\n", r->block, r->t.ragged ? ", ragged" : "");
         return;
     }
     printf("%s\n  {\"model\": ", *first ? "" : ",");
@@ -273,6 +273,11 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
         printf(", \"median_ms\": %.4f, \"tflops\": %.3f, \"gbs\": %.1f, \"bw_fraction\": %.3f",
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? r->t.gbs / bw : 0);
         if (o->peak > 0) printf(", \"compute_fraction\": %.3f", r->t.tflops / o->peak);
+        printf(", \"ragged\": %s", r->t.ragged ? "true" : "false");
+        const ah_layer_spec *f = ah_model_layer_ragged(m, first_layer);
+        if (r->t.ragged)
+            printf(", \"ragged_heads\": \"%u/%u\", \"ragged_qk\": %u, \"ragged_v\": %u",
+                   f->num_q_heads, f->num_kv_heads, f->qk_head_size, f->v_head_size);
         printf(", \"timer\": \"device\", \"back_to_back\": %d}", o->b2b);
     }
     *first = 0;
@@ -297,10 +302,10 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
     for (uint32_t i = 0; i < ns; i++) {
         const ah_layer_spec *sp = ah_model_layer(m, first_l[i]);
         ah_error err;
-        ah_model *m1 = zoo_one_layer(sp, &err);
+        ah_model *m1 = zoo_one_layer(m, first_l[i], &err);
         ah_selection *def = NULL;
-        char label[128];
-        zoo_spec_label(sp, label, sizeof label);
+        char label[160];
+        zoo_layer_label(m, first_l[i], label, sizeof label);
         if (!m1) {
             fprintf(stderr, "attnhost bench: layer %u: %s\n", first_l[i], err.msg);
             rc = 1;
@@ -348,8 +353,8 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                              .prefill = plugs[j],
                              .decode = plugs[j],
                              .block = sel_block(psel[j])};
-                r.ok =
-                    !zoo_time(h, m1, psel[j], st, o->iters, o->b2b, &r.t, &bw, r.why, sizeof r.why);
+                r.ok = !zoo_time(h, m1, psel[j], st, o->iters, o->b2b, 1, &r.t, &bw, r.why,
+                                 sizeof r.why);
                 if (!r.ok) rc = 1;
                 /* the default binding is this plugin in the step's phases: the same run */
                 int dec_ok = !st->n_dec || (dd && !strcmp(dd, plugs[j]));
@@ -361,7 +366,7 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                     def_done = 1;
                 }
                 if (j == 0 && !def_done) { /* run it first, so it prints first */
-                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, &def_row.t, &bw,
+                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, 1, &def_row.t, &bw,
                                            def_row.why, sizeof def_row.why);
                     if (!def_row.ok) rc = 1;
                     def_done = 1;
@@ -371,7 +376,7 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
             }
             if (!np) {
                 if (def) {
-                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, &def_row.t, &bw,
+                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, 1, &def_row.t, &bw,
                                            def_row.why, sizeof def_row.why);
                     if (!def_row.ok) rc = 1;
                 }

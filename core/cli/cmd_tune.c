@@ -99,10 +99,10 @@ int cmd_tune(cli_common *c)
            steps_text[AH_PHASE_PREFILL], iters);
     for (uint32_t i = 0; i < ns; i++) {
         const ah_layer_spec *sp = ah_model_layer(m, first_l[i]);
-        char label[128];
-        zoo_spec_label(sp, label, sizeof label);
+        char label[160];
+        zoo_layer_label(m, first_l[i], label, sizeof label);
         ah_error err;
-        ah_model *m1 = zoo_one_layer(sp, &err);
+        ah_model *m1 = zoo_one_layer(m, first_l[i], &err);
         if (!m1) {
             fprintf(stderr, "attnhost tune: layer %u: %s\n", first_l[i], err.msg);
             rc = 1;
@@ -147,7 +147,7 @@ int cmd_tune(cli_common *c)
                 for (uint32_t s = 0; s < n_steps[p] && ok; s++) {
                     zoo_timing t;
                     char why[512];
-                    if (zoo_time(h, m1, sel, &steps[p][s], (int)iters, 1, &t, NULL, why,
+                    if (zoo_time(h, m1, sel, &steps[p][s], (int)iters, 1, 0, &t, NULL, why,
                                  sizeof why)) {
                         printf(" %s: failed: %s", steps[p][s].name, why);
                         ok = 0;

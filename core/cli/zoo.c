@@ -100,27 +100,37 @@ static int same_spec(const ah_layer_spec *a, const ah_layer_spec *b)
            ah_spec_causal(a) == ah_spec_causal(b) && a->fp8_attention == b->fp8_attention;
 }
 
+static int same_form(const ah_layer_spec *a, const ah_layer_spec *b)
+{
+    return !a || !b ? a == b : same_spec(a, b);
+}
+
 uint32_t zoo_distinct_specs(const ah_model *m, uint32_t *first, uint32_t *count, uint32_t cap)
 {
     uint32_t n = 0;
     for (uint32_t l = 0; l < ah_model_num_layers(m); l++) {
         if (ah_model_layer_kind(m, l) != AH_LAYER_ATTENTION) continue;
         uint32_t i = 0;
-        while (i < n && !same_spec(ah_model_layer(m, first[i]), ah_model_layer(m, l))) i++;
+        while (i < n &&
+               !(same_spec(ah_model_layer(m, first[i]), ah_model_layer(m, l)) &&
+                 same_form(ah_model_layer_ragged(m, first[i]), ah_model_layer_ragged(m, l))))
+            i++;
         if (i < n) count[i]++;
         else if (n < cap) first[n] = l, count[n++] = 1;
     }
     return n;
 }
 
-ah_model *zoo_one_layer(const ah_layer_spec *spec, ah_error *err)
+ah_model *zoo_one_layer(const ah_model *m, uint32_t l, ah_error *err)
 {
-    ah_layer_spec s = *spec;
+    ah_layer_spec s = *ah_model_layer(m, l), r = {0};
     s.struct_size = sizeof s;
     s.kv_group = 0; /* alone, the layer is its model's only group */
-    ah_model_desc d = {sizeof d, "zoo", 1, &s, NULL, NULL};
-    ah_model *m = NULL;
-    return ah_model_create(&d, &m, err) == AH_OK ? m : NULL;
+    const ah_layer_spec *form = ah_model_layer_ragged(m, l);
+    if (form) r = *form;
+    ah_model_desc d = {sizeof d, "zoo", 1, &s, NULL, form ? &r : NULL};
+    ah_model *out = NULL;
+    return ah_model_create(&d, &out, err) == AH_OK ? out : NULL;
 }
 
 void zoo_spec_label(const ah_layer_spec *s, char *b, size_t cap)
@@ -143,6 +153,16 @@ void zoo_spec_label(const ah_layer_spec *s, char *b, size_t cap)
     if (s->kv_layout != AH_KV_LAYOUT_AUTO && s->kv_layout != AH_KV_LAYOUT_NHD)
         ADD(" %s", ah_kv_layout_str(s->kv_layout));
 #undef ADD
+}
+
+void zoo_layer_label(const ah_model *m, uint32_t l, char *b, size_t cap)
+{
+    zoo_spec_label(ah_model_layer(m, l), b, cap);
+    const ah_layer_spec *f = ah_model_layer_ragged(m, l);
+    size_t n = strlen(b);
+    if (f && n < cap)
+        snprintf(b + n, cap - n, ", ragged %u/%u d%u/%u", f->num_q_heads, f->num_kv_heads,
+                 f->qk_head_size, f->v_head_size);
 }
 
 /* Keys the new tokens of one request see, and the KV rows it reads. */
@@ -185,7 +205,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *st, int iters,
-             int b2b, zoo_timing *out, double *bw_gbs, char *err, size_t cap)
+             int b2b, int ragged, zoo_timing *out, double *bw_gbs, char *err, size_t cap)
 {
     workload w = {0};
     int rc = -1;
@@ -199,10 +219,12 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
         snprintf(err, cap, "out of host memory");
         goto out;
     }
-    if (wl_create(&w, h, m, sel, R, max_seq, T, 7)) {
+    out->ragged = ragged && !st->n_dec && ah_selection_ragged_bound(sel, 0);
+    if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL, out->ragged, 7)) {
         snprintf(err, cap, "%s", w.err);
         goto out;
     }
+    w.ragged_step = out->ragged;
     for (uint32_t r = 0; r < R; r++) {
         w.context[r] = r < st->n_dec ? st->dec_ctx : st->pre_ctx;
         q[r] = r < st->n_dec ? 1 : st->pre_len;
@@ -231,7 +253,7 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
     }
     qsort(ms, (size_t)iters, sizeof *ms, cmp_double);
     double flops, bytes;
-    zoo_work(&w.layers[0].spec, st, &flops, &bytes);
+    zoo_work(out->ragged ? &w.layers[0].rspec : &w.layers[0].spec, st, &flops, &bytes);
     out->ms = ms[iters / 2];
     out->tflops = flops / (out->ms * 1e-3) / 1e12;
     out->gbs = bytes / (out->ms * 1e-3) / 1e9;

@@ -36,26 +36,35 @@ uint32_t zoo_standard_steps(int quick, zoo_step *out, uint32_t cap);
 /* tune's steps for one phase (a few, so tune takes minutes on a GPU). */
 uint32_t zoo_tune_steps(ah_phase phase, int quick, zoo_step *out, uint32_t cap);
 
-/* The model's distinct attention layer specs: first[i] is a layer with
- * spec i, count[i] how many layers share it. Returns how many (<= cap). */
+/* The model's distinct attention layer specs (a layer's ragged prefill
+ * form counts as part of its spec): first[i] is a layer with spec i,
+ * count[i] how many layers share it. Returns how many (<= cap). */
 uint32_t zoo_distinct_specs(const ah_model *m, uint32_t *first, uint32_t *count, uint32_t cap);
-/* A one-layer model of spec. */
-ah_model *zoo_one_layer(const ah_layer_spec *spec, ah_error *err);
+/* A one-layer model of m's layer l: its spec and its ragged prefill form. */
+ah_model *zoo_one_layer(const ah_model *m, uint32_t l, ah_error *err);
 /* "28/4 d128 bf16 w4096 cap50 sinks hnd": a spec in a few words (the
  * layout when it is not nhd). */
 void zoo_spec_label(const ah_layer_spec *s, char *buf, size_t cap);
+/* The label of m's layer l: its spec's, then its ragged prefill form's
+ * heads and sizes ("128/1 d576/512 bf16 mla, ragged 128/128 d192/128"). */
+void zoo_layer_label(const ah_model *m, uint32_t l, char *buf, size_t cap);
 
 typedef struct zoo_timing {
     double ms, tflops, gbs;
     ah_device_kind kind; /* the device the step ran on (the prefill winner's) */
+    int ragged;          /* the step ran the layer's ragged prefill form */
 } zoo_timing;
 
 /* Time step through sel (a selection of the one-layer model m): median of
  * iters timings of b2b forwards each. 0 fine; -1 with why in err.
  * bw_gbs (may be NULL): when it holds 0, the bandwidth ceiling of the
- * step's device is measured into it (cpu_read_gbs or device_copy_gbs). */
+ * step's device is measured into it (cpu_read_gbs or device_copy_gbs).
+ * ragged: a prefill step of a layer whose ragged prefill form sel binds
+ * runs that form, as the engine would (a ragged step; FLOPs and bytes
+ * then count the form's heads and sizes). */
 int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *step,
-             int iters, int b2b, zoo_timing *out, double *bw_gbs, char *err, size_t cap);
+             int iters, int b2b, int ragged, zoo_timing *out, double *bw_gbs, char *err,
+             size_t cap);
 
 /* The FLOPs and bytes of step on a resolved spec. */
 void zoo_work(const ah_layer_spec *s, const zoo_step *step, double *flops, double *bytes);
