@@ -233,6 +233,15 @@ static uint32_t sel_block(const ah_selection *sel)
     return sel ? ah_selection_decision(sel, 0, AH_PHASE_PREFILL)->spec.block_size : 0;
 }
 
+/* Both selections run the layer's ragged prefill form on the same plugin,
+ * or neither binds one. */
+static int same_ragged(const ah_selection *a, const ah_selection *b)
+{
+    int ra = ah_selection_ragged_bound(a, 0), rb = ah_selection_ragged_bound(b, 0);
+    return ra == rb && (!ra || !strcmp(ah_selection_ragged_decision(a, 0)->plugin,
+                                       ah_selection_ragged_decision(b, 0)->plugin));
+}
+
 static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spec *sp,
                       uint32_t first_layer, uint32_t n_layers, const zoo_step *st, const zoo_row *r,
                       const zoo_opts *o, double bw, int *first)
@@ -359,7 +368,8 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                 /* the default binding is this plugin in the step's phases: the same run */
                 int dec_ok = !st->n_dec || (dd && !strcmp(dd, plugs[j]));
                 int pre_ok = !st->n_pre || (dp && !strcmp(dp, plugs[j]));
-                if (!def_done && dec_ok && pre_ok && r.block == def_row.block) {
+                if (!def_done && dec_ok && pre_ok && r.block == def_row.block &&
+                    (!st->n_pre || same_ragged(def, psel[j]))) {
                     def_row.t = r.t;
                     def_row.ok = r.ok;
                     snprintf(def_row.why, sizeof def_row.why, "%s", r.why);
