@@ -40,7 +40,9 @@ constexpr uint32_t K0 = TILE;                    /* stage s at K0 + s * TILE */
 constexpr uint32_t PX = K0 + NST * TILE;         /* P hand-off: 16 words per thread */
 constexpr uint32_t AX = PX + 128 * 16 * 4;       /* row factors: 2 floats per thread */
 constexpr size_t SMEM = AX + 128 * 2 * 4 + 1024; /* + slack to align the base to 1024 B */
-static_assert(SMEM <= 232448, "one CTA's shared memory on sm_90");
+/* with the barriers' static shared memory, padded to the dynamic part's
+ * 1024-byte alignment: 232448 bytes, all a block may have on sm_90 */
+static_assert(SMEM + 1024 <= 232448, "one CTA's shared memory on sm_90");
 
 /* Unit u of row r of a tile at base: chunk u / 8, 16-byte slot u % 8 XOR
  * r % 8 (the 128-byte swizzle; atoms of 8 rows x 128 B, 1024-B aligned). */
