@@ -57,29 +57,6 @@ __device__ __forceinline__ void copy16(uint32_t dst, const void *src, bool ok)
                  "r"(ok ? 16 : 0)
                  : "memory");
 }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wait_copies()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_async_smem()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void named_sync(int id, int n)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int n)
-{
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 /* Named barriers (0 is __syncthreads): P handed over, P taken, the final
  * row state handed over. */
 constexpr int BAR_P_FULL = 1, BAR_P_FREE = 2, BAR_STATE = 3;

@@ -48,29 +48,6 @@ constexpr uint32_t K0 = QB, V0 = QB + NST * KVB;   /* K stage s at K0 + s * KVB,
 constexpr size_t SMEM = QB + 2 * NST * KVB + 1024; /* + slack to align the base to 1024 B */
 static_assert(BQ == FI_TILE_ROWS, "one CTA per plan tile");
 
-__device__ __forceinline__ float ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-__device__ __forceinline__ void named_sync(int id, int n)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int n)
-{
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void fence_async_smem()
-{
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wait_copies()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 /* 8 chunks of 16 bytes of one 256-byte row (chunks 2i + lh; a thread pair
  * covers the row) in a tile stored as two 64-channel halves of 128-byte rows,
  * chunk ^ row % 8 in each: the 128-byte swizzle wgmma expects (atoms of 8 rows
