@@ -49,6 +49,16 @@ typedef struct fi_tscales {
 static fi_case base_case(const char *name, ah_dtype q, uint32_t hq, uint32_t hk, uint32_t d,
                          uint32_t bs);
 
+/* An absorbed-MLA case: hq heads over one latent KV head, qk 576 / v 512,
+ * page 64. */
+static fi_case mla_case(ah_dtype q, uint32_t hq)
+{
+    fi_case c = base_case("", q, hq, 1, 576, 64);
+    c.s.dv = 512;
+    c.s.mla = 1;
+    return c;
+}
+
 static double tol_for(ah_dtype q) { return q == AH_DTYPE_BF16 ? 3e-2 : 1.2e-2; }
 
 /* The case's batch: spare_blocks more table columns and 2 + spare * R more
@@ -710,9 +720,7 @@ int main(int argc, char **argv)
             cases[n].seqlens[0] = 4000 + 97;
             ADD("%s decode kv fp8_e4m3 split-kv per-head scales", qn);
             for (int k = 0; k < 4; k += 3) {
-                cases[n] = base_case("", qt, 16, 1, 576, 64);
-                cases[n].s.dv = 512;
-                cases[n].s.mla = 1;
+                cases[n] = mla_case(qt, 16);
                 cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3;
                 cases[n].s.k_scale = 0.03f;
                 cases[n].scales = AH_KV_SCALES_TENSOR;
@@ -812,9 +820,7 @@ int main(int argc, char **argv)
         }
         /* MLA absorbed decode (and its per-token path for longer queries) */
         for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
-            cases[n] = base_case("", qt, 16, 1, 576, 64);
-            cases[n].s.dv = 512;
-            cases[n].s.mla = 1;
+            cases[n] = mla_case(qt, 16);
             if (k == 1) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
             lengths(&cases[n], k, 3, 300, &rng);
             ADD("%s mla %s%s", qn, kinds[k], k == 1 ? " fp8" : "");
@@ -823,15 +829,11 @@ int main(int argc, char **argv)
          * (decode_mla_sm90.cu), 64 heads per CTA, partial key tiles, and a
          * lone long request split over partitions */
         for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
-            cases[n] = base_case("", qt, 128, 1, 576, 64);
-            cases[n].s.dv = 512;
-            cases[n].s.mla = 1;
+            cases[n] = mla_case(qt, 128);
             lengths(&cases[n], k, 3, 700, &rng);
             ADD("%s mla h128 %s", qn, kinds[k]);
         }
-        cases[n] = base_case("", qt, 64, 1, 576, 64);
-        cases[n].s.dv = 512;
-        cases[n].s.mla = 1;
+        cases[n] = mla_case(qt, 64);
         lengths(&cases[n], 0, 1, 100, &rng);
         cases[n].seqlens[0] = 6000 + 37;
         ADD("%s mla h64 decode split-kv", qn);
@@ -911,9 +913,7 @@ int main(int argc, char **argv)
             cases[n].seqlens[1] = 2500 + 3;
             ADD("%s decode released split-kv window 2000", qn);
             for (int fp8 = 0; fp8 < 2; fp8++) {
-                cases[n] = base_case("", qt, fp8 ? 3 : 16, 1, 576, 64);
-                cases[n].s.dv = 512;
-                cases[n].s.mla = 1;
+                cases[n] = mla_case(qt, fp8 ? 3 : 16);
                 cases[n].s.window = 100;
                 if (fp8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
                 cases[n].released = 1;
@@ -921,9 +921,7 @@ int main(int argc, char **argv)
                 cases[n].seqlens[0] = 390;
                 ADD("%s mla decode released window 100%s", qn, fp8 ? " fp8 h3/1" : "");
             }
-            cases[n] = base_case("", qt, 128, 1, 576, 64);
-            cases[n].s.dv = 512;
-            cases[n].s.mla = 1;
+            cases[n] = mla_case(qt, 128);
             cases[n].s.window = 100;
             cases[n].released = 1;
             lengths(&cases[n], 0, 3, 400, &rrng);
@@ -1017,9 +1015,7 @@ int main(int argc, char **argv)
                     fi ? 64 : 128);
             }
             for (int fp8 = 0; fp8 < 2; fp8++) {
-                cases[n] = base_case("", qt, 16, 1, 576, 64);
-                cases[n].s.dv = 512;
-                cases[n].s.mla = 1;
+                cases[n] = mla_case(qt, 16);
                 if (fp8) cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
                 lengths(&cases[n], 0, 3, 300, &rng);
                 empty_kv(&cases[n]);
@@ -1117,9 +1113,7 @@ int main(int argc, char **argv)
                 ADD("%s decode h14/2 d%u alibi%s", qn, av[a].d, a ? " kv fp8_e4m3" : "");
             }
             /* MLA on CUDA cores (FP8): 3 heads in blocks of 2 */
-            cases[n] = base_case("", qt, 3, 1, 576, 64);
-            cases[n].s.dv = 512;
-            cases[n].s.mla = 1;
+            cases[n] = mla_case(qt, 3);
             cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
             lengths(&cases[n], 0, 3, 300, &rng);
             ADD("%s mla decode fp8 h3/1", qn);
