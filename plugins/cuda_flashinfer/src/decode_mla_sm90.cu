@@ -1,15 +1,19 @@
 /*
  * Hopper (sm_90a) decode for absorbed MLA (qk 576 / v 512, one latent KV
- * head, a 16-bit cache of the query's type) when the query heads come in
- * multiples of 64 (DeepSeek's 128 at tensor parallel 1 or 2): one CTA of
- * three warpgroups per (query token, block of 64 heads, KV partition), so
- * a key read from memory serves 64 heads where decode_mla_tc.cuh's mma.sync
- * rows serve 16, and S = Q K^T is computed once per 64 heads by wgmma
- * instead of once per warp.
- *   - Warpgroup 0 copies 64-key tiles of the latent cache (1152-byte rows,
- *     one page lookup per row) with cp.async into a two-stage ring, each
- *     64-channel chunk 128-byte swizzled as wgmma reads it, and arrives on
- *     the stage's "full" mbarrier once its own copies landed.
+ * head, a 16-bit cache of the query's type) from 16 query heads on
+ * (DeepSeek's 128 at tensor parallel 1, 16 at 8): one CTA of three
+ * warpgroups per (query token, block of 64 heads, KV partition), so a key
+ * read from memory serves 64 heads where decode_mla_tc.cuh's mma.sync rows
+ * serve 16, and S = Q K^T is computed once per 64 heads by wgmma instead of
+ * once per warp. A block with fewer real heads (16, or the last of 96)
+ * fills its other rows with zero queries and stores nothing for them: the
+ * padding costs tensor work the kernel has to spare, no extra key reads.
+ *   - Warpgroup 0 copies 64-key tiles of the latent cache (1152-byte rows)
+ *     with cp.async into a two-stage ring, each 64-channel chunk 128-byte
+ *     swizzled as wgmma reads it. A warp covers 16 rows, one page lookup
+ *     per row and tile, a tile ahead. Each thread's copies arrive on the
+ *     stage's "full" mbarrier as they land (cp.async.mbarrier.arrive), so
+ *     both stages' copies are in flight at once.
  *   - Warpgroup 1 computes S (64 heads x 64 keys, 36 k-steps of m64n64k16,
  *     Q and K from shared memory), the online softmax, and O[:, 0:256] +=
  *     P V with P from registers; it hands P (in the accumulator layout its
@@ -57,6 +61,16 @@ __device__ __forceinline__ void copy16(uint32_t dst, const void *src, bool ok)
                  "r"(ok ? 16 : 0)
                  : "memory");
 }
+/* One arrival on bar once every copy this thread issued so far landed (the
+ * barrier's count includes it); and a wait for all of them. */
+__device__ __forceinline__ void copies_arrive(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void wait_all_copies()
+{
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
 /* Named barriers (0 is __syncthreads): P handed over, P taken, the final
  * row state handed over. */
 constexpr int BAR_P_FULL = 1, BAR_P_FREE = 2, BAR_STATE = 3;
@@ -77,8 +91,9 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     auto empty = [&](int s) { return bar0 + 8u * (uint32_t)(NST + s); };
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 
-    const int hblocks = p.group / H;
+    const int hblocks = head_blocks_per_kv(p.group, H);
     const int t = (int)blockIdx.x / hblocks, h0 = ((int)blockIdx.x % hblocks) * H;
+    const int nh = head_block_real(p.group, H, h0); /* rows nh.. are zero queries */
     const int split = blockIdx.z;
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
@@ -98,7 +113,8 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
         for (int i = tid - 128; i < H * UNITS; i += 256) {
             const int row = i / UNITS, u = i % UNITS;
-            copy16(unit_addr(sbase, row, u), qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8, true);
+            copy16(unit_addr(sbase, row, u),
+                   row < nh ? qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8 : qt, row < nh);
         }
         commit();
     }
@@ -109,23 +125,40 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         const QT *kc = static_cast<const QT *>(p.k_cache);
         const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
+        const int row0 = warp * 16; /* this warp's 16 rows of every tile */
+        /* Lane r % 16 looks up row row0 + r of tile `it`: its element offset
+         * in the cache, or -1 past the range (those rows are zero: P V reads
+         * them). */
+        auto row_offset = [&](int it) -> int64_t {
+            const int j = a + it * BK + row0 + (lane & 15);
+            return j < b ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
+                               (int64_t)(j & pmask) * p.kg.stride_slot
+                         : -1;
+        };
+        int64_t off = ntiles > 0 ? row_offset(0) : -1;
         for (int it = 0; it < ntiles; it++) {
             const int s = it % NST;
+            /* the next tile's page lookups are in flight while this one waits */
+            const int64_t next = it + 1 < ntiles ? row_offset(it + 1) : -1;
             if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
             const uint32_t st = sbase + K0 + (uint32_t)s * TILE;
-            for (int i = ct; i < BK * UNITS; i += 128) {
-                const int row = i / UNITS, u = i % UNITS, j = a + it * BK + row;
-                const bool ok = j < b; /* rows past the range are zero: P V reads them */
-                const QT *src = ok ? kc + ((int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
-                                           (int64_t)(j & pmask) * p.kg.stride_slot + u * 8)
-                                   : kc;
-                copy16(unit_addr(st, row, u), src, ok);
+            /* a row's 72 units over 32 + 32 + 8 lanes; unrolled further, the
+             * producer's 40 registers spill */
+#pragma unroll 4
+            for (int r = 0; r < 16; r++) {
+                const int64_t o = __shfl_sync(0xffffffffu, off, r);
+                const QT *src = kc + (o >= 0 ? o + lane * 8 : 0);
+                copy16(unit_addr(st, row0 + r, lane), src, o >= 0);
+                copy16(unit_addr(st, row0 + r, lane + 32), src + (o >= 0 ? 256 : 0), o >= 0);
+                if (lane < UNITS - 64)
+                    copy16(unit_addr(st, row0 + r, lane + 64), src + (o >= 0 ? 512 : 0), o >= 0);
             }
-            commit();
-            wait_copies<0>();
-            fence_async_smem();
-            mbar_arrive(full(s));
+            /* "full" counts this thread's arrival once its copies landed, so
+             * the next tile's copies go out without waiting for these */
+            copies_arrive(full(s));
+            off = next;
         }
+        wait_all_copies(); /* none in flight when the warp exits */
         return;
     }
 
@@ -144,8 +177,8 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 #pragma unroll
     for (int i = 0; i < 128; i++) o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const float sl[2] = {p.var.alibi ? p.var.slopes[h0 + lrow] : 0.f,
-                         p.var.alibi ? p.var.slopes[h0 + lrow + 8] : 0.f};
+    const float sl[2] = {p.var.alibi && lrow < nh ? p.var.slopes[h0 + lrow] : 0.f,
+                         p.var.alibi && lrow + 8 < nh ? p.var.slopes[h0 + lrow + 8] : 0.f};
     uint32_t pa[BK / 16][4];
     const uint32_t vbase = (uint32_t)(c * 4) * CHUNK; /* this warpgroup's 256 V channels */
 
@@ -153,6 +186,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         const int s = it % NST;
         const uint32_t kt = sbase + K0 + (uint32_t)s * TILE;
         mbar_wait(full(s), (uint32_t)((it / NST) & 1));
+        fence_async_smem(); /* the producer's copies, seen through the barrier, to wgmma */
         float alpha[2];
         if (c == 0) {
             float sc[32];
@@ -266,6 +300,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     const int d0 = c * 256;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
+        if (lrow + 8 * i >= nh) continue;
         const int h = h0 + lrow + 8 * i;
         const float M = m[i], L = l[i];
         if (final_out) {
@@ -311,7 +346,7 @@ cudaError_t launch_decode_mla_sm90(int q_dtype, const attn_params &p, cudaStream
         return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, mla90::THREADS,
                                                              mla90::SMEM);
     }
-    const dim3 grid((unsigned)(p.num_tokens * (p.group / mla90::H)), 1,
+    const dim3 grid((unsigned)(p.num_tokens * head_blocks_per_kv(p.group, mla90::H)), 1,
                     p.num_splits > 1 ? p.num_splits : 1);
     kern<<<grid, mla90::THREADS, mla90::SMEM, st>>>(p);
     return cudaPeekAtLastError();

@@ -26,14 +26,16 @@ struct sched_device {
 enum prefill_family {
     FI_PREFILL_GENERAL = 0, /* any KV dtype, soft-cap, ALiBi (prefill_kernel.cuh) */
     FI_PREFILL_FAST = 1,    /* 16-bit KV of the query's type, plain logits (prefill_fast.cuh) */
-    FI_PREFILL_SM90 = 2     /* FAST's work at d128 on compute capability 9.0 (wgmma) */
+    FI_PREFILL_SM90 = 2     /* 16-bit KV of the query's type at d128 on compute capability 9.0
+                               (wgmma), soft-cap and ALiBi included (prefill_sm90.cu) */
 };
 
 inline prefill_family schedule_prefill_family(const sched_device &dev, int d, int q_dtype,
                                               int kv_dtype, float softcap, bool alibi)
 {
-    if (kv_dtype != q_dtype || softcap > 0.f || alibi) return FI_PREFILL_GENERAL;
-    return dev.sm90_built && dev.cc == 90 && d == 128 ? FI_PREFILL_SM90 : FI_PREFILL_FAST;
+    if (kv_dtype != q_dtype) return FI_PREFILL_GENERAL;
+    if (dev.sm90_built && dev.cc == 90 && d == 128) return FI_PREFILL_SM90;
+    return softcap > 0.f || alibi ? FI_PREFILL_GENERAL : FI_PREFILL_FAST;
 }
 
 /* Query rows (tokens x heads of a KV group) one CTA of the family covers:
@@ -48,13 +50,14 @@ inline int prefill_cta_rows(prefill_family f, int d)
  * the Hopper kernel (160 KiB of shared memory per CTA). */
 inline int prefill_ctas_per_sm(prefill_family f) { return f == FI_PREFILL_SM90 ? 1 : 2; }
 
-/* Absorbed MLA with query heads in multiples of 64 on a 16-bit cache of the
+/* Absorbed MLA with at least 16 query heads on a 16-bit cache of the
  * query's type decodes on the Hopper kernel (decode_mla_sm90.cu), 64 heads
- * per CTA: its head-group block. */
+ * per CTA, its head-group block (a group of 16 or 96 pads the last block
+ * with zero queries; the kernel stays bound by the cache read). */
 constexpr int FI_MLA_SM90_HEADS = 64;
 inline bool schedule_mla_sm90(const sched_device &dev, int group, bool kv16)
 {
-    return dev.sm90_built && dev.cc == 90 && kv16 && group % FI_MLA_SM90_HEADS == 0;
+    return dev.sm90_built && dev.cc == 90 && kv16 && group >= 16;
 }
 
 /* Most keys one decode row sees: a causal window shows `window` keys, a

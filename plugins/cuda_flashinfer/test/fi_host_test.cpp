@@ -193,12 +193,12 @@ static void check_scheduler(void)
     const decode_choice lone1 =
         schedule_decode(h100, h100_occ, 1, 1, 8, 8, 32768, FI_MAX_DECODE_SPLITS);
     CHECK_MSG(lone1.splits == FI_MAX_DECODE_SPLITS, "1 x 32k, 1 KV head: %d splits", lone1.splits);
-    /* MLA: the Hopper kernel for heads in multiples of 64 on a 16-bit cache. */
-    CHECK_MSG(schedule_mla_sm90(h100, 128, true) && schedule_mla_sm90(h100, 64, true),
-              "MLA 128 / 64 heads not on the Hopper kernel");
-    CHECK_MSG(!schedule_mla_sm90(h100, 16, true) && !schedule_mla_sm90(h100, 96, true) &&
-                  !schedule_mla_sm90(h100, 128, false) && !schedule_mla_sm90(no90x, 128, true) &&
-                  !schedule_mla_sm90(a100x, 128, true),
+    /* MLA: the Hopper kernel from 16 heads on a 16-bit cache. */
+    CHECK_MSG(schedule_mla_sm90(h100, 128, true) && schedule_mla_sm90(h100, 96, true) &&
+                  schedule_mla_sm90(h100, 16, true),
+              "MLA 128 / 96 / 16 heads not on the Hopper kernel");
+    CHECK_MSG(!schedule_mla_sm90(h100, 8, true) && !schedule_mla_sm90(h100, 128, false) &&
+                  !schedule_mla_sm90(no90x, 128, true) && !schedule_mla_sm90(a100x, 128, true),
               "MLA on the Hopper kernel where it does not apply");
     /* No workspace: never split. */
     CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 1 << 16, 0).splits == 1, "split without "
@@ -216,9 +216,14 @@ static void check_scheduler(void)
     CHECK_MSG(schedule_prefill_family(a100, 128, 1, 1, 0.f, false) == FI_PREFILL_FAST, "A100 d128");
     CHECK_MSG(schedule_prefill_family(h100, 64, 1, 1, 0.f, false) == FI_PREFILL_FAST, "H100 d64");
     CHECK_MSG(schedule_prefill_family(h100, 128, 1, 2, 0.f, false) == FI_PREFILL_GENERAL, "FP8 KV");
-    CHECK_MSG(schedule_prefill_family(h100, 128, 1, 1, 30.f, false) == FI_PREFILL_GENERAL,
-              "soft-cap");
-    CHECK_MSG(schedule_prefill_family(h100, 128, 1, 1, 0.f, true) == FI_PREFILL_GENERAL, "ALiBi");
+    /* soft-cap and ALiBi: the Hopper kernel at d128, the general one elsewhere */
+    CHECK_MSG(schedule_prefill_family(h100, 128, 1, 1, 30.f, false) == FI_PREFILL_SM90 &&
+                  schedule_prefill_family(h100, 128, 1, 1, 0.f, true) == FI_PREFILL_SM90,
+              "soft-cap / ALiBi at d128 on H100");
+    CHECK_MSG(schedule_prefill_family(h100, 64, 1, 1, 30.f, false) == FI_PREFILL_GENERAL &&
+                  schedule_prefill_family(a100, 128, 1, 1, 0.f, true) == FI_PREFILL_GENERAL &&
+                  schedule_prefill_family(h100, 128, 1, 2, 30.f, false) == FI_PREFILL_GENERAL,
+              "soft-cap / ALiBi off the Hopper kernel");
     CHECK_MSG(prefill_cta_rows(FI_PREFILL_SM90, 128) == 128 &&
                   prefill_cta_rows(FI_PREFILL_FAST, 64) == 64 &&
                   prefill_cta_rows(FI_PREFILL_GENERAL, 128) == 64,
