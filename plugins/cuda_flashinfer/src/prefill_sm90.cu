@@ -1,10 +1,16 @@
 /*
  * Hopper (sm_90a) tensor-core kernel for prefill, extend and mixed batches at
- * head size 128, on the fast path's terms (16-bit cache of the query's type,
- * no soft-cap, no ALiBi; masks, window, sinks, LSE, partial states, split
- * keys and the cascade prefix pass all handled). Compiled only for sm_90a
- * (its own object library); launched on compute capability 9.0 in place of
- * prefill_fast.cuh's mma.sync kernel at d128.
+ * head size 128 on a 16-bit cache of the query's type: masks, window, sinks,
+ * soft-cap, ALiBi, LSE, partial states, split keys and the cascade prefix
+ * pass. Compiled only for sm_90a (its own object library); launched on
+ * compute capability 9.0 in place of prefill_fast.cuh's mma.sync kernel at
+ * d128, and of prefill_kernel.cuh's general one for soft-cap and ALiBi. The
+ * instance with LOGITS transforms each score before the mask, as logit2
+ * does, in as few instructions as it takes: soft-cap by the hardware tanh
+ * (tanh.approx, as cuda_fa3's fast-math build), the ALiBi bias from one
+ * conversion per row and tile (the key offsets within a tile are
+ * constants); the exponentials and conversions share one narrow pipe with
+ * tanh. The plain instance folds the softmax scale into the exponent.
  *
  * One CTA of three warpgroups per (128 packed rows = one plan tile, KV head,
  * key range), 128-key tiles:
@@ -41,6 +47,12 @@ using ah_sm90::mbar_init;
 using ah_sm90::mbar_wait;
 
 namespace sm90 {
+__device__ __forceinline__ float tanh_approx(float x)
+{
+    float y;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 constexpr int D = 128, BQ = 128, BK = 128, THREADS = 384, NST = 2; /* NST: K/V stages */
 constexpr uint32_t QHALF = BQ * 128, KVHALF = BK * 128; /* bytes of one 64-channel half */
 constexpr uint32_t QB = 2 * QHALF, KVB = 2 * KVHALF;
@@ -64,7 +76,7 @@ __device__ __forceinline__ void copy_row(uint32_t dst, uint32_t half_bytes, cons
 }
 } // namespace sm90
 
-template <typename QT>
+template <typename QT, bool LOGITS>
 __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params p)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -109,14 +121,21 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+    int r_pos[2] = {0, 0};          /* the two rows' query positions */
+    float r_slope2[2] = {0.f, 0.f}; /* and ALiBi slopes in base 2 (LOGITS only) */
     if (c >= 0) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int rho = row0 + lrow0 + i * 8;
             int lo = 0, hi = 0;
             if (rho < nrows) {
-                row_keys(p, cr, p.plan.token_pos[tok0 + rho / G], &lo, &hi);
+                const int pos = p.plan.token_pos[tok0 + rho / G];
+                row_keys(p, cr, pos, &lo, &hi);
                 row_keys_fold(lo, hi, &s_lo, &s_hi, &s_maxlo, &s_minhi);
+                if (LOGITS) {
+                    r_pos[i] = pos;
+                    r_slope2[i] = p.var.alibi ? p.var.slopes[hk * G + rho % G] * FI_LOG2E : 0.f;
+                }
             }
             if (t4 == 0) s_rng[lrow0 + i * 8] = make_int2(lo, hi);
         }
@@ -209,7 +228,8 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
         for (int i = 0; i < 64; i++) o[i] = 0.f;
         uint32_t pa[8][4];
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-        const float sl2 = p.var.qk_scale * FI_LOG2E;
+        /* base-2 logits are s * sl2, or s itself once logit2 transformed it */
+        const float sl2 = LOGITS ? 1.f : p.var.qk_scale * FI_LOG2E;
         const uint32_t qw = sbase + (uint32_t)c * 64u * 128u;
         /* Ping-pong over issue points 0..ntiles: warpgroup 0 skips its first
          * wait, warpgroup 1 its last signal, so both barriers balance. */
@@ -244,6 +264,23 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
         };
         auto softmax = [&](int it, float *alpha) {
             const int kb = kv_lo + it * BK;
+            if (LOGITS) {
+                const bool cap = p.var.softcap > 0.f;
+                const float f = p.var.qk_scale * (cap ? p.var.inv_softcap : FI_LOG2E);
+                const float cap2 = p.var.softcap * FI_LOG2E;
+                /* the bias at this thread's first key of the tile */
+                const float b0 = r_slope2[0] * (float)(kb + 2 * t4 - r_pos[0]);
+                const float b1 = r_slope2[1] * (float)(kb + 2 * t4 - r_pos[1]);
+#pragma unroll
+                for (int n = 0; n < BK / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float v = s[4 * n + e] * f;
+                        if (cap) v = cap2 * tanh_approx(v);
+                        s[4 * n + e] =
+                            fmaf(r_slope2[e >> 1], (float)(n * 8 + (e & 1)), v + (e < 2 ? b0 : b1));
+                    }
+            }
             if (kb < s_maxlo || kb + BK > s_minhi) {
                 const int2 rg0 = s_rng[lrow0], rg1 = s_rng[lrow0 + 8];
 #pragma unroll
@@ -378,19 +415,21 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
 /* grid_tiles 0: raise the kernels' shared-memory limit (state creation). */
 cudaError_t launch_prefill_sm90(int q_dtype, const attn_params &p, int grid_tiles, cudaStream_t st)
 {
+    const bool bf16 = q_dtype == FI_BF16;
+    auto plain =
+        bf16 ? prefill_sm90_kernel<__nv_bfloat16, false> : prefill_sm90_kernel<half, false>;
+    auto logits = bf16 ? prefill_sm90_kernel<__nv_bfloat16, true> : prefill_sm90_kernel<half, true>;
     if (grid_tiles <= 0) {
-        cudaError_t e =
-            cudaFuncSetAttribute(prefill_sm90_kernel<__nv_bfloat16>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::SMEM);
+        cudaError_t e = cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)sm90::SMEM);
         if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(prefill_sm90_kernel<half>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm90::SMEM);
+            e = cudaFuncSetAttribute(logits, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)sm90::SMEM);
         return e;
     }
     const dim3 grid(grid_tiles * p.num_kv_heads, 1, p.kv_splits > 1 ? p.kv_splits : 1);
-    if (q_dtype == FI_BF16)
-        prefill_sm90_kernel<__nv_bfloat16><<<grid, sm90::THREADS, sm90::SMEM, st>>>(p);
-    else prefill_sm90_kernel<half><<<grid, sm90::THREADS, sm90::SMEM, st>>>(p);
+    (p.var.softcap > 0.f || p.var.alibi ? logits
+                                        : plain)<<<grid, sm90::THREADS, sm90::SMEM, st>>>(p);
     return cudaPeekAtLastError();
 }
 

@@ -825,9 +825,10 @@ int main(int argc, char **argv)
             lengths(&cases[n], k, 3, 300, &rng);
             ADD("%s mla %s%s", qn, kinds[k], k == 1 ? " fp8" : "");
         }
-        /* MLA with heads in multiples of 64: the Hopper kernel on sm_90
-         * (decode_mla_sm90.cu), 64 heads per CTA, partial key tiles, and a
-         * lone long request split over partitions */
+        /* MLA on the Hopper kernel on sm_90 (decode_mla_sm90.cu, from 16
+         * heads), 64 heads per CTA: partial key tiles, a last head block
+         * of 32 (96 heads), a lone long request split over partitions; and
+         * 8 heads, which stay on the mma.sync kernel everywhere */
         for (int k = 0; k < 4; k += (quick ? 3 : 1)) {
             cases[n] = mla_case(qt, 128);
             lengths(&cases[n], k, 3, 700, &rng);
@@ -837,6 +838,12 @@ int main(int argc, char **argv)
         lengths(&cases[n], 0, 1, 100, &rng);
         cases[n].seqlens[0] = 6000 + 37;
         ADD("%s mla h64 decode split-kv", qn);
+        cases[n] = mla_case(qt, 96);
+        lengths(&cases[n], 3, 3, 500, &rng);
+        ADD("%s mla h96 mixed", qn);
+        cases[n] = mla_case(qt, 8);
+        lengths(&cases[n], 0, 3, 700, &rng);
+        ADD("%s mla h8 decode", qn);
         /* features, on decode and mixed batches */
         for (int k = 0; k < 4; k += 3) {
             const char *kn = kinds[k];
@@ -861,6 +868,15 @@ int main(int argc, char **argv)
             cases[n].s.sinks = 1;
             lengths(&cases[n], k, 3, 200, &rng);
             ADD("%s %s window+softcap+alibi+sinks", qn, kn);
+        }
+        /* soft-cap and ALiBi on the Hopper prefill kernel (d128), with the
+         * masks of a window and causal extends */
+        for (int k = 1; k < 3; k++) {
+            cases[n] = base_case("", qt, 16, 4, 128, 16);
+            cases[n].s.window = k == 1 ? 300 : 0, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1,
+            cases[n].s.sinks = k == 1;
+            lengths(&cases[n], k, 3, 400, &rng);
+            ADD("%s %s d128 softcap+alibi%s", qn, kinds[k], k == 1 ? "+window+sinks" : "");
         }
         /* Released blocks (AH_FEAT_RELEASED_BLOCKS): windows hiding whole
          * blocks from each request, their entries negative and every
