@@ -61,6 +61,8 @@ typedef struct wl_layer {
     ah_mirror rq, rk, rv;       /* q; one pass's packed keys and values */
     ah_mirror rout[3], rlse[3]; /* the running, partial and merged results */
     uint32_t rfinal;            /* which of rout holds the step's output */
+    uint64_t rstaged;           /* rk / rv hold the new tokens' pass of ragged
+                                   data generation rstaged (0: nothing staged) */
     ah_mirror nosinks;          /* [Hq] of -inf: the context passes' sinks */
 } wl_layer;
 
@@ -104,6 +106,8 @@ typedef struct wl_arena {
     ah_mirror m[WL_BUFS];
 } wl_arena;
 
+#define WL_NO_PASS INT64_MIN
+
 typedef struct workload {
     ah_binding *b;
     const ah_model *m;
@@ -137,6 +141,8 @@ typedef struct workload {
     uint32_t *krow0;    /* request r's first row in rkf / rvf */
     void *rkf, *rvf;    /* host: each request's context then new K/V, the form's */
     ah_mirror cuk;      /* cu_seqlens_k of the pass planned last */
+    uint64_t rgen;      /* the ragged data's generation: a new step or fill moves it on */
+    int64_t rplanned;   /* the ragged pass the binding is planned for (WL_NO_PASS: none) */
     double *ref;        /* the oracle's output for one layer */
     size_t ref_cap;
     uint32_t threads; /* oracle threads */

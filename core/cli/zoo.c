@@ -219,7 +219,9 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
         snprintf(err, cap, "out of host memory");
         goto out;
     }
-    out->ragged = ragged && !st->n_dec && ah_selection_ragged_bound(sel, 0);
+    /* the ragged form for prefill without context: with context, each
+     * forward would gather every context pass's keys on the host again */
+    out->ragged = ragged && !st->n_dec && !st->pre_ctx && ah_selection_ragged_bound(sel, 0);
     if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL, out->ragged, 7)) {
         snprintf(err, cap, "%s", w.err);
         goto out;
