@@ -10,7 +10,7 @@ attnhost's default is faster).
 
 Inputs: `attnhost bench --model M --json` outputs and the JSON of
 bench/peers/zoo_peers.py. A peer row that only approximates the step
-(soft-cap, sinks or a prefill window left out) is marked *; one that
+(soft-cap, sinks, ALiBi or a prefill window left out) is marked *; one that
 refused the shape is "-". Prints Markdown.
 """
 import argparse
@@ -100,8 +100,8 @@ def main():
         cells.append(ratio)
         print("| " + " | ".join(cells) + " |")
     if peers:
-        print("\n* the peer left out a feature it cannot express (soft-cap, sinks, a prefill "
-              "window, FP8 KV); not counted in the ratio")
+        print("\n* the peer left out a feature it cannot express (soft-cap, sinks, ALiBi, a "
+              "prefill window, FP8 KV); not counted in the ratio")
     return 0
 
 

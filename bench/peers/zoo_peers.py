@@ -18,8 +18,9 @@ timings after warm-up (peerlib.py); --batch N times N calls back to back
 per timing, as `attnhost bench --back-to-back N` does.
 
 What SDPA cannot express is left out and the row says so ("approx"):
-soft-cap, sinks, a window inside a prefill (a decode's window is exact: the
-last W keys), FP8 KV (run in the query dtype). A cached prefix in a causal
+soft-cap, sinks, ALiBi, a window inside a prefill (a decode's window is
+exact: the last W keys), FP8 KV (run in the query dtype). FlashInfer runs
+soft-cap, windows and FP8 KV, not sinks and ALiBi. A cached prefix in a causal
 prefill uses torch's lower-right causal bias. MLA runs as GQA with 576-wide
 keys and 512-wide values where a backend accepts it.
 
@@ -57,10 +58,13 @@ def rows_of(files):
 
 
 def approximations(r, peer):
-    """What peer leaves out of row r: SDPA soft-cap, sinks, a prefill window
-    and FP8 KV (run in the query's dtype); FlashInfer only sinks."""
+    """What peer leaves out of row r: SDPA soft-cap, sinks, ALiBi, a prefill
+    window and FP8 KV (run in the query's dtype); FlashInfer sinks and ALiBi
+    (its wrappers here run without position encoding)."""
     fi = peer == "flashinfer"
     a = []
+    if r.get("alibi"):
+        a.append("no alibi")
     if r["softcap"] and not fi:
         a.append("no softcap")
     if r["sinks"]:

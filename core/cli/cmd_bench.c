@@ -264,11 +264,13 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
     cli_json_str(stdout, ah_model_name(m));
     printf(", \"spec\": \"%s\", \"first_layer\": %u, \"layers\": %u, \"heads\": \"%u/%u\", "
            "\"qk_head_size\": %u, \"v_head_size\": %u, \"dtype\": \"%s\", \"kv_dtype\": \"%s\", "
-           "\"window\": %u, \"softcap\": %g, \"sinks\": %s, \"mla\": %s, \"causal\": %s, ",
+           "\"window\": %u, \"softcap\": %g, \"sinks\": %s, \"alibi\": %s, \"mla\": %s, "
+           "\"causal\": %s, ",
            label, first_layer, n_layers, sp->num_q_heads, sp->num_kv_heads, sp->qk_head_size,
            sp->v_head_size, ah_dtype_name(sp->q_dtype), ah_dtype_name(sp->kv_dtype),
            sp->sliding_window, sp->softcap, sp->use_sinks ? "true" : "false",
-           sp->use_mla ? "true" : "false", ah_spec_causal(sp) ? "true" : "false");
+           sp->use_alibi ? "true" : "false", sp->use_mla ? "true" : "false",
+           ah_spec_causal(sp) ? "true" : "false");
     printf("\"step\": \"%s\", \"n_decode\": %u, \"decode_context\": %u, \"n_prefill\": %u, "
            "\"prefill_len\": %u, \"prefill_context\": %u, \"backend\": \"%s\", \"prefill_plugin\": "
            "\"%s\", \"decode_plugin\": \"%s\", \"block_size\": %u",
