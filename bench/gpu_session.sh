@@ -160,7 +160,9 @@ if [[ ",$part," == *",zoo,"* ]]; then
     fi
     [ -n "$warm_pid" ] && [ "$(left)" -lt 240 ] && { pkill -f -- --warm-flashinfer; warm_pid=; note "flashinfer JIT: left for a later call"; }
     [ -n "$warm_pid" ] && { wait "$warm_pid"; note "flashinfer JIT warm-up: $(grep -c ': ok' "$ZS/warm.log") rows ok"; }
-    if [ ! -f "$ZS/peers.done" ] && [ "$(left)" -lt 240 ]; then
+    # the peers take minutes with FlashInfer, under one with SDPA alone
+    peers_need=240; [ -n "$fi" ] || peers_need=90
+    if [ ! -f "$ZS/peers.done" ] && [ "$(left)" -lt $peers_need ]; then
         note "zoo peers: left for a later call"
     elif [ ! -f "$ZS/peers.done" ]; then
         noflash=; [ -n "$fi" ] || noflash=--no-flashinfer
