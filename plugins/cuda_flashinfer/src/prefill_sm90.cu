@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
         for (int i = 0; i < 64; i++) o[i] = 0.f;
         uint32_t pa[8][4];
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-        /* base-2 logits are s * sl2, or s itself once logit2 transformed it */
+        /* base-2 logits are s * sl2, or s itself after the LOGITS transform */
         const float sl2 = LOGITS ? 1.f : p.var.qk_scale * FI_LOG2E;
         const uint32_t qw = sbase + (uint32_t)c * 64u * 128u;
         /* Ping-pong over issue points 0..ntiles: warpgroup 0 skips its first
