@@ -75,3 +75,25 @@ def visible(key_pos, q_pos, seq_len, window, causal):
     ok = (key_pos < seq_len)[None, :] & ((dist <= 0) | (causal == 0))
     ok = ok & ((window == 0) | ((dist > -window) & ((dist < window) | (causal != 0))))
     return ok
+
+
+@triton.jit
+def key_range(min_pos, max_pos, n_keys, window, causal):
+    """Keys a program's rows see, its rows at positions min_pos..max_pos over
+    n_keys keys: [lo_k, hi_k) by some row, from full_lo (and below full_hi)
+    by every row."""
+    lo_k = min_pos * 0
+    full_lo = min_pos * 0
+    if window > 0:
+        lo_k = tl.maximum(min_pos - window + 1, 0)
+        full_lo = tl.maximum(max_pos - window + 1, 0)
+    if causal != 0:
+        hi_k = max_pos + 1
+        full_hi = min_pos + 1
+    else:
+        hi_k = n_keys
+        full_hi = n_keys
+        if window > 0:
+            hi_k = tl.minimum(n_keys, max_pos + window)
+            full_hi = tl.minimum(n_keys, min_pos + window)
+    return lo_k, full_lo, tl.minimum(hi_k, n_keys), tl.minimum(full_hi, n_keys)

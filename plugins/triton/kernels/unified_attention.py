@@ -43,7 +43,8 @@ sink's, with sinks: attention over the sink alone).
 import triton
 import triton.language as tl
 
-from common import online_softmax_step, online_softmax_step_scaled, score_transform, visible
+from common import (key_range, online_softmax_step, online_softmax_step_scaled, score_transform,
+                    visible)
 
 
 @triton.jit
@@ -249,22 +250,7 @@ def unified_attention(
     last_tok = tl.minimum(q_start + block_q, q_len) - 1
     min_pos = ctx_len + q_start
     max_pos = ctx_len + last_tok
-    lo_k = min_pos * 0
-    full_lo = min_pos * 0
-    if window > 0:
-        lo_k = tl.maximum(min_pos - window + 1, 0)
-        full_lo = tl.maximum(max_pos - window + 1, 0)
-    if causal != 0:
-        hi_k = max_pos + 1
-        full_hi = min_pos + 1
-    else:
-        hi_k = seq_len
-        full_hi = seq_len
-        if window > 0:
-            hi_k = tl.minimum(seq_len, max_pos + window)
-            full_hi = tl.minimum(seq_len, min_pos + window)
-    hi_k = tl.minimum(hi_k, seq_len)
-    full_hi = tl.minimum(full_hi, seq_len)
+    lo_k, full_lo, hi_k, full_hi = key_range(min_pos, max_pos, seq_len, window, causal)
     t0 = (lo_k // TILE_N) * TILE_N
     fa = tl.cdiv(full_lo, TILE_N) * TILE_N
     fb = (full_hi // TILE_N) * TILE_N
