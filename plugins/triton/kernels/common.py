@@ -97,3 +97,24 @@ def key_range(min_pos, max_pos, n_keys, window, causal):
             hi_k = tl.minimum(n_keys, max_pos + window)
             full_hi = tl.minimum(n_keys, min_pos + window)
     return lo_k, full_lo, tl.minimum(hi_k, n_keys), tl.minimum(full_hi, n_keys)
+
+
+@triton.jit
+def find_q_block(pid, query_start_loc, num_reqs, block_q):
+    """The request of q block pid, whose blocks are numbered request by
+    request (request r's first is qsl[r] // block_q + r): the request, its
+    first query token and query count, and the block's first query."""
+    lo = pid * 0
+    hi = num_reqs - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        first = tl.load(query_start_loc + mid) // block_q + mid
+        if first <= pid:
+            lo = mid
+        else:
+            hi = mid - 1
+    req = lo
+    q_begin = tl.load(query_start_loc + req)
+    q_len = tl.load(query_start_loc + req + 1) - q_begin
+    return req, q_begin, q_len, (pid - (q_begin // block_q + req)) * block_q
+

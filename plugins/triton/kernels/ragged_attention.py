@@ -35,8 +35,8 @@ sm_90's 227 KB at qk 192.
 import triton
 import triton.language as tl
 
-from common import (key_range, online_softmax_step, online_softmax_step_scaled, score_transform,
-                    visible)
+from common import (find_q_block, key_range, online_softmax_step, online_softmax_step_scaled,
+                    score_transform, visible)
 
 
 @triton.jit
@@ -134,20 +134,7 @@ def ragged_attention(
     num_reqs = tl.load(counts)
     block_q = BLOCK_M // heads
 
-    # Last request r whose first q block index (qsl[r] // block_q + r) <= pid.
-    lo = pid * 0
-    hi = num_reqs - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        first = tl.load(query_start_loc + mid) // block_q + mid
-        if first <= pid:
-            lo = mid
-        else:
-            hi = mid - 1
-    req = lo
-    q_begin = tl.load(query_start_loc + req)
-    q_len = tl.load(query_start_loc + req + 1) - q_begin
-    q_start = (pid - (q_begin // block_q + req)) * block_q
+    req, q_begin, q_len, q_start = find_q_block(pid, query_start_loc, num_reqs, block_q)
     if q_start >= q_len:
         return
     k_begin = tl.load(cu_seqlens_k + req)

@@ -43,8 +43,8 @@ sink's, with sinks: attention over the sink alone).
 import triton
 import triton.language as tl
 
-from common import (key_range, online_softmax_step, online_softmax_step_scaled, score_transform,
-                    visible)
+from common import (find_q_block, key_range, online_softmax_step, online_softmax_step_scaled,
+                    score_transform, visible)
 
 
 @triton.jit
@@ -190,20 +190,7 @@ def unified_attention(
     num_reqs = tl.load(counts)
     block_q = BLOCK_M // heads
 
-    # Last request r whose first q block index (qsl[r] // block_q + r) <= pid.
-    lo = pid * 0
-    hi = num_reqs - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        first = tl.load(query_start_loc + mid) // block_q + mid
-        if first <= pid:
-            lo = mid
-        else:
-            hi = mid - 1
-    req = lo
-    q_begin = tl.load(query_start_loc + req)
-    q_len = tl.load(query_start_loc + req + 1) - q_begin
-    q_start = (pid - (q_begin // block_q + req)) * block_q
+    req, q_begin, q_len, q_start = find_q_block(pid, query_start_loc, num_reqs, block_q)
     if q_start >= q_len:
         return
     seq_len = tl.load(seq_lens + req)
