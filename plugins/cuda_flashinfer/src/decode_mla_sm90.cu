@@ -233,13 +233,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                     }
                 l[i] = l[i] * alpha[i] + rs;
             }
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++) {
-                pa[kk][0] = pack2<QT>(sc[8 * kk], sc[8 * kk + 1]);
-                pa[kk][1] = pack2<QT>(sc[8 * kk + 2], sc[8 * kk + 3]);
-                pa[kk][2] = pack2<QT>(sc[8 * kk + 4], sc[8 * kk + 5]);
-                pa[kk][3] = pack2<QT>(sc[8 * kk + 6], sc[8 * kk + 7]);
-            }
+            acc_to_a<QT>(pa, sc);
             if (it > 0) named_sync(BAR_P_FREE, 256); /* warpgroup 2 took the last P */
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++)
@@ -259,13 +253,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             alpha[1] = ax[1];
             if (it + 1 < ntiles) named_arrive(BAR_P_FREE, 256);
         }
-#pragma unroll
-        for (int n = 0; n < 32; n++) {
-            o[4 * n] *= alpha[0];
-            o[4 * n + 1] *= alpha[0];
-            o[4 * n + 2] *= alpha[1];
-            o[4 * n + 3] *= alpha[1];
-        }
+        scale_rows(o, alpha);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++)

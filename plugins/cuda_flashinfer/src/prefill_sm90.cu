@@ -314,15 +314,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
                 l[i] = l[i] * alpha[i] + rs;
             }
         };
-        auto pack_p = [&]() {
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++) {
-                pa[kk][0] = pack2<QT>(s[8 * kk], s[8 * kk + 1]);
-                pa[kk][1] = pack2<QT>(s[8 * kk + 2], s[8 * kk + 3]);
-                pa[kk][2] = pack2<QT>(s[8 * kk + 4], s[8 * kk + 5]);
-                pa[kk][3] = pack2<QT>(s[8 * kk + 6], s[8 * kk + 7]);
-            }
-        };
+        auto pack_p = [&]() { acc_to_a<QT>(pa, s); };
 
         if (ntiles > 0) {
             float alpha[2];
@@ -354,13 +346,7 @@ __global__ void __launch_bounds__(384, 1) prefill_sm90_kernel(const attn_params 
 #pragma unroll
                 for (int i = 0; i < 64; i++) reg_fence(o[i]), reg_fence(s[i]);
                 release(empty_v((it - 1) % NST));
-#pragma unroll
-                for (int n = 0; n < D / 8; n++) {
-                    o[4 * n] *= alpha[0];
-                    o[4 * n + 1] *= alpha[0];
-                    o[4 * n + 2] *= alpha[1];
-                    o[4 * n + 3] *= alpha[1];
-                }
+                scale_rows(o, alpha);
                 pack_p();
             }
             mbar_wait(full_v((ntiles - 1) % NST), (uint32_t)(((ntiles - 1) / NST) & 1));

@@ -14,6 +14,8 @@
 
 #include <attnhost/cuda_wgmma.cuh>
 
+#include "fi_common.cuh"
+
 namespace fi {
 
 /* Registers written by ordinary instructions are read by the next wgmma. */
@@ -61,6 +63,31 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\
 template <int N> __device__ __forceinline__ void wait_copies()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* An m64 accumulator as each thread holds it: per 8 columns, 4 floats, two
+ * of row r then two of row r + 8. acc_to_a packs it (S's probabilities) as
+ * the register A operand of the k16 steps that follow (P V); scale_rows
+ * multiplies row r by alpha[0] and row r + 8 by alpha[1] (O's rescale). */
+template <typename QT, int KK, int N>
+__device__ __forceinline__ void acc_to_a(uint32_t (&a)[KK][4], const float (&acc)[N])
+{
+    static_assert(N == 8 * KK, "16 columns per k16 step");
+#pragma unroll
+    for (int kk = 0; kk < KK; kk++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            a[kk][j] = pack2<QT>(acc[8 * kk + 2 * j], acc[8 * kk + 2 * j + 1]);
+}
+template <int N> __device__ __forceinline__ void scale_rows(float (&acc)[N], const float *alpha)
+{
+#pragma unroll
+    for (int n = 0; n < N / 4; n++) {
+        acc[4 * n] *= alpha[0];
+        acc[4 * n + 1] *= alpha[0];
+        acc[4 * n + 2] *= alpha[1];
+        acc[4 * n + 3] *= alpha[1];
+    }
 }
 
 /* Shared-memory matrix descriptor, 128-byte swizzle: start address, leading
