@@ -20,7 +20,8 @@ per timing, as `attnhost bench --back-to-back N` does.
 What SDPA cannot express is left out and the row says so ("approx"):
 soft-cap, sinks, ALiBi, a window inside a prefill (a decode's window is
 exact: the last W keys), FP8 KV (run in the query dtype). FlashInfer runs
-soft-cap, windows and FP8 KV, not sinks and ALiBi. A cached prefix in a causal
+soft-cap, windows, ALiBi (its slopes, 2^(-8 (h + 1) / H) for a power-of-two
+head count H, are the ones attnhost bench uses) and FP8 KV, not sinks. A cached prefix in a causal
 prefill uses torch's lower-right causal bias. MLA runs as GQA with 576-wide
 keys and 512-wide values where a backend accepts it.
 
@@ -59,11 +60,10 @@ def rows_of(files):
 
 def approximations(r, peer):
     """What peer leaves out of row r: SDPA soft-cap, sinks, ALiBi, a prefill
-    window and FP8 KV (run in the query's dtype); FlashInfer sinks and ALiBi
-    (its wrappers here run without position encoding)."""
+    window and FP8 KV (run in the query's dtype); FlashInfer sinks."""
     fi = peer == "flashinfer"
     a = []
-    if r.get("alibi"):
+    if r.get("alibi") and not fi:
         a.append("no alibi")
     if r["softcap"] and not fi:
         a.append("no softcap")
@@ -188,6 +188,7 @@ def flashinfer_step(fi, ws, r, reps, batch):
     d, page = r["qk_head_size"], r.get("block_size") or 16
     window_left = r["window"] - 1 if r["window"] else -1
     cap = float(r["softcap"]) if r["softcap"] else 0.0
+    pos = "ALIBI" if r.get("alibi") else "NONE"
     fns = []
 
     def paged(n, seq):
@@ -199,7 +200,7 @@ def flashinfer_step(fi, ws, r, reps, batch):
         kc, vc, indices, indptr, last = paged(n, r["decode_context"] + 1)
         w = fi.BatchDecodeWithPagedKVCacheWrapper(ws[0], "NHD", use_tensor_cores=hq // hk >= 4)
         w.plan(indptr, indices, last, hq, hk, d, page, window_left=window_left,
-               logits_soft_cap=cap, q_data_type=dt, kv_data_type=kvdt)
+               logits_soft_cap=cap, pos_encoding_mode=pos, q_data_type=dt, kv_data_type=kvdt)
         q = torch.randn(n, hq, d, device="cuda", dtype=dt)
         fns.append(lambda w=w, q=q, kc=kc, vc=vc: w.run(q, (kc, vc)))
     if r["n_prefill"]:
@@ -208,7 +209,8 @@ def flashinfer_step(fi, ws, r, reps, batch):
         qo = torch.arange(n + 1, device="cuda", dtype=torch.int32) * L
         w2 = fi.BatchPrefillWithPagedKVCacheWrapper(ws[1], "NHD")
         w2.plan(qo, indptr, indices, last, hq, hk, d, page, causal=r["causal"],
-                window_left=window_left, logits_soft_cap=cap, q_data_type=dt, kv_data_type=kvdt)
+                window_left=window_left, logits_soft_cap=cap, pos_encoding_mode=pos, q_data_type=dt,
+                kv_data_type=kvdt)
         q = torch.randn(n * L, hq, d, device="cuda", dtype=dt)
         fns.append(lambda w=w2, q=q, kc=kc, vc=vc: w.run(q, (kc, vc)))
     return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)

@@ -360,31 +360,6 @@ __device__ __forceinline__ void to_operand8(const float (&p)[BN / 2], uint32_t (
     }
 }
 
-// Scores into the softmax domain with per-row factors (the Q scales), then
-// masking; see score_prep in fa3_fwd_kernel.cuh. f[i] is scale * qs[i] /
-// softcap for soft-cap (one multiply per score inside the tanh) and
-// scale_log2 * qs[i] otherwise.
-template <int BN>
-__device__ __forceinline__ void score_prep8(float (&sacc)[BN / 2], const fa3_params &p,
-                                            const row_info &ri, int n, bool prepass,
-                                            const float (&f)[2], bool need_mask, int lane)
-{
-    if (prepass) {
-        const float capl = p.softcap * 1.4426950408889634f;
-        const bool cap = p.softcap > 0.f;
-#pragma unroll
-        for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float &x = sacc[j * 4 + i * 2 + e];
-                    x = cap ? capl * tanh_fast(x * f[i]) : x * f[i];
-                }
-    }
-    if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
-}
-
 // 2^x without the MUFU: x = j + f with j = rint(x) (the 1.5 * 2^23 add
 // leaves j in the low mantissa bits of t), 2^f on [-0.5, 0.5] by a degree-2
 // polynomial (relative error 1.7e-3, 36x below e4m3's half step, so P's
@@ -666,15 +641,11 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(&s.q_empty);
 
-        const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
+        const bool prepass = needs_prepass(p);
         const float ks = scales_of(p, it.kvh).k; // V's: at the epilogue
         float expc[2], pf[2];
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const float f = qs[i] * ks;
-            expc[i] = prepass ? 1.f : p.scale_log2 * f;
-            pf[i] = p.softcap > 0.f ? p.scale * f / p.softcap : p.scale_log2 * f;
-        }
+        for (int i = 0; i < 2; i++) row_factors(p, prepass, qs[i] * ks, pf[i], expc[i]);
         // O with the row-sum columns (gemm_pv8): o[D / 2 + 2i] of quad lane 0
         // is row i's sum of P.
         float o[D / 2 + 4];
@@ -709,7 +680,7 @@ __global__ void __launch_bounds__(384, 1)
             if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale8<D>(o, alpha);
         };
         auto softmax_tile = [&](int n, auto &pnext) {
-            score_prep8<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
+            score_prep<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
             online_softmax8<BN, EMU>(sacc, m, alpha, expc);
             to_operand8<BN>(sacc, pnext);
         };

@@ -313,6 +313,7 @@ struct row_info {
     int head[2];
     int tok[2];
     int lo[2], hi[2]; // keys [lo, hi) the row may see (sequence, causal, window)
+    float slope2[2];  // ALiBi slope of the row's head times log2(e); 0 without ALiBi
 };
 
 // Visible key range of one row: the item's range cut by the causal and
@@ -355,6 +356,7 @@ __device__ __forceinline__ row_info item_rows(const fa3_params &p, const fa3_wor
         ri.pos[i] = it.pos0 + t;
         ri.tok[i] = it.q_tok0 + t;
         row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
+        ri.slope2[i] = p.alibi && ri.valid[i] ? p.alibi[ri.head[i]] * 1.4426950408889634f : 0.f;
     }
     return ri;
 }
@@ -400,40 +402,68 @@ __device__ __forceinline__ item_scales scales_of(const fa3_params &p, int kvh)
 }
 
 
-// Scores into the domain the softmax works in, and masking. Without
-// soft-cap (and with a positive scale) the raw scores stay as they are: the
-// scale is folded into the exponent (exp2(s * c - m * c), one FFMA per
-// score) and the row maximum commutes with it. Soft-cap maps every score
-// into the log2 domain first (the exponent factor c is then 1); a
-// non-positive scale multiplies the scores by it (c is then the K scale).
-// `prepass` is fixed per launch, so the branch is uniform and taken once per
-// tile, not per score. ks: the item's K scale (a 16-bit cache: the constant
-// 1, so the key loop holds no register for it).
+// Tile n's scores into the log2 domain: row i's factor f[i] (the softmax
+// scale with the K and Q scales folded in; over the soft-cap with soft-cap),
+// soft-cap's tanh, and ALiBi's bias slope * (key - query position), which
+// costs one FFMA per score (a tile's key offsets are constants, so a row
+// needs one product per tile). ALIBI is a template flag so that layers
+// without it pay nothing.
+template <int BN, bool ALIBI>
+__device__ __forceinline__ void score_transform(float (&sacc)[BN / 2], const fa3_params &p,
+                                                const row_info &ri, int n, const float (&f)[2],
+                                                int lane)
+{
+    const float capl = p.softcap * 1.4426950408889634f;
+    const bool cap = p.softcap > 0.f;
+    const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float sl = ri.slope2[i], b = sl * (float)(k0 - ri.pos[i]);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float &x = sacc[j * 4 + i * 2 + e];
+                const float bias = ALIBI ? fmaf(sl, (float)(j * 8 + e), b) : 0.f;
+                x = cap ? fmaf(capl, tanh_fast(x * f[i]), bias) : fmaf(x, f[i], bias);
+            }
+    }
+}
+
+// Scores into the domain the softmax works in, and masking. Without the
+// pre-pass (no soft-cap, no ALiBi, a positive scale) the raw scores stay as
+// they are: the scale is folded into the exponent (exp2(s * c - m * c), one
+// FFMA per score) and the row maximum commutes with it. With it, every
+// score maps into the log2 domain first (score_transform) and the exponent
+// factor c is 1. `prepass` is fixed per launch, so the branches are uniform
+// and taken once per tile, not per score.
 template <int BN>
 __device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_params &p,
-                                           const row_info &ri, int n, bool prepass, float ks,
-                                           bool need_mask, int lane)
+                                           const row_info &ri, int n, bool prepass,
+                                           const float (&f)[2], bool need_mask, int lane)
 {
     if (prepass) {
-        const float log2e = 1.4426950408889634f;
-        if (p.softcap > 0.f) {
-            const float f = p.scale * ks / p.softcap;
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++) sacc[i] = p.softcap * tanhf(sacc[i] * f) * log2e;
-        } else {
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++) sacc[i] *= p.scale_log2;
-        }
+        if (p.alibi) score_transform<BN, true>(sacc, p, ri, n, f, lane);
+        else score_transform<BN, false>(sacc, p, ri, n, f, lane);
     }
     if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
 }
 
-// The exponent factor c of online_softmax for an item with K scale ks: 1
-// after soft-cap's pre-pass, ks after a non-positive scale's, else
-// scale_log2 * ks. Computed once per item, before the key loop.
-__device__ __forceinline__ float exp_factor(const fa3_params &p, bool prepass, float ks)
+// Does a launch need score_prep's pre-pass?
+__device__ __forceinline__ bool needs_prepass(const fa3_params &p)
 {
-    return prepass ? (p.softcap > 0.f ? 1.f : ks) : p.scale_log2 * ks;
+    return p.softcap > 0.f || p.alibi || !(p.scale_log2 > 0.f);
+}
+
+// Row factors for an item whose rows' scores are scaled by q (the K scale
+// times, for FP8 compute, the row's Q scale): the pre-pass factor f of
+// score_transform and the exponent factor c of online_softmax (1 after the
+// pre-pass, else scale_log2 * q).
+__device__ __forceinline__ void row_factors(const fa3_params &p, bool prepass, float q, float &f,
+                                            float &c)
+{
+    f = p.softcap > 0.f ? p.scale * q / p.softcap : p.scale_log2 * q;
+    c = prepass ? 1.f : p.scale_log2 * q;
 }
 
 // Online softmax: update row maxima (in the score domain), turn scores into
@@ -712,14 +742,15 @@ __global__ void __launch_bounds__(384, 1)
         const fa3_work it = p.work[w];
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
         const row_info ri = item_rows(p, it, rl0);
-        // Scores stay raw (scale folded into the exponent) unless soft-cap
-        // or a non-positive scale needs the pre-pass; see score_prep. The
-        // item's scales (item_scales; a 16-bit cache has none, so constants)
-        // are read where they are used: K's into the exponent factor here
-        // (and soft-cap's argument), V's at the epilogue.
-        const bool prepass = p.softcap > 0.f || !(p.scale_log2 > 0.f);
-        const float ks = F8 ? scales_of(p, it.kvh).k : 1.f;
-        const float expc = exp_factor(p, prepass, ks);
+        // Scores stay raw (scale folded into the exponent) unless soft-cap,
+        // ALiBi or a non-positive scale needs the pre-pass; see score_prep.
+        // The item's scales (item_scales; a 16-bit cache has none, so
+        // constants) are read where they are used: K's into the row factors
+        // here, V's at the epilogue.
+        const bool prepass = needs_prepass(p);
+        float pf[2], expc;
+        row_factors(p, prepass, F8 ? scales_of(p, it.kvh).k : 1.f, pf[0], expc);
+        pf[1] = pf[0];
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
@@ -743,7 +774,7 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, ks, tile_needs_mask(p, it, n, BN), lane);
+                score_prep<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
                 online_softmax<BN>(sacc, m, l, alpha, expc);
                 to_operand<T, BN>(sacc, pa);
             }
@@ -765,7 +796,7 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<1>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, ks, tile_needs_mask(p, it, n, BN), lane);
+                score_prep<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
                 online_softmax<BN>(sacc, m, l, alpha, expc);
                 reg_fence(sacc);
                 wgmma_wait<0>();

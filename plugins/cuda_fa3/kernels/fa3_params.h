@@ -98,6 +98,7 @@ typedef struct fa3_params {
     float scale;        /* softmax scale with k_scale folded, for softcap */
     float v_scale;      /* multiplies the output (FP8 V) */
     const float *sinks; /* [Hq] or NULL */
+    const float *alibi; /* [Hq] ALiBi slopes, or NULL */
     /* FP8 compute, shared V^T (fa3_fwd_fp8c.cuh), or NULL: the scratch of
      * stage images (D rows of 128 bytes per tile and KV head, exactly a V^T
      * ring stage), and a flag per (request, KV head): vt_epoch << 32 | the

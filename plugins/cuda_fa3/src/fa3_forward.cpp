@@ -128,9 +128,11 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
                        "key_cache and value_cache hold different block counts");
     /* lse dense: the kernels index it as t * Hq + h */
     const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
-                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO};
+                     ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO},
+                     wa = {"alibi_slopes", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO};
     if (a->lse && (s = ah_dl_check(a->lse, &wl, e)) != AH_OK) return s;
     if (sp->use_sinks && (s = ah_dl_check(a->sinks, &ws, e)) != AH_OK) return s;
+    if (sp->use_alibi && (s = ah_dl_check(a->alibi_slopes, &wa, e)) != AH_OK) return s;
     const int kv8 = sp->kv_dtype == AH_DTYPE_FP8_E4M3;
     if (kv8 && ((s = fa3_check_fp8_strides(e, L.k_strides, L.v_strides)) != AH_OK)) return s;
     /* FP8 KV: real = stored * scale. k_scale folds into the softmax scale,
@@ -192,6 +194,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->softcap = sp->softcap;
     p->v_scale = v_scale;
     p->sinks = sp->use_sinks ? (const float *)ah_dl_data(a->sinks) : NULL;
+    p->alibi = sp->use_alibi ? (const float *)ah_dl_data(a->alibi_slopes) : NULL;
     /* Without the scratch every item's V is transposed in the kernel; graphs
      * never use it. */
     const int capturing = fa3_capturing(a->stream);

@@ -85,9 +85,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
         return ah_fail(e, AH_ERR_UNSUPPORTED,
                        "%d query heads per KV head: cuda_fa3 packs at most %u", group,
                        fa3_caps.max_head_groups);
-    if (spec->use_mla || spec->use_alibi)
-        return ah_fail(e, AH_ERR_UNSUPPORTED, "%s is not served by cuda_fa3",
-                       spec->use_mla ? "MLA" : "ALiBi");
+    if (spec->use_mla) return ah_fail(e, AH_ERR_UNSUPPORTED, "MLA is not served by cuda_fa3");
     if (ctx->smem_optin < fa3_fwd_smem_bytes((int)d))
         return ah_fail(e, AH_ERR_UNSUPPORTED,
                        "head size %u needs %zu bytes of shared memory, the device allows %zu", d,

@@ -24,6 +24,9 @@ static void fa3_check_combination(const ah_layer_spec *spec, const ah_probe_info
     if (spec->kv_dtype != spec->q_dtype && spec->kv_dtype != AH_DTYPE_FP8_E4M3)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
                   "the query dtype (fp16 or bf16) or fp8_e4m3");
+    if (spec->attn_type == AH_ATTN_ENCODER_DECODER && spec->use_alibi)
+        sink->add(sink, AH_REASON_COMBINATION, "alibi", "on a cross layer",
+                  "ALiBi on decoder layers (a cross query has no position among its keys)");
     if (spec->num_kv_heads && spec->num_q_heads % spec->num_kv_heads)
         sink->add(sink, AH_REASON_COMBINATION, "num_q_heads", "not a multiple of num_kv_heads",
                   "num_q_heads % num_kv_heads == 0");
@@ -69,9 +72,10 @@ const ah_caps fa3_caps = {
      * from the tensors per item (its KV head's), the combine per job and
      * write_kv per element; Q_SCALE: the FP8-compute kernel quantises Q
      * with the engine's scale (the widening kernels keep Q in 16 bits). */
-    AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_NON_CAUSAL | AH_FEAT_LSE |
-        AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION | AH_FEAT_RELEASED_BLOCKS |
-        AH_FEAT_SCALE_TENSORS | AH_FEAT_KV_SCALE_PER_HEAD | AH_FEAT_Q_SCALE,
+    AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_ALIBI | AH_FEAT_NON_CAUSAL |
+        AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION |
+        AH_FEAT_RELEASED_BLOCKS | AH_FEAT_SCALE_TENSORS | AH_FEAT_KV_SCALE_PER_HEAD |
+        AH_FEAT_Q_SCALE,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys (no position masks); not the
      * cacheless encoder layers (packed K/V, no cache) */

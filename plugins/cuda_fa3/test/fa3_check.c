@@ -56,8 +56,9 @@ static int has_empty_kv(const tcase *c)
 
 /* tcase.var: blocks the window hides from every query of a request (see
  * hide_blocks) released, or named at a block of NaN; the cache in the
- * case's layout's interleaved form (see kv_inter). */
-enum { VAR_RELEASED = 1, VAR_NAN_HIDDEN = 2, VAR_INTERLEAVED = 4 };
+ * case's layout's interleaved form (see kv_inter); ALiBi (the helpers'
+ * slopes 2^(-8 (h + 1) / Hq)). */
+enum { VAR_RELEASED = 1, VAR_NAN_HIDDEN = 2, VAR_INTERLEAVED = 4, VAR_ALIBI = 8 };
 
 /* An interleaved cache (AH_KV_LAYOUT_NHD_INTERLEAVED, HND_INTERLEAVED):
  * one device tensor [blocks, 2, d1, d2, D] (allocated as [blocks, 2 d1,
@@ -271,7 +272,8 @@ static int build(ath_work *w, const tcase *c, uint64_t *rng)
     s.kv_dtype = c->kv8 ? AH_DTYPE_FP8_E4M3 : c->dt;
     s.hq = (uint32_t)c->hq, s.hk = (uint32_t)c->hk, s.d = (uint32_t)c->d;
     s.layout = c->layout, s.window = (uint32_t)c->window, s.softcap = c->softcap;
-    s.sinks = (uint32_t)c->sinks, s.fp8_attention = (uint32_t)fa3_fp8_attention(&A);
+    s.sinks = (uint32_t)c->sinks, s.alibi = (c->var & VAR_ALIBI) != 0,
+    s.fp8_attention = (uint32_t)fa3_fp8_attention(&A);
     s.k_scale = c->kv8 ? c->k_scale : 0.f, s.v_scale = c->kv8 ? c->v_scale : 0.f;
     s.new_kv = c->write_kv;
     s.batch = (ath_batch_spec){.num_reqs = (uint32_t)c->n,
@@ -516,6 +518,20 @@ static const tcase cases[] = {
      1, 0, 4, {300, 1, 1, 64}, {300, 3000, 129, 700}, 0, {0}, {0}, 1, 0.01f, 0.004f, VAR_INTERLEAVED},
     {"fp8kv d64 bf16 NHD interleaved, window 100, released blocks", BF, 8, 2, 64, 32, NHD, DEC, 100, 0, 0, 1, 0, 0, 3,
      {1, 200, 1}, {1500, 900, 60}, 0, {0}, {0}, 1, 0.02f, 0.05f, VAR_INTERLEAVED | VAR_RELEASED},
+    /* ALiBi: the bias slope * (key - query position) in the pre-pass, alone
+     * and beside soft-cap, window and sinks, in each instance family. */
+    {"d128 bf16 ALiBi GQA 32/8 causal mixed prefill/decode/chunked, lse", BF, 32, 8, 128, 16, NHD, DEC, 0, 0, 0, 1, 1,
+     0, 3, {300, 1, 77}, {300, 1000, 500}, 0, {0}, {0}, 0, 0.f, 0.f, VAR_ALIBI},
+    {"d64 fp16 ALiBi non-causal window 100", FP, 8, 2, 64, 32, NHD, ENC, 100, 0, 0, 1, 1, 0, 2, {200, 513}, {200, 513},
+     0, {0}, {0}, 0, 0.f, 0.f, VAR_ALIBI},
+    {"d256 bf16 ALiBi soft-cap 30, sinks: decode split + prefill", BF, 16, 8, 256, 16, NHD, DEC, 0, 30.f, 1, 1, 1, 0, 3,
+     {1, 1, 90}, {2500, 40, 90}, 0, {0}, {0}, 0, 0.f, 0.f, VAR_ALIBI},
+    {"d128 fp16 ALiBi graph: mixed capture, replay other lengths", FP, 16, 4, 128, 16, NHD, DEC, 0, 0, 0, 1, 1, 0, 4,
+     {1, 1, 120, 3}, {900, 2000, 300, 40}, 4, {1, 200, 1, 1}, {3100, 200, 10, 1}, 0, 0.f, 0.f, VAR_ALIBI},
+    {"fp8kv d128 bf16 ALiBi causal mixed prefill/decode/chunked, sinks", BF, 16, 4, 128, 16, NHD, DEC, 0, 0, 1, 1, 1, 0,
+     3, {300, 1, 77}, {300, 3000, 500}, 0, {0}, {0}, 1, 0.01f, 0.02f, VAR_ALIBI},
+    {"fp8kv d128 fp16 ALiBi soft-cap 30, window 200, HND bs32", FP, 8, 2, 128, 32, HND, DEC, 200, 30.f, 0, 1, 1, 0, 2,
+     {150, 1}, {150, 640}, 0, {0}, {0}, 1, 0.01f, 0.02f, VAR_ALIBI},
 };
 // clang-format on
 
