@@ -489,7 +489,8 @@ __global__ void __launch_bounds__(384, 1)
     }
     fence_proxy_async(); // generic stores, read by wgmma (async proxy)
     __syncthreads();
-    const int n_work = p.counts->n_work;
+    // this CTA's items (the host's list scheduling, fa3_order.h)
+    const int w0 = p.counts->cta_work[blockIdx.x], n_mine = p.counts->cta_work[blockIdx.x + 1] - w0;
 
     if (wg == 0) {
         // 56 registers: the transposing warps hold a whole 8x8-byte block
@@ -499,8 +500,8 @@ __global__ void __launch_bounds__(384, 1)
             // Warps 1-3: staged V -> V^T ring stage.
             const v_transposer transpose(tid, lane);
             int pi = 0, qi = 0; // qi: staging slots
-            for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
-                const fa3_work it = p.work[w];
+            for (int i = 0; i < n_mine; i++) {
+                const fa3_work it = p.work[w0 + i];
                 const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
                 const int src = vt_source<VT>(p, it);
                 if (n_hi <= n_lo) continue;
@@ -578,7 +579,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         int qi = 0, copied = 0; // qi: staging slots, as the transposers count them
         produce<D, BN, T, AHEAD>(
-            s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int pg) {
+            s, &tq, &tk, &tv, p, w0, n_mine, lane, [&](const fa3_work &it, int n, int pi, int pg) {
                 const int st = pi % STAGES;
                 const bool first =
                     n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
@@ -629,8 +630,8 @@ __global__ void __launch_bounds__(384, 1)
     uint32_t stage = 0; // this warp's output staging, if any (see out_stage)
     if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
     int pi = 0, iter = 0;
-    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
-        const fa3_work it = p.work[w];
+    for (; iter < n_mine; iter++) {
+        const fa3_work it = p.work[w0 + iter];
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
         const row_info ri = item_rows(p, it, rl0);
         // Q: quantize this thread's fragments, then hand the tile back.

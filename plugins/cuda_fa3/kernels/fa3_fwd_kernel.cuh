@@ -225,8 +225,8 @@ __device__ __forceinline__ void load_q_tile(S &s, const CUtensorMap *tq, const f
 // they read the table at each copy.
 template <int D, int BN, typename T, bool AHEAD, typename S, typename KV>
 __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUtensorMap *tk,
-                                        const CUtensorMap *tv, const fa3_params &p, int n_work,
-                                        int lane, KV &&kv)
+                                        const CUtensorMap *tv, const fa3_params &p, int w0,
+                                        int n_mine, int lane, KV &&kv)
 {
     if (lane == 0) {
         tma_prefetch_desc(tq);
@@ -234,8 +234,8 @@ __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUten
         tma_prefetch_desc(tv);
     }
     int pi = 0, iter = 0;
-    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
-        const fa3_work it = p.work[w];
+    for (; iter < n_mine; iter++) {
+        const fa3_work it = p.work[w0 + iter];
         load_q_tile<D, T>(s, tq, p, it, iter, lane);
         const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
         if constexpr (AHEAD) {
@@ -313,7 +313,6 @@ struct row_info {
     int head[2];
     int tok[2];
     int lo[2], hi[2]; // keys [lo, hi) the row may see (sequence, causal, window)
-    float slope2[2];  // ALiBi slope of the row's head times log2(e); 0 without ALiBi
 };
 
 // Visible key range of one row: the item's range cut by the causal and
@@ -356,7 +355,6 @@ __device__ __forceinline__ row_info item_rows(const fa3_params &p, const fa3_wor
         ri.pos[i] = it.pos0 + t;
         ri.tok[i] = it.q_tok0 + t;
         row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
-        ri.slope2[i] = p.alibi && ri.valid[i] ? p.alibi[ri.head[i]] * 1.4426950408889634f : 0.f;
     }
     return ri;
 }
@@ -418,7 +416,10 @@ __device__ __forceinline__ void score_transform(float (&sacc)[BN / 2], const fa3
     const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const float sl = ri.slope2[i], b = sl * (float)(k0 - ri.pos[i]);
+        // the row's slope in the log2 domain, read per tile (an L1 hit)
+        // rather than held through the key loop, where registers are short
+        const float sl = ALIBI ? p.alibi[ri.head[i]] * 1.4426950408889634f : 0.f;
+        const float b = sl * (float)(k0 - ri.pos[i]);
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
@@ -664,7 +665,8 @@ __global__ void __launch_bounds__(384, 1)
         mbar_fence_init();
     }
     __syncthreads();
-    const int n_work = p.counts->n_work;
+    // this CTA's items (the host's list scheduling, fa3_order.h)
+    const int w0 = p.counts->cta_work[blockIdx.x], n_mine = p.counts->cta_work[blockIdx.x + 1] - w0;
 
     if (wg == 0) {
         regs_dealloc<40>();
@@ -673,8 +675,8 @@ __global__ void __launch_bounds__(384, 1)
                 // Converter warps 1-3: staged e4m3 tile -> 16-bit ring stage.
                 const int t = tid - 32;
                 int pi = 0;
-                for (int w = blockIdx.x; w < n_work; w += gridDim.x) {
-                    const fa3_work it = p.work[w];
+                for (int i = 0; i < n_mine; i++) {
+                    const fa3_work it = p.work[w0 + i];
                     const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
                     for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
                         const int st = pi % STAGES, si = pi % SST;
@@ -704,7 +706,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         if (tid >= 32) return;
         produce<D, BN, T, false>(
-            s, &tq, &tk, &tv, p, n_work, lane, [&](const fa3_work &it, int n, int pi, int) {
+            s, &tq, &tk, &tv, p, w0, n_mine, lane, [&](const fa3_work &it, int n, int pi, int) {
                 if constexpr (F8) {
                     const int si = pi % SST;
                     const uint32_t ph8 = (pi / SST) & 1;
@@ -738,8 +740,8 @@ __global__ void __launch_bounds__(384, 1)
     uint32_t stage = 0;                           // this warp's output staging, if any
     if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
     int pi = 0, iter = 0;
-    for (int w = blockIdx.x; w < n_work; w += gridDim.x, iter++) {
-        const fa3_work it = p.work[w];
+    for (; iter < n_mine; iter++) {
+        const fa3_work it = p.work[w0 + iter];
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
         const row_info ri = item_rows(p, it, rl0);
         // Scores stay raw (scale folded into the exponent) unless soft-cap,

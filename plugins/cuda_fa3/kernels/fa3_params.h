@@ -50,6 +50,9 @@ typedef struct fa3_work {
     int32_t vt_base;
     int32_t vt_lo;
     int32_t vt_pub;
+    /* The item's L2 section, a key of the work list's order that only the
+     * host reads (fa3_order.h). */
+    int32_t section;
 } fa3_work;
 
 /* One split-KV combine: nsplit partial blocks of rows rows each. */
@@ -62,10 +65,15 @@ typedef struct fa3_combine_job {
     int32_t pad[3];
 } fa3_combine_job;
 
+/* CTAs of the persistent grid (one per SM) at most. */
+#define FA3_MAX_GRID 256
+
 /* Device-side counts written by plan. */
 typedef struct fa3_counts {
     int32_t n_work;
     int32_t n_combine;
+    /* CTA c runs work[cta_work[c] .. cta_work[c + 1]), in order */
+    int32_t cta_work[FA3_MAX_GRID + 1];
 } fa3_counts;
 
 typedef struct fa3_params {

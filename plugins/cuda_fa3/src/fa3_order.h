@@ -1,17 +1,16 @@
 /*
  * The work items' key ranges and the order of the work list for the
- * persistent grid (the sort by cost, then the rounds), in plain C so that a
+ * persistent grid (the sort, then each CTA's share), in plain C so that a
  * CPU test checks them (test/test_fa3_order.c).
  *
- * CTA c of a grid of g runs items c, c + g, c + 2g, ..., a round of g at a
- * time. Items come sorted longest first. Plain round-robin would hand CTA 0
- * the longest item of every round: with causal prefill's item lengths (1
- * to L / 128 tiles) ~6% more than the average CTA's work, which the grid
- * waits for. So the rounds alternate direction (a snake): the CTA that got
- * a round's longest item gets the next one's shortest. A round whose items
- * all cost the same keeps plain order and does not turn the snake: its
- * order cannot change the balance, and for decode's equal items plain
- * order measured ~3% faster with the FP8-compute kernel.
+ * Items come sorted by L2 section, longest first within each (below), and
+ * go to the CTAs by list scheduling: each in turn to the CTA whose items so
+ * far cost least, after them (fa3_assign_ctas). Longest first, that leaves
+ * the CTAs within one short item of each other; the strided layout it
+ * replaced (CTA c ran items c, c + g, ...; rounds in alternating
+ * direction) left a CTA 3-15% above the average once sections break the
+ * list's order into runs (DECISIONS.md). Items of equal cost go round
+ * robin, so decode's equal items keep plain order.
  */
 #ifndef FA3_ORDER_H
 #define FA3_ORDER_H
@@ -84,8 +83,8 @@ static inline int fa3_vt_can_publish(const fa3_work *w, int req_lo, int seq)
 }
 
 /* An item's sort key: its cost in tiles, then V^T publishers (fa3_work's
- * vt_pub) ahead of items of equal cost, so that they run in the first rounds
- * and the readers of later rounds find their images out. A publisher loads
+ * vt_pub) ahead of items of equal cost, so that they run first and the
+ * readers that start later find their images out. A publisher loads
  * every tile its readers read, so it never costs less than they do: no
  * reader sorts ahead of its publisher. */
 static inline int fa3_sort_key(const fa3_work *w, int BN)
@@ -104,18 +103,98 @@ static inline void fa3_sort_by_key(fa3_work *dst, const fa3_work *src, const int
     for (int i = 0; i < n; i++) dst[bucket[max_key - key[i]]++] = src[i];
 }
 
-/* dst[0..n) = sorted[0..n) (longest first) in snake order for g CTAs. */
-static inline void fa3_order_rounds(fa3_work *dst, const fa3_work *sorted, int n, int g, int BN)
+/* L2 sections. A request's query tiles of one KV head read the same keys.
+ * Sorted longest first across the whole batch, the items running at once
+ * are one query tile each of as many (request, KV head) pairs as there are
+ * CTAs; once their keys outgrow the L2, each query tile reads every key
+ * tile from HBM again (4 x 2048 tokens at 32/32 heads, d128: 128 MiB of K
+ * and V, each tile read by 8.5 query tiles on average). So the pairs of
+ * requests with more than one query tile are cut, in batch order, into
+ * sections of about equal K and V bytes, each within a budget (half the L2
+ * by default, the config key l2_section_mib), and the work list runs
+ * section by section, longest first within each. Items of requests with
+ * one query tile (decodes: nothing to share) form section 0 and run first,
+ * so that the list still ends with short items. Keys that fit one section
+ * keep the plain cost order. */
+static inline int fa3_section_count(int64_t shared_bytes, int64_t budget)
 {
-    int reverse = 0;
-    for (int first = 0; first < n; first += g) {
-        const int len = n - first < g ? n - first : g;
-        const fa3_work *a = &sorted[first], *z = &sorted[first + len - 1];
-        const int flat = fa3_tiles(a->kv_lo, a->kv_hi, BN) == fa3_tiles(z->kv_lo, z->kv_hi, BN);
-        for (int c = 0; c < len; c++)
-            dst[first + (reverse && !flat ? len - 1 - c : c)] = sorted[first + c];
-        if (!flat) reverse = !reverse;
+    return budget > 0 && shared_bytes > budget ? (int)((shared_bytes + budget - 1) / budget) : 1;
+}
+
+/* The section (1 .. nsec) of a pair whose pair_bytes of K and V follow
+ * `before` bytes of earlier pairs, out of `total`: its middle decides. */
+static inline int fa3_section_of(int64_t before, int64_t pair_bytes, int64_t total, int nsec)
+{
+    const int s = 1 + (int)((before + pair_bytes / 2) * nsec / total);
+    return s < nsec ? s : nsec;
+}
+
+/* sorted[0..n) = work[0..n) by section ascending, then key descending
+ * (fa3_sort_key, given in key[], at most max_key), stable; work and key
+ * are clobbered. bucket: max(max_key, nsec) + 2 ints. */
+static inline void fa3_sort_items(fa3_work *work, fa3_work *sorted, int32_t *key, int n,
+                                  int max_key, int nsec, int *bucket)
+{
+    fa3_sort_by_key(sorted, work, key, n, max_key, bucket);
+    if (nsec <= 1) return;
+    for (int i = 0; i < n; i++) key[i] = nsec - sorted[i].section;
+    fa3_sort_by_key(work, sorted, key, n, nsec, bucket);
+    for (int i = 0; i < n; i++) sorted[i] = work[i];
+}
+
+/* An item's cost to its CTA: its key tiles plus a fixed cost per item
+ * (Q load, epilogue, pipeline fill: about four tiles' time). */
+static inline int64_t fa3_item_load(const fa3_work *w, int BN)
+{
+    return 4 + fa3_tiles(w->kv_lo, w->kv_hi, BN);
+}
+
+/* Min-heap of CTAs by (load, index): sift heap[i] down among n. */
+static inline void fa3_heap_down(int *heap, const int64_t *load, int n, int i)
+{
+    for (;;) {
+        int m = i;
+        for (int c = 2 * i + 1; c <= 2 * i + 2 && c < n; c++) {
+            const int a = heap[c], b = heap[m];
+            if (load[a] < load[b] || (load[a] == load[b] && a < b)) m = c;
+        }
+        if (m == i) return;
+        const int t = heap[i];
+        heap[i] = heap[m];
+        heap[m] = t;
+        i = m;
     }
+}
+
+/* Lay sorted[0..n) out for g CTAs by list scheduling: each item in turn
+ * goes to the CTA with the least load so far (the lowest index among
+ * equals) and runs after its earlier items. dst holds CTA 0's items, then
+ * CTA 1's, ...: CTA c runs dst[cta_work[c] .. cta_work[c + 1]). An item's
+ * start, the load its CTA had, never decreases along the list, so the
+ * list's order is the order in time. scratch: g int64 loads, then g + n
+ * ints. */
+static inline void fa3_assign_ctas(fa3_work *dst, int32_t *cta_work, const fa3_work *sorted, int n,
+                                   int g, int BN, void *scratch)
+{
+    int64_t *load = (int64_t *)scratch;
+    int *heap = (int *)(load + g), *cta_of = heap + g;
+    for (int c = 0; c < g; c++) load[c] = 0, heap[c] = c, cta_work[c] = 0;
+    for (int i = 0; i < n; i++) {
+        const int c = heap[0];
+        cta_of[i] = c;
+        cta_work[c]++;
+        load[c] += fa3_item_load(&sorted[i], BN);
+        fa3_heap_down(heap, load, g, 0);
+    }
+    int at = 0; /* counts to offsets: cta_work[c] is CTA c's first item */
+    for (int c = 0; c <= g; c++) {
+        const int k = c < g ? cta_work[c] : 0;
+        cta_work[c] = at;
+        at += k;
+    }
+    int *next = heap; /* the heap is done: each CTA's next free slot */
+    for (int c = 0; c < g; c++) next[c] = cta_work[c];
+    for (int i = 0; i < n; i++) dst[next[cta_of[i]]++] = sorted[i];
 }
 
 #endif

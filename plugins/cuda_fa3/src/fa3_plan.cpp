@@ -5,14 +5,17 @@
  * work item with its exact key range (causal and window limits applied, so
  * invisible KV tiles are never visited); long items split along KV so every
  * SM has work, each split writing float partials that a combine kernel
- * merges by LSE. Items are sorted longest first and handed to a persistent
- * grid of one CTA per SM in rounds of alternating direction.
+ * merges by LSE. Items are sorted by L2 section (the query tiles that read
+ * the same keys run close together), longest first within each, and
+ * handed to a persistent grid of one CTA per SM in rounds of alternating
+ * direction (fa3_order.h).
  *
  * Everything is sized from ah_limits at creation. plan() fills pinned
  * staging buffers and copies them to the device on the caller's stream; in
  * AH_PLAN_REPLAY mode that copy is all it does, so a captured graph replays
  * any batch within the limits.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,7 +103,8 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     st->lim = *lim;
     st->group = group;
     st->tpt = FA3_BLOCK_M / group;
-    st->grid = ctx->sms;
+    /* one CTA per SM (every Hopper part has fewer than FA3_MAX_GRID) */
+    st->grid = ctx->sms < FA3_MAX_GRID ? ctx->sms : FA3_MAX_GRID;
     fa3_caps_for(spec, lim, ctx->sms, &st->cap_work, &st->cap_combine, &st->cap_part_rows);
     /* The config keys' values, typed and range-checked by the host against
      * fa3_config_keys (fa3_plugin.cpp). */
@@ -112,6 +116,8 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
                       spec->fp8_attention && spec->kv_dtype == AH_DTYPE_FP8_E4M3;
     const int vt_mib = (int)host->config_int(host, "fp8_vt_scratch_mib");
     st->vt_min_reads = (int)host->config_int(host, "fp8_vt_min_reads");
+    const int64_t l2_mib = host->config_int(host, "l2_section_mib");
+    st->l2_section = l2_mib ? l2_mib << 20 : (int64_t)ctx->l2_bytes / 2;
     const int vt_layer = st->fp8_compute && d == 128; /* the FP8-compute kernel's head size */
     pthread_mutex_lock(&ctx->vt_lock); /* state_create runs concurrently on one context */
     if (vt_layer && vt_mib > 0 && !ctx->vt_tried) {
@@ -169,16 +175,22 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     return AH_OK;
 }
 
-/* Sort work items longest first by h_cost's keys (fa3_sort_key), then lay
- * them out for a grid of g CTAs (fa3_order.h). */
-static void fa3_sort_work(ah_state *st, int n, int max_key, int g, int BN)
+/* Sort work items by L2 section, then longest first by h_cost's keys
+ * (fa3_sort_key), then give each of the g CTAs its share (fa3_order.h). */
+static ah_status fa3_sort_work(ah_state *st, int n, int max_key, int nsec, int g, int BN)
 {
     const ah_host_services *host = st->ctx->host;
-    int *bucket = (int *)host->alloc(host, sizeof(int) * (size_t)(max_key + 2));
-    if (!bucket) return; /* unsorted work is still correct, only less balanced */
-    fa3_sort_by_key(st->h_tmp, st->h_work, st->h_cost, n, max_key, bucket);
-    fa3_order_rounds(st->h_work, st->h_tmp, n, g, BN);
-    host->free(host, bucket);
+    const int top = max_key > nsec ? max_key : nsec;
+    const size_t sort_bytes = sizeof(int) * (size_t)(top + 2);
+    const size_t assign_bytes = sizeof(int64_t) * (size_t)g + sizeof(int) * (size_t)(g + n);
+    void *scratch = host->alloc(host, sort_bytes > assign_bytes ? sort_bytes : assign_bytes);
+    if (!scratch)
+        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY,
+                       "plan: out of host memory for the work order");
+    fa3_sort_items(st->h_work, st->h_tmp, st->h_cost, n, max_key, nsec, (int *)scratch);
+    fa3_assign_ctas(st->h_work, st->h_counts->cta_work, st->h_tmp, n, g, BN, scratch);
+    host->free(host, scratch);
+    return AH_OK;
 }
 
 /* FP8 compute: the requests whose KV tiles their query tiles read at least
@@ -266,6 +278,18 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: a cross layer needs encoder_seq_lens");
     const int Hk = (int)sp->num_kv_heads;
 
+    /* K and V bytes of one (request, KV head) pair of a request with more
+     * than one query tile, whose tiles share its keys (L2 sections). */
+    const int64_t key_bytes =
+        (int64_t)(sp->qk_head_size + sp->v_head_size) * (int64_t)ah_dtype_size(sp->kv_dtype);
+    auto pair_bytes = [&](uint32_t r) -> int64_t {
+        const int qlen = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
+        return qlen > tpt ? (int64_t)key_lens[r] * key_bytes : 0;
+    };
+    int64_t shared_bytes = 0;
+    for (uint32_t r = 0; r < b->num_reqs; r++) shared_bytes += pair_bytes(r) * Hk;
+    const int nsec = fa3_section_count(shared_bytes, st->l2_section);
+
     /* Pass 1: one item per (request, query tile); its cost in KV tiles. */
     int n = 0, max_key = 0, max_ntok = 0;
     if (b->num_reqs > 0 && (int64_t)b->num_tokens / tpt + b->num_reqs > st->cap_combine)
@@ -287,6 +311,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             w.vt_base = -1;
             w.vt_lo = 0;
             w.vt_pub = 0;
+            w.section = 0;
             const int cost = fa3_tiles(w.kv_lo, w.kv_hi, BN);
             if (n >= st->cap_combine)
                 return ah_fail(e, AH_ERR_INTERNAL, "plan: more query tiles than the limits allow");
@@ -303,7 +328,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
      * the partial-buffer budget, then replicate over KV heads. */
     const int64_t fair = total_cost / st->grid > 4 ? total_cost / st->grid : 4;
     int nw = 0, nc = 0, req_w0 = 0, req_pub = 0, req_lo = 0;
-    int64_t part_used = 0;
+    int64_t part_used = 0, shared_before = 0, pair = 0;
     for (int i = 0; i < n; i++) {
         fa3_work base = st->h_tmp[i];
         if (i == 0 ||
@@ -312,6 +337,8 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
             req_w0 = nw;
             req_pub = 0;
             req_lo = fa3_req_lo(st->h_tmp, i, n);
+            shared_before += pair * Hk;
+            pair = pair_bytes((uint32_t)base.req);
         }
         const int cost = fa3_tiles(base.kv_lo, base.kv_hi, BN);
         int s = 1;
@@ -350,6 +377,9 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
                     return ah_fail(e, AH_ERR_INTERNAL, "plan: work list overflow");
                 fa3_work w = base;
                 w.kvh = h;
+                w.section = nsec > 1 && pair
+                                ? fa3_section_of(shared_before + h * pair, pair, shared_bytes, nsec)
+                                : 0;
                 if (s > 1) {
                     const int a = t_lo + (int)((int64_t)(t_hi - t_lo) * k / s);
                     const int z = t_lo + (int)((int64_t)(t_hi - t_lo) * (k + 1) / s);
@@ -366,7 +396,8 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         }
     }
     if (n) fa3_unshare_unpublished(st, req_w0, nw, req_pub);
-    fa3_sort_work(st, nw, max_key, st->grid, BN);
+    ah_status so = fa3_sort_work(st, nw, max_key, nsec, st->grid, BN);
+    if (so != AH_OK) return so;
     st->h_counts->n_work = nw;
     st->h_counts->n_combine = nc;
 
@@ -377,8 +408,10 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_combine, st->h_combine,
                                        sizeof(fa3_combine_job) * (size_t)nc, cudaMemcpyHostToDevice,
                                        s));
-    AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_counts, st->h_counts, sizeof(fa3_counts),
-                                   cudaMemcpyHostToDevice, s));
+    AH_CUDA_TRY(e,
+                cudaMemcpyAsync(st->d_counts, st->h_counts,
+                                offsetof(fa3_counts, cta_work) + sizeof(int32_t) * (st->grid + 1),
+                                cudaMemcpyHostToDevice, s));
     AH_CUDA_TRY(e, cudaEventRecord(st->staged, s));
     st->staged_pending = 1;
     st->n_work = nw;

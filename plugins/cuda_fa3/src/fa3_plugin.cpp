@@ -48,6 +48,10 @@ static const ah_config_key fa3_config_keys[] = {
         "FP8 compute: device memory (MiB, one buffer per context, used by forwards on one stream) "
         "through which the query tiles of a request share V transposed: one per KV head writes it, "
         "the others copy it; 0 = every query tile transposes the V tiles it reads"),
+    AH_KEY_INT_ROW("l2_section_mib", "0", 0, 65536,
+                   "K and V bytes (MiB) per L2 section of the work order: a request's query tiles "
+                   "that read the same keys run close together, section by section (0 = half the "
+                   "device's L2)"),
     AH_KEY_INT_ROW(
         "fp8_vt_min_reads", FA3_STR(FA3_VT_MIN_READS), 1, 1 << 20,
         "FP8 compute: share a request's transposed V when its KV tiles are read by at least this many "
@@ -154,6 +158,7 @@ static ah_status fa3_context_create(const ah_host_services *host, const ah_conte
     pthread_mutex_init(&c->vt_lock, NULL);
     c->sms = prop.multiProcessorCount;
     c->smem_optin = prop.sharedMemPerBlockOptin;
+    c->l2_bytes = (size_t)prop.l2CacheSize;
     *out = c;
     return AH_OK;
 }

@@ -26,6 +26,7 @@ struct ah_context {
     const ah_host_services *host;
     int sms;           /* multiprocessors: the persistent grid */
     size_t smem_optin; /* shared memory a block may opt into */
+    size_t l2_bytes;   /* the device's L2 cache */
     /* The shared V^T scratch (FP8 compute), made by the first state
      * that needs it; NULL when fp8_vt_scratch_mib is 0 or the allocation
      * failed. The context is shared by bindings on other threads, so the
@@ -52,8 +53,9 @@ struct ah_state {
     ah_errbuf err;
     int group, tpt; /* GQA packing: heads per KV head, tokens per tile */
     int grid;
-    int fp8_compute;  /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
-    int vt_min_reads; /* share V^T of requests whose KV tiles are read this often */
+    int fp8_compute;    /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
+    int vt_min_reads;   /* share V^T of requests whose KV tiles are read this often */
+    int64_t l2_section; /* bytes of K and V per L2 section of the work order (fa3_order.h) */
     /* capacities fixed at creation (CUDA graphs never see a reallocation) */
     int cap_work, cap_combine;
     int64_t cap_part_rows;

@@ -4,10 +4,11 @@
  * (AH_FEAT_EMPTY_KV) gets an item of no tiles, sorted last and laid out
  * once; the order is a permutation; causal prefill's items (lengths 1 to L / 128
  * tiles) leave no CTA more than 1% above the average load, where plain
- * round-robin leaves CTA 0 ~6% above; rounds of equal items keep their
- * order; V^T publishers run in the first round and never after one of
- * their readers; no page the kernels read can be a released block; a V^T
- * publisher reads every box its readers read.
+ * round-robin leaves CTA 0 ~6% above; equal items go round robin; V^T
+ * publishers start with the first items and never after one of their
+ * readers; no page the kernels read can be a released block; a V^T
+ * publisher reads every box its readers read; L2 sections keep the items
+ * running at once within two sections and the loads balanced.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,22 +47,45 @@ static double worst_over_mean(const fa3_work *w, int n, int g)
     return worst / (sum / g);
 }
 
+/* The layout plan makes (fa3_assign_ctas) of sorted[0..n) for g CTAs:
+ * dst, cta_work, each dst item's start (its CTA's load before it) and the
+ * largest CTA load over the mean (fa3_item_load's costs). */
+enum { MAXN = 8192 };
+static int32_t cta_work[GRID + 1];
+static double lay_out(fa3_work *dst, const fa3_work *sorted, int n, int g, int64_t *start)
+{
+    static int64_t scratch[GRID + (GRID + MAXN) / 2 + 1];
+    fa3_assign_ctas(dst, cta_work, sorted, n, g, BN, scratch);
+    CHECK(cta_work[0] == 0 && cta_work[g] == n);
+    double sum = 0, worst = 0;
+    for (int c = 0; c < g; c++) {
+        int64_t t = 0;
+        for (int k = cta_work[c]; k < cta_work[c + 1]; k++) {
+            if (start) start[k] = t;
+            t += fa3_item_load(&dst[k], BN);
+        }
+        sum += (double)t;
+        worst = (double)t > worst ? (double)t : worst;
+    }
+    return worst / (sum / g);
+}
+
 static void test_causal_balance(int L)
 {
     static fa3_work sorted[2048], out[2048];
     const int n = causal_items(sorted, 16384 / L, 16, L);
-    fa3_order_rounds(out, sorted, n, GRID, BN);
+    const double listed = lay_out(out, sorted, n, GRID, NULL);
     static char seen[2048];
     memset(seen, 0, sizeof seen);
     int dup = 0;
     for (int k = 0; k < n; k++) dup += seen[out[k].req]++ != 0;
     CHECK(dup == 0);
-    const double plain = worst_over_mean(sorted, n, GRID), snake = worst_over_mean(out, n, GRID);
+    const double plain = worst_over_mean(sorted, n, GRID);
     CHECK_MSG(plain > 1.04, "L %d: plain round-robin %.4f of the mean", L, plain);
-    CHECK_MSG(snake < 1.01, "L %d: snake order %.4f of the mean", L, snake);
+    CHECK_MSG(listed < 1.01, "L %d: list scheduling %.4f of the mean", L, listed);
 }
 
-static void test_flat_rounds_keep_order(void)
+static void test_equal_items_round_robin(void)
 {
     /* Decode: 512 items of 32 tiles each, then 10 shorter ones. */
     static fa3_work sorted[522], out[522];
@@ -70,23 +94,25 @@ static void test_flat_rounds_keep_order(void)
         sorted[k].req = k;
         sorted[k].kv_hi = (k < 512 ? 32 : 8) * BN;
     }
-    fa3_order_rounds(out, sorted, 512, GRID, BN);
-    int moved = 0;
-    for (int k = 0; k < 512; k++) moved += out[k].req != k;
-    CHECK(moved == 0);
-    /* Fewer items than CTAs: one round, as given. */
-    fa3_order_rounds(out, sorted + 500, 22, GRID, BN);
+    /* Equal items go round robin: CTA c runs items c, c + g, ... in order. */
+    (void)lay_out(out, sorted, 512, GRID, NULL);
+    for (int c = 0; c < GRID; c++)
+        for (int k = cta_work[c], j = 0; k < cta_work[c + 1]; k++, j++)
+            CHECK_MSG(out[k].req == c + j * GRID, "CTA %d's item %d is %d", c, j, out[k].req);
+    /* Fewer items than CTAs: one each, the rest idle. */
+    (void)lay_out(out, sorted + 500, 22, GRID, NULL);
+    for (int c = 0; c < GRID; c++) CHECK(cta_work[c + 1] - cta_work[c] == (c < 22));
     for (int k = 0; k < 22; k++) CHECK(out[k].req == 500 + k);
-    /* Costs 4 3 | 2 2 | 1 0 on two CTAs: the first round turns the snake,
-     * the flat second keeps its order and does not turn it, the third is
-     * reversed. */
+    /* Costs 4 3 2 2 1 0 (loads 8 7 6 6 5 4) on two CTAs: each item to the
+     * less loaded one: CTA 0 runs items 0, 3, 5 (load 18), CTA 1 1, 2, 4. */
     const int cost[6] = {4, 3, 2, 2, 1, 0};
     for (int k = 0; k < 6; k++) {
         sorted[k].req = k;
         sorted[k].kv_hi = cost[k] * BN;
     }
-    fa3_order_rounds(out, sorted, 6, 2, BN);
-    const int want[6] = {0, 1, 2, 3, 5, 4};
+    (void)lay_out(out, sorted, 6, 2, NULL);
+    const int want[6] = {0, 3, 5, 1, 2, 4};
+    CHECK(cta_work[1] == 3);
     for (int k = 0; k < 6; k++)
         CHECK_MSG(out[k].req == want[k], "position %d holds item %d", k, out[k].req);
 }
@@ -115,43 +141,44 @@ static int prefill_items(fa3_work *w, int reqs, const int *len, int heads, int c
     return n;
 }
 
-/* Sort and lay out as plan does; every publisher's round is no later than
- * its readers' (round = position / GRID). Returns the last publisher's round. */
-static int publisher_rounds(fa3_work *items, int n)
+/* Sort and lay out as plan does; no reader starts before its publisher.
+ * Returns the latest publisher's start. */
+static int64_t publisher_starts(fa3_work *items, int n)
 {
-    static fa3_work tmp[8192];
-    static int32_t key[8192];
-    static int bucket[2 * (16384 / BN) + 3], pub_round[64][16]; /* keys reach 2 * 128 + 1 */
+    static fa3_work tmp[MAXN];
+    static int32_t key[MAXN];
+    static int64_t start[MAXN], pub_start[64][16];
+    static int bucket[2 * (16384 / BN) + 3]; /* keys reach 2 * 128 + 1 */
     int max_key = 0;
     for (int k = 0; k < n; k++) {
         key[k] = fa3_sort_key(&items[k], BN);
         max_key = key[k] > max_key ? key[k] : max_key;
     }
-    fa3_sort_by_key(tmp, items, key, n, max_key, bucket);
+    fa3_sort_items(items, tmp, key, n, max_key, 1, bucket);
     for (int k = 1; k < n; k++) CHECK(fa3_sort_key(&tmp[k - 1], BN) >= fa3_sort_key(&tmp[k], BN));
-    fa3_order_rounds(items, tmp, n, GRID, BN);
-    int last = 0;
+    (void)lay_out(items, tmp, n, GRID, start);
+    int64_t last = 0;
     for (int k = 0; k < n; k++)
         if (items[k].vt_pub) {
-            pub_round[items[k].req][items[k].kvh] = k / GRID;
-            last = k / GRID > last ? k / GRID : last;
+            pub_start[items[k].req][items[k].kvh] = start[k];
+            last = start[k] > last ? start[k] : last;
         }
-    int late = 0;
+    int early = 0;
     for (int k = 0; k < n; k++)
-        late += !items[k].vt_pub && k / GRID < pub_round[items[k].req][items[k].kvh];
-    CHECK_MSG(late == 0, "%d readers run in a round before their publisher's", late);
+        early += !items[k].vt_pub && start[k] < pub_start[items[k].req][items[k].kvh];
+    CHECK_MSG(early == 0, "%d readers start before their publisher", early);
     return last;
 }
 
 static void test_publishers_lead(void)
 {
-    static fa3_work items[8192];
+    static fa3_work items[MAXN];
     for (int causal = 0; causal <= 1; causal++)
         for (int L = 4096; L <= 16384; L *= 2) {
             int len[4] = {L, L, L, L};
             const int n = prefill_items(items, 16384 / L, len, 16, causal);
-            CHECK_MSG(publisher_rounds(items, n) == 0,
-                      "causal %d L %d: a publisher after the first round", causal, L);
+            CHECK_MSG(publisher_starts(items, n) == 0,
+                      "causal %d L %d: a publisher starts after the first items", causal, L);
         }
     /* Requests of uneven lengths, causal: the rule still holds. */
     unsigned seed = 7;
@@ -164,7 +191,7 @@ static void test_publishers_lead(void)
         }
         if ((total / 64 + 8) * 8 > 8192) continue;
         const int n = prefill_items(items, 8, len, 8, trial & 1);
-        (void)publisher_rounds(items, n);
+        (void)publisher_starts(items, n);
     }
 }
 
@@ -323,12 +350,81 @@ static void test_empty_items_order(void)
     }
     fa3_sort_by_key(tmp, items, key, N, max_key, bucket);
     for (int k = N - empty; k < N; k++) CHECK(tmp[k].kv_hi == 0 && tmp[k].req % 3 == 0);
-    fa3_order_rounds(out, tmp, N, GRID, BN);
+    (void)lay_out(out, tmp, N, GRID, NULL);
     static char seen[N];
     memset(seen, 0, sizeof seen);
     int dup = 0;
     for (int k = 0; k < N; k++) dup += seen[out[k].req]++ != 0;
     CHECK(dup == 0);
+}
+
+/* L2 sections as plan assigns them (fa3_section_count, fa3_section_of),
+ * sorted by fa3_sort_items: a causal prefill of 4 x 2048 tokens at 32 KV
+ * heads (MHA, d128 bf16: 1 MiB of K and V per request and head, 128 MiB
+ * in all) under a 25 MiB budget, beside 40 decode items. The list runs the
+ * decodes first, then section by section, longest first in each; no
+ * section's keys exceed the budget, and a round of the grid spans at most
+ * two sections; the CTAs' loads stay balanced; every item appears once. */
+static void test_l2_sections(void)
+{
+    enum { REQS = 4, HEADS = 32, TILES = 16, DEC = 40, N = REQS * HEADS * TILES + DEC };
+    static fa3_work items[N], sorted[N], out[N];
+    static int32_t key[N];
+    static int bucket[2 * TILES + 3];
+    const int64_t pair = 2048LL * 256 * 2, total = pair * REQS * HEADS, budget = 25LL << 20;
+    const int nsec = fa3_section_count(total, budget);
+    CHECK(nsec == 6);
+    CHECK(fa3_section_count(total, total) == 1 && fa3_section_count(total, 0) == 1);
+    int n = 0, max_key = 0;
+    for (int d = 0; d < DEC; d++, n++) {
+        memset(&items[n], 0, sizeof items[n]);
+        items[n].req = REQS + d;
+        items[n].kv_hi = (1 + d % 20) * BN;
+    }
+    for (int r = 0; r < REQS; r++)
+        for (int t = 0; t < TILES; t++)
+            for (int h = 0; h < HEADS; h++, n++) {
+                memset(&items[n], 0, sizeof items[n]);
+                items[n].req = r;
+                items[n].kvh = h;
+                items[n].q_tok0 = t;
+                items[n].kv_hi = (t + 1) * BN;
+                items[n].section = fa3_section_of((r * HEADS + h) * pair, pair, total, nsec);
+            }
+    for (int k = 0; k < n; k++) {
+        key[k] = fa3_sort_key(&items[k], BN);
+        max_key = key[k] > max_key ? key[k] : max_key;
+    }
+    fa3_sort_items(items, sorted, key, n, max_key, nsec, bucket);
+    for (int k = 0; k < n; k++) sorted[k].pos0 = k; /* identity: the place in the list */
+    static int pairs[8];
+    for (int k = 0; k < n; k++) {
+        const fa3_work *a = &sorted[k];
+        CHECK(a->section >= 0 && a->section <= nsec);
+        CHECK(a->section == 0 || a->req < REQS); /* decodes in section 0 only */
+        if (a->section && a->q_tok0 == 0) pairs[a->section]++;
+        if (k == 0) continue;
+        const fa3_work *p = &sorted[k - 1];
+        CHECK(p->section <= a->section);
+        CHECK(p->section < a->section || fa3_sort_key(p, BN) >= fa3_sort_key(a, BN));
+    }
+    for (int s = 1; s <= nsec; s++)
+        CHECK_MSG(pairs[s] * pair <= budget, "section %d holds %d pairs", s, pairs[s]);
+    static int64_t start[N], start_of[N];
+    const double worst = lay_out(out, sorted, n, GRID, start);
+    static char seen[N];
+    int dup = 0;
+    for (int k = 0; k < n; k++) dup += seen[out[k].pos0]++ != 0;
+    CHECK(dup == 0);
+    /* the list's order is the order in time, so the items running at once
+     * are a stretch of the list: any GRID of them span two sections at most */
+    for (int k = 0; k < n; k++) start_of[out[k].pos0] = start[k];
+    for (int k = 1; k < n; k++) CHECK(start_of[k - 1] <= start_of[k]);
+    for (int k = 0; k + GRID <= n; k++)
+        CHECK_MSG(sorted[k + GRID - 1].section - sorted[k].section <= 1,
+                  "items %d to %d span sections %d to %d", k, k + GRID - 1, sorted[k].section,
+                  sorted[k + GRID - 1].section);
+    CHECK_MSG(worst < 1.03, "sectioned order: %.4f of the mean", worst);
 }
 
 int main(void)
@@ -338,7 +434,8 @@ int main(void)
     test_vt_publisher_window();
     test_empty_items_order();
     for (int L = 4096; L <= 16384; L *= 2) test_causal_balance(L);
-    test_flat_rounds_keep_order();
+    test_equal_items_round_robin();
     test_publishers_lead();
+    test_l2_sections();
     return check_report("test_fa3_order");
 }
