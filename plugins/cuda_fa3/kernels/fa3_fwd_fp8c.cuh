@@ -644,9 +644,13 @@ __global__ void __launch_bounds__(384, 1)
 
         const bool prepass = needs_prepass(p);
         const float ks = scales_of(p, it.kvh).k; // V's: at the epilogue
-        float expc[2], pf[2];
+        float expc[2];
+        row_factors rf;
 #pragma unroll
-        for (int i = 0; i < 2; i++) row_factors(p, prepass, qs[i] * ks, pf[i], expc[i]);
+        for (int i = 0; i < 2; i++) {
+            expc[i] = exp_factor(p, prepass, qs[i] * ks);
+            rf.f[i] = prepass_factor(p, qs[i] * ks);
+        }
         // O with the row-sum columns (gemm_pv8): o[D / 2 + 2i] of quad lane 0
         // is row i's sum of P.
         float o[D / 2 + 4];
@@ -681,7 +685,8 @@ __global__ void __launch_bounds__(384, 1)
             if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale8<D>(o, alpha);
         };
         auto softmax_tile = [&](int n, auto &pnext) {
-            score_prep<BN>(sacc, p, ri, n, prepass, pf, n >= mtop || n <= mbot, lane);
+            score_prep<BN>(
+                sacc, p, ri, n, prepass, [&] { return rf; }, n >= mtop || n <= mbot, lane);
             online_softmax8<BN, EMU>(sacc, m, alpha, expc);
             to_operand8<BN>(sacc, pnext);
         };

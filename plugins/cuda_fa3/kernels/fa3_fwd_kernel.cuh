@@ -400,15 +400,25 @@ __device__ __forceinline__ item_scales scales_of(const fa3_params &p, int kvh)
 }
 
 
-// Tile n's scores into the log2 domain: row i's factor f[i] (the softmax
-// scale with the K and Q scales folded in; over the soft-cap with soft-cap),
-// soft-cap's tanh, and ALiBi's bias slope * (key - query position), which
-// costs one FFMA per score (a tile's key offsets are constants, so a row
-// needs one product per tile). ALIBI is a template flag so that layers
-// without it pay nothing.
+// The pre-pass's factor for rows whose scores are scaled by q (the K
+// scale, and for FP8 compute the row's Q scale): the softmax scale in the
+// log2 domain, or over the soft-cap inside its tanh.
+__device__ __forceinline__ float prepass_factor(const fa3_params &p, float q)
+{
+    return p.softcap > 0.f ? p.scale * q / p.softcap : p.scale_log2 * q;
+}
+struct row_factors {
+    float f[2]; // prepass_factor of a thread's two rows
+};
+
+// Tile n's scores into the log2 domain: row i's factor f[i], soft-cap's
+// tanh, and ALiBi's bias slope * (key - query position), which costs one
+// FFMA per score (a tile's key offsets are constants, so a row needs one
+// product per tile). ALIBI is a template flag so that layers without it
+// pay nothing.
 template <int BN, bool ALIBI>
 __device__ __forceinline__ void score_transform(float (&sacc)[BN / 2], const fa3_params &p,
-                                                const row_info &ri, int n, const float (&f)[2],
+                                                const row_info &ri, int n, const row_factors &rf,
                                                 int lane)
 {
     const float capl = p.softcap * 1.4426950408889634f;
@@ -416,6 +426,7 @@ __device__ __forceinline__ void score_transform(float (&sacc)[BN / 2], const fa3
     const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
 #pragma unroll
     for (int i = 0; i < 2; i++) {
+        const float f = rf.f[i];
         // the row's slope in the log2 domain, read per tile (an L1 hit)
         // rather than held through the key loop, where registers are short
         const float sl = ALIBI ? p.alibi[ri.head[i]] * 1.4426950408889634f : 0.f;
@@ -426,7 +437,7 @@ __device__ __forceinline__ void score_transform(float (&sacc)[BN / 2], const fa3
             for (int e = 0; e < 2; e++) {
                 float &x = sacc[j * 4 + i * 2 + e];
                 const float bias = ALIBI ? fmaf(sl, (float)(j * 8 + e), b) : 0.f;
-                x = cap ? fmaf(capl, tanh_fast(x * f[i]), bias) : fmaf(x, f[i], bias);
+                x = cap ? fmaf(capl, tanh_fast(x * f), bias) : fmaf(x, f, bias);
             }
     }
 }
@@ -437,15 +448,18 @@ __device__ __forceinline__ void score_transform(float (&sacc)[BN / 2], const fa3
 // FFMA per score) and the row maximum commutes with it. With it, every
 // score maps into the log2 domain first (score_transform) and the exponent
 // factor c is 1. `prepass` is fixed per launch, so the branches are uniform
-// and taken once per tile, not per score.
-template <int BN>
+// and taken once per tile, not per score. factors() gives the rows'
+// row_factors: the 16-bit kernel computes them there, inside the branch,
+// so that no register holds them through the key loop.
+template <int BN, typename RF>
 __device__ __forceinline__ void score_prep(float (&sacc)[BN / 2], const fa3_params &p,
-                                           const row_info &ri, int n, bool prepass,
-                                           const float (&f)[2], bool need_mask, int lane)
+                                           const row_info &ri, int n, bool prepass, RF &&factors,
+                                           bool need_mask, int lane)
 {
     if (prepass) {
-        if (p.alibi) score_transform<BN, true>(sacc, p, ri, n, f, lane);
-        else score_transform<BN, false>(sacc, p, ri, n, f, lane);
+        const row_factors rf = factors();
+        if (p.alibi) score_transform<BN, true>(sacc, p, ri, n, rf, lane);
+        else score_transform<BN, false>(sacc, p, ri, n, rf, lane);
     }
     if (need_mask) mask_tile<BN>(sacc, ri, n, lane);
 }
@@ -456,15 +470,12 @@ __device__ __forceinline__ bool needs_prepass(const fa3_params &p)
     return p.softcap > 0.f || p.alibi || !(p.scale_log2 > 0.f);
 }
 
-// Row factors for an item whose rows' scores are scaled by q (the K scale
-// times, for FP8 compute, the row's Q scale): the pre-pass factor f of
-// score_transform and the exponent factor c of online_softmax (1 after the
-// pre-pass, else scale_log2 * q).
-__device__ __forceinline__ void row_factors(const fa3_params &p, bool prepass, float q, float &f,
-                                            float &c)
+// The exponent factor c of online_softmax for rows whose scores are
+// scaled by q: 1 after the pre-pass, else scale_log2 * q. Computed once per
+// item, before the key loop.
+__device__ __forceinline__ float exp_factor(const fa3_params &p, bool prepass, float q)
 {
-    f = p.softcap > 0.f ? p.scale * q / p.softcap : p.scale_log2 * q;
-    c = prepass ? 1.f : p.scale_log2 * q;
+    return prepass ? 1.f : p.scale_log2 * q;
 }
 
 // Online softmax: update row maxima (in the score domain), turn scores into
@@ -750,9 +761,12 @@ __global__ void __launch_bounds__(384, 1)
         // constants) are read where they are used: K's into the row factors
         // here, V's at the epilogue.
         const bool prepass = needs_prepass(p);
-        float pf[2], expc;
-        row_factors(p, prepass, F8 ? scales_of(p, it.kvh).k : 1.f, pf[0], expc);
-        pf[1] = pf[0];
+        const float ks = F8 ? scales_of(p, it.kvh).k : 1.f;
+        const float expc = exp_factor(p, prepass, ks);
+        auto factors = [&] {
+            const float f = prepass_factor(p, ks);
+            return row_factors{{f, f}};
+        };
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.f;
@@ -776,7 +790,8 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
+                score_prep<BN>(sacc, p, ri, n, prepass, factors, tile_needs_mask(p, it, n, BN),
+                               lane);
                 online_softmax<BN>(sacc, m, l, alpha, expc);
                 to_operand<T, BN>(sacc, pa);
             }
@@ -798,7 +813,8 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_wait<1>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, pf, tile_needs_mask(p, it, n, BN), lane);
+                score_prep<BN>(sacc, p, ri, n, prepass, factors, tile_needs_mask(p, it, n, BN),
+                               lane);
                 online_softmax<BN>(sacc, m, l, alpha, expc);
                 reg_fence(sacc);
                 wgmma_wait<0>();
