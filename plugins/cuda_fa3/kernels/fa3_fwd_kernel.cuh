@@ -313,6 +313,7 @@ struct row_info {
     int head[2];
     int tok[2];
     int lo[2], hi[2]; // keys [lo, hi) the row may see (sequence, causal, window)
+    float slope2[2];  // ALiBi slope of the row's head times log2(e); 0 without ALiBi
 };
 
 // Visible key range of one row: the item's range cut by the causal and
@@ -355,6 +356,7 @@ __device__ __forceinline__ row_info item_rows(const fa3_params &p, const fa3_wor
         ri.pos[i] = it.pos0 + t;
         ri.tok[i] = it.q_tok0 + t;
         row_range(p, it, ri.pos[i], ri.lo[i], ri.hi[i]);
+        ri.slope2[i] = p.alibi ? p.alibi[ri.head[i]] * 1.4426950408889634f : 0.f;
     }
     return ri;
 }
@@ -426,10 +428,7 @@ __device__ __forceinline__ void score_transform(float (&sacc)[BN / 2], const fa3
     const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const float f = rf.f[i];
-        // the row's slope in the log2 domain, read per tile (an L1 hit)
-        // rather than held through the key loop, where registers are short
-        const float sl = ALIBI ? p.alibi[ri.head[i]] * 1.4426950408889634f : 0.f;
+        const float f = rf.f[i], sl = ALIBI ? ri.slope2[i] : 0.f;
         const float b = sl * (float)(k0 - ri.pos[i]);
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)

@@ -197,30 +197,4 @@ static inline void fa3_assign_ctas(fa3_work *dst, int32_t *cta_work, const fa3_w
     for (int i = 0; i < n; i++) dst[next[cta_of[i]]++] = sorted[i];
 }
 
-/* The strided snake as per-CTA lists: sorted[0..n) in rounds of g, each
- * round's direction alternating unless its items all cost the same; the
- * item at place c of a round goes to CTA c. scratch: n ints. */
-static inline void fa3_assign_snake(fa3_work *dst, int32_t *cta_work, const fa3_work *sorted, int n,
-                                    int g, int BN, void *scratch)
-{
-    int *cta_of = (int *)scratch;
-    int reverse = 0;
-    for (int c = 0; c <= g; c++) cta_work[c] = 0;
-    for (int first = 0; first < n; first += g) {
-        const int len = n - first < g ? n - first : g;
-        const fa3_work *a = &sorted[first], *z = &sorted[first + len - 1];
-        const int flat = fa3_tiles(a->kv_lo, a->kv_hi, BN) == fa3_tiles(z->kv_lo, z->kv_hi, BN);
-        for (int c = 0; c < len; c++) {
-            const int cta = reverse && !flat ? len - 1 - c : c;
-            cta_of[first + c] = cta;
-            cta_work[cta + 1]++;
-        }
-        if (!flat) reverse = !reverse;
-    }
-    for (int c = 0; c < g; c++) cta_work[c + 1] += cta_work[c];
-    static int next[FA3_MAX_GRID];
-    for (int c = 0; c < g; c++) next[c] = cta_work[c];
-    for (int i = 0; i < n; i++) dst[next[cta_of[i]]++] = sorted[i];
-}
-
 #endif
