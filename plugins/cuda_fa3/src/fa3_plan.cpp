@@ -7,8 +7,8 @@
  * SM has work, each split writing float partials that a combine kernel
  * merges by LSE. Items are sorted by L2 section (the query tiles that read
  * the same keys run close together), longest first within each, and
- * handed to a persistent grid of one CTA per SM in rounds of alternating
- * direction (fa3_order.h).
+ * handed to a persistent grid of one CTA per SM by list scheduling
+ * (fa3_order.h).
  *
  * Everything is sized from ah_limits at creation. plan() fills pinned
  * staging buffers and copies them to the device on the caller's stream; in
