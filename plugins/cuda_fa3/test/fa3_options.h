@@ -7,6 +7,9 @@
  *   --fp8-attention      the tools' layers allow FP8 math (fp8_attention),
  *                        so an fp8 e4m3 cache at head size 128 runs the
  *                        FP8-compute kernel
+ *   --l2-section-mib=N   config key l2_section_mib (default 0: half the L2;
+ *                        1 cuts the checker's small batches into several
+ *                        sections, so their work order is the sectioned one)
  *   --device=N           the context's device_index (default 0)
  * The keys reach the plugin through the host's own services and parser: a
  * value the host would refuse is refused here (exit 2).
@@ -21,7 +24,8 @@
 static const ath_opt fa3_opts[] = {{"--max-splits", "max_splits"},
                                    {"--vt-scratch-mib", "fp8_vt_scratch_mib"},
                                    {"--vt-min-reads", "fp8_vt_min_reads"},
-                                   {"--fp8-attention", NULL}};
+                                   {"--fp8-attention", NULL},
+                                   {"--l2-section-mib", "l2_section_mib"}};
 #define FA3_N_OPTS ((int)(sizeof fa3_opts / sizeof fa3_opts[0]))
 #define FA3_OPT_VT_MIN_READS (1u << 2)
 
