@@ -141,9 +141,9 @@ static int prefill_items(fa3_work *w, int reqs, const int *len, int heads, int c
     return n;
 }
 
-/* Sort and lay out as plan does; no reader starts before its publisher.
- * Returns the latest publisher's start. */
-static int64_t publisher_starts(fa3_work *items, int n)
+/* Sort (in nsec L2 sections) and lay out as plan does; no reader starts
+ * before its publisher. Returns the latest publisher's start. */
+static int64_t publisher_starts(fa3_work *items, int n, int nsec)
 {
     static fa3_work tmp[MAXN];
     static int32_t key[MAXN];
@@ -154,8 +154,11 @@ static int64_t publisher_starts(fa3_work *items, int n)
         key[k] = fa3_sort_key(&items[k], BN);
         max_key = key[k] > max_key ? key[k] : max_key;
     }
-    fa3_sort_items(items, tmp, key, n, max_key, 1, bucket);
-    for (int k = 1; k < n; k++) CHECK(fa3_sort_key(&tmp[k - 1], BN) >= fa3_sort_key(&tmp[k], BN));
+    fa3_sort_items(items, tmp, key, n, max_key, nsec, bucket);
+    for (int k = 1; k < n; k++) /* by section, then longest first */
+        CHECK(tmp[k - 1].section < tmp[k].section ||
+              (tmp[k - 1].section == tmp[k].section &&
+               fa3_sort_key(&tmp[k - 1], BN) >= fa3_sort_key(&tmp[k], BN)));
     (void)lay_out(items, tmp, n, GRID, start);
     int64_t last = 0;
     for (int k = 0; k < n; k++)
@@ -177,12 +180,14 @@ static void test_publishers_lead(void)
         for (int L = 4096; L <= 16384; L *= 2) {
             int len[4] = {L, L, L, L};
             const int n = prefill_items(items, 16384 / L, len, 16, causal);
-            CHECK_MSG(publisher_starts(items, n) == 0,
+            CHECK_MSG(publisher_starts(items, n, 1) == 0,
                       "causal %d L %d: a publisher starts after the first items", causal, L);
         }
-    /* Requests of uneven lengths, causal: the rule still holds. */
+    /* Requests of uneven lengths, causal or not, in one L2 section or cut
+     * into three as plan cuts them (a pair's bytes: its request's keys):
+     * the rule still holds. */
     unsigned seed = 7;
-    for (int trial = 0; trial < 20; trial++) {
+    for (int trial = 0; trial < 40; trial++) {
         int len[8], total = 0;
         for (int r = 0; r < 8; r++) {
             seed = seed * 1103515245u + 12345u;
@@ -191,7 +196,18 @@ static void test_publishers_lead(void)
         }
         if ((total / 64 + 8) * 8 > 8192) continue;
         const int n = prefill_items(items, 8, len, 8, trial & 1);
-        (void)publisher_starts(items, n);
+        const int64_t all = (int64_t)total * 8;
+        const int nsec = trial & 2 ? fa3_section_count(all, all / 3 + 1) : 1;
+        CHECK(nsec == (trial & 2 ? 3 : 1));
+        int64_t before = 0; /* K and V of the earlier requests' pairs */
+        for (int k = 0; k < n; k++) {
+            const int r = items[k].req;
+            if (k && r != items[k - 1].req) before += 8LL * len[items[k - 1].req];
+            items[k].section = nsec > 1 ? fa3_section_of(before + items[k].kvh * (int64_t)len[r],
+                                                         len[r], all, nsec)
+                                        : 0;
+        }
+        (void)publisher_starts(items, n, nsec);
     }
 }
 
