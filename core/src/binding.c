@@ -66,6 +66,8 @@ static const char WHY_SAME[] = "every layer's decode and prefill winner is one s
 static const char WHY_MASK[] = "the batch has a tree mask (custom_mask) and a decode winner does "
                                "not claim tree_mask, so the prefill winners take it whole";
 static const char WHY_RAGGED[] = "the batch carries cu_seqlens_k: a ragged step is planned whole";
+static const char WHY_CONFIG[] = "[select] mixed_steps = whole: mixed steps run whole on the "
+                                 "prefill winners";
 static const char WHY_OUTPUT[] = "a winner returns its own output buffer (caller_output = 0), so "
                                  "one output in token order would need a copy";
 
@@ -523,6 +525,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     if (gs == AH_OK) gs = prepare_splits(b, err);
     if (gs != AH_OK) return gs;
     if (!n_split) b->split_why = WHY_SAME;
+    else if (!b->split_why && b->host->config.mixed_steps == AH_MIXED_STEPS_WHOLE)
+        b->split_why = WHY_CONFIG;
     if (b->split_why) return AH_OK;
     /* split buffers: the rebased query_start_loc on the host and, on each
      * device that serves a prefill part and has memory slots, its copy */

@@ -30,6 +30,13 @@ typedef enum ah_policy {
     AH_POLICY_MEASURED = 1  /* the fastest in the tune table (tune_table.c) */
 } ah_policy;
 
+/* [select] mixed_steps: how a step with decode and prefill requests runs
+ * on layers whose two winners differ. */
+typedef enum ah_mixed_steps {
+    AH_MIXED_STEPS_SPLIT = 0, /* decode requests to the decode winners, the rest apart */
+    AH_MIXED_STEPS_WHOLE = 1  /* the whole step to the prefill winners */
+} ah_mixed_steps;
+
 /* One [layer.<range>] section. */
 typedef struct ah_layer_rule {
     char *section; /* "layer.0-3", for messages */
@@ -59,6 +66,7 @@ typedef struct ah_config {
     ah_fallback fallback;
     int require_checked; /* only plugins with a passing check record here */
     ah_policy policy;    /* priority or measured */
+    ah_mixed_steps mixed_steps;
     /* [run] */
     int validate;
     /* [layer.<range>] in file order; later rules win */

@@ -33,6 +33,7 @@ static const char rich[] =
     "disable = xpu\n"
     "force = triton\n"
     "fallback = error\n"
+    "mixed_steps = whole\n"
     "[run]\n"
     "validate = false\n"
     "[layer.0-3]\n"
@@ -83,6 +84,7 @@ static void every_key(void)
     CHECK(c.disable.n == 1 && !strcmp(c.disable.items[0], "xpu"));
     CHECK_STREQ(c.force, "triton");
     CHECK(c.fallback == AH_FALLBACK_ERROR);
+    CHECK(c.mixed_steps == AH_MIXED_STEPS_WHOLE);
     CHECK(c.validate == 0);
     CHECK(c.n_layer_rules == 2);
     if (c.n_layer_rules == 2) {
@@ -103,7 +105,7 @@ static void every_key(void)
     CHECK_STREQ(ah__config_plugin_key(&c, "triton", "kernel_dir"), "/opt/kernels;v2");
     CHECK(ah__config_plugin_key(&c, "triton", "num_splits") == NULL);
     CHECK(ah__config_plugin_key(&c, "cpu_amx", "kernel_dir") == NULL);
-    if (c.n_plugin_keys == 3) CHECK(c.plugin_keys[2].line == 27);
+    if (c.n_plugin_keys == 3) CHECK(c.plugin_keys[2].line == 28);
     ah__config_free(&c);
     CHECK(is_empty(&c));
     ah__config_free(&c); /* freeing twice is harmless */
@@ -121,6 +123,7 @@ static void defaults(void)
     CHECK(c.priority.n == 0 && c.prefill_priority.n == 0 && c.decode_priority.n == 0);
     CHECK(c.disable.n == 0 && c.force == NULL);
     CHECK(c.fallback == AH_FALLBACK_WARN);
+    CHECK(c.mixed_steps == AH_MIXED_STEPS_SPLIT);
     CHECK(c.validate == 1);
     CHECK(c.n_layer_rules == 0 && c.n_plugin_keys == 0);
     ah__config_free(&c);
@@ -187,6 +190,8 @@ static const bad_case bad_cases[] = {
     {"[select]\nfallback = maybe\n",
      "bad.ini:2: [select] fallback: 'maybe' is not one of error, warn, allow"},
     {"[select]\npriority = a,,b\n", "bad.ini:2: [select] priority: empty entry in 'a,,b'"},
+    {"[select]\nmixed_steps = maybe\n",
+     "bad.ini:2: [select] mixed_steps: 'maybe' is not one of split, whole"},
     {"[select]\npriority = a, b,\n", "bad.ini:2: [select] priority: empty entry in 'a, b,'"},
     {"[select]\npriority =\n", "bad.ini:2: [select] priority: empty list"},
     {"[select]\ndisable = a, b, a\n", "bad.ini:2: [select] disable: 'a' is listed twice"},
@@ -209,7 +214,7 @@ static const bad_case bad_cases[] = {
      "bad.ini:2: [select] force: 'a' is also in disable (line 3)"},
     {"[select]\nfalback = warn\n",
      "bad.ini:2: [select] falback: unknown key; this section takes priority, prefill_priority, "
-     "decode_priority, disable, force, fallback, require_checked, policy"},
+     "decode_priority, disable, force, fallback, require_checked, policy, mixed_steps"},
     {"[search]\nscan_timeout_ms = 10s\n",
      "bad.ini:2: [search] scan_timeout_ms: '10s' is not a whole number"},
     {"[search]\nscan_timeout_ms = -5\n",

@@ -1,6 +1,7 @@
 /*
  * Per-request phase split (ah_binding_plan / ah_binding_forward on a batch
- * that mixes decode and prefill requests), through the public API on real
+ * that mixes decode and prefill requests, and [select] mixed_steps = whole,
+ * which keeps such batches whole), through the public API on real
  * CPU plugins: cpu_amx and the test backend (sel_beta), each as the other's
  * partner. The plugins' plan and forward slots are wrapped (the unit tests
  * reach the host's loaded ops table) so the test sees exactly which
@@ -446,6 +447,39 @@ static void test_split_device_copy(void)
     env_close(&e);
 }
 
+/* [select] mixed_steps = whole: a mixed step goes whole to the prefill
+ * winner (cpu_amx), a step of decodes alone still to the decode winner. */
+static void test_mixed_steps_whole(void)
+{
+    env e;
+    if (env_open(&e, PREFILL_AMX "mixed_steps = whole\n", NULL, NULL)) return;
+    hook(e.h, "sel_beta", 0);
+    hook(e.h, "cpu_amx", 1);
+    step *s = calloc(1, sizeof *s);
+    const char *why = "x";
+    uint32_t toks = 99;
+    step_fill(s, 7, ORD_Q, ORD_S);
+    g_n = 0;
+    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
+              ah_binding_errmsg(e.b));
+    CHECK(ah_binding_phase(e.b) == AH_PHASE_PREFILL);
+    CHECK(ah_binding_split(e.b, &toks, &why) == 0 && toks == 0);
+    CHECK_CONTAINS(why, "mixed_steps = whole");
+    CHECK(count(0, 0) == 0 && count(1, 0) == 1 && nth(1, 0, 0)->reqs == 7);
+    step_check(&e, s, "mixed step whole");
+    CHECK(count(0, 1) == 0 && count(1, 1) == L);
+
+    step_fill(s, 5, ORD_Q, ORD_S);
+    g_n = 0;
+    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK);
+    CHECK(ah_binding_phase(e.b) == AH_PHASE_DECODE);
+    CHECK(ah_binding_split(e.b, &toks, &why) == 5 && toks == 5);
+    CHECK(count(0, 0) == 1 && count(1, 0) == 0);
+    step_check(&e, s, "decodes alone under mixed_steps = whole");
+    free(s);
+    env_close(&e);
+}
+
 static void as_split(ah_caps *c) { c->mixed_batch = AH_MIXED_SPLIT; }
 static void spec_decode(ah_caps *c) { c->decode_query_len_max = 2; }
 
@@ -503,6 +537,7 @@ int main(void)
 {
     test_split_amx_prefill();
     test_split_device_copy();
+    test_mixed_steps_whole();
     test_one_plugin();
     return check_report("test_phase_split");
 }

@@ -496,7 +496,8 @@ const char *ah_binding_errmsg(const ah_binding *b);
  *    of a split layer with caller_output = 0; mode CAPTURE or REPLAY (a
  *    graph captures one plan per state); common_prefix_len set (cascade);
  *    a decode part whose token count would leave the prefill part's dense
- *    token rows off 16-byte alignment; or no layer with two winners.
+ *    token rows off 16-byte alignment; no layer with two winners; or
+ *    [select] mixed_steps = whole.
  * The split decision is O(num_reqs) on the host copies (free for a batch
  * whose max_query_len is within the threshold) and allocates nothing.
  * KV-cache groups (ABI 2.1): a model with G > 1 groups needs
