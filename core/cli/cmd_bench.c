@@ -257,7 +257,11 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? 100 * r->t.gbs / bw : 0);
         if (o->peak > 0) printf(" %5.1f%% peak", 100 * r->t.tflops / o->peak);
         if (!strcmp(r->backend, "default")) printf("  (%s / %s)", r->prefill, r->decode);
-        printf("  block %u%s\n", r->block, r->t.ragged ? ", ragged" : "");
+        const int mixed = st->n_dec && st->n_pre;
+        printf("  block %u%s%s\n", r->block, r->t.ragged ? ", ragged" : "",
+               !mixed       ? ""
+               : r->t.split ? ", split"
+                            : ", whole");
         return;
     }
     printf("%s\n  {\"model\": ", *first ? "" : ",");
@@ -285,6 +289,7 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? r->t.gbs / bw : 0);
         if (o->peak > 0) printf(", \"compute_fraction\": %.3f", r->t.tflops / o->peak);
         printf(", \"ragged\": %s", r->t.ragged ? "true" : "false");
+        if (st->n_dec && st->n_pre) printf(", \"split\": %s", r->t.split ? "true" : "false");
         const ah_layer_spec *f = ah_model_layer_ragged(m, first_layer);
         if (r->t.ragged)
             printf(", \"ragged_heads\": \"%u/%u\", \"ragged_qk\": %u, \"ragged_v\": %u",

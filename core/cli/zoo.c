@@ -235,6 +235,7 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
         snprintf(err, cap, "%s", w.err);
         goto out;
     }
+    out->split = st->n_dec && st->n_pre && ah_binding_split(w.b, NULL, NULL) > 0;
     /* every part of the step runs on the workload's one stream, a mixed step
      * split between two plugins too, so its device's timer sees them all */
     ah_device *dev = w.meta_dev;

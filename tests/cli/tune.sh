@@ -2,7 +2,9 @@
 # attnhost tune and [select] policy = measured end to end on the CPU, with
 # two test plugins of different speeds (tests/select_plugins/speed_plugin.c):
 # spd_slow ranks higher and busy-waits 20 ms per forward; spd_fast ranks
-# lower. The tune table lives beside the scan cache under $WORK.
+# lower. The tune table lives beside the scan cache under $WORK. Last, a
+# mixed step between the two as decode and prefill winners, split and
+# under [select] mixed_steps = whole.
 #   tune.sh <attnhost> <speed plugin dir> <work dir>
 set -u
 AH=$1 SPEED=$2 WORK=$3
@@ -71,4 +73,15 @@ else
     grep -q "warning: tune table not written" ro.log || { cat ro.log; fail "read-only: no warning"; }
     chmod 755 cache
 fi
+# a mixed step between two winners: split by default, whole under
+# [select] mixed_steps = whole (bench names which)
+printf '[search]\ncache = %s/cache/scan-cache\n[select]\nprefill_priority = spd_slow\ndecode_priority = spd_fast\n' \
+    "$WORK" > split.ini
+sed 's/^decode_priority = spd_fast$/&\nmixed_steps = whole/' split.ini > whole.ini
+for mode in split whole; do
+    run bench $mode.ini --model m.ini --step m2x32+1x32@16 --iters 1 > bench_$mode.log 2>&1 ||
+        { cat bench_$mode.log; fail "bench, mixed_steps $mode"; }
+    grep -q "m2x32+1x32@16 *default .*(spd_slow / spd_fast) *block [0-9]*, $mode$" bench_$mode.log ||
+        { cat bench_$mode.log; fail "bench: the mixed step should run $mode"; }
+done
 echo "tune: ok"
