@@ -322,6 +322,41 @@ static const int UNORD_Q[7] = {1, 1, 7, 1, 1, 12, 1}, UNORD_S[7] = {1, 17, 27, 4
 #define PREFILL_AMX "[select]\nprefill_priority = cpu_amx\ndecode_priority = sel_beta\n"
 #define PREFILL_BETA "[select]\nprefill_priority = sel_beta\ndecode_priority = cpu_amx\n"
 
+/* The 7 requests (in the order q / sl give) planned whole on the prefill
+ * winner (hook 1), the decode winner (hook 0) idle; ah_binding_split says
+ * `because`. */
+static void expect_whole(env *e, step *s, const int *q, const int *sl, const char *because,
+                         const char *what)
+{
+    const char *why = "x";
+    uint32_t toks = 99;
+    step_fill(s, 7, q, sl);
+    g_n = 0;
+    CHECK_MSG(ah_binding_plan(e->b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s: %s", what,
+              ah_binding_errmsg(e->b));
+    CHECK(ah_binding_split(e->b, &toks, &why) == 0 && toks == 0);
+    CHECK_CONTAINS(why, because);
+    CHECK(ah_binding_phase(e->b) == AH_PHASE_PREFILL);
+    CHECK(count(0, 0) == 0 && count(1, 0) == 1 && nth(1, 0, 0)->reqs == 7);
+    step_check(e, s, what);
+    CHECK(count(0, 1) == 0 && count(1, 1) == L);
+}
+
+/* The 5 decodes alone: the decode winner (hook 0) plans the whole batch. */
+static void expect_decodes_alone(env *e, step *s, const char *what)
+{
+    const char *why = "x";
+    uint32_t toks = 0;
+    step_fill(s, 5, ORD_Q, ORD_S);
+    g_n = 0;
+    CHECK(ah_binding_plan(e->b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK);
+    CHECK(ah_binding_phase(e->b) == AH_PHASE_DECODE);
+    CHECK(ah_binding_split(e->b, &toks, &why) == 5 && toks == 5);
+    CHECK_STREQ(why, "");
+    CHECK(count(0, 0) == 1 && count(1, 0) == 0);
+    step_check(e, s, what);
+}
+
 /* cpu_amx prefill, sel_beta decode. */
 static void test_split_amx_prefill(void)
 {
@@ -372,25 +407,9 @@ static void test_split_amx_prefill(void)
     CHECK_STREQ(g_ev, "RwrWRwrW");
 
     /* decodes not all first: whole on cpu_amx */
-    step_fill(s, 7, UNORD_Q, UNORD_S);
-    g_n = 0;
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK);
-    CHECK(ah_binding_split(e.b, &toks, &why) == 0 && toks == 0);
-    CHECK_CONTAINS(why, "not all first");
-    CHECK(ah_binding_phase(e.b) == AH_PHASE_PREFILL);
-    CHECK(count(0, 0) == 0 && count(1, 0) == 1 && nth(1, 0, 0)->reqs == 7);
-    step_check(&e, s, "unordered");
-    CHECK(count(0, 1) == 0 && count(1, 1) == L);
-
+    expect_whole(&e, s, UNORD_Q, UNORD_S, "not all first", "unordered");
     /* decodes only: the decode plugin plans the whole batch */
-    step_fill(s, 5, ORD_Q, ORD_S);
-    g_n = 0;
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK);
-    CHECK(ah_binding_phase(e.b) == AH_PHASE_DECODE);
-    CHECK(ah_binding_split(e.b, &toks, &why) == 5 && toks == 5);
-    CHECK_STREQ(why, "");
-    CHECK(count(0, 0) == 1 && count(1, 0) == 0);
-    step_check(&e, s, "decode only");
+    expect_decodes_alone(&e, s, "decode only");
 
     /* prefills only */
     step_fill(s, 2, ORD_Q + 5, ORD_S + 5);
@@ -456,26 +475,8 @@ static void test_mixed_steps_whole(void)
     hook(e.h, "sel_beta", 0);
     hook(e.h, "cpu_amx", 1);
     step *s = calloc(1, sizeof *s);
-    const char *why = "x";
-    uint32_t toks = 99;
-    step_fill(s, 7, ORD_Q, ORD_S);
-    g_n = 0;
-    CHECK_MSG(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s",
-              ah_binding_errmsg(e.b));
-    CHECK(ah_binding_phase(e.b) == AH_PHASE_PREFILL);
-    CHECK(ah_binding_split(e.b, &toks, &why) == 0 && toks == 0);
-    CHECK_CONTAINS(why, "mixed_steps = whole");
-    CHECK(count(0, 0) == 0 && count(1, 0) == 1 && nth(1, 0, 0)->reqs == 7);
-    step_check(&e, s, "mixed step whole");
-    CHECK(count(0, 1) == 0 && count(1, 1) == L);
-
-    step_fill(s, 5, ORD_Q, ORD_S);
-    g_n = 0;
-    CHECK(ah_binding_plan(e.b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK);
-    CHECK(ah_binding_phase(e.b) == AH_PHASE_DECODE);
-    CHECK(ah_binding_split(e.b, &toks, &why) == 5 && toks == 5);
-    CHECK(count(0, 0) == 1 && count(1, 0) == 0);
-    step_check(&e, s, "decodes alone under mixed_steps = whole");
+    expect_whole(&e, s, ORD_Q, ORD_S, "mixed_steps = whole", "mixed step whole");
+    expect_decodes_alone(&e, s, "decodes alone under mixed_steps = whole");
     free(s);
     env_close(&e);
 }
