@@ -2,9 +2,9 @@
 """One table of the zoo: model x layer spec x step, with the time of the
 default binding (its plugins, the cache's block size it resolved and, for
 a mixed step, whether it split the step between them), of each plugin
-forced, and of each peer, the default's fraction of the
-ceilings zoo_peers.py measured (HBM read for a decode, dense bf16 matmul
-for a prefill), and the ratio of the default to the best peer (below 1:
+forced, and of each peer, the default's fraction of the ceilings
+zoo_peers.py measured (HBM read for a decode, dense bf16 matmul for a
+prefill), and the ratio of the default to the best peer (below 1:
 attnhost's default is faster).
 
     python3 bench/zoo_table.py zoo-*.json [--peers peers.json] [--metric ms|tflops|gbs]
