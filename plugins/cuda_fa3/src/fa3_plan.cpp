@@ -182,13 +182,15 @@ static ah_status fa3_sort_work(ah_state *st, int n, int max_key, int nsec, int g
     const ah_host_services *host = st->ctx->host;
     const int top = max_key > nsec ? max_key : nsec;
     const size_t sort_bytes = sizeof(int) * (size_t)(top + 2);
-    const size_t assign_bytes = sizeof(int64_t) * (size_t)g + sizeof(int) * (size_t)(g + n);
+    /* keys are twice the tiles (plus 1 for a publisher): loads reach 4 + max_key / 2 */
+    const int max_load = 4 + max_key / 2;
+    const size_t assign_bytes = fa3_assign_scratch(n, g, max_load);
     void *scratch = host->alloc(host, sort_bytes > assign_bytes ? sort_bytes : assign_bytes);
     if (!scratch)
         return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY,
                        "plan: out of host memory for the work order");
     fa3_sort_items(st->h_work, st->h_tmp, st->h_cost, n, max_key, nsec, (int *)scratch);
-    fa3_assign_ctas(st->h_work, st->h_counts->cta_work, st->h_tmp, n, g, BN, scratch);
+    fa3_assign_ctas(st->h_work, st->h_counts->cta_work, st->h_tmp, n, g, BN, max_load, scratch);
     host->free(host, scratch);
     return AH_OK;
 }

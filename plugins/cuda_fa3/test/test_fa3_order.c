@@ -54,8 +54,13 @@ enum { MAXN = 8192 };
 static int32_t cta_work[GRID + 1];
 static double lay_out(fa3_work *dst, const fa3_work *sorted, int n, int g, int64_t *start)
 {
-    static int64_t scratch[GRID + (GRID + MAXN) / 2 + 1];
-    fa3_assign_ctas(dst, cta_work, sorted, n, g, BN, scratch);
+    enum { MAX_LOAD = 1024 };
+    static int64_t scratch[GRID + (2 * (MAX_LOAD + 1) + GRID + MAXN) / 2 + 1];
+    int max_load = 0;
+    for (int k = 0; k < n; k++)
+        if (fa3_item_load(&sorted[k], BN) > max_load) max_load = fa3_item_load(&sorted[k], BN);
+    CHECK(max_load <= MAX_LOAD && fa3_assign_scratch(n, g, max_load) <= sizeof scratch);
+    fa3_assign_ctas(dst, cta_work, sorted, n, g, BN, max_load, scratch);
     CHECK(cta_work[0] == 0 && cta_work[g] == n);
     double sum = 0, worst = 0;
     for (int c = 0; c < g; c++) {
