@@ -388,10 +388,11 @@ static void test_empty_items_order(void)
  * two sections; the CTAs' loads stay balanced; every item appears once. */
 static void test_l2_sections(void)
 {
-    enum { REQS = 4, HEADS = 32, TILES = 16, DEC = 40, N = REQS * HEADS * TILES + DEC };
+    enum { REQS = 4, HEADS = 32, TILES = 16, DEC = 40, DEC_TILES = 20 };
+    enum { N = REQS * HEADS * TILES + DEC };
     static fa3_work items[N], sorted[N], out[N];
     static int32_t key[N];
-    static int bucket[2 * TILES + 3];
+    static int bucket[2 * DEC_TILES + 3]; /* keys reach 2 * 20: the decodes */
     const int64_t pair = 2048LL * 256 * 2, total = pair * REQS * HEADS, budget = 25LL << 20;
     const int nsec = fa3_section_count(total, budget);
     CHECK(nsec == 6);
@@ -400,7 +401,7 @@ static void test_l2_sections(void)
     for (int d = 0; d < DEC; d++, n++) {
         memset(&items[n], 0, sizeof items[n]);
         items[n].req = REQS + d;
-        items[n].kv_hi = (1 + d % 20) * BN;
+        items[n].kv_hi = (1 + d % DEC_TILES) * BN;
     }
     for (int r = 0; r < REQS; r++)
         for (int t = 0; t < TILES; t++)
