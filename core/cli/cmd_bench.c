@@ -257,11 +257,8 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? 100 * r->t.gbs / bw : 0);
         if (o->peak > 0) printf(" %5.1f%% peak", 100 * r->t.tflops / o->peak);
         if (!strcmp(r->backend, "default")) printf("  (%s / %s)", r->prefill, r->decode);
-        const int mixed = st->n_dec && st->n_pre;
-        printf("  block %u%s%s\n", r->block, r->t.ragged ? ", ragged" : "",
-               !mixed       ? ""
-               : r->t.split ? ", split"
-                            : ", whole");
+        printf("  block %u%s%s%s\n", r->block, r->t.ragged ? ", ragged" : "",
+               r->t.mixed ? ", " : "", r->t.mixed ? r->t.mixed : "");
         return;
     }
     printf("%s\n  {\"model\": ", *first ? "" : ",");
@@ -289,11 +286,12 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? r->t.gbs / bw : 0);
         if (o->peak > 0) printf(", \"compute_fraction\": %.3f", r->t.tflops / o->peak);
         printf(", \"ragged\": %s", r->t.ragged ? "true" : "false");
-        if (st->n_dec && st->n_pre) printf(", \"split\": %s", r->t.split ? "true" : "false");
-        const ah_layer_spec *f = ah_model_layer_ragged(m, first_layer);
-        if (r->t.ragged)
+        if (r->t.mixed) printf(", \"split\": %s", strcmp(r->t.mixed, "split") ? "false" : "true");
+        if (r->t.ragged) {
+            const ah_layer_spec *f = ah_model_layer_ragged(m, first_layer);
             printf(", \"ragged_heads\": \"%u/%u\", \"ragged_qk\": %u, \"ragged_v\": %u",
                    f->num_q_heads, f->num_kv_heads, f->qk_head_size, f->v_head_size);
+        }
         printf(", \"timer\": \"device\", \"back_to_back\": %d}", o->b2b);
     }
     *first = 0;

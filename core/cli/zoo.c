@@ -222,6 +222,7 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
     /* the ragged form for prefill without context: with context, each
      * forward would gather every context pass's keys on the host again */
     out->ragged = ragged && !st->n_dec && !st->pre_ctx && ah_selection_ragged_bound(sel, 0);
+    out->mixed = NULL;
     if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL, out->ragged, 7)) {
         snprintf(err, cap, "%s", w.err);
         goto out;
@@ -235,7 +236,9 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
         snprintf(err, cap, "%s", w.err);
         goto out;
     }
-    out->split = st->n_dec && st->n_pre && ah_binding_split(w.b, NULL, NULL) > 0;
+    out->mixed = !st->n_dec || !st->n_pre                ? NULL
+                 : ah_binding_split(w.b, NULL, NULL) > 0 ? "split"
+                                                         : "whole";
     /* every part of the step runs on the workload's one stream, a mixed step
      * split between two plugins too, so its device's timer sees them all */
     ah_device *dev = w.meta_dev;

@@ -53,7 +53,8 @@ typedef struct zoo_timing {
     double ms, tflops, gbs;
     ah_device_kind kind; /* the device the step ran on (the prefill winner's) */
     int ragged;          /* the step ran the layer's ragged prefill form */
-    int split;           /* a mixed step the binding split between the decode and prefill winners */
+    const char *mixed;   /* a mixed step: "split" between the decode and prefill winners or
+                            "whole" on one plugin; NULL for other steps */
 } zoo_timing;
 
 /* Time step through sel (a selection of the one-layer model m): median of
