@@ -45,7 +45,7 @@ struct fp8c_smem : with_out_stage<D, T, OS> {
     static constexpr int BN = FA3_VT_KEYS;
     static_assert(D == 128, "the FP8-compute kernel is built for head size 128");
     alignas(1024)
-        T q[D / 64][FA3_BLOCK_M][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
+        T q[D / 64][FA3_BLOCK_M(D)][64]; // 16-bit, 128-byte swizzled, as the copy engine lands it
     alignas(1024) uint8_t k[STAGES][BN][D]; // e4m3 as stored, 128-byte swizzled
     // e4m3 V^T, keys permuted (pi), 128-byte swizzled; rows D..D+7 are a
     // constant block (row D all ones, the rest zeros) that PV (n = D + 8)
@@ -465,14 +465,14 @@ __global__ void __launch_bounds__(384, 1)
 
     if (tid == 0) {
         mbar_init(&s.q_full, 1);
-        mbar_init(&s.q_empty, kConsumerWarps);
+        mbar_init(&s.q_empty, consumer_warps<D>);
         for (int i = 0; i < STAGES; i++) {
             mbar_init(&s.k_full[i], 1);
             mbar_init(&s.v_full[i], 1); // the bulk copy, or the transposers' last thread
-            mbar_init(&s.k_empty[i], kConsumerWarps);
+            mbar_init(&s.k_empty[i], consumer_warps<D>);
             // The consumer warps, and whoever filled the stage: the copying
             // producer at once, a publisher once its store has read it.
-            mbar_init(&s.v_empty[i], kConsumerWarps + 1);
+            mbar_init(&s.v_empty[i], consumer_warps<D> + 1);
         }
         for (int i = 0; i < SST; i++) {
             mbar_init(&s.v8_full[i], 1);

@@ -6,15 +6,16 @@
 //   - warpgroup 0, the producer: one warp issues TMA copies (Q once per item,
 //     then K and V tile by tile) into a STAGES-deep shared-memory ring, each
 //     completing on a "full" mbarrier; it gives its registers away.
-//   - warpgroups 1 and 2, the consumers: 64 query rows each. S = Q K^T runs
-//     as wgmma from shared memory, the online softmax runs on the register
-//     accumulators, and O += P V runs as wgmma with P taken from registers.
+//   - warpgroups 1 to NWG, the consumers (two, three at head size 64; see
+//     FA3_BLOCK_M): 64 query rows each. S = Q K^T runs as wgmma from shared
+//     memory, the online softmax runs on the register accumulators, and
+//     O += P V runs as wgmma with P taken from registers.
 // Overlap, as in the FA3 paper: inside a warpgroup the QK^T of tile j+1 and
 // the PV of tile j are issued together and the scores of tile j+1 are
 // masked while PV runs (ptxas puts the wait for PV ahead of the
-// exponentials whatever the source order); between the two
-// warpgroups named barriers ping-pong the GEMM issue, so one warpgroup's
-// softmax hides behind the other's GEMMs. KV tiles are walked
+// exponentials whatever the source order); between the consumer
+// warpgroups named barriers pass the GEMM issue round in a ring, so one
+// warpgroup's softmax hides behind the others' GEMMs. KV tiles are walked
 // from the last to the first, so the tiles that need masking (the causal
 // diagonal, the sequence end) come first; tiles wholly outside the causal or
 // window range are never visited (plan() trims each item's key range).
@@ -84,7 +85,10 @@ template <int D, int BN, int SST> struct fp8_staging {
 template <int D, int BN> struct fp8_staging<D, BN, 0> {
 };
 
-constexpr int kConsumerWarps = 8; // arrivals that free a stage or Q
+// Consumer warps at head size D (16 rows each), the arrivals that free a
+// stage or Q; with the producer warpgroup, the forward's threads.
+template <int D> constexpr int consumer_warps = FA3_BLOCK_M(D) / 16;
+template <int D> constexpr int fwd_threads = 128 + 32 * consumer_warps<D>;
 
 // Output staging for the epilogue: each consumer warp's 16 rows of O, a
 // row of D elements padded by 16 bytes so that the eight rows of a
@@ -95,7 +99,7 @@ constexpr int kConsumerWarps = 8; // arrivals that free a stage or Q
 // per-lane stores this replaces stalled the warp on the store queue.
 template <int D, typename T> struct out_stage {
     static constexpr int PITCH = D * (int)sizeof(T) + 16;
-    alignas(128) uint8_t rows[kConsumerWarps][16][PITCH];
+    alignas(128) uint8_t rows[consumer_warps<D>][16][PITCH];
 };
 
 // A kernel's shared memory holds the output staging as member o when OS
@@ -109,7 +113,7 @@ template <int D, typename T> struct with_out_stage<D, T, true> {
 template <int D, int BN, int STAGES, typename T, int SST = 0, bool OS = false>
 struct fwd_smem : with_out_stage<D, T, OS> {
     // 128-byte-swizzled tiles: [64-column chunk][row][64 elements].
-    alignas(1024) T q[D / 64][FA3_BLOCK_M][64];
+    alignas(1024) T q[D / 64][FA3_BLOCK_M(D)][64];
     alignas(1024) T k[STAGES][D / 64][BN][64];
     alignas(1024) T v[STAGES][D / 64][BN][64];
     uint64_t q_full, q_empty;
@@ -118,7 +122,7 @@ struct fwd_smem : with_out_stage<D, T, OS> {
 };
 
 constexpr int kConvertWarps = 3; // FP8 KV: producer warps 1-3 widen tiles
-constexpr int kBarPingPong = 1;  // named barriers 1 and 2
+constexpr int kBarPingPong = 1;  // named barriers 1 to NWG
 
 __device__ __forceinline__ float quad_max(float x)
 {
@@ -333,9 +337,9 @@ __device__ __forceinline__ void row_range(const fa3_params &p, const fa3_work &i
     }
 }
 
-// Row r of item it (0..127) in the item's (token, head-in-group) order: its
-// token offset t in the tile and its query head; false when it maps to no
-// real (token, head).
+// Row r of item it (below FA3_BLOCK_M) in the item's (token, head-in-group)
+// order: its token offset t in the tile and its query head; false when it
+// maps to no real (token, head).
 __device__ __forceinline__ bool item_row(const fa3_params &p, const fa3_work &it, int r, int &t,
                                          int &head)
 {
@@ -345,7 +349,7 @@ __device__ __forceinline__ bool item_row(const fa3_params &p, const fa3_work &it
 }
 
 // The two rows a consumer thread owns in item it (rl0: its first row in the
-// CTA's 128).
+// query tile).
 __device__ __forceinline__ row_info item_rows(const fa3_params &p, const fa3_work &it, int rl0)
 {
     row_info ri;
@@ -641,7 +645,7 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
 // KV is T (16-bit cache) or __nv_fp8_e4m3 (FP8 cache, SST staging stages).
 // OS: the epilogue stages O in shared memory (out_stage).
 template <int D, int BN, int STAGES, typename T, typename KV, int SST, bool OS = false>
-__global__ void __launch_bounds__(384, 1)
+__global__ void __launch_bounds__(fwd_threads<D>, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const fa3_params p)
 {
@@ -656,13 +660,13 @@ __global__ void __launch_bounds__(384, 1)
 
     if (tid == 0) {
         mbar_init(&s.q_full, 1);
-        mbar_init(&s.q_empty, kConsumerWarps);
+        mbar_init(&s.q_empty, consumer_warps<D>);
         for (int i = 0; i < STAGES; i++) {
             // FP8: the converter warps fill the 16-bit ring, one arrival each.
             mbar_init(&s.k_full[i], F8 ? kConvertWarps : 1);
             mbar_init(&s.v_full[i], F8 ? kConvertWarps : 1);
-            mbar_init(&s.k_empty[i], kConsumerWarps);
-            mbar_init(&s.v_empty[i], kConsumerWarps);
+            mbar_init(&s.k_empty[i], consumer_warps<D>);
+            mbar_init(&s.v_empty[i], consumer_warps<D>);
         }
         if constexpr (F8) {
             for (int i = 0; i < SST; i++) {
@@ -678,8 +682,14 @@ __global__ void __launch_bounds__(384, 1)
     // this CTA's items (the host's list scheduling, fa3_order.h)
     const int w0 = p.counts->cta_work[blockIdx.x], n_mine = p.counts->cta_work[blockIdx.x + 1] - w0;
 
+    // The launch's register pool (384 x 168, or 512 x 128 with three
+    // consumers: the launch bounds' cap) split by setmaxnreg between the
+    // producer warpgroup and NWG consumers: what the consumers add, the
+    // producer gives up, or the increase never completes.
+    constexpr int NWG = FA3_BLOCK_M(D) / 64;
+    constexpr int kRegsProducer = NWG == 2 ? 40 : 32, kRegsConsumer = NWG == 2 ? 232 : 160;
     if (wg == 0) {
-        regs_dealloc<40>();
+        regs_dealloc<kRegsProducer>();
         if constexpr (F8) {
             if (tid >= 32) {
                 // Converter warps 1-3: staged e4m3 tile -> 16-bit ring stage.
@@ -743,15 +753,43 @@ __global__ void __launch_bounds__(384, 1)
         return;
     }
 
-    regs_alloc<232>();
+    regs_alloc<kRegsConsumer>();
+    // bar_self: this warpgroup's turn to issue GEMMs; bar_other: the next's.
     const int cw = wg - 1, warp = (tid % 128) / 32;
-    const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (1 - cw);
-    if (cw == 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
-    uint32_t stage = 0;                           // this warp's output staging, if any
+    const int bar_self = kBarPingPong + cw, bar_other = kBarPingPong + (cw + 1) % NWG;
+    if (cw == NWG - 1) named_arrive(kBarPingPong, 256); // warpgroup 0 issues first
+    uint32_t stage = 0;                                 // this warp's output staging, if any
     if constexpr (OS) stage = smem_addr(&s.o.rows[cw * 4 + warp][0][0]);
     int pi = 0, iter = 0;
     for (; iter < n_mine; iter++) {
         const fa3_work it = p.work[w0 + iter];
+        if (NWG > 2 && cw * 64 >= it.q_ntok * p.group) {
+            // None of the item's rows is this warpgroup's (a decode's few
+            // rows sit in the first): it computes nothing, only keeps its
+            // turns and the stages' arrivals. Q first: its arrival then
+            // belongs to this item. With three warpgroups two would
+            // otherwise run GEMMs on empty rows, which cost decode 20-25%;
+            // with two, decode reads at 94-98% of HBM as it is, and this
+            // path would cost the d256 instances spills.
+            mbar_wait(&s.q_full, iter & 1);
+            const int nt = max((it.kv_hi + BN - 1) / BN - it.kv_lo / BN, 0);
+            for (int k = 0; k < nt; k++, pi++) { // a turn per tile and one for the last PV
+                const int st = pi % STAGES;
+                const uint32_t ph = (pi / STAGES) & 1;
+                mbar_wait(&s.k_full[st], ph);
+                if (lane == 0) mbar_arrive(&s.k_empty[st]);
+                mbar_wait(&s.v_full[st], ph);
+                if (lane == 0) mbar_arrive(&s.v_empty[st]);
+                named_sync(bar_self, 256);
+                named_arrive(bar_other, 256);
+            }
+            if (nt) {
+                named_sync(bar_self, 256);
+                named_arrive(bar_other, 256);
+            }
+            if (lane == 0) mbar_arrive(&s.q_empty);
+            continue;
+        }
         const int rl0 = cw * 64 + warp * 16 + lane / 4;
         const row_info ri = item_rows(p, it, rl0);
         // Scores stay raw (scale folded into the exponent) unless soft-cap,

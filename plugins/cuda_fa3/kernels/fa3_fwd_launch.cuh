@@ -139,7 +139,7 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
-        kern<<<L->grid, 384, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);
+        kern<<<L->grid, fwd_threads<D>, smem, (cudaStream_t)L->stream>>>(tq, tk, tv, p);
         e = cudaGetLastError();
     }
     if (e != cudaSuccess) snprintf(err, errlen, "forward kernel launch: %s", cudaGetErrorString(e));

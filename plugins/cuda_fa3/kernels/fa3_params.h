@@ -18,10 +18,13 @@
 extern "C" {
 #endif
 
-/* Rows of one query tile: two consumer warpgroups of 64 rows. A row is a
- * (token, head-in-group) pair: GQA packing puts the G query heads that share
- * a KV head into one tile, so K/V are read once for all of them. */
-#define FA3_BLOCK_M 128
+/* Rows of one query tile at head size D: a consumer warpgroup per 64 rows.
+ * A row is a (token, head-in-group) pair: GQA packing puts the G query heads
+ * that share a KV head into one tile, so K/V are read once for all of them.
+ * Head size 64 takes three warpgroups: its GEMMs per key tile are half
+ * D = 128's while the softmax's exponentials are as many, so two
+ * warpgroups' softmax cannot hide behind each other's GEMMs. */
+#define FA3_BLOCK_M(D) ((D) == 64 ? 192 : 128)
 /* Keys per KV tile of the forward kernels at head size D (fa3_fwd_launch.cuh
  * instantiates them with it; the plan splits KV and estimates cost in these
  * tiles): the K and V rings of two 128-key stages fit shared memory up to
@@ -92,7 +95,7 @@ typedef struct fa3_params {
     int32_t bt_stride;
     /* shape */
     int32_t num_q_heads, num_kv_heads, group; /* group = Hq / Hk */
-    int32_t tpt;                              /* query tokens per tile: FA3_BLOCK_M / group */
+    int32_t tpt;                              /* query tokens per tile: FA3_BLOCK_M(D) / group */
     int32_t block_size;                       /* KV tokens per cache block */
     int32_t box_rows;   /* KV rows per TMA box: divides block_size and BLOCK_N */
     int32_t kv_hnd;     /* 1: cache is [blocks, Hk, bs, D]; 0: [blocks, bs, Hk, D] */

@@ -25,18 +25,18 @@
 static int fa3_ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
 /* Parts partials may use: four waves of full tiles. */
-static int64_t fa3_part_rows_cap(int sms) { return (int64_t)4 * sms * FA3_BLOCK_M; }
+static int64_t fa3_part_rows_cap(int sms, int block_m) { return (int64_t)4 * sms * block_m; }
 
 static void fa3_caps_for(const ah_layer_spec *spec, const ah_limits *lim, int sms, int *cap_work,
                          int *cap_combine, int64_t *part_rows)
 {
     const int group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    const int tpt = FA3_BLOCK_M / group;
+    const int block_m = FA3_BLOCK_M(spec->qk_head_size), tpt = block_m / group;
     const int64_t base =
         ((int64_t)lim->max_num_tokens / tpt + lim->max_num_reqs) * spec->num_kv_heads;
     *cap_combine = (int)base;
     *cap_work = (int)(2 * base + 2 * sms + 64);
-    *part_rows = fa3_part_rows_cap(sms);
+    *part_rows = fa3_part_rows_cap(sms, block_m);
 }
 
 ah_status fa3_workspace_size(const ah_layer_spec *spec, const ah_limits *lim, uint64_t *bytes)
@@ -102,7 +102,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     st->spec = *spec;
     st->lim = *lim;
     st->group = group;
-    st->tpt = FA3_BLOCK_M / group;
+    st->tpt = FA3_BLOCK_M(d) / group;
     /* one CTA per SM (every Hopper part has fewer than FA3_MAX_GRID) */
     st->grid = ctx->sms < FA3_MAX_GRID ? ctx->sms : FA3_MAX_GRID;
     fa3_caps_for(spec, lim, ctx->sms, &st->cap_work, &st->cap_combine, &st->cap_part_rows);
@@ -419,7 +419,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     st->n_work = nw;
     st->n_combine = nc;
     st->vt_tiles = vt_tiles;
-    st->stage_out = max_ntok * G >= FA3_BLOCK_M / 2;
+    st->stage_out = max_ntok * G >= FA3_BLOCK_M(sp->qk_head_size) / 2;
     st->eager = mode == AH_PLAN_EAGER;
     st->num_tokens = b->num_tokens;
     st->block_table = (const int32_t *)ah_dl_data(b->block_table);
