@@ -5,7 +5,9 @@ a mixed step, whether it split the step between them), of each plugin
 forced, and of each peer, the default's fraction of the ceilings
 zoo_peers.py measured (HBM read for a decode, dense bf16 matmul for a
 prefill), and the ratio of the default to the best peer (below 1:
-attnhost's default is faster).
+attnhost's default is faster); where no peer computed the step exactly,
+the ratio to the best peer that did the same work less a per-score feature
+(sinks, soft-cap, ALiBi), marked *.
 
     python3 bench/zoo_table.py zoo-*.json [--peers peers.json] [--metric ms|tflops|gbs]
 
@@ -31,6 +33,15 @@ def of_ceiling(rates, ceil):
     if n_pre:
         out.append(f"{100 * tflops / ceil['bf16_matmul_tflops']:.0f}% MMA")
     return ", ".join(out)
+
+
+# What a peer may leave out and still do the step's work: per-score
+# features. A window or another KV dtype changes the work or the bytes.
+SAME_WORK = {"no sinks", "no softcap", "no alibi"}
+
+
+def same_work(approx):
+    return all(a.strip() in SAME_WORK for a in approx.split(","))
 
 
 def main():
@@ -74,7 +85,7 @@ def main():
             if p["peer"] not in peers:
                 peers.append(p["peer"])
             ms = p.get("median_ms")
-            rows[key]["peers"][p["peer"]] = (ms, "approx" in p)
+            rows[key]["peers"][p["peer"]] = (ms, p.get("approx"))
     plugins.sort()  # one column order, whichever file came first
     head = ["model", "spec (layers)", "step", "default (prefill/decode, block)"] + plugins + \
         peers + ["default, of ceiling", "default / best peer"]
@@ -91,19 +102,24 @@ def main():
         cells = [key[0], f"{key[1]} ({r['layers']})", key[2],
                  f"{r.get('default_cell', '-')} ({r.get('bind', '?')})"]
         cells += [r["attnhost"].get(p, "") for p in plugins]
-        best = None
+        best = {False: None, True: None}  # the fastest exact and approximate peer
         for p in peers:
-            ms, approx = r["peers"].get(p, (None, False))
+            ms, approx = r["peers"].get(p, (None, None))
             cells.append("-" if ms is None else f"{ms:.3f}{'*' if approx else ''}")
-            if ms is not None and not approx and (best is None or ms < best):
-                best = ms
+            if ms is None or (approx and not same_work(approx)):
+                continue
+            if best[bool(approx)] is None or ms < best[bool(approx)]:
+                best[bool(approx)] = ms
         cells.append(of_ceiling(r.get("rates"), ceil))
-        ratio = f"{r['default'] / best:.2f}" if best and r["default"] else ""
-        cells.append(ratio)
+        approx = best[False] is None
+        ref = best[approx]
+        cells.append(f"{r['default'] / ref:.2f}{'*' if approx else ''}"
+                     if ref and r["default"] else "")
         print("| " + " | ".join(cells) + " |")
     if peers:
         print("\n* the peer left out a feature it cannot express (soft-cap, sinks, ALiBi, a "
-              "prefill window, FP8 KV); not counted in the ratio")
+              "prefill window, FP8 KV); in the ratio, marked *, only where no peer computed "
+              "the step exactly and this one left out only sinks, soft-cap or ALiBi")
     return 0
 
 

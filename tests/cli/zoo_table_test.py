@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""bench/zoo_table.py's ratio column: against the fastest exact peer; where
+no peer computed the step exactly, against one that left out only a
+per-score feature (marked *); else none."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TABLE = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "zoo_table.py")
+
+
+def row(step, ms):
+    return {"model": "m", "spec": "s", "layers": 2, "step": step, "backend": "default",
+            "median_ms": ms, "gbs": 1000.0, "tflops": 100.0, "n_decode": 0, "n_prefill": 1,
+            "prefill_plugin": "a", "decode_plugin": "b", "block_size": 64}
+
+
+def peer(step, name, ms, approx=None):
+    p = {"model": "m", "spec": "s", "step": step, "peer": name, "median_ms": ms}
+    if approx:
+        p["approx"] = approx
+    return p
+
+
+def main():
+    bench = {"model": "m", "bw_ceiling_gbs": 3000.0,
+             "results": [row("exact", 1.0), row("sinks", 0.8), row("window", 0.1)]}
+    peers = {"device": "test", "ceilings": {"hbm_read_gbs": 3000.0, "bf16_matmul_tflops": 700.0},
+             "peers": [peer("exact", "p1", 2.0), peer("exact", "p2", 0.5, "no sinks"),
+                       peer("sinks", "p1", 1.0, "no sinks, no softcap"),
+                       peer("sinks", "p2", 2.0, "no sinks"),
+                       peer("window", "p1", 1.0, "no sinks, no window in prefill")]}
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for name, doc in (("bench.json", bench), ("peers.json", peers)):
+            paths.append(os.path.join(d, name))
+            with open(paths[-1], "w") as f:
+                json.dump(doc, f)
+        out = subprocess.run([sys.executable, TABLE, paths[0], "--peers", paths[1]],
+                             capture_output=True, text=True, check=True).stdout
+    ratio = {line.split("|")[3].strip(): line.split("|")[-2].strip()
+             for line in out.splitlines() if line.startswith("| m |")}
+    want = {"exact": "0.50", "sinks": "0.80*", "window": ""}
+    if ratio != want:
+        print(f"zoo_table: ratios {ratio}, want {want}\n{out}")
+        return 1
+    print("zoo_table: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
