@@ -128,7 +128,8 @@ static int step_overhead(const char *cache, const char *ini, const ah_model *m, 
             {sizeof(ah_limits), B, 8192, (uint32_t)mb, (uint32_t)ctx + 16, (uint32_t)nblk},
             !validate,
             0,
-            NULL};
+            NULL,
+            AH_MIXED_STEPS_CONFIG};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             ah_selection_destroy(s);
@@ -230,8 +231,9 @@ int main(int argc, char **argv)
         double c = now_us();
         ah_host_select(h, m, &s2, &err);
         double d = now_us();
-        ah_binding_options bo = {
-            sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536}, 0, 0, NULL};
+        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 256, 8192, 1024, 16384, 65536},
+                                 0,         0,
+                                 NULL,      AH_MIXED_STEPS_CONFIG};
         if (ah_binding_create(h, s, &bo, &b, &err) != AH_OK) {
             fprintf(stderr, "bench_host: %s\n", err.msg);
             return 1;

@@ -367,8 +367,8 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                              .prefill = plugs[j],
                              .decode = plugs[j],
                              .block = sel_block(psel[j])};
-                r.ok = !zoo_time(h, m1, psel[j], st, o->iters, o->b2b, 1, &r.t, &bw, r.why,
-                                 sizeof r.why);
+                r.ok = !zoo_time(h, m1, psel[j], st, AH_MIXED_STEPS_CONFIG, o->iters, o->b2b, 1,
+                                 &r.t, &bw, r.why, sizeof r.why);
                 if (!r.ok) rc = 1;
                 /* the default binding is this plugin in the step's phases: the same run */
                 int dec_ok = !st->n_dec || (dd && !strcmp(dd, plugs[j]));
@@ -381,8 +381,8 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                     def_done = 1;
                 }
                 if (j == 0 && !def_done) { /* run it first, so it prints first */
-                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, 1, &def_row.t, &bw,
-                                           def_row.why, sizeof def_row.why);
+                    def_row.ok = !zoo_time(h, m1, def, st, AH_MIXED_STEPS_CONFIG, o->iters, o->b2b,
+                                           1, &def_row.t, &bw, def_row.why, sizeof def_row.why);
                     if (!def_row.ok) rc = 1;
                     def_done = 1;
                 }
@@ -391,8 +391,8 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
             }
             if (!np) {
                 if (def) {
-                    def_row.ok = !zoo_time(h, m1, def, st, o->iters, o->b2b, 1, &def_row.t, &bw,
-                                           def_row.why, sizeof def_row.why);
+                    def_row.ok = !zoo_time(h, m1, def, st, AH_MIXED_STEPS_CONFIG, o->iters, o->b2b,
+                                           1, &def_row.t, &bw, def_row.why, sizeof def_row.why);
                     if (!def_row.ok) rc = 1;
                 }
                 print_row(c, m, sp, first_l[i], count[i], st, &def_row, o, bw, &first);

@@ -5,7 +5,9 @@
  * policy = measured. A candidate is a plugin available here that can serve
  * the spec in both phases (forced) and whose rank for the phase lets it
  * into the default order. The time of a (spec, phase) is the sum of its
- * steps' medians.
+ * steps' medians. The zoo's mixed step is timed too, for [select]
+ * mixed_steps = measured: whole on each prefill candidate, and split
+ * between each decode candidate and each other prefill candidate.
  *
  *   attnhost tune [--model M] [--plugin P] [--quick] [--iters N]
  *                 [--max-context N] [--max-batch N] [--dry-run]
@@ -18,6 +20,39 @@
 
 #include "cli.h"
 #include "zoo.h"
+
+/* The mixed step st of the one-layer model m1 whole on P (D NULL) or split
+ * between D (its decodes) and P: an entry at *n when it ran so. -1 when
+ * the timing failed. */
+static int tune_mixed(ah_host *h, const ah_model *m1, const char *D, const char *P,
+                      const zoo_step *st, uint32_t iters, ah_tune_entry *out, size_t *n)
+{
+    const ah_mixed_steps how = D ? AH_MIXED_STEPS_SPLIT : AH_MIXED_STEPS_WHOLE;
+    ah_selection *sel = NULL;
+    ah_error e;
+    zoo_timing t;
+    char why[512];
+    int rc = 0;
+    if (D) printf("  %-8s %-18s split with %s:", "mixed", P, D);
+    else printf("  %-8s %-18s whole:", "mixed", P);
+    ah_status s =
+        D ? ah_host_select_pair(h, m1, D, P, &sel, &e) : ah_host_select_forced(h, m1, P, &sel, &e);
+    if (s != AH_OK) printf(" not selectable: %s\n", e.msg);
+    else if (zoo_time(h, m1, sel, st, how, (int)iters, 1, 0, &t, NULL, why, sizeof why)) {
+        printf(" failed: %s\n", why);
+        rc = -1;
+    } else if (strcmp(t.mixed ? t.mixed : "", D ? "split" : "whole"))
+        printf(" the binding does not split it (attnhost explain says why)\n");
+    else {
+        printf(" %s %.4g ms\n", st->name, t.ms);
+        /* keyed on the layer as the selection resolved it for P, as bindings see it */
+        const ah_layer_spec *rs = &ah_selection_decision(sel, 0, AH_PHASE_PREFILL)->spec;
+        out[(*n)++] =
+            (ah_tune_entry){sizeof(ah_tune_entry), P, rs, AH_PHASE_PREFILL, t.ms, st->name, how, D};
+    }
+    ah_selection_destroy(sel);
+    return rc;
+}
 
 static int opt_u32(const char *opt, const char *v, uint32_t *out)
 {
@@ -64,8 +99,11 @@ int cmd_tune(cli_common *c)
         fprintf(stderr, "attnhost tune: warning: %s\n", ah_host_tune_table_note(h));
     uint32_t first_l[256], count[256];
     uint32_t ns = zoo_distinct_specs(m, first_l, count, 256);
+    /* per spec: a phase entry per plugin and phase, a mixed-step entry per
+     * prefill plugin whole and per pair split */
+    const size_t np = ah_host_plugin_count(h);
     ah_tune_entry *entries =
-        calloc((size_t)ns * AH_PHASE_COUNT * ah_host_plugin_count(h) + 1, sizeof *entries);
+        calloc((size_t)ns * (AH_PHASE_COUNT * np + np + np * np) + 1, sizeof *entries);
     char(*steps_text)[256] = calloc(AH_PHASE_COUNT, sizeof *steps_text);
     size_t n_entries = 0;
     int rc = 0;
@@ -110,6 +148,8 @@ int cmd_tune(cli_common *c)
         }
         printf("\nspec %s (layer %u, %u layer%s)\n", label, first_l[i], count[i],
                count[i] == 1 ? "" : "s");
+        const char *timed[AH_PHASE_COUNT][64]; /* the candidates each phase timed */
+        uint32_t n_timed[AH_PHASE_COUNT] = {0, 0};
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
             double best = -1;
@@ -147,8 +187,8 @@ int cmd_tune(cli_common *c)
                 for (uint32_t s = 0; s < n_steps[p] && ok; s++) {
                     zoo_timing t;
                     char why[512];
-                    if (zoo_time(h, m1, sel, &steps[p][s], (int)iters, 1, 0, &t, NULL, why,
-                                 sizeof why)) {
+                    if (zoo_time(h, m1, sel, &steps[p][s], AH_MIXED_STEPS_CONFIG, (int)iters, 1, 0,
+                                 &t, NULL, why, sizeof why)) {
                         printf(" %s: failed: %s", steps[p][s].name, why);
                         ok = 0;
                         rc = 1;
@@ -164,10 +204,29 @@ int cmd_tune(cli_common *c)
                 }
                 printf("  = %.4g ms\n", total);
                 entries[n_entries++] = (ah_tune_entry){
-                    sizeof(ah_tune_entry), in->name, sp, (ah_phase)p, total, steps_text[p]};
+                    sizeof(ah_tune_entry), in->name, sp, (ah_phase)p, total, steps_text[p],
+                    AH_MIXED_STEPS_CONFIG, NULL};
+                timed[p][n_timed[p]++] = in->name;
                 if (best < 0 || total < best) best = total, best_name = in->name;
             }
             if (best_name) printf("  %-8s fastest: %s\n", phase, best_name);
+        }
+        /* the mixed step, wherever a decode candidate differs from a prefill one */
+        zoo_step mixed;
+        const char *const *dec = timed[AH_PHASE_DECODE], *const *pre = timed[AH_PHASE_PREFILL];
+        int pairs = 0;
+        for (uint32_t a = 0; a < n_timed[AH_PHASE_DECODE]; a++)
+            for (uint32_t b = 0; b < n_timed[AH_PHASE_PREFILL]; b++)
+                pairs |= strcmp(dec[a], pre[b]);
+        if (pairs && !zoo_tune_mixed_step(&mixed)) {
+            zoo_clamp(&mixed, max_ctx, max_batch);
+            for (uint32_t b = 0; b < n_timed[AH_PHASE_PREFILL]; b++) {
+                if (tune_mixed(h, m1, NULL, pre[b], &mixed, iters, entries, &n_entries)) rc = 1;
+                for (uint32_t a = 0; a < n_timed[AH_PHASE_DECODE]; a++)
+                    if (strcmp(dec[a], pre[b]) &&
+                        tune_mixed(h, m1, dec[a], pre[b], &mixed, iters, entries, &n_entries))
+                        rc = 1;
+            }
         }
         /* the entries point at sp, which lives in m: record before m goes */
         ah_model_destroy(m1);

@@ -464,12 +464,13 @@ static int group_blocks(workload *w, wl_group *G)
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed)
 {
-    return wl_create_sized(w, h, m, sel, num_reqs, max_seq_len, max_tokens, NULL, 0, seed);
+    return wl_create_sized(w, h, m, sel, num_reqs, max_seq_len, max_tokens, NULL, 0,
+                           AH_MIXED_STEPS_CONFIG, seed);
 }
 
 int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
                     uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
-                    const uint32_t *req_max, int ragged, uint64_t seed)
+                    const uint32_t *req_max, int ragged, ah_mixed_steps mixed, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
     w->m = m;
@@ -517,7 +518,7 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
         }
     }
     w->limits = (ah_limits){sizeof(ah_limits), num_reqs, max_tokens, mb, max_seq_len, nb};
-    ah_binding_options bo = {sizeof bo, w->limits, 0, 0, NULL};
+    ah_binding_options bo = {sizeof bo, w->limits, 0, 0, NULL, mixed};
     ah_error err;
     if (ah_binding_create(h, sel, &bo, &w->b, &err) != AH_OK) return wl_fail(w, "%s", err.msg);
     w->layers = calloc(w->num_layers, sizeof *w->layers);

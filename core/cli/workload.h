@@ -157,10 +157,11 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
 /* The same where request r's sequences (encoder tokens included) never pass
  * req_max[r] tokens: the cache holds each request's own blocks. ragged: set
  * up the layers whose ragged prefill form is bound to run it (the buffers of
- * wl_ragged_ready's steps). */
+ * wl_ragged_ready's steps). mixed: the binding's mixed steps
+ * (ah_binding_options.mixed_steps). */
 int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
                     uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
-                    const uint32_t *req_max, int ragged, uint64_t seed);
+                    const uint32_t *req_max, int ragged, ah_mixed_steps mixed, uint64_t seed);
 /* Ragged prefill in a selection: the number of self layers keep[] marks
  * (NULL: all) with a ragged prefill form, and (when one of them is unbound)
  * *unbound its layer and why[] the reason; -1 in *unbound when every form

@@ -88,6 +88,12 @@ uint32_t zoo_tune_steps(ah_phase phase, int quick, zoo_step *out, uint32_t cap)
     return from_names(phase == AH_PHASE_DECODE ? dec : pre, quick ? 1 : 2, out, cap);
 }
 
+int zoo_tune_mixed_step(zoo_step *out)
+{
+    static const char *const mixed[] = {"m30x4096+2x512@1024"};
+    return from_names(mixed, 1, out, 1) == 1 ? 0 : -1;
+}
+
 static int same_spec(const ah_layer_spec *a, const ah_layer_spec *b)
 {
     return a->attn_type == b->attn_type && a->num_q_heads == b->num_q_heads &&
@@ -204,8 +210,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *st, int iters,
-             int b2b, int ragged, zoo_timing *out, double *bw_gbs, char *err, size_t cap)
+int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *st,
+             ah_mixed_steps mixed, int iters, int b2b, int ragged, zoo_timing *out, double *bw_gbs,
+             char *err, size_t cap)
 {
     workload w = {0};
     int rc = -1;
@@ -223,7 +230,7 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
      * forward would gather every context pass's keys on the host again */
     out->ragged = ragged && !st->n_dec && !st->pre_ctx && ah_selection_ragged_bound(sel, 0);
     out->mixed = NULL;
-    if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL, out->ragged, 7)) {
+    if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL, out->ragged, mixed, 7)) {
         snprintf(err, cap, "%s", w.err);
         goto out;
     }

@@ -35,6 +35,8 @@ void zoo_clamp(zoo_step *s, uint32_t max_ctx, uint32_t max_batch);
 uint32_t zoo_standard_steps(int quick, zoo_step *out, uint32_t cap);
 /* tune's steps for one phase (a few, so tune takes minutes on a GPU). */
 uint32_t zoo_tune_steps(ah_phase phase, int quick, zoo_step *out, uint32_t cap);
+/* tune's mixed step (the zoo's): timed split and whole. 0 fine. */
+int zoo_tune_mixed_step(zoo_step *out);
 
 /* The model's distinct attention layer specs (a layer's ragged prefill
  * form counts as part of its spec): first[i] is a layer with spec i,
@@ -57,16 +59,17 @@ typedef struct zoo_timing {
                             "whole" on one plugin; NULL for other steps */
 } zoo_timing;
 
-/* Time step through sel (a selection of the one-layer model m): median of
- * iters timings of b2b forwards each. 0 fine; -1 with why in err.
+/* Time step through sel (a selection of the one-layer model m), bound with
+ * mixed (ah_binding_options.mixed_steps): median of iters timings of b2b
+ * forwards each. 0 fine; -1 with why in err.
  * bw_gbs (may be NULL): when it holds 0, the bandwidth ceiling of the
  * step's device is measured into it (cpu_read_gbs or device_copy_gbs).
  * ragged: a prefill step of a layer whose ragged prefill form sel binds
  * runs that form, as the engine would (a ragged step; FLOPs and bytes
  * then count the form's heads and sizes). */
 int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *step,
-             int iters, int b2b, int ragged, zoo_timing *out, double *bw_gbs, char *err,
-             size_t cap);
+             ah_mixed_steps mixed, int iters, int b2b, int ragged, zoo_timing *out, double *bw_gbs,
+             char *err, size_t cap);
 
 /* The FLOPs and bytes of step on a resolved spec. */
 void zoo_work(const ah_layer_spec *s, const zoo_step *step, double *flops, double *bytes);

@@ -17,6 +17,7 @@
 #include "kv_layout.h"
 #include "kv_split.h"
 #include "tensor_check.h"
+#include "tune_table.h"
 
 #include <attnhost/plugin_util.h>
 
@@ -66,8 +67,8 @@ static const char WHY_SAME[] = "every layer's decode and prefill winner is one s
 static const char WHY_MASK[] = "the batch has a tree mask (custom_mask) and a decode winner does "
                                "not claim tree_mask, so the prefill winners take it whole";
 static const char WHY_RAGGED[] = "the batch carries cu_seqlens_k: a ragged step is planned whole";
-static const char WHY_CONFIG[] = "[select] mixed_steps = whole: mixed steps run whole on the "
-                                 "prefill winners";
+static const char WHY_CONFIG[] = "mixed_steps = whole ([select] or the binding's options): "
+                                 "mixed steps run whole on the prefill winners";
 static const char WHY_OUTPUT[] = "a winner returns its own output buffer (caller_output = 0), so "
                                  "one output in token order would need a copy";
 
@@ -100,6 +101,8 @@ struct ah_binding {
     uint8_t *layer_split;   /* 1: the layer's decode and prefill states differ */
     uint32_t decode_qmax;   /* a request is decode when its query_len <= this */
     const char *split_why;  /* why no batch of this binding can be split, or NULL */
+    ah_mixed_steps mixed;   /* the options' mixed_steps, else [select]'s (never CONFIG) */
+    char split_note[224];   /* split_why's text when mixed_steps = measured chose whole */
     uint32_t split_granule; /* the decode part's tokens must be a multiple of it */
     plan_item *plans[LIST_COUNT];
     uint32_t n_plans[LIST_COUNT];
@@ -456,6 +459,32 @@ static ah_status side_open(ah_binding *b, uint32_t d)
     return s;
 }
 
+/* mixed_steps = measured: whole when the tune table holds the mixed step
+ * of every layer with two winners both ways (whole on its prefill winner,
+ * split with its decode winner) and the whole times sum lower; the reason
+ * then, else NULL (split). */
+static const char *measured_whole(ah_binding *b)
+{
+    double whole = 0, split = 0;
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < b->num_layers; l++) {
+        if (!b->layer_split[l]) continue;
+        const ah_decision *p = ah_selection_decision(b->sel, l, AH_PHASE_PREFILL),
+                          *d = ah_selection_decision(b->sel, l, AH_PHASE_DECODE);
+        double w, sp;
+        if (!ah__tune_lookup_mixed(b->host, p->plugin, NULL, &p->spec, &w) ||
+            !ah__tune_lookup_mixed(b->host, p->plugin, d->plugin, &p->spec, &sp))
+            return NULL;
+        whole += w, split += sp, n++;
+    }
+    if (!n || !(whole < split)) return NULL;
+    snprintf(b->split_note, sizeof b->split_note,
+             "mixed_steps = measured: attnhost tune timed the mixed step whole in %.4g ms "
+             "against %.4g ms split, over the %u layer%s with two winners",
+             whole, split, n, n == 1 ? "" : "s");
+    return b->split_note;
+}
+
 /* Everything a step needs, fixed at creation: which layers split, the
  * decode threshold, the plan lists, the validation specs and the split
  * buffers (no allocation per step). */
@@ -525,8 +554,8 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     if (gs == AH_OK) gs = prepare_splits(b, err);
     if (gs != AH_OK) return gs;
     if (!n_split) b->split_why = WHY_SAME;
-    else if (!b->split_why && b->host->config.mixed_steps == AH_MIXED_STEPS_WHOLE)
-        b->split_why = WHY_CONFIG;
+    else if (!b->split_why && b->mixed == AH_MIXED_STEPS_WHOLE) b->split_why = WHY_CONFIG;
+    else if (!b->split_why && b->mixed == AH_MIXED_STEPS_MEASURED) b->split_why = measured_whole(b);
     if (b->split_why) return AH_OK;
     /* split buffers: the rebased query_start_loc on the host and, on each
      * device that serves a prefill part and has memory slots, its copy */
@@ -608,6 +637,15 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
                  (int)o->device_index);
         return AH_ERR_INVALID_ARGUMENT;
     }
+    const ah_mixed_steps mixed_opt =
+        AH_HAS_FIELD(o, ah_binding_options, mixed_steps) ? o->mixed_steps : AH_MIXED_STEPS_CONFIG;
+    if ((unsigned)mixed_opt > AH_MIXED_STEPS_MEASURED) {
+        snprintf(err->msg, sizeof err->msg,
+                 "ah_binding_options.mixed_steps = %d: not CONFIG, SPLIT, WHOLE or MEASURED",
+                 (int)mixed_opt);
+        return AH_ERR_INVALID_ARGUMENT;
+    }
+
     ah_binding *b = ah__calloc(1, sizeof *b);
     if (!b) goto oom;
     b->host = h;
@@ -617,6 +655,7 @@ ah_status ah_binding_create(ah_host *h, const ah_selection *sel, const ah_bindin
     b->limits = o->limits;
     if (cp) ah__cp_state_limits(&o->limits, &b->limits);
     b->device_index = o->device_index;
+    b->mixed = mixed_opt ? mixed_opt : h->config.mixed_steps;
     b->validate = !o->no_validation && h->config.validate;
     b->why = "";
     b->num_layers = ah_selection_num_layers(sel);

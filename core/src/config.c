@@ -26,8 +26,10 @@ static const ah_key_arg arg_fallback = {fallback_choices, 0, 0};
 static const ah_key_choice policy_choices[] = {
     {"priority", AH_POLICY_PRIORITY}, {"measured", AH_POLICY_MEASURED}, {NULL, 0}};
 static const ah_key_arg arg_policy = {policy_choices, 0, 0};
-static const ah_key_choice mixed_choices[] = {
-    {"split", AH_MIXED_STEPS_SPLIT}, {"whole", AH_MIXED_STEPS_WHOLE}, {NULL, 0}};
+static const ah_key_choice mixed_choices[] = {{"split", AH_MIXED_STEPS_SPLIT},
+                                              {"whole", AH_MIXED_STEPS_WHOLE},
+                                              {"measured", AH_MIXED_STEPS_MEASURED},
+                                              {NULL, 0}};
 static const ah_key_arg arg_mixed = {mixed_choices, 0, 0};
 static const ah_key_arg arg_timeout = {NULL, 1, 3600000};
 

@@ -30,12 +30,7 @@ typedef enum ah_policy {
     AH_POLICY_MEASURED = 1  /* the fastest in the tune table (tune_table.c) */
 } ah_policy;
 
-/* [select] mixed_steps: how a step with decode and prefill requests runs
- * on layers whose two winners differ. */
-typedef enum ah_mixed_steps {
-    AH_MIXED_STEPS_SPLIT = 0, /* decode requests to the decode winners, the rest apart */
-    AH_MIXED_STEPS_WHOLE = 1  /* the whole step to the prefill winners */
-} ah_mixed_steps;
+/* [select] mixed_steps is an ah_mixed_steps (attnhost.h), never CONFIG. */
 
 /* One [layer.<range>] section. */
 typedef struct ah_layer_rule {

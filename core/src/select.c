@@ -116,32 +116,38 @@ static int cpu_fallback(const ah_host *h, const ah_decision *d, ah_strbuf *why)
     return found;
 }
 
-/* The candidate list of layer l in phase p: every plugin forced, or the
+/* The plugins a caller forces, per phase (NULL: none; the ragged prefill
+ * form takes the prefill phase's). */
+typedef struct forcing {
+    const char *by_phase[AH_PHASE_COUNT];
+} forcing;
+
+/* The candidate list of layer l in phase p: the plugin forced, or the
  * most specific priority list. -1 on out-of-memory (lp freed). */
-static int layer_plan(const ah_host *h, uint32_t l, ah_phase p, const char *forced_all,
-                      ah_layer_plan *lp)
+static int layer_plan(const ah_host *h, uint32_t l, ah_phase p, const forcing *f, ah_layer_plan *lp)
 {
-    if (!forced_all) {
+    const char *forced = f->by_phase[p];
+    if (!forced) {
         if (!ah__plan_for_layer(h, l, p, lp)) return 0;
         ah__free(lp->list.items);
         return -1;
     }
     memset(lp, 0, sizeof *lp);
-    lp->forced = forced_all;
+    lp->forced = forced;
     lp->phase = p;
     snprintf(lp->source, sizeof lp->source, "forced by the caller");
-    return ah__names_push(&lp->list, forced_all);
+    return ah__names_push(&lp->list, forced);
 }
 
 /* Layer l's decision in phase p for spec (decode pinned to prefill), and
  * in *forced (may be NULL) the backend its list forces, or NULL; NULL on
  * out-of-memory. */
-static const ah_decision *decide(ah_host *h, uint32_t l, ah_phase p, const char *forced_all,
+static const ah_decision *decide(ah_host *h, uint32_t l, ah_phase p, const forcing *f,
                                  const ah_layer_spec *spec, const ah_decision *prefill,
                                  const char **forced)
 {
     ah_layer_plan lp;
-    if (layer_plan(h, l, p, forced_all, &lp)) return NULL;
+    if (layer_plan(h, l, p, f, &lp)) return NULL;
     const ah_decision *d =
         ah__decision_for(h, spec, prefill && prefill->plugin ? &prefill->spec : NULL, &lp);
     if (forced) *forced = lp.forced;
@@ -171,16 +177,16 @@ static int cache_layer(const ah_model *m, uint32_t l, uint32_t g)
 /* 1 when every cache layer of group g has a winner in both phases with
  * block size bs; *bad (when 0) names the first layer that has none. -1 on
  * out-of-memory. */
-static int group_served(ah_host *h, const ah_model *m, uint32_t g, uint32_t bs,
-                        const char *forced_all, uint32_t *bad)
+static int group_served(ah_host *h, const ah_model *m, uint32_t g, uint32_t bs, const forcing *f,
+                        uint32_t *bad)
 {
     for (uint32_t l = 0; l < ah_model_num_layers(m); l++) {
         if (!cache_layer(m, l, g)) continue;
         ah_layer_spec sp = *ah_model_layer(m, l);
         sp.block_size = bs;
-        const ah_decision *pre = decide(h, l, AH_PHASE_PREFILL, forced_all, &sp, NULL, NULL);
+        const ah_decision *pre = decide(h, l, AH_PHASE_PREFILL, f, &sp, NULL, NULL);
         const ah_decision *dec =
-            pre && pre->plugin ? decide(h, l, AH_PHASE_DECODE, forced_all, &sp, pre, NULL) : pre;
+            pre && pre->plugin ? decide(h, l, AH_PHASE_DECODE, f, &sp, pre, NULL) : pre;
         if (!dec) return -1;
         if (!pre->plugin || !dec->plugin) {
             *bad = l;
@@ -198,8 +204,8 @@ static int group_served(ah_host *h, const ah_model *m, uint32_t g, uint32_t bs,
  * serves fails the selection, naming each size tried and the layer it
  * left unserved; its layers are then selected at their own preferred
  * sizes, so explain still shows every decision. -1 on out-of-memory. */
-static int resolve_group_sizes(ah_host *h, const ah_model *m, ah_selection *s,
-                               const char *forced_all, ah_status *failed, ah_error *err)
+static int resolve_group_sizes(ah_host *h, const ah_model *m, ah_selection *s, const forcing *f,
+                               ah_status *failed, ah_error *err)
 {
     for (uint32_t g = 0; g < s->n_groups; g++) {
         uint32_t first = UINT32_MAX;
@@ -216,7 +222,7 @@ static int resolve_group_sizes(ah_host *h, const ah_model *m, ah_selection *s,
         for (uint32_t l = first; l < ah_model_num_layers(m) && !s->group_bs[g]; l++) {
             if (!cache_layer(m, l, g)) continue;
             const ah_decision *d =
-                decide(h, l, AH_PHASE_PREFILL, forced_all, ah_model_layer(m, l), NULL, NULL);
+                decide(h, l, AH_PHASE_PREFILL, f, ah_model_layer(m, l), NULL, NULL);
             if (!d) goto oom;
             if (!d->plugin) continue; /* the layer's own failure is reported later */
             const uint32_t bs = d->spec.block_size;
@@ -225,7 +231,7 @@ static int resolve_group_sizes(ah_host *h, const ah_model *m, ah_selection *s,
             if (dup) continue;
             if (n_seen < sizeof seen / sizeof *seen) seen[n_seen++] = bs;
             uint32_t bad = 0;
-            int ok = group_served(h, m, g, bs, forced_all, &bad);
+            int ok = group_served(h, m, g, bs, f, &bad);
             if (ok < 0) goto oom;
             if (ok) {
                 s->group_bs[g] = bs;
@@ -277,7 +283,7 @@ static const char *ragged_unbound(const ah_host *h, const ah_decision *d,
     return buf;
 }
 
-static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_all, int keep_going,
+static ah_status select_impl(ah_host *h, const ah_model *m, const forcing *f, int keep_going,
                              ah_selection **out, ah_error *err)
 {
     *out = NULL;
@@ -300,7 +306,7 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
     if (!(s->group_bs = ah__calloc(s->n_groups ? s->n_groups : 1, sizeof *s->group_bs)) ||
         !(s->group_how = ah__calloc(s->n_groups ? s->n_groups : 1, sizeof *s->group_how)))
         goto oom;
-    if (resolve_group_sizes(h, m, s, forced_all, &failed, err)) goto oom;
+    if (resolve_group_sizes(h, m, s, f, &failed, err)) goto oom;
     if (failed && !keep_going) goto failure;
     uint32_t n_attention = 0;
     uint32_t n_unbound = 0, first_unbound = 0; /* ragged forms left unbound */
@@ -321,8 +327,7 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             /* decode shares the KV cache with prefill: pin its layout and block size */
             const char *forced_by = NULL;
-            const ah_decision *d =
-                decide(h, l, (ah_phase)p, forced_all, &spec, prefill, &forced_by);
+            const ah_decision *d = decide(h, l, (ah_phase)p, f, &spec, prefill, &forced_by);
             if (!d) goto oom;
             const int forced = forced_by != NULL;
             s->dec[p][l] = d;
@@ -381,7 +386,7 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const char *forced_a
          * ragged step is planned eager). */
         const ah_layer_spec *rf = ah_model_layer_ragged(m, l);
         if (!rf || !prefill) continue;
-        const ah_decision *rd = decide(h, l, AH_PHASE_PREFILL, forced_all, rf, NULL, NULL);
+        const ah_decision *rd = decide(h, l, AH_PHASE_PREFILL, f, rf, NULL, NULL);
         if (!rd) goto oom;
         s->ragged[l] = rd;
         char why[400];
@@ -420,19 +425,31 @@ oom:
 
 ah_status ah_host_select(ah_host *h, const ah_model *m, ah_selection **out, ah_error *err)
 {
-    return select_impl(h, m, NULL, 0, out, err);
+    const forcing none = {{NULL, NULL}};
+    return select_impl(h, m, &none, 0, out, err);
 }
 
 ah_status ah_host_select_forced(ah_host *h, const ah_model *m, const char *plugin,
                                 ah_selection **out, ah_error *err)
 {
-    return select_impl(h, m, plugin, 0, out, err);
+    const forcing f = {{plugin, plugin}};
+    return select_impl(h, m, &f, 0, out, err);
+}
+
+ah_status ah_host_select_pair(ah_host *h, const ah_model *m, const char *decode_plugin,
+                              const char *prefill_plugin, ah_selection **out, ah_error *err)
+{
+    forcing f;
+    f.by_phase[AH_PHASE_DECODE] = decode_plugin;
+    f.by_phase[AH_PHASE_PREFILL] = prefill_plugin;
+    return select_impl(h, m, &f, 0, out, err);
 }
 
 ah_status ah_host_explain(ah_host *h, const ah_model *m, const char *plugin, ah_selection **out,
                           ah_error *err)
 {
-    ah_status s = select_impl(h, m, plugin, 1, out, err);
+    const forcing f = {{plugin, plugin}};
+    ah_status s = select_impl(h, m, &f, 1, out, err);
     if (s == AH_ERR_OUT_OF_MEMORY) *out = NULL;
     return s;
 }

@@ -213,17 +213,47 @@ static const char *keep_why(ah_host *h, ah_tune_table *t, char *s)
     return g ? s : NULL;
 }
 
-int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, ah_phase phase,
-                    double *ms, const char **steps, const char **why)
+/* The key text of an entry: its spec's (ah__tune_spec_key), and for a
+ * mixed step's entry what ran the step: "|mixed whole", or "|mixed split "
+ * and the decode plugin's name, version, file identity, content and
+ * configuration hashes, so that a changed decode plugin file or
+ * configuration leaves the entry untuned as the entry's own plugin's does.
+ * NULL on out-of-memory or an unknown decode plugin. */
+static char *entry_key(const ah_host *h, const ah_layer_spec *spec, ah_mixed_steps mixed,
+                       const char *decode_plugin)
+{
+    char *sk = ah__tune_spec_key(spec);
+    if (!sk || mixed == AH_MIXED_STEPS_CONFIG) return sk;
+    char *out = NULL;
+    if (mixed == AH_MIXED_STEPS_WHOLE) out = ah__asprintf("%s|mixed whole", sk);
+    else {
+        const int i = decode_plugin ? ah__host_find(h, decode_plugin) : -1;
+        if (i >= 0) {
+            const ah_record_key d = ah__record_key_of(h, h->scan.plugins[i]);
+            out = ah__asprintf("%s|mixed split %s %s %llx %llx %llx %llx %llx %016llx %016llx", sk,
+                               d.plugin, d.plugin_version ? d.plugin_version : "",
+                               (unsigned long long)d.dev, (unsigned long long)d.ino,
+                               (unsigned long long)d.size, (unsigned long long)d.mtime_ns,
+                               (unsigned long long)d.ctime_ns, (unsigned long long)d.content_hash,
+                               (unsigned long long)d.config_hash);
+        }
+    }
+    ah__free(sk);
+    return out;
+}
+
+/* The entry of plugin under key text sk (freed here) and phase. */
+static int lookup(ah_host *h, const char *plugin, char *sk, ah_phase phase, double *ms,
+                  const char **steps, const char **why)
 {
     *why = NULL;
     ah_tune_table *t = ah__tune_table_get(h);
     int i = ah__host_find(h, plugin);
-    if (!t || i < 0) return 0;
+    if (!sk || !t || i < 0 || !h->scan.plugins[i]->info.caps || !h->scan.plugins[i]->info.path) {
+        ah__free(sk);
+        return 0;
+    }
     const ah_plugin_rec *rec = h->scan.plugins[i];
-    if (!rec->info.caps || !rec->info.path) return 0;
-    char *sk = ah__tune_spec_key(spec);
-    if (!sk) return 0;
     tt_entry key = key_of(h, rec, sk, phase);
     int found = 0, stale = 0, other_device = 0;
     for (uint32_t k = 0; k < t->a.n && !found; k++) {
@@ -251,7 +281,30 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
     return found;
 }
 
+int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, ah_phase phase,
+                    double *ms, const char **steps, const char **why)
+{
+    return lookup(h, plugin, entry_key(h, spec, AH_MIXED_STEPS_CONFIG, NULL), phase, ms, steps,
+                  why);
+}
+
+int ah__tune_lookup_mixed(ah_host *h, const char *prefill_plugin, const char *decode_plugin,
+                          const ah_layer_spec *spec, double *ms)
+{
+    const char *steps, *why;
+    const ah_mixed_steps how = decode_plugin ? AH_MIXED_STEPS_SPLIT : AH_MIXED_STEPS_WHOLE;
+    return lookup(h, prefill_plugin, entry_key(h, spec, how, decode_plugin), AH_PHASE_PREFILL, ms,
+                  &steps, &why);
+}
+
 /* ---- public API ------------------------------------------------------------------ */
+
+/* A caller's entry's kind: a mixed step's, or CONFIG (a phase entry) for
+ * callers built before ah_tune_entry.mixed. */
+static ah_mixed_steps mixed_of(const ah_tune_entry *x)
+{
+    return AH_HAS_FIELD(x, ah_tune_entry, decode_plugin) ? x->mixed : AH_MIXED_STEPS_CONFIG;
+}
 
 ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n, ah_error *err)
 {
@@ -260,18 +313,33 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
         return ah__fail(err, AH_ERR_INVALID_ARGUMENT, "ah_host_record_tune: NULL argument");
     for (size_t k = 0; k < n; k++) {
         const ah_tune_entry *x = &entries[k];
-        if (x->struct_size < sizeof *x || !x->plugin || !x->spec ||
+        if (x->struct_size < offsetof(ah_tune_entry, mixed) || !x->plugin || !x->spec ||
             (unsigned)x->phase >= AH_PHASE_COUNT || !isfinite(x->ms) || x->ms <= 0)
             return ah__fail(
                 err, AH_ERR_INVALID_ARGUMENT,
                 "ah_host_record_tune: entry %zu: a short struct, a NULL plugin or spec, a "
                 "bad phase or a time that is not positive",
                 k);
-        int i = ah__host_find(h, x->plugin);
-        if (i < 0) return ah__fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", x->plugin);
-        if (h->scan.plugins[i]->info.state != AH_PLUGIN_AVAILABLE)
-            return ah__fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s",
-                            x->plugin, h->scan.plugins[i]->info.reason);
+        const ah_mixed_steps mixed = mixed_of(x);
+        if (mixed != AH_MIXED_STEPS_CONFIG && mixed != AH_MIXED_STEPS_WHOLE &&
+            mixed != AH_MIXED_STEPS_SPLIT)
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "ah_host_record_tune: entry %zu: mixed is %d, not 0 (a phase), "
+                            "WHOLE or SPLIT",
+                            k, (int)mixed);
+        const char *need[2] = {x->plugin, mixed == AH_MIXED_STEPS_SPLIT ? x->decode_plugin : ""};
+        if (!need[1])
+            return ah__fail(err, AH_ERR_INVALID_ARGUMENT,
+                            "ah_host_record_tune: entry %zu: a split mixed step without its "
+                            "decode_plugin",
+                            k);
+        for (int j = 0; j < 2 && *need[j]; j++) {
+            int i = ah__host_find(h, need[j]);
+            if (i < 0) return ah__fail(err, AH_ERR_NOT_FOUND, "no plugin named %s", need[j]);
+            if (h->scan.plugins[i]->info.state != AH_PLUGIN_AVAILABLE)
+                return ah__fail(err, AH_ERR_UNAVAILABLE, "plugin %s is not available here: %s",
+                                need[j], h->scan.plugins[i]->info.reason);
+        }
     }
     char *path = table_path(h);
     if (!path) goto oom;
@@ -303,9 +371,10 @@ ah_status ah_host_record_tune(ah_host *h, const ah_tune_entry *entries, size_t n
     for (size_t k = 0; k < n; k++) {
         const ah_tune_entry *x = &entries[k];
         const ah_plugin_rec *rec = h->scan.plugins[ah__host_find(h, x->plugin)];
-        char *sk = ah__tune_spec_key(x->spec);
+        const ah_mixed_steps mixed = mixed_of(x);
+        char *sk = entry_key(h, x->spec, mixed, x->decode_plugin);
         if (!sk) goto oom_t;
-        tt_entry key = key_of(h, rec, sk, x->phase), e = key;
+        tt_entry key = key_of(h, rec, sk, mixed ? AH_PHASE_PREFILL : x->phase), e = key;
         /* replace the same slot; drop entries of vanished files */
         ah__rf_prune(&tt_format, &t->a, same_slot_v, &key);
         int copied = ah__record_key_dup(&e.k, &key.k);

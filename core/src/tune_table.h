@@ -22,6 +22,12 @@ void ah__tune_table_free(ah_tune_table *t);
 int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, ah_phase phase,
                     double *ms, const char **steps, const char **why);
 
+/* The mixed step's time on this host for spec as the selection resolved it
+ * for prefill_plugin: whole on prefill_plugin (decode_plugin NULL), or
+ * split with decode_plugin. 1 with *ms; 0 when untuned. */
+int ah__tune_lookup_mixed(ah_host *h, const char *prefill_plugin, const char *decode_plugin,
+                          const ah_layer_spec *spec, double *ms);
+
 /* The slot in the host's decision cache that holds the table (decision.c),
  * created when missing; the caller holds h->lock. NULL on out-of-memory. */
 ah_tune_table **ah__tune_slot(ah_host *h);

@@ -405,6 +405,7 @@ class ah_binding_options(Structure):
         ("no_validation", c_int),
         ("device_index", c_int32),
         ("cp", POINTER(ah_cp_options)),  # ABI 2.2
+        ("mixed_steps", c_int),  # ah_mixed_steps; 0: [select] mixed_steps
     ]
 
 

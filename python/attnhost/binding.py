@@ -87,6 +87,9 @@ class DeviceInfo(NamedTuple):
     dl_device: Tuple[int, int]  # (DLPack device type, index)
 
 
+# ah_mixed_steps by name; None: the host's [select] mixed_steps.
+_MIXED_STEPS = {None: 0, "split": 1, "whole": 2, "measured": 3}
+
 class Binding(Handle):
     """The selected plugins opened for one engine worker (ah_binding).
 
@@ -103,6 +106,10 @@ class Binding(Handle):
             the KV cache (see :class:`BatchBuilder`), and plan and forward
             are collective: every rank of the group calls them, each from
             its own thread or process. None: no context parallelism.
+        mixed_steps: how steps of decode and prefill requests run where a
+            layer's two winners differ: "split", "whole" or "measured" (as
+            [select] mixed_steps), for this binding alone; None: as the
+            host's configuration says.
 
     Owner-thread object: one call at a time (a second thread's concurrent
     call raises RuntimeError); many bindings may run at once on one host.
@@ -113,10 +120,13 @@ class Binding(Handle):
     def __init__(self, host: "Host", selection: Selection, *, max_num_reqs: int,
                  max_num_tokens: int, max_blocks_per_req: int, max_seq_len: int,
                  num_blocks: int, validate: bool = True, device_index: int = 0,
-                 cp: Optional[CpGroup] = None) -> None:
+                 cp: Optional[CpGroup] = None, mixed_steps: Optional[str] = None) -> None:
         lib = _ffi.load()
         if selection.host is not host:
             raise ValueError("the selection was made by another host")
+        if mixed_steps not in _MIXED_STEPS:
+            raise ValueError(f"mixed_steps {mixed_steps!r}: not one of split, whole, measured "
+                             "or None")
         lim = _ffi.ah_limits(ctypes.sizeof(_ffi.ah_limits), max_num_reqs, max_num_tokens,
                              max_blocks_per_req, max_seq_len, num_blocks)
         o = _ffi.ah_binding_options()
@@ -124,6 +134,7 @@ class Binding(Handle):
         o.limits = lim
         o.no_validation = 0 if validate else 1
         o.device_index = device_index
+        o.mixed_steps = _MIXED_STEPS[mixed_steps]
         parents: Tuple[Handle, ...] = (selection, host)
         self._cp_c: Any = None
         if cp is not None:

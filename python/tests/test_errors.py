@@ -116,3 +116,7 @@ def test_binding_errors(host, cpu_amx):
     other = attnhost.Host(cache_path="")
     with pytest.raises(ValueError, match="another host"):
         attnhost.Binding(other, sel, **LIMITS)
+    with pytest.raises(ValueError, match="mixed_steps 'sometimes'"):
+        attnhost.Binding(host, sel, mixed_steps="sometimes", **LIMITS)
+    for how in ("split", "whole", "measured"):
+        attnhost.Binding(host, sel, mixed_steps=how, **LIMITS)

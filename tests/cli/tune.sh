@@ -1,10 +1,11 @@
 #!/bin/sh
 # attnhost tune and [select] policy = measured end to end on the CPU, with
 # two test plugins of different speeds (tests/select_plugins/speed_plugin.c):
-# spd_slow ranks higher and busy-waits 20 ms per forward; spd_fast ranks
-# lower. The tune table lives beside the scan cache under $WORK. Last, a
-# mixed step between the two as decode and prefill winners, split and
-# under [select] mixed_steps = whole.
+# spd_slow ranks higher and busy-waits 20 ms per request of each forward;
+# spd_fast ranks lower. The tune table lives beside the scan cache under
+# $WORK. Last, a mixed step between the two as decode and prefill winners:
+# split, under [select] mixed_steps = whole, and under measured as tune
+# timed it.
 #   tune.sh <attnhost> <speed plugin dir> <work dir>
 set -u
 AH=$1 SPEED=$2 WORK=$3
@@ -30,7 +31,10 @@ winner() { run bind "$1" --model "$2" 2>&1 | awk '$1 == "0" {print $2 "/" $3}'; 
 [ "$(winner measured.ini m.ini)" = "spd_slow/spd_slow" ] || fail "untuned: priority (spd_slow) should win"
 run tune measured.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > tune.log 2>&1 ||
     { cat tune.log; fail "tune failed"; }
-grep -q "recorded 4 measurements" tune.log || { cat tune.log; fail "tune did not record 4 measurements"; }
+# 2 plugins x 2 phases, and the mixed step whole on each and split between them both ways
+grep -q "recorded 8 measurements" tune.log || { cat tune.log; fail "tune did not record 8 measurements"; }
+grep -q "^  mixed *spd_slow *split with spd_fast: m2x64+2x64@64 [0-9.]* ms$" tune.log ||
+    { cat tune.log; fail "tune: the mixed step split"; }
 [ "$(winner measured.ini m.ini)" = "spd_fast/spd_fast" ] || fail "measured: spd_fast should win"
 run explain measured.ini --model m.ini --layer 0 > explain.log 2>&1
 grep -q "policy measured: spd_fast fastest" explain.log || { cat explain.log; fail "explain: why it won"; }
@@ -73,15 +77,28 @@ else
     grep -q "warning: tune table not written" ro.log || { cat ro.log; fail "read-only: no warning"; }
     chmod 755 cache
 fi
-# a mixed step between two winners: split by default, whole under
-# [select] mixed_steps = whole (bench names which)
-printf '[search]\ncache = %s/cache/scan-cache\n[select]\nprefill_priority = spd_slow\ndecode_priority = spd_fast\n' \
-    "$WORK" > split.ini
-sed 's/^decode_priority = spd_fast$/&\nmixed_steps = whole/' split.ini > whole.ini
-for mode in split whole; do
-    run bench $mode.ini --model m.ini --step m2x32+1x32@16 --iters 1 > bench_$mode.log 2>&1 ||
-        { cat bench_$mode.log; fail "bench, mixed_steps $mode"; }
-    grep -q "m2x32+1x32@16 *default .*(spd_slow / spd_fast) *block [0-9]*, $mode$" bench_$mode.log ||
-        { cat bench_$mode.log; fail "bench: the mixed step should run $mode"; }
-done
+[ "$(id -u)" = 0 ] && chown 0 cache/tune-table
+# a mixed step between two winners (bench names how it ran): split by
+# default, whole under [select] mixed_steps = whole; under measured, as
+# tune timed the pair: spd_slow's prefills beside spd_fast's decodes split
+# (whole would put the decodes on the slow plugin), spd_fast's prefills
+# beside spd_slow's decodes whole; split again once spd_slow's file changed
+pair() { printf '[search]\ncache = %s/cache/scan-cache\n[select]\nprefill_priority = %s\ndecode_priority = %s\n%b' \
+    "$WORK" "$1" "$2" "$3"; }
+pair spd_slow spd_fast '' > split.ini
+pair spd_slow spd_fast 'mixed_steps = whole\n' > whole.ini
+pair spd_slow spd_fast 'mixed_steps = measured\n' > measured_split.ini
+pair spd_fast spd_slow 'mixed_steps = measured\n' > measured_whole.ini
+mixed_run() { # config, the winners as bench prints them, how the step should run
+    run bench $1.ini --model m.ini --step m2x32+1x32@16 --iters 1 > bench_$1.log 2>&1 ||
+        { cat bench_$1.log; fail "bench, $1.ini"; }
+    grep -q "m2x32+1x32@16 *default .*($2) *block [0-9]*, $3$" bench_$1.log ||
+        { cat bench_$1.log; fail "bench, $1.ini: the mixed step should run $3"; }
+}
+mixed_run split "spd_slow / spd_fast" split
+mixed_run whole "spd_slow / spd_fast" whole
+mixed_run measured_split "spd_slow / spd_fast" split
+mixed_run measured_whole "spd_fast / spd_slow" whole
+sleep 1 && touch "$WORK/plugins/spd_slow.so"
+mixed_run measured_whole "spd_fast / spd_slow" split
 echo "tune: ok"

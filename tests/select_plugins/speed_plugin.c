@@ -5,7 +5,8 @@
  * different speeds and ranks, and the slower one ranked higher. Compile
  * definitions: SPEED_NAME (a string), SPEED_RANK (both phases) and
  * SPEED_DELAY_US (the default of its [plugin.<name>] key delay_us, the
- * busy-wait per forward in microseconds).
+ * busy-wait per request of the planned batch in microseconds, so that a
+ * mixed step split off a slow plugin's decodes is faster than whole).
  */
 #include <time.h>
 
@@ -17,6 +18,7 @@
 #define STR(x) STR2(x)
 
 static int64_t delay_us;
+static uint32_t planned_reqs; /* the last plan's requests (the states of one step share it) */
 
 static ah_status speed_ctx_create(const ah_host_services *host, const ah_context_options *opts,
                                   ah_context **out, const char **why)
@@ -25,11 +27,18 @@ static ah_status speed_ctx_create(const ah_host_services *host, const ah_context
     return abi_ops.context_create(host, opts, out, why);
 }
 
+static ah_status speed_plan(ah_state *s, const ah_batch *b, ah_plan_mode mode, void *stream)
+{
+    __atomic_store_n(&planned_reqs, b ? b->num_reqs : 0, __ATOMIC_SEQ_CST);
+    return abi_ops.plan(s, b, mode, stream);
+}
+
 static ah_status speed_forward(ah_state *s, const ah_forward_args *a)
 {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int64_t wait_ns = __atomic_load_n(&delay_us, __ATOMIC_SEQ_CST) * 1000;
+    int64_t wait_ns = __atomic_load_n(&delay_us, __ATOMIC_SEQ_CST) * 1000 *
+                      __atomic_load_n(&planned_reqs, __ATOMIC_SEQ_CST);
     do clock_gettime(CLOCK_MONOTONIC, &t);
     while ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) < wait_ns);
     return abi_ops.forward(s, a);
@@ -38,7 +47,7 @@ static ah_status speed_forward(ah_state *s, const ah_forward_args *a)
 static const ah_config_key keys[] = {
     AH_KEY_BOOL_ROW("usable", "true", "false: the probe reports the device unusable (for tests)"),
     AH_KEY_INT_ROW("delay_us", STR(SPEED_DELAY_US), 0, 10000000,
-                   "busy-wait per forward, in microseconds (for the tune tests)")};
+                   "busy-wait per request of each forward, in microseconds (for the tune tests)")};
 
 static ah_caps caps;
 static ah_plugin_ops ops;
@@ -52,6 +61,7 @@ __attribute__((constructor)) static void init(void)
     caps.n_config_keys = 2;
     ops = abi_ops;
     ops.context_create = speed_ctx_create;
+    ops.plan = speed_plan;
     ops.forward = speed_forward;
 }
 

@@ -49,8 +49,9 @@ static void setup(fixture *f)
                          "head_size = 32\ndtype = fp32\nblock_size = 16\n",
                          "t", &f->m, &err) == AH_OK);
     CHECK(ah_host_select(f->h, f->m, &f->sel, &err) == AH_OK);
-    ah_binding_options bo = {
-        sizeof bo, {sizeof(ah_limits), R, 64, MAXB, MAXB * BS, NB}, 0, 0, NULL};
+    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), R, 64, MAXB, MAXB * BS, NB},
+                             0,         0,
+                             NULL,      AH_MIXED_STEPS_CONFIG};
     CHECK_MSG(ah_binding_create(f->h, f->sel, &bo, &f->b, &err) == AH_OK, "%s", err.msg);
     uint64_t s = 7;
     for (size_t i = 0; i < sizeof f->kc / sizeof f->kc[0]; i++)
@@ -223,7 +224,8 @@ static void test_errors_write_nothing(void)
     /* bad limits and options */
     ah_binding *b2 = NULL;
     ah_error err;
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 0, 64, MAXB, 64, NB}, 0, 0, NULL};
+    ah_binding_options bo = {
+        sizeof bo, {sizeof(ah_limits), 0, 64, MAXB, 64, NB}, 0, 0, NULL, AH_MIXED_STEPS_CONFIG};
     CHECK(ah_binding_create(f->h, f->sel, &bo, &b2, &err) == AH_ERR_INVALID_ARGUMENT && !b2);
     CHECK_STREQ(err.msg, "limits: max_num_reqs must be at least 1");
     teardown(f);

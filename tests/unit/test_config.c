@@ -127,6 +127,10 @@ static void defaults(void)
     CHECK(c.validate == 1);
     CHECK(c.n_layer_rules == 0 && c.n_plugin_keys == 0);
     ah__config_free(&c);
+    /* the third mixed_steps value */
+    CHECK_MSG(load_text(&c, "[select]\nmixed_steps = measured\n", &err) == AH_OK, "%s", err.msg);
+    CHECK(c.mixed_steps == AH_MIXED_STEPS_MEASURED);
+    ah__config_free(&c);
 
     /* No path, no text: the built-in configuration. */
     CHECK(ah__config_load(&c, NULL, NULL, NULL, &err) == AH_OK);
@@ -191,7 +195,7 @@ static const bad_case bad_cases[] = {
      "bad.ini:2: [select] fallback: 'maybe' is not one of error, warn, allow"},
     {"[select]\npriority = a,,b\n", "bad.ini:2: [select] priority: empty entry in 'a,,b'"},
     {"[select]\nmixed_steps = maybe\n",
-     "bad.ini:2: [select] mixed_steps: 'maybe' is not one of split, whole"},
+     "bad.ini:2: [select] mixed_steps: 'maybe' is not one of split, whole, measured"},
     {"[select]\npriority = a, b,\n", "bad.ini:2: [select] priority: empty entry in 'a, b,'"},
     {"[select]\npriority =\n", "bad.ini:2: [select] priority: empty list"},
     {"[select]\ndisable = a, b, a\n", "bad.ini:2: [select] disable: 'a' is listed twice"},

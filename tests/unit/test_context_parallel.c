@@ -67,8 +67,9 @@ static ah_selection *select_model(ah_host *h, const char *text)
 
 static ah_binding_options options(const ah_cp_options *cp)
 {
-    ah_binding_options o = {
-        sizeof o, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB}, 0, 0, cp};
+    ah_binding_options o = {sizeof o, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB},
+                            0,        0,
+                            cp,       AH_MIXED_STEPS_CONFIG};
     return o;
 }
 

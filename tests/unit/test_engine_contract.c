@@ -64,8 +64,9 @@ static ah_selection *select_ok(ah_host *h, const ah_model *m)
 
 static ah_binding_options opts(int32_t device_index)
 {
-    ah_binding_options bo = {
-        sizeof bo, {sizeof(ah_limits), 4, 16, MAXB, MAXB * BS, NB}, 0, device_index, NULL};
+    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 4, 16, MAXB, MAXB * BS, NB},
+                             0,         device_index,
+                             NULL,      AH_MIXED_STEPS_CONFIG};
     return bo;
 }
 

@@ -400,7 +400,9 @@ static int env_open_model(env *e, const char *ini, int forced, uint32_t drop, co
     CHECK_MSG(s == AH_OK, "%s", err.msg);
     ah_caps *caps = drop ? live_caps(e->h, "cpu_amx") : NULL;
     if (caps) caps->features &= ~drop;
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 8, MAXT, STRIDE, 128, 40}, 0, 0, NULL};
+    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 8, MAXT, STRIDE, 128, 40},
+                             0,         0,
+                             NULL,      AH_MIXED_STEPS_CONFIG};
     CHECK_MSG(ah_binding_create(e->h, e->sel, &bo, &e->b, &err) == AH_OK, "%s", err.msg);
     return e->b ? 0 : -1;
 }

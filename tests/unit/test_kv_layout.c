@@ -237,7 +237,8 @@ static int amx_bind(const char *model, ah_host **h, ah_model **m, ah_selection *
     }
     CHECK_MSG(ah_model_parse(model, "m", m, &err) == AH_OK, "%s", err.msg);
     CHECK_MSG(*m && ah_host_select(*h, *m, sel, &err) == AH_OK, "%s", err.msg);
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 4, 64, 4, 256, 10}, 0, 0, NULL};
+    ah_binding_options bo = {
+        sizeof bo, {sizeof(ah_limits), 4, 64, 4, 256, 10}, 0, 0, NULL, AH_MIXED_STEPS_CONFIG};
     CHECK_MSG(*sel && ah_binding_create(*h, *sel, &bo, b, &err) == AH_OK, "%s", err.msg);
     return *b ? 0 : -1;
 }

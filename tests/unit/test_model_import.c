@@ -257,7 +257,8 @@ static void kinds_bound(void)
         uint32_t gl = 99;
         ah_selection_graph_level(sel, &gl);
         CHECK(gl == 1 || gl == 3);
-        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 4, 64, 8, 128, 64}, 0, 0, NULL};
+        ah_binding_options bo = {
+            sizeof bo, {sizeof(ah_limits), 4, 64, 8, 128, 64}, 0, 0, NULL, AH_MIXED_STEPS_CONFIG};
         ah_binding *b = NULL;
         CHECK_MSG(ah_binding_create(h, sel, &bo, &b, &err) == AH_OK, "%s", err.msg);
         if (b) {

@@ -1,7 +1,8 @@
 /*
  * Per-request phase split (ah_binding_plan / ah_binding_forward on a batch
- * that mixes decode and prefill requests, and [select] mixed_steps = whole,
- * which keeps such batches whole), through the public API on real
+ * that mixes decode and prefill requests; [select] mixed_steps = whole,
+ * which keeps such batches whole, measured, which follows the tune table,
+ * and the binding's own mixed_steps), through the public API on real
  * CPU plugins: cpu_amx and the test backend (sel_beta), each as the other's
  * partner. The plugins' plan and forward slots are wrapped (the unit tests
  * reach the host's loaded ops table) so the test sees exactly which
@@ -9,8 +10,10 @@
  * with the double-precision oracle, over a poisoned output buffer.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <attnhost/attnhost.h>
 #include <attnhost/reference.h>
@@ -159,6 +162,12 @@ static const char *dirs[] = {ATTNHOST_BUILD_DIR "/lib/attnhost/plugins",
                              ATTNHOST_SELECT_PLUGIN_DIR};
 
 /* tweak (may be NULL) runs on the loaded plugin `name` before the binding. */
+/* What env_open gives the host and binding besides the INI text: a scan
+ * cache (and so a tune table beside it; "": none) and the binding's
+ * mixed_steps. */
+static const char *g_cache = "";
+static ah_mixed_steps g_mixed = AH_MIXED_STEPS_CONFIG;
+
 static int env_open(env *e, const char *ini, const char *tweak_name, void (*tweak)(ah_caps *))
 {
     memset(e, 0, sizeof *e);
@@ -168,7 +177,7 @@ static int env_open(env *e, const char *ini, const char *tweak_name, void (*twea
         .plugin_dirs = dirs,
         .n_plugin_dirs = 2,
         .no_default_dirs = 1,
-        .cache_path = "",
+        .cache_path = g_cache,
     };
     ah_error err;
     CHECK_MSG(ah_host_create(&o, &e->h, &err) == AH_OK, "%s", err.msg);
@@ -186,7 +195,7 @@ static int env_open(env *e, const char *ini, const char *tweak_name, void (*twea
     ah_caps *caps = tweak ? live_caps(e->h, tweak_name) : NULL;
     if (caps) tweak(caps);
     ah_binding_options bo = {
-        sizeof bo, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB}, 0, 0, NULL};
+        sizeof bo, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB}, 0, 0, NULL, g_mixed};
     CHECK_MSG(ah_binding_create(e->h, e->sel, &bo, &e->b, &err) == AH_OK, "%s", err.msg);
     return e->b ? 0 : -1;
 }
@@ -481,6 +490,94 @@ static void test_mixed_steps_whole(void)
     env_close(&e);
 }
 
+/* The 7-request mixed step split: its 5 decodes on the decode winner. */
+static void expect_split(env *e, step *s, const char *what)
+{
+    const char *why = "x";
+    uint32_t toks = 0;
+    step_fill(s, 7, ORD_Q, ORD_S);
+    g_n = 0;
+    CHECK_MSG(ah_binding_plan(e->b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s: %s", what,
+              ah_binding_errmsg(e->b));
+    CHECK_MSG(ah_binding_split(e->b, &toks, &why) == 5 && toks == 5, "%s: %s", what, why);
+    CHECK_STREQ(why, "");
+    CHECK(count(0, 0) == 1 && nth(0, 0, 0)->reqs == 5);
+    step_check(e, s, what);
+}
+
+static int open_hooked(env *e, const char *ini)
+{
+    if (env_open(e, ini, NULL, NULL)) return -1;
+    hook(e->h, "sel_beta", 0);
+    hook(e->h, "cpu_amx", 1);
+    return 0;
+}
+
+/* The binding's mixed_steps over [select]'s, and mixed_steps = measured:
+ * split while untuned, then as the tune table's mixed-step entries for the
+ * pair (cpu_amx's prefills, sel_beta's decodes) say. */
+static void test_mixed_steps_chosen(void)
+{
+    env e;
+    ah_error err;
+    step *s = calloc(1, sizeof *s);
+    g_mixed = AH_MIXED_STEPS_WHOLE;
+    if (!open_hooked(&e, PREFILL_AMX)) {
+        expect_whole(&e, s, ORD_Q, ORD_S, "the binding's options", "options: whole");
+        env_close(&e);
+    }
+    g_mixed = AH_MIXED_STEPS_SPLIT;
+    if (!open_hooked(&e, PREFILL_AMX "mixed_steps = whole\n")) {
+        expect_split(&e, s, "options: split over [select] whole");
+        ah_binding *b = NULL;
+        ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), MAXR, MAXT, MAXB, MAXB * BS, NB},
+                                 0,         0,
+                                 NULL,      (ah_mixed_steps)7};
+        CHECK(ah_binding_create(e.h, e.sel, &bo, &b, &err) == AH_ERR_INVALID_ARGUMENT && !b);
+        CHECK_CONTAINS(err.msg, "mixed_steps = 7");
+        env_close(&e);
+    }
+    g_mixed = AH_MIXED_STEPS_CONFIG;
+    char dir[] = "/tmp/ah_mixed_XXXXXX", cache[64];
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(0, "mkdtemp: no temporary directory");
+        free(s);
+        return;
+    }
+    snprintf(cache, sizeof cache, "%s/scan-cache", dir);
+    g_cache = cache;
+    static const double whole_ms[2] = {1.0, 5.0};
+    for (int k = 0; k < 2; k++) {
+        if (open_hooked(&e, PREFILL_AMX "mixed_steps = measured\n")) break;
+        if (k == 0) expect_split(&e, s, "measured, untuned: split");
+        /* per layer: whole 1 ms (then 5) on cpu_amx, split with sel_beta 3 ms */
+        const ah_layer_spec *rs = &ah_selection_decision(e.sel, 0, AH_PHASE_PREFILL)->spec;
+        ah_tune_entry t[2] = {{sizeof t[0], "cpu_amx", rs, AH_PHASE_PREFILL, whole_ms[k], "m",
+                               AH_MIXED_STEPS_WHOLE, NULL},
+                              {sizeof t[0], "cpu_amx", rs, AH_PHASE_PREFILL, 3.0, "m",
+                               AH_MIXED_STEPS_SPLIT, "sel_beta"}};
+        CHECK_MSG(ah_host_record_tune(e.h, t, 2, &err) == AH_OK, "%s", err.msg);
+        env_close(&e);
+        if (open_hooked(&e, PREFILL_AMX "mixed_steps = measured\n")) break;
+        if (k == 0)
+            expect_whole(&e, s, ORD_Q, ORD_S,
+                         "mixed_steps = measured: attnhost tune timed the mixed step whole in 2 "
+                         "ms against 6 ms split, over the 2 layers with two winners",
+                         "measured: whole");
+        else expect_split(&e, s, "measured: split");
+        env_close(&e);
+    }
+    g_cache = "";
+    static const char *const files[] = {"scan-cache", "tune-table", "check-records"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char f[96];
+        snprintf(f, sizeof f, "%s/%s", dir, files[i]);
+        unlink(f);
+    }
+    CHECK_MSG(rmdir(dir) == 0, "%s: left files behind", dir);
+    free(s);
+}
+
 static void as_split(ah_caps *c) { c->mixed_batch = AH_MIXED_SPLIT; }
 static void spec_decode(ah_caps *c) { c->decode_query_len_max = 2; }
 
@@ -539,6 +636,7 @@ int main(void)
     test_split_amx_prefill();
     test_split_device_copy();
     test_mixed_steps_whole();
+    test_mixed_steps_chosen();
     test_one_plugin();
     return check_report("test_phase_split");
 }

@@ -275,7 +275,8 @@ static int env_open(env *e, const char *model, const char *forced)
     ah_status s = forced ? ah_host_select_forced(e->h, e->m, forced, &e->sel, &err)
                          : ah_host_select(e->h, e->m, &e->sel, &err);
     CHECK_MSG(s == AH_OK, "%s", err.msg);
-    ah_binding_options bo = {sizeof bo, {sizeof(ah_limits), 4, 16, STRIDE, 16, NB}, 0, 0, NULL};
+    ah_binding_options bo = {
+        sizeof bo, {sizeof(ah_limits), 4, 16, STRIDE, 16, NB}, 0, 0, NULL, AH_MIXED_STEPS_CONFIG};
     CHECK_MSG(e->sel && ah_binding_create(e->h, e->sel, &bo, &e->b, &err) == AH_OK, "%s", err.msg);
     return e->b ? 0 : -1;
 }

@@ -71,8 +71,9 @@ static void record(double fast_ms, double slow_ms, const char *fast_steps, ah_ph
     ah_error err;
     CHECK(ah_model_parse(model_text, "t", &m, &err) == AH_OK);
     const ah_layer_spec *sp = ah_model_layer(m, 0);
-    ah_tune_entry e[2] = {{sizeof e[0], "spd_fast", sp, phase, fast_ms, fast_steps},
-                          {sizeof e[0], "spd_slow", sp, phase, slow_ms, "d16x4096"}};
+    ah_tune_entry e[2] = {
+        {sizeof e[0], "spd_fast", sp, phase, fast_ms, fast_steps, AH_MIXED_STEPS_CONFIG, NULL},
+        {sizeof e[0], "spd_slow", sp, phase, slow_ms, "d16x4096", AH_MIXED_STEPS_CONFIG, NULL}};
     CHECK_MSG(ah_host_record_tune(h, e, 2, &err) == AH_OK, "%s", err.msg);
     ah_model_destroy(m);
     ah_host_destroy(h);
@@ -124,7 +125,8 @@ int main(void)
     CHECK(ah_host_tuned(h, "spd_slow", ah_model_layer(m, 0), D, &ms) == AH_OK && ms == 5.0);
     CHECK(ah_host_tuned(h, "spd_slow", ah_model_layer(m, 0), P, &ms) == AH_ERR_NOT_FOUND);
     /* bad entries are refused */
-    ah_tune_entry bad = {sizeof bad, "spd_fast", ah_model_layer(m, 0), D, -1, ""};
+    ah_tune_entry bad = {sizeof bad, "spd_fast", ah_model_layer(m, 0),  D,
+                         -1,         "",         AH_MIXED_STEPS_CONFIG, NULL};
     CHECK(ah_host_record_tune(h, &bad, 1, &err) == AH_ERR_INVALID_ARGUMENT);
     bad.ms = 1, bad.plugin = "nope";
     CHECK(ah_host_record_tune(h, &bad, 1, &err) == AH_ERR_NOT_FOUND);

@@ -271,6 +271,12 @@ ah_status ah_host_select(ah_host *host, const ah_model *model, ah_selection **ou
  * it cannot serve a layer. */
 ah_status ah_host_select_forced(ah_host *host, const ah_model *model, const char *plugin,
                                 ah_selection **out, ah_error *err);
+/* The same with the decode phase forced to decode_plugin and the prefill
+ * phase (and the ragged prefill form) to prefill_plugin, so a tool can time
+ * a pair of winners (attnhost tune times mixed steps split between them).
+ * Thread safety: as ah_host_select. */
+ah_status ah_host_select_pair(ah_host *host, const ah_model *model, const char *decode_plugin,
+                              const char *prefill_plugin, ah_selection **out, ah_error *err);
 /* The selection for explaining it, even when it fails: like
  * ah_host_select (plugin NULL) or ah_host_select_forced (plugin set), with
  * the same status and message, but *out is set whatever the status (except
@@ -414,15 +420,26 @@ ah_status ah_cp_nccl_comms_create(uint32_t n, const int32_t *devices, const char
                                   void **comms, ah_error *err);
 void ah_cp_nccl_comm_destroy(void *comm);
 
+/* How a step with decode and prefill requests runs on layers whose two
+ * winners differ ([select] mixed_steps; see ah_binding_plan). */
+typedef enum ah_mixed_steps {
+    AH_MIXED_STEPS_CONFIG = 0,  /* ah_binding_options: as [select] mixed_steps says */
+    AH_MIXED_STEPS_SPLIT = 1,   /* the leading decode requests to the decode winners */
+    AH_MIXED_STEPS_WHOLE = 2,   /* the whole step to the prefill winners */
+    AH_MIXED_STEPS_MEASURED = 3 /* whichever `attnhost tune` measured faster for the
+                                   binding's layers; split where any is untuned */
+} ah_mixed_steps;
+
 typedef struct ah_binding_options {
     uint32_t struct_size;
     ah_limits limits;
-    int no_validation;       /* 1: skip batch and tensor checks (trusted engines) */
-    int32_t device_index;    /* the device (of each bound plugin's kind) the
-                                binding runs on: CUDA device 1 for tensors on
-                                cuda:1. At least 0; CPU plugins always run on
-                                device 0 whatever this says */
-    const ah_cp_options *cp; /* ABI 2.2: context parallelism; NULL: none */
+    int no_validation;          /* 1: skip batch and tensor checks (trusted engines) */
+    int32_t device_index;       /* the device (of each bound plugin's kind) the
+                                   binding runs on: CUDA device 1 for tensors on
+                                   cuda:1. At least 0; CPU plugins always run on
+                                   device 0 whatever this says */
+    const ah_cp_options *cp;    /* ABI 2.2: context parallelism; NULL: none */
+    ah_mixed_steps mixed_steps; /* this binding's mixed steps; CONFIG (0): [select] mixed_steps */
 } ah_binding_options;
 
 /* Open the selected plugins (dlopen, context, one state per distinct
@@ -497,7 +514,9 @@ const char *ah_binding_errmsg(const ah_binding *b);
  *    graph captures one plan per state); common_prefix_len set (cascade);
  *    a decode part whose token count would leave the prefill part's dense
  *    token rows off 16-byte alignment; no layer with two winners; or
- *    [select] mixed_steps = whole.
+ *    mixed steps whole (ah_binding_options.mixed_steps or [select]
+ *    mixed_steps: whole, or measured where the tune table has the
+ *    binding's split layers faster whole).
  * The split decision is O(num_reqs) on the host copies (free for a batch
  * whose max_query_len is within the threshold) and allocates nothing.
  * KV-cache groups (ABI 2.1): a model with G > 1 groups needs
@@ -902,6 +921,12 @@ int ah_model_import_available(void);
  * The table is read once per host, at the first selection under policy
  * measured or the first call below; records made afterwards are for
  * hosts created later.
+ * Mixed steps: under [select] mixed_steps = measured, a binding whose
+ * layers have two winners runs mixed steps whole when the table holds,
+ * for each such layer, the mixed step whole on its prefill winner and
+ * split with its decode winner (the tune entries with mixed set), and the
+ * whole times sum lower; otherwise split. ah_binding_split's reason then
+ * gives both sums.
  * ------------------------------------------------------------------------ */
 
 typedef struct ah_tune_entry {
@@ -912,6 +937,15 @@ typedef struct ah_tune_entry {
     double ms;         /* the phase's time: the sum of the step medians, > 0 */
     const char *steps; /* the steps timed ("d16x4096,d64x8192"); candidates are
                           compared only when tuned on the same steps */
+    /* A mixed step's entry, for [select] mixed_steps = measured: mixed is
+     * AH_MIXED_STEPS_WHOLE (plugin ran the step alone) or
+     * AH_MIXED_STEPS_SPLIT (decode_plugin ran its decode requests, plugin
+     * the rest); spec is then the layer as the selection resolved it for
+     * plugin (ah_selection_decision(sel, l, AH_PHASE_PREFILL)->spec), and
+     * phase is ignored. CONFIG (0): a phase entry, as above. A split entry
+     * applies while both plugin files are the ones tuned. */
+    ah_mixed_steps mixed;
+    const char *decode_plugin;
 } ah_tune_entry;
 
 /* Record n measurements (one atomic write). Replaces the entries of the
