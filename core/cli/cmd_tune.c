@@ -131,10 +131,14 @@ int cmd_tune(cli_common *c)
         }
         n_steps[p] = kept;
     }
-    printf("tune %s: %u distinct attention layer spec%s; decode steps %s, prefill steps %s; "
-           "median of %u runs each\n",
+    /* the mixed step (its name outlives the loop: the entries point at it) */
+    zoo_step mixed;
+    const int have_mixed = !zoo_tune_mixed_step(&mixed);
+    if (have_mixed) zoo_clamp(&mixed, max_ctx, max_batch);
+    printf("tune %s: %u distinct attention layer spec%s; decode steps %s, prefill steps %s, "
+           "mixed step %s; median of %u runs each\n",
            ah_model_name(m), ns, ns == 1 ? "" : "s", steps_text[AH_PHASE_DECODE],
-           steps_text[AH_PHASE_PREFILL], iters);
+           steps_text[AH_PHASE_PREFILL], have_mixed ? mixed.name : "none", iters);
     for (uint32_t i = 0; i < ns; i++) {
         const ah_layer_spec *sp = ah_model_layer(m, first_l[i]);
         char label[160];
@@ -212,14 +216,12 @@ int cmd_tune(cli_common *c)
             if (best_name) printf("  %-8s fastest: %s\n", phase, best_name);
         }
         /* the mixed step, wherever a decode candidate differs from a prefill one */
-        zoo_step mixed;
         const char *const *dec = timed[AH_PHASE_DECODE], *const *pre = timed[AH_PHASE_PREFILL];
         int pairs = 0;
         for (uint32_t a = 0; a < n_timed[AH_PHASE_DECODE]; a++)
             for (uint32_t b = 0; b < n_timed[AH_PHASE_PREFILL]; b++)
                 pairs |= strcmp(dec[a], pre[b]);
-        if (pairs && !zoo_tune_mixed_step(&mixed)) {
-            zoo_clamp(&mixed, max_ctx, max_batch);
+        if (pairs && have_mixed) {
             for (uint32_t b = 0; b < n_timed[AH_PHASE_PREFILL]; b++) {
                 if (tune_mixed(h, m1, NULL, pre[b], &mixed, iters, entries, &n_entries)) rc = 1;
                 for (uint32_t a = 0; a < n_timed[AH_PHASE_DECODE]; a++)

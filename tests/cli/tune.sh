@@ -78,17 +78,18 @@ else
     chmod 755 cache
 fi
 [ "$(id -u)" = 0 ] && chown 0 cache/tune-table
-# a mixed step between two winners (bench names how it ran): split by
-# default, whole under [select] mixed_steps = whole; under measured, as
-# tune timed the pair: spd_slow's prefills beside spd_fast's decodes split
-# (whole would put the decodes on the slow plugin), spd_fast's prefills
-# beside spd_slow's decodes whole; split again once spd_slow's file changed
+# a mixed step between two winners (bench names how it ran): split under
+# [select] mixed_steps = split, whole under whole; under measured (the
+# default), as tune timed the pair: spd_slow's prefills beside spd_fast's
+# decodes split (whole would put the decodes on the slow plugin), spd_fast's
+# prefills beside spd_slow's decodes whole; split again once spd_slow's
+# file changed
 pair() { printf '[search]\ncache = %s/cache/scan-cache\n[select]\nprefill_priority = %s\ndecode_priority = %s\n%b' \
     "$WORK" "$1" "$2" "$3"; }
-pair spd_slow spd_fast '' > split.ini
+pair spd_slow spd_fast 'mixed_steps = split\n' > split.ini
 pair spd_slow spd_fast 'mixed_steps = whole\n' > whole.ini
 pair spd_slow spd_fast 'mixed_steps = measured\n' > measured_split.ini
-pair spd_fast spd_slow 'mixed_steps = measured\n' > measured_whole.ini
+pair spd_fast spd_slow '' > measured_whole.ini
 mixed_run() { # config, the winners as bench prints them, how the step should run
     run bench $1.ini --model m.ini --step m2x32+1x32@16 --iters 1 > bench_$1.log 2>&1 ||
         { cat bench_$1.log; fail "bench, $1.ini"; }

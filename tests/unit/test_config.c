@@ -123,13 +123,12 @@ static void defaults(void)
     CHECK(c.priority.n == 0 && c.prefill_priority.n == 0 && c.decode_priority.n == 0);
     CHECK(c.disable.n == 0 && c.force == NULL);
     CHECK(c.fallback == AH_FALLBACK_WARN);
-    CHECK(c.mixed_steps == AH_MIXED_STEPS_SPLIT);
+    CHECK(c.mixed_steps == AH_MIXED_STEPS_MEASURED);
     CHECK(c.validate == 1);
     CHECK(c.n_layer_rules == 0 && c.n_plugin_keys == 0);
     ah__config_free(&c);
-    /* the third mixed_steps value */
-    CHECK_MSG(load_text(&c, "[select]\nmixed_steps = measured\n", &err) == AH_OK, "%s", err.msg);
-    CHECK(c.mixed_steps == AH_MIXED_STEPS_MEASURED);
+    CHECK_MSG(load_text(&c, "[select]\nmixed_steps = split\n", &err) == AH_OK, "%s", err.msg);
+    CHECK(c.mixed_steps == AH_MIXED_STEPS_SPLIT);
     ah__config_free(&c);
 
     /* No path, no text: the built-in configuration. */
