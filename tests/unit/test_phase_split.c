@@ -331,6 +331,16 @@ static const int UNORD_Q[7] = {1, 1, 7, 1, 1, 12, 1}, UNORD_S[7] = {1, 17, 27, 4
 #define PREFILL_AMX "[select]\nprefill_priority = cpu_amx\ndecode_priority = sel_beta\n"
 #define PREFILL_BETA "[select]\nprefill_priority = sel_beta\ndecode_priority = cpu_amx\n"
 
+/* Plan the 7-request step of query lengths q and sequence lengths sl,
+ * eager, the call log emptied first. */
+static void plan7(env *e, step *s, const int *q, const int *sl, const char *what)
+{
+    step_fill(s, 7, q, sl);
+    g_n = 0;
+    CHECK_MSG(ah_binding_plan(e->b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s: %s", what,
+              ah_binding_errmsg(e->b));
+}
+
 /* The 7 requests (in the order q / sl give) planned whole on the prefill
  * winner (hook 1), the decode winner (hook 0) idle; ah_binding_split says
  * `because`. */
@@ -339,10 +349,7 @@ static void expect_whole(env *e, step *s, const int *q, const int *sl, const cha
 {
     const char *why = "x";
     uint32_t toks = 99;
-    step_fill(s, 7, q, sl);
-    g_n = 0;
-    CHECK_MSG(ah_binding_plan(e->b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s: %s", what,
-              ah_binding_errmsg(e->b));
+    plan7(e, s, q, sl, what);
     CHECK(ah_binding_split(e->b, &toks, &why) == 0 && toks == 0);
     CHECK_CONTAINS(why, because);
     CHECK(ah_binding_phase(e->b) == AH_PHASE_PREFILL);
@@ -495,10 +502,7 @@ static void expect_split(env *e, step *s, const char *what)
 {
     const char *why = "x";
     uint32_t toks = 0;
-    step_fill(s, 7, ORD_Q, ORD_S);
-    g_n = 0;
-    CHECK_MSG(ah_binding_plan(e->b, &s->batch, AH_PLAN_EAGER, NULL) == AH_OK, "%s: %s", what,
-              ah_binding_errmsg(e->b));
+    plan7(e, s, ORD_Q, ORD_S, what);
     CHECK_MSG(ah_binding_split(e->b, &toks, &why) == 5 && toks == 5, "%s: %s", what, why);
     CHECK_STREQ(why, "");
     CHECK(count(0, 0) == 1 && nth(0, 0, 0)->reqs == 5);
