@@ -763,14 +763,13 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
     int pi = 0, iter = 0;
     for (; iter < n_mine; iter++) {
         const fa3_work it = p.work[w0 + iter];
-        if (NWG > 2 && cw * 64 >= it.q_ntok * p.group) {
+        if ((NWG > 2 || D == 128) && cw * 64 >= it.q_ntok * p.group) {
             // None of the item's rows is this warpgroup's (a decode's few
             // rows sit in the first): it computes nothing, only keeps its
             // turns and the stages' arrivals. Q first: its arrival then
-            // belongs to this item. With three warpgroups two would
-            // otherwise run GEMMs on empty rows, which cost decode 20-25%;
-            // with two, decode reads at 94-98% of HBM as it is, and this
-            // path would cost the d256 instances spills.
+            // belongs to this item. GEMMs on empty rows cost d64 decode
+            // 20-25% and d128 decode at 8/1 heads 9%; at d256 this path
+            // costs the instances 128 bytes of spills, so it is left out.
             mbar_wait(&s.q_full, iter & 1);
             const int nt = max((it.kv_hi + BN - 1) / BN - it.kv_lo / BN, 0);
             for (int k = 0; k < nt; k++, pi++) { // a turn per tile and one for the last PV
