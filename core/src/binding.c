@@ -1217,6 +1217,16 @@ typedef struct part_views {
     int64_t sq[4], sk[4], sv[4], so[4], sl[4];
 } part_views;
 
+/* t's rows [r0, r0 + n) as *view (its shape in sh), or NULL for no t;
+ * *bad names the first tensor whose view is misaligned. */
+static DLTensor *part_view(const DLTensor *t, const char *name, int64_t r0, int64_t n,
+                           DLTensor *view, int64_t *sh, const char **bad)
+{
+    if (!t) return NULL;
+    if (ah__row_view(t, r0, n, view, sh) && !*bad) *bad = name;
+    return view;
+}
+
 /* Views of rows [r0, r0 + n) of a's per-token tensors into *o (the rest as
  * in a); the name of a tensor whose view is misaligned, or NULL. */
 static const char *part_args(const ah_forward_args *a, int64_t r0, int64_t n, part_views *v,
@@ -1224,26 +1234,11 @@ static const char *part_args(const ah_forward_args *a, int64_t r0, int64_t n, pa
 {
     const char *bad = NULL;
     *o = *a;
-    if (a->q) {
-        if (ah__row_view(a->q, r0, n, &v->q, v->sq)) bad = "q";
-        o->q = &v->q;
-    }
-    if (a->key) {
-        if (ah__row_view(a->key, r0, n, &v->key, v->sk) && !bad) bad = "key";
-        o->key = &v->key;
-    }
-    if (a->value) {
-        if (ah__row_view(a->value, r0, n, &v->value, v->sv) && !bad) bad = "value";
-        o->value = &v->value;
-    }
-    if (a->out) {
-        if (ah__row_view(a->out, r0, n, &v->out, v->so) && !bad) bad = "out";
-        o->out = &v->out;
-    }
-    if (a->lse) {
-        if (ah__row_view(a->lse, r0, n, &v->lse, v->sl) && !bad) bad = "lse";
-        o->lse = &v->lse;
-    }
+    o->q = part_view(a->q, "q", r0, n, &v->q, v->sq, &bad);
+    o->key = part_view(a->key, "key", r0, n, &v->key, v->sk, &bad);
+    o->value = part_view(a->value, "value", r0, n, &v->value, v->sv, &bad);
+    o->out = part_view(a->out, "out", r0, n, &v->out, v->so, &bad);
+    o->lse = part_view(a->lse, "lse", r0, n, &v->lse, v->sl, &bad);
     return bad;
 }
 
