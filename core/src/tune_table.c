@@ -242,11 +242,12 @@ static char *entry_key(const ah_host *h, const ah_layer_spec *spec, ah_mixed_ste
     return out;
 }
 
-/* The entry of plugin under key text sk (freed here) and phase. */
+/* The entry of plugin under key text sk (freed here) and phase; why (may
+ * be NULL: no note is made) as ah__tune_lookup's. */
 static int lookup(ah_host *h, const char *plugin, char *sk, ah_phase phase, double *ms,
                   const char **steps, const char **why)
 {
-    *why = NULL;
+    if (why) *why = NULL;
     ah_tune_table *t = ah__tune_table_get(h);
     int i = ah__host_find(h, plugin);
     if (!sk || !t || i < 0 || !h->scan.plugins[i]->info.caps || !h->scan.plugins[i]->info.path) {
@@ -268,6 +269,7 @@ static int lookup(ah_host *h, const char *plugin, char *sk, ah_phase phase, doub
         else other_device = 1;
     }
     ah__free(sk);
+    if (!why) return found;
     if (!found && stale)
         *why = keep_why(h, t,
                         ah__asprintf("the plugin file of %s changed since it was tuned (run "
@@ -291,10 +293,11 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
 int ah__tune_lookup_mixed(ah_host *h, const char *prefill_plugin, const char *decode_plugin,
                           const ah_layer_spec *spec, double *ms)
 {
-    const char *steps, *why;
+    /* no stale note: bindings look these up at every creation */
+    const char *steps;
     const ah_mixed_steps how = decode_plugin ? AH_MIXED_STEPS_SPLIT : AH_MIXED_STEPS_WHOLE;
     return lookup(h, prefill_plugin, entry_key(h, spec, how, decode_plugin), AH_PHASE_PREFILL, ms,
-                  &steps, &why);
+                  &steps, NULL);
 }
 
 /* ---- public API ------------------------------------------------------------------ */
