@@ -54,6 +54,17 @@ static int tune_mixed(ah_host *h, const ah_model *m1, const char *D, const char 
     return rc;
 }
 
+/* The mixed step's time among e[0..n): whole on P (D NULL) or split with
+ * D; -1 when not there. */
+static double mixed_ms(const ah_tune_entry *e, size_t n, const char *P, const char *D)
+{
+    for (size_t k = 0; k < n; k++)
+        if (e[k].mixed != AH_MIXED_STEPS_CONFIG && !strcmp(e[k].plugin, P) &&
+            (D ? e[k].decode_plugin && !strcmp(e[k].decode_plugin, D) : !e[k].decode_plugin))
+            return e[k].ms;
+    return -1;
+}
+
 static int opt_u32(const char *opt, const char *v, uint32_t *out)
 {
     char *end;
@@ -154,6 +165,8 @@ int cmd_tune(cli_common *c)
                count[i] == 1 ? "" : "s");
         const char *timed[AH_PHASE_COUNT][64]; /* the candidates each phase timed */
         uint32_t n_timed[AH_PHASE_COUNT] = {0, 0};
+        const char *fastest[AH_PHASE_COUNT] = {NULL, NULL};
+        const size_t n0 = n_entries; /* this spec's entries start here */
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
             double best = -1;
@@ -214,6 +227,7 @@ int cmd_tune(cli_common *c)
                 if (best < 0 || total < best) best = total, best_name = in->name;
             }
             if (best_name) printf("  %-8s fastest: %s\n", phase, best_name);
+            fastest[p] = best_name;
         }
         /* the mixed step, wherever a decode candidate differs from a prefill one */
         const char *const *dec = timed[AH_PHASE_DECODE], *const *pre = timed[AH_PHASE_PREFILL];
@@ -229,6 +243,15 @@ int cmd_tune(cli_common *c)
                         tune_mixed(h, m1, dec[a], pre[b], &mixed, iters, entries, &n_entries))
                         rc = 1;
             }
+        }
+        const char *P = fastest[AH_PHASE_PREFILL], *D = fastest[AH_PHASE_DECODE];
+        if (P && D && strcmp(P, D)) {
+            const double w = mixed_ms(entries + n0, n_entries - n0, P, NULL),
+                         split = mixed_ms(entries + n0, n_entries - n0, P, D);
+            if (w > 0 && split > 0)
+                printf("  %-8s the fastest pair (%s prefill, %s decode) runs it %s: %.4g ms "
+                       "whole, %.4g ms split\n",
+                       "mixed", P, D, w < split ? "whole" : "split", w, split);
         }
         /* the entries point at sp, which lives in m: record before m goes */
         ah_model_destroy(m1);
