@@ -102,4 +102,16 @@ mixed_run measured_split "spd_slow / spd_fast" split
 mixed_run measured_whole "spd_fast / spd_slow" whole
 sleep 1 && touch "$WORK/plugins/spd_slow.so"
 mixed_run measured_whole "spd_fast / spd_slow" split
+# policy = measured and mixed_steps = measured (the default) together, as
+# on a GPU machine: with spd_fast slow at decode, the measured winners are
+# spd_fast (prefill) and spd_slow (decode); tune says how that pair runs
+# the mixed step, and bench runs it so (split: whole would put the decodes
+# on spd_fast)
+printf '[search]\ncache = %s/cache/scan-cache\n[select]\npolicy = measured\n[plugin.spd_fast]\ndecode_delay_us = 30000\n' \
+    "$WORK" > both.ini
+run tune both.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > tune_both.log 2>&1 ||
+    { cat tune_both.log; fail "tune, both measured"; }
+grep -q "^  mixed *the fastest pair (spd_fast prefill, spd_slow decode) runs it split: " tune_both.log ||
+    { cat tune_both.log; fail "tune: how the fastest pair runs the mixed step"; }
+mixed_run both "spd_fast / spd_slow" split
 echo "tune: ok"
