@@ -31,8 +31,9 @@ ah_host *cli_host(const cli_common *c);
 /* Load --model, or the built-in demo model when none is given. */
 ah_model *cli_model(const cli_common *c);
 
-/* The per-layer binding table and the model's CUDA-graph level. */
-void cli_print_binding(const ah_model *m, const ah_selection *sel);
+/* The per-layer binding table, the model's CUDA-graph level and how its
+ * mixed steps run. */
+void cli_print_binding(ah_host *h, const ah_model *m, const ah_selection *sel);
 
 /* Print s as a JSON string literal. */
 void cli_json_str(FILE *f, const char *s);

@@ -476,7 +476,7 @@ int cmd_run(cli_common *c)
     }
     if (*ah_selection_warnings(sel))
         fprintf(stderr, "attnhost: warning: %s", ah_selection_warnings(sel));
-    cli_print_binding(m, sel);
+    cli_print_binding(h, m, sel);
 
     keep_enc = calloc(n, 1);
     keep_dec = calloc(n, 1);

@@ -56,7 +56,7 @@ static void print_decision(const ah_decision *d, uint32_t l, const char *what, c
     }
 }
 
-static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel);
+static int explain(cli_common *c, ah_host *h, const ah_model *m, const ah_selection *sel);
 
 /* The block size of each KV-cache group whose layers say block_size = auto,
  * and where it came from. */
@@ -70,7 +70,7 @@ static void print_auto_block_sizes(const ah_model *m, const ah_selection *sel)
     }
 }
 
-static int with_selection(cli_common *c, int (*fn)(cli_common *, const ah_host *, const ah_model *,
+static int with_selection(cli_common *c, int (*fn)(cli_common *, ah_host *, const ah_model *,
                                                    const ah_selection *))
 {
     ah_host *h = cli_host(c);
@@ -132,7 +132,7 @@ static void print_plugin_keys(const ah_host *h, const char *plugin)
                                                  : " no keys");
 }
 
-static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel)
+static int explain(cli_common *c, ah_host *h, const ah_model *m, const ah_selection *sel)
 {
     uint32_t n = ah_selection_num_layers(sel);
     if (c->layer >= 0 && (uint32_t)c->layer >= n) {
@@ -173,7 +173,23 @@ static int explain(cli_common *c, const ah_host *h, const ah_model *m, const ah_
     return 0;
 }
 
-void cli_print_binding(const ah_model *m, const ah_selection *sel)
+/* How a step of decode and prefill requests runs: whole or split, and
+ * under [select] mixed_steps = measured the tune table's sums. */
+static void print_mixed_steps(ah_host *h, const ah_selection *sel)
+{
+    uint32_t n;
+    double whole, split;
+    const ah_mixed_steps how = ah_selection_mixed_steps(h, sel, &n, &whole, &split);
+    const char *way = how == AH_MIXED_STEPS_WHOLE ? "whole" : "split";
+    if (!n) printf("mixed steps: whole (every layer has one winner)\n");
+    else if (whole >= 0)
+        printf("mixed steps: %s (mixed_steps = measured: tuned %.4g ms whole, %.4g ms split, over "
+               "the %u layers with two winners)\n",
+               way, whole, split, n);
+    else printf("mixed steps: %s (%u layers with two winners)\n", way, n);
+}
+
+void cli_print_binding(ah_host *h, const ah_model *m, const ah_selection *sel)
 {
     uint32_t n = ah_selection_num_layers(sel), glayer;
     printf("model %s: %u layers\n", ah_model_name(m), n);
@@ -205,13 +221,13 @@ void cli_print_binding(const ah_model *m, const ah_selection *sel)
     if (n) printf(" (set by layer %u)", glayer);
     printf("\n");
     print_auto_block_sizes(m, sel);
+    print_mixed_steps(h, sel);
 }
 
-static int bind(cli_common *c, const ah_host *h, const ah_model *m, const ah_selection *sel)
+static int bind(cli_common *c, ah_host *h, const ah_model *m, const ah_selection *sel)
 {
     (void)c;
-    (void)h;
-    cli_print_binding(m, sel);
+    cli_print_binding(h, m, sel);
     return 0;
 }
 

@@ -459,25 +459,54 @@ static ah_status side_open(ah_binding *b, uint32_t d)
     return s;
 }
 
-/* mixed_steps = measured: whole when the tune table holds the mixed step
- * of every layer with two winners both ways (whole on its prefill winner,
- * split with its decode winner) and the whole times sum lower; the reason
- * then, else NULL (split). */
+/* Whether a binding of sel splits layer l's mixed steps: two winners, or
+ * one whose caps split mixed batches (prepare_steps' layer_split, from the
+ * decisions). */
+static int layer_splits(const ah_host *h, const ah_selection *sel, uint32_t l)
+{
+    if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) return 0;
+    const ah_decision *p = ah_selection_decision(sel, l, AH_PHASE_PREFILL),
+                      *d = ah_selection_decision(sel, l, AH_PHASE_DECODE);
+    if (!p->plugin || !d->plugin) return 0;
+    if (strcmp(p->plugin, d->plugin)) return 1;
+    const ah_plugin_info *in = ah_host_find_plugin(h, p->plugin);
+    return in && in->caps->mixed_batch == AH_MIXED_SPLIT;
+}
+
+/* mixed_steps = measured over the layers split[] marks (NULL:
+ * layer_splits): the tune table's sums of the mixed step whole on each
+ * layer's prefill winner and split with its decode winner in *whole and
+ * *split, -1 when any is untuned; *n the layers. 1 when whole is faster. */
+static int measured_sums(ah_host *h, const ah_selection *sel, const uint8_t *split, double *whole,
+                         double *splt, uint32_t *n)
+{
+    *whole = *splt = 0;
+    *n = 0;
+    int tuned = 1;
+    for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) {
+        if (split ? !split[l] : !layer_splits(h, sel, l)) continue;
+        (*n)++;
+        const ah_decision *p = ah_selection_decision(sel, l, AH_PHASE_PREFILL),
+                          *d = ah_selection_decision(sel, l, AH_PHASE_DECODE);
+        double w, sp;
+        if (!tuned || !ah__tune_lookup_mixed(h, p->plugin, NULL, &p->spec, &w) ||
+            !ah__tune_lookup_mixed(h, p->plugin, d->plugin, &p->spec, &sp)) {
+            tuned = 0;
+            continue;
+        }
+        *whole += w, *splt += sp;
+    }
+    if (!tuned || !*n) *whole = *splt = -1;
+    return *whole >= 0 && *whole < *splt;
+}
+
+/* mixed_steps = measured for binding b: the reason to run mixed steps
+ * whole when the sums say so, else NULL (split). */
 static const char *measured_whole(ah_binding *b)
 {
-    double whole = 0, split = 0;
-    uint32_t n = 0;
-    for (uint32_t l = 0; l < b->num_layers; l++) {
-        if (!b->layer_split[l]) continue;
-        const ah_decision *p = ah_selection_decision(b->sel, l, AH_PHASE_PREFILL),
-                          *d = ah_selection_decision(b->sel, l, AH_PHASE_DECODE);
-        double w, sp;
-        if (!ah__tune_lookup_mixed(b->host, p->plugin, NULL, &p->spec, &w) ||
-            !ah__tune_lookup_mixed(b->host, p->plugin, d->plugin, &p->spec, &sp))
-            return NULL;
-        whole += w, split += sp, n++;
-    }
-    if (!n || !(whole < split)) return NULL;
+    double whole, split;
+    uint32_t n;
+    if (!measured_sums(b->host, b->sel, b->layer_split, &whole, &split, &n)) return NULL;
     snprintf(b->split_note, sizeof b->split_note,
              "mixed_steps = measured: attnhost tune timed the mixed step whole in %.4g ms "
              "against %.4g ms split, over the %u layer%s with two winners",
@@ -1495,6 +1524,25 @@ uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const ch
     if (decode_tokens) *decode_tokens = b->planned ? b->nd_tokens : 0;
     if (why) *why = b->planned ? b->why : "";
     return b->planned ? b->nd : 0;
+}
+
+ah_mixed_steps ah_selection_mixed_steps(ah_host *h, const ah_selection *sel, uint32_t *split_layers,
+                                        double *whole_ms, double *split_ms)
+{
+    double whole = -1, split = -1;
+    uint32_t n = 0;
+    ah_mixed_steps how = AH_MIXED_STEPS_WHOLE;
+    if (h && sel) {
+        for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) n += layer_splits(h, sel, l);
+        if (n && h->config.mixed_steps == AH_MIXED_STEPS_MEASURED)
+            how = measured_sums(h, sel, NULL, &whole, &split, &n) ? AH_MIXED_STEPS_WHOLE
+                                                                  : AH_MIXED_STEPS_SPLIT;
+        else if (n) how = h->config.mixed_steps;
+    }
+    if (split_layers) *split_layers = n;
+    if (whole_ms) *whole_ms = whole;
+    if (split_ms) *split_ms = split;
+    return how;
 }
 
 ah_device *ah_binding_device(ah_binding *b, uint32_t layer, ah_phase phase)

@@ -528,6 +528,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     fn("ah_selection_decision", POINTER(ah_decision), _P, c_uint32, c_enum)
     fn("ah_selection_graph_level", c_enum, _P, POINTER(c_uint32))
     fn("ah_selection_warnings", cp, _P)
+    fn("ah_selection_mixed_steps", c_enum, _P, _P, POINTER(c_uint32), POINTER(c_double),
+       POINTER(c_double))
     for name in ("ah_reason_code_str", "ah_graph_level_str", "ah_attn_type_str",
                  "ah_kv_layout_str", "ah_device_kind_str"):
         fn(name, cp, c_enum)

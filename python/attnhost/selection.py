@@ -125,6 +125,18 @@ class Selection(Handle):
         return _ffi.s(lib.ah_graph_level_str(g)), int(layer.value)
 
     @property
+    def mixed_steps(self) -> Tuple[str, int, float, float]:
+        """How a binding of this selection runs steps of decode and prefill
+        requests: ("split" or "whole", the layers with two winners, and
+        under ``[select] mixed_steps = measured`` the tune table's whole and
+        split sums in ms, else -1.0 each)."""
+        lib = _ffi.load()
+        n, whole, split = ctypes.c_uint32(0), ctypes.c_double(0), ctypes.c_double(0)
+        how = lib.ah_selection_mixed_steps(self.host._handle(), self._handle(), ctypes.byref(n),
+                                           ctypes.byref(whole), ctypes.byref(split))
+        return ("whole" if how == 2 else "split", int(n.value), whole.value, split.value)
+
+    @property
     def warnings(self) -> List[str]:
         """Warnings from ``[select] fallback = warn``."""
         return [w for w in _ffi.s(_ffi.load().ah_selection_warnings(self._handle()))

@@ -79,6 +79,7 @@ def test_selection_and_explain(host, cpu_amx):
     assert sel.plugins("prefill") == ["cpu_amx", "cpu_amx"]
     level, layer = sel.graph_level
     assert level in ("NEVER", "UNIFORM_SINGLE_TOKEN_DECODE", "UNIFORM_BATCH", "ALWAYS")
+    assert sel.mixed_steps == ("whole", 0, -1.0, -1.0)  # one winner per layer
     assert sel.warnings == []
     text = sel.explain()
     assert "model sel: 2 layers" in text and "layer 1 decode: cpu_amx" in text

@@ -96,12 +96,21 @@ mixed_run() { # config, the winners as bench prints them, how the step should ru
     grep -q "m2x32+1x32@16 *default .*($2) *block [0-9]*, $3$" bench_$1.log ||
         { cat bench_$1.log; fail "bench, $1.ini: the mixed step should run $3"; }
 }
+mixed_bind() { # config, what bind says of the mixed steps
+    run bind $1.ini --model m.ini > bind_$1.log 2>&1 || { cat bind_$1.log; fail "bind, $1.ini"; }
+    grep -q "^mixed steps: $2" bind_$1.log || { cat bind_$1.log; fail "bind, $1.ini: mixed steps $2"; }
+}
 mixed_run split "spd_slow / spd_fast" split
+mixed_bind split "split (2 layers with two winners)$"
 mixed_run whole "spd_slow / spd_fast" whole
+mixed_bind whole "whole (2 layers with two winners)$"
 mixed_run measured_split "spd_slow / spd_fast" split
+mixed_bind measured_split "split (mixed_steps = measured: tuned [0-9.]* ms whole, [0-9.]* ms split, over the 2 layers"
 mixed_run measured_whole "spd_fast / spd_slow" whole
+mixed_bind measured_whole "whole (mixed_steps = measured: tuned [0-9.]* ms whole, [0-9.]* ms split, over the 2 layers"
 sleep 1 && touch "$WORK/plugins/spd_slow.so"
 mixed_run measured_whole "spd_fast / spd_slow" split
+mixed_bind measured_whole "split (2 layers with two winners)$"
 # policy = measured and mixed_steps = measured (the default) together, as
 # on a GPU machine: with spd_fast slow at decode, the measured winners are
 # spd_fast (prefill) and spd_slow (decode); tune says how that pair runs

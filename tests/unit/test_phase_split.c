@@ -563,6 +563,11 @@ static void test_mixed_steps_chosen(void)
         CHECK_MSG(ah_host_record_tune(e.h, t, 2, &err) == AH_OK, "%s", err.msg);
         env_close(&e);
         if (open_hooked(&e, PREFILL_AMX "mixed_steps = measured\n")) break;
+        uint32_t n = 0;
+        double w = 0, sp = 0;
+        CHECK(ah_selection_mixed_steps(e.h, e.sel, &n, &w, &sp) ==
+                  (k == 0 ? AH_MIXED_STEPS_WHOLE : AH_MIXED_STEPS_SPLIT) &&
+              n == L && w == 2 * whole_ms[k] && sp == 6.0);
         if (k == 0)
             expect_whole(&e, s, ORD_Q, ORD_S,
                          "mixed_steps = measured: attnhost tune timed the mixed step whole in 2 "

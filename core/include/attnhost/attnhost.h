@@ -538,6 +538,15 @@ ah_phase ah_binding_phase(const ah_binding *b);
  * batch with decode requests was not split, or "" when it was split or had
  * none. 0 and "" before the first successful plan. */
 uint32_t ah_binding_split(const ah_binding *b, uint32_t *decode_tokens, const char **why);
+/* How a binding of sel (created with mixed_steps CONFIG) runs mixed steps:
+ * WHOLE when no layer has two winners (*split_layers 0), else SPLIT or
+ * WHOLE as [select] mixed_steps says; under measured, with the tune
+ * table's sums over the split_layers layers in *whole_ms and *split_ms
+ * (-1 when any is untuned, or not measured). Any pointer may be NULL. A
+ * step may still run whole for reasons of its own (ah_binding_split).
+ * Thread safety: as ah_host_select. */
+ah_mixed_steps ah_selection_mixed_steps(ah_host *host, const ah_selection *sel,
+                                        uint32_t *split_layers, double *whole_ms, double *split_ms);
 
 /* Attention for one layer of the last planned batch. When args->key is not
  * NULL the new tokens' K/V are stored first (by forward itself, or by the
