@@ -42,7 +42,8 @@ static int tune_mixed(ah_host *h, const ah_model *m1, const char *D, const char 
         printf(" failed: %s\n", why);
         rc = -1;
     } else if (strcmp(t.mixed ? t.mixed : "", D ? "split" : "whole"))
-        printf(" the binding does not split it (attnhost explain says why)\n");
+        printf(" the binding ran it %s instead (attnhost explain says why)\n",
+               D ? "whole" : "split");
     else {
         printf(" %s %.4g ms\n", st->name, t.ms);
         /* keyed on the layer as the selection resolved it for P, as bindings see it */

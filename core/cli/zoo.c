@@ -70,14 +70,17 @@ static uint32_t from_names(const char *const *names, uint32_t n, zoo_step *out, 
     return k;
 }
 
+/* The zoo's mixed step: 30 decodes on 4k, then 2 chunks of 512 on 1k
+ * cached (a chunked-prefill step). */
+#define ZOO_MIXED_STEP "m30x4096+2x512@1024"
+
 uint32_t zoo_standard_steps(int quick, zoo_step *out, uint32_t cap)
 {
-    /* decode B1/B16/B64/B256 over 4k..32k; prefill 1x8k, 4x2k; 30 decodes on
-     * 4k then 2 chunks of 512 on 1k cached: a chunked-prefill step */
+    /* decode B1/B16/B64/B256 over 4k..32k; prefill 1x8k, 4x2k; the mixed step */
     static const char *const full[] = {"d1x32768", "d16x4096",  "d16x16384",
                                        "d64x8192", "d64x32768", "d256x4096",
-                                       "p1x8192",  "p4x2048",   "m30x4096+2x512@1024"};
-    static const char *const q[] = {"d16x4096", "d64x8192", "p4x2048", "m30x4096+2x512@1024"};
+                                       "p1x8192",  "p4x2048",   ZOO_MIXED_STEP};
+    static const char *const q[] = {"d16x4096", "d64x8192", "p4x2048", ZOO_MIXED_STEP};
     return quick ? from_names(q, 4, out, cap) : from_names(full, 9, out, cap);
 }
 
@@ -88,11 +91,7 @@ uint32_t zoo_tune_steps(ah_phase phase, int quick, zoo_step *out, uint32_t cap)
     return from_names(phase == AH_PHASE_DECODE ? dec : pre, quick ? 1 : 2, out, cap);
 }
 
-int zoo_tune_mixed_step(zoo_step *out)
-{
-    static const char *const mixed[] = {"m30x4096+2x512@1024"};
-    return from_names(mixed, 1, out, 1) == 1 ? 0 : -1;
-}
+int zoo_tune_mixed_step(zoo_step *out) { return zoo_parse_step(ZOO_MIXED_STEP, out); }
 
 static int same_spec(const ah_layer_spec *a, const ah_layer_spec *b)
 {

@@ -473,16 +473,18 @@ static int layer_splits(const ah_host *h, const ah_selection *sel, uint32_t l)
     return in && in->caps->mixed_batch == AH_MIXED_SPLIT;
 }
 
-/* mixed_steps = measured over the layers split[] marks (NULL:
- * layer_splits): the tune table's sums of the mixed step whole on each
- * layer's prefill winner and split with its decode winner in *whole and
- * *split, -1 when any is untuned; *n the layers. 1 when whole is faster. */
-static int measured_sums(ah_host *h, const ah_selection *sel, const uint8_t *split, double *whole,
-                         double *splt, uint32_t *n)
+/* How mixed steps run under mode (never CONFIG) for the layers split[]
+ * marks (NULL: layer_splits), *n of them: WHOLE when none, else mode, and
+ * for measured WHOLE where the tune table's sums of each layer's mixed
+ * step whole on its prefill winner (*whole) and split with its decode
+ * winner (*splt) say so; the sums are -1 when not measured or any is
+ * untuned. One rule for bindings and ah_selection_mixed_steps. */
+static ah_mixed_steps mixed_choice(ah_host *h, const ah_selection *sel, const uint8_t *split,
+                                   ah_mixed_steps mode, uint32_t *n, double *whole, double *splt)
 {
     *whole = *splt = 0;
     *n = 0;
-    int tuned = 1;
+    int tuned = mode == AH_MIXED_STEPS_MEASURED;
     for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) {
         if (split ? !split[l] : !layer_splits(h, sel, l)) continue;
         (*n)++;
@@ -497,16 +499,20 @@ static int measured_sums(ah_host *h, const ah_selection *sel, const uint8_t *spl
         *whole += w, *splt += sp;
     }
     if (!tuned || !*n) *whole = *splt = -1;
-    return *whole >= 0 && *whole < *splt;
+    if (!*n) return AH_MIXED_STEPS_WHOLE;
+    if (mode != AH_MIXED_STEPS_MEASURED) return mode;
+    return *whole >= 0 && *whole < *splt ? AH_MIXED_STEPS_WHOLE : AH_MIXED_STEPS_SPLIT;
 }
 
-/* mixed_steps = measured for binding b: the reason to run mixed steps
- * whole when the sums say so, else NULL (split). */
-static const char *measured_whole(ah_binding *b)
+/* Why binding b runs every mixed step whole by its mixed_steps, or NULL. */
+static const char *mixed_whole_why(ah_binding *b)
 {
     double whole, split;
     uint32_t n;
-    if (!measured_sums(b->host, b->sel, b->layer_split, &whole, &split, &n)) return NULL;
+    if (mixed_choice(b->host, b->sel, b->layer_split, b->mixed, &n, &whole, &split) !=
+        AH_MIXED_STEPS_WHOLE)
+        return NULL;
+    if (whole < 0) return WHY_CONFIG;
     snprintf(b->split_note, sizeof b->split_note,
              "mixed_steps = measured: attnhost tune timed the mixed step whole in %.4g ms "
              "against %.4g ms split, over the %u layer%s with two winners",
@@ -583,8 +589,7 @@ static ah_status prepare_steps(ah_binding *b, ah_error *err)
     if (gs == AH_OK) gs = prepare_splits(b, err);
     if (gs != AH_OK) return gs;
     if (!n_split) b->split_why = WHY_SAME;
-    else if (!b->split_why && b->mixed == AH_MIXED_STEPS_WHOLE) b->split_why = WHY_CONFIG;
-    else if (!b->split_why && b->mixed == AH_MIXED_STEPS_MEASURED) b->split_why = measured_whole(b);
+    else if (!b->split_why) b->split_why = mixed_whole_why(b);
     if (b->split_why) return AH_OK;
     /* split buffers: the rebased query_start_loc on the host and, on each
      * device that serves a prefill part and has memory slots, its copy */
@@ -1531,14 +1536,9 @@ ah_mixed_steps ah_selection_mixed_steps(ah_host *h, const ah_selection *sel, uin
 {
     double whole = -1, split = -1;
     uint32_t n = 0;
-    ah_mixed_steps how = AH_MIXED_STEPS_WHOLE;
-    if (h && sel) {
-        for (uint32_t l = 0; l < ah_selection_num_layers(sel); l++) n += layer_splits(h, sel, l);
-        if (n && h->config.mixed_steps == AH_MIXED_STEPS_MEASURED)
-            how = measured_sums(h, sel, NULL, &whole, &split, &n) ? AH_MIXED_STEPS_WHOLE
-                                                                  : AH_MIXED_STEPS_SPLIT;
-        else if (n) how = h->config.mixed_steps;
-    }
+    const ah_mixed_steps how =
+        h && sel ? mixed_choice(h, sel, NULL, h->config.mixed_steps, &n, &whole, &split)
+                 : AH_MIXED_STEPS_WHOLE;
     if (split_layers) *split_layers = n;
     if (whole_ms) *whole_ms = whole;
     if (split_ms) *split_ms = split;
