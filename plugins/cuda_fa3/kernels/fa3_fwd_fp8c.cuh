@@ -502,7 +502,7 @@ __global__ void __launch_bounds__(384, 1)
             int pi = 0, qi = 0; // qi: staging slots
             for (int i = 0; i < n_mine; i++) {
                 const fa3_work it = p.work[w0 + i];
-                const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+                const int n_lo = tile_lo<BN>(it), n_hi = tile_hi<BN>(it);
                 const int src = vt_source<VT>(p, it);
                 if (n_hi <= n_lo) continue;
                 int copied = n_hi; // tiles n >= copied: the producer copies their V^T
@@ -581,8 +581,7 @@ __global__ void __launch_bounds__(384, 1)
         produce<D, BN, T, AHEAD>(
             s, &tq, &tk, &tv, p, w0, n_mine, lane, [&](const fa3_work &it, int n, int pi, int pg) {
                 const int st = pi % STAGES;
-                const bool first =
-                    n == (it.kv_hi + BN - 1) / BN - 1; // the item's first tile: its V source
+                const bool first = n == tile_hi<BN>(it) - 1; // the item's first tile: its V source
                 const int src = first ? vt_source<VT>(p, it) : kVtTranspose;
                 uint64_t flag = 0;
                 if (src == kVtShared && lane == 0) flag = ld_relaxed_gpu(vt_flag(p, it));
@@ -590,7 +589,7 @@ __global__ void __launch_bounds__(384, 1)
                 load_kv_tile<BN, 1, D, 0, AHEAD>(&s.k[st][0][0], &tk, &s.k_full[st], BN * D, p, it,
                                                  n, lane, pg);
                 if (first) {
-                    const int n_lo = it.kv_lo / BN;
+                    const int n_lo = tile_lo<BN>(it);
                     copied = n + 1;
                     if (src ==
                         kVtShared) { // what is out; the transposers learn it from a slot without V
@@ -736,7 +735,7 @@ __global__ void __launch_bounds__(384, 1)
             pi++;
         };
 
-        const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+        const int n_lo = tile_lo<BN>(it), n_hi = tile_hi<BN>(it);
         if (n_hi > n_lo) {
             int n = n_hi - 1;
             {

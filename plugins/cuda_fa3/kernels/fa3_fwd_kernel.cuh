@@ -143,6 +143,17 @@ __device__ __forceinline__ float tanh_fast(float x)
 
 // ---- producer ------------------------------------------------------------------
 
+// An item's key tiles are [tile_lo, tile_hi): every BN-key tile its
+// [kv_lo, kv_hi) touches. Every role walks them from tile_hi - 1 down.
+template <int BN> __device__ __forceinline__ int tile_lo(const fa3_work &it)
+{
+    return it.kv_lo / BN;
+}
+template <int BN> __device__ __forceinline__ int tile_hi(const fa3_work &it)
+{
+    return (it.kv_hi + BN - 1) / BN;
+}
+
 // Tile n's page for row block `lane` (box_rows tokens; lanes past the
 // tile's row blocks, and row blocks wholly outside the item's key range,
 // get num_blocks: aimed past the cache, the copy engine zero-fills them
@@ -241,7 +252,7 @@ __device__ __forceinline__ void produce(S &s, const CUtensorMap *tq, const CUten
     for (; iter < n_mine; iter++) {
         const fa3_work it = p.work[w0 + iter];
         load_q_tile<D, T>(s, tq, p, it, iter, lane);
-        const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+        const int n_lo = tile_lo<BN>(it), n_hi = tile_hi<BN>(it);
         if constexpr (AHEAD) {
             int pg = n_hi > n_lo ? kv_tile_page<BN>(p, it, n_hi - 1, lane) : 0;
             for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
@@ -697,7 +708,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
                 int pi = 0;
                 for (int i = 0; i < n_mine; i++) {
                     const fa3_work it = p.work[w0 + i];
-                    const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+                    const int n_lo = tile_lo<BN>(it), n_hi = tile_hi<BN>(it);
                     for (int n = n_hi - 1; n >= n_lo; n--, pi++) {
                         const int st = pi % STAGES, si = pi % SST;
                         const uint32_t ph = (pi / STAGES) & 1, ph8 = (pi / SST) & 1;
@@ -771,7 +782,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
             // 20-25% and d128 decode at 8/1 heads 9%; at d256 this path
             // costs the instances 128 bytes of spills, so it is left out.
             mbar_wait(&s.q_full, iter & 1);
-            const int nt = max((it.kv_hi + BN - 1) / BN - it.kv_lo / BN, 0);
+            const int nt = max(tile_hi<BN>(it) - tile_lo<BN>(it), 0);
             for (int k = 0; k < nt; k++, pi++) { // a turn per tile and one for the last PV
                 const int st = pi % STAGES;
                 const uint32_t ph = (pi / STAGES) & 1;
@@ -811,7 +822,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
         uint32_t pa[BN / 16][4];
 
         mbar_wait(&s.q_full, iter & 1);
-        const int n_lo = it.kv_lo / BN, n_hi = (it.kv_hi + BN - 1) / BN;
+        const int n_lo = tile_lo<BN>(it), n_hi = tile_hi<BN>(it);
         if (n_hi > n_lo) {
             // First tile: S only.
             int n = n_hi - 1;

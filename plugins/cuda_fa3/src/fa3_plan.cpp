@@ -66,6 +66,7 @@ void fa3_state_destroy(ah_state *st)
     const ah_host_services *host = st->ctx->host;
     host->free(host, st->h_cost);
     host->free(host, st->h_tmp);
+    host->free(host, st->h_order);
     host->free(host, st);
 }
 
@@ -185,13 +186,18 @@ static ah_status fa3_sort_work(ah_state *st, int n, int max_key, int nsec, int g
     /* keys are twice the tiles (plus 1 for a publisher): loads reach 4 + max_key / 2 */
     const int max_load = 4 + max_key / 2;
     const size_t assign_bytes = fa3_assign_scratch(n, g, max_load);
-    void *scratch = host->alloc(host, sort_bytes > assign_bytes ? sort_bytes : assign_bytes);
-    if (!scratch)
-        return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY,
-                       "plan: out of host memory for the work order");
-    fa3_sort_items(st->h_work, st->h_tmp, st->h_cost, n, max_key, nsec, (int *)scratch);
-    fa3_assign_ctas(st->h_work, st->h_counts->cta_work, st->h_tmp, n, g, BN, max_load, scratch);
-    host->free(host, scratch);
+    const size_t need = sort_bytes > assign_bytes ? sort_bytes : assign_bytes;
+    if (need > st->order_bytes) { /* grows to the largest plan's need, then stays */
+        host->free(host, st->h_order);
+        st->h_order = host->alloc(host, need);
+        st->order_bytes = st->h_order ? need : 0;
+        if (!st->h_order)
+            return ah_fail(&st->err, AH_ERR_OUT_OF_MEMORY,
+                           "plan: out of host memory for the work order");
+    }
+    fa3_sort_items(st->h_work, st->h_tmp, st->h_cost, n, max_key, nsec, (int *)st->h_order);
+    fa3_assign_ctas(st->h_work, st->h_counts->cta_work, st->h_tmp, n, g, BN, max_load,
+                    st->h_order);
     return AH_OK;
 }
 

@@ -67,9 +67,12 @@ struct ah_state {
     int cap_vt_tiles;   /* 128-key tiles the V^T scratch holds for this layer; 0: no sharing */
     cudaEvent_t staged; /* the last plan's copies have left the staging */
     int staged_pending;
-    /* scratch for sorting work by cost */
+    /* scratch for sorting work by cost, and the sort's and the CTA
+     * assignment's buckets (fa3_order.h), kept from plan to plan */
     int32_t *h_cost;
     fa3_work *h_tmp;
+    void *h_order;
+    size_t order_bytes;
     /* the last plan */
     int planned;
     int n_work, n_combine, max_splits;
