@@ -492,29 +492,57 @@ __device__ __forceinline__ float exp_factor(const fa3_params &p, bool prepass, f
     return prepass ? 1.f : p.scale_log2 * q;
 }
 
+// ALiBi without soft-cap stays in the raw score domain plain scores keep
+// (c folds the scale into the exponent): each score of tile n gains
+// slope / c times its column's offset from the thread's first key, an
+// immediate, so one FFMA; off[i] gets the rest of row i's bias, slope / c
+// times (the thread's first key - the row's position), one value per row
+// and tile, which online_softmax adds to the thread's row maximum and
+// folds into the exponent's constant. The pre-pass form takes two FFMAs a
+// score.
+template <int BN>
+__device__ __forceinline__ void alibi_raw(float (&sacc)[BN / 2], const row_info &ri, int n, float c,
+                                          int lane, float (&off)[2])
+{
+    const int k0 = n * BN + 2 * (lane & 3); // key of this thread's first column
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float sl = ri.slope2[i] / c;
+        off[i] = sl * (float)(k0 - ri.pos[i]);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                sacc[j * 4 + i * 2 + e] = fmaf(sl, (float)(j * 8 + e), sacc[j * 4 + i * 2 + e]);
+    }
+}
+
 // Online softmax: update row maxima (in the score domain), turn scores into
 // probabilities exp2(s * c - m * c), and return the factor by which the
-// running O and l must be rescaled.
-template <int BN>
+// running O and l must be rescaled. OFF: row i's scores all lack off[i]
+// (alibi_raw), added to the thread's maximum before the quad reduction.
+template <int BN, bool OFF = false>
 __device__ __forceinline__ void online_softmax(float (&sacc)[BN / 2], float (&m)[2], float (&l)[2],
-                                               float (&alpha)[2], float c)
+                                               float (&alpha)[2], float c,
+                                               const float *off = nullptr)
 {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        float mx = m[i];
+        float mx = OFF ? -INFINITY : m[i];
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
             mx = fmaxf(mx, fmaxf(sacc[j * 4 + i * 2], sacc[j * 4 + i * 2 + 1]));
-        mx = quad_max(mx);
+        mx = OFF ? fmaxf(quad_max(mx + off[i]), m[i]) : quad_max(mx);
         const float mu = mx == -INFINITY ? 0.f : mx * c;
         alpha[i] = exp2f(m[i] * c - mu);
         m[i] = mx;
+        const float k = OFF ? fmaf(off[i], c, -mu) : -mu;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                float pv = exp2f(fmaf(sacc[j * 4 + i * 2 + e], c, -mu));
+                float pv = exp2f(fmaf(sacc[j * 4 + i * 2 + e], c, k));
                 sacc[j * 4 + i * 2 + e] = pv;
                 sum += pv;
             }
@@ -654,8 +682,15 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
 }
 
 // KV is T (16-bit cache) or __nv_fp8_e4m3 (FP8 cache, SST staging stages).
-// OS: the epilogue stages O in shared memory (out_stage).
-template <int D, int BN, int STAGES, typename T, typename KV, int SST, bool OS = false>
+// OS: the epilogue stages O in shared memory (out_stage). AR: the instance
+// for ALiBi without soft-cap, which keeps scores in the raw domain
+// (alibi_raw); a launch argument rather than a branch, so the other
+// instances' code stays their own (in the shared kernel it cost plain
+// prefill 3-9%, DECISIONS.md). 16-bit caches only (an FP8 cache's K scale
+// may make the exponent factor 0), and not at head size 64, whose 160
+// consumer registers it would spill.
+template <int D, int BN, int STAGES, typename T, typename KV, int SST, bool OS = false,
+          bool AR = false>
 __global__ void __launch_bounds__(fwd_threads<D>, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -663,6 +698,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
     constexpr bool F8 = !std::is_same<KV, T>::value;
     static_assert(!F8 || (std::is_same<KV, __nv_fp8_e4m3>::value && SST > 0),
                   "FP8 KV needs staging");
+    static_assert(!AR || (!F8 && D != 64), "the raw-ALiBi instance: 16-bit KV, not head size 64");
     extern __shared__ uint8_t smem_raw[];
     using Smem = fwd_smem<D, BN, STAGES, T, SST, OS>;
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
@@ -807,7 +843,8 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
         // The item's scales (item_scales; a 16-bit cache has none, so
         // constants) are read where they are used: K's into the row factors
         // here, V's at the epilogue.
-        const bool prepass = needs_prepass(p);
+        // AR: ALiBi in the raw domain (alibi_raw), no pre-pass for it.
+        const bool prepass = needs_prepass(p) && !AR;
         const float ks = F8 ? scales_of(p, it.kvh).k : 1.f;
         const float expc = exp_factor(p, prepass, ks);
         auto factors = [&] {
@@ -820,6 +857,19 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
         float sacc[BN / 2];
         uint32_t pa[BN / 16][4];
+        // Tile n's scores into probabilities (sacc), O's factor in alpha.
+        auto softmax = [&](int n) {
+            const bool mask = tile_needs_mask(p, it, n, BN);
+            if constexpr (AR) {
+                float off[2];
+                alibi_raw<BN>(sacc, ri, n, expc, lane, off);
+                if (mask) mask_tile<BN>(sacc, ri, n, lane);
+                online_softmax<BN, true>(sacc, m, l, alpha, expc, off);
+            } else {
+                score_prep<BN>(sacc, p, ri, n, prepass, factors, mask, lane);
+                online_softmax<BN>(sacc, m, l, alpha, expc);
+            }
+        };
 
         mbar_wait(&s.q_full, iter & 1);
         const int n_lo = tile_lo<BN>(it), n_hi = tile_hi<BN>(it);
@@ -837,9 +887,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
                 wgmma_wait<0>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, factors, tile_needs_mask(p, it, n, BN),
-                               lane);
-                online_softmax<BN>(sacc, m, l, alpha, expc);
+                softmax(n);
                 to_operand<T, BN>(sacc, pa);
             }
             // Steady state: QK^T(n) and PV(n+1) in flight together.
@@ -860,9 +908,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
                 wgmma_wait<1>();
                 reg_fence(sacc);
                 if (lane == 0) mbar_arrive(&s.k_empty[st]);
-                score_prep<BN>(sacc, p, ri, n, prepass, factors, tile_needs_mask(p, it, n, BN),
-                               lane);
-                online_softmax<BN>(sacc, m, l, alpha, expc);
+                softmax(n);
                 reg_fence(sacc);
                 wgmma_wait<0>();
                 reg_fence(o);

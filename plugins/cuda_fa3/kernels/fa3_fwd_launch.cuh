@@ -135,6 +135,9 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
         F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk, &tv, err, errlen);
     if (de) return de;
     auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, out_staged<D, T, KV>()>;
+    if constexpr (!F8 && D != 64) // ALiBi without soft-cap: its own instance (fwd_kernel's AR)
+        if (p.alibi && !(p.softcap > 0.f) && p.scale_log2 > 0.f)
+            kern = fwd_kernel<D, BN, STAGES, T, KV, SST, out_staged<D, T, KV>(), true>;
     const size_t smem = smem_bytes<D, T, KV>();
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
