@@ -11,6 +11,58 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+// D(64x32, f32) (+)= A(64x16, smem, K-major) * B(32x16, smem, K-major)^T
+__device__ __forceinline__ void ah_wgmma_ss_bf16_n32(float (&d)[16], uint64_t da, uint64_t db,
+                                                     int scale_d)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// D(64x32, f32) (+)= A(64x16, registers) * B(16x32, smem, N-major)
+__device__ __forceinline__ void ah_wgmma_rs_bf16_n32(float (&d)[16], const uint32_t (&a)[4],
+                                                     uint64_t db, int scale_d)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+
+// D(64x32, f32) (+)= A(64x16, smem, K-major) * B(32x16, smem, K-major)^T
+__device__ __forceinline__ void ah_wgmma_ss_f16_n32(float (&d)[16], uint64_t da, uint64_t db,
+                                                    int scale_d)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// D(64x32, f32) (+)= A(64x16, registers) * B(16x32, smem, N-major)
+__device__ __forceinline__ void ah_wgmma_rs_f16_n32(float (&d)[16], const uint32_t (&a)[4],
+                                                    uint64_t db, int scale_d)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+
 // D(64x64, f32) (+)= A(64x16, smem, K-major) * B(64x16, smem, K-major)^T
 __device__ __forceinline__ void ah_wgmma_ss_bf16_n64(float (&d)[32], uint64_t da, uint64_t db,
                                                      int scale_d)
@@ -353,6 +405,17 @@ __device__ __forceinline__ void ah_wgmma_rs_e4m3_n256(float (&d)[128], const uin
 
 // The 16-bit wrappers by element type: ss(d, a, b, scale_d), rs(d, a, b, scale_d).
 template <typename T, int N> struct ah_wgmma;
+template <> struct ah_wgmma<__nv_bfloat16, 32> {
+    static __device__ __forceinline__ void ss(float (&d)[16], uint64_t a, uint64_t b, int s)
+    {
+        ah_wgmma_ss_bf16_n32(d, a, b, s);
+    }
+    static __device__ __forceinline__ void rs(float (&d)[16], const uint32_t (&a)[4], uint64_t b,
+                                              int s)
+    {
+        ah_wgmma_rs_bf16_n32(d, a, b, s);
+    }
+};
 template <> struct ah_wgmma<__nv_bfloat16, 64> {
     static __device__ __forceinline__ void ss(float (&d)[32], uint64_t a, uint64_t b, int s)
     {
@@ -384,6 +447,17 @@ template <> struct ah_wgmma<__nv_bfloat16, 256> {
                                               int s)
     {
         ah_wgmma_rs_bf16_n256(d, a, b, s);
+    }
+};
+template <> struct ah_wgmma<__half, 32> {
+    static __device__ __forceinline__ void ss(float (&d)[16], uint64_t a, uint64_t b, int s)
+    {
+        ah_wgmma_ss_f16_n32(d, a, b, s);
+    }
+    static __device__ __forceinline__ void rs(float (&d)[16], const uint32_t (&a)[4], uint64_t b,
+                                              int s)
+    {
+        ah_wgmma_rs_f16_n32(d, a, b, s);
     }
 };
 template <> struct ah_wgmma<__half, 64> {

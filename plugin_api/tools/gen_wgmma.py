@@ -13,7 +13,7 @@ or the operand list; only the PTX string, which cannot be split, runs past.
 
 COLUMNS = 100
 
-SHAPES = (64, 128, 256)
+SHAPES = (32, 64, 128, 256)
 # e4m3 PV at head size 128 runs n136: V^T carries 8 more rows, the first
 # all ones, so the row sums of P come out of the accumulator (fa3_fwd_fp8c.cuh).
 SHAPES8 = (64, 128, 136, 256)

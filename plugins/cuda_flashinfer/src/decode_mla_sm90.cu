@@ -14,16 +14,18 @@
  *     per row and tile, a tile ahead. Each thread's copies arrive on the
  *     stage's "full" mbarrier as they land (cp.async.mbarrier.arrive), so
  *     both stages' copies are in flight at once.
- *   - Warpgroup 1 computes S (64 heads x 64 keys, 36 k-steps of m64n64k16,
- *     Q and K from shared memory), the online softmax, and O[:, 0:256] +=
- *     P V with P from registers; it hands P (in the accumulator layout its
- *     threads hold) and each row's rescale factor to warpgroup 2 through
- *     shared memory, whose threads hold the same rows.
- *   - Warpgroup 2 computes O[:, 256:512] += P V. V is each key row's first
- *     512 channels, read MN-major by the descriptor.
+ *   - Warpgroups 1 and 2 each compute S for half the tile's keys (64 heads
+ *     x 32 keys, 36 k-steps of m64n32k16, Q and K from shared memory), so
+ *     the two halves of S, the longest link of a tile's chain, run side by
+ *     side. They exchange row maxima through shared memory (the threads
+ *     ct of both hold the same rows), take exponents of their halves, and
+ *     exchange P; then each computes O += P V for its 256 of the 512 V
+ *     channels (V is each key row's first 512 channels, read MN-major by
+ *     the descriptor), P from registers. Each keeps its own keys' row sums,
+ *     added together at the end.
  * Both consumers release a stage ("empty", one arrival per warp) once their
  * P V on it retired. Shared memory: Q 72 KiB + 2 x 72 KiB of keys + the P
- * hand-off, one CTA per SM.
+ * exchange, one CTA per SM.
  */
 #include "fi_common.cuh"
 #include "wgmma_sm90.cuh"
@@ -35,15 +37,15 @@ using ah_sm90::mbar_init;
 using ah_sm90::mbar_wait;
 
 namespace mla90 {
-constexpr int D = 576, DV = 512, H = 64, BK = 64, NST = 2, THREADS = 384;
-constexpr int CHUNKS = D / 64;                   /* 64-channel chunks of a row: 9 */
-constexpr int UNITS = D * 2 / 16;                /* 16-byte units of a row: 72 */
-constexpr uint32_t CHUNK = 64 * 128;             /* bytes of one chunk of 64 rows */
-constexpr uint32_t TILE = CHUNKS * CHUNK;        /* Q, or one stage of keys: 72 KiB */
-constexpr uint32_t K0 = TILE;                    /* stage s at K0 + s * TILE */
-constexpr uint32_t PX = K0 + NST * TILE;         /* P hand-off: 16 words per thread */
-constexpr uint32_t AX = PX + 128 * 16 * 4;       /* row factors: 2 floats per thread */
-constexpr size_t SMEM = AX + 128 * 2 * 4 + 1024; /* + slack to align the base to 1024 B */
+constexpr int D = 576, DV = 512, H = 64, BK = 64, HK = BK / 2, NST = 2, THREADS = 384;
+constexpr int CHUNKS = D / 64;                 /* 64-channel chunks of a row: 9 */
+constexpr int UNITS = D * 2 / 16;              /* 16-byte units of a row: 72 */
+constexpr uint32_t CHUNK = 64 * 128;           /* bytes of one chunk of 64 rows */
+constexpr uint32_t TILE = CHUNKS * CHUNK;      /* Q, or one stage of keys: 72 KiB */
+constexpr uint32_t K0 = TILE;                  /* stage s at K0 + s * TILE */
+constexpr uint32_t PX = K0 + NST * TILE;       /* P exchange: 16 words per thread */
+constexpr uint32_t AX = PX + 128 * 16 * 4;     /* row maxima or sums: 64 per warpgroup */
+constexpr size_t SMEM = AX + 2 * H * 4 + 1024; /* + slack to align the base to 1024 B */
 /* with the barriers' static shared memory, padded to the dynamic part's
  * 1024-byte alignment: 232448 bytes, all a block may have on sm_90 */
 static_assert(SMEM + 1024 <= 232448, "one CTA's shared memory on sm_90");
@@ -71,9 +73,9 @@ __device__ __forceinline__ void wait_all_copies()
 {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
-/* Named barriers (0 is __syncthreads): P handed over, P taken, the final
- * row state handed over. */
-constexpr int BAR_P_FULL = 1, BAR_P_FREE = 2, BAR_STATE = 3;
+/* Named barriers over both consumer warpgroups (0 is __syncthreads, 4
+ * their Q): row maxima (and at the end row sums) exchanged, P exchanged. */
+constexpr int BAR_MAX = 1, BAR_P = 2;
 } // namespace mla90
 
 template <typename QT>
@@ -81,7 +83,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace mla90;
-    using S_MMA = ah_wgmma<QT, 64>;
+    using S_MMA = ah_wgmma<QT, mla90::HK>;
     using O_MMA = ah_wgmma<QT, 256>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -164,11 +166,13 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 
     /* ---- consumers ---- */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int c = wg - 1;            /* 0: S, softmax, channels 0-255; 1: channels 256-511 */
+    const int c = wg - 1;            /* keys 32c.. of each tile, O channels 256c.. */
     const int lrow = warp * 16 + g8; /* this thread's rows lrow and lrow + 8 */
-    uint32_t *px =
-        reinterpret_cast<uint32_t *>(smem_raw + (PX + (sbase - smem_addr(smem_raw)))) + ct * 16;
-    float *ax = reinterpret_cast<float *>(smem_raw + (AX + (sbase - smem_addr(smem_raw)))) + ct * 2;
+    /* P slot of thread ct (both warpgroups' threads ct hold the same rows):
+     * four k16 steps of the A operand, warpgroup c writes steps 2c, 2c + 1 */
+    uint4 *px = reinterpret_cast<uint4 *>(smem_raw + (PX + (sbase - smem_addr(smem_raw)))) + ct * 4;
+    /* row maxima, then row sums, per warpgroup: [2][64] */
+    float *ax = reinterpret_cast<float *>(smem_raw + (AX + (sbase - smem_addr(smem_raw))));
     wait_copies<0>(); /* this thread's Q copies */
     fence_async_smem();
     named_sync(4, 256); /* every consumer's Q copies */
@@ -179,79 +183,85 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sl[2] = {p.var.alibi && lrow < nh ? p.var.slopes[h0 + lrow] : 0.f,
                          p.var.alibi && lrow + 8 < nh ? p.var.slopes[h0 + lrow + 8] : 0.f};
-    uint32_t pa[BK / 16][4];
     const uint32_t vbase = (uint32_t)(c * 4) * CHUNK; /* this warpgroup's 256 V channels */
+    const uint32_t khalf = (uint32_t)(c * HK) * 128u; /* its 32 key rows (whole swizzle atoms) */
+    /* A row's value from each warpgroup: this thread's quad publishes, the
+     * other warpgroup's is read after the barrier. */
+    auto publish = [&](const float(&v)[2]) {
+        if (t4 == 0) ax[c * H + lrow] = v[0], ax[c * H + lrow + 8] = v[1];
+    };
+    auto other = [&](int i) { return ax[(1 - c) * H + lrow + 8 * i]; };
 
     for (int it = 0; it < ntiles; it++) {
         const int s = it % NST;
         const uint32_t kt = sbase + K0 + (uint32_t)s * TILE;
         mbar_wait(full(s), (uint32_t)((it / NST) & 1));
         fence_async_smem(); /* the producer's copies, seen through the barrier, to wgmma */
+        float sc[16];
+        wgmma_fence();
+#pragma unroll
+        for (int kd = 0; kd < D / 16; kd++)
+            S_MMA::ss(
+                sc,
+                wgmma_desc(sbase + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u, 16,
+                           1024),
+                wgmma_desc(kt + khalf + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u, 16,
+                           1024),
+                kd > 0 ? 1 : 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 16; i++) reg_fence(sc[i]);
+        const int kb = a + it * BK + c * HK;
+        float mx[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < HK / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int j = kb + n * 8 + 2 * t4 + e;
+                    float &v = sc[4 * n + 2 * i + e];
+                    v = j < b ? logit2(p.var, v, sl[i], j, pos) : -INFINITY;
+                    mx[i] = fmaxf(mx[i], v);
+                }
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        }
+        publish(mx);
+        named_sync(BAR_MAX, 256);
         float alpha[2];
-        if (c == 0) {
-            float sc[32];
-            wgmma_fence();
 #pragma unroll
-            for (int kd = 0; kd < D / 16; kd++)
-                S_MMA::ss(sc,
-                          wgmma_desc(sbase + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u,
-                                     16, 1024),
-                          wgmma_desc(kt + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u,
-                                     16, 1024),
-                          kd > 0 ? 1 : 0);
-            wgmma_commit();
-            wgmma_wait<0>();
+        for (int i = 0; i < 2; i++) {
+            const float mn = fmaxf(m[i], fmaxf(mx[i], other(i)));
+            const float mu = mn == -INFINITY ? 0.f : mn;
+            alpha[i] = ex2(m[i] - mu);
+            m[i] = mn;
+            float rs = 0.f;
 #pragma unroll
-            for (int i = 0; i < 32; i++) reg_fence(sc[i]);
-            const int kb = a + it * BK;
+            for (int n = 0; n < HK / 8; n++)
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                float mx = -INFINITY;
+                for (int e = 0; e < 2; e++) {
+                    float &v = sc[4 * n + 2 * i + e];
+                    v = ex2(v - mu);
+                    rs += v;
+                }
+            l[i] = l[i] * alpha[i] + rs; /* this warpgroup's keys only, summed at the end */
+        }
+        uint32_t pa[BK / 16][4];
+        {
+            uint32_t mine[HK / 16][4];
+            acc_to_a<QT>(mine, sc);
 #pragma unroll
-                for (int n = 0; n < BK / 8; n++)
+            for (int kk = 0; kk < HK / 16; kk++)
+                px[2 * c + kk] = make_uint4(mine[kk][0], mine[kk][1], mine[kk][2], mine[kk][3]);
+        }
+        named_sync(BAR_P, 256);
 #pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int j = kb + n * 8 + 2 * t4 + e;
-                        float &v = sc[4 * n + 2 * i + e];
-                        v = j < b ? logit2(p.var, v, sl[i], j, pos) : -INFINITY;
-                        mx = fmaxf(mx, v);
-                    }
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float mn = fmaxf(m[i], mx);
-                const float mu = mn == -INFINITY ? 0.f : mn;
-                alpha[i] = ex2(m[i] - mu);
-                m[i] = mn;
-                float rs = 0.f;
-#pragma unroll
-                for (int n = 0; n < BK / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float &v = sc[4 * n + 2 * i + e];
-                        v = ex2(v - mu);
-                        rs += v;
-                    }
-                l[i] = l[i] * alpha[i] + rs;
-            }
-            acc_to_a<QT>(pa, sc);
-            if (it > 0) named_sync(BAR_P_FREE, 256); /* warpgroup 2 took the last P */
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++)
-                reinterpret_cast<uint4 *>(px)[kk] =
-                    make_uint4(pa[kk][0], pa[kk][1], pa[kk][2], pa[kk][3]);
-            ax[0] = alpha[0];
-            ax[1] = alpha[1];
-            named_arrive(BAR_P_FULL, 256);
-        } else {
-            named_sync(BAR_P_FULL, 256);
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++) {
-                const uint4 w = reinterpret_cast<const uint4 *>(px)[kk];
-                pa[kk][0] = w.x, pa[kk][1] = w.y, pa[kk][2] = w.z, pa[kk][3] = w.w;
-            }
-            alpha[0] = ax[0];
-            alpha[1] = ax[1];
-            if (it + 1 < ntiles) named_arrive(BAR_P_FREE, 256);
+        for (int kk = 0; kk < BK / 16; kk++) {
+            const uint4 w = px[kk];
+            pa[kk][0] = w.x, pa[kk][1] = w.y, pa[kk][2] = w.z, pa[kk][3] = w.w;
         }
         scale_rows(o, alpha);
         wgmma_fence();
@@ -265,25 +275,17 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         if (lane == 0) mbar_arrive(empty(s));
     }
 
-    /* Row state: warpgroup 0 reduces its sums and hands (m, l) over. */
-    if (c == 0) {
+    /* Row sums: each warpgroup's keys, then both (the maxima agree). Every
+     * read of ax's maxima came before the last BAR_P. */
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-        }
-        if (ntiles > 0) named_sync(BAR_P_FREE, 256); /* warpgroup 2 read the last factors */
-        ax[0] = m[0], ax[1] = m[1];
-        reinterpret_cast<float *>(px)[0] = l[0];
-        reinterpret_cast<float *>(px)[1] = l[1];
-        named_arrive(BAR_STATE, 256);
-    } else {
-        if (ntiles > 0) named_arrive(BAR_P_FREE, 256);
-        named_sync(BAR_STATE, 256);
-        m[0] = ax[0], m[1] = ax[1];
-        l[0] = reinterpret_cast<const float *>(px)[0];
-        l[1] = reinterpret_cast<const float *>(px)[1];
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     }
+    publish(l);
+    named_sync(BAR_MAX, 256);
+    l[0] += other(0);
+    l[1] += other(1);
     const bool final_out = p.num_splits == 1 && !p.partial;
     const int d0 = c * 256;
 #pragma unroll
