@@ -27,6 +27,8 @@
  * P V on it retired. Shared memory: Q 72 KiB + 2 x 72 KiB of keys + the P
  * exchange, one CTA per SM.
  */
+#include <type_traits>
+
 #include "fi_common.cuh"
 #include "wgmma_sm90.cuh"
 
@@ -185,6 +187,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                          p.var.alibi && lrow + 8 < nh ? p.var.slopes[h0 + lrow + 8] : 0.f};
     const uint32_t vbase = (uint32_t)(c * 4) * CHUNK; /* this warpgroup's 256 V channels */
     const uint32_t khalf = (uint32_t)(c * HK) * 128u; /* its 32 key rows (whole swizzle atoms) */
+    const uint64_t qdesc = wgmma_desc(sbase, 16, 1024);
     /* A row's value from each warpgroup: this thread's quad publishes, the
      * other warpgroup's is read after the barrier. */
     auto publish = [&](const float(&v)[2]) {
@@ -198,37 +201,40 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         mbar_wait(full(s), (uint32_t)((it / NST) & 1));
         fence_async_smem(); /* the producer's copies, seen through the barrier, to wgmma */
         float sc[16];
+        const uint64_t kdesc = wgmma_desc(kt + khalf, 16, 1024);
         wgmma_fence();
 #pragma unroll
-        for (int kd = 0; kd < D / 16; kd++)
-            S_MMA::ss(
-                sc,
-                wgmma_desc(sbase + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u, 16,
-                           1024),
-                wgmma_desc(kt + khalf + (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u, 16,
-                           1024),
-                kd > 0 ? 1 : 0);
+        for (int kd = 0; kd < D / 16; kd++) {
+            const uint32_t step = (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u;
+            S_MMA::ss(sc, desc_plus(qdesc, step), desc_plus(kdesc, step), kd > 0 ? 1 : 0);
+        }
         wgmma_commit();
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < 16; i++) reg_fence(sc[i]);
         const int kb = a + it * BK + c * HK;
         float mx[2];
+        /* scores and row maxima; only a tile that runs past the range masks */
+        auto logits = [&](auto masked) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = -INFINITY;
+            for (int i = 0; i < 2; i++) {
+                mx[i] = -INFINITY;
 #pragma unroll
-            for (int n = 0; n < HK / 8; n++)
+                for (int n = 0; n < HK / 8; n++)
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int j = kb + n * 8 + 2 * t4 + e;
-                    float &v = sc[4 * n + 2 * i + e];
-                    v = j < b ? logit2(p.var, v, sl[i], j, pos) : -INFINITY;
-                    mx[i] = fmaxf(mx[i], v);
-                }
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        }
+                    for (int e = 0; e < 2; e++) {
+                        const int j = kb + n * 8 + 2 * t4 + e;
+                        float &v = sc[4 * n + 2 * i + e];
+                        v = !decltype(masked)::value || j < b ? logit2(p.var, v, sl[i], j, pos)
+                                                              : -INFINITY;
+                        mx[i] = fmaxf(mx[i], v);
+                    }
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            }
+        };
+        if (kb + HK <= b) logits(std::false_type{});
+        else logits(std::true_type{});
         publish(mx);
         named_sync(BAR_MAX, 256);
         float alpha[2];
@@ -264,10 +270,11 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             pa[kk][0] = w.x, pa[kk][1] = w.y, pa[kk][2] = w.z, pa[kk][3] = w.w;
         }
         scale_rows(o, alpha);
+        const uint64_t vdesc = wgmma_desc(kt + vbase, CHUNK, 1024);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / 16; kk++)
-            O_MMA::rs(o, pa[kk], wgmma_desc(kt + vbase + (uint32_t)kk * 2048u, CHUNK, 1024), 1);
+            O_MMA::rs(o, pa[kk], desc_plus(vdesc, (uint32_t)kk * 2048u), 1);
         wgmma_commit();
         wgmma_wait<0>();
 #pragma unroll

@@ -98,6 +98,19 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t saddr, uint32_t lbo, uin
            (uint64_t)((sbo >> 4) & 0x3FFF) << 32 | 1ull << 62;
 }
 
+/* The descriptor of a start address `bytes` past d's: the start field
+ * (bits 0-13, 16-byte units) gains the offset in one 32-bit add, where
+ * wgmma_desc takes four operations. Nothing carries out of the field:
+ * shared memory ends below 256 KiB, 2^14 units. */
+__device__ __forceinline__ uint64_t desc_plus(uint64_t d, uint32_t bytes)
+{
+    uint64_t r;
+    asm("mov.b64 %0, {%1, %2};\n"
+        : "=l"(r)
+        : "r"((uint32_t)d + (bytes >> 4)), "r"((uint32_t)(d >> 32)));
+    return r;
+}
+
 } // namespace fi
 
 #endif
