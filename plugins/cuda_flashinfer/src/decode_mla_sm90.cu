@@ -188,6 +188,8 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     const uint32_t vbase = (uint32_t)(c * 4) * CHUNK; /* this warpgroup's 256 V channels */
     const uint32_t khalf = (uint32_t)(c * HK) * 128u; /* its 32 key rows (whole swizzle atoms) */
     const uint64_t qdesc = wgmma_desc(sbase, 16, 1024);
+    const bool plain = !(p.var.softcap > 0.f) && !p.var.alibi;
+    const float qk2 = p.var.qk_scale * FI_LOG2E; /* logit2's scale when plain */
     /* A row's value from each warpgroup: this thread's quad publishes, the
      * other warpgroup's is read after the barrier. */
     auto publish = [&](const float(&v)[2]) {
@@ -214,8 +216,11 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         for (int i = 0; i < 16; i++) reg_fence(sc[i]);
         const int kb = a + it * BK + c * HK;
         float mx[2];
-        /* scores and row maxima; only a tile that runs past the range masks */
-        auto logits = [&](auto masked) {
+        /* Scores (base-2 logits) and row maxima. Only a tile that runs past
+         * the range masks; a layer without soft-cap or ALiBi scales by one
+         * multiply (MASKED, PLAIN: std::bool_constant). */
+        auto logits = [&](auto masked_t, auto plain_t) {
+            constexpr bool MASKED = decltype(masked_t)::value, PLAIN = decltype(plain_t)::value;
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 mx[i] = -INFINITY;
@@ -225,16 +230,18 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                     for (int e = 0; e < 2; e++) {
                         const int j = kb + n * 8 + 2 * t4 + e;
                         float &v = sc[4 * n + 2 * i + e];
-                        v = !decltype(masked)::value || j < b ? logit2(p.var, v, sl[i], j, pos)
-                                                              : -INFINITY;
+                        if (MASKED && j >= b) v = -INFINITY;
+                        else v = PLAIN ? v * qk2 : logit2(p.var, v, sl[i], j, pos);
                         mx[i] = fmaxf(mx[i], v);
                     }
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
             }
         };
-        if (kb + HK <= b) logits(std::false_type{});
-        else logits(std::true_type{});
+        using yes = std::true_type;
+        using no = std::false_type;
+        if (kb + HK <= b) plain ? logits(no{}, yes{}) : logits(no{}, no{});
+        else plain ? logits(yes{}, yes{}) : logits(yes{}, no{});
         publish(mx);
         named_sync(BAR_MAX, 256);
         float alpha[2];
