@@ -196,8 +196,7 @@ static ah_status fa3_sort_work(ah_state *st, int n, int max_key, int nsec, int g
                            "plan: out of host memory for the work order");
     }
     fa3_sort_items(st->h_work, st->h_tmp, st->h_cost, n, max_key, nsec, (int *)st->h_order);
-    fa3_assign_ctas(st->h_work, st->h_counts->cta_work, st->h_tmp, n, g, BN, max_load,
-                    st->h_order);
+    fa3_assign_ctas(st->h_work, st->h_counts->cta_work, st->h_tmp, n, g, BN, max_load, st->h_order);
     return AH_OK;
 }
 
