@@ -21,7 +21,7 @@ function(attnhost_add_plugin name)
     C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
     LIBRARY_OUTPUT_DIRECTORY ${ATTNHOST_BUILD_PLUGIN_DIR})
   target_link_libraries(${name} PRIVATE attnhost::plugin_api ${P_LIBRARIES})
-  target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  target_link_options(${name} PRIVATE ${ATTNHOST_LINK_NO_UNDEFINED})
   attnhost_warnings(${name})
   get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
   # 0644: a plugin is dlopen()ed, never executed (Debian policy for shared objects)

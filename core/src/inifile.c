@@ -112,8 +112,11 @@ static char *read_line(char *str, int num, void *stream)
     r->pos = nl ? nl + 1 : e;
     r->line++;
     if (r->line == 1 && !strncmp(b, "\xEF\xBB\xBF", 3)) b += 3; /* a UTF-8 byte-order mark */
-    while (b < e && (*b == ' ' || *b == '\t')) b++;             /* indentation means nothing */
-    while (e > b && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
+    /* Indentation means nothing: whitespace as inih's isspace() sees it
+     * (form feeds and vertical tabs too), or inih would read an indented
+     * line as the previous key's continuation, under a name it truncates. */
+    while (b < e && isspace((unsigned char)*b)) b++;
+    while (e > b && isspace((unsigned char)e[-1])) e--;
     size_t len = (size_t)(e - b);
     char w[AH_INI_MAX_LINE + 8];
     if (len > AH_INI_MAX_LINE || len + 3 > (size_t)num) {

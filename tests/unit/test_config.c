@@ -156,10 +156,14 @@ static void defaults(void)
     ah__config_free(&c);
 
     /* An indented line after a key is a key of its own, not (as inih would
-     * have it) a continuation of the previous value. */
-    CHECK(load_text(&c, "[select]\nfallback = allow\n    force = a\n\tdisable = b\n", &err) ==
-          AH_OK);
+     * have it) a continuation of the previous value: spaces, tabs, and the
+     * form feeds and vertical tabs inih counts as whitespace too. */
+    CHECK(load_text(&c,
+                    "[select]\nfallback = allow\n    force = a\n\tdisable = b\n\f\vpolicy = "
+                    "measured\n",
+                    &err) == AH_OK);
     CHECK(c.fallback == AH_FALLBACK_ALLOW && c.force && !strcmp(c.force, "a") && c.disable.n == 1);
+    CHECK(c.policy == AH_POLICY_MEASURED);
     ah__config_free(&c);
 
     /* The longest line inih reads whole is accepted; one more is refused. */
