@@ -415,8 +415,12 @@ static ah_status check_block_table(const ah_batch *b, const ah_layer_spec *spec,
                             "), above limits.max_blocks_per_req = %" PRIu32,
                             r, need, b->seq_lens_host[r], lim->max_blocks_per_req);
     }
+    /* Read as unsigned, a negative (released) entry is 2^31 or more: below
+     * min(num_blocks, 2^31), every entry is a block inside the cache, even
+     * where num_blocks passes 2^31. */
+    const uint32_t bound = b->num_blocks < 0x80000000u ? b->num_blocks : 0x80000000u;
     if (ah__table_max_unsigned(b->block_table_host, b->block_table_stride, b->seq_lens_host,
-                               b->num_reqs, &div) < b->num_blocks)
+                               b->num_reqs, &div) < bound)
         return AH_OK;
     /* the slow path: released entries, or a culprit to name */
     for (uint32_t r = 0; r < b->num_reqs; r++) {

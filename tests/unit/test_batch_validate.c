@@ -201,6 +201,12 @@ static void test_block_table(void)
     fixture_init(&f);
     f.bt[0] = -1;
     EXPECT_FAIL(&f, "block_table[0][0] = -1 is outside the cache");
+    /* a negative entry stays a released block in a cache of more than 2^31
+     * blocks, where it is below num_blocks read as unsigned */
+    fixture_init(&f);
+    f.lim.num_blocks = f.b.num_blocks = 3000000000u;
+    f.bt[4] = INT32_MIN + 5;
+    EXPECT_FAIL(&f, "block_table[1][0] = -2147483643 is outside the cache (3000000000 blocks)");
     fixture_init(&f);
     f.b.block_table_stride = 2; /* request 1 needs 3 */
     f.bt[2] = 0, f.bt[3] = 1;   /* keep rows 0/1 plausible under the new stride */
