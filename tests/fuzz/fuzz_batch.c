@@ -263,7 +263,10 @@ static void build_ext(fz *f, built *x, uint8_t ext)
         }
         uint32_t idx = fz_u16(f);
         int8_t d = (int8_t)fz_u8(f);
-        if (d) x->cuk[idx % (n + 1)] += d;
+        if (d) { /* wrapping, as a caller's arithmetic might */
+            int32_t *c = &x->cuk[idx % (n + 1)];
+            *c = (int32_t)((uint32_t)*c + (uint32_t)(int32_t)d);
+        }
         b->num_k_tokens = (uint32_t)x->cuk[n] + (uint32_t)(int8_t)fz_u8(f) % 2;
         b->cu_seqlens_k_host = how & 4 ? NULL : x->cuk;
     }
