@@ -1,7 +1,8 @@
 #!/bin/sh
 # The test suite on a fresh machine: install what is needed, build, run every
 # CPU test (GPU tests skip without a device), the Debian packages' install
-# tests, then the same unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer.
+# tests, then the same unit tests built with AddressSanitizer + UndefinedBehaviorSanitizer,
+# and the fuzz targets' smoke runs.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh
@@ -18,4 +19,12 @@ if [ "${ATTNHOST_SKIP_SANITIZERS:-0}" != 1 ]; then
   # sanitizer build: host and CPU plugins only, to keep CI inside its budget
   sh scripts/build.sh build-asan -DATTNHOST_SANITIZE=address -DATTNHOST_PLUGINS=cpu_amx
   (cd build-asan && ctest --output-on-failure -j "$(nproc)" -L unit)
+fi
+if [ "${ATTNHOST_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # the libFuzzer targets (clang): built and run over their seeds, so the
+  # fuzz preset the campaigns in docs/reliability.md use keeps building
+  cmake --preset fuzz > /dev/null
+  cmake --build build-fuzz -j "$(nproc)" --target fuzz_config fuzz_model fuzz_batch \
+    fuzz_descriptor fuzz_record fuzz_scales
+  (cd build-fuzz && ctest --output-on-failure -L fuzz)
 fi
