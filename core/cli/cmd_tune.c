@@ -164,8 +164,6 @@ int cmd_tune(cli_common *c)
         }
         printf("\nspec %s (layer %u, %u layer%s)\n", label, first_l[i], count[i],
                count[i] == 1 ? "" : "s");
-        const char *timed[AH_PHASE_COUNT][64]; /* the candidates each phase timed */
-        uint32_t n_timed[AH_PHASE_COUNT] = {0, 0};
         const char *fastest[AH_PHASE_COUNT] = {NULL, NULL};
         const size_t n0 = n_entries; /* this spec's entries start here */
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
@@ -224,26 +222,28 @@ int cmd_tune(cli_common *c)
                 entries[n_entries++] = (ah_tune_entry){
                     sizeof(ah_tune_entry), in->name, sp, (ah_phase)p, total, steps_text[p],
                     AH_MIXED_STEPS_CONFIG, NULL};
-                timed[p][n_timed[p]++] = in->name;
                 if (best < 0 || total < best) best = total, best_name = in->name;
             }
             if (best_name) printf("  %-8s fastest: %s\n", phase, best_name);
             fastest[p] = best_name;
         }
-        /* the mixed step, wherever a decode candidate differs from a prefill one */
-        const char *const *dec = timed[AH_PHASE_DECODE], *const *pre = timed[AH_PHASE_PREFILL];
+        /* the mixed step, wherever a decode candidate differs from a prefill
+         * one: the candidates are this spec's phase entries, [n0, n1) */
+        const size_t n1 = n_entries;
         int pairs = 0;
-        for (uint32_t a = 0; a < n_timed[AH_PHASE_DECODE]; a++)
-            for (uint32_t b = 0; b < n_timed[AH_PHASE_PREFILL]; b++)
-                pairs |= strcmp(dec[a], pre[b]);
-        if (pairs && have_mixed) {
-            for (uint32_t b = 0; b < n_timed[AH_PHASE_PREFILL]; b++) {
-                if (tune_mixed(h, m1, NULL, pre[b], &mixed, iters, entries, &n_entries)) rc = 1;
-                for (uint32_t a = 0; a < n_timed[AH_PHASE_DECODE]; a++)
-                    if (strcmp(dec[a], pre[b]) &&
-                        tune_mixed(h, m1, dec[a], pre[b], &mixed, iters, entries, &n_entries))
-                        rc = 1;
-            }
+        for (size_t a = n0; a < n1; a++)
+            for (size_t b = n0; b < n1; b++)
+                pairs |= entries[a].phase == AH_PHASE_DECODE &&
+                         entries[b].phase == AH_PHASE_PREFILL &&
+                         strcmp(entries[a].plugin, entries[b].plugin);
+        for (size_t b = n0; b < n1 && pairs && have_mixed; b++) {
+            if (entries[b].phase != AH_PHASE_PREFILL) continue;
+            const char *pre = entries[b].plugin;
+            if (tune_mixed(h, m1, NULL, pre, &mixed, iters, entries, &n_entries)) rc = 1;
+            for (size_t a = n0; a < n1; a++)
+                if (entries[a].phase == AH_PHASE_DECODE && strcmp(entries[a].plugin, pre) &&
+                    tune_mixed(h, m1, entries[a].plugin, pre, &mixed, iters, entries, &n_entries))
+                    rc = 1;
         }
         const char *P = fastest[AH_PHASE_PREFILL], *D = fastest[AH_PHASE_DECODE];
         if (P && D && strcmp(P, D)) {
