@@ -8,23 +8,26 @@
  * once per warp. A block with fewer real heads (16, or the last of 96)
  * fills its other rows with zero queries and stores nothing for them: the
  * padding costs tensor work the kernel has to spare, no extra key reads.
- *   - Warpgroup 0 copies 64-key tiles of the latent cache (1152-byte rows)
- *     with cp.async into a two-stage ring, each 64-channel chunk 128-byte
- *     swizzled as wgmma reads it. A warp covers 16 rows, one page lookup
+ *   - Warpgroup 0 copies 32-key tiles of the latent cache (1152-byte rows)
+ *     with cp.async into a four-stage ring, each 64-channel chunk 128-byte
+ *     swizzled as wgmma reads it. A warp covers 8 rows, one page lookup
  *     per row and tile, a tile ahead. Each thread's copies arrive on the
  *     stage's "full" mbarrier as they land (cp.async.mbarrier.arrive), so
- *     both stages' copies are in flight at once.
- *   - Warpgroups 1 and 2 each compute S for half the tile's keys (64 heads
- *     x 32 keys, 36 k-steps of m64n32k16, Q and K from shared memory), so
- *     the two halves of S, the longest link of a tile's chain, run side by
- *     side. They exchange row maxima through shared memory (the threads
- *     ct of both hold the same rows), take exponents of their halves, and
- *     exchange P; then each computes O += P V for its 256 of the 512 V
- *     channels (V is each key row's first 512 channels, read MN-major by
- *     the descriptor), P from registers. Each keeps its own keys' row sums,
- *     added together at the end.
+ *     every stage's copies can be in flight at once.
+ *   - Warpgroups 1 and 2 take the tiles in turn: the owner of a tile
+ *     computes its S (64 heads x 32 keys, 36 k-steps of m64n32k16, Q and K
+ *     from shared memory), the row maxima (its own and, through shared
+ *     memory, those after the other's last tile), and P, which it publishes
+ *     with the new maxima. Each warpgroup computes O += P V for its 256 of
+ *     the 512 V channels on every tile, its own P from registers and the
+ *     other's from shared memory, two tiles at a time: O takes the two
+ *     tiles' rescales in one pass and the earlier tile's P the later one's.
+ *     So one warpgroup's softmax runs while the other's GEMMs keep the
+ *     tensor cores busy. V is each key row's first 512 channels, read
+ *     MN-major by the descriptor. Each keeps its own tiles' row sums, added
+ *     together at the end.
  * Both consumers release a stage ("empty", one arrival per warp) once their
- * P V on it retired. Shared memory: Q 72 KiB + 2 x 72 KiB of keys + the P
+ * P V on it retired. Shared memory: Q 72 KiB + 4 x 36 KiB of keys + the P
  * exchange, one CTA per SM.
  */
 #include <type_traits>
@@ -39,24 +42,27 @@ using ah_sm90::mbar_init;
 using ah_sm90::mbar_wait;
 
 namespace mla90 {
-constexpr int D = 576, DV = 512, H = 64, BK = 64, HK = BK / 2, NST = 2, THREADS = 384;
+constexpr int D = 576, DV = 512, H = 64, BK = 32, NST = 4, THREADS = 384;
 constexpr int CHUNKS = D / 64;                 /* 64-channel chunks of a row: 9 */
 constexpr int UNITS = D * 2 / 16;              /* 16-byte units of a row: 72 */
-constexpr uint32_t CHUNK = 64 * 128;           /* bytes of one chunk of 64 rows */
-constexpr uint32_t TILE = CHUNKS * CHUNK;      /* Q, or one stage of keys: 72 KiB */
-constexpr uint32_t K0 = TILE;                  /* stage s at K0 + s * TILE */
-constexpr uint32_t PX = K0 + NST * TILE;       /* P exchange: 16 words per thread */
-constexpr uint32_t AX = PX + 128 * 16 * 4;     /* row maxima or sums: 64 per warpgroup */
-constexpr size_t SMEM = AX + 2 * H * 4 + 1024; /* + slack to align the base to 1024 B */
+constexpr uint32_t QCHUNK = H * 128;           /* bytes of one chunk of Q's 64 rows */
+constexpr uint32_t KCHUNK = BK * 128;          /* bytes of one chunk of a tile's 32 rows */
+constexpr uint32_t KTILE = CHUNKS * KCHUNK;    /* one stage of keys: 36 KiB */
+constexpr uint32_t K0 = CHUNKS * QCHUNK;       /* Q's 72 KiB, then stage s at K0 + s * KTILE */
+constexpr uint32_t PX = K0 + NST * KTILE;      /* P published: 8 words per thread and warpgroup */
+constexpr uint32_t MX = PX + 2 * 128 * 8 * 4;  /* row maxima published: 64 per warpgroup */
+constexpr uint32_t LX = MX + 2 * H * 4;        /* row sums at the end: 64 per warpgroup */
+constexpr size_t SMEM = LX + 2 * H * 4 + 1024; /* + slack to align the base to 1024 B */
 /* with the barriers' static shared memory, padded to the dynamic part's
  * 1024-byte alignment: 232448 bytes, all a block may have on sm_90 */
 static_assert(SMEM + 1024 <= 232448, "one CTA's shared memory on sm_90");
 
-/* Unit u of row r of a tile at base: chunk u / 8, 16-byte slot u % 8 XOR
- * r % 8 (the 128-byte swizzle; atoms of 8 rows x 128 B, 1024-B aligned). */
-__device__ __forceinline__ uint32_t unit_addr(uint32_t base, int r, int u)
+/* Unit u of row r of a ROWS-row tile at base: chunk u / 8, 16-byte slot
+ * u % 8 XOR r % 8 (the 128-byte swizzle; atoms of 8 rows x 128 B,
+ * 1024-B aligned). */
+template <int ROWS> __device__ __forceinline__ uint32_t unit_addr(uint32_t base, int r, int u)
 {
-    return base + (uint32_t)(u >> 3) * CHUNK + (uint32_t)r * 128u +
+    return base + (uint32_t)(u >> 3) * (ROWS * 128u) + (uint32_t)r * 128u +
            (uint32_t)(((u & 7) ^ (r & 7)) << 4);
 }
 __device__ __forceinline__ void copy16(uint32_t dst, const void *src, bool ok)
@@ -75,9 +81,24 @@ __device__ __forceinline__ void wait_all_copies()
 {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
-/* Named barriers over both consumer warpgroups (0 is __syncthreads, 4
- * their Q): row maxima (and at the end row sums) exchanged, P exchanged. */
-constexpr int BAR_MAX = 1, BAR_P = 2;
+/* Named barriers (0 is __syncthreads): warpgroup w's tile published (1 + w,
+ * its 128 threads arrive, the other's 128 wait), the row sums exchanged,
+ * every consumer's Q copies. */
+constexpr int BAR_PUB = 1, BAR_SUMS = 3, BAR_Q = 4;
+
+/* P of one tile, packed as the A operand of its two k16 steps, scaled in
+ * place: each row's values times its factor. */
+template <typename QT>
+__device__ __forceinline__ void scale_p(uint32_t (&pa)[BK / 16][4], const float (&f)[2])
+{
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) { /* words 0, 2: row r; 1, 3: row r + 8 */
+            const float2 v = unpack2(pa[kk][j], (QT *)nullptr);
+            pa[kk][j] = pack2<QT>(v.x * f[j & 1], v.y * f[j & 1]);
+        }
+}
 } // namespace mla90
 
 template <typename QT>
@@ -85,7 +106,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace mla90;
-    using S_MMA = ah_wgmma<QT, mla90::HK>;
+    using S_MMA = ah_wgmma<QT, BK>;
     using O_MMA = ah_wgmma<QT, 256>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -117,7 +138,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
         for (int i = tid - 128; i < H * UNITS; i += 256) {
             const int row = i / UNITS, u = i % UNITS;
-            copy16(unit_addr(sbase, row, u),
+            copy16(unit_addr<H>(sbase, row, u),
                    row < nh ? qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8 : qt, row < nh);
         }
         commit();
@@ -129,12 +150,12 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         const QT *kc = static_cast<const QT *>(p.k_cache);
         const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
-        const int row0 = warp * 16; /* this warp's 16 rows of every tile */
-        /* Lane r % 16 looks up row row0 + r of tile `it`: its element offset
+        const int row0 = warp * (BK / 4); /* this warp's 8 rows of every tile */
+        /* Lane r % 8 looks up row row0 + r of tile `it`: its element offset
          * in the cache, or -1 past the range (those rows are zero: P V reads
          * them). */
         auto row_offset = [&](int it) -> int64_t {
-            const int j = a + it * BK + row0 + (lane & 15);
+            const int j = a + it * BK + row0 + (lane & 7);
             return j < b ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
                                (int64_t)(j & pmask) * p.kg.stride_slot
                          : -1;
@@ -145,20 +166,20 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             /* the next tile's page lookups are in flight while this one waits */
             const int64_t next = it + 1 < ntiles ? row_offset(it + 1) : -1;
             if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
-            const uint32_t st = sbase + K0 + (uint32_t)s * TILE;
-            /* a row's 72 units over 32 + 32 + 8 lanes; unrolled further, the
-             * producer's 40 registers spill */
+            const uint32_t st = sbase + K0 + (uint32_t)s * KTILE;
+            /* a row's 72 units over 32 + 32 + 8 lanes */
 #pragma unroll 4
-            for (int r = 0; r < 16; r++) {
+            for (int r = 0; r < BK / 4; r++) {
                 const int64_t o = __shfl_sync(0xffffffffu, off, r);
                 const QT *src = kc + (o >= 0 ? o + lane * 8 : 0);
-                copy16(unit_addr(st, row0 + r, lane), src, o >= 0);
-                copy16(unit_addr(st, row0 + r, lane + 32), src + (o >= 0 ? 256 : 0), o >= 0);
+                copy16(unit_addr<BK>(st, row0 + r, lane), src, o >= 0);
+                copy16(unit_addr<BK>(st, row0 + r, lane + 32), src + (o >= 0 ? 256 : 0), o >= 0);
                 if (lane < UNITS - 64)
-                    copy16(unit_addr(st, row0 + r, lane + 64), src + (o >= 0 ? 512 : 0), o >= 0);
+                    copy16(unit_addr<BK>(st, row0 + r, lane + 64), src + (o >= 0 ? 512 : 0),
+                           o >= 0);
             }
             /* "full" counts this thread's arrival once its copies landed, so
-             * the next tile's copies go out without waiting for these */
+             * the next tiles' copies go out without waiting for these */
             copies_arrive(full(s));
             off = next;
         }
@@ -168,53 +189,92 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 
     /* ---- consumers ---- */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int c = wg - 1;            /* keys 32c.. of each tile, O channels 256c.. */
+    const int c = wg - 1;            /* owns tiles c, c + 2, ...; O channels 256c.. */
     const int lrow = warp * 16 + g8; /* this thread's rows lrow and lrow + 8 */
-    /* P slot of thread ct (both warpgroups' threads ct hold the same rows):
-     * four k16 steps of the A operand, warpgroup c writes steps 2c, 2c + 1 */
-    uint4 *px = reinterpret_cast<uint4 *>(smem_raw + (PX + (sbase - smem_addr(smem_raw)))) + ct * 4;
-    /* row maxima, then row sums, per warpgroup: [2][64] */
-    float *ax = reinterpret_cast<float *>(smem_raw + (AX + (sbase - smem_addr(smem_raw))));
+    const uint32_t obase = sbase - smem_addr(smem_raw);
+    /* what warpgroup w publishes: P in thread ct's slot (both warpgroups'
+     * threads ct hold the same rows), the rows' new maxima */
+    auto p_slot = [&](int w) {
+        return reinterpret_cast<uint4 *>(smem_raw + PX + obase) + (w * 128 + ct) * 2;
+    };
+    auto m_pub = [&](int w) { return reinterpret_cast<float *>(smem_raw + MX + obase) + w * H; };
+    float *l_pub = reinterpret_cast<float *>(smem_raw + LX + obase);
     wait_copies<0>(); /* this thread's Q copies */
     fence_async_smem();
-    named_sync(4, 256); /* every consumer's Q copies */
+    named_sync(BAR_Q, 256); /* every consumer's Q copies */
 
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; i++) o[i] = 0.f;
+    /* m: the row maxima after the last tile this warpgroup saw (its own or
+     * received); l: its own tiles' row sums, under m */
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sl[2] = {p.var.alibi && lrow < nh ? p.var.slopes[h0 + lrow] : 0.f,
                          p.var.alibi && lrow + 8 < nh ? p.var.slopes[h0 + lrow + 8] : 0.f};
-    const uint32_t vbase = (uint32_t)(c * 4) * CHUNK; /* this warpgroup's 256 V channels */
-    const uint32_t khalf = (uint32_t)(c * HK) * 128u; /* its 32 key rows (whole swizzle atoms) */
+    const uint32_t vbase = (uint32_t)(c * 4) * KCHUNK; /* this warpgroup's 256 V channels */
     const uint64_t qdesc = wgmma_desc(sbase, 16, 1024);
     const bool plain = !(p.var.softcap > 0.f) && !p.var.alibi;
     const float qk2 = p.var.qk_scale * FI_LOG2E; /* logit2's scale when plain */
-    /* A row's value from each warpgroup: this thread's quad publishes, the
-     * other warpgroup's is read after the barrier. */
-    auto publish = [&](const float(&v)[2]) {
-        if (t4 == 0) ax[c * H + lrow] = v[0], ax[c * H + lrow + 8] = v[1];
-    };
-    auto other = [&](int i) { return ax[(1 - c) * H + lrow + 8 * i]; };
-
-    for (int it = 0; it < ntiles; it++) {
-        const int s = it % NST;
-        const uint32_t kt = sbase + K0 + (uint32_t)s * TILE;
-        mbar_wait(full(s), (uint32_t)((it / NST) & 1));
+    auto stage = [&](int it) { return sbase + K0 + (uint32_t)(it % NST) * KTILE; };
+    float sc[16];
+    /* S of tile it into sc: issued and committed, not waited for */
+    auto issue_s = [&](int it) {
+        mbar_wait(full(it % NST), (uint32_t)((it / NST) & 1));
         fence_async_smem(); /* the producer's copies, seen through the barrier, to wgmma */
-        float sc[16];
-        const uint64_t kdesc = wgmma_desc(kt + khalf, 16, 1024);
+        const uint64_t kdesc = wgmma_desc(stage(it), 16, 1024);
         wgmma_fence();
 #pragma unroll
         for (int kd = 0; kd < D / 16; kd++) {
-            const uint32_t step = (uint32_t)(kd >> 2) * CHUNK + (uint32_t)(kd & 3) * 32u;
-            S_MMA::ss(sc, desc_plus(qdesc, step), desc_plus(kdesc, step), kd > 0 ? 1 : 0);
+            const uint32_t step = (uint32_t)(kd >> 2) * QCHUNK + (uint32_t)(kd & 3) * 32u;
+            const uint32_t kstep = (uint32_t)(kd >> 2) * KCHUNK + (uint32_t)(kd & 3) * 32u;
+            S_MMA::ss(sc, desc_plus(qdesc, step), desc_plus(kdesc, kstep), kd > 0 ? 1 : 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+    };
+    /* The other warpgroup's tile: its new maxima (m moves to them; the
+     * factor for what came before returned) and its P. */
+    auto receive = [&](uint32_t(&pr)[BK / 16][4], float(&alpha)[2]) {
+        named_sync(BAR_PUB + (1 - c), 256);
+        const float *mp = m_pub(1 - c);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const float mn = mp[lrow + 8 * i];
+            alpha[i] = ex2(m[i] - (mn == -INFINITY ? 0.f : mn));
+            m[i] = mn;
+            l[i] *= alpha[i];
+        }
+        const uint4 *ps = p_slot(1 - c);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            const uint4 w = ps[kk];
+            pr[kk][0] = w.x, pr[kk][1] = w.y, pr[kk][2] = w.z, pr[kk][3] = w.w;
+        }
+    };
+    /* O += P V over one tile's two k16 steps, this warpgroup's channels */
+    auto pv = [&](const uint32_t(&pk)[BK / 16][4], int it) {
+        const uint64_t vdesc = wgmma_desc(stage(it) + vbase, KCHUNK, 1024);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++)
+            O_MMA::rs(o, pk[kk], desc_plus(vdesc, (uint32_t)kk * 2048u), 1);
+    };
+    auto release = [&](int it) {
+        if (lane == 0) mbar_arrive(empty(it % NST));
+    };
+
+    /* The first S is waited for here: one in flight into the loop's first
+     * pass makes ptxas serialize every wgmma (C7515). */
+    if (c < ntiles) issue_s(c);
+    wgmma_wait<0>();
+    int it = c;
+    for (; it < ntiles; it += 2) {
+        /* the other's tile before this one, if any */
+        uint32_t pr[BK / 16][4] = {}; /* the first tile's: zeros, so its P V adds nothing */
+        float ar[2] = {1.f, 1.f};
+        if (it > 0) receive(pr, ar);
+        wgmma_wait<0>(); /* S of this tile */
 #pragma unroll
         for (int i = 0; i < 16; i++) reg_fence(sc[i]);
-        const int kb = a + it * BK + c * HK;
+        const int kb = a + it * BK;
         float mx[2];
         /* Scores (base-2 logits) and row maxima. Only a tile that runs past
          * the range masks; a layer without soft-cap or ALiBi scales by one
@@ -225,7 +285,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             for (int i = 0; i < 2; i++) {
                 mx[i] = -INFINITY;
 #pragma unroll
-                for (int n = 0; n < HK / 8; n++)
+                for (int n = 0; n < BK / 8; n++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         const int j = kb + n * 8 + 2 * t4 + e;
@@ -240,66 +300,82 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         };
         using yes = std::true_type;
         using no = std::false_type;
-        if (kb + HK <= b) plain ? logits(no{}, yes{}) : logits(no{}, no{});
+        if (kb + BK <= b) plain ? logits(no{}, yes{}) : logits(no{}, no{});
         else plain ? logits(yes{}, yes{}) : logits(yes{}, no{});
-        publish(mx);
-        named_sync(BAR_MAX, 256);
-        float alpha[2];
+        float ao[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            const float mn = fmaxf(m[i], fmaxf(mx[i], other(i)));
+            const float mn = fmaxf(m[i], mx[i]);
             const float mu = mn == -INFINITY ? 0.f : mn;
-            alpha[i] = ex2(m[i] - mu);
+            ao[i] = ex2(m[i] - mu);
             m[i] = mn;
             float rs = 0.f;
 #pragma unroll
-            for (int n = 0; n < HK / 8; n++)
+            for (int n = 0; n < BK / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     float &v = sc[4 * n + 2 * i + e];
                     v = ex2(v - mu);
                     rs += v;
                 }
-            l[i] = l[i] * alpha[i] + rs; /* this warpgroup's keys only, summed at the end */
+            l[i] = l[i] * ao[i] + rs;
         }
-        uint32_t pa[BK / 16][4];
+        uint32_t po[BK / 16][4];
+        acc_to_a<QT>(po, sc);
+        /* publish P and the maxima; the other warpgroup reads them before it
+         * publishes its next tile, and this one writes again only after */
         {
-            uint32_t mine[HK / 16][4];
-            acc_to_a<QT>(mine, sc);
+            uint4 *ps = p_slot(c);
 #pragma unroll
-            for (int kk = 0; kk < HK / 16; kk++)
-                px[2 * c + kk] = make_uint4(mine[kk][0], mine[kk][1], mine[kk][2], mine[kk][3]);
+            for (int kk = 0; kk < BK / 16; kk++)
+                ps[kk] = make_uint4(po[kk][0], po[kk][1], po[kk][2], po[kk][3]);
+            if (t4 == 0) m_pub(c)[lrow] = m[0], m_pub(c)[lrow + 8] = m[1];
         }
-        named_sync(BAR_P, 256);
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) {
-            const uint4 w = px[kk];
-            pa[kk][0] = w.x, pa[kk][1] = w.y, pa[kk][2] = w.z, pa[kk][3] = w.w;
-        }
-        scale_rows(o, alpha);
-        const uint64_t vdesc = wgmma_desc(kt + vbase, CHUNK, 1024);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++)
-            O_MMA::rs(o, pa[kk], desc_plus(vdesc, (uint32_t)kk * 2048u), 1);
+        named_arrive(BAR_PUB + c, 256);
+        /* O (under the maxima before the received tile) takes both factors;
+         * the received tile's P, under the maxima between, takes this one's */
+        const float f[2] = {ar[0] * ao[0], ar[1] * ao[1]};
+        scale_rows(o, f);
+        scale_p<QT>(pr, ao);
+        wgmma_fence(); /* both P V unconditional: a wgmma on a branch is serialized */
+        pv(pr, it > 0 ? it - 1 : it);
+        pv(po, it);
         wgmma_commit();
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < 128; i++) reg_fence(o[i]);
-        if (lane == 0) mbar_arrive(empty(s));
+        if (it > 0) release(it - 1);
+        release(it);
+        if (it + 2 < ntiles) issue_s(it + 2);
+    }
+    wgmma_wait<0>(); /* none in flight (the last pass issued no S); says so to ptxas */
+    /* the other's last tile, after this warpgroup's last (it - 1 is the
+     * other's: it runs over this warpgroup's tiles) */
+    if (it - 1 >= 0 && it - 1 < ntiles) {
+        uint32_t pr[BK / 16][4];
+        float ar[2];
+        receive(pr, ar);
+        scale_rows(o, ar);
+        wgmma_fence();
+        pv(pr, it - 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 128; i++) reg_fence(o[i]);
+        release(it - 1);
     }
 
-    /* Row sums: each warpgroup's keys, then both (the maxima agree). Every
-     * read of ax's maxima came before the last BAR_P. */
+    /* Row sums: each warpgroup's tiles, then both (both end under the
+     * maxima after the last tile). */
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
         l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     }
-    publish(l);
-    named_sync(BAR_MAX, 256);
-    l[0] += other(0);
-    l[1] += other(1);
+    if (t4 == 0) l_pub[c * H + lrow] = l[0], l_pub[c * H + lrow + 8] = l[1];
+    named_sync(BAR_SUMS, 256);
+    l[0] += l_pub[(1 - c) * H + lrow];
+    l[1] += l_pub[(1 - c) * H + lrow + 8];
     const bool final_out = p.num_splits == 1 && !p.partial;
     const int d0 = c * 256;
 #pragma unroll
