@@ -142,6 +142,8 @@ def flashinfer_mla_step(fi, ws, r, reps, batch):
     kvdt = FP8.get(r["kv_dtype"], dt)
     hq = int(r["heads"].split("/")[0])
     ckv, kpe, page = r["v_head_size"], r["qk_head_size"] - r["v_head_size"], r["block_size"]
+    # an FP8 cache's dequantisation scales (FlashInfer requires them)
+    scales = {"ckv_scale": 1.0, "kpe_scale": 1.0} if kvdt in FP8.values() else {}
     fns = []
     parts = [(r["n_decode"], 1, r["decode_context"] + 1, ws[0])] if r["n_decode"] else []
     if r["n_prefill"]:
@@ -156,7 +158,7 @@ def flashinfer_mla_step(fi, ws, r, reps, batch):
                r["qk_head_size"] ** -0.5, dt, kvdt)
         qn = torch.randn(n * q_len, hq, ckv, device="cuda", dtype=dt)
         qp = torch.randn(n * q_len, hq, kpe, device="cuda", dtype=dt)
-        fns.append(lambda w=w, qn=qn, qp=qp, c=c_cache, p=p_cache: w.run(qn, qp, c, p))
+        fns.append(lambda w=w, qn=qn, qp=qp, c=c_cache, p=p_cache: w.run(qn, qp, c, p, **scales))
     return median_ms(lambda: [fn() for fn in fns], reps, warmup=3, batch=batch)
 
 

@@ -1,6 +1,6 @@
 /*
  * Hopper (sm_90a) decode for absorbed MLA (qk 576 / v 512, one latent KV
- * head, a 16-bit cache of the query's type) from 16 query heads on
+ * head; a 16-bit cache of the query's type, or FP8) from 16 query heads on
  * (DeepSeek's 128 at tensor parallel 1, 16 at 8): one CTA of three
  * warpgroups per (query token, block of 64 heads, KV partition), so a key
  * read from memory serves 64 heads where decode_mla_tc.cuh's mma.sync rows
@@ -29,6 +29,16 @@
  * Both consumers release a stage ("empty", one arrival per warp) once their
  * P V on it retired. Shared memory: Q 72 KiB + 4 x 36 KiB of keys + the P
  * exchange, one CTA per SM.
+ *
+ * An FP8 cache (576-byte rows) runs the MMAs in fp16, which holds every
+ * e4m3 and e5m2 value exactly, as decode_stream.cuh's tc_math does:
+ *   - the consumers load Q themselves, each row scaled by a power of two
+ *     into fp16's top binade; a row's logits take the inverse back;
+ *   - the producer's cp.async fills two staging tiles of raw bytes, two
+ *     tiles ahead; each thread widens the units it copied into the stage
+ *     (one cvt per two values), fences them to the async proxy and
+ *     arrives on "full". The staging takes the fourth stage's room: three
+ *     stages of keys.
  */
 #include <type_traits>
 
@@ -42,20 +52,31 @@ using ah_sm90::mbar_init;
 using ah_sm90::mbar_wait;
 
 namespace mla90 {
-constexpr int D = 576, DV = 512, H = 64, BK = 32, NST = 4, THREADS = 384;
-constexpr int CHUNKS = D / 64;                 /* 64-channel chunks of a row: 9 */
-constexpr int UNITS = D * 2 / 16;              /* 16-byte units of a row: 72 */
-constexpr uint32_t QCHUNK = H * 128;           /* bytes of one chunk of Q's 64 rows */
-constexpr uint32_t KCHUNK = BK * 128;          /* bytes of one chunk of a tile's 32 rows */
-constexpr uint32_t KTILE = CHUNKS * KCHUNK;    /* one stage of keys: 36 KiB */
-constexpr uint32_t K0 = CHUNKS * QCHUNK;       /* Q's 72 KiB, then stage s at K0 + s * KTILE */
-constexpr uint32_t PX = K0 + NST * KTILE;      /* P published: 8 words per thread and warpgroup */
-constexpr uint32_t MX = PX + 2 * 128 * 8 * 4;  /* row maxima published: 64 per warpgroup */
-constexpr uint32_t LX = MX + 2 * H * 4;        /* row sums at the end: 64 per warpgroup */
-constexpr size_t SMEM = LX + 2 * H * 4 + 1024; /* + slack to align the base to 1024 B */
-/* with the barriers' static shared memory, padded to the dynamic part's
- * 1024-byte alignment: 232448 bytes, all a block may have on sm_90 */
-static_assert(SMEM + 1024 <= 232448, "one CTA's shared memory on sm_90");
+constexpr int D = 576, DV = 512, H = 64, BK = 32, THREADS = 384;
+constexpr int CHUNKS = D / 64;              /* 64-channel chunks of a row: 9 */
+constexpr int UNITS = D * 2 / 16;           /* 16-byte units of a 16-bit row: 72 */
+constexpr int UNITS8 = D / 16;              /* of an FP8 row: 36 */
+constexpr uint32_t QCHUNK = H * 128;        /* bytes of one chunk of Q's 64 rows */
+constexpr uint32_t KCHUNK = BK * 128;       /* bytes of one chunk of a tile's 32 rows */
+constexpr uint32_t KTILE = CHUNKS * KCHUNK; /* one stage of keys: 36 KiB */
+constexpr uint32_t K0 = CHUNKS * QCHUNK;    /* Q's 72 KiB, then stage s at K0 + s * KTILE */
+
+/* The rest of shared memory: NST stages of keys; an FP8 cache's staging
+ * tiles (rows as in memory); P published, 8 words per thread and
+ * warpgroup; the row maxima published, 64 per warpgroup; the row sums at
+ * the end (FP8: the rows' inverse query scales at the start). */
+template <bool FP8> struct layout {
+    static constexpr int NST = FP8 ? 3 : 4, NSG = FP8 ? 2 : 0;
+    static constexpr uint32_t STILE = BK * D; /* one staging tile: 18 KiB */
+    static constexpr uint32_t SG = K0 + NST * KTILE;
+    static constexpr uint32_t PX = SG + NSG * STILE;
+    static constexpr uint32_t MX = PX + 2 * 128 * 8 * 4;
+    static constexpr uint32_t LX = MX + 2 * H * 4;
+    static constexpr size_t SMEM = LX + 2 * H * 4 + 1024; /* + slack to align the base */
+    /* with the barriers' static shared memory, padded to the dynamic part's
+     * 1024-byte alignment: 232448 bytes, all a block may have on sm_90 */
+    static_assert(SMEM + 1024 <= 232448, "one CTA's shared memory on sm_90");
+};
 
 /* Unit u of row r of a ROWS-row tile at base: chunk u / 8, 16-byte slot
  * u % 8 XOR r % 8 (the 128-byte swizzle; atoms of 8 rows x 128 B,
@@ -81,6 +102,26 @@ __device__ __forceinline__ void wait_all_copies()
 {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
+__device__ __forceinline__ uint4 lds16(uint32_t a)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts16(uint32_t a, uint4 v)
+{
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+/* Eight fp8 values (two words) widened to fp16: one 16-byte unit. */
+template <typename KT> __device__ __forceinline__ uint4 widen8(uint32_t w0, uint32_t w1)
+{
+    return make_uint4(fp8x2_to_f16x2<KT>(w0), fp8x2_to_f16x2<KT>(w0 >> 16), fp8x2_to_f16x2<KT>(w1),
+                      fp8x2_to_f16x2<KT>(w1 >> 16));
+}
 /* Named barriers (0 is __syncthreads): warpgroup w's tile published (1 + w,
  * its 128 threads arrive, the other's 128 wait), the row sums exchanged,
  * every consumer's Q copies. */
@@ -101,13 +142,17 @@ __device__ __forceinline__ void scale_p(uint32_t (&pa)[BK / 16][4], const float 
 }
 } // namespace mla90
 
-template <typename QT>
+template <typename QT, typename KT>
 __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_params p)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace mla90;
-    using S_MMA = ah_wgmma<QT, BK>;
-    using O_MMA = ah_wgmma<QT, 256>;
+    constexpr bool FP8 = elem<KT>::fp8;
+    using L = layout<FP8>;
+    constexpr int NST = L::NST;
+    using MT = std::conditional_t<FP8, half, QT>; /* the MMAs' operand type */
+    using S_MMA = ah_wgmma<MT, BK>;
+    using O_MMA = ah_wgmma<MT, 256>;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
     __shared__ __align__(8) uint64_t s_bar[2 * NST]; /* full, empty */
@@ -134,21 +179,56 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if (wg > 0) { /* Q: 64 heads x 72 units, 18 per consumer thread */
-        const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
+    const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
+    if (wg > 0 && !FP8) { /* Q: 64 heads x 72 units, 18 per consumer thread */
         for (int i = tid - 128; i < H * UNITS; i += 256) {
             const int row = i / UNITS, u = i % UNITS;
             copy16(unit_addr<H>(sbase, row, u),
                    row < nh ? qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8 : qt, row < nh);
         }
         commit();
+    } else if (wg > 0) {
+        /* Q in fp16: consumer warp w scales rows 8w.. by a power of two each
+         * (units lane, lane + 32, lane + 64 of a row) and publishes the
+         * inverse */
+        float *qinv = reinterpret_cast<float *>(smem_raw + L::LX + (sbase - smem_addr(smem_raw)));
+        for (int row = (tid - 128) / 32 * 8, r8 = 0; r8 < 8; r8++, row++) {
+            float v[3][8];
+            float amax = 0.f;
+#pragma unroll
+            for (int k = 0; k < 3; k++) {
+                const int u = lane + 32 * k;
+                const uint4 raw = row < nh && u < UNITS
+                                      ? __ldg(reinterpret_cast<const uint4 *>(
+                                            qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8))
+                                      : make_uint4(0u, 0u, 0u, 0u);
+                cvt16<QT>(raw, v[k]);
+#pragma unroll
+                for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(v[k][e]));
+            }
+#pragma unroll
+            for (int x = 16; x > 0; x /= 2)
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, x));
+            const int sh = f16_top_shift(amax);
+            const float qs = ldexpf(1.f, sh);
+#pragma unroll
+            for (int k = 0; k < 3; k++) {
+                const int u = lane + 32 * k;
+                if (u < UNITS)
+                    sts16(unit_addr<H>(sbase, row, u),
+                          make_uint4(pack2<half>(v[k][0] * qs, v[k][1] * qs),
+                                     pack2<half>(v[k][2] * qs, v[k][3] * qs),
+                                     pack2<half>(v[k][4] * qs, v[k][5] * qs),
+                                     pack2<half>(v[k][6] * qs, v[k][7] * qs)));
+            }
+            if (lane == 0) qinv[row] = ldexpf(1.f, -sh);
+        }
     }
     __syncthreads();
 
     if (wg == 0) {
         /* ---- producer ---- */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        const QT *kc = static_cast<const QT *>(p.k_cache);
         const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
         const int row0 = warp * (BK / 4); /* this warp's 8 rows of every tile */
         /* Lane r % 8 looks up row row0 + r of tile `it`: its element offset
@@ -160,28 +240,71 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                                (int64_t)(j & pmask) * p.kg.stride_slot
                          : -1;
         };
-        int64_t off = ntiles > 0 ? row_offset(0) : -1;
-        for (int it = 0; it < ntiles; it++) {
-            const int s = it % NST;
-            /* the next tile's page lookups are in flight while this one waits */
-            const int64_t next = it + 1 < ntiles ? row_offset(it + 1) : -1;
-            if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
-            const uint32_t st = sbase + K0 + (uint32_t)s * KTILE;
-            /* a row's 72 units over 32 + 32 + 8 lanes */
-#pragma unroll 4
-            for (int r = 0; r < BK / 4; r++) {
-                const int64_t o = __shfl_sync(0xffffffffu, off, r);
-                const QT *src = kc + (o >= 0 ? o + lane * 8 : 0);
-                copy16(unit_addr<BK>(st, row0 + r, lane), src, o >= 0);
-                copy16(unit_addr<BK>(st, row0 + r, lane + 32), src + (o >= 0 ? 256 : 0), o >= 0);
-                if (lane < UNITS - 64)
-                    copy16(unit_addr<BK>(st, row0 + r, lane + 64), src + (o >= 0 ? 512 : 0),
-                           o >= 0);
+        if constexpr (FP8) {
+            /* Lane's units of a tile: 32 i + lane over the warp's 8 rows x 36
+             * units, contiguous in the staging tile. It copies them two
+             * tiles ahead and widens them itself, so it waits for its own
+             * copies only. */
+            const unsigned char *kc8 = static_cast<const unsigned char *>(p.k_cache);
+            const uint32_t sg0 = sbase + L::SG + (uint32_t)row0 * D + (uint32_t)lane * 16u;
+            auto stage_copy = [&](int it, int64_t off) {
+                if (it < ntiles) {
+                    const uint32_t sg = sg0 + (uint32_t)(it % L::NSG) * L::STILE;
+#pragma unroll 3
+                    for (int i = 0; i < 9; i++) {
+                        const int f = 32 * i + lane;
+                        const int64_t o = __shfl_sync(0xffffffffu, off, f / UNITS8);
+                        copy16(sg + 512u * i, kc8 + (o >= 0 ? o + (f % UNITS8) * 16 : 0), o >= 0);
+                    }
+                }
+                commit(); /* one group per tile, empty past the last */
+            };
+            stage_copy(0, ntiles > 0 ? row_offset(0) : -1);
+            stage_copy(1, ntiles > 1 ? row_offset(1) : -1);
+            for (int it = 0; it < ntiles; it++) {
+                const int s = it % NST;
+                const int64_t next = it + 2 < ntiles ? row_offset(it + 2) : -1;
+                if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
+                wait_copies<1>(); /* this tile's; the next one's may be in flight */
+                const uint32_t sg = sg0 + (uint32_t)(it % L::NSG) * L::STILE;
+                const uint32_t st = sbase + K0 + (uint32_t)s * KTILE;
+#pragma unroll 3
+                for (int i = 0; i < 9; i++) {
+                    const int f = 32 * i + lane, r = row0 + f / UNITS8, u = f % UNITS8;
+                    const uint4 w = lds16(sg + 512u * i);
+                    sts16(unit_addr<BK>(st, r, 2 * u), widen8<KT>(w.x, w.y));
+                    sts16(unit_addr<BK>(st, r, 2 * u + 1), widen8<KT>(w.z, w.w));
+                }
+                fence_async_smem(); /* these writes, to wgmma's proxy */
+                mbar_arrive(full(s));
+                stage_copy(it + 2, next);
             }
-            /* "full" counts this thread's arrival once its copies landed, so
-             * the next tiles' copies go out without waiting for these */
-            copies_arrive(full(s));
-            off = next;
+        } else {
+            const QT *kc = static_cast<const QT *>(p.k_cache);
+            int64_t off = ntiles > 0 ? row_offset(0) : -1;
+            for (int it = 0; it < ntiles; it++) {
+                const int s = it % NST;
+                /* the next tile's page lookups are in flight while this one waits */
+                const int64_t next = it + 1 < ntiles ? row_offset(it + 1) : -1;
+                if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
+                const uint32_t st = sbase + K0 + (uint32_t)s * KTILE;
+                /* a row's 72 units over 32 + 32 + 8 lanes */
+#pragma unroll 4
+                for (int r = 0; r < BK / 4; r++) {
+                    const int64_t o = __shfl_sync(0xffffffffu, off, r);
+                    const QT *src = kc + (o >= 0 ? o + lane * 8 : 0);
+                    copy16(unit_addr<BK>(st, row0 + r, lane), src, o >= 0);
+                    copy16(unit_addr<BK>(st, row0 + r, lane + 32), src + (o >= 0 ? 256 : 0),
+                           o >= 0);
+                    if (lane < UNITS - 64)
+                        copy16(unit_addr<BK>(st, row0 + r, lane + 64), src + (o >= 0 ? 512 : 0),
+                               o >= 0);
+                }
+                /* "full" counts this thread's arrival once its copies landed, so
+                 * the next tiles' copies go out without waiting for these */
+                copies_arrive(full(s));
+                off = next;
+            }
         }
         wait_all_copies(); /* none in flight when the warp exits */
         return;
@@ -195,13 +318,22 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     /* what warpgroup w publishes: P in thread ct's slot (both warpgroups'
      * threads ct hold the same rows), the rows' new maxima */
     auto p_slot = [&](int w) {
-        return reinterpret_cast<uint4 *>(smem_raw + PX + obase) + (w * 128 + ct) * 2;
+        return reinterpret_cast<uint4 *>(smem_raw + L::PX + obase) + (w * 128 + ct) * 2;
     };
-    auto m_pub = [&](int w) { return reinterpret_cast<float *>(smem_raw + MX + obase) + w * H; };
-    float *l_pub = reinterpret_cast<float *>(smem_raw + LX + obase);
+    auto m_pub = [&](int w) { return reinterpret_cast<float *>(smem_raw + L::MX + obase) + w * H; };
+    float *l_pub = reinterpret_cast<float *>(smem_raw + L::LX + obase);
     wait_copies<0>(); /* this thread's Q copies */
     fence_async_smem();
-    named_sync(BAR_Q, 256); /* every consumer's Q copies */
+    named_sync(BAR_Q, 256); /* every consumer's Q */
+    /* A row's score scale: the softmax scale, the key dequantisation, and
+     * (FP8) the inverse of the row's query scale */
+    const kv_dequant dq = tensor_scales<KT>(p.var, 0);
+    float qk[2] = {p.var.qk_scale * dq.k, p.var.qk_scale * dq.k};
+    if constexpr (FP8) {
+        qk[0] *= l_pub[lrow], qk[1] *= l_pub[lrow + 8];
+        named_sync(BAR_Q, 256); /* read before the row sums take their place */
+    }
+    const float qk2[2] = {qk[0] * FI_LOG2E, qk[1] * FI_LOG2E}; /* logit2's when plain */
 
     float o[128];
 #pragma unroll
@@ -214,7 +346,6 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     const uint32_t vbase = (uint32_t)(c * 4) * KCHUNK; /* this warpgroup's 256 V channels */
     const uint64_t qdesc = wgmma_desc(sbase, 16, 1024);
     const bool plain = !(p.var.softcap > 0.f) && !p.var.alibi;
-    const float qk2 = p.var.qk_scale * FI_LOG2E; /* logit2's scale when plain */
     auto stage = [&](int it) { return sbase + K0 + (uint32_t)(it % NST) * KTILE; };
     float sc[16];
     /* S of tile it into sc: issued and committed, not waited for */
@@ -291,7 +422,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                         const int j = kb + n * 8 + 2 * t4 + e;
                         float &v = sc[4 * n + 2 * i + e];
                         if (MASKED && j >= b) v = -INFINITY;
-                        else v = PLAIN ? v * qk2 : logit2(p.var, v, sl[i], j, pos);
+                        else v = PLAIN ? v * qk2[i] : logit2_at(p.var, qk[i], v, sl[i], j, pos);
                         mx[i] = fmaxf(mx[i], v);
                     }
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
@@ -321,7 +452,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             l[i] = l[i] * ao[i] + rs;
         }
         uint32_t po[BK / 16][4];
-        acc_to_a<QT>(po, sc);
+        acc_to_a<MT>(po, sc);
         /* publish P and the maxima; the other warpgroup reads them before it
          * publishes its next tile, and this one writes again only after */
         {
@@ -336,7 +467,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
          * the received tile's P, under the maxima between, takes this one's */
         const float f[2] = {ar[0] * ao[0], ar[1] * ao[1]};
         scale_rows(o, f);
-        scale_p<QT>(pr, ao);
+        scale_p<MT>(pr, ao);
         wgmma_fence(); /* both P V unconditional: a wgmma on a branch is serialized */
         pv(pr, it > 0 ? it - 1 : it);
         pv(po, it);
@@ -386,7 +517,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         if (final_out) {
             float f, lse2;
             finish_state(p.var, h, L, M, &f, &lse2);
-            f *= p.var.v_scale;
+            f *= p.var.v_scale * dq.v;
             QT *orow = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
                        (int64_t)h * p.o.out_stride_h + d0;
 #pragma unroll
@@ -397,7 +528,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                 p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
         } else {
             const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
-            const float f = L > 0.f ? p.var.v_scale / L : 0.f;
+            const float f = L > 0.f ? p.var.v_scale * dq.v / L : 0.f;
             float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * DV + d0;
 #pragma unroll
             for (int n = 0; n < 32; n++)
@@ -410,26 +541,40 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 #endif
 }
 
+template <typename QT, typename KT>
+static cudaError_t launch_mla(const attn_params &p, cudaStream_t st, int *occupancy)
+{
+    auto kern = decode_mla_sm90_kernel<QT, KT>;
+    constexpr size_t smem = mla90::layout<elem<KT>::fp8>::SMEM;
+    if (occupancy) {
+        cudaError_t e =
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, mla90::THREADS, smem);
+    }
+    const dim3 grid((unsigned)(p.num_tokens * head_blocks_per_kv(p.group, mla90::H)), 1,
+                    p.num_splits > 1 ? p.num_splits : 1);
+    kern<<<grid, mla90::THREADS, smem, st>>>(p);
+    return cudaPeekAtLastError();
+}
+
+template <typename QT>
+static cudaError_t launch_mla_kv(int kv_dtype, const attn_params &p, cudaStream_t st, int *occ)
+{
+    if (kv_dtype == FI_E4M3) return launch_mla<QT, e4m3>(p, st, occ);
+    if (kv_dtype == FI_E5M2) return launch_mla<QT, e5m2>(p, st, occ);
+    return launch_mla<QT, QT>(p, st, occ);
+}
+
 /* occupancy != NULL: raise the shared-memory limit and report the resident
  * CTAs per SM (state creation); otherwise launch over (tokens x head
  * blocks, 1, splits), a token's head blocks side by side, so both read its
  * pages while they are in L2. */
-cudaError_t launch_decode_mla_sm90(int q_dtype, const attn_params &p, cudaStream_t st,
+cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params &p, cudaStream_t st,
                                    int *occupancy)
 {
-    auto kern =
-        q_dtype == FI_BF16 ? decode_mla_sm90_kernel<__nv_bfloat16> : decode_mla_sm90_kernel<half>;
-    if (occupancy) {
-        cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)mla90::SMEM);
-        if (e != cudaSuccess) return e;
-        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, mla90::THREADS,
-                                                             mla90::SMEM);
-    }
-    const dim3 grid((unsigned)(p.num_tokens * head_blocks_per_kv(p.group, mla90::H)), 1,
-                    p.num_splits > 1 ? p.num_splits : 1);
-    kern<<<grid, mla90::THREADS, mla90::SMEM, st>>>(p);
-    return cudaPeekAtLastError();
+    return q_dtype == FI_BF16 ? launch_mla_kv<__nv_bfloat16>(kv_dtype, p, st, occupancy)
+                              : launch_mla_kv<half>(kv_dtype, p, st, occupancy);
 }
 
 } // namespace fi

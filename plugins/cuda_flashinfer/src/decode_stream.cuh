@@ -338,9 +338,7 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 }
             amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
             amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-            int e = 0;
-            frexpf(amax, &e); /* amax < 2^e */
-            const int sh = amax > 0.f ? min(15 - e, 126) : 0;
+            const int sh = f16_top_shift(amax);
             const float qs = ldexpf(1.f, sh);
 #pragma unroll
             for (int k = 0; k < KS; k++)
@@ -364,14 +362,6 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
         l[0] = l[1] = 0.f;
     }
 
-    /* Two fp8 values (the low 16 bits of w) as an fp16 pair. */
-    static __device__ __forceinline__ uint32_t f16x2(uint32_t w)
-    {
-        const __half2_raw h =
-            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), elem<KT>::kind);
-        return (uint32_t)h.x | ((uint32_t)h.y << 16);
-    }
-
     __device__ __forceinline__ void tile(const attn_params &p, shared_t &, const unsigned char *st,
                                          int kb, int b, int pos, int h0, int warp, int lane)
     {
@@ -390,7 +380,8 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 if constexpr (FP8) {
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
-                        const uint32_t aj[4] = {f16x2(a[j]), 0u, f16x2(a[j] >> 16), 0u};
+                        const uint32_t aj[4] = {fp8x2_to_f16x2<KT>(a[j]), 0u,
+                                                fp8x2_to_f16x2<KT>(a[j] >> 16), 0u};
                         mma_op<MT>::run(s, aj, qf[4 * i + j][0], qf[4 * i + j][1]);
                     }
                 } else {
@@ -443,8 +434,9 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 if constexpr (FP8) {
 #pragma unroll
                     for (int j = 0; j < 4; j++)
-                        mma_op<MT>::run_k8(o[4 * i + j], f16x2(__byte_perm(a[j], 0u, 0x20)),
-                                           f16x2(__byte_perm(a[j], 0u, 0x31)), pb);
+                        mma_op<MT>::run_k8(o[4 * i + j],
+                                           fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x20)),
+                                           fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x31)), pb);
                 } else {
                     mma_op<MT>::run_k8(o[2 * i], a[0], a[1], pb);
                     mma_op<MT>::run_k8(o[2 * i + 1], a[2], a[3], pb);

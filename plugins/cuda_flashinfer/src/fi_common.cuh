@@ -87,6 +87,26 @@ __device__ __forceinline__ float2 unpack2(uint32_t w, __nv_bfloat16 *)
     return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&w));
 }
 
+/* Two fp8 values (the low 16 bits of w) as an fp16 pair: exact, since fp16
+ * holds every e4m3 and e5m2 value. */
+template <typename KT> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t w)
+{
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), elem<KT>::kind);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+
+/* The power of two that scales values below amax into fp16's top binade
+ * (amax < 2^e lands below 2^15), so an fp16 operand keeps a bf16 query's
+ * precision at any range; 0 for amax 0. The caller scales the product back
+ * by 2^-shift. */
+__device__ __forceinline__ int f16_top_shift(float amax)
+{
+    int e = 0;
+    frexpf(amax, &e);
+    return amax > 0.f ? min(15 - e, 126) : 0;
+}
+
 template <typename T> __device__ __forceinline__ void cvt16(const uint4 &raw, float *f)
 {
     if constexpr (elem<T>::fp8) {

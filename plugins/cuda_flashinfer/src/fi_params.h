@@ -16,9 +16,6 @@
 
 namespace fi {
 
-/* Element types the kernels are instantiated for. */
-enum dtype_id { FI_F16 = 0, FI_BF16 = 1, FI_E4M3 = 2, FI_E5M2 = 3 };
-
 enum attn_kind {
     FI_ATTN_CAUSAL = 0, /* decoder self-attention */
     FI_ATTN_BIDIR = 1,  /* encoder / encoder-only */
@@ -134,7 +131,7 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const plan_bufs &pb, cudaStream_t st);
 /* Absorbed MLA on Hopper, 64 heads per CTA (decode_mla_sm90.cu; gb 64):
  * occupancy != NULL reports resident CTAs per SM instead of launching. */
-cudaError_t launch_decode_mla_sm90(int q_dtype, const attn_params &p, cudaStream_t st,
+cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params &p, cudaStream_t st,
                                    int *occupancy);
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int heads_per_cta,
                           const attn_params &p, cudaStream_t st);

@@ -14,7 +14,7 @@ static cudaError_t decode_any(int q_dtype, int kv_dtype, int d, int dv, int gb, 
                               const attn_params &p, cudaStream_t st, int *occ)
 {
 #ifdef FI_HAVE_SM90
-    if (gb == FI_MLA_SM90_HEADS) return launch_decode_mla_sm90(q_dtype, p, st, occ);
+    if (gb == FI_MLA_SM90_HEADS) return launch_decode_mla_sm90(q_dtype, kv_dtype, p, st, occ);
 #endif
 #define FI_DECODE_CASE(D_, DV_) \
     if (d == D_ && dv == DV_) \

@@ -341,7 +341,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->kvt = kvt;
     st->mla = mla;
     st->group = (int)(spec->num_q_heads / spec->num_kv_heads);
-    st->gb = mla && schedule_mla_sm90(ctx->dev, st->group, kvt == qt)
+    st->gb = mla && schedule_mla_sm90(ctx->dev, st->group, qt, kvt)
                  ? FI_MLA_SM90_HEADS
                  : decode_group_block(st->group, mla, kvt == qt, qk);
     st->tc = prefill_supported(qk, vh);

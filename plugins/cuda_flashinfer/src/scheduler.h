@@ -15,6 +15,9 @@
 
 namespace fi {
 
+/* Element types the kernels are instantiated for. */
+enum dtype_id { FI_F16 = 0, FI_BF16 = 1, FI_E4M3 = 2, FI_E5M2 = 3 };
+
 /* What the scheduler knows of the device, asked once per context. */
 struct sched_device {
     int sms;         /* streaming multiprocessors */
@@ -50,14 +53,15 @@ inline int prefill_cta_rows(prefill_family f, int d)
  * the Hopper kernel (160 KiB of shared memory per CTA). */
 inline int prefill_ctas_per_sm(prefill_family f) { return f == FI_PREFILL_SM90 ? 1 : 2; }
 
-/* Absorbed MLA with at least 16 query heads on a 16-bit cache of the
- * query's type decodes on the Hopper kernel (decode_mla_sm90.cu), 64 heads
- * per CTA, its head-group block (a group of 16 or 96 pads the last block
- * with zero queries; the kernel stays bound by the cache read). */
+/* Absorbed MLA with at least 16 query heads on a cache of the query's type
+ * or FP8 decodes on the Hopper kernel (decode_mla_sm90.cu), 64 heads per
+ * CTA, its head-group block (a group of 16 or 96 pads the last block with
+ * zero queries; the kernel stays bound by the cache read). */
 constexpr int FI_MLA_SM90_HEADS = 64;
-inline bool schedule_mla_sm90(const sched_device &dev, int group, bool kv16)
+inline bool schedule_mla_sm90(const sched_device &dev, int group, int q_dtype, int kv_dtype)
 {
-    return dev.sm90_built && dev.cc == 90 && kv16 && group >= 16;
+    const bool kv_ok = kv_dtype == q_dtype || kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2;
+    return dev.sm90_built && dev.cc == 90 && kv_ok && group >= 16;
 }
 
 /* Most keys one decode row sees: a causal window shows `window` keys, a

@@ -834,6 +834,20 @@ int main(int argc, char **argv)
             lengths(&cases[n], k, 3, 700, &rng);
             ADD("%s mla h128 %s", qn, kinds[k]);
         }
+        /* its FP8 form (fp16 MMAs, each query row scaled into fp16's range by
+         * a power of two): e4m3 on decode; e5m2 on a mixed batch, its queries
+         * beyond fp16's range (bf16) or in its subnormals */
+        for (int f = 0; f < 2; f++) {
+            cases[n] = mla_case(qt, 128);
+            cases[n].s.kv_dtype = f ? AH_DTYPE_FP8_E5M2 : AH_DTYPE_FP8_E4M3;
+            cases[n].s.k_scale = 0.03f;
+            if (f) cases[n].s.q_amp = qt == AH_DTYPE_BF16 ? 1e5f : 1e-6f;
+            lengths(&cases[n], f ? 3 : 0, 3, 700, &rng);
+            ADD("%s mla h128 %s %s%s", qn, kinds[f ? 3 : 0], ah_dtype_name(cases[n].s.kv_dtype),
+                !f                    ? ""
+                : qt == AH_DTYPE_BF16 ? " |q| 1e5"
+                                      : " |q| 1e-6");
+        }
         cases[n] = mla_case(qt, 64);
         lengths(&cases[n], 0, 1, 100, &rng);
         cases[n].seqlens[0] = 6000 + 37;

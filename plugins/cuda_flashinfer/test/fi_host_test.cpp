@@ -193,12 +193,18 @@ static void check_scheduler(void)
     const decode_choice lone1 =
         schedule_decode(h100, h100_occ, 1, 1, 8, 8, 32768, FI_MAX_DECODE_SPLITS);
     CHECK_MSG(lone1.splits == FI_MAX_DECODE_SPLITS, "1 x 32k, 1 KV head: %d splits", lone1.splits);
-    /* MLA: the Hopper kernel from 16 heads on a 16-bit cache. */
-    CHECK_MSG(schedule_mla_sm90(h100, 128, true) && schedule_mla_sm90(h100, 96, true) &&
-                  schedule_mla_sm90(h100, 16, true),
+    /* MLA: the Hopper kernel from 16 heads on a cache of the query's type
+     * or FP8. */
+    CHECK_MSG(schedule_mla_sm90(h100, 128, FI_BF16, FI_BF16) &&
+                  schedule_mla_sm90(h100, 96, FI_F16, FI_F16) &&
+                  schedule_mla_sm90(h100, 16, FI_BF16, FI_BF16) &&
+                  schedule_mla_sm90(h100, 128, FI_BF16, FI_E4M3) &&
+                  schedule_mla_sm90(h100, 16, FI_F16, FI_E5M2),
               "MLA 128 / 96 / 16 heads not on the Hopper kernel");
-    CHECK_MSG(!schedule_mla_sm90(h100, 8, true) && !schedule_mla_sm90(h100, 128, false) &&
-                  !schedule_mla_sm90(no90x, 128, true) && !schedule_mla_sm90(a100x, 128, true),
+    CHECK_MSG(!schedule_mla_sm90(h100, 8, FI_BF16, FI_BF16) &&
+                  !schedule_mla_sm90(h100, 128, FI_BF16, FI_F16) &&
+                  !schedule_mla_sm90(no90x, 128, FI_BF16, FI_BF16) &&
+                  !schedule_mla_sm90(a100x, 128, FI_BF16, FI_E4M3),
               "MLA on the Hopper kernel where it does not apply");
     /* No workspace: never split. */
     CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 1 << 16, 0).splits == 1, "split without "
