@@ -55,7 +55,6 @@ namespace mla90 {
 constexpr int D = 576, DV = 512, H = 64, BK = 32, THREADS = 384;
 constexpr int CHUNKS = D / 64;              /* 64-channel chunks of a row: 9 */
 constexpr int UNITS = D * 2 / 16;           /* 16-byte units of a 16-bit row: 72 */
-constexpr int UNITS8 = D / 16;              /* of an FP8 row: 36 */
 constexpr uint32_t QCHUNK = H * 128;        /* bytes of one chunk of Q's 64 rows */
 constexpr uint32_t KCHUNK = BK * 128;       /* bytes of one chunk of a tile's 32 rows */
 constexpr uint32_t KTILE = CHUNKS * KCHUNK; /* one stage of keys: 36 KiB */
@@ -231,49 +230,49 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
         const int row0 = warp * (BK / 4); /* this warp's 8 rows of every tile */
-        /* Lane r % 8 looks up row row0 + r of tile `it`: its element offset
-         * in the cache, or -1 past the range (those rows are zero: P V reads
-         * them). */
-        auto row_offset = [&](int it) -> int64_t {
-            const int j = a + it * BK + row0 + (lane & 7);
+        /* Row row0 + r of tile `it`: its element offset in the cache, or -1
+         * past the range (those rows are zero: P V reads them). */
+        auto row_offset = [&](int it, int r) -> int64_t {
+            const int j = a + it * BK + row0 + r;
             return j < b ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
                                (int64_t)(j & pmask) * p.kg.stride_slot
                          : -1;
         };
         if constexpr (FP8) {
-            /* Lane's units of a tile: 32 i + lane over the warp's 8 rows x 36
-             * units, contiguous in the staging tile. It copies them two
-             * tiles ahead and widens them itself, so it waits for its own
-             * copies only. */
-            const unsigned char *kc8 = static_cast<const unsigned char *>(p.k_cache);
-            const uint32_t sg0 = sbase + L::SG + (uint32_t)row0 * D + (uint32_t)lane * 16u;
-            auto stage_copy = [&](int it, int64_t off) {
+            /* Lane l copies and widens row row0 + l / 4's units l % 4 + 4k
+             * (k < 9): 64 bytes of the row per k, so its shared-memory
+             * addresses are constants plus k times a stride, and it waits
+             * for its own copies only. The stage's unit 2u sits in chunk k
+             * at slot 2 (l % 4) ^ row % 8, and unit 2u + 1 one slot over: a
+             * quarter warp's two rows take complementary slots, no bank
+             * conflicts. Tiles are copied two ahead. */
+            const int rr = lane / 4, q = lane % 4, r = row0 + rr;
+            const unsigned char *kc8 = static_cast<const unsigned char *>(p.k_cache) + q * 16;
+            const uint32_t sg0 = sbase + L::SG + (uint32_t)r * D + (uint32_t)q * 16u;
+            const uint32_t dst0 = (uint32_t)r * 128u + (uint32_t)(((2 * q) ^ (r & 7)) << 4);
+            auto stage_copy = [&](int it, int64_t o) {
                 if (it < ntiles) {
                     const uint32_t sg = sg0 + (uint32_t)(it % L::NSG) * L::STILE;
-#pragma unroll 3
-                    for (int i = 0; i < 9; i++) {
-                        const int f = 32 * i + lane;
-                        const int64_t o = __shfl_sync(0xffffffffu, off, f / UNITS8);
-                        copy16(sg + 512u * i, kc8 + (o >= 0 ? o + (f % UNITS8) * 16 : 0), o >= 0);
-                    }
+                    const unsigned char *src = kc8 + (o >= 0 ? o : 0);
+#pragma unroll
+                    for (int k = 0; k < 9; k++) copy16(sg + 64u * k, src + 64 * k, o >= 0);
                 }
                 commit(); /* one group per tile, empty past the last */
             };
-            stage_copy(0, ntiles > 0 ? row_offset(0) : -1);
-            stage_copy(1, ntiles > 1 ? row_offset(1) : -1);
+            stage_copy(0, row_offset(0, rr));
+            stage_copy(1, row_offset(1, rr));
             for (int it = 0; it < ntiles; it++) {
                 const int s = it % NST;
-                const int64_t next = it + 2 < ntiles ? row_offset(it + 2) : -1;
+                const int64_t next = row_offset(it + 2, rr);
                 if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
                 wait_copies<1>(); /* this tile's; the next one's may be in flight */
                 const uint32_t sg = sg0 + (uint32_t)(it % L::NSG) * L::STILE;
-                const uint32_t st = sbase + K0 + (uint32_t)s * KTILE;
-#pragma unroll 3
-                for (int i = 0; i < 9; i++) {
-                    const int f = 32 * i + lane, r = row0 + f / UNITS8, u = f % UNITS8;
-                    const uint4 w = lds16(sg + 512u * i);
-                    sts16(unit_addr<BK>(st, r, 2 * u), widen8<KT>(w.x, w.y));
-                    sts16(unit_addr<BK>(st, r, 2 * u + 1), widen8<KT>(w.z, w.w));
+                const uint32_t dst = sbase + K0 + (uint32_t)s * KTILE + dst0;
+#pragma unroll
+                for (int k = 0; k < 9; k++) {
+                    const uint4 w = lds16(sg + 64u * k);
+                    sts16(dst + k * KCHUNK, widen8<KT>(w.x, w.y));
+                    sts16((dst + k * KCHUNK) ^ 16u, widen8<KT>(w.z, w.w));
                 }
                 fence_async_smem(); /* these writes, to wgmma's proxy */
                 mbar_arrive(full(s));
@@ -281,11 +280,11 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             }
         } else {
             const QT *kc = static_cast<const QT *>(p.k_cache);
-            int64_t off = ntiles > 0 ? row_offset(0) : -1;
+            int64_t off = row_offset(0, lane & 7); /* lane r % 8 holds row r's */
             for (int it = 0; it < ntiles; it++) {
                 const int s = it % NST;
                 /* the next tile's page lookups are in flight while this one waits */
-                const int64_t next = it + 1 < ntiles ? row_offset(it + 1) : -1;
+                const int64_t next = row_offset(it + 1, lane & 7);
                 if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
                 const uint32_t st = sbase + K0 + (uint32_t)s * KTILE;
                 /* a row's 72 units over 32 + 32 + 8 lanes */
