@@ -76,6 +76,16 @@ int ah__record_key_same_file(const ah_record_key *a, const ah_record_key *b)
            a->content_hash == b->content_hash;
 }
 
+char *ah__record_key_file_text(const ah_record_key *k)
+{
+    return ah__asprintf("%s %s %llx %llx %llx %llx %llx %016llx %016llx",
+                        k->plugin ? k->plugin : "", k->plugin_version ? k->plugin_version : "",
+                        (unsigned long long)k->dev, (unsigned long long)k->ino,
+                        (unsigned long long)k->size, (unsigned long long)k->mtime_ns,
+                        (unsigned long long)k->ctime_ns, (unsigned long long)k->content_hash,
+                        (unsigned long long)k->config_hash);
+}
+
 int ah__record_key_same_slot(const ah_record_key *a, const ah_record_key *b)
 {
     return streq(a->path, b->path) && a->config_hash == b->config_hash && a->abi == b->abi &&

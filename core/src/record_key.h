@@ -37,6 +37,12 @@ void ah__record_key_free(ah_record_key *k);
 int ah__record_key_same_device(const ah_record_key *a, const ah_record_key *b);
 /* The same file: device, inode, size, mtime, ctime and content hash. */
 int ah__record_key_same_file(const ah_record_key *a, const ah_record_key *b);
+/* The plugin's name and version, its file's identity and content hash and
+ * its configuration hash as one line of text (what same_file and the
+ * configuration part of same_slot compare), for a key that names a second
+ * plugin (a mixed step's decode plugin in the tune table). NULL on
+ * out-of-memory. */
+char *ah__record_key_file_text(const ah_record_key *k);
 /* The slot a new record replaces: same path, configuration, ABI and device. */
 int ah__record_key_same_slot(const ah_record_key *a, const ah_record_key *b);
 

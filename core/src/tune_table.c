@@ -230,12 +230,9 @@ static char *entry_key(const ah_host *h, const ah_layer_spec *spec, ah_mixed_ste
         const int i = decode_plugin ? ah__host_find(h, decode_plugin) : -1;
         if (i >= 0) {
             const ah_record_key d = ah__record_key_of(h, h->scan.plugins[i]);
-            out = ah__asprintf("%s|mixed split %s %s %llx %llx %llx %llx %llx %016llx %016llx", sk,
-                               d.plugin, d.plugin_version ? d.plugin_version : "",
-                               (unsigned long long)d.dev, (unsigned long long)d.ino,
-                               (unsigned long long)d.size, (unsigned long long)d.mtime_ns,
-                               (unsigned long long)d.ctime_ns, (unsigned long long)d.content_hash,
-                               (unsigned long long)d.config_hash);
+            char *dt = ah__record_key_file_text(&d);
+            if (dt) out = ah__asprintf("%s|mixed split %s", sk, dt);
+            ah__free(dt);
         }
     }
     ah__free(sk);
