@@ -7,7 +7,8 @@
  * serve 16, and S = Q K^T is computed once per 64 heads by wgmma instead of
  * once per warp. A block with fewer real heads (16, or the last of 96)
  * fills its other rows with zero queries and stores nothing for them: the
- * padding costs tensor work the kernel has to spare, no extra key reads.
+ * padding costs tensor work, no extra key reads (a 16-bit cache's 16 heads
+ * stay bound by the read; an FP8 cache's, by that tensor work).
  *   - Warpgroup 0 copies 32-key tiles of the latent cache (1152-byte rows)
  *     with cp.async into a four-stage ring, each 64-channel chunk 128-byte
  *     swizzled as wgmma reads it. A warp covers 8 rows, one page lookup
