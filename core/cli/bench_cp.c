@@ -26,6 +26,7 @@
 
 #include <attnhost/plugin_util.h>
 
+#include "ceilings.h"
 #include "cli.h"
 #include "workload.h"
 #include "zoo.h"

@@ -129,6 +129,18 @@ ah_model *cli_model(const cli_common *c)
     return m;
 }
 
+int cli_parse_count(const char *opt, const char *v, uint32_t *out)
+{
+    char *end;
+    unsigned long x = strtoul(v, &end, 10);
+    if (*end || !x || x > 1u << 30) {
+        fprintf(stderr, "attnhost bench: %s: '%s' is not a positive integer\n", opt, v);
+        return -1;
+    }
+    *out = (uint32_t)x;
+    return 0;
+}
+
 void cli_json_str(FILE *f, const char *s)
 {
     fputc('"', f);

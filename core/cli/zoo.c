@@ -8,6 +8,7 @@
 
 #include <attnhost/plugin_util.h>
 
+#include "ceilings.h"
 #include "workload.h"
 #include "zoo.h"
 

@@ -74,8 +74,4 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
 /* The FLOPs and bytes of step on a resolved spec. */
 void zoo_work(const ah_layer_spec *s, const zoo_step *step, double *flops, double *bytes);
 
-/* The bandwidth ceilings of cmd_bench.c: all cores reading, or a device copy. */
-double cpu_read_gbs(unsigned threads);
-double device_copy_gbs(ah_device *d);
-
 #endif

@@ -1,5 +1,5 @@
 /*
- * Models without INI text: layer kinds, ah_model_create (per-layer specs
+ * Models without INI text: a layer's kind, ah_model_create (per-layer specs
  * from C, checked by ah__model_layer_check like every parsed layer) and
  * ah_model_to_ini (a model written back as a description that parses to
  * the same model).
@@ -16,14 +16,6 @@
 #include "strbuf.h"
 
 #include <attnhost/plugin_util.h>
-
-static const char *const kind_names[AH_LAYER_KIND_COUNT] = {
-    "attention", "mamba", "linear_attention", "gdn", "mlp_only", "other"};
-
-const char *ah_layer_kind_str(ah_layer_kind k)
-{
-    return (unsigned)k < AH_LAYER_KIND_COUNT ? kind_names[k] : "?";
-}
 
 ah_layer_kind ah_model_layer_kind(const ah_model *m, uint32_t layer)
 {

@@ -57,6 +57,13 @@ _Static_assert(sizeof kv_scales_names / sizeof kv_scales_names[0] == AH_KV_SCALE
 
 const char *ah_kv_scales_str(ah_kv_scales k) { return NAME_OF(kv_scales_names, k); }
 
+static const char *const layer_kind_names[] = {"attention", "mamba",    "linear_attention",
+                                               "gdn",       "mlp_only", "other"};
+_Static_assert(sizeof layer_kind_names / sizeof layer_kind_names[0] == AH_LAYER_KIND_COUNT,
+               "one name per value");
+
+const char *ah_layer_kind_str(ah_layer_kind k) { return NAME_OF(layer_kind_names, k); }
+
 static const char *const device_kind_names[] = {"cpu", "cuda", "hip", "level_zero"};
 _Static_assert(sizeof device_kind_names / sizeof device_kind_names[0] == AH_DEVICE_KIND_COUNT,
                "one name per value");

@@ -66,10 +66,55 @@ static void put_u32_at(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+
+/* An entry's key, in the order both files use: path, plugin, plugin
+ * version, u64 dev, ino, size, mtime_ns, ctime_ns, content hash, config
+ * hash, [driver fingerprint,] u32 abi, device kind, compute capability,
+ * device name, arch, driver version, host cpu; strings cut at max_str.
+ * with_driver_fp says whether the file holds the bracketed field. key_read
+ * decodes what key_put wrote into *k (zeroed first); r->bad on malformed
+ * bytes, *k then to be freed all the same. */
+static void key_put(ah_buf *b, const ah_record_key *k, uint32_t max_str, int with_driver_fp)
+{
+    ah__rf_put_str(b, k->path, max_str);
+    ah__rf_put_str(b, k->plugin, max_str);
+    ah__rf_put_str(b, k->plugin_version, max_str);
+    uint64_t u64s[] = {k->dev,      k->ino,          k->size,        k->mtime_ns,
+                       k->ctime_ns, k->content_hash, k->config_hash, k->driver_fp};
+    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
+    for (size_t i = 0; i < n64; i++) ah__buf_u64(b, u64s[i]);
+    ah__buf_u32(b, k->abi);
+    ah__buf_u32(b, k->device_kind);
+    ah__buf_u32(b, k->compute_capability);
+    ah__rf_put_str(b, k->device_name, max_str);
+    ah__rf_put_str(b, k->arch, max_str);
+    ah__rf_put_str(b, k->driver_version, max_str);
+    ah__rf_put_str(b, k->host_cpu, max_str);
+}
+
+static void key_read(ah_rf_reader *r, ah_record_key *k, int with_driver_fp)
+{
+    memset(k, 0, sizeof *k);
+    k->path = ah__rf_str(r);
+    k->plugin = ah__rf_str(r);
+    k->plugin_version = ah__rf_str(r);
+    uint64_t *u64s[] = {&k->dev,      &k->ino,          &k->size,        &k->mtime_ns,
+                        &k->ctime_ns, &k->content_hash, &k->config_hash, &k->driver_fp};
+    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
+    for (size_t i = 0; i < n64; i++) *u64s[i] = ah__rf_u64(r);
+    k->abi = ah__rf_u32(r);
+    k->device_kind = ah__rf_u32(r);
+    k->compute_capability = ah__rf_u32(r);
+    k->device_name = ah__rf_str(r);
+    k->arch = ah__rf_str(r);
+    k->driver_version = ah__rf_str(r);
+    k->host_cpu = ah__rf_str(r);
+}
+
 /* Fields move through memcpy: a double's bits travel as its u64. */
 static void put_entry(const ah_rf_format *fmt, ah_buf *b, const void *entry)
 {
-    ah__record_key_put(b, entry, fmt->max_str, fmt->key_fp);
+    key_put(b, entry, fmt->max_str, fmt->key_fp);
     for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
         const char *at = (const char *)entry + f->off;
         uint32_t u32;
@@ -95,7 +140,7 @@ static void put_entry(const ah_rf_format *fmt, ah_buf *b, const void *entry)
 
 static void read_entry(const ah_rf_format *fmt, ah_rf_reader *r, void *entry)
 {
-    ah__record_key_read(r, entry, fmt->key_fp);
+    key_read(r, entry, fmt->key_fp);
     for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
         char *at = (char *)entry + f->off;
         uint32_t u32;
@@ -252,20 +297,6 @@ void ah__rf_prune(const ah_rf_format *fmt, ah_rf_entries *a,
 
 /* ---- files -------------------------------------------------------------------- */
 
-uint8_t *ah__rf_read_fd(int fd, size_t n, size_t *got)
-{
-    uint8_t *p = ah__malloc(n ? n : 1);
-    *got = 0;
-    if (!p) return NULL;
-    while (*got < n) {
-        ssize_t r = read(fd, p + *got, n - *got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        *got += (size_t)r;
-    }
-    return p;
-}
-
 int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_entries *a, ah_rf_outcome *out,
                 int *read_only, char **note)
 {
@@ -296,7 +327,7 @@ int ah__rf_load(const ah_rf_format *fmt, const char *path, ah_rf_entries *a, ah_
         } else {
             *read_only = st.st_uid != geteuid();
             size_t got;
-            uint8_t *p = ah__rf_read_fd(fd, (size_t)st.st_size, &got);
+            uint8_t *p = ah__read_fd(fd, (size_t)st.st_size, &got);
             if (!p) {
                 close(fd);
                 return -1;

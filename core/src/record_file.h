@@ -99,10 +99,6 @@ void ah__rf_prune(const ah_rf_format *fmt, ah_rf_entries *a,
 
 /* ---- files -------------------------------------------------------------------- */
 
-/* Read all n bytes of fd into a new buffer; *got says how many came
- * (fewer on a short read). NULL on out-of-memory. */
-uint8_t *ah__rf_read_fd(int fd, size_t n, size_t *got);
-
 typedef enum ah_rf_outcome {
     AH_RF_NONE = 0,   /* no file */
     AH_RF_OK = 1,     /* read: a holds every entry */

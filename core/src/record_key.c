@@ -1,7 +1,7 @@
 /*
  * The key that check records and tune-table entries share (see
- * record_key.h): taking it from a scanned plugin, comparing, copying and
- * coding it.
+ * record_key.h): taking it from a scanned plugin, comparing and copying
+ * it (record_file.c codes it).
  */
 #include <string.h>
 
@@ -90,41 +90,4 @@ int ah__record_key_same_slot(const ah_record_key *a, const ah_record_key *b)
 {
     return streq(a->path, b->path) && a->config_hash == b->config_hash && a->abi == b->abi &&
            ah__record_key_same_device(a, b);
-}
-
-void ah__record_key_put(ah_buf *b, const ah_record_key *k, uint32_t max_str, int with_driver_fp)
-{
-    ah__rf_put_str(b, k->path, max_str);
-    ah__rf_put_str(b, k->plugin, max_str);
-    ah__rf_put_str(b, k->plugin_version, max_str);
-    uint64_t u64s[] = {k->dev,      k->ino,          k->size,        k->mtime_ns,
-                       k->ctime_ns, k->content_hash, k->config_hash, k->driver_fp};
-    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
-    for (size_t i = 0; i < n64; i++) ah__buf_u64(b, u64s[i]);
-    ah__buf_u32(b, k->abi);
-    ah__buf_u32(b, k->device_kind);
-    ah__buf_u32(b, k->compute_capability);
-    ah__rf_put_str(b, k->device_name, max_str);
-    ah__rf_put_str(b, k->arch, max_str);
-    ah__rf_put_str(b, k->driver_version, max_str);
-    ah__rf_put_str(b, k->host_cpu, max_str);
-}
-
-void ah__record_key_read(ah_rf_reader *r, ah_record_key *k, int with_driver_fp)
-{
-    memset(k, 0, sizeof *k);
-    k->path = ah__rf_str(r);
-    k->plugin = ah__rf_str(r);
-    k->plugin_version = ah__rf_str(r);
-    uint64_t *u64s[] = {&k->dev,      &k->ino,          &k->size,        &k->mtime_ns,
-                        &k->ctime_ns, &k->content_hash, &k->config_hash, &k->driver_fp};
-    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
-    for (size_t i = 0; i < n64; i++) *u64s[i] = ah__rf_u64(r);
-    k->abi = ah__rf_u32(r);
-    k->device_kind = ah__rf_u32(r);
-    k->compute_capability = ah__rf_u32(r);
-    k->device_name = ah__rf_str(r);
-    k->arch = ah__rf_str(r);
-    k->driver_version = ah__rf_str(r);
-    k->host_cpu = ah__rf_str(r);
 }

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "host_int.h"
-#include "record_file.h"
+#include "scan_int.h"
 
 typedef struct ah_record_key {
     char *path, *plugin, *plugin_version;
@@ -45,15 +45,5 @@ int ah__record_key_same_file(const ah_record_key *a, const ah_record_key *b);
 char *ah__record_key_file_text(const ah_record_key *k);
 /* The slot a new record replaces: same path, configuration, ABI and device. */
 int ah__record_key_same_slot(const ah_record_key *a, const ah_record_key *b);
-
-/* Encode k (strings cut at max_str) in the order both files use: path,
- * plugin, plugin version, u64 dev, ino, size, mtime_ns, ctime_ns, content
- * hash, config hash, [driver fingerprint,] u32 abi, device kind, compute
- * capability, device name, arch, driver version, host cpu. with_driver_fp
- * says whether the file holds the bracketed field. */
-void ah__record_key_put(ah_buf *b, const ah_record_key *k, uint32_t max_str, int with_driver_fp);
-/* Decode what ah__record_key_put wrote into *k (zeroed first); r->bad on
- * malformed bytes, *k then to be freed all the same. */
-void ah__record_key_read(ah_rf_reader *r, ah_record_key *k, int with_driver_fp);
 
 #endif

@@ -36,7 +36,6 @@
 
 #include "alloc.h"
 #include "plugin_keys.h"
-#include "record_file.h"
 #include "scan_int.h"
 
 #define CACHE_MAGIC "AHSCACHE"
@@ -350,7 +349,7 @@ int ah__cache_load(ah_cache *c, const char *path, uint64_t fingerprint)
         rc = set_note(c, "scan cache %s ignored: too large%s", path, NULL);
     } else {
         size_t got;
-        uint8_t *p = ah__rf_read_fd(fd, (size_t)st.st_size, &got);
+        uint8_t *p = ah__read_fd(fd, (size_t)st.st_size, &got);
         if (!p) {
             close(fd);
             return -1;
@@ -473,4 +472,18 @@ out:
     if (fd >= 0) close(fd);
     if (rc != 0 && created) unlink(tmp);
     return rc;
+}
+
+uint8_t *ah__read_fd(int fd, size_t n, size_t *got)
+{
+    uint8_t *p = ah__malloc(n ? n : 1);
+    *got = 0;
+    if (!p) return NULL;
+    while (*got < n) {
+        ssize_t r = read(fd, p + *got, n - *got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        *got += (size_t)r;
+    }
+    return p;
 }

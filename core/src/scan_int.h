@@ -218,6 +218,10 @@ void ah__cache_free(ah_cache *c);
  * missing), fsync, rename over path. Returns 0, or -1 with why. */
 int ah__write_file_atomic(const char *path, const void *data, size_t len, char *why, size_t cap);
 
+/* Read all n bytes of fd into a new buffer; *got says how many came
+ * (fewer on a short read). NULL on out-of-memory. */
+uint8_t *ah__read_fd(int fd, size_t n, size_t *got);
+
 /* Monotonic milliseconds. */
 double ah__now_ms(void);
 
