@@ -28,14 +28,7 @@ typedef struct decision_entry {
 struct ah_decision_cache {
     decision_entry *head;
     uint32_t hits, misses;
-    ah_tune_table *tune; /* read on first need (tune_table.c) */
 };
-
-ah_tune_table **ah__tune_slot(ah_host *h)
-{
-    if (!h->decisions) h->decisions = ah__calloc(1, sizeof *h->decisions);
-    return h->decisions ? &h->decisions->tune : NULL;
-}
 
 static void entry_free(decision_entry *e)
 {
@@ -55,7 +48,6 @@ void ah__decision_cache_free(ah_decision_cache *c)
         n = e->next;
         entry_free(e);
     }
-    ah__tune_table_free(c->tune);
     ah__free(c);
 }
 

@@ -29,6 +29,7 @@ typedef struct ah_plugin_slot {
 } ah_plugin_slot;
 
 typedef struct ah_decision_cache ah_decision_cache;
+typedef struct ah_tune_table ah_tune_table; /* tune_table.h */
 
 /* The check record that applies to one scanned plugin (check_records.c). */
 typedef struct ah_check_slot {
@@ -45,10 +46,11 @@ struct ah_host {
     ah_plugin_slot *slots; /* parallel to scan.plugins */
     char *warnings;        /* configuration warnings, one per line */
     ah_decision_cache *decisions;
+    ah_tune_table *tune;   /* the tune table, read on first need (tune_table.c) */
     ah_check_slot *checks; /* parallel to scan.plugins, read at creation */
     char *check_path;      /* check-records beside the scan cache; "": none */
     char *check_note;      /* why that file was ignored, or NULL */
-    pthread_mutex_t lock;  /* slots and the decision cache */
+    pthread_mutex_t lock;  /* slots, the decision cache and the tune table */
     char errmsg[1024];
 };
 

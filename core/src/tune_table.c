@@ -191,9 +191,8 @@ static ah_tune_table *table_new(const ah_host *h)
 ah_tune_table *ah__tune_table_get(ah_host *h)
 {
     pthread_mutex_lock(&h->lock);
-    ah_tune_table **slot = ah__tune_slot(h);
-    ah_tune_table *t = slot ? *slot : NULL;
-    if (slot && !t && (t = *slot = table_new(h)) && t->note) ah__log(AH_LOG_WARN, "%s", t->note);
+    ah_tune_table *t = h->tune;
+    if (!t && (t = h->tune = table_new(h)) && t->note) ah__log(AH_LOG_WARN, "%s", t->note);
     pthread_mutex_unlock(&h->lock);
     return t;
 }

@@ -28,10 +28,6 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
 int ah__tune_lookup_mixed(ah_host *h, const char *prefill_plugin, const char *decode_plugin,
                           const ah_layer_spec *spec, double *ms);
 
-/* The slot in the host's decision cache that holds the table (decision.c),
- * created when missing; the caller holds h->lock. NULL on out-of-memory. */
-ah_tune_table **ah__tune_slot(ah_host *h);
-
 /* The key text of an unresolved layer spec, as the table stores it; caller frees. */
 char *ah__tune_spec_key(const ah_layer_spec *spec);
 
