@@ -66,7 +66,6 @@ static void put_u32_at(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
-
 /* An entry's key, in the order both files use: path, plugin, plugin
  * version, u64 dev, ino, size, mtime_ns, ctime_ns, content hash, config
  * hash, [driver fingerprint,] u32 abi, device kind, compute capability,
