@@ -120,6 +120,8 @@ static const ah_rf_format chk_format = {
     .valid = chk_valid,
 };
 
+const ah_rf_format *ah__check_records_format(void) { return &chk_format; }
+
 /* ---- the host's view ---------------------------------------------------------- */
 
 /* Why the records of plugin rec's file do not apply, for the reason text:

@@ -76,6 +76,8 @@ ah_status ah__host_checks_init(ah_host *host, const char *cache_path, ah_error *
 void ah__host_checks_free(ah_host *host);
 /* NULL when plugin i has a passing record here, else why not (in buf). */
 const char *ah__host_not_checked(const ah_host *host, int i, char *buf, size_t cap);
+/* The check-record file's format (record_file.h), for the record files' fuzzer. */
+const struct ah_rf_format *ah__check_records_format(void);
 
 /* Free the decision cache. */
 void ah__decision_cache_free(ah_decision_cache *c);

@@ -162,6 +162,8 @@ static const ah_rf_format tt_format = {
     .valid = tt_valid,
 };
 
+const ah_rf_format *ah__tune_table_format(void) { return &tt_format; }
+
 /* Read t->path into t. A refused file leaves t empty with t->note set; a
  * file of another user is read-only to us. -1 on out-of-memory. */
 static int load(ah_tune_table *t)

@@ -28,6 +28,9 @@ int ah__tune_lookup(ah_host *h, const char *plugin, const ah_layer_spec *spec, a
 int ah__tune_lookup_mixed(ah_host *h, const char *prefill_plugin, const char *decode_plugin,
                           const ah_layer_spec *spec, double *ms);
 
+/* The table's file format (record_file.h), for the record files' fuzzer. */
+const struct ah_rf_format *ah__tune_table_format(void);
+
 /* The key text of an unresolved layer spec, as the table stores it; caller frees. */
 char *ah__tune_spec_key(const ah_layer_spec *spec);
 

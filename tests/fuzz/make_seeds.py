@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the binary seed corpora (record, batch, descriptor, scales) of
+"""Regenerate the binary seed corpora (record, recfile, batch, descriptor, scales) of
 the fuzz targets; the batch seeds named abi21_* and abi22_* cover the ABI
 2.1/2.2 fields (abi21_seeds), the scales seeds the ABI 2.3 FP8 scales
 (scales_seeds). The text corpora (config, model) are copies of the example files
@@ -274,6 +274,49 @@ def scales_seeds():
         write("scales", name, data)
 
 
+def rf_str(x):
+    b = x.encode()
+    return u32(len(b)) + b
+
+
+def f64(x):
+    return struct.pack("<d", x)
+
+
+def rf_key(path, fp):
+    """A record file entry's key (record_file.c): path, plugin, version,
+    seven u64 (eight with the driver fingerprint), three u32, four strings."""
+    out = rf_str(path) + rf_str("cuda_fa3") + rf_str("1.4")
+    out += b"".join(u64(v) for v in (2049, 77, 123456, 10**18, 10**18 + 5, 0xABCDEF, 0x1234))
+    if fp:
+        out += u64(0x5555)
+    out += u32(0x20004) + u32(1) + u32(90)
+    return out + rf_str("NVIDIA H100 80GB HBM3") + rf_str("sm_90") + rf_str("580.159.04") + rf_str("")
+
+
+def rf_table(tune, entries):
+    """fuzz_recfile's input: the format (odd: the tune table), the count,
+    then each entry as u32 length + bytes."""
+    body = b"".join(u32(len(e)) + e for e in entries)
+    return bytes([1 if tune else 0, len(entries)]) + body
+
+
+def recfile_seeds():
+    chk = [rf_key("/usr/lib/attnhost/plugins/cuda_fa3.so", False) + u32(70) + u32(0) + u32(1)
+           + u32(2) + u64(1764300000) + rf_str("0.24.0"),
+           rf_key("/opt/p/x.so", False) + u32(3) + u32(1) + u32(0) + u32(0) + u64(0) + rf_str("")]
+    tune = [rf_key("/usr/lib/attnhost/plugins/cuda_fa3.so", True) + rf_str("0/32/8/128/128/1/1/64")
+            + u32(1) + f64(0.742) + rf_str("d64x8192") + u64(1764300000) + rf_str("0.24.0"),
+            rf_key("/usr/lib/attnhost/plugins/triton.so", True) + rf_str("k|mixed whole")
+            + u32(0) + f64(1.25) + rf_str("") + u64(1) + rf_str("0.24.0")]
+    write("recfile", "check_empty", rf_table(False, []))
+    write("recfile", "check_two", rf_table(False, chk))
+    write("recfile", "check_bad_graph_level", rf_table(False, [chk[0][:-22] + u32(9) + chk[0][-18:]]))
+    write("recfile", "tune_empty", rf_table(True, []))
+    write("recfile", "tune_two", rf_table(True, tune))
+    write("recfile", "tune_count_past_table", rf_table(True, tune)[:1] + bytes([3]) + rf_table(True, tune)[2:])
+
+
 def main():
     recs = records()
     for i, r in enumerate(recs):
@@ -300,6 +343,7 @@ def main():
     abi21_seeds()
     abi23_seeds()
     scales_seeds()
+    recfile_seeds()
 
     # fuzz_descriptor: a few shapes; the fuzzer takes it from there.
     write("descriptor", "full_sizes", bytes([5, 0, 6]) + b"abi_ok" + bytes([0] * 40))

@@ -28,6 +28,10 @@
 #define LLVMFuzzerTestOneInput fuzz_record_one
 #include "../fuzz/fuzz_record.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_recfile_one
+#include "../fuzz/fuzz_recfile.c"
+#undef LLVMFuzzerTestOneInput
+
 #define LLVMFuzzerTestOneInput fuzz_scales_one
 #include "../fuzz/fuzz_scales.c"
 #undef LLVMFuzzerTestOneInput
@@ -110,7 +114,8 @@ int main(void)
         one_fn fn;
     } targets[] = {{"config", fuzz_config_one}, {"model", fuzz_model_one},
                    {"batch", fuzz_batch_one},   {"descriptor", fuzz_descriptor_one},
-                   {"record", fuzz_record_one}, {"scales", fuzz_scales_one}};
+                   {"record", fuzz_record_one}, {"recfile", fuzz_recfile_one},
+                   {"scales", fuzz_scales_one}};
     int total = 0;
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
         char dir[1024];
