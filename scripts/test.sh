@@ -24,7 +24,7 @@ if [ "${ATTNHOST_SKIP_SANITIZERS:-0}" != 1 ]; then
   # the libFuzzer targets (clang): built and run over their seeds, so the
   # fuzz preset the campaigns in docs/reliability.md use keeps building
   cmake --preset fuzz > /dev/null
-  cmake --build build-fuzz -j "$(nproc)" --target fuzz_config fuzz_model fuzz_batch \
-    fuzz_descriptor fuzz_record fuzz_recfile fuzz_scales
+  cmake --build build-fuzz -j "$(nproc)" --target fuzz_config fuzz_model fuzz_hfconfig \
+    fuzz_batch fuzz_descriptor fuzz_record fuzz_recfile fuzz_scales
   (cd build-fuzz && ctest --output-on-failure -L fuzz)
 fi

@@ -14,6 +14,7 @@
  */
 #include "model.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -649,6 +650,24 @@ static uint32_t range_max(const ah_range *r)
     return m;
 }
 
+_Static_assert(AH_MODEL_NAME_MAX == 128, "ah__model_name_problem's message says 128");
+
+const char *ah__model_name_problem(const char *name)
+{
+    const size_t n = name ? strlen(name) : 0;
+    if (!n) return "must not be empty";
+    if (n > AH_MODEL_NAME_MAX) return "is longer than 128 bytes";
+    if (isspace((unsigned char)name[0]) || isspace((unsigned char)name[n - 1]))
+        return "must not begin or end with a space";
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)name[i];
+        if (c < 0x20 || c == 0x7f) return "must not hold a control character (one line)";
+        if (c == ';' || c == '#')
+            return "must not hold ';' or '#' (a description reads them as a comment)";
+    }
+    return NULL;
+}
+
 static ah_status build(mparse *p, ah_model *m, ah_error *err)
 {
     if (p->model_sec < 0) {
@@ -665,10 +684,11 @@ static ah_status build(mparse *p, ah_model *m, ah_error *err)
                          p->source, ms->line, model_keys[k].name);
             return AH_ERR_CONFIG;
         }
-    if (!p->model.name || !*p->model.name) {
+    const char *bad = ah__model_name_problem(p->model.name);
+    if (bad) {
         if (err)
-            snprintf(err->msg, sizeof err->msg, "%s:%d: [model] name: must not be empty", p->source,
-                     ms->key_line[AH_MK_name]);
+            snprintf(err->msg, sizeof err->msg, "%s:%d: [model] name: %s", p->source,
+                     ms->key_line[AH_MK_name], bad);
         return AH_ERR_CONFIG;
     }
     uint32_t n = p->model.num_layers;

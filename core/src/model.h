@@ -61,6 +61,13 @@ ah_status ah__model_ragged_check(const ah_layer_spec *paged, const ah_layer_spec
  * AH_ERR_CONFIG with the message (naming both layers, no prefix) in msg. */
 ah_status ah__model_groups_check(ah_model *m, char *msg, size_t cap);
 
+/* A model's name reads back from the description ah_model_to_ini writes:
+ * 1 to AH_MODEL_NAME_MAX bytes, no control character, no space at either
+ * end, no ';' or '#' (a description would read the rest as a comment).
+ * NULL when name is one, else what is wrong ("is longer than 128 bytes"). */
+#define AH_MODEL_NAME_MAX 128
+const char *ah__model_name_problem(const char *name);
+
 /* ah_model_create with source naming the model in messages instead of its
  * name ("config.json: layer 3: ..."). */
 ah_status ah__model_create(const ah_model_desc *desc, const char *source, ah_model **out,

@@ -93,9 +93,9 @@ ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model 
     if (!d->name || !*d->name)
         return desc_fail(err, AH_ERR_CONFIG, "%s: name: not set (required)",
                          source ? source : "<model>");
+    const char *bad = ah__model_name_problem(d->name);
+    if (bad) return desc_fail(err, AH_ERR_CONFIG, "%s: name: %s", source ? source : "<model>", bad);
     if (!source) source = d->name;
-    if (strpbrk(d->name, "\n\r"))
-        return desc_fail(err, AH_ERR_CONFIG, "%s: name: must be one line", source);
     if (d->num_layers < 1 || d->num_layers > 16384)
         return desc_fail(err, AH_ERR_CONFIG, "%s: num_layers = %u is out of range 1..16384", source,
                          d->num_layers);

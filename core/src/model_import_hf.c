@@ -774,14 +774,15 @@ static ah_status import(hf *h, ah_model **out)
     ah_status s = f->build(h);
     if (s == AH_OK) s = assign_groups(h);
     if (s != AH_OK) return s;
-    char name[256];
+    /* the options' name, else the last part of _name_or_path where it
+     * makes a model name, else model_type */
     const char *nm = h->o->name;
     json_object *np = NULL;
     if (!nm && json_object_object_get_ex(h->root, "_name_or_path", &np) &&
-        json_object_is_type(np, json_type_string) && *json_object_get_string(np)) {
+        json_object_is_type(np, json_type_string)) {
         const char *p = json_object_get_string(np), *slash = strrchr(p, '/');
-        snprintf(name, sizeof name, "%s", slash && slash[1] ? slash + 1 : p);
-        nm = name;
+        if (slash && slash[1]) p = slash + 1;
+        if (!ah__model_name_problem(p)) nm = p;
     }
     if (!nm) nm = json_object_get_string(mt);
     ah_model_desc d = {sizeof d, nm, h->n, h->specs, h->kinds, h->ragged};

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the binary seed corpora (record, recfile, batch, descriptor, scales) of
+"""Regenerate the binary seed corpora (record, recfile, hfconfig, batch, descriptor, scales) of
 the fuzz targets; the batch seeds named abi21_* and abi22_* cover the ABI
 2.1/2.2 fields (abi21_seeds), the scales seeds the ABI 2.3 FP8 scales
 (scales_seeds). The text corpora (config, model) are copies of the example files
@@ -317,6 +317,21 @@ def recfile_seeds():
     write("recfile", "tune_count_past_table", rf_table(True, tune)[:1] + bytes([3]) + rf_table(True, tune)[2:])
 
 
+def hfconfig_seeds():
+    """fuzz_hfconfig's input: an options byte, then a config.json
+    (tests/data/hf_configs/): as it is, at tensor parallel 8 with hybrid KV
+    groups, and cut short."""
+    src = os.path.join(HERE, "..", "data", "hf_configs")
+    for name in sorted(os.listdir(src)):
+        with open(os.path.join(src, name), "rb") as f:
+            text = f.read()
+        stem = name[: -len(".json")]
+        write("hfconfig", stem, bytes([0]) + text)
+        write("hfconfig", stem + "_tp8_hybrid", bytes([2 | 4]) + text)
+    write("hfconfig", "truncated", bytes([0]) + text[: len(text) // 2])
+    write("hfconfig", "not_an_object", bytes([0]) + b"[1, 2, 3]")
+
+
 def main():
     recs = records()
     for i, r in enumerate(recs):
@@ -344,6 +359,7 @@ def main():
     abi23_seeds()
     scales_seeds()
     recfile_seeds()
+    hfconfig_seeds()
 
     # fuzz_descriptor: a few shapes; the fuzzer takes it from there.
     write("descriptor", "full_sizes", bytes([5, 0, 6]) + b"abi_ok" + bytes([0] * 40))

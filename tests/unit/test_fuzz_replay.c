@@ -19,6 +19,10 @@
 #define LLVMFuzzerTestOneInput fuzz_model_one
 #include "../fuzz/fuzz_model.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_hfconfig_one
+#include "../fuzz/fuzz_hfconfig.c"
+#undef LLVMFuzzerTestOneInput
+
 #define LLVMFuzzerTestOneInput fuzz_batch_one
 #include "../fuzz/fuzz_batch.c"
 #undef LLVMFuzzerTestOneInput
@@ -112,10 +116,10 @@ int main(void)
     static const struct {
         const char *name;
         one_fn fn;
-    } targets[] = {{"config", fuzz_config_one}, {"model", fuzz_model_one},
-                   {"batch", fuzz_batch_one},   {"descriptor", fuzz_descriptor_one},
-                   {"record", fuzz_record_one}, {"recfile", fuzz_recfile_one},
-                   {"scales", fuzz_scales_one}};
+    } targets[] = {{"config", fuzz_config_one},         {"model", fuzz_model_one},
+                   {"hfconfig", fuzz_hfconfig_one},     {"batch", fuzz_batch_one},
+                   {"descriptor", fuzz_descriptor_one}, {"record", fuzz_record_one},
+                   {"recfile", fuzz_recfile_one},       {"scales", fuzz_scales_one}};
     int total = 0;
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
         char dir[1024];

@@ -231,6 +231,12 @@ static const bad_case bad_cases[] = {
     {"[model]\nname = x\n", "m.ini:1: [model] num_layers: not set (required)"},
     {"\n[model]\nnum_layers = 2\n", "m.ini:2: [model] name: not set (required)"},
     {"[model]\nname =\nnum_layers = 2\n", "m.ini:2: [model] name: must not be empty"},
+    {"[model]\nname = a;b\nnum_layers = 2\n",
+     "m.ini:2: [model] name: must not hold ';' or '#' (a description reads them as a comment)"},
+    {"[model]\nname = "
+     "x123456789x123456789x123456789x123456789x123456789x123456789x123456789x123456789x123456789"
+     "x123456789x123456789x123456789x12345678\nnum_layers = 2\n",
+     "m.ini:2: [model] name: is longer than 128 bytes"},
     {HEAD, "m.ini:1: layer 0: head_size (or qk_head_size) is not set"},
     {HEAD "v_head_size = 64\nnum_q_heads = 2\n",
      "m.ini:1: layer 0: head_size (or qk_head_size) is not set"},

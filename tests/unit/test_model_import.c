@@ -152,6 +152,13 @@ static void create(void)
     ah_model_desc nd = {sizeof nd, "", 1, l, NULL, NULL};
     CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
     CHECK_STREQ(err.msg, "<model>: name: not set (required)");
+    /* a name ah_model_to_ini could not write back */
+    nd.name = "two\nlines";
+    CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
+    CHECK_STREQ(err.msg, "<model>: name: must not hold a control character (one line)");
+    nd.name = "padded ";
+    CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
+    CHECK_STREQ(err.msg, "<model>: name: must not begin or end with a space");
     nd.name = "x";
     nd.num_layers = 0;
     CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG);
@@ -604,6 +611,37 @@ typedef struct bad_json {
 
 #define LLAMA "\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"hidden_size\": 256"
 
+/* The model's name: the last part of _name_or_path where it makes a model
+ * name (one that reads back from ah_model_to_ini's description), else
+ * model_type. */
+static void hf_names(void)
+{
+    static const struct {
+        const char *name_or_path, *name;
+    } cases[] = {
+        {"meta-llama/Meta-Llama-3-8B", "Meta-Llama-3-8B"},
+        {"/models/local/", "/models/local/"},
+        {"org/has;semicolon", "llama"},
+        {"org/ends-in-space ", "llama"},
+        {"org/x123456789x123456789x123456789x123456789x123456789x123456789x123456789x123456789"
+         "x123456789x123456789x123456789x123456789x12345678",
+         "llama"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{" LLAMA ", \"num_attention_heads\": 8, \"_name_or_path\": \"%s\"}",
+                 cases[i].name_or_path);
+        ah_model *m = NULL;
+        ah_error err = {""};
+        CHECK_MSG(ah_model_import_hf(text, "c.json", &m, &err) == AH_OK, "%s", err.msg);
+        if (!m) continue;
+        CHECK_STREQ(ah_model_name(m), cases[i].name);
+        round_trip(m);
+        ah_model_destroy(m);
+    }
+}
+
 static void hf_refusals(void)
 {
     static const bad_json bad[] = {
@@ -712,6 +750,7 @@ int main(void)
         hf_families();
         hf_groups();
         hf_refusals();
+        hf_names();
     } else {
         ah_model *m = NULL;
         ah_error err;

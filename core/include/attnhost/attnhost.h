@@ -817,7 +817,10 @@ ah_layer_kind ah_selection_layer_kind(const ah_selection *sel, uint32_t layer);
  * struct_size may be that of ABI 1.0 (without fp8_attention). */
 typedef struct ah_model_desc {
     uint32_t struct_size;
-    const char *name;            /* required, not empty, one line */
+    const char *name;            /* required: 1-128 bytes, no control
+                                    character, no space at either end, no
+                                    ';' or '#' (so ah_model_to_ini writes
+                                    it back) */
     uint32_t num_layers;         /* 1..16384 */
     const ah_layer_spec *layers; /* num_layers specs; a non-attention
                                     layer's entry is ignored (may be zeros).
@@ -874,7 +877,9 @@ typedef struct ah_hf_import_options {
                                     ranks (query heads / N, KV heads / N, or 1
                                     KV head replicated when N exceeds them) */
     const char *name;            /* NULL: the config's _name_or_path (its last
-                                    part), else its model_type */
+                                    part) where it makes a model name
+                                    (ah_model_desc.name), else its
+                                    model_type */
     int chunked_virtual_batches; /* 1: the engine runs Llama 4's chunked
                                     local attention as virtual batches of
                                     one chunk (vLLM does), so those layers
