@@ -13,7 +13,9 @@
  * path and passes the format's own check; and the table saved, loaded and
  * saved again comes back byte for byte, so what a host writes it reads.
  */
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fuzz_common.h"
@@ -50,20 +52,15 @@ static void rf_scratch_remove(const rf_scratch *s)
     rmdir(s->dir);
 }
 
+/* A saved file's bytes, through the reader the scan cache uses. */
 static uint8_t *rf_slurp(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    FZ_ASSERT(f != NULL, "a saved file cannot be read back");
-    uint8_t *p = NULL;
-    size_t cap = 0;
-    *n = 0;
-    for (;;) {
-        if (*n == cap && !(p = realloc(p, cap = cap ? 2 * cap : 4096))) abort();
-        size_t got = fread(p + *n, 1, cap - *n, f);
-        if (!got) break;
-        *n += got;
-    }
-    fclose(f);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    FZ_ASSERT(fd >= 0 && fstat(fd, &st) == 0, "a saved file cannot be read back");
+    uint8_t *p = ah__read_fd(fd, (size_t)st.st_size, n);
+    close(fd);
+    FZ_ASSERT(p && *n == (size_t)st.st_size, "a saved file cannot be read back whole");
     return p;
 }
 
@@ -118,8 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t *p1 = rf_slurp(once, &n1), *p2 = rf_slurp(twice, &n2);
         FZ_ASSERT(n1 == n2 && memcmp(p1, p2, n1) == 0, "saved, loaded and saved: %zu and %zu bytes",
                   n1, n2);
-        free(p1);
-        free(p2);
+        ah__free(p1);
+        ah__free(p2);
         ah__rf_clear(fmt, &c);
     }
     ah__rf_clear(fmt, &a);
