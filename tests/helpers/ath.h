@@ -264,6 +264,26 @@ typedef struct ath_merge_spec {
 int ath_merge_run(ath_host *h, const ath_merge_spec *m, uint64_t *rng, ath_cmp *out, ath_cmp *lse,
                   char *why, size_t cap);
 
+/* ---- ragged layers ---------------------------------------------------------- */
+/* A ragged step (ABI 2.3): K/V packed by cu_seqlens_k, no cache. */
+typedef struct ath_ragged_spec {
+    ah_dtype dt; /* q, key, value and out */
+    uint32_t hq, hk, dqk, dv;
+    int causal, context; /* context: ragged_keys = context (queries after every key) */
+    uint32_t window;
+    float softcap;
+    int sinks, alibi;
+    uint32_t reqs, max_len; /* 1 to 64 requests; queries and extra keys 1 .. max_len each */
+} ath_ragged_spec;
+/* Random lengths (bottom-right: k_len >= q_len, one request with fewer
+ * keys than queries on a bidirectional layer; context steps: request 0
+ * without keys) and values; state_create, plan and forward on h's context
+ * (outputs poisoned first), against the oracle: 0 with the comparisons of
+ * out and LSE (ath_compare's bounds from tol: out's atol and rtol, the
+ * LSE's atol; NULL: 0), or -1 with the reason (the plugin's message for a
+ * refusal). */
+int ath_ragged_run(ath_host *h, const ath_ragged_spec *s, const double tol[3], uint64_t *rng,
+                   ath_cmp *out, ath_cmp *lse, char *why, size_t cap);
 /* ---- timing ----------------------------------------------------------------- */
 
 /* Ascending sorts; medians (sorting v; the mean of the middle two for even

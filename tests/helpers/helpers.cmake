@@ -8,6 +8,7 @@ find_package(Threads REQUIRED) # large random fills run on several threads
 add_library(attnhost_test_helpers STATIC
   ${CMAKE_CURRENT_LIST_DIR}/ath_host.c
   ${CMAKE_CURRENT_LIST_DIR}/ath_rand.c
+  ${CMAKE_CURRENT_LIST_DIR}/ath_ragged.c
   ${CMAKE_CURRENT_LIST_DIR}/ath_work.c)
 target_include_directories(attnhost_test_helpers PUBLIC
   ${CMAKE_CURRENT_LIST_DIR} ${CMAKE_CURRENT_LIST_DIR}/../unit)

@@ -137,6 +137,7 @@ extern "C" size_t fa3_fwd_smem_bytes(int head_dim)
     switch (head_dim) {
     case 64: return smem_max<64>();
     case 128: return smem_max<128>();
+    case 192: return fa3::smem_bytes<192, __nv_bfloat16, __nv_bfloat16, 128>();
     default: return smem_max<256>();
     }
 }

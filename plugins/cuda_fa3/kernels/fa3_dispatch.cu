@@ -19,12 +19,22 @@ FA3_DECL(fa3_fwd_d256_bf16_kv8)
 FA3_DECL(fa3_fwd_d256_fp16_kv8)
 FA3_DECL(fa3_fwd_d128_bf16_f8c)
 FA3_DECL(fa3_fwd_d128_fp16_f8c)
+FA3_DECL(fa3_fwd_d192_bf16_ragged)
+FA3_DECL(fa3_fwd_d192_fp16_ragged)
 
 extern "C" int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
     const bool h = L->dtype == FA3_T_FP16;
     if (L->dtype != FA3_T_BF16 && !h) {
         snprintf(err, errlen, "forward: dtype code %d has no kernel instance", L->dtype);
+        return 1;
+    }
+    if (L->ragged || L->v_head_dim != L->head_dim) {
+        if (L->ragged && L->head_dim == 192 && L->v_head_dim == 128 && L->kv_dtype == L->dtype)
+            return h ? fa3_fwd_d192_fp16_ragged(L, err, errlen)
+                     : fa3_fwd_d192_bf16_ragged(L, err, errlen);
+        snprintf(err, errlen, "forward: %s layer of head sizes qk %d / v %d has no kernel instance",
+                 L->ragged ? "a ragged" : "a paged", L->head_dim, L->v_head_dim);
         return 1;
     }
     if (L->kv_dtype == FA3_T_FP8_E4M3 && L->fp8_compute && L->head_dim == 128)

@@ -20,10 +20,12 @@
 // diagonal, the sequence end) come first; tiles wholly outside the causal or
 // window range are never visited (plan() trims each item's key range).
 //
-// KV is always read through the page table: a TMA box covers box_rows
-// tokens of one page, and contiguous KV is a table of consecutive blocks.
-// Boxes wholly outside the item's key range are aimed past the cache, so the
-// copy engine zero-fills them without reading memory.
+// KV is read through the page table: a TMA box covers box_rows tokens of
+// one page, and contiguous KV is a table of consecutive blocks. Boxes
+// wholly outside the item's key range are aimed past the cache, so the
+// copy engine zero-fills them without reading memory. A ragged layer's
+// packed K and V (MLA's non-absorbed prefill, qk 192 / v 128) are one
+// page of all the step's keys, request r's from row k_start[r].
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -110,12 +112,13 @@ template <int D, typename T> struct with_out_stage<D, T, true> {
     out_stage<D, T> o;
 };
 
-template <int D, int BN, int STAGES, typename T, int SST = 0, bool OS = false>
-struct fwd_smem : with_out_stage<D, T, OS> {
+// D: the query and key head size; DV: the value (and output) head size.
+template <int D, int BN, int STAGES, typename T, int SST = 0, bool OS = false, int DV = D>
+struct fwd_smem : with_out_stage<DV, T, OS> {
     // 128-byte-swizzled tiles: [64-column chunk][row][64 elements].
     alignas(1024) T q[D / 64][FA3_BLOCK_M(D)][64];
     alignas(1024) T k[STAGES][D / 64][BN][64];
-    alignas(1024) T v[STAGES][D / 64][BN][64];
+    alignas(1024) T v[STAGES][DV / 64][BN][64];
     uint64_t q_full, q_empty;
     uint64_t k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES];
     fp8_staging<D, BN, SST> f8;
@@ -182,8 +185,8 @@ __device__ __forceinline__ void load_kv_box(uint8_t *d, const CUtensorMap *map, 
 // chunk stride CHB bytes) or one box does (FP8 staging, CH 1); ROWB is the
 // bytes of one row in shared memory. AHEAD: the pages come in pg (this
 // lane's kv_tile_page, read a tile ahead by produce) instead of from the
-// table here.
-template <int BN, int CH, int ROWB, int CHB, bool AHEAD = false>
+// table here. RG: ragged K/V, page 0 from the request's first key row.
+template <int BN, int CH, int ROWB, int CHB, bool AHEAD = false, bool RG = false>
 __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *map, uint64_t *full,
                                              int tx_bytes, const fa3_params &p, const fa3_work &it,
                                              int n, int lane, int pg = 0)
@@ -202,14 +205,19 @@ __device__ __forceinline__ void load_kv_tile(uint8_t *dst, const CUtensorMap *ma
         }
         return;
     }
-    const int32_t *table = p.block_table + (size_t)it.req * p.bt_stride;
+    const int32_t *table = RG ? nullptr : p.block_table + (size_t)it.req * p.bt_stride;
     for (int i = lane; i < nbox; i += 32) {
         const int rb = i / CH, c = i - rb * CH;
         const int pos = n * BN + rb * R;
         int page = p.num_blocks, off = 0; // past the cache: zero fill, no read
         if (pos < it.kv_hi && pos + R > it.kv_lo) {
-            page = table[pos / p.block_size];
-            off = pos % p.block_size;
+            if constexpr (RG) {
+                page = 0;
+                off = p.k_start[it.req] + pos;
+            } else {
+                page = table[pos / p.block_size];
+                off = pos % p.block_size;
+            }
         }
         load_kv_box(dst + c * CHB + rb * R * ROWB, map, full, p, it, c, page, off);
     }
@@ -688,9 +696,10 @@ __device__ __forceinline__ void epilogue(const fa3_params &p, const fa3_work &it
 // instances' code stays their own (in the shared kernel it cost plain
 // prefill 3-9%, DECISIONS.md). 16-bit caches only (an FP8 cache's K scale
 // may make the exponent factor 0), and not at head size 64, whose 160
-// consumer registers it would spill.
+// consumer registers it would spill. DV: the value head size (D but on
+// ragged layers); RG: ragged K/V (load_kv_tile).
 template <int D, int BN, int STAGES, typename T, typename KV, int SST, bool OS = false,
-          bool AR = false>
+          bool AR = false, int DV = D, bool RG = false>
 __global__ void __launch_bounds__(fwd_threads<D>, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const fa3_params p)
@@ -699,8 +708,9 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
     static_assert(!F8 || (std::is_same<KV, __nv_fp8_e4m3>::value && SST > 0),
                   "FP8 KV needs staging");
     static_assert(!AR || (!F8 && D != 64), "the raw-ALiBi instance: 16-bit KV, not head size 64");
+    static_assert(DV == D || (RG && !F8), "a value head size of its own: ragged 16-bit K/V only");
     extern __shared__ uint8_t smem_raw[];
-    using Smem = fwd_smem<D, BN, STAGES, T, SST, OS>;
+    using Smem = fwd_smem<D, BN, STAGES, T, SST, OS, DV>;
     Smem &s = *reinterpret_cast<Smem *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                         ~uintptr_t(1023));
     const int tid = threadIdx.x, wg = tid / 128, lane = tid & 31;
@@ -786,15 +796,16 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
                 } else {
                     const int st = pi % STAGES;
                     const uint32_t ph = (pi / STAGES) & 1;
-                    constexpr int tx = BN * D * (int)sizeof(T);
+                    constexpr int tk_bytes = BN * D * (int)sizeof(T);
+                    constexpr int tv_bytes = BN * DV * (int)sizeof(T);
                     mbar_wait(&s.k_empty[st], ph ^ 1);
-                    load_kv_tile<BN, D / 64, 128, BN * 128>(
-                        reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk, &s.k_full[st], tx, p,
-                        it, n, lane);
+                    load_kv_tile<BN, D / 64, 128, BN * 128, false, RG>(
+                        reinterpret_cast<uint8_t *>(&s.k[st][0][0][0]), &tk, &s.k_full[st],
+                        tk_bytes, p, it, n, lane);
                     mbar_wait(&s.v_empty[st], ph ^ 1);
-                    load_kv_tile<BN, D / 64, 128, BN * 128>(
-                        reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv, &s.v_full[st], tx, p,
-                        it, n, lane);
+                    load_kv_tile<BN, DV / 64, 128, BN * 128, false, RG>(
+                        reinterpret_cast<uint8_t *>(&s.v[st][0][0][0]), &tv, &s.v_full[st],
+                        tv_bytes, p, it, n, lane);
                 }
             });
         return;
@@ -851,9 +862,9 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
             const float f = prepass_factor(p, ks);
             return row_factors{{f, f}};
         };
-        float o[D / 2];
+        float o[DV / 2];
 #pragma unroll
-        for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+        for (int i = 0; i < DV / 2; i++) o[i] = 0.f;
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f}, alpha[2];
         float sacc[BN / 2];
         uint32_t pa[BN / 16][4];
@@ -902,7 +913,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
                 wgmma_fence();
                 gemm_qk<D, BN, STAGES, T, Smem>(s, cw, st, sacc);
                 wgmma_commit();
-                gemm_pv<D, BN, STAGES, T, Smem>(s, pst, pa, o);
+                gemm_pv<DV, BN, STAGES, T, Smem>(s, pst, pa, o);
                 wgmma_commit();
                 named_arrive(bar_other, 256);
                 wgmma_wait<1>();
@@ -913,7 +924,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
                 wgmma_wait<0>();
                 reg_fence(o);
                 if (lane == 0) mbar_arrive(&s.v_empty[pst]);
-                rescale<D>(o, alpha);
+                rescale<DV>(o, alpha);
                 to_operand<T, BN>(sacc, pa);
                 pi = cur;
             }
@@ -925,7 +936,7 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
                 reg_fence(o);
                 reg_fence(pa);
                 wgmma_fence();
-                gemm_pv<D, BN, STAGES, T, Smem>(s, pst, pa, o);
+                gemm_pv<DV, BN, STAGES, T, Smem>(s, pst, pa, o);
                 wgmma_commit();
                 named_arrive(bar_other, 256);
                 wgmma_wait<0>();
@@ -939,8 +950,8 @@ __global__ void __launch_bounds__(fwd_threads<D>, 1)
             // The epilogue wants the row maxima in the log2 domain.
 #pragma unroll
         for (int i = 0; i < 2; i++) m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * expc;
-        epilogue<D, T, OS>(p, it, ri, o, m, l, rl0, lane, F8 ? scales_of(p, it.kvh).v : p.v_scale,
-                           stage);
+        epilogue<DV, T, OS>(p, it, ri, o, m, l, rl0, lane, F8 ? scales_of(p, it.kvh).v : p.v_scale,
+                            stage);
     }
     if (OS) bulk_wait(); // the last rows out before the block's shared memory goes
 }

@@ -34,6 +34,11 @@ template <> struct cfg<128> {
 template <> struct cfg<256> {
     static constexpr int BN = FA3_BLOCK_N(256), STAGES = 2, SST = 1;
 };
+// Ragged qk 192 / v 128 (16-bit only): Q 48 KiB and two stages of K 48 KiB
+// and V 32 KiB.
+template <> struct cfg<192> {
+    static constexpr int BN = FA3_BLOCK_N(192), STAGES = 2, SST = 0;
+};
 
 template <typename T, typename KV> constexpr int sst_of(int sst)
 {
@@ -42,20 +47,20 @@ template <typename T, typename KV> constexpr int sst_of(int sst)
 
 constexpr size_t kSmemOptin = 227 * 1024; // dynamic shared memory a Hopper block may opt into
 
-template <int D, typename T, typename KV, bool OS> constexpr size_t smem_bytes_of()
+template <int D, typename T, typename KV, bool OS, int DV = D> constexpr size_t smem_bytes_of()
 {
-    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST), OS>) +
+    return sizeof(fwd_smem<D, cfg<D>::BN, cfg<D>::STAGES, T, sst_of<T, KV>(cfg<D>::SST), OS, DV>) +
            1024;
 }
 // The epilogue stages O in shared memory (out_stage) where it fits beside
 // the rings: 16-bit KV at head size 64 and 128.
-template <int D, typename T, typename KV> constexpr bool out_staged()
+template <int D, typename T, typename KV, int DV = D> constexpr bool out_staged()
 {
-    return smem_bytes_of<D, T, KV, true>() <= kSmemOptin;
+    return smem_bytes_of<D, T, KV, true, DV>() <= kSmemOptin;
 }
-template <int D, typename T, typename KV = T> constexpr size_t smem_bytes()
+template <int D, typename T, typename KV = T, int DV = D> constexpr size_t smem_bytes()
 {
-    return smem_bytes_of<D, T, KV, out_staged<D, T, KV>()>();
+    return smem_bytes_of<D, T, KV, out_staged<D, T, KV, DV>(), DV>();
 }
 
 template <typename T> constexpr CUtensorMapDataType q_tensor_type()
@@ -66,10 +71,10 @@ template <typename T> constexpr CUtensorMapDataType q_tensor_type()
 
 // The three TMA descriptors of a forward launch: Q in 64-column 128-byte
 // swizzled boxes of (group heads x tpt tokens); the K and V caches, as
-// [blocks, slots, heads, D] (NHD) or [blocks, heads, slots, D] (HND), in
-// boxes of kv_cols elements by box_rows slots of one head. Returns 0, or a
-// CUDA error with err filled.
-template <int D, typename T>
+// [blocks, slots, heads, D] (NHD) or [blocks, heads, slots, D] (HND) (V's
+// rows DV wide), in boxes of kv_cols elements by box_rows slots of one
+// head. Returns 0, or a CUDA error with err filled.
+template <int D, typename T, int DV = D>
 int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_t kv_bytes,
                  cuuint32_t kv_cols, CUtensorMapSwizzle kv_swizzle, CUtensorMap *tq,
                  CUtensorMap *tk, CUtensorMap *tv, char *err, size_t errlen)
@@ -101,7 +106,7 @@ int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_
         const int64_t a_str = p.kv_hnd ? sd[1] : sd[2], b_str = p.kv_hnd ? sd[2] : sd[1];
         const cuuint64_t a_dim = p.kv_hnd ? p.block_size : p.num_kv_heads;
         const cuuint64_t b_dim = p.kv_hnd ? p.num_kv_heads : p.block_size;
-        cuuint64_t dims[4] = {(cuuint64_t)D, a_dim, b_dim, (cuuint64_t)p.num_blocks};
+        cuuint64_t dims[4] = {(cuuint64_t)(kv ? DV : D), a_dim, b_dim, (cuuint64_t)p.num_blocks};
         cuuint64_t strides[3] = {(cuuint64_t)a_str * kv_bytes, (cuuint64_t)b_str * kv_bytes,
                                  (cuuint64_t)sd[0] * kv_bytes};
         cuuint32_t box[4] = {kv_cols, p.kv_hnd ? (cuuint32_t)p.box_rows : 1u,
@@ -119,26 +124,29 @@ int encode_descs(const fa3_fwd_launch *L, CUtensorMapDataType kv_type, cuuint32_
     return 0;
 }
 
-template <int D, typename T, typename KV = T>
+// DV: the value head size; RG: ragged K/V (fwd_kernel).
+template <int D, typename T, typename KV = T, int DV = D, bool RG = false>
 int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
 {
     constexpr int BN = cfg<D>::BN, STAGES = cfg<D>::STAGES, SST = sst_of<T, KV>(cfg<D>::SST);
     constexpr bool F8 = SST > 0;
-    static_assert(smem_bytes<D, T, KV>() <= kSmemOptin,
-                  "shared memory over the 227 KiB a block may use");
+    constexpr size_t smem = smem_bytes<D, T, KV, DV>();
+    static_assert(smem <= kSmemOptin, "shared memory over the 227 KiB a block may use");
     const fa3_params &p = L->p;
     // 16-bit KV: 64-column swizzled boxes; FP8: one unswizzled box of all D
     // bytes per row (the converter warps apply the swizzle).
     CUtensorMap tq, tk, tv;
-    const int de = encode_descs<D, T>(
+    const int de = encode_descs<D, T, DV>(
         L, F8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : q_tensor_type<T>(), sizeof(KV), F8 ? D : 64,
         F8 ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B, &tq, &tk, &tv, err, errlen);
     if (de) return de;
-    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, out_staged<D, T, KV>()>;
-    if constexpr (!F8 && D != 64) // ALiBi without soft-cap: its own instance (fwd_kernel's AR)
+    constexpr bool OS = out_staged<D, T, KV, DV>();
+    auto kern = fwd_kernel<D, BN, STAGES, T, KV, SST, OS, false, DV, RG>;
+    // ALiBi without soft-cap: its own instance (fwd_kernel's AR); ragged
+    // layers take the pre-pass instead
+    if constexpr (!F8 && D != 64 && !RG)
         if (p.alibi && !(p.softcap > 0.f) && p.scale_log2 > 0.f)
-            kern = fwd_kernel<D, BN, STAGES, T, KV, SST, out_staged<D, T, KV>(), true>;
-    const size_t smem = smem_bytes<D, T, KV>();
+            kern = fwd_kernel<D, BN, STAGES, T, KV, SST, OS, true>;
     cudaError_t e =
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) {
@@ -155,6 +163,11 @@ int launch_fwd(const fa3_fwd_launch *L, char *err, size_t errlen)
     extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) \
     { \
         return fa3::launch_fwd<D, T>(L, err, errlen); \
+    }
+#define FA3_FWD_INSTANCE_RAGGED(D, DV, T, NAME) \
+    extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) \
+    { \
+        return fa3::launch_fwd<D, T, T, DV, true>(L, err, errlen); \
     }
 #define FA3_FWD_INSTANCE_KV8(D, T, NAME) \
     extern "C" int NAME(const fa3_fwd_launch *L, char *err, size_t errlen) \

@@ -18,7 +18,9 @@ extern "C" {
 enum { FA3_T_BF16 = 0, FA3_T_FP16 = 1, FA3_T_FP8_E4M3 = 2, FA3_T_FP8_E5M2 = 3 };
 
 typedef struct fa3_fwd_launch {
-    int head_dim;    /* 64, 128, 256 */
+    int head_dim;    /* qk: 64, 128, 256; 192 on ragged layers */
+    int v_head_dim;  /* head_dim, or 128 on ragged layers (qk 192 / v 128) */
+    int ragged;      /* K/V packed (p.k_start), not a paged cache */
     int dtype;       /* FA3_T_BF16 / FA3_T_FP16: q and out */
     int kv_dtype;    /* dtype, or FA3_T_FP8_E4M3 (scales folded into p) */
     int fp8_compute; /* FP8 KV, head size 128: e4m3 GEMMs instead of widening */
@@ -37,7 +39,8 @@ typedef struct fa3_fwd_launch {
     fa3_params p;
 } fa3_fwd_launch;
 
-/* Largest dynamic shared memory any instance of this head size needs. */
+/* Largest dynamic shared memory any instance of this (qk) head size needs
+ * (192: the ragged qk 192 / v 128 instance). */
 size_t fa3_fwd_smem_bytes(int head_dim);
 
 int fa3_launch_forward(const fa3_fwd_launch *L, char *err, size_t errlen);

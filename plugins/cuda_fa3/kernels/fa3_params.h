@@ -81,10 +81,10 @@ typedef struct fa3_counts {
 
 typedef struct fa3_params {
     /* outputs */
-    void *out;                               /* [T, Hq, D] q dtype */
+    void *out;                               /* [T, Hq, DV] q dtype */
     float *lse;                              /* [T, Hq] or NULL */
     int64_t out_tok_stride, out_head_stride; /* elements */
-    /* split partials: rows of D floats, and their lse */
+    /* split partials: rows of DV floats, and their lse */
     float *part_o;
     float *part_lse;
     /* metadata */
@@ -131,6 +131,10 @@ typedef struct fa3_params {
      * absent (0, NULL): a scale per query row from its largest value. */
     const float *q_scale_t;
     float q_scale;
+    /* ragged K/V: request r's keys and values start at row k_start[r] of
+     * the packed key and value tensors, which the TMA maps see as one page
+     * of block_size = all the step's keys; NULL: the paged cache */
+    const int32_t *k_start;
 } fa3_params;
 
 #ifdef __cplusplus

@@ -108,24 +108,60 @@ static ah_status fa3_kv_scale_tensors(ah_errbuf *e, const ah_layer_spec *sp, con
     return s;
 }
 
+/* A ragged layer's packed key [Tk, Hk, qk] and value [Tk, Hk, v], which
+ * the TMA maps see as one page of all the step's keys (fa3_params.k_start):
+ * strides (block, slot, head) into L, the page's rows into p->block_size.
+ * With no keys nothing is read, but the maps still need memory: q's. */
+static ah_status fa3_ragged_kv(ah_state *st, const ah_forward_args *a, fa3_fwd_launch *L)
+{
+    ah_errbuf *e = &st->err;
+    const ah_layer_spec *sp = &st->spec;
+    const int64_t Tk = st->num_k_tokens, Hk = sp->num_kv_heads;
+    ah_status s;
+    if ((s = fa3_check_act(e, "key", a->key, Tk, Hk, sp->qk_head_size, sp->q_dtype)) != AH_OK ||
+        (s = fa3_check_act(e, "value", a->value, Tk, Hk, sp->v_head_size, sp->q_dtype)) != AH_OK)
+        return s;
+    const DLTensor *k = Tk ? a->key : a->q, *v = Tk ? a->value : a->q;
+    const int64_t rows = Tk ? Tk : 1;
+    L->k_cache = ah_dl_data(k);
+    L->v_cache = ah_dl_data(v);
+    const int64_t ks[3] = {rows * ah_dl_stride(k, 0), ah_dl_stride(k, 0), ah_dl_stride(k, 1)};
+    const int64_t vs[3] = {rows * ah_dl_stride(v, 0), ah_dl_stride(v, 0), ah_dl_stride(v, 1)};
+    memcpy(L->k_strides, ks, sizeof ks);
+    memcpy(L->v_strides, vs, sizeof vs);
+    fa3_params *p = &L->p;
+    p->k_start = st->d_kstart;
+    p->block_size = (int)rows;
+    p->num_blocks = 1; /* page 1: past the tensors, zero fill */
+    p->box_rows = FA3_BLOCK_N(sp->qk_head_size);
+    p->kv_hnd = 0;
+    return AH_OK;
+}
+
 ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
 {
     ah_errbuf *e = &st->err;
     const ah_layer_spec *sp = &st->spec;
     AH_CUDA_TRY(e, fa3_use_device(st->ctx));
-    const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size;
+    const int64_t T = st->num_tokens, Hq = sp->num_q_heads, D = sp->qk_head_size,
+                  DV = sp->v_head_size;
     ah_status s;
     if ((s = fa3_check_act(e, "q", a->q, T, Hq, D, sp->q_dtype)) != AH_OK ||
-        (s = fa3_check_act(e, "out", a->out, T, Hq, D, sp->q_dtype)) != AH_OK)
+        (s = fa3_check_act(e, "out", a->out, T, Hq, DV, sp->q_dtype)) != AH_OK)
         return s;
     const int64_t Tq = a->q->shape[0];
     fa3_fwd_launch L;
     memset(&L, 0, sizeof L);
-    if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, L.k_strides)) != AH_OK) return s;
-    if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, L.v_strides)) != AH_OK) return s;
-    if (a->key_cache->shape[0] != a->value_cache->shape[0])
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                       "key_cache and value_cache hold different block counts");
+    if (st->ragged) {
+        if ((s = fa3_ragged_kv(st, a, &L)) != AH_OK) return s;
+    } else {
+        if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, L.k_strides)) != AH_OK) return s;
+        if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, L.v_strides)) != AH_OK)
+            return s;
+        if (a->key_cache->shape[0] != a->value_cache->shape[0])
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                           "key_cache and value_cache hold different block counts");
+    }
     /* lse dense: the kernels index it as t * Hq + h */
     const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
                      ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO},
@@ -156,6 +192,8 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     const float scale = ah_spec_scale(sp) * k_scale;
 
     L.head_dim = (int)D;
+    L.v_head_dim = (int)DV;
+    L.ragged = st->ragged;
     L.dtype = fa3_dt(sp->q_dtype);
     L.kv_dtype = fa3_dt(sp->kv_dtype);
     L.fp8_compute = st->fp8_compute;
@@ -163,8 +201,10 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     L.q_tok_stride = ah_dl_stride(a->q, 0);
     L.q_head_stride = ah_dl_stride(a->q, 1);
     L.num_tokens = Tq;
-    L.k_cache = ah_dl_data(a->key_cache);
-    L.v_cache = ah_dl_data(a->value_cache);
+    if (!st->ragged) {
+        L.k_cache = ah_dl_data(a->key_cache);
+        L.v_cache = ah_dl_data(a->value_cache);
+    }
     L.grid = st->grid;
     L.stream = a->stream;
     p->out = ah_dl_data(a->out);
@@ -182,10 +222,12 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->num_kv_heads = (int)sp->num_kv_heads;
     p->group = st->group;
     p->tpt = st->tpt;
-    p->block_size = (int)sp->block_size;
-    p->box_rows = fa3_box_rows((int)sp->block_size, FA3_BLOCK_N(D));
-    p->kv_hnd = ah_kv_layout_is_hnd(sp->kv_layout);
-    p->num_blocks = (int)a->key_cache->shape[0];
+    if (!st->ragged) {
+        p->block_size = (int)sp->block_size;
+        p->box_rows = fa3_box_rows((int)sp->block_size, FA3_BLOCK_N(D));
+        p->kv_hnd = ah_kv_layout_is_hnd(sp->kv_layout);
+        p->num_blocks = (int)a->key_cache->shape[0];
+    }
     p->causal = ah_spec_causal(sp);
     p->cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
     p->window = (int)sp->sliding_window;
@@ -223,7 +265,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
      * microseconds of device time). Graphs always carry it, since a replay
      * may bring splits. */
     if (!st->n_combine && st->eager && !capturing) return AH_OK;
-    rc = fa3_launch_combine(p, (int)D, L.dtype, st->grid * 2, a->stream);
+    rc = fa3_launch_combine(p, (int)DV, L.dtype, st->grid * 2, a->stream);
     if (rc) {
         (void)cudaGetLastError();
         return ah_fail(e, AH_ERR_DEVICE, "combine kernel launch: %s",
@@ -237,6 +279,10 @@ ah_status fa3_write_kv(ah_state *st, const ah_kv_write_args *a)
     ah_errbuf *e = &st->err;
     const ah_layer_spec *sp = &st->spec;
     AH_CUDA_TRY(e, fa3_use_device(st->ctx));
+    if (st->ragged)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "write_kv on a ragged layer, which has no cache (its paged form's state "
+                       "writes the cache)");
     const int64_t T = st->num_tokens, Hk = sp->num_kv_heads, D = sp->qk_head_size;
     ah_status s;
     if ((s = fa3_check_act(e, "key", a->key, T, Hk, D, sp->q_dtype)) != AH_OK ||

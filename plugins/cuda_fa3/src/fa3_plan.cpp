@@ -59,6 +59,8 @@ void fa3_state_destroy(ah_state *st)
     cudaFree(st->d_counts);
     cudaFree(st->d_part_o);
     cudaFree(st->d_part_lse);
+    cudaFree(st->d_kstart);
+    cudaFreeHost(st->h_kstart);
     cudaFreeHost(st->h_work);
     cudaFreeHost(st->h_combine);
     cudaFreeHost(st->h_counts);
@@ -104,6 +106,7 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     st->lim = *lim;
     st->group = group;
     st->tpt = FA3_BLOCK_M(d) / group;
+    st->ragged = ah_spec_ragged(spec);
     /* one CTA per SM (every Hopper part has fewer than FA3_MAX_GRID) */
     st->grid = ctx->sms < FA3_MAX_GRID ? ctx->sms : FA3_MAX_GRID;
     fa3_caps_for(spec, lim, ctx->sms, &st->cap_work, &st->cap_combine, &st->cap_part_rows);
@@ -156,6 +159,11 @@ ah_status fa3_state_create(ah_context *ctx, const ah_layer_spec *spec, const ah_
     FA3_ALLOC(cudaMalloc((void **)&st->d_counts, sizeof(fa3_counts)));
     FA3_ALLOC(cudaMalloc((void **)&st->d_part_o, sizeof(float) * d * st->cap_part_rows));
     FA3_ALLOC(cudaMalloc((void **)&st->d_part_lse, sizeof(float) * st->cap_part_rows));
+    if (st->ragged) {
+        FA3_ALLOC(cudaMalloc((void **)&st->d_kstart, sizeof(int32_t) * (lim->max_num_reqs + 1)));
+        FA3_ALLOC(
+            cudaMallocHost((void **)&st->h_kstart, sizeof(int32_t) * (lim->max_num_reqs + 1)));
+    }
     FA3_ALLOC(cudaMallocHost((void **)&st->h_work, sizeof(fa3_work) * st->cap_work));
     FA3_ALLOC(cudaMallocHost((void **)&st->h_combine, sizeof(fa3_combine_job) * st->cap_combine));
     FA3_ALLOC(cudaMallocHost((void **)&st->h_counts, sizeof(fa3_counts)));
@@ -254,20 +262,32 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
 {
     ah_errbuf *e = &st->err;
     AH_CUDA_TRY(e, fa3_use_device(st->ctx));
-    if (!b || !b->query_start_loc_host || !b->seq_lens_host || !b->block_table_host ||
-        !b->block_table)
+    const int ragged = st->ragged;
+    if (!b || !b->query_start_loc_host || !b->seq_lens_host ||
+        (!ragged && (!b->block_table_host || !b->block_table)))
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "plan: the batch lacks host copies or a block table");
     if (b->num_reqs > st->lim.max_num_reqs || b->num_tokens > st->lim.max_num_tokens)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
                        "plan: batch of %u requests / %u tokens exceeds the limits %u / %u",
                        b->num_reqs, b->num_tokens, st->lim.max_num_reqs, st->lim.max_num_tokens);
-    if (b->block_table->ndim != 2)
-        return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: block_table must be 2-D");
-    const int32_t bt_stride = (int32_t)ah_dl_stride(b->block_table, 0);
+    /* A ragged layer's keys: request r's rows cu_seqlens_k[r] .. [r + 1] of
+     * forward's key and value, its queries after them (ah_ragged_keys). */
+    const int32_t *cuk = ragged ? ah_batch_cu_seqlens_k(b) : NULL;
+    if (ragged && !cuk)
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "plan: a ragged layer needs the batch's cu_seqlens_k (host copy)");
+    const int context_keys = ragged && ah_batch_ragged_keys(b) == AH_RAGGED_KEYS_CONTEXT;
+    int32_t bt_stride = 0;
+    if (!ragged) {
+        if (b->block_table->ndim != 2)
+            return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: block_table must be 2-D");
+        bt_stride = (int32_t)ah_dl_stride(b->block_table, 0);
+    }
     if (mode == AH_PLAN_REPLAY &&
-        (!st->planned || (const int32_t *)ah_dl_data(b->block_table) != st->block_table ||
-         bt_stride != st->bt_stride))
+        (!st->planned ||
+         (!ragged && ((const int32_t *)ah_dl_data(b->block_table) != st->block_table ||
+                      bt_stride != st->bt_stride))))
         return ah_fail(
             e, AH_ERR_INVALID_ARGUMENT,
             "plan(REPLAY): the block table must be the captured one, rewritten in place");
@@ -283,6 +303,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     const int32_t *key_lens = cross ? ah_batch_encoder_seq_lens(b) : b->seq_lens_host;
     if (!key_lens)
         return ah_fail(e, AH_ERR_INVALID_ARGUMENT, "plan: a cross layer needs encoder_seq_lens");
+    auto klen = [&](uint32_t r) -> int { return ragged ? cuk[r + 1] - cuk[r] : key_lens[r]; };
     const int Hk = (int)sp->num_kv_heads;
 
     /* K and V bytes of one (request, KV head) pair of a request with more
@@ -291,7 +312,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         (int64_t)(sp->qk_head_size + sp->v_head_size) * (int64_t)ah_dtype_size(sp->kv_dtype);
     auto pair_bytes = [&](uint32_t r) -> int64_t {
         const int qlen = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
-        return qlen > tpt ? (int64_t)key_lens[r] * key_bytes : 0;
+        return qlen > tpt ? (int64_t)klen(r) * key_bytes : 0;
     };
     int64_t shared_bytes = 0;
     for (uint32_t r = 0; r < b->num_reqs; r++) shared_bytes += pair_bytes(r) * Hk;
@@ -304,14 +325,16 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     int64_t total_cost = 0;
     for (uint32_t r = 0; r < b->num_reqs; r++) {
         const int q0 = b->query_start_loc_host[r], qlen = b->query_start_loc_host[r + 1] - q0;
-        const int seq = key_lens[r];
+        const int seq = klen(r);
+        /* the first query's position: after the keys on a context step */
+        const int q_at = context_keys ? seq : seq - qlen;
         for (int t0 = 0; t0 < qlen; t0 += tpt) {
             fa3_work w;
             w.req = (int32_t)r;
             w.q_tok0 = q0 + t0;
             w.q_ntok = qlen - t0 < tpt ? qlen - t0 : tpt;
             if (w.q_ntok > max_ntok) max_ntok = w.q_ntok;
-            w.pos0 = seq - qlen + t0;
+            w.pos0 = q_at + t0;
             fa3_item_keys(causal, cross, W, seq, w.pos0, w.q_ntok, &w.kv_lo, &w.kv_hi);
             w.kvh = 0;
             w.part_row = -1;
@@ -360,7 +383,7 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
          * is not split and loads every box the others load (copies
          * zero-fill past an item's range). */
         if (base.vt_base >= 0 && !req_pub && s == 1 &&
-            fa3_vt_can_publish(&base, req_lo, key_lens[base.req])) {
+            fa3_vt_can_publish(&base, req_lo, klen((uint32_t)base.req))) {
             base.vt_pub = 1;
             req_pub = 1;
         }
@@ -415,6 +438,12 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
         AH_CUDA_TRY(e, cudaMemcpyAsync(st->d_combine, st->h_combine,
                                        sizeof(fa3_combine_job) * (size_t)nc, cudaMemcpyHostToDevice,
                                        s));
+    if (ragged) {
+        memcpy(st->h_kstart, cuk, sizeof(int32_t) * (b->num_reqs + 1));
+        AH_CUDA_TRY(e,
+                    cudaMemcpyAsync(st->d_kstart, st->h_kstart, sizeof(int32_t) * (b->num_reqs + 1),
+                                    cudaMemcpyHostToDevice, s));
+    }
     AH_CUDA_TRY(e,
                 cudaMemcpyAsync(st->d_counts, st->h_counts,
                                 offsetof(fa3_counts, cta_work) + sizeof(int32_t) * (st->grid + 1),
@@ -427,7 +456,8 @@ ah_status fa3_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *str
     st->stage_out = max_ntok * G >= FA3_BLOCK_M(sp->qk_head_size) / 2;
     st->eager = mode == AH_PLAN_EAGER;
     st->num_tokens = b->num_tokens;
-    st->block_table = (const int32_t *)ah_dl_data(b->block_table);
+    st->num_k_tokens = ragged ? b->num_k_tokens : 0;
+    st->block_table = ragged ? NULL : (const int32_t *)ah_dl_data(b->block_table);
     st->bt_stride = bt_stride;
     st->slot_mapping = b->slot_mapping ? (const int64_t *)ah_dl_data(b->slot_mapping) : NULL;
     st->planned = 1;

@@ -11,16 +11,27 @@
 
 #include "fa3_state.h"
 
-static const uint32_t fa3_head_sizes[] = {64, 128, 256};
+/* qk 192 only on ragged layers, with v 128 (check_combination) */
+static const uint32_t fa3_qk_head_sizes[] = {64, 128, 192, 256};
+static const uint32_t fa3_v_head_sizes[] = {64, 128, 256};
 
-/* Rules that cross fields: the kernels read K and V with one head size. */
+/* Rules that cross fields: paged layers read K and V with one head size;
+ * ragged layers (packed K/V) are MLA's non-absorbed prefill, qk 192 / v 128,
+ * the one ragged instance. */
 static void fa3_check_combination(const ah_layer_spec *spec, const ah_probe_info *probe,
                                   ah_reason_sink *sink)
 {
     (void)probe;
-    if (spec->qk_head_size != spec->v_head_size)
-        sink->add(sink, AH_REASON_COMBINATION, "v_head_size", "differs from qk_head_size",
-                  "v_head_size == qk_head_size");
+    if (ah_spec_ragged(spec)) {
+        if (spec->qk_head_size != 192 || spec->v_head_size != 128)
+            sink->add(sink, AH_REASON_COMBINATION, "head_size", "on a ragged layer",
+                      "qk 192 / v 128 on ragged layers (MLA's non-absorbed prefill)");
+    } else if (spec->qk_head_size != spec->v_head_size || spec->qk_head_size == 192) {
+        sink->add(sink, AH_REASON_COMBINATION, "v_head_size",
+                  spec->qk_head_size == 192 ? "qk 192 on a paged layer"
+                                            : "differs from qk_head_size",
+                  "v_head_size == qk_head_size, 64, 128 or 256 (qk 192 / v 128 on ragged layers)");
+    }
     if (spec->kv_dtype != spec->q_dtype && spec->kv_dtype != AH_DTYPE_FP8_E4M3)
         sink->add(sink, AH_REASON_COMBINATION, "kv_dtype", ah_dtype_name(spec->kv_dtype),
                   "the query dtype (fp16 or bf16) or fp8_e4m3");
@@ -61,7 +72,7 @@ static const ah_config_key fa3_config_keys[] = {
 const ah_caps fa3_caps = {
     sizeof(ah_caps), AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16),
     AH_BIT(AH_DTYPE_BF16) | AH_BIT(AH_DTYPE_FP16) | AH_BIT(AH_DTYPE_FP8_E4M3),
-    AH_INT_SET_LIST(fa3_head_sizes), AH_INT_SET_LIST(fa3_head_sizes),
+    AH_INT_SET_LIST(fa3_qk_head_sizes), AH_INT_SET_LIST(fa3_v_head_sizes),
     /* preferred 64: one TMA box per page segment of a key tile, so page 16
      * costs 28% of the prefill and 24% of the decode against page 128, page
      * 64 within 1% / 4% (DECISIONS.md, "Preferred block size") */
@@ -72,6 +83,10 @@ const ah_caps fa3_caps = {
      * holding a key the item sees (fa3_box_read), so never a block the
      * window hides from the request's first query; write_kv writes only
      * the new tokens' slots. */
+    /* RAGGED_KV, DIFF_HEAD_SIZES: ragged decoder layers of qk 192 / v 128
+     * (MLA's non-absorbed prefill, causal or not, every logit feature) on
+     * their own instance, whose producer reads K and V from the packed
+     * tensors; paged layers have one head size (check_combination). */
     /* SCALE_TENSORS, KV_SCALE_PER_HEAD: the kernels read the FP8 scales
      * from the tensors per item (its KV head's), the combine per job and
      * write_kv per element; Q_SCALE: the FP8-compute kernel quantises Q
@@ -79,7 +94,7 @@ const ah_caps fa3_caps = {
     AH_FEAT_SINKS | AH_FEAT_SLIDING_WINDOW | AH_FEAT_SOFTCAP | AH_FEAT_ALIBI | AH_FEAT_NON_CAUSAL |
         AH_FEAT_LSE | AH_FEAT_CAUSAL_FLAG | AH_FEAT_EMPTY_KV | AH_FEAT_CROSS_ATTENTION |
         AH_FEAT_RELEASED_BLOCKS | AH_FEAT_SCALE_TENSORS | AH_FEAT_KV_SCALE_PER_HEAD |
-        AH_FEAT_Q_SCALE,
+        AH_FEAT_Q_SCALE | AH_FEAT_RAGGED_KV | AH_FEAT_DIFF_HEAD_SIZES,
     /* decoder layers over the paged cache, causal or not, and cross layers
      * over each request's encoder_seq_lens keys (no position masks); not the
      * cacheless encoder layers (packed K/V, no cache) */

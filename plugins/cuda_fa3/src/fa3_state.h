@@ -52,6 +52,7 @@ struct ah_state {
     ah_limits lim;
     ah_errbuf err;
     int group, tpt; /* GQA packing: heads per KV head, tokens per tile */
+    int ragged;     /* K/V packed by cu_seqlens_k (ah_spec_ragged), no cache */
     int grid;
     int fp8_compute;    /* e4m3 GEMMs: the layer's fp8_attention, fp8_compute not off */
     int vt_min_reads;   /* share V^T of requests whose KV tiles are read this often */
@@ -64,6 +65,7 @@ struct ah_state {
     fa3_combine_job *d_combine, *h_combine;
     fa3_counts *d_counts, *h_counts;
     float *d_part_o, *d_part_lse;
+    int32_t *d_kstart, *h_kstart; /* ragged: the planned cu_seqlens_k, [max_num_reqs + 1] */
     int cap_vt_tiles;   /* 128-key tiles the V^T scratch holds for this layer; 0: no sharing */
     cudaEvent_t staged; /* the last plan's copies have left the staging */
     int staged_pending;
@@ -80,7 +82,8 @@ struct ah_state {
     int stage_out; /* the last plan's query tiles hold 64 rows or more (see fa3_fwd_launch) */
     int eager;     /* the last plan was AH_PLAN_EAGER: its counts hold for the next forward */
     uint32_t num_tokens;
-    const int32_t *block_table; /* device */
+    uint32_t num_k_tokens;      /* ragged: rows of forward's key and value */
+    const int32_t *block_table; /* device; NULL on ragged layers */
     int32_t bt_stride;
     const int64_t *slot_mapping; /* device, for write_kv */
 };

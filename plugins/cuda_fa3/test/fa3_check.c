@@ -535,6 +535,48 @@ static const tcase cases[] = {
 };
 // clang-format on
 
+/* Ragged layers (AH_FEAT_RAGGED_KV): MLA's non-absorbed prefill, qk 192 /
+ * v 128 over K/V packed by cu_seqlens_k (the shared runner). Bottom-right
+ * and context steps, every logit feature, DeepSeek-V3's 128 heads (TP 1)
+ * and 16 (TP 8), many short requests (tiles reading past a request's keys
+ * into the next one's, masked), and a few long ones (keys split, merged
+ * by the combine kernel at v 128). */
+typedef struct rcase {
+    const char *name;
+    ath_ragged_spec s;
+} rcase;
+
+// clang-format off
+static const rcase rcases[] = {
+    /* name {t hq hk dqk dv causal context window softcap sinks alibi reqs max_len} */
+    {"ragged bf16 192/128 h16 causal", {BF, 16, 16, 192, 128, 1, 0, 0, 0, 0, 0, 5, 700}},
+    {"ragged fp16 192/128 h16 context, sinks", {FP, 16, 16, 192, 128, 1, 1, 0, 0, 1, 0, 5, 500}},
+    {"ragged bf16 192/128 h8 window 70, soft-cap 30, ALiBi, sinks", {BF, 8, 8, 192, 128, 1, 0, 70, 30.f, 1, 1, 4, 400}},
+    {"ragged bf16 192/128 h4 bidirectional window 50", {BF, 4, 4, 192, 128, 0, 0, 50, 0, 0, 0, 4, 300}},
+    {"ragged fp16 192/128 h4 bidirectional context", {FP, 4, 4, 192, 128, 0, 1, 0, 0, 0, 0, 3, 300}},
+    {"ragged bf16 192/128 h128 causal", {BF, 128, 128, 192, 128, 1, 0, 0, 0, 0, 0, 3, 300}},
+    {"ragged bf16 192/128 h16 64 short requests", {BF, 16, 16, 192, 128, 1, 0, 0, 0, 0, 0, 64, 40}},
+    {"ragged bf16 192/128 h2 long (keys split)", {BF, 2, 2, 192, 128, 1, 0, 0, 0, 0, 0, 2, 4000}},
+};
+// clang-format on
+
+static int run_ragged(const rcase *c, uint64_t seed)
+{
+    printf("%s\n", c->name);
+    const double tol[3] = {c->s.dt == AH_DTYPE_BF16 ? 1.2e-2 : 4e-3, 2e-2, 1e-2}; /* as compare() */
+    uint64_t rng = ath_seed(seed);
+    char why[512];
+    ath_cmp co, cl;
+    if (ath_ragged_run(&H, &c->s, tol, &rng, &co, &cl, why, sizeof why)) {
+        printf("  FAIL %s\n", why);
+        return 1;
+    }
+    const int fail = co.over || cl.over || co.nonfinite || cl.nonfinite;
+    printf("  ragged   max|err| out %.3g (rel L2 %.3g) lse %.3g  %s\n", co.max_abs, co.rel_l2,
+           cl.max_abs, fail ? "FAIL" : "ok");
+    return fail;
+}
+
 int main(int argc, char **argv)
 {
     if (ath_take_options(&argc, argv, fa3_opts, FA3_N_OPTS, &A)) {
@@ -550,6 +592,11 @@ int main(int argc, char **argv)
         if (only && !strstr(cases[i].name, only)) continue;
         ran++;
         failed += run_case(&cases[i], 1234u + (unsigned)i);
+    }
+    for (size_t i = 0; i < sizeof rcases / sizeof rcases[0]; i++) {
+        if (only && !strstr(rcases[i].name, only)) continue;
+        ran++;
+        failed += run_ragged(&rcases[i], 777u + (unsigned)i);
     }
     /* The V^T scratch belongs to the first stream whose forward used it; the
      * first case again on a second stream must take the in-kernel path and

@@ -552,146 +552,22 @@ static void run_merge(ah_dtype t, uint32_t T, uint32_t H, uint32_t D, uint64_t *
 }
 
 /* A ragged layer (AH_FEAT_RAGGED_KV): keys and values packed by
- * cu_seqlens_k, no cache. */
+ * cu_seqlens_k, no cache (the shared runner, ath_ragged_run). */
 typedef struct rcase {
     const char *name;
-    ah_dtype t;
-    uint32_t hq, hk, dqk, dv;
-    int causal, context; /* context: ragged_keys = context (queries after every key) */
-    uint32_t window;
-    float softcap;
-    int sinks, alibi;
-    uint32_t reqs, max_len;
+    ath_ragged_spec s;
 } rcase;
 
-/* Lengths: bottom-right, k_len >= q_len (a whole prompt for request 0,
- * context before the rest), and on a bidirectional layer one request with
- * fewer keys than queries; context steps: request 0 without keys. */
-static void ragged_lengths(const rcase *c, uint64_t *rng, int32_t *ql, int32_t *kl)
+static void run_ragged(const rcase *c, uint64_t *rng)
 {
-    for (uint32_t r = 0; r < c->reqs; r++) {
-        const int32_t q = 1 + (int32_t)(ath_rand_u64(rng) % c->max_len);
-        const int32_t more = r ? (int32_t)(ath_rand_u64(rng) % c->max_len) : 0;
-        ql[r] = q;
-        kl[r] = c->context ? more : q + more;
-        if (!c->causal && !c->context && r == 1) kl[r] = 1 + q / 3;
-    }
-}
-
-static void run_ragged(ah_context *ctx, const rcase *c, uint64_t *rng)
-{
-    char msg[1024] = "";
-    int32_t ql[64], kl[64], qsl[65] = {0}, cuk[65] = {0}, sl[64];
-    ragged_lengths(c, rng, ql, kl);
-    uint32_t max_q = 0, max_s = 0;
-    for (uint32_t r = 0; r < c->reqs; r++) {
-        qsl[r + 1] = qsl[r] + ql[r];
-        cuk[r + 1] = cuk[r] + kl[r];
-        sl[r] = kl[r] > ql[r] ? kl[r] : ql[r];
-        if ((uint32_t)ql[r] > max_q) max_q = (uint32_t)ql[r];
-        if ((uint32_t)sl[r] > max_s) max_s = (uint32_t)sl[r];
-    }
-    const int64_t T = qsl[c->reqs], Tk = cuk[c->reqs];
-    ah_layer_spec sp = ath_spec(AH_ATTN_DECODER, c->hq, c->hk, c->dqk, c->t, 16);
-    sp.v_head_size = c->dv;
-    sp.ragged_kv = 1;
-    sp.causal = c->causal ? AH_CAUSAL_BY_TYPE : AH_CAUSAL_OFF;
-    sp.sliding_window = c->window;
-    sp.softcap = c->softcap;
-    sp.use_sinks = (uint32_t)c->sinks;
-    sp.use_alibi = (uint32_t)c->alibi;
-    sp.scale = 1.0f / sqrtf((float)c->dqk);
-    const int64_t sq[3] = {T, c->hq, c->dqk}, sk[3] = {Tk, c->hk, c->dqk},
-                  sv[3] = {Tk, c->hk, c->dv}, so[3] = {T, c->hq, c->dv}, sl2[2] = {T, c->hq},
-                  sh[1] = {c->hq}, nr1[1] = {c->reqs + 1}, nr[1] = {c->reqs};
-    const size_t esz = ah_dtype_size(c->t), nq = (size_t)T * c->hq * c->dqk,
-                 nk = (size_t)Tk * c->hk * c->dqk, nv = (size_t)Tk * c->hk * c->dv,
-                 no = (size_t)T * c->hq * c->dv;
-    void *hq_ = malloc(nq * esz + 1), *hk_ = malloc(nk * esz + 1), *hv_ = malloc(nv * esz + 1),
-         *ho = malloc(no * esz + 1);
-    float *hl = malloc(sizeof(float) * ((size_t)T * c->hq + 1)), hs[256], ha[256];
-    double *ref = malloc(sizeof(double) * (no + 1)), *rl = malloc(sizeof(double) * (T * c->hq + 1));
-    ath_tensor d[10];
-    memset(d, 0, sizeof d);
-    ath_tensor *dq = &d[0], *dk = &d[1], *dv = &d[2], *dout = &d[3], *dlse = &d[4], *dsink = &d[5],
-               *dal = &d[6], *dqsl = &d[7], *dcuk = &d[8], *dsl = &d[9];
-    ah_state *st = NULL;
-    int ok = 0;
-    ath_fill_uniform(hq_, nq, c->t, 2.f, 1.f, rng);
-    ath_fill_uniform(hk_, nk, c->t, 1.f, 1.f, rng);
-    ath_fill_uniform(hv_, nv, c->t, 1.f, 1.f, rng);
-    for (uint32_t h = 0; h < c->hq; h++) {
-        hs[h] = (float)ath_rand_range(rng, -1.0, 3.0);
-        ha[h] = exp2f(-8.0f * (float)(h + 1) / (float)c->hq);
-    }
-    if (ath_tensor_new(&P, dq, c->t, 3, sq) || ath_tensor_new(&P, dk, c->t, 3, sk) ||
-        ath_tensor_new(&P, dv, c->t, 3, sv) || ath_tensor_new(&P, dout, c->t, 3, so) ||
-        ath_tensor_new(&P, dlse, AH_DTYPE_FP32, 2, sl2) ||
-        ath_tensor_new(&P, dsink, AH_DTYPE_FP32, 1, sh) ||
-        ath_tensor_new(&P, dal, AH_DTYPE_FP32, 1, sh) ||
-        ath_tensor_alloc(&P, dqsl, (DLDataType){kDLInt, 32, 1}, 1, nr1) ||
-        ath_tensor_alloc(&P, dcuk, (DLDataType){kDLInt, 32, 1}, 1, nr1) ||
-        ath_tensor_alloc(&P, dsl, (DLDataType){kDLInt, 32, 1}, 1, nr) || ath_upload(&P, dq, hq_) ||
-        ath_upload(&P, dk, hk_) || ath_upload(&P, dv, hv_) || ath_upload(&P, dsink, hs) ||
-        ath_upload(&P, dal, ha) || ath_upload(&P, dqsl, qsl) || ath_upload(&P, dcuk, cuk) ||
-        ath_upload(&P, dsl, sl)) {
-        snprintf(msg, sizeof msg, " setup failed");
-        goto done;
-    }
-    ah_batch b;
-    memset(&b, 0, sizeof b);
-    b.struct_size = sizeof b;
-    b.num_reqs = c->reqs;
-    b.num_tokens = (uint32_t)T;
-    b.max_query_len = max_q;
-    b.max_seq_len = max_s;
-    b.query_start_loc = &dqsl->t;
-    b.seq_lens = &dsl->t;
-    b.query_start_loc_host = qsl;
-    b.seq_lens_host = sl;
-    b.cu_seqlens_k = &dcuk->t;
-    b.cu_seqlens_k_host = cuk;
-    b.num_k_tokens = (uint32_t)Tk;
-    b.ragged_keys = c->context ? AH_RAGGED_KEYS_CONTEXT : AH_RAGGED_KEYS_BOTTOM_RIGHT;
-    ah_limits lim = {sizeof lim, c->reqs, (uint32_t)T, 1, max_s, 1};
-    TRY("state_create", O->state_create(ctx, &sp, &lim, &st));
-    poison(&P, dout, dlse);
-    TRY("plan", O->plan(st, &b, AH_PLAN_EAGER, NULL));
-    ah_forward_args a = ath_forward_args(&dq->t, NULL, NULL, &dout->t, &dlse->t, NULL);
-    a.key = &dk->t;
-    a.value = &dv->t;
-    a.sinks = c->sinks ? &dsink->t : NULL;
-    a.alibi_slopes = c->alibi ? &dal->t : NULL;
-    TRY("forward", O->forward(st, &a));
-    TRY("synchronize", O->synchronize(ctx, NULL));
-    ah_ref_inputs in = {.struct_size = sizeof in,
-                        .spec = &sp,
-                        .batch = &b,
-                        .q = hq_,
-                        .sinks = c->sinks ? hs : NULL,
-                        .alibi_slopes = c->alibi ? ha : NULL,
-                        .key = hk_,
-                        .value = hv_};
-    ah_error e;
-    if (ah_reference_attention(&in, ref, rl, &e) != AH_OK) {
-        snprintf(msg, sizeof msg, " reference: %.900s", e.msg);
-        goto done;
-    }
-    ath_download(&P, ho, dout);
-    ath_download(&P, hl, dlse);
-    ok = compare("out", ho, c->t, ref, no, c->t, msg, sizeof msg);
-    ok &= compare("lse", hl, AH_DTYPE_FP32, rl, (size_t)T * c->hq, c->t, msg, sizeof msg);
-done:
+    char msg[1024] = "", why[512];
+    ath_cmp co, cl;
+    int ok = ath_ragged_run(&P, &c->s, NULL, rng, &co, &cl, why, sizeof why) == 0;
+    if (!ok) snprintf(msg, sizeof msg, " %s", why);
+    else
+        ok = verdict("out", &co, c->s.dt, c->s.dt, msg, sizeof msg) &
+             verdict("lse", &cl, AH_DTYPE_FP32, c->s.dt, msg, sizeof msg);
     report(c->name, ok, msg);
-    if (st) O->state_destroy(st);
-    for (int i = 0; i < 10; i++) ath_tensor_free(&P, &d[i]);
-    free(hq_);
-    free(hk_);
-    free(hv_);
-    free(ho);
-    free(hl);
-    free(ref);
-    free(rl);
 }
 
 /* Bad input: a q tensor of the wrong dtype must fail with a message and
@@ -859,16 +735,16 @@ int main(int argc, char **argv)
      * than queries. At most 64 requests and 256 heads (the arrays below). */
     // clang-format off
     const rcase rcases[] = {
-        /* name t hq hk dqk dv causal context window softcap sinks alibi reqs max_len */
-        {"ragged bf16 mla 192/128 h16", BF, 16, 16, 192, 128, 1, 0, 0, 0, 0, 0, 5, 400},
-        {"ragged fp16 mla 192/128 h16 context sinks", FH, 16, 16, 192, 128, 1, 1, 0, 0, 1, 0, 5, 300},
-        {"ragged bf16 mla 192/128 window softcap alibi sinks", BF, 8, 8, 192, 128, 1, 0, 70, 30.f, 1, 1, 4, 300},
-        {"ragged bf16 gqa4 d128 bidirectional window", BF, 8, 2, 128, 128, 0, 0, 50, 0, 0, 0, 4, 200},
-        {"ragged fp16 gqa2 d64", FH, 4, 2, 64, 64, 1, 0, 0, 0, 0, 0, 6, 300},
-        {"ragged bf16 d256 alibi context", BF, 4, 2, 256, 256, 1, 1, 0, 0, 0, 1, 4, 200},
+        /* name {t hq hk dqk dv causal context window softcap sinks alibi reqs max_len} */
+        {"ragged bf16 mla 192/128 h16", {BF, 16, 16, 192, 128, 1, 0, 0, 0, 0, 0, 5, 400}},
+        {"ragged fp16 mla 192/128 h16 context sinks", {FH, 16, 16, 192, 128, 1, 1, 0, 0, 1, 0, 5, 300}},
+        {"ragged bf16 mla 192/128 window softcap alibi sinks", {BF, 8, 8, 192, 128, 1, 0, 70, 30.f, 1, 1, 4, 300}},
+        {"ragged bf16 gqa4 d128 bidirectional window", {BF, 8, 2, 128, 128, 0, 0, 50, 0, 0, 0, 4, 200}},
+        {"ragged fp16 gqa2 d64", {FH, 4, 2, 64, 64, 1, 0, 0, 0, 0, 0, 6, 300}},
+        {"ragged bf16 d256 alibi context", {BF, 4, 2, 256, 256, 1, 1, 0, 0, 0, 1, 4, 200}},
     };
     // clang-format on
-    for (size_t i = 0; i < sizeof rcases / sizeof rcases[0]; i++) run_ragged(ctx, &rcases[i], &rng);
+    for (size_t i = 0; i < sizeof rcases / sizeof rcases[0]; i++) run_ragged(&rcases[i], &rng);
     run_merge(BF, 37, 8, 128, &rng);
     run_merge(FH, 19, 4, 80, &rng);
     run_bad_input(ctx, &cases[0], &rng);
