@@ -11,8 +11,9 @@
  * stay bound by the read; an FP8 cache's, by that tensor work).
  *   - Warpgroup 0 copies 32-key tiles of the latent cache (1152-byte rows)
  *     with cp.async into a four-stage ring, each 64-channel chunk 128-byte
- *     swizzled as wgmma reads it. A warp covers 8 rows, one page lookup
- *     per row and tile, a tile ahead. Each thread's copies arrive on the
+ *     swizzled as wgmma reads it. A warp covers 8 rows, 8 lanes a row
+ *     (whole 128-byte lines per copy), one page lookup per row and tile, a
+ *     tile ahead. Each thread's copies arrive on the
  *     stage's "full" mbarrier as they land (cp.async.mbarrier.arrive), so
  *     every stage's copies can be in flight at once.
  *   - Warpgroups 1 and 2 take the tiles in turn: the owner of a tile
@@ -280,30 +281,34 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                 stage_copy(it + 2, next);
             }
         } else {
-            const QT *kc = static_cast<const QT *>(p.k_cache);
-            int64_t off = row_offset(0, lane & 7); /* lane r % 8 holds row r's */
+            /* Lane l copies unit l % 8 of each 64-channel chunk of rows
+             * rr = l / 8 and rr + 4: a copy instruction reads four whole
+             * 128-byte lines, its shared-memory address a per-lane constant
+             * plus the chunk's stride; each lane looks up its two rows'
+             * pages, no shuffles. */
+            const int rr = lane >> 3, q = lane & 7;
+            const QT *kq = static_cast<const QT *>(p.k_cache) + q * 8;
+            const uint32_t dst0 = (uint32_t)(row0 + rr) * 128u + (uint32_t)((q ^ rr) << 4);
+            const uint32_t dst1 =
+                (uint32_t)(row0 + rr + 4) * 128u + (uint32_t)((q ^ (rr + 4)) << 4);
+            int64_t off0 = row_offset(0, rr), off1 = row_offset(0, rr + 4);
             for (int it = 0; it < ntiles; it++) {
                 const int s = it % NST;
                 /* the next tile's page lookups are in flight while this one waits */
-                const int64_t next = row_offset(it + 1, lane & 7);
+                const int64_t next0 = row_offset(it + 1, rr), next1 = row_offset(it + 1, rr + 4);
                 if (it >= NST) mbar_wait(empty(s), (uint32_t)((it / NST - 1) & 1));
                 const uint32_t st = sbase + K0 + (uint32_t)s * KTILE;
-                /* a row's 72 units over 32 + 32 + 8 lanes */
-#pragma unroll 4
-                for (int r = 0; r < BK / 4; r++) {
-                    const int64_t o = __shfl_sync(0xffffffffu, off, r);
-                    const QT *src = kc + (o >= 0 ? o + lane * 8 : 0);
-                    copy16(unit_addr<BK>(st, row0 + r, lane), src, o >= 0);
-                    copy16(unit_addr<BK>(st, row0 + r, lane + 32), src + (o >= 0 ? 256 : 0),
-                           o >= 0);
-                    if (lane < UNITS - 64)
-                        copy16(unit_addr<BK>(st, row0 + r, lane + 64), src + (o >= 0 ? 512 : 0),
-                               o >= 0);
+                const QT *src0 = kq + (off0 >= 0 ? off0 : 0), *src1 = kq + (off1 >= 0 ? off1 : 0);
+#pragma unroll
+                for (int k = 0; k < CHUNKS; k++) {
+                    copy16(st + dst0 + (uint32_t)k * KCHUNK, src0 + 64 * k, off0 >= 0);
+                    copy16(st + dst1 + (uint32_t)k * KCHUNK, src1 + 64 * k, off1 >= 0);
                 }
                 /* "full" counts this thread's arrival once its copies landed, so
                  * the next tiles' copies go out without waiting for these */
                 copies_arrive(full(s));
-                off = next;
+                off0 = next0;
+                off1 = next1;
             }
         }
         wait_all_copies(); /* none in flight when the warp exits */
