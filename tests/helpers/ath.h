@@ -8,8 +8,8 @@
  * several threads bit for bit as one thread would), tensors on the plugin's
  * device (through its own memory slots) or over host memory, paged batches
  * and whole workloads (layer spec, limits, batch, Q, caches, new K/V, sinks,
- * ALiBi slopes), and comparison with the double-precision oracle
- * (attnhost/reference.h). Checks and reports: tests/unit/check.h.
+ * ALiBi slopes), ragged steps (K/V packed by cu_seqlens_k), and comparison
+ * with the double-precision oracle (attnhost/reference.h). Checks and reports: tests/unit/check.h.
  *
  * Linked as the static library attnhost_test_helpers (with attnhost_static).
  */

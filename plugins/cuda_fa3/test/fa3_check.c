@@ -1,7 +1,8 @@
 /*
  * Correctness driver for cuda_fa3: random inputs per feature, run through
  * the plugin's plan/forward (and CUDA-graph capture and replay), compared
- * with the double-precision reference oracle (ah_reference_attention).
+ * with the double-precision reference oracle (ah_reference_attention);
+ * then ragged steps (qk 192 / v 128, the shared ath_ragged_run).
  * Exit 0: all pass; 1: a mismatch or error; 77: no usable device (skip).
  * --fp8-attention gives the layers fp8_attention, so the FP8-KV cases of
  * head size 128 run through the e4m3-GEMM kernel, held to a looser bound
