@@ -275,6 +275,11 @@ typedef struct ath_ragged_spec {
     int sinks, alibi;
     uint32_t reqs, max_len; /* 1 to 64 requests; queries and extra keys 1 .. max_len each */
 } ath_ragged_spec;
+/* A driver's named ragged case. */
+typedef struct ath_ragged_case {
+    const char *name;
+    ath_ragged_spec s;
+} ath_ragged_case;
 /* Random lengths (bottom-right: k_len >= q_len, one request with fewer
  * keys than queries on a bidirectional layer; context steps: request 0
  * without keys) and values; state_create, plan and forward on h's context

@@ -542,13 +542,8 @@ static const tcase cases[] = {
  * and 16 (TP 8), many short requests (tiles reading past a request's keys
  * into the next one's, masked), and a few long ones (keys split, merged
  * by the combine kernel at v 128). */
-typedef struct rcase {
-    const char *name;
-    ath_ragged_spec s;
-} rcase;
-
 // clang-format off
-static const rcase rcases[] = {
+static const ath_ragged_case rcases[] = {
     /* name {t hq hk dqk dv causal context window softcap sinks alibi reqs max_len} */
     {"ragged bf16 192/128 h16 causal", {BF, 16, 16, 192, 128, 1, 0, 0, 0, 0, 0, 5, 700}},
     {"ragged fp16 192/128 h16 context, sinks", {FP, 16, 16, 192, 128, 1, 1, 0, 0, 1, 0, 5, 500}},
@@ -561,7 +556,7 @@ static const rcase rcases[] = {
 };
 // clang-format on
 
-static int run_ragged(const rcase *c, uint64_t seed)
+static int run_ragged(const ath_ragged_case *c, uint64_t seed)
 {
     printf("%s\n", c->name);
     const double tol[3] = {c->s.dt == AH_DTYPE_BF16 ? 1.2e-2 : 4e-3, 2e-2, 1e-2}; /* as compare() */

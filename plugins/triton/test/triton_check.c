@@ -553,12 +553,7 @@ static void run_merge(ah_dtype t, uint32_t T, uint32_t H, uint32_t D, uint64_t *
 
 /* A ragged layer (AH_FEAT_RAGGED_KV): keys and values packed by
  * cu_seqlens_k, no cache (the shared runner, ath_ragged_run). */
-typedef struct rcase {
-    const char *name;
-    ath_ragged_spec s;
-} rcase;
-
-static void run_ragged(const rcase *c, uint64_t *rng)
+static void run_ragged(const ath_ragged_case *c, uint64_t *rng)
 {
     char msg[1024] = "", why[512];
     ath_cmp co, cl;
@@ -732,9 +727,9 @@ int main(int argc, char **argv)
      * per query head, DeepSeek-V3's 16 heads at TP 8) on the plain kernel,
      * bottom-right and context; with every logit feature on the general
      * kernel; equal head sizes with GQA, bidirectional with fewer keys
-     * than queries. At most 64 requests and 256 heads (the arrays below). */
+     * than queries. At most 64 requests and 256 heads (ath_ragged_run). */
     // clang-format off
-    const rcase rcases[] = {
+    const ath_ragged_case rcases[] = {
         /* name {t hq hk dqk dv causal context window softcap sinks alibi reqs max_len} */
         {"ragged bf16 mla 192/128 h16", {BF, 16, 16, 192, 128, 1, 0, 0, 0, 0, 0, 5, 400}},
         {"ragged fp16 mla 192/128 h16 context sinks", {FH, 16, 16, 192, 128, 1, 1, 0, 0, 1, 0, 5, 300}},
