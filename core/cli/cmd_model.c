@@ -136,11 +136,18 @@ static int import(cli_common *c)
         return 1;
     }
     char *ini = NULL;
-    if (ah_model_to_ini(m, &ini) != AH_OK) {
-        fprintf(
-            stderr,
-            "attnhost model import: the model's name '%s' cannot stand in INI text (give --name)\n",
-            ah_model_name(m));
+    s = ah_model_to_ini(m, &ini);
+    if (s != AH_OK) {
+        if (s == AH_ERR_INVALID_ARGUMENT)
+            fprintf(stderr,
+                    "attnhost model import: the model's name '%s' cannot stand in INI text (give "
+                    "--name)\n",
+                    ah_model_name(m));
+        else
+            fprintf(stderr,
+                    "attnhost model import: internal error: the description of '%s' would not "
+                    "read back as the imported model (%s); nothing written\n",
+                    ah_model_name(m), ah_status_str(s));
         ah_model_destroy(m);
         return 1;
     }

@@ -19,6 +19,10 @@ struct ah_model {
     uint32_t num_kv_groups; /* 1 + the largest kv_group of a cache layer (1 without any) */
 };
 
+/* ah_model_to_ini, and on AH_ERR_INTERNAL (the text would not read back
+ * as m: a bug) what differs in why (cap 0: not said). */
+ah_status ah__model_to_ini(const ah_model *m, char **text, char *why, size_t cap);
+
 /* The model-description keys, in model_keys.def order (K_name, ...). */
 enum {
 #define AH_MODEL_KEY(scope, key, type, arg, def, doc) AH_MK_##key,

@@ -2,7 +2,7 @@
  * Models without INI text: a layer's kind, ah_model_create (per-layer specs
  * from C, checked by ah__model_layer_check like every parsed layer) and
  * ah_model_to_ini (a model written back as a description that parses to
- * the same model).
+ * the same model, which it checks before handing the text out).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -300,7 +300,42 @@ static void range_text(ah_strbuf *b, const uint32_t *a, uint32_t n)
     }
 }
 
+/* 0 when text parses to m: its name, layer kinds, specs and ragged prefill
+ * forms; else -1 with what differs in why. */
+static int reads_back(const ah_model *m, const char *text, char *why, size_t cap)
+{
+    ah_model *back = NULL;
+    ah_error err;
+    memset(&err, 0, sizeof err);
+    int bad = 1;
+    if (ah_model_parse(text, "<to_ini>", &back, &err) != AH_OK)
+        snprintf(why, cap, "the description does not parse: %s", err.msg);
+    else if (strcmp(back->name, m->name))
+        snprintf(why, cap, "name '%s' reads back as '%s'", m->name, back->name);
+    else if (back->num_layers != m->num_layers)
+        snprintf(why, cap, "%u layers read back as %u", m->num_layers, back->num_layers);
+    else bad = 0;
+    for (uint32_t i = 0; !bad && i < m->num_layers; i++) {
+        const char *what = back->kinds[i] != m->kinds[i]                                  ? "kind"
+                           : memcmp(&back->layers[i], &m->layers[i], sizeof m->layers[i]) ? "spec"
+                           : memcmp(&back->ragged[i], &m->ragged[i], sizeof m->ragged[i])
+                               ? "ragged prefill form"
+                               : NULL;
+        if (what) {
+            snprintf(why, cap, "layer %u's %s reads back different", i, what);
+            bad = 1;
+        }
+    }
+    ah_model_destroy(back);
+    return bad ? -1 : 0;
+}
+
 ah_status ah_model_to_ini(const ah_model *m, char **text)
+{
+    return ah__model_to_ini(m, text, NULL, 0);
+}
+
+ah_status ah__model_to_ini(const ah_model *m, char **text, char *why, size_t cap)
 {
     if (!text) return AH_ERR_INVALID_ARGUMENT;
     *text = NULL;
@@ -375,6 +410,12 @@ ah_status ah_model_to_ini(const ah_model *m, char **text)
         ah__strbuf_printf(&b, "]\n%s", body[i]);
     }
     if ((*text = ah__strbuf_take(&b))) st = AH_OK;
+    /* nothing is handed out that would read back as another model */
+    if (st == AH_OK && reads_back(m, *text, why, cap)) {
+        ah__free(*text);
+        *text = NULL;
+        st = AH_ERR_INTERNAL;
+    }
 out:
     for (uint32_t i = 0; body && i < n; i++) ah__free(body[i]);
     ah__free(b.data);

@@ -843,10 +843,12 @@ typedef struct ah_model_desc {
 ah_status ah_model_create(const ah_model_desc *desc, ah_model **out, ah_error *err);
 
 /* The model as a model description: ah_model_parse of *text gives the same
- * name, kinds and specs. Layers are grouped: the most common attention
- * layer goes in [model], the rest in [layers.<range>] sections of what
- * differs. *text is malloc'ed; the caller frees it. AH_ERR_INVALID_ARGUMENT
- * when the name cannot stand in INI text (';' or '#'). */
+ * name, kinds, specs and ragged prefill forms, which this checks before it
+ * hands the text out. Layers are grouped: the most common attention layer
+ * goes in [model], the rest in [layers.<range>] sections of what differs.
+ * *text is malloc'ed; the caller frees it. AH_ERR_INVALID_ARGUMENT when
+ * the name cannot stand in INI text (';' or '#'); AH_ERR_INTERNAL (and no
+ * text) when the text would not read back as the same model. */
 ah_status ah_model_to_ini(const ah_model *model, char **text);
 
 /* KV-cache groups of an imported model (ah_hf_import_options.kv_groups). */
