@@ -90,7 +90,8 @@ ah_status ah__model_create(const ah_model_desc *d, const char *source, ah_model 
                          d->struct_size, min_size);
     const ah_layer_spec *ragged_in =
         AH_HAS_FIELD(d, ah_model_desc, ragged_forms) ? d->ragged_forms : NULL;
-    if (!d->name || !*d->name)
+    /* unset as the INI path says it; every other problem by the one rule */
+    if (!d->name)
         return desc_fail(err, AH_ERR_CONFIG, "%s: name: not set (required)",
                          source ? source : "<model>");
     const char *bad = ah__model_name_problem(d->name);

@@ -136,9 +136,13 @@ static void create(void)
                        "head_size = 64\n",
                        "m.ini", &m, &err) == AH_ERR_CONFIG);
     CHECK_STREQ(err.msg, "m.ini:5: layer 0: num_q_heads 32 is not a multiple of num_kv_heads 6");
-    ah_model_desc nd = {sizeof nd, "", 1, l, NULL, NULL};
+    ah_model_desc nd = {sizeof nd, NULL, 1, l, NULL, NULL};
     CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
     CHECK_STREQ(err.msg, "<model>: name: not set (required)");
+    /* an empty name: the INI path's message */
+    nd.name = "";
+    CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
+    CHECK_STREQ(err.msg, "<model>: name: must not be empty");
     /* a name ah_model_to_ini could not write back */
     nd.name = "two\nlines";
     CHECK(ah_model_create(&nd, &m, &err) == AH_ERR_CONFIG && m == NULL);
