@@ -3,6 +3,7 @@
  * writer that check_records.c and tune_table.c share (see record_file.h).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,101 +67,102 @@ static void put_u32_at(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
-/* An entry's key, in the order both files use: path, plugin, plugin
- * version, u64 dev, ino, size, mtime_ns, ctime_ns, content hash, config
- * hash, [driver fingerprint,] u32 abi, device kind, compute capability,
- * device name, arch, driver version, host cpu; strings cut at max_str.
- * with_driver_fp says whether the file holds the bracketed field. key_read
- * decodes what key_put wrote into *k (zeroed first); r->bad on malformed
- * bytes, *k then to be freed all the same. */
-static void key_put(ah_buf *b, const ah_record_key *k, uint32_t max_str, int with_driver_fp)
+/* An entry's key, in the order both files use; strings cut at max_str.
+ * driver_fp only in formats that hold it (ah_rf_format.key_fp). */
+static const ah_rf_field key_fields[] = {
+    {AH_RF_STR, offsetof(ah_record_key, path)},
+    {AH_RF_STR, offsetof(ah_record_key, plugin)},
+    {AH_RF_STR, offsetof(ah_record_key, plugin_version)},
+    {AH_RF_U64, offsetof(ah_record_key, dev)},
+    {AH_RF_U64, offsetof(ah_record_key, ino)},
+    {AH_RF_U64, offsetof(ah_record_key, size)},
+    {AH_RF_U64, offsetof(ah_record_key, mtime_ns)},
+    {AH_RF_U64, offsetof(ah_record_key, ctime_ns)},
+    {AH_RF_U64, offsetof(ah_record_key, content_hash)},
+    {AH_RF_U64, offsetof(ah_record_key, config_hash)},
+    {AH_RF_U64, offsetof(ah_record_key, driver_fp)},
+    {AH_RF_U32, offsetof(ah_record_key, abi)},
+    {AH_RF_U32, offsetof(ah_record_key, device_kind)},
+    {AH_RF_U32, offsetof(ah_record_key, compute_capability)},
+    {AH_RF_STR, offsetof(ah_record_key, device_name)},
+    {AH_RF_STR, offsetof(ah_record_key, arch)},
+    {AH_RF_STR, offsetof(ah_record_key, driver_version)},
+    {AH_RF_STR, offsetof(ah_record_key, host_cpu)},
+};
+static const size_t n_key_fields = sizeof key_fields / sizeof key_fields[0];
+
+static int key_field_held(const ah_rf_format *fmt, const ah_rf_field *f)
 {
-    ah__rf_put_str(b, k->path, max_str);
-    ah__rf_put_str(b, k->plugin, max_str);
-    ah__rf_put_str(b, k->plugin_version, max_str);
-    uint64_t u64s[] = {k->dev,      k->ino,          k->size,        k->mtime_ns,
-                       k->ctime_ns, k->content_hash, k->config_hash, k->driver_fp};
-    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
-    for (size_t i = 0; i < n64; i++) ah__buf_u64(b, u64s[i]);
-    ah__buf_u32(b, k->abi);
-    ah__buf_u32(b, k->device_kind);
-    ah__buf_u32(b, k->compute_capability);
-    ah__rf_put_str(b, k->device_name, max_str);
-    ah__rf_put_str(b, k->arch, max_str);
-    ah__rf_put_str(b, k->driver_version, max_str);
-    ah__rf_put_str(b, k->host_cpu, max_str);
+    return fmt->key_fp || f->off != offsetof(ah_record_key, driver_fp);
 }
 
-static void key_read(ah_rf_reader *r, ah_record_key *k, int with_driver_fp)
+/* One field of an entry at entry + f->off. Fields move through memcpy: a
+ * double's bits travel as its u64. */
+static void put_field(ah_buf *b, const ah_rf_field *f, const void *entry, uint32_t max_str)
 {
-    memset(k, 0, sizeof *k);
-    k->path = ah__rf_str(r);
-    k->plugin = ah__rf_str(r);
-    k->plugin_version = ah__rf_str(r);
-    uint64_t *u64s[] = {&k->dev,      &k->ino,          &k->size,        &k->mtime_ns,
-                        &k->ctime_ns, &k->content_hash, &k->config_hash, &k->driver_fp};
-    size_t n64 = sizeof u64s / sizeof u64s[0] - (with_driver_fp ? 0 : 1);
-    for (size_t i = 0; i < n64; i++) *u64s[i] = ah__rf_u64(r);
-    k->abi = ah__rf_u32(r);
-    k->device_kind = ah__rf_u32(r);
-    k->compute_capability = ah__rf_u32(r);
-    k->device_name = ah__rf_str(r);
-    k->arch = ah__rf_str(r);
-    k->driver_version = ah__rf_str(r);
-    k->host_cpu = ah__rf_str(r);
+    const char *at = (const char *)entry + f->off;
+    uint32_t u32;
+    uint64_t u64;
+    const char *str;
+    switch (f->kind) {
+    case AH_RF_U32:
+        memcpy(&u32, at, sizeof u32);
+        ah__buf_u32(b, u32);
+        break;
+    case AH_RF_U64:
+    case AH_RF_F64:
+        memcpy(&u64, at, sizeof u64);
+        ah__buf_u64(b, u64);
+        break;
+    case AH_RF_STR:
+        memcpy(&str, at, sizeof str);
+        ah__rf_put_str(b, str, max_str);
+        break;
+    }
 }
 
-/* Fields move through memcpy: a double's bits travel as its u64. */
+/* What put_field wrote; r->bad on malformed bytes. */
+static void read_field(ah_rf_reader *r, const ah_rf_field *f, void *entry)
+{
+    char *at = (char *)entry + f->off;
+    uint32_t u32;
+    uint64_t u64;
+    char *str;
+    switch (f->kind) {
+    case AH_RF_U32:
+        u32 = ah__rf_u32(r);
+        memcpy(at, &u32, sizeof u32);
+        break;
+    case AH_RF_U64:
+    case AH_RF_F64:
+        u64 = ah__rf_u64(r);
+        memcpy(at, &u64, sizeof u64);
+        break;
+    case AH_RF_STR:
+        str = ah__rf_str(r);
+        memcpy(at, &str, sizeof str);
+        break;
+    }
+}
+
+/* An entry: its key (the entry starts with an ah_record_key), then the
+ * format's fields. */
 static void put_entry(const ah_rf_format *fmt, ah_buf *b, const void *entry)
 {
-    key_put(b, entry, fmt->max_str, fmt->key_fp);
-    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
-        const char *at = (const char *)entry + f->off;
-        uint32_t u32;
-        uint64_t u64;
-        const char *str;
-        switch (f->kind) {
-        case AH_RF_U32:
-            memcpy(&u32, at, sizeof u32);
-            ah__buf_u32(b, u32);
-            break;
-        case AH_RF_U64:
-        case AH_RF_F64:
-            memcpy(&u64, at, sizeof u64);
-            ah__buf_u64(b, u64);
-            break;
-        case AH_RF_STR:
-            memcpy(&str, at, sizeof str);
-            ah__rf_put_str(b, str, fmt->max_str);
-            break;
-        }
-    }
+    for (const ah_rf_field *f = key_fields; f < key_fields + n_key_fields; f++)
+        if (key_field_held(fmt, f)) put_field(b, f, entry, fmt->max_str);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++)
+        put_field(b, f, entry, fmt->max_str);
 }
 
+/* What put_entry wrote, into a zeroed entry; on malformed bytes r->bad,
+ * the entry then to be freed all the same. */
 static void read_entry(const ah_rf_format *fmt, ah_rf_reader *r, void *entry)
 {
-    key_read(r, entry, fmt->key_fp);
-    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++) {
-        char *at = (char *)entry + f->off;
-        uint32_t u32;
-        uint64_t u64;
-        char *str;
-        switch (f->kind) {
-        case AH_RF_U32:
-            u32 = ah__rf_u32(r);
-            memcpy(at, &u32, sizeof u32);
-            break;
-        case AH_RF_U64:
-        case AH_RF_F64:
-            u64 = ah__rf_u64(r);
-            memcpy(at, &u64, sizeof u64);
-            break;
-        case AH_RF_STR:
-            str = ah__rf_str(r);
-            memcpy(at, &str, sizeof str);
-            break;
-        }
-    }
+    for (const ah_rf_field *f = key_fields; f < key_fields + n_key_fields; f++)
+        if (key_field_held(fmt, f)) read_field(r, f, entry);
+    for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++)
+        read_field(r, f, entry);
 }
 
 void ah__rf_entry_free(const ah_rf_format *fmt, void *entry)

@@ -56,7 +56,7 @@ static const char *winner(const char *policy, const char *extra, const char *tex
                           char *buf, size_t cap)
 {
     ah_host *h = host_with(policy, extra, cache);
-    ah_selection *sel;
+    ah_selection *sel = NULL;
     const ah_decision *d = h ? decide(h, text, phase, &sel) : NULL;
     snprintf(buf, cap, "%s", d && d->plugin ? d->plugin : "(none)");
     ah_selection_destroy(sel);
