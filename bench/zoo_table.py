@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One table of the zoo: model x layer spec x step, with the time of the
-default binding (its plugins, the cache's block size it resolved and, for
-a mixed step, whether it split the step between them), of each plugin
+default binding (its plugins, the cache's block size it resolved, for a
+mixed step whether it split the step between them, and the plugin of a
+ragged prefill form where the step ran one), of each plugin
 forced, and of each peer, the default's fraction of the ceilings
 zoo_peers.py measured (HBM read for a decode, dense bf16 matmul for a
 prefill), and the ratio of the default to the best peer (below 1:
@@ -65,8 +66,9 @@ def main():
                 rows[key]["default"] = r.get("median_ms")
                 rows[key]["rates"] = (r.get("gbs"), r.get("tflops"), r["n_decode"], r["n_prefill"])
                 mixed = {True: ", split", False: ", whole"}.get(r.get("split"), "")
+                ragged = f", ragged on {r['ragged_plugin']}" if r.get("ragged_plugin") else ""
                 rows[key]["bind"] = (f"{r['prefill_plugin']}/{r['decode_plugin']}, "
-                                     f"block {r.get('block_size', '?')}{mixed}")
+                                     f"block {r.get('block_size', '?')}{mixed}{ragged}")
                 rows[key]["default_cell"] = cell
             else:
                 rows[key]["attnhost"][r["backend"]] = cell

@@ -151,7 +151,8 @@ typedef struct zoo_opts {
 typedef struct zoo_row {
     const char *backend; /* "default" or a plugin */
     const char *prefill, *decode;
-    uint32_t block; /* the cache's block size the selection resolved */
+    const char *ragged; /* the plugin of the layer's ragged prefill form, or NULL */
+    uint32_t block;     /* the cache's block size the selection resolved */
     zoo_timing t;
     int ok;
     char why[256];
@@ -160,6 +161,14 @@ typedef struct zoo_row {
 static uint32_t sel_block(const ah_selection *sel)
 {
     return sel ? ah_selection_decision(sel, 0, AH_PHASE_PREFILL)->spec.block_size : 0;
+}
+
+/* The plugin that runs the layer's ragged prefill form in sel (names the
+ * selection owns), or NULL where it has none bound. */
+static const char *sel_ragged(const ah_selection *sel)
+{
+    return sel && ah_selection_ragged_bound(sel, 0) ? ah_selection_ragged_decision(sel, 0)->plugin
+                                                    : NULL;
 }
 
 /* Both selections run the layer's ragged prefill form on the same plugin,
@@ -186,8 +195,9 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
                r->t.ms, r->t.tflops, r->t.gbs, bw > 0 ? 100 * r->t.gbs / bw : 0);
         if (o->peak > 0) printf(" %5.1f%% peak", 100 * r->t.tflops / o->peak);
         if (!strcmp(r->backend, "default")) printf("  (%s / %s)", r->prefill, r->decode);
-        printf("  block %u%s%s%s\n", r->block, r->t.ragged ? ", ragged" : "",
-               r->t.mixed ? ", " : "", r->t.mixed ? r->t.mixed : "");
+        printf("  block %u%s%s%s%s\n", r->block, r->t.ragged ? ", ragged on " : "",
+               r->t.ragged && r->ragged ? r->ragged : "", r->t.mixed ? ", " : "",
+               r->t.mixed ? r->t.mixed : "");
         return;
     }
     printf("%s\n  {\"model\": ", *first ? "" : ",");
@@ -218,8 +228,10 @@ static void print_row(const cli_common *c, const ah_model *m, const ah_layer_spe
         if (r->t.mixed) printf(", \"split\": %s", strcmp(r->t.mixed, "split") ? "false" : "true");
         if (r->t.ragged) {
             const ah_layer_spec *f = ah_model_layer_ragged(m, first_layer);
-            printf(", \"ragged_heads\": \"%u/%u\", \"ragged_qk\": %u, \"ragged_v\": %u",
-                   f->num_q_heads, f->num_kv_heads, f->qk_head_size, f->v_head_size);
+            printf(", \"ragged_heads\": \"%u/%u\", \"ragged_qk\": %u, \"ragged_v\": %u, "
+                   "\"ragged_plugin\": \"%s\"",
+                   f->num_q_heads, f->num_kv_heads, f->qk_head_size, f->v_head_size,
+                   r->ragged ? r->ragged : "");
         }
         printf(", \"timer\": \"device\", \"back_to_back\": %d}", o->b2b);
     }
@@ -288,6 +300,7 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
             zoo_row def_row = {.backend = "default",
                                .prefill = dp ? dp : "",
                                .decode = dd ? dd : "",
+                               .ragged = sel_ragged(def),
                                .block = sel_block(def),
                                .why = "no backend can serve it"};
             int def_done = !dp;
@@ -295,6 +308,7 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                 zoo_row r = {.backend = plugs[j],
                              .prefill = plugs[j],
                              .decode = plugs[j],
+                             .ragged = sel_ragged(psel[j]),
                              .block = sel_block(psel[j])};
                 r.ok = !zoo_time(h, m1, psel[j], st, AH_MIXED_STEPS_CONFIG, o->iters, o->b2b, 1,
                                  &r.t, &bw, r.why, sizeof r.why);

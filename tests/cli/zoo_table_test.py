@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/zoo_table.py's ratio column: against the fastest exact peer; where
 no peer computed the step exactly, against one that left out only a
-per-score feature (marked *); else none."""
+per-score feature (marked *); else none. The binding column names the
+plugin of a ragged prefill form where the step ran one."""
 import json
 import os
 import subprocess
@@ -25,8 +26,9 @@ def peer(step, name, ms, approx=None):
 
 
 def main():
+    ragged = dict(row("ragged", 2.0), ragged=True, ragged_plugin="c")
     bench = {"model": "m", "bw_ceiling_gbs": 3000.0,
-             "results": [row("exact", 1.0), row("sinks", 0.8), row("window", 0.1)]}
+             "results": [row("exact", 1.0), row("sinks", 0.8), row("window", 0.1), ragged]}
     peers = {"device": "test", "ceilings": {"hbm_read_gbs": 3000.0, "bf16_matmul_tflops": 700.0},
              "peers": [peer("exact", "p1", 2.0), peer("exact", "p2", 0.5, "no sinks"),
                        peer("sinks", "p1", 1.0, "no sinks, no softcap"),
@@ -42,9 +44,14 @@ def main():
                              capture_output=True, text=True, check=True).stdout
     ratio = {line.split("|")[3].strip(): line.split("|")[-2].strip()
              for line in out.splitlines() if line.startswith("| m |")}
-    want = {"exact": "0.50", "sinks": "0.80*", "window": ""}
+    want = {"exact": "0.50", "sinks": "0.80*", "window": "", "ragged": ""}
     if ratio != want:
         print(f"zoo_table: ratios {ratio}, want {want}\n{out}")
+        return 1
+    bind = {line.split("|")[3].strip(): line.split("|")[4].strip()
+            for line in out.splitlines() if line.startswith("| m |")}
+    if bind["ragged"] != "2.000 (a/b, block 64, ragged on c)" or bind["exact"] != "1.000 (a/b, block 64)":
+        print(f"zoo_table: binding cells {bind}\n{out}")
         return 1
     print("zoo_table: ok")
     return 0
