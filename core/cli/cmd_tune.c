@@ -7,7 +7,10 @@
  * into the default order. The time of a (spec, phase) is the sum of its
  * steps' medians. The zoo's mixed step is timed too, for [select]
  * mixed_steps = measured: whole on each prefill candidate, and split
- * between each decode candidate and each other prefill candidate.
+ * between each decode candidate and each other prefill candidate. A
+ * layer's ragged prefill form (DeepSeek's) is timed on its own at the
+ * prefill steps, on each plugin that serves it beside the default paged
+ * forms, as a prefill entry of the form's spec.
  *
  *   attnhost tune [--model M] [--plugin P] [--quick] [--iters N]
  *                 [--max-context N] [--max-batch N] [--dry-run]
@@ -52,6 +55,87 @@ static int tune_mixed(ah_host *h, const ah_model *m1, const char *D, const char 
             (ah_tune_entry){sizeof(ah_tune_entry), P, rs, AH_PHASE_PREFILL, t.ms, st->name, how, D};
     }
     ah_selection_destroy(sel);
+    return rc;
+}
+
+/* The steps st[0..n) of the one-layer model m1 through sel (ragged: as
+ * ragged steps, each of which must run the form), each step's median
+ * printed, their sum in *total; 0, or -1 when one failed (printed). */
+static int time_steps(ah_host *h, const ah_model *m1, const ah_selection *sel, const zoo_step *st,
+                      uint32_t n, uint32_t iters, int ragged, double *total)
+{
+    *total = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        zoo_timing t;
+        char why[512];
+        if (zoo_time(h, m1, sel, &st[s], AH_MIXED_STEPS_CONFIG, (int)iters, 1, ragged, &t, NULL,
+                     why, sizeof why)) {
+            printf(" %s: failed: %s\n", st[s].name, why);
+            return -1;
+        }
+        if (ragged && !t.ragged) {
+            printf(" %s: failed: the step did not run the ragged form\n", st[s].name);
+            return -1;
+        }
+        printf(" %s %.4g ms", st[s].name, t.ms);
+        *total += t.ms;
+    }
+    return 0;
+}
+
+/* The ragged prefill form rf of m1's layer on each plugin that serves it
+ * beside the default paged forms (GPU before CPU stands, as for the
+ * phases), at the prefill steps: a prefill entry of spec rf per plugin at
+ * out[*n]. -1 when a timing failed. */
+static int tune_ragged(const cli_common *c, ah_host *h, const ah_model *m1, const ah_layer_spec *rf,
+                       const zoo_step *st, uint32_t n_steps, const char *steps_text, uint32_t iters,
+                       ah_tune_entry *out, size_t *n)
+{
+    ah_selection *sels[64];
+    const ah_plugin_info *cand[64];
+    uint32_t nc = 0;
+    int gpu = 0, rc = 0;
+    for (size_t k = 0; k < ah_host_plugin_count(h) && nc < 64; k++) {
+        const ah_plugin_info *in = ah_host_plugin(h, k);
+        if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)) ||
+            in->caps->prefill_rank == AH_RANK_NONE)
+            continue;
+        ah_error e;
+        ah_selection *sel = NULL;
+        if (ah_host_select_ragged(h, m1, in->name, &sel, &e) != AH_OK) continue;
+        if (!ah_selection_ragged_bound(sel, 0) ||
+            strcmp(ah_selection_ragged_decision(sel, 0)->plugin, in->name)) {
+            ah_selection_destroy(sel);
+            continue;
+        }
+        sels[nc] = sel;
+        cand[nc++] = in;
+        gpu |= in->device_kind != AH_DEVICE_CPU;
+    }
+    const char *best_name = NULL;
+    double best = -1;
+    for (uint32_t k = 0; k < nc; k++) {
+        double total;
+        if (gpu && cand[k]->device_kind == AH_DEVICE_CPU) {
+            printf("  %-8s %-18s skipped: a GPU plugin serves this form\n", "ragged",
+                   cand[k]->name);
+        } else {
+            printf("  %-8s %-18s", "ragged", cand[k]->name);
+            if (time_steps(h, m1, sels[k], st, n_steps, iters, 1, &total)) {
+                rc = -1;
+            } else if (total > 0) {
+                printf("  = %.4g ms\n", total);
+                out[(*n)++] = (ah_tune_entry){sizeof(ah_tune_entry), cand[k]->name, rf,
+                                              AH_PHASE_PREFILL,      total,         steps_text,
+                                              AH_MIXED_STEPS_CONFIG, NULL};
+                if (best < 0 || total < best) best = total, best_name = cand[k]->name;
+            } else {
+                printf("\n");
+            }
+        }
+        ah_selection_destroy(sels[k]);
+    }
+    if (best_name) printf("  %-8s fastest: %s\n", "ragged", best_name);
     return rc;
 }
 
@@ -111,11 +195,12 @@ int cmd_tune(cli_common *c)
         fprintf(stderr, "attnhost tune: warning: %s\n", ah_host_tune_table_note(h));
     uint32_t first_l[256], count[256];
     uint32_t ns = zoo_distinct_specs(m, first_l, count, 256);
-    /* per spec: a phase entry per plugin and phase, a mixed-step entry per
-     * prefill plugin whole and per pair split */
+    /* per spec: a phase entry per plugin and phase, one per plugin for the
+     * ragged prefill form, a mixed-step entry per prefill plugin whole and
+     * per pair split */
     const size_t np = ah_host_plugin_count(h);
     ah_tune_entry *entries =
-        calloc((size_t)ns * (AH_PHASE_COUNT * np + np + np * np) + 1, sizeof *entries);
+        calloc((size_t)ns * (AH_PHASE_COUNT * np + np + np + np * np) + 1, sizeof *entries);
     char(*steps_text)[256] = calloc(AH_PHASE_COUNT, sizeof *steps_text);
     size_t n_entries = 0;
     int rc = 0;
@@ -198,24 +283,12 @@ int cmd_tune(cli_common *c)
                     continue;
                 }
                 double total = 0;
-                int ok = 1;
                 printf("  %-8s %-18s", phase, in->name);
-                for (uint32_t s = 0; s < n_steps[p] && ok; s++) {
-                    zoo_timing t;
-                    char why[512];
-                    if (zoo_time(h, m1, sel, &steps[p][s], AH_MIXED_STEPS_CONFIG, (int)iters, 1, 0,
-                                 &t, NULL, why, sizeof why)) {
-                        printf(" %s: failed: %s", steps[p][s].name, why);
-                        ok = 0;
-                        rc = 1;
-                    } else {
-                        printf(" %s %.4g ms", steps[p][s].name, t.ms);
-                        total += t.ms;
-                    }
-                }
+                const int ok = !time_steps(h, m1, sel, steps[p], n_steps[p], iters, 0, &total);
                 ah_selection_destroy(sel);
+                if (!ok) rc = 1;
                 if (!ok || !(total > 0)) {
-                    printf("\n");
+                    if (ok) printf("\n");
                     continue;
                 }
                 printf("  = %.4g ms\n", total);
@@ -245,6 +318,10 @@ int cmd_tune(cli_common *c)
                     tune_mixed(h, m1, entries[a].plugin, pre, &mixed, iters, entries, &n_entries))
                     rc = 1;
         }
+        const ah_layer_spec *rf = ah_model_layer_ragged(m, first_l[i]);
+        if (rf && tune_ragged(c, h, m1, rf, steps[AH_PHASE_PREFILL], n_steps[AH_PHASE_PREFILL],
+                              steps_text[AH_PHASE_PREFILL], iters, entries, &n_entries))
+            rc = 1;
         const char *P = fastest[AH_PHASE_PREFILL], *D = fastest[AH_PHASE_DECODE];
         if (P && D && strcmp(P, D)) {
             const double w = mixed_ms(entries + n0, n_entries - n0, P, NULL),

@@ -116,10 +116,11 @@ static int cpu_fallback(const ah_host *h, const ah_decision *d, ah_strbuf *why)
     return found;
 }
 
-/* The plugins a caller forces, per phase (NULL: none; the ragged prefill
- * form takes the prefill phase's). */
+/* The plugins a caller forces, per phase, and for the ragged prefill forms
+ * (NULL: none; ragged NULL: the forms take the prefill phase's). */
 typedef struct forcing {
     const char *by_phase[AH_PHASE_COUNT];
+    const char *ragged;
 } forcing;
 
 /* The candidate list of layer l in phase p: the plugin forced, or the
@@ -386,7 +387,9 @@ static ah_status select_impl(ah_host *h, const ah_model *m, const forcing *f, in
          * ragged step is planned eager). */
         const ah_layer_spec *rf = ah_model_layer_ragged(m, l);
         if (!rf || !prefill) continue;
-        const ah_decision *rd = decide(h, l, AH_PHASE_PREFILL, f, rf, NULL, NULL);
+        forcing fr = *f;
+        if (f->ragged) fr.by_phase[AH_PHASE_PREFILL] = f->ragged;
+        const ah_decision *rd = decide(h, l, AH_PHASE_PREFILL, &fr, rf, NULL, NULL);
         if (!rd) goto oom;
         s->ragged[l] = rd;
         char why[400];
@@ -425,14 +428,14 @@ oom:
 
 ah_status ah_host_select(ah_host *h, const ah_model *m, ah_selection **out, ah_error *err)
 {
-    const forcing none = {{NULL, NULL}};
+    const forcing none = {{NULL, NULL}, NULL};
     return select_impl(h, m, &none, 0, out, err);
 }
 
 ah_status ah_host_select_forced(ah_host *h, const ah_model *m, const char *plugin,
                                 ah_selection **out, ah_error *err)
 {
-    const forcing f = {{plugin, plugin}};
+    const forcing f = {{plugin, plugin}, NULL};
     return select_impl(h, m, &f, 0, out, err);
 }
 
@@ -442,13 +445,21 @@ ah_status ah_host_select_pair(ah_host *h, const ah_model *m, const char *decode_
     forcing f;
     f.by_phase[AH_PHASE_DECODE] = decode_plugin;
     f.by_phase[AH_PHASE_PREFILL] = prefill_plugin;
+    f.ragged = NULL;
+    return select_impl(h, m, &f, 0, out, err);
+}
+
+ah_status ah_host_select_ragged(ah_host *h, const ah_model *m, const char *ragged_plugin,
+                                ah_selection **out, ah_error *err)
+{
+    const forcing f = {{NULL, NULL}, ragged_plugin};
     return select_impl(h, m, &f, 0, out, err);
 }
 
 ah_status ah_host_explain(ah_host *h, const ah_model *m, const char *plugin, ah_selection **out,
                           ah_error *err)
 {
-    const forcing f = {{plugin, plugin}};
+    const forcing f = {{plugin, plugin}, NULL};
     ah_status s = select_impl(h, m, &f, 1, out, err);
     if (s == AH_ERR_OUT_OF_MEMORY) *out = NULL;
     return s;

@@ -63,6 +63,11 @@ typedef struct ah_state {
     int32_t *qsl, *seq, *bt;
     int64_t *slots;
     int fp8_math; /* round query rows and probabilities to e4m3 */
+    /* a ragged layer (where a plugin's caps claim AH_FEAT_RAGGED_KV): the
+     * planned cu_seqlens_k (seq then holds each request's k_len) and where
+     * its queries sit (ah_ragged_keys) */
+    int32_t *cuk;
+    uint32_t ragged_keys;
 } state_t;
 
 ah_status abi_probe(const ah_host_services *host, ah_probe_info *info)
@@ -123,6 +128,7 @@ static void st_destroy(ah_state *s)
     h->free(h, s->seq);
     h->free(h, s->bt);
     h->free(h, s->slots);
+    h->free(h, s->cuk);
     h->free(h, s);
 }
 
@@ -151,7 +157,9 @@ static ah_status st_create(ah_context *c, const ah_layer_spec *spec, const ah_li
     s->bt =
         h->alloc(h, ((size_t)lim->max_num_reqs * lim->max_blocks_per_req + 1) * sizeof(int32_t));
     s->slots = h->alloc(h, ((size_t)lim->max_num_tokens + 1) * sizeof(int64_t));
-    if (!s->qsl || !s->seq || !s->bt || !s->slots) {
+    if (ah_spec_ragged(spec))
+        s->cuk = h->alloc(h, ((size_t)lim->max_num_reqs + 1) * sizeof(int32_t));
+    if (!s->qsl || !s->seq || !s->bt || !s->slots || (ah_spec_ragged(spec) && !s->cuk)) {
         st_destroy(s);
         return ah_fail(&c->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
     }
@@ -178,6 +186,18 @@ static ah_status plan(ah_state *s, const ah_batch *b, ah_plan_mode mode, void *s
         if (s->seq[r] > (int32_t)s->max_seq) s->max_seq = (uint32_t)s->seq[r];
     }
     memcpy(s->slots, b->slot_mapping_host, (size_t)b->num_tokens * sizeof(int64_t));
+    if (s->cuk) {
+        const int32_t *cuk = ah_batch_cu_seqlens_k(b);
+        if (!cuk)
+            return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "a ragged layer needs cu_seqlens_k");
+        memcpy(s->cuk, cuk, ((size_t)b->num_reqs + 1) * sizeof(int32_t));
+        s->ragged_keys = ah_batch_ragged_keys(b);
+        s->max_seq = 0;
+        for (uint32_t r = 0; r < b->num_reqs; r++) {
+            s->seq[r] = cuk[r + 1] - cuk[r];
+            if (s->seq[r] > (int32_t)s->max_seq) s->max_seq = (uint32_t)s->seq[r];
+        }
+    }
     s->num_reqs = b->num_reqs;
     s->num_tokens = b->num_tokens;
     s->num_blocks = b->num_blocks;
@@ -252,21 +272,46 @@ static ah_status write_kv(ah_state *s, const ah_kv_write_args *a)
     return AH_OK;
 }
 
+/* Key j of request r, KV head kh: the element offsets of its K and V rows
+ * in kt and vt, the paged caches or a ragged layer's packed key and value
+ * ([Tk, Hk, D], rows from cu_seqlens_k[r]). */
+static void key_rows(const state_t *s, const ah_forward_args *a, uint32_t r, int64_t j, size_t kh,
+                     const DLTensor **kt, size_t *k0, const DLTensor **vt, size_t *v0)
+{
+    if (s->cuk) {
+        const int64_t row = s->cuk[r] + j;
+        *kt = a->key;
+        *vt = a->value;
+        *k0 = (size_t)(row * ah_dl_stride(a->key, 0) + (int64_t)kh * ah_dl_stride(a->key, 1));
+        *v0 = (size_t)(row * ah_dl_stride(a->value, 0) + (int64_t)kh * ah_dl_stride(a->value, 1));
+        return;
+    }
+    const size_t bs = s->spec.block_size;
+    const int32_t *table = s->bt + (size_t)r * s->bt_stride;
+    const size_t slot = (size_t)table[j / (int64_t)bs] * bs + (size_t)j % bs;
+    *kt = a->key_cache;
+    *vt = s->ctx->bugs & ABI_BUG_VALUE_AT_KEY ? a->key_cache : a->value_cache;
+    *k0 = row_at(a->key_cache, bs, slot, kh);
+    *v0 = row_at(*vt, bs, slot, kh);
+}
+
 /* Query token t of request r, head h: softmax over the keys its causal
- * (and sliding) window admits, into O and, if wanted, the LSE. W holds
- * max_seq logits, ACC v_head_size sums, Q the qk_head_size query values the
- * dot products use. */
+ * (and sliding) window admits, into O and, if wanted, the LSE (a row that
+ * sees no key: O 0, LSE -inf). W holds max_seq logits, ACC v_head_size
+ * sums, Q the qk_head_size query values the dot products use. A ragged
+ * step's context queries sit after every key. */
 static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, int32_t t, size_t h,
                        double *w, double *acc, double *q)
 {
     const ah_layer_spec *sp = &s->spec;
     const uint32_t bugs = s->ctx->bugs;
     const size_t hq = sp->num_q_heads, hk = sp->num_kv_heads, dq = sp->qk_head_size;
-    const size_t dv = sp->v_head_size, bs = sp->block_size;
+    const size_t dv = sp->v_head_size;
     const size_t kh = bugs & ABI_BUG_GQA ? h % hk : h / (hq / hk);
     const double scale = sp->scale != 0 ? sp->scale : 1.0 / sqrt((double)dq);
-    const int32_t *row = s->bt + (size_t)r * s->bt_stride;
-    const int64_t pos = s->seq[r] - (s->qsl[r + 1] - s->qsl[r]) + (t - s->qsl[r]);
+    const int context = s->cuk && s->ragged_keys == AH_RAGGED_KEYS_CONTEXT;
+    const int64_t pos = s->seq[r] - (context ? 0 : s->qsl[r + 1] - s->qsl[r]) + (t - s->qsl[r]);
+    const int64_t last = pos < s->seq[r] ? pos : s->seq[r] - 1;
     const int64_t win = (int64_t)sp->sliding_window + !!(bugs & ABI_BUG_WINDOW);
     const int64_t first = sp->sliding_window && pos - win + 1 > 0 ? pos - win + 1 : 0;
     const float *qv = f32(a->q) + ((size_t)t * hq + h) * dq;
@@ -285,37 +330,38 @@ static void attend_row(const state_t *s, const ah_forward_args *a, uint32_t r, i
     const double descale = bugs & ABI_BUG_Q_DESCALE ? 1 : qs;
     for (size_t c = 0; c < dq; c++) q[c] = s->fp8_math ? e4m3(qv[c] / qs) * descale : qv[c];
     double m = -INFINITY, den = 0;
-    for (int64_t j = first; j <= pos; j++) {
-        size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
-        const size_t k0 = row_at(a->key_cache, bs, slot, kh);
+    const DLTensor *kc, *vc;
+    size_t k0, v0;
+    for (int64_t j = first; j <= last; j++) {
+        key_rows(s, a, r, j, kh, &kc, &k0, &vc, &v0);
         double d = 0;
-        for (size_t c = 0; c < dq; c++)
-            d += q[c] * ah_load_f32(ah_dl_data(a->key_cache), k0 + c, kt) * ks;
+        for (size_t c = 0; c < dq; c++) d += q[c] * ah_load_f32(ah_dl_data(kc), k0 + c, kt) * ks;
         w[j] = d * scale;
         if (w[j] > m) m = w[j];
     }
     memset(acc, 0, dv * sizeof *acc);
-    for (int64_t j = first; j <= pos; j++) {
-        size_t slot = (size_t)row[j / (int64_t)bs] * bs + (size_t)j % bs;
-        const DLTensor *vc = bugs & ABI_BUG_VALUE_AT_KEY ? a->key_cache : a->value_cache;
-        const size_t v0 = row_at(vc, bs, slot, kh);
+    for (int64_t j = first; j <= last; j++) {
+        key_rows(s, a, r, j, kh, &kc, &k0, &vc, &v0);
         double e = exp(w[j] - m);
         if (s->fp8_math) e = e4m3(e * 256) / 256; /* P in e4m3, 256 against underflow */
         den += e;
         for (size_t c = 0; c < dv; c++) acc[c] += e * ah_load_f32(ah_dl_data(vc), v0 + c, kt) * vs;
     }
     float *ov = f32(a->out) + ((size_t)t * hq + h) * dv;
-    for (size_t c = 0; c < dv; c++) ov[c] = (float)(acc[c] / den);
+    for (size_t c = 0; c < dv; c++) ov[c] = den > 0 ? (float)(acc[c] / den) : 0.0f;
     if ((bugs & ABI_BUG_NAN) && t == 0 && h == 0) ov[0] = NAN;
     if (a->lse)
-        f32(a->lse)[(size_t)t * hq + h] = (float)(m + log(den) + (bugs & ABI_BUG_LSE ? 0.01 : 0));
+        f32(a->lse)[(size_t)t * hq + h] =
+            den > 0 ? (float)(m + log(den) + (bugs & ABI_BUG_LSE ? 0.01 : 0)) : -INFINITY;
 }
 
 static ah_status forward_now(ah_state *s, const ah_forward_args *a)
 {
     const size_t hq = s->spec.num_q_heads;
-    if (!a->q || !a->out || !a->key_cache || !a->value_cache)
-        return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT, "forward needs q, out and caches");
+    if (!a->q || !a->out || (s->cuk ? !a->key || !a->value : !a->key_cache || !a->value_cache))
+        return ah_fail(&s->err, AH_ERR_INVALID_ARGUMENT,
+                       s->cuk ? "forward needs q, out, key and value (a ragged layer)"
+                              : "forward needs q, out and caches");
     double *w = malloc(((size_t)s->max_seq + s->spec.v_head_size + s->spec.qk_head_size + 1) *
                        sizeof(double));
     if (!w) return ah_fail(&s->err, AH_ERR_OUT_OF_MEMORY, "out of memory");
@@ -324,6 +370,46 @@ static ah_status forward_now(ah_state *s, const ah_forward_args *a)
             for (size_t h = 0; h < hq - !!(s->ctx->bugs & ABI_BUG_SKIP_HEAD); h++)
                 attend_row(s, a, r, t, h, w, w + s->max_seq, w + s->max_seq + s->spec.v_head_size);
     free(w);
+    return AH_OK;
+}
+
+static int is_f32(const DLTensor *t)
+{
+    return t && t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1;
+}
+
+/* Element (i, j[, k]) of a 2-D or 3-D fp32 tensor, through its strides. */
+static float *at3(const DLTensor *t, int64_t i, int64_t j, int64_t k)
+{
+    return f32(t) + i * ah_dl_stride(t, 0) + j * ah_dl_stride(t, 1) +
+           (t->ndim > 2 ? k * ah_dl_stride(t, 2) : 0);
+}
+
+ah_status abi_merge_states(ah_context *c, const ah_merge_args *a)
+{
+    const DLTensor *t[] = {a ? a->v_a : NULL, a ? a->lse_a : NULL, a ? a->v_b : NULL,
+                           a ? a->lse_b : NULL, a ? a->out : NULL};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!is_f32(t[i]) || t[i]->ndim != (i % 2 ? 2 : 3))
+            return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT,
+                           "merge_states takes fp32 parts [T, H, D] and LSEs [T, H]");
+    if (a->lse_out && (!is_f32(a->lse_out) || a->lse_out->ndim != 2))
+        return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "merge_states: lse_out is fp32 [T, H]");
+    const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t h = 0; h < H; h++) {
+            const double la = *at3(a->lse_a, i, h, 0), lb = *at3(a->lse_b, i, h, 0);
+            const double m = la > lb ? la : lb;
+            const double wa = m == -INFINITY ? 0 : exp(la - m),
+                         wb = m == -INFINITY ? 0 : exp(lb - m);
+            const double den = wa + wb;
+            for (int64_t d = 0; d < D; d++) {
+                const double v =
+                    den > 0 ? (wa * *at3(a->v_a, i, h, d) + wb * *at3(a->v_b, i, h, d)) / den : 0;
+                *at3(a->out, i, h, d) = (float)v;
+            }
+            if (a->lse_out) *at3(a->lse_out, i, h, 0) = den > 0 ? (float)(m + log(den)) : -INFINITY;
+        }
     return AH_OK;
 }
 

@@ -26,6 +26,10 @@ extern const ah_plugin_ops abi_ops; /* no graph, memory or stream slots */
  * kernel. */
 extern const ah_plugin_ops abi_graph_ops;
 
+/* merge_states over fp32 parts (for a plugin that offers it: a ragged
+ * step's context passes are merged with it). */
+ah_status abi_merge_states(ah_context *ctx, const ah_merge_args *a);
+
 ah_status abi_probe(const ah_host_services *host, ah_probe_info *info);
 
 /* Defects a context can be told to have, for the conformance suite's

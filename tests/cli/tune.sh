@@ -123,4 +123,24 @@ run tune both.ini --model m.ini --max-context 64 --max-batch 2 --iters 3 > tune_
 grep -q "^  mixed *the fastest pair (spd_fast prefill, spd_slow decode) runs it split: " tune_both.log ||
     { cat tune_both.log; fail "tune: how the fastest pair runs the mixed step"; }
 mixed_run both "spd_fast / spd_slow" split
+# a layer's ragged prefill form (DeepSeek's prefill, here the layer's own
+# sizes over packed K/V): the speed plugins compute it right (run checks it
+# against the oracle, context passes merged by LSE); tune times it on each
+# plugin on its own, and policy = measured then binds it to the faster
+sed 's/^dtype = fp32$/dtype = fp32\nragged_prefill = true/' m.ini > rag.ini
+run run measured.ini --no-cache --plugin spd_fast --model rag.ini --batch 4 --prompt-len 24 --steps 1 \
+    > run_rag.log 2>&1 || { cat run_rag.log; fail "run of the ragged form"; }
+grep -q "ragged form (qk 16 / v 16 over packed K/V, 2 context steps merged by LSE),.* ok$" run_rag.log ||
+    { cat run_rag.log; fail "run: the ragged form"; }
+ragged_winner() { run explain "$1" --model rag.ini --layer 0 2>&1 | awk '/ragged prefill form:/ {print $NF}'; }
+[ "$(ragged_winner measured.ini)" = "spd_slow" ] || fail "untuned ragged form: priority (spd_slow) should win"
+run tune measured.ini --model rag.ini --max-context 64 --max-batch 2 --iters 3 > tune_rag.log 2>&1 ||
+    { cat tune_rag.log; fail "tune, ragged"; }
+grep -q "^  ragged *spd_slow *p1x64 [0-9.]* ms .* = [0-9.]* ms$" tune_rag.log &&
+    grep -q "^  ragged *fastest: spd_fast$" tune_rag.log &&
+    grep -q "recorded 10 measurements" tune_rag.log || { cat tune_rag.log; fail "tune: the ragged form"; }
+[ "$(ragged_winner measured.ini)" = "spd_fast" ] || fail "measured: spd_fast should run the ragged form"
+run explain measured.ini --model rag.ini --layer 0 2>&1 | grep -A2 "ragged prefill form" |
+    grep -q "policy measured: spd_fast fastest" || fail "explain: why spd_fast runs the ragged form"
+[ "$(ragged_winner priority.ini)" = "spd_slow" ] || fail "policy priority: spd_slow should run the ragged form"
 echo "tune: ok"

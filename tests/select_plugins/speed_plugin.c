@@ -8,7 +8,8 @@
  * busy-wait per request of the planned batch in microseconds, so that a
  * mixed step split off a slow plugin's decodes is faster than whole; key
  * decode_delay_us, when set, is a decode request's, so one plugin can be
- * the faster at prefill and the other at decode).
+ * the faster at prefill and the other at decode). It serves ragged
+ * prefill forms too (the backend's packed-K/V path).
  */
 #include <time.h>
 
@@ -66,6 +67,7 @@ static ah_plugin_ops ops;
 __attribute__((constructor)) static void init(void)
 {
     caps = abi_caps;
+    caps.features |= AH_FEAT_RAGGED_KV; /* the backend's ragged path: tune times ragged forms */
     caps.prefill_rank = SPEED_RANK;
     caps.decode_rank = SPEED_RANK;
     caps.config_keys = keys;
@@ -74,6 +76,7 @@ __attribute__((constructor)) static void init(void)
     ops.context_create = speed_ctx_create;
     ops.plan = speed_plan;
     ops.forward = speed_forward;
+    ops.merge_states = abi_merge_states;
 }
 
 static const ah_plugin_descriptor desc =
