@@ -4,7 +4,8 @@
  * queries and KV cache, NHD layout (dense, or K and V interleaved per block
  * where a plugin's caps claim it: rows are addressed through the cache
  * tensors' strides), causal decoder attention over the paged
- * cache with GQA, sliding window and LSE, separate write_kv), optional CPU
+ * cache with GQA, sliding window and LSE, separate write_kv, and over packed
+ * K/V on ragged layers where a plugin's caps claim them), optional CPU
  * emulation of CUDA graphs, and defect hooks. Each plugin wraps it in its own,
  * deliberately right or wrong, descriptor.
  */
