@@ -851,6 +851,24 @@ static void gen_ragged(gen *g)
             add(g, &x, "ragged-merge");
         }
     }
+    /* the same form on a backend of it alone (no absorbed form): the
+     * layer's paged MLA form binds by priority to another plugin, where one
+     * serves it (else the cases skip, saying so) */
+    if (!has(c, AH_FEAT_MLA) && has(c, AH_FEAT_DIFF_HEAD_SIZES) &&
+        ah_int_set_contains(&c->qk_head_sizes, 192) && ah_int_set_contains(&c->v_head_sizes, 128)) {
+        x = variant(g);
+        x.spec.qk_head_size = 576, x.spec.v_head_size = 512, x.spec.use_mla = 1;
+        x.spec.num_q_heads = 8, x.spec.num_kv_heads = 1;
+        x.ragged_nope = 128, x.ragged_v = 128, x.ragged_beside = 1;
+        ragged_shape(g, &x, RAGGED_STEP);
+        add(g, &x, "ragged-beside");
+        ragged_shape(g, &x, RAGGED_CONTEXT);
+        add(g, &x, "ragged-ctx-beside");
+        if (merge) {
+            ragged_shape(g, &x, RAGGED_MERGE);
+            add(g, &x, "ragged-merge-beside");
+        }
+    }
 }
 
 ah_status ah__conf_make_cases(const ah_plugin_info *info, const ah_conformance_options *opts,

@@ -59,9 +59,16 @@ int ah__conf_bind_prepare(ah__conf_run *r, const char *plugin, ah_phase phase)
     ah_status s = ah_model_parse(text, "<conformance case>", &r->model, &err);
     free(text);
     if (s != AH_OK) return ah__conf_fail(r, "model text rejected: %s", err.msg);
-    s = ah_host_select_forced(r->host, r->model, plugin, &r->sel, &err);
-    if (s != AH_OK) return ah__conf_skip(r, "plugin refuses this layer: %s", err.msg);
+    s = r->c->ragged_beside ? ah_host_select_ragged(r->host, r->model, plugin, &r->sel, &err)
+                            : ah_host_select_forced(r->host, r->model, plugin, &r->sel, &err);
+    if (s != AH_OK)
+        return ah__conf_skip(r, "%s: %s",
+                             r->c->ragged_beside ? "no plugin serves the paged form"
+                                                 : "plugin refuses this layer",
+                             err.msg);
     const ah_decision *d = ah_selection_decision(r->sel, 0, phase);
+    if (r->c->ragged_beside && (!d || !d->plugin))
+        return ah__conf_skip(r, "no plugin serves the paged form beside the ragged one");
     if (!d || !d->plugin) return ah__conf_fail(r, "selection has no decision for layer 0");
     r->spec = d->spec;
     const ah_layer_spec *want = &r->c->spec;

@@ -157,6 +157,9 @@ void ah__conf_run_ragged(ah__conf_run *r, const char *plugin)
         if (cd && cd->n_reasons)
             ah__conf_skip(r, "plugin refuses the ragged form: %s = %s (supported: %s)",
                           cd->reasons[0].field, cd->reasons[0].value, cd->reasons[0].supported);
+        else if (c->ragged_beside)
+            ah__conf_skip(r, "the ragged form is not bound beside %s, which serves the paged form",
+                          ah_selection_decision(r->sel, 0, AH_PHASE_PREFILL)->plugin);
         else ah__conf_skip(r, "the ragged form is not bound");
         return;
     }

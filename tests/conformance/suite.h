@@ -79,10 +79,12 @@ typedef struct ah__conf_case {
      * is a prefix chunk attended in a context step, the new tokens
      * bottom-right over their own keys, the two merged by LSE with
      * merge_states and compared with one causal pass over both (vLLM's
-     * MLA prefill) */
+     * MLA prefill); ragged_beside: only the ragged form is the plugin's
+     * (ah_host_select_ragged), the paged form binds by priority to another
+     * plugin (a backend of the non-absorbed form only) */
     uint32_t klen[AH_CONF_MAX_REQS];
     uint32_t ragged_nope, ragged_v;
-    int ragged_merge, ragged_context;
+    int ragged_merge, ragged_context, ragged_beside;
     uint64_t seed;
 } ah__conf_case;
 
