@@ -278,7 +278,7 @@ ah_status ah_host_select_forced(ah_host *host, const ah_model *model, const char
 ah_status ah_host_select_pair(ah_host *host, const ah_model *model, const char *decode_plugin,
                               const char *prefill_plugin, ah_selection **out, ah_error *err);
 /* The same as ah_host_select with only the layers' ragged prefill forms
- * forced to ragged_plugin (see ah_selection_ragged_decision), so a tool
+ * forced to ragged_plugin (NULL: none; see ah_selection_ragged_decision), so a tool
  * can time a form's candidates beside the default paged forms (attnhost
  * tune does). A form the plugin cannot serve stays unbound with its
  * reasons, as under ah_host_select. Thread safety: as ah_host_select. */
