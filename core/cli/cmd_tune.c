@@ -125,9 +125,12 @@ static int tune_ragged(const cli_common *c, ah_host *h, const ah_model *m1, cons
                 rc = -1;
             } else if (total > 0) {
                 printf("  = %.4g ms\n", total);
-                out[(*n)++] = (ah_tune_entry){sizeof(ah_tune_entry), cand[k]->name, rf,
-                                              AH_PHASE_PREFILL,      total,         steps_text,
-                                              AH_MIXED_STEPS_CONFIG, NULL};
+                out[(*n)++] = (ah_tune_entry){.struct_size = sizeof(ah_tune_entry),
+                                              .plugin = cand[k]->name,
+                                              .spec = rf,
+                                              .phase = AH_PHASE_PREFILL,
+                                              .ms = total,
+                                              .steps = steps_text}; /* a phase entry */
                 if (best < 0 || total < best) best = total, best_name = cand[k]->name;
             } else {
                 printf("\n");
