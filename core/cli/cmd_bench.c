@@ -290,6 +290,26 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
             if (ah_host_select_forced(h, m1, in->name, &psel[np], &e2) == AH_OK)
                 plugs[np++] = in->name;
         }
+        /* the plugins that can serve its ragged prefill form beside the
+         * default paged forms (rows "ragged:P" at prefill steps) */
+        char rnames[64][80];
+        ah_selection *rsel[64];
+        uint32_t nr = 0;
+        for (size_t k = 0; ah_model_layer_ragged(m1, 0) && k < ah_host_plugin_count(h) && nr < 64;
+             k++) {
+            const ah_plugin_info *in = ah_host_plugin(h, k);
+            if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)))
+                continue;
+            if (gpu_default && !c->plugin && in->device_kind == AH_DEVICE_CPU) continue;
+            ah_error e2;
+            if (ah_host_select_ragged(h, m1, in->name, &rsel[nr], &e2) != AH_OK) continue;
+            const char *rp = sel_ragged(rsel[nr]);
+            if (!rp || strcmp(rp, in->name)) {
+                ah_selection_destroy(rsel[nr]);
+                continue;
+            }
+            snprintf(rnames[nr++], sizeof rnames[0], "ragged:%s", in->name);
+        }
         if (!c->json)
             printf("\nspec %s (layer %u, %u layer%s): default %s%s%s%s\n", label, first_l[i],
                    count[i], count[i] == 1 ? "" : "s",
@@ -340,8 +360,21 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                 }
                 print_row(c, m, sp, first_l[i], count[i], st, &def_row, o, bw, &first);
             }
+            /* the ragged form on each plugin, where the step runs it */
+            for (uint32_t j = 0; j < nr && st->n_pre && !st->n_dec && !st->pre_ctx; j++) {
+                zoo_row r = {.backend = rnames[j],
+                             .prefill = dp ? dp : "",
+                             .decode = dd ? dd : "",
+                             .ragged = sel_ragged(rsel[j]),
+                             .block = sel_block(rsel[j])};
+                r.ok = !zoo_time(h, m1, rsel[j], st, AH_MIXED_STEPS_CONFIG, o->iters, o->b2b, 1,
+                                 &r.t, &bw, r.why, sizeof r.why);
+                if (!r.ok) rc = 1;
+                print_row(c, m, sp, first_l[i], count[i], st, &r, o, bw, &first);
+            }
         }
         for (uint32_t j = 0; j < np; j++) ah_selection_destroy(psel[j]);
+        for (uint32_t j = 0; j < nr; j++) ah_selection_destroy(rsel[j]);
         ah_selection_destroy(def);
         ah_model_destroy(m1);
     }

@@ -143,4 +143,10 @@ grep -q "^  ragged *spd_slow *p1x64 [0-9.]* ms .* = [0-9.]* ms$" tune_rag.log &&
 run explain measured.ini --model rag.ini --layer 0 2>&1 | grep -A2 "ragged prefill form" |
     grep -q "policy measured: spd_fast fastest" || fail "explain: why spd_fast runs the ragged form"
 [ "$(ragged_winner priority.ini)" = "spd_slow" ] || fail "policy priority: spd_slow should run the ragged form"
+# bench times the form on each plugin that serves it, at prefill steps only
+run bench priority.ini --model rag.ini --step p1x64 --step d2x64 --iters 1 > bench_rag.log 2>&1 ||
+    { cat bench_rag.log; fail "bench, ragged"; }
+grep -q "^  p1x64 *ragged:spd_fast .* block 16, ragged on spd_fast$" bench_rag.log &&
+    grep -q "^  p1x64 *ragged:spd_slow .* block 16, ragged on spd_slow$" bench_rag.log &&
+    ! grep -q "d2x64 *ragged:" bench_rag.log || { cat bench_rag.log; fail "bench: the ragged rows"; }
 echo "tune: ok"
