@@ -456,18 +456,19 @@ int cmd_bench_cp(cli_common *c)
         const char *a = c->argv[i], *v = i + 1 < c->argc ? c->argv[i + 1] : NULL;
         int bad = 0;
         if (!v) bad = 1;
-        else if (!strcmp(a, "--cp")) bad = cli_parse_count(a, v, &cp_max), i++;
-        else if (!strcmp(a, "--cp-interleave")) bad = cli_parse_count(a, v, &interleave), i++;
-        else if (!strcmp(a, "--batch")) bad = cli_parse_count(a, v, &batch), i++;
-        else if (!strcmp(a, "--context")) bad = cli_parse_count(a, v, &context), i++;
-        else if (!strcmp(a, "--max-context")) bad = cli_parse_count(a, v, &max_ctx), i++;
-        else if (!strcmp(a, "--max-batch")) bad = cli_parse_count(a, v, &max_batch), i++;
-        else if (!strcmp(a, "--iters")) bad = cli_parse_count(a, v, &iters), i++;
-        else if (!strcmp(a, "--back-to-back")) bad = cli_parse_count(a, v, &b2b), i++;
+        else if (!strcmp(a, "--cp")) bad = cli_parse_count("bench", a, v, &cp_max), i++;
+        else if (!strcmp(a, "--cp-interleave"))
+            bad = cli_parse_count("bench", a, v, &interleave), i++;
+        else if (!strcmp(a, "--batch")) bad = cli_parse_count("bench", a, v, &batch), i++;
+        else if (!strcmp(a, "--context")) bad = cli_parse_count("bench", a, v, &context), i++;
+        else if (!strcmp(a, "--max-context")) bad = cli_parse_count("bench", a, v, &max_ctx), i++;
+        else if (!strcmp(a, "--max-batch")) bad = cli_parse_count("bench", a, v, &max_batch), i++;
+        else if (!strcmp(a, "--iters")) bad = cli_parse_count("bench", a, v, &iters), i++;
+        else if (!strcmp(a, "--back-to-back")) bad = cli_parse_count("bench", a, v, &b2b), i++;
         else if (!strcmp(a, "--head-size"))
-            bad = cli_parse_count(a, v, &L.head), layer_given = 1, i++;
+            bad = cli_parse_count("bench", a, v, &L.head), layer_given = 1, i++;
         else if (!strcmp(a, "--block-size"))
-            bad = cli_parse_count(a, v, &L.block), layer_given = 1, i++;
+            bad = cli_parse_count("bench", a, v, &L.block), layer_given = 1, i++;
         else if (!strcmp(a, "--dtype")) L.dtype = v, layer_given = 1, i++;
         else if (!strcmp(a, "--kv-dtype")) L.kv_dtype = v, layer_given = 1, i++;
         else if (!strcmp(a, "--heads")) {

@@ -37,9 +37,10 @@ void cli_print_binding(ah_host *h, const ah_model *m, const ah_selection *sel);
 
 /* Print s as a JSON string literal. */
 void cli_json_str(FILE *f, const char *s);
-/* A positive count (1 .. 2^30) from an option's value into *out: 0, or -1
- * after printing "attnhost bench: OPT: 'V' is not a positive integer". */
-int cli_parse_count(const char *opt, const char *v, uint32_t *out);
+/* A positive count (1 .. 2^30) from an option's value v (NULL: missing)
+ * into *out: 0, or -1 after printing "attnhost CMD: OPT: 'V' is not a
+ * positive integer". */
+int cli_parse_count(const char *cmd, const char *opt, const char *v, uint32_t *out);
 
 int cmd_list(cli_common *c);
 int cmd_explain(cli_common *c);

@@ -291,24 +291,20 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                 plugs[np++] = in->name;
         }
         /* the plugins that can serve its ragged prefill form beside the
-         * default paged forms (rows "ragged:P" at prefill steps) */
+         * default paged forms (rows "ragged:P" at the steps that run it),
+         * CPU plugins as above */
         char rnames[64][80];
         ah_selection *rsel[64];
+        const ah_plugin_info *rinfo[64];
         uint32_t nr = 0;
-        for (size_t k = 0; ah_model_layer_ragged(m1, 0) && k < ah_host_plugin_count(h) && nr < 64;
-             k++) {
-            const ah_plugin_info *in = ah_host_plugin(h, k);
-            if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)))
-                continue;
-            if (gpu_default && !c->plugin && in->device_kind == AH_DEVICE_CPU) continue;
-            ah_error e2;
-            if (ah_host_select_ragged(h, m1, in->name, &rsel[nr], &e2) != AH_OK) continue;
-            const char *rp = sel_ragged(rsel[nr]);
-            if (!rp || strcmp(rp, in->name)) {
-                ah_selection_destroy(rsel[nr]);
+        const uint32_t nrc = zoo_ragged_candidates(h, m1, c->plugin, rsel, rinfo, 64);
+        for (uint32_t k = 0; k < nrc; k++) {
+            if (gpu_default && !c->plugin && rinfo[k]->device_kind == AH_DEVICE_CPU) {
+                ah_selection_destroy(rsel[k]);
                 continue;
             }
-            snprintf(rnames[nr++], sizeof rnames[0], "ragged:%s", in->name);
+            rsel[nr] = rsel[k];
+            snprintf(rnames[nr++], sizeof rnames[0], "ragged:%s", rinfo[k]->name);
         }
         if (!c->json)
             printf("\nspec %s (layer %u, %u layer%s): default %s%s%s%s\n", label, first_l[i],
@@ -361,7 +357,7 @@ static int bench_model(cli_common *c, ah_host *h, const ah_model *m, zoo_opts *o
                 print_row(c, m, sp, first_l[i], count[i], st, &def_row, o, bw, &first);
             }
             /* the ragged form on each plugin, where the step runs it */
-            for (uint32_t j = 0; j < nr && st->n_pre && !st->n_dec && !st->pre_ctx; j++) {
+            for (uint32_t j = 0; j < nr && zoo_step_ragged(st); j++) {
                 zoo_row r = {.backend = rnames[j],
                              .prefill = dp ? dp : "",
                              .decode = dd ? dd : "",
@@ -419,25 +415,30 @@ int cmd_bench(cli_common *c)
                 return 2;
             }
             zo.n_steps++, zoo = 1, i++;
-        } else if (!strcmp(a, "--window")) bad = cli_parse_count(a, v, &window), zoo = 1, i++;
+        } else if (!strcmp(a, "--window"))
+            bad = cli_parse_count("bench", a, v, &window), zoo = 1, i++;
         else if (!strcmp(a, "--softcap")) softcap = atof(v), zoo = 1, bad = !(softcap > 0), i++;
-        else if (!strcmp(a, "--max-context")) bad = cli_parse_count(a, v, &zo.max_ctx), i++;
-        else if (!strcmp(a, "--max-batch")) bad = cli_parse_count(a, v, &zo.max_batch), i++;
+        else if (!strcmp(a, "--max-context"))
+            bad = cli_parse_count("bench", a, v, &zo.max_ctx), i++;
+        else if (!strcmp(a, "--max-batch"))
+            bad = cli_parse_count("bench", a, v, &zo.max_batch), i++;
         else if (!strcmp(a, "--phase")) custom.phase = v, have_custom = 1, i++;
         else if (!strcmp(a, "--batch"))
-            bad = cli_parse_count(a, v, &custom.batch), have_custom = batch_given = 1, i++;
+            bad = cli_parse_count("bench", a, v, &custom.batch), have_custom = batch_given = 1, i++;
         else if (!strcmp(a, "--context"))
-            bad = cli_parse_count(a, v, &custom.context), have_custom = 1, i++;
+            bad = cli_parse_count("bench", a, v, &custom.context), have_custom = 1, i++;
         else if (!strcmp(a, "--query"))
-            bad = cli_parse_count(a, v, &custom.query), have_custom = 1, i++;
+            bad = cli_parse_count("bench", a, v, &custom.query), have_custom = 1, i++;
         else if (!strcmp(a, "--head-size"))
-            bad = cli_parse_count(a, v, &custom.head), have_custom = 1, i++;
+            bad = cli_parse_count("bench", a, v, &custom.head), have_custom = 1, i++;
         else if (!strcmp(a, "--block-size"))
-            bad = cli_parse_count(a, v, &custom.block), have_custom = 1, i++;
+            bad = cli_parse_count("bench", a, v, &custom.block), have_custom = 1, i++;
         else if (!strcmp(a, "--dtype")) custom.dtype = v, have_custom = 1, i++;
         else if (!strcmp(a, "--kv-dtype")) custom.kv_dtype = v, have_custom = 1, i++;
-        else if (!strcmp(a, "--iters")) bad = cli_parse_count(a, v, (uint32_t *)&iters), i++;
-        else if (!strcmp(a, "--back-to-back")) bad = cli_parse_count(a, v, &back_to_back), i++;
+        else if (!strcmp(a, "--iters"))
+            bad = cli_parse_count("bench", a, v, (uint32_t *)&iters), i++;
+        else if (!strcmp(a, "--back-to-back"))
+            bad = cli_parse_count("bench", a, v, &back_to_back), i++;
         else if (!strcmp(a, "--peak-tflops")) peak = atof(v), i++;
         else if (!strcmp(a, "--heads")) {
             if (sscanf(v, "%u/%u", &custom.hq, &custom.hk) != 2 || !custom.hq || !custom.hk) {

@@ -93,29 +93,19 @@ static int tune_ragged(const cli_common *c, ah_host *h, const ah_model *m1, cons
 {
     ah_selection *sels[64];
     const ah_plugin_info *cand[64];
-    uint32_t nc = 0;
+    const uint32_t nc = zoo_ragged_candidates(h, m1, c->plugin, sels, cand, 64);
+    /* only plugins of the default order: the measured order reorders it */
     int gpu = 0, rc = 0;
-    for (size_t k = 0; k < ah_host_plugin_count(h) && nc < 64; k++) {
-        const ah_plugin_info *in = ah_host_plugin(h, k);
-        if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)) ||
-            in->caps->prefill_rank == AH_RANK_NONE)
-            continue;
-        ah_error e;
-        ah_selection *sel = NULL;
-        if (ah_host_select_ragged(h, m1, in->name, &sel, &e) != AH_OK) continue;
-        if (!ah_selection_ragged_bound(sel, 0) ||
-            strcmp(ah_selection_ragged_decision(sel, 0)->plugin, in->name)) {
-            ah_selection_destroy(sel);
-            continue;
-        }
-        sels[nc] = sel;
-        cand[nc++] = in;
-        gpu |= in->device_kind != AH_DEVICE_CPU;
-    }
+    for (uint32_t k = 0; k < nc; k++)
+        gpu |= cand[k]->caps->prefill_rank != AH_RANK_NONE && cand[k]->device_kind != AH_DEVICE_CPU;
     const char *best_name = NULL;
     double best = -1;
     for (uint32_t k = 0; k < nc; k++) {
         double total;
+        if (cand[k]->caps->prefill_rank == AH_RANK_NONE) {
+            ah_selection_destroy(sels[k]);
+            continue;
+        }
         if (gpu && cand[k]->device_kind == AH_DEVICE_CPU) {
             printf("  %-8s %-18s skipped: a GPU plugin serves this form\n", "ragged",
                    cand[k]->name);
@@ -153,18 +143,6 @@ static double mixed_ms(const ah_tune_entry *e, size_t n, const char *P, const ch
     return -1;
 }
 
-static int opt_u32(const char *opt, const char *v, uint32_t *out)
-{
-    char *end;
-    unsigned long x = v ? strtoul(v, &end, 10) : 0;
-    if (!v || *end || !x || x > 1u << 30) {
-        fprintf(stderr, "attnhost tune: %s: '%s' is not a positive integer\n", opt, v ? v : "");
-        return -1;
-    }
-    *out = (uint32_t)x;
-    return 0;
-}
-
 int cmd_tune(cli_common *c)
 {
     uint32_t iters = 10, max_ctx = 0, max_batch = 0;
@@ -174,13 +152,13 @@ int cmd_tune(cli_common *c)
         if (!strcmp(a, "--quick")) quick = 1;
         else if (!strcmp(a, "--dry-run")) dry = 1;
         else if (!strcmp(a, "--iters")) {
-            if (opt_u32(a, v, &iters)) return 2;
+            if (cli_parse_count("tune", a, v, &iters)) return 2;
             i++;
         } else if (!strcmp(a, "--max-context")) {
-            if (opt_u32(a, v, &max_ctx)) return 2;
+            if (cli_parse_count("tune", a, v, &max_ctx)) return 2;
             i++;
         } else if (!strcmp(a, "--max-batch")) {
-            if (opt_u32(a, v, &max_batch)) return 2;
+            if (cli_parse_count("tune", a, v, &max_batch)) return 2;
             i++;
         } else {
             fprintf(stderr, "attnhost tune: bad option '%s'\n", a);

@@ -129,12 +129,12 @@ ah_model *cli_model(const cli_common *c)
     return m;
 }
 
-int cli_parse_count(const char *opt, const char *v, uint32_t *out)
+int cli_parse_count(const char *cmd, const char *opt, const char *v, uint32_t *out)
 {
     char *end;
-    unsigned long x = strtoul(v, &end, 10);
-    if (*end || !x || x > 1u << 30) {
-        fprintf(stderr, "attnhost bench: %s: '%s' is not a positive integer\n", opt, v);
+    unsigned long x = v ? strtoul(v, &end, 10) : 0;
+    if (!v || *end || !x || x > 1u << 30) {
+        fprintf(stderr, "attnhost %s: %s: '%s' is not a positive integer\n", cmd, opt, v ? v : "");
         return -1;
     }
     *out = (uint32_t)x;

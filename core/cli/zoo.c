@@ -210,6 +210,30 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int zoo_step_ragged(const zoo_step *st) { return st->n_pre && !st->n_dec && !st->pre_ctx; }
+
+uint32_t zoo_ragged_candidates(ah_host *h, const ah_model *m1, const char *only,
+                               ah_selection **sels, const ah_plugin_info **infos, uint32_t cap)
+{
+    uint32_t n = 0;
+    for (size_t k = 0; ah_model_layer_ragged(m1, 0) && k < ah_host_plugin_count(h) && n < cap;
+         k++) {
+        const ah_plugin_info *in = ah_host_plugin(h, k);
+        if (in->state != AH_PLUGIN_AVAILABLE || (only && strcmp(only, in->name))) continue;
+        ah_error e;
+        ah_selection *sel = NULL;
+        if (ah_host_select_ragged(h, m1, in->name, &sel, &e) != AH_OK) continue;
+        if (ah_selection_ragged_bound(sel, 0) &&
+            !strcmp(ah_selection_ragged_decision(sel, 0)->plugin, in->name)) {
+            sels[n] = sel;
+            infos[n++] = in;
+        } else {
+            ah_selection_destroy(sel);
+        }
+    }
+    return n;
+}
+
 int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_step *st,
              ah_mixed_steps mixed, int iters, int b2b, int ragged, zoo_timing *out, double *bw_gbs,
              char *err, size_t cap)
@@ -226,9 +250,7 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
         snprintf(err, cap, "out of host memory");
         goto out;
     }
-    /* the ragged form for prefill without context: with context, each
-     * forward would gather every context pass's keys on the host again */
-    out->ragged = ragged && !st->n_dec && !st->pre_ctx && ah_selection_ragged_bound(sel, 0);
+    out->ragged = ragged && zoo_step_ragged(st) && ah_selection_ragged_bound(sel, 0);
     out->mixed = NULL;
     if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL, out->ragged, mixed, 7)) {
         snprintf(err, cap, "%s", w.err);

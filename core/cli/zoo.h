@@ -59,6 +59,18 @@ typedef struct zoo_timing {
                             "whole" on one plugin; NULL for other steps */
 } zoo_timing;
 
+/* Whether step runs a layer's ragged prefill form where the selection
+ * binds one: prefill requests without cached context, no decodes (with
+ * context, each forward would gather every context pass's keys on the
+ * host again). */
+int zoo_step_ragged(const zoo_step *step);
+/* The plugins that serve the ragged prefill form of the one-layer model
+ * m1 beside the default paged forms (ah_host_select_ragged), among those
+ * available here (only: that one): each one's selection in sels and info
+ * in infos, up to cap. Returns how many; the caller destroys them. */
+uint32_t zoo_ragged_candidates(ah_host *h, const ah_model *m1, const char *only,
+                               ah_selection **sels, const ah_plugin_info **infos, uint32_t cap);
+
 /* Time step through sel (a selection of the one-layer model m), bound with
  * mixed (ah_binding_options.mixed_steps): median of iters timings of b2b
  * forwards each. 0 fine; -1 with why in err.

@@ -3,8 +3,8 @@
  * writer that check_records.c and tune_table.c share (see record_file.h).
  */
 #include <errno.h>
-#include <stddef.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,36 +67,13 @@ static void put_u32_at(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
-/* An entry's key, in the order both files use; strings cut at max_str.
- * driver_fp only in formats that hold it (ah_rf_format.key_fp). */
-static const ah_rf_field key_fields[] = {
-    {AH_RF_STR, offsetof(ah_record_key, path)},
-    {AH_RF_STR, offsetof(ah_record_key, plugin)},
-    {AH_RF_STR, offsetof(ah_record_key, plugin_version)},
-    {AH_RF_U64, offsetof(ah_record_key, dev)},
-    {AH_RF_U64, offsetof(ah_record_key, ino)},
-    {AH_RF_U64, offsetof(ah_record_key, size)},
-    {AH_RF_U64, offsetof(ah_record_key, mtime_ns)},
-    {AH_RF_U64, offsetof(ah_record_key, ctime_ns)},
-    {AH_RF_U64, offsetof(ah_record_key, content_hash)},
-    {AH_RF_U64, offsetof(ah_record_key, config_hash)},
-    {AH_RF_U64, offsetof(ah_record_key, driver_fp)},
-    {AH_RF_U32, offsetof(ah_record_key, abi)},
-    {AH_RF_U32, offsetof(ah_record_key, device_kind)},
-    {AH_RF_U32, offsetof(ah_record_key, compute_capability)},
-    {AH_RF_STR, offsetof(ah_record_key, device_name)},
-    {AH_RF_STR, offsetof(ah_record_key, arch)},
-    {AH_RF_STR, offsetof(ah_record_key, driver_version)},
-    {AH_RF_STR, offsetof(ah_record_key, host_cpu)},
-};
-static const size_t n_key_fields = sizeof key_fields / sizeof key_fields[0];
-
+/* The key's field f is in fmt's files (driver_fp only where key_fp says). */
 static int key_field_held(const ah_rf_format *fmt, const ah_rf_field *f)
 {
     return fmt->key_fp || f->off != offsetof(ah_record_key, driver_fp);
 }
 
-/* One field of an entry at entry + f->off. Fields move through memcpy: a
+/* One field of an entry at entry + f->off (strings cut at max_str). Fields move through memcpy: a
  * double's bits travel as its u64. */
 static void put_field(ah_buf *b, const ah_rf_field *f, const void *entry, uint32_t max_str)
 {
@@ -149,7 +126,8 @@ static void read_field(ah_rf_reader *r, const ah_rf_field *f, void *entry)
  * format's fields. */
 static void put_entry(const ah_rf_format *fmt, ah_buf *b, const void *entry)
 {
-    for (const ah_rf_field *f = key_fields; f < key_fields + n_key_fields; f++)
+    for (const ah_rf_field *f = ah__record_key_fields;
+         f < ah__record_key_fields + ah__record_key_n_fields; f++)
         if (key_field_held(fmt, f)) put_field(b, f, entry, fmt->max_str);
     for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++)
         put_field(b, f, entry, fmt->max_str);
@@ -159,7 +137,8 @@ static void put_entry(const ah_rf_format *fmt, ah_buf *b, const void *entry)
  * the entry then to be freed all the same. */
 static void read_entry(const ah_rf_format *fmt, ah_rf_reader *r, void *entry)
 {
-    for (const ah_rf_field *f = key_fields; f < key_fields + n_key_fields; f++)
+    for (const ah_rf_field *f = ah__record_key_fields;
+         f < ah__record_key_fields + ah__record_key_n_fields; f++)
         if (key_field_held(fmt, f)) read_field(r, f, entry);
     for (const ah_rf_field *f = fmt->field; f < fmt->field + fmt->n_fields; f++)
         read_field(r, f, entry);

@@ -19,25 +19,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "record_key.h" /* the key, and the field descriptions entries share with it */
 #include "scan_int.h"
 
 typedef struct ah_rf_reader ah_rf_reader;
 
 /* The largest entry a format may have (decoding builds one on the stack). */
 #define AH_RF_ENTRY_MAX 256
-
-/* An entry's field after its key: kind and offset in the caller's struct. */
-typedef enum ah_rf_kind {
-    AH_RF_U32 = 0, /* uint32_t */
-    AH_RF_U64 = 1, /* uint64_t */
-    AH_RF_F64 = 2, /* double, stored as its bits */
-    AH_RF_STR = 3  /* char *, owned by the entry */
-} ah_rf_kind;
-
-typedef struct ah_rf_field {
-    ah_rf_kind kind;
-    size_t off;
-} ah_rf_field;
 
 typedef struct ah_rf_format {
     const char *magic;        /* 8 bytes */

@@ -3,6 +3,7 @@
  * record_key.h): taking it from a scanned plugin, comparing and copying
  * it (record_file.c codes it).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -34,31 +35,58 @@ ah_record_key ah__record_key_of(const ah_host *h, const ah_plugin_rec *rec)
     return k;
 }
 
+const ah_rf_field ah__record_key_fields[] = {
+    {AH_RF_STR, offsetof(ah_record_key, path)},
+    {AH_RF_STR, offsetof(ah_record_key, plugin)},
+    {AH_RF_STR, offsetof(ah_record_key, plugin_version)},
+    {AH_RF_U64, offsetof(ah_record_key, dev)},
+    {AH_RF_U64, offsetof(ah_record_key, ino)},
+    {AH_RF_U64, offsetof(ah_record_key, size)},
+    {AH_RF_U64, offsetof(ah_record_key, mtime_ns)},
+    {AH_RF_U64, offsetof(ah_record_key, ctime_ns)},
+    {AH_RF_U64, offsetof(ah_record_key, content_hash)},
+    {AH_RF_U64, offsetof(ah_record_key, config_hash)},
+    {AH_RF_U64, offsetof(ah_record_key, driver_fp)},
+    {AH_RF_U32, offsetof(ah_record_key, abi)},
+    {AH_RF_U32, offsetof(ah_record_key, device_kind)},
+    {AH_RF_U32, offsetof(ah_record_key, compute_capability)},
+    {AH_RF_STR, offsetof(ah_record_key, device_name)},
+    {AH_RF_STR, offsetof(ah_record_key, arch)},
+    {AH_RF_STR, offsetof(ah_record_key, driver_version)},
+    {AH_RF_STR, offsetof(ah_record_key, host_cpu)},
+};
+const size_t ah__record_key_n_fields =
+    sizeof ah__record_key_fields / sizeof ah__record_key_fields[0];
+
+/* The key's string field f. */
+static char **key_str(ah_record_key *k, const ah_rf_field *f)
+{
+    return (char **)((char *)k + f->off);
+}
+
 int ah__record_key_dup(ah_record_key *dst, const ah_record_key *src)
 {
     *dst = *src;
-    dst->path = ah__strdup(src->path);
-    dst->plugin = ah__strdup(src->plugin ? src->plugin : "");
-    dst->plugin_version = ah__strdup(src->plugin_version ? src->plugin_version : "");
-    dst->device_name = ah__strdup(src->device_name);
-    dst->arch = ah__strdup(src->arch);
-    dst->driver_version = ah__strdup(src->driver_version);
-    dst->host_cpu = ah__strdup(src->host_cpu);
-    if (dst->path && dst->plugin && dst->plugin_version && dst->device_name && dst->arch &&
-        dst->driver_version && dst->host_cpu)
-        return 0;
+    int ok = 1;
+    for (const ah_rf_field *f = ah__record_key_fields;
+         f < ah__record_key_fields + ah__record_key_n_fields; f++) {
+        if (f->kind != AH_RF_STR) continue;
+        const char *s = *key_str((ah_record_key *)src, f);
+        ok &= (*key_str(dst, f) = ah__strdup(s ? s : "")) != NULL;
+    }
+    if (ok) return 0;
     ah__record_key_free(dst);
     return -1;
 }
 
 void ah__record_key_free(ah_record_key *k)
 {
-    char **s[] = {&k->path, &k->plugin,         &k->plugin_version, &k->device_name,
-                  &k->arch, &k->driver_version, &k->host_cpu};
-    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
-        ah__free(*s[i]);
-        *s[i] = NULL;
-    }
+    for (const ah_rf_field *f = ah__record_key_fields;
+         f < ah__record_key_fields + ah__record_key_n_fields; f++)
+        if (f->kind == AH_RF_STR) {
+            ah__free(*key_str(k, f));
+            *key_str(k, f) = NULL;
+        }
 }
 
 int ah__record_key_same_device(const ah_record_key *a, const ah_record_key *b)

@@ -9,6 +9,7 @@
 #ifndef AH_RECORD_KEY_H
 #define AH_RECORD_KEY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "host_int.h"
@@ -22,12 +23,31 @@ typedef struct ah_record_key {
     char *device_name, *arch, *driver_version, *host_cpu;
 } ah_record_key;
 
+/* A field of a record: its kind and offset in the record's struct (the
+ * key's, below; an entry's after its key, record_file.h). */
+typedef enum ah_rf_kind {
+    AH_RF_U32 = 0, /* uint32_t */
+    AH_RF_U64 = 1, /* uint64_t */
+    AH_RF_F64 = 2, /* double, stored as its bits */
+    AH_RF_STR = 3  /* char *, owned by the record */
+} ah_rf_kind;
+
+typedef struct ah_rf_field {
+    ah_rf_kind kind;
+    size_t off;
+} ah_rf_field;
+
+/* The key's fields, in the order the record files code them (driver_fp
+ * only in formats that hold it, ah_rf_format.key_fp). */
+extern const ah_rf_field ah__record_key_fields[];
+extern const size_t ah__record_key_n_fields;
+
 /* The key of plugin rec as host h scanned it, driver_fp 0; its strings are
  * borrowed from rec and h. */
 ah_record_key ah__record_key_of(const ah_host *h, const ah_plugin_rec *rec);
 
-/* *dst = src with its own copies of the strings (a NULL plugin name or
- * version as ""). -1 on out-of-memory, *dst then owning nothing. */
+/* *dst = src with its own copies of the strings (a NULL one as ""). -1 on
+ * out-of-memory, *dst then owning nothing. */
 int ah__record_key_dup(ah_record_key *dst, const ah_record_key *src);
 /* Free the strings a decoded or duplicated key owns; NULL them. */
 void ah__record_key_free(ah_record_key *k);

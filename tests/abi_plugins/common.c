@@ -396,6 +396,14 @@ ah_status abi_merge_states(ah_context *c, const ah_merge_args *a)
     if (a->lse_out && (!is_f32(a->lse_out) || a->lse_out->ndim != 2))
         return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "merge_states: lse_out is fp32 [T, H]");
     const int64_t T = a->v_a->shape[0], H = a->v_a->shape[1], D = a->v_a->shape[2];
+    const DLTensor *parts[] = {a->v_b, a->out}, *lses[] = {a->lse_a, a->lse_b, a->lse_out};
+    for (size_t i = 0; i < 2; i++)
+        if (parts[i]->shape[0] != T || parts[i]->shape[1] != H || parts[i]->shape[2] != D)
+            return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT,
+                           "merge_states: v_b and out must have v_a's shape");
+    for (size_t i = 0; i < 3; i++)
+        if (lses[i] && (lses[i]->shape[0] != T || lses[i]->shape[1] != H))
+            return ah_fail(&c->err, AH_ERR_INVALID_ARGUMENT, "merge_states: the LSEs are [T, H]");
     for (int64_t i = 0; i < T; i++)
         for (int64_t h = 0; h < H; h++) {
             const double la = *at3(a->lse_a, i, h, 0), lb = *at3(a->lse_b, i, h, 0);
