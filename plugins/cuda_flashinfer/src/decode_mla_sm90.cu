@@ -284,7 +284,8 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             /* Lane l copies unit l % 8 of each 64-channel chunk of rows
              * rr = l / 8 and rr + 4: a copy instruction reads four whole
              * 128-byte lines, its shared-memory address a per-lane constant
-             * plus the chunk's stride; each lane looks up its two rows'
+             * plus the chunk's stride (row0 is a multiple of 8, so a row's
+             * swizzle slot is q ^ its rr); each lane looks up its two rows'
              * pages, no shuffles. */
             const int rr = lane >> 3, q = lane & 7;
             const QT *kq = static_cast<const QT *>(p.k_cache) + q * 8;
