@@ -66,6 +66,39 @@ note "build: rc=$rc in $(( $(date +%s) - start )) s${BASE:+, base rc=$(cat "$OUT
 AH=$B/bin/attnhost
 [ "$part" = build ] && exit 0
 
+# The zoo's setup comes before the checks, so that FlashInfer's JIT builds
+# (minutes of CPU) overlap them.
+if [[ ",$part," == *",zoo,"* ]]; then
+    zoo_models=${ZOO_MODELS:-llama-3-8b llama-3-8b-fp8 qwen2.5-7b llama-3-70b-tp8 gemma-2-9b gpt-oss-120b deepseek-v3 deepseek-v3-tp8 deepseek-v3-fp8 deepseek-v3-tp8-fp8 mpt-7b gemma-3-12b}
+    q=--quick; [ -n "${ZOO_FULL:-}" ] && q=
+    # Each finished piece is kept in ZS and skipped by a later call on the
+    # same machine, so the zoo may span calls; everything comes back in zoo.tgz.
+    ZS=${ZOO_STATE:-/tmp/attnhost-zoo}
+    mkdir -p "$ZS"
+    # ZOO_DEADLINE (epoch seconds): start no piece that may not finish by then
+    left() { echo $(( ${ZOO_DEADLINE:-$(( $(date +%s) + 100000 ))} - $(date +%s) )); }
+    ncpu=$(nproc)
+    fi=
+    if ls .whl/flashinfer_python-*.whl > /dev/null 2>&1; then # carried: sh scripts/gpu_wheels.sh
+        [ -d /tmp/site/flashinfer ] || python3 -m pip install -q --no-index --no-deps --no-compile \
+            --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > "$ZS/pip.log" 2>&1
+        export PYTHONPATH=/tmp/site FLASHINFER_WORKSPACE_BASE=/tmp/fi-jit FLASHINFER_CUDA_ARCH_LIST=9.0a
+        fi=1
+    fi
+    # FlashInfer builds each kernel the first time it runs: build them for
+    # every row's shape now, at low priority on the cores the timings leave
+    warm_pid=
+    if [ -n "$fi" ] && [ ! -f "$ZS/warm.done" ]; then
+        for m in $zoo_models; do
+            timeout 60 $AH bench --no-cache --plugin cpu_amx --model examples/models/$m.ini \
+                --step d2x64 --step p1x64 --iters 1 --json > "$ZS/shape_$m.json" 2>> "$ZS/shape.err"
+        done
+        (taskset -c 4-$((ncpu - 1)) nice -n 19 timeout 900 python3 -W ignore bench/peers/zoo_peers.py \
+            "$ZS"/shape_*.json --warm-flashinfer > "$ZS/warm.log" 2>&1 && touch "$ZS/warm.done") &
+        warm_pid=$!
+    fi
+fi
+
 if has check; then
     timeout 60 $AH list --no-cache > "$OUT/list.log" 2>&1
     grep -E "^\S+ .*\[" "$OUT/list.log" | tee -a "$summary"
@@ -104,34 +137,6 @@ if has bench; then
     fi
 fi
 if [[ ",$part," == *",zoo,"* ]]; then
-    zoo_models=${ZOO_MODELS:-llama-3-8b llama-3-8b-fp8 qwen2.5-7b llama-3-70b-tp8 gemma-2-9b gpt-oss-120b deepseek-v3 deepseek-v3-tp8 deepseek-v3-fp8 deepseek-v3-tp8-fp8}
-    q=--quick; [ -n "${ZOO_FULL:-}" ] && q=
-    # Each finished piece is kept in ZS and skipped by a later call on the
-    # same machine, so the zoo may span calls; everything comes back in zoo.tgz.
-    ZS=${ZOO_STATE:-/tmp/attnhost-zoo}
-    mkdir -p "$ZS"
-    # ZOO_DEADLINE (epoch seconds): start no piece that may not finish by then
-    left() { echo $(( ${ZOO_DEADLINE:-$(( $(date +%s) + 100000 ))} - $(date +%s) )); }
-    ncpu=$(nproc)
-    fi=
-    if ls .whl/flashinfer_python-*.whl > /dev/null 2>&1; then # carried: sh scripts/gpu_wheels.sh
-        [ -d /tmp/site/flashinfer ] || python3 -m pip install -q --no-index --no-deps --no-compile \
-            --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > "$ZS/pip.log" 2>&1
-        export PYTHONPATH=/tmp/site FLASHINFER_WORKSPACE_BASE=/tmp/fi-jit FLASHINFER_CUDA_ARCH_LIST=9.0a
-        fi=1
-    fi
-    # FlashInfer builds each kernel the first time it runs: build them for
-    # every row's shape now, at low priority on the cores the timings leave
-    warm_pid=
-    if [ -n "$fi" ] && [ ! -f "$ZS/warm.done" ]; then
-        for m in $zoo_models; do
-            timeout 60 $AH bench --no-cache --plugin cpu_amx --model examples/models/$m.ini \
-                --step d2x64 --step p1x64 --iters 1 --json > "$ZS/shape_$m.json" 2>> "$ZS/shape.err"
-        done
-        (taskset -c 4-$((ncpu - 1)) nice -n 19 timeout 900 python3 -W ignore bench/peers/zoo_peers.py \
-            "$ZS"/shape_*.json --warm-flashinfer > "$ZS/warm.log" 2>&1 && touch "$ZS/warm.done") &
-        warm_pid=$!
-    fi
     files=
     for m in $zoo_models; do
         if [ ! -f "$ZS/zoo_$m.done" ] && [ "$(left)" -lt 150 ]; then

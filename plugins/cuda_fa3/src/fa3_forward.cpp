@@ -138,6 +138,28 @@ static ah_status fa3_ragged_kv(ah_state *st, const ah_forward_args *a, fa3_fwd_l
     return AH_OK;
 }
 
+/* The paged caches' geometry: one TMA box of rows per page. */
+static ah_status fa3_paged_kv(ah_state *st, const ah_forward_args *a, fa3_fwd_launch *L)
+{
+    ah_errbuf *e = &st->err;
+    const ah_layer_spec *sp = &st->spec;
+    ah_status s;
+    if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, L->k_strides)) != AH_OK ||
+        (s = fa3_check_cache(e, "value_cache", a->value_cache, sp, L->v_strides)) != AH_OK)
+        return s;
+    if (a->key_cache->shape[0] != a->value_cache->shape[0])
+        return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
+                       "key_cache and value_cache hold different block counts");
+    L->k_cache = ah_dl_data(a->key_cache);
+    L->v_cache = ah_dl_data(a->value_cache);
+    fa3_params *p = &L->p;
+    p->block_size = (int)sp->block_size;
+    p->num_blocks = (int)a->key_cache->shape[0];
+    p->box_rows = fa3_box_rows((int)sp->block_size, FA3_BLOCK_N(sp->qk_head_size));
+    p->kv_hnd = ah_kv_layout_is_hnd(sp->kv_layout);
+    return AH_OK;
+}
+
 ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
 {
     ah_errbuf *e = &st->err;
@@ -152,16 +174,7 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     const int64_t Tq = a->q->shape[0];
     fa3_fwd_launch L;
     memset(&L, 0, sizeof L);
-    if (st->ragged) {
-        if ((s = fa3_ragged_kv(st, a, &L)) != AH_OK) return s;
-    } else {
-        if ((s = fa3_check_cache(e, "key_cache", a->key_cache, sp, L.k_strides)) != AH_OK) return s;
-        if ((s = fa3_check_cache(e, "value_cache", a->value_cache, sp, L.v_strides)) != AH_OK)
-            return s;
-        if (a->key_cache->shape[0] != a->value_cache->shape[0])
-            return ah_fail(e, AH_ERR_INVALID_ARGUMENT,
-                           "key_cache and value_cache hold different block counts");
-    }
+    if ((s = st->ragged ? fa3_ragged_kv(st, a, &L) : fa3_paged_kv(st, a, &L)) != AH_OK) return s;
     /* lse dense: the kernels index it as t * Hq + h */
     const ah_dl_want wl = {"lse", 2, {T, Hq}, 1, AH_DTYPE_FP32, 1, AH_KV_LAYOUT_AUTO},
                      ws = {"sinks", 1, {Hq}, 0, AH_DTYPE_FP32, 0, AH_KV_LAYOUT_AUTO},
@@ -201,10 +214,6 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     L.q_tok_stride = ah_dl_stride(a->q, 0);
     L.q_head_stride = ah_dl_stride(a->q, 1);
     L.num_tokens = Tq;
-    if (!st->ragged) {
-        L.k_cache = ah_dl_data(a->key_cache);
-        L.v_cache = ah_dl_data(a->value_cache);
-    }
     L.grid = st->grid;
     L.stream = a->stream;
     p->out = ah_dl_data(a->out);
@@ -222,12 +231,6 @@ ah_status fa3_forward(ah_state *st, const ah_forward_args *a)
     p->num_kv_heads = (int)sp->num_kv_heads;
     p->group = st->group;
     p->tpt = st->tpt;
-    if (!st->ragged) {
-        p->block_size = (int)sp->block_size;
-        p->box_rows = fa3_box_rows((int)sp->block_size, FA3_BLOCK_N(D));
-        p->kv_hnd = ah_kv_layout_is_hnd(sp->kv_layout);
-        p->num_blocks = (int)a->key_cache->shape[0];
-    }
     p->causal = ah_spec_causal(sp);
     p->cross = sp->attn_type == AH_ATTN_ENCODER_DECODER;
     p->window = (int)sp->sliding_window;
