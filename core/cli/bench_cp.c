@@ -115,23 +115,6 @@ static int rank_fail(cp_rank *r, const char *fmt, ...)
     return -1;
 }
 
-/* Fill bytes of device memory at p with random values of type t: a few MiB
- * from the host, then doubled on the device. */
-static int fill_device(cp_rank *r, ah_device *d, void *p, size_t bytes, ah_dtype t, uint64_t *rng)
-{
-    size_t chunk = bytes < ((size_t)8 << 20) ? bytes : (size_t)8 << 20;
-    void *host = malloc(chunk);
-    if (!host) return rank_fail(r, "out of host memory");
-    wl_fill_random(rng, host, chunk / ah_dtype_size(t), t);
-    ah_status st = ah_device_copy(d, p, host, chunk, AH_COPY_HOST_TO_DEVICE);
-    free(host);
-    for (size_t done = chunk; st == AH_OK && done < bytes; done *= 2)
-        st = ah_device_copy(d, (char *)p + done, p, done < bytes - done ? done : bytes - done,
-                            AH_COPY_DEVICE_TO_DEVICE);
-    if (st == AH_OK) st = ah_device_sync(d);
-    return st == AH_OK ? 0 : rank_fail(r, "filling the KV cache: %s", ah_device_errmsg(d));
-}
-
 static void data_free(cp_data *d)
 {
     ah_mirror *all[] = {&d->q, &d->out, &d->qsl, &d->seqlens, &d->table, &d->slots, &d->vc, &d->kc};
@@ -161,9 +144,9 @@ static int data_init(cp_rank *r, ah_binding *b, cp_data *d)
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)r->rank << 32);
     ah_mirror *own[2] = {&d->kc, &d->vc};
     for (int i = 0; i < 2; i++)
-        if (own[i]->bytes &&
-            fill_device(r, d->dev, own[i]->t.data, own[i]->bytes, sp->kv_dtype, &rng))
-            return -1;
+        if (own[i]->bytes && wl_fill_device(d->dev, own[i]->t.data, own[i]->bytes, sp->kv_dtype,
+                                            &rng, err, sizeof err))
+            return rank_fail(r, "the KV cache: %s", err);
     DLDataType qt = ah_dtype_to_dl(sp->q_dtype), i32 = {kDLInt, 32, 1}, i64 = {kDLInt, 64, 1};
     int64_t s_q[3] = {B, sp->num_q_heads, sp->qk_head_size},
             s_o[3] = {B, sp->num_q_heads, sp->v_head_size}, s_qsl[1] = {B + 1}, s_req[1] = {B},

@@ -60,7 +60,8 @@ static int bench_shape(ah_host *h, const char *plugin, const shape *s, int iters
         goto out;
     }
     uint32_t tokens = s->batch * s->query;
-    if (wl_create(&w, h, m, sel, s->batch, s->context + s->query, tokens, 7)) {
+    if (wl_create_sized(&w, h, m, sel, s->batch, s->context + s->query, tokens, NULL, WL_TIMING,
+                        AH_MIXED_STEPS_CONFIG, 7)) {
         fprintf(stderr, "attnhost bench: %s\n", w.err);
         goto out;
     }

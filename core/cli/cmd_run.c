@@ -694,7 +694,7 @@ int cmd_run(cli_common *c)
         workload *w = &dec.w;
         progress("attnhost run: binding the decoder layers");
         if (wl_create_sized(w, h, dec.m, dec.sel, nreq, dec.max_seq, dec.max_tokens, req_max,
-                            z.ragged, AH_MIXED_STEPS_CONFIG, seed + 1)) {
+                            z.ragged ? WL_RAGGED : 0, AH_MIXED_STEPS_CONFIG, seed + 1)) {
             progress_clear();
             fprintf(stderr, "attnhost run: %s\n", w->err);
             goto out;

@@ -86,6 +86,27 @@ void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
     }
 }
 
+int wl_fill_device(ah_device *dev, void *p, size_t bytes, ah_dtype t, uint64_t *rng, char *err,
+                   size_t cap)
+{
+    const size_t chunk = bytes < ((size_t)8 << 20) ? bytes : (size_t)8 << 20;
+    void *host = malloc(chunk ? chunk : 1);
+    if (!host) {
+        snprintf(err, cap, "out of host memory");
+        return -1;
+    }
+    wl_fill_random(rng, host, chunk / ah_dtype_size(t), t);
+    ah_status st = ah_device_copy(dev, p, host, chunk, AH_COPY_HOST_TO_DEVICE);
+    free(host);
+    for (size_t done = chunk; st == AH_OK && done < bytes; done *= 2)
+        st = ah_device_copy(dev, (char *)p + done, p, done < bytes - done ? done : bytes - done,
+                            AH_COPY_DEVICE_TO_DEVICE);
+    if (st == AH_OK) st = ah_device_sync(dev);
+    if (st == AH_OK) return 0;
+    snprintf(err, cap, "filling on the device: %s", ah_device_errmsg(dev));
+    return -1;
+}
+
 int wl_role(const ah_selection *sel, uint32_t l)
 {
     if (ah_selection_layer_kind(sel, l) != AH_LAYER_ATTENTION) return WL_NONE;
@@ -367,12 +388,20 @@ static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
         const wl_group *G = &w->groups[ah_spec_kv_group(s) < w->n_groups ? ah_spec_kv_group(s) : 0];
         if (ah_binding_kv_cache_desc(w->b, l, G->num_blocks, &kd, &vd) != AH_OK)
             return wl_fail(w, "%s", ah_binding_errmsg(w->b));
-        if (ah_mirror_kv_init(&L->kcache, &L->vcache, L->dev, &kd, &vd, 1, w->err, sizeof w->err))
+        if (ah_mirror_kv_init(&L->kcache, &L->vcache, L->dev, &kd, &vd, !w->timing, w->err,
+                              sizeof w->err))
             return -1;
         /* every element of what each owns, so an interleaved layout's
          * values (in the key's allocation) are random too */
         ah_mirror *own[2] = {&L->kcache, &L->vcache};
         for (int i = 0; i < 2; i++) {
+            if (!own[i]->bytes) continue; /* a view, or MLA's value */
+            if (w->timing) {
+                if (wl_fill_device(L->dev, own[i]->t.data, own[i]->bytes, s->kv_dtype, &w->rng,
+                                   w->err, sizeof w->err))
+                    return -1;
+                continue;
+            }
             wl_fill_random(&w->rng, own[i]->host, own[i]->bytes / ah_dtype_size(s->kv_dtype),
                            s->kv_dtype);
             if (to_device(w, own[i], own[i]->bytes)) return -1;
@@ -470,9 +499,11 @@ int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *se
 
 int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
                     uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
-                    const uint32_t *req_max, int ragged, ah_mixed_steps mixed, uint64_t seed)
+                    const uint32_t *req_max, unsigned flags, ah_mixed_steps mixed, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
+    const int ragged = (flags & WL_RAGGED) != 0;
+    w->timing = (flags & WL_TIMING) != 0;
     w->m = m;
     w->rng = seed ? seed : 0x9e3779b97f4a7c15ull;
     w->rplanned = WL_NO_PASS;
@@ -587,7 +618,7 @@ int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selecti
     }
     for (uint32_t l = 0; l < w->num_layers; l++)
         if (w->layers[l].dev) layer_views(w, l, max_tokens);
-    w->ref_cap = ref * max_tokens;
+    w->ref_cap = w->timing ? 0 : ref * max_tokens; /* the oracle's output */
     w->ref = malloc((w->ref_cap ? w->ref_cap : 1) * sizeof *w->ref);
     if (!w->ref) return wl_fail(w, "out of host memory");
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -966,7 +997,7 @@ int wl_write_cross(workload *w, uint32_t l)
     const ah_kv_write_args a = kv_write_args(w, L);
     if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     ah_error err;
-    if (ref_write_kv(w, L, &err) != AH_OK)
+    if (!w->timing && ref_write_kv(w, L, &err) != AH_OK)
         return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
     return 0;
 }
@@ -1189,6 +1220,7 @@ int wl_check_layer(workload *w, uint32_t l, int store_kv, double *rel)
     ah_mirror *out = ragged ? &L->rout[L->rfinal] : &L->out;
     uint32_t T = w->batch.num_tokens;
     ah_error err;
+    if (w->timing) return wl_fail(w, "layer %u: a timing workload is never checked", l);
     if (L->role == WL_SELF && store_kv && ref_write_kv(w, L, &err) != AH_OK)
         return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
     size_t n = (size_t)T * s->num_q_heads * s->v_head_size;

@@ -145,6 +145,7 @@ typedef struct workload {
     int64_t rplanned;   /* the ragged pass the binding is planned for (WL_NO_PASS: none) */
     double *ref;        /* the oracle's output for one layer */
     size_t ref_cap;
+    int timing;       /* WL_TIMING: caches on the devices alone, no oracle */
     uint32_t threads; /* oracle threads */
     uint64_t rng;
     char err[1024];
@@ -154,14 +155,18 @@ typedef struct workload {
  * tokens (encoder tokens included), max_tokens query tokens per step. */
 int wl_create(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
               uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens, uint64_t seed);
+/* wl_create_sized's flags. WL_RAGGED: set up the layers whose ragged
+ * prefill form is bound to run it (the buffers of its steps). WL_TIMING: a
+ * workload to time, never checked: the KV caches live on the devices alone,
+ * filled there (wl_fill_device), so a bench step of gigabytes of cache costs
+ * no host memory and no upload; wl_check_layer refuses it. */
+enum { WL_RAGGED = 1, WL_TIMING = 2 };
 /* The same where request r's sequences (encoder tokens included) never pass
- * req_max[r] tokens: the cache holds each request's own blocks. ragged: set
- * up the layers whose ragged prefill form is bound to run it (the buffers of
- * wl_ragged_ready's steps). mixed: the binding's mixed steps
- * (ah_binding_options.mixed_steps). */
+ * req_max[r] tokens: the cache holds each request's own blocks. flags: WL_*
+ * above. mixed: the binding's mixed steps (ah_binding_options.mixed_steps). */
 int wl_create_sized(workload *w, ah_host *h, const ah_model *m, const ah_selection *sel,
                     uint32_t num_reqs, uint32_t max_seq_len, uint32_t max_tokens,
-                    const uint32_t *req_max, int ragged, ah_mixed_steps mixed, uint64_t seed);
+                    const uint32_t *req_max, unsigned flags, ah_mixed_steps mixed, uint64_t seed);
 /* Ragged prefill in a selection: the number of self layers keep[] marks
  * (NULL: all) with a ragged prefill form, and (when one of them is unbound)
  * *unbound its layer and why[] the reason; -1 in *unbound when every form
@@ -223,6 +228,11 @@ void wl_advance(workload *w);
  * values the first 16M repeat (copied, so gigabytes of KV cache fill in a
  * second): a kernel reads every address, whatever the values' period. */
 void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t);
+/* bytes of random values of type t at p on dev: 8 MiB made on the host,
+ * then doubled by copies on the device. On failure writes why into err and
+ * returns -1. */
+int wl_fill_device(ah_device *dev, void *p, size_t bytes, ah_dtype t, uint64_t *rng, char *err,
+                   size_t cap);
 /* The role of a selection's layer (WL_NONE for a non-attention layer). */
 int wl_role(const ah_selection *sel, uint32_t l);
 

@@ -252,7 +252,8 @@ int zoo_time(ah_host *h, const ah_model *m, const ah_selection *sel, const zoo_s
     }
     out->ragged = ragged && zoo_step_ragged(st) && ah_selection_ragged_bound(sel, 0);
     out->mixed = NULL;
-    if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL, out->ragged, mixed, 7)) {
+    if (wl_create_sized(&w, h, m, sel, R, max_seq, T, NULL,
+                        WL_TIMING | (out->ragged ? WL_RAGGED : 0), mixed, 7)) {
         snprintf(err, cap, "%s", w.err);
         goto out;
     }
