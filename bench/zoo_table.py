@@ -5,12 +5,12 @@ mixed step whether it split the step between them, and the plugin of a
 ragged prefill form where the step ran one), of each plugin
 forced, and of each peer, the default's fraction of the ceilings
 zoo_peers.py measured (HBM read for a decode, dense bf16 matmul for a
-prefill), and the ratio of the default to the best peer (below 1:
+prefill; the highest of several --peers files), and the ratio of the default to the best peer (below 1:
 attnhost's default is faster); where no peer computed the step exactly,
 the ratio to the best peer that did the same work less a per-score feature
 (sinks, soft-cap, ALiBi), marked *.
 
-    python3 bench/zoo_table.py zoo-*.json [--peers peers.json] [--metric ms|tflops|gbs]
+    python3 bench/zoo_table.py zoo-*.json [--peers peers.json ...] [--metric ms|tflops|gbs]
 
 Inputs: `attnhost bench --model M --json` outputs and the JSON of
 bench/peers/zoo_peers.py. A peer row that only approximates the step
@@ -79,7 +79,9 @@ def main():
         with open(path) as f:
             doc = json.load(f)
         device = doc.get("device", device)
-        ceil = doc.get("ceilings", ceil)
+        # several calls' peers: a ceiling is the highest rate any of them measured
+        for k, v in doc.get("ceilings", {}).items():
+            ceil[k] = max(ceil.get(k, 0), v)
         for p in doc.get("peers", []):
             key = (p["model"], p["spec"], p["step"])
             if key not in rows:

@@ -34,14 +34,26 @@ def main():
                        peer("sinks", "p1", 1.0, "no sinks, no softcap"),
                        peer("sinks", "p2", 2.0, "no sinks"),
                        peer("window", "p1", 1.0, "no sinks, no window in prefill")]}
+    # a second call's peers measured lower ceilings: the table keeps the highest
+    later = {"device": "test", "ceilings": {"hbm_read_gbs": 2000.0, "bf16_matmul_tflops": 500.0},
+             "peers": []}
     with tempfile.TemporaryDirectory() as d:
         paths = []
-        for name, doc in (("bench.json", bench), ("peers.json", peers)):
+        for name, doc in (("bench.json", bench), ("peers.json", peers), ("later.json", later)):
             paths.append(os.path.join(d, name))
             with open(paths[-1], "w") as f:
                 json.dump(doc, f)
-        out = subprocess.run([sys.executable, TABLE, paths[0], "--peers", paths[1]],
+        out = subprocess.run([sys.executable, TABLE, paths[0], "--peers", paths[1],
+                              "--peers", paths[2]],
                              capture_output=True, text=True, check=True).stdout
+    if "HBM read 3000 GB/s, dense bf16 matmul 700 TFLOP/s" not in out:
+        print(f"zoo_table: not the highest ceilings of the peers' files\n{out}")
+        return 1
+    of_ceiling = {line.split("|")[3].strip(): line.split("|")[-3].strip()
+                  for line in out.splitlines() if line.startswith("| m |")}
+    if of_ceiling["exact"] != "14% MMA":
+        print(f"zoo_table: the exact step at {of_ceiling['exact']} of the ceiling, want 14% MMA\n{out}")
+        return 1
     ratio = {line.split("|")[3].strip(): line.split("|")[-2].strip()
              for line in out.splitlines() if line.startswith("| m |")}
     want = {"exact": "0.50", "sinks": "0.80*", "window": "", "ragged": ""}
