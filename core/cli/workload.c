@@ -1,10 +1,10 @@
 /*
  * Workloads for `attnhost run` and `attnhost bench`: a bound model with KV
  * caches and per-step batches of random data, on whatever devices the
- * layers were bound to, with host mirrors so the oracle can check results.
+ * layers were bound to, with host mirrors so the oracle can check results
+ * (workload_oracle.c).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +14,9 @@
 #include <attnhost/plugin_util.h>
 #include <attnhost/reference.h>
 
-#include "workload.h"
+#include "workload_int.h"
 
-static int wl_fail(workload *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int wl_fail(workload *w, const char *fmt, ...)
+int wl_fail(workload *w, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -46,11 +45,6 @@ static int tensor_init(workload *w, ah_mirror *t, ah_device *dev, DLDataType dt,
 static int to_device(workload *w, ah_mirror *t, size_t bytes)
 {
     return ah_mirror_upload(t, bytes, w->err, sizeof w->err);
-}
-
-static int to_host(workload *w, ah_mirror *t, size_t bytes)
-{
-    return ah_mirror_download(t, bytes, w->err, sizeof w->err);
 }
 
 void wl_fill_random(uint64_t *rng, void *host, size_t n, ah_dtype t)
@@ -330,13 +324,6 @@ static int scales_init(workload *w, wl_layer *L)
                : 0;
 }
 
-/* The per-head scales the oracle takes (NULL: the floats serve). */
-static const float *head_scales(const wl_layer *L, const ah_mirror *m)
-{
-    return ah_spec_kv_scales(&L->spec) == AH_KV_SCALES_PER_HEAD ? m->host : NULL;
-}
-
-/* The oracle's K/V write of the step's new tokens with the layer's scales. */
 /* The layer's new K/V into its cache, with its scales in the form the
  * layer takes them. */
 static ah_kv_write_args kv_write_args(const workload *w, const wl_layer *L)
@@ -356,18 +343,6 @@ static ah_kv_write_args kv_write_args(const workload *w, const wl_layer *L)
         a.v_scale_tensor = mla ? NULL : &L->vsc.t;
     }
     return a;
-}
-
-static ah_status ref_write_kv(const workload *w, const wl_layer *L, ah_error *err)
-{
-    const ah_layer_spec *s = &L->spec;
-    const int mla = s->use_mla;
-    if (ah_spec_kv_scales(s) == AH_KV_SCALES_PER_HEAD)
-        return ah_reference_write_kv_per_head(s, &w->batch, L->k.host, mla ? NULL : L->v.host,
-                                              L->kcache.host, mla ? NULL : L->vcache.host,
-                                              L->ksc.host, L->vsc.host, err);
-    return ah_reference_write_kv(s, &w->batch, L->k.host, mla ? NULL : L->v.host, L->kcache.host,
-                                 mla ? NULL : L->vcache.host, L->k_scale, L->v_scale, err);
 }
 
 static int layer_init(workload *w, uint32_t l, uint32_t max_tokens)
@@ -833,7 +808,7 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
 }
 
 /* 1 when layer l runs its ragged form in the planned step. */
-static int ragged_now(const workload *w, const wl_layer *L)
+int wl_ragged_now(const workload *w, const wl_layer *L)
 {
     return L->ragged && w->ragged_step && !w->enc_pass;
 }
@@ -844,7 +819,7 @@ int wl_fill(workload *w, uint32_t l)
     if (!L->dev) return 0;
     const ah_layer_spec *s = &L->spec;
     uint32_t T = w->batch.num_tokens;
-    const int ragged = ragged_now(w, L);
+    const int ragged = wl_ragged_now(w, L);
     /* the encoder pass only stores K/V; a ragged step stores the paged
      * form's K/V (MLA's latent) but attends with the ragged form's q */
     ah_mirror *fresh[] = {&L->q, &L->k, &L->v, ragged ? &L->rq : NULL};
@@ -964,7 +939,7 @@ int wl_forward(workload *w, uint32_t l, int store_kv)
 {
     wl_layer *L = &w->layers[l];
     if (!L->dev) return 0; /* not attention */
-    if (ragged_now(w, L)) return forward_ragged(w, l, store_kv);
+    if (wl_ragged_now(w, L)) return forward_ragged(w, l, store_kv);
     int mla = L->spec.use_mla, kv = L->role == WL_CACHELESS || (L->role == WL_SELF && store_kv);
     int cache = L->role != WL_CACHELESS;
     ah_forward_args a = {.struct_size = sizeof a,
@@ -997,7 +972,7 @@ int wl_write_cross(workload *w, uint32_t l)
     const ah_kv_write_args a = kv_write_args(w, L);
     if (ah_binding_write_kv(w->b, l, &a) != AH_OK) return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     ah_error err;
-    if (!w->timing && ref_write_kv(w, L, &err) != AH_OK)
+    if (!w->timing && wl_ref_write_kv(w, L, &err) != AH_OK)
         return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
     return 0;
 }
@@ -1028,227 +1003,4 @@ void wl_advance(workload *w)
 {
     const int32_t *qsl = w->qsl.host;
     for (uint32_t r = 0; r < w->num_reqs; r++) w->context[r] += (uint32_t)(qsl[r + 1] - qsl[r]);
-}
-
-double wl_tolerance(const ah_layer_spec *s)
-{
-    double t = s->q_dtype == AH_DTYPE_FP32 ? 1e-4 : s->q_dtype == AH_DTYPE_FP16 ? 5e-3 : 2e-2;
-    if (ah_dtype_is_fp8(s->kv_dtype)) t = t < 2e-2 ? 2e-2 : t;
-    return t;
-}
-
-/* The oracle over pieces of the batch, in threads: a piece is some query
- * rows of one request, as a one-request batch of its own (a causal layer's
- * rows split further, each piece's seq_len ending at its last row; a cross
- * layer's rows too, its keys being the encoder's). */
-typedef struct ref_piece {
-    uint32_t r, a, b; /* request r's query rows [a, b) */
-} ref_piece;
-
-typedef struct ref_job {
-    workload *w;
-    const wl_layer *L;
-    const ref_piece *pieces;
-    uint32_t n;
-    uint32_t next; /* taken with __atomic */
-    ah_status st;
-    char msg[sizeof(((ah_error *)0)->msg)];
-    pthread_mutex_t mu;
-} ref_job;
-
-/* A ragged layer's piece: rows [a, b) of request r over its context and
- * new keys up to row b (bottom-right), one causal pass. */
-static ah_status ref_piece_ragged(ref_job *j, const ref_piece *p, ah_error *err)
-{
-    const workload *w = j->w;
-    const wl_layer *L = j->L;
-    const ah_layer_spec *s = &L->rspec;
-    const ah_batch *b = &w->batch;
-    const int32_t t0 = b->query_start_loc_host[p->r], q = b->query_start_loc_host[p->r + 1] - t0;
-    const int32_t ctx = b->seq_lens_host[p->r] - q;
-    int32_t qsl[2] = {0, (int32_t)(p->b - p->a)}, cuk[2] = {0, ctx + (int32_t)p->b};
-    ah_batch pb = {.struct_size = sizeof pb,
-                   .num_reqs = 1,
-                   .num_tokens = p->b - p->a,
-                   .max_query_len = p->b - p->a,
-                   .max_seq_len = (uint32_t)cuk[1],
-                   .query_start_loc_host = qsl,
-                   .cu_seqlens_k_host = cuk,
-                   .num_k_tokens = (uint32_t)cuk[1]};
-    const size_t es = ah_dtype_size(s->q_dtype), row = (size_t)t0 + p->a;
-    const size_t qe = (size_t)s->num_q_heads * s->qk_head_size,
-                 oe = (size_t)s->num_q_heads * s->v_head_size;
-    const size_t ke = (size_t)s->num_kv_heads * s->qk_head_size,
-                 ve = (size_t)s->num_kv_heads * s->v_head_size;
-    ah_ref_inputs in = {.struct_size = sizeof in,
-                        .spec = s,
-                        .batch = &pb,
-                        .q = (const char *)L->rq.host + row * qe * es,
-                        .sinks = s->use_sinks ? L->sinks.host : NULL,
-                        .alibi_slopes = s->use_alibi ? L->alibi.host : NULL,
-                        .key = (const char *)w->rkf + (size_t)w->krow0[p->r] * ke * es,
-                        .value = (const char *)w->rvf + (size_t)w->krow0[p->r] * ve * es};
-    return ah_reference_attention(&in, w->ref + row * oe, NULL, err);
-}
-
-static ah_status ref_piece_run(ref_job *j, const ref_piece *p, ah_error *err)
-{
-    const workload *w = j->w;
-    const wl_layer *L = j->L;
-    if (ragged_now(w, L)) return ref_piece_ragged(j, p, err);
-    const ah_layer_spec *s = &L->spec;
-    const ah_batch *b = &w->batch;
-    int32_t t0 = b->query_start_loc_host[p->r], q = b->query_start_loc_host[p->r + 1] - t0;
-    int32_t qsl[2] = {0, (int32_t)(p->b - p->a)};
-    int32_t sl = b->seq_lens_host[p->r];
-    if (L->role == WL_SELF && ah_spec_causal(s)) sl -= q - (int32_t)p->b; /* rows past b unseen */
-    ah_batch pb = *b;
-    pb.num_reqs = 1;
-    pb.num_tokens = p->b - p->a;
-    pb.query_start_loc_host = qsl;
-    pb.seq_lens_host = &sl;
-    /* the layer's group's paging in the piece's own fields, as one group */
-    ah_layer_spec one = *s;
-    one.kv_group = 0;
-    pb.num_kv_groups = 0;
-    pb.kv_groups = NULL;
-    if (L->role != WL_CACHELESS) {
-        const wl_group *G = &w->groups[ah_spec_kv_group(s)];
-        pb.num_blocks = G->num_blocks;
-        pb.block_table = &G->table.t;
-        pb.slot_mapping = &G->slots.t;
-        pb.block_table_stride = G->row;
-        pb.block_table_host = (const int32_t *)G->table.host + (size_t)p->r * G->row;
-        pb.slot_mapping_host = (const int64_t *)G->slots.host + t0 + p->a;
-    }
-    if (b->encoder_seq_lens_host) pb.encoder_seq_lens_host = b->encoder_seq_lens_host + p->r;
-    size_t row = (size_t)t0 + p->a;
-    size_t qe = (size_t)s->num_q_heads * s->qk_head_size,
-           oe = (size_t)s->num_q_heads * s->v_head_size;
-    size_t ke = (size_t)s->num_kv_heads * s->qk_head_size,
-           ve = (size_t)s->num_kv_heads * s->v_head_size;
-    size_t es = ah_dtype_size(s->q_dtype);
-    int nocache = L->role == WL_CACHELESS;
-    ah_ref_inputs in = {.struct_size = sizeof in,
-                        .spec = &one,
-                        .batch = &pb,
-                        .q = (const char *)L->q.host + row * qe * es,
-                        .key_cache = nocache ? NULL : L->kcache.host,
-                        .value_cache = nocache || s->use_mla ? NULL : L->vcache.host,
-                        .sinks = s->use_sinks ? L->sinks.host : NULL,
-                        .alibi_slopes = s->use_alibi ? L->alibi.host : NULL,
-                        .k_scale = L->k_scale,
-                        .v_scale = L->v_scale,
-                        .key = nocache ? (const char *)L->k.host + (size_t)t0 * ke * es : NULL,
-                        .value = nocache ? (const char *)L->v.host + (size_t)t0 * ve * es : NULL,
-                        .k_scales = head_scales(L, &L->ksc),
-                        .v_scales = head_scales(L, &L->vsc)};
-    return ah_reference_attention(&in, w->ref + row * oe, NULL, err);
-}
-
-static void *ref_worker(void *arg)
-{
-    ref_job *j = arg;
-    for (;;) {
-        uint32_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-        if (i >= j->n) break;
-        ah_error err;
-        ah_status st = ref_piece_run(j, &j->pieces[i], &err);
-        if (st != AH_OK) {
-            pthread_mutex_lock(&j->mu);
-            if (j->st == AH_OK) {
-                j->st = st;
-                snprintf(j->msg, sizeof j->msg, "%s", err.msg);
-            }
-            pthread_mutex_unlock(&j->mu);
-        }
-    }
-    return NULL;
-}
-
-static int reference(workload *w, uint32_t l)
-{
-    const wl_layer *L = &w->layers[l];
-    const ah_batch *b = &w->batch;
-    /* pieces of about equal work: rows x visible keys */
-    int split = L->role == WL_CROSS || (L->role == WL_SELF && ah_spec_causal(&L->spec));
-    uint64_t total = 0;
-    for (uint32_t r = 0; r < b->num_reqs; r++) {
-        uint64_t q = (uint64_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
-        uint64_t k = L->role == WL_CROSS       ? (uint64_t)b->encoder_seq_lens_host[r]
-                     : L->role == WL_CACHELESS ? q
-                                               : (uint64_t)b->seq_lens_host[r];
-        total += q * (k ? k : 1);
-    }
-    uint64_t grain = total / (8ull * w->threads) + 1;
-    uint32_t cap = b->num_reqs + (uint32_t)(total / grain) + 2, n = 0;
-    ref_piece *pieces = malloc(cap * sizeof *pieces);
-    if (!pieces) return wl_fail(w, "out of host memory");
-    for (uint32_t r = 0; r < b->num_reqs; r++) {
-        uint32_t q = (uint32_t)(b->query_start_loc_host[r + 1] - b->query_start_loc_host[r]);
-        uint64_t k = L->role == WL_CROSS       ? (uint64_t)b->encoder_seq_lens_host[r]
-                     : L->role == WL_CACHELESS ? q
-                                               : (uint64_t)b->seq_lens_host[r];
-        uint32_t step = split ? (uint32_t)(grain / (k ? k : 1)) : q;
-        if (step < 1) step = 1;
-        for (uint32_t a = 0; a < q && n < cap; a += step) {
-            uint32_t e = q - a < step || n + 1 == cap ? q : a + step;
-            pieces[n++] = (ref_piece){r, a, e};
-            if (e == q) break;
-        }
-    }
-    ref_job j = {w, L, pieces, n, 0, AH_OK, "", PTHREAD_MUTEX_INITIALIZER};
-    uint32_t nt = w->threads < n ? w->threads : n;
-    pthread_t th[16];
-    uint32_t started = 0;
-    for (uint32_t i = 1; i < nt; i++)
-        if (pthread_create(&th[started], NULL, ref_worker, &j) == 0) started++;
-    ref_worker(&j);
-    for (uint32_t i = 0; i < started; i++) pthread_join(th[i], NULL);
-    free(pieces);
-    if (j.st != AH_OK) return wl_fail(w, "layer %u: reference: %s", l, j.msg);
-    return 0;
-}
-
-int wl_check_layer(workload *w, uint32_t l, int store_kv, double *rel)
-{
-    wl_layer *L = &w->layers[l];
-    *rel = 0;
-    if (!L->dev) return 0; /* not attention */
-    const int ragged = ragged_now(w, L);
-    const ah_layer_spec *s = ragged ? &L->rspec : &L->spec;
-    ah_mirror *out = ragged ? &L->rout[L->rfinal] : &L->out;
-    uint32_t T = w->batch.num_tokens;
-    ah_error err;
-    if (w->timing) return wl_fail(w, "layer %u: a timing workload is never checked", l);
-    if (L->role == WL_SELF && store_kv && ref_write_kv(w, L, &err) != AH_OK)
-        return wl_fail(w, "layer %u: reference KV write: %s", l, err.msg);
-    size_t n = (size_t)T * s->num_q_heads * s->v_head_size;
-    if (n > w->ref_cap) return wl_fail(w, "layer %u: %zu outputs, room for %zu", l, n, w->ref_cap);
-    if (to_host(w, out, n * ah_dtype_size(s->q_dtype))) return -1;
-    if (reference(w, l)) return -1;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double got = ah_load_f32(out->host, i, s->q_dtype), d = got - w->ref[i];
-        num += d * d;
-        den += w->ref[i] * w->ref[i];
-    }
-    double e = sqrt(num / (den > 0 ? den : 1));
-    if (e != e) e = INFINITY; /* NaN never passes */
-    *rel = e;
-    return 0;
-}
-
-int wl_check(workload *w, double *max_err, int *ok)
-{
-    *max_err = 0;
-    *ok = 1;
-    for (uint32_t l = 0; l < w->num_layers; l++) {
-        double rel;
-        if (!w->layers[l].dev) continue;
-        if (wl_check_layer(w, l, 1, &rel)) return -1;
-        if (rel > *max_err) *max_err = rel;
-        if (!(rel <= wl_tolerance(&w->layers[l].spec))) *ok = 0;
-    }
-    return 0;
 }
