@@ -47,7 +47,7 @@ typedef struct ath_host {
 
 /* dlopen the plugin, give its entry the host's services, validate its
  * descriptor as the host does and bind the services to its name and keys.
- * 0, or -1 with the reason printed. */
+ * 0, or -1 with the reason printed and nothing held (h is cleared). */
 int ath_load(ath_host *h, const char *path);
 /* Set [plugin.<name>] key = val (replacing an earlier value), checked
  * against the plugin's declaration with the host's parser: an undeclared key
@@ -59,13 +59,13 @@ int ath_set_kv(ath_host *h, const char *key_eq_val);
  * 1 when the probe call fails. */
 int ath_probe(ath_host *h);
 /* ath_load + ath_probe, then "device: name (arch, N SMs), driver" on
- * stdout: 0, 77 (skip) or 1. */
+ * stdout: 0, 77 (skip) or 1; on 77 or 1, h holds nothing. */
 int ath_start(ath_host *h, const char *path);
 /* Open h->ctx on device index `device`, and h->stream when with_stream:
  * 0, or 1 with the reason printed. */
 int ath_context(ath_host *h, int32_t device, int with_stream);
 /* ath_load + ath_probe + ath_context(device, with a stream): 0, 77 (skip)
- * or 1. */
+ * or 1; on 77 or 1, h holds nothing. */
 int ath_open(ath_host *h, const char *path, int32_t device);
 /* Stream, context, library, services: whatever h holds. */
 void ath_close(ath_host *h);

@@ -38,6 +38,14 @@ static int reload(ath_host *h)
     return 0;
 }
 
+/* A load that failed frees what it took (a driver that skips then exits
+ * clean under LeakSanitizer) and leaves h empty. */
+static int load_failed(ath_host *h)
+{
+    ath_close(h);
+    return -1;
+}
+
 int ath_load(ath_host *h, const char *path)
 {
     memset(h, 0, sizeof *h);
@@ -50,14 +58,14 @@ int ath_load(ath_host *h, const char *path)
     if (!h->config || reload(h) ||
         ah__services_init(&h->svc, &h->svc_data, h->name, h->config, &h->hw) != 0) {
         fprintf(stderr, "%s: out of memory\n", path);
-        return -1;
+        return load_failed(h);
     }
     /* RTLD_NODELETE, as the host loads plugins: a plugin's worker threads
      * (OpenMP) may outlive its dlclose at exit */
     h->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h->dl) {
         fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
-        return -1;
+        return load_failed(h);
     }
     ah_plugin_entry_fn entry;
     *(void **)&entry = dlsym(h->dl, AH_PLUGIN_ENTRY_SYMBOL);
@@ -66,19 +74,18 @@ int ath_load(ath_host *h, const char *path)
     if (!h->desc) {
         fprintf(stderr, "%s: plugin entry refused: %s\n", path,
                 entry ? (why ? why : "?") : "no " AH_PLUGIN_ENTRY_SYMBOL);
-        return -1;
+        return load_failed(h);
     }
     char msg[512];
     if (ah__descriptor_validate(h->desc, msg, sizeof msg) != 0) {
         fprintf(stderr, "%s: descriptor refused: %s\n", path, msg);
-        h->desc = NULL;
-        return -1;
+        return load_failed(h);
     }
     h->ops = h->desc->ops;
     /* Its own name from now on: the [plugin.<name>] section and log tag. */
     snprintf(h->name, sizeof h->name, "%s", h->desc->name);
     ah__services_bind(h->svc_data, h->desc->name, h->desc->caps);
-    return reload(h);
+    return reload(h) ? load_failed(h) : 0;
 }
 
 int ath_set(ath_host *h, const char *key, const char *val)
@@ -139,7 +146,10 @@ int ath_start(ath_host *h, const char *path)
 {
     if (ath_load(h, path)) return 1;
     int rc = ath_probe(h);
-    if (rc) return rc;
+    if (rc) {
+        ath_close(h);
+        return rc;
+    }
     const ah_probe_info *pi = &h->probe;
     printf("device: %s (%s, %u SMs), %s\n", pi->device_name, pi->arch, pi->multiprocessors,
            pi->driver_version);
@@ -167,7 +177,9 @@ int ath_open(ath_host *h, const char *path, int32_t device)
 {
     if (ath_load(h, path)) return 1;
     int rc = ath_probe(h);
-    return rc ? rc : ath_context(h, device, 1);
+    if (!rc) rc = ath_context(h, device, 1);
+    if (rc) ath_close(h);
+    return rc;
 }
 
 void ath_close(ath_host *h)

@@ -387,6 +387,7 @@ int main(int argc, char **argv)
     }
     if (ran_paths == 0 && only) {
         printf("skipped: isa %s is not usable here\n", only);
+        ath_close(&h);
         return 77;
     }
     CHECK_MSG(ran_paths > 0, "no ISA path ran");
