@@ -15,7 +15,8 @@ the ratio to the best peer that did the same work less a per-score feature
 Inputs: `attnhost bench --model M --json` outputs and the JSON of
 bench/peers/zoo_peers.py. A peer row that only approximates the step
 (soft-cap, sinks, ALiBi or a prefill window left out) is marked *; one that
-refused the shape is "-". Prints Markdown.
+refused the shape is "-". A bench output cut short by a time limit keeps
+its whole rows (stderr says so). Prints Markdown.
 """
 import argparse
 import json
@@ -45,6 +46,33 @@ def same_work(approx):
     return all(a.strip() in SAME_WORK for a in approx.split(","))
 
 
+def load_bench(path):
+    """An `attnhost bench --json` document. One cut short (the bench stopped
+    by a time limit mid-row) keeps its whole rows, one a line, and says so
+    on stderr."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        cut = e
+    lines = text.splitlines()
+    try:
+        head = json.loads(lines[0].split('"results"')[0] + '"results": []}')
+    except (IndexError, json.JSONDecodeError):
+        raise SystemExit(f"zoo_table: {path}: not an `attnhost bench --json` output ({cut})")
+    rows = []
+    for line in lines[1:]:
+        try:
+            rows.append(json.loads(line.strip().rstrip(",")))
+        except json.JSONDecodeError:
+            break
+    print(f"zoo_table: {path} is cut short ({cut.msg}, line {cut.lineno}); "
+          f"its {len(rows)} whole rows kept", file=sys.stderr)
+    head["results"] = rows
+    return head
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="+")
@@ -53,9 +81,9 @@ def main():
     rows, order, plugins = {}, [], []
     ceilings = []
     for path in args.files:
-        with open(path) as f:
-            doc = json.load(f)
-        ceilings.append(f"{doc.get('model', path)}: {doc.get('bw_ceiling_gbs', 0):.0f} GB/s")
+        doc = load_bench(path)
+        if "bw_ceiling_gbs" in doc:  # a document cut short has none
+            ceilings.append(f"{doc.get('model', path)}: {doc['bw_ceiling_gbs']:.0f} GB/s")
         for r in doc["results"]:
             key = (r["model"], r["spec"], r["step"])
             if key not in rows:

@@ -65,6 +65,20 @@ def main():
     if bind["ragged"] != "2.000 (a/b, block 64, ragged on c)" or bind["exact"] != "1.000 (a/b, block 64)":
         print(f"zoo_table: binding cells {bind}\n{out}")
         return 1
+    # a bench stopped by a time limit mid-row: its whole rows are kept, and stderr says so
+    with tempfile.TemporaryDirectory() as d:
+        text = ('{"model": "m", "results": [\n  ' + json.dumps(row("exact", 1.0)) + ",\n  " +
+                json.dumps(row("sinks", 0.8))[:40] + "\n")
+        path = os.path.join(d, "cut.json")
+        with open(path, "w") as f:
+            f.write(text)
+        res = subprocess.run([sys.executable, TABLE, path], capture_output=True, text=True)
+    steps = [line.split("|")[3].strip() for line in res.stdout.splitlines()
+             if line.startswith("| m |")]
+    if res.returncode != 0 or steps != ["exact"] or "cut short" not in res.stderr:
+        print(f"zoo_table: a cut-short bench file: rc {res.returncode}, rows {steps}\n"
+              f"{res.stdout}{res.stderr}")
+        return 1
     print("zoo_table: ok")
     return 0
 
