@@ -83,53 +83,76 @@ static int time_steps(ah_host *h, const ah_model *m1, const ah_selection *sel, c
     return 0;
 }
 
-/* The ragged prefill form rf of m1's layer on each plugin that serves it
- * beside the default paged forms (GPU before CPU stands, as for the
- * phases), at the prefill steps: a prefill entry of spec rf per plugin at
- * out[*n]. -1 when a timing failed. */
-static int tune_ragged(const cli_common *c, ah_host *h, const ah_model *m1, const ah_layer_spec *rf,
-                       const zoo_step *st, uint32_t n_steps, const char *steps_text, uint32_t iters,
-                       ah_tune_entry *out, size_t *n)
+/* What one spec's timings share: its one-layer model, the runs per step,
+ * the entries recorded so far (out[0..*n)), and whether one failed. */
+typedef struct tune_set {
+    ah_host *h;
+    const ah_model *m1;
+    uint32_t iters;
+    ah_tune_entry *out;
+    size_t *n;
+    int failed;
+} tune_set;
+
+/* Time each candidate (plugin cand[k] through sels[k], destroyed here) at
+ * the steps st[0..n_steps) named steps_text, the GPU plugins alone where
+ * there are any (GPU before CPU stands in the default order, which the
+ * measured order only reorders), as the ragged form when ragged: a phase
+ * entry of spec per plugin timed, each printed under label. Returns the
+ * fastest's name, or NULL. */
+static const char *time_candidates(tune_set *t, const char *label, ah_selection **sels,
+                                   const ah_plugin_info **cand, uint32_t nc, const zoo_step *st,
+                                   uint32_t n_steps, const char *steps_text, int ragged,
+                                   const ah_layer_spec *spec, ah_phase phase)
 {
-    ah_selection *sels[64];
-    const ah_plugin_info *cand[64];
-    const uint32_t nc = zoo_ragged_candidates(h, m1, c->plugin, sels, cand, 64);
-    /* only plugins of the default order: the measured order reorders it */
-    int gpu = 0, rc = 0;
-    for (uint32_t k = 0; k < nc; k++)
-        gpu |= cand[k]->caps->prefill_rank != AH_RANK_NONE && cand[k]->device_kind != AH_DEVICE_CPU;
-    const char *best_name = NULL;
+    int gpu = 0;
+    for (uint32_t k = 0; k < nc; k++) gpu |= cand[k]->device_kind != AH_DEVICE_CPU;
     double best = -1;
+    const char *best_name = NULL;
     for (uint32_t k = 0; k < nc; k++) {
-        double total;
-        if (cand[k]->caps->prefill_rank == AH_RANK_NONE) {
-            ah_selection_destroy(sels[k]);
-            continue;
-        }
-        if (gpu && cand[k]->device_kind == AH_DEVICE_CPU) {
-            printf("  %-8s %-18s skipped: a GPU plugin serves this form\n", "ragged",
-                   cand[k]->name);
+        const ah_plugin_info *in = cand[k];
+        double total = 0;
+        if (gpu && in->device_kind == AH_DEVICE_CPU) {
+            printf("  %-8s %-18s skipped: a GPU plugin serves this %s\n", label, in->name,
+                   ragged ? "form" : "spec");
         } else {
-            printf("  %-8s %-18s", "ragged", cand[k]->name);
-            if (time_steps(h, m1, sels[k], st, n_steps, iters, 1, &total)) {
-                rc = -1;
-            } else if (total > 0) {
-                printf("  = %.4g ms\n", total);
-                out[(*n)++] = (ah_tune_entry){.struct_size = sizeof(ah_tune_entry),
-                                              .plugin = cand[k]->name,
-                                              .spec = rf,
-                                              .phase = AH_PHASE_PREFILL,
-                                              .ms = total,
-                                              .steps = steps_text}; /* a phase entry */
-                if (best < 0 || total < best) best = total, best_name = cand[k]->name;
-            } else {
+            printf("  %-8s %-18s", label, in->name);
+            if (time_steps(t->h, t->m1, sels[k], st, n_steps, t->iters, ragged, &total)) {
+                t->failed = 1;
+            } else if (!(total > 0)) {
                 printf("\n");
+            } else {
+                printf("  = %.4g ms\n", total);
+                t->out[(*t->n)++] =
+                    (ah_tune_entry){sizeof(ah_tune_entry), in->name, spec, phase, total, steps_text,
+                                    AH_MIXED_STEPS_CONFIG, NULL};
+                if (best < 0 || total < best) best = total, best_name = in->name;
             }
         }
         ah_selection_destroy(sels[k]);
     }
-    if (best_name) printf("  %-8s fastest: %s\n", "ragged", best_name);
-    return rc;
+    if (best_name) printf("  %-8s fastest: %s\n", label, best_name);
+    return best_name;
+}
+
+/* The ragged prefill form rf of the spec's layer on each plugin of the
+ * default prefill order that serves it beside the default paged forms, at
+ * the prefill steps. */
+static void tune_ragged(tune_set *t, const char *only, const ah_layer_spec *rf, const zoo_step *st,
+                        uint32_t n_steps, const char *steps_text)
+{
+    ah_selection *sels[64];
+    const ah_plugin_info *cand[64];
+    uint32_t nc = zoo_ragged_candidates(t->h, t->m1, only, sels, cand, 64), kept = 0;
+    for (uint32_t k = 0; k < nc; k++) {
+        if (cand[k]->caps->prefill_rank == AH_RANK_NONE) { /* never in the default order */
+            ah_selection_destroy(sels[k]);
+            continue;
+        }
+        sels[kept] = sels[k], cand[kept++] = cand[k];
+    }
+    time_candidates(t, "ragged", sels, cand, kept, st, n_steps, steps_text, 1, rf,
+                    AH_PHASE_PREFILL);
 }
 
 /* The mixed step's time among e[0..n): whole on P (D NULL) or split with
@@ -232,16 +255,14 @@ int cmd_tune(cli_common *c)
                count[i] == 1 ? "" : "s");
         const char *fastest[AH_PHASE_COUNT] = {NULL, NULL};
         const size_t n0 = n_entries; /* this spec's entries start here */
+        tune_set ts = {h, m1, iters, entries, &n_entries, 0};
         for (int p = 0; p < AH_PHASE_COUNT; p++) {
             const char *phase = p == AH_PHASE_PREFILL ? "prefill" : "decode";
-            double best = -1;
-            const char *best_name = NULL;
             /* the candidates: valid here, in the default order, and of the device
              * kind the default order puts first (policy measured reorders only those) */
             ah_selection *sels[64];
             const ah_plugin_info *cand[64];
             uint32_t nc = 0;
-            int gpu = 0;
             for (size_t k = 0; k < ah_host_plugin_count(h) && nc < 64; k++) {
                 const ah_plugin_info *in = ah_host_plugin(h, k);
                 if (in->state != AH_PLUGIN_AVAILABLE || (c->plugin && strcmp(c->plugin, in->name)))
@@ -252,34 +273,9 @@ int cmd_tune(cli_common *c)
                 ah_error e2;
                 if (ah_host_select_forced(h, m1, in->name, &sels[nc], &e2) != AH_OK) continue;
                 cand[nc++] = in;
-                gpu |= in->device_kind != AH_DEVICE_CPU;
             }
-            for (uint32_t k = 0; k < nc; k++) {
-                const ah_plugin_info *in = cand[k];
-                ah_selection *sel = sels[k];
-                if (gpu && in->device_kind == AH_DEVICE_CPU) { /* GPU before CPU stands */
-                    printf("  %-8s %-18s skipped: a GPU plugin serves this spec\n", phase,
-                           in->name);
-                    ah_selection_destroy(sel);
-                    continue;
-                }
-                double total = 0;
-                printf("  %-8s %-18s", phase, in->name);
-                const int ok = !time_steps(h, m1, sel, steps[p], n_steps[p], iters, 0, &total);
-                ah_selection_destroy(sel);
-                if (!ok) rc = 1;
-                if (!ok || !(total > 0)) {
-                    if (ok) printf("\n");
-                    continue;
-                }
-                printf("  = %.4g ms\n", total);
-                entries[n_entries++] = (ah_tune_entry){
-                    sizeof(ah_tune_entry), in->name, sp, (ah_phase)p, total, steps_text[p],
-                    AH_MIXED_STEPS_CONFIG, NULL};
-                if (best < 0 || total < best) best = total, best_name = in->name;
-            }
-            if (best_name) printf("  %-8s fastest: %s\n", phase, best_name);
-            fastest[p] = best_name;
+            fastest[p] = time_candidates(&ts, phase, sels, cand, nc, steps[p], n_steps[p],
+                                         steps_text[p], 0, sp, (ah_phase)p);
         }
         /* the mixed step, wherever a decode candidate differs from a prefill
          * one: the candidates are this spec's phase entries, [n0, n1) */
@@ -300,9 +296,10 @@ int cmd_tune(cli_common *c)
                     rc = 1;
         }
         const ah_layer_spec *rf = ah_model_layer_ragged(m, first_l[i]);
-        if (rf && tune_ragged(c, h, m1, rf, steps[AH_PHASE_PREFILL], n_steps[AH_PHASE_PREFILL],
-                              steps_text[AH_PHASE_PREFILL], iters, entries, &n_entries))
-            rc = 1;
+        if (rf)
+            tune_ragged(&ts, c->plugin, rf, steps[AH_PHASE_PREFILL], n_steps[AH_PHASE_PREFILL],
+                        steps_text[AH_PHASE_PREFILL]);
+        if (ts.failed) rc = 1;
         const char *P = fastest[AH_PHASE_PREFILL], *D = fastest[AH_PHASE_DECODE];
         if (P && D && strcmp(P, D)) {
             const double w = mixed_ms(entries + n0, n_entries - n0, P, NULL),
