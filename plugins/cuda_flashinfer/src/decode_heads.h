@@ -49,6 +49,33 @@ struct head_block {
     }
 };
 
+/* Query tokens of one request that an absorbed-MLA CTA of `rows` query
+ * rows serves (decode_mla_sm90.cu): where the group divides the rows, the
+ * request's next tokens fill the rows its heads leave (16 heads in 64
+ * rows: 4 tokens), so a prefill, extend or multi-token decode costs the
+ * tensor work of its real heads only; else 1 (rows are heads). Under a
+ * sliding window, 1: the rows' keys would start at different places. */
+FI_HD int mla_token_block(int rows, int g, int window)
+{
+    return g < rows && rows % g == 0 && window <= 0 ? rows / g : 1;
+}
+
+/* What the MLA CTA of query token t (of a request whose tokens are
+ * [q0, q1)) and head block h0 serves, with token blocks of tb: ntok tokens
+ * from t on (0: t is not a block's first, and its CTA exits), nh real rows,
+ * and row `row` as a token offset and a head: row / rg and h0 + row % rg. */
+struct mla_cta {
+    int ntok, nh, rg;
+    FI_HD mla_cta(int rows, int g, int tb, int h0, int t, int q0, int q1)
+    {
+        ntok = (t - q0) % tb ? 0 : (q1 - t < tb ? q1 - t : tb);
+        rg = tb > 1 ? g : rows;
+        nh = tb > 1 ? ntok * g : head_block_real(g, rows, h0);
+    }
+    FI_HD int tok(int row) const { return row / rg; }
+    FI_HD int head(int h0, int row) const { return h0 + row % rg; }
+};
+
 /* The largest power-of-two head-group block a decode kernel takes: 8 (at
  * head size 256, 4: GB x D <= 1024 and the CUDA-core policy's GB x D/32 <=
  * 32 registers of query), MLA on CUDA cores 2. */

@@ -9,6 +9,13 @@
  * fills its other rows with zero queries and stores nothing for them: the
  * padding costs tensor work, no extra key reads (a 16-bit cache's 16 heads
  * stay bound by the read; an FP8 cache's, by that tensor work).
+ * Absorbed MLA has no prefill kernel: a prefill or extend token is a row of
+ * this one. Where the group divides 64 (16 or 32 heads, no window), a CTA
+ * serves a block of a request's consecutive tokens instead
+ * (mla_token_block: row = token-in-block x group + head), so their 64 rows
+ * are all real: the CTA reads the keys of the block's last token, and each
+ * row masks the keys past its own position in the tiles the first token
+ * does not see whole. The CTAs of the other tokens of a block exit at once.
  *   - Warpgroup 0 copies 32-key tiles of the latent cache (1152-byte rows)
  *     with cp.async into a four-stage ring, each 64-channel chunk 128-byte
  *     swizzled as wgmma reads it. A warp covers 8 rows, 8 lanes a row
@@ -164,12 +171,22 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 
     const int hblocks = head_blocks_per_kv(p.group, H);
     const int t = (int)blockIdx.x / hblocks, h0 = ((int)blockIdx.x % hblocks) * H;
-    const int nh = head_block_real(p.group, H, h0); /* rows nh.. are zero queries */
     const int split = blockIdx.z;
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
+    /* Token blocks (mla_token_block, mla_cta): the CTA of a request's
+     * query token i with i % tb == 0 serves it and the next tb - 1 (rows =
+     * token-in-block x heads); the others' CTAs exit. tb 1: rows are heads
+     * h0.. */
+    const mla_cta cta(H, p.group, mla_token_block(H, p.group, p.var.window), h0, t,
+                      p.plan.qo_indptr[r], p.plan.qo_indptr[r + 1]);
+    if (!cta.ntok) return;
+    const int ntok = cta.ntok, nh = cta.nh; /* rows nh.. are zero queries */
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    const split_keys keys(p, pos, p.plan.seq_lens[r], split, BK);
+    /* the keys of the block's last token, which sees the most */
+    const split_keys keys(p, pos + ntok - 1, p.plan.seq_lens[r], split, BK);
     const int a = keys.a, b = keys.b, ntiles = keys.ntiles;
+    /* keys a tile may show without a mask: those of the first token */
+    const int bfirst = p.var.attn == FI_ATTN_CAUSAL ? min(b, pos + 1) : b;
 
     const int tid = threadIdx.x, wg = tid / 128, ct = tid % 128;
     const int warp = ct / 32, lane = tid % 32, g8 = lane / 4, t4 = lane % 4;
@@ -181,11 +198,14 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
-    if (wg > 0 && !FP8) { /* Q: 64 heads x 72 units, 18 per consumer thread */
+    auto q_row = [&](int row) { /* a real row's query */
+                                return qt + (int64_t)cta.tok(row) * p.q_stride_t +
+                                       (int64_t)cta.head(h0, row) * p.q_stride_h;
+    };
+    if (wg > 0 && !FP8) { /* Q: 64 rows x 72 units, 18 per consumer thread */
         for (int i = tid - 128; i < H * UNITS; i += 256) {
             const int row = i / UNITS, u = i % UNITS;
-            copy16(unit_addr<H>(sbase, row, u),
-                   row < nh ? qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8 : qt, row < nh);
+            copy16(unit_addr<H>(sbase, row, u), row < nh ? q_row(row) + u * 8 : qt, row < nh);
         }
         commit();
     } else if (wg > 0) {
@@ -200,8 +220,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
             for (int k = 0; k < 3; k++) {
                 const int u = lane + 32 * k;
                 const uint4 raw = row < nh && u < UNITS
-                                      ? __ldg(reinterpret_cast<const uint4 *>(
-                                            qt + (int64_t)(h0 + row) * p.q_stride_h + u * 8))
+                                      ? __ldg(reinterpret_cast<const uint4 *>(q_row(row) + u * 8))
                                       : make_uint4(0u, 0u, 0u, 0u);
                 cvt16<QT>(raw, v[k]);
 #pragma unroll
@@ -347,8 +366,13 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     /* m: the row maxima after the last tile this warpgroup saw (its own or
      * received); l: its own tiles' row sums, under m */
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const float sl[2] = {p.var.alibi && lrow < nh ? p.var.slopes[h0 + lrow] : 0.f,
-                         p.var.alibi && lrow + 8 < nh ? p.var.slopes[h0 + lrow + 8] : 0.f};
+    const float sl[2] = {p.var.alibi && lrow < nh ? p.var.slopes[cta.head(h0, lrow)] : 0.f,
+                         p.var.alibi && lrow + 8 < nh ? p.var.slopes[cta.head(h0, lrow + 8)] : 0.f};
+    /* each row's query position and its end of the keys (a token block's
+     * rows see one key more per token) */
+    const int rpos[2] = {pos + cta.tok(lrow), pos + cta.tok(lrow + 8)};
+    const int rb[2] = {p.var.attn == FI_ATTN_CAUSAL ? min(b, rpos[0] + 1) : b,
+                       p.var.attn == FI_ATTN_CAUSAL ? min(b, rpos[1] + 1) : b};
     const uint32_t vbase = (uint32_t)(c * 4) * KCHUNK; /* this warpgroup's 256 V channels */
     const uint64_t qdesc = wgmma_desc(sbase, 16, 1024);
     const bool plain = !(p.var.softcap > 0.f) && !p.var.alibi;
@@ -427,8 +451,8 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
                     for (int e = 0; e < 2; e++) {
                         const int j = kb + n * 8 + 2 * t4 + e;
                         float &v = sc[4 * n + 2 * i + e];
-                        if (MASKED && j >= b) v = -INFINITY;
-                        else v = PLAIN ? v * qk2[i] : logit2_at(p.var, qk[i], v, sl[i], j, pos);
+                        if (MASKED && j >= rb[i]) v = -INFINITY;
+                        else v = PLAIN ? v * qk2[i] : logit2_at(p.var, qk[i], v, sl[i], j, rpos[i]);
                         mx[i] = fmaxf(mx[i], v);
                     }
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
@@ -437,7 +461,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
         };
         using yes = std::true_type;
         using no = std::false_type;
-        if (kb + BK <= b) plain ? logits(no{}, yes{}) : logits(no{}, no{});
+        if (kb + BK <= bfirst) plain ? logits(no{}, yes{}) : logits(no{}, no{});
         else plain ? logits(yes{}, yes{}) : logits(yes{}, no{});
         float ao[2];
 #pragma unroll
@@ -518,22 +542,22 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (lrow + 8 * i >= nh) continue;
-        const int h = h0 + lrow + 8 * i;
+        const int h = cta.head(h0, lrow + 8 * i), tok = t + cta.tok(lrow + 8 * i);
         const float M = m[i], L = l[i];
         if (final_out) {
             float f, lse2;
             finish_state(p.var, h, L, M, &f, &lse2);
             f *= p.var.v_scale * dq.v;
-            QT *orow = static_cast<QT *>(p.o.out) + (int64_t)t * p.o.out_stride_t +
+            QT *orow = static_cast<QT *>(p.o.out) + (int64_t)tok * p.o.out_stride_t +
                        (int64_t)h * p.o.out_stride_h + d0;
 #pragma unroll
             for (int n = 0; n < 32; n++)
                 *reinterpret_cast<uint32_t *>(orow + n * 8 + 2 * t4) =
                     pack2<QT>(o[4 * n + 2 * i] * f, o[4 * n + 2 * i + 1] * f);
             if (c == 0 && t4 == 0 && p.o.lse)
-                p.o.lse[(int64_t)t * p.o.lse_stride_t + h] = lse2 * FI_LN2;
+                p.o.lse[(int64_t)tok * p.o.lse_stride_t + h] = lse2 * FI_LN2;
         } else {
-            const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + t;
+            const int64_t slot = (int64_t)(p.o.part_slot + split) * p.num_tokens + tok;
             const float f = L > 0.f ? p.var.v_scale * dq.v / L : 0.f;
             float *prow = p.o.part_o + (slot * p.num_qo_heads + h) * DV + d0;
 #pragma unroll

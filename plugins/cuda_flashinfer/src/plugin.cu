@@ -437,9 +437,15 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     const uint32_t bs = st->spec.block_size;
     int all_decode = 1;
     int64_t tiles = 0, max_seq = 0, min_seq = INT64_MAX, min_first_pos = INT64_MAX;
+    /* the Hopper MLA kernel's CTAs that work: one per token block */
+    const int tb = st->gb == FI_MLA_SM90_HEADS
+                       ? mla_token_block(FI_MLA_SM90_HEADS, st->group, (int)st->spec.sliding_window)
+                       : 1;
+    int working = 0;
     for (int r = 0; r < R; r++) {
         const int ql = b->query_start_loc_host[r + 1] - b->query_start_loc_host[r];
         const int64_t sl = key_lens_host[r];
+        working += (ql + tb - 1) / tb;
         if (ql != 1) all_decode = 0;
         if (sl - ql < min_first_pos) min_first_pos = sl - ql;
         tiles += ((int64_t)ql * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS;
@@ -475,7 +481,7 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
                 decode_visible_keys(graph ? (int64_t)st->lim.max_seq_len : max_seq,
                                     ah_spec_causal(&st->spec), (int)st->spec.sliding_window);
             st->decode = schedule_decode(st->ctx->dev, st->occupancy, T, (int)st->spec.num_kv_heads,
-                                         st->group, st->gb, keys, st->ws_rows);
+                                         st->group, st->gb, keys, st->ws_rows, graph ? T : working);
         }
         st->grid_tiles = graph
                              ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R)

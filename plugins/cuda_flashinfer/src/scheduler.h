@@ -110,10 +110,12 @@ constexpr int FI_MAX_DECODE_SPLITS = 64;
 
 inline decode_choice schedule_decode(const sched_device &dev, const int occupancy[5], int tokens,
                                      int kv_heads, int group, int gb, int64_t visible_keys,
-                                     int64_t ws_rows)
+                                     int64_t ws_rows, int working_tokens = -1)
 {
+    /* working_tokens: the tokens whose CTAs work (an MLA token block's
+     * first; the rest exit at once); -1: all */
     const int64_t hblocks = (int64_t)kv_heads * head_blocks_per_kv(group, gb);
-    const int64_t base = (int64_t)tokens * hblocks;
+    const int64_t base = (int64_t)(working_tokens < 0 ? tokens : working_tokens) * hblocks;
     decode_choice c = {1, 4, 1};
     c.stages = wave_fill(dev.sms, base, occupancy[3]) >= decode_fill - 1e-9 ? 3 : 4;
     if (base > 0 && ws_rows && c.stages == 4) {

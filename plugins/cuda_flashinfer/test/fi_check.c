@@ -855,6 +855,17 @@ int main(int argc, char **argv)
         cases[n] = mla_case(qt, 96);
         lengths(&cases[n], 3, 3, 500, &rng);
         ADD("%s mla h96 mixed", qn);
+        /* token blocks (mla_token_block): 16 heads take 4 tokens a CTA, 32
+         * heads 2; a last block of 3, a lone request split over partitions
+         * whose rows end at different keys */
+        cases[n] = mla_case(qt, 16);
+        lengths(&cases[n], 2, 1, 100, &rng);
+        cases[n].qlens[0] = 7;
+        cases[n].seqlens[0] = 6000 + 7;
+        ADD("%s mla h16 extend 7 split-kv", qn);
+        cases[n] = mla_case(qt, 32);
+        lengths(&cases[n], 3, 5, 400, &rng);
+        ADD("%s mla h32 mixed", qn);
         cases[n] = mla_case(qt, 8);
         lengths(&cases[n], 0, 3, 700, &rng);
         ADD("%s mla h8 decode", qn);

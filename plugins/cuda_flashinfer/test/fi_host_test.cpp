@@ -165,6 +165,43 @@ static void check_cascade_window(void)
                 }
 }
 
+/* The Hopper MLA kernel's grid over (token, head block): for a batch of
+ * requests of 1 to 9 query tokens, every (token, head) of every request is
+ * a real row of exactly one working CTA, of that token's request; a
+ * block's rows are its tokens in order (the kernel gives row k of a block
+ * position pos + k, so the keys a row masks past are its own token's). */
+static void check_mla_cover(void)
+{
+    const int H = FI_MLA_SM90_HEADS;
+    const std::vector<int> qlens = {1, 7, 4, 1, 9, 2, 3, 5, 8, 1};
+    std::vector<int> q0 = {0};
+    for (int q : qlens) q0.push_back(q0.back() + q);
+    const int T = q0.back();
+    for (int g : {16, 32, 64, 96, 128})
+        for (int window : {0, 100}) {
+            const int tb = mla_token_block(H, g, window), hblocks = head_blocks_per_kv(g, H);
+            std::vector<int> served((size_t)T * g, 0);
+            for (int t = 0, r = 0; t < T; t++) {
+                while (q0[r + 1] <= t) r++;
+                for (int hb = 0; hb < hblocks; hb++) {
+                    const int h0 = hb * H;
+                    const mla_cta c(H, g, tb, h0, t, q0[r], q0[r + 1]);
+                    CHECK_MSG(c.nh <= H, "g=%d: %d real rows in a CTA of %d", g, c.nh, H);
+                    for (int row = 0; row < c.nh; row++) {
+                        const int tok = t + c.tok(row), head = c.head(h0, row);
+                        const bool inside = tok < q0[r + 1] && head >= 0 && head < g;
+                        CHECK_MSG(inside, "g=%d tb=%d: token %d's row %d serves (%d, %d)", g, tb, t,
+                                  row, tok, head);
+                        if (inside) served[(size_t)tok * g + head]++;
+                    }
+                }
+            }
+            for (int i = 0; i < T * g; i++)
+                CHECK_MSG(served[i] == 1, "g=%d window=%d: token %d head %d served %d times", g,
+                          window, i / g, i % g, served[i]);
+        }
+}
+
 static void check_scheduler(void)
 {
     CHECK_MSG(decode_visible_keys(8192, true, 0) == 8192, "no window: every key");
@@ -206,6 +243,27 @@ static void check_scheduler(void)
                   !schedule_mla_sm90(no90x, 128, FI_BF16, FI_BF16) &&
                   !schedule_mla_sm90(a100x, 128, FI_BF16, FI_E4M3),
               "MLA on the Hopper kernel where it does not apply");
+    /* MLA token blocks: 16 heads fill a 64-row CTA with 4 tokens, 32 with
+     * 2; 64 heads or more, a group that does not divide the rows, or a
+     * window keep rows as heads. */
+    CHECK_MSG(mla_token_block(FI_MLA_SM90_HEADS, 16, 0) == 4 &&
+                  mla_token_block(FI_MLA_SM90_HEADS, 32, 0) == 2,
+              "MLA token blocks of 16 and 32 heads: %d, %d",
+              mla_token_block(FI_MLA_SM90_HEADS, 16, 0), mla_token_block(FI_MLA_SM90_HEADS, 32, 0));
+    for (int g : {48, 64, 96, 128})
+        CHECK_MSG(mla_token_block(FI_MLA_SM90_HEADS, g, 0) == 1, "MLA %d heads: token block %d", g,
+                  mla_token_block(FI_MLA_SM90_HEADS, g, 0));
+    CHECK_MSG(mla_token_block(FI_MLA_SM90_HEADS, 16, 128) == 1, "MLA token block under a window");
+    check_mla_cover();
+    /* Splits count the CTAs that work: 256 tokens of 16-head MLA in blocks
+     * of 4 are 64 CTAs, which split where 256 would not. */
+    const decode_choice all_work = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 4096, 1 << 16);
+    const decode_choice blocks = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 4096, 1 << 16, 64);
+    CHECK_MSG(blocks.splits > all_work.splits, "64 working CTAs of 256 tokens: %d splits, all: %d",
+              blocks.splits, all_work.splits);
+    CHECK_MSG(schedule_decode(h100, h100_occ, 256, 1, 16, 64, 4096, 1 << 16, -1).splits ==
+                  all_work.splits,
+              "working -1: every token's CTA");
     /* No workspace: never split. */
     CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 1 << 16, 0).splits == 1, "split without "
                                                                                    "a workspace");
