@@ -23,6 +23,19 @@
 
 namespace fi {
 
+/* The register-load decode kernel (decode_regs.cuh) fits its registers to
+ * 16 warps per SM at 128 registers, or at head size 256, whose warp holds
+ * twice the bytes of a step, to 8 at 255. */
+constexpr int regs_warps_per_sm(int d) { return d == 256 ? 8 : 16; }
+
+/* Can one of its CTAs serve hpc head blocks of gb heads (4 warps each): do
+ * their merge buffers fit in static shared memory, and their warps in the
+ * SM's share? */
+constexpr bool regs_hpc_fits(int d, int gb, int hpc)
+{
+    return 4 * hpc * gb * (d + 2) * 4 <= 48 * 1024 && 4 * hpc <= regs_warps_per_sm(d);
+}
+
 /* Head blocks per KV head for group size g and block gb. */
 FI_HD int head_blocks_per_kv(int g, int gb) { return (g + gb - 1) / gb; }
 

@@ -320,11 +320,13 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, const a
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
                     if constexpr (regs_fits<QT, KT, D, GB>()) {
-                        /* Four head blocks per CTA where the plan asks for
-                         * them and their merge buffers fit: the CTA reads four
-                         * neighbouring heads of each slot together. */
-                        if constexpr (regs_merge_fits(D, GB, 4))
+                        /* Four or two head blocks per CTA where the plan
+                         * asks for them (scheduler.h, where they fit): the
+                         * CTA reads neighbouring heads of each slot together. */
+                        if constexpr (regs_hpc_fits(D, GB, 4))
                             if (hpc == 4) return regs_launch<QT, D, GB, 4>(grid, q, st, occupancy);
+                        if constexpr (regs_hpc_fits(D, GB, 2))
+                            if (hpc == 2) return regs_launch<QT, D, GB, 2>(grid, q, st, occupancy);
                         return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);
                     } else {
                         using SC = stream_cfg<KT, D, GB>;

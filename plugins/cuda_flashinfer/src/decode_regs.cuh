@@ -1,6 +1,6 @@
 /*
  * Register-load decode kernel for 16-bit caches of the query's type at head
- * sizes 64 and 128, the decode kernel for them. Loads straight into
+ * sizes 64, 128 and 256, the decode kernel for them. Loads straight into
  * registers stream a paged cache closer to the HBM read ceiling than
  * cp.async stages through shared memory (bench/fi_readbw.cu), so no byte
  * of the cache passes through shared memory here: every lane
@@ -36,7 +36,8 @@
  *     is computed, V of step n + 1 once step n's V is used, and the page
  *     numbers two steps ahead, so about 4 KiB are in flight per warp at
  *     any time, 64 KiB per SM at 16 warps (launch bounds keep the
- *     registers under 128 for that).
+ *     registers under 128 for that); at head size 256 a step is 8 KiB,
+ *     and 8 warps an SM at up to 255 registers keep the same 64 KiB.
  * No barrier in the loop: a warp's step count is its own. A head block's
  * four warp states merge through shared memory at the end
  * (merge_cta_states), into the output or, with num_splits > 1, a partial
@@ -52,31 +53,24 @@
 
 namespace fi {
 
-/* Do the merge buffers of HPC head blocks (4 warps' states each) fit in
- * static shared memory? */
-constexpr bool regs_merge_fits(int d, int gb, int hpc)
-{
-    return 4 * hpc * gb * (d + 2) * 4 <= 48 * 1024;
-}
-
 template <int D, int GB, int HPC_ = 1> struct regs_cfg {
     static constexpr int HPC = HPC_;              /* head blocks per CTA */
     static constexpr int WPH = 4, NW = WPH * HPC; /* warps per head block, per CTA */
-    static constexpr int THREADS = 32 * NW, MIN_CTAS = 4 / HPC;
+    static constexpr int THREADS = 32 * NW, MIN_CTAS = regs_warps_per_sm(D) / NW;
     static constexpr int STEP = 8;     /* keys per warp step */
     static constexpr int KS = D / 16;  /* k-steps of S; channel tiles of O^T */
     static constexpr int KCH = D / 32; /* K chunks per lane: key g, chunks t + 4i */
     static constexpr int VCH = D / 64; /* V chunks per lane and key: g + 8c */
-    static_assert(D == 64 || D == 128, "head sizes 64 and 128");
+    static_assert(D == 64 || D == 128 || D == 256, "head sizes 64, 128 and 256");
     static_assert(GB <= 8, "a head per row of the first 8 of Q's tile");
     static_assert(HPC == 1 || HPC == 2 || HPC == 4, "a whole number of CTAs per SM");
-    static_assert(regs_merge_fits(D, GB, HPC), "the merge buffers in static shared memory");
+    static_assert(regs_hpc_fits(D, GB, HPC), "merge buffers and warps of HPC head blocks");
 };
 
 /* Does this instantiation take the register-load kernel? */
 template <typename QT, typename KT, int D, int GB> constexpr bool regs_fits()
 {
-    return std::is_same<QT, KT>::value && (D == 64 || D == 128) && GB <= 8;
+    return std::is_same<QT, KT>::value && (D == 64 || D == 128 || D == 256) && GB <= 8;
 }
 
 /* 16 bytes of the cache, streamed past L1 (read once), L2 fetching the

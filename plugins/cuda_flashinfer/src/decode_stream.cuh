@@ -1,9 +1,8 @@
 /*
  * Streaming decode kernel for qk == v head sizes where the register-load
- * kernel (decode_regs.cuh) does not serve: FP8 caches at 64, 128 and 256,
- * 16-bit caches at 256. One CTA of
- * four warps per (query token, block of GB query heads sharing a KV head,
- * KV partition). Decode is a pure read of K and V, so the kernel is built
+ * kernel (decode_regs.cuh) does not serve: FP8 caches at 64, 128 and 256.
+ * One CTA of four warps per (query token, block of GB query heads sharing a
+ * KV head, KV partition). Decode is a pure read of K and V, so the kernel is built
  * around keeping HBM busy:
  *   - K and V tiles of BN keys (16 KiB per stage) stream into shared memory
  *     through a cp.async pipeline of p.stages (2-4) stages, all but one in

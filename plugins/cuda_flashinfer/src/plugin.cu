@@ -481,7 +481,8 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
                 decode_visible_keys(graph ? (int64_t)st->lim.max_seq_len : max_seq,
                                     ah_spec_causal(&st->spec), (int)st->spec.sliding_window);
             st->decode = schedule_decode(st->ctx->dev, st->occupancy, T, (int)st->spec.num_kv_heads,
-                                         st->group, st->gb, keys, st->ws_rows, graph ? T : working);
+                                         st->group, st->gb, (int)st->spec.qk_head_size, keys,
+                                         st->ws_rows, graph ? T : working);
         }
         st->grid_tiles = graph
                              ? (int)(((int64_t)T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R)
@@ -732,7 +733,7 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         suf.var.sinks = NULL;
         ce = st->path == FI_PATH_DECODE
                  ? launch_decode(st->qt, st->kvt, qk, vh, st->gb,
-                                 schedule_heads_per_cta(Hk, st->group, st->gb, 1), suf, stream)
+                                 schedule_heads_per_cta(Hk, st->group, st->gb, qk, 1), suf, stream)
                  : launch_prefill(st->qt, st->kvt, qk, st->family, suf, st->grid_tiles, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade suffix", ce);
         m.num_parts = st->prefix.splits + 1;

@@ -80,12 +80,16 @@ inline double wave_fill(int sms, int64_t ctas, int per_sm)
     return waves / ceil(waves);
 }
 
-/* Head blocks one register-load decode CTA serves: four neighbouring ones
- * where they divide the grid's evenly and the keys are not split (the
- * merge buffers of four fit; split-KV's short partitions keep one). */
-inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int splits)
+/* Head blocks one register-load decode CTA serves at head size d: four
+ * neighbouring ones, or two, where they divide the grid's evenly, their
+ * CTA fits (regs_hpc_fits) and the keys are not split (split-KV's short
+ * partitions keep one). */
+inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int d, int splits)
 {
-    return ((int64_t)kv_heads * head_blocks_per_kv(group, gb)) % 4 == 0 && splits == 1 ? 4 : 1;
+    const int64_t blocks = (int64_t)kv_heads * head_blocks_per_kv(group, gb);
+    for (int hpc = 4; hpc > 1 && splits == 1; hpc /= 2)
+        if (blocks % hpc == 0 && regs_hpc_fits(d, gb, hpc)) return hpc;
+    return 1;
 }
 
 /* Split-KV partitions, pipeline depth and head blocks per CTA of a decode
@@ -109,7 +113,7 @@ constexpr double decode_fill = 0.95;
 constexpr int FI_MAX_DECODE_SPLITS = 64;
 
 inline decode_choice schedule_decode(const sched_device &dev, const int occupancy[5], int tokens,
-                                     int kv_heads, int group, int gb, int64_t visible_keys,
+                                     int kv_heads, int group, int gb, int d, int64_t visible_keys,
                                      int64_t ws_rows, int working_tokens = -1)
 {
     /* working_tokens: the tokens whose CTAs work (an MLA token block's
@@ -132,7 +136,7 @@ inline decode_choice schedule_decode(const sched_device &dev, const int occupanc
             if (eff > best_eff + 1e-9) best_eff = eff, c.splits = (int)s;
         }
     }
-    c.heads_per_cta = schedule_heads_per_cta(kv_heads, group, gb, c.splits);
+    c.heads_per_cta = schedule_heads_per_cta(kv_heads, group, gb, d, c.splits);
     return c;
 }
 

@@ -763,8 +763,8 @@ int main(int argc, char **argv)
         /* Interleaved K/V (AH_KV_LAYOUT_NHD_INTERLEAVED, HND_INTERLEAVED):
          * one allocation, K and V views with twice the block stride, the
          * value view's offset in its byte_offset or its data, on every
-         * kernel of a value cache: register-load decode (d64, d128),
-         * streaming (d256; FP8 on tensor cores), split-KV, the fast (sm90
+         * kernel of a value cache: register-load decode (d64, d128, d256),
+         * streaming (FP8 on tensor cores), split-KV, the fast (sm90
          * at d128 on Hopper) and general (FP8 with per-head scales,
          * soft-cap) tensor-core kernels, a cascade and a graph replay.
          * Lengths from a generator of their own. */
@@ -906,8 +906,8 @@ int main(int argc, char **argv)
         /* Released blocks (AH_FEAT_RELEASED_BLOCKS): windows hiding whole
          * blocks from each request, their entries negative and every
          * block no entry names NaN (release_blocks), on every kernel that
-         * reads pages: decode by register loads (d64, d128, pages of 1 and
-         * 64), streaming (d256; FP8 on tensor cores at d128, on CUDA cores
+         * reads pages: decode by register loads (d64, d128, d256, pages of 1
+         * and 64), streaming (FP8 on tensor cores at d128, on CUDA cores
          * at d64), split-KV, MLA on tensor and CUDA cores; extend and
          * mixed batches on the fast (sm90 at d128 on Hopper) and general
          * (FP8, soft-cap) tensor-core kernels; bidirectional windows; a
@@ -1030,7 +1030,7 @@ int main(int argc, char **argv)
             ADD("%s cascade %s%s", qn, kinds[k], k == 3 ? " +sinks" : "");
         }
         /* decode with empty requests on every decode kernel: register-load
-         * (d64, d128), streaming (d256, FP8), split-KV, MLA on tensor and
+         * (d64, d128, d256), streaming (FP8), split-KV, MLA on tensor and
          * CUDA cores, sinks with a window, page size 1 */
         {
             const uint32_t dd[3] = {64, 128, 256};
@@ -1075,9 +1075,8 @@ int main(int argc, char **argv)
         /* Decode over groups that no power-of-two block divides (3, 5, 6,
          * 7: Llama-3.2-3B, Qwen2.5-14B, Qwen2-1.5B, Qwen2.5-7B): each KV
          * head's last head block runs past the group, on every decode
-         * kernel: register loads (16-bit d128, d64), streaming on CUDA
-         * cores (16-bit d256, FP8 d64 and d256) and on tensor cores (FP8
-         * d128). Lengths up to 300 keys take 2 partitions (split-KV). */
+         * kernel: register loads (16-bit d64, d128, d256), streaming on
+         * CUDA cores (FP8 d64 and d256) and on tensor cores (FP8 d128). Lengths up to 300 keys take 2 partitions (split-KV). */
         {
             const uint32_t og[4][2] = {{12, 4}, {10, 2}, {12, 2}, {14, 2}};
             const struct {

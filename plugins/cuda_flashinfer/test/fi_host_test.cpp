@@ -103,7 +103,7 @@ static const sched_device no90x = {132, 90, false}, a100x = {108, 80, true};
 static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_rows)
 {
     const int gb = decode_group_block(g, false, true, 128);
-    const decode_choice c = schedule_decode(h100, h100_occ, tokens, hk, g, gb, keys, ws_rows);
+    const decode_choice c = schedule_decode(h100, h100_occ, tokens, hk, g, gb, 128, keys, ws_rows);
     const int64_t base = (int64_t)tokens * hk * head_blocks_per_kv(g, gb);
     CHECK_MSG(c.stages == 3 || c.stages == 4, "T=%d keys=%lld: %d stages", tokens, (long long)keys,
               c.stages);
@@ -121,8 +121,9 @@ static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_row
                       wave_fill(h100.sms, base * s, h100_occ[c.stages]) <= fill + 1e-9,
                   "T=%d keys=%lld: %d splits chosen, %d fill as well", tokens, (long long)keys,
                   c.splits, s);
-    CHECK_MSG(c.heads_per_cta == 1 || (c.heads_per_cta == 4 && c.splits == 1 &&
-                                       (hk * head_blocks_per_kv(g, gb)) % 4 == 0),
+    const int hpc = c.heads_per_cta;
+    CHECK_MSG(hpc == 1 || ((hpc == 4 || hpc == 2) && c.splits == 1 &&
+                           (hk * head_blocks_per_kv(g, gb)) % hpc == 0 && regs_hpc_fits(128, gb, hpc)),
               "T=%d Hk=%d g=%d: %d heads per CTA with %d splits", tokens, hk, g, c.heads_per_cta,
               c.splits);
 }
@@ -212,23 +213,36 @@ static void check_scheduler(void)
     /* gpt-oss's windowed layers (64/8, window 128) at 16 x 4096: the 128
      * visible keys are one partition; the full layers split. */
     const decode_choice win =
-        schedule_decode(h100, h100_occ, 16, 8, 8, 8, decode_visible_keys(4096, true, 128), 1 << 16);
+        schedule_decode(h100, h100_occ, 16, 8, 8, 8, 128, decode_visible_keys(4096, true, 128), 1 << 16);
     CHECK_MSG(win.splits == 1, "windowed decode split into %d", win.splits);
-    const decode_choice full = schedule_decode(h100, h100_occ, 16, 8, 8, 8, 4096, 1 << 16);
+    const decode_choice full = schedule_decode(h100, h100_occ, 16, 8, 8, 8, 128, 4096, 1 << 16);
     CHECK_MSG(full.splits > 1, "16 x 4096 decode of 128 CTAs not split (%d)", full.splits);
     /* A batch that fills its waves alone: 3 stages, no split, 4 heads a CTA. */
-    const decode_choice big = schedule_decode(h100, h100_occ, 1056, 8, 4, 4, 8192, 1 << 16);
+    const decode_choice big = schedule_decode(h100, h100_occ, 1056, 8, 4, 4, 128, 8192, 1 << 16);
     CHECK_MSG(big.stages == 3 && big.splits == 1 && big.heads_per_cta == 4,
               "1056 x 8 CTAs: %d stages, %d splits, %d heads per CTA", big.stages, big.splits,
               big.heads_per_cta);
+    /* Head blocks a register-load CTA serves: four of Llama-3-8B's (d128,
+     * blocks of 4 heads); two of Qwen2.5-7B's (blocks of 8: the merge
+     * buffers of four overflow) and of Gemma's (d256, blocks of 2: eight
+     * warps an SM); one where the keys split or the blocks are odd. */
+    CHECK_MSG(schedule_heads_per_cta(8, 4, 4, 128, 1) == 4 &&
+                  schedule_heads_per_cta(4, 7, 8, 128, 1) == 2 &&
+                  schedule_heads_per_cta(8, 2, 2, 256, 1) == 2 &&
+                  schedule_heads_per_cta(8, 4, 4, 128, 3) == 1 &&
+                  schedule_heads_per_cta(1, 8, 8, 128, 1) == 1,
+              "register-load head blocks per CTA: %d %d %d %d %d",
+              schedule_heads_per_cta(8, 4, 4, 128, 1), schedule_heads_per_cta(4, 7, 8, 128, 1),
+              schedule_heads_per_cta(8, 2, 2, 256, 1), schedule_heads_per_cta(8, 4, 4, 128, 3),
+              schedule_heads_per_cta(1, 8, 8, 128, 1));
     /* A lone long request fills the GPU when the workspace holds
      * FI_MAX_DECODE_SPLITS rows a token: 8 KV heads at 32k split until the
      * last wave is 95% full (48 ways, 384 of 396 slots), one up to the cap. */
     const decode_choice lone8 =
-        schedule_decode(h100, h100_occ, 1, 8, 4, 4, 32768, FI_MAX_DECODE_SPLITS);
+        schedule_decode(h100, h100_occ, 1, 8, 4, 4, 128, 32768, FI_MAX_DECODE_SPLITS);
     CHECK_MSG(lone8.splits == 48, "1 x 32k, 8 KV heads: %d splits", lone8.splits);
     const decode_choice lone1 =
-        schedule_decode(h100, h100_occ, 1, 1, 8, 8, 32768, FI_MAX_DECODE_SPLITS);
+        schedule_decode(h100, h100_occ, 1, 1, 8, 8, 128, 32768, FI_MAX_DECODE_SPLITS);
     CHECK_MSG(lone1.splits == FI_MAX_DECODE_SPLITS, "1 x 32k, 1 KV head: %d splits", lone1.splits);
     /* MLA: the Hopper kernel from 16 heads on a cache of the query's type
      * or FP8. */
@@ -257,15 +271,15 @@ static void check_scheduler(void)
     check_mla_cover();
     /* Splits count the CTAs that work: 256 tokens of 16-head MLA in blocks
      * of 4 are 64 CTAs, which split where 256 would not. */
-    const decode_choice all_work = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 4096, 1 << 16);
-    const decode_choice blocks = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 4096, 1 << 16, 64);
+    const decode_choice all_work = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16);
+    const decode_choice blocks = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, 64);
     CHECK_MSG(blocks.splits > all_work.splits, "64 working CTAs of 256 tokens: %d splits, all: %d",
               blocks.splits, all_work.splits);
-    CHECK_MSG(schedule_decode(h100, h100_occ, 256, 1, 16, 64, 4096, 1 << 16, -1).splits ==
+    CHECK_MSG(schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, -1).splits ==
                   all_work.splits,
               "working -1: every token's CTA");
     /* No workspace: never split. */
-    CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 1 << 16, 0).splits == 1, "split without "
+    CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 128, 1 << 16, 0).splits == 1, "split without "
                                                                                    "a workspace");
     for (int tokens : {1, 3, 16, 64, 100, 256})
         for (int hk : {1, 2, 4, 8})
