@@ -23,17 +23,18 @@
 
 namespace fi {
 
-/* The register-load decode kernel (decode_regs.cuh) fits its registers to
- * 16 warps per SM at 128 registers, or at head size 256, whose warp holds
- * twice the bytes of a step, to 8 at 255. */
-constexpr int regs_warps_per_sm(int d) { return d == 256 ? 8 : 16; }
+/* Warps per SM the register-load decode kernel (decode_regs.cuh) fits its
+ * registers to: a warp's step holds 16 x D bytes of K and V, so 16 warps at
+ * 128 registers keep 64 KiB in flight at head size 128, 8 at 255 the same at
+ * 256, and at 64, whose warps need 80 registers, 24 keep 48 KiB. */
+constexpr int regs_warps_per_sm(int d) { return d == 256 ? 8 : d == 64 ? 24 : 16; }
 
 /* Can one of its CTAs serve hpc head blocks of gb heads (4 warps each): do
- * their merge buffers fit in static shared memory, and their warps in the
- * SM's share? */
+ * their merge buffers fit in static shared memory, and do such CTAs fill
+ * the SM's warps exactly? */
 constexpr bool regs_hpc_fits(int d, int gb, int hpc)
 {
-    return 4 * hpc * gb * (d + 2) * 4 <= 48 * 1024 && 4 * hpc <= regs_warps_per_sm(d);
+    return 4 * hpc * gb * (d + 2) * 4 <= 48 * 1024 && regs_warps_per_sm(d) % (4 * hpc) == 0;
 }
 
 /* Head blocks per KV head for group size g and block gb. */

@@ -37,7 +37,9 @@
  *     numbers two steps ahead, so about 4 KiB are in flight per warp at
  *     any time, 64 KiB per SM at 16 warps (launch bounds keep the
  *     registers under 128 for that); at head size 256 a step is 8 KiB,
- *     and 8 warps an SM at up to 255 registers keep the same 64 KiB.
+ *     and 8 warps an SM at up to 255 registers keep the same 64 KiB; at 64
+ *     a step is 2 KiB, and 24 warps an SM at 80 keep 48 KiB
+ *     (regs_warps_per_sm).
  * No barrier in the loop: a warp's step count is its own. A head block's
  * four warp states merge through shared memory at the end
  * (merge_cta_states), into the output or, with num_splits > 1, a partial

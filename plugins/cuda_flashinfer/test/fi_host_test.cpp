@@ -224,16 +224,19 @@ static void check_scheduler(void)
               big.heads_per_cta);
     /* Head blocks a register-load CTA serves: four of Llama-3-8B's (d128,
      * blocks of 4 heads); two of Qwen2.5-7B's (blocks of 8: the merge
-     * buffers of four overflow) and of Gemma's (d256, blocks of 2: eight
-     * warps an SM); one where the keys split or the blocks are odd. */
+     * buffers of four overflow), of Gemma's (d256, blocks of 2: eight
+     * warps an SM) and of gpt-oss's (d64, blocks of 8: 24 warps an SM, in
+     * CTAs of 8); one where the keys split or the blocks are odd. */
     CHECK_MSG(schedule_heads_per_cta(8, 4, 4, 128, 1) == 4 &&
                   schedule_heads_per_cta(4, 7, 8, 128, 1) == 2 &&
                   schedule_heads_per_cta(8, 2, 2, 256, 1) == 2 &&
+                  schedule_heads_per_cta(8, 8, 8, 64, 1) == 2 &&
                   schedule_heads_per_cta(8, 4, 4, 128, 3) == 1 &&
                   schedule_heads_per_cta(1, 8, 8, 128, 1) == 1,
-              "register-load head blocks per CTA: %d %d %d %d %d",
+              "register-load head blocks per CTA: %d %d %d %d %d %d",
               schedule_heads_per_cta(8, 4, 4, 128, 1), schedule_heads_per_cta(4, 7, 8, 128, 1),
-              schedule_heads_per_cta(8, 2, 2, 256, 1), schedule_heads_per_cta(8, 4, 4, 128, 3),
+              schedule_heads_per_cta(8, 2, 2, 256, 1), schedule_heads_per_cta(8, 8, 8, 64, 1),
+              schedule_heads_per_cta(8, 4, 4, 128, 3),
               schedule_heads_per_cta(1, 8, 8, 128, 1));
     /* A lone long request fills the GPU when the workspace holds
      * FI_MAX_DECODE_SPLITS rows a token: 8 KV heads at 32k split until the
