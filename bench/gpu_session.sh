@@ -15,7 +15,12 @@
 # skips the tune; resumable: a second call on the same machine goes on where
 # the first stopped; not part of all), features (soft-cap, ALiBi, a window and
 # sinks against the plain layer of the same shape, every GPU plugin; not part
-# of all) or cp (build + context parallelism on every
+# of all), ab (build + before and after a change on models' rows: BASE's
+# tree and this one timed in alternation, ROUNDS times,
+# `attnhost bench --model M --plugin P` for M in AB_MODELS (default
+# llama-3-8b) and P in AB_PLUGINS (default GPU_PLUGINS), the zoo's quick
+# steps or AB_STEPS ("--step d64x8192 ..."), one table per plugin from
+# bench/ab_table.py; needs BASE; not part of all) or cp (build + context parallelism on every
 # GPU of the machine: the conformance suite's cp- cases over NCCL on 2 and 4 GPUs
 # (check runs them with the ranks sharing one GPU), the Python package's NCCL test, and
 # `attnhost bench --cp N`; not part of all). Parts combine: check,cp. Every step runs under a time
@@ -181,6 +186,26 @@ if [[ ",$part," == *",zoo,"* ]]; then
     python3 bench/zoo_table.py $files --peers "$ZS/zoo_peers.json" > "$ZS/zoo_table.md" 2>&1
     tee -a "$summary" < "$ZS/zoo_table.md"
     tar czf "$OUT/zoo.tgz" -C "$ZS" --exclude cache .
+fi
+if [[ ",$part," == *",ab,"* ]]; then
+    [ -n "$BASE" ] || { note "ab: BASE (the tree before the change) is not set"; exit 1; }
+    [ -x build-base/bin/attnhost ] || { note "ab: the base tree did not build (build-base.log)"; exit 1; }
+    mkdir -p "$OUT/ab"
+    for p in ${AB_PLUGINS:-$gpu_plugins}; do
+        for r in $(seq "$ROUNDS"); do
+            for m in ${AB_MODELS:-llama-3-8b}; do
+                for t in $B build-base; do
+                    f="$OUT/ab/$(basename $t)_${m}_${p}_$r.json"
+                    timeout 150 $t/bin/attnhost bench --no-cache --plugin $p --model examples/models/$m.ini \
+                        ${AB_STEPS:---quick} --back-to-back $BATCH --iters 20 --json > "$f" 2> "${f%.json}.err"
+                    note "ab $p $m $(basename $t) round $r: rc=$?"
+                done
+            done
+        done
+        python3 bench/ab_table.py --backend $p --before "$OUT"/ab/build-base_*_${p}_*.json \
+            --after "$OUT"/ab/${B}_*_${p}_*.json > "$OUT/ab_$p.md" 2>&1
+        tee -a "$summary" < "$OUT/ab_$p.md"
+    done
 fi
 if [[ ",$part," == *",features,"* ]]; then
     # each feature against the plain layer of the same shape (32/8 d128 bf16), every GPU plugin
