@@ -122,8 +122,9 @@ static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_row
                   "T=%d keys=%lld: %d splits chosen, %d fill as well", tokens, (long long)keys,
                   c.splits, s);
     const int hpc = c.heads_per_cta;
-    CHECK_MSG(hpc == 1 || ((hpc == 4 || hpc == 2) && c.splits == 1 &&
-                           (hk * head_blocks_per_kv(g, gb)) % hpc == 0 && regs_hpc_fits(128, gb, hpc)),
+    CHECK_MSG(hpc == 1 ||
+                  ((hpc == 4 || hpc == 2) && c.splits == 1 &&
+                   (hk * head_blocks_per_kv(g, gb)) % hpc == 0 && regs_hpc_fits(128, gb, hpc)),
               "T=%d Hk=%d g=%d: %d heads per CTA with %d splits", tokens, hk, g, c.heads_per_cta,
               c.splits);
 }
@@ -212,8 +213,8 @@ static void check_scheduler(void)
 
     /* gpt-oss's windowed layers (64/8, window 128) at 16 x 4096: the 128
      * visible keys are one partition; the full layers split. */
-    const decode_choice win =
-        schedule_decode(h100, h100_occ, 16, 8, 8, 8, 128, decode_visible_keys(4096, true, 128), 1 << 16);
+    const decode_choice win = schedule_decode(h100, h100_occ, 16, 8, 8, 8, 128,
+                                              decode_visible_keys(4096, true, 128), 1 << 16);
     CHECK_MSG(win.splits == 1, "windowed decode split into %d", win.splits);
     const decode_choice full = schedule_decode(h100, h100_occ, 16, 8, 8, 8, 128, 4096, 1 << 16);
     CHECK_MSG(full.splits > 1, "16 x 4096 decode of 128 CTAs not split (%d)", full.splits);
@@ -236,8 +237,7 @@ static void check_scheduler(void)
               "register-load head blocks per CTA: %d %d %d %d %d %d",
               schedule_heads_per_cta(8, 4, 4, 128, 1), schedule_heads_per_cta(4, 7, 8, 128, 1),
               schedule_heads_per_cta(8, 2, 2, 256, 1), schedule_heads_per_cta(8, 8, 8, 64, 1),
-              schedule_heads_per_cta(8, 4, 4, 128, 3),
-              schedule_heads_per_cta(1, 8, 8, 128, 1));
+              schedule_heads_per_cta(8, 4, 4, 128, 3), schedule_heads_per_cta(1, 8, 8, 128, 1));
     /* A lone long request fills the GPU when the workspace holds
      * FI_MAX_DECODE_SPLITS rows a token: 8 KV heads at 32k split until the
      * last wave is 95% full (48 ways, 384 of 396 slots), one up to the cap. */
@@ -274,16 +274,19 @@ static void check_scheduler(void)
     check_mla_cover();
     /* Splits count the CTAs that work: 256 tokens of 16-head MLA in blocks
      * of 4 are 64 CTAs, which split where 256 would not. */
-    const decode_choice all_work = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16);
-    const decode_choice blocks = schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, 64);
+    const decode_choice all_work =
+        schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16);
+    const decode_choice blocks =
+        schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, 64);
     CHECK_MSG(blocks.splits > all_work.splits, "64 working CTAs of 256 tokens: %d splits, all: %d",
               blocks.splits, all_work.splits);
     CHECK_MSG(schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, -1).splits ==
                   all_work.splits,
               "working -1: every token's CTA");
     /* No workspace: never split. */
-    CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 128, 1 << 16, 0).splits == 1, "split without "
-                                                                                   "a workspace");
+    CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 128, 1 << 16, 0).splits == 1,
+              "split without "
+              "a workspace");
     for (int tokens : {1, 3, 16, 64, 100, 256})
         for (int hk : {1, 2, 4, 8})
             for (int g : {1, 4, 7, 8})
