@@ -1076,8 +1076,8 @@ int main(int argc, char **argv)
          * 7: Llama-3.2-3B, Qwen2.5-14B, Qwen2-1.5B, Qwen2.5-7B): each KV
          * head's last head block runs past the group, on every decode
          * kernel: register loads (16-bit d64, d128, d256), streaming on
-         * CUDA cores (FP8 d64 and d256) and on tensor cores (FP8 d128). Lengths up to 300 keys take
-         * 2 partitions (split-KV). */
+         * CUDA cores (FP8 d64 and d256) and on tensor cores (FP8 d128).
+         * Lengths up to 300 keys take 2 partitions (split-KV). */
         {
             const uint32_t og[4][2] = {{12, 4}, {10, 2}, {12, 2}, {14, 2}};
             const struct {
