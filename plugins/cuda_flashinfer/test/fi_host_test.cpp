@@ -107,8 +107,8 @@ static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_row
     const int64_t base = (int64_t)tokens * hk * head_blocks_per_kv(g, gb);
     CHECK_MSG(c.stages == 3 || c.stages == 4, "T=%d keys=%lld: %d stages", tokens, (long long)keys,
               c.stages);
-    CHECK_MSG(c.splits >= 1 && c.splits <= 64, "T=%d keys=%lld: %d splits", tokens, (long long)keys,
-              c.splits);
+    CHECK_MSG(c.splits >= 1 && c.splits <= FI_MAX_DECODE_SPLITS, "T=%d keys=%lld: %d splits",
+              tokens, (long long)keys, c.splits);
     CHECK_MSG(c.splits == 1 || c.splits <= (keys + 255) / 256,
               "T=%d keys=%lld: %d splits leave partitions under 256 keys", tokens, (long long)keys,
               c.splits);
