@@ -37,6 +37,14 @@ def main():
     # a second call's peers measured lower ceilings: the table keeps the highest
     later = {"device": "test", "ceilings": {"hbm_read_gbs": 2000.0, "bf16_matmul_tflops": 500.0},
              "peers": []}
+    # a decode step whose peer, without sinks (the same bytes), reads faster
+    # than the peers' read kernel: 1000 GB/s in 1.0 ms by the default is 4000
+    # GB/s in the peer's 0.25 ms; one without FP8 KV reads other bytes and
+    # does not count
+    bench["results"].append(dict(row("decode", 1.0), n_decode=4, n_prefill=0))
+    bench["results"].append(dict(row("fp8", 1.0), n_decode=4, n_prefill=0))
+    peers["peers"].append(peer("decode", "p1", 0.25, "no sinks"))
+    peers["peers"].append(peer("fp8", "p2", 0.1, "no fp8 kv"))
     with tempfile.TemporaryDirectory() as d:
         paths = []
         for name, doc in (("bench.json", bench), ("peers.json", peers), ("later.json", later)):
@@ -46,17 +54,20 @@ def main():
         out = subprocess.run([sys.executable, TABLE, paths[0], "--peers", paths[1],
                               "--peers", paths[2]],
                              capture_output=True, text=True, check=True).stdout
-    if "HBM read 3000 GB/s, dense bf16 matmul 700 TFLOP/s" not in out:
-        print(f"zoo_table: not the highest ceilings of the peers' files\n{out}")
+    if ("HBM read 4000 GB/s (p1's decode of m decode; the read kernel 3000), dense bf16 matmul "
+            "700 TFLOP/s") not in out:
+        print(f"zoo_table: not the highest ceilings of the peers' files and decodes\n{out}")
         return 1
     of_ceiling = {line.split("|")[3].strip(): line.split("|")[-3].strip()
                   for line in out.splitlines() if line.startswith("| m |")}
-    if of_ceiling["exact"] != "14% MMA":
-        print(f"zoo_table: the exact step at {of_ceiling['exact']} of the ceiling, want 14% MMA\n{out}")
+    if of_ceiling["exact"] != "14% MMA" or of_ceiling["decode"] != "25% HBM":
+        print(f"zoo_table: the exact step at {of_ceiling['exact']} of the ceiling, want 14% MMA; "
+              f"the decode at {of_ceiling['decode']}, want 25% HBM\n{out}")
         return 1
     ratio = {line.split("|")[3].strip(): line.split("|")[-2].strip()
              for line in out.splitlines() if line.startswith("| m |")}
-    want = {"exact": "0.50", "sinks": "0.80*", "window": "", "ragged": ""}
+    want = {"exact": "0.50", "sinks": "0.80*", "window": "", "ragged": "", "decode": "4.00*",
+            "fp8": ""}
     if ratio != want:
         print(f"zoo_table: ratios {ratio}, want {want}\n{out}")
         return 1
