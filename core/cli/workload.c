@@ -5,7 +5,6 @@
  * (workload_oracle.c).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +14,6 @@
 #include <attnhost/reference.h>
 
 #include "workload_int.h"
-
-int wl_fail(workload *w, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w->err, sizeof w->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static uint64_t next_u64(uint64_t *s)
 {
@@ -805,12 +795,6 @@ int wl_plan(workload *w, const uint32_t *query_lens, int encoder_pass)
         return wl_fail(w, "%s", ah_binding_errmsg(w->b));
     if (w->ragged_step && !encoder_pass) w->rplanned = -1; /* ragged_plan's keys */
     return 0;
-}
-
-/* 1 when layer l runs its ragged form in the planned step. */
-int wl_ragged_now(const workload *w, const wl_layer *L)
-{
-    return L->ragged && w->ragged_step && !w->enc_pass;
 }
 
 int wl_fill(workload *w, uint32_t l)
