@@ -86,8 +86,9 @@ inline double wave_fill(int sms, int64_t ctas, int per_sm)
  * partitions keep one). */
 inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int d, int splits)
 {
+    if (splits != 1) return 1;
     const int64_t blocks = (int64_t)kv_heads * head_blocks_per_kv(group, gb);
-    for (int hpc = 4; hpc > 1 && splits == 1; hpc /= 2)
+    for (int hpc = 4; hpc > 1; hpc /= 2)
         if (blocks % hpc == 0 && regs_hpc_fits(d, gb, hpc)) return hpc;
     return 1;
 }
