@@ -31,7 +31,7 @@ template <bool MAX> __device__ __forceinline__ float block_reduce(float v, float
 }
 
 /* One CTA per (token, head). A single long request splits its keys into
- * up to 64 partitions, so the parts are read in parallel: the LSE maxima
+ * up to 128 partitions, so the parts are read in parallel: the LSE maxima
  * and the denominator by one thread per part, the values by channel groups
  * of float4 lanes that each sum every G-th part (G = 128 / (dv / 4)),
  * reduced through shared memory. v head sizes are multiples of 64. */

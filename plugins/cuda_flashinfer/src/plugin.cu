@@ -264,7 +264,7 @@ static int64_t fi_ws_rows(const ah_layer_spec *s, const ah_limits *l)
 {
     const int64_t row_bytes = (int64_t)s->num_q_heads * (s->v_head_size + 1) * 4;
     int64_t rows = ((int64_t)64 << 20) / row_bytes;
-    /* every token's partitions: a lone long request splits 64 ways */
+    /* every token's partitions: a lone long request splits 128 ways */
     const int64_t want = (int64_t)l->max_num_tokens * FI_MAX_DECODE_SPLITS;
     if (rows > want) rows = want;
     if (rows < 2) rows = 0;

@@ -111,7 +111,7 @@ struct decode_choice {
 constexpr double decode_fill = 0.95;
 /* Most KV partitions of one decode token (the workspace holds this many
  * partial rows per token, within its 64 MiB). */
-constexpr int FI_MAX_DECODE_SPLITS = 64;
+constexpr int FI_MAX_DECODE_SPLITS = 128;
 
 inline decode_choice schedule_decode(const sched_device &dev, const int occupancy[5], int tokens,
                                      int kv_heads, int group, int gb, int d, int64_t visible_keys,
