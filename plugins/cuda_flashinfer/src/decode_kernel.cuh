@@ -281,15 +281,31 @@ __host__ __forceinline__ int stages_or(int asked, int max_ns)
     return asked >= 2 && asked <= max_ns ? asked : max_ns;
 }
 
-/* Launch for one head size; instantiated per head size in decode_d*.cu. */
+/* The streaming kernel at the plan's pipeline depth. */
+template <typename QT, typename KT, int D, int GB>
+static cudaError_t stream_launch(dim3 grid, attn_params q, cudaStream_t st, int *occupancy)
+{
+    using SC = stream_cfg<KT, D, GB>;
+    q.stages = stages_or(q.stages, SC::MAX_NS);
+    return occupancy_or_launch(decode_stream_kernel<QT, KT, D, GB, tc_fits<QT, KT, D, GB>()>,
+                               SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid, q, st,
+                               occupancy);
+}
+
+/* Launch for one head size; instantiated per head size in decode_d*.cu.
+ * stream: the streaming kernel in place of the register loads, where it is
+ * their alternative (a 16-bit cache at d128; elsewhere an invalid value,
+ * so the occupancy query reports none). */
 template <int D, int DV>
-cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, const attn_params &p,
-                             cudaStream_t st, int *occupancy)
+cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, bool stream,
+                             const attn_params &p, cudaStream_t st, int *occupancy)
 {
     FI_DISPATCH_QTYPE(
         q_dtype, QT,
         {FI_DISPATCH_KVTYPE(
             kv_dtype, QT, KT, {FI_DISPATCH_GROUP_BLOCK(gb, GB, {
+                constexpr bool has_alt = regs_fits<QT, KT, D, GB>() && tc_fits<QT, KT, D, GB>();
+                if (stream && !has_alt) return cudaErrorInvalidValue;
                 if constexpr (GB == 16) {
                     if constexpr (D == mla_tc_cfg::D && DV == mla_tc_cfg::DV &&
                                   std::is_same<QT, KT>::value) {
@@ -319,6 +335,8 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, const a
                     q.head_fastest = p.num_tokens <= 65535;
                     const dim3 grid = q.head_fastest ? dim3(hblocks, p.num_tokens, p.num_splits)
                                                      : dim3(p.num_tokens, hblocks, p.num_splits);
+                    if constexpr (has_alt)
+                        if (stream) return stream_launch<QT, KT, D, GB>(grid, q, st, occupancy);
                     if constexpr (regs_fits<QT, KT, D, GB>()) {
                         /* Four or two head blocks per CTA where the plan
                          * asks for them (scheduler.h, where they fit): the
@@ -329,11 +347,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, const a
                             if (hpc == 2) return regs_launch<QT, D, GB, 2>(grid, q, st, occupancy);
                         return regs_launch<QT, D, GB, 1>(grid, q, st, occupancy);
                     } else {
-                        using SC = stream_cfg<KT, D, GB>;
-                        auto kern = decode_stream_kernel<QT, KT, D, GB, tc_fits<QT, KT, D, GB>()>;
-                        q.stages = stages_or(p.stages, SC::MAX_NS);
-                        return occupancy_or_launch(kern, SC::THREADS, SC::smem(q.stages),
-                                                   SC::smem(SC::MAX_NS), grid, q, st, occupancy);
+                        return stream_launch<QT, KT, D, GB>(grid, q, st, occupancy);
                     }
                 } else {
                     attn_params q = p;

@@ -1,6 +1,10 @@
 /*
  * Streaming decode kernel for qk == v head sizes where the register-load
- * kernel (decode_regs.cuh) does not serve: FP8 caches at 64, 128 and 256.
+ * kernel (decode_regs.cuh) does not serve: FP8 caches at 64, 128 and 256;
+ * and 16-bit caches at 128 where the plan picks it over the register loads
+ * (scheduler.h, decode_stream_grid: large grids on chips that read at 4 TB/s
+ * and more, where its 3-4 stages of 16 KiB a CTA keep more bytes in flight
+ * per SM than the register loads' 64 KiB).
  * One CTA of four warps per (query token, block of GB query heads sharing a
  * KV head, KV partition). Decode is a pure read of K and V, so the kernel is built
  * around keeping HBM busy:
@@ -18,7 +22,7 @@
  *       NKW x GB partial sums are reduced by a transposing butterfly (31
  *       shuffles for 32 sums instead of 5 each); softmax runs on one value
  *       per lane, probabilities go through shared memory to every lane;
- *       tc_math (FP8 KV at 128, as fp16 operands):
+ *       tc_math (at 128: FP8 KV as fp16 operands, 16-bit KV as it is):
  *       S^T = K Q^T and O^T += V^T P^T on mma.sync, 8 keys a step as the
  *       rows of a 16-row tile, the GB heads as its 8 columns, P^T turned
  *       into the second GEMM's operand by one movmatrix; a tenth of
@@ -287,10 +291,10 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
  * heads, so rescaling needs no exchange. The stage rows are XOR-swizzled by
  * the copy (swz) so every ldmatrix phase hits 8 different bank groups.
  *
- * FP8 caches (head size 128) run it in fp16, which holds every e4m3 and
- * e5m2 value exactly: one ldmatrix gives a lane 4 bytes where a 16-bit tile
- * would give it 2 elements, so the channels are permuted instead of
- * shuffled.
+ * 16-bit caches of the query's type feed the mma as they are. FP8 caches
+ * (head size 128) run it in fp16, which holds every e4m3 and e5m2 value
+ * exactly: one ldmatrix gives a lane 4 bytes where a 16-bit tile would give
+ * it 2 elements, so the channels are permuted instead of shuffled.
  *   - K (ldmatrix): lane (g, t) gets channels 4t..4t+3 of a 16-channel block
  *     for key g; they become k-indices 2t, 2t+1 (a0) and 2t+8, 2t+9 (a2),
  *     and Q's B fragment takes the same channels (dot products do not care
@@ -302,47 +306,56 @@ template <typename QT, typename KT, int D, int GB> struct fma_math {
  *     for bf16 queries of any range); the logits are scaled back. */
 template <typename QT, typename KT, int D, int GB> struct tc_math {
     using C = stream_cfg<KT, D, GB>;
-    using MT = half;                  /* mma operand type */
-    static constexpr int KS = D / 16; /* k-steps of S, 16-channel row blocks of O^T */
-    static constexpr int BL = 64;     /* channels per ldmatrix.x4 */
+    static constexpr bool FP8 = elem<KT>::fp8;
+    using MT = std::conditional_t<FP8, half, QT>; /* mma operand type */
+    static constexpr int KS = D / 16;             /* k-steps of S, 16-channel row blocks of O^T */
+    static constexpr int BL = FP8 ? 64 : 32;      /* channels per ldmatrix.x4 */
     static_assert(GB <= 8 && C::KW % 8 == 0 && KS % 2 == 0, "tensor-core decode shape");
-    static_assert(elem<KT>::fp8 && C::CR == 8, "fp8 rows of 8 chunks (head size 128)");
+    static_assert(!FP8 || C::CR == 8, "fp8 rows of 8 chunks (head size 128)");
     struct shared_t {};
     uint32_t qf[KS][2]; /* Q^T B fragments of head g (channels above) */
     float o[KS][4];     /* O^T: channel rows (above) x heads 2t, 2t+1 */
     float m[2], l[2];   /* heads 2t, 2t+1; l sums this lane's keys only */
-    float qinv[2];      /* the inverse of heads 2t, 2t+1's query scale */
+    float qinv[2];      /* FP8: the inverse of heads 2t, 2t+1's query scale */
 
     /* Heads from nh on are padding (decode_heads.h): they repeat the last
-     * real head's query. k_scale: the KV head's key dequantisation from the
-     * scale tensors, folded into the logits' scale-back. */
+     * real head's query. k_scale (FP8): the KV head's key dequantisation
+     * from the scale tensors, folded into the logits' scale-back. */
     __device__ __forceinline__ void init(const QT *qtok, int64_t q_stride_h, int h0, int nh,
                                          int lane, float k_scale)
     {
         const int g = lane / 4, t = lane % 4;
         const uint32_t *qp =
             reinterpret_cast<const uint32_t *>(qtok + (int64_t)(h0 + min(g, nh - 1)) * q_stride_h);
-        float2 q[KS][2];
-        float amax = 0.f;
+        if constexpr (FP8) {
+            float2 q[KS][2];
+            float amax = 0.f;
 #pragma unroll
-        for (int k = 0; k < KS; k++)
+            for (int k = 0; k < KS; k++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                q[k][h] =
-                    g < GB ? unpack2(qp[8 * k + 2 * t + h], (QT *)nullptr) : make_float2(0.f, 0.f);
-                amax = fmaxf(amax, fmaxf(fabsf(q[k][h].x), fabsf(q[k][h].y)));
+                for (int h = 0; h < 2; h++) {
+                    q[k][h] = g < GB ? unpack2(qp[8 * k + 2 * t + h], (QT *)nullptr)
+                                     : make_float2(0.f, 0.f);
+                    amax = fmaxf(amax, fmaxf(fabsf(q[k][h].x), fabsf(q[k][h].y)));
+                }
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+            const int sh = f16_top_shift(amax);
+            const float qs = ldexpf(1.f, sh);
+#pragma unroll
+            for (int k = 0; k < KS; k++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) qf[k][h] = pack2<half>(q[k][h].x * qs, q[k][h].y * qs);
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                qinv[h] = __shfl_sync(0xffffffffu, ldexpf(1.f, -sh), 4 * (2 * t + h)) * k_scale;
+        } else {
+#pragma unroll
+            for (int k = 0; k < KS; k++) {
+                qf[k][0] = g < GB ? qp[8 * k + t] : 0u;
+                qf[k][1] = g < GB ? qp[8 * k + t + 4] : 0u;
             }
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        const int sh = f16_top_shift(amax);
-        const float qs = ldexpf(1.f, sh);
-#pragma unroll
-        for (int k = 0; k < KS; k++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) qf[k][h] = pack2<half>(q[k][h].x * qs, q[k][h].y * qs);
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            qinv[h] = __shfl_sync(0xffffffffu, ldexpf(1.f, -sh), 4 * (2 * t + h)) * k_scale;
+        }
 #pragma unroll
         for (int k = 0; k < KS; k++)
 #pragma unroll
@@ -366,11 +379,17 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
             for (int i = 0; i < D / BL; i++) {
                 uint32_t a[4];
                 ldsm_x4(a, ks + swz<C::CR>(lr, 4 * i + lc));
+                if constexpr (FP8) {
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const uint32_t aj[4] = {fp8x2_to_f16x2<KT>(a[j]), 0u,
-                                            fp8x2_to_f16x2<KT>(a[j] >> 16), 0u};
-                    mma_op<MT>::run(s, aj, qf[4 * i + j][0], qf[4 * i + j][1]);
+                    for (int j = 0; j < 4; j++) {
+                        const uint32_t aj[4] = {fp8x2_to_f16x2<KT>(a[j]), 0u,
+                                                fp8x2_to_f16x2<KT>(a[j] >> 16), 0u};
+                        mma_op<MT>::run(s, aj, qf[4 * i + j][0], qf[4 * i + j][1]);
+                    }
+                } else {
+                    const uint32_t a0[4] = {a[0], 0u, a[1], 0u}, a1[4] = {a[2], 0u, a[3], 0u};
+                    mma_op<MT>::run(s, a0, qf[2 * i][0], qf[2 * i][1]);
+                    mma_op<MT>::run(s, a1, qf[2 * i + 1][0], qf[2 * i + 1][1]);
                 }
             }
             const int j = kb + row0 + g;
@@ -378,7 +397,7 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int h = 2 * t + e;
-                const float dot = s[e] * qinv[e];
+                const float dot = FP8 ? s[e] * qinv[e] : s[e];
                 lg[e] = -INFINITY;
                 if (j < b && h < GB)
                     lg[e] =
@@ -414,11 +433,16 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
             for (int i = 0; i < D / BL; i++) {
                 uint32_t a[4];
                 ldsm_x4_t(a, vs + swz<C::CR>(lr, 4 * i + lc));
+                if constexpr (FP8) {
 #pragma unroll
-                for (int j = 0; j < 4; j++)
-                    mma_op<MT>::run_k8(o[4 * i + j],
-                                       fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x20)),
-                                       fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x31)), pb);
+                    for (int j = 0; j < 4; j++)
+                        mma_op<MT>::run_k8(o[4 * i + j],
+                                           fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x20)),
+                                           fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x31)), pb);
+                } else {
+                    mma_op<MT>::run_k8(o[2 * i], a[0], a[1], pb);
+                    mma_op<MT>::run_k8(o[2 * i + 1], a[2], a[3], pb);
+                }
             }
         }
     }
@@ -428,7 +452,7 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
     {
         const int g = lane / 4, t = lane % 4;
         /* Channels of O^T's rows g and g + 8 within each 16-channel block. */
-        const int c0 = 2 * g, c1 = 2 * g + 1;
+        const int c0 = FP8 ? 2 * g : g, c1 = FP8 ? 2 * g + 1 : g + 8;
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             float le = l[e];
@@ -451,11 +475,13 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
     }
 };
 
-/* Can this instantiation take tc_math? (FP8 KV at head size 128, with
- * whole 8-key warp steps.) */
+/* Can this instantiation take tc_math? (Head size 128, FP8 KV or 16-bit
+ * KV of the query's type, with whole 8-key warp steps.) */
 template <typename QT, typename KT, int D, int GB> constexpr bool tc_fits()
 {
-    return elem<KT>::fp8 && D == 128 && GB <= 8 && stream_cfg<KT, D, GB>::KW % 8 == 0;
+    if constexpr (D != 128 || GB > 8) return false; /* (no stream_cfg of other shapes) */
+    else
+        return (elem<KT>::fp8 || std::is_same<QT, KT>::value) && stream_cfg<KT, D, GB>::KW % 8 == 0;
 }
 
 template <typename QT, typename KT, int D, int GB, bool TC>

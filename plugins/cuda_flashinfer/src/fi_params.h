@@ -133,11 +133,13 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
  * occupancy != NULL reports resident CTAs per SM instead of launching. */
 cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params &p, cudaStream_t st,
                                    int *occupancy);
+/* stream: the streaming kernel in place of the register loads (decode_choice). */
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int heads_per_cta,
-                          const attn_params &p, cudaStream_t st);
+                          bool stream, const attn_params &p, cudaStream_t st);
 /* Largest resident CTAs per SM of the decode kernel for this config at a
- * pipeline depth of `stages` (0 on error). */
-int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages);
+ * pipeline depth of `stages`, or with stream of the streaming kernel that
+ * is its alternative (0 on error or where there is none). */
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages, bool stream);
 /* family as the scheduler chose it; grid_tiles 0 prepares the family's
  * kernels (shared-memory limits) and launches nothing. */
 cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, prefill_family family,

@@ -11,31 +11,33 @@
 namespace fi {
 
 static cudaError_t decode_any(int q_dtype, int kv_dtype, int d, int dv, int gb, int hpc,
-                              const attn_params &p, cudaStream_t st, int *occ)
+                              bool stream, const attn_params &p, cudaStream_t st, int *occ)
 {
 #ifdef FI_HAVE_SM90
-    if (gb == FI_MLA_SM90_HEADS) return launch_decode_mla_sm90(q_dtype, kv_dtype, p, st, occ);
+    if (gb == FI_MLA_SM90_HEADS)
+        return stream ? cudaErrorInvalidValue
+                      : launch_decode_mla_sm90(q_dtype, kv_dtype, p, st, occ);
 #endif
 #define FI_DECODE_CASE(D_, DV_) \
     if (d == D_ && dv == DV_) \
-        return decode_launch_hd<D_, DV_>(q_dtype, kv_dtype, gb, hpc, p, st, occ);
+        return decode_launch_hd<D_, DV_>(q_dtype, kv_dtype, gb, hpc, stream, p, st, occ);
     FI_DECODE_INSTANCES(FI_DECODE_CASE)
 #undef FI_DECODE_CASE
     FI_UNSUPPORTED("decode qk head size", d, "the qk/v pairs of cmake/instances.cmake");
 }
 
-cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int hpc,
+cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int hpc, bool stream,
                           const attn_params &p, cudaStream_t st)
 {
-    return decode_any(q_dtype, kv_dtype, d, dv, gb, hpc, p, st, nullptr);
+    return decode_any(q_dtype, kv_dtype, d, dv, gb, hpc, stream, p, st, nullptr);
 }
 
-int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages)
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages, bool stream)
 {
     int n = 0;
     attn_params p = {};
     p.stages = stages;
-    if (decode_any(q_dtype, kv_dtype, d, dv, gb, 1, p, 0, &n) != cudaSuccess) {
+    if (decode_any(q_dtype, kv_dtype, d, dv, gb, 1, stream, p, 0, &n) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
@@ -71,6 +73,12 @@ sched_device device_facts(int device)
         return f;
     }
     f.cc = maj * 10 + min;
+    /* the peak read rate: double data rate over the bus (kHz x bits x 2 / 8) */
+    int mem_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) == cudaSuccess)
+        f.hbm_tbps = (double)mem_khz * 1e3 * bus_bits * 2 / 8 / 1e12;
+    else (void)cudaGetLastError();
 #ifdef FI_HAVE_SM90
     f.sm90_built = true;
 #endif

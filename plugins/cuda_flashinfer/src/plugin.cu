@@ -14,6 +14,9 @@
  *     into S partitions and merged by LSE; S comes from the measured
  *     occupancy of the kernel at the chosen depth (scheduler.h, which makes
  *     every launch decision);
+ *   - decode kernel: a 16-bit d128 layer's large batches stream through
+ *     shared memory on chips that read at 4 TB/s and more, the rest take
+ *     the register loads (scheduler.h, decode_stream_grid);
  *   - cascade: with batch.common_prefix_len >= one block, the shared prefix
  *     is attended once for all rows and merged with each request's suffix.
  * Graph modes fix the launch shapes from the limits (S from max_seq_len, the
@@ -223,7 +226,7 @@ struct ah_state {
     ah_errbuf err;
     int qt, kvt, group, gb, mla, tc; /* tc: the tensor-core kernel serves this head size */
     prefill_family family;           /* the tensor-core passes' kernel family */
-    int occupancy[5];                /* resident decode CTAs per SM at 3 and 4 stages */
+    decode_occ occupancy;            /* resident decode CTAs per SM at 3 and 4 stages */
     plan_bufs pb;
     void *plan_mem;
     float *ws_o, *ws_lse;
@@ -384,8 +387,10 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         }
         st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
     }
-    for (int ns = 3; ns <= 4; ns++)
-        st->occupancy[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns);
+    for (int ns = 3; ns <= 4; ns++) {
+        st->occupancy.own[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns, false);
+        st->occupancy.stream[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns, true);
+    }
     if (st->tc) {
         attn_params none = {};
         ce = launch_prefill(qt, kvt, qk, st->family, none, 0, 0);
@@ -475,7 +480,7 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     } else {
         const int graph = mode == AH_PLAN_CAPTURE;
         st->path = (all_decode || !st->tc) ? FI_PATH_DECODE : FI_PATH_PREFILL;
-        st->decode = decode_choice{1, 4, 1};
+        st->decode = decode_choice{1, 4, 1, false};
         if (st->path == FI_PATH_DECODE) {
             const int64_t keys =
                 decode_visible_keys(graph ? (int64_t)st->lim.max_seq_len : max_seq,
@@ -733,7 +738,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         suf.var.sinks = NULL;
         ce = st->path == FI_PATH_DECODE
                  ? launch_decode(st->qt, st->kvt, qk, vh, st->gb,
-                                 schedule_heads_per_cta(Hk, st->group, st->gb, qk, 1), suf, stream)
+                                 schedule_heads_per_cta(Hk, st->group, st->gb, qk, 1), false, suf,
+                                 stream)
                  : launch_prefill(st->qt, st->kvt, qk, st->family, suf, st->grid_tiles, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: cascade suffix", ce);
         m.num_parts = st->prefix.splits + 1;
@@ -743,7 +749,8 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     }
     if (st->path == FI_PATH_DECODE) {
         p.num_splits = st->decode.splits;
-        ce = launch_decode(st->qt, st->kvt, qk, vh, st->gb, st->decode.heads_per_cta, p, stream);
+        ce = launch_decode(st->qt, st->kvt, qk, vh, st->gb, st->decode.heads_per_cta,
+                           st->decode.stream, p, stream);
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: decode", ce);
         if (st->decode.splits > 1) {
             m.num_parts = st->decode.splits;

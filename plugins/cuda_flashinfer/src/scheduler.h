@@ -23,6 +23,7 @@ struct sched_device {
     int sms;         /* streaming multiprocessors */
     int cc;          /* compute capability, major * 10 + minor; 0: unknown */
     bool sm90_built; /* the Hopper d128 prefill kernel (prefill_sm90.cu) is in the build */
+    double hbm_tbps; /* peak memory read rate from the memory clock and bus width; 0: unknown */
 };
 
 /* Kernel family of a tensor-core pass (prefill, extend, mixed, cascade). */
@@ -102,18 +103,35 @@ inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int d, int sp
  * as many bytes in flight. Otherwise 4 stages (a small batch's few CTAs need
  * the deeper pipeline) and the smallest split count whose last wave is at
  * least decode_fill full (or the fullest one), with partitions of at least
- * 256 keys, at most 64 of them, within the workspace (ws_rows partial rows).
+ * 256 keys, at most FI_MAX_DECODE_SPLITS of them, within the workspace (ws_rows partial rows).
  * DECISIONS.md has the measurements. */
 struct decode_choice {
     int splits, stages, heads_per_cta;
+    bool stream; /* the streaming kernel in place of the register loads (below) */
 };
+
+/* Resident decode CTAs per SM at 3 and 4 stages ([3], [4]): own, of the
+ * layer's decode kernel; stream, of the streaming kernel where it is the
+ * alternative to a 16-bit d128 layer's register loads (else zeros). */
+struct decode_occ {
+    int own[5], stream[5];
+};
+
+/* A 16-bit d128 decode takes the streaming kernel (3-4 stages of 16 KiB a
+ * CTA, up to 144 KiB in flight an SM) instead of the register loads (64
+ * KiB) when the chip reads at 4 TB/s or more and the batch alone gives
+ * every SM at least decode_stream_grid head blocks. Measured on an H200
+ * (4.8 TB/s): 0.93-0.95x the time at 512-2048 head blocks, 1.01-1.07x at
+ * 16-256 (DECISIONS.md); on an H100 (3.35 TB/s) it lost at every size. */
+constexpr double decode_stream_tbps = 4.0;
+constexpr int decode_stream_grid = 3;
 
 constexpr double decode_fill = 0.95;
 /* Most KV partitions of one decode token (the workspace holds this many
  * partial rows per token, within its 64 MiB). */
 constexpr int FI_MAX_DECODE_SPLITS = 128;
 
-inline decode_choice schedule_decode(const sched_device &dev, const int occupancy[5], int tokens,
+inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &occ, int tokens,
                                      int kv_heads, int group, int gb, int d, int64_t visible_keys,
                                      int64_t ws_rows, int working_tokens = -1)
 {
@@ -121,7 +139,10 @@ inline decode_choice schedule_decode(const sched_device &dev, const int occupanc
      * first; the rest exit at once); -1: all */
     const int64_t hblocks = (int64_t)kv_heads * head_blocks_per_kv(group, gb);
     const int64_t base = (int64_t)(working_tokens < 0 ? tokens : working_tokens) * hblocks;
-    decode_choice c = {1, 4, 1};
+    decode_choice c = {1, 4, 1, false};
+    c.stream = occ.stream[3] > 0 && dev.hbm_tbps >= decode_stream_tbps &&
+               base >= (int64_t)decode_stream_grid * dev.sms;
+    const int *occupancy = c.stream ? occ.stream : occ.own;
     c.stages = wave_fill(dev.sms, base, occupancy[3]) >= decode_fill - 1e-9 ? 3 : 4;
     if (base > 0 && ws_rows && c.stages == 4) {
         int64_t cap = (visible_keys + 255) / 256;
@@ -137,7 +158,7 @@ inline decode_choice schedule_decode(const sched_device &dev, const int occupanc
             if (eff > best_eff + 1e-9) best_eff = eff, c.splits = (int)s;
         }
     }
-    c.heads_per_cta = schedule_heads_per_cta(kv_heads, group, gb, d, c.splits);
+    c.heads_per_cta = c.stream ? 1 : schedule_heads_per_cta(kv_heads, group, gb, d, c.splits);
     return c;
 }
 

@@ -1153,6 +1153,25 @@ int main(int argc, char **argv)
                 lengths(&cases[n], 0, 4, 300, &rng);
                 ADD("%s decode h14/2 d%u alibi%s", qn, av[a].d, a ? " kv fp8_e4m3" : "");
             }
+            /* A 16-bit d128 batch of at least 3 head blocks an SM, which
+             * streams through shared memory on a chip reading at 4 TB/s
+             * and more (scheduler.h, decode_stream_grid; the register
+             * loads elsewhere): 16 tokens of 32 KV heads, groups of 4 and
+             * of 7 (padded blocks of 8) with sinks, NHD and HND, and a
+             * window with soft-cap and ALiBi. */
+            {
+                const uint32_t sg[4][2] = {{128, 32}, {224, 32}, {128, 32}, {128, 32}};
+                const char *what[4] = {"", " sinks", " HND", " window+softcap+alibi"};
+                for (int i = 0; i < 4; i++) {
+                    cases[n] = base_case("", qt, sg[i][0], sg[i][1], 128, 16);
+                    cases[n].s.sinks = i == 1;
+                    if (i == 2) cases[n].s.layout = AH_KV_LAYOUT_HND;
+                    if (i == 3)
+                        cases[n].s.window = 37, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1;
+                    lengths(&cases[n], 0, 16, 300, &rng);
+                    ADD("%s decode large-grid h%u/%u%s", qn, sg[i][0], sg[i][1], what[i]);
+                }
+            }
             /* MLA on CUDA cores (FP8): 3 heads in blocks of 2 */
             cases[n] = mla_case(qt, 3);
             cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;

@@ -95,16 +95,25 @@ static void check_grid(int hk_count, int g, int gb)
                   served[h]);
 }
 
-/* An H100's 132 SMs, 4 decode CTAs per SM at 3 stages, 3 at 4. */
-static const sched_device h100 = {132, 90, true};
-static const int h100_occ[5] = {0, 0, 0, 4, 3};
+/* An H100's 132 SMs reading at 3.35 TB/s, 4 decode CTAs per SM at 3 stages,
+ * 3 at 4, of either kernel (a 16-bit d128 layer's); an H200's at 4.9. */
+static const sched_device h100 = {132, 90, true, 3.35}, h200 = {132, 90, true, 4.9};
+static const decode_occ h100_occ = {{0, 0, 0, 4, 3}, {0, 0, 0, 4, 3}};
 static const sched_device no90x = {132, 90, false}, a100x = {108, 80, true};
 
-static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_rows)
+static void check_decode(const sched_device &dev, int tokens, int hk, int g, int64_t keys,
+                         int64_t ws_rows)
 {
     const int gb = decode_group_block(g, false, true, 128);
-    const decode_choice c = schedule_decode(h100, h100_occ, tokens, hk, g, gb, 128, keys, ws_rows);
+    const decode_choice c = schedule_decode(dev, h100_occ, tokens, hk, g, gb, 128, keys, ws_rows);
     const int64_t base = (int64_t)tokens * hk * head_blocks_per_kv(g, gb);
+    CHECK_MSG(c.stream == (dev.hbm_tbps >= decode_stream_tbps &&
+                           base >= (int64_t)decode_stream_grid * dev.sms),
+              "T=%d Hk=%d g=%d at %.2f TB/s: streaming kernel %d", tokens, hk, g, dev.hbm_tbps,
+              c.stream);
+    CHECK_MSG(!c.stream || c.heads_per_cta == 1, "T=%d: the streaming kernel with %d head blocks",
+              tokens, c.heads_per_cta);
+    const int *occ = c.stream ? h100_occ.stream : h100_occ.own;
     CHECK_MSG(c.stages == 3 || c.stages == 4, "T=%d keys=%lld: %d stages", tokens, (long long)keys,
               c.stages);
     CHECK_MSG(c.splits >= 1 && c.splits <= FI_MAX_DECODE_SPLITS, "T=%d keys=%lld: %d splits",
@@ -115,10 +124,10 @@ static void check_decode(int tokens, int hk, int g, int64_t keys, int64_t ws_row
     CHECK_MSG(c.splits == 1 || (int64_t)c.splits * tokens <= ws_rows,
               "T=%d: %d splits overflow %lld workspace rows", tokens, c.splits, (long long)ws_rows);
     CHECK_MSG(c.stages == 4 || c.splits == 1, "T=%d: split at 3 stages", tokens);
-    const double fill = wave_fill(h100.sms, base * c.splits, h100_occ[c.stages]);
+    const double fill = wave_fill(dev.sms, base * c.splits, occ[c.stages]);
     for (int s = 1; s < c.splits; s++)
-        CHECK_MSG(wave_fill(h100.sms, base * s, h100_occ[c.stages]) < decode_fill - 1e-9 &&
-                      wave_fill(h100.sms, base * s, h100_occ[c.stages]) <= fill + 1e-9,
+        CHECK_MSG(wave_fill(dev.sms, base * s, occ[c.stages]) < decode_fill - 1e-9 &&
+                      wave_fill(dev.sms, base * s, occ[c.stages]) <= fill + 1e-9,
                   "T=%d keys=%lld: %d splits chosen, %d fill as well", tokens, (long long)keys,
                   c.splits, s);
     const int hpc = c.heads_per_cta;
@@ -283,6 +292,23 @@ static void check_scheduler(void)
     CHECK_MSG(schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, -1).splits ==
                   all_work.splits,
               "working -1: every token's CTA");
+    /* The streaming kernel for a 16-bit d128 layer's large batches on a chip
+     * reading at 4 TB/s: Llama-3-8B's B64 (512 head blocks) on an H200, in
+     * one wave at 3 stages, one head block a CTA; not its B16, not Qwen2.5-
+     * 7B's B64 (256 head blocks), not on an H100, not where the layer has
+     * no such alternative (an FP8 cache's stream kernel is its own). */
+    const decode_choice llama64 = schedule_decode(h200, h100_occ, 64, 8, 4, 4, 128, 8192, 1 << 16);
+    CHECK_MSG(llama64.stream && llama64.stages == 3 && llama64.splits == 1 &&
+                  llama64.heads_per_cta == 1,
+              "Llama-3-8B B64 on an H200: stream %d, %d stages, %d splits, %d head blocks a CTA",
+              llama64.stream, llama64.stages, llama64.splits, llama64.heads_per_cta);
+    CHECK_MSG(!schedule_decode(h200, h100_occ, 16, 8, 4, 4, 128, 8192, 1 << 16).stream &&
+                  !schedule_decode(h200, h100_occ, 64, 4, 7, 8, 128, 8192, 1 << 16).stream &&
+                  !schedule_decode(h100, h100_occ, 64, 8, 4, 4, 128, 8192, 1 << 16).stream,
+              "the streaming kernel below its grid or on an H100");
+    const decode_occ own_only = {{0, 0, 0, 4, 3}, {0, 0, 0, 0, 0}};
+    CHECK_MSG(!schedule_decode(h200, own_only, 256, 8, 4, 4, 128, 8192, 1 << 16).stream,
+              "the streaming kernel where the layer has no alternative");
     /* No workspace: never split. */
     CHECK_MSG(schedule_decode(h100, h100_occ, 1, 8, 4, 4, 128, 1 << 16, 0).splits == 1,
               "split without "
@@ -291,7 +317,9 @@ static void check_scheduler(void)
         for (int hk : {1, 2, 4, 8})
             for (int g : {1, 4, 7, 8})
                 for (int64_t keys : {1, 200, 4096, 32768})
-                    for (int64_t ws : {64, 4096, 65536}) check_decode(tokens, hk, g, keys, ws);
+                    for (int64_t ws : {64, 4096, 65536})
+                        for (const sched_device *dev : {&h100, &h200})
+                            check_decode(*dev, tokens, hk, g, keys, ws);
 
     const sched_device a100 = {108, 80, true}, no90 = {132, 90, false};
     CHECK_MSG(schedule_prefill_family(h100, 128, 1, 1, 0.f, false) == FI_PREFILL_SM90, "H100 d128");
