@@ -95,8 +95,7 @@ __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    const split_keys keys(p, t, pos, p.plan.seq_lens[r], split, 1);
-    if (keys.idle) return;
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, 1);
     const int a = keys.a, b = keys.b;
 
     const KT *kc = static_cast<const KT *>(p.k_cache);

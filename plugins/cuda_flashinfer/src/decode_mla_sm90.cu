@@ -183,8 +183,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     const int ntok = cta.ntok, nh = cta.nh; /* rows nh.. are zero queries */
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
     /* the keys of the block's last token, which sees the most */
-    const split_keys keys(p, t, pos + ntok - 1, p.plan.seq_lens[r], split, BK);
-    if (keys.idle) return;
+    const split_keys keys(p, pos + ntok - 1, p.plan.seq_lens[r], split, BK);
     const int a = keys.a, b = keys.b, ntiles = keys.ntiles;
     /* keys a tile may show without a mask: those of the first token */
     const int bfirst = p.var.attn == FI_ATTN_CAUSAL ? min(b, pos + 1) : b;
@@ -538,7 +537,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     named_sync(BAR_SUMS, 256);
     l[0] += l_pub[(1 - c) * H + lrow];
     l[1] += l_pub[(1 - c) * H + lrow + 8];
-    const bool final_out = decode_final(p, t);
+    const bool final_out = p.num_splits == 1 && !p.partial;
     const int d0 = c * 256;
 #pragma unroll
     for (int i = 0; i < 2; i++) {

@@ -56,8 +56,7 @@ __global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    const split_keys keys(p, t, pos, p.plan.seq_lens[r], split, C::BN);
-    if (keys.idle) return;
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::BN);
     const int a = keys.a, b = keys.b;
 
     /* Q's A fragments: rows g and g + 8 (heads h0 + g, h0 + g + 8), channels
@@ -193,7 +192,7 @@ __global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params
         l0 += __shfl_xor_sync(0xffffffffu, l0, off);
         l1 += __shfl_xor_sync(0xffffffffu, l1, off);
     }
-    const bool final_out = decode_final(p, t);
+    const bool final_out = p.num_splits == 1 && !p.partial;
 #pragma unroll
     for (int i = 0; i < C::NT; i++) {
         const int d = warp * (C::DV / C::NW) + 8 * i + 2 * tq;

@@ -116,8 +116,7 @@ __global__ void __launch_bounds__(regs_cfg<D, GB, HPC>::THREADS, regs_cfg<D, GB,
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    const split_keys keys(p, t, pos, p.plan.seq_lens[r], split, C::STEP * C::WPH);
-    if (keys.idle) return;
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::STEP * C::WPH);
     const int a = keys.a, b = keys.b;
     const int first = a + phase * C::STEP;
     const int nsteps = b > first ? (b - first + C::STEP * C::WPH - 1) / (C::STEP * C::WPH) : 0;

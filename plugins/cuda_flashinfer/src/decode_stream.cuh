@@ -501,8 +501,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
     const int32_t *pages = p.plan.kv_indices + p.plan.kv_indptr[r];
-    const split_keys keys(p, t, pos, p.plan.seq_lens[r], split, C::BN);
-    if (keys.idle) return;
+    const split_keys keys(p, pos, p.plan.seq_lens[r], split, C::BN);
     const int a = keys.a, b = keys.b, ntiles = keys.ntiles;
 
     const KT *kc = static_cast<const KT *>(p.k_cache);

@@ -233,37 +233,23 @@ __device__ __forceinline__ void visible_range(const variant &v, int p, int seq_l
     *hi = b;
 }
 
-/* The keys [a, b) that partition `split` of the decode CTA of token t,
- * reading the keys of position pos, sees, in `ntiles` stages of bn keys.
- * The token's keys are cut into the plan's token_parts partitions (1 when
- * the grid does not split), whole stages long, so only a partition's last
- * stage is partial. idle: a partition past the token's (its CTA exits at
- * once, writing nothing). */
+/* The keys [a, b) that split `split` of a decode row at position pos sees,
+ * in `ntiles` stages of bn keys. Partitions are whole stages long, so only a
+ * partition's last stage is partial. */
 struct split_keys {
     int a, b, ntiles;
-    bool idle;
-    __device__ __forceinline__ split_keys(const attn_params &p, int t, int pos, int seq_len,
-                                          int split, int bn)
+    __device__ __forceinline__ split_keys(const attn_params &p, int pos, int seq_len, int split,
+                                          int bn)
     {
-        const int parts = p.num_splits > 1 ? p.plan.token_parts[t] : 1;
         int lo, hi;
         visible_range(p.var, pos, seq_len, p.kv_begin, &lo, &hi);
         const int n = max(hi - lo, 0);
-        const int per = ((n + parts - 1) / parts + bn - 1) / bn * bn;
+        const int per = ((n + p.num_splits - 1) / p.num_splits + bn - 1) / bn * bn;
         a = lo + split * per;
         b = min(hi, a + per);
         ntiles = b > a ? (b - a + bn - 1) / bn : 0;
-        idle = split >= parts;
     }
 };
-
-/* Are token t's states its output (one partition of its keys, a final
- * pass), or partial states for the merge? Read again at the store rather
- * than kept live through a kernel's key loop. */
-__device__ __forceinline__ bool decode_final(const attn_params &p, int t)
-{
-    return !p.partial && (p.num_splits == 1 || p.plan.token_parts[t] == 1);
-}
 
 /* A decode CTA's place in the grid its launcher builds: (tokens, head
  * blocks, splits), or with head_fastest (head blocks, tokens, splits), so
@@ -398,7 +384,7 @@ __device__ __forceinline__ void merge_cta_states(const attn_params &p, const flo
                                                  const float (*sm_m)[GB], const float (*sm_l)[GB],
                                                  int t, int h0, int split, float v_scale)
 {
-    const bool final_out = decode_final(p, t);
+    const bool final_out = p.num_splits == 1 && !p.partial;
     const int nh = head_block_real(p.group, GB, h0);
     for (int e = threadIdx.x; e < nh * DV; e += THREADS) {
         const int g = e / DV, d = e % DV;

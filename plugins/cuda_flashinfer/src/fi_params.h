@@ -69,7 +69,6 @@ struct plan_bufs {
     int32_t *seq_lens;         /* [reqs] */
     int32_t *token_req;        /* [tokens] request of each query token */
     int32_t *token_pos;        /* [tokens] position of each query token */
-    int32_t *token_parts;      /* [tokens] KV partitions of each token's keys (decode_parts) */
     int32_t *tile_indptr;      /* [reqs+1] tensor-core q tiles per request */
     int32_t *tile_req;         /* [tiles] */
     int32_t *tile_row0;        /* [tiles] first packed row of the tile */
@@ -100,7 +99,7 @@ struct attn_params {
     out_desc o;
     int num_tokens, num_qo_heads, num_kv_heads, group; /* group = Hq / Hk */
     int kv_begin;      /* keys below this are left out (cascade suffix) */
-    int num_splits;    /* decode: the grid's KV partitions, the most a row has (token_parts) */
+    int num_splits;    /* decode: KV partitions per query row */
     int shared_prefix; /* prefill: rows = every token, keys = request 0's [0, prefix_len) */
     int prefix_len;
     int partial;      /* write out_desc partial state instead of the result */
@@ -113,23 +112,12 @@ struct attn_params {
 struct merge_params {
     const float *part_o, *part_lse;
     int num_parts, num_tokens, num_heads, dv;
-    /* split-KV: each token's partitions (plan_bufs), a token of one
-     * already final; NULL (cascade): num_parts for every token */
-    const int32_t *token_parts;
     const float *sinks;
     float v_scale_unused;
     void *out;
     int64_t out_stride_t, out_stride_h;
     float *lse;
     int64_t lse_stride_t;
-};
-
-/* How the plan cuts each decode token's keys into partitions (token_parts):
- * decode_parts of the keys the token sees under the layer's attention kind
- * and window, for every token of an MLA token block (tb tokens, else 1)
- * those of the block's last token, which its CTA reads. */
-struct split_plan {
-    int splits, chunk, tb, attn, window;
 };
 
 /* Launchers (one per kernel family), returning the launch error. launch_plan:
@@ -140,7 +128,7 @@ struct split_plan {
 cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const int32_t *block_table, int64_t bt_stride, int num_reqs, int num_tokens,
                         int page_shift, int group, int max_pages, int sort_pages,
-                        const split_plan &sp, const plan_bufs &pb, cudaStream_t st);
+                        const plan_bufs &pb, cudaStream_t st);
 /* Absorbed MLA on Hopper, 64 heads per CTA (decode_mla_sm90.cu; gb 64):
  * occupancy != NULL reports resident CTAs per SM instead of launching. */
 cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params &p, cudaStream_t st,

@@ -30,10 +30,8 @@ template <bool MAX> __device__ __forceinline__ float block_reduce(float v, float
     return v;
 }
 
-/* One CTA per (token, head), over the token's partitions (token_parts; a
- * token of one partition wrote its output itself, and its CTA exits). A
- * single long request splits its keys into up to 128 partitions, so the
- * parts are read in parallel: the LSE maxima
+/* One CTA per (token, head). A single long request splits its keys into
+ * up to 128 partitions, so the parts are read in parallel: the LSE maxima
  * and the denominator by one thread per part, the values by channel groups
  * of float4 lanes that each sum every G-th part (G = 128 / (dv / 4)),
  * reduced through shared memory. v head sizes are multiples of 64. */
@@ -45,19 +43,18 @@ __global__ void __launch_bounds__(kMergeThreads) merge_partials_kernel(const mer
     __shared__ float scratch[kMergeThreads / 32];
     __shared__ float4 sums[kMergeThreads];
     const int t = blockIdx.x, h = blockIdx.y;
-    const int parts = m.token_parts ? m.token_parts[t] : m.num_parts;
-    if (m.token_parts && parts == 1) return;
     const int64_t stride_part = (int64_t)m.num_tokens * m.num_heads;
     const int64_t row = (int64_t)t * m.num_heads + h;
     const float *lse = m.part_lse + row;
     const bool has_sink = m.sinks != nullptr;
     const float sink2 = has_sink ? m.sinks[h] * FI_LOG2E : -INFINITY;
     float M = sink2;
-    for (int s = threadIdx.x; s < parts; s += kMergeThreads) M = fmaxf(M, lse[s * stride_part]);
+    for (int s = threadIdx.x; s < m.num_parts; s += kMergeThreads)
+        M = fmaxf(M, lse[s * stride_part]);
     M = block_reduce<true>(M, scratch);
     float den = 0.f;
     if (M != -INFINITY) {
-        for (int s = threadIdx.x; s < parts; s += kMergeThreads)
+        for (int s = threadIdx.x; s < m.num_parts; s += kMergeThreads)
             den += exp2f(lse[s * stride_part] - M);
         den = block_reduce<false>(den, scratch);
         if (has_sink) den += exp2f(sink2 - M);
@@ -68,7 +65,7 @@ __global__ void __launch_bounds__(kMergeThreads) merge_partials_kernel(const mer
     if (den > 0.f && g < groups) {
         const float inv = 1.f / den;
 #pragma unroll 4
-        for (int s = g; s < parts; s += groups) {
+        for (int s = g; s < m.num_parts; s += groups) {
             const float w = exp2f(lse[s * stride_part] - M) * inv;
             const float4 v =
                 reinterpret_cast<const float4 *>(m.part_o + (s * stride_part + row) * m.dv)[lane];

@@ -112,7 +112,7 @@ __device__ void fill_sorted(const int32_t *row, int n, int32_t *out)
  * which stays last); CTA (r, 0) also the request's token and tile lists. */
 __global__ void __launch_bounds__(FILL_THREADS)
     plan_fill_kernel(const int32_t *block_table, int64_t bt_stride, int group, int sort,
-                     split_plan sp, plan_bufs pb)
+                     plan_bufs pb)
 {
     const int r = blockIdx.x, p0 = blockIdx.y * FI_SORT_RUN;
     const int k0 = pb.kv_indptr[r], np = pb.kv_indptr[r + 1] - k0;
@@ -124,15 +124,9 @@ __global__ void __launch_bounds__(FILL_THREADS)
     if (p0 < sorted_end) fill_sorted(row + p0, sorted_end - p0, out + p0);
     for (int i = max(p0, sorted_end) + threadIdx.x; i < end; i += blockDim.x) out[i] = row[i];
     if (blockIdx.y) return;
-    variant v = {};
-    v.attn = sp.attn, v.window = sp.window;
     for (int i = threadIdx.x; i < ql; i += blockDim.x) {
         pb.token_req[q0 + i] = r;
         pb.token_pos[q0 + i] = len - ql + i;
-        const int last = min(i - i % sp.tb + sp.tb, ql) - 1; /* its token block's last */
-        int lo, hi;
-        visible_range(v, len - ql + last, len, 0, &lo, &hi);
-        pb.token_parts[q0 + i] = decode_parts(hi > lo ? hi - lo : 0, sp.splits, sp.chunk);
     }
     const int t0 = pb.tile_indptr[r], nt = pb.tile_indptr[r + 1] - t0;
     for (int i = threadIdx.x; i < nt; i += blockDim.x) {
@@ -144,7 +138,7 @@ __global__ void __launch_bounds__(FILL_THREADS)
 cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
                         const int32_t *block_table, int64_t bt_stride, int num_reqs, int num_tokens,
                         int page_shift, int group, int max_pages, int sort_pages,
-                        const split_plan &sp, const plan_bufs &pb, cudaStream_t st)
+                        const plan_bufs &pb, cudaStream_t st)
 {
     (void)num_tokens;
     plan_scan_kernel<<<1, PLAN_THREADS, 0, st>>>(query_start_loc, seq_lens, num_reqs, page_shift,
@@ -153,8 +147,7 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
     if (e != cudaSuccess || num_reqs == 0) return e;
     const dim3 grid(num_reqs,
                     max_pages > FI_SORT_RUN ? (max_pages + FI_SORT_RUN - 1) / FI_SORT_RUN : 1);
-    plan_fill_kernel<<<grid, FILL_THREADS, 0, st>>>(block_table, bt_stride, group, sort_pages, sp,
-                                                    pb);
+    plan_fill_kernel<<<grid, FILL_THREADS, 0, st>>>(block_table, bt_stride, group, sort_pages, pb);
     return cudaPeekAtLastError();
 }
 

@@ -274,21 +274,13 @@ static int64_t fi_ws_rows(const ah_layer_spec *s, const ah_limits *l)
     return rows;
 }
 
-/* int32 entries of the plan buffers (plan_bufs, carved in fi_state_create's
- * order): three request indptrs, last page lengths and sequence lengths,
- * three per-token lists, the page list, two per-tile lists, the tile count. */
-static int64_t fi_plan_ints(int64_t R, int64_t T, int64_t pages, int64_t tiles)
-{
-    return 3 * (R + 1) + 2 * R + 3 * T + pages + 2 * tiles + 1;
-}
-
 static ah_status fi_workspace_size(const ah_layer_spec *s, const ah_limits *l, uint64_t *bytes)
 {
     const int64_t rows = fi_ws_rows(s, l);
     const int64_t G = s->num_q_heads / (s->num_kv_heads ? s->num_kv_heads : 1);
     const int64_t R = l->max_num_reqs, T = l->max_num_tokens;
     const int64_t tiles = (T * G + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R;
-    const int64_t ints = fi_plan_ints(R, T, R * l->max_blocks_per_req, tiles);
+    const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + R * l->max_blocks_per_req + 2 * tiles + 1;
     *bytes = (uint64_t)(ints * 4 + rows * s->num_q_heads * (s->v_head_size + 1) * 4);
     return AH_OK;
 }
@@ -361,7 +353,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     const int64_t R = lim->max_num_reqs, T = lim->max_num_tokens;
     st->max_tiles = (int)((T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R);
     const int64_t n_idx = R * lim->max_blocks_per_req;
-    const int64_t ints = fi_plan_ints(R, T, n_idx, st->max_tiles);
+    const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + n_idx + 2 * (int64_t)st->max_tiles + 1;
     cudaError_t ce = fi_use_device(ctx);
     if (ce == cudaSuccess) ce = cudaMalloc(&st->plan_mem, (size_t)ints * 4);
     if (ce != cudaSuccess) {
@@ -378,7 +370,6 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     st->pb.seq_lens = p, p += R;
     st->pb.token_req = p, p += T;
     st->pb.token_pos = p, p += T;
-    st->pb.token_parts = p, p += T;
     st->pb.kv_indices = p, p += n_idx;
     st->pb.tile_req = p, p += st->max_tiles;
     st->pb.tile_row0 = p, p += st->max_tiles;
@@ -422,14 +413,6 @@ static int fi_dev_i32(const DLTensor *t, int64_t min_elems)
 {
     return t && t->data && t->dtype.code == kDLInt && t->dtype.bits == 32 && t->dtype.lanes == 1 &&
            ah_dl_numel(t) >= min_elems;
-}
-
-/* The layer's attention kind, as the kernels and the plan's partitions see it. */
-static int fi_attn_kind(const ah_layer_spec *s)
-{
-    return s->attn_type == AH_ATTN_ENCODER_DECODER ? FI_ATTN_CROSS
-           : ah_spec_causal(s)                     ? FI_ATTN_CAUSAL
-                                                   : FI_ATTN_BIDIR;
 }
 
 static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, void *stream)
@@ -544,14 +527,12 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
                            : NULL;
     const int sort_pages =
         schedule_sort_pages(st->cascade, (int)st->spec.sliding_window, st->spec.use_alibi);
-    const split_plan sp = {st->decode.splits, st->decode.chunk, tb, fi_attn_kind(&st->spec),
-                           (int)st->spec.sliding_window};
     cudaError_t ce = fi_use_device(st->ctx);
     if (ce == cudaSuccess)
         ce = launch_plan(
             (const int32_t *)ah_dl_data(b->query_start_loc), (const int32_t *)ah_dl_data(key_lens),
             (const int32_t *)ah_dl_data(b->block_table), bt_stride, R, T, fi_ilog2(bs), st->group,
-            (int)st->lim.max_blocks_per_req, sort_pages, sp, st->pb, (cudaStream_t)stream);
+            (int)st->lim.max_blocks_per_req, sort_pages, st->pb, (cudaStream_t)stream);
     if (ce != cudaSuccess) {
         (void)cudaGetLastError();
         return ah_fail(e, AH_ERR_DEVICE, "plan: kernel launch: %s", cudaGetErrorString(ce));
@@ -694,7 +675,9 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         p.vg = fi_geom(s, vh);
     }
     p.plan = st->pb;
-    p.var.attn = fi_attn_kind(s);
+    p.var.attn = s->attn_type == AH_ATTN_ENCODER_DECODER ? FI_ATTN_CROSS
+                 : ah_spec_causal(s)                     ? FI_ATTN_CAUSAL
+                                                         : FI_ATTN_BIDIR;
     p.var.window = (int)s->sliding_window;
     p.var.qk_scale = scale * ks;
     p.var.v_scale = st->mla ? ks : vs;
@@ -771,7 +754,6 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
         if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: decode", ce);
         if (st->decode.splits > 1) {
             m.num_parts = st->decode.splits;
-            m.token_parts = st->pb.token_parts;
             ce = launch_merge_partials(st->qt, m, schedule_merge_pdl(st->ctx->dev), stream);
             if (ce != cudaSuccess) return fi_cuda_fail(e, "forward: split-KV merge", ce);
         }

@@ -108,22 +108,7 @@ inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int d, int sp
 struct decode_choice {
     int splits, stages, heads_per_cta;
     bool stream; /* the streaming kernel in place of the register loads (below) */
-    int chunk;   /* split: keys a partition holds, about (decode_parts); 0: no split */
 };
-
-/* A row's KV partitions when the grid has `splits` of them and a
- * partition holds about `chunk` keys: the nearest whole number of chunks
- * in its n visible keys, 1 to splits. The longest rows (the plan's chunk
- * is theirs split `splits` ways) take every partition, as a batch of equal
- * rows always did; a shorter row takes fewer, and one within half a chunk
- * of one takes one and writes its output itself (no partial state, no
- * merge): a chunked-prefill step's prefill tokens beside long decodes. */
-FI_HD int decode_parts(int64_t n, int splits, int chunk)
-{
-    if (chunk <= 0) return splits;
-    const int64_t k = (n + chunk / 2) / chunk;
-    return k < 1 ? 1 : k > splits ? splits : (int)k;
-}
 
 /* Resident decode CTAs per SM at 3 and 4 stages ([3], [4]): own, of the
  * layer's decode kernel; stream, of the streaming kernel where it is the
@@ -154,7 +139,7 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
      * first; the rest exit at once); -1: all */
     const int64_t hblocks = (int64_t)kv_heads * head_blocks_per_kv(group, gb);
     const int64_t base = (int64_t)(working_tokens < 0 ? tokens : working_tokens) * hblocks;
-    decode_choice c = {1, 4, 1, false, 0};
+    decode_choice c = {1, 4, 1, false};
     c.stream = occ.stream[3] > 0 && dev.hbm_tbps >= decode_stream_tbps &&
                base >= (int64_t)decode_stream_grid * dev.sms;
     const int *occupancy = c.stream ? occ.stream : occ.own;
@@ -174,7 +159,6 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
         }
     }
     c.heads_per_cta = c.stream ? 1 : schedule_heads_per_cta(kv_heads, group, gb, d, c.splits);
-    if (c.splits > 1) c.chunk = (int)((visible_keys + c.splits - 1) / c.splits);
     return c;
 }
 

@@ -5,9 +5,7 @@
  * the same pages as the table's run, and the last page in place, while a
  * request of several query tokens keeps table order. Requests of 0-3 pages,
  * of exactly one and of several runs, page numbers up to 2^31 - 1, in an
- * all-decode batch and in a mixed one. And each token's KV partitions
- * (token_parts): decode_parts of the keys its token block's last token
- * sees, causal, with and without a window, in blocks of 1 and 4 tokens.
+ * all-decode batch and in a mixed one.
  *
  *   fi_plan_test      exit 0 all pass, 1 a failure, 77 no GPU
  */
@@ -40,9 +38,8 @@ static int32_t *upload(const std::vector<int32_t> &v)
 /* Plan one batch (qlens[r] query tokens for request r) with page size 16
  * and GQA group 4, and return kv_indptr and kv_indices. */
 static void plan(const std::vector<int32_t> &qlens, const std::vector<int32_t> &lens,
-                 const std::vector<int32_t> &table, int cols, int sort, const fi::split_plan &sp,
-                 std::vector<int32_t> *indptr, std::vector<int32_t> *indices,
-                 std::vector<int32_t> *parts)
+                 const std::vector<int32_t> &table, int cols, int sort,
+                 std::vector<int32_t> *indptr, std::vector<int32_t> *indices)
 {
     const int R = (int)lens.size();
     std::vector<int32_t> qsl(R + 1, 0);
@@ -61,17 +58,15 @@ static void plan(const std::vector<int32_t> &qlens, const std::vector<int32_t> &
     fi::plan_bufs pb;
     pb.qo_indptr = alloc(R + 1), pb.kv_indptr = alloc(R + 1), pb.kv_indices = alloc(npages);
     pb.kv_last_page_len = alloc(R), pb.seq_lens = alloc(R), pb.token_req = alloc(T),
-    pb.token_pos = alloc(T), pb.token_parts = alloc(T);
+    pb.token_pos = alloc(T);
     pb.tile_indptr = alloc(R + 1), pb.tile_req = alloc(tiles), pb.tile_row0 = alloc(tiles),
     pb.num_tiles = alloc(1);
-    CK(fi::launch_plan(d_qsl, d_lens, d_table, cols, R, T, 4, 4, cols, sort, sp, pb, 0));
+    CK(fi::launch_plan(d_qsl, d_lens, d_table, cols, R, T, 4, 4, cols, sort, pb, 0));
     CK(cudaDeviceSynchronize());
     indptr->resize(R + 1);
     CK(cudaMemcpy(indptr->data(), pb.kv_indptr, (R + 1) * 4, cudaMemcpyDeviceToHost));
     indices->resize((*indptr)[R]);
     CK(cudaMemcpy(indices->data(), pb.kv_indices, indices->size() * 4, cudaMemcpyDeviceToHost));
-    parts->resize(T);
-    CK(cudaMemcpy(parts->data(), pb.token_parts, (size_t)T * 4, cudaMemcpyDeviceToHost));
     for (int32_t *d : bufs) cudaFree(d);
     cudaFree(d_qsl), cudaFree(d_lens), cudaFree(d_table);
 }
@@ -107,25 +102,10 @@ int main()
             for (int i = 0; i < pages[r]; i++) table[(size_t)r * cols + i] = page(rng);
             qlens[r] = mixed && r % 2 ? std::min(r + 2, lens[r]) : 1;
         }
-        /* partitions: up to 8 of about 4096 keys, token blocks of 4 in the
-         * mixed batches, a window of 3000 in the second pair */
-        const int tb = mixed ? 4 : 1, window = c % 2 ? 3000 : 0;
-        const fi::split_plan sp = {8, 4096, tb, fi::FI_ATTN_CAUSAL, window};
-        std::vector<int32_t> ip0, idx0, ip1, idx1, parts0, parts1;
-        plan(qlens, lens, table, cols, 0, sp, &ip0, &idx0, &parts0);
-        plan(qlens, lens, table, cols, 1, sp, &ip1, &idx1, &parts1);
+        std::vector<int32_t> ip0, idx0, ip1, idx1;
+        plan(qlens, lens, table, cols, 0, &ip0, &idx0);
+        plan(qlens, lens, table, cols, 1, &ip1, &idx1);
         char what[160];
-        bool parts_ok = parts0 == parts1;
-        for (int r = 0, t = 0; r < R; t += qlens[r], r++)
-            for (int i = 0; i < qlens[r]; i++) {
-                const int last = std::min(i - i % tb + tb, qlens[r]) - 1;
-                const int pos = lens[r] - qlens[r] + last;
-                const int keys = window ? std::min(pos + 1, window) : pos + 1;
-                parts_ok = parts_ok && parts0[t + i] == fi::decode_parts(keys, 8, 4096);
-            }
-        snprintf(what, sizeof what, "%s batch, window %d, token blocks of %d: token_parts",
-                 mixed ? "mixed" : "decode", window, tb);
-        check(what, parts_ok);
         for (int r = 0; r < R; r++) {
             const int32_t *row = &table[(size_t)r * cols];
             const int np = pages[r];
