@@ -274,13 +274,21 @@ static int64_t fi_ws_rows(const ah_layer_spec *s, const ah_limits *l)
     return rows;
 }
 
+/* int32 entries of the plan buffers (plan_bufs, carved in fi_state_create's
+ * order): three request indptrs, last page lengths and sequence lengths,
+ * two per-token lists, the page list, two per-tile lists, the tile count. */
+static int64_t fi_plan_ints(int64_t R, int64_t T, int64_t pages, int64_t tiles)
+{
+    return 3 * (R + 1) + 2 * R + 2 * T + pages + 2 * tiles + 1;
+}
+
 static ah_status fi_workspace_size(const ah_layer_spec *s, const ah_limits *l, uint64_t *bytes)
 {
     const int64_t rows = fi_ws_rows(s, l);
     const int64_t G = s->num_q_heads / (s->num_kv_heads ? s->num_kv_heads : 1);
     const int64_t R = l->max_num_reqs, T = l->max_num_tokens;
     const int64_t tiles = (T * G + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R;
-    const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + R * l->max_blocks_per_req + 2 * tiles + 1;
+    const int64_t ints = fi_plan_ints(R, T, R * l->max_blocks_per_req, tiles);
     *bytes = (uint64_t)(ints * 4 + rows * s->num_q_heads * (s->v_head_size + 1) * 4);
     return AH_OK;
 }
@@ -353,7 +361,7 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
     const int64_t R = lim->max_num_reqs, T = lim->max_num_tokens;
     st->max_tiles = (int)((T * st->group + FI_TILE_ROWS - 1) / FI_TILE_ROWS + R);
     const int64_t n_idx = R * lim->max_blocks_per_req;
-    const int64_t ints = 3 * (R + 1) + 2 * R + 2 * T + n_idx + 2 * (int64_t)st->max_tiles + 1;
+    const int64_t ints = fi_plan_ints(R, T, n_idx, st->max_tiles);
     cudaError_t ce = fi_use_device(ctx);
     if (ce == cudaSuccess) ce = cudaMalloc(&st->plan_mem, (size_t)ints * 4);
     if (ce != cudaSuccess) {

@@ -643,6 +643,12 @@ int main(int argc, char **argv)
                     lengths(&cases[n], k, 3, 260, &rng);
                     ADD("%s %s page%u %s", qn, kinds[k], pages[pi], lay ? "HND" : "NHD");
                 }
+        /* split-KV over rows of very different lengths: one of 6000 keys
+         * among five of up to 200 */
+        cases[n] = base_case("", qt, 32, 8, 128, 16);
+        lengths(&cases[n], 0, 6, 200, &rng);
+        cases[n].seqlens[2] = 6000 + 11;
+        ADD("%s decode split-kv ragged", qn);
         /* split-KV: few long decode rows */
         for (int r = 1; r <= 2; r++) {
             cases[n] = base_case("", qt, 32, 8, 128, 16);
@@ -866,6 +872,15 @@ int main(int argc, char **argv)
         cases[n] = mla_case(qt, 32);
         lengths(&cases[n], 3, 5, 400, &rng);
         ADD("%s mla h32 mixed", qn);
+        /* a chunked-prefill step in small: three decodes over 5000-6000
+         * keys, which split, beside an extend of 9 tokens over 700 (three
+         * token blocks) and a decode over 900 */
+        cases[n] = mla_case(qt, 16);
+        lengths(&cases[n], 0, 5, 100, &rng);
+        for (int r = 0; r < 3; r++) cases[n].seqlens[r] = 5000 + 500 * r + 3;
+        cases[n].qlens[3] = 9, cases[n].seqlens[3] = 709;
+        cases[n].seqlens[4] = 900;
+        ADD("%s mla h16 mixed long and short", qn);
         cases[n] = mla_case(qt, 8);
         lengths(&cases[n], 0, 3, 700, &rng);
         ADD("%s mla h8 decode", qn);
