@@ -117,14 +117,16 @@ struct decode_occ {
     int own[5], stream[5];
 };
 
-/* A 16-bit d128 decode takes the streaming kernel (3-4 stages of 16 KiB a
- * CTA, up to 144 KiB in flight an SM) instead of the register loads (64
- * KiB) when the chip reads at 4 TB/s or more and the batch alone gives
- * every SM at least decode_stream_grid head blocks. Measured on an H200
- * (4.8 TB/s): 0.93-0.95x the time at 512-2048 head blocks, 1.01-1.07x at
- * 16-256 (DECISIONS.md); on an H100 (3.35 TB/s) it lost at every size. */
+/* A 16-bit d128 decode takes the streaming kernel instead of the register
+ * loads (64 KiB in flight an SM) when the chip reads at 4 TB/s or more and
+ * the batch alone gives every SM at least decode_stream_grid head blocks;
+ * it runs at 3 stages (4 CTAs an SM, 128 KiB in flight), split until that
+ * wave fills. Measured on an H200 (4.8 TB/s): 0.94-0.95x the register
+ * loads' time at 256 head blocks, 0.93-0.95x at 512-2048, level below 132
+ * where it was tried at 3-4 stages (DECISIONS.md); on an H100 (3.35 TB/s)
+ * it lost at B64. */
 constexpr double decode_stream_tbps = 4.0;
-constexpr int decode_stream_grid = 3;
+constexpr int decode_stream_grid = 1;
 
 constexpr double decode_fill = 0.95;
 /* Most KV partitions of one decode token (the workspace holds this many
@@ -143,8 +145,8 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
     c.stream = occ.stream[3] > 0 && dev.hbm_tbps >= decode_stream_tbps &&
                base >= (int64_t)decode_stream_grid * dev.sms;
     const int *occupancy = c.stream ? occ.stream : occ.own;
-    c.stages = wave_fill(dev.sms, base, occupancy[3]) >= decode_fill - 1e-9 ? 3 : 4;
-    if (base > 0 && ws_rows && c.stages == 4) {
+    c.stages = c.stream || wave_fill(dev.sms, base, occupancy[3]) >= decode_fill - 1e-9 ? 3 : 4;
+    if (base > 0 && ws_rows && (c.stages == 4 || c.stream)) {
         int64_t cap = (visible_keys + 255) / 256;
         if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;

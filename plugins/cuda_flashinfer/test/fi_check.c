@@ -1168,22 +1168,23 @@ int main(int argc, char **argv)
                 lengths(&cases[n], 0, 4, 300, &rng);
                 ADD("%s decode h14/2 d%u alibi%s", qn, av[a].d, a ? " kv fp8_e4m3" : "");
             }
-            /* A 16-bit d128 batch of at least 3 head blocks an SM, which
-             * streams through shared memory on a chip reading at 4 TB/s
+            /* 16-bit d128 batches of a head block an SM and more, which
+             * stream through shared memory on a chip reading at 4 TB/s
              * and more (scheduler.h, decode_stream_grid; the register
              * loads elsewhere): 16 tokens of 32 KV heads, groups of 4 and
-             * of 7 (padded blocks of 8) with sinks, NHD and HND, and a
-             * window with soft-cap and ALiBi. */
+             * of 7 (padded blocks of 8) with sinks, NHD and HND, a window
+             * with soft-cap and ALiBi; and of 16 KV heads over up to 3000
+             * keys, which split to fill the wave. */
             {
-                const uint32_t sg[4][2] = {{128, 32}, {224, 32}, {128, 32}, {128, 32}};
-                const char *what[4] = {"", " sinks", " HND", " window+softcap+alibi"};
-                for (int i = 0; i < 4; i++) {
+                const uint32_t sg[5][2] = {{128, 32}, {224, 32}, {128, 32}, {128, 32}, {64, 16}};
+                const char *what[5] = {"", " sinks", " HND", " window+softcap+alibi", " split-kv"};
+                for (int i = 0; i < 5; i++) {
                     cases[n] = base_case("", qt, sg[i][0], sg[i][1], 128, 16);
                     cases[n].s.sinks = i == 1;
                     if (i == 2) cases[n].s.layout = AH_KV_LAYOUT_HND;
                     if (i == 3)
                         cases[n].s.window = 37, cases[n].s.softcap = 8.f, cases[n].s.alibi = 1;
-                    lengths(&cases[n], 0, 16, 300, &rng);
+                    lengths(&cases[n], 0, 16, i == 4 ? 3000 : 300, &rng);
                     ADD("%s decode large-grid h%u/%u%s", qn, sg[i][0], sg[i][1], what[i]);
                 }
             }

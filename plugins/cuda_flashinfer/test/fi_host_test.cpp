@@ -123,7 +123,9 @@ static void check_decode(const sched_device &dev, int tokens, int hk, int g, int
               c.splits);
     CHECK_MSG(c.splits == 1 || (int64_t)c.splits * tokens <= ws_rows,
               "T=%d: %d splits overflow %lld workspace rows", tokens, c.splits, (long long)ws_rows);
-    CHECK_MSG(c.stages == 4 || c.splits == 1, "T=%d: split at 3 stages", tokens);
+    CHECK_MSG(c.stages == 4 || c.splits == 1 || c.stream, "T=%d: split at 3 stages", tokens);
+    CHECK_MSG(!c.stream || c.stages == 3, "T=%d: the streaming kernel at %d stages", tokens,
+              c.stages);
     const double fill = wave_fill(dev.sms, base * c.splits, occ[c.stages]);
     for (int s = 1; s < c.splits; s++)
         CHECK_MSG(wave_fill(dev.sms, base * s, occ[c.stages]) < decode_fill - 1e-9 &&
@@ -292,18 +294,22 @@ static void check_scheduler(void)
     CHECK_MSG(schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, -1).splits ==
                   all_work.splits,
               "working -1: every token's CTA");
-    /* The streaming kernel for a 16-bit d128 layer's large batches on a chip
-     * reading at 4 TB/s: Llama-3-8B's B64 (512 head blocks) on an H200, in
-     * one wave at 3 stages, one head block a CTA; not its B16, not Qwen2.5-
-     * 7B's B64 (256 head blocks), not on an H100, not where the layer has
-     * no such alternative (an FP8 cache's stream kernel is its own). */
+    /* The streaming kernel for a 16-bit d128 layer's batches of a head
+     * block an SM and more on a chip reading at 4 TB/s, at 3 stages, one
+     * head block a CTA: Llama-3-8B's B64 (512 head blocks) on an H200 in one
+     * wave, Qwen2.5-7B's B64 (256) split in two to fill it; not Llama-3-8B's
+     * B16 (128), not on an H100, not where the layer has no such
+     * alternative (an FP8 cache's stream kernel is its own). */
     const decode_choice llama64 = schedule_decode(h200, h100_occ, 64, 8, 4, 4, 128, 8192, 1 << 16);
     CHECK_MSG(llama64.stream && llama64.stages == 3 && llama64.splits == 1 &&
                   llama64.heads_per_cta == 1,
               "Llama-3-8B B64 on an H200: stream %d, %d stages, %d splits, %d head blocks a CTA",
               llama64.stream, llama64.stages, llama64.splits, llama64.heads_per_cta);
+    const decode_choice qwen64 = schedule_decode(h200, h100_occ, 64, 4, 7, 8, 128, 8192, 1 << 16);
+    CHECK_MSG(qwen64.stream && qwen64.stages == 3 && qwen64.splits == 2,
+              "Qwen2.5-7B B64 on an H200: stream %d, %d stages, %d splits", qwen64.stream,
+              qwen64.stages, qwen64.splits);
     CHECK_MSG(!schedule_decode(h200, h100_occ, 16, 8, 4, 4, 128, 8192, 1 << 16).stream &&
-                  !schedule_decode(h200, h100_occ, 64, 4, 7, 8, 128, 8192, 1 << 16).stream &&
                   !schedule_decode(h100, h100_occ, 64, 8, 4, 4, 128, 8192, 1 << 16).stream,
               "the streaming kernel below its grid or on an H100");
     const decode_occ own_only = {{0, 0, 0, 4, 3}, {0, 0, 0, 0, 0}};
