@@ -11,7 +11,8 @@
  *   - K and V tiles of BN keys (16 KiB per stage) stream into shared memory
  *     through a cp.async pipeline of p.stages (2-4) stages, all but one in
  *     flight while one is being used; the depth trades bytes in flight per
- *     CTA against resident CTAs per SM (decode_stages); every thread issues 16-byte
+ *     CTA against resident CTAs per SM (the plan runs FI_DECODE_STAGES,
+ *     scheduler.h); every thread issues 16-byte
  *     copies, and the page numbers of the next tile are loaded into
  *     registers one iteration ahead so no copy waits for its page lookup;
  *   - every warp takes its share of each tile's keys and keeps its own

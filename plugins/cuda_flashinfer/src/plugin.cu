@@ -9,11 +9,11 @@
  *   - path: the bandwidth-bound decode kernel when every request has one
  *     query token (or the head size has no tensor-core kernel, i.e. MLA);
  *     the tensor-core kernel otherwise (prefill, extend, mixed batches);
- *   - split-KV and pipeline depth: when the decode grid cannot fill the GPU
- *     (tokens x head blocks < SMs x resident CTAs), each row's keys are cut
- *     into S partitions and merged by LSE; S comes from the measured
- *     occupancy of the kernel at the chosen depth (scheduler.h, which makes
- *     every launch decision);
+ *   - split-KV: when the decode grid cannot fill the GPU (tokens x head
+ *     blocks < SMs x resident CTAs), each row's keys are cut into S
+ *     partitions and merged by LSE; S comes from the kernel's measured
+ *     occupancy at its pipeline depth (scheduler.h, which makes every
+ *     launch decision);
  *   - decode kernel: a 16-bit d128 layer's large batches stream through
  *     shared memory on chips that read at 4 TB/s and more, the rest take
  *     the register loads (scheduler.h, decode_stream_grid);
@@ -226,7 +226,7 @@ struct ah_state {
     ah_errbuf err;
     int qt, kvt, group, gb, mla, tc; /* tc: the tensor-core kernel serves this head size */
     prefill_family family;           /* the tensor-core passes' kernel family */
-    decode_occ occupancy;            /* resident decode CTAs per SM at 3 and 4 stages */
+    decode_occ occupancy;            /* resident decode CTAs per SM at FI_DECODE_STAGES */
     plan_bufs pb;
     void *plan_mem;
     float *ws_o, *ws_lse;
@@ -395,10 +395,8 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         }
         st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
     }
-    for (int ns = 3; ns <= 4; ns++) {
-        st->occupancy.own[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns, false);
-        st->occupancy.stream[ns] = decode_occupancy(qt, kvt, qk, vh, st->gb, ns, true);
-    }
+    st->occupancy.own = decode_occupancy(qt, kvt, qk, vh, st->gb, FI_DECODE_STAGES, false);
+    st->occupancy.stream = decode_occupancy(qt, kvt, qk, vh, st->gb, FI_DECODE_STAGES, true);
     if (st->tc) {
         attn_params none = {};
         ce = launch_prefill(qt, kvt, qk, st->family, none, 0, 0);
@@ -488,7 +486,7 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     } else {
         const int graph = mode == AH_PLAN_CAPTURE;
         st->path = (all_decode || !st->tc) ? FI_PATH_DECODE : FI_PATH_PREFILL;
-        st->decode = decode_choice{1, 4, 1, false};
+        st->decode = decode_choice{1, 1, false};
         if (st->path == FI_PATH_DECODE) {
             const int64_t keys =
                 decode_visible_keys(graph ? (int64_t)st->lim.max_seq_len : max_seq,
@@ -709,7 +707,7 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     p.num_kv_heads = Hk;
     p.group = st->group;
     p.num_splits = 1;
-    p.stages = st->decode.stages;
+    p.stages = FI_DECODE_STAGES;
 
     merge_params m;
     memset(&m, 0, sizeof m);

@@ -94,37 +94,36 @@ inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int d, int sp
     return 1;
 }
 
-/* Split-KV partitions, pipeline depth and head blocks per CTA of a decode
- * pass. A CTA of the streaming kernel keeps (stages - 1) x 16 KiB in flight,
- * so a lone CTA on an SM is latency-bound: the grid should fill whole waves
- * of (SMs x resident CTAs). At 3 stages 4 CTAs fit per SM, at 4 stages 3
- * (H100). When the batch alone fills the last wave to decode_fill at 3
- * stages, take 3 and no split: no merge pass, and the 4th CTA per SM keeps
- * as many bytes in flight. Otherwise 4 stages (a small batch's few CTAs need
- * the deeper pipeline) and the smallest split count whose last wave is at
- * least decode_fill full (or the fullest one), with partitions of at least
- * 256 keys, at most FI_MAX_DECODE_SPLITS of them, within the workspace (ws_rows partial rows).
- * DECISIONS.md has the measurements. */
+/* Split-KV partitions, kernel and head blocks per CTA of a decode pass.
+ * A CTA of the streaming kernel keeps (stages - 1) x 16 KiB in flight, so a
+ * lone CTA on an SM is latency-bound: the grid should fill whole waves of
+ * (SMs x resident CTAs). Every pass runs FI_DECODE_STAGES stages (4 CTAs
+ * an SM): when the batch alone fills the last wave to decode_fill, no
+ * split (no merge pass); otherwise the smallest split count whose last
+ * wave is at least decode_fill full (or the fullest one), with partitions
+ * of at least 256 keys, at most FI_MAX_DECODE_SPLITS of them, within the
+ * workspace (ws_rows partial rows). Small batches took 4 stages (3 CTAs an
+ * SM, more bytes in flight each) until 3 with more partitions proved
+ * faster on the H200. DECISIONS.md has the measurements. */
 struct decode_choice {
-    int splits, stages, heads_per_cta;
+    int splits, heads_per_cta;
     bool stream; /* the streaming kernel in place of the register loads (below) */
 };
+constexpr int FI_DECODE_STAGES = 3;
 
-/* Resident decode CTAs per SM at 3 and 4 stages ([3], [4]): own, of the
- * layer's decode kernel; stream, of the streaming kernel where it is the
- * alternative to a 16-bit d128 layer's register loads (else zeros). */
+/* Resident decode CTAs per SM at FI_DECODE_STAGES: own, of the layer's
+ * decode kernel; stream, of the streaming kernel where it is the
+ * alternative to a 16-bit d128 layer's register loads (else 0). */
 struct decode_occ {
-    int own[5], stream[5];
+    int own, stream;
 };
 
 /* A 16-bit d128 decode takes the streaming kernel instead of the register
  * loads (64 KiB in flight an SM) when the chip reads at 4 TB/s or more and
- * the batch alone gives every SM at least decode_stream_grid head blocks;
- * it runs at 3 stages (4 CTAs an SM, 128 KiB in flight), split until that
- * wave fills. Measured on an H200 (4.8 TB/s): 0.94-0.95x the register
- * loads' time at 256 head blocks, 0.93-0.95x at 512-2048, level below 132
- * where it was tried at 3-4 stages (DECISIONS.md); on an H100 (3.35 TB/s)
- * it lost at B64. */
+ * the batch alone gives every SM at least decode_stream_grid head blocks
+ * (at 3 stages, 4 CTAs an SM, 128 KiB in flight). Measured on an H200 (4.8 TB/s): 0.94-0.95x the
+ * register loads' time at 256 head blocks, 0.93-0.95x at 512-2048, level below 132 where it was
+ * tried at 3-4 stages (DECISIONS.md); on an H100 (3.35 TB/s) it lost at B64. */
 constexpr double decode_stream_tbps = 4.0;
 constexpr int decode_stream_grid = 1;
 
@@ -141,18 +140,17 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
      * first; the rest exit at once); -1: all */
     const int64_t hblocks = (int64_t)kv_heads * head_blocks_per_kv(group, gb);
     const int64_t base = (int64_t)(working_tokens < 0 ? tokens : working_tokens) * hblocks;
-    decode_choice c = {1, 4, 1, false};
-    c.stream = occ.stream[3] > 0 && dev.hbm_tbps >= decode_stream_tbps &&
+    decode_choice c = {1, 1, false};
+    c.stream = occ.stream > 0 && dev.hbm_tbps >= decode_stream_tbps &&
                base >= (int64_t)decode_stream_grid * dev.sms;
-    const int *occupancy = c.stream ? occ.stream : occ.own;
-    c.stages = c.stream || wave_fill(dev.sms, base, occupancy[3]) >= decode_fill - 1e-9 ? 3 : 4;
-    if (base > 0 && ws_rows && (c.stages == 4 || c.stream)) {
+    const int occupancy = c.stream ? occ.stream : occ.own;
+    if (base > 0 && ws_rows && wave_fill(dev.sms, base, occupancy) < decode_fill - 1e-9) {
         int64_t cap = (visible_keys + 255) / 256;
         if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;
         double best_eff = 0;
         for (int64_t s = 1; s <= cap; s++) {
-            const double eff = wave_fill(dev.sms, base * s, occupancy[c.stages]);
+            const double eff = wave_fill(dev.sms, base * s, occupancy);
             if (eff >= decode_fill - 1e-9) {
                 c.splits = (int)s;
                 break;

@@ -95,10 +95,10 @@ static void check_grid(int hk_count, int g, int gb)
                   served[h]);
 }
 
-/* An H100's 132 SMs reading at 3.35 TB/s, 4 decode CTAs per SM at 3 stages,
- * 3 at 4, of either kernel (a 16-bit d128 layer's); an H200's at 4.9. */
+/* An H100's 132 SMs reading at 3.35 TB/s, 4 decode CTAs per SM at 3 stages
+ * of either kernel (a 16-bit d128 layer's); an H200's at 4.9. */
 static const sched_device h100 = {132, 90, true, 3.35}, h200 = {132, 90, true, 4.9};
-static const decode_occ h100_occ = {{0, 0, 0, 4, 3}, {0, 0, 0, 4, 3}};
+static const decode_occ h100_occ = {4, 4};
 static const sched_device no90x = {132, 90, false}, a100x = {108, 80, true};
 
 static void check_decode(const sched_device &dev, int tokens, int hk, int g, int64_t keys,
@@ -113,9 +113,7 @@ static void check_decode(const sched_device &dev, int tokens, int hk, int g, int
               c.stream);
     CHECK_MSG(!c.stream || c.heads_per_cta == 1, "T=%d: the streaming kernel with %d head blocks",
               tokens, c.heads_per_cta);
-    const int *occ = c.stream ? h100_occ.stream : h100_occ.own;
-    CHECK_MSG(c.stages == 3 || c.stages == 4, "T=%d keys=%lld: %d stages", tokens, (long long)keys,
-              c.stages);
+    const int occ = c.stream ? h100_occ.stream : h100_occ.own;
     CHECK_MSG(c.splits >= 1 && c.splits <= FI_MAX_DECODE_SPLITS, "T=%d keys=%lld: %d splits",
               tokens, (long long)keys, c.splits);
     CHECK_MSG(c.splits == 1 || c.splits <= (keys + 255) / 256,
@@ -123,13 +121,12 @@ static void check_decode(const sched_device &dev, int tokens, int hk, int g, int
               c.splits);
     CHECK_MSG(c.splits == 1 || (int64_t)c.splits * tokens <= ws_rows,
               "T=%d: %d splits overflow %lld workspace rows", tokens, c.splits, (long long)ws_rows);
-    CHECK_MSG(c.stages == 4 || c.splits == 1 || c.stream, "T=%d: split at 3 stages", tokens);
-    CHECK_MSG(!c.stream || c.stages == 3, "T=%d: the streaming kernel at %d stages", tokens,
-              c.stages);
-    const double fill = wave_fill(dev.sms, base * c.splits, occ[c.stages]);
+    CHECK_MSG(c.splits == 1 || wave_fill(dev.sms, base, occ) < decode_fill - 1e-9,
+              "T=%d: a batch that fills its wave split %d ways", tokens, c.splits);
+    const double fill = wave_fill(dev.sms, base * c.splits, occ);
     for (int s = 1; s < c.splits; s++)
-        CHECK_MSG(wave_fill(dev.sms, base * s, occ[c.stages]) < decode_fill - 1e-9 &&
-                      wave_fill(dev.sms, base * s, occ[c.stages]) <= fill + 1e-9,
+        CHECK_MSG(wave_fill(dev.sms, base * s, occ) < decode_fill - 1e-9 &&
+                      wave_fill(dev.sms, base * s, occ) <= fill + 1e-9,
                   "T=%d keys=%lld: %d splits chosen, %d fill as well", tokens, (long long)keys,
                   c.splits, s);
     const int hpc = c.heads_per_cta;
@@ -229,11 +226,10 @@ static void check_scheduler(void)
     CHECK_MSG(win.splits == 1, "windowed decode split into %d", win.splits);
     const decode_choice full = schedule_decode(h100, h100_occ, 16, 8, 8, 8, 128, 4096, 1 << 16);
     CHECK_MSG(full.splits > 1, "16 x 4096 decode of 128 CTAs not split (%d)", full.splits);
-    /* A batch that fills its waves alone: 3 stages, no split, 4 heads a CTA. */
+    /* A batch that fills its waves alone: no split, 4 heads a CTA. */
     const decode_choice big = schedule_decode(h100, h100_occ, 1056, 8, 4, 4, 128, 8192, 1 << 16);
-    CHECK_MSG(big.stages == 3 && big.splits == 1 && big.heads_per_cta == 4,
-              "1056 x 8 CTAs: %d stages, %d splits, %d heads per CTA", big.stages, big.splits,
-              big.heads_per_cta);
+    CHECK_MSG(big.splits == 1 && big.heads_per_cta == 4,
+              "1056 x 8 CTAs: %d splits, %d heads per CTA", big.splits, big.heads_per_cta);
     /* Head blocks a register-load CTA serves: four of Llama-3-8B's (d128,
      * blocks of 4 heads); two of Qwen2.5-7B's (blocks of 8: the merge
      * buffers of four overflow), of Gemma's (d256, blocks of 2: eight
@@ -251,10 +247,10 @@ static void check_scheduler(void)
               schedule_heads_per_cta(8, 4, 4, 128, 3), schedule_heads_per_cta(1, 8, 8, 128, 1));
     /* A lone long request fills the GPU when the workspace holds
      * FI_MAX_DECODE_SPLITS rows a token: 8 KV heads at 32k split until the
-     * last wave is 95% full (48 ways, 384 of 396 slots), one up to the cap. */
+     * last wave is 95% full (63 ways, 504 of 528 slots), one up to the cap. */
     const decode_choice lone8 =
         schedule_decode(h100, h100_occ, 1, 8, 4, 4, 128, 32768, FI_MAX_DECODE_SPLITS);
-    CHECK_MSG(lone8.splits == 48, "1 x 32k, 8 KV heads: %d splits", lone8.splits);
+    CHECK_MSG(lone8.splits == 63, "1 x 32k, 8 KV heads: %d splits", lone8.splits);
     const decode_choice lone1 =
         schedule_decode(h100, h100_occ, 1, 1, 8, 8, 128, 32768, FI_MAX_DECODE_SPLITS);
     CHECK_MSG(lone1.splits == FI_MAX_DECODE_SPLITS, "1 x 32k, 1 KV head: %d splits", lone1.splits);
@@ -301,18 +297,16 @@ static void check_scheduler(void)
      * B16 (128), not on an H100, not where the layer has no such
      * alternative (an FP8 cache's stream kernel is its own). */
     const decode_choice llama64 = schedule_decode(h200, h100_occ, 64, 8, 4, 4, 128, 8192, 1 << 16);
-    CHECK_MSG(llama64.stream && llama64.stages == 3 && llama64.splits == 1 &&
-                  llama64.heads_per_cta == 1,
-              "Llama-3-8B B64 on an H200: stream %d, %d stages, %d splits, %d head blocks a CTA",
-              llama64.stream, llama64.stages, llama64.splits, llama64.heads_per_cta);
+    CHECK_MSG(llama64.stream && llama64.splits == 1 && llama64.heads_per_cta == 1,
+              "Llama-3-8B B64 on an H200: stream %d, %d splits, %d head blocks a CTA",
+              llama64.stream, llama64.splits, llama64.heads_per_cta);
     const decode_choice qwen64 = schedule_decode(h200, h100_occ, 64, 4, 7, 8, 128, 8192, 1 << 16);
-    CHECK_MSG(qwen64.stream && qwen64.stages == 3 && qwen64.splits == 2,
-              "Qwen2.5-7B B64 on an H200: stream %d, %d stages, %d splits", qwen64.stream,
-              qwen64.stages, qwen64.splits);
+    CHECK_MSG(qwen64.stream && qwen64.splits == 2,
+              "Qwen2.5-7B B64 on an H200: stream %d, %d splits", qwen64.stream, qwen64.splits);
     CHECK_MSG(!schedule_decode(h200, h100_occ, 16, 8, 4, 4, 128, 8192, 1 << 16).stream &&
                   !schedule_decode(h100, h100_occ, 64, 8, 4, 4, 128, 8192, 1 << 16).stream,
               "the streaming kernel below its grid or on an H100");
-    const decode_occ own_only = {{0, 0, 0, 4, 3}, {0, 0, 0, 0, 0}};
+    const decode_occ own_only = {4, 0};
     CHECK_MSG(!schedule_decode(h200, own_only, 256, 8, 4, 4, 128, 8192, 1 << 16).stream,
               "the streaming kernel where the layer has no alternative");
     /* No workspace: never split. */
