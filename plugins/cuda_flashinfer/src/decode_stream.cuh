@@ -2,9 +2,9 @@
  * Streaming decode kernel for qk == v head sizes where the register-load
  * kernel (decode_regs.cuh) does not serve: FP8 caches at 64, 128 and 256;
  * and 16-bit caches at 128 where the plan picks it over the register loads
- * (scheduler.h, decode_stream_grid: large grids on chips that read at 4 TB/s
- * and more, where its 3-4 stages of 16 KiB a CTA keep more bytes in flight
- * per SM than the register loads' 64 KiB).
+ * (scheduler.h, decode_stream_grid: a head block an SM and more on chips
+ * that read at 4 TB/s and more, where its 3 stages of 16 KiB a CTA, 4 CTAs
+ * an SM, keep 128 KiB in flight per SM to the register loads' 64).
  * One CTA of four warps per (query token, block of GB query heads sharing a
  * KV head, KV partition). Decode is a pure read of K and V, so the kernel is built
  * around keeping HBM busy:
