@@ -275,18 +275,18 @@ static cudaError_t regs_launch(dim3 grid, const attn_params &q, cudaStream_t st,
     return e;
 }
 
-/* The pipeline depth asked for (plan's choice), or the deepest when unset. */
-__host__ __forceinline__ int stages_or(int asked, int max_ns)
+/* A kernel's pipeline depth: the plan's FI_DECODE_STAGES, at most max_ns. */
+constexpr int decode_stages(int max_ns)
 {
-    return asked >= 2 && asked <= max_ns ? asked : max_ns;
+    return FI_DECODE_STAGES < max_ns ? FI_DECODE_STAGES : max_ns;
 }
 
-/* The streaming kernel at the plan's pipeline depth. */
+/* The streaming kernel at its pipeline depth. */
 template <typename QT, typename KT, int D, int GB>
 static cudaError_t stream_launch(dim3 grid, attn_params q, cudaStream_t st, int *occupancy)
 {
     using SC = stream_cfg<KT, D, GB>;
-    q.stages = stages_or(q.stages, SC::MAX_NS);
+    q.stages = decode_stages(SC::MAX_NS);
     return occupancy_or_launch(decode_stream_kernel<QT, KT, D, GB, tc_fits<QT, KT, D, GB>()>,
                                SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid, q, st,
                                occupancy);
@@ -311,7 +311,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, bool st
                                   std::is_same<QT, KT>::value) {
                         using MC = mla_tc_cfg;
                         attn_params q = p;
-                        q.stages = stages_or(p.stages, MC::MAX_NS);
+                        q.stages = decode_stages(MC::MAX_NS);
                         const dim3 grid(p.num_tokens, head_blocks_per_kv(p.group, GB),
                                         p.num_splits);
                         return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS,

@@ -106,7 +106,7 @@ struct attn_params {
     int kv_splits;    /* tensor-core kernel, partial only: grid z cuts keys into */
     int kv_chunk;     /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
     int head_fastest; /* decode_stream grid: x = head block, y = token (set by its launcher) */
-    int stages;       /* decode pipeline depth, 2-4 (the plan's FI_DECODE_STAGES) */
+    int stages;       /* decode pipeline depth (its launcher's: FI_DECODE_STAGES) */
 };
 
 struct merge_params {
@@ -136,10 +136,10 @@ cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params 
 /* stream: the streaming kernel in place of the register loads (decode_choice). */
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int heads_per_cta,
                           bool stream, const attn_params &p, cudaStream_t st);
-/* Largest resident CTAs per SM of the decode kernel for this config at a
- * pipeline depth of `stages`, or with stream of the streaming kernel that
- * is its alternative (0 on error or where there is none). */
-int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages, bool stream);
+/* Largest resident CTAs per SM of the decode kernel for this config at its
+ * pipeline depth (FI_DECODE_STAGES), or with stream of the streaming kernel
+ * that is its alternative (0 on error or where there is none). */
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, bool stream);
 /* family as the scheduler chose it; grid_tiles 0 prepares the family's
  * kernels (shared-memory limits) and launches nothing. */
 cudaError_t launch_prefill(int q_dtype, int kv_dtype, int d, prefill_family family,

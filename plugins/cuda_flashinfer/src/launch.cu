@@ -32,11 +32,10 @@ cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int 
     return decode_any(q_dtype, kv_dtype, d, dv, gb, hpc, stream, p, st, nullptr);
 }
 
-int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, int stages, bool stream)
+int decode_occupancy(int q_dtype, int kv_dtype, int d, int dv, int gb, bool stream)
 {
     int n = 0;
-    attn_params p = {};
-    p.stages = stages;
+    const attn_params p = {};
     if (decode_any(q_dtype, kv_dtype, d, dv, gb, 1, stream, p, 0, &n) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;

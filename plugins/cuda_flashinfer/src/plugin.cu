@@ -395,8 +395,8 @@ static ah_status fi_state_create(ah_context *ctx, const ah_layer_spec *spec, con
         }
         st->ws_lse = st->ws_o + st->ws_rows * spec->num_q_heads * spec->v_head_size;
     }
-    st->occupancy.own = decode_occupancy(qt, kvt, qk, vh, st->gb, FI_DECODE_STAGES, false);
-    st->occupancy.stream = decode_occupancy(qt, kvt, qk, vh, st->gb, FI_DECODE_STAGES, true);
+    st->occupancy.own = decode_occupancy(qt, kvt, qk, vh, st->gb, false);
+    st->occupancy.stream = decode_occupancy(qt, kvt, qk, vh, st->gb, true);
     if (st->tc) {
         attn_params none = {};
         ce = launch_prefill(qt, kvt, qk, st->family, none, 0, 0);
@@ -707,7 +707,6 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     p.num_kv_heads = Hk;
     p.group = st->group;
     p.num_splits = 1;
-    p.stages = FI_DECODE_STAGES;
 
     merge_params m;
     memset(&m, 0, sizeof m);
