@@ -242,17 +242,15 @@ __global__ void __launch_bounds__(128, decode_mla_minb<KT, GB>()) decode_kernel(
 }
 
 /* Every decode kernel's launch: at state creation (occupancy set, outside
- * any capture) allow the dynamic shared memory of its deepest pipeline
- * (smem_max; 0 for kernels without one) and count its resident CTAs at
- * smem; otherwise launch it. */
+ * any capture) allow its dynamic shared memory (smem; 0 for kernels
+ * without stages) and count its resident CTAs; otherwise launch it. */
 template <typename Kern>
-static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, int smem_max,
-                                       const dim3 &grid, const attn_params &q, cudaStream_t st,
-                                       int *occupancy)
+static cudaError_t occupancy_or_launch(Kern kern, int threads, int smem, const dim3 &grid,
+                                       const attn_params &q, cudaStream_t st, int *occupancy)
 {
     if (occupancy) {
         cudaError_t e =
-            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) return e;
         return cudaOccupancyMaxActiveBlocksPerMultiprocessor(occupancy, kern, threads, smem);
     }
@@ -269,27 +267,19 @@ static cudaError_t regs_launch(dim3 grid, const attn_params &q, cudaStream_t st,
     unsigned &blocks = q.head_fastest ? grid.x : grid.y;
     blocks /= HPC;
     const cudaError_t e =
-        occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, regs_cfg<D, GB, HPC>::THREADS, 0, 0,
+        occupancy_or_launch(decode_regs_kernel<QT, D, GB, HPC>, regs_cfg<D, GB, HPC>::THREADS, 0,
                             grid, q, st, occupancy);
     if (occupancy) *occupancy *= HPC;
     return e;
 }
 
-/* A kernel's pipeline depth: the plan's FI_DECODE_STAGES, at most max_ns. */
-constexpr int decode_stages(int max_ns)
-{
-    return FI_DECODE_STAGES < max_ns ? FI_DECODE_STAGES : max_ns;
-}
-
-/* The streaming kernel at its pipeline depth. */
+/* The streaming kernel. */
 template <typename QT, typename KT, int D, int GB>
 static cudaError_t stream_launch(dim3 grid, attn_params q, cudaStream_t st, int *occupancy)
 {
     using SC = stream_cfg<KT, D, GB>;
-    q.stages = decode_stages(SC::MAX_NS);
     return occupancy_or_launch(decode_stream_kernel<QT, KT, D, GB, tc_fits<QT, KT, D, GB>()>,
-                               SC::THREADS, SC::smem(q.stages), SC::smem(SC::MAX_NS), grid, q, st,
-                               occupancy);
+                               SC::THREADS, SC::SMEM, grid, q, st, occupancy);
 }
 
 /* Launch for one head size; instantiated per head size in decode_d*.cu.
@@ -310,13 +300,10 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, bool st
                     if constexpr (D == mla_tc_cfg::D && DV == mla_tc_cfg::DV &&
                                   std::is_same<QT, KT>::value) {
                         using MC = mla_tc_cfg;
-                        attn_params q = p;
-                        q.stages = decode_stages(MC::MAX_NS);
                         const dim3 grid(p.num_tokens, head_blocks_per_kv(p.group, GB),
                                         p.num_splits);
-                        return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS,
-                                                   MC::smem(q.stages), MC::smem(MC::MAX_NS), grid,
-                                                   q, st, occupancy);
+                        return occupancy_or_launch(decode_mla_tc_kernel<QT>, MC::THREADS, MC::SMEM,
+                                                   grid, p, st, occupancy);
                     } else {
                         FI_UNSUPPORTED("decode head-group block of 16 (MLA, 16-bit cache)", GB,
                                        "1, 2, 4, 8");
@@ -354,7 +341,7 @@ cudaError_t decode_launch_hd(int q_dtype, int kv_dtype, int gb, int hpc, bool st
                     q.head_fastest = 0;
                     const dim3 grid(p.num_tokens, p.num_kv_heads * head_blocks_per_kv(p.group, GB),
                                     p.num_splits);
-                    return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, 0, grid, q,
+                    return occupancy_or_launch(decode_kernel<QT, KT, D, DV, GB>, 128, 0, grid, q,
                                                st, occupancy);
                 }
             })})})

@@ -6,7 +6,7 @@
  * fewer than 16 heads repeats its last head in the spare rows, unstored).
  *   - Keys stream through shared memory in stages of 32 rows (one 1152-byte
  *     row per key; V is its first 512 channels) by a cp.async pipeline of
- *     p.stages stages, each row's 16-byte chunks XOR-swizzled (chunk ^ row
+ *     FI_DECODE_STAGES stages, each row's 16-byte chunks XOR-swizzled (chunk ^ row
  *     % 8) so every ldmatrix phase hits 8 bank groups.
  *   - Q stays in registers as the A fragments of its 36 k-steps.
  *   - Every warp computes the same S = Q K^T for the stage's keys (K by
@@ -28,9 +28,7 @@
 namespace fi {
 
 struct mla_tc_cfg {
-    /* At most 3 stages (108 KiB): two CTAs per SM, whose 8 warps hide the
-     * latency of S's mma chains (4 stages leave one CTA per SM). */
-    static constexpr int D = 576, DV = 512, GB = 16, THREADS = 128, NW = 4, MAX_NS = 3;
+    static constexpr int D = 576, DV = 512, GB = 16, THREADS = 128, NW = 4, NS = FI_DECODE_STAGES;
     static constexpr int CR = D * 2 / 16;         /* 16-byte chunks per row: 72 */
     static constexpr int BN = 32;                 /* keys per stage */
     static constexpr int STAGE = BN * D * 2;      /* 36 KiB */
@@ -38,7 +36,9 @@ struct mla_tc_cfg {
     static constexpr int NT = DV / NW / 8;        /* 8-channel output tiles per warp: 16 */
     static constexpr int CPT = BN * CR / THREADS; /* 16-byte copies per thread per stage: 18 */
     static_assert(CPT * THREADS == BN * CR, "stage copy must split evenly");
-    static constexpr int smem(int ns) { return ns * STAGE; }
+    static constexpr int SMEM = NS * STAGE;
+    /* two CTAs per SM, whose 8 warps hide the latency of S's mma chains */
+    static_assert(2 * SMEM <= 227 * 1024, "at most 3 stages of 36 KiB");
 };
 
 template <typename QT>
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(128, 2) decode_mla_tc_kernel(const attn_params
     /* Rows past the group (a group of fewer than 16 heads) repeat its last
      * head and are not stored. */
     const int hq0 = min(h0 + g, p.group - 1), hq1 = min(h0 + g + 8, p.group - 1);
-    const int ns = p.stages;
+    constexpr int ns = C::NS;
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];

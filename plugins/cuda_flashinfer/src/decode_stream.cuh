@@ -9,10 +9,8 @@
  * KV head, KV partition). Decode is a pure read of K and V, so the kernel is built
  * around keeping HBM busy:
  *   - K and V tiles of BN keys (16 KiB per stage) stream into shared memory
- *     through a cp.async pipeline of p.stages (2-4) stages, all but one in
- *     flight while one is being used; the depth trades bytes in flight per
- *     CTA against resident CTAs per SM (the plan runs FI_DECODE_STAGES,
- *     scheduler.h); every thread issues 16-byte
+ *     through a cp.async pipeline of FI_DECODE_STAGES stages (scheduler.h),
+ *     all but one in flight while one is being used; every thread issues 16-byte
  *     copies, and the page numbers of the next tile are loaded into
  *     registers one iteration ahead so no copy waits for its page lookup;
  *   - every warp takes its share of each tile's keys and keeps its own
@@ -59,7 +57,7 @@ __device__ __forceinline__ int padded_head(const attn_params &p, int h)
 }
 
 template <typename KT, int D, int GB> struct stream_cfg {
-    static constexpr int THREADS = 128, NW = 4, MAX_NS = 4;
+    static constexpr int THREADS = 128, NW = 4, NS = FI_DECODE_STAGES;
     static constexpr int ES = (int)sizeof(KT);
     static constexpr int ROWB = D * ES;           /* bytes of one key row */
     static constexpr int CR = ROWB / 16;          /* 16-byte chunks per row */
@@ -71,8 +69,8 @@ template <typename KT, int D, int GB> struct stream_cfg {
     static constexpr int N0 = NKW * GB;                     /* partial sums per reduction (<= 32) */
     static constexpr int STAGE = 2 * BN * ROWB;             /* bytes */
     static constexpr int MERGE = NW * GB * D * 4;
-    /* Dynamic shared memory for ns stages (the merge reuses the stages). */
-    static constexpr int smem(int ns) { return ns * STAGE > MERGE ? ns * STAGE : MERGE; }
+    /* Dynamic shared memory: the stages, which the merge reuses. */
+    static constexpr int SMEM = NS * STAGE > MERGE ? NS *STAGE : MERGE;
     static_assert(LPT * THREADS == BN * CR, "stage copy must split evenly");
     static_assert(KW % NKW == 0 && N0 <= 32, "reduction shape");
     static_assert(GB * CPL <= 32, "registers: q and acc hold GB x CPL floats each");
@@ -497,7 +495,7 @@ __global__ void __launch_bounds__(128) decode_stream_kernel(const attn_params p)
     const decode_cta cta(p, GB);
     const int t = cta.t, split = cta.split, hk = cta.hk, h0 = cta.h0, nh = cta.nh;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int ns = p.stages;
+    constexpr int ns = C::NS;
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 
     const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];

@@ -106,7 +106,6 @@ struct attn_params {
     int kv_splits;    /* tensor-core kernel, partial only: grid z cuts keys into */
     int kv_chunk;     /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
     int head_fastest; /* decode_stream grid: x = head block, y = token (set by its launcher) */
-    int stages;       /* decode pipeline depth (its launcher's: FI_DECODE_STAGES) */
 };
 
 struct merge_params {
