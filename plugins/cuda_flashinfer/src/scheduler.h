@@ -149,6 +149,13 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
         if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;
         double best_eff = 0;
+        /* experiment: a kernel of one CTA an SM (the Hopper MLA decode)
+         * splits within one wave, never into a second */
+        if (occupancy == 1 && cap > 0) {
+            const int64_t s = dev.sms / base;
+            c.splits = (int)(s < 1 ? 1 : s > cap ? cap : s);
+            cap = 0;
+        }
         for (int64_t s = 1; s <= cap; s++) {
             const double eff = wave_fill(dev.sms, base * s, occupancy);
             if (eff >= decode_fill - 1e-9) {
