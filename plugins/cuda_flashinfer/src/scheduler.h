@@ -104,7 +104,11 @@ inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int d, int sp
  * of at least 256 keys, at most FI_MAX_DECODE_SPLITS of them, within the
  * workspace (ws_rows partial rows). Small batches took 4 stages (3 CTAs an
  * SM, more bytes in flight each) until 3 with more partitions proved
- * faster on the H200. DECISIONS.md has the measurements. */
+ * faster on the H200. A kernel of one CTA an SM (the Hopper MLA decode)
+ * has no neighbour to hide its start (Q, the pipeline's fill) and end
+ * behind, so every wave costs those whole: it splits only as far as one
+ * wave holds (30 DeepSeek-V3 decodes at TP 8: 4 partitions in one wave,
+ * 0.74-0.78x the time of 13 in three). DECISIONS.md has the measurements. */
 struct decode_choice {
     int splits, heads_per_cta;
     bool stream; /* the streaming kernel in place of the register loads (below) */
@@ -149,11 +153,9 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
         if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;
         double best_eff = 0;
-        /* experiment: a kernel of one CTA an SM (the Hopper MLA decode)
-         * splits within one wave, never into a second */
-        if (occupancy == 1 && cap > 0) {
-            const int64_t s = dev.sms / base;
-            c.splits = (int)(s < 1 ? 1 : s > cap ? cap : s);
+        if (occupancy == 1) { /* within one wave (above) */
+            const int64_t s = dev.sms / base < cap ? dev.sms / base : cap;
+            c.splits = s > 1 ? (int)s : 1;
             cap = 0;
         }
         for (int64_t s = 1; s <= cap; s++) {
