@@ -170,9 +170,14 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     allow_dependent_launch(); /* the split merge may be scheduled now; it waits for us */
 
     const int hblocks = head_blocks_per_kv(p.group, H);
-    const int t = (int)blockIdx.x / hblocks, h0 = ((int)blockIdx.x % hblocks) * H;
+    const int h0 = ((int)blockIdx.x % hblocks) * H;
     const int split = blockIdx.z;
-    const int r = p.plan.token_req[t], pos = p.plan.token_pos[t];
+    /* A request's tokens from its last: under a causal mask the last sees
+     * the most keys, so the longest CTAs start first and the short ones
+     * fill the wave's end. */
+    const int nth = (int)blockIdx.x / hblocks, r = p.plan.token_req[nth];
+    const int t = p.plan.qo_indptr[r] + p.plan.qo_indptr[r + 1] - 1 - nth;
+    const int pos = p.plan.token_pos[t];
     /* Token blocks (mla_token_block, mla_cta): the CTA of a request's
      * query token i with i % tb == 0 serves it and the next tb - 1 (rows =
      * token-in-block x heads); the others' CTAs exit. tb 1: rows are heads
