@@ -6,8 +6,8 @@
  * fewer than 16 heads repeats its last head in the spare rows, unstored).
  *   - Keys stream through shared memory in stages of 32 rows (one 1152-byte
  *     row per key; V is its first 512 channels) by a cp.async pipeline of
- *     FI_DECODE_STAGES stages, each row's 16-byte chunks XOR-swizzled (chunk ^ row
- *     % 8) so every ldmatrix phase hits 8 bank groups.
+ *     FI_DECODE_STAGES stages, each row's 16-byte chunks XOR-swizzled
+ *     (chunk ^ row % 8) so every ldmatrix phase hits 8 bank groups.
  *   - Q stays in registers as the A fragments of its 36 k-steps.
  *   - Every warp computes the same S = Q K^T for the stage's keys (K by
  *     ldmatrix), 16 keys at a time, and so the same online softmax: no

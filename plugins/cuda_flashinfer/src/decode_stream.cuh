@@ -69,8 +69,9 @@ template <typename KT, int D, int GB> struct stream_cfg {
     static constexpr int N0 = NKW * GB;                     /* partial sums per reduction (<= 32) */
     static constexpr int STAGE = 2 * BN * ROWB;             /* bytes */
     static constexpr int MERGE = NW * GB * D * 4;
+    static constexpr int PIPE = NS * STAGE; /* bytes of all stages */
     /* Dynamic shared memory: the stages, which the merge reuses. */
-    static constexpr int SMEM = NS * STAGE > MERGE ? NS *STAGE : MERGE;
+    static constexpr int SMEM = PIPE > MERGE ? PIPE : MERGE;
     static_assert(LPT * THREADS == BN * CR, "stage copy must split evenly");
     static_assert(KW % NKW == 0 && N0 <= 32, "reduction shape");
     static_assert(GB * CPL <= 32, "registers: q and acc hold GB x CPL floats each");
