@@ -74,6 +74,12 @@ FI_HD int mla_token_block(int rows, int g, int window)
     return g < rows && rows % g == 0 && window <= 0 ? rows / g : 1;
 }
 
+/* The query token the MLA CTA at grid place nth of a request whose tokens
+ * are [q0, q1) plays: the request's tokens from its last, so under a
+ * causal mask, where the last sees the most keys, the longest CTAs start
+ * first and the short ones fill the wave's end. */
+FI_HD int mla_token_at(int nth, int q0, int q1) { return q0 + q1 - 1 - nth; }
+
 /* What the MLA CTA of query token t (of a request whose tokens are
  * [q0, q1)) and head block h0 serves, with token blocks of tb: ntok tokens
  * from t on (0: t is not a block's first, and its CTA exits), nh real rows,

@@ -172,11 +172,9 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     const int hblocks = head_blocks_per_kv(p.group, H);
     const int h0 = ((int)blockIdx.x % hblocks) * H;
     const int split = blockIdx.z;
-    /* A request's tokens from its last: under a causal mask the last sees
-     * the most keys, so the longest CTAs start first and the short ones
-     * fill the wave's end. */
+    /* a request's tokens from its last (mla_token_at) */
     const int nth = (int)blockIdx.x / hblocks, r = p.plan.token_req[nth];
-    const int t = p.plan.qo_indptr[r] + p.plan.qo_indptr[r + 1] - 1 - nth;
+    const int t = mla_token_at(nth, p.plan.qo_indptr[r], p.plan.qo_indptr[r + 1]);
     const int pos = p.plan.token_pos[t];
     /* Token blocks (mla_token_block, mla_cta): the CTA of a request's
      * query token i with i % tb == 0 serves it and the next tb - 1 (rows =

@@ -191,8 +191,17 @@ static void check_mla_cover(void)
         for (int window : {0, 100}) {
             const int tb = mla_token_block(H, g, window), hblocks = head_blocks_per_kv(g, H);
             std::vector<int> served((size_t)T * g, 0);
-            for (int t = 0, r = 0; t < T; t++) {
-                while (q0[r + 1] <= t) r++;
+            int last = -1; /* the latest working CTA's token */
+            for (int nth = 0, r = 0; nth < T; nth++) {
+                while (q0[r + 1] <= nth) r++;
+                if (nth == q0[r]) last = q0[r + 1];
+                const int t = mla_token_at(nth, q0[r], q0[r + 1]);
+                CHECK_MSG(t >= q0[r] && t < q0[r + 1], "grid place %d plays token %d of [%d, %d)",
+                          nth, t, q0[r], q0[r + 1]);
+                if (mla_cta(H, g, tb, 0, t, q0[r], q0[r + 1]).ntok) {
+                    CHECK_MSG(t < last, "g=%d: request %d's working CTAs not from its last", g, r);
+                    last = t;
+                }
                 for (int hb = 0; hb < hblocks; hb++) {
                     const int h0 = hb * H;
                     const mla_cta c(H, g, tb, h0, t, q0[r], q0[r + 1]);
