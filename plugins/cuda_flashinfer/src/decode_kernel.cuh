@@ -275,7 +275,8 @@ static cudaError_t regs_launch(dim3 grid, const attn_params &q, cudaStream_t st,
 
 /* The streaming kernel. */
 template <typename QT, typename KT, int D, int GB>
-static cudaError_t stream_launch(dim3 grid, attn_params q, cudaStream_t st, int *occupancy)
+static cudaError_t stream_launch(const dim3 &grid, const attn_params &q, cudaStream_t st,
+                                 int *occupancy)
 {
     using SC = stream_cfg<KT, D, GB>;
     return occupancy_or_launch(decode_stream_kernel<QT, KT, D, GB, tc_fits<QT, KT, D, GB>()>,

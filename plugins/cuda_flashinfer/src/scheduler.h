@@ -152,19 +152,19 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
         int64_t cap = (visible_keys + 255) / 256;
         if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;
-        double best_eff = 0;
         if (occupancy == 1) { /* within one wave (above) */
             const int64_t s = dev.sms / base < cap ? dev.sms / base : cap;
             c.splits = s > 1 ? (int)s : 1;
-            cap = 0;
-        }
-        for (int64_t s = 1; s <= cap; s++) {
-            const double eff = wave_fill(dev.sms, base * s, occupancy);
-            if (eff >= decode_fill - 1e-9) {
-                c.splits = (int)s;
-                break;
+        } else {
+            double best_eff = 0;
+            for (int64_t s = 1; s <= cap; s++) {
+                const double eff = wave_fill(dev.sms, base * s, occupancy);
+                if (eff >= decode_fill - 1e-9) {
+                    c.splits = (int)s;
+                    break;
+                }
+                if (eff > best_eff + 1e-9) best_eff = eff, c.splits = (int)s;
             }
-            if (eff > best_eff + 1e-9) best_eff = eff, c.splits = (int)s;
         }
     }
     c.heads_per_cta = c.stream ? 1 : schedule_heads_per_cta(kv_heads, group, gb, d, c.splits);
