@@ -310,6 +310,10 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
     using MT = std::conditional_t<FP8, half, QT>; /* mma operand type */
     static constexpr int KS = D / 16;             /* k-steps of S, 16-channel row blocks of O^T */
     static constexpr int BL = FP8 ? 64 : 32;      /* channels per ldmatrix.x4 */
+    /* Keys a warp step: 16 where a warp's share of the stage holds them
+     * (FP8: 16 of 64), as both 8-row halves of every m16n8k16 tile; else 8,
+     * the tile's upper rows zero */
+    static constexpr int STEP = C::KW % 16 == 0 ? 16 : 8, R = STEP / 8;
     static_assert(GB <= 8 && C::KW % 8 == 0 && KS % 2 == 0, "tensor-core decode shape");
     static_assert(!FP8 || C::CR == 8, "fp8 rows of 8 chunks (head size 128)");
     struct shared_t {};
@@ -370,40 +374,50 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
         const int g = lane / 4, t = lane % 4;
         const uint32_t ks = smem_addr(st), vs = ks + C::BN * C::ROWB;
 #pragma unroll
-        for (int ck = 0; ck < C::KW / 8; ck++) {
-            const int row0 = warp * C::KW + ck * 8;
-            /* ldmatrix lane addresses: row row0 + lane % 8, chunk 4i + lane / 8. */
+        for (int ck = 0; ck < C::KW / STEP; ck++) {
+            const int row0 = warp * C::KW + ck * STEP;
+            /* ldmatrix lane addresses: row row0 + lane % 8, chunk 4i + lane / 8;
+             * a 16-key step's second 8 keys 8 rows on (the same swizzle). */
             const int lr = row0 + lane % 8, lc = lane / 8;
             float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int i = 0; i < D / BL; i++) {
-                uint32_t a[4];
+                uint32_t a[4], a8[4] = {0u, 0u, 0u, 0u};
                 ldsm_x4(a, ks + swz<C::CR>(lr, 4 * i + lc));
+                if constexpr (R == 2) ldsm_x4(a8, ks + swz<C::CR>(lr + 8, 4 * i + lc));
                 if constexpr (FP8) {
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
-                        const uint32_t aj[4] = {fp8x2_to_f16x2<KT>(a[j]), 0u,
-                                                fp8x2_to_f16x2<KT>(a[j] >> 16), 0u};
+                        const uint32_t aj[4] = {fp8x2_to_f16x2<KT>(a[j]),
+                                                R == 2 ? fp8x2_to_f16x2<KT>(a8[j]) : 0u,
+                                                fp8x2_to_f16x2<KT>(a[j] >> 16),
+                                                R == 2 ? fp8x2_to_f16x2<KT>(a8[j] >> 16) : 0u};
                         mma_op<MT>::run(s, aj, qf[4 * i + j][0], qf[4 * i + j][1]);
                     }
                 } else {
-                    const uint32_t a0[4] = {a[0], 0u, a[1], 0u}, a1[4] = {a[2], 0u, a[3], 0u};
+                    const uint32_t a0[4] = {a[0], a8[0], a[1], a8[1]},
+                                   a1[4] = {a[2], a8[2], a[3], a8[3]};
                     mma_op<MT>::run(s, a0, qf[2 * i][0], qf[2 * i][1]);
                     mma_op<MT>::run(s, a1, qf[2 * i + 1][0], qf[2 * i + 1][1]);
                 }
             }
-            const int j = kb + row0 + g;
-            float lg[2], mt[2], pr[2];
+            /* s[2r + e]: key row0 + g + 8r, head 2t + e */
+            float lg[R][2], mt[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int h = 2 * t + e;
-                const float dot = FP8 ? s[e] * qinv[e] : s[e];
-                lg[e] = -INFINITY;
-                if (j < b && h < GB)
-                    lg[e] =
-                        logit2(p.var, dot, p.var.alibi ? p.var.slopes[padded_head(p, h0 + h)] : 0.f,
-                               j, pos);
-                mt[e] = lg[e];
+                mt[e] = -INFINITY;
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const int j = kb + row0 + g + 8 * r;
+                    const float dot = FP8 ? s[2 * r + e] * qinv[e] : s[2 * r + e];
+                    lg[r][e] = -INFINITY;
+                    if (j < b && h < GB)
+                        lg[r][e] = logit2(p.var, dot,
+                                          p.var.alibi ? p.var.slopes[padded_head(p, h0 + h)] : 0.f,
+                                          j, pos);
+                    mt[e] = fmaxf(mt[e], lg[r][e]);
+                }
 #pragma unroll
                 for (int off = 4; off < 32; off *= 2)
                     mt[e] = fmaxf(mt[e], __shfl_xor_sync(0xffffffffu, mt[e], off));
@@ -423,25 +437,46 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 }
                 m[0] = mt[0], m[1] = mt[1];
             }
+            /* P^T as the second GEMM's B operand, 8 keys a movmatrix */
+            uint32_t pb[R];
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                pr[e] = exp2f(lg[e] - (m[e] == -INFINITY ? 0.f : m[e]));
-                l[e] += pr[e];
+            for (int r = 0; r < R; r++) {
+                float pr[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    pr[e] = exp2f(lg[r][e] - (m[e] == -INFINITY ? 0.f : m[e]));
+                    l[e] += pr[e];
+                }
+                pb[r] = movmatrix_t(pack2<MT>(pr[0], pr[1]));
             }
-            const uint32_t pb = movmatrix_t(pack2<MT>(pr[0], pr[1]));
 #pragma unroll
             for (int i = 0; i < D / BL; i++) {
-                uint32_t a[4];
+                uint32_t a[4], a8[4];
                 ldsm_x4_t(a, vs + swz<C::CR>(lr, 4 * i + lc));
+                if constexpr (R == 2) ldsm_x4_t(a8, vs + swz<C::CR>(lr + 8, 4 * i + lc));
                 if constexpr (FP8) {
 #pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        mma_op<MT>::run_k8(o[4 * i + j],
-                                           fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x20)),
-                                           fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x31)), pb);
+                    for (int j = 0; j < 4; j++) {
+                        /* O^T rows g, g + 8: channels 2g, 2g + 1 (store) */
+                        const uint32_t lo = fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x20)),
+                                       hi = fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x31));
+                        if constexpr (R == 2) {
+                            const uint32_t aj[4] = {
+                                lo, hi, fp8x2_to_f16x2<KT>(__byte_perm(a8[j], 0u, 0x20)),
+                                fp8x2_to_f16x2<KT>(__byte_perm(a8[j], 0u, 0x31))};
+                            mma_op<MT>::run(o[4 * i + j], aj, pb[0], pb[R - 1]);
+                        } else {
+                            mma_op<MT>::run_k8(o[4 * i + j], lo, hi, pb[0]);
+                        }
+                    }
+                } else if constexpr (R == 2) {
+                    const uint32_t a0[4] = {a[0], a[1], a8[0], a8[1]},
+                                   a1[4] = {a[2], a[3], a8[2], a8[3]};
+                    mma_op<MT>::run(o[2 * i], a0, pb[0], pb[R - 1]);
+                    mma_op<MT>::run(o[2 * i + 1], a1, pb[0], pb[R - 1]);
                 } else {
-                    mma_op<MT>::run_k8(o[2 * i], a[0], a[1], pb);
-                    mma_op<MT>::run_k8(o[2 * i + 1], a[2], a[3], pb);
+                    mma_op<MT>::run_k8(o[2 * i], a[0], a[1], pb[0]);
+                    mma_op<MT>::run_k8(o[2 * i + 1], a[2], a[3], pb[0]);
                 }
             }
         }
