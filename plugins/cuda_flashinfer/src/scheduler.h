@@ -106,9 +106,14 @@ inline int schedule_heads_per_cta(int kv_heads, int group, int gb, int d, int sp
  * SM, more bytes in flight each) until 3 with more partitions proved
  * faster on the H200. A kernel of one CTA an SM (the Hopper MLA decode)
  * has no neighbour to hide its start (Q, the pipeline's fill) and end
- * behind, so every wave costs those whole: it splits only as far as one
- * wave holds (30 DeepSeek-V3 decodes at TP 8: 4 partitions in one wave,
- * 0.74-0.78x the time of 13 in three). DECISIONS.md has the measurements. */
+ * behind, so every wave costs those whole, about decode_cta_fixed_keys
+ * keys' worth. A batch that fits one wave splits only as far as one wave
+ * holds (30 DeepSeek-V3 decodes at TP 8: 4 partitions in one wave, 0.74-0.78x
+ * the time of 13 in three; 100 CTAs left whole, where 5 ways in 4 waves
+ * took 1.05-1.22x the time); a larger one takes the split of the least
+ * waves x (that + a partition's keys) (140 CTAs: 4 ways in 5 waves,
+ * 0.75-0.85x the time of 2 waves whole). DECISIONS.md has the
+ * measurements. */
 struct decode_choice {
     int splits, heads_per_cta;
     bool stream; /* the streaming kernel in place of the register loads (below) */
@@ -132,6 +137,11 @@ constexpr double decode_stream_tbps = 4.0;
 constexpr int decode_stream_grid = 1;
 
 constexpr double decode_fill = 0.95;
+/* A lone CTA's start and end in keys of its partition's stream (the
+ * Hopper MLA decode: 7 tiles of 32, from 13 partitions in three waves
+ * against 4 in one at DeepSeek-V3 TP 8's d30x4096, H200; 140 CTAs split
+ * 4 ways agree with it, H200) */
+constexpr double decode_cta_fixed_keys = 224;
 /* Most KV partitions of one decode token (the workspace holds this many
  * partial rows per token, within its 64 MiB). */
 constexpr int FI_MAX_DECODE_SPLITS = 128;
@@ -152,9 +162,17 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
         int64_t cap = (visible_keys + 255) / 256;
         if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;
-        if (occupancy == 1) { /* within one wave (above) */
+        if (occupancy == 1 && base <= dev.sms) { /* within one wave (above) */
             const int64_t s = dev.sms / base < cap ? dev.sms / base : cap;
             c.splits = s > 1 ? (int)s : 1;
+        } else if (occupancy == 1) { /* the least waves x (fixed + partition) */
+            double best = 0;
+            for (int64_t s = 1; s <= cap; s++) {
+                const int64_t waves = (base * s + dev.sms - 1) / dev.sms;
+                const double cost =
+                    (double)waves * ((double)decode_cta_fixed_keys + (double)visible_keys / s);
+                if (s == 1 || cost < best - 1e-9) best = cost, c.splits = (int)s;
+            }
         } else {
             double best_eff = 0;
             for (int64_t s = 1; s <= cap; s++) {

@@ -299,13 +299,16 @@ static void check_scheduler(void)
     CHECK_MSG(schedule_decode(h100, h100_occ, 256, 1, 16, 64, 576, 4096, 1 << 16, -1).splits ==
                   all_work.splits,
               "working -1: every token's CTA");
-    /* A kernel of one CTA an SM splits within one wave: 30 tokens 4 ways
-     * (120 CTAs, where the last-wave fill would take 13 ways, 3 waves), 1
-     * token up to the cap, 64 tokens in two, 100 and 256 not at all. */
+    /* A kernel of one CTA an SM splits within one wave where the batch fits
+     * one: 30 tokens 4 ways (120 CTAs, where the last-wave fill would take
+     * 13 ways, 3 waves), 1 token up to the cap, 64 tokens in two, 100 not
+     * at all; past one wave, the least waves x (fixed + partition): 140
+     * four ways (5 waves, not 2 of whole requests), 256 not at all. */
     const decode_occ mla_occ = {1, 0};
     const int mla_splits[][3] = {{30, 4096, 4},  {1, 32768, FI_MAX_DECODE_SPLITS},
                                  {64, 8192, 2},  {100, 4096, 1},
-                                 {256, 4096, 1}, {16, 4096, 8}};
+                                 {256, 4096, 1}, {16, 4096, 8},
+                                 {140, 4096, 4}};
     for (const auto &m : mla_splits) {
         const decode_choice c = schedule_decode(h200, mla_occ, m[0], 1, 16, 64, 576, m[1], 1 << 16);
         CHECK_MSG(c.splits == m[2] && !c.stream, "one CTA an SM, d%dx%d: %d splits, want %d", m[0],
