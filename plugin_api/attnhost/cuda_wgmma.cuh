@@ -3,7 +3,8 @@
 // Inline-PTX wrappers for the Hopper warpgroup MMA (wgmma.mma_async) shapes
 // the CUDA plugins' kernels use: m64nNk16 with f32 accumulators, A from
 // shared memory (QK^T) or from registers (PV), B from shared memory through
-// a matrix descriptor; and m64nNk32 e4m3 x e4m3 with A from registers
+// a matrix descriptor (rk: A from registers, B K-major, fp16 at n16); and
+// m64nNk32 e4m3 x e4m3 with A from registers
 // (cuda_fa3's FP8-compute kernel). ah_wgmma<T, N> picks the 16-bit ones by
 // element type. Needs sm_90a.
 #pragma once
@@ -316,6 +317,18 @@ __device__ __forceinline__ void ah_wgmma_rs_f16_n256(float (&d)[128], const uint
           "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
           "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
           "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+
+// D(64x16, f32) (+)= A(64x16, registers) * B(16x16, smem, K-major)^T
+__device__ __forceinline__ void ah_wgmma_rk_f16_n16(float (&d)[8], const uint32_t (&a)[4],
+                                                    uint64_t db, int scale_d)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
 

@@ -14,6 +14,9 @@ or the operand list; only the PTX string, which cannot be split, runs past.
 COLUMNS = 100
 
 SHAPES = (32, 64, 128, 256)
+# A from registers with B K-major (tnspB 0): cuda_flashinfer's FP8 MLA decode
+# at 16 heads, S^T = K Q^T and O^T = V^T P^T with 16 heads as N, in fp16.
+SHAPES_RK = (16,)
 # e4m3 PV at head size 128 runs n136: V^T carries 8 more rows, the first
 # all ones, so the row sums of P come out of the accumulator (fa3_fwd_fp8c.cuh).
 SHAPES8 = (64, 128, 136, 256)
@@ -45,11 +48,12 @@ def wrap(head, items, tail):
     return "\n".join(lines)
 
 
-def emit(n, a_smem, name_t, ptx_t, k, imms, comment):
+def emit(n, a_smem, name_t, ptx_t, k, imms, comment, kind=None):
     """One wrapper: D(64 x n, f32) (+)= A(64 x k) * B, A from shared memory
     (a descriptor) or registers (4 words), B from shared memory; imms are
     the instruction's trailing immediates (scales, transposes)."""
     nd = n // 2
+    kind = kind or ("ss" if a_smem else "rs")
     a_param, a_ops, a_ins = (
         ("uint64_t da", "%%%d" % nd, ['"l"(da)']) if a_smem else
         ("const uint32_t (&a)[4]", "{%s}" % regs(4, nd), ['"r"(a[%d])' % i for i in range(4)]))
@@ -57,7 +61,7 @@ def emit(n, a_smem, name_t, ptx_t, k, imms, comment):
     print()
     print(comment)
     print(wrap("__device__ __forceinline__ void ah_wgmma_%s_%s_n%d("
-               % ("ss" if a_smem else "rs", name_t, n),
+               % (kind, name_t, n),
                ["float (&d)[%d]" % nd, a_param, "uint64_t db", "int scale_d"], ")"))
     print("{")
     print("    asm volatile(")
@@ -79,6 +83,12 @@ def emit16(n, a_smem, ptx_t, name_t):
              "// D(64x%d, f32) (+)= A(64x16, registers) * B(16x%d, smem, N-major)" % (n, n))
 
 
+def emit_rk(n):
+    # A from registers, B K-major: both operands' K runs contiguous.
+    emit(n, False, "f16", "f16", 16, "1, 1, 0",
+         "// D(64x%d, f32) (+)= A(64x16, registers) * B(%dx16, smem, K-major)^T" % (n, n), "rk")
+
+
 def emit8(n):
     # FP8: k = 32, A from registers, no transpose immediates (e4m3 B must be K-major).
     emit(n, False, "e4m3", "e4m3", 32, "1, 1",
@@ -90,7 +100,8 @@ print("//")
 print("// Inline-PTX wrappers for the Hopper warpgroup MMA (wgmma.mma_async) shapes")
 print("// the CUDA plugins' kernels use: m64nNk16 with f32 accumulators, A from")
 print("// shared memory (QK^T) or from registers (PV), B from shared memory through")
-print("// a matrix descriptor; and m64nNk32 e4m3 x e4m3 with A from registers")
+print("// a matrix descriptor (rk: A from registers, B K-major, fp16 at n16); and")
+print("// m64nNk32 e4m3 x e4m3 with A from registers")
 print("// (cuda_fa3's FP8-compute kernel). ah_wgmma<T, N> picks the 16-bit ones by")
 print("// element type. Needs sm_90a.")
 print("#pragma once")
@@ -101,6 +112,8 @@ for n in SHAPES:
     for ptx_t, name_t in TYPES:
         emit16(n, True, ptx_t, name_t)
         emit16(n, False, ptx_t, name_t)
+for n in SHAPES_RK:
+    emit_rk(n)
 for n in SHAPES8:
     emit8(n)
 print()

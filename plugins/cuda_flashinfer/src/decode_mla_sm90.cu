@@ -94,36 +94,6 @@ template <int ROWS> __device__ __forceinline__ uint32_t unit_addr(uint32_t base,
     return base + (uint32_t)(u >> 3) * (ROWS * 128u) + (uint32_t)r * 128u +
            (uint32_t)(((u & 7) ^ (r & 7)) << 4);
 }
-__device__ __forceinline__ void copy16(uint32_t dst, const void *src, bool ok)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(ok ? 16 : 0)
-                 : "memory");
-}
-/* One arrival on bar once every copy this thread issued so far landed (the
- * barrier's count includes it); and a wait for all of them. */
-__device__ __forceinline__ void copies_arrive(uint32_t bar)
-{
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void wait_all_copies()
-{
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
-__device__ __forceinline__ uint4 lds16(uint32_t a)
-{
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(a));
-    return v;
-}
-__device__ __forceinline__ void sts16(uint32_t a, uint4 v)
-{
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y),
-                 "r"(v.z), "r"(v.w)
-                 : "memory");
-}
 /* Eight fp8 values (two words) widened to fp16: one 16-byte unit. */
 template <typename KT> __device__ __forceinline__ uint4 widen8(uint32_t w0, uint32_t w1)
 {
@@ -606,8 +576,22 @@ static cudaError_t launch_mla_kv(int kv_dtype, const attn_params &p, cudaStream_
 cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params &p, cudaStream_t st,
                                    int *occupancy)
 {
-    return q_dtype == FI_BF16 ? launch_mla_kv<__nv_bfloat16>(kv_dtype, p, st, occupancy)
-                              : launch_mla_kv<half>(kv_dtype, p, st, occupancy);
+    /* An FP8 cache at 16 heads: decode steps on the kernel with keys as
+     * M (decode_mla_fp8_sm90.cu), whose shared-memory limit is raised with
+     * this one's; steps with longer requests keep this kernel's token
+     * blocks, whose 64 rows are all real. */
+    const bool fp8_16 = (kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2) && p.group <= 16;
+    if (fp8_16 && !occupancy && p.one_token_reqs)
+        return launch_decode_mla_fp8_sm90(q_dtype, kv_dtype, p, st, nullptr);
+    int own = 0, keys_m = 0;
+    int *occ = occupancy ? &own : nullptr;
+    cudaError_t e = q_dtype == FI_BF16 ? launch_mla_kv<__nv_bfloat16>(kv_dtype, p, st, occ)
+                                       : launch_mla_kv<half>(kv_dtype, p, st, occ);
+    if (!occupancy) return e;
+    if (e == cudaSuccess && fp8_16)
+        e = launch_decode_mla_fp8_sm90(q_dtype, kv_dtype, p, st, &keys_m);
+    *occupancy = fp8_16 && keys_m < own ? keys_m : own;
+    return e;
 }
 
 } // namespace fi

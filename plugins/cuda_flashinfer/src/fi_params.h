@@ -102,10 +102,11 @@ struct attn_params {
     int num_splits;    /* decode: KV partitions per query row */
     int shared_prefix; /* prefill: rows = every token, keys = request 0's [0, prefix_len) */
     int prefix_len;
-    int partial;      /* write out_desc partial state instead of the result */
-    int kv_splits;    /* tensor-core kernel, partial only: grid z cuts keys into */
-    int kv_chunk;     /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
-    int head_fastest; /* decode_stream grid: x = head block, y = token (set by its launcher) */
+    int partial;        /* write out_desc partial state instead of the result */
+    int kv_splits;      /* tensor-core kernel, partial only: grid z cuts keys into */
+    int kv_chunk;       /* kv_splits ranges of kv_chunk positions, slot part_slot + z */
+    int head_fastest;   /* decode_stream grid: x = head block, y = token (set by its launcher) */
+    int one_token_reqs; /* every request has one query token (the plan's decode steps) */
 };
 
 struct merge_params {
@@ -132,6 +133,11 @@ cudaError_t launch_plan(const int32_t *query_start_loc, const int32_t *seq_lens,
  * occupancy != NULL reports resident CTAs per SM instead of launching. */
 cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params &p, cudaStream_t st,
                                    int *occupancy);
+/* Absorbed MLA on Hopper on an FP8 cache, 16 heads or fewer, one token a
+ * CTA, keys as the GEMMs' M side (decode_mla_fp8_sm90.cu): what
+ * launch_decode_mla_sm90 launches for such a layer's decode steps. */
+cudaError_t launch_decode_mla_fp8_sm90(int q_dtype, int kv_dtype, const attn_params &p,
+                                       cudaStream_t st, int *occupancy);
 /* stream: the streaming kernel in place of the register loads (decode_choice). */
 cudaError_t launch_decode(int q_dtype, int kv_dtype, int d, int dv, int gb, int heads_per_cta,
                           bool stream, const attn_params &p, cudaStream_t st);

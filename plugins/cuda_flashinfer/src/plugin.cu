@@ -235,6 +235,7 @@ struct ah_state {
     /* The last plan. */
     ah_plan_mode mode;
     int num_reqs, num_tokens, path, grid_tiles, cascade, prefix_len;
+    int all_decode; /* every request has one query token */
     decode_choice decode;
     prefix_choice prefix; /* cascade: key ranges of the prefix pass */
     const int64_t *slot_mapping;
@@ -486,6 +487,7 @@ static ah_status fi_plan(ah_state *st, const ah_batch *b, ah_plan_mode mode, voi
     } else {
         const int graph = mode == AH_PLAN_CAPTURE;
         st->path = (all_decode || !st->tc) ? FI_PATH_DECODE : FI_PATH_PREFILL;
+        st->all_decode = all_decode;
         st->decode = decode_choice{1, 1, false};
         if (st->path == FI_PATH_DECODE) {
             const int64_t keys =
@@ -707,6 +709,7 @@ static ah_status fi_forward(ah_state *st, const ah_forward_args *a)
     p.num_kv_heads = Hk;
     p.group = st->group;
     p.num_splits = 1;
+    p.one_token_reqs = st->all_decode;
 
     merge_params m;
     memset(&m, 0, sizeof m);

@@ -65,6 +65,39 @@ template <int N> __device__ __forceinline__ void wait_copies()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* 16 bytes from global to shared memory by cp.async (the L2 only),
+ * zero-filled where !ok. */
+__device__ __forceinline__ void copy16(uint32_t dst, const void *src, bool ok)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(ok ? 16 : 0)
+                 : "memory");
+}
+/* One arrival on bar once every copy this thread issued so far landed (the
+ * barrier's count includes it); and a wait for all of them. */
+__device__ __forceinline__ void copies_arrive(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void wait_all_copies()
+{
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+/* Shared-memory loads and stores by address. */
+__device__ __forceinline__ uint4 lds16(uint32_t a)
+{
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts16(uint32_t a, uint4 v)
+{
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w)
+                 : "memory");
+}
 /* An m64 accumulator as each thread holds it: per 8 columns, 4 floats, two
  * of row r then two of row r + 8. acc_to_a packs it (S's probabilities) as
  * the register A operand of the k16 steps that follow (P V); scale_rows

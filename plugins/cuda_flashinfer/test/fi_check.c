@@ -884,6 +884,31 @@ int main(int argc, char **argv)
         cases[n] = mla_case(qt, 8);
         lengths(&cases[n], 0, 3, 700, &rng);
         ADD("%s mla h8 decode", qn);
+        /* FP8 at 16 heads on decode steps: the kernel with keys as M on sm_90
+         * (decode_mla_fp8_sm90.cu). e4m3 at random lengths (partial 64-key
+         * tiles), both consumers' shares; lengths 1-130 (tiles of one key,
+         * a consumer with none); a lone long request split over partitions
+         * beside short ones; e5m2 with queries beyond fp16's range (bf16) or
+         * in its subnormals */
+        cases[n] = mla_case(qt, 16);
+        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        lengths(&cases[n], 0, 5, 900, &rng);
+        ADD("%s mla h16 decode fp8_e4m3", qn);
+        cases[n] = mla_case(qt, 16);
+        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        lengths(&cases[n], 0, 16, 130, &rng);
+        cases[n].seqlens[0] = 1, cases[n].seqlens[1] = 64, cases[n].seqlens[2] = 65;
+        ADD("%s mla h16 decode fp8_e4m3 short", qn);
+        cases[n] = mla_case(qt, 16);
+        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        lengths(&cases[n], 0, 3, 200, &rng);
+        cases[n].seqlens[0] = 7000 + 21;
+        ADD("%s mla h16 decode fp8_e4m3 split-kv", qn);
+        cases[n] = mla_case(qt, 16);
+        cases[n].s.kv_dtype = AH_DTYPE_FP8_E5M2, cases[n].s.k_scale = 0.03f;
+        cases[n].s.q_amp = qt == AH_DTYPE_BF16 ? 1e5f : 1e-6f;
+        lengths(&cases[n], 0, 4, 700, &rng);
+        ADD("%s mla h16 decode fp8_e5m2%s", qn, qt == AH_DTYPE_BF16 ? " |q| 1e5" : " |q| 1e-6");
         /* features, on decode and mixed batches */
         for (int k = 0; k < 4; k += 3) {
             const char *kn = kinds[k];
