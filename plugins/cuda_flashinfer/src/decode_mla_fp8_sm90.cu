@@ -40,22 +40,26 @@ using ah_sm90::mbar_init;
 using ah_sm90::mbar_wait;
 
 namespace mla16 {
-constexpr int D = 576, DV = 512, N = 16, BK = 64, THREADS = 384, NST = 5;
-constexpr uint32_t QCHUNK = N * 128;            /* one 64-channel chunk of Q's 16 rows */
-constexpr uint32_t QB = 0;                      /* Q: 9 chunks, 18 KiB */
-constexpr uint32_t PB = QB + (D / 64) * QCHUNK; /* P of each consumer: 16 rows x 128 B */
-constexpr uint32_t MX = PB + 2 * N * 128;       /* tile maxima [consumer][parity][warp][head] */
-constexpr uint32_t QI = MX + 2 * 2 * 4 * N * 4; /* the heads' inverse query scales */
-constexpr uint32_t LS = QI + N * 4;             /* row sums at the end [consumer][warp][head] */
-constexpr uint32_t MS = LS + 2 * 4 * N * 4;     /* consumer 1's maxima at the end */
+constexpr int D = 576, DV = 512, N = 16, BK = 64, NST = 5;
+/* consumer warpgroups, threads; registers of the producer and each consumer
+ * (multiples of 8 within the SM's 64 K) */
+constexpr int NC = 2, THREADS = 128 * (NC + 1);
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = ((512 - PRODUCER_REGS) / NC) & ~7;
+constexpr uint32_t QCHUNK = N * 128;             /* one 64-channel chunk of Q's 16 rows */
+constexpr uint32_t QB = 0;                       /* Q: 9 chunks, 18 KiB */
+constexpr uint32_t PB = QB + (D / 64) * QCHUNK;  /* P of each consumer: 16 rows x 128 B */
+constexpr uint32_t MX = PB + NC * N * 128;       /* tile maxima [consumer][parity][warp][head] */
+constexpr uint32_t QI = MX + NC * 2 * 4 * N * 4; /* the heads' inverse query scales */
+constexpr uint32_t LS = QI + N * 4;              /* row sums at the end [consumer][warp][head] */
+constexpr uint32_t MS = LS + NC * 4 * N * 4;     /* the other consumers' maxima at the end */
 constexpr uint32_t K0 = (MS + N * 4 + 1023) & ~1023; /* stage s at K0 + s * TILE */
 constexpr uint32_t TILE = BK * D;                    /* 36 KiB of raw rows */
 constexpr size_t SMEM = K0 + NST * TILE + 1024;      /* + slack to align the base */
 static_assert(SMEM + 1024 <= 232448, "one CTA's shared memory on sm_90");
-static_assert(128 * 64 * 4 <= TILE, "consumer 1's O^T fits a stage at the end");
+static_assert(128 * 64 * 4 <= TILE && NC - 1 <= NST, "an O^T a stage at the end");
 /* Named barriers (0 is __syncthreads): a consumer's tile maxima and its P
- * (its 128 threads, + c), the end and consumer 1's hand-over (both). */
-constexpr int BAR_MX = 1, BAR_P = 3, BAR_END = 5;
+ * (its 128 threads, + c), the end and the hand-over (every consumer). */
+constexpr int BAR_MX = 1, BAR_P = BAR_MX + NC, BAR_END = BAR_P + NC;
 
 /* A row's 16-byte unit u sits at u ^ swz(row): rows 2, 3 of every 4 swap
  * the 32-byte halves of each 64 bytes. */
@@ -73,7 +77,7 @@ __device__ __forceinline__ void sts2(uint32_t a, uint16_t v)
 } // namespace mla16
 
 template <typename QT, typename KT>
-__global__ void __launch_bounds__(384, 1) decode_mla_fp8_sm90_kernel(const attn_params p)
+__global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(const attn_params p)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using namespace mla16;
@@ -145,7 +149,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_fp8_sm90_kernel(const attn_
         /* ---- producer ---- Lane l copies units l % 4 + 4k (k < 9) of rows
          * 8 warp + l / 4 and 32 more: 64 bytes of each row per copy, so each
          * shared-memory address is a per-lane constant plus 64k. */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
         const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
         const int q = lane % 4, rr[2] = {warp * 8 + lane / 4, warp * 8 + lane / 4 + 32};
         auto row_offset = [&](int it, int row) -> int64_t {
@@ -181,8 +185,8 @@ __global__ void __launch_bounds__(384, 1) decode_mla_fp8_sm90_kernel(const attn_
     }
 
     /* ---- consumers ---- */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int c = wg - 1; /* owns tiles c, c + 2, ... */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+    const int c = wg - 1; /* owns tiles c, c + NC, ... */
     const kv_dequant dq = tensor_scales<KT>(p.var, 0);
     const bool plain = !(p.var.softcap > 0.f) && !p.var.alibi;
     /* this thread's S^T columns (heads) 8nb + 2t4 + e, as [2nb + e] */
@@ -217,7 +221,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_fp8_sm90_kernel(const attn_
     const uint32_t va = (uint32_t)t4 * D, vsw = swz(t4);
     const uint32_t vu = (uint32_t)(2 * warp + g8 / 4), vb = (uint32_t)(4 * (g8 % 4));
 
-    for (int it = c; it < ntiles; it += 2) {
+    for (int it = c; it < ntiles; it += NC) {
         const uint32_t st = stage(it);
         mbar_wait(full(it % NST), (uint32_t)((it / NST) & 1));
         /* S^T: 9 chunks of 4 k-steps, A widened from two 16-byte loads a
@@ -271,7 +275,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_fp8_sm90_kernel(const attn_
             for (int x = 4; x < 32; x *= 2)
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], x));
         }
-        float *mp = mx_pub + ((it / 2) & 1) * (4 * N);
+        float *mp = mx_pub + ((it / NC) & 1) * (4 * N);
         if (g8 == 0)
 #pragma unroll
             for (int i = 0; i < 4; i++) mp[warp * N + head[i]] = mx[i];
@@ -359,8 +363,9 @@ __global__ void __launch_bounds__(384, 1) decode_mla_fp8_sm90_kernel(const attn_
             for (int k = 0; k < 8; k++) reg_fence(o[i][k]);
     }
 
-    /* The end: each head's row sum over this consumer's threads; consumer 1
-     * hands its maxima, sums and O^T to consumer 0 through shared memory. */
+    /* The end: each head's row sum over this consumer's threads; the other
+     * consumers hand their maxima, sums and O^T to consumer 0 through shared
+     * memory (consumer c's O^T in stage c - 1, free once every tile is read). */
     float *lsum = reinterpret_cast<float *>(sgen + LS);
     float *mpub = reinterpret_cast<float *>(sgen + MS);
 #pragma unroll
@@ -368,44 +373,54 @@ __global__ void __launch_bounds__(384, 1) decode_mla_fp8_sm90_kernel(const attn_
 #pragma unroll
         for (int x = 4; x < 32; x *= 2) l[i] += __shfl_xor_sync(0xffffffffu, l[i], x);
         if (g8 == 0) lsum[(c * 4 + warp) * N + head[i]] = l[i];
-        if (c == 1 && warp == 0 && g8 == 0) mpub[head[i]] = m[i];
+        if (warp == 0 && g8 == 0) mpub[c * N + head[i]] = m[i];
     }
-    named_sync(BAR_END, 256); /* every tile read: the stages are free */
-    float4 *xo = reinterpret_cast<float4 *>(sgen + K0) + ct * 16;
-    if (c == 1) {
+    named_sync(BAR_END, 128 * NC); /* every tile read: the stages are free */
+    auto xo = [&](int k) {
+        return reinterpret_cast<float4 *>(sgen + K0 + (uint32_t)(k - 1) * TILE) + ct * 16;
+    };
+    if (c > 0) {
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            xo[2 * i] = make_float4(o[i][0], o[i][1], o[i][2], o[i][3]);
-            xo[2 * i + 1] = make_float4(o[i][4], o[i][5], o[i][6], o[i][7]);
+            xo(c)[2 * i] = make_float4(o[i][0], o[i][1], o[i][2], o[i][3]);
+            xo(c)[2 * i + 1] = make_float4(o[i][4], o[i][5], o[i][6], o[i][7]);
         }
-        named_arrive(BAR_END + 1, 256);
+        named_arrive(BAR_END + 1, 128 * NC);
         return;
     }
-    named_sync(BAR_END + 1, 256);
-    float f0[4], f1[4], L[4], M[4];
+    named_sync(BAR_END + 1, 128 * NC);
+    float f[NC][4], L[4], M[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int h = head[i];
-        const float m1 = mpub[h], mm = fmaxf(m[i], m1);
-        const float mz = mm == -INFINITY ? 0.f : mm;
-        f0[i] = ex2(m[i] - mz);
-        f1[i] = ex2(m1 - mz);
-        float l0 = 0.f, l1 = 0.f;
+        float mm = m[i];
 #pragma unroll
-        for (int w = 0; w < 4; w++) l0 += lsum[w * N + h], l1 += lsum[(4 + w) * N + h];
-        L[i] = l0 * f0[i] + l1 * f1[i];
+        for (int k = 1; k < NC; k++) mm = fmaxf(mm, mpub[k * N + h]);
+        const float mz = mm == -INFINITY ? 0.f : mm;
+        L[i] = 0.f;
+#pragma unroll
+        for (int k = 0; k < NC; k++) {
+            f[k][i] = ex2((k ? mpub[k * N + h] : m[i]) - mz);
+            float lk = 0.f;
+#pragma unroll
+            for (int w = 0; w < 4; w++) lk += lsum[(k * 4 + w) * N + h];
+            L[i] += lk * f[k][i];
+        }
         M[i] = mm;
     }
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const float4 x0 = xo[2 * i], x1 = xo[2 * i + 1];
-        const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    for (int i = 0; i < 8; i++)
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const int hi = (k / 4) * 2 + k % 2;
-            o[i][k] = o[i][k] * f0[hi] + x[k] * f1[hi];
+        for (int k = 0; k < 8; k++) o[i][k] *= f[0][(k / 4) * 2 + k % 2];
+#pragma unroll
+    for (int k = 1; k < NC; k++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float4 x0 = xo(k)[2 * i], x1 = xo(k)[2 * i + 1];
+            const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[i][e] += x[e] * f[k][(e / 4) * 2 + e % 2];
         }
-    }
 
     /* O^T row of block 2g + bb, half h: channel 128g + 32 warp + 4 g8 + 2bb
      * + h; so head i's channels 128g + 32 warp + 4 g8 .. + 3 are
