@@ -240,10 +240,8 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
             uint32_t(&A)[4][4] = sa[ch % 2];
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                A[j][0] = fp8x2_to_f16x2<KT>(r0[j]);
-                A[j][1] = fp8x2_to_f16x2<KT>(r1[j]);
-                A[j][2] = fp8x2_to_f16x2<KT>(r0[j] >> 16);
-                A[j][3] = fp8x2_to_f16x2<KT>(r1[j] >> 16);
+                const uint2 h0 = fp8x4_to_f16x2x2<KT>(r0[j]), h1 = fp8x4_to_f16x2x2<KT>(r1[j]);
+                A[j][0] = h0.x, A[j][1] = h1.x, A[j][2] = h0.y, A[j][3] = h1.y;
             }
             wgmma_fence();
 #pragma unroll
@@ -334,14 +332,10 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
                                x01b = __byte_perm(w[g][0], w[g][1], 0x7362),
                                x23a = __byte_perm(w[g][2], w[g][3], 0x5140),
                                x23b = __byte_perm(w[g][2], w[g][3], 0x7362);
-                A[g][0][0] = fp8x2_to_f16x2<KT>(x01a);
-                A[g][0][1] = fp8x2_to_f16x2<KT>(x01a >> 16);
-                A[g][0][2] = fp8x2_to_f16x2<KT>(x23a);
-                A[g][0][3] = fp8x2_to_f16x2<KT>(x23a >> 16);
-                A[g][1][0] = fp8x2_to_f16x2<KT>(x01b);
-                A[g][1][1] = fp8x2_to_f16x2<KT>(x01b >> 16);
-                A[g][1][2] = fp8x2_to_f16x2<KT>(x23b);
-                A[g][1][3] = fp8x2_to_f16x2<KT>(x23b >> 16);
+                const uint2 a01 = fp8x4_to_f16x2x2<KT>(x01a), a23 = fp8x4_to_f16x2x2<KT>(x23a),
+                            b01 = fp8x4_to_f16x2x2<KT>(x01b), b23 = fp8x4_to_f16x2x2<KT>(x23b);
+                A[g][0][0] = a01.x, A[g][0][1] = a01.y, A[g][0][2] = a23.x, A[g][0][3] = a23.y;
+                A[g][1][0] = b01.x, A[g][1][1] = b01.y, A[g][1][2] = b23.x, A[g][1][3] = b23.y;
             }
             if (ks == 3) { /* the stage's last read */
                 __syncwarp();

@@ -96,6 +96,24 @@ template <typename KT> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32
     return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
 
+/* Four fp8 values (a word) as two fp16 pairs, bytes 0-1 and 2-3: the
+ * word's halves go to the two conversions as they are, no shift or mask. */
+template <typename KT> __device__ __forceinline__ uint2 fp8x4_to_f16x2x2(uint32_t w)
+{
+    uint2 r;
+    if constexpr (elem<KT>::kind == __NV_E4M3)
+        asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
+            "cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+            : "=r"(r.x), "=r"(r.y)
+            : "r"(w));
+    else
+        asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e5m2x2 %0, l;\n"
+            "cvt.rn.f16x2.e5m2x2 %1, h;\n}\n"
+            : "=r"(r.x), "=r"(r.y)
+            : "r"(w));
+    return r;
+}
+
 /* The power of two that scales values below amax into fp16's top binade
  * (amax < 2^e lands below 2^15), so an fp16 operand keeps a bf16 query's
  * precision at any range; 0 for amax 0. The caller scales the product back
