@@ -96,10 +96,12 @@ template <typename KT> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32
     return (uint32_t)h.x | ((uint32_t)h.y << 16);
 }
 
-/* Four fp8 values (a word) as two fp16 pairs, bytes 0-1 and 2-3: the
- * word's halves go to the two conversions as they are, no shift or mask. */
+/* Four fp8 values (a word) as two fp16 pairs, bytes 0-1 and 2-3: from
+ * sm_89 the word's halves go to the two conversions as they are, no shift
+ * or mask. */
 template <typename KT> __device__ __forceinline__ uint2 fp8x4_to_f16x2x2(uint32_t w)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
     uint2 r;
     if constexpr (elem<KT>::kind == __NV_E4M3)
         asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
@@ -112,6 +114,9 @@ template <typename KT> __device__ __forceinline__ uint2 fp8x4_to_f16x2x2(uint32_
             : "=r"(r.x), "=r"(r.y)
             : "r"(w));
     return r;
+#else
+    return make_uint2(fp8x2_to_f16x2<KT>(w), fp8x2_to_f16x2<KT>(w >> 16));
+#endif
 }
 
 /* The power of two that scales values below amax into fp16's top binade
