@@ -97,8 +97,8 @@ template <int ROWS> __device__ __forceinline__ uint32_t unit_addr(uint32_t base,
 /* Eight fp8 values (two words) widened to fp16: one 16-byte unit. */
 template <typename KT> __device__ __forceinline__ uint4 widen8(uint32_t w0, uint32_t w1)
 {
-    return make_uint4(fp8x2_to_f16x2<KT>(w0), fp8x2_to_f16x2<KT>(w0 >> 16), fp8x2_to_f16x2<KT>(w1),
-                      fp8x2_to_f16x2<KT>(w1 >> 16));
+    const uint2 a = fp8x4_to_f16x2x2<KT>(w0), b = fp8x4_to_f16x2x2<KT>(w1);
+    return make_uint4(a.x, a.y, b.x, b.y);
 }
 /* Named barriers (0 is __syncthreads): warpgroup w's tile published (1 + w,
  * its 128 threads arrive, the other's 128 wait), the row sums exchanged,

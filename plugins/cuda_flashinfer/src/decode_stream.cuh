@@ -388,10 +388,9 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
                 if constexpr (FP8) {
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
-                        const uint32_t aj[4] = {fp8x2_to_f16x2<KT>(a[j]),
-                                                R == 2 ? fp8x2_to_f16x2<KT>(a8[j]) : 0u,
-                                                fp8x2_to_f16x2<KT>(a[j] >> 16),
-                                                R == 2 ? fp8x2_to_f16x2<KT>(a8[j] >> 16) : 0u};
+                        const uint2 x = fp8x4_to_f16x2x2<KT>(a[j]),
+                                    y = R == 2 ? fp8x4_to_f16x2x2<KT>(a8[j]) : make_uint2(0u, 0u);
+                        const uint32_t aj[4] = {x.x, y.x, x.y, y.y};
                         mma_op<MT>::run(s, aj, qf[4 * i + j][0], qf[4 * i + j][1]);
                     }
                 } else {
@@ -458,15 +457,13 @@ template <typename QT, typename KT, int D, int GB> struct tc_math {
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
                         /* O^T rows g, g + 8: channels 2g, 2g + 1 (store) */
-                        const uint32_t lo = fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x20)),
-                                       hi = fp8x2_to_f16x2<KT>(__byte_perm(a[j], 0u, 0x31));
+                        const uint2 x = fp8x4_to_f16x2x2<KT>(__byte_perm(a[j], 0u, 0x3120));
                         if constexpr (R == 2) {
-                            const uint32_t aj[4] = {
-                                lo, hi, fp8x2_to_f16x2<KT>(__byte_perm(a8[j], 0u, 0x20)),
-                                fp8x2_to_f16x2<KT>(__byte_perm(a8[j], 0u, 0x31))};
+                            const uint2 y = fp8x4_to_f16x2x2<KT>(__byte_perm(a8[j], 0u, 0x3120));
+                            const uint32_t aj[4] = {x.x, x.y, y.x, y.y};
                             mma_op<MT>::run(o[4 * i + j], aj, pb[0], pb[R - 1]);
                         } else {
-                            mma_op<MT>::run_k8(o[4 * i + j], lo, hi, pb[0]);
+                            mma_op<MT>::run_k8(o[4 * i + j], x.x, x.y, pb[0]);
                         }
                     }
                 } else if constexpr (R == 2) {
