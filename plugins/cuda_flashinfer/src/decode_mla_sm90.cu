@@ -8,7 +8,8 @@
  * once per warp. A block with fewer real heads (16, or the last of 96)
  * fills its other rows with zero queries and stores nothing for them: the
  * padding costs tensor work, no extra key reads (a 16-bit cache's 16 heads
- * stay bound by the read; an FP8 cache's, by that tensor work).
+ * stay bound by the read; an FP8 cache's decode steps at 16 heads run
+ * decode_mla_fp8_sm90.cu instead, whose keys are the M side).
  * Absorbed MLA has no prefill kernel: a prefill or extend token is a row of
  * this one. Where the group divides 64 (16 or 32 heads, no window), a CTA
  * serves a block of a request's consecutive tokens instead

@@ -57,7 +57,9 @@ inline int prefill_ctas_per_sm(prefill_family f) { return f == FI_PREFILL_SM90 ?
 /* Absorbed MLA with at least 16 query heads on a cache of the query's type
  * or FP8 decodes on the Hopper kernel (decode_mla_sm90.cu), 64 heads per
  * CTA, its head-group block (a group of 16 or 96 pads the last block with
- * zero queries; the kernel stays bound by the cache read). */
+ * zero queries; a 16-bit cache stays bound by the read, and an FP8 cache's
+ * decode steps at 16 heads go to decode_mla_fp8_sm90.cu, one CTA a token,
+ * the same grid). */
 constexpr int FI_MLA_SM90_HEADS = 64;
 inline bool schedule_mla_sm90(const sched_device &dev, int group, int q_dtype, int kv_dtype)
 {
