@@ -36,7 +36,6 @@
 namespace fi {
 
 using ah_sm90::mbar_arrive;
-using ah_sm90::mbar_init;
 using ah_sm90::mbar_wait;
 
 namespace mla16 {
@@ -99,13 +98,7 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
 
     const int tid = threadIdx.x, wg = tid / 128, ct = tid % 128;
     const int warp = ct / 32, lane = tid % 32, g8 = lane / 4, t4 = lane % 4;
-    if (tid == 0) {
-        for (int s = 0; s < NST; s++) {
-            mbar_init(full(s), 128);
-            mbar_init(empty(s), 4);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0) mbar_ring_init(bar0, NST, 128, 4);
     float *qinv = reinterpret_cast<float *>(sgen + QI);
     if (wg > 0) {
         /* Q: head n = (tid - 128) / 16, its 16 threads; scaled by a power of

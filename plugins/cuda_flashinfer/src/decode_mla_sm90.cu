@@ -58,7 +58,6 @@
 namespace fi {
 
 using ah_sm90::mbar_arrive;
-using ah_sm90::mbar_init;
 using ah_sm90::mbar_wait;
 
 namespace mla90 {
@@ -164,13 +163,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
 
     const int tid = threadIdx.x, wg = tid / 128, ct = tid % 128;
     const int warp = ct / 32, lane = tid % 32, g8 = lane / 4, t4 = lane % 4;
-    if (tid == 0) {
-        for (int s = 0; s < NST; s++) {
-            mbar_init(full(s), 128);
-            mbar_init(empty(s), 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0) mbar_ring_init(bar0, NST, 128, 8);
     const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
     auto q_row = [&](int row) { /* a real row's query */
                                 return qt + (int64_t)cta.tok(row) * p.q_stride_t +

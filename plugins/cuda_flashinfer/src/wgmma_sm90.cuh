@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include <attnhost/cuda_sm90.cuh>
 #include <attnhost/cuda_wgmma.cuh>
 
 #include "fi_common.cuh"
@@ -65,6 +66,18 @@ template <int N> __device__ __forceinline__ void wait_copies()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* A ring of n stages' mbarriers, "full" at bar0 + 8 s and "empty" at
+ * bar0 + 8 (n + s), expecting the given arrivals; one thread initialises
+ * them before the CTA's first barrier. */
+__device__ __forceinline__ void mbar_ring_init(uint32_t bar0, int n, uint32_t full_arrivals,
+                                               uint32_t empty_arrivals)
+{
+    for (int s = 0; s < n; s++) {
+        ah_sm90::mbar_init(bar0 + 8u * (uint32_t)s, full_arrivals);
+        ah_sm90::mbar_init(bar0 + 8u * (uint32_t)(n + s), empty_arrivals);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 /* 16 bytes from global to shared memory by cp.async (the L2 only),
  * zero-filled where !ok. */
 __device__ __forceinline__ void copy16(uint32_t dst, const void *src, bool ok)
