@@ -54,17 +54,19 @@ inline int prefill_cta_rows(prefill_family f, int d)
  * the Hopper kernel (160 KiB of shared memory per CTA). */
 inline int prefill_ctas_per_sm(prefill_family f) { return f == FI_PREFILL_SM90 ? 1 : 2; }
 
-/* Absorbed MLA with at least 16 query heads on a cache of the query's type
- * or FP8 decodes on the Hopper kernel (decode_mla_sm90.cu), 64 heads per
- * CTA, its head-group block (a group of 16 or 96 pads the last block with
- * zero queries; a 16-bit cache stays bound by the read, and an FP8 cache's
- * decode steps at 16 heads go to decode_mla_fp8_sm90.cu, one CTA a token,
- * the same grid). */
+/* Absorbed MLA on the Hopper kernel (decode_mla_sm90.cu), 64 heads per
+ * CTA, its head-group block: a cache of the query's type from 16 heads on
+ * (a group of 16 or 96 pads the last block with zero queries; the kernel
+ * stays bound by the cache read), an FP8 cache at any group. An FP8
+ * cache's decode steps at 16 heads or fewer run decode_mla_fp8_sm90.cu,
+ * one CTA a token, the same grid; below 16 heads the 64-row kernel's
+ * token blocks (64 / group tokens where the group divides 64) keep its
+ * rows real on longer requests. */
 constexpr int FI_MLA_SM90_HEADS = 64;
 inline bool schedule_mla_sm90(const sched_device &dev, int group, int q_dtype, int kv_dtype)
 {
-    const bool kv_ok = kv_dtype == q_dtype || kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2;
-    return dev.sm90_built && dev.cc == 90 && kv_ok && group >= 16;
+    const bool fp8 = kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2;
+    return dev.sm90_built && dev.cc == 90 && ((kv_dtype == q_dtype && group >= 16) || fp8);
 }
 
 /* Most keys one decode row sees: a causal window shows `window` keys, a

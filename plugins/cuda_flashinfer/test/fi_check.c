@@ -909,6 +909,21 @@ int main(int argc, char **argv)
         cases[n].s.q_amp = qt == AH_DTYPE_BF16 ? 1e5f : 1e-6f;
         lengths(&cases[n], 0, 4, 700, &rng);
         ADD("%s mla h16 decode fp8_e5m2%s", qn, qt == AH_DTYPE_BF16 ? " |q| 1e5" : " |q| 1e-6");
+        /* FP8 below 16 heads (TP 16 and up) on sm_90: decode steps on the
+         * kernel with keys as M (8 zero heads), mixed steps on the 64-row
+         * kernel, in token blocks of 8 at 8 heads and one token a CTA at 3 */
+        cases[n] = mla_case(qt, 8);
+        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        lengths(&cases[n], 0, 4, 900, &rng);
+        ADD("%s mla h8 decode fp8_e4m3", qn);
+        cases[n] = mla_case(qt, 8);
+        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        lengths(&cases[n], 3, 5, 400, &rng);
+        ADD("%s mla h8 mixed fp8_e4m3", qn);
+        cases[n] = mla_case(qt, 3);
+        cases[n].s.kv_dtype = AH_DTYPE_FP8_E5M2, cases[n].s.k_scale = 0.03f;
+        lengths(&cases[n], 3, 4, 300, &rng);
+        ADD("%s mla h3 mixed fp8_e5m2", qn);
         /* features, on decode and mixed batches */
         for (int k = 0; k < 4; k += 3) {
             const char *kn = kinds[k];

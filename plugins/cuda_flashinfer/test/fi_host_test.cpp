@@ -263,14 +263,16 @@ static void check_scheduler(void)
     const decode_choice lone1 =
         schedule_decode(h100, h100_occ, 1, 1, 8, 8, 128, 32768, FI_MAX_DECODE_SPLITS);
     CHECK_MSG(lone1.splits == FI_MAX_DECODE_SPLITS, "1 x 32k, 1 KV head: %d splits", lone1.splits);
-    /* MLA: the Hopper kernel from 16 heads on a cache of the query's type
-     * or FP8. */
+    /* MLA: the Hopper kernel from 16 heads on a cache of the query's type,
+     * at any group on FP8. */
     CHECK_MSG(schedule_mla_sm90(h100, 128, FI_BF16, FI_BF16) &&
                   schedule_mla_sm90(h100, 96, FI_F16, FI_F16) &&
                   schedule_mla_sm90(h100, 16, FI_BF16, FI_BF16) &&
                   schedule_mla_sm90(h100, 128, FI_BF16, FI_E4M3) &&
-                  schedule_mla_sm90(h100, 16, FI_F16, FI_E5M2),
-              "MLA 128 / 96 / 16 heads not on the Hopper kernel");
+                  schedule_mla_sm90(h100, 16, FI_F16, FI_E5M2) &&
+                  schedule_mla_sm90(h100, 8, FI_BF16, FI_E4M3) &&
+                  schedule_mla_sm90(h100, 3, FI_F16, FI_E5M2),
+              "MLA 128 / 96 / 16 heads, or FP8 at 8 and 3, not on the Hopper kernel");
     CHECK_MSG(!schedule_mla_sm90(h100, 8, FI_BF16, FI_BF16) &&
                   !schedule_mla_sm90(h100, 128, FI_BF16, FI_F16) &&
                   !schedule_mla_sm90(no90x, 128, FI_BF16, FI_BF16) &&
