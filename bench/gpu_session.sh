@@ -74,7 +74,7 @@ AH=$B/bin/attnhost
 # The zoo's setup comes before the checks, so that FlashInfer's JIT builds
 # (minutes of CPU) overlap them.
 if [[ ",$part," == *",zoo,"* ]]; then
-    zoo_models=${ZOO_MODELS:-llama-3-8b llama-3-8b-fp8 qwen2.5-7b llama-3-70b-tp8 gemma-2-9b gpt-oss-120b deepseek-v3 deepseek-v3-tp8 deepseek-v3-fp8 deepseek-v3-tp8-fp8 mpt-7b gemma-3-12b}
+    zoo_models=${ZOO_MODELS:-llama-3-8b llama-3-8b-fp8 qwen2.5-7b llama-3-70b-tp8 gemma-2-9b gpt-oss-120b deepseek-v3 deepseek-v3-tp8 deepseek-v3-fp8 deepseek-v3-tp8-fp8 deepseek-v3-tp16-fp8 mpt-7b gemma-3-12b}
     q=--quick; [ -n "${ZOO_FULL:-}" ] && q=
     # Each finished piece is kept in ZS and skipped by a later call on the
     # same machine, so the zoo may span calls; everything comes back in zoo.tgz.
