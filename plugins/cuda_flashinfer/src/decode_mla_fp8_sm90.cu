@@ -17,10 +17,11 @@
  *     two keys of one channel; B is P in shared memory (16 heads x 64 keys,
  *     2 KiB); O^T is 512 channels x 16 heads, 64 floats a thread.
  * Both GEMMs' K dimension (channels for S^T, keys for O^T) is permuted so a
- * thread's operands are whole words of one row: S^T's thread t takes
- * channels 16t + 4j.. of each 64-channel chunk in k-step j, and Q is stored
- * in the same order; O^T's thread t takes keys t, t + 4, t + 8, t + 12 of
- * each 16, and P is stored in that order. O^T's rows are channels in the
+ * thread's operands are whole words of one row (mla_fp8_order.h, which
+ * fi_host_test checks): S^T's thread t takes channels 16t + 4j.. of each
+ * 64-channel chunk in k-step j, and Q is stored in the same order; O^T's
+ * thread t takes keys t, t + 4, t + 8, t + 12 of each 16, and P is stored
+ * in that order. O^T's rows are channels in the
  * order the words give them (a thread's four rows of a 128-channel group are
  * four consecutive channels), so each thread writes 4 channels of a head
  * at once.
@@ -31,6 +32,7 @@
  * and O^T, added together at the end.
  */
 #include "fi_common.cuh"
+#include "mla_fp8_order.h"
 #include "wgmma_sm90.cuh"
 
 namespace fi {
@@ -60,9 +62,6 @@ static_assert(128 * 64 * 4 <= TILE && NC - 1 <= NST, "an O^T a stage at the end"
  * (its 128 threads, + c), the end and the hand-over (every consumer). */
 constexpr int BAR_MX = 1, BAR_P = BAR_MX + NC, BAR_END = BAR_P + NC;
 
-/* A row's 16-byte unit u sits at u ^ swz(row): rows 2, 3 of every 4 swap
- * the 32-byte halves of each 64 bytes. */
-__device__ __forceinline__ uint32_t swz(int row) { return (uint32_t)((row >> 1) & 1) << 1; }
 __device__ __forceinline__ uint32_t lds4(uint32_t a)
 {
     uint32_t v;
@@ -124,9 +123,8 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float2 v =
-                    n < nh
-                        ? unpack2(__ldg(qw + (64 * c + 16 * k + 4 * j + 2 * hf) / 2), (QT *)nullptr)
-                        : make_float2(0.f, 0.f);
+                    n < nh ? unpack2(__ldg(qw + mla8_q_channel(c, j, hf, k) / 2), (QT *)nullptr)
+                           : make_float2(0.f, 0.f);
                 w4[k] = pack2<half>(v.x * qs, v.y * qs);
             }
             sts16(sbase + QB + (uint32_t)c * QCHUNK + (uint32_t)n * 128u +
@@ -156,7 +154,7 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
         int64_t off[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            dst[i] = (uint32_t)rr[i] * D + (((uint32_t)q ^ swz(rr[i])) << 4);
+            dst[i] = (uint32_t)rr[i] * D + (((uint32_t)q ^ mla8_swizzle(rr[i])) << 4);
             off[i] = row_offset(0, rr[i]);
         }
         for (int it = 0; it < ntiles; it++) {
@@ -208,10 +206,10 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
     /* S^T rows (keys) of this thread: 16 warp + g8 and + 8 */
     const int kr0 = 16 * warp + g8, kr1 = kr0 + 8;
     const uint32_t sa0 = (uint32_t)kr0 * D, sa1 = (uint32_t)kr1 * D;
-    const uint32_t su0 = swz(kr0), su1 = swz(kr1);
-    /* O^T: key rows t4 + 4k of each 16 (their swizzle is t4's), channels
-     * 128 grp + 32 warp + 4 g8 .. + 3 */
-    const uint32_t va = (uint32_t)t4 * D, vsw = swz(t4);
+    const uint32_t su0 = mla8_swizzle(kr0), su1 = mla8_swizzle(kr1);
+    /* O^T: key rows 16 ks + mla8_v_key(t4, k) (their swizzle is t4's),
+     * channels mla8_o_channel(grp, warp, g8) .. + 3 (unit 8 grp + vu, byte vb) */
+    const uint32_t va = (uint32_t)t4 * D, vsw = mla8_swizzle(t4);
     const uint32_t vu = (uint32_t)(2 * warp + g8 / 4), vb = (uint32_t)(4 * (g8 % 4));
 
     for (int it = c; it < ntiles; it += NC) {
@@ -226,8 +224,8 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
         uint32_t sa[2][4][4];
 #pragma unroll
         for (int ch = 0; ch < D / 64; ch++) {
-            const uint4 w0 = lds16(st + sa0 + (((uint32_t)(4 * ch + t4) ^ su0) << 4));
-            const uint4 w1 = lds16(st + sa1 + (((uint32_t)(4 * ch + t4) ^ su1) << 4));
+            const uint4 w0 = lds16(st + sa0 + (((uint32_t)mla8_s_unit(ch, t4) ^ su0) << 4));
+            const uint4 w1 = lds16(st + sa1 + (((uint32_t)mla8_s_unit(ch, t4) ^ su1) << 4));
             const uint32_t r0[4] = {w0.x, w0.y, w0.z, w0.w}, r1[4] = {w1.x, w1.y, w1.z, w1.w};
             if (ch >= 2) wgmma_wait<1>();
             uint32_t(&A)[4][4] = sa[ch % 2];
@@ -284,7 +282,7 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
         }
         /* P into its B operand: row = head, column = the key's place in
          * O^T's k order (key t + 4e of each 8 at column 2t + e) */
-        const int col0 = 2 * (g8 % 4) + g8 / 4;
+        const int col0 = mla8_p_col(g8);
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -414,7 +412,7 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
      * o[2g][hk], o[2g][hk + 2], o[2g + 1][hk], o[2g + 1][hk + 2] with hk =
      * 4nb + e */
     const bool final_out = p.num_splits == 1 && !p.partial;
-    const int cw = 32 * warp + 4 * g8;
+    const int cw = mla8_o_channel(0, warp, g8);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int h = head[i], hk = 4 * (i / 2) + i % 2;

@@ -20,6 +20,9 @@
  *     without a split and where they divide the grid; the tensor-core kernel
  *     family follows dtype, soft-cap, ALiBi and the device; the cascade's
  *     prefix ranges cover the prefix in multiples of 64 keys.
+ *   - the FP8 MLA kernel's operand orders (src/mla_fp8_order.h): its loads
+ *     and Q, P and O^T's rows agree, cover every channel and key once, and
+ *     its shared-memory loads are free of bank conflicts.
  *
  *   fi_host_test      exit 0 when every check holds (tests/unit/check.h)
  */
@@ -29,6 +32,7 @@
 
 #include "check.h"
 #include "decode_heads.h"
+#include "mla_fp8_order.h"
 #include "scheduler.h"
 
 using namespace fi;
@@ -187,7 +191,7 @@ static void check_mla_cover(void)
     std::vector<int> q0 = {0};
     for (int q : qlens) q0.push_back(q0.back() + q);
     const int T = q0.back();
-    for (int g : {16, 32, 64, 96, 128})
+    for (int g : {3, 8, 16, 32, 64, 96, 128}) /* FP8 takes the 64-row kernel below 16 */
         for (int window : {0, 100}) {
             const int tb = mla_token_block(H, g, window), hblocks = head_blocks_per_kv(g, H);
             std::vector<int> served((size_t)T * g, 0);
@@ -219,6 +223,108 @@ static void check_mla_cover(void)
                 CHECK_MSG(served[i] == 1, "g=%d window=%d: token %d head %d served %d times", g,
                           window, i / g, i % g, served[i]);
         }
+}
+
+/* Shared-memory banks a warp's loads touch in one pass: true when no two
+ * addresses in a pass share a bank with different words (a 16-byte load
+ * runs in passes of 8 lanes, a 4-byte load in one of 32). */
+static bool conflict_free(const std::vector<uint32_t> &addr, int bytes)
+{
+    const int lanes = bytes == 16 ? 8 : 32;
+    for (size_t p0 = 0; p0 < addr.size(); p0 += lanes) {
+        uint32_t word_at[32];
+        for (int b = 0; b < 32; b++) word_at[b] = ~0u;
+        for (size_t l = p0; l < p0 + lanes; l++)
+            for (int w = 0; w < bytes / 4; w++) {
+                const uint32_t word = addr[l] / 4 + (uint32_t)w, bank = word % 32;
+                if (word_at[bank] != ~0u && word_at[bank] != word) return false;
+                word_at[bank] = word;
+            }
+    }
+    return true;
+}
+
+/* The FP8 MLA kernel's operand orders (src/mla_fp8_order.h): what the
+ * S^T loads give a lane is where Q holds the same channels; O^T's key
+ * order and P's columns agree; O^T's rows cover the 512 channels once; the
+ * producer writes each unit where the consumers read it; and both GEMMs'
+ * loads are free of bank conflicts. */
+static void check_mla8_order(void)
+{
+    const int D = 576;
+    for (int c = 0; c < D / 64; c++) {
+        std::vector<int> seen(64, 0);
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 4; j++)
+                for (int hf = 0; hf < 2; hf++)
+                    for (int e = 0; e < 2; e++) {
+                        const int ch = mla8_q_channel(c, j, hf, t) + e;
+                        const int loaded = 16 * mla8_s_unit(c, t) + 4 * j + 2 * hf + e;
+                        CHECK_MSG(ch == loaded,
+                                  "S^T chunk %d lane %d word %d: Q channel %d, load %d", c, t, j,
+                                  ch, loaded);
+                        if (ch >= 64 * c && ch < 64 * c + 64) seen[ch - 64 * c]++;
+                    }
+        for (int i = 0; i < 64; i++)
+            CHECK_MSG(seen[i] == 1, "chunk %d channel %d: %d", c, i, seen[i]);
+    }
+    std::vector<int> cols(16, 0);
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < 4; k++) { /* register pair k: columns 2t + k, or 8 + 2t + k - 2 */
+            const int key = mla8_v_key(t, k), col = k < 2 ? 2 * t + k : 8 + 2 * t + k - 2;
+            const int pcol = key < 8 ? mla8_p_col(key) : 8 + mla8_p_col(key - 8);
+            CHECK_MSG(key >= 0 && key < 16 && pcol == col,
+                      "O^T lane %d pair %d: key %d in P column %d, A column %d", t, k, key, pcol,
+                      col);
+            cols[col]++;
+        }
+    for (int i = 0; i < 16; i++) CHECK_MSG(cols[i] == 1, "O^T column %d: %d", i, cols[i]);
+    std::vector<int> chans(512, 0);
+    for (int grp = 0; grp < 4; grp++)
+        for (int w = 0; w < 4; w++)
+            for (int g = 0; g < 8; g++)
+                for (int r = 0; r < 4; r++) chans[mla8_o_channel(grp, w, g) + r]++;
+    for (int i = 0; i < 512; i++) CHECK_MSG(chans[i] == 1, "O^T channel %d: %d rows", i, chans[i]);
+    for (int row = 0; row < 64; row++)
+        for (int q = 0; q < 4; q++)
+            for (int k = 0; k < D / 64; k++) /* the producer's unit q + 4k at (q ^ s) + 4k */
+                CHECK_MSG((int)((unsigned)(q + 4 * k) ^ mla8_swizzle(row)) ==
+                              (int)((unsigned)q ^ mla8_swizzle(row)) + 4 * k,
+                          "row %d unit %d placed apart from its reads", row, q + 4 * k);
+    for (int ks = 0; ks < 4; ks++)
+        for (int t = 0; t < 4; t++)
+            for (int k = 0; k < 4; k++)
+                CHECK_MSG(mla8_swizzle(16 * ks + mla8_v_key(t, k)) == mla8_swizzle(t),
+                          "O^T row %d's swizzle is not its lane's", 16 * ks + mla8_v_key(t, k));
+    /* Bank conflicts: S^T's 16-byte loads (rows 16 w + g and + 8, unit
+     * mla8_s_unit(c, t)), O^T's 4-byte loads (row mla8_v_key(t, k), the
+     * channel word mla8_o_channel(grp, w, g)). */
+    for (int w = 0; w < 4; w++)
+        for (int c = 0; c < D / 64; c++)
+            for (int h = 0; h < 2; h++) {
+                std::vector<uint32_t> a;
+                for (int lane = 0; lane < 32; lane++) {
+                    const int row = 16 * w + lane / 4 + 8 * h;
+                    a.push_back((uint32_t)(row * D) +
+                                (((unsigned)mla8_s_unit(c, lane % 4) ^ mla8_swizzle(row)) << 4));
+                }
+                CHECK_MSG(conflict_free(a, 16), "S^T loads, warp %d chunk %d: bank conflicts", w,
+                          c);
+            }
+    for (int w = 0; w < 4; w++)
+        for (int grp = 0; grp < 4; grp++)
+            for (int k = 0; k < 4; k++) {
+                std::vector<uint32_t> a;
+                for (int lane = 0; lane < 32; lane++) {
+                    const int t = lane % 4, row = mla8_v_key(t, k);
+                    const int ch = mla8_o_channel(grp, w, lane / 4);
+                    a.push_back((uint32_t)(row * D) +
+                                (((unsigned)(ch / 16) ^ mla8_swizzle(row)) << 4) +
+                                (uint32_t)(ch % 16));
+                }
+                CHECK_MSG(conflict_free(a, 4),
+                          "O^T loads, warp %d group %d pair %d: bank conflicts", w, grp, k);
+            }
 }
 
 static void check_scheduler(void)
@@ -396,6 +502,7 @@ static void check_scheduler(void)
 int main(void)
 {
     check_scheduler();
+    check_mla8_order();
     /* The blocks the plan is meant to give the models' groups. */
     static const struct {
         int g, d, gb;
