@@ -59,6 +59,15 @@ static fi_case mla_case(ah_dtype q, uint32_t hq)
     return c;
 }
 
+/* mla_case on an FP8 latent cache of kind kv (k_scale 0.03). */
+static fi_case mla_fp8_case(ah_dtype q, uint32_t hq, ah_dtype kv)
+{
+    fi_case c = mla_case(q, hq);
+    c.s.kv_dtype = kv;
+    c.s.k_scale = 0.03f;
+    return c;
+}
+
 static double tol_for(ah_dtype q) { return q == AH_DTYPE_BF16 ? 3e-2 : 1.2e-2; }
 
 /* The case's batch: spare_blocks more table columns and 2 + spare * R more
@@ -890,38 +899,31 @@ int main(int argc, char **argv)
          * a consumer with none); a lone long request split over partitions
          * beside short ones; e5m2 with queries beyond fp16's range (bf16) or
          * in its subnormals */
-        cases[n] = mla_case(qt, 16);
-        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        cases[n] = mla_fp8_case(qt, 16, AH_DTYPE_FP8_E4M3);
         lengths(&cases[n], 0, 5, 900, &rng);
         ADD("%s mla h16 decode fp8_e4m3", qn);
-        cases[n] = mla_case(qt, 16);
-        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        cases[n] = mla_fp8_case(qt, 16, AH_DTYPE_FP8_E4M3);
         lengths(&cases[n], 0, 16, 130, &rng);
         cases[n].seqlens[0] = 1, cases[n].seqlens[1] = 64, cases[n].seqlens[2] = 65;
         ADD("%s mla h16 decode fp8_e4m3 short", qn);
-        cases[n] = mla_case(qt, 16);
-        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        cases[n] = mla_fp8_case(qt, 16, AH_DTYPE_FP8_E4M3);
         lengths(&cases[n], 0, 3, 200, &rng);
         cases[n].seqlens[0] = 7000 + 21;
         ADD("%s mla h16 decode fp8_e4m3 split-kv", qn);
-        cases[n] = mla_case(qt, 16);
-        cases[n].s.kv_dtype = AH_DTYPE_FP8_E5M2, cases[n].s.k_scale = 0.03f;
+        cases[n] = mla_fp8_case(qt, 16, AH_DTYPE_FP8_E5M2);
         cases[n].s.q_amp = qt == AH_DTYPE_BF16 ? 1e5f : 1e-6f;
         lengths(&cases[n], 0, 4, 700, &rng);
         ADD("%s mla h16 decode fp8_e5m2%s", qn, qt == AH_DTYPE_BF16 ? " |q| 1e5" : " |q| 1e-6");
         /* FP8 below 16 heads (TP 16 and up) on sm_90: decode steps on the
          * kernel with keys as M (8 zero heads), mixed steps on the 64-row
          * kernel, in token blocks of 8 at 8 heads and one token a CTA at 3 */
-        cases[n] = mla_case(qt, 8);
-        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        cases[n] = mla_fp8_case(qt, 8, AH_DTYPE_FP8_E4M3);
         lengths(&cases[n], 0, 4, 900, &rng);
         ADD("%s mla h8 decode fp8_e4m3", qn);
-        cases[n] = mla_case(qt, 8);
-        cases[n].s.kv_dtype = AH_DTYPE_FP8_E4M3, cases[n].s.k_scale = 0.03f;
+        cases[n] = mla_fp8_case(qt, 8, AH_DTYPE_FP8_E4M3);
         lengths(&cases[n], 3, 5, 400, &rng);
         ADD("%s mla h8 mixed fp8_e4m3", qn);
-        cases[n] = mla_case(qt, 3);
-        cases[n].s.kv_dtype = AH_DTYPE_FP8_E5M2, cases[n].s.k_scale = 0.03f;
+        cases[n] = mla_fp8_case(qt, 3, AH_DTYPE_FP8_E5M2);
         lengths(&cases[n], 3, 4, 300, &rng);
         ADD("%s mla h3 mixed fp8_e5m2", qn);
         /* features, on decode and mixed batches */
