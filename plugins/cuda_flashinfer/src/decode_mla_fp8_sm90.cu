@@ -41,7 +41,8 @@ using ah_sm90::mbar_arrive;
 using ah_sm90::mbar_wait;
 
 namespace mla16 {
-constexpr int D = 576, DV = 512, N = 16, BK = 64, NST = 5;
+constexpr int D = 576, DV = 512, N = FI_MLA_KEYS_M_HEADS, BK = 64, NST = 5;
+static_assert(N == 16, "the GEMMs are m64n16k16");
 /* consumer warpgroups, threads; registers of the producer and each consumer
  * (multiples of 8 within the SM's 64 K) */
 constexpr int NC = 2, THREADS = 128 * (NC + 1);
@@ -141,13 +142,10 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
          * 8 warp + l / 4 and 32 more: 64 bytes of each row per copy, so each
          * shared-memory address is a per-lane constant plus 64k. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
-        const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
         const int q = lane % 4, rr[2] = {warp * 8 + lane / 4, warp * 8 + lane / 4 + 32};
         auto row_offset = [&](int it, int row) -> int64_t {
             const int j = a + it * BK + row;
-            return j < b ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
-                               (int64_t)(j & pmask) * p.kg.stride_slot
-                         : -1;
+            return j < b ? kv_row_in(p.kg, __ldg(pages + (j >> p.kg.page_shift)), j, 0) : -1;
         };
         const unsigned char *kc = static_cast<const unsigned char *>(p.k_cache) + q * 16;
         uint32_t dst[2];

@@ -570,21 +570,20 @@ static cudaError_t launch_mla_kv(int kv_dtype, const attn_params &p, cudaStream_
 cudaError_t launch_decode_mla_sm90(int q_dtype, int kv_dtype, const attn_params &p, cudaStream_t st,
                                    int *occupancy)
 {
-    /* An FP8 cache at 16 heads: decode steps on the kernel with keys as
-     * M (decode_mla_fp8_sm90.cu), whose shared-memory limit is raised with
-     * this one's; steps with longer requests keep this kernel's token
-     * blocks, whose 64 rows are all real. */
-    const bool fp8_16 = (kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2) && p.group <= 16;
-    if (fp8_16 && !occupancy && p.one_token_reqs)
+    /* The decode steps schedule_mla_keys_m gives decode_mla_fp8_sm90.cu;
+     * at state creation (occupancy) its shared-memory limit is raised with
+     * this kernel's and the fewer resident CTAs count. */
+    if (!occupancy && schedule_mla_keys_m(kv_dtype, p.group, p.one_token_reqs))
         return launch_decode_mla_fp8_sm90(q_dtype, kv_dtype, p, st, nullptr);
     int own = 0, keys_m = 0;
     int *occ = occupancy ? &own : nullptr;
     cudaError_t e = q_dtype == FI_BF16 ? launch_mla_kv<__nv_bfloat16>(kv_dtype, p, st, occ)
                                        : launch_mla_kv<half>(kv_dtype, p, st, occ);
     if (!occupancy) return e;
-    if (e == cudaSuccess && fp8_16)
+    const bool keys_m_layer = schedule_mla_keys_m(kv_dtype, p.group, true);
+    if (e == cudaSuccess && keys_m_layer)
         e = launch_decode_mla_fp8_sm90(q_dtype, kv_dtype, p, st, &keys_m);
-    *occupancy = fp8_16 && keys_m < own ? keys_m : own;
+    *occupancy = keys_m_layer && keys_m < own ? keys_m : own;
     return e;
 }
 

@@ -228,13 +228,17 @@ __device__ __forceinline__ void cp_async_wait_n(int n)
 
 /* ---- the paged cache ------------------------------------------------------- */
 
-/* Element offset of key position j's row (kv head hk) of request whose pages
- * start at pages (a slice of kv_indices). */
-__device__ __forceinline__ int64_t kv_row(const kv_geom &g, const int32_t *pages, int j, int hk)
+/* Element offset of key position j's row (kv head hk) in page `page`, the
+ * block that holds it; kv_row looks the page up in pages (a request's
+ * slice of kv_indices). */
+__device__ __forceinline__ int64_t kv_row_in(const kv_geom &g, int64_t page, int j, int hk)
 {
-    const int64_t page = pages[j >> g.page_shift];
     const int slot = j & ((1 << g.page_shift) - 1);
     return page * g.stride_page + (int64_t)slot * g.stride_slot + (int64_t)hk * g.stride_head;
+}
+__device__ __forceinline__ int64_t kv_row(const kv_geom &g, const int32_t *pages, int j, int hk)
+{
+    return kv_row_in(g, pages[j >> g.page_shift], j, hk);
 }
 
 /* ---- variant hooks ------------------------------------------------------- */

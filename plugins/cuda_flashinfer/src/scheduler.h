@@ -68,6 +68,15 @@ inline bool schedule_mla_sm90(const sched_device &dev, int group, int q_dtype, i
     const bool fp8 = kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2;
     return dev.sm90_built && dev.cc == 90 && ((kv_dtype == q_dtype && group >= 16) || fp8);
 }
+/* Of a layer on the Hopper MLA kernel, what decode_mla_fp8_sm90.cu takes
+ * instead: an FP8 cache's steps of one query token a request, at up to
+ * FI_MLA_KEYS_M_HEADS heads (its GEMMs' N). */
+constexpr int FI_MLA_KEYS_M_HEADS = 16;
+inline bool schedule_mla_keys_m(int kv_dtype, int group, bool one_token_reqs)
+{
+    return (kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2) && group <= FI_MLA_KEYS_M_HEADS &&
+           one_token_reqs;
+}
 
 /* Most keys one decode row sees: a causal window shows `window` keys, a
  * bidirectional one up to 2 x window - 1; the splits are cut from those. */
@@ -166,10 +175,8 @@ inline decode_choice schedule_decode(const sched_device &dev, const decode_occ &
         int64_t cap = (visible_keys + 255) / 256;
         if (cap > FI_MAX_DECODE_SPLITS) cap = FI_MAX_DECODE_SPLITS;
         if (cap * tokens > ws_rows) cap = ws_rows / tokens;
-        if (occupancy == 1 && base <= dev.sms) { /* within one wave (above) */
-            const int64_t s = dev.sms / base < cap ? dev.sms / base : cap;
-            c.splits = s > 1 ? (int)s : 1;
-        } else if (occupancy == 1) { /* the least waves x (fixed + partition) */
+        if (occupancy == 1) { /* the least waves x (fixed + partition), above */
+            if (base <= dev.sms && dev.sms / base < cap) cap = dev.sms / base; /* one wave */
             double best = 0;
             for (int64_t s = 1; s <= cap; s++) {
                 const int64_t waves = (base * s + dev.sms - 1) / dev.sms;

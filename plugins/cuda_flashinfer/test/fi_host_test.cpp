@@ -379,6 +379,14 @@ static void check_scheduler(void)
                   schedule_mla_sm90(h100, 8, FI_BF16, FI_E4M3) &&
                   schedule_mla_sm90(h100, 3, FI_F16, FI_E5M2),
               "MLA 128 / 96 / 16 heads, or FP8 at 8 and 3, not on the Hopper kernel");
+    /* ... and of those, an FP8 cache's decode steps at up to 16 heads on
+     * the kernel with the keys as M */
+    CHECK_MSG(schedule_mla_keys_m(FI_E4M3, 16, true) && schedule_mla_keys_m(FI_E5M2, 8, true) &&
+                  schedule_mla_keys_m(FI_E4M3, 3, true),
+              "FP8 MLA decode steps at 16 / 8 / 3 heads not on the keys-as-M kernel");
+    CHECK_MSG(!schedule_mla_keys_m(FI_E4M3, 16, false) && !schedule_mla_keys_m(FI_E4M3, 32, true) &&
+                  !schedule_mla_keys_m(FI_BF16, 16, true),
+              "the keys-as-M kernel takes a mixed step, 32 heads or a 16-bit cache");
     CHECK_MSG(!schedule_mla_sm90(h100, 8, FI_BF16, FI_BF16) &&
                   !schedule_mla_sm90(h100, 128, FI_BF16, FI_F16) &&
                   !schedule_mla_sm90(no90x, 128, FI_BF16, FI_BF16) &&
