@@ -220,11 +220,17 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
 #pragma unroll
         for (int i = 0; i < 8; i++) sc[i] = 0.f;
         uint32_t sa[2][4][4];
+        /* a chunk's words are loaded while the one before is widened */
+        auto s_words = [&](int ch, uint4 &w0, uint4 &w1) {
+            w0 = lds16(st + sa0 + (((uint32_t)mla8_s_unit(ch, t4) ^ su0) << 4));
+            w1 = lds16(st + sa1 + (((uint32_t)mla8_s_unit(ch, t4) ^ su1) << 4));
+        };
+        uint4 w0, w1;
+        s_words(0, w0, w1);
 #pragma unroll
         for (int ch = 0; ch < D / 64; ch++) {
-            const uint4 w0 = lds16(st + sa0 + (((uint32_t)mla8_s_unit(ch, t4) ^ su0) << 4));
-            const uint4 w1 = lds16(st + sa1 + (((uint32_t)mla8_s_unit(ch, t4) ^ su1) << 4));
             const uint32_t r0[4] = {w0.x, w0.y, w0.z, w0.w}, r1[4] = {w1.x, w1.y, w1.z, w1.w};
+            if (ch + 1 < D / 64) s_words(ch + 1, w0, w1);
             if (ch >= 2) wgmma_wait<1>();
             uint32_t(&A)[4][4] = sa[ch % 2];
 #pragma unroll
@@ -304,15 +310,25 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
         /* O^T: 4 k-steps of 16 keys; per 128-channel group 4 words (keys t4
          * + 4k), byte-permuted into key pairs, widened: two m64 blocks */
         uint32_t va2[2][4][2][4];
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++) {
-            uint32_t w[4][4];
+        /* a k-step's words are loaded while the one before is widened */
+        auto v_words = [&](int ks, uint32_t(&w)[4][4]) {
 #pragma unroll
             for (int g = 0; g < 4; g++)
 #pragma unroll
                 for (int k = 0; k < 4; k++)
                     w[g][k] = lds4(st + va + (uint32_t)(16 * ks + 4 * k) * D +
                                    (((uint32_t)(8 * g) + vu) ^ vsw) * 16u + vb);
+        };
+        uint32_t wn[4][4];
+        v_words(0, wn);
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            uint32_t w[4][4];
+#pragma unroll
+            for (int g = 0; g < 4; g++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) w[g][k] = wn[g][k];
+            if (ks + 1 < 4) v_words(ks + 1, wn);
             if (ks >= 2) wgmma_wait<1>();
             uint32_t(&A)[4][2][4] = va2[ks % 2];
 #pragma unroll
