@@ -54,9 +54,9 @@ constexpr uint32_t MX = PB + NC * N * 128;       /* tile maxima [consumer][parit
 constexpr uint32_t QI = MX + NC * 2 * 4 * N * 4; /* the heads' inverse query scales */
 constexpr uint32_t LS = QI + N * 4;              /* row sums at the end [consumer][warp][head] */
 constexpr uint32_t MS = LS + NC * 4 * N * 4;     /* the other consumers' maxima at the end */
-constexpr uint32_t K0 = (MS + N * 4 + 1023) & ~1023; /* stage s at K0 + s * TILE */
-constexpr uint32_t TILE = BK * D;                    /* 36 KiB of raw rows */
-constexpr size_t SMEM = K0 + NST * TILE + 1024;      /* + slack to align the base */
+constexpr uint32_t K0 = (MS + (NC - 1) * N * 4 + 1023) & ~1023; /* stage s at K0 + s * TILE */
+constexpr uint32_t TILE = BK * D;                               /* 36 KiB of raw rows */
+constexpr size_t SMEM = K0 + NST * TILE + 1024;                 /* + slack to align the base */
 static_assert(SMEM + 1024 <= 232448, "one CTA's shared memory on sm_90");
 static_assert(128 * 64 * 4 <= TILE && NC - 1 <= NST, "an O^T a stage at the end");
 /* Named barriers (0 is __syncthreads): a consumer's tile maxima and its P
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
     const int a = keys.a, b = keys.b, ntiles = keys.ntiles;
     auto stage = [&](int it) { return sbase + K0 + (uint32_t)(it % NST) * TILE; };
 
-    const int tid = threadIdx.x, wg = tid / 128, ct = tid % 128;
+    const int tid = threadIdx.x, wg = warpgroup_index(), ct = tid % 128;
     const int warp = ct / 32, lane = tid % 32, g8 = lane / 4, t4 = lane % 4;
     if (tid == 0) mbar_ring_init(bar0, NST, 128, 4);
     float *qinv = reinterpret_cast<float *>(sgen + QI);
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
 #pragma unroll
         for (int x = 4; x < 32; x *= 2) l[i] += __shfl_xor_sync(0xffffffffu, l[i], x);
         if (g8 == 0) lsum[(c * 4 + warp) * N + head[i]] = l[i];
-        if (warp == 0 && g8 == 0) mpub[c * N + head[i]] = m[i];
+        if (c > 0 && warp == 0 && g8 == 0) mpub[(c - 1) * N + head[i]] = m[i];
     }
     named_sync(BAR_END, 128 * NC); /* every tile read: the stages are free */
     auto xo = [&](int k) {
@@ -394,12 +394,12 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
         const int h = head[i];
         float mm = m[i];
 #pragma unroll
-        for (int k = 1; k < NC; k++) mm = fmaxf(mm, mpub[k * N + h]);
+        for (int k = 1; k < NC; k++) mm = fmaxf(mm, mpub[(k - 1) * N + h]);
         const float mz = mm == -INFINITY ? 0.f : mm;
         L[i] = 0.f;
 #pragma unroll
         for (int k = 0; k < NC; k++) {
-            f[k][i] = ex2((k ? mpub[k * N + h] : m[i]) - mz);
+            f[k][i] = ex2((k ? mpub[(k - 1) * N + h] : m[i]) - mz);
             float lk = 0.f;
 #pragma unroll
             for (int w = 0; w < 4; w++) lk += lsum[(k * 4 + w) * N + h];

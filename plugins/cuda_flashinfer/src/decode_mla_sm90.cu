@@ -161,7 +161,9 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     /* keys a tile may show without a mask: those of the first token */
     const int bfirst = p.var.attn == FI_ATTN_CAUSAL ? min(b, pos + 1) : b;
 
-    const int tid = threadIdx.x, wg = tid / 128, ct = tid % 128;
+    /* An FP8 cache's instances keep the index non-uniform: with it uniform
+     * they took 1.02-1.04x the time (DECISIONS.md) */
+    const int tid = threadIdx.x, wg = FP8 ? tid / 128 : warpgroup_index(), ct = tid % 128;
     const int warp = ct / 32, lane = tid % 32, g8 = lane / 4, t4 = lane % 4;
     if (tid == 0) mbar_ring_init(bar0, NST, 128, 8);
     const QT *qt = static_cast<const QT *>(p.q) + (int64_t)t * p.q_stride_t;
@@ -216,15 +218,12 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     if (wg == 0) {
         /* ---- producer ---- */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        const int shift = p.kg.page_shift, pmask = (1 << shift) - 1;
         const int row0 = warp * (BK / 4); /* this warp's 8 rows of every tile */
         /* Row row0 + r of tile `it`: its element offset in the cache, or -1
          * past the range (those rows are zero: P V reads them). */
         auto row_offset = [&](int it, int r) -> int64_t {
             const int j = a + it * BK + row0 + r;
-            return j < b ? (int64_t)__ldg(pages + (j >> shift)) * p.kg.stride_page +
-                               (int64_t)(j & pmask) * p.kg.stride_slot
-                         : -1;
+            return j < b ? kv_row_in(p.kg, __ldg(pages + (j >> p.kg.page_shift)), j, 0) : -1;
         };
         if constexpr (FP8) {
             /* Lane l copies and widens row row0 + l / 4's units l % 4 + 4k

@@ -32,6 +32,13 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+/* This thread's warpgroup, broadcast from lane 0 so ptxas knows it is
+ * warp-uniform: shared-memory descriptors derived from it then live in
+ * uniform registers, not moved into them (R2UR) before every wgmma. */
+__device__ __forceinline__ int warpgroup_index()
+{
+    return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+}
 /* Keeps the compiler from moving reads or writes of v across a wgmma wait. */
 __device__ __forceinline__ void reg_fence(float &v) { asm volatile("" : "+f"(v)::"memory"); }
 __device__ __forceinline__ void reg_fence(uint32_t &v) { asm volatile("" : "+r"(v)::"memory"); }
