@@ -1,7 +1,8 @@
 /*
- * What the Hopper kernels (prefill_sm90.cu, decode_mla_sm90.cu) share: the
- * ordering of the warpgroup MMA (wgmma.mma_async, sm_90a: fences, commits,
- * group waits), named barriers, the async-proxy fence, cp.async groups, and
+ * What the Hopper kernels (prefill_sm90.cu, decode_mla_sm90.cu,
+ * decode_mla_fp8_sm90.cu) share: the ordering of the warpgroup MMA
+ * (wgmma.mma_async, sm_90a: fences, commits, group waits), the warpgroup
+ * index, named barriers, the async-proxy fence, cp.async groups, and
  * the shared-memory matrix descriptor. The MMA wrappers
  * themselves are the plugins' shared attnhost/cuda_wgmma.cuh: ss (A and B
  * from shared memory, both K-major; scale_d 0 overwrites D, so S needs no
