@@ -319,16 +319,12 @@ __global__ void __launch_bounds__(mla16::THREADS, 1) decode_mla_fp8_sm90_kernel(
                     w[g][k] = lds4(st + va + (uint32_t)(16 * ks + 4 * k) * D +
                                    (((uint32_t)(8 * g) + vu) ^ vsw) * 16u + vb);
         };
-        uint32_t wn[4][4];
-        v_words(0, wn);
+        uint32_t vw[2][4][4];
+        v_words(0, vw[0]);
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
-            uint32_t w[4][4];
-#pragma unroll
-            for (int g = 0; g < 4; g++)
-#pragma unroll
-                for (int k = 0; k < 4; k++) w[g][k] = wn[g][k];
-            if (ks + 1 < 4) v_words(ks + 1, wn);
+            const uint32_t(&w)[4][4] = vw[ks % 2];
+            if (ks + 1 < 4) v_words(ks + 1, vw[(ks + 1) % 2]);
             if (ks >= 2) wgmma_wait<1>();
             uint32_t(&A)[4][2][4] = va2[ks % 2];
 #pragma unroll

@@ -17,6 +17,7 @@ namespace fi {
 
 /* Element types the kernels are instantiated for. */
 enum dtype_id { FI_F16 = 0, FI_BF16 = 1, FI_E4M3 = 2, FI_E5M2 = 3 };
+inline bool dtype_is_fp8(int dtype) { return dtype == FI_E4M3 || dtype == FI_E5M2; }
 
 /* What the scheduler knows of the device, asked once per context. */
 struct sched_device {
@@ -65,8 +66,8 @@ inline int prefill_ctas_per_sm(prefill_family f) { return f == FI_PREFILL_SM90 ?
 constexpr int FI_MLA_SM90_HEADS = 64;
 inline bool schedule_mla_sm90(const sched_device &dev, int group, int q_dtype, int kv_dtype)
 {
-    const bool fp8 = kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2;
-    return dev.sm90_built && dev.cc == 90 && ((kv_dtype == q_dtype && group >= 16) || fp8);
+    return dev.sm90_built && dev.cc == 90 &&
+           ((kv_dtype == q_dtype && group >= 16) || dtype_is_fp8(kv_dtype));
 }
 /* Of a layer on the Hopper MLA kernel, what decode_mla_fp8_sm90.cu takes
  * instead: an FP8 cache's steps of one query token a request, at up to
@@ -74,8 +75,7 @@ inline bool schedule_mla_sm90(const sched_device &dev, int group, int q_dtype, i
 constexpr int FI_MLA_KEYS_M_HEADS = 16;
 inline bool schedule_mla_keys_m(int kv_dtype, int group, bool one_token_reqs)
 {
-    return (kv_dtype == FI_E4M3 || kv_dtype == FI_E5M2) && group <= FI_MLA_KEYS_M_HEADS &&
-           one_token_reqs;
+    return dtype_is_fp8(kv_dtype) && group <= FI_MLA_KEYS_M_HEADS && one_token_reqs;
 }
 
 /* Most keys one decode row sees: a causal window shows `window` keys, a

@@ -84,7 +84,7 @@ __device__ __forceinline__ void mbar_ring_init(uint32_t bar0, int n, uint32_t fu
         ah_sm90::mbar_init(bar0 + 8u * (uint32_t)s, full_arrivals);
         ah_sm90::mbar_init(bar0 + 8u * (uint32_t)(n + s), empty_arrivals);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    ah_sm90::mbar_fence_init();
 }
 /* 16 bytes from global to shared memory by cp.async (the L2 only),
  * zero-filled where !ok. */
