@@ -162,8 +162,7 @@ __global__ void __launch_bounds__(384, 1) decode_mla_sm90_kernel(const attn_para
     const int bfirst = p.var.attn == FI_ATTN_CAUSAL ? min(b, pos + 1) : b;
 
     /* An FP8 cache's instances keep the index non-uniform: with it uniform
-     * ptxas gave all of S's descriptors one uniform register quad, and they
-     * took 1.02-1.04x the time (DECISIONS.md) */
+     * they took 1.02-1.04x the time (DECISIONS.md) */
     const int tid = threadIdx.x, wg = FP8 ? tid / 128 : warpgroup_index(), ct = tid % 128;
     const int warp = ct / 32, lane = tid % 32, g8 = lane / 4, t4 = lane % 4;
     if (tid == 0) mbar_ring_init(bar0, NST, 128, 8);
